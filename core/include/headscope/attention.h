@@ -1,0 +1,49 @@
+// What the user controls about the attention (masks, head split, scale) and
+// what the engine hands back: every returned layer's per-head weights.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace headscope {
+
+enum class Scale { head, model, none };      // 1/sqrt(C/NH), 1/sqrt(C), 1
+enum class Split { transpose, naive_view };  // view+transpose (correct), or view straight to (B,NH,T,hs)
+
+struct AttentionOptions {
+    bool causal = true;
+    bool padding_mask = true;
+    int n_head = 0;                 // 0: the model's own; else must divide C
+    Scale scale = Scale::head;
+    Split split = Split::transpose;
+    std::vector<int> layers;        // ascending, unique; empty: all
+};
+
+// B texts' token ids, right-padded to the longest with the model's eos id.
+struct Batch {
+    std::vector<std::vector<int32_t>> token_ids;  // (B, length_b), unpadded
+    int32_t pad_id = 0;
+
+    int B() const { return static_cast<int>(token_ids.size()); }
+    int T() const;                     // the longest length
+};
+
+struct AttentionResult {
+    int B = 0, T = 0, NH = 0, hs = 0;
+    std::vector<int> layers;           // the returned layer indices
+    std::vector<float> weights;        // (layers.size(), B, NH, T, T); fully masked rows are 0
+    std::vector<uint8_t> fully_masked; // (B, T): 1 where a query row had no key to attend to
+
+    const float* map(int layer_slot, int b, int h) const {
+        return weights.data() + ((static_cast<size_t>(layer_slot) * B + b) * NH + h) * T * T;
+    }
+};
+
+// Parses CLI/UI words; throw Error naming the bad value.
+Scale parse_scale(std::string_view word);
+Split parse_split(std::string_view word);
+const char* to_string(Scale scale);
+const char* to_string(Split split);
+
+}  // namespace headscope

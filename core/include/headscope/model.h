@@ -1,0 +1,67 @@
+// A GPT-2-family model loaded from a Hugging Face directory (config.json,
+// model.safetensors, vocab.json, merges.txt) or a hub name in the local HF
+// cache. All weights are float32, row-major, in HF's Conv1D layout: a linear
+// layer's weight is (in, out) and y = x W + b.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "headscope/tokenizer.h"
+
+namespace headscope {
+
+struct Config {
+    int n_layer = 0;
+    int n_head = 0;
+    int n_embd = 0;       // C
+    int n_positions = 0;  // longest T
+    int vocab_size = 0;   // V
+    int eos_token_id = 50256;
+    float layer_norm_epsilon = 1e-5f;
+};
+
+struct LayerWeights {
+    const float* ln_1_w;       // (C)
+    const float* ln_1_b;       // (C)
+    const float* attn_w;       // (C, 3C)  fused [Q | K | V] along the output axis
+    const float* attn_b;       // (3C)
+    const float* attn_proj_w;  // (C, C)
+    const float* attn_proj_b;  // (C)
+    const float* ln_2_w;       // (C)
+    const float* ln_2_b;       // (C)
+    const float* fc_w;         // (C, 4C)
+    const float* fc_b;         // (4C)
+    const float* fc_proj_w;    // (4C, C)
+    const float* fc_proj_b;    // (C)
+};
+
+struct TensorInfo {
+    std::string name;  // as in the file, e.g. "transformer.h.0.attn.c_attn.weight"
+    std::vector<int64_t> shape;
+};
+
+struct Model {
+    std::filesystem::path path;  // the resolved directory
+    Config config;
+    Tokenizer tokenizer;
+    std::vector<TensorInfo> tensors;  // sorted by name
+    int64_t params = 0;               // number of weights (the tied output embedding counted once)
+
+    std::vector<float> storage;  // every weight, one allocation
+    const float* wte = nullptr;  // (V, C)
+    const float* wpe = nullptr;  // (n_positions, C)
+    std::vector<LayerWeights> layers;  // (L)
+    const float* ln_f_w = nullptr;     // (C)
+    const float* ln_f_b = nullptr;     // (C)
+};
+
+// A directory path, or a hub name ("gpt2", "openai-community/gpt2-medium")
+// looked up in the local Hugging Face cache only. Throws Error when neither.
+std::filesystem::path resolve_model_path(const std::string& name_or_path);
+
+// Throws Error naming the file, tensor or field on any problem.
+Model load_model(const std::string& name_or_path);
+
+}  // namespace headscope

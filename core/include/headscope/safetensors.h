@@ -1,0 +1,53 @@
+// Reader for the safetensors format, memory-mapped.
+//
+// Layout of a .safetensors file:
+//   bytes [0, 8)        N, the header length, unsigned 64-bit little endian
+//   bytes [8, 8+N)      a UTF-8 JSON object: for each tensor name
+//                       {"dtype": "F32"|"F16"|"BF16"|..., "shape": [d0, d1, ...],
+//                        "data_offsets": [begin, end]}, plus an optional
+//                       "__metadata__" object of strings
+//   bytes [8+N, end)    the data; offsets are relative to byte 8+N
+// Every field is validated (header length bound, JSON, dtype, shape, offsets
+// inside the file, size = product(shape) * dtype size, no two tensors
+// overlapping) before any data is touched.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace headscope {
+
+enum class DType { F32, F16, BF16 };
+
+struct TensorView {
+    DType dtype;
+    std::vector<int64_t> shape;
+    std::span<const std::byte> bytes;  // inside the mapped file
+};
+
+class SafetensorsFile {
+public:
+    // Maps and validates the file; throws Error naming the file and the problem.
+    explicit SafetensorsFile(const std::filesystem::path& path);
+    ~SafetensorsFile();
+    SafetensorsFile(const SafetensorsFile&) = delete;
+    SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+
+    const std::map<std::string, TensorView>& tensors() const { return tensors_; }
+
+private:
+    std::filesystem::path path_;
+    const std::byte* data_ = nullptr;
+    size_t size_ = 0;
+    std::map<std::string, TensorView> tensors_;
+};
+
+// Converts a tensor to float32 into `out` (product(shape) floats); throws
+// Error naming `name` if any value is NaN or Inf.
+void convert_to_f32(const std::string& name, const TensorView& tensor, float* out);
+
+}  // namespace headscope
