@@ -1,0 +1,281 @@
+// headscope-cli: the engine without a window. Prints a model's shapes, GPT-2
+// token ids, and every head's attention weights as JSON (or .npy), so each
+// number the window draws can be reproduced and tested.
+// Bad usage or input: one line "headscope-cli: error: ..." on stderr, exit 2.
+#include <CLI/CLI.hpp>
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "headscope/backend.h"
+#include "headscope/error.h"
+#include "headscope/model.h"
+#include "headscope/npy.h"
+
+using namespace headscope;
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+bool parse_on_off(const std::string& flag, const std::string& word) {
+    if (word == "on") return true;
+    if (word == "off") return false;
+    throw Error(flag + ": expected on or off, got '" + word + "'");
+}
+
+// "all" or "I,J,..." as ascending unique layer indices (empty means all).
+std::vector<int> parse_layers(const std::string& word) {
+    std::vector<int> layers;
+    if (word == "all") return layers;
+    size_t start = 0;
+    while (start <= word.size()) {
+        const size_t end = std::min(word.find(',', start), word.size());
+        const std::string item = word.substr(start, end - start);
+        int layer = 0;
+        const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), layer);
+        if (item.empty() || ec != std::errc() || ptr != item.data() + item.size())
+            throw Error("--layers: '" + item + "' is not a layer index (expected all or I,J,...)");
+        layers.push_back(layer);
+        start = end + 1;
+    }
+    std::sort(layers.begin(), layers.end());
+    layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
+    return layers;
+}
+
+// The token texts as UTF-8; a token holding part of a character shows U+FFFD
+// when the JSON is written (error_handler_t::replace).
+Json token_texts(const Tokenizer& tokenizer, const std::vector<int32_t>& ids) {
+    Json texts = Json::array();
+    for (int32_t id : ids) texts.push_back(tokenizer.token_bytes(id));
+    return texts;
+}
+
+std::string dump(const Json& json) { return json.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+// Writes to stdout, or to `path` when one is given.
+class Output {
+public:
+    explicit Output(const std::string& path) : file_(path.empty() ? stdout : fopen(path.c_str(), "wb")), path_(path) {
+        if (!file_) throw Error(path + ": cannot open for writing");
+    }
+    ~Output() {
+        if (file_ != stdout) fclose(file_);
+    }
+    void write(std::string_view text) { fwrite(text.data(), 1, text.size(), file_); }
+    void write(char c) { fputc(c, file_); }
+    void finish() {
+        if (fflush(file_) != 0 || ferror(file_)) throw Error((path_.empty() ? "stdout" : path_) + ": write failed");
+    }
+
+private:
+    FILE* file_;
+    std::string path_;
+};
+
+// The (layers, B, NH, T, T) weights as nested JSON arrays, streamed: building
+// them as json values would take many times the tensor's memory.
+void write_attention_arrays(Output& out, const AttentionResult& result) {
+    const size_t dims[5] = {result.layers.size(), static_cast<size_t>(result.B), static_cast<size_t>(result.NH),
+                            static_cast<size_t>(result.T), static_cast<size_t>(result.T)};
+    char number[32];
+    size_t index[5] = {};
+    const size_t total = result.weights.size();
+    for (size_t n = 0; n < total; ++n) {
+        // Open one bracket per axis that starts here.
+        for (int axis = 0; axis < 5; ++axis) {
+            bool starts = true;
+            for (int inner = axis; inner < 5; ++inner) starts = starts && index[inner] == 0;
+            if (starts) out.write('[');
+        }
+        const auto [end, ec] = std::to_chars(number, number + sizeof number, result.weights[n]);
+        out.write(std::string_view(number, end - number));
+        // Advance the index, closing a bracket per axis that ends.
+        int axis = 4;
+        while (axis >= 0 && ++index[axis] == dims[axis]) {
+            index[axis] = 0;
+            out.write(']');
+            --axis;
+        }
+        if (axis >= 0) out.write(',');
+    }
+    if (total == 0) out.write("[]");
+}
+
+struct Options {
+    std::string model;
+    std::vector<std::string> texts;
+    std::string causal = "on", padding_mask = "on", scale = "head", split = "transpose", layers = "all";
+    std::string backend = "auto", format = "json", out;
+    int heads = 0;
+    bool heads_given = false;
+};
+
+std::unique_ptr<Backend> make_backend(const std::string& choice) {
+    if (choice != "auto" && choice != "cpu") throw Error("--backend: expected auto or cpu, got '" + choice + "'");
+    return make_cpu_backend();
+}
+
+void run_info(const Options& opt) {
+    const Model model = load_model(opt.model);
+    Json tensors = Json::array();
+    for (const TensorInfo& t : model.tensors) tensors.push_back({{"name", t.name}, {"shape", t.shape}});
+    const Config& c = model.config;
+    const Json info = {{"n_layer", c.n_layer},     {"n_head", c.n_head},         {"n_embd", c.n_embd},
+                       {"n_positions", c.n_positions}, {"vocab_size", c.vocab_size}, {"params", model.params},
+                       {"path", model.path.string()},  {"tensors", tensors}};
+    Output out(opt.out);
+    out.write(dump(info));
+    out.write('\n');
+    out.finish();
+}
+
+std::vector<std::vector<int32_t>> tokenize_texts(const Tokenizer& tokenizer, const std::vector<std::string>& texts) {
+    std::vector<std::vector<int32_t>> ids;
+    for (size_t i = 0; i < texts.size(); ++i) {
+        if (texts[i].empty()) throw Error("text " + std::to_string(i + 1) + " is empty");
+        try {
+            ids.push_back(tokenizer.encode(texts[i]));
+        } catch (const Error& e) {
+            throw Error("text " + std::to_string(i + 1) + ": " + e.what());
+        }
+    }
+    return ids;
+}
+
+void run_tokenize(const Options& opt) {
+    const Model model = load_model(opt.model);
+    const std::vector<int32_t> ids = tokenize_texts(model.tokenizer, opt.texts).front();
+    Output out(opt.out);
+    out.write(dump(Json{{"token_ids", ids}, {"tokens", token_texts(model.tokenizer, ids)}}));
+    out.write('\n');
+    out.finish();
+}
+
+void run_attention(const Options& opt) {
+    AttentionOptions options;
+    options.causal = parse_on_off("--causal", opt.causal);
+    options.padding_mask = parse_on_off("--padding-mask", opt.padding_mask);
+    if (opt.heads_given && opt.heads < 1) throw Error("--heads must be at least 1, got " + std::to_string(opt.heads));
+    options.n_head = opt.heads;
+    options.scale = parse_scale(opt.scale);
+    options.split = parse_split(opt.split);
+    options.layers = parse_layers(opt.layers);
+    if (opt.format != "json" && opt.format != "npy" && opt.format != "none")
+        throw Error("--format: expected json, npy or none, got '" + opt.format + "'");
+    if (opt.format == "npy" && opt.out.empty()) throw Error("--format npy needs --out FILE");
+    std::unique_ptr<Backend> backend = make_backend(opt.backend);
+
+    auto start = Clock::now();
+    const Model model = load_model(opt.model);
+    const double load_ms = ms_since(start);
+
+    start = Clock::now();
+    Batch batch{tokenize_texts(model.tokenizer, opt.texts), model.config.eos_token_id};
+    const double tokenize_ms = ms_since(start);
+
+    backend->load_weights(model);
+    AttentionResult result;
+    start = Clock::now();
+    backend->forward(batch, options, result);
+    const double forward_ms = ms_since(start);
+
+    Json tokens = Json::array(), lengths = Json::array(), fully_masked = Json::array();
+    for (const auto& ids : batch.token_ids) {
+        tokens.push_back(token_texts(model.tokenizer, ids));
+        lengths.push_back(ids.size());
+    }
+    for (int b = 0; b < result.B; ++b) {
+        Json row = Json::array();
+        for (int t = 0; t < result.T; ++t) row.push_back(result.fully_masked[static_cast<size_t>(b) * result.T + t] != 0);
+        fully_masked.push_back(row);
+    }
+    Json meta = {{"backend", backend->name()},
+                 {"n_layer", model.config.n_layer},
+                 {"n_head", result.NH},
+                 {"d_head", result.hs},
+                 {"seq_len", result.T},
+                 {"layers", result.layers},
+                 {"texts", opt.texts},
+                 {"token_ids", batch.token_ids},
+                 {"tokens", tokens},
+                 {"lengths", lengths},
+                 {"fully_masked", fully_masked},
+                 {"timing_ms", {{"load", load_ms}, {"tokenize", tokenize_ms}, {"forward", forward_ms}}}};
+
+    if (opt.format == "npy") {
+        write_npy(opt.out, result.weights,
+                  {static_cast<int64_t>(result.layers.size()), result.B, result.NH, result.T, result.T});
+    }
+    Output out(opt.format == "json" ? opt.out : std::string());
+    std::string text = dump(meta);
+    if (opt.format == "json") {
+        text.pop_back();  // the closing brace: the attention arrays go last
+        out.write(text);
+        out.write(",\"attention\":");
+        write_attention_arrays(out, result);
+        out.write('}');
+    } else {
+        out.write(text);
+    }
+    out.write('\n');
+    out.finish();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"Headscope: every attention head of a GPT-2-family model, without a window", "headscope-cli"};
+    app.require_subcommand(1);
+    Options opt;
+
+    auto add_model = [&](CLI::App* sub) {
+        sub->add_option("--model", opt.model, "model directory or Hugging Face hub name (local cache only)")->required();
+        sub->add_option("--out", opt.out, "write to FILE instead of stdout");
+    };
+    CLI::App* info = app.add_subcommand("info", "the model's configuration, parameter count and weight shapes");
+    add_model(info);
+    CLI::App* tokenize = app.add_subcommand("tokenize", "GPT-2 token ids and texts of --text");
+    add_model(tokenize);
+    tokenize->add_option("--text", opt.texts, "UTF-8 text")->required()->expected(1);
+    CLI::App* attention = app.add_subcommand("attention", "every head's attention weights for one or more texts");
+    add_model(attention);
+    attention->add_option("--text", opt.texts, "UTF-8 text (repeat for a batch, right-padded)")->required();
+    attention->add_option("--causal", opt.causal, "on|off");
+    attention->add_option("--padding-mask", opt.padding_mask, "on|off");
+    attention->add_option("--heads", opt.heads, "re-split into N heads (N divides n_embd)");
+    attention->add_option("--scale", opt.scale, "head|model|none: 1/sqrt(C/N), 1/sqrt(C), 1");
+    attention->add_option("--split", opt.split, "transpose|naive-view");
+    attention->add_option("--layers", opt.layers, "all or I,J,...");
+    attention->add_option("--backend", opt.backend, "auto|cpu");
+    attention->add_option("--format", opt.format, "json|npy|none (npy needs --out)");
+
+    try {
+        app.parse(argc, argv);
+        opt.heads_given = attention->count("--heads") > 0;
+        if (*info) run_info(opt);
+        if (*tokenize) run_tokenize(opt);
+        if (*attention) run_attention(opt);
+    } catch (const CLI::ParseError& e) {
+        if (e.get_exit_code() == 0) return app.exit(e);  // --help
+        std::fprintf(stderr, "headscope-cli: error: %s\n", e.what());
+        return 2;
+    } catch (const Error& e) {
+        std::fprintf(stderr, "headscope-cli: error: %s\n", e.what());
+        return 2;
+    } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "headscope-cli: error: out of memory\n");
+        return 2;
+    }
+    return 0;
+}

@@ -1,0 +1,47 @@
+// Option words shared by the CLI and the window, and batch helpers.
+#include "headscope/attention.h"
+
+#include <algorithm>
+#include <string>
+
+#include "headscope/error.h"
+
+namespace headscope {
+
+int Batch::T() const {
+    size_t longest = 0;
+    for (const auto& ids : token_ids) longest = std::max(longest, ids.size());
+    return static_cast<int>(longest);
+}
+
+Scale parse_scale(std::string_view word) {
+    if (word == "head") return Scale::head;
+    if (word == "model") return Scale::model;
+    if (word == "none") return Scale::none;
+    throw Error("unknown scale '" + std::string(word) + "' (expected head, model or none)");
+}
+
+Split parse_split(std::string_view word) {
+    if (word == "transpose") return Split::transpose;
+    if (word == "naive-view") return Split::naive_view;
+    throw Error("unknown split '" + std::string(word) + "' (expected transpose or naive-view)");
+}
+
+const char* to_string(Scale scale) {
+    switch (scale) {
+        case Scale::head: return "head";
+        case Scale::model: return "model";
+        case Scale::none: return "none";
+    }
+    return "?";
+}
+
+const char* to_string(Split split) {
+    switch (split) {
+        case Split::transpose: return "transpose";
+        case Split::naive_view: return "naive-view";
+    }
+    return "?";
+}
+
+}  // namespace headscope

@@ -1,0 +1,148 @@
+// Forward-with-capture benchmark on a GPT-2-small-shaped model (L=12, NH=12,
+// C=768, V=50257, random weights), B=1. Reports median ms, GFLOP/s and the
+// fraction of this machine's FMA peak, measured here by an FMA loop.
+// Run: build/tests/bench-forward --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+#include <benchmark/benchmark.h>
+#include <immintrin.h>
+#include <omp.h>
+#include <sys/resource.h>
+
+#include <Eigen/Core>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+#include "headscope/backend.h"
+#include "model_writer.h"
+
+using namespace headscope;
+
+namespace {
+
+constexpr int L = 12, C = 768;
+
+// The widest FMA this build targets.
+#if defined(__AVX512F__)
+using Vec = __m512;
+constexpr int lanes = 16;
+Vec splat(float v) { return _mm512_set1_ps(v); }
+Vec fmadd(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+#else
+using Vec = __m256;
+constexpr int lanes = 8;
+Vec splat(float v) { return _mm256_set1_ps(v); }
+Vec fmadd(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+#endif
+float lane_sum(Vec v) {
+    float out[lanes];
+    std::memcpy(out, &v, sizeof v);
+    float sum = 0;
+    for (float x : out) sum += x;
+    return sum;
+}
+
+// Peak float32 FMA rate of all threads: independent FMA chains in registers.
+double measure_fma_peak_gflops() {
+    constexpr int chains = 12;
+    constexpr long iterations = 50'000'000;
+    double best = 0;
+    for (int trial = 0; trial < 3; ++trial) {
+        const auto start = std::chrono::steady_clock::now();
+        float sink = 0;
+#pragma omp parallel reduction(+ : sink)
+        {
+            Vec acc[chains];
+            for (auto& a : acc) a = splat(1.f);
+            const Vec m = splat(0.9999999f), add = splat(1e-7f);
+            for (long i = 0; i < iterations; ++i)
+                for (auto& a : acc) a = fmadd(a, m, add);
+            for (auto& a : acc) sink += lane_sum(a);
+        }
+        benchmark::DoNotOptimize(sink);
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        best = std::max(best, 2.0 * chains * lanes * iterations * omp_get_max_threads() / seconds / 1e9);
+    }
+    return best;
+}
+
+double fma_peak_gflops() {
+    static const double peak = measure_fma_peak_gflops();
+    return peak;
+}
+
+const Model& gpt2_small() {
+    static test::TempDir dir;
+    static const Model model = [] {
+        test::TestModelSpec spec;
+        spec.n_layer = L;
+        spec.n_head = 12;
+        spec.n_embd = C;
+        spec.n_positions = 1024;
+        test::write_test_model(dir.path, spec);
+        return load_model(dir.path.string());
+    }();
+    return model;
+}
+
+double peak_rss_mib() {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    return usage.ru_maxrss / 1024.0;
+}
+
+void report(benchmark::State& state, double flops) {
+    state.counters["GFLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["peak_fraction"] = benchmark::Counter(flops / 1e9 / fma_peak_gflops(),
+                                                         benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["peak_rss_MiB"] = peak_rss_mib();
+    state.counters["fma_peak_GFLOP/s"] = fma_peak_gflops();
+}
+
+// Args: T, number of layers returned (all = 12; 1 = layer 0 only).
+void BM_forward(benchmark::State& state) {
+    const int T = static_cast<int>(state.range(0)), returned = static_cast<int>(state.range(1));
+    const Model& model = gpt2_small();
+    auto backend = make_cpu_backend();
+    backend->load_weights(model);
+    std::mt19937 rng(7);
+    std::vector<int32_t> ids(T);
+    for (auto& id : ids) id = static_cast<int32_t>(rng() % model.config.vocab_size);
+    AttentionOptions options;
+    if (returned < L)
+        for (int l = 0; l < returned; ++l) options.layers.push_back(l);
+    AttentionResult result;
+    const Batch batch{{ids}, model.config.eos_token_id};
+    backend->forward(batch, options, result);  // warm-up: buffers sized once
+    for (auto _ : state) {
+        backend->forward(batch, options, result);
+        benchmark::DoNotOptimize(result.weights.data());
+    }
+    // The issue's count is 24*T*C^2 + 4*T^2*C per layer. The engine stops at the
+    // last returned layer's attention weights, so that layer does only the QKV
+    // product (6*T*C^2) and its Q.K^T (2*T^2*C); the count below is the work done.
+    const double t = T, c = C;
+    const double full_layer = 24 * t * c * c + 4 * t * t * c, last_layer = 6 * t * c * c + 2 * t * t * c;
+    report(state, (returned - 1) * full_layer + last_layer);
+    state.counters["issue_count_GFLOP/s"] =
+        benchmark::Counter(returned * full_layer, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_forward)->Args({128, L})->Args({1024, 1})->Args({1024, L})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The engine's largest product alone: (T, C) x (C, 4C), the MLP's c_fc.
+void BM_matmul(benchmark::State& state) {
+    const int T = static_cast<int>(state.range(0));
+    using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    const RowMatrix x = RowMatrix::Random(T, C), w = RowMatrix::Random(C, 4 * C);
+    RowMatrix y(T, 4 * C);
+    for (auto _ : state) {
+        y.noalias() = x * w;
+        benchmark::DoNotOptimize(y.data());
+    }
+    report(state, 2.0 * T * C * 4 * C);
+}
+BENCHMARK(BM_matmul)->Arg(128)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();

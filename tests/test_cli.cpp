@@ -1,0 +1,196 @@
+// headscope-cli run as a user runs it: its JSON and .npy outputs against the
+// engine and an independent .npy reader, and every bad input answered by one
+// line "headscope-cli: error: ..." on stderr, nothing on stdout, exit 2.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "headscope/backend.h"
+#include "model_writer.h"
+
+using namespace headscope;
+using nlohmann::json;
+
+namespace {
+
+struct CliRun {
+    int status;
+    std::string out, err;
+};
+
+std::string read_file(const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+// Runs the CLI with exactly these arguments (no shell), capturing both streams.
+CliRun run_cli(const std::vector<std::string>& args, const std::filesystem::path& scratch) {
+    const auto out_path = scratch / "stdout", err_path = scratch / "stderr";
+    const pid_t pid = fork();
+    if (pid == 0) {
+        if (!freopen(out_path.c_str(), "w", stdout) || !freopen(err_path.c_str(), "w", stderr)) _exit(127);
+        std::vector<char*> argv{const_cast<char*>(HEADSCOPE_CLI)};
+        for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+        argv.push_back(nullptr);
+        execv(HEADSCOPE_CLI, argv.data());
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(out_path), read_file(err_path)};
+}
+
+class CliTest : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        dir_ = new test::TempDir;
+        test::TestModelSpec spec;
+        spec.n_layer = 2;
+        spec.n_head = 4;
+        spec.n_embd = 32;
+        spec.n_positions = 16;
+        spec.transformer_prefix = false;
+        test::write_test_model(dir_->path / "model", spec);
+    }
+    static void TearDownTestSuite() { delete dir_; }
+
+    CliRun run(const std::vector<std::string>& args) { return run_cli(args, dir_->path); }
+    std::string model() const { return (dir_->path / "model").string(); }
+
+    // A bad input: exit 2, one line naming the problem, nothing on stdout.
+    void expect_error(const std::vector<std::string>& args, const std::string& names) {
+        const CliRun r = run(args);
+        EXPECT_EQ(r.status, 2) << r.err;
+        EXPECT_EQ(r.out, "");
+        EXPECT_EQ(r.err.rfind("headscope-cli: error: ", 0), 0u) << r.err;
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+        EXPECT_NE(r.err.find(names), std::string::npos) << "expected '" << names << "' in: " << r.err;
+    }
+
+    static test::TempDir* dir_;
+};
+test::TempDir* CliTest::dir_ = nullptr;
+
+TEST_F(CliTest, InfoPrintsConfigParamsAndShapes) {
+    const CliRun r = run({"info", "--model", model()});
+    ASSERT_EQ(r.status, 0) << r.err;
+    const json info = json::parse(r.out);
+    EXPECT_EQ(info["n_layer"], 2);
+    EXPECT_EQ(info["n_head"], 4);
+    EXPECT_EQ(info["n_embd"], 32);
+    EXPECT_EQ(info["n_positions"], 16);
+    EXPECT_EQ(info["vocab_size"], 50257);
+    EXPECT_EQ(info["params"], 50257 * 32 + 16 * 32 + 2 * (12 * 32 * 32 + 13 * 32) + 2 * 32);
+    bool found = false;
+    for (const json& t : info["tensors"])
+        if (t["name"] == "h.1.attn.c_attn.weight") found = t["shape"] == json::array({32, 96});
+    EXPECT_TRUE(found);
+}
+
+TEST_F(CliTest, TokenizeGivesGpt2Ids) {
+    const CliRun r = run({"tokenize", "--model", model(), "--text", "Hello world"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    const json j = json::parse(r.out);
+    EXPECT_EQ(j["token_ids"], json::array({15496, 995}));
+    EXPECT_EQ(j["tokens"], json::array({"Hello", " world"}));
+}
+
+TEST_F(CliTest, AttentionJsonMatchesTheEngineAndNpy) {
+    const std::string npy = (dir_->path / "att.npy").string();
+    const std::vector<std::string> common = {"attention", "--model", model(), "--text", "The cat sat on the mat",
+                                             "--text", "It was soft", "--heads", "8", "--causal", "off",
+                                             "--layers", "1"};
+    std::vector<std::string> as_json = common, as_npy = common;
+    as_npy.insert(as_npy.end(), {"--format", "npy", "--out", npy});
+    const CliRun rj = run(as_json), rn = run(as_npy);
+    ASSERT_EQ(rj.status, 0) << rj.err;
+    ASSERT_EQ(rn.status, 0) << rn.err;
+    const json j = json::parse(rj.out), jn = json::parse(rn.out);
+    EXPECT_FALSE(jn.contains("attention"));
+    EXPECT_EQ(j["backend"], "cpu");
+    EXPECT_EQ(j["n_head"], 8);
+    EXPECT_EQ(j["d_head"], 4);
+    EXPECT_EQ(j["seq_len"], 6);
+    EXPECT_EQ(j["layers"], json::array({1}));
+    EXPECT_EQ(j["lengths"], json::array({6, 3}));
+    EXPECT_EQ(j["fully_masked"][1], json::array({false, false, false, true, true, true}));
+    for (const char* key : {"load", "tokenize", "forward"}) EXPECT_TRUE(j["timing_ms"][key].is_number());
+
+    // The same run in-process.
+    const Model m = load_model(model());
+    auto backend = make_cpu_backend();
+    backend->load_weights(m);
+    AttentionOptions opt;
+    opt.causal = false;
+    opt.n_head = 8;
+    opt.layers = {1};
+    AttentionResult want;
+    backend->forward(Batch{j["token_ids"].get<std::vector<std::vector<int32_t>>>(), 50256}, opt, want);
+
+    // .npy: magic, version 1.0, header with dtype and shape, then float32 data.
+    const std::string bytes = read_file(npy);
+    ASSERT_EQ(bytes.substr(0, 8), std::string("\x93NUMPY\x01\x00", 8));
+    const size_t header_len = uint8_t(bytes[8]) | uint8_t(bytes[9]) << 8;
+    EXPECT_EQ((10 + header_len) % 64, 0u);
+    const std::string header = bytes.substr(10, header_len);
+    EXPECT_NE(header.find("'descr': '<f4'"), std::string::npos);
+    EXPECT_NE(header.find("'shape': (1, 2, 8, 6, 6)"), std::string::npos) << header;
+    ASSERT_EQ(bytes.size(), 10 + header_len + want.weights.size() * 4);
+
+    const json& att = j["attention"];
+    ASSERT_EQ(att.size(), 1u);
+    size_t n = 0;
+    for (int b = 0; b < 2; ++b)
+        for (int h = 0; h < 8; ++h)
+            for (int i = 0; i < 6; ++i)
+                for (int k = 0; k < 6; ++k, ++n) {
+                    float from_npy;
+                    std::memcpy(&from_npy, bytes.data() + 10 + header_len + 4 * n, 4);
+                    EXPECT_EQ(att[0][b][h][i][k].get<float>(), want.weights[n]);
+                    EXPECT_EQ(from_npy, want.weights[n]);
+                }
+}
+
+TEST_F(CliTest, BadInputIsOneLineAndExitTwo) {
+    const std::string m = model();
+    expect_error({"attention", "--model", m, "--text", "hi", "--bogus"}, "--bogus");
+    expect_error({"frobnicate"}, "frobnicate");
+    expect_error({"attention", "--text", "hi"}, "--model");
+    expect_error({"attention", "--model", m}, "--text");
+    expect_error({"attention", "--model", m, "--text", "hi", "--causal", "maybe"}, "--causal");
+    expect_error({"attention", "--model", m, "--text", "hi", "--padding-mask", "1"}, "--padding-mask");
+    expect_error({"attention", "--model", m, "--text", "hi", "--heads", "0"}, "--heads must be at least 1");
+    expect_error({"attention", "--model", m, "--text", "hi", "--heads", "5"}, "does not divide n_embd 32");
+    expect_error({"attention", "--model", m, "--text", "hi", "--heads", "two"}, "--heads");
+    expect_error({"attention", "--model", m, "--text", "hi", "--scale", "sqrt"}, "unknown scale 'sqrt'");
+    expect_error({"attention", "--model", m, "--text", "hi", "--split", "view"}, "unknown split 'view'");
+    expect_error({"attention", "--model", m, "--text", "hi", "--layers", "2"}, "layer 2 out of range");
+    expect_error({"attention", "--model", m, "--text", "hi", "--layers", "0,x"}, "'x' is not a layer index");
+    expect_error({"attention", "--model", m, "--text", "hi", "--format", "csv"}, "--format");
+    expect_error({"attention", "--model", m, "--text", "hi", "--format", "npy"}, "--format npy needs --out");
+    expect_error({"attention", "--model", m, "--text", "hi", "--backend", "gpu"}, "--backend");
+    expect_error({"attention", "--model", m, "--text", "hi", "--text", ""}, "text 2 is empty");
+    expect_error({"attention", "--model", m, "--text", "caf\xc3"}, "invalid UTF-8");
+    expect_error({"tokenize", "--model", m, "--text", "\xff"}, "invalid UTF-8");
+    expect_error({"attention", "--model", m, "--text", "one two three four five six seven eight nine ten eleven twelve "
+                                                       "thirteen fourteen fifteen sixteen seventeen"},
+                 "17 tokens, more than the model's limit of 16");
+    expect_error({"info", "--model", (dir_->path / "no-such-model").string()}, "no-such-model");
+
+    const auto torch_only = dir_->path / "torch-only";
+    std::filesystem::create_directories(torch_only);
+    for (const char* f : {"config.json", "vocab.json", "merges.txt"})
+        std::filesystem::copy_file(dir_->path / "model" / f, torch_only / f,
+                                   std::filesystem::copy_options::overwrite_existing);
+    std::ofstream(torch_only / "pytorch_model.bin") << "not read";
+    expect_error({"info", "--model", torch_only.string()}, "safetensors");
+}
+
+}  // namespace
