@@ -17,7 +17,7 @@ const std::array<char32_t, 256>& byte_to_unicode();
 
 // Splits UTF-8 text the way GPT-2's regex does:
 //   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-// Throws Error on invalid UTF-8. The pieces are views into `text`.
+// with \s as GPT-2's Python `regex` has it (Unicode White_Space). Throws Error on invalid UTF-8. The pieces are views into `text`.
 std::vector<std::string_view> pretokenize(std::string_view text);
 
 class Tokenizer {
@@ -32,11 +32,22 @@ public:
     int32_t vocab_size() const { return static_cast<int32_t>(id_to_bytes_.size()); }
 
 private:
-    void bpe(const std::string& piece_symbols, std::vector<int32_t>& out) const;
+    // The result of merging a pair of symbols, and the merge's rank in merges.txt.
+    struct Merge {
+        int32_t rank;
+        int32_t result;
+    };
 
-    std::unordered_map<std::string, int32_t> symbols_to_id_;   // vocab.json: byte-unicode string -> id
-    std::vector<std::string> id_to_bytes_;                      // id -> raw bytes
-    std::unordered_map<std::string, int32_t> merge_rank_;      // "left right" -> rank
+    struct BpeScratch;
+
+    // Symbols are interned as ids: vocab ids first, then strings that only
+    // appear in merges.txt (a BPE result among those has no token id).
+    void bpe(std::string_view piece, BpeScratch& scratch, std::vector<int32_t>& out) const;
+
+    std::vector<std::string> id_to_bytes_;             // vocab id -> raw bytes
+    std::vector<std::string> merge_only_symbols_;      // symbol id - vocab size -> symbol string
+    std::array<int32_t, 256> byte_symbol_{};           // byte -> its one-byte symbol
+    std::unordered_map<uint64_t, Merge> merges_;       // (left << 32 | right) -> merge
 };
 
 }  // namespace headscope

@@ -1,7 +1,8 @@
-// Forward-with-capture benchmark on a GPT-2-small-shaped model (L=12, NH=12,
-// C=768, V=50257, random weights), B=1. Reports median ms, GFLOP/s and the
-// fraction of this machine's FMA peak, measured here by an FMA loop.
-// Run: build/tests/bench-forward --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+// Engine benchmarks: the forward with attention capture on a GPT-2-small-shaped
+// model (L=12, NH=12, C=768, V=50257, random weights), B=1, with median ms,
+// GFLOP/s and the fraction of this machine's FMA peak (measured here by an FMA
+// loop); the largest matrix product alone; and GPT-2 tokenization of English.
+// Run: build/tests/bench-engine --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 #include <omp.h>
@@ -11,6 +12,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <random>
 
 #include "headscope/backend.h"
@@ -142,6 +145,19 @@ void BM_matmul(benchmark::State& state) {
     report(state, 2.0 * T * C * 4 * C);
 }
 BENCHMARK(BM_matmul)->Arg(128)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// GPT-2's tokenizer on about 100 KB of English (the GPL, which Debian ships).
+void BM_tokenize(benchmark::State& state) {
+    const std::filesystem::path reference = HEADSCOPE_GPT2_REFERENCE_DIR;
+    const Tokenizer tokenizer = Tokenizer::load(reference / "encoder.json", reference / "vocab.bpe");
+    std::ifstream in("/usr/share/common-licenses/GPL-3");
+    const std::string licence{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    std::string text;
+    while (text.size() < 100'000) text += licence;
+    for (auto _ : state) benchmark::DoNotOptimize(tokenizer.encode(text));
+    state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * text.size()));
+}
+BENCHMARK(BM_tokenize)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 
