@@ -3,62 +3,27 @@
 // Legend: B batch, T padded length, C channels, NH heads, hs = C/NH, L layers.
 // All buffers are row-major and sized once per (B, T, NH); a later call with
 // the same or a smaller shape allocates nothing.
-#include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <string>
 #include <vector>
 
 #include "headscope/backend.h"
+#include "headscope/cpu_ops.h"
 #include "headscope/error.h"
 
 namespace headscope {
 namespace {
 
-using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using MatrixMap = Eigen::Map<RowMatrix>;
-using ConstMatrixMap = Eigen::Map<const RowMatrix>;
-using StridedMap = Eigen::Map<RowMatrix, Eigen::Unaligned, Eigen::OuterStride<>>;
-using ConstStridedMap = Eigen::Map<const RowMatrix, Eigen::Unaligned, Eigen::OuterStride<>>;
-using ConstVectorMap = Eigen::Map<const Eigen::RowVectorXf>;
+using MatrixMap = ops::MatrixMap<float>;
+using ConstMatrixMap = ops::ConstMatrixMap<float>;
+using StridedMap = ops::StridedMap<float>;
+using ConstStridedMap = ops::ConstStridedMap<float>;
+using ConstVectorMap = ops::ConstRowVectorMap<float>;
 
 // Grows `buffer` to at least `n` floats; never shrinks, so steady state allocates nothing.
 void reserve_floats(std::vector<float>& buffer, size_t n) {
     if (buffer.size() < n) buffer.resize(n);
-}
-
-// out = x W + b for x (rows, in), W (in, out), b (out): one batched product.
-void linear(const float* x, const float* w, const float* b, float* out, int rows, int in, int out_dim) {
-    MatrixMap y(out, rows, out_dim);
-    y.noalias() = ConstMatrixMap(x, rows, in) * ConstMatrixMap(w, in, out_dim);
-    y.rowwise() += ConstVectorMap(b, out_dim);
-}
-
-// out = LayerNorm(x) per row of C, with GPT-2's biased variance.
-void layer_norm(const float* x, const float* w, const float* b, float* out, int rows, int C, float eps) {
-#pragma omp parallel for schedule(static)
-    for (int r = 0; r < rows; ++r) {
-        const float* xr = x + static_cast<size_t>(r) * C;
-        float* yr = out + static_cast<size_t>(r) * C;
-        float mean = 0.f;
-        for (int c = 0; c < C; ++c) mean += xr[c];
-        mean /= C;
-        float var = 0.f;
-        for (int c = 0; c < C; ++c) var += (xr[c] - mean) * (xr[c] - mean);
-        const float inv_std = 1.f / std::sqrt(var / C + eps);
-        for (int c = 0; c < C; ++c) yr[c] = (xr[c] - mean) * inv_std * w[c] + b[c];
-    }
-}
-
-// GELU, tanh approximation, in place.
-void gelu(float* x, size_t n) {
-    const float k = std::sqrt(2.f / static_cast<float>(M_PI));
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; ++i) {
-        const float v = x[i];
-        x[i] = 0.5f * v * (1.f + std::tanh(k * (v + 0.044715f * v * v * v)));
-    }
 }
 
 class CpuBackend final : public Backend {
@@ -104,17 +69,17 @@ public:
             const bool returned = slot < result.layers.size() && result.layers[slot] == l;
             float* att = returned ? result.weights.data() + slot++ * map_floats : scratch_att_.data();
 
-            layer_norm(x_.data(), w.ln_1_w, w.ln_1_b, ln_.data(), BT, C, cfg.layer_norm_epsilon);
-            linear(ln_.data(), w.attn_w, w.attn_b, qkv_.data(), BT, C, 3 * C);
+            ops::layer_norm(x_.data(), w.ln_1_w, w.ln_1_b, ln_.data(), BT, C, cfg.layer_norm_epsilon);
+            ops::linear(ln_.data(), w.attn_w, w.attn_b, qkv_.data(), BT, C, 3 * C);
             attention(batch, options, NH, att, result.fully_masked.data());
             if (l == last_layer) break;  // everything after this layer's weights is not needed
 
             MatrixMap x(x_.data(), BT, C);
             x.noalias() += ConstMatrixMap(y_.data(), BT, C) * ConstMatrixMap(w.attn_proj_w, C, C);
             x.rowwise() += ConstVectorMap(w.attn_proj_b, C);
-            layer_norm(x_.data(), w.ln_2_w, w.ln_2_b, ln_.data(), BT, C, cfg.layer_norm_epsilon);
-            linear(ln_.data(), w.fc_w, w.fc_b, fc_.data(), BT, C, 4 * C);
-            gelu(fc_.data(), static_cast<size_t>(BT) * 4 * C);
+            ops::layer_norm(x_.data(), w.ln_2_w, w.ln_2_b, ln_.data(), BT, C, cfg.layer_norm_epsilon);
+            ops::linear(ln_.data(), w.fc_w, w.fc_b, fc_.data(), BT, C, 4 * C);
+            ops::gelu(fc_.data(), fc_.data(), static_cast<size_t>(BT) * 4 * C);
             x.noalias() += ConstMatrixMap(fc_.data(), BT, 4 * C) * ConstMatrixMap(w.fc_proj_w, 4 * C, C);
             x.rowwise() += ConstVectorMap(w.fc_proj_b, C);
         }
@@ -210,41 +175,17 @@ private:
                     in_stride = 3 * C;
                     out_stride = C;
                 }
-                ConstStridedMap Q(q, T, hs, Eigen::OuterStride<>(in_stride));  // (T, hs)
-                ConstStridedMap K(k, T, hs, Eigen::OuterStride<>(in_stride));  // (T, hs)
-                ConstStridedMap V(v, T, hs, Eigen::OuterStride<>(in_stride));  // (T, hs)
-                MatrixMap S(att + (static_cast<size_t>(b) * NH + h) * T * T, T, T);  // (T, T)
-                S.noalias() = Q * K.transpose();
-                for (int i = 0; i < T; ++i) {
-                    const bool row_empty = softmax_row(S.row(i).data(), i, T, length, scale, options);
-                    if (row_empty && h == 0) fully_masked[static_cast<size_t>(b) * T + i] = 1;
-                }
-                StridedMap(y, T, hs, Eigen::OuterStride<>(out_stride)).noalias() = S * V;
+                // Query i sees keys [0, end): causal and padding masks are both prefixes.
+                auto visible_end = [&](int i) {
+                    const int end = options.causal ? i + 1 : T;
+                    return options.padding_mask ? (i < length ? std::min(end, length) : 0) : end;
+                };
+                float* att_bh = att + (static_cast<size_t>(b) * NH + h) * T * T;
+                ops::attention_head(q, k, v, in_stride, y, out_stride, att_bh, T, hs, scale, visible_end);
+                if (h == 0)
+                    for (int i = 0; i < T; ++i) fully_masked[static_cast<size_t>(b) * T + i] = visible_end(i) == 0;
             }
         }
-    }
-
-    // Scales, masks and normalises one score row in place. Query i may see key
-    // j when (causal off or j <= i) and (padding mask off or both are real
-    // tokens). Returns true when no key is visible: the row is then all zeros.
-    static bool softmax_row(float* row, int i, int T, int length, float scale, const AttentionOptions& options) {
-        int visible_end = options.causal ? i + 1 : T;
-        if (options.padding_mask) visible_end = i < length ? std::min(visible_end, length) : 0;
-        if (visible_end == 0) {
-            std::fill(row, row + T, 0.f);
-            return true;
-        }
-        float max_score = -std::numeric_limits<float>::infinity();
-        for (int j = 0; j < visible_end; ++j) max_score = std::max(max_score, row[j] * scale);
-        float sum = 0.f;
-        for (int j = 0; j < visible_end; ++j) {
-            row[j] = std::exp(row[j] * scale - max_score);
-            sum += row[j];
-        }
-        const float inv_sum = 1.f / sum;
-        for (int j = 0; j < visible_end; ++j) row[j] *= inv_sum;
-        std::fill(row + visible_end, row + T, 0.f);
-        return false;
     }
 
     const Model* model_ = nullptr;

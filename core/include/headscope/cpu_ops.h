@@ -1,0 +1,89 @@
+// The GPT-2 forward's building blocks on the CPU, over flat row-major buffers,
+// templated on the scalar: the engine runs them in float, the trainer's
+// gradient check in double. Legend: T rows, C channels, hs head size.
+#pragma once
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+
+namespace headscope::ops {
+
+template <typename S>
+using RowMatrix = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <typename S>
+using MatrixMap = Eigen::Map<RowMatrix<S>>;
+template <typename S>
+using ConstMatrixMap = Eigen::Map<const RowMatrix<S>>;
+template <typename S>
+using StridedMap = Eigen::Map<RowMatrix<S>, Eigen::Unaligned, Eigen::OuterStride<>>;
+template <typename S>
+using ConstStridedMap = Eigen::Map<const RowMatrix<S>, Eigen::Unaligned, Eigen::OuterStride<>>;
+template <typename S>
+using ConstRowVectorMap = Eigen::Map<const Eigen::Matrix<S, 1, Eigen::Dynamic>>;
+
+// out (rows, out_dim) = x (rows, in) W (in, out_dim) + b (out_dim): one batched product.
+template <typename S>
+void linear(const S* x, const S* w, const S* b, S* out, int rows, int in, int out_dim) {
+    MatrixMap<S> y(out, rows, out_dim);
+    y.noalias() = ConstMatrixMap<S>(x, rows, in) * ConstMatrixMap<S>(w, in, out_dim);
+    y.rowwise() += ConstRowVectorMap<S>(b, out_dim);
+}
+
+// out = LayerNorm(x) per row of C, with GPT-2's biased variance.
+template <typename S>
+void layer_norm(const S* x, const S* w, const S* b, S* out, int rows, int C, S eps) {
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; ++r) {
+        const S* xr = x + static_cast<size_t>(r) * C;
+        S* yr = out + static_cast<size_t>(r) * C;
+        S mean = 0;
+        for (int c = 0; c < C; ++c) mean += xr[c];
+        mean /= C;
+        S var = 0;
+        for (int c = 0; c < C; ++c) var += (xr[c] - mean) * (xr[c] - mean);
+        const S inv_std = 1 / std::sqrt(var / C + eps);
+        for (int c = 0; c < C; ++c) yr[c] = (xr[c] - mean) * inv_std * w[c] + b[c];
+    }
+}
+
+// GELU, tanh approximation: out[i] = gelu(x[i]); out may be x.
+template <typename S>
+void gelu(const S* x, S* out, size_t n) {
+    const S k = std::sqrt(S(2) / S(M_PI));
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; ++i) {
+        const S v = x[i];
+        out[i] = S(0.5) * v * (1 + std::tanh(k * (v + S(0.044715) * v * v * v)));
+    }
+}
+
+// Scales a score row and turns its first `visible` entries into a softmax,
+// zeroing the rest (masked keys). visible == 0 leaves an all-zero row.
+template <typename S>
+void masked_softmax_row(S* row, int visible, int T, S scale) {
+    if (visible > 0) {
+        Eigen::Map<Eigen::Array<S, Eigen::Dynamic, 1>> kept(row, visible);  // vectorised exp
+        kept *= scale;
+        kept = (kept - kept.maxCoeff()).exp();
+        kept /= kept.sum();
+    }
+    std::fill(row + visible, row + T, S(0));
+}
+
+// One head: att (T, T) = softmax(scale Q K^T) with key j visible to query i
+// for j < visible_end(i); y (T, hs) = att V. Q, K, V and y are (T, hs) blocks
+// with the given row strides, so the caller picks the head split.
+template <typename S, typename VisibleEnd>
+void attention_head(const S* q, const S* k, const S* v, int in_stride, S* y, int out_stride, S* att, int T, int hs,
+                    S scale, VisibleEnd visible_end) {
+    ConstStridedMap<S> Q(q, T, hs, Eigen::OuterStride<>(in_stride));
+    ConstStridedMap<S> K(k, T, hs, Eigen::OuterStride<>(in_stride));
+    ConstStridedMap<S> V(v, T, hs, Eigen::OuterStride<>(in_stride));
+    MatrixMap<S> A(att, T, T);
+    A.noalias() = Q * K.transpose();
+    for (int i = 0; i < T; ++i) masked_softmax_row(att + static_cast<size_t>(i) * T, visible_end(i), T, scale);
+    StridedMap<S>(y, T, hs, Eigen::OuterStride<>(out_stride)).noalias() = A * V;
+}
+
+}  // namespace headscope::ops

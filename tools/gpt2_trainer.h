@@ -1,0 +1,91 @@
+// A GPT-2 trainer on the CPU: the engine's forward ops (core's cpu_ops.h),
+// hand-written backward passes and AdamW, over one flat parameter buffer in
+// the layout of GPT-2's checkpoints. Templated on the scalar so the gradient
+// check can run in double; training runs in float.
+// Legend: B batch, T sequence length, C channels, NH heads, hs = C/NH, L layers, V vocab.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace headscope::train {
+
+struct ModelShape {
+    int n_layer = 4;
+    int n_head = 4;
+    int n_embd = 128;      // C
+    int n_positions = 256; // longest T
+    int vocab_size = 4096; // V
+};
+
+// Where each GPT-2 tensor lives in the flat buffer; names as in HF's files.
+struct ParameterTensor {
+    std::string name;             // e.g. "h.0.attn.c_attn.weight"
+    std::vector<int64_t> shape;   // e.g. {C, 3C}
+    size_t offset;                // into the flat buffer
+    size_t size;
+    bool decayed;                 // weight decay applies (matrices, not LayerNorm or biases)
+};
+std::vector<ParameterTensor> parameter_layout(const ModelShape& shape);
+
+struct AdamW {
+    float learning_rate = 1e-3f;
+    float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
+};
+
+template <typename S>
+class Gpt2Trainer {
+public:
+    Gpt2Trainer(const ModelShape& shape, uint64_t seed);
+
+    // Mean cross-entropy of predicting targets (B, T) from inputs (B, T).
+    S forward(const int32_t* inputs, const int32_t* targets, int B, int T);
+    // Gradients of the last forward's loss into grads() (overwritten, not accumulated).
+    void backward();
+    void step(const AdamW& adamw, int step_number);
+
+    const ModelShape& shape() const { return shape_; }
+    std::vector<S>& params() { return params_; }
+    const std::vector<S>& grads() const { return grads_; }
+    const std::vector<ParameterTensor>& layout() const { return layout_; }
+
+private:
+    struct Layer {  // pointers into params_ or grads_
+        S *ln_1_w, *ln_1_b, *attn_w, *attn_b, *attn_proj_w, *attn_proj_b;
+        S *ln_2_w, *ln_2_b, *fc_w, *fc_b, *fc_proj_w, *fc_proj_b;
+    };
+    struct Tensors {
+        S *wte, *wpe, *ln_f_w, *ln_f_b;
+        std::vector<Layer> layers;
+    };
+    Tensors tensors_in(std::vector<S>& buffer) const;
+    void resize_activations(int B, int T);
+
+    ModelShape shape_;
+    std::vector<ParameterTensor> layout_;
+    std::vector<S> params_, grads_, adam_m_, adam_v_;
+    Tensors p_, g_;
+
+    // Activations of the last forward, kept for the backward.
+    int B_ = 0, T_ = 0;
+    std::vector<int32_t> inputs_, targets_;  // (B, T)
+    std::vector<S> residual_;   // (L + 1, B, T, C): input of each layer, then the last output
+    std::vector<S> ln_1_;       // (L, B, T, C)
+    std::vector<S> qkv_;        // (L, B, T, 3C)
+    std::vector<S> att_;        // (L, B, NH, T, T) attention weights
+    std::vector<S> att_y_;      // (L, B, T, C) heads merged
+    std::vector<S> residual_mid_;  // (L, B, T, C) after the attention's residual add
+    std::vector<S> ln_2_;       // (L, B, T, C)
+    std::vector<S> fc_;         // (L, B, T, 4C) before GELU
+    std::vector<S> fc_gelu_;    // (L, B, T, 4C)
+    std::vector<S> ln_f_;       // (B, T, C)
+    std::vector<S> probs_;      // (B, T, V)
+    // Backward scratch.
+    std::vector<S> d_residual_, d_buffer_, d_qkv_, d_fc_, d_att_, d_logits_;
+};
+
+extern template class Gpt2Trainer<float>;
+extern template class Gpt2Trainer<double>;
+
+}  // namespace headscope::train
