@@ -261,6 +261,11 @@ int main(int argc, char** argv) {
     attention->add_option("--format", opt.format, "json|npy|none (npy needs --out)");
 
     try {
+        // CLI11 would only say that a subcommand is required.
+        const std::vector<CLI::App*> commands = app.get_subcommands([](CLI::App*) { return true; });
+        if (argc > 1 && argv[1][0] != '-' &&
+            std::none_of(commands.begin(), commands.end(), [&](CLI::App* c) { return c->get_name() == argv[1]; }))
+            throw Error(std::string("unknown command '") + argv[1] + "' (expected info, tokenize or attention)");
         app.parse(argc, argv);
         opt.heads_given = attention->count("--heads") > 0;
         if (*info) run_info(opt);
