@@ -42,7 +42,15 @@ struct TensorInfo {
     std::vector<int64_t> shape;
 };
 
+// Move-only: the weight pointers point into `storage`, whose buffer a move
+// hands over intact but a copy would not.
 struct Model {
+    Model() = default;
+    Model(Model&&) = default;
+    Model& operator=(Model&&) = default;
+    Model(const Model&) = delete;
+    Model& operator=(const Model&) = delete;
+
     std::filesystem::path path;  // the resolved directory
     Config config;
     Tokenizer tokenizer;

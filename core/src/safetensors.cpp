@@ -1,0 +1,283 @@
+// The safetensors reader: maps the file read-only, validates the whole header
+// against the file before any tensor data is read, and converts F32, F16 and
+// BF16 tensors to float32 with hand-written bit conversions.
+#include "headscope/safetensors.h"
+
+#include "headscope/error.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+namespace headscope {
+
+namespace {
+
+using nlohmann::json;
+
+// A header larger than this is certainly not a model's tensor table, and
+// parsing it would cost more memory than the weights it describes.
+constexpr uint64_t kMaxHeaderBytes = 100ull * 1000 * 1000;
+
+std::optional<DType> parse_dtype(const std::string& name) {
+    if (name == "F32") return DType::F32;
+    if (name == "F16") return DType::F16;
+    if (name == "BF16") return DType::BF16;
+    return std::nullopt;
+}
+
+size_t dtype_size(DType dtype) { return dtype == DType::F32 ? 4 : 2; }
+
+std::string format_list(const std::vector<uint64_t>& values) {
+    std::string s = "[";
+    for (size_t i = 0; i < values.size(); ++i) s += (i ? ", " : "") + std::to_string(values[i]);
+    return s + "]";
+}
+
+// A JSON value as it appeared, for messages about fields of the wrong kind.
+std::string excerpt(const json& value) {
+    std::string s = value.dump();
+    return s.size() > 40 ? s.substr(0, 37) + "..." : s;
+}
+
+// The non-negative integers of a JSON array; a message on anything else.
+std::optional<std::vector<uint64_t>> unsigned_list(const json& value) {
+    if (!value.is_array()) return std::nullopt;
+    std::vector<uint64_t> out;
+    for (const json& v : value) {
+        if (!v.is_number_unsigned()) return std::nullopt;
+        out.push_back(v.get<uint64_t>());
+    }
+    return out;
+}
+
+struct Extent {
+    uint64_t begin, end;
+    const std::string* name;
+};
+
+// Validates the header of the mapped file `data` (`size` bytes, at least 8)
+// and returns its tensors, viewing into `data`.
+std::map<std::string, TensorView> parse_header(const std::string& file, const std::byte* data, size_t size) {
+    uint64_t header_len = 0;
+    for (int i = 7; i >= 0; --i) header_len = header_len << 8 | std::to_integer<uint64_t>(data[i]);
+    if (header_len > size - 8) {
+        throw Error(file + ": header length " + std::to_string(header_len) + " runs past the end of the " +
+                    std::to_string(size) + "-byte file");
+    }
+    if (header_len > kMaxHeaderBytes) {
+        throw Error(file + ": header length " + std::to_string(header_len) + " exceeds the " +
+                    std::to_string(kMaxHeaderBytes) + "-byte limit");
+    }
+
+    const char* text = reinterpret_cast<const char*>(data + 8);
+    json header;
+    try {
+        header = json::parse(text, text + header_len);
+    } catch (const json::parse_error& e) {
+        throw Error(file + ": header is not valid JSON (byte " + std::to_string(e.byte) + " of " +
+                    std::to_string(header_len) + ")");
+    }
+    if (!header.is_object()) throw Error(file + ": header is not a JSON object but " + excerpt(header));
+
+    const std::byte* data_section = data + 8 + header_len;
+    const uint64_t data_size = size - 8 - header_len;
+    std::map<std::string, TensorView> tensors;
+    std::vector<Extent> extents;
+    for (const auto& [name, entry] : header.items()) {
+        if (name == "__metadata__") {
+            if (!entry.is_object()) throw Error(file + ": __metadata__ is not a JSON object");
+            continue;
+        }
+        const std::string where = file + ": tensor '" + name + "': ";
+        if (!entry.is_object()) throw Error(where + "entry is not a JSON object");
+
+        const auto dtype_it = entry.find("dtype");
+        if (dtype_it == entry.end() || !dtype_it->is_string()) throw Error(where + "dtype missing or not a string");
+        const std::string dtype_name = dtype_it->get<std::string>();
+        const std::optional<DType> dtype = parse_dtype(dtype_name);
+        if (!dtype) throw Error(where + "dtype " + dtype_name + " is unsupported (Headscope reads F32, F16 and BF16)");
+
+        const auto shape_it = entry.find("shape");
+        if (shape_it == entry.end()) throw Error(where + "shape missing");
+        const std::optional<std::vector<uint64_t>> shape = unsigned_list(*shape_it);
+        if (!shape) throw Error(where + "shape " + excerpt(*shape_it) + " is not a list of non-negative integers");
+        uint64_t bytes = dtype_size(*dtype);
+        for (uint64_t dim : *shape) {
+            if (__builtin_mul_overflow(bytes, dim, &bytes))
+                throw Error(where + "shape " + format_list(*shape) + " overflows 64-bit byte size");
+        }
+
+        const auto offsets_it = entry.find("data_offsets");
+        if (offsets_it == entry.end()) throw Error(where + "data_offsets missing");
+        const std::optional<std::vector<uint64_t>> offsets = unsigned_list(*offsets_it);
+        if (!offsets || offsets->size() != 2) {
+            throw Error(where + "data_offsets " + excerpt(*offsets_it) +
+                        " is not a list of two non-negative integers");
+        }
+        const uint64_t begin = (*offsets)[0], end = (*offsets)[1];
+        if (begin > end) throw Error(where + "data_offsets " + format_list(*offsets) + " end before they begin");
+        if (end > data_size) {
+            throw Error(where + "data_offsets " + format_list(*offsets) + " outside the " +
+                        std::to_string(data_size) + "-byte data section");
+        }
+        if (end - begin != bytes) {
+            throw Error(where + "data_offsets " + format_list(*offsets) + " hold " + std::to_string(end - begin) +
+                        " bytes but " + dtype_name + " shape " + format_list(*shape) + " needs " +
+                        std::to_string(bytes));
+        }
+
+        TensorView view{*dtype, std::vector<int64_t>(shape->begin(), shape->end()),
+                        std::span<const std::byte>(data_section + begin, end - begin)};
+        const auto [it, inserted] = tensors.emplace(name, std::move(view));
+        // Empty tensors occupy no bytes, so they cannot overlap anything.
+        if (begin != end) extents.push_back({begin, end, &it->first});
+    }
+
+    std::sort(extents.begin(), extents.end(), [](const Extent& a, const Extent& b) { return a.begin < b.begin; });
+    for (size_t i = 1; i < extents.size(); ++i) {
+        const Extent& prev = extents[i - 1];
+        const Extent& cur = extents[i];
+        if (cur.begin < prev.end) {
+            throw Error(file + ": tensor '" + *cur.name + "': data_offsets " + format_list({cur.begin, cur.end}) +
+                        " overlap tensor '" + *prev.name + "' at " + format_list({prev.begin, prev.end}));
+        }
+    }
+    return tensors;
+}
+
+}  // namespace
+
+SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path) {
+    const std::string file = path.string();
+    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw Error(file + ": cannot open: " + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+        const int err = errno;
+        ::close(fd);
+        throw Error(file + ": cannot stat: " + std::strerror(err));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd);
+        throw Error(file + ": not a regular file");
+    }
+    if (st.st_size < 8) {
+        ::close(fd);
+        throw Error(file + ": " + std::to_string(st.st_size) +
+                    " bytes, shorter than the 8-byte header length of a safetensors file");
+    }
+    size_ = static_cast<size_t>(st.st_size);
+    void* map = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    const int map_err = errno;
+    ::close(fd);
+    if (map == MAP_FAILED) throw Error(file + ": cannot map: " + std::strerror(map_err));
+    data_ = static_cast<const std::byte*>(map);
+
+    try {
+        tensors_ = parse_header(file, data_, size_);
+    } catch (...) {
+        ::munmap(const_cast<std::byte*>(data_), size_);
+        throw;
+    }
+}
+
+SafetensorsFile::~SafetensorsFile() { ::munmap(const_cast<std::byte*>(data_), size_); }
+
+namespace {
+
+// A finite IEEE half to float: normals rebias the exponent (15 -> 127) and
+// widen the mantissa; zero and subnormals are mantissa * 2^-24, which a
+// float holds exactly. Written branch-free so the loop vectorises.
+float f16_to_f32(uint16_t h) {
+    const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+    const uint32_t exponent = (h >> 10) & 0x1f;
+    const uint32_t mantissa = h & 0x3ff;
+    const uint32_t normal = ((exponent + 112) << 23) | (mantissa << 13);
+    const uint32_t small = std::bit_cast<uint32_t>(static_cast<float>(mantissa) * 0x1p-24f);
+    const uint32_t is_small = 0u - static_cast<uint32_t>(exponent == 0);  // all ones or zero
+    return std::bit_cast<float>((small & is_small) | (normal & ~is_small) | sign);
+}
+
+// bfloat16 is the top half of a float32, subnormals included.
+float bf16_to_f32(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+
+const char* non_finite_kind(bool nan, bool negative) {
+    if (nan) return "NaN";
+    return negative ? "-Inf" : "Inf";
+}
+
+// Raw elements are read with memcpy: the data section of a safetensors file
+// has no alignment guarantee.
+template <typename Bits>
+Bits load_bits(const std::byte* p) {
+    Bits bits;
+    std::memcpy(&bits, p, sizeof bits);
+    return bits;
+}
+
+// Converts n elements and reports whether all were finite, in one pass so
+// that each source byte is read once; the caller looks for the culprit only
+// when there is one. The flag is an integer OR so the loop vectorises, and
+// `convert` is a lambda, not a function pointer, so that it is inlined.
+template <typename Bits, typename Convert>
+bool convert_elements(const std::byte* src, size_t n, float* out, Convert convert, Bits exponent_mask) {
+    Bits non_finite = 0;
+    for (size_t i = 0; i < n; ++i) {
+        const Bits bits = load_bits<Bits>(src + i * sizeof(Bits));
+        out[i] = convert(bits);
+        non_finite |= static_cast<Bits>((bits & exponent_mask) == exponent_mask);
+    }
+    return non_finite == 0;
+}
+
+template <typename Bits>
+[[noreturn]] void throw_first_non_finite(const std::string& name, const std::byte* src, Bits exponent_mask,
+                                         Bits sign_mask) {
+    for (size_t i = 0;; ++i) {
+        const Bits bits = load_bits<Bits>(src + i * sizeof(Bits));
+        if ((bits & exponent_mask) != exponent_mask) continue;
+        const bool nan = (bits & ~exponent_mask & ~sign_mask) != 0;
+        throw Error("tensor '" + name + "': element " + std::to_string(i) + " is " +
+                    non_finite_kind(nan, (bits & sign_mask) != 0));
+    }
+}
+
+}  // namespace
+
+void convert_to_f32(const std::string& name, const TensorView& tensor, float* out) {
+    const std::byte* src = tensor.bytes.data();
+    switch (tensor.dtype) {
+        case DType::F32: {
+            const size_t n = tensor.bytes.size() / 4;
+            const auto same = [](uint32_t bits) { return std::bit_cast<float>(bits); };
+            if (!convert_elements<uint32_t>(src, n, out, same, 0x7f800000))
+                throw_first_non_finite<uint32_t>(name, src, 0x7f800000, 0x80000000);
+            break;
+        }
+        case DType::F16: {
+            const size_t n = tensor.bytes.size() / 2;
+            const auto widen = [](uint16_t bits) { return f16_to_f32(bits); };
+            if (!convert_elements<uint16_t>(src, n, out, widen, 0x7c00))
+                throw_first_non_finite<uint16_t>(name, src, 0x7c00, 0x8000);
+            break;
+        }
+        case DType::BF16: {
+            const size_t n = tensor.bytes.size() / 2;
+            const auto widen = [](uint16_t bits) { return bf16_to_f32(bits); };
+            if (!convert_elements<uint16_t>(src, n, out, widen, 0x7f80))
+                throw_first_non_finite<uint16_t>(name, src, 0x7f80, 0x8000);
+            break;
+        }
+    }
+}
+
+}  // namespace headscope
