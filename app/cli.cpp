@@ -6,6 +6,8 @@
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -15,6 +17,7 @@
 #include "headscope/error.h"
 #include "headscope/model.h"
 #include "headscope/npy.h"
+#include "headscope/probes.h"
 
 using namespace headscope;
 using Json = nlohmann::ordered_json;
@@ -232,6 +235,61 @@ void run_attention(const Options& opt) {
     out.finish();
 }
 
+// Token windows to score heads on: --text, else the model's validation.txt,
+// else the built-in model's, cut into windows of up to 128 tokens.
+std::vector<std::vector<int32_t>> probe_texts(const Model& model, const Options& opt) {
+    if (!opt.texts.empty()) {
+        std::vector<std::vector<int32_t>> ids = tokenize_texts(model.tokenizer, opt.texts);
+        if (ids.front().size() < 2) throw Error("--text needs at least 2 tokens to score heads");
+        if (ids.front().size() > static_cast<size_t>(model.config.n_positions))
+            throw Error("text 1 has " + std::to_string(ids.front().size()) + " tokens, more than the model's limit of " +
+                        std::to_string(model.config.n_positions));
+        return ids;
+    }
+    std::filesystem::path path = model.path / "validation.txt";
+    if (!std::filesystem::exists(path)) path = resolve_model_path("builtin") / "validation.txt";
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(path.string() + ": cannot open the validation text");
+    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    const std::vector<int32_t> stream = model.tokenizer.encode(text);
+    const size_t window = std::min(128, model.config.n_positions);
+    std::vector<std::vector<int32_t>> windows;
+    for (size_t start = 0; start + window <= stream.size() && windows.size() < 32; start += window)
+        windows.emplace_back(stream.begin() + start, stream.begin() + start + window);
+    if (windows.empty()) throw Error(path.string() + ": too short to score heads");
+    return windows;
+}
+
+void run_heads(const Options& opt) {
+    std::unique_ptr<Backend> backend = make_backend(opt.backend);
+    const Model model = load_model(opt.model);
+    backend->load_weights(model);
+    const ProbeReport report = probe_heads(*backend, model, probe_texts(model, opt));
+    Json heads = Json::array();
+    for (int l = 0; l < report.n_layer; ++l)
+        for (int h = 0; h < report.n_head; ++h) {
+            const HeadScores& s = report.heads[static_cast<size_t>(l) * report.n_head + h];
+            heads.push_back({{"layer", l},
+                             {"head", h},
+                             {"previous_token", s.previous_token},
+                             {"first_token", s.first_token},
+                             {"current_token", s.current_token},
+                             {"induction", s.induction},
+                             {"entropy", s.entropy}});
+        }
+    const Json out_json = {{"backend", backend->name()},
+                           {"path", model.path.string()},
+                           {"n_layer", report.n_layer},
+                           {"n_head", report.n_head},
+                           {"source", opt.texts.empty() ? "validation" : "text"},
+                           {"rows", report.rows},
+                           {"heads", heads}};
+    Output out(opt.out);
+    out.write(dump(out_json));
+    out.write('\n');
+    out.finish();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -259,18 +317,23 @@ int main(int argc, char** argv) {
     attention->add_option("--layers", opt.layers, "all or I,J,...");
     attention->add_option("--backend", opt.backend, "auto|cpu");
     attention->add_option("--format", opt.format, "json|npy|none (npy needs --out)");
+    CLI::App* heads = app.add_subcommand("heads", "probe scores of every head (previous-token, induction, ...)");
+    add_model(heads);
+    heads->add_option("--text", opt.texts, "score this text instead of the validation text")->expected(1);
+    heads->add_option("--backend", opt.backend, "auto|cpu");
 
     try {
         // CLI11 would only say that a subcommand is required.
         const std::vector<CLI::App*> commands = app.get_subcommands([](CLI::App*) { return true; });
         if (argc > 1 && argv[1][0] != '-' &&
             std::none_of(commands.begin(), commands.end(), [&](CLI::App* c) { return c->get_name() == argv[1]; }))
-            throw Error(std::string("unknown command '") + argv[1] + "' (expected info, tokenize or attention)");
+            throw Error(std::string("unknown command '") + argv[1] + "' (expected info, tokenize, attention or heads)");
         app.parse(argc, argv);
         opt.heads_given = attention->count("--heads") > 0;
         if (*info) run_info(opt);
         if (*tokenize) run_tokenize(opt);
         if (*attention) run_attention(opt);
+        if (*heads) run_heads(opt);
     } catch (const CLI::ParseError& e) {
         if (e.get_exit_code() == 0) return app.exit(e);  // --help
         std::fprintf(stderr, "headscope-cli: error: %s\n", e.what());

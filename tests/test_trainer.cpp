@@ -35,7 +35,7 @@ TEST(Trainer, BackwardMatchesFiniteDifferences) {
     for (auto& t : targets) t = static_cast<int32_t>(rng() % 13);
     model.forward(inputs.data(), targets.data(), B, T);
     model.backward();
-    const std::vector<double> analytic = model.grads();
+    const Buffer<double> analytic = model.grads();
 
     const double h = 1e-5;
     double worst = 0;

@@ -127,7 +127,7 @@ Gpt2Trainer<S>::Gpt2Trainer(const ModelShape& shape, uint64_t seed) : shape_(sha
 }
 
 template <typename S>
-typename Gpt2Trainer<S>::Tensors Gpt2Trainer<S>::tensors_in(std::vector<S>& buffer) const {
+typename Gpt2Trainer<S>::Tensors Gpt2Trainer<S>::tensors_in(Buffer<S>& buffer) const {
     size_t i = 0;
     auto next = [&] { return buffer.data() + layout_[i++].offset; };
     Tensors t;

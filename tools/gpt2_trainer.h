@@ -4,12 +4,19 @@
 // check can run in double; training runs in float.
 // Legend: B batch, T sequence length, C channels, NH heads, hs = C/NH, L layers, V vocab.
 #pragma once
+#include <Eigen/Core>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace headscope::train {
+
+// Buffers aligned to Eigen's widest packet: with malloc's 16-byte alignment,
+// where a buffer lands would decide how Eigen splits its vectorised sums, and
+// two runs with the same seed could differ in the last bits.
+template <typename S>
+using Buffer = std::vector<S, Eigen::aligned_allocator<S>>;
 
 struct ModelShape {
     int n_layer = 4;
@@ -46,8 +53,8 @@ public:
     void step(const AdamW& adamw, int step_number);
 
     const ModelShape& shape() const { return shape_; }
-    std::vector<S>& params() { return params_; }
-    const std::vector<S>& grads() const { return grads_; }
+    Buffer<S>& params() { return params_; }
+    const Buffer<S>& grads() const { return grads_; }
     const std::vector<ParameterTensor>& layout() const { return layout_; }
 
 private:
@@ -59,30 +66,30 @@ private:
         S *wte, *wpe, *ln_f_w, *ln_f_b;
         std::vector<Layer> layers;
     };
-    Tensors tensors_in(std::vector<S>& buffer) const;
+    Tensors tensors_in(Buffer<S>& buffer) const;
     void resize_activations(int B, int T);
 
     ModelShape shape_;
     std::vector<ParameterTensor> layout_;
-    std::vector<S> params_, grads_, adam_m_, adam_v_;
+    Buffer<S> params_, grads_, adam_m_, adam_v_;
     Tensors p_, g_;
 
     // Activations of the last forward, kept for the backward.
     int B_ = 0, T_ = 0;
     std::vector<int32_t> inputs_, targets_;  // (B, T)
-    std::vector<S> residual_;   // (L + 1, B, T, C): input of each layer, then the last output
-    std::vector<S> ln_1_;       // (L, B, T, C)
-    std::vector<S> qkv_;        // (L, B, T, 3C)
-    std::vector<S> att_;        // (L, B, NH, T, T) attention weights
-    std::vector<S> att_y_;      // (L, B, T, C) heads merged
-    std::vector<S> residual_mid_;  // (L, B, T, C) after the attention's residual add
-    std::vector<S> ln_2_;       // (L, B, T, C)
-    std::vector<S> fc_;         // (L, B, T, 4C) before GELU
-    std::vector<S> fc_gelu_;    // (L, B, T, 4C)
-    std::vector<S> ln_f_;       // (B, T, C)
-    std::vector<S> probs_;      // (B, T, V)
+    Buffer<S> residual_;   // (L + 1, B, T, C): input of each layer, then the last output
+    Buffer<S> ln_1_;       // (L, B, T, C)
+    Buffer<S> qkv_;        // (L, B, T, 3C)
+    Buffer<S> att_;        // (L, B, NH, T, T) attention weights
+    Buffer<S> att_y_;      // (L, B, T, C) heads merged
+    Buffer<S> residual_mid_;  // (L, B, T, C) after the attention's residual add
+    Buffer<S> ln_2_;       // (L, B, T, C)
+    Buffer<S> fc_;         // (L, B, T, 4C) before GELU
+    Buffer<S> fc_gelu_;    // (L, B, T, 4C)
+    Buffer<S> ln_f_;       // (B, T, C)
+    Buffer<S> probs_;      // (B, T, V)
     // Backward scratch.
-    std::vector<S> d_residual_, d_buffer_, d_qkv_, d_fc_, d_att_, d_logits_;
+    Buffer<S> d_residual_, d_buffer_, d_qkv_, d_fc_, d_att_, d_logits_;
 };
 
 extern template class Gpt2Trainer<float>;

@@ -51,3 +51,17 @@ private:
 void convert_to_f32(const std::string& name, const TensorView& tensor, float* out);
 
 }  // namespace headscope
+
+namespace headscope {
+
+struct SafetensorsEntry {
+    std::string name;
+    std::vector<int64_t> shape;
+    std::span<const float> data;  // product(shape) floats
+};
+
+// Writes float32 tensors back to back after a header padded to a multiple of
+// 8 bytes; throws Error naming the file when it cannot be written.
+void write_safetensors(const std::filesystem::path& path, const std::vector<SafetensorsEntry>& tensors);
+
+}  // namespace headscope

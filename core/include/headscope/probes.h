@@ -1,0 +1,33 @@
+// Head probes: scores that say what kind of head each is, computed from its
+// attention weights (causal, the model's own heads and scale). Defined in the
+// README; the window labels heads with them.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "headscope/backend.h"
+
+namespace headscope {
+
+struct HeadScores {
+    double previous_token = 0;  // mean weight on position i-1
+    double first_token = 0;     // mean weight on position 0
+    double current_token = 0;   // mean weight on position i
+    double induction = 0;       // on a random run repeated: weight to the token after the earlier occurrence
+    double entropy = 0;         // mean row entropy, nats
+};
+
+struct ProbeReport {
+    int n_layer = 0, n_head = 0;
+    std::vector<HeadScores> heads;  // (L, NH)
+    size_t rows = 0;                // text query rows averaged over (each row i >= 1)
+};
+
+// Scores every head: previous/first/current token and entropy over `texts`
+// (rows i >= 1 of each; row 0 can only attend to itself), induction over
+// `induction_runs` random token runs of length R = min(64, n_positions / 2)
+// each followed by its repeat (seeded, the end-of-text id excluded).
+ProbeReport probe_heads(Backend& backend, const Model& model, const std::vector<std::vector<int32_t>>& texts,
+                        int induction_runs = 8, uint64_t seed = 42);
+
+}  // namespace headscope

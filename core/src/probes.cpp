@@ -1,0 +1,70 @@
+// Head probes from attention weights; see probes.h for the definitions.
+#include "headscope/probes.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+namespace headscope {
+
+ProbeReport probe_heads(Backend& backend, const Model& model, const std::vector<std::vector<int32_t>>& texts,
+                        int induction_runs, uint64_t seed) {
+    const int L = model.config.n_layer, NH = model.config.n_head;
+    ProbeReport report;
+    report.n_layer = L;
+    report.n_head = NH;
+    report.heads.assign(static_cast<size_t>(L) * NH, {});
+    AttentionResult result;
+    const AttentionOptions options;  // causal, the model's heads, sqrt(d_head), all layers
+
+    // One text at a time: padding would only add masked rows.
+    for (const std::vector<int32_t>& ids : texts) {
+        backend.forward(Batch{{ids}, model.config.eos_token_id}, options, result);
+        const int T = result.T;
+        for (int l = 0; l < L; ++l)
+            for (int h = 0; h < NH; ++h) {
+                const float* w = result.map(l, 0, h);
+                HeadScores& s = report.heads[static_cast<size_t>(l) * NH + h];
+                for (int i = 1; i < T; ++i) {
+                    const float* row = w + static_cast<size_t>(i) * T;
+                    s.previous_token += row[i - 1];
+                    s.first_token += row[0];
+                    s.current_token += row[i];
+                    for (int j = 0; j <= i; ++j)
+                        if (row[j] > 0) s.entropy -= row[j] * std::log(static_cast<double>(row[j]));
+                }
+            }
+        report.rows += static_cast<size_t>(T - 1);
+    }
+    for (HeadScores& s : report.heads) {
+        const double n = std::max<size_t>(report.rows, 1);
+        s.previous_token /= n;
+        s.first_token /= n;
+        s.current_token /= n;
+        s.entropy /= n;
+    }
+
+    // Query i = R + k holds the same token as k; the induction target is k + 1.
+    const int R = std::min(64, model.config.n_positions / 2);
+    std::mt19937_64 rng(seed);
+    for (int run = 0; run < induction_runs; ++run) {
+        std::vector<int32_t> ids(2 * R);
+        for (int k = 0; k < R; ++k) {
+            int32_t id;
+            do id = static_cast<int32_t>(rng() % model.config.vocab_size);
+            while (id == model.config.eos_token_id);
+            ids[k] = ids[R + k] = id;
+        }
+        backend.forward(Batch{{ids}, model.config.eos_token_id}, options, result);
+        for (int l = 0; l < L; ++l)
+            for (int h = 0; h < NH; ++h) {
+                const float* w = result.map(l, 0, h);
+                double sum = 0;
+                for (int k = 0; k + 1 < R; ++k) sum += w[static_cast<size_t>(R + k) * 2 * R + k + 1];
+                report.heads[static_cast<size_t>(l) * NH + h].induction += sum / (R - 1) / induction_runs;
+            }
+    }
+    return report;
+}
+
+}  // namespace headscope

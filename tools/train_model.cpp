@@ -1,0 +1,230 @@
+// headscope-train: trains the built-in model. Tokenizes the corpus with a
+// trained BPE, trains a small GPT-2 with AdamW (some sequences are a random
+// token run followed by its repeat, so induction heads form quickly), and
+// writes a Hugging Face GPT-2 directory with the training record in config.json.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "bpe_trainer.h"
+#include "gpt2_trainer.h"
+#include "headscope/error.h"
+#include "headscope/safetensors.h"
+#include "headscope/tokenizer.h"
+
+using namespace headscope;
+using namespace headscope::train;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Settings {
+    fs::path corpus_dir = "build/corpus", tokenizer_dir = "build/tokenizer", out = "assets/builtin";
+    ModelShape shape;
+    int batch = 8, steps = 3000, warmup = 100, eval_every = 100;
+    float learning_rate = 2e-3f, repeat_fraction = 0.25f;
+    uint64_t seed = 1234;
+};
+
+std::string read_text(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(path.string() + ": cannot open");
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// The corpus as one token stream with the end-of-text id after each document.
+std::vector<int32_t> tokenize_corpus(const Tokenizer& tokenizer, const fs::path& path, int32_t eot) {
+    const std::string text = read_text(path);
+    std::vector<int32_t> stream;
+    for (std::string_view document : split_documents(text)) {
+        const std::vector<int32_t> ids = tokenizer.encode(document);
+        stream.insert(stream.end(), ids.begin(), ids.end());
+        stream.push_back(eot);
+    }
+    return stream;
+}
+
+// Cross-entropy in nats of a unigram model fitted on train (add-one smoothed) on val.
+double unigram_loss(const std::vector<int32_t>& train, const std::vector<int32_t>& val, int V) {
+    std::vector<double> counts(V, 1.0);
+    for (int32_t t : train) counts[t] += 1;
+    const double total = train.size() + static_cast<double>(V);
+    double loss = 0;
+    for (int32_t t : val) loss -= std::log(counts[t] / total);
+    return loss / val.size();
+}
+
+class Batches {
+public:
+    Batches(const std::vector<int32_t>& stream, int B, int T, float repeat_fraction, int V, uint64_t seed)
+        : stream_(stream), B_(B), T_(T), repeat_fraction_(repeat_fraction), V_(V), rng_(seed),
+          inputs_(B * T), targets_(B * T) {}
+
+    // Fills inputs and targets; a repeat sequence is a random run of half the
+    // context followed by the same run again.
+    void next() {
+        std::uniform_real_distribution<float> coin(0.f, 1.f);
+        for (int b = 0; b < B_; ++b) {
+            int32_t* in = inputs_.data() + b * T_;
+            int32_t* out = targets_.data() + b * T_;
+            std::vector<int32_t> seq(T_ + 1);
+            if (coin(rng_) < repeat_fraction_) {
+                const int half = (T_ + 1) / 2;
+                for (int t = 0; t < half; ++t) seq[t] = static_cast<int32_t>(rng_() % (V_ - 1));
+                for (int t = half; t <= T_; ++t) seq[t] = seq[t - half];
+            } else {
+                const size_t start = rng_() % (stream_.size() - T_ - 1);
+                std::copy(stream_.begin() + start, stream_.begin() + start + T_ + 1, seq.begin());
+            }
+            std::copy(seq.begin(), seq.end() - 1, in);
+            std::copy(seq.begin() + 1, seq.end(), out);
+        }
+    }
+    const int32_t* inputs() const { return inputs_.data(); }
+    const int32_t* targets() const { return targets_.data(); }
+
+private:
+    const std::vector<int32_t>& stream_;
+    int B_, T_;
+    float repeat_fraction_;
+    int V_;
+    std::mt19937_64 rng_;
+    std::vector<int32_t> inputs_, targets_;
+};
+
+// Mean loss over the validation stream cut into consecutive windows (at most 64).
+float validation_loss(Gpt2Trainer<float>& model, const std::vector<int32_t>& val, int T) {
+    const int windows = std::min<int>(64, static_cast<int>((val.size() - 1) / T));
+    double sum = 0;
+    for (int w = 0; w < windows; ++w)
+        sum += model.forward(val.data() + static_cast<size_t>(w) * T, val.data() + static_cast<size_t>(w) * T + 1, 1, T);
+    return static_cast<float>(sum / windows);
+}
+
+// The first held-out documents (about 32 KB, blank-line separated): the text
+// `headscope-cli heads` scores the shipped model's heads on.
+void write_validation_sample(const fs::path& val_path, const fs::path& out_path) {
+    const std::string text = read_text(val_path);
+    std::string sample;
+    for (std::string_view document : split_documents(text)) {
+        if (sample.size() >= 32 * 1024) break;
+        sample.append(document).append("\n\n");
+    }
+    std::ofstream(out_path, std::ios::binary) << sample;
+}
+
+void write_model(const Settings& s, Gpt2Trainer<float>& model, const nlohmann::ordered_json& record) {
+    fs::create_directories(s.out);
+    std::vector<SafetensorsEntry> entries;
+    for (const ParameterTensor& t : model.layout())
+        entries.push_back({t.name, t.shape, std::span<const float>(model.params().data() + t.offset, t.size)});
+    write_safetensors(s.out / "model.safetensors", entries);
+    const ModelShape& m = model.shape();
+    nlohmann::ordered_json config = {
+        {"model_type", "gpt2"}, {"architectures", {"GPT2LMHeadModel"}},
+        {"n_layer", m.n_layer}, {"n_head", m.n_head}, {"n_embd", m.n_embd},
+        {"n_positions", m.n_positions}, {"n_ctx", m.n_positions}, {"vocab_size", m.vocab_size},
+        {"bos_token_id", m.vocab_size - 1}, {"eos_token_id", m.vocab_size - 1},
+        {"activation_function", "gelu_new"}, {"layer_norm_epsilon", 1e-5},
+        {"tie_word_embeddings", true}, {"headscope_training", record}};
+    std::ofstream(s.out / "config.json") << config.dump(2) << '\n';
+    for (const char* f : {"vocab.json", "merges.txt"})
+        fs::copy_file(s.tokenizer_dir / f, s.out / f, fs::copy_options::overwrite_existing);
+    write_validation_sample(s.corpus_dir / "val.txt", s.out / "validation.txt");
+}
+
+void run_training(const Settings& s) {
+    const Tokenizer tokenizer = Tokenizer::load(s.tokenizer_dir / "vocab.json", s.tokenizer_dir / "merges.txt");
+    ModelShape shape = s.shape;
+    shape.vocab_size = tokenizer.vocab_size();
+    const int32_t eot = shape.vocab_size - 1;
+    if (tokenizer.token_bytes(eot) != end_of_text) throw Error("the tokenizer's last id is not <|endoftext|>");
+    const std::vector<int32_t> train_tokens = tokenize_corpus(tokenizer, s.corpus_dir / "train.txt", eot);
+    const std::vector<int32_t> val_tokens = tokenize_corpus(tokenizer, s.corpus_dir / "val.txt", eot);
+    const double unigram = unigram_loss(train_tokens, val_tokens, shape.vocab_size);
+    std::printf("train %zu tokens, val %zu tokens, unigram val loss %.3f nats\n", train_tokens.size(),
+                val_tokens.size(), unigram);
+
+    Gpt2Trainer<float> model(shape, s.seed);
+    size_t params = 0;
+    for (const ParameterTensor& t : model.layout()) params += t.size;
+    std::printf("model: %d layers, %d heads, C=%d, T=%d, V=%d, %zu parameters\n", shape.n_layer, shape.n_head,
+                shape.n_embd, shape.n_positions, shape.vocab_size, params);
+
+    const int T = shape.n_positions;
+    Batches batches(train_tokens, s.batch, T, s.repeat_fraction, shape.vocab_size, s.seed + 1);
+    fs::create_directories(s.out);
+    std::ofstream log(s.out / "loss_log.csv");
+    log << "step,train_loss,val_loss,learning_rate,tokens_per_s\n";
+    AdamW adamw;
+    const auto start = std::chrono::steady_clock::now();
+    float train_loss = 0, val_loss = 0;
+    double smoothed = 0;
+    for (int step = 1; step <= s.steps; ++step) {
+        // Linear warm-up, then cosine decay to a tenth.
+        const float progress = static_cast<float>(step - s.warmup) / std::max(1, s.steps - s.warmup);
+        adamw.learning_rate = step <= s.warmup ? s.learning_rate * step / s.warmup
+                                               : s.learning_rate * (0.1f + 0.45f * (1 + std::cos(float(M_PI) * progress)));
+        batches.next();
+        train_loss = model.forward(batches.inputs(), batches.targets(), s.batch, T);
+        model.backward();
+        model.step(adamw, step);
+        smoothed = step == 1 ? train_loss : 0.95 * smoothed + 0.05 * train_loss;
+
+        if (step % s.eval_every == 0 || step == s.steps) {
+            val_loss = validation_loss(model, val_tokens, T);
+            const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            const double tokens_per_s = double(step) * s.batch * T / seconds;
+            std::printf("step %5d/%d  train %.3f  val %.3f  lr %.2e  %.0f tok/s  ETA %.0f s\n", step, s.steps, smoothed,
+                        val_loss, adamw.learning_rate, tokens_per_s, seconds / step * (s.steps - step));
+            std::fflush(stdout);
+            log << step << ',' << smoothed << ',' << val_loss << ',' << adamw.learning_rate << ',' << tokens_per_s
+                << '\n';
+        }
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const nlohmann::ordered_json record = {
+        {"corpus", "fortunes, fortunes-min, WordNet glosses, King James Bible (Debian packages); see README"},
+        {"train_tokens", train_tokens.size()}, {"val_tokens", val_tokens.size()},
+        {"steps", s.steps}, {"batch", s.batch}, {"repeat_fraction", s.repeat_fraction},
+        {"learning_rate", s.learning_rate}, {"seed", s.seed},
+        {"final_train_loss", smoothed}, {"final_val_loss", val_loss}, {"unigram_val_loss", unigram},
+        {"training_seconds", seconds}};
+    write_model(s, model, record);
+    std::printf("wrote %s (val loss %.3f vs unigram %.3f, %.0f s)\n", s.out.c_str(), val_loss, unigram, seconds);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"Train Headscope's built-in GPT-2 model on the CPU", "headscope-train"};
+    Settings s;
+    app.add_option("--corpus", s.corpus_dir, "directory with train.txt and val.txt");
+    app.add_option("--tokenizer", s.tokenizer_dir, "directory with vocab.json and merges.txt");
+    app.add_option("--out", s.out, "output model directory");
+    app.add_option("--layers", s.shape.n_layer);
+    app.add_option("--heads", s.shape.n_head);
+    app.add_option("--embd", s.shape.n_embd);
+    app.add_option("--context", s.shape.n_positions);
+    app.add_option("--batch", s.batch);
+    app.add_option("--steps", s.steps);
+    app.add_option("--warmup", s.warmup);
+    app.add_option("--eval-every", s.eval_every);
+    app.add_option("--lr", s.learning_rate);
+    app.add_option("--repeat-fraction", s.repeat_fraction, "share of sequences that are a random run repeated");
+    app.add_option("--seed", s.seed);
+    try {
+        app.parse(argc, argv);
+        run_training(s);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e);
+    } catch (const Error& e) {
+        std::fprintf(stderr, "headscope-train: error: %s\n", e.what());
+        return 2;
+    }
+    return 0;
+}
