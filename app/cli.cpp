@@ -116,7 +116,7 @@ void write_attention_arrays(Output& out, const AttentionResult& result) {
 }
 
 struct Options {
-    std::string model;
+    std::string model = builtin_model;
     std::vector<std::string> texts;
     std::string causal = "on", padding_mask = "on", scale = "head", split = "transpose", layers = "all";
     std::string backend = "auto", format = "json", out;
@@ -134,9 +134,10 @@ void run_info(const Options& opt) {
     Json tensors = Json::array();
     for (const TensorInfo& t : model.tensors) tensors.push_back({{"name", t.name}, {"shape", t.shape}});
     const Config& c = model.config;
-    const Json info = {{"n_layer", c.n_layer},     {"n_head", c.n_head},         {"n_embd", c.n_embd},
+    Json info = {{"n_layer", c.n_layer},     {"n_head", c.n_head},         {"n_embd", c.n_embd},
                        {"n_positions", c.n_positions}, {"vocab_size", c.vocab_size}, {"params", model.params},
                        {"path", model.path.string()},  {"tensors", tensors}};
+    if (!c.training.is_null()) info["training"] = c.training;
     Output out(opt.out);
     out.write(dump(info));
     out.write('\n');
@@ -265,28 +266,32 @@ void run_heads(const Options& opt) {
     const Model model = load_model(opt.model);
     backend->load_weights(model);
     const ProbeReport report = probe_heads(*backend, model, probe_texts(model, opt));
-    Json heads = Json::array();
+    const Json summary = {{"backend", backend->name()},
+                          {"path", model.path.string()},
+                          {"n_layer", report.n_layer},
+                          {"n_head", report.n_head},
+                          {"source", opt.texts.empty() ? "validation" : "text"},
+                          {"rows", report.rows}};
+    // The summary's fields, then "heads" with one head per line, so that the
+    // scores read well in a terminal.
+    std::string text = dump(summary);
+    text.pop_back();
+    text += ",\"heads\":[";
     for (int l = 0; l < report.n_layer; ++l)
         for (int h = 0; h < report.n_head; ++h) {
             const HeadScores& s = report.heads[static_cast<size_t>(l) * report.n_head + h];
-            heads.push_back({{"layer", l},
-                             {"head", h},
-                             {"previous_token", s.previous_token},
-                             {"first_token", s.first_token},
-                             {"current_token", s.current_token},
-                             {"induction", s.induction},
-                             {"entropy", s.entropy}});
+            const Json head = {{"layer", l},
+                               {"head", h},
+                               {"previous_token", s.previous_token},
+                               {"first_token", s.first_token},
+                               {"current_token", s.current_token},
+                               {"induction", s.induction},
+                               {"entropy", s.entropy}};
+            text += (l || h ? ",\n " : "\n ") + dump(head);
         }
-    const Json out_json = {{"backend", backend->name()},
-                           {"path", model.path.string()},
-                           {"n_layer", report.n_layer},
-                           {"n_head", report.n_head},
-                           {"source", opt.texts.empty() ? "validation" : "text"},
-                           {"rows", report.rows},
-                           {"heads", heads}};
+    text += "\n]}\n";
     Output out(opt.out);
-    out.write(dump(out_json));
-    out.write('\n');
+    out.write(text);
     out.finish();
 }
 
@@ -298,7 +303,8 @@ int main(int argc, char** argv) {
     Options opt;
 
     auto add_model = [&](CLI::App* sub) {
-        sub->add_option("--model", opt.model, "model directory or Hugging Face hub name (local cache only)")->required();
+        sub->add_option("--model", opt.model,
+                        "builtin (the default), a model directory, or a Hugging Face hub name (local cache only)");
         sub->add_option("--out", opt.out, "write to FILE instead of stdout");
     };
     CLI::App* info = app.add_subcommand("info", "the model's configuration, parameter count and weight shapes");

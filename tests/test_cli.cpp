@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "headscope/backend.h"
+#include "headscope/probes.h"
 #include "model_writer.h"
 
 using namespace headscope;
@@ -158,11 +159,67 @@ TEST_F(CliTest, AttentionJsonMatchesTheEngineAndNpy) {
                 }
 }
 
+TEST_F(CliTest, BuiltinIsTheDefaultModel) {
+    setenv("HEADSCOPE_BUILTIN_MODEL", model().c_str(), 1);
+    const CliRun by_default = run({"info"}), by_name = run({"info", "--model", "builtin"});
+    unsetenv("HEADSCOPE_BUILTIN_MODEL");
+    ASSERT_EQ(by_default.status, 0) << by_default.err;
+    EXPECT_EQ(json::parse(by_default.out)["path"], model());
+    EXPECT_EQ(by_name.out, by_default.out);
+}
+
+TEST_F(CliTest, HeadsPrintsTheProbeScoresOfEveryHead) {
+    const std::string text = "The cat sat on the mat because it was soft";
+    const CliRun r = run({"heads", "--model", model(), "--text", text});
+    ASSERT_EQ(r.status, 0) << r.err;
+    const json j = json::parse(r.out);
+    EXPECT_EQ(j["source"], "text");
+
+    const Model m = load_model(model());
+    auto backend = make_cpu_backend();
+    backend->load_weights(m);
+    const ProbeReport want = probe_heads(*backend, m, {m.tokenizer.encode(text)});
+    EXPECT_EQ(j["rows"], want.rows);
+    ASSERT_EQ(j["heads"].size(), 8u);
+    for (int l = 0; l < 2; ++l)
+        for (int h = 0; h < 4; ++h) {
+            const json& got = j["heads"][l * 4 + h];
+            const HeadScores& s = want.heads[l * 4 + h];
+            EXPECT_EQ(got["layer"], l);
+            EXPECT_EQ(got["head"], h);
+            EXPECT_DOUBLE_EQ(got["previous_token"].get<double>(), s.previous_token);
+            EXPECT_DOUBLE_EQ(got["first_token"].get<double>(), s.first_token);
+            EXPECT_DOUBLE_EQ(got["current_token"].get<double>(), s.current_token);
+            EXPECT_DOUBLE_EQ(got["induction"].get<double>(), s.induction);
+            EXPECT_DOUBLE_EQ(got["entropy"].get<double>(), s.entropy);
+        }
+}
+
+// The shipped model, scored on its own validation text: the heads that make
+// it worth looking at are there (the targets of its training, see README).
+TEST_F(CliTest, ShippedModelHasPreviousTokenAndInductionHeads) {
+    const CliRun r = run({"heads"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    const json j = json::parse(r.out);
+    EXPECT_EQ(j["source"], "validation");
+    EXPECT_GE(j["rows"].get<int>(), 1000);
+    double best_previous = 0, best_induction = 0;
+    for (const json& h : j["heads"]) {
+        best_previous = std::max(best_previous, h["previous_token"].get<double>());
+        best_induction = std::max(best_induction, h["induction"].get<double>());
+    }
+    EXPECT_GE(best_previous, 0.8);
+    EXPECT_GE(best_induction, 0.5);
+}
+
 TEST_F(CliTest, BadInputIsOneLineAndExitTwo) {
     const std::string m = model();
     expect_error({"attention", "--model", m, "--text", "hi", "--bogus"}, "--bogus");
     expect_error({"frobnicate"}, "frobnicate");
-    expect_error({"attention", "--text", "hi"}, "--model");
+    setenv("HEADSCOPE_BUILTIN_MODEL", (dir_->path / "no-builtin").c_str(), 1);
+    expect_error({"attention", "--text", "hi"}, "built-in model is missing");
+    unsetenv("HEADSCOPE_BUILTIN_MODEL");
+    expect_error({"heads", "--model", m, "--text", "hi"}, "at least 2 tokens");
     expect_error({"attention", "--model", m}, "--text");
     expect_error({"attention", "--model", m, "--text", "hi", "--causal", "maybe"}, "--causal");
     expect_error({"attention", "--model", m, "--text", "hi", "--padding-mask", "1"}, "--padding-mask");

@@ -1,13 +1,18 @@
 // The trainer's hand-written backward against central finite differences in
 // double precision on a tiny model, and a short float training run whose
-// loss must fall and repeat exactly for the same seed.
+// loss must fall and repeat exactly for the same seed, and a saved model that
+// the engine loads and attends with exactly as the trainer did.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 
+#include "bpe_trainer.h"
 #include "gpt2_trainer.h"
+#include "headscope/backend.h"
+#include "model_writer.h"
 
+using namespace headscope;
 using namespace headscope::train;
 
 namespace {
@@ -93,6 +98,42 @@ TEST(Trainer, SmokeTrainingLossFallsAndIsDeterministic) {
     EXPECT_EQ(first, second);
     EXPECT_NEAR(first.front(), std::log(13.f), 0.1f);  // a fresh model guesses uniformly
     EXPECT_LT(first.back(), 0.5f * first.front());
+}
+
+TEST(Trainer, SavedModelLoadsAndTheEngineAttendsAsTheTrainerDid) {
+    test::TempDir dir;
+    write_gpt2_tokenizer(train_bpe({}, 256), dir.path);  // the 256 bytes and <|endoftext|>
+    ModelShape s;
+    s.n_layer = 2;
+    s.n_head = 4;
+    s.n_embd = 16;
+    s.n_positions = 16;
+    s.vocab_size = 257;
+    Gpt2Trainer<float> model(s, 5);
+    std::vector<int32_t> inputs(12), targets(12);
+    for (int t = 0; t < 12; ++t) {
+        inputs[t] = (t * 37) % 256;
+        targets[t] = (t * 37 + 37) % 256;
+    }
+    AdamW adamw;
+    adamw.learning_rate = 1e-2f;
+    for (int step = 1; step <= 5; ++step) {  // LayerNorm gains and biases move off their start
+        model.forward(inputs.data(), targets.data(), 1, 12);
+        model.backward();
+        model.step(adamw, step);
+    }
+    model.forward(inputs.data(), targets.data(), 1, 12);
+    save_gpt2(model, dir.path, {{"seed", 5}});
+
+    const Model loaded = load_model(dir.path.string());
+    EXPECT_EQ(loaded.config.eos_token_id, 256);
+    EXPECT_EQ(loaded.config.training["seed"], 5);
+    std::unique_ptr<Backend> engine = make_cpu_backend();
+    engine->load_weights(loaded);
+    AttentionResult result;
+    engine->forward(Batch{{inputs}, 256}, AttentionOptions{}, result);
+    ASSERT_EQ(result.weights.size(), model.attention().size());
+    for (size_t n = 0; n < result.weights.size(); ++n) ASSERT_NEAR(result.weights[n], model.attention()[n], 1e-6) << n;
 }
 
 }  // namespace

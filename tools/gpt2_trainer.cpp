@@ -3,9 +3,12 @@
 #include "gpt2_trainer.h"
 
 #include <cmath>
+#include <fstream>
 #include <random>
 
 #include "headscope/cpu_ops.h"
+#include "headscope/error.h"
+#include "headscope/safetensors.h"
 
 namespace headscope::train {
 
@@ -331,5 +334,26 @@ void Gpt2Trainer<S>::step(const AdamW& adamw, int step_number) {
 
 template class Gpt2Trainer<float>;
 template class Gpt2Trainer<double>;
+
+void save_gpt2(const Gpt2Trainer<float>& model, const std::filesystem::path& dir,
+               const nlohmann::ordered_json& record) {
+    std::filesystem::create_directories(dir);
+    std::vector<SafetensorsEntry> entries;
+    for (const ParameterTensor& t : model.layout())
+        entries.push_back({t.name, t.shape, std::span<const float>(model.params().data() + t.offset, t.size)});
+    write_safetensors(dir / "model.safetensors", entries);
+    const ModelShape& m = model.shape();
+    // The last token is <|endoftext|>, as in GPT-2's vocabulary.
+    const nlohmann::ordered_json config = {
+        {"model_type", "gpt2"}, {"architectures", {"GPT2LMHeadModel"}},
+        {"n_layer", m.n_layer}, {"n_head", m.n_head}, {"n_embd", m.n_embd},
+        {"n_positions", m.n_positions}, {"n_ctx", m.n_positions}, {"vocab_size", m.vocab_size},
+        {"bos_token_id", m.vocab_size - 1}, {"eos_token_id", m.vocab_size - 1},
+        {"activation_function", "gelu_new"}, {"layer_norm_epsilon", layer_norm_eps},
+        {"tie_word_embeddings", true}, {"headscope_training", record}};
+    std::ofstream out(dir / "config.json");
+    out << config.dump(2) << '\n';
+    if (!out) throw Error((dir / "config.json").string() + ": cannot write");
+}
 
 }  // namespace headscope::train

@@ -7,6 +7,8 @@
 #include <Eigen/Core>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -54,7 +56,10 @@ public:
 
     const ModelShape& shape() const { return shape_; }
     Buffer<S>& params() { return params_; }
+    const Buffer<S>& params() const { return params_; }
     const Buffer<S>& grads() const { return grads_; }
+    // The last forward's attention weights, (L, B, NH, T, T).
+    const Buffer<S>& attention() const { return att_; }
     const std::vector<ParameterTensor>& layout() const { return layout_; }
 
 private:
@@ -94,5 +99,11 @@ private:
 
 extern template class Gpt2Trainer<float>;
 extern template class Gpt2Trainer<double>;
+
+// Writes dir/model.safetensors (F32) and dir/config.json in Hugging Face's
+// GPT-2 layout, with `record` as config.json's "headscope_training"; the
+// tokenizer files are the caller's.
+void save_gpt2(const Gpt2Trainer<float>& model, const std::filesystem::path& dir,
+               const nlohmann::ordered_json& record);
 
 }  // namespace headscope::train

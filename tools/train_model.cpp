@@ -13,7 +13,6 @@
 #include "bpe_trainer.h"
 #include "gpt2_trainer.h"
 #include "headscope/error.h"
-#include "headscope/safetensors.h"
 #include "headscope/tokenizer.h"
 
 using namespace headscope;
@@ -25,7 +24,7 @@ namespace {
 struct Settings {
     fs::path corpus_dir = "build/corpus", tokenizer_dir = "build/tokenizer", out = "assets/builtin";
     ModelShape shape;
-    int batch = 8, steps = 3000, warmup = 100, eval_every = 100;
+    int batch = 16, steps = 3000, warmup = 100, eval_every = 100;
     float learning_rate = 2e-3f, repeat_fraction = 0.25f;
     uint64_t seed = 1234;
 };
@@ -117,21 +116,8 @@ void write_validation_sample(const fs::path& val_path, const fs::path& out_path)
     std::ofstream(out_path, std::ios::binary) << sample;
 }
 
-void write_model(const Settings& s, Gpt2Trainer<float>& model, const nlohmann::ordered_json& record) {
-    fs::create_directories(s.out);
-    std::vector<SafetensorsEntry> entries;
-    for (const ParameterTensor& t : model.layout())
-        entries.push_back({t.name, t.shape, std::span<const float>(model.params().data() + t.offset, t.size)});
-    write_safetensors(s.out / "model.safetensors", entries);
-    const ModelShape& m = model.shape();
-    nlohmann::ordered_json config = {
-        {"model_type", "gpt2"}, {"architectures", {"GPT2LMHeadModel"}},
-        {"n_layer", m.n_layer}, {"n_head", m.n_head}, {"n_embd", m.n_embd},
-        {"n_positions", m.n_positions}, {"n_ctx", m.n_positions}, {"vocab_size", m.vocab_size},
-        {"bos_token_id", m.vocab_size - 1}, {"eos_token_id", m.vocab_size - 1},
-        {"activation_function", "gelu_new"}, {"layer_norm_epsilon", 1e-5},
-        {"tie_word_embeddings", true}, {"headscope_training", record}};
-    std::ofstream(s.out / "config.json") << config.dump(2) << '\n';
+void write_model(const Settings& s, const Gpt2Trainer<float>& model, const nlohmann::ordered_json& record) {
+    save_gpt2(model, s.out, record);
     for (const char* f : {"vocab.json", "merges.txt"})
         fs::copy_file(s.tokenizer_dir / f, s.out / f, fs::copy_options::overwrite_existing);
     write_validation_sample(s.corpus_dir / "val.txt", s.out / "validation.txt");

@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 std::string env(const char* name) {
     const char* value = std::getenv(name);
@@ -137,6 +137,7 @@ Config read_config(const fs::path& path) {
             throw Error(file + ": layer_norm_epsilon " + it->dump() + " is not a small positive number");
         c.layer_norm_epsilon = it->get<float>();
     }
+    if (const auto it = j.find("headscope_training"); it != j.end()) c.training = *it;
     return c;
 }
 
@@ -222,6 +223,13 @@ void prefault(void* begin, size_t bytes) {
 
 fs::path resolve_model_path(const std::string& name_or_path) {
     std::error_code ec;
+    if (name_or_path == builtin_model) {
+        const std::string override_dir = env("HEADSCOPE_BUILTIN_MODEL");
+        const fs::path dir = override_dir.empty() ? fs::path(HEADSCOPE_BUILTIN_MODEL_DIR) : fs::path(override_dir);
+        if (!fs::is_directory(dir, ec))
+            throw Error("the built-in model is missing: no directory " + dir.string() + " (tools/train-builtin makes it)");
+        return dir;
+    }
     if (fs::is_directory(name_or_path, ec)) return name_or_path;
     if (fs::exists(name_or_path, ec)) throw Error("model '" + name_or_path + "' is not a directory");
     if (!is_hub_name(name_or_path))

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@ struct Config {
     int vocab_size = 0;   // V
     int eos_token_id = 50256;
     float layer_norm_epsilon = 1e-5f;
+    nlohmann::ordered_json training;  // the "headscope_training" record of a model we trained, else null
 };
 
 struct LayerWeights {
@@ -65,8 +67,13 @@ struct Model {
     const float* ln_f_b = nullptr;     // (C)
 };
 
-// A directory path, or a hub name ("gpt2", "openai-community/gpt2-medium")
-// looked up in the local Hugging Face cache only. Throws Error when neither.
+// The name of the model Headscope ships and opens by default: the directory
+// $HEADSCOPE_BUILTIN_MODEL if set, else assets/builtin of the source tree.
+inline constexpr const char* builtin_model = "builtin";
+
+// `builtin_model`, a directory path, or a hub name ("gpt2",
+// "openai-community/gpt2-medium") looked up in the local Hugging Face cache
+// only. Throws Error when none of these.
 std::filesystem::path resolve_model_path(const std::string& name_or_path);
 
 // Throws Error naming the file, tensor or field on any problem.

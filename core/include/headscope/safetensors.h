@@ -50,10 +50,6 @@ private:
 // Error naming `name` if any value is NaN or Inf.
 void convert_to_f32(const std::string& name, const TensorView& tensor, float* out);
 
-}  // namespace headscope
-
-namespace headscope {
-
 struct SafetensorsEntry {
     std::string name;
     std::vector<int64_t> shape;

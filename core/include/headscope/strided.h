@@ -1,0 +1,39 @@
+// A PyTorch-style strided view of a flat buffer (shape, strides, storage
+// offset), with the two operations multi-head attention uses on it: `view`,
+// which only succeeds where PyTorch's does, and `transpose`, which only swaps
+// strides. The reshape dance (dance.h) is described with these.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace headscope {
+
+struct StridedLayout {
+    std::vector<int64_t> shape;
+    std::vector<int64_t> strides;  // in elements
+    int64_t offset = 0;            // storage offset, in elements
+
+    // Row-major: the last dimension has stride 1.
+    static StridedLayout contiguous(std::vector<int64_t> shape);
+
+    int64_t numel() const;
+    // As PyTorch's is_contiguous(): strides are row-major, ignoring dimensions of size 1.
+    bool is_contiguous() const;
+    // Where element `index` (one entry per dimension) lives in the buffer.
+    int64_t storage_index(std::span<const int64_t> index) const;
+    // The same for the n-th element in row-major order of `shape`.
+    int64_t storage_index(int64_t n) const;
+
+    // The same elements seen with `new_shape`, sharing the storage, as
+    // PyTorch's Tensor.view: throws Error where PyTorch would (a dimension
+    // that spans two non-contiguous runs of memory), or on a size mismatch.
+    StridedLayout view(const std::vector<int64_t>& new_shape) const;
+    StridedLayout transpose(int dim0, int dim1) const;
+};
+
+// "(2, 8, 64)"
+std::string format_dims(const std::vector<int64_t>& dims);
+
+}  // namespace headscope

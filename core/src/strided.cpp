@@ -1,0 +1,116 @@
+// Strided views: see strided.h.
+#include "headscope/strided.h"
+
+#include <utility>
+
+#include "headscope/error.h"
+
+namespace headscope {
+
+namespace {
+
+int64_t product(const std::vector<int64_t>& dims) {
+    int64_t n = 1;
+    for (int64_t d : dims) n *= d;
+    return n;
+}
+
+void check_dims(const std::vector<int64_t>& dims) {
+    for (int64_t d : dims)
+        if (d < 1) throw Error("shape " + format_dims(dims) + " has a dimension below 1");
+}
+
+}  // namespace
+
+std::string format_dims(const std::vector<int64_t>& dims) {
+    std::string s = "(";
+    for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+    return s + (dims.size() == 1 ? ",)" : ")");
+}
+
+StridedLayout StridedLayout::contiguous(std::vector<int64_t> shape) {
+    check_dims(shape);
+    StridedLayout layout{std::move(shape), {}, 0};
+    layout.strides.resize(layout.shape.size());
+    int64_t stride = 1;
+    for (size_t d = layout.shape.size(); d-- > 0;) {
+        layout.strides[d] = stride;
+        stride *= layout.shape[d];
+    }
+    return layout;
+}
+
+int64_t StridedLayout::numel() const { return product(shape); }
+
+bool StridedLayout::is_contiguous() const {
+    int64_t expected = 1;
+    for (size_t d = shape.size(); d-- > 0;) {
+        if (shape[d] == 1) continue;
+        if (strides[d] != expected) return false;
+        expected *= shape[d];
+    }
+    return true;
+}
+
+int64_t StridedLayout::storage_index(std::span<const int64_t> index) const {
+    int64_t at = offset;
+    for (size_t d = 0; d < shape.size(); ++d) at += index[d] * strides[d];
+    return at;
+}
+
+int64_t StridedLayout::storage_index(int64_t n) const {
+    int64_t at = offset;
+    for (size_t d = shape.size(); d-- > 0;) {
+        at += (n % shape[d]) * strides[d];
+        n /= shape[d];
+    }
+    return at;
+}
+
+// Walks the old dimensions from the last, in chunks that are one run of
+// memory each; the new dimensions must split every chunk exactly, and each
+// gets its stride within the chunk. A new dimension straddling two chunks is
+// the case PyTorch refuses.
+StridedLayout StridedLayout::view(const std::vector<int64_t>& new_shape) const {
+    check_dims(new_shape);
+    if (product(new_shape) != numel()) {
+        throw Error("view " + format_dims(new_shape) + ": shape " + format_dims(shape) + " has " +
+                    std::to_string(numel()) + " elements, not " + std::to_string(product(new_shape)));
+    }
+    StridedLayout out{new_shape, std::vector<int64_t>(new_shape.size()), offset};
+    int view_d = static_cast<int>(new_shape.size()) - 1;
+    int64_t chunk_base_stride = strides.back(), chunk_numel = 1, view_numel = 1;
+    for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
+        chunk_numel *= shape[d];
+        const bool chunk_ends = d == 0 || (shape[d - 1] != 1 && strides[d - 1] != chunk_numel * chunk_base_stride);
+        if (!chunk_ends) continue;
+        while (view_d >= 0 && (view_numel < chunk_numel || new_shape[view_d] == 1)) {
+            out.strides[view_d] = view_numel * chunk_base_stride;
+            view_numel *= new_shape[view_d];
+            --view_d;
+        }
+        if (view_numel != chunk_numel) {
+            throw Error("view " + format_dims(new_shape) + " of shape " + format_dims(shape) + " with strides " +
+                        format_dims(strides) +
+                        ": a dimension would span memory that is not contiguous (call contiguous() first)");
+        }
+        if (d > 0) {
+            chunk_base_stride = strides[d - 1];
+            chunk_numel = view_numel = 1;
+        }
+    }
+    return out;
+}
+
+StridedLayout StridedLayout::transpose(int dim0, int dim1) const {
+    const int rank = static_cast<int>(shape.size());
+    if (dim0 < 0 || dim0 >= rank || dim1 < 0 || dim1 >= rank)
+        throw Error("transpose(" + std::to_string(dim0) + ", " + std::to_string(dim1) + ") of a " +
+                    std::to_string(rank) + "-d tensor");
+    StridedLayout out = *this;
+    std::swap(out.shape[dim0], out.shape[dim1]);
+    std::swap(out.strides[dim0], out.strides[dim1]);
+    return out;
+}
+
+}  // namespace headscope

@@ -1,0 +1,105 @@
+// Head probes on attention maps whose scores are known by construction: a
+// stand-in backend draws four kinds of head, and each score is checked
+// against its closed form.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "headscope/backend.h"
+#include "headscope/probes.h"
+
+using namespace headscope;
+
+namespace {
+
+// Every layer has the same four heads: 0 looks at the previous token, 1
+// spreads evenly over the causal prefix, 2 looks at the first token, 3 (on a
+// run followed by its repeat) at the token after the earlier occurrence.
+class DrawnHeadsBackend : public Backend {
+public:
+    std::string name() const override { return "drawn"; }
+    void load_weights(const Model&) override {}
+    void forward(const Batch& batch, const AttentionOptions&, AttentionResult& r) override {
+        const std::vector<int32_t>& ids = batch.token_ids.front();
+        const int T = static_cast<int>(ids.size()), R = T / 2;
+        const bool repeated = T % 2 == 0 && std::equal(ids.begin(), ids.begin() + R, ids.begin() + R);
+        r.B = 1;
+        r.T = T;
+        r.NH = 4;
+        r.layers = {0, 1};
+        r.weights.assign(2 * 4 * static_cast<size_t>(T) * T, 0.f);
+        r.fully_masked.assign(T, 0);
+        for (int l = 0; l < 2; ++l) {
+            float* w = r.weights.data() + static_cast<size_t>(l) * 4 * T * T;
+            for (int i = 0; i < T; ++i) {
+                float* row0 = w + static_cast<size_t>(i) * T;
+                float* row1 = row0 + static_cast<size_t>(T) * T;
+                float* row2 = row1 + static_cast<size_t>(T) * T;
+                float* row3 = row2 + static_cast<size_t>(T) * T;
+                row0[std::max(i - 1, 0)] = 1;
+                for (int j = 0; j <= i; ++j) row1[j] = 1.f / static_cast<float>(i + 1);
+                row2[0] = 1;
+                row3[repeated && i >= R ? i - R + 1 : i] = 1;
+            }
+        }
+    }
+};
+
+Model two_layer_four_head_model() {
+    Model m;
+    m.config.n_layer = 2;
+    m.config.n_head = 4;
+    m.config.n_positions = 40;  // induction runs of R = 20
+    m.config.vocab_size = 1000;
+    m.config.eos_token_id = 999;
+    return m;
+}
+
+TEST(Probes, ScoresEqualTheirClosedFormsOnDrawnHeads) {
+    const Model model = two_layer_four_head_model();
+    DrawnHeadsBackend backend;
+    // Two texts of 5 and 9 tokens: rows i = 1..4 and 1..8 are scored.
+    const std::vector<std::vector<int32_t>> texts = {{1, 2, 3, 4, 5}, {9, 8, 7, 6, 5, 4, 3, 2, 1}};
+    const ProbeReport report = probe_heads(backend, model, texts, 3);
+    ASSERT_EQ(report.heads.size(), 8u);
+    EXPECT_EQ(report.rows, 12u);
+
+    // Closed forms over the scored rows: one row of each text (i = 1) has i - 1 == 0.
+    double uniform_previous = 0, uniform_entropy = 0;
+    for (int T : {5, 9})
+        for (int i = 1; i < T; ++i) {
+            uniform_previous += 1.0 / (i + 1);
+            uniform_entropy += std::log(i + 1.0);
+        }
+    const int R = 20;
+    double uniform_induction = 0;
+    for (int k = 0; k + 1 < R; ++k) uniform_induction += 1.0 / (R + k + 1);
+    uniform_induction /= R - 1;
+
+    for (int l = 0; l < 2; ++l) {
+        const HeadScores& previous = report.heads[l * 4 + 0];
+        const HeadScores& uniform = report.heads[l * 4 + 1];
+        const HeadScores& first = report.heads[l * 4 + 2];
+        const HeadScores& induction = report.heads[l * 4 + 3];
+        EXPECT_DOUBLE_EQ(previous.previous_token, 1);
+        EXPECT_DOUBLE_EQ(previous.first_token, 2.0 / 12);
+        EXPECT_DOUBLE_EQ(previous.current_token, 0);
+        EXPECT_DOUBLE_EQ(previous.entropy, 0);
+        EXPECT_DOUBLE_EQ(previous.induction, 0);
+
+        EXPECT_NEAR(uniform.previous_token, uniform_previous / 12, 1e-7);
+        EXPECT_NEAR(uniform.first_token, uniform_previous / 12, 1e-7);
+        EXPECT_NEAR(uniform.current_token, uniform_previous / 12, 1e-7);
+        EXPECT_NEAR(uniform.entropy, uniform_entropy / 12, 1e-6);
+        EXPECT_NEAR(uniform.induction, uniform_induction, 1e-7);
+
+        EXPECT_DOUBLE_EQ(first.first_token, 1);
+        EXPECT_DOUBLE_EQ(first.previous_token, 2.0 / 12);
+        EXPECT_DOUBLE_EQ(first.entropy, 0);
+
+        EXPECT_DOUBLE_EQ(induction.induction, 1);
+        EXPECT_DOUBLE_EQ(induction.current_token, 1);  // the texts are not repeats
+    }
+}
+
+}  // namespace
