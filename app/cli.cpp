@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "headscope/backend.h"
+#include "headscope/dance.h"
 #include "headscope/error.h"
 #include "headscope/model.h"
 #include "headscope/npy.h"
@@ -120,7 +121,7 @@ struct Options {
     std::vector<std::string> texts;
     std::string causal = "on", padding_mask = "on", scale = "head", split = "transpose", layers = "all";
     std::string backend = "auto", format = "json", out;
-    int heads = 0;
+    int heads = 0, layer = 0;
     bool heads_given = false;
 };
 
@@ -166,7 +167,7 @@ void run_tokenize(const Options& opt) {
     out.finish();
 }
 
-void run_attention(const Options& opt) {
+AttentionOptions attention_options(const Options& opt) {
     AttentionOptions options;
     options.causal = parse_on_off("--causal", opt.causal);
     options.padding_mask = parse_on_off("--padding-mask", opt.padding_mask);
@@ -175,6 +176,11 @@ void run_attention(const Options& opt) {
     options.scale = parse_scale(opt.scale);
     options.split = parse_split(opt.split);
     options.layers = parse_layers(opt.layers);
+    return options;
+}
+
+void run_attention(const Options& opt) {
+    const AttentionOptions options = attention_options(opt);
     if (opt.format != "json" && opt.format != "npy" && opt.format != "none")
         throw Error("--format: expected json, npy or none, got '" + opt.format + "'");
     if (opt.format == "npy" && opt.out.empty()) throw Error("--format npy needs --out FILE");
@@ -295,6 +301,61 @@ void run_heads(const Options& opt) {
     out.finish();
 }
 
+Json layout_json(const StridedLayout& layout) {
+    return {{"shape", layout.shape},
+            {"strides", layout.strides},
+            {"offset", layout.offset},
+            {"contiguous", layout.is_contiguous()}};
+}
+
+// The reshape dance for the texts' batch, and how far the naive split's
+// attention output at --layer is from the correct one's.
+void run_dance(const Options& opt) {
+    AttentionOptions options = attention_options(opt);
+    options.layers = {opt.layer};
+    options.capture_outputs = true;
+    std::unique_ptr<Backend> backend = make_backend(opt.backend);
+    const Model model = load_model(opt.model);
+    const Batch batch{tokenize_texts(model.tokenizer, opt.texts), model.config.eos_token_id};
+    backend->load_weights(model);
+
+    AttentionResult correct, naive;
+    options.split = Split::transpose;
+    backend->forward(batch, options, correct);
+    options.split = Split::naive_view;
+    backend->forward(batch, options, naive);
+    double max_diff = 0;
+    for (size_t n = 0; n < correct.outputs.size(); ++n)
+        max_diff = std::max(max_diff, static_cast<double>(std::abs(naive.outputs[n] - correct.outputs[n])));
+
+    const Dance dance = reshape_dance(batch.B(), batch.T(), model.config.n_embd, correct.NH, parse_split(opt.split));
+    Json buffers = Json::array(), steps = Json::array(), tokens = Json::array();
+    for (const DanceBuffer& b : dance.buffers) buffers.push_back({{"name", b.name}, {"dims", b.dims}, {"shape", b.shape}});
+    for (size_t i = 0; i < dance.steps.size(); ++i) {
+        const DanceStep& s = dance.steps[i];
+        Json step = {{"step", i + 1}, {"title", s.title}, {"code", s.code}, {"buffer", dance.buffers[s.buffer].name},
+                     {"dims", s.dims}};
+        step.update(layout_json(s.layout));
+        steps.push_back(step);
+    }
+    for (const auto& ids : batch.token_ids) tokens.push_back(token_texts(model.tokenizer, ids));
+    const Json out_json = {{"B", dance.B},
+                           {"T", dance.T},
+                           {"C", dance.C},
+                           {"n_head", dance.NH},
+                           {"d_head", dance.C / dance.NH},
+                           {"split", to_string(dance.split)},
+                           {"layer", opt.layer},
+                           {"tokens", tokens},
+                           {"naive_view_max_diff", max_diff},
+                           {"buffers", buffers},
+                           {"steps", steps}};
+    Output out(opt.out);
+    out.write(dump(out_json));
+    out.write('\n');
+    out.finish();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -314,32 +375,41 @@ int main(int argc, char** argv) {
     tokenize->add_option("--text", opt.texts, "UTF-8 text")->required()->expected(1);
     CLI::App* attention = app.add_subcommand("attention", "every head's attention weights for one or more texts");
     add_model(attention);
-    attention->add_option("--text", opt.texts, "UTF-8 text (repeat for a batch, right-padded)")->required();
-    attention->add_option("--causal", opt.causal, "on|off");
-    attention->add_option("--padding-mask", opt.padding_mask, "on|off");
-    attention->add_option("--heads", opt.heads, "re-split into N heads (N divides n_embd)");
-    attention->add_option("--scale", opt.scale, "head|model|none: 1/sqrt(C/N), 1/sqrt(C), 1");
-    attention->add_option("--split", opt.split, "transpose|naive-view");
+    auto add_forward_options = [&](CLI::App* sub) {
+        sub->add_option("--text", opt.texts, "UTF-8 text (repeat for a batch, right-padded)")->required();
+        sub->add_option("--causal", opt.causal, "on|off");
+        sub->add_option("--padding-mask", opt.padding_mask, "on|off");
+        sub->add_option("--heads", opt.heads, "re-split into N heads (N divides n_embd)");
+        sub->add_option("--scale", opt.scale, "head|model|none: 1/sqrt(C/N), 1/sqrt(C), 1");
+        sub->add_option("--split", opt.split, "transpose|naive-view");
+        sub->add_option("--backend", opt.backend, "auto|cpu");
+    };
+    add_forward_options(attention);
     attention->add_option("--layers", opt.layers, "all or I,J,...");
-    attention->add_option("--backend", opt.backend, "auto|cpu");
     attention->add_option("--format", opt.format, "json|npy|none (npy needs --out)");
     CLI::App* heads = app.add_subcommand("heads", "probe scores of every head (previous-token, induction, ...)");
     add_model(heads);
     heads->add_option("--text", opt.texts, "score this text instead of the validation text")->expected(1);
     heads->add_option("--backend", opt.backend, "auto|cpu");
+    CLI::App* dance = app.add_subcommand(
+        "dance", "the reshape dance's steps (shapes, strides, buffers) for the texts, and the naive split's error");
+    add_model(dance);
+    add_forward_options(dance);
+    dance->add_option("--layer", opt.layer, "the layer whose attention output the naive split is compared at");
 
     try {
         // CLI11 would only say that a subcommand is required.
         const std::vector<CLI::App*> commands = app.get_subcommands([](CLI::App*) { return true; });
         if (argc > 1 && argv[1][0] != '-' &&
             std::none_of(commands.begin(), commands.end(), [&](CLI::App* c) { return c->get_name() == argv[1]; }))
-            throw Error(std::string("unknown command '") + argv[1] + "' (expected info, tokenize, attention or heads)");
+            throw Error(std::string("unknown command '") + argv[1] + "' (expected info, tokenize, attention, heads or dance)");
         app.parse(argc, argv);
-        opt.heads_given = attention->count("--heads") > 0;
+        opt.heads_given = attention->count("--heads") + dance->count("--heads") > 0;
         if (*info) run_info(opt);
         if (*tokenize) run_tokenize(opt);
         if (*attention) run_attention(opt);
         if (*heads) run_heads(opt);
+        if (*dance) run_dance(opt);
     } catch (const CLI::ParseError& e) {
         if (e.get_exit_code() == 0) return app.exit(e);  // --help
         std::fprintf(stderr, "headscope-cli: error: %s\n", e.what());

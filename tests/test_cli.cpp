@@ -212,6 +212,46 @@ TEST_F(CliTest, ShippedModelHasPreviousTokenAndInductionHeads) {
     EXPECT_GE(best_induction, 0.5);
 }
 
+TEST_F(CliTest, DancePrintsStepsAndTheNaiveSplitsError) {
+    const CliRun r = run({"dance", "--model", model(), "--text", "The cat sat on the mat", "--text", "It was"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    const json j = json::parse(r.out);
+    const int B = 2, T = 6, C = 32, NH = 4, hs = 8;
+    EXPECT_EQ(j["T"], T);
+    EXPECT_EQ(j["d_head"], hs);
+    ASSERT_EQ(j["steps"].size(), 8u);
+    EXPECT_EQ(j["steps"][2]["shape"], json::array({B, NH, T, hs}));
+    EXPECT_EQ(j["steps"][2]["strides"], json::array({T * C, hs, C, 1}));
+    EXPECT_EQ(j["steps"][2]["contiguous"], false);
+    EXPECT_EQ(j["steps"][6]["strides"], json::array({T * C, C, hs, 1}));
+    EXPECT_EQ(j["steps"][6]["contiguous"], true);
+
+    // The naive split's error: the same two runs in-process.
+    const Model m = load_model(model());
+    auto backend = make_cpu_backend();
+    backend->load_weights(m);
+    AttentionOptions opt;
+    opt.layers = {0};
+    opt.capture_outputs = true;
+    AttentionResult correct, naive;
+    const Batch batch{{m.tokenizer.encode("The cat sat on the mat"), m.tokenizer.encode("It was")}, 50256};
+    backend->forward(batch, opt, correct);
+    opt.split = Split::naive_view;
+    backend->forward(batch, opt, naive);
+    double want = 0;
+    for (size_t n = 0; n < correct.outputs.size(); ++n)
+        want = std::max(want, double(std::abs(naive.outputs[n] - correct.outputs[n])));
+    EXPECT_GT(want, 1e-3);
+    EXPECT_DOUBLE_EQ(j["naive_view_max_diff"].get<double>(), want);
+
+    // One token: every "head" of the naive view is that token's own slice, so nothing differs.
+    const CliRun one = run({"dance", "--model", model(), "--text", "Hello", "--split", "naive-view"});
+    ASSERT_EQ(one.status, 0) << one.err;
+    const json jo = json::parse(one.out);
+    EXPECT_EQ(jo["steps"].size(), 5u);
+    EXPECT_EQ(jo["naive_view_max_diff"], 0.0);
+}
+
 TEST_F(CliTest, BadInputIsOneLineAndExitTwo) {
     const std::string m = model();
     expect_error({"attention", "--model", m, "--text", "hi", "--bogus"}, "--bogus");
@@ -220,6 +260,8 @@ TEST_F(CliTest, BadInputIsOneLineAndExitTwo) {
     expect_error({"attention", "--text", "hi"}, "built-in model is missing");
     unsetenv("HEADSCOPE_BUILTIN_MODEL");
     expect_error({"heads", "--model", m, "--text", "hi"}, "at least 2 tokens");
+    expect_error({"dance", "--model", m, "--text", "hi", "--layer", "2"}, "layer 2 out of range");
+    expect_error({"dance", "--model", m, "--text", "hi", "--heads", "3"}, "does not divide");
     expect_error({"attention", "--model", m}, "--text");
     expect_error({"attention", "--model", m, "--text", "hi", "--causal", "maybe"}, "--causal");
     expect_error({"attention", "--model", m, "--text", "hi", "--padding-mask", "1"}, "--padding-mask");

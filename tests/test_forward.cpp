@@ -20,6 +20,7 @@ using Matrix = std::vector<std::vector<double>>;  // [row][column]
 struct Reference {
     std::vector<double> weights;      // (layers, B, NH, T, T)
     std::vector<uint8_t> fully_masked;  // (B, T)
+    std::vector<double> outputs;      // (layers, B, T, C) heads merged, before c_proj
 };
 
 Matrix zeros(int rows, int cols) { return Matrix(rows, std::vector<double>(cols, 0.0)); }
@@ -73,6 +74,7 @@ Reference reference_attention(const Model& model, const std::vector<std::vector<
     Reference ref;
     ref.weights.assign(layers.size() * B * NH * T * T, 0.0);
     ref.fully_masked.assign(B * T, 0);
+    ref.outputs.assign(layers.size() * B * T * C, 0.0);
     const double scale = opt.scale == Scale::head ? 1.0 / std::sqrt(double(hs))
                          : opt.scale == Scale::model ? 1.0 / std::sqrt(double(C))
                                                      : 1.0;
@@ -136,6 +138,10 @@ Reference reference_attention(const Model& model, const std::vector<std::vector<
                         merged[p.row][p.col] = y;
                     }
             }
+            if (const auto slot = std::find(layers.begin(), layers.end(), l); slot != layers.end())
+                for (int t = 0; t < T; ++t)
+                    for (int c = 0; c < C; ++c)
+                        ref.outputs[(((slot - layers.begin()) * B + b) * T + t) * C + c] = merged[t][c];
             const Matrix proj = affine(merged, w.attn_proj_w, w.attn_proj_b, C, C);
             for (int t = 0; t < T; ++t)
                 for (int c = 0; c < C; ++c) x[t][c] += proj[t][c];
@@ -194,7 +200,7 @@ TEST_F(ForwardTest, MatchesPerHeadLoopForEveryOptionCombination) {
             for (int heads : {0, 1, 2, 8, 32})
                 for (Scale scale : {Scale::head, Scale::model, Scale::none})
                     for (Split split : {Split::transpose, Split::naive_view}) {
-                        AttentionOptions opt{causal, padding_mask, heads, scale, split, {}};
+                        AttentionOptions opt{causal, padding_mask, heads, scale, split, {}, true};
                         const AttentionResult got = run(texts_, opt);
                         const Reference want = reference_attention(*model_, texts_, opt);
                         ASSERT_EQ(got.weights.size(), want.weights.size());
@@ -205,6 +211,11 @@ TEST_F(ForwardTest, MatchesPerHeadLoopForEveryOptionCombination) {
                                                   << heads << " scale " << to_string(scale) << " split "
                                                   << to_string(split);
                         EXPECT_EQ(got.fully_masked, want.fully_masked);
+                        ASSERT_EQ(got.outputs.size(), want.outputs.size());
+                        double max_output_diff = 0;
+                        for (size_t n = 0; n < want.outputs.size(); ++n)
+                            max_output_diff = std::max(max_output_diff, std::abs(got.outputs[n] - want.outputs[n]));
+                        EXPECT_LT(max_output_diff, 1e-4);
                         ++combinations;
                     }
     EXPECT_EQ(combinations, 120);

@@ -50,6 +50,7 @@ public:
         const size_t map_floats = static_cast<size_t>(B) * NH * T * T;
         result.weights.resize(result.layers.size() * map_floats);
         result.fully_masked.assign(static_cast<size_t>(B) * T, 0);
+        result.outputs.resize(options.capture_outputs ? result.layers.size() * B * T * C : 0);
 
         const int BT = B * T;
         const size_t BTC = static_cast<size_t>(BT) * C;
@@ -67,11 +68,14 @@ public:
         for (int l = 0; l <= last_layer; ++l) {
             const LayerWeights& w = model_->layers[l];
             const bool returned = slot < result.layers.size() && result.layers[slot] == l;
-            float* att = returned ? result.weights.data() + slot++ * map_floats : scratch_att_.data();
+            float* att = returned ? result.weights.data() + slot * map_floats : scratch_att_.data();
 
             ops::layer_norm(x_.data(), w.ln_1_w, w.ln_1_b, ln_.data(), BT, C, cfg.layer_norm_epsilon);
             ops::linear(ln_.data(), w.attn_w, w.attn_b, qkv_.data(), BT, C, 3 * C);
             attention(batch, options, NH, att, result.fully_masked.data());
+            if (returned && options.capture_outputs)
+                std::copy_n(y_.data(), BTC, result.outputs.data() + slot * BTC);
+            slot += returned;
             if (l == last_layer) break;  // everything after this layer's weights is not needed
 
             MatrixMap x(x_.data(), BT, C);

@@ -47,8 +47,8 @@ Dance reshape_dance(int B, int T, int C, int NH, Split split) {
     };
 
     const int q = buffer("q", {"B", "T", "C"}, {B, T, C});
-    const StridedLayout q_flat = step("Q from the fused QKV projection: the first C of c_attn's 3C outputs",
-                                      "q, k, v = c_attn(x).split(C, dim=2)", q, {"B", "T", "C"},
+    const StridedLayout q_flat = step("Q: the first C of the fused c_attn's 3C outputs, a (B, T, C) buffer",
+                                      "q = x @ W_q + b_q  # c_attn's first C columns", q, {"B", "T", "C"},
                                       StridedLayout::contiguous({B, T, C}));
     const int att = buffer("att", {"B", "NH", "T", "T_k"}, {B, NH, T, T});
     const int y = buffer("y", {"B", "NH", "T", "hs"}, {B, NH, T, hs});

@@ -18,6 +18,7 @@ struct AttentionOptions {
     Scale scale = Scale::head;
     Split split = Split::transpose;
     std::vector<int> layers;        // ascending, unique; empty: all
+    bool capture_outputs = false;   // also return each returned layer's merged head outputs
 };
 
 // B texts' token ids, right-padded to the longest with the model's eos id.
@@ -34,6 +35,7 @@ struct AttentionResult {
     std::vector<int> layers;           // the returned layer indices
     std::vector<float> weights;        // (layers.size(), B, NH, T, T); fully masked rows are 0
     std::vector<uint8_t> fully_masked; // (B, T): 1 where a query row had no key to attend to
+    std::vector<float> outputs;        // (layers.size(), B, T, C) attention output before c_proj, if asked
 
     const float* map(int layer_slot, int b, int h) const {
         return weights.data() + ((static_cast<size_t>(layer_slot) * B + b) * NH + h) * T * T;
