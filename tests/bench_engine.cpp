@@ -31,11 +31,16 @@ using Vec = __m512;
 constexpr int lanes = 16;
 Vec splat(float v) { return _mm512_set1_ps(v); }
 Vec fmadd(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
-#else
+#elif defined(__FMA__)
 using Vec = __m256;
 constexpr int lanes = 8;
 Vec splat(float v) { return _mm256_set1_ps(v); }
 Vec fmadd(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+#else  // a portable build (HEADSCOPE_NATIVE=OFF): SSE, multiply then add
+using Vec = __m128;
+constexpr int lanes = 4;
+Vec splat(float v) { return _mm_set1_ps(v); }
+Vec fmadd(Vec a, Vec b, Vec c) { return _mm_add_ps(_mm_mul_ps(a, b), c); }
 #endif
 float lane_sum(Vec v) {
     float out[lanes];

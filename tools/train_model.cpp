@@ -23,9 +23,9 @@ namespace {
 
 struct Settings {
     fs::path corpus_dir = "build/corpus", tokenizer_dir = "build/tokenizer", out = "assets/builtin";
-    ModelShape shape;
-    int batch = 16, steps = 3000, warmup = 100, eval_every = 100;
-    float learning_rate = 2e-3f, repeat_fraction = 0.25f;
+    ModelShape shape = {.n_layer = 4, .n_head = 4, .n_embd = 128, .n_positions = 128, .vocab_size = 4096};
+    int batch = 32, steps = 3000, warmup = 100, eval_every = 100;
+    float learning_rate = 2e-3f, repeat_fraction = 0.3f;
     uint64_t seed = 1234;
 };
 
@@ -63,8 +63,9 @@ public:
         : stream_(stream), B_(B), T_(T), repeat_fraction_(repeat_fraction), V_(V), rng_(seed),
           inputs_(B * T), targets_(B * T) {}
 
-    // Fills inputs and targets; a repeat sequence is a random run of half the
-    // context followed by the same run again.
+    // Fills inputs and targets. A repeat sequence is a random run of R tokens,
+    // R drawn from 4..T/2, repeated to fill the context: with R varying, only
+    // attending by content (an induction head), not by a fixed offset, predicts it.
     void next() {
         std::uniform_real_distribution<float> coin(0.f, 1.f);
         for (int b = 0; b < B_; ++b) {
@@ -72,9 +73,9 @@ public:
             int32_t* out = targets_.data() + b * T_;
             std::vector<int32_t> seq(T_ + 1);
             if (coin(rng_) < repeat_fraction_) {
-                const int half = (T_ + 1) / 2;
-                for (int t = 0; t < half; ++t) seq[t] = static_cast<int32_t>(rng_() % (V_ - 1));
-                for (int t = half; t <= T_; ++t) seq[t] = seq[t - half];
+                const int run = 4 + static_cast<int>(rng_() % static_cast<uint64_t>(T_ / 2 - 3));
+                for (int t = 0; t < run; ++t) seq[t] = static_cast<int32_t>(rng_() % (V_ - 1));
+                for (int t = run; t <= T_; ++t) seq[t] = seq[t - run];
             } else {
                 const size_t start = rng_() % (stream_.size() - T_ - 1);
                 std::copy(stream_.begin() + start, stream_.begin() + start + T_ + 1, seq.begin());
