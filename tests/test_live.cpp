@@ -1,0 +1,118 @@
+// The live worker: results equal a direct forward, the newest request wins,
+// overtaken requests never come back, refusals come back as errors, and
+// submit() returns while a long compute runs.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "headscope/live.h"
+#include "model_writer.h"
+
+using namespace headscope;
+
+namespace {
+
+class LiveTest : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        dir_ = new test::TempDir;
+        test::TestModelSpec spec;
+        spec.n_layer = 2;
+        spec.n_head = 4;
+        spec.n_embd = 32;
+        spec.n_positions = 512;
+        test::write_test_model(dir_->path, spec);
+        model_ = new Model(load_model(dir_->path.string()));
+    }
+    static void TearDownTestSuite() {
+        delete model_;
+        delete dir_;
+    }
+
+    // Waits (bounded) for the worker to go idle, then takes its result.
+    static std::optional<LiveResult> settle(LiveCompute& live) {
+        for (int i = 0; i < 2000 && live.busy(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        return live.take();
+    }
+
+    static test::TempDir* dir_;
+    static Model* model_;
+};
+test::TempDir* LiveTest::dir_ = nullptr;
+Model* LiveTest::model_ = nullptr;
+
+TEST_F(LiveTest, ResultEqualsADirectForward) {
+    auto backend = make_cpu_backend();
+    backend->load_weights(*model_);
+    LiveCompute live(*backend, *model_);
+    AttentionOptions options;
+    options.causal = false;
+    const uint64_t generation = live.submit({{"The cat sat", "on the mat"}, options});
+    const std::optional<LiveResult> got = settle(live);
+    ASSERT_TRUE(got.has_value());
+    EXPECT_EQ(got->generation, generation);
+    EXPECT_EQ(got->error, "");
+
+    auto direct = make_cpu_backend();
+    direct->load_weights(*model_);
+    AttentionResult want;
+    direct->forward(Batch{{model_->tokenizer.encode("The cat sat"), model_->tokenizer.encode("on the mat")}, 50256},
+                    options, want);
+    EXPECT_EQ(got->attention.weights, want.weights);
+    EXPECT_EQ(got->attention.fully_masked, want.fully_masked);
+    EXPECT_FALSE(live.take().has_value());  // taken once
+}
+
+TEST_F(LiveTest, NewestRequestWinsAndStaleResultsAreDropped) {
+    auto backend = make_cpu_backend();
+    backend->load_weights(*model_);
+    LiveCompute live(*backend, *model_);
+    std::string text;
+    uint64_t last = 0;
+    for (int i = 0; i < 50; ++i) {  // typing, faster than the worker
+        text += " word";
+        last = live.submit({{text}, {}});
+    }
+    const std::optional<LiveResult> got = settle(live);
+    ASSERT_TRUE(got.has_value());
+    EXPECT_EQ(got->generation, last);
+    EXPECT_EQ(got->token_ids.front(), model_->tokenizer.encode(text));
+}
+
+TEST_F(LiveTest, RefusalIsAnErrorResult) {
+    auto backend = make_cpu_backend();
+    backend->load_weights(*model_);
+    LiveCompute live(*backend, *model_);
+    std::string long_text;
+    for (int i = 0; i < 600; ++i) long_text += " a";
+    live.submit({{long_text}, {}});
+    std::optional<LiveResult> got = settle(live);
+    ASSERT_TRUE(got.has_value());
+    EXPECT_NE(got->error.find("more than the model's limit of 512"), std::string::npos) << got->error;
+    EXPECT_TRUE(got->attention.weights.empty());
+
+    AttentionOptions bad;
+    bad.n_head = 5;
+    live.submit({{"hi"}, bad});
+    got = settle(live);
+    ASSERT_TRUE(got.has_value());
+    EXPECT_NE(got->error.find("does not divide"), std::string::npos) << got->error;
+}
+
+TEST_F(LiveTest, SubmitDoesNotWaitForARunningCompute) {
+    auto backend = make_cpu_backend();
+    backend->load_weights(*model_);
+    LiveCompute live(*backend, *model_);
+    std::string long_text;
+    for (int i = 0; i < 500; ++i) long_text += " b";
+    const std::vector<std::string> batch(8, long_text);  // a compute of many milliseconds
+    live.submit({batch, {}});
+    live.submit({{"short"}, {}});
+    EXPECT_TRUE(live.busy());  // submit returned while the long compute still runs
+    const std::optional<LiveResult> got = settle(live);
+    ASSERT_TRUE(got.has_value());
+    EXPECT_EQ(got->token_ids.size(), 1u);
+}
+
+}  // namespace
