@@ -14,6 +14,11 @@ int Batch::T() const {
     return static_cast<int>(longest);
 }
 
+int visible_end(const AttentionOptions& options, int i, int length, int T) {
+    const int end = options.causal ? i + 1 : T;
+    return options.padding_mask ? (i < length ? std::min(end, length) : 0) : end;
+}
+
 Scale parse_scale(std::string_view word) {
     if (word == "head") return Scale::head;
     if (word == "model") return Scale::model;

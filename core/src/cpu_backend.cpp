@@ -179,15 +179,11 @@ private:
                     in_stride = 3 * C;
                     out_stride = C;
                 }
-                // Query i sees keys [0, end): causal and padding masks are both prefixes.
-                auto visible_end = [&](int i) {
-                    const int end = options.causal ? i + 1 : T;
-                    return options.padding_mask ? (i < length ? std::min(end, length) : 0) : end;
-                };
+                auto visible = [&](int i) { return visible_end(options, i, length, T); };
                 float* att_bh = att + (static_cast<size_t>(b) * NH + h) * T * T;
-                ops::attention_head(q, k, v, in_stride, y, out_stride, att_bh, T, hs, scale, visible_end);
+                ops::attention_head(q, k, v, in_stride, y, out_stride, att_bh, T, hs, scale, visible);
                 if (h == 0)
-                    for (int i = 0; i < T; ++i) fully_masked[static_cast<size_t>(b) * T + i] = visible_end(i) == 0;
+                    for (int i = 0; i < T; ++i) fully_masked[static_cast<size_t>(b) * T + i] = visible(i) == 0;
             }
         }
     }

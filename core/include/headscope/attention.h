@@ -42,6 +42,10 @@ struct AttentionResult {
     }
 };
 
+// The keys query row i of a text of `length` tokens (padded to T) may attend
+// to: [0, end). Both masks are prefixes; 0 means the row is fully masked.
+int visible_end(const AttentionOptions& options, int i, int length, int T);
+
 // Parses CLI/UI words; throw Error naming the bad value.
 Scale parse_scale(std::string_view word);
 Split parse_split(std::string_view word);

@@ -1,0 +1,27 @@
+// Pooled heatmaps: see heatmap.h.
+#include "headscope/heatmap.h"
+
+#include <algorithm>
+
+namespace headscope {
+
+HeatmapImage heatmap_image(const AttentionResult& result, const AttentionOptions& options, int layer_slot, int b,
+                           int h, int length, int max_side) {
+    const int T = result.T;
+    HeatmapImage image;
+    image.rows = image.cols = std::min(T, std::max(1, max_side));
+    image.cells.assign(static_cast<size_t>(image.rows) * image.cols, masked_cell);
+    const float* map = result.map(layer_slot, b, h);
+    // Block r covers queries [r*T/rows, (r+1)*T/rows): every query in exactly one block.
+    for (int i = 0; i < T; ++i) {
+        float* out_row = image.cells.data() + static_cast<size_t>(i * image.rows / T) * image.cols;
+        const int end = visible_end(options, i, length, T);
+        for (int j = 0; j < end; ++j) {
+            float& cell = out_row[j * image.cols / T];
+            cell = std::max(cell, map[static_cast<size_t>(i) * T + j]);
+        }
+    }
+    return image;
+}
+
+}  // namespace headscope
