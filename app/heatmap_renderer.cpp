@@ -1,0 +1,143 @@
+// Heatmap textures: see heatmap_renderer.h.
+#include "heatmap_renderer.h"
+
+#include <string>
+#include <utility>
+
+#include "headscope/error.h"
+#include "shader_sources.h"
+
+namespace headscope {
+
+namespace {
+
+GLuint compile(GLenum kind, const std::string& source, const char* name) {
+    const GLuint shader = glCreateShader(kind);
+    const char* text = source.c_str();
+    glShaderSource(shader, 1, &text, nullptr);
+    glCompileShader(shader);
+    GLint ok = 0;
+    glGetShaderiv(shader, GL_COMPILE_STATUS, &ok);
+    if (!ok) {
+        char log[2048] = {};
+        glGetShaderInfoLog(shader, sizeof log, nullptr, log);
+        glDeleteShader(shader);
+        throw Error(std::string(name) + " does not compile: " + log);
+    }
+    return shader;
+}
+
+// Keeps the caller's GL state: ImGui's renderer sets its own each frame, but
+// the framebuffer and viewport must come back as they were.
+class SavedTarget {
+public:
+    SavedTarget() {
+        glGetIntegerv(GL_FRAMEBUFFER_BINDING, &framebuffer_);
+        glGetIntegerv(GL_VIEWPORT, viewport_);
+    }
+    ~SavedTarget() {
+        glBindFramebuffer(GL_FRAMEBUFFER, static_cast<GLuint>(framebuffer_));
+        glViewport(viewport_[0], viewport_[1], viewport_[2], viewport_[3]);
+    }
+
+private:
+    GLint framebuffer_ = 0, viewport_[4] = {};
+};
+
+}  // namespace
+
+HeatmapTexture::~HeatmapTexture() {
+    glDeleteTextures(1, &color_);
+    glDeleteTextures(1, &weights_);
+    glDeleteFramebuffers(1, &framebuffer_);
+}
+
+HeatmapTexture::HeatmapTexture(HeatmapTexture&& other) noexcept
+    : color_(std::exchange(other.color_, 0)), framebuffer_(std::exchange(other.framebuffer_, 0)),
+      weights_(std::exchange(other.weights_, 0)), width_(other.width_), height_(other.height_) {}
+
+HeatmapTexture& HeatmapTexture::operator=(HeatmapTexture&& other) noexcept {
+    std::swap(color_, other.color_);
+    std::swap(framebuffer_, other.framebuffer_);
+    std::swap(weights_, other.weights_);
+    std::swap(width_, other.width_);
+    std::swap(height_, other.height_);
+    return *this;
+}
+
+HeatmapRenderer::HeatmapRenderer() {
+    const GLuint vertex = compile(GL_VERTEX_SHADER, shaders::heatmap_vert, "shaders/heatmap.vert");
+    const GLuint fragment = compile(GL_FRAGMENT_SHADER,
+                                    std::string("#version 330 core\n") + shaders::colormaps_glsl + shaders::heatmap_frag,
+                                    "shaders/heatmap.frag");
+    program_ = glCreateProgram();
+    glAttachShader(program_, vertex);
+    glAttachShader(program_, fragment);
+    glLinkProgram(program_);
+    glDeleteShader(vertex);
+    glDeleteShader(fragment);
+    GLint ok = 0;
+    glGetProgramiv(program_, GL_LINK_STATUS, &ok);
+    if (!ok) {
+        char log[2048] = {};
+        glGetProgramInfoLog(program_, sizeof log, nullptr, log);
+        throw Error(std::string("heatmap shaders do not link: ") + log);
+    }
+    weights_location_ = glGetUniformLocation(program_, "weights");
+    colormap_location_ = glGetUniformLocation(program_, "colormap_id");
+    glGenVertexArrays(1, &vertex_array_);  // core profile draws need one bound, even empty
+}
+
+HeatmapRenderer::~HeatmapRenderer() {
+    glDeleteVertexArrays(1, &vertex_array_);
+    glDeleteProgram(program_);
+}
+
+void HeatmapRenderer::render(const HeatmapImage& image, Colormap colormap, int width, int height,
+                             HeatmapTexture& target) {
+    const SavedTarget saved;
+    if (!target.framebuffer_) {
+        glGenFramebuffers(1, &target.framebuffer_);
+        glGenTextures(1, &target.color_);
+        glGenTextures(1, &target.weights_);
+    }
+    if (target.width_ != width || target.height_ != height) {
+        glBindTexture(GL_TEXTURE_2D, target.color_);
+        glTexImage2D(GL_TEXTURE_2D, 0, GL_RGBA8, width, height, 0, GL_RGBA, GL_UNSIGNED_BYTE, nullptr);
+        glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST);
+        glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
+        glBindFramebuffer(GL_FRAMEBUFFER, target.framebuffer_);
+        glFramebufferTexture2D(GL_FRAMEBUFFER, GL_COLOR_ATTACHMENT0, GL_TEXTURE_2D, target.color_, 0);
+        target.width_ = width;
+        target.height_ = height;
+    }
+    glBindTexture(GL_TEXTURE_2D, target.weights_);
+    glPixelStorei(GL_UNPACK_ALIGNMENT, 4);
+    glTexImage2D(GL_TEXTURE_2D, 0, GL_R32F, image.cols, image.rows, 0, GL_RED, GL_FLOAT, image.cells.data());
+    // Nearest: a cell is one flat colour, and masked markers never blend into weights.
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST);
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_S, GL_CLAMP_TO_EDGE);
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_T, GL_CLAMP_TO_EDGE);
+
+    glBindFramebuffer(GL_FRAMEBUFFER, target.framebuffer_);
+    glViewport(0, 0, width, height);
+    glDisable(GL_BLEND);
+    glDisable(GL_SCISSOR_TEST);
+    glUseProgram(program_);
+    glActiveTexture(GL_TEXTURE0);
+    glUniform1i(weights_location_, 0);
+    glUniform1i(colormap_location_, static_cast<int>(colormap));
+    glBindVertexArray(vertex_array_);
+    glDrawArrays(GL_TRIANGLE_STRIP, 0, 4);
+}
+
+void HeatmapRenderer::render_legend(Colormap colormap, int width, int height, HeatmapTexture& target) {
+    HeatmapImage ramp;
+    ramp.rows = 1;
+    ramp.cols = width;
+    for (int x = 0; x < width; ++x) ramp.cells.push_back((x + 0.5f) / static_cast<float>(width));
+    render(ramp, colormap, width, height, target);
+}
+
+}  // namespace headscope

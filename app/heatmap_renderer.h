@@ -1,0 +1,51 @@
+// Draws attention maps into textures with the GLSL colormaps of shaders/:
+// a map's cells go up as a float texture, and the colormap shader renders
+// them at exactly the size they are shown, so cells are crisp and masked
+// cells hatched. The window shows the result with ImGui::Image.
+#pragma once
+#include "gl.h"
+#include "headscope/heatmap.h"
+
+namespace headscope {
+
+enum class Colormap { viridis = 0, magma = 1, grey = 2 };
+inline constexpr const char* colormap_names[] = {"viridis", "magma", "grey"};
+
+// One drawn map: its colour texture and what it was drawn from.
+class HeatmapTexture {
+public:
+    HeatmapTexture() = default;
+    ~HeatmapTexture();
+    HeatmapTexture(HeatmapTexture&& other) noexcept;
+    HeatmapTexture& operator=(HeatmapTexture&& other) noexcept;
+    HeatmapTexture(const HeatmapTexture&) = delete;
+    HeatmapTexture& operator=(const HeatmapTexture&) = delete;
+
+    GLuint color() const { return color_; }
+    int width() const { return width_; }
+    int height() const { return height_; }
+
+private:
+    friend class HeatmapRenderer;
+    GLuint color_ = 0, framebuffer_ = 0, weights_ = 0;
+    int width_ = 0, height_ = 0;
+};
+
+class HeatmapRenderer {
+public:
+    HeatmapRenderer();  // compiles the shaders; throws Error with the GL log
+    ~HeatmapRenderer();
+    HeatmapRenderer(const HeatmapRenderer&) = delete;
+    HeatmapRenderer& operator=(const HeatmapRenderer&) = delete;
+
+    // Draws `image` into `target` at width x height pixels.
+    void render(const HeatmapImage& image, Colormap colormap, int width, int height, HeatmapTexture& target);
+    // A horizontal 0..1 legend strip of the colormap.
+    void render_legend(Colormap colormap, int width, int height, HeatmapTexture& target);
+
+private:
+    GLuint program_ = 0, vertex_array_ = 0;
+    GLint weights_location_ = -1, colormap_location_ = -1;
+};
+
+}  // namespace headscope
