@@ -11,6 +11,8 @@
 #include <stb/stb_image_write.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -49,7 +51,8 @@ struct DrawnCell {
 
 class App {
 public:
-    App(const Args& args, float content_scale) : model_(load_model(args.model)), scale_(content_scale) {
+    App(const Args& args, float content_scale)
+        : model_(load_model(args.model)), scale_(content_scale), tooltips_(args.screenshot.empty()) {
         backend_ = make_cpu_backend();
         backend_->load_weights(model_);
         live_ = std::make_unique<LiveCompute>(*backend_, model_);
@@ -123,8 +126,63 @@ private:
             colormap_ = static_cast<Colormap>(colormap);
             textures_.clear();
         }
+
+        // Head count: every divisor of C; the same weights, re-split.
+        const int C = model_.config.n_embd;
+        const int heads_now = options_.n_head ? options_.n_head : model_.config.n_head;
+        ImGui::SetNextItemWidth(90 * scale_);
+        if (ImGui::BeginCombo("heads", std::to_string(heads_now).c_str())) {
+            for (int n = 1; n <= C; ++n) {
+                if (C % n) continue;
+                if (ImGui::Selectable(std::to_string(n).c_str(), n == heads_now)) {
+                    options_.n_head = n == model_.config.n_head ? 0 : n;
+                    changed = true;
+                }
+            }
+            ImGui::EndCombo();
+        }
+        ImGui::SameLine();
+        static const char* scale_names[] = {"1/sqrt(d_head)", "1/sqrt(C)", "none"};
+        int scale = static_cast<int>(options_.scale);
+        ImGui::SetNextItemWidth(130 * scale_);
+        if (ImGui::Combo("scale", &scale, scale_names, 3)) {
+            options_.scale = static_cast<Scale>(scale);
+            changed = true;
+        }
+        ImGui::SameLine();
+        static const char* split_names[] = {"view + transpose", "naive view"};
+        int split = static_cast<int>(options_.split);
+        ImGui::SetNextItemWidth(150 * scale_);
+        if (ImGui::Combo("split", &split, split_names, 2)) {
+            options_.split = static_cast<Split>(split);
+            changed = true;
+        }
+        ImGui::SameLine();
+        ImGui::TextDisabled("%lld parameters (unchanged by the split)", static_cast<long long>(model_.params));
+        differences_note(heads_now);
+
+        // Page Up / Page Down step through the layers when no text field has the keyboard.
+        if (!ImGui::GetIO().WantTextInput) {
+            if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_PageDown))) layer_ = std::min(layer_ + 1, model_.config.n_layer - 1);
+            if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_PageUp))) layer_ = std::max(layer_ - 1, 0);
+        }
         if (layer_ != layer_before) textures_.clear();
         if (changed) submit();
+    }
+
+    // Says plainly when the maps are not the model's own computation.
+    void differences_note(int heads_now) {
+        std::string note;
+        if (heads_now != model_.config.n_head)
+            note += "re-split into " + std::to_string(heads_now) + " heads (the model was trained with " +
+                    std::to_string(model_.config.n_head) + "); ";
+        if (options_.scale == Scale::model) note += "scaled by 1/sqrt(C), the classic mistake; ";
+        if (options_.scale == Scale::none) note += "not scaled at all; ";
+        if (options_.split == Split::naive_view) note += "naive view: heads mix different tokens' channels; ";
+        if (!options_.causal) note += "causal mask off: tokens see the future, unlike in training; ";
+        if (note.empty()) return;
+        note.resize(note.size() - 2);
+        ImGui::TextColored(ImVec4(1, 0.75f, 0.3f, 1), "Not the model's own attention: %s.", note.c_str());
     }
 
     void heads_grid() {
@@ -168,6 +226,7 @@ private:
             const ImVec2 origin = ImGui::GetCursorScreenPos();
             ImGui::Image(reinterpret_cast<ImTextureID>(static_cast<intptr_t>(texture.color())), ImVec2(side, side));
             const float cell = side / T;
+            if (tooltips_ && ImGui::IsItemHovered()) hover_tooltip(h, origin, cell, length);
             for (int i = 0; i < T; ++i)
                 for (int j = 0; j < T; ++j)
                     drawn_.push_back({layer_, h, i, j, (origin.x + j * cell) * framebuffer_scale.x,
@@ -175,6 +234,29 @@ private:
                                       cell * framebuffer_scale.y});
             ImGui::EndGroup();
         }
+    }
+
+    // The query and key under the mouse, the weight, and the row's entropy.
+    void hover_tooltip(int h, ImVec2 origin, float cell, int length) {
+        const AttentionResult& att = shown_.attention;
+        const ImVec2 mouse = ImGui::GetIO().MousePos;
+        const int i = std::clamp(static_cast<int>((mouse.y - origin.y) / cell), 0, att.T - 1);
+        const int j = std::clamp(static_cast<int>((mouse.x - origin.x) / cell), 0, att.T - 1);
+        const float* row = att.map(layer_, 0, h) + static_cast<size_t>(i) * att.T;
+        double entropy = 0;
+        for (int k = 0; k < att.T; ++k)
+            if (row[k] > 0) entropy -= row[k] * std::log(static_cast<double>(row[k]));
+        auto token = [&](int t) {
+            return t < length ? "'" + model_.tokenizer.token_bytes(shown_.token_ids[0][t]) + "'" : std::string("<pad>");
+        };
+        ImGui::BeginTooltip();
+        ImGui::Text("layer %d head %d", layer_, h);
+        ImGui::Text("query %d %s  ->  key %d %s", i, token(i).c_str(), j, token(j).c_str());
+        if (j < visible_end(shown_options_, i, length, att.T))
+            ImGui::Text("weight %.4f   row entropy %.3f nats", row[j], entropy);
+        else
+            ImGui::TextUnformatted("masked: this query may not see this key");
+        ImGui::EndTooltip();
     }
 
     void status_bar() {
@@ -185,6 +267,7 @@ private:
 
     Model model_;
     float scale_;
+    bool tooltips_;  // off for screenshots, where the pointer is wherever Xvfb left it
     std::unique_ptr<Backend> backend_;
     std::unique_ptr<LiveCompute> live_;
     std::vector<std::string> texts_;
