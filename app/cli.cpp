@@ -31,12 +31,6 @@ double ms_since(Clock::time_point start) {
     return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-bool parse_on_off(const std::string& flag, const std::string& word) {
-    if (word == "on") return true;
-    if (word == "off") return false;
-    throw Error(flag + ": expected on or off, got '" + word + "'");
-}
-
 // "all" or "I,J,..." as ascending unique layer indices (empty means all).
 std::vector<int> parse_layers(const std::string& word) {
     std::vector<int> layers;

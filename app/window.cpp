@@ -37,12 +37,6 @@ struct Args {
     std::string screenshot, layout;
 };
 
-bool parse_on_off(const std::string& name, const std::string& value) {
-    if (value == "on") return true;
-    if (value == "off") return false;
-    throw Error(name + ": expected on or off, got '" + value + "'");
-}
-
 // A drawn heatmap cell, in framebuffer pixels from the top left (for --layout).
 struct DrawnCell {
     int layer, head, query, key;

@@ -19,6 +19,12 @@ int visible_end(const AttentionOptions& options, int i, int length, int T) {
     return options.padding_mask ? (i < length ? std::min(end, length) : 0) : end;
 }
 
+bool parse_on_off(std::string_view flag, std::string_view word) {
+    if (word == "on") return true;
+    if (word == "off") return false;
+    throw Error(std::string(flag) + ": expected on or off, got '" + std::string(word) + "'");
+}
+
 Scale parse_scale(std::string_view word) {
     if (word == "head") return Scale::head;
     if (word == "model") return Scale::model;

@@ -47,6 +47,7 @@ struct AttentionResult {
 int visible_end(const AttentionOptions& options, int i, int length, int T);
 
 // Parses CLI/UI words; throw Error naming the bad value.
+bool parse_on_off(std::string_view flag, std::string_view word);  // "on"/"off" for the option `flag`
 Scale parse_scale(std::string_view word);
 Split parse_split(std::string_view word);
 const char* to_string(Scale scale);
