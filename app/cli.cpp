@@ -313,6 +313,7 @@ void run_dance(const Options& opt) {
     const Batch batch{tokenize_texts(model.tokenizer, opt.texts), model.config.eos_token_id};
     backend->load_weights(model);
 
+    const Split walked = options.split;  // the walk to print; both splits run for the comparison
     AttentionResult correct, naive;
     options.split = Split::transpose;
     backend->forward(batch, options, correct);
@@ -322,7 +323,7 @@ void run_dance(const Options& opt) {
     for (size_t n = 0; n < correct.outputs.size(); ++n)
         max_diff = std::max(max_diff, static_cast<double>(std::abs(naive.outputs[n] - correct.outputs[n])));
 
-    const Dance dance = reshape_dance(batch.B(), batch.T(), model.config.n_embd, correct.NH, parse_split(opt.split));
+    const Dance dance = reshape_dance(batch.B(), batch.T(), model.config.n_embd, correct.NH, walked);
     Json buffers = Json::array(), steps = Json::array(), tokens = Json::array();
     for (const DanceBuffer& b : dance.buffers) buffers.push_back({{"name", b.name}, {"dims", b.dims}, {"shape", b.shape}});
     for (size_t i = 0; i < dance.steps.size(); ++i) {

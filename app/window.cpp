@@ -46,7 +46,8 @@ struct DrawnCell {
 class App {
 public:
     App(const Args& args, float content_scale)
-        : model_(load_model(args.model)), scale_(content_scale), tooltips_(args.screenshot.empty()) {
+        : model_(load_model(args.model)), scale_(content_scale), tooltips_(args.screenshot.empty()),
+          record_cells_(!args.layout.empty()) {
         backend_ = make_cpu_backend();
         backend_->load_weights(model_);
         live_ = std::make_unique<LiveCompute>(*backend_, model_);
@@ -221,7 +222,7 @@ private:
             ImGui::Image(reinterpret_cast<ImTextureID>(static_cast<intptr_t>(texture.color())), ImVec2(side, side));
             const float cell = side / T;
             if (tooltips_ && ImGui::IsItemHovered()) hover_tooltip(h, origin, cell, length);
-            for (int i = 0; i < T; ++i)
+            for (int i = 0; record_cells_ && i < T; ++i)
                 for (int j = 0; j < T; ++j)
                     drawn_.push_back({layer_, h, i, j, (origin.x + j * cell) * framebuffer_scale.x,
                                       (origin.y + i * cell) * framebuffer_scale.y, cell * framebuffer_scale.x,
@@ -261,7 +262,8 @@ private:
 
     Model model_;
     float scale_;
-    bool tooltips_;  // off for screenshots, where the pointer is wherever Xvfb left it
+    bool tooltips_;      // off for screenshots, where the pointer is wherever Xvfb left it
+    bool record_cells_;  // only --layout needs every cell's rectangle: T*T per head per frame
     std::unique_ptr<Backend> backend_;
     std::unique_ptr<LiveCompute> live_;
     std::vector<std::string> texts_;
@@ -325,7 +327,6 @@ int run(const Args& args) {
     ImGui_ImplGlfw_InitForOpenGL(window, true);
     ImGui_ImplOpenGL3_Init("#version 330 core");
 
-    int status = 0;
     {
         App app(args, scale_x);
         const bool headless = !args.screenshot.empty();
@@ -360,7 +361,7 @@ int run(const Args& args) {
     ImGui::DestroyContext();
     glfwDestroyWindow(window);
     glfwTerminate();
-    return status;
+    return 0;
 }
 
 }  // namespace
