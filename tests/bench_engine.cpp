@@ -82,12 +82,7 @@ double fma_peak_gflops() {
 const Model& gpt2_small() {
     static test::TempDir dir;
     static const Model model = [] {
-        test::TestModelSpec spec;
-        spec.n_layer = L;
-        spec.n_head = 12;
-        spec.n_embd = C;
-        spec.n_positions = 1024;
-        test::write_test_model(dir.path, spec);
+        test::write_test_model(dir.path, {.n_layer = L, .n_head = 12, .n_embd = C, .n_positions = 1024});
         return load_model(dir.path.string());
     }();
     return model;

@@ -52,13 +52,8 @@ class CliTest : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
         dir_ = new test::TempDir;
-        test::TestModelSpec spec;
-        spec.n_layer = 2;
-        spec.n_head = 4;
-        spec.n_embd = 32;
-        spec.n_positions = 16;
-        spec.transformer_prefix = false;
-        test::write_test_model(dir_->path / "model", spec);
+        test::write_test_model(dir_->path / "model",
+                               {.n_layer = 2, .n_head = 4, .n_embd = 32, .n_positions = 16, .transformer_prefix = false});
     }
     static void TearDownTestSuite() { delete dir_; }
 

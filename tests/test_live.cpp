@@ -17,12 +17,7 @@ class LiveTest : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
         dir_ = new test::TempDir;
-        test::TestModelSpec spec;
-        spec.n_layer = 2;
-        spec.n_head = 4;
-        spec.n_embd = 32;
-        spec.n_positions = 512;
-        test::write_test_model(dir_->path, spec);
+        test::write_test_model(dir_->path, {.n_layer = 2, .n_head = 4, .n_embd = 32, .n_positions = 512});
         model_ = new Model(load_model(dir_->path.string()));
     }
     static void TearDownTestSuite() {

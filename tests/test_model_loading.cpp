@@ -335,12 +335,7 @@ private:
 
 // A small model at `dir` whose n_layer tells the snapshots apart.
 void write_snapshot(const fs::path& dir, int n_layer) {
-    test::TestModelSpec spec;
-    spec.n_layer = n_layer;
-    spec.n_embd = 8;
-    spec.n_head = 2;
-    spec.n_positions = 8;
-    test::write_test_model(dir, spec);
+    test::write_test_model(dir, {.n_layer = n_layer, .n_head = 2, .n_embd = 8, .n_positions = 8});
 }
 
 TEST(HubResolution, RefsMainPicksTheSnapshot) {

@@ -78,12 +78,7 @@ class WindowTest : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
         dir_ = new test::TempDir;
-        test::TestModelSpec spec;
-        spec.n_layer = 2;
-        spec.n_head = 4;
-        spec.n_embd = 32;
-        spec.n_positions = 32;
-        test::write_test_model(dir_->path / "model", spec);
+        test::write_test_model(dir_->path / "model", {.n_layer = 2, .n_head = 4, .n_embd = 32, .n_positions = 32});
     }
     static void TearDownTestSuite() { delete dir_; }
 
