@@ -236,8 +236,7 @@ void run_attention(const Options& opt) {
     out.finish();
 }
 
-// Token windows to score heads on: --text, else the model's validation.txt,
-// else the built-in model's, cut into windows of up to 128 tokens.
+// Token windows to score heads on: --text, else core's validation windows.
 std::vector<std::vector<int32_t>> probe_texts(const Model& model, const Options& opt) {
     if (!opt.texts.empty()) {
         std::vector<std::vector<int32_t>> ids = tokenize_texts(model.tokenizer, opt.texts);
@@ -247,18 +246,7 @@ std::vector<std::vector<int32_t>> probe_texts(const Model& model, const Options&
                         std::to_string(model.config.n_positions));
         return ids;
     }
-    std::filesystem::path path = model.path / "validation.txt";
-    if (!std::filesystem::exists(path)) path = resolve_model_path("builtin") / "validation.txt";
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(path.string() + ": cannot open the validation text");
-    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-    const std::vector<int32_t> stream = model.tokenizer.encode(text);
-    const size_t window = std::min(128, model.config.n_positions);
-    std::vector<std::vector<int32_t>> windows;
-    for (size_t start = 0; start + window <= stream.size() && windows.size() < 32; start += window)
-        windows.emplace_back(stream.begin() + start, stream.begin() + start + window);
-    if (windows.empty()) throw Error(path.string() + ": too short to score heads");
-    return windows;
+    return validation_windows(model);
 }
 
 void run_heads(const Options& opt) {

@@ -85,6 +85,7 @@ HeatmapRenderer::HeatmapRenderer() {
     }
     weights_location_ = glGetUniformLocation(program_, "weights");
     colormap_location_ = glGetUniformLocation(program_, "colormap_id");
+    region_location_ = glGetUniformLocation(program_, "region");
     glGenVertexArrays(1, &vertex_array_);  // core profile draws need one bound, even empty
 }
 
@@ -94,7 +95,7 @@ HeatmapRenderer::~HeatmapRenderer() {
 }
 
 void HeatmapRenderer::render(const HeatmapImage& image, Colormap colormap, int width, int height,
-                             HeatmapTexture& target) {
+                             HeatmapTexture& target, const MapRegion& region) {
     const SavedTarget saved;
     if (!target.framebuffer_) {
         glGenFramebuffers(1, &target.framebuffer_);
@@ -128,6 +129,7 @@ void HeatmapRenderer::render(const HeatmapImage& image, Colormap colormap, int w
     glActiveTexture(GL_TEXTURE0);
     glUniform1i(weights_location_, 0);
     glUniform1i(colormap_location_, static_cast<int>(colormap));
+    glUniform4f(region_location_, region.u0, region.v0, region.u1, region.v1);
     glBindVertexArray(vertex_array_);
     glDrawArrays(GL_TRIANGLE_STRIP, 0, 4);
 }

@@ -11,6 +11,13 @@ namespace headscope {
 enum class Colormap { viridis = 0, magma = 1, grey = 2 };
 inline constexpr const char* colormap_names[] = {"viridis", "magma", "grey"};
 
+// The part of a map drawn, in texture coordinates: u along keys, v along
+// queries, from the top left. The default is the whole map.
+struct MapRegion {
+    float u0 = 0, v0 = 0, u1 = 1, v1 = 1;
+    bool operator==(const MapRegion&) const = default;
+};
+
 // One drawn map: its colour texture and what it was drawn from.
 class HeatmapTexture {
 public:
@@ -38,14 +45,15 @@ public:
     HeatmapRenderer(const HeatmapRenderer&) = delete;
     HeatmapRenderer& operator=(const HeatmapRenderer&) = delete;
 
-    // Draws `image` into `target` at width x height pixels.
-    void render(const HeatmapImage& image, Colormap colormap, int width, int height, HeatmapTexture& target);
+    // Draws `region` of `image` into `target` at width x height pixels.
+    void render(const HeatmapImage& image, Colormap colormap, int width, int height, HeatmapTexture& target,
+                const MapRegion& region = {});
     // A horizontal 0..1 legend strip of the colormap.
     void render_legend(Colormap colormap, int width, int height, HeatmapTexture& target);
 
 private:
     GLuint program_ = 0, vertex_array_ = 0;
-    GLint weights_location_ = -1, colormap_location_ = -1;
+    GLint weights_location_ = -1, colormap_location_ = -1, region_location_ = -1;
 };
 
 }  // namespace headscope

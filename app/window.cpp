@@ -19,10 +19,13 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "checks_view.h"
+#include "dance_view.h"
 #include "headscope/error.h"
-#include "headscope/heatmap.h"
-#include "headscope/live.h"
-#include "heatmap_renderer.h"
+#include "heads_view.h"
+#include "mask_view.h"
+#include "model_view.h"
+#include "ui.h"
 
 using namespace headscope;
 using Json = nlohmann::ordered_json;
@@ -33,44 +36,60 @@ struct Args {
     std::string model = builtin_model;
     std::vector<std::string> texts;
     std::string view = "heads", causal = "on", padding_mask = "on";
-    int layer = 0, heads = 0, frames = 3;
+    int layer = 0, head = -1, heads = 0, dance_step = 1, frames = 3;
     std::string screenshot, layout;
 };
 
-// A drawn heatmap cell, in framebuffer pixels from the top left (for --layout).
-struct DrawnCell {
-    int layer, head, query, key;
-    float x, y, w, h;
-};
+enum class View { heads, model, mask, dance, checks };
+constexpr const char* view_names[] = {"heads", "model", "mask", "dance", "checks"};
+
+View parse_view(const std::string& word) {
+    for (int v = 0; v < 5; ++v)
+        if (word == view_names[v]) return static_cast<View>(v);
+    throw Error("--view: expected heads, model, mask, dance or checks, got '" + word + "'");
+}
+
+AttentionOptions initial_options(const Args& args) {
+    AttentionOptions options;
+    options.causal = parse_on_off("--causal", args.causal);
+    options.padding_mask = parse_on_off("--padding-mask", args.padding_mask);
+    options.n_head = args.heads;
+    return options;
+}
 
 class App {
 public:
     App(const Args& args, float content_scale)
-        : model_(load_model(args.model)), scale_(content_scale), tooltips_(args.screenshot.empty()),
-          record_cells_(!args.layout.empty()) {
-        backend_ = make_cpu_backend();
-        backend_->load_weights(model_);
-        live_ = std::make_unique<LiveCompute>(*backend_, model_);
-        texts_ = args.texts.empty() ? std::vector<std::string>{"The cat sat on the mat because it was soft."}
-                                    : args.texts;
-        options_.causal = parse_on_off("--causal", args.causal);
-        options_.padding_mask = parse_on_off("--padding-mask", args.padding_mask);
-        options_.n_head = args.heads;
-        layer_ = args.layer;
-        if (layer_ < 0 || layer_ >= model_.config.n_layer)
-            throw Error("--layer " + std::to_string(layer_) + " out of range (the model has layers 0.." +
-                        std::to_string(model_.config.n_layer - 1) + ")");
-        submit();
+        : session_(load_model(args.model), args.texts, initial_options(args)),
+          ui_(content_scale, args.screenshot.empty(), !args.layout.empty()),
+          view_(parse_view(args.view)), select_tab_(true) {
+        const Model& model = session_.model();
+        if (args.layer < 0 || args.layer >= model.config.n_layer)
+            throw Error("--layer " + std::to_string(args.layer) + " out of range (the model has layers 0.." +
+                        std::to_string(model.config.n_layer - 1) + ")");
+        session_.layer = args.layer;
+        const int heads = args.heads ? args.heads : model.config.n_head;
+        if (args.head >= heads)
+            throw Error("--head " + std::to_string(args.head) + " out of range (" + std::to_string(heads) + " heads)");
+        if (args.head >= 0) {
+            session_.head = args.head;
+            heads_view_.open_large();
+        }
+        dance_view_.set_step(args.dance_step);
     }
 
-    // Waits for the compute in flight (screenshot mode wants the real maps).
+    // Waits for the compute in flight and the probe scores (screenshot mode
+    // wants the real maps and labels).
     void settle() {
-        while (live_->busy()) glfwWaitEventsTimeout(0.001);
-        collect();
+        while (session_.busy() || session_.probes_pending()) {
+            glfwWaitEventsTimeout(0.001);
+            session_.collect();
+        }
     }
 
     void frame() {
-        collect();
+        session_.collect();
+        ui_.layout.clear();
         const ImGuiViewport* viewport = ImGui::GetMainViewport();
         ImGui::SetNextWindowPos(viewport->WorkPos);
         ImGui::SetNextWindowSize(viewport->WorkSize);
@@ -79,58 +98,43 @@ public:
                          ImGuiWindowFlags_NoBringToFrontOnFocus);
         controls();
         ImGui::Separator();
-        heads_grid();
+        views();
         status_bar();
         ImGui::End();
     }
 
-    const std::vector<DrawnCell>& drawn_cells() const { return drawn_; }
+    const LayoutRecorder& layout() const { return ui_.layout; }
 
 private:
-    void submit() { live_->submit({texts_, options_}); }
-
-    // Takes a finished compute; an error keeps the last good maps.
-    void collect() {
-        std::optional<LiveResult> result = live_->take();
-        if (!result) return;
-        if (!result->error.empty()) {
-            message_ = result->error;
-            return;
-        }
-        message_.clear();
-        shown_ = std::move(*result);
-        shown_options_ = options_;
-        textures_.clear();
-    }
-
     void controls() {
+        Session& s = session_;
+        const Model& model = s.model();
         bool changed = false;
-        const int layer_before = layer_;
-        ImGui::TextUnformatted("Text");
-        changed |= ImGui::InputTextMultiline("##text", &texts_.front(), ImVec2(-1, 60 * scale_));
-        changed |= ImGui::Checkbox("causal mask", &options_.causal);
+        ImGui::TextUnformatted(s.texts.size() > 1 ? ("Text " + std::to_string(s.selected + 1) + " of the batch").c_str()
+                                                  : "Text");
+        changed |= ImGui::InputTextMultiline("##text", &s.texts[s.selected], ImVec2(-1, 60 * ui_.scale));
+        changed |= ImGui::Checkbox("causal mask", &s.options.causal);
         ImGui::SameLine();
-        changed |= ImGui::Checkbox("padding mask", &options_.padding_mask);
+        changed |= ImGui::Checkbox("padding mask", &s.options.padding_mask);
         ImGui::SameLine();
-        ImGui::SetNextItemWidth(120 * scale_);
-        ImGui::SliderInt("layer", &layer_, 0, model_.config.n_layer - 1);
+        ImGui::SetNextItemWidth(120 * ui_.scale);
+        ImGui::SliderInt("layer", &s.layer, 0, model.config.n_layer - 1);
         ImGui::SameLine();
-        ImGui::SetNextItemWidth(120 * scale_);
-        int colormap = static_cast<int>(colormap_);
-        if (ImGui::Combo("colormap", &colormap, colormap_names, 3)) {
-            colormap_ = static_cast<Colormap>(colormap);
-            textures_.clear();
-        }
+        ImGui::SetNextItemWidth(120 * ui_.scale);
+        int colormap = static_cast<int>(ui_.colormap);
+        if (ImGui::Combo("colormap", &colormap, colormap_names, 3)) ui_.colormap = static_cast<Colormap>(colormap);
+        ImGui::SameLine();
+        legend();
 
         // Head count: every divisor of C; the same weights, re-split.
-        const int C = model_.config.n_embd;
-        const int heads_now = options_.n_head ? options_.n_head : model_.config.n_head;
-        ImGui::SetNextItemWidth(90 * scale_);
+        const int C = model.config.n_embd;
+        const int heads_now = s.options.n_head ? s.options.n_head : model.config.n_head;
+        ImGui::SetNextItemWidth(90 * ui_.scale);
         if (ImGui::BeginCombo("heads", std::to_string(heads_now).c_str())) {
             for (int n = 1; n <= C; ++n) {
                 if (C % n) continue;
                 if (ImGui::Selectable(std::to_string(n).c_str(), n == heads_now)) {
-                    options_.n_head = n == model_.config.n_head ? 0 : n;
+                    s.options.n_head = n == model.config.n_head ? 0 : n;
                     changed = true;
                 }
             }
@@ -138,143 +142,119 @@ private:
         }
         ImGui::SameLine();
         static const char* scale_names[] = {"1/sqrt(d_head)", "1/sqrt(C)", "none"};
-        int scale = static_cast<int>(options_.scale);
-        ImGui::SetNextItemWidth(130 * scale_);
+        int scale = static_cast<int>(s.options.scale);
+        ImGui::SetNextItemWidth(130 * ui_.scale);
         if (ImGui::Combo("scale", &scale, scale_names, 3)) {
-            options_.scale = static_cast<Scale>(scale);
+            s.options.scale = static_cast<Scale>(scale);
             changed = true;
         }
         ImGui::SameLine();
         static const char* split_names[] = {"view + transpose", "naive view"};
-        int split = static_cast<int>(options_.split);
-        ImGui::SetNextItemWidth(150 * scale_);
+        int split = static_cast<int>(s.options.split);
+        ImGui::SetNextItemWidth(150 * ui_.scale);
         if (ImGui::Combo("split", &split, split_names, 2)) {
-            options_.split = static_cast<Split>(split);
+            s.options.split = static_cast<Split>(split);
             changed = true;
         }
         ImGui::SameLine();
-        ImGui::TextDisabled("%lld parameters (unchanged by the split)", static_cast<long long>(model_.params));
+        ImGui::TextDisabled("%lld parameters (unchanged by the split)", static_cast<long long>(model.params));
         differences_note(heads_now);
 
         // Page Up / Page Down step through the layers when no text field has the keyboard.
         if (!ImGui::GetIO().WantTextInput) {
-            if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_PageDown))) layer_ = std::min(layer_ + 1, model_.config.n_layer - 1);
-            if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_PageUp))) layer_ = std::max(layer_ - 1, 0);
+            if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_PageDown)))
+                s.layer = std::min(s.layer + 1, model.config.n_layer - 1);
+            if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_PageUp))) s.layer = std::max(s.layer - 1, 0);
         }
-        if (layer_ != layer_before) textures_.clear();
-        if (changed) submit();
+        if (changed) s.submit();
+    }
+
+    // The colormap from 0 to 1, with the masked look beside it.
+    void legend() {
+        const int width = static_cast<int>(100 * ui_.scale), height = static_cast<int>(ImGui::GetFrameHeight());
+        if (legend_.width() != width || legend_colormap_ != ui_.colormap) {
+            ui_.renderer.render_legend(ui_.colormap, width, height, legend_);
+            legend_colormap_ = ui_.colormap;
+        }
+        ImGui::TextUnformatted("0");
+        ImGui::SameLine();
+        ImGui::Image(reinterpret_cast<ImTextureID>(static_cast<intptr_t>(legend_.color())),
+                     ImVec2(static_cast<float>(width), static_cast<float>(height)));
+        ImGui::SameLine();
+        ImGui::TextUnformatted("1");
     }
 
     // Says plainly when the maps are not the model's own computation.
     void differences_note(int heads_now) {
+        const Session& s = session_;
+        const int model_heads = s.model().config.n_head;
         std::string note;
-        if (heads_now != model_.config.n_head)
+        if (heads_now != model_heads)
             note += "re-split into " + std::to_string(heads_now) + " heads (the model was trained with " +
-                    std::to_string(model_.config.n_head) + "); ";
-        if (options_.scale == Scale::model) note += "scaled by 1/sqrt(C), the classic mistake; ";
-        if (options_.scale == Scale::none) note += "not scaled at all; ";
-        if (options_.split == Split::naive_view) note += "naive view: heads mix different tokens' channels; ";
-        if (!options_.causal) note += "causal mask off: tokens see the future, unlike in training; ";
+                    std::to_string(model_heads) + "); ";
+        if (s.options.scale == Scale::model) note += "scaled by 1/sqrt(C), the classic mistake; ";
+        if (s.options.scale == Scale::none) note += "not scaled at all; ";
+        if (s.options.split == Split::naive_view) note += "naive view: heads mix different tokens' channels; ";
+        if (!s.options.causal) note += "causal mask off: tokens see the future, unlike in training; ";
         if (note.empty()) return;
         note.resize(note.size() - 2);
         ImGui::TextColored(ImVec4(1, 0.75f, 0.3f, 1), "Not the model's own attention: %s.", note.c_str());
     }
 
-    void heads_grid() {
-        drawn_.clear();
-        const AttentionResult& att = shown_.attention;
-        if (att.weights.empty()) {
-            ImGui::TextUnformatted(message_.empty() ? "computing..." : message_.c_str());
+    void views() {
+        const Session& s = session_;
+        if (s.shown.attention.weights.empty()) {
+            ImGui::TextUnformatted(s.message.empty() ? "computing..." : s.message.c_str());
             return;
         }
-        if (!message_.empty()) ImGui::TextColored(ImVec4(1, 0.5f, 0.4f, 1), "%s (showing the last good maps)",
-                                                  message_.c_str());
-        const int NH = att.NH, T = att.T;
-        const int length = static_cast<int>(shown_.token_ids.front().size());
-        const float avail_w = ImGui::GetContentRegionAvail().x;
-        const float avail_h = ImGui::GetContentRegionAvail().y - ImGui::GetFrameHeightWithSpacing();
-        // The column count that gives the largest maps.
-        const float label = ImGui::GetTextLineHeightWithSpacing();
-        float side = 0;
-        int columns = 1;
-        for (int c = 1; c <= NH; ++c) {
-            const int rows = (NH + c - 1) / c;
-            const float s = std::floor(std::min(avail_w / c - 8, avail_h / rows - label - 8));
-            if (s > side) {
-                side = s;
-                columns = c;
+        if (!s.message.empty())
+            ImGui::TextColored(ImVec4(1, 0.5f, 0.4f, 1), "%s (showing the last good maps)", s.message.c_str());
+        if (!ImGui::BeginTabBar("views")) return;
+        for (int v = 0; v < 5; ++v) {
+            const ImGuiTabItemFlags flags = select_tab_ && view_ == static_cast<View>(v) ? ImGuiTabItemFlags_SetSelected : 0;
+            if (!ImGui::BeginTabItem(view_names[v], nullptr, flags)) continue;
+            if (!select_tab_) view_ = static_cast<View>(v);
+            // Leave room for the status bar.
+            ImGui::BeginChild("view", ImVec2(0, -ImGui::GetFrameHeightWithSpacing()));
+            switch (view_) {
+            case View::heads: heads_view_.draw(session_, ui_); break;
+            case View::model:
+                if (model_view_.draw(session_, ui_)) {
+                    heads_view_.open_large();
+                    view_ = View::heads;
+                    select_tab_ = true;
+                }
+                break;
+            case View::mask: mask_view_.draw(session_, ui_); break;
+            case View::dance: dance_view_.draw(session_, ui_); break;
+            case View::checks: checks_view_.draw(session_, ui_); break;
             }
+            ImGui::EndChild();
+            ImGui::EndTabItem();
         }
-        if (side < 8) return;
-        const int pixels = static_cast<int>(side);
-        textures_.resize(static_cast<size_t>(NH));
-        const ImVec2 framebuffer_scale = ImGui::GetIO().DisplayFramebufferScale;
-        for (int h = 0; h < NH; ++h) {
-            if (h % columns) ImGui::SameLine();
-            ImGui::BeginGroup();
-            ImGui::Text("L%d H%d", layer_, h);
-            HeatmapTexture& texture = textures_[h];
-            if (texture.width() != pixels) {
-                const HeatmapImage image = heatmap_image(att, shown_options_, layer_, 0, h, length, pixels);
-                renderer_.render(image, colormap_, pixels, pixels, texture);
-            }
-            const ImVec2 origin = ImGui::GetCursorScreenPos();
-            ImGui::Image(reinterpret_cast<ImTextureID>(static_cast<intptr_t>(texture.color())), ImVec2(side, side));
-            const float cell = side / T;
-            if (tooltips_ && ImGui::IsItemHovered()) hover_tooltip(h, origin, cell, length);
-            for (int i = 0; record_cells_ && i < T; ++i)
-                for (int j = 0; j < T; ++j)
-                    drawn_.push_back({layer_, h, i, j, (origin.x + j * cell) * framebuffer_scale.x,
-                                      (origin.y + i * cell) * framebuffer_scale.y, cell * framebuffer_scale.x,
-                                      cell * framebuffer_scale.y});
-            ImGui::EndGroup();
-        }
-    }
-
-    // The query and key under the mouse, the weight, and the row's entropy.
-    void hover_tooltip(int h, ImVec2 origin, float cell, int length) {
-        const AttentionResult& att = shown_.attention;
-        const ImVec2 mouse = ImGui::GetIO().MousePos;
-        const int i = std::clamp(static_cast<int>((mouse.y - origin.y) / cell), 0, att.T - 1);
-        const int j = std::clamp(static_cast<int>((mouse.x - origin.x) / cell), 0, att.T - 1);
-        const float* row = att.map(layer_, 0, h) + static_cast<size_t>(i) * att.T;
-        double entropy = 0;
-        for (int k = 0; k < att.T; ++k)
-            if (row[k] > 0) entropy -= row[k] * std::log(static_cast<double>(row[k]));
-        auto token = [&](int t) {
-            return t < length ? "'" + model_.tokenizer.token_bytes(shown_.token_ids[0][t]) + "'" : std::string("<pad>");
-        };
-        ImGui::BeginTooltip();
-        ImGui::Text("layer %d head %d", layer_, h);
-        ImGui::Text("query %d %s  ->  key %d %s", i, token(i).c_str(), j, token(j).c_str());
-        if (j < visible_end(shown_options_, i, length, att.T))
-            ImGui::Text("weight %.4f   row entropy %.3f nats", row[j], entropy);
-        else
-            ImGui::TextUnformatted("masked: this query may not see this key");
-        ImGui::EndTooltip();
+        ImGui::EndTabBar();
+        select_tab_ = select_tab_ && ImGui::GetFrameCount() < 2;
     }
 
     void status_bar() {
+        const Session& s = session_;
         ImGui::Separator();
-        ImGui::Text("%zu tokens   %.2f ms   backend %s   %s", shown_.token_ids.empty() ? 0 : shown_.token_ids[0].size(),
-                    shown_.compute_ms, backend_->name().c_str(), live_->busy() ? "computing..." : "");
+        ImGui::Text("%zu tokens   %.2f ms   backend %s   %s",
+                    s.shown.token_ids.empty() ? 0 : s.shown.token_ids[s.selected].size(), s.shown.compute_ms,
+                    s.backend().name().c_str(), s.busy() ? "computing..." : "");
     }
 
-    Model model_;
-    float scale_;
-    bool tooltips_;      // off for screenshots, where the pointer is wherever Xvfb left it
-    bool record_cells_;  // only --layout needs every cell's rectangle: T*T per head per frame
-    std::unique_ptr<Backend> backend_;
-    std::unique_ptr<LiveCompute> live_;
-    std::vector<std::string> texts_;
-    AttentionOptions options_, shown_options_;
-    int layer_ = 0;
-    Colormap colormap_ = Colormap::viridis;
-    LiveResult shown_;
-    std::string message_;
-    HeatmapRenderer renderer_;
-    std::vector<HeatmapTexture> textures_;  // (NH) of the selected layer
-    std::vector<DrawnCell> drawn_;
+    Session session_;
+    Ui ui_;
+    View view_;
+    bool select_tab_;  // the tab to show was chosen outside the tab bar (--view, a model-view click)
+    HeadsView heads_view_;
+    ModelView model_view_;
+    MaskView mask_view_;
+    DanceView dance_view_;
+    ChecksView checks_view_;
+    HeatmapTexture legend_;
+    Colormap legend_colormap_{};
 };
 
 void write_screenshot(const std::string& path, int width, int height) {
@@ -286,20 +266,6 @@ void write_screenshot(const std::string& path, int width, int height) {
     if (!stbi_write_png(path.c_str(), width, height, 4, pixels.data() + static_cast<size_t>(width) * 4 * (height - 1),
                         -width * 4))
         throw Error(path + ": cannot write the screenshot");
-}
-
-void write_layout(const std::string& path, const std::vector<DrawnCell>& cells) {
-    std::ofstream out(path);
-    out << "[";
-    for (size_t n = 0; n < cells.size(); ++n) {
-        const DrawnCell& c = cells[n];
-        out << (n ? ",\n" : "\n")
-            << Json{{"view", "heads"}, {"layer", c.layer}, {"head", c.head}, {"query", c.query}, {"key", c.key},
-                    {"x", c.x}, {"y", c.y}, {"w", c.w}, {"h", c.h}}
-                   .dump();
-    }
-    out << "\n]\n";
-    if (!out) throw Error(path + ": cannot write the layout");
 }
 
 int run(const Args& args) {
@@ -350,7 +316,7 @@ int run(const Args& args) {
             ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
             if (headless && frame + 1 >= args.frames) {
                 write_screenshot(args.screenshot, width, height);
-                if (!args.layout.empty()) write_layout(args.layout, app.drawn_cells());
+                if (!args.layout.empty()) app.layout().write(args.layout);
                 break;
             }
             glfwSwapBuffers(window);
@@ -371,8 +337,10 @@ int main(int argc, char** argv) {
     Args args;
     cli.add_option("--model", args.model, "builtin (the default), a model directory, or a Hugging Face hub name");
     cli.add_option("--text", args.texts, "the text to open with");
-    cli.add_option("--view", args.view, "heads");
+    cli.add_option("--view", args.view, "heads|model|mask|dance|checks: the tab to open on");
     cli.add_option("--layer", args.layer, "the layer shown");
+    cli.add_option("--head", args.head, "open this head of the layer large");
+    cli.add_option("--dance-step", args.dance_step, "the reshape dance's step shown (1..8)");
     cli.add_option("--causal", args.causal, "on|off");
     cli.add_option("--padding-mask", args.padding_mask, "on|off");
     cli.add_option("--heads", args.heads, "re-split into N heads");

@@ -3,9 +3,27 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <random>
 
+#include "headscope/error.h"
+
 namespace headscope {
+
+std::vector<std::vector<int32_t>> validation_windows(const Model& model, size_t max_windows) {
+    std::filesystem::path path = model.path / "validation.txt";
+    if (!std::filesystem::exists(path)) path = resolve_model_path(builtin_model) / "validation.txt";
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(path.string() + ": cannot open the validation text");
+    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    const std::vector<int32_t> stream = model.tokenizer.encode(text);
+    const size_t window = std::min(128, model.config.n_positions);
+    std::vector<std::vector<int32_t>> windows;
+    for (size_t start = 0; start + window <= stream.size() && windows.size() < max_windows; start += window)
+        windows.emplace_back(stream.begin() + start, stream.begin() + start + window);
+    if (windows.empty()) throw Error(path.string() + ": too short to score heads");
+    return windows;
+}
 
 ProbeReport probe_heads(Backend& backend, const Model& model, const std::vector<std::vector<int32_t>>& texts,
                         int induction_runs, uint64_t seed) {

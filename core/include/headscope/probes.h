@@ -27,6 +27,11 @@ struct ProbeReport {
 // (rows i >= 1 of each; row 0 can only attend to itself), induction over
 // `induction_runs` random token runs of length R = min(64, n_positions / 2)
 // each followed by its repeat (seeded, the end-of-text id excluded).
+// The text heads are scored on by default: the model's validation.txt, else
+// the built-in model's, cut into consecutive windows of min(128, n_positions)
+// tokens, at most `max_windows` of them. Throws Error when there is none.
+std::vector<std::vector<int32_t>> validation_windows(const Model& model, size_t max_windows = 32);
+
 ProbeReport probe_heads(Backend& backend, const Model& model, const std::vector<std::vector<int32_t>>& texts,
                         int induction_runs = 8, uint64_t seed = 42);
 

@@ -1,0 +1,7 @@
+#include "checks_view.h"
+
+namespace headscope {
+
+void ChecksView::draw(Session&, Ui&) { ImGui::TextUnformatted("checks: in progress"); }
+
+}  // namespace headscope

@@ -1,0 +1,107 @@
+#include "ui.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+#include "headscope/error.h"
+#include "headscope/heatmap.h"
+
+namespace headscope {
+
+void LayoutRecorder::add(nlohmann::ordered_json cell, ImVec2 screen_pos, ImVec2 size) {
+    const ImVec2 scale = ImGui::GetIO().DisplayFramebufferScale;
+    cell["x"] = screen_pos.x * scale.x;
+    cell["y"] = screen_pos.y * scale.y;
+    cell["w"] = size.x * scale.x;
+    cell["h"] = size.y * scale.y;
+    cells_.push_back(std::move(cell));
+}
+
+void LayoutRecorder::write(const std::filesystem::path& path) const {
+    std::ofstream out(path);
+    out << "[";
+    for (size_t n = 0; n < cells_.size(); ++n) out << (n ? ",\n" : "\n") << cells_[n].dump();
+    out << "\n]\n";
+    if (!out) throw Error(path.string() + ": cannot write the layout");
+}
+
+std::string head_label(const Session& session, int layer, int head) {
+    char label[32];
+    std::snprintf(label, sizeof label, "L%d H%d", layer, head);
+    const ProbeReport* probes = session.probes();
+    // Scores describe the model's own heads; a re-split makes different ones.
+    if (!probes || session.heads_shown() != probes->n_head) return label;
+    const HeadScores& s = probes->heads[static_cast<size_t>(layer) * probes->n_head + head];
+    char scores[96];
+    std::snprintf(scores, sizeof scores, "  prev %.2f  ind %.2f", s.previous_token, s.induction);
+    return std::string(label) + scores;
+}
+
+namespace {
+
+std::string token_text(const Session& session, int t) {
+    const int length = session.length(session.selected);
+    if (t >= length) return "<pad>";
+    std::string text = "'";
+    text += session.model().tokenizer.token_bytes(session.shown.token_ids[session.selected][t]);
+    return text += "'";
+}
+
+// The query and key under the mouse, the weight, the row's entropy and the
+// head's probe scores.
+void map_tooltip(const Session& session, int layer, int head, int i, int j) {
+    const AttentionResult& att = session.shown.attention;
+    const float* row = att.map(layer, session.selected, head) + static_cast<size_t>(i) * att.T;
+    double entropy = 0;
+    for (int k = 0; k < att.T; ++k)
+        if (row[k] > 0) entropy -= row[k] * std::log(static_cast<double>(row[k]));
+    ImGui::BeginTooltip();
+    ImGui::TextUnformatted(head_label(session, layer, head).c_str());
+    ImGui::Text("query %d %s  ->  key %d %s", i, token_text(session, i).c_str(), j, token_text(session, j).c_str());
+    if (j < visible_end(session.shown_options, i, session.length(session.selected), att.T))
+        ImGui::Text("weight %.4f   row entropy %.3f nats", row[j], entropy);
+    else if (session.shown.attention.fully_masked[static_cast<size_t>(session.selected) * att.T + i])
+        ImGui::TextUnformatted("masked: this query row has nothing to attend to (all zeros, never NaN)");
+    else
+        ImGui::TextUnformatted("masked: this query may not see this key");
+    ImGui::EndTooltip();
+}
+
+}  // namespace
+
+bool MapWidget::draw(const Session& session, Ui& ui, const char* view, int layer, int head, float size,
+                     const MapRegion& region, bool full_resolution) {
+    const AttentionResult& att = session.shown.attention;
+    const int T = att.T, b = session.selected;
+    const float framebuffer_scale = ImGui::GetIO().DisplayFramebufferScale.x;
+    const int pixels = std::max(1, static_cast<int>(size * framebuffer_scale));
+    const Key key{session.shown_generation, ui.colormap, b, layer, head, pixels, region, full_resolution};
+    if (!(key == key_)) {
+        const HeatmapImage image = heatmap_image(att, session.shown_options, layer, b, head, session.length(b),
+                                                 full_resolution ? T : pixels);
+        ui.renderer.render(image, ui.colormap, pixels, pixels, texture_, region);
+        key_ = key;
+    }
+    const ImVec2 origin = ImGui::GetCursorScreenPos();
+    ImGui::Image(reinterpret_cast<ImTextureID>(static_cast<intptr_t>(texture_.color())), ImVec2(size, size));
+    const bool clicked = ImGui::IsItemClicked();
+
+    // Cells in screen pixels: the region spans size pixels.
+    const float cell_w = size / ((region.u1 - region.u0) * T), cell_h = size / ((region.v1 - region.v0) * T);
+    const ImVec2 corner(origin.x - region.u0 * T * cell_w, origin.y - region.v0 * T * cell_h);
+    if (ui.tooltips && ImGui::IsItemHovered()) {
+        const ImVec2 mouse = ImGui::GetIO().MousePos;
+        const int i = std::clamp(static_cast<int>((mouse.y - corner.y) / cell_h), 0, T - 1);
+        const int j = std::clamp(static_cast<int>((mouse.x - corner.x) / cell_w), 0, T - 1);
+        map_tooltip(session, layer, head, i, j);
+    }
+    if (ui.layout.on() && region == MapRegion{})
+        for (int i = 0; i < T; ++i)
+            for (int j = 0; j < T; ++j)
+                ui.layout.add({{"view", view}, {"layer", layer}, {"head", head}, {"query", i}, {"key", j}},
+                              ImVec2(corner.x + j * cell_w, corner.y + i * cell_h), ImVec2(cell_w, cell_h));
+    return clicked;
+}
+
+}  // namespace headscope

@@ -1,0 +1,70 @@
+// What the window's views share besides the session: sizes, the colormap,
+// the heatmap renderer, the --layout recorder, and the map widget they all
+// draw attention maps with.
+#pragma once
+#include <imgui.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "heatmap_renderer.h"
+#include "session.h"
+
+namespace headscope {
+
+// Every drawn cell's rectangle, for --layout: tests find cells in the
+// screenshot by it. Off unless asked for (a map records T*T cells).
+class LayoutRecorder {
+public:
+    explicit LayoutRecorder(bool on) : on_(on) {}
+    bool on() const { return on_; }
+    void clear() { cells_.clear(); }
+    // `cell` holds the view's fields; adds x, y, w, h in framebuffer pixels.
+    void add(nlohmann::ordered_json cell, ImVec2 screen_pos, ImVec2 size);
+    void write(const std::filesystem::path& path) const;
+
+private:
+    bool on_;
+    std::vector<nlohmann::ordered_json> cells_;
+};
+
+struct Ui {
+    Ui(float scale_in, bool tooltips_in, bool record_layout)
+        : scale(scale_in), tooltips(tooltips_in), layout(record_layout) {}
+
+    float scale;    // the monitor's content scale: multiplies every size
+    bool tooltips;  // off for screenshots, where the pointer is wherever Xvfb left it
+    Colormap colormap = Colormap::viridis;
+    HeatmapRenderer renderer;
+    LayoutRecorder layout;
+};
+
+// One attention map of the shown compute as an ImGui image. Its texture is
+// rendered again only when the compute, colormap, size or region changes.
+class MapWidget {
+public:
+    // Draws map (layer, head) of the selected text, size x size screen pixels,
+    // showing `region` of it: max-pooled to the drawn size, or every cell when
+    // `full_resolution` (the large view, which zooms). Records the cells for
+    // --layout as `view`, shows the hover tooltip; returns true when clicked.
+    bool draw(const Session& session, Ui& ui, const char* view, int layer, int head, float size,
+              const MapRegion& region = {}, bool full_resolution = false);
+
+private:
+    struct Key {
+        uint64_t generation = 0;
+        Colormap colormap{};
+        int b = -1, layer = -1, head = -1, pixels = 0;
+        MapRegion region;
+        bool full_resolution = false;
+        bool operator==(const Key&) const = default;
+    };
+    Key key_;
+    HeatmapTexture texture_;
+};
+
+// The label "L1 H2" with the head's probe scores when the session has them.
+std::string head_label(const Session& session, int layer, int head);
+
+}  // namespace headscope
