@@ -2,8 +2,6 @@
 // engine and an independent .npy reader, and every bad input answered by one
 // line "headscope-cli: error: ..." on stderr, nothing on stdout, exit 2.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <fstream>
@@ -13,39 +11,18 @@
 #include "headscope/backend.h"
 #include "headscope/probes.h"
 #include "model_writer.h"
+#include "process.h"
 
 using namespace headscope;
 using nlohmann::json;
 
 namespace {
 
-struct CliRun {
-    int status;
-    std::string out, err;
-};
-
-std::string read_file(const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
 // Runs the CLI with exactly these arguments (no shell), capturing both streams.
-CliRun run_cli(const std::vector<std::string>& args, const std::filesystem::path& scratch) {
-    const auto out_path = scratch / "stdout", err_path = scratch / "stderr";
-    const pid_t pid = fork();
-    if (pid == 0) {
-        if (!freopen(out_path.c_str(), "w", stdout) || !freopen(err_path.c_str(), "w", stderr)) _exit(127);
-        std::vector<char*> argv{const_cast<char*>(HEADSCOPE_CLI)};
-        for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-        argv.push_back(nullptr);
-        execv(HEADSCOPE_CLI, argv.data());
-        _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(out_path), read_file(err_path)};
+test::ProcessRun run_cli(const std::vector<std::string>& args, const std::filesystem::path& scratch) {
+    std::vector<std::string> command = {HEADSCOPE_CLI};
+    command.insert(command.end(), args.begin(), args.end());
+    return test::run_program(command, scratch);
 }
 
 class CliTest : public ::testing::Test {
@@ -57,12 +34,12 @@ protected:
     }
     static void TearDownTestSuite() { delete dir_; }
 
-    CliRun run(const std::vector<std::string>& args) { return run_cli(args, dir_->path); }
+    test::ProcessRun run(const std::vector<std::string>& args) { return run_cli(args, dir_->path); }
     std::string model() const { return (dir_->path / "model").string(); }
 
     // A bad input: exit 2, one line naming the problem, nothing on stdout.
     void expect_error(const std::vector<std::string>& args, const std::string& names) {
-        const CliRun r = run(args);
+        const test::ProcessRun r = run(args);
         EXPECT_EQ(r.status, 2) << r.err;
         EXPECT_EQ(r.out, "");
         EXPECT_EQ(r.err.rfind("headscope-cli: error: ", 0), 0u) << r.err;
@@ -75,7 +52,7 @@ protected:
 test::TempDir* CliTest::dir_ = nullptr;
 
 TEST_F(CliTest, InfoPrintsConfigParamsAndShapes) {
-    const CliRun r = run({"info", "--model", model()});
+    const test::ProcessRun r = run({"info", "--model", model()});
     ASSERT_EQ(r.status, 0) << r.err;
     const json info = json::parse(r.out);
     EXPECT_EQ(info["n_layer"], 2);
@@ -91,7 +68,7 @@ TEST_F(CliTest, InfoPrintsConfigParamsAndShapes) {
 }
 
 TEST_F(CliTest, TokenizeGivesGpt2Ids) {
-    const CliRun r = run({"tokenize", "--model", model(), "--text", "Hello world"});
+    const test::ProcessRun r = run({"tokenize", "--model", model(), "--text", "Hello world"});
     ASSERT_EQ(r.status, 0) << r.err;
     const json j = json::parse(r.out);
     EXPECT_EQ(j["token_ids"], json::array({15496, 995}));
@@ -105,7 +82,7 @@ TEST_F(CliTest, AttentionJsonMatchesTheEngineAndNpy) {
                                              "--layers", "1"};
     std::vector<std::string> as_json = common, as_npy = common;
     as_npy.insert(as_npy.end(), {"--format", "npy", "--out", npy});
-    const CliRun rj = run(as_json), rn = run(as_npy);
+    const test::ProcessRun rj = run(as_json), rn = run(as_npy);
     ASSERT_EQ(rj.status, 0) << rj.err;
     ASSERT_EQ(rn.status, 0) << rn.err;
     const json j = json::parse(rj.out), jn = json::parse(rn.out);
@@ -131,7 +108,7 @@ TEST_F(CliTest, AttentionJsonMatchesTheEngineAndNpy) {
     backend->forward(Batch{j["token_ids"].get<std::vector<std::vector<int32_t>>>(), 50256}, opt, want);
 
     // .npy: magic, version 1.0, header with dtype and shape, then float32 data.
-    const std::string bytes = read_file(npy);
+    const std::string bytes = test::read_file(npy);
     ASSERT_EQ(bytes.substr(0, 8), std::string("\x93NUMPY\x01\x00", 8));
     const size_t header_len = uint8_t(bytes[8]) | uint8_t(bytes[9]) << 8;
     EXPECT_EQ((10 + header_len) % 64, 0u);
@@ -156,7 +133,7 @@ TEST_F(CliTest, AttentionJsonMatchesTheEngineAndNpy) {
 
 TEST_F(CliTest, BuiltinIsTheDefaultModel) {
     setenv("HEADSCOPE_BUILTIN_MODEL", model().c_str(), 1);
-    const CliRun by_default = run({"info"}), by_name = run({"info", "--model", "builtin"});
+    const test::ProcessRun by_default = run({"info"}), by_name = run({"info", "--model", "builtin"});
     unsetenv("HEADSCOPE_BUILTIN_MODEL");
     ASSERT_EQ(by_default.status, 0) << by_default.err;
     EXPECT_EQ(json::parse(by_default.out)["path"], model());
@@ -165,7 +142,7 @@ TEST_F(CliTest, BuiltinIsTheDefaultModel) {
 
 TEST_F(CliTest, HeadsPrintsTheProbeScoresOfEveryHead) {
     const std::string text = "The cat sat on the mat because it was soft";
-    const CliRun r = run({"heads", "--model", model(), "--text", text});
+    const test::ProcessRun r = run({"heads", "--model", model(), "--text", text});
     ASSERT_EQ(r.status, 0) << r.err;
     const json j = json::parse(r.out);
     EXPECT_EQ(j["source"], "text");
@@ -192,7 +169,7 @@ TEST_F(CliTest, HeadsPrintsTheProbeScoresOfEveryHead) {
 
 // With no --model, `heads` scores the shipped model on its own validation text.
 TEST_F(CliTest, HeadsWithoutAModelScoresTheShippedModel) {
-    const CliRun r = run({"heads"});
+    const test::ProcessRun r = run({"heads"});
     ASSERT_EQ(r.status, 0) << r.err;
     const json j = json::parse(r.out);
     EXPECT_EQ(j["source"], "validation");
@@ -210,7 +187,7 @@ TEST_F(CliTest, HeadsWithoutAModelScoresTheShippedModel) {
 }
 
 TEST_F(CliTest, DancePrintsStepsAndTheNaiveSplitsError) {
-    const CliRun r = run({"dance", "--model", model(), "--text", "The cat sat on the mat", "--text", "It was"});
+    const test::ProcessRun r = run({"dance", "--model", model(), "--text", "The cat sat on the mat", "--text", "It was"});
     ASSERT_EQ(r.status, 0) << r.err;
     const json j = json::parse(r.out);
     const int B = 2, T = 6, C = 32, NH = 4, hs = 8;
@@ -242,7 +219,7 @@ TEST_F(CliTest, DancePrintsStepsAndTheNaiveSplitsError) {
     EXPECT_DOUBLE_EQ(j["naive_view_max_diff"].get<double>(), want);
 
     // One token: every "head" of the naive view is that token's own slice, so nothing differs.
-    const CliRun one = run({"dance", "--model", model(), "--text", "Hello", "--split", "naive-view"});
+    const test::ProcessRun one = run({"dance", "--model", model(), "--text", "Hello", "--split", "naive-view"});
     ASSERT_EQ(one.status, 0) << one.err;
     const json jo = json::parse(one.out);
     EXPECT_EQ(jo["steps"].size(), 5u);

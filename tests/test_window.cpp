@@ -3,9 +3,6 @@
 // against headscope-cli's weight for that cell through a colormap written
 // here, or against the masked hatch.
 #include <gtest/gtest.h>
-#include <stb/stb_image.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <array>
 #include <cmath>
@@ -15,64 +12,13 @@
 #include <sstream>
 
 #include "model_writer.h"
+#include "process.h"
+#include "screenshot.h"
 
 using namespace headscope;
 using nlohmann::json;
 
 namespace {
-
-// Runs a program with these arguments (no shell); returns its exit status.
-int run_program(const std::vector<std::string>& args, const std::filesystem::path& out_file) {
-    const pid_t pid = fork();
-    if (pid == 0) {
-        if (!freopen(out_file.c_str(), "w", stdout)) _exit(127);
-        std::vector<char*> argv;
-        for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-        argv.push_back(nullptr);
-        execvp(argv[0], argv.data());
-        _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-std::string read_file(const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-// matplotlib's viridis at 9 even stops, interpolated linearly, in 0..255.
-std::array<double, 3> viridis(double t) {
-    static const int stops[9][3] = {{68, 1, 84},    {71, 45, 123},  {59, 82, 139},  {44, 114, 142}, {33, 145, 140},
-                                    {40, 174, 128}, {94, 201, 98},  {173, 220, 48}, {253, 231, 37}};
-    t = std::clamp(t, 0.0, 1.0) * 8;
-    const int i = std::min(static_cast<int>(t), 7);
-    const double f = t - i;
-    return {stops[i][0] + f * (stops[i + 1][0] - stops[i][0]), stops[i][1] + f * (stops[i + 1][1] - stops[i][1]),
-            stops[i][2] + f * (stops[i + 1][2] - stops[i][2])};
-}
-
-struct Image {
-    int width = 0, height = 0;
-    std::vector<unsigned char> rgba;
-    std::array<int, 3> at(int x, int y) const {
-        const unsigned char* p = rgba.data() + (static_cast<size_t>(y) * width + x) * 4;
-        return {p[0], p[1], p[2]};
-    }
-};
-
-Image load_png(const std::filesystem::path& path) {
-    Image image;
-    int channels = 0;
-    unsigned char* data = stbi_load(path.c_str(), &image.width, &image.height, &channels, 4);
-    if (!data) return image;
-    image.rgba.assign(data, data + static_cast<size_t>(image.width) * image.height * 4);
-    stbi_image_free(data);
-    return image;
-}
 
 class WindowTest : public ::testing::Test {
 protected:
@@ -83,7 +29,7 @@ protected:
     static void TearDownTestSuite() { delete dir_; }
 
     struct Shot {
-        Image image;
+        test::Image image;
         json layout, cli;
     };
 
@@ -91,16 +37,16 @@ protected:
     Shot shoot(const std::string& name, const std::vector<std::string>& settings) {
         const auto png = dir_->path / (name + ".png"), layout = dir_->path / (name + ".json");
         const std::string model = (dir_->path / "model").string();
-        std::vector<std::string> window = {"xvfb-run", "-a", "-s", "-screen 0 1280x800x24", HEADSCOPE_WINDOW,
-                                           "--model", model, "--text", text_, "--screenshot", png.string(),
+        std::vector<std::string> window = {"--model", model, "--text", text_, "--screenshot", png.string(),
                                            "--layout", layout.string()};
         window.insert(window.end(), settings.begin(), settings.end());
-        EXPECT_EQ(run_program(window, dir_->path / "window.out"), 0);
+        EXPECT_EQ(test::run_window(window, dir_->path), 0);
         std::vector<std::string> cli = {HEADSCOPE_CLI, "attention", "--model", model, "--text", text_};
         for (size_t i = 0; i < settings.size(); i += 2)
             if (settings[i] != "--layer") cli.insert(cli.end(), {settings[i], settings[i + 1]});
-        EXPECT_EQ(run_program(cli, dir_->path / "cli.json"), 0);
-        return {load_png(png), json::parse(read_file(layout)), json::parse(read_file(dir_->path / "cli.json"))};
+        const test::ProcessRun run = test::run_program(cli, dir_->path);
+        EXPECT_EQ(run.status, 0);
+        return {test::load_png(png), json::parse(test::read_file(layout)), json::parse(run.out)};
     }
 
     // Every drawn cell: the colormap of the CLI's weight, or the hatch where
@@ -125,7 +71,7 @@ protected:
                 continue;
             }
             const double weight = shot.cli["attention"][layer_slot][0][h][i][j];
-            const std::array<double, 3> want = viridis(weight);
+            const std::array<double, 3> want = test::viridis(weight);
             for (int c = 0; c < 3; ++c)
                 EXPECT_NEAR(got[c], want[c], 2.0) << "head " << h << " cell " << i << "," << j << " weight " << weight;
         }
