@@ -113,7 +113,9 @@ private:
         ImGui::TextUnformatted(s.texts.size() > 1 ? ("Text " + std::to_string(s.selected + 1) + " of the batch").c_str()
                                                   : "Text");
         changed |= ImGui::InputTextMultiline("##text", &s.texts[s.selected], ImVec2(-1, 60 * ui_.scale));
+        record_control("text");
         changed |= ImGui::Checkbox("causal mask", &s.options.causal);
+        record_control("causal mask");
         ImGui::SameLine();
         changed |= ImGui::Checkbox("padding mask", &s.options.padding_mask);
         ImGui::SameLine();
@@ -167,6 +169,11 @@ private:
             if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_PageUp))) s.layer = std::max(s.layer - 1, 0);
         }
         if (changed) s.submit();
+    }
+
+    // The last item's rectangle, for tests that click it (view "control").
+    void record_control(const char* name) {
+        if (ui_.layout.on()) ui_.layout.add({{"view", "control"}, {"name", name}}, ImGui::GetItemRectMin(), ImGui::GetItemRectSize());
     }
 
     // The colormap from 0 to 1, with the masked look beside it.
@@ -307,6 +314,7 @@ int run(const Args& args) {
             ImGui_ImplGlfw_NewFrame();
             ImGui::NewFrame();
             app.frame();
+            if (ImGui::GetIO().KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_Q)) glfwSetWindowShouldClose(window, 1);
             ImGui::Render();
             int width, height;
             glfwGetFramebufferSize(window, &width, &height);
@@ -316,11 +324,12 @@ int run(const Args& args) {
             ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
             if (headless && frame + 1 >= args.frames) {
                 write_screenshot(args.screenshot, width, height);
-                if (!args.layout.empty()) app.layout().write(args.layout);
                 break;
             }
             glfwSwapBuffers(window);
         }
+        // The last frame's cells (a test driving the window reads them after Ctrl+Q).
+        if (!args.layout.empty()) app.layout().write(args.layout);
     }
     ImGui_ImplOpenGL3_Shutdown();
     ImGui_ImplGlfw_Shutdown();
@@ -345,7 +354,7 @@ int main(int argc, char** argv) {
     cli.add_option("--padding-mask", args.padding_mask, "on|off");
     cli.add_option("--heads", args.heads, "re-split into N heads");
     cli.add_option("--screenshot", args.screenshot, "render --frames frames, write this PNG and exit");
-    cli.add_option("--layout", args.layout, "with --screenshot: write every drawn cell's rectangle as JSON");
+    cli.add_option("--layout", args.layout, "on exit, write the last frame's drawn cells' rectangles as JSON");
     cli.add_option("--frames", args.frames, "frames to render before the screenshot");
     try {
         cli.parse(argc, argv);

@@ -30,7 +30,7 @@ protected:
 
     struct Shot {
         test::Image image;
-        json layout, cli;
+        json layout, cli;  // the layout's heatmap cells of the heads view
     };
 
     // The window's screenshot and layout, and the CLI's attention, for the same settings.
@@ -46,7 +46,10 @@ protected:
             if (settings[i] != "--layer") cli.insert(cli.end(), {settings[i], settings[i + 1]});
         const test::ProcessRun run = test::run_program(cli, dir_->path);
         EXPECT_EQ(run.status, 0);
-        return {test::load_png(png), json::parse(test::read_file(layout)), json::parse(run.out)};
+        json heads = json::array();
+        for (const json& cell : json::parse(test::read_file(layout)))
+            if (cell["view"] == "heads") heads.push_back(cell);
+        return {test::load_png(png), heads, json::parse(run.out)};
     }
 
     // Every drawn cell: the colormap of the CLI's weight, or the hatch where

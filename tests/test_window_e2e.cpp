@@ -1,0 +1,173 @@
+// The real window driven as a person drives it: on its own Xvfb screen,
+// xdotool clicks into the text box, types a sentence and clicks the causal
+// checkbox off; the screen is then read back through Xlib and every drawn
+// cell must show the colormap of headscope-cli's weight for the typed
+// sentence with the causal mask off.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "model_writer.h"
+#include "process.h"
+#include "screenshot.h"
+
+// Last: Xlib defines macros (None, Bool, Status) that clash with C++ headers.
+#include <X11/Xlib.h>
+#include <X11/Xutil.h>
+
+using namespace headscope;
+using nlohmann::json;
+
+namespace {
+
+pid_t spawn(const std::vector<std::string>& args) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+        std::vector<char*> argv;
+        for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+        argv.push_back(nullptr);
+        execvp(argv[0], argv.data());
+        _exit(127);
+    }
+    return pid;
+}
+
+int wait_exit(pid_t pid) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// An Xvfb server on a free display, which it reports through a pipe.
+class VirtualScreen {
+public:
+    VirtualScreen() {
+        int fds[2];
+        if (pipe(fds) != 0) return;
+        pid_ = fork();
+        if (pid_ == 0) {
+            close(fds[0]);
+            const std::string fd = std::to_string(fds[1]);
+            execlp("Xvfb", "Xvfb", "-displayfd", fd.c_str(), "-screen", "0", "1280x800x24", "-nolisten", "tcp",
+                   static_cast<char*>(nullptr));
+            _exit(127);
+        }
+        close(fds[1]);
+        char digits[16] = {};
+        if (read(fds[0], digits, sizeof digits - 1) > 0) name_ = std::string(":").append(std::to_string(std::atoi(digits)));
+        close(fds[0]);
+    }
+    ~VirtualScreen() {
+        if (pid_ > 0) {
+            kill(pid_, SIGTERM);
+            waitpid(pid_, nullptr, 0);
+        }
+    }
+    const std::string& name() const { return name_; }  // empty if Xvfb did not start
+
+private:
+    pid_t pid_ = -1;
+    std::string name_;
+};
+
+// The screen's pixels, read through Xlib.
+test::Image grab_screen(const std::string& display_name) {
+    test::Image image;
+    Display* display = XOpenDisplay(display_name.c_str());
+    if (!display) return image;
+    const Window root = DefaultRootWindow(display);
+    XWindowAttributes attributes;
+    XGetWindowAttributes(display, root, &attributes);
+    XImage* x = XGetImage(display, root, 0, 0, attributes.width, attributes.height, AllPlanes, ZPixmap);
+    image.width = attributes.width;
+    image.height = attributes.height;
+    for (int y = 0; y < image.height; ++y)
+        for (int px = 0; px < image.width; ++px) {
+            const unsigned long pixel = XGetPixel(x, px, y);
+            image.rgba.insert(image.rgba.end(), {static_cast<unsigned char>((pixel & x->red_mask) >> 16),
+                                                 static_cast<unsigned char>((pixel & x->green_mask) >> 8),
+                                                 static_cast<unsigned char>(pixel & x->blue_mask), 255});
+        }
+    XDestroyImage(x);
+    XCloseDisplay(display);
+    return image;
+}
+
+void pause_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+TEST(WindowEndToEnd, TypingAndTogglingTheCausalMaskRedrawTheMaps) {
+    test::TempDir dir;
+    const std::string model = (dir.path / "model").string();
+    test::write_test_model(model, {.n_layer = 1, .n_head = 2, .n_embd = 16, .n_positions = 32});
+    const std::string typed = "Dogs chase the cat";
+
+    // Where the text box and the checkbox are, from a screenshot run's layout.
+    const auto first_layout = dir.path / "first.json";
+    ASSERT_EQ(test::run_window({"--model", model, "--text", "A", "--screenshot", (dir.path / "first.png").string(),
+                                "--layout", first_layout.string()},
+                               dir.path),
+              0);
+    json controls;
+    for (const json& cell : json::parse(test::read_file(first_layout)))
+        if (cell["view"] == "control") controls[cell["name"].get<std::string>()] = cell;
+    ASSERT_TRUE(controls.contains("text") && controls.contains("causal mask"));
+    auto centre = [&](const char* name) {
+        const json& c = controls[name];
+        return std::vector<std::string>{std::to_string(static_cast<int>(c["x"].get<double>() + c["w"].get<double>() / 2)),
+                                        std::to_string(static_cast<int>(c["y"].get<double>() + c["h"].get<double>() / 2))};
+    };
+
+    const VirtualScreen screen;
+    ASSERT_FALSE(screen.name().empty()) << "Xvfb did not start";
+    setenv("DISPLAY", screen.name().c_str(), 1);
+    const auto layout = dir.path / "layout.json";
+    const pid_t window = spawn({HEADSCOPE_WINDOW, "--model", model, "--text", "A", "--layout", layout.string()});
+    auto xdotool = [&](std::vector<std::string> args) {
+        args.insert(args.begin(), "xdotool");
+        return test::run_program(args, dir.path);
+    };
+    const test::ProcessRun found = xdotool({"search", "--sync", "--onlyvisible", "--name", "^Headscope$"});
+    ASSERT_EQ(found.status, 0) << found.err;
+
+    const std::vector<std::string> text = centre("text"), checkbox = centre("causal mask");
+    EXPECT_EQ(xdotool({"mousemove", text[0], text[1], "click", "1"}).status, 0);
+    pause_ms(300);
+    EXPECT_EQ(xdotool({"key", "ctrl+a", "BackSpace"}).status, 0);
+    EXPECT_EQ(xdotool({"type", "--delay", "20", typed}).status, 0);
+    pause_ms(500);
+    EXPECT_EQ(xdotool({"mousemove", checkbox[0], checkbox[1], "click", "1"}).status, 0);
+    pause_ms(1000);  // the compute and a few frames
+    const test::Image shot = grab_screen(screen.name());
+    EXPECT_EQ(xdotool({"key", "ctrl+q"}).status, 0);
+    ASSERT_EQ(wait_exit(window), 0);
+    ASSERT_EQ(shot.width, 1280);
+
+    const test::ProcessRun cli =
+        test::run_program({HEADSCOPE_CLI, "attention", "--model", model, "--text", typed, "--causal", "off"}, dir.path);
+    ASSERT_EQ(cli.status, 0) << cli.err;
+    const json attention = json::parse(cli.out);
+    const int T = attention["seq_len"];
+    int cells = 0, upper = 0;
+    for (const json& cell : json::parse(test::read_file(layout))) {
+        if (cell["view"] != "heads") continue;
+        const int h = cell["head"], i = cell["query"], j = cell["key"];
+        ASSERT_LT(i, T) << "the window shows more tokens than the typed sentence has";
+        const int x = static_cast<int>(cell["x"].get<double>() + cell["w"].get<double>() / 2);
+        const int y = static_cast<int>(cell["y"].get<double>() + cell["h"].get<double>() / 2);
+        const double weight = attention["attention"][0][0][h][i][j];
+        const std::array<double, 3> want = test::viridis(weight);
+        const std::array<int, 3> got = shot.at(x, y);
+        for (int c = 0; c < 3; ++c) EXPECT_NEAR(got[c], want[c], 2.0) << "head " << h << " cell " << i << "," << j;
+        ++cells;
+        upper += j > i;
+    }
+    EXPECT_EQ(cells, 2 * T * T);
+    EXPECT_EQ(upper, 2 * T * (T - 1) / 2);  // drawn as weights, not masked
+}
+
+}  // namespace
