@@ -12,6 +12,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -38,6 +39,7 @@ struct Args {
     std::string view = "heads", causal = "on", padding_mask = "on";
     int layer = 0, head = -1, heads = 0, dance_step = 1, frames = 3;
     std::string screenshot, layout;
+    bool frame_times = false;
 };
 
 enum class View { heads, model, mask, dance, checks };
@@ -275,6 +277,16 @@ void write_screenshot(const std::string& path, int width, int height) {
         throw Error(path + ": cannot write the screenshot");
 }
 
+// The first frame draws every map of a new compute into its texture; the
+// others only show them.
+void print_frame_times(std::vector<double> ms) {
+    const double first = ms.front();
+    ms.erase(ms.begin());
+    std::sort(ms.begin(), ms.end());
+    std::printf("frames %zu  first (new maps) %.2f ms  then median %.2f ms  max %.2f ms\n", ms.size() + 1, first,
+                ms.empty() ? first : ms[ms.size() / 2], ms.empty() ? first : ms.back());
+}
+
 int run(const Args& args) {
     if (!glfwInit()) throw Error("cannot open a window: GLFW could not initialise (no display?)");
     glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
@@ -303,6 +315,8 @@ int run(const Args& args) {
     {
         App app(args, scale_x);
         const bool headless = !args.screenshot.empty();
+        std::chrono::steady_clock::time_point frame_start;
+        std::vector<double> frame_ms;  // --frame-times: from input handled to the frame drawn
         for (int frame = 0; !glfwWindowShouldClose(window); ++frame) {
             if (headless) {
                 app.settle();
@@ -310,6 +324,7 @@ int run(const Args& args) {
             } else {
                 glfwWaitEventsTimeout(0.05);  // wakes for input, and to pick up finished computes
             }
+            frame_start = std::chrono::steady_clock::now();
             ImGui_ImplOpenGL3_NewFrame();
             ImGui_ImplGlfw_NewFrame();
             ImGui::NewFrame();
@@ -322,6 +337,10 @@ int run(const Args& args) {
             glClearColor(0.1f, 0.1f, 0.12f, 1);
             glClear(GL_COLOR_BUFFER_BIT);
             ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+            if (args.frame_times) {
+                glFinish();  // the GPU's (llvmpipe's) work counts too
+                frame_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - frame_start).count());
+            }
             if (headless && frame + 1 >= args.frames) {
                 write_screenshot(args.screenshot, width, height);
                 break;
@@ -330,6 +349,7 @@ int run(const Args& args) {
         }
         // The last frame's cells (a test driving the window reads them after Ctrl+Q).
         if (!args.layout.empty()) app.layout().write(args.layout);
+        if (!frame_ms.empty()) print_frame_times(frame_ms);
     }
     ImGui_ImplOpenGL3_Shutdown();
     ImGui_ImplGlfw_Shutdown();
@@ -356,6 +376,7 @@ int main(int argc, char** argv) {
     cli.add_option("--screenshot", args.screenshot, "render --frames frames, write this PNG and exit");
     cli.add_option("--layout", args.layout, "on exit, write the last frame's drawn cells' rectangles as JSON");
     cli.add_option("--frames", args.frames, "frames to render before the screenshot");
+    cli.add_flag("--frame-times", args.frame_times, "print the frames' times on exit (the benchmark uses it)");
     try {
         cli.parse(argc, argv);
         return run(args);
