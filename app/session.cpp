@@ -1,5 +1,7 @@
 #include "session.h"
 
+#include <GLFW/glfw3.h>
+
 #include "headscope/error.h"
 
 namespace headscope {
@@ -9,7 +11,8 @@ Session::Session(Model model, std::vector<std::string> texts_in, AttentionOption
       model_(std::make_unique<Model>(std::move(model))), backend_(make_cpu_backend()) {
     if (texts.empty()) texts.push_back("The cat sat on the mat because it was soft.");
     backend_->load_weights(*model_);
-    live_ = std::make_unique<LiveCompute>(*backend_, *model_);
+    // A finished compute wakes the window's event loop: the maps show without waiting for input.
+    live_ = std::make_unique<LiveCompute>(*backend_, *model_, [] { glfwPostEmptyEvent(); });
     submit();
     // Its own backend: the live worker's is busy with every keystroke.
     probes_future_ = std::async(std::launch::async, [model = model_.get()]() -> std::optional<ProbeReport> {

@@ -3,6 +3,7 @@
 // submit() returns while a long compute runs.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -111,3 +112,21 @@ TEST_F(LiveTest, SubmitDoesNotWaitForARunningCompute) {
 }
 
 }  // namespace
+
+TEST(LiveWake, OnFinishedRunsOnceForEachResultHandedBack) {
+    test::TempDir dir;
+    test::write_test_model(dir.path, {.n_layer = 1, .n_head = 2, .n_embd = 16, .n_positions = 32});
+    const Model model = load_model(dir.path.string());
+    auto backend = make_cpu_backend();
+    backend->load_weights(model);
+    std::atomic<int> calls = 0;
+    LiveCompute live(*backend, model, [&] { ++calls; });
+    for (const char* text : {"one", "two", ""}) {  // the last is refused: a result with an error
+        live.submit({{text}, {}});
+        for (int i = 0; i < 2000 && live.busy(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        // The callback runs after the result is stored: once busy() is false it may still be on its way.
+        for (int i = 0; i < 2000 && !live.take(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    for (int i = 0; i < 2000 && calls < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_EQ(calls, 3);
+}

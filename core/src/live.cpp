@@ -7,8 +7,8 @@
 
 namespace headscope {
 
-LiveCompute::LiveCompute(Backend& backend, const Model& model)
-    : backend_(backend), model_(model), worker_([this] { run(); }) {}
+LiveCompute::LiveCompute(Backend& backend, const Model& model, std::function<void()> on_finished)
+    : backend_(backend), model_(model), on_finished_(std::move(on_finished)), worker_([this] { run(); }) {}
 
 LiveCompute::~LiveCompute() {
     {
@@ -68,10 +68,15 @@ void LiveCompute::run() {
             result.error = e.what();
         }
         result.compute_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-        std::lock_guard lock(mutex_);
-        running_ = false;
-        // A result for text that has since changed would only flash stale maps.
-        if (generation == submitted_) finished_ = std::move(result);
+        bool fresh;
+        {
+            std::lock_guard lock(mutex_);
+            running_ = false;
+            // A result for text that has since changed would only flash stale maps.
+            fresh = generation == submitted_;
+            if (fresh) finished_ = std::move(result);
+        }
+        if (fresh && on_finished_) on_finished_();
     }
 }
 

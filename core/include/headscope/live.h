@@ -4,6 +4,7 @@
 #pragma once
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -30,7 +31,9 @@ struct LiveResult {
 class LiveCompute {
 public:
     // `backend` must have `model`'s weights loaded; both outlive this object.
-    LiveCompute(Backend& backend, const Model& model);
+    // `on_finished`, if given, is called on the worker after each result is
+    // ready (a window wakes its event loop with it, so no frame waits).
+    LiveCompute(Backend& backend, const Model& model, std::function<void()> on_finished = {});
     ~LiveCompute();
     LiveCompute(const LiveCompute&) = delete;
     LiveCompute& operator=(const LiveCompute&) = delete;
@@ -47,6 +50,7 @@ private:
 
     Backend& backend_;
     const Model& model_;
+    std::function<void()> on_finished_;
     mutable std::mutex mutex_;
     std::condition_variable wake_;
     uint64_t submitted_ = 0;
