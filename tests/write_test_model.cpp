@@ -1,17 +1,24 @@
-// write-test-model DIR: writes a small GPT-2-layout model with random weights
-// and GPT-2's real vocabulary into DIR (2 layers, 4 heads, C=64, 256 positions).
-#include <cstdio>
+// write-test-model DIR: writes a GPT-2-layout model with random weights and
+// GPT-2's real vocabulary into DIR (by default 2 layers, 4 heads, C=64, 256
+// positions; --layers 12 --heads 12 --embd 768 --positions 1024 is GPT-2
+// small's shape, for the benchmarks).
+#include <CLI/CLI.hpp>
 
 #include "model_writer.h"
 
 int main(int argc, char** argv) {
-    if (argc != 2) {
-        std::fprintf(stderr, "usage: write-test-model DIR\n");
-        return 2;
-    }
-    headscope::test::TestModelSpec spec;
-    spec.n_embd = 64;
-    spec.n_positions = 256;
-    headscope::test::write_test_model(argv[1], spec);
+    CLI::App cli{"Write a random GPT-2-layout model", "write-test-model"};
+    std::string dir;
+    headscope::test::TestModelSpec spec{.n_embd = 64, .n_positions = 256};
+    bool f16 = false;
+    cli.add_option("dir", dir)->required();
+    cli.add_option("--layers", spec.n_layer);
+    cli.add_option("--heads", spec.n_head);
+    cli.add_option("--embd", spec.n_embd);
+    cli.add_option("--positions", spec.n_positions);
+    cli.add_flag("--f16", f16, "store the weights as F16 (half the disk)");
+    CLI11_PARSE(cli, argc, argv);
+    if (f16) spec.dtype = headscope::test::FileDType::F16;
+    headscope::test::write_test_model(dir, spec);
     return 0;
 }
