@@ -1,7 +1,9 @@
 // Test support: running the project's programs as a user would (no shell)
 // and reading what they wrote.
 #pragma once
+#include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,5 +19,22 @@ struct ProcessRun {
 ProcessRun run_program(const std::vector<std::string>& args, const std::filesystem::path& scratch);
 
 std::string read_file(const std::filesystem::path& path);
+
+// Sets an environment variable (or unsets it, given nullopt) for one scope;
+// programs run meanwhile inherit it.
+class ScopedEnv {
+public:
+    ScopedEnv(const char* name, std::optional<std::string> value) : name_(name) {
+        if (const char* old = std::getenv(name)) old_ = old;
+        value ? setenv(name, value->c_str(), 1) : unsetenv(name);
+    }
+    ~ScopedEnv() { old_ ? setenv(name_, old_->c_str(), 1) : unsetenv(name_); }
+    ScopedEnv(const ScopedEnv&) = delete;
+    ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+private:
+    const char* name_;
+    std::optional<std::string> old_;
+};
 
 }  // namespace headscope::test

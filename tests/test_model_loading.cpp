@@ -19,6 +19,7 @@
 #include "headscope/model.h"
 #include "headscope/safetensors.h"
 #include "model_writer.h"
+#include "process.h"
 
 using namespace headscope;
 namespace fs = std::filesystem;
@@ -317,22 +318,6 @@ TEST(Conversion, NonFiniteValuesNameTheTensorAndElement) {
     EXPECT_TRUE(throws_naming([&] { convert_to_f32("w", view, out.data()); }, {"tensor 'w'", "element 1 is NaN"}));
 }
 
-// Sets an environment variable (or unsets it, given nullopt) for one scope.
-class ScopedEnv {
-public:
-    ScopedEnv(const char* name, std::optional<std::string> value) : name_(name) {
-        if (const char* old = std::getenv(name)) old_ = old;
-        value ? setenv(name, value->c_str(), 1) : unsetenv(name);
-    }
-    ~ScopedEnv() { old_ ? setenv(name_, old_->c_str(), 1) : unsetenv(name_); }
-    ScopedEnv(const ScopedEnv&) = delete;
-    ScopedEnv& operator=(const ScopedEnv&) = delete;
-
-private:
-    const char* name_;
-    std::optional<std::string> old_;
-};
-
 // A small model at `dir` whose n_layer tells the snapshots apart.
 void write_snapshot(const fs::path& dir, int n_layer) {
     test::write_test_model(dir, {.n_layer = n_layer, .n_head = 2, .n_embd = 8, .n_positions = 8});
@@ -340,7 +325,7 @@ void write_snapshot(const fs::path& dir, int n_layer) {
 
 TEST(HubResolution, RefsMainPicksTheSnapshot) {
     test::TempDir cache;
-    ScopedEnv hub("HF_HUB_CACHE", cache.path.string());
+    test::ScopedEnv hub("HF_HUB_CACHE", cache.path.string());
     const fs::path repo = cache.path / "models--gpt2";
     write_snapshot(repo / "snapshots" / "aaa111", 1);
     write_snapshot(repo / "snapshots" / "bbb222", 2);
@@ -358,8 +343,8 @@ TEST(HubResolution, RefsMainPicksTheSnapshot) {
 
 TEST(HubResolution, WithoutRefsTheNewestSnapshotUnderHfHome) {
     test::TempDir home;
-    ScopedEnv hub("HF_HUB_CACHE", std::nullopt);
-    ScopedEnv hf_home("HF_HOME", home.path.string());
+    test::ScopedEnv hub("HF_HUB_CACHE", std::nullopt);
+    test::ScopedEnv hf_home("HF_HOME", home.path.string());
     const fs::path snapshots = home.path / "hub" / "models--openai-community--gpt2-medium" / "snapshots";
     write_snapshot(snapshots / "old", 1);
     write_snapshot(snapshots / "new", 2);
@@ -371,10 +356,10 @@ TEST(HubResolution, WithoutRefsTheNewestSnapshotUnderHfHome) {
 
 TEST(HubResolution, DefaultCacheUnderHome) {
     test::TempDir home;
-    ScopedEnv hub("HF_HUB_CACHE", std::nullopt);
-    ScopedEnv hf_home("HF_HOME", std::nullopt);
-    ScopedEnv xdg("XDG_CACHE_HOME", std::nullopt);
-    ScopedEnv home_env("HOME", home.path.string());
+    test::ScopedEnv hub("HF_HUB_CACHE", std::nullopt);
+    test::ScopedEnv hf_home("HF_HOME", std::nullopt);
+    test::ScopedEnv xdg("XDG_CACHE_HOME", std::nullopt);
+    test::ScopedEnv home_env("HOME", home.path.string());
     const fs::path snapshot = home.path / ".cache" / "huggingface" / "hub" / "models--distilgpt2" / "snapshots" / "x";
     fs::create_directories(snapshot);
     EXPECT_EQ(resolve_model_path("distilgpt2"), snapshot);
@@ -382,13 +367,39 @@ TEST(HubResolution, DefaultCacheUnderHome) {
 
 TEST(HubResolution, NotFoundSaysWhereItLooked) {
     test::TempDir cache;
-    ScopedEnv hub("HF_HUB_CACHE", cache.path.string());
+    test::ScopedEnv hub("HF_HUB_CACHE", cache.path.string());
     EXPECT_TRUE(throws_naming([] { resolve_model_path("gpt2"); },
                               {"model 'gpt2' not found", "models--gpt2", cache.path.string(), "never downloads"}));
     fs::create_directories(cache.path / "models--gpt2" / "snapshots");
     EXPECT_TRUE(throws_naming([] { resolve_model_path("gpt2"); }, {"models--gpt2", "no snapshot"}));
     EXPECT_TRUE(throws_naming([&] { load_model((cache.path / "no-such-model").string()); },
                               {"no-such-model", "not found"}));
+}
+
+TEST(HubResolution, ListsTheCachedGpt2ModelsByName) {
+    test::TempDir cache;
+    test::ScopedEnv hub("HF_HUB_CACHE", cache.path.string());
+    EXPECT_TRUE(list_cached_models().empty());
+
+    write_snapshot(cache.path / "models--gpt2" / "snapshots" / "abc", 1);
+    const fs::path medium = cache.path / "models--openai-community--gpt2-medium" / "snapshots" / "def";
+    write_snapshot(medium, 2);
+    // Not offered: another architecture, a download with no snapshot, broken JSON, a dataset.
+    fs::create_directories(cache.path / "models--bert-base-uncased" / "snapshots" / "x");
+    std::ofstream(cache.path / "models--bert-base-uncased" / "snapshots" / "x" / "config.json") << R"({"model_type": "bert"})";
+    fs::create_directories(cache.path / "models--distilgpt2" / "snapshots");
+    fs::create_directories(cache.path / "models--broken" / "snapshots" / "y");
+    std::ofstream(cache.path / "models--broken" / "snapshots" / "y" / "config.json") << "{\"model_type\": ";
+    write_snapshot(cache.path / "datasets--gpt2-data" / "snapshots" / "z", 1);
+
+    const std::vector<CachedModel> models = list_cached_models();
+    ASSERT_EQ(models.size(), 2u);
+    EXPECT_EQ(models[0].name, "gpt2");
+    EXPECT_EQ(models[0].path, cache.path / "models--gpt2" / "snapshots" / "abc");
+    EXPECT_EQ(models[1].name, "openai-community/gpt2-medium");
+    EXPECT_EQ(models[1].path, medium);
+    // Each listed name loads as that model.
+    EXPECT_EQ(load_model(models[1].name).config.n_layer, 2);
 }
 
 // A good model written once; each bad-input test changes a fresh copy.

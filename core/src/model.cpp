@@ -246,6 +246,28 @@ fs::path resolve_model_path(const std::string& name_or_path) {
     return pick_snapshot(repo);
 }
 
+std::vector<CachedModel> list_cached_models() {
+    std::vector<CachedModel> models;
+    std::error_code ec;
+    const std::string prefix = "models--";
+    for (const fs::directory_entry& repo : fs::directory_iterator(hub_cache_dir(), ec)) {
+        std::string name = repo.path().filename().string();
+        if (!repo.is_directory(ec) || !name.starts_with(prefix)) continue;
+        // models--org--name: hub names cannot contain "--", so the first one is the slash.
+        name.erase(0, prefix.size());
+        if (const size_t dashes = name.find("--"); dashes != std::string::npos) name.replace(dashes, 2, "/");
+        try {
+            const fs::path snapshot = pick_snapshot(repo.path());
+            const json config = json::parse(read_text(snapshot / "config.json"));
+            if (config.is_object() && config.value("model_type", "") == "gpt2") models.push_back({name, snapshot});
+        } catch (const std::exception&) {
+            // an incomplete download or a foreign file: not a model to offer
+        }
+    }
+    std::sort(models.begin(), models.end(), [](const CachedModel& a, const CachedModel& b) { return a.name < b.name; });
+    return models;
+}
+
 Model load_model(const std::string& name_or_path) {
     Model m;
     m.path = resolve_model_path(name_or_path);

@@ -79,4 +79,14 @@ std::filesystem::path resolve_model_path(const std::string& name_or_path);
 // Throws Error naming the file, tensor or field on any problem.
 Model load_model(const std::string& name_or_path);
 
+// A GPT-2-family model in the local Hugging Face cache.
+struct CachedModel {
+    std::string name;             // the hub name load_model takes, e.g. "openai-community/gpt2"
+    std::filesystem::path path;   // the snapshot resolve_model_path picks
+};
+
+// The cache's models whose config.json says model_type "gpt2", by name.
+// Unreadable entries are left out; a missing cache gives none.
+std::vector<CachedModel> list_cached_models();
+
 }  // namespace headscope
