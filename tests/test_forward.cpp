@@ -1,6 +1,6 @@
 // The CPU engine's attention against an independent reference: GPT-2's
-// forward written again here in plain double-precision loops, one head at a
-// time (the tutorials' mha_by_loop), for every combination of options.
+// forward written again in plain double-precision loops, one head at a time
+// (reference_forward.h), for every combination of options.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,151 +10,13 @@
 #include "headscope/backend.h"
 #include "headscope/error.h"
 #include "model_writer.h"
+#include "reference_forward.h"
 
 using namespace headscope;
+using test::Reference;
+using test::reference_attention;
 
 namespace {
-
-using Matrix = std::vector<std::vector<double>>;  // [row][column]
-
-struct Reference {
-    std::vector<double> weights;      // (layers, B, NH, T, T)
-    std::vector<uint8_t> fully_masked;  // (B, T)
-    std::vector<double> outputs;      // (layers, B, T, C) heads merged, before c_proj
-};
-
-Matrix zeros(int rows, int cols) { return Matrix(rows, std::vector<double>(cols, 0.0)); }
-
-// x W + b, W given row-major (in, out) as stored in the model.
-Matrix affine(const Matrix& x, const float* w, const float* b, int in, int out) {
-    Matrix y = zeros(static_cast<int>(x.size()), out);
-    for (size_t t = 0; t < x.size(); ++t)
-        for (int o = 0; o < out; ++o) {
-            double sum = b[o];
-            for (int i = 0; i < in; ++i) sum += x[t][i] * w[static_cast<size_t>(i) * out + o];
-            y[t][o] = sum;
-        }
-    return y;
-}
-
-Matrix norm(const Matrix& x, const float* w, const float* b, double eps) {
-    Matrix y = x;
-    for (auto& row : y) {
-        double mean = 0, var = 0;
-        for (double v : row) mean += v;
-        mean /= row.size();
-        for (double v : row) var += (v - mean) * (v - mean);
-        var /= row.size();
-        for (size_t c = 0; c < row.size(); ++c) row[c] = (row[c] - mean) / std::sqrt(var + eps) * w[c] + b[c];
-    }
-    return y;
-}
-
-// Where element (h, t, d) of a head view lives in a (T, C) matrix.
-struct Place {
-    int row, col;
-};
-Place head_place(Split split, int h, int t, int d, int T, int C, int hs) {
-    if (split == Split::transpose) return {t, h * hs + d};
-    const int flat = (h * T + t) * hs + d;  // (NH, T, hs) read straight off the (T, C) buffer
-    return {flat / C, flat % C};
-}
-
-Reference reference_attention(const Model& model, const std::vector<std::vector<int32_t>>& texts,
-                              const AttentionOptions& opt) {
-    const Config& cfg = model.config;
-    const int B = static_cast<int>(texts.size()), C = cfg.n_embd;
-    const int NH = opt.n_head ? opt.n_head : cfg.n_head, hs = C / NH;
-    int T = 0;
-    for (const auto& ids : texts) T = std::max(T, static_cast<int>(ids.size()));
-    std::vector<int> layers = opt.layers;
-    if (layers.empty())
-        for (int l = 0; l < cfg.n_layer; ++l) layers.push_back(l);
-
-    Reference ref;
-    ref.weights.assign(layers.size() * B * NH * T * T, 0.0);
-    ref.fully_masked.assign(B * T, 0);
-    ref.outputs.assign(layers.size() * B * T * C, 0.0);
-    const double scale = opt.scale == Scale::head ? 1.0 / std::sqrt(double(hs))
-                         : opt.scale == Scale::model ? 1.0 / std::sqrt(double(C))
-                                                     : 1.0;
-    for (int b = 0; b < B; ++b) {
-        const int length = static_cast<int>(texts[b].size());
-        Matrix x = zeros(T, C);
-        for (int t = 0; t < T; ++t) {
-            const int id = t < length ? texts[b][t] : cfg.eos_token_id;
-            for (int c = 0; c < C; ++c) x[t][c] = double(model.wte[size_t(id) * C + c]) + model.wpe[size_t(t) * C + c];
-        }
-        for (int l = 0; l < cfg.n_layer; ++l) {
-            const LayerWeights& w = model.layers[l];
-            const Matrix qkv = affine(norm(x, w.ln_1_w, w.ln_1_b, cfg.layer_norm_epsilon), w.attn_w, w.attn_b, C, 3 * C);
-            Matrix merged = zeros(T, C);
-            for (int h = 0; h < NH; ++h) {
-                // This head's (T, hs) slices of Q, K and V.
-                Matrix q = zeros(T, hs), k = zeros(T, hs), v = zeros(T, hs);
-                for (int t = 0; t < T; ++t)
-                    for (int d = 0; d < hs; ++d) {
-                        const Place p = head_place(opt.split, h, t, d, T, C, hs);
-                        q[t][d] = qkv[p.row][p.col];
-                        k[t][d] = qkv[p.row][C + p.col];
-                        v[t][d] = qkv[p.row][2 * C + p.col];
-                    }
-                Matrix att = zeros(T, T);
-                for (int i = 0; i < T; ++i) {
-                    std::vector<bool> visible(T);
-                    bool any = false;
-                    for (int j = 0; j < T; ++j) {
-                        visible[j] = (!opt.causal || j <= i) && (!opt.padding_mask || (i < length && j < length));
-                        any = any || visible[j];
-                    }
-                    if (!any) {
-                        ref.fully_masked[b * T + i] = 1;
-                        continue;
-                    }
-                    double max_score = -INFINITY, sum = 0;
-                    for (int j = 0; j < T; ++j) {
-                        if (!visible[j]) continue;
-                        double s = 0;
-                        for (int d = 0; d < hs; ++d) s += q[i][d] * k[j][d];
-                        att[i][j] = s * scale;
-                        max_score = std::max(max_score, att[i][j]);
-                    }
-                    for (int j = 0; j < T; ++j) {
-                        att[i][j] = visible[j] ? std::exp(att[i][j] - max_score) : 0.0;
-                        sum += att[i][j];
-                    }
-                    for (int j = 0; j < T; ++j) att[i][j] /= sum;
-                }
-                const auto slot = std::find(layers.begin(), layers.end(), l);
-                if (slot != layers.end())
-                    for (int i = 0; i < T; ++i)
-                        for (int j = 0; j < T; ++j)
-                            ref.weights[((((slot - layers.begin()) * B + b) * NH + h) * T + i) * T + j] = att[i][j];
-                for (int t = 0; t < T; ++t)
-                    for (int d = 0; d < hs; ++d) {
-                        double y = 0;
-                        for (int j = 0; j < T; ++j) y += att[t][j] * v[j][d];
-                        const Place p = head_place(opt.split, h, t, d, T, C, hs);
-                        merged[p.row][p.col] = y;
-                    }
-            }
-            if (const auto slot = std::find(layers.begin(), layers.end(), l); slot != layers.end())
-                for (int t = 0; t < T; ++t)
-                    for (int c = 0; c < C; ++c)
-                        ref.outputs[(((slot - layers.begin()) * B + b) * T + t) * C + c] = merged[t][c];
-            const Matrix proj = affine(merged, w.attn_proj_w, w.attn_proj_b, C, C);
-            for (int t = 0; t < T; ++t)
-                for (int c = 0; c < C; ++c) x[t][c] += proj[t][c];
-            Matrix hidden = affine(norm(x, w.ln_2_w, w.ln_2_b, cfg.layer_norm_epsilon), w.fc_w, w.fc_b, C, 4 * C);
-            for (auto& row : hidden)
-                for (double& u : row) u = 0.5 * u * (1 + std::tanh(std::sqrt(2 / M_PI) * (u + 0.044715 * u * u * u)));
-            const Matrix out = affine(hidden, w.fc_proj_w, w.fc_proj_b, 4 * C, C);
-            for (int t = 0; t < T; ++t)
-                for (int c = 0; c < C; ++c) x[t][c] += out[t][c];
-        }
-    }
-    return ref;
-}
 
 class ForwardTest : public ::testing::Test {
 protected:

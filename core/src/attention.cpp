@@ -2,6 +2,7 @@
 #include "headscope/attention.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "headscope/error.h"
@@ -17,6 +18,15 @@ int Batch::T() const {
 int visible_end(const AttentionOptions& options, int i, int length, int T) {
     const int end = options.causal ? i + 1 : T;
     return options.padding_mask ? (i < length ? std::min(end, length) : 0) : end;
+}
+
+float score_scale(Scale scale, int C, int NH) {
+    switch (scale) {
+        case Scale::head: return 1.f / std::sqrt(static_cast<float>(C / NH));
+        case Scale::model: return 1.f / std::sqrt(static_cast<float>(C));
+        case Scale::none: return 1.f;
+    }
+    return 1.f;
 }
 
 bool parse_on_off(std::string_view flag, std::string_view word) {

@@ -36,8 +36,8 @@ public:
         if (!model_) throw Error("no model loaded");
         const Config& cfg = model_->config;
         const int B = batch.B(), T = batch.T(), C = cfg.n_embd;
+        validate_forward(*model_, batch, options);
         const int NH = options.n_head ? options.n_head : cfg.n_head;
-        validate(batch, options, NH);
         const int hs = C / NH;
 
         result.B = B;
@@ -90,34 +90,6 @@ public:
     }
 
 private:
-    void validate(const Batch& batch, const AttentionOptions& options, int NH) const {
-        const Config& cfg = model_->config;
-        if (batch.B() == 0) throw Error("no text given");
-        for (int b = 0; b < batch.B(); ++b) {
-            const auto& ids = batch.token_ids[b];
-            if (ids.empty()) throw Error("text " + std::to_string(b + 1) + " is empty");
-            if (ids.size() > static_cast<size_t>(cfg.n_positions))
-                throw Error("text " + std::to_string(b + 1) + " has " + std::to_string(ids.size()) +
-                            " tokens, more than the model's limit of " + std::to_string(cfg.n_positions));
-            for (int32_t id : ids)
-                if (id < 0 || id >= cfg.vocab_size)
-                    throw Error("token id " + std::to_string(id) + " outside the vocabulary of " +
-                                std::to_string(cfg.vocab_size));
-        }
-        if (batch.pad_id < 0 || batch.pad_id >= cfg.vocab_size)
-            throw Error("pad token id " + std::to_string(batch.pad_id) + " outside the vocabulary");
-        if (NH <= 0 || cfg.n_embd % NH != 0)
-            throw Error("--heads " + std::to_string(NH) + " does not divide n_embd " + std::to_string(cfg.n_embd));
-        int previous = -1;
-        for (int l : options.layers) {
-            if (l < 0 || l >= cfg.n_layer)
-                throw Error("layer " + std::to_string(l) + " out of range (the model has layers 0.." +
-                            std::to_string(cfg.n_layer - 1) + ")");
-            if (l <= previous) throw Error("layers must be ascending and unique");
-            previous = l;
-        }
-    }
-
     // x[b, t] = wte[token] + wpe[t], pads filled with the pad token.
     void embed(const Batch& batch) {
         const int B = batch.B(), T = batch.T(), C = model_->config.n_embd;
@@ -142,9 +114,7 @@ private:
     // belong to; y (B, NH, T, hs) is read back as (B, T, C) unchanged.
     void attention(const Batch& batch, const AttentionOptions& options, int NH, float* att, uint8_t* fully_masked) {
         const int B = batch.B(), T = batch.T(), C = model_->config.n_embd, hs = C / NH;
-        const float scale = options.scale == Scale::head    ? 1.f / std::sqrt(static_cast<float>(hs))
-                            : options.scale == Scale::model ? 1.f / std::sqrt(static_cast<float>(C))
-                                                            : 1.f;
+        const float scale = score_scale(options.scale, C, NH);
         const bool naive = options.split == Split::naive_view;
         const size_t BTC = static_cast<size_t>(B) * T * C;
         if (naive) {
@@ -199,6 +169,35 @@ private:
 };
 
 }  // namespace
+
+void validate_forward(const Model& model, const Batch& batch, const AttentionOptions& options) {
+    const Config& cfg = model.config;
+    const int NH = options.n_head ? options.n_head : cfg.n_head;
+    if (batch.B() == 0) throw Error("no text given");
+    for (int b = 0; b < batch.B(); ++b) {
+        const auto& ids = batch.token_ids[b];
+        if (ids.empty()) throw Error("text " + std::to_string(b + 1) + " is empty");
+        if (ids.size() > static_cast<size_t>(cfg.n_positions))
+            throw Error("text " + std::to_string(b + 1) + " has " + std::to_string(ids.size()) +
+                        " tokens, more than the model's limit of " + std::to_string(cfg.n_positions));
+        for (int32_t id : ids)
+            if (id < 0 || id >= cfg.vocab_size)
+                throw Error("token id " + std::to_string(id) + " outside the vocabulary of " +
+                            std::to_string(cfg.vocab_size));
+    }
+    if (batch.pad_id < 0 || batch.pad_id >= cfg.vocab_size)
+        throw Error("pad token id " + std::to_string(batch.pad_id) + " outside the vocabulary");
+    if (NH <= 0 || cfg.n_embd % NH != 0)
+        throw Error("--heads " + std::to_string(NH) + " does not divide n_embd " + std::to_string(cfg.n_embd));
+    int previous = -1;
+    for (int l : options.layers) {
+        if (l < 0 || l >= cfg.n_layer)
+            throw Error("layer " + std::to_string(l) + " out of range (the model has layers 0.." +
+                        std::to_string(cfg.n_layer - 1) + ")");
+        if (l <= previous) throw Error("layers must be ascending and unique");
+        previous = l;
+    }
+}
 
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
 

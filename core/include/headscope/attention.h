@@ -46,6 +46,9 @@ struct AttentionResult {
 // to: [0, end). Both masks are prefixes; 0 means the row is fully masked.
 int visible_end(const AttentionOptions& options, int i, int length, int T);
 
+// What scores are multiplied by before the softmax, for C channels in NH heads.
+float score_scale(Scale scale, int C, int NH);
+
 // Parses CLI/UI words; throw Error naming the bad value.
 bool parse_on_off(std::string_view flag, std::string_view word);  // "on"/"off" for the option `flag`
 Scale parse_scale(std::string_view word);

@@ -22,4 +22,9 @@ public:
 
 std::unique_ptr<Backend> make_cpu_backend();
 
+// What every backend's forward checks first: the batch and options suit
+// `model` (texts non-empty and within n_positions, ids in the vocabulary, the
+// head count divides C, layers in range). Throws Error naming the problem.
+void validate_forward(const Model& model, const Batch& batch, const AttentionOptions& options);
+
 }  // namespace headscope

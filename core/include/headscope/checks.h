@@ -1,0 +1,68 @@
+// The figures of the window's checks panel, computed here (the window only
+// shows them): the engine's batched heads against a plain per-head loop, the
+// causality check, and the model's parameter and shape tables.
+// Legend: B batch, T padded length, C channels, NH heads, hs = C / NH, L layers.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "headscope/backend.h"
+
+namespace headscope {
+
+// GPT-2's forward written plainly, one head at a time, as the tutorials'
+// mha_by_loop: head h's q, k and v are the columns [h*hs, (h+1)*hs) of the
+// fused projection's three C-wide parts, its scores are dot products, masked
+// by visible_end and softmaxed, its output the weights times v. The
+// non-attention parts are core's ops. Every layer is returned, with outputs;
+// options.layers and options.split are ignored: the loop always splits heads
+// by columns, the correct split. Throws Error on input forward would refuse.
+AttentionResult forward_by_head_loop(const Model& model, const Batch& batch, const AttentionOptions& options);
+
+struct HeadLoopComparison {
+    double max_weight_diff = 0;  // max |engine - loop| over every layer's (B, NH, T, T) weights
+    double max_output_diff = 0;  // the same over every layer's (B, T, C) outputs, heads merged before c_proj
+};
+
+// Runs `backend` (which has `model` loaded) and forward_by_head_loop on the
+// same batch and options, every layer, and compares them.
+HeadLoopComparison compare_with_head_loop(Backend& backend, const Model& model, const Batch& batch,
+                                          const AttentionOptions& options);
+
+struct CausalityCheck {
+    int position = 0;           // the changed token: the last of the text
+    int32_t token = 0;          // its id before
+    int32_t replacement = 0;    // and after
+    int earlier_rows = 0;       // query rows before it, compared
+    double max_earlier_diff = 0;   // max |w - w'| over those rows, every layer and head
+    double max_changed_row_diff = 0;  // the same over the changed token's own row
+};
+
+// Replaces the last token of text `b` with another id, runs the batch again
+// and compares text b's weights before and after. With the causal mask on,
+// the earlier rows cannot see the change: max_earlier_diff is exactly 0.
+CausalityCheck check_causality(Backend& backend, const Model& model, const Batch& batch, int b,
+                               const AttentionOptions& options);
+
+struct ParameterRow {
+    std::string name;            // as in the model file
+    std::vector<int64_t> shape;
+    int64_t count = 0;           // product of the shape
+};
+
+// One row per weight tensor, sorted by name; the counts add up to model.params.
+std::vector<ParameterRow> parameter_table(const Model& model);
+
+struct ShapeRow {
+    std::string name;               // e.g. "att"
+    std::string dims;               // e.g. "(B, NH, T, T)"
+    std::vector<int64_t> shape;     // the sizes for this compute
+    std::string what;               // in words
+};
+
+// The shapes of one layer's attention for a batch of B texts padded to T,
+// split into NH heads. Throws Error unless the sizes are positive and NH divides C.
+std::vector<ShapeRow> compute_shapes(const Config& config, int B, int T, int NH);
+
+}  // namespace headscope

@@ -1,0 +1,172 @@
+// The checks panel's figures: see checks.h.
+#include "headscope/checks.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "headscope/cpu_ops.h"
+#include "headscope/error.h"
+
+namespace headscope {
+
+namespace {
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+    double diff = 0;
+    for (size_t n = 0; n < a.size(); ++n) diff = std::max(diff, std::abs(static_cast<double>(a[n]) - b[n]));
+    return diff;
+}
+
+}  // namespace
+
+AttentionResult forward_by_head_loop(const Model& model, const Batch& batch, const AttentionOptions& options) {
+    validate_forward(model, batch, options);
+    const Config& cfg = model.config;
+    const int B = batch.B(), T = batch.T(), C = cfg.n_embd, L = cfg.n_layer;
+    const int NH = options.n_head ? options.n_head : cfg.n_head, hs = C / NH;
+    const float scale = score_scale(options.scale, C, NH);
+    const float eps = cfg.layer_norm_epsilon;
+
+    AttentionResult result;
+    result.B = B;
+    result.T = T;
+    result.NH = NH;
+    result.hs = hs;
+    for (int l = 0; l < L; ++l) result.layers.push_back(l);
+    result.weights.assign(static_cast<size_t>(L) * B * NH * T * T, 0.f);
+    result.fully_masked.assign(static_cast<size_t>(B) * T, 0);
+    result.outputs.assign(static_cast<size_t>(L) * B * T * C, 0.f);
+
+    // One text at a time, so every buffer is one text's (T, ...) rows.
+    std::vector<float> x(static_cast<size_t>(T) * C);       // (T, C) residual stream
+    std::vector<float> ln(x.size());                         // (T, C)
+    std::vector<float> qkv(3 * x.size());                    // (T, 3C) fused [Q | K | V]
+    std::vector<float> q(static_cast<size_t>(T) * hs), k(q.size()), v(q.size());  // (T, hs) one head's slices
+    std::vector<float> scores(T);                            // (T) one query row
+    std::vector<float> proj(x.size());                       // (T, C)
+    std::vector<float> hidden(4 * x.size());                 // (T, 4C)
+    for (int b = 0; b < B; ++b) {
+        const int length = static_cast<int>(batch.token_ids[b].size());
+        for (int t = 0; t < T; ++t) {
+            const int32_t id = t < length ? batch.token_ids[b][t] : batch.pad_id;
+            for (int c = 0; c < C; ++c)
+                x[static_cast<size_t>(t) * C + c] =
+                    model.wte[static_cast<size_t>(id) * C + c] + model.wpe[static_cast<size_t>(t) * C + c];
+        }
+        for (int l = 0; l < L; ++l) {
+            const LayerWeights& w = model.layers[l];
+            ops::layer_norm(x.data(), w.ln_1_w, w.ln_1_b, ln.data(), T, C, eps);
+            ops::linear(ln.data(), w.attn_w, w.attn_b, qkv.data(), T, C, 3 * C);
+            float* y = result.outputs.data() + (static_cast<size_t>(l) * B + b) * T * C;  // (T, C) heads merged
+            for (int h = 0; h < NH; ++h) {
+                for (int t = 0; t < T; ++t)
+                    for (int d = 0; d < hs; ++d) {
+                        const float* row = qkv.data() + static_cast<size_t>(t) * 3 * C + h * hs + d;
+                        q[t * hs + d] = row[0];
+                        k[t * hs + d] = row[C];
+                        v[t * hs + d] = row[2 * C];
+                    }
+                float* att = result.weights.data() + ((static_cast<size_t>(l) * B + b) * NH + h) * T * T;  // (T, T)
+                for (int i = 0; i < T; ++i) {
+                    const int end = visible_end(options, i, length, T);
+                    if (h == 0) result.fully_masked[static_cast<size_t>(b) * T + i] = end == 0;
+                    for (int j = 0; j < T; ++j) {
+                        float dot = 0;
+                        for (int d = 0; d < hs; ++d) dot += q[i * hs + d] * k[j * hs + d];
+                        scores[j] = dot;
+                    }
+                    ops::masked_softmax_row(scores.data(), end, T, scale);
+                    std::copy(scores.begin(), scores.end(), att + static_cast<size_t>(i) * T);
+                    for (int d = 0; d < hs; ++d) {
+                        float sum = 0;
+                        for (int j = 0; j < end; ++j) sum += scores[j] * v[j * hs + d];
+                        y[static_cast<size_t>(i) * C + h * hs + d] = sum;
+                    }
+                }
+            }
+            ops::linear(y, w.attn_proj_w, w.attn_proj_b, proj.data(), T, C, C);
+            for (size_t n = 0; n < x.size(); ++n) x[n] += proj[n];
+            ops::layer_norm(x.data(), w.ln_2_w, w.ln_2_b, ln.data(), T, C, eps);
+            ops::linear(ln.data(), w.fc_w, w.fc_b, hidden.data(), T, C, 4 * C);
+            ops::gelu(hidden.data(), hidden.data(), hidden.size());
+            ops::linear(hidden.data(), w.fc_proj_w, w.fc_proj_b, proj.data(), T, 4 * C, C);
+            for (size_t n = 0; n < x.size(); ++n) x[n] += proj[n];
+        }
+    }
+    return result;
+}
+
+HeadLoopComparison compare_with_head_loop(Backend& backend, const Model& model, const Batch& batch,
+                                          const AttentionOptions& options) {
+    AttentionOptions every_layer = options;
+    every_layer.layers.clear();
+    every_layer.capture_outputs = true;
+    const AttentionResult loop = forward_by_head_loop(model, batch, every_layer);
+    AttentionResult engine;
+    backend.forward(batch, every_layer, engine);
+    return {max_abs_diff(engine.weights, loop.weights), max_abs_diff(engine.outputs, loop.outputs)};
+}
+
+CausalityCheck check_causality(Backend& backend, const Model& model, const Batch& batch, int b,
+                               const AttentionOptions& options) {
+    if (b < 0 || b >= batch.B())
+        throw Error("causality check: text " + std::to_string(b + 1) + " is not in the batch of " +
+                    std::to_string(batch.B()));
+    AttentionOptions every_layer = options;
+    every_layer.layers.clear();
+    AttentionResult before, after;
+    backend.forward(batch, every_layer, before);  // validates the batch first
+
+    CausalityCheck check;
+    Batch edited = batch;
+    std::vector<int32_t>& ids = edited.token_ids[b];
+    check.position = static_cast<int>(ids.size()) - 1;
+    check.token = ids.back();
+    check.replacement = (ids.back() + 1) % model.config.vocab_size;
+    ids.back() = check.replacement;
+    backend.forward(edited, every_layer, after);
+
+    const int T = before.T;
+    check.earlier_rows = check.position;
+    for (size_t slot = 0; slot < before.layers.size(); ++slot)
+        for (int h = 0; h < before.NH; ++h) {
+            const float* w0 = before.map(static_cast<int>(slot), b, h);
+            const float* w1 = after.map(static_cast<int>(slot), b, h);
+            for (int i = 0; i <= check.position; ++i)
+                for (int j = 0; j < T; ++j) {
+                    const size_t n = static_cast<size_t>(i) * T + j;
+                    const double diff = std::abs(static_cast<double>(w0[n]) - w1[n]);
+                    double& max = i < check.position ? check.max_earlier_diff : check.max_changed_row_diff;
+                    max = std::max(max, diff);
+                }
+        }
+    return check;
+}
+
+std::vector<ParameterRow> parameter_table(const Model& model) {
+    std::vector<ParameterRow> rows;
+    for (const TensorInfo& tensor : model.tensors) {
+        int64_t count = 1;
+        for (int64_t size : tensor.shape) count *= size;
+        rows.push_back({tensor.name, tensor.shape, count});
+    }
+    return rows;
+}
+
+std::vector<ShapeRow> compute_shapes(const Config& config, int B, int T, int NH) {
+    const int C = config.n_embd;
+    if (B < 1 || T < 1 || NH < 1 || C % NH != 0)
+        throw Error("shapes: need positive B, T, NH with NH dividing C = " + std::to_string(C) + " (got B=" +
+                    std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH) + ")");
+    const int64_t hs = C / NH;
+    return {
+        {"x", "(B, T, C)", {B, T, C}, "the layer's input, LayerNorm'd"},
+        {"qkv", "(B, T, 3C)", {B, T, 3 * C}, "the fused c_attn projection [Q | K | V]"},
+        {"q, k, v", "(B, NH, T, hs)", {B, NH, T, hs}, "each viewed as (B, T, NH, hs), then transposed"},
+        {"att", "(B, NH, T, T)", {B, NH, T, T}, "scores, masked and softmaxed: the maps"},
+        {"att @ v", "(B, NH, T, hs)", {B, NH, T, hs}, "each head's output"},
+        {"y", "(B, T, C)", {B, T, C}, "heads transposed back and merged, before c_proj"},
+    };
+}
+
+}  // namespace headscope

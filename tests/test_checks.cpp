@@ -1,0 +1,198 @@
+// Core's checks (the window's checks panel) against the double-precision
+// reference forward written in the tests (reference_forward.h): the per-head
+// loop's numbers, the batched-vs-loop comparison, the causality check and the
+// parameter and shape tables, and one-line errors on bad input.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "headscope/checks.h"
+#include "headscope/error.h"
+#include "model_writer.h"
+#include "reference_forward.h"
+
+using namespace headscope;
+
+namespace {
+
+template <typename A, typename B>
+double max_abs_diff(const std::vector<A>& a, const std::vector<B>& b) {
+    EXPECT_EQ(a.size(), b.size());
+    double diff = 0;
+    for (size_t n = 0; n < std::min(a.size(), b.size()); ++n)
+        diff = std::max(diff, std::abs(static_cast<double>(a[n]) - static_cast<double>(b[n])));
+    return diff;
+}
+
+class ChecksTest : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        dir_ = new test::TempDir;
+        test::write_test_model(dir_->path, {.n_layer = 2, .n_head = 4, .n_embd = 32, .n_positions = 24, .seed = 7});
+        model_ = new Model(load_model(dir_->path.string()));
+    }
+    static void TearDownTestSuite() {
+        delete model_;
+        delete dir_;
+    }
+    void SetUp() override { backend_->load_weights(*model_); }
+
+    Batch batch() const { return Batch{texts_, model_->config.eos_token_id}; }
+
+    static test::TempDir* dir_;
+    static Model* model_;
+    std::unique_ptr<Backend> backend_ = make_cpu_backend();
+    // A long text and a short one: the short one is padded by 6.
+    const std::vector<std::vector<int32_t>> texts_ = {
+        {464, 3797, 3332, 319, 262, 2603, 780, 340, 373, 2705},
+        {15496, 995, 0, 11},
+    };
+};
+test::TempDir* ChecksTest::dir_ = nullptr;
+Model* ChecksTest::model_ = nullptr;
+
+TEST_F(ChecksTest, HeadLoopMatchesTheReferenceForEveryMaskAndHeadCount) {
+    for (bool causal : {true, false})
+        for (bool padding_mask : {true, false})
+            for (int heads : {0, 1, 8})
+                for (Scale scale : {Scale::head, Scale::model}) {
+                    const AttentionOptions opt{causal, padding_mask, heads, scale, Split::transpose, {}, true};
+                    const AttentionResult loop = forward_by_head_loop(*model_, batch(), opt);
+                    const test::Reference want = test::reference_attention(*model_, texts_, opt);
+                    EXPECT_EQ(loop.layers, (std::vector<int>{0, 1}));
+                    EXPECT_LT(max_abs_diff(loop.weights, want.weights), 1e-5)
+                        << "causal " << causal << " padding " << padding_mask << " heads " << heads;
+                    EXPECT_LT(max_abs_diff(loop.outputs, want.outputs), 1e-4);
+                    EXPECT_EQ(loop.fully_masked, want.fully_masked);
+                }
+}
+
+TEST_F(ChecksTest, LoopSplitsByColumnsWhateverTheSplitOption) {
+    AttentionOptions naive;
+    naive.split = Split::naive_view;
+    const AttentionResult loop = forward_by_head_loop(*model_, batch(), naive);
+    const test::Reference correct = test::reference_attention(*model_, texts_, {});
+    EXPECT_LT(max_abs_diff(loop.weights, correct.weights), 1e-5);
+}
+
+TEST_F(ChecksTest, ComparisonIsRoundOffForTheCorrectSplitAndTheNaiveErrorOtherwise) {
+    AttentionOptions opt;
+    opt.layers = {1};  // the comparison always covers every layer
+    const HeadLoopComparison same = compare_with_head_loop(*backend_, *model_, batch(), opt);
+    EXPECT_LT(same.max_weight_diff, 1e-5);
+    EXPECT_LT(same.max_output_diff, 1e-4);
+
+    // The engine computes the naive split for real; the loop does not.
+    opt = {};
+    opt.split = Split::naive_view;
+    AttentionOptions correct_split = opt;
+    correct_split.split = Split::transpose;
+    const test::Reference naive = test::reference_attention(*model_, texts_, opt);
+    const test::Reference correct = test::reference_attention(*model_, texts_, correct_split);
+    const HeadLoopComparison differ = compare_with_head_loop(*backend_, *model_, batch(), opt);
+    const double want_weights = max_abs_diff(naive.weights, correct.weights);
+    const double want_outputs = max_abs_diff(naive.outputs, correct.outputs);
+    EXPECT_GT(want_weights, 1e-2);
+    EXPECT_NEAR(differ.max_weight_diff, want_weights, 1e-4);
+    EXPECT_NEAR(differ.max_output_diff, want_outputs, 1e-3);
+}
+
+TEST_F(ChecksTest, CausalityIsExactWithTheCausalMaskAndBrokenWithout) {
+    for (int b : {0, 1})
+        for (bool padding_mask : {true, false}) {
+            AttentionOptions opt;
+            opt.padding_mask = padding_mask;
+            const CausalityCheck on = check_causality(*backend_, *model_, batch(), b, opt);
+            const int length = static_cast<int>(texts_[b].size());
+            EXPECT_EQ(on.position, length - 1);
+            EXPECT_EQ(on.earlier_rows, length - 1);
+            EXPECT_EQ(on.token, texts_[b].back());
+            EXPECT_NE(on.replacement, on.token);
+            EXPECT_EQ(on.max_earlier_diff, 0.0) << "text " << b << " padding " << padding_mask;
+            EXPECT_GT(on.max_changed_row_diff, 1e-3);
+
+            // With the mask off, the reference says how much the earlier rows move.
+            opt.causal = false;
+            const CausalityCheck off = check_causality(*backend_, *model_, batch(), b, opt);
+            std::vector<std::vector<int32_t>> edited = texts_;
+            edited[b].back() = off.replacement;
+            const test::Reference before = test::reference_attention(*model_, texts_, opt);
+            const test::Reference after = test::reference_attention(*model_, edited, opt);
+            const int NH = model_->config.n_head, T = 10;
+            double want = 0;
+            for (int l = 0; l < model_->config.n_layer; ++l)
+                for (int h = 0; h < NH; ++h)
+                    for (int i = 0; i < length - 1; ++i)
+                        for (int j = 0; j < T; ++j) {
+                            const size_t n = ((((size_t(l) * 2 + b) * NH + h) * T + i) * T + j);
+                            want = std::max(want, std::abs(before.weights[n] - after.weights[n]));
+                        }
+            EXPECT_GT(want, 1e-3);
+            EXPECT_NEAR(off.max_earlier_diff, want, 1e-5) << "text " << b << " padding " << padding_mask;
+        }
+}
+
+TEST_F(ChecksTest, ParameterTableAddsUpToTheModel) {
+    const Config& cfg = model_->config;
+    const int64_t C = cfg.n_embd, L = cfg.n_layer;
+    const std::vector<ParameterRow> rows = parameter_table(*model_);
+    EXPECT_EQ(rows.size(), static_cast<size_t>(12 * L + 4));  // wte, wpe, ln_f weight and bias, 12 per layer
+    int64_t total = 0;
+    for (const ParameterRow& row : rows) {
+        int64_t product = 1;
+        for (int64_t size : row.shape) product *= size;
+        EXPECT_EQ(row.count, product) << row.name;
+        total += row.count;
+    }
+    EXPECT_EQ(total, int64_t(cfg.vocab_size) * C + int64_t(cfg.n_positions) * C + L * (12 * C * C + 13 * C) + 2 * C);
+    EXPECT_EQ(total, model_->params);
+    const auto qkv = std::find_if(rows.begin(), rows.end(),
+                                  [](const ParameterRow& r) { return r.name == "transformer.h.0.attn.c_attn.weight"; });
+    ASSERT_NE(qkv, rows.end());
+    EXPECT_EQ(qkv->shape, (std::vector<int64_t>{C, 3 * C}));
+}
+
+TEST_F(ChecksTest, ComputeShapesFollowTheSplit) {
+    const std::vector<ShapeRow> rows = compute_shapes(model_->config, 2, 10, 8);
+    auto shape_of = [&](const std::string& name) {
+        for (const ShapeRow& row : rows)
+            if (row.name == name) return row.shape;
+        return std::vector<int64_t>{};
+    };
+    EXPECT_EQ(shape_of("qkv"), (std::vector<int64_t>{2, 10, 96}));
+    EXPECT_EQ(shape_of("q, k, v"), (std::vector<int64_t>{2, 8, 10, 4}));
+    EXPECT_EQ(shape_of("att"), (std::vector<int64_t>{2, 8, 10, 10}));
+    EXPECT_EQ(shape_of("y"), (std::vector<int64_t>{2, 10, 32}));
+}
+
+TEST_F(ChecksTest, BadInputIsAOneLineError) {
+    auto error_of = [](auto call) -> std::string {
+        try {
+            call();
+        } catch (const Error& e) {
+            return e.what();
+        }
+        return "no error";
+    };
+    AttentionOptions five_heads;
+    five_heads.n_head = 5;
+    const std::vector<std::string> errors = {
+        error_of([&] { forward_by_head_loop(*model_, batch(), five_heads); }),
+        error_of([&] { compare_with_head_loop(*backend_, *model_, batch(), five_heads); }),
+        error_of([&] { check_causality(*backend_, *model_, batch(), 0, five_heads); }),
+        error_of([&] { compute_shapes(model_->config, 2, 10, 5); }),
+    };
+    for (const std::string& error : errors) {
+        EXPECT_NE(error.find("divid"), std::string::npos) << error;
+        EXPECT_EQ(error.find('\n'), std::string::npos) << error;
+    }
+    EXPECT_NE(error_of([&] { check_causality(*backend_, *model_, batch(), 2, {}); }).find("not in the batch"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] { forward_by_head_loop(*model_, Batch{{{50257}}, 50256}, {}); }).find("outside the vocabulary"),
+              std::string::npos);
+}
+
+}  // namespace
