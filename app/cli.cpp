@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "headscope/attention_export.h"
 #include "headscope/backend.h"
 #include "headscope/dance.h"
 #include "headscope/error.h"
 #include "headscope/model.h"
-#include "headscope/npy.h"
 #include "headscope/probes.h"
 
 using namespace headscope;
@@ -51,16 +51,6 @@ std::vector<int> parse_layers(const std::string& word) {
     return layers;
 }
 
-// The token texts as UTF-8; a token holding part of a character shows U+FFFD
-// when the JSON is written (error_handler_t::replace).
-Json token_texts(const Tokenizer& tokenizer, const std::vector<int32_t>& ids) {
-    Json texts = Json::array();
-    for (int32_t id : ids) texts.push_back(tokenizer.token_bytes(id));
-    return texts;
-}
-
-std::string dump(const Json& json) { return json.dump(-1, ' ', false, Json::error_handler_t::replace); }
-
 // Writes to stdout, or to `path` when one is given.
 class Output {
 public:
@@ -72,6 +62,7 @@ public:
     }
     void write(std::string_view text) { fwrite(text.data(), 1, text.size(), file_); }
     void write(char c) { fputc(c, file_); }
+    FILE* file() const { return file_; }
     void finish() {
         if (fflush(file_) != 0 || ferror(file_)) throw Error((path_.empty() ? "stdout" : path_) + ": write failed");
     }
@@ -80,35 +71,6 @@ private:
     FILE* file_;
     std::string path_;
 };
-
-// The (layers, B, NH, T, T) weights as nested JSON arrays, streamed: building
-// them as json values would take many times the tensor's memory.
-void write_attention_arrays(Output& out, const AttentionResult& result) {
-    const size_t dims[5] = {result.layers.size(), static_cast<size_t>(result.B), static_cast<size_t>(result.NH),
-                            static_cast<size_t>(result.T), static_cast<size_t>(result.T)};
-    char number[32];
-    size_t index[5] = {};
-    const size_t total = result.weights.size();
-    for (size_t n = 0; n < total; ++n) {
-        // Open one bracket per axis that starts here.
-        for (int axis = 0; axis < 5; ++axis) {
-            bool starts = true;
-            for (int inner = axis; inner < 5; ++inner) starts = starts && index[inner] == 0;
-            if (starts) out.write('[');
-        }
-        const auto [end, ec] = std::to_chars(number, number + sizeof number, result.weights[n]);
-        out.write(std::string_view(number, end - number));
-        // Advance the index, closing a bracket per axis that ends.
-        int axis = 4;
-        while (axis >= 0 && ++index[axis] == dims[axis]) {
-            index[axis] = 0;
-            out.write(']');
-            --axis;
-        }
-        if (axis >= 0) out.write(',');
-    }
-    if (total == 0) out.write("[]");
-}
 
 struct Options {
     std::string model = builtin_model;
@@ -134,7 +96,7 @@ void run_info(const Options& opt) {
                        {"path", model.path.string()},  {"tensors", tensors}};
     if (!c.training.is_null()) info["training"] = c.training;
     Output out(opt.out);
-    out.write(dump(info));
+    out.write(dump_json(info));
     out.write('\n');
     out.finish();
 }
@@ -156,7 +118,7 @@ void run_tokenize(const Options& opt) {
     const Model model = load_model(opt.model);
     const std::vector<int32_t> ids = tokenize_texts(model.tokenizer, opt.texts).front();
     Output out(opt.out);
-    out.write(dump(Json{{"token_ids", ids}, {"tokens", token_texts(model.tokenizer, ids)}}));
+    out.write(dump_json(Json{{"token_ids", ids}, {"tokens", token_texts(model.tokenizer, ids)}}));
     out.write('\n');
     out.finish();
 }
@@ -194,45 +156,16 @@ void run_attention(const Options& opt) {
     backend->forward(batch, options, result);
     const double forward_ms = ms_since(start);
 
-    Json tokens = Json::array(), lengths = Json::array(), fully_masked = Json::array();
-    for (const auto& ids : batch.token_ids) {
-        tokens.push_back(token_texts(model.tokenizer, ids));
-        lengths.push_back(ids.size());
-    }
-    for (int b = 0; b < result.B; ++b) {
-        Json row = Json::array();
-        for (int t = 0; t < result.T; ++t) row.push_back(result.fully_masked[static_cast<size_t>(b) * result.T + t] != 0);
-        fully_masked.push_back(row);
-    }
-    Json meta = {{"backend", backend->name()},
-                 {"n_layer", model.config.n_layer},
-                 {"n_head", result.NH},
-                 {"d_head", result.hs},
-                 {"seq_len", result.T},
-                 {"layers", result.layers},
-                 {"texts", opt.texts},
-                 {"token_ids", batch.token_ids},
-                 {"tokens", tokens},
-                 {"lengths", lengths},
-                 {"fully_masked", fully_masked},
-                 {"timing_ms", {{"load", load_ms}, {"tokenize", tokenize_ms}, {"forward", forward_ms}}}};
-
-    if (opt.format == "npy") {
-        write_npy(opt.out, result.weights,
-                  {static_cast<int64_t>(result.layers.size()), result.B, result.NH, result.T, result.T});
-    }
+    const Json metadata = attention_metadata(model, backend->name(), opt.texts, batch.token_ids, result,
+                                             {load_ms, tokenize_ms, forward_ms});
+    if (opt.format == "npy") write_attention_npy(opt.out, result);
     Output out(opt.format == "json" ? opt.out : std::string());
-    std::string text = dump(meta);
     if (opt.format == "json") {
-        text.pop_back();  // the closing brace: the attention arrays go last
-        out.write(text);
-        out.write(",\"attention\":");
-        write_attention_arrays(out, result);
-        out.write('}');
+        write_attention_json(out.file(), metadata, result);
     } else {
-        out.write(text);
+        out.write(dump_json(metadata));
+        out.write('\n');
     }
-    out.write('\n');
     out.finish();
 }
 
@@ -262,7 +195,7 @@ void run_heads(const Options& opt) {
                           {"rows", report.rows}};
     // The summary's fields, then "heads" with one head per line, so that the
     // scores read well in a terminal.
-    std::string text = dump(summary);
+    std::string text = dump_json(summary);
     text.pop_back();
     text += ",\"heads\":[";
     for (int l = 0; l < report.n_layer; ++l)
@@ -275,7 +208,7 @@ void run_heads(const Options& opt) {
                                {"current_token", s.current_token},
                                {"induction", s.induction},
                                {"entropy", s.entropy}};
-            text += (l || h ? ",\n " : "\n ") + dump(head);
+            text += (l || h ? ",\n " : "\n ") + dump_json(head);
         }
     text += "\n]}\n";
     Output out(opt.out);
@@ -334,7 +267,7 @@ void run_dance(const Options& opt) {
                            {"buffers", buffers},
                            {"steps", steps}};
     Output out(opt.out);
-    out.write(dump(out_json));
+    out.write(dump_json(out_json));
     out.write('\n');
     out.finish();
 }

@@ -63,6 +63,7 @@ void LiveCompute::run() {
                 if (request.texts[i].empty()) throw Error("text " + std::to_string(i + 1) + " is empty");
                 result.token_ids.push_back(model_.tokenizer.encode(request.texts[i]));
             }
+            result.tokenize_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
             backend_.forward(Batch{result.token_ids, model_.config.eos_token_id}, request.options, result.attention);
         } catch (const Error& e) {
             result.error = e.what();

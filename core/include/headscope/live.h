@@ -26,6 +26,7 @@ struct LiveResult {
     AttentionResult attention;
     std::string error;        // non-empty: the request was refused (bad text, too many tokens, ...)
     double compute_ms = 0;    // tokenizing and the forward
+    double tokenize_ms = 0;   // the tokenizing part of compute_ms
 };
 
 class LiveCompute {

@@ -1,0 +1,41 @@
+// The attention in headscope-cli's output formats: JSON (metadata, then the
+// weights as nested arrays) and NumPy .npy. The CLI and the window's export
+// both write through these, so the same compute gives the same bytes.
+#pragma once
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "headscope/attention.h"
+#include "headscope/model.h"
+
+namespace headscope {
+
+// JSON text on one line; token bytes that are not valid UTF-8 become U+FFFD.
+std::string dump_json(const nlohmann::ordered_json& json);
+
+// The token texts of `ids` (raw bytes, see dump_json).
+nlohmann::ordered_json token_texts(const Tokenizer& tokenizer, const std::vector<int32_t>& ids);
+
+struct AttentionTimings {
+    double load_ms = 0, tokenize_ms = 0, forward_ms = 0;
+};
+
+// Everything of the JSON but the weights: backend, n_layer, n_head, d_head,
+// seq_len, layers, texts, token_ids, tokens, lengths, fully_masked, timing_ms.
+nlohmann::ordered_json attention_metadata(const Model& model, const std::string& backend,
+                                          const std::vector<std::string>& texts,
+                                          const std::vector<std::vector<int32_t>>& token_ids,
+                                          const AttentionResult& result, const AttentionTimings& timings);
+
+// `metadata` with "attention" last: the (layers, B, NH, T, T) weights as
+// nested arrays, streamed (as json values they would take many times the
+// tensor's memory), and a newline. The caller checks `file` for errors.
+void write_attention_json(std::FILE* file, const nlohmann::ordered_json& metadata, const AttentionResult& result);
+
+// The weights as one float32 .npy of shape (layers, B, NH, T, T).
+void write_attention_npy(const std::filesystem::path& path, const AttentionResult& result);
+
+}  // namespace headscope
