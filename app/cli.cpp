@@ -226,25 +226,16 @@ Json layout_json(const StridedLayout& layout) {
 // The reshape dance for the texts' batch, and how far the naive split's
 // attention output at --layer is from the correct one's.
 void run_dance(const Options& opt) {
-    AttentionOptions options = attention_options(opt);
-    options.layers = {opt.layer};
-    options.capture_outputs = true;
+    const AttentionOptions options = attention_options(opt);
     std::unique_ptr<Backend> backend = make_backend(opt.backend);
     const Model model = load_model(opt.model);
     const Batch batch{tokenize_texts(model.tokenizer, opt.texts), model.config.eos_token_id};
     backend->load_weights(model);
 
-    const Split walked = options.split;  // the walk to print; both splits run for the comparison
-    AttentionResult correct, naive;
-    options.split = Split::transpose;
-    backend->forward(batch, options, correct);
-    options.split = Split::naive_view;
-    backend->forward(batch, options, naive);
-    double max_diff = 0;
-    for (size_t n = 0; n < correct.outputs.size(); ++n)
-        max_diff = std::max(max_diff, static_cast<double>(std::abs(naive.outputs[n] - correct.outputs[n])));
-
-    const Dance dance = reshape_dance(batch.B(), batch.T(), model.config.n_embd, correct.NH, walked);
+    // Both splits run for the comparison (which also validates the options); options.split is the walk printed.
+    const double max_diff = naive_view_max_diff(*backend, batch, options, opt.layer);
+    const int NH = options.n_head ? options.n_head : model.config.n_head;
+    const Dance dance = reshape_dance(batch.B(), batch.T(), model.config.n_embd, NH, options.split);
     Json buffers = Json::array(), steps = Json::array(), tokens = Json::array();
     for (const DanceBuffer& b : dance.buffers) buffers.push_back({{"name", b.name}, {"dims", b.dims}, {"shape", b.shape}});
     for (size_t i = 0; i < dance.steps.size(); ++i) {

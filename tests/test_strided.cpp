@@ -1,7 +1,8 @@
 // Strided views against their definition (a view's n-th element is the same
 // memory as the original's n-th; a view exists exactly when some strides say
 // so, found here by brute force), PyTorch's figures for the tutorials' cases,
-// and the reshape dance's steps and element owners.
+// the reshape dance's steps and element owners, and the naive split's output
+// error against the tests' double-precision reference forward.
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -9,6 +10,8 @@
 
 #include "headscope/dance.h"
 #include "headscope/error.h"
+#include "model_writer.h"
+#include "reference_forward.h"
 
 using namespace headscope;
 
@@ -170,6 +173,38 @@ TEST(Dance, NaiveViewMixesTokensIntoHeads) {
     EXPECT_EQ(d.owner(back.buffer, back.layout.storage_index(Dims{0, 0, 0})).t, 0);
     EXPECT_EQ(d.owner(back.buffer, back.layout.storage_index(Dims{0, 0, hs})).t, 1);
     EXPECT_THROW(reshape_dance(1, 3, 8, 3, Split::naive_view), Error);
+}
+
+// The reference forward's two splits, compared here: the error core reports.
+TEST(Dance, NaiveViewMaxDiffMatchesTheReferenceForward) {
+    test::TempDir dir;
+    test::write_test_model(dir.path, {.n_layer = 2, .n_head = 4, .n_embd = 32, .n_positions = 16});
+    const Model model = load_model(dir.path.string());
+    const std::unique_ptr<Backend> backend = make_cpu_backend();
+    backend->load_weights(model);
+    const std::vector<std::vector<int32_t>> texts = {{464, 3797, 3332, 319, 262, 2603}, {15496, 995}};
+    const Batch batch{texts, model.config.eos_token_id};
+    for (int heads : {0, 2})
+        for (int layer : {0, 1}) {
+            AttentionOptions options;
+            options.n_head = heads;
+            options.layers = {layer};
+            options.split = Split::transpose;
+            const test::Reference correct = test::reference_attention(model, texts, options);
+            options.split = Split::naive_view;
+            const test::Reference naive = test::reference_attention(model, texts, options);
+            double want = 0;
+            for (size_t n = 0; n < correct.outputs.size(); ++n)
+                want = std::max(want, std::abs(naive.outputs[n] - correct.outputs[n]));
+            ASSERT_GT(want, 1e-2);
+            // Whatever split and layers the options ask for, both splits at `layer` are compared.
+            options.layers = {};
+            EXPECT_NEAR(naive_view_max_diff(*backend, batch, options, layer), want, 1e-5 * (1 + want))
+                << "heads " << heads << " layer " << layer;
+        }
+    // One token: every naive "head" is that token's own slice.
+    EXPECT_EQ(naive_view_max_diff(*backend, Batch{{{464}}, model.config.eos_token_id}, {}, 1), 0.0);
+    EXPECT_THROW(naive_view_max_diff(*backend, batch, {}, 2), Error);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include "headscope/dance.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "headscope/error.h"
 
@@ -82,6 +83,20 @@ Dance reshape_dance(int B, int T, int C, int NH, Split split) {
              "y = c_proj(y.view(B, T, C))  # the bug", y, {"B", "T", "C"}, y_layout.view({B, T, C}));
     }
     return d;
+}
+
+double naive_view_max_diff(Backend& backend, const Batch& batch, AttentionOptions options, int layer) {
+    options.layers = {layer};
+    options.capture_outputs = true;
+    AttentionResult correct, naive;
+    options.split = Split::transpose;
+    backend.forward(batch, options, correct);
+    options.split = Split::naive_view;
+    backend.forward(batch, options, naive);
+    double max_diff = 0;
+    for (size_t n = 0; n < correct.outputs.size(); ++n)
+        max_diff = std::max(max_diff, static_cast<double>(std::abs(naive.outputs[n] - correct.outputs[n])));
+    return max_diff;
 }
 
 }  // namespace headscope
