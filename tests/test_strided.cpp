@@ -109,6 +109,43 @@ TEST(Strided, ViewsKeepElementOrderAndAreRefusedOnlyWhenImpossible) {
     EXPECT_GT(allowed, 100);
 }
 
+// index_of against the row-major index each element was reached by, on
+// random chains of transposes and views.
+TEST(Strided, IndexOfInvertsStorageIndex) {
+    std::mt19937 rng(5);
+    const std::vector<Dims> shapes = {{24}, {2, 12}, {4, 6}, {2, 3, 4}, {6, 1, 4}, {2, 2, 6}, {3, 8}, {1, 24}};
+    int checked = 0;
+    for (int trial = 0; trial < 500; ++trial) {
+        StridedLayout layout = StridedLayout::contiguous(shapes[rng() % shapes.size()]);
+        for (int op = 0; op < 4; ++op) {
+            const int rank = static_cast<int>(layout.shape.size());
+            if (rng() % 2) {
+                layout = layout.transpose(static_cast<int>(rng() % rank), static_cast<int>(rng() % rank));
+            } else {
+                try {
+                    layout = layout.view(shapes[rng() % shapes.size()]);
+                } catch (const Error&) {
+                    continue;
+                }
+            }
+            for (int64_t n = 0; n < layout.numel(); ++n) {
+                Dims index(layout.shape.size());
+                for (int64_t d = static_cast<int64_t>(index.size()) - 1, rest = n; d >= 0; --d) {
+                    index[d] = rest % layout.shape[d];
+                    rest /= layout.shape[d];
+                }
+                ASSERT_EQ(layout.index_of(layout.storage_index(n)), index)
+                    << format_dims(layout.shape) << " strides " << format_dims(layout.strides) << " n " << n;
+                ++checked;
+            }
+        }
+    }
+    EXPECT_GT(checked, 10000);
+    // The dance's transposed Q (B, NH, T, hs) of a (1, 3, 8) buffer: storage 12 is token 1's channel 4, head 1.
+    const StridedLayout q = StridedLayout::contiguous({1, 3, 8}).view({1, 3, 2, 4}).transpose(1, 2);
+    EXPECT_EQ(q.index_of(12), (Dims{0, 1, 1, 0}));
+}
+
 TEST(Dance, TransposeWalkShapesStridesAndCopies) {
     const int B = 2, T = 3, C = 8, NH = 2, hs = 4;
     const Dance d = reshape_dance(B, T, C, NH, Split::transpose);

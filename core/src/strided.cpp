@@ -1,6 +1,8 @@
 // Strided views: see strided.h.
 #include "headscope/strided.h"
 
+#include <algorithm>
+#include <numeric>
 #include <utility>
 
 #include "headscope/error.h"
@@ -65,6 +67,22 @@ int64_t StridedLayout::storage_index(int64_t n) const {
         n /= shape[d];
     }
     return at;
+}
+
+// The dimensions from the largest stride down each take their share of what
+// is left: dense storage is a mixed-radix number in that order.
+std::vector<int64_t> StridedLayout::index_of(int64_t storage) const {
+    std::vector<size_t> order(shape.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return strides[a] > strides[b]; });
+    std::vector<int64_t> index(shape.size(), 0);
+    int64_t rest = storage - offset;
+    for (size_t d : order) {
+        if (shape[d] == 1) continue;  // any stride: it holds no element but index 0
+        index[d] = rest / strides[d];
+        rest %= strides[d];
+    }
+    return index;
 }
 
 // Walks the old dimensions from the last, in chunks that are one run of

@@ -25,6 +25,10 @@ struct StridedLayout {
     int64_t storage_index(std::span<const int64_t> index) const;
     // The same for the n-th element in row-major order of `shape`.
     int64_t storage_index(int64_t n) const;
+    // The inverse: the index (one entry per dimension) of the element at
+    // `storage`, for a layout that covers its storage once, densely (a
+    // contiguous buffer seen through views and transposes).
+    std::vector<int64_t> index_of(int64_t storage) const;
 
     // The same elements seen with `new_shape`, sharing the storage, as
     // PyTorch's Tensor.view: throws Error where PyTorch would (a dimension
