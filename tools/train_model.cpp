@@ -12,7 +12,9 @@
 
 #include "bpe_trainer.h"
 #include "gpt2_trainer.h"
+#include "headscope/backend.h"
 #include "headscope/error.h"
+#include "headscope/probes.h"
 #include "headscope/tokenizer.h"
 
 using namespace headscope;
@@ -117,11 +119,34 @@ void write_validation_sample(const fs::path& val_path, const fs::path& out_path)
     std::ofstream(out_path, std::ios::binary) << sample;
 }
 
-void write_model(const Settings& s, const Gpt2Trainer<float>& model, const nlohmann::ordered_json& record) {
-    save_gpt2(model, s.out, record);
+void write_model(const Settings& s, const fs::path& out, const Gpt2Trainer<float>& model,
+                 const nlohmann::ordered_json& record) {
+    save_gpt2(model, out, record);
     for (const char* f : {"vocab.json", "merges.txt"})
-        fs::copy_file(s.tokenizer_dir / f, s.out / f, fs::copy_options::overwrite_existing);
-    write_validation_sample(s.corpus_dir / "val.txt", s.out / "validation.txt");
+        fs::copy_file(s.tokenizer_dir / f, out / f, fs::copy_options::overwrite_existing);
+    write_validation_sample(s.corpus_dir / "val.txt", out / "validation.txt");
+}
+
+struct BestHeads {
+    double previous_token = 0, induction = 0;
+};
+
+// The best previous-token and induction scores of the model as it is now,
+// by core's probes (the README's definitions) on a saved copy of it.
+BestHeads best_heads(const Settings& s, const Gpt2Trainer<float>& model) {
+    const fs::path dir = s.out / "probe-checkpoint";
+    write_model(s, dir, model, {});
+    const Model saved = load_model(dir.string());
+    std::unique_ptr<Backend> backend = make_cpu_backend();
+    backend->load_weights(saved);
+    const ProbeReport report = probe_heads(*backend, saved, validation_windows(saved, 8));
+    BestHeads best;
+    for (const HeadScores& h : report.heads) {
+        best.previous_token = std::max(best.previous_token, h.previous_token);
+        best.induction = std::max(best.induction, h.induction);
+    }
+    fs::remove_all(dir);
+    return best;
 }
 
 void run_training(const Settings& s) {
@@ -146,10 +171,11 @@ void run_training(const Settings& s) {
     Batches batches(train_tokens, s.batch, T, s.repeat_fraction, shape.vocab_size, s.seed + 1);
     fs::create_directories(s.out);
     std::ofstream log(s.out / "loss_log.csv");
-    log << "step,train_loss,val_loss,learning_rate,tokens_per_s\n";
+    log << "step,train_loss,val_loss,best_previous_token,best_induction,learning_rate,tokens_per_s\n";
     AdamW adamw;
     const auto start = std::chrono::steady_clock::now();
     float train_loss = 0, val_loss = 0;
+    BestHeads heads;
     double smoothed = 0;
     for (int step = 1; step <= s.steps; ++step) {
         // Linear warm-up, then cosine decay to a tenth.
@@ -164,13 +190,16 @@ void run_training(const Settings& s) {
 
         if (step % s.eval_every == 0 || step == s.steps) {
             val_loss = validation_loss(model, val_tokens, T);
+            heads = best_heads(s, model);
             const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
             const double tokens_per_s = double(step) * s.batch * T / seconds;
-            std::printf("step %5d/%d  train %.3f  val %.3f  lr %.2e  %.0f tok/s  ETA %.0f s\n", step, s.steps, smoothed,
-                        val_loss, adamw.learning_rate, tokens_per_s, seconds / step * (s.steps - step));
+            std::printf("step %5d/%d  train %.3f  val %.3f  best heads: previous %.2f induction %.2f  lr %.2e  "
+                        "%.0f tok/s  ETA %.0f s\n",
+                        step, s.steps, smoothed, val_loss, heads.previous_token, heads.induction, adamw.learning_rate,
+                        tokens_per_s, seconds / step * (s.steps - step));
             std::fflush(stdout);
-            log << step << ',' << smoothed << ',' << val_loss << ',' << adamw.learning_rate << ',' << tokens_per_s
-                << '\n';
+            log << step << ',' << smoothed << ',' << val_loss << ',' << heads.previous_token << ','
+                << heads.induction << ',' << adamw.learning_rate << ',' << tokens_per_s << '\n';
         }
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -180,8 +209,9 @@ void run_training(const Settings& s) {
         {"steps", s.steps}, {"batch", s.batch}, {"repeat_fraction", s.repeat_fraction},
         {"learning_rate", s.learning_rate}, {"seed", s.seed},
         {"final_train_loss", smoothed}, {"final_val_loss", val_loss}, {"unigram_val_loss", unigram},
+        {"best_previous_token", heads.previous_token}, {"best_induction", heads.induction},
         {"training_seconds", seconds}};
-    write_model(s, model, record);
+    write_model(s, s.out, model, record);
     std::printf("wrote %s (val loss %.3f vs unigram %.3f, %.0f s)\n", s.out.c_str(), val_loss, unigram, seconds);
 }
 
