@@ -2,20 +2,53 @@
 
 #include <GLFW/glfw3.h>
 
+#include <chrono>
+#include <filesystem>
+
 #include "headscope/error.h"
 
 namespace headscope {
 
-Session::Session(Model model, std::vector<std::string> texts_in, AttentionOptions options_in)
-    : texts(std::move(texts_in)), options(std::move(options_in)),
-      model_(std::make_unique<Model>(std::move(model))), backend_(make_cpu_backend()) {
+LoadedModel load_with_backend(const std::string& name_or_path) {
+    const auto start = std::chrono::steady_clock::now();
+    LoadedModel loaded;
+    loaded.model = std::make_unique<Model>(load_model(name_or_path));
+    loaded.backend = make_cpu_backend();
+    loaded.backend->load_weights(*loaded.model);
+    loaded.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    // A directory is remembered absolute: the settings reopen it from anywhere.
+    std::error_code ec;
+    loaded.name = name_or_path != builtin_model && std::filesystem::is_directory(name_or_path, ec)
+                      ? std::filesystem::absolute(name_or_path).lexically_normal().string()
+                      : name_or_path;
+    return loaded;
+}
+
+Session::Session(LoadedModel loaded, std::vector<std::string> texts_in, AttentionOptions options_in)
+    : texts(std::move(texts_in)), options(std::move(options_in)) {
     if (texts.empty()) texts.push_back("The cat sat on the mat because it was soft.");
-    backend_->load_weights(*model_);
+    install(std::move(loaded));
+}
+
+void Session::install(LoadedModel loaded) {
+    live_.reset();
+    open_.backend.reset();  // before the model it points at
+    open_ = std::move(loaded);
+    const Config& config = open_.model->config;
+
+    // Keep the options that still mean something for this model.
+    if (options.n_head && (config.n_embd % options.n_head || options.n_head == config.n_head)) options.n_head = 0;
+    layer = std::min(layer, config.n_layer - 1);
+    shown = {};
+    ++shown_generation;
+    message.clear();
+    probes_.reset();
+
     // A finished compute wakes the window's event loop: the maps show without waiting for input.
-    live_ = std::make_unique<LiveCompute>(*backend_, *model_, [] { glfwPostEmptyEvent(); });
+    live_ = std::make_unique<LiveCompute>(*open_.backend, *open_.model, [] { glfwPostEmptyEvent(); });
     submit();
     // Its own backend: the live worker's is busy with every keystroke.
-    probes_future_ = std::async(std::launch::async, [model = model_.get()]() -> std::optional<ProbeReport> {
+    probes_future_ = std::async(std::launch::async, [model = open_.model.get()]() -> std::optional<ProbeReport> {
         try {
             std::unique_ptr<Backend> backend = make_cpu_backend();
             backend->load_weights(*model);
@@ -28,12 +61,39 @@ Session::Session(Model model, std::vector<std::string> texts_in, AttentionOption
 
 void Session::submit() {
     live_->submit({texts, options});
+    submitted_texts_ = texts;
     submitted_options_ = options;
+}
+
+void Session::open_model(const std::string& name_or_path) {
+    if (!loading_.empty()) return;  // one load at a time
+    loading_ = name_or_path;
+    model_message.clear();
+    load_future_ = std::async(std::launch::async, [name_or_path] {
+        LoadedModel loaded = load_with_backend(name_or_path);
+        glfwPostEmptyEvent();
+        return loaded;
+    });
 }
 
 bool Session::collect() {
     if (probes_future_.valid() && probes_future_.wait_for(std::chrono::seconds(0)) == std::future_status::ready)
         probes_ = probes_future_.get();
+    // The probes read the open model: it is replaced only once they are done.
+    if (load_future_.valid() && !probes_future_.valid() &&
+        load_future_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+        LoadedModel loaded;
+        try {
+            loaded = load_future_.get();
+        } catch (const std::exception& e) {  // Error, or bad_alloc for a model too large
+            model_message = std::string("cannot open it: ") + e.what();
+            loading_.clear();
+            return false;
+        }
+        loading_.clear();
+        install(std::move(loaded));
+        return true;
+    }
     std::optional<LiveResult> result = live_->take();
     if (!result) return false;
     if (!result->error.empty()) {
@@ -42,7 +102,8 @@ bool Session::collect() {
     }
     message.clear();
     shown = std::move(*result);
-    shown_options = submitted_options_;  // a result always answers the newest request
+    shown_texts = submitted_texts_;  // a result always answers the newest request
+    shown_options = submitted_options_;
     ++shown_generation;
     selected = std::min(selected, static_cast<int>(shown.token_ids.size()) - 1);
     layer = std::min(layer, static_cast<int>(shown.attention.layers.size()) - 1);

@@ -1,6 +1,7 @@
 // What every view of the window works on: the open model with its backend
 // and live worker, the batch of texts, the options the controls set, the
-// last finished compute, and what the user has selected.
+// last finished compute, and what the user has selected. Another model
+// loads in the background and replaces the open one when it is ready.
 #pragma once
 #include <future>
 #include <memory>
@@ -15,29 +16,51 @@
 
 namespace headscope {
 
+// A model with its weights loaded into a backend: what a Session runs on.
+struct LoadedModel {
+    std::string name;               // as the user named it (builtin, a hub name, an absolute directory)
+    std::unique_ptr<Model> model;   // on the heap: the backend and worker keep pointers to it
+    std::unique_ptr<Backend> backend;
+    double load_ms = 0;
+};
+
+// load_model and the backend's load_weights. Throws Error.
+LoadedModel load_with_backend(const std::string& name_or_path);
+
 class Session {
 public:
-    Session(Model model, std::vector<std::string> texts, AttentionOptions options);
+    Session(LoadedModel loaded, std::vector<std::string> texts, AttentionOptions options);
 
-    const Model& model() const { return *model_; }
-    const Backend& backend() const { return *backend_; }
+    const Model& model() const { return *open_.model; }
+    const Backend& backend() const { return *open_.backend; }
+    const std::string& model_name() const { return open_.name; }
+    double model_load_ms() const { return open_.load_ms; }
     bool busy() const { return live_->busy(); }
 
     // Recomputes for the current texts and options (never waits).
     void submit();
     // Takes a finished compute: true when `shown` changed. A refused request
     // (bad text, too long, ...) sets `message` and keeps the last good maps.
+    // Also swaps in a model open_model finished loading.
     bool collect();
+
+    // Loads another model on a worker; the open one stays in use until the
+    // new one is ready. A failure sets `model_message` and changes nothing.
+    void open_model(const std::string& name_or_path);
+    // The model being loaded; empty when none is.
+    const std::string& loading() const { return loading_; }
 
     std::vector<std::string> texts;  // the batch, padded to the longest; never empty
     int selected = 0;                // the text the views show
     AttentionOptions options;        // as the controls say now
     int layer = 0, head = 0;         // the selected map
 
-    LiveResult shown;                // the last good compute (weights empty before the first)
-    AttentionOptions shown_options;  // what `shown` was computed with
-    uint64_t shown_generation = 0;   // changes whenever `shown` does
-    std::string message;             // why the last request was refused; empty when it was not
+    LiveResult shown;                       // the last good compute (weights empty before the first)
+    std::vector<std::string> shown_texts;   // what `shown` was computed from
+    AttentionOptions shown_options;         // and with
+    uint64_t shown_generation = 0;          // changes whenever `shown` does
+    std::string message;                    // why the last request was refused; empty when it was not
+    std::string model_message;              // why the last open_model failed; empty when it did not
 
     // The model's own heads scored by core's probes, computed in the
     // background once per model; null until ready (or if they cannot be).
@@ -48,12 +71,18 @@ public:
     int length(int b) const { return static_cast<int>(shown.token_ids[b].size()); }
 
 private:
-    std::unique_ptr<Model> model_;  // on the heap: the backend and worker keep pointers to it
-    std::unique_ptr<Backend> backend_;
+    // Makes `loaded` the open model: the worker, backend and model it
+    // replaces go in that order (each uses the next).
+    void install(LoadedModel loaded);
+
+    LoadedModel open_;
     std::unique_ptr<LiveCompute> live_;
+    std::vector<std::string> submitted_texts_;
     AttentionOptions submitted_options_;
-    std::future<std::optional<ProbeReport>> probes_future_;
+    std::future<std::optional<ProbeReport>> probes_future_;  // reads open_.model
     std::optional<ProbeReport> probes_;
+    std::string loading_;
+    std::future<LoadedModel> load_future_;
 };
 
 }  // namespace headscope

@@ -2,7 +2,9 @@
 // redraws as you type; masks, head count, scale and split are live toggles.
 // With --screenshot it renders a few frames, writes the framebuffer as PNG
 // (and with --layout every drawn cell's rectangle as JSON) and exits: the
-// tests drive it that way under Xvfb.
+// tests drive it that way under Xvfb. Models open in the background (picker,
+// path field, or a folder dropped on the window); the view exports as PNG and
+// the attention as the CLI's JSON or NPY; settings persist between runs.
 #include <GLFW/glfw3.h>
 #include <imgui.h>
 #include <backends/imgui_impl_glfw.h>
@@ -15,6 +17,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -22,23 +26,28 @@
 
 #include "checks_view.h"
 #include "dance_view.h"
+#include "headscope/attention_export.h"
 #include "headscope/error.h"
 #include "heads_view.h"
 #include "mask_view.h"
 #include "model_view.h"
+#include "settings.h"
 #include "ui.h"
 
 using namespace headscope;
 using Json = nlohmann::ordered_json;
+namespace fs = std::filesystem;
 
 namespace {
 
 struct Args {
     std::string model = builtin_model;
     std::vector<std::string> texts;
-    std::string view = "heads", causal = "on", padding_mask = "on";
+    std::string view = "heads", causal = "on", padding_mask = "on", scale = "head", split = "transpose";
+    std::string colormap = "viridis";
     int layer = 0, head = -1, heads = 0, dance_step = 1, frames = 3;
-    std::string screenshot, layout;
+    std::string screenshot, layout, open_model, export_json, export_npy;
+    std::string settings;  // on|off; empty: on, but off in screenshot mode (tests stay hermetic)
     bool frame_times = false;
 };
 
@@ -51,26 +60,54 @@ View parse_view(const std::string& word) {
     throw Error("--view: expected heads, model, mask, dance or checks, got '" + word + "'");
 }
 
-AttentionOptions initial_options(const Args& args) {
-    AttentionOptions options;
-    options.causal = parse_on_off("--causal", args.causal);
-    options.padding_mask = parse_on_off("--padding-mask", args.padding_mask);
-    options.n_head = args.heads;
-    return options;
+// The saved settings with every option given on the command line in their place.
+Settings start_settings(const Args& args, const CLI::App& cli, bool use_saved) {
+    Settings s = use_saved ? read_settings(config_dir() / "settings.json") : Settings{};
+    if (cli.count("--model")) s.model = args.model;
+    if (cli.count("--text")) s.texts = args.texts;
+    if (cli.count("--causal")) s.options.causal = parse_on_off("--causal", args.causal);
+    if (cli.count("--padding-mask")) s.options.padding_mask = parse_on_off("--padding-mask", args.padding_mask);
+    if (cli.count("--heads")) s.options.n_head = args.heads;
+    if (cli.count("--scale")) s.options.scale = parse_scale(args.scale);
+    if (cli.count("--split")) s.options.split = parse_split(args.split);
+    if (cli.count("--colormap")) s.colormap = parse_colormap(args.colormap);
+    return s;
 }
+
+// A bad --model is fatal; a saved model that no longer loads gives way to the built-in one.
+LoadedModel load_start_model(const Settings& start, bool model_given) {
+    if (model_given || start.model == builtin_model) return load_with_backend(start.model);
+    try {
+        return load_with_backend(start.model);
+    } catch (const Error& e) {
+        std::fprintf(stderr, "headscope: warning: cannot reopen the last model, opening the built-in one: %s\n", e.what());
+        return load_with_backend(builtin_model);
+    }
+}
+
+// "headscope-20260123-101500" from the local time: exports do not overwrite each other.
+std::string export_stem() {
+    const std::time_t now = std::time(nullptr);
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
+    return std::string("headscope-") + stamp;
+}
+
+void write_screenshot(const std::string& path, int width, int height);
 
 class App {
 public:
-    App(const Args& args, float content_scale)
-        : session_(load_model(args.model), args.texts, initial_options(args)),
+    App(const Args& args, const Settings& start, LoadedModel loaded, float content_scale)
+        : session_(std::move(loaded), start.texts, start.options),
           ui_(content_scale, args.screenshot.empty(), !args.layout.empty()),
-          view_(parse_view(args.view)), select_tab_(true) {
+          view_(parse_view(args.view)), select_tab_(true), export_dir_(start.export_dir) {
+        ui_.colormap = start.colormap;
         const Model& model = session_.model();
         if (args.layer < 0 || args.layer >= model.config.n_layer)
             throw Error("--layer " + std::to_string(args.layer) + " out of range (the model has layers 0.." +
                         std::to_string(model.config.n_layer - 1) + ")");
         session_.layer = args.layer;
-        const int heads = args.heads ? args.heads : model.config.n_head;
+        const int heads = start.options.n_head ? start.options.n_head : model.config.n_head;
         if (args.head >= heads)
             throw Error("--head " + std::to_string(args.head) + " out of range (" + std::to_string(heads) + " heads)");
         if (args.head >= 0) {
@@ -80,10 +117,10 @@ public:
         dance_view_.set_step(args.dance_step);
     }
 
-    // Waits for the compute in flight and the probe scores (screenshot mode
-    // wants the real maps and labels).
+    // Waits for a model loading, the compute in flight and the probe scores
+    // (screenshot mode wants the real maps and labels).
     void settle() {
-        while (session_.busy() || session_.probes_pending()) {
+        while (!session_.loading().empty() || session_.busy() || session_.probes_pending()) {
             glfwWaitEventsTimeout(0.001);
             session_.collect();
         }
@@ -107,11 +144,58 @@ public:
 
     const LayoutRecorder& layout() const { return ui_.layout; }
 
+    // Opens a model in the background, as the picker does.
+    void open_model(const std::string& name_or_path) { session_.open_model(name_or_path); }
+
+    void set_scale(float scale) { ui_.scale = scale; }
+
+    // What to remember of this run, for a window of this size.
+    Settings settings(int window_width, int window_height) const {
+        Settings s;
+        s.model = session_.model_name();
+        s.texts = session_.texts;
+        s.colormap = ui_.colormap;
+        s.options = session_.options;
+        s.export_dir = export_dir_;
+        s.window_width = window_width;
+        s.window_height = window_height;
+        return s;
+    }
+
+    // The shown attention exactly as `headscope-cli attention` writes it for
+    // the same model, texts and options (the Save JSON/NPY buttons, --export-json/-npy).
+    void export_json(const fs::path& path) const {
+        std::unique_ptr<FILE, decltype(&fclose)> file(fopen(path.c_str(), "wb"), &fclose);
+        if (!file) throw Error(path.string() + ": cannot open for writing");
+        const Session& s = session_;
+        const AttentionTimings timings{s.model_load_ms(), s.shown.tokenize_ms, s.shown.compute_ms - s.shown.tokenize_ms};
+        write_attention_json(file.get(), attention_metadata(s.model(), s.backend().name(), s.shown_texts,
+                                                            s.shown.token_ids, s.shown.attention, timings),
+                             s.shown.attention);
+        const bool failed = ferror(file.get()) != 0;
+        if (fclose(file.release()) != 0 || failed) throw Error(path.string() + ": write failed");
+    }
+    void export_npy(const fs::path& path) const { write_attention_npy(path, session_.shown.attention); }
+
+    // Save PNG reads the framebuffer once the frame that asked is drawn.
+    void save_png_if_asked(int width, int height) {
+        if (!png_asked_) return;
+        png_asked_ = false;
+        const fs::path path = fs::path(export_dir_) / (export_stem() + ".png");
+        try {
+            write_screenshot(path.string(), width, height);
+            export_message_ = "saved " + fs::absolute(path).string();
+        } catch (const Error& e) {
+            export_message_ = e.what();
+        }
+    }
+
 private:
     void controls() {
         Session& s = session_;
         const Model& model = s.model();
         bool changed = false;
+        model_bar();
         ImGui::TextUnformatted(s.texts.size() > 1 ? ("Text " + std::to_string(s.selected + 1) + " of the batch").c_str()
                                                   : "Text");
         changed |= ImGui::InputTextMultiline("##text", &s.texts[s.selected], ImVec2(-1, 60 * ui_.scale));
@@ -171,6 +255,96 @@ private:
             if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_PageUp))) s.layer = std::max(s.layer - 1, 0);
         }
         if (changed) s.submit();
+    }
+
+    // The open model, the ways to open another, and how a load is going.
+    void model_bar() {
+        Session& s = session_;
+        const Config& config = s.model().config;
+        ImGui::AlignTextToFramePadding();
+        ImGui::Text("Model %s", s.model_name().c_str());
+        if (ui_.layout.on())
+            ui_.layout.add({{"view", "control"}, {"name", "model"}, {"text", s.model_name()}}, ImGui::GetItemRectMin(),
+                           ImGui::GetItemRectSize());
+        ImGui::SameLine();
+        ImGui::TextDisabled("%d layers, %d heads, C = %d", config.n_layer, config.n_head, config.n_embd);
+        ImGui::SameLine();
+        const bool loading = !s.loading().empty();
+        ImGui::BeginDisabled(loading);
+        ImGui::SetNextItemWidth(200 * ui_.scale);
+        if (ImGui::BeginCombo("##cached", "open...")) {
+            // The cache is read when the list opens: models downloaded meanwhile show up.
+            if (ImGui::IsWindowAppearing()) cached_models_ = list_cached_models();
+            if (ImGui::Selectable(builtin_model)) s.open_model(builtin_model);
+            for (const CachedModel& m : cached_models_)
+                if (ImGui::Selectable(m.name.c_str())) s.open_model(m.name);
+            if (cached_models_.empty()) ImGui::TextDisabled("no GPT-2 models in the Hugging Face cache");
+            ImGui::EndCombo();
+        }
+        ImGui::SameLine();
+        ImGui::SetNextItemWidth(260 * ui_.scale);
+        const bool entered = ImGui::InputTextWithHint("##model path", "model folder or hub name", &model_path_,
+                                                      ImGuiInputTextFlags_EnterReturnsTrue);
+        ImGui::SameLine();
+        if ((ImGui::Button("Open") || entered) && !model_path_.empty()) s.open_model(model_path_);
+        ImGui::EndDisabled();
+        ImGui::SameLine();
+        if (loading) {
+            spinner();
+            ImGui::SameLine();
+            ImGui::Text("loading %s...", s.loading().c_str());
+        } else if (!s.model_message.empty()) {
+            ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, 0.5f, 0.4f, 1));
+            ImGui::TextWrapped("%s", s.model_message.c_str());
+            ImGui::PopStyleColor();
+            if (ui_.layout.on())
+                ui_.layout.add({{"view", "control"}, {"name", "model message"}, {"text", s.model_message}},
+                               ImGui::GetItemRectMin(), ImGui::GetItemRectSize());
+        } else {
+            ImGui::TextDisabled("(or drop a model folder on the window)");
+        }
+    }
+
+    // A turning arc, one line high: loading cannot say how far it is.
+    void spinner() {
+        const float line = ImGui::GetTextLineHeight(), radius = line * 0.4f;
+        const ImVec2 pos = ImGui::GetCursorScreenPos();
+        const float start = static_cast<float>(ImGui::GetTime()) * 6.f;
+        ImDrawList* draw = ImGui::GetWindowDrawList();
+        draw->PathArcTo(ImVec2(pos.x + radius, pos.y + ImGui::GetStyle().FramePadding.y + line / 2), radius, start,
+                        start + 4.5f, 16);
+        draw->PathStroke(ImGui::GetColorU32(ImGuiCol_Text), 0, 2 * ui_.scale);
+        ImGui::Dummy(ImVec2(2 * radius, ImGui::GetFrameHeight()));
+    }
+
+    // Save PNG / JSON / NPY into the export folder, and where the last one went.
+    void export_bar() {
+        ImGui::SameLine();
+        ImGui::TextUnformatted("save in");
+        ImGui::SameLine();
+        ImGui::SetNextItemWidth(160 * ui_.scale);
+        ImGui::InputTextWithHint("##export dir", "folder to save in", &export_dir_);
+        const bool computed = !session_.shown.attention.weights.empty();
+        ImGui::SameLine();
+        if (ImGui::Button("Save PNG")) png_asked_ = true;
+        ImGui::BeginDisabled(!computed);
+        ImGui::SameLine();
+        if (ImGui::Button("Save JSON")) save_attention(".json");
+        ImGui::SameLine();
+        if (ImGui::Button("Save NPY")) save_attention(".npy");
+        ImGui::EndDisabled();
+        ImGui::SameLine();
+        ImGui::TextDisabled("%s", export_message_.c_str());
+    }
+
+    void save_attention(const char* extension) {
+        const fs::path path = fs::path(export_dir_) / (export_stem() + extension);
+        try {
+            extension == std::string(".json") ? export_json(path) : export_npy(path);
+            export_message_ = "saved " + fs::absolute(path).string();
+        } catch (const Error& e) {
+            export_message_ = e.what();
+        }
     }
 
     // The last item's rectangle, for tests that click it (view "control").
@@ -251,6 +425,7 @@ private:
         ImGui::Text("%zu tokens   %.2f ms   backend %s   %s",
                     s.shown.token_ids.empty() ? 0 : s.shown.token_ids[s.selected].size(), s.shown.compute_ms,
                     s.backend().name().c_str(), s.busy() ? "computing..." : "");
+        export_bar();
     }
 
     Session session_;
@@ -264,6 +439,11 @@ private:
     ChecksView checks_view_;
     HeatmapTexture legend_;
     Colormap legend_colormap_{};
+    std::vector<CachedModel> cached_models_;  // the picker's list, read when it opens
+    std::string model_path_;                  // the path field
+    std::string export_dir_;
+    std::string export_message_;              // where the last export went, or why it failed
+    bool png_asked_ = false;
 };
 
 void write_screenshot(const std::string& path, int width, int height) {
@@ -287,12 +467,31 @@ void print_frame_times(std::vector<double> ms) {
                 ms.empty() ? first : ms[ms.size() / 2], ms.empty() ? first : ms.back());
 }
 
-int run(const Args& args) {
+// What GLFW's callbacks report, for the loop to act on between frames.
+struct WindowEvents {
+    std::string dropped;                // a folder dropped on the window
+    std::optional<float> content_scale;  // the window moved to a monitor of another scale
+};
+
+// DejaVu Sans with every script it has (Latin, Greek, Cyrillic, Armenian,
+// Hebrew, Arabic, Georgian, symbols), sized for the content scale.
+void load_fonts_and_style(float scale) {
+    static const ImWchar ranges[] = {0x0020, 0x2FFF, 0xFB00, 0xFFFD, 0};
+    ImGuiIO& io = ImGui::GetIO();
+    io.Fonts->Clear();
+    io.Fonts->AddFontFromFileTTF(HEADSCOPE_FONT, 15.f * scale, nullptr, ranges);
+    ImGui::GetStyle() = ImGuiStyle();
+    ImGui::StyleColorsDark();
+    ImGui::GetStyle().ScaleAllSizes(scale);
+}
+
+int run(const Args& args, const Settings& start, bool use_settings, bool model_given) {
+    LoadedModel loaded = load_start_model(start, model_given);
     if (!glfwInit()) throw Error("cannot open a window: GLFW could not initialise (no display?)");
     glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
     glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
     glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
-    GLFWwindow* window = glfwCreateWindow(1280, 800, "Headscope", nullptr, nullptr);
+    GLFWwindow* window = glfwCreateWindow(start.window_width, start.window_height, "Headscope", nullptr, nullptr);
     if (!window) {
         glfwTerminate();
         throw Error("cannot open an OpenGL 3.3 window");
@@ -301,28 +500,49 @@ int run(const Args& args) {
     glfwSwapInterval(args.screenshot.empty() ? 1 : 0);
     float scale_x = 1, scale_y = 1;
     glfwGetWindowContentScale(window, &scale_x, &scale_y);
+    WindowEvents events;
+    glfwSetWindowUserPointer(window, &events);
+    glfwSetDropCallback(window, [](GLFWwindow* w, int count, const char** paths) {
+        if (count > 0) static_cast<WindowEvents*>(glfwGetWindowUserPointer(w))->dropped = paths[0];
+    });
+    glfwSetWindowContentScaleCallback(window, [](GLFWwindow* w, float x, float) {
+        static_cast<WindowEvents*>(glfwGetWindowUserPointer(w))->content_scale = x;
+    });
 
     IMGUI_CHECKVERSION();
     ImGui::CreateContext();
     ImGuiIO& io = ImGui::GetIO();
-    io.IniFilename = nullptr;
-    io.Fonts->AddFontFromFileTTF(HEADSCOPE_FONT, 15.f * scale_x);
-    ImGui::StyleColorsDark();
-    ImGui::GetStyle().ScaleAllSizes(scale_x);
+    const std::string ini_path = (config_dir() / "imgui.ini").string();
+    if (use_settings) {
+        std::error_code ec;
+        fs::create_directories(config_dir(), ec);
+    }
+    io.IniFilename = use_settings ? ini_path.c_str() : nullptr;
+    load_fonts_and_style(scale_x);
     ImGui_ImplGlfw_InitForOpenGL(window, true);
     ImGui_ImplOpenGL3_Init("#version 330 core");
 
     {
-        App app(args, scale_x);
+        App app(args, start, std::move(loaded), scale_x);
         const bool headless = !args.screenshot.empty();
+        std::string model_to_open = args.open_model;  // opened after the first frames, as the picker does
+        int frames_drawn = 0;                          // since the last model was asked for
         std::chrono::steady_clock::time_point frame_start;
         std::vector<double> frame_ms;  // --frame-times: from input handled to the frame drawn
-        for (int frame = 0; !glfwWindowShouldClose(window); ++frame) {
+        while (!glfwWindowShouldClose(window)) {
             if (headless) {
                 app.settle();
                 glfwPollEvents();
             } else {
-                glfwWaitEventsTimeout(0.05);  // wakes for input, and to pick up finished computes
+                glfwWaitEventsTimeout(0.05);  // wakes for input, and to pick up finished computes and loads
+            }
+            if (!events.dropped.empty()) app.open_model(std::exchange(events.dropped, std::string()));
+            if (events.content_scale) {
+                load_fonts_and_style(*events.content_scale);
+                ImGui_ImplOpenGL3_DestroyFontsTexture();
+                ImGui_ImplOpenGL3_CreateFontsTexture();
+                app.set_scale(*events.content_scale);
+                events.content_scale.reset();
             }
             frame_start = std::chrono::steady_clock::now();
             ImGui_ImplOpenGL3_NewFrame();
@@ -337,19 +557,35 @@ int run(const Args& args) {
             glClearColor(0.1f, 0.1f, 0.12f, 1);
             glClear(GL_COLOR_BUFFER_BIT);
             ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+            app.save_png_if_asked(width, height);
             if (args.frame_times) {
                 glFinish();  // the GPU's (llvmpipe's) work counts too
                 frame_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - frame_start).count());
             }
-            if (headless && frame + 1 >= args.frames) {
-                write_screenshot(args.screenshot, width, height);
-                break;
+            if (headless && ++frames_drawn >= args.frames) {
+                if (model_to_open.empty()) {
+                    write_screenshot(args.screenshot, width, height);
+                    if (!args.export_json.empty()) app.export_json(args.export_json);
+                    if (!args.export_npy.empty()) app.export_npy(args.export_npy);
+                    break;
+                }
+                app.open_model(std::exchange(model_to_open, std::string()));
+                frames_drawn = 0;
             }
             glfwSwapBuffers(window);
         }
         // The last frame's cells (a test driving the window reads them after Ctrl+Q).
         if (!args.layout.empty()) app.layout().write(args.layout);
         if (!frame_ms.empty()) print_frame_times(frame_ms);
+        if (use_settings) {
+            int window_width, window_height;
+            glfwGetWindowSize(window, &window_width, &window_height);
+            try {
+                write_settings(config_dir() / "settings.json", app.settings(window_width, window_height));
+            } catch (const Error& e) {
+                std::fprintf(stderr, "headscope: warning: %s\n", e.what());
+            }
+        }
     }
     ImGui_ImplOpenGL3_Shutdown();
     ImGui_ImplGlfw_Shutdown();
@@ -377,9 +613,19 @@ int main(int argc, char** argv) {
     cli.add_option("--layout", args.layout, "on exit, write the last frame's drawn cells' rectangles as JSON");
     cli.add_option("--frames", args.frames, "frames to render before the screenshot");
     cli.add_flag("--frame-times", args.frame_times, "print the frames' times on exit (the benchmark uses it)");
+    cli.add_option("--scale", args.scale, "head|model|none: 1/sqrt(C/N), 1/sqrt(C), 1");
+    cli.add_option("--split", args.split, "transpose|naive-view");
+    cli.add_option("--colormap", args.colormap, "viridis|magma|grey");
+    cli.add_option("--open-model", args.open_model, "screenshot mode: open this model after --frames frames, as the picker does");
+    cli.add_option("--export-json", args.export_json, "screenshot mode: also save the attention as the CLI's JSON");
+    cli.add_option("--export-npy", args.export_npy, "screenshot mode: also save the attention as the CLI's .npy");
+    cli.add_option("--settings", args.settings,
+                   "on|off: read and save settings in $XDG_CONFIG_HOME/headscope (default on, off with --screenshot)");
     try {
         cli.parse(argc, argv);
-        return run(args);
+        const bool use_settings = parse_on_off("--settings", args.settings.empty() ? (args.screenshot.empty() ? "on" : "off")
+                                                                                  : args.settings);
+        return run(args, start_settings(args, cli, use_settings), use_settings, cli.count("--model") > 0);
     } catch (const CLI::ParseError& e) {
         if (e.get_exit_code() == 0) return cli.exit(e);
         std::fprintf(stderr, "headscope: error: %s\n", e.what());

@@ -1,0 +1,74 @@
+#include "settings.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "headscope/error.h"
+
+namespace headscope {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+
+fs::path config_dir() {
+    if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg) return fs::path(xdg) / "headscope";
+    const char* home = std::getenv("HOME");
+    return fs::path(home ? home : ".") / ".config" / "headscope";
+}
+
+Colormap parse_colormap(const std::string& word) {
+    for (int c = 0; c < static_cast<int>(std::size(colormap_names)); ++c)
+        if (word == colormap_names[c]) return static_cast<Colormap>(c);
+    throw Error("colormap: expected viridis, magma or grey, got '" + word + "'");
+}
+
+Settings read_settings(const fs::path& file) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) return {};
+    std::stringstream text;
+    text << in.rdbuf();
+    try {
+        const Json json = Json::parse(text.str());
+        Settings s;
+        s.model = json.at("model").get<std::string>();
+        s.texts = json.at("texts").get<std::vector<std::string>>();
+        s.colormap = parse_colormap(json.at("colormap").get<std::string>());
+        s.options.causal = json.at("causal").get<bool>();
+        s.options.padding_mask = json.at("padding_mask").get<bool>();
+        s.options.n_head = json.at("heads").get<int>();
+        if (s.options.n_head < 0) throw Error("heads is negative");
+        s.options.scale = parse_scale(json.at("scale").get<std::string>());
+        s.options.split = parse_split(json.at("split").get<std::string>());
+        s.export_dir = json.at("export_dir").get<std::string>();
+        s.window_width = json.at("window").at(0).get<int>();
+        s.window_height = json.at("window").at(1).get<int>();
+        if (s.window_width < 1 || s.window_height < 1) throw Error("window size is not positive");
+        return s;
+    } catch (const std::exception& e) {  // json's parse, type and missing-key errors, and ours
+        std::fprintf(stderr, "headscope: warning: ignoring %s: %s\n", file.c_str(), e.what());
+        return {};
+    }
+}
+
+void write_settings(const fs::path& file, const Settings& s) {
+    const Json json = {{"model", s.model},
+                       {"texts", s.texts},
+                       {"colormap", colormap_names[static_cast<int>(s.colormap)]},
+                       {"causal", s.options.causal},
+                       {"padding_mask", s.options.padding_mask},
+                       {"heads", s.options.n_head},
+                       {"scale", to_string(s.options.scale)},
+                       {"split", to_string(s.options.split)},
+                       {"export_dir", s.export_dir},
+                       {"window", {s.window_width, s.window_height}}};
+    std::error_code ec;
+    fs::create_directories(file.parent_path(), ec);
+    std::ofstream out(file, std::ios::binary);
+    out << json.dump(2, ' ', false, Json::error_handler_t::replace) << '\n';
+    if (!out) throw Error(file.string() + ": cannot write the settings");
+}
+
+}  // namespace headscope

@@ -1,0 +1,36 @@
+// What the window remembers between runs: settings.json in the config
+// directory ($XDG_CONFIG_HOME/headscope, else ~/.config/headscope), beside
+// ImGui's imgui.ini. A file that cannot be read as settings is ignored with
+// a one-line warning, never fatal.
+#pragma once
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "headscope/attention.h"
+#include "headscope/model.h"
+#include "heatmap_renderer.h"
+
+namespace headscope {
+
+struct Settings {
+    std::string model = builtin_model;  // as load_model takes it
+    std::vector<std::string> texts;     // empty: the window's default sentence
+    Colormap colormap = Colormap::viridis;
+    AttentionOptions options;           // masks, head count, scale and split
+    std::string export_dir = ".";       // where Save PNG/JSON/NPY write
+    int window_width = 1280, window_height = 800;
+};
+
+std::filesystem::path config_dir();
+
+// The settings in `file`; the defaults when it is missing, or, with a
+// warning on stderr, when it is not valid settings.
+Settings read_settings(const std::filesystem::path& file);
+
+// Creates the directory if needed. Throws Error naming the file.
+void write_settings(const std::filesystem::path& file, const Settings& settings);
+
+Colormap parse_colormap(const std::string& word);  // throws Error naming the word
+
+}  // namespace headscope

@@ -1,0 +1,96 @@
+// The window's settings file: what is written reads back the same, where it
+// lives, and a file that is not valid settings gives the defaults and one
+// warning line instead of failing.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "model_writer.h"
+#include "process.h"
+#include "settings.h"
+
+using namespace headscope;
+namespace fs = std::filesystem;
+
+namespace {
+
+TEST(Settings, WhatIsWrittenReadsBack) {
+    test::TempDir dir;
+    Settings s;
+    s.model = "/models/gpt2 small";
+    s.texts = {"The cat sat", "Ünïcödé \"quoted\"\nsecond line"};
+    s.colormap = Colormap::grey;
+    s.options.causal = false;
+    s.options.padding_mask = false;
+    s.options.n_head = 8;
+    s.options.scale = Scale::none;
+    s.options.split = Split::naive_view;
+    s.export_dir = "/tmp/exports";
+    s.window_width = 1600;
+    s.window_height = 900;
+    const fs::path file = dir.path / "headscope" / "settings.json";  // the folder is made
+    write_settings(file, s);
+
+    testing::internal::CaptureStderr();
+    const Settings back = read_settings(file);
+    EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+    EXPECT_EQ(back.model, s.model);
+    EXPECT_EQ(back.texts, s.texts);
+    EXPECT_EQ(back.colormap, Colormap::grey);
+    EXPECT_FALSE(back.options.causal);
+    EXPECT_FALSE(back.options.padding_mask);
+    EXPECT_EQ(back.options.n_head, 8);
+    EXPECT_EQ(back.options.scale, Scale::none);
+    EXPECT_EQ(back.options.split, Split::naive_view);
+    EXPECT_EQ(back.export_dir, "/tmp/exports");
+    EXPECT_EQ(back.window_width, 1600);
+    EXPECT_EQ(back.window_height, 900);
+}
+
+TEST(Settings, MissingFileIsTheDefaultsSilently) {
+    test::TempDir dir;
+    testing::internal::CaptureStderr();
+    const Settings s = read_settings(dir.path / "settings.json");
+    EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+    EXPECT_EQ(s.model, builtin_model);
+    EXPECT_TRUE(s.texts.empty());
+    EXPECT_EQ(s.colormap, Colormap::viridis);
+    EXPECT_TRUE(s.options.causal);
+    EXPECT_EQ(s.options.n_head, 0);
+}
+
+TEST(Settings, CorruptFilesAreIgnoredWithOneWarningLine) {
+    test::TempDir dir;
+    Settings good;
+    good.texts = {"hello"};
+    const fs::path file = dir.path / "settings.json";
+    write_settings(file, good);
+    std::string valid = test::read_file(file);
+    const auto with = [&](const std::string& from, const std::string& to) {
+        std::string text = valid;
+        text.replace(text.find(from), from.size(), to);
+        return text;
+    };
+    for (const std::string& bad : {std::string("{\"model\": "), std::string("[1, 2]"), std::string(""),
+                                   with("\"viridis\"", "\"rainbow\""), with("\"transpose\"", "\"sideways\""),
+                                   with("\"heads\": 0", "\"heads\": -3"), with("\"heads\": 0", "\"heads\": \"four\""),
+                                   with("\"texts\"", "\"textz\""), with("1280", "0")}) {
+        std::ofstream(file, std::ios::binary) << bad;
+        testing::internal::CaptureStderr();
+        const Settings s = read_settings(file);
+        const std::string warning = testing::internal::GetCapturedStderr();
+        EXPECT_TRUE(s.texts.empty()) << bad;  // the defaults, not part of the file
+        EXPECT_EQ(warning.rfind("headscope: warning: ignoring " + file.string() + ": ", 0), 0u) << warning;
+        EXPECT_EQ(std::count(warning.begin(), warning.end(), '\n'), 1) << warning;
+    }
+}
+
+TEST(Settings, LiveUnderXdgConfigHomeElseDotConfig) {
+    test::ScopedEnv xdg("XDG_CONFIG_HOME", "/somewhere/config");
+    EXPECT_EQ(config_dir(), fs::path("/somewhere/config/headscope"));
+    test::ScopedEnv no_xdg("XDG_CONFIG_HOME", std::nullopt);
+    test::ScopedEnv home("HOME", "/home/user");
+    EXPECT_EQ(config_dir(), fs::path("/home/user/.config/headscope"));
+}
+
+}  // namespace

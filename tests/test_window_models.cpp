@@ -1,0 +1,187 @@
+// The window's models, export and settings, as a user meets them: a model
+// opened after start-up (as the picker does) replaces the shown one, a bad
+// one leaves it and says why in the window; Save JSON/NPY write exactly what
+// headscope-cli writes; settings come back in the next run, and a corrupt
+// file is only a warning.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+
+#include "model_writer.h"
+#include "process.h"
+#include "screenshot.h"
+
+using namespace headscope;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+class WindowModels : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        dir_ = new test::TempDir;
+        test::write_test_model(dir_->path / "four", {.n_layer = 2, .n_head = 4, .n_embd = 32, .n_positions = 32, .seed = 1});
+        test::write_test_model(dir_->path / "two", {.n_layer = 3, .n_head = 2, .n_embd = 32, .n_positions = 32, .seed = 2});
+    }
+    static void TearDownTestSuite() { delete dir_; }
+
+    static std::string model(const char* name) { return (dir_->path / name).string(); }
+    static fs::path file(const std::string& name) { return dir_->path / name; }
+
+    // Runs the window in screenshot mode; returns its layout (every cell and control).
+    json shoot(const std::string& name, std::vector<std::string> args) {
+        args.insert(args.end(), {"--screenshot", file(name + ".png").string(), "--layout", file(name + ".json").string()});
+        EXPECT_EQ(test::run_window(args, dir_->path), 0) << name;
+        return json::parse(test::read_file(file(name + ".json")));
+    }
+
+    static std::set<int> heads_drawn(const json& layout) {
+        std::set<int> heads;
+        for (const json& cell : layout)
+            if (cell["view"] == "heads") heads.insert(cell["head"].get<int>());
+        return heads;
+    }
+
+    // The text of control `name` in the layout; empty when it was not drawn.
+    static std::string control_text(const json& layout, const std::string& name) {
+        for (const json& cell : layout)
+            if (cell["view"] == "control" && cell["name"] == name) return cell["text"];
+        return "";
+    }
+
+    static test::ProcessRun cli(std::vector<std::string> args) {
+        args.insert(args.begin(), {HEADSCOPE_CLI, "attention"});
+        return test::run_program(args, dir_->path);
+    }
+
+    // The JSON without its timing_ms object: the only part that differs between runs.
+    static std::string without_timing(const std::string& text) {
+        return std::regex_replace(text, std::regex(R"("timing_ms":\{[^}]*\},)"), "");
+    }
+
+    static test::TempDir* dir_;
+    const std::string text_ = "The cat sat on the mat because it was soft.";
+};
+test::TempDir* WindowModels::dir_ = nullptr;
+
+TEST_F(WindowModels, OpenedModelReplacesTheShownOneAndExportsAsTheCli) {
+    const json layout = shoot("opened", {"--model", model("four"), "--text", text_, "--layer", "1", "--open-model",
+                                         model("two"), "--export-json", file("opened-window.json").string(),
+                                         "--export-npy", file("opened-window.npy").string()});
+    EXPECT_EQ(heads_drawn(layout), (std::set<int>{0, 1}));
+    EXPECT_EQ(control_text(layout, "model"), model("two"));
+    EXPECT_EQ(control_text(layout, "model message"), "");
+
+    // The cells drawn are the new model's weights (layer 1, kept), through the colormap.
+    const test::ProcessRun run = cli({"--model", model("two"), "--text", text_, "--out", file("opened-cli.json").string()});
+    ASSERT_EQ(run.status, 0) << run.err;
+    const json weights = json::parse(test::read_file(file("opened-cli.json")))["attention"][1][0];
+    const test::Image image = test::load_png(file("opened.png"));
+    int checked = 0;
+    for (const json& cell : layout) {
+        if (cell["view"] != "heads" || cell["key"] > cell["query"]) continue;
+        const int x = static_cast<int>(cell["x"].get<double>() + cell["w"].get<double>() / 2);
+        const int y = static_cast<int>(cell["y"].get<double>() + cell["h"].get<double>() / 2);
+        EXPECT_EQ(cell["layer"], 1);
+        const std::array<double, 3> want = test::viridis(weights[cell["head"].get<int>()][cell["query"].get<int>()][cell["key"].get<int>()]);
+        const std::array<int, 3> got = image.at(x, y);
+        for (int c = 0; c < 3; ++c) EXPECT_NEAR(got[c], want[c], 2.0);
+        ++checked;
+    }
+    EXPECT_EQ(checked, 2 * 11 * 12 / 2);
+
+    // Save JSON and Save NPY write the CLI's bytes (the timings aside).
+    EXPECT_EQ(without_timing(test::read_file(file("opened-window.json"))), without_timing(test::read_file(file("opened-cli.json"))));
+    ASSERT_EQ(cli({"--model", model("two"), "--text", text_, "--format", "npy", "--out", file("opened-cli.npy").string()}).status, 0);
+    EXPECT_EQ(test::read_file(file("opened-window.npy")), test::read_file(file("opened-cli.npy")));
+}
+
+TEST_F(WindowModels, ExportOfABatchWithOptionsIsTheClisOutput) {
+    const std::vector<std::string> settings = {"--text", text_, "--text", "It was", "--heads", "8", "--causal", "off",
+                                               "--scale", "model", "--split", "naive-view"};
+    std::vector<std::string> window = {"--model", model("four"), "--export-json", file("batch-window.json").string(),
+                                       "--export-npy", file("batch-window.npy").string()};
+    window.insert(window.end(), settings.begin(), settings.end());
+    shoot("batch", window);
+    std::vector<std::string> json_args = {"--model", model("four"), "--out", file("batch-cli.json").string()};
+    std::vector<std::string> npy_args = {"--model", model("four"), "--format", "npy", "--out", file("batch-cli.npy").string()};
+    json_args.insert(json_args.end(), settings.begin(), settings.end());
+    npy_args.insert(npy_args.end(), settings.begin(), settings.end());
+    ASSERT_EQ(cli(json_args).status, 0);
+    ASSERT_EQ(cli(npy_args).status, 0);
+
+    const std::string exported = test::read_file(file("batch-window.json"));
+    EXPECT_EQ(json::parse(exported)["n_head"], 8);
+    EXPECT_EQ(json::parse(exported)["lengths"], json::parse("[11, 2]"));
+    EXPECT_EQ(without_timing(exported), without_timing(test::read_file(file("batch-cli.json"))));
+    EXPECT_EQ(test::read_file(file("batch-window.npy")), test::read_file(file("batch-cli.npy")));
+}
+
+TEST_F(WindowModels, BadModelOpenedKeepsTheShownOneWithAMessage) {
+    const json layout = shoot("bad", {"--model", model("four"), "--open-model", model("no-such-model")});
+    EXPECT_EQ(heads_drawn(layout), (std::set<int>{0, 1, 2, 3}));
+    EXPECT_EQ(control_text(layout, "model"), model("four"));
+    const std::string message = control_text(layout, "model message");
+    EXPECT_NE(message.find("no-such-model"), std::string::npos) << message;
+    EXPECT_NE(message.find("not found"), std::string::npos) << message;
+}
+
+TEST_F(WindowModels, BadModelAtStartIsOneLineAndExitTwo) {
+    // The model loads before any window opens: no display is needed to refuse it.
+    const test::ProcessRun run = test::run_program({HEADSCOPE_WINDOW, "--model", model("no-such-model")}, dir_->path);
+    EXPECT_EQ(run.status, 2);
+    EXPECT_EQ(run.err, "headscope: error: model '" + model("no-such-model") + "' not found: no directory of that name\n");
+}
+
+TEST_F(WindowModels, SettingsComeBackInTheNextRun) {
+    test::TempDir config;
+    test::ScopedEnv xdg("XDG_CONFIG_HOME", config.path.string());
+    // Screenshot mode leaves the settings alone unless asked.
+    shoot("hermetic", {"--model", model("two")});
+    EXPECT_TRUE(fs::is_empty(config.path));
+
+    shoot("first", {"--settings", "on", "--model", model("two"), "--text", "Hello there", "--colormap", "magma",
+                    "--heads", "4"});
+    const json saved = json::parse(test::read_file(config.path / "headscope" / "settings.json"));
+    EXPECT_EQ(saved["model"], model("two"));
+    EXPECT_EQ(saved["texts"], json::array({"Hello there"}));
+    EXPECT_EQ(saved["colormap"], "magma");
+    EXPECT_EQ(saved["heads"], 4);
+
+    // No model, text or heads given: the saved ones. The map's top-left cell
+    // (a first token attends only to itself: weight 1) is magma's end, not viridis's.
+    const json layout = shoot("second", {"--settings", "on"});
+    EXPECT_EQ(control_text(layout, "model"), model("two"));
+    EXPECT_EQ(heads_drawn(layout), (std::set<int>{0, 1, 2, 3}));
+    for (const json& cell : layout) {
+        if (cell["view"] != "heads" || cell["query"] != 0 || cell["key"] != 0) continue;
+        const std::array<int, 3> got = test::load_png(file("second.png"))
+                                           .at(static_cast<int>(cell["x"].get<double>() + 1), static_cast<int>(cell["y"].get<double>() + 1));
+        EXPECT_GT(got[0], 240);  // magma(1) is (252, 253, 191); viridis(1) is (253, 231, 37)
+        EXPECT_GT(got[2], 150);
+    }
+    // The command line wins over the saved settings.
+    EXPECT_EQ(heads_drawn(shoot("third", {"--settings", "on", "--heads", "2"})), (std::set<int>{0, 1}));
+}
+
+TEST_F(WindowModels, CorruptSettingsAreAWarningAndTheDefaults) {
+    test::TempDir config;
+    test::ScopedEnv xdg("XDG_CONFIG_HOME", config.path.string());
+    fs::create_directories(config.path / "headscope");
+    std::ofstream(config.path / "headscope" / "settings.json") << "{\"model\": \"" << model("two") << "\", \"texts\": [";
+    const std::vector<std::string> args = {"xvfb-run", "-a", "-s", "-screen 0 1280x800x24", HEADSCOPE_WINDOW, "--settings", "on",
+                                           "--screenshot", file("corrupt.png").string(), "--layout", file("corrupt.json").string()};
+    const test::ProcessRun run = test::run_program(args, dir_->path);
+    EXPECT_EQ(run.status, 0);
+    EXPECT_NE(run.err.find("headscope: warning: ignoring " + (config.path / "headscope" / "settings.json").string()), std::string::npos) << run.err;
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+    EXPECT_EQ(control_text(json::parse(test::read_file(file("corrupt.json"))), "model"), "builtin");
+}
+
+}  // namespace
