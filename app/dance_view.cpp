@@ -1,7 +1,297 @@
 #include "dance_view.h"
 
+#include <GLFW/glfw3.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string_view>
+
+#include "headscope/error.h"
+
 namespace headscope {
 
-void DanceView::draw(Session&, Ui&) { ImGui::Text("dance step %d: in progress", step_); }
+namespace {
+
+std::string join_dims(const std::vector<std::string>& dims) {
+    std::string s = "(";
+    for (size_t d = 0; d < dims.size(); ++d) s += (d ? ", " : "") + dims[d];
+    return s + ")";
+}
+
+// The buffer's own index of its n-th float, as it was written.
+std::vector<int64_t> written_index(const DanceBuffer& buffer, int64_t n) {
+    return StridedLayout::contiguous(buffer.shape).index_of(n);
+}
+
+std::string token_text(const Session& session, int64_t b, int64_t t) {
+    const std::vector<int32_t>& ids = session.shown.token_ids[b];
+    if (t >= static_cast<int64_t>(ids.size())) return "<pad>";
+    std::string text = "'";  // appended, not "'" + ...: GCC 12 warns (-Wrestrict) on that wrongly
+    text += session.model().tokenizer.token_bytes(ids[t]);
+    return text += "'";
+}
+
+// The weights are drawn in rows of T (one query row); every other buffer has
+// B*T*C floats and is drawn in rows of C (one token's channels in q).
+bool is_weights(const DanceBuffer& buffer) { return buffer.dims.back() == "T_k"; }
+
+constexpr float label_width = 150;  // the row labels right of a grid, before the scale
+
+// The deepest dimension whose index changes only at whole rows, every at
+// least `min_rows` rows: what the grid's row labels name. Returns the
+// dimension and its rows per index, or -1 when none fits.
+std::pair<int, int64_t> label_dimension(const std::vector<int64_t>& shape, int64_t row, int64_t min_rows) {
+    int64_t inner = 1;  // floats per index of dimension d
+    for (int d = static_cast<int>(shape.size()) - 1; d >= 0; inner *= shape[d--]) {
+        if (inner < row || inner % row || shape[d] == 1) continue;  // a size-1 dimension's label never changes
+        if (inner / row >= min_rows) return {d, inner / row};
+    }
+    return {-1, 0};
+}
+
+}  // namespace
+
+ImU32 owner_color(int64_t head, int NH, int64_t t, int T) {
+    float r, g, b;
+    const float value = 0.4f + 0.6f * static_cast<float>(t) / static_cast<float>(std::max(1, T - 1));
+    ImGui::ColorConvertHSVtoRGB(static_cast<float>(head) / static_cast<float>(NH), 0.65f, value, r, g, b);
+    return ImGui::ColorConvertFloat4ToU32(ImVec4(r, g, b, 1));
+}
+
+void DanceView::update(Session& session) {
+    const AttentionResult& att = session.shown.attention;
+    if (dance_ && generation_ == session.shown_generation && layer_ == session.layer) return;
+    if (!dance_ || generation_ != session.shown_generation)
+        dance_ = reshape_dance(att.B, att.T, session.model().config.n_embd, att.NH, session.shown_options.split);
+    generation_ = session.shown_generation;
+    layer_ = session.layer;
+    // Two forwards as far as the layer, once per compute: the live worker's backend is busy, so a private one.
+    max_diff_error_.clear();
+    try {
+        const std::unique_ptr<Backend> backend = make_cpu_backend();
+        backend->load_weights(session.model());
+        max_diff_ = naive_view_max_diff(*backend, Batch{session.shown.token_ids, session.model().config.eos_token_id},
+                                        session.shown_options, session.layer);
+    } catch (const Error& e) {
+        max_diff_error_ = e.what();
+    }
+}
+
+void DanceView::draw(Session& session, Ui& ui) {
+    update(session);
+    step_ = std::clamp(step_, 1, static_cast<int>(dance_->steps.size()));
+    stepper();
+    describe(ui);
+    buffer_grid(session, ui);
+}
+
+// Previous/Next buttons, and the arrow or , . keys when no text field has the keyboard.
+void DanceView::stepper() {
+    const int steps = static_cast<int>(dance_->steps.size());
+    ImGui::BeginDisabled(step_ == 1);
+    if (ImGui::Button("< Previous")) --step_;
+    ImGui::EndDisabled();
+    ImGui::SameLine();
+    ImGui::BeginDisabled(step_ == steps);
+    if (ImGui::Button("Next >")) ++step_;
+    ImGui::EndDisabled();
+    ImGui::SameLine();
+    ImGui::TextDisabled("step %d of %d (keys: left/right or , and .)", step_, steps);
+    if (!ImGui::GetIO().WantTextInput) {
+        if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_LeftArrow)) || ImGui::IsKeyPressed(GLFW_KEY_COMMA))
+            step_ = std::max(step_ - 1, 1);
+        if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_RightArrow)) || ImGui::IsKeyPressed(GLFW_KEY_PERIOD))
+            step_ = std::min(step_ + 1, steps);
+    }
+}
+
+void DanceView::describe(Ui& ui) {
+    const Dance& d = *dance_;
+    const DanceStep& step = d.steps[step_ - 1];
+    const DanceBuffer& buffer = d.buffers[step.buffer];
+    const StridedLayout& layout = step.layout;
+
+    ImGui::BeginGroup();
+    ImGui::Text("%d. %s", step_, step.title.c_str());
+    ImGui::TextColored(ImVec4(0.55f, 0.8f, 1, 1), "    %s", step.code.c_str());
+    ImGui::Text("shape %s %s    strides %s    storage offset %lld    contiguous: %s",
+                format_dims(layout.shape).c_str(), join_dims(step.dims).c_str(), format_dims(layout.strides).c_str(),
+                static_cast<long long>(layout.offset), layout.is_contiguous() ? "yes" : "no");
+
+    // Which steps see this memory, and whether this one moved any float.
+    std::string sharing;
+    for (size_t s = 0; s < d.steps.size(); ++s)
+        if (d.steps[s].buffer == step.buffer) sharing += (sharing.empty() ? "" : ", ") + std::to_string(s + 1);
+    ImGui::Text("views buffer '%s', written as %s %s; steps viewing it: %s", buffer.name.c_str(),
+                join_dims(buffer.dims).c_str(), format_dims(buffer.shape).c_str(), sharing.c_str());
+    if (step_ > 1 && d.steps[step_ - 2].buffer == step.buffer)
+        ImGui::TextColored(ImVec4(0.5f, 0.9f, 0.5f, 1),
+                           "same memory as step %d, new shape and strides: no float moved", step_ - 1);
+    else if (step_ > 1)
+        ImGui::TextColored(ImVec4(1, 0.75f, 0.3f, 1), "a new buffer: this step writes every float");
+    ImGui::EndGroup();
+    if (ui.layout.on())
+        ui.layout.add({{"view", "dance"},
+                       {"step", step_},
+                       {"buffer", buffer.name},
+                       {"shape", layout.shape},
+                       {"strides", layout.strides},
+                       {"offset", layout.offset},
+                       {"contiguous", layout.is_contiguous()}},
+                      ImGui::GetItemRectMin(), ImGui::GetItemRectSize());
+
+    if (!max_diff_error_.empty())
+        ImGui::TextColored(ImVec4(1, 0.5f, 0.4f, 1), "naive split not compared: %s", max_diff_error_.c_str());
+    else if (d.split == Split::naive_view)
+        ImGui::TextColored(ImVec4(1, 0.75f, 0.3f, 1),
+                           "The naive split runs without an error, yet layer %d's attention output (heads merged, "
+                           "before c_proj) differs from the correct split's by up to %.4g.",
+                           layer_, max_diff_);
+    else
+        ImGui::TextDisabled("The naive view(B, NH, T, hs) would change layer %d's attention output by up to %.4g "
+                            "(split: naive view walks it).",
+                            layer_, max_diff_);
+}
+
+// Two grids side by side: the buffer's memory in storage order (identical
+// for every step on the same buffer), and the same floats in the order the
+// step's view reads them (row-major over its shape), which is where a
+// transpose or a naive view shows. The second is left out where it would
+// repeat the first (a contiguous view in rows of the same width).
+void DanceView::buffer_grid(const Session& session, Ui& ui) {
+    const Dance& d = *dance_;
+    const DanceStep& step = d.steps[step_ - 1];
+    const DanceBuffer& buffer = d.buffers[step.buffer];
+    const int64_t numel = step.layout.numel();
+    const bool weights = is_weights(buffer);
+    const int64_t memory_row = weights ? d.T : d.C, view_row = step.layout.shape.back();
+    const bool read_grid = !step.layout.is_contiguous() || view_row != memory_row;
+    // Consecutive floats of one owner, in both orders: a whole weights row, or one head's hs channels of a token.
+    const int64_t run = weights ? d.T : d.C / d.NH;
+
+    // Floats per cell: the smallest divisor of run that lets the grids fit across, so a cell never mixes owners.
+    const float spacing = 16 * ui.scale, label_w = label_width * ui.scale;
+    const float min_cell = std::max(3.f, 3 * ui.scale), max_cell = 22 * ui.scale;
+    const float width = ImGui::GetContentRegionAvail().x - (read_grid ? 2 * label_w + spacing : label_w);
+    const int64_t across = memory_row + (read_grid ? view_row : 0);
+    int64_t group = 1;
+    while (group < run && (run % group || width / static_cast<float>(across / group) < min_cell)) ++group;
+
+    ImGui::Text("%s: the memory of '%s' in storage order, rows of %lld floats (%s).", read_grid ? "Left" : "Below",
+                buffer.name.c_str(), static_cast<long long>(memory_row),
+                weights ? "a query row of T keys" : "C: a token's channels in q");
+    if (read_grid)
+        ImGui::Text("Right: the same floats in the order this step's view reads them, row-major over %s.",
+                    join_dims(step.dims).c_str());
+    else
+        ImGui::TextUnformatted("The view is contiguous: it reads the memory in storage order.");
+    if (group > 1)
+        ImGui::TextColored(ImVec4(1, 0.75f, 0.3f, 1),
+                           "Too many floats to draw one by one: each cell is %lld consecutive floats of one owner.",
+                           static_cast<long long>(group));
+    ImGui::TextUnformatted("Hue: head, lightness: token (dark first).");
+    for (int h = 0; h < std::min(d.NH, 16); ++h) {
+        ImGui::SameLine();
+        ImGui::ColorButton(("head " + std::to_string(h)).c_str(),
+                           ImGui::ColorConvertU32ToFloat4(owner_color(h, d.NH, d.T - 1, d.T)),
+                           ImGuiColorEditFlags_NoTooltip);
+        ImGui::SameLine();
+        ImGui::Text("head %d", h);
+    }
+
+    const int64_t rows = numel / (read_grid ? std::min(memory_row, view_row) : memory_row);
+    const float cell_w = std::max(min_cell, std::floor(std::min(max_cell, width / static_cast<float>(across / group))));
+    const float cell_h =
+        std::floor(std::clamp(ImGui::GetContentRegionAvail().y / static_cast<float>(rows), min_cell, max_cell));
+    const Cells cells{group, cell_w, cell_h};
+    int64_t hovered = grid(session, ui, {"memory", memory_row, buffer.dims, buffer.shape, [](int64_t n) { return n; }}, cells);
+    if (read_grid) {
+        ImGui::SameLine(0, spacing);
+        const int64_t hovered_read = grid(
+            session, ui, {"read", view_row, step.dims, step.layout.shape, [&](int64_t m) { return step.layout.storage_index(m); }},
+            cells);
+        if (hovered_read >= 0) hovered = hovered_read;
+    }
+    if (hovered >= 0) tooltip(session, hovered);
+}
+
+int64_t DanceView::grid(const Session& session, Ui& ui, const Grid& g, const Cells& cells) {
+    const Dance& d = *dance_;
+    const int buffer = d.steps[step_ - 1].buffer;
+    const int64_t numel = d.steps[step_ - 1].layout.numel();
+    const int64_t cols = g.row / cells.group, rows = numel / g.row;
+    const bool memory = std::string_view(g.id) == "memory";
+    ImGui::BeginGroup();
+    const ImVec2 origin = ImGui::GetCursorScreenPos();
+    ImGui::InvisibleButton(g.id, ImVec2(cols * cells.w, rows * cells.h));
+    const bool hovered = ImGui::IsItemHovered();
+    const float gap = cells.w >= 5 && cells.h >= 5 ? 1.f : 0.f;
+
+    // Only the rows in view are drawn (a large buffer scrolls).
+    ImDrawList* draw = ImGui::GetWindowDrawList();
+    const int64_t first_row = std::max<int64_t>(0, static_cast<int64_t>((draw->GetClipRectMin().y - origin.y) / cells.h));
+    const int64_t end_row =
+        std::min<int64_t>(rows, static_cast<int64_t>(std::ceil((draw->GetClipRectMax().y - origin.y) / cells.h)));
+    for (int64_t r = first_row; r < end_row; ++r)
+        for (int64_t c = 0; c < cols; ++c) {
+            const int64_t position = r * g.row + c * cells.group;
+            const ElementOwner owner = d.owner(buffer, g.storage(position));
+            const ImVec2 min(origin.x + c * cells.w, origin.y + r * cells.h);
+            draw->AddRectFilled(min, ImVec2(min.x + cells.w - gap, min.y + cells.h - gap),
+                                owner_color(owner.head, d.NH, owner.t, d.T));
+            if (!ui.layout.on()) continue;
+            for (int64_t k = position; k < position + cells.group; ++k) {
+                nlohmann::ordered_json cell = {{"view", memory ? "dance" : "dance-read"}, {"step", step_}};
+                if (!memory) cell["position"] = k;
+                cell["index"] = g.storage(k);
+                ui.layout.add(std::move(cell), min, ImVec2(cells.w, cells.h));
+            }
+        }
+
+    // Labels right of the rows, where they fit: "token 3", "head 1", with a line between blocks of rows.
+    const auto [dim, block] = label_dimension(g.shape, g.row, static_cast<int64_t>(std::ceil(ImGui::GetTextLineHeight() / cells.h)));
+    const float right = origin.x + cols * cells.w;
+    if (dim >= 0)
+        for (int64_t r = first_row - first_row % block; r < end_row; r += block) {
+            const std::vector<int64_t> index = StridedLayout::contiguous(g.shape).index_of(r * g.row);
+            const std::string& name = g.dims[dim];
+            std::string label = name == "B" ? "text " : name == "NH" ? "head " : name == "T" ? "token " : name + " ";
+            label += std::to_string(index[dim]);
+            if (name == "T") label += " " + token_text(session, index[0], index[dim]);
+            if (dim > 0 && d.B > 1) label = "text " + std::to_string(index[0]) + ", " + label;
+            const float y = origin.y + r * cells.h;
+            draw->AddText(ImVec2(right + 4 * ui.scale, y), ImGui::GetColorU32(ImGuiCol_TextDisabled), label.c_str());
+            if (block > 1 && r > 0)
+                draw->AddLine(ImVec2(origin.x, y - 0.5f), ImVec2(right + label_width * ui.scale, y - 0.5f),
+                              ImGui::GetColorU32(ImGuiCol_TextDisabled));
+        }
+    ImGui::SameLine(0, 0);
+    ImGui::Dummy(ImVec2(label_width * ui.scale, 1));
+    ImGui::EndGroup();
+
+    if (!ui.tooltips || !hovered) return -1;
+    const ImVec2 mouse = ImGui::GetIO().MousePos;
+    const int64_t r = std::clamp<int64_t>(static_cast<int64_t>((mouse.y - origin.y) / cells.h), 0, rows - 1);
+    const int64_t c = std::clamp<int64_t>(static_cast<int64_t>((mouse.x - origin.x) / cells.w), 0, cols - 1);
+    return g.storage(r * g.row + c * cells.group);
+}
+
+// Whose float it is, and where it sits as written and under this step's view.
+void DanceView::tooltip(const Session& session, int64_t storage) {
+    const Dance& d = *dance_;
+    const DanceStep& step = d.steps[step_ - 1];
+    const DanceBuffer& buffer = d.buffers[step.buffer];
+    const ElementOwner owner = d.owner(step.buffer, storage);
+    ImGui::BeginTooltip();
+    ImGui::Text("storage element %lld of '%s'", static_cast<long long>(storage), buffer.name.c_str());
+    ImGui::Text("text %lld, %stoken %lld %s, head %lld", static_cast<long long>(owner.b),
+                is_weights(buffer) ? "query " : "", static_cast<long long>(owner.t),
+                token_text(session, owner.b, owner.t).c_str(), static_cast<long long>(owner.head));
+    ImGui::Text("as written %s: %s", join_dims(buffer.dims).c_str(),
+                format_dims(written_index(buffer, storage)).c_str());
+    ImGui::Text("under this step's view %s: %s", join_dims(step.dims).c_str(),
+                format_dims(step.layout.index_of(storage)).c_str());
+    ImGui::EndTooltip();
+}
 
 }  // namespace headscope

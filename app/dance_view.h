@@ -1,16 +1,59 @@
-// TODO(helper): the dance view.
+// The dance view: the reshape dance of multi-head attention stepped through
+// on the shown batch's real sizes. Each step shows core's strided layout
+// (shape, strides, offset, contiguous) and the flat buffer it views, one cell
+// per float in storage order, coloured by the head and token that own it:
+// steps that only change strides draw the same memory unchanged.
 #pragma once
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "headscope/dance.h"
 #include "ui.h"
 
 namespace headscope {
 
+// The colour of an element owned by `head` of NH and token t of T: the head
+// picks the hue (head / NH of the colour wheel), the token the lightness (HSV
+// value from 0.4 for the first token to 1 for the last), saturation 0.65.
+ImU32 owner_color(int64_t head, int NH, int64_t t, int T);
+
 class DanceView {
 public:
     void draw(Session& session, Ui& ui);
+    // 1-based; clamped to the walk's steps when drawn.
     void set_step(int step) { step_ = step; }
 
 private:
+    // Rebuilds the dance and the naive split's error when the shown compute or layer changes.
+    void update(Session& session);
+    void stepper();
+    void describe(Ui& ui);
+    void buffer_grid(const Session& session, Ui& ui);
+    struct Cells {
+        int64_t group;  // floats per cell
+        float w, h;     // screen pixels
+    };
+    struct Grid {
+        const char* id;                         // "memory" or "read"
+        int64_t row;                            // floats per row
+        const std::vector<std::string>& dims;   // the order drawn, row-major: its dimensions' names
+        const std::vector<int64_t>& shape;      // and sizes
+        std::function<int64_t(int64_t)> storage;  // position in that order -> storage element
+    };
+    // Draws the step's buffer as `g` says at the cursor, with row labels;
+    // records it for --layout; returns the hovered cell's storage element, or -1.
+    int64_t grid(const Session& session, Ui& ui, const Grid& g, const Cells& cells);
+    void tooltip(const Session& session, int64_t storage);
+
     int step_ = 1;
+    std::optional<Dance> dance_;
+    uint64_t generation_ = 0;  // the shown compute dance_ and max_diff_ are for
+    int layer_ = -1;           // the layer max_diff_ is for
+    double max_diff_ = 0;
+    std::string max_diff_error_;  // non-empty: the comparison could not run
 };
 
 }  // namespace headscope
