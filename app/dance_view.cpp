@@ -35,6 +35,17 @@ std::string token_text(const Session& session, int64_t b, int64_t t) {
 // B*T*C floats and is drawn in rows of C (one token's channels in q).
 bool is_weights(const DanceBuffer& buffer) { return buffer.dims.back() == "T_k"; }
 
+// What index[dim] names: "head 2", "token 3 ' on'", with the text first in a
+// batch. Texts count from 1 as the window's text box says; heads and tokens from 0.
+std::string row_label(const Session& session, const std::vector<std::string>& dims, const std::vector<int64_t>& index,
+                      int dim) {
+    const std::string text = "text " + std::to_string(index[0] + 1);
+    if (dim == 0) return text;
+    std::string label = session.shown.token_ids.size() > 1 ? text + ", " : "";
+    if (dims[dim] == "NH") return label + "head " + std::to_string(index[dim]);
+    return label + "token " + std::to_string(index[dim]) + " " + token_text(session, index[0], index[dim]);
+}
+
 constexpr float label_width = 150;  // the row labels right of a grid, before the scale
 
 // The deepest dimension whose index changes only at whole rows, every at
@@ -137,7 +148,9 @@ void DanceView::describe(Ui& ui) {
                        {"shape", layout.shape},
                        {"strides", layout.strides},
                        {"offset", layout.offset},
-                       {"contiguous", layout.is_contiguous()}},
+                       {"contiguous", layout.is_contiguous()},
+                       {"layer", layer_},
+                       {"naive_view_max_diff", max_diff_error_.empty() ? nlohmann::ordered_json(max_diff_) : nullptr}},
                       ImGui::GetItemRectMin(), ImGui::GetItemRectSize());
 
     if (!max_diff_error_.empty())
@@ -254,11 +267,7 @@ int64_t DanceView::grid(const Session& session, Ui& ui, const Grid& g, const Cel
     if (dim >= 0)
         for (int64_t r = first_row - first_row % block; r < end_row; r += block) {
             const std::vector<int64_t> index = StridedLayout::contiguous(g.shape).index_of(r * g.row);
-            const std::string& name = g.dims[dim];
-            std::string label = name == "B" ? "text " : name == "NH" ? "head " : name == "T" ? "token " : name + " ";
-            label += std::to_string(index[dim]);
-            if (name == "T") label += " " + token_text(session, index[0], index[dim]);
-            if (dim > 0 && d.B > 1) label = "text " + std::to_string(index[0]) + ", " + label;
+            const std::string label = row_label(session, g.dims, index, dim);
             const float y = origin.y + r * cells.h;
             draw->AddText(ImVec2(right + 4 * ui.scale, y), ImGui::GetColorU32(ImGuiCol_TextDisabled), label.c_str());
             if (block > 1 && r > 0)
@@ -284,7 +293,7 @@ void DanceView::tooltip(const Session& session, int64_t storage) {
     const ElementOwner owner = d.owner(step.buffer, storage);
     ImGui::BeginTooltip();
     ImGui::Text("storage element %lld of '%s'", static_cast<long long>(storage), buffer.name.c_str());
-    ImGui::Text("text %lld, %stoken %lld %s, head %lld", static_cast<long long>(owner.b),
+    ImGui::Text("text %lld, %stoken %lld %s, head %lld", static_cast<long long>(owner.b + 1),
                 is_weights(buffer) ? "query " : "", static_cast<long long>(owner.t),
                 token_text(session, owner.b, owner.t).c_str(), static_cast<long long>(owner.head));
     ImGui::Text("as written %s: %s", join_dims(buffer.dims).c_str(),
