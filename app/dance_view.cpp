@@ -217,14 +217,19 @@ void DanceView::buffer_grid(const Session& session, Ui& ui) {
     const float cell_h =
         std::floor(std::clamp(ImGui::GetContentRegionAvail().y / static_cast<float>(rows), min_cell, max_cell));
     const Cells cells{group, cell_w, cell_h};
-    int64_t hovered = grid(session, ui, {"memory", memory_row, buffer.dims, buffer.shape, [](int64_t n) { return n; }}, cells);
+    const auto same = [](int64_t n) { return n; };
+    int64_t hovered = grid(session, ui, {"memory", memory_row, buffer.dims, buffer.shape, same, same}, cells);
     if (read_grid) {
         ImGui::SameLine(0, spacing);
-        const int64_t hovered_read = grid(
-            session, ui, {"read", view_row, step.dims, step.layout.shape, [&](int64_t m) { return step.layout.storage_index(m); }},
-            cells);
+        const StridedLayout& layout = step.layout;
+        const int64_t hovered_read =
+            grid(session, ui,
+                 {"read", view_row, step.dims, layout.shape, [&](int64_t m) { return layout.storage_index(m); },
+                  [&](int64_t n) { return StridedLayout::contiguous(layout.shape).storage_index(layout.index_of(n)); }},
+                 cells);
         if (hovered_read >= 0) hovered = hovered_read;
     }
+    hovered_ = {step_, hovered};
     if (hovered >= 0) tooltip(session, hovered);
 }
 
@@ -260,6 +265,14 @@ int64_t DanceView::grid(const Session& session, Ui& ui, const Grid& g, const Cel
                 ui.layout.add(std::move(cell), min, ImVec2(cells.w, cells.h));
             }
         }
+
+    // The float hovered last frame, outlined in both grids: where it sits in memory and in the view's order.
+    if (hovered_.step == step_ && hovered_.storage >= 0) {
+        const int64_t position = g.position(hovered_.storage);
+        const ImVec2 min(origin.x + position % g.row / cells.group * cells.w, origin.y + position / g.row * cells.h);
+        draw->AddRect(ImVec2(min.x - 1, min.y - 1), ImVec2(min.x + cells.w + 1, min.y + cells.h + 1), IM_COL32_WHITE, 0,
+                      0, 2);
+    }
 
     // Labels right of the rows, where they fit: "token 3", "head 1", with a line between blocks of rows.
     const auto [dim, block] = label_dimension(g.shape, g.row, static_cast<int64_t>(std::ceil(ImGui::GetTextLineHeight() / cells.h)));

@@ -41,7 +41,8 @@ private:
         int64_t row;                            // floats per row
         const std::vector<std::string>& dims;   // the order drawn, row-major: its dimensions' names
         const std::vector<int64_t>& shape;      // and sizes
-        std::function<int64_t(int64_t)> storage;  // position in that order -> storage element
+        std::function<int64_t(int64_t)> storage;   // position in that order -> storage element
+        std::function<int64_t(int64_t)> position;  // and back
     };
     // Draws the step's buffer as `g` says at the cursor, with row labels;
     // records it for --layout; returns the hovered cell's storage element, or -1.
@@ -54,6 +55,10 @@ private:
     int layer_ = -1;           // the layer max_diff_ is for
     double max_diff_ = 0;
     std::string max_diff_error_;  // non-empty: the comparison could not run
+    struct {
+        int step = 0;
+        int64_t storage = -1;
+    } hovered_;  // the float under the mouse last frame, outlined in both grids
 };
 
 }  // namespace headscope
