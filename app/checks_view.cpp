@@ -1,7 +1,190 @@
 #include "checks_view.h"
 
+#include <chrono>
+#include <cmath>
+#include <memory>
+
+#include "headscope/error.h"
+
 namespace headscope {
 
-void ChecksView::draw(Session&, Ui&) { ImGui::TextUnformatted("checks: in progress"); }
+namespace {
+
+// Below this the batched and looped results differ only by float round-off
+// (summation order); a real difference (a wrong split or mask) is far larger.
+constexpr double round_off = 1e-4;
+
+const ImVec4 good_colour(0.45f, 0.85f, 0.45f, 1), warn_colour(1, 0.75f, 0.3f, 1), bad_colour(1, 0.45f, 0.4f, 1);
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+    std::string text = "(";
+    for (size_t d = 0; d < shape.size(); ++d) text += (d ? ", " : "") + std::to_string(shape[d]);
+    return text + ")";
+}
+
+std::string token_text(const Model& model, int32_t id) {
+    std::string text = "'";
+    text += model.tokenizer.token_bytes(id);
+    text += "' (id ";
+    text += std::to_string(id);
+    return text += ")";
+}
+
+// A labelled number, the numbers of a section lined up.
+void figure(const char* label, double value) {
+    ImGui::TextUnformatted(label);
+    ImGui::SameLine(ImGui::CalcTextSize("max |diff| of the attention weights").x + 3 * ImGui::GetFontSize());
+    ImGui::Text("%.3g", value);
+}
+
+void heading(const char* title) {
+    ImGui::Spacing();
+    ImGui::TextUnformatted(title);
+    ImGui::Separator();
+}
+
+}  // namespace
+
+void ChecksView::update(const Session& session) {
+    if (running_.valid()) {
+        if (running_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
+        figures_ = running_.get();
+    }
+    const bool current = figures_ && figures_->generation == session.shown_generation && figures_->b == session.selected;
+    if (current || session.shown.token_ids.empty()) return;
+    const Model* model = &session.model();
+    // Its own backend: the live worker's is busy with every keystroke.
+    running_ = std::async(std::launch::async, [model, batch = Batch{session.shown.token_ids, model->config.eos_token_id},
+                                               options = session.shown_options, b = session.selected,
+                                               generation = session.shown_generation] {
+        Figures figures;
+        figures.generation = generation;
+        figures.b = b;
+        try {
+            std::unique_ptr<Backend> backend = make_cpu_backend();
+            backend->load_weights(*model);
+            figures.loop = compare_with_head_loop(*backend, *model, batch, options);
+            figures.causality = check_causality(*backend, *model, batch, b, options);
+        } catch (const Error& e) {
+            figures.error = e.what();
+        }
+        return figures;
+    });
+}
+
+void ChecksView::draw(Session& session, Ui& ui) {
+    update(session);
+    const bool current = figures_ && figures_->generation == session.shown_generation && figures_->b == session.selected;
+    const ImVec2 avail = ImGui::GetContentRegionAvail();
+    ImGui::BeginChild("figures", ImVec2(std::floor(avail.x * 0.6f), 0));
+    if (!current)
+        ImGui::TextUnformatted("computing...");
+    else if (!figures_->error.empty())
+        ImGui::TextColored(bad_colour, "The checks could not run: %s", figures_->error.c_str());
+    else {
+        loop_section(session, *figures_);
+        causality_section(session, *figures_);
+    }
+    shapes_section(session);
+    ImGui::EndChild();
+    ImGui::SameLine(0, 12 * ui.scale);
+    ImGui::BeginChild("parameters");
+    parameters_section(session);
+    ImGui::EndChild();
+}
+
+void ChecksView::loop_section(const Session& session, const Figures& figures) {
+    heading("Batched heads vs a per-head loop");
+    ImGui::TextWrapped(
+        "The engine runs every head at once. Core's plain loop runs the same model one head at a time: it slices "
+        "the head's q, k and v columns out of the fused projection, then scores, mask, softmax, weights times v. "
+        "Every layer, all %d texts:",
+        session.shown.attention.B);
+    figure("max |diff| of the attention weights", figures.loop.max_weight_diff);
+    figure("max |diff| of the head outputs", figures.loop.max_output_diff);
+    if (figures.loop.max_weight_diff < round_off && figures.loop.max_output_diff < round_off)
+        ImGui::TextColored(good_colour, "The same up to float round-off: the batched heads are %d independent heads.",
+                           session.heads_shown());
+    else if (session.shown_options.split == Split::naive_view)
+        ImGui::TextColored(warn_colour, "They differ: the naive view mixes tokens' channels into \"heads\"; the loop "
+                                        "splits by columns, the correct split.");
+    else
+        ImGui::TextColored(bad_colour, "They differ by more than round-off.");
+}
+
+void ChecksView::causality_section(const Session& session, const Figures& figures) {
+    const CausalityCheck& check = figures.causality;
+    heading("Causality: change the last token, compare the earlier rows");
+    if (check.earlier_rows == 0) {
+        ImGui::Text("Text %d has one token: there are no earlier rows to compare.", figures.b + 1);
+        return;
+    }
+    const Model& model = session.model();
+    ImGui::TextWrapped("Text %d, token %d: %s replaced by %s; its %d earlier query rows compared in every layer and head:",
+                       figures.b + 1, check.position, token_text(model, check.token).c_str(),
+                       token_text(model, check.replacement).c_str(), check.earlier_rows);
+    figure("max |diff| of the earlier rows", check.max_earlier_diff);
+    figure("max |diff| of the changed row", check.max_changed_row_diff);
+    const bool unchanged = check.max_earlier_diff == 0;
+    if (session.shown_options.causal)
+        ImGui::TextColored(unchanged ? good_colour : bad_colour, "%s",
+                           unchanged ? "Causal mask on: the earlier rows are exactly unchanged; no token sees a later one."
+                                     : "Causal mask on, yet the earlier rows changed: the mask leaks.");
+    else
+        ImGui::TextColored(warn_colour, "%s",
+                           unchanged ? "Causal mask off, and the earlier rows did not change."
+                                     : "Causal mask off: the earlier rows changed; tokens see the future.");
+}
+
+void ChecksView::shapes_section(const Session& session) {
+    const AttentionResult& att = session.shown.attention;
+    const Config& config = session.model().config;
+    heading("Shapes of this compute");
+    ImGui::Text("B = %d texts   T = %d tokens   C = %d   NH = %d heads   hs = C / NH = %d", att.B, att.T, config.n_embd,
+                att.NH, att.hs);
+    if (!ImGui::BeginTable("shapes", 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit))
+        return;
+    for (const char* column : {"tensor", "dims", "shape", ""}) ImGui::TableSetupColumn(column);
+    ImGui::TableHeadersRow();
+    for (const ShapeRow& row : compute_shapes(config, att.B, att.T, att.NH)) {
+        ImGui::TableNextRow();
+        ImGui::TableNextColumn();
+        ImGui::TextUnformatted(row.name.c_str());
+        ImGui::TableNextColumn();
+        ImGui::TextUnformatted(row.dims.c_str());
+        ImGui::TableNextColumn();
+        ImGui::TextUnformatted(shape_text(row.shape).c_str());
+        ImGui::TableNextColumn();
+        ImGui::TextDisabled("%s", row.what.c_str());
+    }
+    ImGui::EndTable();
+}
+
+void ChecksView::parameters_section(const Session& session) {
+    const Model& model = session.model();
+    const std::vector<ParameterRow> rows = parameter_table(model);
+    int64_t total = 0;
+    for (const ParameterRow& row : rows) total += row.count;
+    heading("Parameters of the model");
+    ImGui::Text("%zu tensors, %lld parameters in all, whatever the head split", rows.size(),
+                static_cast<long long>(total));
+    const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_ScrollY;
+    if (!ImGui::BeginTable("parameters", 3, flags)) return;
+    ImGui::TableSetupScrollFreeze(0, 1);
+    ImGui::TableSetupColumn("tensor", ImGuiTableColumnFlags_WidthStretch);
+    ImGui::TableSetupColumn("shape", ImGuiTableColumnFlags_WidthFixed);
+    ImGui::TableSetupColumn("count", ImGuiTableColumnFlags_WidthFixed);
+    ImGui::TableHeadersRow();
+    for (const ParameterRow& row : rows) {
+        ImGui::TableNextRow();
+        ImGui::TableNextColumn();
+        ImGui::TextUnformatted(row.name.c_str());
+        ImGui::TableNextColumn();
+        ImGui::TextUnformatted(shape_text(row.shape).c_str());
+        ImGui::TableNextColumn();
+        ImGui::Text("%lld", static_cast<long long>(row.count));
+    }
+    ImGui::EndTable();
+}
 
 }  // namespace headscope

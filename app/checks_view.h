@@ -1,5 +1,16 @@
-// TODO(helper): the checks view.
+// The checks view: live figures from the tutorials for the shown compute,
+// all computed by core (checks.h): the batched heads against a per-head loop,
+// the causality check on the selected text, and the model's parameter and
+// shape tables. The first two run on a worker with their own backend, once
+// per new compute; a frame never waits for them.
 #pragma once
+#include <chrono>
+#include <cstdint>
+#include <future>
+#include <optional>
+#include <string>
+
+#include "headscope/checks.h"
 #include "ui.h"
 
 namespace headscope {
@@ -7,6 +18,28 @@ namespace headscope {
 class ChecksView {
 public:
     void draw(Session& session, Ui& ui);
+    // Whether figures are being computed (screenshot mode waits for them).
+    bool computing() const {
+        return running_.valid() && running_.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
+    }
+
+private:
+    struct Figures {
+        uint64_t generation = 0;  // the session's shown_generation they are for
+        int b = 0;                // the text the causality check edited
+        HeadLoopComparison loop;
+        CausalityCheck causality;
+        std::string error;        // non-empty: the checks could not run
+    };
+    // Starts the figures for the shown compute if they are not there or running.
+    void update(const Session& session);
+    void loop_section(const Session& session, const Figures& figures);
+    void causality_section(const Session& session, const Figures& figures);
+    void shapes_section(const Session& session);
+    void parameters_section(const Session& session);
+
+    std::future<Figures> running_;
+    std::optional<Figures> figures_;
 };
 
 }  // namespace headscope

@@ -1,7 +1,223 @@
 #include "mask_view.h"
 
+#include <imgui_stdlib.h>
+
+#include <algorithm>
+#include <cmath>
+
 namespace headscope {
 
-void MaskView::draw(Session&, Ui&) { ImGui::TextUnformatted("mask: in progress"); }
+namespace {
+
+// A text on one short line, for the batch list.
+std::string preview(const std::string& text) {
+    constexpr size_t max_chars = 70;
+    std::string line = text.substr(0, max_chars);
+    std::replace(line.begin(), line.end(), '\n', ' ');
+    return text.size() > max_chars ? line + "..." : line;
+}
+
+// Draws rows x cols mask cells of `cell` pixels from the cursor, coloured by
+// allowed(query, key), where row r is query first_query + r; records each
+// cell for --layout as mask `mask` of text b. Returns the grid's top left.
+template <typename Allowed>
+ImVec2 mask_grid(Ui& ui, const char* mask, int b, int first_query, int rows, int cols, float cell, Allowed allowed) {
+    ImDrawList* draw = ImGui::GetWindowDrawList();
+    const ImVec2 origin = ImGui::GetCursorScreenPos();
+    const float filled = cell >= 8 ? cell - 1 : cell;  // a one-pixel gap where cells are large enough to show it
+    for (int r = 0; r < rows; ++r)
+        for (int j = 0; j < cols; ++j) {
+            const int i = first_query + r;
+            const ImVec2 min(origin.x + j * cell, origin.y + r * cell);
+            draw->AddRectFilled(min, ImVec2(min.x + filled, min.y + filled),
+                                allowed(i, j) ? mask_allowed_colour : mask_blocked_colour);
+            if (ui.layout.on())
+                ui.layout.add({{"view", "mask"}, {"mask", mask}, {"b", b}, {"query", i}, {"key", j}}, min,
+                              ImVec2(filled, filled));
+        }
+    ImGui::Dummy(ImVec2(cols * cell, rows * cell));
+    return origin;
+}
+
+// Outlines the rows of text b with nothing to attend to on a T x T grid at
+// `origin`, labelled on its right where a row is tall enough for the text.
+void outline_empty_rows(const Session& session, ImVec2 origin, float cell) {
+    const AttentionResult& att = session.shown.attention;
+    ImDrawList* draw = ImGui::GetWindowDrawList();
+    const bool labels = cell >= ImGui::GetTextLineHeight();
+    for (int i = 0; i < att.T; ++i) {
+        if (!att.fully_masked[static_cast<size_t>(session.selected) * att.T + i]) continue;
+        const float top = origin.y + i * cell;
+        draw->AddRect(ImVec2(origin.x - 2, top - 1), ImVec2(origin.x + att.T * cell + 1, top + cell), mask_empty_row_colour,
+                      0, 0, 2);
+        if (labels)
+            draw->AddText(ImVec2(origin.x + att.T * cell + 5, top + (cell - ImGui::GetTextLineHeight()) / 2),
+                          mask_empty_row_colour, "empty row");
+    }
+}
+
+// A colour swatch and its meaning, on the current line.
+void legend_entry(ImU32 colour, const char* meaning, bool outline = false) {
+    const float side = ImGui::GetTextLineHeight();
+    const ImVec2 at = ImGui::GetCursorScreenPos();
+    ImDrawList* draw = ImGui::GetWindowDrawList();
+    if (outline)
+        draw->AddRect(at, ImVec2(at.x + side, at.y + side), colour, 0, 0, 2);
+    else
+        draw->AddRectFilled(at, ImVec2(at.x + side, at.y + side), colour);
+    ImGui::Dummy(ImVec2(side, side));
+    ImGui::SameLine();
+    ImGui::TextUnformatted(meaning);
+}
+
+}  // namespace
+
+void MaskView::batch_list(Session& session, const Ui& ui) {
+    const int shown_B = static_cast<int>(session.shown.token_ids.size()), T = session.shown.attention.T;
+    if (select_when_shown_ >= 0 && select_when_shown_ < shown_B) {
+        session.selected = select_when_shown_;
+        select_when_shown_ = -1;
+    }
+    ImGui::Text("Batch of %zu texts, right-padded with <|endoftext|> to the longest: T = %d tokens", session.texts.size(), T);
+    int remove = -1;
+    for (int b = 0; b < static_cast<int>(session.texts.size()); ++b) {
+        ImGui::PushID(b);
+        // A text not yet computed cannot be shown: the views draw the last compute.
+        const bool computed = b < shown_B;
+        ImGui::BeginDisabled(!computed);
+        if (ImGui::RadioButton("##select", session.selected == b)) session.selected = b;
+        ImGui::EndDisabled();
+        ImGui::SameLine();
+        ImGui::BeginDisabled(session.texts.size() == 1);
+        if (ImGui::SmallButton("remove")) remove = b;
+        ImGui::EndDisabled();
+        ImGui::SameLine();
+        if (computed) {
+            const int length = session.length(b);
+            ImGui::TextDisabled("%2d: %3d tokens + %3d pads", b + 1, length, T - length);
+        } else {
+            ImGui::TextDisabled("%2d: computing...", b + 1);
+        }
+        ImGui::SameLine();
+        ImGui::TextUnformatted(preview(session.texts[b]).c_str());
+        ImGui::PopID();
+    }
+    ImGui::SetNextItemWidth(420 * ui.scale);
+    const bool entered = ImGui::InputTextWithHint("##new text", "another text for the batch", &new_text_,
+                                                  ImGuiInputTextFlags_EnterReturnsTrue);
+    ImGui::SameLine();
+    ImGui::BeginDisabled(new_text_.empty());
+    const bool add = ImGui::Button("add text") || entered;
+    ImGui::EndDisabled();
+    if (add && !new_text_.empty()) {
+        session.texts.push_back(new_text_);
+        new_text_.clear();
+        select_when_shown_ = static_cast<int>(session.texts.size()) - 1;
+        session.submit();
+    }
+    if (remove >= 0) {
+        session.texts.erase(session.texts.begin() + remove);
+        // Keep the same text selected, or its neighbour when it was the one removed.
+        if (session.selected > remove || session.selected == static_cast<int>(session.texts.size())) --session.selected;
+        select_when_shown_ = -1;
+        session.submit();
+    }
+}
+
+void MaskView::draw(Session& session, Ui& ui) {
+    batch_list(session, ui);
+    ImGui::Separator();
+
+    const AttentionOptions& options = session.shown_options;  // what the shown compute used
+    const int B = static_cast<int>(session.shown.token_ids.size()), T = session.shown.attention.T;
+    const int b = session.selected, length = session.length(b);
+    const float line = ImGui::GetTextLineHeight(), spacing = ImGui::GetStyle().ItemSpacing.y;
+    const float label_w = ImGui::CalcTextSize("empty row").x + 10 * ui.scale;
+    const float gap = 2 * ImGui::GetStyle().ItemSpacing.x;
+
+    // The whole batch's padding masks, one 1 x T row per text.
+    ImGui::TextUnformatted(options.padding_mask
+                               ? "Padding masks of the batch (B x T): a text's pad keys are masked"
+                               : "Padding masks of the batch (B x T): off, pads attend and are attended like any token");
+    const float row_label = ImGui::CalcTextSize("> text 00").x + 8 * ui.scale;
+    const float overview_cell = std::clamp(std::floor((ImGui::GetContentRegionAvail().x - row_label) / T), 2.f, 14 * ui.scale);
+    for (int text = 0; text < B; ++text) {
+        const int text_length = session.length(text);
+        ImGui::Text("%s text %d", text == b ? ">" : " ", text + 1);
+        ImGui::SameLine(row_label);
+        mask_grid(ui, "padding", text, -1, 1, T, overview_cell,
+                  [&](int, int j) { return !options.padding_mask || j < text_length; });
+    }
+    ImGui::Separator();
+
+    // Four squares of one size, tops aligned; the padding panel's 1 x T row
+    // and its caption sit above its square, in space the others leave blank.
+    const ImVec2 avail = ImGui::GetContentRegionAvail();
+    const float width_side = (avail.x - 2 * label_w - 3 * gap) / 4;
+    const float height_side = (avail.y - 2 * (line + spacing) - (line + 2 * spacing) - 2 * (line + spacing)) * T / (T + 1);
+    float cell = std::min(width_side, height_side) / T;
+    if (cell < 2) {
+        ImGui::TextUnformatted("The window is too small for the masks.");
+        return;
+    }
+    if (cell >= 4) cell = std::floor(cell);
+    const float side = cell * T;
+    const float above_square = cell + spacing + line;  // the padding panel's 1 x T row and caption
+
+    // Panels at fixed offsets, so a caption wider than its square cannot push the others.
+    const float panels_x = ImGui::GetCursorPosX();
+    auto next_panel = [&](int k) { ImGui::SameLine(panels_x + k * (side + gap) + (k == 3 ? label_w : 0)); };
+    auto panel_title = [&](const std::string& title, const std::string& detail) {
+        ImGui::TextUnformatted(title.c_str());
+        ImGui::TextDisabled("%s", detail.c_str());
+    };
+    const std::string text_name = "text " + std::to_string(b + 1);
+
+    ImGui::BeginGroup();
+    panel_title("causal mask (T x T)", options.causal ? "every text's: key j <= query i" : "off: every key visible");
+    ImGui::Dummy(ImVec2(side, above_square));
+    mask_grid(ui, "causal", b, 0, T, T, cell, [&](int i, int j) { return !options.causal || j <= i; });
+    ImGui::EndGroup();
+    next_panel(1);
+
+    ImGui::BeginGroup();
+    panel_title("padding mask of " + text_name + " (1 x T)",
+                options.padding_mask ? "keys j < " + std::to_string(length) + ", its length" : "off: every key visible");
+    auto padding = [&](int, int j) { return !options.padding_mask || j < length; };
+    mask_grid(ui, "padding", b, -1, 1, T, cell, padding);
+    ImGui::TextDisabled("broadcast to T x T (B x 1 x T x T)");
+    mask_grid(ui, "padding", b, 0, T, T, cell, padding);
+    ImGui::EndGroup();
+    next_panel(2);
+
+    ImGui::BeginGroup();
+    panel_title("combined: what the engine used",
+                options.padding_mask ? "both; a pad query sees nothing" : "the causal mask alone");
+    ImGui::Dummy(ImVec2(side, above_square));
+    const ImVec2 combined = mask_grid(ui, "combined", b, 0, T, T, cell,
+                                      [&](int i, int j) { return j < visible_end(options, i, length, T); });
+    outline_empty_rows(session, combined, cell);
+    ImGui::EndGroup();
+    next_panel(3);
+
+    ImGui::BeginGroup();
+    panel_title("attention " + head_label(session, session.layer, session.head), "of " + text_name + ", hatched where masked");
+    ImGui::Dummy(ImVec2(side, above_square));
+    const ImVec2 map = ImGui::GetCursorScreenPos();
+    attention_map_.draw(session, ui, "mask_attention", session.layer, session.head, side);
+    outline_empty_rows(session, map, cell);
+    ImGui::EndGroup();
+
+    int empty_rows = 0;
+    for (int i = 0; i < T; ++i) empty_rows += session.shown.attention.fully_masked[static_cast<size_t>(b) * T + i];
+    legend_entry(mask_allowed_colour, "the query may attend to the key");
+    ImGui::SameLine(0, gap);
+    legend_entry(mask_blocked_colour, "masked");
+    ImGui::SameLine(0, gap);
+    legend_entry(mask_empty_row_colour, "", true);
+    ImGui::SameLine();
+    ImGui::Text("%d row%s of %s with nothing to attend to: weights all zero, never NaN", empty_rows,
+                empty_rows == 1 ? "" : "s", text_name.c_str());
+}
 
 }  // namespace headscope

@@ -160,7 +160,7 @@ std::vector<ShapeRow> compute_shapes(const Config& config, int B, int T, int NH)
                     std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH) + ")");
     const int64_t hs = C / NH;
     return {
-        {"x", "(B, T, C)", {B, T, C}, "the layer's input, LayerNorm'd"},
+        {"x", "(B, T, C)", {B, T, C}, "the attention's input (after ln_1)"},
         {"qkv", "(B, T, 3C)", {B, T, 3 * C}, "the fused c_attn projection [Q | K | V]"},
         {"q, k, v", "(B, NH, T, hs)", {B, NH, T, hs}, "each viewed as (B, T, NH, hs), then transposed"},
         {"att", "(B, NH, T, T)", {B, NH, T, T}, "scores, masked and softmaxed: the maps"},
