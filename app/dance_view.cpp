@@ -31,9 +31,15 @@ std::string token_text(const Session& session, int64_t b, int64_t t) {
     return text += "'";
 }
 
-// The weights are drawn in rows of T (one query row); every other buffer has
-// B*T*C floats and is drawn in rows of C (one token's channels in q).
 bool is_weights(const DanceBuffer& buffer) { return buffer.dims.back() == "T_k"; }
+
+// A buffer's memory is drawn one token per row: the floats after its T
+// index (C channels of q, one query row of weights, hs floats of one head's output).
+int64_t token_row(const DanceBuffer& buffer) {
+    int64_t row = 1;
+    for (size_t d = buffer.dims.size(); buffer.dims[--d] != "T";) row *= buffer.shape[d];
+    return row;
+}
 
 // What index[dim] names: "head 2", "token 3 ' on'", with the text first in a
 // batch. Texts count from 1 as the window's text box says; heads and tokens from 0.
@@ -162,7 +168,7 @@ void DanceView::describe(Ui& ui) {
                            layer_, max_diff_);
     else
         ImGui::TextDisabled("The naive view(B, NH, T, hs) would change layer %d's attention output by up to %.4g "
-                            "(split: naive view walks it).",
+                            "(choose the split \"naive view\" above to walk it).",
                             layer_, max_diff_);
 }
 
@@ -177,7 +183,7 @@ void DanceView::buffer_grid(const Session& session, Ui& ui) {
     const DanceBuffer& buffer = d.buffers[step.buffer];
     const int64_t numel = step.layout.numel();
     const bool weights = is_weights(buffer);
-    const int64_t memory_row = weights ? d.T : d.C, view_row = step.layout.shape.back();
+    const int64_t memory_row = token_row(buffer), view_row = step.layout.shape.back();
     const bool read_grid = !step.layout.is_contiguous() || view_row != memory_row;
     // Consecutive floats of one owner, in both orders: a whole weights row, or one head's hs channels of a token.
     const int64_t run = weights ? d.T : d.C / d.NH;
@@ -192,7 +198,9 @@ void DanceView::buffer_grid(const Session& session, Ui& ui) {
 
     ImGui::Text("%s: the memory of '%s' in storage order, rows of %lld floats (%s).", read_grid ? "Left" : "Below",
                 buffer.name.c_str(), static_cast<long long>(memory_row),
-                weights ? "a query row of T keys" : "C: a token's channels in q");
+                weights                ? "one query row of weights"
+                : memory_row == d.C ? "one token's channels"
+                                       : "one head's output for one token");
     if (read_grid)
         ImGui::Text("Right: the same floats in the order this step's view reads them, row-major over %s.",
                     join_dims(step.dims).c_str());
@@ -202,15 +210,17 @@ void DanceView::buffer_grid(const Session& session, Ui& ui) {
         ImGui::TextColored(ImVec4(1, 0.75f, 0.3f, 1),
                            "Too many floats to draw one by one: each cell is %lld consecutive floats of one owner.",
                            static_cast<long long>(group));
-    ImGui::TextUnformatted("Hue: head, lightness: token (dark first).");
+    ImGui::TextUnformatted("Hue: head");
     for (int h = 0; h < std::min(d.NH, 16); ++h) {
         ImGui::SameLine();
         ImGui::ColorButton(("head " + std::to_string(h)).c_str(),
                            ImGui::ColorConvertU32ToFloat4(owner_color(h, d.NH, d.T - 1, d.T)),
                            ImGuiColorEditFlags_NoTooltip);
-        ImGui::SameLine();
-        ImGui::Text("head %d", h);
+        ImGui::SameLine(0, 2 * ui.scale);
+        ImGui::Text("%d", h);
     }
+    ImGui::SameLine();
+    ImGui::TextUnformatted(d.NH > 16 ? "...  lightness: token (dark first)" : "  lightness: token (dark first)");
 
     const int64_t rows = numel / (read_grid ? std::min(memory_row, view_row) : memory_row);
     const float cell_w = std::max(min_cell, std::floor(std::min(max_cell, width / static_cast<float>(across / group))));
