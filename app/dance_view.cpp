@@ -1,10 +1,10 @@
+// The dance view: see dance_view.h.
 #include "dance_view.h"
 
 #include <GLFW/glfw3.h>
 
 #include <algorithm>
 #include <cmath>
-#include <string_view>
 
 #include "headscope/error.h"
 
@@ -16,11 +16,6 @@ std::string join_dims(const std::vector<std::string>& dims) {
     std::string s = "(";
     for (size_t d = 0; d < dims.size(); ++d) s += (d ? ", " : "") + dims[d];
     return s + ")";
-}
-
-// The buffer's own index of its n-th float, as it was written.
-std::vector<int64_t> written_index(const DanceBuffer& buffer, int64_t n) {
-    return StridedLayout::contiguous(buffer.shape).index_of(n);
 }
 
 std::string token_text(const Session& session, int64_t b, int64_t t) {
@@ -131,8 +126,8 @@ void DanceView::describe(Ui& ui) {
     ImGui::BeginGroup();
     ImGui::Text("%d. %s", step_, step.title.c_str());
     ImGui::TextColored(ImVec4(0.55f, 0.8f, 1, 1), "    %s", step.code.c_str());
-    ImGui::Text("shape %s %s    strides %s    storage offset %lld    contiguous: %s",
-                format_dims(layout.shape).c_str(), join_dims(step.dims).c_str(), format_dims(layout.strides).c_str(),
+    ImGui::Text("shape %s %s    strides %s    storage offset %lld    contiguous: %s", format_dims(layout.shape).c_str(),
+                join_dims(step.dims).c_str(), format_dims(layout.strides).c_str(),
                 static_cast<long long>(layout.offset), layout.is_contiguous() ? "yes" : "no");
 
     // Which steps see this memory, and whether this one moved any float.
@@ -142,8 +137,8 @@ void DanceView::describe(Ui& ui) {
     ImGui::Text("views buffer '%s', written as %s %s; steps viewing it: %s", buffer.name.c_str(),
                 join_dims(buffer.dims).c_str(), format_dims(buffer.shape).c_str(), sharing.c_str());
     if (step_ > 1 && d.steps[step_ - 2].buffer == step.buffer)
-        ImGui::TextColored(ImVec4(0.5f, 0.9f, 0.5f, 1),
-                           "same memory as step %d, new shape and strides: no float moved", step_ - 1);
+        ImGui::TextColored(ImVec4(0.5f, 0.9f, 0.5f, 1), "same memory as step %d, new shape and strides: no float moved",
+                           step_ - 1);
     else if (step_ > 1)
         ImGui::TextColored(ImVec4(1, 0.75f, 0.3f, 1), "a new buffer: this step writes every float");
     ImGui::EndGroup();
@@ -167,9 +162,10 @@ void DanceView::describe(Ui& ui) {
                            "before c_proj) differs from the correct split's by up to %.4g.",
                            layer_, max_diff_);
     else
-        ImGui::TextDisabled("The naive view(B, NH, T, hs) would change layer %d's attention output by up to %.4g "
-                            "(choose the split \"naive view\" above to walk it).",
-                            layer_, max_diff_);
+        ImGui::TextDisabled(
+            "The naive view(B, NH, T, hs) would change layer %d's attention output by up to %.4g "
+            "(choose the split \"naive view\" above to walk it).",
+            layer_, max_diff_);
 }
 
 // Two grids side by side: the buffer's memory in storage order (identical
@@ -198,9 +194,9 @@ void DanceView::buffer_grid(const Session& session, Ui& ui) {
 
     ImGui::Text("%s: the memory of '%s' in storage order, rows of %lld floats (%s).", read_grid ? "Left" : "Below",
                 buffer.name.c_str(), static_cast<long long>(memory_row),
-                weights                ? "one query row of weights"
+                weights             ? "one query row of weights"
                 : memory_row == d.C ? "one token's channels"
-                                       : "one head's output for one token");
+                                    : "one head's output for one token");
     if (read_grid)
         ImGui::Text("Right: the same floats in the order this step's view reads them, row-major over %s.",
                     join_dims(step.dims).c_str());
@@ -228,13 +224,13 @@ void DanceView::buffer_grid(const Session& session, Ui& ui) {
         std::floor(std::clamp(ImGui::GetContentRegionAvail().y / static_cast<float>(rows), min_cell, max_cell));
     const Cells cells{group, cell_w, cell_h};
     const auto same = [](int64_t n) { return n; };
-    int64_t hovered = grid(session, ui, {"memory", memory_row, buffer.dims, buffer.shape, same, same}, cells);
+    int64_t hovered = grid(session, ui, {"dance", memory_row, buffer.dims, buffer.shape, same, same}, cells);
     if (read_grid) {
         ImGui::SameLine(0, spacing);
         const StridedLayout& layout = step.layout;
         const int64_t hovered_read =
             grid(session, ui,
-                 {"read", view_row, step.dims, layout.shape, [&](int64_t m) { return layout.storage_index(m); },
+                 {"dance-read", view_row, step.dims, layout.shape, [&](int64_t m) { return layout.storage_index(m); },
                   [&](int64_t n) { return StridedLayout::contiguous(layout.shape).storage_index(layout.index_of(n)); }},
                  cells);
         if (hovered_read >= 0) hovered = hovered_read;
@@ -248,7 +244,6 @@ int64_t DanceView::grid(const Session& session, Ui& ui, const Grid& g, const Cel
     const int buffer = d.steps[step_ - 1].buffer;
     const int64_t numel = d.steps[step_ - 1].layout.numel();
     const int64_t cols = g.row / cells.group, rows = numel / g.row;
-    const bool memory = std::string_view(g.id) == "memory";
     ImGui::BeginGroup();
     const ImVec2 origin = ImGui::GetCursorScreenPos();
     ImGui::InvisibleButton(g.id, ImVec2(cols * cells.w, rows * cells.h));
@@ -257,7 +252,8 @@ int64_t DanceView::grid(const Session& session, Ui& ui, const Grid& g, const Cel
 
     // Only the rows in view are drawn (a large buffer scrolls).
     ImDrawList* draw = ImGui::GetWindowDrawList();
-    const int64_t first_row = std::max<int64_t>(0, static_cast<int64_t>((draw->GetClipRectMin().y - origin.y) / cells.h));
+    const int64_t first_row =
+        std::max<int64_t>(0, static_cast<int64_t>((draw->GetClipRectMin().y - origin.y) / cells.h));
     const int64_t end_row =
         std::min<int64_t>(rows, static_cast<int64_t>(std::ceil((draw->GetClipRectMax().y - origin.y) / cells.h)));
     for (int64_t r = first_row; r < end_row; ++r)
@@ -269,10 +265,8 @@ int64_t DanceView::grid(const Session& session, Ui& ui, const Grid& g, const Cel
                                 owner_color(owner.head, d.NH, owner.t, d.T));
             if (!ui.layout.on()) continue;
             for (int64_t k = position; k < position + cells.group; ++k) {
-                nlohmann::ordered_json cell = {{"view", memory ? "dance" : "dance-read"}, {"step", step_}};
-                if (!memory) cell["position"] = k;
-                cell["index"] = g.storage(k);
-                ui.layout.add(std::move(cell), min, ImVec2(cells.w, cells.h));
+                ui.layout.add({{"view", g.id}, {"step", step_}, {"position", k}, {"index", g.storage(k)}}, min,
+                              ImVec2(cells.w, cells.h));
             }
         }
 
@@ -285,7 +279,8 @@ int64_t DanceView::grid(const Session& session, Ui& ui, const Grid& g, const Cel
     }
 
     // Labels right of the rows, where they fit: "token 3", "head 1", with a line between blocks of rows.
-    const auto [dim, block] = label_dimension(g.shape, g.row, static_cast<int64_t>(std::ceil(ImGui::GetTextLineHeight() / cells.h)));
+    const auto [dim, block] =
+        label_dimension(g.shape, g.row, static_cast<int64_t>(std::ceil(ImGui::GetTextLineHeight() / cells.h)));
     const float right = origin.x + cols * cells.w;
     if (dim >= 0)
         for (int64_t r = first_row - first_row % block; r < end_row; r += block) {
@@ -320,7 +315,7 @@ void DanceView::tooltip(const Session& session, int64_t storage) {
                 is_weights(buffer) ? "query " : "", static_cast<long long>(owner.t),
                 token_text(session, owner.b, owner.t).c_str(), static_cast<long long>(owner.head));
     ImGui::Text("as written %s: %s", join_dims(buffer.dims).c_str(),
-                format_dims(written_index(buffer, storage)).c_str());
+                format_dims(StridedLayout::contiguous(buffer.shape).index_of(storage)).c_str());
     ImGui::Text("under this step's view %s: %s", join_dims(step.dims).c_str(),
                 format_dims(step.layout.index_of(storage)).c_str());
     ImGui::EndTooltip();

@@ -37,10 +37,10 @@ private:
         float w, h;     // screen pixels
     };
     struct Grid {
-        const char* id;                         // "memory" or "read"
-        int64_t row;                            // floats per row
-        const std::vector<std::string>& dims;   // the order drawn, row-major: its dimensions' names
-        const std::vector<int64_t>& shape;      // and sizes
+        const char* id;                            // "dance" (the memory) or "dance-read": also its --layout view
+        int64_t row;                               // floats per row
+        const std::vector<std::string>& dims;      // the order drawn, row-major: its dimensions' names
+        const std::vector<int64_t>& shape;         // and sizes
         std::function<int64_t(int64_t)> storage;   // position in that order -> storage element
         std::function<int64_t(int64_t)> position;  // and back
     };

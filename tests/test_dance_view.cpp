@@ -43,7 +43,9 @@ std::array<double, 3> hsv_to_rgb(double h, double s, double v) {
 }
 
 // app/dance_view.h: hue = head / NH, saturation 0.65, value from 0.4 (first token) to 1 (last).
-std::array<double, 3> owner_rgb(int head, int t, int T) { return hsv_to_rgb(double(head) / NH, 0.65, 0.4 + 0.6 * t / (T - 1)); }
+std::array<double, 3> owner_rgb(int head, int t, int T) {
+    return hsv_to_rgb(double(head) / NH, 0.65, 0.4 + 0.6 * t / (T - 1));
+}
 
 struct Owner {
     int t, head;
@@ -91,8 +93,8 @@ protected:
 
     struct Shot {
         test::Image image;
-        json description;        // the step's shape, strides, ... as the window shows them
-        json memory, read;       // the cells of the buffer in storage order and in the view's order
+        json description;   // the step's shape, strides, ... as the window shows them
+        json memory, read;  // the cells of the buffer in storage order and in the view's order
     };
 
     Shot shoot(const std::string& split, int step) {
@@ -157,6 +159,7 @@ protected:
             std::set<int64_t> indices;
             for (const json& cell : shot.memory) {
                 EXPECT_EQ(cell["step"], k);
+                EXPECT_EQ(cell["position"], cell["index"]);  // storage order
                 indices.insert(cell["index"].get<int64_t>());
             }
             EXPECT_EQ(indices.size(), size_t(numel));
