@@ -17,18 +17,23 @@ std::string preview(const std::string& text) {
     return text.size() > max_chars ? line + "..." : line;
 }
 
+struct DrawnGrid {
+    ImVec2 origin;            // the top left
+    int query = 0, key = -1;  // the cell under the mouse; key -1 when none
+};
+
 // Draws rows x cols mask cells of `cell` pixels from the cursor, coloured by
 // allowed(query, key), where row r is query first_query + r; records each
-// cell for --layout as mask `mask` of text b. Returns the grid's top left.
+// cell for --layout as mask `mask` of text b.
 template <typename Allowed>
-ImVec2 mask_grid(Ui& ui, const char* mask, int b, int first_query, int rows, int cols, float cell, Allowed allowed) {
+DrawnGrid mask_grid(Ui& ui, const char* mask, int b, int first_query, int rows, int cols, float cell, Allowed allowed) {
     ImDrawList* draw = ImGui::GetWindowDrawList();
-    const ImVec2 origin = ImGui::GetCursorScreenPos();
+    DrawnGrid grid{ImGui::GetCursorScreenPos()};
     const float filled = cell >= 8 ? cell - 1 : cell;  // a one-pixel gap where cells are large enough to show it
     for (int r = 0; r < rows; ++r)
         for (int j = 0; j < cols; ++j) {
             const int i = first_query + r;
-            const ImVec2 min(origin.x + j * cell, origin.y + r * cell);
+            const ImVec2 min(grid.origin.x + j * cell, grid.origin.y + r * cell);
             draw->AddRectFilled(min, ImVec2(min.x + filled, min.y + filled),
                                 allowed(i, j) ? mask_allowed_colour : mask_blocked_colour);
             if (ui.layout.on())
@@ -36,7 +41,26 @@ ImVec2 mask_grid(Ui& ui, const char* mask, int b, int first_query, int rows, int
                               ImVec2(filled, filled));
         }
     ImGui::Dummy(ImVec2(cols * cell, rows * cell));
-    return origin;
+    if (ui.tooltips && ImGui::IsItemHovered()) {
+        const ImVec2 mouse = ImGui::GetIO().MousePos;
+        grid.query = first_query + std::clamp(static_cast<int>((mouse.y - grid.origin.y) / cell), 0, rows - 1);
+        grid.key = std::clamp(static_cast<int>((mouse.x - grid.origin.x) / cell), 0, cols - 1);
+    }
+    return grid;
+}
+
+// The hovered cell's tokens and what the mask does there.
+void cell_tooltip(const Session& session, const DrawnGrid& grid, const char* state) {
+    if (grid.key < 0) return;
+    ImGui::BeginTooltip();
+    const std::string key = token_text(session, grid.key);
+    if (grid.query >= 0)
+        ImGui::Text("query %d %s  ->  key %d %s", grid.query, token_text(session, grid.query).c_str(), grid.key,
+                    key.c_str());
+    else
+        ImGui::Text("key %d %s, for every query", grid.key, key.c_str());
+    ImGui::TextUnformatted(state);
+    ImGui::EndTooltip();
 }
 
 // Outlines the rows of text b with nothing to attend to on a T x T grid at
@@ -145,8 +169,14 @@ void MaskView::draw(Session& session, Ui& ui) {
         const int text_length = session.length(text);
         ImGui::Text("%s text %d", text == b ? ">" : " ", text + 1);
         ImGui::SameLine(row_label);
-        mask_grid(ui, "padding", text, -1, 1, T, overview_cell,
-                  [&](int, int j) { return !options.padding_mask || j < text_length; });
+        const DrawnGrid grid = mask_grid(ui, "padding", text, -1, 1, T, overview_cell,
+                                         [&](int, int j) { return !options.padding_mask || j < text_length; });
+        if (grid.key >= 0) {
+            ImGui::BeginTooltip();
+            ImGui::Text("text %d, key %d: %s", text + 1, grid.key,
+                        grid.key < text_length ? "one of its tokens" : "a pad (<|endoftext|>)");
+            ImGui::EndTooltip();
+        }
     }
     ImGui::Separator();
 
@@ -176,7 +206,10 @@ void MaskView::draw(Session& session, Ui& ui) {
     ImGui::BeginGroup();
     panel_title("causal mask (T x T)", options.causal ? "every text's: key j <= query i" : "off: every key visible");
     ImGui::Dummy(ImVec2(side, above_square));
-    mask_grid(ui, "causal", b, 0, T, T, cell, [&](int i, int j) { return !options.causal || j <= i; });
+    const DrawnGrid causal = mask_grid(ui, "causal", b, 0, T, T, cell, [&](int i, int j) { return !options.causal || j <= i; });
+    cell_tooltip(session, causal, !options.causal          ? "causal mask off: visible"
+                                  : causal.key <= causal.query ? "the key is not after the query: visible"
+                                                               : "the key comes after the query: the causal mask hides it");
     ImGui::EndGroup();
     next_panel(1);
 
@@ -184,9 +217,16 @@ void MaskView::draw(Session& session, Ui& ui) {
     panel_title("padding mask of " + text_name + " (1 x T)",
                 options.padding_mask ? "keys j < " + std::to_string(length) + ", its length" : "off: every key visible");
     auto padding = [&](int, int j) { return !options.padding_mask || j < length; };
-    mask_grid(ui, "padding", b, -1, 1, T, cell, padding);
+    auto padding_state = [&](const DrawnGrid& grid) {
+        return !options.padding_mask ? "padding mask off: visible"
+               : grid.key < length   ? "a token of the text: visible"
+                                     : "a pad key: the padding mask hides it";
+    };
+    const DrawnGrid row = mask_grid(ui, "padding", b, -1, 1, T, cell, padding);
+    cell_tooltip(session, row, padding_state(row));
     ImGui::TextDisabled("broadcast to T x T (B x 1 x T x T)");
-    mask_grid(ui, "padding", b, 0, T, T, cell, padding);
+    const DrawnGrid square = mask_grid(ui, "padding", b, 0, T, T, cell, padding);
+    cell_tooltip(session, square, padding_state(square));
     ImGui::EndGroup();
     next_panel(2);
 
@@ -194,9 +234,13 @@ void MaskView::draw(Session& session, Ui& ui) {
     panel_title("combined: what the engine used",
                 options.padding_mask ? "both; a pad query sees nothing" : "the causal mask alone");
     ImGui::Dummy(ImVec2(side, above_square));
-    const ImVec2 combined = mask_grid(ui, "combined", b, 0, T, T, cell,
-                                      [&](int i, int j) { return j < visible_end(options, i, length, T); });
-    outline_empty_rows(session, combined, cell);
+    auto visible = [&](int i, int j) { return j < visible_end(options, i, length, T); };
+    const DrawnGrid combined = mask_grid(ui, "combined", b, 0, T, T, cell, visible);
+    outline_empty_rows(session, combined.origin, cell);
+    const bool empty_row = combined.key >= 0 && visible_end(options, combined.query, length, T) == 0;
+    cell_tooltip(session, combined, empty_row ? "a pad query: nothing to attend to, its weights are all zero (never NaN)"
+                                    : combined.key >= 0 && visible(combined.query, combined.key) ? "visible: the query attends to this key"
+                                                                                             : "masked");
     ImGui::EndGroup();
     next_panel(3);
 

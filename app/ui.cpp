@@ -38,8 +38,6 @@ std::string head_label(const Session& session, int layer, int head) {
     return std::string(label) + scores;
 }
 
-namespace {
-
 std::string token_text(const Session& session, int t) {
     const int length = session.length(session.selected);
     if (t >= length) return "<pad>";
@@ -47,6 +45,8 @@ std::string token_text(const Session& session, int t) {
     text += session.model().tokenizer.token_bytes(session.shown.token_ids[session.selected][t]);
     return text += "'";
 }
+
+namespace {
 
 // The query and key under the mouse, the weight, the row's entropy and the
 // head's probe scores.

@@ -64,6 +64,9 @@ private:
     HeatmapTexture texture_;
 };
 
+// Token t of the selected text, quoted, or "<pad>" past its end.
+std::string token_text(const Session& session, int t);
+
 // The label "L1 H2" with the head's probe scores when the session has them.
 std::string head_label(const Session& session, int layer, int head);
 
