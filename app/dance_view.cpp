@@ -73,8 +73,10 @@ ImU32 owner_color(int64_t head, int NH, int64_t t, int T) {
 void DanceView::update(Session& session) {
     const AttentionResult& att = session.shown.attention;
     if (dance_ && generation_ == session.shown_generation && layer_ == session.layer) return;
-    if (!dance_ || generation_ != session.shown_generation)
+    if (!dance_ || generation_ != session.shown_generation) {
         dance_ = reshape_dance(att.B, att.T, session.model().config.n_embd, att.NH, session.shown_options.split);
+        hovered_ = {};  // a float of the old buffers
+    }
     generation_ = session.shown_generation;
     layer_ = session.layer;
     // Two forwards as far as the layer, once per compute: the live worker's backend is busy, so a private one.
