@@ -45,31 +45,32 @@ void heading(const char* title) {
 
 }  // namespace
 
-void ChecksView::update(const Session& session) {
+void ChecksView::update(Session& session) {
     if (running_.valid()) {
         if (running_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
-        figures_ = running_.get();
+        figures_ = std::move(*running_figures_);
+        running_ = {};
     }
     const bool current = figures_ && figures_->generation == session.shown_generation && figures_->b == session.selected;
     if (current || session.shown.token_ids.empty()) return;
     const Model* model = &session.model();
+    running_figures_ = std::make_shared<Figures>();
+    running_figures_->generation = session.shown_generation;
+    running_figures_->b = session.selected;
     // Its own backend: the live worker's is busy with every keystroke.
-    running_ = std::async(std::launch::async, [model, batch = Batch{session.shown.token_ids, model->config.eos_token_id},
-                                               options = session.shown_options, b = session.selected,
-                                               generation = session.shown_generation] {
-        Figures figures;
-        figures.generation = generation;
-        figures.b = b;
+    auto work = [model, figures = running_figures_, batch = Batch{session.shown.token_ids, model->config.eos_token_id},
+                 options = session.shown_options] {
         try {
             std::unique_ptr<Backend> backend = make_cpu_backend();
             backend->load_weights(*model);
-            figures.loop = compare_with_head_loop(*backend, *model, batch, options);
-            figures.causality = check_causality(*backend, *model, batch, b, options);
+            figures->loop = compare_with_head_loop(*backend, *model, batch, options);
+            figures->causality = check_causality(*backend, *model, batch, figures->b, options);
         } catch (const Error& e) {
-            figures.error = e.what();
+            figures->error = e.what();
         }
-        return figures;
-    });
+    };
+    running_ = std::async(std::launch::async, std::move(work)).share();
+    session.reading_model(running_);
 }
 
 void ChecksView::draw(Session& session, Ui& ui) {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <future>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -31,15 +32,17 @@ private:
         CausalityCheck causality;
         std::string error;        // non-empty: the checks could not run
     };
-    // Starts the figures for the shown compute if they are not there or running.
-    void update(const Session& session);
+    // Takes finished figures; starts them for the shown compute and selected
+    // text if they are not there or running.
+    void update(Session& session);
     void loop_section(const Session& session, const Figures& figures);
     void causality_section(const Session& session, const Figures& figures);
     void shapes_section(const Session& session);
     void parameters_section(const Session& session);
 
-    std::future<Figures> running_;
-    std::optional<Figures> figures_;
+    std::shared_future<void> running_;        // the worker; the session holds it too (it reads the model)
+    std::shared_ptr<Figures> running_figures_;  // what the worker fills in
+    std::optional<Figures> figures_;            // the last finished
 };
 
 }  // namespace headscope

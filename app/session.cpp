@@ -79,8 +79,11 @@ void Session::open_model(const std::string& name_or_path) {
 bool Session::collect() {
     if (probes_future_.valid() && probes_future_.wait_for(std::chrono::seconds(0)) == std::future_status::ready)
         probes_ = probes_future_.get();
-    // The probes read the open model: it is replaced only once they are done.
-    if (load_future_.valid() && !probes_future_.valid() &&
+    std::erase_if(model_readers_, [](const std::shared_future<void>& work) {
+        return work.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+    });
+    // The probes and the model readers read the open model: it is replaced only once they are done.
+    if (load_future_.valid() && !probes_future_.valid() && model_readers_.empty() &&
         load_future_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
         LoadedModel loaded;
         try {

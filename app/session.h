@@ -67,6 +67,10 @@ public:
     const ProbeReport* probes() const { return probes_ ? &*probes_ : nullptr; }
     bool probes_pending() const { return probes_future_.valid(); }
 
+    // Work on another thread that reads the open model (the checks view's
+    // figures): a newly loaded model replaces it only once the work is done.
+    void reading_model(std::shared_future<void> work) { model_readers_.push_back(std::move(work)); }
+
     int heads_shown() const { return shown.attention.NH; }
     int length(int b) const { return static_cast<int>(shown.token_ids[b].size()); }
 
@@ -83,6 +87,7 @@ private:
     std::optional<ProbeReport> probes_;
     std::string loading_;
     std::future<LoadedModel> load_future_;
+    std::vector<std::shared_future<void>> model_readers_;  // read open_.model; destroyed (waited for) before it
 };
 
 }  // namespace headscope
