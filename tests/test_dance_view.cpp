@@ -23,7 +23,12 @@ using nlohmann::json;
 
 namespace {
 
-constexpr int B = 2, C = 32, NH = 4, hs = C / NH;
+constexpr int B = 2, C = 32, NH = 4, hs = C / NH;  // the test model's, and the batch's B
+
+// The sizes a window ran at.
+struct Sizes {
+    int T, C, NH;
+};
 
 // HSV to RGB in 0..255 (the textbook six-sector formula).
 std::array<double, 3> hsv_to_rgb(double h, double s, double v) {
@@ -42,24 +47,25 @@ std::array<double, 3> hsv_to_rgb(double h, double s, double v) {
     return rgb;
 }
 
-// app/dance_view.h: hue = head / NH, saturation 0.65, value from 0.4 (first token) to 1 (last).
-std::array<double, 3> owner_rgb(int head, int t, int T) {
-    return hsv_to_rgb(double(head) / NH, 0.65, 0.4 + 0.6 * t / (T - 1));
-}
-
 struct Owner {
     int t, head;
 };
+
+// app/dance_view.h: hue = head / NH, saturation 0.65, value from 0.4 (first token) to 1 (last).
+std::array<double, 3> owner_rgb(const Owner& o, const Sizes& s) {
+    return hsv_to_rgb(double(o.head) / s.NH, 0.65, 0.4 + 0.6 * o.t / (s.T - 1));
+}
 
 // Who wrote float n of the buffer a step views, from the buffer's shape:
 // Q and the merged output are (B, T, C) with head h in channels [h*hs, (h+1)*hs);
 // the weights are (B, NH, T, T) with the query token third; the per-head
 // output is (B, NH, T, hs).
-Owner owner(const std::string& buffer, int64_t n, int T) {
-    if (buffer == "q" || buffer == "y_merged") return {int(n / C % T), int(n % C / hs)};
-    if (buffer == "att") return {int(n / T % T), int(n / (T * T) % NH)};
+Owner owner(const std::string& buffer, int64_t n, const Sizes& s) {
+    const int T = s.T, hs = s.C / s.NH;
+    if (buffer == "q" || buffer == "y_merged") return {int(n / s.C % T), int(n % s.C / hs)};
+    if (buffer == "att") return {int(n / T % T), int(n / (T * T) % s.NH)};
     EXPECT_EQ(buffer, "y");
-    return {int(n / hs % T), int(n / (T * hs) % NH)};
+    return {int(n / hs % T), int(n / (T * hs) % s.NH)};
 }
 
 // The storage element at row-major position m of a strided view.
@@ -81,7 +87,7 @@ protected:
     }
     static void TearDownTestSuite() { delete dir_; }
 
-    std::string model() const { return (dir_->path / "model").string(); }
+    std::string model(const std::string& name = "model") const { return (dir_->path / name).string(); }
 
     json cli_dance(const std::string& split) {
         const test::ProcessRun run = test::run_program(
@@ -97,10 +103,10 @@ protected:
         json memory, read;  // the cells of the buffer in storage order and in the view's order
     };
 
-    Shot shoot(const std::string& split, int step) {
-        const std::string name = split + "-" + std::to_string(step);
+    Shot shoot(const std::string& split, int step, const std::string& model_name = "model") {
+        const std::string name = model_name + "-" + split + "-" + std::to_string(step);
         const auto png = dir_->path / (name + ".png"), layout = dir_->path / (name + ".json");
-        EXPECT_EQ(test::run_window({"--model", model(), "--view", "dance", "--split", split, "--dance-step",
+        EXPECT_EQ(test::run_window({"--model", model(model_name), "--view", "dance", "--split", split, "--dance-step",
                                     std::to_string(step), "--text", long_, "--text", short_, "--screenshot",
                                     png.string(), "--layout", layout.string()},
                                    dir_->path),
@@ -115,15 +121,15 @@ protected:
     }
 
     // Every cell's centre pixel has its float's owner's colour; returns the owners in the cells' order.
-    std::vector<Owner> check_pixels(const Shot& shot, const json& cells, const std::string& buffer, int T) {
+    std::vector<Owner> check_pixels(const Shot& shot, const json& cells, const std::string& buffer, const Sizes& s) {
         std::vector<Owner> owners;
         for (const json& cell : cells) {
-            const Owner o = owner(buffer, cell["index"], T);
+            const Owner o = owner(buffer, cell["index"], s);
             owners.push_back(o);
             const int x = int(cell["x"].get<double>() + cell["w"].get<double>() / 2);
             const int y = int(cell["y"].get<double>() + cell["h"].get<double>() / 2);
             const std::array<int, 3> got = shot.image.at(x, y);
-            const std::array<double, 3> want = owner_rgb(o.head, o.t, T);
+            const std::array<double, 3> want = owner_rgb(o, s);
             for (int c = 0; c < 3; ++c)
                 EXPECT_NEAR(got[c], want[c], 2.0) << buffer << " float " << cell["index"] << " token " << o.t
                                                   << " head " << o.head;
@@ -165,14 +171,14 @@ protected:
             EXPECT_EQ(indices.size(), size_t(numel));
             EXPECT_EQ(*indices.begin(), 0);
             EXPECT_EQ(*indices.rbegin(), numel - 1);
-            owners.push_back(check_pixels(shot, shot.memory, buffer, T));
+            owners.push_back(check_pixels(shot, shot.memory, buffer, {T, C, NH}));
 
             // A transposed view must be drawn in its own order too.
             if (!want["contiguous"].get<bool>()) {
                 EXPECT_EQ(shot.read.size(), size_t(numel));
             }
             for (const json& cell : shot.read) EXPECT_EQ(cell["index"], storage_at(want, cell["position"]));
-            check_pixels(shot, shot.read, buffer, T);
+            check_pixels(shot, shot.read, buffer, {T, C, NH});
         }
         return owners;
     }
@@ -210,7 +216,7 @@ TEST_F(DanceViewTest, NaiveSplitsHeadsHoldSeveralHeadsChannels) {
     const int T = 11;
     const Shot naive = shoot("naive-view", 2), correct = shoot("transpose", 3);
     auto first_head_owners = [&](const Shot& shot) {
-        const std::vector<Owner> owners = check_pixels(shot, shot.read, "q", T);
+        const std::vector<Owner> owners = check_pixels(shot, shot.read, "q", {T, C, NH});
         std::set<int> heads;
         for (size_t i = 0; i < owners.size(); ++i)
             if (shot.read[i]["position"].get<int64_t>() < T * hs) heads.insert(owners[i].head);
@@ -224,6 +230,21 @@ TEST_F(DanceViewTest, NaiveSplitsHeadsHoldSeveralHeadsChannels) {
 TEST_F(DanceViewTest, StepOutOfRangeShowsTheNearestStep) {
     EXPECT_EQ(shoot("transpose", 12).description["step"], 8);
     EXPECT_EQ(shoot("naive-view", 0).description["step"], 1);
+}
+
+// C = 256: Q and the view's order do not fit across one float per cell, so
+// each cell is a few floats of one owner, every float still recorded in it.
+TEST_F(DanceViewTest, WideBuffersDrawOneCellPerFewFloatsOfOneOwner) {
+    const Sizes wide{11, 256, 4};
+    test::write_test_model(dir_->path / "wide", {.n_layer = 1, .n_head = wide.NH, .n_embd = wide.C, .n_positions = 16});
+    const Shot shot = shoot("transpose", 3, "wide");
+    ASSERT_EQ(shot.memory.size(), size_t(B) * wide.T * wide.C);
+    ASSERT_EQ(shot.read.size(), shot.memory.size());
+    std::set<std::pair<double, double>> rects;
+    for (const json& cell : shot.memory) rects.insert({cell["x"].get<double>(), cell["y"].get<double>()});
+    EXPECT_LE(rects.size(), shot.memory.size() / 2);  // at least two floats a cell
+    check_pixels(shot, shot.memory, "q", wide);
+    check_pixels(shot, shot.read, "q", wide);
 }
 
 }  // namespace
