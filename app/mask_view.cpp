@@ -26,25 +26,35 @@ struct DrawnGrid {
 // allowed(query, key), where row r is query first_query + r; records each
 // cell for --layout as mask `mask` of text b.
 template <typename Allowed>
-DrawnGrid mask_grid(Ui& ui, const char* mask, int b, int first_query, int rows, int cols, float cell, Allowed allowed) {
+DrawnGrid mask_grid(Ui& ui, const char* mask, int b, int first_query, int rows, int cols, ImVec2 cell, Allowed allowed) {
     ImDrawList* draw = ImGui::GetWindowDrawList();
     DrawnGrid grid{ImGui::GetCursorScreenPos()};
-    const float filled = cell >= 8 ? cell - 1 : cell;  // a one-pixel gap where cells are large enough to show it
-    for (int r = 0; r < rows; ++r)
-        for (int j = 0; j < cols; ++j) {
-            const int i = first_query + r;
-            const ImVec2 min(grid.origin.x + j * cell, grid.origin.y + r * cell);
-            draw->AddRectFilled(min, ImVec2(min.x + filled, min.y + filled),
-                                allowed(i, j) ? mask_allowed_colour : mask_blocked_colour);
-            if (ui.layout.on())
-                ui.layout.add({{"view", "mask"}, {"mask", mask}, {"b", b}, {"query", i}, {"key", j}}, min,
-                              ImVec2(filled, filled));
+    // A one-pixel gap between cells large enough to show it; smaller cells
+    // touch, and a row's run of same-coloured cells is drawn as one rectangle.
+    const bool gaps = std::min(cell.x, cell.y) >= 8;
+    const ImVec2 filled(gaps ? cell.x - 1 : cell.x, gaps ? cell.y - 1 : cell.y);
+    for (int r = 0; r < rows; ++r) {
+        const int i = first_query + r;
+        const float top = grid.origin.y + r * cell.y;
+        for (int j = 0; j < cols;) {
+            const bool visible = allowed(i, j);
+            int end = j + 1;
+            while (!gaps && end < cols && allowed(i, end) == visible) ++end;
+            draw->AddRectFilled(ImVec2(grid.origin.x + j * cell.x, top),
+                                ImVec2(grid.origin.x + (end - 1) * cell.x + filled.x, top + filled.y),
+                                visible ? mask_allowed_colour : mask_blocked_colour);
+            j = end;
         }
-    ImGui::Dummy(ImVec2(cols * cell, rows * cell));
+        if (ui.layout.on())
+            for (int j = 0; j < cols; ++j)
+                ui.layout.add({{"view", "mask"}, {"mask", mask}, {"b", b}, {"query", i}, {"key", j}},
+                              ImVec2(grid.origin.x + j * cell.x, top), filled);
+    }
+    ImGui::Dummy(ImVec2(cols * cell.x, rows * cell.y));
     if (ui.tooltips && ImGui::IsItemHovered()) {
         const ImVec2 mouse = ImGui::GetIO().MousePos;
-        grid.query = first_query + std::clamp(static_cast<int>((mouse.y - grid.origin.y) / cell), 0, rows - 1);
-        grid.key = std::clamp(static_cast<int>((mouse.x - grid.origin.x) / cell), 0, cols - 1);
+        grid.query = first_query + std::clamp(static_cast<int>((mouse.y - grid.origin.y) / cell.y), 0, rows - 1);
+        grid.key = std::clamp(static_cast<int>((mouse.x - grid.origin.x) / cell.x), 0, cols - 1);
     }
     return grid;
 }
@@ -63,20 +73,26 @@ void cell_tooltip(const Session& session, const DrawnGrid& grid, const char* sta
     ImGui::EndTooltip();
 }
 
-// Outlines the rows of text b with nothing to attend to on a T x T grid at
-// `origin`, labelled on its right where a row is tall enough for the text.
+// Outlines the rows of the selected text with nothing to attend to on a
+// T x T grid at `origin`, each run of them as one block, labelled on its right.
 void outline_empty_rows(const Session& session, ImVec2 origin, float cell) {
     const AttentionResult& att = session.shown.attention;
+    const uint8_t* empty = att.fully_masked.data() + static_cast<size_t>(session.selected) * att.T;
     ImDrawList* draw = ImGui::GetWindowDrawList();
-    const bool labels = cell >= ImGui::GetTextLineHeight();
-    for (int i = 0; i < att.T; ++i) {
-        if (!att.fully_masked[static_cast<size_t>(session.selected) * att.T + i]) continue;
-        const float top = origin.y + i * cell;
-        draw->AddRect(ImVec2(origin.x - 2, top - 1), ImVec2(origin.x + att.T * cell + 1, top + cell), mask_empty_row_colour,
+    for (int first = 0; first < att.T;) {
+        if (!empty[first]) {
+            ++first;
+            continue;
+        }
+        int end = first + 1;
+        while (end < att.T && empty[end]) ++end;
+        const float top = origin.y + first * cell, bottom = origin.y + end * cell;
+        draw->AddRect(ImVec2(origin.x - 2, top - 1), ImVec2(origin.x + att.T * cell + 1, bottom), mask_empty_row_colour,
                       0, 0, 2);
-        if (labels)
-            draw->AddText(ImVec2(origin.x + att.T * cell + 5, top + (cell - ImGui::GetTextLineHeight()) / 2),
-                          mask_empty_row_colour, "empty row");
+        const std::string label = end - first == 1 ? "empty row" : std::to_string(end - first) + " empty rows";
+        draw->AddText(ImVec2(origin.x + att.T * cell + 5, (top + bottom - ImGui::GetTextLineHeight()) / 2),
+                      mask_empty_row_colour, label.c_str());
+        first = end;
     }
 }
 
@@ -156,7 +172,7 @@ void MaskView::draw(Session& session, Ui& ui) {
     const int B = static_cast<int>(session.shown.token_ids.size()), T = session.shown.attention.T;
     const int b = session.selected, length = session.length(b);
     const float line = ImGui::GetTextLineHeight(), spacing = ImGui::GetStyle().ItemSpacing.y;
-    const float label_w = ImGui::CalcTextSize("empty row").x + 10 * ui.scale;
+    const float label_w = ImGui::CalcTextSize("000 empty rows").x + 10 * ui.scale;
     const float gap = 2 * ImGui::GetStyle().ItemSpacing.x;
 
     // The whole batch's padding masks, one 1 x T row per text.
@@ -169,7 +185,7 @@ void MaskView::draw(Session& session, Ui& ui) {
         const int text_length = session.length(text);
         ImGui::Text("%s text %d", text == b ? ">" : " ", text + 1);
         ImGui::SameLine(row_label);
-        const DrawnGrid grid = mask_grid(ui, "padding", text, -1, 1, T, overview_cell,
+        const DrawnGrid grid = mask_grid(ui, "padding", text, -1, 1, T, ImVec2(overview_cell, overview_cell),
                                          [&](int, int j) { return !options.padding_mask || j < text_length; });
         if (grid.key >= 0) {
             ImGui::BeginTooltip();
@@ -184,7 +200,9 @@ void MaskView::draw(Session& session, Ui& ui) {
     // and its caption sit above its square, in space the others leave blank.
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     const float width_side = (avail.x - 2 * label_w - 3 * gap) / 4;
-    const float height_side = (avail.y - 2 * (line + spacing) - (line + 2 * spacing) - 2 * (line + spacing)) * T / (T + 1);
+    // Below the titles, the key row (a cell, at least 8 pixels) and its caption, the square, then the legend.
+    const float fixed = 2 * (line + spacing) + (line + 2 * spacing) + 2 * (line + spacing);
+    const float height_side = std::min(avail.y - fixed - 8 * ui.scale, (avail.y - fixed) * T / (T + 1));
     float cell = std::min(width_side, height_side) / T;
     if (cell < 2) {
         ImGui::TextUnformatted("The window is too small for the masks.");
@@ -192,7 +210,8 @@ void MaskView::draw(Session& session, Ui& ui) {
     }
     if (cell >= 4) cell = std::floor(cell);
     const float side = cell * T;
-    const float above_square = cell + spacing + line;  // the padding panel's 1 x T row and caption
+    const float key_row = std::max(cell, 8 * ui.scale);  // the padding panel's 1 x T row, never a hairline
+    const float above_square = key_row + spacing + line;  // that row and its caption
 
     // Panels at fixed offsets, so a caption wider than its square cannot push the others.
     const float panels_x = ImGui::GetCursorPosX();
@@ -206,7 +225,7 @@ void MaskView::draw(Session& session, Ui& ui) {
     ImGui::BeginGroup();
     panel_title("causal mask (T x T)", options.causal ? "every text's: key j <= query i" : "off: every key visible");
     ImGui::Dummy(ImVec2(side, above_square));
-    const DrawnGrid causal = mask_grid(ui, "causal", b, 0, T, T, cell, [&](int i, int j) { return !options.causal || j <= i; });
+    const DrawnGrid causal = mask_grid(ui, "causal", b, 0, T, T, ImVec2(cell, cell), [&](int i, int j) { return !options.causal || j <= i; });
     cell_tooltip(session, causal, !options.causal          ? "causal mask off: visible"
                                   : causal.key <= causal.query ? "the key is not after the query: visible"
                                                                : "the key comes after the query: the causal mask hides it");
@@ -222,10 +241,10 @@ void MaskView::draw(Session& session, Ui& ui) {
                : grid.key < length   ? "a token of the text: visible"
                                      : "a pad key: the padding mask hides it";
     };
-    const DrawnGrid row = mask_grid(ui, "padding", b, -1, 1, T, cell, padding);
+    const DrawnGrid row = mask_grid(ui, "padding", b, -1, 1, T, ImVec2(cell, key_row), padding);
     cell_tooltip(session, row, padding_state(row));
     ImGui::TextDisabled("broadcast to T x T (B x 1 x T x T)");
-    const DrawnGrid square = mask_grid(ui, "padding", b, 0, T, T, cell, padding);
+    const DrawnGrid square = mask_grid(ui, "padding", b, 0, T, T, ImVec2(cell, cell), padding);
     cell_tooltip(session, square, padding_state(square));
     ImGui::EndGroup();
     next_panel(2);
@@ -235,7 +254,7 @@ void MaskView::draw(Session& session, Ui& ui) {
                 options.padding_mask ? "both; a pad query sees nothing" : "the causal mask alone");
     ImGui::Dummy(ImVec2(side, above_square));
     auto visible = [&](int i, int j) { return j < visible_end(options, i, length, T); };
-    const DrawnGrid combined = mask_grid(ui, "combined", b, 0, T, T, cell, visible);
+    const DrawnGrid combined = mask_grid(ui, "combined", b, 0, T, T, ImVec2(cell, cell), visible);
     outline_empty_rows(session, combined.origin, cell);
     const bool empty_row = combined.key >= 0 && visible_end(options, combined.query, length, T) == 0;
     cell_tooltip(session, combined, empty_row ? "a pad query: nothing to attend to, its weights are all zero (never NaN)"
