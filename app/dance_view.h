@@ -1,8 +1,13 @@
-// The dance view: the reshape dance of multi-head attention stepped through
-// on the shown batch's real sizes. Each step shows core's strided layout
-// (shape, strides, offset, contiguous) and the flat buffer it views, one cell
-// per float in storage order, coloured by the head and token that own it:
-// steps that only change strides draw the same memory unchanged.
+// The dance view: the reshape dance of multi-head attention (core's Dance,
+// dance.h) stepped through at the shown batch's real sizes. Each step shows
+// its strided layout (shape, strides, offset, contiguous) and the buffer it
+// views, one cell per float coloured by the head and token that own it, twice:
+// in storage order (unchanged by steps that only change strides) and in the
+// order the step's view reads it (where a transpose, or the naive split's
+// mixing, shows). --layout records every float's cell as {"view": "dance" or
+// "dance-read", "step", "position" in that order, "index" in storage} and the
+// step's layout as {"view": "dance", "step", "shape", "strides", "offset",
+// "contiguous", "buffer", "layer", "naive_view_max_diff"}.
 #pragma once
 #include <cstdint>
 #include <functional>
