@@ -30,11 +30,15 @@ std::string token_text(const Model& model, int32_t id) {
     return text += ")";
 }
 
-// A labelled number, the numbers of a section lined up.
-void figure(const char* label, double value) {
+// A labelled number, the numbers of a section lined up; recorded for
+// --layout as {"view": "checks", "figure": name, "value": value}.
+void figure(Ui& ui, const char* name, const char* label, double value) {
     ImGui::TextUnformatted(label);
     ImGui::SameLine(ImGui::CalcTextSize("max |diff| of the attention weights").x + 3 * ImGui::GetFontSize());
     ImGui::Text("%.3g", value);
+    if (ui.layout.on())
+        ui.layout.add({{"view", "checks"}, {"figure", name}, {"value", value}}, ImGui::GetItemRectMin(),
+                      ImGui::GetItemRectSize());
 }
 
 void heading(const char* title) {
@@ -83,26 +87,26 @@ void ChecksView::draw(Session& session, Ui& ui) {
     else if (!figures_->error.empty())
         ImGui::TextColored(bad_colour, "The checks could not run: %s", figures_->error.c_str());
     else {
-        loop_section(session, *figures_);
-        causality_section(session, *figures_);
+        loop_section(session, ui, *figures_);
+        causality_section(session, ui, *figures_);
     }
     shapes_section(session);
     ImGui::EndChild();
     ImGui::SameLine(0, 12 * ui.scale);
     ImGui::BeginChild("parameters");
-    parameters_section(session);
+    parameters_section(session, ui);
     ImGui::EndChild();
 }
 
-void ChecksView::loop_section(const Session& session, const Figures& figures) {
+void ChecksView::loop_section(const Session& session, Ui& ui, const Figures& figures) {
     heading("Batched heads vs a per-head loop");
     ImGui::TextWrapped(
         "The engine runs every head at once. Core's plain loop runs the same model one head at a time: it slices "
         "the head's q, k and v columns out of the fused projection, then scores, mask, softmax, weights times v. "
         "Every layer, all %d texts:",
         session.shown.attention.B);
-    figure("max |diff| of the attention weights", figures.loop.max_weight_diff);
-    figure("max |diff| of the head outputs", figures.loop.max_output_diff);
+    figure(ui, "weight_diff", "max |diff| of the attention weights", figures.loop.max_weight_diff);
+    figure(ui, "output_diff", "max |diff| of the head outputs", figures.loop.max_output_diff);
     if (figures.loop.max_weight_diff < round_off && figures.loop.max_output_diff < round_off)
         ImGui::TextColored(good_colour, "The same up to float round-off: the batched heads are %d independent heads.",
                            session.heads_shown());
@@ -113,7 +117,7 @@ void ChecksView::loop_section(const Session& session, const Figures& figures) {
         ImGui::TextColored(bad_colour, "They differ by more than round-off.");
 }
 
-void ChecksView::causality_section(const Session& session, const Figures& figures) {
+void ChecksView::causality_section(const Session& session, Ui& ui, const Figures& figures) {
     const CausalityCheck& check = figures.causality;
     heading("Causality: change the last token, compare the earlier rows");
     if (check.earlier_rows == 0) {
@@ -124,8 +128,8 @@ void ChecksView::causality_section(const Session& session, const Figures& figure
     ImGui::TextWrapped("Text %d, token %d: %s replaced by %s; its %d earlier query rows compared in every layer and head:",
                        figures.b + 1, check.position, token_text(model, check.token).c_str(),
                        token_text(model, check.replacement).c_str(), check.earlier_rows);
-    figure("max |diff| of the earlier rows", check.max_earlier_diff);
-    figure("max |diff| of the changed row", check.max_changed_row_diff);
+    figure(ui, "earlier_rows_diff", "max |diff| of the earlier rows", check.max_earlier_diff);
+    figure(ui, "changed_row_diff", "max |diff| of the changed row", check.max_changed_row_diff);
     const bool unchanged = check.max_earlier_diff == 0;
     if (session.shown_options.causal)
         ImGui::TextColored(unchanged ? good_colour : bad_colour, "%s",
@@ -161,7 +165,7 @@ void ChecksView::shapes_section(const Session& session) {
     ImGui::EndTable();
 }
 
-void ChecksView::parameters_section(const Session& session) {
+void ChecksView::parameters_section(const Session& session, Ui& ui) {
     const Model& model = session.model();
     const std::vector<ParameterRow> rows = parameter_table(model);
     int64_t total = 0;
@@ -169,6 +173,9 @@ void ChecksView::parameters_section(const Session& session) {
     heading("Parameters of the model");
     ImGui::Text("%zu tensors, %lld parameters in all, whatever the head split", rows.size(),
                 static_cast<long long>(total));
+    if (ui.layout.on())
+        ui.layout.add({{"view", "checks"}, {"figure", "parameters"}, {"value", total}}, ImGui::GetItemRectMin(),
+                      ImGui::GetItemRectSize());
     const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_ScrollY;
     if (!ImGui::BeginTable("parameters", 3, flags)) return;
     ImGui::TableSetupScrollFreeze(0, 1);
@@ -184,6 +191,9 @@ void ChecksView::parameters_section(const Session& session) {
         ImGui::TextUnformatted(shape_text(row.shape).c_str());
         ImGui::TableNextColumn();
         ImGui::Text("%lld", static_cast<long long>(row.count));
+        if (ui.layout.on())
+            ui.layout.add({{"view", "checks"}, {"figure", "tensor"}, {"name", row.name}, {"value", row.count}},
+                          ImGui::GetItemRectMin(), ImGui::GetItemRectSize());
     }
     ImGui::EndTable();
 }

@@ -2,7 +2,8 @@
 // all computed by core (checks.h): the batched heads against a per-head loop,
 // the causality check on the selected text, and the model's parameter and
 // shape tables. The first two run on a worker with their own backend, once
-// per new compute; a frame never waits for them.
+// per new compute; a frame never waits for them. With --layout every figure
+// shown is recorded as {"view": "checks", "figure": ..., "value": ...}.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -35,10 +36,10 @@ private:
     // Takes finished figures; starts them for the shown compute and selected
     // text if they are not there or running.
     void update(Session& session);
-    void loop_section(const Session& session, const Figures& figures);
-    void causality_section(const Session& session, const Figures& figures);
+    void loop_section(const Session& session, Ui& ui, const Figures& figures);
+    void causality_section(const Session& session, Ui& ui, const Figures& figures);
     void shapes_section(const Session& session);
-    void parameters_section(const Session& session);
+    void parameters_section(const Session& session, Ui& ui);
 
     std::shared_future<void> running_;        // the worker; the session holds it too (it reads the model)
     std::shared_ptr<Figures> running_figures_;  // what the worker fills in

@@ -5,6 +5,9 @@
 // j < the text's length; combined: both, and a pad query row i >= length
 // empty). The lengths come from headscope-cli. Rows with nothing to attend to
 // must be outlined, and the selected head's attention hatched across them.
+// The checks view, on the same batch, must show core's figures: batched and
+// looped heads agreeing, causality exact only with the causal mask, and the
+// parameter table of headscope-cli info.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -46,10 +49,11 @@ protected:
         int T = 0;
     };
 
-    Shot shoot(const std::string& name, const std::string& causal, const std::string& padding_mask) {
+    Shot shoot(const std::string& name, const std::string& causal, const std::string& padding_mask,
+               const std::string& view = "mask") {
         const auto png = dir_->path / (name + ".png"), layout = dir_->path / (name + ".json");
         const std::string model = (dir_->path / "model").string();
-        EXPECT_EQ(test::run_window({"--model", model, "--view", "mask", "--text", short_, "--text", long_, "--causal",
+        EXPECT_EQ(test::run_window({"--model", model, "--view", view, "--text", short_, "--text", long_, "--causal",
                                     causal, "--padding-mask", padding_mask, "--screenshot", png.string(), "--layout",
                                     layout.string()},
                                    dir_->path),
@@ -132,6 +136,16 @@ protected:
         EXPECT_EQ(cells, static_cast<int>(empty.size()) * shot.T);
     }
 
+    // The checks view's figures by name ("tensor" rows by tensor name).
+    static std::map<std::string, double> figures(const Shot& shot) {
+        std::map<std::string, double> values;
+        for (const json& cell : shot.cells)
+            if (cell["view"] == "checks")
+                values[cell["figure"] == "tensor" ? cell["name"].get<std::string>() : cell["figure"].get<std::string>()] =
+                    cell["value"].get<double>();
+        return values;
+    }
+
     static test::TempDir* dir_;
     const std::string short_ = "It was soft.";
     const std::string long_ = "The cat sat on the mat because it was soft.";
@@ -172,6 +186,33 @@ TEST_F(MaskViewTest, PaddingMaskOffLetsPadsAttend) {
     EXPECT_EQ(counts.count("padding blocked"), 0u);
     EXPECT_EQ(counts.at("combined allowed"), T * (T + 1) / 2);
     check_outlines(shot, empty_rows(shot, false));
+}
+
+TEST_F(MaskViewTest, ChecksViewShowsTheLoopCausalityAndParameters) {
+    const std::map<std::string, double> on = figures(shoot("checks-causal", "on", "on", "checks"));
+    ASSERT_EQ(on.count("weight_diff"), 1u) << "the figures were not shown";
+    EXPECT_LT(on.at("weight_diff"), 1e-5);
+    EXPECT_LT(on.at("output_diff"), 1e-4);
+    EXPECT_EQ(on.at("earlier_rows_diff"), 0.0);
+    EXPECT_GT(on.at("changed_row_diff"), 1e-3);
+
+    const std::map<std::string, double> off = figures(shoot("checks-bidirectional", "off", "on", "checks"));
+    EXPECT_LT(off.at("weight_diff"), 1e-5);
+    EXPECT_GT(off.at("earlier_rows_diff"), 1e-3);
+
+    const test::ProcessRun info =
+        test::run_program({HEADSCOPE_CLI, "info", "--model", (dir_->path / "model").string()}, dir_->path);
+    ASSERT_EQ(info.status, 0) << info.err;
+    const json model = json::parse(info.out);
+    double total = 0;
+    for (const json& tensor : model["tensors"]) {
+        double count = 1;
+        for (const json& size : tensor["shape"]) count *= size.get<double>();
+        EXPECT_EQ(on.at(tensor["name"].get<std::string>()), count) << tensor["name"];
+        total += count;
+    }
+    EXPECT_EQ(on.at("parameters"), total);
+    EXPECT_EQ(on.at("parameters"), model["params"].get<double>());
 }
 
 }  // namespace
