@@ -49,14 +49,17 @@ void heading(const char* title) {
 
 }  // namespace
 
+bool ChecksView::figures_current(const Session& session) const {
+    return figures_ && figures_->generation == session.shown_generation && figures_->b == session.selected;
+}
+
 void ChecksView::update(Session& session) {
     if (running_.valid()) {
         if (running_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
         figures_ = std::move(*running_figures_);
         running_ = {};
     }
-    const bool current = figures_ && figures_->generation == session.shown_generation && figures_->b == session.selected;
-    if (current || session.shown.token_ids.empty()) return;
+    if (figures_current(session) || session.shown.token_ids.empty()) return;
     const Model* model = &session.model();
     running_figures_ = std::make_shared<Figures>();
     running_figures_->generation = session.shown_generation;
@@ -79,7 +82,7 @@ void ChecksView::update(Session& session) {
 
 void ChecksView::draw(Session& session, Ui& ui) {
     update(session);
-    const bool current = figures_ && figures_->generation == session.shown_generation && figures_->b == session.selected;
+    const bool current = figures_current(session);
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     ImGui::BeginChild("figures", ImVec2(std::floor(avail.x * 0.6f), 0));
     if (!current)
@@ -111,8 +114,9 @@ void ChecksView::loop_section(const Session& session, Ui& ui, const Figures& fig
         ImGui::TextColored(good_colour, "The same up to float round-off: the batched heads are %d independent heads.",
                            session.heads_shown());
     else if (session.shown_options.split == Split::naive_view)
-        ImGui::TextColored(warn_colour, "They differ: the naive view mixes tokens' channels into \"heads\"; the loop "
-                                        "splits by columns, the correct split.");
+        ImGui::TextColored(warn_colour,
+                           "They differ: the naive view mixes tokens' channels into \"heads\"; the loop "
+                           "splits by columns, the correct split.");
     else
         ImGui::TextColored(bad_colour, "They differ by more than round-off.");
 }
@@ -125,16 +129,18 @@ void ChecksView::causality_section(const Session& session, Ui& ui, const Figures
         return;
     }
     const Model& model = session.model();
-    ImGui::TextWrapped("Text %d, token %d: %s replaced by %s; its %d earlier query rows compared in every layer and head:",
-                       figures.b + 1, check.position, token_text(model, check.token).c_str(),
-                       token_text(model, check.replacement).c_str(), check.earlier_rows);
+    ImGui::TextWrapped(
+        "Text %d, token %d: %s replaced by %s; its %d earlier query rows compared in every layer and head:",
+        figures.b + 1, check.position, token_text(model, check.token).c_str(),
+        token_text(model, check.replacement).c_str(), check.earlier_rows);
     figure(ui, "earlier_rows_diff", "max |diff| of the earlier rows", check.max_earlier_diff);
     figure(ui, "changed_row_diff", "max |diff| of the changed row", check.max_changed_row_diff);
     const bool unchanged = check.max_earlier_diff == 0;
     if (session.shown_options.causal)
         ImGui::TextColored(unchanged ? good_colour : bad_colour, "%s",
-                           unchanged ? "Causal mask on: the earlier rows are exactly unchanged; no token sees a later one."
-                                     : "Causal mask on, yet the earlier rows changed: the mask leaks.");
+                           unchanged
+                               ? "Causal mask on: the earlier rows are exactly unchanged; no token sees a later one."
+                               : "Causal mask on, yet the earlier rows changed: the mask leaks.");
     else
         ImGui::TextColored(warn_colour, "%s",
                            unchanged ? "Causal mask off, and the earlier rows did not change."
@@ -147,7 +153,8 @@ void ChecksView::shapes_section(const Session& session) {
     heading("Shapes of this compute");
     ImGui::Text("B = %d texts   T = %d tokens   C = %d   NH = %d heads   hs = C / NH = %d", att.B, att.T, config.n_embd,
                 att.NH, att.hs);
-    if (!ImGui::BeginTable("shapes", 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit))
+    if (!ImGui::BeginTable("shapes", 4,
+                           ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit))
         return;
     for (const char* column : {"tensor", "dims", "shape", ""}) ImGui::TableSetupColumn(column);
     ImGui::TableHeadersRow();

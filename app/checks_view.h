@@ -31,8 +31,10 @@ private:
         int b = 0;                // the text the causality check edited
         HeadLoopComparison loop;
         CausalityCheck causality;
-        std::string error;        // non-empty: the checks could not run
+        std::string error;  // non-empty: the checks could not run
     };
+    // Whether figures_ are for the shown compute and the selected text.
+    bool figures_current(const Session& session) const;
     // Takes finished figures; starts them for the shown compute and selected
     // text if they are not there or running.
     void update(Session& session);
@@ -41,7 +43,7 @@ private:
     void shapes_section(const Session& session);
     void parameters_section(const Session& session, Ui& ui);
 
-    std::shared_future<void> running_;        // the worker; the session holds it too (it reads the model)
+    std::shared_future<void> running_;          // the worker; the session holds it too (it reads the model)
     std::shared_ptr<Figures> running_figures_;  // what the worker fills in
     std::optional<Figures> figures_;            // the last finished
 };

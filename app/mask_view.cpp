@@ -26,7 +26,8 @@ struct DrawnGrid {
 // allowed(query, key), where row r is query first_query + r; records each
 // cell for --layout as mask `mask` of text b.
 template <typename Allowed>
-DrawnGrid mask_grid(Ui& ui, const char* mask, int b, int first_query, int rows, int cols, ImVec2 cell, Allowed allowed) {
+DrawnGrid mask_grid(Ui& ui, const char* mask, int b, int first_query, int rows, int cols, ImVec2 cell,
+                    Allowed allowed) {
     ImDrawList* draw = ImGui::GetWindowDrawList();
     DrawnGrid grid{ImGui::GetCursorScreenPos()};
     // A one-pixel gap between cells large enough to show it; smaller cells
@@ -118,7 +119,8 @@ void MaskView::batch_list(Session& session, const Ui& ui) {
         session.selected = select_when_shown_;
         select_when_shown_ = -1;
     }
-    ImGui::Text("Batch of %zu texts, right-padded with <|endoftext|> to the longest: T = %d tokens", session.texts.size(), T);
+    ImGui::Text("Batch of %zu texts, right-padded with <|endoftext|> to the longest: T = %d tokens",
+                session.texts.size(), T);
     int remove = -1;
     for (int b = 0; b < static_cast<int>(session.texts.size()); ++b) {
         ImGui::PushID(b);
@@ -176,11 +178,12 @@ void MaskView::draw(Session& session, Ui& ui) {
     const float gap = 2 * ImGui::GetStyle().ItemSpacing.x;
 
     // The whole batch's padding masks, one 1 x T row per text.
-    ImGui::TextUnformatted(options.padding_mask
-                               ? "Padding masks of the batch (B x T): a text's pad keys are masked"
-                               : "Padding masks of the batch (B x T): off, pads attend and are attended like any token");
+    ImGui::TextUnformatted(
+        options.padding_mask ? "Padding masks of the batch (B x T): a text's pad keys are masked"
+                             : "Padding masks of the batch (B x T): off, pads attend and are attended like any token");
     const float row_label = ImGui::CalcTextSize("> text 00").x + 8 * ui.scale;
-    const float overview_cell = std::clamp(std::floor((ImGui::GetContentRegionAvail().x - row_label) / T), 2.f, 14 * ui.scale);
+    const float overview_cell =
+        std::clamp(std::floor((ImGui::GetContentRegionAvail().x - row_label) / T), 2.f, 14 * ui.scale);
     for (int text = 0; text < B; ++text) {
         const int text_length = session.length(text);
         ImGui::Text("%s text %d", text == b ? ">" : " ", text + 1);
@@ -210,7 +213,7 @@ void MaskView::draw(Session& session, Ui& ui) {
     }
     if (cell >= 4) cell = std::floor(cell);
     const float side = cell * T;
-    const float key_row = std::max(cell, 8 * ui.scale);  // the padding panel's 1 x T row, never a hairline
+    const float key_row = std::max(cell, 8 * ui.scale);   // the padding panel's 1 x T row, never a hairline
     const float above_square = key_row + spacing + line;  // that row and its caption
 
     // Panels at fixed offsets, so a caption wider than its square cannot push the others.
@@ -225,16 +228,19 @@ void MaskView::draw(Session& session, Ui& ui) {
     ImGui::BeginGroup();
     panel_title("causal mask (T x T)", options.causal ? "every text's: key j <= query i" : "off: every key visible");
     ImGui::Dummy(ImVec2(side, above_square));
-    const DrawnGrid causal = mask_grid(ui, "causal", b, 0, T, T, ImVec2(cell, cell), [&](int i, int j) { return !options.causal || j <= i; });
-    cell_tooltip(session, causal, !options.causal          ? "causal mask off: visible"
-                                  : causal.key <= causal.query ? "the key is not after the query: visible"
-                                                               : "the key comes after the query: the causal mask hides it");
+    const DrawnGrid causal = mask_grid(ui, "causal", b, 0, T, T, ImVec2(cell, cell),
+                                       [&](int i, int j) { return !options.causal || j <= i; });
+    cell_tooltip(session, causal,
+                 !options.causal              ? "causal mask off: visible"
+                 : causal.key <= causal.query ? "the key is not after the query: visible"
+                                              : "the key comes after the query: the causal mask hides it");
     ImGui::EndGroup();
     next_panel(1);
 
     ImGui::BeginGroup();
-    panel_title("padding mask of " + text_name + " (1 x T)",
-                options.padding_mask ? "keys j < " + std::to_string(length) + ", its length" : "off: every key visible");
+    panel_title("padding mask of " + text_name + " (1 x T)", options.padding_mask
+                                                                 ? "keys j < " + std::to_string(length) + ", its length"
+                                                                 : "off: every key visible");
     auto padding = [&](int, int j) { return !options.padding_mask || j < length; };
     auto padding_state = [&](const DrawnGrid& grid) {
         return !options.padding_mask ? "padding mask off: visible"
@@ -256,15 +262,19 @@ void MaskView::draw(Session& session, Ui& ui) {
     auto visible = [&](int i, int j) { return j < visible_end(options, i, length, T); };
     const DrawnGrid combined = mask_grid(ui, "combined", b, 0, T, T, ImVec2(cell, cell), visible);
     outline_empty_rows(session, combined.origin, cell);
-    const bool empty_row = combined.key >= 0 && visible_end(options, combined.query, length, T) == 0;
-    cell_tooltip(session, combined, empty_row ? "a pad query: nothing to attend to, its weights are all zero (never NaN)"
-                                    : combined.key >= 0 && visible(combined.query, combined.key) ? "visible: the query attends to this key"
-                                                                                             : "masked");
+    if (combined.key >= 0) {
+        const int end = visible_end(options, combined.query, length, T);
+        cell_tooltip(session, combined,
+                     end == 0             ? "a pad query: nothing to attend to, its weights are all zero (never NaN)"
+                     : combined.key < end ? "visible: the query attends to this key"
+                                          : "masked: the key comes after the query, or is a pad");
+    }
     ImGui::EndGroup();
     next_panel(3);
 
     ImGui::BeginGroup();
-    panel_title("attention " + head_label(session, session.layer, session.head), "of " + text_name + ", hatched where masked");
+    panel_title("attention " + head_label(session, session.layer, session.head),
+                "of " + text_name + ", hatched where masked");
     ImGui::Dummy(ImVec2(side, above_square));
     const ImVec2 map = ImGui::GetCursorScreenPos();
     attention_map_.draw(session, ui, "mask_attention", session.layer, session.head, side);

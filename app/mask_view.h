@@ -12,9 +12,9 @@
 namespace headscope {
 
 // The mask colours, in this one place: every mask grid and the legend use them.
-inline constexpr ImU32 mask_allowed_colour = IM_COL32(236, 190, 72, 255);  // the query may attend to the key
-inline constexpr ImU32 mask_blocked_colour = IM_COL32(52, 58, 70, 255);    // masked
-inline constexpr ImU32 mask_empty_row_colour = IM_COL32(235, 80, 60, 255); // outlines a row with nothing to attend to
+inline constexpr ImU32 mask_allowed_colour = IM_COL32(236, 190, 72, 255);   // the query may attend to the key
+inline constexpr ImU32 mask_blocked_colour = IM_COL32(52, 58, 70, 255);     // masked
+inline constexpr ImU32 mask_empty_row_colour = IM_COL32(235, 80, 60, 255);  // outlines a row with nothing to attend to
 
 // With --layout every drawn mask cell is recorded as {"view": "mask", "mask":
 // "causal" | "padding" | "combined", "b", "query", "key", x, y, w, h}; query
@@ -26,7 +26,7 @@ public:
 private:
     void batch_list(Session& session, const Ui& ui);
 
-    std::string new_text_;    // the "add text" field
+    std::string new_text_;        // the "add text" field
     int select_when_shown_ = -1;  // a text just added: selected once a compute includes it
     MapWidget attention_map_;
 };

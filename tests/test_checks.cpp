@@ -191,7 +191,9 @@ TEST_F(ChecksTest, BadInputIsAOneLineError) {
     }
     EXPECT_NE(error_of([&] { check_causality(*backend_, *model_, batch(), 2, {}); }).find("not in the batch"),
               std::string::npos);
-    EXPECT_NE(error_of([&] { forward_by_head_loop(*model_, Batch{{{50257}}, 50256}, {}); }).find("outside the vocabulary"),
+    EXPECT_NE(error_of([&] {
+                  forward_by_head_loop(*model_, Batch{{{50257}}, 50256}, {});
+              }).find("outside the vocabulary"),
               std::string::npos);
 }
 

@@ -53,10 +53,10 @@ protected:
                const std::string& view = "mask") {
         const auto png = dir_->path / (name + ".png"), layout = dir_->path / (name + ".json");
         const std::string model = (dir_->path / "model").string();
-        EXPECT_EQ(test::run_window({"--model", model, "--view", view, "--text", short_, "--text", long_, "--causal",
-                                    causal, "--padding-mask", padding_mask, "--screenshot", png.string(), "--layout",
-                                    layout.string()},
-                                   dir_->path),
+        EXPECT_EQ(test::run_window(
+                      {"--model", model, "--view", view, "--text", short_, "--text", long_, "--causal", causal,
+                       "--padding-mask", padding_mask, "--screenshot", png.string(), "--layout", layout.string()},
+                      dir_->path),
                   0);
         const test::ProcessRun cli = test::run_program(
             {HEADSCOPE_CLI, "attention", "--model", model, "--text", short_, "--text", long_, "--format", "none"},
@@ -89,8 +89,8 @@ protected:
             const int y = static_cast<int>(cell["y"].get<double>() + cell["h"].get<double>() / 2);
             const std::array<int, 3> got = shot.image.at(x, y);
             EXPECT_TRUE(near(got, allowed ? allowed_rgb : blocked_rgb))
-                << mask << " text " << b << " cell " << i << "," << j << " should be " << (allowed ? "allowed" : "blocked")
-                << " but is " << got[0] << "," << got[1] << "," << got[2];
+                << mask << " text " << b << " cell " << i << "," << j << " should be "
+                << (allowed ? "allowed" : "blocked") << " but is " << got[0] << "," << got[1] << "," << got[2];
             ++counts[mask + (allowed ? " allowed" : " blocked")];
             ++counts[mask];
         }
@@ -141,8 +141,8 @@ protected:
         std::map<std::string, double> values;
         for (const json& cell : shot.cells)
             if (cell["view"] == "checks")
-                values[cell["figure"] == "tensor" ? cell["name"].get<std::string>() : cell["figure"].get<std::string>()] =
-                    cell["value"].get<double>();
+                values[cell["figure"] == "tensor" ? cell["name"].get<std::string>()
+                                                  : cell["figure"].get<std::string>()] = cell["value"].get<double>();
         return values;
     }
 

@@ -38,13 +38,14 @@ AttentionResult forward_by_head_loop(const Model& model, const Batch& batch, con
     result.outputs.assign(static_cast<size_t>(L) * B * T * C, 0.f);
 
     // One text at a time, so every buffer is one text's (T, ...) rows.
-    std::vector<float> x(static_cast<size_t>(T) * C);       // (T, C) residual stream
-    std::vector<float> ln(x.size());                         // (T, C)
-    std::vector<float> qkv(3 * x.size());                    // (T, 3C) fused [Q | K | V]
-    std::vector<float> q(static_cast<size_t>(T) * hs), k(q.size()), v(q.size());  // (T, hs) one head's slices
-    std::vector<float> scores(T);                            // (T) one query row
-    std::vector<float> proj(x.size());                       // (T, C)
-    std::vector<float> hidden(4 * x.size());                 // (T, 4C)
+    std::vector<float> x(static_cast<size_t>(T) * C);   // (T, C) residual stream
+    std::vector<float> ln(x.size());                    // (T, C)
+    std::vector<float> qkv(3 * x.size());               // (T, 3C) fused [Q | K | V]
+    std::vector<float> q(static_cast<size_t>(T) * hs);  // (T, hs) one head's slice of Q
+    std::vector<float> k(q.size()), v(q.size());        // (T, hs) and of K, V
+    std::vector<float> scores(T);                       // (T) one query row
+    std::vector<float> proj(x.size());                  // (T, C)
+    std::vector<float> hidden(4 * x.size());            // (T, 4C)
     for (int b = 0; b < B; ++b) {
         const int length = static_cast<int>(batch.token_ids[b].size());
         for (int t = 0; t < T; ++t) {
@@ -156,8 +157,8 @@ std::vector<ParameterRow> parameter_table(const Model& model) {
 std::vector<ShapeRow> compute_shapes(const Config& config, int B, int T, int NH) {
     const int C = config.n_embd;
     if (B < 1 || T < 1 || NH < 1 || C % NH != 0)
-        throw Error("shapes: need positive B, T, NH with NH dividing C = " + std::to_string(C) + " (got B=" +
-                    std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH) + ")");
+        throw Error("shapes: need positive B, T, NH with NH dividing C = " + std::to_string(C) +
+                    " (got B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH) + ")");
     const int64_t hs = C / NH;
     return {
         {"x", "(B, T, C)", {B, T, C}, "the attention's input (after ln_1)"},

@@ -31,11 +31,11 @@ HeadLoopComparison compare_with_head_loop(Backend& backend, const Model& model, 
                                           const AttentionOptions& options);
 
 struct CausalityCheck {
-    int position = 0;           // the changed token: the last of the text
-    int32_t token = 0;          // its id before
-    int32_t replacement = 0;    // and after
-    int earlier_rows = 0;       // query rows before it, compared
-    double max_earlier_diff = 0;   // max |w - w'| over those rows, every layer and head
+    int position = 0;                 // the changed token: the last of the text
+    int32_t token = 0;                // its id before
+    int32_t replacement = 0;          // and after
+    int earlier_rows = 0;             // query rows before it, compared
+    double max_earlier_diff = 0;      // max |w - w'| over those rows, every layer and head
     double max_changed_row_diff = 0;  // the same over the changed token's own row
 };
 
@@ -46,19 +46,19 @@ CausalityCheck check_causality(Backend& backend, const Model& model, const Batch
                                const AttentionOptions& options);
 
 struct ParameterRow {
-    std::string name;            // as in the model file
+    std::string name;  // as in the model file
     std::vector<int64_t> shape;
-    int64_t count = 0;           // product of the shape
+    int64_t count = 0;  // product of the shape
 };
 
 // One row per weight tensor, sorted by name; the counts add up to model.params.
 std::vector<ParameterRow> parameter_table(const Model& model);
 
 struct ShapeRow {
-    std::string name;               // e.g. "att"
-    std::string dims;               // e.g. "(B, NH, T, T)"
-    std::vector<int64_t> shape;     // the sizes for this compute
-    std::string what;               // in words
+    std::string name;            // e.g. "att"
+    std::string dims;            // e.g. "(B, NH, T, T)"
+    std::vector<int64_t> shape;  // the sizes for this compute
+    std::string what;            // in words
 };
 
 // The shapes of one layer's attention for a batch of B texts padded to T,
