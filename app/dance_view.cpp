@@ -4,7 +4,9 @@
 #include <GLFW/glfw3.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <memory>
 
 #include "headscope/error.h"
 
@@ -16,14 +18,6 @@ std::string join_dims(const std::vector<std::string>& dims) {
     std::string s = "(";
     for (size_t d = 0; d < dims.size(); ++d) s += (d ? ", " : "") + dims[d];
     return s + ")";
-}
-
-std::string token_text(const Session& session, int64_t b, int64_t t) {
-    const std::vector<int32_t>& ids = session.shown.token_ids[b];
-    if (t >= static_cast<int64_t>(ids.size())) return "<pad>";
-    std::string text = "'";  // appended, not "'" + ...: GCC 12 warns (-Wrestrict) on that wrongly
-    text += session.model().tokenizer.token_bytes(ids[t]);
-    return text += "'";
 }
 
 bool is_weights(const DanceBuffer& buffer) { return buffer.dims.back() == "T_k"; }
@@ -44,7 +38,7 @@ std::string row_label(const Session& session, const std::vector<std::string>& di
     if (dim == 0) return text;
     std::string label = session.shown.token_ids.size() > 1 ? text + ", " : "";
     if (dims[dim] == "NH") return label + "head " + std::to_string(index[dim]);
-    return label + "token " + std::to_string(index[dim]) + " " + token_text(session, index[0], index[dim]);
+    return label + "token " + std::to_string(index[dim]) + " " + token_text(session, static_cast<int>(index[0]), static_cast<int>(index[dim]));
 }
 
 constexpr float label_width = 150;  // the row labels right of a grid, before the scale
@@ -70,32 +64,47 @@ ImU32 owner_color(int64_t head, int NH, int64_t t, int T) {
     return ImGui::ColorConvertFloat4ToU32(ImVec4(r, g, b, 1));
 }
 
+bool DanceView::max_diff_current(const Session& session) const {
+    return max_diff_ && max_diff_->generation == session.shown_generation && max_diff_->layer == session.layer;
+}
+
 void DanceView::update(Session& session) {
-    const AttentionResult& att = session.shown.attention;
-    if (dance_ && generation_ == session.shown_generation && layer_ == session.layer) return;
     if (!dance_ || generation_ != session.shown_generation) {
+        const AttentionResult& att = session.shown.attention;
         dance_ = reshape_dance(att.B, att.T, session.model().config.n_embd, att.NH, session.shown_options.split);
+        generation_ = session.shown_generation;
         hovered_ = {};  // a float of the old buffers
     }
-    generation_ = session.shown_generation;
-    layer_ = session.layer;
-    // Two forwards as far as the layer, once per compute: the live worker's backend is busy, so a private one.
-    max_diff_error_.clear();
-    try {
-        const std::unique_ptr<Backend> backend = make_cpu_backend();
-        backend->load_weights(session.model());
-        max_diff_ = naive_view_max_diff(*backend, Batch{session.shown.token_ids, session.model().config.eos_token_id},
-                                        session.shown_options, session.layer);
-    } catch (const Error& e) {
-        max_diff_error_ = e.what();
+    if (running_.valid()) {
+        if (running_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
+        max_diff_ = std::move(*running_result_);
+        running_ = {};
     }
+    if (max_diff_current(session)) return;
+    // Two forwards as far as the layer, on a worker with its own backend: the live worker's is busy.
+    const Model* model = &session.model();
+    running_result_ = std::make_shared<MaxDiff>();
+    running_result_->generation = session.shown_generation;
+    running_result_->layer = session.layer;
+    auto work = [model, result = running_result_, batch = Batch{session.shown.token_ids, model->config.eos_token_id},
+                 options = session.shown_options] {
+        try {
+            const std::unique_ptr<Backend> backend = make_cpu_backend();
+            backend->load_weights(*model);
+            result->value = naive_view_max_diff(*backend, batch, options, result->layer);
+        } catch (const Error& e) {
+            result->error = e.what();
+        }
+    };
+    running_ = std::async(std::launch::async, std::move(work)).share();
+    session.reading_model(running_);
 }
 
 void DanceView::draw(Session& session, Ui& ui) {
     update(session);
     step_ = std::clamp(step_, 1, static_cast<int>(dance_->steps.size()));
     stepper();
-    describe(ui);
+    describe(session, ui);
     buffer_grid(session, ui);
 }
 
@@ -119,7 +128,7 @@ void DanceView::stepper() {
     }
 }
 
-void DanceView::describe(Ui& ui) {
+void DanceView::describe(const Session& session, Ui& ui) {
     const Dance& d = *dance_;
     const DanceStep& step = d.steps[step_ - 1];
     const DanceBuffer& buffer = d.buffers[step.buffer];
@@ -144,6 +153,7 @@ void DanceView::describe(Ui& ui) {
     else if (step_ > 1)
         ImGui::TextColored(ImVec4(1, 0.75f, 0.3f, 1), "a new buffer: this step writes every float");
     ImGui::EndGroup();
+    const bool current = max_diff_current(session);
     if (ui.layout.on())
         ui.layout.add({{"view", "dance"},
                        {"step", step_},
@@ -152,22 +162,25 @@ void DanceView::describe(Ui& ui) {
                        {"strides", layout.strides},
                        {"offset", layout.offset},
                        {"contiguous", layout.is_contiguous()},
-                       {"layer", layer_},
-                       {"naive_view_max_diff", max_diff_error_.empty() ? nlohmann::ordered_json(max_diff_) : nullptr}},
+                       {"layer", session.layer},
+                       {"naive_view_max_diff",
+                        current && max_diff_->error.empty() ? nlohmann::ordered_json(max_diff_->value) : nullptr}},
                       ImGui::GetItemRectMin(), ImGui::GetItemRectSize());
 
-    if (!max_diff_error_.empty())
-        ImGui::TextColored(ImVec4(1, 0.5f, 0.4f, 1), "naive split not compared: %s", max_diff_error_.c_str());
+    if (!current)
+        ImGui::TextDisabled("Comparing layer %d's output under the naive split with the correct one...", session.layer);
+    else if (!max_diff_->error.empty())
+        ImGui::TextColored(ImVec4(1, 0.5f, 0.4f, 1), "naive split not compared: %s", max_diff_->error.c_str());
     else if (d.split == Split::naive_view)
         ImGui::TextColored(ImVec4(1, 0.75f, 0.3f, 1),
                            "The naive split runs without an error, yet layer %d's attention output (heads merged, "
                            "before c_proj) differs from the correct split's by up to %.4g.",
-                           layer_, max_diff_);
+                           max_diff_->layer, max_diff_->value);
     else
         ImGui::TextDisabled(
             "The naive view(B, NH, T, hs) would change layer %d's attention output by up to %.4g "
             "(choose the split \"naive view\" above to walk it).",
-            layer_, max_diff_);
+            max_diff_->layer, max_diff_->value);
 }
 
 // Two grids side by side: the buffer's memory in storage order (identical
@@ -315,7 +328,7 @@ void DanceView::tooltip(const Session& session, int64_t storage) {
     ImGui::Text("storage element %lld of '%s'", static_cast<long long>(storage), buffer.name.c_str());
     ImGui::Text("text %lld, %stoken %lld %s, head %lld", static_cast<long long>(owner.b + 1),
                 is_weights(buffer) ? "query " : "", static_cast<long long>(owner.t),
-                token_text(session, owner.b, owner.t).c_str(), static_cast<long long>(owner.head));
+                token_text(session, static_cast<int>(owner.b), static_cast<int>(owner.t)).c_str(), static_cast<long long>(owner.head));
     ImGui::Text("as written %s: %s", join_dims(buffer.dims).c_str(),
                 format_dims(StridedLayout::contiguous(buffer.shape).index_of(storage)).c_str());
     ImGui::Text("under this step's view %s: %s", join_dims(step.dims).c_str(),

@@ -9,8 +9,11 @@
 // step's layout as {"view": "dance", "step", "shape", "strides", "offset",
 // "contiguous", "buffer", "layer", "naive_view_max_diff"}.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <functional>
+#include <future>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,12 +33,24 @@ public:
     void draw(Session& session, Ui& ui);
     // 1-based; clamped to the walk's steps when drawn.
     void set_step(int step) { step_ = step; }
+    // Whether the naive split's error is being computed (screenshot mode waits for it).
+    bool computing() const {
+        return running_.valid() && running_.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
+    }
 
 private:
-    // Rebuilds the dance and the naive split's error when the shown compute or layer changes.
+    struct MaxDiff {
+        uint64_t generation = 0;  // the session's shown_generation it is for
+        int layer = -1;           // and the layer
+        double value = 0;         // naive_view_max_diff
+        std::string error;        // non-empty: the comparison could not run
+    };
+    // Rebuilds the dance when the shown compute changes, and starts the naive
+    // split's error on a worker when it is not there for the compute and layer.
     void update(Session& session);
+    bool max_diff_current(const Session& session) const;
     void stepper();
-    void describe(Ui& ui);
+    void describe(const Session& session, Ui& ui);
     void buffer_grid(const Session& session, Ui& ui);
     struct Cells {
         int64_t group;  // floats per cell
@@ -56,10 +71,10 @@ private:
 
     int step_ = 1;
     std::optional<Dance> dance_;
-    uint64_t generation_ = 0;  // the shown compute dance_ and max_diff_ are for
-    int layer_ = -1;           // the layer max_diff_ is for
-    double max_diff_ = 0;
-    std::string max_diff_error_;  // non-empty: the comparison could not run
+    uint64_t generation_ = 0;                 // the shown compute dance_ is for
+    std::shared_future<void> running_;        // the worker; the session holds it too (it reads the model)
+    std::shared_ptr<MaxDiff> running_result_;  // what the worker fills in
+    std::optional<MaxDiff> max_diff_;         // the last finished
     struct {
         int step = 0;
         int64_t storage = -1;

@@ -38,13 +38,14 @@ std::string head_label(const Session& session, int layer, int head) {
     return std::string(label) + scores;
 }
 
-std::string token_text(const Session& session, int t) {
-    const int length = session.length(session.selected);
-    if (t >= length) return "<pad>";
+std::string token_text(const Session& session, int b, int t) {
+    if (t >= session.length(b)) return "<pad>";
     std::string text = "'";
-    text += session.model().tokenizer.token_bytes(session.shown.token_ids[session.selected][t]);
+    text += session.model().tokenizer.token_bytes(session.shown.token_ids[b][t]);
     return text += "'";
 }
+
+std::string token_text(const Session& session, int t) { return token_text(session, session.selected, t); }
 
 namespace {
 

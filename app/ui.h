@@ -64,7 +64,8 @@ private:
     HeatmapTexture texture_;
 };
 
-// Token t of the selected text, quoted, or "<pad>" past its end.
+// Token t of text b, quoted, or "<pad>" past its end; without b, of the selected text.
+std::string token_text(const Session& session, int b, int t);
 std::string token_text(const Session& session, int t);
 
 // The label "L1 H2" with the head's probe scores when the session has them.

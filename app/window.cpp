@@ -117,10 +117,12 @@ public:
         dance_view_.set_step(args.dance_step);
     }
 
-    // Waits for a model loading, the compute in flight, the probe scores and
-    // the checks' figures (screenshot mode wants the real maps and labels).
+    // Waits for a model loading, the compute in flight, the probe scores, the
+    // checks' figures and the dance's naive-split error (screenshot mode wants
+    // the real maps and labels).
     void settle() {
-        while (!session_.loading().empty() || session_.busy() || session_.probes_pending() || checks_view_.computing()) {
+        while (!session_.loading().empty() || session_.busy() || session_.probes_pending() || checks_view_.computing() ||
+               dance_view_.computing()) {
             glfwWaitEventsTimeout(0.001);
             session_.collect();
         }
