@@ -15,9 +15,10 @@ namespace headscope {
 // mha_by_loop: head h's q, k and v are the columns [h*hs, (h+1)*hs) of the
 // fused projection's three C-wide parts, its scores are dot products, masked
 // by visible_end and softmaxed, its output the weights times v. The
-// non-attention parts are core's ops. Every layer is returned, with outputs;
-// options.layers and options.split are ignored: the loop always splits heads
-// by columns, the correct split. Throws Error on input forward would refuse.
+// non-attention parts are core's ops. Every layer is returned, with outputs
+// (options.layers and capture_outputs are ignored), and options.split too:
+// the loop always splits heads by columns, the correct split. Throws Error on
+// input Backend::forward would refuse.
 AttentionResult forward_by_head_loop(const Model& model, const Batch& batch, const AttentionOptions& options);
 
 struct HeadLoopComparison {
