@@ -89,7 +89,7 @@ bool Session::collect() {
         try {
             loaded = load_future_.get();
         } catch (const std::exception& e) {  // Error, or bad_alloc for a model too large
-            model_message = std::string("cannot open it: ") + e.what();
+            model_message = std::string("cannot open the model: ") + e.what();
             loading_.clear();
             return false;
         }

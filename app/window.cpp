@@ -47,7 +47,7 @@ struct Args {
     std::string colormap = "viridis";
     int layer = 0, head = -1, heads = 0, dance_step = 1, frames = 3;
     std::string screenshot, layout, open_model, export_json, export_npy;
-    std::string settings;  // on|off; empty: on, but off in screenshot mode (tests stay hermetic)
+    std::string settings;  // on|off; empty: on, but off when a test drives the window (--screenshot, --layout)
     bool frame_times = false;
 };
 
@@ -186,7 +186,7 @@ public:
         const fs::path path = fs::path(export_dir_) / (export_stem() + ".png");
         try {
             write_screenshot(path.string(), width, height);
-            export_message_ = "saved " + fs::absolute(path).string();
+            export_message_ = "saved " + fs::absolute(path).lexically_normal().string();
         } catch (const Error& e) {
             export_message_ = e.what();
         }
@@ -343,7 +343,7 @@ private:
         const fs::path path = fs::path(export_dir_) / (export_stem() + extension);
         try {
             extension == std::string(".json") ? export_json(path) : export_npy(path);
-            export_message_ = "saved " + fs::absolute(path).string();
+            export_message_ = "saved " + fs::absolute(path).lexically_normal().string();
         } catch (const Error& e) {
             export_message_ = e.what();
         }
@@ -510,6 +510,12 @@ int run(const Args& args, const Settings& start, bool use_settings, bool model_g
     glfwSetWindowContentScaleCallback(window, [](GLFWwindow* w, float x, float) {
         static_cast<WindowEvents*>(glfwGetWindowUserPointer(w))->content_scale = x;
     });
+    // Ctrl+Q quits. GLFW's event rather than ImGui's key state, which misses
+    // a press and release that arrive in the same poll (as xdotool sends them).
+    // ImGui's callback, installed next, passes keys on to this one.
+    glfwSetKeyCallback(window, [](GLFWwindow* w, int key, int, int action, int mods) {
+        if (key == GLFW_KEY_Q && action == GLFW_PRESS && (mods & GLFW_MOD_CONTROL)) glfwSetWindowShouldClose(w, 1);
+    });
 
     IMGUI_CHECKVERSION();
     ImGui::CreateContext();
@@ -551,7 +557,6 @@ int run(const Args& args, const Settings& start, bool use_settings, bool model_g
             ImGui_ImplGlfw_NewFrame();
             ImGui::NewFrame();
             app.frame();
-            if (ImGui::GetIO().KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_Q)) glfwSetWindowShouldClose(window, 1);
             ImGui::Render();
             int width, height;
             glfwGetFramebufferSize(window, &width, &height);
@@ -622,11 +627,12 @@ int main(int argc, char** argv) {
     cli.add_option("--export-json", args.export_json, "screenshot mode: also save the attention as the CLI's JSON");
     cli.add_option("--export-npy", args.export_npy, "screenshot mode: also save the attention as the CLI's .npy");
     cli.add_option("--settings", args.settings,
-                   "on|off: read and save settings in $XDG_CONFIG_HOME/headscope (default on, off with --screenshot)");
+                   "on|off: read and save settings in $XDG_CONFIG_HOME/headscope (default on; off with --screenshot or --layout)");
     try {
         cli.parse(argc, argv);
-        const bool use_settings = parse_on_off("--settings", args.settings.empty() ? (args.screenshot.empty() ? "on" : "off")
-                                                                                  : args.settings);
+        const bool driven_by_test = !args.screenshot.empty() || !args.layout.empty();
+        const bool use_settings =
+            parse_on_off("--settings", !args.settings.empty() ? args.settings : driven_by_test ? "off" : "on");
         return run(args, start_settings(args, cli, use_settings), use_settings, cli.count("--model") > 0);
     } catch (const CLI::ParseError& e) {
         if (e.get_exit_code() == 0) return cli.exit(e);
