@@ -183,13 +183,7 @@ public:
     void save_png_if_asked(int width, int height) {
         if (!png_asked_) return;
         png_asked_ = false;
-        const fs::path path = fs::path(export_dir_) / (export_stem() + ".png");
-        try {
-            write_screenshot(path.string(), width, height);
-            export_message_ = "saved " + fs::absolute(path).lexically_normal().string();
-        } catch (const Error& e) {
-            export_message_ = e.what();
-        }
+        save(".png", [&](const fs::path& path) { write_screenshot(path.string(), width, height); });
     }
 
 private:
@@ -331,21 +325,29 @@ private:
         if (ImGui::Button("Save PNG")) png_asked_ = true;
         ImGui::BeginDisabled(!computed);
         ImGui::SameLine();
-        if (ImGui::Button("Save JSON")) save_attention(".json");
+        if (ImGui::Button("Save JSON")) save(".json", [this](const fs::path& path) { export_json(path); });
         ImGui::SameLine();
-        if (ImGui::Button("Save NPY")) save_attention(".npy");
+        if (ImGui::Button("Save NPY")) save(".npy", [this](const fs::path& path) { export_npy(path); });
         ImGui::EndDisabled();
         ImGui::SameLine();
-        ImGui::TextDisabled("%s", export_message_.c_str());
+        if (export_failed_)
+            ImGui::TextColored(ImVec4(1, 0.5f, 0.4f, 1), "%s", export_message_.c_str());
+        else
+            ImGui::TextDisabled("%s", export_message_.c_str());
     }
 
-    void save_attention(const char* extension) {
+    // Writes headscope-DATE-TIME<extension> into the export folder with
+    // `write` and says where, or why not.
+    template <class Write>
+    void save(const char* extension, Write write) {
         const fs::path path = fs::path(export_dir_) / (export_stem() + extension);
         try {
-            extension == std::string(".json") ? export_json(path) : export_npy(path);
+            write(path);
             export_message_ = "saved " + fs::absolute(path).lexically_normal().string();
+            export_failed_ = false;
         } catch (const Error& e) {
             export_message_ = e.what();
+            export_failed_ = true;
         }
     }
 
@@ -445,6 +447,7 @@ private:
     std::string model_path_;                  // the path field
     std::string export_dir_;
     std::string export_message_;              // where the last export went, or why it failed
+    bool export_failed_ = false;
     bool png_asked_ = false;
 };
 
