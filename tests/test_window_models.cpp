@@ -28,6 +28,7 @@ protected:
         dir_ = new test::TempDir;
         test::write_test_model(dir_->path / "four", {.n_layer = 2, .n_head = 4, .n_embd = 32, .n_positions = 32, .seed = 1});
         test::write_test_model(dir_->path / "two", {.n_layer = 3, .n_head = 2, .n_embd = 32, .n_positions = 32, .seed = 2});
+        test::write_test_model(dir_->path / "narrow", {.n_layer = 1, .n_head = 2, .n_embd = 20, .n_positions = 32, .seed = 3});
     }
     static void TearDownTestSuite() { delete dir_; }
 
@@ -100,6 +101,21 @@ TEST_F(WindowModels, OpenedModelReplacesTheShownOneAndExportsAsTheCli) {
     EXPECT_EQ(without_timing(test::read_file(file("opened-window.json"))), without_timing(test::read_file(file("opened-cli.json"))));
     ASSERT_EQ(cli({"--model", model("two"), "--text", text_, "--format", "npy", "--out", file("opened-cli.npy").string()}).status, 0);
     EXPECT_EQ(test::read_file(file("opened-window.npy")), test::read_file(file("opened-cli.npy")));
+}
+
+TEST_F(WindowModels, OptionsTheNewModelCannotTakeGoBackToItsOwn) {
+    // 8 heads do not divide C = 20, and layer 1 is past the new model's only layer.
+    const json reset = shoot("reset", {"--model", model("four"), "--heads", "8", "--layer", "1", "--open-model", model("narrow")});
+    EXPECT_EQ(control_text(reset, "model"), model("narrow"));
+    EXPECT_EQ(heads_drawn(reset), (std::set<int>{0, 1}));
+    for (const json& cell : reset) {
+        if (cell["view"] == "heads") {
+            EXPECT_EQ(cell["layer"], 0);
+        }
+    }
+    // A re-split into 8 heads divides the new C = 32 too: it stays.
+    EXPECT_EQ(heads_drawn(shoot("kept", {"--model", model("four"), "--heads", "8", "--open-model", model("two")})),
+              (std::set<int>{0, 1, 2, 3, 4, 5, 6, 7}));
 }
 
 TEST_F(WindowModels, ExportOfABatchWithOptionsIsTheClisOutput) {
