@@ -9,10 +9,10 @@
 
 namespace headscope {
 
-LoadedModel load_with_backend(const std::string& name_or_path) {
+LoadedModel load_with_backend(const std::string& name_or_path, const std::function<void(float)>& on_progress) {
     const auto start = std::chrono::steady_clock::now();
     LoadedModel loaded;
-    loaded.model = std::make_unique<Model>(load_model(name_or_path));
+    loaded.model = std::make_unique<Model>(load_model(name_or_path, on_progress));
     loaded.backend = make_cpu_backend();
     loaded.backend->load_weights(*loaded.model);
     loaded.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -68,9 +68,10 @@ void Session::submit() {
 void Session::open_model(const std::string& name_or_path) {
     if (!loading_.empty()) return;  // one load at a time
     loading_ = name_or_path;
+    load_progress_ = 0;
     model_message.clear();
-    load_future_ = std::async(std::launch::async, [name_or_path] {
-        LoadedModel loaded = load_with_backend(name_or_path);
+    load_future_ = std::async(std::launch::async, [this, name_or_path] {
+        LoadedModel loaded = load_with_backend(name_or_path, [this](float fraction) { load_progress_ = fraction; });
         glfwPostEmptyEvent();
         return loaded;
     });

@@ -3,6 +3,8 @@
 // last finished compute, and what the user has selected. Another model
 // loads in the background and replaces the open one when it is ready.
 #pragma once
+#include <atomic>
+#include <functional>
 #include <future>
 #include <memory>
 #include <optional>
@@ -24,8 +26,8 @@ struct LoadedModel {
     double load_ms = 0;
 };
 
-// load_model and the backend's load_weights. Throws Error.
-LoadedModel load_with_backend(const std::string& name_or_path);
+// load_model (passing `on_progress` on) and the backend's load_weights. Throws Error.
+LoadedModel load_with_backend(const std::string& name_or_path, const std::function<void(float)>& on_progress = {});
 
 class Session {
 public:
@@ -49,6 +51,8 @@ public:
     void open_model(const std::string& name_or_path);
     // The model being loaded; empty when none is.
     const std::string& loading() const { return loading_; }
+    // The fraction of its weights read so far.
+    float load_progress() const { return load_progress_; }
 
     std::vector<std::string> texts;  // the batch, padded to the longest; never empty
     int selected = 0;                // the text the views show
@@ -86,6 +90,7 @@ private:
     std::future<std::optional<ProbeReport>> probes_future_;  // reads open_.model
     std::optional<ProbeReport> probes_;
     std::string loading_;
+    std::atomic<float> load_progress_ = 0;  // written by the load, which ends before this goes
     std::future<LoadedModel> load_future_;
     std::vector<std::shared_future<void>> model_readers_;  // read open_.model; destroyed (waited for) before it
 };

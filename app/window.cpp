@@ -286,7 +286,7 @@ private:
         ImGui::EndDisabled();
         ImGui::SameLine();
         if (loading) {
-            spinner();
+            ImGui::ProgressBar(s.load_progress(), ImVec2(120 * ui_.scale, 0));
             ImGui::SameLine();
             ImGui::Text("loading %s...", s.loading().c_str());
         } else if (!s.model_message.empty()) {
@@ -299,18 +299,6 @@ private:
         } else {
             ImGui::TextDisabled("(or drop a model folder on the window)");
         }
-    }
-
-    // A turning arc, one line high: loading cannot say how far it is.
-    void spinner() {
-        const float line = ImGui::GetTextLineHeight(), radius = line * 0.4f;
-        const ImVec2 pos = ImGui::GetCursorScreenPos();
-        const float start = static_cast<float>(ImGui::GetTime()) * 6.f;
-        ImDrawList* draw = ImGui::GetWindowDrawList();
-        draw->PathArcTo(ImVec2(pos.x + radius, pos.y + ImGui::GetStyle().FramePadding.y + line / 2), radius, start,
-                        start + 4.5f, 16);
-        draw->PathStroke(ImGui::GetColorU32(ImGuiCol_Text), 0, 2 * ui_.scale);
-        ImGui::Dummy(ImVec2(2 * radius, ImGui::GetFrameHeight()));
     }
 
     // Save PNG / JSON / NPY into the export folder, and where the last one went.
@@ -584,6 +572,9 @@ int run(const Args& args, const Settings& start, bool use_settings, bool model_g
             }
             glfwSwapBuffers(window);
         }
+        // Closed at once, though the model's background work (its head scores)
+        // may keep the process a few seconds more.
+        glfwHideWindow(window);
         // The last frame's cells (a test driving the window reads them after Ctrl+Q).
         if (!args.layout.empty()) app.layout().write(args.layout);
         if (!frame_ms.empty()) print_frame_times(frame_ms);

@@ -262,6 +262,23 @@ std::vector<float> convert_bits(DType dtype, const std::vector<uint16_t>& bits) 
     return out;
 }
 
+TEST(ModelLoading, ProgressRisesOncePerTensorToOne) {
+    test::TempDir dir;
+    test::write_test_model(dir.path, {.n_layer = 3, .n_head = 2, .n_embd = 8, .n_positions = 8});
+    std::vector<float> fractions;
+    const Model m = load_model(dir.path.string(), [&](float fraction) { fractions.push_back(fraction); });
+    ASSERT_EQ(fractions.size(), 3u * 12 + 4);  // every layer's 12 tensors, wte, wpe, ln_f's two
+    EXPECT_GT(fractions.front(), 0.f);
+    EXPECT_EQ(fractions.back(), 1.f);
+    // A fraction of the weights, not of the tensors: the largest step is wte's (V x C) share.
+    float largest_step = fractions.front();
+    for (size_t i = 1; i < fractions.size(); ++i) {
+        EXPECT_GT(fractions[i], fractions[i - 1]);
+        largest_step = std::max(largest_step, fractions[i] - fractions[i - 1]);
+    }
+    EXPECT_NEAR(largest_step, 50257.0 * 8 / m.params, 1e-5);
+}
+
 TEST(Conversion, KnownF16Patterns) {
     const std::vector<float> f = convert_bits(
         DType::F16, {0x0000, 0x8000, 0x0001, 0x03ff, 0x0400, 0x3c00, 0xc000, 0x3555, 0x7bff, 0xfbff, 0x8001});

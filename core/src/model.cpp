@@ -268,7 +268,7 @@ std::vector<CachedModel> list_cached_models() {
     return models;
 }
 
-Model load_model(const std::string& name_or_path) {
+Model load_model(const std::string& name_or_path, const std::function<void(float)>& on_progress) {
     Model m;
     m.path = resolve_model_path(name_or_path);
     m.config = read_config(m.path / "config.json");
@@ -327,6 +327,7 @@ Model load_model(const std::string& name_or_path) {
         *wanted[i].dest = out;
         out += element_count(view.shape);
         m.tensors.push_back({name, view.shape});
+        if (on_progress) on_progress(static_cast<float>(out - m.storage.data()) / static_cast<float>(total));
     }
     std::sort(m.tensors.begin(), m.tensors.end(),
               [](const TensorInfo& a, const TensorInfo& b) { return a.name < b.name; });

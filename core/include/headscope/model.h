@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -77,7 +78,9 @@ inline constexpr const char* builtin_model = "builtin";
 std::filesystem::path resolve_model_path(const std::string& name_or_path);
 
 // Throws Error naming the file, tensor or field on any problem.
-Model load_model(const std::string& name_or_path);
+// `on_progress`, if given, is called after each tensor is read with the
+// fraction of the weights read so far (reaching 1), for a progress bar.
+Model load_model(const std::string& name_or_path, const std::function<void(float)>& on_progress = {});
 
 // A GPT-2-family model in the local Hugging Face cache.
 struct CachedModel {
