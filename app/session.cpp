@@ -34,11 +34,6 @@ void Session::install(LoadedModel loaded) {
     live_.reset();
     open_.backend.reset();  // before the model it points at
     open_ = std::move(loaded);
-    const Config& config = open_.model->config;
-
-    // Keep the options that still mean something for this model.
-    if (options.n_head && (config.n_embd % options.n_head || options.n_head == config.n_head)) options.n_head = 0;
-    layer = std::min(layer, config.n_layer - 1);
     shown = {};
     ++shown_generation;
     message.clear();
@@ -95,6 +90,10 @@ bool Session::collect() {
             return false;
         }
         loading_.clear();
+        // Keep the options that still mean something for the new model.
+        const Config& config = loaded.model->config;
+        if (options.n_head && (config.n_embd % options.n_head || options.n_head == config.n_head)) options.n_head = 0;
+        layer = std::min(layer, config.n_layer - 1);
         install(std::move(loaded));
         return true;
     }
