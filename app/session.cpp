@@ -13,9 +13,9 @@ LoadedModel load_with_backend(const std::string& name_or_path, const std::functi
     const auto start = std::chrono::steady_clock::now();
     LoadedModel loaded;
     loaded.model = std::make_unique<Model>(load_model(name_or_path, on_progress));
+    loaded.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     loaded.backend = make_cpu_backend();
     loaded.backend->load_weights(*loaded.model);
-    loaded.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     // A directory is remembered absolute: the settings reopen it from anywhere.
     std::error_code ec;
     loaded.name = name_or_path != builtin_model && std::filesystem::is_directory(name_or_path, ec)

@@ -23,7 +23,7 @@ struct LoadedModel {
     std::string name;               // as the user named it (builtin, a hub name, an absolute directory)
     std::unique_ptr<Model> model;   // on the heap: the backend and worker keep pointers to it
     std::unique_ptr<Backend> backend;
-    double load_ms = 0;
+    double load_ms = 0;             // load_model's time, as the CLI's timing_ms.load
 };
 
 // load_model (passing `on_progress` on) and the backend's load_weights. Throws Error.
