@@ -37,30 +37,37 @@ pid_t spawn(const std::vector<std::string>& args) {
     return pid;
 }
 
+void pause_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
 int wait_exit(pid_t pid) {
     int status = 0;
     waitpid(pid, &status, 0);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-// An Xvfb server on a free display, which it reports through a pipe.
+// An Xvfb server on the first free display from :90 (as xvfb-run -a picks
+// one): a display whose lock file exists, or whose server exits at once, is
+// skipped.
 class VirtualScreen {
 public:
     VirtualScreen() {
-        int fds[2];
-        if (pipe(fds) != 0) return;
-        pid_ = fork();
-        if (pid_ == 0) {
-            close(fds[0]);
-            const std::string fd = std::to_string(fds[1]);
-            execlp("Xvfb", "Xvfb", "-displayfd", fd.c_str(), "-screen", "0", "1280x800x24", "-nolisten", "tcp",
-                   static_cast<char*>(nullptr));
-            _exit(127);
+        for (int n = 90; n < 190 && name_.empty(); ++n) {
+            if (std::filesystem::exists("/tmp/.X" + std::to_string(n) + "-lock")) continue;
+            const std::string display = std::string(":").append(std::to_string(n));
+            pid_ = spawn({"Xvfb", display, "-screen", "0", "1280x800x24", "-nolisten", "tcp"});
+            for (int tries = 0; tries < 100 && name_.empty(); ++tries) {
+                if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
+                    pid_ = -1;  // exited: taken after all
+                    break;
+                }
+                pause_ms(50);
+                Display* open = XOpenDisplay(display.c_str());
+                if (open) {
+                    XCloseDisplay(open);
+                    name_ = display;
+                }
+            }
         }
-        close(fds[1]);
-        char digits[16] = {};
-        if (read(fds[0], digits, sizeof digits - 1) > 0) name_ = std::string(":").append(std::to_string(std::atoi(digits)));
-        close(fds[0]);
     }
     ~VirtualScreen() {
         if (pid_ > 0) {
@@ -68,7 +75,7 @@ public:
             waitpid(pid_, nullptr, 0);
         }
     }
-    const std::string& name() const { return name_; }  // empty if Xvfb did not start
+    const std::string& name() const { return name_; }  // empty if no Xvfb started
 
 private:
     pid_t pid_ = -1;
@@ -97,8 +104,6 @@ test::Image grab_screen(const std::string& display_name) {
     XCloseDisplay(display);
     return image;
 }
-
-void pause_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
 
 TEST(WindowEndToEnd, TypingAndTogglingTheCausalMaskRedrawTheMaps) {
     test::TempDir dir;
