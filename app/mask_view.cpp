@@ -119,8 +119,11 @@ void MaskView::batch_list(Session& session, const Ui& ui) {
         session.selected = select_when_shown_;
         select_when_shown_ = -1;
     }
-    ImGui::Text("Batch of %zu texts, right-padded with <|endoftext|> to the longest: T = %d tokens",
-                session.texts.size(), T);
+    if (shown_B > 0)
+        ImGui::Text("Batch of %zu texts, right-padded with <|endoftext|> to the longest: T = %d tokens",
+                    session.texts.size(), T);
+    else
+        ImGui::Text("Batch of %zu texts", session.texts.size());
     int remove = -1;
     for (int b = 0; b < static_cast<int>(session.texts.size()); ++b) {
         ImGui::PushID(b);
@@ -138,7 +141,7 @@ void MaskView::batch_list(Session& session, const Ui& ui) {
             const int length = session.length(b);
             ImGui::TextDisabled("%2d: %3d tokens + %3d pads", b + 1, length, T - length);
         } else {
-            ImGui::TextDisabled("%2d: computing...", b + 1);
+            ImGui::TextDisabled("%2d: %s", b + 1, session.busy() ? "computing..." : "not computed");
         }
         ImGui::SameLine();
         ImGui::TextUnformatted(preview(session.texts[b]).c_str());

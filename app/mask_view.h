@@ -22,9 +22,11 @@ inline constexpr ImU32 mask_empty_row_colour = IM_COL32(235, 80, 60, 255);  // o
 class MaskView {
 public:
     void draw(Session& session, Ui& ui);
+    // The batch: select, remove and add texts (also shown when the first
+    // batch was refused, so the text at fault can be removed).
+    void batch_list(Session& session, const Ui& ui);
 
 private:
-    void batch_list(Session& session, const Ui& ui);
 
     std::string new_text_;        // the "add text" field
     int select_when_shown_ = -1;  // a text just added: selected once a compute includes it

@@ -380,6 +380,7 @@ private:
         const Session& s = session_;
         if (s.shown.attention.weights.empty()) {
             ImGui::TextUnformatted(s.message.empty() ? "computing..." : s.message.c_str());
+            if (!s.message.empty() && s.texts.size() > 1) mask_view_.batch_list(session_, ui_);
             return;
         }
         if (!s.message.empty())
