@@ -81,19 +81,22 @@ struct Options {
     bool heads_given = false;
 };
 
-std::unique_ptr<Backend> make_backend(const std::string& choice) {
-    if (choice != "auto" && choice != "cpu") throw Error("--backend: expected auto or cpu, got '" + choice + "'");
-    return make_cpu_backend();
-}
-
 void run_info(const Options& opt) {
+    const BackendPick pick = make_backend(parse_backend_choice(opt.backend));
     const Model model = load_model(opt.model);
     Json tensors = Json::array();
     for (const TensorInfo& t : model.tensors) tensors.push_back({{"name", t.name}, {"shape", t.shape}});
     const Config& c = model.config;
-    Json info = {{"n_layer", c.n_layer},     {"n_head", c.n_head},         {"n_embd", c.n_embd},
-                       {"n_positions", c.n_positions}, {"vocab_size", c.vocab_size}, {"params", model.params},
-                       {"path", model.path.string()},  {"tensors", tensors}};
+    Json info = {{"backend", pick.backend->name()},
+                 {"backend_reason", pick.reason},
+                 {"n_layer", c.n_layer},
+                 {"n_head", c.n_head},
+                 {"n_embd", c.n_embd},
+                 {"n_positions", c.n_positions},
+                 {"vocab_size", c.vocab_size},
+                 {"params", model.params},
+                 {"path", model.path.string()},
+                 {"tensors", tensors}};
     if (!c.training.is_null()) info["training"] = c.training;
     Output out(opt.out);
     out.write(dump_json(info));
@@ -140,7 +143,8 @@ void run_attention(const Options& opt) {
     if (opt.format != "json" && opt.format != "npy" && opt.format != "none")
         throw Error("--format: expected json, npy or none, got '" + opt.format + "'");
     if (opt.format == "npy" && opt.out.empty()) throw Error("--format npy needs --out FILE");
-    std::unique_ptr<Backend> backend = make_backend(opt.backend);
+    const BackendPick pick = make_backend(parse_backend_choice(opt.backend));
+    Backend* backend = pick.backend.get();
 
     auto start = Clock::now();
     const Model model = load_model(opt.model);
@@ -156,7 +160,7 @@ void run_attention(const Options& opt) {
     backend->forward(batch, options, result);
     const double forward_ms = ms_since(start);
 
-    const Json metadata = attention_metadata(model, backend->name(), opt.texts, batch.token_ids, result,
+    const Json metadata = attention_metadata(model, backend->name(), pick.reason, opt.texts, batch.token_ids, result,
                                              {load_ms, tokenize_ms, forward_ms});
     if (opt.format == "npy") write_attention_npy(opt.out, result);
     Output out(opt.format == "json" ? opt.out : std::string());
@@ -183,11 +187,13 @@ std::vector<std::vector<int32_t>> probe_texts(const Model& model, const Options&
 }
 
 void run_heads(const Options& opt) {
-    std::unique_ptr<Backend> backend = make_backend(opt.backend);
+    const BackendPick pick = make_backend(parse_backend_choice(opt.backend));
+    Backend* backend = pick.backend.get();
     const Model model = load_model(opt.model);
     backend->load_weights(model);
     const ProbeReport report = probe_heads(*backend, model, probe_texts(model, opt));
     const Json summary = {{"backend", backend->name()},
+                          {"backend_reason", pick.reason},
                           {"path", model.path.string()},
                           {"n_layer", report.n_layer},
                           {"n_head", report.n_head},
@@ -227,7 +233,8 @@ Json layout_json(const StridedLayout& layout) {
 // attention output at --layer is from the correct one's.
 void run_dance(const Options& opt) {
     const AttentionOptions options = attention_options(opt);
-    std::unique_ptr<Backend> backend = make_backend(opt.backend);
+    const BackendPick pick = make_backend(parse_backend_choice(opt.backend));
+    Backend* backend = pick.backend.get();
     const Model model = load_model(opt.model);
     const Batch batch{tokenize_texts(model.tokenizer, opt.texts), model.config.eos_token_id};
     backend->load_weights(model);
@@ -246,7 +253,9 @@ void run_dance(const Options& opt) {
         steps.push_back(step);
     }
     for (const auto& ids : batch.token_ids) tokens.push_back(token_texts(model.tokenizer, ids));
-    const Json out_json = {{"B", dance.B},
+    const Json out_json = {{"backend", backend->name()},
+                           {"backend_reason", pick.reason},
+                           {"B", dance.B},
                            {"T", dance.T},
                            {"C", dance.C},
                            {"n_head", dance.NH},
@@ -277,6 +286,7 @@ int main(int argc, char** argv) {
     };
     CLI::App* info = app.add_subcommand("info", "the model's configuration, parameter count and weight shapes");
     add_model(info);
+    info->add_option("--backend", opt.backend, "auto|cpu|cuda: the backend reported");
     CLI::App* tokenize = app.add_subcommand("tokenize", "GPT-2 token ids and texts of --text");
     add_model(tokenize);
     tokenize->add_option("--text", opt.texts, "UTF-8 text")->required()->expected(1);
@@ -289,7 +299,7 @@ int main(int argc, char** argv) {
         sub->add_option("--heads", opt.heads, "re-split into N heads (N divides n_embd)");
         sub->add_option("--scale", opt.scale, "head|model|none: 1/sqrt(C/N), 1/sqrt(C), 1");
         sub->add_option("--split", opt.split, "transpose|naive-view");
-        sub->add_option("--backend", opt.backend, "auto|cpu");
+        sub->add_option("--backend", opt.backend, "auto|cpu|cuda (auto: CUDA when built with it and a device exists)");
     };
     add_forward_options(attention);
     attention->add_option("--layers", opt.layers, "all or I,J,...");
@@ -297,7 +307,7 @@ int main(int argc, char** argv) {
     CLI::App* heads = app.add_subcommand("heads", "probe scores of every head (previous-token, induction, ...)");
     add_model(heads);
     heads->add_option("--text", opt.texts, "score this text instead of the validation text")->expected(1);
-    heads->add_option("--backend", opt.backend, "auto|cpu");
+    heads->add_option("--backend", opt.backend, "auto|cpu|cuda (auto: CUDA when built with it and a device exists)");
     CLI::App* dance = app.add_subcommand(
         "dance", "the reshape dance's steps (shapes, strides, buffers) for the texts, and the naive split's error");
     add_model(dance);

@@ -14,7 +14,9 @@ LoadedModel load_with_backend(const std::string& name_or_path, const std::functi
     LoadedModel loaded;
     loaded.model = std::make_unique<Model>(load_model(name_or_path, on_progress));
     loaded.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    loaded.backend = make_cpu_backend();
+    BackendPick pick = make_backend(BackendChoice::cpu);
+    loaded.backend = std::move(pick.backend);
+    loaded.backend_reason = std::move(pick.reason);
     loaded.backend->load_weights(*loaded.model);
     // A directory is remembered absolute: the settings reopen it from anywhere.
     std::error_code ec;

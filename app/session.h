@@ -23,6 +23,7 @@ struct LoadedModel {
     std::string name;               // as the user named it (builtin, a hub name, an absolute directory)
     std::unique_ptr<Model> model;   // on the heap: the backend and worker keep pointers to it
     std::unique_ptr<Backend> backend;
+    std::string backend_reason;     // why this backend (make_backend's reason)
     double load_ms = 0;             // load_model's time, as the CLI's timing_ms.load
 };
 
@@ -35,6 +36,7 @@ public:
 
     const Model& model() const { return *open_.model; }
     const Backend& backend() const { return *open_.backend; }
+    const std::string& backend_reason() const { return open_.backend_reason; }
     const std::string& model_name() const { return open_.name; }
     double model_load_ms() const { return open_.load_ms; }
     bool busy() const { return live_->busy(); }

@@ -171,8 +171,9 @@ public:
         if (!file) throw Error(path.string() + ": cannot open for writing");
         const Session& s = session_;
         const AttentionTimings timings{s.model_load_ms(), s.shown.tokenize_ms, s.shown.compute_ms - s.shown.tokenize_ms};
-        write_attention_json(file.get(), attention_metadata(s.model(), s.backend().name(), s.shown_texts,
-                                                            s.shown.token_ids, s.shown.attention, timings),
+        write_attention_json(file.get(),
+                             attention_metadata(s.model(), s.backend().name(), s.backend_reason(), s.shown_texts,
+                                                s.shown.token_ids, s.shown.attention, timings),
                              s.shown.attention);
         const bool failed = ferror(file.get()) != 0;
         if (fclose(file.release()) != 0 || failed) throw Error(path.string() + ": write failed");

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "headscope/backend.h"
+#include "headscope/cuda_backend.h"
 #include "headscope/probes.h"
 #include "model_writer.h"
 #include "process.h"
@@ -224,6 +225,52 @@ TEST_F(CliTest, DancePrintsStepsAndTheNaiveSplitsError) {
     const json jo = json::parse(one.out);
     EXPECT_EQ(jo["steps"].size(), 5u);
     EXPECT_EQ(jo["naive_view_max_diff"], 0.0);
+}
+
+// auto runs on CUDA when the build has it and a device is usable, else on the
+// CPU, and every JSON output says which and why; --backend cuda without a
+// usable device is an error naming the reason.
+TEST_F(CliTest, BackendChoiceIsReportedWithItsReason) {
+    const CudaStatus cuda = cuda_status();
+#ifdef HEADSCOPE_HAS_CUDA
+    if (!cuda.usable) {
+        EXPECT_TRUE(cuda.reason == "no CUDA device" || cuda.reason == "driver too old for this build") << cuda.reason;
+    }
+#else
+    EXPECT_FALSE(cuda.usable);
+    EXPECT_EQ(cuda.reason, "built without CUDA");
+#endif
+    const std::string m = model();
+    const std::vector<std::vector<std::string>> commands = {
+        {"info", "--model", m},
+        {"attention", "--model", m, "--text", "The cat sat", "--format", "none"},
+        {"heads", "--model", m, "--text", "The cat sat on the mat"},
+        {"dance", "--model", m, "--text", "The cat sat"},
+    };
+    for (std::vector<std::string> command : commands) {
+        command.insert(command.end(), {"--backend", "auto"});
+        test::ProcessRun r = run(command);
+        ASSERT_EQ(r.status, 0) << command[0] << ": " << r.err;
+        json j = json::parse(r.out);
+        EXPECT_EQ(j["backend"], cuda.usable ? "cuda" : "cpu") << command[0];
+        EXPECT_EQ(j["backend_reason"], cuda.reason) << command[0];
+
+        command.back() = "cpu";
+        r = run(command);
+        ASSERT_EQ(r.status, 0) << command[0] << ": " << r.err;
+        j = json::parse(r.out);
+        EXPECT_EQ(j["backend"], "cpu") << command[0];
+        EXPECT_EQ(j["backend_reason"], "cpu chosen") << command[0];
+
+        command.back() = "cuda";
+        if (cuda.usable) {
+            r = run(command);
+            ASSERT_EQ(r.status, 0) << command[0] << ": " << r.err;
+            EXPECT_EQ(json::parse(r.out)["backend"], "cuda") << command[0];
+        } else {
+            expect_error(command, "the CUDA backend is not usable: " + cuda.reason);
+        }
+    }
 }
 
 TEST_F(CliTest, BadInputIsOneLineAndExitTwo) {

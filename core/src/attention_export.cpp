@@ -18,7 +18,8 @@ Json token_texts(const Tokenizer& tokenizer, const std::vector<int32_t>& ids) {
     return texts;
 }
 
-Json attention_metadata(const Model& model, const std::string& backend, const std::vector<std::string>& texts,
+Json attention_metadata(const Model& model, const std::string& backend, const std::string& backend_reason,
+                        const std::vector<std::string>& texts,
                         const std::vector<std::vector<int32_t>>& token_ids, const AttentionResult& result,
                         const AttentionTimings& timings) {
     Json tokens = Json::array(), lengths = Json::array(), fully_masked = Json::array();
@@ -32,6 +33,7 @@ Json attention_metadata(const Model& model, const std::string& backend, const st
         fully_masked.push_back(row);
     }
     return {{"backend", backend},
+            {"backend_reason", backend_reason},
             {"n_layer", model.config.n_layer},
             {"n_head", result.NH},
             {"d_head", result.hs},

@@ -3,6 +3,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "headscope/attention.h"
 #include "headscope/model.h"
@@ -21,6 +22,22 @@ public:
 };
 
 std::unique_ptr<Backend> make_cpu_backend();
+
+// Which backend to run on: the CLI's --backend, the window's choice.
+enum class BackendChoice { automatic, cpu, cuda };
+BackendChoice parse_backend_choice(std::string_view word);  // auto|cpu|cuda; throws Error
+const char* to_string(BackendChoice choice);
+
+struct BackendPick {
+    std::unique_ptr<Backend> backend;
+    // Why this backend, for the user: "cpu chosen", "built without CUDA",
+    // "no CUDA device", "driver too old for this build", or the CUDA device's name.
+    std::string reason;
+};
+
+// automatic: CUDA when the build has it and a usable device exists, else the
+// CPU. cuda without a usable device throws Error saying why.
+BackendPick make_backend(BackendChoice choice);
 
 // What every backend's forward checks first: the batch and options suit
 // `model` (texts non-empty and within n_positions, ids in the vocabulary, the

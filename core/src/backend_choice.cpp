@@ -1,0 +1,34 @@
+// The one place that picks a backend and says why (CLI and window).
+#include <string>
+
+#include "headscope/backend.h"
+#include "headscope/cuda_backend.h"
+#include "headscope/error.h"
+
+namespace headscope {
+
+BackendChoice parse_backend_choice(std::string_view word) {
+    if (word == "auto") return BackendChoice::automatic;
+    if (word == "cpu") return BackendChoice::cpu;
+    if (word == "cuda") return BackendChoice::cuda;
+    throw Error("--backend: expected auto, cpu or cuda, got '" + std::string(word) + "'");
+}
+
+const char* to_string(BackendChoice choice) {
+    switch (choice) {
+        case BackendChoice::automatic: return "auto";
+        case BackendChoice::cpu: return "cpu";
+        case BackendChoice::cuda: return "cuda";
+    }
+    return "?";
+}
+
+BackendPick make_backend(BackendChoice choice) {
+    if (choice == BackendChoice::cpu) return {make_cpu_backend(), "cpu chosen"};
+    const CudaStatus cuda = cuda_status();
+    if (cuda.usable) return {make_cuda_backend(), cuda.reason};
+    if (choice == BackendChoice::cuda) throw Error("the CUDA backend is not usable: " + cuda.reason);
+    return {make_cpu_backend(), cuda.reason};
+}
+
+}  // namespace headscope

@@ -1,0 +1,425 @@
+// The CUDA backend: the CPU backend's forward (cpu_backend.cpp) on the
+// device, in FP32 (no TF32) so that its maps match the CPU's. cuBLAS does the
+// projections and, per head, Q K^T and weights V; small kernels do the
+// embedding, LayerNorm, GELU, biases and the fused scale + mask + softmax.
+// Legend: B batch, T padded length, C channels, NH heads, hs = C/NH.
+// All buffers are row-major; cuBLAS is column-major, so each row-major
+// product out = a b is asked of it as out^T = b^T a^T.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "headscope/cuda_backend.h"
+#include "headscope/error.h"
+
+namespace headscope {
+namespace {
+
+// A failed CUDA or cuBLAS call: forward falls back to the CPU on it.
+struct CudaError : Error {
+    using Error::Error;
+};
+
+void check(cudaError_t status, const char* call) {
+    if (status != cudaSuccess) throw CudaError(std::string(call) + ": " + cudaGetErrorString(status));
+}
+void check(cublasStatus_t status, const char* call) {
+    if (status != CUBLAS_STATUS_SUCCESS) throw CudaError(std::string(call) + ": " + cublasGetStatusString(status));
+}
+// Every CUDA and cuBLAS call goes through this.
+#define HEADSCOPE_CUDA_CHECK(call) check((call), #call)
+
+// Device memory for `size()` elements of T, grown (never shrunk) by reserve;
+// growing drops the contents.
+template <typename T>
+class DeviceBuffer {
+public:
+    DeviceBuffer() = default;
+    DeviceBuffer(const DeviceBuffer&) = delete;
+    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+    ~DeviceBuffer() { cudaFree(data_); }
+
+    void reserve(size_t n) {
+        if (n <= size_) return;
+        cudaFree(data_);
+        data_ = nullptr;
+        size_ = 0;
+        HEADSCOPE_CUDA_CHECK(cudaMalloc(&data_, n * sizeof(T)));
+        size_ = n;
+    }
+    void upload(const T* host, size_t n) {
+        reserve(n);
+        HEADSCOPE_CUDA_CHECK(cudaMemcpy(data_, host, n * sizeof(T), cudaMemcpyHostToDevice));
+    }
+    T* data() const { return data_; }
+
+private:
+    T* data_ = nullptr;
+    size_t size_ = 0;
+};
+
+constexpr int threads = 256;
+
+unsigned blocks_for(size_t n) { return static_cast<unsigned>((n + threads - 1) / threads); }
+
+__device__ size_t global_index() { return static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
+
+// x (B*T, C) = wte[ids] + wpe[t]; ids are already padded.
+__global__ void embed_kernel(const int32_t* ids, const float* wte, const float* wpe, float* x, int T, int C,
+                             size_t n) {
+    const size_t i = global_index();
+    if (i >= n) return;
+    const size_t row = i / C;
+    const int c = static_cast<int>(i % C), t = static_cast<int>(row % T);
+    x[i] = wte[static_cast<size_t>(ids[row]) * C + c] + wpe[static_cast<size_t>(t) * C + c];
+}
+
+// out (n / N, N) += bias (N) on every row.
+__global__ void add_bias_kernel(float* out, const float* bias, int N, size_t n) {
+    const size_t i = global_index();
+    if (i < n) out[i] += bias[i % N];
+}
+
+// GELU, tanh approximation, in place (as ops::gelu).
+__global__ void gelu_kernel(float* x, size_t n) {
+    const size_t i = global_index();
+    if (i >= n) return;
+    const float k = 0.7978845608028654f;  // sqrt(2 / pi)
+    const float v = x[i];
+    x[i] = 0.5f * v * (1.f + tanhf(k * (v + 0.044715f * v * v * v)));
+}
+
+__device__ float warp_sum(float v) {
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    return v;
+}
+
+__device__ float warp_max(float v) {
+    for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    return v;
+}
+
+// The sum of `v` over the block, returned to every thread; `partial` holds one float per warp.
+__device__ float block_sum(float v, float* partial) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    v = warp_sum(v);
+    __syncthreads();  // a previous call's readers are done with `partial`
+    if (lane == 0) partial[warp] = v;
+    __syncthreads();
+    return warp_sum(lane < warps ? partial[lane] : 0.f);
+}
+
+// One block per row of C: out = LayerNorm(x), GPT-2's biased variance, two passes as ops::layer_norm.
+__global__ void layer_norm_kernel(const float* x, const float* w, const float* b, float* out, int C, float eps) {
+    __shared__ float partial[32];
+    const float* xr = x + static_cast<size_t>(blockIdx.x) * C;
+    float* yr = out + static_cast<size_t>(blockIdx.x) * C;
+    float sum = 0;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) sum += xr[c];
+    const float mean = block_sum(sum, partial) / C;
+    float squares = 0;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) squares += (xr[c] - mean) * (xr[c] - mean);
+    const float inv_std = 1.f / sqrtf(block_sum(squares, partial) / C + eps);
+    for (int c = threadIdx.x; c < C; c += blockDim.x) yr[c] = (xr[c] - mean) * inv_std * w[c] + b[c];
+}
+
+// One warp per score row (b, h, i) of att (B, NH, T, T), in place: the first
+// ends[b, i] entries become softmax(scale * row), the rest 0. A row with
+// end 0 (fully masked) becomes all zeros, never NaN.
+__global__ void masked_softmax_kernel(float* att, const int* ends, int T, int NH, float scale, size_t rows) {
+    const size_t row = global_index() / 32;
+    const int lane = threadIdx.x % 32;
+    if (row >= rows) return;  // the whole warp: blockDim is a multiple of 32
+    const int i = static_cast<int>(row % T);
+    const size_t b = row / T / NH;
+    const int end = ends[b * T + i];
+    float* r = att + row * T;
+
+    float largest = -INFINITY;
+    for (int j = lane; j < end; j += 32) largest = fmaxf(largest, r[j] * scale);
+    largest = warp_max(largest);
+    float sum = 0;
+    for (int j = lane; j < end; j += 32) sum += expf(r[j] * scale - largest);
+    sum = warp_sum(sum);
+    for (int j = lane; j < T; j += 32) r[j] = j < end ? expf(r[j] * scale - largest) / sum : 0.f;
+}
+
+class CudaBackend final : public Backend {
+public:
+    CudaBackend() {
+        HEADSCOPE_CUDA_CHECK(cublasCreate(&cublas_));
+        // FP32 products as on the CPU: the default math mode never uses TF32 tensor cores.
+        HEADSCOPE_CUDA_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
+    }
+    ~CudaBackend() override { cublasDestroy(cublas_); }
+
+    std::string name() const override { return on_cpu_ ? "cpu" : "cuda"; }
+
+    void load_weights(const Model& model) override {
+        model_ = &model;
+        cpu_->load_weights(model);
+        try {
+            weights_.upload(model.storage.data(), model.storage.size());
+        } catch (const CudaError& e) {
+            fall_back(e);
+        }
+    }
+
+    void forward(const Batch& batch, const AttentionOptions& options, AttentionResult& result) override {
+        if (!model_) throw Error("no model loaded");
+        validate_forward(*model_, batch, options);
+        if (!on_cpu_) {
+            try {
+                forward_on_device(batch, options, result);
+                return;
+            } catch (const CudaError& e) {
+                fall_back(e);
+            }
+        }
+        cpu_->forward(batch, options, result);
+    }
+
+private:
+    // The window and CLI keep running on the CPU after a CUDA failure, saying so once.
+    void fall_back(const CudaError& e) {
+        std::fprintf(stderr, "headscope: CUDA error (%s); computing on the CPU from now on\n", e.what());
+        on_cpu_ = true;
+    }
+
+    // The device copy of a weight of model_->storage.
+    const float* on_device(const float* host) const { return weights_.data() + (host - model_->storage.data()); }
+
+    // out (rows, n) = x (rows, k) w (k, n), plus out's old value when `accumulate`.
+    void matmul(const float* x, const float* w, float* out, int rows, int k, int n, bool accumulate) {
+        const float one = 1.f, zero = 0.f;
+        HEADSCOPE_CUDA_CHECK(cublasSgemm(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, n, rows, k, &one, on_device(w), n, x, k,
+                                         accumulate ? &one : &zero, out, n));
+    }
+
+    void add_bias(float* out, const float* bias, int rows, int n) {
+        const size_t count = static_cast<size_t>(rows) * n;
+        add_bias_kernel<<<blocks_for(count), threads>>>(out, on_device(bias), n, count);
+        HEADSCOPE_CUDA_CHECK(cudaGetLastError());
+    }
+
+    void layer_norm(const float* x, const float* w, const float* b, float* out, int rows) {
+        const Config& cfg = model_->config;
+        layer_norm_kernel<<<rows, threads>>>(x, on_device(w), on_device(b), out, cfg.n_embd, cfg.layer_norm_epsilon);
+        HEADSCOPE_CUDA_CHECK(cudaGetLastError());
+    }
+
+    // As CpuBackend::forward, result filled the same way.
+    void forward_on_device(const Batch& batch, const AttentionOptions& options, AttentionResult& result) {
+        const Config& cfg = model_->config;
+        const int B = batch.B(), T = batch.T(), C = cfg.n_embd;
+        const int NH = options.n_head ? options.n_head : cfg.n_head;
+        result.B = B;
+        result.T = T;
+        result.NH = NH;
+        result.hs = C / NH;
+        result.layers = options.layers;
+        if (result.layers.empty())
+            for (int l = 0; l < cfg.n_layer; ++l) result.layers.push_back(l);
+        const size_t map_floats = static_cast<size_t>(B) * NH * T * T;
+        result.weights.resize(result.layers.size() * map_floats);
+        result.outputs.resize(options.capture_outputs ? result.layers.size() * B * T * C : 0);
+
+        // Padded ids and each query row's visible keys, from core's visible_end (host side, so there is one rule).
+        const int BT = B * T;
+        std::vector<int32_t> ids(BT);
+        std::vector<int> ends(BT);
+        result.fully_masked.assign(BT, 0);
+        for (int b = 0; b < B; ++b) {
+            const auto& text = batch.token_ids[b];
+            const int length = static_cast<int>(text.size());
+            for (int t = 0; t < T; ++t) {
+                ids[b * T + t] = t < length ? text[t] : batch.pad_id;
+                ends[b * T + t] = visible_end(options, t, length, T);
+                result.fully_masked[b * T + t] = ends[b * T + t] == 0;
+            }
+        }
+        ids_.upload(ids.data(), BT);
+        ends_.upload(ends.data(), BT);
+
+        const size_t BTC = static_cast<size_t>(BT) * C;
+        x_.reserve(BTC);
+        ln_.reserve(BTC);
+        qkv_.reserve(3 * BTC);
+        y_.reserve(BTC);
+        fc_.reserve(4 * BTC);
+        att_.reserve(map_floats);
+        if (options.split == Split::naive_view) qkv_contiguous_.reserve(3 * BTC);
+
+        embed_kernel<<<blocks_for(BTC), threads>>>(ids_.data(), on_device(model_->wte), on_device(model_->wpe),
+                                                   x_.data(), T, C, BTC);
+        HEADSCOPE_CUDA_CHECK(cudaGetLastError());
+        const int last_layer = result.layers.back();
+        size_t slot = 0;
+        for (int l = 0; l <= last_layer; ++l) {
+            const LayerWeights& w = model_->layers[l];
+            const bool returned = slot < result.layers.size() && result.layers[slot] == l;
+
+            layer_norm(x_.data(), w.ln_1_w, w.ln_1_b, ln_.data(), BT);
+            matmul(ln_.data(), w.attn_w, qkv_.data(), BT, C, 3 * C, false);
+            add_bias(qkv_.data(), w.attn_b, BT, 3 * C);
+            attention(B, T, NH, options);
+            if (returned) {
+                HEADSCOPE_CUDA_CHECK(cudaMemcpy(result.weights.data() + slot * map_floats, att_.data(),
+                                                map_floats * sizeof(float), cudaMemcpyDeviceToHost));
+                if (options.capture_outputs)
+                    HEADSCOPE_CUDA_CHECK(cudaMemcpy(result.outputs.data() + slot * BTC, y_.data(),
+                                                    BTC * sizeof(float), cudaMemcpyDeviceToHost));
+            }
+            slot += returned;
+            if (l == last_layer) break;  // everything after this layer's weights is not needed
+
+            matmul(y_.data(), w.attn_proj_w, x_.data(), BT, C, C, true);
+            add_bias(x_.data(), w.attn_proj_b, BT, C);
+            layer_norm(x_.data(), w.ln_2_w, w.ln_2_b, ln_.data(), BT);
+            matmul(ln_.data(), w.fc_w, fc_.data(), BT, C, 4 * C, false);
+            add_bias(fc_.data(), w.fc_b, BT, 4 * C);
+            gelu_kernel<<<blocks_for(4 * BTC), threads>>>(fc_.data(), 4 * BTC);
+            HEADSCOPE_CUDA_CHECK(cudaGetLastError());
+            matmul(fc_.data(), w.fc_proj_w, x_.data(), BT, 4 * C, C, true);
+            add_bias(x_.data(), w.fc_proj_b, BT, C);
+        }
+        HEADSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
+    }
+
+    // From qkv_ (B, T, 3C): att_ (B, NH, T, T) weights and y_ (B, T, C), as
+    // CpuBackend::attention. transpose: head h of Q is the (T, hs) block at
+    // column h*hs of qkv_ with row stride 3C; its y goes to column h*hs of y_
+    // (row stride C). naive-view: Q, K, V copied out contiguous (B, T, C), head
+    // h of text b is the flat floats [(b*NH + h)*T*hs, ...) whatever tokens
+    // they hold, and y_ is written (B, NH, T, hs) and read as (B, T, C).
+    void attention(int B, int T, int NH, const AttentionOptions& options) {
+        const int C = model_->config.n_embd, hs = C / NH;
+        const size_t BTC = static_cast<size_t>(B) * T * C, TT = static_cast<size_t>(T) * T;
+        // Heads evenly spaced in memory, one strided-batched product each.
+        struct HeadGroup {
+            const float* q;  // K at q + k_offset, V at q + 2 k_offset
+            float* att;
+            float* y;
+            int count;
+        };
+        std::vector<HeadGroup> groups;
+        int in_stride, out_stride;  // row strides of Q, K, V and of y
+        long long in_step, out_step;  // from one head to the next
+        size_t k_offset;
+        if (options.split == Split::naive_view) {
+            for (int part = 0; part < 3; ++part)  // Q, K, V
+                HEADSCOPE_CUDA_CHECK(cudaMemcpy2D(qkv_contiguous_.data() + part * BTC, C * sizeof(float),
+                                                  qkv_.data() + part * C, 3 * C * sizeof(float), C * sizeof(float),
+                                                  static_cast<size_t>(B) * T, cudaMemcpyDeviceToDevice));
+            groups.push_back({qkv_contiguous_.data(), att_.data(), y_.data(), B * NH});
+            in_stride = out_stride = hs;
+            in_step = out_step = static_cast<long long>(T) * hs;
+            k_offset = BTC;
+        } else {
+            for (int b = 0; b < B; ++b)
+                groups.push_back({qkv_.data() + static_cast<size_t>(b) * T * 3 * C, att_.data() + b * NH * TT,
+                                  y_.data() + static_cast<size_t>(b) * T * C, NH});
+            in_stride = 3 * C;
+            out_stride = C;
+            in_step = out_step = hs;
+            k_offset = C;
+        }
+
+        const float one = 1.f, zero = 0.f;
+        for (const HeadGroup& g : groups)  // att = Q K^T, asked as att^T = K Q^T
+            HEADSCOPE_CUDA_CHECK(cublasSgemmStridedBatched(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, &one,
+                                                           g.q + k_offset, in_stride, in_step, g.q, in_stride,
+                                                           in_step, &zero, g.att, T, TT, g.count));
+        const size_t rows = static_cast<size_t>(B) * NH * T;
+        masked_softmax_kernel<<<blocks_for(rows * 32), threads>>>(att_.data(), ends_.data(), T, NH,
+                                                                  score_scale(options.scale, C, NH), rows);
+        HEADSCOPE_CUDA_CHECK(cudaGetLastError());
+        for (const HeadGroup& g : groups)  // y = att V, asked as y^T = V^T att^T
+            HEADSCOPE_CUDA_CHECK(cublasSgemmStridedBatched(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, &one,
+                                                           g.q + 2 * k_offset, in_stride, in_step, g.att, T, TT,
+                                                           &zero, g.y, out_stride, out_step, g.count));
+    }
+
+    const Model* model_ = nullptr;
+    std::unique_ptr<Backend> cpu_ = make_cpu_backend();  // after a CUDA failure
+    bool on_cpu_ = false;
+    cublasHandle_t cublas_ = nullptr;
+    DeviceBuffer<float> weights_;          // model_->storage, uploaded once per model
+    DeviceBuffer<int32_t> ids_;            // (B, T) padded token ids
+    DeviceBuffer<int> ends_;               // (B, T) visible keys per query row
+    DeviceBuffer<float> x_;                // (B, T, C) residual stream
+    DeviceBuffer<float> ln_;               // (B, T, C) LayerNorm output
+    DeviceBuffer<float> qkv_;              // (B, T, 3C) fused projection
+    DeviceBuffer<float> qkv_contiguous_;   // (3, B, T, C) Q, K, V copied out, naive-view only
+    DeviceBuffer<float> y_;                // (B, T, C) attention output, heads merged
+    DeviceBuffer<float> fc_;               // (B, T, 4C) MLP hidden
+    DeviceBuffer<float> att_;              // (B, NH, T, T) one layer's weights
+};
+
+}  // namespace
+
+CudaStatus cuda_status() {
+    static const CudaStatus status = [] {
+        int count = 0;
+        const cudaError_t error = cudaGetDeviceCount(&count);
+        int driver = 0;
+        cudaDriverGetVersion(&driver);  // 0 when no driver is installed
+        if (error == cudaErrorInsufficientDriver && driver > 0)
+            return CudaStatus{false, "driver too old for this build"};
+        if (error != cudaSuccess || count == 0) return CudaStatus{false, "no CUDA device"};
+        cudaDeviceProp prop{};
+        if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return CudaStatus{false, "no CUDA device"};
+        return CudaStatus{true, prop.name};
+    }();
+    return status;
+}
+
+std::unique_ptr<Backend> make_cuda_backend() {
+    const CudaStatus status = cuda_status();
+    if (!status.usable) throw Error(status.reason);
+    return std::make_unique<CudaBackend>();
+}
+
+SoftmaxTiming time_cuda_softmax(int B, int NH, int T, int repeats) {
+    const CudaStatus status = cuda_status();
+    if (!status.usable) throw Error(status.reason);
+    const size_t rows = static_cast<size_t>(B) * NH * T, scores = rows * T;
+    DeviceBuffer<float> att;
+    att.reserve(scores);
+    HEADSCOPE_CUDA_CHECK(cudaMemset(att.data(), 0, scores * sizeof(float)));
+    const std::vector<int> every_key(static_cast<size_t>(B) * T, T);
+    DeviceBuffer<int> ends;
+    ends.upload(every_key.data(), every_key.size());
+
+    cudaEvent_t start, stop;
+    HEADSCOPE_CUDA_CHECK(cudaEventCreate(&start));
+    HEADSCOPE_CUDA_CHECK(cudaEventCreate(&stop));
+    std::vector<float> ms(repeats + 1);
+    for (float& run : ms) {  // the first run warms up and is dropped
+        HEADSCOPE_CUDA_CHECK(cudaEventRecord(start));
+        masked_softmax_kernel<<<blocks_for(rows * 32), threads>>>(att.data(), ends.data(), T, NH, 0.125f, rows);
+        HEADSCOPE_CUDA_CHECK(cudaGetLastError());
+        HEADSCOPE_CUDA_CHECK(cudaEventRecord(stop));
+        HEADSCOPE_CUDA_CHECK(cudaEventSynchronize(stop));
+        HEADSCOPE_CUDA_CHECK(cudaEventElapsedTime(&run, start, stop));
+    }
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    ms.erase(ms.begin());
+    std::sort(ms.begin(), ms.end());
+
+    int memory_khz = 0, bus_bits = 0;
+    HEADSCOPE_CUDA_CHECK(cudaDeviceGetAttribute(&memory_khz, cudaDevAttrMemoryClockRate, 0));
+    HEADSCOPE_CUDA_CHECK(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, 0));
+    SoftmaxTiming timing;
+    timing.median_ms = ms[ms.size() / 2];
+    timing.achieved_gb_s = 2.0 * scores * sizeof(float) / (timing.median_ms * 1e-3) / 1e9;
+    timing.peak_gb_s = 2.0 * memory_khz * 1e3 * (bus_bits / 8.0) / 1e9;
+    return timing;
+}
+
+}  // namespace headscope
