@@ -9,14 +9,16 @@
 
 namespace headscope {
 
-LoadedModel load_with_backend(const std::string& name_or_path, const std::function<void(float)>& on_progress) {
+LoadedModel load_with_backend(const std::string& name_or_path, BackendChoice choice,
+                              const std::function<void(float)>& on_progress) {
     const auto start = std::chrono::steady_clock::now();
     LoadedModel loaded;
     loaded.model = std::make_unique<Model>(load_model(name_or_path, on_progress));
     loaded.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    BackendPick pick = make_backend(BackendChoice::cpu);
+    BackendPick pick = make_backend(choice);
     loaded.backend = std::move(pick.backend);
     loaded.backend_reason = std::move(pick.reason);
+    loaded.backend_choice = choice;
     loaded.backend->load_weights(*loaded.model);
     // A directory is remembered absolute: the settings reopen it from anywhere.
     std::error_code ec;
@@ -62,13 +64,33 @@ void Session::submit() {
     submitted_options_ = options;
 }
 
+void Session::choose_backend(BackendChoice choice) {
+    model_message.clear();
+    LoadedModel loaded;
+    try {
+        BackendPick pick = make_backend(choice);
+        pick.backend->load_weights(*open_.model);
+        loaded.backend = std::move(pick.backend);
+        loaded.backend_reason = std::move(pick.reason);
+    } catch (const Error& e) {
+        model_message = e.what();
+        return;
+    }
+    loaded.backend_choice = choice;
+    loaded.name = open_.name;
+    loaded.load_ms = open_.load_ms;
+    loaded.model = std::move(open_.model);  // the same Model object: pointers into it stay valid
+    install(std::move(loaded));
+}
+
 void Session::open_model(const std::string& name_or_path) {
     if (!loading_.empty()) return;  // one load at a time
     loading_ = name_or_path;
     load_progress_ = 0;
     model_message.clear();
-    load_future_ = std::async(std::launch::async, [this, name_or_path] {
-        LoadedModel loaded = load_with_backend(name_or_path, [this](float fraction) { load_progress_ = fraction; });
+    load_future_ = std::async(std::launch::async, [this, name_or_path, choice = open_.backend_choice] {
+        LoadedModel loaded =
+            load_with_backend(name_or_path, choice, [this](float fraction) { load_progress_ = fraction; });
         glfwPostEmptyEvent();
         return loaded;
     });

@@ -24,11 +24,13 @@ struct LoadedModel {
     std::unique_ptr<Model> model;   // on the heap: the backend and worker keep pointers to it
     std::unique_ptr<Backend> backend;
     std::string backend_reason;     // why this backend (make_backend's reason)
+    BackendChoice backend_choice = BackendChoice::automatic;  // as the user chose; the next model keeps it
     double load_ms = 0;             // load_model's time, as the CLI's timing_ms.load
 };
 
-// load_model (passing `on_progress` on) and the backend's load_weights. Throws Error.
-LoadedModel load_with_backend(const std::string& name_or_path, const std::function<void(float)>& on_progress = {});
+// load_model (passing `on_progress` on), then make_backend(choice) and its load_weights. Throws Error.
+LoadedModel load_with_backend(const std::string& name_or_path, BackendChoice choice,
+                              const std::function<void(float)>& on_progress = {});
 
 class Session {
 public:
@@ -37,6 +39,7 @@ public:
     const Model& model() const { return *open_.model; }
     const Backend& backend() const { return *open_.backend; }
     const std::string& backend_reason() const { return open_.backend_reason; }
+    BackendChoice backend_choice() const { return open_.backend_choice; }
     const std::string& model_name() const { return open_.name; }
     double model_load_ms() const { return open_.load_ms; }
     bool busy() const { return live_->busy(); }
@@ -47,6 +50,10 @@ public:
     // (bad text, too long, ...) sets `message` and keeps the last good maps.
     // Also swaps in a model open_model finished loading.
     bool collect();
+
+    // Runs the open model on the backend `choice` picks, recomputing. A
+    // failure (cuda without a usable device) sets `model_message` and changes nothing.
+    void choose_backend(BackendChoice choice);
 
     // Loads another model on a worker; the open one stays in use until the
     // new one is ready. A failure sets `model_message` and changes nothing.

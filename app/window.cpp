@@ -44,7 +44,7 @@ struct Args {
     std::string model = builtin_model;
     std::vector<std::string> texts;
     std::string view = "heads", causal = "on", padding_mask = "on", scale = "head", split = "transpose";
-    std::string colormap = "viridis";
+    std::string colormap = "viridis", backend = "auto";
     int layer = 0, head = -1, heads = 0, dance_step = 1, frames = 3;
     std::string screenshot, layout, open_model, export_json, export_npy;
     std::string settings;  // on|off; empty: on, but off when a test drives the window (--screenshot, --layout)
@@ -75,13 +75,13 @@ Settings start_settings(const Args& args, const CLI::App& cli, bool use_saved) {
 }
 
 // A bad --model is fatal; a saved model that no longer loads gives way to the built-in one.
-LoadedModel load_start_model(const Settings& start, bool model_given) {
-    if (model_given || start.model == builtin_model) return load_with_backend(start.model);
+LoadedModel load_start_model(const Settings& start, bool model_given, BackendChoice backend) {
+    if (model_given || start.model == builtin_model) return load_with_backend(start.model, backend);
     try {
-        return load_with_backend(start.model);
+        return load_with_backend(start.model, backend);
     } catch (const Error& e) {
         std::fprintf(stderr, "headscope: warning: cannot reopen the last model, opening the built-in one: %s\n", e.what());
-        return load_with_backend(builtin_model);
+        return load_with_backend(builtin_model, backend);
     }
 }
 
@@ -284,6 +284,13 @@ private:
                                                       ImGuiInputTextFlags_EnterReturnsTrue);
         ImGui::SameLine();
         if ((ImGui::Button("Open") || entered) && !model_path_.empty()) s.open_model(model_path_);
+        ImGui::SameLine();
+        int backend = static_cast<int>(s.backend_choice());
+        const char* backend_names[] = {to_string(BackendChoice::automatic), to_string(BackendChoice::cpu),
+                                       to_string(BackendChoice::cuda)};
+        ImGui::SetNextItemWidth(80 * ui_.scale);
+        if (ImGui::Combo("backend", &backend, backend_names, 3) && backend != static_cast<int>(s.backend_choice()))
+            s.choose_backend(static_cast<BackendChoice>(backend));
         ImGui::EndDisabled();
         ImGui::SameLine();
         if (loading) {
@@ -416,9 +423,9 @@ private:
     void status_bar() {
         const Session& s = session_;
         ImGui::Separator();
-        ImGui::Text("%zu tokens   %.2f ms   backend %s   %s",
+        ImGui::Text("%zu tokens   %.2f ms   backend %s (%s)   %s",
                     s.shown.token_ids.empty() ? 0 : s.shown.token_ids[s.selected].size(), s.shown.compute_ms,
-                    s.backend().name().c_str(), s.busy() ? "computing..." : "");
+                    s.backend().name().c_str(), s.backend_reason().c_str(), s.busy() ? "computing..." : "");
         export_bar();
     }
 
@@ -481,7 +488,7 @@ void load_fonts_and_style(float scale) {
 }
 
 int run(const Args& args, const Settings& start, bool use_settings, bool model_given) {
-    LoadedModel loaded = load_start_model(start, model_given);
+    LoadedModel loaded = load_start_model(start, model_given, parse_backend_choice(args.backend));
     if (!glfwInit()) throw Error("cannot open a window: GLFW could not initialise (no display?)");
     glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
     glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
@@ -619,6 +626,7 @@ int main(int argc, char** argv) {
     cli.add_option("--scale", args.scale, "head|model|none: 1/sqrt(C/N), 1/sqrt(C), 1");
     cli.add_option("--split", args.split, "transpose|naive-view");
     cli.add_option("--colormap", args.colormap, "viridis|magma|grey");
+    cli.add_option("--backend", args.backend, "auto|cpu|cuda (auto: CUDA when built with it and a device exists)");
     cli.add_option("--open-model", args.open_model, "screenshot mode: open this model after --frames frames, as the picker does");
     cli.add_option("--export-json", args.export_json, "screenshot mode: also save the attention as the CLI's JSON");
     cli.add_option("--export-npy", args.export_npy, "screenshot mode: also save the attention as the CLI's .npy");
