@@ -1,10 +1,7 @@
 #include "checks_view.h"
 
-#include <chrono>
 #include <cmath>
-#include <memory>
 
-#include "headscope/error.h"
 
 namespace headscope {
 
@@ -54,30 +51,17 @@ bool ChecksView::figures_current(const Session& session) const {
 }
 
 void ChecksView::update(Session& session) {
-    if (running_.valid()) {
-        if (running_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
-        figures_ = std::move(*running_figures_);
-        running_ = {};
-    }
-    if (figures_current(session) || session.shown.token_ids.empty()) return;
-    const Model* model = &session.model();
-    running_figures_ = std::make_shared<Figures>();
-    running_figures_->generation = session.shown_generation;
-    running_figures_->b = session.selected;
-    // Its own backend: the live worker's is busy with every keystroke.
-    auto work = [model, figures = running_figures_, batch = Batch{session.shown.token_ids, model->config.eos_token_id},
-                 options = session.shown_options] {
-        try {
-            std::unique_ptr<Backend> backend = make_cpu_backend();
-            backend->load_weights(*model);
-            figures->loop = compare_with_head_loop(*backend, *model, batch, options);
-            figures->causality = check_causality(*backend, *model, batch, figures->b, options);
-        } catch (const Error& e) {
-            figures->error = e.what();
-        }
-    };
-    running_ = std::async(std::launch::async, std::move(work)).share();
-    session.reading_model(running_);
+    if (std::optional<Figures> done = worker_.take()) figures_ = std::move(done);
+    if (worker_.running() || figures_current(session) || session.shown.token_ids.empty()) return;
+    Figures figures;
+    figures.generation = session.shown_generation;
+    figures.b = session.selected;
+    worker_.start(session, std::move(figures),
+                  [batch = Batch{session.shown.token_ids, session.model().config.eos_token_id},
+                   options = session.shown_options](Backend& backend, const Model& model, Figures& figures) {
+                      figures.loop = compare_with_head_loop(backend, model, batch, options);
+                      figures.causality = check_causality(backend, model, batch, figures.b, options);
+                  });
 }
 
 void ChecksView::draw(Session& session, Ui& ui) {

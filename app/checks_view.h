@@ -5,14 +5,12 @@
 // per new compute; a frame never waits for them. With --layout every figure
 // shown is recorded as {"view": "checks", "figure": ..., "value": ...}.
 #pragma once
-#include <chrono>
 #include <cstdint>
-#include <future>
-#include <memory>
 #include <optional>
 #include <string>
 
 #include "headscope/checks.h"
+#include "model_worker.h"
 #include "ui.h"
 
 namespace headscope {
@@ -21,9 +19,7 @@ class ChecksView {
 public:
     void draw(Session& session, Ui& ui);
     // Whether figures are being computed (screenshot mode waits for them).
-    bool computing() const {
-        return running_.valid() && running_.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
-    }
+    bool computing() const { return worker_.running(); }
 
 private:
     struct Figures {
@@ -43,9 +39,8 @@ private:
     void shapes_section(const Session& session);
     void parameters_section(const Session& session, Ui& ui);
 
-    std::shared_future<void> running_;          // the worker; the session holds it too (it reads the model)
-    std::shared_ptr<Figures> running_figures_;  // what the worker fills in
-    std::optional<Figures> figures_;            // the last finished
+    ModelWorker<Figures> worker_;
+    std::optional<Figures> figures_;  // the last finished
 };
 
 }  // namespace headscope

@@ -4,11 +4,8 @@
 #include <GLFW/glfw3.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <memory>
 
-#include "headscope/error.h"
 
 namespace headscope {
 
@@ -75,29 +72,17 @@ void DanceView::update(Session& session) {
         generation_ = session.shown_generation;
         hovered_ = {};  // a float of the old buffers
     }
-    if (running_.valid()) {
-        if (running_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
-        max_diff_ = std::move(*running_result_);
-        running_ = {};
-    }
-    if (max_diff_current(session)) return;
-    // Two forwards as far as the layer, on a worker with its own backend: the live worker's is busy.
-    const Model* model = &session.model();
-    running_result_ = std::make_shared<MaxDiff>();
-    running_result_->generation = session.shown_generation;
-    running_result_->layer = session.layer;
-    auto work = [model, result = running_result_, batch = Batch{session.shown.token_ids, model->config.eos_token_id},
-                 options = session.shown_options] {
-        try {
-            const std::unique_ptr<Backend> backend = make_cpu_backend();
-            backend->load_weights(*model);
-            result->value = naive_view_max_diff(*backend, batch, options, result->layer);
-        } catch (const Error& e) {
-            result->error = e.what();
-        }
-    };
-    running_ = std::async(std::launch::async, std::move(work)).share();
-    session.reading_model(running_);
+    if (std::optional<MaxDiff> done = worker_.take()) max_diff_ = std::move(done);
+    if (worker_.running() || max_diff_current(session)) return;
+    // Two forwards as far as the layer.
+    MaxDiff max_diff;
+    max_diff.generation = session.shown_generation;
+    max_diff.layer = session.layer;
+    worker_.start(session, std::move(max_diff),
+                  [batch = Batch{session.shown.token_ids, session.model().config.eos_token_id},
+                   options = session.shown_options](Backend& backend, const Model&, MaxDiff& result) {
+                      result.value = naive_view_max_diff(backend, batch, options, result.layer);
+                  });
 }
 
 void DanceView::draw(Session& session, Ui& ui) {

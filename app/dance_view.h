@@ -9,16 +9,14 @@
 // step's layout as {"view": "dance", "step", "shape", "strides", "offset",
 // "contiguous", "buffer", "layer", "naive_view_max_diff"}.
 #pragma once
-#include <chrono>
 #include <cstdint>
 #include <functional>
-#include <future>
-#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "headscope/dance.h"
+#include "model_worker.h"
 #include "ui.h"
 
 namespace headscope {
@@ -34,9 +32,7 @@ public:
     // 1-based; clamped to the walk's steps when drawn.
     void set_step(int step) { step_ = step; }
     // Whether the naive split's error is being computed (screenshot mode waits for it).
-    bool computing() const {
-        return running_.valid() && running_.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
-    }
+    bool computing() const { return worker_.running(); }
 
 private:
     struct MaxDiff {
@@ -72,8 +68,7 @@ private:
     int step_ = 1;
     std::optional<Dance> dance_;
     uint64_t generation_ = 0;                 // the shown compute dance_ is for
-    std::shared_future<void> running_;        // the worker; the session holds it too (it reads the model)
-    std::shared_ptr<MaxDiff> running_result_;  // what the worker fills in
+    ModelWorker<MaxDiff> worker_;
     std::optional<MaxDiff> max_diff_;         // the last finished
     struct {
         int step = 0;

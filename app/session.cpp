@@ -52,7 +52,7 @@ void Session::install(LoadedModel loaded) {
             std::unique_ptr<Backend> backend = make_cpu_backend();
             backend->load_weights(*model);
             return probe_heads(*backend, *model, validation_windows(*model, 8));
-        } catch (const Error&) {
+        } catch (const std::exception&) {
             return std::nullopt;  // labels without scores
         }
     });

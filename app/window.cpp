@@ -100,7 +100,7 @@ public:
     App(const Args& args, const Settings& start, LoadedModel loaded, float content_scale)
         : session_(std::move(loaded), start.texts, start.options),
           ui_(content_scale, args.screenshot.empty(), !args.layout.empty()),
-          view_(parse_view(args.view)), select_tab_(true), export_dir_(start.export_dir) {
+          tab_to_select_(parse_view(args.view)), export_dir_(start.export_dir) {
         ui_.colormap = start.colormap;
         const Model& model = session_.model();
         if (args.layer < 0 || args.layer >= model.config.n_layer)
@@ -203,7 +203,7 @@ private:
         changed |= ImGui::Checkbox("padding mask", &s.options.padding_mask);
         ImGui::SameLine();
         ImGui::SetNextItemWidth(120 * ui_.scale);
-        ImGui::SliderInt("layer", &s.layer, 0, model.config.n_layer - 1);
+        ImGui::SliderInt("layer", &s.layer, 0, model.config.n_layer - 1, "%d", ImGuiSliderFlags_AlwaysClamp);
         ImGui::SameLine();
         ImGui::SetNextItemWidth(120 * ui_.scale);
         int colormap = static_cast<int>(ui_.colormap);
@@ -395,18 +395,18 @@ private:
             ImGui::TextColored(ImVec4(1, 0.5f, 0.4f, 1), "%s (showing the last good maps)", s.message.c_str());
         if (!ImGui::BeginTabBar("views")) return;
         for (int v = 0; v < 5; ++v) {
-            const ImGuiTabItemFlags flags = select_tab_ && view_ == static_cast<View>(v) ? ImGuiTabItemFlags_SetSelected : 0;
+            const View view = static_cast<View>(v);
+            const ImGuiTabItemFlags flags = tab_to_select_ == view ? ImGuiTabItemFlags_SetSelected : 0;
             if (!ImGui::BeginTabItem(view_names[v], nullptr, flags)) continue;
-            if (!select_tab_) view_ = static_cast<View>(v);
+            if (tab_to_select_ == view) tab_to_select_.reset();  // shown: the user's clicks choose again
             // Leave room for the status bar.
             ImGui::BeginChild("view", ImVec2(0, -ImGui::GetFrameHeightWithSpacing()));
-            switch (view_) {
+            switch (view) {
             case View::heads: heads_view_.draw(session_, ui_); break;
             case View::model:
                 if (model_view_.draw(session_, ui_)) {
                     heads_view_.open_large();
-                    view_ = View::heads;
-                    select_tab_ = true;
+                    tab_to_select_ = View::heads;
                 }
                 break;
             case View::mask: mask_view_.draw(session_, ui_); break;
@@ -417,7 +417,6 @@ private:
             ImGui::EndTabItem();
         }
         ImGui::EndTabBar();
-        select_tab_ = select_tab_ && ImGui::GetFrameCount() < 2;
     }
 
     void status_bar() {
@@ -431,8 +430,7 @@ private:
 
     Session session_;
     Ui ui_;
-    View view_;
-    bool select_tab_;  // the tab to show was chosen outside the tab bar (--view, a model-view click)
+    std::optional<View> tab_to_select_;  // chosen outside the tab bar (--view, a model-view click), until shown
     HeadsView heads_view_;
     ModelView model_view_;
     MaskView mask_view_;

@@ -200,3 +200,27 @@ TEST_F(ForwardTest, BadInputIsAnErrorNamingTheProblem) {
 }
 
 }  // namespace
+
+// Asking for more maps than memory can hold is refused before anything is
+// allocated: 2 layers x 2 texts x 32 heads x 4096^2 tokens x 4 bytes = 8.6 GB.
+TEST(ForwardLimits, MapsBeyondTheMemoryLimitAreAnError) {
+    test::TempDir dir;
+    test::write_test_model(dir.path, {.n_layer = 2, .n_head = 4, .n_embd = 32, .n_positions = 4096});
+    const Model model = load_model(dir.path.string());
+    auto backend = make_cpu_backend();
+    backend->load_weights(model);
+    AttentionOptions options;
+    options.n_head = 32;
+    AttentionResult result;
+    const std::vector<int32_t> text(4096, 11);
+    try {
+        backend->forward(Batch{{text, text}, 50256}, options, result);
+        FAIL() << "no error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("would need 9 GB"), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(result.weights.empty());
+    options.n_head = 4;  // 1.1 GB: allowed, but not run here
+    options.layers = {0};
+    EXPECT_NO_THROW(validate_forward(model, Batch{{text, text}, 50256}, options));
+}

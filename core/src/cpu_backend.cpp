@@ -197,6 +197,15 @@ void validate_forward(const Model& model, const Batch& batch, const AttentionOpt
         if (l <= previous) throw Error("layers must be ascending and unique");
         previous = l;
     }
+    // Every returned map is kept: heads = C at a long T would ask for tens of GB.
+    const double layers = options.layers.empty() ? cfg.n_layer : options.layers.size();
+    const double map_bytes = layers * batch.B() * NH * double(batch.T()) * batch.T() * sizeof(float);
+    if (map_bytes > max_attention_bytes)
+        throw Error("the attention maps would need " + std::to_string(static_cast<int>(map_bytes / 1e9 + 0.5)) +
+                    " GB (" + std::to_string(batch.B()) + " texts x " + std::to_string(NH) + " heads x " +
+                    std::to_string(batch.T()) + "^2 tokens x " + std::to_string(static_cast<int>(layers)) +
+                    " layers); the limit is " + std::to_string(static_cast<int>(max_attention_bytes / 1e9)) +
+                    " GB: fewer heads, tokens or layers");
 }
 
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }

@@ -65,7 +65,7 @@ void LiveCompute::run() {
             }
             result.tokenize_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
             backend_.forward(Batch{result.token_ids, model_.config.eos_token_id}, request.options, result.attention);
-        } catch (const Error& e) {
+        } catch (const std::exception& e) {  // Error, or bad_alloc for maps too large
             result.error = e.what();
         }
         result.compute_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

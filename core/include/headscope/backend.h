@@ -39,9 +39,13 @@ struct BackendPick {
 // CPU. cuda without a usable device throws Error saying why.
 BackendPick make_backend(BackendChoice choice);
 
+// The most the returned attention maps of one forward may take.
+inline constexpr double max_attention_bytes = 8e9;
+
 // What every backend's forward checks first: the batch and options suit
 // `model` (texts non-empty and within n_positions, ids in the vocabulary, the
-// head count divides C, layers in range). Throws Error naming the problem.
+// head count divides C, layers in range, the maps within
+// max_attention_bytes). Throws Error naming the problem.
 void validate_forward(const Model& model, const Batch& batch, const AttentionOptions& options);
 
 }  // namespace headscope
