@@ -26,9 +26,16 @@ const char* to_string(BackendChoice choice) {
 BackendPick make_backend(BackendChoice choice) {
     if (choice == BackendChoice::cpu) return {make_cpu_backend(), "cpu chosen"};
     const CudaStatus cuda = cuda_status();
-    if (cuda.usable) return {make_cuda_backend(), cuda.reason};
-    if (choice == BackendChoice::cuda) throw Error("the CUDA backend is not usable: " + cuda.reason);
-    return {make_cpu_backend(), cuda.reason};
+    if (!cuda.usable) {
+        if (choice == BackendChoice::cuda) throw Error("the CUDA backend is not usable: " + cuda.reason);
+        return {make_cpu_backend(), cuda.reason};
+    }
+    try {
+        return {make_cuda_backend(), cuda.reason};
+    } catch (const Error& e) {  // a device that cannot start (out of memory, cuBLAS failing)
+        if (choice == BackendChoice::cuda) throw;
+        return {make_cpu_backend(), std::string("CUDA failed: ") + e.what()};
+    }
 }
 
 }  // namespace headscope

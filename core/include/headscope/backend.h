@@ -35,8 +35,8 @@ struct BackendPick {
     std::string reason;
 };
 
-// automatic: CUDA when the build has it and a usable device exists, else the
-// CPU. cuda without a usable device throws Error saying why.
+// automatic: CUDA when the build has it and a usable device exists (and
+// starts), else the CPU. cuda without a usable device throws Error saying why.
 BackendPick make_backend(BackendChoice choice);
 
 // The most the returned attention maps of one forward may take.
