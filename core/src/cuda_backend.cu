@@ -373,6 +373,9 @@ CudaStatus cuda_status() {
         if (error != cudaSuccess || count == 0) return CudaStatus{false, "no CUDA device"};
         cudaDeviceProp prop{};
         if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return CudaStatus{false, "no CUDA device"};
+        if (prop.major * 10 + prop.minor < 75)  // the oldest code CMAKE_CUDA_ARCHITECTURES builds
+            return CudaStatus{false, std::string(prop.name) + " is sm_" + std::to_string(prop.major * 10 + prop.minor) +
+                                         ", older than this build's sm_75"};
         return CudaStatus{true, prop.name};
     }();
     return status;

@@ -31,7 +31,8 @@ const char* to_string(BackendChoice choice);
 struct BackendPick {
     std::unique_ptr<Backend> backend;
     // Why this backend, for the user: "cpu chosen", "built without CUDA",
-    // "no CUDA device", "driver too old for this build", or the CUDA device's name.
+    // "no CUDA device", "driver too old for this build", "<device> is sm_70,
+    // older than this build's sm_75", or the CUDA device's name.
     std::string reason;
 };
 
