@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "headscope/strided.h"
 
 namespace headscope {
 
@@ -11,17 +12,9 @@ namespace {
 // (summation order); a real difference (a wrong split or mask) is far larger.
 constexpr double round_off = 1e-4;
 
-const ImVec4 good_colour(0.45f, 0.85f, 0.45f, 1), warn_colour(1, 0.75f, 0.3f, 1), bad_colour(1, 0.45f, 0.4f, 1);
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-    std::string text = "(";
-    for (size_t d = 0; d < shape.size(); ++d) text += (d ? ", " : "") + std::to_string(shape[d]);
-    return text + ")";
-}
-
-std::string token_text(const Model& model, int32_t id) {
+std::string token_with_id(const Model& model, int32_t id) {
     std::string text = "'";
-    text += model.tokenizer.token_bytes(id);
+    text += visible_token(model.tokenizer, id);
     text += "' (id ";
     text += std::to_string(id);
     return text += ")";
@@ -72,7 +65,7 @@ void ChecksView::draw(Session& session, Ui& ui) {
     if (!current)
         ImGui::TextUnformatted("computing...");
     else if (!figures_->error.empty())
-        ImGui::TextColored(bad_colour, "The checks could not run: %s", figures_->error.c_str());
+        ImGui::TextColored(error_colour, "The checks could not run: %s", figures_->error.c_str());
     else {
         loop_section(session, ui, *figures_);
         causality_section(session, ui, *figures_);
@@ -98,11 +91,11 @@ void ChecksView::loop_section(const Session& session, Ui& ui, const Figures& fig
         ImGui::TextColored(good_colour, "The same up to float round-off: the batched heads are %d independent heads.",
                            session.heads_shown());
     else if (session.shown_options.split == Split::naive_view)
-        ImGui::TextColored(warn_colour,
+        ImGui::TextColored(warning_colour,
                            "They differ: the naive view mixes tokens' channels into \"heads\"; the loop "
                            "splits by columns, the correct split.");
     else
-        ImGui::TextColored(bad_colour, "They differ by more than round-off.");
+        ImGui::TextColored(error_colour, "They differ by more than round-off.");
 }
 
 void ChecksView::causality_section(const Session& session, Ui& ui, const Figures& figures) {
@@ -115,18 +108,18 @@ void ChecksView::causality_section(const Session& session, Ui& ui, const Figures
     const Model& model = session.model();
     ImGui::TextWrapped(
         "Text %d, token %d: %s replaced by %s; its %d earlier query rows compared in every layer and head:",
-        figures.b + 1, check.position, token_text(model, check.token).c_str(),
-        token_text(model, check.replacement).c_str(), check.earlier_rows);
+        figures.b + 1, check.position, token_with_id(model, check.token).c_str(),
+        token_with_id(model, check.replacement).c_str(), check.earlier_rows);
     figure(ui, "earlier_rows_diff", "max |diff| of the earlier rows", check.max_earlier_diff);
     figure(ui, "changed_row_diff", "max |diff| of the changed row", check.max_changed_row_diff);
     const bool unchanged = check.max_earlier_diff == 0;
     if (session.shown_options.causal)
-        ImGui::TextColored(unchanged ? good_colour : bad_colour, "%s",
+        ImGui::TextColored(unchanged ? good_colour : error_colour, "%s",
                            unchanged
                                ? "Causal mask on: the earlier rows are exactly unchanged; no token sees a later one."
                                : "Causal mask on, yet the earlier rows changed: the mask leaks.");
     else
-        ImGui::TextColored(warn_colour, "%s",
+        ImGui::TextColored(warning_colour, "%s",
                            unchanged ? "Causal mask off, and the earlier rows did not change."
                                      : "Causal mask off: the earlier rows changed; tokens see the future.");
 }
@@ -149,7 +142,7 @@ void ChecksView::shapes_section(const Session& session) {
         ImGui::TableNextColumn();
         ImGui::TextUnformatted(row.dims.c_str());
         ImGui::TableNextColumn();
-        ImGui::TextUnformatted(shape_text(row.shape).c_str());
+        ImGui::TextUnformatted(format_dims(row.shape).c_str());
         ImGui::TableNextColumn();
         ImGui::TextDisabled("%s", row.what.c_str());
     }
@@ -179,7 +172,7 @@ void ChecksView::parameters_section(const Session& session, Ui& ui) {
         ImGui::TableNextColumn();
         ImGui::TextUnformatted(row.name.c_str());
         ImGui::TableNextColumn();
-        ImGui::TextUnformatted(shape_text(row.shape).c_str());
+        ImGui::TextUnformatted(format_dims(row.shape).c_str());
         ImGui::TableNextColumn();
         ImGui::Text("%lld", static_cast<long long>(row.count));
         if (ui.layout.on())

@@ -133,10 +133,10 @@ void DanceView::describe(const Session& session, Ui& ui) {
     ImGui::Text("views buffer '%s', written as %s %s; steps viewing it: %s", buffer.name.c_str(),
                 join_dims(buffer.dims).c_str(), format_dims(buffer.shape).c_str(), sharing.c_str());
     if (step_ > 1 && d.steps[step_ - 2].buffer == step.buffer)
-        ImGui::TextColored(ImVec4(0.5f, 0.9f, 0.5f, 1), "same memory as step %d, new shape and strides: no float moved",
+        ImGui::TextColored(good_colour, "same memory as step %d, new shape and strides: no float moved",
                            step_ - 1);
     else if (step_ > 1)
-        ImGui::TextColored(ImVec4(1, 0.75f, 0.3f, 1), "a new buffer: this step writes every float");
+        ImGui::TextColored(warning_colour, "a new buffer: this step writes every float");
     ImGui::EndGroup();
     const bool current = max_diff_current(session);
     if (ui.layout.on())
@@ -155,9 +155,9 @@ void DanceView::describe(const Session& session, Ui& ui) {
     if (!current)
         ImGui::TextDisabled("Comparing layer %d's output under the naive split with the correct one...", session.layer);
     else if (!max_diff_->error.empty())
-        ImGui::TextColored(ImVec4(1, 0.5f, 0.4f, 1), "naive split not compared: %s", max_diff_->error.c_str());
+        ImGui::TextColored(error_colour, "naive split not compared: %s", max_diff_->error.c_str());
     else if (d.split == Split::naive_view)
-        ImGui::TextColored(ImVec4(1, 0.75f, 0.3f, 1),
+        ImGui::TextColored(warning_colour,
                            "The naive split runs without an error, yet layer %d's attention output (heads merged, "
                            "before c_proj) differs from the correct split's by up to %.4g.",
                            max_diff_->layer, max_diff_->value);
@@ -203,7 +203,7 @@ void DanceView::buffer_grid(const Session& session, Ui& ui) {
     else
         ImGui::TextUnformatted("The view is contiguous: it reads the memory in storage order.");
     if (group > 1)
-        ImGui::TextColored(ImVec4(1, 0.75f, 0.3f, 1),
+        ImGui::TextColored(warning_colour,
                            "Too many floats to draw one by one: each cell is %lld consecutive floats of one owner.",
                            static_cast<long long>(group));
     ImGui::TextUnformatted("Hue: head");

@@ -7,13 +7,10 @@ namespace headscope {
 
 namespace {
 
-// A token as a label: its bytes, with line breaks and tabs made visible.
+// A token of the selected text as an axis label (unquoted).
 std::string token_label(const Session& session, int t) {
     if (t >= session.length(session.selected)) return "<pad>";
-    std::string label;
-    for (char c : session.model().tokenizer.token_bytes(session.shown.token_ids[session.selected][t]))
-        label += c == '\n' ? "\\n" : c == '\t' ? "\\t" : std::string(1, c);
-    return label;
+    return visible_token(session.model().tokenizer, session.shown.token_ids[session.selected][t]);
 }
 
 }  // namespace

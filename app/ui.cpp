@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fstream>
 
+#include "headscope/attention_export.h"
 #include "headscope/error.h"
 #include "headscope/heatmap.h"
 
@@ -21,7 +22,7 @@ void LayoutRecorder::add(nlohmann::ordered_json cell, ImVec2 screen_pos, ImVec2 
 void LayoutRecorder::write(const std::filesystem::path& path) const {
     std::ofstream out(path);
     out << "[";
-    for (size_t n = 0; n < cells_.size(); ++n) out << (n ? ",\n" : "\n") << cells_[n].dump();
+    for (size_t n = 0; n < cells_.size(); ++n) out << (n ? ",\n" : "\n") << dump_json(cells_[n]);
     out << "\n]\n";
     if (!out) throw Error(path.string() + ": cannot write the layout");
 }
@@ -38,10 +39,16 @@ std::string head_label(const Session& session, int layer, int head) {
     return std::string(label) + scores;
 }
 
+std::string visible_token(const Tokenizer& tokenizer, int32_t id) {
+    std::string text;
+    for (char c : tokenizer.token_bytes(id)) text += c == '\n' ? "\\n" : c == '\t' ? "\\t" : std::string(1, c);
+    return text;
+}
+
 std::string token_text(const Session& session, int b, int t) {
     if (t >= session.length(b)) return "<pad>";
     std::string text = "'";
-    text += session.model().tokenizer.token_bytes(session.shown.token_ids[b][t]);
+    text += visible_token(session.model().tokenizer, session.shown.token_ids[b][t]);
     return text += "'";
 }
 

@@ -13,6 +13,11 @@
 
 namespace headscope {
 
+// Text colours with a meaning, the same in every view.
+inline const ImVec4 error_colour(1, 0.5f, 0.4f, 1);       // refused input, failures
+inline const ImVec4 warning_colour(1, 0.75f, 0.3f, 1);    // not the model's own computation, a copy
+inline const ImVec4 good_colour(0.45f, 0.85f, 0.45f, 1);  // a check that holds
+
 // Every drawn cell's rectangle, for --layout: tests find cells in the
 // screenshot by it. Off unless asked for (a map records T*T cells).
 class LayoutRecorder {
@@ -64,6 +69,8 @@ private:
     HeatmapTexture texture_;
 };
 
+// A token's bytes as drawn: line breaks and tabs made visible.
+std::string visible_token(const Tokenizer& tokenizer, int32_t id);
 // Token t of text b, quoted, or "<pad>" past its end; without b, of the selected text.
 std::string token_text(const Session& session, int b, int t);
 std::string token_text(const Session& session, int t);

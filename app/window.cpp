@@ -298,7 +298,7 @@ private:
             ImGui::SameLine();
             ImGui::Text("loading %s...", s.loading().c_str());
         } else if (!s.model_message.empty()) {
-            ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, 0.5f, 0.4f, 1));
+            ImGui::PushStyleColor(ImGuiCol_Text, error_colour);
             ImGui::TextWrapped("%s", s.model_message.c_str());
             ImGui::PopStyleColor();
             if (ui_.layout.on())
@@ -327,7 +327,7 @@ private:
         ImGui::EndDisabled();
         ImGui::SameLine();
         if (export_failed_)
-            ImGui::TextColored(ImVec4(1, 0.5f, 0.4f, 1), "%s", export_message_.c_str());
+            ImGui::TextColored(error_colour, "%s", export_message_.c_str());
         else
             ImGui::TextDisabled("%s", export_message_.c_str());
     }
@@ -381,7 +381,7 @@ private:
         if (!s.options.causal) note += "causal mask off: tokens see the future, unlike in training; ";
         if (note.empty()) return;
         note.resize(note.size() - 2);
-        ImGui::TextColored(ImVec4(1, 0.75f, 0.3f, 1), "Not the model's own attention: %s.", note.c_str());
+        ImGui::TextColored(warning_colour, "Not the model's own attention: %s.", note.c_str());
     }
 
     void views() {
@@ -392,7 +392,7 @@ private:
             return;
         }
         if (!s.message.empty())
-            ImGui::TextColored(ImVec4(1, 0.5f, 0.4f, 1), "%s (showing the last good maps)", s.message.c_str());
+            ImGui::TextColored(error_colour, "%s (showing the last good maps)", s.message.c_str());
         if (!ImGui::BeginTabBar("views")) return;
         for (int v = 0; v < 5; ++v) {
             const View view = static_cast<View>(v);
