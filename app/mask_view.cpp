@@ -192,7 +192,7 @@ void MaskView::draw(Session& session, Ui& ui) {
         ImGui::Text("%s text %d", text == b ? ">" : " ", text + 1);
         ImGui::SameLine(row_label);
         const DrawnGrid grid = mask_grid(ui, "padding", text, -1, 1, T, ImVec2(overview_cell, overview_cell),
-                                         [&](int, int j) { return !options.padding_mask || j < text_length; });
+                                         [&](int, int j) { return padding_allows(options, j, text_length); });
         if (grid.key >= 0) {
             ImGui::BeginTooltip();
             ImGui::Text("text %d, key %d: %s", text + 1, grid.key,
@@ -232,7 +232,7 @@ void MaskView::draw(Session& session, Ui& ui) {
     panel_title("causal mask (T x T)", options.causal ? "every text's: key j <= query i" : "off: every key visible");
     ImGui::Dummy(ImVec2(side, above_square));
     const DrawnGrid causal = mask_grid(ui, "causal", b, 0, T, T, ImVec2(cell, cell),
-                                       [&](int i, int j) { return !options.causal || j <= i; });
+                                       [&](int i, int j) { return causal_allows(options, i, j); });
     cell_tooltip(session, causal,
                  !options.causal              ? "causal mask off: visible"
                  : causal.key <= causal.query ? "the key is not after the query: visible"
@@ -244,7 +244,7 @@ void MaskView::draw(Session& session, Ui& ui) {
     panel_title("padding mask of " + text_name + " (1 x T)", options.padding_mask
                                                                  ? "keys j < " + std::to_string(length) + ", its length"
                                                                  : "off: every key visible");
-    auto padding = [&](int, int j) { return !options.padding_mask || j < length; };
+    auto padding = [&](int, int j) { return padding_allows(options, j, length); };
     auto padding_state = [&](const DrawnGrid& grid) {
         return !options.padding_mask ? "padding mask off: visible"
                : grid.key < length   ? "a token of the text: visible"

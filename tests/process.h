@@ -18,6 +18,25 @@ struct ProcessRun {
 // stdout and stderr through files in `scratch`.
 ProcessRun run_program(const std::vector<std::string>& args, const std::filesystem::path& scratch);
 
+// A program started in the background (args as for run_program; its output
+// goes where the test's goes). Terminated if still running when this goes.
+class Child {
+public:
+    explicit Child(const std::vector<std::string>& args);
+    ~Child();
+    Child(const Child&) = delete;
+    Child& operator=(const Child&) = delete;
+    // Waits for it to end: its exit status, -1 if it did not exit normally.
+    int wait();
+    // Whether it has ended (without waiting).
+    bool ended();
+
+private:
+    int pid_;
+    bool reaped_ = false;
+    int status_ = -1;
+};
+
 std::string read_file(const std::filesystem::path& path);
 
 // Sets an environment variable (or unsets it, given nullopt) for one scope;

@@ -224,3 +224,27 @@ TEST(ForwardLimits, MapsBeyondTheMemoryLimitAreAnError) {
     options.layers = {0};
     EXPECT_NO_THROW(validate_forward(model, Batch{{text, text}, 50256}, options));
 }
+
+// visible_end's prefix is exactly the keys both masks allow, and a pad query
+// with the padding mask sees none.
+TEST(Masks, VisibleEndIsWhereBothMasksAllow) {
+    for (bool causal : {true, false})
+        for (bool padding : {true, false}) {
+            AttentionOptions options;
+            options.causal = causal;
+            options.padding_mask = padding;
+            const int T = 7;
+            for (int length = 1; length <= T; ++length)
+                for (int i = 0; i < T; ++i) {
+                    int end = 0;
+                    for (int j = 0; j < T; ++j) {
+                        const bool seen = (!causal || j <= i) && (!padding || (j < length && i < length));
+                        if (seen) end = j + 1;
+                        EXPECT_EQ(causal_allows(options, i, j), !causal || j <= i);
+                        EXPECT_EQ(padding_allows(options, j, length), !padding || j < length);
+                    }
+                    EXPECT_EQ(visible_end(options, i, length, T), end)
+                        << "causal " << causal << " padding " << padding << " length " << length << " row " << i;
+                }
+        }
+}

@@ -15,9 +15,14 @@ int Batch::T() const {
     return static_cast<int>(longest);
 }
 
+bool causal_allows(const AttentionOptions& options, int i, int j) { return !options.causal || j <= i; }
+
+bool padding_allows(const AttentionOptions& options, int j, int length) { return !options.padding_mask || j < length; }
+
 int visible_end(const AttentionOptions& options, int i, int length, int T) {
-    const int end = options.causal ? i + 1 : T;
-    return options.padding_mask ? (i < length ? std::min(end, length) : 0) : end;
+    if (!padding_allows(options, i, length)) return 0;  // a pad query
+    // Both masks allow a prefix of the keys: j < i + 1 and j < length.
+    return std::min(options.causal ? i + 1 : T, options.padding_mask ? length : T);
 }
 
 float score_scale(Scale scale, int C, int NH) {

@@ -42,8 +42,15 @@ struct AttentionResult {
     }
 };
 
+// Each mask on its own (the window draws them apart): the causal mask lets
+// query i see key j when j <= i, the padding mask lets any query see the
+// text's own keys, j < length. Off, a mask allows everything.
+bool causal_allows(const AttentionOptions& options, int i, int j);
+bool padding_allows(const AttentionOptions& options, int j, int length);
+
 // The keys query row i of a text of `length` tokens (padded to T) may attend
-// to: [0, end). Both masks are prefixes; 0 means the row is fully masked.
+// to: [0, end), where both masks allow; with the padding mask a pad query
+// (i >= length) sees nothing. 0 means the row is fully masked.
 int visible_end(const AttentionOptions& options, int i, int length, int T);
 
 // What scores are multiplied by before the softmax, for C channels in NH heads.
