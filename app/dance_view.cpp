@@ -140,7 +140,7 @@ void DanceView::describe(const Session& session, Ui& ui) {
     ImGui::EndGroup();
     const bool current = max_diff_current(session);
     if (ui.layout.on())
-        ui.layout.add({{"view", "dance"},
+        ui.layout.add({{"view", "dance-step"},
                        {"step", step_},
                        {"buffer", buffer.name},
                        {"shape", layout.shape},

@@ -6,7 +6,7 @@
 // order the step's view reads it (where a transpose, or the naive split's
 // mixing, shows). --layout records every float's cell as {"view": "dance" or
 // "dance-read", "step", "position" in that order, "index" in storage} and the
-// step's layout as {"view": "dance", "step", "shape", "strides", "offset",
+// step's layout as {"view": "dance-step", "step", "shape", "strides", "offset",
 // "contiguous", "buffer", "layer", "naive_view_max_diff"}.
 #pragma once
 #include <cstdint>

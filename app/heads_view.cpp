@@ -13,10 +13,10 @@ std::string token_label(const Session& session, int t) {
     return visible_token(session.model().tokenizer, session.shown.token_ids[session.selected][t]);
 }
 
-}  // namespace
-
+// Draws `widget`'s map with the tokens along its left (queries) and top
+// (keys) where they fit, in a square of `side` screen pixels.
 bool labelled_map(const Session& session, Ui& ui, MapWidget& widget, const char* view, int layer, int head,
-                  float side, const MapRegion& region, bool full_resolution) {
+                  float side, const MapRegion& region = {}, bool full_resolution = false) {
     const int T = session.shown.attention.T;
     const float line = ImGui::GetTextLineHeight();
     const float rows_shown = (region.v1 - region.v0) * T;
@@ -52,6 +52,8 @@ bool labelled_map(const Session& session, Ui& ui, MapWidget& widget, const char*
     return clicked;
 }
 
+}  // namespace
+
 void HeadsView::draw(Session& session, Ui& ui) {
     if (large_)
         large(session, ui);
@@ -75,7 +77,10 @@ void HeadsView::grid(Session& session, Ui& ui) {
             columns = c;
         }
     }
-    if (side < 8) return;
+    if (side < 8) {
+        ImGui::TextUnformatted("The window is too small for this many heads: the model tab shows them smaller.");
+        return;
+    }
     maps_.resize(static_cast<size_t>(NH));
     for (int h = 0; h < NH; ++h) {
         if (h % columns) ImGui::SameLine();

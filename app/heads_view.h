@@ -11,7 +11,10 @@ class HeadsView {
 public:
     void draw(Session& session, Ui& ui);
     // Shows session.head large (a click on a map, the model view, --head).
-    void open_large() { large_ = true; }
+    void open_large() {
+        large_ = true;
+        region_ = {};  // a new head opens whole
+    }
 
 private:
     void grid(Session& session, Ui& ui);
@@ -22,10 +25,5 @@ private:
     bool large_ = false;
     MapRegion region_;  // the zoomed part of the large map
 };
-
-// Draws `widget`'s map with the tokens along its left (queries) and top
-// (keys) where they fit, in a square of `side` screen pixels.
-bool labelled_map(const Session& session, Ui& ui, MapWidget& widget, const char* view, int layer, int head,
-                  float side, const MapRegion& region = {}, bool full_resolution = false);
 
 }  // namespace headscope

@@ -30,7 +30,6 @@ public:
 
     GLuint color() const { return color_; }
     int width() const { return width_; }
-    int height() const { return height_; }
 
 private:
     friend class HeatmapRenderer;

@@ -15,11 +15,9 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -35,7 +33,6 @@
 #include "ui.h"
 
 using namespace headscope;
-using Json = nlohmann::ordered_json;
 namespace fs = std::filesystem;
 
 namespace {
@@ -352,7 +349,7 @@ private:
         if (ui_.layout.on()) ui_.layout.add({{"view", "control"}, {"name", name}}, ImGui::GetItemRectMin(), ImGui::GetItemRectSize());
     }
 
-    // The colormap from 0 to 1, with the masked look beside it.
+    // The colormap from 0 to 1, and the masked look.
     void legend() {
         const int width = static_cast<int>(100 * ui_.scale), height = static_cast<int>(ImGui::GetFrameHeight());
         if (legend_.width() != width || legend_colormap_ != ui_.colormap) {
@@ -365,6 +362,15 @@ private:
                      ImVec2(static_cast<float>(width), static_cast<float>(height)));
         ImGui::SameLine();
         ImGui::TextUnformatted("1");
+        if (masked_swatch_.width() != height) {
+            const HeatmapImage masked{.rows = 1, .cols = 1, .cells = {masked_cell}};
+            ui_.renderer.render(masked, ui_.colormap, height, height, masked_swatch_);
+        }
+        ImGui::SameLine();
+        ImGui::Image(reinterpret_cast<ImTextureID>(static_cast<intptr_t>(masked_swatch_.color())),
+                     ImVec2(static_cast<float>(height), static_cast<float>(height)));
+        ImGui::SameLine();
+        ImGui::TextUnformatted("masked");
     }
 
     // Says plainly when the maps are not the model's own computation.
@@ -436,7 +442,7 @@ private:
     MaskView mask_view_;
     DanceView dance_view_;
     ChecksView checks_view_;
-    HeatmapTexture legend_;
+    HeatmapTexture legend_, masked_swatch_;
     Colormap legend_colormap_{};
     std::vector<CachedModel> cached_models_;  // the picker's list, read when it opens
     std::string model_path_;                  // the path field

@@ -113,7 +113,7 @@ protected:
                   0);
         Shot shot{test::load_png(png), nullptr, json::array(), json::array()};
         for (const json& cell : json::parse(test::read_file(layout))) {
-            if (cell["view"] == "dance" && cell.contains("shape")) shot.description = cell;
+            if (cell["view"] == "dance-step") shot.description = cell;
             else if (cell["view"] == "dance") shot.memory.push_back(cell);
             else if (cell["view"] == "dance-read") shot.read.push_back(cell);
         }

@@ -30,11 +30,12 @@ protected:
 
     struct Shot {
         test::Image image;
-        json layout, cli;  // the layout's heatmap cells of the heads view
+        json layout, cli;  // the layout's heatmap cells of the view
     };
 
-    // The window's screenshot and layout, and the CLI's attention, for the same settings.
-    Shot shoot(const std::string& name, const std::vector<std::string>& settings) {
+    // The window's screenshot and the layout's cells of `view`, and the CLI's
+    // attention, for the same settings.
+    Shot shoot(const std::string& name, const std::vector<std::string>& settings, const std::string& view = "heads") {
         const auto png = dir_->path / (name + ".png"), layout = dir_->path / (name + ".json");
         const std::string model = (dir_->path / "model").string();
         std::vector<std::string> window = {"--model", model, "--text", text_, "--screenshot", png.string(),
@@ -43,23 +44,24 @@ protected:
         EXPECT_EQ(test::run_window(window, dir_->path), 0);
         std::vector<std::string> cli = {HEADSCOPE_CLI, "attention", "--model", model, "--text", text_};
         for (size_t i = 0; i < settings.size(); i += 2)
-            if (settings[i] != "--layer") cli.insert(cli.end(), {settings[i], settings[i + 1]});
+            if (settings[i] != "--layer" && settings[i] != "--view" && settings[i] != "--head")
+                cli.insert(cli.end(), {settings[i], settings[i + 1]});
         const test::ProcessRun run = test::run_program(cli, dir_->path);
         EXPECT_EQ(run.status, 0);
-        json heads = json::array();
+        json cells = json::array();
         for (const json& cell : json::parse(test::read_file(layout)))
-            if (cell["view"] == "heads") heads.push_back(cell);
-        return {test::load_png(png), heads, json::parse(run.out)};
+            if (cell["view"] == view) cells.push_back(cell);
+        return {test::load_png(png), cells, json::parse(run.out)};
     }
 
     // Every drawn cell: the colormap of the CLI's weight, or the hatch where
     // the CLI's row does not see that key. Returns how many were masked.
-    int check_cells(const Shot& shot, int layer_slot, bool causal) {
+    int check_cells(const Shot& shot, bool causal) {
         EXPECT_EQ(shot.image.width, 1280);
         int masked = 0;
         const int T = shot.cli["seq_len"];
         for (const json& cell : shot.layout) {
-            const int h = cell["head"], i = cell["query"], j = cell["key"];
+            const int layer = cell["layer"], h = cell["head"], i = cell["query"], j = cell["key"];
             const int x = static_cast<int>(cell["x"].get<double>() + cell["w"].get<double>() / 2);
             const int y = static_cast<int>(cell["y"].get<double>() + cell["h"].get<double>() / 2);
             const std::array<int, 3> got = shot.image.at(x, y);
@@ -73,7 +75,7 @@ protected:
                     << "masked cell " << i << "," << j << " is " << got[0] << "," << got[1] << "," << got[2];
                 continue;
             }
-            const double weight = shot.cli["attention"][layer_slot][0][h][i][j];
+            const double weight = shot.cli["attention"][layer][0][h][i][j];
             const std::array<double, 3> want = test::viridis(weight);
             for (int c = 0; c < 3; ++c)
                 EXPECT_NEAR(got[c], want[c], 2.0) << "head " << h << " cell " << i << "," << j << " weight " << weight;
@@ -91,12 +93,12 @@ TEST_F(WindowTest, HeatmapCellsHaveTheColormapOfTheirWeights) {
     const int T = shot.cli["seq_len"];
     EXPECT_EQ(shot.layout.size(), static_cast<size_t>(4 * T * T));
     for (const json& cell : shot.layout) EXPECT_EQ(cell["layer"], 1);
-    EXPECT_EQ(check_cells(shot, 1, true), 4 * T * (T - 1) / 2);
+    EXPECT_EQ(check_cells(shot, true), 4 * T * (T - 1) / 2);
 }
 
 TEST_F(WindowTest, CausalOffFillsTheUpperTriangle) {
     const Shot shot = shoot("bidirectional", {"--causal", "off"});
-    EXPECT_EQ(check_cells(shot, 0, false), 0);
+    EXPECT_EQ(check_cells(shot, false), 0);
 }
 
 TEST_F(WindowTest, TwoHeadsDrawTwoMaps) {
@@ -104,7 +106,29 @@ TEST_F(WindowTest, TwoHeadsDrawTwoMaps) {
     std::set<int> heads;
     for (const json& cell : shot.layout) heads.insert(cell["head"].get<int>());
     EXPECT_EQ(heads, (std::set<int>{0, 1}));
-    check_cells(shot, 0, true);
+    check_cells(shot, true);
+}
+
+TEST_F(WindowTest, ModelViewDrawsEveryLayersHeads) {
+    const Shot shot = shoot("model-view", {"--view", "model"}, "model");
+    const int T = shot.cli["seq_len"];
+    std::set<std::pair<int, int>> maps;
+    for (const json& cell : shot.layout) maps.insert({cell["layer"].get<int>(), cell["head"].get<int>()});
+    EXPECT_EQ(maps.size(), 2u * 4u);
+    EXPECT_EQ(shot.layout.size(), static_cast<size_t>(2 * 4 * T * T));
+    EXPECT_EQ(check_cells(shot, true), 2 * 4 * T * (T - 1) / 2);
+}
+
+TEST_F(WindowTest, LargeViewShowsOneHeadAtFullResolution) {
+    const Shot shot = shoot("large", {"--layer", "1", "--head", "2"}, "large");
+    const int T = shot.cli["seq_len"];
+    ASSERT_EQ(shot.layout.size(), static_cast<size_t>(T * T));
+    for (const json& cell : shot.layout) {
+        EXPECT_EQ(cell["layer"], 1);
+        EXPECT_EQ(cell["head"], 2);
+        EXPECT_GT(cell["w"].get<double>(), 30);  // large: most of the window's height for 11 tokens
+    }
+    check_cells(shot, true);
 }
 
 }  // namespace
