@@ -15,6 +15,7 @@
 
 #include "headscope/attention_export.h"
 #include "headscope/backend.h"
+#include "headscope/checks.h"
 #include "headscope/dance.h"
 #include "headscope/error.h"
 #include "headscope/model.h"

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "headscope/checks.h"
 #include "headscope/dance.h"
 #include "model_worker.h"
 #include "ui.h"

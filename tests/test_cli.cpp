@@ -217,7 +217,7 @@ TEST_F(CliTest, DancePrintsStepsAndTheNaiveSplitsError) {
     for (size_t n = 0; n < correct.outputs.size(); ++n)
         want = std::max(want, double(std::abs(naive.outputs[n] - correct.outputs[n])));
     EXPECT_GT(want, 1e-3);
-    EXPECT_DOUBLE_EQ(j["naive_view_max_diff"].get<double>(), want);
+    EXPECT_NEAR(j["naive_view_max_diff"].get<double>(), want, 1e-6 * want);  // float vs double subtraction
 
     // One token: every "head" of the naive view is that token's own slice, so nothing differs.
     const test::ProcessRun one = run({"dance", "--model", model(), "--text", "Hello", "--split", "naive-view"});

@@ -8,6 +8,7 @@
 #include <optional>
 #include <random>
 
+#include "headscope/checks.h"
 #include "headscope/dance.h"
 #include "headscope/error.h"
 #include "model_writer.h"

@@ -170,4 +170,15 @@ std::vector<ShapeRow> compute_shapes(const Config& config, int B, int T, int NH)
     };
 }
 
+double naive_view_max_diff(Backend& backend, const Batch& batch, AttentionOptions options, int layer) {
+    options.layers = {layer};
+    options.capture_outputs = true;
+    AttentionResult correct, naive;
+    options.split = Split::transpose;
+    backend.forward(batch, options, correct);
+    options.split = Split::naive_view;
+    backend.forward(batch, options, naive);
+    return max_abs_diff(naive.outputs, correct.outputs);
+}
+
 }  // namespace headscope

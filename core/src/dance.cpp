@@ -85,18 +85,4 @@ Dance reshape_dance(int B, int T, int C, int NH, Split split) {
     return d;
 }
 
-double naive_view_max_diff(Backend& backend, const Batch& batch, AttentionOptions options, int layer) {
-    options.layers = {layer};
-    options.capture_outputs = true;
-    AttentionResult correct, naive;
-    options.split = Split::transpose;
-    backend.forward(batch, options, correct);
-    options.split = Split::naive_view;
-    backend.forward(batch, options, naive);
-    double max_diff = 0;
-    for (size_t n = 0; n < correct.outputs.size(); ++n)
-        max_diff = std::max(max_diff, static_cast<double>(std::abs(naive.outputs[n] - correct.outputs[n])));
-    return max_diff;
-}
-
 }  // namespace headscope

@@ -66,4 +66,10 @@ struct ShapeRow {
 // split into NH heads. Throws Error unless the sizes are positive and NH divides C.
 std::vector<ShapeRow> compute_shapes(const Config& config, int B, int T, int NH);
 
+// What the naive split costs: the largest |naive - correct| over layer
+// `layer`'s attention output (B, T, C), heads merged, before c_proj. Runs
+// `backend` twice with `options` but for the split (and the layers and
+// capture_outputs, set here). Throws Error as Backend::forward does.
+double naive_view_max_diff(Backend& backend, const Batch& batch, AttentionOptions options, int layer);
+
 }  // namespace headscope

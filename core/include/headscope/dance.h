@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "headscope/attention.h"
-#include "headscope/backend.h"
 #include "headscope/strided.h"
 
 namespace headscope {
@@ -46,11 +45,5 @@ struct Dance {
 
 // Throws Error unless every size is positive and NH divides C.
 Dance reshape_dance(int B, int T, int C, int NH, Split split);
-
-// What the naive split costs: the largest |naive - correct| over layer
-// `layer`'s attention output (B, T, C), heads merged, before c_proj. Runs
-// `backend` twice with `options` but for the split (and the layers and
-// capture_outputs, set here). Throws Error as Backend::forward does.
-double naive_view_max_diff(Backend& backend, const Batch& batch, AttentionOptions options, int layer);
 
 }  // namespace headscope
