@@ -4,7 +4,6 @@
 
 #include <algorithm>
 
-#include "process.h"
 
 namespace headscope::test {
 
@@ -33,10 +32,10 @@ std::array<double, 3> viridis(double t) {
             stops[i][2] + f * (stops[i + 1][2] - stops[i][2])};
 }
 
-int run_window(const std::vector<std::string>& args, const std::filesystem::path& scratch) {
+ProcessRun run_window(const std::vector<std::string>& args, const std::filesystem::path& scratch) {
     std::vector<std::string> command = {"xvfb-run", "-a", "-s", "-screen 0 1280x800x24", HEADSCOPE_WINDOW};
     command.insert(command.end(), args.begin(), args.end());
-    return run_program(command, scratch).status;
+    return run_program(command, scratch);
 }
 
 }  // namespace headscope::test

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "process.h"
+
 namespace headscope::test {
 
 struct Image {
@@ -20,7 +22,7 @@ Image load_png(const std::filesystem::path& path);  // empty when it cannot be r
 std::array<double, 3> viridis(double t);
 
 // Runs headscope under xvfb-run on a 1280x800 screen with these arguments
-// (which should include --screenshot); returns the exit status.
-int run_window(const std::vector<std::string>& args, const std::filesystem::path& scratch);
+// (which should include --screenshot), capturing its output as run_program does.
+ProcessRun run_window(const std::vector<std::string>& args, const std::filesystem::path& scratch);
 
 }  // namespace headscope::test

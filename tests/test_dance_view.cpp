@@ -109,7 +109,7 @@ protected:
         EXPECT_EQ(test::run_window({"--model", model(model_name), "--view", "dance", "--split", split, "--dance-step",
                                     std::to_string(step), "--text", long_, "--text", short_, "--screenshot",
                                     png.string(), "--layout", layout.string()},
-                                   dir_->path),
+                                   dir_->path).status,
                   0);
         Shot shot{test::load_png(png), nullptr, json::array(), json::array()};
         for (const json& cell : json::parse(test::read_file(layout))) {

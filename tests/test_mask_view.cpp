@@ -56,7 +56,7 @@ protected:
         EXPECT_EQ(test::run_window(
                       {"--model", model, "--view", view, "--text", short_, "--text", long_, "--causal", causal,
                        "--padding-mask", padding_mask, "--screenshot", png.string(), "--layout", layout.string()},
-                      dir_->path),
+                      dir_->path).status,
                   0);
         const test::ProcessRun cli = test::run_program(
             {HEADSCOPE_CLI, "attention", "--model", model, "--text", short_, "--text", long_, "--format", "none"},

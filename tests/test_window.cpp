@@ -41,7 +41,7 @@ protected:
         std::vector<std::string> window = {"--model", model, "--text", text_, "--screenshot", png.string(),
                                            "--layout", layout.string()};
         window.insert(window.end(), settings.begin(), settings.end());
-        EXPECT_EQ(test::run_window(window, dir_->path), 0);
+        EXPECT_EQ(test::run_window(window, dir_->path).status, 0);
         std::vector<std::string> cli = {HEADSCOPE_CLI, "attention", "--model", model, "--text", text_};
         for (size_t i = 0; i < settings.size(); i += 2)
             if (settings[i] != "--layer" && settings[i] != "--view" && settings[i] != "--head")

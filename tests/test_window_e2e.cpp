@@ -85,7 +85,7 @@ TEST(WindowEndToEnd, TypingAndTogglingTheCausalMaskRedrawTheMaps) {
     const auto first_layout = dir.path / "first.json";
     ASSERT_EQ(test::run_window({"--model", model, "--text", "A", "--screenshot", (dir.path / "first.png").string(),
                                 "--layout", first_layout.string()},
-                               dir.path),
+                               dir.path).status,
               0);
     json controls;
     for (const json& cell : json::parse(test::read_file(first_layout)))

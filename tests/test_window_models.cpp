@@ -38,7 +38,7 @@ protected:
     // Runs the window in screenshot mode; returns its layout (every cell and control).
     json shoot(const std::string& name, std::vector<std::string> args) {
         args.insert(args.end(), {"--screenshot", file(name + ".png").string(), "--layout", file(name + ".json").string()});
-        EXPECT_EQ(test::run_window(args, dir_->path), 0) << name;
+        EXPECT_EQ(test::run_window(args, dir_->path).status, 0) << name;
         return json::parse(test::read_file(file(name + ".json")));
     }
 
@@ -191,9 +191,9 @@ TEST_F(WindowModels, CorruptSettingsAreAWarningAndTheDefaults) {
     test::ScopedEnv xdg("XDG_CONFIG_HOME", config.path.string());
     fs::create_directories(config.path / "headscope");
     std::ofstream(config.path / "headscope" / "settings.json") << "{\"model\": \"" << model("two") << "\", \"texts\": [";
-    const std::vector<std::string> args = {"xvfb-run", "-a", "-s", "-screen 0 1280x800x24", HEADSCOPE_WINDOW, "--settings", "on",
-                                           "--screenshot", file("corrupt.png").string(), "--layout", file("corrupt.json").string()};
-    const test::ProcessRun run = test::run_program(args, dir_->path);
+    const test::ProcessRun run = test::run_window(
+        {"--settings", "on", "--screenshot", file("corrupt.png").string(), "--layout", file("corrupt.json").string()},
+        dir_->path);
     EXPECT_EQ(run.status, 0);
     EXPECT_NE(run.err.find("headscope: warning: ignoring " + (config.path / "headscope" / "settings.json").string()), std::string::npos) << run.err;
     EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
