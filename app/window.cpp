@@ -164,16 +164,12 @@ public:
     // The shown attention exactly as `headscope-cli attention` writes it for
     // the same model, texts and options (the Save JSON/NPY buttons, --export-json/-npy).
     void export_json(const fs::path& path) const {
-        std::unique_ptr<FILE, decltype(&fclose)> file(fopen(path.c_str(), "wb"), &fclose);
-        if (!file) throw Error(path.string() + ": cannot open for writing");
         const Session& s = session_;
         const AttentionTimings timings{s.model_load_ms(), s.shown.tokenize_ms, s.shown.compute_ms - s.shown.tokenize_ms};
-        write_attention_json(file.get(),
+        write_attention_json(path,
                              attention_metadata(s.model(), s.backend().name(), s.backend_reason(), s.shown_texts,
                                                 s.shown.token_ids, s.shown.attention, timings),
                              s.shown.attention);
-        const bool failed = ferror(file.get()) != 0;
-        if (fclose(file.release()) != 0 || failed) throw Error(path.string() + ": write failed");
     }
     void export_npy(const fs::path& path) const { write_attention_npy(path, session_.shown.attention); }
 

@@ -2,8 +2,10 @@
 #include "headscope/attention_export.h"
 
 #include <charconv>
+#include <memory>
 #include <string_view>
 
+#include "headscope/error.h"
 #include "headscope/npy.h"
 
 namespace headscope {
@@ -78,6 +80,14 @@ void write_attention_json(std::FILE* file, const Json& metadata, const Attention
     }
     if (total == 0) std::fputs("[]", file);
     std::fputs("}\n", file);
+}
+
+void write_attention_json(const std::filesystem::path& path, const Json& metadata, const AttentionResult& result) {
+    std::unique_ptr<std::FILE, decltype(&std::fclose)> file(std::fopen(path.c_str(), "wb"), &std::fclose);
+    if (!file) throw Error(path.string() + ": cannot open for writing");
+    write_attention_json(file.get(), metadata, result);
+    const bool failed = std::ferror(file.get()) != 0;
+    if (std::fclose(file.release()) != 0 || failed) throw Error(path.string() + ": write failed");
 }
 
 void write_attention_npy(const std::filesystem::path& path, const AttentionResult& result) {

@@ -36,6 +36,9 @@ nlohmann::ordered_json attention_metadata(const Model& model, const std::string&
 // nested arrays, streamed (as json values they would take many times the
 // tensor's memory), and a newline. The caller checks `file` for errors.
 void write_attention_json(std::FILE* file, const nlohmann::ordered_json& metadata, const AttentionResult& result);
+// The same into the file at `path`; throws Error when it cannot be written.
+void write_attention_json(const std::filesystem::path& path, const nlohmann::ordered_json& metadata,
+                          const AttentionResult& result);
 
 // The weights as one float32 .npy of shape (layers, B, NH, T, T).
 void write_attention_npy(const std::filesystem::path& path, const AttentionResult& result);
