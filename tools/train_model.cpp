@@ -25,8 +25,8 @@ namespace {
 
 struct Settings {
     fs::path corpus_dir = "build/corpus", tokenizer_dir = "build/tokenizer", out = "assets/builtin";
-    ModelShape shape = {.n_layer = 4, .n_head = 4, .n_embd = 128, .n_positions = 128, .vocab_size = 4096};
-    int batch = 32, steps = 3000, warmup = 100, eval_every = 100;
+    ModelShape shape = {.n_layer = 4, .n_head = 4, .n_embd = 128, .n_positions = 256, .vocab_size = 4096};
+    int batch = 16, steps = 4500, warmup = 100, eval_every = 250;
     float learning_rate = 2e-3f, repeat_fraction = 0.3f;
     uint64_t seed = 1234;
 };
