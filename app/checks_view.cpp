@@ -1,5 +1,6 @@
 #include "checks_view.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "headscope/strided.h"
@@ -8,8 +9,9 @@ namespace headscope {
 
 namespace {
 
-// Below this the batched and looped results differ only by float round-off
-// (summation order); a real difference (a wrong split or mask) is far larger.
+// Below this (relative to the values, at least 1) the batched and looped
+// results differ only by float round-off (summation order); a real
+// difference (a wrong split or mask) is far larger.
 constexpr double round_off = 1e-4;
 
 std::string token_with_id(const Model& model, int32_t id) {
@@ -87,7 +89,8 @@ void ChecksView::loop_section(const Session& session, Ui& ui, const Figures& fig
         session.shown.attention.B);
     figure(ui, "weight_diff", "max |diff| of the attention weights", figures.loop.max_weight_diff);
     figure(ui, "output_diff", "max |diff| of the head outputs", figures.loop.max_output_diff);
-    if (figures.loop.max_weight_diff < round_off && figures.loop.max_output_diff < round_off)
+    if (figures.loop.max_weight_diff < round_off &&
+        figures.loop.max_output_diff < round_off * std::max(1.0, figures.loop.max_output))
         ImGui::TextColored(good_colour, "The same up to float round-off: the batched heads are %d independent heads.",
                            session.heads_shown());
     else if (session.shown_options.split == Split::naive_view)

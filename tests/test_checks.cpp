@@ -98,6 +98,11 @@ TEST_F(ChecksTest, ComparisonIsRoundOffForTheCorrectSplitAndTheNaiveErrorOtherwi
     EXPECT_GT(want_weights, 1e-2);
     EXPECT_NEAR(differ.max_weight_diff, want_weights, 1e-4);
     EXPECT_NEAR(differ.max_output_diff, want_outputs, 1e-3);
+    // The scale the round-off is judged against: the largest |output| of the correct split.
+    double largest = 0;
+    for (double v : correct.outputs) largest = std::max(largest, std::abs(v));
+    EXPECT_GT(largest, 0.1);
+    EXPECT_NEAR(differ.max_output, largest, 1e-4 * largest);
 }
 
 TEST_F(ChecksTest, CausalityIsExactWithTheCausalMaskAndBrokenWithout) {

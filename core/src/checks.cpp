@@ -105,7 +105,9 @@ HeadLoopComparison compare_with_head_loop(Backend& backend, const Model& model, 
     const AttentionResult loop = forward_by_head_loop(model, batch, every_layer);
     AttentionResult engine;
     backend.forward(batch, every_layer, engine);
-    return {max_abs_diff(engine.weights, loop.weights), max_abs_diff(engine.outputs, loop.outputs)};
+    double max_output = 0;
+    for (float v : loop.outputs) max_output = std::max(max_output, static_cast<double>(std::abs(v)));
+    return {max_abs_diff(engine.weights, loop.weights), max_abs_diff(engine.outputs, loop.outputs), max_output};
 }
 
 CausalityCheck check_causality(Backend& backend, const Model& model, const Batch& batch, int b,

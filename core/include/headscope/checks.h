@@ -24,6 +24,7 @@ AttentionResult forward_by_head_loop(const Model& model, const Batch& batch, con
 struct HeadLoopComparison {
     double max_weight_diff = 0;  // max |engine - loop| over every layer's (B, NH, T, T) weights
     double max_output_diff = 0;  // the same over every layer's (B, T, C) outputs, heads merged before c_proj
+    double max_output = 0;       // max |loop output|: the scale float round-off is relative to
 };
 
 // Runs `backend` (which has `model` loaded) and forward_by_head_loop on the
