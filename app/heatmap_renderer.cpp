@@ -94,14 +94,25 @@ HeatmapRenderer::~HeatmapRenderer() {
     glDeleteProgram(program_);
 }
 
-void HeatmapRenderer::render(const HeatmapImage& image, Colormap colormap, int width, int height,
-                             HeatmapTexture& target, const MapRegion& region) {
-    const SavedTarget saved;
+void HeatmapRenderer::upload(const HeatmapImage& image, HeatmapTexture& target) {
     if (!target.framebuffer_) {
         glGenFramebuffers(1, &target.framebuffer_);
         glGenTextures(1, &target.color_);
         glGenTextures(1, &target.weights_);
     }
+    glBindTexture(GL_TEXTURE_2D, target.weights_);
+    glPixelStorei(GL_UNPACK_ALIGNMENT, 4);
+    glTexImage2D(GL_TEXTURE_2D, 0, GL_R32F, image.cols, image.rows, 0, GL_RED, GL_FLOAT, image.cells.data());
+    // Nearest: a cell is one flat colour, and masked markers never blend into weights.
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST);
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_S, GL_CLAMP_TO_EDGE);
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_T, GL_CLAMP_TO_EDGE);
+}
+
+void HeatmapRenderer::draw(Colormap colormap, int width, int height, HeatmapTexture& target,
+                           const MapRegion& region) {
+    const SavedTarget saved;
     if (target.width_ != width || target.height_ != height) {
         glBindTexture(GL_TEXTURE_2D, target.color_);
         glTexImage2D(GL_TEXTURE_2D, 0, GL_RGBA8, width, height, 0, GL_RGBA, GL_UNSIGNED_BYTE, nullptr);
@@ -112,21 +123,13 @@ void HeatmapRenderer::render(const HeatmapImage& image, Colormap colormap, int w
         target.width_ = width;
         target.height_ = height;
     }
-    glBindTexture(GL_TEXTURE_2D, target.weights_);
-    glPixelStorei(GL_UNPACK_ALIGNMENT, 4);
-    glTexImage2D(GL_TEXTURE_2D, 0, GL_R32F, image.cols, image.rows, 0, GL_RED, GL_FLOAT, image.cells.data());
-    // Nearest: a cell is one flat colour, and masked markers never blend into weights.
-    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST);
-    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
-    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_S, GL_CLAMP_TO_EDGE);
-    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_T, GL_CLAMP_TO_EDGE);
-
     glBindFramebuffer(GL_FRAMEBUFFER, target.framebuffer_);
     glViewport(0, 0, width, height);
     glDisable(GL_BLEND);
     glDisable(GL_SCISSOR_TEST);
     glUseProgram(program_);
     glActiveTexture(GL_TEXTURE0);
+    glBindTexture(GL_TEXTURE_2D, target.weights_);
     glUniform1i(weights_location_, 0);
     glUniform1i(colormap_location_, static_cast<int>(colormap));
     glUniform4f(region_location_, region.u0, region.v0, region.u1, region.v1);
@@ -139,7 +142,8 @@ void HeatmapRenderer::render_legend(Colormap colormap, int width, int height, He
     ramp.rows = 1;
     ramp.cols = width;
     for (int x = 0; x < width; ++x) ramp.cells.push_back((x + 0.5f) / static_cast<float>(width));
-    render(ramp, colormap, width, height, target);
+    upload(ramp, target);
+    draw(colormap, width, height, target);
 }
 
 }  // namespace headscope

@@ -44,9 +44,11 @@ public:
     HeatmapRenderer(const HeatmapRenderer&) = delete;
     HeatmapRenderer& operator=(const HeatmapRenderer&) = delete;
 
-    // Draws `region` of `image` into `target` at width x height pixels.
-    void render(const HeatmapImage& image, Colormap colormap, int width, int height, HeatmapTexture& target,
-                const MapRegion& region = {});
+    // Makes `image` the weights `target` draws (one upload per new image).
+    void upload(const HeatmapImage& image, HeatmapTexture& target);
+    // Draws `region` of the uploaded weights into `target` at width x height
+    // pixels: zooming and panning only draw again.
+    void draw(Colormap colormap, int width, int height, HeatmapTexture& target, const MapRegion& region = {});
     // A horizontal 0..1 legend strip of the colormap.
     void render_legend(Colormap colormap, int width, int height, HeatmapTexture& target);
 

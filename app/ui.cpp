@@ -84,12 +84,18 @@ bool MapWidget::draw(const Session& session, Ui& ui, const char* view, int layer
     const int T = att.T, b = session.selected;
     const float framebuffer_scale = ImGui::GetIO().DisplayFramebufferScale.x;
     const int pixels = std::max(1, static_cast<int>(size * framebuffer_scale));
-    const Key key{session.shown_generation, ui.colormap, b, layer, head, pixels, region, full_resolution};
-    if (!(key == key_)) {
-        const HeatmapImage image = heatmap_image(att, session.shown_options, layer, b, head, session.length(b),
-                                                 full_resolution ? T : pixels);
-        ui.renderer.render(image, ui.colormap, pixels, pixels, texture_, region);
-        key_ = key;
+    const ImageKey image_key{session.shown_generation, b, layer, head, full_resolution ? T : pixels};
+    const DrawKey draw_key{ui.colormap, pixels, region};
+    if (!(image_key == image_key_)) {
+        ui.renderer.upload(heatmap_image(att, session.shown_options, layer, b, head, session.length(b),
+                                         image_key.pooled_to),
+                           texture_);
+        image_key_ = image_key;
+        draw_key_ = {};  // drawn again below
+    }
+    if (!(draw_key == draw_key_)) {
+        ui.renderer.draw(ui.colormap, pixels, pixels, texture_, region);
+        draw_key_ = draw_key;
     }
     const ImVec2 origin = ImGui::GetCursorScreenPos();
     ImGui::Image(reinterpret_cast<ImTextureID>(static_cast<intptr_t>(texture_.color())), ImVec2(size, size));

@@ -57,15 +57,19 @@ public:
               const MapRegion& region = {}, bool full_resolution = false);
 
 private:
-    struct Key {
+    struct ImageKey {  // what the uploaded weights are
         uint64_t generation = 0;
-        Colormap colormap{};
-        int b = -1, layer = -1, head = -1, pixels = 0;
-        MapRegion region;
-        bool full_resolution = false;
-        bool operator==(const Key&) const = default;
+        int b = -1, layer = -1, head = -1, pooled_to = 0;  // pooled_to: the side pooled to (T: every cell)
+        bool operator==(const ImageKey&) const = default;
     };
-    Key key_;
+    struct DrawKey {  // how they are drawn
+        Colormap colormap{};
+        int pixels = 0;
+        MapRegion region;
+        bool operator==(const DrawKey&) const = default;
+    };
+    ImageKey image_key_;
+    DrawKey draw_key_;
     HeatmapTexture texture_;
 };
 

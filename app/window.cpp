@@ -364,7 +364,8 @@ private:
         ImGui::TextUnformatted("1");
         if (masked_swatch_.width() != height) {
             const HeatmapImage masked{.rows = 1, .cols = 1, .cells = {masked_cell}};
-            ui_.renderer.render(masked, ui_.colormap, height, height, masked_swatch_);
+            ui_.renderer.upload(masked, masked_swatch_);
+            ui_.renderer.draw(ui_.colormap, height, height, masked_swatch_);
         }
         ImGui::SameLine();
         ImGui::Image(reinterpret_cast<ImTextureID>(static_cast<intptr_t>(masked_swatch_.color())),
