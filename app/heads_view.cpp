@@ -16,7 +16,7 @@ std::string token_label(const Session& session, int t) {
 // Draws `widget`'s map with the tokens along its left (queries) and top
 // (keys) where they fit, in a square of `side` screen pixels.
 bool labelled_map(const Session& session, Ui& ui, MapWidget& widget, const char* view, int layer, int head,
-                  float side, const MapRegion& region = {}, bool full_resolution = false) {
+                  float side, const MapRegion& region = {}) {
     const int T = session.shown.attention.T;
     const float line = ImGui::GetTextLineHeight();
     const float rows_shown = (region.v1 - region.v0) * T;
@@ -46,7 +46,7 @@ bool labelled_map(const Session& session, Ui& ui, MapWidget& widget, const char*
         }
         ImGui::SetCursorScreenPos(map_origin);
     }
-    const bool clicked = widget.draw(session, ui, view, layer, head, map_side, region, full_resolution);
+    const bool clicked = widget.draw(session, ui, view, layer, head, map_side, region);
     ImGui::SetCursorScreenPos(start);
     ImGui::Dummy(ImVec2(side, side));
     return clicked;
@@ -107,7 +107,7 @@ void HeadsView::large(Session& session, Ui& ui) {
     const float side = std::floor(std::min(avail.x, avail.y) - 4);
     if (side < 16) return;
     const ImVec2 start = ImGui::GetCursorScreenPos();
-    labelled_map(session, ui, large_map_, "large", session.layer, session.head, side, region_, true);
+    labelled_map(session, ui, large_map_, "large", session.layer, session.head, side, region_);
 
     // Zoom about the mouse, pan by dragging; the region stays inside the map.
     ImGuiIO& io = ImGui::GetIO();

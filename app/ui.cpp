@@ -79,12 +79,14 @@ void map_tooltip(const Session& session, int layer, int head, int i, int j) {
 }  // namespace
 
 bool MapWidget::draw(const Session& session, Ui& ui, const char* view, int layer, int head, float size,
-                     const MapRegion& region, bool full_resolution) {
+                     const MapRegion& region) {
     const AttentionResult& att = session.shown.attention;
     const int T = att.T, b = session.selected;
     const float framebuffer_scale = ImGui::GetIO().DisplayFramebufferScale.x;
     const int pixels = std::max(1, static_cast<int>(size * framebuffer_scale));
-    const ImageKey image_key{session.shown_generation, b, layer, head, full_resolution ? T : pixels};
+    // A zoomed region shows a fraction of the map: pool the whole map finer.
+    const int pooled_to = std::min(T, static_cast<int>(std::ceil(pixels / (region.u1 - region.u0))));
+    const ImageKey image_key{session.shown_generation, b, layer, head, pooled_to};
     const DrawKey draw_key{ui.colormap, pixels, region};
     if (!(image_key == image_key_)) {
         ui.renderer.upload(heatmap_image(att, session.shown_options, layer, b, head, session.length(b),

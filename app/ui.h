@@ -50,16 +50,16 @@ struct Ui {
 class MapWidget {
 public:
     // Draws map (layer, head) of the selected text, size x size screen pixels,
-    // showing `region` of it: max-pooled to the drawn size, or every cell when
-    // `full_resolution` (the large view, which zooms). Records the cells for
-    // --layout as `view`, shows the hover tooltip; returns true when clicked.
+    // showing `region` of it, max-pooled so the region has about as many
+    // cells as pixels (zoomed in far enough, every cell). Records the cells
+    // for --layout as `view`, shows the hover tooltip; returns true when clicked.
     bool draw(const Session& session, Ui& ui, const char* view, int layer, int head, float size,
-              const MapRegion& region = {}, bool full_resolution = false);
+              const MapRegion& region = {});
 
 private:
     struct ImageKey {  // what the uploaded weights are
         uint64_t generation = 0;
-        int b = -1, layer = -1, head = -1, pooled_to = 0;  // pooled_to: the side pooled to (T: every cell)
+        int b = -1, layer = -1, head = -1, pooled_to = 0;  // the side pooled to (T or more: every cell)
         bool operator==(const ImageKey&) const = default;
     };
     struct DrawKey {  // how they are drawn
