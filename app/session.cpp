@@ -84,15 +84,17 @@ void Session::choose_backend(BackendChoice choice) {
 }
 
 void Session::open_model(const std::string& name_or_path) {
-    if (!loading_.empty()) return;  // one load at a time
+    if (!loading_.empty()) {  // one load at a time
+        model_message = "still loading " + loading_ + ": open " + name_or_path + " again when it is done";
+        return;
+    }
     loading_ = name_or_path;
     load_progress_ = 0;
     model_message.clear();
     load_future_ = std::async(std::launch::async, [this, name_or_path, choice = open_.backend_choice] {
-        LoadedModel loaded =
-            load_with_backend(name_or_path, choice, [this](float fraction) { load_progress_ = fraction; });
-        glfwPostEmptyEvent();
-        return loaded;
+        // Wakes the window when done, loaded or not, so no frame waits to show it.
+        const std::unique_ptr<void, void (*)(void*)> wake(this, [](void*) { glfwPostEmptyEvent(); });
+        return load_with_backend(name_or_path, choice, [this](float fraction) { load_progress_ = fraction; });
     });
 }
 
@@ -114,6 +116,7 @@ bool Session::collect() {
             return false;
         }
         loading_.clear();
+        model_message.clear();  // a "still loading" note is answered
         // Keep the options that still mean something for the new model.
         const Config& config = loaded.model->config;
         if (options.n_head && (config.n_embd % options.n_head || options.n_head == config.n_head)) options.n_head = 0;
