@@ -51,6 +51,17 @@ struct Args {
 enum class View { heads, model, mask, dance, checks };
 constexpr const char* view_names[] = {"heads", "model", "mask", "dance", "checks"};
 
+// A combo box over an enum whose values are 0..N-1 in the order of `names`;
+// true when the user chose another value.
+template <typename Enum, size_t N>
+bool enum_combo(const char* label, Enum& value, const char* const (&names)[N], float width) {
+    int index = static_cast<int>(value);
+    ImGui::SetNextItemWidth(width);
+    if (!ImGui::Combo(label, &index, names, static_cast<int>(N)) || index == static_cast<int>(value)) return false;
+    value = static_cast<Enum>(index);
+    return true;
+}
+
 View parse_view(const std::string& word) {
     for (int v = 0; v < 5; ++v)
         if (word == view_names[v]) return static_cast<View>(v);
@@ -202,9 +213,7 @@ private:
         ImGui::SetNextItemWidth(120 * ui_.scale);
         ImGui::SliderInt("layer", &s.layer, 0, model.config.n_layer - 1, "%d", ImGuiSliderFlags_AlwaysClamp);
         ImGui::SameLine();
-        ImGui::SetNextItemWidth(120 * ui_.scale);
-        int colormap = static_cast<int>(ui_.colormap);
-        if (ImGui::Combo("colormap", &colormap, colormap_names, 3)) ui_.colormap = static_cast<Colormap>(colormap);
+        enum_combo("colormap", ui_.colormap, colormap_names, 120 * ui_.scale);
         ImGui::SameLine();
         legend();
 
@@ -223,21 +232,11 @@ private:
             ImGui::EndCombo();
         }
         ImGui::SameLine();
-        static const char* scale_names[] = {"1/sqrt(d_head)", "1/sqrt(C)", "none"};
-        int scale = static_cast<int>(s.options.scale);
-        ImGui::SetNextItemWidth(130 * ui_.scale);
-        if (ImGui::Combo("scale", &scale, scale_names, 3)) {
-            s.options.scale = static_cast<Scale>(scale);
-            changed = true;
-        }
+        static const char* const scale_names[] = {"1/sqrt(d_head)", "1/sqrt(C)", "none"};
+        changed |= enum_combo("scale", s.options.scale, scale_names, 130 * ui_.scale);
         ImGui::SameLine();
-        static const char* split_names[] = {"view + transpose", "naive view"};
-        int split = static_cast<int>(s.options.split);
-        ImGui::SetNextItemWidth(150 * ui_.scale);
-        if (ImGui::Combo("split", &split, split_names, 2)) {
-            s.options.split = static_cast<Split>(split);
-            changed = true;
-        }
+        static const char* const split_names[] = {"view + transpose", "naive view"};
+        changed |= enum_combo("split", s.options.split, split_names, 150 * ui_.scale);
         ImGui::SameLine();
         ImGui::TextDisabled("%lld parameters (unchanged by the split)", static_cast<long long>(model.params));
         differences_note(heads_now);
@@ -282,12 +281,10 @@ private:
         ImGui::SameLine();
         if ((ImGui::Button("Open") || entered) && !model_path_.empty()) s.open_model(model_path_);
         ImGui::SameLine();
-        int backend = static_cast<int>(s.backend_choice());
-        const char* backend_names[] = {to_string(BackendChoice::automatic), to_string(BackendChoice::cpu),
-                                       to_string(BackendChoice::cuda)};
-        ImGui::SetNextItemWidth(80 * ui_.scale);
-        if (ImGui::Combo("backend", &backend, backend_names, 3) && backend != static_cast<int>(s.backend_choice()))
-            s.choose_backend(static_cast<BackendChoice>(backend));
+        static const char* const backend_names[] = {to_string(BackendChoice::automatic), to_string(BackendChoice::cpu),
+                                                    to_string(BackendChoice::cuda)};
+        BackendChoice backend = s.backend_choice();
+        if (enum_combo("backend", backend, backend_names, 80 * ui_.scale)) s.choose_backend(backend);
         ImGui::EndDisabled();
         ImGui::SameLine();
         if (loading) {
