@@ -46,12 +46,9 @@ void Session::install(LoadedModel loaded) {
     // A finished compute wakes the window's event loop: the maps show without waiting for input.
     live_ = std::make_unique<LiveCompute>(*open_.backend, *open_.model, [] { glfwPostEmptyEvent(); });
     submit();
-    // Its own backend: the live worker's is busy with every keystroke.
     probes_future_ = std::async(std::launch::async, [model = open_.model.get()]() -> std::optional<ProbeReport> {
         try {
-            std::unique_ptr<Backend> backend = make_cpu_backend();
-            backend->load_weights(*model);
-            return probe_heads(*backend, *model, validation_windows(*model, 8));
+            return probe_validation(*model, 8);
         } catch (const std::exception&) {
             return std::nullopt;  // labels without scores
         }

@@ -12,7 +12,6 @@
 
 #include "bpe_trainer.h"
 #include "gpt2_trainer.h"
-#include "headscope/backend.h"
 #include "headscope/error.h"
 #include "headscope/probes.h"
 #include "headscope/tokenizer.h"
@@ -136,10 +135,7 @@ struct BestHeads {
 BestHeads best_heads(const Settings& s, const Gpt2Trainer<float>& model) {
     const fs::path dir = s.out / "probe-checkpoint";
     write_model(s, dir, model, {});
-    const Model saved = load_model(dir.string());
-    std::unique_ptr<Backend> backend = make_cpu_backend();
-    backend->load_weights(saved);
-    const ProbeReport report = probe_heads(*backend, saved, validation_windows(saved, 8));
+    const ProbeReport report = probe_validation(load_model(dir.string()), 8);
     BestHeads best;
     for (const HeadScores& h : report.heads) {
         best.previous_token = std::max(best.previous_token, h.previous_token);

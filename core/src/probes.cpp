@@ -85,4 +85,10 @@ ProbeReport probe_heads(Backend& backend, const Model& model, const std::vector<
     return report;
 }
 
+ProbeReport probe_validation(const Model& model, size_t max_windows) {
+    const std::unique_ptr<Backend> backend = make_cpu_backend();
+    backend->load_weights(model);
+    return probe_heads(*backend, model, validation_windows(model, max_windows));
+}
+
 }  // namespace headscope

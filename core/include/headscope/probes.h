@@ -35,4 +35,8 @@ std::vector<std::vector<int32_t>> validation_windows(const Model& model, size_t 
 ProbeReport probe_heads(Backend& backend, const Model& model, const std::vector<std::vector<int32_t>>& texts,
                         int induction_runs = 8, uint64_t seed = 42);
 
+// probe_heads on validation_windows(model, max_windows), with a CPU backend
+// of its own (so a caller's busy backend is left alone).
+ProbeReport probe_validation(const Model& model, size_t max_windows);
+
 }  // namespace headscope
