@@ -1,7 +1,7 @@
 // headscope-train: trains the built-in model. Tokenizes the corpus with a
-// trained BPE, trains a small GPT-2 with AdamW (some sequences are a random
-// token run followed by its repeat, so induction heads form quickly), and
-// writes a Hugging Face GPT-2 directory with the training record in config.json.
+// trained BPE, trains a small GPT-2 with AdamW (some sequences are random
+// tokens that repeat, so previous-token and induction heads form quickly),
+// and writes a Hugging Face GPT-2 directory with the training record in config.json.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
@@ -26,7 +26,7 @@ struct Settings {
     fs::path corpus_dir = "build/corpus", tokenizer_dir = "build/tokenizer", out = "assets/builtin";
     ModelShape shape = {.n_layer = 4, .n_head = 4, .n_embd = 128, .n_positions = 256, .vocab_size = 4096};
     int batch = 16, steps = 4500, warmup = 100, eval_every = 250;
-    float learning_rate = 2e-3f, repeat_fraction = 0.3f;
+    double learning_rate = 2e-3, repeat_fraction = 0.3, skip_repeat_fraction = 0.3;
     uint64_t seed = 1234;
 };
 
@@ -60,23 +60,34 @@ double unigram_loss(const std::vector<int32_t>& train, const std::vector<int32_t
 
 class Batches {
 public:
-    Batches(const std::vector<int32_t>& stream, int B, int T, float repeat_fraction, int V, uint64_t seed)
-        : stream_(stream), B_(B), T_(T), repeat_fraction_(repeat_fraction), V_(V), rng_(seed),
-          inputs_(B * T), targets_(B * T) {}
+    Batches(const std::vector<int32_t>& stream, int B, int T, double repeat_fraction, double skip_repeat_fraction,
+            int V, uint64_t seed)
+        : stream_(stream), B_(B), T_(T), repeat_fraction_(repeat_fraction),
+          skip_repeat_fraction_(skip_repeat_fraction), V_(V), rng_(seed), inputs_(B * T), targets_(B * T) {}
 
-    // Fills inputs and targets. A repeat sequence is a random run of R tokens,
-    // R drawn from 4..T/2, repeated to fill the context: with R varying, only
-    // attending by content (an induction head), not by a fixed offset, predicts it.
+    // Fills inputs and targets with three kinds of sequence:
+    // - a repeat: a random run of R tokens, R drawn from 4..T/2, repeated to
+    //   fill the context. With R varying, only attending by content (an
+    //   induction head), not by a fixed offset, predicts it.
+    // - a skip repeat: random tokens, each a copy of the token two back with
+    //   probability 1/2 ("a b a"), so the token before the current one is the
+    //   best guess at the next, at every position: a head that looks one back
+    //   pays at once, and an induction head builds on it.
+    // - a window of the corpus.
     void next() {
-        std::uniform_real_distribution<float> coin(0.f, 1.f);
+        std::uniform_real_distribution<double> coin(0, 1);
+        auto random_token = [&] { return static_cast<int32_t>(rng_() % (V_ - 1)); };  // never end-of-text
         for (int b = 0; b < B_; ++b) {
             int32_t* in = inputs_.data() + b * T_;
             int32_t* out = targets_.data() + b * T_;
             std::vector<int32_t> seq(T_ + 1);
-            if (coin(rng_) < repeat_fraction_) {
+            const double kind = coin(rng_);
+            if (kind < repeat_fraction_) {
                 const int run = 4 + static_cast<int>(rng_() % static_cast<uint64_t>(T_ / 2 - 3));
-                for (int t = 0; t < run; ++t) seq[t] = static_cast<int32_t>(rng_() % (V_ - 1));
+                for (int t = 0; t < run; ++t) seq[t] = random_token();
                 for (int t = run; t <= T_; ++t) seq[t] = seq[t - run];
+            } else if (kind < repeat_fraction_ + skip_repeat_fraction_) {
+                for (int t = 0; t <= T_; ++t) seq[t] = t >= 2 && rng_() % 2 ? seq[t - 2] : random_token();
             } else {
                 const size_t start = rng_() % (stream_.size() - T_ - 1);
                 std::copy(stream_.begin() + start, stream_.begin() + start + T_ + 1, seq.begin());
@@ -91,7 +102,7 @@ public:
 private:
     const std::vector<int32_t>& stream_;
     int B_, T_;
-    float repeat_fraction_;
+    double repeat_fraction_, skip_repeat_fraction_;
     int V_;
     std::mt19937_64 rng_;
     std::vector<int32_t> inputs_, targets_;
@@ -164,7 +175,8 @@ void run_training(const Settings& s) {
                 shape.n_embd, shape.n_positions, shape.vocab_size, params);
 
     const int T = shape.n_positions;
-    Batches batches(train_tokens, s.batch, T, s.repeat_fraction, shape.vocab_size, s.seed + 1);
+    Batches batches(train_tokens, s.batch, T, s.repeat_fraction, s.skip_repeat_fraction, shape.vocab_size,
+                    s.seed + 1);
     fs::create_directories(s.out);
     std::ofstream log(s.out / "loss_log.csv");
     log << "step,train_loss,val_loss,best_previous_token,best_induction,learning_rate,tokens_per_s\n";
@@ -175,9 +187,10 @@ void run_training(const Settings& s) {
     double smoothed = 0;
     for (int step = 1; step <= s.steps; ++step) {
         // Linear warm-up, then cosine decay to a tenth.
-        const float progress = static_cast<float>(step - s.warmup) / std::max(1, s.steps - s.warmup);
-        adamw.learning_rate = step <= s.warmup ? s.learning_rate * step / s.warmup
-                                               : s.learning_rate * (0.1f + 0.45f * (1 + std::cos(float(M_PI) * progress)));
+        const double progress = static_cast<double>(step - s.warmup) / std::max(1, s.steps - s.warmup);
+        adamw.learning_rate = static_cast<float>(
+            step <= s.warmup ? s.learning_rate * step / s.warmup
+                             : s.learning_rate * (0.1 + 0.45 * (1 + std::cos(M_PI * progress))));
         batches.next();
         train_loss = model.forward(batches.inputs(), batches.targets(), s.batch, T);
         model.backward();
@@ -203,6 +216,7 @@ void run_training(const Settings& s) {
         {"corpus", "fortunes, fortunes-min, WordNet glosses, King James Bible (Debian packages); see README"},
         {"train_tokens", train_tokens.size()}, {"val_tokens", val_tokens.size()},
         {"steps", s.steps}, {"batch", s.batch}, {"repeat_fraction", s.repeat_fraction},
+        {"skip_repeat_fraction", s.skip_repeat_fraction},
         {"learning_rate", s.learning_rate}, {"seed", s.seed},
         {"final_train_loss", smoothed}, {"final_val_loss", val_loss}, {"unigram_val_loss", unigram},
         {"best_previous_token", heads.previous_token}, {"best_induction", heads.induction},
@@ -229,6 +243,8 @@ int main(int argc, char** argv) {
     app.add_option("--eval-every", s.eval_every);
     app.add_option("--lr", s.learning_rate);
     app.add_option("--repeat-fraction", s.repeat_fraction, "share of sequences that are a random run repeated");
+    app.add_option("--skip-repeat-fraction", s.skip_repeat_fraction,
+                   "share of sequences of random tokens that each copy the token two back half the time");
     app.add_option("--seed", s.seed);
     try {
         app.parse(argc, argv);
