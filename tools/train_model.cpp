@@ -242,15 +242,21 @@ int main(int argc, char** argv) {
     app.add_option("--warmup", s.warmup);
     app.add_option("--eval-every", s.eval_every);
     app.add_option("--lr", s.learning_rate);
-    app.add_option("--repeat-fraction", s.repeat_fraction, "share of sequences that are a random run repeated");
+    app.add_option("--repeat-fraction", s.repeat_fraction, "share of sequences that are a random run repeated")
+        ->check(CLI::Range(0.0, 1.0));
     app.add_option("--skip-repeat-fraction", s.skip_repeat_fraction,
-                   "share of sequences of random tokens that each copy the token two back half the time");
+                   "share of sequences of random tokens that each copy the token two back half the time")
+        ->check(CLI::Range(0.0, 1.0));
     app.add_option("--seed", s.seed);
     try {
         app.parse(argc, argv);
+        if (s.repeat_fraction + s.skip_repeat_fraction > 1)
+            throw Error("--repeat-fraction and --skip-repeat-fraction add up to more than 1");
         run_training(s);
     } catch (const CLI::ParseError& e) {
-        return app.exit(e);
+        if (e.get_exit_code() == 0) return app.exit(e);  // --help
+        std::fprintf(stderr, "headscope-train: error: %s\n", e.what());
+        return 2;
     } catch (const Error& e) {
         std::fprintf(stderr, "headscope-train: error: %s\n", e.what());
         return 2;
