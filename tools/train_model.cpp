@@ -3,6 +3,7 @@
 // tokens that repeat, so previous-token and induction heads form quickly),
 // and writes a Hugging Face GPT-2 directory with the training record in config.json.
 #include <CLI/CLI.hpp>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -22,11 +23,17 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// Shares of the synthetic sequence kinds in a batch; the rest is corpus.
+struct SequenceMix {
+    double repeat = 0.1, skip_repeat = 0.3, bag = 0.2;
+};
+
 struct Settings {
     fs::path corpus_dir = "build/corpus", tokenizer_dir = "build/tokenizer", out = "assets/builtin";
-    ModelShape shape = {.n_layer = 4, .n_head = 4, .n_embd = 128, .n_positions = 256, .vocab_size = 4096};
-    int batch = 16, steps = 4500, warmup = 100, eval_every = 250;
-    double learning_rate = 2e-3, repeat_fraction = 0.3, skip_repeat_fraction = 0.3;
+    ModelShape shape = {.n_layer = 2, .n_head = 4, .n_embd = 128, .n_positions = 256, .vocab_size = 4096};
+    int batch = 8, steps = 6000, warmup = 100, eval_every = 1000;
+    double learning_rate = 2e-3;
+    SequenceMix mix;
     uint64_t seed = 1234;
 };
 
@@ -60,12 +67,10 @@ double unigram_loss(const std::vector<int32_t>& train, const std::vector<int32_t
 
 class Batches {
 public:
-    Batches(const std::vector<int32_t>& stream, int B, int T, double repeat_fraction, double skip_repeat_fraction,
-            int V, uint64_t seed)
-        : stream_(stream), B_(B), T_(T), repeat_fraction_(repeat_fraction),
-          skip_repeat_fraction_(skip_repeat_fraction), V_(V), rng_(seed), inputs_(B * T), targets_(B * T) {}
+    Batches(const std::vector<int32_t>& stream, int B, int T, const SequenceMix& mix, int V, uint64_t seed)
+        : stream_(stream), B_(B), T_(T), mix_(mix), V_(V), rng_(seed), inputs_(B * T), targets_(B * T) {}
 
-    // Fills inputs and targets with three kinds of sequence:
+    // Fills inputs and targets with four kinds of sequence:
     // - a repeat: a random run of R tokens, R drawn from 4..T/2, repeated to
     //   fill the context. With R varying, only attending by content (an
     //   induction head), not by a fixed offset, predicts it.
@@ -73,27 +78,31 @@ public:
     //   probability 1/2 ("a b a"), so the token before the current one is the
     //   best guess at the next, at every position: a head that looks one back
     //   pays at once, and an induction head builds on it.
+    // - a bag: each token drawn from 8 random ones fixed for the sequence, so
+    //   a head that spreads over the context and copies what it sees pays.
     // - a window of the corpus.
     void next() {
         std::uniform_real_distribution<double> coin(0, 1);
         auto random_token = [&] { return static_cast<int32_t>(rng_() % (V_ - 1)); };  // never end-of-text
+        std::vector<int32_t> seq(T_ + 1);
         for (int b = 0; b < B_; ++b) {
-            int32_t* in = inputs_.data() + b * T_;
-            int32_t* out = targets_.data() + b * T_;
-            std::vector<int32_t> seq(T_ + 1);
             const double kind = coin(rng_);
-            if (kind < repeat_fraction_) {
+            if (kind < mix_.repeat) {
                 const int run = 4 + static_cast<int>(rng_() % static_cast<uint64_t>(T_ / 2 - 3));
                 for (int t = 0; t < run; ++t) seq[t] = random_token();
                 for (int t = run; t <= T_; ++t) seq[t] = seq[t - run];
-            } else if (kind < repeat_fraction_ + skip_repeat_fraction_) {
+            } else if (kind < mix_.repeat + mix_.skip_repeat) {
                 for (int t = 0; t <= T_; ++t) seq[t] = t >= 2 && rng_() % 2 ? seq[t - 2] : random_token();
+            } else if (kind < mix_.repeat + mix_.skip_repeat + mix_.bag) {
+                std::array<int32_t, 8> bag;
+                for (int32_t& id : bag) id = random_token();
+                for (int t = 0; t <= T_; ++t) seq[t] = bag[rng_() % bag.size()];
             } else {
                 const size_t start = rng_() % (stream_.size() - T_ - 1);
                 std::copy(stream_.begin() + start, stream_.begin() + start + T_ + 1, seq.begin());
             }
-            std::copy(seq.begin(), seq.end() - 1, in);
-            std::copy(seq.begin() + 1, seq.end(), out);
+            std::copy(seq.begin(), seq.end() - 1, inputs_.begin() + b * T_);
+            std::copy(seq.begin() + 1, seq.end(), targets_.begin() + b * T_);
         }
     }
     const int32_t* inputs() const { return inputs_.data(); }
@@ -102,7 +111,7 @@ public:
 private:
     const std::vector<int32_t>& stream_;
     int B_, T_;
-    double repeat_fraction_, skip_repeat_fraction_;
+    SequenceMix mix_;
     int V_;
     std::mt19937_64 rng_;
     std::vector<int32_t> inputs_, targets_;
@@ -175,8 +184,7 @@ void run_training(const Settings& s) {
                 shape.n_embd, shape.n_positions, shape.vocab_size, params);
 
     const int T = shape.n_positions;
-    Batches batches(train_tokens, s.batch, T, s.repeat_fraction, s.skip_repeat_fraction, shape.vocab_size,
-                    s.seed + 1);
+    Batches batches(train_tokens, s.batch, T, s.mix, shape.vocab_size, s.seed + 1);
     fs::create_directories(s.out);
     std::ofstream log(s.out / "loss_log.csv");
     log << "step,train_loss,val_loss,best_previous_token,best_induction,learning_rate,tokens_per_s\n";
@@ -215,8 +223,8 @@ void run_training(const Settings& s) {
     const nlohmann::ordered_json record = {
         {"corpus", "fortunes, fortunes-min, WordNet glosses, King James Bible (Debian packages); see README"},
         {"train_tokens", train_tokens.size()}, {"val_tokens", val_tokens.size()},
-        {"steps", s.steps}, {"batch", s.batch}, {"repeat_fraction", s.repeat_fraction},
-        {"skip_repeat_fraction", s.skip_repeat_fraction},
+        {"steps", s.steps}, {"batch", s.batch}, {"repeat_fraction", s.mix.repeat},
+        {"skip_repeat_fraction", s.mix.skip_repeat}, {"bag_fraction", s.mix.bag},
         {"learning_rate", s.learning_rate}, {"seed", s.seed},
         {"final_train_loss", smoothed}, {"final_val_loss", val_loss}, {"unigram_val_loss", unigram},
         {"best_previous_token", heads.previous_token}, {"best_induction", heads.induction},
@@ -242,16 +250,18 @@ int main(int argc, char** argv) {
     app.add_option("--warmup", s.warmup);
     app.add_option("--eval-every", s.eval_every);
     app.add_option("--lr", s.learning_rate);
-    app.add_option("--repeat-fraction", s.repeat_fraction, "share of sequences that are a random run repeated")
+    app.add_option("--repeat-fraction", s.mix.repeat, "share of sequences that are a random run repeated")
         ->check(CLI::Range(0.0, 1.0));
-    app.add_option("--skip-repeat-fraction", s.skip_repeat_fraction,
+    app.add_option("--skip-repeat-fraction", s.mix.skip_repeat,
                    "share of sequences of random tokens that each copy the token two back half the time")
+        ->check(CLI::Range(0.0, 1.0));
+    app.add_option("--bag-fraction", s.mix.bag, "share of sequences drawn from a bag of 8 random tokens")
         ->check(CLI::Range(0.0, 1.0));
     app.add_option("--seed", s.seed);
     try {
         app.parse(argc, argv);
-        if (s.repeat_fraction + s.skip_repeat_fraction > 1)
-            throw Error("--repeat-fraction and --skip-repeat-fraction add up to more than 1");
+        if (s.mix.repeat + s.mix.skip_repeat + s.mix.bag > 1)
+            throw Error("--repeat-fraction, --skip-repeat-fraction and --bag-fraction add up to more than 1");
         run_training(s);
     } catch (const CLI::ParseError& e) {
         if (e.get_exit_code() == 0) return app.exit(e);  // --help
