@@ -1,7 +1,7 @@
 // headscope-train: trains the built-in model. Tokenizes the corpus with a
-// trained BPE, trains a small GPT-2 with AdamW (some sequences are random
-// tokens that repeat, so previous-token and induction heads form quickly),
-// and writes a Hugging Face GPT-2 directory with the training record in config.json.
+// trained BPE, trains a small GPT-2 with AdamW (some sequences are synthetic,
+// built so that a previous-token head pays at once and an induction head
+// would pay), and writes a Hugging Face GPT-2 directory with the training record in config.json.
 #include <CLI/CLI.hpp>
 #include <array>
 #include <chrono>
@@ -77,7 +77,7 @@ public:
     // - a skip repeat: random tokens, each a copy of the token two back with
     //   probability 1/2 ("a b a"), so the token before the current one is the
     //   best guess at the next, at every position: a head that looks one back
-    //   pays at once, and an induction head builds on it.
+    //   pays at once (the first half of an induction circuit).
     // - a bag: each token drawn from 8 random ones fixed for the sequence, so
     //   a head that spreads over the context and copies what it sees pays.
     // - a window of the corpus.
