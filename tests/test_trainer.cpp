@@ -1,7 +1,8 @@
 // The trainer's hand-written backward against central finite differences in
 // double precision on a tiny model, and a short float training run whose
 // loss must fall and repeat exactly for the same seed, and a saved model that
-// the engine loads and attends with exactly as the trainer did.
+// the engine loads and attends with exactly as the trainer did; and
+// headscope-train's bad options answered by one line and exit status 2.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include "gpt2_trainer.h"
 #include "headscope/backend.h"
 #include "model_writer.h"
+#include "process.h"
 
 using namespace headscope;
 using namespace headscope::train;
@@ -134,6 +136,30 @@ TEST(Trainer, SavedModelLoadsAndTheEngineAttendsAsTheTrainerDid) {
     engine->forward(Batch{{inputs}, 256}, AttentionOptions{}, result);
     ASSERT_EQ(result.weights.size(), model.attention().size());
     for (size_t n = 0; n < result.weights.size(); ++n) ASSERT_NEAR(result.weights[n], model.attention()[n], 1e-6) << n;
+}
+
+// Rejected before any corpus is read: each share in 0..1, together at most 1.
+TEST(Trainer, BadSequenceSharesAreOneLineErrorsWithStatusTwo) {
+    test::TempDir dir;
+    const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+        {{"--bag-fraction", "1.5"}, "--bag-fraction"},
+        {{"--repeat-fraction", "-0.1"}, "--repeat-fraction"},
+        {{"--bag-fraction", "0.5", "--skip-repeat-fraction", "0.4", "--repeat-fraction", "0.2"}, "add up to more than 1"},
+    };
+    for (const auto& [options, names] : cases) {
+        // A missing corpus too, so that a share let through fails fast on another error.
+        std::vector<std::string> command = {HEADSCOPE_TRAIN, "--corpus", (dir.path / "none").string(),
+                                            "--tokenizer", (dir.path / "none").string(),
+                                            "--out", (dir.path / "out").string()};
+        command.insert(command.end(), options.begin(), options.end());
+        const test::ProcessRun r = test::run_program(command, dir.path);
+        EXPECT_EQ(r.status, 2) << r.err;
+        EXPECT_EQ(r.out, "");
+        EXPECT_EQ(r.err.rfind("headscope-train: error: ", 0), 0u) << r.err;
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+        EXPECT_NE(r.err.find(names), std::string::npos) << "expected '" << names << "' in: " << r.err;
+        EXPECT_FALSE(std::filesystem::exists(dir.path / "out"));
+    }
 }
 
 }  // namespace
