@@ -1,6 +1,9 @@
 // Test support: running the project's programs as a user would (no shell)
 // and reading what they wrote.
 #pragma once
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -38,6 +41,16 @@ private:
 };
 
 std::string read_file(const std::filesystem::path& path);
+
+// How the project's programs answer bad input: exit 2, nothing on stdout, one
+// line "<program>: error: ..." on stderr that contains `names`.
+inline void expect_one_line_error(const ProcessRun& r, const std::string& program, const std::string& names) {
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(r.err.rfind(program + ": error: ", 0), 0u) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find(names), std::string::npos) << "expected '" << names << "' in: " << r.err;
+}
 
 // Sets an environment variable (or unsets it, given nullopt) for one scope;
 // programs run meanwhile inherit it.

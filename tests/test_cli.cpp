@@ -40,12 +40,7 @@ protected:
 
     // A bad input: exit 2, one line naming the problem, nothing on stdout.
     void expect_error(const std::vector<std::string>& args, const std::string& names) {
-        const test::ProcessRun r = run(args);
-        EXPECT_EQ(r.status, 2) << r.err;
-        EXPECT_EQ(r.out, "");
-        EXPECT_EQ(r.err.rfind("headscope-cli: error: ", 0), 0u) << r.err;
-        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-        EXPECT_NE(r.err.find(names), std::string::npos) << "expected '" << names << "' in: " << r.err;
+        test::expect_one_line_error(run(args), "headscope-cli", names);
     }
 
     static test::TempDir* dir_;

@@ -152,12 +152,7 @@ TEST(Trainer, BadSequenceSharesAreOneLineErrorsWithStatusTwo) {
                                             "--tokenizer", (dir.path / "none").string(),
                                             "--out", (dir.path / "out").string()};
         command.insert(command.end(), options.begin(), options.end());
-        const test::ProcessRun r = test::run_program(command, dir.path);
-        EXPECT_EQ(r.status, 2) << r.err;
-        EXPECT_EQ(r.out, "");
-        EXPECT_EQ(r.err.rfind("headscope-train: error: ", 0), 0u) << r.err;
-        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-        EXPECT_NE(r.err.find(names), std::string::npos) << "expected '" << names << "' in: " << r.err;
+        test::expect_one_line_error(test::run_program(command, dir.path), "headscope-train", names);
         EXPECT_FALSE(std::filesystem::exists(dir.path / "out"));
     }
 }
