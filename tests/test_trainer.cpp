@@ -138,12 +138,14 @@ TEST(Trainer, SavedModelLoadsAndTheEngineAttendsAsTheTrainerDid) {
     for (size_t n = 0; n < result.weights.size(); ++n) ASSERT_NEAR(result.weights[n], model.attention()[n], 1e-6) << n;
 }
 
-// Rejected before any corpus is read: each share in 0..1, together at most 1.
-TEST(Trainer, BadSequenceSharesAreOneLineErrorsWithStatusTwo) {
+// Rejected before any corpus is read: each share in 0..1, together at most
+// 1, and no negative step count.
+TEST(Trainer, BadSequenceOptionsAreOneLineErrorsWithStatusTwo) {
     test::TempDir dir;
     const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
         {{"--bag-fraction", "1.5"}, "--bag-fraction"},
         {{"--repeat-fraction", "-0.1"}, "--repeat-fraction"},
+        {{"--chained-skip-steps", "-5"}, "--chained-skip-steps"},
         {{"--bag-fraction", "0.5", "--skip-repeat-fraction", "0.4", "--repeat-fraction", "0.2"}, "add up to more than 1"},
     };
     for (const auto& [options, names] : cases) {

@@ -32,6 +32,7 @@ struct Settings {
     fs::path corpus_dir = "build/corpus", tokenizer_dir = "build/tokenizer", out = "assets/builtin";
     ModelShape shape = {.n_layer = 2, .n_head = 4, .n_embd = 128, .n_positions = 256, .vocab_size = 4096};
     int batch = 8, steps = 6000, warmup = 100, eval_every = 1000;
+    int chained_skip_steps = 3000;  // see Batches::next
     double learning_rate = 2e-3;
     SequenceMix mix;
     uint64_t seed = 1234;
@@ -77,11 +78,14 @@ public:
     // - a skip repeat: random tokens, each a copy of the token two back with
     //   probability 1/2 ("a b a"), so the token before the current one is the
     //   best guess at the next, at every position: a head that looks one back
-    //   pays at once (the first half of an induction circuit).
+    //   pays at once (the first half of an induction circuit). While
+    //   `chained`, copies may copy copies ("a b a b a"): every odd distance
+    //   back then pays a little, which forms the head sooner but leaves it
+    //   weight three back; unchained, only the token before pays.
     // - a bag: each token drawn from 8 random ones fixed for the sequence, so
     //   a head that spreads over the context and copies what it sees pays.
     // - a window of the corpus.
-    void next() {
+    void next(bool chained) {
         std::uniform_real_distribution<double> coin(0, 1);
         auto random_token = [&] { return static_cast<int32_t>(rng_() % (V_ - 1)); };  // never end-of-text
         std::vector<int32_t> seq(T_ + 1);
@@ -92,7 +96,11 @@ public:
                 for (int t = 0; t < run; ++t) seq[t] = random_token();
                 for (int t = run; t <= T_; ++t) seq[t] = seq[t - run];
             } else if (kind < mix_.repeat + mix_.skip_repeat) {
-                for (int t = 0; t <= T_; ++t) seq[t] = t >= 2 && rng_() % 2 ? seq[t - 2] : random_token();
+                std::vector<bool> copy(T_ + 1, false);
+                for (int t = 0; t <= T_; ++t) {
+                    copy[t] = t >= 2 && (chained || !copy[t - 2]) && rng_() % 2;
+                    seq[t] = copy[t] ? seq[t - 2] : random_token();
+                }
             } else if (kind < mix_.repeat + mix_.skip_repeat + mix_.bag) {
                 std::array<int32_t, 8> bag;
                 for (int32_t& id : bag) id = random_token();
@@ -199,7 +207,7 @@ void run_training(const Settings& s) {
         adamw.learning_rate = static_cast<float>(
             step <= s.warmup ? s.learning_rate * step / s.warmup
                              : s.learning_rate * (0.1 + 0.45 * (1 + std::cos(M_PI * progress))));
-        batches.next();
+        batches.next(step <= s.chained_skip_steps);
         train_loss = model.forward(batches.inputs(), batches.targets(), s.batch, T);
         model.backward();
         model.step(adamw, step);
@@ -224,7 +232,7 @@ void run_training(const Settings& s) {
         {"corpus", "fortunes, fortunes-min, WordNet glosses, King James Bible (Debian packages); see README"},
         {"train_tokens", train_tokens.size()}, {"val_tokens", val_tokens.size()},
         {"steps", s.steps}, {"batch", s.batch}, {"repeat_fraction", s.mix.repeat},
-        {"skip_repeat_fraction", s.mix.skip_repeat}, {"bag_fraction", s.mix.bag},
+        {"skip_repeat_fraction", s.mix.skip_repeat}, {"chained_skip_steps", s.chained_skip_steps}, {"bag_fraction", s.mix.bag},
         {"learning_rate", s.learning_rate}, {"seed", s.seed},
         {"final_train_loss", smoothed}, {"final_val_loss", val_loss}, {"unigram_val_loss", unigram},
         {"best_previous_token", heads.previous_token}, {"best_induction", heads.induction},
@@ -255,6 +263,9 @@ int main(int argc, char** argv) {
     app.add_option("--skip-repeat-fraction", s.mix.skip_repeat,
                    "share of sequences of random tokens that each copy the token two back half the time")
         ->check(CLI::Range(0.0, 1.0));
+    app.add_option("--chained-skip-steps", s.chained_skip_steps,
+                   "steps during which skip repeats may copy copies (a b a b a); unchained after")
+        ->check(CLI::NonNegativeNumber);
     app.add_option("--bag-fraction", s.mix.bag, "share of sequences drawn from a bag of 8 random tokens")
         ->check(CLI::Range(0.0, 1.0));
     app.add_option("--seed", s.seed);
