@@ -31,7 +31,7 @@ struct SequenceMix {
 struct Settings {
     fs::path corpus_dir = "build/corpus", tokenizer_dir = "build/tokenizer", out = "assets/builtin";
     ModelShape shape = {.n_layer = 2, .n_head = 4, .n_embd = 128, .n_positions = 256, .vocab_size = 4096};
-    int batch = 8, steps = 6000, warmup = 100, eval_every = 1000;
+    int batch = 8, steps = 12000, warmup = 100, eval_every = 1000;
     int chained_skip_steps = 3000;  // see Batches::next
     double learning_rate = 2e-3;
     SequenceMix mix;
