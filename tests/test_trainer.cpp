@@ -138,15 +138,16 @@ TEST(Trainer, SavedModelLoadsAndTheEngineAttendsAsTheTrainerDid) {
     for (size_t n = 0; n < result.weights.size(); ++n) ASSERT_NEAR(result.weights[n], model.attention()[n], 1e-6) << n;
 }
 
-// Rejected before any corpus is read: each share in 0..1, together at most
-// 1, and no negative step count.
+// Rejected before any corpus is read: the repeat share in 0..1, the short
+// context within 2..the context, and no negative step count.
 TEST(Trainer, BadSequenceOptionsAreOneLineErrorsWithStatusTwo) {
     test::TempDir dir;
     const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
-        {{"--bag-fraction", "1.5"}, "--bag-fraction"},
+        {{"--repeat-fraction", "1.5"}, "--repeat-fraction"},
         {{"--repeat-fraction", "-0.1"}, "--repeat-fraction"},
-        {{"--chained-skip-steps", "-5"}, "--chained-skip-steps"},
-        {{"--bag-fraction", "0.5", "--skip-repeat-fraction", "0.4", "--repeat-fraction", "0.2"}, "add up to more than 1"},
+        {{"--short-context-steps", "-5"}, "--short-context-steps"},
+        {{"--short-context", "1"}, "--short-context"},
+        {{"--short-context", "257", "--context", "256"}, "--short-context"},
     };
     for (const auto& [options, names] : cases) {
         // A missing corpus too, so that a share let through fails fast on another error.

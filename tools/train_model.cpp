@@ -1,7 +1,7 @@
 // headscope-train: trains the built-in model. Tokenizes the corpus with a
-// trained BPE, trains a small GPT-2 with AdamW (some sequences are synthetic,
-// built so that a previous-token head pays at once and an induction head
-// would pay), and writes a Hugging Face GPT-2 directory with the training record in config.json.
+// trained BPE, trains a small GPT-2 with AdamW (half the sequences are
+// synthetic repeats, which only an induction head predicts), and writes a
+// Hugging Face GPT-2 directory with the training record in config.json.
 #include <CLI/CLI.hpp>
 #include <array>
 #include <chrono>
@@ -23,18 +23,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Shares of the synthetic sequence kinds in a batch; the rest is corpus.
-struct SequenceMix {
-    double repeat = 0.1, skip_repeat = 0.3, bag = 0.2;
-};
-
 struct Settings {
     fs::path corpus_dir = "build/corpus", tokenizer_dir = "build/tokenizer", out = "assets/builtin";
     ModelShape shape = {.n_layer = 2, .n_head = 4, .n_embd = 128, .n_positions = 256, .vocab_size = 4096};
-    int batch = 8, steps = 12000, warmup = 100, eval_every = 1000;
-    int chained_skip_steps = 3000;  // see Batches::next
+    int batch = 8, steps = 25000, warmup = 200, eval_every = 2500;
+    // The first steps train on short windows: with fewer positions to attend
+    // to, the induction head forms in far fewer tokens.
+    int short_context = 64, short_context_steps = 18000;
     double learning_rate = 2e-3;
-    SequenceMix mix;
+    double repeat_fraction = 0.5;  // share of synthetic repeats in a batch; the rest is corpus
     uint64_t seed = 1234;
 };
 
@@ -68,49 +65,36 @@ double unigram_loss(const std::vector<int32_t>& train, const std::vector<int32_t
 
 class Batches {
 public:
-    Batches(const std::vector<int32_t>& stream, int B, int T, const SequenceMix& mix, int V, uint64_t seed)
-        : stream_(stream), B_(B), T_(T), mix_(mix), V_(V), rng_(seed), inputs_(B * T), targets_(B * T) {}
+    Batches(const std::vector<int32_t>& stream, int B, int max_T, double repeat_fraction, int V, uint64_t seed)
+        : stream_(stream), B_(B), repeat_fraction_(repeat_fraction), V_(V), rng_(seed), seq_(max_T + 1),
+          inputs_(B * max_T), targets_(B * max_T) {}
 
-    // Fills inputs and targets with four kinds of sequence:
-    // - a repeat: a random run of R tokens, R drawn from 4..T/2, repeated to
-    //   fill the context. With R varying, only attending by content (an
-    //   induction head), not by a fixed offset, predicts it.
-    // - a skip repeat: random tokens, each a copy of the token two back with
-    //   probability 1/2 ("a b a"), so the token before the current one is the
-    //   best guess at the next, at every position: a head that looks one back
-    //   pays at once (the first half of an induction circuit). While
-    //   `chained`, copies may copy copies ("a b a b a"): every odd distance
-    //   back then pays a little, which forms the head sooner but leaves it
-    //   weight three back; unchained, only the token before pays.
-    // - a bag: each token drawn from 8 random ones fixed for the sequence, so
-    //   a head that spreads over the context and copies what it sees pays.
+    // Fills B sequences of T inputs and targets, each of one of two kinds:
+    // - a repeat: a segment of 2..16 random tokens repeated to the end of the
+    //   window, each copy after a gap of 0..8 random tokens. The gaps vary,
+    //   so a head that looks a fixed distance back predicts little; a head
+    //   that finds the current token's earlier occurrences and copies the
+    //   token after them (an induction head) predicts every copy but the first.
     // - a window of the corpus.
-    void next(bool chained) {
+    void next(int T) {
         std::uniform_real_distribution<double> coin(0, 1);
         auto random_token = [&] { return static_cast<int32_t>(rng_() % (V_ - 1)); };  // never end-of-text
-        std::vector<int32_t> seq(T_ + 1);
+        auto below = [&](int n) { return static_cast<int>(rng_() % static_cast<uint64_t>(n)); };
         for (int b = 0; b < B_; ++b) {
-            const double kind = coin(rng_);
-            if (kind < mix_.repeat) {
-                const int run = 4 + static_cast<int>(rng_() % static_cast<uint64_t>(T_ / 2 - 3));
-                for (int t = 0; t < run; ++t) seq[t] = random_token();
-                for (int t = run; t <= T_; ++t) seq[t] = seq[t - run];
-            } else if (kind < mix_.repeat + mix_.skip_repeat) {
-                std::vector<bool> copy(T_ + 1, false);
-                for (int t = 0; t <= T_; ++t) {
-                    copy[t] = t >= 2 && (chained || !copy[t - 2]) && rng_() % 2;
-                    seq[t] = copy[t] ? seq[t - 2] : random_token();
+            if (coin(rng_) < repeat_fraction_) {
+                std::array<int32_t, 16> segment;
+                const int length = 2 + below(15);
+                for (int k = 0; k < length; ++k) segment[k] = random_token();
+                for (int t = 0; t <= T;) {
+                    for (int gap = below(9); gap > 0 && t <= T; --gap) seq_[t++] = random_token();
+                    for (int k = 0; k < length && t <= T; ++k) seq_[t++] = segment[k];
                 }
-            } else if (kind < mix_.repeat + mix_.skip_repeat + mix_.bag) {
-                std::array<int32_t, 8> bag;
-                for (int32_t& id : bag) id = random_token();
-                for (int t = 0; t <= T_; ++t) seq[t] = bag[rng_() % bag.size()];
             } else {
-                const size_t start = rng_() % (stream_.size() - T_ - 1);
-                std::copy(stream_.begin() + start, stream_.begin() + start + T_ + 1, seq.begin());
+                const size_t start = rng_() % (stream_.size() - T - 1);
+                std::copy(stream_.begin() + start, stream_.begin() + start + T + 1, seq_.begin());
             }
-            std::copy(seq.begin(), seq.end() - 1, inputs_.begin() + b * T_);
-            std::copy(seq.begin() + 1, seq.end(), targets_.begin() + b * T_);
+            std::copy(seq_.begin(), seq_.begin() + T, inputs_.begin() + b * T);
+            std::copy(seq_.begin() + 1, seq_.begin() + T + 1, targets_.begin() + b * T);
         }
     }
     const int32_t* inputs() const { return inputs_.data(); }
@@ -118,11 +102,11 @@ public:
 
 private:
     const std::vector<int32_t>& stream_;
-    int B_, T_;
-    SequenceMix mix_;
+    int B_;
+    double repeat_fraction_;
     int V_;
     std::mt19937_64 rng_;
-    std::vector<int32_t> inputs_, targets_;
+    std::vector<int32_t> seq_, inputs_, targets_;
 };
 
 // Mean loss over the validation stream cut into consecutive windows (at most 64).
@@ -192,7 +176,7 @@ void run_training(const Settings& s) {
                 shape.n_embd, shape.n_positions, shape.vocab_size, params);
 
     const int T = shape.n_positions;
-    Batches batches(train_tokens, s.batch, T, s.mix, shape.vocab_size, s.seed + 1);
+    Batches batches(train_tokens, s.batch, T, s.repeat_fraction, shape.vocab_size, s.seed + 1);
     fs::create_directories(s.out);
     std::ofstream log(s.out / "loss_log.csv");
     log << "step,train_loss,val_loss,best_previous_token,best_induction,learning_rate,tokens_per_s\n";
@@ -201,14 +185,20 @@ void run_training(const Settings& s) {
     float train_loss = 0, val_loss = 0;
     BestHeads heads;
     double smoothed = 0;
+    const int short_steps = std::min(s.short_context_steps, s.steps);
+    const size_t total_tokens = static_cast<size_t>(s.batch) *
+                                (static_cast<size_t>(short_steps) * s.short_context + static_cast<size_t>(s.steps - short_steps) * T);
+    size_t tokens = 0;
     for (int step = 1; step <= s.steps; ++step) {
         // Linear warm-up, then cosine decay to a tenth.
         const double progress = static_cast<double>(step - s.warmup) / std::max(1, s.steps - s.warmup);
         adamw.learning_rate = static_cast<float>(
             step <= s.warmup ? s.learning_rate * step / s.warmup
                              : s.learning_rate * (0.1 + 0.45 * (1 + std::cos(M_PI * progress))));
-        batches.next(step <= s.chained_skip_steps);
-        train_loss = model.forward(batches.inputs(), batches.targets(), s.batch, T);
+        const int context = step <= s.short_context_steps ? s.short_context : T;
+        batches.next(context);
+        train_loss = model.forward(batches.inputs(), batches.targets(), s.batch, context);
+        tokens += static_cast<size_t>(s.batch) * context;
         model.backward();
         model.step(adamw, step);
         smoothed = step == 1 ? train_loss : 0.95 * smoothed + 0.05 * train_loss;
@@ -217,11 +207,11 @@ void run_training(const Settings& s) {
             val_loss = validation_loss(model, val_tokens, T);
             heads = best_heads(s, model);
             const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-            const double tokens_per_s = double(step) * s.batch * T / seconds;
-            std::printf("step %5d/%d  train %.3f  val %.3f  best heads: previous %.2f induction %.2f  lr %.2e  "
-                        "%.0f tok/s  ETA %.0f s\n",
-                        step, s.steps, smoothed, val_loss, heads.previous_token, heads.induction, adamw.learning_rate,
-                        tokens_per_s, seconds / step * (s.steps - step));
+            const double tokens_per_s = double(tokens) / seconds;
+            std::printf("step %5d/%d  context %d  train %.3f  val %.3f  best heads: previous %.2f induction %.2f  "
+                        "lr %.2e  %.0f tok/s  ETA %.0f s\n",
+                        step, s.steps, context, smoothed, val_loss, heads.previous_token, heads.induction,
+                        adamw.learning_rate, tokens_per_s, double(total_tokens - tokens) / tokens_per_s);
             std::fflush(stdout);
             log << step << ',' << smoothed << ',' << val_loss << ',' << heads.previous_token << ','
                 << heads.induction << ',' << adamw.learning_rate << ',' << tokens_per_s << '\n';
@@ -231,9 +221,8 @@ void run_training(const Settings& s) {
     const nlohmann::ordered_json record = {
         {"corpus", "fortunes, fortunes-min, WordNet glosses, King James Bible (Debian packages); see README"},
         {"train_tokens", train_tokens.size()}, {"val_tokens", val_tokens.size()},
-        {"steps", s.steps}, {"batch", s.batch}, {"repeat_fraction", s.mix.repeat},
-        {"skip_repeat_fraction", s.mix.skip_repeat}, {"chained_skip_steps", s.chained_skip_steps},
-        {"bag_fraction", s.mix.bag},
+        {"steps", s.steps}, {"batch", s.batch}, {"short_context", s.short_context},
+        {"short_context_steps", s.short_context_steps}, {"repeat_fraction", s.repeat_fraction},
         {"learning_rate", s.learning_rate}, {"seed", s.seed},
         {"final_train_loss", smoothed}, {"final_val_loss", val_loss}, {"unigram_val_loss", unigram},
         {"best_previous_token", heads.previous_token}, {"best_induction", heads.induction},
@@ -259,21 +248,17 @@ int main(int argc, char** argv) {
     app.add_option("--warmup", s.warmup);
     app.add_option("--eval-every", s.eval_every);
     app.add_option("--lr", s.learning_rate);
-    app.add_option("--repeat-fraction", s.mix.repeat, "share of sequences that are a random run repeated")
-        ->check(CLI::Range(0.0, 1.0));
-    app.add_option("--skip-repeat-fraction", s.mix.skip_repeat,
-                   "share of sequences of random tokens that each copy the token two back half the time")
-        ->check(CLI::Range(0.0, 1.0));
-    app.add_option("--chained-skip-steps", s.chained_skip_steps,
-                   "steps during which skip repeats may copy copies (a b a b a); unchained after")
+    app.add_option("--short-context", s.short_context, "context of the first steps' windows");
+    app.add_option("--short-context-steps", s.short_context_steps, "steps trained at the short context")
         ->check(CLI::NonNegativeNumber);
-    app.add_option("--bag-fraction", s.mix.bag, "share of sequences drawn from a bag of 8 random tokens")
+    app.add_option("--repeat-fraction", s.repeat_fraction, "share of sequences that are a random segment repeated")
         ->check(CLI::Range(0.0, 1.0));
     app.add_option("--seed", s.seed);
     try {
         app.parse(argc, argv);
-        if (s.mix.repeat + s.mix.skip_repeat + s.mix.bag > 1)
-            throw Error("--repeat-fraction, --skip-repeat-fraction and --bag-fraction add up to more than 1");
+        if (s.short_context < 2 || s.short_context > s.shape.n_positions)
+            throw Error("--short-context " + std::to_string(s.short_context) + " is not in 2.." +
+                        std::to_string(s.shape.n_positions) + " (the context)");
         run_training(s);
     } catch (const CLI::ParseError& e) {
         if (e.get_exit_code() == 0) return app.exit(e);  // --help
