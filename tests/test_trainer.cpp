@@ -146,8 +146,8 @@ TEST(Trainer, BadSequenceOptionsAreOneLineErrorsWithStatusTwo) {
         {{"--repeat-fraction", "1.5"}, "--repeat-fraction"},
         {{"--repeat-fraction", "-0.1"}, "--repeat-fraction"},
         {{"--short-context-steps", "-5"}, "--short-context-steps"},
-        {{"--short-context", "1"}, "--short-context"},
-        {{"--short-context", "257", "--context", "256"}, "--short-context"},
+        {{"--short-context", "1"}, "--short-context 1 is not in 2..256"},
+        {{"--short-context", "300", "--context", "128"}, "--short-context 300 is not in 2..128"},
     };
     for (const auto& [options, names] : cases) {
         // A missing corpus too, so that a share let through fails fast on another error.
