@@ -185,17 +185,16 @@ void run_training(const Settings& s) {
     float train_loss = 0, val_loss = 0;
     BestHeads heads;
     double smoothed = 0;
-    const int short_steps = std::min(s.short_context_steps, s.steps);
-    const size_t total_tokens = static_cast<size_t>(s.batch) *
-                                (static_cast<size_t>(short_steps) * s.short_context + static_cast<size_t>(s.steps - short_steps) * T);
-    size_t tokens = 0;
+    auto context_at = [&](int step) { return step <= s.short_context_steps ? s.short_context : T; };
+    size_t total_tokens = 0, tokens = 0;
+    for (int step = 1; step <= s.steps; ++step) total_tokens += static_cast<size_t>(s.batch) * context_at(step);
     for (int step = 1; step <= s.steps; ++step) {
         // Linear warm-up, then cosine decay to a tenth.
         const double progress = static_cast<double>(step - s.warmup) / std::max(1, s.steps - s.warmup);
         adamw.learning_rate = static_cast<float>(
             step <= s.warmup ? s.learning_rate * step / s.warmup
                              : s.learning_rate * (0.1 + 0.45 * (1 + std::cos(M_PI * progress))));
-        const int context = step <= s.short_context_steps ? s.short_context : T;
+        const int context = context_at(step);
         batches.next(context);
         train_loss = model.forward(batches.inputs(), batches.targets(), s.batch, context);
         tokens += static_cast<size_t>(s.batch) * context;
