@@ -26,7 +26,7 @@ namespace {
 struct Settings {
     fs::path corpus_dir = "build/corpus", tokenizer_dir = "build/tokenizer", out = "assets/builtin";
     ModelShape shape = {.n_layer = 2, .n_head = 4, .n_embd = 128, .n_positions = 256, .vocab_size = 4096};
-    int batch = 8, steps = 25000, warmup = 200, eval_every = 2500;
+    int batch = 8, steps = 30000, warmup = 200, eval_every = 2500;
     // The first steps train on short windows: with fewer positions to attend
     // to, the induction head forms in far fewer tokens.
     int short_context = 64, short_context_steps = 18000;
