@@ -24,6 +24,7 @@
 
 #include "checks_view.h"
 #include "dance_view.h"
+#include "examples.h"
 #include "headscope/attention_export.h"
 #include "headscope/error.h"
 #include "heads_view.h"
@@ -40,6 +41,7 @@ namespace {
 struct Args {
     std::string model = builtin_model;
     std::vector<std::string> texts;
+    std::string example;  // an example's title: its texts
     std::string view = "heads", causal = "on", padding_mask = "on", scale = "head", split = "transpose";
     std::string colormap = "viridis", backend = "auto";
     int layer = 0, head = -1, heads = 0, dance_step = 1, frames = 3;
@@ -72,7 +74,9 @@ View parse_view(const std::string& word) {
 Settings start_settings(const Args& args, const CLI::App& cli, bool use_saved) {
     Settings s = use_saved ? read_settings(config_dir() / "settings.json") : Settings{};
     if (cli.count("--model")) s.model = args.model;
+    if (cli.count("--text") && cli.count("--example")) throw Error("--text and --example both give the texts: pass one");
     if (cli.count("--text")) s.texts = args.texts;
+    if (cli.count("--example")) s.texts = find_example(read_examples(examples_file()), args.example).texts;
     if (cli.count("--causal")) s.options.causal = parse_on_off("--causal", args.causal);
     if (cli.count("--padding-mask")) s.options.padding_mask = parse_on_off("--padding-mask", args.padding_mask);
     if (cli.count("--heads")) s.options.n_head = args.heads;
@@ -123,6 +127,12 @@ public:
             heads_view_.open_large();
         }
         dance_view_.set_step(args.dance_step);
+        try {
+            examples_ = read_examples(examples_file());
+        } catch (const Error& e) {  // the menu says so; the window works without it
+            examples_error_ = e.what();
+            std::fprintf(stderr, "headscope: warning: %s\n", e.what());
+        }
     }
 
     // Waits for a model loading, the compute in flight, the probe scores, the
@@ -201,8 +211,11 @@ private:
         const Model& model = s.model();
         bool changed = false;
         model_bar();
+        ImGui::AlignTextToFramePadding();
         ImGui::TextUnformatted(s.texts.size() > 1 ? ("Text " + std::to_string(s.selected + 1) + " of the batch").c_str()
                                                   : "Text");
+        ImGui::SameLine();
+        examples_menu();
         changed |= ImGui::InputTextMultiline("##text", &s.texts[s.selected], ImVec2(-1, 60 * ui_.scale));
         record_control("text");
         changed |= ImGui::Checkbox("causal mask", &s.options.causal);
@@ -248,6 +261,36 @@ private:
             if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_PageUp))) s.layer = std::max(s.layer - 1, 0);
         }
         if (changed) s.submit();
+    }
+
+    // The example texts: choosing one replaces the batch. While the texts
+    // are still an example's, what to look for in it.
+    void examples_menu() {
+        Session& s = session_;
+        ImGui::SetNextItemWidth(300 * ui_.scale);
+        if (ImGui::BeginCombo("##examples", "examples...")) {
+            for (const Example& example : examples_) {
+                if (ImGui::Selectable(example.title.c_str())) {
+                    s.texts = example.texts;
+                    s.selected = 0;
+                    s.submit();
+                }
+                if (ui_.layout.on())
+                    ui_.layout.add({{"view", "control"}, {"name", "example"}, {"text", example.title}},
+                                   ImGui::GetItemRectMin(), ImGui::GetItemRectSize());
+            }
+            if (!examples_error_.empty()) ImGui::TextDisabled("no examples: %s", examples_error_.c_str());
+            ImGui::EndCombo();
+        }
+        record_control("examples");
+        for (const Example& example : examples_) {
+            if (example.texts != s.texts) continue;
+            ImGui::SameLine();
+            ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+            ImGui::TextWrapped("%s", example.look_for.c_str());
+            ImGui::PopStyleColor();
+            break;
+        }
     }
 
     // The open model, the ways to open another, and how a load is going.
@@ -443,6 +486,8 @@ private:
     HeatmapTexture legend_, masked_swatch_;
     Colormap legend_colormap_{};
     std::vector<CachedModel> cached_models_;  // the picker's list, read when it opens
+    std::vector<Example> examples_;           // the examples menu's
+    std::string examples_error_;              // why there are none
     std::string model_path_;                  // the path field
     std::string export_dir_;
     std::string export_message_;              // where the last export went, or why it failed
@@ -633,6 +678,7 @@ int main(int argc, char** argv) {
     Args args;
     cli.add_option("--model", args.model, "builtin (the default), a model directory, or a Hugging Face hub name");
     cli.add_option("--text", args.texts, "the text to open with");
+    cli.add_option("--example", args.example, "open with this example's texts (its title in assets/examples.json)");
     cli.add_option("--view", args.view, "heads|model|mask|dance|checks: the tab to open on");
     cli.add_option("--layer", args.layer, "the layer shown");
     cli.add_option("--head", args.head, "open this head of the layer large");

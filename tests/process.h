@@ -33,6 +33,7 @@ public:
     int wait();
     // Whether it has ended (without waiting).
     bool ended();
+    int pid() const { return pid_; }
 
 private:
     int pid_;

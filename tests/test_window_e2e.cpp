@@ -1,11 +1,14 @@
 // The real window driven as a person drives it: on its own Xvfb screen,
-// xdotool clicks into the empty text box, types a sentence and clicks the causal
-// checkbox off; the screen is then read back through Xlib and every drawn
-// cell must show the colormap of headscope-cli's weight for the typed
-// sentence with the causal mask off.
+// xdotool clicks into the empty text box, types a sentence and clicks the
+// causal checkbox off, or picks an example from the examples menu; the screen
+// is then read back through Xlib and every drawn cell must show the colormap
+// of headscope-cli's weight for that sentence with the causal mask off.
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -25,14 +28,17 @@ namespace {
 
 void pause_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
 
-// An Xvfb server on the first free display from :90 (as xvfb-run -a picks
-// one): a display whose lock file exists, or whose server exits at once, is
-// skipped.
+// An Xvfb server of its own on the first free display from :90 (as xvfb-run
+// -a picks one): a display whose lock file exists, or whose server exits at
+// once, is skipped. The lock file must name this server's process: a test
+// running alongside may have taken the display a moment before, and its
+// server would answer, then vanish when that test ends.
 class VirtualScreen {
 public:
     VirtualScreen() {
         for (int n = 90; n < 190 && name_.empty(); ++n) {
-            if (std::filesystem::exists("/tmp/.X" + std::to_string(n) + "-lock")) continue;
+            const std::filesystem::path lock = "/tmp/.X" + std::to_string(n) + "-lock";
+            if (std::filesystem::exists(lock)) continue;
             const std::string display = std::string(":").append(std::to_string(n));
             server_ = std::make_unique<test::Child>(
                 std::vector<std::string>{"Xvfb", display, "-screen", "0", "1280x800x24", "-nolisten", "tcp"});
@@ -40,7 +46,9 @@ public:
                 pause_ms(50);
                 if (Display* open = XOpenDisplay(display.c_str())) {
                     XCloseDisplay(open);
-                    name_ = display;
+                    int owner = 0;
+                    std::istringstream(test::read_file(lock)) >> owner;
+                    if (owner == server_->pid()) name_ = display;
                 }
             }
         }
@@ -75,6 +83,99 @@ test::Image grab_screen(const std::string& display_name) {
     return image;
 }
 
+// The centre of each control a layout names, as xdotool's x and y.
+using Centres = std::map<std::string, std::vector<std::string>>;
+Centres control_centres(const std::filesystem::path& layout) {
+    Centres centres;
+    for (const json& cell : json::parse(test::read_file(layout))) {
+        if (cell["view"] != "control") continue;
+        const std::string name = cell.contains("text") ? cell["name"].get<std::string>() + ":" + cell["text"].get<std::string>()
+                                                       : cell["name"].get<std::string>();
+        centres[name] = {std::to_string(static_cast<int>(cell["x"].get<double>() + cell["w"].get<double>() / 2)),
+                         std::to_string(static_cast<int>(cell["y"].get<double>() + cell["h"].get<double>() / 2))};
+    }
+    return centres;
+}
+
+// The window, started on a virtual screen for xdotool to drive.
+class DrivenWindow {
+public:
+    DrivenWindow(const std::string& display, std::vector<std::string> args, const std::filesystem::path& scratch)
+        : display_(display), env_("DISPLAY", display), scratch_(scratch) {
+        args.insert(args.begin(), HEADSCOPE_WINDOW);
+        window_ = std::make_unique<test::Child>(args);
+        const test::ProcessRun found = xdotool({"search", "--sync", "--onlyvisible", "--name", "^Headscope$"});
+        EXPECT_EQ(found.status, 0) << "no window: " << found.err;
+    }
+
+    test::ProcessRun xdotool(std::vector<std::string> args) const {
+        args.insert(args.begin(), {"timeout", "20", "xdotool"});
+        return test::run_program(args, scratch_);
+    }
+    void click(const std::vector<std::string>& at) const {
+        EXPECT_EQ(xdotool({"mousemove", at.at(0), at.at(1), "click", "1"}).status, 0);
+        pause_ms(300);
+    }
+    // The compute and the head scores run in the background: the screen once
+    // it stops changing (at most 20 s).
+    test::Image settled_screen() const {
+        test::Image shot = grab_screen(display_);
+        for (int tries = 0; tries < 40; ++tries) {
+            pause_ms(500);
+            test::Image next = grab_screen(display_);
+            if (next.rgba == shot.rgba) break;
+            shot = std::move(next);
+        }
+        return shot;
+    }
+    // Ctrl+Q, which writes the layout of the last frame; the exit status, or
+    // -1 when the window is still open 20 s later (it is then killed).
+    int quit() {
+        EXPECT_EQ(xdotool({"key", "ctrl+q"}).status, 0);
+        for (int tries = 0; tries < 200 && !window_->ended(); ++tries) pause_ms(100);
+        return window_->ended() ? window_->wait() : -1;
+    }
+
+private:
+    std::string display_;
+    test::ScopedEnv env_;
+    std::filesystem::path scratch_;
+    std::unique_ptr<test::Child> window_;
+};
+
+// Every heatmap cell of `layout` on `shot` must show the viridis colour of
+// headscope-cli's weight for `text` without the causal mask (so no cell is
+// hatched); returns the cells checked.
+int expect_cells_show_cli_weights(const test::Image& shot, const std::filesystem::path& layout, const std::string& model,
+                                  const std::string& text, const std::filesystem::path& scratch) {
+    const test::ProcessRun cli =
+        test::run_program({HEADSCOPE_CLI, "attention", "--model", model, "--text", text, "--causal", "off"}, scratch);
+    EXPECT_EQ(cli.status, 0) << cli.err;
+    const json attention = json::parse(cli.out);
+    const int T = attention["seq_len"];
+    int cells = 0;
+    for (const json& cell : json::parse(test::read_file(layout))) {
+        if (cell["view"] != "heads") continue;
+        const int h = cell["head"], i = cell["query"], j = cell["key"];
+        EXPECT_LT(i, T) << "the window shows more tokens than the text has";
+        if (i >= T) break;
+        const int x = static_cast<int>(cell["x"].get<double>() + cell["w"].get<double>() / 2);
+        const int y = static_cast<int>(cell["y"].get<double>() + cell["h"].get<double>() / 2);
+        const double weight = attention["attention"][0][0][h][i][j];
+        const std::array<double, 3> want = test::viridis(weight);
+        const std::array<int, 3> got = shot.at(x, y);
+        for (int c = 0; c < 3; ++c) EXPECT_NEAR(got[c], want[c], 2.0) << "head " << h << " cell " << i << "," << j;
+        ++cells;
+    }
+    return cells;
+}
+
+int token_count(const std::string& model, const std::string& text, const std::filesystem::path& scratch) {
+    const test::ProcessRun cli = test::run_program({HEADSCOPE_CLI, "tokenize", "--model", model, "--text", text}, scratch);
+    EXPECT_EQ(cli.status, 0) << cli.err;
+    return static_cast<int>(json::parse(cli.out)["token_ids"].size());
+}
+
 TEST(WindowEndToEnd, TypingAndTogglingTheCausalMaskRedrawTheMaps) {
     test::TempDir dir;
     const std::string model = (dir.path / "model").string();
@@ -87,70 +188,68 @@ TEST(WindowEndToEnd, TypingAndTogglingTheCausalMaskRedrawTheMaps) {
                                 "--layout", first_layout.string()},
                                dir.path).status,
               0);
-    json controls;
-    for (const json& cell : json::parse(test::read_file(first_layout)))
-        if (cell["view"] == "control") controls[cell["name"].get<std::string>()] = cell;
+    const Centres controls = control_centres(first_layout);
     ASSERT_TRUE(controls.contains("text") && controls.contains("causal mask"));
-    auto centre = [&](const char* name) {
-        const json& c = controls[name];
-        return std::vector<std::string>{std::to_string(static_cast<int>(c["x"].get<double>() + c["w"].get<double>() / 2)),
-                                        std::to_string(static_cast<int>(c["y"].get<double>() + c["h"].get<double>() / 2))};
-    };
 
     const VirtualScreen screen;
     ASSERT_FALSE(screen.name().empty()) << "Xvfb did not start";
-    const test::ScopedEnv display("DISPLAY", screen.name());
     const auto layout = dir.path / "layout.json";
     // An empty text box to type into: no key chords, which ImGui 1.86 can miss
     // when press and release fall in one frame of a busy machine.
-    test::Child window({HEADSCOPE_WINDOW, "--model", model, "--text", "", "--layout", layout.string()});
-    auto xdotool = [&](std::vector<std::string> args) {
-        args.insert(args.begin(), {"timeout", "20", "xdotool"});
-        return test::run_program(args, dir.path);
-    };
-    const test::ProcessRun found = xdotool({"search", "--sync", "--onlyvisible", "--name", "^Headscope$"});
-    ASSERT_EQ(found.status, 0) << "no window: " << found.err;
-
-    const std::vector<std::string> text = centre("text"), checkbox = centre("causal mask");
-    EXPECT_EQ(xdotool({"mousemove", text[0], text[1], "click", "1"}).status, 0);
+    DrivenWindow window(screen.name(), {"--model", model, "--text", "", "--layout", layout.string()}, dir.path);
+    window.click(controls.at("text"));
+    EXPECT_EQ(window.xdotool({"type", "--delay", "20", typed}).status, 0);
     pause_ms(300);
-    EXPECT_EQ(xdotool({"type", "--delay", "20", typed}).status, 0);
-    pause_ms(300);
-    EXPECT_EQ(xdotool({"mousemove", checkbox[0], checkbox[1], "click", "1"}).status, 0);
-    // The compute and the head scores run in the background: wait until the
-    // screen stops changing (at most 20 s), which the layout written on exit describes.
-    test::Image shot = grab_screen(screen.name());
-    for (int tries = 0; tries < 40; ++tries) {
-        pause_ms(500);
-        test::Image next = grab_screen(screen.name());
-        if (next.rgba == shot.rgba) break;
-        shot = std::move(next);
-    }
-    EXPECT_EQ(xdotool({"key", "ctrl+q"}).status, 0);
-    ASSERT_EQ(window.wait(), 0);
+    window.click(controls.at("causal mask"));
+    const test::Image shot = window.settled_screen();
+    ASSERT_EQ(window.quit(), 0);
     ASSERT_EQ(shot.width, 1280);
 
-    const test::ProcessRun cli =
-        test::run_program({HEADSCOPE_CLI, "attention", "--model", model, "--text", typed, "--causal", "off"}, dir.path);
-    ASSERT_EQ(cli.status, 0) << cli.err;
-    const json attention = json::parse(cli.out);
-    const int T = attention["seq_len"];
-    int cells = 0, upper = 0;
-    for (const json& cell : json::parse(test::read_file(layout))) {
-        if (cell["view"] != "heads") continue;
-        const int h = cell["head"], i = cell["query"], j = cell["key"];
-        ASSERT_LT(i, T) << "the window shows more tokens than the typed sentence has";
-        const int x = static_cast<int>(cell["x"].get<double>() + cell["w"].get<double>() / 2);
-        const int y = static_cast<int>(cell["y"].get<double>() + cell["h"].get<double>() / 2);
-        const double weight = attention["attention"][0][0][h][i][j];
-        const std::array<double, 3> want = test::viridis(weight);
-        const std::array<int, 3> got = shot.at(x, y);
-        for (int c = 0; c < 3; ++c) EXPECT_NEAR(got[c], want[c], 2.0) << "head " << h << " cell " << i << "," << j;
-        ++cells;
-        upper += j > i;
+    const int T = token_count(model, typed, dir.path);
+    EXPECT_EQ(expect_cells_show_cli_weights(shot, layout, model, typed, dir.path), 2 * T * T);
+}
+
+TEST(WindowEndToEnd, ChoosingAnExampleFromTheMenuShowsItsTexts) {
+    test::TempDir dir;
+    const std::string model = (dir.path / "model").string();
+    test::write_test_model(model, {.n_layer = 1, .n_head = 2, .n_embd = 16, .n_positions = 32});
+    const std::string chosen = "Cats purr when they are warm";
+    const auto examples = dir.path / "examples.json";
+    std::ofstream(examples) << json::array({{{"title", "first"}, {"texts", {"A dog"}}, {"look_for", "a"}},
+                                            {{"title", "second"}, {"texts", {chosen}}, {"look_for", "b"}}})
+                                   .dump();
+    const test::ScopedEnv use_examples("HEADSCOPE_EXAMPLES", examples.string());
+
+    const auto first_layout = dir.path / "first.json";
+    ASSERT_EQ(test::run_window({"--model", model, "--text", "A", "--screenshot", (dir.path / "first.png").string(),
+                                "--layout", first_layout.string()},
+                               dir.path).status,
+              0);
+    const std::vector<std::string> menu = control_centres(first_layout).at("examples");
+
+    const VirtualScreen screen;
+    ASSERT_FALSE(screen.name().empty()) << "Xvfb did not start";
+    // Where the menu's entries are: a window quit with the menu open lays them out.
+    const auto open_layout = dir.path / "open.json";
+    {
+        DrivenWindow window(screen.name(), {"--model", model, "--text", "A", "--layout", open_layout.string()}, dir.path);
+        window.click(menu);
+        window.settled_screen();
+        ASSERT_EQ(window.quit(), 0);
     }
-    EXPECT_EQ(cells, 2 * T * T);
-    EXPECT_EQ(upper, 2 * T * (T - 1) / 2);  // drawn as weights, not masked
+    const Centres open_controls = control_centres(open_layout);
+    ASSERT_TRUE(open_controls.contains("example:second"));
+
+    const auto layout = dir.path / "layout.json";
+    DrivenWindow window(screen.name(), {"--model", model, "--text", "A", "--causal", "off", "--layout", layout.string()},
+                        dir.path);
+    window.click(menu);
+    window.click(open_controls.at("example:second"));
+    const test::Image shot = window.settled_screen();
+    ASSERT_EQ(window.quit(), 0);
+
+    const int T = token_count(model, chosen, dir.path);
+    EXPECT_EQ(expect_cells_show_cli_weights(shot, layout, model, chosen, dir.path), 2 * T * T);
 }
 
 }  // namespace

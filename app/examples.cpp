@@ -1,0 +1,41 @@
+#include "examples.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "headscope/error.h"
+
+namespace headscope {
+
+std::filesystem::path examples_file() {
+    const char* override_file = std::getenv("HEADSCOPE_EXAMPLES");
+    return override_file && *override_file ? override_file : HEADSCOPE_EXAMPLES_FILE;
+}
+
+std::vector<Example> read_examples(const std::filesystem::path& file) {
+    std::ifstream in(file);
+    if (!in) throw Error(file.string() + ": cannot open the examples");
+    std::vector<Example> examples;
+    try {
+        for (const nlohmann::json& entry : nlohmann::json::parse(in)) {
+            Example example{entry.at("title"), entry.at("texts"), entry.value("look_for", "")};
+            if (example.texts.empty()) throw Error("example '" + example.title + "' has no texts");
+            examples.push_back(std::move(example));
+        }
+    } catch (const std::exception& e) {  // nlohmann's parse and type errors, and ours
+        throw Error(file.string() + ": not a list of examples (title, texts, look_for): " + e.what());
+    }
+    return examples;
+}
+
+const Example& find_example(const std::vector<Example>& examples, const std::string& title) {
+    std::string titles;
+    for (const Example& example : examples) {
+        if (example.title == title) return example;
+        titles += (titles.empty() ? "'" : ", '") + example.title + "'";
+    }
+    throw Error("no example titled '" + title + "'; there are " + (titles.empty() ? "none" : titles));
+}
+
+}  // namespace headscope
