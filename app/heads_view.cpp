@@ -7,12 +7,6 @@ namespace headscope {
 
 namespace {
 
-// A token of the selected text as an axis label (unquoted).
-std::string token_label(const Session& session, int t) {
-    if (t >= session.length(session.selected)) return "<pad>";
-    return visible_token(session.model().tokenizer, session.shown.token_ids[session.selected][t]);
-}
-
 // Draws `widget`'s map with the tokens along its left (queries) and top
 // (keys) where they fit, in a square of `side` screen pixels.
 bool labelled_map(const Session& session, Ui& ui, MapWidget& widget, const char* view, int layer, int head,

@@ -97,6 +97,26 @@ void outline_empty_rows(const Session& session, ImVec2 origin, float cell) {
     }
 }
 
+// Token i of the selected text on row i of a square at `origin`, right-aligned
+// in a column of `width` to its left, at the font size a row of `cell` pixels
+// holds; each label's rectangle recorded for --layout.
+void draw_query_labels(const Session& session, Ui& ui, ImVec2 origin, float cell, float width) {
+    ImDrawList* draw = ImGui::GetWindowDrawList();
+    const float size = std::min(ImGui::GetFontSize(), cell), shrink = size / ImGui::GetFontSize();
+    const ImU32 colour = ImGui::GetColorU32(ImGuiCol_Text);
+    const float right = origin.x - 4 * ui.scale;
+    for (int i = 0; i < session.shown.attention.T; ++i) {
+        const std::string label = token_label(session, i);
+        const float top = origin.y + i * cell;
+        const float x = std::max(right - ImGui::CalcTextSize(label.c_str()).x * shrink, right - width);
+        const ImVec4 clip(right - width, top, right, top + cell);
+        draw->AddText(ImGui::GetFont(), size, ImVec2(x, top + (cell - size) / 2), colour, label.c_str(), nullptr, 0, &clip);
+        if (ui.layout.on())
+            ui.layout.add({{"view", "mask label"}, {"query", i}, {"text", label}}, ImVec2(right - width, top),
+                          ImVec2(width, cell));
+    }
+}
+
 // A colour swatch and its meaning, on the current line.
 void legend_entry(ImU32 colour, const char* meaning, bool outline = false) {
     const float side = ImGui::GetTextLineHeight();
@@ -204,12 +224,16 @@ void MaskView::draw(Session& session, Ui& ui) {
 
     // Four squares of one size, tops aligned; the padding panel's 1 x T row
     // and its caption sit above its square, in space the others leave blank.
+    // The query tokens run down the left of the first, in a column kept only
+    // while a row is tall enough to read them.
     const ImVec2 avail = ImGui::GetContentRegionAvail();
-    const float width_side = (avail.x - 2 * label_w - 3 * gap) / 4;
     // Below the titles, the key row (a cell, at least 8 pixels) and its caption, the square, then the legend.
     const float fixed = 2 * (line + spacing) + (line + 2 * spacing) + 2 * (line + spacing);
     const float height_side = std::min(avail.y - fixed - 8 * ui.scale, (avail.y - fixed) * T / (T + 1));
-    float cell = std::min(width_side, height_side) / T;
+    auto cell_beside = [&](float column) { return std::min((avail.x - column - 2 * label_w - 3 * gap) / 4, height_side) / T; };
+    const float query_column = 90 * ui.scale, smallest_label = 0.6f * ImGui::GetFontSize();
+    const bool query_labels = cell_beside(query_column) >= smallest_label;
+    float cell = cell_beside(query_labels ? query_column : 0);
     if (cell < 2) {
         ImGui::TextUnformatted("The window is too small for the masks.");
         return;
@@ -220,7 +244,7 @@ void MaskView::draw(Session& session, Ui& ui) {
     const float above_square = key_row + spacing + line;  // that row and its caption
 
     // Panels at fixed offsets, so a caption wider than its square cannot push the others.
-    const float panels_x = ImGui::GetCursorPosX();
+    const float panels_x = ImGui::GetCursorPosX() + (query_labels ? query_column : 0);
     auto next_panel = [&](int k) { ImGui::SameLine(panels_x + k * (side + gap) + (k == 3 ? label_w : 0)); };
     auto panel_title = [&](const std::string& title, const std::string& detail) {
         ImGui::TextUnformatted(title.c_str());
@@ -228,11 +252,13 @@ void MaskView::draw(Session& session, Ui& ui) {
     };
     const std::string text_name = "text " + std::to_string(b + 1);
 
+    ImGui::SetCursorPosX(panels_x);
     ImGui::BeginGroup();
     panel_title("causal mask (T x T)", options.causal ? "every text's: key j <= query i" : "off: every key visible");
     ImGui::Dummy(ImVec2(side, above_square));
     const DrawnGrid causal = mask_grid(ui, "causal", b, 0, T, T, ImVec2(cell, cell),
                                        [&](int i, int j) { return causal_allows(options, i, j); });
+    if (query_labels) draw_query_labels(session, ui, causal.origin, cell, query_column - 6 * ui.scale);
     cell_tooltip(session, causal,
                  !options.causal              ? "causal mask off: visible"
                  : causal.key <= causal.query ? "the key is not after the query: visible"

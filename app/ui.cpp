@@ -54,6 +54,11 @@ std::string token_text(const Session& session, int b, int t) {
 
 std::string token_text(const Session& session, int t) { return token_text(session, session.selected, t); }
 
+std::string token_label(const Session& session, int t) {
+    if (t >= session.length(session.selected)) return "<pad>";
+    return visible_token(session.model().tokenizer, session.shown.token_ids[session.selected][t]);
+}
+
 namespace {
 
 // The query and key under the mouse, the weight, the row's entropy and the

@@ -78,6 +78,8 @@ std::string visible_token(const Tokenizer& tokenizer, int32_t id);
 // Token t of text b, quoted, or "<pad>" past its end; without b, of the selected text.
 std::string token_text(const Session& session, int b, int t);
 std::string token_text(const Session& session, int t);
+// Token t of the selected text as an axis label (unquoted), or "<pad>" past its end.
+std::string token_label(const Session& session, int t);
 
 // The label "L1 H2" with the head's probe scores when the session has them.
 std::string head_label(const Session& session, int layer, int head);

@@ -4,7 +4,8 @@
 // written here independently of core (causal: key j <= query i; padding:
 // j < the text's length; combined: both, and a pad query row i >= length
 // empty). The lengths come from headscope-cli. Rows with nothing to attend to
-// must be outlined, and the selected head's attention hatched across them.
+// must be outlined, the selected head's attention hatched across them, and
+// the rows labelled with the text's tokens, then <pad>.
 // The checks view, on the same batch, must show core's figures: batched and
 // looped heads agreeing, causality exact only with the causal mask, and the
 // parameter table of headscope-cli info.
@@ -47,6 +48,7 @@ protected:
         json cells;                // the layout's cells
         std::vector<int> lengths;  // per text, from the CLI
         int T = 0;
+        std::vector<std::string> tokens;  // of the first (shown) text, from the CLI
     };
 
     Shot shoot(const std::string& name, const std::string& causal, const std::string& padding_mask,
@@ -64,7 +66,7 @@ protected:
         EXPECT_EQ(cli.status, 0) << cli.err;
         const json meta = json::parse(cli.out);
         return {test::load_png(png), json::parse(test::read_file(layout)), meta["lengths"].get<std::vector<int>>(),
-                meta["seq_len"].get<int>()};
+                meta["seq_len"].get<int>(), meta["tokens"][0].get<std::vector<std::string>>()};
     }
 
     // Checks every mask cell's colour; returns the count of cells per mask and allowed/blocked.
@@ -119,6 +121,32 @@ protected:
         EXPECT_EQ(rows_seen, shot.T);
     }
 
+    // Left of the causal mask, row by row: the shown text's tokens, then
+    // "<pad>", each in its row's band and drawn in the text colour.
+    void check_query_labels(const Shot& shot) {
+        std::map<int, json> row_cells;  // causal cells of key 0
+        for (const json& cell : shot.cells)
+            if (cell["view"] == "mask" && cell["mask"] == "causal" && cell["key"] == 0) row_cells[cell["query"]] = cell;
+        int labels = 0;
+        for (const json& label : shot.cells) {
+            if (label["view"] != "mask label") continue;
+            const int i = label["query"];
+            ++labels;
+            EXPECT_EQ(label["text"], i < shot.lengths[0] ? shot.tokens.at(i) : "<pad>") << "row " << i;
+            const json& row = row_cells.at(i);
+            EXPECT_EQ(label["y"], row["y"]) << "row " << i;
+            EXPECT_LT(label["x"].get<double>() + label["w"].get<double>(), row["x"].get<double>()) << "row " << i;
+            int text_pixels = 0;
+            for (int y = label["y"].get<int>(); y < label["y"].get<double>() + label["h"].get<double>(); ++y)
+                for (int x = label["x"].get<int>(); x < label["x"].get<double>() + label["w"].get<double>(); ++x) {
+                    const std::array<int, 3> got = shot.image.at(x, y);
+                    text_pixels += got[0] > 100 && got[1] > 100 && got[2] > 100;
+                }
+            EXPECT_GT(text_pixels, 0) << "no text drawn for row " << i << ": " << label["text"];
+        }
+        EXPECT_EQ(labels, shot.T);
+    }
+
     // The head's attention beside the masks: hatched greys across every empty row.
     void check_attention_rows(const Shot& shot, const std::set<int>& empty) {
         int cells = 0;
@@ -166,6 +194,7 @@ TEST_F(MaskViewTest, CausalAndPaddingMasksOfTheShorterText) {
     EXPECT_EQ(counts.at("combined allowed"), L * (L + 1) / 2);
     check_outlines(shot, empty_rows(shot, true));
     check_attention_rows(shot, empty_rows(shot, true));
+    check_query_labels(shot);
 }
 
 TEST_F(MaskViewTest, CausalOffLeavesOnlyThePadding) {
