@@ -2,7 +2,8 @@
 // xdotool clicks into the empty text box, types a sentence and clicks the
 // causal checkbox off, or picks an example from the examples menu; the screen
 // is then read back through Xlib and every drawn cell must show the colormap
-// of headscope-cli's weight for that sentence with the causal mask off.
+// of headscope-cli's weight for that sentence with the causal mask off. The
+// dance's keys are pressed and the step it lands on checked.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -250,6 +251,29 @@ TEST(WindowEndToEnd, ChoosingAnExampleFromTheMenuShowsItsTexts) {
 
     const int T = token_count(model, chosen, dir.path);
     EXPECT_EQ(expect_cells_show_cli_weights(shot, layout, model, chosen, dir.path), 2 * T * T);
+}
+
+TEST(WindowEndToEnd, ArrowAndPunctuationKeysStepTheDance) {
+    test::TempDir dir;
+    const std::string model = (dir.path / "model").string();
+    test::write_test_model(model, {.n_layer = 1, .n_head = 2, .n_embd = 16, .n_positions = 32});
+    const VirtualScreen screen;
+    ASSERT_FALSE(screen.name().empty()) << "Xvfb did not start";
+    const auto layout = dir.path / "layout.json";
+    DrivenWindow window(screen.name(), {"--model", model, "--text", "Dogs chase the cat", "--view", "dance", "--layout",
+                                        layout.string()},
+                        dir.path);
+    EXPECT_EQ(window.xdotool({"search", "--onlyvisible", "--name", "^Headscope$", "windowfocus", "--sync"}).status, 0);
+    // Each key held a moment: ImGui 1.86 misses a press released within one frame.
+    // Left at step 1 stays there; then . . right , : step 3.
+    for (const char* key : {"Left", "period", "period", "Right", "comma"})
+        EXPECT_EQ(window.xdotool({"keydown", key, "sleep", "0.2", "keyup", key, "sleep", "0.2"}).status, 0) << key;
+    window.settled_screen();
+    ASSERT_EQ(window.quit(), 0);
+    int step = 0;
+    for (const json& cell : json::parse(test::read_file(layout)))
+        if (cell["view"] == "dance-step") step = cell["step"];
+    EXPECT_EQ(step, 3);
 }
 
 }  // namespace
