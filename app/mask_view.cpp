@@ -97,23 +97,37 @@ void outline_empty_rows(const Session& session, ImVec2 origin, float cell) {
     }
 }
 
-// Token i of the selected text on row i of a square at `origin`, right-aligned
-// in a column of `width` to its left, at the font size a row of `cell` pixels
-// holds; each label's rectangle recorded for --layout.
-void draw_query_labels(const Session& session, Ui& ui, ImVec2 origin, float cell, float width) {
+// The selected text's tokens along a square at `origin`, at the font size a
+// row of `cell` pixels holds: the queries (then "<pad>") down its left,
+// right-aligned in a column of `width`; the keys above it, each on one of two
+// staggered lines so that neighbours do not collide, and the pad keys as one
+// label over their run. Each label's rectangle is recorded for --layout.
+void draw_token_labels(const Session& session, Ui& ui, ImVec2 origin, float cell, float width) {
     ImDrawList* draw = ImGui::GetWindowDrawList();
     const float size = std::min(ImGui::GetFontSize(), cell), shrink = size / ImGui::GetFontSize();
     const ImU32 colour = ImGui::GetColorU32(ImGuiCol_Text);
-    const float right = origin.x - 4 * ui.scale;
-    for (int i = 0; i < session.shown.attention.T; ++i) {
-        const std::string label = token_label(session, i);
-        const float top = origin.y + i * cell;
-        const float x = std::max(right - ImGui::CalcTextSize(label.c_str()).x * shrink, right - width);
-        const ImVec4 clip(right - width, top, right, top + cell);
-        draw->AddText(ImGui::GetFont(), size, ImVec2(x, top + (cell - size) / 2), colour, label.c_str(), nullptr, 0, &clip);
+    const float right = origin.x - 4 * ui.scale, bottom = origin.y - 2 * ui.scale;
+    auto label = [&](const char* axis, int t, const std::string& text, ImVec2 at, const ImVec4& clip) {
+        draw->AddText(ImGui::GetFont(), size, at, colour, text.c_str(), nullptr, 0, &clip);
         if (ui.layout.on())
-            ui.layout.add({{"view", "mask label"}, {"query", i}, {"text", label}}, ImVec2(right - width, top),
-                          ImVec2(width, cell));
+            ui.layout.add({{"view", "mask label"}, {"axis", axis}, {"index", t}, {"text", text}},
+                          ImVec2(clip.x, clip.y), ImVec2(clip.z - clip.x, clip.w - clip.y));
+    };
+    const int T = session.shown.attention.T, length = session.length(session.selected);
+    for (int t = 0; t < T; ++t) {
+        const std::string text = token_label(session, t);
+        const float row_top = origin.y + t * cell;
+        const float x = std::max(right - ImGui::CalcTextSize(text.c_str()).x * shrink, right - width);
+        label("query", t, text, ImVec2(x, row_top + (cell - size) / 2), ImVec4(right - width, row_top, right, row_top + cell));
+        if (t >= length) continue;
+        const float column_left = origin.x + t * cell, line_top = bottom - (t % 2 ? 1 : 2) * size;
+        const float clip_right = std::min(column_left + 2 * cell, origin.x + length * cell);
+        label("key", t, text, ImVec2(column_left, line_top), ImVec4(column_left, line_top, clip_right, line_top + size));
+    }
+    if (length < T) {
+        const float pads_left = origin.x + length * cell, line_top = bottom - 2 * size;
+        label("key", length, "<pad> x " + std::to_string(T - length), ImVec2(pads_left, line_top),
+              ImVec4(pads_left, line_top, origin.x + T * cell, line_top + size));
     }
 }
 
@@ -224,16 +238,16 @@ void MaskView::draw(Session& session, Ui& ui) {
 
     // Four squares of one size, tops aligned; the padding panel's 1 x T row
     // and its caption sit above its square, in space the others leave blank.
-    // The query tokens run down the left of the first, in a column kept only
-    // while a row is tall enough to read them.
+    // The tokens run along the first, the queries in a column to its left
+    // kept only while a row is tall enough to read them.
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     // Below the titles, the key row (a cell, at least 8 pixels) and its caption, the square, then the legend.
     const float fixed = 2 * (line + spacing) + (line + 2 * spacing) + 2 * (line + spacing);
     const float height_side = std::min(avail.y - fixed - 8 * ui.scale, (avail.y - fixed) * T / (T + 1));
     auto cell_beside = [&](float column) { return std::min((avail.x - column - 2 * label_w - 3 * gap) / 4, height_side) / T; };
     const float query_column = 90 * ui.scale, smallest_label = 0.6f * ImGui::GetFontSize();
-    const bool query_labels = cell_beside(query_column) >= smallest_label;
-    float cell = cell_beside(query_labels ? query_column : 0);
+    const bool token_labels = cell_beside(query_column) >= smallest_label;
+    float cell = cell_beside(token_labels ? query_column : 0);
     if (cell < 2) {
         ImGui::TextUnformatted("The window is too small for the masks.");
         return;
@@ -244,7 +258,7 @@ void MaskView::draw(Session& session, Ui& ui) {
     const float above_square = key_row + spacing + line;  // that row and its caption
 
     // Panels at fixed offsets, so a caption wider than its square cannot push the others.
-    const float panels_x = ImGui::GetCursorPosX() + (query_labels ? query_column : 0);
+    const float panels_x = ImGui::GetCursorPosX() + (token_labels ? query_column : 0);
     auto next_panel = [&](int k) { ImGui::SameLine(panels_x + k * (side + gap) + (k == 3 ? label_w : 0)); };
     auto panel_title = [&](const std::string& title, const std::string& detail) {
         ImGui::TextUnformatted(title.c_str());
@@ -258,7 +272,7 @@ void MaskView::draw(Session& session, Ui& ui) {
     ImGui::Dummy(ImVec2(side, above_square));
     const DrawnGrid causal = mask_grid(ui, "causal", b, 0, T, T, ImVec2(cell, cell),
                                        [&](int i, int j) { return causal_allows(options, i, j); });
-    if (query_labels) draw_query_labels(session, ui, causal.origin, cell, query_column - 6 * ui.scale);
+    if (token_labels) draw_token_labels(session, ui, causal.origin, cell, query_column - 6 * ui.scale);
     cell_tooltip(session, causal,
                  !options.causal              ? "causal mask off: visible"
                  : causal.key <= causal.query ? "the key is not after the query: visible"

@@ -5,7 +5,7 @@
 // j < the text's length; combined: both, and a pad query row i >= length
 // empty). The lengths come from headscope-cli. Rows with nothing to attend to
 // must be outlined, the selected head's attention hatched across them, and
-// the rows labelled with the text's tokens, then <pad>.
+// the rows and columns labelled with the text's tokens and its pads.
 // The checks view, on the same batch, must show core's figures: batched and
 // looped heads agreeing, causality exact only with the causal mask, and the
 // parameter table of headscope-cli info.
@@ -121,30 +121,44 @@ protected:
         EXPECT_EQ(rows_seen, shot.T);
     }
 
-    // Left of the causal mask, row by row: the shown text's tokens, then
-    // "<pad>", each in its row's band and drawn in the text colour.
-    void check_query_labels(const Shot& shot) {
-        std::map<int, json> row_cells;  // causal cells of key 0
-        for (const json& cell : shot.cells)
-            if (cell["view"] == "mask" && cell["mask"] == "causal" && cell["key"] == 0) row_cells[cell["query"]] = cell;
-        int labels = 0;
+    // Along the causal mask: left of each row its query token, then "<pad>";
+    // above each column its key token, and one "<pad> x N" over the pad keys;
+    // each label in its row's or column's band and drawn in the text colour.
+    void check_token_labels(const Shot& shot) {
+        std::map<int, json> rows, columns;  // causal cells of key 0, of query 0
+        for (const json& cell : shot.cells) {
+            if (cell["view"] != "mask" || cell["mask"] != "causal") continue;
+            if (cell["key"] == 0) rows[cell["query"]] = cell;
+            if (cell["query"] == 0) columns[cell["key"]] = cell;
+        }
+        const int L = shot.lengths[0];
+        int queries = 0, keys = 0;
         for (const json& label : shot.cells) {
             if (label["view"] != "mask label") continue;
-            const int i = label["query"];
-            ++labels;
-            EXPECT_EQ(label["text"], i < shot.lengths[0] ? shot.tokens.at(i) : "<pad>") << "row " << i;
-            const json& row = row_cells.at(i);
-            EXPECT_EQ(label["y"], row["y"]) << "row " << i;
-            EXPECT_LT(label["x"].get<double>() + label["w"].get<double>(), row["x"].get<double>()) << "row " << i;
+            const int t = label["index"];
+            const double x = label["x"], y = label["y"], w = label["w"], h = label["h"];
+            if (label["axis"] == "query") {
+                ++queries;
+                EXPECT_EQ(label["text"], t < L ? shot.tokens.at(t) : "<pad>") << "row " << t;
+                EXPECT_EQ(y, rows.at(t)["y"].get<double>()) << "row " << t;
+                EXPECT_LT(x + w, rows.at(t)["x"].get<double>()) << "row " << t;
+            } else {
+                ++keys;
+                EXPECT_EQ(label["text"], t < L ? shot.tokens.at(t) : "<pad> x " + std::to_string(shot.T - L))
+                    << "column " << t;
+                EXPECT_EQ(x, columns.at(t)["x"].get<double>()) << "column " << t;
+                EXPECT_LE(y + h, columns.at(t)["y"].get<double>()) << "column " << t;
+            }
             int text_pixels = 0;
-            for (int y = label["y"].get<int>(); y < label["y"].get<double>() + label["h"].get<double>(); ++y)
-                for (int x = label["x"].get<int>(); x < label["x"].get<double>() + label["w"].get<double>(); ++x) {
-                    const std::array<int, 3> got = shot.image.at(x, y);
+            for (int py = static_cast<int>(y); py < y + h; ++py)
+                for (int px = static_cast<int>(x); px < x + w; ++px) {
+                    const std::array<int, 3> got = shot.image.at(px, py);
                     text_pixels += got[0] > 100 && got[1] > 100 && got[2] > 100;
                 }
-            EXPECT_GT(text_pixels, 0) << "no text drawn for row " << i << ": " << label["text"];
+            EXPECT_GT(text_pixels, 0) << "no text drawn for " << label["axis"] << " " << t << ": " << label["text"];
         }
-        EXPECT_EQ(labels, shot.T);
+        EXPECT_EQ(queries, shot.T);
+        EXPECT_EQ(keys, L + (L < shot.T ? 1 : 0));
     }
 
     // The head's attention beside the masks: hatched greys across every empty row.
@@ -194,7 +208,7 @@ TEST_F(MaskViewTest, CausalAndPaddingMasksOfTheShorterText) {
     EXPECT_EQ(counts.at("combined allowed"), L * (L + 1) / 2);
     check_outlines(shot, empty_rows(shot, true));
     check_attention_rows(shot, empty_rows(shot, true));
-    check_query_labels(shot);
+    check_token_labels(shot);
 }
 
 TEST_F(MaskViewTest, CausalOffLeavesOnlyThePadding) {
