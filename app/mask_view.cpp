@@ -118,11 +118,13 @@ void draw_token_labels(const Session& session, Ui& ui, ImVec2 origin, float cell
         const std::string text = token_label(session, t);
         const float row_top = origin.y + t * cell;
         const float x = std::max(right - ImGui::CalcTextSize(text.c_str()).x * shrink, right - width);
-        label("query", t, text, ImVec2(x, row_top + (cell - size) / 2), ImVec4(right - width, row_top, right, row_top + cell));
+        label("query", t, text, ImVec2(x, row_top + (cell - size) / 2),
+              ImVec4(right - width, row_top, right, row_top + cell));
         if (t >= length) continue;
         const float column_left = origin.x + t * cell, line_top = bottom - (t % 2 ? 1 : 2) * size;
         const float clip_right = std::min(column_left + 2 * cell, origin.x + length * cell);
-        label("key", t, text, ImVec2(column_left, line_top), ImVec4(column_left, line_top, clip_right, line_top + size));
+        label("key", t, text, ImVec2(column_left, line_top),
+              ImVec4(column_left, line_top, clip_right, line_top + size));
     }
     if (length < T) {
         const float pads_left = origin.x + length * cell, line_top = bottom - 2 * size;
@@ -244,7 +246,9 @@ void MaskView::draw(Session& session, Ui& ui) {
     // Below the titles, the key row (a cell, at least 8 pixels) and its caption, the square, then the legend.
     const float fixed = 2 * (line + spacing) + (line + 2 * spacing) + 2 * (line + spacing);
     const float height_side = std::min(avail.y - fixed - 8 * ui.scale, (avail.y - fixed) * T / (T + 1));
-    auto cell_beside = [&](float column) { return std::min((avail.x - column - 2 * label_w - 3 * gap) / 4, height_side) / T; };
+    auto cell_beside = [&](float column) {
+        return std::min((avail.x - column - 2 * label_w - 3 * gap) / 4, height_side) / T;
+    };
     const float query_column = 90 * ui.scale, smallest_label = 0.6f * ImGui::GetFontSize();
     const bool token_labels = cell_beside(query_column) >= smallest_label;
     float cell = cell_beside(token_labels ? query_column : 0);
