@@ -28,9 +28,7 @@ void figure(Ui& ui, const char* name, const char* label, double value) {
     ImGui::TextUnformatted(label);
     ImGui::SameLine(ImGui::CalcTextSize("max |diff| of the attention weights").x + 3 * ImGui::GetFontSize());
     ImGui::Text("%.3g", value);
-    if (ui.layout.on())
-        ui.layout.add({{"view", "checks"}, {"figure", name}, {"value", value}}, ImGui::GetItemRectMin(),
-                      ImGui::GetItemRectSize());
+    ui.layout.item({{"view", "checks"}, {"figure", name}, {"value", value}});
 }
 
 void heading(const char* title) {
@@ -41,36 +39,25 @@ void heading(const char* title) {
 
 }  // namespace
 
-bool ChecksView::figures_current(const Session& session) const {
-    return figures_ && figures_->generation == session.shown_generation && figures_->b == session.selected;
-}
-
-void ChecksView::update(Session& session) {
-    if (std::optional<Figures> done = worker_.take()) figures_ = std::move(done);
-    if (worker_.running() || figures_current(session) || session.shown.token_ids.empty()) return;
-    Figures figures;
-    figures.generation = session.shown_generation;
-    figures.b = session.selected;
-    worker_.start(session, std::move(figures),
-                  [batch = Batch{session.shown.token_ids, session.model().config.eos_token_id},
-                   options = session.shown_options](Backend& backend, const Model& model, Figures& figures) {
-                      figures.loop = compare_with_head_loop(backend, model, batch, options);
-                      figures.causality = check_causality(backend, model, batch, figures.b, options);
-                  });
-}
-
 void ChecksView::draw(Session& session, Ui& ui) {
-    update(session);
-    const bool current = figures_current(session);
+    const int b = session.selected;
+    const FigureWorker<Key, Figures>::Outcome* figures = figures_.get({session.shown_generation, b}, [&] {
+        return [model = session.shared_model(), batch = Batch{session.shown.token_ids, session.model().config.eos_token_id},
+                options = session.shown_options, b](std::stop_token) {
+            const std::unique_ptr<Backend> backend = own_cpu_backend(*model);
+            return Figures{compare_with_head_loop(*backend, *model, batch, options),
+                           check_causality(*backend, *model, batch, b, options)};
+        };
+    });
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     ImGui::BeginChild("figures", ImVec2(std::floor(avail.x * 0.6f), 0));
-    if (!current)
+    if (!figures)
         ImGui::TextUnformatted("computing...");
-    else if (!figures_->error.empty())
-        ImGui::TextColored(error_colour, "The checks could not run: %s", figures_->error.c_str());
+    else if (!figures->error.empty())
+        ImGui::TextColored(error_colour, "The checks could not run: %s", figures->error.c_str());
     else {
-        loop_section(session, ui, *figures_);
-        causality_section(session, ui, *figures_);
+        loop_section(session, ui, figures->result);
+        causality_section(session, ui, figures->result, b);
     }
     shapes_section(session);
     ImGui::EndChild();
@@ -101,17 +88,17 @@ void ChecksView::loop_section(const Session& session, Ui& ui, const Figures& fig
         ImGui::TextColored(error_colour, "They differ by more than round-off.");
 }
 
-void ChecksView::causality_section(const Session& session, Ui& ui, const Figures& figures) {
+void ChecksView::causality_section(const Session& session, Ui& ui, const Figures& figures, int b) {
     const CausalityCheck& check = figures.causality;
     heading("Causality: change the last token, compare the earlier rows");
     if (check.earlier_rows == 0) {
-        ImGui::Text("Text %d has one token: there are no earlier rows to compare.", figures.b + 1);
+        ImGui::Text("Text %d has one token: there are no earlier rows to compare.", b + 1);
         return;
     }
     const Model& model = session.model();
     ImGui::TextWrapped(
         "Text %d, token %d: %s replaced by %s; its %d earlier query rows compared in every layer and head:",
-        figures.b + 1, check.position, token_with_id(model, check.token).c_str(),
+        b + 1, check.position, token_with_id(model, check.token).c_str(),
         token_with_id(model, check.replacement).c_str(), check.earlier_rows);
     figure(ui, "earlier_rows_diff", "max |diff| of the earlier rows", check.max_earlier_diff);
     figure(ui, "changed_row_diff", "max |diff| of the changed row", check.max_changed_row_diff);
@@ -160,9 +147,7 @@ void ChecksView::parameters_section(const Session& session, Ui& ui) {
     heading("Parameters of the model");
     ImGui::Text("%zu tensors, %lld parameters in all, whatever the head split", rows.size(),
                 static_cast<long long>(total));
-    if (ui.layout.on())
-        ui.layout.add({{"view", "checks"}, {"figure", "parameters"}, {"value", total}}, ImGui::GetItemRectMin(),
-                      ImGui::GetItemRectSize());
+    ui.layout.item({{"view", "checks"}, {"figure", "parameters"}, {"value", total}});
     const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_ScrollY;
     if (!ImGui::BeginTable("parameters", 3, flags)) return;
     ImGui::TableSetupScrollFreeze(0, 1);
@@ -178,9 +163,7 @@ void ChecksView::parameters_section(const Session& session, Ui& ui) {
         ImGui::TextUnformatted(format_dims(row.shape).c_str());
         ImGui::TableNextColumn();
         ImGui::Text("%lld", static_cast<long long>(row.count));
-        if (ui.layout.on())
-            ui.layout.add({{"view", "checks"}, {"figure", "tensor"}, {"name", row.name}, {"value", row.count}},
-                          ImGui::GetItemRectMin(), ImGui::GetItemRectSize());
+        ui.layout.item({{"view", "checks"}, {"figure", "tensor"}, {"name", row.name}, {"value", row.count}});
     }
     ImGui::EndTable();
 }

@@ -6,41 +6,34 @@
 // shown is recorded as {"view": "checks", "figure": ..., "value": ...}.
 #pragma once
 #include <cstdint>
-#include <optional>
-#include <string>
+#include <functional>
+#include <utility>
 
 #include "headscope/checks.h"
-#include "model_worker.h"
+#include "figure_worker.h"
 #include "ui.h"
 
 namespace headscope {
 
 class ChecksView {
 public:
+    explicit ChecksView(const std::function<void()>& wake) : figures_(wake) {}
     void draw(Session& session, Ui& ui);
     // Whether figures are being computed (screenshot mode waits for them).
-    bool computing() const { return worker_.running(); }
+    bool computing() const { return figures_.computing(); }
 
 private:
     struct Figures {
-        uint64_t generation = 0;  // the session's shown_generation they are for
-        int b = 0;                // the text the causality check edited
         HeadLoopComparison loop;
         CausalityCheck causality;
-        std::string error;  // non-empty: the checks could not run
     };
-    // Whether figures_ are for the shown compute and the selected text.
-    bool figures_current(const Session& session) const;
-    // Takes finished figures; starts them for the shown compute and selected
-    // text if they are not there or running.
-    void update(Session& session);
+    using Key = std::pair<uint64_t, int>;  // the session's shown_generation, and the text the causality check edits
     void loop_section(const Session& session, Ui& ui, const Figures& figures);
-    void causality_section(const Session& session, Ui& ui, const Figures& figures);
+    void causality_section(const Session& session, Ui& ui, const Figures& figures, int b);
     void shapes_section(const Session& session);
     void parameters_section(const Session& session, Ui& ui);
 
-    ModelWorker<Figures> worker_;
-    std::optional<Figures> figures_;  // the last finished
+    FigureWorker<Key, Figures> figures_;
 };
 
 }  // namespace headscope

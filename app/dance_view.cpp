@@ -61,35 +61,26 @@ ImU32 owner_color(int64_t head, int NH, int64_t t, int T) {
     return ImGui::ColorConvertFloat4ToU32(ImVec4(r, g, b, 1));
 }
 
-bool DanceView::max_diff_current(const Session& session) const {
-    return max_diff_ && max_diff_->generation == session.shown_generation && max_diff_->layer == session.layer;
-}
-
-void DanceView::update(Session& session) {
-    if (!dance_ || generation_ != session.shown_generation) {
-        const AttentionResult& att = session.shown.attention;
-        dance_ = reshape_dance(att.B, att.T, session.model().config.n_embd, att.NH, session.shown_options.split);
-        generation_ = session.shown_generation;
-        hovered_ = {};  // a float of the old buffers
-    }
-    if (std::optional<MaxDiff> done = worker_.take()) max_diff_ = std::move(done);
-    if (worker_.running() || max_diff_current(session)) return;
-    // Two forwards as far as the layer.
-    MaxDiff max_diff;
-    max_diff.generation = session.shown_generation;
-    max_diff.layer = session.layer;
-    worker_.start(session, std::move(max_diff),
-                  [batch = Batch{session.shown.token_ids, session.model().config.eos_token_id},
-                   options = session.shown_options](Backend& backend, const Model&, MaxDiff& result) {
-                      result.value = naive_view_max_diff(backend, batch, options, result.layer);
-                  });
+void DanceView::update(const Session& session) {
+    if (dance_ && generation_ == session.shown_generation) return;
+    const AttentionResult& att = session.shown.attention;
+    dance_ = reshape_dance(att.B, att.T, session.model().config.n_embd, att.NH, session.shown_options.split);
+    generation_ = session.shown_generation;
+    hovered_ = {};  // a float of the old buffers
 }
 
 void DanceView::draw(Session& session, Ui& ui) {
     update(session);
+    // The naive split's error for the shown compute and layer: two forwards as far as the layer.
+    const MaxDiff::Outcome* max_diff = max_diff_.get({session.shown_generation, session.layer}, [&] {
+        return [model = session.shared_model(), batch = Batch{session.shown.token_ids, session.model().config.eos_token_id},
+                options = session.shown_options, layer = session.layer](std::stop_token) {
+            return naive_view_max_diff(*own_cpu_backend(*model), batch, options, layer);
+        };
+    });
     step_ = std::clamp(step_, 1, static_cast<int>(dance_->steps.size()));
     stepper();
-    describe(session, ui);
+    describe(session, ui, max_diff);
     buffer_grid(session, ui);
 }
 
@@ -113,7 +104,7 @@ void DanceView::stepper() {
     }
 }
 
-void DanceView::describe(const Session& session, Ui& ui) {
+void DanceView::describe(const Session& session, Ui& ui, const MaxDiff::Outcome* max_diff) {
     const Dance& d = *dance_;
     const DanceStep& step = d.steps[step_ - 1];
     const DanceBuffer& buffer = d.buffers[step.buffer];
@@ -138,9 +129,7 @@ void DanceView::describe(const Session& session, Ui& ui) {
     else if (step_ > 1)
         ImGui::TextColored(warning_colour, "a new buffer: this step writes every float");
     ImGui::EndGroup();
-    const bool current = max_diff_current(session);
-    if (ui.layout.on())
-        ui.layout.add({{"view", "dance-step"},
+    ui.layout.item({{"view", "dance-step"},
                        {"step", step_},
                        {"buffer", buffer.name},
                        {"shape", layout.shape},
@@ -149,23 +138,22 @@ void DanceView::describe(const Session& session, Ui& ui) {
                        {"contiguous", layout.is_contiguous()},
                        {"layer", session.layer},
                        {"naive_view_max_diff",
-                        current && max_diff_->error.empty() ? nlohmann::ordered_json(max_diff_->value) : nullptr}},
-                      ImGui::GetItemRectMin(), ImGui::GetItemRectSize());
+                        max_diff && max_diff->error.empty() ? nlohmann::ordered_json(max_diff->result) : nullptr}});
 
-    if (!current)
+    if (!max_diff)
         ImGui::TextDisabled("Comparing layer %d's output under the naive split with the correct one...", session.layer);
-    else if (!max_diff_->error.empty())
-        ImGui::TextColored(error_colour, "naive split not compared: %s", max_diff_->error.c_str());
+    else if (!max_diff->error.empty())
+        ImGui::TextColored(error_colour, "naive split not compared: %s", max_diff->error.c_str());
     else if (d.split == Split::naive_view)
         ImGui::TextColored(warning_colour,
                            "The naive split runs without an error, yet layer %d's attention output (heads merged, "
                            "before c_proj) differs from the correct split's by up to %.4g.",
-                           max_diff_->layer, max_diff_->value);
+                           session.layer, max_diff->result);
     else
         ImGui::TextDisabled(
             "The naive view(B, NH, T, hs) would change layer %d's attention output by up to %.4g "
             "(choose the split \"naive view\" above to walk it).",
-            max_diff_->layer, max_diff_->value);
+            session.layer, max_diff->result);
 }
 
 // Two grids side by side: the buffer's memory in storage order (identical
@@ -223,16 +211,11 @@ void DanceView::buffer_grid(const Session& session, Ui& ui) {
     const float cell_h =
         std::floor(std::clamp(ImGui::GetContentRegionAvail().y / static_cast<float>(rows), min_cell, max_cell));
     const Cells cells{group, cell_w, cell_h};
-    const auto same = [](int64_t n) { return n; };
-    int64_t hovered = grid(session, ui, {"dance", memory_row, buffer.dims, buffer.shape, same, same}, cells);
+    int64_t hovered =
+        grid(session, ui, {"dance", memory_row, buffer.dims, StridedLayout::contiguous(buffer.shape)}, cells);
     if (read_grid) {
         ImGui::SameLine(0, spacing);
-        const StridedLayout& layout = step.layout;
-        const int64_t hovered_read =
-            grid(session, ui,
-                 {"dance-read", view_row, step.dims, layout.shape, [&](int64_t m) { return layout.storage_index(m); },
-                  [&](int64_t n) { return StridedLayout::contiguous(layout.shape).storage_index(layout.index_of(n)); }},
-                 cells);
+        const int64_t hovered_read = grid(session, ui, {"dance-read", view_row, step.dims, step.layout}, cells);
         if (hovered_read >= 0) hovered = hovered_read;
     }
     hovered_ = {step_, hovered};
@@ -259,20 +242,24 @@ int64_t DanceView::grid(const Session& session, Ui& ui, const Grid& g, const Cel
     for (int64_t r = first_row; r < end_row; ++r)
         for (int64_t c = 0; c < cols; ++c) {
             const int64_t position = r * g.row + c * cells.group;
-            const ElementOwner owner = d.owner(buffer, g.storage(position));
+            const ElementOwner owner = d.owner(buffer, g.order.storage_index(position));
             const ImVec2 min(origin.x + c * cells.w, origin.y + r * cells.h);
             draw->AddRectFilled(min, ImVec2(min.x + cells.w - gap, min.y + cells.h - gap),
                                 owner_color(owner.head, d.NH, owner.t, d.T));
-            if (!ui.layout.on()) continue;
-            for (int64_t k = position; k < position + cells.group; ++k) {
-                ui.layout.add({{"view", g.id}, {"step", step_}, {"position", k}, {"index", g.storage(k)}}, min,
-                              ImVec2(cells.w, cells.h));
-            }
         }
+    ui.layout.grid({{"view", g.id},
+                    {"step", step_},
+                    {"first_row", first_row},
+                    {"floats_per_row", g.row},
+                    {"floats_per_cell", cells.group},
+                    {"storage", {{"shape", g.order.shape}, {"strides", g.order.strides}, {"offset", g.order.offset}}}},
+                   {ImVec2(origin.x, origin.y + first_row * cells.h), ImVec2(cells.w, cells.h), ImVec2(cells.w, cells.h),
+                    std::max<int64_t>(0, end_row - first_row), cols});
 
     // The float hovered last frame, outlined in both grids: where it sits in memory and in the view's order.
     if (hovered_.step == step_ && hovered_.storage >= 0) {
-        const int64_t position = g.position(hovered_.storage);
+        const int64_t position =
+            StridedLayout::contiguous(g.order.shape).storage_index(g.order.index_of(hovered_.storage));
         const ImVec2 min(origin.x + position % g.row / cells.group * cells.w, origin.y + position / g.row * cells.h);
         draw->AddRect(ImVec2(min.x - 1, min.y - 1), ImVec2(min.x + cells.w + 1, min.y + cells.h + 1), IM_COL32_WHITE, 0,
                       0, 2);
@@ -280,11 +267,11 @@ int64_t DanceView::grid(const Session& session, Ui& ui, const Grid& g, const Cel
 
     // Labels right of the rows, where they fit: "token 3", "head 1", with a line between blocks of rows.
     const auto [dim, block] =
-        label_dimension(g.shape, g.row, static_cast<int64_t>(std::ceil(ImGui::GetTextLineHeight() / cells.h)));
+        label_dimension(g.order.shape, g.row, static_cast<int64_t>(std::ceil(ImGui::GetTextLineHeight() / cells.h)));
     const float right = origin.x + cols * cells.w;
     if (dim >= 0)
         for (int64_t r = first_row - first_row % block; r < end_row; r += block) {
-            const std::vector<int64_t> index = StridedLayout::contiguous(g.shape).index_of(r * g.row);
+            const std::vector<int64_t> index = StridedLayout::contiguous(g.order.shape).index_of(r * g.row);
             const std::string label = row_label(session, g.dims, index, dim);
             const float y = origin.y + r * cells.h;
             draw->AddText(ImVec2(right + 4 * ui.scale, y), ImGui::GetColorU32(ImGuiCol_TextDisabled), label.c_str());
@@ -300,7 +287,7 @@ int64_t DanceView::grid(const Session& session, Ui& ui, const Grid& g, const Cel
     const ImVec2 mouse = ImGui::GetIO().MousePos;
     const int64_t r = std::clamp<int64_t>(static_cast<int64_t>((mouse.y - origin.y) / cells.h), 0, rows - 1);
     const int64_t c = std::clamp<int64_t>(static_cast<int64_t>((mouse.x - origin.x) / cells.w), 0, cols - 1);
-    return g.storage(r * g.row + c * cells.group);
+    return g.order.storage_index(r * g.row + c * cells.group);
 }
 
 // Whose float it is, and where it sits as written and under this step's view.

@@ -4,20 +4,23 @@
 // views, one cell per float coloured by the head and token that own it, twice:
 // in storage order (unchanged by steps that only change strides) and in the
 // order the step's view reads it (where a transpose, or the naive split's
-// mixing, shows). --layout records every float's cell as {"view": "dance" or
-// "dance-read", "step", "position" in that order, "index" in storage} and the
+// mixing, shows). --layout records each grid drawn as {"view": "dance" or
+// "dance-read", "step", "first_row", "floats_per_row", "floats_per_cell",
+// "storage": the strided layout from a position in the order drawn to the
+// float's index in storage, "grid"} (the tests expand it to every float) and the
 // step's layout as {"view": "dance-step", "step", "shape", "strides", "offset",
 // "contiguous", "buffer", "layer", "naive_view_max_diff"}.
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
 #include "headscope/checks.h"
 #include "headscope/dance.h"
-#include "model_worker.h"
+#include "figure_worker.h"
 #include "ui.h"
 
 namespace headscope {
@@ -29,37 +32,30 @@ ImU32 owner_color(int64_t head, int NH, int64_t t, int T);
 
 class DanceView {
 public:
+    explicit DanceView(const std::function<void()>& wake) : max_diff_(wake) {}
     void draw(Session& session, Ui& ui);
     // 1-based; clamped to the walk's steps when drawn.
     void set_step(int step) { step_ = step; }
     // Whether the naive split's error is being computed (screenshot mode waits for it).
-    bool computing() const { return worker_.running(); }
+    bool computing() const { return max_diff_.computing(); }
 
 private:
-    struct MaxDiff {
-        uint64_t generation = 0;  // the session's shown_generation it is for
-        int layer = -1;           // and the layer
-        double value = 0;         // naive_view_max_diff
-        std::string error;        // non-empty: the comparison could not run
-    };
-    // Rebuilds the dance when the shown compute changes, and starts the naive
-    // split's error on a worker when it is not there for the compute and layer.
-    void update(Session& session);
-    bool max_diff_current(const Session& session) const;
+    // naive_view_max_diff for (the session's shown_generation, the layer).
+    using MaxDiff = FigureWorker<std::pair<uint64_t, int>, double>;
+    // Rebuilds the dance when the shown compute changes.
+    void update(const Session& session);
     void stepper();
-    void describe(const Session& session, Ui& ui);
+    void describe(const Session& session, Ui& ui, const MaxDiff::Outcome* max_diff);
     void buffer_grid(const Session& session, Ui& ui);
     struct Cells {
         int64_t group;  // floats per cell
         float w, h;     // screen pixels
     };
     struct Grid {
-        const char* id;                            // "dance" (the memory) or "dance-read": also its --layout view
-        int64_t row;                               // floats per row
-        const std::vector<std::string>& dims;      // the order drawn, row-major: its dimensions' names
-        const std::vector<int64_t>& shape;         // and sizes
-        std::function<int64_t(int64_t)> storage;   // position in that order -> storage element
-        std::function<int64_t(int64_t)> position;  // and back
+        const char* id;                        // "dance" (the memory) or "dance-read": also its --layout view
+        int64_t row;                           // floats per row
+        const std::vector<std::string>& dims;  // the order drawn, row-major: its dimensions' names
+        StridedLayout order;                   // position in that order (over its shape) -> storage element
     };
     // Draws the step's buffer as `g` says at the cursor, with row labels;
     // records it for --layout; returns the hovered cell's storage element, or -1.
@@ -69,8 +65,7 @@ private:
     int step_ = 1;
     std::optional<Dance> dance_;
     uint64_t generation_ = 0;                 // the shown compute dance_ is for
-    ModelWorker<MaxDiff> worker_;
-    std::optional<MaxDiff> max_diff_;         // the last finished
+    MaxDiff max_diff_;
     struct {
         int step = 0;
         int64_t storage = -1;

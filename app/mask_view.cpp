@@ -23,8 +23,8 @@ struct DrawnGrid {
 };
 
 // Draws rows x cols mask cells of `cell` pixels from the cursor, coloured by
-// allowed(query, key), where row r is query first_query + r; records each
-// cell for --layout as mask `mask` of text b.
+// allowed(query, key), where row r is query first_query + r; records the
+// grid for --layout as mask `mask` of text b.
 template <typename Allowed>
 DrawnGrid mask_grid(Ui& ui, const char* mask, int b, int first_query, int rows, int cols, ImVec2 cell,
                     Allowed allowed) {
@@ -46,11 +46,9 @@ DrawnGrid mask_grid(Ui& ui, const char* mask, int b, int first_query, int rows, 
                                 visible ? mask_allowed_colour : mask_blocked_colour);
             j = end;
         }
-        if (ui.layout.on())
-            for (int j = 0; j < cols; ++j)
-                ui.layout.add({{"view", "mask"}, {"mask", mask}, {"b", b}, {"query", i}, {"key", j}},
-                              ImVec2(grid.origin.x + j * cell.x, top), filled);
     }
+    ui.layout.grid({{"view", "mask"}, {"mask", mask}, {"b", b}, {"row", "query"}, {"first_row", first_query}, {"col", "key"}},
+                   {grid.origin, cell, filled, rows, cols});
     ImGui::Dummy(ImVec2(cols * cell.x, rows * cell.y));
     if (ui.tooltips && ImGui::IsItemHovered()) {
         const ImVec2 mouse = ImGui::GetIO().MousePos;
@@ -78,15 +76,15 @@ void cell_tooltip(const Session& session, const DrawnGrid& grid, const char* sta
 // T x T grid at `origin`, each run of them as one block, labelled on its right.
 void outline_empty_rows(const Session& session, ImVec2 origin, float cell) {
     const AttentionResult& att = session.shown.attention;
-    const uint8_t* empty = att.fully_masked.data() + static_cast<size_t>(session.selected) * att.T;
+    auto empty = [&](int i) { return att.row_fully_masked(session.selected, i); };
     ImDrawList* draw = ImGui::GetWindowDrawList();
     for (int first = 0; first < att.T;) {
-        if (!empty[first]) {
+        if (!empty(first)) {
             ++first;
             continue;
         }
         int end = first + 1;
-        while (end < att.T && empty[end]) ++end;
+        while (end < att.T && empty(end)) ++end;
         const float top = origin.y + first * cell, bottom = origin.y + end * cell;
         draw->AddRect(ImVec2(origin.x - 2, top - 1), ImVec2(origin.x + att.T * cell + 1, bottom), mask_empty_row_colour,
                       0, 0, 2);
@@ -109,9 +107,8 @@ void draw_token_labels(const Session& session, Ui& ui, ImVec2 origin, float cell
     const float right = origin.x - 4 * ui.scale, bottom = origin.y - 2 * ui.scale;
     auto label = [&](const char* axis, int t, const std::string& text, ImVec2 at, const ImVec4& clip) {
         draw->AddText(ImGui::GetFont(), size, at, colour, text.c_str(), nullptr, 0, &clip);
-        if (ui.layout.on())
-            ui.layout.add({{"view", "mask label"}, {"axis", axis}, {"index", t}, {"text", text}},
-                          ImVec2(clip.x, clip.y), ImVec2(clip.z - clip.x, clip.w - clip.y));
+        ui.layout.rect({{"view", "mask label"}, {"axis", axis}, {"index", t}, {"text", text}}, ImVec2(clip.x, clip.y),
+                       ImVec2(clip.z - clip.x, clip.w - clip.y));
     };
     const int T = session.shown.attention.T, length = session.length(session.selected);
     for (int t = 0; t < T; ++t) {
@@ -329,7 +326,7 @@ void MaskView::draw(Session& session, Ui& ui) {
     ImGui::EndGroup();
 
     int empty_rows = 0;
-    for (int i = 0; i < T; ++i) empty_rows += session.shown.attention.fully_masked[static_cast<size_t>(b) * T + i];
+    for (int i = 0; i < T; ++i) empty_rows += session.shown.attention.row_fully_masked(b, i);
     legend_entry(mask_allowed_colour, "the query may attend to the key");
     ImGui::SameLine(0, gap);
     legend_entry(mask_blocked_colour, "masked");

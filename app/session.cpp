@@ -1,7 +1,5 @@
 #include "session.h"
 
-#include <GLFW/glfw3.h>
-
 #include <chrono>
 #include <filesystem>
 
@@ -13,7 +11,7 @@ LoadedModel load_with_backend(const std::string& name_or_path, BackendChoice cho
                               const std::function<void(float)>& on_progress) {
     const auto start = std::chrono::steady_clock::now();
     LoadedModel loaded;
-    loaded.model = std::make_unique<Model>(load_model(name_or_path, on_progress));
+    loaded.model = std::make_shared<const Model>(load_model(name_or_path, on_progress));
     loaded.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     BackendPick pick = make_backend(choice);
     loaded.backend = std::move(pick.backend);
@@ -28,35 +26,27 @@ LoadedModel load_with_backend(const std::string& name_or_path, BackendChoice cho
     return loaded;
 }
 
-Session::Session(LoadedModel loaded, std::vector<std::string> texts_in, AttentionOptions options_in)
-    : texts(std::move(texts_in)), options(std::move(options_in)) {
+Session::Session(LoadedModel loaded, std::vector<std::string> texts_in, AttentionOptions options_in,
+                 std::function<void()> wake)
+    : texts(std::move(texts_in)), options(std::move(options_in)), wake_(std::move(wake)) {
     if (texts.empty()) texts.push_back("The cat sat on the mat because it was soft.");
     install(std::move(loaded));
 }
 
 void Session::install(LoadedModel loaded) {
-    live_.reset();
-    open_.backend.reset();  // before the model it points at
-    open_ = std::move(loaded);
+    open_ = std::make_shared<LoadedModel>(std::move(loaded));
     shown = {};
     ++shown_generation;
     message.clear();
     probes_.reset();
-
-    // A finished compute wakes the window's event loop: the maps show without waiting for input.
-    live_ = std::make_unique<LiveCompute>(*open_.backend, *open_.model, [] { glfwPostEmptyEvent(); });
     submit();
-    probes_future_ = std::async(std::launch::async, [model = open_.model.get()]() -> std::optional<ProbeReport> {
-        try {
-            return probe_validation(*model, 8);
-        } catch (const std::exception&) {
-            return std::nullopt;  // labels without scores
-        }
-    });
+    probe_worker_.submit([model = open_->model](std::stop_token) { return probe_validation(*model, 8); });
 }
 
 void Session::submit() {
-    live_->submit({texts, options});
+    live_.submit([open = open_, request = LiveRequest{texts, options}](std::stop_token) {
+        return compute_live(*open->backend, *open->model, request);
+    });
     submitted_texts_ = texts;
     submitted_options_ = options;
 }
@@ -66,7 +56,7 @@ void Session::choose_backend(BackendChoice choice) {
     LoadedModel loaded;
     try {
         BackendPick pick = make_backend(choice);
-        pick.backend->load_weights(*open_.model);
+        pick.backend->load_weights(*open_->model);
         loaded.backend = std::move(pick.backend);
         loaded.backend_reason = std::move(pick.reason);
     } catch (const Error& e) {
@@ -74,9 +64,9 @@ void Session::choose_backend(BackendChoice choice) {
         return;
     }
     loaded.backend_choice = choice;
-    loaded.name = open_.name;
-    loaded.load_ms = open_.load_ms;
-    loaded.model = std::move(open_.model);  // the same Model object: pointers into it stay valid
+    loaded.name = open_->name;
+    loaded.load_ms = open_->load_ms;
+    loaded.model = open_->model;
     install(std::move(loaded));
 }
 
@@ -88,48 +78,37 @@ void Session::open_model(const std::string& name_or_path) {
     loading_ = name_or_path;
     load_progress_ = 0;
     model_message.clear();
-    load_future_ = std::async(std::launch::async, [this, name_or_path, choice = open_.backend_choice] {
-        // Wakes the window when done, loaded or not, so no frame waits to show it.
-        const std::unique_ptr<void, void (*)(void*)> wake(this, [](void*) { glfwPostEmptyEvent(); });
+    load_worker_.submit([this, name_or_path, choice = open_->backend_choice](std::stop_token) {
         return load_with_backend(name_or_path, choice, [this](float fraction) { load_progress_ = fraction; });
     });
 }
 
 bool Session::collect() {
-    if (probes_future_.valid() && probes_future_.wait_for(std::chrono::seconds(0)) == std::future_status::ready)
-        probes_ = probes_future_.get();
-    std::erase_if(model_readers_, [](const std::shared_future<void>& work) {
-        return work.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
-    });
-    // The probes and the model readers read the open model: it is replaced only once they are done.
-    if (load_future_.valid() && !probes_future_.valid() && model_readers_.empty() &&
-        load_future_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
-        LoadedModel loaded;
-        try {
-            loaded = load_future_.get();
-        } catch (const std::exception& e) {  // Error, or bad_alloc for a model too large
-            model_message = std::string("cannot open the model: ") + e.what();
-            loading_.clear();
+    if (std::optional<Worker<ProbeReport>::Outcome> scored = probe_worker_.take())
+        if (scored->error.empty()) probes_ = std::move(scored->result);  // else labels without scores
+    if (std::optional<Worker<LoadedModel>::Outcome> opened = load_worker_.take()) {
+        loading_.clear();
+        if (!opened->error.empty()) {
+            model_message = "cannot open the model: " + opened->error;
             return false;
         }
-        loading_.clear();
         model_message.clear();  // a "still loading" note is answered
         // Keep the options that still mean something for the new model.
-        const Config& config = loaded.model->config;
+        const Config& config = opened->result.model->config;
         if (options.n_head && (config.n_embd % options.n_head || options.n_head == config.n_head)) options.n_head = 0;
         layer = std::min(layer, config.n_layer - 1);
-        install(std::move(loaded));
+        install(std::move(opened->result));
         return true;
     }
-    std::optional<LiveResult> result = live_->take();
-    if (!result) return false;
-    if (!result->error.empty()) {
-        message = result->error;
+    std::optional<Worker<LiveResult>::Outcome> computed = live_.take();
+    if (!computed) return false;
+    if (!computed->error.empty()) {
+        message = computed->error;
         return false;
     }
     message.clear();
-    shown = std::move(*result);
-    shown_texts = submitted_texts_;  // a result always answers the newest request
+    shown = std::move(computed->result);
+    shown_texts = submitted_texts_;  // an outcome always answers the newest request
     shown_options = submitted_options_;
     ++shown_generation;
     selected = std::min(selected, static_cast<int>(shown.token_ids.size()) - 1);

@@ -1,11 +1,12 @@
-// What every view of the window works on: the open model with its backend
-// and live worker, the batch of texts, the options the controls set, the
-// last finished compute, and what the user has selected. Another model
-// loads in the background and replaces the open one when it is ready.
+// What every view of the window works on: the open model with its backend,
+// the batch of texts, the options the controls set, the last finished
+// compute, and what the user has selected. The live forward, the head probes
+// and a model being opened each run on a Worker (core's worker.h); another
+// model replaces the open one when it is ready, while work still reading the
+// old one keeps it alive through its shared_ptr.
 #pragma once
 #include <atomic>
 #include <functional>
-#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,17 +16,19 @@
 #include "headscope/live.h"
 #include "headscope/model.h"
 #include "headscope/probes.h"
+#include "headscope/worker.h"
 
 namespace headscope {
 
 // A model with its weights loaded into a backend: what a Session runs on.
+// The backend points into the model, so it is declared after it (and goes first).
 struct LoadedModel {
-    std::string name;               // as the user named it (builtin, a hub name, an absolute directory)
-    std::unique_ptr<Model> model;   // on the heap: the backend and worker keep pointers to it
+    std::string name;  // as the user named it (builtin, a hub name, an absolute directory)
+    std::shared_ptr<const Model> model;
     std::unique_ptr<Backend> backend;
-    std::string backend_reason;     // why this backend (make_backend's reason)
+    std::string backend_reason;                               // why this backend (make_backend's reason)
     BackendChoice backend_choice = BackendChoice::automatic;  // as the user chose; the next model keeps it
-    double load_ms = 0;             // load_model's time, as the CLI's timing_ms.load
+    double load_ms = 0;                                       // load_model's time, as the CLI's timing_ms.load
 };
 
 // load_model (passing `on_progress` on), then make_backend(choice) and its load_weights. Throws Error.
@@ -34,21 +37,24 @@ LoadedModel load_with_backend(const std::string& name_or_path, BackendChoice cho
 
 class Session {
 public:
-    Session(LoadedModel loaded, std::vector<std::string> texts, AttentionOptions options);
+    // `wake` runs on a worker whenever one has something new for the frame.
+    Session(LoadedModel loaded, std::vector<std::string> texts, AttentionOptions options, std::function<void()> wake);
 
-    const Model& model() const { return *open_.model; }
-    const Backend& backend() const { return *open_.backend; }
-    const std::string& backend_reason() const { return open_.backend_reason; }
-    BackendChoice backend_choice() const { return open_.backend_choice; }
-    const std::string& model_name() const { return open_.name; }
-    double model_load_ms() const { return open_.load_ms; }
-    bool busy() const { return live_->busy(); }
+    const Model& model() const { return *open_->model; }
+    std::shared_ptr<const Model> shared_model() const { return open_->model; }
+    const Backend& backend() const { return *open_->backend; }
+    const std::string& backend_reason() const { return open_->backend_reason; }
+    BackendChoice backend_choice() const { return open_->backend_choice; }
+    const std::string& model_name() const { return open_->name; }
+    double model_load_ms() const { return open_->load_ms; }
+    const std::function<void()>& wake() const { return wake_; }
+    bool busy() const { return live_.busy(); }
 
     // Recomputes for the current texts and options (never waits).
     void submit();
-    // Takes a finished compute: true when `shown` changed. A refused request
-    // (bad text, too long, ...) sets `message` and keeps the last good maps.
-    // Also swaps in a model open_model finished loading.
+    // Takes what the workers finished: true when `shown` changed. A refused
+    // request (bad text, too long, ...) sets `message` and keeps the last
+    // good maps. Also swaps in a model open_model finished loading.
     bool collect();
 
     // Runs the open model on the backend `choice` picks, recomputing. A
@@ -68,40 +74,36 @@ public:
     AttentionOptions options;        // as the controls say now
     int layer = 0, head = 0;         // the selected map
 
-    LiveResult shown;                       // the last good compute (weights empty before the first)
-    std::vector<std::string> shown_texts;   // what `shown` was computed from
-    AttentionOptions shown_options;         // and with
-    uint64_t shown_generation = 0;          // changes whenever `shown` does
-    std::string message;                    // why the last request was refused; empty when it was not
-    std::string model_message;              // why the last open_model failed; empty when it did not
+    LiveResult shown;                      // the last good compute (weights empty before the first)
+    std::vector<std::string> shown_texts;  // what `shown` was computed from
+    AttentionOptions shown_options;        // and with
+    uint64_t shown_generation = 0;         // changes whenever `shown` does
+    std::string message;                   // why the last request was refused; empty when it was not
+    std::string model_message;             // why the last open_model failed; empty when it did not
 
     // The model's own heads scored by core's probes, computed in the
     // background once per model; null until ready (or if they cannot be).
     const ProbeReport* probes() const { return probes_ ? &*probes_ : nullptr; }
-    bool probes_pending() const { return probes_future_.valid(); }
-
-    // Work on another thread that reads the open model (the checks view's
-    // figures): a newly loaded model replaces it only once the work is done.
-    void reading_model(std::shared_future<void> work) { model_readers_.push_back(std::move(work)); }
+    bool probes_pending() const { return probe_worker_.busy(); }
 
     int heads_shown() const { return shown.attention.NH; }
     int length(int b) const { return static_cast<int>(shown.token_ids[b].size()); }
 
 private:
-    // Makes `loaded` the open model: the worker, backend and model it
-    // replaces go in that order (each uses the next).
+    // Makes `loaded` the open model, recomputes and scores its heads.
     void install(LoadedModel loaded);
 
-    LoadedModel open_;
-    std::unique_ptr<LiveCompute> live_;
+    std::function<void()> wake_;
+    std::shared_ptr<LoadedModel> open_;  // shared with the live job that runs on it
     std::vector<std::string> submitted_texts_;
     AttentionOptions submitted_options_;
-    std::future<std::optional<ProbeReport>> probes_future_;  // reads open_.model
     std::optional<ProbeReport> probes_;
     std::string loading_;
-    std::atomic<float> load_progress_ = 0;  // written by the load, which ends before this goes
-    std::future<LoadedModel> load_future_;
-    std::vector<std::shared_future<void>> model_readers_;  // read open_.model; destroyed (waited for) before it
+    std::atomic<float> load_progress_ = 0;  // written by the load job
+    // Last: their threads stop before the members their jobs' outcomes go to.
+    Worker<LiveResult> live_{wake_};
+    Worker<ProbeReport> probe_worker_{wake_};
+    Worker<LoadedModel> load_worker_{wake_};
 };
 
 }  // namespace headscope

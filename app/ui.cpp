@@ -7,22 +7,48 @@
 #include "headscope/attention_export.h"
 #include "headscope/error.h"
 #include "headscope/heatmap.h"
+#include "headscope/probes.h"
 
 namespace headscope {
 
-void LayoutRecorder::add(nlohmann::ordered_json cell, ImVec2 screen_pos, ImVec2 size) {
+namespace {
+
+// Screen coordinates to framebuffer pixels, as the screenshot has them.
+ImVec2 to_pixels(ImVec2 screen) {
     const ImVec2 scale = ImGui::GetIO().DisplayFramebufferScale;
-    cell["x"] = screen_pos.x * scale.x;
-    cell["y"] = screen_pos.y * scale.y;
-    cell["w"] = size.x * scale.x;
-    cell["h"] = size.y * scale.y;
-    cells_.push_back(std::move(cell));
+    return ImVec2(screen.x * scale.x, screen.y * scale.y);
+}
+
+}  // namespace
+
+void LayoutRecorder::item(nlohmann::ordered_json fields) {
+    if (on_) rect(std::move(fields), ImGui::GetItemRectMin(), ImGui::GetItemRectSize());
+}
+
+void LayoutRecorder::control(const char* name) { item({{"view", "control"}, {"name", name}}); }
+
+void LayoutRecorder::rect(nlohmann::ordered_json fields, ImVec2 min, ImVec2 size) {
+    if (!on_) return;
+    const ImVec2 at = to_pixels(min), extent = to_pixels(size);
+    fields["x"] = at.x;
+    fields["y"] = at.y;
+    fields["w"] = extent.x;
+    fields["h"] = extent.y;
+    entries_.push_back(std::move(fields));
+}
+
+void LayoutRecorder::grid(nlohmann::ordered_json fields, const GridLayout& grid) {
+    if (!on_) return;
+    const ImVec2 at = to_pixels(grid.origin), step = to_pixels(grid.step), cell = to_pixels(grid.cell);
+    fields["grid"] = {{"x", at.x},         {"y", at.y},      {"step_x", step.x},   {"step_y", step.y},
+                      {"w", cell.x},       {"h", cell.y},    {"rows", grid.rows},  {"cols", grid.cols}};
+    entries_.push_back(std::move(fields));
 }
 
 void LayoutRecorder::write(const std::filesystem::path& path) const {
     std::ofstream out(path);
     out << "[";
-    for (size_t n = 0; n < cells_.size(); ++n) out << (n ? ",\n" : "\n") << dump_json(cells_[n]);
+    for (size_t n = 0; n < entries_.size(); ++n) out << (n ? ",\n" : "\n") << dump_json(entries_[n]);
     out << "\n]\n";
     if (!out) throw Error(path.string() + ": cannot write the layout");
 }
@@ -65,16 +91,13 @@ namespace {
 // head's probe scores.
 void map_tooltip(const Session& session, int layer, int head, int i, int j) {
     const AttentionResult& att = session.shown.attention;
-    const float* row = att.map(layer, session.selected, head) + static_cast<size_t>(i) * att.T;
-    double entropy = 0;
-    for (int k = 0; k < att.T; ++k)
-        if (row[k] > 0) entropy -= row[k] * std::log(static_cast<double>(row[k]));
+    const float* row = att.row(layer, session.selected, head, i);
     ImGui::BeginTooltip();
     ImGui::TextUnformatted(head_label(session, layer, head).c_str());
     ImGui::Text("query %d %s  ->  key %d %s", i, token_text(session, i).c_str(), j, token_text(session, j).c_str());
     if (j < visible_end(session.shown_options, i, session.length(session.selected), att.T))
-        ImGui::Text("weight %.4f   row entropy %.3f nats", row[j], entropy);
-    else if (session.shown.attention.fully_masked[static_cast<size_t>(session.selected) * att.T + i])
+        ImGui::Text("weight %.4f   row entropy %.3f nats", row[j], row_entropy(row, att.T));
+    else if (att.row_fully_masked(session.selected, i))
         ImGui::TextUnformatted("masked: this query row has nothing to attend to (all zeros, never NaN)");
     else
         ImGui::TextUnformatted("masked: this query may not see this key");
@@ -117,11 +140,9 @@ bool MapWidget::draw(const Session& session, Ui& ui, const char* view, int layer
         const int j = std::clamp(static_cast<int>((mouse.x - corner.x) / cell_w), 0, T - 1);
         map_tooltip(session, layer, head, i, j);
     }
-    if (ui.layout.on() && region == MapRegion{})
-        for (int i = 0; i < T; ++i)
-            for (int j = 0; j < T; ++j)
-                ui.layout.add({{"view", view}, {"layer", layer}, {"head", head}, {"query", i}, {"key", j}},
-                              ImVec2(corner.x + j * cell_w, corner.y + i * cell_h), ImVec2(cell_w, cell_h));
+    if (region == MapRegion{})
+        ui.layout.grid({{"view", view}, {"layer", layer}, {"head", head}, {"row", "query"}, {"col", "key"}},
+                       {corner, ImVec2(cell_w, cell_h), ImVec2(cell_w, cell_h), T, T});
     return clicked;
 }
 

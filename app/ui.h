@@ -4,6 +4,7 @@
 #pragma once
 #include <imgui.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -18,20 +19,34 @@ inline const ImVec4 error_colour(1, 0.5f, 0.4f, 1);       // refused input, fail
 inline const ImVec4 warning_colour(1, 0.75f, 0.3f, 1);    // not the model's own computation, a copy
 inline const ImVec4 good_colour(0.45f, 0.85f, 0.45f, 1);  // a check that holds
 
-// Every drawn cell's rectangle, for --layout: tests find cells in the
-// screenshot by it. Off unless asked for (a map records T*T cells).
+// A grid of equal cells as drawn: cell (r, c) for r < rows, c < cols has
+// its top left at origin + (c * step.x, r * step.y) and is `cell` large.
+struct GridLayout {
+    ImVec2 origin, step, cell;
+    int64_t rows = 0, cols = 0;
+};
+
+// What a frame drew where, for --layout: tests find controls, labels and
+// map cells in the screenshot by it. Each entry holds the caller's fields
+// and a rectangle (x, y, w, h) in framebuffer pixels, or for a grid the
+// field "grid" {x, y, step_x, step_y, w, h, rows, cols}; the tests' support
+// (tests/screenshot.h) expands a grid into its cells. Off unless asked for.
 class LayoutRecorder {
 public:
     explicit LayoutRecorder(bool on) : on_(on) {}
-    bool on() const { return on_; }
-    void clear() { cells_.clear(); }
-    // `cell` holds the view's fields; adds x, y, w, h in framebuffer pixels.
-    void add(nlohmann::ordered_json cell, ImVec2 screen_pos, ImVec2 size);
+    void clear() { entries_.clear(); }
+    // The last ImGui item.
+    void item(nlohmann::ordered_json fields);
+    // The last ImGui item as {"view": "control", "name": name}.
+    void control(const char* name);
+    // A rectangle drawn without an item (a label on the draw list).
+    void rect(nlohmann::ordered_json fields, ImVec2 min, ImVec2 size);
+    void grid(nlohmann::ordered_json fields, const GridLayout& grid);
     void write(const std::filesystem::path& path) const;
 
 private:
     bool on_;
-    std::vector<nlohmann::ordered_json> cells_;
+    std::vector<nlohmann::ordered_json> entries_;
 };
 
 struct Ui {
@@ -51,8 +66,9 @@ class MapWidget {
 public:
     // Draws map (layer, head) of the selected text, size x size screen pixels,
     // showing `region` of it, max-pooled so the region has about as many
-    // cells as pixels (zoomed in far enough, every cell). Records the cells
-    // for --layout as `view`, shows the hover tooltip; returns true when clicked.
+    // cells as pixels (zoomed in far enough, every cell). Records the whole
+    // map for --layout as a grid of view `view` (rows query, columns key),
+    // shows the hover tooltip; returns true when clicked.
     bool draw(const Session& session, Ui& ui, const char* view, int layer, int head, float size,
               const MapRegion& region = {});
 

@@ -11,6 +11,7 @@
 
 #include "headscope/error.h"
 #include "headscope/live.h"
+#include "headscope/worker.h"
 
 using namespace headscope;
 using Clock = std::chrono::steady_clock;
@@ -29,7 +30,7 @@ int main(int argc, char** argv) {
         std::mutex mutex;
         std::condition_variable ready;
         bool finished = false;
-        LiveCompute live(*backend, model, [&] {
+        Worker<LiveResult> live([&] {
             std::lock_guard lock(mutex);
             finished = true;
             ready.notify_one();
@@ -42,12 +43,14 @@ int main(int argc, char** argv) {
         for (int r = 0; r < repeat; ++r)
             for (size_t n = 1; n <= sentence.size(); ++n) {
                 const auto start = Clock::now();
-                live.submit({{sentence.substr(0, n)}, {}});
+                live.submit([&, request = LiveRequest{{sentence.substr(0, n)}, {}}](std::stop_token) {
+                    return compute_live(*backend, model, request);
+                });
                 std::unique_lock lock(mutex);
                 ready.wait(lock, [&] { return finished; });
                 finished = false;
                 ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
-                tokens = live.take()->token_ids[0].size();
+                tokens = live.take()->result.token_ids[0].size();
             }
         std::sort(ms.begin(), ms.end());
         std::printf("model %s: %d layers x %d heads, C=%d\n", model.path.c_str(), model.config.n_layer,

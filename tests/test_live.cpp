@@ -1,13 +1,16 @@
-// The live worker: results equal a direct forward, the newest request wins,
-// overtaken requests never come back, refusals come back as errors, and
-// submit() returns while a long compute runs.
+// The live forward on the worker (as the window runs it): results equal a
+// direct forward, the newest request wins, overtaken requests never come
+// back, refusals come back as errors, submit() returns while a long compute
+// runs, and a job asked to stop sees it.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <thread>
 
+#include "headscope/error.h"
 #include "headscope/live.h"
+#include "headscope/worker.h"
 #include "model_writer.h"
 
 using namespace headscope;
@@ -26,8 +29,15 @@ protected:
         delete dir_;
     }
 
-    // Waits (bounded) for the worker to go idle, then takes its result.
-    static std::optional<LiveResult> settle(LiveCompute& live) {
+    using Live = Worker<LiveResult>;
+    // Queues the live forward of `texts` on `live`, as the window does.
+    static uint64_t submit(Live& live, Backend& backend, std::vector<std::string> texts, AttentionOptions options = {}) {
+        return live.submit([&backend, request = LiveRequest{std::move(texts), std::move(options)}](std::stop_token) {
+            return compute_live(backend, *model_, request);
+        });
+    }
+    // Waits (bounded) for the worker to go idle, then takes its outcome.
+    static std::optional<Live::Outcome> settle(Live& live) {
         for (int i = 0; i < 2000 && live.busy(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
         return live.take();
     }
@@ -41,11 +51,11 @@ Model* LiveTest::model_ = nullptr;
 TEST_F(LiveTest, ResultEqualsADirectForward) {
     auto backend = make_cpu_backend();
     backend->load_weights(*model_);
-    LiveCompute live(*backend, *model_);
+    Live live;
     AttentionOptions options;
     options.causal = false;
-    const uint64_t generation = live.submit({{"The cat sat", "on the mat"}, options});
-    const std::optional<LiveResult> got = settle(live);
+    const uint64_t generation = submit(live, *backend, {"The cat sat", "on the mat"}, options);
+    const std::optional<Live::Outcome> got = settle(live);
     ASSERT_TRUE(got.has_value());
     EXPECT_EQ(got->generation, generation);
     EXPECT_EQ(got->error, "");
@@ -55,42 +65,42 @@ TEST_F(LiveTest, ResultEqualsADirectForward) {
     AttentionResult want;
     direct->forward(Batch{{model_->tokenizer.encode("The cat sat"), model_->tokenizer.encode("on the mat")}, 50256},
                     options, want);
-    EXPECT_EQ(got->attention.weights, want.weights);
-    EXPECT_EQ(got->attention.fully_masked, want.fully_masked);
+    EXPECT_EQ(got->result.attention.weights, want.weights);
+    EXPECT_EQ(got->result.attention.fully_masked, want.fully_masked);
     EXPECT_FALSE(live.take().has_value());  // taken once
 }
 
 TEST_F(LiveTest, NewestRequestWinsAndStaleResultsAreDropped) {
     auto backend = make_cpu_backend();
     backend->load_weights(*model_);
-    LiveCompute live(*backend, *model_);
+    Live live;
     std::string text;
     uint64_t last = 0;
     for (int i = 0; i < 50; ++i) {  // typing, faster than the worker
         text += " word";
-        last = live.submit({{text}, {}});
+        last = submit(live, *backend, {text});
     }
-    const std::optional<LiveResult> got = settle(live);
+    const std::optional<Live::Outcome> got = settle(live);
     ASSERT_TRUE(got.has_value());
     EXPECT_EQ(got->generation, last);
-    EXPECT_EQ(got->token_ids.front(), model_->tokenizer.encode(text));
+    EXPECT_EQ(got->result.token_ids.front(), model_->tokenizer.encode(text));
 }
 
 TEST_F(LiveTest, RefusalIsAnErrorResult) {
     auto backend = make_cpu_backend();
     backend->load_weights(*model_);
-    LiveCompute live(*backend, *model_);
+    Live live;
     std::string long_text;
     for (int i = 0; i < 600; ++i) long_text += " a";
-    live.submit({{long_text}, {}});
-    std::optional<LiveResult> got = settle(live);
+    submit(live, *backend, {long_text});
+    std::optional<Live::Outcome> got = settle(live);
     ASSERT_TRUE(got.has_value());
     EXPECT_NE(got->error.find("more than the model's limit of 512"), std::string::npos) << got->error;
-    EXPECT_TRUE(got->attention.weights.empty());
+    EXPECT_TRUE(got->result.attention.weights.empty());
 
     AttentionOptions bad;
     bad.n_head = 5;
-    live.submit({{"hi"}, bad});
+    submit(live, *backend, {"hi"}, bad);
     got = settle(live);
     ASSERT_TRUE(got.has_value());
     EXPECT_NE(got->error.find("does not divide"), std::string::npos) << got->error;
@@ -99,16 +109,16 @@ TEST_F(LiveTest, RefusalIsAnErrorResult) {
 TEST_F(LiveTest, SubmitDoesNotWaitForARunningCompute) {
     auto backend = make_cpu_backend();
     backend->load_weights(*model_);
-    LiveCompute live(*backend, *model_);
+    Live live;
     std::string long_text;
     for (int i = 0; i < 500; ++i) long_text += " b";
     const std::vector<std::string> batch(8, long_text);  // a compute of many milliseconds
-    live.submit({batch, {}});
-    live.submit({{"short"}, {}});
+    submit(live, *backend, batch);
+    submit(live, *backend, {"short"});
     EXPECT_TRUE(live.busy());  // submit returned while the long compute still runs
-    const std::optional<LiveResult> got = settle(live);
+    const std::optional<Live::Outcome> got = settle(live);
     ASSERT_TRUE(got.has_value());
-    EXPECT_EQ(got->token_ids.size(), 1u);
+    EXPECT_EQ(got->result.token_ids.size(), 1u);
 }
 
 }  // namespace
@@ -120,13 +130,46 @@ TEST(LiveWake, OnFinishedRunsOnceForEachResultHandedBack) {
     auto backend = make_cpu_backend();
     backend->load_weights(model);
     std::atomic<int> calls = 0;
-    LiveCompute live(*backend, model, [&] { ++calls; });
+    Worker<LiveResult> live([&] { ++calls; });
     for (const char* text : {"one", "two", ""}) {  // the last is refused: a result with an error
-        live.submit({{text}, {}});
+        live.submit([&, request = LiveRequest{{text}, {}}](std::stop_token) {
+            return compute_live(*backend, model, request);
+        });
         for (int i = 0; i < 2000 && live.busy(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
         // The callback runs after the result is stored: once busy() is false it may still be on its way.
         for (int i = 0; i < 2000 && !live.take(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     for (int i = 0; i < 2000 && calls < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     EXPECT_EQ(calls, 3);
+}
+
+// A running job is asked to stop when a newer one comes, and its result never
+// comes back; cancel() drops the newest too.
+TEST(WorkerStop, ANewerJobStopsTheRunningOneAndCancelDropsAll) {
+    Worker<int> worker;
+    std::atomic<bool> started = false, saw_stop = false;
+    worker.submit([&](std::stop_token stop) {
+        started = true;
+        for (int i = 0; i < 20000 && !stop.stop_requested(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        saw_stop = stop.stop_requested();
+        return 1;
+    });
+    for (int i = 0; i < 2000 && !started; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const uint64_t second = worker.submit([](std::stop_token) { return 2; });
+    for (int i = 0; i < 2000 && worker.busy(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_TRUE(saw_stop);
+    const std::optional<Worker<int>::Outcome> got = worker.take();
+    ASSERT_TRUE(got.has_value());
+    EXPECT_EQ(got->generation, second);
+    EXPECT_EQ(got->result, 2);
+
+    worker.submit([](std::stop_token) -> int { throw Error("refused"); });
+    for (int i = 0; i < 2000 && worker.busy(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    worker.cancel();
+    EXPECT_FALSE(worker.take().has_value());
+    worker.submit([](std::stop_token) -> int { throw Error("refused"); });
+    for (int i = 0; i < 2000 && worker.busy(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const std::optional<Worker<int>::Outcome> refused = worker.take();
+    ASSERT_TRUE(refused.has_value());
+    EXPECT_EQ(refused->error, "refused");
 }

@@ -25,6 +25,13 @@ std::vector<std::vector<int32_t>> validation_windows(const Model& model, size_t 
     return windows;
 }
 
+double row_entropy(const float* row, int n) {
+    double entropy = 0;
+    for (int j = 0; j < n; ++j)
+        if (row[j] > 0) entropy -= row[j] * std::log(static_cast<double>(row[j]));
+    return entropy;
+}
+
 ProbeReport probe_heads(Backend& backend, const Model& model, const std::vector<std::vector<int32_t>>& texts,
                         int induction_runs, uint64_t seed) {
     const int L = model.config.n_layer, NH = model.config.n_head;
@@ -48,8 +55,7 @@ ProbeReport probe_heads(Backend& backend, const Model& model, const std::vector<
                     s.previous_token += row[i - 1];
                     s.first_token += row[0];
                     s.current_token += row[i];
-                    for (int j = 0; j <= i; ++j)
-                        if (row[j] > 0) s.entropy -= row[j] * std::log(static_cast<double>(row[j]));
+                    s.entropy += row_entropy(row, i + 1);
                 }
             }
         report.rows += static_cast<size_t>(T - 1);

@@ -37,9 +37,12 @@ struct AttentionResult {
     std::vector<uint8_t> fully_masked; // (B, T): 1 where a query row had no key to attend to
     std::vector<float> outputs;        // (layers.size(), B, T, C) attention output before c_proj, if asked
 
+    // Map (layer_slot, b, h): T x T, row-major; query row i of it; whether row i of text b had no key.
     const float* map(int layer_slot, int b, int h) const {
         return weights.data() + ((static_cast<size_t>(layer_slot) * B + b) * NH + h) * T * T;
     }
+    const float* row(int layer_slot, int b, int h, int i) const { return map(layer_slot, b, h) + static_cast<size_t>(i) * T; }
+    bool row_fully_masked(int b, int i) const { return fully_masked[static_cast<size_t>(b) * T + i] != 0; }
 };
 
 // Each mask on its own (the window draws them apart): the causal mask lets

@@ -23,6 +23,9 @@ struct ProbeReport {
     size_t rows = 0;                // text query rows averaged over (each row i >= 1)
 };
 
+// The entropy in nats of one attention row of n weights (zeros add nothing).
+double row_entropy(const float* row, int n);
+
 // Scores every head: previous/first/current token and entropy over `texts`
 // (rows i >= 1 of each; row 0 can only attend to itself), induction over
 // `induction_runs` random token runs of length R = min(64, n_positions / 2)

@@ -1,0 +1,209 @@
+// The controls above the views: see controls_view.h.
+#include "controls_view.h"
+
+#include <imgui_stdlib.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "headscope/error.h"
+
+namespace headscope {
+
+namespace {
+
+// A combo box over an enum whose values are 0..N-1 in the order of `names`;
+// true when the user chose another value.
+template <typename Enum, size_t N>
+bool enum_combo(const char* label, Enum& value, const char* const (&names)[N], float width) {
+    int index = static_cast<int>(value);
+    ImGui::SetNextItemWidth(width);
+    if (!ImGui::Combo(label, &index, names, static_cast<int>(N)) || index == static_cast<int>(value)) return false;
+    value = static_cast<Enum>(index);
+    return true;
+}
+
+// Says plainly when the maps are not the model's own computation.
+void differences_note(const Session& s, int heads_now) {
+    const int model_heads = s.model().config.n_head;
+    std::string note;
+    if (heads_now != model_heads)
+        note += "re-split into " + std::to_string(heads_now) + " heads (the model was trained with " +
+                std::to_string(model_heads) + "); ";
+    if (s.options.scale == Scale::model) note += "scaled by 1/sqrt(C), the classic mistake; ";
+    if (s.options.scale == Scale::none) note += "not scaled at all; ";
+    if (s.options.split == Split::naive_view) note += "naive view: heads mix different tokens' channels; ";
+    if (!s.options.causal) note += "causal mask off: tokens see the future, unlike in training; ";
+    if (note.empty()) return;
+    note.resize(note.size() - 2);
+    ImGui::TextColored(warning_colour, "Not the model's own attention: %s.", note.c_str());
+}
+
+}  // namespace
+
+ControlsView::ControlsView() {
+    try {
+        examples_ = read_examples(examples_file());
+    } catch (const Error& e) {  // the menu says so; the window works without it
+        examples_error_ = e.what();
+        std::fprintf(stderr, "headscope: warning: %s\n", e.what());
+    }
+}
+
+void ControlsView::draw(Session& s, Ui& ui) {
+    const Model& model = s.model();
+    bool changed = false;
+    model_bar(s, ui);
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextUnformatted(s.texts.size() > 1 ? ("Text " + std::to_string(s.selected + 1) + " of the batch").c_str()
+                                              : "Text");
+    ImGui::SameLine();
+    examples_menu(s, ui);
+    changed |= ImGui::InputTextMultiline("##text", &s.texts[s.selected], ImVec2(-1, 60 * ui.scale));
+    ui.layout.control("text");
+    changed |= ImGui::Checkbox("causal mask", &s.options.causal);
+    ui.layout.control("causal mask");
+    ImGui::SameLine();
+    changed |= ImGui::Checkbox("padding mask", &s.options.padding_mask);
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(120 * ui.scale);
+    ImGui::SliderInt("layer", &s.layer, 0, model.config.n_layer - 1, "%d", ImGuiSliderFlags_AlwaysClamp);
+    ImGui::SameLine();
+    enum_combo("colormap", ui.colormap, colormap_names, 120 * ui.scale);
+    ImGui::SameLine();
+    legend(ui);
+
+    // Head count: every divisor of C; the same weights, re-split.
+    const int C = model.config.n_embd;
+    const int heads_now = s.options.n_head ? s.options.n_head : model.config.n_head;
+    ImGui::SetNextItemWidth(90 * ui.scale);
+    if (ImGui::BeginCombo("heads", std::to_string(heads_now).c_str())) {
+        for (int n = 1; n <= C; ++n) {
+            if (C % n) continue;
+            if (ImGui::Selectable(std::to_string(n).c_str(), n == heads_now)) {
+                s.options.n_head = n == model.config.n_head ? 0 : n;
+                changed = true;
+            }
+        }
+        ImGui::EndCombo();
+    }
+    ImGui::SameLine();
+    static const char* const scale_names[] = {"1/sqrt(d_head)", "1/sqrt(C)", "none"};
+    changed |= enum_combo("scale", s.options.scale, scale_names, 130 * ui.scale);
+    ImGui::SameLine();
+    static const char* const split_names[] = {"view + transpose", "naive view"};
+    changed |= enum_combo("split", s.options.split, split_names, 150 * ui.scale);
+    ImGui::SameLine();
+    ImGui::TextDisabled("%lld parameters (unchanged by the split)", static_cast<long long>(model.params));
+    differences_note(s, heads_now);
+
+    // Page Up / Page Down step through the layers when no text field has the keyboard.
+    if (!ImGui::GetIO().WantTextInput) {
+        if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_PageDown)))
+            s.layer = std::min(s.layer + 1, model.config.n_layer - 1);
+        if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_PageUp))) s.layer = std::max(s.layer - 1, 0);
+    }
+    if (changed) s.submit();
+}
+
+// The example texts: choosing one replaces the batch. While the texts
+// are still an example's, what to look for in it.
+void ControlsView::examples_menu(Session& s, Ui& ui) {
+    ImGui::SetNextItemWidth(300 * ui.scale);
+    if (ImGui::BeginCombo("##examples", "examples...")) {
+        for (const Example& example : examples_) {
+            if (ImGui::Selectable(example.title.c_str())) {
+                s.texts = example.texts;
+                s.selected = 0;
+                s.submit();
+            }
+            ui.layout.item({{"view", "control"}, {"name", "example"}, {"text", example.title}});
+        }
+        if (!examples_error_.empty()) ImGui::TextDisabled("no examples: %s", examples_error_.c_str());
+        ImGui::EndCombo();
+    }
+    ui.layout.control("examples");
+    for (const Example& example : examples_) {
+        if (example.texts != s.texts) continue;
+        ImGui::SameLine();
+        ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+        ImGui::TextWrapped("%s", example.look_for.c_str());
+        ImGui::PopStyleColor();
+        break;
+    }
+}
+
+// The open model, the ways to open another, and how a load is going.
+void ControlsView::model_bar(Session& s, Ui& ui) {
+    const Config& config = s.model().config;
+    ImGui::AlignTextToFramePadding();
+    ImGui::Text("Model %s", s.model_name().c_str());
+    ui.layout.item({{"view", "control"}, {"name", "model"}, {"text", s.model_name()}});
+    ImGui::SameLine();
+    ImGui::TextDisabled("%d layers, %d heads, C = %d", config.n_layer, config.n_head, config.n_embd);
+    ImGui::SameLine();
+    const bool loading = !s.loading().empty();
+    ImGui::BeginDisabled(loading);
+    ImGui::SetNextItemWidth(200 * ui.scale);
+    if (ImGui::BeginCombo("##cached", "open...")) {
+        // The cache is read when the list opens: models downloaded meanwhile show up.
+        if (ImGui::IsWindowAppearing()) cached_models_ = list_cached_models();
+        if (ImGui::Selectable(builtin_model)) s.open_model(builtin_model);
+        for (const CachedModel& m : cached_models_)
+            if (ImGui::Selectable(m.name.c_str())) s.open_model(m.name);
+        if (cached_models_.empty()) ImGui::TextDisabled("no GPT-2 models in the Hugging Face cache");
+        ImGui::EndCombo();
+    }
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(260 * ui.scale);
+    const bool entered = ImGui::InputTextWithHint("##model path", "model folder or hub name", &model_path_,
+                                                  ImGuiInputTextFlags_EnterReturnsTrue);
+    ImGui::SameLine();
+    if ((ImGui::Button("Open") || entered) && !model_path_.empty()) s.open_model(model_path_);
+    ImGui::SameLine();
+    static const char* const backend_names[] = {to_string(BackendChoice::automatic), to_string(BackendChoice::cpu),
+                                                to_string(BackendChoice::cuda)};
+    BackendChoice backend = s.backend_choice();
+    if (enum_combo("backend", backend, backend_names, 80 * ui.scale)) s.choose_backend(backend);
+    ImGui::EndDisabled();
+    ImGui::SameLine();
+    if (loading) {
+        ImGui::ProgressBar(s.load_progress(), ImVec2(120 * ui.scale, 0));
+        ImGui::SameLine();
+        ImGui::Text("loading %s...", s.loading().c_str());
+    } else if (!s.model_message.empty()) {
+        ImGui::PushStyleColor(ImGuiCol_Text, error_colour);
+        ImGui::TextWrapped("%s", s.model_message.c_str());
+        ImGui::PopStyleColor();
+        ui.layout.item({{"view", "control"}, {"name", "model message"}, {"text", s.model_message}});
+    } else {
+        ImGui::TextDisabled("(or drop a model folder on the window)");
+    }
+}
+
+// The colormap from 0 to 1, and the masked look.
+void ControlsView::legend(Ui& ui) {
+    const int width = static_cast<int>(100 * ui.scale), height = static_cast<int>(ImGui::GetFrameHeight());
+    if (legend_.width() != width || legend_colormap_ != ui.colormap) {
+        ui.renderer.render_legend(ui.colormap, width, height, legend_);
+        legend_colormap_ = ui.colormap;
+    }
+    ImGui::TextUnformatted("0");
+    ImGui::SameLine();
+    ImGui::Image(reinterpret_cast<ImTextureID>(static_cast<intptr_t>(legend_.color())),
+                 ImVec2(static_cast<float>(width), static_cast<float>(height)));
+    ImGui::SameLine();
+    ImGui::TextUnformatted("1");
+    if (masked_swatch_.width() != height) {
+        const HeatmapImage masked{.rows = 1, .cols = 1, .cells = {masked_cell}};
+        ui.renderer.upload(masked, masked_swatch_);
+        ui.renderer.draw(ui.colormap, height, height, masked_swatch_);
+    }
+    ImGui::SameLine();
+    ImGui::Image(reinterpret_cast<ImTextureID>(static_cast<intptr_t>(masked_swatch_.color())),
+                 ImVec2(static_cast<float>(height), static_cast<float>(height)));
+    ImGui::SameLine();
+    ImGui::TextUnformatted("masked");
+}
+
+}  // namespace headscope

@@ -1,0 +1,54 @@
+// What a test or benchmark asks of the window, driven between its frames:
+// with --screenshot, every worker settled before each frame, --frames
+// frames, then (after --open-model's model has opened and as many frames
+// again) the PNG, --export-json and --export-npy, and the window closes;
+// with --frame-times, every 10th frame recomputes the texts as a keystroke
+// would and each frame is timed; with --layout, the last frame's layout is
+// written on exit.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "command_line.h"
+#include "main_view.h"
+
+namespace headscope {
+
+class Headless {
+public:
+    explicit Headless(const Args& args) : args_(args), model_to_open_(args.open_model) {}
+
+    // Screenshot mode: no display needed, the frames come as fast as drawn.
+    bool on() const { return !args_.screenshot.empty(); }
+    // Before polling events: the keystroke of --frame-times, then waits for the workers.
+    void before_frame(MainView& view);
+    // After the frame's input is handled, before it is drawn.
+    void frame_started() { frame_start_ = std::chrono::steady_clock::now(); }
+    // After the frame is rendered, before the swap; true when the window should close.
+    bool frame_rendered(MainView& view, int width, int height);
+    // Once the loop has ended.
+    void finish(const MainView& view) const;
+
+private:
+    // --frame-times: each frame's time, from input handled to the frame
+    // drawn, and whether it drew the maps of a new compute into their
+    // textures (what a keystroke costs) or only showed them. The first frame
+    // also builds the font atlas and compiles shaders, so it is reported alone.
+    struct FrameTimes {
+        std::vector<double> new_maps_ms, redraw_ms;
+        double first_ms = -1;
+        void add(double ms, bool new_maps);
+        void print() const;
+    };
+
+    const Args& args_;
+    std::string model_to_open_;  // opened after the first frames, as the picker does
+    int frames_drawn_ = 0;       // since the last model was asked for
+    std::chrono::steady_clock::time_point frame_start_;
+    FrameTimes frame_times_;
+    uint64_t drawn_generation_ = 0;  // of the maps the last frame drew
+};
+
+}  // namespace headscope

@@ -1,0 +1,111 @@
+// Everything the window shows: see main_view.h.
+#include "main_view.h"
+
+#include "headscope/error.h"
+
+namespace headscope {
+
+namespace {
+
+constexpr const char* view_names[] = {"heads", "model", "mask", "dance", "checks"};
+
+View parse_view(const std::string& word) {
+    for (int v = 0; v < 5; ++v)
+        if (word == view_names[v]) return static_cast<View>(v);
+    throw Error("--view: expected heads, model, mask, dance or checks, got '" + word + "'");
+}
+
+}  // namespace
+
+MainView::MainView(const Args& args, const Settings& start, LoadedModel loaded, float content_scale,
+                   std::function<void()> wake)
+    : session_(std::move(loaded), start.texts, start.options, std::move(wake)),
+      ui_(content_scale, args.screenshot.empty(), !args.layout.empty()),
+      tab_to_select_(parse_view(args.view)),
+      dance_view_(session_.wake()),
+      checks_view_(session_.wake()),
+      status_bar_(start.export_dir) {
+    ui_.colormap = start.colormap;
+    const Model& model = session_.model();
+    if (args.layer < 0 || args.layer >= model.config.n_layer)
+        throw Error("--layer " + std::to_string(args.layer) + " out of range (the model has layers 0.." +
+                    std::to_string(model.config.n_layer - 1) + ")");
+    session_.layer = args.layer;
+    const int heads = start.options.n_head ? start.options.n_head : model.config.n_head;
+    if (args.head >= heads)
+        throw Error("--head " + std::to_string(args.head) + " out of range (" + std::to_string(heads) + " heads)");
+    if (args.head >= 0) {
+        session_.head = args.head;
+        heads_view_.open_large();
+    }
+    dance_view_.set_step(args.dance_step);
+}
+
+bool MainView::computing() const {
+    return !session_.loading().empty() || session_.busy() || session_.probes_pending() || checks_view_.computing() ||
+           dance_view_.computing();
+}
+
+void MainView::draw() {
+    session_.collect();
+    ui_.layout.clear();
+    const ImGuiViewport* viewport = ImGui::GetMainViewport();
+    ImGui::SetNextWindowPos(viewport->WorkPos);
+    ImGui::SetNextWindowSize(viewport->WorkSize);
+    ImGui::Begin("Headscope", nullptr,
+                 ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoSavedSettings |
+                     ImGuiWindowFlags_NoBringToFrontOnFocus);
+    controls_.draw(session_, ui_);
+    ImGui::Separator();
+    views();
+    status_bar_.draw(session_, ui_);
+    ImGui::End();
+}
+
+void MainView::views() {
+    const Session& s = session_;
+    if (s.shown.attention.weights.empty()) {
+        ImGui::TextUnformatted(s.message.empty() ? "computing..." : s.message.c_str());
+        if (!s.message.empty() && s.texts.size() > 1) mask_view_.batch_list(session_, ui_);
+        return;
+    }
+    if (!s.message.empty()) ImGui::TextColored(error_colour, "%s (showing the last good maps)", s.message.c_str());
+    if (!ImGui::BeginTabBar("views")) return;
+    for (int v = 0; v < 5; ++v) {
+        const View view = static_cast<View>(v);
+        const ImGuiTabItemFlags flags = tab_to_select_ == view ? ImGuiTabItemFlags_SetSelected : 0;
+        if (!ImGui::BeginTabItem(view_names[v], nullptr, flags)) continue;
+        if (tab_to_select_ == view) tab_to_select_.reset();  // shown: the user's clicks choose again
+        // Leave room for the status bar.
+        ImGui::BeginChild("view", ImVec2(0, -ImGui::GetFrameHeightWithSpacing()));
+        switch (view) {
+        case View::heads: heads_view_.draw(session_, ui_); break;
+        case View::model:
+            if (model_view_.draw(session_, ui_)) {
+                heads_view_.open_large();
+                tab_to_select_ = View::heads;
+            }
+            break;
+        case View::mask: mask_view_.draw(session_, ui_); break;
+        case View::dance: dance_view_.draw(session_, ui_); break;
+        case View::checks: checks_view_.draw(session_, ui_); break;
+        }
+        ImGui::EndChild();
+        ImGui::EndTabItem();
+    }
+    ImGui::EndTabBar();
+}
+
+Settings MainView::settings(int window_width, int window_height) const {
+    Settings s;
+    s.model = session_.model_name();
+    s.texts = session_.texts;
+    s.colormap = ui_.colormap;
+    s.options = session_.options;
+    s.export_dir = status_bar_.export_dir();
+    s.window_width = window_width;
+    s.window_height = window_height;
+    return s;
+}
+
+}  // namespace headscope

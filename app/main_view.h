@@ -1,0 +1,54 @@
+// Everything the window shows, drawn once a frame: the controls, the five
+// views in tabs (heads, model, mask, dance, checks) and the status bar, over
+// one Session. window.cpp runs it in its frame loop; headless.cpp drives it
+// for screenshots and benchmarks.
+#pragma once
+#include <functional>
+#include <optional>
+
+#include "checks_view.h"
+#include "command_line.h"
+#include "controls_view.h"
+#include "dance_view.h"
+#include "heads_view.h"
+#include "mask_view.h"
+#include "model_view.h"
+#include "status_bar.h"
+
+namespace headscope {
+
+enum class View { heads, model, mask, dance, checks };
+
+class MainView {
+public:
+    // Throws Error for options that do not suit the model (--layer, --head, --view).
+    MainView(const Args& args, const Settings& start, LoadedModel loaded, float content_scale,
+             std::function<void()> wake);
+
+    void draw();
+    // Whether any worker is still computing (screenshot mode waits for them all).
+    bool computing() const;
+    // What to remember of this run, for a window of this size.
+    Settings settings(int window_width, int window_height) const;
+
+    Session& session() { return session_; }
+    const LayoutRecorder& layout() const { return ui_.layout; }
+    void set_scale(float scale) { ui_.scale = scale; }
+    StatusBar& status_bar() { return status_bar_; }
+
+private:
+    void views();
+
+    Session session_;
+    Ui ui_;
+    std::optional<View> tab_to_select_;  // chosen outside the tab bar (--view, a model-view click), until shown
+    ControlsView controls_;
+    HeadsView heads_view_;
+    ModelView model_view_;
+    MaskView mask_view_;
+    DanceView dance_view_;
+    ChecksView checks_view_;
+    StatusBar status_bar_;
+};
+
+}  // namespace headscope

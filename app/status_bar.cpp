@@ -1,0 +1,96 @@
+// The status and export bar: see status_bar.h.
+#include "status_bar.h"
+
+#include <imgui_stdlib.h>
+#include <stb/stb_image_write.h>
+
+#include <ctime>
+#include <vector>
+
+#include "gl.h"
+#include "headscope/attention_export.h"
+#include "headscope/error.h"
+
+namespace headscope {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// "headscope-20260123-101500" from the local time: exports do not overwrite each other.
+std::string export_stem() {
+    const std::time_t now = std::time(nullptr);
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
+    return std::string("headscope-") + stamp;
+}
+
+}  // namespace
+
+void export_json(const Session& s, const fs::path& path) {
+    const AttentionTimings timings{s.model_load_ms(), s.shown.tokenize_ms, s.shown.compute_ms - s.shown.tokenize_ms};
+    write_attention_json(path,
+                         attention_metadata(s.model(), s.backend().name(), s.backend_reason(), s.shown_texts,
+                                            s.shown.token_ids, s.shown.attention, timings),
+                         s.shown.attention);
+}
+
+void export_npy(const Session& session, const fs::path& path) { write_attention_npy(path, session.shown.attention); }
+
+void write_screenshot(const fs::path& path, int width, int height) {
+    std::vector<unsigned char> pixels(static_cast<size_t>(width) * height * 4);
+    glPixelStorei(GL_PACK_ALIGNMENT, 1);
+    glReadBuffer(GL_BACK);
+    glReadPixels(0, 0, width, height, GL_RGBA, GL_UNSIGNED_BYTE, pixels.data());
+    // GL's row 0 is the bottom; PNG's is the top.
+    if (!stbi_write_png(path.c_str(), width, height, 4, pixels.data() + static_cast<size_t>(width) * 4 * (height - 1),
+                        -width * 4))
+        throw Error(path.string() + ": cannot write the screenshot");
+}
+
+void StatusBar::draw(const Session& s, Ui& ui) {
+    ImGui::Separator();
+    ImGui::Text("%zu tokens   %.2f ms   backend %s (%s)   %s",
+                s.shown.token_ids.empty() ? 0 : s.shown.token_ids[s.selected].size(), s.shown.compute_ms,
+                s.backend().name().c_str(), s.backend_reason().c_str(), s.busy() ? "computing..." : "");
+    ImGui::SameLine();
+    ImGui::TextUnformatted("save in");
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(160 * ui.scale);
+    ImGui::InputTextWithHint("##export dir", "folder to save in", &export_dir_);
+    const bool computed = !s.shown.attention.weights.empty();
+    ImGui::SameLine();
+    if (ImGui::Button("Save PNG")) png_asked_ = true;
+    ImGui::BeginDisabled(!computed);
+    ImGui::SameLine();
+    if (ImGui::Button("Save JSON")) save(".json", [&](const fs::path& path) { export_json(s, path); });
+    ImGui::SameLine();
+    if (ImGui::Button("Save NPY")) save(".npy", [&](const fs::path& path) { export_npy(s, path); });
+    ImGui::EndDisabled();
+    ImGui::SameLine();
+    if (export_failed_)
+        ImGui::TextColored(error_colour, "%s", export_message_.c_str());
+    else
+        ImGui::TextDisabled("%s", export_message_.c_str());
+}
+
+void StatusBar::save_png_if_asked(int width, int height) {
+    if (!png_asked_) return;
+    png_asked_ = false;
+    save(".png", [&](const fs::path& path) { write_screenshot(path, width, height); });
+}
+
+template <class Write>
+void StatusBar::save(const char* extension, Write write) {
+    const fs::path path = fs::path(export_dir_) / (export_stem() + extension);
+    try {
+        write(path);
+        export_message_ = "saved " + fs::absolute(path).lexically_normal().string();
+        export_failed_ = false;
+    } catch (const Error& e) {
+        export_message_ = e.what();
+        export_failed_ = true;
+    }
+}
+
+}  // namespace headscope

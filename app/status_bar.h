@@ -1,0 +1,40 @@
+// The status bar under the views (tokens, compute time, backend) with the
+// export bar: Save PNG (the window as drawn), Save JSON and Save NPY (the
+// shown attention exactly as `headscope-cli attention` writes it) into the
+// "save in" folder, and where the last one went.
+#pragma once
+#include <filesystem>
+#include <string>
+
+#include "ui.h"
+
+namespace headscope {
+
+// The shown attention as the CLI's JSON or .npy for the same model, texts
+// and options (one writer: core's attention_export.h). Throw Error naming the file.
+void export_json(const Session& session, const std::filesystem::path& path);
+void export_npy(const Session& session, const std::filesystem::path& path);
+// The framebuffer's back buffer as drawn, as PNG. Throws Error naming the file.
+void write_screenshot(const std::filesystem::path& path, int width, int height);
+
+class StatusBar {
+public:
+    explicit StatusBar(std::string export_dir) : export_dir_(std::move(export_dir)) {}
+    void draw(const Session& session, Ui& ui);
+    // Save PNG reads the framebuffer once the frame that asked is drawn.
+    void save_png_if_asked(int width, int height);
+    const std::string& export_dir() const { return export_dir_; }
+
+private:
+    // Writes headscope-DATE-TIME<extension> into the export folder with
+    // `write` and says where, or why not.
+    template <class Write>
+    void save(const char* extension, Write write);
+
+    std::string export_dir_;
+    std::string export_message_;  // where the last export went, or why it failed
+    bool export_failed_ = false;
+    bool png_asked_ = false;
+};
+
+}  // namespace headscope
