@@ -3,7 +3,9 @@
 #include <stb/stb_image.h>
 
 #include <algorithm>
+#include <fstream>
 
+#include "headscope/strided.h"
 
 namespace headscope::test {
 
@@ -36,6 +38,63 @@ ProcessRun run_window(const std::vector<std::string>& args, const std::filesyste
     std::vector<std::string> command = {"xvfb-run", "-a", "-s", "-screen 0 1280x800x24", HEADSCOPE_WINDOW};
     command.insert(command.end(), args.begin(), args.end());
     return run_program(command, scratch);
+}
+
+namespace {
+
+using nlohmann::json;
+
+// Cell (r, c) of `entry`'s grid as one or more entries of their own.
+void expand_cell(const json& entry, int64_t r, int64_t c, json& out) {
+    const json& g = entry["grid"];
+    json cell = entry;
+    for (const char* key : {"grid", "row", "col", "first_row", "floats_per_row", "floats_per_cell", "storage"})
+        cell.erase(key);
+    cell["x"] = g["x"].get<double>() + c * g["step_x"].get<double>();
+    cell["y"] = g["y"].get<double>() + r * g["step_y"].get<double>();
+    cell["w"] = g["w"];
+    cell["h"] = g["h"];
+    const int64_t row = entry.value("first_row", int64_t{0}) + r;
+    if (!entry.contains("floats_per_cell")) {  // a map or mask: rows and columns name queries and keys
+        cell[entry["row"].get<std::string>()] = row;
+        cell[entry["col"].get<std::string>()] = c;
+        out.push_back(std::move(cell));
+        return;
+    }
+    const int64_t per_cell = entry["floats_per_cell"];
+    const json& storage = entry["storage"];
+    StridedLayout order{storage["shape"].get<std::vector<int64_t>>(), storage["strides"].get<std::vector<int64_t>>(),
+                        storage["offset"].get<int64_t>()};
+    for (int64_t k = 0; k < per_cell; ++k) {
+        const int64_t position = row * entry["floats_per_row"].get<int64_t>() + c * per_cell + k;
+        cell["position"] = position;
+        cell["index"] = order.storage_index(position);
+        out.push_back(cell);
+    }
+}
+
+}  // namespace
+
+json read_layout(const std::filesystem::path& path) {
+    json entries = json::array();
+    std::ifstream in(path);
+    if (!in) return entries;
+    for (const json& entry : json::parse(in)) {
+        if (!entry.contains("grid")) {
+            entries.push_back(entry);
+            continue;
+        }
+        for (int64_t r = 0; r < entry["grid"]["rows"].get<int64_t>(); ++r)
+            for (int64_t c = 0; c < entry["grid"]["cols"].get<int64_t>(); ++c) expand_cell(entry, r, c, entries);
+    }
+    return entries;
+}
+
+WindowShot shoot_window(std::vector<std::string> args, const std::filesystem::path& dir, const std::string& name) {
+    const std::filesystem::path png = dir / (name + ".png"), layout = dir / (name + ".json");
+    args.insert(args.end(), {"--screenshot", png.string(), "--layout", layout.string()});
+    WindowShot shot{run_window(args, dir), load_png(png), read_layout(layout)};
+    return shot;
 }
 
 }  // namespace headscope::test

@@ -1,8 +1,10 @@
 // Test support for the window's screenshots: PNG pixels, an independently
-// written viridis, and a run of `headscope` under Xvfb.
+// written viridis, a run of `headscope` under Xvfb, and the layout it
+// records (--layout) with every grid expanded into its cells.
 #pragma once
 #include <array>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -24,5 +26,19 @@ std::array<double, 3> viridis(double t);
 // Runs headscope under xvfb-run on a 1280x800 screen with these arguments
 // (which should include --screenshot), capturing its output as run_program does.
 ProcessRun run_window(const std::vector<std::string>& args, const std::filesystem::path& scratch);
+
+// The window's --layout file as a list of entries, each grid expanded into
+// one entry per cell, with the rectangle x, y, w, h: a map's or mask's cell
+// carries its row and column (query, key); a dance grid's, one entry per
+// float it holds, its position in the order drawn and its index in storage.
+nlohmann::json read_layout(const std::filesystem::path& path);
+
+// One screenshot run: `args` plus --screenshot DIR/NAME.png --layout DIR/NAME.json.
+struct WindowShot {
+    ProcessRun run;
+    Image image;
+    nlohmann::json layout;  // read_layout's; empty when the window wrote none
+};
+WindowShot shoot_window(std::vector<std::string> args, const std::filesystem::path& dir, const std::string& name);
 
 }  // namespace headscope::test

@@ -105,14 +105,13 @@ protected:
 
     Shot shoot(const std::string& split, int step, const std::string& model_name = "model") {
         const std::string name = model_name + "-" + split + "-" + std::to_string(step);
-        const auto png = dir_->path / (name + ".png"), layout = dir_->path / (name + ".json");
-        EXPECT_EQ(test::run_window({"--model", model(model_name), "--view", "dance", "--split", split, "--dance-step",
-                                    std::to_string(step), "--text", long_, "--text", short_, "--screenshot",
-                                    png.string(), "--layout", layout.string()},
-                                   dir_->path).status,
-                  0);
-        Shot shot{test::load_png(png), nullptr, json::array(), json::array()};
-        for (const json& cell : json::parse(test::read_file(layout))) {
+        const test::WindowShot window =
+            test::shoot_window({"--model", model(model_name), "--view", "dance", "--split", split, "--dance-step",
+                                std::to_string(step), "--text", long_, "--text", short_},
+                               dir_->path, name);
+        EXPECT_EQ(window.run.status, 0);
+        Shot shot{window.image, nullptr, json::array(), json::array()};
+        for (const json& cell : window.layout) {
             if (cell["view"] == "dance-step") shot.description = cell;
             else if (cell["view"] == "dance") shot.memory.push_back(cell);
             else if (cell["view"] == "dance-read") shot.read.push_back(cell);

@@ -53,19 +53,17 @@ protected:
 
     Shot shoot(const std::string& name, const std::string& causal, const std::string& padding_mask,
                const std::string& view = "mask") {
-        const auto png = dir_->path / (name + ".png"), layout = dir_->path / (name + ".json");
         const std::string model = (dir_->path / "model").string();
-        EXPECT_EQ(test::run_window(
-                      {"--model", model, "--view", view, "--text", short_, "--text", long_, "--causal", causal,
-                       "--padding-mask", padding_mask, "--screenshot", png.string(), "--layout", layout.string()},
-                      dir_->path).status,
-                  0);
+        const test::WindowShot shot = test::shoot_window({"--model", model, "--view", view, "--text", short_, "--text",
+                                                          long_, "--causal", causal, "--padding-mask", padding_mask},
+                                                         dir_->path, name);
+        EXPECT_EQ(shot.run.status, 0);
         const test::ProcessRun cli = test::run_program(
             {HEADSCOPE_CLI, "attention", "--model", model, "--text", short_, "--text", long_, "--format", "none"},
             dir_->path);
         EXPECT_EQ(cli.status, 0) << cli.err;
         const json meta = json::parse(cli.out);
-        return {test::load_png(png), json::parse(test::read_file(layout)), meta["lengths"].get<std::vector<int>>(),
+        return {shot.image, shot.layout, meta["lengths"].get<std::vector<int>>(),
                 meta["seq_len"].get<int>(), meta["tokens"][0].get<std::vector<std::string>>()};
     }
 

@@ -36,12 +36,11 @@ protected:
     // The window's screenshot and the layout's cells of `view`, and the CLI's
     // attention, for the same settings.
     Shot shoot(const std::string& name, const std::vector<std::string>& settings, const std::string& view = "heads") {
-        const auto png = dir_->path / (name + ".png"), layout = dir_->path / (name + ".json");
         const std::string model = (dir_->path / "model").string();
-        std::vector<std::string> window = {"--model", model, "--text", text_, "--screenshot", png.string(),
-                                           "--layout", layout.string()};
+        std::vector<std::string> window = {"--model", model, "--text", text_};
         window.insert(window.end(), settings.begin(), settings.end());
-        EXPECT_EQ(test::run_window(window, dir_->path).status, 0);
+        const test::WindowShot shot = test::shoot_window(window, dir_->path, name);
+        EXPECT_EQ(shot.run.status, 0);
         std::vector<std::string> cli = {HEADSCOPE_CLI, "attention", "--model", model, "--text", text_};
         for (size_t i = 0; i < settings.size(); i += 2)
             if (settings[i] != "--layer" && settings[i] != "--view" && settings[i] != "--head")
@@ -49,9 +48,9 @@ protected:
         const test::ProcessRun run = test::run_program(cli, dir_->path);
         EXPECT_EQ(run.status, 0);
         json cells = json::array();
-        for (const json& cell : json::parse(test::read_file(layout)))
+        for (const json& cell : shot.layout)
             if (cell["view"] == view) cells.push_back(cell);
-        return {test::load_png(png), cells, json::parse(run.out)};
+        return {shot.image, cells, json::parse(run.out)};
     }
 
     // Every drawn cell: the colormap of the CLI's weight, or the hatch where

@@ -86,9 +86,9 @@ test::Image grab_screen(const std::string& display_name) {
 
 // The centre of each control a layout names, as xdotool's x and y.
 using Centres = std::map<std::string, std::vector<std::string>>;
-Centres control_centres(const std::filesystem::path& layout) {
+Centres control_centres(const json& layout) {
     Centres centres;
-    for (const json& cell : json::parse(test::read_file(layout))) {
+    for (const json& cell : layout) {
         if (cell["view"] != "control") continue;
         const std::string name = cell.contains("text") ? cell["name"].get<std::string>() + ":" + cell["text"].get<std::string>()
                                                        : cell["name"].get<std::string>();
@@ -155,7 +155,7 @@ int expect_cells_show_cli_weights(const test::Image& shot, const std::filesystem
     const json attention = json::parse(cli.out);
     const int T = attention["seq_len"];
     int cells = 0;
-    for (const json& cell : json::parse(test::read_file(layout))) {
+    for (const json& cell : test::read_layout(layout)) {
         if (cell["view"] != "heads") continue;
         const int h = cell["head"], i = cell["query"], j = cell["key"];
         EXPECT_LT(i, T) << "the window shows more tokens than the text has";
@@ -184,12 +184,9 @@ TEST(WindowEndToEnd, TypingAndTogglingTheCausalMaskRedrawTheMaps) {
     const std::string typed = "Dogs chase the cat";
 
     // Where the text box and the checkbox are, from a screenshot run's layout.
-    const auto first_layout = dir.path / "first.json";
-    ASSERT_EQ(test::run_window({"--model", model, "--text", "A", "--screenshot", (dir.path / "first.png").string(),
-                                "--layout", first_layout.string()},
-                               dir.path).status,
-              0);
-    const Centres controls = control_centres(first_layout);
+    const test::WindowShot first = test::shoot_window({"--model", model, "--text", "A"}, dir.path, "first");
+    ASSERT_EQ(first.run.status, 0);
+    const Centres controls = control_centres(first.layout);
     ASSERT_TRUE(controls.contains("text") && controls.contains("causal mask"));
 
     const VirtualScreen screen;
@@ -221,12 +218,9 @@ TEST(WindowEndToEnd, ChoosingAnExampleFromTheMenuShowsItsTexts) {
                                    .dump();
     const test::ScopedEnv use_examples("HEADSCOPE_EXAMPLES", examples.string());
 
-    const auto first_layout = dir.path / "first.json";
-    ASSERT_EQ(test::run_window({"--model", model, "--text", "A", "--screenshot", (dir.path / "first.png").string(),
-                                "--layout", first_layout.string()},
-                               dir.path).status,
-              0);
-    const std::vector<std::string> menu = control_centres(first_layout).at("examples");
+    const test::WindowShot first = test::shoot_window({"--model", model, "--text", "A"}, dir.path, "first");
+    ASSERT_EQ(first.run.status, 0);
+    const std::vector<std::string> menu = control_centres(first.layout).at("examples");
 
     const VirtualScreen screen;
     ASSERT_FALSE(screen.name().empty()) << "Xvfb did not start";
@@ -238,7 +232,7 @@ TEST(WindowEndToEnd, ChoosingAnExampleFromTheMenuShowsItsTexts) {
         window.settled_screen();
         ASSERT_EQ(window.quit(), 0);
     }
-    const Centres open_controls = control_centres(open_layout);
+    const Centres open_controls = control_centres(test::read_layout(open_layout));
     ASSERT_TRUE(open_controls.contains("example:second"));
 
     const auto layout = dir.path / "layout.json";
@@ -271,7 +265,7 @@ TEST(WindowEndToEnd, ArrowAndPunctuationKeysStepTheDance) {
     window.settled_screen();
     ASSERT_EQ(window.quit(), 0);
     int step = 0;
-    for (const json& cell : json::parse(test::read_file(layout)))
+    for (const json& cell : test::read_layout(layout))
         if (cell["view"] == "dance-step") step = cell["step"];
     EXPECT_EQ(step, 3);
 }

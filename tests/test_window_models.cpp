@@ -37,9 +37,9 @@ protected:
 
     // Runs the window in screenshot mode; returns its layout (every cell and control).
     json shoot(const std::string& name, std::vector<std::string> args) {
-        args.insert(args.end(), {"--screenshot", file(name + ".png").string(), "--layout", file(name + ".json").string()});
-        EXPECT_EQ(test::run_window(args, dir_->path).status, 0) << name;
-        return json::parse(test::read_file(file(name + ".json")));
+        const test::WindowShot shot = test::shoot_window(args, dir_->path, name);
+        EXPECT_EQ(shot.run.status, 0) << name;
+        return shot.layout;
     }
 
     static std::set<int> heads_drawn(const json& layout) {
@@ -191,13 +191,12 @@ TEST_F(WindowModels, CorruptSettingsAreAWarningAndTheDefaults) {
     test::ScopedEnv xdg("XDG_CONFIG_HOME", config.path.string());
     fs::create_directories(config.path / "headscope");
     std::ofstream(config.path / "headscope" / "settings.json") << "{\"model\": \"" << model("two") << "\", \"texts\": [";
-    const test::ProcessRun run = test::run_window(
-        {"--settings", "on", "--screenshot", file("corrupt.png").string(), "--layout", file("corrupt.json").string()},
-        dir_->path);
+    const test::WindowShot shot = test::shoot_window({"--settings", "on"}, dir_->path, "corrupt");
+    const test::ProcessRun& run = shot.run;
     EXPECT_EQ(run.status, 0);
     EXPECT_NE(run.err.find("headscope: warning: ignoring " + (config.path / "headscope" / "settings.json").string()), std::string::npos) << run.err;
     EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
-    EXPECT_EQ(control_text(json::parse(test::read_file(file("corrupt.json"))), "model"), "builtin");
+    EXPECT_EQ(control_text(shot.layout, "model"), "builtin");
 }
 
 }  // namespace
