@@ -78,8 +78,11 @@ void Session::open_model(const std::string& name_or_path) {
     loading_ = name_or_path;
     load_progress_ = 0;
     model_message.clear();
-    load_worker_.submit([this, name_or_path, choice = open_->backend_choice](std::stop_token) {
-        return load_with_backend(name_or_path, choice, [this](float fraction) { load_progress_ = fraction; });
+    load_worker_.submit([this, name_or_path, choice = open_->backend_choice](std::stop_token stop) {
+        return load_with_backend(name_or_path, choice, [this, stop](float fraction) {
+            if (stop.stop_requested()) throw Error("stopped");  // the window is closing: no need to finish
+            load_progress_ = fraction;
+        });
     });
 }
 

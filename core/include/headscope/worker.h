@@ -4,8 +4,9 @@
 // replaces it; one submitted while another runs asks the running one to stop
 // (its std::stop_token) and drops its result, so take() only ever hands back
 // the answer to the newest request. A job that throws gives an outcome with
-// the exception's message. `on_finished`, if given, runs on the worker after
-// each outcome is stored (a window wakes its event loop with it).
+// the exception's message. Destroying the worker also asks the running job
+// to stop, and waits for it. `on_finished`, if given, runs on the worker
+// after each outcome is stored (a window wakes its event loop with it).
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -56,15 +57,6 @@ public:
         }
         wake_.notify_one();
         return generation;
-    }
-
-    // Drops the waiting job and the running one's result, and asks it to stop.
-    void cancel() {
-        std::lock_guard lock(mutex_);
-        pending_ = nullptr;
-        ++submitted_;  // whatever runs now answers an older request
-        running_stop_.request_stop();
-        finished_.reset();
     }
 
     // The newest request's outcome once it is ready, once.
