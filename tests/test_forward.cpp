@@ -9,6 +9,7 @@
 
 #include "headscope/backend.h"
 #include "headscope/error.h"
+#include "headscope/forward.h"
 #include "model_writer.h"
 #include "reference_forward.h"
 

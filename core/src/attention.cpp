@@ -15,6 +15,11 @@ int Batch::T() const {
     return static_cast<int>(longest);
 }
 
+int32_t Batch::padded_id(int b, int t) const {
+    const std::vector<int32_t>& ids = token_ids[b];
+    return t < static_cast<int>(ids.size()) ? ids[t] : pad_id;
+}
+
 bool causal_allows(const AttentionOptions& options, int i, int j) { return !options.causal || j <= i; }
 
 bool padding_allows(const AttentionOptions& options, int j, int length) { return !options.padding_mask || j < length; }

@@ -27,7 +27,8 @@ struct Batch {
     int32_t pad_id = 0;
 
     int B() const { return static_cast<int>(token_ids.size()); }
-    int T() const;                     // the longest length
+    int T() const;                          // the longest length
+    int32_t padded_id(int b, int t) const;  // text b's token t, pad_id past its end
 };
 
 struct AttentionResult {

@@ -16,8 +16,8 @@ public:
     virtual std::string name() const = 0;
     // Keeps what it needs of `model`, which must outlive the backend.
     virtual void load_weights(const Model& model) = 0;
-    // Validates the options and batch against the model (throws Error), then
-    // fills `result`, reusing its storage.
+    // Validates the options and batch against the model (validate_forward,
+    // throws Error), then fills `result`, reusing its storage.
     virtual void forward(const Batch& batch, const AttentionOptions& options, AttentionResult& result) = 0;
 };
 
@@ -39,14 +39,5 @@ struct BackendPick {
 // automatic: CUDA when the build has it and a usable device exists (and
 // starts), else the CPU. cuda without a usable device throws Error saying why.
 BackendPick make_backend(BackendChoice choice);
-
-// The most the returned attention maps of one forward may take.
-inline constexpr double max_attention_bytes = 8e9;
-
-// What every backend's forward checks first: the batch and options suit
-// `model` (texts non-empty and within n_positions, ids in the vocabulary, the
-// head count divides C, layers in range, the maps within
-// max_attention_bytes). Throws Error naming the problem.
-void validate_forward(const Model& model, const Batch& batch, const AttentionOptions& options);
 
 }  // namespace headscope
