@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "headscope/attention.h"
+#include "headscope/choices.h"
 #include "headscope/model.h"
 
 namespace headscope {
@@ -23,9 +24,11 @@ public:
 
 std::unique_ptr<Backend> make_cpu_backend();
 
-// Which backend to run on: the CLI's --backend, the window's choice.
+// Which backend to run on, as the command lines and the window choose it.
 enum class BackendChoice { automatic, cpu, cuda };
-BackendChoice parse_backend_choice(std::string_view word);  // auto|cpu|cuda; throws Error
+inline constexpr Choices<BackendChoice, 3> backend_choices = {
+    "backend", {"auto", "cpu", "cuda"}, {"auto", "cpu", "cuda"}};
+BackendChoice parse_backend_choice(std::string_view word);  // a word of backend_choices; throws Error
 const char* to_string(BackendChoice choice);
 
 struct BackendPick {
