@@ -18,6 +18,7 @@
 #include "headscope/checks.h"
 #include "headscope/dance.h"
 #include "headscope/error.h"
+#include "headscope/forward.h"
 #include "headscope/model.h"
 #include "headscope/probes.h"
 
@@ -102,6 +103,16 @@ struct Options {
     bool heads_given = false;
 };
 
+// The heads the forward splits C into, checked against the model; its error
+// names the flag.
+int head_count_of(const Model& model, const AttentionOptions& options) {
+    try {
+        return head_count(model.config, options.n_head);
+    } catch (const Error& e) {
+        throw Error(std::string("--heads: ") + e.what());
+    }
+}
+
 void run_info(const Options& opt) {
     const BackendPick pick = make_backend(opt.backend);
     const Model model = load_model(opt.model);
@@ -171,6 +182,7 @@ void run_attention(const Options& opt) {
     Batch batch{tokenize_texts(model.tokenizer, opt.texts), model.config.eos_token_id};
     const double tokenize_ms = ms_since(start);
 
+    head_count_of(model, options);  // before the forward, which checks it too, so that the error names the flag
     backend->load_weights(model);
     AttentionResult result;
     start = Clock::now();
@@ -254,11 +266,11 @@ void run_dance(const Options& opt) {
     Backend* backend = pick.backend.get();
     const Model model = load_model(opt.model);
     const Batch batch{tokenize_texts(model.tokenizer, opt.texts), model.config.eos_token_id};
+    const int NH = head_count_of(model, options);
     backend->load_weights(model);
 
     // Both splits run for the comparison (which also validates the options); options.split is the walk printed.
     const double max_diff = naive_view_max_diff(*backend, batch, options, opt.layer);
-    const int NH = options.n_head ? options.n_head : model.config.n_head;
     const Dance dance = reshape_dance(batch.B(), batch.T(), model.config.n_embd, NH, options.split);
     Json buffers = Json::array(), steps = Json::array(), tokens = Json::array();
     for (const DanceBuffer& b : dance.buffers) buffers.push_back({{"name", b.name}, {"dims", b.dims}, {"shape", b.shape}});

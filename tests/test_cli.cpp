@@ -279,14 +279,14 @@ TEST_F(CliTest, BadInputIsOneLineAndExitTwo) {
     unsetenv("HEADSCOPE_BUILTIN_MODEL");
     expect_error({"heads", "--model", m, "--text", "hi"}, "at least 2 tokens");
     expect_error({"dance", "--model", m, "--text", "hi", "--layer", "2"}, "layer 2 out of range");
-    expect_error({"dance", "--model", m, "--text", "hi", "--heads", "3"}, "does not divide");
+    expect_error({"dance", "--model", m, "--text", "hi", "--heads", "3"}, "--heads: head count 3 does not divide C = 32");
     expect_error({"attention", "--model", m}, "--text");
     expect_error({"attention", "--model", m, "--text", "hi", "--causal", "maybe"},
                  "--causal: causal mask 'maybe' is not one of off, on");
     expect_error({"attention", "--model", m, "--text", "hi", "--padding-mask", "1"},
                  "--padding-mask: padding mask '1' is not one of off, on");
     expect_error({"attention", "--model", m, "--text", "hi", "--heads", "0"}, "--heads must be at least 1");
-    expect_error({"attention", "--model", m, "--text", "hi", "--heads", "5"}, "does not divide n_embd 32");
+    expect_error({"attention", "--model", m, "--text", "hi", "--heads", "5"}, "--heads: head count 5 does not divide C = 32");
     expect_error({"attention", "--model", m, "--text", "hi", "--heads", "two"}, "--heads");
     expect_error({"attention", "--model", m, "--text", "hi", "--scale", "sqrt"},
                  "--scale: scale 'sqrt' is not one of head, model, none");

@@ -10,7 +10,7 @@ namespace headscope {
 int head_count(const Config& config, int n_head) {
     const int NH = n_head ? n_head : config.n_head;
     if (NH <= 0 || config.n_embd % NH != 0)
-        throw Error("--heads " + std::to_string(NH) + " does not divide n_embd " + std::to_string(config.n_embd));
+        throw Error("head count " + std::to_string(NH) + " does not divide C = " + std::to_string(config.n_embd));
     return NH;
 }
 
