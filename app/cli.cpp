@@ -18,6 +18,7 @@
 #include "headscope/checks.h"
 #include "headscope/dance.h"
 #include "headscope/error.h"
+#include "headscope/forward.h"
 #include "headscope/model.h"
 #include "headscope/probes.h"
 
@@ -73,17 +74,47 @@ private:
     std::string path_;
 };
 
+// An option whose word core's `parse` turns into `value`. A word it refuses
+// fails with core's message, which CLI11 puts after the flag, as it does
+// every validator's. `words` stands for the value in the help.
+template <typename T, typename Parse>
+void add_word_option(CLI::App* sub, const std::string& flag, T& value, const std::string& words, Parse parse,
+                     const std::string& help) {
+    const CLI::Validator to_value(
+        [parse](std::string& word) {
+            try {
+                word = std::to_string(static_cast<int>(parse(word)));  // as CLI11 reads a bool or an enum
+                return std::string();
+            } catch (const Error& e) {
+                return std::string(e.what());
+            }
+        },
+        "");
+    sub->add_option(flag, value, help)->type_name(words)->transform(to_value);
+}
+
 struct Options {
     std::string model = builtin_model;
     std::vector<std::string> texts;
-    std::string causal = "on", padding_mask = "on", scale = "head", split = "transpose", layers = "all";
-    std::string backend = "auto", format = "json", out;
+    AttentionOptions attention;  // the masks, scale and split; attention_options sets the rest
+    BackendChoice backend = BackendChoice::automatic;
+    std::string layers = "all", format = "json", out;
     int heads = 0, layer = 0;
     bool heads_given = false;
 };
 
+// The heads the forward splits C into, checked against the model; its error
+// names the flag.
+int head_count_of(const Model& model, const AttentionOptions& options) {
+    try {
+        return head_count(model.config, options.n_head);
+    } catch (const Error& e) {
+        throw Error(std::string("--heads: ") + e.what());
+    }
+}
+
 void run_info(const Options& opt) {
-    const BackendPick pick = make_backend(parse_backend_choice(opt.backend));
+    const BackendPick pick = make_backend(opt.backend);
     const Model model = load_model(opt.model);
     Json tensors = Json::array();
     for (const TensorInfo& t : model.tensors) tensors.push_back({{"name", t.name}, {"shape", t.shape}});
@@ -128,13 +159,9 @@ void run_tokenize(const Options& opt) {
 }
 
 AttentionOptions attention_options(const Options& opt) {
-    AttentionOptions options;
-    options.causal = parse_on_off("--causal", opt.causal);
-    options.padding_mask = parse_on_off("--padding-mask", opt.padding_mask);
+    AttentionOptions options = opt.attention;
     if (opt.heads_given && opt.heads < 1) throw Error("--heads must be at least 1, got " + std::to_string(opt.heads));
     options.n_head = opt.heads;
-    options.scale = parse_scale(opt.scale);
-    options.split = parse_split(opt.split);
     options.layers = parse_layers(opt.layers);
     return options;
 }
@@ -144,7 +171,7 @@ void run_attention(const Options& opt) {
     if (opt.format != "json" && opt.format != "npy" && opt.format != "none")
         throw Error("--format: expected json, npy or none, got '" + opt.format + "'");
     if (opt.format == "npy" && opt.out.empty()) throw Error("--format npy needs --out FILE");
-    const BackendPick pick = make_backend(parse_backend_choice(opt.backend));
+    const BackendPick pick = make_backend(opt.backend);
     Backend* backend = pick.backend.get();
 
     auto start = Clock::now();
@@ -155,6 +182,7 @@ void run_attention(const Options& opt) {
     Batch batch{tokenize_texts(model.tokenizer, opt.texts), model.config.eos_token_id};
     const double tokenize_ms = ms_since(start);
 
+    head_count_of(model, options);  // before the forward, which checks it too, so that the error names the flag
     backend->load_weights(model);
     AttentionResult result;
     start = Clock::now();
@@ -188,7 +216,7 @@ std::vector<std::vector<int32_t>> probe_texts(const Model& model, const Options&
 }
 
 void run_heads(const Options& opt) {
-    const BackendPick pick = make_backend(parse_backend_choice(opt.backend));
+    const BackendPick pick = make_backend(opt.backend);
     Backend* backend = pick.backend.get();
     const Model model = load_model(opt.model);
     backend->load_weights(model);
@@ -234,15 +262,15 @@ Json layout_json(const StridedLayout& layout) {
 // attention output at --layer is from the correct one's.
 void run_dance(const Options& opt) {
     const AttentionOptions options = attention_options(opt);
-    const BackendPick pick = make_backend(parse_backend_choice(opt.backend));
+    const BackendPick pick = make_backend(opt.backend);
     Backend* backend = pick.backend.get();
     const Model model = load_model(opt.model);
     const Batch batch{tokenize_texts(model.tokenizer, opt.texts), model.config.eos_token_id};
+    const int NH = head_count_of(model, options);
     backend->load_weights(model);
 
     // Both splits run for the comparison (which also validates the options); options.split is the walk printed.
     const double max_diff = naive_view_max_diff(*backend, batch, options, opt.layer);
-    const int NH = options.n_head ? options.n_head : model.config.n_head;
     const Dance dance = reshape_dance(batch.B(), batch.T(), model.config.n_embd, NH, options.split);
     Json buffers = Json::array(), steps = Json::array(), tokens = Json::array();
     for (const DanceBuffer& b : dance.buffers) buffers.push_back({{"name", b.name}, {"dims", b.dims}, {"shape", b.shape}});
@@ -285,9 +313,12 @@ int main(int argc, char** argv) {
                         "builtin (the default), a model directory, or a Hugging Face hub name (local cache only)");
         sub->add_option("--out", opt.out, "write to FILE instead of stdout");
     };
+    auto add_backend = [&](CLI::App* sub, const std::string& help) {
+        add_word_option(sub, "--backend", opt.backend, join_words(backend_choices, "|"), parse_backend_choice, help);
+    };
     CLI::App* info = app.add_subcommand("info", "the model's configuration, parameter count and weight shapes");
     add_model(info);
-    info->add_option("--backend", opt.backend, "auto|cpu|cuda: the backend reported");
+    add_backend(info, "the backend reported");
     CLI::App* tokenize = app.add_subcommand("tokenize", "GPT-2 token ids and texts of --text");
     add_model(tokenize);
     tokenize->add_option("--text", opt.texts, "UTF-8 text")->required()->expected(1);
@@ -295,12 +326,16 @@ int main(int argc, char** argv) {
     add_model(attention);
     auto add_forward_options = [&](CLI::App* sub) {
         sub->add_option("--text", opt.texts, "UTF-8 text (repeat for a batch, right-padded)")->required();
-        sub->add_option("--causal", opt.causal, "on|off");
-        sub->add_option("--padding-mask", opt.padding_mask, "on|off");
+        add_word_option(sub, "--causal", opt.attention.causal, "on|off",
+                        [](std::string_view word) { return parse_on_off("causal mask", word); }, "the causal mask");
+        add_word_option(sub, "--padding-mask", opt.attention.padding_mask, "on|off",
+                        [](std::string_view word) { return parse_on_off("padding mask", word); }, "the padding mask");
         sub->add_option("--heads", opt.heads, "re-split into N heads (N divides n_embd)");
-        sub->add_option("--scale", opt.scale, "head|model|none: 1/sqrt(C/N), 1/sqrt(C), 1");
-        sub->add_option("--split", opt.split, "transpose|naive-view");
-        sub->add_option("--backend", opt.backend, "auto|cpu|cuda (auto: CUDA when built with it and a device exists)");
+        add_word_option(sub, "--scale", opt.attention.scale, join_words(scale_choices, "|"), parse_scale,
+                        "1/sqrt(C/N), 1/sqrt(C), 1");
+        add_word_option(sub, "--split", opt.attention.split, join_words(split_choices, "|"), parse_split,
+                        "how Q, K and V are split into heads");
+        add_backend(sub, "auto: CUDA when built with it and a device exists");
     };
     add_forward_options(attention);
     attention->add_option("--layers", opt.layers, "all or I,J,...");
@@ -308,7 +343,7 @@ int main(int argc, char** argv) {
     CLI::App* heads = app.add_subcommand("heads", "probe scores of every head (previous-token, induction, ...)");
     add_model(heads);
     heads->add_option("--text", opt.texts, "score this text instead of the validation text")->expected(1);
-    heads->add_option("--backend", opt.backend, "auto|cpu|cuda (auto: CUDA when built with it and a device exists)");
+    add_backend(heads, "auto: CUDA when built with it and a device exists");
     CLI::App* dance = app.add_subcommand(
         "dance", "the reshape dance's steps (shapes, strides, buffers) for the texts, and the naive split's error");
     add_model(dance);

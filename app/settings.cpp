@@ -19,11 +19,7 @@ fs::path config_dir() {
     return fs::path(home ? home : ".") / ".config" / "headscope";
 }
 
-Colormap parse_colormap(const std::string& word) {
-    for (int c = 0; c < static_cast<int>(std::size(colormap_names)); ++c)
-        if (word == colormap_names[c]) return static_cast<Colormap>(c);
-    throw Error("colormap: expected viridis, magma or grey, got '" + word + "'");
-}
+Colormap parse_colormap(const std::string& word) { return parse_choice(colormap_choices, word); }
 
 Settings read_settings(const fs::path& file) {
     std::ifstream in(file, std::ios::binary);
@@ -56,7 +52,7 @@ Settings read_settings(const fs::path& file) {
 void write_settings(const fs::path& file, const Settings& s) {
     const Json json = {{"model", s.model},
                        {"texts", s.texts},
-                       {"colormap", colormap_names[static_cast<int>(s.colormap)]},
+                       {"colormap", word_of(colormap_choices, s.colormap)},
                        {"causal", s.options.causal},
                        {"padding_mask", s.options.padding_mask},
                        {"heads", s.options.n_head},

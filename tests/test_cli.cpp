@@ -279,20 +279,25 @@ TEST_F(CliTest, BadInputIsOneLineAndExitTwo) {
     unsetenv("HEADSCOPE_BUILTIN_MODEL");
     expect_error({"heads", "--model", m, "--text", "hi"}, "at least 2 tokens");
     expect_error({"dance", "--model", m, "--text", "hi", "--layer", "2"}, "layer 2 out of range");
-    expect_error({"dance", "--model", m, "--text", "hi", "--heads", "3"}, "does not divide");
+    expect_error({"dance", "--model", m, "--text", "hi", "--heads", "3"}, "--heads: head count 3 does not divide C = 32");
     expect_error({"attention", "--model", m}, "--text");
-    expect_error({"attention", "--model", m, "--text", "hi", "--causal", "maybe"}, "--causal");
-    expect_error({"attention", "--model", m, "--text", "hi", "--padding-mask", "1"}, "--padding-mask");
+    expect_error({"attention", "--model", m, "--text", "hi", "--causal", "maybe"},
+                 "--causal: causal mask 'maybe' is not one of off, on");
+    expect_error({"attention", "--model", m, "--text", "hi", "--padding-mask", "1"},
+                 "--padding-mask: padding mask '1' is not one of off, on");
     expect_error({"attention", "--model", m, "--text", "hi", "--heads", "0"}, "--heads must be at least 1");
-    expect_error({"attention", "--model", m, "--text", "hi", "--heads", "5"}, "does not divide n_embd 32");
+    expect_error({"attention", "--model", m, "--text", "hi", "--heads", "5"}, "--heads: head count 5 does not divide C = 32");
     expect_error({"attention", "--model", m, "--text", "hi", "--heads", "two"}, "--heads");
-    expect_error({"attention", "--model", m, "--text", "hi", "--scale", "sqrt"}, "unknown scale 'sqrt'");
-    expect_error({"attention", "--model", m, "--text", "hi", "--split", "view"}, "unknown split 'view'");
+    expect_error({"attention", "--model", m, "--text", "hi", "--scale", "sqrt"},
+                 "--scale: scale 'sqrt' is not one of head, model, none");
+    expect_error({"attention", "--model", m, "--text", "hi", "--split", "view"},
+                 "--split: split 'view' is not one of transpose, naive-view");
     expect_error({"attention", "--model", m, "--text", "hi", "--layers", "2"}, "layer 2 out of range");
     expect_error({"attention", "--model", m, "--text", "hi", "--layers", "0,x"}, "'x' is not a layer index");
     expect_error({"attention", "--model", m, "--text", "hi", "--format", "csv"}, "--format");
     expect_error({"attention", "--model", m, "--text", "hi", "--format", "npy"}, "--format npy needs --out");
-    expect_error({"attention", "--model", m, "--text", "hi", "--backend", "gpu"}, "--backend");
+    expect_error({"attention", "--model", m, "--text", "hi", "--backend", "gpu"},
+                 "--backend: backend 'gpu' is not one of auto, cpu, cuda");
     expect_error({"attention", "--model", m, "--text", "hi", "--text", ""}, "text 2 is empty");
     expect_error({"attention", "--model", m, "--text", "caf\xc3"}, "invalid UTF-8");
     expect_error({"tokenize", "--model", m, "--text", "\xff"}, "invalid UTF-8");

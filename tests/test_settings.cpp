@@ -30,6 +30,10 @@ TEST(Settings, WhatIsWrittenReadsBack) {
     s.window_height = 900;
     const fs::path file = dir.path / "headscope" / "settings.json";  // the folder is made
     write_settings(file, s);
+    const std::string text = test::read_file(file);  // the enums as their command-line words
+    EXPECT_NE(text.find("\"colormap\": \"grey\""), std::string::npos) << text;
+    EXPECT_NE(text.find("\"scale\": \"none\""), std::string::npos) << text;
+    EXPECT_NE(text.find("\"split\": \"naive-view\""), std::string::npos) << text;
 
     testing::internal::CaptureStderr();
     const Settings back = read_settings(file);

@@ -1,11 +1,9 @@
-// Option words shared by the CLI and the window, and batch helpers.
+// The batch's padding, the masks, the score scale and the options' words.
 #include "headscope/attention.h"
 
 #include <algorithm>
 #include <cmath>
-#include <string>
-
-#include "headscope/error.h"
+#include <iterator>
 
 namespace headscope {
 
@@ -13,6 +11,11 @@ int Batch::T() const {
     size_t longest = 0;
     for (const auto& ids : token_ids) longest = std::max(longest, ids.size());
     return static_cast<int>(longest);
+}
+
+int32_t Batch::padded_id(int b, int t) const {
+    const std::vector<int32_t>& ids = token_ids[b];
+    return t < static_cast<int>(ids.size()) ? ids[t] : pad_id;
 }
 
 bool causal_allows(const AttentionOptions& options, int i, int j) { return !options.causal || j <= i; }
@@ -34,40 +37,17 @@ float score_scale(Scale scale, int C, int NH) {
     return 1.f;
 }
 
-bool parse_on_off(std::string_view flag, std::string_view word) {
-    if (word == "on") return true;
-    if (word == "off") return false;
-    throw Error(std::string(flag) + ": expected on or off, got '" + std::string(word) + "'");
+bool parse_on_off(std::string_view option, std::string_view word) {
+    static constexpr const char* off_on[] = {"off", "on"};
+    return word_index(option, off_on, std::size(off_on), word) == 1;
 }
 
-Scale parse_scale(std::string_view word) {
-    if (word == "head") return Scale::head;
-    if (word == "model") return Scale::model;
-    if (word == "none") return Scale::none;
-    throw Error("unknown scale '" + std::string(word) + "' (expected head, model or none)");
-}
+Scale parse_scale(std::string_view word) { return parse_choice(scale_choices, word); }
 
-Split parse_split(std::string_view word) {
-    if (word == "transpose") return Split::transpose;
-    if (word == "naive-view") return Split::naive_view;
-    throw Error("unknown split '" + std::string(word) + "' (expected transpose or naive-view)");
-}
+Split parse_split(std::string_view word) { return parse_choice(split_choices, word); }
 
-const char* to_string(Scale scale) {
-    switch (scale) {
-        case Scale::head: return "head";
-        case Scale::model: return "model";
-        case Scale::none: return "none";
-    }
-    return "?";
-}
+const char* to_string(Scale scale) { return word_of(scale_choices, scale); }
 
-const char* to_string(Split split) {
-    switch (split) {
-        case Split::transpose: return "transpose";
-        case Split::naive_view: return "naive-view";
-    }
-    return "?";
-}
+const char* to_string(Split split) { return word_of(split_choices, split); }
 
 }  // namespace headscope

@@ -7,21 +7,9 @@
 
 namespace headscope {
 
-BackendChoice parse_backend_choice(std::string_view word) {
-    if (word == "auto") return BackendChoice::automatic;
-    if (word == "cpu") return BackendChoice::cpu;
-    if (word == "cuda") return BackendChoice::cuda;
-    throw Error("--backend: expected auto, cpu or cuda, got '" + std::string(word) + "'");
-}
+BackendChoice parse_backend_choice(std::string_view word) { return parse_choice(backend_choices, word); }
 
-const char* to_string(BackendChoice choice) {
-    switch (choice) {
-        case BackendChoice::automatic: return "auto";
-        case BackendChoice::cpu: return "cpu";
-        case BackendChoice::cuda: return "cuda";
-    }
-    return "?";
-}
+const char* to_string(BackendChoice choice) { return word_of(backend_choices, choice); }
 
 BackendPick make_backend(BackendChoice choice) {
     if (choice == BackendChoice::cpu) return {make_cpu_backend(), "cpu chosen"};

@@ -6,6 +6,7 @@
 
 #include "headscope/cpu_ops.h"
 #include "headscope/error.h"
+#include "headscope/forward.h"
 
 namespace headscope {
 
@@ -21,21 +22,15 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 
 AttentionResult forward_by_head_loop(const Model& model, const Batch& batch, const AttentionOptions& options) {
     validate_forward(model, batch, options);
+    AttentionOptions every_layer = options;  // the loop returns every layer, with outputs, whatever was asked
+    every_layer.layers.clear();
+    every_layer.capture_outputs = true;
+    AttentionResult result;
+    set_up_result(model.config, batch, every_layer, result);
     const Config& cfg = model.config;
-    const int B = batch.B(), T = batch.T(), C = cfg.n_embd, L = cfg.n_layer;
-    const int NH = options.n_head ? options.n_head : cfg.n_head, hs = C / NH;
+    const int B = result.B, T = result.T, C = cfg.n_embd, L = cfg.n_layer, NH = result.NH, hs = result.hs;
     const float scale = score_scale(options.scale, C, NH);
     const float eps = cfg.layer_norm_epsilon;
-
-    AttentionResult result;
-    result.B = B;
-    result.T = T;
-    result.NH = NH;
-    result.hs = hs;
-    for (int l = 0; l < L; ++l) result.layers.push_back(l);
-    result.weights.assign(static_cast<size_t>(L) * B * NH * T * T, 0.f);
-    result.fully_masked.assign(static_cast<size_t>(B) * T, 0);
-    result.outputs.assign(static_cast<size_t>(L) * B * T * C, 0.f);
 
     // One text at a time, so every buffer is one text's (T, ...) rows.
     std::vector<float> x(static_cast<size_t>(T) * C);   // (T, C) residual stream
@@ -48,12 +43,7 @@ AttentionResult forward_by_head_loop(const Model& model, const Batch& batch, con
     std::vector<float> hidden(4 * x.size());            // (T, 4C)
     for (int b = 0; b < B; ++b) {
         const int length = static_cast<int>(batch.token_ids[b].size());
-        for (int t = 0; t < T; ++t) {
-            const int32_t id = t < length ? batch.token_ids[b][t] : batch.pad_id;
-            for (int c = 0; c < C; ++c)
-                x[static_cast<size_t>(t) * C + c] =
-                    model.wte[static_cast<size_t>(id) * C + c] + model.wpe[static_cast<size_t>(t) * C + c];
-        }
+        embed_text(model, batch, b, x.data());
         for (int l = 0; l < L; ++l) {
             const LayerWeights& w = model.layers[l];
             ops::layer_norm(x.data(), w.ln_1_w, w.ln_1_b, ln.data(), T, C, eps);
@@ -70,7 +60,6 @@ AttentionResult forward_by_head_loop(const Model& model, const Batch& batch, con
                 float* att = result.weights.data() + ((static_cast<size_t>(l) * B + b) * NH + h) * T * T;  // (T, T)
                 for (int i = 0; i < T; ++i) {
                     const int end = visible_end(options, i, length, T);
-                    if (h == 0) result.fully_masked[static_cast<size_t>(b) * T + i] = end == 0;
                     for (int j = 0; j < T; ++j) {
                         float dot = 0;
                         for (int d = 0; d < hs; ++d) dot += q[i * hs + d] * k[j * hs + d];

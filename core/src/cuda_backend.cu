@@ -15,6 +15,7 @@
 
 #include "headscope/cuda_backend.h"
 #include "headscope/error.h"
+#include "headscope/forward.h"
 
 namespace headscope {
 namespace {
@@ -212,34 +213,22 @@ private:
         HEADSCOPE_CUDA_CHECK(cudaGetLastError());
     }
 
-    // As CpuBackend::forward, result filled the same way.
+    // As CpuBackend::forward, result set up the same way.
     void forward_on_device(const Batch& batch, const AttentionOptions& options, AttentionResult& result) {
-        const Config& cfg = model_->config;
-        const int B = batch.B(), T = batch.T(), C = cfg.n_embd;
-        const int NH = options.n_head ? options.n_head : cfg.n_head;
-        result.B = B;
-        result.T = T;
-        result.NH = NH;
-        result.hs = C / NH;
-        result.layers = options.layers;
-        if (result.layers.empty())
-            for (int l = 0; l < cfg.n_layer; ++l) result.layers.push_back(l);
+        set_up_result(model_->config, batch, options, result);
+        const int B = result.B, T = result.T, C = model_->config.n_embd, NH = result.NH;
         const size_t map_floats = static_cast<size_t>(B) * NH * T * T;
-        result.weights.resize(result.layers.size() * map_floats);
-        result.outputs.resize(options.capture_outputs ? result.layers.size() * B * T * C : 0);
 
-        // Padded ids and each query row's visible keys, from core's visible_end (host side, so there is one rule).
+        // Padded ids and each query row's visible keys, from core's
+        // Batch::padded_id and visible_end (host side, so there is one rule).
         const int BT = B * T;
         std::vector<int32_t> ids(BT);
         std::vector<int> ends(BT);
-        result.fully_masked.assign(BT, 0);
         for (int b = 0; b < B; ++b) {
-            const auto& text = batch.token_ids[b];
-            const int length = static_cast<int>(text.size());
+            const int length = static_cast<int>(batch.token_ids[b].size());
             for (int t = 0; t < T; ++t) {
-                ids[b * T + t] = t < length ? text[t] : batch.pad_id;
+                ids[b * T + t] = batch.padded_id(b, t);
                 ends[b * T + t] = visible_end(options, t, length, T);
-                result.fully_masked[b * T + t] = ends[b * T + t] == 0;
             }
         }
         ids_.upload(ids.data(), BT);

@@ -6,10 +6,17 @@
 #include <string_view>
 #include <vector>
 
+#include "headscope/choices.h"
+
 namespace headscope {
 
-enum class Scale { head, model, none };      // 1/sqrt(C/NH), 1/sqrt(C), 1
+enum class Scale { head, model, none };  // 1/sqrt(C/NH), 1/sqrt(C), 1
+inline constexpr Choices<Scale, 3> scale_choices = {
+    "scale", {"head", "model", "none"}, {"1/sqrt(d_head)", "1/sqrt(C)", "none"}};
+
 enum class Split { transpose, naive_view };  // view+transpose (correct), or view straight to (B,NH,T,hs)
+inline constexpr Choices<Split, 2> split_choices = {
+    "split", {"transpose", "naive-view"}, {"view + transpose", "naive view"}};
 
 struct AttentionOptions {
     bool causal = true;
@@ -27,7 +34,8 @@ struct Batch {
     int32_t pad_id = 0;
 
     int B() const { return static_cast<int>(token_ids.size()); }
-    int T() const;                     // the longest length
+    int T() const;                          // the longest length
+    int32_t padded_id(int b, int t) const;  // text b's token t, pad_id past its end
 };
 
 struct AttentionResult {
@@ -59,8 +67,9 @@ int visible_end(const AttentionOptions& options, int i, int length, int T);
 // What scores are multiplied by before the softmax, for C channels in NH heads.
 float score_scale(Scale scale, int C, int NH);
 
-// Parses CLI/UI words; throw Error naming the bad value.
-bool parse_on_off(std::string_view flag, std::string_view word);  // "on"/"off" for the option `flag`
+// The words of the command lines and the settings file (the choice tables');
+// a bad word throws Error naming the option and the words allowed.
+bool parse_on_off(std::string_view option, std::string_view word);  // "on" or "off"; `option` names it in errors
 Scale parse_scale(std::string_view word);
 Split parse_split(std::string_view word);
 const char* to_string(Scale scale);

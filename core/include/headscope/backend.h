@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "headscope/attention.h"
+#include "headscope/choices.h"
 #include "headscope/model.h"
 
 namespace headscope {
@@ -16,16 +17,18 @@ public:
     virtual std::string name() const = 0;
     // Keeps what it needs of `model`, which must outlive the backend.
     virtual void load_weights(const Model& model) = 0;
-    // Validates the options and batch against the model (throws Error), then
-    // fills `result`, reusing its storage.
+    // Validates the options and batch against the model (validate_forward,
+    // throws Error), then fills `result`, reusing its storage.
     virtual void forward(const Batch& batch, const AttentionOptions& options, AttentionResult& result) = 0;
 };
 
 std::unique_ptr<Backend> make_cpu_backend();
 
-// Which backend to run on: the CLI's --backend, the window's choice.
+// Which backend to run on, as the command lines and the window choose it.
 enum class BackendChoice { automatic, cpu, cuda };
-BackendChoice parse_backend_choice(std::string_view word);  // auto|cpu|cuda; throws Error
+inline constexpr Choices<BackendChoice, 3> backend_choices = {
+    "backend", {"auto", "cpu", "cuda"}, {"auto", "cpu", "cuda"}};
+BackendChoice parse_backend_choice(std::string_view word);  // a word of backend_choices; throws Error
 const char* to_string(BackendChoice choice);
 
 struct BackendPick {
@@ -39,14 +42,5 @@ struct BackendPick {
 // automatic: CUDA when the build has it and a usable device exists (and
 // starts), else the CPU. cuda without a usable device throws Error saying why.
 BackendPick make_backend(BackendChoice choice);
-
-// The most the returned attention maps of one forward may take.
-inline constexpr double max_attention_bytes = 8e9;
-
-// What every backend's forward checks first: the batch and options suit
-// `model` (texts non-empty and within n_positions, ids in the vocabulary, the
-// head count divides C, layers in range, the maps within
-// max_attention_bytes). Throws Error naming the problem.
-void validate_forward(const Model& model, const Batch& batch, const AttentionOptions& options);
 
 }  // namespace headscope
