@@ -10,22 +10,29 @@
 
 namespace headscope {
 
+// The window's tabs, in their order.
+enum class View { heads, model, mask, dance, checks };
+inline constexpr Choices<View, 5> view_choices = {
+    "view", {"heads", "model", "mask", "dance", "checks"}, {"heads", "model", "mask", "dance", "checks"}};
+
+// The options as given; those that override the saved settings only when given (start_settings).
 struct Args {
     std::string model = builtin_model;
     std::vector<std::string> texts;
     std::string example;  // an example's title: its texts
-    std::string view = "heads", causal = "on", padding_mask = "on", scale = "head", split = "transpose";
-    std::string colormap = "viridis", backend = "auto";
-    int layer = 0, head = -1, heads = 0, dance_step = 1, frames = 3;
+    View view = View::heads;
+    AttentionOptions options;  // the masks, head count, scale and split
+    Colormap colormap = Colormap::viridis;
+    BackendChoice backend = BackendChoice::automatic;
+    int layer = 0, head = -1, dance_step = 1, frames = 3;
     std::string screenshot, layout, open_model, export_json, export_npy;
-    std::string settings;  // on|off; empty: on, but off when a test drives the window (--screenshot, --layout)
     bool frame_times = false;
+    bool settings = true;  // read and save settings; off unless given when a test drives the window
 };
 
+// Adds the options to `cli`; after cli.parse, finish_args.
 void add_window_options(CLI::App& cli, Args& args);
-
-// Whether settings are read at start and saved on exit.
-bool use_settings(const Args& args);
+void finish_args(const CLI::App& cli, Args& args);
 
 // The saved settings (when `use_saved`) with every option given on the command line in their place.
 Settings start_settings(const Args& args, const CLI::App& cli, bool use_saved);

@@ -69,7 +69,7 @@ void ControlsView::draw(Session& s, Ui& ui) {
     ImGui::SetNextItemWidth(120 * ui.scale);
     ImGui::SliderInt("layer", &s.layer, 0, model.config.n_layer - 1, "%d", ImGuiSliderFlags_AlwaysClamp);
     ImGui::SameLine();
-    enum_combo("colormap", ui.colormap, colormap_names, 120 * ui.scale);
+    enum_combo("colormap", ui.colormap, colormap_choices.labels, 120 * ui.scale);
     ImGui::SameLine();
     legend(ui);
 
@@ -88,11 +88,9 @@ void ControlsView::draw(Session& s, Ui& ui) {
         ImGui::EndCombo();
     }
     ImGui::SameLine();
-    static const char* const scale_names[] = {"1/sqrt(d_head)", "1/sqrt(C)", "none"};
-    changed |= enum_combo("scale", s.options.scale, scale_names, 130 * ui.scale);
+    changed |= enum_combo("scale", s.options.scale, scale_choices.labels, 130 * ui.scale);
     ImGui::SameLine();
-    static const char* const split_names[] = {"view + transpose", "naive view"};
-    changed |= enum_combo("split", s.options.split, split_names, 150 * ui.scale);
+    changed |= enum_combo("split", s.options.split, split_choices.labels, 150 * ui.scale);
     ImGui::SameLine();
     ImGui::TextDisabled("%lld parameters (unchanged by the split)", static_cast<long long>(model.params));
     differences_note(s, heads_now);
@@ -161,10 +159,8 @@ void ControlsView::model_bar(Session& s, Ui& ui) {
     ImGui::SameLine();
     if ((ImGui::Button("Open") || entered) && !model_path_.empty()) s.open_model(model_path_);
     ImGui::SameLine();
-    static const char* const backend_names[] = {to_string(BackendChoice::automatic), to_string(BackendChoice::cpu),
-                                                to_string(BackendChoice::cuda)};
     BackendChoice backend = s.backend_choice();
-    if (enum_combo("backend", backend, backend_names, 80 * ui.scale)) s.choose_backend(backend);
+    if (enum_combo("backend", backend, backend_choices.labels, 80 * ui.scale)) s.choose_backend(backend);
     ImGui::EndDisabled();
     ImGui::SameLine();
     if (loading) {

@@ -13,7 +13,6 @@ enum class Colormap { viridis = 0, magma = 1, grey = 2 };
 inline constexpr Choices<Colormap, 3> colormap_choices = {
     "colormap", {"viridis", "magma", "grey"}, {"viridis", "magma", "grey"}};
 // The labels under their old name, which the window's combo still reads.
-inline constexpr const auto& colormap_names = colormap_choices.labels;
 
 // The part of a map drawn, in texture coordinates: u along keys, v along
 // queries, from the top left. The default is the whole map.

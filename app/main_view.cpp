@@ -5,23 +5,11 @@
 
 namespace headscope {
 
-namespace {
-
-constexpr const char* view_names[] = {"heads", "model", "mask", "dance", "checks"};
-
-View parse_view(const std::string& word) {
-    for (int v = 0; v < 5; ++v)
-        if (word == view_names[v]) return static_cast<View>(v);
-    throw Error("--view: expected heads, model, mask, dance or checks, got '" + word + "'");
-}
-
-}  // namespace
-
 MainView::MainView(const Args& args, const Settings& start, LoadedModel loaded, float content_scale,
                    std::function<void()> wake)
     : session_(std::move(loaded), start.texts, start.options, std::move(wake)),
       ui_(content_scale, args.screenshot.empty(), !args.layout.empty()),
-      tab_to_select_(parse_view(args.view)),
+      tab_to_select_(args.view),
       dance_view_(session_.wake()),
       checks_view_(session_.wake()),
       status_bar_(start.export_dir) {
@@ -74,7 +62,7 @@ void MainView::views() {
     for (int v = 0; v < 5; ++v) {
         const View view = static_cast<View>(v);
         const ImGuiTabItemFlags flags = tab_to_select_ == view ? ImGuiTabItemFlags_SetSelected : 0;
-        if (!ImGui::BeginTabItem(view_names[v], nullptr, flags)) continue;
+        if (!ImGui::BeginTabItem(view_choices.labels[v], nullptr, flags)) continue;
         if (tab_to_select_ == view) tab_to_select_.reset();  // shown: the user's clicks choose again
         // Leave room for the status bar.
         ImGui::BeginChild("view", ImVec2(0, -ImGui::GetFrameHeightWithSpacing()));

@@ -17,11 +17,9 @@
 
 namespace headscope {
 
-enum class View { heads, model, mask, dance, checks };
-
 class MainView {
 public:
-    // Throws Error for options that do not suit the model (--layer, --head, --view).
+    // Throws Error for options that do not suit the model (--layer, --head).
     MainView(const Args& args, const Settings& start, LoadedModel loaded, float content_scale,
              std::function<void()> wake);
 

@@ -70,7 +70,7 @@ GLFWwindow* create_window(const Settings& start, bool headless, WindowEvents& ev
 }
 
 int run(const Args& args, const Settings& start, bool use_settings, bool model_given) {
-    LoadedModel loaded = load_start_model(start, model_given, parse_backend_choice(args.backend));
+    LoadedModel loaded = load_start_model(start, model_given, args.backend);
     Headless headless(args);
     WindowEvents events;
     GLFWwindow* window = create_window(start, headless.on(), events);
@@ -152,8 +152,8 @@ int main(int argc, char** argv) {
     add_window_options(cli, args);
     try {
         cli.parse(argc, argv);
-        const bool settings_on = use_settings(args);
-        return run(args, start_settings(args, cli, settings_on), settings_on, cli.count("--model") > 0);
+        finish_args(cli, args);
+        return run(args, start_settings(args, cli, args.settings), args.settings, cli.count("--model") > 0);
     } catch (const CLI::ParseError& e) {
         if (e.get_exit_code() == 0) return cli.exit(e);
         std::fprintf(stderr, "headscope: error: %s\n", e.what());
