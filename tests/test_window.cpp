@@ -131,3 +131,26 @@ TEST_F(WindowTest, LargeViewShowsOneHeadAtFullResolution) {
 }
 
 }  // namespace
+
+// A word an option does not take, or a layer or head the model lacks: one
+// line naming the flag, and exit 2, before any window opens.
+TEST_F(WindowTest, BadOptionsAreOneLineErrorsNamingTheFlag) {
+    const std::string model = (dir_->path / "model").string();
+    const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+        {{"--causal", "maybe"}, "--causal: causal mask 'maybe' is not one of off, on"},
+        {{"--padding-mask", "1"}, "--padding-mask: padding mask '1' is not one of off, on"},
+        {{"--view", "tabs"}, "--view: view 'tabs' is not one of heads, model, mask, dance, checks"},
+        {{"--scale", "sqrt"}, "--scale: scale 'sqrt' is not one of head, model, none"},
+        {{"--split", "view"}, "--split: split 'view' is not one of transpose, naive-view"},
+        {{"--colormap", "jet"}, "--colormap: colormap 'jet' is not one of viridis, magma, grey"},
+        {{"--backend", "gpu"}, "--backend: backend 'gpu' is not one of auto, cpu, cuda"},
+        {{"--settings", "yes"}, "--settings: settings 'yes' is not one of off, on"},
+        {{"--layer", "2"}, "--layer 2 out of range (the model has layers 0..1)"},
+        {{"--head", "4"}, "--head 4 out of range (4 heads)"},
+    };
+    for (const auto& [options, message] : cases) {
+        std::vector<std::string> args = {"--model", model, "--screenshot", (dir_->path / "bad.png").string()};
+        args.insert(args.end(), options.begin(), options.end());
+        test::expect_one_line_error(test::run_window(args, dir_->path), "headscope", message);
+    }
+}
