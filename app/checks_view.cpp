@@ -9,11 +9,6 @@ namespace headscope {
 
 namespace {
 
-// Below this (relative to the values, at least 1) the batched and looped
-// results differ only by float round-off (summation order); a real
-// difference (a wrong split or mask) is far larger.
-constexpr double round_off = 1e-4;
-
 std::string token_with_id(const Model& model, int32_t id) {
     std::string text = "'";
     text += visible_token(model.tokenizer, id);
@@ -76,16 +71,24 @@ void ChecksView::loop_section(const Session& session, Ui& ui, const Figures& fig
         session.shown.attention.B);
     figure(ui, "weight_diff", "max |diff| of the attention weights", figures.loop.max_weight_diff);
     figure(ui, "output_diff", "max |diff| of the head outputs", figures.loop.max_output_diff);
-    if (figures.loop.max_weight_diff < round_off &&
-        figures.loop.max_output_diff < round_off * std::max(1.0, figures.loop.max_output))
-        ImGui::TextColored(good_colour, "The same up to float round-off: the batched heads are %d independent heads.",
+    const HeadLoopComparison& loop = figures.loop;
+    // The weights are at most 1; the outputs' round-off scales with their size.
+    const Agreement weights = agreement(loop.max_weight_diff, 1), outputs = agreement(loop.max_output_diff, loop.max_output);
+    if (weights == Agreement::exact && outputs == Agreement::exact)
+        ImGui::TextColored(good_colour, "Exactly the same: the batched heads are %d independent heads.",
                            session.heads_shown());
+    else if (weights != Agreement::differs && outputs != Agreement::differs)
+        ImGui::TextColored(good_colour,
+                           "The same up to float round-off (tolerance %.0e of the values' size): the batched heads "
+                           "are %d independent heads.",
+                           relative_round_off, session.heads_shown());
     else if (session.shown_options.split == Split::naive_view)
         ImGui::TextColored(warning_colour,
                            "They differ: the naive view mixes tokens' channels into \"heads\"; the loop "
                            "splits by columns, the correct split.");
     else
-        ImGui::TextColored(error_colour, "They differ by more than round-off.");
+        ImGui::TextColored(error_colour, "They differ by more than float round-off (tolerance %.0e of the values' size).",
+                           relative_round_off);
 }
 
 void ChecksView::causality_section(const Session& session, Ui& ui, const Figures& figures, int b) {
@@ -102,16 +105,26 @@ void ChecksView::causality_section(const Session& session, Ui& ui, const Figures
         token_with_id(model, check.replacement).c_str(), check.earlier_rows);
     figure(ui, "earlier_rows_diff", "max |diff| of the earlier rows", check.max_earlier_diff);
     figure(ui, "changed_row_diff", "max |diff| of the changed row", check.max_changed_row_diff);
-    const bool unchanged = check.max_earlier_diff == 0;
-    if (session.shown_options.causal)
-        ImGui::TextColored(unchanged ? good_colour : error_colour, "%s",
-                           unchanged
-                               ? "Causal mask on: the earlier rows are exactly unchanged; no token sees a later one."
-                               : "Causal mask on, yet the earlier rows changed: the mask leaks.");
+    // Weights are at most 1: the tolerance is relative_round_off itself.
+    const Agreement earlier = agreement(check.max_earlier_diff, 1);
+    const bool causal = session.shown_options.causal;
+    if (earlier == Agreement::exact)
+        ImGui::TextColored(causal ? good_colour : warning_colour, "%s",
+                           causal ? "Causal mask on: the earlier rows are exactly unchanged; no token sees a later one."
+                                  : "Causal mask off, and the earlier rows are exactly unchanged.");
+    else if (earlier == Agreement::round_off)
+        ImGui::TextColored(causal ? good_colour : warning_colour,
+                           "Causal mask %s: the earlier rows are unchanged up to float round-off (max %.2g, "
+                           "tolerance %.0e)%s",
+                           causal ? "on" : "off", check.max_earlier_diff, relative_round_off,
+                           causal ? "; no token sees a later one." : ".");
+    else if (causal)
+        ImGui::TextColored(error_colour,
+                           "Causal mask on, yet the earlier rows changed by up to %.3g, beyond the float round-off "
+                           "tolerance %.0e: the mask leaks.",
+                           check.max_earlier_diff, relative_round_off);
     else
-        ImGui::TextColored(warning_colour, "%s",
-                           unchanged ? "Causal mask off, and the earlier rows did not change."
-                                     : "Causal mask off: the earlier rows changed; tokens see the future.");
+        ImGui::TextColored(warning_colour, "Causal mask off: the earlier rows changed; tokens see the future.");
 }
 
 void ChecksView::shapes_section(const Session& session) {

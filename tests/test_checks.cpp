@@ -19,7 +19,7 @@ using namespace headscope;
 namespace {
 
 template <typename A, typename B>
-double max_abs_diff(const std::vector<A>& a, const std::vector<B>& b) {
+double max_abs_diff(const A& a, const B& b) {
     EXPECT_EQ(a.size(), b.size());
     double diff = 0;
     for (size_t n = 0; n < std::min(a.size(), b.size()); ++n)
@@ -138,6 +138,31 @@ TEST_F(ChecksTest, CausalityIsExactWithTheCausalMaskAndBrokenWithout) {
             EXPECT_GT(want, 1e-3);
             EXPECT_NEAR(off.max_earlier_diff, want, 1e-5) << "text " << b << " padding " << padding_mask;
         }
+}
+
+// The verdicts the checks tab shows: exactly 0 is exact; a difference of
+// float round-off (the 7.8e-7 two forwards' sums could differ by) is
+// round-off, green too; beyond relative_round_off of the values' size it differs.
+TEST_F(ChecksTest, AgreementSaysExactRoundOffOrDiffers) {
+    AttentionOptions opt;
+    AttentionResult first, second;
+    backend_->forward(batch(), opt, first);
+    backend_->forward(batch(), opt, second);
+    ASSERT_EQ(first.weights, second.weights);
+    EXPECT_EQ(agreement(0, 1), Agreement::exact);
+    // Earlier rows that differ only by round-off: one weight of the second run nudged.
+    second.weights[3] += 7.8e-7f;
+    double max_diff = 0;
+    for (size_t n = 0; n < first.weights.size(); ++n)
+        max_diff = std::max(max_diff, std::abs(double(first.weights[n]) - second.weights[n]));
+    EXPECT_GT(max_diff, 0);
+    EXPECT_EQ(agreement(max_diff, 1), Agreement::round_off);
+    EXPECT_EQ(agreement(2 * relative_round_off, 1), Agreement::differs);
+    // Relative to the size of what is compared: outputs of size 50 allow 50 times more.
+    EXPECT_EQ(round_off_tolerance(50), 50 * relative_round_off);
+    EXPECT_EQ(agreement(2 * relative_round_off, 50), Agreement::round_off);
+    EXPECT_EQ(agreement(60 * relative_round_off, 50), Agreement::differs);
+    EXPECT_EQ(round_off_tolerance(0.5), relative_round_off);  // sizes below 1 count as 1
 }
 
 TEST_F(ChecksTest, ParameterTableAddsUpToTheModel) {

@@ -11,6 +11,7 @@
 #include "headscope/error.h"
 #include "headscope/forward.h"
 #include "model_writer.h"
+#include "process.h"
 #include "reference_forward.h"
 
 using namespace headscope;
@@ -277,4 +278,46 @@ TEST(OptionWords, EachValueHasItsWordAndLabel) {
     EXPECT_EQ(error_of([] { parse_split("Transpose"); }), "split 'Transpose' is not one of transpose, naive-view");
     EXPECT_EQ(error_of([] { parse_backend_choice("gpu"); }), "backend 'gpu' is not one of auto, cpu, cuda");
     EXPECT_EQ(error_of([] { parse_on_off("causal mask", "yes"); }), "causal mask 'yes' is not one of off, on");
+}
+
+// The maps depend only on the input: the same text gives the same bits from
+// one backend before and after a longer text has grown its buffers, from a
+// second backend (buffers elsewhere in memory), and from another process.
+TEST(Determinism, SameTextSameBitsWhateverRanBeforeAndWherever) {
+    const Model model = load_model(builtin_model);
+    const std::vector<std::string> texts = {
+        "The old lighthouse keeper walked slowly down the stone steps to the harbour.",
+        "Numbers: 3.14159, 2,718 and 1e-9; punctuation!? (yes) [no] {maybe}",
+    };
+    std::string longer;
+    for (int i = 0; i < 10; ++i) longer += texts[0] + " ";  // 231 tokens
+    auto forward = [&](Backend& backend, const std::vector<std::string>& batch) {
+        std::vector<std::vector<int32_t>> ids;
+        for (const std::string& text : batch) ids.push_back(model.tokenizer.encode(text));
+        AttentionResult result;
+        backend.forward(Batch{ids, model.config.eos_token_id}, {}, result);
+        return result;
+    };
+    const std::unique_ptr<Backend> backend = make_cpu_backend();
+    backend->load_weights(model);
+    const AttentionResult first = forward(*backend, texts);
+    forward(*backend, {longer, texts[1]});  // grows every buffer
+    EXPECT_EQ(forward(*backend, texts).weights, first.weights);
+    const std::unique_ptr<Backend> other = make_cpu_backend();
+    other->load_weights(model);
+    forward(*other, {texts[1]});
+    EXPECT_EQ(forward(*other, texts).weights, first.weights);
+
+    // Two processes: the CLI's .npy of the same texts, byte for byte.
+    test::TempDir dir;
+    std::vector<std::string> bytes;
+    for (const char* name : {"a.npy", "b.npy"}) {
+        const test::ProcessRun run = test::run_program({HEADSCOPE_CLI, "attention", "--text", texts[0], "--text",
+                                                        texts[1], "--format", "npy", "--out",
+                                                        (dir.path / name).string()},
+                                                       dir.path);
+        ASSERT_EQ(run.status, 0) << run.err;
+        bytes.push_back(test::read_file(dir.path / name));
+    }
+    EXPECT_EQ(bytes[0], bytes[1]);
 }

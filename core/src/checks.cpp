@@ -12,7 +12,7 @@ namespace headscope {
 
 namespace {
 
-double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+double max_abs_diff(const AlignedVector<float>& a, const AlignedVector<float>& b) {
     double diff = 0;
     for (size_t n = 0; n < a.size(); ++n) diff = std::max(diff, std::abs(static_cast<double>(a[n]) - b[n]));
     return diff;
@@ -33,14 +33,14 @@ AttentionResult forward_by_head_loop(const Model& model, const Batch& batch, con
     const float eps = cfg.layer_norm_epsilon;
 
     // One text at a time, so every buffer is one text's (T, ...) rows.
-    std::vector<float> x(static_cast<size_t>(T) * C);   // (T, C) residual stream
-    std::vector<float> ln(x.size());                    // (T, C)
-    std::vector<float> qkv(3 * x.size());               // (T, 3C) fused [Q | K | V]
-    std::vector<float> q(static_cast<size_t>(T) * hs);  // (T, hs) one head's slice of Q
-    std::vector<float> k(q.size()), v(q.size());        // (T, hs) and of K, V
-    std::vector<float> scores(T);                       // (T) one query row
-    std::vector<float> proj(x.size());                  // (T, C)
-    std::vector<float> hidden(4 * x.size());            // (T, 4C)
+    AlignedVector<float> x(static_cast<size_t>(T) * C);   // (T, C) residual stream
+    AlignedVector<float> ln(x.size());                    // (T, C)
+    AlignedVector<float> qkv(3 * x.size());               // (T, 3C) fused [Q | K | V]
+    AlignedVector<float> q(static_cast<size_t>(T) * hs);  // (T, hs) one head's slice of Q
+    AlignedVector<float> k(q.size()), v(q.size());        // (T, hs) and of K, V
+    AlignedVector<float> scores(T);                       // (T) one query row
+    AlignedVector<float> proj(x.size());                  // (T, C)
+    AlignedVector<float> hidden(4 * x.size());            // (T, 4C)
     for (int b = 0; b < B; ++b) {
         const int length = static_cast<int>(batch.token_ids[b].size());
         embed_text(model, batch, b, x.data());
@@ -84,6 +84,13 @@ AttentionResult forward_by_head_loop(const Model& model, const Batch& batch, con
         }
     }
     return result;
+}
+
+double round_off_tolerance(double size) { return relative_round_off * std::max(1.0, size); }
+
+Agreement agreement(double max_diff, double size) {
+    if (max_diff == 0) return Agreement::exact;
+    return max_diff <= round_off_tolerance(size) ? Agreement::round_off : Agreement::differs;
 }
 
 HeadLoopComparison compare_with_head_loop(Backend& backend, const Model& model, const Batch& batch,

@@ -23,7 +23,7 @@ using ConstStridedMap = ops::ConstStridedMap<float>;
 using ConstVectorMap = ops::ConstRowVectorMap<float>;
 
 // Grows `buffer` to at least `n` floats; never shrinks, so steady state allocates nothing.
-void reserve_floats(std::vector<float>& buffer, size_t n) {
+void reserve_floats(AlignedVector<float>& buffer, size_t n) {
     if (buffer.size() < n) buffer.resize(n);
 }
 
@@ -131,13 +131,13 @@ private:
     }
 
     const Model* model_ = nullptr;
-    std::vector<float> x_;               // (B, T, C) residual stream
-    std::vector<float> ln_;              // (B, T, C) LayerNorm output
-    std::vector<float> qkv_;             // (B, T, 3C) fused projection
-    std::vector<float> qkv_contiguous_;  // (3, B, T, C) Q, K, V copied out, naive-view only
-    std::vector<float> y_;               // (B, T, C) attention output, heads merged
-    std::vector<float> fc_;              // (B, T, 4C) MLP hidden
-    std::vector<float> scratch_att_;     // (B, NH, T, T) weights of layers not returned
+    AlignedVector<float> x_;               // (B, T, C) residual stream
+    AlignedVector<float> ln_;              // (B, T, C) LayerNorm output
+    AlignedVector<float> qkv_;             // (B, T, 3C) fused projection
+    AlignedVector<float> qkv_contiguous_;  // (3, B, T, C) Q, K, V copied out, naive-view only
+    AlignedVector<float> y_;               // (B, T, C) attention output, heads merged
+    AlignedVector<float> fc_;              // (B, T, 4C) MLP hidden
+    AlignedVector<float> scratch_att_;     // (B, NH, T, T) weights of layers not returned
 };
 
 }  // namespace

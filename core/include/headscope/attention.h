@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "headscope/aligned.h"
 #include "headscope/choices.h"
 
 namespace headscope {
@@ -41,9 +42,9 @@ struct Batch {
 struct AttentionResult {
     int B = 0, T = 0, NH = 0, hs = 0;
     std::vector<int> layers;           // the returned layer indices
-    std::vector<float> weights;        // (layers.size(), B, NH, T, T); fully masked rows are 0
+    AlignedVector<float> weights;      // (layers.size(), B, NH, T, T); fully masked rows are 0
     std::vector<uint8_t> fully_masked; // (B, T): 1 where a query row had no key to attend to
-    std::vector<float> outputs;        // (layers.size(), B, T, C) attention output before c_proj, if asked
+    AlignedVector<float> outputs;      // (layers.size(), B, T, C) attention output before c_proj, if asked
 
     // Map (layer_slot, b, h): T x T, row-major; query row i of it; whether row i of text b had no key.
     const float* map(int layer_slot, int b, int h) const {

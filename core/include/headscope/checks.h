@@ -21,6 +21,15 @@ namespace headscope {
 // input Backend::forward would refuse.
 AttentionResult forward_by_head_loop(const Model& model, const Batch& batch, const AttentionOptions& options);
 
+// How two results that should agree compare: exactly (the difference is 0),
+// up to float round-off (at most relative_round_off times the size of what
+// is compared, taken as at least 1; summation order alone moves floats by
+// far less, a wrong split or a leaking mask by far more), or not.
+enum class Agreement { exact, round_off, differs };
+inline constexpr double relative_round_off = 1e-4;
+double round_off_tolerance(double size);
+Agreement agreement(double max_diff, double size);
+
 struct HeadLoopComparison {
     double max_weight_diff = 0;  // max |engine - loop| over every layer's (B, NH, T, T) weights
     double max_output_diff = 0;  // the same over every layer's (B, T, C) outputs, heads merged before c_proj
