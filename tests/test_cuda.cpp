@@ -20,7 +20,7 @@ namespace {
 
 using Texts = std::vector<std::vector<int32_t>>;
 
-double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+double max_abs_diff(const AlignedVector<float>& a, const AlignedVector<float>& b) {
     double largest = 0;
     for (size_t n = 0; n < a.size(); ++n) largest = std::max(largest, std::abs(double(a[n]) - double(b[n])));
     return largest;
