@@ -14,6 +14,7 @@
 #include "bpe_trainer.h"
 #include "gpt2_trainer.h"
 #include "headscope/error.h"
+#include "headscope/files.h"
 #include "headscope/probes.h"
 #include "headscope/tokenizer.h"
 
@@ -35,15 +36,9 @@ struct Settings {
     uint64_t seed = 1234;
 };
 
-std::string read_text(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(path.string() + ": cannot open");
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 // The corpus as one token stream with the end-of-text id after each document.
 std::vector<int32_t> tokenize_corpus(const Tokenizer& tokenizer, const fs::path& path, int32_t eot) {
-    const std::string text = read_text(path);
+    const std::string text = read_file(path);
     std::vector<int32_t> stream;
     for (std::string_view document : split_documents(text)) {
         const std::vector<int32_t> ids = tokenizer.encode(document);
@@ -121,7 +116,7 @@ float validation_loss(Gpt2Trainer<float>& model, const std::vector<int32_t>& val
 // The first held-out documents (about 32 KB, blank-line separated): the text
 // `headscope-cli heads` scores the shipped model's heads on.
 void write_validation_sample(const fs::path& val_path, const fs::path& out_path) {
-    const std::string text = read_text(val_path);
+    const std::string text = read_file(val_path);
     std::string sample;
     for (std::string_view document : split_documents(text)) {
         if (sample.size() >= 32 * 1024) break;

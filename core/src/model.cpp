@@ -4,6 +4,7 @@
 #include "headscope/model.h"
 
 #include "headscope/error.h"
+#include "headscope/files.h"
 #include "headscope/safetensors.h"
 
 #include <pwd.h>
@@ -13,12 +14,10 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
-#include <fstream>
 #include <future>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 namespace headscope {
 
@@ -57,20 +56,12 @@ bool is_hub_name(const std::string& name) {
     });
 }
 
-std::string read_text(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (!in) throw Error(path.string() + ": cannot read");
-    return text.str();
-}
-
 // The snapshot a cached repo's refs/main names, else its newest one.
 fs::path pick_snapshot(const fs::path& repo) {
     const fs::path snapshots = repo / "snapshots";
     const fs::path ref = repo / "refs" / "main";
     if (fs::is_regular_file(ref)) {
-        std::string rev = read_text(ref);
+        std::string rev = read_file(ref);
         rev.erase(rev.find_last_not_of(" \t\r\n") + 1);
         if (rev.empty() || rev.find('/') != std::string::npos) throw Error(ref.string() + ": not a revision");
         const fs::path snapshot = snapshots / rev;
@@ -110,7 +101,7 @@ Config read_config(const fs::path& path) {
     if (!fs::is_regular_file(path)) throw Error(file + " missing");
     json j;
     try {
-        j = json::parse(read_text(path));
+        j = json::parse(read_file(path));
     } catch (const json::parse_error& e) {
         throw Error(file + ": not valid JSON (byte " + std::to_string(e.byte) + ")");
     }
@@ -258,7 +249,7 @@ std::vector<CachedModel> list_cached_models() {
         if (const size_t dashes = name.find("--"); dashes != std::string::npos) name.replace(dashes, 2, "/");
         try {
             const fs::path snapshot = pick_snapshot(repo.path());
-            const json config = json::parse(read_text(snapshot / "config.json"));
+            const json config = json::parse(read_file(snapshot / "config.json"));
             if (config.is_object() && config.value("model_type", "") == "gpt2") models.push_back({name, snapshot});
         } catch (const std::exception&) {
             // an incomplete download or a foreign file: not a model to offer
