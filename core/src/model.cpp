@@ -6,6 +6,7 @@
 #include "headscope/error.h"
 #include "headscope/files.h"
 #include "headscope/safetensors.h"
+#include "headscope/shape.h"
 
 #include <pwd.h>
 #include <sys/mman.h>
@@ -132,18 +133,6 @@ Config read_config(const fs::path& path) {
     return c;
 }
 
-std::string format_shape(const std::vector<int64_t>& shape) {
-    std::string s = "[";
-    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-    return s + "]";
-}
-
-int64_t element_count(const std::vector<int64_t>& shape) {
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    return n;
-}
-
 // A tensor the model needs: its name without the "transformer." prefix, the
 // shape the config implies, and the Model field that will point at it.
 struct Wanted {
@@ -193,8 +182,8 @@ TensorMap::const_iterator find_tensor(const TensorMap& tensors, const std::strin
 void check_shape(const std::string& file, const std::string& name, const std::vector<int64_t>& shape,
                  const std::vector<int64_t>& expected) {
     if (shape != expected) {
-        throw Error(file + ": tensor '" + name + "' has shape " + format_shape(shape) + ", expected " +
-                    format_shape(expected) + " from config.json");
+        throw Error(file + ": tensor '" + name + "' has shape " + shape_string(shape, Notation::json) +
+                    ", expected " + shape_string(expected, Notation::json) + " from config.json");
     }
 }
 
