@@ -1,6 +1,7 @@
 // Finds a GPT-2 model (a directory, or a hub name in the local Hugging Face
-// cache), checks its config and every tensor's shape against it, and converts
-// the weights straight from the mapped safetensors file into one float buffer.
+// cache), checks every tensor's shape against the model description that its
+// config implies, and converts the weights straight from the mapped
+// safetensors file into one float buffer.
 #include "headscope/model.h"
 
 #include "headscope/error.h"
@@ -133,40 +134,6 @@ Config read_config(const fs::path& path) {
     return c;
 }
 
-// A tensor the model needs: its name without the "transformer." prefix, the
-// shape the config implies, and the Model field that will point at it.
-struct Wanted {
-    std::string name;
-    std::vector<int64_t> shape;
-    const float** dest;
-};
-
-// Those of the first n_layer layers (m.layers must hold them) and the rest.
-std::vector<Wanted> wanted_tensors(Model& m, int n_layer) {
-    const int64_t C = m.config.n_embd, V = m.config.vocab_size;
-    std::vector<Wanted> w = {{"wte.weight", {V, C}, &m.wte},
-                             {"wpe.weight", {m.config.n_positions, C}, &m.wpe},
-                             {"ln_f.weight", {C}, &m.ln_f_w},
-                             {"ln_f.bias", {C}, &m.ln_f_b}};
-    for (int i = 0; i < n_layer; ++i) {
-        LayerWeights& l = m.layers[i];
-        const std::string h = "h." + std::to_string(i) + ".";
-        w.insert(w.end(), {{h + "ln_1.weight", {C}, &l.ln_1_w},
-                           {h + "ln_1.bias", {C}, &l.ln_1_b},
-                           {h + "attn.c_attn.weight", {C, 3 * C}, &l.attn_w},
-                           {h + "attn.c_attn.bias", {3 * C}, &l.attn_b},
-                           {h + "attn.c_proj.weight", {C, C}, &l.attn_proj_w},
-                           {h + "attn.c_proj.bias", {C}, &l.attn_proj_b},
-                           {h + "ln_2.weight", {C}, &l.ln_2_w},
-                           {h + "ln_2.bias", {C}, &l.ln_2_b},
-                           {h + "mlp.c_fc.weight", {C, 4 * C}, &l.fc_w},
-                           {h + "mlp.c_fc.bias", {4 * C}, &l.fc_b},
-                           {h + "mlp.c_proj.weight", {4 * C, C}, &l.fc_proj_w},
-                           {h + "mlp.c_proj.bias", {C}, &l.fc_proj_b}});
-    }
-    return w;
-}
-
 using TensorMap = std::map<std::string, TensorView>;
 
 // The file's entry for `name`, with or without the "transformer." prefix.
@@ -275,13 +242,14 @@ Model load_model(const std::string& name_or_path, const std::function<void(float
     // no further than that reports a config with too many layers by its first
     // missing tensor, before n_layer sizes any allocation.
     const int64_t layers_possible = static_cast<int64_t>(tensors.size()) / 12 + 1;
-    const int n_layer = static_cast<int>(std::min<int64_t>(m.config.n_layer, layers_possible));
-    m.layers.resize(n_layer);
-    const std::vector<Wanted> wanted = wanted_tensors(m, n_layer);
+    Config within_file = m.config;
+    within_file.n_layer = static_cast<int>(std::min<int64_t>(m.config.n_layer, layers_possible));
+    m.layers.resize(within_file.n_layer);
+    const std::vector<TensorSpec> wanted = gpt2_tensors(within_file);
 
     std::vector<const TensorMap::value_type*> found;  // (wanted.size()), the file's entry for each
     int64_t total = 0;
-    for (const Wanted& w : wanted) {
+    for (const TensorSpec& w : wanted) {
         const auto it = find_tensor(tensors, w.name, file);
         if (it == tensors.end())
             throw Error(file + ": tensor '" + w.name + "' missing (with or without the 'transformer.' prefix)");
@@ -304,7 +272,7 @@ Model load_model(const std::string& name_or_path, const std::function<void(float
         } catch (const Error& e) {
             throw Error(file + ": " + e.what());
         }
-        *wanted[i].dest = out;
+        weight_pointer(m, wanted[i]) = out;
         out += element_count(view.shape);
         m.tensors.push_back({name, view.shape});
         if (on_progress) on_progress(static_cast<float>(out - m.storage.data()) / static_cast<float>(total));

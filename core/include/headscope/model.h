@@ -6,24 +6,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "headscope/model_description.h"
 #include "headscope/tokenizer.h"
 
 namespace headscope {
-
-struct Config {
-    int n_layer = 0;
-    int n_head = 0;
-    int n_embd = 0;       // C
-    int n_positions = 0;  // longest T
-    int vocab_size = 0;   // V
-    int eos_token_id = 50256;
-    float layer_norm_epsilon = 1e-5f;
-    nlohmann::ordered_json training;  // the "headscope_training" record of a model we trained, else null
-};
 
 struct LayerWeights {
     const float* ln_1_w;       // (C)
