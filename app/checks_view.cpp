@@ -145,7 +145,7 @@ void ChecksView::shapes_section(const Session& session) {
         ImGui::TableNextColumn();
         ImGui::TextUnformatted(row.dims.c_str());
         ImGui::TableNextColumn();
-        ImGui::TextUnformatted(format_dims(row.shape).c_str());
+        ImGui::TextUnformatted(shape_string(row.shape).c_str());
         ImGui::TableNextColumn();
         ImGui::TextDisabled("%s", row.what.c_str());
     }
@@ -173,7 +173,7 @@ void ChecksView::parameters_section(const Session& session, Ui& ui) {
         ImGui::TableNextColumn();
         ImGui::TextUnformatted(row.name.c_str());
         ImGui::TableNextColumn();
-        ImGui::TextUnformatted(format_dims(row.shape).c_str());
+        ImGui::TextUnformatted(shape_string(row.shape).c_str());
         ImGui::TableNextColumn();
         ImGui::Text("%lld", static_cast<long long>(row.count));
         ui.layout.item({{"view", "checks"}, {"figure", "tensor"}, {"name", row.name}, {"value", row.count}});

@@ -11,12 +11,6 @@ namespace headscope {
 
 namespace {
 
-std::string join_dims(const std::vector<std::string>& dims) {
-    std::string s = "(";
-    for (size_t d = 0; d < dims.size(); ++d) s += (d ? ", " : "") + dims[d];
-    return s + ")";
-}
-
 bool is_weights(const DanceBuffer& buffer) { return buffer.dims.back() == "T_k"; }
 
 // A buffer's memory is drawn one token per row: the floats after its T
@@ -113,8 +107,8 @@ void DanceView::describe(const Session& session, Ui& ui, const MaxDiff::Outcome*
     ImGui::BeginGroup();
     ImGui::Text("%d. %s", step_, step.title.c_str());
     ImGui::TextColored(ImVec4(0.55f, 0.8f, 1, 1), "    %s", step.code.c_str());
-    ImGui::Text("shape %s %s    strides %s    storage offset %lld    contiguous: %s", format_dims(layout.shape).c_str(),
-                join_dims(step.dims).c_str(), format_dims(layout.strides).c_str(),
+    ImGui::Text("shape %s %s    strides %s    storage offset %lld    contiguous: %s", shape_string(layout.shape).c_str(),
+                shape_string(step.dims).c_str(), shape_string(layout.strides).c_str(),
                 static_cast<long long>(layout.offset), layout.is_contiguous() ? "yes" : "no");
 
     // Which steps see this memory, and whether this one moved any float.
@@ -122,7 +116,7 @@ void DanceView::describe(const Session& session, Ui& ui, const MaxDiff::Outcome*
     for (size_t s = 0; s < d.steps.size(); ++s)
         if (d.steps[s].buffer == step.buffer) sharing += (sharing.empty() ? "" : ", ") + std::to_string(s + 1);
     ImGui::Text("views buffer '%s', written as %s %s; steps viewing it: %s", buffer.name.c_str(),
-                join_dims(buffer.dims).c_str(), format_dims(buffer.shape).c_str(), sharing.c_str());
+                shape_string(buffer.dims).c_str(), shape_string(buffer.shape).c_str(), sharing.c_str());
     if (step_ > 1 && d.steps[step_ - 2].buffer == step.buffer)
         ImGui::TextColored(good_colour, "same memory as step %d, new shape and strides: no float moved",
                            step_ - 1);
@@ -187,7 +181,7 @@ void DanceView::buffer_grid(const Session& session, Ui& ui) {
                                     : "one head's output for one token");
     if (read_grid)
         ImGui::Text("Right: the same floats in the order this step's view reads them, row-major over %s.",
-                    join_dims(step.dims).c_str());
+                    shape_string(step.dims).c_str());
     else
         ImGui::TextUnformatted("The view is contiguous: it reads the memory in storage order.");
     if (group > 1)
@@ -301,10 +295,10 @@ void DanceView::tooltip(const Session& session, int64_t storage) {
     ImGui::Text("text %lld, %stoken %lld %s, head %lld", static_cast<long long>(owner.b + 1),
                 is_weights(buffer) ? "query " : "", static_cast<long long>(owner.t),
                 token_text(session, static_cast<int>(owner.b), static_cast<int>(owner.t)).c_str(), static_cast<long long>(owner.head));
-    ImGui::Text("as written %s: %s", join_dims(buffer.dims).c_str(),
-                format_dims(StridedLayout::contiguous(buffer.shape).index_of(storage)).c_str());
-    ImGui::Text("under this step's view %s: %s", join_dims(step.dims).c_str(),
-                format_dims(step.layout.index_of(storage)).c_str());
+    ImGui::Text("as written %s: %s", shape_string(buffer.dims).c_str(),
+                shape_string(StridedLayout::contiguous(buffer.shape).index_of(storage)).c_str());
+    ImGui::Text("under this step's view %s: %s", shape_string(step.dims).c_str(),
+                shape_string(step.layout.index_of(storage)).c_str());
     ImGui::EndTooltip();
 }
 

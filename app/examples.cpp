@@ -1,10 +1,10 @@
 #include "examples.h"
 
 #include <cstdlib>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "headscope/error.h"
+#include "headscope/files.h"
 
 namespace headscope {
 
@@ -14,11 +14,10 @@ std::filesystem::path examples_file() {
 }
 
 std::vector<Example> read_examples(const std::filesystem::path& file) {
-    std::ifstream in(file);
-    if (!in) throw Error(file.string() + ": cannot open the examples");
+    const std::string text = read_file(file, "the examples");
     std::vector<Example> examples;
     try {
-        for (const nlohmann::json& entry : nlohmann::json::parse(in)) {
+        for (const nlohmann::json& entry : nlohmann::json::parse(text)) {
             Example example{entry.at("title"), entry.at("texts"), entry.value("look_for", "")};
             if (example.texts.empty()) throw Error("example '" + example.title + "' has no texts");
             examples.push_back(std::move(example));

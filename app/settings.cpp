@@ -4,9 +4,9 @@
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "headscope/error.h"
+#include "headscope/files.h"
 
 namespace headscope {
 
@@ -22,12 +22,9 @@ fs::path config_dir() {
 Colormap parse_colormap(const std::string& word) { return parse_choice(colormap_choices, word); }
 
 Settings read_settings(const fs::path& file) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) return {};
-    std::stringstream text;
-    text << in.rdbuf();
+    if (!fs::exists(file)) return {};
     try {
-        const Json json = Json::parse(text.str());
+        const Json json = Json::parse(read_file(file));
         Settings s;
         s.model = json.at("model").get<std::string>();
         s.texts = json.at("texts").get<std::vector<std::string>>();

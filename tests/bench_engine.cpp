@@ -12,11 +12,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <random>
 
 #include "headscope/backend.h"
+#include "headscope/files.h"
 #include "model_writer.h"
 
 using namespace headscope;
@@ -150,8 +149,7 @@ BENCHMARK(BM_matmul)->Arg(128)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRea
 void BM_tokenize(benchmark::State& state) {
     const std::filesystem::path reference = HEADSCOPE_GPT2_REFERENCE_DIR;
     const Tokenizer tokenizer = Tokenizer::load(reference / "encoder.json", reference / "vocab.bpe");
-    std::ifstream in("/usr/share/common-licenses/GPL-3");
-    const std::string licence{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    const std::string licence = read_file("/usr/share/common-licenses/GPL-3");
     std::string text;
     while (text.size() < 100'000) text += licence;
     for (auto _ : state) benchmark::DoNotOptimize(tokenizer.encode(text));

@@ -3,6 +3,9 @@
 // self-removing temp directories.
 #include "model_writer.h"
 
+#include "headscope/model_description.h"
+#include "headscope/shape.h"
+
 #include <bit>
 #include <cerrno>
 #include <cmath>
@@ -77,6 +80,25 @@ const char* dtype_name(FileDType dtype) {
     return "";
 }
 
+// The normal distribution a test model's weight is drawn from. Matrices are
+// scaled by their fan-in: larger weights make unscaled (`scale none`) scores
+// so large that float32's rounding alone moves weights by over 1e-5 against
+// the double-precision reference.
+std::normal_distribution<float> distribution(Weight weight, float linear_std) {
+    switch (weight) {
+        case Weight::wte:
+        case Weight::wpe: return std::normal_distribution<float>(0, 1);
+        case Weight::ln_1_w:
+        case Weight::ln_2_w:
+        case Weight::ln_f_w: return std::normal_distribution<float>(1, 0.1f);
+        case Weight::attn_w:
+        case Weight::attn_proj_w:
+        case Weight::fc_w: return std::normal_distribution<float>(0, linear_std);
+        case Weight::fc_proj_w: return std::normal_distribution<float>(0, linear_std / 2);  // fan-in 4C
+        default: return std::normal_distribution<float>(0, 0.1f);  // the biases
+    }
+}
+
 }  // namespace
 
 fs::path gpt2_vocab_json() { return fs::path(HEADSCOPE_GPT2_REFERENCE_DIR) / "encoder.json"; }
@@ -84,7 +106,7 @@ fs::path gpt2_merges_txt() { return fs::path(HEADSCOPE_GPT2_REFERENCE_DIR) / "vo
 
 void write_test_model(const fs::path& dir, const TestModelSpec& spec) {
     fs::create_directories(dir);
-    const nlohmann::json config = {
+    const nlohmann::json config_json = {
         {"model_type", "gpt2"},         {"architectures", {"GPT2LMHeadModel"}},
         {"n_layer", spec.n_layer},      {"n_head", spec.n_head},
         {"n_embd", spec.n_embd},        {"n_positions", spec.n_positions},
@@ -92,43 +114,20 @@ void write_test_model(const fs::path& dir, const TestModelSpec& spec) {
         {"bos_token_id", 50256},        {"eos_token_id", 50256},
         {"layer_norm_epsilon", 1e-5},   {"activation_function", "gelu_new"},
     };
-    std::ofstream(dir / "config.json") << config.dump(2) << "\n";
+    std::ofstream(dir / "config.json") << config_json.dump(2) << "\n";
 
-    const int64_t C = spec.n_embd;
-    const float linear_std = 1.0f / std::sqrt(static_cast<float>(C));
+    const float linear_std = 1.0f / std::sqrt(static_cast<float>(spec.n_embd));
     std::mt19937_64 rng(spec.seed);
     const std::string prefix = spec.transformer_prefix ? "transformer." : "";
     std::vector<RawTensor> tensors;
-    auto add = [&](const std::string& name, std::vector<int64_t> shape, float mean, float stddev) {
-        int64_t n = 1;
-        for (int64_t d : shape) n *= d;
-        std::vector<float> values(static_cast<size_t>(n));  // (product of shape)
-        std::normal_distribution<float> normal(mean, stddev);
+    const Config config = {.n_layer = spec.n_layer, .n_head = spec.n_head, .n_embd = spec.n_embd,
+                           .n_positions = spec.n_positions, .vocab_size = kGpt2VocabSize};
+    for (const TensorSpec& t : gpt2_tensors(config)) {
+        std::vector<float> values(static_cast<size_t>(element_count(t.shape)));
+        std::normal_distribution<float> normal = distribution(t.weight, linear_std);
         for (float& v : values) v = normal(rng);
-        tensors.push_back({prefix + name, dtype_name(spec.dtype), std::move(shape), encode(values, spec.dtype)});
-    };
-    add("wte.weight", {kGpt2VocabSize, C}, 0, 1);
-    add("wpe.weight", {spec.n_positions, C}, 0, 1);
-    for (int i = 0; i < spec.n_layer; ++i) {
-        const std::string h = "h." + std::to_string(i) + ".";
-        add(h + "ln_1.weight", {C}, 1, 0.1f);
-        add(h + "ln_1.bias", {C}, 0, 0.1f);
-        // The fan-in scale: larger weights make unscaled (`scale none`) scores
-        // so large that float32's rounding alone moves weights by over 1e-5
-        // against the double-precision reference.
-        add(h + "attn.c_attn.weight", {C, 3 * C}, 0, linear_std);
-        add(h + "attn.c_attn.bias", {3 * C}, 0, 0.1f);
-        add(h + "attn.c_proj.weight", {C, C}, 0, linear_std);
-        add(h + "attn.c_proj.bias", {C}, 0, 0.1f);
-        add(h + "ln_2.weight", {C}, 1, 0.1f);
-        add(h + "ln_2.bias", {C}, 0, 0.1f);
-        add(h + "mlp.c_fc.weight", {C, 4 * C}, 0, linear_std);
-        add(h + "mlp.c_fc.bias", {4 * C}, 0, 0.1f);
-        add(h + "mlp.c_proj.weight", {4 * C, C}, 0, linear_std / 2);  // fan-in 4C
-        add(h + "mlp.c_proj.bias", {C}, 0, 0.1f);
+        tensors.push_back({prefix + t.name, dtype_name(spec.dtype), t.shape, encode(values, spec.dtype)});
     }
-    add("ln_f.weight", {C}, 1, 0.1f);
-    add("ln_f.bias", {C}, 0, 0.1f);
     write_safetensors(dir / "model.safetensors", tensors);
 
     fs::copy_file(gpt2_vocab_json(), dir / "vocab.json", fs::copy_options::overwrite_existing);

@@ -4,9 +4,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <fstream>
-#include <sstream>
-
 namespace headscope::test {
 
 namespace {
@@ -64,13 +61,6 @@ bool Child::ended() {
         reaped_ = true;
     }
     return reaped_;
-}
-
-std::string read_file(const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
 }
 
 }  // namespace headscope::test

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "headscope/files.h"
+
 namespace headscope::test {
 
 struct ProcessRun {
@@ -41,7 +43,7 @@ private:
     int status_ = -1;
 };
 
-std::string read_file(const std::filesystem::path& path);
+using headscope::read_file;
 
 // How the project's programs answer bad input: exit 2, nothing on stdout, one
 // line "<program>: error: ..." on stderr that contains `names`.

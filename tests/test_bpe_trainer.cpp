@@ -2,6 +2,7 @@
 // hand, the written vocab.json/merges.txt loaded by the engine's tokenizer and
 // round-tripping any text, determinism, and corpus document splitting.
 #include "bpe_trainer.h"
+#include "headscope/files.h"
 #include "headscope/tokenizer.h"
 
 #include <gtest/gtest.h>
@@ -9,8 +10,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -21,6 +20,7 @@ namespace fs = std::filesystem;
 using headscope::BpeVocab;
 using headscope::PieceCounts;
 using headscope::Tokenizer;
+using headscope::read_file;
 
 // A directory under the system temp dir named after this process, removed by
 // the destructor.
@@ -37,11 +37,6 @@ struct ScratchDir {
     ScratchDir& operator=(const ScratchDir&) = delete;
     fs::path path;
 };
-
-std::string read_file(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 PieceCounts count_corpus(const std::string& corpus) {
     PieceCounts counts;

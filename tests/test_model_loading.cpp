@@ -16,6 +16,7 @@
 #include <tuple>
 
 #include "headscope/error.h"
+#include "headscope/files.h"
 #include "headscope/model.h"
 #include "headscope/safetensors.h"
 #include "model_writer.h"
@@ -29,11 +30,6 @@ namespace {
 
 constexpr int64_t V = 50257;
 
-std::vector<uint8_t> read_bytes(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 void write_bytes(const fs::path& path, const std::vector<uint8_t>& bytes) {
     std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
                                                 static_cast<std::streamsize>(bytes.size()));
@@ -41,9 +37,9 @@ void write_bytes(const fs::path& path, const std::vector<uint8_t>& bytes) {
 
 // A safetensors file's tensors in data order, read without the library.
 std::vector<test::RawTensor> read_raw_tensors(const fs::path& path) {
-    const std::vector<uint8_t> file = read_bytes(path);
+    const std::string file = read_file(path);
     uint64_t n = 0;
-    for (int i = 7; i >= 0; --i) n = n << 8 | file[i];
+    for (int i = 7; i >= 0; --i) n = n << 8 | static_cast<uint8_t>(file[i]);
     const json header = json::parse(file.begin() + 8, file.begin() + 8 + static_cast<int64_t>(n));
     std::vector<std::pair<uint64_t, test::RawTensor>> by_offset;
     for (const auto& [name, entry] : header.items()) {
@@ -454,7 +450,7 @@ protected:
 
     fs::path with_config(const std::function<void(json&)>& change) {
         const fs::path copy = copy_of();
-        json config = json::parse(read_bytes(copy / "config.json"));
+        json config = json::parse(read_file(copy / "config.json"));
         change(config);
         std::ofstream(copy / "config.json") << config.dump();
         return copy;
@@ -594,7 +590,7 @@ TEST_F(BadInput, TokenizerLargerThanTheVocabulary) {
         wte.shape = {50000, 8};
         wte.bytes.resize(50000 * 8 * 4);
     });
-    json config = json::parse(read_bytes(copy / "config.json"));
+    json config = json::parse(read_file(copy / "config.json"));
     config["vocab_size"] = 50000;
     config["eos_token_id"] = 0;
     std::ofstream(copy / "config.json") << config.dump();

@@ -102,7 +102,7 @@ TEST(Strided, ViewsKeepElementOrderAndAreRefusedOnlyWhenImpossible) {
                 EXPECT_EQ(storage_order(layout), before);
             } catch (const Error&) {
                 ++refused;
-                EXPECT_FALSE(possible.has_value()) << format_dims(new_shape);
+                EXPECT_FALSE(possible.has_value()) << shape_string(new_shape);
             }
         }
     }
@@ -136,7 +136,7 @@ TEST(Strided, IndexOfInvertsStorageIndex) {
                     rest /= layout.shape[d];
                 }
                 ASSERT_EQ(layout.index_of(layout.storage_index(n)), index)
-                    << format_dims(layout.shape) << " strides " << format_dims(layout.strides) << " n " << n;
+                    << shape_string(layout.shape) << " strides " << shape_string(layout.strides) << " n " << n;
                 ++checked;
             }
         }

@@ -19,8 +19,8 @@ using namespace headscope::train;
 
 namespace {
 
-ModelShape tiny_shape() {
-    ModelShape s;
+Config tiny_config() {
+    Config s;
     s.n_layer = 2;
     s.n_head = 2;
     s.n_embd = 8;
@@ -30,7 +30,7 @@ ModelShape tiny_shape() {
 }
 
 TEST(Trainer, BackwardMatchesFiniteDifferences) {
-    Gpt2Trainer<double> model(tiny_shape(), 3);
+    Gpt2Trainer<double> model(tiny_config(), 3);
     // Larger weights than the initialisation, so every path carries signal.
     std::mt19937_64 rng(5);
     std::normal_distribution<double> normal(0.0, 0.5);
@@ -63,7 +63,7 @@ TEST(Trainer, BackwardMatchesFiniteDifferences) {
                 std::abs(numeric - analytic[i]) / std::max(1e-3, std::abs(numeric) + std::abs(analytic[i]));
             if (error > worst) {
                 worst = error;
-                worst_name = t.name + "[" + std::to_string(i - t.offset) + "]";
+                worst_name = t.spec.name + "[" + std::to_string(i - t.offset) + "]";
             }
         }
     EXPECT_LT(worst, 1e-6) << "worst relative error at " << worst_name;
@@ -73,7 +73,7 @@ TEST(Trainer, BackwardMatchesFiniteDifferences) {
 // well below its start, and both runs agree exactly.
 TEST(Trainer, SmokeTrainingLossFallsAndIsDeterministic) {
     auto train = [] {
-        ModelShape s = tiny_shape();
+        Config s = tiny_config();
         s.n_embd = 16;
         s.n_positions = 16;
         Gpt2Trainer<float> model(s, 11);
@@ -105,7 +105,7 @@ TEST(Trainer, SmokeTrainingLossFallsAndIsDeterministic) {
 TEST(Trainer, SavedModelLoadsAndTheEngineAttendsAsTheTrainerDid) {
     test::TempDir dir;
     write_gpt2_tokenizer(train_bpe({}, 256), dir.path);  // the 256 bytes and <|endoftext|>
-    ModelShape s;
+    Config s;
     s.n_layer = 2;
     s.n_head = 4;
     s.n_embd = 16;

@@ -9,44 +9,27 @@
 #include "headscope/cpu_ops.h"
 #include "headscope/error.h"
 #include "headscope/safetensors.h"
+#include "headscope/shape.h"
 
 namespace headscope::train {
 
-std::vector<ParameterTensor> parameter_layout(const ModelShape& s) {
-    const int64_t C = s.n_embd, V = s.vocab_size, P = s.n_positions;
+std::vector<ParameterTensor> parameter_layout(const Config& config) {
     std::vector<ParameterTensor> layout;
     size_t offset = 0;
-    auto add = [&](std::string name, std::vector<int64_t> shape, bool decayed) {
-        size_t size = 1;
-        for (int64_t d : shape) size *= static_cast<size_t>(d);
-        layout.push_back({std::move(name), std::move(shape), offset, size, decayed});
+    for (TensorSpec& spec : gpt2_tensors(config)) {
+        const size_t size = static_cast<size_t>(element_count(spec.shape));
+        layout.push_back({std::move(spec), offset, size});
         offset += size;
-    };
-    add("wte.weight", {V, C}, true);
-    add("wpe.weight", {P, C}, true);
-    for (int l = 0; l < s.n_layer; ++l) {
-        const std::string h = "h." + std::to_string(l) + ".";
-        add(h + "ln_1.weight", {C}, false);
-        add(h + "ln_1.bias", {C}, false);
-        add(h + "attn.c_attn.weight", {C, 3 * C}, true);
-        add(h + "attn.c_attn.bias", {3 * C}, false);
-        add(h + "attn.c_proj.weight", {C, C}, true);
-        add(h + "attn.c_proj.bias", {C}, false);
-        add(h + "ln_2.weight", {C}, false);
-        add(h + "ln_2.bias", {C}, false);
-        add(h + "mlp.c_fc.weight", {C, 4 * C}, true);
-        add(h + "mlp.c_fc.bias", {4 * C}, false);
-        add(h + "mlp.c_proj.weight", {4 * C, C}, true);
-        add(h + "mlp.c_proj.bias", {C}, false);
     }
-    add("ln_f.weight", {C}, false);
-    add("ln_f.bias", {C}, false);
     return layout;
 }
 
 namespace {
 
 constexpr double layer_norm_eps = 1e-5;
+
+// Weight decay applies to the matrices, not to LayerNorm gains or biases.
+bool decayed(const TensorSpec& t) { return t.shape.size() == 2; }
 
 template <typename S>
 using MatrixMap = ops::MatrixMap<S>;
@@ -108,7 +91,8 @@ void gelu_backward(const S* x, const S* d_out, S* d_in, size_t n) {
 }  // namespace
 
 template <typename S>
-Gpt2Trainer<S>::Gpt2Trainer(const ModelShape& shape, uint64_t seed) : shape_(shape), layout_(parameter_layout(shape)) {
+Gpt2Trainer<S>::Gpt2Trainer(const Config& config, uint64_t seed)
+    : config_(config), layout_(parameter_layout(config)) {
     const size_t n = layout_.back().offset + layout_.back().size;
     params_.assign(n, 0);
     grads_.assign(n, 0);
@@ -118,12 +102,13 @@ Gpt2Trainer<S>::Gpt2Trainer(const ModelShape& shape, uint64_t seed) : shape_(sha
     // by 1/sqrt(2L), zero biases, unit LayerNorm gains.
     std::mt19937_64 rng(seed);
     for (const ParameterTensor& t : layout_) {
-        const bool gain = t.name.find("ln_") != std::string::npos && t.name.ends_with(".weight");
-        const bool residual_projection = t.name.ends_with("c_proj.weight");
-        const double std = residual_projection ? 0.02 / std::sqrt(2.0 * shape.n_layer) : 0.02;
+        const Weight w = t.spec.weight;
+        const bool gain = w == Weight::ln_1_w || w == Weight::ln_2_w || w == Weight::ln_f_w;
+        const bool residual_projection = w == Weight::attn_proj_w || w == Weight::fc_proj_w;
+        const double std = residual_projection ? 0.02 / std::sqrt(2.0 * config.n_layer) : 0.02;
         std::normal_distribution<double> normal(0.0, std);
         for (size_t i = 0; i < t.size; ++i)
-            params_[t.offset + i] = gain ? S(1) : t.decayed ? static_cast<S>(normal(rng)) : S(0);
+            params_[t.offset + i] = gain ? S(1) : decayed(t.spec) ? static_cast<S>(normal(rng)) : S(0);
     }
     p_ = tensors_in(params_);
     g_ = tensors_in(grads_);
@@ -131,21 +116,9 @@ Gpt2Trainer<S>::Gpt2Trainer(const ModelShape& shape, uint64_t seed) : shape_(sha
 
 template <typename S>
 typename Gpt2Trainer<S>::Tensors Gpt2Trainer<S>::tensors_in(Buffer<S>& buffer) const {
-    size_t i = 0;
-    auto next = [&] { return buffer.data() + layout_[i++].offset; };
     Tensors t;
-    t.wte = next();
-    t.wpe = next();
-    for (int l = 0; l < shape_.n_layer; ++l) {
-        Layer layer;
-        for (S** field : {&layer.ln_1_w, &layer.ln_1_b, &layer.attn_w, &layer.attn_b, &layer.attn_proj_w,
-                          &layer.attn_proj_b, &layer.ln_2_w, &layer.ln_2_b, &layer.fc_w, &layer.fc_b,
-                          &layer.fc_proj_w, &layer.fc_proj_b})
-            *field = next();
-        t.layers.push_back(layer);
-    }
-    t.ln_f_w = next();
-    t.ln_f_b = next();
+    t.layers.resize(config_.n_layer);
+    for (const ParameterTensor& p : layout_) weight_pointer(t, p.spec) = buffer.data() + p.offset;
     return t;
 }
 
@@ -153,7 +126,7 @@ template <typename S>
 void Gpt2Trainer<S>::resize_activations(int B, int T) {
     B_ = B;
     T_ = T;
-    const size_t L = shape_.n_layer, C = shape_.n_embd, NH = shape_.n_head, V = shape_.vocab_size;
+    const size_t L = config_.n_layer, C = config_.n_embd, NH = config_.n_head, V = config_.vocab_size;
     const size_t BT = static_cast<size_t>(B) * T, BTC = BT * C;
     residual_.resize((L + 1) * BTC);
     ln_1_.resize(L * BTC);
@@ -177,7 +150,7 @@ void Gpt2Trainer<S>::resize_activations(int B, int T) {
 template <typename S>
 S Gpt2Trainer<S>::forward(const int32_t* inputs, const int32_t* targets, int B, int T) {
     resize_activations(B, T);
-    const int C = shape_.n_embd, NH = shape_.n_head, hs = C / NH, V = shape_.vocab_size, BT = B * T;
+    const int C = config_.n_embd, NH = config_.n_head, hs = C / NH, V = config_.vocab_size, BT = B * T;
     const size_t BTC = static_cast<size_t>(BT) * C;
     inputs_.assign(inputs, inputs + BT);
     targets_.assign(targets, targets + BT);
@@ -187,7 +160,7 @@ S Gpt2Trainer<S>::forward(const int32_t* inputs, const int32_t* targets, int B, 
         const S* pe = p_.wpe + static_cast<size_t>(r % T) * C;
         for (int c = 0; c < C; ++c) residual_[static_cast<size_t>(r) * C + c] = te[c] + pe[c];
     }
-    for (int l = 0; l < shape_.n_layer; ++l) {
+    for (int l = 0; l < config_.n_layer; ++l) {
         const Layer& w = p_.layers[l];
         const S* x = residual_.data() + l * BTC;
         S* ln_1 = ln_1_.data() + l * BTC;
@@ -218,7 +191,7 @@ S Gpt2Trainer<S>::forward(const int32_t* inputs, const int32_t* targets, int B, 
         ops::linear(fc_gelu, w.fc_proj_w, w.fc_proj_b, out, BT, 4 * C, C);
         MatrixMap<S>(out, BT, C) += ConstMatrixMap<S>(mid, BT, C);
     }
-    ops::layer_norm(residual_.data() + shape_.n_layer * BTC, p_.ln_f_w, p_.ln_f_b, ln_f_.data(), BT, C,
+    ops::layer_norm(residual_.data() + config_.n_layer * BTC, p_.ln_f_w, p_.ln_f_b, ln_f_.data(), BT, C,
                     S(layer_norm_eps));
     // Logits with the tied output embedding, then softmax per row.
     MatrixMap<S>(probs_.data(), BT, V).noalias() =
@@ -232,7 +205,7 @@ S Gpt2Trainer<S>::forward(const int32_t* inputs, const int32_t* targets, int B, 
 
 template <typename S>
 void Gpt2Trainer<S>::backward() {
-    const int B = B_, T = T_, C = shape_.n_embd, NH = shape_.n_head, hs = C / NH, V = shape_.vocab_size, BT = B * T;
+    const int B = B_, T = T_, C = config_.n_embd, NH = config_.n_head, hs = C / NH, V = config_.vocab_size, BT = B * T;
     const size_t BTC = static_cast<size_t>(BT) * C;
     std::fill(grads_.begin(), grads_.end(), S(0));
 
@@ -247,10 +220,10 @@ void Gpt2Trainer<S>::backward() {
     MatrixMap<S>(g_.wte, V, C).noalias() += d_logits.transpose() * ConstMatrixMap<S>(ln_f_.data(), BT, C);
     MatrixMap<S>(d_buffer_.data(), BT, C).noalias() = d_logits * ConstMatrixMap<S>(p_.wte, V, C);
     std::fill(d_residual_.begin(), d_residual_.end(), S(0));
-    layer_norm_backward(d_buffer_.data(), residual_.data() + shape_.n_layer * BTC, p_.ln_f_w, g_.ln_f_w, g_.ln_f_b,
+    layer_norm_backward(d_buffer_.data(), residual_.data() + config_.n_layer * BTC, p_.ln_f_w, g_.ln_f_w, g_.ln_f_b,
                         d_residual_.data(), BT, C);
 
-    for (int l = shape_.n_layer - 1; l >= 0; --l) {
+    for (int l = config_.n_layer - 1; l >= 0; --l) {
         const Layer& w = p_.layers[l];
         Layer& gw = g_.layers[l];
         const S* x = residual_.data() + l * BTC;
@@ -321,7 +294,7 @@ void Gpt2Trainer<S>::step(const AdamW& adamw, int step_number) {
     const S clip = norm > 1 ? 1 / norm : S(1);
     const S bias1 = 1 - std::pow(S(adamw.beta1), step_number), bias2 = 1 - std::pow(S(adamw.beta2), step_number);
     for (const ParameterTensor& t : layout_) {
-        const S decay = t.decayed ? S(adamw.weight_decay) : S(0);
+        const S decay = decayed(t.spec) ? S(adamw.weight_decay) : S(0);
         for (size_t i = t.offset; i < t.offset + t.size; ++i) {
             const S g = grads_[i] * clip;
             adam_m_[i] = adamw.beta1 * adam_m_[i] + (1 - adamw.beta1) * g;
@@ -340,9 +313,10 @@ void save_gpt2(const Gpt2Trainer<float>& model, const std::filesystem::path& dir
     std::filesystem::create_directories(dir);
     std::vector<SafetensorsEntry> entries;
     for (const ParameterTensor& t : model.layout())
-        entries.push_back({t.name, t.shape, std::span<const float>(model.params().data() + t.offset, t.size)});
+        entries.push_back(
+            {t.spec.name, t.spec.shape, std::span<const float>(model.params().data() + t.offset, t.size)});
     write_safetensors(dir / "model.safetensors", entries);
-    const ModelShape& m = model.shape();
+    const Config& m = model.config();
     // The last token is <|endoftext|>, as in GPT-2's vocabulary.
     const nlohmann::ordered_json config = {
         {"model_type", "gpt2"}, {"architectures", {"GPT2LMHeadModel"}},

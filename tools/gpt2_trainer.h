@@ -12,31 +12,23 @@
 #include <string>
 #include <vector>
 
+#include "headscope/aligned.h"
+#include "headscope/model_description.h"
+
 namespace headscope::train {
 
-// Buffers aligned to Eigen's widest packet: with malloc's 16-byte alignment,
-// where a buffer lands would decide how Eigen splits its vectorised sums, and
-// two runs with the same seed could differ in the last bits.
+// Aligned buffers (core's aligned.h): two runs with the same seed give the same bits.
 template <typename S>
-using Buffer = std::vector<S, Eigen::aligned_allocator<S>>;
+using Buffer = AlignedVector<S>;
 
-struct ModelShape {
-    int n_layer = 4;
-    int n_head = 4;
-    int n_embd = 128;      // C
-    int n_positions = 256; // longest T
-    int vocab_size = 4096; // V
-};
-
-// Where each GPT-2 tensor lives in the flat buffer; names as in HF's files.
+// Where each tensor of the model description lives in the flat buffer: back
+// to back in gpt2_tensors' order, the order of the checkpoint's data.
 struct ParameterTensor {
-    std::string name;             // e.g. "h.0.attn.c_attn.weight"
-    std::vector<int64_t> shape;   // e.g. {C, 3C}
-    size_t offset;                // into the flat buffer
-    size_t size;
-    bool decayed;                 // weight decay applies (matrices, not LayerNorm or biases)
+    TensorSpec spec;
+    size_t offset;  // into the flat buffer
+    size_t size;    // element_count(spec.shape)
 };
-std::vector<ParameterTensor> parameter_layout(const ModelShape& shape);
+std::vector<ParameterTensor> parameter_layout(const Config& config);
 
 struct AdamW {
     float learning_rate = 1e-3f;
@@ -46,7 +38,8 @@ struct AdamW {
 template <typename S>
 class Gpt2Trainer {
 public:
-    Gpt2Trainer(const ModelShape& shape, uint64_t seed);
+    // Uses the config's n_layer, n_head, n_embd, n_positions and vocab_size.
+    Gpt2Trainer(const Config& config, uint64_t seed);
 
     // Mean cross-entropy of predicting targets (B, T) from inputs (B, T).
     S forward(const int32_t* inputs, const int32_t* targets, int B, int T);
@@ -54,7 +47,7 @@ public:
     void backward();
     void step(const AdamW& adamw, int step_number);
 
-    const ModelShape& shape() const { return shape_; }
+    const Config& config() const { return config_; }
     Buffer<S>& params() { return params_; }
     const Buffer<S>& params() const { return params_; }
     const Buffer<S>& grads() const { return grads_; }
@@ -63,7 +56,8 @@ public:
     const std::vector<ParameterTensor>& layout() const { return layout_; }
 
 private:
-    struct Layer {  // pointers into params_ or grads_
+    // Pointers into params_ or grads_, named as Model's weights (weight_pointer binds them).
+    struct Layer {
         S *ln_1_w, *ln_1_b, *attn_w, *attn_b, *attn_proj_w, *attn_proj_b;
         S *ln_2_w, *ln_2_b, *fc_w, *fc_b, *fc_proj_w, *fc_proj_b;
     };
@@ -74,7 +68,7 @@ private:
     Tensors tensors_in(Buffer<S>& buffer) const;
     void resize_activations(int B, int T);
 
-    ModelShape shape_;
+    Config config_;
     std::vector<ParameterTensor> layout_;
     Buffer<S> params_, grads_, adam_m_, adam_v_;
     Tensors p_, g_;

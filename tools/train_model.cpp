@@ -14,6 +14,7 @@
 #include "bpe_trainer.h"
 #include "gpt2_trainer.h"
 #include "headscope/error.h"
+#include "headscope/files.h"
 #include "headscope/probes.h"
 #include "headscope/tokenizer.h"
 
@@ -25,7 +26,7 @@ namespace {
 
 struct Settings {
     fs::path corpus_dir = "build/corpus", tokenizer_dir = "build/tokenizer", out = "assets/builtin";
-    ModelShape shape = {.n_layer = 2, .n_head = 4, .n_embd = 128, .n_positions = 256, .vocab_size = 4096};
+    Config config = {.n_layer = 2, .n_head = 4, .n_embd = 128, .n_positions = 256};  // V is the tokenizer's
     int batch = 8, steps = 30000, warmup = 200, eval_every = 2500;
     // The first steps train on short windows: with fewer positions to attend
     // to, the induction head forms in far fewer tokens.
@@ -35,15 +36,9 @@ struct Settings {
     uint64_t seed = 1234;
 };
 
-std::string read_text(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(path.string() + ": cannot open");
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 // The corpus as one token stream with the end-of-text id after each document.
 std::vector<int32_t> tokenize_corpus(const Tokenizer& tokenizer, const fs::path& path, int32_t eot) {
-    const std::string text = read_text(path);
+    const std::string text = read_file(path);
     std::vector<int32_t> stream;
     for (std::string_view document : split_documents(text)) {
         const std::vector<int32_t> ids = tokenizer.encode(document);
@@ -121,7 +116,7 @@ float validation_loss(Gpt2Trainer<float>& model, const std::vector<int32_t>& val
 // The first held-out documents (about 32 KB, blank-line separated): the text
 // `headscope-cli heads` scores the shipped model's heads on.
 void write_validation_sample(const fs::path& val_path, const fs::path& out_path) {
-    const std::string text = read_text(val_path);
+    const std::string text = read_file(val_path);
     std::string sample;
     for (std::string_view document : split_documents(text)) {
         if (sample.size() >= 32 * 1024) break;
@@ -159,24 +154,24 @@ BestHeads best_heads(const Settings& s, const Gpt2Trainer<float>& model) {
 
 void run_training(const Settings& s) {
     const Tokenizer tokenizer = Tokenizer::load(s.tokenizer_dir / "vocab.json", s.tokenizer_dir / "merges.txt");
-    ModelShape shape = s.shape;
-    shape.vocab_size = tokenizer.vocab_size();
-    const int32_t eot = shape.vocab_size - 1;
+    Config config = s.config;
+    config.vocab_size = tokenizer.vocab_size();
+    const int32_t eot = config.vocab_size - 1;
     if (tokenizer.token_bytes(eot) != end_of_text) throw Error("the tokenizer's last id is not <|endoftext|>");
     const std::vector<int32_t> train_tokens = tokenize_corpus(tokenizer, s.corpus_dir / "train.txt", eot);
     const std::vector<int32_t> val_tokens = tokenize_corpus(tokenizer, s.corpus_dir / "val.txt", eot);
-    const double unigram = unigram_loss(train_tokens, val_tokens, shape.vocab_size);
+    const double unigram = unigram_loss(train_tokens, val_tokens, config.vocab_size);
     std::printf("train %zu tokens, val %zu tokens, unigram val loss %.3f nats\n", train_tokens.size(),
                 val_tokens.size(), unigram);
 
-    Gpt2Trainer<float> model(shape, s.seed);
+    Gpt2Trainer<float> model(config, s.seed);
     size_t params = 0;
     for (const ParameterTensor& t : model.layout()) params += t.size;
-    std::printf("model: %d layers, %d heads, C=%d, T=%d, V=%d, %zu parameters\n", shape.n_layer, shape.n_head,
-                shape.n_embd, shape.n_positions, shape.vocab_size, params);
+    std::printf("model: %d layers, %d heads, C=%d, T=%d, V=%d, %zu parameters\n", config.n_layer, config.n_head,
+                config.n_embd, config.n_positions, config.vocab_size, params);
 
-    const int T = shape.n_positions;
-    Batches batches(train_tokens, s.batch, T, s.repeat_fraction, shape.vocab_size, s.seed + 1);
+    const int T = config.n_positions;
+    Batches batches(train_tokens, s.batch, T, s.repeat_fraction, config.vocab_size, s.seed + 1);
     fs::create_directories(s.out);
     std::ofstream log(s.out / "loss_log.csv");
     log << "step,train_loss,val_loss,best_previous_token,best_induction,learning_rate,tokens_per_s\n";
@@ -238,10 +233,10 @@ int main(int argc, char** argv) {
     app.add_option("--corpus", s.corpus_dir, "directory with train.txt and val.txt");
     app.add_option("--tokenizer", s.tokenizer_dir, "directory with vocab.json and merges.txt");
     app.add_option("--out", s.out, "output model directory");
-    app.add_option("--layers", s.shape.n_layer);
-    app.add_option("--heads", s.shape.n_head);
-    app.add_option("--embd", s.shape.n_embd);
-    app.add_option("--context", s.shape.n_positions);
+    app.add_option("--layers", s.config.n_layer);
+    app.add_option("--heads", s.config.n_head);
+    app.add_option("--embd", s.config.n_embd);
+    app.add_option("--context", s.config.n_positions);
     app.add_option("--batch", s.batch);
     app.add_option("--steps", s.steps);
     app.add_option("--warmup", s.warmup);
@@ -255,9 +250,9 @@ int main(int argc, char** argv) {
     app.add_option("--seed", s.seed);
     try {
         app.parse(argc, argv);
-        if (s.short_context < 2 || s.short_context > s.shape.n_positions)
+        if (s.short_context < 2 || s.short_context > s.config.n_positions)
             throw Error("--short-context " + std::to_string(s.short_context) + " is not in 2.." +
-                        std::to_string(s.shape.n_positions) + " (the context)");
+                        std::to_string(s.config.n_positions) + " (the context)");
         run_training(s);
     } catch (const CLI::ParseError& e) {
         if (e.get_exit_code() == 0) return app.exit(e);  // --help

@@ -5,12 +5,11 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <string>
 
 #include "bpe_trainer.h"
 #include "headscope/error.h"
+#include "headscope/files.h"
 #include "headscope/tokenizer.h"
 
 using namespace headscope;
@@ -21,18 +20,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) {
     return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        throw Error(path + ": cannot open");
-    }
-    std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-    if (in.bad()) {
-        throw Error(path + ": cannot read");
-    }
-    return text;
 }
 
 // A token as text on one line of progress output.

@@ -7,6 +7,7 @@
 #include "headscope/cpu_ops.h"
 #include "headscope/error.h"
 #include "headscope/forward.h"
+#include "headscope/shape.h"
 
 namespace headscope {
 
@@ -144,11 +145,8 @@ CausalityCheck check_causality(Backend& backend, const Model& model, const Batch
 
 std::vector<ParameterRow> parameter_table(const Model& model) {
     std::vector<ParameterRow> rows;
-    for (const TensorInfo& tensor : model.tensors) {
-        int64_t count = 1;
-        for (int64_t size : tensor.shape) count *= size;
-        rows.push_back({tensor.name, tensor.shape, count});
-    }
+    for (const TensorInfo& tensor : model.tensors)
+        rows.push_back({tensor.name, tensor.shape, element_count(tensor.shape)});
     return rows;
 }
 

@@ -1,10 +1,13 @@
 // Finds a GPT-2 model (a directory, or a hub name in the local Hugging Face
-// cache), checks its config and every tensor's shape against it, and converts
-// the weights straight from the mapped safetensors file into one float buffer.
+// cache), checks every tensor's shape against the model description that its
+// config implies, and converts the weights straight from the mapped
+// safetensors file into one float buffer.
 #include "headscope/model.h"
 
 #include "headscope/error.h"
+#include "headscope/files.h"
 #include "headscope/safetensors.h"
+#include "headscope/shape.h"
 
 #include <pwd.h>
 #include <sys/mman.h>
@@ -13,12 +16,10 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
-#include <fstream>
 #include <future>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 namespace headscope {
 
@@ -57,20 +58,12 @@ bool is_hub_name(const std::string& name) {
     });
 }
 
-std::string read_text(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (!in) throw Error(path.string() + ": cannot read");
-    return text.str();
-}
-
 // The snapshot a cached repo's refs/main names, else its newest one.
 fs::path pick_snapshot(const fs::path& repo) {
     const fs::path snapshots = repo / "snapshots";
     const fs::path ref = repo / "refs" / "main";
     if (fs::is_regular_file(ref)) {
-        std::string rev = read_text(ref);
+        std::string rev = read_file(ref);
         rev.erase(rev.find_last_not_of(" \t\r\n") + 1);
         if (rev.empty() || rev.find('/') != std::string::npos) throw Error(ref.string() + ": not a revision");
         const fs::path snapshot = snapshots / rev;
@@ -110,7 +103,7 @@ Config read_config(const fs::path& path) {
     if (!fs::is_regular_file(path)) throw Error(file + " missing");
     json j;
     try {
-        j = json::parse(read_text(path));
+        j = json::parse(read_file(path));
     } catch (const json::parse_error& e) {
         throw Error(file + ": not valid JSON (byte " + std::to_string(e.byte) + ")");
     }
@@ -141,52 +134,6 @@ Config read_config(const fs::path& path) {
     return c;
 }
 
-std::string format_shape(const std::vector<int64_t>& shape) {
-    std::string s = "[";
-    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-    return s + "]";
-}
-
-int64_t element_count(const std::vector<int64_t>& shape) {
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    return n;
-}
-
-// A tensor the model needs: its name without the "transformer." prefix, the
-// shape the config implies, and the Model field that will point at it.
-struct Wanted {
-    std::string name;
-    std::vector<int64_t> shape;
-    const float** dest;
-};
-
-// Those of the first n_layer layers (m.layers must hold them) and the rest.
-std::vector<Wanted> wanted_tensors(Model& m, int n_layer) {
-    const int64_t C = m.config.n_embd, V = m.config.vocab_size;
-    std::vector<Wanted> w = {{"wte.weight", {V, C}, &m.wte},
-                             {"wpe.weight", {m.config.n_positions, C}, &m.wpe},
-                             {"ln_f.weight", {C}, &m.ln_f_w},
-                             {"ln_f.bias", {C}, &m.ln_f_b}};
-    for (int i = 0; i < n_layer; ++i) {
-        LayerWeights& l = m.layers[i];
-        const std::string h = "h." + std::to_string(i) + ".";
-        w.insert(w.end(), {{h + "ln_1.weight", {C}, &l.ln_1_w},
-                           {h + "ln_1.bias", {C}, &l.ln_1_b},
-                           {h + "attn.c_attn.weight", {C, 3 * C}, &l.attn_w},
-                           {h + "attn.c_attn.bias", {3 * C}, &l.attn_b},
-                           {h + "attn.c_proj.weight", {C, C}, &l.attn_proj_w},
-                           {h + "attn.c_proj.bias", {C}, &l.attn_proj_b},
-                           {h + "ln_2.weight", {C}, &l.ln_2_w},
-                           {h + "ln_2.bias", {C}, &l.ln_2_b},
-                           {h + "mlp.c_fc.weight", {C, 4 * C}, &l.fc_w},
-                           {h + "mlp.c_fc.bias", {4 * C}, &l.fc_b},
-                           {h + "mlp.c_proj.weight", {4 * C, C}, &l.fc_proj_w},
-                           {h + "mlp.c_proj.bias", {C}, &l.fc_proj_b}});
-    }
-    return w;
-}
-
 using TensorMap = std::map<std::string, TensorView>;
 
 // The file's entry for `name`, with or without the "transformer." prefix.
@@ -202,8 +149,8 @@ TensorMap::const_iterator find_tensor(const TensorMap& tensors, const std::strin
 void check_shape(const std::string& file, const std::string& name, const std::vector<int64_t>& shape,
                  const std::vector<int64_t>& expected) {
     if (shape != expected) {
-        throw Error(file + ": tensor '" + name + "' has shape " + format_shape(shape) + ", expected " +
-                    format_shape(expected) + " from config.json");
+        throw Error(file + ": tensor '" + name + "' has shape " + shape_string(shape, Notation::json) +
+                    ", expected " + shape_string(expected, Notation::json) + " from config.json");
     }
 }
 
@@ -258,7 +205,7 @@ std::vector<CachedModel> list_cached_models() {
         if (const size_t dashes = name.find("--"); dashes != std::string::npos) name.replace(dashes, 2, "/");
         try {
             const fs::path snapshot = pick_snapshot(repo.path());
-            const json config = json::parse(read_text(snapshot / "config.json"));
+            const json config = json::parse(read_file(snapshot / "config.json"));
             if (config.is_object() && config.value("model_type", "") == "gpt2") models.push_back({name, snapshot});
         } catch (const std::exception&) {
             // an incomplete download or a foreign file: not a model to offer
@@ -295,13 +242,14 @@ Model load_model(const std::string& name_or_path, const std::function<void(float
     // no further than that reports a config with too many layers by its first
     // missing tensor, before n_layer sizes any allocation.
     const int64_t layers_possible = static_cast<int64_t>(tensors.size()) / 12 + 1;
-    const int n_layer = static_cast<int>(std::min<int64_t>(m.config.n_layer, layers_possible));
-    m.layers.resize(n_layer);
-    const std::vector<Wanted> wanted = wanted_tensors(m, n_layer);
+    Config within_file = m.config;
+    within_file.n_layer = static_cast<int>(std::min<int64_t>(m.config.n_layer, layers_possible));
+    m.layers.resize(within_file.n_layer);
+    const std::vector<TensorSpec> wanted = gpt2_tensors(within_file);
 
     std::vector<const TensorMap::value_type*> found;  // (wanted.size()), the file's entry for each
     int64_t total = 0;
-    for (const Wanted& w : wanted) {
+    for (const TensorSpec& w : wanted) {
         const auto it = find_tensor(tensors, w.name, file);
         if (it == tensors.end())
             throw Error(file + ": tensor '" + w.name + "' missing (with or without the 'transformer.' prefix)");
@@ -324,7 +272,7 @@ Model load_model(const std::string& name_or_path, const std::function<void(float
         } catch (const Error& e) {
             throw Error(file + ": " + e.what());
         }
-        *wanted[i].dest = out;
+        weight_pointer(m, wanted[i]) = out;
         out += element_count(view.shape);
         m.tensors.push_back({name, view.shape});
         if (on_progress) on_progress(static_cast<float>(out - m.storage.data()) / static_cast<float>(total));

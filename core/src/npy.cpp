@@ -7,14 +7,12 @@
 #include <string>
 
 #include "headscope/error.h"
+#include "headscope/shape.h"
 
 namespace headscope {
 
 void write_npy(const std::filesystem::path& path, std::span<const float> data, const std::vector<int64_t>& shape) {
-    std::string dims;
-    for (size_t i = 0; i < shape.size(); ++i) dims += (i ? ", " : "") + std::to_string(shape[i]);
-    if (shape.size() == 1) dims += ',';  // a Python 1-tuple
-    std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + "), }";
+    std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape_string(shape) + ", }";
     const size_t preamble = 10;  // magic (6) + version (2) + header length (2)
     header.append(64 - (preamble + header.size() + 1) % 64, ' ');
     header += '\n';

@@ -3,19 +3,17 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <random>
 
 #include "headscope/error.h"
+#include "headscope/files.h"
 
 namespace headscope {
 
 std::vector<std::vector<int32_t>> validation_windows(const Model& model, size_t max_windows) {
     std::filesystem::path path = model.path / "validation.txt";
     if (!std::filesystem::exists(path)) path = resolve_model_path(builtin_model) / "validation.txt";
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(path.string() + ": cannot open the validation text");
-    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    const std::string text = read_file(path, "the validation text");
     const std::vector<int32_t> stream = model.tokenizer.encode(text);
     const size_t window = std::min(128, model.config.n_positions);
     std::vector<std::vector<int32_t>> windows;

@@ -4,6 +4,7 @@
 #include "headscope/safetensors.h"
 
 #include "headscope/error.h"
+#include "headscope/shape.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -35,12 +36,6 @@ std::optional<DType> parse_dtype(const std::string& name) {
 }
 
 size_t dtype_size(DType dtype) { return dtype == DType::F32 ? 4 : 2; }
-
-std::string format_list(const std::vector<uint64_t>& values) {
-    std::string s = "[";
-    for (size_t i = 0; i < values.size(); ++i) s += (i ? ", " : "") + std::to_string(values[i]);
-    return s + "]";
-}
 
 // A JSON value as it appeared, for messages about fields of the wrong kind.
 std::string excerpt(const json& value) {
@@ -113,7 +108,7 @@ std::map<std::string, TensorView> parse_header(const std::string& file, const st
         uint64_t bytes = dtype_size(*dtype);
         for (uint64_t dim : *shape) {
             if (__builtin_mul_overflow(bytes, dim, &bytes))
-                throw Error(where + "shape " + format_list(*shape) + " overflows 64-bit byte size");
+                throw Error(where + "shape " + shape_string(*shape, Notation::json) + " overflows 64-bit byte size");
         }
 
         const auto offsets_it = entry.find("data_offsets");
@@ -124,15 +119,16 @@ std::map<std::string, TensorView> parse_header(const std::string& file, const st
                         " is not a list of two non-negative integers");
         }
         const uint64_t begin = (*offsets)[0], end = (*offsets)[1];
-        if (begin > end) throw Error(where + "data_offsets " + format_list(*offsets) + " end before they begin");
+        if (begin > end)
+            throw Error(where + "data_offsets " + shape_string(*offsets, Notation::json) + " end before they begin");
         if (end > data_size) {
-            throw Error(where + "data_offsets " + format_list(*offsets) + " outside the " +
+            throw Error(where + "data_offsets " + shape_string(*offsets, Notation::json) + " outside the " +
                         std::to_string(data_size) + "-byte data section");
         }
         if (end - begin != bytes) {
-            throw Error(where + "data_offsets " + format_list(*offsets) + " hold " + std::to_string(end - begin) +
-                        " bytes but " + dtype_name + " shape " + format_list(*shape) + " needs " +
-                        std::to_string(bytes));
+            throw Error(where + "data_offsets " + shape_string(*offsets, Notation::json) + " hold " +
+                        std::to_string(end - begin) + " bytes but " + dtype_name + " shape " +
+                        shape_string(*shape, Notation::json) + " needs " + std::to_string(bytes));
         }
 
         TensorView view{*dtype, std::vector<int64_t>(shape->begin(), shape->end()),
@@ -147,8 +143,9 @@ std::map<std::string, TensorView> parse_header(const std::string& file, const st
         const Extent& prev = extents[i - 1];
         const Extent& cur = extents[i];
         if (cur.begin < prev.end) {
-            throw Error(file + ": tensor '" + *cur.name + "': data_offsets " + format_list({cur.begin, cur.end}) +
-                        " overlap tensor '" + *prev.name + "' at " + format_list({prev.begin, prev.end}));
+            throw Error(file + ": tensor '" + *cur.name + "': data_offsets " +
+                        shape_string(std::vector{cur.begin, cur.end}, Notation::json) + " overlap tensor '" +
+                        *prev.name + "' at " + shape_string(std::vector{prev.begin, prev.end}, Notation::json));
         }
     }
     return tensors;

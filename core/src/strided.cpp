@@ -11,24 +11,12 @@ namespace headscope {
 
 namespace {
 
-int64_t product(const std::vector<int64_t>& dims) {
-    int64_t n = 1;
-    for (int64_t d : dims) n *= d;
-    return n;
-}
-
 void check_dims(const std::vector<int64_t>& dims) {
     for (int64_t d : dims)
-        if (d < 1) throw Error("shape " + format_dims(dims) + " has a dimension below 1");
+        if (d < 1) throw Error("shape " + shape_string(dims) + " has a dimension below 1");
 }
 
 }  // namespace
-
-std::string format_dims(const std::vector<int64_t>& dims) {
-    std::string s = "(";
-    for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
-    return s + (dims.size() == 1 ? ",)" : ")");
-}
 
 StridedLayout StridedLayout::contiguous(std::vector<int64_t> shape) {
     check_dims(shape);
@@ -42,7 +30,7 @@ StridedLayout StridedLayout::contiguous(std::vector<int64_t> shape) {
     return layout;
 }
 
-int64_t StridedLayout::numel() const { return product(shape); }
+int64_t StridedLayout::numel() const { return element_count(shape); }
 
 bool StridedLayout::is_contiguous() const {
     int64_t expected = 1;
@@ -91,9 +79,9 @@ std::vector<int64_t> StridedLayout::index_of(int64_t storage) const {
 // the case PyTorch refuses.
 StridedLayout StridedLayout::view(const std::vector<int64_t>& new_shape) const {
     check_dims(new_shape);
-    if (product(new_shape) != numel()) {
-        throw Error("view " + format_dims(new_shape) + ": shape " + format_dims(shape) + " has " +
-                    std::to_string(numel()) + " elements, not " + std::to_string(product(new_shape)));
+    if (element_count(new_shape) != numel()) {
+        throw Error("view " + shape_string(new_shape) + ": shape " + shape_string(shape) + " has " +
+                    std::to_string(numel()) + " elements, not " + std::to_string(element_count(new_shape)));
     }
     StridedLayout out{new_shape, std::vector<int64_t>(new_shape.size()), offset};
     int view_d = static_cast<int>(new_shape.size()) - 1;
@@ -108,8 +96,8 @@ StridedLayout StridedLayout::view(const std::vector<int64_t>& new_shape) const {
             --view_d;
         }
         if (view_numel != chunk_numel) {
-            throw Error("view " + format_dims(new_shape) + " of shape " + format_dims(shape) + " with strides " +
-                        format_dims(strides) +
+            throw Error("view " + shape_string(new_shape) + " of shape " + shape_string(shape) + " with strides " +
+                        shape_string(strides) +
                         ": a dimension would span memory that is not contiguous (call contiguous() first)");
         }
         if (d > 0) {

@@ -4,10 +4,9 @@
 #include "headscope/tokenizer.h"
 
 #include "headscope/error.h"
+#include "headscope/files.h"
 
 #include <algorithm>
-#include <fstream>
-#include <iterator>
 #include <nlohmann/json.hpp>
 #include <utf8proc.h>
 
@@ -99,18 +98,6 @@ size_t match_end(const std::vector<CodePoint>& code_points, size_t i) {
     // space can lead the next word; `\s+` then takes a lone space.
     const size_t end = run_end(code_points, i, CharClass::Space);
     return (end < n && end - i >= 2) ? end - 1 : end;
-}
-
-std::string read_file(const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        throw Error(path.string() + ": cannot open");
-    }
-    std::string contents{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-    if (in.bad()) {
-        throw Error(path.string() + ": cannot read");
-    }
-    return contents;
 }
 
 std::string utf8_of(char32_t cp) {

@@ -6,24 +6,14 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "headscope/aligned.h"
+#include "headscope/model_description.h"
 #include "headscope/tokenizer.h"
 
 namespace headscope {
-
-struct Config {
-    int n_layer = 0;
-    int n_head = 0;
-    int n_embd = 0;       // C
-    int n_positions = 0;  // longest T
-    int vocab_size = 0;   // V
-    int eos_token_id = 50256;
-    float layer_norm_epsilon = 1e-5f;
-    nlohmann::ordered_json training;  // the "headscope_training" record of a model we trained, else null
-};
 
 struct LayerWeights {
     const float* ln_1_w;       // (C)
@@ -60,7 +50,7 @@ struct Model {
     std::vector<TensorInfo> tensors;  // sorted by name
     int64_t params = 0;               // number of weights (the tied output embedding counted once)
 
-    std::vector<float> storage;  // every weight, one allocation
+    AlignedVector<float> storage;  // every weight, one allocation
     const float* wte = nullptr;  // (V, C)
     const float* wpe = nullptr;  // (n_positions, C)
     std::vector<LayerWeights> layers;  // (L)

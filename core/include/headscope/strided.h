@@ -5,8 +5,9 @@
 #pragma once
 #include <cstdint>
 #include <span>
-#include <string>
 #include <vector>
+
+#include "headscope/shape.h"  // shape_string writes a layout's shape and strides
 
 namespace headscope {
 
@@ -36,8 +37,5 @@ struct StridedLayout {
     StridedLayout view(const std::vector<int64_t>& new_shape) const;
     StridedLayout transpose(int dim0, int dim1) const;
 };
-
-// "(2, 8, 64)"
-std::string format_dims(const std::vector<int64_t>& dims);
 
 }  // namespace headscope
