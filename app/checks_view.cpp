@@ -155,8 +155,7 @@ void ChecksView::shapes_section(const Session& session) {
 void ChecksView::parameters_section(const Session& session, Ui& ui) {
     const Model& model = session.model();
     const std::vector<ParameterRow> rows = parameter_table(model);
-    int64_t total = 0;
-    for (const ParameterRow& row : rows) total += row.count;
+    const int64_t total = model.params;  // what the rows add up to
     heading("Parameters of the model");
     ImGui::Text("%zu tensors, %lld parameters in all, whatever the head split", rows.size(),
                 static_cast<long long>(total));

@@ -56,8 +56,7 @@ const std::vector<std::string> words = {
     "snake_case", "x", "a", "I", "supercalifragilisticexpialidocious", "internationalization", "GPT",
     "naïve", "café", "jalapeño", "über", "Größe", "façade", "résumé", "Ελληνικά", "Москва",
     "日本語", "中文分词", "東京タワー", "한국어", "안녕하세요", "العربية", "مرحبا", "हिन्दी", "नमस्ते",
-    "ไทย", "עברית",
-};
+    "ไทย", "עברית"};
 const std::vector<std::string> contractions = {
     "'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "'S", "'T", "'RE", "'Ll", "'VE", "'", "''",
 };
