@@ -37,7 +37,8 @@ void heading(const char* title) {
 void ChecksView::draw(Session& session, Ui& ui) {
     const int b = session.selected;
     const FigureWorker<Key, Figures>::Outcome* figures = figures_.get({session.shown_generation, b}, [&] {
-        return [model = session.shared_model(), batch = Batch{session.shown.token_ids, session.model().config.eos_token_id},
+        return [model = session.shared_model(),
+                batch = Batch{session.shown.token_ids, session.model().config.eos_token_id},
                 options = session.shown_options, b](std::stop_token) {
             const std::unique_ptr<Backend> backend = own_cpu_backend(*model);
             return Figures{compare_with_head_loop(*backend, *model, batch, options),
@@ -73,7 +74,8 @@ void ChecksView::loop_section(const Session& session, Ui& ui, const Figures& fig
     figure(ui, "output_diff", "max |diff| of the head outputs", figures.loop.max_output_diff);
     const HeadLoopComparison& loop = figures.loop;
     // The weights are at most 1; the outputs' round-off scales with their size.
-    const Agreement weights = agreement(loop.max_weight_diff, 1), outputs = agreement(loop.max_output_diff, loop.max_output);
+    const Agreement weights = agreement(loop.max_weight_diff, 1),
+                    outputs = agreement(loop.max_output_diff, loop.max_output);
     if (weights == Agreement::exact && outputs == Agreement::exact)
         ImGui::TextColored(good_colour, "Exactly the same: the batched heads are %d independent heads.",
                            session.heads_shown());
@@ -87,7 +89,8 @@ void ChecksView::loop_section(const Session& session, Ui& ui, const Figures& fig
                            "They differ: the naive view mixes tokens' channels into \"heads\"; the loop "
                            "splits by columns, the correct split.");
     else
-        ImGui::TextColored(error_colour, "They differ by more than float round-off (tolerance %.0e of the values' size).",
+        ImGui::TextColored(error_colour,
+                           "They differ by more than float round-off (tolerance %.0e of the values' size).",
                            relative_round_off);
 }
 
@@ -100,9 +103,9 @@ void ChecksView::causality_section(const Session& session, Ui& ui, const Figures
     }
     const Model& model = session.model();
     ImGui::TextWrapped(
-        "Text %d, token %d: %s replaced by %s; its %d earlier query rows compared in every layer and head:",
-        b + 1, check.position, token_with_id(model, check.token).c_str(),
-        token_with_id(model, check.replacement).c_str(), check.earlier_rows);
+        "Text %d, token %d: %s replaced by %s; its %d earlier query rows compared in every layer and head:", b + 1,
+        check.position, token_with_id(model, check.token).c_str(), token_with_id(model, check.replacement).c_str(),
+        check.earlier_rows);
     figure(ui, "earlier_rows_diff", "max |diff| of the earlier rows", check.max_earlier_diff);
     figure(ui, "changed_row_diff", "max |diff| of the changed row", check.max_changed_row_diff);
     // Weights are at most 1: the tolerance is relative_round_off itself.

@@ -9,8 +9,8 @@
 #include <functional>
 #include <utility>
 
-#include "headscope/checks.h"
 #include "figure_worker.h"
+#include "headscope/checks.h"
 #include "ui.h"
 
 namespace headscope {

@@ -190,8 +190,8 @@ std::vector<std::vector<int32_t>> probe_texts(const Model& model, const Options&
         std::vector<std::vector<int32_t>> ids = tokenize_texts(model.tokenizer, opt.texts);
         if (ids.front().size() < 2) throw Error("--text needs at least 2 tokens to score heads");
         if (ids.front().size() > static_cast<size_t>(model.config.n_positions))
-            throw Error("text 1 has " + std::to_string(ids.front().size()) + " tokens, more than the model's limit of " +
-                        std::to_string(model.config.n_positions));
+            throw Error("text 1 has " + std::to_string(ids.front().size()) +
+                        " tokens, more than the model's limit of " + std::to_string(model.config.n_positions));
         return ids;
     }
     return validation_windows(model);
@@ -203,12 +203,9 @@ void run_heads(const Options& opt) {
     const Model model = load_model(opt.model);
     backend->load_weights(model);
     const ProbeReport report = probe_heads(*backend, model, probe_texts(model, opt));
-    const Json summary = {{"backend", backend->name()},
-                          {"backend_reason", pick.reason},
-                          {"path", model.path.string()},
-                          {"n_layer", report.n_layer},
-                          {"n_head", report.n_head},
-                          {"source", opt.texts.empty() ? "validation" : "text"},
+    const Json summary = {{"backend", backend->name()},  {"backend_reason", pick.reason},
+                          {"path", model.path.string()}, {"n_layer", report.n_layer},
+                          {"n_head", report.n_head},     {"source", opt.texts.empty() ? "validation" : "text"},
                           {"rows", report.rows}};
     // The summary's fields, then "heads" with one head per line, so that the
     // scores read well in a terminal.
@@ -255,10 +252,14 @@ void run_dance(const Options& opt) {
     const double max_diff = naive_view_max_diff(*backend, batch, options, opt.layer);
     const Dance dance = reshape_dance(batch.B(), batch.T(), model.config.n_embd, NH, options.split);
     Json buffers = Json::array(), steps = Json::array(), tokens = Json::array();
-    for (const DanceBuffer& b : dance.buffers) buffers.push_back({{"name", b.name}, {"dims", b.dims}, {"shape", b.shape}});
+    for (const DanceBuffer& b : dance.buffers)
+        buffers.push_back({{"name", b.name}, {"dims", b.dims}, {"shape", b.shape}});
     for (size_t i = 0; i < dance.steps.size(); ++i) {
         const DanceStep& s = dance.steps[i];
-        Json step = {{"step", i + 1}, {"title", s.title}, {"code", s.code}, {"buffer", dance.buffers[s.buffer].name},
+        Json step = {{"step", i + 1},
+                     {"title", s.title},
+                     {"code", s.code},
+                     {"buffer", dance.buffers[s.buffer].name},
                      {"dims", s.dims}};
         step.update(layout_json(s.layout));
         steps.push_back(step);
@@ -308,10 +309,12 @@ int main(int argc, char** argv) {
     add_model(attention);
     auto add_forward_options = [&](CLI::App* sub) {
         sub->add_option("--text", opt.texts, "UTF-8 text (repeat for a batch, right-padded)")->required();
-        add_word_option(sub, "--causal", opt.attention.causal, "on|off",
-                        [](std::string_view word) { return parse_on_off("causal mask", word); }, "the causal mask");
-        add_word_option(sub, "--padding-mask", opt.attention.padding_mask, "on|off",
-                        [](std::string_view word) { return parse_on_off("padding mask", word); }, "the padding mask");
+        add_word_option(
+            sub, "--causal", opt.attention.causal, "on|off",
+            [](std::string_view word) { return parse_on_off("causal mask", word); }, "the causal mask");
+        add_word_option(
+            sub, "--padding-mask", opt.attention.padding_mask, "on|off",
+            [](std::string_view word) { return parse_on_off("padding mask", word); }, "the padding mask");
         sub->add_option("--heads", opt.heads, "re-split into N heads (N divides n_embd)");
         add_word_option(sub, "--scale", opt.attention.scale, join_words(scale_choices, "|"), parse_scale,
                         "1/sqrt(C/N), 1/sqrt(C), 1");
@@ -337,7 +340,8 @@ int main(int argc, char** argv) {
         const std::vector<CLI::App*> commands = app.get_subcommands([](CLI::App*) { return true; });
         if (argc > 1 && argv[1][0] != '-' &&
             std::none_of(commands.begin(), commands.end(), [&](CLI::App* c) { return c->get_name() == argv[1]; }))
-            throw Error(std::string("unknown command '") + argv[1] + "' (expected info, tokenize, attention, heads or dance)");
+            throw Error(std::string("unknown command '") + argv[1] +
+                        "' (expected info, tokenize, attention, heads or dance)");
         app.parse(argc, argv);
         opt.heads_given = attention->count("--heads") + dance->count("--heads") > 0;
         if (*info) run_info(opt);

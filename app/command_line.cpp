@@ -4,8 +4,8 @@
 #include <cstdio>
 
 #include "examples.h"
-#include "word_option.h"
 #include "headscope/error.h"
+#include "word_option.h"
 
 namespace headscope {
 
@@ -13,20 +13,24 @@ void add_window_options(CLI::App& cli, Args& args) {
     cli.add_option("--model", args.model, "builtin (the default), a model directory, or a Hugging Face hub name");
     cli.add_option("--text", args.texts, "the text to open with");
     cli.add_option("--example", args.example, "open with this example's texts (its title in assets/examples.json)");
-    add_word_option(&cli, "--view", args.view, join_words(view_choices, "|"),
-                    [](std::string_view word) { return parse_choice(view_choices, word); }, "the tab to open on");
+    add_word_option(
+        &cli, "--view", args.view, join_words(view_choices, "|"),
+        [](std::string_view word) { return parse_choice(view_choices, word); }, "the tab to open on");
     cli.add_option("--layer", args.layer, "the layer shown");
     cli.add_option("--head", args.head, "open this head of the layer large");
     cli.add_option("--dance-step", args.dance_step, "the reshape dance's step shown (1..8)");
-    add_word_option(&cli, "--causal", args.options.causal, "on|off",
-                    [](std::string_view word) { return parse_on_off("causal mask", word); }, "the causal mask");
-    add_word_option(&cli, "--padding-mask", args.options.padding_mask, "on|off",
-                    [](std::string_view word) { return parse_on_off("padding mask", word); }, "the padding mask");
+    add_word_option(
+        &cli, "--causal", args.options.causal, "on|off",
+        [](std::string_view word) { return parse_on_off("causal mask", word); }, "the causal mask");
+    add_word_option(
+        &cli, "--padding-mask", args.options.padding_mask, "on|off",
+        [](std::string_view word) { return parse_on_off("padding mask", word); }, "the padding mask");
     cli.add_option("--heads", args.options.n_head, "re-split into N heads");
     cli.add_option("--screenshot", args.screenshot, "render --frames frames, write this PNG and exit");
     cli.add_option("--layout", args.layout, "on exit, write the last frame's drawn cells' rectangles as JSON");
     cli.add_option("--frames", args.frames, "frames to render before the screenshot");
-    cli.add_flag("--frame-times", args.frame_times, "screenshot mode: recompute every 10th frame and print the frames' times (the benchmark)");
+    cli.add_flag("--frame-times", args.frame_times,
+                 "screenshot mode: recompute every 10th frame and print the frames' times (the benchmark)");
     add_word_option(&cli, "--scale", args.options.scale, join_words(scale_choices, "|"), parse_scale,
                     "1/sqrt(C/N), 1/sqrt(C), 1");
     add_word_option(&cli, "--split", args.options.split, join_words(split_choices, "|"), parse_split, "the head split");
@@ -34,12 +38,14 @@ void add_window_options(CLI::App& cli, Args& args) {
                     "the maps' colours");
     add_word_option(&cli, "--backend", args.backend, join_words(backend_choices, "|"), parse_backend_choice,
                     "auto: CUDA when built with it and a device exists");
-    cli.add_option("--open-model", args.open_model, "screenshot mode: open this model after --frames frames, as the picker does");
+    cli.add_option("--open-model", args.open_model,
+                   "screenshot mode: open this model after --frames frames, as the picker does");
     cli.add_option("--export-json", args.export_json, "screenshot mode: also save the attention as the CLI's JSON");
     cli.add_option("--export-npy", args.export_npy, "screenshot mode: also save the attention as the CLI's .npy");
-    add_word_option(&cli, "--settings", args.settings, "on|off",
-                    [](std::string_view word) { return parse_on_off("settings", word); },
-                    "read and save settings in $XDG_CONFIG_HOME/headscope (default on; off with --screenshot or --layout)");
+    add_word_option(
+        &cli, "--settings", args.settings, "on|off",
+        [](std::string_view word) { return parse_on_off("settings", word); },
+        "read and save settings in $XDG_CONFIG_HOME/headscope (default on; off with --screenshot or --layout)");
 }
 
 void finish_args(const CLI::App& cli, Args& args) {
@@ -50,7 +56,8 @@ void finish_args(const CLI::App& cli, Args& args) {
 Settings start_settings(const Args& args, const CLI::App& cli, bool use_saved) {
     Settings s = use_saved ? read_settings(config_dir() / "settings.json") : Settings{};
     if (cli.count("--model")) s.model = args.model;
-    if (cli.count("--text") && cli.count("--example")) throw Error("--text and --example both give the texts: pass one");
+    if (cli.count("--text") && cli.count("--example"))
+        throw Error("--text and --example both give the texts: pass one");
     if (cli.count("--text")) s.texts = args.texts;
     if (cli.count("--example")) s.texts = find_example(read_examples(examples_file()), args.example).texts;
     if (cli.count("--causal")) s.options.causal = args.options.causal;
@@ -67,7 +74,8 @@ LoadedModel load_start_model(const Settings& start, bool model_given, BackendCho
     try {
         return load_with_backend(start.model, backend);
     } catch (const Error& e) {
-        std::fprintf(stderr, "headscope: warning: cannot reopen the last model, opening the built-in one: %s\n", e.what());
+        std::fprintf(stderr, "headscope: warning: cannot reopen the last model, opening the built-in one: %s\n",
+                     e.what());
         return load_with_backend(builtin_model, backend);
     }
 }

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 
-
 namespace headscope {
 
 namespace {
@@ -29,7 +28,8 @@ std::string row_label(const Session& session, const std::vector<std::string>& di
     if (dim == 0) return text;
     std::string label = session.shown.token_ids.size() > 1 ? text + ", " : "";
     if (dims[dim] == "NH") return label + "head " + std::to_string(index[dim]);
-    return label + "token " + std::to_string(index[dim]) + " " + token_text(session, static_cast<int>(index[0]), static_cast<int>(index[dim]));
+    return label + "token " + std::to_string(index[dim]) + " " +
+           token_text(session, static_cast<int>(index[0]), static_cast<int>(index[dim]));
 }
 
 constexpr float label_width = 150;  // the row labels right of a grid, before the scale
@@ -67,7 +67,8 @@ void DanceView::draw(Session& session, Ui& ui) {
     update(session);
     // The naive split's error for the shown compute and layer: two forwards as far as the layer.
     const MaxDiff::Outcome* max_diff = max_diff_.get({session.shown_generation, session.layer}, [&] {
-        return [model = session.shared_model(), batch = Batch{session.shown.token_ids, session.model().config.eos_token_id},
+        return [model = session.shared_model(),
+                batch = Batch{session.shown.token_ids, session.model().config.eos_token_id},
                 options = session.shown_options, layer = session.layer](std::stop_token) {
             return naive_view_max_diff(*own_cpu_backend(*model), batch, options, layer);
         };
@@ -107,9 +108,10 @@ void DanceView::describe(const Session& session, Ui& ui, const MaxDiff::Outcome*
     ImGui::BeginGroup();
     ImGui::Text("%d. %s", step_, step.title.c_str());
     ImGui::TextColored(ImVec4(0.55f, 0.8f, 1, 1), "    %s", step.code.c_str());
-    ImGui::Text("shape %s %s    strides %s    storage offset %lld    contiguous: %s", shape_string(layout.shape).c_str(),
-                shape_string(step.dims).c_str(), shape_string(layout.strides).c_str(),
-                static_cast<long long>(layout.offset), layout.is_contiguous() ? "yes" : "no");
+    ImGui::Text("shape %s %s    strides %s    storage offset %lld    contiguous: %s",
+                shape_string(layout.shape).c_str(), shape_string(step.dims).c_str(),
+                shape_string(layout.strides).c_str(), static_cast<long long>(layout.offset),
+                layout.is_contiguous() ? "yes" : "no");
 
     // Which steps see this memory, and whether this one moved any float.
     std::string sharing;
@@ -118,21 +120,20 @@ void DanceView::describe(const Session& session, Ui& ui, const MaxDiff::Outcome*
     ImGui::Text("views buffer '%s', written as %s %s; steps viewing it: %s", buffer.name.c_str(),
                 shape_string(buffer.dims).c_str(), shape_string(buffer.shape).c_str(), sharing.c_str());
     if (step_ > 1 && d.steps[step_ - 2].buffer == step.buffer)
-        ImGui::TextColored(good_colour, "same memory as step %d, new shape and strides: no float moved",
-                           step_ - 1);
+        ImGui::TextColored(good_colour, "same memory as step %d, new shape and strides: no float moved", step_ - 1);
     else if (step_ > 1)
         ImGui::TextColored(warning_colour, "a new buffer: this step writes every float");
     ImGui::EndGroup();
     ui.layout.item({{"view", "dance-step"},
-                       {"step", step_},
-                       {"buffer", buffer.name},
-                       {"shape", layout.shape},
-                       {"strides", layout.strides},
-                       {"offset", layout.offset},
-                       {"contiguous", layout.is_contiguous()},
-                       {"layer", session.layer},
-                       {"naive_view_max_diff",
-                        max_diff && max_diff->error.empty() ? nlohmann::ordered_json(max_diff->result) : nullptr}});
+                    {"step", step_},
+                    {"buffer", buffer.name},
+                    {"shape", layout.shape},
+                    {"strides", layout.strides},
+                    {"offset", layout.offset},
+                    {"contiguous", layout.is_contiguous()},
+                    {"layer", session.layer},
+                    {"naive_view_max_diff",
+                     max_diff && max_diff->error.empty() ? nlohmann::ordered_json(max_diff->result) : nullptr}});
 
     if (!max_diff)
         ImGui::TextDisabled("Comparing layer %d's output under the naive split with the correct one...", session.layer);
@@ -247,8 +248,8 @@ int64_t DanceView::grid(const Session& session, Ui& ui, const Grid& g, const Cel
                     {"floats_per_row", g.row},
                     {"floats_per_cell", cells.group},
                     {"storage", {{"shape", g.order.shape}, {"strides", g.order.strides}, {"offset", g.order.offset}}}},
-                   {ImVec2(origin.x, origin.y + first_row * cells.h), ImVec2(cells.w, cells.h), ImVec2(cells.w, cells.h),
-                    std::max<int64_t>(0, end_row - first_row), cols});
+                   {ImVec2(origin.x, origin.y + first_row * cells.h), ImVec2(cells.w, cells.h),
+                    ImVec2(cells.w, cells.h), std::max<int64_t>(0, end_row - first_row), cols});
 
     // The float hovered last frame, outlined in both grids: where it sits in memory and in the view's order.
     if (hovered_.step == step_ && hovered_.storage >= 0) {
@@ -294,7 +295,8 @@ void DanceView::tooltip(const Session& session, int64_t storage) {
     ImGui::Text("storage element %lld of '%s'", static_cast<long long>(storage), buffer.name.c_str());
     ImGui::Text("text %lld, %stoken %lld %s, head %lld", static_cast<long long>(owner.b + 1),
                 is_weights(buffer) ? "query " : "", static_cast<long long>(owner.t),
-                token_text(session, static_cast<int>(owner.b), static_cast<int>(owner.t)).c_str(), static_cast<long long>(owner.head));
+                token_text(session, static_cast<int>(owner.b), static_cast<int>(owner.t)).c_str(),
+                static_cast<long long>(owner.head));
     ImGui::Text("as written %s: %s", shape_string(buffer.dims).c_str(),
                 shape_string(StridedLayout::contiguous(buffer.shape).index_of(storage)).c_str());
     ImGui::Text("under this step's view %s: %s", shape_string(step.dims).c_str(),

@@ -14,13 +14,13 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "figure_worker.h"
 #include "headscope/checks.h"
 #include "headscope/dance.h"
-#include "figure_worker.h"
 #include "ui.h"
 
 namespace headscope {
@@ -64,7 +64,7 @@ private:
 
     int step_ = 1;
     std::optional<Dance> dance_;
-    uint64_t generation_ = 0;                 // the shown compute dance_ is for
+    uint64_t generation_ = 0;  // the shown compute dance_ is for
     MaxDiff max_diff_;
     struct {
         int step = 0;

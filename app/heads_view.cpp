@@ -9,8 +9,8 @@ namespace {
 
 // Draws `widget`'s map with the tokens along its left (queries) and top
 // (keys) where they fit, in a square of `side` screen pixels.
-bool labelled_map(const Session& session, Ui& ui, MapWidget& widget, const char* view, int layer, int head,
-                  float side, const MapRegion& region = {}) {
+bool labelled_map(const Session& session, Ui& ui, MapWidget& widget, const char* view, int layer, int head, float side,
+                  const MapRegion& region = {}) {
     const int T = session.shown.attention.T;
     const float line = ImGui::GetTextLineHeight();
     const float rows_shown = (region.v1 - region.v0) * T;
@@ -25,17 +25,20 @@ bool labelled_map(const Session& session, Ui& ui, MapWidget& widget, const char*
         const float cell_w = map_side / ((region.u1 - region.u0) * T), cell_h = map_side / rows_shown;
         const ImU32 colour = ImGui::GetColorU32(ImGuiCol_Text);
         const ImVec2 map_origin(start.x + left, start.y + top);
-        const int first_row = static_cast<int>(region.v0 * T), last_row = std::min(T, static_cast<int>(std::ceil(region.v1 * T)));
+        const int first_row = static_cast<int>(region.v0 * T),
+                  last_row = std::min(T, static_cast<int>(std::ceil(region.v1 * T)));
         for (int i = first_row; i < last_row; ++i) {
             const float y = map_origin.y + (i - region.v0 * T) * cell_h + (cell_h - line) / 2;
             const ImVec4 clip(start.x, std::max(y, map_origin.y), map_origin.x - 4, map_origin.y + map_side);
             draw->AddText(nullptr, 0, ImVec2(start.x, y), colour, token_label(session, i).c_str(), nullptr, 0, &clip);
         }
-        const int first_col = static_cast<int>(region.u0 * T), last_col = std::min(T, static_cast<int>(std::ceil(region.u1 * T)));
+        const int first_col = static_cast<int>(region.u0 * T),
+                  last_col = std::min(T, static_cast<int>(std::ceil(region.u1 * T)));
         for (int j = first_col; j < last_col; ++j) {
             const float x = map_origin.x + (j - region.u0 * T) * cell_w;
             const float y = start.y + (j % 2 ? line : 0);
-            const ImVec4 clip(std::max(x, map_origin.x), y, std::min(x + 2 * cell_w, map_origin.x + map_side), y + line);
+            const ImVec4 clip(std::max(x, map_origin.x), y, std::min(x + 2 * cell_w, map_origin.x + map_side),
+                              y + line);
             draw->AddText(nullptr, 0, ImVec2(x, y), colour, token_label(session, j).c_str(), nullptr, 0, &clip);
         }
         ImGui::SetCursorScreenPos(map_origin);
@@ -89,7 +92,8 @@ void HeadsView::grid(Session& session, Ui& ui) {
 }
 
 void HeadsView::large(Session& session, Ui& ui) {
-    if (ImGui::Button("< all heads") || (!ImGui::GetIO().WantTextInput && ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape)))) {
+    if (ImGui::Button("< all heads") ||
+        (!ImGui::GetIO().WantTextInput && ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape)))) {
         large_ = false;
         return;
     }
@@ -108,7 +112,8 @@ void HeadsView::large(Session& session, Ui& ui) {
     const bool hovered = ImGui::IsMouseHoveringRect(start, ImVec2(start.x + side, start.y + side));
     const float width = region_.u1 - region_.u0;
     float zoomed = width;
-    if (hovered && io.MouseWheel != 0) zoomed = std::clamp(width * std::pow(0.8f, io.MouseWheel), 4.f / session.shown.attention.T, 1.f);
+    if (hovered && io.MouseWheel != 0)
+        zoomed = std::clamp(width * std::pow(0.8f, io.MouseWheel), 4.f / session.shown.attention.T, 1.f);
     float u = region_.u0, v = region_.v0;
     if (zoomed != width) {
         const float fx = std::clamp((io.MousePos.x - start.x) / side, 0.f, 1.f);

@@ -53,8 +53,11 @@ HeatmapTexture::~HeatmapTexture() {
 }
 
 HeatmapTexture::HeatmapTexture(HeatmapTexture&& other) noexcept
-    : color_(std::exchange(other.color_, 0)), framebuffer_(std::exchange(other.framebuffer_, 0)),
-      weights_(std::exchange(other.weights_, 0)), width_(other.width_), height_(other.height_) {}
+    : color_(std::exchange(other.color_, 0)),
+      framebuffer_(std::exchange(other.framebuffer_, 0)),
+      weights_(std::exchange(other.weights_, 0)),
+      width_(other.width_),
+      height_(other.height_) {}
 
 HeatmapTexture& HeatmapTexture::operator=(HeatmapTexture&& other) noexcept {
     std::swap(color_, other.color_);
@@ -67,9 +70,9 @@ HeatmapTexture& HeatmapTexture::operator=(HeatmapTexture&& other) noexcept {
 
 HeatmapRenderer::HeatmapRenderer() {
     const GLuint vertex = compile(GL_VERTEX_SHADER, shaders::heatmap_vert, "shaders/heatmap.vert");
-    const GLuint fragment = compile(GL_FRAGMENT_SHADER,
-                                    std::string("#version 330 core\n") + shaders::colormaps_glsl + shaders::heatmap_frag,
-                                    "shaders/heatmap.frag");
+    const GLuint fragment = compile(
+        GL_FRAGMENT_SHADER, std::string("#version 330 core\n") + shaders::colormaps_glsl + shaders::heatmap_frag,
+        "shaders/heatmap.frag");
     program_ = glCreateProgram();
     glAttachShader(program_, vertex);
     glAttachShader(program_, fragment);
@@ -110,8 +113,7 @@ void HeatmapRenderer::upload(const HeatmapImage& image, HeatmapTexture& target) 
     glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_T, GL_CLAMP_TO_EDGE);
 }
 
-void HeatmapRenderer::draw(Colormap colormap, int width, int height, HeatmapTexture& target,
-                           const MapRegion& region) {
+void HeatmapRenderer::draw(Colormap colormap, int width, int height, HeatmapTexture& target, const MapRegion& region) {
     const SavedTarget saved;
     if (target.width_ != width || target.height_ != height) {
         glBindTexture(GL_TEXTURE_2D, target.color_);

@@ -67,16 +67,16 @@ void MainView::views() {
         // Leave room for the status bar.
         ImGui::BeginChild("view", ImVec2(0, -ImGui::GetFrameHeightWithSpacing()));
         switch (view) {
-        case View::heads: heads_view_.draw(session_, ui_); break;
-        case View::model:
-            if (model_view_.draw(session_, ui_)) {
-                heads_view_.open_large();
-                tab_to_select_ = View::heads;
-            }
-            break;
-        case View::mask: mask_view_.draw(session_, ui_); break;
-        case View::dance: dance_view_.draw(session_, ui_); break;
-        case View::checks: checks_view_.draw(session_, ui_); break;
+            case View::heads: heads_view_.draw(session_, ui_); break;
+            case View::model:
+                if (model_view_.draw(session_, ui_)) {
+                    heads_view_.open_large();
+                    tab_to_select_ = View::heads;
+                }
+                break;
+            case View::mask: mask_view_.draw(session_, ui_); break;
+            case View::dance: dance_view_.draw(session_, ui_); break;
+            case View::checks: checks_view_.draw(session_, ui_); break;
         }
         ImGui::EndChild();
         ImGui::EndTabItem();

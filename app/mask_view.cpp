@@ -47,8 +47,9 @@ DrawnGrid mask_grid(Ui& ui, const char* mask, int b, int first_query, int rows, 
             j = end;
         }
     }
-    ui.layout.grid({{"view", "mask"}, {"mask", mask}, {"b", b}, {"row", "query"}, {"first_row", first_query}, {"col", "key"}},
-                   {grid.origin, cell, filled, rows, cols});
+    ui.layout.grid(
+        {{"view", "mask"}, {"mask", mask}, {"b", b}, {"row", "query"}, {"first_row", first_query}, {"col", "key"}},
+        {grid.origin, cell, filled, rows, cols});
     ImGui::Dummy(ImVec2(cols * cell.x, rows * cell.y));
     if (ui.tooltips && ImGui::IsItemHovered()) {
         const ImVec2 mouse = ImGui::GetIO().MousePos;

@@ -17,8 +17,8 @@ struct Settings {
     std::string model = builtin_model;  // as load_model takes it
     std::vector<std::string> texts;     // empty: the window's default sentence
     Colormap colormap = Colormap::viridis;
-    AttentionOptions options;           // masks, head count, scale and split
-    std::string export_dir = ".";       // where Save PNG/JSON/NPY write
+    AttentionOptions options;      // masks, head count, scale and split
+    std::string export_dir = ".";  // where Save PNG/JSON/NPY write
     int window_width = 1280, window_height = 800;
 };
 

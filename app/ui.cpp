@@ -40,8 +40,8 @@ void LayoutRecorder::rect(nlohmann::ordered_json fields, ImVec2 min, ImVec2 size
 void LayoutRecorder::grid(nlohmann::ordered_json fields, const GridLayout& grid) {
     if (!on_) return;
     const ImVec2 at = to_pixels(grid.origin), step = to_pixels(grid.step), cell = to_pixels(grid.cell);
-    fields["grid"] = {{"x", at.x},         {"y", at.y},      {"step_x", step.x},   {"step_y", step.y},
-                      {"w", cell.x},       {"h", cell.y},    {"rows", grid.rows},  {"cols", grid.cols}};
+    fields["grid"] = {{"x", at.x},   {"y", at.y},   {"step_x", step.x},  {"step_y", step.y},
+                      {"w", cell.x}, {"h", cell.y}, {"rows", grid.rows}, {"cols", grid.cols}};
     entries_.push_back(std::move(fields));
 }
 
@@ -117,9 +117,9 @@ bool MapWidget::draw(const Session& session, Ui& ui, const char* view, int layer
     const ImageKey image_key{session.shown_generation, b, layer, head, pooled_to};
     const DrawKey draw_key{ui.colormap, pixels, region};
     if (!(image_key == image_key_)) {
-        ui.renderer.upload(heatmap_image(att, session.shown_options, layer, b, head, session.length(b),
-                                         image_key.pooled_to),
-                           texture_);
+        ui.renderer.upload(
+            heatmap_image(att, session.shown_options, layer, b, head, session.length(b), image_key.pooled_to),
+            texture_);
         image_key_ = image_key;
         draw_key_ = {};  // drawn again below
     }

@@ -47,15 +47,17 @@ int main(int argc, char** argv) {
                 for (int r = 0; r < repeats; ++r) {
                     const auto start = std::chrono::steady_clock::now();
                     backend->forward(batch, options, result);
-                    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+                    ms.push_back(
+                        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
                 }
                 std::sort(ms.begin(), ms.end());
                 if (backend->name() != "cuda") throw Error("the CUDA backend fell back to the CPU");
                 const SoftmaxTiming softmax = time_cuda_softmax(B, 12, T, repeats);
-                std::printf("T=%4d B=%d  forward median %9.2f ms   softmax kernel %7.3f ms, %6.0f GB/s of %6.0f GB/s "
-                            "peak (%.0f%%)\n",
-                            T, B, ms[ms.size() / 2], softmax.median_ms, softmax.achieved_gb_s, softmax.peak_gb_s,
-                            100 * softmax.achieved_gb_s / softmax.peak_gb_s);
+                std::printf(
+                    "T=%4d B=%d  forward median %9.2f ms   softmax kernel %7.3f ms, %6.0f GB/s of %6.0f GB/s "
+                    "peak (%.0f%%)\n",
+                    T, B, ms[ms.size() / 2], softmax.median_ms, softmax.achieved_gb_s, softmax.peak_gb_s,
+                    100 * softmax.achieved_gb_s / softmax.peak_gb_s);
             }
     } catch (const Error& e) {
         std::fprintf(stderr, "bench-cuda: %s\n", e.what());

@@ -95,8 +95,8 @@ double peak_rss_mib() {
 
 void report(benchmark::State& state, double flops) {
     state.counters["GFLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
-    state.counters["peak_fraction"] = benchmark::Counter(flops / 1e9 / fma_peak_gflops(),
-                                                         benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["peak_fraction"] =
+        benchmark::Counter(flops / 1e9 / fma_peak_gflops(), benchmark::Counter::kIsIterationInvariantRate);
     state.counters["peak_rss_MiB"] = peak_rss_mib();
     state.counters["fma_peak_GFLOP/s"] = fma_peak_gflops();
 }

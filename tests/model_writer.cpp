@@ -47,9 +47,9 @@ uint16_t f32_to_f16(float f) {
     }
     // Below 2^-14 the half is subnormal: a count of 2^-24 units.
     const uint32_t exponent = abs >> 23;
-    if (exponent < 102) return sign;  // under 2^-25, so rounds to zero
+    if (exponent < 102) return sign;                        // under 2^-25, so rounds to zero
     const uint32_t mantissa = (abs & 0x7fffff) | 0x800000;  // value = mantissa * 2^(exponent - 150)
-    const uint32_t shift = 126 - exponent;                   // to units of 2^-24
+    const uint32_t shift = 126 - exponent;                  // to units of 2^-24
     const uint32_t units = mantissa >> shift, rest = mantissa & ((1u << shift) - 1), half = 1u << (shift - 1);
     return sign | static_cast<uint16_t>(units + (rest > half || (rest == half && (units & 1))));
 }
@@ -95,7 +95,7 @@ std::normal_distribution<float> distribution(Weight weight, float linear_std) {
         case Weight::attn_proj_w:
         case Weight::fc_w: return std::normal_distribution<float>(0, linear_std);
         case Weight::fc_proj_w: return std::normal_distribution<float>(0, linear_std / 2);  // fan-in 4C
-        default: return std::normal_distribution<float>(0, 0.1f);  // the biases
+        default: return std::normal_distribution<float>(0, 0.1f);                           // the biases
     }
 }
 
@@ -107,12 +107,12 @@ fs::path gpt2_merges_txt() { return fs::path(HEADSCOPE_GPT2_REFERENCE_DIR) / "vo
 void write_test_model(const fs::path& dir, const TestModelSpec& spec) {
     fs::create_directories(dir);
     const nlohmann::json config_json = {
-        {"model_type", "gpt2"},         {"architectures", {"GPT2LMHeadModel"}},
-        {"n_layer", spec.n_layer},      {"n_head", spec.n_head},
-        {"n_embd", spec.n_embd},        {"n_positions", spec.n_positions},
-        {"n_ctx", spec.n_positions},    {"vocab_size", kGpt2VocabSize},
-        {"bos_token_id", 50256},        {"eos_token_id", 50256},
-        {"layer_norm_epsilon", 1e-5},   {"activation_function", "gelu_new"},
+        {"model_type", "gpt2"},       {"architectures", {"GPT2LMHeadModel"}},
+        {"n_layer", spec.n_layer},    {"n_head", spec.n_head},
+        {"n_embd", spec.n_embd},      {"n_positions", spec.n_positions},
+        {"n_ctx", spec.n_positions},  {"vocab_size", kGpt2VocabSize},
+        {"bos_token_id", 50256},      {"eos_token_id", 50256},
+        {"layer_norm_epsilon", 1e-5}, {"activation_function", "gelu_new"},
     };
     std::ofstream(dir / "config.json") << config_json.dump(2) << "\n";
 
@@ -120,8 +120,11 @@ void write_test_model(const fs::path& dir, const TestModelSpec& spec) {
     std::mt19937_64 rng(spec.seed);
     const std::string prefix = spec.transformer_prefix ? "transformer." : "";
     std::vector<RawTensor> tensors;
-    const Config config = {.n_layer = spec.n_layer, .n_head = spec.n_head, .n_embd = spec.n_embd,
-                           .n_positions = spec.n_positions, .vocab_size = kGpt2VocabSize};
+    const Config config = {.n_layer = spec.n_layer,
+                           .n_head = spec.n_head,
+                           .n_embd = spec.n_embd,
+                           .n_positions = spec.n_positions,
+                           .vocab_size = kGpt2VocabSize};
     for (const TensorSpec& t : gpt2_tensors(config)) {
         std::vector<float> values(static_cast<size_t>(element_count(t.shape)));
         std::normal_distribution<float> normal = distribution(t.weight, linear_std);

@@ -32,9 +32,9 @@ void write_test_model(const std::filesystem::path& dir, const TestModelSpec& spe
 
 struct RawTensor {
     std::string name;
-    std::string dtype;            // written as given, e.g. "F32"
-    std::vector<int64_t> shape;   // written as given
-    std::vector<uint8_t> bytes;   // the data
+    std::string dtype;           // written as given, e.g. "F32"
+    std::vector<int64_t> shape;  // written as given
+    std::vector<uint8_t> bytes;  // the data
 };
 // Writes a well-formed safetensors file of `tensors`, laid out back to back.
 void write_safetensors(const std::filesystem::path& path, const std::vector<RawTensor>& tensors);

@@ -64,7 +64,7 @@ Reference reference_attention(const Model& model, const std::vector<std::vector<
     ref.weights.assign(layers.size() * B * NH * T * T, 0.0);
     ref.fully_masked.assign(B * T, 0);
     ref.outputs.assign(layers.size() * B * T * C, 0.0);
-    const double scale = opt.scale == Scale::head ? 1.0 / std::sqrt(double(hs))
+    const double scale = opt.scale == Scale::head    ? 1.0 / std::sqrt(double(hs))
                          : opt.scale == Scale::model ? 1.0 / std::sqrt(double(C))
                                                      : 1.0;
     for (int b = 0; b < B; ++b) {
@@ -76,7 +76,8 @@ Reference reference_attention(const Model& model, const std::vector<std::vector<
         }
         for (int l = 0; l < cfg.n_layer; ++l) {
             const LayerWeights& w = model.layers[l];
-            const Matrix qkv = affine(norm(x, w.ln_1_w, w.ln_1_b, cfg.layer_norm_epsilon), w.attn_w, w.attn_b, C, 3 * C);
+            const Matrix qkv =
+                affine(norm(x, w.ln_1_w, w.ln_1_b, cfg.layer_norm_epsilon), w.attn_w, w.attn_b, C, 3 * C);
             Matrix merged = zeros(T, C);
             for (int h = 0; h < NH; ++h) {
                 // This head's (T, hs) slices of Q, K and V.

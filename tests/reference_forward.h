@@ -11,9 +11,9 @@
 namespace headscope::test {
 
 struct Reference {
-    std::vector<double> weights;      // (layers, B, NH, T, T)
+    std::vector<double> weights;        // (layers, B, NH, T, T)
     std::vector<uint8_t> fully_masked;  // (B, T)
-    std::vector<double> outputs;      // (layers, B, T, C) heads merged, before c_proj
+    std::vector<double> outputs;        // (layers, B, T, C) heads merged, before c_proj
 };
 
 // Every option is honoured (masks, head count, scale, split, layers); the

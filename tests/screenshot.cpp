@@ -25,8 +25,8 @@ Image load_png(const std::filesystem::path& path) {
 }
 
 std::array<double, 3> viridis(double t) {
-    static const int stops[9][3] = {{68, 1, 84},    {71, 45, 123},  {59, 82, 139},  {44, 114, 142}, {33, 145, 140},
-                                    {40, 174, 128}, {94, 201, 98},  {173, 220, 48}, {253, 231, 37}};
+    static const int stops[9][3] = {{68, 1, 84},    {71, 45, 123}, {59, 82, 139},  {44, 114, 142}, {33, 145, 140},
+                                    {40, 174, 128}, {94, 201, 98}, {173, 220, 48}, {253, 231, 37}};
     t = std::clamp(t, 0.0, 1.0) * 8;
     const int i = std::min(static_cast<int>(t), 7);
     const double f = t - i;

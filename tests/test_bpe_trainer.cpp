@@ -19,8 +19,8 @@ namespace {
 namespace fs = std::filesystem;
 using headscope::BpeVocab;
 using headscope::PieceCounts;
-using headscope::Tokenizer;
 using headscope::read_file;
+using headscope::Tokenizer;
 
 // A directory under the system temp dir named after this process, removed by
 // the destructor.
@@ -66,9 +66,28 @@ std::string small_corpus() {
 // Valid UTF-8 mixing ASCII, control characters, Latin-1, CJK and emoji:
 // most of these bytes never occur in the training corpus.
 std::string random_text(std::mt19937& rng) {
-    const std::vector<std::string> parts = {
-        "the", " attention", " head", "lowest", " ", "  ", "\n", "\t", "\x01", "\x7f", "'s", "123",
-        "é", "ü", "ß", "日本語", "한국어", "😀", "\xF0\x9F\xA7\xA0", "…", "<|endoftext|>", "\r\n"};
+    const std::vector<std::string> parts = {"the",
+                                            " attention",
+                                            " head",
+                                            "lowest",
+                                            " ",
+                                            "  ",
+                                            "\n",
+                                            "\t",
+                                            "\x01",
+                                            "\x7f",
+                                            "'s",
+                                            "123",
+                                            "é",
+                                            "ü",
+                                            "ß",
+                                            "日本語",
+                                            "한국어",
+                                            "😀",
+                                            "\xF0\x9F\xA7\xA0",
+                                            "…",
+                                            "<|endoftext|>",
+                                            "\r\n"};
     std::uniform_int_distribution<size_t> pick(0, parts.size() - 1);
     std::uniform_int_distribution<int> length(0, 30);
     std::string text;
@@ -100,7 +119,7 @@ TEST(BpeTrainer, MergesMatchHandWorkedExample) {
         int64_t count;
     };
     const std::vector<Expected> expected = {
-        {"e", "s", 9},  {"es", "t", 9}, {"l", "o", 7},    {"lo", "w", 7},     {"e", "w", 6},   {"ew", "est", 6},
+        {"e", "s", 9},     {"es", "t", 9},  {"l", "o", 7},    {"lo", "w", 7},    {"e", "w", 6}, {"ew", "est", 6},
         {"n", "ewest", 6}, {"d", "est", 3}, {"i", "dest", 3}, {"w", "idest", 3}, {"e", "r", 2}, {"low", "er", 2},
     };
     ASSERT_EQ(vocab.merges.size(), expected.size());
@@ -175,7 +194,8 @@ TEST(BpeTrainer, Deterministic) {
 }
 
 TEST(BpeTrainer, SplitsDocumentsOnEndOfTextLines) {
-    const std::string corpus = "one\ntwo\n<|endoftext|>\nthree <|endoftext|> inline\n<|endoftext|>\n<|endoftext|>\nlast";
+    const std::string corpus =
+        "one\ntwo\n<|endoftext|>\nthree <|endoftext|> inline\n<|endoftext|>\n<|endoftext|>\nlast";
     const std::vector<std::string_view> documents = headscope::split_documents(corpus);
     ASSERT_EQ(documents.size(), 3u);
     EXPECT_EQ(documents[0], "one\ntwo");

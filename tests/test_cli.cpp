@@ -30,8 +30,9 @@ class CliTest : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
         dir_ = new test::TempDir;
-        test::write_test_model(dir_->path / "model",
-                               {.n_layer = 2, .n_head = 4, .n_embd = 32, .n_positions = 16, .transformer_prefix = false});
+        test::write_test_model(
+            dir_->path / "model",
+            {.n_layer = 2, .n_head = 4, .n_embd = 32, .n_positions = 16, .transformer_prefix = false});
     }
     static void TearDownTestSuite() { delete dir_; }
 
@@ -73,9 +74,9 @@ TEST_F(CliTest, TokenizeGivesGpt2Ids) {
 
 TEST_F(CliTest, AttentionJsonMatchesTheEngineAndNpy) {
     const std::string npy = (dir_->path / "att.npy").string();
-    const std::vector<std::string> common = {"attention", "--model", model(), "--text", "The cat sat on the mat",
-                                             "--text", "It was soft", "--heads", "8", "--causal", "off",
-                                             "--layers", "1"};
+    const std::vector<std::string> common = {"attention", "--model",     model(),   "--text", "The cat sat on the mat",
+                                             "--text",    "It was soft", "--heads", "8",      "--causal",
+                                             "off",       "--layers",    "1"};
     std::vector<std::string> as_json = common, as_npy = common;
     as_npy.insert(as_npy.end(), {"--format", "npy", "--out", npy});
     const test::ProcessRun rj = run(as_json), rn = run(as_npy);
@@ -183,7 +184,8 @@ TEST_F(CliTest, HeadsWithoutAModelScoresTheShippedModel) {
 }
 
 TEST_F(CliTest, DancePrintsStepsAndTheNaiveSplitsError) {
-    const test::ProcessRun r = run({"dance", "--model", model(), "--text", "The cat sat on the mat", "--text", "It was"});
+    const test::ProcessRun r =
+        run({"dance", "--model", model(), "--text", "The cat sat on the mat", "--text", "It was"});
     ASSERT_EQ(r.status, 0) << r.err;
     const json j = json::parse(r.out);
     const int B = 2, T = 6, C = 32, NH = 4, hs = 8;
@@ -279,14 +281,16 @@ TEST_F(CliTest, BadInputIsOneLineAndExitTwo) {
     unsetenv("HEADSCOPE_BUILTIN_MODEL");
     expect_error({"heads", "--model", m, "--text", "hi"}, "at least 2 tokens");
     expect_error({"dance", "--model", m, "--text", "hi", "--layer", "2"}, "layer 2 out of range");
-    expect_error({"dance", "--model", m, "--text", "hi", "--heads", "3"}, "--heads: head count 3 does not divide C = 32");
+    expect_error({"dance", "--model", m, "--text", "hi", "--heads", "3"},
+                 "--heads: head count 3 does not divide C = 32");
     expect_error({"attention", "--model", m}, "--text");
     expect_error({"attention", "--model", m, "--text", "hi", "--causal", "maybe"},
                  "--causal: causal mask 'maybe' is not one of off, on");
     expect_error({"attention", "--model", m, "--text", "hi", "--padding-mask", "1"},
                  "--padding-mask: padding mask '1' is not one of off, on");
     expect_error({"attention", "--model", m, "--text", "hi", "--heads", "0"}, "--heads must be at least 1");
-    expect_error({"attention", "--model", m, "--text", "hi", "--heads", "5"}, "--heads: head count 5 does not divide C = 32");
+    expect_error({"attention", "--model", m, "--text", "hi", "--heads", "5"},
+                 "--heads: head count 5 does not divide C = 32");
     expect_error({"attention", "--model", m, "--text", "hi", "--heads", "two"}, "--heads");
     expect_error({"attention", "--model", m, "--text", "hi", "--scale", "sqrt"},
                  "--scale: scale 'sqrt' is not one of head, model, none");
@@ -301,8 +305,9 @@ TEST_F(CliTest, BadInputIsOneLineAndExitTwo) {
     expect_error({"attention", "--model", m, "--text", "hi", "--text", ""}, "text 2 is empty");
     expect_error({"attention", "--model", m, "--text", "caf\xc3"}, "invalid UTF-8");
     expect_error({"tokenize", "--model", m, "--text", "\xff"}, "invalid UTF-8");
-    expect_error({"attention", "--model", m, "--text", "one two three four five six seven eight nine ten eleven twelve "
-                                                       "thirteen fourteen fifteen sixteen seventeen"},
+    expect_error({"attention", "--model", m, "--text",
+                  "one two three four five six seven eight nine ten eleven twelve "
+                  "thirteen fourteen fifteen sixteen seventeen"},
                  "17 tokens, more than the model's limit of 16");
     expect_error({"info", "--model", (dir_->path / "no-such-model").string()}, "no-such-model");
 

@@ -96,7 +96,8 @@ public:
             AttentionOptions options;
             options.layers = layers;
             options.capture_outputs = true;
-            expect_same(texts, options, "layers " + std::to_string(layers.front()) + ".." + std::to_string(layers.back()));
+            expect_same(texts, options,
+                        "layers " + std::to_string(layers.front()) + ".." + std::to_string(layers.back()));
         }
     }
 

@@ -112,9 +112,12 @@ protected:
         EXPECT_EQ(window.run.status, 0);
         Shot shot{window.image, nullptr, json::array(), json::array()};
         for (const json& cell : window.layout) {
-            if (cell["view"] == "dance-step") shot.description = cell;
-            else if (cell["view"] == "dance") shot.memory.push_back(cell);
-            else if (cell["view"] == "dance-read") shot.read.push_back(cell);
+            if (cell["view"] == "dance-step")
+                shot.description = cell;
+            else if (cell["view"] == "dance")
+                shot.memory.push_back(cell);
+            else if (cell["view"] == "dance-read")
+                shot.read.push_back(cell);
         }
         return shot;
     }
@@ -130,8 +133,8 @@ protected:
             const std::array<int, 3> got = shot.image.at(x, y);
             const std::array<double, 3> want = owner_rgb(o, s);
             for (int c = 0; c < 3; ++c)
-                EXPECT_NEAR(got[c], want[c], 2.0) << buffer << " float " << cell["index"] << " token " << o.t
-                                                  << " head " << o.head;
+                EXPECT_NEAR(got[c], want[c], 2.0)
+                    << buffer << " float " << cell["index"] << " token " << o.t << " head " << o.head;
         }
         return owners;
     }

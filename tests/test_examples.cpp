@@ -64,8 +64,8 @@ TEST(Examples, AnUnknownTitleOrTwoSourcesOfTextAreOneLineErrors) {
     test::expect_one_line_error(test::run_window({"--example", "no such example", "--screenshot", "x.png"}, dir.path),
                                 "headscope", "no example titled 'no such example'; there are '" + first_title + "'");
     test::expect_one_line_error(
-        test::run_window({"--example", first_title, "--text", "Hello", "--screenshot", "x.png"}, dir.path),
-        "headscope", "--text and --example");
+        test::run_window({"--example", first_title, "--text", "Hello", "--screenshot", "x.png"}, dir.path), "headscope",
+        "--text and --example");
 }
 
 TEST(Examples, ABrokenExamplesFileIsNamedAndTheWindowRunsWithoutIt) {

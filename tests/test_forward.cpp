@@ -66,9 +66,9 @@ TEST_F(ForwardTest, MatchesPerHeadLoopForEveryOptionCombination) {
                         double max_diff = 0;
                         for (size_t n = 0; n < want.weights.size(); ++n)
                             max_diff = std::max(max_diff, std::abs(got.weights[n] - want.weights[n]));
-                        EXPECT_LT(max_diff, 1e-5) << "causal " << causal << " padding " << padding_mask << " heads "
-                                                  << heads << " scale " << to_string(scale) << " split "
-                                                  << to_string(split);
+                        EXPECT_LT(max_diff, 1e-5)
+                            << "causal " << causal << " padding " << padding_mask << " heads " << heads << " scale "
+                            << to_string(scale) << " split " << to_string(split);
                         EXPECT_EQ(got.fully_masked, want.fully_masked);
                         ASSERT_EQ(got.outputs.size(), want.outputs.size());
                         double max_output_diff = 0;
@@ -128,8 +128,9 @@ TEST_F(ForwardTest, CausalMaskKeepsEarlierRowsWhenTheLastTokenChanges) {
             for (int h = 0; h < before.NH; ++h)
                 for (int i = 0; i < T - 1; ++i)
                     for (int j = 0; j < T; ++j)
-                        earlier_rows_diff = std::max(earlier_rows_diff, double(std::abs(before.map(slot, 0, h)[i * T + j] -
-                                                                                         after.map(slot, 0, h)[i * T + j])));
+                        earlier_rows_diff = std::max(
+                            earlier_rows_diff,
+                            double(std::abs(before.map(slot, 0, h)[i * T + j] - after.map(slot, 0, h)[i * T + j])));
         if (causal)
             EXPECT_EQ(earlier_rows_diff, 0.0);
         else
@@ -312,10 +313,10 @@ TEST(Determinism, SameTextSameBitsWhateverRanBeforeAndWherever) {
     test::TempDir dir;
     std::vector<std::string> bytes;
     for (const char* name : {"a.npy", "b.npy"}) {
-        const test::ProcessRun run = test::run_program({HEADSCOPE_CLI, "attention", "--text", texts[0], "--text",
-                                                        texts[1], "--format", "npy", "--out",
-                                                        (dir.path / name).string()},
-                                                       dir.path);
+        const test::ProcessRun run =
+            test::run_program({HEADSCOPE_CLI, "attention", "--text", texts[0], "--text", texts[1], "--format", "npy",
+                               "--out", (dir.path / name).string()},
+                              dir.path);
         ASSERT_EQ(run.status, 0) << run.err;
         bytes.push_back(test::read_file(dir.path / name));
     }

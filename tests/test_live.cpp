@@ -31,7 +31,8 @@ protected:
 
     using Live = Worker<LiveResult>;
     // Queues the live forward of `texts` on `live`, as the window does.
-    static uint64_t submit(Live& live, Backend& backend, std::vector<std::string> texts, AttentionOptions options = {}) {
+    static uint64_t submit(Live& live, Backend& backend, std::vector<std::string> texts,
+                           AttentionOptions options = {}) {
         return live.submit([&backend, request = LiveRequest{std::move(texts), std::move(options)}](std::stop_token) {
             return compute_live(backend, *model_, request);
         });
@@ -132,9 +133,8 @@ TEST(LiveWake, OnFinishedRunsOnceForEachResultHandedBack) {
     std::atomic<int> calls = 0;
     Worker<LiveResult> live([&] { ++calls; });
     for (const char* text : {"one", "two", ""}) {  // the last is refused: a result with an error
-        live.submit([&, request = LiveRequest{{text}, {}}](std::stop_token) {
-            return compute_live(*backend, model, request);
-        });
+        live.submit(
+            [&, request = LiveRequest{{text}, {}}](std::stop_token) { return compute_live(*backend, model, request); });
         for (int i = 0; i < 2000 && live.busy(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
         // The callback runs after the result is stored: once busy() is false it may still be on its way.
         for (int i = 0; i < 2000 && !live.take(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -150,7 +150,8 @@ TEST(WorkerStop, ANewerJobStopsTheRunningOneAndErrorsAreMessages) {
     std::atomic<bool> started = false, saw_stop = false;
     worker.submit([&](std::stop_token stop) {
         started = true;
-        for (int i = 0; i < 20000 && !stop.stop_requested(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        for (int i = 0; i < 20000 && !stop.stop_requested(); ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
         saw_stop = stop.stop_requested();
         return 1;
     });

@@ -63,8 +63,8 @@ protected:
             dir_->path);
         EXPECT_EQ(cli.status, 0) << cli.err;
         const json meta = json::parse(cli.out);
-        return {shot.image, shot.layout, meta["lengths"].get<std::vector<int>>(),
-                meta["seq_len"].get<int>(), meta["tokens"][0].get<std::vector<std::string>>()};
+        return {shot.image, shot.layout, meta["lengths"].get<std::vector<int>>(), meta["seq_len"].get<int>(),
+                meta["tokens"][0].get<std::vector<std::string>>()};
     }
 
     // Checks every mask cell's colour; returns the count of cells per mask and allowed/blocked.

@@ -31,8 +31,8 @@ namespace {
 constexpr int64_t V = 50257;
 
 void write_bytes(const fs::path& path, const std::vector<uint8_t>& bytes) {
-    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
-                                                static_cast<std::streamsize>(bytes.size()));
+    std::ofstream(path, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
 }
 
 // A safetensors file's tensors in data order, read without the library.
@@ -44,7 +44,8 @@ std::vector<test::RawTensor> read_raw_tensors(const fs::path& path) {
     std::vector<std::pair<uint64_t, test::RawTensor>> by_offset;
     for (const auto& [name, entry] : header.items()) {
         if (name == "__metadata__") continue;
-        const auto begin = entry.at("data_offsets").at(0).get<int64_t>(), end = entry.at("data_offsets").at(1).get<int64_t>();
+        const auto begin = entry.at("data_offsets").at(0).get<int64_t>(),
+                   end = entry.at("data_offsets").at(1).get<int64_t>();
         const auto data = file.begin() + 8 + static_cast<int64_t>(n);
         by_offset.push_back({static_cast<uint64_t>(begin),
                              {name, entry.at("dtype").get<std::string>(), entry.at("shape").get<std::vector<int64_t>>(),
@@ -65,7 +66,9 @@ test::RawTensor& raw_tensor(std::vector<test::RawTensor>& tensors, const std::st
 // IEEE half from its definition: (-1)^s * 2^(e-15) * 1.m, or 2^-14 * 0.m.
 double decode_f16(uint16_t h) {
     const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    const double magnitude = e == 0 ? std::ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : std::ldexp(1024 + m, e - 25);
+    const double magnitude = e == 0    ? std::ldexp(m, -24)
+                             : e == 31 ? (m ? NAN : INFINITY)
+                                       : std::ldexp(1024 + m, e - 25);
     return (h & 0x8000) ? -magnitude : magnitude;
 }
 
@@ -127,12 +130,18 @@ std::vector<std::pair<std::string, const float*>> model_fields(const Model& m) {
     for (size_t i = 0; i < m.layers.size(); ++i) {
         const LayerWeights& l = m.layers[i];
         const std::string h = "h." + std::to_string(i) + ".";
-        f.insert(f.end(), {{h + "ln_1.weight", l.ln_1_w}, {h + "ln_1.bias", l.ln_1_b},
-                           {h + "attn.c_attn.weight", l.attn_w}, {h + "attn.c_attn.bias", l.attn_b},
-                           {h + "attn.c_proj.weight", l.attn_proj_w}, {h + "attn.c_proj.bias", l.attn_proj_b},
-                           {h + "ln_2.weight", l.ln_2_w}, {h + "ln_2.bias", l.ln_2_b},
-                           {h + "mlp.c_fc.weight", l.fc_w}, {h + "mlp.c_fc.bias", l.fc_b},
-                           {h + "mlp.c_proj.weight", l.fc_proj_w}, {h + "mlp.c_proj.bias", l.fc_proj_b}});
+        f.insert(f.end(), {{h + "ln_1.weight", l.ln_1_w},
+                           {h + "ln_1.bias", l.ln_1_b},
+                           {h + "attn.c_attn.weight", l.attn_w},
+                           {h + "attn.c_attn.bias", l.attn_b},
+                           {h + "attn.c_proj.weight", l.attn_proj_w},
+                           {h + "attn.c_proj.bias", l.attn_proj_b},
+                           {h + "ln_2.weight", l.ln_2_w},
+                           {h + "ln_2.bias", l.ln_2_b},
+                           {h + "mlp.c_fc.weight", l.fc_w},
+                           {h + "mlp.c_fc.bias", l.fc_b},
+                           {h + "mlp.c_proj.weight", l.fc_proj_w},
+                           {h + "mlp.c_proj.bias", l.fc_proj_b}});
     }
     return f;
 }
@@ -196,9 +205,8 @@ TEST(ModelLoading, EveryDtypeAndPrefixLoadsWhatWasWritten) {
                 counted += n;
             }
             EXPECT_EQ(counted, m.params);
-            const auto info = std::find_if(m.tensors.begin(), m.tensors.end(), [&](const TensorInfo& t) {
-                return t.name == p + "h.1.mlp.c_proj.weight";
-            });
+            const auto info = std::find_if(m.tensors.begin(), m.tensors.end(),
+                                           [&](const TensorInfo& t) { return t.name == p + "h.1.mlp.c_proj.weight"; });
             ASSERT_NE(info, m.tensors.end());
             EXPECT_EQ(info->shape, (std::vector<int64_t>{4 * C, C}));
 
@@ -282,9 +290,9 @@ TEST(Conversion, KnownF16Patterns) {
     EXPECT_FALSE(std::signbit(f[0]));
     EXPECT_EQ(f[1], 0.0f);
     EXPECT_TRUE(std::signbit(f[1]));
-    EXPECT_EQ(f[2], std::ldexp(1.0f, -24));  // smallest subnormal
+    EXPECT_EQ(f[2], std::ldexp(1.0f, -24));     // smallest subnormal
     EXPECT_EQ(f[3], std::ldexp(1023.0f, -24));  // largest subnormal
-    EXPECT_EQ(f[4], std::ldexp(1.0f, -14));  // smallest normal
+    EXPECT_EQ(f[4], std::ldexp(1.0f, -14));     // smallest normal
     EXPECT_EQ(f[5], 1.0f);
     EXPECT_EQ(f[6], -2.0f);
     EXPECT_EQ(f[7], 0.333251953125f);
@@ -320,9 +328,13 @@ TEST(Conversion, UnalignedF32IsCopied) {
 
 TEST(Conversion, NonFiniteValuesNameTheTensorAndElement) {
     std::vector<float> out(4);
-    for (auto [dtype, bits, kind] : std::vector<std::tuple<DType, uint16_t, std::string>>{
-             {DType::F16, 0x7c00, "Inf"}, {DType::F16, 0xfc00, "-Inf"}, {DType::F16, 0x7e00, "NaN"},
-             {DType::F16, 0x7c01, "NaN"}, {DType::BF16, 0x7f80, "Inf"}, {DType::BF16, 0x7fc0, "NaN"}}) {
+    for (auto [dtype, bits, kind] :
+         std::vector<std::tuple<DType, uint16_t, std::string>>{{DType::F16, 0x7c00, "Inf"},
+                                                               {DType::F16, 0xfc00, "-Inf"},
+                                                               {DType::F16, 0x7e00, "NaN"},
+                                                               {DType::F16, 0x7c01, "NaN"},
+                                                               {DType::BF16, 0x7f80, "Inf"},
+                                                               {DType::BF16, 0x7fc0, "NaN"}}) {
         const std::vector<uint16_t> input = {0x3c00, 0x3c00, bits, bits};
         EXPECT_TRUE(throws_naming([&] { convert_bits(dtype, input); }, {"tensor 't'", "element 2 is " + kind}));
     }
@@ -344,7 +356,8 @@ TEST(HubResolution, RefsMainPicksTheSnapshot) {
     write_snapshot(repo / "snapshots" / "bbb222", 2);
     fs::create_directories(repo / "refs");
     std::ofstream(repo / "refs" / "main") << "aaa111\n";
-    fs::last_write_time(repo / "snapshots" / "bbb222", fs::last_write_time(repo / "snapshots" / "aaa111") + std::chrono::hours(1));
+    fs::last_write_time(repo / "snapshots" / "bbb222",
+                        fs::last_write_time(repo / "snapshots" / "aaa111") + std::chrono::hours(1));
 
     EXPECT_EQ(resolve_model_path("gpt2"), repo / "snapshots" / "aaa111");
     const Model m = load_model("gpt2");
@@ -385,8 +398,8 @@ TEST(HubResolution, NotFoundSaysWhereItLooked) {
                               {"model 'gpt2' not found", "models--gpt2", cache.path.string(), "never downloads"}));
     fs::create_directories(cache.path / "models--gpt2" / "snapshots");
     EXPECT_TRUE(throws_naming([] { resolve_model_path("gpt2"); }, {"models--gpt2", "no snapshot"}));
-    EXPECT_TRUE(throws_naming([&] { load_model((cache.path / "no-such-model").string()); },
-                              {"no-such-model", "not found"}));
+    EXPECT_TRUE(
+        throws_naming([&] { load_model((cache.path / "no-such-model").string()); }, {"no-such-model", "not found"}));
 }
 
 TEST(HubResolution, ListsTheCachedGpt2ModelsByName) {
@@ -399,7 +412,8 @@ TEST(HubResolution, ListsTheCachedGpt2ModelsByName) {
     write_snapshot(medium, 2);
     // Not offered: another architecture, a download with no snapshot, broken JSON, a dataset.
     fs::create_directories(cache.path / "models--bert-base-uncased" / "snapshots" / "x");
-    std::ofstream(cache.path / "models--bert-base-uncased" / "snapshots" / "x" / "config.json") << R"({"model_type": "bert"})";
+    std::ofstream(cache.path / "models--bert-base-uncased" / "snapshots" / "x" / "config.json")
+        << R"({"model_type": "bert"})";
     fs::create_directories(cache.path / "models--distilgpt2" / "snapshots");
     fs::create_directories(cache.path / "models--broken" / "snapshots" / "y");
     std::ofstream(cache.path / "models--broken" / "snapshots" / "y" / "config.json") << "{\"model_type\": ";
@@ -538,7 +552,8 @@ TEST_F(BadInput, TensorFields) {
 
 TEST_F(BadInput, DataOffsetsOutsideTheFile) {
     const fs::path path = raw_file(R"({"w": {"dtype": "F32", "shape": [25], "data_offsets": [0, 100]}})", 64);
-    EXPECT_TRUE(opening_throws(path, {path.string() + ": tensor 'w': data_offsets [0, 100] outside the 64-byte data section"}));
+    EXPECT_TRUE(
+        opening_throws(path, {path.string() + ": tensor 'w': data_offsets [0, 100] outside the 64-byte data section"}));
 }
 
 TEST_F(BadInput, SizeMismatch) {
@@ -628,7 +643,8 @@ TEST_F(BadInput, TiedLmHeadAndMaskBuffersAreSkipped) {
     EXPECT_EQ(m.params, V * C + 8 * C + 2 * (12 * C * C + 13 * C) + 2 * C);
     EXPECT_EQ(m.tensors.size(), 4u + 2 * 12);
     for (const TensorInfo& t : m.tensors)
-        for (const char* skipped : {"lm_head.weight", "h.0.attn.bias", "h.0.attn.masked_bias"}) EXPECT_NE(t.name, skipped);
+        for (const char* skipped : {"lm_head.weight", "h.0.attn.bias", "h.0.attn.masked_bias"})
+            EXPECT_NE(t.name, skipped);
 
     const fs::path wrong = with_tensors([](std::vector<test::RawTensor>& t) {
         t.push_back({"lm_head.weight", "F32", {V, 4}, std::vector<uint8_t>(V * 4 * 4)});
@@ -643,8 +659,8 @@ TEST_F(BadInput, Config) {
     EXPECT_TRUE(loading_throws(with_config([](json& c) { c["n_embd"] = "8"; }), {"n_embd is \"8\""}));
     EXPECT_TRUE(loading_throws(with_config([](json& c) { c.erase("vocab_size"); }), {"vocab_size missing"}));
     // More layers than the file holds: named by the first missing tensor, without sizing anything by n_layer.
-    EXPECT_TRUE(loading_throws(with_config([](json& c) { c["n_layer"] = 2000000000; }),
-                               {"tensor 'h.2.ln_1.weight' missing"}));
+    EXPECT_TRUE(
+        loading_throws(with_config([](json& c) { c["n_layer"] = 2000000000; }), {"tensor 'h.2.ln_1.weight' missing"}));
 
     // Old configs have only n_ctx.
     const fs::path n_ctx = with_config([](json& c) { c.erase("n_positions"); });

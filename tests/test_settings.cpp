@@ -75,10 +75,10 @@ TEST(Settings, CorruptFilesAreIgnoredWithOneWarningLine) {
         text.replace(text.find(from), from.size(), to);
         return text;
     };
-    for (const std::string& bad : {std::string("{\"model\": "), std::string("[1, 2]"), std::string(""),
-                                   with("\"viridis\"", "\"rainbow\""), with("\"transpose\"", "\"sideways\""),
-                                   with("\"heads\": 0", "\"heads\": -3"), with("\"heads\": 0", "\"heads\": \"four\""),
-                                   with("\"texts\"", "\"textz\""), with("1280", "0")}) {
+    for (const std::string& bad :
+         {std::string("{\"model\": "), std::string("[1, 2]"), std::string(""), with("\"viridis\"", "\"rainbow\""),
+          with("\"transpose\"", "\"sideways\""), with("\"heads\": 0", "\"heads\": -3"),
+          with("\"heads\": 0", "\"heads\": \"four\""), with("\"texts\"", "\"textz\""), with("1280", "0")}) {
         std::ofstream(file, std::ios::binary) << bad;
         testing::internal::CaptureStderr();
         const Settings s = read_settings(file);

@@ -153,9 +153,14 @@ TEST(Dance, TransposeWalkShapesStridesAndCopies) {
     ASSERT_EQ(d.steps.size(), 8u);
     const std::vector<Dims> shapes = {{B, T, C},      {B, T, NH, hs}, {B, NH, T, hs}, {B, NH, T, T},
                                       {B, NH, T, hs}, {B, T, NH, hs}, {B, T, NH, hs}, {B, T, C}};
-    const std::vector<Dims> strides = {{T * C, C, 1},           {T * C, C, hs, 1},      {T * C, hs, C, 1},
-                                       {NH * T * T, T * T, T, 1}, {NH * T * hs, T * hs, hs, 1},
-                                       {NH * T * hs, hs, T * hs, 1}, {T * C, C, hs, 1}, {T * C, C, 1}};
+    const std::vector<Dims> strides = {{T * C, C, 1},
+                                       {T * C, C, hs, 1},
+                                       {T * C, hs, C, 1},
+                                       {NH * T * T, T * T, T, 1},
+                                       {NH * T * hs, T * hs, hs, 1},
+                                       {NH * T * hs, hs, T * hs, 1},
+                                       {T * C, C, hs, 1},
+                                       {T * C, C, 1}};
     const std::vector<bool> contiguous = {true, true, false, true, true, false, true, true};
     for (size_t s = 0; s < d.steps.size(); ++s) {
         EXPECT_EQ(d.steps[s].layout.shape, shapes[s]) << s;

@@ -47,22 +47,24 @@ void write_file(const fs::path& path, const std::string& contents) {
     std::ofstream(path, std::ios::binary) << contents;
 }
 
-std::string quoted(const std::string& s) {
-    return nlohmann::json(s).dump(-1, ' ', true);
-}
+std::string quoted(const std::string& s) { return nlohmann::json(s).dump(-1, ' ', true); }
 
+// Word lists laid out by hand: clang-format 14 packs these one a line.
+// clang-format off
 const std::vector<std::string> words = {
     "the", "quick", "brown", "fox", "Hello", "world", "tokenizer", "attention", "HEADSCOPE", "camelCase",
     "snake_case", "x", "a", "I", "supercalifragilisticexpialidocious", "internationalization", "GPT",
     "naïve", "café", "jalapeño", "über", "Größe", "façade", "résumé", "Ελληνικά", "Москва",
     "日本語", "中文分词", "東京タワー", "한국어", "안녕하세요", "العربية", "مرحبا", "हिन्दी", "नमस्ते",
-    "ไทย", "עברית"};
+    "ไทย", "עברית",
+};
 const std::vector<std::string> contractions = {
     "'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "'S", "'T", "'RE", "'Ll", "'VE", "'", "''",
 };
+// clang-format on
 const std::vector<std::string> spaces = {
-    " ", "  ", "   ", "      ", "\t", "\t\t", "\n", "\n\n", "\r\n", " \t ", "\t\n ", "\n ", " \n",
-    "\v", "\f", "\u00a0", "\u00a0 ", "\u3000", "\u2009", "\u2028", "\u1680", "\u202f",
+    " ",   "  ",  "   ", "      ", "\t",     "\t\t",    "\n",     "\n\n",   "\r\n",   " \t ",   "\t\n ",
+    "\n ", " \n", "\v",  "\f",     "\u00a0", "\u00a0 ", "\u3000", "\u2009", "\u2028", "\u1680", "\u202f",
     // Not U+0085 or U+FEFF: the JS reference's \s differs from GPT-2's
     // (Python regex) there; the Pretokenizer test checks them by hand.
 };
@@ -70,8 +72,10 @@ const std::vector<std::string> numbers = {
     "0", "7", "42", "2024", "3.14159", "1,000,000", "12345678901234567890", "007", "٣٤٥", "½", "Ⅻ", "²", "१२३",
 };
 const std::vector<std::string> punctuation = {
-    ".", "!", "?", "...", "—", "–", "“quoted”", "(parenthesis)", "[brackets]", "{braces}", "#", "@user", "$100",
-    "50%", "a+b=c", "->", "=>", "!=", "&&", "||", "::", "/*", "*/", "//", "\"", "«»", "¿", "¡", "~", "^_^",
+    ".",          "!",        "?",  "...",   "—",    "–",   "“quoted”", "(parenthesis)",
+    "[brackets]", "{braces}", "#",  "@user", "$100", "50%", "a+b=c",    "->",
+    "=>",         "!=",       "&&", "||",    "::",   "/*",  "*/",       "//",
+    "\"",         "«»",       "¿",  "¡",     "~",    "^_^",
 };
 const std::vector<std::string> code = {
     "def f(x): return x * 2",
@@ -216,7 +220,8 @@ TEST(Tokenizer, KnownIds) {
 
 TEST(Tokenizer, PretokenizesLikeGpt2) {
     using Pieces = std::vector<std::string_view>;
-    EXPECT_EQ(headscope::pretokenize("Hello  world's 42!!\n\n"), (Pieces{"Hello", " ", " world", "'s", " 42", "!!", "\n\n"}));
+    EXPECT_EQ(headscope::pretokenize("Hello  world's 42!!\n\n"),
+              (Pieces{"Hello", " ", " world", "'s", " 42", "!!", "\n\n"}));
     EXPECT_EQ(headscope::pretokenize("x\t\t y"), (Pieces{"x", "\t\t", " y"}));
     EXPECT_EQ(headscope::pretokenize("it'S"), (Pieces{"it", "'", "S"}));
     // GPT-2's \s (Python regex) includes U+0085 and not U+FEFF; JavaScript's is the reverse.
@@ -231,12 +236,12 @@ TEST(Tokenizer, EmptyText) {
 
 TEST(Tokenizer, InvalidUtf8Throws) {
     const std::vector<std::pair<std::string, std::string>> cases = {
-        {"\x80", "invalid UTF-8 at byte 0"},                  // lone continuation byte
-        {"abc\xC3", "invalid UTF-8 at byte 3"},               // truncated two-byte sequence
-        {"ab\xE2\x82 x", "invalid UTF-8 at byte 2"},          // truncated three-byte sequence
-        {"ab\xC0\xAF", "invalid UTF-8 at byte 2"},            // overlong '/'
-        {"hello\xED\xA0\x80", "invalid UTF-8 at byte 5"},     // surrogate U+D800
-        {"\xF4\x90\x80\x80", "invalid UTF-8 at byte 0"},      // past U+10FFFF
+        {"\x80", "invalid UTF-8 at byte 0"},               // lone continuation byte
+        {"abc\xC3", "invalid UTF-8 at byte 3"},            // truncated two-byte sequence
+        {"ab\xE2\x82 x", "invalid UTF-8 at byte 2"},       // truncated three-byte sequence
+        {"ab\xC0\xAF", "invalid UTF-8 at byte 2"},         // overlong '/'
+        {"hello\xED\xA0\x80", "invalid UTF-8 at byte 5"},  // surrogate U+D800
+        {"\xF4\x90\x80\x80", "invalid UTF-8 at byte 0"},   // past U+10FFFF
     };
     for (const auto& [text, message] : cases) {
         try {

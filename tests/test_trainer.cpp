@@ -151,9 +151,13 @@ TEST(Trainer, BadSequenceOptionsAreOneLineErrorsWithStatusTwo) {
     };
     for (const auto& [options, names] : cases) {
         // A missing corpus too, so that a share let through fails fast on another error.
-        std::vector<std::string> command = {HEADSCOPE_TRAIN, "--corpus", (dir.path / "none").string(),
-                                            "--tokenizer", (dir.path / "none").string(),
-                                            "--out", (dir.path / "out").string()};
+        std::vector<std::string> command = {HEADSCOPE_TRAIN,
+                                            "--corpus",
+                                            (dir.path / "none").string(),
+                                            "--tokenizer",
+                                            (dir.path / "none").string(),
+                                            "--out",
+                                            (dir.path / "out").string()};
         command.insert(command.end(), options.begin(), options.end());
         test::expect_one_line_error(test::run_program(command, dir.path), "headscope-train", names);
         EXPECT_FALSE(std::filesystem::exists(dir.path / "out"));

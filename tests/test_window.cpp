@@ -69,8 +69,8 @@ protected:
             if (!visible) {
                 ++masked;
                 // Two greys in diagonal stripes, never a colormap colour.
-                EXPECT_TRUE(got[0] == got[1] && got[1] == got[2] && (std::abs(got[0] - 41) <= 1 ||
-                                                                      std::abs(got[0] - 77) <= 1))
+                EXPECT_TRUE(got[0] == got[1] && got[1] == got[2] &&
+                            (std::abs(got[0] - 41) <= 1 || std::abs(got[0] - 77) <= 1))
                     << "masked cell " << i << "," << j << " is " << got[0] << "," << got[1] << "," << got[2];
                 continue;
             }

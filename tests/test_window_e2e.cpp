@@ -9,9 +9,9 @@
 #include <chrono>
 #include <fstream>
 #include <map>
-#include <sstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include "model_writer.h"
@@ -90,8 +90,9 @@ Centres control_centres(const json& layout) {
     Centres centres;
     for (const json& cell : layout) {
         if (cell["view"] != "control") continue;
-        const std::string name = cell.contains("text") ? cell["name"].get<std::string>() + ":" + cell["text"].get<std::string>()
-                                                       : cell["name"].get<std::string>();
+        const std::string name = cell.contains("text")
+                                     ? cell["name"].get<std::string>() + ":" + cell["text"].get<std::string>()
+                                     : cell["name"].get<std::string>();
         centres[name] = {std::to_string(static_cast<int>(cell["x"].get<double>() + cell["w"].get<double>() / 2)),
                          std::to_string(static_cast<int>(cell["y"].get<double>() + cell["h"].get<double>() / 2))};
     }
@@ -147,8 +148,9 @@ private:
 // Every heatmap cell of `layout` on `shot` must show the viridis colour of
 // headscope-cli's weight for `text` without the causal mask (so no cell is
 // hatched); returns the cells checked.
-int expect_cells_show_cli_weights(const test::Image& shot, const std::filesystem::path& layout, const std::string& model,
-                                  const std::string& text, const std::filesystem::path& scratch) {
+int expect_cells_show_cli_weights(const test::Image& shot, const std::filesystem::path& layout,
+                                  const std::string& model, const std::string& text,
+                                  const std::filesystem::path& scratch) {
     const test::ProcessRun cli =
         test::run_program({HEADSCOPE_CLI, "attention", "--model", model, "--text", text, "--causal", "off"}, scratch);
     EXPECT_EQ(cli.status, 0) << cli.err;
@@ -172,7 +174,8 @@ int expect_cells_show_cli_weights(const test::Image& shot, const std::filesystem
 }
 
 int token_count(const std::string& model, const std::string& text, const std::filesystem::path& scratch) {
-    const test::ProcessRun cli = test::run_program({HEADSCOPE_CLI, "tokenize", "--model", model, "--text", text}, scratch);
+    const test::ProcessRun cli =
+        test::run_program({HEADSCOPE_CLI, "tokenize", "--model", model, "--text", text}, scratch);
     EXPECT_EQ(cli.status, 0) << cli.err;
     return static_cast<int>(json::parse(cli.out)["token_ids"].size());
 }
@@ -227,7 +230,8 @@ TEST(WindowEndToEnd, ChoosingAnExampleFromTheMenuShowsItsTexts) {
     // Where the menu's entries are: a window quit with the menu open lays them out.
     const auto open_layout = dir.path / "open.json";
     {
-        DrivenWindow window(screen.name(), {"--model", model, "--text", "A", "--layout", open_layout.string()}, dir.path);
+        DrivenWindow window(screen.name(), {"--model", model, "--text", "A", "--layout", open_layout.string()},
+                            dir.path);
         window.click(menu);
         window.settled_screen();
         ASSERT_EQ(window.quit(), 0);
@@ -236,8 +240,8 @@ TEST(WindowEndToEnd, ChoosingAnExampleFromTheMenuShowsItsTexts) {
     ASSERT_TRUE(open_controls.contains("example:second"));
 
     const auto layout = dir.path / "layout.json";
-    DrivenWindow window(screen.name(), {"--model", model, "--text", "A", "--causal", "off", "--layout", layout.string()},
-                        dir.path);
+    DrivenWindow window(screen.name(),
+                        {"--model", model, "--text", "A", "--causal", "off", "--layout", layout.string()}, dir.path);
     window.click(menu);
     window.click(open_controls.at("example:second"));
     const test::Image shot = window.settled_screen();
@@ -254,9 +258,9 @@ TEST(WindowEndToEnd, ArrowAndPunctuationKeysStepTheDance) {
     const VirtualScreen screen;
     ASSERT_FALSE(screen.name().empty()) << "Xvfb did not start";
     const auto layout = dir.path / "layout.json";
-    DrivenWindow window(screen.name(), {"--model", model, "--text", "Dogs chase the cat", "--view", "dance", "--layout",
-                                        layout.string()},
-                        dir.path);
+    DrivenWindow window(
+        screen.name(),
+        {"--model", model, "--text", "Dogs chase the cat", "--view", "dance", "--layout", layout.string()}, dir.path);
     EXPECT_EQ(window.xdotool({"search", "--onlyvisible", "--name", "^Headscope$", "windowfocus", "--sync"}).status, 0);
     // Each key held a moment: ImGui 1.86 misses a press released within one frame.
     // Left at step 1 stays there; then . . right , : step 3.

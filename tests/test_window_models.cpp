@@ -26,9 +26,12 @@ class WindowModels : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
         dir_ = new test::TempDir;
-        test::write_test_model(dir_->path / "four", {.n_layer = 2, .n_head = 4, .n_embd = 32, .n_positions = 32, .seed = 1});
-        test::write_test_model(dir_->path / "two", {.n_layer = 3, .n_head = 2, .n_embd = 32, .n_positions = 32, .seed = 2});
-        test::write_test_model(dir_->path / "narrow", {.n_layer = 1, .n_head = 2, .n_embd = 20, .n_positions = 32, .seed = 3});
+        test::write_test_model(dir_->path / "four",
+                               {.n_layer = 2, .n_head = 4, .n_embd = 32, .n_positions = 32, .seed = 1});
+        test::write_test_model(dir_->path / "two",
+                               {.n_layer = 3, .n_head = 2, .n_embd = 32, .n_positions = 32, .seed = 2});
+        test::write_test_model(dir_->path / "narrow",
+                               {.n_layer = 1, .n_head = 2, .n_embd = 20, .n_positions = 32, .seed = 3});
     }
     static void TearDownTestSuite() { delete dir_; }
 
@@ -80,7 +83,8 @@ TEST_F(WindowModels, OpenedModelReplacesTheShownOneAndExportsAsTheCli) {
     EXPECT_EQ(control_text(layout, "model message"), "");
 
     // The cells drawn are the new model's weights (layer 1, kept), through the colormap.
-    const test::ProcessRun run = cli({"--model", model("two"), "--text", text_, "--out", file("opened-cli.json").string()});
+    const test::ProcessRun run =
+        cli({"--model", model("two"), "--text", text_, "--out", file("opened-cli.json").string()});
     ASSERT_EQ(run.status, 0) << run.err;
     const json weights = json::parse(test::read_file(file("opened-cli.json")))["attention"][1][0];
     const test::Image image = test::load_png(file("opened.png"));
@@ -90,7 +94,8 @@ TEST_F(WindowModels, OpenedModelReplacesTheShownOneAndExportsAsTheCli) {
         const int x = static_cast<int>(cell["x"].get<double>() + cell["w"].get<double>() / 2);
         const int y = static_cast<int>(cell["y"].get<double>() + cell["h"].get<double>() / 2);
         EXPECT_EQ(cell["layer"], 1);
-        const std::array<double, 3> want = test::viridis(weights[cell["head"].get<int>()][cell["query"].get<int>()][cell["key"].get<int>()]);
+        const std::array<double, 3> want =
+            test::viridis(weights[cell["head"].get<int>()][cell["query"].get<int>()][cell["key"].get<int>()]);
         const std::array<int, 3> got = image.at(x, y);
         for (int c = 0; c < 3; ++c) EXPECT_NEAR(got[c], want[c], 2.0);
         ++checked;
@@ -98,14 +103,19 @@ TEST_F(WindowModels, OpenedModelReplacesTheShownOneAndExportsAsTheCli) {
     EXPECT_EQ(checked, 2 * 11 * 12 / 2);
 
     // Save JSON and Save NPY write the CLI's bytes (the timings aside).
-    EXPECT_EQ(without_timing(test::read_file(file("opened-window.json"))), without_timing(test::read_file(file("opened-cli.json"))));
-    ASSERT_EQ(cli({"--model", model("two"), "--text", text_, "--format", "npy", "--out", file("opened-cli.npy").string()}).status, 0);
+    EXPECT_EQ(without_timing(test::read_file(file("opened-window.json"))),
+              without_timing(test::read_file(file("opened-cli.json"))));
+    ASSERT_EQ(
+        cli({"--model", model("two"), "--text", text_, "--format", "npy", "--out", file("opened-cli.npy").string()})
+            .status,
+        0);
     EXPECT_EQ(test::read_file(file("opened-window.npy")), test::read_file(file("opened-cli.npy")));
 }
 
 TEST_F(WindowModels, OptionsTheNewModelCannotTakeGoBackToItsOwn) {
     // 8 heads do not divide C = 20, and layer 1 is past the new model's only layer.
-    const json reset = shoot("reset", {"--model", model("four"), "--heads", "8", "--layer", "1", "--open-model", model("narrow")});
+    const json reset =
+        shoot("reset", {"--model", model("four"), "--heads", "8", "--layer", "1", "--open-model", model("narrow")});
     EXPECT_EQ(control_text(reset, "model"), model("narrow"));
     EXPECT_EQ(heads_drawn(reset), (std::set<int>{0, 1}));
     for (const json& cell : reset) {
@@ -119,14 +129,16 @@ TEST_F(WindowModels, OptionsTheNewModelCannotTakeGoBackToItsOwn) {
 }
 
 TEST_F(WindowModels, ExportOfABatchWithOptionsIsTheClisOutput) {
-    const std::vector<std::string> settings = {"--text", text_, "--text", "It was", "--heads", "8", "--causal", "off",
-                                               "--scale", "model", "--split", "naive-view"};
-    std::vector<std::string> window = {"--model", model("four"), "--export-json", file("batch-window.json").string(),
-                                       "--export-npy", file("batch-window.npy").string()};
+    const std::vector<std::string> settings = {"--text",   text_, "--text",  "It was", "--heads", "8",
+                                               "--causal", "off", "--scale", "model",  "--split", "naive-view"};
+    std::vector<std::string> window = {"--model",       model("four"),
+                                       "--export-json", file("batch-window.json").string(),
+                                       "--export-npy",  file("batch-window.npy").string()};
     window.insert(window.end(), settings.begin(), settings.end());
     shoot("batch", window);
     std::vector<std::string> json_args = {"--model", model("four"), "--out", file("batch-cli.json").string()};
-    std::vector<std::string> npy_args = {"--model", model("four"), "--format", "npy", "--out", file("batch-cli.npy").string()};
+    std::vector<std::string> npy_args = {"--model", model("four"), "--format",
+                                         "npy",     "--out",       file("batch-cli.npy").string()};
     json_args.insert(json_args.end(), settings.begin(), settings.end());
     npy_args.insert(npy_args.end(), settings.begin(), settings.end());
     ASSERT_EQ(cli(json_args).status, 0);
@@ -152,7 +164,8 @@ TEST_F(WindowModels, BadModelAtStartIsOneLineAndExitTwo) {
     // The model loads before any window opens: no display is needed to refuse it.
     const test::ProcessRun run = test::run_program({HEADSCOPE_WINDOW, "--model", model("no-such-model")}, dir_->path);
     EXPECT_EQ(run.status, 2);
-    EXPECT_EQ(run.err, "headscope: error: model '" + model("no-such-model") + "' not found: no directory of that name\n");
+    EXPECT_EQ(run.err,
+              "headscope: error: model '" + model("no-such-model") + "' not found: no directory of that name\n");
 }
 
 TEST_F(WindowModels, SettingsComeBackInTheNextRun) {
@@ -177,8 +190,9 @@ TEST_F(WindowModels, SettingsComeBackInTheNextRun) {
     EXPECT_EQ(heads_drawn(layout), (std::set<int>{0, 1, 2, 3}));
     for (const json& cell : layout) {
         if (cell["view"] != "heads" || cell["query"] != 0 || cell["key"] != 0) continue;
-        const std::array<int, 3> got = test::load_png(file("second.png"))
-                                           .at(static_cast<int>(cell["x"].get<double>() + 1), static_cast<int>(cell["y"].get<double>() + 1));
+        const std::array<int, 3> got =
+            test::load_png(file("second.png"))
+                .at(static_cast<int>(cell["x"].get<double>() + 1), static_cast<int>(cell["y"].get<double>() + 1));
         EXPECT_GT(got[0], 240);  // magma(1) is (252, 253, 191); viridis(1) is (253, 231, 37)
         EXPECT_GT(got[2], 150);
     }
@@ -190,11 +204,14 @@ TEST_F(WindowModels, CorruptSettingsAreAWarningAndTheDefaults) {
     test::TempDir config;
     test::ScopedEnv xdg("XDG_CONFIG_HOME", config.path.string());
     fs::create_directories(config.path / "headscope");
-    std::ofstream(config.path / "headscope" / "settings.json") << "{\"model\": \"" << model("two") << "\", \"texts\": [";
+    std::ofstream(config.path / "headscope" / "settings.json")
+        << "{\"model\": \"" << model("two") << "\", \"texts\": [";
     const test::WindowShot shot = test::shoot_window({"--settings", "on"}, dir_->path, "corrupt");
     const test::ProcessRun& run = shot.run;
     EXPECT_EQ(run.status, 0);
-    EXPECT_NE(run.err.find("headscope: warning: ignoring " + (config.path / "headscope" / "settings.json").string()), std::string::npos) << run.err;
+    EXPECT_NE(run.err.find("headscope: warning: ignoring " + (config.path / "headscope" / "settings.json").string()),
+              std::string::npos)
+        << run.err;
     EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
     EXPECT_EQ(control_text(shot.layout, "model"), "builtin");
 }

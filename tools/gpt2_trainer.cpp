@@ -91,8 +91,7 @@ void gelu_backward(const S* x, const S* d_out, S* d_in, size_t n) {
 }  // namespace
 
 template <typename S>
-Gpt2Trainer<S>::Gpt2Trainer(const Config& config, uint64_t seed)
-    : config_(config), layout_(parameter_layout(config)) {
+Gpt2Trainer<S>::Gpt2Trainer(const Config& config, uint64_t seed) : config_(config), layout_(parameter_layout(config)) {
     const size_t n = layout_.back().offset + layout_.back().size;
     params_.assign(n, 0);
     grads_.assign(n, 0);
@@ -180,8 +179,8 @@ S Gpt2Trainer<S>::forward(const int32_t* inputs, const int32_t* targets, int B, 
             for (int h = 0; h < NH; ++h) {
                 const S* q = qkv + static_cast<size_t>(b) * T * 3 * C + h * hs;
                 ops::attention_head(q, q + C, q + 2 * C, 3 * C, y + static_cast<size_t>(b) * T * C + h * hs, C,
-                                    att + (static_cast<size_t>(b) * NH + h) * T * T, T, hs,
-                                    S(1) / std::sqrt(S(hs)), [](int i) { return i + 1; });
+                                    att + (static_cast<size_t>(b) * NH + h) * T * T, T, hs, S(1) / std::sqrt(S(hs)),
+                                    [](int i) { return i + 1; });
             }
         ops::linear(y, w.attn_proj_w, w.attn_proj_b, mid, BT, C, C);
         MatrixMap<S>(mid, BT, C) += ConstMatrixMap<S>(x, BT, C);
@@ -237,13 +236,15 @@ void Gpt2Trainer<S>::backward() {
         const S* fc_gelu = fc_gelu_.data() + l * 4 * BTC;
 
         // d_residual_ holds dLoss/d(out); out = mid + MLP(ln_2(mid)).
-        linear_backward(d_residual_.data(), fc_gelu, w.fc_proj_w, gw.fc_proj_w, gw.fc_proj_b, d_fc_.data(), BT, 4 * C, C);
+        linear_backward(d_residual_.data(), fc_gelu, w.fc_proj_w, gw.fc_proj_w, gw.fc_proj_b, d_fc_.data(), BT, 4 * C,
+                        C);
         gelu_backward(fc, d_fc_.data(), d_fc_.data(), 4 * BTC);
         linear_backward(d_fc_.data(), ln_2, w.fc_w, gw.fc_w, gw.fc_b, d_buffer_.data(), BT, C, 4 * C);
         layer_norm_backward(d_buffer_.data(), mid, w.ln_2_w, gw.ln_2_w, gw.ln_2_b, d_residual_.data(), BT, C);
 
         // Now dLoss/d(mid); mid = x + attention(ln_1(x)) projected.
-        linear_backward(d_residual_.data(), y, w.attn_proj_w, gw.attn_proj_w, gw.attn_proj_b, d_buffer_.data(), BT, C, C);
+        linear_backward(d_residual_.data(), y, w.attn_proj_w, gw.attn_proj_w, gw.attn_proj_b, d_buffer_.data(), BT, C,
+                        C);
         const S scale = S(1) / std::sqrt(S(hs));
 #pragma omp parallel for collapse(2) schedule(static)
         for (int b = 0; b < B; ++b)
@@ -257,7 +258,8 @@ void Gpt2Trainer<S>::backward() {
                 ConstStrided Q(qkv + in_head, T, hs, in_stride), K(qkv + in_head + C, T, hs, in_stride),
                     Vv(qkv + in_head + 2 * C, T, hs, in_stride);
                 ConstStrided dY(d_buffer_.data() + out_head, T, hs, out_stride);
-                Strided dQ(d_qkv_.data() + in_head, T, hs, in_stride), dK(d_qkv_.data() + in_head + C, T, hs, in_stride),
+                Strided dQ(d_qkv_.data() + in_head, T, hs, in_stride),
+                    dK(d_qkv_.data() + in_head + C, T, hs, in_stride),
                     dV(d_qkv_.data() + in_head + 2 * C, T, hs, in_stride);
                 ConstMatrixMap<S> P(att + map, T, T);
                 MatrixMap<S> dS(d_att_.data() + map, T, T);
@@ -318,13 +320,20 @@ void save_gpt2(const Gpt2Trainer<float>& model, const std::filesystem::path& dir
     write_safetensors(dir / "model.safetensors", entries);
     const Config& m = model.config();
     // The last token is <|endoftext|>, as in GPT-2's vocabulary.
-    const nlohmann::ordered_json config = {
-        {"model_type", "gpt2"}, {"architectures", {"GPT2LMHeadModel"}},
-        {"n_layer", m.n_layer}, {"n_head", m.n_head}, {"n_embd", m.n_embd},
-        {"n_positions", m.n_positions}, {"n_ctx", m.n_positions}, {"vocab_size", m.vocab_size},
-        {"bos_token_id", m.vocab_size - 1}, {"eos_token_id", m.vocab_size - 1},
-        {"activation_function", "gelu_new"}, {"layer_norm_epsilon", layer_norm_eps},
-        {"tie_word_embeddings", true}, {"headscope_training", record}};
+    const nlohmann::ordered_json config = {{"model_type", "gpt2"},
+                                           {"architectures", {"GPT2LMHeadModel"}},
+                                           {"n_layer", m.n_layer},
+                                           {"n_head", m.n_head},
+                                           {"n_embd", m.n_embd},
+                                           {"n_positions", m.n_positions},
+                                           {"n_ctx", m.n_positions},
+                                           {"vocab_size", m.vocab_size},
+                                           {"bos_token_id", m.vocab_size - 1},
+                                           {"eos_token_id", m.vocab_size - 1},
+                                           {"activation_function", "gelu_new"},
+                                           {"layer_norm_epsilon", layer_norm_eps},
+                                           {"tie_word_embeddings", true},
+                                           {"headscope_training", record}};
     std::ofstream out(dir / "config.json");
     out << config.dump(2) << '\n';
     if (!out) throw Error((dir / "config.json").string() + ": cannot write");

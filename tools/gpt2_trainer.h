@@ -76,17 +76,17 @@ private:
     // Activations of the last forward, kept for the backward.
     int B_ = 0, T_ = 0;
     std::vector<int32_t> inputs_, targets_;  // (B, T)
-    Buffer<S> residual_;   // (L + 1, B, T, C): input of each layer, then the last output
-    Buffer<S> ln_1_;       // (L, B, T, C)
-    Buffer<S> qkv_;        // (L, B, T, 3C)
-    Buffer<S> att_;        // (L, B, NH, T, T) attention weights
-    Buffer<S> att_y_;      // (L, B, T, C) heads merged
-    Buffer<S> residual_mid_;  // (L, B, T, C) after the attention's residual add
-    Buffer<S> ln_2_;       // (L, B, T, C)
-    Buffer<S> fc_;         // (L, B, T, 4C) before GELU
-    Buffer<S> fc_gelu_;    // (L, B, T, 4C)
-    Buffer<S> ln_f_;       // (B, T, C)
-    Buffer<S> probs_;      // (B, T, V)
+    Buffer<S> residual_;                     // (L + 1, B, T, C): input of each layer, then the last output
+    Buffer<S> ln_1_;                         // (L, B, T, C)
+    Buffer<S> qkv_;                          // (L, B, T, 3C)
+    Buffer<S> att_;                          // (L, B, NH, T, T) attention weights
+    Buffer<S> att_y_;                        // (L, B, T, C) heads merged
+    Buffer<S> residual_mid_;                 // (L, B, T, C) after the attention's residual add
+    Buffer<S> ln_2_;                         // (L, B, T, C)
+    Buffer<S> fc_;                           // (L, B, T, 4C) before GELU
+    Buffer<S> fc_gelu_;                      // (L, B, T, 4C)
+    Buffer<S> ln_f_;                         // (B, T, C)
+    Buffer<S> probs_;                        // (B, T, V)
     // Backward scratch.
     Buffer<S> d_residual_, d_buffer_, d_qkv_, d_fc_, d_att_, d_logits_;
 };
@@ -97,7 +97,6 @@ extern template class Gpt2Trainer<double>;
 // Writes dir/model.safetensors (F32) and dir/config.json in Hugging Face's
 // GPT-2 layout, with `record` as config.json's "headscope_training"; the
 // tokenizer files are the caller's.
-void save_gpt2(const Gpt2Trainer<float>& model, const std::filesystem::path& dir,
-               const nlohmann::ordered_json& record);
+void save_gpt2(const Gpt2Trainer<float>& model, const std::filesystem::path& dir, const nlohmann::ordered_json& record);
 
 }  // namespace headscope::train

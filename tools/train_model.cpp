@@ -61,8 +61,14 @@ double unigram_loss(const std::vector<int32_t>& train, const std::vector<int32_t
 class Batches {
 public:
     Batches(const std::vector<int32_t>& stream, int B, int max_T, double repeat_fraction, int V, uint64_t seed)
-        : stream_(stream), B_(B), repeat_fraction_(repeat_fraction), V_(V), rng_(seed), seq_(max_T + 1),
-          inputs_(B * max_T), targets_(B * max_T) {}
+        : stream_(stream),
+          B_(B),
+          repeat_fraction_(repeat_fraction),
+          V_(V),
+          rng_(seed),
+          seq_(max_T + 1),
+          inputs_(B * max_T),
+          targets_(B * max_T) {}
 
     // Fills B sequences of T inputs and targets, each of one of two kinds:
     // - a repeat: a segment of 2..16 random tokens repeated to the end of the
@@ -109,7 +115,8 @@ float validation_loss(Gpt2Trainer<float>& model, const std::vector<int32_t>& val
     const int windows = std::min<int>(64, static_cast<int>((val.size() - 1) / T));
     double sum = 0;
     for (int w = 0; w < windows; ++w)
-        sum += model.forward(val.data() + static_cast<size_t>(w) * T, val.data() + static_cast<size_t>(w) * T + 1, 1, T);
+        sum +=
+            model.forward(val.data() + static_cast<size_t>(w) * T, val.data() + static_cast<size_t>(w) * T + 1, 1, T);
     return static_cast<float>(sum / windows);
 }
 
@@ -186,9 +193,9 @@ void run_training(const Settings& s) {
     for (int step = 1; step <= s.steps; ++step) {
         // Linear warm-up, then cosine decay to a tenth.
         const double progress = static_cast<double>(step - s.warmup) / std::max(1, s.steps - s.warmup);
-        adamw.learning_rate = static_cast<float>(
-            step <= s.warmup ? s.learning_rate * step / s.warmup
-                             : s.learning_rate * (0.1 + 0.45 * (1 + std::cos(M_PI * progress))));
+        adamw.learning_rate =
+            static_cast<float>(step <= s.warmup ? s.learning_rate * step / s.warmup
+                                                : s.learning_rate * (0.1 + 0.45 * (1 + std::cos(M_PI * progress))));
         const int context = context_at(step);
         batches.next(context);
         train_loss = model.forward(batches.inputs(), batches.targets(), s.batch, context);
@@ -202,24 +209,33 @@ void run_training(const Settings& s) {
             heads = best_heads(s, model);
             const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
             const double tokens_per_s = double(tokens) / seconds;
-            std::printf("step %5d/%d  context %d  train %.3f  val %.3f  best heads: previous %.2f induction %.2f  "
-                        "lr %.2e  %.0f tok/s  ETA %.0f s\n",
-                        step, s.steps, context, smoothed, val_loss, heads.previous_token, heads.induction,
-                        adamw.learning_rate, tokens_per_s, double(total_tokens - tokens) / tokens_per_s);
+            std::printf(
+                "step %5d/%d  context %d  train %.3f  val %.3f  best heads: previous %.2f induction %.2f  "
+                "lr %.2e  %.0f tok/s  ETA %.0f s\n",
+                step, s.steps, context, smoothed, val_loss, heads.previous_token, heads.induction, adamw.learning_rate,
+                tokens_per_s, double(total_tokens - tokens) / tokens_per_s);
             std::fflush(stdout);
-            log << step << ',' << smoothed << ',' << val_loss << ',' << heads.previous_token << ','
-                << heads.induction << ',' << adamw.learning_rate << ',' << tokens_per_s << '\n';
+            log << step << ',' << smoothed << ',' << val_loss << ',' << heads.previous_token << ',' << heads.induction
+                << ',' << adamw.learning_rate << ',' << tokens_per_s << '\n';
         }
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const nlohmann::ordered_json record = {
         {"corpus", "fortunes, fortunes-min, WordNet glosses, King James Bible (Debian packages); see README"},
-        {"train_tokens", train_tokens.size()}, {"val_tokens", val_tokens.size()},
-        {"steps", s.steps}, {"batch", s.batch}, {"short_context", s.short_context},
-        {"short_context_steps", s.short_context_steps}, {"repeat_fraction", s.repeat_fraction},
-        {"learning_rate", s.learning_rate}, {"seed", s.seed},
-        {"final_train_loss", smoothed}, {"final_val_loss", val_loss}, {"unigram_val_loss", unigram},
-        {"best_previous_token", heads.previous_token}, {"best_induction", heads.induction},
+        {"train_tokens", train_tokens.size()},
+        {"val_tokens", val_tokens.size()},
+        {"steps", s.steps},
+        {"batch", s.batch},
+        {"short_context", s.short_context},
+        {"short_context_steps", s.short_context_steps},
+        {"repeat_fraction", s.repeat_fraction},
+        {"learning_rate", s.learning_rate},
+        {"seed", s.seed},
+        {"final_train_loss", smoothed},
+        {"final_val_loss", val_loss},
+        {"unigram_val_loss", unigram},
+        {"best_previous_token", heads.previous_token},
+        {"best_induction", heads.induction},
         {"training_seconds", seconds}};
     write_model(s, s.out, model, record);
     std::printf("wrote %s (val loss %.3f vs unigram %.3f, %.0f s)\n", s.out.c_str(), val_loss, unigram, seconds);

@@ -18,9 +18,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) {
-    return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // A token as text on one line of progress output.
 std::string shown(const std::string& bytes) {
@@ -94,8 +92,8 @@ int main(int argc, char** argv) {
             if (v.merges.size() % 256 == 0) {
                 const BpeMerge& m = v.merges.back();
                 std::printf("merge %5zu  tokens %5zu  count %8lld  \"%s\" + \"%s\"  %.1f s\n", v.merges.size(),
-                            v.tokens.size(), static_cast<long long>(m.count), shown(m.left).c_str(), shown(m.right).c_str(),
-                            seconds_since(train_start));
+                            v.tokens.size(), static_cast<long long>(m.count), shown(m.left).c_str(),
+                            shown(m.right).c_str(), seconds_since(train_start));
                 std::fflush(stdout);
             }
         });

@@ -21,9 +21,8 @@ Json token_texts(const Tokenizer& tokenizer, const std::vector<int32_t>& ids) {
 }
 
 Json attention_metadata(const Model& model, const std::string& backend, const std::string& backend_reason,
-                        const std::vector<std::string>& texts,
-                        const std::vector<std::vector<int32_t>>& token_ids, const AttentionResult& result,
-                        const AttentionTimings& timings) {
+                        const std::vector<std::string>& texts, const std::vector<std::vector<int32_t>>& token_ids,
+                        const AttentionResult& result, const AttentionTimings& timings) {
     Json tokens = Json::array(), lengths = Json::array(), fully_masked = Json::array();
     for (const auto& ids : token_ids) {
         tokens.push_back(token_texts(model.tokenizer, ids));
@@ -31,22 +30,24 @@ Json attention_metadata(const Model& model, const std::string& backend, const st
     }
     for (int b = 0; b < result.B; ++b) {
         Json row = Json::array();
-        for (int t = 0; t < result.T; ++t) row.push_back(result.fully_masked[static_cast<size_t>(b) * result.T + t] != 0);
+        for (int t = 0; t < result.T; ++t)
+            row.push_back(result.fully_masked[static_cast<size_t>(b) * result.T + t] != 0);
         fully_masked.push_back(row);
     }
-    return {{"backend", backend},
-            {"backend_reason", backend_reason},
-            {"n_layer", model.config.n_layer},
-            {"n_head", result.NH},
-            {"d_head", result.hs},
-            {"seq_len", result.T},
-            {"layers", result.layers},
-            {"texts", texts},
-            {"token_ids", token_ids},
-            {"tokens", tokens},
-            {"lengths", lengths},
-            {"fully_masked", fully_masked},
-            {"timing_ms", {{"load", timings.load_ms}, {"tokenize", timings.tokenize_ms}, {"forward", timings.forward_ms}}}};
+    return {
+        {"backend", backend},
+        {"backend_reason", backend_reason},
+        {"n_layer", model.config.n_layer},
+        {"n_head", result.NH},
+        {"d_head", result.hs},
+        {"seq_len", result.T},
+        {"layers", result.layers},
+        {"texts", texts},
+        {"token_ids", token_ids},
+        {"tokens", tokens},
+        {"lengths", lengths},
+        {"fully_masked", fully_masked},
+        {"timing_ms", {{"load", timings.load_ms}, {"tokenize", timings.tokenize_ms}, {"forward", timings.forward_ms}}}};
 }
 
 void write_attention_json(std::FILE* file, const Json& metadata, const AttentionResult& result) {
@@ -91,7 +92,8 @@ void write_attention_json(const std::filesystem::path& path, const Json& metadat
 }
 
 void write_attention_npy(const std::filesystem::path& path, const AttentionResult& result) {
-    write_npy(path, result.weights, {static_cast<int64_t>(result.layers.size()), result.B, result.NH, result.T, result.T});
+    write_npy(path, result.weights,
+              {static_cast<int64_t>(result.layers.size()), result.B, result.NH, result.T, result.T});
 }
 
 }  // namespace headscope

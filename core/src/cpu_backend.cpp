@@ -62,8 +62,7 @@ public:
             ops::layer_norm(x_.data(), w.ln_1_w, w.ln_1_b, ln_.data(), BT, C, cfg.layer_norm_epsilon);
             ops::linear(ln_.data(), w.attn_w, w.attn_b, qkv_.data(), BT, C, 3 * C);
             attention(batch, options, NH, att);
-            if (returned && options.capture_outputs)
-                std::copy_n(y_.data(), BTC, result.outputs.data() + slot * BTC);
+            if (returned && options.capture_outputs) std::copy_n(y_.data(), BTC, result.outputs.data() + slot * BTC);
             slot += returned;
             if (l == last_layer) break;  // everything after this layer's weights is not needed
 

@@ -70,8 +70,7 @@ unsigned blocks_for(size_t n) { return static_cast<unsigned>((n + threads - 1) /
 __device__ size_t global_index() { return static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
 
 // x (B*T, C) = wte[ids] + wpe[t]; ids are already padded.
-__global__ void embed_kernel(const int32_t* ids, const float* wte, const float* wpe, float* x, int T, int C,
-                             size_t n) {
+__global__ void embed_kernel(const int32_t* ids, const float* wte, const float* wpe, float* x, int T, int C, size_t n) {
     const size_t i = global_index();
     if (i >= n) return;
     const size_t row = i / C;
@@ -260,8 +259,8 @@ private:
                 HEADSCOPE_CUDA_CHECK(cudaMemcpy(result.weights.data() + slot * map_floats, att_.data(),
                                                 map_floats * sizeof(float), cudaMemcpyDeviceToHost));
                 if (options.capture_outputs)
-                    HEADSCOPE_CUDA_CHECK(cudaMemcpy(result.outputs.data() + slot * BTC, y_.data(),
-                                                    BTC * sizeof(float), cudaMemcpyDeviceToHost));
+                    HEADSCOPE_CUDA_CHECK(cudaMemcpy(result.outputs.data() + slot * BTC, y_.data(), BTC * sizeof(float),
+                                                    cudaMemcpyDeviceToHost));
             }
             slot += returned;
             if (l == last_layer) break;  // everything after this layer's weights is not needed
@@ -296,7 +295,7 @@ private:
             int count;
         };
         std::vector<HeadGroup> groups;
-        int in_stride, out_stride;  // row strides of Q, K, V and of y
+        int in_stride, out_stride;    // row strides of Q, K, V and of y
         long long in_step, out_step;  // from one head to the next
         size_t k_offset;
         if (options.split == Split::naive_view) {
@@ -321,32 +320,32 @@ private:
         const float one = 1.f, zero = 0.f;
         for (const HeadGroup& g : groups)  // att = Q K^T, asked as att^T = K Q^T
             HEADSCOPE_CUDA_CHECK(cublasSgemmStridedBatched(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, &one,
-                                                           g.q + k_offset, in_stride, in_step, g.q, in_stride,
-                                                           in_step, &zero, g.att, T, TT, g.count));
+                                                           g.q + k_offset, in_stride, in_step, g.q, in_stride, in_step,
+                                                           &zero, g.att, T, TT, g.count));
         const size_t rows = static_cast<size_t>(B) * NH * T;
         masked_softmax_kernel<<<blocks_for(rows * 32), threads>>>(att_.data(), ends_.data(), T, NH,
                                                                   score_scale(options.scale, C, NH), rows);
         HEADSCOPE_CUDA_CHECK(cudaGetLastError());
         for (const HeadGroup& g : groups)  // y = att V, asked as y^T = V^T att^T
             HEADSCOPE_CUDA_CHECK(cublasSgemmStridedBatched(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, &one,
-                                                           g.q + 2 * k_offset, in_stride, in_step, g.att, T, TT,
-                                                           &zero, g.y, out_stride, out_step, g.count));
+                                                           g.q + 2 * k_offset, in_stride, in_step, g.att, T, TT, &zero,
+                                                           g.y, out_stride, out_step, g.count));
     }
 
     const Model* model_ = nullptr;
     std::unique_ptr<Backend> cpu_ = make_cpu_backend();  // after a CUDA failure
     bool on_cpu_ = false;
     cublasHandle_t cublas_ = nullptr;
-    DeviceBuffer<float> weights_;          // model_->storage, uploaded once per model
-    DeviceBuffer<int32_t> ids_;            // (B, T) padded token ids
-    DeviceBuffer<int> ends_;               // (B, T) visible keys per query row
-    DeviceBuffer<float> x_;                // (B, T, C) residual stream
-    DeviceBuffer<float> ln_;               // (B, T, C) LayerNorm output
-    DeviceBuffer<float> qkv_;              // (B, T, 3C) fused projection
-    DeviceBuffer<float> qkv_contiguous_;   // (3, B, T, C) Q, K, V copied out, naive-view only
-    DeviceBuffer<float> y_;                // (B, T, C) attention output, heads merged
-    DeviceBuffer<float> fc_;               // (B, T, 4C) MLP hidden
-    DeviceBuffer<float> att_;              // (B, NH, T, T) one layer's weights
+    DeviceBuffer<float> weights_;         // model_->storage, uploaded once per model
+    DeviceBuffer<int32_t> ids_;           // (B, T) padded token ids
+    DeviceBuffer<int> ends_;              // (B, T) visible keys per query row
+    DeviceBuffer<float> x_;               // (B, T, C) residual stream
+    DeviceBuffer<float> ln_;              // (B, T, C) LayerNorm output
+    DeviceBuffer<float> qkv_;             // (B, T, 3C) fused projection
+    DeviceBuffer<float> qkv_contiguous_;  // (3, B, T, C) Q, K, V copied out, naive-view only
+    DeviceBuffer<float> y_;               // (B, T, C) attention output, heads merged
+    DeviceBuffer<float> fc_;              // (B, T, 4C) MLP hidden
+    DeviceBuffer<float> att_;             // (B, NH, T, T) one layer's weights
 };
 
 }  // namespace

@@ -41,16 +41,15 @@ Dance reshape_dance(int B, int T, int C, int NH, Split split) {
         d.buffers.push_back({std::move(name), std::move(dims), std::move(shape)});
         return static_cast<int>(d.buffers.size()) - 1;
     };
-    auto step = [&](std::string title, std::string code, int buf, std::vector<std::string> dims,
-                    StridedLayout layout) {
+    auto step = [&](std::string title, std::string code, int buf, std::vector<std::string> dims, StridedLayout layout) {
         d.steps.push_back({std::move(title), std::move(code), buf, std::move(dims), std::move(layout)});
         return d.steps.back().layout;
     };
 
     const int q = buffer("q", {"B", "T", "C"}, {B, T, C});
-    const StridedLayout q_flat = step("Q: the first C of the fused c_attn's 3C outputs, a (B, T, C) buffer",
-                                      "q = x @ W_q + b_q  # c_attn's first C columns", q, {"B", "T", "C"},
-                                      StridedLayout::contiguous({B, T, C}));
+    const StridedLayout q_flat =
+        step("Q: the first C of the fused c_attn's 3C outputs, a (B, T, C) buffer",
+             "q = x @ W_q + b_q  # c_attn's first C columns", q, {"B", "T", "C"}, StridedLayout::contiguous({B, T, C}));
     const int att = buffer("att", {"B", "NH", "T", "T_k"}, {B, NH, T, T});
     const int y = buffer("y", {"B", "NH", "T", "hs"}, {B, NH, T, hs});
     const StridedLayout att_layout = StridedLayout::contiguous({B, NH, T, T});
@@ -68,9 +67,9 @@ Dance reshape_dance(int B, int T, int C, int NH, Split split) {
         step("transpose back: tokens before heads, only the strides swap", "y = y.transpose(1, 2)", y,
              {"B", "T", "NH", "hs"}, y_layout.transpose(1, 2));
         const int merged = buffer("y_merged", {"B", "T", "NH", "hs"}, {B, T, NH, hs});
-        const StridedLayout copied = step("contiguous(): the copy that puts each token's heads side by side",
-                                          "y = y.contiguous()", merged, {"B", "T", "NH", "hs"},
-                                          StridedLayout::contiguous({B, T, NH, hs}));
+        const StridedLayout copied =
+            step("contiguous(): the copy that puts each token's heads side by side", "y = y.contiguous()", merged,
+                 {"B", "T", "NH", "hs"}, StridedLayout::contiguous({B, T, NH, hs}));
         step("view back to (B, T, C), then the output projection mixes the heads", "y = c_proj(y.view(B, T, C))",
              merged, {"B", "T", "C"}, copied.view({B, T, C}));
     } else {

@@ -50,8 +50,7 @@ void validate_forward(const Model& model, const Batch& batch, const AttentionOpt
                     " GB: fewer heads, tokens or layers");
 }
 
-void set_up_result(const Config& config, const Batch& batch, const AttentionOptions& options,
-                   AttentionResult& result) {
+void set_up_result(const Config& config, const Batch& batch, const AttentionOptions& options, AttentionResult& result) {
     const int B = batch.B(), T = batch.T(), C = config.n_embd;
     result.B = B;
     result.T = T;

@@ -5,8 +5,8 @@
 
 namespace headscope {
 
-HeatmapImage heatmap_image(const AttentionResult& result, const AttentionOptions& options, int layer_slot, int b,
-                           int h, int length, int max_side) {
+HeatmapImage heatmap_image(const AttentionResult& result, const AttentionOptions& options, int layer_slot, int b, int h,
+                           int length, int max_side) {
     const int T = result.T;
     HeatmapImage image;
     image.rows = image.cols = std::min(T, std::max(1, max_side));

@@ -149,8 +149,8 @@ TensorMap::const_iterator find_tensor(const TensorMap& tensors, const std::strin
 void check_shape(const std::string& file, const std::string& name, const std::vector<int64_t>& shape,
                  const std::vector<int64_t>& expected) {
     if (shape != expected) {
-        throw Error(file + ": tensor '" + name + "' has shape " + shape_string(shape, Notation::json) +
-                    ", expected " + shape_string(expected, Notation::json) + " from config.json");
+        throw Error(file + ": tensor '" + name + "' has shape " + shape_string(shape, Notation::json) + ", expected " +
+                    shape_string(expected, Notation::json) + " from config.json");
     }
 }
 
@@ -174,13 +174,13 @@ fs::path resolve_model_path(const std::string& name_or_path) {
         const std::string override_dir = env("HEADSCOPE_BUILTIN_MODEL");
         const fs::path dir = override_dir.empty() ? fs::path(HEADSCOPE_BUILTIN_MODEL_DIR) : fs::path(override_dir);
         if (!fs::is_directory(dir, ec))
-            throw Error("the built-in model is missing: no directory " + dir.string() + " (tools/train-builtin makes it)");
+            throw Error("the built-in model is missing: no directory " + dir.string() +
+                        " (tools/train-builtin makes it)");
         return dir;
     }
     if (fs::is_directory(name_or_path, ec)) return name_or_path;
     if (fs::exists(name_or_path, ec)) throw Error("model '" + name_or_path + "' is not a directory");
-    if (!is_hub_name(name_or_path))
-        throw Error("model '" + name_or_path + "' not found: no directory of that name");
+    if (!is_hub_name(name_or_path)) throw Error("model '" + name_or_path + "' not found: no directory of that name");
 
     const fs::path cache = hub_cache_dir();
     std::string repo_dir = "models--" + name_or_path;
@@ -224,8 +224,9 @@ Model load_model(const std::string& name_or_path, const std::function<void(float
     const std::string file = weights.string();
     if (!fs::exists(weights)) {
         if (fs::exists(m.path / "pytorch_model.bin")) {
-            throw Error(file + " missing: only pytorch_model.bin found, and Headscope reads safetensors only "
-                               "(convert it with transformers' save_pretrained(safe_serialization=True))");
+            throw Error(file +
+                        " missing: only pytorch_model.bin found, and Headscope reads safetensors only "
+                        "(convert it with transformers' save_pretrained(safe_serialization=True))");
         }
         throw Error(file + " missing");
     }

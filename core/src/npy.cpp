@@ -21,7 +21,8 @@ void write_npy(const std::filesystem::path& path, std::span<const float> data, c
     if (!file) throw Error(path.string() + ": cannot open for writing");
     const unsigned char magic[8] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
     const uint16_t header_len = static_cast<uint16_t>(header.size());
-    const unsigned char len_le[2] = {static_cast<unsigned char>(header_len & 0xff), static_cast<unsigned char>(header_len >> 8)};
+    const unsigned char len_le[2] = {static_cast<unsigned char>(header_len & 0xff),
+                                     static_cast<unsigned char>(header_len >> 8)};
     bool ok = fwrite(magic, 1, 8, file.get()) == 8 && fwrite(len_le, 1, 2, file.get()) == 2 &&
               fwrite(header.data(), 1, header.size(), file.get()) == header.size() &&
               fwrite(data.data(), sizeof(float), data.size(), file.get()) == data.size();

@@ -115,8 +115,7 @@ std::map<std::string, TensorView> parse_header(const std::string& file, const st
         if (offsets_it == entry.end()) throw Error(where + "data_offsets missing");
         const std::optional<std::vector<uint64_t>> offsets = unsigned_list(*offsets_it);
         if (!offsets || offsets->size() != 2) {
-            throw Error(where + "data_offsets " + excerpt(*offsets_it) +
-                        " is not a list of two non-negative integers");
+            throw Error(where + "data_offsets " + excerpt(*offsets_it) + " is not a list of two non-negative integers");
         }
         const uint64_t begin = (*offsets)[0], end = (*offsets)[1];
         if (begin > end)

@@ -6,9 +6,9 @@
 #include "headscope/error.h"
 #include "headscope/files.h"
 
+#include <utf8proc.h>
 #include <algorithm>
 #include <nlohmann/json.hpp>
-#include <utf8proc.h>
 
 namespace headscope {
 
@@ -21,8 +21,7 @@ enum class CharClass : uint8_t { Letter, Number, Space, Other };
 // the test reference, differs in two code points: it adds U+FEFF and lacks
 // U+0085.)
 bool is_space(utf8proc_int32_t cp, utf8proc_category_t category) {
-    return (cp >= 0x09 && cp <= 0x0D) || cp == 0x85 || cp == 0x2028 || cp == 0x2029 ||
-           category == UTF8PROC_CATEGORY_ZS;
+    return (cp >= 0x09 && cp <= 0x0D) || cp == 0x85 || cp == 0x2028 || cp == 0x2029 || category == UTF8PROC_CATEGORY_ZS;
 }
 
 CharClass classify(utf8proc_int32_t cp) {
@@ -32,14 +31,11 @@ CharClass classify(utf8proc_int32_t cp) {
         case UTF8PROC_CATEGORY_LL:
         case UTF8PROC_CATEGORY_LT:
         case UTF8PROC_CATEGORY_LM:
-        case UTF8PROC_CATEGORY_LO:
-            return CharClass::Letter;
+        case UTF8PROC_CATEGORY_LO: return CharClass::Letter;
         case UTF8PROC_CATEGORY_ND:
         case UTF8PROC_CATEGORY_NL:
-        case UTF8PROC_CATEGORY_NO:
-            return CharClass::Number;
-        default:
-            return is_space(cp, category) ? CharClass::Space : CharClass::Other;
+        case UTF8PROC_CATEGORY_NO: return CharClass::Number;
+        default: return is_space(cp, category) ? CharClass::Space : CharClass::Other;
     }
 }
 
@@ -195,7 +191,8 @@ Tokenizer Tokenizer::load(const std::filesystem::path& vocab_json, const std::fi
         std::string bytes;
         for (const CodePoint& cp : decode_utf8(token)) {
             if (static_cast<size_t>(cp.value) >= byte_of_code_point.size() || byte_of_code_point[cp.value] < 0) {
-                throw Error(vocab_name + ": token " + std::to_string(id) + " has a character outside GPT-2's byte alphabet");
+                throw Error(vocab_name + ": token " + std::to_string(id) +
+                            " has a character outside GPT-2's byte alphabet");
             }
             bytes.push_back(static_cast<char>(byte_of_code_point[cp.value]));
         }
@@ -204,8 +201,8 @@ Tokenizer Tokenizer::load(const std::filesystem::path& vocab_json, const std::fi
     }
 
     auto intern = [&](std::string symbol) {
-        const auto [it, added] = symbol_ids.try_emplace(
-            symbol, static_cast<int32_t>(vocab_size + tokenizer.merge_only_symbols_.size()));
+        const auto [it, added] =
+            symbol_ids.try_emplace(symbol, static_cast<int32_t>(vocab_size + tokenizer.merge_only_symbols_.size()));
         if (added) {
             tokenizer.merge_only_symbols_.push_back(std::move(symbol));
         }

@@ -21,13 +21,17 @@ struct AlignedAllocator {
     template <typename U>
     AlignedAllocator(const AlignedAllocator<U>&) {}
     T* allocate(std::size_t n) {
-        return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{buffer_alignment}));
+        return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{buffer_alignment}));
     }
-    void deallocate(T* p, std::size_t) { ::operator delete(p, std::align_val_t{buffer_alignment}); }
+    void deallocate(T* p, std::size_t) { ::operator delete (p, std::align_val_t{buffer_alignment}); }
     template <typename U>
-    bool operator==(const AlignedAllocator<U>&) const { return true; }
+    bool operator==(const AlignedAllocator<U>&) const {
+        return true;
+    }
     template <typename U>
-    bool operator!=(const AlignedAllocator<U>&) const { return false; }
+    bool operator!=(const AlignedAllocator<U>&) const {
+        return false;
+    }
 };
 
 template <typename T>

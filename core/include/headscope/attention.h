@@ -22,11 +22,11 @@ inline constexpr Choices<Split, 2> split_choices = {
 struct AttentionOptions {
     bool causal = true;
     bool padding_mask = true;
-    int n_head = 0;                 // 0: the model's own; else must divide C
+    int n_head = 0;  // 0: the model's own; else must divide C
     Scale scale = Scale::head;
     Split split = Split::transpose;
-    std::vector<int> layers;        // ascending, unique; empty: all
-    bool capture_outputs = false;   // also return each returned layer's merged head outputs
+    std::vector<int> layers;       // ascending, unique; empty: all
+    bool capture_outputs = false;  // also return each returned layer's merged head outputs
 };
 
 // B texts' token ids, right-padded to the longest with the model's eos id.
@@ -41,16 +41,18 @@ struct Batch {
 
 struct AttentionResult {
     int B = 0, T = 0, NH = 0, hs = 0;
-    std::vector<int> layers;           // the returned layer indices
-    AlignedVector<float> weights;      // (layers.size(), B, NH, T, T); fully masked rows are 0
-    std::vector<uint8_t> fully_masked; // (B, T): 1 where a query row had no key to attend to
-    AlignedVector<float> outputs;      // (layers.size(), B, T, C) attention output before c_proj, if asked
+    std::vector<int> layers;            // the returned layer indices
+    AlignedVector<float> weights;       // (layers.size(), B, NH, T, T); fully masked rows are 0
+    std::vector<uint8_t> fully_masked;  // (B, T): 1 where a query row had no key to attend to
+    AlignedVector<float> outputs;       // (layers.size(), B, T, C) attention output before c_proj, if asked
 
     // Map (layer_slot, b, h): T x T, row-major; query row i of it; whether row i of text b had no key.
     const float* map(int layer_slot, int b, int h) const {
         return weights.data() + ((static_cast<size_t>(layer_slot) * B + b) * NH + h) * T * T;
     }
-    const float* row(int layer_slot, int b, int h, int i) const { return map(layer_slot, b, h) + static_cast<size_t>(i) * T; }
+    const float* row(int layer_slot, int b, int h, int i) const {
+        return map(layer_slot, b, h) + static_cast<size_t>(i) * T;
+    }
     bool row_fully_masked(int b, int i) const { return fully_masked[static_cast<size_t>(b) * T + i] != 0; }
 };
 

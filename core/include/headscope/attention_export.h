@@ -27,8 +27,7 @@ struct AttentionTimings {
 // n_head, d_head, seq_len, layers, texts, token_ids, tokens, lengths,
 // fully_masked, timing_ms.
 nlohmann::ordered_json attention_metadata(const Model& model, const std::string& backend,
-                                          const std::string& backend_reason,
-                                          const std::vector<std::string>& texts,
+                                          const std::string& backend_reason, const std::vector<std::string>& texts,
                                           const std::vector<std::vector<int32_t>>& token_ids,
                                           const AttentionResult& result, const AttentionTimings& timings);
 

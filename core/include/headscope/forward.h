@@ -25,8 +25,7 @@ void validate_forward(const Model& model, const Batch& batch, const AttentionOpt
 // the returned layers (options.layers, or all), weights (layers, B, NH, T, T)
 // and outputs (layers, B, T, C) when options.capture_outputs, else none, both
 // left for the forward to write; and fully_masked (B, T) from visible_end.
-void set_up_result(const Config& config, const Batch& batch, const AttentionOptions& options,
-                   AttentionResult& result);
+void set_up_result(const Config& config, const Batch& batch, const AttentionOptions& options, AttentionResult& result);
 
 // x (T, C) = wte[id] + wpe[t] for text b, padded to batch.T() with the pad id.
 void embed_text(const Model& model, const Batch& batch, int b, float* x);

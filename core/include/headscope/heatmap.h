@@ -21,7 +21,7 @@ struct HeatmapImage {
 // `length` tokens. Each output cell covers a block of about T/rows queries by
 // T/cols keys and holds the largest visible weight in it; it is masked only
 // when every cell of the block is.
-HeatmapImage heatmap_image(const AttentionResult& result, const AttentionOptions& options, int layer_slot, int b,
-                           int h, int length, int max_side);
+HeatmapImage heatmap_image(const AttentionResult& result, const AttentionOptions& options, int layer_slot, int b, int h,
+                           int length, int max_side);
 
 }  // namespace headscope

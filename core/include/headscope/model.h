@@ -50,9 +50,9 @@ struct Model {
     std::vector<TensorInfo> tensors;  // sorted by name
     int64_t params = 0;               // number of weights (the tied output embedding counted once)
 
-    AlignedVector<float> storage;  // every weight, one allocation
-    const float* wte = nullptr;  // (V, C)
-    const float* wpe = nullptr;  // (n_positions, C)
+    AlignedVector<float> storage;      // every weight, one allocation
+    const float* wte = nullptr;        // (V, C)
+    const float* wpe = nullptr;        // (n_positions, C)
     std::vector<LayerWeights> layers;  // (L)
     const float* ln_f_w = nullptr;     // (C)
     const float* ln_f_b = nullptr;     // (C)
@@ -74,8 +74,8 @@ Model load_model(const std::string& name_or_path, const std::function<void(float
 
 // A GPT-2-family model in the local Hugging Face cache.
 struct CachedModel {
-    std::string name;             // the hub name load_model takes, e.g. "openai-community/gpt2"
-    std::filesystem::path path;   // the snapshot resolve_model_path picks
+    std::string name;            // the hub name load_model takes, e.g. "openai-community/gpt2"
+    std::filesystem::path path;  // the snapshot resolve_model_path picks
 };
 
 // The cache's models whose config.json says model_type "gpt2", by name.

@@ -26,17 +26,29 @@ struct Config {
 
 // The weights of GPT-2's forward, named as Model's fields.
 enum class Weight {
-    wte, wpe,  // token and position embeddings
-    ln_1_w, ln_1_b, attn_w, attn_b, attn_proj_w, attn_proj_b,  // each layer's attention half
-    ln_2_w, ln_2_b, fc_w, fc_b, fc_proj_w, fc_proj_b,          // each layer's MLP half
-    ln_f_w, ln_f_b,  // the final LayerNorm
+    wte,
+    wpe,  // token and position embeddings
+    ln_1_w,
+    ln_1_b,
+    attn_w,
+    attn_b,
+    attn_proj_w,
+    attn_proj_b,  // each layer's attention half
+    ln_2_w,
+    ln_2_b,
+    fc_w,
+    fc_b,
+    fc_proj_w,
+    fc_proj_b,  // each layer's MLP half
+    ln_f_w,
+    ln_f_b,  // the final LayerNorm
 };
 
 struct TensorSpec {
     std::string name;            // in the file, without "transformer.": e.g. "h.0.attn.c_attn.weight"
     std::vector<int64_t> shape;  // as the Config implies: e.g. (C, 3C)
     Weight weight;
-    int layer;                   // the layer it belongs to; -1 for wte, wpe and ln_f
+    int layer;  // the layer it belongs to; -1 for wte, wpe and ln_f
 };
 
 // Every tensor of a GPT-2 checkpoint, in the order of the data in GPT-2's

@@ -17,7 +17,8 @@ const std::array<char32_t, 256>& byte_to_unicode();
 
 // Splits UTF-8 text the way GPT-2's regex does:
 //   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-// with \s as GPT-2's Python `regex` has it (Unicode White_Space). Throws Error on invalid UTF-8. The pieces are views into `text`.
+// with \s as GPT-2's Python `regex` has it (Unicode White_Space). Throws Error on invalid UTF-8. The pieces are views
+// into `text`.
 std::vector<std::string_view> pretokenize(std::string_view text);
 
 class Tokenizer {
@@ -44,10 +45,10 @@ private:
     // appear in merges.txt (a BPE result among those has no token id).
     void bpe(std::string_view piece, BpeScratch& scratch, std::vector<int32_t>& out) const;
 
-    std::vector<std::string> id_to_bytes_;             // vocab id -> raw bytes
-    std::vector<std::string> merge_only_symbols_;      // symbol id - vocab size -> symbol string
-    std::array<int32_t, 256> byte_symbol_{};           // byte -> its one-byte symbol
-    std::unordered_map<uint64_t, Merge> merges_;       // (left << 32 | right) -> merge
+    std::vector<std::string> id_to_bytes_;         // vocab id -> raw bytes
+    std::vector<std::string> merge_only_symbols_;  // symbol id - vocab size -> symbol string
+    std::array<int32_t, 256> byte_symbol_{};       // byte -> its one-byte symbol
+    std::unordered_map<uint64_t, Merge> merges_;   // (left << 32 | right) -> merge
 };
 
 }  // namespace headscope

@@ -108,7 +108,7 @@ private:
     mutable std::mutex mutex_;
     std::condition_variable wake_;
     uint64_t submitted_ = 0;
-    Job pending_;                  // generation submitted_, when set
+    Job pending_;  // generation submitted_, when set
     std::stop_source running_stop_;
     bool running_ = false, stopping_ = false;
     std::optional<Outcome> finished_;
