@@ -350,8 +350,8 @@ int main(int argc, char** argv) {
         if (*heads) run_heads(opt);
         if (*dance) run_dance(opt);
     } catch (const CLI::ParseError& e) {
-        if (e.get_exit_code() == 0) return app.exit(e);  // --help
-        std::fprintf(stderr, "headscope-cli: error: %s\n", e.what());
+        if (e.get_exit_code() == 0) return app.exit(e);                                  // --help
+        std::fprintf(stderr, "headscope-cli: error: %s\n", one_line(e.what()).c_str());  // CLI11 quotes the arguments
         return 2;
     } catch (const Error& e) {
         std::fprintf(stderr, "headscope-cli: error: %s\n", e.what());

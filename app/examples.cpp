@@ -5,6 +5,7 @@
 
 #include "headscope/error.h"
 #include "headscope/files.h"
+#include "headscope/json_input.h"
 
 namespace headscope {
 
@@ -14,15 +15,16 @@ std::filesystem::path examples_file() {
 }
 
 std::vector<Example> read_examples(const std::filesystem::path& file) {
-    const std::string text = read_file(file, "the examples");
+    const nlohmann::json list = parse_json(read_file(file, "the examples"), file.string());
     std::vector<Example> examples;
     try {
-        for (const nlohmann::json& entry : nlohmann::json::parse(text)) {
+        if (!list.is_array()) throw Error("not a list but " + describe_json(list));
+        for (const nlohmann::json& entry : list) {
             Example example{entry.at("title"), entry.at("texts"), entry.value("look_for", "")};
             if (example.texts.empty()) throw Error("example '" + example.title + "' has no texts");
             examples.push_back(std::move(example));
         }
-    } catch (const std::exception& e) {  // nlohmann's parse and type errors, and ours
+    } catch (const std::exception& e) {  // nlohmann's type errors, and ours
         throw Error(file.string() + ": not a list of examples (title, texts, look_for): " + e.what());
     }
     return examples;

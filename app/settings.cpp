@@ -7,6 +7,7 @@
 
 #include "headscope/error.h"
 #include "headscope/files.h"
+#include "headscope/json_input.h"
 
 namespace headscope {
 
@@ -24,7 +25,7 @@ Colormap parse_colormap(const std::string& word) { return parse_choice(colormap_
 Settings read_settings(const fs::path& file) {
     if (!fs::exists(file)) return {};
     try {
-        const Json json = Json::parse(read_file(file));
+        const nlohmann::json json = parse_json(read_file(file), file.string());
         Settings s;
         s.model = json.at("model").get<std::string>();
         s.texts = json.at("texts").get<std::vector<std::string>>();
@@ -41,7 +42,8 @@ Settings read_settings(const fs::path& file) {
         if (s.window_width < 1 || s.window_height < 1) throw Error("window size is not positive");
         return s;
     } catch (const std::exception& e) {  // json's parse, type and missing-key errors, and ours
-        std::fprintf(stderr, "headscope: warning: ignoring %s: %s\n", file.c_str(), e.what());
+        std::fprintf(stderr, "headscope: warning: ignoring %s: %s\n", one_line(file.string()).c_str(),
+                     one_line(e.what()).c_str());
         return {};
     }
 }

@@ -156,7 +156,7 @@ int main(int argc, char** argv) {
         return run(args, start_settings(args, cli, args.settings), args.settings, cli.count("--model") > 0);
     } catch (const CLI::ParseError& e) {
         if (e.get_exit_code() == 0) return cli.exit(e);
-        std::fprintf(stderr, "headscope: error: %s\n", e.what());
+        std::fprintf(stderr, "headscope: error: %s\n", one_line(e.what()).c_str());  // CLI11 quotes the arguments
         return 2;
     } catch (const Error& e) {
         std::fprintf(stderr, "headscope: error: %s\n", e.what());

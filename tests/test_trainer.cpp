@@ -104,13 +104,15 @@ TEST(Trainer, SmokeTrainingLossFallsAndIsDeterministic) {
 
 TEST(Trainer, SavedModelLoadsAndTheEngineAttendsAsTheTrainerDid) {
     test::TempDir dir;
-    write_gpt2_tokenizer(train_bpe({}, 256), dir.path);  // the 256 bytes and <|endoftext|>
+    PieceCounts pieces;
+    count_pieces("ab ab ab", pieces);
+    write_gpt2_tokenizer(train_bpe(pieces, 257), dir.path);  // the 256 bytes, "ab" and <|endoftext|>
     Config s;
     s.n_layer = 2;
     s.n_head = 4;
     s.n_embd = 16;
     s.n_positions = 16;
-    s.vocab_size = 257;
+    s.vocab_size = 258;
     Gpt2Trainer<float> model(s, 5);
     std::vector<int32_t> inputs(12), targets(12);
     for (int t = 0; t < 12; ++t) {
@@ -128,12 +130,12 @@ TEST(Trainer, SavedModelLoadsAndTheEngineAttendsAsTheTrainerDid) {
     save_gpt2(model, dir.path, {{"seed", 5}});
 
     const Model loaded = load_model(dir.path.string());
-    EXPECT_EQ(loaded.config.eos_token_id, 256);
+    EXPECT_EQ(loaded.config.eos_token_id, 257);
     EXPECT_EQ(loaded.config.training["seed"], 5);
     std::unique_ptr<Backend> engine = make_cpu_backend();
     engine->load_weights(loaded);
     AttentionResult result;
-    engine->forward(Batch{{inputs}, 256}, AttentionOptions{}, result);
+    engine->forward(Batch{{inputs}, 257}, AttentionOptions{}, result);
     ASSERT_EQ(result.weights.size(), model.attention().size());
     for (size_t n = 0; n < result.weights.size(); ++n) ASSERT_NEAR(result.weights[n], model.attention()[n], 1e-6) << n;
 }

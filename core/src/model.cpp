@@ -6,6 +6,7 @@
 
 #include "headscope/error.h"
 #include "headscope/files.h"
+#include "headscope/json_input.h"
 #include "headscope/safetensors.h"
 #include "headscope/shape.h"
 
@@ -93,20 +94,15 @@ int positive_int(const json& config, const std::string& key, const std::string& 
     if (it == config.end()) throw Error(file + ": " + key + " missing");
     if (!it->is_number_unsigned() || it->get<uint64_t>() == 0 ||
         it->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int>::max())) {
-        throw Error(file + ": " + key + " is " + it->dump() + ", not a positive integer");
+        throw Error(file + ": " + key + " is " + describe_json(*it) + ", not a positive integer");
     }
     return it->get<int>();
 }
 
 Config read_config(const fs::path& path) {
     const std::string file = path.string();
-    if (!fs::is_regular_file(path)) throw Error(file + " missing");
-    json j;
-    try {
-        j = json::parse(read_file(path));
-    } catch (const json::parse_error& e) {
-        throw Error(file + ": not valid JSON (byte " + std::to_string(e.byte) + ")");
-    }
+    if (!fs::exists(path)) throw Error(file + " missing");
+    const json j = parse_json(read_file(path), file);
     if (!j.is_object()) throw Error(file + ": not a JSON object");
 
     Config c;
@@ -122,12 +118,12 @@ Config read_config(const fs::path& path) {
     }
     if (const auto it = j.find("eos_token_id"); it != j.end() && !it->is_null()) {
         if (!it->is_number_unsigned() || it->get<uint64_t>() >= static_cast<uint64_t>(c.vocab_size))
-            throw Error(file + ": eos_token_id " + it->dump() + " is not a token id below vocab_size");
+            throw Error(file + ": eos_token_id " + describe_json(*it) + " is not a token id below vocab_size");
         c.eos_token_id = it->get<int>();
     }
     if (const auto it = j.find("layer_norm_epsilon"); it != j.end() && !it->is_null()) {
         if (!it->is_number() || !(it->get<double>() > 0) || !(it->get<double>() < 1))
-            throw Error(file + ": layer_norm_epsilon " + it->dump() + " is not a small positive number");
+            throw Error(file + ": layer_norm_epsilon " + describe_json(*it) + " is not a small positive number");
         c.layer_norm_epsilon = it->get<float>();
     }
     if (const auto it = j.find("headscope_training"); it != j.end()) c.training = *it;
@@ -205,7 +201,7 @@ std::vector<CachedModel> list_cached_models() {
         if (const size_t dashes = name.find("--"); dashes != std::string::npos) name.replace(dashes, 2, "/");
         try {
             const fs::path snapshot = pick_snapshot(repo.path());
-            const json config = json::parse(read_file(snapshot / "config.json"));
+            const json config = parse_json(read_file(snapshot / "config.json"), "config.json");
             if (config.is_object() && config.value("model_type", "") == "gpt2") models.push_back({name, snapshot});
         } catch (const std::exception&) {
             // an incomplete download or a foreign file: not a model to offer

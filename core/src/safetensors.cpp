@@ -3,13 +3,7 @@
 // BF16 tensors to float32 with hand-written bit conversions.
 #include "headscope/safetensors.h"
 
-#include "headscope/error.h"
-#include "headscope/shape.h"
-
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -17,6 +11,11 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <optional>
+
+#include "headscope/error.h"
+#include "headscope/files.h"
+#include "headscope/json_input.h"
+#include "headscope/shape.h"
 
 namespace headscope {
 
@@ -36,12 +35,6 @@ std::optional<DType> parse_dtype(const std::string& name) {
 }
 
 size_t dtype_size(DType dtype) { return dtype == DType::F32 ? 4 : 2; }
-
-// A JSON value as it appeared, for messages about fields of the wrong kind.
-std::string excerpt(const json& value) {
-    std::string s = value.dump();
-    return s.size() > 40 ? s.substr(0, 37) + "..." : s;
-}
 
 // The non-negative integers of a JSON array; a message on anything else.
 std::optional<std::vector<uint64_t>> unsigned_list(const json& value) {
@@ -73,15 +66,9 @@ std::map<std::string, TensorView> parse_header(const std::string& file, const st
                     std::to_string(kMaxHeaderBytes) + "-byte limit");
     }
 
-    const char* text = reinterpret_cast<const char*>(data + 8);
-    json header;
-    try {
-        header = json::parse(text, text + header_len);
-    } catch (const json::parse_error& e) {
-        throw Error(file + ": header is not valid JSON (byte " + std::to_string(e.byte) + " of " +
-                    std::to_string(header_len) + ")");
-    }
-    if (!header.is_object()) throw Error(file + ": header is not a JSON object but " + excerpt(header));
+    const json header =
+        parse_json(std::string_view(reinterpret_cast<const char*>(data + 8), header_len), file + ": header");
+    if (!header.is_object()) throw Error(file + ": header is not a JSON object but " + describe_json(header));
 
     const std::byte* data_section = data + 8 + header_len;
     const uint64_t data_size = size - 8 - header_len;
@@ -104,7 +91,8 @@ std::map<std::string, TensorView> parse_header(const std::string& file, const st
         const auto shape_it = entry.find("shape");
         if (shape_it == entry.end()) throw Error(where + "shape missing");
         const std::optional<std::vector<uint64_t>> shape = unsigned_list(*shape_it);
-        if (!shape) throw Error(where + "shape " + excerpt(*shape_it) + " is not a list of non-negative integers");
+        if (!shape)
+            throw Error(where + "shape " + describe_json(*shape_it) + " is not a list of non-negative integers");
         uint64_t bytes = dtype_size(*dtype);
         for (uint64_t dim : *shape) {
             if (__builtin_mul_overflow(bytes, dim, &bytes))
@@ -115,7 +103,8 @@ std::map<std::string, TensorView> parse_header(const std::string& file, const st
         if (offsets_it == entry.end()) throw Error(where + "data_offsets missing");
         const std::optional<std::vector<uint64_t>> offsets = unsigned_list(*offsets_it);
         if (!offsets || offsets->size() != 2) {
-            throw Error(where + "data_offsets " + excerpt(*offsets_it) + " is not a list of two non-negative integers");
+            throw Error(where + "data_offsets " + describe_json(*offsets_it) +
+                        " is not a list of two non-negative integers");
         }
         const uint64_t begin = (*offsets)[0], end = (*offsets)[1];
         if (begin > end)
@@ -154,28 +143,13 @@ std::map<std::string, TensorView> parse_header(const std::string& file, const st
 
 SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path) {
     const std::string file = path.string();
-    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw Error(file + ": cannot open: " + std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-        const int err = errno;
-        ::close(fd);
-        throw Error(file + ": cannot stat: " + std::strerror(err));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        ::close(fd);
-        throw Error(file + ": not a regular file");
-    }
-    if (st.st_size < 8) {
-        ::close(fd);
-        throw Error(file + ": " + std::to_string(st.st_size) +
+    const OpenFile opened(path);
+    size_ = opened.size();
+    if (size_ < 8)
+        throw Error(file + ": " + std::to_string(size_) +
                     " bytes, shorter than the 8-byte header length of a safetensors file");
-    }
-    size_ = static_cast<size_t>(st.st_size);
-    void* map = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    const int map_err = errno;
-    ::close(fd);
-    if (map == MAP_FAILED) throw Error(file + ": cannot map: " + std::strerror(map_err));
+    void* map = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, opened.fd(), 0);
+    if (map == MAP_FAILED) throw Error(file + ": cannot map: " + std::strerror(errno));
     data_ = static_cast<const std::byte*>(map);
 
     try {

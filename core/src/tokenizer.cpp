@@ -5,9 +5,11 @@
 
 #include "headscope/error.h"
 #include "headscope/files.h"
+#include "headscope/json_input.h"
 
 #include <utf8proc.h>
 #include <algorithm>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 namespace headscope {
@@ -154,12 +156,7 @@ std::vector<std::string_view> pretokenize(std::string_view text) {
 
 Tokenizer Tokenizer::load(const std::filesystem::path& vocab_json, const std::filesystem::path& merges_txt) {
     const std::string vocab_name = vocab_json.string();
-    nlohmann::json vocab;
-    try {
-        vocab = nlohmann::json::parse(read_file(vocab_json));
-    } catch (const nlohmann::json::parse_error& e) {
-        throw Error(vocab_name + ": invalid JSON: " + e.what());
-    }
+    const nlohmann::json vocab = parse_json(read_file(vocab_json), vocab_name);
     if (!vocab.is_object()) {
         throw Error(vocab_name + ": expected a JSON object of token -> id");
     }
@@ -208,6 +205,19 @@ Tokenizer Tokenizer::load(const std::filesystem::path& vocab_json, const std::fi
         }
         return it->second;
     };
+    // Every byte needs its token: BPE starts from them, and any text may hold any byte.
+    int missing_bytes = 0, first_missing = -1;
+    for (int b = 0; b < 256; ++b) {
+        if (symbol_ids.contains(utf8_of(byte_to_unicode()[b]))) continue;
+        if (missing_bytes++ == 0) first_missing = b;
+    }
+    if (missing_bytes) {
+        char first[8];
+        std::snprintf(first, sizeof first, "0x%02x", first_missing);
+        throw Error(vocab_name + ": no token for " + std::to_string(missing_bytes) +
+                    " of the 256 bytes (the first is " + first + ", '" + utf8_of(byte_to_unicode()[first_missing]) +
+                    "'): a byte-level BPE vocabulary has one for every byte");
+    }
     for (int b = 0; b < 256; ++b) {
         tokenizer.byte_symbol_[b] = intern(utf8_of(byte_to_unicode()[b]));
     }
@@ -236,6 +246,7 @@ Tokenizer Tokenizer::load(const std::filesystem::path& vocab_json, const std::fi
         // A repeated pair takes its last rank, as GPT-2's dict(zip(merges, range(n))) does.
         tokenizer.merges_[pair_key(left, right)] = Merge{rank++, result};
     }
+    if (rank == 0) throw Error(merges_name + ": no merges (a BPE tokenizer needs at least one \"left right\" line)");
     return tokenizer;
 }
 

@@ -1,14 +1,35 @@
-// Reading a whole file: the one way Headscope does it, so that every reader
-// fails alike, with one line naming the file.
+// Reading files: the one way Headscope opens a file to read, so that every
+// reader fails alike, with one line naming the file, and none can hang on a
+// FIFO or read a directory.
 #pragma once
+#include <cstddef>
 #include <filesystem>
 #include <string>
 
 namespace headscope {
 
-// The bytes of the file at `path`. Throws Error "<path>: cannot open" or
-// "<path>: cannot read", followed by `what` when given: what the file is to
-// the reader, e.g. "the examples".
+// A regular file open for reading; closed when it goes.
+class OpenFile {
+public:
+    // Throws Error "<path>: cannot open[ what]: <reason>", or "<path>: not a
+    // regular file but a directory" (a FIFO, a socket, a device), checked
+    // before anything is read: opening never blocks. `what` says what the
+    // file is to the reader, e.g. "the examples".
+    explicit OpenFile(const std::filesystem::path& path, const std::string& what = "");
+    ~OpenFile();
+    OpenFile(const OpenFile&) = delete;
+    OpenFile& operator=(const OpenFile&) = delete;
+
+    int fd() const { return fd_; }
+    size_t size() const { return size_; }
+
+private:
+    int fd_ = -1;
+    size_t size_ = 0;
+};
+
+// The bytes of the file at `path`, opened as OpenFile does. Throws Error
+// naming the file ("cannot read[ what]: <reason>") on a failing read.
 std::string read_file(const std::filesystem::path& path, const std::string& what = "");
 
 }  // namespace headscope
