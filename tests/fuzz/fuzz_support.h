@@ -1,0 +1,47 @@
+// What the libFuzzer harnesses share: a scratch directory for the files a
+// harness hands to a reader, and the rule every harness enforces: a reader
+// returns, or throws headscope::Error with a one-line message. Any other
+// exception escapes, and libFuzzer reports it as a crash. The ordinary test
+// build renames each harness's LLVMFuzzerTestOneInput to fuzz_<name>
+// (tests/fuzz/CMakeLists.txt) and replays its corpus (test_fuzz_corpus).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "headscope/error.h"
+
+namespace headscope::fuzz {
+
+// This process's own directory under the system temp dir ($TMPDIR; tools/fuzz
+// points it at /dev/shm), removed at exit.
+const std::filesystem::path& scratch_dir();
+
+// The fuzzer's input as bytes.
+inline std::string_view as_bytes(const uint8_t* data, size_t size) {
+    return {reinterpret_cast<const char*>(data), size};
+}
+
+// Replaces the file at `path` with `bytes`; aborts if it cannot.
+void write_file(const std::filesystem::path& path, std::string_view bytes);
+
+// Prints "fuzz property violated: <what>" and aborts: a crash to libFuzzer, a
+// failed test to the replay.
+[[noreturn]] void fail(const std::string& what);
+
+// Aborts unless `message` is one line.
+void check_error_message(std::string_view message);
+
+// Runs `read`, accepting an Error with a one-line message.
+template <typename Read>
+void expect_success_or_error(Read&& read) {
+    try {
+        read();
+    } catch (const Error& e) {
+        check_error_message(e.what());
+    }
+}
+
+}  // namespace headscope::fuzz
