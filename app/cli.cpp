@@ -118,22 +118,9 @@ void run_info(const Options& opt) {
     out.finish();
 }
 
-std::vector<std::vector<int32_t>> tokenize_texts(const Tokenizer& tokenizer, const std::vector<std::string>& texts) {
-    std::vector<std::vector<int32_t>> ids;
-    for (size_t i = 0; i < texts.size(); ++i) {
-        if (texts[i].empty()) throw Error("text " + std::to_string(i + 1) + " is empty");
-        try {
-            ids.push_back(tokenizer.encode(texts[i]));
-        } catch (const Error& e) {
-            throw Error("text " + std::to_string(i + 1) + ": " + e.what());
-        }
-    }
-    return ids;
-}
-
 void run_tokenize(const Options& opt) {
     const Model model = load_model(opt.model);
-    const std::vector<int32_t> ids = tokenize_texts(model.tokenizer, opt.texts).front();
+    const std::vector<int32_t> ids = model.tokenizer.encode_texts(opt.texts).front();
     Output out(opt.out);
     out.write(dump_json(Json{{"token_ids", ids}, {"tokens", token_texts(model.tokenizer, ids)}}));
     out.write('\n');
@@ -161,7 +148,7 @@ void run_attention(const Options& opt) {
     const double load_ms = ms_since(start);
 
     start = Clock::now();
-    Batch batch{tokenize_texts(model.tokenizer, opt.texts), model.config.eos_token_id};
+    Batch batch{model.tokenizer.encode_texts(opt.texts), model.config.eos_token_id};
     const double tokenize_ms = ms_since(start);
 
     head_count_of(model, options);  // before the forward, which checks it too, so that the error names the flag
@@ -187,7 +174,7 @@ void run_attention(const Options& opt) {
 // Token windows to score heads on: --text, else core's validation windows.
 std::vector<std::vector<int32_t>> probe_texts(const Model& model, const Options& opt) {
     if (!opt.texts.empty()) {
-        std::vector<std::vector<int32_t>> ids = tokenize_texts(model.tokenizer, opt.texts);
+        std::vector<std::vector<int32_t>> ids = model.tokenizer.encode_texts(opt.texts);
         if (ids.front().size() < 2) throw Error("--text needs at least 2 tokens to score heads");
         if (ids.front().size() > static_cast<size_t>(model.config.n_positions))
             throw Error("text 1 has " + std::to_string(ids.front().size()) +
@@ -214,7 +201,7 @@ void run_heads(const Options& opt) {
     text += ",\"heads\":[";
     for (int l = 0; l < report.n_layer; ++l)
         for (int h = 0; h < report.n_head; ++h) {
-            const HeadScores& s = report.heads[static_cast<size_t>(l) * report.n_head + h];
+            const HeadScores& s = report.head(l, h);
             const Json head = {{"layer", l},
                                {"head", h},
                                {"previous_token", s.previous_token},
@@ -244,7 +231,7 @@ void run_dance(const Options& opt) {
     const BackendPick pick = make_backend(opt.backend);
     Backend* backend = pick.backend.get();
     const Model model = load_model(opt.model);
-    const Batch batch{tokenize_texts(model.tokenizer, opt.texts), model.config.eos_token_id};
+    const Batch batch{model.tokenizer.encode_texts(opt.texts), model.config.eos_token_id};
     const int NH = head_count_of(model, options);
     backend->load_weights(model);
 

@@ -69,6 +69,15 @@ Settings start_settings(const Args& args, const CLI::App& cli, bool use_saved) {
     return s;
 }
 
+void check_layer_and_head(const Args& args, const Settings& start, const Config& config) {
+    if (args.layer < 0 || args.layer >= config.n_layer)
+        throw Error("--layer " + std::to_string(args.layer) + " out of range (the model has layers 0.." +
+                    std::to_string(config.n_layer - 1) + ")");
+    const int heads = start.options.n_head ? start.options.n_head : config.n_head;
+    if (args.head >= heads)
+        throw Error("--head " + std::to_string(args.head) + " out of range (" + std::to_string(heads) + " heads)");
+}
+
 LoadedModel load_start_model(const Settings& start, bool model_given, BackendChoice backend) {
     if (model_given || start.model == builtin_model) return load_with_backend(start.model, backend);
     try {

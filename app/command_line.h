@@ -37,6 +37,10 @@ void finish_args(const CLI::App& cli, Args& args);
 // The saved settings (when `use_saved`) with every option given on the command line in their place.
 Settings start_settings(const Args& args, const CLI::App& cli, bool use_saved);
 
+// Throws Error unless --layer and --head name a layer and head of `config`
+// (split as `start` says), before any window opens.
+void check_layer_and_head(const Args& args, const Settings& start, const Config& config);
+
 // A bad --model is fatal; a saved model that no longer loads gives way to the built-in one.
 LoadedModel load_start_model(const Settings& start, bool model_given, BackendChoice backend);
 

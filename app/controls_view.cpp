@@ -186,8 +186,7 @@ void ControlsView::legend(Ui& ui) {
     }
     ImGui::TextUnformatted("0");
     ImGui::SameLine();
-    ImGui::Image(reinterpret_cast<ImTextureID>(static_cast<intptr_t>(legend_.color())),
-                 ImVec2(static_cast<float>(width), static_cast<float>(height)));
+    image(legend_, ImVec2(static_cast<float>(width), static_cast<float>(height)));
     ImGui::SameLine();
     ImGui::TextUnformatted("1");
     if (masked_swatch_.width() != height) {
@@ -196,8 +195,7 @@ void ControlsView::legend(Ui& ui) {
         ui.renderer.draw(ui.colormap, height, height, masked_swatch_);
     }
     ImGui::SameLine();
-    ImGui::Image(reinterpret_cast<ImTextureID>(static_cast<intptr_t>(masked_swatch_.color())),
-                 ImVec2(static_cast<float>(height), static_cast<float>(height)));
+    image(masked_swatch_, ImVec2(static_cast<float>(height), static_cast<float>(height)));
     ImGui::SameLine();
     ImGui::TextUnformatted("masked");
 }

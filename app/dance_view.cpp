@@ -1,8 +1,6 @@
 // The dance view: see dance_view.h.
 #include "dance_view.h"
 
-#include <GLFW/glfw3.h>
-
 #include <algorithm>
 #include <cmath>
 
@@ -92,9 +90,12 @@ void DanceView::stepper() {
     ImGui::SameLine();
     ImGui::TextDisabled("step %d of %d (keys: left/right or , and .)", step_, steps);
     if (!ImGui::GetIO().WantTextInput) {
-        if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_LeftArrow)) || ImGui::IsKeyPressed(GLFW_KEY_COMMA))
+        // , and . as typed characters: ImGui 1.86 has no key names for them.
+        const ImVector<ImWchar>& typed = ImGui::GetIO().InputQueueCharacters;
+        auto typed_key = [&](ImWchar c) { return std::find(typed.begin(), typed.end(), c) != typed.end(); };
+        if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_LeftArrow)) || typed_key(','))
             step_ = std::max(step_ - 1, 1);
-        if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_RightArrow)) || ImGui::IsKeyPressed(GLFW_KEY_PERIOD))
+        if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_RightArrow)) || typed_key('.'))
             step_ = std::min(step_ + 1, steps);
     }
 }

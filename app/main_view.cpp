@@ -1,7 +1,7 @@
 // Everything the window shows: see main_view.h.
 #include "main_view.h"
 
-#include "headscope/error.h"
+#include <iterator>
 
 namespace headscope {
 
@@ -14,14 +14,7 @@ MainView::MainView(const Args& args, const Settings& start, LoadedModel loaded, 
       checks_view_(session_.wake()),
       status_bar_(start.export_dir) {
     ui_.colormap = start.colormap;
-    const Model& model = session_.model();
-    if (args.layer < 0 || args.layer >= model.config.n_layer)
-        throw Error("--layer " + std::to_string(args.layer) + " out of range (the model has layers 0.." +
-                    std::to_string(model.config.n_layer - 1) + ")");
     session_.layer = args.layer;
-    const int heads = start.options.n_head ? start.options.n_head : model.config.n_head;
-    if (args.head >= heads)
-        throw Error("--head " + std::to_string(args.head) + " out of range (" + std::to_string(heads) + " heads)");
     if (args.head >= 0) {
         session_.head = args.head;
         heads_view_.open_large();
@@ -59,7 +52,7 @@ void MainView::views() {
     }
     if (!s.message.empty()) ImGui::TextColored(error_colour, "%s (showing the last good maps)", s.message.c_str());
     if (!ImGui::BeginTabBar("views")) return;
-    for (int v = 0; v < 5; ++v) {
+    for (int v = 0; v < static_cast<int>(std::size(view_choices.labels)); ++v) {
         const View view = static_cast<View>(v);
         const ImGuiTabItemFlags flags = tab_to_select_ == view ? ImGuiTabItemFlags_SetSelected : 0;
         if (!ImGui::BeginTabItem(view_choices.labels[v], nullptr, flags)) continue;

@@ -19,7 +19,7 @@ namespace headscope {
 
 class MainView {
 public:
-    // Throws Error for options that do not suit the model (--layer, --head).
+    // `args` suit the loaded model (check_layer_and_head).
     MainView(const Args& args, const Settings& start, LoadedModel loaded, float content_scale,
              std::function<void()> wake);
 

@@ -40,7 +40,8 @@ void Session::install(LoadedModel loaded) {
     message.clear();
     probes_.reset();
     submit();
-    probe_worker_.submit([model = open_->model](std::stop_token) { return probe_validation(*model, 8); });
+    probe_worker_.submit(
+        [model = open_->model](std::stop_token stop) { return probe_validation(*model, 8, std::move(stop)); });
 }
 
 void Session::submit() {

@@ -59,7 +59,7 @@ std::string head_label(const Session& session, int layer, int head) {
     const ProbeReport* probes = session.probes();
     // Scores describe the model's own heads; a re-split makes different ones.
     if (!probes || session.heads_shown() != probes->n_head) return label;
-    const HeadScores& s = probes->heads[static_cast<size_t>(layer) * probes->n_head + head];
+    const HeadScores& s = probes->head(layer, head);
     char scores[96];
     std::snprintf(scores, sizeof scores, "  prev %.2f  ind %.2f", s.previous_token, s.induction);
     return std::string(label) + scores;
@@ -128,7 +128,7 @@ bool MapWidget::draw(const Session& session, Ui& ui, const char* view, int layer
         draw_key_ = draw_key;
     }
     const ImVec2 origin = ImGui::GetCursorScreenPos();
-    ImGui::Image(reinterpret_cast<ImTextureID>(static_cast<intptr_t>(texture_.color())), ImVec2(size, size));
+    image(texture_, ImVec2(size, size));
     const bool clicked = ImGui::IsItemClicked();
 
     // Cells in screen pixels: the region spans size pixels.

@@ -89,6 +89,11 @@ private:
     HeatmapTexture texture_;
 };
 
+// `texture`'s colours as an ImGui image of `size` screen pixels.
+inline void image(const HeatmapTexture& texture, ImVec2 size) {
+    ImGui::Image(reinterpret_cast<ImTextureID>(static_cast<intptr_t>(texture.color())), size);
+}
+
 // A token's bytes as drawn: line breaks and tabs made visible.
 std::string visible_token(const Tokenizer& tokenizer, int32_t id);
 // Token t of text b, quoted, or "<pad>" past its end; without b, of the selected text.

@@ -71,6 +71,7 @@ GLFWwindow* create_window(const Settings& start, bool headless, WindowEvents& ev
 
 int run(const Args& args, const Settings& start, bool use_settings, bool model_given) {
     LoadedModel loaded = load_start_model(start, model_given, args.backend);
+    check_layer_and_head(args, start, loaded.model->config);
     Headless headless(args);
     WindowEvents events;
     GLFWwindow* window = create_window(start, headless.on(), events);

@@ -170,3 +170,24 @@ TEST(WorkerStop, ANewerJobStopsTheRunningOneAndErrorsAreMessages) {
     ASSERT_TRUE(refused.has_value());
     EXPECT_EQ(refused->error, "refused");
 }
+
+// An outcome not taken before a newer request is dropped: take() never hands
+// back an answer to anything but the newest request (after a model swap,
+// the old model's maps).
+TEST(WorkerStop, AnUntakenOutcomeGoesWithANewerRequest) {
+    Worker<int> worker;
+    worker.submit([](std::stop_token) { return 1; });
+    for (int i = 0; i < 2000 && worker.busy(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::atomic<bool> release = false;
+    const uint64_t second = worker.submit([&](std::stop_token) {
+        while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        return 2;
+    });
+    EXPECT_FALSE(worker.take().has_value());  // not 1: that answered an older request
+    release = true;
+    for (int i = 0; i < 2000 && worker.busy(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const std::optional<Worker<int>::Outcome> got = worker.take();
+    ASSERT_TRUE(got.has_value());
+    EXPECT_EQ(got->generation, second);
+    EXPECT_EQ(got->result, 2);
+}

@@ -31,7 +31,7 @@ double row_entropy(const float* row, int n) {
 }
 
 ProbeReport probe_heads(Backend& backend, const Model& model, const std::vector<std::vector<int32_t>>& texts,
-                        int induction_runs, uint64_t seed) {
+                        int induction_runs, uint64_t seed, std::stop_token stop) {
     const int L = model.config.n_layer, NH = model.config.n_head;
     ProbeReport report;
     report.n_layer = L;
@@ -39,10 +39,14 @@ ProbeReport probe_heads(Backend& backend, const Model& model, const std::vector<
     report.heads.assign(static_cast<size_t>(L) * NH, {});
     AttentionResult result;
     const AttentionOptions options;  // causal, the model's heads, sqrt(d_head), all layers
+    auto forward = [&](const std::vector<int32_t>& ids) {
+        if (stop.stop_requested()) throw Error("head probes stopped");
+        backend.forward(Batch{{ids}, model.config.eos_token_id}, options, result);
+    };
 
     // One text at a time: padding would only add masked rows.
     for (const std::vector<int32_t>& ids : texts) {
-        backend.forward(Batch{{ids}, model.config.eos_token_id}, options, result);
+        forward(ids);
         const int T = result.T;
         for (int l = 0; l < L; ++l)
             for (int h = 0; h < NH; ++h) {
@@ -77,7 +81,7 @@ ProbeReport probe_heads(Backend& backend, const Model& model, const std::vector<
             while (id == model.config.eos_token_id);
             ids[k] = ids[R + k] = id;
         }
-        backend.forward(Batch{{ids}, model.config.eos_token_id}, options, result);
+        forward(ids);
         for (int l = 0; l < L; ++l)
             for (int h = 0; h < NH; ++h) {
                 const float* w = result.map(l, 0, h);
@@ -89,10 +93,10 @@ ProbeReport probe_heads(Backend& backend, const Model& model, const std::vector<
     return report;
 }
 
-ProbeReport probe_validation(const Model& model, size_t max_windows) {
+ProbeReport probe_validation(const Model& model, size_t max_windows, std::stop_token stop) {
     const std::unique_ptr<Backend> backend = make_cpu_backend();
     backend->load_weights(model);
-    return probe_heads(*backend, model, validation_windows(model, max_windows));
+    return probe_heads(*backend, model, validation_windows(model, max_windows), 8, 42, stop);
 }
 
 }  // namespace headscope

@@ -9,6 +9,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -95,6 +96,9 @@ std::map<std::string, TensorView> parse_header(const std::string& file, const st
             throw Error(where + "shape " + describe_json(*shape_it) + " is not a list of non-negative integers");
         uint64_t bytes = dtype_size(*dtype);
         for (uint64_t dim : *shape) {
+            // Shapes are int64 in the engine; a zero elsewhere would keep the byte count from overflowing.
+            if (dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+                throw Error(where + "shape " + shape_string(*shape, Notation::json) + " has a dimension past 2^63 - 1");
             if (__builtin_mul_overflow(bytes, dim, &bytes))
                 throw Error(where + "shape " + shape_string(*shape, Notation::json) + " overflows 64-bit byte size");
         }

@@ -351,4 +351,17 @@ std::string Tokenizer::token_bytes(int32_t id) const {
     return id_to_bytes_[static_cast<size_t>(id)];
 }
 
+std::vector<std::vector<int32_t>> Tokenizer::encode_texts(const std::vector<std::string>& texts) const {
+    std::vector<std::vector<int32_t>> ids;
+    for (size_t i = 0; i < texts.size(); ++i) {
+        if (texts[i].empty()) throw Error("text " + std::to_string(i + 1) + " is empty");
+        try {
+            ids.push_back(encode(texts[i]));
+        } catch (const Error& e) {
+            throw Error("text " + std::to_string(i + 1) + ": " + e.what());
+        }
+    }
+    return ids;
+}
+
 }  // namespace headscope

@@ -3,6 +3,7 @@
 // README; the window labels heads with them.
 #pragma once
 #include <cstdint>
+#include <stop_token>
 #include <vector>
 
 #include "headscope/backend.h"
@@ -21,6 +22,8 @@ struct ProbeReport {
     int n_layer = 0, n_head = 0;
     std::vector<HeadScores> heads;  // (L, NH)
     size_t rows = 0;                // text query rows averaged over (each row i >= 1)
+
+    const HeadScores& head(int layer, int h) const { return heads[static_cast<size_t>(layer) * n_head + h]; }
 };
 
 // The entropy in nats of one attention row of n weights (zeros add nothing).
@@ -35,11 +38,12 @@ double row_entropy(const float* row, int n);
 // tokens, at most `max_windows` of them. Throws Error when there is none.
 std::vector<std::vector<int32_t>> validation_windows(const Model& model, size_t max_windows = 32);
 
+// A stop asked for through `stop` (a worker's newer request) ends it with Error before its next forward.
 ProbeReport probe_heads(Backend& backend, const Model& model, const std::vector<std::vector<int32_t>>& texts,
-                        int induction_runs = 8, uint64_t seed = 42);
+                        int induction_runs = 8, uint64_t seed = 42, std::stop_token stop = {});
 
 // probe_heads on validation_windows(model, max_windows), with a CPU backend
 // of its own (so a caller's busy backend is left alone).
-ProbeReport probe_validation(const Model& model, size_t max_windows);
+ProbeReport probe_validation(const Model& model, size_t max_windows, std::stop_token stop = {});
 
 }  // namespace headscope

@@ -28,6 +28,8 @@ public:
 
     // Token ids of UTF-8 text; throws Error on invalid UTF-8.
     std::vector<int32_t> encode(std::string_view text) const;
+    // Each text's ids; throws Error naming the text ("text 2 is empty", "text 1: invalid UTF-8 ...").
+    std::vector<std::vector<int32_t>> encode_texts(const std::vector<std::string>& texts) const;
     // The raw bytes a token stands for (may be a partial UTF-8 sequence).
     std::string token_bytes(int32_t id) const;
     int32_t vocab_size() const { return static_cast<int32_t>(id_to_bytes_.size()); }

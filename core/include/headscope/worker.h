@@ -54,6 +54,7 @@ public:
             pending_ = std::move(job);
             generation = ++submitted_;
             running_stop_.request_stop();
+            finished_.reset();  // an older request's outcome, not yet taken
         }
         wake_.notify_one();
         return generation;
