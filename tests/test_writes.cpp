@@ -18,8 +18,11 @@
 
 #include "headscope/error.h"
 #include "headscope/files.h"
+#include "headscope/safetensors.h"
 #include "model_writer.h"
 #include "process.h"
+#include "screenshot.h"
+#include "settings.h"
 
 using namespace headscope;
 namespace fs = std::filesystem;
@@ -37,7 +40,17 @@ const char* reason_of(Obstacle obstacle) {
     return obstacle == Obstacle::read_only ? "Permission denied" : "File too large";
 }
 
-// Called in a child process of this one, before it writes.
+// A program run under `obstacle`: the command that runs it (with its own
+// arguments after). Root may write anywhere by CAP_DAC_OVERRIDE, dropped here.
+std::vector<std::string> under(Obstacle obstacle) {
+    if (obstacle == Obstacle::read_only && geteuid() == 0) return {"setpriv", "--bounding-set=-dac_override", "--"};
+    // SIGXFSZ ignored, so that the write fails rather than the program being killed.
+    if (obstacle == Obstacle::full_disk)
+        return {"sh", "-c", "trap '' XFSZ && exec prlimit --fsize=512 -- \"$@\"", "sh"};
+    return {};
+}
+
+// What `under` does, for a child process of this one.
 void meet(Obstacle obstacle) {
     if (obstacle == Obstacle::read_only) {
         __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
@@ -149,6 +162,13 @@ void check_writer(const std::string& program, const std::string& name,
     expect_no_temporary_files(dir.path);
 }
 
+test::ProcessRun run_cli(const std::vector<std::string>& args, Obstacle obstacle, const fs::path& scratch) {
+    std::vector<std::string> command = under(obstacle);
+    command.push_back(HEADSCOPE_CLI);
+    command.insert(command.end(), args.begin(), args.end());
+    return test::run_program(command, scratch);
+}
+
 void write_data(const fs::path& target) {
     write_file_atomically(target, "the data", [](std::ostream& out) { out << std::string(4096, 'x'); });
 }
@@ -197,6 +217,108 @@ TEST(WriteFileAtomically, DevicesAreWrittenInPlace) {
                         "No space left on device");
     EXPECT_EQ(call(Obstacle::none, [] { write_data("/dev/null"); }).status, 0);
     EXPECT_TRUE(fs::is_character_file("/dev/null"));
+}
+
+TEST(Writers, Settings) {
+    Settings settings;
+    settings.texts = {std::string(600, 'a')};  // more than the full disk takes
+    check_writer("", "settings.json", [&](const fs::path& target, Obstacle obstacle) {
+        return call(obstacle, [&] { write_settings(target, settings); });
+    });
+}
+
+TEST(Writers, Safetensors) {
+    const std::vector<float> weights(256, 0.5f);
+    check_writer("", "model.safetensors", [&](const fs::path& target, Obstacle obstacle) {
+        return call(obstacle, [&] { write_safetensors(target, {{"w", {16, 16}, weights}}); });
+    });
+}
+
+TEST(Writers, CliJson) {
+    test::TempDir scratch;
+    check_writer("headscope-cli", "attention.json", [&](const fs::path& target, Obstacle obstacle) {
+        return run_cli({"attention", "--text", "The cat sat on the mat", "--out", target.string()}, obstacle,
+                       scratch.path);
+    });
+    expect_cannot_write(run_cli({"info", "--out", "/dev/full"}, Obstacle::none, scratch.path), "headscope-cli",
+                        "/dev/full", "No space left on device");
+}
+
+TEST(Writers, CliNpy) {
+    test::TempDir scratch;
+    check_writer("headscope-cli", "attention.npy", [&](const fs::path& target, Obstacle obstacle) {
+        return run_cli({"attention", "--text", "The cat sat on the mat", "--format", "npy", "--out", target.string()},
+                       obstacle, scratch.path);
+    });
+}
+
+TEST(Writers, WindowScreenshot) {
+    test::TempDir scratch;
+    check_writer("headscope", "shot.png", [&](const fs::path& target, Obstacle obstacle) {
+        return test::run_window({"--screenshot", target.string()}, scratch.path, under(obstacle));
+    });
+}
+
+// The window's exports and layout, written after its screenshot: each
+// target in turn a directory, then their directory read-only.
+TEST(Writers, WindowExportsAndLayout) {
+    test::TempDir dir;
+    const fs::path out = dir.path / "out", taken = dir.path / "taken";
+    const std::vector<std::string> names = {"attention.json", "attention.npy", "layout.json"};
+    auto window = [&](const std::vector<fs::path>& targets, Obstacle obstacle) {
+        return test::run_window({"--screenshot", (dir.path / "shot.png").string(), "--export-json", targets[0].string(),
+                                 "--export-npy", targets[1].string(), "--layout", targets[2].string()},
+                                dir.path, under(obstacle));
+    };
+    std::vector<fs::path> targets;
+    for (const std::string& name : names) targets.push_back(out / name);
+    fs::create_directories(out);
+    const test::ProcessRun good = window(targets, Obstacle::none);
+    ASSERT_EQ(good.status, 0) << good.err;
+    const std::map<std::string, std::string> previous = contents_of(out, names);
+    EXPECT_EQ(previous.at("attention.npy").substr(1, 5), "NUMPY");
+
+    make_read_only(out, true);
+    const test::ProcessRun read_only = window(targets, Obstacle::read_only);
+    make_read_only(out, false);
+    expect_cannot_write(read_only, "headscope", targets[0], "Permission denied");
+    expect_unchanged(out, previous);
+
+    for (size_t i = 0; i < names.size(); ++i) {
+        std::vector<fs::path> with_directory = targets;
+        with_directory[i] = taken / names[i];
+        fs::create_directories(with_directory[i]);
+        expect_cannot_write(window(with_directory, Obstacle::none), "headscope", with_directory[i], "Is a directory");
+    }
+    expect_no_temporary_files(dir.path);
+}
+
+// With --settings on the window saves settings.json and imgui.ini as it
+// closes; when it cannot, a warning line for each, the previous files intact.
+TEST(Writers, WindowSettings) {
+    test::TempDir dir;
+    test::ScopedEnv xdg("XDG_CONFIG_HOME", dir.path.string());
+    const fs::path config = dir.path / "headscope";
+    auto window = [&](Obstacle obstacle) {
+        return test::run_window({"--settings", "on", "--screenshot", (dir.path / "shot.png").string()}, dir.path,
+                                under(obstacle));
+    };
+    const test::ProcessRun good = window(Obstacle::none);
+    ASSERT_EQ(good.status, 0) << good.err;
+    const std::map<std::string, std::string> previous = contents_of(config, {"settings.json", "imgui.ini"});
+    EXPECT_NE(previous.at("imgui.ini").find("[Window]"), std::string::npos);
+
+    make_read_only(config, true);
+    const test::ProcessRun read_only = window(Obstacle::read_only);
+    make_read_only(config, false);
+    EXPECT_EQ(read_only.status, 0);
+    EXPECT_EQ(read_only.err, "headscope: warning: " + (config / "settings.json").string() +
+                                 ": cannot write the settings: Permission denied\n"
+                                 "headscope: warning: " +
+                                 (config / "imgui.ini").string() +
+                                 ": cannot write the window layout: Permission denied\n");
+    expect_unchanged(config, previous);
+    expect_no_temporary_files(dir.path);
 }
 
 }  // namespace
