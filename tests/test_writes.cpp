@@ -16,8 +16,10 @@
 #include <map>
 #include <ostream>
 
+#include "bpe_trainer.h"
 #include "headscope/error.h"
 #include "headscope/files.h"
+#include "headscope/model.h"
 #include "headscope/safetensors.h"
 #include "model_writer.h"
 #include "process.h"
@@ -234,6 +236,13 @@ TEST(Writers, Safetensors) {
     });
 }
 
+TEST(Writers, Tokenizer) {
+    const BpeVocab vocab = train_bpe({}, 256);
+    check_writer("", "vocab.json", [&](const fs::path& target, Obstacle obstacle) {
+        return call(obstacle, [&] { write_gpt2_tokenizer(vocab, target.parent_path()); });
+    });
+}
+
 TEST(Writers, CliJson) {
     test::TempDir scratch;
     check_writer("headscope-cli", "attention.json", [&](const fs::path& target, Obstacle obstacle) {
@@ -318,6 +327,80 @@ TEST(Writers, WindowSettings) {
                                  (config / "imgui.ini").string() +
                                  ": cannot write the window layout: Permission denied\n");
     expect_unchanged(config, previous);
+    expect_no_temporary_files(dir.path);
+}
+
+// headscope-train's model directory: a good one that loads; then a target a
+// directory, the directory read-only (the loss log, written first, fails)
+// and a full disk (the first weights written, the probe checkpoint's, fail),
+// the previous model intact. The loss log is the latest run's, from its start.
+TEST(Writers, TrainersModelAndRecord) {
+    test::TempDir dir;
+    fs::create_directories(dir.path / "tokenizer");
+    write_gpt2_tokenizer(train_bpe({}, 256), dir.path / "tokenizer");  // the 256 bytes and <|endoftext|>
+    fs::create_directories(dir.path / "corpus");
+    std::string corpus;
+    for (int i = 0; i < 20; ++i) corpus += "The cat sat on the mat number " + std::to_string(i) + ".\n<|endoftext|>\n";
+    for (const char* name : {"train.txt", "val.txt"})
+        write_file_atomically(dir.path / "corpus" / name, "the corpus", [&](std::ostream& out) { out << corpus; });
+    auto train = [&](const fs::path& out, Obstacle obstacle) {
+        std::vector<std::string> command = under(obstacle);
+        command.insert(command.end(), {HEADSCOPE_TRAIN,
+                                       "--corpus",
+                                       (dir.path / "corpus").string(),
+                                       "--tokenizer",
+                                       (dir.path / "tokenizer").string(),
+                                       "--out",
+                                       out.string(),
+                                       "--layers",
+                                       "1",
+                                       "--heads",
+                                       "1",
+                                       "--embd",
+                                       "8",
+                                       "--context",
+                                       "8",
+                                       "--batch",
+                                       "1",
+                                       "--steps",
+                                       "2",
+                                       "--warmup",
+                                       "1",
+                                       "--eval-every",
+                                       "2",
+                                       "--short-context",
+                                       "8",
+                                       "--short-context-steps",
+                                       "0"});
+        return test::run_program(command, dir.path);
+    };
+    const fs::path model = dir.path / "model";
+    const test::ProcessRun good = train(model, Obstacle::none);
+    ASSERT_EQ(good.status, 0) << good.err;
+    EXPECT_EQ(load_model(model.string()).config.n_layer, 1);
+    const std::vector<std::string> files = {"config.json",       "loss_log.csv",   "merges.txt",
+                                            "model.safetensors", "validation.txt", "vocab.json"};
+    std::vector<std::string> written;
+    for (const fs::directory_entry& entry : fs::directory_iterator(model))
+        written.push_back(entry.path().filename().string());
+    std::sort(written.begin(), written.end());
+    EXPECT_EQ(written, files);
+    std::map<std::string, std::string> previous = contents_of(model, files);
+
+    const fs::path taken = dir.path / "taken";
+    fs::create_directories(taken / "config.json");
+    expect_cannot_write(train(taken, Obstacle::none), "headscope-train", taken / "config.json", "Is a directory");
+
+    make_read_only(model, true);
+    const test::ProcessRun read_only = train(model, Obstacle::read_only);
+    make_read_only(model, false);
+    expect_cannot_write(read_only, "headscope-train", model / "loss_log.csv", "Permission denied");
+    expect_unchanged(model, previous);
+
+    expect_cannot_write(train(model, Obstacle::full_disk), "headscope-train",
+                        model / "probe-checkpoint" / "model.safetensors", "File too large");
+    previous.erase("loss_log.csv");
+    expect_unchanged(model, previous);
     expect_no_temporary_files(dir.path);
 }
 
