@@ -6,9 +6,8 @@
 #include <charconv>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
-#include <memory>
+#include <functional>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -18,6 +17,7 @@
 #include "headscope/checks.h"
 #include "headscope/dance.h"
 #include "headscope/error.h"
+#include "headscope/files.h"
 #include "headscope/forward.h"
 #include "headscope/model.h"
 #include "headscope/probes.h"
@@ -54,26 +54,12 @@ std::vector<int> parse_layers(const std::string& word) {
     return layers;
 }
 
-// Writes to stdout, or to `path` when one is given.
-class Output {
-public:
-    explicit Output(const std::string& path) : file_(path.empty() ? stdout : fopen(path.c_str(), "wb")), path_(path) {
-        if (!file_) throw Error(path + ": cannot open for writing");
-    }
-    ~Output() {
-        if (file_ != stdout) fclose(file_);
-    }
-    void write(std::string_view text) { fwrite(text.data(), 1, text.size(), file_); }
-    void write(char c) { fputc(c, file_); }
-    FILE* file() const { return file_; }
-    void finish() {
-        if (fflush(file_) != 0 || ferror(file_)) throw Error((path_.empty() ? "stdout" : path_) + ": write failed");
-    }
-
-private:
-    FILE* file_;
-    std::string path_;
-};
+// Writes to stdout, or, given a path, to that file whole or not at all.
+void write_output(const std::string& path, const std::function<void(std::ostream&)>& write) {
+    if (!path.empty()) return write_file_atomically(path, "the output", write);
+    write(std::cout);
+    if (!std::cout.flush()) throw Error("stdout: write failed");
+}
 
 struct Options {
     std::string model = builtin_model;
@@ -112,19 +98,14 @@ void run_info(const Options& opt) {
                  {"path", model.path.string()},
                  {"tensors", tensors}};
     if (!c.training.is_null()) info["training"] = c.training;
-    Output out(opt.out);
-    out.write(dump_json(info));
-    out.write('\n');
-    out.finish();
+    write_output(opt.out, [&](std::ostream& out) { out << dump_json(info) << '\n'; });
 }
 
 void run_tokenize(const Options& opt) {
     const Model model = load_model(opt.model);
     const std::vector<int32_t> ids = model.tokenizer.encode_texts(opt.texts).front();
-    Output out(opt.out);
-    out.write(dump_json(Json{{"token_ids", ids}, {"tokens", token_texts(model.tokenizer, ids)}}));
-    out.write('\n');
-    out.finish();
+    const Json tokens = {{"token_ids", ids}, {"tokens", token_texts(model.tokenizer, ids)}};
+    write_output(opt.out, [&](std::ostream& out) { out << dump_json(tokens) << '\n'; });
 }
 
 AttentionOptions attention_options(const Options& opt) {
@@ -160,15 +141,14 @@ void run_attention(const Options& opt) {
 
     const Json metadata = attention_metadata(model, backend->name(), pick.reason, opt.texts, batch.token_ids, result,
                                              {load_ms, tokenize_ms, forward_ms});
-    if (opt.format == "npy") write_attention_npy(opt.out, result);
-    Output out(opt.format == "json" ? opt.out : std::string());
-    if (opt.format == "json") {
-        write_attention_json(out.file(), metadata, result);
-    } else {
-        out.write(dump_json(metadata));
-        out.write('\n');
-    }
-    out.finish();
+    if (opt.format == "npy") write_output(opt.out, [&](std::ostream& out) { write_attention_npy(out, result); });
+    // The JSON, or with npy and none the metadata on stdout.
+    write_output(opt.format == "json" ? opt.out : std::string(), [&](std::ostream& out) {
+        if (opt.format == "json")
+            write_attention_json(out, metadata, result);
+        else
+            out << dump_json(metadata) << '\n';
+    });
 }
 
 // Token windows to score heads on: --text, else core's validation windows.
@@ -212,9 +192,7 @@ void run_heads(const Options& opt) {
             text += (l || h ? ",\n " : "\n ") + dump_json(head);
         }
     text += "\n]}\n";
-    Output out(opt.out);
-    out.write(text);
-    out.finish();
+    write_output(opt.out, [&](std::ostream& out) { out << text; });
 }
 
 Json layout_json(const StridedLayout& layout) {
@@ -265,10 +243,7 @@ void run_dance(const Options& opt) {
                            {"naive_view_max_diff", max_diff},
                            {"buffers", buffers},
                            {"steps", steps}};
-    Output out(opt.out);
-    out.write(dump_json(out_json));
-    out.write('\n');
-    out.finish();
+    write_output(opt.out, [&](std::ostream& out) { out << dump_json(out_json) << '\n'; });
 }
 
 }  // namespace

@@ -2,8 +2,8 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <nlohmann/json.hpp>
+#include <ostream>
 
 #include "headscope/error.h"
 #include "headscope/files.h"
@@ -61,9 +61,8 @@ void write_settings(const fs::path& file, const Settings& s) {
                        {"window", {s.window_width, s.window_height}}};
     std::error_code ec;
     fs::create_directories(file.parent_path(), ec);
-    std::ofstream out(file, std::ios::binary);
-    out << json.dump(2, ' ', false, Json::error_handler_t::replace) << '\n';
-    if (!out) throw Error(file.string() + ": cannot write the settings");
+    const std::string text = json.dump(2, ' ', false, Json::error_handler_t::replace) + '\n';
+    write_file_atomically(file, "the settings", [&](std::ostream& out) { out << text; });
 }
 
 }  // namespace headscope

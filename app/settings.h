@@ -28,7 +28,8 @@ std::filesystem::path config_dir();
 // warning on stderr, when it is not valid settings.
 Settings read_settings(const std::filesystem::path& file);
 
-// Creates the directory if needed. Throws Error naming the file.
+// Creates the directory if needed; writes the file whole or not at all
+// (write_file_atomically). Throws Error naming the file.
 void write_settings(const std::filesystem::path& file, const Settings& settings);
 
 Colormap parse_colormap(const std::string& word);  // throws Error naming the word

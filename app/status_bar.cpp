@@ -5,11 +5,13 @@
 #include <stb/stb_image_write.h>
 
 #include <ctime>
+#include <ostream>
 #include <vector>
 
 #include "gl.h"
 #include "headscope/attention_export.h"
 #include "headscope/error.h"
+#include "headscope/files.h"
 
 namespace headscope {
 
@@ -29,23 +31,32 @@ std::string export_stem() {
 
 void export_json(const Session& s, const fs::path& path) {
     const AttentionTimings timings{s.model_load_ms(), s.shown.tokenize_ms, s.shown.compute_ms - s.shown.tokenize_ms};
-    write_attention_json(path,
-                         attention_metadata(s.model(), s.backend().name(), s.backend_reason(), s.shown_texts,
-                                            s.shown.token_ids, s.shown.attention, timings),
-                         s.shown.attention);
+    const nlohmann::ordered_json metadata =
+        attention_metadata(s.model(), s.backend().name(), s.backend_reason(), s.shown_texts, s.shown.token_ids,
+                           s.shown.attention, timings);
+    write_file_atomically(path, "the attention",
+                          [&](std::ostream& out) { write_attention_json(out, metadata, s.shown.attention); });
 }
 
-void export_npy(const Session& session, const fs::path& path) { write_attention_npy(path, session.shown.attention); }
+void export_npy(const Session& session, const fs::path& path) {
+    write_file_atomically(path, "the attention",
+                          [&](std::ostream& out) { write_attention_npy(out, session.shown.attention); });
+}
 
 void write_screenshot(const fs::path& path, int width, int height) {
     std::vector<unsigned char> pixels(static_cast<size_t>(width) * height * 4);
     glPixelStorei(GL_PACK_ALIGNMENT, 1);
     glReadBuffer(GL_BACK);
     glReadPixels(0, 0, width, height, GL_RGBA, GL_UNSIGNED_BYTE, pixels.data());
-    // GL's row 0 is the bottom; PNG's is the top.
-    if (!stbi_write_png(path.c_str(), width, height, 4, pixels.data() + static_cast<size_t>(width) * 4 * (height - 1),
-                        -width * 4))
-        throw Error(path.string() + ": cannot write the screenshot");
+    write_file_atomically(path, "the screenshot", [&](std::ostream& out) {
+        // GL's row 0 is the bottom; PNG's is the top.
+        const int encoded = stbi_write_png_to_func(
+            [](void* stream, void* bytes, int size) {
+                static_cast<std::ostream*>(stream)->write(static_cast<char*>(bytes), size);
+            },
+            &out, width, height, 4, pixels.data() + static_cast<size_t>(width) * 4 * (height - 1), -width * 4);
+        if (!encoded) throw Error(path.string() + ": cannot encode the screenshot as PNG");
+    });
 }
 
 void StatusBar::draw(const Session& s, Ui& ui) {

@@ -11,10 +11,11 @@
 namespace headscope {
 
 // The shown attention as the CLI's JSON or .npy for the same model, texts
-// and options (one writer: core's attention_export.h). Throw Error naming the file.
+// and options (one writer: core's attention_export.h). Each file is written
+// whole or not at all (write_file_atomically); these throw Error naming it.
 void export_json(const Session& session, const std::filesystem::path& path);
 void export_npy(const Session& session, const std::filesystem::path& path);
-// The framebuffer's back buffer as drawn, as PNG. Throws Error naming the file.
+// The framebuffer's back buffer as drawn, as PNG.
 void write_screenshot(const std::filesystem::path& path, int width, int height);
 
 class StatusBar {

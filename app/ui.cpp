@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
+#include <ostream>
 
 #include "headscope/attention_export.h"
-#include "headscope/error.h"
+#include "headscope/files.h"
 #include "headscope/heatmap.h"
 #include "headscope/probes.h"
 
@@ -46,11 +46,11 @@ void LayoutRecorder::grid(nlohmann::ordered_json fields, const GridLayout& grid)
 }
 
 void LayoutRecorder::write(const std::filesystem::path& path) const {
-    std::ofstream out(path);
-    out << "[";
-    for (size_t n = 0; n < entries_.size(); ++n) out << (n ? ",\n" : "\n") << dump_json(entries_[n]);
-    out << "\n]\n";
-    if (!out) throw Error(path.string() + ": cannot write the layout");
+    write_file_atomically(path, "the layout", [&](std::ostream& out) {
+        out << "[";
+        for (size_t n = 0; n < entries_.size(); ++n) out << (n ? ",\n" : "\n") << dump_json(entries_[n]);
+        out << "\n]\n";
+    });
 }
 
 std::string head_label(const Session& session, int layer, int head) {

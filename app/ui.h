@@ -42,6 +42,7 @@ public:
     // A rectangle drawn without an item (a label on the draw list).
     void rect(nlohmann::ordered_json fields, ImVec2 min, ImVec2 size);
     void grid(nlohmann::ordered_json fields, const GridLayout& grid);
+    // The entries as a JSON array, one per line, written whole or not at all.
     void write(const std::filesystem::path& path) const;
 
 private:

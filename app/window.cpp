@@ -12,11 +12,14 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <optional>
+#include <ostream>
 
 #include "command_line.h"
 #include "headless.h"
 #include "headscope/error.h"
+#include "headscope/files.h"
 #include "main_view.h"
 
 using namespace headscope;
@@ -39,6 +42,26 @@ void load_fonts_and_style(float scale) {
     ImGui::GetStyle() = ImGuiStyle();
     ImGui::StyleColorsDark();
     ImGui::GetStyle().ScaleAllSizes(scale);
+}
+
+// What the window remembers is saved or, failing that, warned about: the
+// session goes on.
+void save_or_warn(const std::function<void()>& save) {
+    try {
+        save();
+    } catch (const Error& e) {
+        std::fprintf(stderr, "headscope: warning: %s\n", e.what());
+    }
+}
+
+// ImGui's window positions, imgui.ini beside the settings: written here
+// rather than by ImGui, so that it too is whole or not at all.
+void save_imgui_ini(const std::filesystem::path& path) {
+    ImGui::GetIO().WantSaveIniSettings = false;
+    size_t size = 0;
+    const char* text = ImGui::SaveIniSettingsToMemory(&size);
+    write_file_atomically(path, "the window layout",
+                          [&](std::ostream& out) { out.write(text, static_cast<std::streamsize>(size)); });
 }
 
 GLFWwindow* create_window(const Settings& start, bool headless, WindowEvents& events) {
@@ -80,12 +103,13 @@ int run(const Args& args, const Settings& start, bool use_settings, bool model_g
 
     IMGUI_CHECKVERSION();
     ImGui::CreateContext();
-    const std::string ini_path = (config_dir() / "imgui.ini").string();
+    const std::filesystem::path ini_path = config_dir() / "imgui.ini";
+    ImGui::GetIO().IniFilename = nullptr;  // save_imgui_ini writes it
     if (use_settings) {
         std::error_code ec;
         std::filesystem::create_directories(config_dir(), ec);
+        ImGui::LoadIniSettingsFromDisk(ini_path.c_str());
     }
-    ImGui::GetIO().IniFilename = use_settings ? ini_path.c_str() : nullptr;
     load_fonts_and_style(scale);
     ImGui_ImplGlfw_InitForOpenGL(window, true);
     ImGui_ImplOpenGL3_Init("#version 330 core");
@@ -122,6 +146,7 @@ int run(const Args& args, const Settings& start, bool use_settings, bool model_g
             view.status_bar().save_png_if_asked(width, height);
             if (headless.frame_rendered(view, width, height)) break;
             glfwSwapBuffers(window);
+            if (use_settings && ImGui::GetIO().WantSaveIniSettings) save_or_warn([&] { save_imgui_ini(ini_path); });
         }
         // Closed at once, though the model's background work (its head scores)
         // may keep the process a few seconds more.
@@ -130,11 +155,9 @@ int run(const Args& args, const Settings& start, bool use_settings, bool model_g
         if (use_settings) {
             int window_width, window_height;
             glfwGetWindowSize(window, &window_width, &window_height);
-            try {
-                write_settings(config_dir() / "settings.json", view.settings(window_width, window_height));
-            } catch (const Error& e) {
-                std::fprintf(stderr, "headscope: warning: %s\n", e.what());
-            }
+            save_or_warn(
+                [&] { write_settings(config_dir() / "settings.json", view.settings(window_width, window_height)); });
+            save_or_warn([&] { save_imgui_ini(ini_path); });
         }
     }
     ImGui_ImplOpenGL3_Shutdown();

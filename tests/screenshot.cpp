@@ -34,8 +34,11 @@ std::array<double, 3> viridis(double t) {
             stops[i][2] + f * (stops[i + 1][2] - stops[i][2])};
 }
 
-ProcessRun run_window(const std::vector<std::string>& args, const std::filesystem::path& scratch) {
-    std::vector<std::string> command = {"xvfb-run", "-a", "-s", "-screen 0 1280x800x24", HEADSCOPE_WINDOW};
+ProcessRun run_window(const std::vector<std::string>& args, const std::filesystem::path& scratch,
+                      const std::vector<std::string>& under) {
+    std::vector<std::string> command = {"xvfb-run", "-a", "-s", "-screen 0 1280x800x24"};
+    command.insert(command.end(), under.begin(), under.end());
+    command.push_back(HEADSCOPE_WINDOW);
     command.insert(command.end(), args.begin(), args.end());
     return run_program(command, scratch);
 }

@@ -25,7 +25,9 @@ std::array<double, 3> viridis(double t);
 
 // Runs headscope under xvfb-run on a 1280x800 screen with these arguments
 // (which should include --screenshot), capturing its output as run_program does.
-ProcessRun run_window(const std::vector<std::string>& args, const std::filesystem::path& scratch);
+// `under`: a command that runs the window (and not the X server), e.g. prlimit.
+ProcessRun run_window(const std::vector<std::string>& args, const std::filesystem::path& scratch,
+                      const std::vector<std::string>& under = {});
 
 // The window's --layout file as a list of entries, each grid expanded into
 // one entry per cell, with the rectangle x, y, w, h: a map's or mask's cell

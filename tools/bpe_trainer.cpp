@@ -4,12 +4,12 @@
 // update to those words.
 #include "bpe_trainer.h"
 
-#include "headscope/error.h"
+#include "headscope/files.h"
 #include "headscope/tokenizer.h"
 
 #include <algorithm>
-#include <fstream>
 #include <nlohmann/json.hpp>
+#include <ostream>
 
 namespace headscope {
 
@@ -46,15 +46,6 @@ std::string unicode_of(std::string_view bytes) {
         }
     }
     return text;
-}
-
-void write_text(const std::filesystem::path& path, const std::string& text) {
-    std::ofstream out(path, std::ios::binary);
-    out << text;
-    out.close();
-    if (!out) {
-        throw Error(path.string() + ": cannot write");
-    }
 }
 
 }  // namespace
@@ -223,7 +214,7 @@ void write_gpt2_tokenizer(const BpeVocab& vocab, const std::filesystem::path& di
         json += nlohmann::json(unicode_of(vocab.tokens[id])).dump() + ":" + std::to_string(id) + ",";
     }
     json += nlohmann::json(std::string(end_of_text)).dump() + ":" + std::to_string(vocab.tokens.size()) + "}";
-    write_text(dir / "vocab.json", json);
+    write_file_atomically(dir / "vocab.json", "the vocabulary", [&](std::ostream& out) { out << json; });
 
     // GPT-2's encoder reads lines 1..n-1 of the split text: the trailing
     // newline is needed, or the last merge is lost.
@@ -231,7 +222,7 @@ void write_gpt2_tokenizer(const BpeVocab& vocab, const std::filesystem::path& di
     for (const BpeMerge& merge : vocab.merges) {
         merges += unicode_of(merge.left) + " " + unicode_of(merge.right) + "\n";
     }
-    write_text(dir / "merges.txt", merges);
+    write_file_atomically(dir / "merges.txt", "the merges", [&](std::ostream& out) { out << merges; });
 }
 
 }  // namespace headscope

@@ -46,8 +46,8 @@ BpeVocab train_bpe(const PieceCounts& pieces, size_t n_tokens,
                    const std::function<void(const BpeVocab&)>& progress = {});
 
 // Writes dir/vocab.json (token -> id, with `end_of_text` last) and
-// dir/merges.txt in GPT-2's byte-to-unicode form; throws Error naming the file
-// that cannot be written.
+// dir/merges.txt in GPT-2's byte-to-unicode form, each whole or not at all;
+// throws Error naming the file that cannot be written.
 void write_gpt2_tokenizer(const BpeVocab& vocab, const std::filesystem::path& dir);
 
 }  // namespace headscope

@@ -3,11 +3,11 @@
 #include "gpt2_trainer.h"
 
 #include <cmath>
-#include <fstream>
+#include <ostream>
 #include <random>
 
 #include "headscope/cpu_ops.h"
-#include "headscope/error.h"
+#include "headscope/files.h"
 #include "headscope/safetensors.h"
 #include "headscope/shape.h"
 
@@ -334,9 +334,8 @@ void save_gpt2(const Gpt2Trainer<float>& model, const std::filesystem::path& dir
                                            {"layer_norm_epsilon", layer_norm_eps},
                                            {"tie_word_embeddings", true},
                                            {"headscope_training", record}};
-    std::ofstream out(dir / "config.json");
-    out << config.dump(2) << '\n';
-    if (!out) throw Error((dir / "config.json").string() + ": cannot write");
+    const std::string text = config.dump(2) + '\n';
+    write_file_atomically(dir / "config.json", "the model's configuration", [&](std::ostream& out) { out << text; });
 }
 
 }  // namespace headscope::train

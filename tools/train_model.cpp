@@ -7,9 +7,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 
 #include "bpe_trainer.h"
 #include "gpt2_trainer.h"
@@ -129,14 +129,16 @@ void write_validation_sample(const fs::path& val_path, const fs::path& out_path)
         if (sample.size() >= 32 * 1024) break;
         sample.append(document).append("\n\n");
     }
-    std::ofstream(out_path, std::ios::binary) << sample;
+    write_file_atomically(out_path, "the validation sample", [&](std::ostream& out) { out << sample; });
 }
 
 void write_model(const Settings& s, const fs::path& out, const Gpt2Trainer<float>& model,
                  const nlohmann::ordered_json& record) {
     save_gpt2(model, out, record);
-    for (const char* f : {"vocab.json", "merges.txt"})
-        fs::copy_file(s.tokenizer_dir / f, out / f, fs::copy_options::overwrite_existing);
+    for (const char* f : {"vocab.json", "merges.txt"}) {
+        const std::string bytes = read_file(s.tokenizer_dir / f);
+        write_file_atomically(out / f, "the tokenizer", [&](std::ostream& file) { file << bytes; });
+    }
     write_validation_sample(s.corpus_dir / "val.txt", out / "validation.txt");
 }
 
@@ -180,8 +182,14 @@ void run_training(const Settings& s) {
     const int T = config.n_positions;
     Batches batches(train_tokens, s.batch, T, s.repeat_fraction, config.vocab_size, s.seed + 1);
     fs::create_directories(s.out);
-    std::ofstream log(s.out / "loss_log.csv");
+    // The loss log, rewritten whole after each evaluation; first with only its
+    // header, so that an output directory that cannot be written fails now.
+    std::ostringstream log;
     log << "step,train_loss,val_loss,best_previous_token,best_induction,learning_rate,tokens_per_s\n";
+    auto write_log = [&] {
+        write_file_atomically(s.out / "loss_log.csv", "the loss log", [&](std::ostream& out) { out << log.str(); });
+    };
+    write_log();
     AdamW adamw;
     const auto start = std::chrono::steady_clock::now();
     float train_loss = 0, val_loss = 0;
@@ -217,6 +225,7 @@ void run_training(const Settings& s) {
             std::fflush(stdout);
             log << step << ',' << smoothed << ',' << val_loss << ',' << heads.previous_token << ',' << heads.induction
                 << ',' << adamw.learning_rate << ',' << tokens_per_s << '\n';
+            write_log();
         }
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -275,6 +284,9 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "headscope-train: error: %s\n", e.what());
         return 2;
     } catch (const Error& e) {
+        std::fprintf(stderr, "headscope-train: error: %s\n", e.what());
+        return 2;
+    } catch (const fs::filesystem_error& e) {  // an output directory that cannot be made
         std::fprintf(stderr, "headscope-train: error: %s\n", e.what());
         return 2;
     }

@@ -2,10 +2,8 @@
 #include "headscope/attention_export.h"
 
 #include <charconv>
-#include <memory>
-#include <string_view>
+#include <ostream>
 
-#include "headscope/error.h"
 #include "headscope/npy.h"
 
 namespace headscope {
@@ -50,11 +48,10 @@ Json attention_metadata(const Model& model, const std::string& backend, const st
         {"timing_ms", {{"load", timings.load_ms}, {"tokenize", timings.tokenize_ms}, {"forward", timings.forward_ms}}}};
 }
 
-void write_attention_json(std::FILE* file, const Json& metadata, const AttentionResult& result) {
+void write_attention_json(std::ostream& out, const Json& metadata, const AttentionResult& result) {
     std::string text = dump_json(metadata);
     text.pop_back();  // the closing brace: the attention arrays go last
-    text += ",\"attention\":";
-    std::fwrite(text.data(), 1, text.size(), file);
+    out << text << ",\"attention\":";
 
     const size_t dims[5] = {result.layers.size(), static_cast<size_t>(result.B), static_cast<size_t>(result.NH),
                             static_cast<size_t>(result.T), static_cast<size_t>(result.T)};
@@ -66,33 +63,25 @@ void write_attention_json(std::FILE* file, const Json& metadata, const Attention
         for (int axis = 0; axis < 5; ++axis) {
             bool starts = true;
             for (int inner = axis; inner < 5; ++inner) starts = starts && index[inner] == 0;
-            if (starts) std::fputc('[', file);
+            if (starts) out.put('[');
         }
         const auto [end, ec] = std::to_chars(number, number + sizeof number, result.weights[n]);
-        std::fwrite(number, 1, end - number, file);
+        out.write(number, end - number);
         // Advance the index, closing a bracket per axis that ends.
         int axis = 4;
         while (axis >= 0 && ++index[axis] == dims[axis]) {
             index[axis] = 0;
-            std::fputc(']', file);
+            out.put(']');
             --axis;
         }
-        if (axis >= 0) std::fputc(',', file);
+        if (axis >= 0) out.put(',');
     }
-    if (total == 0) std::fputs("[]", file);
-    std::fputs("}\n", file);
+    if (total == 0) out << "[]";
+    out << "}\n";
 }
 
-void write_attention_json(const std::filesystem::path& path, const Json& metadata, const AttentionResult& result) {
-    std::unique_ptr<std::FILE, decltype(&std::fclose)> file(std::fopen(path.c_str(), "wb"), &std::fclose);
-    if (!file) throw Error(path.string() + ": cannot open for writing");
-    write_attention_json(file.get(), metadata, result);
-    const bool failed = std::ferror(file.get()) != 0;
-    if (std::fclose(file.release()) != 0 || failed) throw Error(path.string() + ": write failed");
-}
-
-void write_attention_npy(const std::filesystem::path& path, const AttentionResult& result) {
-    write_npy(path, result.weights,
+void write_attention_npy(std::ostream& out, const AttentionResult& result) {
+    write_npy(out, result.weights,
               {static_cast<int64_t>(result.layers.size()), result.B, result.NH, result.T, result.T});
 }
 

@@ -1,9 +1,9 @@
 // The safetensors writer (float32 only): what the trainer saves the built-in
 // model with. The layout is the one safetensors.h describes.
-#include <fstream>
 #include <nlohmann/json.hpp>
+#include <ostream>
 
-#include "headscope/error.h"
+#include "headscope/files.h"
 #include "headscope/safetensors.h"
 
 namespace headscope {
@@ -20,15 +20,14 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Safe
     text.append((8 - text.size() % 8) % 8, ' ');
     const uint64_t length = text.size();
 
-    std::ofstream out(path, std::ios::binary);
     unsigned char length_le[8];
     for (int i = 0; i < 8; ++i) length_le[i] = static_cast<unsigned char>(length >> (8 * i));
-    out.write(reinterpret_cast<const char*>(length_le), 8);
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    for (const SafetensorsEntry& t : tensors)
-        out.write(reinterpret_cast<const char*>(t.data.data()), static_cast<std::streamsize>(t.data.size_bytes()));
-    out.close();
-    if (!out) throw Error(path.string() + ": cannot write");
+    write_file_atomically(path, "the tensors", [&](std::ostream& out) {
+        out.write(reinterpret_cast<const char*>(length_le), 8);
+        out << text;
+        for (const SafetensorsEntry& t : tensors)
+            out.write(reinterpret_cast<const char*>(t.data.data()), static_cast<std::streamsize>(t.data.size_bytes()));
+    });
 }
 
 }  // namespace headscope

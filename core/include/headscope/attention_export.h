@@ -2,8 +2,7 @@
 // weights as nested arrays) and NumPy .npy. The CLI and the window's export
 // both write through these, so the same compute gives the same bytes.
 #pragma once
-#include <cstdio>
-#include <filesystem>
+#include <iosfwd>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -33,13 +32,11 @@ nlohmann::ordered_json attention_metadata(const Model& model, const std::string&
 
 // `metadata` with "attention" last: the (layers, B, NH, T, T) weights as
 // nested arrays, streamed (as json values they would take many times the
-// tensor's memory), and a newline. The caller checks `file` for errors.
-void write_attention_json(std::FILE* file, const nlohmann::ordered_json& metadata, const AttentionResult& result);
-// The same into the file at `path`; throws Error when it cannot be written.
-void write_attention_json(const std::filesystem::path& path, const nlohmann::ordered_json& metadata,
-                          const AttentionResult& result);
+// tensor's memory), and a newline. The caller checks `out` for errors
+// (write_file_atomically does).
+void write_attention_json(std::ostream& out, const nlohmann::ordered_json& metadata, const AttentionResult& result);
 
 // The weights as one float32 .npy of shape (layers, B, NH, T, T).
-void write_attention_npy(const std::filesystem::path& path, const AttentionResult& result);
+void write_attention_npy(std::ostream& out, const AttentionResult& result);
 
 }  // namespace headscope

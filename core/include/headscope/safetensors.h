@@ -57,7 +57,7 @@ struct SafetensorsEntry {
 };
 
 // Writes float32 tensors back to back after a header padded to a multiple of
-// 8 bytes; throws Error naming the file when it cannot be written.
+// 8 bytes, whole or not at all (write_file_atomically).
 void write_safetensors(const std::filesystem::path& path, const std::vector<SafetensorsEntry>& tensors);
 
 }  // namespace headscope
