@@ -337,7 +337,9 @@ TEST(Writers, WindowSettings) {
 TEST(Writers, TrainersModelAndRecord) {
     test::TempDir dir;
     fs::create_directories(dir.path / "tokenizer");
-    write_gpt2_tokenizer(train_bpe({}, 256), dir.path / "tokenizer");  // the 256 bytes and <|endoftext|>
+    PieceCounts pieces;
+    count_pieces("ab ab ab", pieces);
+    write_gpt2_tokenizer(train_bpe(pieces, 257), dir.path / "tokenizer");  // the 256 bytes, "ab" and <|endoftext|>
     fs::create_directories(dir.path / "corpus");
     std::string corpus;
     for (int i = 0; i < 20; ++i) corpus += "The cat sat on the mat number " + std::to_string(i) + ".\n<|endoftext|>\n";
