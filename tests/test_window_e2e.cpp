@@ -106,7 +106,14 @@ public:
         : display_(display), env_("DISPLAY", display), scratch_(scratch) {
         args.insert(args.begin(), HEADSCOPE_WINDOW);
         window_ = std::make_unique<test::Child>(args);
-        const test::ProcessRun found = xdotool({"search", "--sync", "--onlyvisible", "--name", "^Headscope$"});
+        // Under a heavy load xdotool has once failed to open a display whose
+        // server was up: a second and third try before calling it missing.
+        test::ProcessRun found{-1, "", ""};
+        for (int tries = 0; tries < 3; ++tries) {
+            found = xdotool({"search", "--sync", "--onlyvisible", "--name", "^Headscope$"});
+            if (found.status == 0 || found.err.find("Can't open display") == std::string::npos) break;
+            pause_ms(1000);
+        }
         EXPECT_EQ(found.status, 0) << "no window: " << found.err;
     }
 
