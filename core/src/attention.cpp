@@ -22,15 +22,23 @@ bool causal_allows(const AttentionOptions& options, int i, int j) { return !opti
 
 bool padding_allows(const AttentionOptions& options, int j, int length) { return !options.padding_mask || j < length; }
 
+bool window_allows(const AttentionOptions& options, int i, int j) {
+    return options.sliding_window <= 0 || j > i - options.sliding_window;
+}
+
+int visible_begin(const AttentionOptions& options, int i) {
+    return options.sliding_window > 0 ? std::max(0, i - options.sliding_window + 1) : 0;
+}
+
 int visible_end(const AttentionOptions& options, int i, int length, int T) {
     if (!padding_allows(options, i, length)) return 0;  // a pad query
     // Both masks allow a prefix of the keys: j < i + 1 and j < length.
     return std::min(options.causal ? i + 1 : T, options.padding_mask ? length : T);
 }
 
-float score_scale(Scale scale, int C, int NH) {
+float score_scale(Scale scale, int C, int hs) {
     switch (scale) {
-        case Scale::head: return 1.f / std::sqrt(static_cast<float>(C / NH));
+        case Scale::head: return 1.f / std::sqrt(static_cast<float>(hs));
         case Scale::model: return 1.f / std::sqrt(static_cast<float>(C));
         case Scale::none: return 1.f;
     }

@@ -11,7 +11,7 @@
 
 namespace headscope {
 
-enum class Scale { head, model, none };  // 1/sqrt(C/NH), 1/sqrt(C), 1
+enum class Scale { head, model, none };  // 1/sqrt(hs), 1/sqrt(C), 1
 inline constexpr Choices<Scale, 3> scale_choices = {
     "scale", {"head", "model", "none"}, {"1/sqrt(d_head)", "1/sqrt(C)", "none"}};
 
@@ -22,11 +22,12 @@ inline constexpr Choices<Split, 2> split_choices = {
 struct AttentionOptions {
     bool causal = true;
     bool padding_mask = true;
-    int n_head = 0;  // 0: the model's own; else must divide C
+    int n_head = 0;  // 0: the model's own; else a re-split (head_split in forward.h)
     Scale scale = Scale::head;
     Split split = Split::transpose;
     std::vector<int> layers;       // ascending, unique; empty: all
     bool capture_outputs = false;  // also return each returned layer's merged head outputs
+    int sliding_window = 0;        // query i sees only keys j > i - sliding_window; 0: no such mask
 };
 
 // B texts' token ids, right-padded to the longest with the model's eos id.
@@ -41,10 +42,11 @@ struct Batch {
 
 struct AttentionResult {
     int B = 0, T = 0, NH = 0, hs = 0;
+    int NKV = 0;                        // key/value heads: NH / NKV query heads share each
     std::vector<int> layers;            // the returned layer indices
     AlignedVector<float> weights;       // (layers.size(), B, NH, T, T); fully masked rows are 0
     std::vector<uint8_t> fully_masked;  // (B, T): 1 where a query row had no key to attend to
-    AlignedVector<float> outputs;       // (layers.size(), B, T, C) attention output before c_proj, if asked
+    AlignedVector<float> outputs;       // (layers.size(), B, T, NH * hs) attention output before c_proj, if asked
 
     // Map (layer_slot, b, h): T x T, row-major; query row i of it; whether row i of text b had no key.
     const float* map(int layer_slot, int b, int h) const {
@@ -61,14 +63,18 @@ struct AttentionResult {
 // text's own keys, j < length. Off, a mask allows everything.
 bool causal_allows(const AttentionOptions& options, int i, int j);
 bool padding_allows(const AttentionOptions& options, int j, int length);
+bool window_allows(const AttentionOptions& options, int i, int j);  // the sliding window
 
 // The keys query row i of a text of `length` tokens (padded to T) may attend
 // to: [0, end), where both masks allow; with the padding mask a pad query
 // (i >= length) sees nothing. 0 means the row is fully masked.
 int visible_end(const AttentionOptions& options, int i, int length, int T);
+// The first key the sliding window lets query i see (0 without a window):
+// the keys a row attends to are [visible_begin, visible_end).
+int visible_begin(const AttentionOptions& options, int i);
 
-// What scores are multiplied by before the softmax, for C channels in NH heads.
-float score_scale(Scale scale, int C, int NH);
+// What scores are multiplied by before the softmax, for C channels and heads of hs.
+float score_scale(Scale scale, int C, int hs);
 
 // The words of the command lines and the settings file (the choice tables');
 // a bad word throws Error naming the option and the words allowed.

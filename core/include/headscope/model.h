@@ -1,33 +1,41 @@
-// A GPT-2-family model loaded from a Hugging Face directory (config.json,
-// model.safetensors, vocab.json, merges.txt) or a hub name in the local HF
-// cache. All weights are float32, row-major, in HF's Conv1D layout: a linear
-// layer's weight is (in, out) and y = x W + b.
+// A model loaded from a Hugging Face directory (config.json, model.safetensors
+// or its shards with model.safetensors.index.json, tokenizer.json or
+// vocab.json + merges.txt) or a hub name in the local HF cache: any family of
+// model_description.h. Matrices stay memory-mapped in the file's dtype
+// (matmul.h); vectors are float32.
 #pragma once
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "headscope/aligned.h"
+#include "headscope/matmul.h"
 #include "headscope/model_description.h"
 #include "headscope/tokenizer.h"
 
 namespace headscope {
 
+// One layer's weights; a weight the family lacks is null (an empty Matrix).
+// Vectors are float32 (C) unless noted; matrices stay as the file has them.
 struct LayerWeights {
-    const float* ln_1_w;       // (C)
-    const float* ln_1_b;       // (C)
-    const float* attn_w;       // (C, 3C)  fused [Q | K | V] along the output axis
-    const float* attn_b;       // (3C)
-    const float* attn_proj_w;  // (C, C)
-    const float* attn_proj_b;  // (C)
-    const float* ln_2_w;       // (C)
-    const float* ln_2_b;       // (C)
-    const float* fc_w;         // (C, 4C)
-    const float* fc_b;         // (4C)
-    const float* fc_proj_w;    // (4C, C)
-    const float* fc_proj_b;    // (C)
+    const float* ln_1_w = nullptr;
+    const float* ln_1_b = nullptr;  // null for RMSNorm
+    Matrix attn;                    // fused Q, K, V (GPT-2, Pythia: see qkv_columns)
+    const float* attn_b = nullptr;  // (NH * hs + 2 * NKV * hs)
+    Matrix q, k, v;                 // separate projections (C -> NH * hs, NKV * hs, NKV * hs)
+    const float *q_b = nullptr, *k_b = nullptr, *v_b = nullptr;
+    const float *q_norm = nullptr, *k_norm = nullptr;  // (hs) Qwen 3
+    Matrix attn_proj;                                    // NH * hs -> C
+    const float* attn_proj_b = nullptr;
+    const float* ln_2_w = nullptr;
+    const float* ln_2_b = nullptr;
+    Matrix fc, gate;  // C -> F (gate: SwiGLU only)
+    const float* fc_b = nullptr;
+    Matrix fc_proj;  // F -> C
+    const float* fc_proj_b = nullptr;
 };
 
 struct TensorInfo {
@@ -35,12 +43,13 @@ struct TensorInfo {
     std::vector<int64_t> shape;
 };
 
-// Move-only: the weight pointers point into `storage`, whose buffer a move
-// hands over intact but a copy would not.
+// Move-only: the weights point into `files` (memory-mapped) and `storage`,
+// which a move hands over intact but a copy would not.
 struct Model {
-    Model() = default;
-    Model(Model&&) = default;
-    Model& operator=(Model&&) = default;
+    Model();
+    ~Model();
+    Model(Model&&) noexcept;
+    Model& operator=(Model&&) noexcept;
     Model(const Model&) = delete;
     Model& operator=(const Model&) = delete;
 
@@ -49,13 +58,17 @@ struct Model {
     Tokenizer tokenizer;
     std::vector<TensorInfo> tensors;  // sorted by name
     int64_t params = 0;               // number of weights (the tied output embedding counted once)
+    DType dtype = DType::F32;         // of the checkpoint's matrices
+    int64_t file_bytes = 0;           // of its safetensors files together
 
-    AlignedVector<float> storage;      // every weight, one allocation
-    const float* wte = nullptr;        // (V, C)
-    const float* wpe = nullptr;        // (n_positions, C)
-    std::vector<LayerWeights> layers;  // (L)
-    const float* ln_f_w = nullptr;     // (C)
-    const float* ln_f_b = nullptr;     // (C)
+    std::vector<std::unique_ptr<SafetensorsFile>> files;  // the mapped shards
+    AlignedVector<float> storage;                         // vectors as float32, and any matrix the map could not serve
+    Matrix wte;                                           // (V, C) token embedding
+    Matrix wpe;                                           // (n_positions, C) learned positions, else none
+    Matrix lm_head;                                       // C -> V: the output embedding (wte's bytes when tied)
+    std::vector<LayerWeights> layers;                     // (L)
+    const float* ln_f_w = nullptr;                        // (C)
+    const float* ln_f_b = nullptr;                        // (C), null for RMSNorm
 };
 
 // The name of the model Headscope ships and opens by default: the directory
@@ -72,13 +85,13 @@ std::filesystem::path resolve_model_path(const std::string& name_or_path);
 // fraction of the weights read so far (reaching 1), for a progress bar.
 Model load_model(const std::string& name_or_path, const std::function<void(float)>& on_progress = {});
 
-// A GPT-2-family model in the local Hugging Face cache.
+// A model of a supported family in the local Hugging Face cache.
 struct CachedModel {
     std::string name;            // the hub name load_model takes, e.g. "openai-community/gpt2"
     std::filesystem::path path;  // the snapshot resolve_model_path picks
 };
 
-// The cache's models whose config.json says model_type "gpt2", by name.
+// The cache's models whose config.json names a supported model_type, by name.
 // Unreadable entries are left out; a missing cache gives none.
 std::vector<CachedModel> list_cached_models();
 

@@ -1,9 +1,11 @@
 // The one description of a model, shared by everything that reads or writes
-// one: its hyperparameters (Config) and the tensors they imply (gpt2_tensors),
-// each by its name in Hugging Face's files and by the weight of the forward it
-// is. The loader checks a file against it; the trainer lays out its parameters
-// and writes its checkpoints by it. Plain data: a family is a table, not a type.
-// Legend: C channels, V vocab, L layers; a linear layer's weight is (in, out).
+// one: its hyperparameters (Config: what varies between the families) and the
+// tensors they imply (model_tensors), each by its name in Hugging Face's files
+// and by the weight of the forward it is. The loader checks a file against it;
+// the engine runs it; the trainer lays out its parameters and writes its
+// checkpoints by it. Plain data: a family is a table, not a type.
+// Legend: C channels, V vocab, L layers, NH query heads, NKV key/value heads,
+// hs head size, F the MLP's hidden size.
 #pragma once
 #include <cstdint>
 #include <cstdlib>
@@ -13,6 +15,21 @@
 
 namespace headscope {
 
+enum class Norm { layer_norm, rms_norm };
+enum class Positions { learned, rotary };
+enum class Mlp { gelu_tanh, gelu_exact, swiglu };  // GPT-2's tanh GELU, erf GELU, SiLU(gate) * up
+
+// Rotary positions as Hugging Face computes them: the first `fraction` of each
+// head's dims rotate in rotate-half pairs (d, d + dims/2) by angle
+// position * inv_freq[d], inv_freq[d] = theta^(-2d/dims), in float32.
+struct Rope {
+    float theta = 10000;
+    float fraction = 1;  // Pythia's rotary_pct
+    // Llama 3's rope_scaling (rope_type "llama3"); factor 0 means none.
+    float factor = 0, low_freq_factor = 1, high_freq_factor = 4;
+    int original_max_positions = 8192;
+};
+
 struct Config {
     int n_layer = 0;      // L
     int n_head = 0;       // NH
@@ -20,46 +37,90 @@ struct Config {
     int n_positions = 0;  // longest T
     int vocab_size = 0;   // V
     int eos_token_id = 50256;
-    float layer_norm_epsilon = 1e-5f;
+    float layer_norm_epsilon = 1e-5f;  // of every norm, LayerNorm or RMSNorm
     nlohmann::ordered_json training = nullptr;  // the "headscope_training" record of a model we trained
+
+    // What the families change; the defaults are GPT-2's.
+    std::string architecture = "gpt2";  // config.json's model_type
+    int n_kv_head = 0;                  // NKV; 0: NH (no grouping)
+    int head_dim = 0;                   // hs; 0: C / NH
+    int mlp_dim = 0;                    // F; 0: 4C
+    int bos_token_id = -1;              // -1: none
+    int pad_token_id = -1;              // -1: none (texts are padded with EOS)
+    Norm norm = Norm::layer_norm;
+    Positions positions = Positions::learned;
+    Rope rope;
+    Mlp mlp = Mlp::gelu_tanh;
+    bool qkv_bias = true, o_bias = true, mlp_bias = true;
+    bool qk_norm = false;            // Qwen 3: RMSNorm over each head's hs values of Q and K, before RoPE
+    bool parallel_residual = false;  // Pythia: x + attn(ln_1(x)) + mlp(ln_2(x))
+    bool tied_embeddings = true;     // the output embedding is wte
+    int sliding_window = 0;          // Mistral: query i sees keys j > i - window; 0: none
+
+    int kv_heads() const { return n_kv_head ? n_kv_head : n_head; }
+    int head_size() const { return head_dim ? head_dim : n_embd / n_head; }
+    int mlp_size() const { return mlp_dim ? mlp_dim : 4 * n_embd; }
+    int pad_id() const { return pad_token_id >= 0 ? pad_token_id : eos_token_id; }
 };
 
-// The weights of GPT-2's forward, named as Model's fields.
+// The model_type values Headscope runs, for messages: "gpt2, llama, ...".
+const char* supported_architectures();
+
+// The Config of a config.json (`file` names it in errors). Throws Error on an
+// unknown model_type (naming the supported ones), a missing key the family
+// needs, a value out of range, or NH not a multiple of NKV.
+Config config_from_json(const nlohmann::ordered_json& j, const std::string& file);
+
+// The weights of the forward, by role. A family has a subset.
 enum class Weight {
     wte,
-    wpe,  // token and position embeddings
+    wpe,      // token embedding (V, C); learned positions (n_positions, C)
+    lm_head,  // the output embedding (V, C), when not tied
     ln_1_w,
     ln_1_b,
-    attn_w,
+    attn_w,  // fused Q, K, V: GPT-2 (C, 3C) [Q | K | V]; Pythia (NH * 3 * hs, C), per head [q k v]
     attn_b,
+    q_w,  // separate projections, Hugging Face Linear (out, in): Q (NH * hs, C), K and V (NKV * hs, C)
+    q_b,
+    k_w,
+    k_b,
+    v_w,
+    v_b,
+    q_norm,  // (hs)
+    k_norm,  // (hs)
     attn_proj_w,
-    attn_proj_b,  // each layer's attention half
+    attn_proj_b,  // the output projection: GPT-2 (C, C); else (C, NH * hs)
     ln_2_w,
     ln_2_b,
-    fc_w,
+    fc_w,  // GELU: c_fc (C, 4C) or dense_h_to_4h (F, C); SwiGLU: up_proj (F, C)
     fc_b,
+    gate_w,  // SwiGLU: gate_proj (F, C)
     fc_proj_w,
-    fc_proj_b,  // each layer's MLP half
+    fc_proj_b,  // GPT-2 (4C, C); else (C, F)
     ln_f_w,
-    ln_f_b,  // the final LayerNorm
+    ln_f_b,  // the final norm
 };
 
 struct TensorSpec {
-    std::string name;            // in the file, without "transformer.": e.g. "h.0.attn.c_attn.weight"
+    std::string name;            // in the file, e.g. "h.0.attn.c_attn.weight" (GPT-2 also takes "transformer.")
     std::vector<int64_t> shape;  // as the Config implies: e.g. (C, 3C)
     Weight weight;
-    int layer;  // the layer it belongs to; -1 for wte, wpe and ln_f
+    int layer;  // the layer it belongs to; -1 for the embeddings and the final norm
 };
 
-// Every tensor of a GPT-2 checkpoint, in the order of the data in GPT-2's
-// own files: wte (V, C), wpe (n_positions, C), each layer's 12, ln_f's 2.
-std::vector<TensorSpec> gpt2_tensors(const Config& config);
+// Every tensor a checkpoint of `config`'s family holds, in the order of the
+// family's own files (for GPT-2: wte, wpe, each layer's 12, ln_f's 2).
+std::vector<TensorSpec> model_tensors(const Config& config);
 
-// The field of `weights` that points at tensor `t`: `weights` is a Model,
-// or any struct with Model's weight fields (the trainer's parameters and
+// Whether a weight is stored as Hugging Face's Linear (out, in), y = x W^T,
+// rather than GPT-2's Conv1D (in, out), y = x W.
+bool stored_out_by_in(const Config& config, Weight weight);
+
+// The field of `weights` that points at GPT-2 tensor `t`: `weights` is any
+// struct with GPT-2's weight fields (the trainer's parameters and
 // gradients), with `layers` already sized.
 template <typename Weights>
-auto& weight_pointer(Weights& weights, const TensorSpec& t) {
+auto& gpt2_weight_pointer(Weights& weights, const TensorSpec& t) {
     switch (t.weight) {
         case Weight::wte: return weights.wte;
         case Weight::wpe: return weights.wpe;
@@ -77,8 +138,8 @@ auto& weight_pointer(Weights& weights, const TensorSpec& t) {
         case Weight::fc_proj_b: return weights.layers[t.layer].fc_proj_b;
         case Weight::ln_f_w: return weights.ln_f_w;
         case Weight::ln_f_b: return weights.ln_f_b;
+        default: std::abort();  // not a GPT-2 weight
     }
-    std::abort();  // every Weight is a case above
 }
 
 }  // namespace headscope
