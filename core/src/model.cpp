@@ -278,8 +278,10 @@ Model load_model(const std::string& name_or_path, const std::function<void(float
     });
 
     TensorMap tensors;
+    std::map<std::string, std::string> unread;  // tensors of dtypes Headscope does not read, with their dtype
     for (const fs::path& path : files) {
         m.files.push_back(std::make_unique<SafetensorsFile>(path));
+        unread.insert(m.files.back()->unread_tensors().begin(), m.files.back()->unread_tensors().end());
         m.file_bytes += static_cast<int64_t>(fs::file_size(path));
         for (const auto& [name, view] : m.files.back()->tensors()) {
             const auto [it, added] = tensors.emplace(name, FoundTensor{view, path.string()});
@@ -303,6 +305,10 @@ Model load_model(const std::string& name_or_path, const std::function<void(float
     int64_t copied_floats = 0, total_bytes = 0;
     for (const TensorSpec& w : wanted) {
         const auto it = find_tensor(tensors, cfg, w.name);
+        if (it == tensors.end() && unread.count(w.name)) {
+            throw Error(where + ": tensor '" + w.name + "' has dtype " + unread[w.name] +
+                        ", which is unsupported (Headscope reads F32, F16 and BF16)");
+        }
         if (it == tensors.end()) {
             throw Error(where + ": tensor '" + w.name + "' missing" +
                         (cfg.architecture == "gpt2" ? " (with or without the 'transformer.' prefix)" : ""));

@@ -36,6 +36,15 @@ std::optional<DType> parse_dtype(const std::string& name) {
     return std::nullopt;
 }
 
+// The element size of each dtype of the safetensors format; 0 for a name it lacks.
+uint64_t format_dtype_size(const std::string& name) {
+    static const std::map<std::string, uint64_t> sizes = {
+        {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2}, {"U16", 2}, {"F16", 2},
+        {"BF16", 2}, {"I32", 4}, {"U32", 4}, {"F32", 4},     {"F64", 8},     {"I64", 8}, {"U64", 8}};
+    const auto it = sizes.find(name);
+    return it == sizes.end() ? 0 : it->second;
+}
+
 size_t dtype_size(DType dtype) { return dtype == DType::F32 ? 4 : 2; }
 
 // The non-negative integers of a JSON array; a message on anything else.
@@ -55,8 +64,10 @@ struct Extent {
 };
 
 // Validates the header of the mapped file `data` (`size` bytes, at least 8)
-// and returns its tensors, viewing into `data`.
-std::map<std::string, TensorView> parse_header(const std::string& file, const std::byte* data, size_t size) {
+// and returns its float tensors, viewing into `data`; the names and dtypes of
+// the others (validated the same way) go to `unread`.
+std::map<std::string, TensorView> parse_header(const std::string& file, const std::byte* data, size_t size,
+                                               std::map<std::string, std::string>& unread) {
     uint64_t header_len = 0;
     for (int i = 7; i >= 0; --i) header_len = header_len << 8 | std::to_integer<uint64_t>(data[i]);
     if (header_len > size - 8) {
@@ -88,14 +99,15 @@ std::map<std::string, TensorView> parse_header(const std::string& file, const st
         if (dtype_it == entry.end() || !dtype_it->is_string()) throw Error(where + "dtype missing or not a string");
         const std::string dtype_name = dtype_it->get<std::string>();
         const std::optional<DType> dtype = parse_dtype(dtype_name);
-        if (!dtype) throw Error(where + "dtype " + dtype_name + " is unsupported (Headscope reads F32, F16 and BF16)");
+        if (format_dtype_size(dtype_name) == 0)
+            throw Error(where + "dtype " + dtype_name + " is not a safetensors dtype");
 
         const auto shape_it = entry.find("shape");
         if (shape_it == entry.end()) throw Error(where + "shape missing");
         const std::optional<std::vector<uint64_t>> shape = unsigned_list(*shape_it);
         if (!shape)
             throw Error(where + "shape " + describe_json(*shape_it) + " is not a list of non-negative integers");
-        uint64_t bytes = dtype_size(*dtype);
+        uint64_t bytes = format_dtype_size(dtype_name);
         for (uint64_t dim : *shape) {
             // Shapes are int64 in the engine; a zero elsewhere would keep the byte count from overflowing.
             if (dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
@@ -124,10 +136,15 @@ std::map<std::string, TensorView> parse_header(const std::string& file, const st
                         shape_string(*shape, Notation::json) + " needs " + std::to_string(bytes));
         }
 
+        // Empty tensors occupy no bytes, so they cannot overlap anything.
+        if (!dtype) {  // a mask or index buffer saved beside the weights: checked, never read
+            const auto it = unread.emplace(name, dtype_name).first;
+            if (begin != end) extents.push_back({begin, end, &it->first});
+            continue;
+        }
         TensorView view{*dtype, std::vector<int64_t>(shape->begin(), shape->end()),
                         std::span<const std::byte>(data_section + begin, end - begin)};
         const auto [it, inserted] = tensors.emplace(name, std::move(view));
-        // Empty tensors occupy no bytes, so they cannot overlap anything.
         if (begin != end) extents.push_back({begin, end, &it->first});
     }
 
@@ -158,7 +175,7 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
     data_ = static_cast<const std::byte*>(map);
 
     try {
-        tensors_ = parse_header(file, data_, size_);
+        tensors_ = parse_header(file, data_, size_, unread_);
     } catch (...) {
         ::munmap(const_cast<std::byte*>(data_), size_);
         throw;

@@ -37,13 +37,17 @@ public:
     SafetensorsFile(const SafetensorsFile&) = delete;
     SafetensorsFile& operator=(const SafetensorsFile&) = delete;
 
+    // The tensors Headscope reads: F32, F16 and BF16.
     const std::map<std::string, TensorView>& tensors() const { return tensors_; }
+    // The others (Pythia's U8 or BOOL masks, integer buffers) by name, with their dtype.
+    const std::map<std::string, std::string>& unread_tensors() const { return unread_; }
 
 private:
     std::filesystem::path path_;
     const std::byte* data_ = nullptr;
     size_t size_ = 0;
     std::map<std::string, TensorView> tensors_;
+    std::map<std::string, std::string> unread_;
 };
 
 // Converts a tensor to float32 into `out` (product(shape) floats); throws
