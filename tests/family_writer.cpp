@@ -275,7 +275,8 @@ std::string shard_file_name(int index, int count) {
     return name;
 }
 
-void write_family_checkpoint(const fs::path& dir, const FamilyCheckpoint& checkpoint) {
+void write_family_checkpoint(const fs::path& dir, const FamilyCheckpoint& checkpoint,
+                             const std::vector<RawTensor>& extra) {
     const FamilySpec& spec = checkpoint.spec;
     fs::create_directories(dir);
     std::ofstream(dir / "config.json") << checkpoint.config.dump(2) << "\n";
@@ -284,13 +285,16 @@ void write_family_checkpoint(const fs::path& dir, const FamilyCheckpoint& checkp
     std::vector<std::vector<RawTensor>> shards(static_cast<size_t>(spec.shards));
     json weight_map = json::object();
     uint64_t total_size = 0;
+    const auto add = [&](size_t shard, RawTensor t) {
+        weight_map[t.name] = shard_file_name(static_cast<int>(shard) + 1, spec.shards);
+        total_size += t.bytes.size();
+        shards[shard].push_back(std::move(t));
+    };
     for (size_t i = 0; i < n; ++i) {
         const NamedTensor& t = checkpoint.tensors[i];
-        const size_t shard = i * shards.size() / n;
-        shards[shard].push_back({t.name, dtype_name(spec.dtype), t.shape, encode(t.values, spec.dtype)});
-        weight_map[t.name] = shard_file_name(static_cast<int>(shard) + 1, spec.shards);
-        total_size += shards[shard].back().bytes.size();
+        add(i * shards.size() / n, {t.name, dtype_name(spec.dtype), t.shape, encode(t.values, spec.dtype)});
     }
+    for (const RawTensor& t : extra) add(shards.size() - 1, t);
     if (spec.shards == 1) {
         write_safetensors(dir / "model.safetensors", shards[0]);
     } else {

@@ -102,8 +102,11 @@ FamilyCheckpoint make_family_checkpoint(const FamilySpec& spec);
 // Writes `checkpoint` into `dir` (created if needed): config.json, its
 // tensors (split in order into spec.shards files, with the index naming each
 // tensor's, when more than one) and the family's tokenizer files. A tensor
-// listed twice is written twice: the index names its later file.
-void write_family_checkpoint(const std::filesystem::path& dir, const FamilyCheckpoint& checkpoint);
+// listed twice is written twice: the index names its later file. `extra`
+// tensors, written as given, follow in the last file: the buffers that older
+// checkpoints saved beside the weights.
+void write_family_checkpoint(const std::filesystem::path& dir, const FamilyCheckpoint& checkpoint,
+                             const std::vector<RawTensor>& extra = {});
 
 // Hugging Face's name for shard `index` (from 1) of `count`: model-00001-of-00003.safetensors.
 std::string shard_file_name(int index, int count);

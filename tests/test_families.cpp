@@ -48,6 +48,24 @@ double max_difference(const Got& got, const std::vector<double>& want) {
     return m;
 }
 
+// The engine within 1e-5 of the reference: absolute on the weights, and
+// relative to the largest output on the outputs.
+void expect_engine_matches(Backend& backend, const Model& model, const FamilyCheckpoint& checkpoint,
+                           const std::vector<std::vector<int32_t>>& texts, const AttentionOptions& opt,
+                           const std::string& what) {
+    AttentionResult got;
+    backend.forward(Batch{texts, model.config.pad_id()}, opt, got);
+    const FamilyReference want = family_reference(checkpoint, texts, opt);
+    ASSERT_EQ(got.NH, want.NH) << what;
+    ASSERT_EQ(got.NKV, want.NKV) << what;
+    ASSERT_EQ(got.hs, want.hs) << what;
+    ASSERT_EQ(got.weights.size(), want.weights.size()) << what;
+    EXPECT_LT(max_difference(got.weights, want.weights), 1e-5) << what;
+    EXPECT_EQ(got.fully_masked, want.fully_masked) << what;
+    ASSERT_EQ(got.outputs.size(), want.outputs.size()) << what;
+    EXPECT_LT(max_difference(got.outputs, want.outputs), 1e-5 * max_abs(want.outputs)) << what;
+}
+
 using Param = std::tuple<FamilyVariant, FileDType, int>;  // the model, its dtype, its shard count
 
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {
@@ -76,19 +94,8 @@ protected:
         return result;
     }
 
-    // The engine within 1e-5 of the reference: absolute on the weights, and
-    // relative to the largest output on the outputs.
     void expect_matches(const AttentionOptions& opt, const std::string& what) {
-        const AttentionResult got = run(texts_, opt);
-        const FamilyReference want = family_reference(checkpoint_, texts_, opt);
-        ASSERT_EQ(got.NH, want.NH) << what;
-        ASSERT_EQ(got.NKV, want.NKV) << what;
-        ASSERT_EQ(got.hs, want.hs) << what;
-        ASSERT_EQ(got.weights.size(), want.weights.size()) << what;
-        EXPECT_LT(max_difference(got.weights, want.weights), 1e-5) << what;
-        EXPECT_EQ(got.fully_masked, want.fully_masked) << what;
-        ASSERT_EQ(got.outputs.size(), want.outputs.size()) << what;
-        EXPECT_LT(max_difference(got.outputs, want.outputs), 1e-5 * max_abs(want.outputs)) << what;
+        expect_engine_matches(*backend_, model_, checkpoint_, texts_, opt, what);
     }
 
     TempDir dir_;
@@ -232,6 +239,41 @@ INSTANTIATE_TEST_SUITE_P(Families, FamilyForward,
                                             ::testing::Values(FileDType::F32, FileDType::BF16),
                                             ::testing::Values(1, 3)),
                          param_name);
+
+// Older checkpoints saved buffers beside the weights: every rotary model its
+// rotary_emb.inv_freq, GPT-NeoX also its causal mask (a bool (1, 1, P, P))
+// and masked_bias. Loading passes over them.
+TEST(FamilyCheckpoints, OldBuffersBesideTheWeightsArePassedOver) {
+    for (Family family : {Family::llama, Family::gpt_neox}) {
+        FamilySpec spec = family_spec(family);
+        spec.max_positions = 16;
+        const FamilyCheckpoint checkpoint = make_family_checkpoint(spec);
+        const int P = spec.max_positions;
+        std::vector<RawTensor> buffers;
+        for (int l = 0; l < spec.n_layer; ++l) {
+            const std::vector<float> inv_freq = rope_inverse_frequencies(spec, spec.head_dim);
+            const std::string prefix = family == Family::gpt_neox
+                                           ? "gpt_neox.layers." + std::to_string(l) + ".attention."
+                                           : "model.layers." + std::to_string(l) + ".self_attn.";
+            buffers.push_back(
+                {prefix + "rotary_emb.inv_freq", "F32", {int64_t(inv_freq.size())}, encode(inv_freq, FileDType::F32)});
+            if (family != Family::gpt_neox) continue;
+            std::vector<uint8_t> causal(size_t(P) * P);
+            for (int i = 0; i < P; ++i)
+                for (int j = 0; j <= i; ++j) causal[size_t(i) * P + j] = 1;
+            buffers.push_back({prefix + "bias", "BOOL", {1, 1, P, P}, causal});
+            buffers.push_back({prefix + "masked_bias", "F32", {}, encode({-1e9f}, FileDType::F32)});
+        }
+        TempDir dir;
+        write_family_checkpoint(dir.path, checkpoint, buffers);
+        const Model model = load_model(dir.path.string());
+        const std::unique_ptr<Backend> backend = make_cpu_backend();
+        backend->load_weights(model);
+        AttentionOptions opt;
+        opt.capture_outputs = true;
+        expect_engine_matches(*backend, model, checkpoint, family_texts(spec), opt, model_type(family));
+    }
+}
 
 // Bad checkpoints: each loads to one Error, on one line, naming the problem.
 class BadFamilyCheckpoint : public ::testing::Test {
