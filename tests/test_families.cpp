@@ -110,7 +110,6 @@ TEST_P(FamilyForward, MatchesTheReferenceForEveryOptionCombination) {
     if (spec().sliding_window) windows.push_back(spec().sliding_window);
     std::vector<int> head_counts = resplit_counts(spec());
     head_counts.insert(head_counts.begin(), 0);
-    int combinations = 0;
     for (bool causal : {true, false})
         for (bool padding_mask : {true, false})
             for (int window : windows)
@@ -122,9 +121,7 @@ TEST_P(FamilyForward, MatchesTheReferenceForEveryOptionCombination) {
                                                     std::to_string(padding_mask) + " window " + std::to_string(window) +
                                                     " heads " + std::to_string(heads) + " scale " + to_string(scale) +
                                                     " split " + to_string(split));
-                            ++combinations;
                         }
-    EXPECT_EQ(combinations, 2 * 2 * int(windows.size()) * int(head_counts.size()) * 3 * 2);
 }
 
 TEST_P(FamilyForward, LayerSubsetsMatchTheReference) {
