@@ -142,7 +142,7 @@ void write_test_model(const fs::path& dir, const TestModelSpec& spec) {
                            .n_embd = spec.n_embd,
                            .n_positions = spec.n_positions,
                            .vocab_size = kGpt2VocabSize};
-    for (const TensorSpec& t : gpt2_tensors(config)) {
+    for (const TensorSpec& t : model_tensors(config)) {
         std::vector<float> values(static_cast<size_t>(element_count(t.shape)));
         std::normal_distribution<float> normal = distribution(t.weight, linear_std);
         for (float& v : values) v = normal(rng);

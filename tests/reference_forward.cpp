@@ -67,17 +67,26 @@ Reference reference_attention(const Model& model, const std::vector<std::vector<
     const double scale = opt.scale == Scale::head    ? 1.0 / std::sqrt(double(hs))
                          : opt.scale == Scale::model ? 1.0 / std::sqrt(double(C))
                                                      : 1.0;
+    // The weights as float32 (in, out), as GPT-2's files hold them.
+    const std::vector<float> wte = to_floats(model.wte), wpe = to_floats(model.wpe);
+    struct LayerFloats {
+        std::vector<float> attn, attn_proj, fc, fc_proj;
+    };
+    std::vector<LayerFloats> layer_floats;
+    for (const LayerWeights& w : model.layers)
+        layer_floats.push_back({to_floats(w.attn), to_floats(w.attn_proj), to_floats(w.fc), to_floats(w.fc_proj)});
     for (int b = 0; b < B; ++b) {
         const int length = static_cast<int>(texts[b].size());
         Matrix x = zeros(T, C);
         for (int t = 0; t < T; ++t) {
             const int id = t < length ? texts[b][t] : cfg.eos_token_id;
-            for (int c = 0; c < C; ++c) x[t][c] = double(model.wte[size_t(id) * C + c]) + model.wpe[size_t(t) * C + c];
+            for (int c = 0; c < C; ++c) x[t][c] = double(wte[size_t(id) * C + c]) + wpe[size_t(t) * C + c];
         }
         for (int l = 0; l < cfg.n_layer; ++l) {
             const LayerWeights& w = model.layers[l];
+            const LayerFloats& f = layer_floats[l];
             const Matrix qkv =
-                affine(norm(x, w.ln_1_w, w.ln_1_b, cfg.layer_norm_epsilon), w.attn_w, w.attn_b, C, 3 * C);
+                affine(norm(x, w.ln_1_w, w.ln_1_b, cfg.layer_norm_epsilon), f.attn.data(), w.attn_b, C, 3 * C);
             Matrix merged = zeros(T, C);
             for (int h = 0; h < NH; ++h) {
                 // This head's (T, hs) slices of Q, K and V.
@@ -132,13 +141,13 @@ Reference reference_attention(const Model& model, const std::vector<std::vector<
                 for (int t = 0; t < T; ++t)
                     for (int c = 0; c < C; ++c)
                         ref.outputs[(((slot - layers.begin()) * B + b) * T + t) * C + c] = merged[t][c];
-            const Matrix proj = affine(merged, w.attn_proj_w, w.attn_proj_b, C, C);
+            const Matrix proj = affine(merged, f.attn_proj.data(), w.attn_proj_b, C, C);
             for (int t = 0; t < T; ++t)
                 for (int c = 0; c < C; ++c) x[t][c] += proj[t][c];
-            Matrix hidden = affine(norm(x, w.ln_2_w, w.ln_2_b, cfg.layer_norm_epsilon), w.fc_w, w.fc_b, C, 4 * C);
+            Matrix hidden = affine(norm(x, w.ln_2_w, w.ln_2_b, cfg.layer_norm_epsilon), f.fc.data(), w.fc_b, C, 4 * C);
             for (auto& row : hidden)
                 for (double& u : row) u = 0.5 * u * (1 + std::tanh(std::sqrt(2 / M_PI) * (u + 0.044715 * u * u * u)));
-            const Matrix out = affine(hidden, w.fc_proj_w, w.fc_proj_b, 4 * C, C);
+            const Matrix out = affine(hidden, f.fc_proj.data(), w.fc_proj_b, 4 * C, C);
             for (int t = 0; t < T; ++t)
                 for (int c = 0; c < C; ++c) x[t][c] += out[t][c];
         }

@@ -16,7 +16,7 @@ namespace headscope::train {
 std::vector<ParameterTensor> parameter_layout(const Config& config) {
     std::vector<ParameterTensor> layout;
     size_t offset = 0;
-    for (TensorSpec& spec : gpt2_tensors(config)) {
+    for (TensorSpec& spec : model_tensors(config)) {
         const size_t size = static_cast<size_t>(element_count(spec.shape));
         layout.push_back({std::move(spec), offset, size});
         offset += size;
@@ -117,7 +117,7 @@ template <typename S>
 typename Gpt2Trainer<S>::Tensors Gpt2Trainer<S>::tensors_in(Buffer<S>& buffer) const {
     Tensors t;
     t.layers.resize(config_.n_layer);
-    for (const ParameterTensor& p : layout_) weight_pointer(t, p.spec) = buffer.data() + p.offset;
+    for (const ParameterTensor& p : layout_) gpt2_weight_pointer(t, p.spec) = buffer.data() + p.offset;
     return t;
 }
 
@@ -178,9 +178,11 @@ S Gpt2Trainer<S>::forward(const int32_t* inputs, const int32_t* targets, int B, 
         for (int b = 0; b < B; ++b)
             for (int h = 0; h < NH; ++h) {
                 const S* q = qkv + static_cast<size_t>(b) * T * 3 * C + h * hs;
-                ops::attention_head(q, q + C, q + 2 * C, 3 * C, y + static_cast<size_t>(b) * T * C + h * hs, C,
-                                    att + (static_cast<size_t>(b) * NH + h) * T * T, T, hs, S(1) / std::sqrt(S(hs)),
-                                    [](int i) { return i + 1; });
+                ops::attention_head(
+                    q, 3 * C, q + C, 3 * C, q + 2 * C, 3 * C, y + static_cast<size_t>(b) * T * C + h * hs, C,
+                    att + (static_cast<size_t>(b) * NH + h) * T * T, T, hs, S(1) / std::sqrt(S(hs)), [](int i) {
+                        return ops::KeyRange{0, i + 1};
+                    });
             }
         ops::linear(y, w.attn_proj_w, w.attn_proj_b, mid, BT, C, C);
         MatrixMap<S>(mid, BT, C) += ConstMatrixMap<S>(x, BT, C);
@@ -196,7 +198,7 @@ S Gpt2Trainer<S>::forward(const int32_t* inputs, const int32_t* targets, int B, 
     MatrixMap<S>(probs_.data(), BT, V).noalias() =
         ConstMatrixMap<S>(ln_f_.data(), BT, C) * ConstMatrixMap<S>(p_.wte, V, C).transpose();
 #pragma omp parallel for schedule(static)
-    for (int r = 0; r < BT; ++r) ops::masked_softmax_row(probs_.data() + static_cast<size_t>(r) * V, V, V, S(1));
+    for (int r = 0; r < BT; ++r) ops::masked_softmax_row(probs_.data() + static_cast<size_t>(r) * V, 0, V, V, S(1));
     S loss = 0;  // summed in order, so a seeded run repeats exactly
     for (int r = 0; r < BT; ++r) loss -= std::log(probs_[static_cast<size_t>(r) * V + targets[r]]);
     return loss / BT;

@@ -22,7 +22,7 @@ template <typename S>
 using Buffer = AlignedVector<S>;
 
 // Where each tensor of the model description lives in the flat buffer: back
-// to back in gpt2_tensors' order, the order of the checkpoint's data.
+// to back in model_tensors' order, the order of the checkpoint's data.
 struct ParameterTensor {
     TensorSpec spec;
     size_t offset;  // into the flat buffer
@@ -56,7 +56,7 @@ public:
     const std::vector<ParameterTensor>& layout() const { return layout_; }
 
 private:
-    // Pointers into params_ or grads_, named as Model's weights (weight_pointer binds them).
+    // Pointers into params_ or grads_, named as Model's weights (gpt2_weight_pointer binds them).
     struct Layer {
         S *ln_1_w, *ln_1_b, *attn_w, *attn_b, *attn_proj_w, *attn_proj_b;
         S *ln_2_w, *ln_2_b, *fc_w, *fc_b, *fc_proj_w, *fc_proj_b;

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "headscope/cpu_ops.h"
+#include "headscope/cpu_forward.h"
 #include "headscope/error.h"
 #include "headscope/forward.h"
 #include "headscope/shape.h"
@@ -22,68 +22,12 @@ double max_abs_diff(const AlignedVector<float>& a, const AlignedVector<float>& b
 }  // namespace
 
 AttentionResult forward_by_head_loop(const Model& model, const Batch& batch, const AttentionOptions& options) {
-    validate_forward(model, batch, options);
     AttentionOptions every_layer = options;  // the loop returns every layer, with outputs, whatever was asked
     every_layer.layers.clear();
     every_layer.capture_outputs = true;
+    every_layer.split = Split::transpose;  // the loop splits heads by columns, the correct split
     AttentionResult result;
-    set_up_result(model.config, batch, every_layer, result);
-    const Config& cfg = model.config;
-    const int B = result.B, T = result.T, C = cfg.n_embd, L = cfg.n_layer, NH = result.NH, hs = result.hs;
-    const float scale = score_scale(options.scale, C, NH);
-    const float eps = cfg.layer_norm_epsilon;
-
-    // One text at a time, so every buffer is one text's (T, ...) rows.
-    AlignedVector<float> x(static_cast<size_t>(T) * C);   // (T, C) residual stream
-    AlignedVector<float> ln(x.size());                    // (T, C)
-    AlignedVector<float> qkv(3 * x.size());               // (T, 3C) fused [Q | K | V]
-    AlignedVector<float> q(static_cast<size_t>(T) * hs);  // (T, hs) one head's slice of Q
-    AlignedVector<float> k(q.size()), v(q.size());        // (T, hs) and of K, V
-    AlignedVector<float> scores(T);                       // (T) one query row
-    AlignedVector<float> proj(x.size());                  // (T, C)
-    AlignedVector<float> hidden(4 * x.size());            // (T, 4C)
-    for (int b = 0; b < B; ++b) {
-        const int length = static_cast<int>(batch.token_ids[b].size());
-        embed_text(model, batch, b, x.data());
-        for (int l = 0; l < L; ++l) {
-            const LayerWeights& w = model.layers[l];
-            ops::layer_norm(x.data(), w.ln_1_w, w.ln_1_b, ln.data(), T, C, eps);
-            ops::linear(ln.data(), w.attn_w, w.attn_b, qkv.data(), T, C, 3 * C);
-            float* y = result.outputs.data() + (static_cast<size_t>(l) * B + b) * T * C;  // (T, C) heads merged
-            for (int h = 0; h < NH; ++h) {
-                for (int t = 0; t < T; ++t)
-                    for (int d = 0; d < hs; ++d) {
-                        const float* row = qkv.data() + static_cast<size_t>(t) * 3 * C + h * hs + d;
-                        q[t * hs + d] = row[0];
-                        k[t * hs + d] = row[C];
-                        v[t * hs + d] = row[2 * C];
-                    }
-                float* att = result.weights.data() + ((static_cast<size_t>(l) * B + b) * NH + h) * T * T;  // (T, T)
-                for (int i = 0; i < T; ++i) {
-                    const int end = visible_end(options, i, length, T);
-                    for (int j = 0; j < T; ++j) {
-                        float dot = 0;
-                        for (int d = 0; d < hs; ++d) dot += q[i * hs + d] * k[j * hs + d];
-                        scores[j] = dot;
-                    }
-                    ops::masked_softmax_row(scores.data(), end, T, scale);
-                    std::copy(scores.begin(), scores.end(), att + static_cast<size_t>(i) * T);
-                    for (int d = 0; d < hs; ++d) {
-                        float sum = 0;
-                        for (int j = 0; j < end; ++j) sum += scores[j] * v[j * hs + d];
-                        y[static_cast<size_t>(i) * C + h * hs + d] = sum;
-                    }
-                }
-            }
-            ops::linear(y, w.attn_proj_w, w.attn_proj_b, proj.data(), T, C, C);
-            for (size_t n = 0; n < x.size(); ++n) x[n] += proj[n];
-            ops::layer_norm(x.data(), w.ln_2_w, w.ln_2_b, ln.data(), T, C, eps);
-            ops::linear(ln.data(), w.fc_w, w.fc_b, hidden.data(), T, C, 4 * C);
-            ops::gelu(hidden.data(), hidden.data(), hidden.size());
-            ops::linear(hidden.data(), w.fc_proj_w, w.fc_proj_b, proj.data(), T, 4 * C, C);
-            for (size_t n = 0; n < x.size(); ++n) x[n] += proj[n];
-        }
-    }
+    CpuForward().run(model, batch, every_layer, result, CpuForward::Heads::loop);
     return result;
 }
 

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "headscope/cuda_backend.h"
@@ -162,8 +163,24 @@ public:
     void load_weights(const Model& model) override {
         model_ = &model;
         cpu_->load_weights(model);
+        device_offset_.clear();
+        gpt2_ = model.config.architecture == "gpt2";
+        if (!gpt2_) return;  // forward says so and runs on the CPU
+        // Every weight as float32 in one device buffer: the vectors (storage) and each matrix.
+        std::vector<float> staged(model.storage.begin(), model.storage.end());
+        device_offset_[model.storage.data()] = 0;
+        const auto stage = [&](const Matrix& m) {
+            if (!m || device_offset_.count(m.data)) return;
+            device_offset_[m.data] = staged.size();
+            const std::vector<float> floats = to_floats(m);  // GPT-2's (in, out), as the products read it
+            staged.insert(staged.end(), floats.begin(), floats.end());
+        };
+        stage(model.wte);
+        stage(model.wpe);
+        for (const LayerWeights& w : model.layers)
+            for (const Matrix* m : {&w.attn, &w.attn_proj, &w.fc, &w.fc_proj}) stage(*m);
         try {
-            weights_.upload(model.storage.data(), model.storage.size());
+            weights_.upload(staged.data(), staged.size());
         } catch (const CudaError& e) {
             fall_back(e);
         }
@@ -172,6 +189,15 @@ public:
     void forward(const Batch& batch, const AttentionOptions& options, AttentionResult& result) override {
         if (!model_) throw Error("no model loaded");
         validate_forward(*model_, batch, options);
+        if (!gpt2_ || options.sliding_window > 0) {
+            if (!said_cpu_only_)
+                std::fprintf(stderr,
+                             "headscope: the CUDA backend runs GPT-2-layout models without a "
+                             "sliding window only; computing this model on the CPU\n");
+            said_cpu_only_ = true;
+            cpu_->forward(batch, options, result);
+            return;
+        }
         if (!on_cpu_) {
             try {
                 forward_on_device(batch, options, result);
@@ -190,11 +216,13 @@ private:
         on_cpu_ = true;
     }
 
-    // The device copy of a weight of model_->storage.
+    // The device copy of a vector of model_->storage.
     const float* on_device(const float* host) const { return weights_.data() + (host - model_->storage.data()); }
+    // The device copy of a matrix, (in, out) row-major.
+    const float* on_device(const Matrix& m) const { return weights_.data() + device_offset_.at(m.data); }
 
     // out (rows, n) = x (rows, k) w (k, n), plus out's old value when `accumulate`.
-    void matmul(const float* x, const float* w, float* out, int rows, int k, int n, bool accumulate) {
+    void matmul(const float* x, const Matrix& w, float* out, int rows, int k, int n, bool accumulate) {
         const float one = 1.f, zero = 0.f;
         HEADSCOPE_CUDA_CHECK(cublasSgemm(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, n, rows, k, &one, on_device(w), n, x, k,
                                          accumulate ? &one : &zero, out, n));
@@ -252,7 +280,7 @@ private:
             const bool returned = slot < result.layers.size() && result.layers[slot] == l;
 
             layer_norm(x_.data(), w.ln_1_w, w.ln_1_b, ln_.data(), BT);
-            matmul(ln_.data(), w.attn_w, qkv_.data(), BT, C, 3 * C, false);
+            matmul(ln_.data(), w.attn, qkv_.data(), BT, C, 3 * C, false);
             add_bias(qkv_.data(), w.attn_b, BT, 3 * C);
             attention(B, T, NH, options);
             if (returned) {
@@ -265,14 +293,14 @@ private:
             slot += returned;
             if (l == last_layer) break;  // everything after this layer's weights is not needed
 
-            matmul(y_.data(), w.attn_proj_w, x_.data(), BT, C, C, true);
+            matmul(y_.data(), w.attn_proj, x_.data(), BT, C, C, true);
             add_bias(x_.data(), w.attn_proj_b, BT, C);
             layer_norm(x_.data(), w.ln_2_w, w.ln_2_b, ln_.data(), BT);
-            matmul(ln_.data(), w.fc_w, fc_.data(), BT, C, 4 * C, false);
+            matmul(ln_.data(), w.fc, fc_.data(), BT, C, 4 * C, false);
             add_bias(fc_.data(), w.fc_b, BT, 4 * C);
             gelu_kernel<<<blocks_for(4 * BTC), threads>>>(fc_.data(), 4 * BTC);
             HEADSCOPE_CUDA_CHECK(cudaGetLastError());
-            matmul(fc_.data(), w.fc_proj_w, x_.data(), BT, 4 * C, C, true);
+            matmul(fc_.data(), w.fc_proj, x_.data(), BT, 4 * C, C, true);
             add_bias(x_.data(), w.fc_proj_b, BT, C);
         }
         HEADSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
@@ -324,7 +352,7 @@ private:
                                                            &zero, g.att, T, TT, g.count));
         const size_t rows = static_cast<size_t>(B) * NH * T;
         masked_softmax_kernel<<<blocks_for(rows * 32), threads>>>(att_.data(), ends_.data(), T, NH,
-                                                                  score_scale(options.scale, C, NH), rows);
+                                                                  score_scale(options.scale, C, hs), rows);
         HEADSCOPE_CUDA_CHECK(cudaGetLastError());
         for (const HeadGroup& g : groups)  // y = att V, asked as y^T = V^T att^T
             HEADSCOPE_CUDA_CHECK(cublasSgemmStridedBatched(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, &one,
@@ -336,16 +364,19 @@ private:
     std::unique_ptr<Backend> cpu_ = make_cpu_backend();  // after a CUDA failure
     bool on_cpu_ = false;
     cublasHandle_t cublas_ = nullptr;
-    DeviceBuffer<float> weights_;         // model_->storage, uploaded once per model
-    DeviceBuffer<int32_t> ids_;           // (B, T) padded token ids
-    DeviceBuffer<int> ends_;              // (B, T) visible keys per query row
-    DeviceBuffer<float> x_;               // (B, T, C) residual stream
-    DeviceBuffer<float> ln_;              // (B, T, C) LayerNorm output
-    DeviceBuffer<float> qkv_;             // (B, T, 3C) fused projection
-    DeviceBuffer<float> qkv_contiguous_;  // (3, B, T, C) Q, K, V copied out, naive-view only
-    DeviceBuffer<float> y_;               // (B, T, C) attention output, heads merged
-    DeviceBuffer<float> fc_;              // (B, T, 4C) MLP hidden
-    DeviceBuffer<float> att_;             // (B, NH, T, T) one layer's weights
+    bool gpt2_ = false;  // the one family this backend runs; others go to cpu_
+    bool said_cpu_only_ = false;
+    std::unordered_map<const void*, size_t> device_offset_;  // a weight's host data -> its offset in weights_
+    DeviceBuffer<float> weights_;                            // every weight as float32, uploaded once per model
+    DeviceBuffer<int32_t> ids_;                              // (B, T) padded token ids
+    DeviceBuffer<int> ends_;                                 // (B, T) visible keys per query row
+    DeviceBuffer<float> x_;                                  // (B, T, C) residual stream
+    DeviceBuffer<float> ln_;                                 // (B, T, C) LayerNorm output
+    DeviceBuffer<float> qkv_;                                // (B, T, 3C) fused projection
+    DeviceBuffer<float> qkv_contiguous_;                     // (3, B, T, C) Q, K, V copied out, naive-view only
+    DeviceBuffer<float> y_;                                  // (B, T, C) attention output, heads merged
+    DeviceBuffer<float> fc_;                                 // (B, T, 4C) MLP hidden
+    DeviceBuffer<float> att_;                                // (B, NH, T, T) one layer's weights
 };
 
 }  // namespace

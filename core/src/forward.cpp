@@ -1,17 +1,75 @@
 // What every forward shares: see forward.h.
 #include "headscope/forward.h"
 
+#include <cmath>
 #include <string>
 
 #include "headscope/error.h"
 
 namespace headscope {
 
-int head_count(const Config& config, int n_head) {
-    const int NH = n_head ? n_head : config.n_head;
-    if (NH <= 0 || config.n_embd % NH != 0)
-        throw Error("head count " + std::to_string(NH) + " does not divide C = " + std::to_string(config.n_embd));
-    return NH;
+HeadSplit head_split(const Config& config, int n_head) {
+    const HeadSplit own{config.n_head, config.kv_heads(), config.head_size()};
+    if (!n_head) return own;
+    const int group = own.group(), width = own.q_width();
+    if (n_head <= 0 || width % n_head != 0) {
+        // GPT-2's words when the query width is C: "does not divide C".
+        const std::string what = width == config.n_embd ? "C = " : "the query width NH x hs = ";
+        throw Error("head count " + std::to_string(n_head) + " does not divide " + what + std::to_string(width));
+    }
+    if (n_head % group != 0)
+        throw Error("head count " + std::to_string(n_head) + " is not a multiple of " + std::to_string(group) +
+                    ", the query heads that share each key/value head");
+    return {n_head, n_head / group, width / n_head};
+}
+
+int head_count(const Config& config, int n_head) { return head_split(config, n_head).NH; }
+
+RopeTable rope_table(const Rope& rope, int hs, int T) {
+    RopeTable table;
+    table.dims = static_cast<int>(hs * rope.fraction) / 2 * 2;
+    const int half = table.dims / 2;
+    // inv_freq as Hugging Face's default rope: 1 / theta^(2d / dims), in float32.
+    std::vector<float> inv_freq(half);
+    for (int d = 0; d < half; ++d)
+        inv_freq[d] = 1.f / std::pow(rope.theta, static_cast<float>(2 * d) / static_cast<float>(table.dims));
+    if (rope.factor > 0) {  // Llama 3: long wavelengths slowed by `factor`, a smooth blend between
+        const float low_wavelen = rope.original_max_positions / rope.low_freq_factor;
+        const float high_wavelen = rope.original_max_positions / rope.high_freq_factor;
+        for (float& f : inv_freq) {
+            const float wavelen = 2 * static_cast<float>(M_PI) / f;
+            if (wavelen > low_wavelen) {
+                f /= rope.factor;
+            } else if (wavelen >= high_wavelen) {
+                const float smooth = (rope.original_max_positions / wavelen - rope.low_freq_factor) /
+                                     (rope.high_freq_factor - rope.low_freq_factor);
+                f = (1 - smooth) * f / rope.factor + smooth * f;
+            }
+        }
+    }
+    table.cos.resize(static_cast<size_t>(T) * half);
+    table.sin.resize(table.cos.size());
+    for (int t = 0; t < T; ++t)
+        for (int d = 0; d < half; ++d) {
+            const float angle = static_cast<float>(t) * inv_freq[d];  // float32, as HF's matmul of the two
+            table.cos[static_cast<size_t>(t) * half + d] = std::cos(angle);
+            table.sin[static_cast<size_t>(t) * half + d] = std::sin(angle);
+        }
+    return table;
+}
+
+void apply_rope(const RopeTable& table, float* x, int T, int stride) {
+    const int half = table.dims / 2;
+    for (int t = 0; t < T; ++t) {
+        float* row = x + static_cast<size_t>(t) * stride;
+        const float* cos = table.cos.data() + static_cast<size_t>(t) * half;
+        const float* sin = table.sin.data() + static_cast<size_t>(t) * half;
+        for (int d = 0; d < half; ++d) {  // rotate-half: dims d and d + half are a pair
+            const float a = row[d], b = row[d + half];
+            row[d] = a * cos[d] - b * sin[d];
+            row[d + half] = b * cos[d] + a * sin[d];
+        }
+    }
 }
 
 void validate_forward(const Model& model, const Batch& batch, const AttentionOptions& options) {
@@ -31,6 +89,7 @@ void validate_forward(const Model& model, const Batch& batch, const AttentionOpt
     if (batch.pad_id < 0 || batch.pad_id >= cfg.vocab_size)
         throw Error("pad token id " + std::to_string(batch.pad_id) + " outside the vocabulary");
     const int NH = head_count(cfg, options.n_head);
+    if (options.sliding_window < 0) throw Error("the sliding window cannot be negative");
     int previous = -1;
     for (int l : options.layers) {
         if (l < 0 || l >= cfg.n_layer)
@@ -51,32 +110,37 @@ void validate_forward(const Model& model, const Batch& batch, const AttentionOpt
 }
 
 void set_up_result(const Config& config, const Batch& batch, const AttentionOptions& options, AttentionResult& result) {
-    const int B = batch.B(), T = batch.T(), C = config.n_embd;
+    const int B = batch.B(), T = batch.T();
+    const HeadSplit split = head_split(config, options.n_head);
     result.B = B;
     result.T = T;
-    result.NH = head_count(config, options.n_head);
-    result.hs = C / result.NH;
+    result.NH = split.NH;
+    result.NKV = split.NKV;
+    result.hs = split.hs;
     result.layers = options.layers;
     if (result.layers.empty())
         for (int l = 0; l < config.n_layer; ++l) result.layers.push_back(l);
     const size_t slots = result.layers.size();
     result.weights.resize(slots * B * result.NH * T * T);
-    result.outputs.resize(options.capture_outputs ? slots * B * T * C : 0);
+    result.outputs.resize(options.capture_outputs ? slots * B * T * split.q_width() : 0);
     result.fully_masked.resize(static_cast<size_t>(B) * T);
     for (int b = 0; b < B; ++b) {
         const int length = static_cast<int>(batch.token_ids[b].size());
         for (int t = 0; t < T; ++t)
-            result.fully_masked[static_cast<size_t>(b) * T + t] = visible_end(options, t, length, T) == 0;
+            result.fully_masked[static_cast<size_t>(b) * T + t] =
+                visible_begin(options, t) >= visible_end(options, t, length, T);
     }
 }
 
 void embed_text(const Model& model, const Batch& batch, int b, float* x) {
     const int T = batch.T(), C = model.config.n_embd;
+    std::vector<float> position(model.wpe ? C : 0);
     for (int t = 0; t < T; ++t) {
-        const float* te = model.wte + static_cast<size_t>(batch.padded_id(b, t)) * C;
-        const float* pe = model.wpe + static_cast<size_t>(t) * C;
         float* xt = x + static_cast<size_t>(t) * C;
-        for (int c = 0; c < C; ++c) xt[c] = te[c] + pe[c];
+        stored_row(model.wte, batch.padded_id(b, t), xt);
+        if (!model.wpe) continue;
+        stored_row(model.wpe, t, position.data());
+        for (int c = 0; c < C; ++c) xt[c] += position[c];
     }
 }
 

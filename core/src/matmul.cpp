@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "headscope/aligned.h"
+#include "headscope/safetensors.h"
 
 namespace headscope {
 namespace {
@@ -22,12 +23,16 @@ void product(const float* x, int rows, int64_t in, const float* s, int64_t cols,
     const ConstMap X(x, rows, in);
     if (s_out_by_in) {
         const ConstMap S(s, cols, in);
-        if (accumulate) y.noalias() += X * S.transpose();
-        else y.noalias() = X * S.transpose();
+        if (accumulate)
+            y.noalias() += X * S.transpose();
+        else
+            y.noalias() = X * S.transpose();
     } else {
         const ConstMap S(s, in, cols);
-        if (accumulate) y.noalias() += X * S;
-        else y.noalias() = X * S;
+        if (accumulate)
+            y.noalias() += X * S;
+        else
+            y.noalias() = X * S;
     }
 }
 
@@ -66,8 +71,8 @@ void linear(const float* x, int rows, const Matrix& w, const float* bias, float*
 
 void stored_row(const Matrix& m, int64_t row, float* out) {
     const int64_t width = m.out_by_in ? m.in : m.out;
-    widen_to_f32(m.dtype, m.data + row * width * static_cast<int64_t>(element_bytes(m.dtype)), static_cast<size_t>(width),
-                 out);
+    widen_to_f32(m.dtype, m.data + row * width * static_cast<int64_t>(element_bytes(m.dtype)),
+                 static_cast<size_t>(width), out);
 }
 
 std::vector<float> to_floats(const Matrix& m) {

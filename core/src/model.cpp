@@ -11,7 +11,6 @@
 #include "headscope/shape.h"
 
 #include <pwd.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -88,57 +87,65 @@ fs::path pick_snapshot(const fs::path& repo) {
     return newest;
 }
 
-// A required positive integer field of config.json.
-int positive_int(const json& config, const std::string& key, const std::string& file) {
-    const auto it = config.find(key);
-    if (it == config.end()) throw Error(file + ": " + key + " missing");
-    if (!it->is_number_unsigned() || it->get<uint64_t>() == 0 ||
-        it->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int>::max())) {
-        throw Error(file + ": " + key + " is " + describe_json(*it) + ", not a positive integer");
-    }
-    return it->get<int>();
-}
-
 Config read_config(const fs::path& path) {
     const std::string file = path.string();
     if (!fs::exists(path)) throw Error(file + " missing");
-    const json j = parse_json(read_file(path), file);
-    if (!j.is_object()) throw Error(file + ": not a JSON object");
-
-    Config c;
-    c.n_layer = positive_int(j, "n_layer", file);
-    c.n_head = positive_int(j, "n_head", file);
-    c.n_embd = positive_int(j, "n_embd", file);
-    // Old GPT-2 configs name the context length n_ctx only.
-    c.n_positions = positive_int(j, j.contains("n_positions") || !j.contains("n_ctx") ? "n_positions" : "n_ctx", file);
-    c.vocab_size = positive_int(j, "vocab_size", file);
-    if (c.n_embd % c.n_head != 0) {
-        throw Error(file + ": n_embd " + std::to_string(c.n_embd) + " is not divisible by n_head " +
-                    std::to_string(c.n_head));
-    }
-    if (const auto it = j.find("eos_token_id"); it != j.end() && !it->is_null()) {
-        if (!it->is_number_unsigned() || it->get<uint64_t>() >= static_cast<uint64_t>(c.vocab_size))
-            throw Error(file + ": eos_token_id " + describe_json(*it) + " is not a token id below vocab_size");
-        c.eos_token_id = it->get<int>();
-    }
-    if (const auto it = j.find("layer_norm_epsilon"); it != j.end() && !it->is_null()) {
-        if (!it->is_number() || !(it->get<double>() > 0) || !(it->get<double>() < 1))
-            throw Error(file + ": layer_norm_epsilon " + describe_json(*it) + " is not a small positive number");
-        c.layer_norm_epsilon = it->get<float>();
-    }
-    if (const auto it = j.find("headscope_training"); it != j.end()) c.training = *it;
-    return c;
+    return config_from_json(parse_json(read_file(path), file), file);
 }
 
-using TensorMap = std::map<std::string, TensorView>;
+// Every tensor of a checkpoint's files, by name, with the file it is in.
+struct FoundTensor {
+    TensorView view;
+    std::string file;
+};
+using TensorMap = std::map<std::string, FoundTensor>;
 
-// The file's entry for `name`, with or without the "transformer." prefix.
-TensorMap::const_iterator find_tensor(const TensorMap& tensors, const std::string& name, const std::string& file) {
-    const auto bare = tensors.find(name);
+// A GPT-2 name is found with or without the "transformer." prefix; other
+// families' names are exact.
+TensorMap::const_iterator find_tensor(const TensorMap& tensors, const Config& config, const std::string& name) {
+    const auto exact = tensors.find(name);
+    if (config.architecture != "gpt2") return exact;
     const auto prefixed = tensors.find("transformer." + name);
-    if (bare != tensors.end() && prefixed != tensors.end())
-        throw Error(file + ": both '" + name + "' and 'transformer." + name + "' present");
-    return bare != tensors.end() ? bare : prefixed;
+    if (exact != tensors.end() && prefixed != tensors.end())
+        throw Error(exact->second.file + ": both '" + name + "' and 'transformer." + name + "' present");
+    return exact != tensors.end() ? exact : prefixed;
+}
+
+// The shard files an index names: model.safetensors.index.json's weight_map
+// {tensor: file}; every file must be a plain name beside the index.
+std::vector<fs::path> shard_files(const fs::path& index) {
+    const std::string file = index.string();
+    const json j = parse_json(read_file(index), file);
+    const auto map = j.is_object() ? j.find("weight_map") : j.end();
+    if (map == j.end() || !map->is_object() || map->empty())
+        throw Error(file + ": no weight_map object naming the shard files");
+    std::vector<fs::path> files;
+    for (const auto& [tensor, shard] : map->items()) {
+        if (!shard.is_string()) throw Error(file + ": the file of '" + tensor + "' is " + describe_json(shard));
+        const std::string name = shard.get<std::string>();
+        if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+            throw Error(file + ": shard '" + name + "' of '" + tensor + "' is not a file name beside the index");
+        const fs::path path = index.parent_path() / name;
+        if (std::find(files.begin(), files.end(), path) == files.end()) {
+            if (!fs::exists(path))
+                throw Error(file + ": names shard " + name + " (of '" + tensor + "'), which is missing");
+            files.push_back(path);
+        }
+    }
+    return files;
+}
+
+// The checkpoint's safetensors files: model.safetensors, or the shards its index names.
+std::vector<fs::path> checkpoint_files(const fs::path& dir) {
+    const fs::path single = dir / "model.safetensors", index = dir / "model.safetensors.index.json";
+    if (fs::exists(single)) return {single};
+    if (fs::exists(index)) return shard_files(index);
+    if (fs::exists(dir / "pytorch_model.bin") || fs::exists(dir / "pytorch_model.bin.index.json")) {
+        throw Error(single.string() +
+                    " missing: only pytorch_model.bin found, and Headscope reads safetensors only "
+                    "(convert it with transformers' save_pretrained(safe_serialization=True))");
+    }
+    throw Error(single.string() + " missing (and no model.safetensors.index.json)");
 }
 
 // Where `shape` differs from `expected`, the message for tensor `name`.
@@ -148,18 +155,6 @@ void check_shape(const std::string& file, const std::string& name, const std::ve
         throw Error(file + ": tensor '" + name + "' has shape " + shape_string(shape, Notation::json) + ", expected " +
                     shape_string(expected, Notation::json) + " from config.json");
     }
-}
-
-// Maps fresh memory in one call instead of taking a page fault per 4 KiB on
-// first touch: for GPT-2 small's 500 MB that was most of the load time.
-// (MADV_HUGEPAGE was tried too: on a VM that hands freed memory back to its
-// host it made loads alternate between 4x faster and 2x slower.) It is only
-// advice; kernels before 5.14 lack it and pages fault in as usual.
-void prefault(void* begin, size_t bytes) {
-    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-    const uintptr_t first = (reinterpret_cast<uintptr_t>(begin) + page - 1) / page * page;
-    const uintptr_t last = (reinterpret_cast<uintptr_t>(begin) + bytes) / page * page;
-    if (first < last) madvise(reinterpret_cast<void*>(first), last - first, MADV_POPULATE_WRITE);
 }
 
 }  // namespace
@@ -201,8 +196,9 @@ std::vector<CachedModel> list_cached_models() {
         if (const size_t dashes = name.find("--"); dashes != std::string::npos) name.replace(dashes, 2, "/");
         try {
             const fs::path snapshot = pick_snapshot(repo.path());
-            const json config = parse_json(read_file(snapshot / "config.json"), "config.json");
-            if (config.is_object() && config.value("model_type", "") == "gpt2") models.push_back({name, snapshot});
+            const std::string file = (snapshot / "config.json").string();
+            config_from_json(parse_json(read_file(snapshot / "config.json"), file), file);  // a family we run
+            models.push_back({name, snapshot});
         } catch (const std::exception&) {
             // an incomplete download or a foreign file: not a model to offer
         }
@@ -211,77 +207,161 @@ std::vector<CachedModel> list_cached_models() {
     return models;
 }
 
+Model::Model() = default;
+Model::~Model() = default;
+Model::Model(Model&&) noexcept = default;
+Model& Model::operator=(Model&&) noexcept = default;
+
+namespace {
+
+// Model's field for a matrix weight, and for a vector one.
+Matrix& matrix_field(Model& m, const TensorSpec& t) {
+    switch (t.weight) {
+        case Weight::wte: return m.wte;
+        case Weight::wpe: return m.wpe;
+        case Weight::lm_head: return m.lm_head;
+        case Weight::attn_w: return m.layers[t.layer].attn;
+        case Weight::q_w: return m.layers[t.layer].q;
+        case Weight::k_w: return m.layers[t.layer].k;
+        case Weight::v_w: return m.layers[t.layer].v;
+        case Weight::attn_proj_w: return m.layers[t.layer].attn_proj;
+        case Weight::fc_w: return m.layers[t.layer].fc;
+        case Weight::gate_w: return m.layers[t.layer].gate;
+        case Weight::fc_proj_w: return m.layers[t.layer].fc_proj;
+        default: std::abort();  // a vector: vector_field
+    }
+}
+
+const float*& vector_field(Model& m, const TensorSpec& t) {
+    switch (t.weight) {
+        case Weight::ln_1_w: return m.layers[t.layer].ln_1_w;
+        case Weight::ln_1_b: return m.layers[t.layer].ln_1_b;
+        case Weight::attn_b: return m.layers[t.layer].attn_b;
+        case Weight::q_b: return m.layers[t.layer].q_b;
+        case Weight::k_b: return m.layers[t.layer].k_b;
+        case Weight::v_b: return m.layers[t.layer].v_b;
+        case Weight::q_norm: return m.layers[t.layer].q_norm;
+        case Weight::k_norm: return m.layers[t.layer].k_norm;
+        case Weight::attn_proj_b: return m.layers[t.layer].attn_proj_b;
+        case Weight::ln_2_w: return m.layers[t.layer].ln_2_w;
+        case Weight::ln_2_b: return m.layers[t.layer].ln_2_b;
+        case Weight::fc_b: return m.layers[t.layer].fc_b;
+        case Weight::fc_proj_b: return m.layers[t.layer].fc_proj_b;
+        case Weight::ln_f_w: return m.ln_f_w;
+        case Weight::ln_f_b: return m.ln_f_b;
+        default: std::abort();  // a matrix: matrix_field
+    }
+}
+
+// Served from the map as it is: a matrix whose float32 data is aligned for
+// float loads. 16-bit data is read with memcpy (matmul.h), any alignment.
+bool mapped_as_is(const TensorView& view) {
+    return view.shape.size() == 2 &&
+           (view.dtype != DType::F32 || reinterpret_cast<uintptr_t>(view.bytes.data()) % alignof(float) == 0);
+}
+
+}  // namespace
+
 Model load_model(const std::string& name_or_path, const std::function<void(float)>& on_progress) {
     Model m;
     m.path = resolve_model_path(name_or_path);
     m.config = read_config(m.path / "config.json");
+    const Config& cfg = m.config;
+    const std::vector<fs::path> files = checkpoint_files(m.path);
 
-    const fs::path weights = m.path / "model.safetensors";
-    const std::string file = weights.string();
-    if (!fs::exists(weights)) {
-        if (fs::exists(m.path / "pytorch_model.bin")) {
-            throw Error(file +
-                        " missing: only pytorch_model.bin found, and Headscope reads safetensors only "
-                        "(convert it with transformers' save_pretrained(safe_serialization=True))");
+    // The tokenizer builds its tables while the weights are checked.
+    std::future<Tokenizer> tokenizer = std::async(std::launch::async, [dir = m.path] {
+        const fs::path vocab = dir / "vocab.json", merges = dir / "merges.txt";
+        for (const fs::path& p : {vocab, merges})
+            if (!fs::exists(p)) throw Error(p.string() + " missing");
+        return Tokenizer::load(vocab, merges);
+    });
+
+    TensorMap tensors;
+    for (const fs::path& path : files) {
+        m.files.push_back(std::make_unique<SafetensorsFile>(path));
+        m.file_bytes += static_cast<int64_t>(fs::file_size(path));
+        for (const auto& [name, view] : m.files.back()->tensors()) {
+            const auto [it, added] = tensors.emplace(name, FoundTensor{view, path.string()});
+            if (!added)
+                throw Error(path.string() + ": tensor '" + name + "' is also in " + it->second.file +
+                            " (a tensor must be in one shard)");
         }
-        throw Error(file + " missing");
     }
-    const fs::path vocab = m.path / "vocab.json", merges = m.path / "merges.txt";
-    for (const fs::path& p : {vocab, merges})
-        if (!fs::exists(p)) throw Error(p.string() + " missing");
+    const std::string where =
+        files.size() == 1 ? files.front().string() : (m.path / "model.safetensors.index.json").string();
 
-    // The tokenizer builds its tables while the weights are converted.
-    std::future<Tokenizer> tokenizer = std::async(std::launch::async, [&] { return Tokenizer::load(vocab, merges); });
-
-    const SafetensorsFile st(weights);
-    const TensorMap& tensors = st.tensors();
-    // A layer is 12 tensors, so a file holding K*12 cannot have layer K. Going
-    // no further than that reports a config with too many layers by its first
+    // A file holding N tensors cannot have more than N layers. Going no
+    // further than that reports a config with too many layers by its first
     // missing tensor, before n_layer sizes any allocation.
-    const int64_t layers_possible = static_cast<int64_t>(tensors.size()) / 12 + 1;
-    Config within_file = m.config;
-    within_file.n_layer = static_cast<int>(std::min<int64_t>(m.config.n_layer, layers_possible));
-    m.layers.resize(within_file.n_layer);
-    const std::vector<TensorSpec> wanted = gpt2_tensors(within_file);
+    Config within_files = cfg;
+    within_files.n_layer = static_cast<int>(std::min<int64_t>(cfg.n_layer, static_cast<int64_t>(tensors.size())));
+    m.layers.resize(within_files.n_layer);
+    const std::vector<TensorSpec> wanted = model_tensors(within_files);
 
-    std::vector<const TensorMap::value_type*> found;  // (wanted.size()), the file's entry for each
-    int64_t total = 0;
+    std::vector<const TensorMap::value_type*> found;  // (wanted.size()), the files' entry for each
+    int64_t copied_floats = 0, total_bytes = 0;
     for (const TensorSpec& w : wanted) {
-        const auto it = find_tensor(tensors, w.name, file);
-        if (it == tensors.end())
-            throw Error(file + ": tensor '" + w.name + "' missing (with or without the 'transformer.' prefix)");
-        check_shape(file, it->first, it->second.shape, w.shape);
+        const auto it = find_tensor(tensors, cfg, w.name);
+        if (it == tensors.end()) {
+            throw Error(where + ": tensor '" + w.name + "' missing" +
+                        (cfg.architecture == "gpt2" ? " (with or without the 'transformer.' prefix)" : ""));
+        }
+        check_shape(it->second.file, it->first, it->second.view.shape, w.shape);
         found.push_back(&*it);
-        total += element_count(w.shape);
+        if (!mapped_as_is(it->second.view)) copied_floats += element_count(w.shape);
+        total_bytes += static_cast<int64_t>(it->second.view.bytes.size());
+        m.params += element_count(w.shape);
     }
     // A tied output embedding is the same matrix as wte, so it is checked but not kept.
-    if (const auto it = find_tensor(tensors, "lm_head.weight", file); it != tensors.end())
-        check_shape(file, it->first, it->second.shape, wanted.front().shape);
-
-    m.storage.reserve(static_cast<size_t>(total));
-    prefault(m.storage.data(), static_cast<size_t>(total) * sizeof(float));
-    m.storage.resize(static_cast<size_t>(total));
-    float* out = m.storage.data();
-    for (size_t i = 0; i < wanted.size(); ++i) {
-        const auto& [name, view] = *found[i];
-        try {
-            convert_to_f32(name, view, out);
-        } catch (const Error& e) {
-            throw Error(file + ": " + e.what());
-        }
-        weight_pointer(m, wanted[i]) = out;
-        out += element_count(view.shape);
-        m.tensors.push_back({name, view.shape});
-        if (on_progress) on_progress(static_cast<float>(out - m.storage.data()) / static_cast<float>(total));
+    if (cfg.tied_embeddings) {
+        const std::string head = cfg.architecture == "gpt_neox" ? "embed_out.weight" : "lm_head.weight";
+        if (const auto it = find_tensor(tensors, cfg, head); it != tensors.end())
+            check_shape(it->second.file, it->first, it->second.view.shape, wanted.front().shape);
     }
+
+    m.storage.resize(static_cast<size_t>(copied_floats));
+    float* out = m.storage.data();
+    int64_t done_bytes = 0;
+    for (size_t i = 0; i < wanted.size(); ++i) {
+        const auto& [name, entry] = *found[i];
+        const TensorView& view = entry.view;
+        try {
+            if (mapped_as_is(view)) {
+                check_finite(name, view);
+                const int64_t rows = view.shape[0], cols = view.shape[1];
+                const bool out_by_in = stored_out_by_in(cfg, wanted[i].weight);
+                matrix_field(m, wanted[i]) =
+                    Matrix{view.bytes.data(), view.dtype, out_by_in ? cols : rows, out_by_in ? rows : cols, out_by_in};
+            } else {
+                convert_to_f32(name, view, out);
+                if (view.shape.size() == 2) {
+                    const int64_t rows = view.shape[0], cols = view.shape[1];
+                    const bool out_by_in = stored_out_by_in(cfg, wanted[i].weight);
+                    matrix_field(m, wanted[i]) = Matrix{reinterpret_cast<const std::byte*>(out), DType::F32,
+                                                        out_by_in ? cols : rows, out_by_in ? rows : cols, out_by_in};
+                } else {
+                    vector_field(m, wanted[i]) = out;
+                }
+                out += element_count(view.shape);
+            }
+        } catch (const Error& e) {
+            throw Error(entry.file + ": " + e.what());
+        }
+        m.tensors.push_back({name, view.shape});
+        done_bytes += static_cast<int64_t>(view.bytes.size());
+        if (on_progress) on_progress(static_cast<float>(done_bytes) / static_cast<float>(total_bytes));
+    }
+    if (!m.lm_head) m.lm_head = m.wte.transposed();  // tied
+    m.dtype = m.wte.dtype;
     std::sort(m.tensors.begin(), m.tensors.end(),
               [](const TensorInfo& a, const TensorInfo& b) { return a.name < b.name; });
-    m.params = total;
 
     m.tokenizer = tokenizer.get();
-    if (m.tokenizer.vocab_size() > m.config.vocab_size) {
-        throw Error(vocab.string() + ": " + std::to_string(m.tokenizer.vocab_size()) +
-                    " tokens, more than the model's vocab_size " + std::to_string(m.config.vocab_size));
+    if (m.tokenizer.vocab_size() > cfg.vocab_size) {
+        const fs::path file = m.path / (fs::exists(m.path / "tokenizer.json") ? "tokenizer.json" : "vocab.json");
+        throw Error(file.string() + ": " + std::to_string(m.tokenizer.vocab_size()) +
+                    " tokens, more than the model's vocab_size " + std::to_string(cfg.vocab_size));
     }
     return m;
 }

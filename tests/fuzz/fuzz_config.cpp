@@ -38,7 +38,7 @@ const fs::path& small_model_dir() {
         const fs::path dir = fuzz::scratch_dir() / "model";
         fs::create_directories(dir);
         const Config config{.n_layer = 1, .n_head = 2, .n_embd = 8, .n_positions = 16, .vocab_size = 256};
-        const std::vector<TensorSpec> specs = gpt2_tensors(config);
+        const std::vector<TensorSpec> specs = model_tensors(config);
         int64_t largest = 0;
         for (const TensorSpec& t : specs) largest = std::max(largest, element_count(t.shape));
         const std::vector<float> zeros(static_cast<size_t>(largest));

@@ -11,11 +11,11 @@
 
 namespace headscope {
 
-// GPT-2's forward written plainly, one head at a time, as the tutorials'
-// mha_by_loop: head h's q, k and v are the columns [h*hs, (h+1)*hs) of the
-// fused projection's three C-wide parts, its scores are dot products, masked
-// by visible_end and softmaxed, its output the weights times v. The
-// non-attention parts are core's ops. Every layer is returned, with outputs
+// The forward with each head's attention written plainly, as the tutorials'
+// mha_by_loop: head h's q, k and v are its columns of the projections, its
+// scores are dot products, masked by visible_begin..visible_end and
+// softmaxed, its output the weights times v. The non-attention parts are the
+// CPU forward's own (cpu_forward.h). Every layer is returned, with outputs
 // (options.layers and capture_outputs are ignored), and options.split too:
 // the loop always splits heads by columns, the correct split. Throws Error on
 // input Backend::forward would refuse.
@@ -32,7 +32,7 @@ Agreement agreement(double max_diff, double size);
 
 struct HeadLoopComparison {
     double max_weight_diff = 0;  // max |engine - loop| over every layer's (B, NH, T, T) weights
-    double max_output_diff = 0;  // the same over every layer's (B, T, C) outputs, heads merged before c_proj
+    double max_output_diff = 0;  // the same over every layer's (B, T, NH * hs) outputs, heads merged before c_proj
     double max_output = 0;       // max |loop output|: the scale float round-off is relative to
 };
 

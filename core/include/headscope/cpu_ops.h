@@ -1,4 +1,4 @@
-// The GPT-2 forward's building blocks on the CPU, over flat row-major buffers,
+// The forward's building blocks on the CPU, over flat row-major buffers,
 // templated on the scalar: the engine runs them in float, the trainer's
 // gradient check in double. Legend: T rows, C channels, hs head size.
 #pragma once
@@ -47,6 +47,34 @@ void layer_norm(const S* x, const S* w, const S* b, S* out, int rows, int C, S e
     }
 }
 
+// out = RMSNorm(x) per row of C: x / sqrt(mean(x^2) + eps) * w (Llama's).
+template <typename S>
+void rms_norm(const S* x, const S* w, S* out, int rows, int C, S eps) {
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; ++r) {
+        const S* xr = x + static_cast<size_t>(r) * C;
+        S* yr = out + static_cast<size_t>(r) * C;
+        S squares = 0;
+        for (int c = 0; c < C; ++c) squares += xr[c] * xr[c];
+        const S inv_rms = 1 / std::sqrt(squares / C + eps);
+        for (int c = 0; c < C; ++c) yr[c] = w[c] * (xr[c] * inv_rms);
+    }
+}
+
+// GELU, exact (erf): out may be x.
+template <typename S>
+void gelu_exact(const S* x, S* out, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; ++i) out[i] = S(0.5) * x[i] * (1 + std::erf(x[i] / std::sqrt(S(2))));
+}
+
+// SwiGLU's product: gate[i] = silu(gate[i]) * up[i].
+template <typename S>
+void silu_times(S* gate, const S* up, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; ++i) gate[i] = gate[i] / (1 + std::exp(-gate[i])) * up[i];
+}
+
 // GELU, tanh approximation: out[i] = gelu(x[i]); out may be x.
 template <typename S>
 void gelu(const S* x, S* out, size_t n) {
@@ -58,32 +86,43 @@ void gelu(const S* x, S* out, size_t n) {
     }
 }
 
-// Scales a score row and turns its first `visible` entries into a softmax,
-// zeroing the rest (masked keys). visible == 0 leaves an all-zero row.
+// Scales a score row and turns its entries [begin, end) into a softmax,
+// zeroing the rest (masked keys). An empty range leaves an all-zero row.
 template <typename S>
-void masked_softmax_row(S* row, int visible, int T, S scale) {
-    if (visible > 0) {
-        Eigen::Map<Eigen::Array<S, Eigen::Dynamic, 1>> kept(row, visible);  // vectorised exp
+void masked_softmax_row(S* row, int begin, int end, int T, S scale) {
+    if (begin < end) {
+        Eigen::Map<Eigen::Array<S, Eigen::Dynamic, 1>> kept(row + begin, end - begin);  // vectorised exp
         kept *= scale;
         kept = (kept - kept.maxCoeff()).exp();
         kept /= kept.sum();
+    } else {
+        end = begin = 0;
     }
-    std::fill(row + visible, row + T, S(0));
+    std::fill(row, row + begin, S(0));
+    std::fill(row + end, row + T, S(0));
 }
 
+// Which keys query i sees: [begin, end).
+struct KeyRange {
+    int begin, end;
+};
+
 // One head: att (T, T) = softmax(scale Q K^T) with key j visible to query i
-// for j < visible_end(i); y (T, hs) = att V. Q, K, V and y are (T, hs) blocks
-// with the given row strides, so the caller picks the head split.
-template <typename S, typename VisibleEnd>
-void attention_head(const S* q, const S* k, const S* v, int in_stride, S* y, int out_stride, S* att, int T, int hs,
-                    S scale, VisibleEnd visible_end) {
-    ConstStridedMap<S> Q(q, T, hs, Eigen::OuterStride<>(in_stride));
-    ConstStridedMap<S> K(k, T, hs, Eigen::OuterStride<>(in_stride));
-    ConstStridedMap<S> V(v, T, hs, Eigen::OuterStride<>(in_stride));
+// for j in visible(i), a KeyRange; y (T, hs) = att V. Q, K, V and y are
+// (T, hs) blocks with their own row strides, so the caller picks the split.
+template <typename S, typename Visible>
+void attention_head(const S* q, int q_stride, const S* k, int k_stride, const S* v, int v_stride, S* y, int y_stride,
+                    S* att, int T, int hs, S scale, Visible visible) {
+    ConstStridedMap<S> Q(q, T, hs, Eigen::OuterStride<>(q_stride));
+    ConstStridedMap<S> K(k, T, hs, Eigen::OuterStride<>(k_stride));
+    ConstStridedMap<S> V(v, T, hs, Eigen::OuterStride<>(v_stride));
     MatrixMap<S> A(att, T, T);
     A.noalias() = Q * K.transpose();
-    for (int i = 0; i < T; ++i) masked_softmax_row(att + static_cast<size_t>(i) * T, visible_end(i), T, scale);
-    StridedMap<S>(y, T, hs, Eigen::OuterStride<>(out_stride)).noalias() = A * V;
+    for (int i = 0; i < T; ++i) {
+        const KeyRange keys = visible(i);
+        masked_softmax_row(att + static_cast<size_t>(i) * T, keys.begin, keys.end, T, scale);
+    }
+    StridedMap<S>(y, T, hs, Eigen::OuterStride<>(y_stride)).noalias() = A * V;
 }
 
 }  // namespace headscope::ops

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "headscope/safetensors.h"
+#include "headscope/dtype.h"
 
 namespace headscope {
 

@@ -18,6 +18,8 @@
 
 namespace headscope {
 
+class SafetensorsFile;  // safetensors.h
+
 // One layer's weights; a weight the family lacks is null (an empty Matrix).
 // Vectors are float32 (C) unless noted; matrices stay as the file has them.
 struct LayerWeights {
@@ -28,7 +30,7 @@ struct LayerWeights {
     Matrix q, k, v;                 // separate projections (C -> NH * hs, NKV * hs, NKV * hs)
     const float *q_b = nullptr, *k_b = nullptr, *v_b = nullptr;
     const float *q_norm = nullptr, *k_norm = nullptr;  // (hs) Qwen 3
-    Matrix attn_proj;                                    // NH * hs -> C
+    Matrix attn_proj;                                  // NH * hs -> C
     const float* attn_proj_b = nullptr;
     const float* ln_2_w = nullptr;
     const float* ln_2_b = nullptr;

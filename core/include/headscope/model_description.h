@@ -37,7 +37,7 @@ struct Config {
     int n_positions = 0;  // longest T
     int vocab_size = 0;   // V
     int eos_token_id = 50256;
-    float layer_norm_epsilon = 1e-5f;  // of every norm, LayerNorm or RMSNorm
+    float layer_norm_epsilon = 1e-5f;           // of every norm, LayerNorm or RMSNorm
     nlohmann::ordered_json training = nullptr;  // the "headscope_training" record of a model we trained
 
     // What the families change; the defaults are GPT-2's.
@@ -49,7 +49,7 @@ struct Config {
     int pad_token_id = -1;              // -1: none (texts are padded with EOS)
     Norm norm = Norm::layer_norm;
     Positions positions = Positions::learned;
-    Rope rope;
+    Rope rope = {};
     Mlp mlp = Mlp::gelu_tanh;
     bool qkv_bias = true, o_bias = true, mlp_bias = true;
     bool qk_norm = false;            // Qwen 3: RMSNorm over each head's hs values of Q and K, before RoPE

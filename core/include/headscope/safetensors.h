@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-namespace headscope {
+#include "headscope/dtype.h"
 
-enum class DType { F32, F16, BF16 };
+namespace headscope {
 
 struct TensorView {
     DType dtype;
