@@ -238,8 +238,9 @@ INSTANTIATE_TEST_SUITE_P(Families, FamilyForward,
                          param_name);
 
 // Older checkpoints saved buffers beside the weights: every rotary model its
-// rotary_emb.inv_freq, GPT-NeoX also its causal mask (a bool (1, 1, P, P))
-// and masked_bias. Loading passes over them.
+// rotary_emb.inv_freq, GPT-NeoX also masked_bias and its causal mask, a
+// (1, 1, P, P) of bytes, uint8 or bool as the transformers that saved it had
+// it (Pythia's files hold them). Loading passes over them.
 TEST(FamilyCheckpoints, OldBuffersBesideTheWeightsArePassedOver) {
     for (Family family : {Family::llama, Family::gpt_neox}) {
         FamilySpec spec = family_spec(family);
@@ -258,7 +259,7 @@ TEST(FamilyCheckpoints, OldBuffersBesideTheWeightsArePassedOver) {
             std::vector<uint8_t> causal(size_t(P) * P);
             for (int i = 0; i < P; ++i)
                 for (int j = 0; j <= i; ++j) causal[size_t(i) * P + j] = 1;
-            buffers.push_back({prefix + "bias", "BOOL", {1, 1, P, P}, causal});
+            buffers.push_back({prefix + "bias", l % 2 ? "BOOL" : "U8", {1, 1, P, P}, causal});
             buffers.push_back({prefix + "masked_bias", "F32", {}, encode({-1e9f}, FileDType::F32)});
         }
         TempDir dir;
