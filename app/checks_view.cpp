@@ -37,8 +37,7 @@ void heading(const char* title) {
 void ChecksView::draw(Session& session, Ui& ui) {
     const int b = session.selected;
     const FigureWorker<Key, Figures>::Outcome* figures = figures_.get({session.shown_generation, b}, [&] {
-        return [model = session.shared_model(),
-                batch = Batch{session.shown.token_ids, session.model().config.eos_token_id},
+        return [model = session.shared_model(), batch = Batch{session.shown.token_ids, session.model().config.pad_id()},
                 options = session.shown_options, b](std::stop_token) {
             const std::unique_ptr<Backend> backend = own_cpu_backend(*model);
             return Figures{compare_with_head_loop(*backend, *model, batch, options),

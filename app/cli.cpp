@@ -129,7 +129,7 @@ void run_attention(const Options& opt) {
     const double load_ms = ms_since(start);
 
     start = Clock::now();
-    Batch batch{model.tokenizer.encode_texts(opt.texts), model.config.eos_token_id};
+    Batch batch{model.tokenizer.encode_texts(opt.texts), model.config.pad_id()};
     const double tokenize_ms = ms_since(start);
 
     head_count_of(model, options);  // before the forward, which checks it too, so that the error names the flag
@@ -209,7 +209,7 @@ void run_dance(const Options& opt) {
     const BackendPick pick = make_backend(opt.backend);
     Backend* backend = pick.backend.get();
     const Model model = load_model(opt.model);
-    const Batch batch{model.tokenizer.encode_texts(opt.texts), model.config.eos_token_id};
+    const Batch batch{model.tokenizer.encode_texts(opt.texts), model.config.pad_id()};
     const int NH = head_count_of(model, options);
     backend->load_weights(model);
 

@@ -65,8 +65,7 @@ void DanceView::draw(Session& session, Ui& ui) {
     update(session);
     // The naive split's error for the shown compute and layer: two forwards as far as the layer.
     const MaxDiff::Outcome* max_diff = max_diff_.get({session.shown_generation, session.layer}, [&] {
-        return [model = session.shared_model(),
-                batch = Batch{session.shown.token_ids, session.model().config.eos_token_id},
+        return [model = session.shared_model(), batch = Batch{session.shown.token_ids, session.model().config.pad_id()},
                 options = session.shown_options, layer = session.layer](std::stop_token) {
             return naive_view_max_diff(*own_cpu_backend(*model), batch, options, layer);
         };

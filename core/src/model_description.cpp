@@ -38,7 +38,7 @@ public:
         const json* v = find(key);
         if (!v) return fallback;
         const json& id = v->is_array() && !v->empty() ? v->front() : *v;
-        if (!id.is_number_unsigned() || id.get<uint64_t>() >= static_cast<uint64_t>(vocab_size))
+        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= vocab_size)
             throw Error(file_ + ": " + key + " " + describe_json(*v) + " is not a token id below vocab_size");
         return id.get<int>();
     }
@@ -73,8 +73,8 @@ public:
 
 private:
     int checked_positive(const std::string& key, const json& v) const {
-        if (!v.is_number_unsigned() || v.get<uint64_t>() == 0 ||
-            v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int>::max()))
+        // Any integer type: a parsed file gives unsigned, a config built in code signed.
+        if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() > std::numeric_limits<int>::max())
             throw Error(file_ + ": " + key + " is " + describe_json(v) + ", not a positive integer");
         return v.get<int>();
     }

@@ -41,7 +41,7 @@ ProbeReport probe_heads(Backend& backend, const Model& model, const std::vector<
     const AttentionOptions options;  // causal, the model's heads, sqrt(d_head), all layers
     auto forward = [&](const std::vector<int32_t>& ids) {
         if (stop.stop_requested()) throw Error("head probes stopped");
-        backend.forward(Batch{{ids}, model.config.eos_token_id}, options, result);
+        backend.forward(Batch{{ids}, model.config.pad_id()}, options, result);
     };
 
     // One text at a time: padding would only add masked rows.

@@ -30,7 +30,8 @@ struct AttentionOptions {
     int sliding_window = 0;        // query i sees only keys j > i - sliding_window; 0: no such mask
 };
 
-// B texts' token ids, right-padded to the longest with the model's eos id.
+// B texts' token ids, right-padded to the longest with the model's pad id (Config::pad_id: its pad token, else its
+// EOS).
 struct Batch {
     std::vector<std::vector<int32_t>> token_ids;  // (B, length_b), unpadded
     int32_t pad_id = 0;
