@@ -58,6 +58,27 @@ void put_le(std::vector<uint8_t>& out, uint64_t value, int bytes) {
     for (int i = 0; i < bytes; ++i) out.push_back(static_cast<uint8_t>(value >> (8 * i)));
 }
 
+// The normal distribution a test model's weight is drawn from. Matrices are
+// scaled by their fan-in: larger weights make unscaled (`scale none`) scores
+// so large that float32's rounding alone moves weights by over 1e-5 against
+// the double-precision reference.
+std::normal_distribution<float> distribution(Weight weight, float linear_std) {
+    switch (weight) {
+        case Weight::wte:
+        case Weight::wpe: return std::normal_distribution<float>(0, 1);
+        case Weight::ln_1_w:
+        case Weight::ln_2_w:
+        case Weight::ln_f_w: return std::normal_distribution<float>(1, 0.1f);
+        case Weight::attn_w:
+        case Weight::attn_proj_w:
+        case Weight::fc_w: return std::normal_distribution<float>(0, linear_std);
+        case Weight::fc_proj_w: return std::normal_distribution<float>(0, linear_std / 2);  // fan-in 4C
+        default: return std::normal_distribution<float>(0, 0.1f);                           // the biases
+    }
+}
+
+}  // namespace
+
 std::vector<uint8_t> encode(const std::vector<float>& values, FileDType dtype) {
     std::vector<uint8_t> bytes;
     bytes.reserve(values.size() * 4);
@@ -80,26 +101,22 @@ const char* dtype_name(FileDType dtype) {
     return "";
 }
 
-// The normal distribution a test model's weight is drawn from. Matrices are
-// scaled by their fan-in: larger weights make unscaled (`scale none`) scores
-// so large that float32's rounding alone moves weights by over 1e-5 against
-// the double-precision reference.
-std::normal_distribution<float> distribution(Weight weight, float linear_std) {
-    switch (weight) {
-        case Weight::wte:
-        case Weight::wpe: return std::normal_distribution<float>(0, 1);
-        case Weight::ln_1_w:
-        case Weight::ln_2_w:
-        case Weight::ln_f_w: return std::normal_distribution<float>(1, 0.1f);
-        case Weight::attn_w:
-        case Weight::attn_proj_w:
-        case Weight::fc_w: return std::normal_distribution<float>(0, linear_std);
-        case Weight::fc_proj_w: return std::normal_distribution<float>(0, linear_std / 2);  // fan-in 4C
-        default: return std::normal_distribution<float>(0, 0.1f);                           // the biases
+float rounded(float value, FileDType dtype) {
+    switch (dtype) {
+        case FileDType::F32: return value;
+        case FileDType::F16: {
+            const uint16_t h = f32_to_f16(value);
+            const int exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
+            // A subnormal counts units of 2^-24; a normal is 1.mantissa * 2^(exponent - 15).
+            const float magnitude = exponent == 0    ? std::ldexp(float(mantissa), -24)
+                                    : exponent == 31 ? (mantissa ? NAN : INFINITY)
+                                                     : std::ldexp(float(1024 + mantissa), exponent - 25);
+            return (h & 0x8000) ? -magnitude : magnitude;
+        }
+        case FileDType::BF16: return std::bit_cast<float>(static_cast<uint32_t>(f32_to_bf16(value)) << 16);
     }
+    return value;
 }
-
-}  // namespace
 
 fs::path gpt2_vocab_json() { return fs::path(HEADSCOPE_GPT2_REFERENCE_DIR) / "encoder.json"; }
 fs::path gpt2_merges_txt() { return fs::path(HEADSCOPE_GPT2_REFERENCE_DIR) / "vocab.bpe"; }

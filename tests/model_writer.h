@@ -11,6 +11,13 @@ namespace headscope::test {
 
 enum class FileDType { F32, F16, BF16 };
 
+// `values` as a tensor's bytes in `dtype`, each rounded to nearest, ties to even.
+std::vector<uint8_t> encode(const std::vector<float>& values, FileDType dtype);
+// What a safetensors header calls `dtype`: "F32", "F16" or "BF16".
+const char* dtype_name(FileDType dtype);
+// The float a tensor of `dtype` holds for `value`: what encode writes, read back.
+float rounded(float value, FileDType dtype);
+
 struct TestModelSpec {
     int n_layer = 2;
     int n_head = 4;

@@ -1,0 +1,276 @@
+// Test support: the families' double-precision reference; see family_reference.h.
+#include "family_reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <string>
+
+namespace headscope::test {
+
+namespace {
+
+using Rows = std::vector<std::vector<double>>;  // [row][column]
+
+Rows zeros(int rows, int cols) { return Rows(rows, std::vector<double>(cols, 0.0)); }
+
+// Hugging Face's Linear: y = x W^T + b, W stored (out, in); b may be null.
+Rows linear(const Rows& x, const std::vector<float>& w, const std::vector<float>* b, int in, int out) {
+    Rows y = zeros(static_cast<int>(x.size()), out);
+    for (size_t t = 0; t < x.size(); ++t)
+        for (int o = 0; o < out; ++o) {
+            double sum = b ? (*b)[o] : 0.0;
+            for (int i = 0; i < in; ++i) sum += x[t][i] * w[static_cast<size_t>(o) * in + i];
+            y[t][o] = sum;
+        }
+    return y;
+}
+
+// RMSNorm of the n values at x: x / sqrt(mean(x^2) + eps) * w.
+void rms_norm(double* x, int n, const std::vector<float>& w, double eps) {
+    double square_sum = 0;
+    for (int c = 0; c < n; ++c) square_sum += x[c] * x[c];
+    const double inverse = 1 / std::sqrt(square_sum / n + eps);
+    for (int c = 0; c < n; ++c) x[c] = x[c] * inverse * w[c];
+}
+
+// Each row's LayerNorm: (x - mean) / sqrt(var + eps) * w + b.
+Rows layer_norm(Rows x, const std::vector<float>& w, const std::vector<float>& b, double eps) {
+    for (auto& row : x) {
+        double mean = 0, var = 0;
+        for (double v : row) mean += v;
+        mean /= row.size();
+        for (double v : row) var += (v - mean) * (v - mean);
+        var /= row.size();
+        for (size_t c = 0; c < row.size(); ++c) row[c] = (row[c] - mean) / std::sqrt(var + eps) * w[c] + b[c];
+    }
+    return x;
+}
+
+// Where element d of row r of head `head` lives in a (T, width) buffer.
+struct Place {
+    int row, col;
+};
+Place head_place(Split split, int head, int r, int d, int T, int width, int hs) {
+    if (split == Split::transpose) return {r, head * hs + d};
+    const int flat = (head * T + r) * hs + d;  // (heads, T, hs) read straight off the buffer
+    return {flat / width, flat % width};
+}
+
+// Head `head`'s (T, hs) rows of a (T, width) buffer, each rotated to its row's position.
+Rows head_rows(const Rows& buffer, Split split, int head, int hs, const std::vector<float>& inv_freq, bool rotary) {
+    const int T = static_cast<int>(buffer.size()), width = static_cast<int>(buffer[0].size());
+    Rows rows = zeros(T, hs);
+    for (int r = 0; r < T; ++r) {
+        for (int d = 0; d < hs; ++d) {
+            const Place p = head_place(split, head, r, d, T, width, hs);
+            rows[r][d] = buffer[p.row][p.col];
+        }
+        if (rotary) rotate(inv_freq, r, rows[r].data());
+    }
+    return rows;
+}
+
+// The full names of one layer's tensors.
+struct LayerNames {
+    std::string prefix;
+    std::string operator()(const std::string& name) const { return prefix + name; }
+};
+
+}  // namespace
+
+std::vector<float> rope_inverse_frequencies(const FamilySpec& spec, int hs) {
+    int dims = static_cast<int>(hs * spec.rotary_pct);
+    dims -= dims % 2;
+    std::vector<float> inv_freq(dims / 2);
+    for (int d = 0; d < dims / 2; ++d) inv_freq[d] = static_cast<float>(1 / std::pow(spec.rope_theta, 2.0 * d / dims));
+    if (spec.rope_factor > 0) {
+        // Llama 3: wavelengths past original / low_freq_factor slow by the
+        // factor, those under original / high_freq_factor stay, and those
+        // between blend the two.
+        const double original = spec.original_max_positions, factor = spec.rope_factor;
+        const double low = spec.low_freq_factor, high = spec.high_freq_factor;
+        for (float& f : inv_freq) {
+            const double wavelength = 2 * std::numbers::pi / f;
+            if (wavelength > original / low) {
+                f = static_cast<float>(f / factor);
+            } else if (wavelength >= original / high) {
+                const double smooth = (original / wavelength - low) / (high - low);
+                f = static_cast<float>((1 - smooth) * f / factor + smooth * f);
+            }
+        }
+    }
+    return inv_freq;
+}
+
+void rotate(const std::vector<float>& inv_freq, int position, double* x) {
+    const size_t half = inv_freq.size();
+    for (size_t d = 0; d < half; ++d) {
+        const double angle = position * static_cast<double>(inv_freq[d]);
+        const double c = std::cos(angle), s = std::sin(angle), x1 = x[d], x2 = x[d + half];
+        x[d] = x1 * c - x2 * s;
+        x[d + half] = x2 * c + x1 * s;
+    }
+}
+
+FamilyReference family_reference(const FamilyCheckpoint& model, const std::vector<std::vector<int32_t>>& texts,
+                                 const AttentionOptions& opt) {
+    const FamilySpec& s = model.spec;
+    const bool neox = s.family == Family::gpt_neox;
+    const int C = s.n_embd, F = s.mlp_dim, hs_model = s.head_dim;
+    const int width = s.n_head * hs_model, kv_width = s.kv_heads() * hs_model, group = s.n_head / s.kv_heads();
+    const int B = static_cast<int>(texts.size());
+    int T = 0;
+    for (const auto& ids : texts) T = std::max(T, static_cast<int>(ids.size()));
+    std::vector<int> layers = opt.layers;
+    if (layers.empty())
+        for (int l = 0; l < s.n_layer; ++l) layers.push_back(l);
+
+    FamilyReference ref;
+    ref.NH = opt.n_head ? opt.n_head : s.n_head;
+    ref.NKV = ref.NH / group;
+    ref.hs = width / ref.NH;
+    const int NH = ref.NH, hs = ref.hs;
+    ref.weights.assign(layers.size() * B * NH * T * T, 0.0);
+    ref.fully_masked.assign(B * T, 0);
+    ref.outputs.assign(layers.size() * B * T * width, 0.0);
+    const double scale = opt.scale == Scale::head    ? 1 / std::sqrt(double(hs))
+                         : opt.scale == Scale::model ? 1 / std::sqrt(double(C))
+                                                     : 1.0;
+    const std::vector<float> inv_freq = rope_inverse_frequencies(s, hs);
+    // GPT-NeoX's LayerNorm, else RMSNorm, each of C values.
+    const auto norm = [&](const Rows& x, const LayerNames& name, const std::string& which) {
+        if (neox) return layer_norm(x, model[name(which + ".weight")], model[name(which + ".bias")], s.norm_eps);
+        Rows y = x;
+        for (auto& row : y) rms_norm(row.data(), C, model[name(which + ".weight")], s.norm_eps);
+        return y;
+    };
+    const std::vector<float>& embedding = model[neox ? "gpt_neox.embed_in.weight" : "model.embed_tokens.weight"];
+
+    for (int b = 0; b < B; ++b) {
+        const int length = static_cast<int>(texts[b].size());
+        Rows x = zeros(T, C);
+        for (int t = 0; t < T; ++t) {
+            const size_t id = static_cast<size_t>(t < length ? texts[b][t] : s.pad_id());
+            for (int c = 0; c < C; ++c) x[t][c] = embedding[id * C + c];
+        }
+        for (int l = 0; l <= layers.back(); ++l) {
+            const LayerNames name{(neox ? "gpt_neox.layers." : "model.layers.") + std::to_string(l) + "."};
+            const Rows h = norm(x, name, "input_layernorm");
+            Rows q = zeros(T, width), k = zeros(T, kv_width), v = zeros(T, kv_width);
+            if (neox) {
+                // query_key_value's outputs are per head [q k v], hs each.
+                const Rows qkv = linear(h, model[name("attention.query_key_value.weight")],
+                                        &model[name("attention.query_key_value.bias")], C, 3 * width);
+                for (int t = 0; t < T; ++t)
+                    for (int head = 0; head < s.n_head; ++head)
+                        for (int d = 0; d < hs_model; ++d) {
+                            const int at = head * 3 * hs_model + d, col = head * hs_model + d;
+                            q[t][col] = qkv[t][at];
+                            k[t][col] = qkv[t][at + hs_model];
+                            v[t][col] = qkv[t][at + 2 * hs_model];
+                        }
+            } else {
+                q = linear(h, model[name("self_attn.q_proj.weight")], model.find(name("self_attn.q_proj.bias")), C,
+                           width);
+                k = linear(h, model[name("self_attn.k_proj.weight")], model.find(name("self_attn.k_proj.bias")), C,
+                           kv_width);
+                v = linear(h, model[name("self_attn.v_proj.weight")], model.find(name("self_attn.v_proj.bias")), C,
+                           kv_width);
+            }
+            if (s.family == Family::qwen3)  // on the model's own heads, before RoPE
+                for (int t = 0; t < T; ++t) {
+                    for (int c = 0; c < width; c += hs_model)
+                        rms_norm(&q[t][c], hs_model, model[name("self_attn.q_norm.weight")], s.norm_eps);
+                    for (int c = 0; c < kv_width; c += hs_model)
+                        rms_norm(&k[t][c], hs_model, model[name("self_attn.k_norm.weight")], s.norm_eps);
+                }
+
+            const auto slot = std::find(layers.begin(), layers.end(), l);
+            Rows merged = zeros(T, width);
+            for (int head = 0; head < NH; ++head) {
+                const int kv_head = head / group;  // repeat_kv: each K/V head serves `group` consecutive heads
+                const Rows qh = head_rows(q, opt.split, head, hs, inv_freq, true);
+                const Rows kh = head_rows(k, opt.split, kv_head, hs, inv_freq, true);
+                const Rows vh = head_rows(v, opt.split, kv_head, hs, inv_freq, false);
+                Rows att = zeros(T, T);
+                for (int i = 0; i < T; ++i) {
+                    std::vector<bool> visible(T);
+                    bool any = false;
+                    for (int j = 0; j < T; ++j) {
+                        visible[j] = (!opt.causal || j <= i) && (!opt.padding_mask || (i < length && j < length)) &&
+                                     (opt.sliding_window <= 0 || j > i - opt.sliding_window);
+                        any = any || visible[j];
+                    }
+                    if (!any) {
+                        ref.fully_masked[b * T + i] = 1;
+                        continue;
+                    }
+                    double max_score = -INFINITY, sum = 0;
+                    for (int j = 0; j < T; ++j) {
+                        if (!visible[j]) continue;
+                        double dot = 0;
+                        for (int d = 0; d < hs; ++d) dot += qh[i][d] * kh[j][d];
+                        att[i][j] = dot * scale;
+                        max_score = std::max(max_score, att[i][j]);
+                    }
+                    for (int j = 0; j < T; ++j) {
+                        att[i][j] = visible[j] ? std::exp(att[i][j] - max_score) : 0.0;
+                        sum += att[i][j];
+                    }
+                    for (int j = 0; j < T; ++j) att[i][j] /= sum;
+                }
+                if (slot != layers.end())
+                    for (int i = 0; i < T; ++i)
+                        for (int j = 0; j < T; ++j)
+                            ref.weights[((((slot - layers.begin()) * B + b) * NH + head) * T + i) * T + j] = att[i][j];
+                for (int r = 0; r < T; ++r)
+                    for (int d = 0; d < hs; ++d) {
+                        double y = 0;
+                        for (int j = 0; j < T; ++j) y += att[r][j] * vh[j][d];
+                        const Place p = head_place(opt.split, head, r, d, T, width, hs);
+                        merged[p.row][p.col] = y;
+                    }
+            }
+            if (slot != layers.end())
+                for (int t = 0; t < T; ++t)
+                    for (int c = 0; c < width; ++c)
+                        ref.outputs[(((slot - layers.begin()) * B + b) * T + t) * width + c] = merged[t][c];
+
+            Rows attention, mlp;
+            if (neox) {
+                attention = linear(merged, model[name("attention.dense.weight")], &model[name("attention.dense.bias")],
+                                   width, C);
+                // Parallel: the MLP reads the layer's input; else the input plus attention.
+                Rows mlp_in = x;
+                if (!s.parallel_residual)
+                    for (int t = 0; t < T; ++t)
+                        for (int c = 0; c < C; ++c) mlp_in[t][c] += attention[t][c];
+                Rows hidden =
+                    linear(norm(mlp_in, name, "post_attention_layernorm"), model[name("mlp.dense_h_to_4h.weight")],
+                           &model[name("mlp.dense_h_to_4h.bias")], C, F);
+                for (auto& row : hidden)
+                    for (double& u : row) u = 0.5 * u * (1 + std::erf(u / std::numbers::sqrt2));  // exact GELU
+                mlp = linear(hidden, model[name("mlp.dense_4h_to_h.weight")], &model[name("mlp.dense_4h_to_h.bias")], F,
+                             C);
+            } else {
+                attention = linear(merged, model[name("self_attn.o_proj.weight")],
+                                   model.find(name("self_attn.o_proj.bias")), width, C);
+                Rows mlp_in = x;
+                for (int t = 0; t < T; ++t)
+                    for (int c = 0; c < C; ++c) mlp_in[t][c] += attention[t][c];
+                const Rows h2 = norm(mlp_in, name, "post_attention_layernorm");
+                Rows gate = linear(h2, model[name("mlp.gate_proj.weight")], nullptr, C, F);
+                const Rows up = linear(h2, model[name("mlp.up_proj.weight")], nullptr, C, F);
+                for (int t = 0; t < T; ++t)
+                    for (int f = 0; f < F; ++f) gate[t][f] = gate[t][f] / (1 + std::exp(-gate[t][f])) * up[t][f];
+                mlp = linear(gate, model[name("mlp.down_proj.weight")], nullptr, F, C);
+            }
+            for (int t = 0; t < T; ++t)
+                for (int c = 0; c < C; ++c) x[t][c] += attention[t][c] + mlp[t][c];
+        }
+    }
+    return ref;
+}
+
+}  // namespace headscope::test

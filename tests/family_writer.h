@@ -1,0 +1,114 @@
+// Test support: random-weight checkpoints of today's families (Llama, Qwen 2,
+// Qwen 3, Mistral, GPT-NeoX) as Hugging Face saves them: the family's real
+// config.json keys, tensor names and layouts, in one model.safetensors or in
+// shards with model.safetensors.index.json, beside a real tokenizer. The
+// weights stay here as floats, as rounded to the file's dtype, so that
+// family_reference reads them from the writer and never through the loader.
+// Legend: C channels, V vocab, NH query heads, NKV key/value heads, hs head
+// size, F the MLP's hidden size.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "model_writer.h"
+
+namespace headscope::test {
+
+enum class Family { llama, qwen2, qwen3, mistral, gpt_neox };
+const char* model_type(Family family);  // config.json's model_type
+
+struct FamilySpec {
+    Family family = Family::llama;
+    int n_layer = 3;
+    int n_embd = 32;             // C
+    int n_head = 4;              // NH
+    int n_kv_head = 2;           // NKV; GPT-NeoX has no grouping (NH)
+    int head_dim = 8;            // hs; must be C / NH where config.json does not say
+    bool write_head_dim = true;  // config.json names head_dim (Qwen 2 and GPT-NeoX never do)
+    int mlp_dim = 64;            // F, intermediate_size
+    // Llama and Qwen 3: biases on q, k, v and o. Qwen 2 always has q, k and v
+    // biases, and GPT-NeoX every bias.
+    bool attention_bias = false;
+    bool tied_embeddings = false;
+    double norm_eps = 1e-5;  // rms_norm_eps or layer_norm_eps
+    double rope_theta = 10000;
+    // Llama 3's rope_scaling (rope_type "llama3"); factor 0: none.
+    double rope_factor = 0, low_freq_factor = 1, high_freq_factor = 4;
+    int original_max_positions = 8192;
+    double rotary_pct = 1;          // GPT-NeoX: the fraction of each head's dims that rotate
+    bool parallel_residual = true;  // GPT-NeoX's use_parallel_residual
+    int sliding_window = 0;         // Mistral: query i sees keys j > i - window; 0: null
+    int max_positions = 2048;
+
+    // The family's tokenizer's (family_spec sets them).
+    int vocab_size = 0;
+    int bos_id = -1;
+    std::vector<int> eos_ids;  // written as a number when one, else as a list
+    int pad_token_id = -1;     // -1: config.json has none, and texts are padded with the first eos
+
+    FileDType dtype = FileDType::F32;
+    int shards = 1;  // 1: model.safetensors; more: that many shards and the index
+    uint64_t seed = 1;
+
+    int kv_heads() const { return family == Family::gpt_neox ? n_head : n_kv_head; }
+    int pad_id() const { return pad_token_id >= 0 ? pad_token_id : eos_ids.at(0); }
+};
+
+// A small model of `family` with its tokenizer's vocabulary and special ids,
+// its biases and rope_theta as its real checkpoints have them.
+FamilySpec family_spec(Family family);
+
+// The tests' models, each named, shaped to exercise its family's features:
+// grouped K/V heads (groups of 2, 3 and 4, and none), a head size other than
+// C / NH, Llama 3's rope scaling (reaching the test texts' positions), tied
+// and untied embeddings, biases, a sliding window shorter than the texts,
+// partial rotary, parallel and sequential residuals.
+struct FamilyVariant {
+    std::string name;
+    FamilySpec spec;
+};
+std::vector<FamilyVariant> family_variants();
+inline std::ostream& operator<<(std::ostream& os, const FamilyVariant& v) { return os << v.name; }
+
+// Two texts for `spec`'s vocabulary, 11 and 7 tokens long (so that the
+// second is padded), reaching its last rows.
+std::vector<std::vector<int32_t>> family_texts(const FamilySpec& spec);
+
+struct NamedTensor {
+    std::string name;            // as in the family's files
+    std::vector<int64_t> shape;  // as in the family's files
+    std::vector<float> values;   // row-major, each as the file's dtype holds it
+};
+
+struct FamilyCheckpoint {
+    FamilySpec spec;
+    nlohmann::json config;             // config.json, its keys sorted as Hugging Face writes them
+    std::vector<NamedTensor> tensors;  // in the order of the files
+
+    // The values of tensor `name`: null when there is none, or (operator[])
+    // std::out_of_range naming it.
+    const std::vector<float>* find(const std::string& name) const;
+    const std::vector<float>& operator[](const std::string& name) const;
+};
+
+// Seeded random weights for `spec`, drawn so that attention maps are peaked
+// rather than uniform.
+FamilyCheckpoint make_family_checkpoint(const FamilySpec& spec);
+
+// Writes `checkpoint` into `dir` (created if needed): config.json, its
+// tensors (split in order into spec.shards files, with the index naming each
+// tensor's, when more than one) and the family's tokenizer files. A tensor
+// listed twice is written twice: the index names its later file. `extra`
+// tensors, written as given, follow in the last file: the buffers that older
+// checkpoints saved beside the weights.
+void write_family_checkpoint(const std::filesystem::path& dir, const FamilyCheckpoint& checkpoint,
+                             const std::vector<RawTensor>& extra = {});
+
+// Hugging Face's name for shard `index` (from 1) of `count`: model-00001-of-00003.safetensors.
+std::string shard_file_name(int index, int count);
+
+}  // namespace headscope::test

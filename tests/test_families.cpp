@@ -1,0 +1,374 @@
+// The CPU engine on today's families (Llama, Qwen 2, Qwen 3, Mistral,
+// GPT-NeoX), each model written as Hugging Face saves it (family_writer.h) in
+// F32 and BF16, in one file and in shards, against an independent
+// double-precision reference written from Hugging Face's code
+// (family_reference.h): every combination of masks, sliding window, head
+// re-split, scale and split, layer subsets, padding and causality; the config
+// as read; and bad checkpoints, each a one-line Error naming the problem.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "family_reference.h"
+#include "family_writer.h"
+#include "headscope/backend.h"
+#include "headscope/error.h"
+#include "headscope/model.h"
+
+using namespace headscope;
+using namespace headscope::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The head counts a re-split may take (forward.h's head_split): multiples of
+// the group size that divide the query width NH * hs.
+std::vector<int> resplit_counts(const FamilySpec& spec) {
+    const int group = spec.n_head / spec.kv_heads(), width = spec.n_head * spec.head_dim;
+    std::vector<int> counts;
+    for (int n = group; n <= width; n += group)
+        if (width % n == 0) counts.push_back(n);
+    return counts;
+}
+
+double max_abs(const std::vector<double>& v) {
+    double m = 0;
+    for (double x : v) m = std::max(m, std::abs(x));
+    return m;
+}
+
+template <typename Got>
+double max_difference(const Got& got, const std::vector<double>& want) {
+    double m = 0;
+    for (size_t n = 0; n < want.size(); ++n) m = std::max(m, std::abs(got[n] - want[n]));
+    return m;
+}
+
+// The engine within 1e-5 of the reference: absolute on the weights, and
+// relative to the largest output on the outputs.
+void expect_engine_matches(Backend& backend, const Model& model, const FamilyCheckpoint& checkpoint,
+                           const std::vector<std::vector<int32_t>>& texts, const AttentionOptions& opt,
+                           const std::string& what) {
+    AttentionResult got;
+    backend.forward(Batch{texts, model.config.pad_id()}, opt, got);
+    const FamilyReference want = family_reference(checkpoint, texts, opt);
+    ASSERT_EQ(got.NH, want.NH) << what;
+    ASSERT_EQ(got.NKV, want.NKV) << what;
+    ASSERT_EQ(got.hs, want.hs) << what;
+    ASSERT_EQ(got.weights.size(), want.weights.size()) << what;
+    EXPECT_LT(max_difference(got.weights, want.weights), 1e-5) << what;
+    EXPECT_EQ(got.fully_masked, want.fully_masked) << what;
+    ASSERT_EQ(got.outputs.size(), want.outputs.size()) << what;
+    EXPECT_LT(max_difference(got.outputs, want.outputs), 1e-5 * max_abs(want.outputs)) << what;
+}
+
+using Param = std::tuple<FamilyVariant, FileDType, int>;  // the model, its dtype, its shard count
+
+std::string param_name(const ::testing::TestParamInfo<Param>& info) {
+    const auto& [variant, dtype, shards] = info.param;
+    return variant.name + "_" + dtype_name(dtype) + (shards > 1 ? "_sharded" : "_single");
+}
+
+class FamilyForward : public ::testing::TestWithParam<Param> {
+protected:
+    FamilyForward() {
+        const auto& [variant, dtype, shards] = GetParam();
+        FamilySpec spec = variant.spec;
+        spec.dtype = dtype;
+        spec.shards = shards;
+        checkpoint_ = make_family_checkpoint(spec);
+        write_family_checkpoint(dir_.path, checkpoint_);
+        model_ = load_model(dir_.path.string());
+        backend_->load_weights(model_);
+    }
+
+    const FamilySpec& spec() const { return checkpoint_.spec; }
+
+    AttentionResult run(const std::vector<std::vector<int32_t>>& texts, const AttentionOptions& opt) {
+        AttentionResult result;
+        backend_->forward(Batch{texts, model_.config.pad_id()}, opt, result);
+        return result;
+    }
+
+    void expect_matches(const AttentionOptions& opt, const std::string& what) {
+        expect_engine_matches(*backend_, model_, checkpoint_, texts_, opt, what);
+    }
+
+    TempDir dir_;
+    FamilyCheckpoint checkpoint_;
+    Model model_;
+    std::unique_ptr<Backend> backend_ = make_cpu_backend();
+    std::vector<std::vector<int32_t>> texts_ = family_texts(std::get<0>(GetParam()).spec);
+};
+
+TEST_P(FamilyForward, MatchesTheReferenceForEveryOptionCombination) {
+    std::vector<int> windows = {0};
+    if (spec().sliding_window) windows.push_back(spec().sliding_window);
+    std::vector<int> head_counts = resplit_counts(spec());
+    head_counts.insert(head_counts.begin(), 0);
+    for (bool causal : {true, false})
+        for (bool padding_mask : {true, false})
+            for (int window : windows)
+                for (int heads : head_counts)
+                    for (Scale scale : {Scale::head, Scale::model, Scale::none})
+                        for (Split split : {Split::transpose, Split::naive_view}) {
+                            AttentionOptions opt{causal, padding_mask, heads, scale, split, {}, true, window};
+                            expect_matches(opt, "causal " + std::to_string(causal) + " padding " +
+                                                    std::to_string(padding_mask) + " window " + std::to_string(window) +
+                                                    " heads " + std::to_string(heads) + " scale " + to_string(scale) +
+                                                    " split " + to_string(split));
+                        }
+}
+
+TEST_P(FamilyForward, LayerSubsetsMatchTheReference) {
+    for (const std::vector<int>& layers : std::vector<std::vector<int>>{{0}, {1}, {2}, {0, 2}, {1, 2}}) {
+        AttentionOptions opt;
+        opt.layers = layers;
+        opt.capture_outputs = true;
+        opt.sliding_window = spec().sliding_window;
+        EXPECT_EQ(run(texts_, opt).layers, layers);
+        expect_matches(opt, "layers " + std::to_string(layers.front()) + ".." + std::to_string(layers.back()));
+    }
+}
+
+// Text 1 padded to text 0's length gives the rows it gives alone.
+TEST_P(FamilyForward, PaddedRowsEqualTheTextAlone) {
+    for (bool causal : {true, false}) {
+        AttentionOptions opt;
+        opt.causal = causal;
+        opt.sliding_window = spec().sliding_window;
+        const AttentionResult batch = run(texts_, opt), alone = run({texts_[1]}, opt);
+        const int n = alone.T, T = batch.T;
+        ASSERT_LT(n, T);
+        double diff = 0;
+        for (size_t slot = 0; slot < batch.layers.size(); ++slot)
+            for (int h = 0; h < batch.NH; ++h)
+                for (int i = 0; i < n; ++i)
+                    for (int j = 0; j < T; ++j) {
+                        const float want = j < n ? alone.map(slot, 0, h)[i * n + j] : 0.f;
+                        diff = std::max(diff, double(std::abs(batch.map(slot, 1, h)[i * T + j] - want)));
+                    }
+        EXPECT_LT(diff, 1e-6) << "causal " << causal;
+    }
+}
+
+// Under the causal mask no row sees the last token, so changing it leaves
+// every earlier row exactly as it was; without the mask they all move.
+TEST_P(FamilyForward, CausalMaskKeepsEarlierRowsWhenTheLastTokenChanges) {
+    std::vector<int32_t> edited = texts_[0];
+    edited.back() = 500;
+    for (bool causal : {true, false}) {
+        AttentionOptions opt;
+        opt.causal = causal;
+        opt.sliding_window = spec().sliding_window;
+        const AttentionResult before = run({texts_[0]}, opt), after = run({edited}, opt);
+        const int T = before.T;
+        double earlier_rows_diff = 0;
+        for (size_t slot = 0; slot < before.layers.size(); ++slot)
+            for (int h = 0; h < before.NH; ++h)
+                for (int i = 0; i < T - 1; ++i)
+                    for (int j = 0; j < T; ++j)
+                        earlier_rows_diff = std::max(
+                            earlier_rows_diff,
+                            double(std::abs(before.map(slot, 0, h)[i * T + j] - after.map(slot, 0, h)[i * T + j])));
+        if (causal)
+            EXPECT_EQ(earlier_rows_diff, 0.0);
+        else
+            EXPECT_GT(earlier_rows_diff, 1e-3);
+    }
+}
+
+// config.json read as Hugging Face reads it, and the tensors as written.
+TEST_P(FamilyForward, ReadsTheConfigAndTensorsAsWritten) {
+    const FamilySpec& s = spec();
+    const Config& c = model_.config;
+    const bool neox = s.family == Family::gpt_neox, llama_like = !neox;
+    EXPECT_EQ(c.architecture, model_type(s.family));
+    EXPECT_EQ(c.n_layer, s.n_layer);
+    EXPECT_EQ(c.n_embd, s.n_embd);
+    EXPECT_EQ(c.n_head, s.n_head);
+    EXPECT_EQ(c.kv_heads(), s.kv_heads());
+    EXPECT_EQ(c.head_size(), s.head_dim);
+    EXPECT_EQ(c.mlp_size(), s.mlp_dim);
+    EXPECT_EQ(c.vocab_size, s.vocab_size);
+    EXPECT_EQ(c.n_positions, s.max_positions);
+    EXPECT_EQ(c.pad_id(), s.pad_id());
+    EXPECT_FLOAT_EQ(c.layer_norm_epsilon, float(s.norm_eps));
+    EXPECT_EQ(c.norm, neox ? Norm::layer_norm : Norm::rms_norm);
+    EXPECT_EQ(c.positions, Positions::rotary);
+    EXPECT_EQ(c.mlp, neox ? Mlp::gelu_exact : Mlp::swiglu);
+    EXPECT_FLOAT_EQ(c.rope.theta, float(s.rope_theta));
+    EXPECT_FLOAT_EQ(c.rope.fraction, float(s.rotary_pct));
+    EXPECT_FLOAT_EQ(c.rope.factor, float(s.rope_factor));
+    if (s.rope_factor > 0) {
+        EXPECT_FLOAT_EQ(c.rope.low_freq_factor, float(s.low_freq_factor));
+        EXPECT_FLOAT_EQ(c.rope.high_freq_factor, float(s.high_freq_factor));
+        EXPECT_EQ(c.rope.original_max_positions, s.original_max_positions);
+    }
+    EXPECT_EQ(c.qkv_bias, neox || s.attention_bias || s.family == Family::qwen2);
+    EXPECT_EQ(c.o_bias, neox || (s.attention_bias && s.family != Family::qwen2));
+    EXPECT_EQ(c.mlp_bias, neox);
+    EXPECT_EQ(c.qk_norm, s.family == Family::qwen3);
+    EXPECT_EQ(c.parallel_residual, neox && s.parallel_residual);
+    EXPECT_EQ(c.tied_embeddings, s.tied_embeddings && llama_like);
+    EXPECT_EQ(c.sliding_window, s.sliding_window) << "Qwen's window is off: use_sliding_window is false";
+
+    int64_t params = 0;
+    std::vector<std::string> names;
+    for (const NamedTensor& t : checkpoint_.tensors) {
+        params += int64_t(t.values.size());
+        names.push_back(t.name);
+    }
+    std::sort(names.begin(), names.end());
+    std::vector<std::string> loaded;
+    for (const TensorInfo& t : model_.tensors) loaded.push_back(t.name);
+    EXPECT_EQ(loaded, names);
+    EXPECT_EQ(model_.params, params);
+    EXPECT_EQ(model_.dtype, s.dtype == FileDType::BF16 ? DType::BF16 : DType::F32);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, FamilyForward,
+                         ::testing::Combine(::testing::ValuesIn(family_variants()),
+                                            ::testing::Values(FileDType::F32, FileDType::BF16),
+                                            ::testing::Values(1, 3)),
+                         param_name);
+
+// Older checkpoints saved buffers beside the weights: every rotary model its
+// rotary_emb.inv_freq, GPT-NeoX also masked_bias and its causal mask, a
+// (1, 1, P, P) of bytes, uint8 or bool as the transformers that saved it had
+// it (Pythia's files hold them). Loading passes over them.
+TEST(FamilyCheckpoints, OldBuffersBesideTheWeightsArePassedOver) {
+    for (Family family : {Family::llama, Family::gpt_neox}) {
+        FamilySpec spec = family_spec(family);
+        spec.max_positions = 16;
+        const FamilyCheckpoint checkpoint = make_family_checkpoint(spec);
+        const int P = spec.max_positions;
+        std::vector<RawTensor> buffers;
+        for (int l = 0; l < spec.n_layer; ++l) {
+            const std::vector<float> inv_freq = rope_inverse_frequencies(spec, spec.head_dim);
+            const std::string prefix = family == Family::gpt_neox
+                                           ? "gpt_neox.layers." + std::to_string(l) + ".attention."
+                                           : "model.layers." + std::to_string(l) + ".self_attn.";
+            buffers.push_back(
+                {prefix + "rotary_emb.inv_freq", "F32", {int64_t(inv_freq.size())}, encode(inv_freq, FileDType::F32)});
+            if (family != Family::gpt_neox) continue;
+            std::vector<uint8_t> causal(size_t(P) * P);
+            for (int i = 0; i < P; ++i)
+                for (int j = 0; j <= i; ++j) causal[size_t(i) * P + j] = 1;
+            buffers.push_back({prefix + "bias", l % 2 ? "BOOL" : "U8", {1, 1, P, P}, causal});
+            buffers.push_back({prefix + "masked_bias", "F32", {}, encode({-1e9f}, FileDType::F32)});
+        }
+        TempDir dir;
+        write_family_checkpoint(dir.path, checkpoint, buffers);
+        const Model model = load_model(dir.path.string());
+        const std::unique_ptr<Backend> backend = make_cpu_backend();
+        backend->load_weights(model);
+        AttentionOptions opt;
+        opt.capture_outputs = true;
+        expect_engine_matches(*backend, model, checkpoint, family_texts(spec), opt, model_type(family));
+    }
+}
+
+// Bad checkpoints: each loads to one Error, on one line, naming the problem.
+class BadFamilyCheckpoint : public ::testing::Test {
+protected:
+    static FamilyCheckpoint sharded(Family family) {
+        FamilySpec spec = family_spec(family);
+        spec.shards = 2;
+        return make_family_checkpoint(spec);
+    }
+
+    // Loads `checkpoint` written afresh, after `damage` to the directory.
+    template <typename Damage>
+    ::testing::AssertionResult fails_naming(const FamilyCheckpoint& checkpoint, Damage damage,
+                                            std::initializer_list<std::string> parts) {
+        TempDir dir;
+        write_family_checkpoint(dir.path, checkpoint);
+        damage(dir.path);
+        std::string message;
+        try {
+            load_model(dir.path.string());
+            return ::testing::AssertionFailure() << "no error";
+        } catch (const Error& e) {
+            message = e.what();
+        }
+        if (message.find('\n') != std::string::npos) return ::testing::AssertionFailure() << "two lines: " << message;
+        for (const std::string& part : parts)
+            if (message.find(part) == std::string::npos)
+                return ::testing::AssertionFailure() << "'" << message << "' does not name " << part;
+        return ::testing::AssertionSuccess() << message;
+    }
+    ::testing::AssertionResult fails_naming(const FamilyCheckpoint& checkpoint,
+                                            std::initializer_list<std::string> parts) {
+        return fails_naming(
+            checkpoint, [](const fs::path&) {}, parts);
+    }
+
+    const FamilyCheckpoint llama_ = sharded(Family::llama), neox_ = sharded(Family::gpt_neox);
+};
+
+TEST_F(BadFamilyCheckpoint, UnknownModelTypeListsTheSupportedOnes) {
+    FamilyCheckpoint falcon = llama_;
+    falcon.config["model_type"] = "falcon";
+    EXPECT_TRUE(fails_naming(falcon, {"config.json", "falcon", supported_architectures()}));
+    const std::string supported = supported_architectures();
+    for (const char* family : {"gpt2", "llama", "qwen2", "qwen3", "mistral", "gpt_neox"})
+        EXPECT_NE(supported.find(family), std::string::npos) << supported;
+}
+
+TEST_F(BadFamilyCheckpoint, MissingConfigKey) {
+    for (const FamilyCheckpoint* base : {&llama_, &neox_})
+        for (const char* key : {"hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size"}) {
+            FamilyCheckpoint missing = *base;
+            missing.config.erase(key);
+            EXPECT_TRUE(fails_naming(missing, {"config.json", key})) << model_type(base->spec.family);
+        }
+}
+
+TEST_F(BadFamilyCheckpoint, HeadsNotAMultipleOfKeyValueHeads) {
+    FamilyCheckpoint three = llama_;
+    three.config["num_key_value_heads"] = 3;  // of 4 query heads
+    EXPECT_TRUE(fails_naming(three, {"config.json", "num_key_value_heads"}));
+}
+
+TEST_F(BadFamilyCheckpoint, TensorOfTheWrongShapeNamesBothShapes) {
+    FamilyCheckpoint wrong = llama_;
+    for (NamedTensor& t : wrong.tensors)
+        if (t.name == "model.layers.1.self_attn.k_proj.weight") {  // (NKV * hs, C) = (16, 32) made (32, 32)
+            t.shape = {32, 32};
+            t.values.resize(32 * 32);
+        }
+    EXPECT_TRUE(fails_naming(wrong, {"model.layers.1.self_attn.k_proj.weight", "[32, 32]", "[16, 32]"}));
+
+    FamilyCheckpoint fused = neox_;
+    for (NamedTensor& t : fused.tensors)
+        if (t.name == "gpt_neox.layers.0.attention.query_key_value.weight") {  // (3C, C) = (96, 32) made (64, 32)
+            t.shape = {64, 32};
+            t.values.resize(64 * 32);
+        }
+    EXPECT_TRUE(fails_naming(fused, {"gpt_neox.layers.0.attention.query_key_value.weight", "[64, 32]", "[96, 32]"}));
+}
+
+TEST_F(BadFamilyCheckpoint, IndexNamesAMissingShard) {
+    const std::string second = shard_file_name(2, 2);
+    EXPECT_TRUE(fails_naming(llama_, [&](const fs::path& dir) { fs::remove(dir / second); }, {second}));
+}
+
+TEST_F(BadFamilyCheckpoint, TensorInTwoShards) {
+    FamilyCheckpoint twice = llama_;
+    const NamedTensor first_shard = twice.tensors[1];  // written again, last, into the second shard
+    twice.tensors.push_back(first_shard);
+    EXPECT_TRUE(fails_naming(twice, {first_shard.name}));
+}
+
+TEST_F(BadFamilyCheckpoint, TensorInNoShard) {
+    FamilyCheckpoint lost = llama_;
+    std::erase_if(lost.tensors, [](const NamedTensor& t) { return t.name == "model.layers.1.mlp.up_proj.weight"; });
+    EXPECT_TRUE(fails_naming(lost, {"model.layers.1.mlp.up_proj.weight", "missing"}));
+}
+
+}  // namespace
