@@ -20,6 +20,7 @@ int fuzz_safetensors(const uint8_t* data, size_t size);
 int fuzz_config(const uint8_t* data, size_t size);
 int fuzz_vocab_merges(const uint8_t* data, size_t size);
 int fuzz_tokenizer(const uint8_t* data, size_t size);
+int fuzz_tokenizer_json(const uint8_t* data, size_t size);
 }
 
 namespace {
@@ -49,5 +50,6 @@ TEST(FuzzCorpus, Safetensors) { replay("safetensors", fuzz_safetensors); }
 TEST(FuzzCorpus, Config) { replay("config", fuzz_config); }
 TEST(FuzzCorpus, VocabMerges) { replay("vocab_merges", fuzz_vocab_merges); }
 TEST(FuzzCorpus, Tokenizer) { replay("tokenizer", fuzz_tokenizer); }
+TEST(FuzzCorpus, TokenizerJson) { replay("tokenizer_json", fuzz_tokenizer_json); }
 
 }  // namespace
