@@ -69,6 +69,7 @@ struct Options {
     std::string layers = "all", format = "json", out;
     int heads = 0, layer = 0;
     bool heads_given = false;
+    bool special = true;  // the tokenizer's special tokens (Llama 2's <s>)
 };
 
 // The heads the forward splits C into, checked against the model; its error
@@ -103,7 +104,7 @@ void run_info(const Options& opt) {
 
 void run_tokenize(const Options& opt) {
     const Model model = load_model(opt.model);
-    const std::vector<int32_t> ids = model.tokenizer.encode_texts(opt.texts).front();
+    const std::vector<int32_t> ids = model.tokenizer.encode_texts(opt.texts, opt.special).front();
     const Json tokens = {{"token_ids", ids}, {"tokens", token_texts(model.tokenizer, ids)}};
     write_output(opt.out, [&](std::ostream& out) { out << dump_json(tokens) << '\n'; });
 }
@@ -129,7 +130,7 @@ void run_attention(const Options& opt) {
     const double load_ms = ms_since(start);
 
     start = Clock::now();
-    Batch batch{model.tokenizer.encode_texts(opt.texts), model.config.pad_id()};
+    Batch batch{model.tokenizer.encode_texts(opt.texts, opt.special), model.config.pad_id()};
     const double tokenize_ms = ms_since(start);
 
     head_count_of(model, options);  // before the forward, which checks it too, so that the error names the flag
@@ -261,12 +262,19 @@ int main(int argc, char** argv) {
     auto add_backend = [&](CLI::App* sub, const std::string& help) {
         add_word_option(sub, "--backend", opt.backend, join_words(backend_choices, "|"), parse_backend_choice, help);
     };
+    auto add_special = [&](CLI::App* sub) {
+        add_word_option(
+            sub, "--special", opt.special, "on|off",
+            [](std::string_view word) { return parse_on_off("special tokens", word); },
+            "add the tokenizer's special tokens, such as Llama 2's <s> (on by default)");
+    };
     CLI::App* info = app.add_subcommand("info", "the model's configuration, parameter count and weight shapes");
     add_model(info);
     add_backend(info, "the backend reported");
-    CLI::App* tokenize = app.add_subcommand("tokenize", "GPT-2 token ids and texts of --text");
+    CLI::App* tokenize = app.add_subcommand("tokenize", "token ids and texts of --text");
     add_model(tokenize);
     tokenize->add_option("--text", opt.texts, "UTF-8 text")->required()->expected(1);
+    add_special(tokenize);
     CLI::App* attention = app.add_subcommand("attention", "every head's attention weights for one or more texts");
     add_model(attention);
     auto add_forward_options = [&](CLI::App* sub) {
@@ -287,6 +295,7 @@ int main(int argc, char** argv) {
     add_forward_options(attention);
     attention->add_option("--layers", opt.layers, "all or I,J,...");
     attention->add_option("--format", opt.format, "json|npy|none (npy needs --out)");
+    add_special(attention);
     CLI::App* heads = app.add_subcommand("heads", "probe scores of every head (previous-token, induction, ...)");
     add_model(heads);
     heads->add_option("--text", opt.texts, "score this text instead of the validation text")->expected(1);

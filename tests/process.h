@@ -20,8 +20,10 @@ struct ProcessRun {
 };
 
 // Runs args[0] with args (found on PATH when it has no slash), capturing
-// stdout and stderr through files in `scratch`.
-ProcessRun run_program(const std::vector<std::string>& args, const std::filesystem::path& scratch);
+// stdout and stderr through files in `scratch`; its stdin is the file
+// `input` when one is given. Status 127 when args[0] cannot be run.
+ProcessRun run_program(const std::vector<std::string>& args, const std::filesystem::path& scratch,
+                       const std::filesystem::path& input = {});
 
 // A program started in the background (args as for run_program; its output
 // goes where the test's goes). Terminated if still running when this goes.

@@ -70,6 +70,10 @@ TEST_F(CliTest, TokenizeGivesGpt2Ids) {
     const json j = json::parse(r.out);
     EXPECT_EQ(j["token_ids"], json::array({15496, 995}));
     EXPECT_EQ(j["tokens"], json::array({"Hello", " world"}));
+    // GPT-2's tokenizer adds no special tokens, so off changes nothing.
+    const test::ProcessRun off = run({"tokenize", "--model", model(), "--text", "Hello world", "--special", "off"});
+    ASSERT_EQ(off.status, 0) << off.err;
+    EXPECT_EQ(json::parse(off.out)["token_ids"], json::array({15496, 995}));
 }
 
 TEST_F(CliTest, AttentionJsonMatchesTheEngineAndNpy) {
@@ -300,6 +304,10 @@ TEST_F(CliTest, BadInputIsOneLineAndExitTwo) {
     expect_error({"attention", "--model", m, "--text", "hi", "--layers", "0,x"}, "'x' is not a layer index");
     expect_error({"attention", "--model", m, "--text", "hi", "--format", "csv"}, "--format");
     expect_error({"attention", "--model", m, "--text", "hi", "--format", "npy"}, "--format npy needs --out");
+    expect_error({"attention", "--model", m, "--text", "hi", "--special", "no"},
+                 "--special: special tokens 'no' is not one of off, on");
+    expect_error({"tokenize", "--model", m, "--text", "hi", "--special", "yes"},
+                 "--special: special tokens 'yes' is not one of off, on");
     expect_error({"attention", "--model", m, "--text", "hi", "--backend", "gpu"},
                  "--backend: backend 'gpu' is not one of auto, cpu, cuda");
     expect_error({"attention", "--model", m, "--text", "hi", "--text", ""}, "text 2 is empty");

@@ -270,12 +270,8 @@ Model load_model(const std::string& name_or_path, const std::function<void(float
     const std::vector<fs::path> files = checkpoint_files(m.path);
 
     // The tokenizer builds its tables while the weights are checked.
-    std::future<Tokenizer> tokenizer = std::async(std::launch::async, [dir = m.path] {
-        const fs::path vocab = dir / "vocab.json", merges = dir / "merges.txt";
-        for (const fs::path& p : {vocab, merges})
-            if (!fs::exists(p)) throw Error(p.string() + " missing");
-        return Tokenizer::load(vocab, merges);
-    });
+    std::future<Tokenizer> tokenizer =
+        std::async(std::launch::async, [dir = m.path] { return Tokenizer::load_directory(dir); });
 
     TensorMap tensors;
     std::map<std::string, std::string> unread;  // tensors of dtypes Headscope does not read, with their dtype

