@@ -129,7 +129,7 @@ private:
 
     static constexpr std::array<int32_t, 256> no_tokens() {
         std::array<int32_t, 256> ids{};
-        ids.fill(-1);
+        for (int32_t& id : ids) id = -1;  // not fill(): the CUDA build's C++17 has no constexpr fill
         return ids;
     }
 
