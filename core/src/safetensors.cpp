@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -227,31 +228,66 @@ template <typename Bits>
 
 }  // namespace
 
-void convert_to_f32(const std::string& name, const TensorView& tensor, float* out) {
-    const std::byte* src = tensor.bytes.data();
-    switch (tensor.dtype) {
-        case DType::F32: {
-            const size_t n = tensor.bytes.size() / 4;
-            const auto same = [](uint32_t bits) { return std::bit_cast<float>(bits); };
-            if (!convert_elements<uint32_t>(src, n, out, same, 0x7f800000))
-                throw_first_non_finite<uint32_t>(name, src, 0x7f800000, 0x80000000);
+void widen_to_f32(DType dtype, const std::byte* src, size_t n, float* out) {
+    switch (dtype) {
+        case DType::F32: std::memcpy(out, src, n * sizeof(float)); break;
+        case DType::F16:
+            for (size_t i = 0; i < n; ++i) out[i] = f16_to_f32(load_bits<uint16_t>(src + 2 * i));
             break;
+        case DType::BF16:
+            for (size_t i = 0; i < n; ++i) out[i] = bf16_to_f32(load_bits<uint16_t>(src + 2 * i));
+            break;
+    }
+}
+
+namespace {
+
+// Converts `n` elements of `tensor` from `src`; false if any was NaN or Inf.
+bool convert_checked(DType dtype, const std::byte* src, size_t n, float* out) {
+    switch (dtype) {
+        case DType::F32: {
+            const auto same = [](uint32_t bits) { return std::bit_cast<float>(bits); };
+            return convert_elements<uint32_t>(src, n, out, same, 0x7f800000);
         }
         case DType::F16: {
-            const size_t n = tensor.bytes.size() / 2;
             const auto widen = [](uint16_t bits) { return f16_to_f32(bits); };
-            if (!convert_elements<uint16_t>(src, n, out, widen, 0x7c00))
-                throw_first_non_finite<uint16_t>(name, src, 0x7c00, 0x8000);
-            break;
+            return convert_elements<uint16_t>(src, n, out, widen, 0x7c00);
         }
         case DType::BF16: {
-            const size_t n = tensor.bytes.size() / 2;
             const auto widen = [](uint16_t bits) { return bf16_to_f32(bits); };
-            if (!convert_elements<uint16_t>(src, n, out, widen, 0x7f80))
-                throw_first_non_finite<uint16_t>(name, src, 0x7f80, 0x8000);
-            break;
+            return convert_elements<uint16_t>(src, n, out, widen, 0x7f80);
         }
     }
+    std::abort();
+}
+
+[[noreturn]] void throw_non_finite(const std::string& name, const TensorView& tensor) {
+    const std::byte* src = tensor.bytes.data();
+    switch (tensor.dtype) {
+        case DType::F32: throw_first_non_finite<uint32_t>(name, src, 0x7f800000, 0x80000000);
+        case DType::F16: throw_first_non_finite<uint16_t>(name, src, 0x7c00, 0x8000);
+        case DType::BF16: throw_first_non_finite<uint16_t>(name, src, 0x7f80, 0x8000);
+    }
+    std::abort();
+}
+
+}  // namespace
+
+void check_finite(const std::string& name, const TensorView& tensor) {
+    // In chunks that stay in the cache: the check reads every byte once and keeps nothing.
+    constexpr size_t chunk_elements = 16 * 1024;
+    std::vector<float> scratch(chunk_elements);
+    const size_t element = dtype_size(tensor.dtype), n = tensor.bytes.size() / element;
+    for (size_t begin = 0; begin < n; begin += chunk_elements) {
+        const size_t count = std::min(chunk_elements, n - begin);
+        if (!convert_checked(tensor.dtype, tensor.bytes.data() + begin * element, count, scratch.data()))
+            throw_non_finite(name, tensor);
+    }
+}
+
+void convert_to_f32(const std::string& name, const TensorView& tensor, float* out) {
+    if (!convert_checked(tensor.dtype, tensor.bytes.data(), tensor.bytes.size() / dtype_size(tensor.dtype), out))
+        throw_non_finite(name, tensor);
 }
 
 }  // namespace headscope

@@ -50,6 +50,12 @@ private:
 // Error naming `name` if any value is NaN or Inf.
 void convert_to_f32(const std::string& name, const TensorView& tensor, float* out);
 
+// Throws Error naming `name` and the element if any value is NaN or Inf.
+void check_finite(const std::string& name, const TensorView& tensor);
+
+// n elements of `dtype` at `src` (any alignment) as float32, unchecked.
+void widen_to_f32(DType dtype, const std::byte* src, size_t n, float* out);
+
 struct SafetensorsEntry {
     std::string name;
     std::vector<int64_t> shape;
