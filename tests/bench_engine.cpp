@@ -7,20 +7,18 @@
 // Llama 3's, Qwen 3's and Llama 2's tokenizer.json.
 // Run: build/tests/bench-engine --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
-#include <immintrin.h>
-#include <omp.h>
 #include <sys/resource.h>
 
 #include <Eigen/Core>
 #include <bit>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <random>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "fma_peak.h"
 #include "headscope/backend.h"
 #include "headscope/files.h"
 #include "headscope/forward.h"
@@ -32,60 +30,6 @@ using namespace headscope;
 namespace {
 
 constexpr int L = 12, C = 768;
-
-// The widest FMA this build targets.
-#if defined(__AVX512F__)
-using Vec = __m512;
-constexpr int lanes = 16;
-Vec splat(float v) { return _mm512_set1_ps(v); }
-Vec fmadd(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
-#elif defined(__FMA__)
-using Vec = __m256;
-constexpr int lanes = 8;
-Vec splat(float v) { return _mm256_set1_ps(v); }
-Vec fmadd(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
-#else  // a portable build (HEADSCOPE_NATIVE=OFF): SSE, multiply then add
-using Vec = __m128;
-constexpr int lanes = 4;
-Vec splat(float v) { return _mm_set1_ps(v); }
-Vec fmadd(Vec a, Vec b, Vec c) { return _mm_add_ps(_mm_mul_ps(a, b), c); }
-#endif
-float lane_sum(Vec v) {
-    float out[lanes];
-    std::memcpy(out, &v, sizeof v);
-    float sum = 0;
-    for (float x : out) sum += x;
-    return sum;
-}
-
-// Peak float32 FMA rate of all threads: independent FMA chains in registers.
-double measure_fma_peak_gflops() {
-    constexpr int chains = 12;
-    constexpr long iterations = 50'000'000;
-    double best = 0;
-    for (int trial = 0; trial < 3; ++trial) {
-        const auto start = std::chrono::steady_clock::now();
-        float sink = 0;
-#pragma omp parallel reduction(+ : sink)
-        {
-            Vec acc[chains];
-            for (auto& a : acc) a = splat(1.f);
-            const Vec m = splat(0.9999999f), add = splat(1e-7f);
-            for (long i = 0; i < iterations; ++i)
-                for (auto& a : acc) a = fmadd(a, m, add);
-            for (auto& a : acc) sink += lane_sum(a);
-        }
-        benchmark::DoNotOptimize(sink);
-        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        best = std::max(best, 2.0 * chains * lanes * iterations * omp_get_max_threads() / seconds / 1e9);
-    }
-    return best;
-}
-
-double fma_peak_gflops() {
-    static const double peak = measure_fma_peak_gflops();
-    return peak;
-}
 
 const Model& gpt2_small() {
     static test::TempDir dir;
@@ -105,9 +49,9 @@ double peak_rss_mib() {
 void report(benchmark::State& state, double flops) {
     state.counters["GFLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
     state.counters["peak_fraction"] =
-        benchmark::Counter(flops / 1e9 / fma_peak_gflops(), benchmark::Counter::kIsIterationInvariantRate);
+        benchmark::Counter(flops / 1e9 / test::fma_peak_gflops(), benchmark::Counter::kIsIterationInvariantRate);
     state.counters["peak_rss_MiB"] = peak_rss_mib();
-    state.counters["fma_peak_GFLOP/s"] = fma_peak_gflops();
+    state.counters["fma_peak_GFLOP/s"] = test::fma_peak_gflops();
 }
 
 // Args: T, number of layers returned (all = 12; 1 = layer 0 only).

@@ -1,72 +1,288 @@
-// The forward's products: see matmul.h.
+// The forward's products (see matmul.h). Each OpenMP thread takes an even
+// share of the output columns, so no sum is ever split between threads and
+// the same inputs give the same bits on every run.
+//
+// Chosen by bench-matmul on this project's 2-core Zen 4 (its figures head
+// tests/bench_matmul.cpp; % of one core's FMA peak while running):
+//  - More than small_rows rows: OpenBLAS's sgemm, 67-88% on every shape in
+//    F32, where BLIS (Debian 12's picks its AVX2 zen3 kernels here) falls to
+//    47-61% on Llama's and Eigen's GEMM reaches 48-69%. It runs
+//    single-threaded on each of our threads' columns: its own threads would
+//    spin against the engine's OpenMP threads for the same two cores.
+//  - 16-bit weights there: blocks of block_cols x block_inputs widened into
+//    the thread's scratch, then the same sgemm: 59-81%, a few points under
+//    F32, with never more than a block of the matrix in float32.
+//  - At most small_rows rows: every weight value is read once, so the bytes
+//    read decide. OpenBLAS's sgemm manages 15-41% at 8 rows and, at one,
+//    4-6 GB/s on Llama's F32 weights. Our kernel widens each stored value
+//    in registers as it uses it: BF16 at 44-74% at 8 rows (BLIS 28-56%) and
+//    about twice any library's weight GB/s at one row; F32 up to 15 points
+//    under BLIS at 8 rows, level with BLIS and Eigen at one. One library
+//    (OpenBLAS) and our kernel, rather than a second library for F32's few
+//    rows.
 #include "headscope/matmul.h"
 
-#include <Eigen/Core>
+#include <cblas.h>
+#include <omp.h>
+
 #include <algorithm>
+#include <cstring>
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
 
 #include "headscope/aligned.h"
+#include "headscope/matmul_detail.h"
 #include "headscope/safetensors.h"
 
 namespace headscope {
 namespace {
 
-using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using ConstMap = Eigen::Map<const RowMatrix>;
-using OutMap = Eigen::Map<RowMatrix, Eigen::Unaligned, Eigen::OuterStride<>>;
+using matmul_detail::Gemm;
 
 size_t element_bytes(DType dtype) { return dtype == DType::F32 ? 4 : 2; }
 
-// out (rows, cols) [+]= x (rows, in) S, S (in, cols) row-major, or S^T for S (cols, in).
-void product(const float* x, int rows, int64_t in, const float* s, int64_t cols, bool s_out_by_in, float* out,
-             int64_t ldo, bool accumulate) {
-    OutMap y(out, rows, cols, Eigen::OuterStride<>(ldo));
-    const ConstMap X(x, rows, in);
-    if (s_out_by_in) {
-        const ConstMap S(s, cols, in);
-        if (accumulate)
-            y.noalias() += X * S.transpose();
-        else
-            y.noalias() = X * S.transpose();
-    } else {
-        const ConstMap S(s, in, cols);
-        if (accumulate)
-            y.noalias() += X * S;
-        else
-            y.noalias() = X * S;
+// One call's product; each thread computes its columns [first, last).
+struct Product {
+    const float* x;
+    int rows;
+    const Matrix& w;
+    float* out;
+    int64_t ldo;
+    bool accumulate;
+};
+
+void store(float& y, float value, bool accumulate) { y = accumulate ? y + value : value; }
+
+// ---- At most small_rows rows: our kernel ----
+
+constexpr int lanes = 16;
+// One AVX-512 register of float32; the compiler splits it where vectors are narrower.
+using Lanes = float __attribute__((vector_size(lanes * sizeof(float))));
+
+// v = 16 consecutive stored elements of dtype D at p (any alignment) as
+// float32. (Lanes go by reference: by value, a build without AVX-512 warns
+// that their ABI differs from one with it.)
+template <DType D>
+void load(const std::byte* p, Lanes& v) {
+    if constexpr (D == DType::F32) {
+        std::memcpy(&v, p, sizeof v);
+    } else if constexpr (D == DType::BF16) {  // the high half of a float32
+        using Halves = uint16_t __attribute__((vector_size(lanes * 2)));
+        using Words = uint32_t __attribute__((vector_size(lanes * 4)));
+        Halves h;
+        std::memcpy(&h, p, sizeof h);
+        const Words bits = __builtin_convertvector(h, Words) << 16;
+        std::memcpy(&v, &bits, sizeof v);
+    } else {  // F16: the CPU's conversion where the build may use it, else safetensors' (both exact)
+#if defined(__F16C__)
+        const auto* halves = reinterpret_cast<const __m128i*>(p);
+        const __m256 low = _mm256_cvtph_ps(_mm_loadu_si128(halves)),
+                     high = _mm256_cvtph_ps(_mm_loadu_si128(halves + 1));
+        std::memcpy(&v, &low, sizeof low);
+        std::memcpy(reinterpret_cast<std::byte*>(&v) + sizeof low, &high, sizeof high);
+#else
+        float f[lanes];
+        widen_to_f32(D, p, lanes, f);
+        std::memcpy(&v, f, sizeof v);
+#endif
     }
+}
+
+// The first n < 16 elements, the other lanes zero.
+void load_partial(DType dtype, const std::byte* p, int64_t n, Lanes& v) {
+    float f[lanes] = {};
+    widen_to_f32(dtype, p, static_cast<size_t>(n), f);
+    std::memcpy(&v, f, sizeof v);
+}
+
+const std::byte* bytes_of(const float* p) { return reinterpret_cast<const std::byte*>(p); }
+
+// out rows [0, R) (+)= x rows [0, R) W on columns [first, last), W stored
+// (out, in): each value the dot product of an x row with a stored row, held
+// in 16 lanes that are added up, in order, at the end; G stored rows at a
+// time, so that each x load serves G of them.
+template <DType D, int R, int G>
+void dot_rows(const Product& p, const float* x, float* out, int64_t first, int64_t last) {
+    const int64_t in = p.w.in, full = in - in % lanes;
+    constexpr size_t bytes = D == DType::F32 ? 4 : 2;
+    for (int64_t o = first; o < last; o += G) {
+        const std::byte* rows = p.w.data + o * in * bytes;
+        Lanes acc[R][G] = {};
+        for (int64_t i = 0; i < full; i += lanes) {
+            Lanes w[G];
+            for (int g = 0; g < G; ++g) load<D>(rows + (g * in + i) * bytes, w[g]);
+            for (int r = 0; r < R; ++r) {
+                Lanes xr;
+                load<DType::F32>(bytes_of(x + r * in + i), xr);
+                for (int g = 0; g < G; ++g) acc[r][g] += xr * w[g];
+            }
+        }
+        if (full < in) {
+            for (int g = 0; g < G; ++g) {
+                Lanes w, xr;
+                load_partial(D, rows + (g * in + full) * bytes, in - full, w);
+                for (int r = 0; r < R; ++r) {
+                    load_partial(DType::F32, bytes_of(x + r * in + full), in - full, xr);
+                    acc[r][g] += xr * w;
+                }
+            }
+        }
+        for (int r = 0; r < R; ++r)
+            for (int g = 0; g < G; ++g) {
+                float sum = 0;
+                for (int l = 0; l < lanes; ++l) sum += acc[r][g][l];
+                store(out[r * p.ldo + o + g], sum, p.accumulate);
+            }
+    }
+}
+
+// The same for W stored (in, out): each x value times 16 consecutive
+// values of a stored row, added into lanes that are 16 output columns.
+template <DType D, int R>
+void axpy_rows(const Product& p, const float* x, float* out, int64_t first, int64_t last) {
+    const int64_t in = p.w.in;
+    constexpr size_t bytes = D == DType::F32 ? 4 : 2;
+    for (int64_t c = first; c < last; c += lanes) {
+        const int64_t n = std::min<int64_t>(lanes, last - c);
+        Lanes acc[R] = {};
+        for (int64_t i = 0; i < in; ++i) {
+            const std::byte* at = p.w.data + (i * p.w.out + c) * bytes;
+            Lanes w;
+            if (n == lanes)
+                load<D>(at, w);
+            else
+                load_partial(D, at, n, w);
+            for (int r = 0; r < R; ++r) acc[r] += x[r * in + i] * w;
+        }
+        for (int r = 0; r < R; ++r)
+            for (int l = 0; l < n; ++l) store(out[r * p.ldo + c + l], acc[r][l], p.accumulate);
+    }
+}
+
+template <DType D, int R>
+void product_rows(const Product& p, const float* x, float* out, int64_t first, int64_t last) {
+    if (p.w.out_by_in) {
+        constexpr int G = R <= 2 ? 4 : 2;  // at most 16 sums in registers
+        const int64_t whole = last - (last - first) % G;
+        dot_rows<D, R, G>(p, x, out, first, whole);
+        dot_rows<D, R, 1>(p, x, out, whole, last);
+    } else {
+        axpy_rows<D, R>(p, x, out, first, last);
+    }
+}
+
+// Rows in groups of up to 8 (all of them, for linear()), each group reading
+// the thread's part of W once.
+template <DType D>
+void small_product(const Product& p, int64_t first, int64_t last) {
+    constexpr int group = 8;
+    for (int r0 = 0; r0 < p.rows; r0 += group) {
+        const float* x = p.x + static_cast<int64_t>(r0) * p.w.in;
+        float* out = p.out + r0 * p.ldo;
+        switch (std::min(group, p.rows - r0)) {
+            case 1: product_rows<D, 1>(p, x, out, first, last); break;
+            case 2: product_rows<D, 2>(p, x, out, first, last); break;
+            case 3: product_rows<D, 3>(p, x, out, first, last); break;
+            case 4: product_rows<D, 4>(p, x, out, first, last); break;
+            case 5: product_rows<D, 5>(p, x, out, first, last); break;
+            case 6: product_rows<D, 6>(p, x, out, first, last); break;
+            case 7: product_rows<D, 7>(p, x, out, first, last); break;
+            default: product_rows<D, 8>(p, x, out, first, last); break;
+        }
+    }
+}
+
+// ---- More rows: a Gemm ----
+
+// 16-bit blocks widened for the Gemm: 256 columns by 512 inputs, 512 KiB of
+// float32 per thread, half a core's L2 here, the rest left to the sgemm's
+// packed panels. Measured against 128-512 columns by 512-8192 inputs: 61-64%
+// of the peak became 69% on Llama's shapes, the others within noise.
+constexpr int64_t block_cols = 256, block_inputs = 512;
+
+void gemm_product(Gemm gemm, const Product& p, int64_t first, int64_t last) {
+    const Matrix& w = p.w;
+    const int rows = p.rows, in = static_cast<int>(w.in), ldo = static_cast<int>(p.ldo);
+    if (w.dtype == DType::F32) {  // straight from the mapped file
+        const auto* s = reinterpret_cast<const float*>(w.data);
+        const int cols = static_cast<int>(last - first);
+        const float beta = p.accumulate ? 1.f : 0.f;
+        if (w.out_by_in)
+            gemm(true, rows, cols, in, p.x, in, s + first * in, in, beta, p.out + first, ldo);
+        else
+            gemm(false, rows, cols, in, p.x, in, s + first, static_cast<int>(w.out), beta, p.out + first, ldo);
+        return;
+    }
+    thread_local AlignedVector<float> scratch(block_cols * block_inputs);
+    const size_t bytes = element_bytes(w.dtype);
+    for (int64_t c = first; c < last; c += block_cols) {
+        const int64_t cols = std::min(block_cols, last - c);
+        for (int64_t k = 0; k < in; k += block_inputs) {
+            const int64_t n = std::min(block_inputs, in - k);
+            if (w.out_by_in) {  // (cols, n): a stretch of each stored row
+                for (int64_t j = 0; j < cols; ++j)
+                    widen_to_f32(w.dtype, w.data + ((c + j) * in + k) * bytes, n, scratch.data() + j * n);
+            } else {  // (n, cols)
+                for (int64_t i = 0; i < n; ++i)
+                    widen_to_f32(w.dtype, w.data + ((k + i) * w.out + c) * bytes, cols, scratch.data() + i * cols);
+            }
+            const float beta = p.accumulate || k > 0 ? 1.f : 0.f;  // later inputs add to the earlier ones
+            gemm(w.out_by_in, rows, static_cast<int>(cols), static_cast<int>(n), p.x + k, in, scratch.data(),
+                 static_cast<int>(w.out_by_in ? n : cols), beta, p.out + c, ldo);
+        }
+    }
+}
+
+// Columns [first, last) of the product, then the bias.
+void product_columns(Gemm gemm, int small_rows_max, const Product& p, const float* bias, int64_t first, int64_t last) {
+    if (p.w.in == 0) {  // an empty sum
+        if (!p.accumulate)
+            for (int r = 0; r < p.rows; ++r) std::fill(p.out + r * p.ldo + first, p.out + r * p.ldo + last, 0.f);
+    } else if (p.rows > small_rows_max) {
+        gemm_product(gemm, p, first, last);
+    } else {
+        switch (p.w.dtype) {
+            case DType::F32: small_product<DType::F32>(p, first, last); break;
+            case DType::F16: small_product<DType::F16>(p, first, last); break;
+            case DType::BF16: small_product<DType::BF16>(p, first, last); break;
+        }
+    }
+    if (bias)
+        for (int r = 0; r < p.rows; ++r)
+            for (int64_t c = first; c < last; ++c) p.out[r * p.ldo + c] += bias[c];
 }
 
 }  // namespace
 
-void linear(const float* x, int rows, const Matrix& w, const float* bias, float* out, int64_t ldo, bool accumulate) {
-    if (w.dtype == DType::F32) {
-        product(x, rows, w.in, reinterpret_cast<const float*>(w.data), w.out, w.out_by_in, out, ldo, accumulate);
-    } else {
-        // Blocks of output columns, each widened into a thread's scratch that
-        // stays in the cache, so a 16-bit matrix is never widened whole.
-        constexpr int64_t block = 64;
-        const int64_t blocks = (w.out + block - 1) / block;
+namespace matmul_detail {
+
+void openblas_gemm(bool b_transposed, int rows, int cols, int in, const float* x, int ldx, const float* b, int ldb,
+                   float beta, float* out, int ldo) {
+    // Each of the engine's OpenMP threads calls this on its own columns.
+    [[maybe_unused]] static const bool single_threaded = (openblas_set_num_threads(1), true);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, b_transposed ? CblasTrans : CblasNoTrans, rows, cols, in, 1.f, x, ldx, b,
+                ldb, beta, out, ldo);
+}
+
+void linear_with(Gemm gemm, int small_rows_max, const float* x, int rows, const Matrix& w, const float* bias,
+                 float* out, int64_t ldo, bool accumulate) {
+    const Product p{x, rows, w, out, ldo, accumulate};
 #pragma omp parallel
-        {
-            AlignedVector<float> scratch(static_cast<size_t>(block * w.in));
-#pragma omp for schedule(static)
-            for (int64_t n = 0; n < blocks; ++n) {
-                const int64_t first = n * block, cols = std::min(block, w.out - first);
-                if (w.out_by_in) {  // rows [first, first + cols) of the stored (out, in): contiguous
-                    widen_to_f32(w.dtype, w.data + first * w.in * 2, static_cast<size_t>(cols * w.in), scratch.data());
-                } else {  // columns [first, first + cols) of the stored (in, out)
-                    for (int64_t r = 0; r < w.in; ++r)
-                        widen_to_f32(w.dtype, w.data + (r * w.out + first) * 2, static_cast<size_t>(cols),
-                                     scratch.data() + r * cols);
-                }
-                product(x, rows, w.in, scratch.data(), cols, w.out_by_in, out + first, ldo, accumulate);
-            }
-        }
+    {
+        // Shares rounded to whole lanes; a thread past the end has none.
+        const int64_t threads = omp_get_num_threads(), share = (w.out + threads - 1) / threads;
+        const int64_t per = (share + lanes - 1) / lanes * lanes;
+        const int64_t first = std::min(w.out, omp_get_thread_num() * per), last = std::min(w.out, first + per);
+        if (rows > 0 && first < last) product_columns(gemm, small_rows_max, p, bias, first, last);
     }
-    if (bias) {
-        OutMap y(out, rows, w.out, Eigen::OuterStride<>(ldo));
-        y.rowwise() += Eigen::Map<const Eigen::Matrix<float, 1, Eigen::Dynamic>>(bias, w.out);
-    }
+}
+
+}  // namespace matmul_detail
+
+void linear(const float* x, int rows, const Matrix& w, const float* bias, float* out, int64_t ldo, bool accumulate) {
+    matmul_detail::linear_with(matmul_detail::openblas_gemm, matmul_detail::small_rows, x, rows, w, bias, out, ldo,
+                               accumulate);
 }
 
 void stored_row(const Matrix& m, int64_t row, float* out) {

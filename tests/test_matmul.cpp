@@ -1,0 +1,198 @@
+// linear() against a double-precision product written here, over every
+// dtype (the stored bytes built here, 16-bit ones at odd addresses), both
+// layouts, accumulate or not, bias or not, a column block of a wider output
+// (the columns around it untouched), and sizes that are not multiples of
+// anything the implementation blocks by; stored_row and to_floats; and the
+// same bits from the same inputs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "headscope/matmul.h"
+
+using namespace headscope;
+
+namespace {
+
+// Decoders written from the formats' definitions, not from the engine's.
+double decode_f16(uint16_t h) {
+    const int exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
+    const double magnitude =
+        exponent == 0 ? std::ldexp(mantissa, -24) : std::ldexp(1 + mantissa / 1024.0, exponent - 15);
+    return h & 0x8000 ? -magnitude : magnitude;
+}
+
+double decode_bf16(uint16_t h) {
+    const int exponent = (h >> 7) & 0xff, mantissa = h & 0x7f;
+    const double magnitude = std::ldexp(1 + mantissa / 128.0, exponent - 127);  // no subnormals drawn
+    return h & 0x8000 ? -magnitude : magnitude;
+}
+
+// A weight's stored bytes and its math values W (in, out) in double.
+struct Weight {
+    std::vector<std::byte> buffer;
+    Matrix matrix;
+    std::vector<double> math;  // (in, out) row-major
+};
+
+// Finite random values of `dtype` of magnitude about 1/8 to 8, F16 with some
+// subnormals; 16-bit data one byte past an aligned address, F32 four.
+Weight make_weight(DType dtype, int64_t in, int64_t out, bool out_by_in, std::mt19937& rng) {
+    Weight w;
+    const size_t n = static_cast<size_t>(in * out), size = dtype == DType::F32 ? 4 : 2, offset = size == 4 ? 4 : 1;
+    w.buffer.resize(offset + n * size);
+    std::vector<double> stored(n);
+    std::uniform_real_distribution<float> uniform(-1, 1);
+    for (size_t i = 0; i < n; ++i) {
+        std::byte* at = w.buffer.data() + offset + i * size;
+        if (dtype == DType::F32) {
+            const float v = uniform(rng);
+            std::memcpy(at, &v, 4);
+            stored[i] = v;
+            continue;
+        }
+        const uint16_t sign = rng() % 2 ? 0x8000 : 0;
+        uint16_t bits;
+        if (dtype == DType::F16) {
+            const uint16_t exponent = rng() % 10 == 0 ? 0 : 12 + rng() % 7;  // 2^-3 .. 2^3, or subnormal
+            bits = sign | exponent << 10 | (rng() & 0x3ff);
+            stored[i] = decode_f16(bits);
+        } else {
+            bits = sign | (124 + rng() % 7) << 7 | (rng() & 0x7f);
+            stored[i] = decode_bf16(bits);
+        }
+        std::memcpy(at, &bits, 2);
+    }
+    w.matrix = {w.buffer.data() + offset, dtype, in, out, out_by_in};
+    w.math.resize(n);
+    for (int64_t i = 0; i < in; ++i)
+        for (int64_t o = 0; o < out; ++o) w.math[i * out + o] = out_by_in ? stored[o * in + i] : stored[i * out + o];
+    return w;
+}
+
+std::vector<float> random_floats(size_t n, std::mt19937& rng) {
+    std::uniform_real_distribution<float> uniform(-1, 1);
+    std::vector<float> v(n);
+    for (auto& x : v) x = uniform(rng);
+    return v;
+}
+
+const char* name(DType dtype) {
+    switch (dtype) {
+        case DType::F32: return "F32";
+        case DType::F16: return "F16";
+        case DType::BF16: return "BF16";
+    }
+    return "?";
+}
+
+constexpr float sentinel = -12345.f;
+
+// Every combination for one dtype: out is columns [3, 3 + out) of rows of
+// width out + 5, filled with a sentinel (or earlier values when
+// accumulating); each value within float32 round-off of the double sum, the
+// sentinel columns untouched.
+void check_products(DType dtype) {
+    std::mt19937 rng(static_cast<unsigned>(dtype) + 1);
+    const std::vector<std::pair<int64_t, int64_t>> shapes = {{19, 23}, {70, 40}, {1030, 270}};
+    for (auto [in, out] : shapes)
+        for (bool out_by_in : {false, true}) {
+            const Weight w = make_weight(dtype, in, out, out_by_in, rng);
+            const std::vector<float> bias_values = random_floats(static_cast<size_t>(out), rng);
+            for (int rows : {1, 3, 17, 128})
+                for (bool accumulate : {false, true})
+                    for (bool with_bias : {false, true}) {
+                        SCOPED_TRACE(testing::Message()
+                                     << name(dtype) << " in " << in << " out " << out
+                                     << (out_by_in ? " (out, in)" : " (in, out)") << " rows " << rows
+                                     << (accumulate ? " accumulate" : "") << (with_bias ? " bias" : ""));
+                        const int64_t ldo = out + 5, first = 3;
+                        const std::vector<float> x = random_floats(static_cast<size_t>(rows * in), rng);
+                        std::vector<float> buffer(static_cast<size_t>(rows * ldo), sentinel);
+                        if (accumulate)
+                            for (int r = 0; r < rows; ++r)
+                                for (int64_t o = 0; o < out; ++o)
+                                    buffer[r * ldo + first + o] = std::uniform_real_distribution<float>(-1, 1)(rng);
+                        const std::vector<float> before = buffer;
+                        const float* bias = with_bias ? bias_values.data() : nullptr;
+                        linear(x.data(), rows, w.matrix, bias, buffer.data() + first, ldo, accumulate);
+
+                        int wrong = 0;
+                        testing::Message first_wrong;
+                        for (int r = 0; r < rows; ++r)
+                            for (int64_t c = 0; c < ldo; ++c) {
+                                const float got = buffer[r * ldo + c];
+                                if (c < first || c >= first + out) {
+                                    if (std::memcmp(&got, &sentinel, sizeof got) != 0 && wrong++ == 0)
+                                        first_wrong << "row " << r << " column " << c << " outside changed to " << got;
+                                    continue;
+                                }
+                                const int64_t o = c - first;
+                                double sum = 0, magnitude = 0;
+                                for (int64_t i = 0; i < in; ++i) {
+                                    const double term = static_cast<double>(x[r * in + i]) * w.math[i * out + o];
+                                    sum += term;
+                                    magnitude += std::abs(term);
+                                }
+                                for (double extra :
+                                     {with_bias ? bias[o] : 0.0, accumulate ? before[r * ldo + c] : 0.0}) {
+                                    sum += extra;
+                                    magnitude += std::abs(extra);
+                                }
+                                // gamma_n u: float32 round-off of a sum of in + 2 terms in any order
+                                const double tolerance = (in + 2) * std::ldexp(1.0, -24) * magnitude;
+                                if (!(std::abs(got - sum) <= tolerance) && wrong++ == 0)
+                                    first_wrong << "row " << r << " column " << o << ": " << got << " vs " << sum;
+                            }
+                        EXPECT_EQ(wrong, 0) << first_wrong;
+                    }
+        }
+}
+
+TEST(Matmul, LinearF32MatchesDoubleProduct) { check_products(DType::F32); }
+TEST(Matmul, LinearF16MatchesDoubleProduct) { check_products(DType::F16); }
+TEST(Matmul, LinearBF16MatchesDoubleProduct) { check_products(DType::BF16); }
+
+TEST(Matmul, StoredRowAndToFloatsGiveTheStoredValues) {
+    std::mt19937 rng(5);
+    for (DType dtype : {DType::F32, DType::F16, DType::BF16})
+        for (bool out_by_in : {false, true}) {
+            SCOPED_TRACE(testing::Message() << name(dtype) << (out_by_in ? " (out, in)" : " (in, out)"));
+            const int64_t in = 21, out = 34;
+            const Weight w = make_weight(dtype, in, out, out_by_in, rng);
+            const std::vector<float> all = to_floats(w.matrix);
+            ASSERT_EQ(all.size(), static_cast<size_t>(in * out));
+            for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(all[i], w.math[i]) << "element " << i;
+            const int64_t stored_rows = out_by_in ? out : in, width = out_by_in ? in : out;
+            std::vector<float> row(static_cast<size_t>(width));
+            for (int64_t s = 0; s < stored_rows; ++s) {
+                stored_row(w.matrix, s, row.data());
+                for (int64_t j = 0; j < width; ++j) {
+                    const double expected = out_by_in ? w.math[j * out + s] : w.math[s * out + j];
+                    ASSERT_EQ(row[j], expected) << "stored row " << s << " element " << j;
+                }
+            }
+        }
+}
+
+TEST(Matmul, SameInputsGiveSameBits) {
+    std::mt19937 rng(9);
+    for (DType dtype : {DType::F32, DType::BF16})
+        for (bool out_by_in : {false, true})
+            for (int rows : {3, 128}) {
+                SCOPED_TRACE(testing::Message()
+                             << name(dtype) << (out_by_in ? " (out, in)" : " (in, out)") << " rows " << rows);
+                const int64_t in = 1030, out = 270;
+                const Weight w = make_weight(dtype, in, out, out_by_in, rng);
+                const std::vector<float> x = random_floats(static_cast<size_t>(rows * in), rng);
+                std::vector<float> first(static_cast<size_t>(rows * out)), second(first.size());
+                linear(x.data(), rows, w.matrix, nullptr, first.data(), out);
+                linear(x.data(), rows, w.matrix, nullptr, second.data(), out);
+                EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * sizeof(float)), 0);
+            }
+}
+
+}  // namespace
