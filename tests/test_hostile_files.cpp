@@ -122,7 +122,7 @@ TEST_F(HostileFiles, ControlCharactersInNamesStayOnOneLine) {
     // A tensor name with a newline in it.
     const fs::path tensor = copy_of_good("tensor-name");
     write(tensor / "model.safetensors",
-          safetensors_bytes(R"({"bad\nname": {"dtype": "I8", "shape": [1], "data_offsets": [0, 1]}})") + "x");
+          safetensors_bytes(R"({"bad\nname": {"dtype": "X8", "shape": [1], "data_offsets": [0, 1]}})") + "x");
     expect_refused(tensor, "tensor 'bad\\nname'");
 }
 
