@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <unsupported/Eigen/SpecialFunctions>  // erf, vectorised
 
 namespace headscope::ops {
 
@@ -61,29 +62,44 @@ void rms_norm(const S* x, const S* w, S* out, int rows, int C, S eps) {
     }
 }
 
+// Applies `f` to Eigen array maps of x (n values) into out, in chunks across
+// the OpenMP threads, so that Eigen vectorises the function (tanh, erf, exp)
+// within each chunk. out may be x.
+template <typename S, typename F>
+void elementwise(const S* x, S* out, size_t n, F f) {
+    using ConstArray = Eigen::Map<const Eigen::Array<S, Eigen::Dynamic, 1>>;
+    using Array = Eigen::Map<Eigen::Array<S, Eigen::Dynamic, 1>>;
+    constexpr size_t chunk = 4096;
+    const long chunks = static_cast<long>((n + chunk - 1) / chunk);
+#pragma omp parallel for schedule(static)
+    for (long c = 0; c < chunks; ++c) {
+        const size_t begin = static_cast<size_t>(c) * chunk;
+        const auto count = static_cast<Eigen::Index>(std::min(chunk, n - begin));
+        Array(out + begin, count) = f(ConstArray(x + begin, count));
+    }
+}
+
 // GELU, exact (erf): out may be x.
 template <typename S>
 void gelu_exact(const S* x, S* out, size_t n) {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; ++i) out[i] = S(0.5) * x[i] * (1 + std::erf(x[i] / std::sqrt(S(2))));
+    elementwise(x, out, n, [](const auto& v) { return S(0.5) * v * (1 + (v * S(M_SQRT1_2)).erf()); });
 }
 
 // SwiGLU's product: gate[i] = silu(gate[i]) * up[i].
 template <typename S>
 void silu_times(S* gate, const S* up, size_t n) {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; ++i) gate[i] = gate[i] / (1 + std::exp(-gate[i])) * up[i];
+    elementwise(gate, gate, n, [](const auto& v) { return v / (1 + (-v).exp()); });
+    const auto size = static_cast<Eigen::Index>(n);
+    Eigen::Map<Eigen::Array<S, Eigen::Dynamic, 1>>(gate, size) *=
+        Eigen::Map<const Eigen::Array<S, Eigen::Dynamic, 1>>(up, size);
 }
 
 // GELU, tanh approximation: out[i] = gelu(x[i]); out may be x.
 template <typename S>
 void gelu(const S* x, S* out, size_t n) {
     const S k = std::sqrt(S(2) / S(M_PI));
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; ++i) {
-        const S v = x[i];
-        out[i] = S(0.5) * v * (1 + std::tanh(k * (v + S(0.044715) * v * v * v)));
-    }
+    elementwise(x, out, n,
+                [k](const auto& v) { return S(0.5) * v * (1 + (k * (v + S(0.044715) * v * v * v)).tanh()); });
 }
 
 // Scales a score row and turns its entries [begin, end) into a softmax,
