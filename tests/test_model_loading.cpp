@@ -153,10 +153,6 @@ std::vector<ModelField> model_fields(const Model& m) {
     return f;
 }
 
-std::string dtype_name(test::FileDType d) {
-    return d == test::FileDType::F32 ? "F32" : d == test::FileDType::F16 ? "F16" : "BF16";
-}
-
 // Passes when `f` throws a one-line Error containing every one of `parts`.
 ::testing::AssertionResult throws_naming(const std::function<void()>& f, std::initializer_list<std::string> parts) {
     try {
@@ -175,7 +171,7 @@ std::string dtype_name(test::FileDType d) {
 TEST(ModelLoading, EveryDtypeAndPrefixLoadsWhatWasWritten) {
     for (test::FileDType dtype : {test::FileDType::F32, test::FileDType::F16, test::FileDType::BF16})
         for (bool prefix : {true, false}) {
-            SCOPED_TRACE(dtype_name(dtype) + (prefix ? " with prefix" : " without prefix"));
+            SCOPED_TRACE(std::string(test::dtype_name(dtype)) + (prefix ? " with prefix" : " without prefix"));
             test::TempDir dir;
             test::TestModelSpec spec;
             spec.n_layer = 2;
@@ -240,7 +236,7 @@ TEST(ModelLoading, HalfWeightsAreTheF32WeightsRoundedToNearestEven) {
     spec.n_positions = 8;
     for (test::FileDType d : {test::FileDType::F32, test::FileDType::F16, test::FileDType::BF16}) {
         spec.dtype = d;
-        test::write_test_model(dir.path / dtype_name(d), spec);
+        test::write_test_model(dir.path / test::dtype_name(d), spec);
     }
     std::vector<test::RawTensor> f32 = read_raw_tensors(dir.path / "F32" / "model.safetensors");
     std::vector<test::RawTensor> f16 = read_raw_tensors(dir.path / "F16" / "model.safetensors");
