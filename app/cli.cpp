@@ -96,7 +96,16 @@ void run_info(const Options& opt) {
                  {"vocab_size", c.vocab_size},
                  {"params", model.params},
                  {"path", model.path.string()},
-                 {"tensors", tensors}};
+                 {"architecture", c.architecture},
+                 {"n_kv_head", c.kv_heads()},
+                 {"d_head", c.head_size()},
+                 {"positions", to_string(c.positions)},
+                 {"norm", to_string(c.norm)},
+                 {"mlp", to_string(c.mlp)}};
+    if (c.positions == Positions::rotary) info["rope_theta"] = c.rope.theta;
+    if (c.sliding_window) info["sliding_window"] = c.sliding_window;
+    info["dtype"] = to_string(model.dtype);
+    info["tensors"] = tensors;
     if (!c.training.is_null()) info["training"] = c.training;
     write_output(opt.out, [&](std::ostream& out) { out << dump_json(info) << '\n'; });
 }

@@ -11,6 +11,7 @@
 #include "headscope/backend.h"
 #include "headscope/cuda_backend.h"
 #include "headscope/probes.h"
+#include "family_models.h"
 #include "model_writer.h"
 #include "process.h"
 
@@ -318,6 +319,96 @@ TEST_F(CliTest, BadInputIsOneLineAndExitTwo) {
                                    std::filesystem::copy_options::overwrite_existing);
     std::ofstream(torch_only / "pytorch_model.bin") << "not read";
     expect_error({"info", "--model", torch_only.string()}, "safetensors");
+}
+
+// The families' checkpoints: what info says of each, and the key/value heads
+// of the attention JSON.
+class CliFamilyTest : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        dir_ = new test::TempDir;
+        for (const char* name : {"llama", "qwen3", "mistral", "gpt_neox_parallel"})
+            test::write_family_model(dir_->path / name, test::family_variant(name));
+        test::FamilySpec bf16 = test::family_variant("llama");
+        bf16.dtype = test::FileDType::BF16;
+        test::write_family_model(dir_->path / "llama_bf16", bf16);
+        test::write_test_model(dir_->path / "gpt2", {.n_layer = 1, .n_head = 4, .n_embd = 32, .n_positions = 16});
+    }
+    static void TearDownTestSuite() { delete dir_; }
+
+    static json cli_json(const std::vector<std::string>& args) {
+        const test::ProcessRun r = run_cli(args, dir_->path);
+        EXPECT_EQ(r.status, 0) << r.err;
+        return r.status == 0 ? json::parse(r.out) : json();
+    }
+    static std::string model(const char* name) { return (dir_->path / name).string(); }
+    static json info(const char* name) { return cli_json({"info", "--model", model(name)}); }
+
+    static test::TempDir* dir_;
+    const std::string text_ = "The cat sat on the mat because it was soft.";  // 11 tokens
+};
+test::TempDir* CliFamilyTest::dir_ = nullptr;
+
+TEST_F(CliFamilyTest, InfoNamesEachFamilysArchitecture) {
+    const json gpt2 = info("gpt2"), llama = info("llama"), qwen3 = info("qwen3"), mistral = info("mistral"),
+               pythia = info("gpt_neox_parallel");
+    // What every model says, as before the families, and what they differ in.
+    for (const json* j : {&gpt2, &llama, &qwen3, &mistral, &pythia})
+        for (const char* key : {"n_layer", "n_head", "n_embd", "n_positions", "vocab_size", "params", "tensors"})
+            EXPECT_TRUE(j->contains(key)) << key;
+    EXPECT_EQ(gpt2["architecture"], "gpt2");
+    EXPECT_EQ(gpt2["n_kv_head"], 4);
+    EXPECT_EQ(gpt2["d_head"], 8);
+    EXPECT_EQ(gpt2["positions"], "learned");
+    EXPECT_EQ(gpt2["norm"], "layernorm");
+    EXPECT_EQ(gpt2["mlp"], "gelu");
+    EXPECT_EQ(gpt2["dtype"], "F32");
+    EXPECT_FALSE(gpt2.contains("rope_theta"));
+    EXPECT_FALSE(gpt2.contains("sliding_window"));
+
+    EXPECT_EQ(llama["architecture"], "llama");
+    EXPECT_EQ(llama["n_head"], 4);
+    EXPECT_EQ(llama["n_kv_head"], 2);
+    EXPECT_EQ(llama["d_head"], 8);
+    EXPECT_EQ(llama["positions"], "rotary");
+    EXPECT_EQ(llama["norm"], "rmsnorm");
+    EXPECT_EQ(llama["mlp"], "swiglu");
+    EXPECT_EQ(llama["rope_theta"], 500000);
+    EXPECT_FALSE(llama.contains("sliding_window"));
+    EXPECT_EQ(info("llama_bf16")["dtype"], "BF16");
+
+    EXPECT_EQ(qwen3["architecture"], "qwen3");
+    EXPECT_EQ(qwen3["n_embd"], 32);
+    EXPECT_EQ(qwen3["d_head"], 16);  // not C / NH
+    EXPECT_EQ(qwen3["rope_theta"], 1000000);
+
+    EXPECT_EQ(mistral["architecture"], "mistral");
+    EXPECT_EQ(mistral["n_kv_head"], 1);
+    EXPECT_EQ(mistral["sliding_window"], 4);
+
+    EXPECT_EQ(pythia["architecture"], "gpt_neox");
+    EXPECT_EQ(pythia["n_kv_head"], 3);
+    EXPECT_EQ(pythia["d_head"], 16);
+    EXPECT_EQ(pythia["positions"], "rotary");
+    EXPECT_EQ(pythia["norm"], "layernorm");
+    EXPECT_EQ(pythia["mlp"], "gelu");
+}
+
+TEST_F(CliFamilyTest, AttentionNamesTheKeyValueHeadsOfTheSplit) {
+    const json own = cli_json({"attention", "--model", model("llama"), "--text", text_, "--format", "none"});
+    EXPECT_EQ(own["n_head"], 4);
+    EXPECT_EQ(own["n_kv_head"], 2);
+    EXPECT_EQ(own["d_head"], 8);
+    // Two query heads of 16, still sharing one key/value head in pairs.
+    const json resplit =
+        cli_json({"attention", "--model", model("llama"), "--text", text_, "--heads", "2", "--format", "none"});
+    EXPECT_EQ(resplit["n_head"], 2);
+    EXPECT_EQ(resplit["n_kv_head"], 1);
+    EXPECT_EQ(resplit["d_head"], 16);
+    EXPECT_EQ(cli_json({"attention", "--model", model("gpt2"), "--text", text_, "--format", "none"})["n_kv_head"], 4);
+    test::expect_one_line_error(
+        run_cli({"attention", "--model", model("llama"), "--text", text_, "--heads", "1"}, dir_->path), "headscope-cli",
+        "--heads: head count 1 is not a multiple of 2");
 }
 
 }  // namespace
