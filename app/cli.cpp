@@ -69,6 +69,7 @@ struct Options {
     std::string layers = "all", format = "json", out;
     int heads = 0, layer = 0;
     bool heads_given = false;
+    bool sliding_window = true;  // the model's own, when it has one
 };
 
 // The heads the forward splits C into, checked against the model; its error
@@ -117,6 +118,8 @@ void run_tokenize(const Options& opt) {
     write_output(opt.out, [&](std::ostream& out) { out << dump_json(tokens) << '\n'; });
 }
 
+// The options as given; checked before the model loads, and completed by
+// with_model once it has.
 AttentionOptions attention_options(const Options& opt) {
     AttentionOptions options = opt.attention;
     if (opt.heads_given && opt.heads < 1) throw Error("--heads must be at least 1, got " + std::to_string(opt.heads));
@@ -125,8 +128,14 @@ AttentionOptions attention_options(const Options& opt) {
     return options;
 }
 
+AttentionOptions with_model(AttentionOptions options, const Options& opt, const Model& model) {
+    options.sliding_window = sliding_window(model.config, opt.sliding_window);
+    head_count_of(model, options);  // before the forward, which checks it too, so that the error names the flag
+    return options;
+}
+
 void run_attention(const Options& opt) {
-    const AttentionOptions options = attention_options(opt);
+    const AttentionOptions given = attention_options(opt);
     if (opt.format != "json" && opt.format != "npy" && opt.format != "none")
         throw Error("--format: expected json, npy or none, got '" + opt.format + "'");
     if (opt.format == "npy" && opt.out.empty()) throw Error("--format npy needs --out FILE");
@@ -136,12 +145,12 @@ void run_attention(const Options& opt) {
     auto start = Clock::now();
     const Model model = load_model(opt.model);
     const double load_ms = ms_since(start);
+    const AttentionOptions options = with_model(given, opt, model);
 
     start = Clock::now();
     Batch batch{model.tokenizer.encode_texts(opt.texts), model.config.eos_token_id};
     const double tokenize_ms = ms_since(start);
 
-    head_count_of(model, options);  // before the forward, which checks it too, so that the error names the flag
     backend->load_weights(model);
     AttentionResult result;
     start = Clock::now();
@@ -214,17 +223,18 @@ Json layout_json(const StridedLayout& layout) {
 // The reshape dance for the texts' batch, and how far the naive split's
 // attention output at --layer is from the correct one's.
 void run_dance(const Options& opt) {
-    const AttentionOptions options = attention_options(opt);
+    const AttentionOptions given = attention_options(opt);
     const BackendPick pick = make_backend(opt.backend);
     Backend* backend = pick.backend.get();
     const Model model = load_model(opt.model);
     const Batch batch{model.tokenizer.encode_texts(opt.texts), model.config.eos_token_id};
-    const int NH = head_count_of(model, options);
+    const AttentionOptions options = with_model(given, opt, model);
     backend->load_weights(model);
 
     // Both splits run for the comparison (which also validates the options); options.split is the walk printed.
     const double max_diff = naive_view_max_diff(*backend, batch, options, opt.layer);
-    const Dance dance = reshape_dance(batch.B(), batch.T(), model.config.n_embd, NH, options.split);
+    const Dance dance =
+        reshape_dance(batch.B(), batch.T(), model.config.n_embd, head_count(model.config, options.n_head), options.split);
     Json buffers = Json::array(), steps = Json::array(), tokens = Json::array();
     for (const DanceBuffer& b : dance.buffers)
         buffers.push_back({{"name", b.name}, {"dims", b.dims}, {"shape", b.shape}});
@@ -286,7 +296,13 @@ int main(int argc, char** argv) {
         add_word_option(
             sub, "--padding-mask", opt.attention.padding_mask, "on|off",
             [](std::string_view word) { return parse_on_off("padding mask", word); }, "the padding mask");
-        sub->add_option("--heads", opt.heads, "re-split into N heads (N divides n_embd)");
+        add_word_option(
+            sub, "--sliding-window", opt.sliding_window, "on|off",
+            [](std::string_view word) { return parse_on_off("sliding window", word); },
+            "the model's sliding window, when it has one (default on)");
+        sub->add_option("--heads", opt.heads,
+                        "re-split into N query heads (N a multiple of the heads sharing a key/value head, dividing "
+                        "the query width)");
         add_word_option(sub, "--scale", opt.attention.scale, join_words(scale_choices, "|"), parse_scale,
                         "1/sqrt(C/N), 1/sqrt(C), 1");
         add_word_option(sub, "--split", opt.attention.split, join_words(split_choices, "|"), parse_split,

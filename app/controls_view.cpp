@@ -34,6 +34,10 @@ void differences_note(const Session& s, int heads_now) {
     if (s.options.scale == Scale::none) note += "not scaled at all; ";
     if (s.options.split == Split::naive_view) note += "naive view: heads mix different tokens' channels; ";
     if (!s.options.causal) note += "causal mask off: tokens see the future, unlike in training; ";
+    const int window = s.model().config.sliding_window;
+    if (window && !s.sliding_window_on)
+        note += "sliding window off: queries see keys more than " + std::to_string(window) +
+                " tokens back, unlike the model; ";
     if (note.empty()) return;
     note.resize(note.size() - 2);
     ImGui::TextColored(warning_colour, "Not the model's own attention: %s.", note.c_str());
@@ -66,6 +70,12 @@ void ControlsView::draw(Session& s, Ui& ui) {
     ImGui::SameLine();
     changed |= ImGui::Checkbox("padding mask", &s.options.padding_mask);
     ImGui::SameLine();
+    if (model.config.sliding_window) {  // only a model that has one
+        const std::string label = "sliding window (" + std::to_string(model.config.sliding_window) + ")";
+        changed |= ImGui::Checkbox(label.c_str(), &s.sliding_window_on);
+        ui.layout.control("sliding window");
+        ImGui::SameLine();
+    }
     ImGui::SetNextItemWidth(120 * ui.scale);
     ImGui::SliderInt("layer", &s.layer, 0, model.config.n_layer - 1, "%d", ImGuiSliderFlags_AlwaysClamp);
     ImGui::SameLine();

@@ -321,8 +321,8 @@ TEST_F(CliTest, BadInputIsOneLineAndExitTwo) {
     expect_error({"info", "--model", torch_only.string()}, "safetensors");
 }
 
-// The families' checkpoints: what info says of each, and the key/value heads
-// of the attention JSON.
+// The families' checkpoints: what info says of each, the key/value heads of
+// the attention JSON, and the sliding window, on by default.
 class CliFamilyTest : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
@@ -409,6 +409,44 @@ TEST_F(CliFamilyTest, AttentionNamesTheKeyValueHeadsOfTheSplit) {
     test::expect_one_line_error(
         run_cli({"attention", "--model", model("llama"), "--text", text_, "--heads", "1"}, dir_->path), "headscope-cli",
         "--heads: head count 1 is not a multiple of 2");
+}
+
+// Mistral's window of 4: on by default, query i sees keys i-3..i; off, every earlier key.
+TEST_F(CliFamilyTest, SlidingWindowIsTheModelsUnlessTurnedOff) {
+    const std::vector<std::string> args = {"attention", "--model", model("mistral"), "--text", text_};
+    std::vector<std::string> on = args, off = args;
+    on.insert(on.end(), {"--sliding-window", "on"});
+    off.insert(off.end(), {"--sliding-window", "off"});
+    const json by_default = cli_json(args), windowed = cli_json(on), unwindowed = cli_json(off);
+    EXPECT_EQ(by_default["attention"], windowed["attention"]);
+    const int T = windowed["seq_len"];
+    ASSERT_EQ(T, 11);
+    int far_keys = 0;
+    for (size_t l = 0; l < windowed["attention"].size(); ++l)
+        for (int h = 0; h < 4; ++h)
+            for (int i = 0; i < T; ++i) {
+                double row = 0;
+                for (int j = 0; j <= i; ++j) {
+                    const double w = windowed["attention"][l][0][h][i][j], w_off = unwindowed["attention"][l][0][h][i][j];
+                    if (j <= i - 4) {
+                        EXPECT_EQ(w, 0.0) << "layer " << l << " head " << h << " query " << i << " key " << j;
+                        EXPECT_GT(w_off, 0.0);
+                        ++far_keys;
+                    }
+                    row += w;
+                }
+                EXPECT_NEAR(row, 1.0, 1e-5);
+            }
+    EXPECT_EQ(far_keys, 3 * 4 * (7 * 8 / 2));
+    // A model without a window: the option changes nothing.
+    const std::vector<std::string> gpt2 = {"attention", "--model", model("gpt2"), "--text", text_};
+    std::vector<std::string> gpt2_off = gpt2;
+    gpt2_off.insert(gpt2_off.end(), {"--sliding-window", "off"});
+    EXPECT_EQ(cli_json(gpt2)["attention"], cli_json(gpt2_off)["attention"]);
+    test::expect_one_line_error(run_cli({"attention", "--model", model("mistral"), "--text", text_,
+                                         "--sliding-window", "maybe"},
+                                        dir_->path),
+                                "headscope-cli", "--sliding-window: sliding window 'maybe' is not one of off, on");
 }
 
 }  // namespace

@@ -29,6 +29,10 @@ struct HeadSplit {
 HeadSplit head_split(const Config& config, int n_head);
 int head_count(const Config& config, int n_head);  // head_split's NH
 
+// The sliding window (AttentionOptions::sliding_window) of a forward of
+// `config`: the model's own when `on`, none when off.
+inline int sliding_window(const Config& config, bool on) { return on ? config.sliding_window : 0; }
+
 // Rotary positions (model_description.h's Rope) for heads of hs: the dims that
 // rotate (even) and, for positions [0, T), cos and sin (T, dims / 2) of each
 // pair's angle, in float32 as Hugging Face computes them.
