@@ -28,6 +28,8 @@ struct HeadSplit {
 // `n_head`, or the model's own split when 0. Throws Error naming the rule broken.
 HeadSplit head_split(const Config& config, int n_head);
 int head_count(const Config& config, int n_head);  // head_split's NH
+// Every head count head_split accepts, ascending (the model's own among them).
+std::vector<int> head_counts(const Config& config);
 
 // The sliding window (AttentionOptions::sliding_window) of a forward of
 // `config`: the model's own when `on`, none when off.
@@ -41,6 +43,7 @@ struct RopeTable {
     std::vector<float> cos, sin;
 };
 RopeTable rope_table(const Rope& rope, int hs, int T);
+int rope_dims(const Rope& rope, int hs);  // rope_table's dims
 // Rotates row t of x (T rows of hs, row stride `stride`) by position t, in place.
 void apply_rope(const RopeTable& table, float* x, int T, int stride);
 
