@@ -233,8 +233,7 @@ void run_dance(const Options& opt) {
 
     // Both splits run for the comparison (which also validates the options); options.split is the walk printed.
     const double max_diff = naive_view_max_diff(*backend, batch, options, opt.layer);
-    const Dance dance =
-        reshape_dance(batch.B(), batch.T(), model.config.n_embd, head_count(model.config, options.n_head), options.split);
+    const Dance dance = reshape_dance(batch.B(), batch.T(), model.config, options.n_head, options.split);
     Json buffers = Json::array(), steps = Json::array(), tokens = Json::array();
     for (const DanceBuffer& b : dance.buffers)
         buffers.push_back({{"name", b.name}, {"dims", b.dims}, {"shape", b.shape}});
@@ -255,7 +254,9 @@ void run_dance(const Options& opt) {
                            {"T", dance.T},
                            {"C", dance.C},
                            {"n_head", dance.NH},
-                           {"d_head", dance.C / dance.NH},
+                           {"d_head", dance.hs},
+                           {"n_kv_head", dance.NKV},
+                           {"rotary_dims", dance.rope_dims},
                            {"split", to_string(dance.split)},
                            {"layer", opt.layer},
                            {"tokens", tokens},

@@ -8,10 +8,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "family_models.h"
 #include "headscope/backend.h"
 #include "headscope/cuda_backend.h"
 #include "headscope/probes.h"
-#include "family_models.h"
 #include "model_writer.h"
 #include "process.h"
 
@@ -411,6 +411,30 @@ TEST_F(CliFamilyTest, AttentionNamesTheKeyValueHeadsOfTheSplit) {
         "--heads: head count 1 is not a multiple of 2");
 }
 
+// Llama's dance: K split into its 2 key/value heads, rotated, expanded to the
+// 4 query heads with stride 0 (the same memory), then copied by reshape.
+TEST_F(CliFamilyTest, DanceWalksTheKeysThroughExpandAndReshape) {
+    const json j = cli_json({"dance", "--model", model("llama"), "--text", "The cat sat", "--text", "It"});
+    const int B = 2, T = 3, NKV = 2, g = 2, hs = 8;
+    EXPECT_EQ(j["n_head"], 4);
+    EXPECT_EQ(j["n_kv_head"], NKV);
+    EXPECT_EQ(j["d_head"], hs);
+    EXPECT_EQ(j["rotary_dims"], hs);
+    EXPECT_TRUE(j["naive_view_max_diff"].is_number());
+    const json& steps = j["steps"];
+    size_t expand = 0;
+    while (expand < steps.size() && steps[expand]["code"].get<std::string>().find("expand") == std::string::npos)
+        ++expand;
+    ASSERT_LT(expand + 1, steps.size());
+    EXPECT_EQ(steps[expand]["shape"], json::array({B, NKV, g, T, hs}));
+    EXPECT_EQ(steps[expand]["strides"], json::array({T * NKV * hs, hs, 0, NKV * hs, 1}));
+    EXPECT_EQ(steps[expand]["buffer"], steps[expand - 1]["buffer"]);
+    EXPECT_EQ(steps[expand - 1]["buffer"], "k_rotated");
+    EXPECT_EQ(steps[expand + 1]["buffer"], "k_repeated");
+    EXPECT_EQ(steps[expand + 1]["strides"], json::array({4 * T * hs, T * hs, hs, 1}));
+    EXPECT_EQ(steps[expand + 1]["contiguous"], true);
+}
+
 // Mistral's window of 4: on by default, query i sees keys i-3..i; off, every earlier key.
 TEST_F(CliFamilyTest, SlidingWindowIsTheModelsUnlessTurnedOff) {
     const std::vector<std::string> args = {"attention", "--model", model("mistral"), "--text", text_};
@@ -427,7 +451,8 @@ TEST_F(CliFamilyTest, SlidingWindowIsTheModelsUnlessTurnedOff) {
             for (int i = 0; i < T; ++i) {
                 double row = 0;
                 for (int j = 0; j <= i; ++j) {
-                    const double w = windowed["attention"][l][0][h][i][j], w_off = unwindowed["attention"][l][0][h][i][j];
+                    const double w = windowed["attention"][l][0][h][i][j],
+                                 w_off = unwindowed["attention"][l][0][h][i][j];
                     if (j <= i - 4) {
                         EXPECT_EQ(w, 0.0) << "layer " << l << " head " << h << " query " << i << " key " << j;
                         EXPECT_GT(w_off, 0.0);
@@ -443,10 +468,9 @@ TEST_F(CliFamilyTest, SlidingWindowIsTheModelsUnlessTurnedOff) {
     std::vector<std::string> gpt2_off = gpt2;
     gpt2_off.insert(gpt2_off.end(), {"--sliding-window", "off"});
     EXPECT_EQ(cli_json(gpt2)["attention"], cli_json(gpt2_off)["attention"]);
-    test::expect_one_line_error(run_cli({"attention", "--model", model("mistral"), "--text", text_,
-                                         "--sliding-window", "maybe"},
-                                        dir_->path),
-                                "headscope-cli", "--sliding-window: sliding window 'maybe' is not one of off, on");
+    test::expect_one_line_error(
+        run_cli({"attention", "--model", model("mistral"), "--text", text_, "--sliding-window", "maybe"}, dir_->path),
+        "headscope-cli", "--sliding-window: sliding window 'maybe' is not one of off, on");
 }
 
 }  // namespace
