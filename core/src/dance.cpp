@@ -19,7 +19,7 @@ int64_t dim_index(const std::vector<std::string>& dims, const std::string& name)
 
 std::string number(double value) {
     char text[32];
-    std::snprintf(text, sizeof text, "%g", value);
+    std::snprintf(text, sizeof text, "%.10g", value);
     return text;
 }
 
