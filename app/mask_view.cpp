@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace headscope {
@@ -256,17 +257,44 @@ void MaskView::draw(Session& session, Ui& ui) {
     // The tokens run along the first, the queries in a column to its left
     // kept only while a row is tall enough to read them.
     const int window = session.model().config.sliding_window;
-    const int panels = window ? 5 : 4;
+    const std::string text_name = "text " + std::to_string(b + 1);
+    // Each panel's title and detail, in order.
+    std::vector<std::pair<std::string, std::string>> headers = {
+        {"causal mask (T x T)", options.causal ? "every text's: key j <= query i" : "off: every key visible"}};
+    if (window)
+        headers.push_back(
+            {"sliding window (T x T)", options.sliding_window
+                                           ? "every text's: key j > query i - " + std::to_string(window)
+                                           : "off: every key visible (the model's is " + std::to_string(window) + ")"});
+    headers.push_back(
+        {"padding mask of " + text_name + " (1 x T)",
+         options.padding_mask ? "keys j < " + std::to_string(length) + ", its length" : "off: every key visible"});
+    headers.push_back({"combined: what the engine used", masks_used(options)});
+    headers.push_back({"attention " + head_label(session, session.layer, session.head),
+                       "of " + text_name + ", hatched where masked"});
+    const int panels = static_cast<int>(headers.size());
+
     const ImVec2 avail = ImGui::GetContentRegionAvail();
-    // Below the titles, the key row (a cell, at least 8 pixels) and its caption, the square, then the legend.
-    const float fixed = 2 * (line + spacing) + (line + 2 * spacing) + 2 * (line + spacing);
-    const float height_side = std::min(avail.y - fixed - 8 * ui.scale, (avail.y - fixed) * T / (T + 1));
+    // Below the titles (two lines, unless they wrap), the key row (a cell, at
+    // least 8 pixels) and its caption, the square, then the legend.
+    const float two_lines = 2 * (line + spacing);
+    auto side_for_height = [&](float titles) {
+        const float fixed = titles + (line + 2 * spacing) + 2 * (line + spacing);
+        return std::min(avail.y - fixed - 8 * ui.scale, (avail.y - fixed) * T / (T + 1));
+    };
     auto cell_beside = [&](float column) {
-        return std::min((avail.x - column - 2 * label_w - (panels - 1) * gap) / panels, height_side) / T;
+        return std::min((avail.x - column - 2 * label_w - (panels - 1) * gap) / panels, side_for_height(two_lines)) / T;
     };
     const float query_column = 90 * ui.scale, smallest_label = 0.6f * ImGui::GetFontSize();
     const bool token_labels = cell_beside(query_column) >= smallest_label;
     float cell = cell_beside(token_labels ? query_column : 0);
+    // Titles wrap within their panel; every square starts below the tallest.
+    const float wrap = cell * T + gap / 2;
+    float titles = two_lines;
+    for (const auto& [title, detail] : headers)
+        titles = std::max(titles, ImGui::CalcTextSize(title.c_str(), nullptr, false, wrap).y +
+                                      ImGui::CalcTextSize(detail.c_str(), nullptr, false, wrap).y + 2 * spacing);
+    cell = std::min(cell, side_for_height(titles) / T);
     if (cell < 2) {
         ImGui::TextUnformatted("The window is too small for the masks.");
         return;
@@ -283,15 +311,20 @@ void MaskView::draw(Session& session, Ui& ui) {
         ++panel;
         ImGui::SameLine(panels_x + panel * (side + gap) + (panel == panels - 1 ? label_w : 0));
     };
-    auto panel_title = [&](const std::string& title, const std::string& detail) {
-        ImGui::TextUnformatted(title.c_str());
-        ImGui::TextDisabled("%s", detail.c_str());
+    auto panel_title = [&] {
+        const float top = ImGui::GetCursorPosY();
+        ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + wrap);
+        ImGui::TextUnformatted(headers[panel].first.c_str());
+        ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+        ImGui::TextUnformatted(headers[panel].second.c_str());
+        ImGui::PopStyleColor();
+        ImGui::PopTextWrapPos();
+        ImGui::SetCursorPosY(top + titles);
     };
-    const std::string text_name = "text " + std::to_string(b + 1);
 
     ImGui::SetCursorPosX(panels_x);
     ImGui::BeginGroup();
-    panel_title("causal mask (T x T)", options.causal ? "every text's: key j <= query i" : "off: every key visible");
+    panel_title();
     ImGui::Dummy(ImVec2(side, above_square));
     const DrawnGrid causal = mask_grid(ui, "causal", b, 0, T, T, ImVec2(cell, cell),
                                        [&](int i, int j) { return causal_allows(options, i, j); });
@@ -305,9 +338,7 @@ void MaskView::draw(Session& session, Ui& ui) {
 
     if (window) {
         ImGui::BeginGroup();
-        panel_title("sliding window (T x T)",
-                    options.sliding_window ? "every text's: key j > query i - " + std::to_string(window)
-                                           : "off: every key visible (the model's is " + std::to_string(window) + ")");
+        panel_title();
         ImGui::Dummy(ImVec2(side, above_square));
         const DrawnGrid sliding = mask_grid(ui, "window", b, 0, T, T, ImVec2(cell, cell),
                                             [&](int i, int j) { return window_allows(options, i, j); });
@@ -321,9 +352,7 @@ void MaskView::draw(Session& session, Ui& ui) {
     }
 
     ImGui::BeginGroup();
-    panel_title("padding mask of " + text_name + " (1 x T)", options.padding_mask
-                                                                 ? "keys j < " + std::to_string(length) + ", its length"
-                                                                 : "off: every key visible");
+    panel_title();
     auto padding = [&](int, int j) { return padding_allows(options, j, length); };
     auto padding_state = [&](const DrawnGrid& grid) {
         return !options.padding_mask ? "padding mask off: visible"
@@ -339,7 +368,7 @@ void MaskView::draw(Session& session, Ui& ui) {
     next_panel();
 
     ImGui::BeginGroup();
-    panel_title("combined: what the engine used", masks_used(options));
+    panel_title();
     ImGui::Dummy(ImVec2(side, above_square));
     auto visible = [&](int i, int j) { return attends(options, i, j, length, T); };
     const DrawnGrid combined = mask_grid(ui, "combined", b, 0, T, T, ImVec2(cell, cell), visible);
@@ -358,8 +387,7 @@ void MaskView::draw(Session& session, Ui& ui) {
     next_panel();
 
     ImGui::BeginGroup();
-    panel_title("attention " + head_label(session, session.layer, session.head),
-                "of " + text_name + ", hatched where masked");
+    panel_title();
     ImGui::Dummy(ImVec2(side, above_square));
     const ImVec2 map = ImGui::GetCursorScreenPos();
     attention_map_.draw(session, ui, "mask_attention", session.layer, session.head, side);
