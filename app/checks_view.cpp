@@ -153,7 +153,6 @@ void ChecksView::shapes_section(const Session& session, Ui& ui) {
     for (const char* column : {"tensor", "dims", "shape", ""}) ImGui::TableSetupColumn(column);
     ImGui::TableHeadersRow();
     for (const ShapeRow& row : compute_shapes(config, att.B, att.T, att.NH)) {
-        ui.layout.item({{"view", "checks-shape"}, {"name", row.name}, {"dims", row.dims}, {"shape", row.shape}});
         ImGui::TableNextRow();
         ImGui::TableNextColumn();
         ImGui::TextUnformatted(row.name.c_str());
@@ -163,6 +162,7 @@ void ChecksView::shapes_section(const Session& session, Ui& ui) {
         ImGui::TextUnformatted(shape_string(row.shape).c_str());
         ImGui::TableNextColumn();
         ImGui::TextDisabled("%s", row.what.c_str());
+        ui.layout.item({{"view", "checks-shape"}, {"name", row.name}, {"dims", row.dims}, {"shape", row.shape}});
     }
     ImGui::EndTable();
 }

@@ -155,6 +155,8 @@ void DanceView::describe(const Session& session, Ui& ui, const MaxDiff::Outcome*
     ImGui::EndGroup();
     ui.layout.item({{"view", "dance-step"},
                     {"step", step_},
+                    {"title", step.title},
+                    {"code", step.code},
                     {"buffer", buffer.name},
                     {"shape", layout.shape},
                     {"strides", layout.strides},

@@ -3,12 +3,14 @@
 // its strided layout (shape, strides, offset, contiguous) and the buffer it
 // views, one cell per float coloured by the head and token that own it, twice:
 // in storage order (unchanged by steps that only change strides) and in the
-// order the step's view reads it (where a transpose, the naive split's
-// mixing, or an expand's stride 0 reading one float for several heads, shows). --layout records each grid drawn as
-// {"view": "dance" or "dance-read", "step", "first_row", "floats_per_row", "floats_per_cell", "storage": the strided
-// layout from a position in the order drawn to the float's index in storage, "grid"} (the tests expand it to every
-// float) and the step's layout as {"view": "dance-step", "step", "shape", "strides", "offset", "contiguous", "buffer",
-// "layer", "naive_view_max_diff"}.
+// order the step's view reads it (where a transpose, the naive split's mixing,
+// or an expand's stride 0 reading one float for several heads, shows).
+// --layout records each grid drawn as {"view": "dance" or "dance-read",
+// "step", "first_row", "floats_per_row", "floats_per_cell", "storage": the
+// strided layout from a position in the order drawn to the float's index in
+// storage, "grid"} (the tests expand it to every float) and the step's layout
+// as {"view": "dance-step", "step", "title", "code", "shape", "strides",
+// "offset", "contiguous", "buffer", "layer", "naive_view_max_diff"}.
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -18,8 +18,8 @@ inline constexpr ImU32 mask_blocked_colour = IM_COL32(52, 58, 70, 255);     // m
 inline constexpr ImU32 mask_empty_row_colour = IM_COL32(235, 80, 60, 255);  // outlines a row with nothing to attend to
 
 // With --layout every drawn mask cell is recorded as {"view": "mask", "mask":
-// "causal" | "window" | "padding" | "combined", "b", "query", "key", x, y, w, h}; query
-// -1 is a padding mask's 1 x T row before the broadcast.
+// "causal" | "window" | "padding" | "combined", "b", "query", "key", x, y, w,
+// h}; query -1 is a padding mask's 1 x T row before the broadcast.
 class MaskView {
 public:
     void draw(Session& session, Ui& ui);
