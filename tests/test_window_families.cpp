@@ -144,6 +144,17 @@ TEST_F(WindowFamilies, HeadsGridFramesTheQueryHeadsOfEachKeyValueHead) {
     EXPECT_TRUE(entries(shoot("gpt2-heads", "gpt2", {"--text", long_}).layout, "heads-group").empty());
 }
 
+// A head count the next model's split refuses goes back to its own: one
+// query head divides Llama's C, but is not a multiple of its groups of 2.
+TEST_F(WindowFamilies, OpenedModelDropsAHeadCountItsSplitRefuses) {
+    const test::WindowShot shot =
+        shoot("gpt2-to-llama", "gpt2", {"--text", long_, "--heads", "1", "--open-model", model("llama")});
+    std::set<int> heads;
+    for (const json& cell : entries(shot.layout, "heads")) heads.insert(cell["head"].get<int>());
+    EXPECT_EQ(heads, (std::set<int>{0, 1, 2, 3}));
+    EXPECT_EQ(entries(shot.layout, "heads-group").size(), 2u);
+}
+
 // The model view: a "kv g" label over each group's first column, and a gap
 // between the groups wider than the one between a group's maps.
 TEST_F(WindowFamilies, ModelViewGapsAndLabelsTheGroups) {
