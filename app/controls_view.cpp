@@ -27,12 +27,10 @@ bool enum_combo(const char* label, Enum& value, const char* const (&names)[N], f
 // Says plainly when the maps are not the model's own computation.
 void differences_note(const Session& s) {
     const Config& config = s.model().config;
-    const std::vector<int> counts = head_counts(config);
     const HeadSplit own = head_split(config, 0);
     std::string note;
     // A count the model refuses is named in red by the session instead.
-    if (s.options.n_head && s.options.n_head != own.NH &&
-        std::find(counts.begin(), counts.end(), s.options.n_head) != counts.end()) {
+    if (s.options.n_head && s.options.n_head != own.NH && accepts_head_count(config, s.options.n_head)) {
         const HeadSplit now = head_split(config, s.options.n_head);
         note += "re-split into " + std::to_string(now.NH) + " heads of " + std::to_string(now.hs) +
                 " (the model was trained with " + std::to_string(own.NH) + " of " + std::to_string(own.hs);

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <string>
 
 namespace headscope {
 
@@ -32,8 +31,7 @@ bool ModelView::draw(Session& session, Ui& ui) {
                 ImGui::SameLine(column_x(kv * group));
             else
                 ImGui::SetCursorPosX(column_x(0));
-            const std::string label = "kv " + std::to_string(kv);
-            ImGui::TextDisabled("%s", label.c_str());
+            ImGui::TextDisabled("kv %d", kv);
             ui.layout.item({{"view", "model-group"}, {"kv_head", kv}, {"first_head", kv * group}, {"heads", group}});
         }
     }

@@ -1,6 +1,5 @@
 #include "session.h"
 
-#include <algorithm>
 #include <chrono>
 #include <filesystem>
 
@@ -105,9 +104,7 @@ bool Session::collect() {
         model_message.clear();  // a "still loading" note is answered
         // Keep the options that still mean something for the new model.
         const Config& config = opened->result.model->config;
-        const std::vector<int> counts = head_counts(config);
-        if (options.n_head && (std::find(counts.begin(), counts.end(), options.n_head) == counts.end() ||
-                               options.n_head == config.n_head))
+        if (options.n_head && (!accepts_head_count(config, options.n_head) || options.n_head == config.n_head))
             options.n_head = 0;
         layer = std::min(layer, config.n_layer - 1);
         install(std::move(opened->result));

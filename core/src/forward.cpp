@@ -1,6 +1,7 @@
 // What every forward shares: see forward.h.
 #include "headscope/forward.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -32,6 +33,11 @@ std::vector<int> head_counts(const Config& config) {
     for (int n = own.group(); n <= own.q_width(); n += own.group())
         if (own.q_width() % n == 0) counts.push_back(n);
     return counts;
+}
+
+bool accepts_head_count(const Config& config, int n_head) {
+    const std::vector<int> counts = head_counts(config);
+    return std::find(counts.begin(), counts.end(), n_head) != counts.end();
 }
 
 int rope_dims(const Rope& rope, int hs) { return static_cast<int>(hs * rope.fraction) / 2 * 2; }

@@ -30,6 +30,7 @@ HeadSplit head_split(const Config& config, int n_head);
 int head_count(const Config& config, int n_head);  // head_split's NH
 // Every head count head_split accepts, ascending (the model's own among them).
 std::vector<int> head_counts(const Config& config);
+bool accepts_head_count(const Config& config, int n_head);  // n_head is one of them
 
 // The sliding window (AttentionOptions::sliding_window) of a forward of
 // `config`: the model's own when `on`, none when off.
