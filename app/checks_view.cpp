@@ -54,7 +54,7 @@ void ChecksView::draw(Session& session, Ui& ui) {
         loop_section(session, ui, figures->result);
         causality_section(session, ui, figures->result, b);
     }
-    shapes_section(session);
+    shapes_section(session, ui);
     ImGui::EndChild();
     ImGui::SameLine(0, 12 * ui.scale);
     ImGui::BeginChild("parameters");
@@ -129,12 +129,23 @@ void ChecksView::causality_section(const Session& session, Ui& ui, const Figures
         ImGui::TextColored(warning_colour, "Causal mask off: the earlier rows changed; tokens see the future.");
 }
 
-void ChecksView::shapes_section(const Session& session) {
+void ChecksView::shapes_section(const Session& session, Ui& ui) {
     const AttentionResult& att = session.shown.attention;
     const Config& config = session.model().config;
     heading("Shapes of this compute");
-    ImGui::Text("B = %d texts   T = %d tokens   C = %d   NH = %d heads   hs = C / NH = %d", att.B, att.T, config.n_embd,
-                att.NH, att.hs);
+    // hs is C / NH only where the query width is C (Qwen 3's heads are wider).
+    const int width = att.NH * att.hs;
+    std::string sizes = "B = " + std::to_string(att.B) + " texts   T = " + std::to_string(att.T) +
+                        " tokens   C = " + std::to_string(config.n_embd) + "   NH = " + std::to_string(att.NH) +
+                        " heads   ";
+    if (att.NKV != att.NH)
+        sizes += "NKV = " + std::to_string(att.NKV) + " key/value heads (groups of " +
+                 std::to_string(att.NH / att.NKV) + ")   ";
+    sizes += width == config.n_embd
+                 ? "hs = C / NH = " + std::to_string(att.hs)
+                 : "hs = " + std::to_string(att.hs) + " (NH x hs = " + std::to_string(width) + ", not C)";
+    ImGui::TextWrapped("%s", sizes.c_str());
+    ui.layout.item({{"view", "checks-config"}, {"name", "sizes"}, {"text", sizes}});
     if (!ImGui::BeginTable("shapes", 4,
                            ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit))
         return;
@@ -150,12 +161,26 @@ void ChecksView::shapes_section(const Session& session) {
         ImGui::TextUnformatted(shape_string(row.shape).c_str());
         ImGui::TableNextColumn();
         ImGui::TextDisabled("%s", row.what.c_str());
+        ui.layout.item({{"view", "checks-shape"}, {"name", row.name}, {"dims", row.dims}, {"shape", row.shape}});
     }
     ImGui::EndTable();
 }
 
 void ChecksView::parameters_section(const Session& session, Ui& ui) {
     const Model& model = session.model();
+    heading("The model");
+    if (ImGui::BeginTable("config", 2, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit)) {
+        for (const ConfigRow& row : config_table(model)) {
+            ImGui::TableNextRow();
+            ImGui::TableNextColumn();
+            ImGui::TextDisabled("%s", row.name.c_str());
+            ImGui::TableNextColumn();
+            ImGui::TextUnformatted(row.value.c_str());
+            ui.layout.item({{"view", "checks-config"}, {"name", row.name}, {"text", row.value}});
+        }
+        ImGui::EndTable();
+    }
+
     const std::vector<ParameterRow> rows = parameter_table(model);
     const int64_t total = model.params;  // what the rows add up to
     heading("Parameters of the model");

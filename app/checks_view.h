@@ -1,9 +1,12 @@
 // The checks view: live figures from the tutorials for the shown compute,
 // all computed by core (checks.h): the batched heads against a per-head loop,
-// the causality check on the selected text, and the model's parameter and
-// shape tables. The first two run on a worker with their own backend, once
-// per new compute; a frame never waits for them. With --layout every figure
-// shown is recorded as {"view": "checks", "figure": ..., "value": ...}.
+// the causality check on the selected text, and the model's configuration,
+// parameter and shape tables. The first two run on a worker with their own
+// backend, once per new compute; a frame never waits for them. With --layout
+// every figure shown is recorded as {"view": "checks", "figure": ...,
+// "value": ...}, the sizes line and every configuration row as {"view":
+// "checks-config", "name": ..., "text": ...}, every shape row as {"view":
+// "checks-shape", "name", "dims", "shape"}.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -30,7 +33,7 @@ private:
     using Key = std::pair<uint64_t, int>;  // the session's shown_generation, and the text the causality check edits
     void loop_section(const Session& session, Ui& ui, const Figures& figures);
     void causality_section(const Session& session, Ui& ui, const Figures& figures, int b);
-    void shapes_section(const Session& session);
+    void shapes_section(const Session& session, Ui& ui);
     void parameters_section(const Session& session, Ui& ui);
 
     FigureWorker<Key, Figures> figures_;

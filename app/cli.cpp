@@ -70,6 +70,7 @@ struct Options {
     int heads = 0, layer = 0;
     bool heads_given = false;
     bool special = true;  // the tokenizer's special tokens (Llama 2's <s>)
+    bool sliding_window = true;  // the model's own, when it has one
 };
 
 // The heads the forward splits C into, checked against the model; its error
@@ -97,7 +98,16 @@ void run_info(const Options& opt) {
                  {"vocab_size", c.vocab_size},
                  {"params", model.params},
                  {"path", model.path.string()},
-                 {"tensors", tensors}};
+                 {"architecture", c.architecture},
+                 {"n_kv_head", c.kv_heads()},
+                 {"d_head", c.head_size()},
+                 {"positions", to_string(c.positions)},
+                 {"norm", to_string(c.norm)},
+                 {"mlp", to_string(c.mlp)}};
+    if (c.positions == Positions::rotary) info["rope_theta"] = c.rope.theta;
+    if (c.sliding_window) info["sliding_window"] = c.sliding_window;
+    info["dtype"] = to_string(model.dtype);
+    info["tensors"] = tensors;
     if (!c.training.is_null()) info["training"] = c.training;
     write_output(opt.out, [&](std::ostream& out) { out << dump_json(info) << '\n'; });
 }
@@ -109,6 +119,8 @@ void run_tokenize(const Options& opt) {
     write_output(opt.out, [&](std::ostream& out) { out << dump_json(tokens) << '\n'; });
 }
 
+// The options as given; checked before the model loads, and completed by
+// with_model once it has.
 AttentionOptions attention_options(const Options& opt) {
     AttentionOptions options = opt.attention;
     if (opt.heads_given && opt.heads < 1) throw Error("--heads must be at least 1, got " + std::to_string(opt.heads));
@@ -117,8 +129,14 @@ AttentionOptions attention_options(const Options& opt) {
     return options;
 }
 
+AttentionOptions with_model(AttentionOptions options, const Options& opt, const Model& model) {
+    options.sliding_window = sliding_window(model.config, opt.sliding_window);
+    head_count_of(model, options);  // before the forward, which checks it too, so that the error names the flag
+    return options;
+}
+
 void run_attention(const Options& opt) {
-    const AttentionOptions options = attention_options(opt);
+    const AttentionOptions given = attention_options(opt);
     if (opt.format != "json" && opt.format != "npy" && opt.format != "none")
         throw Error("--format: expected json, npy or none, got '" + opt.format + "'");
     if (opt.format == "npy" && opt.out.empty()) throw Error("--format npy needs --out FILE");
@@ -128,12 +146,12 @@ void run_attention(const Options& opt) {
     auto start = Clock::now();
     const Model model = load_model(opt.model);
     const double load_ms = ms_since(start);
+    const AttentionOptions options = with_model(given, opt, model);
 
     start = Clock::now();
     Batch batch{model.tokenizer.encode_texts(opt.texts, opt.special), model.config.pad_id()};
     const double tokenize_ms = ms_since(start);
 
-    head_count_of(model, options);  // before the forward, which checks it too, so that the error names the flag
     backend->load_weights(model);
     AttentionResult result;
     start = Clock::now();
@@ -206,17 +224,17 @@ Json layout_json(const StridedLayout& layout) {
 // The reshape dance for the texts' batch, and how far the naive split's
 // attention output at --layer is from the correct one's.
 void run_dance(const Options& opt) {
-    const AttentionOptions options = attention_options(opt);
+    const AttentionOptions given = attention_options(opt);
     const BackendPick pick = make_backend(opt.backend);
     Backend* backend = pick.backend.get();
     const Model model = load_model(opt.model);
     const Batch batch{model.tokenizer.encode_texts(opt.texts), model.config.pad_id()};
-    const int NH = head_count_of(model, options);
+    const AttentionOptions options = with_model(given, opt, model);
     backend->load_weights(model);
 
     // Both splits run for the comparison (which also validates the options); options.split is the walk printed.
     const double max_diff = naive_view_max_diff(*backend, batch, options, opt.layer);
-    const Dance dance = reshape_dance(batch.B(), batch.T(), model.config.n_embd, NH, options.split);
+    const Dance dance = reshape_dance(batch.B(), batch.T(), model.config, options.n_head, options.split);
     Json buffers = Json::array(), steps = Json::array(), tokens = Json::array();
     for (const DanceBuffer& b : dance.buffers)
         buffers.push_back({{"name", b.name}, {"dims", b.dims}, {"shape", b.shape}});
@@ -237,7 +255,9 @@ void run_dance(const Options& opt) {
                            {"T", dance.T},
                            {"C", dance.C},
                            {"n_head", dance.NH},
-                           {"d_head", dance.C / dance.NH},
+                           {"d_head", dance.hs},
+                           {"n_kv_head", dance.NKV},
+                           {"rotary_dims", dance.rope_dims},
                            {"split", to_string(dance.split)},
                            {"layer", opt.layer},
                            {"tokens", tokens},
@@ -285,7 +305,13 @@ int main(int argc, char** argv) {
         add_word_option(
             sub, "--padding-mask", opt.attention.padding_mask, "on|off",
             [](std::string_view word) { return parse_on_off("padding mask", word); }, "the padding mask");
-        sub->add_option("--heads", opt.heads, "re-split into N heads (N divides n_embd)");
+        add_word_option(
+            sub, "--sliding-window", opt.sliding_window, "on|off",
+            [](std::string_view word) { return parse_on_off("sliding window", word); },
+            "the model's sliding window, when it has one (default on)");
+        sub->add_option("--heads", opt.heads,
+                        "re-split into N query heads (N a multiple of the heads sharing a key/value head, dividing "
+                        "the query width)");
         add_word_option(sub, "--scale", opt.attention.scale, join_words(scale_choices, "|"), parse_scale,
                         "1/sqrt(C/N), 1/sqrt(C), 1");
         add_word_option(sub, "--split", opt.attention.split, join_words(split_choices, "|"), parse_split,

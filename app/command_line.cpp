@@ -18,14 +18,19 @@ void add_window_options(CLI::App& cli, Args& args) {
         [](std::string_view word) { return parse_choice(view_choices, word); }, "the tab to open on");
     cli.add_option("--layer", args.layer, "the layer shown");
     cli.add_option("--head", args.head, "open this head of the layer large");
-    cli.add_option("--dance-step", args.dance_step, "the reshape dance's step shown (1..8)");
+    cli.add_option("--dance-step", args.dance_step, "the reshape dance's step shown (from 1)");
     add_word_option(
         &cli, "--causal", args.options.causal, "on|off",
         [](std::string_view word) { return parse_on_off("causal mask", word); }, "the causal mask");
     add_word_option(
         &cli, "--padding-mask", args.options.padding_mask, "on|off",
         [](std::string_view word) { return parse_on_off("padding mask", word); }, "the padding mask");
-    cli.add_option("--heads", args.options.n_head, "re-split into N heads");
+    add_word_option(
+        &cli, "--sliding-window", args.sliding_window, "on|off",
+        [](std::string_view word) { return parse_on_off("sliding window", word); },
+        "the model's sliding window, when it has one (default on)");
+    cli.add_option("--heads", args.options.n_head,
+                   "re-split into N query heads (a multiple of the heads sharing a key/value head)");
     cli.add_option("--screenshot", args.screenshot, "render --frames frames, write this PNG and exit");
     cli.add_option("--layout", args.layout, "on exit, write the last frame's drawn cells' rectangles as JSON");
     cli.add_option("--frames", args.frames, "frames to render before the screenshot");
@@ -62,6 +67,7 @@ Settings start_settings(const Args& args, const CLI::App& cli, bool use_saved) {
     if (cli.count("--example")) s.texts = find_example(read_examples(examples_file()), args.example).texts;
     if (cli.count("--causal")) s.options.causal = args.options.causal;
     if (cli.count("--padding-mask")) s.options.padding_mask = args.options.padding_mask;
+    if (cli.count("--sliding-window")) s.sliding_window = args.sliding_window;
     if (cli.count("--heads")) s.options.n_head = args.options.n_head;
     if (cli.count("--scale")) s.options.scale = args.options.scale;
     if (cli.count("--split")) s.options.split = args.options.split;

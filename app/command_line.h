@@ -21,7 +21,8 @@ struct Args {
     std::vector<std::string> texts;
     std::string example;  // an example's title: its texts
     View view = View::heads;
-    AttentionOptions options;  // the masks, head count, scale and split
+    AttentionOptions options;    // the masks, head count, scale and split
+    bool sliding_window = true;  // the model's own sliding window, when it has one
     Colormap colormap = Colormap::viridis;
     BackendChoice backend = BackendChoice::automatic;
     int layer = 0, head = -1, dance_step = 1, frames = 3;

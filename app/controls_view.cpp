@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "headscope/error.h"
+#include "headscope/forward.h"
 
 namespace headscope {
 
@@ -24,16 +25,29 @@ bool enum_combo(const char* label, Enum& value, const char* const (&names)[N], f
 }
 
 // Says plainly when the maps are not the model's own computation.
-void differences_note(const Session& s, int heads_now) {
-    const int model_heads = s.model().config.n_head;
+void differences_note(const Session& s) {
+    const Config& config = s.model().config;
+    const HeadSplit own = head_split(config, 0);
     std::string note;
-    if (heads_now != model_heads)
-        note += "re-split into " + std::to_string(heads_now) + " heads (the model was trained with " +
-                std::to_string(model_heads) + "); ";
+    // A count the model refuses is named in red by the session instead.
+    if (s.options.n_head && s.options.n_head != own.NH && accepts_head_count(config, s.options.n_head)) {
+        const HeadSplit now = head_split(config, s.options.n_head);
+        note += "re-split into " + std::to_string(now.NH) + " heads of " + std::to_string(now.hs) +
+                " (the model was trained with " + std::to_string(own.NH) + " of " + std::to_string(own.hs);
+        if (own.group() > 1) note += ", " + std::to_string(own.group()) + " per key/value head: groups kept";
+        note += ")";
+        if (config.positions == Positions::rotary)
+            note += "; RoPE now rotates at head size " + std::to_string(now.hs) + " (" +
+                    std::to_string(rope_dims(config.rope, now.hs)) + " dims), not " + std::to_string(own.hs);
+        note += "; ";
+    }
     if (s.options.scale == Scale::model) note += "scaled by 1/sqrt(C), the classic mistake; ";
     if (s.options.scale == Scale::none) note += "not scaled at all; ";
     if (s.options.split == Split::naive_view) note += "naive view: heads mix different tokens' channels; ";
     if (!s.options.causal) note += "causal mask off: tokens see the future, unlike in training; ";
+    if (config.sliding_window && !s.sliding_window_on)
+        note += "sliding window off: queries see keys more than " + std::to_string(config.sliding_window) +
+                " tokens back, unlike the model; ";
     if (note.empty()) return;
     note.resize(note.size() - 2);
     ImGui::TextColored(warning_colour, "Not the model's own attention: %s.", note.c_str());
@@ -66,6 +80,12 @@ void ControlsView::draw(Session& s, Ui& ui) {
     ImGui::SameLine();
     changed |= ImGui::Checkbox("padding mask", &s.options.padding_mask);
     ImGui::SameLine();
+    if (model.config.sliding_window) {  // only a model that has one
+        const std::string label = "sliding window (" + std::to_string(model.config.sliding_window) + ")";
+        changed |= ImGui::Checkbox(label.c_str(), &s.sliding_window_on);
+        ui.layout.control("sliding window");
+        ImGui::SameLine();
+    }
     ImGui::SetNextItemWidth(120 * ui.scale);
     ImGui::SliderInt("layer", &s.layer, 0, model.config.n_layer - 1, "%d", ImGuiSliderFlags_AlwaysClamp);
     ImGui::SameLine();
@@ -73,13 +93,11 @@ void ControlsView::draw(Session& s, Ui& ui) {
     ImGui::SameLine();
     legend(ui);
 
-    // Head count: every divisor of C; the same weights, re-split.
-    const int C = model.config.n_embd;
+    // Head count: every count head_split accepts; the same weights, re-split.
     const int heads_now = s.options.n_head ? s.options.n_head : model.config.n_head;
     ImGui::SetNextItemWidth(90 * ui.scale);
     if (ImGui::BeginCombo("heads", std::to_string(heads_now).c_str())) {
-        for (int n = 1; n <= C; ++n) {
-            if (C % n) continue;
+        for (int n : head_counts(model.config)) {
             if (ImGui::Selectable(std::to_string(n).c_str(), n == heads_now)) {
                 s.options.n_head = n == model.config.n_head ? 0 : n;
                 changed = true;
@@ -93,7 +111,7 @@ void ControlsView::draw(Session& s, Ui& ui) {
     changed |= enum_combo("split", s.options.split, split_choices.labels, 150 * ui.scale);
     ImGui::SameLine();
     ImGui::TextDisabled("%lld parameters (unchanged by the split)", static_cast<long long>(model.params));
-    differences_note(s, heads_now);
+    differences_note(s);
 
     // Page Up / Page Down step through the layers when no text field has the keyboard.
     if (!ImGui::GetIO().WantTextInput) {
@@ -138,7 +156,12 @@ void ControlsView::model_bar(Session& s, Ui& ui) {
     ImGui::Text("Model %s", s.model_name().c_str());
     ui.layout.item({{"view", "control"}, {"name", "model"}, {"text", s.model_name()}});
     ImGui::SameLine();
-    ImGui::TextDisabled("%d layers, %d heads, C = %d", config.n_layer, config.n_head, config.n_embd);
+    std::string sizes = std::to_string(config.n_layer) + " layers, " + std::to_string(config.n_head) + " heads";
+    if (config.kv_heads() != config.n_head)
+        sizes += " sharing " + std::to_string(config.kv_heads()) + " key/value heads";
+    sizes += ", C = " + std::to_string(config.n_embd);
+    if (config.head_size() * config.n_head != config.n_embd) sizes += ", hs = " + std::to_string(config.head_size());
+    ImGui::TextDisabled("%s", sizes.c_str());
     ImGui::SameLine();
     const bool loading = !s.loading().empty();
     ImGui::BeginDisabled(loading);

@@ -18,16 +18,43 @@ int64_t token_row(const DanceBuffer& buffer) {
     return row;
 }
 
-// What index[dim] names: "head 2", "token 3 ' on'", with the text first in a
-// batch. Texts count from 1 as the window's text box says; heads and tokens from 0.
-std::string row_label(const Session& session, const std::vector<std::string>& dims, const std::vector<int64_t>& index,
-                      int dim) {
+// What index[dim] names: "head 2", "kv 1", "kv 1 for head 3" (a copy of a
+// key/value head for a query head of its group; "head 3 (kv 1)" once
+// copied), "token 3 ' on'", with the text first in a batch. Texts count from
+// 1 as the window's text box says; heads and tokens from 0.
+std::string row_label(const Session& session, const Dance& d, const DanceBuffer& buffer,
+                      const std::vector<std::string>& dims, const std::vector<int64_t>& index, int dim) {
     const std::string text = "text " + std::to_string(index[0] + 1);
     if (dim == 0) return text;
     std::string label = session.shown.token_ids.size() > 1 ? text + ", " : "";
+    if (dims[dim] == "NH" && buffer.kv)
+        return label + "head " + std::to_string(index[dim]) + " (kv " + std::to_string(index[dim] / d.group()) + ")";
     if (dims[dim] == "NH") return label + "head " + std::to_string(index[dim]);
+    if (dims[dim] == "NKV") return label + "kv " + std::to_string(index[dim]);
+    if (dims[dim] == "g") {
+        const int64_t kv = index[dim - 1];
+        return label + "kv " + std::to_string(kv) + " for head " + std::to_string(kv * d.group() + index[dim]);
+    }
     return label + "token " + std::to_string(index[dim]) + " " +
            token_text(session, static_cast<int>(index[0]), static_cast<int>(index[dim]));
+}
+
+// Every position (row-major over order's shape) that reads storage element
+// `storage`: one, or one per index along each axis of stride 0 (an expand).
+std::vector<int64_t> positions_of(const StridedLayout& order, int64_t storage) {
+    const StridedLayout row_major = StridedLayout::contiguous(order.shape);
+    std::vector<int64_t> index = order.index_of(storage), positions;
+    int d;
+    do {
+        positions.push_back(row_major.storage_index(index));
+        // The next index along the stride-0 axes, the last fastest; done when every one wraps.
+        for (d = static_cast<int>(index.size()) - 1; d >= 0; --d) {
+            if (order.strides[d] != 0) continue;
+            if (++index[d] < order.shape[d]) break;
+            index[d] = 0;
+        }
+    } while (d >= 0);
+    return positions;
 }
 
 constexpr float label_width = 150;  // the row labels right of a grid, before the scale
@@ -56,7 +83,8 @@ ImU32 owner_color(int64_t head, int NH, int64_t t, int T) {
 void DanceView::update(const Session& session) {
     if (dance_ && generation_ == session.shown_generation) return;
     const AttentionResult& att = session.shown.attention;
-    dance_ = reshape_dance(att.B, att.T, session.model().config.n_embd, att.NH, session.shown_options.split);
+    dance_ =
+        reshape_dance(att.B, att.T, session.model().config, session.shown_options.n_head, session.shown_options.split);
     generation_ = session.shown_generation;
     hovered_ = {};  // a float of the old buffers
 }
@@ -106,7 +134,7 @@ void DanceView::describe(const Session& session, Ui& ui, const MaxDiff::Outcome*
     const StridedLayout& layout = step.layout;
 
     ImGui::BeginGroup();
-    ImGui::Text("%d. %s", step_, step.title.c_str());
+    ImGui::TextWrapped("%d. %s", step_, step.title.c_str());
     ImGui::TextColored(ImVec4(0.55f, 0.8f, 1, 1), "    %s", step.code.c_str());
     ImGui::Text("shape %s %s    strides %s    storage offset %lld    contiguous: %s",
                 shape_string(layout.shape).c_str(), shape_string(step.dims).c_str(),
@@ -126,6 +154,8 @@ void DanceView::describe(const Session& session, Ui& ui, const MaxDiff::Outcome*
     ImGui::EndGroup();
     ui.layout.item({{"view", "dance-step"},
                     {"step", step_},
+                    {"title", step.title},
+                    {"code", step.code},
                     {"buffer", buffer.name},
                     {"shape", layout.shape},
                     {"strides", layout.strides},
@@ -160,12 +190,11 @@ void DanceView::buffer_grid(const Session& session, Ui& ui) {
     const Dance& d = *dance_;
     const DanceStep& step = d.steps[step_ - 1];
     const DanceBuffer& buffer = d.buffers[step.buffer];
-    const int64_t numel = step.layout.numel();
     const bool weights = is_weights(buffer);
     const int64_t memory_row = token_row(buffer), view_row = step.layout.shape.back();
     const bool read_grid = !step.layout.is_contiguous() || view_row != memory_row;
     // Consecutive floats of one owner, in both orders: a whole weights row, or one head's hs channels of a token.
-    const int64_t run = weights ? d.T : d.C / d.NH;
+    const int64_t run = weights ? d.T : d.hs;
 
     // Floats per cell: the smallest divisor of run that lets the grids fit across, so a cell never mixes owners.
     const float spacing = 16 * ui.scale, label_w = label_width * ui.scale;
@@ -177,9 +206,10 @@ void DanceView::buffer_grid(const Session& session, Ui& ui) {
 
     ImGui::Text("%s: the memory of '%s' in storage order, rows of %lld floats (%s).", read_grid ? "Left" : "Below",
                 buffer.name.c_str(), static_cast<long long>(memory_row),
-                weights             ? "one query row of weights"
-                : memory_row == d.C ? "one token's channels"
-                                    : "one head's output for one token");
+                weights                 ? "one query row of weights"
+                : buffer.dims[1] == "T" ? "one token's channels"
+                : buffer.name == "y"    ? "one head's output for one token"
+                                        : "one head's hs values for one token");
     if (read_grid)
         ImGui::Text("Right: the same floats in the order this step's view reads them, row-major over %s.",
                     shape_string(step.dims).c_str());
@@ -200,8 +230,12 @@ void DanceView::buffer_grid(const Session& session, Ui& ui) {
     }
     ImGui::SameLine();
     ImGui::TextUnformatted(d.NH > 16 ? "...  lightness: token (dark first)" : "  lightness: token (dark first)");
+    if (buffer.kv)
+        ImGui::Text("These are keys: key/value head k has the hue of query head k x %d, the first of its group.",
+                    d.group());
 
-    const int64_t rows = numel / (read_grid ? std::min(memory_row, view_row) : memory_row);
+    const int64_t rows =
+        std::max(element_count(buffer.shape) / memory_row, read_grid ? step.layout.numel() / view_row : int64_t{0});
     const float cell_w = std::max(min_cell, std::floor(std::min(max_cell, width / static_cast<float>(across / group))));
     const float cell_h =
         std::floor(std::clamp(ImGui::GetContentRegionAvail().y / static_cast<float>(rows), min_cell, max_cell));
@@ -219,9 +253,8 @@ void DanceView::buffer_grid(const Session& session, Ui& ui) {
 
 int64_t DanceView::grid(const Session& session, Ui& ui, const Grid& g, const Cells& cells) {
     const Dance& d = *dance_;
-    const int buffer = d.steps[step_ - 1].buffer;
-    const int64_t numel = d.steps[step_ - 1].layout.numel();
-    const int64_t cols = g.row / cells.group, rows = numel / g.row;
+    const int buffer = d.steps[step_ - 1].buffer, heads = d.heads(buffer);
+    const int64_t cols = g.row / cells.group, rows = g.order.numel() / g.row;
     ImGui::BeginGroup();
     const ImVec2 origin = ImGui::GetCursorScreenPos();
     ImGui::InvisibleButton(g.id, ImVec2(cols * cells.w, rows * cells.h));
@@ -240,7 +273,7 @@ int64_t DanceView::grid(const Session& session, Ui& ui, const Grid& g, const Cel
             const ElementOwner owner = d.owner(buffer, g.order.storage_index(position));
             const ImVec2 min(origin.x + c * cells.w, origin.y + r * cells.h);
             draw->AddRectFilled(min, ImVec2(min.x + cells.w - gap, min.y + cells.h - gap),
-                                owner_color(owner.head, d.NH, owner.t, d.T));
+                                owner_color(owner.head, heads, owner.t, d.T));
         }
     ui.layout.grid({{"view", g.id},
                     {"step", step_},
@@ -251,14 +284,15 @@ int64_t DanceView::grid(const Session& session, Ui& ui, const Grid& g, const Cel
                    {ImVec2(origin.x, origin.y + first_row * cells.h), ImVec2(cells.w, cells.h),
                     ImVec2(cells.w, cells.h), std::max<int64_t>(0, end_row - first_row), cols});
 
-    // The float hovered last frame, outlined in both grids: where it sits in memory and in the view's order.
-    if (hovered_.step == step_ && hovered_.storage >= 0) {
-        const int64_t position =
-            StridedLayout::contiguous(g.order.shape).storage_index(g.order.index_of(hovered_.storage));
-        const ImVec2 min(origin.x + position % g.row / cells.group * cells.w, origin.y + position / g.row * cells.h);
-        draw->AddRect(ImVec2(min.x - 1, min.y - 1), ImVec2(min.x + cells.w + 1, min.y + cells.h + 1), IM_COL32_WHITE, 0,
-                      0, 2);
-    }
+    // The float hovered last frame, outlined in both grids: where it sits in
+    // memory and everywhere the view's order reads it.
+    if (hovered_.step == step_ && hovered_.storage >= 0)
+        for (int64_t position : positions_of(g.order, hovered_.storage)) {
+            const ImVec2 min(origin.x + position % g.row / cells.group * cells.w,
+                             origin.y + position / g.row * cells.h);
+            draw->AddRect(ImVec2(min.x - 1, min.y - 1), ImVec2(min.x + cells.w + 1, min.y + cells.h + 1),
+                          IM_COL32_WHITE, 0, 0, 2);
+        }
 
     // Labels right of the rows, where they fit: "token 3", "head 1", with a line between blocks of rows.
     const auto [dim, block] =
@@ -267,7 +301,7 @@ int64_t DanceView::grid(const Session& session, Ui& ui, const Grid& g, const Cel
     if (dim >= 0)
         for (int64_t r = first_row - first_row % block; r < end_row; r += block) {
             const std::vector<int64_t> index = StridedLayout::contiguous(g.order.shape).index_of(r * g.row);
-            const std::string label = row_label(session, g.dims, index, dim);
+            const std::string label = row_label(session, d, d.buffers[buffer], g.dims, index, dim);
             const float y = origin.y + r * cells.h;
             draw->AddText(ImVec2(right + 4 * ui.scale, y), ImGui::GetColorU32(ImGuiCol_TextDisabled), label.c_str());
             if (block > 1 && r > 0)
@@ -293,14 +327,17 @@ void DanceView::tooltip(const Session& session, int64_t storage) {
     const ElementOwner owner = d.owner(step.buffer, storage);
     ImGui::BeginTooltip();
     ImGui::Text("storage element %lld of '%s'", static_cast<long long>(storage), buffer.name.c_str());
-    ImGui::Text("text %lld, %stoken %lld %s, head %lld", static_cast<long long>(owner.b + 1),
+    ImGui::Text("text %lld, %stoken %lld %s, %s %lld", static_cast<long long>(owner.b + 1),
                 is_weights(buffer) ? "query " : "", static_cast<long long>(owner.t),
                 token_text(session, static_cast<int>(owner.b), static_cast<int>(owner.t)).c_str(),
-                static_cast<long long>(owner.head));
+                buffer.kv ? "key/value head" : "head", static_cast<long long>(owner.head));
     ImGui::Text("as written %s: %s", shape_string(buffer.dims).c_str(),
                 shape_string(StridedLayout::contiguous(buffer.shape).index_of(storage)).c_str());
-    ImGui::Text("under this step's view %s: %s", shape_string(step.dims).c_str(),
-                shape_string(step.layout.index_of(storage)).c_str());
+    const size_t copies = positions_of(step.layout, storage).size();
+    ImGui::Text(
+        "under this step's view %s: %s%s", shape_string(step.dims).c_str(),
+        shape_string(step.layout.index_of(storage)).c_str(),
+        copies > 1 ? (" and the other " + std::to_string(copies - 1) + " indices of its stride-0 axis").c_str() : "");
     ImGui::EndTooltip();
 }
 

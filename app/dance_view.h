@@ -3,13 +3,14 @@
 // its strided layout (shape, strides, offset, contiguous) and the buffer it
 // views, one cell per float coloured by the head and token that own it, twice:
 // in storage order (unchanged by steps that only change strides) and in the
-// order the step's view reads it (where a transpose, or the naive split's
-// mixing, shows). --layout records each grid drawn as {"view": "dance" or
-// "dance-read", "step", "first_row", "floats_per_row", "floats_per_cell",
-// "storage": the strided layout from a position in the order drawn to the
-// float's index in storage, "grid"} (the tests expand it to every float) and the
-// step's layout as {"view": "dance-step", "step", "shape", "strides", "offset",
-// "contiguous", "buffer", "layer", "naive_view_max_diff"}.
+// order the step's view reads it (where a transpose, the naive split's mixing,
+// or an expand's stride 0 reading one float for several heads, shows).
+// --layout records each grid drawn as {"view": "dance" or "dance-read",
+// "step", "first_row", "floats_per_row", "floats_per_cell", "storage": the
+// strided layout from a position in the order drawn to the float's index in
+// storage, "grid"} (the tests expand it to every float) and the step's layout
+// as {"view": "dance-step", "step", "title", "code", "shape", "strides",
+// "offset", "contiguous", "buffer", "layer", "naive_view_max_diff"}.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -28,6 +29,8 @@ namespace headscope {
 // The colour of an element owned by `head` of NH and token t of T: the head
 // picks the hue (head / NH of the colour wheel), the token the lightness (HSV
 // value from 0.4 for the first token to 1 for the last), saturation 0.65.
+// Keys are owned by key/value heads: `head` of NKV, so that key/value head k
+// has the hue of query head k * NH / NKV, the first of its group.
 ImU32 owner_color(int64_t head, int NH, int64_t t, int T);
 
 class DanceView {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 namespace headscope {
 
@@ -58,17 +59,26 @@ void HeadsView::draw(Session& session, Ui& ui) {
         grid(session, ui);
 }
 
+// Query heads that share a key/value head (grouped-query attention) are
+// drawn as one group: a line naming the KV head above the group's first map,
+// a gap between groups and a thin frame around each. Without grouping the
+// grid is as it always was.
 void HeadsView::grid(Session& session, Ui& ui) {
-    const int NH = session.heads_shown();
+    const int NH = session.heads_shown(), group = NH / session.shown.attention.NKV;
+    const bool grouped = group > 1;
     const float avail_w = ImGui::GetContentRegionAvail().x;
     const float avail_h = ImGui::GetContentRegionAvail().y;
-    const float label = ImGui::GetTextLineHeightWithSpacing();
-    // The column count that gives the largest maps.
+    const float line = ImGui::GetTextLineHeightWithSpacing();
+    const float label = grouped ? 2 * line : line;        // the KV head's line, then the head's
+    const float group_gap = grouped ? 10 * ui.scale : 0;  // besides the item spacing, between groups
+    // The column count that gives the largest maps; grouped, a group fills
+    // whole rows or whole groups fill a row.
     float side = 0;
     int columns = 1;
     for (int c = 1; c <= NH; ++c) {
+        if (grouped && c % group && group % c) continue;
         const int rows = (NH + c - 1) / c;
-        const float s = std::floor(std::min(avail_w / c - 8, avail_h / rows - label - 8));
+        const float s = std::floor(std::min(avail_w / c - 8 - group_gap, avail_h / rows - label - 8 - group_gap));
         if (s > side) {
             side = s;
             columns = c;
@@ -79,15 +89,57 @@ void HeadsView::grid(Session& session, Ui& ui) {
         return;
     }
     maps_.resize(static_cast<size_t>(NH));
+    const float spacing = ImGui::GetStyle().ItemSpacing.x, pad = 3 * ui.scale;  // the frame outside the group
+    if (grouped) {
+        ImGui::Indent(pad);
+        ImGui::Dummy(ImVec2(0, pad));
+    }
+    struct Frame {
+        ImVec2 min, max;
+    };
+    std::vector<Frame> frames(static_cast<size_t>(NH / group));
     for (int h = 0; h < NH; ++h) {
-        if (h % columns) ImGui::SameLine();
+        if (h % columns)
+            ImGui::SameLine(0, spacing + (h % group ? 0 : group_gap));
+        else if (grouped && h)
+            ImGui::Dummy(ImVec2(0, group_gap));
         ImGui::BeginGroup();
+        if (grouped) {
+            // Drawn, not laid out: the label may run over the group's other maps' blank line.
+            const ImVec2 at = ImGui::GetCursorScreenPos();
+            ImGui::Dummy(ImVec2(side, ImGui::GetTextLineHeight()));
+            const float width = static_cast<float>(std::min(group, columns)) * (side + spacing) - spacing;
+            const std::string kv = "kv " + std::to_string(h / group) + ": heads " + std::to_string(h) + "-" +
+                                   std::to_string(h + group - 1);
+            const ImVec4 clip(at.x, at.y, at.x + width, at.y + ImGui::GetTextLineHeight());
+            if (h % group == 0)
+                ImGui::GetWindowDrawList()->AddText(nullptr, 0, at, ImGui::GetColorU32(ImGuiCol_TextDisabled),
+                                                    kv.c_str(), nullptr, 0, &clip);
+        }
         ImGui::TextUnformatted(head_label(session, session.layer, h).c_str());
         if (labelled_map(session, ui, maps_[h], "heads", session.layer, h, side)) {
             session.head = h;
             open_large();
         }
         ImGui::EndGroup();
+        Frame& frame = frames[h / group];
+        const ImVec2 min = ImGui::GetItemRectMin(), max = ImGui::GetItemRectMax();
+        if (h % group == 0) frame = {min, max};
+        frame = {ImVec2(std::min(frame.min.x, min.x), std::min(frame.min.y, min.y)),
+                 ImVec2(std::max(frame.max.x, max.x), std::max(frame.max.y, max.y))};
+    }
+    if (!grouped) return;
+    ImGui::Unindent(pad);
+    for (size_t kv = 0; kv < frames.size(); ++kv) {
+        const ImVec2 min(frames[kv].min.x - pad, frames[kv].min.y - pad),
+            max(frames[kv].max.x + pad, frames[kv].max.y + pad);
+        ImGui::GetWindowDrawList()->AddRect(min, max, group_frame_colour, 0, 0, 1);
+        ui.layout.rect({{"view", "heads-group"},
+                        {"layer", session.layer},
+                        {"kv_head", kv},
+                        {"first_head", kv * group},
+                        {"heads", group}},
+                       min, ImVec2(max.x - min.x, max.y - min.y));
     }
 }
 
@@ -99,6 +151,13 @@ void HeadsView::large(Session& session, Ui& ui) {
     }
     ImGui::SameLine();
     ImGui::TextUnformatted(head_label(session, session.layer, session.head).c_str());
+    const int group = session.heads_shown() / session.shown.attention.NKV;
+    if (group > 1) {
+        const int first = session.head / group * group;
+        ImGui::SameLine();
+        ImGui::TextDisabled("kv %d: keys and values shared by heads %d-%d", session.head / group, first,
+                            first + group - 1);
+    }
     ImGui::SameLine();
     ImGui::TextDisabled("wheel: zoom, drag: pan, double-click: whole map");
     const ImVec2 avail = ImGui::GetContentRegionAvail();

@@ -7,7 +7,7 @@ namespace headscope {
 
 MainView::MainView(const Args& args, const Settings& start, LoadedModel loaded, float content_scale,
                    std::function<void()> wake)
-    : session_(std::move(loaded), start.texts, start.options, std::move(wake)),
+    : session_(std::move(loaded), start.texts, start.options, start.sliding_window, std::move(wake)),
       ui_(content_scale, args.screenshot.empty(), !args.layout.empty()),
       tab_to_select_(args.view),
       dance_view_(session_.wake()),
@@ -83,6 +83,7 @@ Settings MainView::settings(int window_width, int window_height) const {
     s.texts = session_.texts;
     s.colormap = ui_.colormap;
     s.options = session_.options;
+    s.sliding_window = session_.sliding_window_on;
     s.export_dir = status_bar_.export_dir();
     s.window_width = window_width;
     s.window_height = window_height;

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace headscope {
 
@@ -131,6 +134,18 @@ void draw_token_labels(const Session& session, Ui& ui, ImVec2 origin, float cell
     }
 }
 
+// The masks the combined grid is made of, in words.
+std::string masks_used(const AttentionOptions& options) {
+    std::vector<std::string> masks;
+    if (options.causal) masks.push_back("causal");
+    if (options.sliding_window) masks.push_back("sliding window");
+    if (options.padding_mask) masks.push_back("padding");
+    if (masks.empty()) return "no mask: every key visible";
+    std::string words = masks[0];
+    for (size_t m = 1; m < masks.size(); ++m) words += (m + 1 == masks.size() ? " and " : ", ") + masks[m];
+    return options.padding_mask ? words + "; a pad query sees nothing" : words;
+}
+
 // A colour swatch and its meaning, on the current line.
 void legend_entry(ImU32 colour, const char* meaning, bool outline = false) {
     const float side = ImGui::GetTextLineHeight();
@@ -236,20 +251,50 @@ void MaskView::draw(Session& session, Ui& ui) {
     }
     ImGui::Separator();
 
-    // Four squares of one size, tops aligned; the padding panel's 1 x T row
+    // Squares of one size, tops aligned: causal, the sliding window (a model
+    // with one), padding, combined, attention. The padding panel's 1 x T row
     // and its caption sit above its square, in space the others leave blank.
     // The tokens run along the first, the queries in a column to its left
     // kept only while a row is tall enough to read them.
+    const int window = session.model().config.sliding_window;
+    const std::string text_name = "text " + std::to_string(b + 1);
+    // Each panel's title and detail, in order.
+    std::vector<std::pair<std::string, std::string>> headers = {
+        {"causal mask (T x T)", options.causal ? "every text's: key j <= query i" : "off: every key visible"}};
+    if (window)
+        headers.push_back(
+            {"sliding window (T x T)", options.sliding_window
+                                           ? "every text's: key j > query i - " + std::to_string(window)
+                                           : "off: every key visible (the model's is " + std::to_string(window) + ")"});
+    headers.push_back(
+        {"padding mask of " + text_name + " (1 x T)",
+         options.padding_mask ? "keys j < " + std::to_string(length) + ", its length" : "off: every key visible"});
+    headers.push_back({"combined: what the engine used", masks_used(options)});
+    headers.push_back({"attention " + head_label(session, session.layer, session.head),
+                       "of " + text_name + ", hatched where masked"});
+    const int panels = static_cast<int>(headers.size());
+
     const ImVec2 avail = ImGui::GetContentRegionAvail();
-    // Below the titles, the key row (a cell, at least 8 pixels) and its caption, the square, then the legend.
-    const float fixed = 2 * (line + spacing) + (line + 2 * spacing) + 2 * (line + spacing);
-    const float height_side = std::min(avail.y - fixed - 8 * ui.scale, (avail.y - fixed) * T / (T + 1));
+    // Below the titles (two lines, unless they wrap), the key row (a cell, at
+    // least 8 pixels) and its caption, the square, then the legend.
+    const float two_lines = 2 * (line + spacing);
+    auto side_for_height = [&](float titles) {
+        const float fixed = titles + (line + 2 * spacing) + 2 * (line + spacing);
+        return std::min(avail.y - fixed - 8 * ui.scale, (avail.y - fixed) * T / (T + 1));
+    };
     auto cell_beside = [&](float column) {
-        return std::min((avail.x - column - 2 * label_w - 3 * gap) / 4, height_side) / T;
+        return std::min((avail.x - column - 2 * label_w - (panels - 1) * gap) / panels, side_for_height(two_lines)) / T;
     };
     const float query_column = 90 * ui.scale, smallest_label = 0.6f * ImGui::GetFontSize();
     const bool token_labels = cell_beside(query_column) >= smallest_label;
     float cell = cell_beside(token_labels ? query_column : 0);
+    // Titles wrap within their panel; every square starts below the tallest.
+    const float wrap = cell * T + gap / 2;
+    float titles = two_lines;
+    for (const auto& [title, detail] : headers)
+        titles = std::max(titles, ImGui::CalcTextSize(title.c_str(), nullptr, false, wrap).y +
+                                      ImGui::CalcTextSize(detail.c_str(), nullptr, false, wrap).y + 2 * spacing);
+    cell = std::min(cell, side_for_height(titles) / T);
     if (cell < 2) {
         ImGui::TextUnformatted("The window is too small for the masks.");
         return;
@@ -261,16 +306,25 @@ void MaskView::draw(Session& session, Ui& ui) {
 
     // Panels at fixed offsets, so a caption wider than its square cannot push the others.
     const float panels_x = ImGui::GetCursorPosX() + (token_labels ? query_column : 0);
-    auto next_panel = [&](int k) { ImGui::SameLine(panels_x + k * (side + gap) + (k == 3 ? label_w : 0)); };
-    auto panel_title = [&](const std::string& title, const std::string& detail) {
-        ImGui::TextUnformatted(title.c_str());
-        ImGui::TextDisabled("%s", detail.c_str());
+    int panel = 0;  // the last one placed
+    auto next_panel = [&] {
+        ++panel;
+        ImGui::SameLine(panels_x + panel * (side + gap) + (panel == panels - 1 ? label_w : 0));
     };
-    const std::string text_name = "text " + std::to_string(b + 1);
+    auto panel_title = [&] {
+        const float top = ImGui::GetCursorPosY();
+        ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + wrap);
+        ImGui::TextUnformatted(headers[panel].first.c_str());
+        ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+        ImGui::TextUnformatted(headers[panel].second.c_str());
+        ImGui::PopStyleColor();
+        ImGui::PopTextWrapPos();
+        ImGui::SetCursorPosY(top + titles);
+    };
 
     ImGui::SetCursorPosX(panels_x);
     ImGui::BeginGroup();
-    panel_title("causal mask (T x T)", options.causal ? "every text's: key j <= query i" : "off: every key visible");
+    panel_title();
     ImGui::Dummy(ImVec2(side, above_square));
     const DrawnGrid causal = mask_grid(ui, "causal", b, 0, T, T, ImVec2(cell, cell),
                                        [&](int i, int j) { return causal_allows(options, i, j); });
@@ -280,12 +334,25 @@ void MaskView::draw(Session& session, Ui& ui) {
                  : causal.key <= causal.query ? "the key is not after the query: visible"
                                               : "the key comes after the query: the causal mask hides it");
     ImGui::EndGroup();
-    next_panel(1);
+    next_panel();
+
+    if (window) {
+        ImGui::BeginGroup();
+        panel_title();
+        ImGui::Dummy(ImVec2(side, above_square));
+        const DrawnGrid sliding = mask_grid(ui, "window", b, 0, T, T, ImVec2(cell, cell),
+                                            [&](int i, int j) { return window_allows(options, i, j); });
+        cell_tooltip(session, sliding,
+                     !options.sliding_window ? "sliding window off: visible"
+                     : window_allows(options, sliding.query, sliding.key)
+                         ? "within the window of the query's latest keys: visible"
+                         : "too far back: the sliding window hides it");
+        ImGui::EndGroup();
+        next_panel();
+    }
 
     ImGui::BeginGroup();
-    panel_title("padding mask of " + text_name + " (1 x T)", options.padding_mask
-                                                                 ? "keys j < " + std::to_string(length) + ", its length"
-                                                                 : "off: every key visible");
+    panel_title();
     auto padding = [&](int, int j) { return padding_allows(options, j, length); };
     auto padding_state = [&](const DrawnGrid& grid) {
         return !options.padding_mask ? "padding mask off: visible"
@@ -298,28 +365,29 @@ void MaskView::draw(Session& session, Ui& ui) {
     const DrawnGrid square = mask_grid(ui, "padding", b, 0, T, T, ImVec2(cell, cell), padding);
     cell_tooltip(session, square, padding_state(square));
     ImGui::EndGroup();
-    next_panel(2);
+    next_panel();
 
     ImGui::BeginGroup();
-    panel_title("combined: what the engine used",
-                options.padding_mask ? "both; a pad query sees nothing" : "the causal mask alone");
+    panel_title();
     ImGui::Dummy(ImVec2(side, above_square));
-    auto visible = [&](int i, int j) { return j < visible_end(options, i, length, T); };
+    auto visible = [&](int i, int j) { return attends(options, i, j, length, T); };
     const DrawnGrid combined = mask_grid(ui, "combined", b, 0, T, T, ImVec2(cell, cell), visible);
     outline_empty_rows(session, combined.origin, cell);
     if (combined.key >= 0) {
-        const int end = visible_end(options, combined.query, length, T);
+        const int i = combined.query, j = combined.key;
         cell_tooltip(session, combined,
-                     end == 0             ? "a pad query: nothing to attend to, its weights are all zero (never NaN)"
-                     : combined.key < end ? "visible: the query attends to this key"
-                                          : "masked: the key comes after the query, or is a pad");
+                     visible_end(options, i, length, T) == 0
+                         ? "a pad query: nothing to attend to, its weights are all zero (never NaN)"
+                     : visible(i, j)                 ? "visible: the query attends to this key"
+                     : !causal_allows(options, i, j) ? "masked: the key comes after the query"
+                     : !window_allows(options, i, j) ? "masked: the key is outside the sliding window"
+                                                     : "masked: the key is a pad");
     }
     ImGui::EndGroup();
-    next_panel(3);
+    next_panel();
 
     ImGui::BeginGroup();
-    panel_title("attention " + head_label(session, session.layer, session.head),
-                "of " + text_name + ", hatched where masked");
+    panel_title();
     ImGui::Dummy(ImVec2(side, above_square));
     const ImVec2 map = ImGui::GetCursorScreenPos();
     attention_map_.draw(session, ui, "mask_attention", session.layer, session.head, side);

@@ -1,9 +1,10 @@
 // The mask view: the batch of texts (select, add, remove), the padding masks
 // of the whole batch, and for the selected text the causal mask (T x T, shared
-// by every text), its padding mask (1 x T, broadcast to T x T and over the
-// heads: B x 1 x T x T), the combined mask the engine used (core's
-// visible_end) with the rows that have nothing to attend to outlined, and the
-// selected head's attention beside it.
+// by every text), the sliding window (T x T, for a model with one), its
+// padding mask (1 x T, broadcast to T x T and over the heads: B x 1 x T x T),
+// the combined mask the engine used (core's visible_begin..visible_end) with
+// the rows that have nothing to attend to outlined, and the selected head's
+// attention beside it.
 #pragma once
 #include <string>
 
@@ -17,8 +18,8 @@ inline constexpr ImU32 mask_blocked_colour = IM_COL32(52, 58, 70, 255);     // m
 inline constexpr ImU32 mask_empty_row_colour = IM_COL32(235, 80, 60, 255);  // outlines a row with nothing to attend to
 
 // With --layout every drawn mask cell is recorded as {"view": "mask", "mask":
-// "causal" | "padding" | "combined", "b", "query", "key", x, y, w, h}; query
-// -1 is a padding mask's 1 x T row before the broadcast.
+// "causal" | "window" | "padding" | "combined", "b", "query", "key", x, y, w,
+// h}; query -1 is a padding mask's 1 x T row before the broadcast.
 class MaskView {
 public:
     void draw(Session& session, Ui& ui);

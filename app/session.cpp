@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "headscope/error.h"
+#include "headscope/forward.h"
 
 namespace headscope {
 
@@ -27,8 +28,11 @@ LoadedModel load_with_backend(const std::string& name_or_path, BackendChoice cho
 }
 
 Session::Session(LoadedModel loaded, std::vector<std::string> texts_in, AttentionOptions options_in,
-                 std::function<void()> wake)
-    : texts(std::move(texts_in)), options(std::move(options_in)), wake_(std::move(wake)) {
+                 bool sliding_window_on_in, std::function<void()> wake)
+    : texts(std::move(texts_in)),
+      options(std::move(options_in)),
+      sliding_window_on(sliding_window_on_in),
+      wake_(std::move(wake)) {
     if (texts.empty()) texts.push_back("The cat sat on the mat because it was soft.");
     install(std::move(loaded));
 }
@@ -45,6 +49,7 @@ void Session::install(LoadedModel loaded) {
 }
 
 void Session::submit() {
+    options.sliding_window = sliding_window(model().config, sliding_window_on);
     live_.submit([open = open_, request = LiveRequest{texts, options}](std::stop_token) {
         return compute_live(*open->backend, *open->model, request);
     });
@@ -99,7 +104,8 @@ bool Session::collect() {
         model_message.clear();  // a "still loading" note is answered
         // Keep the options that still mean something for the new model.
         const Config& config = opened->result.model->config;
-        if (options.n_head && (config.n_embd % options.n_head || options.n_head == config.n_head)) options.n_head = 0;
+        if (options.n_head && (!accepts_head_count(config, options.n_head) || options.n_head == config.n_head))
+            options.n_head = 0;
         layer = std::min(layer, config.n_layer - 1);
         install(std::move(opened->result));
         return true;

@@ -38,7 +38,8 @@ LoadedModel load_with_backend(const std::string& name_or_path, BackendChoice cho
 class Session {
 public:
     // `wake` runs on a worker whenever one has something new for the frame.
-    Session(LoadedModel loaded, std::vector<std::string> texts, AttentionOptions options, std::function<void()> wake);
+    Session(LoadedModel loaded, std::vector<std::string> texts, AttentionOptions options, bool sliding_window_on,
+            std::function<void()> wake);
 
     const Model& model() const { return *open_->model; }
     std::shared_ptr<const Model> shared_model() const { return open_->model; }
@@ -50,7 +51,8 @@ public:
     const std::function<void()>& wake() const { return wake_; }
     bool busy() const { return live_.busy(); }
 
-    // Recomputes for the current texts and options (never waits).
+    // Recomputes for the current texts and options (never waits), with the
+    // open model's sliding window as sliding_window_on says.
     void submit();
     // Takes what the workers finished: true when `shown` changed. A refused
     // request (bad text, too long, ...) sets `message` and keeps the last
@@ -72,6 +74,7 @@ public:
     std::vector<std::string> texts;  // the batch, padded to the longest; never empty
     int selected = 0;                // the text the views show
     AttentionOptions options;        // as the controls say now
+    bool sliding_window_on = true;   // the model's own sliding window, when it has one: options.sliding_window
     int layer = 0, head = 0;         // the selected map
 
     LiveResult shown;                      // the last good compute (weights empty before the first)

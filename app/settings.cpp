@@ -32,6 +32,7 @@ Settings read_settings(const fs::path& file) {
         s.colormap = parse_colormap(json.at("colormap").get<std::string>());
         s.options.causal = json.at("causal").get<bool>();
         s.options.padding_mask = json.at("padding_mask").get<bool>();
+        s.sliding_window = json.value("sliding_window", true);  // files from before the families have none
         s.options.n_head = json.at("heads").get<int>();
         if (s.options.n_head < 0) throw Error("heads is negative");
         s.options.scale = parse_scale(json.at("scale").get<std::string>());
@@ -54,6 +55,7 @@ void write_settings(const fs::path& file, const Settings& s) {
                        {"colormap", word_of(colormap_choices, s.colormap)},
                        {"causal", s.options.causal},
                        {"padding_mask", s.options.padding_mask},
+                       {"sliding_window", s.sliding_window},
                        {"heads", s.options.n_head},
                        {"scale", to_string(s.options.scale)},
                        {"split", to_string(s.options.split)},

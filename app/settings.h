@@ -18,6 +18,7 @@ struct Settings {
     std::vector<std::string> texts;     // empty: the window's default sentence
     Colormap colormap = Colormap::viridis;
     AttentionOptions options;      // masks, head count, scale and split
+    bool sliding_window = true;    // the model's own sliding window, when it has one
     std::string export_dir = ".";  // where Save PNG/JSON/NPY write
     int window_width = 1280, window_height = 800;
 };

@@ -95,7 +95,7 @@ void map_tooltip(const Session& session, int layer, int head, int i, int j) {
     ImGui::BeginTooltip();
     ImGui::TextUnformatted(head_label(session, layer, head).c_str());
     ImGui::Text("query %d %s  ->  key %d %s", i, token_text(session, i).c_str(), j, token_text(session, j).c_str());
-    if (j < visible_end(session.shown_options, i, session.length(session.selected), att.T))
+    if (attends(session.shown_options, i, j, session.length(session.selected), att.T))
         ImGui::Text("weight %.4f   row entropy %.3f nats", row[j], row_entropy(row, att.T));
     else if (att.row_fully_masked(session.selected, i))
         ImGui::TextUnformatted("masked: this query row has nothing to attend to (all zeros, never NaN)");

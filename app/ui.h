@@ -18,6 +18,8 @@ namespace headscope {
 inline const ImVec4 error_colour(1, 0.5f, 0.4f, 1);       // refused input, failures
 inline const ImVec4 warning_colour(1, 0.75f, 0.3f, 1);    // not the model's own computation, a copy
 inline const ImVec4 good_colour(0.45f, 0.85f, 0.45f, 1);  // a check that holds
+// Frames the query heads that share a key/value head (grouped-query attention).
+inline constexpr ImU32 group_frame_colour = IM_COL32(110, 160, 230, 255);
 
 // A grid of equal cells as drawn: cell (r, c) for r < rows, c < cols has
 // its top left at origin + (c * step.x, r * step.y) and is `cell` large.

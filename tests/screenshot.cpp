@@ -3,6 +3,7 @@
 #include <stb/stb_image.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 
 #include "headscope/strided.h"
@@ -32,6 +33,22 @@ std::array<double, 3> viridis(double t) {
     const double f = t - i;
     return {stops[i][0] + f * (stops[i + 1][0] - stops[i][0]), stops[i][1] + f * (stops[i + 1][1] - stops[i][1]),
             stops[i][2] + f * (stops[i + 1][2] - stops[i][2])};
+}
+
+std::array<double, 3> hsv_to_rgb(double h, double s, double v) {
+    const double sector = std::fmod(h, 1.0) * 6, f = sector - std::floor(sector);
+    const double p = v * (1 - s), q = v * (1 - s * f), t = v * (1 - s * (1 - f));
+    std::array<double, 3> rgb;
+    switch (static_cast<int>(sector)) {
+        case 0: rgb = {v, t, p}; break;
+        case 1: rgb = {q, v, p}; break;
+        case 2: rgb = {p, v, t}; break;
+        case 3: rgb = {p, q, v}; break;
+        case 4: rgb = {t, p, v}; break;
+        default: rgb = {v, p, q}; break;
+    }
+    for (double& c : rgb) c *= 255;
+    return rgb;
 }
 
 ProcessRun run_window(const std::vector<std::string>& args, const std::filesystem::path& scratch,

@@ -22,6 +22,8 @@ Image load_png(const std::filesystem::path& path);  // empty when it cannot be r
 
 // matplotlib's viridis at 9 even stops, interpolated linearly, in 0..255.
 std::array<double, 3> viridis(double t);
+// HSV (each 0..1) to RGB in 0..255, the textbook six-sector formula: the dance's owner colours.
+std::array<double, 3> hsv_to_rgb(double h, double s, double v);
 
 // Runs headscope under xvfb-run on a 1280x800 screen with these arguments
 // (which should include --screenshot), capturing its output as run_program does.

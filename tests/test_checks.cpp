@@ -198,6 +198,59 @@ TEST_F(ChecksTest, ComputeShapesFollowTheSplit) {
     EXPECT_EQ(shape_of("y"), (std::vector<int64_t>{2, 10, 32}));
 }
 
+// Grouped heads of another size than C / NH (Qwen 3's 4 heads of 16 on C =
+// 32, 2 key/value heads): q, k and v have their own head counts, K and V are
+// expanded to the group and repeated, y is NH * hs wide.
+TEST_F(ChecksTest, ComputeShapesOfGroupedHeads) {
+    Config qwen3;
+    qwen3.architecture = "qwen3";
+    qwen3.n_embd = 32;
+    qwen3.n_head = 4;
+    qwen3.n_kv_head = 2;
+    qwen3.head_dim = 16;
+    qwen3.positions = Positions::rotary;
+    std::vector<std::string> names;
+    for (const ShapeRow& row : compute_shapes(qwen3, 2, 10, 4)) names.push_back(row.name);
+    EXPECT_EQ(names, (std::vector<std::string>{"x", "qkv", "q", "k, v", "k, v expanded", "k, v repeated", "att",
+                                               "att @ v", "y"}));
+    const std::vector<ShapeRow> rows = compute_shapes(qwen3, 2, 10, 4);
+    auto shape_of = [&](const std::string& name) {
+        for (const ShapeRow& row : rows)
+            if (row.name == name) return row.shape;
+        return std::vector<int64_t>{};
+    };
+    EXPECT_EQ(shape_of("qkv"), (std::vector<int64_t>{2, 10, 64 + 2 * 32}));
+    EXPECT_EQ(shape_of("q"), (std::vector<int64_t>{2, 4, 10, 16}));
+    EXPECT_EQ(shape_of("k, v"), (std::vector<int64_t>{2, 2, 10, 16}));
+    EXPECT_EQ(shape_of("k, v expanded"), (std::vector<int64_t>{2, 2, 2, 10, 16}));
+    EXPECT_EQ(shape_of("k, v repeated"), (std::vector<int64_t>{2, 4, 10, 16}));
+    EXPECT_EQ(shape_of("y"), (std::vector<int64_t>{2, 10, 64}));
+    EXPECT_EQ(rows.back().dims, "(B, T, NH*hs)");
+    // Re-split into 8 heads of 8: groups of 2 kept, so 4 key/value heads.
+    const std::vector<ShapeRow> resplit = compute_shapes(qwen3, 1, 3, 8);
+    EXPECT_EQ(resplit[3].shape, (std::vector<int64_t>{1, 4, 3, 8}));
+    EXPECT_THROW(compute_shapes(qwen3, 1, 3, 3), Error);
+}
+
+// The model table names the GPT-2 test model's configuration in words.
+TEST_F(ChecksTest, ConfigTableSaysWhatTheModelIs) {
+    std::vector<std::pair<std::string, std::string>> rows;
+    for (const ConfigRow& row : config_table(*model_)) rows.emplace_back(row.name, row.value);
+    const std::vector<std::pair<std::string, std::string>> want = {{"architecture", "gpt2"},
+                                                                   {"layers L", "2"},
+                                                                   {"channels C", "32"},
+                                                                   {"query heads NH", "4"},
+                                                                   {"key/value heads NKV", "4 (one per query head)"},
+                                                                   {"head size hs", "8 (C / NH)"},
+                                                                   {"norm", "LayerNorm"},
+                                                                   {"positions", "learned (wpe), 24 positions"},
+                                                                   {"MLP", "GELU (tanh), 128 hidden"},
+                                                                   {"sliding window", "none"},
+                                                                   {"weights", "F32"},
+                                                                   {"vocabulary V", "50257"}};
+    EXPECT_EQ(rows, want);
+}
+
 TEST_F(ChecksTest, BadInputIsAOneLineError) {
     auto error_of = [](auto call) -> std::string {
         try {

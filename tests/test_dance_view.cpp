@@ -10,7 +10,6 @@
 #include <gtest/gtest.h>
 
 #include <array>
-#include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -30,30 +29,13 @@ struct Sizes {
     int T, C, NH;
 };
 
-// HSV to RGB in 0..255 (the textbook six-sector formula).
-std::array<double, 3> hsv_to_rgb(double h, double s, double v) {
-    const double sector = std::fmod(h, 1.0) * 6, f = sector - std::floor(sector);
-    const double p = v * (1 - s), q = v * (1 - s * f), t = v * (1 - s * (1 - f));
-    std::array<double, 3> rgb;
-    switch (static_cast<int>(sector)) {
-        case 0: rgb = {v, t, p}; break;
-        case 1: rgb = {q, v, p}; break;
-        case 2: rgb = {p, v, t}; break;
-        case 3: rgb = {p, q, v}; break;
-        case 4: rgb = {t, p, v}; break;
-        default: rgb = {v, p, q}; break;
-    }
-    for (double& c : rgb) c *= 255;
-    return rgb;
-}
-
 struct Owner {
     int t, head;
 };
 
 // app/dance_view.h: hue = head / NH, saturation 0.65, value from 0.4 (first token) to 1 (last).
 std::array<double, 3> owner_rgb(const Owner& o, const Sizes& s) {
-    return hsv_to_rgb(double(o.head) / s.NH, 0.65, 0.4 + 0.6 * o.t / (s.T - 1));
+    return test::hsv_to_rgb(double(o.head) / s.NH, 0.65, 0.4 + 0.6 * o.t / (s.T - 1));
 }
 
 // Who wrote float n of the buffer a step views, from the buffer's shape:

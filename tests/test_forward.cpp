@@ -252,6 +252,60 @@ TEST(Masks, VisibleEndIsWhereBothMasksAllow) {
         }
 }
 
+// The sliding window of W lets query i see key j when j > i - W, and attends
+// is exactly visible_begin <= j < visible_end, every mask together.
+TEST(Masks, AttendsIsWhereTheCausalWindowAndPaddingMasksAllAllow) {
+    const int T = 9;
+    for (int window : {0, 1, 3})
+        for (bool causal : {true, false})
+            for (bool padding : {true, false}) {
+                AttentionOptions options;
+                options.causal = causal;
+                options.padding_mask = padding;
+                options.sliding_window = window;
+                for (int length = 1; length <= T; ++length)
+                    for (int i = 0; i < T; ++i)
+                        for (int j = 0; j < T; ++j) {
+                            const bool in_window = window == 0 || j > i - window;
+                            EXPECT_EQ(window_allows(options, i, j), in_window);
+                            EXPECT_EQ(attends(options, i, j, length, T),
+                                      in_window && (!causal || j <= i) && (!padding || (j < length && i < length)))
+                                << "window " << window << " causal " << causal << " padding " << padding << " length "
+                                << length << " query " << i << " key " << j;
+                        }
+            }
+}
+
+// head_counts lists exactly the counts head_split takes: for GPT-2 every
+// divisor of C; for a grouped model the multiples of its group size that
+// divide the query width NH * hs.
+TEST(HeadCounts, AreTheCountsHeadSplitAccepts) {
+    Config gpt2;
+    gpt2.n_embd = 12;
+    gpt2.n_head = 3;
+    Config grouped = gpt2;  // 6 query heads of 4 in groups of 3: a query width of 24 from C = 12
+    grouped.n_head = 6;
+    grouped.n_kv_head = 2;
+    grouped.head_dim = 4;
+    EXPECT_EQ(head_counts(gpt2), (std::vector<int>{1, 2, 3, 4, 6, 12}));
+    EXPECT_EQ(head_counts(grouped), (std::vector<int>{3, 6, 12, 24}));
+    for (const Config* config : {&gpt2, &grouped}) {
+        const std::vector<int> counts = head_counts(*config);
+        for (int n = 1; n <= 30; ++n) {
+            bool accepted = true;
+            try {
+                head_split(*config, n);
+            } catch (const Error&) {
+                accepted = false;
+            }
+            EXPECT_EQ(accepted, std::find(counts.begin(), counts.end(), n) != counts.end()) << n;
+        }
+    }
+    const HeadSplit resplit = head_split(grouped, 12);
+    EXPECT_EQ(resplit.NKV, 4);  // groups of 3 kept
+    EXPECT_EQ(resplit.hs, 2);
+}
+
 // The choice tables are in enum order: each value's word parses back to it,
 // and a word not in the table is an error naming the option and its words.
 TEST(OptionWords, EachValueHasItsWordAndLabel) {
@@ -272,6 +326,11 @@ TEST(OptionWords, EachValueHasItsWordAndLabel) {
     for (Split split : {Split::transpose, Split::naive_view}) EXPECT_EQ(parse_split(to_string(split)), split);
     for (BackendChoice choice : {BackendChoice::automatic, BackendChoice::cpu, BackendChoice::cuda})
         EXPECT_EQ(parse_backend_choice(to_string(choice)), choice);
+    EXPECT_STREQ(to_string(Norm::rms_norm), "rmsnorm");
+    EXPECT_STREQ(to_string(Positions::rotary), "rotary");
+    EXPECT_STREQ(to_string(Mlp::gelu_exact), "gelu");  // the kind; the label tells the GELUs apart
+    EXPECT_STREQ(mlp_choices.labels[static_cast<int>(Mlp::gelu_exact)], "GELU (erf)");
+    EXPECT_STREQ(to_string(DType::BF16), "BF16");
     EXPECT_TRUE(parse_on_off("causal mask", "on"));
     EXPECT_FALSE(parse_on_off("causal mask", "off"));
 

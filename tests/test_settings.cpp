@@ -22,6 +22,7 @@ TEST(Settings, WhatIsWrittenReadsBack) {
     s.colormap = Colormap::grey;
     s.options.causal = false;
     s.options.padding_mask = false;
+    s.sliding_window = false;
     s.options.n_head = 8;
     s.options.scale = Scale::none;
     s.options.split = Split::naive_view;
@@ -43,6 +44,7 @@ TEST(Settings, WhatIsWrittenReadsBack) {
     EXPECT_EQ(back.colormap, Colormap::grey);
     EXPECT_FALSE(back.options.causal);
     EXPECT_FALSE(back.options.padding_mask);
+    EXPECT_FALSE(back.sliding_window);
     EXPECT_EQ(back.options.n_head, 8);
     EXPECT_EQ(back.options.scale, Scale::none);
     EXPECT_EQ(back.options.split, Split::naive_view);
@@ -87,6 +89,26 @@ TEST(Settings, CorruptFilesAreIgnoredWithOneWarningLine) {
         EXPECT_EQ(warning.rfind("headscope: warning: ignoring " + file.string() + ": ", 0), 0u) << warning;
         EXPECT_EQ(std::count(warning.begin(), warning.end(), '\n'), 1) << warning;
     }
+}
+
+// Settings written before the sliding window have no word for it: the model's own window, on.
+TEST(Settings, AFileWithoutTheSlidingWindowKeepsItOn) {
+    test::TempDir dir;
+    Settings off;
+    off.sliding_window = false;
+    off.texts = {"kept"};
+    const fs::path file = dir.path / "settings.json";
+    write_settings(file, off);
+    std::string text = test::read_file(file);
+    const std::string key = "\"sliding_window\": false,";
+    ASSERT_NE(text.find(key), std::string::npos) << text;
+    text.erase(text.find(key), key.size());
+    std::ofstream(file, std::ios::binary) << text;
+    testing::internal::CaptureStderr();
+    const Settings back = read_settings(file);
+    EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+    EXPECT_TRUE(back.sliding_window);
+    EXPECT_EQ(back.texts, off.texts);
 }
 
 TEST(Settings, LiveUnderXdgConfigHomeElseDotConfig) {

@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <random>
+#include <set>
 
 #include "headscope/checks.h"
 #include "headscope/dance.h"
@@ -39,6 +40,14 @@ std::optional<Dims> strides_for(const Dims& shape, const std::vector<int64_t>& s
     return strides;
 }
 
+// A GPT-2 configuration of C channels in NH heads: all the dance reads.
+Config gpt2(int C, int NH) {
+    Config config;
+    config.n_embd = C;
+    config.n_head = NH;
+    return config;
+}
+
 std::vector<int64_t> storage_order(const StridedLayout& layout) {
     std::vector<int64_t> at(layout.numel());
     for (int64_t n = 0; n < layout.numel(); ++n) at[n] = layout.storage_index(n);
@@ -69,6 +78,34 @@ TEST(Strided, TransposedTensorRefusesViewUntilCopied) {
 TEST(Strided, ViewOfTransposeWhereTorchAllowsIt) {
     const StridedLayout t = StridedLayout::contiguous({4, 6}).transpose(0, 1);
     EXPECT_EQ(t.view({6, 2, 2}).strides, (Dims{1, 12, 6}));
+}
+
+// Grouped-query attention's repeat_kv: x[:, :, None].expand(...) of a
+// (2, 3, 4) buffer reads element (b, c, t, i) from the buffer's (b, t, i)
+// whatever the copy c: stride 0, and no view can merge that axis.
+TEST(Strided, ExpandRepeatsMemoryThroughStrideZero) {
+    const StridedLayout x = StridedLayout::contiguous({2, 3, 4});
+    const StridedLayout unsqueezed = x.unsqueeze(1);
+    EXPECT_EQ(unsqueezed.shape, (Dims{2, 1, 3, 4}));
+    EXPECT_EQ(unsqueezed.strides, (Dims{12, 12, 4, 1}));  // torch: the stride that steps over the next dimension
+    EXPECT_EQ(x.unsqueeze(3).strides, (Dims{12, 4, 1, 1}));
+    const StridedLayout expanded = unsqueezed.expand({2, 5, 3, 4});
+    EXPECT_EQ(expanded.strides, (Dims{12, 0, 4, 1}));
+    EXPECT_EQ(expanded.numel(), 120);
+    EXPECT_FALSE(expanded.is_contiguous());
+    for (int64_t b = 0; b < 2; ++b)
+        for (int64_t c = 0; c < 5; ++c)
+            for (int64_t t = 0; t < 3; ++t)
+                for (int64_t i = 0; i < 4; ++i) {
+                    EXPECT_EQ(expanded.storage_index(Dims{b, c, t, i}), b * 12 + t * 4 + i);
+                    EXPECT_EQ(expanded.index_of(b * 12 + t * 4 + i), (Dims{b, 0, t, i}));  // the first copy
+                }
+    EXPECT_FALSE(expanded.try_view({10, 3, 4}).has_value());
+    EXPECT_THROW(expanded.view({10, 3, 4}), Error);
+    EXPECT_TRUE(expanded.try_view({2, 5, 12}).has_value());  // t and i still one run of memory
+    EXPECT_THROW(x.expand({2, 6, 4}), Error);                // only a size-1 dimension grows
+    EXPECT_THROW(x.expand({2, 3}), Error);
+    EXPECT_THROW(x.unsqueeze(4), Error);
 }
 
 TEST(Strided, SizeMismatchAndBadDimsAreErrors) {
@@ -149,7 +186,7 @@ TEST(Strided, IndexOfInvertsStorageIndex) {
 
 TEST(Dance, TransposeWalkShapesStridesAndCopies) {
     const int B = 2, T = 3, C = 8, NH = 2, hs = 4;
-    const Dance d = reshape_dance(B, T, C, NH, Split::transpose);
+    const Dance d = reshape_dance(B, T, gpt2(C, NH), 0, Split::transpose);
     ASSERT_EQ(d.steps.size(), 8u);
     const std::vector<Dims> shapes = {{B, T, C},      {B, T, NH, hs}, {B, NH, T, hs}, {B, NH, T, T},
                                       {B, NH, T, hs}, {B, T, NH, hs}, {B, T, NH, hs}, {B, T, C}};
@@ -199,7 +236,7 @@ TEST(Dance, TransposeWalkShapesStridesAndCopies) {
 
 TEST(Dance, NaiveViewMixesTokensIntoHeads) {
     const int B = 1, T = 3, C = 8, NH = 2, hs = 4;
-    const Dance d = reshape_dance(B, T, C, NH, Split::naive_view);
+    const Dance d = reshape_dance(B, T, gpt2(C, NH), 0, Split::naive_view);
     ASSERT_EQ(d.steps.size(), 5u);
     const DanceStep& split = d.steps[1];
     EXPECT_EQ(split.layout.shape, (Dims{B, NH, T, hs}));
@@ -215,7 +252,155 @@ TEST(Dance, NaiveViewMixesTokensIntoHeads) {
     EXPECT_EQ(back.layout.shape, (Dims{B, T, C}));
     EXPECT_EQ(d.owner(back.buffer, back.layout.storage_index(Dims{0, 0, 0})).t, 0);
     EXPECT_EQ(d.owner(back.buffer, back.layout.storage_index(Dims{0, 0, hs})).t, 1);
-    EXPECT_THROW(reshape_dance(1, 3, 8, 3, Split::naive_view), Error);
+    EXPECT_THROW(reshape_dance(1, 3, gpt2(8, 2), 3, Split::naive_view), Error);
+}
+
+// A Llama-shaped attention: NH query heads of hs, NKV key/value heads, rotary.
+Config llama(int C, int NH, int NKV, int hs) {
+    Config config = gpt2(C, NH);
+    config.architecture = "llama";
+    config.n_kv_head = NKV;
+    config.head_dim = hs;
+    config.positions = Positions::rotary;
+    config.norm = Norm::rms_norm;
+    config.mlp = Mlp::swiglu;
+    return config;
+}
+
+// A buffer written contiguously in `shape`, then read with its dimensions in
+// the order `perm` names: the strides, worked out from the shape alone.
+Dims permuted_strides(const Dims& shape, const std::vector<int>& perm) {
+    Dims row_major(shape.size(), 1), strides;
+    for (size_t d = shape.size() - 1; d-- > 0;) row_major[d] = row_major[d + 1] * shape[d + 1];
+    for (int d : perm) strides.push_back(row_major[d]);
+    return strides;
+}
+
+// GQA and RoPE, the correct split: Q's and then K's view and transpose, both
+// rotated into new buffers in their memory order, K expanded to the group
+// with stride 0 (no float moved) and reshaped (a copy), then as GPT-2.
+TEST(Dance, GroupedRotaryWalkExpandsKeysWithStrideZeroThenCopies) {
+    const int64_t B = 2, T = 3, C = 32, NH = 4, NKV = 2, g = 2, hs = 8;
+    const Dance d = reshape_dance(B, T, llama(C, NH, NKV, hs), 0, Split::transpose);
+    EXPECT_EQ(d.NKV, NKV);
+    EXPECT_EQ(d.hs, hs);
+    EXPECT_EQ(d.rope_dims, hs);
+    const std::vector<Dims> shapes = {{B, T, NH * hs},    {B, T, NH, hs},  {B, NH, T, hs}, {B, T, NKV * hs},
+                                      {B, T, NKV, hs},    {B, NKV, T, hs}, {B, NH, T, hs}, {B, NKV, T, hs},
+                                      {B, NKV, g, T, hs}, {B, NH, T, hs},  {B, NH, T, T},  {B, NH, T, hs},
+                                      {B, T, NH, hs},     {B, T, NH, hs},  {B, T, NH * hs}};
+    const std::vector<Dims> strides = {
+        permuted_strides({B, T, NH * hs}, {0, 1, 2}),
+        permuted_strides({B, T, NH, hs}, {0, 1, 2, 3}),
+        permuted_strides({B, T, NH, hs}, {0, 2, 1, 3}),  // q transposed
+        permuted_strides({B, T, NKV * hs}, {0, 1, 2}),
+        permuted_strides({B, T, NKV, hs}, {0, 1, 2, 3}),
+        permuted_strides({B, T, NKV, hs}, {0, 2, 1, 3}),  // k transposed
+        permuted_strides({B, T, NH, hs}, {0, 2, 1, 3}),   // rotated q, written in q's memory order
+        permuted_strides({B, T, NKV, hs}, {0, 2, 1, 3}),  // rotated k, likewise
+        {T * NKV * hs, hs, 0, NKV * hs, 1},               // expanded: the group axis reads the same key head
+        permuted_strides({B, NH, T, hs}, {0, 1, 2, 3}),   // repeated: a contiguous copy
+        permuted_strides({B, NH, T, T}, {0, 1, 2, 3}),
+        permuted_strides({B, NH, T, hs}, {0, 1, 2, 3}),
+        permuted_strides({B, NH, T, hs}, {0, 2, 1, 3}),  // y transposed back
+        permuted_strides({B, T, NH, hs}, {0, 1, 2, 3}),
+        permuted_strides({B, T, NH * hs}, {0, 1, 2})};
+    ASSERT_EQ(d.steps.size(), shapes.size());
+    for (size_t s = 0; s < d.steps.size(); ++s) {
+        EXPECT_EQ(d.steps[s].layout.shape, shapes[s]) << s;
+        EXPECT_EQ(d.steps[s].layout.strides, strides[s]) << s;
+        EXPECT_EQ(d.steps[s].dims.size(), shapes[s].size()) << s;
+    }
+    // New buffers where something is written: the projections, the rotations, the copy, att, y, the merge.
+    for (size_t s : {3, 6, 7, 9, 10, 11, 13}) EXPECT_NE(d.steps[s].buffer, d.steps[s - 1].buffer) << s;
+    for (size_t s : {1, 2, 4, 5, 8, 12, 14}) EXPECT_EQ(d.steps[s].buffer, d.steps[s - 1].buffer) << s;
+
+    // The expand moves no float: every one of its B*NH*T*hs elements is one
+    // of the rotated keys' B*T*NKV*hs floats, the same for each copy.
+    const DanceStep& rotated = d.steps[7];
+    const DanceStep& expanded = d.steps[8];
+    EXPECT_EQ(d.buffers[expanded.buffer].name, "k_rotated");
+    std::set<int64_t> read;
+    for (int64_t b = 0; b < B; ++b)
+        for (int64_t kv = 0; kv < NKV; ++kv)
+            for (int64_t c = 0; c < g; ++c)
+                for (int64_t t = 0; t < T; ++t)
+                    for (int64_t i = 0; i < hs; ++i) {
+                        const int64_t at = expanded.layout.storage_index(Dims{b, kv, c, t, i});
+                        EXPECT_EQ(at, rotated.layout.storage_index(Dims{b, kv, t, i}));
+                        read.insert(at);
+                    }
+    EXPECT_EQ(expanded.layout.numel(), B * NH * T * hs);
+    EXPECT_EQ(static_cast<int64_t>(read.size()), B * T * NKV * hs);
+    EXPECT_EQ(*read.rbegin(), B * T * NKV * hs - 1);
+
+    // The reshape copies: a buffer g times the keys', where query head h's
+    // rows are its key/value head h / g's, token by token.
+    const DanceStep& repeated = d.steps[9];
+    const DanceBuffer& copy = d.buffers[repeated.buffer];
+    EXPECT_EQ(copy.name, "k_repeated");
+    EXPECT_EQ(element_count(copy.shape), B * NH * T * hs);
+    EXPECT_TRUE(repeated.layout.is_contiguous());
+    for (int64_t n = 0; n < element_count(copy.shape); ++n) {
+        const ElementOwner o = d.owner(repeated.buffer, n);
+        EXPECT_EQ(o.b, n / (NH * T * hs));
+        EXPECT_EQ(o.head, n / (T * hs) % NH / g);
+        EXPECT_EQ(o.t, n / hs % T);
+    }
+    EXPECT_EQ(d.heads(repeated.buffer), NKV);
+    EXPECT_EQ(d.heads(d.steps[10].buffer), NH);
+    // In the rotated keys' memory (B, T, NKV, hs), channel c of a token is key/value head c / hs's.
+    for (int64_t n = 0; n < B * T * NKV * hs; ++n) {
+        EXPECT_EQ(d.owner(rotated.buffer, n).head, n % (NKV * hs) / hs);
+        EXPECT_EQ(d.owner(rotated.buffer, n).t, n / (NKV * hs) % T);
+    }
+}
+
+// Qwen 3's heads of 16 from C = 32: hs comes from the split, and each head's
+// q and k are RMS-normed into a new buffer before the transpose. The naive
+// split views Q and K straight to heads, so their rotations write contiguously.
+TEST(Dance, HeadSizeComesFromTheSplitNotC) {
+    Config qwen3 = llama(32, 4, 2, 16);
+    qwen3.architecture = "qwen3";
+    qwen3.qk_norm = true;
+    const Dance d = reshape_dance(1, 5, qwen3, 0, Split::transpose);
+    EXPECT_EQ(d.hs, 16);
+    EXPECT_EQ(d.steps[0].layout.shape, (Dims{1, 5, 64}));
+    EXPECT_EQ(d.steps[1].layout.shape, (Dims{1, 5, 4, 16}));
+    EXPECT_EQ(d.buffers[d.steps[2].buffer].name, "q_normed");
+    EXPECT_EQ(d.steps[3].layout.shape, (Dims{1, 4, 5, 16}));
+    EXPECT_EQ(d.steps.back().layout.shape, (Dims{1, 5, 64}));
+
+    const Dance naive = reshape_dance(1, 5, llama(32, 4, 2, 16), 0, Split::naive_view);
+    ASSERT_EQ(naive.steps.size(), 11u);  // q, its view, k, its view, two rotations, expand, reshape, att, y, view
+    EXPECT_EQ(naive.steps[1].layout.strides, permuted_strides({1, 4, 5, 16}, {0, 1, 2, 3}));
+    EXPECT_TRUE(naive.steps[4].layout.is_contiguous());
+    EXPECT_EQ(naive.steps[6].layout.strides, (Dims{2 * 5 * 16, 5 * 16, 0, 16, 1}));
+    EXPECT_EQ(naive.steps.back().layout.shape, (Dims{1, 5, 64}));
+
+    // A re-split into 8 heads keeps the groups of 2: 4 key/value heads of 8, rotating 8 dims.
+    const Dance resplit = reshape_dance(1, 5, qwen3, 8, Split::transpose);
+    EXPECT_EQ(resplit.NKV, 4);
+    EXPECT_EQ(resplit.hs, 8);
+    EXPECT_EQ(resplit.rope_dims, 8);
+    EXPECT_THROW(reshape_dance(1, 5, qwen3, 3, Split::transpose), Error);
+}
+
+// Pythia: no grouping, so no expand or copy; a quarter of each head rotates,
+// and torch.cat writes the rotated heads contiguously.
+TEST(Dance, UngroupedRotaryWalkHasNoRepeat) {
+    Config pythia = gpt2(48, 3);
+    pythia.architecture = "gpt_neox";
+    pythia.positions = Positions::rotary;
+    pythia.rope.fraction = 0.25f;
+    const Dance d = reshape_dance(2, 4, pythia, 0, Split::transpose);
+    EXPECT_EQ(d.rope_dims, 4);
+    ASSERT_EQ(d.steps.size(), 13u);  // q 3, k 3, two rotations, att, y, transpose, copy, view
+    for (const DanceStep& step : d.steps)
+        for (int64_t stride : step.layout.strides) EXPECT_NE(stride, 0);
+    EXPECT_EQ(d.buffers[d.steps[6].buffer].name, "q_rotated");
+    EXPECT_TRUE(d.steps[6].layout.is_contiguous());
+    EXPECT_EQ(d.steps[6].layout.shape, (Dims{2, 3, 4, 16}));
 }
 
 // The reference forward's two splits, compared here: the error core reports.

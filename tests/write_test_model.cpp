@@ -1,9 +1,12 @@
 // write-test-model DIR: writes a GPT-2-layout model with random weights and
 // GPT-2's real vocabulary into DIR (by default 2 layers, 4 heads, C=64, 256
 // positions; --layers 12 --heads 12 --embd 768 --positions 1024 is GPT-2
-// small's shape, for the benchmarks).
+// small's shape, for the benchmarks). --family NAME writes one of the
+// families' test checkpoints instead (family_models.h: llama, qwen3, mistral,
+// gpt_neox_parallel, ...), to look at in the window.
 #include <CLI/CLI.hpp>
 
+#include "family_models.h"
 #include "model_writer.h"
 
 int main(int argc, char** argv) {
@@ -11,13 +14,19 @@ int main(int argc, char** argv) {
     std::string dir;
     headscope::test::TestModelSpec spec{.n_embd = 64, .n_positions = 256};
     bool f16 = false;
+    std::string family;
     cli.add_option("dir", dir)->required();
+    cli.add_option("--family", family, "a family test checkpoint by name (llama, qwen3, mistral, ...)");
     cli.add_option("--layers", spec.n_layer);
     cli.add_option("--heads", spec.n_head);
     cli.add_option("--embd", spec.n_embd);
     cli.add_option("--positions", spec.n_positions);
     cli.add_flag("--f16", f16, "store the weights as F16 (half the disk)");
     CLI11_PARSE(cli, argc, argv);
+    if (!family.empty()) {
+        headscope::test::write_family_model(dir, headscope::test::family_variant(family));
+        return 0;
+    }
     if (f16) spec.dtype = headscope::test::FileDType::F16;
     headscope::test::write_test_model(dir, spec);
     return 0;

@@ -36,6 +36,10 @@ int visible_end(const AttentionOptions& options, int i, int length, int T) {
     return std::min(options.causal ? i + 1 : T, options.padding_mask ? length : T);
 }
 
+bool attends(const AttentionOptions& options, int i, int j, int length, int T) {
+    return j >= visible_begin(options, i) && j < visible_end(options, i, length, T);
+}
+
 float score_scale(Scale scale, int C, int hs) {
     switch (scale) {
         case Scale::head: return 1.f / std::sqrt(static_cast<float>(hs));

@@ -38,6 +38,7 @@ Json attention_metadata(const Model& model, const std::string& backend, const st
         {"n_layer", model.config.n_layer},
         {"n_head", result.NH},
         {"d_head", result.hs},
+        {"n_kv_head", result.NKV},
         {"seq_len", result.T},
         {"layers", result.layers},
         {"texts", texts},

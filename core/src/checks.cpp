@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "headscope/cpu_forward.h"
 #include "headscope/error.h"
@@ -94,20 +95,91 @@ std::vector<ParameterRow> parameter_table(const Model& model) {
     return rows;
 }
 
-std::vector<ShapeRow> compute_shapes(const Config& config, int B, int T, int NH) {
-    const int C = config.n_embd;
-    if (B < 1 || T < 1 || NH < 1 || C % NH != 0)
-        throw Error("shapes: need positive B, T, NH with NH dividing C = " + std::to_string(C) +
-                    " (got B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH) + ")");
-    const int64_t hs = C / NH;
-    return {
-        {"x", "(B, T, C)", {B, T, C}, "the attention's input (after ln_1)"},
-        {"qkv", "(B, T, 3C)", {B, T, 3 * C}, "the fused c_attn projection [Q | K | V]"},
-        {"q, k, v", "(B, NH, T, hs)", {B, NH, T, hs}, "each viewed as (B, T, NH, hs), then transposed"},
-        {"att", "(B, NH, T, T)", {B, NH, T, T}, "scores, masked and softmaxed: the maps"},
-        {"att @ v", "(B, NH, T, hs)", {B, NH, T, hs}, "each head's output"},
-        {"y", "(B, T, C)", {B, T, C}, "heads transposed back and merged, before c_proj"},
+std::vector<ConfigRow> config_table(const Model& model) {
+    const Config& c = model.config;
+    const int NH = c.n_head, NKV = c.kv_heads(), hs = c.head_size();
+    std::vector<ConfigRow> rows = {
+        {"architecture", c.architecture},
+        {"layers L", std::to_string(c.n_layer)},
+        {"channels C", std::to_string(c.n_embd)},
+        {"query heads NH", std::to_string(NH)},
+        {"key/value heads NKV",
+         std::to_string(NKV) +
+             (NKV == NH ? " (one per query head)" : " (groups of " + std::to_string(NH / NKV) + " query heads)")},
+        {"head size hs",
+         std::to_string(hs) +
+             (NH * hs == c.n_embd ? " (C / NH)" : " (the config's; NH x hs = " + std::to_string(NH * hs) + ", not C)")},
+        {"norm", norm_choices.labels[static_cast<int>(c.norm)]},
     };
+    std::string positions = positions_choices.labels[static_cast<int>(c.positions)];
+    if (c.positions == Positions::learned) {
+        positions += ", " + std::to_string(c.n_positions) + " positions";
+    } else {
+        char theta[32];
+        std::snprintf(theta, sizeof theta, "%.10g", c.rope.theta);
+        positions += ", theta " + std::string(theta);
+        if (c.rope.fraction < 1)
+            positions +=
+                ", on " + std::to_string(rope_dims(c.rope, hs)) + " of each head's " + std::to_string(hs) + " dims";
+        if (c.rope.factor > 0) positions += ", Llama 3 scaling";
+    }
+    rows.push_back({"positions", positions});
+    if (c.qk_norm) rows.push_back({"q/k norm", "RMSNorm over each head's hs values"});
+    rows.push_back({"MLP", std::string(mlp_choices.labels[static_cast<int>(c.mlp)]) + ", " +
+                               std::to_string(c.mlp_size()) + " hidden"});
+    rows.push_back(
+        {"sliding window", c.sliding_window ? std::to_string(c.sliding_window) + " keys back" : std::string("none")});
+    rows.push_back({"weights", to_string(model.dtype)});
+    rows.push_back({"vocabulary V", std::to_string(c.vocab_size)});
+    return rows;
+}
+
+std::vector<ShapeRow> compute_shapes(const Config& config, int B, int T, int NH) {
+    if (B < 1 || T < 1)
+        throw Error("shapes: need a positive batch and length (got B=" + std::to_string(B) + " T=" + std::to_string(T) +
+                    ")");
+    const HeadSplit s = head_split(config, NH);
+    const int64_t C = config.n_embd, NKV = s.NKV, hs = s.hs, width = s.q_width(), g = s.group();
+    const bool grouped = g > 1, rotary = config.positions == Positions::rotary;
+    // GPT-2's rows in its own words; the families' where they differ.
+    const bool gpt2 = !grouped && !rotary && width == C;
+    std::vector<ShapeRow> rows = {{"x", "(B, T, C)", {B, T, C}, "the attention's input (after ln_1)"}};
+    if (gpt2)
+        rows.push_back({"qkv", "(B, T, 3C)", {B, T, 3 * C}, "the fused c_attn projection [Q | K | V]"});
+    else
+        rows.push_back({"qkv",
+                        "(B, T, (NH + 2 NKV) hs)",
+                        {B, T, width + 2 * NKV * hs},
+                        "the Q, K and V projections side by side [Q | K | V]"});
+    if (!grouped) {
+        rows.push_back({"q, k, v",
+                        "(B, NH, T, hs)",
+                        {B, NH, T, hs},
+                        std::string("each viewed as (B, T, NH, hs), then transposed") +
+                            (rotary ? "; q and k rotated (RoPE)" : "")});
+    } else {
+        rows.push_back({"q",
+                        "(B, NH, T, hs)",
+                        {B, NH, T, hs},
+                        std::string("viewed as (B, T, NH, hs), transposed") + (rotary ? ", rotated" : "")});
+        rows.push_back({"k, v",
+                        "(B, NKV, T, hs)",
+                        {B, NKV, T, hs},
+                        std::string("viewed as (B, T, NKV, hs), transposed") + (rotary ? "; k rotated" : "")});
+        rows.push_back({"k, v expanded",
+                        "(B, NKV, NH/NKV, T, hs)",
+                        {B, NKV, g, T, hs},
+                        "one per query head of the group: stride 0, no copy"});
+        rows.push_back({"k, v repeated", "(B, NH, T, hs)", {B, NH, T, hs}, "reshape copies each key/value head"});
+    }
+    rows.push_back({"att", "(B, NH, T, T)", {B, NH, T, T}, "scores, masked and softmaxed: the maps"});
+    rows.push_back({"att @ v", "(B, NH, T, hs)", {B, NH, T, hs}, "each head's output"});
+    rows.push_back(
+        {"y",
+         width == C ? "(B, T, C)" : "(B, T, NH*hs)",
+         {B, T, width},
+         std::string("heads transposed back and merged, before ") + (gpt2 ? "c_proj" : "the output projection")});
+    return rows;
 }
 
 double naive_view_max_diff(Backend& backend, const Batch& batch, AttentionOptions options, int layer) {

@@ -1,6 +1,7 @@
 // What every forward shares: see forward.h.
 #include "headscope/forward.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -25,9 +26,25 @@ HeadSplit head_split(const Config& config, int n_head) {
 
 int head_count(const Config& config, int n_head) { return head_split(config, n_head).NH; }
 
+// head_split's two rules, as a list.
+std::vector<int> head_counts(const Config& config) {
+    const HeadSplit own = head_split(config, 0);
+    std::vector<int> counts;
+    for (int n = own.group(); n <= own.q_width(); n += own.group())
+        if (own.q_width() % n == 0) counts.push_back(n);
+    return counts;
+}
+
+bool accepts_head_count(const Config& config, int n_head) {
+    const std::vector<int> counts = head_counts(config);
+    return std::find(counts.begin(), counts.end(), n_head) != counts.end();
+}
+
+int rope_dims(const Rope& rope, int hs) { return static_cast<int>(hs * rope.fraction) / 2 * 2; }
+
 RopeTable rope_table(const Rope& rope, int hs, int T) {
     RopeTable table;
-    table.dims = static_cast<int>(hs * rope.fraction) / 2 * 2;
+    table.dims = rope_dims(rope, hs);
     const int half = table.dims / 2;
     // inv_freq as Hugging Face's default rope: 1 / theta^(2d / dims), in float32.
     std::vector<float> inv_freq(half);

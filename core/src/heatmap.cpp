@@ -16,7 +16,7 @@ HeatmapImage heatmap_image(const AttentionResult& result, const AttentionOptions
     for (int i = 0; i < T; ++i) {
         float* out_row = image.cells.data() + static_cast<size_t>(i * image.rows / T) * image.cols;
         const int end = visible_end(options, i, length, T);
-        for (int j = 0; j < end; ++j) {
+        for (int j = visible_begin(options, i); j < end; ++j) {
             float& cell = out_row[j * image.cols / T];
             cell = std::max(cell, map[static_cast<size_t>(i) * T + j]);
         }

@@ -177,6 +177,10 @@ void read_gpt_neox(const ConfigReader& r, Config& c) {
 
 }  // namespace
 
+const char* to_string(Norm norm) { return word_of(norm_choices, norm); }
+const char* to_string(Positions positions) { return word_of(positions_choices, positions); }
+const char* to_string(Mlp mlp) { return word_of(mlp_choices, mlp); }
+
 const char* supported_architectures() { return "gpt2, llama, qwen2, qwen3, mistral, gpt_neox"; }
 
 Config config_from_json(const json& j, const std::string& file) {

@@ -7,6 +7,7 @@
 
 #include "headscope/error.h"
 #include "headscope/files.h"
+#include "headscope/forward.h"
 
 namespace headscope {
 
@@ -38,7 +39,9 @@ ProbeReport probe_heads(Backend& backend, const Model& model, const std::vector<
     report.n_head = NH;
     report.heads.assign(static_cast<size_t>(L) * NH, {});
     AttentionResult result;
-    const AttentionOptions options;  // causal, the model's heads, sqrt(d_head), all layers
+    // The model's own computation: causal, its heads and sliding window, sqrt(d_head), all layers.
+    AttentionOptions options;
+    options.sliding_window = sliding_window(model.config, true);
     auto forward = [&](const std::vector<int32_t>& ids) {
         if (stop.stop_requested()) throw Error("head probes stopped");
         backend.forward(Batch{{ids}, model.config.pad_id()}, options, result);

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -30,9 +31,8 @@ using nlohmann::json;
 constexpr uint64_t kMaxHeaderBytes = 100ull * 1000 * 1000;
 
 std::optional<DType> parse_dtype(const std::string& name) {
-    if (name == "F32") return DType::F32;
-    if (name == "F16") return DType::F16;
-    if (name == "BF16") return DType::BF16;
+    for (int d = 0; d < static_cast<int>(std::size(dtype_names)); ++d)
+        if (name == dtype_names[d]) return static_cast<DType>(d);
     return std::nullopt;
 }
 

@@ -66,18 +66,28 @@ std::vector<int64_t> StridedLayout::index_of(int64_t storage) const {
     std::vector<int64_t> index(shape.size(), 0);
     int64_t rest = storage - offset;
     for (size_t d : order) {
-        if (shape[d] == 1) continue;  // any stride: it holds no element but index 0
+        if (shape[d] == 1 || strides[d] == 0) continue;  // index 0 holds the element
         index[d] = rest / strides[d];
         rest %= strides[d];
     }
     return index;
 }
 
+StridedLayout StridedLayout::view(const std::vector<int64_t>& new_shape) const {
+    std::optional<StridedLayout> out = try_view(new_shape);
+    if (!out) {
+        throw Error("view " + shape_string(new_shape) + " of shape " + shape_string(shape) + " with strides " +
+                    shape_string(strides) +
+                    ": a dimension would span memory that is not contiguous (call contiguous() first)");
+    }
+    return *out;
+}
+
 // Walks the old dimensions from the last, in chunks that are one run of
 // memory each; the new dimensions must split every chunk exactly, and each
 // gets its stride within the chunk. A new dimension straddling two chunks is
 // the case PyTorch refuses.
-StridedLayout StridedLayout::view(const std::vector<int64_t>& new_shape) const {
+std::optional<StridedLayout> StridedLayout::try_view(const std::vector<int64_t>& new_shape) const {
     check_dims(new_shape);
     if (element_count(new_shape) != numel()) {
         throw Error("view " + shape_string(new_shape) + ": shape " + shape_string(shape) + " has " +
@@ -95,11 +105,7 @@ StridedLayout StridedLayout::view(const std::vector<int64_t>& new_shape) const {
             view_numel *= new_shape[view_d];
             --view_d;
         }
-        if (view_numel != chunk_numel) {
-            throw Error("view " + shape_string(new_shape) + " of shape " + shape_string(shape) + " with strides " +
-                        shape_string(strides) +
-                        ": a dimension would span memory that is not contiguous (call contiguous() first)");
-        }
+        if (view_numel != chunk_numel) return std::nullopt;
         if (d > 0) {
             chunk_base_stride = strides[d - 1];
             chunk_numel = view_numel = 1;
@@ -116,6 +122,34 @@ StridedLayout StridedLayout::transpose(int dim0, int dim1) const {
     StridedLayout out = *this;
     std::swap(out.shape[dim0], out.shape[dim1]);
     std::swap(out.strides[dim0], out.strides[dim1]);
+    return out;
+}
+
+StridedLayout StridedLayout::unsqueeze(int dim) const {
+    const int rank = static_cast<int>(shape.size());
+    if (dim < 0 || dim > rank)
+        throw Error("unsqueeze(" + std::to_string(dim) + ") of a " + std::to_string(rank) + "-d tensor");
+    StridedLayout out = *this;
+    // PyTorch's choice: the stride that steps over the whole dimension after it.
+    const int64_t stride = dim < rank ? shape[dim] * strides[dim] : 1;
+    out.shape.insert(out.shape.begin() + dim, 1);
+    out.strides.insert(out.strides.begin() + dim, stride);
+    return out;
+}
+
+StridedLayout StridedLayout::expand(const std::vector<int64_t>& new_shape) const {
+    check_dims(new_shape);
+    if (new_shape.size() != shape.size())
+        throw Error("expand " + shape_string(new_shape) + " of shape " + shape_string(shape) + ": not the same rank");
+    StridedLayout out = *this;
+    for (size_t d = 0; d < shape.size(); ++d) {
+        if (new_shape[d] == shape[d]) continue;
+        if (shape[d] != 1)
+            throw Error("expand " + shape_string(new_shape) + " of shape " + shape_string(shape) +
+                        ": only a dimension of size 1 can grow");
+        out.shape[d] = new_shape[d];
+        out.strides[d] = 0;
+    }
     return out;
 }
 

@@ -73,6 +73,8 @@ int visible_end(const AttentionOptions& options, int i, int length, int T);
 // The first key the sliding window lets query i see (0 without a window):
 // the keys a row attends to are [visible_begin, visible_end).
 int visible_begin(const AttentionOptions& options, int i);
+// Whether query row i attends to key j: visible_begin <= j < visible_end.
+bool attends(const AttentionOptions& options, int i, int j, int length, int T);
 
 // What scores are multiplied by before the softmax, for C channels and heads of hs.
 float score_scale(Scale scale, int C, int hs);

@@ -23,7 +23,7 @@ struct AttentionTimings {
 };
 
 // Everything of the JSON but the weights: backend, backend_reason, n_layer,
-// n_head, d_head, seq_len, layers, texts, token_ids, tokens, lengths,
+// n_head, d_head, n_kv_head, seq_len, layers, texts, token_ids, tokens, lengths,
 // fully_masked, timing_ms.
 nlohmann::ordered_json attention_metadata(const Model& model, const std::string& backend,
                                           const std::string& backend_reason, const std::vector<std::string>& texts,

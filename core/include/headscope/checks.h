@@ -1,7 +1,8 @@
 // The figures of the window's checks panel, computed here (the window only
 // shows them): the engine's batched heads against a plain per-head loop, the
-// causality check, and the model's parameter and shape tables.
-// Legend: B batch, T padded length, C channels, NH heads, hs = C / NH, L layers.
+// causality check, and the model's configuration, parameter and shape tables.
+// Legend: B batch, T padded length, C channels, NH query heads, NKV key/value
+// heads (g = NH / NKV query heads share each), hs head size, L layers.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -65,6 +66,15 @@ struct ParameterRow {
 // One row per weight tensor, sorted by name; the counts add up to model.params.
 std::vector<ParameterRow> parameter_table(const Model& model);
 
+struct ConfigRow {
+    std::string name;   // e.g. "key/value heads NKV"
+    std::string value;  // e.g. "2 (groups of 2 query heads)"
+};
+
+// What the model is, in words: architecture, L, C, NH, NKV, hs, norm,
+// positions (with RoPE's theta), MLP, sliding window, weights' dtype, V.
+std::vector<ConfigRow> config_table(const Model& model);
+
 struct ShapeRow {
     std::string name;            // e.g. "att"
     std::string dims;            // e.g. "(B, NH, T, T)"
@@ -73,7 +83,10 @@ struct ShapeRow {
 };
 
 // The shapes of one layer's attention for a batch of B texts padded to T,
-// split into NH heads. Throws Error unless the sizes are positive and NH divides C.
+// split into NH query heads: the projections, q (B, NH, T, hs), k and v
+// (B, NKV, T, hs) and, grouped, their expand and repeat, the weights and y
+// (B, T, NH*hs). Throws Error unless B and T are positive, or where
+// head_split refuses NH.
 std::vector<ShapeRow> compute_shapes(const Config& config, int B, int T, int NH);
 
 // What the naive split costs: the largest |naive - correct| over layer

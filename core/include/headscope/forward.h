@@ -28,6 +28,13 @@ struct HeadSplit {
 // `n_head`, or the model's own split when 0. Throws Error naming the rule broken.
 HeadSplit head_split(const Config& config, int n_head);
 int head_count(const Config& config, int n_head);  // head_split's NH
+// Every head count head_split accepts, ascending (the model's own among them).
+std::vector<int> head_counts(const Config& config);
+bool accepts_head_count(const Config& config, int n_head);  // n_head is one of them
+
+// The sliding window (AttentionOptions::sliding_window) of a forward of
+// `config`: the model's own when `on`, none when off.
+inline int sliding_window(const Config& config, bool on) { return on ? config.sliding_window : 0; }
 
 // Rotary positions (model_description.h's Rope) for heads of hs: the dims that
 // rotate (even) and, for positions [0, T), cos and sin (T, dims / 2) of each
@@ -37,6 +44,7 @@ struct RopeTable {
     std::vector<float> cos, sin;
 };
 RopeTable rope_table(const Rope& rope, int hs, int T);
+int rope_dims(const Rope& rope, int hs);  // rope_table's dims
 // Rotates row t of x (T rows of hs, row stride `stride`) by position t, in place.
 void apply_rope(const RopeTable& table, float* x, int T, int stride);
 

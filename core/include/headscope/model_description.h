@@ -13,11 +13,21 @@
 #include <string>
 #include <vector>
 
+#include "headscope/choices.h"
+
 namespace headscope {
 
+// What differs between the families, each with its words (headscope-cli
+// info's JSON) and labels (the window), in this one place.
 enum class Norm { layer_norm, rms_norm };
+inline constexpr Choices<Norm, 2> norm_choices = {"norm", {"layernorm", "rmsnorm"}, {"LayerNorm", "RMSNorm"}};
 enum class Positions { learned, rotary };
+inline constexpr Choices<Positions, 2> positions_choices = {
+    "positions", {"learned", "rotary"}, {"learned (wpe)", "rotary (RoPE)"}};
 enum class Mlp { gelu_tanh, gelu_exact, swiglu };  // GPT-2's tanh GELU, erf GELU, SiLU(gate) * up
+// The word names the kind, so both GELUs are "gelu"; the labels tell them apart.
+inline constexpr Choices<Mlp, 3> mlp_choices = {
+    "mlp", {"gelu", "gelu", "swiglu"}, {"GELU (tanh)", "GELU (erf)", "SwiGLU"}};
 
 // Rotary positions as Hugging Face computes them: the first `fraction` of each
 // head's dims rotate in rotate-half pairs (d, d + dims/2) by angle
@@ -62,6 +72,10 @@ struct Config {
     int mlp_size() const { return mlp_dim ? mlp_dim : 4 * n_embd; }
     int pad_id() const { return pad_token_id >= 0 ? pad_token_id : eos_token_id; }
 };
+
+const char* to_string(Norm norm);
+const char* to_string(Positions positions);
+const char* to_string(Mlp mlp);
 
 // The model_type values Headscope runs, for messages: "gpt2, llama, ...".
 const char* supported_architectures();
