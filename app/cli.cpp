@@ -69,7 +69,7 @@ struct Options {
     std::string layers = "all", format = "json", out;
     int heads = 0, layer = 0;
     bool heads_given = false;
-    bool special = true;  // the tokenizer's special tokens (Llama 2's <s>)
+    bool special = true;         // the tokenizer's special tokens (Llama 2's <s>)
     bool sliding_window = true;  // the model's own, when it has one
 };
 

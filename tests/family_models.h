@@ -1,9 +1,5 @@
-// Test support: the families' checkpoints (family_writer.h) as the window and
-// headscope-cli open them on this branch: GPT-2's vocab.json and merges.txt
-// stand in for the family's tokenizer.json, which the loader does not read
-// yet. The views test shapes, masks and weights, whichever tokenizer split
-// the text; the vocabulary is sized for GPT-2's ids, and <|endoftext|> is
-// the model's BOS, EOS and pad.
+// Test support: the families' checkpoints (family_writer.h), each beside its
+// family's real tokenizer, as the window and headscope-cli tests open them.
 #pragma once
 #include <filesystem>
 
@@ -11,9 +7,8 @@
 
 namespace headscope::test {
 
-// `spec` (family_spec or a family_variants entry) with GPT-2's vocabulary,
-// written into `dir` by write_family_checkpoint.
-void write_family_model(const std::filesystem::path& dir, FamilySpec spec);
+// `spec` (family_spec or a family_variants entry), written into `dir` by write_family_checkpoint.
+void write_family_model(const std::filesystem::path& dir, const FamilySpec& spec);
 
 // A family_variants entry by its name ("llama", "qwen3", "mistral", ...).
 FamilySpec family_variant(const std::string& name);

@@ -170,14 +170,15 @@ TEST_F(WindowFamilies, ModelViewGapsAndLabelsTheGroups) {
     EXPECT_NEAR(left[3] - left[2], left[1] - left[0], 1.0);
 }
 
-// Mistral's window of 4 keys on an 11-token text: the mask tab draws it as
+// Mistral's window of 4 keys on a 12-token text (<s> and 11 tokens): the mask tab draws it as
 // its own mask, and the combined mask and the attention hide every key 4 or
 // more tokens back; turned off, only the causal and padding masks are left.
 TEST_F(WindowFamilies, MaskTabDrawsTheSlidingWindow) {
     const std::vector<int> lengths = cli({"attention", "--model", model("mistral"), "--text", long_, "--text", short_,
                                           "--format", "none"})["lengths"]
                                          .get<std::vector<int>>();
-    ASSERT_EQ(lengths[0], 11);
+    const int T = lengths[0];
+    ASSERT_EQ(T, 12);
     for (bool on : {true, false}) {
         SCOPED_TRACE(on ? "window on" : "window off");
         const test::WindowShot shot =
@@ -203,10 +204,10 @@ TEST_F(WindowFamilies, MaskTabDrawsTheSlidingWindow) {
             ++cells[mask + (allowed ? " allowed" : " blocked")];
             ++cells[mask];
         }
-        EXPECT_EQ(cells["window"], 11 * 11);
+        EXPECT_EQ(cells["window"], T * T);
         // Below the diagonal band of 4: query i >= 4 loses keys 0..i-4.
-        EXPECT_EQ(cells["window blocked"], on ? 7 * 8 / 2 : 0);
-        EXPECT_EQ(cells["combined allowed"], on ? 4 * 11 - 6 : 11 * 12 / 2);
+        EXPECT_EQ(cells["window blocked"], on ? (T - 4) * (T - 3) / 2 : 0);
+        EXPECT_EQ(cells["combined allowed"], on ? 4 * T - 6 : T * (T + 1) / 2);
 
         // The attention beside the masks: a far-back key is hatched, a near one coloured.
         int far = 0;
@@ -217,7 +218,7 @@ TEST_F(WindowFamilies, MaskTabDrawsTheSlidingWindow) {
             EXPECT_EQ(hatched(centre(shot.image, cell)), hidden) << "attention " << i << "," << j;
             far += hidden;
         }
-        EXPECT_EQ(far, on ? 7 * 8 / 2 : 0);
+        EXPECT_EQ(far, on ? (T - 4) * (T - 3) / 2 : 0);
         bool toggle = false;
         for (const json& control : entries(shot.layout, "control")) toggle |= control["name"] == "sliding window";
         EXPECT_TRUE(toggle);
