@@ -270,7 +270,7 @@ void run_dance(const Options& opt) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    CLI::App app{"Headscope: every attention head of a GPT-2-family model, without a window", "headscope-cli"};
+    CLI::App app{"Headscope: every attention head of a transformer, without a window", "headscope-cli"};
     app.require_subcommand(1);
     Options opt;
 
@@ -313,7 +313,7 @@ int main(int argc, char** argv) {
                         "re-split into N query heads (N a multiple of the heads sharing a key/value head, dividing "
                         "the query width)");
         add_word_option(sub, "--scale", opt.attention.scale, join_words(scale_choices, "|"), parse_scale,
-                        "1/sqrt(C/N), 1/sqrt(C), 1");
+                        "1/sqrt(head size), 1/sqrt(C), 1");
         add_word_option(sub, "--split", opt.attention.split, join_words(split_choices, "|"), parse_split,
                         "how Q, K and V are split into heads");
         add_backend(sub, "auto: CUDA when built with it and a device exists");

@@ -37,7 +37,7 @@ void add_window_options(CLI::App& cli, Args& args) {
     cli.add_flag("--frame-times", args.frame_times,
                  "screenshot mode: recompute every 10th frame and print the frames' times (the benchmark)");
     add_word_option(&cli, "--scale", args.options.scale, join_words(scale_choices, "|"), parse_scale,
-                    "1/sqrt(C/N), 1/sqrt(C), 1");
+                    "1/sqrt(head size), 1/sqrt(C), 1");
     add_word_option(&cli, "--split", args.options.split, join_words(split_choices, "|"), parse_split, "the head split");
     add_word_option(&cli, "--colormap", args.colormap, join_words(colormap_choices, "|"), parse_colormap,
                     "the maps' colours");

@@ -171,7 +171,7 @@ int run(const Args& args, const Settings& start, bool use_settings, bool model_g
 }  // namespace
 
 int main(int argc, char** argv) {
-    CLI::App cli{"Headscope: every attention head of a GPT-2-family model, live", "headscope"};
+    CLI::App cli{"Headscope: every attention head of a transformer, live", "headscope"};
     Args args;
     add_window_options(cli, args);
     try {

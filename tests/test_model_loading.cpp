@@ -15,6 +15,7 @@
 #include <optional>
 #include <tuple>
 
+#include "family_models.h"
 #include "headscope/error.h"
 #include "headscope/files.h"
 #include "headscope/model.h"
@@ -434,6 +435,29 @@ TEST(HubResolution, ListsTheCachedGpt2ModelsByName) {
     EXPECT_EQ(models[1].path, medium);
     // Each listed name loads as that model.
     EXPECT_EQ(load_model(models[1].name).config.n_layer, 2);
+}
+
+// Today's families resolve from the cache by their hub names, as GPT-2 does,
+// and are offered in the model list; each loads as its family.
+TEST(HubResolution, FamiliesByTheirHubNames) {
+    test::TempDir cache;
+    test::ScopedEnv hub("HF_HUB_CACHE", cache.path.string());
+    const std::vector<std::pair<std::string, std::string>> repos = {{"HuggingFaceTB/SmolLM2-135M", "llama"},
+                                                                    {"Qwen/Qwen2.5-0.5B", "qwen2"},
+                                                                    {"EleutherAI/pythia-160m", "gpt_neox_parallel"}};
+    for (const auto& [name, family] : repos) {
+        std::string repo = "models--" + name;
+        repo.replace(repo.find('/'), 1, "--");
+        test::write_family_model(cache.path / repo / "snapshots" / "rev1", test::family_variant(family));
+    }
+    const std::vector<CachedModel> models = list_cached_models();
+    ASSERT_EQ(models.size(), repos.size());
+    for (const auto& [name, family] : repos) {
+        const auto listed =
+            std::find_if(models.begin(), models.end(), [&](const CachedModel& m) { return m.name == name; });
+        ASSERT_NE(listed, models.end()) << name;
+        EXPECT_TRUE(family.starts_with(load_model(name).config.architecture)) << name;  // gpt_neox_parallel: gpt_neox
+    }
 }
 
 // A good model written once; each bad-input test changes a fresh copy.
