@@ -18,20 +18,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// vocab.json gives each byte's stand-in code point as a \u escape, so no
-// UTF-8 encoding is needed here.
-void write_byte_vocab(const fs::path& dir) {
-    std::string vocab = "{";
-    for (int b = 0; b < 256; ++b) {
-        char entry[24];
-        std::snprintf(entry, sizeof entry, "%s\"\\u%04x\": %d", b ? ", " : "",
-                      static_cast<unsigned>(byte_to_unicode()[b]), b);
-        vocab += entry;
-    }
-    fuzz::write_file(dir / "vocab.json", vocab + "}\n");
-    fuzz::write_file(dir / "merges.txt", "#version: 0.2\n\xc4\xa0 t\n");  // one merge ("Ġ t"), as a tokenizer needs
-}
-
 // The small model, written on first use: zero weights in the shapes its config implies.
 const fs::path& small_model_dir() {
     static const fs::path dir = [] {
@@ -46,7 +32,7 @@ const fs::path& small_model_dir() {
         for (const TensorSpec& t : specs)
             entries.push_back({t.name, t.shape, {zeros.data(), static_cast<size_t>(element_count(t.shape))}});
         write_safetensors(dir / "model.safetensors", entries);
-        write_byte_vocab(dir);
+        fuzz::write_byte_vocab(dir);
         return dir;
     }();
     return dir;

@@ -21,19 +21,6 @@ const char* const config_json = R"({"model_type": "llama", "num_hidden_layers": 
  "num_attention_heads": 2, "num_key_value_heads": 1, "intermediate_size": 16, "max_position_embeddings": 16,
  "vocab_size": 256, "tie_word_embeddings": true, "eos_token_id": 0})";
 
-// The byte vocabulary (V = 256) and one merge, as a tokenizer needs.
-void write_byte_vocab(const fs::path& dir) {
-    std::string vocab = "{";
-    for (int b = 0; b < 256; ++b) {
-        char entry[24];
-        std::snprintf(entry, sizeof entry, "%s\"\\u%04x\": %d", b ? ", " : "",
-                      static_cast<unsigned>(byte_to_unicode()[b]), b);
-        vocab += entry;
-    }
-    fuzz::write_file(dir / "vocab.json", vocab + "}\n");
-    fuzz::write_file(dir / "merges.txt", "#version: 0.2\n\xc4\xa0 t\n");
-}
-
 const fs::path& sharded_model_dir() {
     static const fs::path dir = [] {
         const fs::path dir = fuzz::scratch_dir() / "sharded";
@@ -48,7 +35,7 @@ const fs::path& sharded_model_dir() {
                 .push_back({t.name, t.shape, {zeros.data(), static_cast<size_t>(element_count(t.shape))}});
         write_safetensors(dir / "model-00001-of-00002.safetensors", first);
         write_safetensors(dir / "model-00002-of-00002.safetensors", second);
-        write_byte_vocab(dir);
+        fuzz::write_byte_vocab(dir);
         return dir;
     }();
     return dir;

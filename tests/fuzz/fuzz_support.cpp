@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "headscope/tokenizer.h"
+
 namespace headscope::fuzz {
 
 namespace fs = std::filesystem;
@@ -38,6 +40,20 @@ void write_file(const fs::path& path, std::string_view bytes) {
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     out.close();
     if (!out) fail("cannot write " + path.string());
+}
+
+// vocab.json gives each byte's stand-in code point as a \u escape, so no
+// UTF-8 encoding is needed here.
+void write_byte_vocab(const fs::path& dir) {
+    std::string vocab = "{";
+    for (int b = 0; b < 256; ++b) {
+        char entry[24];
+        std::snprintf(entry, sizeof entry, "%s\"\\u%04x\": %d", b ? ", " : "",
+                      static_cast<unsigned>(byte_to_unicode()[b]), b);
+        vocab += entry;
+    }
+    write_file(dir / "vocab.json", vocab + "}\n");
+    write_file(dir / "merges.txt", "#version: 0.2\n\xc4\xa0 t\n");  // one merge ("Ġ t"), as a tokenizer needs
 }
 
 void fail(const std::string& what) {

@@ -27,6 +27,10 @@ inline std::string_view as_bytes(const uint8_t* data, size_t size) {
 // Replaces the file at `path` with `bytes`; aborts if it cannot.
 void write_file(const std::filesystem::path& path, std::string_view bytes);
 
+// vocab.json of the 256 byte tokens alone (V = 256) and merges.txt with one
+// merge, as a tokenizer needs: the small models' vocabulary.
+void write_byte_vocab(const std::filesystem::path& dir);
+
 // Prints "fuzz property violated: <what>" and aborts: a crash to libFuzzer, a
 // failed test to the replay.
 [[noreturn]] void fail(const std::string& what);
