@@ -1,5 +1,7 @@
 #include "screenshot.h"
 
+#include <unistd.h>
+
 #include <stb/stb_image.h>
 
 #include <algorithm>
@@ -53,7 +55,11 @@ std::array<double, 3> hsv_to_rgb(double h, double s, double v) {
 
 ProcessRun run_window(const std::vector<std::string>& args, const std::filesystem::path& scratch,
                       const std::vector<std::string>& under) {
-    std::vector<std::string> command = {"xvfb-run", "-a", "-s", "-screen 0 1280x800x24"};
+    // xvfb-run -a takes the first free display from its start number, and two
+    // runs starting together can both take it: each test process starts its
+    // search at its own number instead of 99.
+    const std::string first_display = std::to_string(100 + getpid() % 5000 * 4);
+    std::vector<std::string> command = {"xvfb-run", "-a", "-n", first_display, "-s", "-screen 0 1280x800x24"};
     command.insert(command.end(), under.begin(), under.end());
     command.push_back(HEADSCOPE_WINDOW);
     command.insert(command.end(), args.begin(), args.end());
