@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <iostream>
 
 #include "headscope/strided.h"
 
@@ -120,6 +121,9 @@ WindowShot shoot_window(std::vector<std::string> args, const std::filesystem::pa
     const std::filesystem::path png = dir / (name + ".png"), layout = dir / (name + ".json");
     args.insert(args.end(), {"--screenshot", png.string(), "--layout", layout.string()});
     WindowShot shot{run_window(args, dir), load_png(png), read_layout(layout)};
+    // A window that failed says why on stderr (a sanitizer's report, say): keep it in the test's output.
+    if (shot.run.status != 0)
+        std::cerr << name << ": the window exited with " << shot.run.status << ":\n" << shot.run.err;
     return shot;
 }
 

@@ -211,7 +211,6 @@ TEST_P(FamilyForward, ReadsTheConfigAndTensorsAsWritten) {
     }
     EXPECT_EQ(c.qkv_bias, neox || s.attention_bias || s.family == Family::qwen2);
     EXPECT_EQ(c.o_bias, neox || (s.attention_bias && s.family != Family::qwen2));
-    EXPECT_EQ(c.mlp_bias, neox);
     EXPECT_EQ(c.qk_norm, s.family == Family::qwen3);
     EXPECT_EQ(c.parallel_residual, neox && s.parallel_residual);
     EXPECT_EQ(c.tied_embeddings, s.tied_embeddings && llama_like);

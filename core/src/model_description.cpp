@@ -141,7 +141,6 @@ void read_llama_like(const ConfigReader& r, Config& c) {
     const bool attention_bias = r.flag("attention_bias", false);
     c.qkv_bias = c.architecture == "qwen2" || attention_bias;
     c.o_bias = attention_bias;
-    c.mlp_bias = false;
     if (r.flag("mlp_bias", false)) r.refuse("mlp_bias is true: biases in the SwiGLU MLP are not supported");
     c.qk_norm = c.architecture == "qwen3";
     c.tied_embeddings = r.flag("tie_word_embeddings", false);

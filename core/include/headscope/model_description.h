@@ -61,11 +61,11 @@ struct Config {
     Positions positions = Positions::learned;
     Rope rope = {};
     Mlp mlp = Mlp::gelu_tanh;
-    bool qkv_bias = true, o_bias = true, mlp_bias = true;
-    bool qk_norm = false;            // Qwen 3: RMSNorm over each head's hs values of Q and K, before RoPE
-    bool parallel_residual = false;  // Pythia: x + attn(ln_1(x)) + mlp(ln_2(x))
-    bool tied_embeddings = true;     // the output embedding is wte
-    int sliding_window = 0;          // Mistral: query i sees keys j > i - window; 0: none
+    bool qkv_bias = true, o_bias = true;  // the GELU MLPs have biases, SwiGLU none
+    bool qk_norm = false;                 // Qwen 3: RMSNorm over each head's hs values of Q and K, before RoPE
+    bool parallel_residual = false;       // Pythia: x + attn(ln_1(x)) + mlp(ln_2(x))
+    bool tied_embeddings = true;          // the output embedding is wte
+    int sliding_window = 0;               // Mistral: query i sees keys j > i - window; 0: none
 
     int kv_heads() const { return n_kv_head ? n_kv_head : n_head; }
     int head_size() const { return head_dim ? head_dim : n_embd / n_head; }
