@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <tuple>
 
 namespace headscope {
 
@@ -16,6 +17,26 @@ int Batch::T() const {
 int32_t Batch::padded_id(int b, int t) const {
     const std::vector<int32_t>& ids = token_ids[b];
     return t < static_cast<int>(ids.size()) ? ids[t] : pad_id;
+}
+
+bool operator==(const AttentionOptions& a, const AttentionOptions& b) {
+    const auto fields = [](const AttentionOptions& o) {
+        return std::tie(o.causal, o.padding_mask, o.n_head, o.scale, o.split, o.layers, o.capture_outputs,
+                        o.sliding_window, o.top_k, o.lens_k);
+    };
+    return fields(a) == fields(b);
+}
+
+double AttentionResult::loss(int b) const {
+    double sum = 0;
+    int count = 0;
+    for (int t = 0; t < T; ++t) {
+        const float logprob = logprob_next[static_cast<size_t>(b) * T + t];
+        if (std::isnan(logprob)) continue;
+        sum -= logprob;
+        ++count;
+    }
+    return count ? sum / count : std::nan("");
 }
 
 bool causal_allows(const AttentionOptions& options, int i, int j) { return !options.causal || j <= i; }

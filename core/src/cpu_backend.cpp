@@ -55,7 +55,7 @@ void attention_head_by_loop(const HeadBlock& q, const HeadBlock& k, const HeadBl
 }  // namespace
 
 void CpuForward::run(const Model& model, const Batch& batch, const AttentionOptions& options, AttentionResult& result,
-                     Heads heads) {
+                     Heads heads, PrefixCache* /*cache*/) {
     validate_forward(model, batch, options);
     set_up_result(model.config, batch, options, result);
     const Config& cfg = model.config;
@@ -227,9 +227,10 @@ public:
 
     void load_weights(const Model& model) override { model_ = &model; }
 
-    void forward(const Batch& batch, const AttentionOptions& options, AttentionResult& result) override {
+    void forward(const Batch& batch, const AttentionOptions& options, AttentionResult& result,
+                 PrefixCache* cache) override {
         if (!model_) throw Error("no model loaded");
-        forward_.run(*model_, batch, options, result, CpuForward::Heads::batched);
+        forward_.run(*model_, batch, options, result, CpuForward::Heads::batched, cache);
     }
 
 private:

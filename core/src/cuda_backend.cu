@@ -186,16 +186,16 @@ public:
         }
     }
 
-    void forward(const Batch& batch, const AttentionOptions& options, AttentionResult& result) override {
+    void forward(const Batch& batch, const AttentionOptions& options, AttentionResult& result,
+                 PrefixCache* cache) override {
         if (!model_) throw Error("no model loaded");
         validate_forward(*model_, batch, options);
-        if (!gpt2_ || options.sliding_window > 0) {
-            if (!said_cpu_only_)
-                std::fprintf(stderr,
-                             "headscope: the CUDA backend runs GPT-2-layout models without a "
-                             "sliding window only; computing this model on the CPU\n");
-            said_cpu_only_ = true;
-            cpu_->forward(batch, options, result);
+        const std::string cpu_only = cpu_only_reason(options, cache);
+        if (!cpu_only.empty()) {
+            if (said_cpu_only_ != cpu_only)
+                std::fprintf(stderr, "headscope: %s; computing this on the CPU\n", cpu_only.c_str());
+            said_cpu_only_ = cpu_only;
+            cpu_->forward(batch, options, result, cache);
             return;
         }
         if (!on_cpu_) {
@@ -206,10 +206,20 @@ public:
                 fall_back(e);
             }
         }
-        cpu_->forward(batch, options, result);
+        cpu_->forward(batch, options, result, cache);
     }
 
 private:
+    // What the device path does not compute yet, in words; "" when it computes this forward.
+    std::string cpu_only_reason(const AttentionOptions& options, const PrefixCache* cache) const {
+        if (!gpt2_ || options.sliding_window > 0)
+            return "the CUDA backend runs GPT-2-layout models without a sliding window only";
+        if (options.top_k > 0 || options.lens_k > 0)
+            return "the CUDA backend computes no predictions or logit lens yet";
+        if (cache) return "the CUDA backend keeps no prefix cache yet";
+        return "";
+    }
+
     // The window and CLI keep running on the CPU after a CUDA failure, saying so once.
     void fall_back(const CudaError& e) {
         std::fprintf(stderr, "headscope: CUDA error (%s); computing on the CPU from now on\n", e.what());
@@ -364,8 +374,8 @@ private:
     std::unique_ptr<Backend> cpu_ = make_cpu_backend();  // after a CUDA failure
     bool on_cpu_ = false;
     cublasHandle_t cublas_ = nullptr;
-    bool gpt2_ = false;  // the one family this backend runs; others go to cpu_
-    bool said_cpu_only_ = false;
+    bool gpt2_ = false;                                      // the one family this backend runs; others go to cpu_
+    std::string said_cpu_only_;                              // the last reason given for computing on the CPU
     std::unordered_map<const void*, size_t> device_offset_;  // a weight's host data -> its offset in weights_
     DeviceBuffer<float> weights_;                            // every weight as float32, uploaded once per model
     DeviceBuffer<int32_t> ids_;                              // (B, T) padded token ids

@@ -28,6 +28,24 @@ struct AttentionOptions {
     std::vector<int> layers;       // ascending, unique; empty: all
     bool capture_outputs = false;  // also return each returned layer's merged head outputs
     int sliding_window = 0;        // query i sees only keys j > i - sliding_window; 0: no such mask
+    // Predictions: > 0 runs every layer, the final norm and the output
+    // embedding, and returns the top_k most likely next tokens at every
+    // position, the log-probability of each actual next token and each text's
+    // last logits (AttentionResult). 0: the forward stops after the last
+    // returned layer's attention.
+    int top_k = 0;
+    // The logit lens: > 0 also returns the lens_k most likely tokens of the
+    // residual stream after each returned layer, read through the final norm
+    // and the output embedding. Runs every layer, like top_k.
+    int lens_k = 0;
+};
+// Every field equal (not defaulted: the CUDA translation unit is C++17).
+bool operator==(const AttentionOptions& a, const AttentionOptions& b);
+
+// A token and its probability.
+struct Prediction {
+    int32_t id = -1;  // -1: none (a padded position)
+    float p = 0;
 };
 
 // B texts' token ids, right-padded to the longest with the model's pad id (Config::pad_id: its pad token, else its
@@ -49,6 +67,25 @@ struct AttentionResult {
     std::vector<uint8_t> fully_masked;  // (B, T): 1 where a query row had no key to attend to
     AlignedVector<float> outputs;       // (layers.size(), B, T, NH * hs) attention output before c_proj, if asked
 
+    // With options.top_k = K > 0 (else empty): at each text's position t < its
+    // length, the K most likely tokens at t + 1, by p descending (softmax over
+    // the whole vocabulary in float32, max subtracted); padded positions hold
+    // id -1.
+    int top_k = 0;
+    std::vector<Prediction> predictions;  // (B, T, K)
+    // log p of the text's actual token t + 1 at position t; NaN at its last
+    // token and at padded positions. A text's loss is the mean of the others' negatives.
+    std::vector<float> logprob_next;   // (B, T)
+    int V = 0;                         // the vocabulary
+    AlignedVector<float> last_logits;  // (B, V): the logits at each text's last token (generation samples them)
+    // With options.lens_k > 0: the logit lens, the lens_k most likely tokens
+    // after each returned layer, padded positions id -1.
+    int lens_k = 0;
+    std::vector<Prediction> lens;  // (layers.size(), B, T, lens_k)
+    // Per text, how many leading tokens' rows a PrefixCache supplied instead
+    // of computing them (prefix_cache.h); 0 without one.
+    std::vector<int> reused;  // (B)
+
     // Map (layer_slot, b, h): T x T, row-major; query row i of it; whether row i of text b had no key.
     const float* map(int layer_slot, int b, int h) const {
         return weights.data() + ((static_cast<size_t>(layer_slot) * B + b) * NH + h) * T * T;
@@ -57,6 +94,15 @@ struct AttentionResult {
         return map(layer_slot, b, h) + static_cast<size_t>(i) * T;
     }
     bool row_fully_masked(int b, int i) const { return fully_masked[static_cast<size_t>(b) * T + i] != 0; }
+    // The top_k predictions at text b's position t; the lens_k of layer slot `slot` there.
+    const Prediction* predictions_at(int b, int t) const {
+        return predictions.data() + (static_cast<size_t>(b) * T + t) * top_k;
+    }
+    const Prediction* lens_at(int slot, int b, int t) const {
+        return lens.data() + ((static_cast<size_t>(slot) * B + b) * T + t) * lens_k;
+    }
+    // Text b's loss: the mean of -logprob_next over its positions that have a next token; NaN for a one-token text.
+    double loss(int b) const;
 };
 
 // Each mask on its own (the window draws them apart): the causal mask lets

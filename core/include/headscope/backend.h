@@ -8,6 +8,7 @@
 #include "headscope/attention.h"
 #include "headscope/choices.h"
 #include "headscope/model.h"
+#include "headscope/prefix_cache.h"
 
 namespace headscope {
 
@@ -18,8 +19,12 @@ public:
     // Keeps what it needs of `model`, which must outlive the backend.
     virtual void load_weights(const Model& model) = 0;
     // Validates the options and batch against the model (validate_forward,
-    // throws Error), then fills `result`, reusing its storage.
-    virtual void forward(const Batch& batch, const AttentionOptions& options, AttentionResult& result) = 0;
+    // throws Error), then fills `result`, reusing its storage. With `cache`
+    // (prefix_cache.h), reuses what it holds where it can and leaves this
+    // forward's state in it; a backend that cannot reuse computes everything
+    // and empties it.
+    virtual void forward(const Batch& batch, const AttentionOptions& options, AttentionResult& result,
+                         PrefixCache* cache = nullptr) = 0;
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

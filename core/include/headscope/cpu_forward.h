@@ -11,6 +11,7 @@
 #include "headscope/attention.h"
 #include "headscope/forward.h"
 #include "headscope/model.h"
+#include "headscope/prefix_cache.h"
 
 namespace headscope {
 
@@ -20,7 +21,7 @@ public:
 
     // Validates (validate_forward, throws Error), then fills `result`.
     void run(const Model& model, const Batch& batch, const AttentionOptions& options, AttentionResult& result,
-             Heads heads);
+             Heads heads, PrefixCache* cache = nullptr);
 
 private:
     void project_qkv(const Model& model, const LayerWeights& w, int rows);

@@ -1,0 +1,47 @@
+// What one forward leaves for the next to reuse (a KV cache): each text's
+// token ids, every layer's keys and values for them, and the result they gave.
+// A forward handed a cache (Backend::forward) reuses, per text, the longest
+// token prefix the new ids share with the cached ones: it computes only the
+// rows from the last shared token on (that row again, so that its prediction
+// scores the new next token), copies the earlier rows of the maps, outputs and
+// predictions, then leaves its own state in the cache. Reuse needs the same
+// model and options, the causal mask on and the view + transpose split
+// (prefix_reuse_refusal); otherwise the forward computes everything and
+// still refills the cache. Typing at the end of a text, or generating a token,
+// then costs one or two tokens' work.
+// Legend: L layers run, KVw = NKV * hs, T padded length.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "headscope/aligned.h"
+#include "headscope/attention.h"
+
+namespace headscope {
+
+struct Model;
+
+struct PrefixCache {
+    const Model* model = nullptr;  // what the cached forward ran on; null: empty
+    AttentionOptions options;
+    std::vector<std::vector<int32_t>> token_ids;  // (B, length_b): the cached texts
+    // Per text: (L, capacity, 2 KVw), each layer's rows [K | V] of its tokens
+    // (keys after RoPE and qk-norm), for at least its length.
+    std::vector<AlignedVector<float>> kv;
+    int capacity = 0;        // rows per layer in kv
+    AttentionResult result;  // the cached forward's
+
+    // Forgets everything and frees the memory (the texts or the model changed for good).
+    void clear() { *this = PrefixCache{}; }
+};
+
+// Why a forward with `options` can reuse no prefix ("" when it can): with the
+// causal mask off every row sees every later token, and with the naive-view
+// split every head mixes tokens.
+std::string prefix_reuse_refusal(const AttentionOptions& options);
+
+// The tokens of `cached` that `ids` repeats from its start.
+int common_prefix(const std::vector<int32_t>& cached, const std::vector<int32_t>& ids);
+
+}  // namespace headscope
