@@ -39,6 +39,7 @@ Session::Session(LoadedModel loaded, std::vector<std::string> texts_in, Attentio
 
 void Session::install(LoadedModel loaded) {
     open_ = std::make_shared<LoadedModel>(std::move(loaded));
+    live_cache_ = std::make_shared<PrefixCache>();
     shown = {};
     ++shown_generation;
     message.clear();
@@ -50,11 +51,19 @@ void Session::install(LoadedModel loaded) {
 
 void Session::submit() {
     options.sliding_window = sliding_window(model().config, sliding_window_on);
-    live_.submit([open = open_, request = LiveRequest{texts, options}](std::stop_token) {
-        return compute_live(*open->backend, *open->model, request);
+    options.top_k = predictions_k;
+    options.lens_k = lens_shown ? lens_k : 0;
+    live_.submit([open = open_, cache = live_cache_, request = LiveRequest{texts, options}](std::stop_token) {
+        return compute_live(*open->backend, *open->model, request, cache.get());
     });
     submitted_texts_ = texts;
     submitted_options_ = options;
+}
+
+int Session::predicted_query() const {
+    const int last = length(selected) - 1;
+    if (hovered_query >= 0) return std::min(hovered_query, last);
+    return query >= 0 ? std::min(query, last) : last;
 }
 
 void Session::choose_backend(BackendChoice choice) {

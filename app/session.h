@@ -71,11 +71,19 @@ public:
     // The fraction of its weights read so far.
     float load_progress() const { return load_progress_; }
 
+    // What the live forward predicts besides the maps: the top predictions_k
+    // next tokens at every position (the predictions panel) and, while the
+    // logit-lens tab is shown, the top lens_k of every layer.
+    static constexpr int predictions_k = 10, lens_k = 5;
+
     std::vector<std::string> texts;  // the batch, padded to the longest; never empty
     int selected = 0;                // the text the views show
     AttentionOptions options;        // as the controls say now
     bool sliding_window_on = true;   // the model's own sliding window, when it has one: options.sliding_window
+    bool lens_shown = false;         // the logit-lens tab is open: options.lens_k
     int layer = 0, head = 0;         // the selected map
+    int query = -1;                  // the query row clicked (or --query); -1: the text's last token
+    int hovered_query = -1;          // the query row under the mouse this frame; -1: none
 
     LiveResult shown;                      // the last good compute (weights empty before the first)
     std::vector<std::string> shown_texts;  // what `shown` was computed from
@@ -91,6 +99,9 @@ public:
 
     int heads_shown() const { return shown.attention.NH; }
     int length(int b) const { return static_cast<int>(shown.token_ids[b].size()); }
+    // The query row the predictions panel shows: hovered, else clicked, else
+    // the selected text's last token (what the model predicts next).
+    int predicted_query() const;
 
 private:
     // Makes `loaded` the open model, recomputes and scores its heads.
@@ -98,6 +109,9 @@ private:
 
     std::function<void()> wake_;
     std::shared_ptr<LoadedModel> open_;  // shared with the live job that runs on it
+    // The live forward's token prefixes, for the next keystroke to reuse;
+    // touched only by the live jobs, one at a time; a new model starts another.
+    std::shared_ptr<PrefixCache> live_cache_;
     std::vector<std::string> submitted_texts_;
     AttentionOptions submitted_options_;
     std::optional<ProbeReport> probes_;

@@ -71,11 +71,15 @@ std::string visible_token(const Tokenizer& tokenizer, int32_t id) {
     return text;
 }
 
+std::string quoted_token(const Tokenizer& tokenizer, int32_t id) {
+    std::string text = "'";
+    text += visible_token(tokenizer, id);
+    return text += "'";
+}
+
 std::string token_text(const Session& session, int b, int t) {
     if (t >= session.length(b)) return "<pad>";
-    std::string text = "'";
-    text += visible_token(session.model().tokenizer, session.shown.token_ids[b][t]);
-    return text += "'";
+    return quoted_token(session.model().tokenizer, session.shown.token_ids[b][t]);
 }
 
 std::string token_text(const Session& session, int t) { return token_text(session, session.selected, t); }
@@ -106,7 +110,7 @@ void map_tooltip(const Session& session, int layer, int head, int i, int j) {
 
 }  // namespace
 
-bool MapWidget::draw(const Session& session, Ui& ui, const char* view, int layer, int head, float size,
+bool MapWidget::draw(Session& session, Ui& ui, const char* view, int layer, int head, float size,
                      const MapRegion& region) {
     const AttentionResult& att = session.shown.attention;
     const int T = att.T, b = session.selected;
@@ -139,6 +143,8 @@ bool MapWidget::draw(const Session& session, Ui& ui, const char* view, int layer
         const int i = std::clamp(static_cast<int>((mouse.y - corner.y) / cell_h), 0, T - 1);
         const int j = std::clamp(static_cast<int>((mouse.x - corner.x) / cell_w), 0, T - 1);
         map_tooltip(session, layer, head, i, j);
+        session.hovered_query = i;
+        if (clicked) session.query = i;
     }
     if (region == MapRegion{})
         ui.layout.grid({{"view", view}, {"layer", layer}, {"head", head}, {"row", "query"}, {"col", "key"}},

@@ -71,8 +71,9 @@ public:
     // showing `region` of it, max-pooled so the region has about as many
     // cells as pixels (zoomed in far enough, every cell). Records the whole
     // map for --layout as a grid of view `view` (rows query, columns key),
-    // shows the hover tooltip; returns true when clicked.
-    bool draw(const Session& session, Ui& ui, const char* view, int layer, int head, float size,
+    // shows the hover tooltip and makes the row under the mouse the
+    // session's hovered query (a click, its query); returns true when clicked.
+    bool draw(Session& session, Ui& ui, const char* view, int layer, int head, float size,
               const MapRegion& region = {});
 
 private:
@@ -99,6 +100,8 @@ inline void image(const HeatmapTexture& texture, ImVec2 size) {
 
 // A token's bytes as drawn: line breaks and tabs made visible.
 std::string visible_token(const Tokenizer& tokenizer, int32_t id);
+// The same in quotes.
+std::string quoted_token(const Tokenizer& tokenizer, int32_t id);
 // Token t of text b, quoted, or "<pad>" past its end; without b, of the selected text.
 std::string token_text(const Session& session, int b, int t);
 std::string token_text(const Session& session, int t);
