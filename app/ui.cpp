@@ -65,11 +65,13 @@ std::string head_label(const Session& session, int layer, int head) {
     return std::string(label) + scores;
 }
 
-std::string visible_token(const Tokenizer& tokenizer, int32_t id) {
+std::string visible_text(std::string_view bytes) {
     std::string text;
-    for (char c : tokenizer.token_bytes(id)) text += c == '\n' ? "\\n" : c == '\t' ? "\\t" : std::string(1, c);
+    for (char c : bytes) text += c == '\n' ? "\\n" : c == '\t' ? "\\t" : std::string(1, c);
     return text;
 }
+
+std::string visible_token(const Tokenizer& tokenizer, int32_t id) { return visible_text(tokenizer.token_bytes(id)); }
 
 std::string quoted_token(const Tokenizer& tokenizer, int32_t id) {
     std::string text = "'";
@@ -145,6 +147,16 @@ bool MapWidget::draw(Session& session, Ui& ui, const char* view, int layer, int 
         map_tooltip(session, layer, head, i, j);
         session.hovered_query = i;
         if (clicked) session.query = i;
+    }
+    if (session.generation) {
+        const int r = session.generation->replayed_row();
+        const ImVec2 end(origin.x + size, origin.y + size);
+        const float top = corner.y + r * cell_h, bottom = top + cell_h;
+        ImDrawList* draw = ImGui::GetWindowDrawList();
+        draw->PushClipRect(origin, end, true);
+        draw->AddRectFilled(ImVec2(origin.x, bottom), end, after_replay_colour);
+        draw->AddRect(ImVec2(origin.x, top), ImVec2(end.x, bottom), replayed_row_colour, 0, 0, 2);
+        draw->PopClipRect();
     }
     if (region == MapRegion{})
         ui.layout.grid({{"view", view}, {"layer", layer}, {"head", head}, {"row", "query"}, {"col", "key"}},
