@@ -15,9 +15,12 @@ void predictions_panel(const Session& s, Ui& ui) {
     const Tokenizer& tokenizer = s.model().tokenizer;
     ImGui::Text("After %s (token %d)", token_text(s, t).c_str(), t);
     ui.layout.item({{"view", "prediction-query"}, {"query", t}});
-    ImGui::TextDisabled("%s", s.hovered_query >= 0 ? "the row under the mouse"
-                              : s.query >= 0       ? "the row clicked"
-                                                   : "the last token (hover or click a row)");
+    if (s.hovered_query >= 0)
+        ImGui::TextDisabled("the row under the mouse");
+    else if (s.generation)
+        ImGui::TextDisabled("generation step %d of %zu", s.generation->step, s.generation->steps.size());
+    else
+        ImGui::TextDisabled("%s", s.query >= 0 ? "the row clicked" : "the last token (hover or click a row)");
     ImGui::Spacing();
 
     const int32_t next = t + 1 < length ? s.shown.token_ids[b][t + 1] : -1;

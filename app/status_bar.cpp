@@ -89,6 +89,7 @@ void StatusBar::draw(const Session& s, Ui& ui) {
     const bool computed = !s.shown.attention.weights.empty();
     ImGui::SameLine();
     if (ImGui::Button("Save PNG")) png_asked_ = true;
+    ui.layout.control("Save PNG");
     ImGui::BeginDisabled(!computed);
     ImGui::SameLine();
     if (ImGui::Button("Save JSON")) save(".json", [&](const fs::path& path) { export_json(s, path); });
