@@ -25,8 +25,12 @@ void lens_tooltip(const Session& s, int slot, int t) {
 void LensView::draw(Session& s, Ui& ui) {
     const AttentionResult& att = s.shown.attention;
     if (att.lens_k == 0) {
-        ImGui::TextUnformatted(att.top_k ? "computing the logit lens..."
-                                         : "No logit lens: this backend computes the attention only.");
+        if (s.generation)
+            ImGui::TextUnformatted(
+                "A generation's maps carry no logit lens: type, or change an option, to compute it.");
+        else
+            ImGui::TextUnformatted(att.top_k ? "computing the logit lens..."
+                                             : "No logit lens: this backend computes the attention only.");
         return;
     }
     ImGui::TextDisabled(

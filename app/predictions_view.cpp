@@ -17,7 +17,7 @@ void predictions_panel(const Session& s, Ui& ui) {
     ui.layout.item({{"view", "prediction-query"}, {"query", t}});
     if (s.hovered_query >= 0)
         ImGui::TextDisabled("the row under the mouse");
-    else if (s.generation)
+    else if (s.replaying())
         ImGui::TextDisabled("generation step %d of %zu", s.generation->step, s.generation->steps.size());
     else
         ImGui::TextDisabled("%s", s.query >= 0 ? "the row clicked" : "the last token (hover or click a row)");

@@ -66,7 +66,7 @@ void Session::submit() {
 int Session::predicted_query() const {
     const int last = length(selected) - 1;
     if (hovered_query >= 0) return std::min(hovered_query, last);
-    if (generation) return std::min(generation->replayed_row(), last);
+    if (replaying()) return std::min(generation->replayed_row(), last);
     return query >= 0 ? std::min(query, last) : last;
 }
 
@@ -193,6 +193,7 @@ bool Session::collect() {
     if (!computed->error.empty()) {
         message = computed->error;
         stop_generation();
+        if (step_submitted_ && !replaying()) generation.reset();  // its first step failed: nothing to show
         return false;
     }
     message.clear();

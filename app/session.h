@@ -82,6 +82,8 @@ public:
         if (generation) generation->remaining = 0;
     }
     bool generating() const { return generation && generation->remaining > 0; }
+    // Whether the maps replay a generation: it has made a step.
+    bool replaying() const { return generation && !generation->steps.empty(); }
 
     // Runs the open model on the backend `choice` picks, recomputing. A
     // failure (cuda without a usable device) sets `model_message` and changes nothing.

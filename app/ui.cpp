@@ -148,7 +148,7 @@ bool MapWidget::draw(Session& session, Ui& ui, const char* view, int layer, int 
         session.hovered_query = i;
         if (clicked) session.query = i;
     }
-    if (session.generation) {
+    if (session.replaying()) {
         const int r = session.generation->replayed_row();
         const ImVec2 end(origin.x + size, origin.y + size);
         const float top = corner.y + r * cell_h, bottom = top + cell_h;

@@ -315,8 +315,11 @@ TEST(WindowEndToEnd, TypingReusesThePrefixAndNextTokenAppendsGreedyTokens) {
 
     const auto layout = dir.path / "layout.json";
     DrivenWindow window(screen.name(), {"--text", typed, "--layout", layout.string()}, dir.path);
-    for (int press = 0; press < 3; ++press) window.click(controls.at("next token"));
-    window.settled_screen();
+    // Each step settled before the next press: the button waits while one runs.
+    for (int press = 0; press < 3; ++press) {
+        window.click(controls.at("next token"));
+        window.settled_screen();
+    }
     ASSERT_EQ(window.quit(), 0);
 
     // What greedy generation must give: the argmax of a full forward, three times.
