@@ -230,13 +230,14 @@ TEST_F(Gpt2Generation, StopsAtTokensEosAndTheContextLimit) {
     EXPECT_EQ(three.stop, Stop::tokens);
     EXPECT_EQ(three.steps.size(), 3u);
 
-    // The model's EOS made the second greedy token: generation stops there.
+    // The model's EOS made the second greedy token: generation stops at its first appearance.
     const int32_t eos = model_->config.eos_token_id;
     model_->config.eos_token_id = three.steps[1].id;
     const Generation at_eos = run(prompt, 3);
     model_->config.eos_token_id = eos;
     EXPECT_EQ(at_eos.stop, Stop::eos);
-    ASSERT_EQ(at_eos.steps.size(), 2u);
+    const size_t first = three.steps[0].id == three.steps[1].id ? 1 : 2;
+    ASSERT_EQ(at_eos.steps.size(), first);
     EXPECT_EQ(at_eos.steps.back().id, three.steps[1].id);
 
     // n_positions is 32: a 29-token prompt leaves room for 3 tokens of 10.

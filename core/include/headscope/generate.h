@@ -33,7 +33,8 @@ double uniform01(std::mt19937_64& rng);
 // nothing. Otherwise, in double: softmax of logits / temperature; keep the
 // top_k most likely (ties: the lower id); sort them by probability (ties: the
 // lower id) and keep the shortest head whose sum reaches top_p of theirs;
-// renormalise; one uniform01 draw walks the kept tokens in that order.
+// renormalise; one uniform01 draw walks the kept tokens (most likely first
+// when top_k or top_p narrowed them, else by id).
 int32_t sample_token(const float* logits, int V, const Sampling& sampling, std::mt19937_64& rng);
 
 // The text of a token id: its bytes, or "" for a row of the output embedding
