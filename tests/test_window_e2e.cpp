@@ -130,13 +130,15 @@ public:
         pause_ms(300);
     }
     // The compute and the head scores run in the background: the screen once
-    // it stops changing (at most 20 s).
+    // it has not changed for a second, two grabs in a row (at most 20 s). One
+    // unchanged half second is not enough on a loaded machine, where a frame
+    // can take longer.
     test::Image settled_screen() const {
         test::Image shot = grab_screen(display_);
-        for (int tries = 0; tries < 40; ++tries) {
+        for (int tries = 0, unchanged = 0; tries < 40 && unchanged < 2; ++tries) {
             pause_ms(500);
             test::Image next = grab_screen(display_);
-            if (next.rgba == shot.rgba) break;
+            unchanged = next.rgba == shot.rgba ? unchanged + 1 : 0;
             shot = std::move(next);
         }
         return shot;
