@@ -3,8 +3,9 @@
 // against the double-precision references carried through the final norm and
 // the output embedding (reference_forward.h for GPT-2, family_reference.h for
 // every family); and a forward that reuses a PrefixCache against a full
-// recompute of the same batch, for each step a typing user takes and every
-// option combination.
+// recompute of the same batch, for each step a typing user takes: the maps
+// and outputs for every option combination, the predictions and the lens
+// (whose vocabulary-wide logits cost the most) for each option changed alone.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -571,40 +572,70 @@ std::vector<AttentionOptions> every_option(const Config& config, const std::vect
     return all;
 }
 
-// The options a sweep runs with: maps and outputs only; predictions and the
-// lens of every layer; a layer subset with the lens; a forward that stops
-// early (the first layer only, no predictions).
-std::vector<AttentionOptions> option_bases() {
-    return {
-        with(AttentionOptions{}, [](auto& o) { o.capture_outputs = true; }),
-        with(AttentionOptions{}, [](auto& o) { o.capture_outputs = true, o.top_k = 3, o.lens_k = 2; }),
-        with(AttentionOptions{},
-             [](auto& o) {
-                 o.layers = {0, 2}, o.top_k = 2, o.lens_k = 3;
-             }),
-        with(AttentionOptions{}, [](auto& o) { o.layers = {0}, o.capture_outputs = true; }),
-    };
+// The model's own forward (with its window, the last of `windows`) and each
+// option changed from it alone: the padding mask off, the other windows, the
+// fewest and the most heads, the other scales, and the two that refuse reuse
+// (causal off, the naive view).
+std::vector<AttentionOptions> each_option_once(const Config& config, const std::vector<int>& windows,
+                                               const AttentionOptions& base) {
+    AttentionOptions own = base;
+    own.sliding_window = windows.back();
+    const std::vector<int> heads = head_counts(config);
+    std::vector<AttentionOptions> all = {own};
+    const auto add = [&](auto&& change) { all.push_back(with(own, change)); };
+    add([](auto& o) { o.padding_mask = false; });
+    for (int window : windows)
+        if (window != own.sliding_window) add([&](auto& o) { o.sliding_window = window; });
+    add([&](auto& o) { o.n_head = heads.front(); });
+    add([&](auto& o) { o.n_head = heads.back(); });
+    add([](auto& o) { o.scale = Scale::model; });
+    add([](auto& o) { o.scale = Scale::none; });
+    add([](auto& o) { o.causal = false; });
+    add([](auto& o) { o.split = Split::naive_view; });
+    return all;
 }
 
+// Walks the typing steps for each of `options` with one cache, handed from
+// one options to the next (which then reuses nothing at first).
 void sweep_reuse(Backend& backend, const Config& config, const std::vector<Texts>& steps,
-                 const std::vector<int>& windows, const AttentionOptions& base) {
+                 const std::vector<AttentionOptions>& options) {
     PrefixCache cache;
-    int sweeps = 0;
-    for (const AttentionOptions& opt : every_option(config, windows, base)) {
+    for (const AttentionOptions& opt : options) {
         // A refused combination computes everything whatever the texts: two
         // steps show it (reused 0, the same result); reuse walks them all.
         const bool refused = !prefix_reuse_refusal(opt).empty();
         const std::vector<Texts> walk = refused ? std::vector<Texts>(steps.begin(), steps.begin() + 2) : steps;
         expect_reuse_equals_recompute(backend, config.pad_id(), walk, opt, cache, describe(opt));
         if (::testing::Test::HasFatalFailure()) return;
-        ++sweeps;
     }
-    EXPECT_GT(sweeps, 0);
 }
 
-TEST_F(Gpt2, PrefixReuseEqualsRecomputeForEveryOptionCombination) {
+// Maps and outputs: every layer, and a forward that stops after the first
+// (its cache then holds that layer alone).
+const std::vector<AttentionOptions> maps_and_outputs = {
+    with(AttentionOptions{}, [](auto& o) { o.capture_outputs = true; }),
+    with(AttentionOptions{}, [](auto& o) { o.layers = {0}, o.capture_outputs = true; }),
+};
+// Predictions with the lens of every layer, and of a layer subset. Each
+// forward's vocabulary-wide logits make these the sweep's costly ones.
+const std::vector<AttentionOptions> predictions_and_lens = {
+    with(AttentionOptions{}, [](auto& o) { o.capture_outputs = true, o.top_k = 3, o.lens_k = 2; }),
+    with(AttentionOptions{},
+         [](auto& o) {
+             o.layers = {0, 2}, o.top_k = 2, o.lens_k = 3;
+         }),
+};
+
+TEST_F(Gpt2, PrefixReuseOfMapsAndOutputsEqualsRecomputeForEveryOptionCombination) {
     const std::vector<Texts> steps = typing_steps(texts_[0], texts_[1], 1234);
-    for (const AttentionOptions& base : option_bases()) sweep_reuse(*backend_, model_->config, steps, {0}, base);
+    for (const AttentionOptions& base : maps_and_outputs)
+        sweep_reuse(*backend_, model_->config, steps, every_option(model_->config, {0}, base));
+}
+
+TEST_F(Gpt2, PrefixReuseOfPredictionsAndLensEqualsRecomputeForEachOption) {
+    const std::vector<Texts> steps = typing_steps(texts_[0], texts_[1], 1234);
+    for (const AttentionOptions& base : predictions_and_lens)
+        sweep_reuse(*backend_, model_->config, steps, each_option_once(model_->config, {0}, base));
 }
 
 // A cache another model, other options or a cleared cache left reuses nothing,
@@ -665,16 +696,22 @@ TEST_F(Gpt2, PrefixCacheOfOtherOptionsOrModelReusesNothing) {
     expect_same_result(got, run(texts_, other_k), "a cleared cache");
 }
 
-class FamilyPrefixCache : public FamilyPredictions {};
+class FamilyPrefixCache : public FamilyPredictions {
+protected:
+    // The typing steps over the family's texts; no window, and the model's own if it has one.
+    std::vector<Texts> steps_ = typing_steps(texts_[0], texts_[1], 1234);
+    std::vector<int> windows_ =
+        checkpoint_.spec.sliding_window ? std::vector<int>{0, checkpoint_.spec.sliding_window} : std::vector<int>{0};
+};
 
-// Every family's option sweep (with and without the model's sliding window),
-// walking the typing steps with predictions and the lens of every layer.
-TEST_P(FamilyPrefixCache, ReuseEqualsRecomputeForEveryOptionCombination) {
-    const FamilySpec& spec = checkpoint_.spec;
-    std::vector<int> windows = {0};
-    if (spec.sliding_window) windows.push_back(spec.sliding_window);
-    const std::vector<Texts> steps = typing_steps(texts_[0], texts_[1], 1234);
-    for (const AttentionOptions& base : option_bases()) sweep_reuse(*backend_, model_.config, steps, windows, base);
+TEST_P(FamilyPrefixCache, ReuseOfMapsAndOutputsEqualsRecomputeForEveryOptionCombination) {
+    for (const AttentionOptions& base : maps_and_outputs)
+        sweep_reuse(*backend_, model_.config, steps_, every_option(model_.config, windows_, base));
+}
+
+TEST_P(FamilyPrefixCache, ReuseOfPredictionsAndLensEqualsRecomputeForEachOption) {
+    for (const AttentionOptions& base : predictions_and_lens)
+        sweep_reuse(*backend_, model_.config, steps_, each_option_once(model_.config, windows_, base));
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyPrefixCache,
