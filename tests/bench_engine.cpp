@@ -4,7 +4,10 @@
 // loop); the same on BF16 checkpoints shaped as SmolLM2-135M and Llama 3.2 1B,
 // with resident memory against the file's size; the largest matrix product
 // alone; and tokenization of English by GPT-2's vocab.json/merges.txt and by
-// Llama 3's, Qwen 3's and Llama 2's tokenizer.json.
+// Llama 3's, Qwen 3's and Llama 2's tokenizer.json. Prediction steps: a
+// 128-token prompt plus one token, computed in full and with the prompt
+// reused from a PrefixCache, and greedy generation, each against the floor of
+// reading every weight once at this machine's measured read bandwidth.
 // Run: build/tests/bench-engine --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
@@ -22,6 +25,7 @@
 #include "headscope/backend.h"
 #include "headscope/files.h"
 #include "headscope/forward.h"
+#include "headscope/prefix_cache.h"
 #include "headscope/shape.h"
 #include "model_writer.h"
 
@@ -83,6 +87,103 @@ void BM_forward(benchmark::State& state) {
         benchmark::Counter(returned * full_layer, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_forward)->Args({128, L})->Args({1024, 1})->Args({1024, L})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// This machine's memory read bandwidth in GB/s: the best of five sums of a
+// 512 MiB array, far larger than any cache, on every core.
+double read_bandwidth_gbs() {
+    static const double gbs = [] {
+        std::vector<float> data(size_t(128) << 20, 1.f);
+        double best = 0;
+        for (int pass = 0; pass < 5; ++pass) {
+            const auto start = std::chrono::steady_clock::now();
+            double sum = 0;
+            const long n = static_cast<long>(data.size());
+#pragma omp parallel for reduction(+ : sum) schedule(static)
+            for (long i = 0; i < n; ++i) sum += data[i];
+            const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            benchmark::DoNotOptimize(sum);
+            best = std::max(best, data.size() * sizeof(float) / seconds / 1e9);
+        }
+        return best;
+    }();
+    return gbs;
+}
+
+// The floor of a step that reads every weight once: the checkpoint's bytes at
+// the measured read bandwidth.
+void report_floor(benchmark::State& state, const Model& model, double steps_per_iteration) {
+    const double floor_ms = model.file_bytes / (read_bandwidth_gbs() * 1e9) * 1e3;
+    state.counters["read_GB/s"] = read_bandwidth_gbs();
+    state.counters["floor_ms"] = floor_ms;
+    // ms per step over the floor: the iteration's seconds * 1e3 / steps / floor_ms.
+    state.counters["x_floor"] =
+        benchmark::Counter(steps_per_iteration * floor_ms / 1e3,
+                           benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
+// A 128-token prompt plus one token, every layer's maps and the top-10
+// predictions. Arg 0: the 129 tokens computed in full; 1: the prompt's prefix
+// reused from a PrefixCache (the cache reset to the prompt before each step).
+void BM_prompt_plus_one(benchmark::State& state) {
+    const bool reuse = state.range(0) == 1;
+    const Model& model = gpt2_small();
+    auto backend = make_cpu_backend();
+    backend->load_weights(model);
+    std::mt19937 rng(11);
+    std::vector<int32_t> prompt(128);
+    for (auto& id : prompt) id = static_cast<int32_t>(rng() % model.config.vocab_size);
+    std::vector<int32_t> extended = prompt;
+    extended.push_back(42);
+    AttentionOptions options;
+    options.top_k = 10;
+    AttentionResult result;
+    PrefixCache cache;
+    const Batch prompt_batch{{prompt}, model.config.pad_id()}, batch{{extended}, model.config.pad_id()};
+    backend->forward(batch, options, result);  // warm-up: buffers sized once
+    for (auto _ : state) {
+        if (reuse) {
+            state.PauseTiming();
+            backend->forward(prompt_batch, options, result, &cache);
+            state.ResumeTiming();
+        }
+        backend->forward(batch, options, result, reuse ? &cache : nullptr);
+        benchmark::DoNotOptimize(result.predictions.data());
+    }
+    state.counters["rows_computed"] = 129 - result.reused[0];
+    report_floor(state, model, 1);
+}
+BENCHMARK(BM_prompt_plus_one)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Greedy generation of 64 tokens after a 64-token prompt, each step a
+// forward reusing the previous through a PrefixCache, with every layer's maps
+// and the top-10 predictions: the counters give ms per generated token.
+void BM_generate(benchmark::State& state) {
+    constexpr int prompt_tokens = 64, generated = 64;
+    const Model& model = gpt2_small();
+    auto backend = make_cpu_backend();
+    backend->load_weights(model);
+    std::mt19937 rng(13);
+    AttentionOptions options;
+    options.top_k = 10;
+    AttentionResult result;
+    for (auto _ : state) {
+        state.PauseTiming();
+        std::vector<int32_t> ids(prompt_tokens);
+        for (auto& id : ids) id = static_cast<int32_t>(rng() % model.config.vocab_size);
+        PrefixCache cache;
+        backend->forward(Batch{{ids}, model.config.pad_id()}, options, result, &cache);
+        state.ResumeTiming();
+        for (int step = 0; step < generated; ++step) {
+            ids.push_back(result.predictions_at(0, static_cast<int>(ids.size()) - 1)[0].id);
+            backend->forward(Batch{{ids}, model.config.pad_id()}, options, result, &cache);
+        }
+        benchmark::DoNotOptimize(result.predictions.data());
+    }
+    state.counters["ms_per_token"] = benchmark::Counter(
+        generated / 1e3, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+    report_floor(state, model, generated);
+}
+BENCHMARK(BM_generate)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 
 // Writes a random BF16 checkpoint of a Llama-family `config` to `dir`,
 // streaming each tensor so that the writer itself holds no model in memory.

@@ -75,10 +75,11 @@ RopeTable rope_table(const Rope& rope, int hs, int T) {
     return table;
 }
 
-void apply_rope(const RopeTable& table, float* x, int T, int stride) {
+void apply_rope(const RopeTable& table, float* x, int first_position, int rows, int stride) {
     const int half = table.dims / 2;
-    for (int t = 0; t < T; ++t) {
-        float* row = x + static_cast<size_t>(t) * stride;
+    for (int r = 0; r < rows; ++r) {
+        const int t = first_position + r;
+        float* row = x + static_cast<size_t>(r) * stride;
         const float* cos = table.cos.data() + static_cast<size_t>(t) * half;
         const float* sin = table.sin.data() + static_cast<size_t>(t) * half;
         for (int d = 0; d < half; ++d) {  // rotate-half: dims d and d + half are a pair
@@ -107,6 +108,10 @@ void validate_forward(const Model& model, const Batch& batch, const AttentionOpt
         throw Error("pad token id " + std::to_string(batch.pad_id) + " outside the vocabulary");
     const int NH = head_count(cfg, options.n_head);
     if (options.sliding_window < 0) throw Error("the sliding window cannot be negative");
+    for (const auto& [k, what] : {std::pair{options.top_k, "predictions"}, std::pair{options.lens_k, "logit lens"}})
+        if (k < 0 || k > cfg.vocab_size)
+            throw Error(std::string("the ") + what + " asks for " + std::to_string(k) +
+                        " tokens; it can give 0 to the vocabulary's " + std::to_string(cfg.vocab_size));
     int previous = -1;
     for (int l : options.layers) {
         if (l < 0 || l >= cfg.n_layer)
@@ -141,6 +146,14 @@ void set_up_result(const Config& config, const Batch& batch, const AttentionOpti
     result.weights.resize(slots * B * result.NH * T * T);
     result.outputs.resize(options.capture_outputs ? slots * B * T * split.q_width() : 0);
     result.fully_masked.resize(static_cast<size_t>(B) * T);
+    result.top_k = options.top_k;
+    result.predictions.resize(static_cast<size_t>(B) * T * options.top_k);
+    result.logprob_next.resize(options.top_k ? static_cast<size_t>(B) * T : 0);
+    result.V = config.vocab_size;
+    result.last_logits.resize(options.top_k ? static_cast<size_t>(B) * config.vocab_size : 0);
+    result.lens_k = options.lens_k;
+    result.lens.resize(slots * B * T * options.lens_k);
+    result.reused.assign(B, 0);
     for (int b = 0; b < B; ++b) {
         const int length = static_cast<int>(batch.token_ids[b].size());
         for (int t = 0; t < T; ++t)
@@ -149,11 +162,11 @@ void set_up_result(const Config& config, const Batch& batch, const AttentionOpti
     }
 }
 
-void embed_text(const Model& model, const Batch& batch, int b, float* x) {
+void embed_text(const Model& model, const Batch& batch, int b, int first, float* x) {
     const int T = batch.T(), C = model.config.n_embd;
     std::vector<float> position(model.wpe ? C : 0);
-    for (int t = 0; t < T; ++t) {
-        float* xt = x + static_cast<size_t>(t) * C;
+    for (int t = first; t < T; ++t) {
+        float* xt = x + static_cast<size_t>(t - first) * C;
         stored_row(model.wte, batch.padded_id(b, t), xt);
         if (!model.wpe) continue;
         stored_row(model.wpe, t, position.data());

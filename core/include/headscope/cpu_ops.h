@@ -123,22 +123,25 @@ struct KeyRange {
     int begin, end;
 };
 
-// One head: att (T, T) = softmax(scale Q K^T) with key j visible to query i
-// for j in visible(i), a KeyRange; y (T, hs) = att V. Q, K, V and y are
-// (T, hs) blocks with their own row strides, so the caller picks the split.
+// One head, queries [first_query, T) over keys [0, T): att (T - first_query,
+// T) = softmax(scale Q K^T) with key j visible to query i for j in
+// visible(i), a KeyRange; y (T - first_query, hs) = att V. Q and y hold the
+// queries' rows, K and V all T rows, each with its own row stride, so the
+// caller picks the split.
 template <typename S, typename Visible>
 void attention_head(const S* q, int q_stride, const S* k, int k_stride, const S* v, int v_stride, S* y, int y_stride,
-                    S* att, int T, int hs, S scale, Visible visible) {
-    ConstStridedMap<S> Q(q, T, hs, Eigen::OuterStride<>(q_stride));
+                    S* att, int first_query, int T, int hs, S scale, Visible visible) {
+    const int rows = T - first_query;
+    ConstStridedMap<S> Q(q, rows, hs, Eigen::OuterStride<>(q_stride));
     ConstStridedMap<S> K(k, T, hs, Eigen::OuterStride<>(k_stride));
     ConstStridedMap<S> V(v, T, hs, Eigen::OuterStride<>(v_stride));
-    MatrixMap<S> A(att, T, T);
+    MatrixMap<S> A(att, rows, T);
     A.noalias() = Q * K.transpose();
-    for (int i = 0; i < T; ++i) {
-        const KeyRange keys = visible(i);
-        masked_softmax_row(att + static_cast<size_t>(i) * T, keys.begin, keys.end, T, scale);
+    for (int r = 0; r < rows; ++r) {
+        const KeyRange keys = visible(first_query + r);
+        masked_softmax_row(att + static_cast<size_t>(r) * T, keys.begin, keys.end, T, scale);
     }
-    StridedMap<S>(y, T, hs, Eigen::OuterStride<>(y_stride)).noalias() = A * V;
+    StridedMap<S>(y, rows, hs, Eigen::OuterStride<>(y_stride)).noalias() = A * V;
 }
 
 }  // namespace headscope::ops

@@ -45,8 +45,9 @@ struct RopeTable {
 };
 RopeTable rope_table(const Rope& rope, int hs, int T);
 int rope_dims(const Rope& rope, int hs);  // rope_table's dims
-// Rotates row t of x (T rows of hs, row stride `stride`) by position t, in place.
-void apply_rope(const RopeTable& table, float* x, int T, int stride);
+// Rotates row r of x (`rows` rows of hs, row stride `stride`) by position
+// first_position + r, in place; the table must cover those positions.
+void apply_rope(const RopeTable& table, float* x, int first_position, int rows, int stride);
 
 // What every forward checks first: the batch and options suit `model` (texts
 // non-empty and within n_positions, ids in the vocabulary, the head count
@@ -57,12 +58,13 @@ void validate_forward(const Model& model, const Batch& batch, const AttentionOpt
 // Shapes `result` for a validated forward, reusing its storage: B, T, NH, NKV,
 // hs, the returned layers (options.layers, or all), weights (layers, B, NH, T,
 // T) and outputs (layers, B, T, NH * hs) when options.capture_outputs, else
-// none, both left for the forward to write; and fully_masked (B, T) where
-// visible_begin..visible_end is empty.
+// none, the predictions, logprob_next, last_logits and lens sized for
+// options.top_k and lens_k, all left for the forward to write; reused zeros;
+// and fully_masked (B, T) where visible_begin..visible_end is empty.
 void set_up_result(const Config& config, const Batch& batch, const AttentionOptions& options, AttentionResult& result);
 
-// x (T, C) = wte[id] (+ wpe[t] with learned positions) for text b, padded to
-// batch.T() with the pad id.
-void embed_text(const Model& model, const Batch& batch, int b, float* x);
+// x (T - first, C) = wte[id] (+ wpe[t] with learned positions) for text b's
+// tokens t in [first, T), padded to T = batch.T() with the pad id.
+void embed_text(const Model& model, const Batch& batch, int b, int first, float* x);
 
 }  // namespace headscope

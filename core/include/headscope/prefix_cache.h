@@ -7,7 +7,7 @@
 // predictions, then leaves its own state in the cache. Reuse needs the same
 // model and options, the causal mask on and the view + transpose split
 // (prefix_reuse_refusal); otherwise the forward computes everything and
-// still refills the cache. Typing at the end of a text, or generating a token,
+// empties the cache. Typing at the end of a text, or generating a token,
 // then costs one or two tokens' work.
 // Legend: L layers run, KVw = NKV * hs, T padded length.
 #pragma once
