@@ -4,8 +4,9 @@
 // the output embedding (reference_forward.h for GPT-2, family_reference.h for
 // every family); and a forward that reuses a PrefixCache against a full
 // recompute of the same batch, for each step a typing user takes: the maps
-// and outputs for every option combination, the predictions and the lens
-// (whose vocabulary-wide logits cost the most) for each option changed alone.
+// and outputs for every option combination, the predictions (whose
+// vocabulary-wide logits cost the most) for each option changed alone, and the
+// lens with the model's own options.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -137,6 +138,13 @@ void expect_predictions_match(const AttentionResult& got, const Texts& texts, co
     ASSERT_EQ(got.lens_k, LK);
     ASSERT_EQ(got.lens.size(), got.layers.size() * B * T * LK);
     ASSERT_EQ(residual.size(), size_t(L) * B * T * C);
+    // Each layer's logits at the texts' real positions, computed once (the
+    // last layer's serve both the predictions and its lens).
+    std::vector<std::vector<double>> layer_logits(L);
+    const auto logits_of = [&](int layer) -> const std::vector<double>& {
+        if (layer_logits[layer].empty()) layer_logits[layer] = logits(real_rows(residual, layer, texts, T, C));
+        return layer_logits[layer];
+    };
     if (K == 0) {  // the lens alone (attention.h leaves logprob_next and last_logits unsaid)
         EXPECT_TRUE(got.predictions.empty());
     } else {
@@ -146,7 +154,7 @@ void expect_predictions_match(const AttentionResult& got, const Texts& texts, co
         ASSERT_EQ(got.last_logits.size(), size_t(B) * V);
 
         // The last layer's rows give the predictions.
-        const std::vector<double> want = logits(real_rows(residual, L - 1, texts, T, C));
+        const std::vector<double>& want = logits_of(L - 1);
         Mismatches top, logprob, last, loss, pads;
         size_t row = 0;
         for (int b = 0; b < B; ++b) {
@@ -198,7 +206,7 @@ void expect_predictions_match(const AttentionResult& got, const Texts& texts, co
     if (LK == 0) return;
     for (size_t slot = 0; slot < got.layers.size(); ++slot) {
         const int layer = got.layers[slot];
-        const std::vector<double> want = logits(real_rows(residual, layer, texts, T, C));
+        const std::vector<double>& want = logits_of(layer);
         Mismatches lens;
         size_t row = 0;
         for (int b = 0; b < B; ++b) {
@@ -623,23 +631,23 @@ const std::vector<AttentionOptions> maps_and_outputs = {
     with(AttentionOptions{}, [](auto& o) { o.capture_outputs = true; }),
     with(AttentionOptions{}, [](auto& o) { o.layers = {0}, o.capture_outputs = true; }),
 };
-// Predictions with the lens of every layer: the model's own options walk
-// every step, each option changed alone the first four (appending, an edited
-// last token, a shortened text and one edited inside); and the lens of a
-// layer subset with the model's own options. Each forward's vocabulary-wide
-// logits make these the costly ones.
+// Predictions with the lens of every layer, and with the lens of a layer
+// subset, walking every step with the model's own options; and predictions
+// with each option changed alone, over the first three steps (appending and
+// an edited last token). Each forward's vocabulary-wide logits make these the
+// costly ones.
 void sweep_predictions_and_lens(Backend& backend, const Config& config, const std::vector<Texts>& steps,
                                 const std::vector<int>& windows) {
     const AttentionOptions predicting =
         with(AttentionOptions{}, [](auto& o) { o.capture_outputs = true, o.top_k = 3, o.lens_k = 2; });
     const std::vector<AttentionOptions> options = each_option_once(config, windows, predicting);
-    sweep_reuse(backend, config, steps, {options.front()});
+    sweep_reuse(backend, config, steps, {options.front(), with(options.front(), [](auto& o) {
+                                             o.layers = {0, 2}, o.top_k = 2, o.lens_k = 3;
+                                         })});
     if (::testing::Test::HasFatalFailure()) return;
-    sweep_reuse(backend, config, {steps.begin(), steps.begin() + 4}, {options.begin() + 1, options.end()});
-    if (::testing::Test::HasFatalFailure()) return;
-    sweep_reuse(backend, config, steps, {with(options.front(), [](auto& o) {
-                    o.layers = {0, 2}, o.top_k = 2, o.lens_k = 3;
-                })});
+    std::vector<AttentionOptions> changed(options.begin() + 1, options.end());
+    for (AttentionOptions& o : changed) o.lens_k = 0;
+    sweep_reuse(backend, config, {steps.begin(), steps.begin() + 3}, changed);
 }
 
 TEST_F(Gpt2, PrefixReuseOfMapsAndOutputsEqualsRecomputeForEveryOptionCombination) {
@@ -718,12 +726,12 @@ protected:
         checkpoint_.spec.sliding_window ? std::vector<int>{0, checkpoint_.spec.sliding_window} : std::vector<int>{0};
 };
 
-TEST_P(FamilyPrefixCache, ReuseOfMapsAndOutputsEqualsRecomputeForEveryOptionCombination) {
+// One test per family (its checkpoint and tokenizer load once): the maps and
+// outputs for every option combination, then the predictions and the lens.
+TEST_P(FamilyPrefixCache, ReuseEqualsRecompute) {
     for (const AttentionOptions& base : maps_and_outputs)
         sweep_reuse(*backend_, model_.config, steps_, every_option(model_.config, windows_, base));
-}
-
-TEST_P(FamilyPrefixCache, ReuseOfPredictionsAndLensEqualsRecomputeForEachOption) {
+    if (HasFatalFailure()) return;
     sweep_predictions_and_lens(*backend_, model_.config, steps_, windows_);
 }
 
