@@ -19,6 +19,7 @@
 #include "headscope/error.h"
 #include "headscope/files.h"
 #include "headscope/forward.h"
+#include "headscope/generate.h"
 #include "headscope/model.h"
 #include "headscope/probes.h"
 #include "word_option.h"
@@ -34,21 +35,27 @@ double ms_since(Clock::time_point start) {
     return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-// "all" or "I,J,..." as ascending unique layer indices (empty means all).
-std::vector<int> parse_layers(const std::string& word) {
-    std::vector<int> layers;
-    if (word == "all") return layers;
+// "I,J,..." as integers; an item that is not one fails naming `flag` and `what` it expects.
+std::vector<int> parse_ints(const std::string& flag, const std::string& word, const std::string& what) {
+    std::vector<int> values;
     size_t start = 0;
     while (start <= word.size()) {
         const size_t end = std::min(word.find(',', start), word.size());
         const std::string item = word.substr(start, end - start);
-        int layer = 0;
-        const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), layer);
+        int value = 0;
+        const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
         if (item.empty() || ec != std::errc() || ptr != item.data() + item.size())
-            throw Error("--layers: '" + item + "' is not a layer index (expected all or I,J,...)");
-        layers.push_back(layer);
+            throw Error(flag + ": '" + item + "' is not " + what);
+        values.push_back(value);
         start = end + 1;
     }
+    return values;
+}
+
+// "all" or "I,J,..." as ascending unique layer indices (empty means all).
+std::vector<int> parse_layers(const std::string& word) {
+    if (word == "all") return {};
+    std::vector<int> layers = parse_ints("--layers", word, "a layer index (expected all or I,J,...)");
     std::sort(layers.begin(), layers.end());
     layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
     return layers;
@@ -64,6 +71,11 @@ void write_output(const std::string& path, const std::function<void(std::ostream
 struct Options {
     std::string model = builtin_model;
     std::vector<std::string> texts;
+    std::string token_ids;       // "I,J,K": one text's ids, in place of --text
+    int top_k = 0;               // attention: the predictions at every position
+    bool logit_lens = false;     // attention: the top-1 after every returned layer
+    Sampling sampling;           // generate
+    int tokens = 0;              // generate: how many
     AttentionOptions attention;  // the masks, scale and split; attention_options sets the rest
     BackendChoice backend = BackendChoice::automatic;
     std::string layers = "all", format = "json", out;
@@ -119,9 +131,34 @@ void run_tokenize(const Options& opt) {
     write_output(opt.out, [&](std::ostream& out) { out << dump_json(tokens) << '\n'; });
 }
 
+// One text's ids from --token-ids, each checked against the tokenizer's
+// vocabulary, or the ids of the --text texts.
+std::vector<std::vector<int32_t>> input_ids(const Model& model, const Options& opt) {
+    if (opt.token_ids.empty()) return model.tokenizer.encode_texts(opt.texts, opt.special);
+    const int32_t V = std::min(model.config.vocab_size, model.tokenizer.vocab_size());
+    std::vector<int32_t> ids;
+    for (int id : parse_ints("--token-ids", opt.token_ids, "a token id (expected I,J,...)")) {
+        if (id < 0 || id >= V)
+            throw Error("--token-ids: " + std::to_string(id) + " is outside the vocabulary (0.." +
+                        std::to_string(V - 1) + ")");
+        ids.push_back(id);
+    }
+    return {ids};
+}
+
+// The texts as the JSON names them: --text's, or the --token-ids text decoded.
+std::vector<std::string> input_texts(const Model& model, const Options& opt,
+                                     const std::vector<std::vector<int32_t>>& ids) {
+    if (opt.token_ids.empty()) return opt.texts;
+    std::string text;
+    for (int32_t id : ids.front()) text += model.tokenizer.token_bytes(id);
+    return {text};
+}
+
 // The options as given; checked before the model loads, and completed by
 // with_model once it has.
 AttentionOptions attention_options(const Options& opt) {
+    if (opt.texts.empty() == opt.token_ids.empty()) throw Error("pass either --text or --token-ids");
     AttentionOptions options = opt.attention;
     if (opt.heads_given && opt.heads < 1) throw Error("--heads must be at least 1, got " + std::to_string(opt.heads));
     options.n_head = opt.heads;
@@ -136,10 +173,13 @@ AttentionOptions with_model(AttentionOptions options, const Options& opt, const 
 }
 
 void run_attention(const Options& opt) {
-    const AttentionOptions given = attention_options(opt);
+    AttentionOptions given = attention_options(opt);
     if (opt.format != "json" && opt.format != "npy" && opt.format != "none")
         throw Error("--format: expected json, npy or none, got '" + opt.format + "'");
     if (opt.format == "npy" && opt.out.empty()) throw Error("--format npy needs --out FILE");
+    if (opt.top_k < 0) throw Error("--top-k must be at least 0 (0: no predictions), got " + std::to_string(opt.top_k));
+    given.top_k = opt.top_k;
+    given.lens_k = opt.logit_lens ? 1 : 0;
     const BackendPick pick = make_backend(opt.backend);
     Backend* backend = pick.backend.get();
 
@@ -149,7 +189,7 @@ void run_attention(const Options& opt) {
     const AttentionOptions options = with_model(given, opt, model);
 
     start = Clock::now();
-    Batch batch{model.tokenizer.encode_texts(opt.texts, opt.special), model.config.pad_id()};
+    Batch batch{input_ids(model, opt), model.config.pad_id()};
     const double tokenize_ms = ms_since(start);
 
     backend->load_weights(model);
@@ -158,8 +198,9 @@ void run_attention(const Options& opt) {
     backend->forward(batch, options, result);
     const double forward_ms = ms_since(start);
 
-    const Json metadata = attention_metadata(model, backend->name(), pick.reason, opt.texts, batch.token_ids, result,
-                                             {load_ms, tokenize_ms, forward_ms});
+    const Json metadata =
+        attention_metadata(model, backend->name(), pick.reason, input_texts(model, opt, batch.token_ids),
+                           batch.token_ids, result, {load_ms, tokenize_ms, forward_ms});
     if (opt.format == "npy") write_output(opt.out, [&](std::ostream& out) { write_attention_npy(out, result); });
     // The JSON, or with npy and none the metadata on stdout.
     write_output(opt.format == "json" ? opt.out : std::string(), [&](std::ostream& out) {
@@ -167,6 +208,24 @@ void run_attention(const Options& opt) {
             write_attention_json(out, metadata, result);
         else
             out << dump_json(metadata) << '\n';
+    });
+}
+
+// --tokens tokens after the prompt, one cached forward each.
+void run_generate(const Options& opt) {
+    const AttentionOptions given = attention_options(opt);
+    if (opt.format != "json") throw Error("--format: generate writes json, got '" + opt.format + "'");
+    validate_generation(opt.sampling, opt.tokens, given);
+    const BackendPick pick = make_backend(opt.backend);
+    Backend* backend = pick.backend.get();
+    const Model model = load_model(opt.model);
+    const AttentionOptions options = with_model(given, opt, model);
+    backend->load_weights(model);
+    Generator generator(*backend, model, input_ids(model, opt).front(), options, opt.sampling, opt.tokens);
+    while (generator.generation().stop == Stop::running) generator.step();
+    const Json metadata = {{"backend", backend->name()}, {"backend_reason", pick.reason}};
+    write_output(opt.out, [&](std::ostream& out) {
+        write_generation_json(out, metadata, model.tokenizer, generator.generation());
     });
 }
 
@@ -298,7 +357,6 @@ int main(int argc, char** argv) {
     CLI::App* attention = app.add_subcommand("attention", "every head's attention weights for one or more texts");
     add_model(attention);
     auto add_forward_options = [&](CLI::App* sub) {
-        sub->add_option("--text", opt.texts, "UTF-8 text (repeat for a batch, right-padded)")->required();
         add_word_option(
             sub, "--causal", opt.attention.causal, "on|off",
             [](std::string_view word) { return parse_on_off("causal mask", word); }, "the causal mask");
@@ -318,10 +376,30 @@ int main(int argc, char** argv) {
                         "how Q, K and V are split into heads");
         add_backend(sub, "auto: CUDA when built with it and a device exists");
     };
+    auto add_token_ids = [&](CLI::App* sub) {
+        sub->add_option("--token-ids", opt.token_ids, "one text's token ids I,J,..., in place of --text");
+    };
+    attention->add_option("--text", opt.texts, "UTF-8 text (repeat for a batch, right-padded)");
+    add_token_ids(attention);
     add_forward_options(attention);
     attention->add_option("--layers", opt.layers, "all or I,J,...");
     attention->add_option("--format", opt.format, "json|npy|none (npy needs --out)");
+    attention->add_option("--top-k", opt.top_k, "also the K most likely next tokens at every position, and the loss");
+    attention->add_flag("--logit-lens", opt.logit_lens, "also the most likely token after every returned layer");
     add_special(attention);
+    CLI::App* generate = app.add_subcommand("generate", "tokens appended one at a time, each step's attention rows");
+    add_model(generate);
+    generate->add_option("--text", opt.texts, "the UTF-8 prompt")->expected(1);
+    add_token_ids(generate);
+    generate->add_option("--tokens", opt.tokens, "how many tokens to generate (fewer at EOS or the context limit)")
+        ->required();
+    generate->add_option("--temperature", opt.sampling.temperature, "0 (the default): greedy; else sampled");
+    generate->add_option("--top-k", opt.sampling.top_k, "sample among the K most likely tokens (0: all)");
+    generate->add_option("--top-p", opt.sampling.top_p, "sample among the most likely tokens reaching P (1: all)");
+    generate->add_option("--seed", opt.sampling.seed, "the sampling generator's seed");
+    generate->add_option("--format", opt.format, "json");
+    add_forward_options(generate);
+    add_special(generate);
     CLI::App* heads = app.add_subcommand("heads", "probe scores of every head (previous-token, induction, ...)");
     add_model(heads);
     heads->add_option("--text", opt.texts, "score this text instead of the validation text")->expected(1);
@@ -329,6 +407,7 @@ int main(int argc, char** argv) {
     CLI::App* dance = app.add_subcommand(
         "dance", "the reshape dance's steps (shapes, strides, buffers) for the texts, and the naive split's error");
     add_model(dance);
+    dance->add_option("--text", opt.texts, "UTF-8 text (repeat for a batch, right-padded)")->required();
     add_forward_options(dance);
     dance->add_option("--layer", opt.layer, "the layer whose attention output the naive split is compared at");
 
@@ -338,12 +417,13 @@ int main(int argc, char** argv) {
         if (argc > 1 && argv[1][0] != '-' &&
             std::none_of(commands.begin(), commands.end(), [&](CLI::App* c) { return c->get_name() == argv[1]; }))
             throw Error(std::string("unknown command '") + argv[1] +
-                        "' (expected info, tokenize, attention, heads or dance)");
+                        "' (expected info, tokenize, attention, generate, heads or dance)");
         app.parse(argc, argv);
-        opt.heads_given = attention->count("--heads") + dance->count("--heads") > 0;
+        opt.heads_given = attention->count("--heads") + generate->count("--heads") + dance->count("--heads") > 0;
         if (*info) run_info(opt);
         if (*tokenize) run_tokenize(opt);
         if (*attention) run_attention(opt);
+        if (*generate) run_generate(opt);
         if (*heads) run_heads(opt);
         if (*dance) run_dance(opt);
     } catch (const CLI::ParseError& e) {

@@ -19,6 +19,7 @@ void add_window_options(CLI::App& cli, Args& args) {
     cli.add_option("--layer", args.layer, "the layer shown");
     cli.add_option("--head", args.head, "open this head of the layer large");
     cli.add_option("--dance-step", args.dance_step, "the reshape dance's step shown (from 1)");
+    cli.add_option("--query", args.query, "the query row whose predictions the panel shows (default: the last token)");
     add_word_option(
         &cli, "--causal", args.options.causal, "on|off",
         [](std::string_view word) { return parse_on_off("causal mask", word); }, "the causal mask");

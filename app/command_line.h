@@ -11,9 +11,10 @@
 namespace headscope {
 
 // The window's tabs, in their order.
-enum class View { heads, model, mask, dance, checks };
-inline constexpr Choices<View, 5> view_choices = {
-    "view", {"heads", "model", "mask", "dance", "checks"}, {"heads", "model", "mask", "dance", "checks"}};
+enum class View { heads, model, lens, mask, dance, checks };
+inline constexpr Choices<View, 6> view_choices = {"view",
+                                                  {"heads", "model", "lens", "mask", "dance", "checks"},
+                                                  {"heads", "model", "logit lens", "mask", "dance", "checks"}};
 
 // The options as given; those that override the saved settings only when given (start_settings).
 struct Args {
@@ -26,6 +27,7 @@ struct Args {
     Colormap colormap = Colormap::viridis;
     BackendChoice backend = BackendChoice::automatic;
     int layer = 0, head = -1, dance_step = 1, frames = 3;
+    int query = -1;  // the query row the predictions panel shows; -1: the last token
     std::string screenshot, layout, open_model, export_json, export_npy;
     bool frame_times = false;
     bool settings = true;  // read and save settings; off unless given when a test drives the window

@@ -4,10 +4,12 @@
 #include <imgui_stdlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "headscope/error.h"
 #include "headscope/forward.h"
+#include "headscope/prefix_cache.h"
 
 namespace headscope {
 
@@ -73,8 +75,11 @@ void ControlsView::draw(Session& s, Ui& ui) {
                                               : "Text");
     ImGui::SameLine();
     examples_menu(s, ui);
-    changed |= ImGui::InputTextMultiline("##text", &s.texts[s.selected], ImVec2(-1, 60 * ui.scale));
+    const float generation_w = std::floor(560 * ui.scale);
+    changed |= ImGui::InputTextMultiline("##text", &s.texts[s.selected], ImVec2(-generation_w, 60 * ui.scale));
     ui.layout.control("text");
+    ImGui::SameLine();
+    generation_controls(s, ui);
     changed |= ImGui::Checkbox("causal mask", &s.options.causal);
     ui.layout.control("causal mask");
     ImGui::SameLine();
@@ -147,6 +152,94 @@ void ControlsView::examples_menu(Session& s, Ui& ui) {
         ImGui::PopStyleColor();
         break;
     }
+}
+
+// Next token (greedy), sample, generate N with the sampling's settings, and
+// stop; once a generation is shown, the step slider that replays it and its
+// tokens in their own colour (they are in the text box too). Recorded for
+// --layout: the buttons as controls, and {"view": "generation", "steps",
+// "step", "stop", "ids", "text"}.
+void ControlsView::generation_controls(Session& s, Ui& ui) {
+    ImGui::BeginGroup();
+    const std::string refusal = prefix_reuse_refusal(s.options);
+    const bool can = s.texts.size() == 1 && refusal.empty() && !s.generating();
+    ImGui::BeginDisabled(!can);
+    if (ImGui::Button("next token")) s.generate(Sampling{}, 1);
+    ui.layout.control("next token");
+    ImGui::SameLine();
+    if (ImGui::Button("sample")) s.generate(sampling_, 1);
+    ui.layout.control("sample");
+    ImGui::SameLine();
+    if (ImGui::Button("generate")) s.generate(sampling_, tokens_);
+    ui.layout.control("generate");
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(90 * ui.scale);
+    ImGui::InputInt("tokens", &tokens_);
+    tokens_ = std::clamp(tokens_, 1, s.model().config.n_positions);
+    ImGui::EndDisabled();
+    ImGui::SameLine();
+    ImGui::BeginDisabled(!s.generating());
+    if (ImGui::Button("stop")) s.stop_generation();
+    ui.layout.control("stop");
+    ImGui::EndDisabled();
+
+    ImGui::SetNextItemWidth(80 * ui.scale);
+    ImGui::SliderFloat("temperature", &sampling_.temperature, 0, 2, "%.2f");
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(80 * ui.scale);
+    ImGui::InputInt("top-k", &sampling_.top_k);
+    sampling_.top_k = std::max(sampling_.top_k, 0);
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(70 * ui.scale);
+    ImGui::SliderFloat("top-p", &sampling_.top_p, 0.01f, 1, "%.2f", ImGuiSliderFlags_AlwaysClamp);
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(80 * ui.scale);
+    ImGui::InputScalar("seed", ImGuiDataType_U64, &sampling_.seed);
+
+    if (!s.generation) {
+        if (s.texts.size() != 1)
+            ImGui::TextDisabled("generation runs on a batch of one text");
+        else if (!refusal.empty())
+            ImGui::TextDisabled("generation needs the causal model: %s", refusal.c_str());
+    } else {
+        GenerationShown& g = *s.generation;
+        const int steps = static_cast<int>(g.steps.size());
+        ImGui::SetNextItemWidth(140 * ui.scale);
+        ImGui::SliderInt("step", &g.step, 0, steps, "%d", ImGuiSliderFlags_AlwaysClamp);
+        ui.layout.control("step");
+        nlohmann::ordered_json ids = nlohmann::ordered_json::array();
+        for (const GenerationStep& step : g.steps) ids.push_back(step.id);
+        ui.layout.item({{"view", "generation"},
+                        {"steps", steps},
+                        {"step", g.step},
+                        {"stop", to_string(g.stop)},
+                        {"ids", ids},
+                        {"text", s.texts[0]}});
+        ImGui::SameLine();
+        if (g.stop != Stop::running)
+            ImGui::TextDisabled("stopped: %s", to_string(g.stop));
+        else if (s.generating())
+            ImGui::TextDisabled("generating...");
+        // The generated tokens, the last that fit; those after the replayed step dimmed.
+        ImGui::SameLine();
+        const ImVec2 at = ImGui::GetCursorScreenPos();
+        const float right = at.x + std::max(0.f, ImGui::GetContentRegionAvail().x);
+        std::vector<std::string> shown;
+        for (const GenerationStep& step : g.steps) shown.push_back(visible_text(step.token));
+        float width = 0;
+        int first = steps;
+        while (first > 0 && width + ImGui::CalcTextSize(shown[first - 1].c_str()).x <= right - at.x)
+            width += ImGui::CalcTextSize(shown[--first].c_str()).x;
+        float x = at.x;
+        for (int i = first; i < steps; ++i) {
+            ImVec4 colour = generated_colour;
+            if (i >= g.step) colour.w = 0.4f;
+            ImGui::GetWindowDrawList()->AddText(ImVec2(x, at.y), ImGui::GetColorU32(colour), shown[i].c_str());
+            x += ImGui::CalcTextSize(shown[i].c_str()).x;
+        }
+        ImGui::Dummy(ImVec2(width, ImGui::GetTextLineHeight()));
+    }
+    ImGui::EndGroup();
 }
 
 // The open model, the ways to open another, and how a load is going.

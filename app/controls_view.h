@@ -1,6 +1,6 @@
 // The controls above the views: the model bar (the open model, the picker,
 // the path field, the backend and a load's progress), the text box with the
-// examples menu, the masks, layer, colormap with its legend, head count,
+// examples menu and the generation controls beside it, the masks, layer, colormap with its legend, head count,
 // scale and split, and the note that says when the maps are not the model's
 // own computation.
 #pragma once
@@ -23,6 +23,7 @@ public:
 private:
     void model_bar(Session& session, Ui& ui);
     void examples_menu(Session& session, Ui& ui);
+    void generation_controls(Session& session, Ui& ui);
     void legend(Ui& ui);
 
     std::vector<CachedModel> cached_models_;  // the picker's list, read when it opens
@@ -31,6 +32,8 @@ private:
     std::string model_path_;                  // the path field
     HeatmapTexture legend_, masked_swatch_;
     Colormap legend_colormap_{};
+    Sampling sampling_;  // "sample" and "generate"'s; "next token" is greedy
+    int tokens_ = 16;    // "generate"'s
 };
 
 }  // namespace headscope

@@ -10,7 +10,7 @@ namespace {
 
 // Draws `widget`'s map with the tokens along its left (queries) and top
 // (keys) where they fit, in a square of `side` screen pixels.
-bool labelled_map(const Session& session, Ui& ui, MapWidget& widget, const char* view, int layer, int head, float side,
+bool labelled_map(Session& session, Ui& ui, MapWidget& widget, const char* view, int layer, int head, float side,
                   const MapRegion& region = {}) {
     const int T = session.shown.attention.T;
     const float line = ImGui::GetTextLineHeight();

@@ -1,7 +1,10 @@
 // Everything the window shows: see main_view.h.
 #include "main_view.h"
 
+#include <cmath>
 #include <iterator>
+
+#include "predictions_view.h"
 
 namespace headscope {
 
@@ -15,6 +18,7 @@ MainView::MainView(const Args& args, const Settings& start, LoadedModel loaded, 
       status_bar_(start.export_dir) {
     ui_.colormap = start.colormap;
     session_.layer = args.layer;
+    session_.query = args.query;
     if (args.head >= 0) {
         session_.head = args.head;
         heads_view_.open_large();
@@ -29,6 +33,7 @@ bool MainView::computing() const {
 
 void MainView::draw() {
     session_.collect();
+    session_.hovered_query = -1;  // until a map under the mouse says otherwise
     ui_.layout.clear();
     const ImGuiViewport* viewport = ImGui::GetMainViewport();
     ImGui::SetNextWindowPos(viewport->WorkPos);
@@ -52,13 +57,16 @@ void MainView::views() {
     }
     if (!s.message.empty()) ImGui::TextColored(error_colour, "%s (showing the last good maps)", s.message.c_str());
     if (!ImGui::BeginTabBar("views")) return;
+    bool lens_shown = false;
     for (int v = 0; v < static_cast<int>(std::size(view_choices.labels)); ++v) {
         const View view = static_cast<View>(v);
         const ImGuiTabItemFlags flags = tab_to_select_ == view ? ImGuiTabItemFlags_SetSelected : 0;
         if (!ImGui::BeginTabItem(view_choices.labels[v], nullptr, flags)) continue;
         if (tab_to_select_ == view) tab_to_select_.reset();  // shown: the user's clicks choose again
-        // Leave room for the status bar.
-        ImGui::BeginChild("view", ImVec2(0, -ImGui::GetFrameHeightWithSpacing()));
+        // The predictions panel beside the views with query rows; room for the status bar below.
+        const bool predictions = view == View::heads || view == View::model || view == View::lens;
+        const float panel_w = std::floor(300 * ui_.scale), below = -ImGui::GetFrameHeightWithSpacing();
+        ImGui::BeginChild("view", ImVec2(predictions ? -panel_w : 0, below));
         switch (view) {
             case View::heads: heads_view_.draw(session_, ui_); break;
             case View::model:
@@ -67,14 +75,29 @@ void MainView::views() {
                     tab_to_select_ = View::heads;
                 }
                 break;
+            case View::lens:
+                lens_view_.draw(session_, ui_);
+                lens_shown = true;
+                break;
             case View::mask: mask_view_.draw(session_, ui_); break;
             case View::dance: dance_view_.draw(session_, ui_); break;
             case View::checks: checks_view_.draw(session_, ui_); break;
         }
         ImGui::EndChild();
+        if (predictions) {
+            ImGui::SameLine();
+            ImGui::BeginChild("predictions", ImVec2(0, below));
+            predictions_panel(session_, ui_);
+            ImGui::EndChild();
+        }
         ImGui::EndTabItem();
     }
     ImGui::EndTabBar();
+    // The lens is computed only while its tab is shown.
+    if (lens_shown != session_.lens_shown) {
+        session_.lens_shown = lens_shown;
+        if (lens_shown && session_.shown.attention.lens_k == 0) session_.submit();
+    }
 }
 
 Settings MainView::settings(int window_width, int window_height) const {

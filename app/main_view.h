@@ -1,6 +1,7 @@
-// Everything the window shows, drawn once a frame: the controls, the five
-// views in tabs (heads, model, mask, dance, checks) and the status bar, over
-// one Session. window.cpp runs it in its frame loop; headless.cpp drives it
+// Everything the window shows, drawn once a frame: the controls, the six
+// views in tabs (heads, model, logit lens, mask, dance, checks) with the
+// predictions panel beside the first three, and the status bar, over one
+// Session. window.cpp runs it in its frame loop; headless.cpp drives it
 // for screenshots and benchmarks.
 #pragma once
 #include <functional>
@@ -11,6 +12,7 @@
 #include "controls_view.h"
 #include "dance_view.h"
 #include "heads_view.h"
+#include "lens_view.h"
 #include "mask_view.h"
 #include "model_view.h"
 #include "status_bar.h"
@@ -43,6 +45,7 @@ private:
     ControlsView controls_;
     HeadsView heads_view_;
     ModelView model_view_;
+    LensView lens_view_;
     MaskView mask_view_;
     DanceView dance_view_;
     ChecksView checks_view_;

@@ -39,6 +39,7 @@ Session::Session(LoadedModel loaded, std::vector<std::string> texts_in, Attentio
 
 void Session::install(LoadedModel loaded) {
     open_ = std::make_shared<LoadedModel>(std::move(loaded));
+    live_cache_ = std::make_shared<PrefixCache>();
     shown = {};
     ++shown_generation;
     message.clear();
@@ -49,12 +50,89 @@ void Session::install(LoadedModel loaded) {
 }
 
 void Session::submit() {
+    generation.reset();  // typing, or any other change, ends a generation
+    generation_run_.reset();
+    step_submitted_ = false;
     options.sliding_window = sliding_window(model().config, sliding_window_on);
-    live_.submit([open = open_, request = LiveRequest{texts, options}](std::stop_token) {
-        return compute_live(*open->backend, *open->model, request);
+    options.top_k = predictions_k;
+    options.lens_k = lens_shown ? lens_k : 0;
+    live_.submit([open = open_, cache = live_cache_, request = LiveRequest{texts, options}](std::stop_token) {
+        return compute_live(*open->backend, *open->model, request, cache.get());
     });
     submitted_texts_ = texts;
     submitted_options_ = options;
+}
+
+int Session::predicted_query() const {
+    const int last = length(selected) - 1;
+    if (hovered_query >= 0) return std::min(hovered_query, last);
+    if (replaying()) return std::min(generation->replayed_row(), last);
+    return query >= 0 ? std::min(query, last) : last;
+}
+
+void Session::generate(const Sampling& sampling, int tokens) {
+    if (generating() || texts.size() != 1) return;
+    const bool same_sampling = generation_run_ && generation_run_->sampling.temperature == sampling.temperature &&
+                               generation_run_->sampling.top_k == sampling.top_k &&
+                               generation_run_->sampling.top_p == sampling.top_p &&
+                               generation_run_->sampling.seed == sampling.seed;
+    // The generator goes on where it can; else a new one starts from every token so far (or the text).
+    if (!generation || !same_sampling || generation->stop != Stop::running) {
+        auto run = std::make_shared<GenerationRun>();
+        run->sampling = sampling;
+        run->options = options;
+        run->options.sliding_window = sliding_window(model().config, sliding_window_on);
+        run->options.top_k = predictions_k;
+        run->options.lens_k = 0;
+        if (generation)
+            run->prompt = shown.token_ids[0];
+        else
+            run->text = texts[0];
+        generation_run_ = std::move(run);
+    }
+    if (!generation) generation.emplace();
+    generation->remaining = tokens;
+    submit_step();
+}
+
+void Session::submit_step() {
+    live_.submit([open = open_, run = generation_run_](std::stop_token) {
+        const auto start = std::chrono::steady_clock::now();
+        const Model& model = *open->model;
+        if (!run->generator)
+            run->generator.emplace(*open->backend, model,
+                                   run->prompt.empty() ? model.tokenizer.encode_texts({run->text})[0] : run->prompt,
+                                   run->options, run->sampling, model.config.n_positions);
+        Generator& generator = *run->generator;
+        if (generator.generation().stop == Stop::running) generator.step();
+        LiveResult result;
+        result.token_ids = {generator.generation().token_ids};
+        result.attention = generator.result();
+        result.compute_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+        return result;
+    });
+    step_submitted_ = true;
+    submitted_texts_ = texts;
+    submitted_options_ = generation_run_->options;
+}
+
+void Session::take_step() {
+    // The worker is idle: the step's outcome answered the newest job.
+    const Generation& made = generation_run_->generator->generation();
+    GenerationShown& g = *generation;
+    if (g.steps.empty()) g.prompt_tokens = static_cast<int>(made.prompt_ids.size());
+    const bool following = g.step == static_cast<int>(g.steps.size());
+    // This generator's steps come after those of the runs before it.
+    const size_t before = made.prompt_ids.size() - static_cast<size_t>(g.prompt_tokens);
+    for (size_t i = g.steps.size() - before; i < made.steps.size(); ++i) {
+        texts[0] += made.steps[i].token;
+        g.steps.push_back(made.steps[i]);
+    }
+    if (following) g.step = static_cast<int>(g.steps.size());
+    g.stop = made.stop;
+    g.remaining = made.stop == Stop::running ? g.remaining - 1 : 0;
+    shown_texts = texts;
+    if (g.remaining > 0) submit_step();
 }
 
 void Session::choose_backend(BackendChoice choice) {
@@ -114,6 +192,8 @@ bool Session::collect() {
     if (!computed) return false;
     if (!computed->error.empty()) {
         message = computed->error;
+        stop_generation();
+        if (step_submitted_ && !replaying()) generation.reset();  // its first step failed: nothing to show
         return false;
     }
     message.clear();
@@ -121,6 +201,7 @@ bool Session::collect() {
     shown_texts = submitted_texts_;  // an outcome always answers the newest request
     shown_options = submitted_options_;
     ++shown_generation;
+    if (step_submitted_) take_step();
     selected = std::min(selected, static_cast<int>(shown.token_ids.size()) - 1);
     layer = std::min(layer, static_cast<int>(shown.attention.layers.size()) - 1);
     head = std::min(head, shown.attention.NH - 1);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "headscope/backend.h"
+#include "headscope/generate.h"
 #include "headscope/live.h"
 #include "headscope/model.h"
 #include "headscope/probes.h"
@@ -34,6 +35,19 @@ struct LoadedModel {
 // load_model (passing `on_progress` on), then make_backend(choice) and its load_weights. Throws Error.
 LoadedModel load_with_backend(const std::string& name_or_path, BackendChoice choice,
                               const std::function<void(float)>& on_progress = {});
+
+// A generation from the batch's one text as made so far, each step one live
+// worker job (Session::generate starts or goes on with one; typing, or any
+// other recompute, ends it).
+struct GenerationShown {
+    int prompt_tokens = 0;              // the text's tokens before the first generated one
+    std::vector<GenerationStep> steps;  // made so far; their tokens are appended to the text
+    Stop stop = Stop::running;          // why the generator stopped; running: it can go on
+    int remaining = 0;                  // steps still to make; 0: none asked
+    int step = 0;                       // the step replayed, 0..steps.size()
+    // The query row the maps end at and outline: the step-th generated token's (0: the prompt's last).
+    int replayed_row() const { return prompt_tokens - 1 + step; }
+};
 
 class Session {
 public:
@@ -59,6 +73,18 @@ public:
     // good maps. Also swaps in a model open_model finished loading.
     bool collect();
 
+    // Appends `tokens` tokens to the text (the batch has one), chosen as
+    // `sampling` says, one worker job each: the maps show the generation as it
+    // grows. Goes on from the shown generation if there is one.
+    void generate(const Sampling& sampling, int tokens);
+    // Makes no more steps after the one running.
+    void stop_generation() {
+        if (generation) generation->remaining = 0;
+    }
+    bool generating() const { return generation && generation->remaining > 0; }
+    // Whether the maps replay a generation: it has made a step.
+    bool replaying() const { return generation && !generation->steps.empty(); }
+
     // Runs the open model on the backend `choice` picks, recomputing. A
     // failure (cuda without a usable device) sets `model_message` and changes nothing.
     void choose_backend(BackendChoice choice);
@@ -71,11 +97,20 @@ public:
     // The fraction of its weights read so far.
     float load_progress() const { return load_progress_; }
 
+    // What the live forward predicts besides the maps: the top predictions_k
+    // next tokens at every position (the predictions panel) and, while the
+    // logit-lens tab is shown, the top lens_k of every layer.
+    static constexpr int predictions_k = 10, lens_k = 5;
+
     std::vector<std::string> texts;  // the batch, padded to the longest; never empty
     int selected = 0;                // the text the views show
     AttentionOptions options;        // as the controls say now
     bool sliding_window_on = true;   // the model's own sliding window, when it has one: options.sliding_window
+    bool lens_shown = false;         // the logit-lens tab is open: options.lens_k
     int layer = 0, head = 0;         // the selected map
+    int query = -1;                  // the query row clicked (or --query); -1: the text's last token
+    std::optional<GenerationShown> generation;  // the generation shown, if any
+    int hovered_query = -1;                     // the query row under the mouse this frame; -1: none
 
     LiveResult shown;                      // the last good compute (weights empty before the first)
     std::vector<std::string> shown_texts;  // what `shown` was computed from
@@ -91,6 +126,10 @@ public:
 
     int heads_shown() const { return shown.attention.NH; }
     int length(int b) const { return static_cast<int>(shown.token_ids[b].size()); }
+    // The query row the predictions panel shows: hovered, else a
+    // generation's replayed row, else clicked, else the selected text's last
+    // token (what the model predicts next).
+    int predicted_query() const;
 
 private:
     // Makes `loaded` the open model, recomputes and scores its heads.
@@ -98,6 +137,22 @@ private:
 
     std::function<void()> wake_;
     std::shared_ptr<LoadedModel> open_;  // shared with the live job that runs on it
+    // The live forward's token prefixes, for the next keystroke to reuse;
+    // touched only by the live jobs, one at a time; a new model starts another.
+    std::shared_ptr<PrefixCache> live_cache_;
+    // The generator a generation's step jobs share, made by the first of them.
+    struct GenerationRun {
+        std::vector<int32_t> prompt;  // empty: `text` tokenized (on the worker)
+        std::string text;
+        AttentionOptions options;
+        Sampling sampling;
+        std::optional<Generator> generator;
+    };
+    std::shared_ptr<GenerationRun> generation_run_;
+    bool step_submitted_ = false;  // the live worker's newest job is a generation step
+    void submit_step();
+    // A finished step job's new tokens into `generation` and the text; the next step if more are asked.
+    void take_step();
     std::vector<std::string> submitted_texts_;
     AttentionOptions submitted_options_;
     std::optional<ProbeReport> probes_;

@@ -12,6 +12,7 @@
 #include "headscope/attention_export.h"
 #include "headscope/error.h"
 #include "headscope/files.h"
+#include "headscope/prefix_cache.h"
 
 namespace headscope {
 
@@ -25,6 +26,19 @@ std::string export_stem() {
     char stamp[32];
     std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
     return std::string("headscope-") + stamp;
+}
+
+// The selected text's tokens and how many of them the prefix cache supplied,
+// or why it could not.
+std::string tokens_note(const Session& s) {
+    if (s.shown.token_ids.empty()) return "0 tokens";
+    const AttentionResult& att = s.shown.attention;
+    const int length = s.length(s.selected), reused = att.reused.empty() ? 0 : att.reused[s.selected];
+    const std::string tokens = std::to_string(length) + " tokens";
+    if (reused)
+        return "reused " + std::to_string(reused) + " of " + tokens + ", computed " + std::to_string(length - reused);
+    const std::string refusal = prefix_reuse_refusal(s.shown_options);
+    return refusal.empty() ? tokens + " computed" : tokens + " computed, none reused: " + refusal;
 }
 
 }  // namespace
@@ -61,9 +75,12 @@ void write_screenshot(const fs::path& path, int width, int height) {
 
 void StatusBar::draw(const Session& s, Ui& ui) {
     ImGui::Separator();
-    ImGui::Text("%zu tokens   %.2f ms   backend %s (%s)   %s",
-                s.shown.token_ids.empty() ? 0 : s.shown.token_ids[s.selected].size(), s.shown.compute_ms,
-                s.backend().name().c_str(), s.backend_reason().c_str(), s.busy() ? "computing..." : "");
+    const std::string tokens = tokens_note(s);
+    ImGui::TextUnformatted(tokens.c_str());
+    ui.layout.item({{"view", "status"}, {"name", "tokens"}, {"text", tokens}});
+    ImGui::SameLine();
+    ImGui::Text("  %.2f ms   backend %s (%s)   %s", s.shown.compute_ms, s.backend().name().c_str(),
+                s.backend_reason().c_str(), s.busy() ? "computing..." : "");
     ImGui::SameLine();
     ImGui::TextUnformatted("save in");
     ImGui::SameLine();
@@ -72,6 +89,7 @@ void StatusBar::draw(const Session& s, Ui& ui) {
     const bool computed = !s.shown.attention.weights.empty();
     ImGui::SameLine();
     if (ImGui::Button("Save PNG")) png_asked_ = true;
+    ui.layout.control("Save PNG");
     ImGui::BeginDisabled(!computed);
     ImGui::SameLine();
     if (ImGui::Button("Save JSON")) save(".json", [&](const fs::path& path) { export_json(s, path); });

@@ -1,4 +1,5 @@
-// The status bar under the views (tokens, compute time, backend) with the
+// The status bar under the views (tokens and how many the prefix cache
+// supplied, compute time, backend) with the
 // export bar: Save PNG (the window as drawn), Save JSON and Save NPY (the
 // shown attention exactly as `headscope-cli attention` writes it) into the
 // "save in" folder, and where the last one went.

@@ -65,17 +65,23 @@ std::string head_label(const Session& session, int layer, int head) {
     return std::string(label) + scores;
 }
 
-std::string visible_token(const Tokenizer& tokenizer, int32_t id) {
+std::string visible_text(std::string_view bytes) {
     std::string text;
-    for (char c : tokenizer.token_bytes(id)) text += c == '\n' ? "\\n" : c == '\t' ? "\\t" : std::string(1, c);
+    for (char c : bytes) text += c == '\n' ? "\\n" : c == '\t' ? "\\t" : std::string(1, c);
     return text;
+}
+
+std::string visible_token(const Tokenizer& tokenizer, int32_t id) { return visible_text(tokenizer.token_bytes(id)); }
+
+std::string quoted_token(const Tokenizer& tokenizer, int32_t id) {
+    std::string text = "'";
+    text += visible_token(tokenizer, id);
+    return text += "'";
 }
 
 std::string token_text(const Session& session, int b, int t) {
     if (t >= session.length(b)) return "<pad>";
-    std::string text = "'";
-    text += visible_token(session.model().tokenizer, session.shown.token_ids[b][t]);
-    return text += "'";
+    return quoted_token(session.model().tokenizer, session.shown.token_ids[b][t]);
 }
 
 std::string token_text(const Session& session, int t) { return token_text(session, session.selected, t); }
@@ -106,7 +112,7 @@ void map_tooltip(const Session& session, int layer, int head, int i, int j) {
 
 }  // namespace
 
-bool MapWidget::draw(const Session& session, Ui& ui, const char* view, int layer, int head, float size,
+bool MapWidget::draw(Session& session, Ui& ui, const char* view, int layer, int head, float size,
                      const MapRegion& region) {
     const AttentionResult& att = session.shown.attention;
     const int T = att.T, b = session.selected;
@@ -139,6 +145,18 @@ bool MapWidget::draw(const Session& session, Ui& ui, const char* view, int layer
         const int i = std::clamp(static_cast<int>((mouse.y - corner.y) / cell_h), 0, T - 1);
         const int j = std::clamp(static_cast<int>((mouse.x - corner.x) / cell_w), 0, T - 1);
         map_tooltip(session, layer, head, i, j);
+        session.hovered_query = i;
+        if (clicked) session.query = i;
+    }
+    if (session.replaying()) {
+        const int r = session.generation->replayed_row();
+        const ImVec2 end(origin.x + size, origin.y + size);
+        const float top = corner.y + r * cell_h, bottom = top + cell_h;
+        ImDrawList* draw = ImGui::GetWindowDrawList();
+        draw->PushClipRect(origin, end, true);
+        draw->AddRectFilled(ImVec2(origin.x, bottom), end, after_replay_colour);
+        draw->AddRect(ImVec2(origin.x, top), ImVec2(end.x, bottom), replayed_row_colour, 0, 0, 2);
+        draw->PopClipRect();
     }
     if (region == MapRegion{})
         ui.layout.grid({{"view", view}, {"layer", layer}, {"head", head}, {"row", "query"}, {"col", "key"}},

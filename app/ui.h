@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <string_view>
 #include <vector>
 
 #include "heatmap_renderer.h"
@@ -20,6 +21,11 @@ inline const ImVec4 warning_colour(1, 0.75f, 0.3f, 1);    // not the model's own
 inline const ImVec4 good_colour(0.45f, 0.85f, 0.45f, 1);  // a check that holds
 // Frames the query heads that share a key/value head (grouped-query attention).
 inline constexpr ImU32 group_frame_colour = IM_COL32(110, 160, 230, 255);
+// A generation: its tokens' text, the replayed row's outline on every map,
+// and what covers the rows after it.
+inline const ImVec4 generated_colour(1, 0.62f, 0.25f, 1);
+inline constexpr ImU32 replayed_row_colour = IM_COL32(255, 158, 64, 255);
+inline constexpr ImU32 after_replay_colour = IM_COL32(26, 26, 31, 255);
 
 // A grid of equal cells as drawn: cell (r, c) for r < rows, c < cols has
 // its top left at origin + (c * step.x, r * step.y) and is `cell` large.
@@ -71,8 +77,11 @@ public:
     // showing `region` of it, max-pooled so the region has about as many
     // cells as pixels (zoomed in far enough, every cell). Records the whole
     // map for --layout as a grid of view `view` (rows query, columns key),
-    // shows the hover tooltip; returns true when clicked.
-    bool draw(const Session& session, Ui& ui, const char* view, int layer, int head, float size,
+    // shows the hover tooltip and makes the row under the mouse the
+    // session's hovered query (a click, its query); returns true when clicked.
+    // Replaying a generation, the rows after its replayed row are covered and
+    // that row outlined.
+    bool draw(Session& session, Ui& ui, const char* view, int layer, int head, float size,
               const MapRegion& region = {});
 
 private:
@@ -97,8 +106,12 @@ inline void image(const HeatmapTexture& texture, ImVec2 size) {
     ImGui::Image(reinterpret_cast<ImTextureID>(static_cast<intptr_t>(texture.color())), size);
 }
 
-// A token's bytes as drawn: line breaks and tabs made visible.
+// Text as drawn: line breaks and tabs made visible.
+std::string visible_text(std::string_view bytes);
+// A token's bytes as drawn.
 std::string visible_token(const Tokenizer& tokenizer, int32_t id);
+// The same in quotes.
+std::string quoted_token(const Tokenizer& tokenizer, int32_t id);
 // Token t of text b, quoted, or "<pad>" past its end; without b, of the selected text.
 std::string token_text(const Session& session, int b, int t);
 std::string token_text(const Session& session, int t);

@@ -3,7 +3,9 @@
 // causal checkbox off, or picks an example from the examples menu; the screen
 // is then read back through Xlib and every drawn cell must show the colormap
 // of headscope-cli's weight for that sentence with the causal mask off. The
-// dance's keys are pressed and the step it lands on checked.
+// dance's keys are pressed and the step it lands on checked. Typing at the
+// end of a text reuses its prefix, and "next token" pressed three times
+// appends the model's three greedy tokens.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -14,6 +16,8 @@
 #include <sstream>
 #include <thread>
 
+#include "headscope/backend.h"
+#include "headscope/model.h"
 #include "model_writer.h"
 #include "process.h"
 #include "screenshot.h"
@@ -279,6 +283,71 @@ TEST(WindowEndToEnd, ArrowAndPunctuationKeysStepTheDance) {
     for (const json& cell : test::read_layout(layout))
         if (cell["view"] == "dance-step") step = cell["step"];
     EXPECT_EQ(step, 3);
+}
+
+// On the built-in model: typed one key at a time at the end of the text, each
+// compute reuses the prefix the last left (the status bar says so); then
+// "next token" three times appends the argmax of a full forward, three times
+// over, and the step slider stands at the third step.
+TEST(WindowEndToEnd, TypingReusesThePrefixAndNextTokenAppendsGreedyTokens) {
+    test::TempDir dir;
+    const std::string typed = "The cat sat on the";
+    const test::WindowShot first = test::shoot_window({"--text", "A"}, dir.path, "first");
+    ASSERT_EQ(first.run.status, 0);
+    const Centres controls = control_centres(first.layout);
+    ASSERT_TRUE(controls.contains("text") && controls.contains("next token"));
+
+    const VirtualScreen screen;
+    ASSERT_FALSE(screen.name().empty()) << "Xvfb did not start";
+    const auto typing_layout = dir.path / "typing.json";
+    {
+        DrivenWindow window(screen.name(), {"--text", "", "--layout", typing_layout.string()}, dir.path);
+        window.click(controls.at("text"));
+        EXPECT_EQ(window.xdotool({"type", "--delay", "60", typed}).status, 0);
+        window.settled_screen();
+        ASSERT_EQ(window.quit(), 0);
+    }
+    json status;
+    for (const json& entry : test::read_layout(typing_layout))
+        if (entry["view"] == "status" && entry["name"] == "tokens") status = entry;
+    ASSERT_FALSE(status.is_null());
+    EXPECT_EQ(status["text"].get<std::string>().rfind("reused ", 0), 0u) << status["text"];
+
+    const auto layout = dir.path / "layout.json";
+    DrivenWindow window(screen.name(), {"--text", typed, "--layout", layout.string()}, dir.path);
+    // Each step settled before the next press: the button waits while one runs.
+    for (int press = 0; press < 3; ++press) {
+        window.click(controls.at("next token"));
+        window.settled_screen();
+    }
+    ASSERT_EQ(window.quit(), 0);
+
+    // What greedy generation must give: the argmax of a full forward, three times.
+    const Model model = load_model(builtin_model);
+    const std::unique_ptr<Backend> backend = make_cpu_backend();
+    backend->load_weights(model);
+    std::vector<int32_t> ids = model.tokenizer.encode_texts({typed})[0];
+    std::vector<int32_t> greedy;
+    std::string text = typed;
+    AttentionOptions options;
+    options.top_k = 1;
+    for (int step = 0; step < 3; ++step) {
+        AttentionResult result;
+        backend->forward(Batch{{ids}, model.config.pad_id()}, options, result);
+        const int32_t next = result.predictions_at(0, result.T - 1)[0].id;
+        greedy.push_back(next);
+        ids.push_back(next);
+        text += model.tokenizer.token_bytes(next);
+    }
+
+    json generation;
+    for (const json& entry : test::read_layout(layout))
+        if (entry["view"] == "generation") generation = entry;
+    ASSERT_FALSE(generation.is_null()) << "no generation shown";
+    EXPECT_EQ(generation["steps"], 3);
+    EXPECT_EQ(generation["step"], 3);
+    EXPECT_EQ(generation["ids"].get<std::vector<int32_t>>(), greedy);
+    EXPECT_EQ(generation["text"], text);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "headscope/attention.h"
+#include "headscope/generate.h"
 #include "headscope/model.h"
 
 namespace headscope {
@@ -22,9 +23,15 @@ struct AttentionTimings {
     double load_ms = 0, tokenize_ms = 0, forward_ms = 0;
 };
 
+// {id, token, p} of a prediction.
+nlohmann::ordered_json prediction_json(const Tokenizer& tokenizer, const Prediction& prediction);
+
 // Everything of the JSON but the weights: backend, backend_reason, n_layer,
 // n_head, d_head, n_kv_head, seq_len, layers, texts, token_ids, tokens, lengths,
-// fully_masked, timing_ms.
+// fully_masked, timing_ms; with result.top_k, predictions ([b][t] arrays of
+// top_k prediction_json at each text's positions), logprob_next ([b][t], null
+// at its last) and loss ([b], null for one token); with result.lens_k, lens
+// ([layer][b][t] the top-1 prediction_json).
 nlohmann::ordered_json attention_metadata(const Model& model, const std::string& backend,
                                           const std::string& backend_reason, const std::vector<std::string>& texts,
                                           const std::vector<std::vector<int32_t>>& token_ids,
@@ -35,6 +42,14 @@ nlohmann::ordered_json attention_metadata(const Model& model, const std::string&
 // tensor's memory), and a newline. The caller checks `out` for errors
 // (write_file_atomically does).
 void write_attention_json(std::ostream& out, const nlohmann::ordered_json& metadata, const AttentionResult& result);
+
+// headscope-cli generate's JSON: `metadata` (backend, backend_reason), then
+// n_head, layers, prompt_ids, token_ids, text (the tokens' bytes), stop, timing_ms {prompt,
+// step_median, step_max} and, last, steps: per generated token {id, token, p,
+// top: [prediction_json], attention: [layer][head][key], timing_ms}, the
+// attention streamed. Then a newline.
+void write_generation_json(std::ostream& out, const nlohmann::ordered_json& metadata, const Tokenizer& tokenizer,
+                           const Generation& generation);
 
 // The weights as one float32 .npy of shape (layers, B, NH, T, T).
 void write_attention_npy(std::ostream& out, const AttentionResult& result);

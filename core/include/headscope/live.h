@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "headscope/backend.h"
+#include "headscope/prefix_cache.h"
 
 namespace headscope {
 
@@ -22,8 +23,10 @@ struct LiveResult {
 };
 
 // Tokenizes the texts and runs the forward on `backend`, which has `model`'s
-// weights loaded. Throws Error for a request the model refuses (an empty
-// text, too many tokens, a head count that does not divide C, ...).
-LiveResult compute_live(Backend& backend, const Model& model, const LiveRequest& request);
+// weights loaded, reusing what `cache` holds of the last request's token
+// prefixes (prefix_cache.h; the window keeps one across keystrokes). Throws
+// Error for a request the model refuses (an empty text, too many tokens, a
+// head count that does not divide C, ...).
+LiveResult compute_live(Backend& backend, const Model& model, const LiveRequest& request, PrefixCache* cache = nullptr);
 
 }  // namespace headscope

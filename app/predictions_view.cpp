@@ -1,0 +1,68 @@
+// The predictions panel: see predictions_view.h.
+#include "predictions_view.h"
+
+#include <cmath>
+
+namespace headscope {
+
+void predictions_panel(const Session& s, Ui& ui) {
+    const AttentionResult& att = s.shown.attention;
+    if (att.top_k == 0) {
+        ImGui::TextWrapped("No predictions: the %s backend computes the attention only.", s.backend().name().c_str());
+        return;
+    }
+    const int b = s.selected, t = s.predicted_query(), length = s.length(b);
+    const Tokenizer& tokenizer = s.model().tokenizer;
+    ImGui::Text("After %s (token %d)", token_text(s, t).c_str(), t);
+    ui.layout.item({{"view", "prediction-query"}, {"query", t}});
+    if (s.hovered_query >= 0)
+        ImGui::TextDisabled("the row under the mouse");
+    else if (s.replaying())
+        ImGui::TextDisabled("generation step %d of %zu", s.generation->step, s.generation->steps.size());
+    else
+        ImGui::TextDisabled("%s", s.query >= 0 ? "the row clicked" : "the last token (hover or click a row)");
+    ImGui::Spacing();
+
+    const int32_t next = t + 1 < length ? s.shown.token_ids[b][t + 1] : -1;
+    const float line = ImGui::GetTextLineHeight();
+    const float token_w = std::floor(110 * ui.scale), track_w = std::floor(100 * ui.scale);
+    ImDrawList* draw = ImGui::GetWindowDrawList();
+    const Prediction* top = att.predictions_at(b, t);
+    int next_rank = 0;  // 1-based; 0: not in the top
+    for (int k = 0; k < att.top_k; ++k) {
+        const Prediction& p = top[k];
+        if (p.id < 0) break;
+        if (p.id == next) next_rank = k + 1;
+        // Whole pixels, so that a bar's filled length is exactly p of its track.
+        const ImVec2 at(std::floor(ImGui::GetCursorScreenPos().x), std::floor(ImGui::GetCursorScreenPos().y));
+        const std::string token = quoted_token(tokenizer, p.id);
+        const ImVec4 clip(at.x, at.y, at.x + token_w - 4, at.y + line);
+        const ImU32 colour = ImGui::GetColorU32(p.id == next ? good_colour : ImGui::GetStyleColorVec4(ImGuiCol_Text));
+        draw->AddText(nullptr, 0, at, colour, token.c_str(), nullptr, 0, &clip);
+        const ImVec2 track(at.x + token_w, at.y + 2), track_size(track_w, std::floor(line) - 3);
+        draw->AddRectFilled(track, ImVec2(track.x + track_w, track.y + track_size.y), prediction_track_colour);
+        draw->AddRectFilled(track, ImVec2(track.x + std::round(p.p * track_w), track.y + track_size.y),
+                            prediction_bar_colour);
+        ui.layout.rect({{"view", "prediction"}, {"rank", k + 1}, {"id", p.id}, {"token", token}, {"p", p.p}}, track,
+                       track_size);
+        ImGui::Dummy(ImVec2(token_w + track_w, line));
+        ImGui::SameLine();
+        ImGui::Text("%.4f", p.p);
+    }
+
+    ImGui::Spacing();
+    if (next < 0) {
+        ImGui::TextDisabled("the text ends here");
+    } else {
+        const float p_next = std::exp(att.logprob_next[static_cast<size_t>(b) * att.T + t]);
+        const std::string token = quoted_token(tokenizer, next);
+        if (next_rank)
+            ImGui::Text("next in the text %s: rank %d, p %.4f", token.c_str(), next_rank, p_next);
+        else
+            ImGui::Text("next in the text %s: not in top %d, p %.2g", token.c_str(), att.top_k, p_next);
+        ui.layout.item({{"view", "prediction-next"}, {"id", next}, {"rank", next_rank}, {"p", p_next}});
+    }
+    if (length > 1) ImGui::TextDisabled("loss %.3f nats per token", att.loss(b));
+}
+
+}  // namespace headscope

@@ -1,0 +1,133 @@
+// What the window shows of the model's predictions, on the built-in model
+// (trained, so its predictions are peaked) rendered under Xvfb: the
+// predictions panel's bars, token for token and pixel for pixel, and the
+// logit-lens grid's colours, against the numbers core's CPU forward gives
+// for the same text (top_k, lens_k).
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "headscope/backend.h"
+#include "headscope/model.h"
+#include "model_writer.h"
+#include "screenshot.h"
+
+using namespace headscope;
+using nlohmann::json;
+
+namespace {
+
+// The colours documented in app/predictions_view.h.
+constexpr std::array<int, 3> bar_rgb = {90, 170, 240};
+
+const std::string text = "The cat sat on the mat because it was soft.";
+
+bool near(const std::array<int, 3>& got, const std::array<double, 3>& want) {
+    for (int c = 0; c < 3; ++c)
+        if (std::abs(got[c] - want[c]) > 2.0) return false;
+    return true;
+}
+
+json entries(const json& layout, const std::string& view) {
+    json out = json::array();
+    for (const json& entry : layout)
+        if (entry["view"] == view) out.push_back(entry);
+    return out;
+}
+
+class WindowPredictions : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        dir_ = new test::TempDir;
+        model_ = new Model(load_model(builtin_model));
+        std::unique_ptr<Backend> backend = make_cpu_backend();
+        backend->load_weights(*model_);
+        ids_ = model_->tokenizer.encode_texts({text})[0];
+        AttentionOptions options;
+        options.top_k = 10;
+        options.lens_k = 5;
+        expected_ = new AttentionResult;
+        backend->forward(Batch{{ids_}, model_->config.pad_id()}, options, *expected_);
+    }
+    static void TearDownTestSuite() {
+        delete expected_;
+        delete model_;
+        delete dir_;
+    }
+
+    static test::WindowShot shoot(const std::string& name, std::vector<std::string> args) {
+        args.insert(args.begin(), {"--text", text});
+        test::WindowShot shot = test::shoot_window(args, dir_->path, name);
+        EXPECT_EQ(shot.run.status, 0) << shot.run.err;
+        EXPECT_EQ(shot.image.width, 1280);
+        return shot;
+    }
+
+    static Model* model_;
+    static std::vector<int32_t> ids_;
+    static AttentionResult* expected_;
+    static test::TempDir* dir_;
+};
+Model* WindowPredictions::model_ = nullptr;
+std::vector<int32_t> WindowPredictions::ids_;
+AttentionResult* WindowPredictions::expected_ = nullptr;
+test::TempDir* WindowPredictions::dir_ = nullptr;
+
+// --query 3: the panel shows the ten most likely tokens after token 3, each
+// bar filled p of its track, and the text's own token 4 with its rank and p.
+TEST_F(WindowPredictions, PanelBarsAreTheTopTenNextTokens) {
+    const int query = 3;
+    const test::WindowShot shot = shoot("predictions", {"--query", std::to_string(query)});
+    ASSERT_EQ(entries(shot.layout, "prediction-query").size(), 1u);
+    EXPECT_EQ(entries(shot.layout, "prediction-query")[0]["query"], query);
+    const json bars = entries(shot.layout, "prediction");
+    ASSERT_EQ(bars.size(), 10u);
+    const Prediction* want = expected_->predictions_at(0, query);
+    int next_rank = 0;
+    for (int k = 0; k < 10; ++k) {
+        const json& bar = bars[k];
+        EXPECT_EQ(bar["rank"], k + 1);
+        EXPECT_EQ(bar["id"], want[k].id) << "rank " << k + 1;
+        EXPECT_NEAR(bar["p"].get<double>(), want[k].p, 1e-5) << "rank " << k + 1;
+        if (want[k].id == ids_[query + 1]) next_rank = k + 1;
+        // The filled part of the bar's middle row: p of the track, to the pixel.
+        const int x = static_cast<int>(bar["x"].get<double>()), w = static_cast<int>(bar["w"].get<double>());
+        const int y = static_cast<int>(bar["y"].get<double>() + bar["h"].get<double>() / 2);
+        int filled = 0;
+        for (int px = x; px < x + w; ++px)
+            filled += near(shot.image.at(px, y), {1.0 * bar_rgb[0], 1.0 * bar_rgb[1], 1.0 * bar_rgb[2]});
+        EXPECT_NEAR(filled, want[k].p * w, 1.0) << "rank " << k + 1 << " p " << want[k].p;
+    }
+    EXPECT_GT(want[0].p, 0.05) << "the built-in model's predictions should be peaked";
+    const json next = entries(shot.layout, "prediction-next");
+    ASSERT_EQ(next.size(), 1u);
+    EXPECT_EQ(next[0]["id"], ids_[query + 1]);
+    EXPECT_EQ(next[0]["rank"], next_rank);
+    EXPECT_NEAR(next[0]["p"].get<double>(), std::exp(expected_->logprob_next[query]), 1e-5);
+}
+
+// The lens tab: a layers x positions grid, each cell the colormap of the top-1
+// probability after that layer (sampled in the cell's corner, clear of its
+// text); the panel beside it shows the last token, where the text ends.
+TEST_F(WindowPredictions, LensGridColoursAreTheTopOneProbabilities) {
+    const test::WindowShot shot = shoot("lens", {"--view", "lens"});
+    const json cells = entries(shot.layout, "lens");
+    const int L = model_->config.n_layer, T = static_cast<int>(ids_.size());
+    ASSERT_EQ(cells.size(), size_t(L * T));
+    for (const json& cell : cells) {
+        const int layer = cell["layer"], t = cell["position"];
+        const float p = expected_->lens_at(layer, 0, t)[0].p;
+        const std::array<int, 3> got =
+            shot.image.at(static_cast<int>(cell["x"].get<double>()) + 1, static_cast<int>(cell["y"].get<double>()) + 1);
+        EXPECT_TRUE(near(got, test::viridis(p))) << "layer " << layer << " position " << t << " p " << p << " is "
+                                                 << got[0] << "," << got[1] << "," << got[2];
+    }
+    EXPECT_EQ(entries(shot.layout, "prediction-query")[0]["query"], T - 1);
+    EXPECT_TRUE(entries(shot.layout, "prediction-next").empty());
+}
+
+}  // namespace
