@@ -134,6 +134,7 @@ FamilyReference family_reference(const FamilyCheckpoint& model, const std::vecto
     ref.weights.assign(layers.size() * B * NH * T * T, 0.0);
     ref.fully_masked.assign(B * T, 0);
     ref.outputs.assign(layers.size() * B * T * width, 0.0);
+    ref.residual.assign(size_t(s.n_layer) * B * T * C, 0.0);
     const double scale = opt.scale == Scale::head    ? 1 / std::sqrt(double(hs))
                          : opt.scale == Scale::model ? 1 / std::sqrt(double(C))
                                                      : 1.0;
@@ -154,7 +155,7 @@ FamilyReference family_reference(const FamilyCheckpoint& model, const std::vecto
             const size_t id = static_cast<size_t>(t < length ? texts[b][t] : s.pad_id());
             for (int c = 0; c < C; ++c) x[t][c] = embedding[id * C + c];
         }
-        for (int l = 0; l <= layers.back(); ++l) {
+        for (int l = 0; l < s.n_layer; ++l) {
             const LayerNames name{(neox ? "gpt_neox.layers." : "model.layers.") + std::to_string(l) + "."};
             const Rows h = norm(x, name, "input_layernorm");
             Rows q = zeros(T, width), k = zeros(T, kv_width), v = zeros(T, kv_width);
@@ -267,10 +268,45 @@ FamilyReference family_reference(const FamilyCheckpoint& model, const std::vecto
                 mlp = linear(gate, model[name("mlp.down_proj.weight")], nullptr, F, C);
             }
             for (int t = 0; t < T; ++t)
-                for (int c = 0; c < C; ++c) x[t][c] += attention[t][c] + mlp[t][c];
+                for (int c = 0; c < C; ++c) {
+                    x[t][c] += attention[t][c] + mlp[t][c];
+                    ref.residual[((size_t(l) * B + b) * T + t) * C + c] = x[t][c];
+                }
         }
     }
     return ref;
+}
+
+std::vector<double> family_logits(const FamilyCheckpoint& model, const std::vector<double>& rows) {
+    const FamilySpec& s = model.spec;
+    const int C = s.n_embd, V = s.vocab_size;
+    const size_t N = rows.size() / C;
+    Rows x = zeros(static_cast<int>(N), C);
+    for (size_t n = 0; n < N; ++n) std::copy_n(&rows[n * C], C, x[n].begin());
+    const std::vector<float>* unembedding = nullptr;  // (V, C)
+    if (s.family == Family::gpt_neox) {
+        x = layer_norm(x, model["gpt_neox.final_layer_norm.weight"], model["gpt_neox.final_layer_norm.bias"],
+                       s.norm_eps);
+        unembedding = &model["embed_out.weight"];
+    } else {
+        for (auto& row : x) rms_norm(row.data(), C, model["model.norm.weight"], s.norm_eps);
+        unembedding = &model[s.tied_embeddings ? "model.embed_tokens.weight" : "lm_head.weight"];
+    }
+    // Logit (n, v) = sum over c of x[n][c] W[v][c], summed in c's order; the
+    // rows go innermost, so that one pass over W serves them all.
+    std::vector<double> x_t(C * N);  // (C, N)
+    for (size_t n = 0; n < N; ++n)
+        for (int c = 0; c < C; ++c) x_t[c * N + n] = x[n][c];
+    std::vector<double> logits(N * V), sums(N);
+    for (int v = 0; v < V; ++v) {
+        std::fill(sums.begin(), sums.end(), 0.0);
+        for (int c = 0; c < C; ++c) {
+            const double w = (*unembedding)[size_t(v) * C + c];
+            for (size_t n = 0; n < N; ++n) sums[n] += x_t[c * N + n] * w;
+        }
+        for (size_t n = 0; n < N; ++n) logits[n * V + v] = sums[n];
+    }
+    return logits;
 }
 
 }  // namespace headscope::test

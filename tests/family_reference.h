@@ -1,6 +1,7 @@
 // Test support: the families' forward written again from Hugging Face's
 // modeling code (Llama, Qwen 2, Qwen 3, Mistral, GPT-NeoX) in plain
-// double-precision loops, one head at a time. It reads the weights from the
+// double-precision loops, one head at a time, through the final norm and the
+// output embedding. It reads the weights from the
 // writer's checkpoint (family_writer.h), never through the engine's loader,
 // and calls none of the engine's ops; the engine is compared with it.
 // Legend: B texts, T padded length, NH query heads, NKV key/value heads, hs
@@ -19,6 +20,7 @@ struct FamilyReference {
     std::vector<double> weights;        // (layers, B, NH, T, T); fully masked rows are 0
     std::vector<uint8_t> fully_masked;  // (B, T): 1 where a query row has no key to attend to
     std::vector<double> outputs;        // (layers, B, T, NH * hs): the attention output before o_proj
+    std::vector<double> residual;       // (L, B, T, C): the residual stream after every layer (after its MLP)
 };
 
 // Every option is honoured: the masks (causal, padding, sliding window), a
@@ -32,6 +34,12 @@ struct FamilyReference {
 // floats [h * T * hs', (h + 1) * T * hs'), RoPE rotating its row r by position r.
 FamilyReference family_reference(const FamilyCheckpoint& model, const std::vector<std::vector<int32_t>>& texts,
                                  const AttentionOptions& options);
+
+// The logits of N rows of the residual stream (N, C): the final norm
+// (model.norm's RMSNorm, GPT-NeoX's final_layer_norm LayerNorm), then the
+// output embedding (lm_head, or embed_tokens when tie_word_embeddings;
+// GPT-NeoX's embed_out); (N, V).
+std::vector<double> family_logits(const FamilyCheckpoint& model, const std::vector<double>& rows);
 
 // Hugging Face's inverse frequencies for heads of hs (rope_type default, or
 // llama3 when spec.rope_factor is set), float32 as it holds them: one for

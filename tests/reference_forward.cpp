@@ -64,6 +64,7 @@ Reference reference_attention(const Model& model, const std::vector<std::vector<
     ref.weights.assign(layers.size() * B * NH * T * T, 0.0);
     ref.fully_masked.assign(B * T, 0);
     ref.outputs.assign(layers.size() * B * T * C, 0.0);
+    ref.residual.assign(size_t(cfg.n_layer) * B * T * C, 0.0);
     const double scale = opt.scale == Scale::head    ? 1.0 / std::sqrt(double(hs))
                          : opt.scale == Scale::model ? 1.0 / std::sqrt(double(C))
                                                      : 1.0;
@@ -149,10 +150,37 @@ Reference reference_attention(const Model& model, const std::vector<std::vector<
                 for (double& u : row) u = 0.5 * u * (1 + std::tanh(std::sqrt(2 / M_PI) * (u + 0.044715 * u * u * u)));
             const Matrix out = affine(hidden, f.fc_proj.data(), w.fc_proj_b, 4 * C, C);
             for (int t = 0; t < T; ++t)
-                for (int c = 0; c < C; ++c) x[t][c] += out[t][c];
+                for (int c = 0; c < C; ++c) {
+                    x[t][c] += out[t][c];
+                    ref.residual[((size_t(l) * B + b) * T + t) * C + c] = x[t][c];
+                }
         }
     }
     return ref;
+}
+
+std::vector<double> reference_logits(const Model& model, const std::vector<double>& rows) {
+    const int C = model.config.n_embd, V = model.config.vocab_size;
+    const size_t N = rows.size() / C;
+    Matrix x = zeros(static_cast<int>(N), C);
+    for (size_t n = 0; n < N; ++n) std::copy_n(&rows[n * C], C, x[n].begin());
+    x = norm(x, model.ln_f_w, model.ln_f_b, model.config.layer_norm_epsilon);
+    // Logit (n, v) = sum over c of x[n][c] wte[v][c], summed in c's order;
+    // the rows go innermost, so that one pass over wte serves them all.
+    const std::vector<float> wte = to_floats(model.wte);  // (V, C)
+    std::vector<double> x_t(C * N);                       // (C, N)
+    for (size_t n = 0; n < N; ++n)
+        for (int c = 0; c < C; ++c) x_t[c * N + n] = x[n][c];
+    std::vector<double> logits(N * V), sums(N);
+    for (int v = 0; v < V; ++v) {
+        std::fill(sums.begin(), sums.end(), 0.0);
+        for (int c = 0; c < C; ++c) {
+            const double w = wte[size_t(v) * C + c];
+            for (size_t n = 0; n < N; ++n) sums[n] += x_t[c * N + n] * w;
+        }
+        for (size_t n = 0; n < N; ++n) logits[n * V + v] = sums[n];
+    }
+    return logits;
 }
 
 }  // namespace headscope::test
