@@ -28,6 +28,7 @@ bool operator==(const AttentionOptions& a, const AttentionOptions& b) {
 }
 
 double AttentionResult::loss(int b) const {
+    if (logprob_next.empty()) return std::nan("");  // a forward without predictions
     double sum = 0;
     int count = 0;
     for (int t = 0; t < T; ++t) {

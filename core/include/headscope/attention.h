@@ -67,8 +67,8 @@ struct AttentionResult {
     std::vector<uint8_t> fully_masked;  // (B, T): 1 where a query row had no key to attend to
     AlignedVector<float> outputs;       // (layers.size(), B, T, NH * hs) attention output before c_proj, if asked
 
-    // With options.top_k = K > 0 (else empty): at each text's position t < its
-    // length, the K most likely tokens at t + 1, by p descending (softmax over
+    // With options.top_k = K > 0 (else these four are empty, whatever
+    // lens_k): at each text's position t < its length, the K most likely tokens at t + 1, by p descending (softmax over
     // the whole vocabulary in float32, max subtracted); padded positions hold
     // id -1.
     int top_k = 0;
@@ -101,7 +101,8 @@ struct AttentionResult {
     const Prediction* lens_at(int slot, int b, int t) const {
         return lens.data() + ((static_cast<size_t>(slot) * B + b) * T + t) * lens_k;
     }
-    // Text b's loss: the mean of -logprob_next over its positions that have a next token; NaN for a one-token text.
+    // Text b's loss: the mean of -logprob_next over its positions that have a next token; NaN for a one-token
+    // text and without predictions (top_k 0).
     double loss(int b) const;
 };
 
