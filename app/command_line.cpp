@@ -1,6 +1,7 @@
 // The window's command line: see command_line.h.
 #include "command_line.h"
 
+#include <charconv>
 #include <cstdio>
 
 #include "examples.h"
@@ -32,6 +33,20 @@ void add_window_options(CLI::App& cli, Args& args) {
         "the model's sliding window, when it has one (default on)");
     cli.add_option("--heads", args.options.n_head,
                    "re-split into N query heads (a multiple of the heads sharing a key/value head)");
+    cli.add_option("--window-size", args.window_size,
+                   "the window's size (screenshots: default 1280x800; otherwise the saved size, or most of the "
+                   "screen at a first start)")
+        ->type_name("WxH")
+        ->check(CLI::Validator(
+            [](const std::string& text) {
+                try {
+                    parse_window_size(text);
+                    return std::string();
+                } catch (const Error& e) {
+                    return std::string(e.what());
+                }
+            },
+            ""));
     cli.add_option("--screenshot", args.screenshot, "render --frames frames, write this PNG and exit");
     cli.add_option("--layout", args.layout, "on exit, write the last frame's drawn cells' rectangles as JSON");
     cli.add_option("--frames", args.frames, "frames to render before the screenshot");
@@ -54,6 +69,23 @@ void add_window_options(CLI::App& cli, Args& args) {
         "read and save settings in $XDG_CONFIG_HOME/headscope (default on; off with --screenshot or --layout)");
 }
 
+std::array<int, 2> parse_window_size(std::string_view text) {
+    const auto refuse = [&] {
+        return Error("a window size is WIDTHxHEIGHT, each from 320 to 16384 (like 1920x1080): got '" +
+                     std::string(text) + "'");
+    };
+    std::array<int, 2> size{};
+    const size_t x = text.find('x');
+    if (x == std::string_view::npos) throw refuse();
+    const std::string_view parts[2] = {text.substr(0, x), text.substr(x + 1)};
+    for (int n = 0; n < 2; ++n) {
+        const auto [end, error] = std::from_chars(parts[n].data(), parts[n].data() + parts[n].size(), size[n]);
+        if (error != std::errc() || end != parts[n].data() + parts[n].size() || size[n] < 320 || size[n] > 16384)
+            throw refuse();
+    }
+    return size;
+}
+
 void finish_args(const CLI::App& cli, Args& args) {
     const bool driven_by_test = !args.screenshot.empty() || !args.layout.empty();
     if (!cli.count("--settings")) args.settings = !driven_by_test;
@@ -73,6 +105,12 @@ Settings start_settings(const Args& args, const CLI::App& cli, bool use_saved) {
     if (cli.count("--scale")) s.options.scale = args.options.scale;
     if (cli.count("--split")) s.options.split = args.options.split;
     if (cli.count("--colormap")) s.colormap = args.colormap;
+    if (cli.count("--window-size")) {
+        const std::array<int, 2> size = parse_window_size(args.window_size);
+        s.window.width = size[0];
+        s.window.height = size[1];
+        s.window.maximized = false;
+    }
     return s;
 }
 

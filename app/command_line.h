@@ -2,7 +2,9 @@
 // (the saved settings with every option given in their place, the model).
 #pragma once
 #include <CLI/CLI.hpp>
+#include <array>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "session.h"
@@ -27,11 +29,16 @@ struct Args {
     Colormap colormap = Colormap::viridis;
     BackendChoice backend = BackendChoice::automatic;
     int layer = 0, head = -1, dance_step = 1, frames = 3;
-    int query = -1;  // the query row the predictions panel shows; -1: the last token
+    int query = -1;           // the query row the predictions panel shows; -1: the last token
+    std::string window_size;  // WxH, as parse_window_size reads it
     std::string screenshot, layout, open_model, export_json, export_npy;
     bool frame_times = false;
     bool settings = true;  // read and save settings; off unless given when a test drives the window
 };
+
+// "1920x1080" as {1920, 1080}; throws Error naming the text unless both
+// are whole numbers from 320 to 16384.
+std::array<int, 2> parse_window_size(std::string_view text);
 
 // Adds the options to `cli`; after cli.parse, finish_args.
 void add_window_options(CLI::App& cli, Args& args);

@@ -198,7 +198,7 @@ void DanceView::buffer_grid(const Session& session, Ui& ui) {
 
     // Floats per cell: the smallest divisor of run that lets the grids fit across, so a cell never mixes owners.
     const float spacing = 16 * ui.scale, label_w = label_width * ui.scale;
-    const float min_cell = std::max(3.f, 3 * ui.scale), max_cell = 22 * ui.scale;
+    const float min_cell = std::max(3.f, 3 * ui.scale), max_cell = 36 * ui.scale;
     const float width = ImGui::GetContentRegionAvail().x - (read_grid ? 2 * label_w + spacing : label_w);
     const int64_t across = memory_row + (read_grid ? view_row : 0);
     int64_t group = 1;

@@ -1,6 +1,7 @@
 #include "heads_view.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <string>
 
@@ -8,46 +9,140 @@ namespace headscope {
 
 namespace {
 
-// Draws `widget`'s map with the tokens along its left (queries) and top
-// (keys) where they fit, in a square of `side` screen pixels.
+// `text` whole when it is at most `width` pixels wide at font size `size`,
+// else cut at a glyph boundary and ended with an ellipsis so that the whole fits.
+std::string fitted_label(const std::string& text, float size, float width) {
+    ImFont* font = ImGui::GetFont();
+    if (font->CalcTextSizeA(size, FLT_MAX, 0, text.c_str()).x <= width) return text;
+    const char* ellipsis = "\u2026";
+    const float room = width - font->CalcTextSizeA(size, FLT_MAX, 0, ellipsis).x;
+    const char* fits = text.c_str();
+    if (room > 0) font->CalcTextSizeA(size, room, 0, text.c_str(), nullptr, &fits);
+    return std::string(text.c_str(), fits) + ellipsis;
+}
+
+// `text` at font size `size` turned a quarter to the left, reading upwards:
+// its first glyph's bottom-left corner at `bottom_left`, so it occupies one
+// line's width to the right of that point and its length above it. ImGui
+// 1.86 has no turned text: the glyphs' vertices are turned after they are added.
+void upward_text(ImDrawList* draw, float size, ImVec2 bottom_left, ImU32 colour, const std::string& text) {
+    const int first = draw->VtxBuffer.Size;
+    draw->PushClipRectFullScreen();  // clipped as laid out (sideways) it would lose glyphs it keeps when turned
+    draw->AddText(ImGui::GetFont(), size, bottom_left, colour, text.c_str());
+    draw->PopClipRect();
+    for (int v = first; v < draw->VtxBuffer.Size; ++v) {
+        ImVec2& p = draw->VtxBuffer[v].pos;
+        const float dx = p.x - bottom_left.x, dy = p.y - bottom_left.y;
+        p = ImVec2(bottom_left.x + dy, bottom_left.y - dx);
+    }
+}
+
+// The whole token of a label under the mouse.
+void label_tooltip(const Session& session, const Ui& ui, ImVec2 min, ImVec2 max, int t) {
+    if (ui.tooltips && ImGui::IsWindowHovered() && ImGui::IsMouseHoveringRect(min, max))
+        ImGui::SetTooltip("token %d %s", t, token_text(session, t).c_str());
+}
+
+// A token label as drawn, for --layout: the text shown and the token's.
+void record_label(const Session& session, Ui& ui, const char* view, int layer, int head, int t,
+                  const std::string& shown, ImVec2 min, ImVec2 size) {
+    ui.layout.rect({{"view", "label"},
+                    {"of", view},
+                    {"layer", layer},
+                    {"head", head},
+                    {"token", t},
+                    {"text", shown},
+                    {"token_text", token_label(session, t)}},
+                   min, size);
+}
+
+// Draws `widget`'s map in a square of `side` screen pixels with the tokens
+// along its left (queries) and, turned to read upwards, along its top
+// (keys), where a row is tall enough for a line of text, in a smaller font
+// (down to 60% of the window's) where it must be. Both bands are as wide as
+// the longest label, up to a fifth of the square; longer labels end in an
+// ellipsis, and the whole token shows on hover.
 bool labelled_map(Session& session, Ui& ui, MapWidget& widget, const char* view, int layer, int head, float side,
                   const MapRegion& region = {}) {
     const int T = session.shown.attention.T;
-    const float line = ImGui::GetTextLineHeight();
-    const float rows_shown = (region.v1 - region.v0) * T;
-    // Labels only when a row is tall enough for a line of text: queries on
-    // the left, keys above in two staggered rows so neighbours do not collide.
-    const float left = 90 * ui.scale, top = 2 * line + 4 * ui.scale;
-    const bool labels = (side - left) / rows_shown >= line;
-    const float map_side = labels ? side - std::max(left, top) : side;
+    const float rows_shown = (region.v1 - region.v0) * T, gap = 4 * ui.scale;
+    // The map is at least four fifths of the square, and so is each row.
+    const float line = std::min(ImGui::GetFontSize(), std::floor(side * 4 / 5 / rows_shown));
+    const bool labels = line >= 0.6f * ImGui::GetFontSize();
+    const int first_row = static_cast<int>(region.v0 * T),
+              last_row = std::min(T, static_cast<int>(std::ceil(region.v1 * T)));
+    const int first_col = static_cast<int>(region.u0 * T),
+              last_col = std::min(T, static_cast<int>(std::ceil(region.u1 * T)));
+    const auto text_width = [&](const std::string& text) {
+        return ImGui::GetFont()->CalcTextSizeA(line, FLT_MAX, 0, text.c_str()).x;
+    };
+    float widest = 0;
+    for (int t = std::min(first_row, first_col); labels && t < std::max(last_row, last_col); ++t)
+        widest = std::max(widest, text_width(token_label(session, t)));
+    const float band = std::min(widest + gap, std::floor(side / 5));
+    const float map_side = labels ? side - band : side;
     const ImVec2 start = ImGui::GetCursorScreenPos();
     if (labels) {
         ImDrawList* draw = ImGui::GetWindowDrawList();
-        const float cell_w = map_side / ((region.u1 - region.u0) * T), cell_h = map_side / rows_shown;
+        const float cell_w = map_side / ((region.u1 - region.u0) * T),
+                    cell_h = map_side / ((region.v1 - region.v0) * T);
         const ImU32 colour = ImGui::GetColorU32(ImGuiCol_Text);
-        const ImVec2 map_origin(start.x + left, start.y + top);
-        const int first_row = static_cast<int>(region.v0 * T),
-                  last_row = std::min(T, static_cast<int>(std::ceil(region.v1 * T)));
+        const ImVec2 map_origin(start.x + band, start.y + band);
+        draw->PushClipRect(start, ImVec2(start.x + side, start.y + side), true);
         for (int i = first_row; i < last_row; ++i) {
             const float y = map_origin.y + (i - region.v0 * T) * cell_h + (cell_h - line) / 2;
-            const ImVec4 clip(start.x, std::max(y, map_origin.y), map_origin.x - 4, map_origin.y + map_side);
-            draw->AddText(nullptr, 0, ImVec2(start.x, y), colour, token_label(session, i).c_str(), nullptr, 0, &clip);
+            if (y < map_origin.y) continue;  // a row the zoom cut in half
+            const std::string label = fitted_label(token_label(session, i), line, band - gap);
+            const float width = text_width(label);
+            const ImVec2 at(map_origin.x - gap - width, y);
+            draw->AddText(ImGui::GetFont(), line, at, colour, label.c_str());
+            label_tooltip(session, ui, at, ImVec2(map_origin.x, y + line), i);
+            record_label(session, ui, view, layer, head, i, label, at, ImVec2(width, line));
         }
-        const int first_col = static_cast<int>(region.u0 * T),
-                  last_col = std::min(T, static_cast<int>(std::ceil(region.u1 * T)));
         for (int j = first_col; j < last_col; ++j) {
-            const float x = map_origin.x + (j - region.u0 * T) * cell_w;
-            const float y = start.y + (j % 2 ? line : 0);
-            const ImVec4 clip(std::max(x, map_origin.x), y, std::min(x + 2 * cell_w, map_origin.x + map_side),
-                              y + line);
-            draw->AddText(nullptr, 0, ImVec2(x, y), colour, token_label(session, j).c_str(), nullptr, 0, &clip);
+            const float x = map_origin.x + (j - region.u0 * T) * cell_w + (cell_w - line) / 2;
+            if (x < map_origin.x) continue;
+            const std::string label = fitted_label(token_label(session, j), line, band - gap);
+            const float height = text_width(label);
+            upward_text(draw, line, ImVec2(x, map_origin.y - gap), colour, label);
+            const ImVec2 top_left(x, map_origin.y - gap - height);
+            label_tooltip(session, ui, top_left, ImVec2(x + line, map_origin.y), j);
+            record_label(session, ui, view, layer, head, j, label, top_left, ImVec2(line, height));
         }
+        draw->PopClipRect();
         ImGui::SetCursorScreenPos(map_origin);
     }
     const bool clicked = widget.draw(session, ui, view, layer, head, map_side, region);
     ImGui::SetCursorScreenPos(start);
     ImGui::Dummy(ImVec2(side, side));
+    ui.layout.item({{"view", "map"}, {"of", view}, {"layer", layer}, {"head", head}});
     return clicked;
+}
+
+// The grid of maps that fills an area: the side of each map with its
+// labels, and how many maps across.
+struct GridFit {
+    float side = 0;
+    int columns = 1;
+};
+
+// Grouped, the KV head's line above each head's.
+float title_height(bool grouped) { return (grouped ? 2 : 1) * ImGui::GetTextLineHeightWithSpacing(); }
+float group_gap(bool grouped, const Ui& ui) { return grouped ? 10 * ui.scale : 0; }  // besides the item spacing
+
+// The column count that gives the largest maps; grouped, a group fills
+// whole rows or whole groups fill a row.
+GridFit fit_grid(int NH, int group, const Ui& ui, ImVec2 area) {
+    const bool grouped = group > 1;
+    const float label = title_height(grouped), gap = group_gap(grouped, ui);
+    GridFit fit;
+    for (int c = 1; c <= NH; ++c) {
+        if (grouped && c % group && group % c) continue;
+        const int rows = (NH + c - 1) / c;
+        const float s = std::floor(std::min(area.x / c - 8 - gap, area.y / rows - label - 8 - gap));
+        if (s > fit.side) fit = {s, c};
+    }
+    return fit;
 }
 
 }  // namespace
@@ -59,6 +154,12 @@ void HeadsView::draw(Session& session, Ui& ui) {
         grid(session, ui);
 }
 
+float HeadsView::map_side(const Session& session, const Ui& ui, ImVec2 area) const {
+    if (large_) return std::min(area.x, area.y - ImGui::GetFrameHeightWithSpacing());
+    const int NH = session.heads_shown();
+    return fit_grid(NH, NH / session.shown.attention.NKV, ui, area).side;
+}
+
 // Query heads that share a key/value head (grouped-query attention) are
 // drawn as one group: a line naming the KV head above the group's first map,
 // a gap between groups and a thin frame around each. Without grouping the
@@ -66,24 +167,8 @@ void HeadsView::draw(Session& session, Ui& ui) {
 void HeadsView::grid(Session& session, Ui& ui) {
     const int NH = session.heads_shown(), group = NH / session.shown.attention.NKV;
     const bool grouped = group > 1;
-    const float avail_w = ImGui::GetContentRegionAvail().x;
-    const float avail_h = ImGui::GetContentRegionAvail().y;
-    const float line = ImGui::GetTextLineHeightWithSpacing();
-    const float label = grouped ? 2 * line : line;        // the KV head's line, then the head's
-    const float group_gap = grouped ? 10 * ui.scale : 0;  // besides the item spacing, between groups
-    // The column count that gives the largest maps; grouped, a group fills
-    // whole rows or whole groups fill a row.
-    float side = 0;
-    int columns = 1;
-    for (int c = 1; c <= NH; ++c) {
-        if (grouped && c % group && group % c) continue;
-        const int rows = (NH + c - 1) / c;
-        const float s = std::floor(std::min(avail_w / c - 8 - group_gap, avail_h / rows - label - 8 - group_gap));
-        if (s > side) {
-            side = s;
-            columns = c;
-        }
-    }
+    const auto [side, columns] = fit_grid(NH, group, ui, ImGui::GetContentRegionAvail());
+    const float gap = group_gap(grouped, ui);
     if (side < 8) {
         ImGui::TextUnformatted("The window is too small for this many heads: the model tab shows them smaller.");
         return;
@@ -100,9 +185,9 @@ void HeadsView::grid(Session& session, Ui& ui) {
     std::vector<Frame> frames(static_cast<size_t>(NH / group));
     for (int h = 0; h < NH; ++h) {
         if (h % columns)
-            ImGui::SameLine(0, spacing + (h % group ? 0 : group_gap));
+            ImGui::SameLine(0, spacing + (h % group ? 0 : gap));
         else if (grouped && h)
-            ImGui::Dummy(ImVec2(0, group_gap));
+            ImGui::Dummy(ImVec2(0, gap));
         ImGui::BeginGroup();
         if (grouped) {
             // Drawn, not laid out: the label may run over the group's other maps' blank line.

@@ -10,6 +10,9 @@ namespace headscope {
 class HeadsView {
 public:
     void draw(Session& session, Ui& ui);
+    // The side of the maps this view draws in an area of `area` screen
+    // pixels (the main view places the predictions panel by it).
+    float map_side(const Session& session, const Ui& ui, ImVec2 area) const;
     // Shows session.head large (a click on a map, the model view, --head).
     void open_large() {
         large_ = true;

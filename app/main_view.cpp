@@ -48,6 +48,25 @@ void MainView::draw() {
     ImGui::End();
 }
 
+// The views with query rows have the predictions panel beside them or,
+// where that leaves their maps larger (a wide window with few heads), below
+// them; room is left for the status bar at the bottom.
+MainView::Placement MainView::placement(View view) const {
+    const float status_bar = -ImGui::GetFrameHeightWithSpacing();
+    if (view != View::heads && view != View::model && view != View::lens) return {ImVec2(0, status_bar)};
+    const float panel_w = std::floor(300 * ui_.scale), spacing = ImGui::GetStyle().ItemSpacing.x;
+    // The panel's lines: the query, a note, the top predictions, the next token and the loss.
+    const float panel_h = (Session::predictions_k + 5) * ImGui::GetTextLineHeightWithSpacing();
+    const ImVec2 area(ImGui::GetContentRegionAvail().x, ImGui::GetContentRegionAvail().y + status_bar);
+    const auto side = [&](ImVec2 a) {
+        return view == View::heads ? heads_view_.map_side(session_, ui_, a) : ModelView::map_side(session_, ui_, a);
+    };
+    const bool below = view != View::lens && side(ImVec2(area.x, area.y - panel_h - spacing)) >
+                                                 side(ImVec2(area.x - panel_w - spacing, area.y));
+    return below ? Placement{ImVec2(0, status_bar - panel_h), true, true}
+                 : Placement{ImVec2(-panel_w, status_bar), true, false};
+}
+
 void MainView::views() {
     const Session& s = session_;
     if (s.shown.attention.weights.empty()) {
@@ -63,10 +82,11 @@ void MainView::views() {
         const ImGuiTabItemFlags flags = tab_to_select_ == view ? ImGuiTabItemFlags_SetSelected : 0;
         if (!ImGui::BeginTabItem(view_choices.labels[v], nullptr, flags)) continue;
         if (tab_to_select_ == view) tab_to_select_.reset();  // shown: the user's clicks choose again
-        // The predictions panel beside the views with query rows; room for the status bar below.
-        const bool predictions = view == View::heads || view == View::model || view == View::lens;
-        const float panel_w = std::floor(300 * ui_.scale), below = -ImGui::GetFrameHeightWithSpacing();
-        ImGui::BeginChild("view", ImVec2(predictions ? -panel_w : 0, below));
+        // What the views share: everything below the tabs, the status bar included (for --layout).
+        ui_.layout.rect({{"view", "below-tabs"}}, ImGui::GetCursorScreenPos(), ImGui::GetContentRegionAvail());
+        const Placement place = placement(view);
+        const float status_bar = -ImGui::GetFrameHeightWithSpacing();
+        ImGui::BeginChild("view", place.view);
         switch (view) {
             case View::heads: heads_view_.draw(session_, ui_); break;
             case View::model:
@@ -84,9 +104,9 @@ void MainView::views() {
             case View::checks: checks_view_.draw(session_, ui_); break;
         }
         ImGui::EndChild();
-        if (predictions) {
-            ImGui::SameLine();
-            ImGui::BeginChild("predictions", ImVec2(0, below));
+        if (place.predictions) {
+            if (!place.predictions_below) ImGui::SameLine();
+            ImGui::BeginChild("predictions", ImVec2(0, status_bar));
             predictions_panel(session_, ui_);
             ImGui::EndChild();
         }
@@ -100,7 +120,7 @@ void MainView::views() {
     }
 }
 
-Settings MainView::settings(int window_width, int window_height) const {
+Settings MainView::settings(const WindowPlacement& window) const {
     Settings s;
     s.model = session_.model_name();
     s.texts = session_.texts;
@@ -108,8 +128,7 @@ Settings MainView::settings(int window_width, int window_height) const {
     s.options = session_.options;
     s.sliding_window = session_.sliding_window_on;
     s.export_dir = status_bar_.export_dir();
-    s.window_width = window_width;
-    s.window_height = window_height;
+    s.window = window;
     return s;
 }
 

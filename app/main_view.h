@@ -28,8 +28,8 @@ public:
     void draw();
     // Whether any worker is still computing (screenshot mode waits for them all).
     bool computing() const;
-    // What to remember of this run, for a window of this size.
-    Settings settings(int window_width, int window_height) const;
+    // What to remember of this run, with the window placed so.
+    Settings settings(const WindowPlacement& window) const;
 
     Session& session() { return session_; }
     const LayoutRecorder& layout() const { return ui_.layout; }
@@ -37,6 +37,13 @@ public:
     StatusBar& status_bar() { return status_bar_; }
 
 private:
+    // Where a view goes in the area below the tabs: its child window's size
+    // (ImGui's: negative is what to leave free), and the predictions panel's place.
+    struct Placement {
+        ImVec2 view;
+        bool predictions = false, predictions_below = false;
+    };
+    Placement placement(View view) const;
     void views();
 
     Session session_;

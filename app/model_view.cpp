@@ -5,25 +5,41 @@
 
 namespace headscope {
 
+namespace {
+
+float row_label_width(const Ui& ui) { return ImGui::CalcTextSize("L00").x + 8 * ui.scale; }
+// Grouped, a gap between groups and a line above the first layer.
+float group_gap(int group, const Ui& ui) { return group > 1 ? 10 * ui.scale : 0; }
+float header_height(int group) { return group > 1 ? ImGui::GetTextLineHeightWithSpacing() : 0; }
+
+// Thumbnails close together, as one grid: more of the area is maps.
+float thumbnail_spacing(const Ui& ui) { return std::floor(3 * ui.scale); }
+
+}  // namespace
+
+float ModelView::map_side(const Session& session, const Ui& ui, ImVec2 area) {
+    const int L = static_cast<int>(session.shown.attention.layers.size()), NH = session.heads_shown();
+    const int NKV = session.shown.attention.NKV, group = NH / NKV;
+    const float spacing = thumbnail_spacing(ui), readable = 40 * ui.scale;
+    const float across = std::floor((area.x - row_label_width(ui) - (NKV - 1) * group_gap(group, ui)) / NH - spacing);
+    return std::min(across, std::max(readable, std::floor((area.y - header_height(group)) / L - spacing)));
+}
+
 // Grouped-query heads: a gap between the query heads of one key/value head
 // and the next, and a line above the first layer naming each group's KV
 // head. Without grouping the grid is as it always was.
 bool ModelView::draw(Session& session, Ui& ui) {
     const int L = static_cast<int>(session.shown.attention.layers.size()), NH = session.heads_shown();
     const int NKV = session.shown.attention.NKV, group = NH / NKV;
-    const float row_label = ImGui::CalcTextSize("L00").x + 8 * ui.scale;
-    const ImVec2 avail = ImGui::GetContentRegionAvail();
-    const float spacing = ImGui::GetStyle().ItemSpacing.x;
-    const float group_gap = group > 1 ? 10 * ui.scale : 0;
-    const float header = group > 1 ? ImGui::GetTextLineHeightWithSpacing() : 0;
-    const float side = std::floor(
-        std::min((avail.x - row_label - (NKV - 1) * group_gap) / NH - spacing, (avail.y - header) / L - spacing));
+    const float row_label = row_label_width(ui), spacing = thumbnail_spacing(ui);
+    const float gap = group_gap(group, ui);
+    const float side = map_side(session, ui, ImGui::GetContentRegionAvail());
     if (side < 4) {
         ImGui::TextUnformatted("The window is too small for every head.");
         return false;
     }
     const auto column_x = [&](int h) {
-        return row_label + h * (side + spacing) + h / group * group_gap + ImGui::GetStyle().WindowPadding.x;
+        return row_label + h * (side + spacing) + h / group * gap + ImGui::GetStyle().WindowPadding.x;
     };
     if (group > 1) {
         for (int kv = 0; kv < NKV; ++kv) {
@@ -37,6 +53,7 @@ bool ModelView::draw(Session& session, Ui& ui) {
     }
     maps_.resize(static_cast<size_t>(L) * NH);
     bool jumped = false;
+    ImGui::PushStyleVar(ImGuiStyleVar_ItemSpacing, ImVec2(spacing, spacing));  // between the rows too
     for (int l = 0; l < L; ++l) {
         ImGui::AlignTextToFramePadding();
         ImGui::Text("L%d", l);
@@ -47,8 +64,10 @@ bool ModelView::draw(Session& session, Ui& ui) {
                 session.head = h;
                 jumped = true;
             }
+            ui.layout.item({{"view", "map"}, {"of", "model"}, {"layer", l}, {"head", h}});
         }
     }
+    ImGui::PopStyleVar();
     return jumped;
 }
 

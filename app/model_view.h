@@ -11,6 +11,10 @@ class ModelView {
 public:
     // Returns true when a thumbnail was clicked (session.layer and head are then set to it).
     bool draw(Session& session, Ui& ui);
+    // The side of the thumbnails in an area of `area` screen pixels: one row
+    // per layer filling it, but never below a readable size while the row of
+    // heads fits across (the view then scrolls).
+    static float map_side(const Session& session, const Ui& ui, ImVec2 area);
 
 private:
     std::vector<MapWidget> maps_;  // (L, NH)

@@ -38,9 +38,14 @@ Settings read_settings(const fs::path& file) {
         s.options.scale = parse_scale(json.at("scale").get<std::string>());
         s.options.split = parse_split(json.at("split").get<std::string>());
         s.export_dir = json.at("export_dir").get<std::string>();
-        s.window_width = json.at("window").at(0).get<int>();
-        s.window_height = json.at("window").at(1).get<int>();
-        if (s.window_width < 1 || s.window_height < 1) throw Error("window size is not positive");
+        if (json.contains("window")) {  // no size: no window has been placed yet
+            s.window.width = json.at("window").at(0).get<int>();
+            s.window.height = json.at("window").at(1).get<int>();
+            if (s.window.width < 1 || s.window.height < 1) throw Error("window size is not positive");
+        }
+        // Files from before the window was placed have neither.
+        if (json.contains("window_position")) s.window.position = json.at("window_position").get<std::array<int, 2>>();
+        s.window.maximized = json.value("window_maximized", false);
         return s;
     } catch (const std::exception& e) {  // json's parse, type and missing-key errors, and ours
         std::fprintf(stderr, "headscope: warning: ignoring %s: %s\n", one_line(file.string()).c_str(),
@@ -50,17 +55,19 @@ Settings read_settings(const fs::path& file) {
 }
 
 void write_settings(const fs::path& file, const Settings& s) {
-    const Json json = {{"model", s.model},
-                       {"texts", s.texts},
-                       {"colormap", word_of(colormap_choices, s.colormap)},
-                       {"causal", s.options.causal},
-                       {"padding_mask", s.options.padding_mask},
-                       {"sliding_window", s.sliding_window},
-                       {"heads", s.options.n_head},
-                       {"scale", to_string(s.options.scale)},
-                       {"split", to_string(s.options.split)},
-                       {"export_dir", s.export_dir},
-                       {"window", {s.window_width, s.window_height}}};
+    Json json = {{"model", s.model},
+                 {"texts", s.texts},
+                 {"colormap", word_of(colormap_choices, s.colormap)},
+                 {"causal", s.options.causal},
+                 {"padding_mask", s.options.padding_mask},
+                 {"sliding_window", s.sliding_window},
+                 {"heads", s.options.n_head},
+                 {"scale", to_string(s.options.scale)},
+                 {"split", to_string(s.options.split)},
+                 {"export_dir", s.export_dir},
+                 {"window_maximized", s.window.maximized}};
+    if (s.window.width > 0) json["window"] = {s.window.width, s.window.height};
+    if (s.window.position) json["window_position"] = *s.window.position;
     std::error_code ec;
     fs::create_directories(file.parent_path(), ec);
     const std::string text = json.dump(2, ' ', false, Json::error_handler_t::replace) + '\n';

@@ -3,7 +3,9 @@
 // ImGui's imgui.ini. A file that cannot be read as settings is ignored with
 // a one-line warning, never fatal.
 #pragma once
+#include <array>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,15 @@
 
 namespace headscope {
 
+// Where the window was, in screen coordinates: its size (0 x 0 until a run
+// has saved one: a first start takes most of the screen), its top-left
+// corner when known, and whether it was maximised.
+struct WindowPlacement {
+    int width = 0, height = 0;
+    std::optional<std::array<int, 2>> position;
+    bool maximized = false;
+};
+
 struct Settings {
     std::string model = builtin_model;  // as load_model takes it
     std::vector<std::string> texts;     // empty: the window's default sentence
@@ -20,7 +31,7 @@ struct Settings {
     AttentionOptions options;      // masks, head count, scale and split
     bool sliding_window = true;    // the model's own sliding window, when it has one
     std::string export_dir = ".";  // where Save PNG/JSON/NPY write
-    int window_width = 1280, window_height = 800;
+    WindowPlacement window;
 };
 
 std::filesystem::path config_dir();

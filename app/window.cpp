@@ -10,6 +10,8 @@
 #include <backends/imgui_impl_opengl3.h>
 #include <imgui.h>
 
+#include <algorithm>
+#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -64,16 +66,49 @@ void save_imgui_ini(const std::filesystem::path& path) {
                           [&](std::ostream& out) { out.write(text, static_cast<std::streamsize>(size)); });
 }
 
+// Whether a window's title bar at `position` would be on some monitor, so
+// that a position saved with a monitor since unplugged is not used.
+bool on_a_monitor(std::array<int, 2> position) {
+    int count = 0;
+    GLFWmonitor** monitors = glfwGetMonitors(&count);
+    for (int m = 0; m < count; ++m) {
+        int x, y, width, height;
+        glfwGetMonitorWorkarea(monitors[m], &x, &y, &width, &height);
+        if (position[0] + 64 > x && position[0] < x + width && position[1] >= y && position[1] + 32 < y + height)
+            return true;
+    }
+    return false;
+}
+
+// The window where it was (or as --window-size says). Screenshots are
+// 1280 x 800 unless sized, the same on every machine; a first start takes
+// most of the primary monitor's work area, centred.
 GLFWwindow* create_window(const Settings& start, bool headless, WindowEvents& events) {
     if (!glfwInit()) throw Error("cannot open a window: GLFW could not initialise (no display?)");
     glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
     glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
     glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
-    GLFWwindow* window = glfwCreateWindow(start.window_width, start.window_height, "Headscope", nullptr, nullptr);
+    glfwWindowHint(GLFW_VISIBLE, GLFW_FALSE);  // shown once placed
+    WindowPlacement place = start.window;
+    if (place.width == 0 && headless) {
+        place.width = 1280;
+        place.height = 800;
+    } else if (place.width == 0) {
+        int x, y, width, height;
+        glfwGetMonitorWorkarea(glfwGetPrimaryMonitor(), &x, &y, &width, &height);
+        place.width = std::max(640, width * 9 / 10);
+        place.height = std::max(480, height * 9 / 10);
+        place.position = std::array{x + (width - place.width) / 2, y + (height - place.height) / 2};
+    }
+    GLFWwindow* window = glfwCreateWindow(place.width, place.height, "Headscope", nullptr, nullptr);
     if (!window) {
         glfwTerminate();
         throw Error("cannot open an OpenGL 3.3 window");
     }
+    if (place.position && on_a_monitor(*place.position))
+        glfwSetWindowPos(window, (*place.position)[0], (*place.position)[1]);
+    if (place.maximized && !headless) glfwMaximizeWindow(window);
+    glfwShowWindow(window);
     glfwMakeContextCurrent(window);
     glfwSwapInterval(headless ? 0 : 1);
     glfwSetWindowUserPointer(window, &events);
@@ -90,6 +125,23 @@ GLFWwindow* create_window(const Settings& start, bool headless, WindowEvents& ev
         if (key == GLFW_KEY_Q && action == GLFW_PRESS && (mods & GLFW_MOD_CONTROL)) glfwSetWindowShouldClose(w, 1);
     });
     return window;
+}
+
+// Where the window is now. Maximised, its size is the screen's: the size it
+// had before stays the one to restore.
+WindowPlacement placement(GLFWwindow* window, const Settings& start) {
+    WindowPlacement place;
+    place.maximized = glfwGetWindowAttrib(window, GLFW_MAXIMIZED);
+    if (place.maximized && start.window.width > 0) {
+        place.width = start.window.width;
+        place.height = start.window.height;
+    } else {
+        glfwGetWindowSize(window, &place.width, &place.height);
+    }
+    int x, y;
+    glfwGetWindowPos(window, &x, &y);
+    place.position = std::array{x, y};
+    return place;
 }
 
 int run(const Args& args, const Settings& start, bool use_settings, bool model_given) {
@@ -150,13 +202,11 @@ int run(const Args& args, const Settings& start, bool use_settings, bool model_g
         }
         // Closed at once, though the model's background work (its head scores)
         // may keep the process a few seconds more.
+        const WindowPlacement closed_at = placement(window, start);
         glfwHideWindow(window);
         headless.finish(view);
         if (use_settings) {
-            int window_width, window_height;
-            glfwGetWindowSize(window, &window_width, &window_height);
-            save_or_warn(
-                [&] { write_settings(config_dir() / "settings.json", view.settings(window_width, window_height)); });
+            save_or_warn([&] { write_settings(config_dir() / "settings.json", view.settings(closed_at)); });
             save_or_warn([&] { save_imgui_ini(ini_path); });
         }
     }

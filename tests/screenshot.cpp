@@ -60,7 +60,7 @@ ProcessRun run_window(const std::vector<std::string>& args, const std::filesyste
     // runs starting together can both take it: each test process starts its
     // search at its own number instead of 99.
     const std::string first_display = std::to_string(100 + getpid() % 5000 * 4);
-    std::vector<std::string> command = {"xvfb-run", "-a", "-n", first_display, "-s", "-screen 0 1280x800x24"};
+    std::vector<std::string> command = {"xvfb-run", "-a", "-n", first_display, "-s", "-screen 0 1920x1080x24"};
     command.insert(command.end(), under.begin(), under.end());
     command.push_back(HEADSCOPE_WINDOW);
     command.insert(command.end(), args.begin(), args.end());

@@ -27,8 +27,7 @@ TEST(Settings, WhatIsWrittenReadsBack) {
     s.options.scale = Scale::none;
     s.options.split = Split::naive_view;
     s.export_dir = "/tmp/exports";
-    s.window_width = 1600;
-    s.window_height = 900;
+    s.window = {1600, 900, std::array{-20, 40}, true};
     const fs::path file = dir.path / "headscope" / "settings.json";  // the folder is made
     write_settings(file, s);
     const std::string text = test::read_file(file);  // the enums as their command-line words
@@ -49,8 +48,10 @@ TEST(Settings, WhatIsWrittenReadsBack) {
     EXPECT_EQ(back.options.scale, Scale::none);
     EXPECT_EQ(back.options.split, Split::naive_view);
     EXPECT_EQ(back.export_dir, "/tmp/exports");
-    EXPECT_EQ(back.window_width, 1600);
-    EXPECT_EQ(back.window_height, 900);
+    EXPECT_EQ(back.window.width, 1600);
+    EXPECT_EQ(back.window.height, 900);
+    EXPECT_EQ(back.window.position, (std::array{-20, 40}));
+    EXPECT_TRUE(back.window.maximized);
 }
 
 TEST(Settings, MissingFileIsTheDefaultsSilently) {
@@ -63,12 +64,16 @@ TEST(Settings, MissingFileIsTheDefaultsSilently) {
     EXPECT_EQ(s.colormap, Colormap::viridis);
     EXPECT_TRUE(s.options.causal);
     EXPECT_EQ(s.options.n_head, 0);
+    EXPECT_EQ(s.window.width, 0);  // a first start: the window takes most of the screen
+    EXPECT_FALSE(s.window.position);
 }
 
 TEST(Settings, CorruptFilesAreIgnoredWithOneWarningLine) {
     test::TempDir dir;
     Settings good;
     good.texts = {"hello"};
+    good.window.width = 1280;
+    good.window.height = 800;
     const fs::path file = dir.path / "settings.json";
     write_settings(file, good);
     std::string valid = test::read_file(file);

@@ -1,7 +1,7 @@
 // The window as a user sees it: headscope renders under Xvfb in screenshot
-// mode, and every heatmap cell it reports drawing is checked pixel by pixel
-// against headscope-cli's weight for that cell through a colormap written
-// here, or against the masked hatch.
+// mode, at two window sizes, and every heatmap cell it reports drawing is
+// checked pixel by pixel against headscope-cli's weight for that cell
+// through a colormap written here, or against the masked hatch.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -20,7 +20,8 @@ using nlohmann::json;
 
 namespace {
 
-class WindowTest : public ::testing::Test {
+// The window's size, WxH.
+class WindowTest : public ::testing::TestWithParam<const char*> {
 protected:
     static void SetUpTestSuite() {
         dir_ = new test::TempDir;
@@ -37,9 +38,9 @@ protected:
     // attention, for the same settings.
     Shot shoot(const std::string& name, const std::vector<std::string>& settings, const std::string& view = "heads") {
         const std::string model = (dir_->path / "model").string();
-        std::vector<std::string> window = {"--model", model, "--text", text_};
+        std::vector<std::string> window = {"--model", model, "--text", text_, "--window-size", GetParam()};
         window.insert(window.end(), settings.begin(), settings.end());
-        const test::WindowShot shot = test::shoot_window(window, dir_->path, name);
+        const test::WindowShot shot = test::shoot_window(window, dir_->path, name + "-" + GetParam());
         EXPECT_EQ(shot.run.status, 0);
         std::vector<std::string> cli = {HEADSCOPE_CLI, "attention", "--model", model, "--text", text_};
         for (size_t i = 0; i < settings.size(); i += 2)
@@ -56,7 +57,7 @@ protected:
     // Every drawn cell: the colormap of the CLI's weight, or the hatch where
     // the CLI's row does not see that key. Returns how many were masked.
     int check_cells(const Shot& shot, bool causal) {
-        EXPECT_EQ(shot.image.width, 1280);
+        EXPECT_EQ(std::to_string(shot.image.width) + "x" + std::to_string(shot.image.height), GetParam());
         int masked = 0;
         const int T = shot.cli["seq_len"];
         for (const json& cell : shot.layout) {
@@ -87,7 +88,7 @@ protected:
 };
 test::TempDir* WindowTest::dir_ = nullptr;
 
-TEST_F(WindowTest, HeatmapCellsHaveTheColormapOfTheirWeights) {
+TEST_P(WindowTest, HeatmapCellsHaveTheColormapOfTheirWeights) {
     const Shot shot = shoot("causal", {"--layer", "1"});
     const int T = shot.cli["seq_len"];
     EXPECT_EQ(shot.layout.size(), static_cast<size_t>(4 * T * T));
@@ -95,12 +96,12 @@ TEST_F(WindowTest, HeatmapCellsHaveTheColormapOfTheirWeights) {
     EXPECT_EQ(check_cells(shot, true), 4 * T * (T - 1) / 2);
 }
 
-TEST_F(WindowTest, CausalOffFillsTheUpperTriangle) {
+TEST_P(WindowTest, CausalOffFillsTheUpperTriangle) {
     const Shot shot = shoot("bidirectional", {"--causal", "off"});
     EXPECT_EQ(check_cells(shot, false), 0);
 }
 
-TEST_F(WindowTest, TwoHeadsDrawTwoMaps) {
+TEST_P(WindowTest, TwoHeadsDrawTwoMaps) {
     const Shot shot = shoot("two-heads", {"--heads", "2"});
     std::set<int> heads;
     for (const json& cell : shot.layout) heads.insert(cell["head"].get<int>());
@@ -108,7 +109,7 @@ TEST_F(WindowTest, TwoHeadsDrawTwoMaps) {
     check_cells(shot, true);
 }
 
-TEST_F(WindowTest, ModelViewDrawsEveryLayersHeads) {
+TEST_P(WindowTest, ModelViewDrawsEveryLayersHeads) {
     const Shot shot = shoot("model-view", {"--view", "model"}, "model");
     const int T = shot.cli["seq_len"];
     std::set<std::pair<int, int>> maps;
@@ -118,7 +119,7 @@ TEST_F(WindowTest, ModelViewDrawsEveryLayersHeads) {
     EXPECT_EQ(check_cells(shot, true), 2 * 4 * T * (T - 1) / 2);
 }
 
-TEST_F(WindowTest, LargeViewShowsOneHeadAtFullResolution) {
+TEST_P(WindowTest, LargeViewShowsOneHeadAtFullResolution) {
     const Shot shot = shoot("large", {"--layer", "1", "--head", "2"}, "large");
     const int T = shot.cli["seq_len"];
     ASSERT_EQ(shot.layout.size(), static_cast<size_t>(T * T));
@@ -129,6 +130,8 @@ TEST_F(WindowTest, LargeViewShowsOneHeadAtFullResolution) {
     }
     check_cells(shot, true);
 }
+
+INSTANTIATE_TEST_SUITE_P(Sizes, WindowTest, ::testing::Values("1280x800", "1920x1080"));
 
 }  // namespace
 
@@ -147,6 +150,10 @@ TEST_F(WindowTest, BadOptionsAreOneLineErrorsNamingTheFlag) {
         {{"--settings", "yes"}, "--settings: settings 'yes' is not one of off, on"},
         {{"--layer", "2"}, "--layer 2 out of range (the model has layers 0..1)"},
         {{"--head", "4"}, "--head 4 out of range (4 heads)"},
+        {{"--window-size", "1920x"},
+         "--window-size: a window size is WIDTHxHEIGHT, each from 320 to 16384 (like 1920x1080): got '1920x'"},
+        {{"--window-size", "100x100"},
+         "--window-size: a window size is WIDTHxHEIGHT, each from 320 to 16384 (like 1920x1080): got '100x100'"},
     };
     for (const auto& [options, message] : cases) {
         std::vector<std::string> args = {"--model", model, "--screenshot", (dir_->path / "bad.png").string()};

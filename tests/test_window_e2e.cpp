@@ -8,7 +8,9 @@
 // appends the model's three greedy tokens.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -103,11 +105,15 @@ Centres control_centres(const json& layout) {
     return centres;
 }
 
-// The window, started on a virtual screen for xdotool to drive.
+// The window, started on a virtual screen for xdotool to drive; unless
+// `placed_by_settings`, the size of the screenshot runs whose layouts say
+// where its controls are.
 class DrivenWindow {
 public:
-    DrivenWindow(const std::string& display, std::vector<std::string> args, const std::filesystem::path& scratch)
+    DrivenWindow(const std::string& display, std::vector<std::string> args, const std::filesystem::path& scratch,
+                 bool placed_by_settings = false)
         : display_(display), env_("DISPLAY", display), scratch_(scratch) {
+        if (!placed_by_settings) args.insert(args.begin(), {"--window-size", "1280x800"});
         args.insert(args.begin(), HEADSCOPE_WINDOW);
         window_ = std::make_unique<test::Child>(args);
         // Under a heavy load xdotool has once failed to open a display whose
@@ -124,6 +130,17 @@ public:
     test::ProcessRun xdotool(std::vector<std::string> args) const {
         args.insert(args.begin(), {"timeout", "20", "xdotool"});
         return test::run_program(args, scratch_);
+    }
+    // The window's x, y, width and height on the screen.
+    std::array<int, 4> geometry() const {
+        const test::ProcessRun run = xdotool({"search", "--name", "^Headscope$", "getwindowgeometry", "--shell"});
+        EXPECT_EQ(run.status, 0) << run.err;
+        std::map<std::string, int> values;
+        std::istringstream lines(run.out);
+        for (std::string line; std::getline(lines, line);)
+            if (const size_t eq = line.find('='); eq != std::string::npos)
+                values[line.substr(0, eq)] = std::atoi(line.c_str() + eq + 1);
+        return {values["X"], values["Y"], values["WIDTH"], values["HEIGHT"]};
     }
     void click(const std::vector<std::string>& at) const {
         EXPECT_EQ(xdotool({"mousemove", at.at(0), at.at(1), "click", "1"}).status, 0);
@@ -350,6 +367,32 @@ TEST(WindowEndToEnd, TypingReusesThePrefixAndNextTokenAppendsGreedyTokens) {
     EXPECT_EQ(generation["step"], 3);
     EXPECT_EQ(generation["ids"].get<std::vector<int32_t>>(), greedy);
     EXPECT_EQ(generation["text"], text);
+}
+
+// A first start (no settings saved) takes nine tenths of the screen,
+// centred; the size and place the window is left at are where the next
+// start opens it.
+TEST(WindowEndToEnd, TheWindowOpensWhereItWasLeft) {
+    test::TempDir dir;
+    const std::string model = (dir.path / "model").string();
+    test::write_test_model(model, {.n_layer = 1, .n_head = 2, .n_embd = 16, .n_positions = 32});
+    const test::ScopedEnv config("XDG_CONFIG_HOME", (dir.path / "config").string());
+    const VirtualScreen screen;
+    ASSERT_FALSE(screen.name().empty()) << "Xvfb did not start";
+    const std::vector<std::string> args = {"--model", model, "--text", "A", "--settings", "on"};
+    {
+        DrivenWindow window(screen.name(), args, dir.path, true);
+        EXPECT_EQ(window.geometry(), (std::array{64, 40, 1152, 720}));  // the screen is 1280 x 800
+        window.xdotool({"search", "--name", "^Headscope$", "windowsize", "900", "600", "windowmove", "30", "50"});
+        pause_ms(500);
+        ASSERT_EQ(window.quit(), 0);
+    }
+    const json saved = json::parse(test::read_file(dir.path / "config" / "headscope" / "settings.json"));
+    EXPECT_EQ(saved["window"], json::array({900, 600}));
+    EXPECT_EQ(saved["window_position"], json::array({30, 50}));
+    DrivenWindow window(screen.name(), args, dir.path, true);
+    EXPECT_EQ(window.geometry(), (std::array{30, 50, 900, 600}));
+    ASSERT_EQ(window.quit(), 0);
 }
 
 }  // namespace

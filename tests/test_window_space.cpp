@@ -1,0 +1,160 @@
+// How the window uses its space, at two window sizes: every map lies inside
+// the window and no two overlap, the maps (with their labels) cover a
+// share of the area below the tabs, they grow when the window grows, and
+// every token label is whole or cut at a glyph and ended with an ellipsis,
+// inside its map's square and off the map itself.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "model_writer.h"
+#include "screenshot.h"
+
+using namespace headscope;
+using nlohmann::json;
+
+namespace {
+
+struct Rect {
+    double x, y, w, h;
+    explicit Rect(const json& e) : x(e["x"]), y(e["y"]), w(e["w"]), h(e["h"]) {}
+    double area() const { return w * h; }
+    bool inside(const Rect& o) const {
+        return x >= o.x - 0.5 && y >= o.y - 0.5 && x + w <= o.x + o.w + 0.5 && y + h <= o.y + o.h + 0.5;
+    }
+    bool overlaps(const Rect& o) const {  // more than the half pixel a rounding can give
+        return std::min(x + w, o.x + o.w) - std::max(x, o.x) > 0.5 &&
+               std::min(y + h, o.y + o.h) - std::max(y, o.y) > 0.5;
+    }
+};
+
+// The maps' share of the area below the tabs, after checking each lies in
+// the window and none overlaps another; the smallest map's side.
+struct Space {
+    double share = 0, smallest_side = 1e9;
+    int maps = 0;
+};
+
+Space measure(const test::WindowShot& shot, int width, int height) {
+    EXPECT_EQ(shot.run.status, 0) << shot.run.err;
+    EXPECT_EQ(shot.image.width, width);
+    EXPECT_EQ(shot.image.height, height);
+    const Rect window(json{{"x", 0}, {"y", 0}, {"w", width}, {"h", height}});
+    std::vector<Rect> maps;
+    double below_tabs = 0;
+    for (const json& e : shot.layout) {
+        if (e["view"] == "map") maps.emplace_back(e);
+        if (e["view"] == "below-tabs") below_tabs = Rect(e).area();
+    }
+    Space space;
+    space.maps = static_cast<int>(maps.size());
+    for (size_t a = 0; a < maps.size(); ++a) {
+        EXPECT_TRUE(maps[a].inside(window)) << "map " << a << " at " << maps[a].x << "," << maps[a].y;
+        for (size_t b = a + 1; b < maps.size(); ++b) EXPECT_FALSE(maps[a].overlaps(maps[b])) << a << " and " << b;
+        space.share += maps[a].area();
+        space.smallest_side = std::min(space.smallest_side, std::min(maps[a].w, maps[a].h));
+    }
+    EXPECT_GT(below_tabs, 0);
+    space.share /= below_tabs;
+    return space;
+}
+
+class WindowSpaceTest : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        dir_ = new test::TempDir;
+        // GPT-2 small's 12 layers of 12 heads, with tiny weights: the model view's grid is what matters.
+        test::write_test_model(dir_->path / "small-shape", {.n_layer = 12, .n_head = 12, .n_embd = 48});
+        // GPT-2's vocabulary, whose long words are single tokens.
+        test::write_test_model(dir_->path / "words", {.n_layer = 1, .n_head = 4, .n_embd = 32});
+    }
+    static void TearDownTestSuite() { delete dir_; }
+
+    test::WindowShot shoot(const std::string& name, std::vector<std::string> args, const std::string& size) {
+        args.insert(args.end(), {"--window-size", size});
+        return test::shoot_window(args, dir_->path, name + "-" + size);
+    }
+
+    static test::TempDir* dir_;
+    const std::string text_ = "The cat sat on the mat because it was soft, and the dog sat on the rug.";
+};
+test::TempDir* WindowSpaceTest::dir_ = nullptr;
+
+TEST_F(WindowSpaceTest, HeadsOfTheBuiltInModelFillTheWindowAndGrowWithIt) {
+    const Space small = measure(shoot("heads", {"--text", text_}, "1280x800"), 1280, 800);
+    const Space large = measure(shoot("heads", {"--text", text_}, "1920x1080"), 1920, 1080);
+    EXPECT_EQ(small.maps, 4);
+    EXPECT_EQ(large.maps, 4);
+    EXPECT_GE(large.share, 0.45);
+    EXPECT_GT(large.smallest_side, small.smallest_side * 1.2);
+    std::printf("heads view, built-in model: %.0f%% of the area below the tabs at 1280x800, %.0f%% at 1920x1080\n",
+                100 * small.share, 100 * large.share);
+}
+
+TEST_F(WindowSpaceTest, ModelViewOfAGpt2SmallShapeFillsTheWindowAndGrowsWithIt) {
+    const std::vector<std::string> args = {"--model", (dir_->path / "small-shape").string(), "--text", text_, "--view",
+                                           "model"};
+    const Space small = measure(shoot("model", args, "1280x800"), 1280, 800);
+    const Space large = measure(shoot("model", args, "1920x1080"), 1920, 1080);
+    EXPECT_EQ(small.maps, 144);
+    EXPECT_EQ(large.maps, 144);
+    EXPECT_GE(large.share, 0.38);
+    EXPECT_GT(large.smallest_side, small.smallest_side * 1.2);
+    std::printf("model view, 12 x 12 heads: %.0f%% of the area below the tabs at 1280x800, %.0f%% at 1920x1080\n",
+                100 * small.share, 100 * large.share);
+}
+
+// Labels of a text with long tokens: each is its whole token or a prefix of
+// it cut at a character and ended with an ellipsis; each lies in its map's
+// square, left of the map (queries) or above it (keys).
+TEST_F(WindowSpaceTest, TokenLabelsAreWholeOrEndInAnEllipsis) {
+    const std::string text =
+        "Their responsibilities include international cooperation and environmental sustainability, so it is.";
+    for (const std::string size : {"1280x800", "1920x1080"}) {
+        const test::WindowShot shot =
+            shoot("labels", {"--model", (dir_->path / "words").string(), "--text", text}, size);
+        ASSERT_EQ(shot.run.status, 0) << shot.run.err;
+        std::map<std::pair<int, int>, Rect> squares;                // (layer, head): the map with its labels
+        std::map<std::pair<int, int>, std::array<double, 4>> maps;  // the map's cells: x0, y0, x1, y1
+        for (const json& e : shot.layout) {
+            const std::pair<int, int> key{e.value("layer", -1), e.value("head", -1)};
+            if (e["view"] == "map" && e["of"] == "heads") squares.emplace(key, Rect(e));
+            if (e["view"] != "heads") continue;
+            const Rect cell(e);
+            auto [at, fresh] = maps.try_emplace(key, std::array{cell.x, cell.y, cell.x + cell.w, cell.y + cell.h});
+            at->second = {std::min(at->second[0], cell.x), std::min(at->second[1], cell.y),
+                          std::max(at->second[2], cell.x + cell.w), std::max(at->second[3], cell.y + cell.h)};
+        }
+        int labels = 0, cut = 0;
+        for (const json& e : shot.layout) {
+            if (e["view"] != "label") continue;
+            ++labels;
+            const std::string shown = e["text"], token = e["token_text"], ellipsis = "\u2026";
+            if (shown != token) {
+                ++cut;
+                ASSERT_GE(shown.size(), ellipsis.size());
+                ASSERT_EQ(shown.substr(shown.size() - ellipsis.size()), ellipsis) << shown;
+                const std::string prefix = shown.substr(0, shown.size() - ellipsis.size());
+                EXPECT_EQ(token.rfind(prefix, 0), 0u) << shown << " is not a prefix of " << token;
+                // Cut between characters: the prefix is whole UTF-8 (no continuation byte after it).
+                if (prefix.size() < token.size()) {
+                    EXPECT_NE(static_cast<unsigned char>(token[prefix.size()]) & 0xC0, 0x80) << token;
+                }
+            }
+            const Rect label(e);
+            const std::pair<int, int> key{e["layer"], e["head"]};
+            EXPECT_TRUE(label.inside(squares.at(key))) << shown;
+            const std::array<double, 4>& m = maps.at(key);
+            EXPECT_FALSE(label.overlaps(Rect(json{{"x", m[0]}, {"y", m[1]}, {"w", m[2] - m[0]}, {"h", m[3] - m[1]}})))
+                << shown;
+        }
+        EXPECT_GT(labels, 0) << size;
+        EXPECT_GT(cut, 0) << size;  // the long words do not fit whole
+    }
+}
+
+}  // namespace
