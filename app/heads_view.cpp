@@ -9,18 +9,6 @@ namespace headscope {
 
 namespace {
 
-// `text` whole when it is at most `width` pixels wide at font size `size`,
-// else cut at a glyph boundary and ended with an ellipsis so that the whole fits.
-std::string fitted_label(const std::string& text, float size, float width) {
-    ImFont* font = ImGui::GetFont();
-    if (font->CalcTextSizeA(size, FLT_MAX, 0, text.c_str()).x <= width) return text;
-    const char* ellipsis = "\u2026";
-    const float room = width - font->CalcTextSizeA(size, FLT_MAX, 0, ellipsis).x;
-    const char* fits = text.c_str();
-    if (room > 0) font->CalcTextSizeA(size, room, 0, text.c_str(), nullptr, &fits);
-    return std::string(text.c_str(), fits) + ellipsis;
-}
-
 // `text` at font size `size` turned a quarter to the left, reading upwards:
 // its first glyph's bottom-left corner at `bottom_left`, so it occupies one
 // line's width to the right of that point and its length above it. ImGui
@@ -43,7 +31,7 @@ void label_tooltip(const Session& session, const Ui& ui, ImVec2 min, ImVec2 max,
         ImGui::SetTooltip("token %d %s", t, token_text(session, t).c_str());
 }
 
-// A token label as drawn, for --layout: the text shown and the token's.
+// A token label as drawn, for --layout: the token's text and what is shown of it.
 void record_label(const Session& session, Ui& ui, const char* view, int layer, int head, int t,
                   const std::string& shown, ImVec2 min, ImVec2 size) {
     ui.layout.rect({{"view", "label"},
@@ -51,8 +39,8 @@ void record_label(const Session& session, Ui& ui, const char* view, int layer, i
                     {"layer", layer},
                     {"head", head},
                     {"token", t},
-                    {"text", shown},
-                    {"token_text", token_label(session, t)}},
+                    {"text", token_label(session, t)},
+                    {"shown", shown}},
                    min, size);
 }
 
@@ -92,7 +80,7 @@ bool labelled_map(Session& session, Ui& ui, MapWidget& widget, const char* view,
         for (int i = first_row; i < last_row; ++i) {
             const float y = map_origin.y + (i - region.v0 * T) * cell_h + (cell_h - line) / 2;
             if (y < map_origin.y) continue;  // a row the zoom cut in half
-            const std::string label = fitted_label(token_label(session, i), line, band - gap);
+            const std::string label = ellipsized(token_label(session, i), line, band - gap);
             const float width = text_width(label);
             const ImVec2 at(map_origin.x - gap - width, y);
             draw->AddText(ImGui::GetFont(), line, at, colour, label.c_str());
@@ -102,7 +90,7 @@ bool labelled_map(Session& session, Ui& ui, MapWidget& widget, const char* view,
         for (int j = first_col; j < last_col; ++j) {
             const float x = map_origin.x + (j - region.u0 * T) * cell_w + (cell_w - line) / 2;
             if (x < map_origin.x) continue;
-            const std::string label = fitted_label(token_label(session, j), line, band - gap);
+            const std::string label = ellipsized(token_label(session, j), line, band - gap);
             const float height = text_width(label);
             upward_text(draw, line, ImVec2(x, map_origin.y - gap), colour, label);
             const ImVec2 top_left(x, map_origin.y - gap - height);

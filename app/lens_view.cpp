@@ -78,18 +78,17 @@ void LensView::draw(Session& s, Ui& ui) {
         for (int t = 0; t < length; ++t) {
             const Prediction& top = att.lens_at(slot, b, t)[0];
             const float x = origin.x + t * cell_w;
-            const ImVec4 clip(x + pad, y, x + cell_w - 1, y + cell_h);
             // Dark text on the colormap's bright end.
             const ImU32 colour = top.p > 0.6f ? IM_COL32(0, 0, 0, 255) : IM_COL32(255, 255, 255, 255);
-            draw->AddText(nullptr, 0, ImVec2(x + pad, y + (cell_h - line) / 2), colour,
-                          visible_token(s.model().tokenizer, top.id).c_str(), nullptr, 0, &clip);
+            const std::string shown = ellipsized(visible_token(s.model().tokenizer, top.id), line, cell_w - pad - 1);
+            draw->AddText(ImVec2(x + pad, y + (cell_h - line) / 2), colour, shown.c_str());
         }
     }
     // The text's tokens above their columns, staggered in two rows as the maps' keys are.
     for (int t = 0; t < length && cell_w >= 2 * pad; ++t) {
         const float x = origin.x + t * cell_w, y = start.y + (t % 2 ? line : 0);
-        const ImVec4 clip(x, y, std::min(x + 2 * cell_w, origin.x + size.x), y + line);
-        draw->AddText(nullptr, 0, ImVec2(x, y), text_colour, token_label(s, t).c_str(), nullptr, 0, &clip);
+        const std::string shown = ellipsized(token_label(s, t), line, std::min(2 * cell_w, origin.x + size.x - x));
+        draw->AddText(ImVec2(x, y), text_colour, shown.c_str());
     }
     ui.layout.grid({{"view", "lens"}, {"row", "layer"}, {"col", "position"}},
                    {origin, ImVec2(cell_w, cell_h), ImVec2(cell_w, cell_h), L, length});

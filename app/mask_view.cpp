@@ -103,16 +103,18 @@ void outline_empty_rows(const Session& session, ImVec2 origin, float cell) {
 // row of `cell` pixels holds: the queries (then "<pad>") down its left,
 // right-aligned in a column of `width`; the keys above it, each on one of two
 // staggered lines so that neighbours do not collide, and the pad keys as one
-// label over their run. Each label's rectangle is recorded for --layout.
+// label over their run. A label longer than its place ends in an ellipsis.
+// Each label's place is recorded for --layout, with what is shown in it.
 void draw_token_labels(const Session& session, Ui& ui, ImVec2 origin, float cell, float width) {
     ImDrawList* draw = ImGui::GetWindowDrawList();
     const float size = std::min(ImGui::GetFontSize(), cell), shrink = size / ImGui::GetFontSize();
     const ImU32 colour = ImGui::GetColorU32(ImGuiCol_Text);
     const float right = origin.x - 4 * ui.scale, bottom = origin.y - 2 * ui.scale;
-    auto label = [&](const char* axis, int t, const std::string& text, ImVec2 at, const ImVec4& clip) {
-        draw->AddText(ImGui::GetFont(), size, at, colour, text.c_str(), nullptr, 0, &clip);
-        ui.layout.rect({{"view", "mask label"}, {"axis", axis}, {"index", t}, {"text", text}}, ImVec2(clip.x, clip.y),
-                       ImVec2(clip.z - clip.x, clip.w - clip.y));
+    auto label = [&](const char* axis, int t, const std::string& text, ImVec2 at, const ImVec4& place) {
+        const std::string shown = ellipsized(text, size, place.z - at.x);
+        draw->AddText(ImGui::GetFont(), size, at, colour, shown.c_str());
+        ui.layout.rect({{"view", "mask label"}, {"axis", axis}, {"index", t}, {"text", text}, {"shown", shown}},
+                       ImVec2(place.x, place.y), ImVec2(place.z - place.x, place.w - place.y));
     };
     const int T = session.shown.attention.T, length = session.length(session.selected);
     for (int t = 0; t < T; ++t) {

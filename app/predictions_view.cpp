@@ -36,9 +36,10 @@ void predictions_panel(const Session& s, Ui& ui) {
         // Whole pixels, so that a bar's filled length is exactly p of its track.
         const ImVec2 at(std::floor(ImGui::GetCursorScreenPos().x), std::floor(ImGui::GetCursorScreenPos().y));
         const std::string token = quoted_token(tokenizer, p.id);
-        const ImVec4 clip(at.x, at.y, at.x + token_w - 4, at.y + line);
         const ImU32 colour = ImGui::GetColorU32(p.id == next ? good_colour : ImGui::GetStyleColorVec4(ImGuiCol_Text));
-        draw->AddText(nullptr, 0, at, colour, token.c_str(), nullptr, 0, &clip);
+        draw->AddText(at, colour, ellipsized(token, line, token_w - 4).c_str());
+        if (ui.tooltips && ImGui::IsMouseHoveringRect(at, ImVec2(at.x + token_w, at.y + line)))
+            ImGui::SetTooltip("%s (id %d)", token.c_str(), p.id);
         const ImVec2 track(at.x + token_w, at.y + 2), track_size(track_w, std::floor(line) - 3);
         draw->AddRectFilled(track, ImVec2(track.x + track_w, track.y + track_size.y), prediction_track_colour);
         draw->AddRectFilled(track, ImVec2(track.x + std::round(p.p * track_w), track.y + track_size.y),

@@ -1,6 +1,7 @@
 #include "ui.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <ostream>
 
@@ -63,6 +64,16 @@ std::string head_label(const Session& session, int layer, int head) {
     char scores[96];
     std::snprintf(scores, sizeof scores, "  prev %.2f  ind %.2f", s.previous_token, s.induction);
     return std::string(label) + scores;
+}
+
+std::string ellipsized(const std::string& text, float size, float width) {
+    ImFont* font = ImGui::GetFont();
+    if (font->CalcTextSizeA(size, FLT_MAX, 0, text.c_str()).x <= width) return text;
+    const char* ellipsis = "\u2026";
+    const float room = width - font->CalcTextSizeA(size, FLT_MAX, 0, ellipsis).x;
+    const char* fits = text.c_str();
+    if (room > 0) font->CalcTextSizeA(size, room, 0, text.c_str(), nullptr, &fits);
+    return std::string(text.c_str(), fits) + ellipsis;
 }
 
 std::string visible_text(std::string_view bytes) {

@@ -118,6 +118,11 @@ std::string token_text(const Session& session, int t);
 // Token t of the selected text as an axis label (unquoted), or "<pad>" past its end.
 std::string token_label(const Session& session, int t);
 
+// `text` whole when it is at most `width` pixels wide at font size `size`,
+// else cut between characters and ended with an ellipsis so that the whole
+// fits: a label never ends mid-glyph.
+std::string ellipsized(const std::string& text, float size, float width);
+
 // The label "L1 H2" with the head's probe scores when the session has them.
 std::string head_label(const Session& session, int layer, int head);
 

@@ -117,6 +117,19 @@ json read_layout(const std::filesystem::path& path) {
     return entries;
 }
 
+std::string label_fault(const std::string& shown, const std::string& text) {
+    if (shown == text) return "";
+    const std::string ellipsis = "\u2026";
+    if (shown.size() < ellipsis.size() || shown.compare(shown.size() - ellipsis.size(), ellipsis.size(), ellipsis))
+        return "'" + shown + "' is neither '" + text + "' nor ends in an ellipsis";
+    const std::string prefix = shown.substr(0, shown.size() - ellipsis.size());
+    if (text.rfind(prefix, 0) != 0) return "'" + prefix + "' is not a prefix of '" + text + "'";
+    // Cut between characters: what follows the prefix is no UTF-8 continuation byte.
+    if (prefix.size() < text.size() && (static_cast<unsigned char>(text[prefix.size()]) & 0xC0) == 0x80)
+        return "'" + shown + "' cuts a character of '" + text + "'";
+    return "";
+}
+
 WindowShot shoot_window(std::vector<std::string> args, const std::filesystem::path& dir, const std::string& name) {
     const std::filesystem::path png = dir / (name + ".png"), layout = dir / (name + ".json");
     args.insert(args.end(), {"--screenshot", png.string(), "--layout", layout.string()});

@@ -37,6 +37,10 @@ ProcessRun run_window(const std::vector<std::string>& args, const std::filesyste
 // float it holds, its position in the order drawn and its index in storage.
 nlohmann::json read_layout(const std::filesystem::path& path);
 
+// Empty when a label `shown` for `text` is the whole text or a prefix of it
+// cut between characters and ended with an ellipsis; else what is wrong.
+std::string label_fault(const std::string& shown, const std::string& text);
+
 // One screenshot run: `args` plus --screenshot DIR/NAME.png --layout DIR/NAME.json.
 struct WindowShot {
     ProcessRun run;

@@ -135,6 +135,7 @@ protected:
             if (label["view"] != "mask label") continue;
             const int t = label["index"];
             const double x = label["x"], y = label["y"], w = label["w"], h = label["h"];
+            EXPECT_EQ(test::label_fault(label["shown"], label["text"]), "");
             if (label["axis"] == "query") {
                 ++queries;
                 EXPECT_EQ(label["text"], t < L ? shot.tokens.at(t) : "<pad>") << "row " << t;
