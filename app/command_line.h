@@ -28,12 +28,13 @@ struct Args {
     BackendChoice backend = BackendChoice::automatic;
     int layer = 0, head = -1, dance_step = 1, frames = 3;
     int query = -1;  // the query row the predictions panel shows; -1: the last token
-    std::string screenshot, layout, open_model, export_json, export_npy;
+    std::string screenshot, layout, open_model, export_json, export_npy, export_svg;
     bool frame_times = false;
     bool settings = true;  // read and save settings; off unless given when a test drives the window
 };
 
-// Adds the options to `cli`; after cli.parse, finish_args.
+// Adds the options to `cli`; after cli.parse, finish_args (which throws
+// Error for --export-svg of a view without a figure).
 void add_window_options(CLI::App& cli, Args& args);
 void finish_args(const CLI::App& cli, Args& args);
 

@@ -44,7 +44,7 @@ void MainView::draw() {
     controls_.draw(session_, ui_);
     ImGui::Separator();
     views();
-    status_bar_.draw(session_, ui_);
+    status_bar_.draw(session_, ui_, figure_view());
     ImGui::End();
 }
 
@@ -63,6 +63,7 @@ void MainView::views() {
         const ImGuiTabItemFlags flags = tab_to_select_ == view ? ImGuiTabItemFlags_SetSelected : 0;
         if (!ImGui::BeginTabItem(view_choices.labels[v], nullptr, flags)) continue;
         if (tab_to_select_ == view) tab_to_select_.reset();  // shown: the user's clicks choose again
+        shown_view_ = view;
         // The predictions panel beside the views with query rows; room for the status bar below.
         const bool predictions = view == View::heads || view == View::model || view == View::lens;
         const float panel_w = std::floor(300 * ui_.scale), below = -ImGui::GetFrameHeightWithSpacing();

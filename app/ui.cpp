@@ -67,7 +67,7 @@ std::string head_label(const Session& session, int layer, int head) {
 
 std::string visible_text(std::string_view bytes) {
     std::string text;
-    for (char c : bytes) text += c == '\n' ? "\\n" : c == '\t' ? "\\t" : std::string(1, c);
+    for (char c : bytes) text += c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t" : std::string(1, c);
     return text;
 }
 

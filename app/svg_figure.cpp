@@ -1,0 +1,231 @@
+// The shown view as an SVG figure: see svg_figure.h.
+#include "svg_figure.h"
+
+#include <algorithm>
+#include <cmath>
+#include <ostream>
+#include <vector>
+
+#include "headscope/error.h"
+#include "headscope/files.h"
+
+namespace headscope {
+
+namespace {
+
+// Sizes in the figure's user units.
+constexpr double cell = 12, label_size = 9, title_size = 11, heading_size = 14, gap = 24, margin = 16;
+constexpr double thumb_gap = 6, legend_height = 3 * title_size;
+
+// About the width of `text` at `size` in DejaVu Sans (0.62 em a character on
+// average): the room labels take.
+double text_width(std::string_view text, double size) {
+    const auto characters = std::count_if(text.begin(), text.end(), [](char c) { return (c & 0xC0) != 0x80; });
+    return 0.62 * size * static_cast<double>(characters);
+}
+
+// The cells a side of each of `maps` maps of T x T, so that the figure holds at most max_figure_cells.
+int pooled_side(int T, size_t maps) {
+    const auto side =
+        static_cast<int64_t>(std::sqrt(static_cast<double>(max_figure_cells) / static_cast<double>(maps)));
+    return static_cast<int>(std::clamp<int64_t>(side, 1, T));
+}
+
+// The title line: the model, the text, the layer (heads tab), the options as the command lines spell them.
+std::string heading(const Session& s, const Ui& ui, FigureView shown) {
+    const AttentionOptions& o = s.shown_options;
+    std::string line = s.model_name();
+    if (s.shown_texts.size() > 1)
+        line += "   text " + std::to_string(s.selected + 1) + " of " + std::to_string(s.shown_texts.size());
+    line += "   \"" + visible_text(s.shown_texts[s.selected]) + "\"";
+    if (shown.view == View::heads) line += "   layer " + std::to_string(s.layer);
+    line += std::string("   causal ") + (o.causal ? "on" : "off") + ", padding mask " + (o.padding_mask ? "on" : "off");
+    if (s.model().config.sliding_window)
+        line += ", sliding window " + (o.sliding_window ? std::to_string(o.sliding_window) : std::string("off"));
+    line += ", " + std::to_string(s.heads_shown()) + " heads of " + std::to_string(s.shown.attention.hs) + ", scale " +
+            word_of(scale_choices, o.scale) + ", split " + word_of(split_choices, o.split) + ", colormap " +
+            word_of(colormap_choices, ui.colormap);
+    return line;
+}
+
+class Figure {
+public:
+    Figure(std::ostream& out, double width, double height, const Session& session, Ui& ui)
+        : svg_(out, width, height, masked_hatch), s_(session), ui_(ui), height_(height) {}
+
+    void heading(const std::string& line) {
+        svg_.begin_group({{"class", "heading"}});
+        svg_.text(margin, margin + heading_size, line, heading_size);
+        svg_.end_group();
+    }
+
+    // Map (layer, head) of the selected text, `side` cells a side, its top left at (x, y).
+    void map(int layer, int head, int side, double x, double y) {
+        const AttentionResult& att = s_.shown.attention;
+        const int b = s_.selected;
+        const HeatmapImage image = heatmap_image(att, s_.shown_options, layer, b, head, s_.length(b), side);
+        const std::vector<Rgb> colours = ui_.renderer.cell_colours(ui_.colormap, image);
+        svg_.begin_group(
+            {{"class", "cells"}, {"data-rows", std::to_string(image.rows)}, {"data-cols", std::to_string(image.cols)}});
+        for (int r = 0; r < image.rows; ++r)
+            for (int c = 0; c < image.cols; ++c) {
+                const size_t n = static_cast<size_t>(r) * image.cols + c;
+                if (image.cells[n] < 0)
+                    svg_.masked_rect(x + c * cell, y + r * cell, cell, cell);
+                else
+                    svg_.rect(x + c * cell, y + r * cell, cell, cell, colours[n]);
+            }
+        svg_.end_group();
+    }
+
+    // The selected text's tokens along a map whose top left is (x, y): the
+    // queries down its left, the keys above it, turned.
+    void token_labels(double x, double y) {
+        const int T = s_.shown.attention.T;
+        svg_.begin_group({{"class", "queries"}});
+        for (int i = 0; i < T; ++i)
+            svg_.text(x - 3, y + (i + 0.5) * cell + 0.35 * label_size, token_label(s_, i), label_size, TextAnchor::end);
+        svg_.end_group();
+        svg_.begin_group({{"class", "keys"}});
+        for (int j = 0; j < T; ++j)
+            svg_.text(x + (j + 0.5) * cell + 0.35 * label_size, y - 3, token_label(s_, j), label_size,
+                      TextAnchor::start, -90);
+        svg_.end_group();
+    }
+
+    void labels(const char* css_class, const std::vector<std::pair<double, double>>& at,
+                const std::vector<std::string>& texts) {
+        svg_.begin_group({{"class", css_class}});
+        for (size_t n = 0; n < texts.size(); ++n) svg_.text(at[n].first, at[n].second, texts[n], title_size);
+        svg_.end_group();
+    }
+
+    // The colormap from 0 to 1 as 64 steps, and the hatch, along the bottom.
+    void legend() {
+        constexpr int steps = 64;
+        constexpr double step = 4;
+        HeatmapImage ramp{.rows = 1, .cols = steps, .cells = {}};
+        for (int x = 0; x < steps; ++x) ramp.cells.push_back((x + 0.5f) / steps);
+        const std::vector<Rgb> colours = ui_.renderer.cell_colours(ui_.colormap, ramp);
+        const double y = height_ - margin - cell, baseline = y + cell - 2, x = margin + text_width("0", title_size) + 4;
+        svg_.begin_group({{"class", "legend"}});
+        svg_.text(margin, baseline, "0", title_size);
+        for (int n = 0; n < steps; ++n) svg_.rect(x + n * step, y, step, cell, colours[n]);
+        const double end = x + steps * step + 4;
+        svg_.text(end, baseline, "1", title_size);
+        const double masked = end + text_width("1", title_size) + 3 * title_size;
+        svg_.masked_rect(masked, y, cell, cell);
+        svg_.text(masked + cell + 4, baseline, "masked", title_size);
+        svg_.end_group();
+    }
+
+    SvgWriter& svg() { return svg_; }
+
+private:
+    SvgWriter svg_;
+    const Session& s_;
+    Ui& ui_;
+    double height_;
+};
+
+constexpr double legend_width = 2 * margin + 64 * 4 + 14 * title_size;
+
+// The heads tab: every head of the selected layer in a near-square grid (or
+// the one head shown large), each titled, with the tokens along it.
+void heads_figure(std::ostream& out, const Session& s, Ui& ui, FigureView shown) {
+    const AttentionResult& att = s.shown.attention;
+    const int NH = s.heads_shown(), group = NH / att.NKV, T = att.T;
+    std::vector<int> heads;
+    for (int h = 0; h < NH; ++h)
+        if (!shown.large_head || h == s.head) heads.push_back(h);
+    const int n = static_cast<int>(heads.size()), side = pooled_side(T, heads.size());
+    double label_room = 0;
+    if (side == T)  // every cell: a token per row
+        for (int t = 0; t < T; ++t) label_room = std::max(label_room, text_width(token_label(s, t), label_size) + 6);
+    const int columns = static_cast<int>(std::ceil(std::sqrt(n))), rows = (n + columns - 1) / columns;
+    const double map_side = side * cell, title_h = title_size + 8;
+    const double block_w = label_room + map_side, block_h = title_h + label_room + map_side;
+    const std::string line = heading(s, ui, shown);
+    const double top = margin + heading_size + gap;
+    const double width = std::max({2 * margin + columns * block_w + (columns - 1) * gap,
+                                   2 * margin + text_width(line, heading_size), legend_width});
+    const double height = top + rows * block_h + (rows - 1) * gap + gap + legend_height;
+    Figure figure(out, width, height, s, ui);
+    figure.heading(line);
+    for (int k = 0; k < n; ++k) {
+        const int h = heads[k];
+        const double x = margin + (k % columns) * (block_w + gap), y = top + (k / columns) * (block_h + gap);
+        const double map_x = x + label_room, map_y = y + title_h + label_room;
+        figure.svg().begin_group(
+            {{"class", "map"}, {"data-layer", std::to_string(s.layer)}, {"data-head", std::to_string(h)}});
+        const std::string kv = group > 1 ? "  kv " + std::to_string(h / group) : "";
+        figure.labels("title", {{map_x, y + title_size}}, {head_label(s, s.layer, h) + kv});
+        if (label_room > 0) figure.token_labels(map_x, map_y);
+        figure.map(s.layer, h, side, map_x, map_y);
+        figure.svg().end_group();
+    }
+    figure.legend();
+    figure.svg().finish();
+}
+
+// The model tab: a row of thumbnails per layer, a gap between key/value groups.
+void model_figure(std::ostream& out, const Session& s, Ui& ui, FigureView shown) {
+    const AttentionResult& att = s.shown.attention;
+    const int L = static_cast<int>(att.layers.size()), NH = s.heads_shown(), group = NH / att.NKV;
+    const int side = pooled_side(att.T, static_cast<size_t>(L) * NH);
+    const double map_side = side * cell, group_gap = group > 1 ? gap : 0;
+    const double row_label = text_width("L" + std::to_string(L - 1), title_size) + 8, header = title_size + 8;
+    const auto column_x = [&](int h) {
+        return margin + row_label + h * (map_side + thumb_gap) + h / group * group_gap;
+    };
+    const auto row_y = [&](int l) { return margin + heading_size + gap + header + l * (map_side + thumb_gap); };
+    const std::string line = heading(s, ui, shown);
+    const double width = std::max({column_x(NH) + margin, 2 * margin + text_width(line, heading_size), legend_width});
+    const double height = row_y(L) + gap + legend_height;
+    Figure figure(out, width, height, s, ui);
+    figure.heading(line);
+    std::vector<std::pair<double, double>> at;
+    std::vector<std::string> texts;
+    for (int h = 0; h < NH; ++h) {
+        at.emplace_back(column_x(h), row_y(0) - 6);
+        texts.push_back("H" + std::to_string(h) +
+                        (group > 1 && h % group == 0 ? "  kv " + std::to_string(h / group) : ""));
+    }
+    figure.labels("heads", at, texts);
+    at.clear();
+    texts.clear();
+    for (int l = 0; l < L; ++l) {
+        at.emplace_back(margin, row_y(l) + title_size);
+        texts.push_back("L" + std::to_string(att.layers[l]));
+    }
+    figure.labels("layers", at, texts);
+    for (int l = 0; l < L; ++l)
+        for (int h = 0; h < NH; ++h) {
+            figure.svg().begin_group(
+                {{"class", "map"}, {"data-layer", std::to_string(att.layers[l])}, {"data-head", std::to_string(h)}});
+            figure.map(l, h, side, column_x(h), row_y(l));
+            figure.svg().end_group();
+        }
+    figure.legend();
+    figure.svg().finish();
+}
+
+}  // namespace
+
+const char* svg_refusal(View view) {
+    if (view == View::heads || view == View::model) return nullptr;
+    return "Save SVG draws the heads and model tabs' maps: show one of them";
+}
+
+void write_svg_figure(const std::filesystem::path& path, const Session& session, Ui& ui, FigureView shown) {
+    if (const char* refusal = svg_refusal(shown.view)) throw Error(path.string() + ": " + refusal);
+    if (session.shown.attention.weights.empty()) throw Error(path.string() + ": no maps computed yet");
+    write_file_atomically(path, "the SVG figure", [&](std::ostream& out) {
+        if (shown.view == View::heads)
+            heads_figure(out, session, ui, shown);
+        else
+            model_figure(out, session, ui, shown);
+    });
+}
+
+}  // namespace headscope
