@@ -50,7 +50,7 @@ void add_window_options(CLI::App& cli, Args& args) {
     cli.add_option("--export-json", args.export_json, "screenshot mode: also save the attention as the CLI's JSON");
     cli.add_option("--export-npy", args.export_npy, "screenshot mode: also save the attention as the CLI's .npy");
     cli.add_option("--export-svg", args.export_svg,
-                   "screenshot mode: also save the shown view's maps as a vector figure (heads and model tabs)");
+                   "screenshot mode: also save the shown view as a vector figure (heads, model and logit-lens tabs)");
     add_word_option(
         &cli, "--settings", args.settings, "on|off",
         [](std::string_view word) { return parse_on_off("settings", word); },

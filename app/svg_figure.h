@@ -1,9 +1,10 @@
 // The shown view as a vector figure, for a paper at any size (Save SVG,
 // --export-svg): the heads tab's maps of the selected layer (or its one head
-// shown large), or the model tab's every layer and head. One rectangle per
-// cell, coloured by the window's own shader (read back from the GPU), masked
-// cells hatched as on screen, the token labels, each map's title, the title
-// line (model, text, layer, options) and the colormap's legend.
+// shown large), the model tab's every layer and head, or the logit-lens
+// grid. One rectangle per cell, coloured by the window's own shader (read
+// back from the GPU), masked cells hatched as on screen, the token labels,
+// each map's title, the title line (model, text, layer, options) and the
+// colormap's legend.
 #pragma once
 #include <filesystem>
 

@@ -169,9 +169,10 @@ protected:
         json cli;  // headscope-cli attention for the same text and options
     };
 
-    // The window's --export-svg with `options` (window-only ones first, up to `window_only`).
+    // The window's --export-svg with `window_only` and `options`, and the CLI's attention with `options` and
+    // `cli_only`.
     static Export export_svg(const std::string& name, const std::vector<std::string>& window_only,
-                             const std::vector<std::string>& options) {
+                             const std::vector<std::string>& options, const std::vector<std::string>& cli_only = {}) {
         const std::filesystem::path svg = dir_->path / (name + ".svg");
         std::vector<std::string> args = {
             "--text", text, "--screenshot", (dir_->path / (name + ".png")).string(), "--export-svg", svg.string()};
@@ -181,6 +182,7 @@ protected:
         EXPECT_EQ(window.status, 0) << window.err;
         std::vector<std::string> cli = {HEADSCOPE_CLI, "attention", "--text", text};
         cli.insert(cli.end(), options.begin(), options.end());
+        cli.insert(cli.end(), cli_only.begin(), cli_only.end());
         const test::ProcessRun run = test::run_program(cli, dir_->path);
         EXPECT_EQ(run.status, 0) << run.err;
         std::string error;
@@ -284,9 +286,12 @@ void check_legend(const Element& svg) {
         EXPECT_TRUE(near(fill_rgb(steps[n]->get("fill")), test::viridis((n + 0.5) / 64))) << n;
 }
 
+// The title lines, joined by a line feed.
 std::string heading(const Element& svg) {
     const Element& group = svg.group("heading");
-    return group.children.empty() ? "" : group.children.front()->text;
+    std::string lines;
+    for (const auto& child : group.children) lines += (lines.empty() ? "" : "\n") + child->text;
+    return lines;
 }
 
 TEST_F(SvgExport, HeadsTabHasEveryHeadOfTheLayerAsOnScreen) {
@@ -305,8 +310,10 @@ TEST_F(SvgExport, HeadsTabHasEveryHeadOfTheLayerAsOnScreen) {
     const std::string line = heading(*e.svg);
     EXPECT_EQ(line.rfind("builtin", 0), 0u) << line;
     EXPECT_NE(line.find("\"" + visible_label(text) + "\""), std::string::npos) << line;
-    EXPECT_NE(line.find("layer 1"), std::string::npos) << line;
-    EXPECT_NE(line.find("causal on"), std::string::npos) << line;
+    EXPECT_NE(line.find("\nlayer 1   causal on, padding mask on, 4 heads of 32, scale head, split transpose, colormap "
+                        "viridis"),
+              std::string::npos)
+        << line;
 }
 
 TEST_F(SvgExport, ModelTabHasEveryLayerAndHead) {
@@ -329,12 +336,46 @@ TEST_F(SvgExport, LargeHeadWithoutTheCausalMask) {
     EXPECT_NE(heading(*e.svg).find("causal off"), std::string::npos);
 }
 
+// Each cell the viridis of the CLI's top-1 lens probability, with that
+// token in it (dark above 0.6, as the window draws it), the text's tokens
+// above the columns.
+TEST_F(SvgExport, LensTabHasEveryLayersTopToken) {
+    const Export e = export_svg("lens", {"--view", "lens"}, {}, {"--logit-lens"});
+    ASSERT_TRUE(e.svg);
+    const json& lens = e.cli["lens"];
+    const size_t L = lens.size(), length = e.cli["tokens"][0].size();
+    ASSERT_EQ(L, 2u);
+    const Element& cells = e.svg->group("cells");
+    EXPECT_EQ(cells.get("data-rows"), std::to_string(L));
+    EXPECT_EQ(cells.get("data-cols"), std::to_string(length));
+    const Element& predictions = e.svg->group("predictions");
+    ASSERT_EQ(cells.children.size(), L * length);
+    ASSERT_EQ(predictions.children.size(), L * length);
+    for (size_t l = 0; l < L; ++l)
+        for (size_t t = 0; t < length; ++t) {
+            const json& top = lens[l][0][t];
+            const double p = top["p"];
+            const size_t n = l * length + t;
+            EXPECT_TRUE(near(fill_rgb(cells.children[n]->get("fill")), test::viridis(p)))
+                << "layer " << l << " position " << t << ": " << cells.children[n]->get("fill") << " for p " << p;
+            EXPECT_EQ(predictions.children[n]->text, visible_label(top["token"].get<std::string>()));
+            EXPECT_EQ(predictions.children[n]->get("fill"), p > 0.6 ? "" : "#ffffff") << p;
+        }
+    const Element& positions = e.svg->group("positions");
+    ASSERT_EQ(positions.children.size(), length);
+    for (size_t t = 0; t < length; ++t)
+        EXPECT_EQ(positions.children[t]->text, visible_label(e.cli["tokens"][0][t].get<std::string>()));
+    EXPECT_EQ(e.svg->group("layers").children.size(), L);
+    check_legend(*e.svg);
+}
+
 TEST_F(SvgExport, TabsWithoutAFigureAreRefusedBeforeTheWindowOpens) {
-    for (const char* view : {"lens", "mask", "dance", "checks"}) {
+    for (const char* view : {"mask", "dance", "checks"}) {
         const test::ProcessRun run = test::run_window({"--view", view, "--screenshot", (dir_->path / "x.png").string(),
                                                        "--export-svg", (dir_->path / "x.svg").string()},
                                                       dir_->path);
-        test::expect_one_line_error(run, "headscope", "--export-svg: Save SVG draws the heads and model tabs");
+        test::expect_one_line_error(run, "headscope",
+                                    "--export-svg: Save SVG draws the heads, model and logit-lens tabs");
         EXPECT_FALSE(std::filesystem::exists(dir_->path / "x.svg"));
     }
 }

@@ -105,12 +105,14 @@ void SvgWriter::masked_rect(double x, double y, double w, double h) {
          << number(h) << "\" fill=\"url(#masked)\"/>\n";
 }
 
-void SvgWriter::text(double x, double y, std::string_view bytes, double size, TextAnchor anchor, double degrees) {
+void SvgWriter::text(double x, double y, std::string_view bytes, double size, TextAnchor anchor, double degrees,
+                     Rgb fill) {
     static const char* const anchors[] = {"start", "middle", "end"};
     const std::string at_x = number(x), at_y = number(y);
     out_ << "<text x=\"" << at_x << "\" y=\"" << at_y << "\" font-size=\"" << number(size) << '"';
     if (anchor != TextAnchor::start) out_ << " text-anchor=\"" << anchors[static_cast<int>(anchor)] << '"';
     if (degrees != 0) out_ << " transform=\"rotate(" << number(degrees) << ' ' << at_x << ' ' << at_y << ")\"";
+    if (fill != Rgb{}) out_ << " fill=\"" << hex_colour(fill) << '"';  // black is SVG's own
     out_ << '>' << xml_text(bytes) << "</text>\n";
 }
 

@@ -43,9 +43,10 @@ public:
     SvgWriter(std::ostream& out, double width, double height, const Hatch& hatch);
     void rect(double x, double y, double w, double h, Rgb fill);
     void masked_rect(double x, double y, double w, double h);  // filled with the hatch
-    // `bytes` with its baseline at y, anchored at x; turned `degrees` about (x, y).
+    // `bytes` with its baseline at y, anchored at x; turned `degrees` about
+    // (x, y); in `fill` (black, SVG's own, writes no attribute).
     void text(double x, double y, std::string_view bytes, double size, TextAnchor anchor = TextAnchor::start,
-              double degrees = 0);
+              double degrees = 0, Rgb fill = {});
     // <g> with these attributes (values escaped), until end_group.
     void begin_group(std::initializer_list<std::pair<const char*, std::string>> attributes);
     void end_group();
