@@ -196,13 +196,14 @@ void model_figure(std::ostream& out, const Session& s, Ui& ui, FigureView shown)
     const int L = static_cast<int>(att.layers.size()), NH = s.heads_shown(), group = NH / att.NKV;
     const int side = pooled_side(att.T, static_cast<size_t>(L) * NH);
     const double map_side = side * cell, group_gap = group > 1 ? gap : 0;
-    const double row_label = text_width("L" + std::to_string(L - 1), title_size) + 8, header = title_size + 8;
+    const double row_label = text_width("L" + std::to_string(att.layers.back()), title_size) + 8;
+    const double header = title_size + 8;
     const auto column_x = [&](int h) {
         return margin + row_label + h * (map_side + thumb_gap) + h / group * group_gap;
     };
     const auto row_y = [&](int l) { return margin + heading_height + gap + header + l * (map_side + thumb_gap); };
     const Heading lines = heading(s, ui, shown);
-    const double width = std::max({column_x(NH) + margin, heading_width(lines), legend_width});
+    const double width = std::max({column_x(NH - 1) + map_side + margin, heading_width(lines), legend_width});
     const double height = row_y(L) + gap + legend_height;
     Figure figure(out, width, height, s, ui);
     figure.heading(lines);
