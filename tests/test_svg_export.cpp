@@ -1,7 +1,8 @@
 // The window's vector export (Save SVG, --export-svg) read back with expat,
 // an XML parser of its own: on the built-in model under Xvfb, every cell's
-// fill against headscope-cli's weight through the tests' own viridis, masked
-// cells filled with the hatch, every token label against the CLI's tokens.
+// fill against headscope-cli's weight through the tests' own viridis and
+// against the window's own pixel for that cell, masked cells filled with
+// the hatch, every token label against the CLI's tokens.
 // And the writer's escaping of arbitrary bytes against nlohmann's dump (the
 // CLI's JSON), which replaces invalid UTF-8 the same way.
 #include <expat.h>
@@ -166,7 +167,8 @@ protected:
 
     struct Export {
         std::unique_ptr<Element> svg;
-        json cli;  // headscope-cli attention for the same text and options
+        json cli;               // headscope-cli attention for the same text and options
+        test::WindowShot shot;  // the window's screenshot and layout as it wrote the SVG
     };
 
     // The window's --export-svg with `window_only` and `options`, and the CLI's attention with `options` and
@@ -174,19 +176,18 @@ protected:
     static Export export_svg(const std::string& name, const std::vector<std::string>& window_only,
                              const std::vector<std::string>& options, const std::vector<std::string>& cli_only = {}) {
         const std::filesystem::path svg = dir_->path / (name + ".svg");
-        std::vector<std::string> args = {
-            "--text", text, "--screenshot", (dir_->path / (name + ".png")).string(), "--export-svg", svg.string()};
+        std::vector<std::string> args = {"--text", text, "--export-svg", svg.string()};
         args.insert(args.end(), window_only.begin(), window_only.end());
         args.insert(args.end(), options.begin(), options.end());
-        const test::ProcessRun window = test::run_window(args, dir_->path);
-        EXPECT_EQ(window.status, 0) << window.err;
+        test::WindowShot shot = test::shoot_window(args, dir_->path, name);
+        EXPECT_EQ(shot.run.status, 0) << shot.run.err;
         std::vector<std::string> cli = {HEADSCOPE_CLI, "attention", "--text", text};
         cli.insert(cli.end(), options.begin(), options.end());
         cli.insert(cli.end(), cli_only.begin(), cli_only.end());
         const test::ProcessRun run = test::run_program(cli, dir_->path);
         EXPECT_EQ(run.status, 0) << run.err;
         std::string error;
-        Export out{parse_xml(test::read_file(svg), error), json::parse(run.out)};
+        Export out{parse_xml(test::read_file(svg), error), json::parse(run.out), std::move(shot)};
         EXPECT_TRUE(out.svg) << svg << ": " << error;
         return out;
     }
@@ -249,6 +250,31 @@ std::set<std::pair<int, int>> check_maps(const Element& svg, const json& cli, bo
     return maps;
 }
 
+// The same bytes as on screen: at the centre of every visible cell the
+// window drew in `view` (its --layout), the pixel is the SVG's fill.
+void check_against_screen(const Element& svg, const test::WindowShot& shot, const std::string& view) {
+    std::map<std::array<int, 4>, std::string> fills;  // (layer, head, query, key)
+    for (const Element* map : svg.all("g", "map")) {
+        const Element& cells = map->group("cells");
+        const int cols = std::stoi(cells.get("data-cols"));
+        for (size_t n = 0; n < cells.children.size(); ++n)
+            fills[{std::stoi(map->get("data-layer")), std::stoi(map->get("data-head")), static_cast<int>(n) / cols,
+                   static_cast<int>(n) % cols}] = cells.children[n]->get("fill");
+    }
+    int compared = 0;
+    for (const json& cell : shot.layout) {
+        if (cell["view"] != view) continue;
+        const std::array<int, 4> at = {cell["layer"], cell["head"], cell["query"], cell["key"]};
+        ASSERT_TRUE(fills.count(at)) << cell.dump();
+        if (fills[at] == "url(#masked)") continue;
+        const int x = static_cast<int>(cell["x"].get<double>() + cell["w"].get<double>() / 2);
+        const int y = static_cast<int>(cell["y"].get<double>() + cell["h"].get<double>() / 2);
+        EXPECT_EQ(shot.image.at(x, y), fill_rgb(fills[at])) << cell.dump();
+        ++compared;
+    }
+    EXPECT_GT(compared, 0);
+}
+
 // The hatch: two greys (as the window's, tests/test_window.cpp), never a colormap colour.
 void check_hatch(const Element& svg) {
     const std::vector<const Element*> patterns = svg.all("pattern");
@@ -299,6 +325,7 @@ TEST_F(SvgExport, HeadsTabHasEveryHeadOfTheLayerAsOnScreen) {
     ASSERT_TRUE(e.svg);
     EXPECT_EQ(e.svg->name, "svg");
     EXPECT_EQ(check_maps(*e.svg, e.cli, true), (std::set<std::pair<int, int>>{{1, 0}, {1, 1}, {1, 2}, {1, 3}}));
+    check_against_screen(*e.svg, e.shot, "heads");
     check_hatch(*e.svg);
     check_labels(*e.svg, e.cli);
     check_legend(*e.svg);
@@ -323,6 +350,7 @@ TEST_F(SvgExport, ModelTabHasEveryLayerAndHead) {
     for (int l = 0; l < 2; ++l)
         for (int h = 0; h < 4; ++h) all.insert({l, h});
     EXPECT_EQ(check_maps(*e.svg, e.cli, true), all);
+    check_against_screen(*e.svg, e.shot, "model");
     EXPECT_EQ(e.svg->group("layers").children.size(), 2u);
     EXPECT_EQ(e.svg->group("heads").children.size(), 4u);
     EXPECT_EQ(heading(*e.svg).find("layer"), std::string::npos);
@@ -332,6 +360,7 @@ TEST_F(SvgExport, LargeHeadWithoutTheCausalMask) {
     const Export e = export_svg("large", {"--head", "2"}, {"--causal", "off"});
     ASSERT_TRUE(e.svg);
     EXPECT_EQ(check_maps(*e.svg, e.cli, false), (std::set<std::pair<int, int>>{{0, 2}}));
+    check_against_screen(*e.svg, e.shot, "large");
     check_labels(*e.svg, e.cli);
     EXPECT_NE(heading(*e.svg).find("causal off"), std::string::npos);
 }
