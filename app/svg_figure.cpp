@@ -20,11 +20,16 @@ constexpr double cell = 12, label_size = 9, title_size = 11, heading_size = 14, 
 constexpr double thumb_gap = 6, legend_height = 3 * title_size, heading_line = 1.3 * heading_size;
 constexpr double heading_height = heading_size + heading_line;  // two lines
 
-// About the width of `text` at `size` in DejaVu Sans (0.62 em a character on
-// average): the room labels take.
+// About the width of `text` at `size`, the room labels take: 0.62 em a
+// character (DejaVu Sans on average), a whole em from U+1000 on (CJK, emoji:
+// lead bytes from 0xE1).
 double text_width(std::string_view text, double size) {
-    const auto characters = std::count_if(text.begin(), text.end(), [](char c) { return (c & 0xC0) != 0x80; });
-    return 0.62 * size * static_cast<double>(characters);
+    double ems = 0;
+    for (const char c : text) {
+        const auto byte = static_cast<unsigned char>(c);
+        if ((byte & 0xC0) != 0x80) ems += byte >= 0xE1 ? 1.0 : 0.62;
+    }
+    return ems * size;
 }
 
 // The cells a side of each of `maps` maps of T x T, so that the figure holds at most max_figure_cells.
