@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -396,6 +397,104 @@ TEST_F(SvgExport, LensTabHasEveryLayersTopToken) {
         EXPECT_EQ(positions.children[t]->text, visible_label(e.cli["tokens"][0][t].get<std::string>()));
     EXPECT_EQ(e.svg->group("layers").children.size(), L);
     check_legend(*e.svg);
+}
+
+// A figure of a million cells streamed through expat (no tree): each map's
+// size, its cells' fills in order (masked: the hatch) and how many texts it holds.
+struct StreamedMap {
+    int layer = 0, head = 0, rows = 0, cols = 0, texts = 0;
+    std::vector<std::string> fills;
+};
+
+std::vector<StreamedMap> stream_maps(const std::filesystem::path& path) {
+    struct State {
+        std::vector<StreamedMap> maps;
+        int depth = 0, map_depth = -1;  // the open map's element depth; -1: none open
+    } state;
+    XML_Parser parser = XML_ParserCreate("UTF-8");
+    XML_SetUserData(parser, &state);
+    XML_SetElementHandler(
+        parser,
+        [](void* data, const XML_Char* name, const XML_Char** attributes) {
+            State& st = *static_cast<State*>(data);
+            ++st.depth;
+            std::map<std::string, std::string> a;
+            for (int k = 0; attributes[k]; k += 2) a[attributes[k]] = attributes[k + 1];
+            const std::string element = name;
+            if (element == "g" && a["class"] == "map") {
+                st.maps.push_back({std::stoi(a["data-layer"]), std::stoi(a["data-head"]), 0, 0, 0, {}});
+                st.map_depth = st.depth;
+            } else if (st.map_depth >= 0 && element == "g" && a["class"] == "cells") {
+                st.maps.back().rows = std::stoi(a["data-rows"]);
+                st.maps.back().cols = std::stoi(a["data-cols"]);
+            } else if (st.map_depth >= 0 && element == "rect") {
+                st.maps.back().fills.push_back(a["fill"]);
+            } else if (st.map_depth >= 0 && element == "text") {
+                ++st.maps.back().texts;
+            }
+        },
+        [](void* data, const XML_Char*) {
+            State& st = *static_cast<State*>(data);
+            if (st.depth-- == st.map_depth) st.map_depth = -1;
+        });
+    std::ifstream in(path, std::ios::binary);
+    std::vector<char> chunk(1 << 20);
+    bool ok = true;
+    while (ok && in) {
+        in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+        ok = XML_Parse(parser, chunk.data(), static_cast<int>(in.gcount()), in ? 0 : 1) == XML_STATUS_OK;
+    }
+    EXPECT_TRUE(ok) << path << ": " << XML_ErrorString(XML_GetErrorCode(parser)) << " at line "
+                    << XML_GetCurrentLineNumber(parser);
+    XML_ParserFree(parser);
+    return state.maps;
+}
+
+// 64 heads of 140 tokens are 1.25 million cells, more than a figure holds
+// (2^20): each map is max-pooled to 128 x 128 as the window pools (a cell
+// the largest visible weight of its block of queries and keys, hatched when
+// the whole block is masked), and the token labels are left out.
+TEST_F(SvgExport, ManyCellsArePooledAsTheWindowPoolsThem) {
+    const std::filesystem::path model = dir_->path / "wide";
+    test::write_test_model(model, {.n_layer = 1, .n_head = 64, .n_embd = 64, .n_positions = 160});
+    std::string words;
+    for (int k = 0; k < 140; ++k) words += " x";
+    const std::filesystem::path svg = dir_->path / "pooled.svg";
+    const test::ProcessRun window =
+        test::run_window({"--model", model.string(), "--text", words, "--screenshot",
+                          (dir_->path / "pooled.png").string(), "--export-svg", svg.string()},
+                         dir_->path);
+    ASSERT_EQ(window.status, 0) << window.err;
+    const test::ProcessRun cli =
+        test::run_program({HEADSCOPE_CLI, "attention", "--model", model.string(), "--text", words}, dir_->path);
+    ASSERT_EQ(cli.status, 0) << cli.err;
+    const json attention = json::parse(cli.out);
+    const int T = attention["seq_len"], side = 128;
+    ASSERT_EQ(T, 140);
+    const std::vector<StreamedMap> maps = stream_maps(svg);
+    ASSERT_EQ(maps.size(), 64u);
+    for (const StreamedMap& map : maps) {
+        EXPECT_EQ(map.layer, 0);
+        EXPECT_EQ(map.rows, side);
+        EXPECT_EQ(map.cols, side);
+        EXPECT_EQ(map.texts, 1) << "head " << map.head << ": its title alone";
+        ASSERT_EQ(map.fills.size(), static_cast<size_t>(side) * side);
+        const json& weights = attention["attention"][0][0][map.head];
+        std::vector<double> pooled(static_cast<size_t>(side) * side, -1);  // -1: every cell of the block masked
+        for (int i = 0; i < T; ++i)
+            for (int j = 0; j <= i; ++j) {
+                double& cell = pooled[static_cast<size_t>(i * side / T) * side + j * side / T];
+                cell = std::max(cell, weights[i][j].get<double>());
+            }
+        for (size_t n = 0; n < pooled.size(); ++n) {
+            if (pooled[n] < 0) {
+                EXPECT_EQ(map.fills[n], "url(#masked)") << "head " << map.head << " cell " << n;
+                continue;
+            }
+            EXPECT_TRUE(near(fill_rgb(map.fills[n]), test::viridis(pooled[n])))
+                << "head " << map.head << " cell " << n << ": " << map.fills[n] << " for " << pooled[n];
+        }
+    }
 }
 
 TEST_F(SvgExport, TabsWithoutAFigureAreRefusedBeforeTheWindowOpens) {
