@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "family_models.h"
 #include "headscope/svg.h"
 #include "model_writer.h"
 #include "screenshot.h"
@@ -397,6 +398,37 @@ TEST_F(SvgExport, LensTabHasEveryLayersTopToken) {
         EXPECT_EQ(positions.children[t]->text, visible_label(e.cli["tokens"][0][t].get<std::string>()));
     EXPECT_EQ(e.svg->group("layers").children.size(), L);
     check_legend(*e.svg);
+}
+
+// A grouped-query model (a Llama: query heads 0-1 share key/value head 0,
+// 2-3 head 1): each head's title names its key/value head, the model tab's
+// header each group's first head, and every cell is the window's pixel.
+TEST_F(SvgExport, GroupedHeadsNameTheirKeyValueHead) {
+    const std::filesystem::path model = dir_->path / "llama";
+    test::write_family_model(model, test::family_variant("llama"));
+    for (const std::string view : {"heads", "model"}) {
+        const std::filesystem::path svg = dir_->path / ("llama-" + view + ".svg");
+        const test::WindowShot shot =
+            test::shoot_window({"--model", model.string(), "--text", "The cat sat on the mat.", "--view", view,
+                                "--export-svg", svg.string()},
+                               dir_->path, "llama-" + view);
+        ASSERT_EQ(shot.run.status, 0) << shot.run.err;
+        std::string error;
+        const std::unique_ptr<Element> root = parse_xml(test::read_file(svg), error);
+        ASSERT_TRUE(root) << error;
+        check_against_screen(*root, shot, view);
+        if (view == "heads") {
+            for (const Element* map : root->all("g", "map")) {
+                const int h = std::stoi(map->get("data-head"));
+                const std::string title = map->group("title").children.at(0)->text;
+                EXPECT_EQ(title.substr(title.size() - 6), "  kv " + std::to_string(h / 2)) << title;
+            }
+        } else {
+            std::vector<std::string> headers;
+            for (const auto& text : root->group("heads").children) headers.push_back(text->text);
+            EXPECT_EQ(headers, (std::vector<std::string>{"H0  kv 0", "H1", "H2  kv 1", "H3"}));
+        }
+    }
 }
 
 // A figure of a million cells streamed through expat (no tree): each map's
