@@ -96,7 +96,8 @@ void StatusBar::draw(const Session& s, Ui& ui, FigureView shown) {
     ImGui::BeginDisabled(svg_refused != nullptr);
     if (ImGui::Button("Save SVG")) save(".svg", [&](const fs::path& path) { write_svg_figure(path, s, ui, shown); });
     ImGui::EndDisabled();
-    if (svg_refused && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) ImGui::SetTooltip("%s", svg_refused);
+    if (svg_refused && ui.tooltips && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+        ImGui::SetTooltip("%s", svg_refused);
     ui.layout.control("Save SVG");
     ImGui::SameLine();
     if (ImGui::Button("Save JSON")) save(".json", [&](const fs::path& path) { export_json(s, path); });
