@@ -6,6 +6,7 @@
 
 #include "examples.h"
 #include "headscope/error.h"
+#include "svg_figure.h"
 #include "word_option.h"
 
 namespace headscope {
@@ -63,6 +64,8 @@ void add_window_options(CLI::App& cli, Args& args) {
                    "screenshot mode: open this model after --frames frames, as the picker does");
     cli.add_option("--export-json", args.export_json, "screenshot mode: also save the attention as the CLI's JSON");
     cli.add_option("--export-npy", args.export_npy, "screenshot mode: also save the attention as the CLI's .npy");
+    cli.add_option("--export-svg", args.export_svg,
+                   "screenshot mode: also save the shown view as a vector figure (heads, model and logit-lens tabs)");
     add_word_option(
         &cli, "--settings", args.settings, "on|off",
         [](std::string_view word) { return parse_on_off("settings", word); },
@@ -89,6 +92,8 @@ std::array<int, 2> parse_window_size(std::string_view text) {
 void finish_args(const CLI::App& cli, Args& args) {
     const bool driven_by_test = !args.screenshot.empty() || !args.layout.empty();
     if (!cli.count("--settings")) args.settings = !driven_by_test;
+    if (const char* refusal = svg_refusal(args.view); refusal && !args.export_svg.empty())
+        throw Error(std::string("--export-svg: ") + refusal);
 }
 
 Settings start_settings(const Args& args, const CLI::App& cli, bool use_saved) {

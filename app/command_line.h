@@ -31,7 +31,7 @@ struct Args {
     int layer = 0, head = -1, dance_step = 1, frames = 3;
     int query = -1;           // the query row the predictions panel shows; -1: the last token
     std::string window_size;  // WxH, as parse_window_size reads it
-    std::string screenshot, layout, open_model, export_json, export_npy;
+    std::string screenshot, layout, open_model, export_json, export_npy, export_svg;
     bool frame_times = false;
     bool settings = true;  // read and save settings; off unless given when a test drives the window
 };
@@ -40,7 +40,8 @@ struct Args {
 // are whole numbers from 320 to 16384.
 std::array<int, 2> parse_window_size(std::string_view text);
 
-// Adds the options to `cli`; after cli.parse, finish_args.
+// Adds the options to `cli`; after cli.parse, finish_args (which throws
+// Error for --export-svg of a view without a figure).
 void add_window_options(CLI::App& cli, Args& args);
 void finish_args(const CLI::App& cli, Args& args);
 

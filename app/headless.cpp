@@ -37,6 +37,7 @@ bool Headless::frame_rendered(MainView& view, int width, int height) {
     write_screenshot(args_.screenshot, width, height);
     if (!args_.export_json.empty()) export_json(view.session(), args_.export_json);
     if (!args_.export_npy.empty()) export_npy(view.session(), args_.export_npy);
+    if (!args_.export_svg.empty()) view.export_svg(args_.export_svg);
     return true;
 }
 

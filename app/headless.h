@@ -1,7 +1,8 @@
 // What a test or benchmark asks of the window, driven between its frames:
 // with --screenshot, every worker settled before each frame, --frames
 // frames, then (after --open-model's model has opened and as many frames
-// again) the PNG, --export-json and --export-npy, and the window closes;
+// again) the PNG, --export-json, --export-npy and --export-svg, and the
+// window closes;
 // with --frame-times, every 10th frame recomputes the texts as a keystroke
 // would and each frame is timed; with --layout, the last frame's layout is
 // written on exit.

@@ -18,6 +18,7 @@ public:
         large_ = true;
         region_ = {};  // a new head opens whole
     }
+    bool large() const { return large_; }
 
 private:
     void grid(Session& session, Ui& ui);

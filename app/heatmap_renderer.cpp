@@ -27,6 +27,16 @@ GLuint compile(GLenum kind, const std::string& source, const char* name) {
     return shader;
 }
 
+// masked_hatch as the fragment shader's constants.
+std::string hatch_glsl() {
+    const auto grey = [](const char* name, Rgb c) {
+        return "const vec3 " + std::string(name) + " = vec3(" + std::to_string(c.r) + ", " + std::to_string(c.g) +
+               ", " + std::to_string(c.b) + ") / 255.0;\n";
+    };
+    return grey("HATCH_DARK", masked_hatch.dark) + grey("HATCH_LIGHT", masked_hatch.light) +
+           "const float HATCH_STRIPE = " + std::to_string(masked_hatch.stripe) + ".0;\n";
+}
+
 // Keeps the caller's GL state: ImGui's renderer sets its own each frame, but
 // the framebuffer and viewport must come back as they were.
 class SavedTarget {
@@ -70,9 +80,10 @@ HeatmapTexture& HeatmapTexture::operator=(HeatmapTexture&& other) noexcept {
 
 HeatmapRenderer::HeatmapRenderer() {
     const GLuint vertex = compile(GL_VERTEX_SHADER, shaders::heatmap_vert, "shaders/heatmap.vert");
-    const GLuint fragment = compile(
-        GL_FRAGMENT_SHADER, std::string("#version 330 core\n") + shaders::colormaps_glsl + shaders::heatmap_frag,
-        "shaders/heatmap.frag");
+    const GLuint fragment =
+        compile(GL_FRAGMENT_SHADER,
+                std::string("#version 330 core\n") + hatch_glsl() + shaders::colormaps_glsl + shaders::heatmap_frag,
+                "shaders/heatmap.frag");
     program_ = glCreateProgram();
     glAttachShader(program_, vertex);
     glAttachShader(program_, fragment);
@@ -137,6 +148,20 @@ void HeatmapRenderer::draw(Colormap colormap, int width, int height, HeatmapText
     glUniform4f(region_location_, region.u0, region.v0, region.u1, region.v1);
     glBindVertexArray(vertex_array_);
     glDrawArrays(GL_TRIANGLE_STRIP, 0, 4);
+}
+
+std::vector<Rgb> HeatmapRenderer::cell_colours(Colormap colormap, const HeatmapImage& image) {
+    static_assert(sizeof(Rgb) == 3);
+    HeatmapTexture cells;
+    upload(image, cells);
+    draw(colormap, image.cols, image.rows, cells);
+    std::vector<Rgb> colours(static_cast<size_t>(image.rows) * image.cols);
+    const SavedTarget saved;
+    glBindFramebuffer(GL_FRAMEBUFFER, cells.framebuffer_);
+    glPixelStorei(GL_PACK_ALIGNMENT, 1);
+    // The shader draws texture row 0 (query 0) at the framebuffer's row 0, which GL reads first.
+    glReadPixels(0, 0, image.cols, image.rows, GL_RGB, GL_UNSIGNED_BYTE, colours.data());
+    return colours;
 }
 
 void HeatmapRenderer::render_legend(Colormap colormap, int width, int height, HeatmapTexture& target) {

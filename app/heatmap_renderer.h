@@ -3,9 +3,12 @@
 // them at exactly the size they are shown, so cells are crisp and masked
 // cells hatched. The window shows the result with ImGui::Image.
 #pragma once
+#include <vector>
+
 #include "gl.h"
 #include "headscope/choices.h"
 #include "headscope/heatmap.h"
+#include "headscope/svg.h"
 
 namespace headscope {
 
@@ -13,6 +16,10 @@ enum class Colormap { viridis = 0, magma = 1, grey = 2 };
 inline constexpr Choices<Colormap, 3> colormap_choices = {
     "colormap", {"viridis", "magma", "grey"}, {"viridis", "magma", "grey"}};
 // The labels under their old name, which the window's combo still reads.
+
+// Masked cells: diagonal stripes 4 pixels wide in two greys, so a mask never
+// reads as a weight of 0. The shader's, and the SVG export's pattern.
+inline constexpr Hatch masked_hatch{{41, 41, 41}, {77, 77, 77}, 4};
 
 // The part of a map drawn, in texture coordinates: u along keys, v along
 // queries, from the top left. The default is the whole map.
@@ -52,6 +59,10 @@ public:
     // Draws `region` of the uploaded weights into `target` at width x height
     // pixels: zooming and panning only draw again.
     void draw(Colormap colormap, int width, int height, HeatmapTexture& target, const MapRegion& region = {});
+    // The colour the shader gives each cell of `image` ((rows, cols)
+    // row-major, as its cells), read back from one pixel per cell: what the
+    // window shows for it. A masked cell reads as one of the hatch's greys.
+    std::vector<Rgb> cell_colours(Colormap colormap, const HeatmapImage& image);
     // A horizontal 0..1 legend strip of the colormap.
     void render_legend(Colormap colormap, int width, int height, HeatmapTexture& target);
 

@@ -22,6 +22,15 @@ void lens_tooltip(const Session& s, int slot, int t) {
 
 }  // namespace
 
+HeatmapImage lens_probabilities(const Session& s) {
+    const AttentionResult& att = s.shown.attention;
+    const int L = static_cast<int>(att.layers.size()), b = s.selected, length = s.length(b);
+    HeatmapImage probabilities{.rows = L, .cols = length, .cells = {}};
+    for (int slot = 0; slot < L; ++slot)
+        for (int t = 0; t < length; ++t) probabilities.cells.push_back(att.lens_at(slot, b, t)[0].p);
+    return probabilities;
+}
+
 void LensView::draw(Session& s, Ui& ui) {
     const AttentionResult& att = s.shown.attention;
     if (att.lens_k == 0) {
@@ -54,10 +63,7 @@ void LensView::draw(Session& s, Ui& ui) {
     const Key key{s.shown_generation, b, static_cast<int>(size.x * framebuffer_scale),
                   static_cast<int>(size.y * framebuffer_scale), ui.colormap};
     if (!(key == key_)) {
-        HeatmapImage probabilities{.rows = L, .cols = length, .cells = {}};
-        for (int slot = 0; slot < L; ++slot)
-            for (int t = 0; t < length; ++t) probabilities.cells.push_back(att.lens_at(slot, b, t)[0].p);
-        ui.renderer.upload(probabilities, texture_);
+        ui.renderer.upload(lens_probabilities(s), texture_);
         ui.renderer.draw(ui.colormap, key.width, key.height, texture_);
         key_ = key;
     }
@@ -78,8 +84,7 @@ void LensView::draw(Session& s, Ui& ui) {
         for (int t = 0; t < length; ++t) {
             const Prediction& top = att.lens_at(slot, b, t)[0];
             const float x = origin.x + t * cell_w;
-            // Dark text on the colormap's bright end.
-            const ImU32 colour = top.p > 0.6f ? IM_COL32(0, 0, 0, 255) : IM_COL32(255, 255, 255, 255);
+            const ImU32 colour = top.p > lens_dark_text_above ? IM_COL32(0, 0, 0, 255) : IM_COL32(255, 255, 255, 255);
             const std::string shown = ellipsized(visible_token(s.model().tokenizer, top.id), line, cell_w - pad - 1);
             draw->AddText(ImVec2(x + pad, y + (cell_h - line) / 2), colour, shown.c_str());
         }

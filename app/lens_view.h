@@ -10,6 +10,12 @@
 
 namespace headscope {
 
+// The selected text's top-1 lens probabilities, (layers, length) row-major:
+// what the grid's cells are coloured by.
+HeatmapImage lens_probabilities(const Session& session);
+// A cell's token text is drawn dark above this probability (the colormap's bright end), else light.
+inline constexpr float lens_dark_text_above = 0.6f;
+
 class LensView {
 public:
     // Records the grid for --layout as {"view": "lens", "row": "layer",

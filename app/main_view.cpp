@@ -44,7 +44,7 @@ void MainView::draw() {
     controls_.draw(session_, ui_);
     ImGui::Separator();
     views();
-    status_bar_.draw(session_, ui_);
+    status_bar_.draw(session_, ui_, figure_view());
     ImGui::End();
 }
 
@@ -82,6 +82,7 @@ void MainView::views() {
         const ImGuiTabItemFlags flags = tab_to_select_ == view ? ImGuiTabItemFlags_SetSelected : 0;
         if (!ImGui::BeginTabItem(view_choices.labels[v], nullptr, flags)) continue;
         if (tab_to_select_ == view) tab_to_select_.reset();  // shown: the user's clicks choose again
+        shown_view_ = view;
         // What the views share: everything below the tabs, the status bar included (for --layout).
         ui_.layout.rect({{"view", "below-tabs"}}, ImGui::GetCursorScreenPos(), ImGui::GetContentRegionAvail());
         const Placement place = placement(view);

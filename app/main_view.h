@@ -35,6 +35,8 @@ public:
     const LayoutRecorder& layout() const { return ui_.layout; }
     void set_scale(float scale) { ui_.scale = scale; }
     StatusBar& status_bar() { return status_bar_; }
+    // The shown view as Save SVG writes it (svg_figure.h).
+    void export_svg(const std::filesystem::path& path) { write_svg_figure(path, session_, ui_, figure_view()); }
 
 private:
     // Where a view goes in the area below the tabs: its child window's size
@@ -45,10 +47,12 @@ private:
     };
     Placement placement(View view) const;
     void views();
+    FigureView figure_view() const { return {shown_view_, heads_view_.large()}; }
 
     Session session_;
     Ui ui_;
     std::optional<View> tab_to_select_;  // chosen outside the tab bar (--view, a model-view click), until shown
+    View shown_view_ = View::heads;      // the tab the last frame showed
     ControlsView controls_;
     HeadsView heads_view_;
     ModelView model_view_;

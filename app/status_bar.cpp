@@ -73,7 +73,7 @@ void write_screenshot(const fs::path& path, int width, int height) {
     });
 }
 
-void StatusBar::draw(const Session& s, Ui& ui) {
+void StatusBar::draw(const Session& s, Ui& ui, FigureView shown) {
     ImGui::Separator();
     const std::string tokens = tokens_note(s);
     ImGui::TextUnformatted(tokens.c_str());
@@ -91,6 +91,14 @@ void StatusBar::draw(const Session& s, Ui& ui) {
     if (ImGui::Button("Save PNG")) png_asked_ = true;
     ui.layout.control("Save PNG");
     ImGui::BeginDisabled(!computed);
+    ImGui::SameLine();
+    const char* svg_refused = svg_refusal(shown.view);
+    ImGui::BeginDisabled(svg_refused != nullptr);
+    if (ImGui::Button("Save SVG")) save(".svg", [&](const fs::path& path) { write_svg_figure(path, s, ui, shown); });
+    ImGui::EndDisabled();
+    if (svg_refused && ui.tooltips && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+        ImGui::SetTooltip("%s", svg_refused);
+    ui.layout.control("Save SVG");
     ImGui::SameLine();
     if (ImGui::Button("Save JSON")) save(".json", [&](const fs::path& path) { export_json(s, path); });
     ImGui::SameLine();

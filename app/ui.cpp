@@ -78,7 +78,7 @@ std::string ellipsized(const std::string& text, float size, float width) {
 
 std::string visible_text(std::string_view bytes) {
     std::string text;
-    for (char c : bytes) text += c == '\n' ? "\\n" : c == '\t' ? "\\t" : std::string(1, c);
+    for (char c : bytes) text += c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t" : std::string(1, c);
     return text;
 }
 

@@ -106,7 +106,7 @@ inline void image(const HeatmapTexture& texture, ImVec2 size) {
     ImGui::Image(reinterpret_cast<ImTextureID>(static_cast<intptr_t>(texture.color())), size);
 }
 
-// Text as drawn: line breaks and tabs made visible.
+// Text as drawn: line feeds, carriage returns and tabs made visible.
 std::string visible_text(std::string_view bytes);
 // A token's bytes as drawn.
 std::string visible_token(const Tokenizer& tokenizer, int32_t id);

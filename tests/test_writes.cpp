@@ -273,11 +273,12 @@ TEST(Writers, WindowScreenshot) {
 TEST(Writers, WindowExportsAndLayout) {
     test::TempDir dir;
     const fs::path out = dir.path / "out", taken = dir.path / "taken";
-    const std::vector<std::string> names = {"attention.json", "attention.npy", "layout.json"};
+    const std::vector<std::string> names = {"attention.json", "attention.npy", "figure.svg", "layout.json"};
     auto window = [&](const std::vector<fs::path>& targets, Obstacle obstacle) {
-        return test::run_window({"--screenshot", (dir.path / "shot.png").string(), "--export-json", targets[0].string(),
-                                 "--export-npy", targets[1].string(), "--layout", targets[2].string()},
-                                dir.path, under(obstacle));
+        return test::run_window(
+            {"--screenshot", (dir.path / "shot.png").string(), "--export-json", targets[0].string(), "--export-npy",
+             targets[1].string(), "--export-svg", targets[2].string(), "--layout", targets[3].string()},
+            dir.path, under(obstacle));
     };
     std::vector<fs::path> targets;
     for (const std::string& name : names) targets.push_back(out / name);
@@ -286,6 +287,7 @@ TEST(Writers, WindowExportsAndLayout) {
     ASSERT_EQ(good.status, 0) << good.err;
     const std::map<std::string, std::string> previous = contents_of(out, names);
     EXPECT_EQ(previous.at("attention.npy").substr(1, 5), "NUMPY");
+    EXPECT_EQ(previous.at("figure.svg").rfind("<?xml", 0), 0u);
 
     make_read_only(out, true);
     const test::ProcessRun read_only = window(targets, Obstacle::read_only);
