@@ -108,6 +108,7 @@ void MainView::views() {
         if (place.predictions) {
             if (!place.predictions_below) ImGui::SameLine();
             ImGui::BeginChild("predictions", ImVec2(0, status_bar));
+            ui_.layout.rect({{"view", "predictions-panel"}}, ImGui::GetWindowPos(), ImGui::GetWindowSize());
             predictions_panel(session_, ui_);
             ImGui::EndChild();
         }

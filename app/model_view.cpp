@@ -39,7 +39,7 @@ bool ModelView::draw(Session& session, Ui& ui) {
         return false;
     }
     const auto column_x = [&](int h) {
-        return row_label + h * (side + spacing) + h / group * gap + ImGui::GetStyle().WindowPadding.x;
+        return ImGui::GetCursorStartPos().x + row_label + h * (side + spacing) + h / group * gap;
     };
     if (group > 1) {
         for (int kv = 0; kv < NKV; ++kv) {

@@ -1,5 +1,5 @@
 // How the window uses its space, at two window sizes: every map lies inside
-// the window and no two overlap, the maps (with their labels) cover a
+// the window and no two overlap, nor any the predictions panel, the maps (with their labels) cover a
 // share of the area below the tabs, they grow when the window grows, and
 // every token label is whole or cut at a glyph and ended with an ellipsis,
 // inside its map's square and off the map itself.
@@ -44,17 +44,21 @@ Space measure(const test::WindowShot& shot, int width, int height) {
     EXPECT_EQ(shot.image.width, width);
     EXPECT_EQ(shot.image.height, height);
     const Rect window(json{{"x", 0}, {"y", 0}, {"w", width}, {"h", height}});
-    std::vector<Rect> maps;
+    std::vector<Rect> maps, panels;
     double below_tabs = 0;
     for (const json& e : shot.layout) {
         if (e["view"] == "map") maps.emplace_back(e);
+        if (e["view"] == "predictions-panel") panels.emplace_back(e);
         if (e["view"] == "below-tabs") below_tabs = Rect(e).area();
     }
+    EXPECT_EQ(panels.size(), 1u);
     Space space;
     space.maps = static_cast<int>(maps.size());
     for (size_t a = 0; a < maps.size(); ++a) {
         EXPECT_TRUE(maps[a].inside(window)) << "map " << a << " at " << maps[a].x << "," << maps[a].y;
         for (size_t b = a + 1; b < maps.size(); ++b) EXPECT_FALSE(maps[a].overlaps(maps[b])) << a << " and " << b;
+        for (const Rect& panel : panels)
+            EXPECT_FALSE(maps[a].overlaps(panel)) << "map " << a << " under the predictions";
         space.share += maps[a].area();
         space.smallest_side = std::min(space.smallest_side, std::min(maps[a].w, maps[a].h));
     }
