@@ -129,6 +129,19 @@ TEST_F(Installed, ProgramsHoldNoPathOfTheBuildMachine) {
     }
 }
 
+// The menu entry: valid by the freedesktop specification, running the
+// program on PATH with the installed icon.
+TEST_F(Installed, DesktopEntryIsValidAndNamesTheProgramAndIcon) {
+    const fs::path entry = prefix_ / "share" / "applications" / "headscope.desktop";
+    const test::ProcessRun validate = test::run_program({"desktop-file-validate", entry.string()}, dir_.path);
+    if (validate.status == 127) GTEST_SKIP() << "desktop-file-validate cannot be run: run tools/setup";
+    EXPECT_EQ(validate.status, 0) << validate.out << validate.err;
+    const std::string text = test::read_file(entry);
+    for (const char* line :
+         {"\nName=Headscope\n", "\nExec=headscope\n", "\nIcon=headscope\n", "\nCategories=Education;Science;\n"})
+        EXPECT_NE(text.find(line), std::string::npos) << line << " not in:\n" << text;
+}
+
 // The icon at each installed size: square, transparent in the rounded
 // corners, the background's grey at the top right, the first token's yellow.
 TEST_F(Installed, IconsAreDrawnAtTheirSizes) {
