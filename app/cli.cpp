@@ -20,6 +20,7 @@
 #include "headscope/files.h"
 #include "headscope/forward.h"
 #include "headscope/generate.h"
+#include "headscope/installation.h"
 #include "headscope/model.h"
 #include "headscope/probes.h"
 #include "word_option.h"
@@ -331,6 +332,7 @@ void run_dance(const Options& opt) {
 int main(int argc, char** argv) {
     CLI::App app{"Headscope: every attention head of a transformer, without a window", "headscope-cli"};
     app.require_subcommand(1);
+    app.set_version_flag("--version", version_line("headscope-cli"));
     Options opt;
 
     auto add_model = [&](CLI::App* sub) {
@@ -427,7 +429,7 @@ int main(int argc, char** argv) {
         if (*heads) run_heads(opt);
         if (*dance) run_dance(opt);
     } catch (const CLI::ParseError& e) {
-        if (e.get_exit_code() == 0) return app.exit(e);                                  // --help
+        if (e.get_exit_code() == 0) return app.exit(e);                                  // --help, --version
         std::fprintf(stderr, "headscope-cli: error: %s\n", one_line(e.what()).c_str());  // CLI11 quotes the arguments
         return 2;
     } catch (const Error& e) {

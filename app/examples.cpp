@@ -5,13 +5,14 @@
 
 #include "headscope/error.h"
 #include "headscope/files.h"
+#include "headscope/installation.h"
 #include "headscope/json_input.h"
 
 namespace headscope {
 
 std::filesystem::path examples_file() {
     const char* override_file = std::getenv("HEADSCOPE_EXAMPLES");
-    return override_file && *override_file ? override_file : HEADSCOPE_EXAMPLES_FILE;
+    return override_file && *override_file ? override_file : data_dir() / "examples.json";
 }
 
 std::vector<Example> read_examples(const std::filesystem::path& file) {

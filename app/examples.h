@@ -13,7 +13,8 @@ struct Example {
     std::string look_for;
 };
 
-// assets/examples.json, or $HEADSCOPE_EXAMPLES where set.
+// examples.json in the data folder (installation.h), or $HEADSCOPE_EXAMPLES
+// where set; Error when there is no data folder.
 std::filesystem::path examples_file();
 
 // Throws Error naming the file and what is wrong with it.

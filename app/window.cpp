@@ -22,6 +22,7 @@
 #include "headless.h"
 #include "headscope/error.h"
 #include "headscope/files.h"
+#include "headscope/installation.h"
 #include "main_view.h"
 
 using namespace headscope;
@@ -36,11 +37,11 @@ struct WindowEvents {
 
 // DejaVu Sans with every script it has (Latin, Greek, Cyrillic, Armenian,
 // Hebrew, Arabic, Georgian, symbols), sized for the content scale.
-void load_fonts_and_style(float scale) {
+void load_fonts_and_style(const std::filesystem::path& font, float scale) {
     static const ImWchar ranges[] = {0x0020, 0x2FFF, 0xFB00, 0xFFFD, 0};
     ImGuiIO& io = ImGui::GetIO();
     io.Fonts->Clear();
-    io.Fonts->AddFontFromFileTTF(HEADSCOPE_FONT, 15.f * scale, nullptr, ranges);
+    io.Fonts->AddFontFromFileTTF(font.c_str(), 15.f * scale, nullptr, ranges);
     ImGui::GetStyle() = ImGuiStyle();
     ImGui::StyleColorsDark();
     ImGui::GetStyle().ScaleAllSizes(scale);
@@ -147,6 +148,9 @@ WindowPlacement placement(GLFWwindow* window, const Settings& start) {
 int run(const Args& args, const Settings& start, bool use_settings, bool model_given) {
     LoadedModel loaded = load_start_model(start, model_given, args.backend);
     check_layer_and_head(args, start, loaded.model->config);
+    // Opened here only to fail with one line naming it: ImGui would assert.
+    const std::filesystem::path font = data_dir() / "fonts" / "DejaVuSans.ttf";
+    OpenFile{font, "the window's font"};
     Headless headless(args);
     WindowEvents events;
     GLFWwindow* window = create_window(start, headless.on(), events);
@@ -162,7 +166,7 @@ int run(const Args& args, const Settings& start, bool use_settings, bool model_g
         std::filesystem::create_directories(config_dir(), ec);
         ImGui::LoadIniSettingsFromDisk(ini_path.c_str());
     }
-    load_fonts_and_style(scale);
+    load_fonts_and_style(font, scale);
     ImGui_ImplGlfw_InitForOpenGL(window, true);
     ImGui_ImplOpenGL3_Init("#version 330 core");
 
@@ -178,7 +182,7 @@ int run(const Args& args, const Settings& start, bool use_settings, bool model_g
             }
             if (!events.dropped.empty()) view.session().open_model(std::exchange(events.dropped, std::string()));
             if (events.content_scale) {
-                load_fonts_and_style(*events.content_scale);
+                load_fonts_and_style(font, *events.content_scale);
                 ImGui_ImplOpenGL3_DestroyFontsTexture();
                 ImGui_ImplOpenGL3_CreateFontsTexture();
                 view.set_scale(*std::exchange(events.content_scale, std::nullopt));
@@ -224,6 +228,7 @@ int main(int argc, char** argv) {
     CLI::App cli{"Headscope: every attention head of a transformer, live", "headscope"};
     Args args;
     add_window_options(cli, args);
+    cli.set_version_flag("--version", version_line("headscope"));
     try {
         cli.parse(argc, argv);
         finish_args(cli, args);

@@ -55,14 +55,14 @@ std::array<double, 3> hsv_to_rgb(double h, double s, double v) {
 }
 
 ProcessRun run_window(const std::vector<std::string>& args, const std::filesystem::path& scratch,
-                      const std::vector<std::string>& under) {
+                      const std::vector<std::string>& under, const std::filesystem::path& window) {
     // xvfb-run -a takes the first free display from its start number, and two
     // runs starting together can both take it: each test process starts its
     // search at its own number instead of 99.
     const std::string first_display = std::to_string(100 + getpid() % 5000 * 4);
     std::vector<std::string> command = {"xvfb-run", "-a", "-n", first_display, "-s", "-screen 0 1920x1080x24"};
     command.insert(command.end(), under.begin(), under.end());
-    command.push_back(HEADSCOPE_WINDOW);
+    command.push_back(window.string());
     command.insert(command.end(), args.begin(), args.end());
     return run_program(command, scratch);
 }
@@ -130,14 +130,43 @@ std::string label_fault(const std::string& shown, const std::string& text) {
     return "";
 }
 
-WindowShot shoot_window(std::vector<std::string> args, const std::filesystem::path& dir, const std::string& name) {
+WindowShot shoot_window(std::vector<std::string> args, const std::filesystem::path& dir, const std::string& name,
+                        const std::filesystem::path& window) {
     const std::filesystem::path png = dir / (name + ".png"), layout = dir / (name + ".json");
     args.insert(args.end(), {"--screenshot", png.string(), "--layout", layout.string()});
-    WindowShot shot{run_window(args, dir), load_png(png), read_layout(layout)};
+    WindowShot shot{run_window(args, dir, {}, window), load_png(png), read_layout(layout)};
     // A window that failed says why on stderr (a sanitizer's report, say): keep it in the test's output.
     if (shot.run.status != 0)
         std::cerr << name << ": the window exited with " << shot.run.status << ":\n" << shot.run.err;
     return shot;
+}
+
+int check_heatmap_cells(const Image& image, const json& cells, const json& cli, bool causal) {
+    EXPECT_GT(image.width, 0) << "no screenshot";
+    if (image.width == 0) return 0;
+    int masked = 0;
+    const int T = cli["seq_len"];
+    for (const json& cell : cells) {
+        const int layer = cell["layer"], h = cell["head"], i = cell["query"], j = cell["key"];
+        const int x = static_cast<int>(cell["x"].get<double>() + cell["w"].get<double>() / 2);
+        const int y = static_cast<int>(cell["y"].get<double>() + cell["h"].get<double>() / 2);
+        const std::array<int, 3> got = image.at(x, y);
+        const bool visible = !causal || j <= i;
+        EXPECT_LT(i, T);
+        if (!visible) {
+            ++masked;
+            // Two greys in diagonal stripes, never a colormap colour.
+            EXPECT_TRUE(got[0] == got[1] && got[1] == got[2] &&
+                        (std::abs(got[0] - 41) <= 1 || std::abs(got[0] - 77) <= 1))
+                << "masked cell " << i << "," << j << " is " << got[0] << "," << got[1] << "," << got[2];
+            continue;
+        }
+        const double weight = cli["attention"][layer][0][h][i][j];
+        const std::array<double, 3> want = viridis(weight);
+        for (int c = 0; c < 3; ++c)
+            EXPECT_NEAR(got[c], want[c], 2.0) << "head " << h << " cell " << i << "," << j << " weight " << weight;
+    }
+    return masked;
 }
 
 }  // namespace headscope::test

@@ -28,8 +28,10 @@ std::array<double, 3> hsv_to_rgb(double h, double s, double v);
 // Runs headscope under xvfb-run on a 1920x1080 screen with these arguments
 // (which should include --screenshot), capturing its output as run_program does.
 // `under`: a command that runs the window (and not the X server), e.g. prlimit.
+// `window`: the program, the build's unless an installed one is tested.
 ProcessRun run_window(const std::vector<std::string>& args, const std::filesystem::path& scratch,
-                      const std::vector<std::string>& under = {});
+                      const std::vector<std::string>& under = {},
+                      const std::filesystem::path& window = HEADSCOPE_WINDOW);
 
 // The window's --layout file as a list of entries, each grid expanded into
 // one entry per cell, with the rectangle x, y, w, h: a map's or mask's cell
@@ -47,6 +49,13 @@ struct WindowShot {
     Image image;
     nlohmann::json layout;  // read_layout's; empty when the window wrote none
 };
-WindowShot shoot_window(std::vector<std::string> args, const std::filesystem::path& dir, const std::string& name);
+WindowShot shoot_window(std::vector<std::string> args, const std::filesystem::path& dir, const std::string& name,
+                        const std::filesystem::path& window = HEADSCOPE_WINDOW);
+
+// Every heatmap cell of `cells` (read_layout's entries of one view) checked
+// at its centre in `image`: the colormap (viridis) of the weight in `cli`
+// (headscope-cli attention's JSON for the same text and settings), or, where
+// `causal` hides the key, the mask's hatch. Returns how many were masked.
+int check_heatmap_cells(const Image& image, const nlohmann::json& cells, const nlohmann::json& cli, bool causal);
 
 }  // namespace headscope::test

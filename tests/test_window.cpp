@@ -42,6 +42,7 @@ protected:
         window.insert(window.end(), settings.begin(), settings.end());
         const test::WindowShot shot = test::shoot_window(window, dir_->path, name + "-" + GetParam());
         EXPECT_EQ(shot.run.status, 0);
+        EXPECT_EQ(std::to_string(shot.image.width) + "x" + std::to_string(shot.image.height), GetParam());
         std::vector<std::string> cli = {HEADSCOPE_CLI, "attention", "--model", model, "--text", text_};
         for (size_t i = 0; i < settings.size(); i += 2)
             if (settings[i] != "--layer" && settings[i] != "--view" && settings[i] != "--head")
@@ -54,35 +55,6 @@ protected:
         return {shot.image, cells, json::parse(run.out)};
     }
 
-    // Every drawn cell: the colormap of the CLI's weight, or the hatch where
-    // the CLI's row does not see that key. Returns how many were masked.
-    int check_cells(const Shot& shot, bool causal) {
-        EXPECT_EQ(std::to_string(shot.image.width) + "x" + std::to_string(shot.image.height), GetParam());
-        int masked = 0;
-        const int T = shot.cli["seq_len"];
-        for (const json& cell : shot.layout) {
-            const int layer = cell["layer"], h = cell["head"], i = cell["query"], j = cell["key"];
-            const int x = static_cast<int>(cell["x"].get<double>() + cell["w"].get<double>() / 2);
-            const int y = static_cast<int>(cell["y"].get<double>() + cell["h"].get<double>() / 2);
-            const std::array<int, 3> got = shot.image.at(x, y);
-            const bool visible = !causal || j <= i;
-            EXPECT_LT(i, T);
-            if (!visible) {
-                ++masked;
-                // Two greys in diagonal stripes, never a colormap colour.
-                EXPECT_TRUE(got[0] == got[1] && got[1] == got[2] &&
-                            (std::abs(got[0] - 41) <= 1 || std::abs(got[0] - 77) <= 1))
-                    << "masked cell " << i << "," << j << " is " << got[0] << "," << got[1] << "," << got[2];
-                continue;
-            }
-            const double weight = shot.cli["attention"][layer][0][h][i][j];
-            const std::array<double, 3> want = test::viridis(weight);
-            for (int c = 0; c < 3; ++c)
-                EXPECT_NEAR(got[c], want[c], 2.0) << "head " << h << " cell " << i << "," << j << " weight " << weight;
-        }
-        return masked;
-    }
-
     static test::TempDir* dir_;
     const std::string text_ = "The cat sat on the mat because it was soft.";
 };
@@ -93,12 +65,12 @@ TEST_P(WindowTest, HeatmapCellsHaveTheColormapOfTheirWeights) {
     const int T = shot.cli["seq_len"];
     EXPECT_EQ(shot.layout.size(), static_cast<size_t>(4 * T * T));
     for (const json& cell : shot.layout) EXPECT_EQ(cell["layer"], 1);
-    EXPECT_EQ(check_cells(shot, true), 4 * T * (T - 1) / 2);
+    EXPECT_EQ(test::check_heatmap_cells(shot.image, shot.layout, shot.cli, true), 4 * T * (T - 1) / 2);
 }
 
 TEST_P(WindowTest, CausalOffFillsTheUpperTriangle) {
     const Shot shot = shoot("bidirectional", {"--causal", "off"});
-    EXPECT_EQ(check_cells(shot, false), 0);
+    EXPECT_EQ(test::check_heatmap_cells(shot.image, shot.layout, shot.cli, false), 0);
 }
 
 TEST_P(WindowTest, TwoHeadsDrawTwoMaps) {
@@ -106,7 +78,7 @@ TEST_P(WindowTest, TwoHeadsDrawTwoMaps) {
     std::set<int> heads;
     for (const json& cell : shot.layout) heads.insert(cell["head"].get<int>());
     EXPECT_EQ(heads, (std::set<int>{0, 1}));
-    check_cells(shot, true);
+    test::check_heatmap_cells(shot.image, shot.layout, shot.cli, true);
 }
 
 TEST_P(WindowTest, ModelViewDrawsEveryLayersHeads) {
@@ -116,7 +88,7 @@ TEST_P(WindowTest, ModelViewDrawsEveryLayersHeads) {
     for (const json& cell : shot.layout) maps.insert({cell["layer"].get<int>(), cell["head"].get<int>()});
     EXPECT_EQ(maps.size(), 2u * 4u);
     EXPECT_EQ(shot.layout.size(), static_cast<size_t>(2 * 4 * T * T));
-    EXPECT_EQ(check_cells(shot, true), 2 * 4 * T * (T - 1) / 2);
+    EXPECT_EQ(test::check_heatmap_cells(shot.image, shot.layout, shot.cli, true), 2 * 4 * T * (T - 1) / 2);
 }
 
 TEST_P(WindowTest, LargeViewShowsOneHeadAtFullResolution) {
@@ -128,7 +100,7 @@ TEST_P(WindowTest, LargeViewShowsOneHeadAtFullResolution) {
         EXPECT_EQ(cell["head"], 2);
         EXPECT_GT(cell["w"].get<double>(), 30);  // large: most of the window's height for 11 tokens
     }
-    check_cells(shot, true);
+    test::check_heatmap_cells(shot.image, shot.layout, shot.cli, true);
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, WindowTest, ::testing::Values("1280x800", "1920x1080"));

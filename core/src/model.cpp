@@ -6,6 +6,7 @@
 
 #include "headscope/error.h"
 #include "headscope/files.h"
+#include "headscope/installation.h"
 #include "headscope/json_input.h"
 #include "headscope/safetensors.h"
 #include "headscope/shape.h"
@@ -163,7 +164,7 @@ fs::path resolve_model_path(const std::string& name_or_path) {
     std::error_code ec;
     if (name_or_path == builtin_model) {
         const std::string override_dir = env("HEADSCOPE_BUILTIN_MODEL");
-        const fs::path dir = override_dir.empty() ? fs::path(HEADSCOPE_BUILTIN_MODEL_DIR) : fs::path(override_dir);
+        const fs::path dir = override_dir.empty() ? data_dir() / "builtin" : fs::path(override_dir);
         if (!fs::is_directory(dir, ec))
             throw Error("the built-in model is missing: no directory " + dir.string() +
                         " (tools/train-builtin makes it)");
