@@ -1,5 +1,6 @@
 // The status bar under the views (tokens and how many the prefix cache
-// supplied, compute time, backend) with the
+// supplied, compute time, backend, the head probes' progress when they take
+// long) with the
 // export bar: Save PNG (the window as drawn), Save JSON and Save NPY (the
 // shown attention exactly as `headscope-cli attention` writes it) into the
 // "save in" folder, and where the last one went.
@@ -22,7 +23,7 @@ void write_screenshot(const std::filesystem::path& path, int width, int height);
 class StatusBar {
 public:
     explicit StatusBar(std::string export_dir) : export_dir_(std::move(export_dir)) {}
-    void draw(const Session& session, Ui& ui);
+    void draw(Session& session, Ui& ui);
     // Save PNG reads the framebuffer once the frame that asked is drawn.
     void save_png_if_asked(int width, int height);
     const std::string& export_dir() const { return export_dir_; }

@@ -1,0 +1,48 @@
+// What a worker's job reports as it goes (core's progress.h), for the frame
+// to draw: the job writes through reporter(), the frame reads shown(), under
+// a mutex. Cancel asks the job to stop at its next report; the caller keeps
+// what it had (the open model, no half-made figures).
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+
+#include "headscope/progress.h"
+
+namespace headscope {
+
+struct Ui;
+
+class JobProgress {
+public:
+    // Long work shows its progress once it has run this long.
+    static constexpr std::chrono::milliseconds shown_after{300};
+
+    // A job was submitted: forgets the last one's reports and starts the clock.
+    void start();
+    // The job's callback: records each report, and throws Cancelled once
+    // cancel() was asked or `stop` is (a newer job, the window closing).
+    // Reports of a job older than the last start() are dropped.
+    Progress reporter(std::stop_token stop);
+    void cancel();
+    // Whether the job started last was asked to cancel.
+    bool cancelled() const;
+    // The job's newest report once it has run for shown_after; else none.
+    std::optional<ProgressReport> shown() const;
+
+private:
+    mutable std::mutex mutex_;
+    uint64_t job_ = 0;  // start()s so far
+    bool cancel_ = false;
+    std::chrono::steady_clock::time_point started_;
+    std::optional<ProgressReport> last_;
+};
+
+// Drawn while the job runs (its caller knows when), once it shows progress: a bar with what it does and how far, and a
+// Cancel button; returns whether it drew them. With --layout the bar is
+// recorded as {"view": "progress", "name": name, "text": ...}.
+bool progress_bar(JobProgress& job, Ui& ui, const char* name, float width);
+
+}  // namespace headscope
