@@ -1,6 +1,8 @@
 // A worker job's progress for the frame, and its bar: see job_progress.h.
 #include "job_progress.h"
 
+#include <algorithm>
+
 #include "ui.h"
 
 namespace headscope {
@@ -38,7 +40,7 @@ bool JobProgress::cancelled() const {
 
 std::optional<ProgressReport> JobProgress::shown() const {
     std::lock_guard lock(mutex_);
-    if (std::chrono::steady_clock::now() - started_ < shown_after) return std::nullopt;
+    if (std::chrono::steady_clock::now() - started_ < shown_after_) return std::nullopt;
     return last_;
 }
 
@@ -48,9 +50,9 @@ bool progress_bar(JobProgress& job, Ui& ui, const char* name, float width) {
     const std::string text = progress_text(*report);
     const float fraction = report->total > 0 ? static_cast<float>(report->done) / static_cast<float>(report->total) : 0;
     ImGui::PushID(name);
-    ImGui::ProgressBar(fraction, ImVec2(width, 0), text.c_str());
+    if (ImGui::SmallButton("Cancel")) job.cancel();  // first: on a crowded line it stays in view
     ImGui::SameLine();
-    if (ImGui::SmallButton("Cancel")) job.cancel();
+    ImGui::ProgressBar(fraction, ImVec2(std::min(width, ImGui::GetContentRegionAvail().x), 0), text.c_str());
     ImGui::PopID();
     ui.layout.item({{"view", "progress"}, {"name", name}, {"text", text}});
     return true;

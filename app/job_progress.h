@@ -17,8 +17,9 @@ struct Ui;
 
 class JobProgress {
 public:
-    // Long work shows its progress once it has run this long.
-    static constexpr std::chrono::milliseconds shown_after{300};
+    // A compute shows its progress once it has run this long.
+    static constexpr std::chrono::milliseconds long_work{300};
+    explicit JobProgress(std::chrono::milliseconds shown_after = long_work) : shown_after_(shown_after) {}
 
     // A job was submitted: forgets the last one's reports and starts the clock.
     void start();
@@ -33,6 +34,7 @@ public:
     std::optional<ProgressReport> shown() const;
 
 private:
+    const std::chrono::milliseconds shown_after_;
     mutable std::mutex mutex_;
     uint64_t job_ = 0;  // start()s so far
     bool cancel_ = false;
@@ -40,9 +42,10 @@ private:
     std::optional<ProgressReport> last_;
 };
 
-// Drawn while the job runs (its caller knows when), once it shows progress: a bar with what it does and how far, and a
-// Cancel button; returns whether it drew them. With --layout the bar is
-// recorded as {"view": "progress", "name": name, "text": ...}.
+// Drawn while the job runs (its caller knows when), once it shows progress:
+// a Cancel button and a bar with what the job does and how far; returns
+// whether it drew them. With --layout the bar is recorded as {"view":
+// "progress", "name": name, "text": ...}.
 bool progress_bar(JobProgress& job, Ui& ui, const char* name, float width);
 
 }  // namespace headscope

@@ -159,7 +159,8 @@ private:
     AttentionOptions submitted_options_;
     std::optional<ProbeReport> probes_;
     std::string loading_;
-    JobProgress load_progress_, probe_progress_;  // written by their jobs
+    // Written by their jobs. A load shows its bytes read at once, the probes after JobProgress::long_work.
+    JobProgress load_progress_{std::chrono::milliseconds(0)}, probe_progress_;
     // Last: their threads stop before the members their jobs' outcomes go to.
     Worker<LiveResult> live_{wake_};
     Worker<ProbeReport> probe_worker_{wake_};

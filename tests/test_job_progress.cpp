@@ -1,5 +1,5 @@
 // The window's progress of long work (app/job_progress.h): shown only once a
-// job has run 300 ms, only the newest job's, cancelled at the job's next
+// compute has run 300 ms (a load's at once), only the newest job's, cancelled at the job's next
 // report; and a model load cancelled in the session, which keeps the open
 // model and says so.
 #include <gtest/gtest.h>
@@ -16,17 +16,17 @@ using namespace std::chrono_literals;
 
 namespace {
 
-TEST(JobProgress, ShownAfterThreeHundredMsAndOnlyTheNewestJobs) {
+TEST(JobProgress, ShownAfterThreeHundredMsOrAtOnceAndOnlyTheNewestJobs) {
     JobProgress job;
     const auto started = std::chrono::steady_clock::now();
     job.start();
     const Progress older = job.reporter({});
     older({"reading the weights", 1, 4, ProgressUnit::bytes});
     const std::optional<ProgressReport> early = job.shown();
-    if (std::chrono::steady_clock::now() - started < JobProgress::shown_after) {
+    if (std::chrono::steady_clock::now() - started < JobProgress::long_work) {
         EXPECT_FALSE(early);  // unless this machine stalled that long
     }
-    std::this_thread::sleep_for(JobProgress::shown_after);
+    std::this_thread::sleep_for(JobProgress::long_work);
     ASSERT_TRUE(job.shown());
     EXPECT_EQ(progress_text(*job.shown()), "reading the weights: 0.0 of 0.0 MB");
 
@@ -36,9 +36,15 @@ TEST(JobProgress, ShownAfterThreeHundredMsAndOnlyTheNewestJobs) {
     const Progress newer = job.reporter(stop.get_token());
     newer({"scoring heads", 2, 40, ProgressUnit::steps});
     older({"reading the weights", 3, 4, ProgressUnit::bytes});
-    std::this_thread::sleep_for(JobProgress::shown_after);
+    std::this_thread::sleep_for(JobProgress::long_work);
     ASSERT_TRUE(job.shown());
     EXPECT_EQ(progress_text(*job.shown()), "scoring heads: 2 of 40");
+
+    // A load's progress shows at once.
+    JobProgress at_once(0ms);
+    at_once.start();
+    at_once.reporter({})({"reading the weights", 0, 4, ProgressUnit::bytes});
+    EXPECT_TRUE(at_once.shown());
 
     // Cancel, or a stop (a newer request, the window closing): the next report throws.
     EXPECT_FALSE(job.cancelled());
