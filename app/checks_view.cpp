@@ -37,20 +37,27 @@ void heading(const char* title) {
 void ChecksView::draw(Session& session, Ui& ui) {
     const int b = session.selected;
     const FigureWorker<Key, Figures>::Outcome* figures = figures_.get({session.shown_generation, b}, [&] {
-        return [model = session.shared_model(), batch = Batch{session.shown.token_ids, session.model().config.pad_id()},
-                options = session.shown_options, b](std::stop_token) {
+        progress_.start();
+        return [this, model = session.shared_model(),
+                batch = Batch{session.shown.token_ids, session.model().config.pad_id()},
+                options = session.shown_options, b](std::stop_token stop) {
+            const Progress progress = progress_.reporter(std::move(stop));
             const std::unique_ptr<Backend> backend = own_cpu_backend(*model);
-            return Figures{compare_with_head_loop(*backend, *model, batch, options),
-                           check_causality(*backend, *model, batch, b, options)};
+            return Figures{compare_with_head_loop(*backend, *model, batch, options, progress),
+                           check_causality(*backend, *model, batch, b, options, progress)};
         };
     });
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     ImGui::BeginChild("figures", ImVec2(std::floor(avail.x * 0.6f), 0));
-    if (!figures)
-        ImGui::TextUnformatted("computing...");
-    else if (!figures->error.empty())
+    if (!figures) {
+        if (!progress_bar(progress_, ui, "checks", 360 * ui.scale)) ImGui::TextUnformatted("computing...");
+    } else if (!figures->error.empty() && progress_.cancelled()) {
+        ImGui::TextUnformatted("The checks were cancelled.");
+        ImGui::SameLine();
+        if (ImGui::SmallButton("Run them")) figures_.forget();
+    } else if (!figures->error.empty()) {
         ImGui::TextColored(error_colour, "The checks could not run: %s", figures->error.c_str());
-    else {
+    } else {
         loop_section(session, ui, figures->result);
         causality_section(session, ui, figures->result, b);
     }

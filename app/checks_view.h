@@ -2,7 +2,8 @@
 // all computed by core (checks.h): the batched heads against a per-head loop,
 // the causality check on the selected text, and the model's configuration,
 // parameter and shape tables. The first two run on a worker with their own
-// backend, once per new compute; a frame never waits for them. With --layout
+// backend, once per new compute; a frame never waits for them, and one that
+// takes longer than 300 ms shows its progress, with Cancel. With --layout
 // every figure shown is recorded as {"view": "checks", "figure": ...,
 // "value": ...}, the sizes line and every configuration row as {"view":
 // "checks-config", "name": ..., "text": ...}, every shape row as {"view":
@@ -36,6 +37,7 @@ private:
     void shapes_section(const Session& session, Ui& ui);
     void parameters_section(const Session& session, Ui& ui);
 
+    JobProgress progress_;  // the figures' job's; before figures_, whose worker writes it
     FigureWorker<Key, Figures> figures_;
 };
 

@@ -1,8 +1,12 @@
 // headscope-cli: the engine without a window. Prints a model's shapes, GPT-2
 // token ids, and every head's attention weights as JSON (or .npy), so each
-// number the window draws can be reproduced and tested.
+// number the window draws can be reproduced and tested; info and heads print
+// aligned tables for a person at a terminal. While a model loads or heads are
+// scored, a one-line progress bar goes to stderr when it is a terminal.
 // Bad usage or input: one line "headscope-cli: error: ..." on stderr, exit 2.
+#include <unistd.h>
 #include <CLI/CLI.hpp>
+
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -23,6 +27,8 @@
 #include "headscope/installation.h"
 #include "headscope/model.h"
 #include "headscope/probes.h"
+#include "headscope/progress.h"
+#include "headscope/shape.h"
 #include "word_option.h"
 
 using namespace headscope;
@@ -62,6 +68,92 @@ std::vector<int> parse_layers(const std::string& word) {
     return layers;
 }
 
+// A one-line bar on stderr while long work reports (core's progress.h), for
+// a person at a terminal: only when stderr is one, redrawn at most every
+// 100 ms, and cleared when a stage ends or this goes (an error, say), so that
+// what follows starts on a clean line.
+class TerminalProgress {
+public:
+    TerminalProgress() : on_(isatty(STDERR_FILENO) == 1) {}
+    ~TerminalProgress() { clear(); }
+    TerminalProgress(const TerminalProgress&) = delete;
+    TerminalProgress& operator=(const TerminalProgress&) = delete;
+
+    // The callback for the work; none when stderr is not a terminal.
+    Progress progress() {
+        if (!on_) return {};
+        return [this](const ProgressReport& report) { draw(report); };
+    }
+
+private:
+    void draw(const ProgressReport& report) {
+        if (report.done >= report.total) return clear();
+        const Clock::time_point now = Clock::now();
+        if (drawn_ && now - drawn_at_ < std::chrono::milliseconds(100)) return;
+        constexpr int width = 30;
+        const auto filled = static_cast<size_t>(width * report.done / report.total);
+        const std::string bar = std::string(filled, '#') + std::string(width - filled, '.');
+        std::fprintf(stderr, "\r[%s] %s\033[K", bar.c_str(), progress_text(report).c_str());
+        std::fflush(stderr);
+        drawn_ = true;
+        drawn_at_ = now;
+    }
+    void clear() {
+        if (!drawn_) return;
+        std::fputs("\r\033[K", stderr);
+        std::fflush(stderr);
+        drawn_ = false;
+    }
+
+    bool on_;
+    bool drawn_ = false;
+    Clock::time_point drawn_at_;
+};
+
+// load_model with its progress on the terminal.
+Model load_model_shown(const std::string& name_or_path) {
+    TerminalProgress bar;
+    return load_model(name_or_path, bar.progress());
+}
+
+// The display width of UTF-8 text: its code points.
+size_t text_width(const std::string& text) {
+    return static_cast<size_t>(std::count_if(text.begin(), text.end(), [](char c) { return (c & 0xc0) != 0x80; }));
+}
+
+// Rows of cells as aligned columns: each column as wide as its widest cell,
+// cells left-aligned, two spaces between, no trailing spaces.
+std::string text_table(const std::vector<std::vector<std::string>>& rows) {
+    std::vector<size_t> widths;
+    for (const auto& row : rows) {
+        widths.resize(std::max(widths.size(), row.size()));
+        for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], text_width(row[c]));
+    }
+    std::string text;
+    for (const auto& row : rows) {
+        std::string line;
+        for (size_t c = 0; c < row.size(); ++c) {
+            line += row[c];
+            if (c + 1 < row.size()) line += std::string(widths[c] - text_width(row[c]) + 2, ' ');
+        }
+        text += line + '\n';
+    }
+    return text;
+}
+
+// A JSON value as a table shows it: strings without quotes.
+std::string cell(const Json& value) { return value.is_string() ? value.get<std::string>() : dump_json(value); }
+
+// An object's fields as "name  value" rows, an object inside as "outer.name" rows.
+void add_fields(const Json& object, const std::string& prefix, std::vector<std::vector<std::string>>& rows) {
+    for (const auto& [name, value] : object.items()) {
+        if (value.is_object())
+            add_fields(value, prefix + name + ".", rows);
+        else
+            rows.push_back({prefix + name, cell(value)});
+    }
+}
+
 // Writes to stdout, or, given a path, to that file whole or not at all.
 void write_output(const std::string& path, const std::function<void(std::ostream&)>& write) {
     if (!path.empty()) return write_file_atomically(path, "the output", write);
@@ -79,7 +171,8 @@ struct Options {
     int tokens = 0;              // generate: how many
     AttentionOptions attention;  // the masks, scale and split; attention_options sets the rest
     BackendChoice backend = BackendChoice::automatic;
-    std::string layers = "all", format = "json", out;
+    std::string layers = "all", out;
+    std::string format;  // as given; empty: table or json by where the output goes (info, heads), else json
     int heads = 0, layer = 0;
     bool heads_given = false;
     bool special = true;         // the tokenizer's special tokens (Llama 2's <s>)
@@ -96,11 +189,22 @@ int head_count_of(const Model& model, const AttentionOptions& options) {
     }
 }
 
+// info and heads: --format table or json; by default a table when the
+// output is a terminal (stdout, no --out), else JSON.
+bool as_table(const Options& opt) {
+    if (opt.format.empty()) return opt.out.empty() && isatty(STDOUT_FILENO) == 1;
+    if (opt.format != "table" && opt.format != "json")
+        throw Error("--format: expected table or json, got '" + opt.format + "'");
+    return opt.format == "table";
+}
+
 void run_info(const Options& opt) {
+    const bool table = as_table(opt);
     const BackendPick pick = make_backend(opt.backend);
-    const Model model = load_model(opt.model);
+    const Model model = load_model_shown(opt.model);
     Json tensors = Json::array();
-    for (const TensorInfo& t : model.tensors) tensors.push_back({{"name", t.name}, {"shape", t.shape}});
+    for (const TensorInfo& t : model.tensors)
+        tensors.push_back({{"name", t.name}, {"shape", t.shape}, {"dtype", to_string(t.dtype)}, {"bytes", t.bytes}});
     const Config& c = model.config;
     Json info = {{"backend", pick.backend->name()},
                  {"backend_reason", pick.reason},
@@ -122,11 +226,20 @@ void run_info(const Options& opt) {
     info["dtype"] = to_string(model.dtype);
     info["tensors"] = tensors;
     if (!c.training.is_null()) info["training"] = c.training;
-    write_output(opt.out, [&](std::ostream& out) { out << dump_json(info) << '\n'; });
+    if (!table) return write_output(opt.out, [&](std::ostream& out) { out << dump_json(info) << '\n'; });
+    // The configuration as "name  value" lines, then the tensors.
+    std::vector<std::vector<std::string>> fields, rows = {{"tensor", "shape", "dtype", "bytes"}};
+    Json configuration = info;
+    configuration.erase("tensors");
+    add_fields(configuration, "", fields);
+    for (const TensorInfo& t : model.tensors)
+        rows.push_back({t.name, shape_string(t.shape), to_string(t.dtype), std::to_string(t.bytes)});
+    const std::string text = text_table(fields) + '\n' + text_table(rows);
+    write_output(opt.out, [&](std::ostream& out) { out << text; });
 }
 
 void run_tokenize(const Options& opt) {
-    const Model model = load_model(opt.model);
+    const Model model = load_model_shown(opt.model);
     const std::vector<int32_t> ids = model.tokenizer.encode_texts(opt.texts, opt.special).front();
     const Json tokens = {{"token_ids", ids}, {"tokens", token_texts(model.tokenizer, ids)}};
     write_output(opt.out, [&](std::ostream& out) { out << dump_json(tokens) << '\n'; });
@@ -185,7 +298,7 @@ void run_attention(const Options& opt) {
     Backend* backend = pick.backend.get();
 
     auto start = Clock::now();
-    const Model model = load_model(opt.model);
+    const Model model = load_model_shown(opt.model);
     const double load_ms = ms_since(start);
     const AttentionOptions options = with_model(given, opt, model);
 
@@ -219,11 +332,19 @@ void run_generate(const Options& opt) {
     validate_generation(opt.sampling, opt.tokens, given);
     const BackendPick pick = make_backend(opt.backend);
     Backend* backend = pick.backend.get();
-    const Model model = load_model(opt.model);
+    const Model model = load_model_shown(opt.model);
     const AttentionOptions options = with_model(given, opt, model);
     backend->load_weights(model);
     Generator generator(*backend, model, input_ids(model, opt).front(), options, opt.sampling, opt.tokens);
-    while (generator.generation().stop == Stop::running) generator.step();
+    {
+        TerminalProgress bar;
+        const Progress progress = bar.progress();
+        // The generator may stop before opt.tokens (end of text, the context); the bar goes all the same.
+        for (int made = 0; generator.generation().stop == Stop::running; ++made) {
+            report_progress(progress, "generating tokens", made, opt.tokens, ProgressUnit::steps);
+            generator.step();
+        }
+    }
     const Json metadata = {{"backend", backend->name()}, {"backend_reason", pick.reason}};
     write_output(opt.out, [&](std::ostream& out) {
         write_generation_json(out, metadata, model.tokenizer, generator.generation());
@@ -243,16 +364,58 @@ std::vector<std::vector<int32_t>> probe_texts(const Model& model, const Options&
     return validation_windows(model);
 }
 
+// The probe columns of heads' table; the strongest head of each is marked *.
+struct ProbeColumn {
+    const char* name;
+    double HeadScores::*score;
+    bool marked;
+};
+constexpr ProbeColumn probe_columns[] = {{"previous_token", &HeadScores::previous_token, true},
+                                         {"first_token", &HeadScores::first_token, true},
+                                         {"current_token", &HeadScores::current_token, true},
+                                         {"induction", &HeadScores::induction, true},
+                                         {"entropy", &HeadScores::entropy, false}};
+
+// The summary's fields, then one row per head with each score (4 decimals).
+std::string heads_table(const Json& summary, const ProbeReport& report) {
+    std::vector<std::vector<std::string>> fields, rows = {{"layer", "head"}};
+    add_fields(summary, "", fields);
+    std::vector<size_t> strongest;  // per column, the head's index in report.heads
+    for (const ProbeColumn& column : probe_columns) {
+        rows.front().push_back(column.name);
+        size_t best = 0;
+        for (size_t i = 1; i < report.heads.size(); ++i)
+            if (report.heads[i].*column.score > report.heads[best].*column.score) best = i;
+        strongest.push_back(column.marked ? best : report.heads.size());
+    }
+    for (size_t i = 0; i < report.heads.size(); ++i) {
+        std::vector<std::string> row = {std::to_string(i / report.n_head), std::to_string(i % report.n_head)};
+        for (size_t c = 0; c < std::size(probe_columns); ++c) {
+            char number[32];
+            std::snprintf(number, sizeof number, "%.4f%s", report.heads[i].*probe_columns[c].score,
+                          strongest[c] == i ? "*" : "");
+            row.push_back(number);
+        }
+        rows.push_back(row);
+    }
+    return text_table(fields) + '\n' + text_table(rows) + "* the strongest head of each probe\n";
+}
+
 void run_heads(const Options& opt) {
+    const bool table = as_table(opt);
     const BackendPick pick = make_backend(opt.backend);
     Backend* backend = pick.backend.get();
-    const Model model = load_model(opt.model);
+    const Model model = load_model_shown(opt.model);
     backend->load_weights(model);
-    const ProbeReport report = probe_heads(*backend, model, probe_texts(model, opt));
+    const ProbeReport report = [&] {
+        TerminalProgress bar;
+        return probe_heads(*backend, model, probe_texts(model, opt), 8, 42, bar.progress());
+    }();
     const Json summary = {{"backend", backend->name()},  {"backend_reason", pick.reason},
                           {"path", model.path.string()}, {"n_layer", report.n_layer},
                           {"n_head", report.n_head},     {"source", opt.texts.empty() ? "validation" : "text"},
                           {"rows", report.rows}};
+    if (table) return write_output(opt.out, [&](std::ostream& out) { out << heads_table(summary, report); });
     // The summary's fields, then "heads" with one head per line, so that the
     // scores read well in a terminal.
     std::string text = dump_json(summary);
@@ -287,7 +450,7 @@ void run_dance(const Options& opt) {
     const AttentionOptions given = attention_options(opt);
     const BackendPick pick = make_backend(opt.backend);
     Backend* backend = pick.backend.get();
-    const Model model = load_model(opt.model);
+    const Model model = load_model_shown(opt.model);
     const Batch batch{model.tokenizer.encode_texts(opt.texts), model.config.pad_id()};
     const AttentionOptions options = with_model(given, opt, model);
     backend->load_weights(model);
@@ -352,6 +515,9 @@ int main(int argc, char** argv) {
     CLI::App* info = app.add_subcommand("info", "the model's configuration, parameter count and weight shapes");
     add_model(info);
     add_backend(info, "the backend reported");
+    const std::string table_or_json =
+        "table|json: aligned columns for a person, or JSON (default: table when stdout is a terminal, else json)";
+    info->add_option("--format", opt.format, table_or_json);
     CLI::App* tokenize = app.add_subcommand("tokenize", "token ids and texts of --text");
     add_model(tokenize);
     tokenize->add_option("--text", opt.texts, "UTF-8 text")->required()->expected(1);
@@ -405,6 +571,7 @@ int main(int argc, char** argv) {
     CLI::App* heads = app.add_subcommand("heads", "probe scores of every head (previous-token, induction, ...)");
     add_model(heads);
     heads->add_option("--text", opt.texts, "score this text instead of the validation text")->expected(1);
+    heads->add_option("--format", opt.format, table_or_json + "; the table marks the strongest head of each probe *");
     add_backend(heads, "auto: CUDA when built with it and a device exists");
     CLI::App* dance = app.add_subcommand(
         "dance", "the reshape dance's steps (shapes, strides, buffers) for the texts, and the naive split's error");
@@ -422,6 +589,7 @@ int main(int argc, char** argv) {
                         "' (expected info, tokenize, attention, generate, heads or dance)");
         app.parse(argc, argv);
         opt.heads_given = attention->count("--heads") + generate->count("--heads") + dance->count("--heads") > 0;
+        if (opt.format.empty() && (*attention || *generate)) opt.format = "json";  // whatever the output is
         if (*info) run_info(opt);
         if (*tokenize) run_tokenize(opt);
         if (*attention) run_attention(opt);

@@ -280,8 +280,7 @@ void ControlsView::model_bar(Session& s, Ui& ui) {
     ImGui::EndDisabled();
     ImGui::SameLine();
     if (loading) {
-        ImGui::ProgressBar(s.load_progress(), ImVec2(120 * ui.scale, 0));
-        ImGui::SameLine();
+        if (progress_bar(s.load_progress(), ui, "load", 280 * ui.scale)) ImGui::SameLine();
         ImGui::Text("loading %s...", s.loading().c_str());
     } else if (!s.model_message.empty()) {
         ImGui::PushStyleColor(ImGuiCol_Text, error_colour);

@@ -31,6 +31,11 @@ public:
         return done_ ? &*done_ : nullptr;
     }
     bool computing() const { return worker_.busy(); }
+    // Drops the figure: the next get() computes it again.
+    void forget() {
+        asked_.reset();
+        done_.reset();
+    }
 
 private:
     Worker<Figure> worker_;

@@ -2,17 +2,17 @@
 
 #include <chrono>
 #include <filesystem>
+#include <utility>
 
 #include "headscope/error.h"
 #include "headscope/forward.h"
 
 namespace headscope {
 
-LoadedModel load_with_backend(const std::string& name_or_path, BackendChoice choice,
-                              const std::function<void(float)>& on_progress) {
+LoadedModel load_with_backend(const std::string& name_or_path, BackendChoice choice, const Progress& progress) {
     const auto start = std::chrono::steady_clock::now();
     LoadedModel loaded;
-    loaded.model = std::make_shared<const Model>(load_model(name_or_path, on_progress));
+    loaded.model = std::make_shared<const Model>(load_model(name_or_path, progress));
     loaded.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     BackendPick pick = make_backend(choice);
     loaded.backend = std::move(pick.backend);
@@ -45,8 +45,10 @@ void Session::install(LoadedModel loaded) {
     message.clear();
     probes_.reset();
     submit();
-    probe_worker_.submit(
-        [model = open_->model](std::stop_token stop) { return probe_validation(*model, 8, std::move(stop)); });
+    probe_progress_.start();
+    probe_worker_.submit([this, model = open_->model](std::stop_token stop) {
+        return probe_validation(*model, 8, probe_progress_.reporter(std::move(stop)));
+    });
 }
 
 void Session::submit() {
@@ -160,13 +162,10 @@ void Session::open_model(const std::string& name_or_path) {
         return;
     }
     loading_ = name_or_path;
-    load_progress_ = 0;
     model_message.clear();
+    load_progress_.start();
     load_worker_.submit([this, name_or_path, choice = open_->backend_choice](std::stop_token stop) {
-        return load_with_backend(name_or_path, choice, [this, stop](float fraction) {
-            if (stop.stop_requested()) throw Error("stopped");  // the window is closing: no need to finish
-            load_progress_ = fraction;
-        });
+        return load_with_backend(name_or_path, choice, load_progress_.reporter(std::move(stop)));
     });
 }
 
@@ -174,9 +173,11 @@ bool Session::collect() {
     if (std::optional<Worker<ProbeReport>::Outcome> scored = probe_worker_.take())
         if (scored->error.empty()) probes_ = std::move(scored->result);  // else labels without scores
     if (std::optional<Worker<LoadedModel>::Outcome> opened = load_worker_.take()) {
-        loading_.clear();
+        const std::string name = std::exchange(loading_, std::string());
         if (!opened->error.empty()) {
-            model_message = "cannot open the model: " + opened->error;
+            model_message = load_progress_.cancelled()
+                                ? "cancelled opening " + name + "; " + model_name() + " stays open"
+                                : "cannot open the model: " + opened->error;
             return false;
         }
         model_message.clear();  // a "still loading" note is answered

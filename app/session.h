@@ -5,7 +5,6 @@
 // model replaces the open one when it is ready, while work still reading the
 // old one keeps it alive through its shared_ptr.
 #pragma once
-#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -18,6 +17,7 @@
 #include "headscope/model.h"
 #include "headscope/probes.h"
 #include "headscope/worker.h"
+#include "job_progress.h"
 
 namespace headscope {
 
@@ -32,9 +32,8 @@ struct LoadedModel {
     double load_ms = 0;                                       // load_model's time, as the CLI's timing_ms.load
 };
 
-// load_model (passing `on_progress` on), then make_backend(choice) and its load_weights. Throws Error.
-LoadedModel load_with_backend(const std::string& name_or_path, BackendChoice choice,
-                              const std::function<void(float)>& on_progress = {});
+// load_model (passing `progress` on), then make_backend(choice) and its load_weights. Throws Error.
+LoadedModel load_with_backend(const std::string& name_or_path, BackendChoice choice, const Progress& progress = {});
 
 // A generation from the batch's one text as made so far, each step one live
 // worker job (Session::generate starts or goes on with one; typing, or any
@@ -90,12 +89,13 @@ public:
     void choose_backend(BackendChoice choice);
 
     // Loads another model on a worker; the open one stays in use until the
-    // new one is ready. A failure sets `model_message` and changes nothing.
+    // new one is ready. A failure, or a cancel through load_progress(), sets
+    // `model_message` and changes nothing.
     void open_model(const std::string& name_or_path);
     // The model being loaded; empty when none is.
     const std::string& loading() const { return loading_; }
-    // The fraction of its weights read so far.
-    float load_progress() const { return load_progress_; }
+    // How far the load has got (its bytes read), and its cancel.
+    JobProgress& load_progress() { return load_progress_; }
 
     // What the live forward predicts besides the maps: the top predictions_k
     // next tokens at every position (the predictions panel) and, while the
@@ -123,6 +123,8 @@ public:
     // background once per model; null until ready (or if they cannot be).
     const ProbeReport* probes() const { return probes_ ? &*probes_ : nullptr; }
     bool probes_pending() const { return probe_worker_.busy(); }
+    // How far the scoring has got, and its cancel (the heads then go without scores).
+    JobProgress& probe_progress() { return probe_progress_; }
 
     int heads_shown() const { return shown.attention.NH; }
     int length(int b) const { return static_cast<int>(shown.token_ids[b].size()); }
@@ -157,7 +159,8 @@ private:
     AttentionOptions submitted_options_;
     std::optional<ProbeReport> probes_;
     std::string loading_;
-    std::atomic<float> load_progress_ = 0;  // written by the load job
+    // Written by their jobs. A load shows its bytes read at once, the probes after JobProgress::long_work.
+    JobProgress load_progress_{std::chrono::milliseconds(0)}, probe_progress_;
     // Last: their threads stop before the members their jobs' outcomes go to.
     Worker<LiveResult> live_{wake_};
     Worker<ProbeReport> probe_worker_{wake_};

@@ -73,7 +73,7 @@ void write_screenshot(const fs::path& path, int width, int height) {
     });
 }
 
-void StatusBar::draw(const Session& s, Ui& ui, FigureView shown) {
+void StatusBar::draw(Session& s, Ui& ui, FigureView shown) {
     ImGui::Separator();
     const std::string tokens = tokens_note(s);
     ImGui::TextUnformatted(tokens.c_str());
@@ -82,6 +82,7 @@ void StatusBar::draw(const Session& s, Ui& ui, FigureView shown) {
     ImGui::Text("  %.2f ms   backend %s (%s)   %s", s.shown.compute_ms, s.backend().name().c_str(),
                 s.backend_reason().c_str(), s.busy() ? "computing..." : "");
     ImGui::SameLine();
+    if (s.probes_pending() && progress_bar(s.probe_progress(), ui, "probes", 240 * ui.scale)) ImGui::SameLine();
     ImGui::TextUnformatted("save in");
     ImGui::SameLine();
     ImGui::SetNextItemWidth(160 * ui.scale);

@@ -1,9 +1,9 @@
 // The status bar under the views (tokens and how many the prefix cache
-// supplied, compute time, backend) with the
-// export bar: Save PNG (the window as drawn), Save SVG (the shown view's
-// maps as a vector figure, svg_figure.h), Save JSON and Save NPY (the shown
-// attention exactly as `headscope-cli attention` writes it) into the "save
-// in" folder, and where the last one went.
+// supplied, compute time, backend, the head probes' progress when they take
+// long) with the export bar: Save PNG (the window as drawn), Save SVG (the
+// shown view's maps as a vector figure, svg_figure.h), Save JSON and Save
+// NPY (the shown attention exactly as `headscope-cli attention` writes it)
+// into the "save in" folder, and where the last one went.
 #pragma once
 #include <filesystem>
 #include <string>
@@ -24,7 +24,7 @@ class StatusBar {
 public:
     explicit StatusBar(std::string export_dir) : export_dir_(std::move(export_dir)) {}
     // `shown`: the view Save SVG draws.
-    void draw(const Session& session, Ui& ui, FigureView shown);
+    void draw(Session& session, Ui& ui, FigureView shown);
     // Save PNG reads the framebuffer once the frame that asked is drawn.
     void save_png_if_asked(int width, int height);
     const std::string& export_dir() const { return export_dir_; }

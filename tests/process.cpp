@@ -1,10 +1,14 @@
 #include "process.h"
 
+#include <pty.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 namespace headscope::test {
 
@@ -40,6 +44,53 @@ ProcessRun run_program(const std::vector<std::string>& args, const std::filesyst
     int status = 0;
     waitpid(pid, &status, 0);
     return {exit_status(status), read_file(out_path), read_file(err_path)};
+}
+
+ProcessRun run_on_terminal(const std::vector<std::string>& args, const std::filesystem::path& scratch,
+                           Stream on_terminal) {
+    int terminal = -1, program_side = -1;
+    if (openpty(&terminal, &program_side, nullptr, nullptr, nullptr) != 0) {
+        ADD_FAILURE() << "openpty: " << std::strerror(errno);
+        return {-1, "", ""};
+    }
+    termios mode;
+    tcgetattr(program_side, &mode);
+    cfmakeraw(&mode);
+    tcsetattr(program_side, TCSANOW, &mode);
+    const bool out_on_terminal = on_terminal == Stream::out;
+    const auto file_path = scratch / (out_on_terminal ? "stderr" : "stdout");
+    std::fflush(nullptr);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        close(terminal);
+        if (!freopen(file_path.c_str(), "w", out_on_terminal ? stderr : stdout)) _exit(127);
+        if (dup2(program_side, out_on_terminal ? STDOUT_FILENO : STDERR_FILENO) < 0) _exit(127);
+        close(program_side);
+        std::vector<char*> argv;
+        for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+        argv.push_back(nullptr);
+        execvp(argv[0], argv.data());
+        _exit(127);
+    }
+    close(program_side);
+    // Read until the program's side is closed (EIO).
+    std::string seen;
+    char buffer[4096];
+    for (;;) {
+        const ssize_t n = read(terminal, buffer, sizeof buffer);
+        if (n > 0)
+            seen.append(buffer, static_cast<size_t>(n));
+        else if (n < 0 && errno == EINTR)
+            continue;
+        else
+            break;
+    }
+    close(terminal);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    std::string other = read_file(file_path);
+    return out_on_terminal ? ProcessRun{exit_status(status), seen, other}
+                           : ProcessRun{exit_status(status), other, seen};
 }
 
 Child::Child(const std::vector<std::string>& args) : pid_(start(args, nullptr, nullptr)) {}

@@ -25,6 +25,15 @@ struct ProcessRun {
 ProcessRun run_program(const std::vector<std::string>& args, const std::filesystem::path& scratch,
                        const std::filesystem::path& input = {});
 
+// Which of a program's output streams run_on_terminal puts on a terminal.
+enum class Stream { out, err };
+
+// Runs args as run_program does, but with `on_terminal` on a pseudo-terminal
+// (passing bytes as written: no newline translation) and the other stream on
+// a file: what the terminal received comes back as that stream's text.
+ProcessRun run_on_terminal(const std::vector<std::string>& args, const std::filesystem::path& scratch,
+                           Stream on_terminal);
+
 // A program started in the background (args as for run_program; its output
 // goes where the test's goes). Terminated if still running when this goes.
 class Child {

@@ -143,6 +143,43 @@ TEST_F(ChecksTest, CausalityIsExactWithTheCausalMaskAndBrokenWithout) {
 // The verdicts the checks tab shows: exactly 0 is exact; a difference of
 // float round-off (the 7.8e-7 two forwards' sums could differ by) is
 // round-off, green too; beyond relative_round_off of the values' size it differs.
+// The progress of the checks (the window's bar): steps that rise to their
+// total, with the results unchanged by being watched; a cancel at a report ends them there.
+TEST_F(ChecksTest, ChecksReportTheirStepsAndStopWhenCancelled) {
+    std::vector<ProgressReport> reports;
+    const Progress record = [&](const ProgressReport& r) { reports.push_back(r); };
+    const HeadLoopComparison watched = compare_with_head_loop(*backend_, *model_, batch(), {}, record);
+    const HeadLoopComparison unwatched = compare_with_head_loop(*backend_, *model_, batch(), {});
+    EXPECT_EQ(watched.max_weight_diff, unwatched.max_weight_diff);
+    EXPECT_EQ(watched.max_output_diff, unwatched.max_output_diff);
+    // The loop's 2 layers, each before it runs, then the backend's forward before and after: 3 steps.
+    std::vector<int64_t> done;
+    for (const ProgressReport& r : reports) {
+        EXPECT_EQ(r.total, 3);
+        EXPECT_EQ(r.unit, ProgressUnit::steps);
+        done.push_back(r.done);
+    }
+    EXPECT_EQ(done, (std::vector<int64_t>{0, 1, 2, 3}));
+    EXPECT_EQ(reports.front().what, "checks: the per-head loop");
+    EXPECT_EQ(reports.back().what, "checks: the batched heads");
+
+    reports.clear();
+    check_causality(*backend_, *model_, batch(), 1, {}, record);
+    done.clear();
+    for (const ProgressReport& r : reports) done.push_back(r.done);
+    EXPECT_EQ(done, (std::vector<int64_t>{0, 1, 2}));
+
+    int seen = 0;
+    const Progress cancel_second = [&](const ProgressReport&) {
+        if (++seen == 2) throw Cancelled();
+    };
+    EXPECT_THROW(compare_with_head_loop(*backend_, *model_, batch(), {}, cancel_second), Cancelled);
+    EXPECT_EQ(seen, 2);
+    seen = 0;
+    EXPECT_THROW(check_causality(*backend_, *model_, batch(), 1, {}, cancel_second), Cancelled);
+    EXPECT_EQ(seen, 2);
+}
+
 TEST_F(ChecksTest, AgreementSaysExactRoundOffOrDiffers) {
     AttentionOptions opt;
     AttentionResult first, second;

@@ -274,21 +274,42 @@ std::vector<float> convert_bits(DType dtype, const std::vector<uint16_t>& bits) 
     return out;
 }
 
-TEST(ModelLoading, ProgressRisesOncePerTensorToOne) {
+TEST(ModelLoading, ProgressCountsTheBytesOfEveryTensorReadUpToTheTotal) {
     test::TempDir dir;
     test::write_test_model(dir.path, {.n_layer = 3, .n_head = 2, .n_embd = 8, .n_positions = 8});
-    std::vector<float> fractions;
-    const Model m = load_model(dir.path.string(), [&](float fraction) { fractions.push_back(fraction); });
-    ASSERT_EQ(fractions.size(), 3u * 12 + 4);  // every layer's 12 tensors, wte, wpe, ln_f's two
-    EXPECT_GT(fractions.front(), 0.f);
-    EXPECT_EQ(fractions.back(), 1.f);
-    // A fraction of the weights, not of the tensors: the largest step is wte's (V x C) share.
-    float largest_step = fractions.front();
-    for (size_t i = 1; i < fractions.size(); ++i) {
-        EXPECT_GT(fractions[i], fractions[i - 1]);
-        largest_step = std::max(largest_step, fractions[i] - fractions[i - 1]);
+    std::vector<ProgressReport> reports;
+    const Model m = load_model(dir.path.string(), [&](const ProgressReport& r) { reports.push_back(r); });
+    ASSERT_EQ(reports.size(), 1 + 3u * 12 + 4);  // the start, then every layer's 12 tensors, wte, wpe, ln_f's two
+    // GPT-2's weights in float32: wte (V, C), wpe (P, C), per layer 12 C^2 + 13 C, ln_f 2 C.
+    const int64_t V = 50257, C = 8, P = 8, L = 3;
+    const int64_t total = 4 * (V * C + P * C + L * (12 * C * C + 13 * C) + 2 * C);
+    EXPECT_EQ(reports.front().done, 0);
+    EXPECT_EQ(reports.back().done, total);
+    int64_t largest_step = 0;
+    for (size_t i = 0; i < reports.size(); ++i) {
+        EXPECT_EQ(reports[i].what, "reading the weights");
+        EXPECT_EQ(reports[i].unit, ProgressUnit::bytes);
+        EXPECT_EQ(reports[i].total, total);
+        EXPECT_LE(reports[i].done, total);
+        if (i == 0) continue;
+        EXPECT_GT(reports[i].done, reports[i - 1].done);
+        largest_step = std::max(largest_step, reports[i].done - reports[i - 1].done);
     }
-    EXPECT_NEAR(largest_step, 50257.0 * 8 / m.params, 1e-5);
+    EXPECT_EQ(largest_step, 4 * V * C);  // wte's bytes: a step is a tensor read, not a count of tensors
+    EXPECT_EQ(progress_text(reports.back()), "reading the weights: 1.6 of 1.6 MB");
+}
+
+TEST(ModelLoading, CancelledFromItsProgressItStopsThereAndReturnsNothing) {
+    test::TempDir dir;
+    test::write_test_model(dir.path, {.n_layer = 3, .n_head = 2, .n_embd = 8, .n_positions = 8});
+    int reports = 0;
+    EXPECT_THROW(load_model(dir.path.string(),
+                            [&](const ProgressReport&) {
+                                if (++reports == 5) throw Cancelled();
+                            }),
+                 Cancelled);
+    EXPECT_EQ(reports, 5);                                                 // no tensor read after the cancel
+    EXPECT_EQ(load_model(dir.path.string()).tensors.size(), 3u * 12 + 4);  // and nothing of it in the way
 }
 
 TEST(Conversion, KnownF16Patterns) {

@@ -102,4 +102,30 @@ TEST(Probes, ScoresEqualTheirClosedFormsOnDrawnHeads) {
     }
 }
 
+// One step per forward (each text, each induction run), the scores the same
+// for being watched; a cancel at a report ends the scoring there.
+TEST(Probes, ScoringReportsEachForwardAndStopsWhenCancelled) {
+    const Model model = two_layer_four_head_model();
+    DrawnHeadsBackend backend;
+    const std::vector<std::vector<int32_t>> texts = {{1, 2, 3, 4, 5}, {9, 8, 7, 6, 5, 4, 3, 2, 1}};
+    std::vector<int64_t> done;
+    const ProbeReport watched = probe_heads(backend, model, texts, 3, 42, [&](const ProgressReport& r) {
+        EXPECT_EQ(r.what, "scoring heads");
+        EXPECT_EQ(r.total, 2 + 3);
+        done.push_back(r.done);
+    });
+    EXPECT_EQ(done, (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
+    const ProbeReport unwatched = probe_heads(backend, model, texts, 3);
+    for (size_t i = 0; i < watched.heads.size(); ++i)
+        EXPECT_EQ(watched.heads[i].induction, unwatched.heads[i].induction);
+
+    int seen = 0;
+    EXPECT_THROW(probe_heads(backend, model, texts, 3, 42,
+                             [&](const ProgressReport&) {
+                                 if (++seen == 3) throw Cancelled();
+                             }),
+                 Cancelled);
+    EXPECT_EQ(seen, 3);
+}
+
 }  // namespace

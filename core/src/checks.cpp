@@ -22,13 +22,14 @@ double max_abs_diff(const AlignedVector<float>& a, const AlignedVector<float>& b
 
 }  // namespace
 
-AttentionResult forward_by_head_loop(const Model& model, const Batch& batch, const AttentionOptions& options) {
+AttentionResult forward_by_head_loop(const Model& model, const Batch& batch, const AttentionOptions& options,
+                                     const Progress& progress) {
     AttentionOptions every_layer = options;  // the loop returns every layer, with outputs, whatever was asked
     every_layer.layers.clear();
     every_layer.capture_outputs = true;
     every_layer.split = Split::transpose;  // the loop splits heads by columns, the correct split
     AttentionResult result;
-    CpuForward().run(model, batch, every_layer, result, CpuForward::Heads::loop);
+    CpuForward().run(model, batch, every_layer, result, CpuForward::Heads::loop, nullptr, progress);
     return result;
 }
 
@@ -40,27 +41,35 @@ Agreement agreement(double max_diff, double size) {
 }
 
 HeadLoopComparison compare_with_head_loop(Backend& backend, const Model& model, const Batch& batch,
-                                          const AttentionOptions& options) {
+                                          const AttentionOptions& options, const Progress& progress) {
     AttentionOptions every_layer = options;
     every_layer.layers.clear();
     every_layer.capture_outputs = true;
-    const AttentionResult loop = forward_by_head_loop(model, batch, every_layer);
+    const int64_t steps = model.config.n_layer + 1;
+    const AttentionResult loop = forward_by_head_loop(model, batch, every_layer, [&](const ProgressReport& layer) {
+        report_progress(progress, "checks: the per-head loop", layer.done, steps, ProgressUnit::steps);
+    });
+    report_progress(progress, "checks: the batched heads", steps - 1, steps, ProgressUnit::steps);
     AttentionResult engine;
     backend.forward(batch, every_layer, engine);
+    report_progress(progress, "checks: the batched heads", steps, steps, ProgressUnit::steps);
     double max_output = 0;
     for (float v : loop.outputs) max_output = std::max(max_output, static_cast<double>(std::abs(v)));
     return {max_abs_diff(engine.weights, loop.weights), max_abs_diff(engine.outputs, loop.outputs), max_output};
 }
 
 CausalityCheck check_causality(Backend& backend, const Model& model, const Batch& batch, int b,
-                               const AttentionOptions& options) {
+                               const AttentionOptions& options, const Progress& progress) {
     if (b < 0 || b >= batch.B())
         throw Error("causality check: text " + std::to_string(b + 1) + " is not in the batch of " +
                     std::to_string(batch.B()));
     AttentionOptions every_layer = options;
     every_layer.layers.clear();
     AttentionResult before, after;
+    const char* what = "checks: causality";
+    report_progress(progress, what, 0, 2, ProgressUnit::steps);
     backend.forward(batch, every_layer, before);  // validates the batch first
+    report_progress(progress, what, 1, 2, ProgressUnit::steps);
 
     CausalityCheck check;
     Batch edited = batch;
@@ -70,6 +79,7 @@ CausalityCheck check_causality(Backend& backend, const Model& model, const Batch
     check.replacement = (ids.back() + 1) % model.config.vocab_size;
     ids.back() = check.replacement;
     backend.forward(edited, every_layer, after);
+    report_progress(progress, what, 2, 2, ProgressUnit::steps);
 
     const int T = before.T;
     check.earlier_rows = check.position;

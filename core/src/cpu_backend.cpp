@@ -96,7 +96,7 @@ void top_tokens(const float* logits, int V, float lse, int k, Prediction* out) {
 }  // namespace
 
 void CpuForward::run(const Model& model, const Batch& batch, const AttentionOptions& options, AttentionResult& result,
-                     Heads heads, PrefixCache* cache) {
+                     Heads heads, PrefixCache* cache, const Progress& progress) {
     validate_forward(model, batch, options);
     const Config& cfg = model.config;
     const HeadSplit split = head_split(cfg, options.n_head);
@@ -141,6 +141,7 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
     for (int b = 0; b < B; ++b) embed_text(model, batch, b, begin_[b], x_.data() + first_row_[b] * C);
     size_t slot = 0;
     for (int l = 0; l < layers_run; ++l) {
+        report_progress(progress, "computing layers", l, layers_run, ProgressUnit::steps);
         const LayerWeights& w = model.layers[l];
         const bool returned = slot < result.layers.size() && result.layers[slot] == l;
         float* att = returned ? result.weights.data() + slot * map_floats : scratch_att_.data();

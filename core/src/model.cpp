@@ -263,7 +263,7 @@ bool mapped_as_is(const TensorView& view) {
 
 }  // namespace
 
-Model load_model(const std::string& name_or_path, const std::function<void(float)>& on_progress) {
+Model load_model(const std::string& name_or_path, const Progress& progress) {
     Model m;
     m.path = resolve_model_path(name_or_path);
     m.config = read_config(m.path / "config.json");
@@ -326,6 +326,8 @@ Model load_model(const std::string& name_or_path, const std::function<void(float
     m.storage.resize(static_cast<size_t>(copied_floats));
     float* out = m.storage.data();
     int64_t done_bytes = 0;
+    const char* reading = "reading the weights";
+    report_progress(progress, reading, 0, total_bytes, ProgressUnit::bytes);
     for (size_t i = 0; i < wanted.size(); ++i) {
         const auto& [name, entry] = *found[i];
         const TensorView& view = entry.view;
@@ -351,9 +353,10 @@ Model load_model(const std::string& name_or_path, const std::function<void(float
         } catch (const Error& e) {
             throw Error(entry.file + ": " + e.what());
         }
-        m.tensors.push_back({name, view.shape});
-        done_bytes += static_cast<int64_t>(view.bytes.size());
-        if (on_progress) on_progress(static_cast<float>(done_bytes) / static_cast<float>(total_bytes));
+        const auto bytes = static_cast<int64_t>(view.bytes.size());
+        m.tensors.push_back({name, view.shape, view.dtype, bytes});
+        done_bytes += bytes;
+        report_progress(progress, reading, done_bytes, total_bytes, ProgressUnit::bytes);
     }
     if (!m.lm_head) m.lm_head = m.wte.transposed();  // tied
     m.dtype = m.wte.dtype;

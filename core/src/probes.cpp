@@ -32,7 +32,7 @@ double row_entropy(const float* row, int n) {
 }
 
 ProbeReport probe_heads(Backend& backend, const Model& model, const std::vector<std::vector<int32_t>>& texts,
-                        int induction_runs, uint64_t seed, std::stop_token stop) {
+                        int induction_runs, uint64_t seed, const Progress& progress) {
     const int L = model.config.n_layer, NH = model.config.n_head;
     ProbeReport report;
     report.n_layer = L;
@@ -42,9 +42,12 @@ ProbeReport probe_heads(Backend& backend, const Model& model, const std::vector<
     // The model's own computation: causal, its heads and sliding window, sqrt(d_head), all layers.
     AttentionOptions options;
     options.sliding_window = sliding_window(model.config, true);
+    const int64_t forwards = static_cast<int64_t>(texts.size()) + induction_runs;
+    int64_t done = 0;
+    report_progress(progress, "scoring heads", done, forwards, ProgressUnit::steps);
     auto forward = [&](const std::vector<int32_t>& ids) {
-        if (stop.stop_requested()) throw Error("head probes stopped");
         backend.forward(Batch{{ids}, model.config.pad_id()}, options, result);
+        report_progress(progress, "scoring heads", ++done, forwards, ProgressUnit::steps);
     };
 
     // One text at a time: padding would only add masked rows.
@@ -96,10 +99,10 @@ ProbeReport probe_heads(Backend& backend, const Model& model, const std::vector<
     return report;
 }
 
-ProbeReport probe_validation(const Model& model, size_t max_windows, std::stop_token stop) {
+ProbeReport probe_validation(const Model& model, size_t max_windows, const Progress& progress) {
     const std::unique_ptr<Backend> backend = make_cpu_backend();
     backend->load_weights(model);
-    return probe_heads(*backend, model, validation_windows(model, max_windows), 8, 42, stop);
+    return probe_heads(*backend, model, validation_windows(model, max_windows), 8, 42, progress);
 }
 
 }  // namespace headscope

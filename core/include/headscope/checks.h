@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "headscope/backend.h"
+#include "headscope/progress.h"
 
 namespace headscope {
 
@@ -19,8 +20,9 @@ namespace headscope {
 // CPU forward's own (cpu_forward.h). Every layer is returned, with outputs
 // (options.layers and capture_outputs are ignored), and options.split too:
 // the loop always splits heads by columns, the correct split. Throws Error on
-// input Backend::forward would refuse.
-AttentionResult forward_by_head_loop(const Model& model, const Batch& batch, const AttentionOptions& options);
+// input Backend::forward would refuse. `progress` hears each layer (CpuForward::run).
+AttentionResult forward_by_head_loop(const Model& model, const Batch& batch, const AttentionOptions& options,
+                                     const Progress& progress = {});
 
 // How two results that should agree compare: exactly (the difference is 0),
 // up to float round-off (at most relative_round_off times the size of what
@@ -38,9 +40,11 @@ struct HeadLoopComparison {
 };
 
 // Runs `backend` (which has `model` loaded) and forward_by_head_loop on the
-// same batch and options, every layer, and compares them.
+// same batch and options, every layer, and compares them. `progress` hears
+// L + 1 steps: the loop's layers, then the backend's forward; Cancelled
+// thrown by it ends the comparison.
 HeadLoopComparison compare_with_head_loop(Backend& backend, const Model& model, const Batch& batch,
-                                          const AttentionOptions& options);
+                                          const AttentionOptions& options, const Progress& progress = {});
 
 struct CausalityCheck {
     int position = 0;                 // the changed token: the last of the text
@@ -54,8 +58,9 @@ struct CausalityCheck {
 // Replaces the last token of text `b` with another id, runs the batch again
 // and compares text b's weights before and after. With the causal mask on,
 // the earlier rows cannot see the change: max_earlier_diff is exactly 0.
+// `progress` hears its two forwards; Cancelled thrown by it ends the check.
 CausalityCheck check_causality(Backend& backend, const Model& model, const Batch& batch, int b,
-                               const AttentionOptions& options);
+                               const AttentionOptions& options, const Progress& progress = {});
 
 struct ParameterRow {
     std::string name;  // as in the model file

@@ -19,6 +19,7 @@
 #include "headscope/forward.h"
 #include "headscope/model.h"
 #include "headscope/prefix_cache.h"
+#include "headscope/progress.h"
 
 namespace headscope {
 
@@ -29,9 +30,11 @@ public:
     enum class Heads { batched, loop };
 
     // Validates (validate_forward, throws Error), then fills `result`,
-    // reusing and refilling `cache` when given.
+    // reusing and refilling `cache` when given. `progress` hears "computing
+    // layers" before each layer (done: the layers finished); Cancelled
+    // thrown by it ends the forward.
     void run(const Model& model, const Batch& batch, const AttentionOptions& options, AttentionResult& result,
-             Heads heads, PrefixCache* cache = nullptr);
+             Heads heads, PrefixCache* cache = nullptr, const Progress& progress = {});
 
 private:
     void project_qkv(const Model& model, const LayerWeights& w);

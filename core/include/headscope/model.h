@@ -6,7 +6,6 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +13,7 @@
 #include "headscope/aligned.h"
 #include "headscope/matmul.h"
 #include "headscope/model_description.h"
+#include "headscope/progress.h"
 #include "headscope/tokenizer.h"
 
 namespace headscope {
@@ -43,6 +43,8 @@ struct LayerWeights {
 struct TensorInfo {
     std::string name;  // as in the file, e.g. "transformer.h.0.attn.c_attn.weight"
     std::vector<int64_t> shape;
+    DType dtype = DType::F32;  // as the file stores it
+    int64_t bytes = 0;         // in the file
 };
 
 // Move-only: the weights point into `files` (memory-mapped) and `storage`,
@@ -83,9 +85,12 @@ inline constexpr const char* builtin_model = "builtin";
 std::filesystem::path resolve_model_path(const std::string& name_or_path);
 
 // Throws Error naming the file, tensor or field on any problem.
-// `on_progress`, if given, is called after each tensor is read with the
-// fraction of the weights read so far (reaching 1), for a progress bar.
-Model load_model(const std::string& name_or_path, const std::function<void(float)>& on_progress = {});
+// `progress`, if given, hears "reading the weights" in bytes: 0 before the
+// first tensor, then after each tensor is read (its every value checked, or
+// converted to float32) the bytes of the tensors read so far, ending at the
+// total of every tensor the model uses. Cancelled thrown by it ends the load,
+// which returns nothing.
+Model load_model(const std::string& name_or_path, const Progress& progress = {});
 
 // A model of a supported family in the local Hugging Face cache.
 struct CachedModel {

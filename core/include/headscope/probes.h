@@ -3,10 +3,10 @@
 // README; the window labels heads with them.
 #pragma once
 #include <cstdint>
-#include <stop_token>
 #include <vector>
 
 #include "headscope/backend.h"
+#include "headscope/progress.h"
 
 namespace headscope {
 
@@ -38,12 +38,14 @@ double row_entropy(const float* row, int n);
 // tokens, at most `max_windows` of them. Throws Error when there is none.
 std::vector<std::vector<int32_t>> validation_windows(const Model& model, size_t max_windows = 32);
 
-// A stop asked for through `stop` (a worker's newer request) ends it with Error before its next forward.
+// `progress` hears "scoring heads" in forwards (one per text and per
+// induction run), before the first and after each; Cancelled thrown by it
+// ends the scoring.
 ProbeReport probe_heads(Backend& backend, const Model& model, const std::vector<std::vector<int32_t>>& texts,
-                        int induction_runs = 8, uint64_t seed = 42, std::stop_token stop = {});
+                        int induction_runs = 8, uint64_t seed = 42, const Progress& progress = {});
 
 // probe_heads on validation_windows(model, max_windows), with a CPU backend
 // of its own (so a caller's busy backend is left alone).
-ProbeReport probe_validation(const Model& model, size_t max_windows, std::stop_token stop = {});
+ProbeReport probe_validation(const Model& model, size_t max_windows, const Progress& progress = {});
 
 }  // namespace headscope

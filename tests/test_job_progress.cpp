@@ -1,0 +1,94 @@
+// The window's progress of long work (app/job_progress.h): shown only once a
+// compute has run 300 ms (a load's at once), only the newest job's, cancelled at the job's next
+// report; and a model load cancelled in the session, which keeps the open
+// model and says so.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "job_progress.h"
+#include "model_writer.h"
+#include "session.h"
+
+using namespace headscope;
+using namespace std::chrono_literals;
+
+namespace {
+
+TEST(JobProgress, ShownAfterThreeHundredMsOrAtOnceAndOnlyTheNewestJobs) {
+    JobProgress job;
+    const auto started = std::chrono::steady_clock::now();
+    job.start();
+    const Progress older = job.reporter({});
+    older({"reading the weights", 1, 4, ProgressUnit::bytes});
+    const std::optional<ProgressReport> early = job.shown();
+    if (std::chrono::steady_clock::now() - started < JobProgress::long_work) {
+        EXPECT_FALSE(early);  // unless this machine stalled that long
+    }
+    std::this_thread::sleep_for(JobProgress::long_work);
+    ASSERT_TRUE(job.shown());
+    EXPECT_EQ(progress_text(*job.shown()), "reading the weights: 0.0 of 0.0 MB");
+
+    // A newer job: what the older one still says is dropped.
+    std::stop_source stop;
+    job.start();
+    const Progress newer = job.reporter(stop.get_token());
+    newer({"scoring heads", 2, 40, ProgressUnit::steps});
+    older({"reading the weights", 3, 4, ProgressUnit::bytes});
+    std::this_thread::sleep_for(JobProgress::long_work);
+    ASSERT_TRUE(job.shown());
+    EXPECT_EQ(progress_text(*job.shown()), "scoring heads: 2 of 40");
+
+    // A load's progress shows at once.
+    JobProgress at_once(0ms);
+    at_once.start();
+    at_once.reporter({})({"reading the weights", 0, 4, ProgressUnit::bytes});
+    EXPECT_TRUE(at_once.shown());
+
+    // Cancel, or a stop (a newer request, the window closing): the next report throws.
+    EXPECT_FALSE(job.cancelled());
+    job.cancel();
+    EXPECT_TRUE(job.cancelled());
+    EXPECT_THROW(newer({"scoring heads", 3, 40, ProgressUnit::steps}), Cancelled);
+    job.start();
+    EXPECT_FALSE(job.cancelled());
+    const Progress stopped = job.reporter(stop.get_token());
+    stop.request_stop();
+    EXPECT_THROW(stopped({"scoring heads", 0, 40, ProgressUnit::steps}), Cancelled);
+}
+
+// Collects until the session's load has answered.
+void wait_for_load(Session& session) {
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (!session.loading().empty() && std::chrono::steady_clock::now() < deadline) {
+        session.collect();
+        std::this_thread::sleep_for(10ms);
+    }
+    ASSERT_TRUE(session.loading().empty()) << "the load did not answer in 60 s";
+}
+
+TEST(SessionProgress, ACancelledLoadKeepsTheOpenModelAndSaysSo) {
+    test::TempDir dir;
+    // Larger than the built-in model: 20 MB of weights to read, against its 4.
+    test::write_test_model(dir.path, {.n_layer = 4, .n_head = 4, .n_embd = 96, .n_positions = 64});
+    Session session(load_with_backend(builtin_model, BackendChoice::cpu), {"The cat sat on the mat"}, {}, true, [] {});
+    const int builtin_embd = session.model().config.n_embd;
+    ASSERT_NE(builtin_embd, 96);
+
+    // Cancelled before its first report (the weights' size is read first): nothing of it is kept.
+    session.open_model(dir.path.string());
+    session.load_progress().cancel();
+    wait_for_load(session);
+    EXPECT_EQ(session.model_name(), builtin_model);
+    EXPECT_EQ(session.model().config.n_embd, builtin_embd);
+    EXPECT_EQ(session.model_message, "cancelled opening " + dir.path.string() + "; builtin stays open");
+
+    // Not cancelled, it opens.
+    session.open_model(dir.path.string());
+    wait_for_load(session);
+    EXPECT_EQ(session.model().config.n_embd, 96);
+    EXPECT_EQ(session.model_message, "");
+}
+
+}  // namespace
