@@ -7,6 +7,7 @@
 #include "examples.h"
 #include "headscope/error.h"
 #include "svg_figure.h"
+#include "terminal_progress.h"
 #include "word_option.h"
 
 namespace headscope {
@@ -129,13 +130,18 @@ void check_layer_and_head(const Args& args, const Settings& start, const Config&
 }
 
 LoadedModel load_start_model(const Settings& start, bool model_given, BackendChoice backend) {
-    if (model_given || start.model == builtin_model) return load_with_backend(start.model, backend);
+    // Before the window opens: the load's bar, if any, is on the terminal.
+    const auto load = [&](const std::string& name) {
+        TerminalProgress bar;
+        return load_with_backend(name, backend, bar.progress());
+    };
+    if (model_given || start.model == builtin_model) return load(start.model);
     try {
-        return load_with_backend(start.model, backend);
+        return load(start.model);
     } catch (const Error& e) {
         std::fprintf(stderr, "headscope: warning: cannot reopen the last model, opening the built-in one: %s\n",
                      e.what());
-        return load_with_backend(builtin_model, backend);
+        return load(builtin_model);
     }
 }
 

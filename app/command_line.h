@@ -52,7 +52,9 @@ Settings start_settings(const Args& args, const CLI::App& cli, bool use_saved);
 // (split as `start` says), before any window opens.
 void check_layer_and_head(const Args& args, const Settings& start, const Config& config);
 
-// A bad --model is fatal; a saved model that no longer loads gives way to the built-in one.
+// A bad --model is fatal; a saved model that no longer loads gives way to the
+// built-in one. The load's progress goes to stderr when it is a terminal (the
+// window is not open yet).
 LoadedModel load_start_model(const Settings& start, bool model_given, BackendChoice backend);
 
 }  // namespace headscope

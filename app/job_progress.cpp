@@ -52,7 +52,10 @@ bool progress_bar(JobProgress& job, Ui& ui, const char* name, float width) {
     ImGui::PushID(name);
     if (ImGui::SmallButton("Cancel")) job.cancel();  // first: on a crowded line it stays in view
     ImGui::SameLine();
-    ImGui::ProgressBar(fraction, ImVec2(std::min(width, ImGui::GetContentRegionAvail().x), 0), text.c_str());
+    // The text within the bar, ended with an ellipsis where the line is short.
+    const float bar = std::min(width, ImGui::GetContentRegionAvail().x);
+    const std::string shown = ellipsized(text, ImGui::GetFontSize(), bar - 2 * ImGui::GetStyle().FramePadding.x);
+    ImGui::ProgressBar(fraction, ImVec2(bar, 0), shown.c_str());
     ImGui::PopID();
     ui.layout.item({{"view", "progress"}, {"name", name}, {"text", text}});
     return true;

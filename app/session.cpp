@@ -58,9 +58,17 @@ void Session::submit() {
     options.sliding_window = sliding_window(model().config, sliding_window_on);
     options.top_k = predictions_k;
     options.lens_k = lens_shown ? lens_k : 0;
-    live_.submit([open = open_, cache = live_cache_, request = LiveRequest{texts, options}](std::stop_token) {
-        return compute_live(*open->backend, *open->model, request, cache.get());
-    });
+    live_progress_.start();
+    live_.submit(
+        [this, open = open_, cache = live_cache_, request = LiveRequest{texts, options}](std::stop_token stop) {
+            try {
+                return compute_live(*open->backend, *open->model, request, cache.get(),
+                                    live_progress_.reporter(std::move(stop)));
+            } catch (const Cancelled&) {
+                cache->clear();  // half refilled
+                throw Error("computing cancelled: any change computes again");
+            }
+        });
     submitted_texts_ = texts;
     submitted_options_ = options;
 }
@@ -98,6 +106,7 @@ void Session::generate(const Sampling& sampling, int tokens) {
 }
 
 void Session::submit_step() {
+    live_progress_.start();  // a step is one token's work: no bar, and none left from a compute before
     live_.submit([open = open_, run = generation_run_](std::stop_token) {
         const auto start = std::chrono::steady_clock::now();
         const Model& model = *open->model;

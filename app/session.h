@@ -63,6 +63,8 @@ public:
     double model_load_ms() const { return open_->load_ms; }
     const std::function<void()>& wake() const { return wake_; }
     bool busy() const { return live_.busy(); }
+    // The live compute's progress: shown once it has run JobProgress::long_work, with Cancel.
+    JobProgress& live_progress() { return live_progress_; }
 
     // Recomputes for the current texts and options (never waits), with the
     // open model's sliding window as sliding_window_on says.
@@ -160,7 +162,7 @@ private:
     std::optional<ProbeReport> probes_;
     std::string loading_;
     // Written by their jobs. A load shows its bytes read at once, the probes after JobProgress::long_work.
-    JobProgress load_progress_{std::chrono::milliseconds(0)}, probe_progress_;
+    JobProgress load_progress_{std::chrono::milliseconds(0)}, probe_progress_, live_progress_;
     // Last: their threads stop before the members their jobs' outcomes go to.
     Worker<LiveResult> live_{wake_};
     Worker<ProbeReport> probe_worker_{wake_};

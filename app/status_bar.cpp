@@ -82,6 +82,7 @@ void StatusBar::draw(Session& s, Ui& ui, FigureView shown) {
     ImGui::Text("  %.2f ms   backend %s (%s)   %s", s.shown.compute_ms, s.backend().name().c_str(),
                 s.backend_reason().c_str(), s.busy() ? "computing..." : "");
     ImGui::SameLine();
+    if (s.busy() && progress_bar(s.live_progress(), ui, "compute", 240 * ui.scale)) ImGui::SameLine();
     if (s.probes_pending() && progress_bar(s.probe_progress(), ui, "probes", 240 * ui.scale)) ImGui::SameLine();
     ImGui::TextUnformatted("save in");
     ImGui::SameLine();

@@ -54,8 +54,8 @@ std::array<double, 3> hsv_to_rgb(double h, double s, double v) {
     return rgb;
 }
 
-ProcessRun run_window(const std::vector<std::string>& args, const std::filesystem::path& scratch,
-                      const std::vector<std::string>& under, const std::filesystem::path& window) {
+std::vector<std::string> window_command(const std::vector<std::string>& args, const std::vector<std::string>& under,
+                                        const std::filesystem::path& window) {
     // xvfb-run -a takes the first free display from its start number, and two
     // runs starting together can both take it: each test process starts its
     // search at its own number instead of 99.
@@ -64,7 +64,12 @@ ProcessRun run_window(const std::vector<std::string>& args, const std::filesyste
     command.insert(command.end(), under.begin(), under.end());
     command.push_back(window.string());
     command.insert(command.end(), args.begin(), args.end());
-    return run_program(command, scratch);
+    return command;
+}
+
+ProcessRun run_window(const std::vector<std::string>& args, const std::filesystem::path& scratch,
+                      const std::vector<std::string>& under, const std::filesystem::path& window) {
+    return run_program(window_command(args, under, window), scratch);
 }
 
 namespace {

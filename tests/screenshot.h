@@ -25,6 +25,11 @@ std::array<double, 3> viridis(double t);
 // HSV (each 0..1) to RGB in 0..255, the textbook six-sector formula: the dance's owner colours.
 std::array<double, 3> hsv_to_rgb(double h, double s, double v);
 
+// The command line of headscope with `args` under xvfb-run on a 1920x1080 screen.
+std::vector<std::string> window_command(const std::vector<std::string>& args,
+                                        const std::vector<std::string>& under = {},
+                                        const std::filesystem::path& window = HEADSCOPE_WINDOW);
+
 // Runs headscope under xvfb-run on a 1920x1080 screen with these arguments
 // (which should include --screenshot), capturing its output as run_program does.
 // `under`: a command that runs the window (and not the X server), e.g. prlimit.

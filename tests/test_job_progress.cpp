@@ -91,4 +91,31 @@ TEST(SessionProgress, ACancelledLoadKeepsTheOpenModelAndSaysSo) {
     EXPECT_EQ(session.model_message, "");
 }
 
+// A live compute cancelled (the status bar's Cancel): the last maps stay,
+// the session says so, and the next change computes again.
+TEST(SessionProgress, ACancelledComputeKeepsTheLastMapsAndSaysSo) {
+    Session session(load_with_backend(builtin_model, BackendChoice::cpu), {"The cat sat on the mat"}, {}, true, [] {});
+    const auto settle = [&] {
+        const auto deadline = std::chrono::steady_clock::now() + 60s;
+        while (session.busy() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
+        session.collect();
+    };
+    settle();
+    ASSERT_EQ(session.message, "");
+    const uint64_t shown = session.shown_generation;
+
+    session.texts = {"The cat sat on the mat because it was soft"};
+    session.submit();
+    session.live_progress().cancel();  // before its first layer
+    settle();
+    EXPECT_EQ(session.message, "computing cancelled: any change computes again");
+    EXPECT_EQ(session.shown_generation, shown);
+    EXPECT_EQ(session.shown_texts, std::vector<std::string>{"The cat sat on the mat"});
+
+    session.submit();
+    settle();
+    EXPECT_EQ(session.message, "");
+    EXPECT_EQ(session.shown_texts, session.texts);
+}
+
 }  // namespace

@@ -71,6 +71,31 @@ TEST_F(LiveTest, ResultEqualsADirectForward) {
     EXPECT_FALSE(live.take().has_value());  // taken once
 }
 
+// The progress of a live forward: "computing layers" before each layer, in
+// order; a Cancelled thrown at a layer ends it there.
+TEST_F(LiveTest, ReportsEachLayerAndStopsWhereCancelled) {
+    auto backend = make_cpu_backend();
+    backend->load_weights(*model_);
+    std::vector<int64_t> layers;
+    const LiveRequest request{{"The cat sat on the mat"}, {}};
+    compute_live(*backend, *model_, request, nullptr, [&](const ProgressReport& report) {
+        EXPECT_EQ(report.what, "computing layers");
+        EXPECT_EQ(report.total, 2);
+        EXPECT_EQ(report.unit, ProgressUnit::steps);
+        layers.push_back(report.done);
+    });
+    EXPECT_EQ(layers, (std::vector<int64_t>{0, 1}));
+
+    layers.clear();
+    EXPECT_THROW(compute_live(*backend, *model_, request, nullptr,
+                              [&](const ProgressReport& report) {
+                                  layers.push_back(report.done);
+                                  if (report.done == 1) throw Cancelled();
+                              }),
+                 Cancelled);
+    EXPECT_EQ(layers, (std::vector<int64_t>{0, 1}));
+}
+
 TEST_F(LiveTest, NewestRequestWinsAndStaleResultsAreDropped) {
     auto backend = make_cpu_backend();
     backend->load_weights(*model_);

@@ -19,7 +19,8 @@ class DrawnHeadsBackend : public Backend {
 public:
     std::string name() const override { return "drawn"; }
     void load_weights(const Model&) override {}
-    void forward(const Batch& batch, const AttentionOptions&, AttentionResult& r, PrefixCache*) override {
+    void forward(const Batch& batch, const AttentionOptions&, AttentionResult& r, PrefixCache*,
+                 const Progress&) override {
         const std::vector<int32_t>& ids = batch.token_ids.front();
         const int T = static_cast<int>(ids.size()), R = T / 2;
         const bool repeated = T % 2 == 0 && std::equal(ids.begin(), ids.begin() + R, ids.begin() + R);

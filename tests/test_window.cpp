@@ -133,3 +133,18 @@ TEST_F(WindowTest, BadOptionsAreOneLineErrorsNamingTheFlag) {
         test::expect_one_line_error(test::run_window(args, dir_->path), "headscope", message);
     }
 }
+
+// Started from a terminal, the window's first model loads before the window
+// opens: its bar is on the terminal (stderr), then cleared; piped, stderr
+// has none of it.
+TEST_F(WindowTest, TheStartModelsLoadShowsItsBarOnATerminal) {
+    const std::vector<std::string> args = {"--model", (dir_->path / "model").string(), "--screenshot",
+                                           (dir_->path / "terminal.png").string()};
+    const test::ProcessRun shown = test::run_on_terminal(test::window_command(args), dir_->path, test::Stream::err);
+    ASSERT_EQ(shown.status, 0) << shown.err;
+    EXPECT_NE(shown.err.find("] reading the weights: 0.0 of "), std::string::npos) << shown.err;
+    EXPECT_NE(shown.err.find("\r\033[K"), std::string::npos) << shown.err;
+    const test::ProcessRun piped = test::run_window(args, dir_->path);
+    ASSERT_EQ(piped.status, 0) << piped.err;
+    EXPECT_EQ(piped.err.find("reading the weights"), std::string::npos) << piped.err;
+}

@@ -83,33 +83,31 @@ protected:
         return test::shoot_window(args, dir_->path, name + "-" + size);
     }
 
+    // The view of `args` at both sizes: `maps` maps, covering at least
+    // `share` of the area below the tabs at 1920x1080, larger than at 1280x800.
+    void expect_fills(const std::string& what, const std::vector<std::string>& args, int maps, double share) {
+        const Space small = measure(shoot(what, args, "1280x800"), 1280, 800);
+        const Space large = measure(shoot(what, args, "1920x1080"), 1920, 1080);
+        EXPECT_EQ(small.maps, maps);
+        EXPECT_EQ(large.maps, maps);
+        EXPECT_GE(large.share, share);
+        EXPECT_GT(large.smallest_side, small.smallest_side * 1.2);
+        std::printf("%s: %.0f%% of the area below the tabs at 1280x800, %.0f%% at 1920x1080\n", what.c_str(),
+                    100 * small.share, 100 * large.share);
+    }
+
     static test::TempDir* dir_;
     const std::string text_ = "The cat sat on the mat because it was soft, and the dog sat on the rug.";
 };
 test::TempDir* WindowSpaceTest::dir_ = nullptr;
 
 TEST_F(WindowSpaceTest, HeadsOfTheBuiltInModelFillTheWindowAndGrowWithIt) {
-    const Space small = measure(shoot("heads", {"--text", text_}, "1280x800"), 1280, 800);
-    const Space large = measure(shoot("heads", {"--text", text_}, "1920x1080"), 1920, 1080);
-    EXPECT_EQ(small.maps, 4);
-    EXPECT_EQ(large.maps, 4);
-    EXPECT_GE(large.share, 0.45);
-    EXPECT_GT(large.smallest_side, small.smallest_side * 1.2);
-    std::printf("heads view, built-in model: %.0f%% of the area below the tabs at 1280x800, %.0f%% at 1920x1080\n",
-                100 * small.share, 100 * large.share);
+    expect_fills("heads view, built-in model", {"--text", text_}, 4, 0.45);
 }
 
 TEST_F(WindowSpaceTest, ModelViewOfAGpt2SmallShapeFillsTheWindowAndGrowsWithIt) {
-    const std::vector<std::string> args = {"--model", (dir_->path / "small-shape").string(), "--text", text_, "--view",
-                                           "model"};
-    const Space small = measure(shoot("model", args, "1280x800"), 1280, 800);
-    const Space large = measure(shoot("model", args, "1920x1080"), 1920, 1080);
-    EXPECT_EQ(small.maps, 144);
-    EXPECT_EQ(large.maps, 144);
-    EXPECT_GE(large.share, 0.38);
-    EXPECT_GT(large.smallest_side, small.smallest_side * 1.2);
-    std::printf("model view, 12 x 12 heads: %.0f%% of the area below the tabs at 1280x800, %.0f%% at 1920x1080\n",
-                100 * small.share, 100 * large.share);
+    expect_fills("model view, 12 x 12 heads",
+                 {"--model", (dir_->path / "small-shape").string(), "--text", text_, "--view", "model"}, 144, 0.38);
 }
 
 // Labels of a text with long tokens: each is its whole token or a prefix of

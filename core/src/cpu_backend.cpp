@@ -417,10 +417,10 @@ public:
 
     void load_weights(const Model& model) override { model_ = &model; }
 
-    void forward(const Batch& batch, const AttentionOptions& options, AttentionResult& result,
-                 PrefixCache* cache) override {
+    void forward(const Batch& batch, const AttentionOptions& options, AttentionResult& result, PrefixCache* cache,
+                 const Progress& progress) override {
         if (!model_) throw Error("no model loaded");
-        forward_.run(*model_, batch, options, result, CpuForward::Heads::batched, cache);
+        forward_.run(*model_, batch, options, result, CpuForward::Heads::batched, cache, progress);
     }
 
 private:

@@ -186,8 +186,8 @@ public:
         }
     }
 
-    void forward(const Batch& batch, const AttentionOptions& options, AttentionResult& result,
-                 PrefixCache* cache) override {
+    void forward(const Batch& batch, const AttentionOptions& options, AttentionResult& result, PrefixCache* cache,
+                 const Progress& progress) override {
         if (!model_) throw Error("no model loaded");
         validate_forward(*model_, batch, options);
         const std::string cpu_only = cpu_only_reason(options, cache);
@@ -195,7 +195,7 @@ public:
             if (said_cpu_only_ != cpu_only)
                 std::fprintf(stderr, "headscope: %s; computing this on the CPU\n", cpu_only.c_str());
             said_cpu_only_ = cpu_only;
-            cpu_->forward(batch, options, result, cache);
+            cpu_->forward(batch, options, result, cache, progress);
             return;
         }
         if (!on_cpu_) {
@@ -206,7 +206,7 @@ public:
                 fall_back(e);
             }
         }
-        cpu_->forward(batch, options, result, cache);
+        cpu_->forward(batch, options, result, cache, progress);
     }
 
 private:

@@ -5,7 +5,8 @@
 
 namespace headscope {
 
-LiveResult compute_live(Backend& backend, const Model& model, const LiveRequest& request, PrefixCache* cache) {
+LiveResult compute_live(Backend& backend, const Model& model, const LiveRequest& request, PrefixCache* cache,
+                        const Progress& progress) {
     LiveResult result;
     const auto start = std::chrono::steady_clock::now();
     auto ms_since_start = [&] {
@@ -13,7 +14,7 @@ LiveResult compute_live(Backend& backend, const Model& model, const LiveRequest&
     };
     result.token_ids = model.tokenizer.encode_texts(request.texts);
     result.tokenize_ms = ms_since_start();
-    backend.forward(Batch{result.token_ids, model.config.pad_id()}, request.options, result.attention, cache);
+    backend.forward(Batch{result.token_ids, model.config.pad_id()}, request.options, result.attention, cache, progress);
     result.compute_ms = ms_since_start();
     return result;
 }

@@ -9,6 +9,7 @@
 #include "headscope/choices.h"
 #include "headscope/model.h"
 #include "headscope/prefix_cache.h"
+#include "headscope/progress.h"
 
 namespace headscope {
 
@@ -22,9 +23,11 @@ public:
     // throws Error), then fills `result`, reusing its storage. With `cache`
     // (prefix_cache.h), reuses what it holds where it can and leaves this
     // forward's state in it; a backend that cannot reuse computes everything
-    // and empties it.
+    // and empties it. `progress` hears "computing layers" before each layer
+    // the CPU computes; Cancelled thrown by it ends the forward, and
+    // `result` and `cache` are then to be discarded.
     virtual void forward(const Batch& batch, const AttentionOptions& options, AttentionResult& result,
-                         PrefixCache* cache = nullptr) = 0;
+                         PrefixCache* cache = nullptr, const Progress& progress = {}) = 0;
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

@@ -24,9 +24,11 @@ struct LiveResult {
 
 // Tokenizes the texts and runs the forward on `backend`, which has `model`'s
 // weights loaded, reusing what `cache` holds of the last request's token
-// prefixes (prefix_cache.h; the window keeps one across keystrokes). Throws
-// Error for a request the model refuses (an empty text, too many tokens, a
-// head count that does not divide C, ...).
-LiveResult compute_live(Backend& backend, const Model& model, const LiveRequest& request, PrefixCache* cache = nullptr);
+// prefixes (prefix_cache.h; the window keeps one across keystrokes), telling
+// `progress` of each layer (Backend::forward). Throws Error for a request the
+// model refuses (an empty text, too many tokens, a head count that does not
+// divide C, ...), and Cancelled when `progress` throws it.
+LiveResult compute_live(Backend& backend, const Model& model, const LiveRequest& request, PrefixCache* cache = nullptr,
+                        const Progress& progress = {});
 
 }  // namespace headscope
