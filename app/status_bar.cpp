@@ -80,10 +80,8 @@ void StatusBar::draw(Session& s, Ui& ui, FigureView shown) {
     ui.layout.item({{"view", "status"}, {"name", "tokens"}, {"text", tokens}});
     ImGui::SameLine();
     ImGui::Text("  %.2f ms   backend %s (%s)   %s", s.shown.compute_ms, s.backend().name().c_str(),
-                s.backend_reason().c_str(), s.busy() ? "computing..." : "");
+                s.backend_reason().c_str(), s.busy() && !s.live_progress().shown() ? "computing..." : "");
     ImGui::SameLine();
-    if (s.busy() && progress_bar(s.live_progress(), ui, "compute", 240 * ui.scale)) ImGui::SameLine();
-    if (s.probes_pending() && progress_bar(s.probe_progress(), ui, "probes", 240 * ui.scale)) ImGui::SameLine();
     ImGui::TextUnformatted("save in");
     ImGui::SameLine();
     ImGui::SetNextItemWidth(160 * ui.scale);
@@ -107,6 +105,9 @@ void StatusBar::draw(Session& s, Ui& ui, FigureView shown) {
     if (ImGui::Button("Save NPY")) save(".npy", [&](const fs::path& path) { export_npy(s, path); });
     ImGui::EndDisabled();
     ImGui::SameLine();
+    // Long work's progress last on the line, in the room left (its text ellipsized), so no button is pushed off.
+    if (s.busy() && progress_bar(s.live_progress(), ui, "compute", 240 * ui.scale)) ImGui::SameLine();
+    if (s.probes_pending() && progress_bar(s.probe_progress(), ui, "probes", 240 * ui.scale)) ImGui::SameLine();
     if (export_failed_)
         ImGui::TextColored(error_colour, "%s", export_message_.c_str());
     else
