@@ -85,7 +85,9 @@ TEST(Settings, CorruptFilesAreIgnoredWithOneWarningLine) {
     for (const std::string& bad :
          {std::string("{\"model\": "), std::string("[1, 2]"), std::string(""), with("\"viridis\"", "\"rainbow\""),
           with("\"transpose\"", "\"sideways\""), with("\"heads\": 0", "\"heads\": -3"),
-          with("\"heads\": 0", "\"heads\": \"four\""), with("\"texts\"", "\"textz\""), with("1280", "0")}) {
+          with("\"heads\": 0", "\"heads\": \"four\""), with("\"texts\"", "\"textz\""), with("1280", "0"),
+          with("\"window_maximized\": false", "\"window_maximized\": 3"),
+          with("\"window_maximized\": false", "\"window_position\": [5]")}) {
         std::ofstream(file, std::ios::binary) << bad;
         testing::internal::CaptureStderr();
         const Settings s = read_settings(file);
