@@ -115,11 +115,12 @@ struct Shape {
 
 std::vector<Shape> shapes() {
     std::vector<Shape> all;
-    for (int T : {128, 1024})
+    for (int T : {128, 1024, 2, 1})
         for (bool out_by_in : {false, true})
             for (auto [name, in, out] :
                  {std::tuple{"qkv", 768, 2304}, {"attn proj", 768, 768}, {"fc", 768, 3072}, {"fc proj", 3072, 768}})
                 all.push_back({"gpt2", name, T, in, out, out_by_in});
+    for (int T : {2, 1}) all.push_back({"gpt2", "lm head", T, 768, 50257, true});
     for (int T : {128, 8, 1}) {
         for (auto [name, in, out] :
              {std::tuple{"q", 576, 576}, {"k/v", 576, 192}, {"gate/up", 576, 1536}, {"down", 1536, 576}})

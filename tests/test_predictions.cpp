@@ -504,7 +504,7 @@ void expect_same_result(const AttentionResult& got, const AttentionResult& want,
     }
 }
 
-// The tokens `ids` repeats of `cached` from its start (written here again, not core's common_prefix).
+// The tokens `ids` repeats of `cached` from its start (written here again, not core's reusable_rows).
 int shared_prefix(const std::vector<int32_t>& cached, const std::vector<int32_t>& ids) {
     size_t n = 0;
     while (n < cached.size() && n < ids.size() && cached[n] == ids[n]) ++n;
@@ -532,13 +532,16 @@ std::vector<Texts> typing_steps(const std::vector<int32_t>& a, const std::vector
     };
 }
 
-// How many of text b's rows the rule lets a cache of `cached` supply: the
-// rows before the last token it shares (that token's row is computed again, to
-// score the new next token); none when the options refuse reuse or the cache
-// has no text b.
+// How many of text b's rows the rule lets a cache of `cached` supply: all of
+// the cached text when text b only appends to it (its last logits score the
+// first new token), else the rows before the last token they share (that
+// token's row is computed again, to score the new next token); none when the
+// options refuse reuse or the cache has no text b.
 int expected_reused(const Texts& cached, const Texts& texts, int b, const AttentionOptions& opt) {
     if (!prefix_reuse_refusal(opt).empty() || b >= int(cached.size())) return 0;
-    return std::max(0, shared_prefix(cached[b], texts[b]) - 1);
+    const int shared = shared_prefix(cached[b], texts[b]);
+    if (shared == int(cached[b].size()) && shared < int(texts[b].size())) return shared;
+    return std::max(0, shared - 1);
 }
 
 // Walks `steps` with one cache and one result reused from step to step (as

@@ -104,18 +104,18 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
     const bool predicting = options.top_k > 0 || options.lens_k > 0;
     const bool reuse_allowed = prefix_reuse_refusal(options).empty();
 
-    // The rows to compute: from the last token each text shares with the cache on.
+    // The rows to compute: those after the rows each text can reuse from the cache.
     begin_.assign(B, 0);
     if (cache && reuse_allowed && cache->model == &model && cache->options == options)
         for (int b = 0; b < B && b < static_cast<int>(cache->token_ids.size()); ++b)
-            begin_[b] = std::max(0, common_prefix(cache->token_ids[b], batch.token_ids[b]) - 1);
+            begin_[b] = reusable_rows(cache->token_ids[b], batch.token_ids[b]);
     first_row_.assign(B + 1, 0);
     for (int b = 0; b < B; ++b) first_row_[b + 1] = first_row_[b] + T - begin_[b];
     rows_ = first_row_[B];
 
     set_up_result(cfg, batch, options, result);
     if (cache) {
-        keep_earlier_rows(cache->result, result);
+        keep_earlier_rows(*cache, batch, result);
         cache->model = nullptr;  // invalid until this forward completes
     }
     result.reused = begin_;
@@ -179,11 +179,14 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
     }
 }
 
-// Copies into `result` the rows [0, begin_b) of each text that `cached`, the
-// cached forward's result, already holds: the maps' query rows (their keys
+// Copies into `result` the rows [0, begin_b) of each text that the cached
+// forward's result already holds: the maps' query rows (their keys
 // past the row are masked, so the shorter of the two widths holds them all),
-// outputs, predictions and lens.
-void CpuForward::keep_earlier_rows(const AttentionResult& cached, AttentionResult& result) const {
+// outputs, predictions and lens. Where a text appends to the cached one, the
+// cached last row's logprob_next is then the first new token's, from the
+// cached last logits.
+void CpuForward::keep_earlier_rows(const PrefixCache& cache, const Batch& batch, AttentionResult& result) const {
+    const AttentionResult& cached = cache.result;
     const int T = result.T, cached_T = cached.T, width = std::min(T, cached_T);
     const size_t Qw = static_cast<size_t>(result.NH) * result.hs;
     for (int b = 0; b < result.B; ++b) {
@@ -207,6 +210,12 @@ void CpuForward::keep_earlier_rows(const AttentionResult& cached, AttentionResul
                         result.predictions.data() + (static_cast<size_t>(b) * T + t) * result.top_k);
             result.logprob_next[static_cast<size_t>(b) * T + t] =
                 cached.logprob_next[static_cast<size_t>(b) * cached_T + t];
+        }
+        const bool appended = kept > 0 && kept == static_cast<int>(cache.token_ids[b].size());
+        if (result.top_k && appended) {
+            const float* logits = cached.last_logits.data() + static_cast<size_t>(b) * result.V;
+            result.logprob_next[static_cast<size_t>(b) * T + kept - 1] =
+                logits[batch.token_ids[b][kept]] - log_sum_exp(logits, result.V);
         }
     }
 }

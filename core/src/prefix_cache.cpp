@@ -12,8 +12,11 @@ std::string prefix_reuse_refusal(const AttentionOptions& options) {
     return "";
 }
 
-int common_prefix(const std::vector<int32_t>& cached, const std::vector<int32_t>& ids) {
-    return static_cast<int>(std::mismatch(cached.begin(), cached.end(), ids.begin(), ids.end()).first - cached.begin());
+int reusable_rows(const std::vector<int32_t>& cached, const std::vector<int32_t>& ids) {
+    const auto shared =
+        static_cast<int>(std::mismatch(cached.begin(), cached.end(), ids.begin(), ids.end()).first - cached.begin());
+    const bool appends = shared == static_cast<int>(cached.size()) && shared < static_cast<int>(ids.size());
+    return appends ? shared : std::max(0, shared - 1);
 }
 
 }  // namespace headscope

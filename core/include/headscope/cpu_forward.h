@@ -41,7 +41,7 @@ private:
     void attention(const Model& model, const Batch& batch, const AttentionOptions& options, const HeadSplit& split,
                    PrefixCache& store, int layer, float* att, Heads heads);
     void mlp(const Config& config, const LayerWeights& w);
-    void keep_earlier_rows(const AttentionResult& cached, AttentionResult& result) const;
+    void keep_earlier_rows(const PrefixCache& cache, const Batch& batch, AttentionResult& result) const;
     void predict(const Model& model, const Batch& batch, const AttentionOptions& options, AttentionResult& result);
 
     std::vector<int> begin_;      // (B) the first token computed of each text

@@ -1,14 +1,13 @@
 // What one forward leaves for the next to reuse (a KV cache): each text's
 // token ids, every layer's keys and values for them, and the result they gave.
 // A forward handed a cache (Backend::forward) reuses, per text, the longest
-// token prefix the new ids share with the cached ones: it computes only the
-// rows from the last shared token on (that row again, so that its prediction
-// scores the new next token), copies the earlier rows of the maps, outputs and
-// predictions, then leaves its own state in the cache. Reuse needs the same
-// model and options, the causal mask on and the view + transpose split
-// (prefix_reuse_refusal); otherwise the forward computes everything and
-// empties the cache. Typing at the end of a text, or generating a token,
-// then costs one or two tokens' work.
+// token prefix the new ids share with the cached ones (reusable_rows): it
+// computes only the rows after it, copies the earlier rows of the maps,
+// outputs and predictions, then leaves its own state in the cache. Reuse needs
+// the same model and options, the causal mask on and the view + transpose
+// split (prefix_reuse_refusal); otherwise the forward computes everything and
+// empties the cache. Typing at the end of a text, or generating a token, then
+// costs one token's work.
 // Legend: L layers run, KVw = NKV * hs, T padded length.
 #pragma once
 #include <cstdint>
@@ -41,7 +40,11 @@ struct PrefixCache {
 // split every head mixes tokens.
 std::string prefix_reuse_refusal(const AttentionOptions& options);
 
-// The tokens of `cached` that `ids` repeats from its start.
-int common_prefix(const std::vector<int32_t>& cached, const std::vector<int32_t>& ids);
+// The rows of `ids` that a cache of the text `cached` supplies. Where `ids`
+// only appends to `cached`, all of it: the cached forward's last logits score
+// the first new token. Otherwise the tokens they share but the last, whose row
+// is computed again so that its prediction scores the new next token (BPE may
+// change a text's last token as a character is typed).
+int reusable_rows(const std::vector<int32_t>& cached, const std::vector<int32_t>& ids);
 
 }  // namespace headscope
