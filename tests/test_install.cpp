@@ -23,7 +23,7 @@ namespace {
 
 // Every run of `text` that starts with `prefix` and goes on while `inside`
 // holds of its characters (std::regex trips GCC 12's -Wmaybe-uninitialized
-// in the sanitizer build).
+// under the sanitizers).
 std::vector<std::string> runs_from(const std::string& text, const std::string& prefix, bool (*inside)(char)) {
     std::vector<std::string> runs;
     for (size_t at = text.find(prefix); at != std::string::npos; at = text.find(prefix, at + 1)) {
@@ -130,11 +130,10 @@ TEST_F(Installed, DataComesFromHeadscopeDataOrIsNamedMissing) {
 }
 
 // Nothing absolute from the build machine is in the programs of a Release
-// build. Other builds name their sources for their reports: the sanitizers'
-// checks, assert() and debug information.
+// build. Other builds name their sources for assert() and debug information.
 TEST_F(Installed, ProgramsHoldNoPathOfTheBuildMachine) {
 #ifdef HEADSCOPE_SOURCE_PATHS_IN_PROGRAMS
-    GTEST_SKIP() << "this build's programs name their sources (sanitizers, asserts or debug information)";
+    GTEST_SKIP() << "this build's programs name their sources (asserts or debug information)";
 #endif
     for (const char* program : {"headscope", "headscope-cli"}) {
         const std::string bytes = test::read_file(prefix_ / "bin" / program);
