@@ -97,12 +97,13 @@ constexpr float sentinel = -12345.f;
 // sentinel columns untouched.
 void check_products(DType dtype) {
     std::mt19937 rng(static_cast<unsigned>(dtype) + 1);
-    const std::vector<std::pair<int64_t, int64_t>> shapes = {{19, 23}, {70, 40}, {1030, 270}};
+    // The last: more than one 512-column tile of a thread's share (in, out).
+    const std::vector<std::pair<int64_t, int64_t>> shapes = {{19, 23}, {70, 40}, {1030, 270}, {37, 1300}};
     for (auto [in, out] : shapes)
         for (bool out_by_in : {false, true}) {
             const Weight w = make_weight(dtype, in, out, out_by_in, rng);
             const std::vector<float> bias_values = random_floats(static_cast<size_t>(out), rng);
-            for (int rows : {1, 3, 17, 128})
+            for (int rows : {1, 2, 3, 4, 5, 8, 17, 128})
                 for (bool accumulate : {false, true})
                     for (bool with_bias : {false, true}) {
                         SCOPED_TRACE(testing::Message()

@@ -504,7 +504,7 @@ void expect_same_result(const AttentionResult& got, const AttentionResult& want,
     }
 }
 
-// The tokens `ids` repeats of `cached` from its start (written here again, not core's reusable_rows).
+// The tokens `ids` repeats of `cached` from its start (written here again: core's is inside reusable_rows).
 int shared_prefix(const std::vector<int32_t>& cached, const std::vector<int32_t>& ids) {
     size_t n = 0;
     while (n < cached.size() && n < ids.size() && cached[n] == ids[n]) ++n;

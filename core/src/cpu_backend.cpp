@@ -211,8 +211,10 @@ void CpuForward::keep_earlier_rows(const PrefixCache& cache, const Batch& batch,
             result.logprob_next[static_cast<size_t>(b) * T + t] =
                 cached.logprob_next[static_cast<size_t>(b) * cached_T + t];
         }
-        const bool appended = kept > 0 && kept == static_cast<int>(cache.token_ids[b].size());
-        if (result.top_k && appended) {
+        // Every cached row reused (the text only grew): the cached last row's
+        // logprob_next (NaN, its text ended there) is the first new token's.
+        const bool every_cached_row = kept > 0 && kept == static_cast<int>(cache.token_ids[b].size());
+        if (result.top_k && every_cached_row) {
             const float* logits = cached.last_logits.data() + static_cast<size_t>(b) * result.V;
             result.logprob_next[static_cast<size_t>(b) * T + kept - 1] =
                 logits[batch.token_ids[b][kept]] - log_sum_exp(logits, result.V);

@@ -20,6 +20,12 @@
 //    under BLIS at 8 rows, level with BLIS and Eigen at one. One library
 //    (OpenBLAS) and our kernel, rather than a second library for F32's few
 //    rows.
+//  - The kernel on a 2-core Zen 3 (AVX2 only), weight GB/s: one or two rows
+//    of GPT-2-small's (in, out) weights 39-53 from L3 (8-9 before its
+//    vectors matched the registers and it walked W row by row), (out, in)
+//    48-97 (17-24); the 154 MB output embedding at one row 28, this
+//    machine's read bandwidth; Llama's BF16 at one row 25-39 (15-25 before
+//    BF16 took one widening instruction), OpenBLAS 4-6.
 #include "headscope/matmul.h"
 
 #include <cblas.h>
@@ -76,22 +82,29 @@ void load(const std::byte* p, Lanes& v) {
     if constexpr (D == DType::F32) {
         std::memcpy(&v, p, sizeof v);
     } else if constexpr (D == DType::BF16) {  // the high half of a float32
+        // Widened by one instruction where the build may use it (GCC's own
+        // conversion of the vector type takes four on AVX2); the masked form
+        // on AVX-512, whose unmasked one trips GCC 12's -Wmaybe-uninitialized.
+        using Words = uint32_t __attribute__((vector_size(lanes * 4)));
+        Words words;
 #if defined(__AVX512F__)
-        const __m512i bits =
-            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16);
+        const __m512i wide =
+            _mm512_maskz_cvtepu16_epi32(0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+        std::memcpy(&words, &wide, sizeof words);
 #elif defined(__AVX2__)
-        const __m256i bits =
-            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16);
+        const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+        std::memcpy(&words, &wide, sizeof words);
 #else
         using Halves = uint16_t __attribute__((vector_size(lanes * 2)));
-        using Words = uint32_t __attribute__((vector_size(lanes * 4)));
-        Halves h;
-        std::memcpy(&h, p, sizeof h);
-        const Words bits = __builtin_convertvector(h, Words) << 16;
+        Halves halves;
+        std::memcpy(&halves, p, sizeof halves);
+        words = __builtin_convertvector(halves, Words);
 #endif
-        std::memcpy(&v, &bits, sizeof v);
+        words <<= 16;
+        std::memcpy(&v, &words, sizeof v);
     } else {  // F16: the CPU's conversion where the build may use it, else safetensors' (both exact)
 #if defined(__F16C__)
+        static_assert(lanes % 8 == 0, "F16C implies AVX: lanes of 8 or 16");
         const auto* halves = reinterpret_cast<const __m128i*>(p);
         for (int part = 0; part < lanes / 8; ++part) {
             const __m256 eight = _mm256_cvtph_ps(_mm_loadu_si128(halves + part));
@@ -114,7 +127,7 @@ void load_partial(DType dtype, const std::byte* p, int64_t n, Lanes& v) {
 
 // How many groups of stored rows ahead the kernels ask for the weights: the
 // hardware's prefetchers miss the start of each short stretch a thread reads,
-// and measured here (Zen 3) one step of generation took 40% longer without
+// and measured on the Zen 3 one step of generation took 40% longer without
 // this, 2 groups ahead within noise of 1, 4 and 8.
 constexpr int prefetch_groups = 2;
 
@@ -179,7 +192,9 @@ void axpy_rows(const Product& p, const float* x, float* out, int64_t first, int6
     alignas(64) float sums[R][tile_cols];
     for (int64_t t = first; t < last; t += tile_cols) {
         const int64_t cols = std::min(tile_cols, last - t);
-        for (int r = 0; r < R; ++r) std::fill(sums[r], sums[r] + cols, 0.f);
+        // Whole lanes: a tile's partial last chunk reads and writes them all.
+        const int64_t lanes_used = (cols + lanes - 1) / lanes * lanes;
+        for (int r = 0; r < R; ++r) std::fill(sums[r], sums[r] + lanes_used, 0.f);
         for (int64_t i0 = 0; i0 < in; i0 += rows_at_once) {
             const int64_t rows = std::min<int64_t>(rows_at_once, in - i0);
             for (int64_t c = 0; c < cols; c += lanes) {

@@ -1,13 +1,14 @@
 // What one forward leaves for the next to reuse (a KV cache): each text's
 // token ids, every layer's keys and values for them, and the result they gave.
-// A forward handed a cache (Backend::forward) reuses, per text, the longest
-// token prefix the new ids share with the cached ones (reusable_rows): it
-// computes only the rows after it, copies the earlier rows of the maps,
-// outputs and predictions, then leaves its own state in the cache. Reuse needs
-// the same model and options, the causal mask on and the view + transpose
-// split (prefix_reuse_refusal); otherwise the forward computes everything and
-// empties the cache. Typing at the end of a text, or generating a token, then
-// costs one token's work.
+// A forward handed a cache (Backend::forward) reuses, per text, the rows of
+// the token prefix the new ids share with the cached ones (reusable_rows: all
+// of them where the text only grew, else all but the last): it computes only
+// the rows after them, copies the earlier rows of the maps, outputs and
+// predictions, then leaves its own state in the cache. Reuse needs the same
+// model and options, the causal mask on and the view + transpose split
+// (prefix_reuse_refusal); otherwise the forward computes everything and
+// empties the cache. Typing a token at the end of a text, or generating one,
+// then costs one token's work.
 // Legend: L layers run, KVw = NKV * hs, T padded length.
 #pragma once
 #include <cstdint>
