@@ -3,18 +3,14 @@
 #include <algorithm>
 #include <cmath>
 
-#include "headscope/strided.h"
+#include "headscope/inspect/strided.h"
 
 namespace headscope {
 
 namespace {
 
 std::string token_with_id(const Model& model, int32_t id) {
-    std::string text = "'";
-    text += visible_token(model.tokenizer, id);
-    text += "' (id ";
-    text += std::to_string(id);
-    return text += ")";
+    return shown_token(model.tokenizer, id, true) + " (id " + std::to_string(id) + ")";
 }
 
 // A labelled number, the numbers of a section lined up; recorded for

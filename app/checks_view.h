@@ -14,7 +14,7 @@
 #include <utility>
 
 #include "figure_worker.h"
-#include "headscope/checks.h"
+#include "headscope/inspect/checks.h"
 #include "ui.h"
 
 namespace headscope {

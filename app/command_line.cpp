@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "examples.h"
-#include "headscope/error.h"
+#include "headscope/base/error.h"
 #include "svg_figure.h"
 #include "terminal_progress.h"
 #include "word_option.h"

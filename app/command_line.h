@@ -9,14 +9,9 @@
 
 #include "session.h"
 #include "settings.h"
+#include "view.h"
 
 namespace headscope {
-
-// The window's tabs, in their order.
-enum class View { heads, model, lens, mask, dance, checks };
-inline constexpr Choices<View, 6> view_choices = {"view",
-                                                  {"heads", "model", "lens", "mask", "dance", "checks"},
-                                                  {"heads", "model", "logit lens", "mask", "dance", "checks"}};
 
 // The options as given; those that override the saved settings only when given (start_settings).
 struct Args {

@@ -7,9 +7,9 @@
 #include <cmath>
 #include <cstdio>
 
-#include "headscope/error.h"
-#include "headscope/forward.h"
-#include "headscope/prefix_cache.h"
+#include "headscope/base/error.h"
+#include "headscope/compute/forward.h"
+#include "headscope/compute/prefix_cache.h"
 
 namespace headscope {
 

@@ -36,7 +36,7 @@ std::string row_label(const Session& session, const Dance& d, const DanceBuffer&
         return label + "kv " + std::to_string(kv) + " for head " + std::to_string(kv * d.group() + index[dim]);
     }
     return label + "token " + std::to_string(index[dim]) + " " +
-           token_text(session, static_cast<int>(index[0]), static_cast<int>(index[dim]));
+           shown_token(session, static_cast<int>(index[0]), static_cast<int>(index[dim]), true);
 }
 
 // Every position (row-major over order's shape) that reads storage element
@@ -329,7 +329,7 @@ void DanceView::tooltip(const Session& session, int64_t storage) {
     ImGui::Text("storage element %lld of '%s'", static_cast<long long>(storage), buffer.name.c_str());
     ImGui::Text("text %lld, %stoken %lld %s, %s %lld", static_cast<long long>(owner.b + 1),
                 is_weights(buffer) ? "query " : "", static_cast<long long>(owner.t),
-                token_text(session, static_cast<int>(owner.b), static_cast<int>(owner.t)).c_str(),
+                shown_token(session, static_cast<int>(owner.b), static_cast<int>(owner.t), true).c_str(),
                 buffer.kv ? "key/value head" : "head", static_cast<long long>(owner.head));
     ImGui::Text("as written %s: %s", shape_string(buffer.dims).c_str(),
                 shape_string(StridedLayout::contiguous(buffer.shape).index_of(storage)).c_str());

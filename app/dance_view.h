@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "figure_worker.h"
-#include "headscope/checks.h"
-#include "headscope/dance.h"
+#include "headscope/inspect/checks.h"
+#include "headscope/inspect/dance.h"
 #include "ui.h"
 
 namespace headscope {

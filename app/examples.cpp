@@ -3,10 +3,10 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
-#include "headscope/error.h"
-#include "headscope/files.h"
-#include "headscope/installation.h"
-#include "headscope/json_input.h"
+#include "headscope/base/error.h"
+#include "headscope/io/files.h"
+#include "headscope/io/installation.h"
+#include "headscope/io/json_input.h"
 
 namespace headscope {
 

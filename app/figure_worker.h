@@ -6,8 +6,8 @@
 #include <memory>
 #include <optional>
 
-#include "headscope/backend.h"
-#include "headscope/worker.h"
+#include "headscope/base/worker.h"
+#include "headscope/compute/backend.h"
 
 namespace headscope {
 

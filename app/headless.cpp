@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "gl.h"
+#include "headscope/base/clock.h"
 
 namespace headscope {
 
@@ -23,9 +24,7 @@ bool Headless::frame_rendered(MainView& view, int width, int height) {
     if (args_.frame_times) {
         glFinish();  // the GPU's (llvmpipe's) work counts too
         const uint64_t generation = view.session().shown_generation;
-        frame_times_.add(
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - frame_start_).count(),
-            generation != drawn_generation_);
+        frame_times_.add(ms_since(frame_start_), generation != drawn_generation_);
         drawn_generation_ = generation;
     }
     if (!on() || ++frames_drawn_ < args_.frames) return false;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "command_line.h"
+#include "headscope/base/clock.h"
 #include "main_view.h"
 
 namespace headscope {
@@ -26,7 +27,7 @@ public:
     // Before polling events: the keystroke of --frame-times, then waits for the workers.
     void before_frame(MainView& view);
     // After the frame's input is handled, before it is drawn.
-    void frame_started() { frame_start_ = std::chrono::steady_clock::now(); }
+    void frame_started() { frame_start_ = Clock::now(); }
     // After the frame is rendered, before the swap; true when the window should close.
     bool frame_rendered(MainView& view, int width, int height);
     // Once the loop has ended.
@@ -47,7 +48,7 @@ private:
     const Args& args_;
     std::string model_to_open_;  // opened after the first frames, as the picker does
     int frames_drawn_ = 0;       // since the last model was asked for
-    std::chrono::steady_clock::time_point frame_start_;
+    Clock::time_point frame_start_;
     FrameTimes frame_times_;
     uint64_t drawn_generation_ = 0;  // of the maps the last frame drew
 };

@@ -28,7 +28,7 @@ void upward_text(ImDrawList* draw, float size, ImVec2 bottom_left, ImU32 colour,
 // The whole token of a label under the mouse.
 void label_tooltip(const Session& session, const Ui& ui, ImVec2 min, ImVec2 max, int t) {
     if (ui.tooltips && ImGui::IsWindowHovered() && ImGui::IsMouseHoveringRect(min, max))
-        ImGui::SetTooltip("token %d %s", t, token_text(session, t).c_str());
+        ImGui::SetTooltip("token %d %s", t, shown_token(session, session.selected, t, true).c_str());
 }
 
 // A token label as drawn, for --layout: the token's text and what is shown of it.
@@ -39,7 +39,7 @@ void record_label(const Session& session, Ui& ui, const char* view, int layer, i
                     {"layer", layer},
                     {"head", head},
                     {"token", t},
-                    {"text", token_label(session, t)},
+                    {"text", shown_token(session, session.selected, t)},
                     {"shown", shown}},
                    min, size);
 }
@@ -66,7 +66,7 @@ bool labelled_map(Session& session, Ui& ui, MapWidget& widget, const char* view,
     };
     float widest = 0;
     for (int t = std::min(first_row, first_col); labels && t < std::max(last_row, last_col); ++t)
-        widest = std::max(widest, text_width(token_label(session, t)));
+        widest = std::max(widest, text_width(shown_token(session, session.selected, t)));
     const float band = std::min(widest + gap, std::floor(side / 5));
     const float map_side = labels ? side - band : side;
     const ImVec2 start = ImGui::GetCursorScreenPos();
@@ -80,7 +80,7 @@ bool labelled_map(Session& session, Ui& ui, MapWidget& widget, const char* view,
         for (int i = first_row; i < last_row; ++i) {
             const float y = map_origin.y + (i - region.v0 * T) * cell_h + (cell_h - line) / 2;
             if (y < map_origin.y) continue;  // a row the zoom cut in half
-            const std::string label = ellipsized(token_label(session, i), line, band - gap);
+            const std::string label = ellipsized(shown_token(session, session.selected, i), line, band - gap);
             const float width = text_width(label);
             const ImVec2 at(map_origin.x - gap - width, y);
             draw->AddText(ImGui::GetFont(), line, at, colour, label.c_str());
@@ -90,7 +90,7 @@ bool labelled_map(Session& session, Ui& ui, MapWidget& widget, const char* view,
         for (int j = first_col; j < last_col; ++j) {
             const float x = map_origin.x + (j - region.u0 * T) * cell_w + (cell_w - line) / 2;
             if (x < map_origin.x) continue;
-            const std::string label = ellipsized(token_label(session, j), line, band - gap);
+            const std::string label = ellipsized(shown_token(session, session.selected, j), line, band - gap);
             const float height = text_width(label);
             upward_text(draw, line, ImVec2(x, map_origin.y - gap), colour, label);
             const ImVec2 top_left(x, map_origin.y - gap - height);

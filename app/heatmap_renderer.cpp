@@ -4,7 +4,7 @@
 #include <string>
 #include <utility>
 
-#include "headscope/error.h"
+#include "headscope/base/error.h"
 #include "shader_sources.h"
 
 namespace headscope {

@@ -5,21 +5,11 @@
 #pragma once
 #include <vector>
 
+#include "colormap.h"
 #include "gl.h"
-#include "headscope/choices.h"
-#include "headscope/heatmap.h"
-#include "headscope/svg.h"
+#include "headscope/inspect/heatmap.h"
 
 namespace headscope {
-
-enum class Colormap { viridis = 0, magma = 1, grey = 2 };
-inline constexpr Choices<Colormap, 3> colormap_choices = {
-    "colormap", {"viridis", "magma", "grey"}, {"viridis", "magma", "grey"}};
-// The labels under their old name, which the window's combo still reads.
-
-// Masked cells: diagonal stripes 4 pixels wide in two greys, so a mask never
-// reads as a weight of 0. The shader's, and the SVG export's pattern.
-inline constexpr Hatch masked_hatch{{41, 41, 41}, {77, 77, 77}, 4};
 
 // The part of a map drawn, in texture coordinates: u along keys, v along
 // queries, from the top left. The default is the whole map.

@@ -1,9 +1,5 @@
-// A worker job's progress for the frame, and its bar: see job_progress.h.
+// A worker job's progress for the frame: see job_progress.h.
 #include "job_progress.h"
-
-#include <algorithm>
-
-#include "ui.h"
 
 namespace headscope {
 
@@ -42,23 +38,6 @@ std::optional<ProgressReport> JobProgress::shown() const {
     std::lock_guard lock(mutex_);
     if (std::chrono::steady_clock::now() - started_ < shown_after_) return std::nullopt;
     return last_;
-}
-
-bool progress_bar(JobProgress& job, Ui& ui, const char* name, float width) {
-    const std::optional<ProgressReport> report = job.shown();
-    if (!report) return false;
-    const std::string text = progress_text(*report);
-    const float fraction = report->total > 0 ? static_cast<float>(report->done) / static_cast<float>(report->total) : 0;
-    ImGui::PushID(name);
-    if (ImGui::SmallButton("Cancel")) job.cancel();  // first: on a crowded line it stays in view
-    ImGui::SameLine();
-    // The text within the bar, ended with an ellipsis where the line is short.
-    const float bar = std::min(width, ImGui::GetContentRegionAvail().x);
-    const std::string shown = ellipsized(text, ImGui::GetFontSize(), bar - 2 * ImGui::GetStyle().FramePadding.x);
-    ImGui::ProgressBar(fraction, ImVec2(bar, 0), shown.c_str());
-    ImGui::PopID();
-    ui.layout.item({{"view", "progress"}, {"name", name}, {"text", text}});
-    return true;
 }
 
 }  // namespace headscope

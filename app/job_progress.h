@@ -9,11 +9,9 @@
 #include <optional>
 #include <stop_token>
 
-#include "headscope/progress.h"
+#include "headscope/base/progress.h"
 
 namespace headscope {
-
-struct Ui;
 
 class JobProgress {
 public:
@@ -41,11 +39,5 @@ private:
     std::chrono::steady_clock::time_point started_;
     std::optional<ProgressReport> last_;
 };
-
-// Drawn while the job runs (its caller knows when), once it shows progress:
-// a Cancel button and a bar with what the job does and how far; returns
-// whether it drew them. With --layout the bar is recorded as {"view":
-// "progress", "name": name, "text": ...}.
-bool progress_bar(JobProgress& job, Ui& ui, const char* name, float width);
 
 }  // namespace headscope

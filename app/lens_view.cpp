@@ -14,9 +14,9 @@ void lens_tooltip(const Session& s, int slot, int t) {
     const AttentionResult& att = s.shown.attention;
     const Prediction* top = att.lens_at(slot, s.selected, t);
     ImGui::BeginTooltip();
-    ImGui::Text("after layer %d, at %s (token %d)", att.layers[slot], token_text(s, t).c_str(), t);
+    ImGui::Text("after layer %d, at %s (token %d)", att.layers[slot], shown_token(s, s.selected, t, true).c_str(), t);
     for (int k = 0; k < att.lens_k && top[k].id >= 0; ++k)
-        ImGui::Text("%d. %s  %.4f", k + 1, quoted_token(s.model().tokenizer, top[k].id).c_str(), top[k].p);
+        ImGui::Text("%d. %s  %.4f", k + 1, shown_token(s.model().tokenizer, top[k].id, true).c_str(), top[k].p);
     ImGui::EndTooltip();
 }
 
@@ -38,8 +38,7 @@ void LensView::draw(Session& s, Ui& ui) {
             ImGui::TextUnformatted(
                 "A generation's maps carry no logit lens: type, or change an option, to compute it.");
         else
-            ImGui::TextUnformatted(att.top_k ? "computing the logit lens..."
-                                             : "No logit lens: this backend computes the attention only.");
+            ImGui::TextUnformatted("computing the logit lens...");
         return;
     }
     ImGui::TextDisabled(
@@ -85,14 +84,15 @@ void LensView::draw(Session& s, Ui& ui) {
             const Prediction& top = att.lens_at(slot, b, t)[0];
             const float x = origin.x + t * cell_w;
             const ImU32 colour = top.p > lens_dark_text_above ? IM_COL32(0, 0, 0, 255) : IM_COL32(255, 255, 255, 255);
-            const std::string shown = ellipsized(visible_token(s.model().tokenizer, top.id), line, cell_w - pad - 1);
+            const std::string shown = ellipsized(shown_token(s.model().tokenizer, top.id), line, cell_w - pad - 1);
             draw->AddText(ImVec2(x + pad, y + (cell_h - line) / 2), colour, shown.c_str());
         }
     }
     // The text's tokens above their columns, staggered in two rows as the maps' keys are.
     for (int t = 0; t < length && cell_w >= 2 * pad; ++t) {
         const float x = origin.x + t * cell_w, y = start.y + (t % 2 ? line : 0);
-        const std::string shown = ellipsized(token_label(s, t), line, std::min(2 * cell_w, origin.x + size.x - x));
+        const std::string shown =
+            ellipsized(shown_token(s, s.selected, t), line, std::min(2 * cell_w, origin.x + size.x - x));
         draw->AddText(ImVec2(x, y), text_colour, shown.c_str());
     }
     ui.layout.grid({{"view", "lens"}, {"row", "layer"}, {"col", "position"}},

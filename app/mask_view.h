@@ -8,14 +8,10 @@
 #pragma once
 #include <string>
 
+#include "mask_panels.h"
 #include "ui.h"
 
 namespace headscope {
-
-// The mask colours, in this one place: every mask grid and the legend use them.
-inline constexpr ImU32 mask_allowed_colour = IM_COL32(236, 190, 72, 255);   // the query may attend to the key
-inline constexpr ImU32 mask_blocked_colour = IM_COL32(52, 58, 70, 255);     // masked
-inline constexpr ImU32 mask_empty_row_colour = IM_COL32(235, 80, 60, 255);  // outlines a row with nothing to attend to
 
 // With --layout every drawn mask cell is recorded as {"view": "mask", "mask":
 // "causal" | "window" | "padding" | "combined", "b", "query", "key", x, y, w,

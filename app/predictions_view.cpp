@@ -7,13 +7,13 @@ namespace headscope {
 
 void predictions_panel(const Session& s, Ui& ui) {
     const AttentionResult& att = s.shown.attention;
-    if (att.top_k == 0) {
-        ImGui::TextWrapped("No predictions: the %s backend computes the attention only.", s.backend().name().c_str());
+    if (att.top_k == 0) {  // before the first compute
+        ImGui::TextUnformatted("computing the predictions...");
         return;
     }
     const int b = s.selected, t = s.predicted_query(), length = s.length(b);
     const Tokenizer& tokenizer = s.model().tokenizer;
-    ImGui::Text("After %s (token %d)", token_text(s, t).c_str(), t);
+    ImGui::Text("After %s (token %d)", shown_token(s, s.selected, t, true).c_str(), t);
     ui.layout.item({{"view", "prediction-query"}, {"query", t}});
     if (s.hovered_query >= 0)
         ImGui::TextDisabled("the row under the mouse");
@@ -35,7 +35,7 @@ void predictions_panel(const Session& s, Ui& ui) {
         if (p.id == next) next_rank = k + 1;
         // Whole pixels, so that a bar's filled length is exactly p of its track.
         const ImVec2 at(std::floor(ImGui::GetCursorScreenPos().x), std::floor(ImGui::GetCursorScreenPos().y));
-        const std::string token = quoted_token(tokenizer, p.id);
+        const std::string token = shown_token(tokenizer, p.id, true);
         const ImU32 colour = ImGui::GetColorU32(p.id == next ? good_colour : ImGui::GetStyleColorVec4(ImGuiCol_Text));
         draw->AddText(at, colour, ellipsized(token, line, token_w - 4).c_str());
         if (ui.tooltips && ImGui::IsMouseHoveringRect(at, ImVec2(at.x + token_w, at.y + line)))
@@ -56,7 +56,7 @@ void predictions_panel(const Session& s, Ui& ui) {
         ImGui::TextDisabled("the text ends here");
     } else {
         const float p_next = std::exp(att.logprob_next[static_cast<size_t>(b) * att.T + t]);
-        const std::string token = quoted_token(tokenizer, next);
+        const std::string token = shown_token(tokenizer, next, true);
         if (next_rank)
             ImGui::Text("next in the text %s: rank %d, p %.4f", token.c_str(), next_rank, p_next);
         else

@@ -4,28 +4,11 @@
 #include <filesystem>
 #include <utility>
 
-#include "headscope/error.h"
-#include "headscope/forward.h"
+#include "headscope/base/clock.h"
+#include "headscope/base/error.h"
+#include "headscope/compute/forward.h"
 
 namespace headscope {
-
-LoadedModel load_with_backend(const std::string& name_or_path, BackendChoice choice, const Progress& progress) {
-    const auto start = std::chrono::steady_clock::now();
-    LoadedModel loaded;
-    loaded.model = std::make_shared<const Model>(load_model(name_or_path, progress));
-    loaded.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    BackendPick pick = make_backend(choice);
-    loaded.backend = std::move(pick.backend);
-    loaded.backend_reason = std::move(pick.reason);
-    loaded.backend_choice = choice;
-    loaded.backend->load_weights(*loaded.model);
-    // A directory is remembered absolute: the settings reopen it from anywhere.
-    std::error_code ec;
-    loaded.name = name_or_path != builtin_model && std::filesystem::is_directory(name_or_path, ec)
-                      ? std::filesystem::absolute(name_or_path).lexically_normal().string()
-                      : name_or_path;
-    return loaded;
-}
 
 Session::Session(LoadedModel loaded, std::vector<std::string> texts_in, AttentionOptions options_in,
                  bool sliding_window_on_in, std::function<void()> wake)
@@ -108,7 +91,7 @@ void Session::generate(const Sampling& sampling, int tokens) {
 void Session::submit_step() {
     live_progress_.start();  // a step is one token's work: no bar, and none left from a compute before
     live_.submit([open = open_, run = generation_run_](std::stop_token) {
-        const auto start = std::chrono::steady_clock::now();
+        const auto start = Clock::now();
         const Model& model = *open->model;
         if (!run->generator)
             run->generator.emplace(*open->backend, model,
@@ -119,7 +102,7 @@ void Session::submit_step() {
         LiveResult result;
         result.token_ids = {generator.generation().token_ids};
         result.attention = generator.result();
-        result.compute_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+        result.compute_ms = ms_since(start);
         return result;
     });
     step_submitted_ = true;

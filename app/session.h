@@ -11,29 +11,15 @@
 #include <string>
 #include <vector>
 
-#include "headscope/backend.h"
-#include "headscope/generate.h"
-#include "headscope/live.h"
-#include "headscope/model.h"
-#include "headscope/probes.h"
-#include "headscope/worker.h"
+#include "headscope/base/worker.h"
+#include "headscope/compute/backend.h"
+#include "headscope/compute/generate.h"
+#include "headscope/compute/live.h"
+#include "headscope/inspect/probes.h"
+#include "headscope/model/model.h"
 #include "job_progress.h"
 
 namespace headscope {
-
-// A model with its weights loaded into a backend: what a Session runs on.
-// The backend points into the model, so it is declared after it (and goes first).
-struct LoadedModel {
-    std::string name;  // as the user named it (builtin, a hub name, an absolute directory)
-    std::shared_ptr<const Model> model;
-    std::unique_ptr<Backend> backend;
-    std::string backend_reason;                               // why this backend (make_backend's reason)
-    BackendChoice backend_choice = BackendChoice::automatic;  // as the user chose; the next model keeps it
-    double load_ms = 0;                                       // load_model's time, as the CLI's timing_ms.load
-};
-
-// load_model (passing `progress` on), then make_backend(choice) and its load_weights. Throws Error.
-LoadedModel load_with_backend(const std::string& name_or_path, BackendChoice choice, const Progress& progress = {});
 
 // A generation from the batch's one text as made so far, each step one live
 // worker job (Session::generate starts or goes on with one; typing, or any
@@ -58,6 +44,9 @@ public:
     std::shared_ptr<const Model> shared_model() const { return open_->model; }
     const Backend& backend() const { return *open_->backend; }
     const std::string& backend_reason() const { return open_->backend_reason; }
+    // The device that computed `shown` (empty before the first compute), and why that one.
+    const ComputedOn& computed_on() const { return shown.attention.computed_on; }
+    const std::string& computed_on_reason() const { return device_reason(computed_on(), backend_reason()); }
     BackendChoice backend_choice() const { return open_->backend_choice; }
     const std::string& model_name() const { return open_->name; }
     double model_load_ms() const { return open_->load_ms; }

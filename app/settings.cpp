@@ -1,13 +1,16 @@
+// The saved settings, read through JsonFields and written whole: see settings.h.
 #include "settings.h"
 
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <ostream>
 
-#include "headscope/error.h"
-#include "headscope/files.h"
-#include "headscope/json_input.h"
+#include "headscope/base/error.h"
+#include "headscope/io/files.h"
+#include "headscope/io/json_fields.h"
+#include "headscope/io/json_input.h"
 
 namespace headscope {
 
@@ -22,34 +25,67 @@ fs::path config_dir() {
 
 Colormap parse_colormap(const std::string& word) { return parse_choice(colormap_choices, word); }
 
+namespace {
+
+// The integers of the array at `key`, which must hold `count` of them.
+std::vector<int> integers(const JsonFields& f, const nlohmann::json& json, const std::string& key, size_t count) {
+    const nlohmann::json& array = f.required(json, "", key, nlohmann::json::value_t::array, "an array");
+    if (array.size() != count)
+        f.fail(key, "expected " + std::to_string(count) + " integers, got " + describe_json(array));
+    std::vector<int> values;
+    for (size_t i = 0; i < count; ++i) {
+        if (!array[i].is_number_integer() || array[i].get<int64_t>() != array[i].get<int>())
+            f.fail(JsonFields::at(key, i), "expected an integer, got " + describe_json(array[i]));
+        values.push_back(array[i].get<int>());
+    }
+    return values;
+}
+
+Settings settings_from(const JsonFields& f, const nlohmann::json& json) {
+    Settings s;
+    s.model = f.string(json, "", "model");
+    s.texts.clear();
+    const nlohmann::json& texts = f.required(json, "", "texts", nlohmann::json::value_t::array, "an array");
+    for (size_t i = 0; i < texts.size(); ++i) {
+        if (!texts[i].is_string())
+            f.fail(JsonFields::at("texts", i), "expected a string, got " + describe_json(texts[i]));
+        s.texts.push_back(texts[i].get<std::string>());
+    }
+    s.colormap = parse_colormap(f.string(json, "", "colormap"));
+    s.options.causal = f.boolean(json, "", "causal");
+    s.options.padding_mask = f.boolean(json, "", "padding_mask");
+    s.sliding_window = f.boolean(json, "", "sliding_window", true);  // files from before the families have none
+    s.options.n_head = static_cast<int>(f.integer(json, "", "heads", 0, std::numeric_limits<int>::max()));
+    s.options.scale = parse_scale(f.string(json, "", "scale"));
+    s.options.split = parse_split(f.string(json, "", "split"));
+    s.export_dir = f.string(json, "", "export_dir");
+    if (f.optional(json, "", "window")) {  // no size: no window has been placed yet
+        const std::vector<int> size = integers(f, json, "window", 2);
+        if (size[0] < 1 || size[1] < 1) f.fail("window", "the size is not positive");
+        s.window.width = size[0];
+        s.window.height = size[1];
+    }
+    // Files from before the window was placed have neither.
+    if (f.optional(json, "", "window_position")) {
+        const std::vector<int> position = integers(f, json, "window_position", 2);
+        s.window.position = std::array{position[0], position[1]};
+    }
+    s.window.maximized = f.boolean(json, "", "window_maximized", false);
+    return s;
+}
+
+}  // namespace
+
 Settings read_settings(const fs::path& file) {
     if (!fs::exists(file)) return {};
+    const std::string where = file.string();
     try {
-        const nlohmann::json json = parse_json(read_file(file), file.string());
-        Settings s;
-        s.model = json.at("model").get<std::string>();
-        s.texts = json.at("texts").get<std::vector<std::string>>();
-        s.colormap = parse_colormap(json.at("colormap").get<std::string>());
-        s.options.causal = json.at("causal").get<bool>();
-        s.options.padding_mask = json.at("padding_mask").get<bool>();
-        s.sliding_window = json.value("sliding_window", true);  // files from before the families have none
-        s.options.n_head = json.at("heads").get<int>();
-        if (s.options.n_head < 0) throw Error("heads is negative");
-        s.options.scale = parse_scale(json.at("scale").get<std::string>());
-        s.options.split = parse_split(json.at("split").get<std::string>());
-        s.export_dir = json.at("export_dir").get<std::string>();
-        if (json.contains("window")) {  // no size: no window has been placed yet
-            s.window.width = json.at("window").at(0).get<int>();
-            s.window.height = json.at("window").at(1).get<int>();
-            if (s.window.width < 1 || s.window.height < 1) throw Error("window size is not positive");
-        }
-        // Files from before the window was placed have neither.
-        if (json.contains("window_position")) s.window.position = json.at("window_position").get<std::array<int, 2>>();
-        s.window.maximized = json.value("window_maximized", false);
-        return s;
-    } catch (const std::exception& e) {  // json's parse, type and missing-key errors, and ours
-        std::fprintf(stderr, "headscope: warning: ignoring %s: %s\n", one_line(file.string()).c_str(),
-                     one_line(e.what()).c_str());
+        const JsonFields fields(where);
+        return settings_from(fields, parse_json(read_file(file), where));
+    } catch (const Error& e) {  // the file's reader names the file; the warning does once
+        std::string why = e.what();
+        if (why.starts_with(where + ": ")) why.erase(0, where.size() + 2);
+        std::fprintf(stderr, "headscope: warning: ignoring %s: %s\n", one_line(where).c_str(), one_line(why).c_str());
         return {};
     }
 }

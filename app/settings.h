@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "headscope/attention.h"
-#include "headscope/model.h"
-#include "heatmap_renderer.h"
+#include "colormap.h"
+#include "headscope/compute/attention.h"
+#include "headscope/model/model.h"
 
 namespace headscope {
 

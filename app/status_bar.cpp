@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "gl.h"
-#include "headscope/attention_export.h"
-#include "headscope/error.h"
-#include "headscope/files.h"
-#include "headscope/prefix_cache.h"
+#include "headscope/base/error.h"
+#include "headscope/compute/prefix_cache.h"
+#include "headscope/inspect/attention_export.h"
+#include "headscope/io/files.h"
 
 namespace headscope {
 
@@ -43,10 +43,15 @@ std::string tokens_note(const Session& s) {
 
 }  // namespace
 
+std::string device_note(const Session& s) {
+    if (s.computed_on().device.empty()) return "backend " + s.backend().name() + " (" + s.backend_reason() + ")";
+    return "computed on " + s.computed_on().device + " (" + s.computed_on_reason() + ")";
+}
+
 void export_json(const Session& s, const fs::path& path) {
     const AttentionTimings timings{s.model_load_ms(), s.shown.tokenize_ms, s.shown.compute_ms - s.shown.tokenize_ms};
     const nlohmann::ordered_json metadata =
-        attention_metadata(s.model(), s.backend().name(), s.backend_reason(), s.shown_texts, s.shown.token_ids,
+        attention_metadata(s.model(), s.computed_on().device, s.computed_on_reason(), s.shown_texts, s.shown.token_ids,
                            s.shown.attention, timings);
     write_file_atomically(path, "the attention",
                           [&](std::ostream& out) { write_attention_json(out, metadata, s.shown.attention); });
@@ -79,8 +84,10 @@ void StatusBar::draw(Session& s, Ui& ui, FigureView shown) {
     ImGui::TextUnformatted(tokens.c_str());
     ui.layout.item({{"view", "status"}, {"name", "tokens"}, {"text", tokens}});
     ImGui::SameLine();
-    ImGui::Text("  %.2f ms   backend %s (%s)   %s", s.shown.compute_ms, s.backend().name().c_str(),
-                s.backend_reason().c_str(), s.busy() && !s.live_progress().shown() ? "computing..." : "");
+    const std::string device = device_note(s);
+    ImGui::Text("  %.2f ms   %s   %s", s.shown.compute_ms, device.c_str(),
+                s.busy() && !s.live_progress().shown() ? "computing..." : "");
+    ui.layout.item({{"view", "status"}, {"name", "device"}, {"text", device}});
     ImGui::SameLine();
     ImGui::TextUnformatted("save in");
     ImGui::SameLine();

@@ -1,6 +1,6 @@
 // The status bar under the views (tokens and how many the prefix cache
-// supplied, compute time, backend, the head probes' progress when they take
-// long) with the export bar: Save PNG (the window as drawn), Save SVG (the
+// supplied, compute time, the device that computed and why, the head probes'
+// progress when they take long) with the export bar: Save PNG (the window as drawn), Save SVG (the
 // shown view's maps as a vector figure, svg_figure.h), Save JSON and Save
 // NPY (the shown attention exactly as `headscope-cli attention` writes it)
 // into the "save in" folder, and where the last one went.
@@ -17,6 +17,9 @@ namespace headscope {
 // whole or not at all (write_file_atomically); these throw Error naming it.
 void export_json(const Session& session, const std::filesystem::path& path);
 void export_npy(const Session& session, const std::filesystem::path& path);
+// The status bar's note of the device that computed the maps shown, and why
+// that one ("computed on cpu (cpu chosen)"); the backend before a first compute.
+std::string device_note(const Session& session);
 // The framebuffer's back buffer as drawn, as PNG.
 void write_screenshot(const std::filesystem::path& path, int width, int height);
 

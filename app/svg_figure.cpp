@@ -4,11 +4,12 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <ostream>
 #include <vector>
 
-#include "headscope/error.h"
-#include "headscope/files.h"
+#include "headscope/base/error.h"
+#include "headscope/io/files.h"
 #include "lens_view.h"
 
 namespace headscope {
@@ -39,8 +40,16 @@ int pooled_side(int T, size_t maps) {
     return static_cast<int>(std::clamp<int64_t>(side, 1, T));
 }
 
-// The title lines: the model and the text; the layer (heads tab) and the
-// options as the command lines spell them.
+// "L3", "H2": a layer's or a head's name. (Printed: GCC 12 warns, wrongly,
+// of overlapping copies in "L" + std::to_string(n) once inlined here.)
+std::string numbered(char letter, int n) {
+    char name[16];
+    std::snprintf(name, sizeof name, "%c%d", letter, n);
+    return name;
+}
+
+// The title lines: the model and the text; the layer (heads tab), the
+// options as the command lines spell them, and the device that computed.
 using Heading = std::array<std::string, 2>;
 Heading heading(const Session& s, const Ui& ui, FigureView shown) {
     const AttentionOptions& o = s.shown_options;
@@ -55,6 +64,7 @@ Heading heading(const Session& s, const Ui& ui, FigureView shown) {
     line += ", " + std::to_string(s.heads_shown()) + " heads of " + std::to_string(s.shown.attention.hs) + ", scale " +
             word_of(scale_choices, o.scale) + ", split " + word_of(split_choices, o.split) + ", colormap " +
             word_of(colormap_choices, ui.colormap);
+    line += ", computed on " + s.computed_on().device;
     return {text, line};
 }
 
@@ -103,7 +113,7 @@ public:
     void column_labels(const char* css_class, int count, double x, double y, double step) {
         svg_.begin_group({{"class", css_class}});
         for (int j = 0; j < count; ++j)
-            svg_.text(x + (j + 0.5) * step + 0.35 * label_size, y - 3, token_label(s_, j), label_size,
+            svg_.text(x + (j + 0.5) * step + 0.35 * label_size, y - 3, shown_token(s_, s_.selected, j), label_size,
                       TextAnchor::start, -90);
         svg_.end_group();
     }
@@ -114,7 +124,8 @@ public:
         const int T = s_.shown.attention.T;
         svg_.begin_group({{"class", "queries"}});
         for (int i = 0; i < T; ++i)
-            svg_.text(x - 3, y + (i + 0.5) * cell + 0.35 * label_size, token_label(s_, i), label_size, TextAnchor::end);
+            svg_.text(x - 3, y + (i + 0.5) * cell + 0.35 * label_size, shown_token(s_, s_.selected, i), label_size,
+                      TextAnchor::end);
         svg_.end_group();
         column_labels("keys", T, x, y, cell);
     }
@@ -168,7 +179,8 @@ void heads_figure(std::ostream& out, const Session& s, Ui& ui, FigureView shown)
     const int n = static_cast<int>(heads.size()), side = pooled_side(T, heads.size());
     double label_room = 0;
     if (side == T)  // every cell: a token per row
-        for (int t = 0; t < T; ++t) label_room = std::max(label_room, text_width(token_label(s, t), label_size) + 6);
+        for (int t = 0; t < T; ++t)
+            label_room = std::max(label_room, text_width(shown_token(s, s.selected, t), label_size) + 6);
     const int columns = static_cast<int>(std::ceil(std::sqrt(n))), rows = (n + columns - 1) / columns;
     const double map_side = side * cell, title_h = title_size + 8;
     const double block_w = label_room + map_side, block_h = title_h + label_room + map_side;
@@ -201,7 +213,7 @@ void model_figure(std::ostream& out, const Session& s, Ui& ui, FigureView shown)
     const int L = static_cast<int>(att.layers.size()), NH = s.heads_shown(), group = NH / att.NKV;
     const int side = pooled_side(att.T, static_cast<size_t>(L) * NH);
     const double map_side = side * cell, group_gap = group > 1 ? gap : 0;
-    const double row_label = text_width("L" + std::to_string(att.layers.back()), title_size) + 8;
+    const double row_label = text_width(numbered('L', att.layers.back()), title_size) + 8;
     const double header = title_size + 8;
     const auto column_x = [&](int h) {
         return margin + row_label + h * (map_side + thumb_gap) + h / group * group_gap;
@@ -216,15 +228,14 @@ void model_figure(std::ostream& out, const Session& s, Ui& ui, FigureView shown)
     std::vector<std::string> texts;
     for (int h = 0; h < NH; ++h) {
         at.emplace_back(column_x(h), row_y(0) - 6);
-        texts.push_back("H" + std::to_string(h) +
-                        (group > 1 && h % group == 0 ? "  kv " + std::to_string(h / group) : ""));
+        texts.push_back(numbered('H', h) + (group > 1 && h % group == 0 ? "  kv " + std::to_string(h / group) : ""));
     }
     figure.labels("heads", at, texts);
     at.clear();
     texts.clear();
     for (int l = 0; l < L; ++l) {
         at.emplace_back(margin, row_y(l) + title_size);
-        texts.push_back("L" + std::to_string(att.layers[l]));
+        texts.push_back(numbered('L', att.layers[l]));
     }
     figure.labels("layers", at, texts);
     for (int l = 0; l < L; ++l)
@@ -249,12 +260,13 @@ void lens_figure(std::ostream& out, const Session& s, Ui& ui, FigureView shown) 
     double cell_w = 2 * cell, label_room = 0;
     for (int slot = 0; slot < L; ++slot)
         for (int t = 0; t < length; ++t) {
-            tops.push_back(visible_token(tokenizer, att.lens_at(slot, b, t)[0].id));
+            tops.push_back(shown_token(tokenizer, att.lens_at(slot, b, t)[0].id));
             cell_w = std::max(cell_w, text_width(tops.back(), label_size) + 6);
         }
-    for (int t = 0; t < length; ++t) label_room = std::max(label_room, text_width(token_label(s, t), label_size) + 6);
+    for (int t = 0; t < length; ++t)
+        label_room = std::max(label_room, text_width(shown_token(s, s.selected, t), label_size) + 6);
     const double cell_h = 2 * cell;
-    const double row_label = text_width("L" + std::to_string(att.layers.back()), title_size) + 8;
+    const double row_label = text_width(numbered('L', att.layers.back()), title_size) + 8;
     const double x0 = margin + row_label, y0 = margin + heading_height + gap + label_room;
     const Heading lines = heading(s, ui, shown);
     const double width = std::max({x0 + length * cell_w + margin, heading_width(lines), legend_width});
@@ -265,7 +277,7 @@ void lens_figure(std::ostream& out, const Session& s, Ui& ui, FigureView shown) 
     std::vector<std::string> layers;
     for (int slot = 0; slot < L; ++slot) {
         at.emplace_back(margin, y0 + slot * cell_h + cell_h / 2 + 0.35 * title_size);
-        layers.push_back("L" + std::to_string(att.layers[slot]));
+        layers.push_back(numbered('L', att.layers[slot]));
     }
     figure.labels("layers", at, layers);
     figure.cells(probabilities, x0, y0, cell_w, cell_h);

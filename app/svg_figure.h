@@ -8,8 +8,8 @@
 #pragma once
 #include <filesystem>
 
-#include "command_line.h"
 #include "ui.h"
+#include "view.h"
 
 namespace headscope {
 

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <string>
 
-#include "headscope/progress.h"
+#include "headscope/base/progress.h"
 
 namespace headscope {
 

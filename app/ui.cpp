@@ -5,10 +5,10 @@
 #include <cmath>
 #include <ostream>
 
-#include "headscope/attention_export.h"
-#include "headscope/files.h"
-#include "headscope/heatmap.h"
-#include "headscope/probes.h"
+#include "headscope/inspect/attention_export.h"
+#include "headscope/inspect/heatmap.h"
+#include "headscope/inspect/probes.h"
+#include "headscope/io/files.h"
 
 namespace headscope {
 
@@ -82,24 +82,14 @@ std::string visible_text(std::string_view bytes) {
     return text;
 }
 
-std::string visible_token(const Tokenizer& tokenizer, int32_t id) { return visible_text(tokenizer.token_bytes(id)); }
-
-std::string quoted_token(const Tokenizer& tokenizer, int32_t id) {
-    std::string text = "'";
-    text += visible_token(tokenizer, id);
-    return text += "'";
+std::string shown_token(const Tokenizer& tokenizer, int32_t id, bool quoted) {
+    const std::string text = visible_text(token_text(tokenizer, id));
+    return quoted ? "'" + text + "'" : text;
 }
 
-std::string token_text(const Session& session, int b, int t) {
+std::string shown_token(const Session& session, int b, int t, bool quoted) {
     if (t >= session.length(b)) return "<pad>";
-    return quoted_token(session.model().tokenizer, session.shown.token_ids[b][t]);
-}
-
-std::string token_text(const Session& session, int t) { return token_text(session, session.selected, t); }
-
-std::string token_label(const Session& session, int t) {
-    if (t >= session.length(session.selected)) return "<pad>";
-    return visible_token(session.model().tokenizer, session.shown.token_ids[session.selected][t]);
+    return shown_token(session.model().tokenizer, session.shown.token_ids[b][t], quoted);
 }
 
 namespace {
@@ -111,7 +101,8 @@ void map_tooltip(const Session& session, int layer, int head, int i, int j) {
     const float* row = att.row(layer, session.selected, head, i);
     ImGui::BeginTooltip();
     ImGui::TextUnformatted(head_label(session, layer, head).c_str());
-    ImGui::Text("query %d %s  ->  key %d %s", i, token_text(session, i).c_str(), j, token_text(session, j).c_str());
+    ImGui::Text("query %d %s  ->  key %d %s", i, shown_token(session, session.selected, i, true).c_str(), j,
+                shown_token(session, session.selected, j, true).c_str());
     if (attends(session.shown_options, i, j, session.length(session.selected), att.T))
         ImGui::Text("weight %.4f   row entropy %.3f nats", row[j], row_entropy(row, att.T));
     else if (att.row_fully_masked(session.selected, i))
@@ -173,6 +164,23 @@ bool MapWidget::draw(Session& session, Ui& ui, const char* view, int layer, int 
         ui.layout.grid({{"view", view}, {"layer", layer}, {"head", head}, {"row", "query"}, {"col", "key"}},
                        {corner, ImVec2(cell_w, cell_h), ImVec2(cell_w, cell_h), T, T});
     return clicked;
+}
+
+bool progress_bar(JobProgress& job, Ui& ui, const char* name, float width) {
+    const std::optional<ProgressReport> report = job.shown();
+    if (!report) return false;
+    const std::string text = progress_text(*report);
+    const float fraction = report->total > 0 ? static_cast<float>(report->done) / static_cast<float>(report->total) : 0;
+    ImGui::PushID(name);
+    if (ImGui::SmallButton("Cancel")) job.cancel();  // first: on a crowded line it stays in view
+    ImGui::SameLine();
+    // The text within the bar, ended with an ellipsis where the line is short.
+    const float bar = std::min(width, ImGui::GetContentRegionAvail().x);
+    const std::string shown = ellipsized(text, ImGui::GetFontSize(), bar - 2 * ImGui::GetStyle().FramePadding.x);
+    ImGui::ProgressBar(fraction, ImVec2(bar, 0), shown.c_str());
+    ImGui::PopID();
+    ui.layout.item({{"view", "progress"}, {"name", name}, {"text", text}});
+    return true;
 }
 
 }  // namespace headscope

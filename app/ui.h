@@ -108,15 +108,11 @@ inline void image(const HeatmapTexture& texture, ImVec2 size) {
 
 // Text as drawn: line feeds, carriage returns and tabs made visible.
 std::string visible_text(std::string_view bytes);
-// A token's bytes as drawn.
-std::string visible_token(const Tokenizer& tokenizer, int32_t id);
-// The same in quotes.
-std::string quoted_token(const Tokenizer& tokenizer, int32_t id);
-// Token t of text b, quoted, or "<pad>" past its end; without b, of the selected text.
-std::string token_text(const Session& session, int b, int t);
-std::string token_text(const Session& session, int t);
-// Token t of the selected text as an axis label (unquoted), or "<pad>" past its end.
-std::string token_label(const Session& session, int t);
+// The one way the window writes a token: its bytes as drawn (visible_text),
+// between single quotes when `quoted` (in a sentence; axis labels go without).
+std::string shown_token(const Tokenizer& tokenizer, int32_t id, bool quoted = false);
+// Token t of the shown text b so, or "<pad>" past its end.
+std::string shown_token(const Session& session, int b, int t, bool quoted = false);
 
 // `text` whole when it is at most `width` pixels wide at font size `size`,
 // else cut between characters and ended with an ellipsis so that the whole
@@ -125,5 +121,11 @@ std::string ellipsized(const std::string& text, float size, float width);
 
 // The label "L1 H2" with the head's probe scores when the session has them.
 std::string head_label(const Session& session, int layer, int head);
+
+// Drawn while the job runs (its caller knows when), once it shows progress:
+// a Cancel button and a bar with what the job does and how far; returns
+// whether it drew them. With --layout the bar is recorded as {"view":
+// "progress", "name": name, "text": ...}.
+bool progress_bar(JobProgress& job, Ui& ui, const char* name, float width);
 
 }  // namespace headscope

@@ -20,9 +20,9 @@
 
 #include "command_line.h"
 #include "headless.h"
-#include "headscope/error.h"
-#include "headscope/files.h"
-#include "headscope/installation.h"
+#include "headscope/base/error.h"
+#include "headscope/io/files.h"
+#include "headscope/io/installation.h"
 #include "main_view.h"
 
 using namespace headscope;

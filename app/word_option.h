@@ -4,7 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
-#include "headscope/error.h"
+#include "headscope/base/error.h"
 
 namespace headscope {
 

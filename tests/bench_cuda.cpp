@@ -11,9 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "headscope/backend.h"
-#include "headscope/cuda_backend.h"
-#include "headscope/error.h"
+#include "headscope/base/clock.h"
+#include "headscope/base/error.h"
+#include "headscope/compute/backend.h"
+#include "headscope/compute/cuda_backend.h"
 #include "model_writer.h"
 
 using namespace headscope;
@@ -45,10 +46,9 @@ int main(int argc, char** argv) {
                 backend->forward(batch, options, result);  // warm-up: device buffers sized once
                 std::vector<double> ms;
                 for (int r = 0; r < repeats; ++r) {
-                    const auto start = std::chrono::steady_clock::now();
+                    const auto start = Clock::now();
                     backend->forward(batch, options, result);
-                    ms.push_back(
-                        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+                    ms.push_back(ms_since(start));
                 }
                 std::sort(ms.begin(), ms.end());
                 if (backend->name() != "cuda") throw Error("the CUDA backend fell back to the CPU");

@@ -22,11 +22,11 @@
 #include <nlohmann/json.hpp>
 
 #include "fma_peak.h"
-#include "headscope/backend.h"
-#include "headscope/files.h"
-#include "headscope/forward.h"
-#include "headscope/prefix_cache.h"
-#include "headscope/shape.h"
+#include "headscope/base/shape.h"
+#include "headscope/compute/backend.h"
+#include "headscope/compute/forward.h"
+#include "headscope/compute/prefix_cache.h"
+#include "headscope/io/files.h"
 #include "model_writer.h"
 
 using namespace headscope;

@@ -11,12 +11,12 @@
 #include <cstdio>
 #include <mutex>
 
-#include "headscope/error.h"
-#include "headscope/live.h"
-#include "headscope/worker.h"
+#include "headscope/base/clock.h"
+#include "headscope/base/error.h"
+#include "headscope/base/worker.h"
+#include "headscope/compute/live.h"
 
 using namespace headscope;
-using Clock = std::chrono::steady_clock;
 
 int main(int argc, char** argv) {
     CLI::App cli{"Keystroke-to-maps latency of the live worker", "bench-live"};
@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
                 std::unique_lock lock(mutex);
                 ready.wait(lock, [&] { return finished; });
                 finished = false;
-                ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+                ms.push_back(ms_since(start));
                 tokens = live.take()->result.token_ids[0].size();
             }
         std::sort(ms.begin(), ms.end());

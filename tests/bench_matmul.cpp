@@ -1,6 +1,6 @@
 // The weight products (linear(), matmul.h) on the shapes of GPT-2-small
 // (with one and two rows and the output embedding: a keystroke's and a
-// generated token's products, figures for Zen 3 in core/src/matmul.cpp),
+// generated token's products, figures for Zen 3 in core/src/compute/matmul.cpp),
 // SmolLM2-135M and Llama-3.2-1B, for each library through the same column
 // split, blocking and widening (matmul_detail::linear_with): median ms,
 // GFLOP/s, the fraction of this machine's FMA peak and, for up to 8 rows,
@@ -10,7 +10,7 @@
 // CPU time, against one core's peak each), which their load disturbs far
 // less (exactly so with OMP_NUM_THREADS=1; with more threads, set
 // OMP_WAIT_POLICY=passive so that a waiting thread does not count).
-//   headscope  what linear() runs (the choices in core/src/matmul.cpp)
+//   headscope  what linear() runs (the choices in core/src/compute/matmul.cpp)
 //   openblas   OpenBLAS's sgemm for every row count
 //   blis       BLIS's sgemm (dlopen'ed libblis.so.4, when installed)
 //   eigen      Eigen's GEMM, single-threaded in each thread's columns
@@ -60,9 +60,9 @@
 #include <vector>
 
 #include "fma_peak.h"
-#include "headscope/aligned.h"
-#include "headscope/matmul.h"
-#include "headscope/matmul_detail.h"
+#include "headscope/base/aligned.h"
+#include "headscope/compute/matmul.h"
+#include "headscope/compute/matmul_detail.h"
 
 using namespace headscope;
 using matmul_detail::Gemm;

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "family_writer.h"
-#include "headscope/attention.h"
+#include "headscope/compute/attention.h"
 
 namespace headscope::test {
 

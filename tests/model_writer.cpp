@@ -3,8 +3,8 @@
 // self-removing temp directories.
 #include "model_writer.h"
 
-#include "headscope/model_description.h"
-#include "headscope/shape.h"
+#include "headscope/base/shape.h"
+#include "headscope/model/model_description.h"
 
 #include <bit>
 #include <cerrno>

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "headscope/files.h"
+#include "headscope/io/files.h"
 
 namespace headscope::test {
 

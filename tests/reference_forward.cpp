@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "headscope/compute/matmul.h"
+
 namespace headscope::test {
 
 namespace {

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "headscope/attention.h"
-#include "headscope/model.h"
+#include "headscope/compute/attention.h"
+#include "headscope/model/model.h"
 
 namespace headscope::test {
 

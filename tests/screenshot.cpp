@@ -9,7 +9,7 @@
 #include <fstream>
 #include <iostream>
 
-#include "headscope/strided.h"
+#include "headscope/inspect/strided.h"
 
 namespace headscope::test {
 

@@ -2,8 +2,8 @@
 // hand, the written vocab.json/merges.txt loaded by the engine's tokenizer and
 // round-tripping any text, determinism, and corpus document splitting.
 #include "bpe_trainer.h"
-#include "headscope/files.h"
-#include "headscope/tokenizer.h"
+#include "headscope/io/files.h"
+#include "headscope/tokenize/tokenizer.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

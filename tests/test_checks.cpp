@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "headscope/checks.h"
-#include "headscope/error.h"
+#include "headscope/base/error.h"
+#include "headscope/inspect/checks.h"
 #include "model_writer.h"
 #include "reference_forward.h"
 

@@ -10,9 +10,9 @@
 #include <sstream>
 
 #include "family_models.h"
-#include "headscope/backend.h"
-#include "headscope/cuda_backend.h"
-#include "headscope/probes.h"
+#include "headscope/compute/backend.h"
+#include "headscope/compute/cuda_backend.h"
+#include "headscope/inspect/probes.h"
 #include "model_writer.h"
 #include "process.h"
 

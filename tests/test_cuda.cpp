@@ -10,8 +10,8 @@
 #include <sstream>
 #include <vector>
 
-#include "headscope/backend.h"
-#include "headscope/cuda_backend.h"
+#include "headscope/compute/backend.h"
+#include "headscope/compute/cuda_backend.h"
 #include "model_writer.h"
 
 using namespace headscope;

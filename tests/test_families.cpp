@@ -15,9 +15,9 @@
 
 #include "family_reference.h"
 #include "family_writer.h"
-#include "headscope/backend.h"
-#include "headscope/error.h"
-#include "headscope/model.h"
+#include "headscope/base/error.h"
+#include "headscope/compute/backend.h"
+#include "headscope/model/model.h"
 
 using namespace headscope;
 using namespace headscope::test;
@@ -320,6 +320,38 @@ protected:
 
     const FamilyCheckpoint llama_ = sharded(Family::llama), neox_ = sharded(Family::gpt_neox);
 };
+
+// Attention biases as transformers has them: Qwen 2 on Q, K and V and never
+// on the output projection; Mistral none, whatever attention_bias says; Llama
+// and Qwen 3 attention_bias on all four. The tensors a file must hold follow.
+TEST(FamilyConfig, AttentionBiasesFollowTransformers) {
+    struct Case {
+        const char* model_type;
+        bool attention_bias, qkv_bias, o_bias;
+    };
+    const Case cases[] = {{"llama", false, false, false},   {"llama", true, true, true},
+                          {"qwen3", false, false, false},   {"qwen3", true, true, true},
+                          {"qwen2", false, true, false},    {"qwen2", true, true, false},
+                          {"mistral", false, false, false}, {"mistral", true, false, false}};
+    for (const Case& c : cases) {
+        const nlohmann::json json = {
+            {"model_type", c.model_type},    {"num_hidden_layers", 1}, {"num_attention_heads", 4},
+            {"num_key_value_heads", 2},      {"hidden_size", 32},      {"intermediate_size", 64},
+            {"max_position_embeddings", 64}, {"vocab_size", 100},      {"attention_bias", c.attention_bias}};
+        const Config config = config_from_json(json, "config.json");
+        const std::string what = std::string(c.model_type) + (c.attention_bias ? " with" : " without");
+        EXPECT_EQ(config.qkv_bias, c.qkv_bias) << what;
+        EXPECT_EQ(config.o_bias, c.o_bias) << what;
+        std::vector<std::string> names;
+        for (const TensorSpec& t : model_tensors(config)) names.push_back(t.name);
+        const auto has = [&](const std::string& name) {
+            return std::find(names.begin(), names.end(), name) != names.end();
+        };
+        for (const char* projection : {"q_proj", "k_proj", "v_proj"})
+            EXPECT_EQ(has(std::string("model.layers.0.self_attn.") + projection + ".bias"), c.qkv_bias) << what;
+        EXPECT_EQ(has("model.layers.0.self_attn.o_proj.bias"), c.o_bias) << what;
+    }
+}
 
 TEST_F(BadFamilyCheckpoint, UnknownModelTypeListsTheSupportedOnes) {
     FamilyCheckpoint falcon = llama_;

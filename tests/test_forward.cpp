@@ -7,9 +7,9 @@
 #include <cmath>
 #include <vector>
 
-#include "headscope/backend.h"
-#include "headscope/error.h"
-#include "headscope/forward.h"
+#include "headscope/base/error.h"
+#include "headscope/compute/backend.h"
+#include "headscope/compute/forward.h"
 #include "model_writer.h"
 #include "process.h"
 #include "reference_forward.h"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "headscope/files.h"
+#include "headscope/io/files.h"
 
 // Each harness's LLVMFuzzerTestOneInput, renamed by tests/fuzz/CMakeLists.txt.
 extern "C" {

@@ -9,8 +9,8 @@
 #include <numeric>
 
 #include "family_models.h"
-#include "headscope/error.h"
-#include "headscope/generate.h"
+#include "headscope/base/error.h"
+#include "headscope/compute/generate.h"
 #include "model_writer.h"
 
 using namespace headscope;

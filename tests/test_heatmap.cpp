@@ -4,7 +4,7 @@
 
 #include <random>
 
-#include "headscope/heatmap.h"
+#include "headscope/inspect/heatmap.h"
 
 using namespace headscope;
 

@@ -8,9 +8,9 @@
 #include <chrono>
 #include <thread>
 
-#include "headscope/error.h"
-#include "headscope/live.h"
-#include "headscope/worker.h"
+#include "headscope/base/error.h"
+#include "headscope/base/worker.h"
+#include "headscope/compute/live.h"
 #include "model_writer.h"
 
 using namespace headscope;

@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "headscope/matmul.h"
+#include "headscope/compute/matmul.h"
 
 using namespace headscope;
 

@@ -16,10 +16,11 @@
 #include <tuple>
 
 #include "family_models.h"
-#include "headscope/error.h"
-#include "headscope/files.h"
-#include "headscope/model.h"
-#include "headscope/safetensors.h"
+#include "headscope/base/error.h"
+#include "headscope/compute/matmul.h"
+#include "headscope/io/files.h"
+#include "headscope/io/safetensors.h"
+#include "headscope/model/model.h"
 #include "model_writer.h"
 #include "process.h"
 

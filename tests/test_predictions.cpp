@@ -20,11 +20,11 @@
 
 #include "family_reference.h"
 #include "family_writer.h"
-#include "headscope/backend.h"
-#include "headscope/files.h"
-#include "headscope/forward.h"
-#include "headscope/model.h"
-#include "headscope/prefix_cache.h"
+#include "headscope/compute/backend.h"
+#include "headscope/compute/forward.h"
+#include "headscope/compute/prefix_cache.h"
+#include "headscope/io/files.h"
+#include "headscope/model/model.h"
 #include "model_writer.h"
 #include "reference_forward.h"
 

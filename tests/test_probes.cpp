@@ -5,8 +5,8 @@
 
 #include <cmath>
 
-#include "headscope/backend.h"
-#include "headscope/probes.h"
+#include "headscope/compute/backend.h"
+#include "headscope/inspect/probes.h"
 
 using namespace headscope;
 

@@ -9,9 +9,9 @@
 #include <random>
 #include <set>
 
-#include "headscope/checks.h"
-#include "headscope/dance.h"
-#include "headscope/error.h"
+#include "headscope/base/error.h"
+#include "headscope/inspect/checks.h"
+#include "headscope/inspect/dance.h"
 #include "model_writer.h"
 #include "reference_forward.h"
 
@@ -259,6 +259,8 @@ TEST(Dance, NaiveViewMixesTokensIntoHeads) {
 Config llama(int C, int NH, int NKV, int hs) {
     Config config = gpt2(C, NH);
     config.architecture = "llama";
+    config.qkv_layout = QkvLayout::separate;
+    config.weights_in_by_out = false;
     config.n_kv_head = NKV;
     config.head_dim = hs;
     config.positions = Positions::rotary;
@@ -391,6 +393,9 @@ TEST(Dance, HeadSizeComesFromTheSplitNotC) {
 TEST(Dance, UngroupedRotaryWalkHasNoRepeat) {
     Config pythia = gpt2(48, 3);
     pythia.architecture = "gpt_neox";
+    pythia.qkv_layout = QkvLayout::fused_per_head;
+    pythia.weights_in_by_out = false;
+    pythia.rope.joined_by_cat = true;
     pythia.positions = Positions::rotary;
     pythia.rope.fraction = 0.25f;
     const Dance d = reshape_dance(2, 4, pythia, 0, Split::transpose);

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "family_models.h"
-#include "headscope/svg.h"
+#include "headscope/io/svg.h"
 #include "model_writer.h"
 #include "screenshot.h"
 

@@ -1,8 +1,8 @@
 // Tests of the GPT-2 tokenizer: a few hundred generated strings against the
 // JavaScript reference encoder (tests/reference/encode.js run under node),
 // known ids, invalid UTF-8, byte round trips, speed and load errors.
-#include "headscope/error.h"
-#include "headscope/tokenizer.h"
+#include "headscope/base/error.h"
+#include "headscope/tokenize/tokenizer.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -4,9 +4,9 @@
 // strings each, with and without special tokens; small hand-written files for
 // what those three do not use (Metaspace, Digits, added-token options, byte
 // fallback, unknown tokens); and a one-line Error for each kind of bad file.
-#include "headscope/error.h"
-#include "headscope/files.h"
-#include "headscope/tokenizer.h"
+#include "headscope/base/error.h"
+#include "headscope/io/files.h"
+#include "headscope/tokenize/tokenizer.h"
 
 #include <gtest/gtest.h>
 

@@ -10,7 +10,7 @@
 
 #include "bpe_trainer.h"
 #include "gpt2_trainer.h"
-#include "headscope/backend.h"
+#include "headscope/compute/backend.h"
 #include "model_writer.h"
 #include "process.h"
 

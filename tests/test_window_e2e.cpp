@@ -18,8 +18,8 @@
 #include <sstream>
 #include <thread>
 
-#include "headscope/backend.h"
-#include "headscope/model.h"
+#include "headscope/compute/backend.h"
+#include "headscope/model/model.h"
 #include "model_writer.h"
 #include "process.h"
 #include "screenshot.h"

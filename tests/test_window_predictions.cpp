@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "headscope/backend.h"
-#include "headscope/model.h"
+#include "headscope/compute/backend.h"
+#include "headscope/model/model.h"
 #include "model_writer.h"
 #include "screenshot.h"
 

@@ -17,10 +17,10 @@
 #include <ostream>
 
 #include "bpe_trainer.h"
-#include "headscope/error.h"
-#include "headscope/files.h"
-#include "headscope/model.h"
-#include "headscope/safetensors.h"
+#include "headscope/base/error.h"
+#include "headscope/io/files.h"
+#include "headscope/io/safetensors.h"
+#include "headscope/model/model.h"
 #include "model_writer.h"
 #include "process.h"
 #include "screenshot.h"

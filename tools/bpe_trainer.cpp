@@ -4,8 +4,8 @@
 // update to those words.
 #include "bpe_trainer.h"
 
-#include "headscope/files.h"
-#include "headscope/tokenizer.h"
+#include "headscope/io/files.h"
+#include "headscope/tokenize/tokenizer.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -76,135 +76,135 @@ void count_pieces(std::string_view document, PieceCounts& counts) {
     }
 }
 
-BpeVocab train_bpe(const PieceCounts& pieces, size_t n_tokens, const std::function<void(const BpeVocab&)>& progress) {
-    BpeVocab vocab;
-    std::unordered_map<std::string, int32_t> token_ids;
-    for (int b = 0; b < 256; ++b) {
-        vocab.tokens.emplace_back(1, static_cast<char>(b));
-        token_ids.emplace(vocab.tokens.back(), b);
-    }
+namespace {
 
-    std::vector<Word> words;
-    words.reserve(pieces.size());
-    std::unordered_map<uint64_t, int64_t> pair_counts;
-    // May list a word twice or after the pair has left it; merging checks.
-    std::unordered_map<uint64_t, std::vector<int32_t>> pair_words;
-    for (const auto& [piece, count] : pieces) {
-        Word word{{}, count};
-        for (unsigned char b : piece) {
-            word.symbols.push_back(b);
-        }
-        const auto index = static_cast<int32_t>(words.size());
-        for (size_t i = 0; i + 1 < word.symbols.size(); ++i) {
-            const uint64_t key = pair_key(word.symbols[i], word.symbols[i + 1]);
-            pair_counts[key] += count;
-            pair_words[key].push_back(index);
-        }
-        words.push_back(std::move(word));
-    }
-
+// One training run: the words, the pair counts and the heap of candidates.
+class BpeTraining {
     // Heap order: the higher count first, then the pair whose bytes sort first,
     // so that the merge chosen never depends on hash or insertion order.
-    auto lower_priority = [&](const Candidate& a, const Candidate& b) {
-        if (a.count != b.count) {
-            return a.count < b.count;
+    struct LowerPriority {
+        const BpeVocab& vocab;
+        bool operator()(const Candidate& a, const Candidate& b) const {
+            if (a.count != b.count) return a.count < b.count;
+            const std::string& a_left = vocab.tokens[left_of(a.pair)];
+            const std::string& b_left = vocab.tokens[left_of(b.pair)];
+            if (a_left != b_left) return a_left > b_left;
+            return vocab.tokens[right_of(a.pair)] > vocab.tokens[right_of(b.pair)];
         }
-        const std::string& a_left = vocab.tokens[left_of(a.pair)];
-        const std::string& b_left = vocab.tokens[left_of(b.pair)];
-        if (a_left != b_left) {
-            return a_left > b_left;
-        }
-        return vocab.tokens[right_of(a.pair)] > vocab.tokens[right_of(b.pair)];
-    };
-    std::vector<Candidate> heap;
-    heap.reserve(pair_counts.size());
-    for (const auto& [key, count] : pair_counts) {
-        heap.push_back({count, key});
-    }
-    std::make_heap(heap.begin(), heap.end(), lower_priority);
-    auto push = [&](Candidate c) {
-        heap.push_back(c);
-        std::push_heap(heap.begin(), heap.end(), lower_priority);
     };
 
-    std::unordered_map<uint64_t, int64_t> deltas;
-    std::vector<int32_t> merged_symbols;
-    while (vocab.tokens.size() < n_tokens && !heap.empty()) {
-        std::pop_heap(heap.begin(), heap.end(), lower_priority);
-        const Candidate top = heap.back();
-        heap.pop_back();
-        const auto found = pair_counts.find(top.pair);
-        const int64_t count = found == pair_counts.end() ? 0 : found->second;
+public:
+    explicit BpeTraining(const PieceCounts& pieces) {
+        for (int b = 0; b < 256; ++b) {
+            vocab.tokens.emplace_back(1, static_cast<char>(b));
+            token_ids_.emplace(vocab.tokens.back(), b);
+        }
+        words_.reserve(pieces.size());
+        for (const auto& [piece, count] : pieces) {
+            Word word{{}, count};
+            for (unsigned char b : piece) word.symbols.push_back(b);
+            const auto index = static_cast<int32_t>(words_.size());
+            for (size_t i = 0; i + 1 < word.symbols.size(); ++i) {
+                const uint64_t key = pair_key(word.symbols[i], word.symbols[i + 1]);
+                pair_counts_[key] += count;
+                pair_words_[key].push_back(index);
+            }
+            words_.push_back(std::move(word));
+        }
+        heap_.reserve(pair_counts_.size());
+        for (const auto& [key, count] : pair_counts_) heap_.push_back({count, key});
+        std::make_heap(heap_.begin(), heap_.end(), LowerPriority{vocab});
+    }
+
+    bool done() const { return heap_.empty(); }
+
+    // Pops the best candidate; merges it when its count is current and says
+    // so, else puts it back at its true count.
+    bool merge_best() {
+        std::pop_heap(heap_.begin(), heap_.end(), LowerPriority{vocab});
+        const Candidate top = heap_.back();
+        heap_.pop_back();
+        const auto found = pair_counts_.find(top.pair);
+        const int64_t count = found == pair_counts_.end() ? 0 : found->second;
         // Every pair in use has an entry with at least its count, pushed when
         // the count last rose; a higher stale entry goes back at the true count.
         if (count != top.count) {
-            if (count > 0 && count < top.count) {
-                push({count, top.pair});
-            }
-            continue;
+            if (count > 0 && count < top.count) push({count, top.pair});
+            return false;
         }
-
-        const int32_t left = left_of(top.pair);
-        const int32_t right = right_of(top.pair);
+        const int32_t left = left_of(top.pair), right = right_of(top.pair);
         std::string merged = vocab.tokens[left] + vocab.tokens[right];
         vocab.merges.push_back({vocab.tokens[left], vocab.tokens[right], count});
-        const auto [token, added] = token_ids.try_emplace(merged, static_cast<int32_t>(vocab.tokens.size()));
-        if (added) {
-            vocab.tokens.push_back(std::move(merged));
-        }
-        const int32_t result = token->second;
+        const auto [token, added] = token_ids_.try_emplace(merged, static_cast<int32_t>(vocab.tokens.size()));
+        if (added) vocab.tokens.push_back(std::move(merged));
+        merge_in_words(top.pair, token->second);
+        return true;
+    }
 
-        std::vector<int32_t> holders = std::move(pair_words[top.pair]);
-        pair_words.erase(top.pair);
+    BpeVocab vocab;
+
+private:
+    void push(Candidate c) {
+        heap_.push_back(c);
+        std::push_heap(heap_.begin(), heap_.end(), LowerPriority{vocab});
+    }
+
+    // `pair` becomes `result` in every word holding it, and the pair counts follow.
+    void merge_in_words(uint64_t pair, int32_t result) {
+        const int32_t left = left_of(pair), right = right_of(pair);
+        std::vector<int32_t> holders = std::move(pair_words_[pair]);
+        pair_words_.erase(pair);
         std::sort(holders.begin(), holders.end());
         holders.erase(std::unique(holders.begin(), holders.end()), holders.end());
-        deltas.clear();
+        deltas_.clear();
         for (int32_t index : holders) {
-            Word& word = words[index];
+            Word& word = words_[index];
             const std::vector<int32_t>& symbols = word.symbols;
             // Left to right, non-overlapping, as GPT-2's bpe() applies a merge.
-            merged_symbols.clear();
+            merged_symbols_.clear();
             for (size_t i = 0; i < symbols.size(); ++i) {
-                if (i + 1 < symbols.size() && symbols[i] == left && symbols[i + 1] == right) {
-                    merged_symbols.push_back(result);
-                    ++i;
-                } else {
-                    merged_symbols.push_back(symbols[i]);
-                }
+                const bool match = i + 1 < symbols.size() && symbols[i] == left && symbols[i + 1] == right;
+                merged_symbols_.push_back(match ? result : symbols[i]);
+                i += match;
             }
-            if (merged_symbols.size() == symbols.size()) {
-                continue;
-            }
-            for (size_t i = 0; i + 1 < symbols.size(); ++i) {
-                deltas[pair_key(symbols[i], symbols[i + 1])] -= word.count;
-            }
-            for (size_t i = 0; i + 1 < merged_symbols.size(); ++i) {
-                const uint64_t key = pair_key(merged_symbols[i], merged_symbols[i + 1]);
-                deltas[key] += word.count;
+            if (merged_symbols_.size() == symbols.size()) continue;
+            for (size_t i = 0; i + 1 < symbols.size(); ++i) deltas_[pair_key(symbols[i], symbols[i + 1])] -= word.count;
+            for (size_t i = 0; i + 1 < merged_symbols_.size(); ++i) {
+                const uint64_t key = pair_key(merged_symbols_[i], merged_symbols_[i + 1]);
+                deltas_[key] += word.count;
                 // Only pairs with the new symbol are new to this word.
-                if (merged_symbols[i] == result || merged_symbols[i + 1] == result) {
-                    pair_words[key].push_back(index);
-                }
+                if (merged_symbols_[i] == result || merged_symbols_[i + 1] == result) pair_words_[key].push_back(index);
             }
-            word.symbols.swap(merged_symbols);
+            word.symbols.swap(merged_symbols_);
         }
-        for (const auto& [key, delta] : deltas) {
-            if (delta == 0) {
-                continue;
-            }
-            int64_t& pair_count = pair_counts[key];
+        for (const auto& [key, delta] : deltas_) {
+            if (delta == 0) continue;
+            int64_t& pair_count = pair_counts_[key];
             pair_count += delta;
-            if (pair_count == 0) {
-                pair_counts.erase(key);
-            } else if (delta > 0) {
+            if (pair_count == 0)
+                pair_counts_.erase(key);
+            else if (delta > 0)
                 push({pair_count, key});
-            }
-        }
-        if (progress) {
-            progress(vocab);
         }
     }
-    return vocab;
+
+    std::unordered_map<std::string, int32_t> token_ids_;
+    std::vector<Word> words_;
+    std::unordered_map<uint64_t, int64_t> pair_counts_;
+    // May list a word twice or after the pair has left it; merging checks.
+    std::unordered_map<uint64_t, std::vector<int32_t>> pair_words_;
+    std::vector<Candidate> heap_;
+    std::unordered_map<uint64_t, int64_t> deltas_;  // one merge's changes to the pair counts
+    std::vector<int32_t> merged_symbols_;           // one word after the merge
+};
+
+}  // namespace
+
+BpeVocab train_bpe(const PieceCounts& pieces, size_t n_tokens, const std::function<void(const BpeVocab&)>& progress) {
+    BpeTraining training(pieces);
+    while (training.vocab.tokens.size() < n_tokens && !training.done())
+        if (training.merge_best() && progress) progress(training.vocab);
+    return std::move(training.vocab);
 }
 
 void write_gpt2_tokenizer(const BpeVocab& vocab, const std::filesystem::path& dir) {

@@ -6,10 +6,10 @@
 #include <ostream>
 #include <random>
 
-#include "headscope/cpu_ops.h"
-#include "headscope/files.h"
-#include "headscope/safetensors.h"
-#include "headscope/shape.h"
+#include "headscope/base/shape.h"
+#include "headscope/compute/cpu_ops.h"
+#include "headscope/io/files.h"
+#include "headscope/io/safetensors.h"
 
 namespace headscope::train {
 

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "headscope/aligned.h"
-#include "headscope/model_description.h"
+#include "headscope/base/aligned.h"
+#include "headscope/model/model_description.h"
 
 namespace headscope::train {
 

@@ -13,10 +13,10 @@
 
 #include "bpe_trainer.h"
 #include "gpt2_trainer.h"
-#include "headscope/error.h"
-#include "headscope/files.h"
-#include "headscope/probes.h"
-#include "headscope/tokenizer.h"
+#include "headscope/base/error.h"
+#include "headscope/inspect/probes.h"
+#include "headscope/io/files.h"
+#include "headscope/tokenize/tokenizer.h"
 
 using namespace headscope;
 using namespace headscope::train;

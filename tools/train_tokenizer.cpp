@@ -8,9 +8,9 @@
 #include <string>
 
 #include "bpe_trainer.h"
-#include "headscope/error.h"
-#include "headscope/files.h"
-#include "headscope/tokenizer.h"
+#include "headscope/base/error.h"
+#include "headscope/io/files.h"
+#include "headscope/tokenize/tokenizer.h"
 
 using namespace headscope;
 

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "fuzz_support.h"
-#include "headscope/safetensors.h"
-#include "headscope/shape.h"
+#include "headscope/base/shape.h"
+#include "headscope/io/safetensors.h"
 
 using namespace headscope;
 

@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "fuzz_support.h"
-#include "headscope/model.h"
-#include "headscope/safetensors.h"
-#include "headscope/shape.h"
-#include "headscope/tokenizer.h"
+#include "headscope/base/shape.h"
+#include "headscope/io/safetensors.h"
+#include "headscope/model/model.h"
+#include "headscope/tokenize/tokenizer.h"
 
 using namespace headscope;
 namespace fs = std::filesystem;

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "headscope/tokenizer.h"
+#include "headscope/tokenize/tokenizer.h"
 
 namespace headscope::fuzz {
 

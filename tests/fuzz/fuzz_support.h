@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "headscope/error.h"
+#include "headscope/base/error.h"
 
 namespace headscope::fuzz {
 

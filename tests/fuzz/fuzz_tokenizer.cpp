@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "fuzz_support.h"
-#include "headscope/model.h"
-#include "headscope/tokenizer.h"
+#include "headscope/model/model.h"
+#include "headscope/tokenize/tokenizer.h"
 
 using namespace headscope;
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "fuzz_support.h"
-#include "headscope/tokenizer.h"
+#include "headscope/tokenize/tokenizer.h"
 
 using namespace headscope;
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "fuzz_support.h"
-#include "headscope/tokenizer.h"
+#include "headscope/tokenize/tokenizer.h"
 
 using namespace headscope;
 

@@ -1,0 +1,42 @@
+// headscope-cli's commands, each from the options as cli.cpp parsed them:
+// what it computes and prints. Each opens its model through core's
+// load_with_backend (as the window's session does) and reports the device
+// that computed, and why. Bad input throws Error, which main turns into one
+// line and exit 2.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "headscope/compute/attention.h"
+#include "headscope/compute/backend.h"
+#include "headscope/compute/generate.h"
+#include "headscope/model/model.h"
+
+namespace headscope {
+
+struct CliOptions {
+    std::string model = builtin_model;
+    std::vector<std::string> texts;
+    std::string token_ids;       // "I,J,K": one text's ids, in place of --text
+    int top_k = 0;               // attention: the predictions at every position
+    bool logit_lens = false;     // attention: the top-1 after every returned layer
+    Sampling sampling;           // generate
+    int tokens = 0;              // generate: how many
+    AttentionOptions attention;  // the masks, scale and split; the command sets the rest
+    BackendChoice backend = BackendChoice::automatic;
+    std::string layers = "all", out;
+    std::string format;  // as given; empty: table or json by where the output goes (info, heads), else json
+    int heads = 0, layer = 0;
+    bool heads_given = false;
+    bool special = true;         // the tokenizer's special tokens (Llama 2's <s>)
+    bool sliding_window = true;  // the model's own, when it has one
+};
+
+void run_info(const CliOptions& opt);
+void run_tokenize(const CliOptions& opt);
+void run_attention(const CliOptions& opt);
+void run_generate(const CliOptions& opt);
+void run_heads(const CliOptions& opt);
+void run_dance(const CliOptions& opt);
+
+}  // namespace headscope

@@ -1,0 +1,17 @@
+// The colormaps the maps are drawn in, and the hatch of masked cells: what the
+// GL renderer (its shader), the SVG figures and the settings share, without GL.
+#pragma once
+#include "headscope/base/choices.h"
+#include "headscope/io/svg.h"
+
+namespace headscope {
+
+enum class Colormap { viridis = 0, magma = 1, grey = 2 };
+inline constexpr Choices<Colormap, 3> colormap_choices = {
+    "colormap", {"viridis", "magma", "grey"}, {"viridis", "magma", "grey"}};
+
+// Masked cells: diagonal stripes 4 pixels wide in two greys, so a mask never
+// reads as a weight of 0. The shader's, and the SVG export's pattern.
+inline constexpr Hatch masked_hatch{{41, 41, 41}, {77, 77, 77}, 4};
+
+}  // namespace headscope

@@ -1,0 +1,145 @@
+// What the user controls about the attention (masks, head split, scale) and
+// what the engine hands back: every returned layer's per-head weights.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "headscope/base/aligned.h"
+#include "headscope/base/choices.h"
+
+namespace headscope {
+
+enum class Scale { head, model, none };  // 1/sqrt(hs), 1/sqrt(C), 1
+inline constexpr Choices<Scale, 3> scale_choices = {
+    "scale", {"head", "model", "none"}, {"1/sqrt(d_head)", "1/sqrt(C)", "none"}};
+
+enum class Split { transpose, naive_view };  // view+transpose (correct), or view straight to (B,NH,T,hs)
+inline constexpr Choices<Split, 2> split_choices = {
+    "split", {"transpose", "naive-view"}, {"view + transpose", "naive view"}};
+
+struct AttentionOptions {
+    bool causal = true;
+    bool padding_mask = true;
+    int n_head = 0;  // 0: the model's own; else a re-split (head_split in forward.h)
+    Scale scale = Scale::head;
+    Split split = Split::transpose;
+    std::vector<int> layers;       // ascending, unique; empty: all
+    bool capture_outputs = false;  // also return each returned layer's merged head outputs
+    int sliding_window = 0;        // query i sees only keys j > i - sliding_window; 0: no such mask
+    // Predictions: > 0 runs every layer, the final norm and the output
+    // embedding, and returns the top_k most likely next tokens at every
+    // position, the log-probability of each actual next token and each text's
+    // last logits (AttentionResult). 0: the forward stops after the last
+    // returned layer's attention.
+    int top_k = 0;
+    // The logit lens: > 0 also returns the lens_k most likely tokens of the
+    // residual stream after each returned layer, read through the final norm
+    // and the output embedding. Runs every layer, like top_k.
+    int lens_k = 0;
+};
+// Every field equal (not defaulted: the CUDA translation unit is C++17).
+bool operator==(const AttentionOptions& a, const AttentionOptions& b);
+
+// A token and its probability.
+struct Prediction {
+    int32_t id = -1;  // -1: none (a padded position)
+    float p = 0;
+};
+
+// Which device computed a result ("cpu", "cuda") and, when it is not the
+// device of the backend chosen, why ("" when it is).
+struct ComputedOn {
+    std::string device;
+    std::string fallback;
+};
+
+// B texts' token ids, right-padded to the longest with the model's pad id (Config::pad_id: its pad token, else its
+// EOS).
+struct Batch {
+    std::vector<std::vector<int32_t>> token_ids;  // (B, length_b), unpadded
+    int32_t pad_id = 0;
+
+    int B() const { return static_cast<int>(token_ids.size()); }
+    int T() const;                          // the longest length
+    int32_t padded_id(int b, int t) const;  // text b's token t, pad_id past its end
+};
+
+struct AttentionResult {
+    int B = 0, T = 0, NH = 0, hs = 0;
+    int NKV = 0;                        // key/value heads: NH / NKV query heads share each
+    std::vector<int> layers;            // the returned layer indices
+    AlignedVector<float> weights;       // (layers.size(), B, NH, T, T); fully masked rows are 0
+    std::vector<uint8_t> fully_masked;  // (B, T): 1 where a query row had no key to attend to
+    AlignedVector<float> outputs;       // (layers.size(), B, T, NH * hs) attention output before c_proj, if asked
+
+    // With options.top_k = K > 0 (else these four are empty, whatever
+    // lens_k): at each text's position t < its length, the K most likely tokens at t + 1, by p descending (softmax over
+    // the whole vocabulary in float32, max subtracted); padded positions hold
+    // id -1.
+    int top_k = 0;
+    std::vector<Prediction> predictions;  // (B, T, K)
+    // log p of the text's actual token t + 1 at position t; NaN at its last
+    // token and at padded positions. A text's loss is the mean of the others' negatives.
+    std::vector<float> logprob_next;   // (B, T)
+    int V = 0;                         // the vocabulary
+    AlignedVector<float> last_logits;  // (B, V): the logits at each text's last token (generation samples them)
+    // With options.lens_k > 0: the logit lens, the lens_k most likely tokens
+    // after each returned layer, padded positions id -1.
+    int lens_k = 0;
+    std::vector<Prediction> lens;  // (layers.size(), B, T, lens_k)
+    // Per text, how many leading tokens' rows a PrefixCache supplied instead
+    // of computing them (prefix_cache.h); 0 without one.
+    std::vector<int> reused;  // (B)
+    ComputedOn computed_on;
+
+    // Map (layer_slot, b, h): T x T, row-major; query row i of it; whether row i of text b had no key.
+    const float* map(int layer_slot, int b, int h) const {
+        return weights.data() + ((static_cast<size_t>(layer_slot) * B + b) * NH + h) * T * T;
+    }
+    const float* row(int layer_slot, int b, int h, int i) const {
+        return map(layer_slot, b, h) + static_cast<size_t>(i) * T;
+    }
+    bool row_fully_masked(int b, int i) const { return fully_masked[static_cast<size_t>(b) * T + i] != 0; }
+    // The top_k predictions at text b's position t; the lens_k of layer slot `slot` there.
+    const Prediction* predictions_at(int b, int t) const {
+        return predictions.data() + (static_cast<size_t>(b) * T + t) * top_k;
+    }
+    const Prediction* lens_at(int slot, int b, int t) const {
+        return lens.data() + ((static_cast<size_t>(slot) * B + b) * T + t) * lens_k;
+    }
+    // Text b's loss: the mean of -logprob_next over its positions that have a next token; NaN for a one-token
+    // text and without predictions (top_k 0).
+    double loss(int b) const;
+};
+
+// Each mask on its own (the window draws them apart): the causal mask lets
+// query i see key j when j <= i, the padding mask lets any query see the
+// text's own keys, j < length. Off, a mask allows everything.
+bool causal_allows(const AttentionOptions& options, int i, int j);
+bool padding_allows(const AttentionOptions& options, int j, int length);
+bool window_allows(const AttentionOptions& options, int i, int j);  // the sliding window
+
+// The keys query row i of a text of `length` tokens (padded to T) may attend
+// to: [0, end), where both masks allow; with the padding mask a pad query
+// (i >= length) sees nothing. 0 means the row is fully masked.
+int visible_end(const AttentionOptions& options, int i, int length, int T);
+// The first key the sliding window lets query i see (0 without a window):
+// the keys a row attends to are [visible_begin, visible_end).
+int visible_begin(const AttentionOptions& options, int i);
+// Whether query row i attends to key j: visible_begin <= j < visible_end.
+bool attends(const AttentionOptions& options, int i, int j, int length, int T);
+
+// What scores are multiplied by before the softmax, for C channels and heads of hs.
+float score_scale(Scale scale, int C, int hs);
+
+// The words of the command lines and the settings file (the choice tables');
+// a bad word throws Error naming the option and the words allowed.
+bool parse_on_off(std::string_view option, std::string_view word);  // "on" or "off"; `option` names it in errors
+Scale parse_scale(std::string_view word);
+Split parse_split(std::string_view word);
+const char* to_string(Scale scale);
+const char* to_string(Split split);
+
+}  // namespace headscope

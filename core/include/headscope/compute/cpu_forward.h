@@ -1,0 +1,65 @@
+// The forward of every family on the CPU, capturing each returned layer's
+// attention and, when asked, the predictions and the logit lens: the CPU
+// backend runs it with batched per-head products, the checks with the
+// tutorials' loop of dot products (the same layer code around both, so the
+// check compares only the attention).
+// It computes, per text b, the rows of tokens [begin_b, T): all of them, or
+// with a PrefixCache only those after the reused prefix (prefix_cache.h);
+// the rows of all texts are stacked, R rows in all, so every product is one.
+// Legend: B batch, T padded length, C channels, NH query heads, NKV key/value
+// heads, hs head size, Qw = NH * hs, KVw = NKV * hs, F MLP hidden size,
+// V vocabulary, R rows computed.
+// Buffers are row-major and sized once per shape; a later call with the same
+// or a smaller shape allocates nothing.
+#pragma once
+#include <vector>
+
+#include "headscope/base/aligned.h"
+#include "headscope/base/progress.h"
+#include "headscope/compute/attention.h"
+#include "headscope/compute/forward.h"
+#include "headscope/compute/prefix_cache.h"
+#include "headscope/model/model.h"
+
+namespace headscope {
+
+class CpuForward {
+public:
+    static constexpr int unembed_chunk = 64;  // rows read out through the output embedding at a time
+
+    enum class Heads { batched, loop };
+
+    // Validates (validate_forward, throws Error), then fills `result`,
+    // reusing and refilling `cache` when given. `progress` hears "computing
+    // layers" before each layer (done: the layers finished); Cancelled
+    // thrown by it ends the forward.
+    void run(const Model& model, const Batch& batch, const AttentionOptions& options, AttentionResult& result,
+             Heads heads, PrefixCache* cache = nullptr, const Progress& progress = {});
+
+private:
+    void project_qkv(const Model& model, const LayerWeights& w);
+    void attention(const Model& model, const Batch& batch, const AttentionOptions& options, const HeadSplit& split,
+                   PrefixCache& store, int layer, float* att, Heads heads);
+    void mlp(const Config& config, const LayerWeights& w);
+    void keep_earlier_rows(const PrefixCache& cache, const Batch& batch, AttentionResult& result) const;
+    void predict(const Model& model, const Batch& batch, const AttentionOptions& options, AttentionResult& result);
+
+    std::vector<int> begin_;      // (B) the first token computed of each text
+    std::vector<int> first_row_;  // (B + 1) where each text's rows start among the R
+    int rows_ = 0;                // R
+    PrefixCache own_cache_;       // the keys and values when the caller keeps no cache
+
+    AlignedVector<float> x_;               // (R, C) residual stream
+    AlignedVector<float> ln_;              // (R, C) norm output
+    AlignedVector<float> qkv_;             // (R, Qw + 2 KVw) [Q | K | V]
+    AlignedVector<float> fused_;           // (R, 3C) per-head [q k v] (QkvLayout::fused_per_head), before reordering
+    AlignedVector<float> qkv_contiguous_;  // (B, T, Qw), (B, T, KVw) twice: naive-view only
+    AlignedVector<float> y_;               // (R, Qw) attention output, heads merged
+    AlignedVector<float> hidden_;          // (R, F) MLP hidden (SwiGLU: the gate)
+    AlignedVector<float> up_;              // (R, F) SwiGLU's up projection
+    AlignedVector<float> scratch_att_;     // (B, NH, T, T) weights of layers not returned
+    AlignedVector<float> unembed_in_;      // (lens slots + 1, R, C): residual rows to read out, the last layer's last
+    AlignedVector<float> logits_;          // (unembed_chunk, V) logits of a chunk of those rows
+};
+
+}  // namespace headscope

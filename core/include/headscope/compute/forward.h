@@ -1,0 +1,70 @@
+// What every forward shares, whichever computes it (the CPU backend, the
+// CUDA backend, the checks' per-head loop): the checks on its input, the
+// result's shape and fully masked rows, and the token embedding.
+// Legend: B batch, T padded length, C channels, NH query heads, NKV key/value
+// heads, hs head size, L layers.
+#pragma once
+#include "headscope/compute/attention.h"
+#include "headscope/model/model.h"
+
+#include <vector>
+
+namespace headscope {
+
+// The most the returned attention maps of one forward may take.
+inline constexpr double max_attention_bytes = 8e9;
+
+// How a forward splits the projections into heads. The model's own split, or
+// the same weights re-split into `NH` query heads keeping the group size
+// (model NH / NKV query heads per key/value head): NH must be a multiple of the
+// group size and divide the query width (model NH * hs); then NKV = NH / group
+// and hs = width / NH.
+struct HeadSplit {
+    int NH, NKV, hs;
+    int group() const { return NH / NKV; }
+    int q_width() const { return NH * hs; }    // the columns of Q
+    int kv_width() const { return NKV * hs; }  // of K, and of V
+};
+// `n_head`, or the model's own split when 0. Throws Error naming the rule broken.
+HeadSplit head_split(const Config& config, int n_head);
+int head_count(const Config& config, int n_head);  // head_split's NH
+// Every head count head_split accepts, ascending (the model's own among them).
+std::vector<int> head_counts(const Config& config);
+bool accepts_head_count(const Config& config, int n_head);  // n_head is one of them
+
+// The sliding window (AttentionOptions::sliding_window) of a forward of
+// `config`: the model's own when `on`, none when off.
+inline int sliding_window(const Config& config, bool on) { return on ? config.sliding_window : 0; }
+
+// Rotary positions (model_description.h's Rope) for heads of hs: the dims that
+// rotate (even) and, for positions [0, T), cos and sin (T, dims / 2) of each
+// pair's angle, in float32 as Hugging Face computes them.
+struct RopeTable {
+    int dims = 0;
+    std::vector<float> cos, sin;
+};
+RopeTable rope_table(const Rope& rope, int hs, int T);
+int rope_dims(const Rope& rope, int hs);  // rope_table's dims
+// Rotates row r of x (`rows` rows of hs, row stride `stride`) by position
+// first_position + r, in place; the table must cover those positions.
+void apply_rope(const RopeTable& table, float* x, int first_position, int rows, int stride);
+
+// What every forward checks first: the batch and options suit `model` (texts
+// non-empty and within n_positions, ids in the vocabulary, the head count
+// divides C, layers in range, the maps within max_attention_bytes). Throws
+// Error naming the problem.
+void validate_forward(const Model& model, const Batch& batch, const AttentionOptions& options);
+
+// Shapes `result` for a validated forward, reusing its storage: B, T, NH, NKV,
+// hs, the returned layers (options.layers, or all), weights (layers, B, NH, T,
+// T) and outputs (layers, B, T, NH * hs) when options.capture_outputs, else
+// none, the predictions, logprob_next, last_logits and lens sized for
+// options.top_k and lens_k, all left for the forward to write; reused zeros;
+// and fully_masked (B, T) where visible_begin..visible_end is empty.
+void set_up_result(const Config& config, const Batch& batch, const AttentionOptions& options, AttentionResult& result);
+
+// x (T - first, C) = wte[id] (+ wpe[t] with learned positions) for text b's
+// tokens t in [first, T), padded to T = batch.T() with the pad id.
+void embed_text(const Model& model, const Batch& batch, int b, int first, float* x);
+
+}  // namespace headscope

@@ -1,0 +1,34 @@
+// The live forward: what the window computes for every keystroke, run as a
+// Worker job (worker.h) so typing never waits for it.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "headscope/compute/backend.h"
+#include "headscope/compute/prefix_cache.h"
+
+namespace headscope {
+
+struct LiveRequest {
+    std::vector<std::string> texts;  // the batch, one text per entry
+    AttentionOptions options;
+};
+
+struct LiveResult {
+    std::vector<std::vector<int32_t>> token_ids;
+    AttentionResult attention;
+    double compute_ms = 0;   // tokenizing and the forward
+    double tokenize_ms = 0;  // the tokenizing part of compute_ms
+};
+
+// Tokenizes the texts and runs the forward on `backend`, which has `model`'s
+// weights loaded, reusing what `cache` holds of the last request's token
+// prefixes (prefix_cache.h; the window keeps one across keystrokes), telling
+// `progress` of each layer (Backend::forward). Throws Error for a request the
+// model refuses (an empty text, too many tokens, a head count that does not
+// divide C, ...), and Cancelled when `progress` throws it.
+LiveResult compute_live(Backend& backend, const Model& model, const LiveRequest& request, PrefixCache* cache = nullptr,
+                        const Progress& progress = {});
+
+}  // namespace headscope

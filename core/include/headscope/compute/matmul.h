@@ -1,0 +1,26 @@
+// The forward's matrix products over weights as their checkpoint stores them:
+// memory-mapped, in the file's dtype (F32, F16 or BF16) and layout (GPT-2's
+// Conv1D (in, out) or Hugging Face's Linear (out, in)), converted to float32
+// block by block as the product reads them, so that a BF16 model's memory
+// stays near its file's size.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "headscope/base/matrix.h"
+
+namespace headscope {
+
+// out (rows, w.out), row stride ldo, = x (rows, w.in) W + bias, or += that
+// when accumulate. x is row-major with row stride w.in; bias may be null.
+void linear(const float* x, int rows, const Matrix& w, const float* bias, float* out, int64_t ldo,
+            bool accumulate = false);
+
+// The stored row `row` of `m` (out values, or in when out_by_in) as float32.
+void stored_row(const Matrix& m, int64_t row, float* out);
+
+// The whole matrix as float32 (in, out) row-major, for tests and figures.
+std::vector<float> to_floats(const Matrix& m);
+
+}  // namespace headscope

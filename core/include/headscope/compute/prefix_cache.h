@@ -1,0 +1,51 @@
+// What one forward leaves for the next to reuse (a KV cache): each text's
+// token ids, every layer's keys and values for them, and the result they gave.
+// A forward handed a cache (Backend::forward) reuses, per text, the rows of
+// the token prefix the new ids share with the cached ones (reusable_rows: all
+// of them where the text only grew, else all but the last): it computes only
+// the rows after them, copies the earlier rows of the maps, outputs and
+// predictions, then leaves its own state in the cache. Reuse needs the same
+// model and options, the causal mask on and the view + transpose split
+// (prefix_reuse_refusal); otherwise the forward computes everything and
+// empties the cache. Typing a token at the end of a text, or generating one,
+// then costs one token's work.
+// Legend: L layers run, KVw = NKV * hs, T padded length.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "headscope/base/aligned.h"
+#include "headscope/compute/attention.h"
+
+namespace headscope {
+
+struct Model;
+
+struct PrefixCache {
+    const Model* model = nullptr;  // what the cached forward ran on; null: empty
+    AttentionOptions options;
+    std::vector<std::vector<int32_t>> token_ids;  // (B, length_b): the cached texts
+    // Per text: (L, capacity, 2 KVw), each layer's rows [K | V] of its tokens
+    // (keys after RoPE and qk-norm), for at least its length.
+    std::vector<AlignedVector<float>> kv;
+    int capacity = 0;        // rows per layer in kv
+    AttentionResult result;  // the cached forward's
+
+    // Forgets everything and frees the memory (the texts or the model changed for good).
+    void clear() { *this = PrefixCache{}; }
+};
+
+// Why a forward with `options` can reuse no prefix ("" when it can): with the
+// causal mask off every row sees every later token, and with the naive-view
+// split every head mixes tokens.
+std::string prefix_reuse_refusal(const AttentionOptions& options);
+
+// The rows of `ids` that a cache of the text `cached` supplies. Where `ids`
+// only appends to `cached`, all of it: the cached forward's last logits score
+// the first new token. Otherwise the tokens they share but the last, whose row
+// is computed again so that its prediction scores the new next token (BPE may
+// change a text's last token as a character is typed).
+int reusable_rows(const std::vector<int32_t>& cached, const std::vector<int32_t>& ids);
+
+}  // namespace headscope

@@ -1,0 +1,57 @@
+// The attention in headscope-cli's output formats: JSON (metadata, then the
+// weights as nested arrays) and NumPy .npy. The CLI and the window's export
+// both write through these, so the same compute gives the same bytes.
+#pragma once
+#include <iosfwd>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "headscope/compute/attention.h"
+#include "headscope/compute/generate.h"
+#include "headscope/model/model.h"
+
+namespace headscope {
+
+// JSON text on one line; token bytes that are not valid UTF-8 become U+FFFD.
+std::string dump_json(const nlohmann::ordered_json& json);
+
+// The token texts of `ids` (raw bytes, see dump_json).
+nlohmann::ordered_json token_texts(const Tokenizer& tokenizer, const std::vector<int32_t>& ids);
+
+struct AttentionTimings {
+    double load_ms = 0, tokenize_ms = 0, forward_ms = 0;
+};
+
+// {id, token, p} of a prediction.
+nlohmann::ordered_json prediction_json(const Tokenizer& tokenizer, const Prediction& prediction);
+
+// Everything of the JSON but the weights: backend, backend_reason, n_layer,
+// n_head, d_head, n_kv_head, seq_len, layers, texts, token_ids, tokens, lengths,
+// fully_masked, timing_ms; with result.top_k, predictions ([b][t] arrays of
+// top_k prediction_json at each text's positions), logprob_next ([b][t], null
+// at its last) and loss ([b], null for one token); with result.lens_k, lens
+// ([layer][b][t] the top-1 prediction_json).
+nlohmann::ordered_json attention_metadata(const Model& model, const std::string& backend,
+                                          const std::string& backend_reason, const std::vector<std::string>& texts,
+                                          const std::vector<std::vector<int32_t>>& token_ids,
+                                          const AttentionResult& result, const AttentionTimings& timings);
+
+// `metadata` with "attention" last: the (layers, B, NH, T, T) weights as
+// nested arrays, streamed (as json values they would take many times the
+// tensor's memory), and a newline. The caller checks `out` for errors
+// (write_file_atomically does).
+void write_attention_json(std::ostream& out, const nlohmann::ordered_json& metadata, const AttentionResult& result);
+
+// headscope-cli generate's JSON: `metadata` (backend, backend_reason), then
+// n_head, layers, prompt_ids, token_ids, text (the tokens' bytes), stop, timing_ms {prompt,
+// step_median, step_max} and, last, steps: per generated token {id, token, p,
+// top: [prediction_json], attention: [layer][head][key], timing_ms}, the
+// attention streamed. Then a newline.
+void write_generation_json(std::ostream& out, const nlohmann::ordered_json& metadata, const Tokenizer& tokenizer,
+                           const Generation& generation);
+
+// The weights as one float32 .npy of shape (layers, B, NH, T, T).
+void write_attention_npy(std::ostream& out, const AttentionResult& result);
+
+}  // namespace headscope

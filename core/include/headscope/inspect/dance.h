@@ -1,0 +1,62 @@
+// The reshape dance of multi-head attention, as strided views of the flat
+// buffers the computation writes: which steps only give the same memory new
+// strides and which write a new buffer. For the correct split (view, then
+// transpose) and for the naive one (view straight to (B,NH,T,hs)). GPT-2's
+// walk follows Q alone; a model with grouped key/value heads or rotary
+// positions also walks K (V goes the same way), the rotation of Q and K, and
+// K's repeat for each query head of its group (expand, then reshape).
+// Legend: B batch, T tokens, C channels, NH query heads, NKV key/value heads
+// (g = NH / NKV query heads share each), hs head size.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "headscope/compute/attention.h"
+#include "headscope/inspect/strided.h"
+#include "headscope/model/model_description.h"
+
+namespace headscope {
+
+struct DanceBuffer {
+    std::string name;               // "q", "k", "k_repeated", "att", "y", "y_merged", ...
+    std::vector<std::string> dims;  // the dimensions it is written in, e.g. {"B", "NH", "T", "hs"}
+    std::vector<int64_t> shape;     // written contiguously in this shape
+    bool kv = false;                // holds keys: its floats belong to the NKV key/value heads
+};
+
+struct DanceStep {
+    std::string title;              // what happens, in words
+    std::string code;               // the PyTorch line, e.g. "q = q.view(B, T, NH, hs)"
+    int buffer;                     // index into Dance::buffers of the memory it views
+    std::vector<std::string> dims;  // e.g. {"B", "T", "NH", "hs"}
+    StridedLayout layout;
+};
+
+// Whose data an element of a buffer is: the batch entry, the token (query
+// row for per-head results) and the head that wrote it, a key/value head in
+// a buffer of keys (also after the repeat: each copy is its KV head's). For
+// a (B, T, NH*hs) projection, the head is the one whose channel slice holds it.
+struct ElementOwner {
+    int64_t b, t, head;
+};
+
+struct Dance {
+    int B, T, C, NH, NKV, hs;
+    int rope_dims;  // the dims of each head that RoPE rotates; 0 without rotary positions
+    Split split;
+    std::vector<DanceBuffer> buffers;
+    std::vector<DanceStep> steps;
+
+    int group() const { return NH / NKV; }
+    // The owner of element n of buffer `buffer` (its n-th in storage order).
+    ElementOwner owner(int buffer, int64_t n) const;
+    // How many heads own a buffer's floats: NKV for keys, else NH.
+    int heads(int buffer) const { return buffers.at(buffer).kv ? NKV : NH; }
+};
+
+// The walk for B texts padded to T tokens through the attention of a model of
+// `config`, split into `n_head` query heads (0: the model's own). Throws
+// Error unless B and T are positive, or where head_split refuses the count.
+Dance reshape_dance(int B, int T, const Config& config, int n_head, Split split);
+
+}  // namespace headscope

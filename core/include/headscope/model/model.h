@@ -1,0 +1,105 @@
+// A model loaded from a Hugging Face directory (config.json, model.safetensors
+// or its shards with model.safetensors.index.json, tokenizer.json or
+// vocab.json + merges.txt) or a hub name in the local HF cache: any family of
+// model_description.h. Matrices stay memory-mapped in the file's dtype
+// (base/matrix.h); vectors are float32.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "headscope/base/aligned.h"
+#include "headscope/base/matrix.h"
+#include "headscope/base/progress.h"
+#include "headscope/model/model_description.h"
+#include "headscope/tokenize/tokenizer.h"
+
+namespace headscope {
+
+class SafetensorsFile;  // safetensors.h
+
+// One layer's weights; a weight the family lacks is null (an empty Matrix).
+// Vectors are float32 (C) unless noted; matrices stay as the file has them.
+struct LayerWeights {
+    const float* ln_1_w = nullptr;
+    const float* ln_1_b = nullptr;  // null for RMSNorm
+    Matrix attn;                    // fused Q, K, V (GPT-2, Pythia: see qkv_columns)
+    const float* attn_b = nullptr;  // (NH * hs + 2 * NKV * hs)
+    Matrix q, k, v;                 // separate projections (C -> NH * hs, NKV * hs, NKV * hs)
+    const float *q_b = nullptr, *k_b = nullptr, *v_b = nullptr;
+    const float *q_norm = nullptr, *k_norm = nullptr;  // (hs) Qwen 3
+    Matrix attn_proj;                                  // NH * hs -> C
+    const float* attn_proj_b = nullptr;
+    const float* ln_2_w = nullptr;
+    const float* ln_2_b = nullptr;
+    Matrix fc, gate;  // C -> F (gate: SwiGLU only)
+    const float* fc_b = nullptr;
+    Matrix fc_proj;  // F -> C
+    const float* fc_proj_b = nullptr;
+};
+
+struct TensorInfo {
+    std::string name;  // as in the file, e.g. "transformer.h.0.attn.c_attn.weight"
+    std::vector<int64_t> shape;
+    DType dtype = DType::F32;  // as the file stores it
+    int64_t bytes = 0;         // in the file
+};
+
+// Move-only: the weights point into `files` (memory-mapped) and `storage`,
+// which a move hands over intact but a copy would not.
+struct Model {
+    Model();
+    ~Model();
+    Model(Model&&) noexcept;
+    Model& operator=(Model&&) noexcept;
+    Model(const Model&) = delete;
+    Model& operator=(const Model&) = delete;
+
+    std::filesystem::path path;  // the resolved directory
+    Config config;
+    Tokenizer tokenizer;
+    std::vector<TensorInfo> tensors;  // sorted by name
+    int64_t params = 0;               // number of weights (the tied output embedding counted once)
+    DType dtype = DType::F32;         // of the checkpoint's matrices
+    int64_t file_bytes = 0;           // of its safetensors files together
+
+    std::vector<std::unique_ptr<SafetensorsFile>> files;  // the mapped shards
+    AlignedVector<float> storage;                         // vectors as float32, and any matrix the map could not serve
+    Matrix wte;                                           // (V, C) token embedding
+    Matrix wpe;                                           // (n_positions, C) learned positions, else none
+    Matrix lm_head;                                       // C -> V: the output embedding (wte's bytes when tied)
+    std::vector<LayerWeights> layers;                     // (L)
+    const float* ln_f_w = nullptr;                        // (C)
+    const float* ln_f_b = nullptr;                        // (C), null for RMSNorm
+};
+
+// The name of the model Headscope ships and opens by default: the directory
+// $HEADSCOPE_BUILTIN_MODEL if set, else assets/builtin of the source tree.
+inline constexpr const char* builtin_model = "builtin";
+
+// `builtin_model`, a directory path, or a hub name ("gpt2",
+// "openai-community/gpt2-medium") looked up in the local Hugging Face cache
+// only. Throws Error when none of these.
+std::filesystem::path resolve_model_path(const std::string& name_or_path);
+
+// Throws Error naming the file, tensor or field on any problem.
+// `progress`, if given, hears "reading the weights" in bytes: 0 before the
+// first tensor, then after each tensor is read (its every value checked, or
+// converted to float32) the bytes of the tensors read so far, ending at the
+// total of every tensor the model uses. Cancelled thrown by it ends the load,
+// which returns nothing.
+Model load_model(const std::string& name_or_path, const Progress& progress = {});
+
+// A model of a supported family in the local Hugging Face cache.
+struct CachedModel {
+    std::string name;            // the hub name load_model takes, e.g. "openai-community/gpt2"
+    std::filesystem::path path;  // the snapshot resolve_model_path picks
+};
+
+// The cache's models whose config.json names a supported model_type, by name.
+// Unreadable entries are left out; a missing cache gives none.
+std::vector<CachedModel> list_cached_models();
+
+}  // namespace headscope

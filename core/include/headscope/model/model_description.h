@@ -1,0 +1,185 @@
+// The one description of a model, shared by everything that reads or writes
+// one: its hyperparameters (Config: what varies between the families) and the
+// tensors they imply (model_tensors), each by its name in Hugging Face's files
+// and by the weight of the forward it is. The loader checks a file against it;
+// the engine runs it; the trainer lays out its parameters and writes its
+// checkpoints by it. Plain data: a family is a table, not a type.
+// Legend: C channels, V vocab, L layers, NH query heads, NKV key/value heads,
+// hs head size, F the MLP's hidden size.
+#pragma once
+#include <cstdint>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "headscope/base/choices.h"
+
+namespace headscope {
+
+// What differs between the families, each with its words (headscope-cli
+// info's JSON) and labels (the window), in this one place.
+enum class Norm { layer_norm, rms_norm };
+inline constexpr Choices<Norm, 2> norm_choices = {"norm", {"layernorm", "rmsnorm"}, {"LayerNorm", "RMSNorm"}};
+enum class Positions { learned, rotary };
+inline constexpr Choices<Positions, 2> positions_choices = {
+    "positions", {"learned", "rotary"}, {"learned (wpe)", "rotary (RoPE)"}};
+enum class Mlp { gelu_tanh, gelu_exact, swiglu };  // GPT-2's tanh GELU, erf GELU, SiLU(gate) * up
+// The word names the kind, so both GELUs are "gelu"; the labels tell them apart.
+inline constexpr Choices<Mlp, 3> mlp_choices = {
+    "mlp", {"gelu", "gelu", "swiglu"}, {"GELU (tanh)", "GELU (erf)", "SwiGLU"}};
+
+// How a family stores its attention's Q, K and V projections.
+enum class QkvLayout {
+    fused,           // one product, its outputs [Q | K | V] (GPT-2's c_attn)
+    fused_per_head,  // one product, its outputs per head [q k v], (NH, 3, hs) (GPT-NeoX's query_key_value)
+    separate,        // three products (q_proj, k_proj, v_proj)
+};
+
+// Rotary positions as Hugging Face computes them: the first `fraction` of each
+// head's dims rotate in rotate-half pairs (d, d + dims/2) by angle
+// position * inv_freq[d], inv_freq[d] = theta^(-2d/dims), in float32.
+struct Rope {
+    float theta = 10000;
+    float fraction = 1;  // Pythia's rotary_pct
+    // Llama 3's rope_scaling (rope_type "llama3"); factor 0 means none.
+    float factor = 0, low_freq_factor = 1, high_freq_factor = 4;
+    int original_max_positions = 8192;
+    // GPT-NeoX joins the rotated dims and the others with torch.cat, which
+    // writes a new contiguous buffer; Llama's elementwise rotation keeps its
+    // input's memory order (the reshape dance shows which).
+    bool joined_by_cat = false;
+};
+
+struct Config {
+    int n_layer = 0;      // L
+    int n_head = 0;       // NH
+    int n_embd = 0;       // C
+    int n_positions = 0;  // longest T
+    int vocab_size = 0;   // V
+    int eos_token_id = 50256;
+    float layer_norm_epsilon = 1e-5f;           // of every norm, LayerNorm or RMSNorm
+    nlohmann::ordered_json training = nullptr;  // the "headscope_training" record of a model we trained
+
+    // What the families change; the defaults are GPT-2's. Code outside this
+    // description reads these fields, never the family's name.
+    std::string architecture = "gpt2";  // config.json's model_type: the family's keys and tensor names
+    int n_kv_head = 0;                  // NKV; 0: NH (no grouping)
+    int head_dim = 0;                   // hs; 0: C / NH
+    int mlp_dim = 0;                    // F; 0: 4C
+    int bos_token_id = -1;              // -1: none
+    int pad_token_id = -1;              // -1: none (texts are padded with EOS)
+    Norm norm = Norm::layer_norm;
+    Positions positions = Positions::learned;
+    Rope rope = {};
+    Mlp mlp = Mlp::gelu_tanh;
+    QkvLayout qkv_layout = QkvLayout::fused;
+    bool weights_in_by_out = true;        // matrices stored (in, out) (GPT-2's Conv1D), else (out, in) (Linear)
+    bool qkv_bias = true, o_bias = true;  // the GELU MLPs have biases, SwiGLU none
+    bool qk_norm = false;                 // Qwen 3: RMSNorm over each head's hs values of Q and K, before RoPE
+    bool parallel_residual = false;       // Pythia: x + attn(ln_1(x)) + mlp(ln_2(x))
+    bool tied_embeddings = true;          // the output embedding is wte
+    int sliding_window = 0;               // Mistral: query i sees keys j > i - window; 0: none
+
+    int kv_heads() const { return n_kv_head ? n_kv_head : n_head; }
+    int head_size() const { return head_dim ? head_dim : n_embd / n_head; }
+    int mlp_size() const { return mlp_dim ? mlp_dim : 4 * n_embd; }
+    int pad_id() const { return pad_token_id >= 0 ? pad_token_id : eos_token_id; }
+};
+
+const char* to_string(Norm norm);
+const char* to_string(Positions positions);
+const char* to_string(Mlp mlp);
+
+// The model_type values Headscope runs, for messages: "gpt2, llama, ...".
+const char* supported_architectures();
+
+// The Config of a config.json (`file` names it in errors). Throws Error on an
+// unknown model_type (naming the supported ones), a missing key the family
+// needs, a value out of range, or NH not a multiple of NKV.
+Config config_from_json(const nlohmann::json& j, const std::string& file);
+
+// The weights of the forward, by role. A family has a subset.
+enum class Weight {
+    wte,
+    wpe,      // token embedding (V, C); learned positions (n_positions, C)
+    lm_head,  // the output embedding (V, C), when not tied
+    ln_1_w,
+    ln_1_b,
+    attn_w,  // fused Q, K, V (QkvLayout): GPT-2 (C, 3C) [Q | K | V]; Pythia (NH * 3 * hs, C), per head [q k v]
+    attn_b,
+    q_w,  // separate projections, Hugging Face Linear (out, in): Q (NH * hs, C), K and V (NKV * hs, C)
+    q_b,
+    k_w,
+    k_b,
+    v_w,
+    v_b,
+    q_norm,  // (hs)
+    k_norm,  // (hs)
+    attn_proj_w,
+    attn_proj_b,  // the output projection: GPT-2 (C, C); else (C, NH * hs)
+    ln_2_w,
+    ln_2_b,
+    fc_w,  // GELU: c_fc (C, 4C) or dense_h_to_4h (F, C); SwiGLU: up_proj (F, C)
+    fc_b,
+    gate_w,  // SwiGLU: gate_proj (F, C)
+    fc_proj_w,
+    fc_proj_b,  // GPT-2 (4C, C); else (C, F)
+    ln_f_w,
+    ln_f_b,  // the final norm
+};
+
+struct TensorSpec {
+    std::string name;            // in the file, e.g. "h.0.attn.c_attn.weight" (GPT-2 also takes "transformer.")
+    std::vector<int64_t> shape;  // as the Config implies: e.g. (C, 3C)
+    Weight weight;
+    int layer;  // the layer it belongs to; -1 for the embeddings and the final norm
+};
+
+// Every tensor a checkpoint of `config`'s family holds, in the order of the
+// family's own files (for GPT-2: wte, wpe, each layer's 12, ln_f's 2).
+std::vector<TensorSpec> model_tensors(const Config& config);
+
+// Whether a weight is stored as Hugging Face's Linear (out, in), y = x W^T,
+// rather than GPT-2's Conv1D (in, out), y = x W.
+bool stored_out_by_in(const Config& config, Weight weight);
+
+// A prefix the family's files may put before every name ("transformer." in
+// GPT-2's GPT2LMHeadModel files); "" where names are exact.
+const char* optional_tensor_prefix(const Config& config);
+
+// The name of the untied output embedding ("lm_head.weight"): a file of a
+// tied model may hold it, and then it must have wte's shape.
+std::string output_embedding_name(const Config& config);
+
+// The module of a weight as the family's PyTorch code names it ("c_attn",
+// "o_proj", "dense"), for the code the reshape dance quotes.
+std::string module_name(const Config& config, Weight weight);
+
+// The field of `weights` that points at GPT-2 tensor `t`: `weights` is any
+// struct with GPT-2's weight fields (the trainer's parameters and
+// gradients), with `layers` already sized.
+template <typename Weights>
+auto& gpt2_weight_pointer(Weights& weights, const TensorSpec& t) {
+    switch (t.weight) {
+        case Weight::wte: return weights.wte;
+        case Weight::wpe: return weights.wpe;
+        case Weight::ln_1_w: return weights.layers[t.layer].ln_1_w;
+        case Weight::ln_1_b: return weights.layers[t.layer].ln_1_b;
+        case Weight::attn_w: return weights.layers[t.layer].attn_w;
+        case Weight::attn_b: return weights.layers[t.layer].attn_b;
+        case Weight::attn_proj_w: return weights.layers[t.layer].attn_proj_w;
+        case Weight::attn_proj_b: return weights.layers[t.layer].attn_proj_b;
+        case Weight::ln_2_w: return weights.layers[t.layer].ln_2_w;
+        case Weight::ln_2_b: return weights.layers[t.layer].ln_2_b;
+        case Weight::fc_w: return weights.layers[t.layer].fc_w;
+        case Weight::fc_b: return weights.layers[t.layer].fc_b;
+        case Weight::fc_proj_w: return weights.layers[t.layer].fc_proj_w;
+        case Weight::fc_proj_b: return weights.layers[t.layer].fc_proj_b;
+        case Weight::ln_f_w: return weights.ln_f_w;
+        case Weight::ln_f_b: return weights.ln_f_b;
+        default: std::abort();  // not a GPT-2 weight
+    }
+}
+
+}  // namespace headscope

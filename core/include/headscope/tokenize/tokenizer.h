@@ -1,0 +1,177 @@
+// Byte-pair-encoding tokenizers: GPT-2's byte-level BPE from vocab.json and
+// merges.txt, and the BPE tokenizers a Hugging Face tokenizer.json describes
+// (Llama 2 and 3, Mistral, Qwen 2 and 3, SmolLM2, Pythia). One pipeline
+// encodes both: added tokens found verbatim in the text, the normalizers on
+// the text between them, the pre-tokenizers splitting it into pieces, and
+// BPE merging each piece, from its bytes (byte-level) or its characters, pair
+// by pair in merge-rank order.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace headscope {
+
+// The 256 unicode code points GPT-2 uses to stand for bytes 0..255.
+const std::array<char32_t, 256>& byte_to_unicode();
+
+// Splits UTF-8 text the way GPT-2's regex does:
+//   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+// with \s as GPT-2's Python `regex` has it (Unicode White_Space). Throws Error on invalid UTF-8. The pieces are views
+// into `text`.
+std::vector<std::string_view> pretokenize(std::string_view text);
+
+class Pattern;  // a compiled PCRE2 pattern (core/src/tokenize/pattern.h)
+struct Match;   // a byte range it matched
+
+class Tokenizer {
+public:
+    // GPT-2's vocab.json and merges.txt. Throws Error naming the file when
+    // either is missing or malformed.
+    static Tokenizer load(const std::filesystem::path& vocab_json, const std::filesystem::path& merges_txt);
+    // A Hugging Face tokenizer.json with a BPE model. Throws Error naming the
+    // file and the field for anything malformed or not supported (a model,
+    // normalizer, pre-tokenizer or post-processor type by name).
+    static Tokenizer load_json(const std::filesystem::path& tokenizer_json);
+    // dir/tokenizer.json when present, else dir/vocab.json and dir/merges.txt.
+    // Throws Error naming the missing files when neither is there.
+    static Tokenizer load_directory(const std::filesystem::path& dir);
+
+    // Token ids of UTF-8 text. `add_special` adds the special tokens of the
+    // tokenizer's post-processor (Llama 2's <s>), as transformers'
+    // add_special_tokens does; added tokens in the text are found either way.
+    // Throws Error on invalid UTF-8.
+    std::vector<int32_t> encode(std::string_view text, bool add_special = true) const;
+    // Each text's ids; throws Error naming the text ("text 2 is empty", "text 1: invalid UTF-8 ...").
+    std::vector<std::vector<int32_t>> encode_texts(const std::vector<std::string>& texts,
+                                                   bool add_special = true) const;
+    // The raw bytes a token stands for (may be a partial UTF-8 sequence): a
+    // Metaspace token's ▁ as a space, a byte-fallback token <0xAB> as its
+    // byte, an added token as its content.
+    std::string token_bytes(int32_t id) const;
+    // The highest token id + 1.
+    int32_t vocab_size() const { return static_cast<int32_t>(id_to_bytes_.size()); }
+
+private:
+    // The result of merging a pair of symbols, and the merge's rank.
+    struct Merge {
+        int32_t rank;
+        int32_t result;
+    };
+
+    // Hashes string_views too, so that a lookup needs no std::string.
+    struct StringHash {
+        using is_transparent = void;
+        size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+    };
+    using SymbolIds = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
+
+    // A stretch of the text: an added token (id >= 0) or the text between
+    // them (id -1). `at_text_start` says whether it begins the whole text.
+    struct Section {
+        std::string_view text;
+        int32_t id;
+        bool at_text_start;
+    };
+
+    // Added tokens found verbatim, as Hugging Face's tokenizers finds them:
+    // the longest token at the leftmost position where one starts. A byte
+    // trie, node 0 its root.
+    struct AddedTokens {
+        struct Token {
+            int32_t id;
+            bool lstrip;       // takes the whitespace before it
+            bool rstrip;       // takes the whitespace after it
+            bool single_word;  // only where no word character touches it
+        };
+        struct Node {
+            std::vector<std::pair<unsigned char, int32_t>> next;  // sorted by byte
+            int32_t token = -1;                                   // index in `tokens` ending here
+        };
+        std::vector<Token> tokens;
+        std::vector<Node> nodes;
+
+        bool empty() const { return tokens.empty(); }
+        void add(std::string_view content, const Token& token);
+        // Appends the sections of `section` (id -1): its added tokens and the
+        // text between them.
+        void split(const Section& section, std::vector<Section>& out) const;
+    };
+
+    struct Normalizer {
+        enum class Kind : uint8_t { nfc, prepend, replace };
+        Kind kind;
+        std::string pattern;  // replace: the string replaced
+        std::string content;  // prepend: what goes first; replace: the replacement
+    };
+
+    // How a split keeps the matches of its pattern (Hugging Face's SplitDelimiterBehavior).
+    enum class SplitBehavior : uint8_t { removed, isolated, merged_with_previous, merged_with_next, contiguous };
+    enum class PrependScheme : uint8_t { always, first, never };
+
+    struct PreTokenizer {
+        enum class Kind : uint8_t { gpt2, split, byte_level, metaspace, digits };
+        Kind kind;
+        std::shared_ptr<const Pattern> pattern{};       // split; byte_level: GPT-2's pattern, or none
+        SplitBehavior behavior{};                       // split
+        bool add_prefix_space = false;                  // byte_level
+        std::string replacement{};                      // metaspace: what a space becomes
+        PrependScheme prepend = PrependScheme::always;  // metaspace
+        bool split = false;                             // metaspace: into pieces that each start with `replacement`
+        bool individual_digits = false;                 // digits
+    };
+
+    static constexpr std::array<int32_t, 256> no_tokens() {
+        std::array<int32_t, 256> ids{};
+        for (int32_t& id : ids) id = -1;  // not fill(): the CUDA build's C++17 has no constexpr fill
+        return ids;
+    }
+
+    class JsonLoader;  // reads tokenizer.json (tokenizer_json.cpp)
+    struct Scratch;    // what one encode reuses: BPE arrays, PCRE2 match data, rewritten pieces
+
+    // Normalizes, pre-tokenizes and encodes a section between added tokens.
+    void encode_section(const Section& section, Scratch& scratch, std::vector<int32_t>& ids) const;
+    std::string normalize(std::string_view text) const;
+    // The pieces of `section` after every pre-tokenizer, in scratch's.
+    void pre_tokenize(const Section& section, Scratch& scratch) const;
+    void pre_tokenize_piece(const PreTokenizer& step, const Section& piece, Scratch& scratch) const;
+    // Appends the pieces of `piece` that a split at `matches` (byte ranges in
+    // it, in order, not overlapping) gives, as Hugging Face's split does.
+    static void split_at(const Section& piece, const std::vector<Match>& matches, SplitBehavior behavior,
+                         std::vector<Section>& out);
+    // One pre-tokenizer piece through the model: its first symbols, then bpe.
+    void encode_piece(std::string_view piece, Scratch& scratch, std::vector<int32_t>& out) const;
+    // A symbol for a byte or character without a token of its own.
+    void add_missing_symbol(std::string_view unit, Scratch& scratch) const;
+    void bpe(Scratch& scratch, std::vector<int32_t>& out) const;
+
+    std::vector<std::string> id_to_bytes_;         // token id -> raw bytes (token_bytes)
+    SymbolIds symbol_ids_;                         // symbol string -> id: vocab tokens, then merge-only symbols
+    std::vector<std::string> merge_only_symbols_;  // symbol id - vocab size -> symbol string (merges.txt only)
+    std::unordered_map<uint64_t, Merge> merges_;   // (left << 32 | right) -> merge
+
+    // BPE starts from the piece's bytes (byte-level: symbols are raw bytes),
+    // or else from its characters (symbols are the vocabulary's strings).
+    bool byte_level_ = true;
+    std::array<int32_t, 256> byte_symbol_ = no_tokens();  // byte -> its one-byte symbol, -1 when the vocab has none
+    bool ignore_merges_ = false;                          // a piece that is a token is that token
+    bool byte_fallback_ = false;                          // a character without a token becomes <0xAB> byte tokens
+    std::array<int32_t, 256> byte_fallback_ids_ = no_tokens();  // byte -> its <0xAB> token, -1 when none
+    int32_t unk_id_ = -1;                                       // the unknown token, -1 when none
+    bool fuse_unk_ = false;                                     // consecutive unknowns become one
+
+    AddedTokens added_;             // matched in the text as it comes
+    AddedTokens normalized_added_;  // matched in the normalized text between those
+    std::vector<Normalizer> normalizers_;
+    std::vector<PreTokenizer> pre_tokenizers_;
+    std::vector<int32_t> prefix_ids_, suffix_ids_;  // the post-processor's special tokens
+};
+
+}  // namespace headscope

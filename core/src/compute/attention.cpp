@@ -1,0 +1,87 @@
+// The batch's padding, the masks, the score scale and the options' words.
+#include "headscope/compute/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+#include <tuple>
+
+namespace headscope {
+
+int Batch::T() const {
+    size_t longest = 0;
+    for (const auto& ids : token_ids) longest = std::max(longest, ids.size());
+    return static_cast<int>(longest);
+}
+
+int32_t Batch::padded_id(int b, int t) const {
+    const std::vector<int32_t>& ids = token_ids[b];
+    return t < static_cast<int>(ids.size()) ? ids[t] : pad_id;
+}
+
+bool operator==(const AttentionOptions& a, const AttentionOptions& b) {
+    const auto fields = [](const AttentionOptions& o) {
+        return std::tie(o.causal, o.padding_mask, o.n_head, o.scale, o.split, o.layers, o.capture_outputs,
+                        o.sliding_window, o.top_k, o.lens_k);
+    };
+    return fields(a) == fields(b);
+}
+
+double AttentionResult::loss(int b) const {
+    if (logprob_next.empty()) return std::nan("");  // a forward without predictions
+    double sum = 0;
+    int count = 0;
+    for (int t = 0; t < T; ++t) {
+        const float logprob = logprob_next[static_cast<size_t>(b) * T + t];
+        if (std::isnan(logprob)) continue;
+        sum -= logprob;
+        ++count;
+    }
+    return count ? sum / count : std::nan("");
+}
+
+bool causal_allows(const AttentionOptions& options, int i, int j) { return !options.causal || j <= i; }
+
+bool padding_allows(const AttentionOptions& options, int j, int length) { return !options.padding_mask || j < length; }
+
+bool window_allows(const AttentionOptions& options, int i, int j) {
+    return options.sliding_window <= 0 || j > i - options.sliding_window;
+}
+
+int visible_begin(const AttentionOptions& options, int i) {
+    return options.sliding_window > 0 ? std::max(0, i - options.sliding_window + 1) : 0;
+}
+
+int visible_end(const AttentionOptions& options, int i, int length, int T) {
+    if (!padding_allows(options, i, length)) return 0;  // a pad query
+    // Both masks allow a prefix of the keys: j < i + 1 and j < length.
+    return std::min(options.causal ? i + 1 : T, options.padding_mask ? length : T);
+}
+
+bool attends(const AttentionOptions& options, int i, int j, int length, int T) {
+    return j >= visible_begin(options, i) && j < visible_end(options, i, length, T);
+}
+
+float score_scale(Scale scale, int C, int hs) {
+    switch (scale) {
+        case Scale::head: return 1.f / std::sqrt(static_cast<float>(hs));
+        case Scale::model: return 1.f / std::sqrt(static_cast<float>(C));
+        case Scale::none: return 1.f;
+    }
+    return 1.f;
+}
+
+bool parse_on_off(std::string_view option, std::string_view word) {
+    static constexpr const char* off_on[] = {"off", "on"};
+    return word_index(option, off_on, std::size(off_on), word) == 1;
+}
+
+Scale parse_scale(std::string_view word) { return parse_choice(scale_choices, word); }
+
+Split parse_split(std::string_view word) { return parse_choice(split_choices, word); }
+
+const char* to_string(Scale scale) { return word_of(scale_choices, scale); }
+
+const char* to_string(Split split) { return word_of(split_choices, split); }
+
+}  // namespace headscope

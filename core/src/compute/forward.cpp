@@ -1,0 +1,178 @@
+// What every forward shares: see forward.h.
+#include "headscope/compute/forward.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "headscope/base/error.h"
+#include "headscope/compute/matmul.h"
+
+namespace headscope {
+
+HeadSplit head_split(const Config& config, int n_head) {
+    const HeadSplit own{config.n_head, config.kv_heads(), config.head_size()};
+    if (!n_head) return own;
+    const int group = own.group(), width = own.q_width();
+    if (n_head <= 0 || width % n_head != 0) {
+        // GPT-2's words when the query width is C: "does not divide C".
+        const std::string what = width == config.n_embd ? "C = " : "the query width NH x hs = ";
+        throw Error("head count " + std::to_string(n_head) + " does not divide " + what + std::to_string(width));
+    }
+    if (n_head % group != 0)
+        throw Error("head count " + std::to_string(n_head) + " is not a multiple of " + std::to_string(group) +
+                    ", the query heads that share each key/value head");
+    return {n_head, n_head / group, width / n_head};
+}
+
+int head_count(const Config& config, int n_head) { return head_split(config, n_head).NH; }
+
+// head_split's two rules, as a list.
+std::vector<int> head_counts(const Config& config) {
+    const HeadSplit own = head_split(config, 0);
+    std::vector<int> counts;
+    for (int n = own.group(); n <= own.q_width(); n += own.group())
+        if (own.q_width() % n == 0) counts.push_back(n);
+    return counts;
+}
+
+bool accepts_head_count(const Config& config, int n_head) {
+    const std::vector<int> counts = head_counts(config);
+    return std::find(counts.begin(), counts.end(), n_head) != counts.end();
+}
+
+int rope_dims(const Rope& rope, int hs) { return static_cast<int>(hs * rope.fraction) / 2 * 2; }
+
+RopeTable rope_table(const Rope& rope, int hs, int T) {
+    RopeTable table;
+    table.dims = rope_dims(rope, hs);
+    const int half = table.dims / 2;
+    // inv_freq as Hugging Face's default rope: 1 / theta^(2d / dims), in float32.
+    std::vector<float> inv_freq(half);
+    for (int d = 0; d < half; ++d)
+        inv_freq[d] = 1.f / std::pow(rope.theta, static_cast<float>(2 * d) / static_cast<float>(table.dims));
+    if (rope.factor > 0) {  // Llama 3: long wavelengths slowed by `factor`, a smooth blend between
+        const float low_wavelen = rope.original_max_positions / rope.low_freq_factor;
+        const float high_wavelen = rope.original_max_positions / rope.high_freq_factor;
+        for (float& f : inv_freq) {
+            const float wavelen = 2 * static_cast<float>(M_PI) / f;
+            if (wavelen > low_wavelen) {
+                f /= rope.factor;
+            } else if (wavelen >= high_wavelen) {
+                const float smooth = (rope.original_max_positions / wavelen - rope.low_freq_factor) /
+                                     (rope.high_freq_factor - rope.low_freq_factor);
+                f = (1 - smooth) * f / rope.factor + smooth * f;
+            }
+        }
+    }
+    table.cos.resize(static_cast<size_t>(T) * half);
+    table.sin.resize(table.cos.size());
+    for (int t = 0; t < T; ++t)
+        for (int d = 0; d < half; ++d) {
+            const float angle = static_cast<float>(t) * inv_freq[d];  // float32, as HF's matmul of the two
+            table.cos[static_cast<size_t>(t) * half + d] = std::cos(angle);
+            table.sin[static_cast<size_t>(t) * half + d] = std::sin(angle);
+        }
+    return table;
+}
+
+void apply_rope(const RopeTable& table, float* x, int first_position, int rows, int stride) {
+    const int half = table.dims / 2;
+    for (int r = 0; r < rows; ++r) {
+        const int t = first_position + r;
+        float* row = x + static_cast<size_t>(r) * stride;
+        const float* cos = table.cos.data() + static_cast<size_t>(t) * half;
+        const float* sin = table.sin.data() + static_cast<size_t>(t) * half;
+        for (int d = 0; d < half; ++d) {  // rotate-half: dims d and d + half are a pair
+            const float a = row[d], b = row[d + half];
+            row[d] = a * cos[d] - b * sin[d];
+            row[d + half] = b * cos[d] + a * sin[d];
+        }
+    }
+}
+
+void validate_forward(const Model& model, const Batch& batch, const AttentionOptions& options) {
+    const Config& cfg = model.config;
+    if (batch.B() == 0) throw Error("no text given");
+    for (int b = 0; b < batch.B(); ++b) {
+        const auto& ids = batch.token_ids[b];
+        if (ids.empty()) throw Error("text " + std::to_string(b + 1) + " is empty");
+        if (ids.size() > static_cast<size_t>(cfg.n_positions))
+            throw Error("text " + std::to_string(b + 1) + " has " + std::to_string(ids.size()) +
+                        " tokens, more than the model's limit of " + std::to_string(cfg.n_positions));
+        for (int32_t id : ids)
+            if (id < 0 || id >= cfg.vocab_size)
+                throw Error("token id " + std::to_string(id) + " outside the vocabulary of " +
+                            std::to_string(cfg.vocab_size));
+    }
+    if (batch.pad_id < 0 || batch.pad_id >= cfg.vocab_size)
+        throw Error("pad token id " + std::to_string(batch.pad_id) + " outside the vocabulary");
+    const int NH = head_count(cfg, options.n_head);
+    if (options.sliding_window < 0) throw Error("the sliding window cannot be negative");
+    for (const auto& [k, what] : {std::pair{options.top_k, "predictions"}, std::pair{options.lens_k, "logit lens"}})
+        if (k < 0 || k > cfg.vocab_size)
+            throw Error(std::string("the ") + what + " asks for " + std::to_string(k) +
+                        " tokens; it can give 0 to the vocabulary's " + std::to_string(cfg.vocab_size));
+    int previous = -1;
+    for (int l : options.layers) {
+        if (l < 0 || l >= cfg.n_layer)
+            throw Error("layer " + std::to_string(l) + " out of range (the model has layers 0.." +
+                        std::to_string(cfg.n_layer - 1) + ")");
+        if (l <= previous) throw Error("layers must be ascending and unique");
+        previous = l;
+    }
+    // Every returned map is kept: heads = C at a long T would ask for tens of GB.
+    const double layers = options.layers.empty() ? cfg.n_layer : options.layers.size();
+    const double map_bytes = layers * batch.B() * NH * double(batch.T()) * batch.T() * sizeof(float);
+    if (map_bytes > max_attention_bytes)
+        throw Error("the attention maps would need " + std::to_string(static_cast<int>(map_bytes / 1e9 + 0.5)) +
+                    " GB (" + std::to_string(batch.B()) + " texts x " + std::to_string(NH) + " heads x " +
+                    std::to_string(batch.T()) + "^2 tokens x " + std::to_string(static_cast<int>(layers)) +
+                    " layers); the limit is " + std::to_string(static_cast<int>(max_attention_bytes / 1e9)) +
+                    " GB: fewer heads, tokens or layers");
+}
+
+void set_up_result(const Config& config, const Batch& batch, const AttentionOptions& options, AttentionResult& result) {
+    const int B = batch.B(), T = batch.T();
+    const HeadSplit split = head_split(config, options.n_head);
+    result.B = B;
+    result.T = T;
+    result.NH = split.NH;
+    result.NKV = split.NKV;
+    result.hs = split.hs;
+    result.layers = options.layers;
+    if (result.layers.empty())
+        for (int l = 0; l < config.n_layer; ++l) result.layers.push_back(l);
+    const size_t slots = result.layers.size();
+    result.weights.resize(slots * B * result.NH * T * T);
+    result.outputs.resize(options.capture_outputs ? slots * B * T * split.q_width() : 0);
+    result.fully_masked.resize(static_cast<size_t>(B) * T);
+    result.top_k = options.top_k;
+    result.predictions.resize(static_cast<size_t>(B) * T * options.top_k);
+    result.logprob_next.resize(options.top_k ? static_cast<size_t>(B) * T : 0);
+    result.V = config.vocab_size;
+    result.last_logits.resize(options.top_k ? static_cast<size_t>(B) * config.vocab_size : 0);
+    result.lens_k = options.lens_k;
+    result.lens.resize(slots * B * T * options.lens_k);
+    result.reused.assign(B, 0);
+    for (int b = 0; b < B; ++b) {
+        const int length = static_cast<int>(batch.token_ids[b].size());
+        for (int t = 0; t < T; ++t)
+            result.fully_masked[static_cast<size_t>(b) * T + t] =
+                visible_begin(options, t) >= visible_end(options, t, length, T);
+    }
+}
+
+void embed_text(const Model& model, const Batch& batch, int b, int first, float* x) {
+    const int T = batch.T(), C = model.config.n_embd;
+    std::vector<float> position(model.wpe ? C : 0);
+    for (int t = first; t < T; ++t) {
+        float* xt = x + static_cast<size_t>(t - first) * C;
+        stored_row(model.wte, batch.padded_id(b, t), xt);
+        if (!model.wpe) continue;
+        stored_row(model.wpe, t, position.data());
+        for (int c = 0; c < C; ++c) xt[c] += position[c];
+    }
+}
+
+}  // namespace headscope

@@ -1,0 +1,156 @@
+// Sampling and the generation loop: see generate.h.
+#include "headscope/compute/generate.h"
+#include "headscope/base/clock.h"
+
+#include <algorithm>
+#include <cassert>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+#include "headscope/base/error.h"
+
+namespace headscope {
+
+namespace {
+
+// `value` as it reads best: the shortest digits that read back the same.
+std::string shortest(float value) {
+    char text[32];
+    return std::string(text, std::to_chars(text, text + sizeof text, value).ptr);
+}
+
+// The softmax probability of `id` under `logits` (V), in double, max subtracted.
+float probability(const float* logits, int V, int32_t id) {
+    const double max = *std::max_element(logits, logits + V);
+    double sum = 0;
+    for (int i = 0; i < V; ++i) sum += std::exp(logits[i] - max);
+    return static_cast<float>(std::exp(logits[id] - max) / sum);
+}
+
+}  // namespace
+
+void validate_generation(const Sampling& sampling, int max_tokens, const AttentionOptions& options) {
+    if (max_tokens < 1) throw Error("the tokens to generate must be at least 1, got " + std::to_string(max_tokens));
+    if (!(sampling.temperature >= 0))
+        throw Error("temperature must be at least 0 (0: greedy), got " + shortest(sampling.temperature));
+    if (sampling.top_k < 0) throw Error("top-k must be at least 0 (0: all), got " + std::to_string(sampling.top_k));
+    if (!(sampling.top_p > 0 && sampling.top_p <= 1))
+        throw Error("top-p must be in (0, 1], got " + shortest(sampling.top_p));
+    const std::string refusal = prefix_reuse_refusal(options);
+    if (!refusal.empty()) throw Error("generation needs the causal model: " + refusal);
+}
+
+double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+
+int32_t sample_token(const float* logits, int V, const Sampling& sampling, std::mt19937_64& rng) {
+    assert(V > 0);
+    const float* max = std::max_element(logits, logits + V);  // the first of equal maxima
+    if (sampling.temperature == 0) return static_cast<int32_t>(max - logits);
+
+    std::vector<double> w(V);  // (V) unnormalised probabilities at the temperature
+    for (int i = 0; i < V; ++i) w[i] = std::exp((static_cast<double>(logits[i]) - *max) / sampling.temperature);
+    std::vector<int32_t> kept(V);  // (V) candidate ids, narrowed below
+    std::iota(kept.begin(), kept.end(), 0);
+    const auto more_likely = [&](int32_t a, int32_t b) { return w[a] > w[b] || (w[a] == w[b] && a < b); };
+    if (sampling.top_k > 0 && sampling.top_k < V) {
+        std::partial_sort(kept.begin(), kept.begin() + sampling.top_k, kept.end(), more_likely);
+        kept.resize(sampling.top_k);
+    }
+    if (sampling.top_p < 1) {
+        std::sort(kept.begin(), kept.end(), more_likely);
+        double total = 0;
+        for (int32_t id : kept) total += w[id];
+        double sum = 0;
+        size_t n = 0;
+        while (n < kept.size() && sum < sampling.top_p * total) sum += w[kept[n++]];
+        kept.resize(std::max<size_t>(n, 1));
+    }
+    double total = 0;
+    for (int32_t id : kept) total += w[id];
+    const double u = uniform01(rng) * total;
+    double sum = 0;
+    for (int32_t id : kept) {
+        sum += w[id];
+        if (u < sum) return id;
+    }
+    return kept.back();  // u within round-off of the total
+}
+
+std::string token_text(const Tokenizer& tokenizer, int32_t id) {
+    return id < tokenizer.vocab_size() ? tokenizer.token_bytes(id) : std::string();
+}
+
+const char* to_string(Stop stop) {
+    switch (stop) {
+        case Stop::running: return "running";
+        case Stop::tokens: return "tokens";
+        case Stop::eos: return "eos";
+        case Stop::context: return "context";
+    }
+    return "";
+}
+
+Generator::Generator(Backend& backend, const Model& model, std::vector<int32_t> prompt, const AttentionOptions& options,
+                     const Sampling& sampling, int max_tokens)
+    : backend_(backend),
+      model_(model),
+      options_(options),
+      sampling_(sampling),
+      max_tokens_(max_tokens),
+      rng_(sampling.seed) {
+    validate_generation(sampling, max_tokens, options);
+    options_.top_k = std::min(generation_top, model.config.vocab_size);
+    options_.lens_k = 0;
+    generation_.prompt_ids = prompt;
+    generation_.token_ids = std::move(prompt);
+    const Clock::time_point start = Clock::now();
+    forward();
+    generation_.prompt_ms = ms_since(start);
+    generation_.layers = result_.layers;
+    generation_.NH = result_.NH;
+    if (static_cast<int>(generation_.token_ids.size()) >= model.config.n_positions) generation_.stop = Stop::context;
+}
+
+void Generator::forward() {
+    const Batch batch{{generation_.token_ids}, model_.config.pad_id()};
+    backend_.forward(batch, options_, result_, &cache_);
+}
+
+const GenerationStep& Generator::step() {
+    assert(generation_.stop == Stop::running);
+    const Clock::time_point start = Clock::now();
+    GenerationStep step;
+    const float* logits = result_.last_logits.data();  // (V) text 0's, at its last token
+    step.id = sample_token(logits, result_.V, sampling_, rng_);
+    step.token = token_text(model_.tokenizer, step.id);
+    step.p = probability(logits, result_.V, step.id);
+    const Prediction* top = result_.predictions_at(0, result_.T - 1);
+    step.top.assign(top, top + result_.top_k);
+
+    generation_.token_ids.push_back(step.id);
+    forward();
+    const int t = result_.T - 1;  // the new token's row
+    step.keys = t + 1;
+    step.attention.resize(result_.layers.size() * result_.NH * step.keys);
+    float* out = step.attention.data();
+    for (size_t slot = 0; slot < result_.layers.size(); ++slot)
+        for (int h = 0; h < result_.NH; ++h, out += step.keys) {
+            const float* row = result_.row(static_cast<int>(slot), 0, h, t);
+            std::copy(row, row + step.keys, out);
+        }
+    step.timing_ms = ms_since(start);
+
+    const int made = static_cast<int>(generation_.steps.size()) + 1;
+    if (step.id == model_.config.eos_token_id)
+        generation_.stop = Stop::eos;
+    else if (made == max_tokens_)
+        generation_.stop = Stop::tokens;
+    else if (static_cast<int>(generation_.token_ids.size()) >= model_.config.n_positions)
+        generation_.stop = Stop::context;
+    generation_.steps.push_back(std::move(step));
+    return generation_.steps.back();
+}
+
+}  // namespace headscope

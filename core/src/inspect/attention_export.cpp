@@ -1,0 +1,189 @@
+// headscope-cli's attention formats: see attention_export.h.
+#include "headscope/inspect/attention_export.h"
+
+#include <algorithm>
+#include <charconv>
+#include <ostream>
+
+#include "headscope/io/npy.h"
+
+namespace headscope {
+
+using Json = nlohmann::ordered_json;
+
+std::string dump_json(const Json& json) { return json.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+Json token_texts(const Tokenizer& tokenizer, const std::vector<int32_t>& ids) {
+    Json texts = Json::array();
+    for (int32_t id : ids) texts.push_back(tokenizer.token_bytes(id));
+    return texts;
+}
+
+Json prediction_json(const Tokenizer& tokenizer, const Prediction& prediction) {
+    return {{"id", prediction.id}, {"token", token_text(tokenizer, prediction.id)}, {"p", prediction.p}};
+}
+
+Json attention_metadata(const Model& model, const std::string& backend, const std::string& backend_reason,
+                        const std::vector<std::string>& texts, const std::vector<std::vector<int32_t>>& token_ids,
+                        const AttentionResult& result, const AttentionTimings& timings) {
+    Json tokens = Json::array(), lengths = Json::array(), fully_masked = Json::array();
+    for (const auto& ids : token_ids) {
+        tokens.push_back(token_texts(model.tokenizer, ids));
+        lengths.push_back(ids.size());
+    }
+    for (int b = 0; b < result.B; ++b) {
+        Json row = Json::array();
+        for (int t = 0; t < result.T; ++t)
+            row.push_back(result.fully_masked[static_cast<size_t>(b) * result.T + t] != 0);
+        fully_masked.push_back(row);
+    }
+    Json metadata = {
+        {"backend", backend},
+        {"backend_reason", backend_reason},
+        {"n_layer", model.config.n_layer},
+        {"n_head", result.NH},
+        {"d_head", result.hs},
+        {"n_kv_head", result.NKV},
+        {"seq_len", result.T},
+        {"layers", result.layers},
+        {"texts", texts},
+        {"token_ids", token_ids},
+        {"tokens", tokens},
+        {"lengths", lengths},
+        {"fully_masked", fully_masked},
+        {"timing_ms", {{"load", timings.load_ms}, {"tokenize", timings.tokenize_ms}, {"forward", timings.forward_ms}}}};
+    const Tokenizer& tokenizer = model.tokenizer;
+    if (result.top_k > 0) {
+        Json predictions = Json::array(), logprob_next = Json::array(), loss = Json::array();
+        for (int b = 0; b < result.B; ++b) {
+            Json text_predictions = Json::array(), text_logprobs = Json::array();
+            for (size_t t = 0; t < token_ids[b].size(); ++t) {
+                Json top = Json::array();
+                const Prediction* p = result.predictions_at(b, static_cast<int>(t));
+                for (int k = 0; k < result.top_k; ++k) top.push_back(prediction_json(tokenizer, p[k]));
+                text_predictions.push_back(top);
+                const float logprob = result.logprob_next[static_cast<size_t>(b) * result.T + t];
+                text_logprobs.push_back(t + 1 < token_ids[b].size() ? Json(logprob) : Json(nullptr));
+            }
+            predictions.push_back(text_predictions);
+            logprob_next.push_back(text_logprobs);
+            loss.push_back(token_ids[b].size() > 1 ? Json(result.loss(b)) : Json(nullptr));
+        }
+        metadata["predictions"] = predictions;
+        metadata["logprob_next"] = logprob_next;
+        metadata["loss"] = loss;
+    }
+    if (result.lens_k > 0) {
+        Json lens = Json::array();
+        for (size_t slot = 0; slot < result.layers.size(); ++slot) {
+            Json layer = Json::array();
+            for (int b = 0; b < result.B; ++b) {
+                Json text = Json::array();
+                for (size_t t = 0; t < token_ids[b].size(); ++t)
+                    text.push_back(
+                        prediction_json(tokenizer, *result.lens_at(static_cast<int>(slot), b, static_cast<int>(t))));
+                layer.push_back(text);
+            }
+            lens.push_back(layer);
+        }
+        metadata["lens"] = lens;
+    }
+    return metadata;
+}
+
+namespace {
+
+// `data` (dims[0], ..., dims[rank - 1]) as nested arrays, each float as
+// to_chars writes it (the shortest that reads back the same).
+void write_nested(std::ostream& out, const float* data, const size_t* dims, int rank) {
+    size_t total = 1;
+    for (int axis = 0; axis < rank; ++axis) total *= dims[axis];
+    if (total == 0) {
+        out << "[]";
+        return;
+    }
+    char number[32];
+    std::vector<size_t> index(rank, 0);
+    for (size_t n = 0; n < total; ++n) {
+        // Open one bracket per axis that starts here.
+        for (int axis = 0; axis < rank; ++axis) {
+            bool starts = true;
+            for (int inner = axis; inner < rank; ++inner) starts = starts && index[inner] == 0;
+            if (starts) out.put('[');
+        }
+        const auto [end, ec] = std::to_chars(number, number + sizeof number, data[n]);
+        out.write(number, end - number);
+        // Advance the index, closing a bracket per axis that ends.
+        int axis = rank - 1;
+        while (axis >= 0 && ++index[axis] == dims[axis]) {
+            index[axis] = 0;
+            out.put(']');
+            --axis;
+        }
+        if (axis >= 0) out.put(',');
+    }
+}
+
+// `json` without its closing brace, for fields streamed after it.
+std::string open_object(const Json& json) {
+    std::string text = dump_json(json);
+    text.pop_back();
+    return text;
+}
+
+double median(std::vector<double> values) {
+    if (values.empty()) return 0;
+    const size_t half = values.size() / 2;
+    std::nth_element(values.begin(), values.begin() + half, values.end());
+    if (values.size() % 2) return values[half];
+    return (values[half] + *std::max_element(values.begin(), values.begin() + half)) / 2;
+}
+
+}  // namespace
+
+void write_attention_json(std::ostream& out, const Json& metadata, const AttentionResult& result) {
+    out << open_object(metadata) << ",\"attention\":";  // the attention arrays go last
+    const size_t dims[5] = {result.layers.size(), static_cast<size_t>(result.B), static_cast<size_t>(result.NH),
+                            static_cast<size_t>(result.T), static_cast<size_t>(result.T)};
+    write_nested(out, result.weights.data(), dims, 5);
+    out << "}\n";
+}
+
+void write_generation_json(std::ostream& out, const Json& metadata, const Tokenizer& tokenizer,
+                           const Generation& generation) {
+    std::string text;
+    for (int32_t id : generation.token_ids) text += token_text(tokenizer, id);
+    std::vector<double> step_ms;
+    for (const GenerationStep& step : generation.steps) step_ms.push_back(step.timing_ms);
+    Json head = metadata;
+    head["n_head"] = generation.NH;
+    head["layers"] = generation.layers;
+    head["prompt_ids"] = generation.prompt_ids;
+    head["token_ids"] = generation.token_ids;
+    head["text"] = text;
+    head["stop"] = to_string(generation.stop);
+    head["timing_ms"] = {{"prompt", generation.prompt_ms},
+                         {"step_median", median(step_ms)},
+                         {"step_max", step_ms.empty() ? 0 : *std::max_element(step_ms.begin(), step_ms.end())}};
+    out << open_object(head) << ",\"steps\":[";
+    for (size_t s = 0; s < generation.steps.size(); ++s) {
+        const GenerationStep& step = generation.steps[s];
+        Json top = Json::array();
+        for (const Prediction& p : step.top) top.push_back(prediction_json(tokenizer, p));
+        const Json fields = {
+            {"id", step.id}, {"token", step.token}, {"p", step.p}, {"top", top}, {"timing_ms", step.timing_ms}};
+        out << (s ? "," : "") << open_object(fields) << ",\"attention\":";
+        const size_t dims[3] = {generation.layers.size(), static_cast<size_t>(generation.NH),
+                                static_cast<size_t>(step.keys)};
+        write_nested(out, step.attention.data(), dims, 3);
+        out << '}';
+    }
+    out << "]}\n";
+}
+
+void write_attention_npy(std::ostream& out, const AttentionResult& result) {
+    write_npy(out, result.weights,
+              {static_cast<int64_t>(result.layers.size()), result.B, result.NH, result.T, result.T});
+}
+
+}  // namespace headscope

@@ -1,0 +1,208 @@
+// The checks panel's figures: see checks.h.
+#include "headscope/inspect/checks.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "headscope/base/error.h"
+#include "headscope/base/shape.h"
+#include "headscope/compute/cpu_forward.h"
+#include "headscope/compute/forward.h"
+
+namespace headscope {
+
+namespace {
+
+double max_abs_diff(const AlignedVector<float>& a, const AlignedVector<float>& b) {
+    double diff = 0;
+    for (size_t n = 0; n < a.size(); ++n) diff = std::max(diff, std::abs(static_cast<double>(a[n]) - b[n]));
+    return diff;
+}
+
+}  // namespace
+
+AttentionResult forward_by_head_loop(const Model& model, const Batch& batch, const AttentionOptions& options,
+                                     const Progress& progress) {
+    AttentionOptions every_layer = options;  // the loop returns every layer, with outputs, whatever was asked
+    every_layer.layers.clear();
+    every_layer.capture_outputs = true;
+    every_layer.split = Split::transpose;  // the loop splits heads by columns, the correct split
+    AttentionResult result;
+    CpuForward().run(model, batch, every_layer, result, CpuForward::Heads::loop, nullptr, progress);
+    return result;
+}
+
+double round_off_tolerance(double size) { return relative_round_off * std::max(1.0, size); }
+
+Agreement agreement(double max_diff, double size) {
+    if (max_diff == 0) return Agreement::exact;
+    return max_diff <= round_off_tolerance(size) ? Agreement::round_off : Agreement::differs;
+}
+
+HeadLoopComparison compare_with_head_loop(Backend& backend, const Model& model, const Batch& batch,
+                                          const AttentionOptions& options, const Progress& progress) {
+    AttentionOptions every_layer = options;
+    every_layer.layers.clear();
+    every_layer.capture_outputs = true;
+    const int64_t steps = model.config.n_layer + 1;
+    const AttentionResult loop = forward_by_head_loop(model, batch, every_layer, [&](const ProgressReport& layer) {
+        report_progress(progress, "checks: the per-head loop", layer.done, steps, ProgressUnit::steps);
+    });
+    report_progress(progress, "checks: the batched heads", steps - 1, steps, ProgressUnit::steps);
+    AttentionResult engine;
+    backend.forward(batch, every_layer, engine);
+    report_progress(progress, "checks: the batched heads", steps, steps, ProgressUnit::steps);
+    double max_output = 0;
+    for (float v : loop.outputs) max_output = std::max(max_output, static_cast<double>(std::abs(v)));
+    return {max_abs_diff(engine.weights, loop.weights), max_abs_diff(engine.outputs, loop.outputs), max_output};
+}
+
+CausalityCheck check_causality(Backend& backend, const Model& model, const Batch& batch, int b,
+                               const AttentionOptions& options, const Progress& progress) {
+    if (b < 0 || b >= batch.B())
+        throw Error("causality check: text " + std::to_string(b + 1) + " is not in the batch of " +
+                    std::to_string(batch.B()));
+    AttentionOptions every_layer = options;
+    every_layer.layers.clear();
+    AttentionResult before, after;
+    const char* what = "checks: causality";
+    report_progress(progress, what, 0, 2, ProgressUnit::steps);
+    backend.forward(batch, every_layer, before);  // validates the batch first
+    report_progress(progress, what, 1, 2, ProgressUnit::steps);
+
+    CausalityCheck check;
+    Batch edited = batch;
+    std::vector<int32_t>& ids = edited.token_ids[b];
+    check.position = static_cast<int>(ids.size()) - 1;
+    check.token = ids.back();
+    check.replacement = (ids.back() + 1) % model.config.vocab_size;
+    ids.back() = check.replacement;
+    backend.forward(edited, every_layer, after);
+    report_progress(progress, what, 2, 2, ProgressUnit::steps);
+
+    const int T = before.T;
+    check.earlier_rows = check.position;
+    for (size_t slot = 0; slot < before.layers.size(); ++slot)
+        for (int h = 0; h < before.NH; ++h) {
+            const float* w0 = before.map(static_cast<int>(slot), b, h);
+            const float* w1 = after.map(static_cast<int>(slot), b, h);
+            for (int i = 0; i <= check.position; ++i)
+                for (int j = 0; j < T; ++j) {
+                    const size_t n = static_cast<size_t>(i) * T + j;
+                    const double diff = std::abs(static_cast<double>(w0[n]) - w1[n]);
+                    double& max = i < check.position ? check.max_earlier_diff : check.max_changed_row_diff;
+                    max = std::max(max, diff);
+                }
+        }
+    return check;
+}
+
+std::vector<ParameterRow> parameter_table(const Model& model) {
+    std::vector<ParameterRow> rows;
+    for (const TensorInfo& tensor : model.tensors)
+        rows.push_back({tensor.name, tensor.shape, element_count(tensor.shape)});
+    return rows;
+}
+
+std::vector<ConfigRow> config_table(const Model& model) {
+    const Config& c = model.config;
+    const int NH = c.n_head, NKV = c.kv_heads(), hs = c.head_size();
+    std::vector<ConfigRow> rows = {
+        {"architecture", c.architecture},
+        {"layers L", std::to_string(c.n_layer)},
+        {"channels C", std::to_string(c.n_embd)},
+        {"query heads NH", std::to_string(NH)},
+        {"key/value heads NKV",
+         std::to_string(NKV) +
+             (NKV == NH ? " (one per query head)" : " (groups of " + std::to_string(NH / NKV) + " query heads)")},
+        {"head size hs",
+         std::to_string(hs) +
+             (NH * hs == c.n_embd ? " (C / NH)" : " (the config's; NH x hs = " + std::to_string(NH * hs) + ", not C)")},
+        {"norm", norm_choices.labels[static_cast<int>(c.norm)]},
+    };
+    std::string positions = positions_choices.labels[static_cast<int>(c.positions)];
+    if (c.positions == Positions::learned) {
+        positions += ", " + std::to_string(c.n_positions) + " positions";
+    } else {
+        char theta[32];
+        std::snprintf(theta, sizeof theta, "%.10g", c.rope.theta);
+        positions += ", theta " + std::string(theta);
+        if (c.rope.fraction < 1)
+            positions +=
+                ", on " + std::to_string(rope_dims(c.rope, hs)) + " of each head's " + std::to_string(hs) + " dims";
+        if (c.rope.factor > 0) positions += ", Llama 3 scaling";
+    }
+    rows.push_back({"positions", positions});
+    if (c.qk_norm) rows.push_back({"q/k norm", "RMSNorm over each head's hs values"});
+    rows.push_back({"MLP", std::string(mlp_choices.labels[static_cast<int>(c.mlp)]) + ", " +
+                               std::to_string(c.mlp_size()) + " hidden"});
+    rows.push_back(
+        {"sliding window", c.sliding_window ? std::to_string(c.sliding_window) + " keys back" : std::string("none")});
+    rows.push_back({"weights", to_string(model.dtype)});
+    rows.push_back({"vocabulary V", std::to_string(c.vocab_size)});
+    return rows;
+}
+
+std::vector<ShapeRow> compute_shapes(const Config& config, int B, int T, int NH) {
+    if (B < 1 || T < 1)
+        throw Error("shapes: need a positive batch and length (got B=" + std::to_string(B) + " T=" + std::to_string(T) +
+                    ")");
+    const HeadSplit s = head_split(config, NH);
+    const int64_t C = config.n_embd, NKV = s.NKV, hs = s.hs, width = s.q_width(), g = s.group();
+    const bool grouped = g > 1, rotary = config.positions == Positions::rotary;
+    // GPT-2's rows in its own words; the families' where they differ.
+    const bool gpt2 = !grouped && !rotary && width == C;
+    std::vector<ShapeRow> rows = {{"x", "(B, T, C)", {B, T, C}, "the attention's input (after ln_1)"}};
+    if (gpt2)
+        rows.push_back({"qkv", "(B, T, 3C)", {B, T, 3 * C}, "the fused c_attn projection [Q | K | V]"});
+    else
+        rows.push_back({"qkv",
+                        "(B, T, (NH + 2 NKV) hs)",
+                        {B, T, width + 2 * NKV * hs},
+                        "the Q, K and V projections side by side [Q | K | V]"});
+    if (!grouped) {
+        rows.push_back({"q, k, v",
+                        "(B, NH, T, hs)",
+                        {B, NH, T, hs},
+                        std::string("each viewed as (B, T, NH, hs), then transposed") +
+                            (rotary ? "; q and k rotated (RoPE)" : "")});
+    } else {
+        rows.push_back({"q",
+                        "(B, NH, T, hs)",
+                        {B, NH, T, hs},
+                        std::string("viewed as (B, T, NH, hs), transposed") + (rotary ? ", rotated" : "")});
+        rows.push_back({"k, v",
+                        "(B, NKV, T, hs)",
+                        {B, NKV, T, hs},
+                        std::string("viewed as (B, T, NKV, hs), transposed") + (rotary ? "; k rotated" : "")});
+        rows.push_back({"k, v expanded",
+                        "(B, NKV, NH/NKV, T, hs)",
+                        {B, NKV, g, T, hs},
+                        "one per query head of the group: stride 0, no copy"});
+        rows.push_back({"k, v repeated", "(B, NH, T, hs)", {B, NH, T, hs}, "reshape copies each key/value head"});
+    }
+    rows.push_back({"att", "(B, NH, T, T)", {B, NH, T, T}, "scores, masked and softmaxed: the maps"});
+    rows.push_back({"att @ v", "(B, NH, T, hs)", {B, NH, T, hs}, "each head's output"});
+    rows.push_back(
+        {"y",
+         width == C ? "(B, T, C)" : "(B, T, NH*hs)",
+         {B, T, width},
+         std::string("heads transposed back and merged, before ") + (gpt2 ? "c_proj" : "the output projection")});
+    return rows;
+}
+
+double naive_view_max_diff(Backend& backend, const Batch& batch, AttentionOptions options, int layer,
+                           ComputedOn* computed_on) {
+    options.layers = {layer};
+    options.capture_outputs = true;
+    AttentionResult correct, naive;
+    options.split = Split::transpose;
+    backend.forward(batch, options, correct);
+    options.split = Split::naive_view;
+    backend.forward(batch, options, naive);
+    if (computed_on) *computed_on = naive.computed_on.fallback.empty() ? correct.computed_on : naive.computed_on;
+    return max_abs_diff(naive.outputs, correct.outputs);
+}
+
+}  // namespace headscope

@@ -1,0 +1,258 @@
+// The reshape dance: see dance.h.
+#include "headscope/inspect/dance.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+
+#include "headscope/base/error.h"
+#include "headscope/compute/forward.h"
+
+namespace headscope {
+
+namespace {
+
+int64_t dim_index(const std::vector<std::string>& dims, const std::string& name) {
+    const auto it = std::find(dims.begin(), dims.end(), name);
+    return it == dims.end() ? -1 : it - dims.begin();
+}
+
+std::string number(double value) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.10g", value);
+    return text;
+}
+
+// Appends to a Dance: the buffers as they are first written, the steps as views of them.
+class Walk {
+public:
+    explicit Walk(Dance& d) : d_(d) {}
+
+    // A step that views memory already written.
+    StridedLayout view(std::string title, std::string code, int buffer, std::vector<std::string> dims,
+                       StridedLayout layout) {
+        d_.steps.push_back({std::move(title), std::move(code), buffer, std::move(dims), std::move(layout)});
+        return d_.steps.back().layout;
+    }
+    // A step on the memory the last step viewed.
+    StridedLayout again(std::string title, std::string code, std::vector<std::string> dims, StridedLayout layout) {
+        return view(std::move(title), std::move(code), d_.steps.back().buffer, std::move(dims), std::move(layout));
+    }
+    // A step that writes a new buffer, contiguously in `dims`; viewed as
+    // `layout`, or as written when none is given.
+    StridedLayout write(std::string title, std::string code, std::string name, std::vector<std::string> dims,
+                        std::vector<int64_t> shape, bool kv = false, std::vector<std::string> view_dims = {},
+                        std::optional<StridedLayout> layout = {}) {
+        d_.buffers.push_back({std::move(name), dims, shape, kv});
+        return view(std::move(title), std::move(code), static_cast<int>(d_.buffers.size()) - 1,
+                    view_dims.empty() ? std::move(dims) : std::move(view_dims),
+                    layout ? *layout : StridedLayout::contiguous(std::move(shape)));
+    }
+
+private:
+    Dance& d_;
+};
+
+// The walk of a model without groups or rotation (GPT-2's): Q alone (K and V
+// go the same way), split, attended, merged.
+void plain_walk(Dance& d, Walk& walk, const Config& config) {
+    const int64_t B = d.B, T = d.T, C = d.C, NH = d.NH, hs = d.hs;
+    const std::string out_proj = module_name(config, Weight::attn_proj_w);
+    const bool fused = config.qkv_layout != QkvLayout::separate;
+    const std::string q = module_name(config, fused ? Weight::attn_w : Weight::q_w);
+    const StridedLayout q_flat =
+        fused ? walk.write("Q: the first C of the fused " + q + "'s 3C outputs, a (B, T, C) buffer",
+                           "q = x @ W_q + b_q  # " + q + "'s first C columns", "q", {"B", "T", "C"}, {B, T, C})
+              : walk.write("Q: " + q + "'s C outputs per token, a (B, T, C) buffer", "q = " + q + "(x)", "q",
+                           {"B", "T", "C"}, {B, T, C});
+    if (d.split == Split::transpose) {
+        const StridedLayout split_heads =
+            walk.again("view: each token's C channels become NH heads of hs; no data moves", "q = q.view(B, T, NH, hs)",
+                       {"B", "T", "NH", "hs"}, q_flat.view({B, T, NH, hs}));
+        walk.again("transpose(1, 2): heads before tokens, only the strides swap; no longer contiguous",
+                   "q = q.transpose(1, 2)", {"B", "NH", "T", "hs"}, split_heads.transpose(1, 2));
+        walk.write("scores and weights per head: softmax(q k^T / sqrt(hs)), a new buffer",
+                   "att = softmax(q @ k.transpose(-2, -1) / sqrt(hs))", "att", {"B", "NH", "T", "T_k"}, {B, NH, T, T});
+        const StridedLayout y = walk.write("weights times V, per head: a new buffer", "y = att @ v", "y",
+                                           {"B", "NH", "T", "hs"}, {B, NH, T, hs});
+        walk.again("transpose back: tokens before heads, only the strides swap", "y = y.transpose(1, 2)",
+                   {"B", "T", "NH", "hs"}, y.transpose(1, 2));
+        const StridedLayout copied =
+            walk.write("contiguous(): the copy that puts each token's heads side by side", "y = y.contiguous()",
+                       "y_merged", {"B", "T", "NH", "hs"}, {B, T, NH, hs});
+        walk.again("view back to (B, T, C), then the output projection mixes the heads",
+                   "y = " + out_proj + "(y.view(B, T, C))", {"B", "T", "C"}, copied.view({B, T, C}));
+    } else {
+        walk.again("view straight to (B, NH, T, hs): it succeeds, but each \"head\" now holds pieces of several tokens",
+                   "q = q.view(B, NH, T, hs)  # the bug", {"B", "NH", "T", "hs"}, q_flat.view({B, NH, T, hs}));
+        walk.write("scores and weights per \"head\": mixed tokens attend to mixed tokens",
+                   "att = softmax(q @ k.transpose(-2, -1) / sqrt(hs))", "att", {"B", "NH", "T", "T_k"}, {B, NH, T, T});
+        const StridedLayout y =
+            walk.write("weights times V, per \"head\"", "y = att @ v", "y", {"B", "NH", "T", "hs"}, {B, NH, T, hs});
+        walk.again("view back to (B, T, C): succeeds silently, rows are not tokens' outputs",
+                   "y = " + out_proj + "(y.view(B, T, C))  # the bug", {"B", "T", "C"}, y.view({B, T, C}));
+    }
+}
+
+// Q's or K's steps in a grouped or rotary model: projected and split into
+// heads (qk-normed, Qwen 3). Returns the split's layout.
+StridedLayout project_and_split(Dance& d, Walk& walk, const Config& config, bool keys) {
+    const int64_t B = d.B, T = d.T, hs = d.hs, heads = keys ? d.NKV : d.NH;
+    const std::string x = keys ? "k" : "q", H = keys ? "NKV" : "NH", width = H + "*hs";
+    const bool fused = config.qkv_layout != QkvLayout::separate;
+    std::string title, code;
+    if (fused) {
+        const std::string qkv = module_name(config, Weight::attn_w);
+        const std::string stored = config.qkv_layout == QkvLayout::fused_per_head
+                                       ? " (stored per head [q k v], gathered into [Q | K | V])"
+                                       : " ([Q | K | V])";
+        if (!keys) {
+            title = "Q: the query columns of the fused " + qkv + stored + ", a (B, T, NH*hs) buffer";
+            code = "q = qkv[..., Q columns]  # qkv = " + qkv + "(x)";
+        } else {
+            title = "K: the key columns of the same projection; V (its value columns) takes the same steps";
+            code = "k = qkv[..., K columns]  # v = qkv[..., V columns] alike";
+        }
+    } else {
+        const std::string q = module_name(config, Weight::q_w), k = module_name(config, Weight::k_w),
+                          v = module_name(config, Weight::v_w);
+        if (!keys) {
+            title = "Q: " + q + "'s NH*hs outputs per token, a (B, T, NH*hs) buffer";
+            code = "q = " + q + "(x)  # NH * hs = " + std::to_string(d.NH * hs) + " columns";
+        } else {
+            title = "K: " + k + "'s NKV*hs outputs per token, NKV key/value heads; V (" + v + ") takes the same steps";
+            code = "k = " + k + "(x)  # NKV * hs = " + std::to_string(d.NKV * hs) + " columns; v = " + v + "(x) alike";
+        }
+    }
+    StridedLayout at = walk.write(title, code, x, {"B", "T", width}, {B, T, heads * hs}, keys);
+
+    if (d.split == Split::transpose || config.qk_norm)
+        at = walk.again("view: each token's " + width + " channels become " + H + " heads of hs; no data moves",
+                        x + " = " + x + ".view(B, T, " + H + ", hs)", {"B", "T", H, "hs"}, at.view({B, T, heads, hs}));
+    if (config.qk_norm)
+        at =
+            walk.write("RMSNorm over each head's hs values (Qwen 3's " + x + "_norm): a new buffer, the same layout",
+                       x + " = " + x + "_norm(" + x + ")", x + "_normed", {"B", "T", H, "hs"}, {B, T, heads, hs}, keys);
+    if (d.split == Split::transpose)
+        at = walk.again("transpose(1, 2): heads before tokens, only the strides swap; no longer contiguous",
+                        x + " = " + x + ".transpose(1, 2)", {"B", H, "T", "hs"}, at.transpose(1, 2));
+    else
+        at = walk.again("view straight to (B, " + H + ", T, hs): it succeeds, but each \"head\" now holds pieces of " +
+                            "several tokens",
+                        x + " = " + x + ".view(B, " + H + ", T, hs)  # the bug", {"B", H, "T", "hs"},
+                        at.view({B, heads, T, hs}));
+    return at;
+}
+
+// RoPE on Q's or K's heads, split as `at`: a new buffer, whose layout it returns.
+StridedLayout rotate(Dance& d, Walk& walk, const Config& config, bool keys, const StridedLayout& at) {
+    const int64_t B = d.B, T = d.T, hs = d.hs, heads = keys ? d.NKV : d.NH;
+    const std::string x = keys ? "k" : "q", H = keys ? "NKV" : "NH";
+    const bool cat = config.rope.joined_by_cat;
+    const std::string D = std::to_string(d.rope_dims), half = std::to_string(d.rope_dims / 2);
+    std::string title = "RoPE, on Q and K before the scores: position t turns the first " + D + " of each head's " +
+                        std::to_string(hs) + " dims in rotate-half pairs (d, d + " + half + ") by the angle t * " +
+                        number(config.rope.theta) + "^(-2d/" + D + ")";
+    if (config.rope.factor > 0) title += " (Llama 3's scaling slows the long wavelengths)";
+    title += "; a new buffer";
+    const std::string formula = cat ? x + " = cat(" + x + "[..., :" + D + "] * cos + rotate_half(" + x + "[..., :" + D +
+                                          "]) * sin, " + x + "[..., " + D + ":])"
+                                    : x + " = " + x + " * cos + rotate_half(" + x + ") * sin";
+    const std::string code = formula + "  # rotate_half(r) = cat(-r[..., " + half + ":], r[..., :" + half + "])";
+    // x * cos + rotate_half(x) * sin is elementwise, and PyTorch writes its
+    // result in its input's memory order: a transposed split (B, T, H, hs)
+    // stays one. GPT-NeoX's torch.cat of the rotated and the passed-through
+    // dims writes contiguously.
+    if (cat || at.is_contiguous())
+        return walk.write(title, code, x + "_rotated", {"B", H, "T", "hs"}, {B, heads, T, hs}, keys);
+    return walk.write(title + " in " + x + "'s memory order (an elementwise op keeps its input's strides)", code,
+                      x + "_rotated", {"B", "T", H, "hs"}, {B, T, heads, hs}, keys, {"B", H, "T", "hs"},
+                      StridedLayout::contiguous({B, T, heads, hs}).transpose(1, 2));
+}
+
+// A grouped or rotary model: Q and K each split and rotated, K repeated for
+// its group's query heads, then scores, weights times V and the merge.
+void grouped_walk(Dance& d, Walk& walk, const Config& config) {
+    const int64_t B = d.B, T = d.T, NH = d.NH, NKV = d.NKV, g = d.group(), hs = d.hs;
+    const StridedLayout q = project_and_split(d, walk, config, false);
+    StridedLayout k = project_and_split(d, walk, config, true);
+    if (d.rope_dims) {
+        rotate(d, walk, config, false, q);
+        k = rotate(d, walk, config, true, k);
+    }
+    if (g > 1) {
+        const StridedLayout expanded = walk.again(
+            "expand: a new axis of g = NH/NKV = " + std::to_string(g) +
+                " copies of each key/value head, one per query head of its group, with stride 0: every copy reads "
+                "the same memory, no float moved",
+            "k = k[:, :, None].expand(B, NKV, g, T, hs)  # v alike", {"B", "NKV", "g", "T", "hs"},
+            k.unsqueeze(2).expand({B, NKV, g, T, hs}));
+        const std::string title = "reshape to (B, NH, T, hs), as the scores need (repeat_kv)";
+        const std::string code = "k = k.reshape(B, NH, T, hs)  # v alike";
+        if (const std::optional<StridedLayout> viewed = expanded.try_view({B, NH, T, hs}))
+            walk.again(title + ": a view, no float moved", code, {"B", "NH", "T", "hs"}, *viewed);
+        else
+            walk.write(title +
+                           ": no view can merge an axis of stride 0, so reshape copies each key/value head g "
+                           "times into a new buffer",
+                       code, "k_repeated", {"B", "NH", "T", "hs"}, {B, NH, T, hs}, true);
+    }
+    const bool naive = d.split == Split::naive_view;
+    const std::string out_proj = module_name(config, Weight::attn_proj_w);
+    walk.write(naive ? "scores and weights per \"head\": mixed tokens attend to mixed tokens"
+                     : "scores and weights per query head, against its key/value head's keys: softmax(q k^T / "
+                       "sqrt(hs)), a new buffer",
+               "att = softmax(q @ k.transpose(-2, -1) / sqrt(hs))", "att", {"B", "NH", "T", "T_k"}, {B, NH, T, T});
+    const StridedLayout y =
+        walk.write(naive ? "weights times V, per \"head\"" : "weights times V, per head: a new buffer", "y = att @ v",
+                   "y", {"B", "NH", "T", "hs"}, {B, NH, T, hs});
+    if (naive) {
+        walk.again("view back to (B, T, NH*hs): succeeds silently, rows are not tokens' outputs",
+                   "y = " + out_proj + "(y.view(B, T, NH * hs))  # the bug", {"B", "T", "NH*hs"},
+                   y.view({B, T, NH * hs}));
+        return;
+    }
+    walk.again("transpose back: tokens before heads, only the strides swap", "y = y.transpose(1, 2)",
+               {"B", "T", "NH", "hs"}, y.transpose(1, 2));
+    const StridedLayout copied = walk.write("contiguous(): the copy that puts each token's heads side by side",
+                                            "y = y.contiguous()", "y_merged", {"B", "T", "NH", "hs"}, {B, T, NH, hs});
+    walk.again("view back to (B, T, NH*hs), then the output projection mixes the heads",
+               "y = " + out_proj + "(y.view(B, T, NH * hs))", {"B", "T", "NH*hs"}, copied.view({B, T, NH * hs}));
+}
+
+}  // namespace
+
+ElementOwner Dance::owner(int buffer, int64_t n) const {
+    const DanceBuffer& buf = buffers.at(buffer);
+    std::vector<int64_t> index(buf.shape.size());
+    for (size_t d = buf.shape.size(); d-- > 0;) {
+        index[d] = n % buf.shape[d];
+        n /= buf.shape[d];
+    }
+    const int64_t head_dim = std::max(dim_index(buf.dims, "NH"), dim_index(buf.dims, "NKV"));
+    int64_t head;
+    if (head_dim < 0)
+        head = index.back() / hs;  // a channel of (B, T, heads * hs)
+    else if (buf.kv && buf.dims[head_dim] == "NH")
+        head = index[head_dim] / group();  // a copy of a key/value head, repeated for each query head of its group
+    else
+        head = index[head_dim];
+    return {index[dim_index(buf.dims, "B")], index[dim_index(buf.dims, "T")], head};
+}
+
+Dance reshape_dance(int B, int T, const Config& config, int n_head, Split split) {
+    if (B < 1 || T < 1)
+        throw Error("reshape dance: need a positive batch and length (got B=" + std::to_string(B) +
+                    " T=" + std::to_string(T) + ")");
+    const HeadSplit s = head_split(config, n_head);
+    const int rope = config.positions == Positions::rotary ? rope_dims(config.rope, s.hs) : 0;
+    Dance d{B, T, config.n_embd, s.NH, s.NKV, s.hs, rope, split, {}, {}};
+    Walk walk(d);
+    if (s.NKV == s.NH && !rope)
+        plain_walk(d, walk, config);
+    else
+        grouped_walk(d, walk, config);
+    return d;
+}
+
+}  // namespace headscope

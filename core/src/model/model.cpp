@@ -1,0 +1,397 @@
+// Finds a model (a directory, or a hub name in the local Hugging Face cache),
+// checks every tensor's shape against the model description that its config
+// implies, keeps its matrices mapped from the safetensors files (each value
+// checked finite) and converts its vectors, and any matrix the map cannot
+// serve, into one float32 buffer.
+#include "headscope/model/model.h"
+
+#include "headscope/base/error.h"
+#include "headscope/base/shape.h"
+#include "headscope/io/files.h"
+#include "headscope/io/installation.h"
+#include "headscope/io/json_fields.h"
+#include "headscope/io/json_input.h"
+#include "headscope/io/safetensors.h"
+
+#include <pwd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <future>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+
+namespace headscope {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using json = nlohmann::json;
+
+std::string env(const char* name) {
+    const char* value = std::getenv(name);
+    return value ? value : "";
+}
+
+// Where huggingface_hub keeps its cache, by the same rules it uses.
+fs::path hub_cache_dir() {
+    if (const std::string hub = env("HF_HUB_CACHE"); !hub.empty()) return hub;
+    if (const std::string home = env("HF_HOME"); !home.empty()) return fs::path(home) / "hub";
+    if (const std::string xdg = env("XDG_CACHE_HOME"); !xdg.empty()) return fs::path(xdg) / "huggingface" / "hub";
+    std::string home = env("HOME");
+    if (home.empty()) {
+        if (const passwd* pw = getpwuid(getuid())) home = pw->pw_dir;
+    }
+    return fs::path(home) / ".cache" / "huggingface" / "hub";
+}
+
+// "gpt2" or "openai-community/gpt2-medium": the characters HF allows in a
+// repo id, with at most one '/' between two non-empty parts.
+bool is_hub_name(const std::string& name) {
+    const size_t slash = name.find('/');
+    if (slash != std::string::npos && name.find('/', slash + 1) != std::string::npos) return false;
+    if (name.empty() || name.front() == '/' || name.back() == '/') return false;
+    if (name.front() == '.' || name.find("/.") != std::string::npos) return false;
+    return std::all_of(name.begin(), name.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == '/';
+    });
+}
+
+// The snapshot a cached repo's refs/main names, else its newest one.
+fs::path pick_snapshot(const fs::path& repo) {
+    const fs::path snapshots = repo / "snapshots";
+    const fs::path ref = repo / "refs" / "main";
+    if (fs::is_regular_file(ref)) {
+        std::string rev = read_file(ref);
+        rev.erase(rev.find_last_not_of(" \t\r\n") + 1);
+        if (rev.empty() || rev.find('/') != std::string::npos) throw Error(ref.string() + ": not a revision");
+        const fs::path snapshot = snapshots / rev;
+        if (!fs::is_directory(snapshot))
+            throw Error(ref.string() + ": names revision " + rev + " but " + snapshot.string() + " is missing");
+        return snapshot;
+    }
+    fs::path newest;
+    fs::file_time_type newest_time;
+    if (fs::is_directory(snapshots)) {
+        for (const fs::directory_entry& entry : fs::directory_iterator(snapshots)) {
+            if (!entry.is_directory()) continue;
+            const fs::file_time_type time = entry.last_write_time();
+            if (newest.empty() || time > newest_time) {
+                newest = entry.path();
+                newest_time = time;
+            }
+        }
+    }
+    if (newest.empty()) throw Error(repo.string() + ": no refs/main and no snapshot directory in snapshots/");
+    return newest;
+}
+
+Config read_config(const fs::path& path) {
+    const std::string file = path.string();
+    if (!fs::exists(path)) throw Error(file + " missing");
+    return config_from_json(parse_json(read_file(path), file), file);
+}
+
+// Every tensor of a checkpoint's files, by name, with the file it is in.
+struct FoundTensor {
+    TensorView view;
+    std::string file;
+};
+using TensorMap = std::map<std::string, FoundTensor>;
+
+// A name is found as it is or, where the family's files may prefix names
+// (optional_tensor_prefix), with that prefix; not both.
+TensorMap::const_iterator find_tensor(const TensorMap& tensors, const Config& config, const std::string& name) {
+    const auto exact = tensors.find(name);
+    const std::string prefix = optional_tensor_prefix(config);
+    if (prefix.empty()) return exact;
+    const auto prefixed = tensors.find(prefix + name);
+    if (exact != tensors.end() && prefixed != tensors.end())
+        throw Error(exact->second.file + ": both '" + name + "' and '" + prefix + name + "' present");
+    return exact != tensors.end() ? exact : prefixed;
+}
+
+// The shard files an index names: model.safetensors.index.json's weight_map
+// {tensor: file}; every file must be a plain name beside the index.
+std::vector<fs::path> shard_files(const fs::path& index) {
+    const JsonFields f(index.string());
+    const json j = parse_json(read_file(index), f.file());
+    const json& map = f.required(j, "", "weight_map", json::value_t::object, "an object naming the shard files");
+    if (map.empty()) f.fail("weight_map", "names no shard file");
+    std::vector<fs::path> files;
+    for (const auto& [tensor, shard] : map.items()) {
+        const std::string field = JsonFields::join("weight_map", tensor);
+        if (!shard.is_string()) f.fail(field, "the file of '" + tensor + "' is " + describe_json(shard));
+        const std::string name = shard.get<std::string>();
+        if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+            f.fail(field, "shard '" + name + "' of '" + tensor + "' is not a file name beside the index");
+        const fs::path path = index.parent_path() / name;
+        if (std::find(files.begin(), files.end(), path) == files.end()) {
+            if (!fs::exists(path)) f.fail(field, "names shard " + name + " (of '" + tensor + "'), which is missing");
+            files.push_back(path);
+        }
+    }
+    return files;
+}
+
+// The checkpoint's safetensors files: model.safetensors, or the shards its index names.
+std::vector<fs::path> checkpoint_files(const fs::path& dir) {
+    const fs::path single = dir / "model.safetensors", index = dir / "model.safetensors.index.json";
+    if (fs::exists(single)) return {single};
+    if (fs::exists(index)) return shard_files(index);
+    if (fs::exists(dir / "pytorch_model.bin") || fs::exists(dir / "pytorch_model.bin.index.json")) {
+        throw Error(single.string() +
+                    " missing: only pytorch_model.bin found, and Headscope reads safetensors only "
+                    "(convert it with transformers' save_pretrained(safe_serialization=True))");
+    }
+    throw Error(single.string() + " missing (and no model.safetensors.index.json)");
+}
+
+// Where `shape` differs from `expected`, the message for tensor `name`.
+void check_shape(const std::string& file, const std::string& name, const std::vector<int64_t>& shape,
+                 const std::vector<int64_t>& expected) {
+    if (shape != expected) {
+        throw Error(file + ": tensor '" + name + "' has shape " + shape_string(shape, Notation::json) + ", expected " +
+                    shape_string(expected, Notation::json) + " from config.json");
+    }
+}
+
+}  // namespace
+
+fs::path resolve_model_path(const std::string& name_or_path) {
+    std::error_code ec;
+    if (name_or_path == builtin_model) {
+        const std::string override_dir = env("HEADSCOPE_BUILTIN_MODEL");
+        const fs::path dir = override_dir.empty() ? data_dir() / "builtin" : fs::path(override_dir);
+        if (!fs::is_directory(dir, ec))
+            throw Error("the built-in model is missing: no directory " + dir.string() +
+                        " (tools/train-builtin makes it)");
+        return dir;
+    }
+    if (fs::is_directory(name_or_path, ec)) return name_or_path;
+    if (fs::exists(name_or_path, ec)) throw Error("model '" + name_or_path + "' is not a directory");
+    if (!is_hub_name(name_or_path)) throw Error("model '" + name_or_path + "' not found: no directory of that name");
+
+    const fs::path cache = hub_cache_dir();
+    std::string repo_dir = "models--" + name_or_path;
+    if (const size_t slash = repo_dir.find('/'); slash != std::string::npos) repo_dir.replace(slash, 1, "--");
+    const fs::path repo = cache / repo_dir;
+    if (!fs::is_directory(repo, ec)) {
+        throw Error("model '" + name_or_path + "' not found: no directory of that name and no " + repo_dir +
+                    " in the Hugging Face cache " + cache.string() + " (Headscope never downloads)");
+    }
+    return pick_snapshot(repo);
+}
+
+std::vector<CachedModel> list_cached_models() {
+    std::vector<CachedModel> models;
+    std::error_code ec;
+    const std::string prefix = "models--";
+    for (const fs::directory_entry& repo : fs::directory_iterator(hub_cache_dir(), ec)) {
+        std::string name = repo.path().filename().string();
+        if (!repo.is_directory(ec) || !name.starts_with(prefix)) continue;
+        // models--org--name: hub names cannot contain "--", so the first one is the slash.
+        name.erase(0, prefix.size());
+        if (const size_t dashes = name.find("--"); dashes != std::string::npos) name.replace(dashes, 2, "/");
+        try {
+            const fs::path snapshot = pick_snapshot(repo.path());
+            const std::string file = (snapshot / "config.json").string();
+            config_from_json(parse_json(read_file(snapshot / "config.json"), file), file);  // a family we run
+            models.push_back({name, snapshot});
+        } catch (const std::exception&) {
+            // an incomplete download or a foreign file: not a model to offer
+        }
+    }
+    std::sort(models.begin(), models.end(), [](const CachedModel& a, const CachedModel& b) { return a.name < b.name; });
+    return models;
+}
+
+Model::Model() = default;
+Model::~Model() = default;
+Model::Model(Model&&) noexcept = default;
+Model& Model::operator=(Model&&) noexcept = default;
+
+namespace {
+
+// Model's field for a matrix weight, and for a vector one.
+Matrix& matrix_field(Model& m, const TensorSpec& t) {
+    switch (t.weight) {
+        case Weight::wte: return m.wte;
+        case Weight::wpe: return m.wpe;
+        case Weight::lm_head: return m.lm_head;
+        case Weight::attn_w: return m.layers[t.layer].attn;
+        case Weight::q_w: return m.layers[t.layer].q;
+        case Weight::k_w: return m.layers[t.layer].k;
+        case Weight::v_w: return m.layers[t.layer].v;
+        case Weight::attn_proj_w: return m.layers[t.layer].attn_proj;
+        case Weight::fc_w: return m.layers[t.layer].fc;
+        case Weight::gate_w: return m.layers[t.layer].gate;
+        case Weight::fc_proj_w: return m.layers[t.layer].fc_proj;
+        default: std::abort();  // a vector: vector_field
+    }
+}
+
+const float*& vector_field(Model& m, const TensorSpec& t) {
+    switch (t.weight) {
+        case Weight::ln_1_w: return m.layers[t.layer].ln_1_w;
+        case Weight::ln_1_b: return m.layers[t.layer].ln_1_b;
+        case Weight::attn_b: return m.layers[t.layer].attn_b;
+        case Weight::q_b: return m.layers[t.layer].q_b;
+        case Weight::k_b: return m.layers[t.layer].k_b;
+        case Weight::v_b: return m.layers[t.layer].v_b;
+        case Weight::q_norm: return m.layers[t.layer].q_norm;
+        case Weight::k_norm: return m.layers[t.layer].k_norm;
+        case Weight::attn_proj_b: return m.layers[t.layer].attn_proj_b;
+        case Weight::ln_2_w: return m.layers[t.layer].ln_2_w;
+        case Weight::ln_2_b: return m.layers[t.layer].ln_2_b;
+        case Weight::fc_b: return m.layers[t.layer].fc_b;
+        case Weight::fc_proj_b: return m.layers[t.layer].fc_proj_b;
+        case Weight::ln_f_w: return m.ln_f_w;
+        case Weight::ln_f_b: return m.ln_f_b;
+        default: std::abort();  // a matrix: matrix_field
+    }
+}
+
+// Served from the map as it is: a matrix whose float32 data is aligned for
+// float loads. 16-bit data is read with memcpy (matmul.h), any alignment.
+bool mapped_as_is(const TensorView& view) {
+    return view.shape.size() == 2 &&
+           (view.dtype != DType::F32 || reinterpret_cast<uintptr_t>(view.bytes.data()) % alignof(float) == 0);
+}
+
+// Maps the checkpoint's files into `m`, and lists their tensors by name;
+// `unread` gets those of dtypes Headscope does not read, with their dtype.
+TensorMap map_files(Model& m, const std::vector<fs::path>& files, std::map<std::string, std::string>& unread) {
+    TensorMap tensors;
+    for (const fs::path& path : files) {
+        m.files.push_back(std::make_unique<SafetensorsFile>(path));
+        unread.insert(m.files.back()->unread_tensors().begin(), m.files.back()->unread_tensors().end());
+        m.file_bytes += static_cast<int64_t>(fs::file_size(path));
+        for (const auto& [name, view] : m.files.back()->tensors()) {
+            const auto [it, added] = tensors.emplace(name, FoundTensor{view, path.string()});
+            if (!added)
+                throw Error(path.string() + ": tensor '" + name + "' is also in " + it->second.file +
+                            " (a tensor must be in one shard)");
+        }
+    }
+    return tensors;
+}
+
+// The files' entry for each wanted tensor, its shape checked, and what reading them takes.
+struct Found {
+    std::vector<const TensorMap::value_type*> entries;  // (wanted.size())
+    int64_t copied_floats = 0, total_bytes = 0;
+};
+
+Found find_wanted(Model& m, const std::vector<TensorSpec>& wanted, const TensorMap& tensors,
+                  const std::map<std::string, std::string>& unread, const std::string& where) {
+    const Config& cfg = m.config;
+    Found found;
+    for (const TensorSpec& w : wanted) {
+        const auto it = find_tensor(tensors, cfg, w.name);
+        if (it == tensors.end() && unread.count(w.name)) {
+            throw Error(where + ": tensor '" + w.name + "' has dtype " + unread.at(w.name) +
+                        ", which is unsupported (Headscope reads F32, F16 and BF16)");
+        }
+        if (it == tensors.end()) {
+            const std::string prefix = optional_tensor_prefix(cfg);
+            throw Error(where + ": tensor '" + w.name + "' missing" +
+                        (prefix.empty() ? "" : " (with or without the '" + prefix + "' prefix)"));
+        }
+        check_shape(it->second.file, it->first, it->second.view.shape, w.shape);
+        found.entries.push_back(&*it);
+        if (!mapped_as_is(it->second.view)) found.copied_floats += element_count(w.shape);
+        found.total_bytes += static_cast<int64_t>(it->second.view.bytes.size());
+        m.params += element_count(w.shape);
+    }
+    // A tied output embedding is the same matrix as wte, so it is checked but not kept.
+    if (cfg.tied_embeddings) {
+        if (const auto it = find_tensor(tensors, cfg, output_embedding_name(cfg)); it != tensors.end())
+            check_shape(it->second.file, it->first, it->second.view.shape, wanted.front().shape);
+    }
+    return found;
+}
+
+// Each wanted tensor into its field of `m`: a matrix served from the map, else
+// converted into m.storage; every value checked finite.
+void read_weights(Model& m, const std::vector<TensorSpec>& wanted, const Found& found, const Progress& progress) {
+    m.storage.resize(static_cast<size_t>(found.copied_floats));
+    float* out = m.storage.data();
+    int64_t done_bytes = 0;
+    const char* reading = "reading the weights";
+    report_progress(progress, reading, 0, found.total_bytes, ProgressUnit::bytes);
+    for (size_t i = 0; i < wanted.size(); ++i) {
+        const auto& [name, entry] = *found.entries[i];
+        const TensorView& view = entry.view;
+        const bool out_by_in = stored_out_by_in(m.config, wanted[i].weight);
+        const auto matrix = [&](const std::byte* data, DType dtype) {
+            const int64_t rows = view.shape[0], cols = view.shape[1];
+            return Matrix{data, dtype, out_by_in ? cols : rows, out_by_in ? rows : cols, out_by_in};
+        };
+        try {
+            if (mapped_as_is(view)) {
+                check_finite(name, view);
+                matrix_field(m, wanted[i]) = matrix(view.bytes.data(), view.dtype);
+            } else {
+                convert_to_f32(name, view, out);
+                if (view.shape.size() == 2)
+                    matrix_field(m, wanted[i]) = matrix(reinterpret_cast<const std::byte*>(out), DType::F32);
+                else
+                    vector_field(m, wanted[i]) = out;
+                out += element_count(view.shape);
+            }
+        } catch (const Error& e) {
+            throw Error(entry.file + ": " + e.what());
+        }
+        const auto bytes = static_cast<int64_t>(view.bytes.size());
+        m.tensors.push_back({name, view.shape, view.dtype, bytes});
+        done_bytes += bytes;
+        report_progress(progress, reading, done_bytes, found.total_bytes, ProgressUnit::bytes);
+    }
+}
+
+}  // namespace
+
+Model load_model(const std::string& name_or_path, const Progress& progress) {
+    Model m;
+    m.path = resolve_model_path(name_or_path);
+    m.config = read_config(m.path / "config.json");
+    const Config& cfg = m.config;
+    const std::vector<fs::path> files = checkpoint_files(m.path);
+
+    // The tokenizer builds its tables while the weights are checked.
+    std::future<Tokenizer> tokenizer =
+        std::async(std::launch::async, [dir = m.path] { return Tokenizer::load_directory(dir); });
+
+    std::map<std::string, std::string> unread;
+    const TensorMap tensors = map_files(m, files, unread);
+    const std::string where =
+        files.size() == 1 ? files.front().string() : (m.path / "model.safetensors.index.json").string();
+
+    // A file holding N tensors cannot have more than N layers. Going no
+    // further than that reports a config with too many layers by its first
+    // missing tensor, before n_layer sizes any allocation.
+    Config within_files = cfg;
+    within_files.n_layer = static_cast<int>(std::min<int64_t>(cfg.n_layer, static_cast<int64_t>(tensors.size())));
+    m.layers.resize(within_files.n_layer);
+    const std::vector<TensorSpec> wanted = model_tensors(within_files);
+    read_weights(m, wanted, find_wanted(m, wanted, tensors, unread, where), progress);
+    if (!m.lm_head) m.lm_head = m.wte.transposed();  // tied
+    m.dtype = m.wte.dtype;
+    std::sort(m.tensors.begin(), m.tensors.end(),
+              [](const TensorInfo& a, const TensorInfo& b) { return a.name < b.name; });
+
+    m.tokenizer = tokenizer.get();
+    if (m.tokenizer.vocab_size() > cfg.vocab_size) {
+        const fs::path file = m.path / (fs::exists(m.path / "tokenizer.json") ? "tokenizer.json" : "vocab.json");
+        throw Error(file.string() + ": " + std::to_string(m.tokenizer.vocab_size()) +
+                    " tokens, more than the model's vocab_size " + std::to_string(cfg.vocab_size));
+    }
+    return m;
+}
+
+}  // namespace headscope

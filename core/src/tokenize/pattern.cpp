@@ -1,0 +1,87 @@
+// PCRE2 patterns under limits: see pattern.h.
+#include "pattern.h"
+
+#include <new>
+
+#include "headscope/base/error.h"
+
+namespace headscope {
+
+namespace {
+
+// Longer than any pre-tokenizer pattern in use (Llama 3's is 120 bytes).
+constexpr uint32_t max_pattern_bytes = 64 * 1024;
+// Steps one search may take. A pre-tokenizer's search costs about a step per
+// character it spans; a catastrophically backtracking one meets the limit in
+// milliseconds instead of running for years.
+constexpr uint32_t match_limit = 5'000'000;
+// The JIT's backtracking stack grows up to this; the interpreter's heap too.
+constexpr size_t jit_stack_bytes = 8 << 20;
+constexpr uint32_t heap_limit_kib = 64 * 1024;
+
+std::string pcre2_message(int code) {
+    PCRE2_UCHAR buffer[256];
+    const int length = pcre2_get_error_message(code, buffer, sizeof buffer);
+    return length < 0 ? "PCRE2 error " + std::to_string(code) : std::string(reinterpret_cast<char*>(buffer));
+}
+
+}  // namespace
+
+MatchScratch::MatchScratch()
+    : data_(pcre2_match_data_create(1, nullptr), pcre2_match_data_free),
+      context_(pcre2_match_context_create(nullptr), pcre2_match_context_free),
+      jit_stack_(pcre2_jit_stack_create(32 * 1024, jit_stack_bytes, nullptr), pcre2_jit_stack_free) {
+    if (!data_ || !context_ || !jit_stack_) throw std::bad_alloc();
+    pcre2_set_match_limit(context_.get(), match_limit);
+    pcre2_set_heap_limit(context_.get(), heap_limit_kib);
+    pcre2_jit_stack_assign(context_.get(), nullptr, jit_stack_.get());
+}
+
+Pattern::Pattern(std::string_view regex, bool literal, const std::string& where)
+    : code_(nullptr, pcre2_code_free), where_(where) {
+    const std::unique_ptr<pcre2_compile_context, decltype(&pcre2_compile_context_free)> context(
+        pcre2_compile_context_create(nullptr), pcre2_compile_context_free);
+    if (!context) throw std::bad_alloc();
+    pcre2_set_max_pattern_length(context.get(), max_pattern_bytes);
+    int error = 0;
+    PCRE2_SIZE error_offset = 0;
+    // \C could split a character's bytes, and every piece must stay UTF-8.
+    const uint32_t options = literal ? PCRE2_UTF | PCRE2_LITERAL : PCRE2_UTF | PCRE2_UCP | PCRE2_NEVER_BACKSLASH_C;
+    code_.reset(pcre2_compile(reinterpret_cast<PCRE2_SPTR>(regex.data()), regex.size(), options, &error, &error_offset,
+                              context.get()));
+    if (!code_) {
+        throw Error(where + ": " + pcre2_message(error) + " at byte " + std::to_string(error_offset) +
+                    " of the pattern");
+    }
+    // Without the JIT (a platform PCRE2 lacks it for, or a pattern it refuses)
+    // the interpreter matches the same, only slower.
+    pcre2_jit_compile(code_.get(), PCRE2_JIT_COMPLETE);
+}
+
+void Pattern::find_all(std::string_view text, MatchScratch& scratch, std::vector<Match>& out) const {
+    const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+    size_t offset = 0;
+    while (offset < text.size()) {
+        // The text was checked once; PCRE2 would otherwise check it all again at every search.
+        const int rc = pcre2_match(code_.get(), subject, text.size(), offset, PCRE2_NO_UTF_CHECK, scratch.data_.get(),
+                                   scratch.context_.get());
+        if (rc == PCRE2_ERROR_NOMATCH) return;
+        if (rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_HEAPLIMIT || rc == PCRE2_ERROR_JIT_STACKLIMIT ||
+            rc == PCRE2_ERROR_DEPTHLIMIT) {
+            throw Error(where_ + ": the pattern took too many steps on this text (" + pcre2_message(rc) + ")");
+        }
+        if (rc < 0) throw Error(where_ + ": " + pcre2_message(rc));
+        const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(scratch.data_.get());
+        const size_t start = ovector[0], end = ovector[1];
+        if (end > start) out.push_back({start, end});
+        if (end > offset) {
+            offset = end;
+        } else {
+            // Past the code point at `offset`: its lead byte, then continuation bytes.
+            ++offset;
+            while (offset < text.size() && (static_cast<unsigned char>(text[offset]) & 0xC0) == 0x80) ++offset;
+        }
+    }
+}
+
+}  // namespace headscope

@@ -1,0 +1,405 @@
+// Hugging Face's tokenizer.json (the `tokenizers` library's format) with a
+// BPE model, read into the Tokenizer's pipeline: the model's vocab, merges
+// and options, the added tokens, the normalizer, the pre-tokenizer and the
+// post-processor (the decoder is not needed: token_bytes is worked out from
+// the rest). Every field is checked before use; a type or option not
+// supported is refused by name, in one line naming the file and the field.
+#include "headscope/base/error.h"
+#include "headscope/io/files.h"
+#include "headscope/io/json_fields.h"
+#include "headscope/io/json_input.h"
+#include "headscope/tokenize/tokenizer.h"
+#include "pattern.h"
+#include "tokenizer_internal.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <set>
+
+namespace headscope {
+
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+// Past the largest tokenizer.json in use (Gemma 3's is 33 MB).
+constexpr size_t max_file_bytes = size_t{256} << 20;
+// Finding added tokens costs up to the longest one's length at each byte of a
+// text; real ones are at most a few dozen bytes.
+constexpr size_t max_added_token_bytes = 1024;
+// Every normalizer and pre-tokenizer runs over the whole text; real files
+// have at most three of each.
+constexpr size_t max_steps = 64;
+
+// The pattern of a ByteLevel pre-tokenizer with use_regex: GPT-2's.
+constexpr std::string_view gpt2_pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+[[noreturn]] void unsupported_type(const JsonFields& f, const std::string& field, const std::string& type,
+                                   const char* supported) {
+    f.fail(field, "type " + describe_json(type) + " is not supported (supported: " + supported + ")");
+}
+
+// A pattern object: {"Regex": "..."} or {"String": "..."}.
+std::shared_ptr<const Pattern> read_pattern(const JsonFields& f, const json& object, const std::string& field) {
+    const json& pattern = f.required(object, field, "pattern", json::value_t::object, "an object");
+    const std::string where = JsonFields::join(field, "pattern");
+    if (const json* regex = f.optional(pattern, where, "Regex")) {
+        if (!regex->is_string()) f.fail(where + ".Regex", "expected a string, got " + describe_json(*regex));
+        return std::make_shared<const Pattern>(regex->get<std::string>(), false, f.file() + ": " + where);
+    }
+    return std::make_shared<const Pattern>(f.string(pattern, where, "String"), true, f.file() + ": " + where);
+}
+
+}  // namespace
+
+class Tokenizer::JsonLoader {
+public:
+    explicit JsonLoader(const std::string& file) : f_(file) {}
+
+    Tokenizer load(const json& root) {
+        if (!root.is_object()) f_.fail("", "expected a JSON object, got " + describe_json(root));
+        // Byte-level when a ByteLevel pre-tokenizer says so, which comes first.
+        t_.byte_level_ = false;
+        if (const json* normalizer = f_.optional(root, "", "normalizer")) read_normalizer(*normalizer, "normalizer");
+        if (const json* pre = f_.optional(root, "", "pre_tokenizer")) read_pre_tokenizer(*pre, "pre_tokenizer");
+        const json* added = f_.optional(root, "", "added_tokens");
+        if (added && !added->is_array()) f_.fail("added_tokens", "expected an array, got " + describe_json(*added));
+        // Token ids run below the number of tokens the file lists: dense, as
+        // every tokenizer has them, yet with room for gaps, and never more
+        // than the file can pay for.
+        const json& model = f_.required(root, "", "model", json::value_t::object, "an object");
+        id_bound_ = f_.required(model, "model", "vocab", json::value_t::object, "an object of token -> id").size() +
+                    (added ? added->size() : 0);
+        read_model(model);
+        if (added) read_added_tokens(*added);
+        if (const json* post = f_.optional(root, "", "post_processor")) read_post_processor(*post, "post_processor");
+        return std::move(t_);
+    }
+
+private:
+    void read_normalizer(const json& value, const std::string& field) {
+        const std::string type = f_.type(value, field);
+        if (t_.normalizers_.size() == max_steps) {
+            f_.fail(field, "more than " + std::to_string(max_steps) + " normalizers in all");
+        }
+        if (type == "Sequence") {
+            const json& list = f_.required(value, field, "normalizers", json::value_t::array, "an array");
+            for (size_t i = 0; i < list.size(); ++i) read_normalizer(list[i], JsonFields::at(field + ".normalizers", i));
+        } else if (type == "NFC") {
+            t_.normalizers_.push_back({Normalizer::Kind::nfc, "", ""});
+        } else if (type == "Prepend") {
+            t_.normalizers_.push_back({Normalizer::Kind::prepend, "", f_.string(value, field, "prepend")});
+        } else if (type == "Replace") {
+            const std::string where = JsonFields::join(field, "pattern");
+            const json& pattern = f_.required(value, field, "pattern", json::value_t::object, "an object");
+            if (f_.optional(pattern, where, "Regex")) f_.fail(where, "a Regex pattern is not supported (only String)");
+            const std::string from = f_.string(pattern, where, "String");
+            if (from.empty()) f_.fail(where + ".String", "empty");
+            const std::string to = f_.string(value, field, "content");
+            // Llama 2's tokenizer stands ▁ for a space this way.
+            if (from == " ") space_symbol_ = to;
+            t_.normalizers_.push_back({Normalizer::Kind::replace, from, to});
+        } else {
+            unsupported_type(f_, field, type, "NFC, Prepend, Replace, Sequence");
+        }
+    }
+
+    void read_pre_tokenizer(const json& value, const std::string& field) {
+        const std::string type = f_.type(value, field);
+        if (t_.pre_tokenizers_.size() == max_steps) {
+            f_.fail(field, "more than " + std::to_string(max_steps) + " pre-tokenizers in all");
+        }
+        if (type == "Sequence") {
+            const json& list = f_.required(value, field, "pretokenizers", json::value_t::array, "an array");
+            for (size_t i = 0; i < list.size(); ++i) {
+                read_pre_tokenizer(list[i], JsonFields::at(field + ".pretokenizers", i));
+            }
+        } else if (type == "Split") {
+            if (f_.boolean(value, field, "invert", false))
+                f_.fail(JsonFields::join(field, "invert"), "true is not supported");
+            t_.pre_tokenizers_.push_back({.kind = PreTokenizer::Kind::split,
+                                          .pattern = read_pattern(f_, value, field),
+                                          .behavior = split_behavior(value, field)});
+        } else if (type == "ByteLevel") {
+            t_.byte_level_ = true;
+            std::shared_ptr<const Pattern> pattern;
+            if (f_.boolean(value, field, "use_regex", true)) {
+                pattern = std::make_shared<const Pattern>(gpt2_pattern, false, f_.file() + ": " + field);
+            }
+            t_.pre_tokenizers_.push_back({.kind = PreTokenizer::Kind::byte_level,
+                                          .pattern = std::move(pattern),
+                                          .add_prefix_space = f_.boolean(value, field, "add_prefix_space", true)});
+        } else if (type == "Metaspace") {
+            const std::string replacement = f_.string(value, field, "replacement");
+            // One character, as in Hugging Face's tokenizers (so a text grows at most fourfold).
+            if (std::count_if(replacement.begin(), replacement.end(), [](char c) { return (c & 0xC0) != 0x80; }) != 1) {
+                f_.fail(JsonFields::join(field, "replacement"),
+                        "expected one character, got " + describe_json(replacement));
+            }
+            space_symbol_ = replacement;
+            t_.pre_tokenizers_.push_back({.kind = PreTokenizer::Kind::metaspace,
+                                          .replacement = replacement,
+                                          .prepend = prepend_scheme(value, field),
+                                          .split = f_.boolean(value, field, "split", true)});
+        } else if (type == "Digits") {
+            t_.pre_tokenizers_.push_back({.kind = PreTokenizer::Kind::digits,
+                                          .individual_digits = f_.boolean(value, field, "individual_digits", false)});
+        } else {
+            unsupported_type(f_, field, type, "Split, ByteLevel, Metaspace, Digits, Sequence");
+        }
+    }
+
+    SplitBehavior split_behavior(const json& value, const std::string& field) const {
+        const std::string behavior = f_.string(value, field, "behavior");
+        if (behavior == "Removed") return SplitBehavior::removed;
+        if (behavior == "Isolated") return SplitBehavior::isolated;
+        if (behavior == "MergedWithPrevious") return SplitBehavior::merged_with_previous;
+        if (behavior == "MergedWithNext") return SplitBehavior::merged_with_next;
+        if (behavior == "Contiguous") return SplitBehavior::contiguous;
+        f_.fail(JsonFields::join(field, "behavior"),
+                describe_json(behavior) +
+                    " is not supported (supported: Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous)");
+    }
+
+    PrependScheme prepend_scheme(const json& value, const std::string& field) const {
+        // Older files say add_prefix_space instead; false means never.
+        if (!f_.boolean(value, field, "add_prefix_space", true)) return PrependScheme::never;
+        const json* scheme = f_.optional(value, field, "prepend_scheme");
+        if (!scheme) return PrependScheme::always;
+        if (*scheme == "always") return PrependScheme::always;
+        if (*scheme == "first") return PrependScheme::first;
+        if (*scheme == "never") return PrependScheme::never;
+        f_.fail(JsonFields::join(field, "prepend_scheme"),
+                describe_json(*scheme) + " is not supported (supported: always, first, never)");
+    }
+
+    void read_model(const json& model) {
+        const std::string type = f_.type(model, "model");
+        if (type != "BPE") unsupported_type(f_, "model", type, "BPE");
+        if (const json* dropout = f_.optional(model, "model", "dropout");
+            dropout && !(dropout->is_number() && dropout->get<double>() == 0)) {
+            f_.fail("model.dropout", describe_json(*dropout) + ": BPE dropout is not supported");
+        }
+        for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+            const json* affix = f_.optional(model, "model", key);
+            if (affix && !(affix->is_string() && affix->get_ref<const std::string&>().empty())) {
+                f_.fail(JsonFields::join("model", key), describe_json(*affix) + " is not supported (only empty or null)");
+            }
+        }
+        t_.ignore_merges_ = f_.boolean(model, "model", "ignore_merges", false);
+        t_.byte_fallback_ = f_.boolean(model, "model", "byte_fallback", false);
+        t_.fuse_unk_ = f_.boolean(model, "model", "fuse_unk", false);
+
+        const json& vocab = model.at("vocab");
+        std::vector<bool> id_seen(id_bound_, false);
+        for (const auto& [token, value] : vocab.items()) {
+            const std::string field = "model.vocab[" + describe_json(token) + "]";
+            const int32_t id = f_.id(value, field, id_bound_);
+            if (id_seen[static_cast<size_t>(id)])
+                f_.fail(field, "id " + std::to_string(id) + " is another token's too");
+            id_seen[static_cast<size_t>(id)] = true;
+            if (static_cast<size_t>(id) >= t_.id_to_bytes_.size()) t_.id_to_bytes_.resize(static_cast<size_t>(id) + 1);
+            std::optional<std::string> symbol = symbol_of(token);
+            // A token outside the byte alphabet cannot come out of byte-level
+            // BPE; it stands for its own text (an added token's, say).
+            t_.id_to_bytes_[static_cast<size_t>(id)] = symbol ? shown_bytes(*symbol) : token;
+            if (symbol) t_.symbol_ids_.emplace(std::move(*symbol), id);
+        }
+        if (t_.byte_level_) {
+            for (int b = 0; b < 256; ++b) {
+                const auto it = t_.symbol_ids_.find(std::string(1, static_cast<char>(b)));
+                t_.byte_symbol_[b] = it == t_.symbol_ids_.end() ? -1 : it->second;
+            }
+        }
+        if (t_.byte_fallback_) {
+            for (int b = 0; b < 256; ++b) {
+                const auto it = t_.symbol_ids_.find(byte_fallback_token(b));
+                t_.byte_fallback_ids_[b] = it == t_.symbol_ids_.end() ? -1 : it->second;
+            }
+        }
+        if (const json* unk = f_.optional(model, "model", "unk_token")) {
+            const auto it = unk->is_string() ? vocab.find(unk->get_ref<const std::string&>()) : vocab.end();
+            if (it == vocab.end()) f_.fail("model.unk_token", describe_json(*unk) + " is not in the vocabulary");
+            t_.unk_id_ = it->get<int32_t>();
+        }
+
+        const json& merges = f_.required(model, "model", "merges", json::value_t::array, "an array");
+        t_.merges_.reserve(merges.size());
+        for (size_t rank = 0; rank < merges.size(); ++rank) {
+            const std::string field = JsonFields::at("model.merges", rank);
+            const json& merge = merges[rank];
+            std::string left, right;
+            if (merge.is_string()) {
+                // The older form: "left right", split at its one space.
+                const std::string& pair = merge.get_ref<const std::string&>();
+                const size_t space = pair.find(' ');
+                if (space == std::string::npos || pair.find(' ', space + 1) != std::string::npos) {
+                    f_.fail(field, "expected \"left right\", got " + describe_json(merge));
+                }
+                left = pair.substr(0, space);
+                right = pair.substr(space + 1);
+            } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string()) {
+                left = merge[0].get<std::string>();
+                right = merge[1].get<std::string>();
+            } else {
+                f_.fail(field, "expected \"left right\" or [\"left\", \"right\"], got " + describe_json(merge));
+            }
+            const int32_t left_id = merge_symbol(left, field, "");
+            const int32_t right_id = merge_symbol(right, field, "");
+            const int32_t result = merge_symbol(left + right, field, "their merge ");
+            // A repeated pair takes its last rank, as Hugging Face's tokenizers does.
+            t_.merges_[pair_key(left_id, right_id)] = Merge{static_cast<int32_t>(rank), result};
+        }
+    }
+
+    // A vocabulary token as a BPE symbol: its bytes when byte-level, else itself.
+    std::optional<std::string> symbol_of(const std::string& token) const {
+        if (t_.byte_level_) return byte_level_bytes(token);
+        return token;
+    }
+
+    // The id of a merge's symbol, which the vocabulary must have.
+    int32_t merge_symbol(const std::string& token, const std::string& field, const char* what) const {
+        const std::optional<std::string> symbol = symbol_of(token);
+        const auto it = symbol ? t_.symbol_ids_.find(*symbol) : t_.symbol_ids_.end();
+        if (it == t_.symbol_ids_.end()) f_.fail(field, what + describe_json(token) + " is not in the vocabulary");
+        return it->second;
+    }
+
+    static std::string byte_fallback_token(int byte) {
+        char name[8];
+        std::snprintf(name, sizeof name, "<0x%02X>", byte);
+        return name;
+    }
+
+    // What a vocabulary symbol shows as (token_bytes): a byte-level symbol is
+    // its bytes already; otherwise the space symbol (▁) is a space, and a
+    // byte-fallback token its byte.
+    std::string shown_bytes(const std::string& symbol) const {
+        if (t_.byte_level_) return symbol;
+        // "<0xAB>", as byte_fallback_token writes it.
+        if (t_.byte_fallback_ && symbol.size() == 6 && symbol.starts_with("<0x") && symbol.ends_with('>')) {
+            unsigned byte = 0;
+            char rest = 0;
+            if (std::sscanf(symbol.c_str() + 3, "%2X%c", &byte, &rest) == 2 && rest == '>' &&
+                symbol == byte_fallback_token(static_cast<int>(byte))) {
+                return std::string(1, static_cast<char>(byte));
+            }
+        }
+        return space_symbol_.empty() ? symbol : replace_all(symbol, space_symbol_, " ");
+    }
+
+    void read_added_tokens(const json& added) {
+        std::vector<bool> id_seen(id_bound_, false);
+        std::set<std::string> contents;
+        for (size_t i = 0; i < added.size(); ++i) {
+            const std::string field = JsonFields::at("added_tokens", i);
+            const json& entry = added[i];
+            const int32_t id = f_.id(f_.required(entry, field, "id"), JsonFields::join(field, "id"), id_bound_);
+            if (id_seen[static_cast<size_t>(id)]) f_.fail(field, "id " + std::to_string(id) + " is listed twice");
+            id_seen[static_cast<size_t>(id)] = true;
+            const std::string content = f_.string(entry, field, "content");
+            if (content.empty()) f_.fail(JsonFields::join(field, "content"), "empty");
+            if (content.size() > max_added_token_bytes) {
+                f_.fail(JsonFields::join(field, "content"), std::to_string(content.size()) + " bytes, more than the " +
+                                                            std::to_string(max_added_token_bytes) +
+                                                            " an added token may have");
+            }
+            if (!contents.insert(content).second) f_.fail(field, describe_json(content) + " is listed twice");
+            const AddedTokens::Token token{id, f_.boolean(entry, field, "lstrip", false),
+                                           f_.boolean(entry, field, "rstrip", false),
+                                           f_.boolean(entry, field, "single_word", false)};
+            // Hugging Face's default, as for a token without the field: normalized.
+            if (f_.boolean(entry, field, "normalized", true)) {
+                t_.normalized_added_.add(t_.normalize(content), token);
+            } else {
+                t_.added_.add(content, token);
+            }
+            if (static_cast<size_t>(id) >= t_.id_to_bytes_.size()) t_.id_to_bytes_.resize(static_cast<size_t>(id) + 1);
+            t_.id_to_bytes_[static_cast<size_t>(id)] = content;
+        }
+    }
+
+    void read_post_processor(const json& value, const std::string& field) {
+        const std::string type = f_.type(value, field);
+        if (type == "Sequence") {
+            const json& list = f_.required(value, field, "processors", json::value_t::array, "an array");
+            for (size_t i = 0; i < list.size(); ++i) read_post_processor(list[i], JsonFields::at(field + ".processors", i));
+        } else if (type == "TemplateProcessing") {
+            read_template(value, field);
+        } else if (type != "ByteLevel") {  // ByteLevel changes offsets only, never ids
+            unsupported_type(f_, field, type, "ByteLevel, TemplateProcessing, Sequence");
+        }
+    }
+
+    // The `single` template: special tokens around the sequence A.
+    void read_template(const json& value, const std::string& field) {
+        const std::string single_field = JsonFields::join(field, "single");
+        const json& single = f_.required(value, field, "single", json::value_t::array, "an array");
+        const json* special_tokens = f_.optional(value, field, "special_tokens");
+        std::vector<int32_t> before, after;
+        int sequences = 0;
+        for (size_t i = 0; i < single.size(); ++i) {
+            const std::string item_field = JsonFields::at(single_field, i);
+            if (const json* special = f_.optional(single[i], item_field, "SpecialToken")) {
+                const std::string name = f_.string(*special, item_field + ".SpecialToken", "id");
+                const std::string entry_field = JsonFields::join(field, "special_tokens") + "[" + describe_json(name) + "]";
+                const json* entry =
+                    special_tokens ? f_.optional(*special_tokens, JsonFields::join(field, "special_tokens"), name.c_str())
+                                   : nullptr;
+                if (!entry) f_.fail(item_field, "special token " + describe_json(name) + " is not in special_tokens");
+                const json& ids = f_.required(*entry, entry_field, "ids", json::value_t::array, "an array");
+                for (size_t k = 0; k < ids.size(); ++k) {
+                    const int32_t id = f_.id(ids[k], JsonFields::at(entry_field + ".ids", k), t_.id_to_bytes_.size());
+                    (sequences ? after : before).push_back(id);
+                }
+            } else if (const json* sequence = f_.optional(single[i], item_field, "Sequence")) {
+                const std::string name = f_.string(*sequence, item_field + ".Sequence", "id");
+                if (name != "A")
+                    f_.fail(item_field, "the single template's sequence is " + describe_json(name) + ", not A");
+                ++sequences;
+            } else {
+                f_.fail(item_field, "expected a SpecialToken or a Sequence");
+            }
+        }
+        if (sequences != 1) f_.fail(single_field, "has the sequence " + std::to_string(sequences) + " times, not once");
+        // A later processor wraps what the earlier ones made.
+        t_.prefix_ids_.insert(t_.prefix_ids_.begin(), before.begin(), before.end());
+        t_.suffix_ids_.insert(t_.suffix_ids_.end(), after.begin(), after.end());
+    }
+
+    JsonFields f_;
+    Tokenizer t_;
+    size_t id_bound_ = 0;       // every id is below it
+    std::string space_symbol_;  // what stands for a space in the vocabulary (Llama 2's ▁), if anything
+};
+
+Tokenizer Tokenizer::load_json(const fs::path& tokenizer_json) {
+    const std::string file = tokenizer_json.string();
+    const size_t size = OpenFile(tokenizer_json, "the tokenizer").size();
+    if (size > max_file_bytes) {
+        throw Error(file + ": " + std::to_string(size) + " bytes, more than the " +
+                    std::to_string(max_file_bytes >> 20) + " MiB a tokenizer.json may have");
+    }
+    return JsonLoader(file).load(parse_json(read_file(tokenizer_json, "the tokenizer"), file));
+}
+
+Tokenizer Tokenizer::load_directory(const fs::path& dir) {
+    auto exists = [](const fs::path& p) {
+        std::error_code ignored;
+        return fs::exists(p, ignored);
+    };
+    const fs::path json_file = dir / "tokenizer.json";
+    if (exists(json_file)) return load_json(json_file);
+    const fs::path vocab = dir / "vocab.json", merges = dir / "merges.txt";
+    if (exists(vocab) && exists(merges)) return load(vocab, merges);
+    const std::string missing = exists(vocab)    ? "merges.txt"
+                                : exists(merges) ? "vocab.json"
+                                                 : "vocab.json and merges.txt";
+    throw Error(dir.string() + ": no tokenizer: tokenizer.json missing, and " + missing + " missing");
+}
+
+}  // namespace headscope
