@@ -1,6 +1,6 @@
 // The weight products (linear(), matmul.h) on the shapes of GPT-2-small
 // (with one and two rows and the output embedding: a keystroke's and a
-// generated token's products, figures for Zen 3 in core/src/compute/matmul.cpp),
+// generated token's products, figures for Zen 3 in docs/benchmarks.md),
 // SmolLM2-135M and Llama-3.2-1B, for each library through the same column
 // split, blocking and widening (matmul_detail::linear_with): median ms,
 // GFLOP/s, the fraction of this machine's FMA peak and, for up to 8 rows,

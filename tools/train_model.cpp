@@ -147,7 +147,7 @@ struct BestHeads {
 };
 
 // The best previous-token and induction scores of the model as it is now,
-// by core's probes (the README's definitions) on a saved copy of it.
+// by core's probes (docs/cli.md's definitions) on a saved copy of it.
 BestHeads best_heads(const Settings& s, const Gpt2Trainer<float>& model) {
     const fs::path dir = s.out / "probe-checkpoint";
     write_model(s, dir, model, {});

@@ -1,6 +1,6 @@
 // Head probes: scores that say what kind of head each is, computed from its
-// attention weights (causal, the model's own heads and scale). Defined in the
-// README; the window labels heads with them.
+// attention weights (causal, the model's own heads and scale). Defined in
+// docs/cli.md (Head probes); the window labels heads with them.
 #pragma once
 #include <cstdint>
 #include <vector>
