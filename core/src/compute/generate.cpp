@@ -78,10 +78,6 @@ int32_t sample_token(const float* logits, int V, const Sampling& sampling, std::
     return kept.back();  // u within round-off of the total
 }
 
-std::string token_text(const Tokenizer& tokenizer, int32_t id) {
-    return id < tokenizer.vocab_size() ? tokenizer.token_bytes(id) : std::string();
-}
-
 const char* to_string(Stop stop) {
     switch (stop) {
         case Stop::running: return "running";

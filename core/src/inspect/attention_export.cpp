@@ -15,7 +15,7 @@ std::string dump_json(const Json& json) { return json.dump(-1, ' ', false, Json:
 
 Json token_texts(const Tokenizer& tokenizer, const std::vector<int32_t>& ids) {
     Json texts = Json::array();
-    for (int32_t id : ids) texts.push_back(tokenizer.token_bytes(id));
+    for (int32_t id : ids) texts.push_back(token_text(tokenizer, id));
     return texts;
 }
 

@@ -1,8 +1,11 @@
 // SVG figures: see svg.h.
 #include "headscope/io/svg.h"
 
+#include <utf8proc.h>
+#include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <ostream>
 
@@ -17,6 +20,34 @@ std::string number(double value) {
     char text[32];
     const auto [end, ec] = std::to_chars(text, text + sizeof text, std::round(value * 100) / 100);
     return std::string(text, end);
+}
+
+// The character that starts `bytes` (not empty): its code point and length,
+// or, where no well-formed one starts (utf8proc refuses overlong forms,
+// surrogates and values past U+10FFFF), -1 and the length of the maximal
+// subpart there: the longest start of a well-formed character, or one byte.
+struct Utf8Char {
+    int32_t code_point;
+    size_t length;
+};
+
+Utf8Char utf8_char(std::string_view bytes) {
+    const auto* data = reinterpret_cast<const utf8proc_uint8_t*>(bytes.data());
+    utf8proc_int32_t code_point = -1;
+    const utf8proc_ssize_t length = utf8proc_iterate(data, static_cast<utf8proc_ssize_t>(bytes.size()), &code_point);
+    if (length > 0) return {code_point, static_cast<size_t>(length)};
+    // Its first k bytes start a well-formed character when continuation bytes
+    // after them complete one: the first two bytes decide, and the rest need
+    // only be continuation bytes.
+    const auto announced = static_cast<size_t>(utf8proc_utf8class[data[0]]);  // 0: no lead byte
+    size_t subpart = 1;
+    for (size_t k = 2; k < announced && k <= bytes.size(); ++k) {
+        utf8proc_uint8_t completed[4] = {0x80, 0x80, 0x80, 0x80};
+        std::copy_n(data, k, completed);
+        if (utf8proc_iterate(completed, static_cast<utf8proc_ssize_t>(announced), &code_point) < 0) break;
+        subpart = k;
+    }
+    return {-1, subpart};
 }
 
 }  // namespace
@@ -48,35 +79,12 @@ std::string xml_text(std::string_view bytes) {
             ++i;
             continue;
         }
-        // The continuation bytes each lead allows (Unicode's table 3-7): no
-        // overlong forms, surrogates or values past U+10FFFF.
-        size_t need = 0;
-        unsigned char low = 0x80, high = 0xBF;
-        if (lead >= 0xC2 && lead <= 0xDF)
-            need = 1;
-        else if (lead >= 0xE0 && lead <= 0xEF) {
-            need = 2;
-            if (lead == 0xE0) low = 0xA0;
-            if (lead == 0xED) high = 0x9F;
-        } else if (lead >= 0xF0 && lead <= 0xF4) {
-            need = 3;
-            if (lead == 0xF0) low = 0x90;
-            if (lead == 0xF4) high = 0x8F;
-        }
-        char32_t code = lead & (0x3F >> need);
-        size_t k = 1;
-        for (; need && k <= need && i + k < bytes.size(); ++k) {
-            const auto next = static_cast<unsigned char>(bytes[i + k]);
-            if (next < low || next > high) break;
-            low = 0x80, high = 0xBF;
-            code = code << 6 | (next & 0x3F);
-        }
-        // Invalid: the lead and the continuation bytes that fit it so far are one maximal subpart.
-        if (!need || k <= need || code == 0xFFFE || code == 0xFFFF)
+        const Utf8Char c = utf8_char(bytes.substr(i));
+        if (c.code_point < 0 || c.code_point == 0xFFFE || c.code_point == 0xFFFF)
             text += replacement;
         else
-            text += bytes.substr(i, k);
-        i += k;
+            text += bytes.substr(i, c.length);
+        i += c.length;
     }
     return text;
 }

@@ -4,6 +4,7 @@
 #include <new>
 
 #include "headscope/base/error.h"
+#include "unicode.h"
 
 namespace headscope {
 
@@ -77,9 +78,8 @@ void Pattern::find_all(std::string_view text, MatchScratch& scratch, std::vector
         if (end > offset) {
             offset = end;
         } else {
-            // Past the code point at `offset`: its lead byte, then continuation bytes.
-            ++offset;
-            while (offset < text.size() && (static_cast<unsigned char>(text[offset]) & 0xC0) == 0x80) ++offset;
+            // Past the code point at `offset`.
+            offset += utf8_length(text[offset]);
         }
     }
 }

@@ -11,6 +11,7 @@
 #include "headscope/tokenize/tokenizer.h"
 #include "pattern.h"
 #include "tokenizer_internal.h"
+#include "unicode.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -87,7 +88,8 @@ private:
         }
         if (type == "Sequence") {
             const json& list = f_.required(value, field, "normalizers", json::value_t::array, "an array");
-            for (size_t i = 0; i < list.size(); ++i) read_normalizer(list[i], JsonFields::at(field + ".normalizers", i));
+            for (size_t i = 0; i < list.size(); ++i)
+                read_normalizer(list[i], JsonFields::at(field + ".normalizers", i));
         } else if (type == "NFC") {
             t_.normalizers_.push_back({Normalizer::Kind::nfc, "", ""});
         } else if (type == "Prepend") {
@@ -135,7 +137,7 @@ private:
         } else if (type == "Metaspace") {
             const std::string replacement = f_.string(value, field, "replacement");
             // One character, as in Hugging Face's tokenizers (so a text grows at most fourfold).
-            if (std::count_if(replacement.begin(), replacement.end(), [](char c) { return (c & 0xC0) != 0x80; }) != 1) {
+            if (replacement.empty() || utf8_length(replacement[0]) != replacement.size()) {
                 f_.fail(JsonFields::join(field, "replacement"),
                         "expected one character, got " + describe_json(replacement));
             }
@@ -186,7 +188,8 @@ private:
         for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
             const json* affix = f_.optional(model, "model", key);
             if (affix && !(affix->is_string() && affix->get_ref<const std::string&>().empty())) {
-                f_.fail(JsonFields::join("model", key), describe_json(*affix) + " is not supported (only empty or null)");
+                f_.fail(JsonFields::join("model", key),
+                        describe_json(*affix) + " is not supported (only empty or null)");
             }
         }
         t_.ignore_merges_ = f_.boolean(model, "model", "ignore_merges", false);
@@ -305,8 +308,8 @@ private:
             if (content.empty()) f_.fail(JsonFields::join(field, "content"), "empty");
             if (content.size() > max_added_token_bytes) {
                 f_.fail(JsonFields::join(field, "content"), std::to_string(content.size()) + " bytes, more than the " +
-                                                            std::to_string(max_added_token_bytes) +
-                                                            " an added token may have");
+                                                                std::to_string(max_added_token_bytes) +
+                                                                " an added token may have");
             }
             if (!contents.insert(content).second) f_.fail(field, describe_json(content) + " is listed twice");
             const AddedTokens::Token token{id, f_.boolean(entry, field, "lstrip", false),
@@ -327,7 +330,8 @@ private:
         const std::string type = f_.type(value, field);
         if (type == "Sequence") {
             const json& list = f_.required(value, field, "processors", json::value_t::array, "an array");
-            for (size_t i = 0; i < list.size(); ++i) read_post_processor(list[i], JsonFields::at(field + ".processors", i));
+            for (size_t i = 0; i < list.size(); ++i)
+                read_post_processor(list[i], JsonFields::at(field + ".processors", i));
         } else if (type == "TemplateProcessing") {
             read_template(value, field);
         } else if (type != "ByteLevel") {  // ByteLevel changes offsets only, never ids
@@ -346,10 +350,12 @@ private:
             const std::string item_field = JsonFields::at(single_field, i);
             if (const json* special = f_.optional(single[i], item_field, "SpecialToken")) {
                 const std::string name = f_.string(*special, item_field + ".SpecialToken", "id");
-                const std::string entry_field = JsonFields::join(field, "special_tokens") + "[" + describe_json(name) + "]";
+                const std::string entry_field =
+                    JsonFields::join(field, "special_tokens") + "[" + describe_json(name) + "]";
                 const json* entry =
-                    special_tokens ? f_.optional(*special_tokens, JsonFields::join(field, "special_tokens"), name.c_str())
-                                   : nullptr;
+                    special_tokens
+                        ? f_.optional(*special_tokens, JsonFields::join(field, "special_tokens"), name.c_str())
+                        : nullptr;
                 if (!entry) f_.fail(item_field, "special token " + describe_json(name) + " is not in special_tokens");
                 const json& ids = f_.required(*entry, entry_field, "ids", json::value_t::array, "an array");
                 for (size_t k = 0; k < ids.size(); ++k) {
@@ -385,21 +391,6 @@ Tokenizer Tokenizer::load_json(const fs::path& tokenizer_json) {
                     std::to_string(max_file_bytes >> 20) + " MiB a tokenizer.json may have");
     }
     return JsonLoader(file).load(parse_json(read_file(tokenizer_json, "the tokenizer"), file));
-}
-
-Tokenizer Tokenizer::load_directory(const fs::path& dir) {
-    auto exists = [](const fs::path& p) {
-        std::error_code ignored;
-        return fs::exists(p, ignored);
-    };
-    const fs::path json_file = dir / "tokenizer.json";
-    if (exists(json_file)) return load_json(json_file);
-    const fs::path vocab = dir / "vocab.json", merges = dir / "merges.txt";
-    if (exists(vocab) && exists(merges)) return load(vocab, merges);
-    const std::string missing = exists(vocab)    ? "merges.txt"
-                                : exists(merges) ? "vocab.json"
-                                                 : "vocab.json and merges.txt";
-    throw Error(dir.string() + ": no tokenizer: tokenizer.json missing, and " + missing + " missing");
 }
 
 }  // namespace headscope

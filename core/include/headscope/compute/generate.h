@@ -37,11 +37,6 @@ double uniform01(std::mt19937_64& rng);
 // when top_k or top_p narrowed them, else by id).
 int32_t sample_token(const float* logits, int V, const Sampling& sampling, std::mt19937_64& rng);
 
-// The text of a token id: its bytes, or "" for a row of the output embedding
-// past the tokenizer's last id (Qwen's and Pythia's checkpoints pad the
-// vocabulary), which a model may still predict.
-std::string token_text(const Tokenizer& tokenizer, int32_t id);
-
 enum class Stop { running, tokens, eos, context };  // still going; N tokens made; EOS made; n_positions reached
 const char* to_string(Stop stop);                   // "running", "tokens", "eos", "context"
 

@@ -134,7 +134,7 @@ private:
     }
 
     class JsonLoader;  // reads tokenizer.json (tokenizer_json.cpp)
-    struct Scratch;    // what one encode reuses: BPE arrays, PCRE2 match data, rewritten pieces
+    struct Scratch;    // what one encode reuses: BPE arrays, PCRE2 match data, rewritten pieces (encode_scratch.h)
 
     // Normalizes, pre-tokenizes and encodes a section between added tokens.
     void encode_section(const Section& section, Scratch& scratch, std::vector<int32_t>& ids) const;
@@ -173,5 +173,10 @@ private:
     std::vector<PreTokenizer> pre_tokenizers_;
     std::vector<int32_t> prefix_ids_, suffix_ids_;  // the post-processor's special tokens
 };
+
+// The text of any id a model can predict: its bytes (token_bytes), or "" for
+// a row of the output embedding past the tokenizer's last id (Qwen's and
+// Pythia's checkpoints pad the vocabulary).
+std::string token_text(const Tokenizer& tokenizer, int32_t id);
 
 }  // namespace headscope

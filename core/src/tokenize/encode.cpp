@@ -1,0 +1,107 @@
+// Tokenizer::encode: the added tokens found in the text, then each stretch
+// between them normalized, split by the pre-tokenizers (pre_tokenizers.cpp)
+// and its pieces merged by BPE (bpe.cpp).
+#include "encode_scratch.h"
+#include "headscope/base/error.h"
+#include "headscope/tokenize/tokenizer.h"
+#include "tokenizer_internal.h"
+#include "unicode.h"
+
+namespace headscope {
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special) const {
+    check_utf8(text);
+    std::vector<int32_t> ids;
+    if (add_special) ids = prefix_ids_;
+    Scratch scratch;
+    std::vector<Section> sections;
+    const Section whole{text, -1, true};
+    if (added_.empty()) {
+        sections.push_back(whole);
+    } else {
+        added_.split(whole, sections);
+    }
+    for (const Section& section : sections) {
+        if (section.id >= 0) {
+            ids.push_back(section.id);
+        } else {
+            encode_section(section, scratch, ids);
+        }
+    }
+    if (add_special) ids.insert(ids.end(), suffix_ids_.begin(), suffix_ids_.end());
+    return ids;
+}
+
+void Tokenizer::encode_section(const Section& section, Scratch& scratch, std::vector<int32_t>& ids) const {
+    scratch.owned.clear();
+    // Hugging Face normalizes each stretch between added tokens on its own (a
+    // Prepend normalizer prepends to each), then finds the normalized added
+    // tokens in it.
+    Section normalized = section;
+    if (!normalizers_.empty()) normalized.text = scratch.owned.emplace_back(normalize(section.text));
+    scratch.parts.clear();
+    if (normalized_added_.empty()) {
+        scratch.parts.push_back(normalized);
+    } else {
+        normalized_added_.split(normalized, scratch.parts);
+    }
+    for (const Section& part : scratch.parts) {
+        if (part.id >= 0) {
+            ids.push_back(part.id);
+            continue;
+        }
+        pre_tokenize(part, scratch);
+        for (const Section& piece : scratch.pieces) encode_piece(piece.text, scratch, ids);
+    }
+}
+
+std::string Tokenizer::normalize(std::string_view text) const {
+    // Normalizers may lengthen a text (Llama 2's ▁ for each space makes it up
+    // to three times longer), but a hostile file's never without bound.
+    const size_t max_size = 16 * text.size() + 4096;
+    auto check_size = [&](size_t size) {
+        if (size > max_size) throw Error("the tokenizer's normalizers make this text over 16 times longer");
+    };
+    std::string out(text);
+    for (const Normalizer& n : normalizers_) {
+        switch (n.kind) {
+            case Normalizer::Kind::nfc:
+                out = to_nfc(out);
+                check_size(out.size());
+                break;
+            case Normalizer::Kind::prepend:
+                if (out.empty()) break;
+                check_size(out.size() + n.content.size());
+                out.insert(0, n.content);
+                break;
+            case Normalizer::Kind::replace: {
+                size_t count = 0;
+                for (size_t at = out.find(n.pattern); at != std::string::npos;
+                     at = out.find(n.pattern, at + n.pattern.size())) {
+                    ++count;
+                }
+                if (n.content.size() > n.pattern.size())
+                    check_size(out.size() + count * (n.content.size() - n.pattern.size()));
+                out = replace_all(out, n.pattern, n.content);
+                break;
+            }
+        }
+    }
+    return out;
+}
+
+std::vector<std::vector<int32_t>> Tokenizer::encode_texts(const std::vector<std::string>& texts,
+                                                          bool add_special) const {
+    std::vector<std::vector<int32_t>> ids;
+    for (size_t i = 0; i < texts.size(); ++i) {
+        if (texts[i].empty()) throw Error("text " + std::to_string(i + 1) + " is empty");
+        try {
+            ids.push_back(encode(texts[i], add_special));
+        } catch (const Error& e) {
+            throw Error("text " + std::to_string(i + 1) + ": " + e.what());
+        }
+    }
+    return ids;
+}
+
+}  // namespace headscope

@@ -1,0 +1,108 @@
+// UTF-8 and Unicode for the tokenizer: see unicode.h. The one place in the
+// tokenizer that calls utf8proc, for decoding, encoding, NFC and character
+// categories alike.
+#include "unicode.h"
+
+#include "headscope/base/error.h"
+
+#include <utf8proc.h>
+#include <algorithm>
+#include <cstdlib>
+
+namespace headscope {
+
+CodePointAt code_point_at(std::string_view text, size_t offset) {
+    utf8proc_int32_t value = 0;
+    // utf8proc rejects overlong forms, surrogates and values past U+10FFFF.
+    const utf8proc_ssize_t length = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(text.data()) + offset,
+                                                     static_cast<utf8proc_ssize_t>(text.size() - offset), &value);
+    if (length <= 0) return {0, 0};
+    return {static_cast<char32_t>(value), static_cast<size_t>(length)};
+}
+
+CodePointAt checked_code_point_at(std::string_view text, size_t offset) {
+    const CodePointAt cp = code_point_at(text, offset);
+    if (cp.length == 0) throw Error("invalid UTF-8 at byte " + std::to_string(offset));
+    return cp;
+}
+
+void check_utf8(std::string_view text) {
+    for (size_t offset = 0; offset < text.size();) {
+        offset += static_cast<unsigned char>(text[offset]) < 0x80 ? 1 : checked_code_point_at(text, offset).length;
+    }
+}
+
+size_t utf8_length(char lead) { return static_cast<size_t>(utf8proc_utf8class[static_cast<unsigned char>(lead)]); }
+
+size_t code_point_start_before(std::string_view text, size_t end) {
+    size_t start = end - 1;
+    // Back over the continuation bytes, 10xxxxxx, to the lead byte.
+    while (start > 0 && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) --start;
+    return start;
+}
+
+std::string utf8_of(char32_t cp) {
+    utf8proc_uint8_t buffer[4];
+    const utf8proc_ssize_t length = utf8proc_encode_char(static_cast<utf8proc_int32_t>(cp), buffer);
+    return std::string(reinterpret_cast<const char*>(buffer), static_cast<size_t>(length));
+}
+
+std::string to_nfc(std::string_view text) {
+    // ASCII text is in NFC already.
+    if (std::all_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; })) {
+        return std::string(text);
+    }
+    utf8proc_uint8_t* composed = nullptr;
+    const utf8proc_ssize_t length =
+        utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()), static_cast<utf8proc_ssize_t>(text.size()),
+                     &composed, static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+    if (length < 0) throw Error(std::string("NFC normalization failed: ") + utf8proc_errmsg(length));
+    std::string out(reinterpret_cast<const char*>(composed), static_cast<size_t>(length));
+    std::free(composed);
+    return out;
+}
+
+namespace {
+
+utf8proc_category_t category_of(char32_t cp) { return utf8proc_category(static_cast<utf8proc_int32_t>(cp)); }
+
+}  // namespace
+
+bool is_letter(char32_t cp) {
+    switch (category_of(cp)) {
+        case UTF8PROC_CATEGORY_LU:
+        case UTF8PROC_CATEGORY_LL:
+        case UTF8PROC_CATEGORY_LT:
+        case UTF8PROC_CATEGORY_LM:
+        case UTF8PROC_CATEGORY_LO: return true;
+        default: return false;
+    }
+}
+
+bool is_number(char32_t cp) {
+    const utf8proc_category_t category = category_of(cp);
+    return category == UTF8PROC_CATEGORY_ND || category == UTF8PROC_CATEGORY_NL || category == UTF8PROC_CATEGORY_NO;
+}
+
+bool is_white_space(char32_t cp) {
+    // TAB..CR, U+0085, U+2028, U+2029 and category Zs. (JavaScript's \s, used
+    // by the test reference, differs in two code points: it adds U+FEFF and
+    // lacks U+0085.)
+    return (cp >= 0x09 && cp <= 0x0D) || cp == 0x85 || cp == 0x2028 || cp == 0x2029 ||
+           category_of(cp) == UTF8PROC_CATEGORY_ZS;
+}
+
+bool is_word_char(char32_t cp) {
+    if (is_letter(cp)) return true;
+    switch (category_of(cp)) {
+        case UTF8PROC_CATEGORY_MN:
+        case UTF8PROC_CATEGORY_MC:
+        case UTF8PROC_CATEGORY_ME:
+        case UTF8PROC_CATEGORY_ND:
+        case UTF8PROC_CATEGORY_NL:
+        case UTF8PROC_CATEGORY_PC: return true;
+        default: return cp == 0x200C || cp == 0x200D;
+    }
+}
+
+}  // namespace headscope
