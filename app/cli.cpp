@@ -7,7 +7,10 @@
 // Bad usage or input: one line "headscope-cli: error: ..." on stderr, exit 2.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <charconv>
+#include <cstdint>
 #include <cstdio>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -67,6 +70,16 @@ void add_forward_options(CLI::App* sub, CliOptions& opt) {
     add_backend(sub, opt, "auto: CUDA when built with it and a device exists");
 }
 
+// A seed as the unsigned 64-bit number it is: nothing is clamped or wrapped,
+// so that two different seeds never make the same draws unnoticed.
+uint64_t parse_seed(const std::string& word) {
+    uint64_t seed = 0;
+    const auto [end, ec] = std::from_chars(word.data(), word.data() + word.size(), seed);
+    if (word.empty() || ec != std::errc() || end != word.data() + word.size())
+        throw Error("--seed: '" + word + "' is not a whole number from 0 to 18446744073709551615");
+    return seed;
+}
+
 const std::string table_or_json =
     "table|json: aligned columns for a person, or JSON (default: table when stdout is a terminal, else json)";
 
@@ -110,7 +123,9 @@ CLI::App* add_generate(CLI::App& app, CliOptions& opt) {
     generate->add_option("--temperature", opt.sampling.temperature, "0 (the default): greedy; else sampled");
     generate->add_option("--top-k", opt.sampling.top_k, "sample among the K most likely tokens (0: all)");
     generate->add_option("--top-p", opt.sampling.top_p, "sample among the most likely tokens reaching P (1: all)");
-    generate->add_option("--seed", opt.sampling.seed, "the sampling generator's seed");
+    generate->add_option_function<std::string>(
+        "--seed", [&](const std::string& word) { opt.sampling.seed = parse_seed(word); },
+        "the sampling generator's seed, 0 to 2^64 - 1");
     generate->add_option("--format", opt.format, "json");
     add_forward_options(generate, opt);
     add_special(generate, opt);
@@ -175,6 +190,9 @@ int main(int argc, char** argv) {
         return 2;
     } catch (const std::bad_alloc&) {
         std::fprintf(stderr, "headscope-cli: error: out of memory\n");
+        return 2;
+    } catch (const std::exception& e) {  // the last resort: one line, never a core dump
+        std::fprintf(stderr, "headscope-cli: error: %s\n", one_line(e.what()).c_str());
         return 2;
     }
     return 0;

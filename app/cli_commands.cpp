@@ -278,7 +278,8 @@ void run_generate(const CliOptions& opt) {
     validate_generation(opt.sampling, opt.tokens, given);
     const LoadedModel loaded = open_on_backend(opt);
     const Model& model = *loaded.model;
-    const AttentionOptions options = with_model(given, opt, model);
+    AttentionOptions options = with_model(given, opt, model);
+    options.new_rows_only = true;  // each step's new row is all the output needs
     Generator generator(*loaded.backend, model, input_ids(model, opt).front(), options, opt.sampling, opt.tokens);
     {
         TerminalProgress bar;
@@ -289,7 +290,7 @@ void run_generate(const CliOptions& opt) {
             generator.step();
         }
     }
-    const ComputedOn& on = generator.result().computed_on;  // the last forward's
+    const ComputedOn& on = generator.generation().computed_on;
     const Json metadata = {{"backend", on.device}, {"backend_reason", device_reason(on, loaded.backend_reason)}};
     write_output(opt.out, [&](std::ostream& out) {
         write_generation_json(out, metadata, model.tokenizer, generator.generation());

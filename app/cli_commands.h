@@ -1,8 +1,8 @@
 // headscope-cli's commands, each from the options as cli.cpp parsed them:
-// what it computes and prints. Each opens its model through core's
-// load_with_backend (as the window's session does) and reports the device
-// that computed, and why. Bad input throws Error, which main turns into one
-// line and exit 2.
+// what it computes and prints. Each command that computes opens its model
+// through core's load_with_backend (as the window's session does) and
+// reports the device that computed, and why; tokenize only loads the model.
+// Bad input throws Error, which main turns into one line and exit 2.
 #pragma once
 #include <string>
 #include <vector>

@@ -172,8 +172,9 @@ void DanceView::describe(const Session& session, Ui& ui, const MaxDiff::Outcome*
     else if (d.split == Split::naive_view)
         ImGui::TextColored(warning_colour,
                            "The naive split runs without an error, yet layer %d's attention output (heads merged, "
-                           "before c_proj) differs from the correct split's by up to %.4g.",
-                           session.layer, max_diff->result);
+                           "before %s) differs from the correct split's by up to %.4g.",
+                           session.layer, module_name(session.model().config, Weight::attn_proj_w).c_str(),
+                           max_diff->result);
     else
         ImGui::TextDisabled(
             "The naive view(B, NH, T, hs) would change layer %d's attention output by up to %.4g "

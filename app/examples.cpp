@@ -1,3 +1,4 @@
+// The examples file, read through JsonFields: see examples.h.
 #include "examples.h"
 
 #include <cstdlib>
@@ -6,6 +7,7 @@
 #include "headscope/base/error.h"
 #include "headscope/io/files.h"
 #include "headscope/io/installation.h"
+#include "headscope/io/json_fields.h"
 #include "headscope/io/json_input.h"
 
 namespace headscope {
@@ -16,17 +18,22 @@ std::filesystem::path examples_file() {
 }
 
 std::vector<Example> read_examples(const std::filesystem::path& file) {
-    const nlohmann::json list = parse_json(read_file(file, "the examples"), file.string());
+    // The shipped file has 6 KB; a user's own may have many more examples.
+    const nlohmann::json list = read_json_file(file, {4 << 20, 1 << 18}, "the examples");
+    const JsonFields f(file.string() + ": not a list of examples (title, texts, look_for)");
+    if (!list.is_array()) f.fail("", "it is " + describe_json(list));
     std::vector<Example> examples;
-    try {
-        if (!list.is_array()) throw Error("not a list but " + describe_json(list));
-        for (const nlohmann::json& entry : list) {
-            Example example{entry.at("title"), entry.at("texts"), entry.value("look_for", "")};
-            if (example.texts.empty()) throw Error("example '" + example.title + "' has no texts");
-            examples.push_back(std::move(example));
+    for (size_t i = 0; i < list.size(); ++i) {
+        const std::string field = JsonFields::at("", i);
+        Example example{f.string(list[i], field, "title"), {}, f.string(list[i], field, "look_for", "")};
+        const nlohmann::json& texts = f.required(list[i], field, "texts", nlohmann::json::value_t::array, "an array");
+        for (size_t t = 0; t < texts.size(); ++t) {
+            if (!texts[t].is_string())
+                f.fail(JsonFields::at(field + ".texts", t), "expected a string, got " + describe_json(texts[t]));
+            example.texts.push_back(texts[t].get<std::string>());
         }
-    } catch (const std::exception& e) {  // nlohmann's type errors, and ours
-        throw Error(file.string() + ": not a list of examples (title, texts, look_for): " + e.what());
+        if (example.texts.empty()) f.fail(field, "example '" + example.title + "' has no texts");
+        examples.push_back(std::move(example));
     }
     return examples;
 }

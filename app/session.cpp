@@ -94,9 +94,9 @@ void Session::submit_step() {
         const auto start = Clock::now();
         const Model& model = *open->model;
         if (!run->generator)
-            run->generator.emplace(*open->backend, model,
-                                   run->prompt.empty() ? model.tokenizer.encode_texts({run->text})[0] : run->prompt,
-                                   run->options, run->sampling, model.config.n_positions);
+            run->generator.emplace(
+                *open->backend, model, run->prompt.empty() ? model.tokenizer.encode_texts({run->text})[0] : run->prompt,
+                run->options, run->sampling, std::min(model.config.n_positions, max_generated_tokens));
         Generator& generator = *run->generator;
         if (generator.generation().stop == Stop::running) generator.step();
         LiveResult result;
@@ -133,18 +133,11 @@ void Session::choose_backend(BackendChoice choice) {
     model_message.clear();
     LoadedModel loaded;
     try {
-        BackendPick pick = make_backend(choice);
-        pick.backend->load_weights(*open_->model);
-        loaded.backend = std::move(pick.backend);
-        loaded.backend_reason = std::move(pick.reason);
+        loaded = with_backend(*open_, choice);
     } catch (const Error& e) {
         model_message = e.what();
         return;
     }
-    loaded.backend_choice = choice;
-    loaded.name = open_->name;
-    loaded.load_ms = open_->load_ms;
-    loaded.model = open_->model;
     install(std::move(loaded));
 }
 

@@ -46,7 +46,7 @@ public:
     const std::string& backend_reason() const { return open_->backend_reason; }
     // The device that computed `shown` (empty before the first compute), and why that one.
     const ComputedOn& computed_on() const { return shown.attention.computed_on; }
-    const std::string& computed_on_reason() const { return device_reason(computed_on(), backend_reason()); }
+    std::string computed_on_reason() const { return device_reason(computed_on(), backend_reason()); }
     BackendChoice backend_choice() const { return open_->backend_choice; }
     const std::string& model_name() const { return open_->name; }
     double model_load_ms() const { return open_->load_ms; }

@@ -27,6 +27,10 @@ Colormap parse_colormap(const std::string& word) { return parse_choice(colormap_
 
 namespace {
 
+// The texts make a settings file's size; 16 MiB holds a batch of long texts
+// (a 128,000-token context is about 512 KB of text). The rest is a few dozen values.
+constexpr JsonLimits settings_limits{16 << 20, 1 << 16};
+
 // The integers of the array at `key`, which must hold `count` of them.
 std::vector<int> integers(const JsonFields& f, const nlohmann::json& json, const std::string& key, size_t count) {
     const nlohmann::json& array = f.required(json, "", key, nlohmann::json::value_t::array, "an array");
@@ -77,11 +81,10 @@ Settings settings_from(const JsonFields& f, const nlohmann::json& json) {
 }  // namespace
 
 Settings read_settings(const fs::path& file) {
-    if (!fs::exists(file)) return {};
     const std::string where = file.string();
     try {
-        const JsonFields fields(where);
-        return settings_from(fields, parse_json(read_file(file), where));
+        if (path_kind(file) == PathKind::missing) return {};
+        return settings_from(JsonFields(where), read_json_file(file, settings_limits));
     } catch (const Error& e) {  // the file's reader names the file; the warning does once
         std::string why = e.what();
         if (why.starts_with(where + ": ")) why.erase(0, where.size() + 2);

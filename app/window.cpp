@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <new>
 #include <optional>
 #include <ostream>
 
@@ -239,6 +240,12 @@ int main(int argc, char** argv) {
         return 2;
     } catch (const Error& e) {
         std::fprintf(stderr, "headscope: error: %s\n", e.what());
+        return 2;
+    } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "headscope: error: out of memory\n");
+        return 2;
+    } catch (const std::exception& e) {  // the last resort: one line, never a core dump
+        std::fprintf(stderr, "headscope: error: %s\n", one_line(e.what()).c_str());
         return 2;
     }
 }

@@ -51,7 +51,8 @@ int main(int argc, char** argv) {
                     ms.push_back(ms_since(start));
                 }
                 std::sort(ms.begin(), ms.end());
-                if (backend->name() != "cuda") throw Error("the CUDA backend fell back to the CPU");
+                if (result.computed_on.device != "cuda")
+                    throw Error("the CUDA backend fell back to the CPU: " + result.computed_on.fallback);
                 const SoftmaxTiming softmax = time_cuda_softmax(B, 12, T, repeats);
                 std::printf(
                     "T=%4d B=%d  forward median %9.2f ms   softmax kernel %7.3f ms, %6.0f GB/s of %6.0f GB/s "

@@ -87,10 +87,12 @@ TEST(BackendReport, GenerationStepsSayEachTheirDevice) {
     options.top_k = 1;
     Generator generator(*loaded.backend, *loaded.model, loaded.model->tokenizer.encode("The cat"), options, {}, 4);
     expect_on_the_double(generator.result().computed_on);  // the prompt's forward
-    generator.step();
-    expect_fallen_back(generator.result().computed_on);
-    generator.step();
+    expect_on_the_double(generator.generation().computed_on);
+    expect_fallen_back(generator.step().computed_on);
+    expect_on_the_double(generator.step().computed_on);
     expect_on_the_double(generator.result().computed_on);
+    // Together, the generation says the step that fell back.
+    expect_fallen_back(generator.generation().computed_on);
 }
 
 TEST(BackendReport, ProbesSayTheirLastForwardsDevice) {

@@ -61,6 +61,7 @@ public:
         cpu_->forward(batch, options, want);
         cuda_->forward(batch, options, got);
         ASSERT_EQ(cuda_->name(), "cuda") << what << ": fell back to the CPU";
+        ASSERT_EQ(got.computed_on.device, "cuda") << what << ": fell back to the CPU: " << got.computed_on.fallback;
         EXPECT_EQ(got.B, want.B) << what;
         EXPECT_EQ(got.T, want.T) << what;
         EXPECT_EQ(got.NH, want.NH) << what;

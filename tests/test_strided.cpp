@@ -260,7 +260,7 @@ Config llama(int C, int NH, int NKV, int hs) {
     Config config = gpt2(C, NH);
     config.architecture = "llama";
     config.qkv_layout = QkvLayout::separate;
-    config.weights_in_by_out = false;
+    config.weights_out_by_in = true;
     config.n_kv_head = NKV;
     config.head_dim = hs;
     config.positions = Positions::rotary;
@@ -394,7 +394,7 @@ TEST(Dance, UngroupedRotaryWalkHasNoRepeat) {
     Config pythia = gpt2(48, 3);
     pythia.architecture = "gpt_neox";
     pythia.qkv_layout = QkvLayout::fused_per_head;
-    pythia.weights_in_by_out = false;
+    pythia.weights_out_by_in = true;
     pythia.rope.joined_by_cat = true;
     pythia.positions = Positions::rotary;
     pythia.rope.fraction = 0.25f;

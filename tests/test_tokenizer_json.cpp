@@ -637,7 +637,7 @@ TEST_F(TokenizerJsonFile, HugeFileIsRefusedUnread) {
         ADD_FAILURE() << "no error";
     } catch (const Error& e) {
         EXPECT_EQ(std::string(e.what()),
-                  path().string() + ": 314572800 bytes, more than the 256 MiB a tokenizer.json may have");
+                  path().string() + ": 314572800 bytes, more than the 64 MiB a tokenizer.json may have");
     }
 }
 

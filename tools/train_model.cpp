@@ -13,6 +13,7 @@
 
 #include "bpe_trainer.h"
 #include "gpt2_trainer.h"
+#include "headscope/base/clock.h"
 #include "headscope/base/error.h"
 #include "headscope/inspect/probes.h"
 #include "headscope/io/files.h"
@@ -191,7 +192,7 @@ void run_training(const Settings& s) {
     };
     write_log();
     AdamW adamw;
-    const auto start = std::chrono::steady_clock::now();
+    const auto start = Clock::now();
     float train_loss = 0, val_loss = 0;
     BestHeads heads;
     double smoothed = 0;
@@ -215,7 +216,7 @@ void run_training(const Settings& s) {
         if (step % s.eval_every == 0 || step == s.steps) {
             val_loss = validation_loss(model, val_tokens, T);
             heads = best_heads(s, model);
-            const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            const double seconds = ms_since(start) / 1000;
             const double tokens_per_s = double(tokens) / seconds;
             std::printf(
                 "step %5d/%d  context %d  train %.3f  val %.3f  best heads: previous %.2f induction %.2f  "
@@ -228,9 +229,10 @@ void run_training(const Settings& s) {
             write_log();
         }
     }
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double seconds = ms_since(start) / 1000;
     const nlohmann::ordered_json record = {
-        {"corpus", "fortunes, fortunes-min, WordNet glosses, King James Bible (Debian packages); see README"},
+        {"corpus",
+         "fortunes, fortunes-min, WordNet glosses, King James Bible (Debian packages); see docs/builtin-model.md"},
         {"train_tokens", train_tokens.size()},
         {"val_tokens", val_tokens.size()},
         {"steps", s.steps},

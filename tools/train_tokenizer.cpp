@@ -3,11 +3,11 @@
 // --eval FILE loads the result with the engine's tokenizer and prints bytes
 // per token and tokens per word on FILE. Bad usage or input: exit 2.
 #include <CLI/CLI.hpp>
-#include <chrono>
 #include <cstdio>
 #include <string>
 
 #include "bpe_trainer.h"
+#include "headscope/base/clock.h"
 #include "headscope/base/error.h"
 #include "headscope/io/files.h"
 #include "headscope/tokenize/tokenizer.h"
@@ -15,10 +15,6 @@
 using namespace headscope;
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // A token as text on one line of progress output.
 std::string shown(const std::string& bytes) {
@@ -84,7 +80,7 @@ int main(int argc, char** argv) {
             count_pieces(document, pieces);
         }
         std::printf("%s: %zu documents, %zu bytes, %zu distinct pieces (%.1f s)\n", input.c_str(), documents.size(),
-                    corpus.size(), pieces.size(), seconds_since(start));
+                    corpus.size(), pieces.size(), ms_since(start) / 1000);
 
         const Clock::time_point train_start = Clock::now();
         // The last id is <|endoftext|>, added by the writer.
@@ -93,12 +89,12 @@ int main(int argc, char** argv) {
                 const BpeMerge& m = v.merges.back();
                 std::printf("merge %5zu  tokens %5zu  count %8lld  \"%s\" + \"%s\"  %.1f s\n", v.merges.size(),
                             v.tokens.size(), static_cast<long long>(m.count), shown(m.left).c_str(),
-                            shown(m.right).c_str(), seconds_since(train_start));
+                            shown(m.right).c_str(), ms_since(train_start) / 1000);
                 std::fflush(stdout);
             }
         });
         std::printf("%zu merges, %zu tokens + <|endoftext|> in %.1f s\n", vocab.merges.size(), vocab.tokens.size(),
-                    seconds_since(train_start));
+                    ms_since(train_start) / 1000);
         if (vocab.tokens.size() < vocab_size - 1) {
             std::printf("the corpus ran out of pairs before --vocab-size %zu\n", vocab_size);
         }

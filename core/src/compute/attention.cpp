@@ -22,7 +22,7 @@ int32_t Batch::padded_id(int b, int t) const {
 bool operator==(const AttentionOptions& a, const AttentionOptions& b) {
     const auto fields = [](const AttentionOptions& o) {
         return std::tie(o.causal, o.padding_mask, o.n_head, o.scale, o.split, o.layers, o.capture_outputs,
-                        o.sliding_window, o.top_k, o.lens_k);
+                        o.sliding_window, o.top_k, o.lens_k, o.new_rows_only);
     };
     return fields(a) == fields(b);
 }

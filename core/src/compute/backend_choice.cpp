@@ -4,7 +4,6 @@
 #include <string>
 
 #include "headscope/base/clock.h"
-
 #include "headscope/base/error.h"
 #include "headscope/compute/backend.h"
 #include "headscope/compute/cuda_backend.h"
@@ -30,16 +29,34 @@ BackendPick make_backend(BackendChoice choice) {
     }
 }
 
+namespace {
+
+// `loaded`'s model on the backend `pick` made, as `choice` asked.
+void attach(LoadedModel& loaded, BackendPick pick, BackendChoice choice) {
+    loaded.backend = std::move(pick.backend);
+    loaded.backend_reason = std::move(pick.reason);
+    loaded.backend_choice = choice;
+    loaded.backend->load_weights(*loaded.model);
+}
+
+}  // namespace
+
+LoadedModel with_backend(const LoadedModel& open, BackendChoice choice) {
+    LoadedModel loaded;
+    loaded.name = open.name;
+    loaded.model = open.model;
+    loaded.load_ms = open.load_ms;
+    attach(loaded, make_backend(choice), choice);
+    return loaded;
+}
+
 LoadedModel load_with_backend(const std::string& name_or_path, BackendChoice choice, const Progress& progress) {
     BackendPick pick = make_backend(choice);  // a backend that cannot start fails before the load
     const auto start = Clock::now();
     LoadedModel loaded;
     loaded.model = std::make_shared<const Model>(load_model(name_or_path, progress));
     loaded.load_ms = ms_since(start);
-    loaded.backend = std::move(pick.backend);
-    loaded.backend_reason = std::move(pick.reason);
-    loaded.backend_choice = choice;
-    loaded.backend->load_weights(*loaded.model);
+    attach(loaded, std::move(pick), choice);
     // A directory is remembered absolute: the settings reopen it from anywhere.
     std::error_code ec;
     loaded.name = name_or_path != builtin_model && std::filesystem::is_directory(name_or_path, ec)

@@ -90,7 +90,7 @@ private:
     // Why the device path cannot run a model of `config`, in words; "" when it can.
     static std::string layout_refusal(const Config& c) {
         const bool gpt2_layout = c.norm == Norm::layer_norm && c.positions == Positions::learned &&
-                                 c.qkv_layout == QkvLayout::fused && c.weights_in_by_out && c.mlp == Mlp::gelu_tanh &&
+                                 c.qkv_layout == QkvLayout::fused && !c.weights_out_by_in && c.mlp == Mlp::gelu_tanh &&
                                  !c.parallel_residual && !c.qk_norm && c.kv_heads() == c.n_head &&
                                  c.head_size() * c.n_head == c.n_embd && c.qkv_bias && c.o_bias;
         return gpt2_layout ? ""

@@ -105,6 +105,8 @@ void validate_forward(const Model& model, const Batch& batch, const AttentionOpt
                 throw Error("token id " + std::to_string(id) + " outside the vocabulary of " +
                             std::to_string(cfg.vocab_size));
     }
+    if (options.new_rows_only && batch.B() != 1)
+        throw Error("maps of the new rows only are computed for one text at a time, not " + std::to_string(batch.B()));
     if (batch.pad_id < 0 || batch.pad_id >= cfg.vocab_size)
         throw Error("pad token id " + std::to_string(batch.pad_id) + " outside the vocabulary");
     const int NH = head_count(cfg, options.n_head);
@@ -132,8 +134,10 @@ void validate_forward(const Model& model, const Batch& batch, const AttentionOpt
                     " GB: fewer heads, tokens or layers");
 }
 
-void set_up_result(const Config& config, const Batch& batch, const AttentionOptions& options, AttentionResult& result) {
+void set_up_result(const Config& config, const Batch& batch, const AttentionOptions& options, AttentionResult& result,
+                   int first_row) {
     const int B = batch.B(), T = batch.T();
+    result.first_row = first_row;
     const HeadSplit split = head_split(config, options.n_head);
     result.B = B;
     result.T = T;
@@ -144,7 +148,7 @@ void set_up_result(const Config& config, const Batch& batch, const AttentionOpti
     if (result.layers.empty())
         for (int l = 0; l < config.n_layer; ++l) result.layers.push_back(l);
     const size_t slots = result.layers.size();
-    result.weights.resize(slots * B * result.NH * T * T);
+    result.weights.resize(slots * B * result.NH * (T - first_row) * T);
     result.outputs.resize(options.capture_outputs ? slots * B * T * split.q_width() : 0);
     result.fully_masked.resize(static_cast<size_t>(B) * T);
     result.top_k = options.top_k;

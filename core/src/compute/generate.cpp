@@ -1,14 +1,13 @@
 // Sampling and the generation loop: see generate.h.
 #include "headscope/compute/generate.h"
-#include "headscope/base/clock.h"
 
 #include <algorithm>
 #include <cassert>
 #include <charconv>
-#include <chrono>
 #include <cmath>
 #include <numeric>
 
+#include "headscope/base/clock.h"
 #include "headscope/base/error.h"
 
 namespace headscope {
@@ -33,6 +32,9 @@ float probability(const float* logits, int V, int32_t id) {
 
 void validate_generation(const Sampling& sampling, int max_tokens, const AttentionOptions& options) {
     if (max_tokens < 1) throw Error("the tokens to generate must be at least 1, got " + std::to_string(max_tokens));
+    if (max_tokens > max_generated_tokens)
+        throw Error("at most " + std::to_string(max_generated_tokens) + " tokens are generated in one run, not " +
+                    std::to_string(max_tokens));
     if (!(sampling.temperature >= 0))
         throw Error("temperature must be at least 0 (0: greedy), got " + shortest(sampling.temperature));
     if (sampling.top_k < 0) throw Error("top-k must be at least 0 (0: all), got " + std::to_string(sampling.top_k));
@@ -112,6 +114,7 @@ Generator::Generator(Backend& backend, const Model& model, std::vector<int32_t> 
 void Generator::forward() {
     const Batch batch{{generation_.token_ids}, model_.config.pad_id()};
     backend_.forward(batch, options_, result_, &cache_);
+    generation_.computed_on = together(generation_.computed_on, result_.computed_on);
 }
 
 const GenerationStep& Generator::step() {
@@ -137,6 +140,7 @@ const GenerationStep& Generator::step() {
             std::copy(row, row + step.keys, out);
         }
     step.timing_ms = ms_since(start);
+    step.computed_on = result_.computed_on;
 
     const int made = static_cast<int>(generation_.steps.size()) + 1;
     if (step.id == model_.config.eos_token_id)

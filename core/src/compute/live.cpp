@@ -1,8 +1,7 @@
 // The live forward: see live.h.
 #include "headscope/compute/live.h"
-#include "headscope/base/clock.h"
 
-#include <chrono>
+#include "headscope/base/clock.h"
 
 namespace headscope {
 

@@ -144,7 +144,7 @@ double median(std::vector<double> values) {
 void write_attention_json(std::ostream& out, const Json& metadata, const AttentionResult& result) {
     out << open_object(metadata) << ",\"attention\":";  // the attention arrays go last
     const size_t dims[5] = {result.layers.size(), static_cast<size_t>(result.B), static_cast<size_t>(result.NH),
-                            static_cast<size_t>(result.T), static_cast<size_t>(result.T)};
+                            static_cast<size_t>(result.T - result.first_row), static_cast<size_t>(result.T)};
     write_nested(out, result.weights.data(), dims, 5);
     out << "}\n";
 }
@@ -170,8 +170,12 @@ void write_generation_json(std::ostream& out, const Json& metadata, const Tokeni
         const GenerationStep& step = generation.steps[s];
         Json top = Json::array();
         for (const Prediction& p : step.top) top.push_back(prediction_json(tokenizer, p));
-        const Json fields = {
-            {"id", step.id}, {"token", step.token}, {"p", step.p}, {"top", top}, {"timing_ms", step.timing_ms}};
+        const Json fields = {{"id", step.id},
+                             {"token", step.token},
+                             {"p", step.p},
+                             {"top", top},
+                             {"device", step.computed_on.device},
+                             {"timing_ms", step.timing_ms}};
         out << (s ? "," : "") << open_object(fields) << ",\"attention\":";
         const size_t dims[3] = {generation.layers.size(), static_cast<size_t>(generation.NH),
                                 static_cast<size_t>(step.keys)};
@@ -183,7 +187,7 @@ void write_generation_json(std::ostream& out, const Json& metadata, const Tokeni
 
 void write_attention_npy(std::ostream& out, const AttentionResult& result) {
     write_npy(out, result.weights,
-              {static_cast<int64_t>(result.layers.size()), result.B, result.NH, result.T, result.T});
+              {static_cast<int64_t>(result.layers.size()), result.B, result.NH, result.T - result.first_row, result.T});
 }
 
 }  // namespace headscope

@@ -151,11 +151,14 @@ std::vector<ShapeRow> compute_shapes(const Config& config, int B, int T, int NH)
     const HeadSplit s = head_split(config, NH);
     const int64_t C = config.n_embd, NKV = s.NKV, hs = s.hs, width = s.q_width(), g = s.group();
     const bool grouped = g > 1, rotary = config.positions == Positions::rotary;
-    // GPT-2's rows in its own words; the families' where they differ.
-    const bool gpt2 = !grouped && !rotary && width == C;
-    std::vector<ShapeRow> rows = {{"x", "(B, T, C)", {B, T, C}, "the attention's input (after ln_1)"}};
-    if (gpt2)
-        rows.push_back({"qkv", "(B, T, 3C)", {B, T, 3 * C}, "the fused c_attn projection [Q | K | V]"});
+    // One C -> 3C product in the model's own split (GPT-2's), in its own words.
+    const bool fused = config.qkv_layout == QkvLayout::fused && !grouped && width == C;
+    std::vector<ShapeRow> rows = {{"x", "(B, T, C)", {B, T, C}, "the attention's input (after its norm)"}};
+    if (fused)
+        rows.push_back({"qkv",
+                        "(B, T, 3C)",
+                        {B, T, 3 * C},
+                        "the fused " + module_name(config, Weight::attn_w) + " projection [Q | K | V]"});
     else
         rows.push_back({"qkv",
                         "(B, T, (NH + 2 NKV) hs)",
@@ -188,7 +191,7 @@ std::vector<ShapeRow> compute_shapes(const Config& config, int B, int T, int NH)
         {"y",
          width == C ? "(B, T, C)" : "(B, T, NH*hs)",
          {B, T, width},
-         std::string("heads transposed back and merged, before ") + (gpt2 ? "c_proj" : "the output projection")});
+         "heads transposed back and merged, before the output projection " + module_name(config, Weight::attn_proj_w)});
     return rows;
 }
 
@@ -201,7 +204,7 @@ double naive_view_max_diff(Backend& backend, const Batch& batch, AttentionOption
     backend.forward(batch, options, correct);
     options.split = Split::naive_view;
     backend.forward(batch, options, naive);
-    if (computed_on) *computed_on = naive.computed_on.fallback.empty() ? correct.computed_on : naive.computed_on;
+    if (computed_on) *computed_on = together(correct.computed_on, naive.computed_on);
     return max_abs_diff(naive.outputs, correct.outputs);
 }
 

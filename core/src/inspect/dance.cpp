@@ -53,18 +53,40 @@ private:
     Dance& d_;
 };
 
+// Q's projection as the family's code makes it, and its title: `width`
+// outputs per token.
+std::string q_title(const Config& config, const std::string& width) {
+    switch (config.qkv_layout) {
+        case QkvLayout::fused:
+            return "Q: the first " + width + " of the fused " + module_name(config, Weight::attn_w) +
+                   "'s outputs [Q | K | V], a (B, T, " + width + ") buffer";
+        case QkvLayout::fused_per_head:
+            return "Q: the query columns of the fused " + module_name(config, Weight::attn_w) +
+                   " (stored per head [q k v], gathered into [Q | K | V]), a (B, T, " + width + ") buffer";
+        case QkvLayout::separate:
+            return "Q: " + module_name(config, Weight::q_w) + "'s " + width + " outputs per token, a (B, T, " + width +
+                   ") buffer";
+    }
+    return "";
+}
+std::string q_code(const Config& config, const std::string& width) {
+    switch (config.qkv_layout) {
+        case QkvLayout::fused:
+            return "q = x @ W_q + b_q  # " + module_name(config, Weight::attn_w) + "'s first " + width + " columns";
+        case QkvLayout::fused_per_head:
+            return "q = qkv[..., Q columns]  # qkv = " + module_name(config, Weight::attn_w) + "(x)";
+        case QkvLayout::separate: return "q = " + module_name(config, Weight::q_w) + "(x)";
+    }
+    return "";
+}
+
 // The walk of a model without groups or rotation (GPT-2's): Q alone (K and V
 // go the same way), split, attended, merged.
 void plain_walk(Dance& d, Walk& walk, const Config& config) {
     const int64_t B = d.B, T = d.T, C = d.C, NH = d.NH, hs = d.hs;
     const std::string out_proj = module_name(config, Weight::attn_proj_w);
-    const bool fused = config.qkv_layout != QkvLayout::separate;
-    const std::string q = module_name(config, fused ? Weight::attn_w : Weight::q_w);
-    const StridedLayout q_flat =
-        fused ? walk.write("Q: the first C of the fused " + q + "'s 3C outputs, a (B, T, C) buffer",
-                           "q = x @ W_q + b_q  # " + q + "'s first C columns", "q", {"B", "T", "C"}, {B, T, C})
-              : walk.write("Q: " + q + "'s C outputs per token, a (B, T, C) buffer", "q = " + q + "(x)", "q",
-                           {"B", "T", "C"}, {B, T, C});
+    const std::string title = q_title(config, "C");
+    const StridedLayout q_flat = walk.write(title, q_code(config, "C"), "q", {"B", "T", "C"}, {B, T, C});
     if (d.split == Split::transpose) {
         const StridedLayout split_heads =
             walk.again("view: each token's C channels become NH heads of hs; no data moves", "q = q.view(B, T, NH, hs)",
@@ -101,28 +123,16 @@ StridedLayout project_and_split(Dance& d, Walk& walk, const Config& config, bool
     const std::string x = keys ? "k" : "q", H = keys ? "NKV" : "NH", width = H + "*hs";
     const bool fused = config.qkv_layout != QkvLayout::separate;
     std::string title, code;
-    if (fused) {
-        const std::string qkv = module_name(config, Weight::attn_w);
-        const std::string stored = config.qkv_layout == QkvLayout::fused_per_head
-                                       ? " (stored per head [q k v], gathered into [Q | K | V])"
-                                       : " ([Q | K | V])";
-        if (!keys) {
-            title = "Q: the query columns of the fused " + qkv + stored + ", a (B, T, NH*hs) buffer";
-            code = "q = qkv[..., Q columns]  # qkv = " + qkv + "(x)";
-        } else {
-            title = "K: the key columns of the same projection; V (its value columns) takes the same steps";
-            code = "k = qkv[..., K columns]  # v = qkv[..., V columns] alike";
-        }
+    if (!keys) {
+        title = q_title(config, "NH*hs");
+        code = q_code(config, "NH*hs") + (fused ? "" : "  # NH * hs = " + std::to_string(d.NH * hs) + " columns");
+    } else if (fused) {
+        title = "K: the key columns of the same projection; V (its value columns) takes the same steps";
+        code = "k = qkv[..., K columns]  # v = qkv[..., V columns] alike";
     } else {
-        const std::string q = module_name(config, Weight::q_w), k = module_name(config, Weight::k_w),
-                          v = module_name(config, Weight::v_w);
-        if (!keys) {
-            title = "Q: " + q + "'s NH*hs outputs per token, a (B, T, NH*hs) buffer";
-            code = "q = " + q + "(x)  # NH * hs = " + std::to_string(d.NH * hs) + " columns";
-        } else {
-            title = "K: " + k + "'s NKV*hs outputs per token, NKV key/value heads; V (" + v + ") takes the same steps";
-            code = "k = " + k + "(x)  # NKV * hs = " + std::to_string(d.NKV * hs) + " columns; v = " + v + "(x) alike";
-        }
+        const std::string k = module_name(config, Weight::k_w), v = module_name(config, Weight::v_w);
+        title = "K: " + k + "'s NKV*hs outputs per token, NKV key/value heads; V (" + v + ") takes the same steps";
+        code = "k = " + k + "(x)  # NKV * hs = " + std::to_string(d.NKV * hs) + " columns; v = " + v + "(x) alike";
     }
     StridedLayout at = walk.write(title, code, x, {"B", "T", width}, {B, T, heads * hs}, keys);
 

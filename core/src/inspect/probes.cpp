@@ -13,10 +13,17 @@ namespace headscope {
 
 std::vector<std::vector<int32_t>> validation_windows(const Model& model, size_t max_windows) {
     std::filesystem::path path = model.path / "validation.txt";
-    if (!std::filesystem::exists(path)) path = resolve_model_path(builtin_model) / "validation.txt";
-    const std::string text = read_file(path, "the validation text");
-    const std::vector<int32_t> stream = model.tokenizer.encode(text);
+    if (path_kind(path) == PathKind::missing) path = resolve_model_path(builtin_model) / "validation.txt";
     const size_t window = std::min(128, model.config.n_positions);
+    // As far as the windows need: a token takes at most max_token_bytes of
+    // text (a generous bound: a short read only gives fewer windows). A read
+    // cut short ends after its last ASCII byte, so that no UTF-8 sequence is split.
+    constexpr size_t max_token_bytes = 64;
+    const size_t wanted = max_windows * window * max_token_bytes;
+    std::string text = read_file_start(path, wanted, "the validation text");
+    if (text.size() == wanted)
+        while (!text.empty() && static_cast<unsigned char>(text.back()) >= 0x80) text.pop_back();
+    const std::vector<int32_t> stream = model.tokenizer.encode(text);
     std::vector<std::vector<int32_t>> windows;
     for (size_t start = 0; start + window <= stream.size() && windows.size() < max_windows; start += window)
         windows.emplace_back(stream.begin() + start, stream.begin() + start + window);
@@ -47,7 +54,7 @@ ProbeReport probe_heads(Backend& backend, const Model& model, const std::vector<
     report_progress(progress, "scoring heads", done, forwards, ProgressUnit::steps);
     auto forward = [&](const std::vector<int32_t>& ids) {
         backend.forward(Batch{{ids}, model.config.pad_id()}, options, result);
-        report.computed_on = result.computed_on;
+        report.computed_on = together(report.computed_on, result.computed_on);
         report_progress(progress, "scoring heads", ++done, forwards, ProgressUnit::steps);
     };
 
@@ -78,13 +85,18 @@ ProbeReport probe_heads(Backend& backend, const Model& model, const std::vector<
     }
 
     // Query i = R + k holds the same token as k; the induction target is k + 1.
-    const int R = std::min(64, model.config.n_positions / 2);
+    const int R = std::min(64, model.config.n_positions / 2), V = model.config.vocab_size;
+    if (induction_runs > 0 && (V < 2 || R < 2))
+        throw Error(
+            "the induction probe needs random texts of two tokens or more, repeated, of tokens other than "
+            "EOS: this model has " +
+            std::to_string(V) + " tokens and a context of " + std::to_string(model.config.n_positions));
     std::mt19937_64 rng(seed);
     for (int run = 0; run < induction_runs; ++run) {
         std::vector<int32_t> ids(2 * R);
         for (int k = 0; k < R; ++k) {
-            int32_t id;
-            do id = static_cast<int32_t>(rng() % model.config.vocab_size);
+            int32_t id;  // any token but EOS: with V >= 2 the draw ends
+            do id = static_cast<int32_t>(rng() % V);
             while (id == model.config.eos_token_id);
             ids[k] = ids[R + k] = id;
         }

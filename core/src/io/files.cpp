@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -29,6 +30,25 @@ const char* kind_of(mode_t mode) {
 
 }  // namespace
 
+PathKind path_kind(const std::filesystem::path& path) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::file_status status = fs::status(path, ec);
+    // A missing file, or a missing folder on its way, is an answer, not a failure.
+    if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory)
+        throw Error(path.string() + ": " + ec.message());
+    if (!fs::exists(status)) return PathKind::missing;
+    if (fs::is_regular_file(status)) return PathKind::file;
+    return fs::is_directory(status) ? PathKind::directory : PathKind::other;
+}
+
+uint64_t file_bytes(const std::filesystem::path& path) {
+    std::error_code ec;
+    const uintmax_t bytes = std::filesystem::file_size(path, ec);
+    if (ec) throw Error(path.string() + ": cannot tell its size: " + ec.message());
+    return bytes;
+}
+
 OpenFile::OpenFile(const std::filesystem::path& path, const std::string& what) {
     const std::string about = what.empty() ? "" : " " + what;
     // O_NONBLOCK: opening a FIFO returns at once instead of waiting for a writer.
@@ -50,21 +70,55 @@ OpenFile::OpenFile(const std::filesystem::path& path, const std::string& what) {
 
 OpenFile::~OpenFile() { ::close(fd_); }
 
-std::string read_file(const std::filesystem::path& path, const std::string& what) {
-    const OpenFile file(path, what);
+namespace {
+
+// Up to `max_bytes` of the open file; `more` says whether a byte lay beyond them.
+std::string read_up_to(const OpenFile& file, const std::filesystem::path& path, const std::string& what,
+                       size_t max_bytes, bool& more) {
     std::string bytes;
-    bytes.reserve(file.size());
+    bytes.reserve(std::min(file.size(), max_bytes));
     char chunk[1 << 16];
     for (;;) {
-        const ssize_t n = ::read(file.fd(), chunk, sizeof chunk);
-        if (n == 0) return bytes;
+        const size_t room = max_bytes - bytes.size();
+        const size_t want = room < sizeof chunk ? room + 1 : sizeof chunk;  // one past the room: is there more?
+        const ssize_t n = ::read(file.fd(), chunk, want);
+        if (n == 0) break;
         if (n < 0) {
             if (errno == EINTR) continue;
             throw Error(path.string() + ": cannot read" + (what.empty() ? "" : " " + what) + ": " +
                         std::strerror(errno));
         }
-        bytes.append(chunk, static_cast<size_t>(n));
+        bytes.append(chunk, std::min(static_cast<size_t>(n), room));
+        if (static_cast<size_t>(n) > room) {
+            more = true;
+            return bytes;
+        }
     }
+    more = false;
+    return bytes;
+}
+
+// `bytes`: the size the file says it has, 0 for one that grew past the limit as it was read.
+std::string too_large(const std::filesystem::path& path, const std::string& what, uint64_t bytes, size_t max_bytes) {
+    return path.string() + ": " + (bytes ? std::to_string(bytes) + " bytes, more" : std::string("more")) +
+           " than the " + std::to_string(max_bytes) + " bytes" + (what.empty() ? " it" : " " + what) + " may have";
+}
+
+}  // namespace
+
+std::string read_file(const std::filesystem::path& path, const std::string& what, size_t max_bytes) {
+    const OpenFile file(path, what);
+    if (file.size() > max_bytes) throw Error(too_large(path, what, file.size(), max_bytes));
+    bool more = false;
+    std::string bytes = read_up_to(file, path, what, max_bytes, more);
+    if (more) throw Error(too_large(path, what, 0, max_bytes));
+    return bytes;
+}
+
+std::string read_file_start(const std::filesystem::path& path, size_t max_bytes, const std::string& what) {
+    const OpenFile file(path, what);
+    bool more = false;
+    return read_up_to(file, path, what, max_bytes, more);
 }
 
 namespace {

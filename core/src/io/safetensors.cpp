@@ -30,6 +30,9 @@ using nlohmann::json;
 // A header larger than this is certainly not a model's tensor table, and
 // parsing it would cost more memory than the weights it describes.
 constexpr uint64_t kMaxHeaderBytes = 100ull * 1000 * 1000;
+// A tensor's entry is 8 nodes; shards hold a few thousand tensors. A header
+// at the limit parses into at most about 100 MB (json_input.h).
+constexpr size_t max_header_nodes = 1 << 20;
 
 std::optional<DType> parse_dtype(const std::string& name) {
     for (int d = 0; d < static_cast<int>(std::size(dtype_names)); ++d)
@@ -78,8 +81,8 @@ std::map<std::string, TensorView> parse_header(const std::string& file, const st
                     std::to_string(kMaxHeaderBytes) + "-byte limit");
     }
 
-    const json header =
-        parse_json(std::string_view(reinterpret_cast<const char*>(data + 8), header_len), file + ": header");
+    const json header = parse_json(std::string_view(reinterpret_cast<const char*>(data + 8), header_len),
+                                   file + ": header", {kMaxHeaderBytes, max_header_nodes});
     if (!header.is_object()) throw Error(file + ": header is not a JSON object but " + describe_json(header));
 
     const std::byte* data_section = data + 8 + header_len;

@@ -23,6 +23,7 @@
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <unordered_set>
 
 namespace headscope {
 
@@ -31,6 +32,18 @@ namespace fs = std::filesystem;
 namespace {
 
 using json = nlohmann::json;
+
+// The largest config.json we know of, google/vit-base-patch16-224's with its
+// 1,000 labels, has 69 KB and about 4,000 nodes; the built-in model's 946
+// bytes and 62 nodes. The bytes' margin is wide (what takes memory is the
+// nodes): a file nested past max_json_depth is named as that.
+constexpr JsonLimits config_json_limits{4 << 20, 1 << 16};
+// DeepSeek-V3's index names 91,991 tensors in 163 shards (about 9 MB and
+// 184,000 nodes), the largest we know of.
+constexpr JsonLimits index_limits{32 << 20, 1 << 20};
+constexpr size_t max_shards = 10'000;
+// refs/main holds a 40-character commit hash.
+constexpr size_t max_revision_bytes = 256;
 
 std::string env(const char* name) {
     const char* value = std::getenv(name);
@@ -65,35 +78,36 @@ bool is_hub_name(const std::string& name) {
 fs::path pick_snapshot(const fs::path& repo) {
     const fs::path snapshots = repo / "snapshots";
     const fs::path ref = repo / "refs" / "main";
-    if (fs::is_regular_file(ref)) {
-        std::string rev = read_file(ref);
+    if (path_kind(ref) == PathKind::file) {
+        std::string rev = read_file(ref, "", max_revision_bytes);
         rev.erase(rev.find_last_not_of(" \t\r\n") + 1);
         if (rev.empty() || rev.find('/') != std::string::npos) throw Error(ref.string() + ": not a revision");
         const fs::path snapshot = snapshots / rev;
-        if (!fs::is_directory(snapshot))
+        if (path_kind(snapshot) != PathKind::directory)
             throw Error(ref.string() + ": names revision " + rev + " but " + snapshot.string() + " is missing");
         return snapshot;
     }
     fs::path newest;
     fs::file_time_type newest_time;
-    if (fs::is_directory(snapshots)) {
-        for (const fs::directory_entry& entry : fs::directory_iterator(snapshots)) {
-            if (!entry.is_directory()) continue;
-            const fs::file_time_type time = entry.last_write_time();
+    if (path_kind(snapshots) == PathKind::directory) {
+        std::error_code ec;
+        for (fs::directory_iterator it(snapshots, ec), end; !ec && it != end; it.increment(ec)) {
+            const fs::file_time_type time = it->last_write_time(ec);
+            if (ec || !it->is_directory(ec)) continue;  // what cannot be asked is not a snapshot
             if (newest.empty() || time > newest_time) {
-                newest = entry.path();
+                newest = it->path();
                 newest_time = time;
             }
         }
+        if (ec) throw Error(snapshots.string() + ": " + ec.message());
     }
     if (newest.empty()) throw Error(repo.string() + ": no refs/main and no snapshot directory in snapshots/");
     return newest;
 }
 
 Config read_config(const fs::path& path) {
-    const std::string file = path.string();
-    if (!fs::exists(path)) throw Error(file + " missing");
-    return config_from_json(parse_json(read_file(path), file), file);
+    if (path_kind(path) == PathKind::missing) throw Error(path.string() + " missing");
+    return config_from_json(read_json_file(path, config_json_limits), path.string());
 }
 
 // Every tensor of a checkpoint's files, by name, with the file it is in.
@@ -119,21 +133,24 @@ TensorMap::const_iterator find_tensor(const TensorMap& tensors, const Config& co
 // {tensor: file}; every file must be a plain name beside the index.
 std::vector<fs::path> shard_files(const fs::path& index) {
     const JsonFields f(index.string());
-    const json j = parse_json(read_file(index), f.file());
+    const json j = read_json_file(index, index_limits);
     const json& map = f.required(j, "", "weight_map", json::value_t::object, "an object naming the shard files");
     if (map.empty()) f.fail("weight_map", "names no shard file");
     std::vector<fs::path> files;
+    std::unordered_set<std::string> named;
     for (const auto& [tensor, shard] : map.items()) {
         const std::string field = JsonFields::join("weight_map", tensor);
         if (!shard.is_string()) f.fail(field, "the file of '" + tensor + "' is " + describe_json(shard));
         const std::string name = shard.get<std::string>();
         if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
             f.fail(field, "shard '" + name + "' of '" + tensor + "' is not a file name beside the index");
+        if (!named.insert(name).second) continue;
+        if (files.size() == max_shards)
+            f.fail("weight_map", "names more than " + std::to_string(max_shards) + " shard files");
         const fs::path path = index.parent_path() / name;
-        if (std::find(files.begin(), files.end(), path) == files.end()) {
-            if (!fs::exists(path)) f.fail(field, "names shard " + name + " (of '" + tensor + "'), which is missing");
-            files.push_back(path);
-        }
+        if (path_kind(path) == PathKind::missing)
+            f.fail(field, "names shard " + name + " (of '" + tensor + "'), which is missing");
+        files.push_back(path);
     }
     return files;
 }
@@ -141,9 +158,10 @@ std::vector<fs::path> shard_files(const fs::path& index) {
 // The checkpoint's safetensors files: model.safetensors, or the shards its index names.
 std::vector<fs::path> checkpoint_files(const fs::path& dir) {
     const fs::path single = dir / "model.safetensors", index = dir / "model.safetensors.index.json";
-    if (fs::exists(single)) return {single};
-    if (fs::exists(index)) return shard_files(index);
-    if (fs::exists(dir / "pytorch_model.bin") || fs::exists(dir / "pytorch_model.bin.index.json")) {
+    const auto exists = [](const fs::path& path) { return path_kind(path) != PathKind::missing; };
+    if (exists(single)) return {single};
+    if (exists(index)) return shard_files(index);
+    if (exists(dir / "pytorch_model.bin") || exists(dir / "pytorch_model.bin.index.json")) {
         throw Error(single.string() +
                     " missing: only pytorch_model.bin found, and Headscope reads safetensors only "
                     "(convert it with transformers' save_pretrained(safe_serialization=True))");
@@ -163,24 +181,24 @@ void check_shape(const std::string& file, const std::string& name, const std::ve
 }  // namespace
 
 fs::path resolve_model_path(const std::string& name_or_path) {
-    std::error_code ec;
     if (name_or_path == builtin_model) {
         const std::string override_dir = env("HEADSCOPE_BUILTIN_MODEL");
         const fs::path dir = override_dir.empty() ? data_dir() / "builtin" : fs::path(override_dir);
-        if (!fs::is_directory(dir, ec))
+        if (path_kind(dir) != PathKind::directory)
             throw Error("the built-in model is missing: no directory " + dir.string() +
                         " (tools/train-builtin makes it)");
         return dir;
     }
-    if (fs::is_directory(name_or_path, ec)) return name_or_path;
-    if (fs::exists(name_or_path, ec)) throw Error("model '" + name_or_path + "' is not a directory");
+    const PathKind kind = path_kind(name_or_path);
+    if (kind == PathKind::directory) return name_or_path;
+    if (kind != PathKind::missing) throw Error("model '" + name_or_path + "' is not a directory");
     if (!is_hub_name(name_or_path)) throw Error("model '" + name_or_path + "' not found: no directory of that name");
 
     const fs::path cache = hub_cache_dir();
     std::string repo_dir = "models--" + name_or_path;
     if (const size_t slash = repo_dir.find('/'); slash != std::string::npos) repo_dir.replace(slash, 1, "--");
     const fs::path repo = cache / repo_dir;
-    if (!fs::is_directory(repo, ec)) {
+    if (path_kind(repo) != PathKind::directory) {
         throw Error("model '" + name_or_path + "' not found: no directory of that name and no " + repo_dir +
                     " in the Hugging Face cache " + cache.string() + " (Headscope never downloads)");
     }
@@ -191,16 +209,17 @@ std::vector<CachedModel> list_cached_models() {
     std::vector<CachedModel> models;
     std::error_code ec;
     const std::string prefix = "models--";
-    for (const fs::directory_entry& repo : fs::directory_iterator(hub_cache_dir(), ec)) {
+    for (fs::directory_iterator it(hub_cache_dir(), ec), end; !ec && it != end; it.increment(ec)) {
+        const fs::directory_entry& repo = *it;
         std::string name = repo.path().filename().string();
-        if (!repo.is_directory(ec) || !name.starts_with(prefix)) continue;
+        std::error_code kind_ec;
+        if (!repo.is_directory(kind_ec) || !name.starts_with(prefix)) continue;
         // models--org--name: hub names cannot contain "--", so the first one is the slash.
         name.erase(0, prefix.size());
         if (const size_t dashes = name.find("--"); dashes != std::string::npos) name.replace(dashes, 2, "/");
         try {
             const fs::path snapshot = pick_snapshot(repo.path());
-            const std::string file = (snapshot / "config.json").string();
-            config_from_json(parse_json(read_file(snapshot / "config.json"), file), file);  // a family we run
+            read_config(snapshot / "config.json");  // a family we run
             models.push_back({name, snapshot});
         } catch (const std::exception&) {
             // an incomplete download or a foreign file: not a model to offer
@@ -270,7 +289,7 @@ TensorMap map_files(Model& m, const std::vector<fs::path>& files, std::map<std::
     for (const fs::path& path : files) {
         m.files.push_back(std::make_unique<SafetensorsFile>(path));
         unread.insert(m.files.back()->unread_tensors().begin(), m.files.back()->unread_tensors().end());
-        m.file_bytes += static_cast<int64_t>(fs::file_size(path));
+        m.file_bytes += static_cast<int64_t>(file_bytes(path));
         for (const auto& [name, view] : m.files.back()->tensors()) {
             const auto [it, added] = tensors.emplace(name, FoundTensor{view, path.string()});
             if (!added)
@@ -387,7 +406,8 @@ Model load_model(const std::string& name_or_path, const Progress& progress) {
 
     m.tokenizer = tokenizer.get();
     if (m.tokenizer.vocab_size() > cfg.vocab_size) {
-        const fs::path file = m.path / (fs::exists(m.path / "tokenizer.json") ? "tokenizer.json" : "vocab.json");
+        const bool json = path_kind(m.path / "tokenizer.json") != PathKind::missing;
+        const fs::path file = m.path / (json ? "tokenizer.json" : "vocab.json");
         throw Error(file.string() + ": " + std::to_string(m.tokenizer.vocab_size()) +
                     " tokens, more than the model's vocab_size " + std::to_string(cfg.vocab_size));
     }

@@ -5,6 +5,7 @@
 // tensor names in the order of its files.
 #include "headscope/model/model_description.h"
 
+#include <cmath>
 #include <limits>
 #include <string_view>
 
@@ -50,14 +51,14 @@ public:
         if (!v) return fallback;
         if (!v->is_number() || !(v->get<double>() > 0) || !(v->get<double>() < 1))
             refuse(key + " " + describe_json(*v) + " is not a small positive number");
-        return v->get<float>();
+        return as_float(key, *v);
     }
     float positive_number(const std::string& key, float fallback) const {
         const json* v = find(key);
         if (!v) return fallback;
         if (!v->is_number() || !(v->get<double>() > 0) || !(v->get<double>() < 1e12))
             refuse(key + " " + describe_json(*v) + " is not a positive number");
-        return v->get<float>();
+        return as_float(key, *v);
     }
     bool flag(const std::string& key, bool fallback) const {
         const json* v = find(key);
@@ -79,6 +80,15 @@ public:
     [[noreturn]] void refuse(const std::string& what) const { fields_.fail(field_, what); }
 
 private:
+    // A positive number as the engine computes with it: in float32, where
+    // 1e-50 is 0 and 1e-40 subnormal (a norm's epsilon, RoPE's theta).
+    float as_float(const std::string& key, const json& v) const {
+        const float f = v.get<float>();
+        if (!std::isnormal(f))
+            refuse(key + " " + describe_json(v) + " is " + (f == 0 ? "0" : "subnormal") +
+                   " in float32, the type the engine computes in");
+        return f;
+    }
     int checked_positive(const std::string& key, const json& v) const {
         // Any integer type: a parsed file gives unsigned, a config built in code signed.
         if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() > std::numeric_limits<int>::max())
@@ -149,7 +159,7 @@ void read_llama(const ConfigReader& r, Config& c) {
         r.refuse("hidden_act '" + act + "' is not supported (only silu)");
     c.mlp = Mlp::swiglu;
     c.qkv_layout = QkvLayout::separate;
-    c.weights_in_by_out = false;
+    c.weights_out_by_in = true;
     c.qkv_bias = c.o_bias = r.flag("attention_bias", false);
     if (r.flag("mlp_bias", false)) r.refuse("mlp_bias is true: biases in the SwiGLU MLP are not supported");
     c.tied_embeddings = r.flag("tie_word_embeddings", false);
@@ -199,7 +209,7 @@ void read_gpt_neox(const ConfigReader& r, Config& c) {
         r.refuse("hidden_act '" + act + "' is not supported (only gelu)");
     c.mlp = Mlp::gelu_exact;
     c.qkv_layout = QkvLayout::fused_per_head;
-    c.weights_in_by_out = false;
+    c.weights_out_by_in = true;
     c.qkv_bias = c.o_bias = r.flag("attention_bias", true);
     c.parallel_residual = r.flag("use_parallel_residual", true);
     c.tied_embeddings = r.flag("tie_word_embeddings", false);
@@ -341,7 +351,7 @@ std::vector<int64_t> weight_shape(const Config& c, Weight weight) {
     const int64_t C = c.n_embd, V = c.vocab_size, P = c.n_positions, F = c.mlp_size();
     const int64_t hs = c.head_size(), Q = c.n_head * hs, KV = c.kv_heads() * hs;
     const auto matrix = [&](int64_t out, int64_t in) {
-        return c.weights_in_by_out ? std::vector<int64_t>{in, out} : std::vector<int64_t>{out, in};
+        return c.weights_out_by_in ? std::vector<int64_t>{out, in} : std::vector<int64_t>{in, out};
     };
     switch (weight) {
         case Weight::wte:
@@ -415,7 +425,7 @@ std::vector<TensorSpec> model_tensors(const Config& config) {
 }
 
 bool stored_out_by_in(const Config& config, Weight weight) {
-    return !config.weights_in_by_out && weight != Weight::wte && weight != Weight::wpe;
+    return config.weights_out_by_in && weight != Weight::wte && weight != Weight::wpe;
 }
 
 const char* optional_tensor_prefix(const Config& config) { return family_of(config).names.optional_prefix; }
@@ -423,7 +433,7 @@ const char* optional_tensor_prefix(const Config& config) { return family_of(conf
 std::string output_embedding_name(const Config& config) {
     for (const Named& named : family_of(config).names.after_layers)
         if (named.weight == Weight::lm_head) return named.name;
-    return "lm_head.weight";
+    throw Error("the family names no output embedding");
 }
 
 std::string module_name(const Config& config, Weight weight) {

@@ -17,6 +17,11 @@ namespace headscope {
 
 namespace {
 
+// GPT-2's vocab.json has 1.0 MB and 100,515 nodes, its merges.txt 456 KB;
+// sixteen times those hold a 800,000-token vocabulary.
+constexpr JsonLimits vocab_limits{16 << 20, 1 << 20};
+constexpr size_t max_merges_bytes = 16 << 20;
+
 // Splits a merges.txt line on spaces and tabs.
 std::vector<std::string_view> fields_of(std::string_view line) {
     std::vector<std::string_view> fields;
@@ -75,7 +80,7 @@ std::optional<std::string> byte_level_bytes(std::string_view token) {
 
 Tokenizer Tokenizer::load(const std::filesystem::path& vocab_json, const std::filesystem::path& merges_txt) {
     const std::string vocab_name = vocab_json.string();
-    const nlohmann::json vocab = parse_json(read_file(vocab_json), vocab_name);
+    const nlohmann::json vocab = read_json_file(vocab_json, vocab_limits);
     if (!vocab.is_object()) {
         throw Error(vocab_name + ": expected a JSON object of token -> id");
     }
@@ -132,7 +137,7 @@ Tokenizer Tokenizer::load(const std::filesystem::path& vocab_json, const std::fi
     }
 
     const std::string merges_name = merges_txt.string();
-    const std::string merges = read_file(merges_txt);
+    const std::string merges = read_file(merges_txt, "", max_merges_bytes);
     std::string_view rest = merges;
     int32_t rank = 0;
     for (size_t line_number = 1; !rest.empty(); ++line_number) {

@@ -38,6 +38,10 @@ struct AttentionOptions {
     // residual stream after each returned layer, read through the final norm
     // and the output embedding. Runs every layer, like top_k.
     int lens_k = 0;
+    // The maps hold only the query rows this forward computes, not those a
+    // prefix cache supplies (AttentionResult::first_row): a generation's step
+    // then costs its new row, not the whole map again. One text only.
+    bool new_rows_only = false;
 };
 // Every field equal (not defaulted: the CUDA translation unit is C++17).
 bool operator==(const AttentionOptions& a, const AttentionOptions& b);
@@ -54,6 +58,11 @@ struct ComputedOn {
     std::string device;
     std::string fallback;
 };
+// What several forwards report together (the probes', a generation's, a
+// comparison's): the first that fell back, else the latest.
+inline ComputedOn together(const ComputedOn& so_far, const ComputedOn& latest) {
+    return so_far.fallback.empty() ? latest : so_far;
+}
 
 // B texts' token ids, right-padded to the longest with the model's pad id (Config::pad_id: its pad token, else its
 // EOS).
@@ -70,7 +79,8 @@ struct AttentionResult {
     int B = 0, T = 0, NH = 0, hs = 0;
     int NKV = 0;                        // key/value heads: NH / NKV query heads share each
     std::vector<int> layers;            // the returned layer indices
-    AlignedVector<float> weights;       // (layers.size(), B, NH, T, T); fully masked rows are 0
+    int first_row = 0;                  // the first query row the maps hold (options.new_rows_only), else 0
+    AlignedVector<float> weights;       // (layers.size(), B, NH, T - first_row, T); fully masked rows are 0
     std::vector<uint8_t> fully_masked;  // (B, T): 1 where a query row had no key to attend to
     AlignedVector<float> outputs;       // (layers.size(), B, T, NH * hs) attention output before c_proj, if asked
 
@@ -94,12 +104,14 @@ struct AttentionResult {
     std::vector<int> reused;  // (B)
     ComputedOn computed_on;
 
-    // Map (layer_slot, b, h): T x T, row-major; query row i of it; whether row i of text b had no key.
+    // Map (layer_slot, b, h): its rows [first_row, T) of T keys, row-major
+    // (T x T without new_rows_only); query row i >= first_row of it; whether
+    // row i of text b had no key.
     const float* map(int layer_slot, int b, int h) const {
-        return weights.data() + ((static_cast<size_t>(layer_slot) * B + b) * NH + h) * T * T;
+        return weights.data() + ((static_cast<size_t>(layer_slot) * B + b) * NH + h) * (T - first_row) * T;
     }
     const float* row(int layer_slot, int b, int h, int i) const {
-        return map(layer_slot, b, h) + static_cast<size_t>(i) * T;
+        return map(layer_slot, b, h) + static_cast<size_t>(i - first_row) * T;
     }
     bool row_fully_masked(int b, int i) const { return fully_masked[static_cast<size_t>(b) * T + i] != 0; }
     // The top_k predictions at text b's position t; the lens_k of layer slot `slot` there.

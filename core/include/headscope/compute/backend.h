@@ -23,9 +23,10 @@ public:
     // throws Error), then fills `result`, reusing its storage. With `cache`
     // (prefix_cache.h), reuses what it holds where it can and leaves this
     // forward's state in it; a backend that cannot reuse computes everything
-    // and empties it. `progress` hears "computing layers" before each layer
-    // the CPU computes; Cancelled thrown by it ends the forward, and
-    // `result` and `cache` are then to be discarded.
+    // and empties it. result.computed_on says which device computed it and,
+    // where that is not this backend's, why (every backend sets it). `progress` hears "computing layers" before each
+    // layer the CPU computes; Cancelled thrown by it ends the forward, and `result` and `cache` are then to be
+    // discarded.
     virtual void forward(const Batch& batch, const AttentionOptions& options, AttentionResult& result,
                          PrefixCache* cache = nullptr, const Progress& progress = {}) = 0;
 };
@@ -53,7 +54,7 @@ BackendPick make_backend(BackendChoice choice);
 
 // What a report names as the reason for the device that computed a result:
 // why the forward fell back, else why the backend was picked.
-inline const std::string& device_reason(const ComputedOn& on, const std::string& pick_reason) {
+inline std::string device_reason(const ComputedOn& on, const std::string& pick_reason) {
     return on.fallback.empty() ? pick_reason : on.fallback;
 }
 
@@ -72,5 +73,7 @@ struct LoadedModel {
 // The one way to open a model to compute on: make_backend(choice), then
 // load_model (passing `progress` on) and the backend's load_weights. Throws Error.
 LoadedModel load_with_backend(const std::string& name_or_path, BackendChoice choice, const Progress& progress = {});
+// `open`'s model (shared, not loaded again) on the backend `choice` picks. Throws Error.
+LoadedModel with_backend(const LoadedModel& open, BackendChoice choice);
 
 }  // namespace headscope

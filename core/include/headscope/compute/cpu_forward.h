@@ -37,6 +37,12 @@ public:
              Heads heads, PrefixCache* cache = nullptr, const Progress& progress = {});
 
 private:
+    // Grows `buffer` to at least `n` floats; never shrinks, so steady state allocates nothing.
+    static void reserve_floats(AlignedVector<float>& buffer, size_t n);
+    static void normalize(const Config& config, const float* x, const float* w, const float* b, float* out, int rows);
+    // Throw Error naming the layer (and head) where the computed rows stopped being finite.
+    void check_attention(int layer, const float* att, int B, int NH, int T, int hs) const;
+    void check_residual(int layer, int C, const char* after) const;
     void project_qkv(const Model& model, const LayerWeights& w);
     void attention(const Model& model, const Batch& batch, const AttentionOptions& options, const HeadSplit& split,
                    PrefixCache& store, int layer, float* att, Heads heads);
@@ -47,6 +53,7 @@ private:
     std::vector<int> begin_;      // (B) the first token computed of each text
     std::vector<int> first_row_;  // (B + 1) where each text's rows start among the R
     int rows_ = 0;                // R
+    int first_held_ = 0;          // the first query row the maps hold (AttentionResult::first_row)
     PrefixCache own_cache_;       // the keys and values when the caller keeps no cache
 
     AlignedVector<float> x_;               // (R, C) residual stream

@@ -10,6 +10,9 @@
 
 namespace headscope::ops {
 
+// Whether every one of n floats is finite (no NaN, no Inf).
+inline bool all_finite(const float* data, size_t n) { return Eigen::Map<const Eigen::ArrayXf>(data, n).allFinite(); }
+
 template <typename S>
 using RowMatrix = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 template <typename S>

@@ -61,7 +61,9 @@ void validate_forward(const Model& model, const Batch& batch, const AttentionOpt
 // none, the predictions, logprob_next, last_logits and lens sized for
 // options.top_k and lens_k, all left for the forward to write; reused zeros;
 // and fully_masked (B, T) where visible_begin..visible_end is empty.
-void set_up_result(const Config& config, const Batch& batch, const AttentionOptions& options, AttentionResult& result);
+// With options.new_rows_only, the maps hold rows [first_row, T) (B is 1).
+void set_up_result(const Config& config, const Batch& batch, const AttentionOptions& options, AttentionResult& result,
+                   int first_row = 0);
 
 // x (T - first, C) = wte[id] (+ wpe[t] with learned positions) for text b's
 // tokens t in [first, T), padded to T = batch.T() with the pad id.

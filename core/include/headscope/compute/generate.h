@@ -20,8 +20,12 @@ struct Sampling {
     uint64_t seed = 0;      // of the generator the draws come from
 };
 
+// The most tokens one generation makes (a model's context may allow more:
+// each step's rows are kept for the replay, L x NH x the keys so far).
+inline constexpr int max_generated_tokens = 65536;
+
 // Throws Error naming the value unless temperature >= 0, top_k >= 0, top_p in
-// (0, 1] and max_tokens >= 1, or, when `options` allow no prefix reuse
+// (0, 1] and 1 <= max_tokens <= max_generated_tokens, or, when `options` allow no prefix reuse
 // (prefix_reuse_refusal), "generation needs the causal model: ...".
 void validate_generation(const Sampling& sampling, int max_tokens, const AttentionOptions& options);
 
@@ -53,6 +57,7 @@ struct GenerationStep {
     int keys = 0;                  // the tokens so far, this one included
     std::vector<float> attention;  // (L, NH, keys): this token's query row in every returned layer and head
     double timing_ms = 0;          // choosing the token and its forward
+    ComputedOn computed_on;        // the device of its forward
 };
 
 struct Generation {
@@ -63,6 +68,7 @@ struct Generation {
     double prompt_ms = 0;     // the prompt's forward
     std::vector<int> layers;  // the returned layers (the steps' L)
     int NH = 0;               // the split's heads
+    ComputedOn computed_on;   // the device of its forwards: the first that fell back, else the last
 };
 
 // Runs the prompt on construction, then one token per step(): the token is

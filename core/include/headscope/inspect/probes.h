@@ -22,7 +22,7 @@ struct ProbeReport {
     int n_layer = 0, n_head = 0;
     std::vector<HeadScores> heads;  // (L, NH)
     size_t rows = 0;                // text query rows averaged over (each row i >= 1)
-    ComputedOn computed_on;         // the device of the forwards (the last one's)
+    ComputedOn computed_on;         // the device of the forwards (together())
 
     const HeadScores& head(int layer, int h) const { return heads[static_cast<size_t>(layer) * n_head + h]; }
 };

@@ -15,6 +15,8 @@ class JsonFields {
 public:
     using json = nlohmann::json;
 
+    // `file` names the file in messages, with what it should be where that helps:
+    // "examples.json: not a list of examples (title, texts, look_for)".
     explicit JsonFields(std::string file) : file_(std::move(file)) {}
 
     const std::string& file() const { return file_; }

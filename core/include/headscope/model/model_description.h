@@ -74,8 +74,8 @@ struct Config {
     Rope rope = {};
     Mlp mlp = Mlp::gelu_tanh;
     QkvLayout qkv_layout = QkvLayout::fused;
-    bool weights_in_by_out = true;        // matrices stored (in, out) (GPT-2's Conv1D), else (out, in) (Linear)
-    bool qkv_bias = true, o_bias = true;  // the GELU MLPs have biases, SwiGLU none
+    bool weights_out_by_in = false;       // matrices stored (out, in) (Linear), else (in, out) (GPT-2's Conv1D)
+    bool qkv_bias = true, o_bias = true;  // biases on Q, K and V; on the output projection
     bool qk_norm = false;                 // Qwen 3: RMSNorm over each head's hs values of Q and K, before RoPE
     bool parallel_residual = false;       // Pythia: x + attn(ln_1(x)) + mlp(ln_2(x))
     bool tied_embeddings = true;          // the output embedding is wte

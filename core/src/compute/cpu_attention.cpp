@@ -1,0 +1,145 @@
+// The CPU forward's attention (cpu_forward.h): Q, K and V split into heads,
+// rotated, stored for the prefix cache, and each head's scores, masked
+// softmax and weighted values, batched or by the tutorials' loop.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "headscope/compute/cpu_forward.h"
+#include "headscope/compute/cpu_ops.h"
+#include "headscope/compute/matmul.h"
+
+namespace headscope {
+namespace {
+
+// Rows of one head with their row stride.
+struct HeadBlock {
+    float* data;
+    int stride;
+};
+
+// The tutorials' mha_by_loop for one head, queries [first_query, T) over keys
+// [0, T): every score a dot product, every output a weighted sum; the same
+// masks and softmax as the batched path. q, y and att hold the queries' rows.
+void attention_head_by_loop(const HeadBlock& q, const HeadBlock& k, const HeadBlock& v, const HeadBlock& y, float* att,
+                            int first_query, int T, int hs, float scale, const auto& visible) {
+    for (int r = 0; r < T - first_query; ++r) {
+        float* scores = att + static_cast<size_t>(r) * T;
+        for (int j = 0; j < T; ++j) {
+            float dot = 0;
+            for (int d = 0; d < hs; ++d) dot += q.data[r * q.stride + d] * k.data[j * k.stride + d];
+            scores[j] = dot;
+        }
+        const ops::KeyRange keys = visible(first_query + r);
+        ops::masked_softmax_row(scores, keys.begin, keys.end, T, scale);
+        for (int d = 0; d < hs; ++d) {
+            float sum = 0;
+            for (int j = keys.begin; j < keys.end; ++j) sum += scores[j] * v.data[j * v.stride + d];
+            y.data[r * y.stride + d] = sum;
+        }
+    }
+}
+
+}  // namespace
+
+// From qkv_ (the R rows): this layer's keys and values into `store`, att
+// (B, NH, T, T) weights of the computed query rows and y_ (R, Qw), heads
+// merged.
+// transpose: head h of Q is the (rows, hs) block at column h*hs of qkv_,
+// read in place; RoPE rotates each new row of Q and K by its position; K and
+// V rows go to the store, whose T rows per text (the reused ones included)
+// the heads read, key/value head h / group at column kv*hs. y for head h
+// goes to columns h*hs of y_ (the transpose back and the contiguous copy in
+// one write).
+// naive-view (every row computed, so R = B * T): Q, K, V are copied out
+// contiguous; head h is then the flat floats [h*T*hs, (h+1)*T*hs) of a text,
+// whatever tokens they belong to, RoPE rotating its row r by position r, and
+// y (B, NH, T, hs) is read back as (B, T, Qw) unchanged.
+void CpuForward::attention(const Model& model, const Batch& batch, const AttentionOptions& options,
+                           const HeadSplit& split, PrefixCache& store, int layer, float* att, Heads heads) {
+    const Config& cfg = model.config;
+    const int B = batch.B(), T = batch.T(), NH = split.NH, NKV = split.NKV, hs = split.hs;
+    const int Qw = split.q_width(), KVw = split.kv_width(), width = Qw + 2 * KVw;
+    const float scale = score_scale(options.scale, cfg.n_embd, hs);
+    const bool naive = options.split == Split::naive_view;
+    const RopeTable table = cfg.positions == Positions::rotary ? rope_table(cfg.rope, hs, T) : RopeTable{};
+    const size_t text_rows = static_cast<size_t>(T);
+    HeadBlock q_part{qkv_.data(), width}, k_part{nullptr, 0}, v_part{nullptr, 0}, y_part{y_.data(), Qw};
+    // Head h's rows of text b in a part: its columns h*hs, or in the naive view its floats from h*T*hs on.
+    const auto block = [&](const HeadBlock& part, int b, int h) {
+        if (naive) return HeadBlock{part.data + b * text_rows * part.stride + static_cast<size_t>(h) * T * hs, hs};
+        return HeadBlock{part.data + static_cast<size_t>(first_row_[b]) * part.stride + h * hs, part.stride};
+    };
+    if (naive) {  // (B, T, Qw), then (B, T, KVw) for K and for V
+        const size_t BT = static_cast<size_t>(B) * T;
+        q_part = {qkv_contiguous_.data(), Qw};
+        k_part = {q_part.data + BT * Qw, KVw};
+        v_part = {k_part.data + BT * KVw, KVw};
+        for (int part = 0; part < 3; ++part) {
+            const HeadBlock& to = part == 0 ? q_part : part == 1 ? k_part : v_part;
+            ops::StridedMap<float>(to.data, B * T, to.stride, Eigen::OuterStride<>(to.stride)) =
+                ops::ConstStridedMap<float>(qkv_.data() + (part == 0 ? 0 : Qw + (part - 1) * KVw), B * T, to.stride,
+                                            Eigen::OuterStride<>(width));
+        }
+        if (!table.cos.empty()) {
+#pragma omp parallel for collapse(2) schedule(static)
+            for (int b = 0; b < B; ++b)
+                for (int h = 0; h < NH + NKV; ++h) {
+                    const HeadBlock x = h < NH ? block(q_part, b, h) : block(k_part, b, h - NH);
+                    apply_rope(table, x.data, 0, T, x.stride);
+                }
+        }
+    } else {
+        // RoPE on the new rows of Q and K (K at column Qw of qkv_), then K and V into the store.
+        HeadBlock k_new{qkv_.data() + Qw, width};
+        if (!table.cos.empty()) {
+#pragma omp parallel for collapse(2) schedule(static)
+            for (int b = 0; b < B; ++b)
+                for (int h = 0; h < NH + NKV; ++h) {
+                    const HeadBlock x = h < NH ? block(q_part, b, h) : block(k_new, b, h - NH);
+                    apply_rope(table, x.data, begin_[b], T - begin_[b], x.stride);
+                }
+        }
+        const size_t layer_floats = static_cast<size_t>(store.capacity) * 2 * KVw;
+        for (int b = 0; b < B; ++b) {
+            float* kv = store.kv[b].data() + layer * layer_floats;
+            for (int t = begin_[b]; t < T; ++t)
+                std::copy_n(qkv_.data() + static_cast<size_t>(first_row_[b] + t - begin_[b]) * width + Qw, 2 * KVw,
+                            kv + static_cast<size_t>(t) * 2 * KVw);
+        }
+        // Every text's keys and values from the store, rows [0, T): block() reads row 0 of text b there.
+        k_part = {nullptr, 2 * KVw};
+        v_part = {nullptr, 2 * KVw};
+    }
+
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; ++b) {
+        for (int h = 0; h < NH; ++h) {
+            const int length = static_cast<int>(batch.token_ids[b].size()), first = begin_[b];
+            const int kv = h / split.group();
+            const HeadBlock q = block(q_part, b, h);
+            HeadBlock k, v;
+            if (naive) {
+                k = block(k_part, b, kv);
+                v = block(v_part, b, kv);
+            } else {
+                float* stored = store.kv[b].data() + layer * static_cast<size_t>(store.capacity) * 2 * KVw;
+                k = {stored + kv * hs, 2 * KVw};
+                v = {stored + KVw + kv * hs, 2 * KVw};
+            }
+            const HeadBlock y = block(y_part, b, h);
+            const auto visible = [&](int i) {
+                return ops::KeyRange{visible_begin(options, i), visible_end(options, i, length, T)};
+            };
+            float* att_rows = att + ((static_cast<size_t>(b) * NH + h) * (T - first_held_) + first - first_held_) * T;
+            if (heads == Heads::loop) {
+                attention_head_by_loop(q, k, v, y, att_rows, first, T, hs, scale, visible);
+            } else {
+                ops::attention_head(q.data, q.stride, k.data, k.stride, v.data, v.stride, y.data, y.stride, att_rows,
+                                    first, T, hs, scale, visible);
+            }
+        }
+    }
+}
+
+}  // namespace headscope

@@ -1,0 +1,131 @@
+// The CPU forward's predictions and logit lens, and the rows a prefix cache
+// supplies (cpu_forward.h): the residual through the final norm and the
+// output embedding, its top tokens, and each next token's log-probability.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "headscope/base/error.h"
+#include "headscope/compute/cpu_forward.h"
+#include "headscope/compute/cpu_ops.h"
+#include "headscope/compute/matmul.h"
+
+namespace headscope {
+namespace {
+
+// log(sum(exp(logits))) over V, the max subtracted first.
+float log_sum_exp(const float* logits, int V) {
+    const Eigen::Map<const Eigen::ArrayXf> row(logits, V);
+    const float max = row.maxCoeff();
+    return max + std::log((row - max).exp().sum());
+}
+
+// The k highest of V logits as {id, p = exp(logit - lse)}, by p descending,
+// the lower id first on ties: one pass keeping the k best in order.
+void top_tokens(const float* logits, int V, float lse, int k, Prediction* out) {
+    int kept = 0;
+    for (int id = 0; id < V; ++id) {
+        const float logit = logits[id];
+        if (kept == k && !(logit > out[k - 1].p)) continue;
+        int at = kept < k ? kept++ : k - 1;
+        for (; at > 0 && out[at - 1].p < logit; --at) out[at] = out[at - 1];
+        out[at] = {id, logit};  // p holds the logit until the end
+    }
+    for (int i = 0; i < k; ++i) out[i].p = std::exp(out[i].p - lse);
+}
+
+}  // namespace
+
+// Copies into `result` the rows [0, begin_b) of each text that the cached
+// forward's result already holds: the maps' query rows (their keys
+// past the row are masked, so the shorter of the two widths holds them all),
+// outputs, predictions and lens. Where a text appends to the cached one, the
+// cached last row's logprob_next is then the first new token's, from the
+// cached last logits.
+void CpuForward::keep_earlier_rows(const PrefixCache& cache, const Batch& batch, AttentionResult& result) const {
+    const AttentionResult& cached = cache.result;
+    const int T = result.T, cached_T = cached.T, width = std::min(T, cached_T);
+    const size_t Qw = static_cast<size_t>(result.NH) * result.hs;
+    for (int b = 0; b < result.B; ++b) {
+        const int kept = begin_[b];
+        for (size_t slot = 0; slot < result.layers.size(); ++slot) {
+            for (int h = 0; h < result.NH; ++h)
+                for (int i = result.first_row; i < kept; ++i) {  // none with new_rows_only
+                    const size_t held = T - result.first_row;
+                    float* row = result.weights.data() + ((slot * result.B + b) * result.NH + h) * held * T +
+                                 static_cast<size_t>(i - result.first_row) * T;
+                    std::fill(std::copy_n(cached.row(static_cast<int>(slot), b, h, i), width, row), row + T, 0.f);
+                }
+            if (!result.outputs.empty())
+                std::copy_n(cached.outputs.data() + (slot * cached.B + b) * cached_T * Qw, kept * Qw,
+                            result.outputs.data() + (slot * result.B + b) * T * Qw);
+            for (int t = 0; t < kept && result.lens_k; ++t)
+                std::copy_n(cached.lens_at(static_cast<int>(slot), b, t), result.lens_k,
+                            result.lens.data() + ((slot * result.B + b) * T + t) * result.lens_k);
+        }
+        for (int t = 0; t < kept && result.top_k; ++t) {
+            std::copy_n(cached.predictions_at(b, t), result.top_k,
+                        result.predictions.data() + (static_cast<size_t>(b) * T + t) * result.top_k);
+            result.logprob_next[static_cast<size_t>(b) * T + t] =
+                cached.logprob_next[static_cast<size_t>(b) * cached_T + t];
+        }
+        // Every cached row reused (the text only grew): the cached last row's
+        // logprob_next (NaN, its text ended there) is the first new token's.
+        const bool every_cached_row = kept > 0 && kept == static_cast<int>(cache.token_ids[b].size());
+        if (result.top_k && every_cached_row) {
+            const float* logits = cached.last_logits.data() + static_cast<size_t>(b) * result.V;
+            result.logprob_next[static_cast<size_t>(b) * T + kept - 1] =
+                logits[batch.token_ids[b][kept]] - log_sum_exp(logits, result.V);
+        }
+    }
+}
+
+// unembed_in_'s rows (the residual after each lens layer, then after the
+// last layer), through the final norm and the output embedding, in chunks of
+// unembed_chunk rows: a keystroke's few rows of every lens layer read the
+// output embedding once, and a long text's logits stay within (chunk, V).
+// Per row: the lens's or the predictions' top tokens, logprob_next, and at a
+// text's last token its logits.
+void CpuForward::predict(const Model& model, const Batch& batch, const AttentionOptions& options,
+                         AttentionResult& result) {
+    const Config& cfg = model.config;
+    const int C = cfg.n_embd, V = cfg.vocab_size, T = result.T, R = rows_;
+    const int lens_slots = options.lens_k ? static_cast<int>(result.layers.size()) : 0;
+    const int total = (lens_slots + (options.top_k ? 1 : 0)) * R;
+    reserve_floats(logits_, static_cast<size_t>(std::min(total, unembed_chunk)) * V);
+    for (int start = 0; start < total; start += unembed_chunk) {
+        const int n = std::min(unembed_chunk, total - start);
+        normalize(cfg, unembed_in_.data() + static_cast<size_t>(start) * C, model.ln_f_w, model.ln_f_b, ln_.data(), n);
+        linear(ln_.data(), n, model.lm_head, nullptr, logits_.data(), V);
+        if (!ops::all_finite(logits_.data(), static_cast<size_t>(n) * V))
+            throw Error("the logits are not finite (a value past float32's range, from weights too large)");
+#pragma omp parallel for schedule(static)
+        for (int r = 0; r < n; ++r) {
+            const int row = start + r, slot = row / R, text_row = row % R;
+            const int b = static_cast<int>(std::upper_bound(first_row_.begin(), first_row_.end(), text_row) -
+                                           first_row_.begin()) -
+                          1;
+            const int t = begin_[b] + text_row - first_row_[b];
+            const std::vector<int32_t>& ids = batch.token_ids[b];
+            const int length = static_cast<int>(ids.size());
+            const float* logits = logits_.data() + static_cast<size_t>(r) * V;
+            const size_t at = static_cast<size_t>(b) * T + t;
+            const bool lens = slot < lens_slots;
+            const int k = lens ? result.lens_k : result.top_k;
+            Prediction* top = lens ? result.lens.data() + (static_cast<size_t>(slot) * result.B * T + at) * k
+                                   : result.predictions.data() + at * k;
+            if (t >= length) {  // a padded position
+                std::fill_n(top, k, Prediction{});
+                if (!lens) result.logprob_next[at] = std::nanf("");
+                continue;
+            }
+            const float lse = log_sum_exp(logits, V);
+            top_tokens(logits, V, lse, k, top);
+            if (lens) continue;
+            result.logprob_next[at] = t + 1 < length ? logits[ids[t + 1]] - lse : std::nanf("");
+            if (t == length - 1) std::copy_n(logits, V, result.last_logits.data() + static_cast<size_t>(b) * V);
+        }
+    }
+}
+
+}  // namespace headscope
