@@ -1,14 +1,18 @@
+// Running the project's programs for the tests: see process.h.
 #include "process.h"
 
 #include <pty.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 
 namespace headscope::test {
 
@@ -38,12 +42,26 @@ int exit_status(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : -
 }  // namespace
 
 ProcessRun run_program(const std::vector<std::string>& args, const std::filesystem::path& scratch,
-                       const std::filesystem::path& input) {
+                       const std::filesystem::path& input, double limit_seconds) {
     const auto out_path = scratch / "stdout", err_path = scratch / "stderr";
+    const auto started = std::chrono::steady_clock::now();
     const pid_t pid = start(args, &out_path, &err_path, input.empty() ? nullptr : &input);
+    const auto elapsed = [&] {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    };
     int status = 0;
-    waitpid(pid, &status, 0);
-    return {exit_status(status), read_file(out_path), read_file(err_path)};
+    rusage usage{};
+    bool timed_out = false;
+    while (wait4(pid, &status, limit_seconds > 0 ? WNOHANG : 0, &usage) == 0) {
+        if (elapsed() > limit_seconds) {
+            kill(pid, SIGKILL);
+            timed_out = true;
+            wait4(pid, &status, 0, &usage);
+            break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return {exit_status(status), read_file(out_path), read_file(err_path), elapsed(), usage.ru_maxrss, timed_out};
 }
 
 ProcessRun run_on_terminal(const std::vector<std::string>& args, const std::filesystem::path& scratch,

@@ -17,13 +17,17 @@ namespace headscope::test {
 struct ProcessRun {
     int status;  // exit status; -1 if it did not exit normally
     std::string out, err;
+    double seconds = 0;      // wall time (run_program only)
+    long max_rss_kb = 0;     // its largest resident memory (run_program only)
+    bool timed_out = false;  // killed at run_program's limit
 };
 
 // Runs args[0] with args (found on PATH when it has no slash), capturing
 // stdout and stderr through files in `scratch`; its stdin is the file
-// `input` when one is given. Status 127 when args[0] cannot be run.
+// `input` when one is given. Status 127 when args[0] cannot be run. With
+// `limit_seconds` > 0 a program still running then is killed (timed_out).
 ProcessRun run_program(const std::vector<std::string>& args, const std::filesystem::path& scratch,
-                       const std::filesystem::path& input = {});
+                       const std::filesystem::path& input = {}, double limit_seconds = 0);
 
 // Which of a program's output streams run_on_terminal puts on a terminal.
 enum class Stream { out, err };

@@ -21,6 +21,7 @@ int fuzz_config(const uint8_t* data, size_t size);
 int fuzz_vocab_merges(const uint8_t* data, size_t size);
 int fuzz_tokenizer(const uint8_t* data, size_t size);
 int fuzz_shard_index(const uint8_t* data, size_t size);
+int fuzz_settings(const uint8_t* data, size_t size);
 int fuzz_tokenizer_json(const uint8_t* data, size_t size);
 }
 
@@ -53,5 +54,6 @@ TEST(FuzzCorpus, VocabMerges) { replay("vocab_merges", fuzz_vocab_merges); }
 TEST(FuzzCorpus, Tokenizer) { replay("tokenizer", fuzz_tokenizer); }
 TEST(FuzzCorpus, ShardIndex) { replay("shard_index", fuzz_shard_index); }
 TEST(FuzzCorpus, TokenizerJson) { replay("tokenizer_json", fuzz_tokenizer_json); }
+TEST(FuzzCorpus, Settings) { replay("settings", fuzz_settings); }
 
 }  // namespace

@@ -3,6 +3,8 @@
 // warning line instead of failing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <fstream>
 
 #include "model_writer.h"
@@ -96,6 +98,38 @@ TEST(Settings, CorruptFilesAreIgnoredWithOneWarningLine) {
         EXPECT_EQ(warning.rfind("headscope: warning: ignoring " + file.string() + ": ", 0), 0u) << warning;
         EXPECT_EQ(std::count(warning.begin(), warning.end(), '\n'), 1) << warning;
     }
+}
+
+// Hostile settings files (docs/testing.md): a file linked to itself, one of
+// 60 MB, one of a million values. Each is one warning naming the file and the
+// defaults, at once; the link is replaced when the settings are saved.
+TEST(Settings, HostileFilesAreOneWarningAndTheDefaults) {
+    test::TempDir dir;
+    const fs::path file = dir.path / "settings.json";
+    const auto expect_warned = [&](const std::string& names) {
+        testing::internal::CaptureStderr();
+        const auto start = std::chrono::steady_clock::now();
+        const Settings s = read_settings(file);
+        EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5)) << names;
+        const std::string warning = testing::internal::GetCapturedStderr();
+        EXPECT_TRUE(s.texts.empty()) << names;
+        EXPECT_EQ(warning.rfind("headscope: warning: ignoring " + file.string() + ": ", 0), 0u) << warning;
+        EXPECT_EQ(std::count(warning.begin(), warning.end(), '\n'), 1) << warning;
+        EXPECT_NE(warning.find(names), std::string::npos) << warning;
+    };
+    fs::create_symlink("settings.json", file);
+    expect_warned("Too many levels of symbolic links");
+    Settings saved;
+    saved.texts = {"kept"};
+    write_settings(file, saved);
+    EXPECT_EQ(read_settings(file).texts, saved.texts);
+
+    std::ofstream(file, std::ios::trunc) << "{\"texts\": [\"" << std::string(60 << 20, 'x') << "\"]}";
+    expect_warned("more than the 16777216 bytes it may have");
+    std::string values = "{\"texts\": [\"\"";
+    for (int i = 0; i < 1'000'000; ++i) values += ",\"\"";
+    std::ofstream(file, std::ios::trunc) << values << "]}";
+    expect_warned("JSON values, more than this file may have");
 }
 
 // Settings written before the sliding window have no word for it: the model's own window, on.

@@ -10,7 +10,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -694,6 +696,43 @@ TEST(TokenizerJsonReal, TokenBytesJoinBackToTheText) {
             }
         }
     }
+}
+
+// Each real pattern (GPT-2's, through a ByteLevel tokenizer.json; Llama 3's,
+// Qwen 3's; Llama 2's Metaspace) encodes 128 KB of hostile text well within
+// the encode's work budget: runs of one character class, alternations that
+// make the patterns backtrack, and every script at once.
+TEST(TokenizerJsonReal, RealPatternsEncode128KBOfHostileTextWithinTheBudget) {
+    std::vector<std::string> texts;
+    const auto repeated = [](const std::string& unit) {
+        std::string text;
+        while (text.size() < (128 << 10)) text += unit;
+        return text;
+    };
+    for (const char* unit : {"7", " ", "\r\n", " \r", "'", "'s", "!", "a", "\u00e9", "\u4e2d", " \t", "a1!",
+                             "\U0001f600", "\u0301", " '", "\n\n "})
+        texts.push_back(repeated(unit));
+    std::string every_script;
+    for (const auto* list : {&scripts, &emoji, &spaces, &numbers, &contractions, &code})
+        for (const std::string& text : *list) every_script += text;
+    texts.push_back(repeated(every_script));
+    headscope::test::TempDir dir;
+    json gpt2 = json::parse(headscope::read_file(real_tokenizer("llama3")));
+    gpt2["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}};
+    std::ofstream(dir.path / "gpt2.json") << gpt2.dump();
+    double slowest = 0;
+    for (const fs::path& file :
+         {dir.path / "gpt2.json", real_tokenizer("llama3"), real_tokenizer("qwen3"), real_tokenizer("llama2")}) {
+        const Tokenizer t = Tokenizer::load_json(file);
+        for (const std::string& text : texts) {
+            const auto start = std::chrono::steady_clock::now();
+            EXPECT_NO_THROW(t.encode(text)) << file << ": " << quoted(text.substr(0, 8));
+            slowest =
+                std::max(slowest, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+        }
+    }
+    RecordProperty("slowest_encode_ms", std::to_string(slowest * 1000));
+    std::printf("slowest encode of 128 KB: %.1f ms (the budget: 2 s)\n", slowest * 1000);
 }
 
 }  // namespace

@@ -42,8 +42,8 @@ constexpr JsonLimits config_json_limits{4 << 20, 1 << 16};
 // 184,000 nodes), the largest we know of.
 constexpr JsonLimits index_limits{32 << 20, 1 << 20};
 constexpr size_t max_shards = 10'000;
-// refs/main holds a 40-character commit hash.
-constexpr size_t max_revision_bytes = 256;
+// refs/main holds a 40-character commit hash; past a path's longest, no revision.
+constexpr size_t max_revision_bytes = 4096;
 
 std::string env(const char* name) {
     const char* value = std::getenv(name);

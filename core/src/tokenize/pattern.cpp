@@ -1,6 +1,8 @@
 // PCRE2 patterns under limits: see pattern.h.
 #include "pattern.h"
 
+#include <time.h>
+
 #include <new>
 
 #include "headscope/base/error.h"
@@ -20,6 +22,15 @@ constexpr uint32_t match_limit = 5'000'000;
 constexpr size_t jit_stack_bytes = 8 << 20;
 constexpr uint32_t heap_limit_kib = 64 * 1024;
 
+// The calling thread's CPU time: the work it did, whatever else the machine does.
+double thread_cpu_seconds() {
+    timespec now{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+    return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
+}
+// Reading that clock costs a system call: it is read every this many items visited.
+constexpr uint64_t visits_per_check = 4096;
+
 std::string pcre2_message(int code) {
     PCRE2_UCHAR buffer[256];
     const int length = pcre2_get_error_message(code, buffer, sizeof buffer);
@@ -36,6 +47,14 @@ MatchScratch::MatchScratch()
     pcre2_set_match_limit(context_.get(), match_limit);
     pcre2_set_heap_limit(context_.get(), heap_limit_kib);
     pcre2_jit_stack_assign(context_.get(), nullptr, jit_stack_.get());
+    pcre2_set_callout(context_.get(), visit, this);
+}
+
+int MatchScratch::visit(pcre2_callout_block*, void* scratch) {
+    auto& s = *static_cast<MatchScratch*>(scratch);
+    if (++s.visits_ % visits_per_check != 0) return 0;
+    // A negative answer ends the whole search (a positive one only fails this path).
+    return s.spent_ + thread_cpu_seconds() - s.entered_ > budget_seconds ? PCRE2_ERROR_CALLOUT : 0;
 }
 
 Pattern::Pattern(std::string_view regex, bool literal, const std::string& where)
@@ -47,7 +66,8 @@ Pattern::Pattern(std::string_view regex, bool literal, const std::string& where)
     int error = 0;
     PCRE2_SIZE error_offset = 0;
     // \C could split a character's bytes, and every piece must stay UTF-8.
-    const uint32_t options = literal ? PCRE2_UTF | PCRE2_LITERAL : PCRE2_UTF | PCRE2_UCP | PCRE2_NEVER_BACKSLASH_C;
+    const uint32_t options =
+        literal ? PCRE2_UTF | PCRE2_LITERAL : PCRE2_UTF | PCRE2_UCP | PCRE2_NEVER_BACKSLASH_C | PCRE2_AUTO_CALLOUT;
     code_.reset(pcre2_compile(reinterpret_cast<PCRE2_SPTR>(regex.data()), regex.size(), options, &error, &error_offset,
                               context.get()));
     if (!code_) {
@@ -60,6 +80,12 @@ Pattern::Pattern(std::string_view regex, bool literal, const std::string& where)
 }
 
 void Pattern::find_all(std::string_view text, MatchScratch& scratch, std::vector<Match>& out) const {
+    // The budget counts the searches' time only, not the encode's other work.
+    scratch.entered_ = thread_cpu_seconds();
+    struct Leaving {
+        MatchScratch& s;
+        ~Leaving() { s.spent_ += thread_cpu_seconds() - s.entered_; }
+    } leaving{scratch};
     const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
     size_t offset = 0;
     while (offset < text.size()) {
@@ -71,6 +97,10 @@ void Pattern::find_all(std::string_view text, MatchScratch& scratch, std::vector
             rc == PCRE2_ERROR_DEPTHLIMIT) {
             throw Error(where_ + ": the pattern took too many steps on this text (" + pcre2_message(rc) + ")");
         }
+        if (rc == PCRE2_ERROR_CALLOUT)  // MatchScratch::visit: over the budget
+            throw Error(where_ + ": the pattern took more than " +
+                        std::to_string(static_cast<int>(MatchScratch::budget_seconds)) +
+                        " s of work on this text (it backtracks too much)");
         if (rc < 0) throw Error(where_ + ": " + pcre2_message(rc));
         const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(scratch.data_.get());
         const size_t start = ovector[0], end = ovector[1];

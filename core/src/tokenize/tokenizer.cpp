@@ -4,6 +4,7 @@
 #include "headscope/tokenize/tokenizer.h"
 
 #include "headscope/base/error.h"
+#include "headscope/io/files.h"
 #include "tokenizer_internal.h"
 
 namespace headscope {
@@ -11,10 +12,7 @@ namespace headscope {
 namespace fs = std::filesystem;
 
 Tokenizer Tokenizer::load_directory(const fs::path& dir) {
-    auto exists = [](const fs::path& p) {
-        std::error_code ignored;
-        return fs::exists(p, ignored);
-    };
+    auto exists = [](const fs::path& p) { return path_kind(p) != PathKind::missing; };
     const fs::path json_file = dir / "tokenizer.json";
     if (exists(json_file)) return load_json(json_file);
     const fs::path vocab = dir / "vocab.json", merges = dir / "merges.txt";
