@@ -225,12 +225,22 @@ FamilyReference family_reference(const FamilyCheckpoint& model, const std::vecto
                     for (int i = 0; i < T; ++i)
                         for (int j = 0; j < T; ++j)
                             ref.weights[((((slot - layers.begin()) * B + b) * NH + head) * T + i) * T + j] = att[i][j];
+                Rows y = zeros(T, hs);
+                for (int r = 0; r < T; ++r)
+                    for (int d = 0; d < hs; ++d)
+                        for (int j = 0; j < T; ++j) y[r][d] += att[r][j] * vh[j][d];
+                if (std::find(opt.ablate.begin(), opt.ablate.end(), HeadRef{l, head}) != opt.ablate.end()) {
+                    // Knocked out: zero, or at every position its mean over the text's real positions.
+                    for (int d = 0; d < hs; ++d) {
+                        double mean = 0;
+                        for (int r = 0; r < length && opt.ablation == Ablation::mean; ++r) mean += y[r][d] / length;
+                        for (int r = 0; r < T; ++r) y[r][d] = mean;
+                    }
+                }
                 for (int r = 0; r < T; ++r)
                     for (int d = 0; d < hs; ++d) {
-                        double y = 0;
-                        for (int j = 0; j < T; ++j) y += att[r][j] * vh[j][d];
                         const Place p = head_place(opt.split, head, r, d, T, width, hs);
-                        merged[p.row][p.col] = y;
+                        merged[p.row][p.col] = y[r][d];
                     }
             }
             if (slot != layers.end())

@@ -49,6 +49,19 @@ Place head_place(Split split, int h, int t, int d, int T, int C, int hs) {
     return {flat / C, flat % C};
 }
 
+// A knocked-out head's output (T, hs): zero, or at every position the mean
+// of its rows over the text's `length` real positions.
+Matrix knocked_out(const Matrix& y, Ablation ablation, int length) {
+    Matrix out = zeros(static_cast<int>(y.size()), static_cast<int>(y[0].size()));
+    if (ablation == Ablation::zero) return out;
+    for (size_t d = 0; d < y[0].size(); ++d) {
+        double mean = 0;
+        for (int t = 0; t < length; ++t) mean += y[t][d];
+        for (auto& row : out) row[d] = mean / length;
+    }
+    return out;
+}
+
 }  // namespace
 
 Reference reference_attention(const Model& model, const std::vector<std::vector<int32_t>>& texts,
@@ -132,12 +145,16 @@ Reference reference_attention(const Model& model, const std::vector<std::vector<
                     for (int i = 0; i < T; ++i)
                         for (int j = 0; j < T; ++j)
                             ref.weights[((((slot - layers.begin()) * B + b) * NH + h) * T + i) * T + j] = att[i][j];
+                Matrix y = zeros(T, hs);
+                for (int t = 0; t < T; ++t)
+                    for (int d = 0; d < hs; ++d)
+                        for (int j = 0; j < T; ++j) y[t][d] += att[t][j] * v[j][d];
+                if (std::find(opt.ablate.begin(), opt.ablate.end(), HeadRef{l, h}) != opt.ablate.end())
+                    y = knocked_out(y, opt.ablation, length);
                 for (int t = 0; t < T; ++t)
                     for (int d = 0; d < hs; ++d) {
-                        double y = 0;
-                        for (int j = 0; j < T; ++j) y += att[t][j] * v[j][d];
                         const Place p = head_place(opt.split, h, t, d, T, C, hs);
-                        merged[p.row][p.col] = y;
+                        merged[p.row][p.col] = y[t][d];
                     }
             }
             if (const auto slot = std::find(layers.begin(), layers.end(), l); slot != layers.end())

@@ -459,6 +459,45 @@ TEST_F(CliTest, BackendChoiceIsReportedWithItsReason) {
     }
 }
 
+TEST_F(CliTest, BadAblationsAreOneLine) {
+    const std::string m = model();
+    expect_error({"attention", "--model", m, "--text", "hi", "--ablate", "9.0"},
+                 "--ablate: head 9.0 to knock out is not one of the model's (layers 0..1, heads 0..3)");
+    expect_error({"attention", "--model", m, "--text", "hi", "--ablate", "1.x"}, "--ablate: '1.x' is not a head");
+    expect_error({"attention", "--model", m, "--text", "hi", "--ablate", "1"}, "--ablate: '1' is not a head");
+    expect_error({"attention", "--model", m, "--text", "hi", "--ablate-mode", "half"},
+                 "--ablate-mode: ablation 'half' is not one of zero, mean");
+}
+
+// --ablate knocks heads out of the forward (in any order, repeated heads
+// once); the JSON names them, and its maps, predictions and loss are the
+// engine's with those heads knocked out.
+TEST_F(CliTest, AblateKnocksHeadsOutAndTheJsonNamesThem) {
+    for (const char* mode : {"zero", "mean"}) {
+        const test::ProcessRun r = run({"attention", "--model", model(), "--text", "The cat sat on the mat", "--ablate",
+                                        "1.1,0.0,1.1", "--ablate-mode", mode, "--top-k", "2"});
+        ASSERT_EQ(r.status, 0) << r.err;
+        const json j = json::parse(r.out);
+        EXPECT_EQ(j["ablated"], json::parse("[[0, 0], [1, 1]]"));
+        EXPECT_EQ(j["ablation"], mode);
+
+        const Model m = load_model(model());
+        auto backend = make_cpu_backend();
+        backend->load_weights(m);
+        AttentionOptions opt;
+        opt.ablate = {{0, 0}, {1, 1}};
+        opt.ablation = parse_ablation(mode);
+        opt.top_k = 2;
+        AttentionResult want;
+        backend->forward(Batch{j["token_ids"].get<std::vector<std::vector<int32_t>>>(), 50256}, opt, want);
+        const auto got = j["attention"].get<std::vector<std::vector<std::vector<std::vector<std::vector<float>>>>>>();
+        EXPECT_EQ(got[1][0][1][5][0], want.map(1, 0, 1)[5 * want.T]) << mode;
+        EXPECT_NEAR(j["loss"][0].get<double>(), want.loss(0), 1e-6) << mode;
+    }
+    const json intact = json::parse(run({"attention", "--model", model(), "--text", "The cat sat on the mat"}).out);
+    EXPECT_FALSE(intact.contains("ablated"));
+}
+
 TEST_F(CliTest, BadInputIsOneLineAndExitTwo) {
     const std::string m = model();
     expect_error({"attention", "--model", m, "--text", "hi", "--bogus"}, "--bogus");

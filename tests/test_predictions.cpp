@@ -7,16 +7,21 @@
 // and outputs for every option combination, the predictions (whose
 // vocabulary-wide logits cost the most) for each option changed alone, and the
 // lens with the model's own options.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <numeric>
 #include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "family_reference.h"
 #include "family_writer.h"
@@ -227,6 +232,8 @@ std::string describe(const AttentionOptions& o) {
       << " lens_k " << o.lens_k << " layers";
     if (o.layers.empty()) s << " all";
     for (int l : o.layers) s << " " << l;
+    if (!o.ablate.empty()) s << " ablate " << to_string(o.ablation);
+    for (const HeadRef& h : o.ablate) s << " " << h.layer << "." << h.head;
     return s.str();
 }
 
@@ -301,6 +308,62 @@ TEST_F(Gpt2, OneTokenTextHasNoLoss) {
     EXPECT_FALSE(std::isnan(got.loss(1)));
 }
 
+// Heads knocked out (zero, or each text's mean over its real positions), one
+// and several, in either split: the maps, the outputs (the knocked-out
+// heads' replaced) and every prediction and lens are the reference's
+// ablated model's.
+std::vector<AttentionOptions> knock_out_options(int heads) {
+    const auto knock = [&](std::vector<HeadRef> ablate, Ablation ablation, auto&& change) {
+        AttentionOptions o;
+        o.ablate = std::move(ablate), o.ablation = ablation, o.capture_outputs = true, o.top_k = 3, o.lens_k = 2;
+        change(o);
+        return o;
+    };
+    const auto same = [](auto&) {};
+    return {knock({{0, 1}}, Ablation::zero, same),
+            knock({{0, 0}, {1, heads - 1}, {2, 1}}, Ablation::zero, same),
+            knock({{1, 0}}, Ablation::mean, same),
+            knock({{0, 1}, {0, heads - 1}, {2, 0}}, Ablation::mean, same),
+            knock({{1, 1}}, Ablation::mean, [](auto& o) { o.split = Split::naive_view; }),
+            knock({{0, 0}, {1, 1}}, Ablation::zero, [](auto& o) {
+                o.padding_mask = false, o.layers = {1, 2};
+            })};
+}
+
+template <typename Want>
+void expect_maps_and_outputs_match(const AttentionResult& got, const Want& want, const std::string& what) {
+    ASSERT_EQ(got.weights.size(), want.weights.size()) << what;
+    ASSERT_EQ(got.outputs.size(), want.outputs.size()) << what;
+    double weights = 0, outputs = 0, largest = 0;
+    for (size_t n = 0; n < want.weights.size(); ++n)
+        weights = std::max(weights, std::abs(got.weights[n] - want.weights[n]));
+    for (size_t n = 0; n < want.outputs.size(); ++n) {
+        outputs = std::max(outputs, std::abs(got.outputs[n] - want.outputs[n]));
+        largest = std::max(largest, std::abs(want.outputs[n]));
+    }
+    EXPECT_LT(weights, 1e-5) << what;
+    EXPECT_LT(outputs, 2e-5 * largest) << what;
+}
+
+TEST_F(Gpt2, KnockedOutHeadsMatchTheReference) {
+    const Config& config = model_->config;
+    const Logits logits = [&](const std::vector<double>& rows) { return reference_logits(*model_, rows); };
+    for (const AttentionOptions& opt : knock_out_options(config.n_head)) {
+        const AttentionResult got = run(texts_, opt);
+        const Reference want = reference_attention(*model_, texts_, opt);
+        EXPECT_EQ(got.ablated, opt.ablate);
+        expect_maps_and_outputs_match(got, want, describe(opt));
+        expect_predictions_match(got, texts_, opt, want.residual, config.n_layer, config.n_embd, config.vocab_size,
+                                 logits, describe(opt));
+    }
+    // Knocking a head out changes what the model predicts.
+    AttentionOptions intact;
+    intact.top_k = 1;
+    AttentionOptions knocked = intact;
+    knocked.ablate = {{0, 0}, {1, 0}, {2, 0}};
+    EXPECT_NE(run(texts_, intact).loss(0), run(texts_, knocked).loss(0));
+}
+
 TEST_F(Gpt2, WithoutTopKOrLensThereAreNoPredictions) {
     const AttentionResult got = run(texts_, {});
     EXPECT_EQ(got.top_k, 0);
@@ -351,6 +414,50 @@ TEST(BuiltinPredictions, ReferenceLossIsTheTrainingsAndTheEngineMatchesIt) {
                              "the built-in model");
 }
 
+// The built-in model's induction heads (L1 H2, L1 H3) carry its prediction of
+// a repeated text's second copy: knocked out, that copy's loss rises from
+// under 1 nat to over 4 (measured: 0.68 to 4.48), while the first copy's
+// hardly moves, and layer 1's other two heads matter far less. Knocking out
+// the previous-token head (L0 H1) undoes the second copy too: the induction
+// heads read what it wrote (docs/builtin-model.md).
+TEST(BuiltinAblation, TheInductionHeadsCarryTheRepeatedCopy) {
+    const Model model = load_model(builtin_model);
+    const nlohmann::json examples =
+        nlohmann::json::parse(read_file(std::filesystem::path(HEADSCOPE_ASSETS_DIR) / "examples.json"));
+    std::string text;
+    for (const auto& example : examples)
+        if (example["title"] == "Random words, twice") text = example["texts"][0];
+    ASSERT_FALSE(text.empty());
+    std::unique_ptr<Backend> backend = make_cpu_backend();
+    backend->load_weights(model);
+    const Texts texts = {model.tokenizer.encode(text)};
+    // The mean loss over the first copy's positions and the second's.
+    const auto losses = [&](std::vector<HeadRef> ablate) {
+        AttentionOptions opt;
+        opt.top_k = 1, opt.ablate = std::move(ablate);
+        AttentionResult got;
+        backend->forward(Batch{texts, model.config.pad_id()}, opt, got);
+        const int n = static_cast<int>(texts[0].size()), R = n / 2;
+        double first = 0, second = 0;
+        for (int t = 0; t < R - 1; ++t) first -= got.logprob_next[t] / (R - 1);
+        for (int t = R; t < n - 1; ++t) second -= got.logprob_next[t] / (n - 1 - R);
+        return std::pair{first, second};
+    };
+    const auto [first, second] = losses({});
+    const auto [first_without, second_without] = losses({{1, 2}, {1, 3}});
+    const auto [first_others, second_others] = losses({{1, 0}, {1, 1}});
+    const auto [first_previous, second_previous] = losses({{0, 1}});
+    std::printf(
+        "second copy: %.2f nats intact, %.2f without L1 H2 and H3, %.2f without L1 H0 and H1, %.2f without "
+        "L0 H1; first copy: %.2f, %.2f\n",
+        second, second_without, second_others, second_previous, first, first_without);
+    EXPECT_LT(second, 1.5);
+    EXPECT_GT(second_without, second + 2.5);
+    EXPECT_LT(std::abs(first_without - first), 0.5);
+    EXPECT_LT(second_others, second + 1);
+    EXPECT_GT(second_previous, second + 2.5);
+}
+
 // ---- Every family ----------------------------------------------------------
 
 using FamilyParam = std::tuple<FamilyVariant, FileDType>;
@@ -392,6 +499,20 @@ TEST_P(FamilyPredictions, MatchTheReference) {
         AttentionResult got;
         backend_->forward(Batch{texts_, model_.config.pad_id()}, opt, got);
         const FamilyReference want = family_reference(checkpoint_, texts_, opt);
+        expect_predictions_match(got, texts_, opt, want.residual, spec.n_layer, spec.n_embd, spec.vocab_size, logits,
+                                 describe(opt));
+    }
+}
+
+TEST_P(FamilyPredictions, KnockedOutHeadsMatchTheReference) {
+    const FamilySpec& spec = checkpoint_.spec;
+    const Logits logits = [&](const std::vector<double>& rows) { return family_logits(checkpoint_, rows); };
+    for (AttentionOptions opt : knock_out_options(spec.n_head)) {
+        opt.sliding_window = spec.sliding_window;
+        AttentionResult got;
+        backend_->forward(Batch{texts_, model_.config.pad_id()}, opt, got);
+        const FamilyReference want = family_reference(checkpoint_, texts_, opt);
+        expect_maps_and_outputs_match(got, want, describe(opt));
         expect_predictions_match(got, texts_, opt, want.residual, spec.n_layer, spec.n_embd, spec.vocab_size, logits,
                                  describe(opt));
     }
@@ -661,6 +782,29 @@ TEST_F(Gpt2, PrefixReuseOfMapsAndOutputsEqualsRecomputeForEveryOptionCombination
 
 TEST_F(Gpt2, PrefixReuseOfPredictionsAndLensEqualsRecomputeForEachOption) {
     sweep_predictions_and_lens(*backend_, model_->config, typing_steps(texts_[0], texts_[1], 1234), {0});
+}
+
+// With heads knocked out to zero, typing reuses the cache (one row a
+// keystroke) and equals a full recompute; to their mean, nothing is reused.
+TEST_F(Gpt2, PrefixReuseWithKnockedOutHeadsEqualsRecompute) {
+    const std::vector<Texts> steps = typing_steps(texts_[0], texts_[1], 1234);
+    AttentionOptions zero;
+    zero.capture_outputs = true, zero.top_k = 3, zero.lens_k = 2, zero.ablate = {{0, 1}, {2, 3}};
+    AttentionOptions mean = zero;
+    mean.ablation = Ablation::mean;
+    EXPECT_TRUE(prefix_reuse_refusal(zero).empty());
+    sweep_reuse(*backend_, model_->config, steps, {zero});
+    EXPECT_NE(prefix_reuse_refusal(mean).find("mean over the whole text"), std::string::npos);
+    PrefixCache cache;
+    for (size_t step = 0; step < 3; ++step) {
+        AttentionResult cached, fresh;
+        backend_->forward(Batch{steps[step], model_->config.pad_id()}, mean, cached, &cache);
+        backend_->forward(Batch{steps[step], model_->config.pad_id()}, mean, fresh);
+        EXPECT_EQ(cached.reused, std::vector<int>(steps[step].size(), 0)) << "step " << step;
+        EXPECT_EQ(cached.weights, fresh.weights) << "step " << step;
+        EXPECT_THAT(cached.logprob_next, testing::Pointwise(testing::NanSensitiveFloatEq(), fresh.logprob_next))
+            << "step " << step;
+    }
 }
 
 // A cache another model, other options or a cleared cache left reuses nothing,

@@ -19,10 +19,13 @@ int32_t Batch::padded_id(int b, int t) const {
     return t < static_cast<int>(ids.size()) ? ids[t] : pad_id;
 }
 
+bool operator==(const HeadRef& a, const HeadRef& b) { return a.layer == b.layer && a.head == b.head; }
+bool operator<(const HeadRef& a, const HeadRef& b) { return std::tie(a.layer, a.head) < std::tie(b.layer, b.head); }
+
 bool operator==(const AttentionOptions& a, const AttentionOptions& b) {
     const auto fields = [](const AttentionOptions& o) {
         return std::tie(o.causal, o.padding_mask, o.n_head, o.scale, o.split, o.layers, o.capture_outputs,
-                        o.sliding_window, o.top_k, o.lens_k, o.new_rows_only);
+                        o.sliding_window, o.top_k, o.lens_k, o.new_rows_only, o.ablate, o.ablation);
     };
     return fields(a) == fields(b);
 }
@@ -77,6 +80,8 @@ bool parse_on_off(std::string_view option, std::string_view word) {
 }
 
 Scale parse_scale(std::string_view word) { return parse_choice(scale_choices, word); }
+Ablation parse_ablation(std::string_view word) { return parse_choice(ablation_choices, word); }
+const char* to_string(Ablation ablation) { return word_of(ablation_choices, ablation); }
 
 Split parse_split(std::string_view word) { return parse_choice(split_choices, word); }
 

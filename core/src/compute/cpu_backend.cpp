@@ -70,6 +70,35 @@ void CpuForward::check_residual(int layer, int C, const char* after) const {
                     " (a value past float32's range, from weights too large)");
 }
 
+// The output of each head of `layer` that options.ablate knocks out, in
+// y_: zero, or each text's mean over its real positions, at every position.
+// Head h's row r of text b is at columns h * hs of y_'s row (view +
+// transpose), or in the naive view at its (T, hs) block from h * T * hs of
+// the text's floats. A mean needs every row of the text, which a mean
+// ablation always computes (prefix_reuse_refusal).
+void CpuForward::knock_out(const AttentionOptions& options, const Batch& batch, const HeadSplit& split, int layer) {
+    const size_t Qw = split.q_width(), hs = split.hs, T = batch.T();
+    const bool naive = options.split == Split::naive_view;
+    for (const HeadRef& knocked : options.ablate) {
+        if (knocked.layer != layer) continue;
+        for (int b = 0; b < batch.B(); ++b) {
+            const auto row = [&](size_t r) {
+                return naive ? y_.data() + b * T * Qw + (knocked.head * T + r) * hs
+                             : y_.data() + (first_row_[b] + r) * Qw + knocked.head * hs;
+            };
+            std::vector<double> mean(hs, 0.0);
+            if (options.ablation == Ablation::mean) {
+                const size_t length = batch.token_ids[b].size();
+                for (size_t t = 0; t < length; ++t)
+                    for (size_t d = 0; d < hs; ++d) mean[d] += row(t)[d];
+                for (double& m : mean) m /= static_cast<double>(length);
+            }
+            for (int r = 0; r < first_row_[b + 1] - first_row_[b]; ++r)
+                for (size_t d = 0; d < hs; ++d) row(r)[d] = static_cast<float>(mean[d]);
+        }
+    }
+}
+
 void CpuForward::run(const Model& model, const Batch& batch, const AttentionOptions& options, AttentionResult& result,
                      Heads heads, PrefixCache* cache, const Progress& progress) {
     validate_forward(model, batch, options);
@@ -127,6 +156,7 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
         project_qkv(model, w);
         attention(model, batch, options, split, store, l, att, heads);
         check_attention(l, att, B, split.NH, T, split.hs);
+        knock_out(options, batch, split, l);
         if (returned && options.capture_outputs) {
             const size_t Qw = split.q_width();
             for (int b = 0; b < B; ++b)

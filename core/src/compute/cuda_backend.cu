@@ -102,6 +102,7 @@ private:
     std::string cpu_only_reason(const AttentionOptions& options, const PrefixCache* cache) const {
         if (!layout_refusal_.empty()) return layout_refusal_;
         if (options.sliding_window > 0) return "the CUDA backend computes no sliding window yet";
+        if (!options.ablate.empty()) return "the CUDA backend knocks out no heads yet";
         if (options.top_k > 0 || options.lens_k > 0)
             return "the CUDA backend computes no predictions or logit lens yet";
         if (cache) return "the CUDA backend keeps no prefix cache yet";

@@ -91,6 +91,18 @@ void apply_rope(const RopeTable& table, float* x, int first_position, int rows, 
     }
 }
 
+void check_ablation(const Config& config, const AttentionOptions& options) {
+    const int NH = head_count(config, options.n_head);
+    for (size_t i = 0; i < options.ablate.size(); ++i) {
+        const HeadRef& h = options.ablate[i];
+        if (h.layer < 0 || h.layer >= config.n_layer || h.head < 0 || h.head >= NH)
+            throw Error("head " + std::to_string(h.layer) + "." + std::to_string(h.head) +
+                        " to knock out is not one of the model's (layers 0.." + std::to_string(config.n_layer - 1) +
+                        ", heads 0.." + std::to_string(NH - 1) + ")");
+        if (i > 0 && !(options.ablate[i - 1] < h)) throw Error("the heads to knock out must be ascending and unique");
+    }
+}
+
 void validate_forward(const Model& model, const Batch& batch, const AttentionOptions& options) {
     const Config& cfg = model.config;
     if (batch.B() == 0) throw Error("no text given");
@@ -115,6 +127,7 @@ void validate_forward(const Model& model, const Batch& batch, const AttentionOpt
         if (k < 0 || k > cfg.vocab_size)
             throw Error(std::string("the ") + what + " asks for " + std::to_string(k) +
                         " tokens; it can give 0 to the vocabulary's " + std::to_string(cfg.vocab_size));
+    check_ablation(cfg, options);
     int previous = -1;
     for (int l : options.layers) {
         if (l < 0 || l >= cfg.n_layer)
@@ -159,6 +172,8 @@ void set_up_result(const Config& config, const Batch& batch, const AttentionOpti
     result.lens_k = options.lens_k;
     result.lens.resize(slots * B * T * options.lens_k);
     result.reused.assign(B, 0);
+    result.ablated = options.ablate;
+    result.ablation = options.ablation;
     for (int b = 0; b < B; ++b) {
         const int length = static_cast<int>(batch.token_ids[b].size());
         for (int t = 0; t < T; ++t)

@@ -52,6 +52,12 @@ Json attention_metadata(const Model& model, const std::string& backend, const st
         {"lengths", lengths},
         {"fully_masked", fully_masked},
         {"timing_ms", {{"load", timings.load_ms}, {"tokenize", timings.tokenize_ms}, {"forward", timings.forward_ms}}}};
+    if (!result.ablated.empty()) {
+        Json heads = Json::array();
+        for (const HeadRef& h : result.ablated) heads.push_back({h.layer, h.head});
+        metadata["ablated"] = heads;
+        metadata["ablation"] = to_string(result.ablation);
+    }
     const Tokenizer& tokenizer = model.tokenizer;
     if (result.top_k > 0) {
         Json predictions = Json::array(), logprob_next = Json::array(), loss = Json::array();

@@ -19,6 +19,19 @@ enum class Split { transpose, naive_view };  // view+transpose (correct), or vie
 inline constexpr Choices<Split, 2> split_choices = {
     "split", {"transpose", "naive-view"}, {"view + transpose", "naive view"}};
 
+// How a knocked-out head's output is replaced: by zero at every position,
+// or at every position by its mean output over the text's real (unpadded)
+// positions, in the same forward.
+enum class Ablation { zero, mean };
+inline constexpr Choices<Ablation, 2> ablation_choices = {"ablation", {"zero", "mean"}, {"zero", "mean over the text"}};
+
+// A query head of a layer, in the forward's split.
+struct HeadRef {
+    int layer = 0, head = 0;
+};
+bool operator==(const HeadRef& a, const HeadRef& b);
+bool operator<(const HeadRef& a, const HeadRef& b);
+
 struct AttentionOptions {
     bool causal = true;
     bool padding_mask = true;
@@ -42,6 +55,11 @@ struct AttentionOptions {
     // prefix cache supplies (AttentionResult::first_row): a generation's step
     // then costs its new row, not the whole map again. One text only.
     bool new_rows_only = false;
+    // Heads knocked out of the forward, ascending and unique: their output
+    // before the output projection is replaced as `ablation` says, and every
+    // later layer, prediction and lens is the ablated model's.
+    std::vector<HeadRef> ablate = {};
+    Ablation ablation = Ablation::zero;
 };
 // Every field equal (not defaulted: the CUDA translation unit is C++17).
 bool operator==(const AttentionOptions& a, const AttentionOptions& b);
@@ -103,6 +121,9 @@ struct AttentionResult {
     // of computing them (prefix_cache.h); 0 without one.
     std::vector<int> reused;  // (B)
     ComputedOn computed_on;
+    // The heads knocked out of this forward (options.ablate) and how.
+    std::vector<HeadRef> ablated;
+    Ablation ablation = Ablation::zero;
 
     // Map (layer_slot, b, h): its rows [first_row, T) of T keys, row-major
     // (T x T without new_rows_only); query row i >= first_row of it; whether
@@ -150,6 +171,8 @@ float score_scale(Scale scale, int C, int hs);
 // a bad word throws Error naming the option and the words allowed.
 bool parse_on_off(std::string_view option, std::string_view word);  // "on" or "off"; `option` names it in errors
 Scale parse_scale(std::string_view word);
+Ablation parse_ablation(std::string_view word);
+const char* to_string(Ablation ablation);
 Split parse_split(std::string_view word);
 const char* to_string(Scale scale);
 const char* to_string(Split split);

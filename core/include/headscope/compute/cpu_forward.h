@@ -43,6 +43,7 @@ private:
     // Throw Error naming the layer (and head) where the computed rows stopped being finite.
     void check_attention(int layer, const float* att, int B, int NH, int T, int hs) const;
     void check_residual(int layer, int C, const char* after) const;
+    void knock_out(const AttentionOptions& options, const Batch& batch, const HeadSplit& split, int layer);
     void project_qkv(const Model& model, const LayerWeights& w);
     void attention(const Model& model, const Batch& batch, const AttentionOptions& options, const HeadSplit& split,
                    PrefixCache& store, int layer, float* att, Heads heads);

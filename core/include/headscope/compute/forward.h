@@ -49,6 +49,10 @@ int rope_dims(const Rope& rope, int hs);  // rope_table's dims
 // first_position + r, in place; the table must cover those positions.
 void apply_rope(const RopeTable& table, float* x, int first_position, int rows, int stride);
 
+// Throws Error unless every head options.ablate knocks out is one of the
+// split's, ascending and unique.
+void check_ablation(const Config& config, const AttentionOptions& options);
+
 // What every forward checks first: the batch and options suit `model` (texts
 // non-empty and within n_positions, ids in the vocabulary, the head count
 // divides C, layers in range, the maps within max_attention_bytes). Throws
