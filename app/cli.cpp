@@ -109,6 +109,9 @@ CLI::App* add_attention(CLI::App& app, CliOptions& opt) {
     attention->add_option("--format", opt.format, "json|npy|none (npy needs --out)");
     attention->add_option("--top-k", opt.top_k, "also the K most likely next tokens at every position, and the loss");
     attention->add_flag("--logit-lens", opt.logit_lens, "also the most likely token after every returned layer");
+    attention->add_flag("--contributions", opt.contributions,
+                        "also what each head contributes: value-weighted maps, the rollout and each head's direct "
+                        "attribution to the top next token's logit (implies --top-k 1 at least)");
     attention->add_option("--ablate", opt.ablate,
                           "knock heads out of the forward: LAYER.HEAD,... (heads of the split)");
     add_word_option(attention, "--ablate-mode", opt.attention.ablation, join_words(ablation_choices, "|"),

@@ -274,6 +274,8 @@ void run_attention(const CliOptions& opt) {
     if (opt.top_k < 0) throw Error("--top-k must be at least 0 (0: no predictions), got " + std::to_string(opt.top_k));
     given.top_k = opt.top_k;
     given.lens_k = opt.logit_lens ? 1 : 0;
+    given.contributions = opt.contributions;
+    if (opt.contributions) given.top_k = std::max(given.top_k, 1);  // the attribution is to the top token
     const LoadedModel loaded = open_on_backend(opt);
     const Model& model = *loaded.model;
     const AttentionOptions options = with_model(given, opt, model);

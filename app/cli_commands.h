@@ -20,6 +20,7 @@ struct CliOptions {
     std::string token_ids;       // "I,J,K": one text's ids, in place of --text
     int top_k = 0;               // attention: the predictions at every position
     bool logit_lens = false;     // attention: the top-1 after every returned layer
+    bool contributions = false;  // attention: value-weighted maps, rollout, logit attribution
     Sampling sampling;           // generate
     int tokens = 0;              // generate: how many
     AttentionOptions attention;  // the masks, scale and split; the command sets the rest

@@ -133,9 +133,10 @@ void report_floor(benchmark::State& state, const Model& model, double steps_per_
 
 // A 128-token prompt plus one token, every layer's maps and the top-10
 // predictions. Arg 0: the 129 tokens computed in full; 1: the prompt's prefix
-// reused from a PrefixCache (the cache reset to the prompt before each step).
+// reused from a PrefixCache (the cache reset to the prompt before each step);
+// 2: the same with one head knocked out (zero), a keystroke with a knock-out.
 void BM_prompt_plus_one(benchmark::State& state) {
-    const bool reuse = state.range(0) == 1;
+    const bool reuse = state.range(0) >= 1;
     const Model& model = gpt2_small();
     auto backend = make_cpu_backend();
     backend->load_weights(model);
@@ -146,6 +147,7 @@ void BM_prompt_plus_one(benchmark::State& state) {
     extended.push_back(42);
     AttentionOptions options;
     options.top_k = 10;
+    if (state.range(0) == 2) options.ablate = {{5, 3}};
     AttentionResult result;
     PrefixCache cache;
     const Batch prompt_batch{{prompt}, model.config.pad_id()}, batch{{extended}, model.config.pad_id()};
@@ -162,7 +164,54 @@ void BM_prompt_plus_one(benchmark::State& state) {
     state.counters["rows_computed"] = 129 - result.reused[0];
     report_floor(state, model, 1);
 }
-BENCHMARK(BM_prompt_plus_one)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_prompt_plus_one)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// What --contributions adds to a forward that predicts the top token
+// (GPT-2-small shape, T = 128, every layer's maps): arg 0 without, 1 with.
+void BM_contributions(benchmark::State& state) {
+    const Model& model = gpt2_small();
+    auto backend = make_cpu_backend();
+    backend->load_weights(model);
+    std::mt19937 rng(13);
+    std::vector<int32_t> ids(128);
+    for (auto& id : ids) id = static_cast<int32_t>(rng() % model.config.vocab_size);
+    AttentionOptions options;
+    options.top_k = 1;
+    options.contributions = state.range(0) == 1;
+    AttentionResult result;
+    const Batch batch{{ids}, model.config.pad_id()};
+    backend->forward(batch, options, result);  // warm-up: buffers sized once
+    for (auto _ : state) {
+        backend->forward(batch, options, result);
+        benchmark::DoNotOptimize(result.predictions.data());
+    }
+}
+BENCHMARK(BM_contributions)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The effects grid: all 144 single-head ablations of a 64-token text
+// (GPT-2-small shape), each from its layer's kept input. GFLOP/s counts the
+// layers' products (24 C^2 a token, attention's own products left out) and
+// each ablation's read-out through the output embedding (2 C V a token).
+void BM_effects_grid(benchmark::State& state) {
+    const Model& model = gpt2_small();
+    auto backend = make_cpu_backend();
+    backend->load_weights(model);
+    constexpr int T = 64, NH = 12;
+    std::mt19937 rng(17);
+    std::vector<int32_t> ids(T);
+    for (auto& id : ids) id = static_cast<int32_t>(rng() % model.config.vocab_size);
+    const Batch batch{{ids}, model.config.pad_id()};
+    HeadEffects effects;
+    for (auto _ : state) {
+        backend->head_effects(batch, {}, effects);
+        benchmark::DoNotOptimize(effects.loss_change.data());
+    }
+    double flops = 0;
+    for (int l = 0; l < L; ++l)
+        flops += NH * (double(L - l) * T * 24.0 * C * C + 2.0 * T * C * model.config.vocab_size);
+    report(state, flops);
+}
+BENCHMARK(BM_effects_grid)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 
 // Greedy generation of 64 tokens after a 64-token prompt, each step a
 // forward reusing the previous through a PrefixCache, with every layer's maps

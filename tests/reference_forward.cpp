@@ -80,6 +80,14 @@ Reference reference_attention(const Model& model, const std::vector<std::vector<
     ref.fully_masked.assign(B * T, 0);
     ref.outputs.assign(layers.size() * B * T * C, 0.0);
     ref.residual.assign(size_t(cfg.n_layer) * B * T * C, 0.0);
+    const bool contributing = opt.contributions;
+    if (contributing) {
+        ref.value_weighted.assign(ref.weights.size(), 0.0);
+        ref.rollout.assign(size_t(B) * T * T, 0.0);
+        ref.embedding.assign(size_t(B) * T * C, 0.0);
+        ref.head_writes.assign(size_t(cfg.n_layer) * B * NH * T * C, 0.0);
+        ref.mlp_writes.assign(size_t(cfg.n_layer) * B * T * C, 0.0);
+    }
     const double scale = opt.scale == Scale::head    ? 1.0 / std::sqrt(double(hs))
                          : opt.scale == Scale::model ? 1.0 / std::sqrt(double(C))
                                                      : 1.0;
@@ -97,13 +105,17 @@ Reference reference_attention(const Model& model, const std::vector<std::vector<
         for (int t = 0; t < T; ++t) {
             const int id = t < length ? texts[b][t] : cfg.eos_token_id;
             for (int c = 0; c < C; ++c) x[t][c] = double(wte[size_t(id) * C + c]) + wpe[size_t(t) * C + c];
+            if (contributing) std::copy(x[t].begin(), x[t].end(), &ref.embedding[(size_t(b) * T + t) * C]);
         }
+        Matrix rollout = zeros(T, T);
+        for (int t = 0; t < T; ++t) rollout[t][t] = 1;
         for (int l = 0; l < cfg.n_layer; ++l) {
             const LayerWeights& w = model.layers[l];
             const LayerFloats& f = layer_floats[l];
             const Matrix qkv =
                 affine(norm(x, w.ln_1_w, w.ln_1_b, cfg.layer_norm_epsilon), f.attn.data(), w.attn_b, C, 3 * C);
-            Matrix merged = zeros(T, C);
+            Matrix merged = zeros(T, C), step = zeros(T, T);
+            for (int t = 0; t < T; ++t) step[t][t] = 0.5;
             for (int h = 0; h < NH; ++h) {
                 // This head's (T, hs) slices of Q, K and V.
                 Matrix q = zeros(T, hs), k = zeros(T, hs), v = zeros(T, hs);
@@ -151,6 +163,28 @@ Reference reference_attention(const Model& model, const std::vector<std::vector<
                         for (int j = 0; j < T; ++j) y[t][d] += att[t][j] * v[j][d];
                 if (std::find(opt.ablate.begin(), opt.ablate.end(), HeadRef{l, h}) != opt.ablate.end())
                     y = knocked_out(y, opt.ablation, length);
+                if (contributing) {
+                    // Through this head's rows of c_proj: each value (its norm) and each output.
+                    const auto through = [&](const std::vector<double>& row, double* out) {
+                        for (int c = 0; c < C; ++c) {
+                            out[c] = 0;
+                            for (int d = 0; d < hs; ++d) out[c] += row[d] * f.attn_proj[size_t(h * hs + d) * C + c];
+                        }
+                    };
+                    std::vector<double> written(C);
+                    for (int t = 0; t < T; ++t) {
+                        through(y[t], &ref.head_writes[(((size_t(l) * B + b) * NH + h) * T + t) * C]);
+                        through(v[t], written.data());
+                        double norm = 0;
+                        for (double w : written) norm += w * w;
+                        const auto slot = std::find(layers.begin(), layers.end(), l);
+                        if (slot != layers.end())
+                            for (int q = 0; q < T; ++q)
+                                ref.value_weighted[((((slot - layers.begin()) * B + b) * NH + h) * T + q) * T + t] =
+                                    att[q][t] * std::sqrt(norm);
+                        for (int q = 0; q < T; ++q) step[q][t] += 0.5 * att[q][t] / NH;
+                    }
+                }
                 for (int t = 0; t < T; ++t)
                     for (int d = 0; d < hs; ++d) {
                         const Place p = head_place(opt.split, h, t, d, T, C, hs);
@@ -168,6 +202,18 @@ Reference reference_attention(const Model& model, const std::vector<std::vector<
             for (auto& row : hidden)
                 for (double& u : row) u = 0.5 * u * (1 + std::tanh(std::sqrt(2 / M_PI) * (u + 0.044715 * u * u * u)));
             const Matrix out = affine(hidden, f.fc_proj.data(), w.fc_proj_b, 4 * C, C);
+            if (contributing) {
+                for (int t = 0; t < T; ++t)
+                    std::copy(out[t].begin(), out[t].end(), &ref.mlp_writes[((size_t(l) * B + b) * T + t) * C]);
+                Matrix next = zeros(T, T);
+                for (int q = 0; q < T; ++q)
+                    for (int k = 0; k < T; ++k)
+                        for (int j = 0; j < T; ++j) next[q][k] += step[q][j] * rollout[j][k];
+                rollout = next;
+                if (l == cfg.n_layer - 1)
+                    for (int q = 0; q < T; ++q)
+                        for (int k = 0; k < T; ++k) ref.rollout[(size_t(b) * T + q) * T + k] = rollout[q][k];
+            }
             for (int t = 0; t < T; ++t)
                 for (int c = 0; c < C; ++c) {
                     x[t][c] += out[t][c];
@@ -176,6 +222,42 @@ Reference reference_attention(const Model& model, const std::vector<std::vector<
         }
     }
     return ref;
+}
+
+Attribution reference_attribution(const Model& model, const Reference& ref, int B, int T, int b, int t, int32_t token) {
+    const Config& cfg = model.config;
+    const int C = cfg.n_embd, L = cfg.n_layer, NH = static_cast<int>(ref.head_writes.size() / (size_t(L) * B * T * C));
+    const std::vector<float> wte = to_floats(model.wte);
+    const double* x = &ref.residual[((size_t(L - 1) * B + b) * T + t) * C];
+    double mean = 0, var = 0;
+    for (int c = 0; c < C; ++c) mean += x[c] / C;
+    for (int c = 0; c < C; ++c) var += (x[c] - mean) * (x[c] - mean) / C;
+    const double sigma = std::sqrt(var + cfg.layer_norm_epsilon);
+    // A part c's share: gamma (c - mean c) / sigma . W_U[token] = c . w, w the centred gamma W_U / sigma.
+    std::vector<double> w(C);
+    double w_mean = 0;
+    for (int c = 0; c < C; ++c) w_mean += (w[c] = model.ln_f_w[c] * wte[size_t(token) * C + c] / sigma) / C;
+    for (double& wc : w) wc -= w_mean;
+    const auto share = [&](const double* part) {
+        double sum = 0;
+        for (int c = 0; c < C; ++c) sum += part[c] * w[c];
+        return sum;
+    };
+    Attribution a;
+    for (int c = 0; c < C; ++c) {
+        a.logit += ((x[c] - mean) / sigma * model.ln_f_w[c] + model.ln_f_b[c]) * wte[size_t(token) * C + c];
+        a.shift += double(model.ln_f_b[c]) * wte[size_t(token) * C + c];
+    }
+    a.embedding = share(&ref.embedding[(size_t(b) * T + t) * C]);
+    for (int l = 0; l < L; ++l) {
+        std::vector<double> bias(model.layers[l].attn_proj_b, model.layers[l].attn_proj_b + C);
+        a.bias.push_back(share(bias.data()));
+        a.mlp.push_back(share(&ref.mlp_writes[((size_t(l) * B + b) * T + t) * C]));
+        a.heads.emplace_back();
+        for (int h = 0; h < NH; ++h)
+            a.heads.back().push_back(share(&ref.head_writes[(((size_t(l) * B + b) * NH + h) * T + t) * C]));
+    }
+    return a;
 }
 
 std::vector<double> reference_logits(const Model& model, const std::vector<double>& rows) {

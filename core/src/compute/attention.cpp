@@ -25,7 +25,7 @@ bool operator<(const HeadRef& a, const HeadRef& b) { return std::tie(a.layer, a.
 bool operator==(const AttentionOptions& a, const AttentionOptions& b) {
     const auto fields = [](const AttentionOptions& o) {
         return std::tie(o.causal, o.padding_mask, o.n_head, o.scale, o.split, o.layers, o.capture_outputs,
-                        o.sliding_window, o.top_k, o.lens_k, o.new_rows_only, o.ablate, o.ablation);
+                        o.sliding_window, o.top_k, o.lens_k, o.new_rows_only, o.ablate, o.ablation, o.contributions);
     };
     return fields(a) == fields(b);
 }

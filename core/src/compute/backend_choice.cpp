@@ -10,6 +10,10 @@
 
 namespace headscope {
 
+void Backend::head_effects(const Batch&, const AttentionOptions&, HeadEffects&, const Progress&) {
+    throw Error("the " + name() + " backend computes no effects grid");
+}
+
 BackendChoice parse_backend_choice(std::string_view word) { return parse_choice(backend_choices, word); }
 
 const char* to_string(BackendChoice choice) { return word_of(backend_choices, choice); }

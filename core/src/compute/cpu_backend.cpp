@@ -144,40 +144,30 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
     if (result.layers.size() < static_cast<size_t>(layers_run)) reserve_floats(scratch_att_, map_floats);
     if (predicting) reserve_floats(unembed_in_, (lens_slots + 1) * rows * C);
 
+    if (keep_layer_inputs_) reserve_floats(layer_inputs_, cfg.n_layer * rows * C);
+    if (options.contributions) {
+        reserve_floats(residuals_, (2 * cfg.n_layer + 1) * rows * C);
+        reserve_floats(head_outputs_, cfg.n_layer * rows * split.q_width());
+    }
+
     for (int b = 0; b < B; ++b) embed_text(model, batch, b, begin_[b], x_.data() + first_row_[b] * C);
+    if (options.contributions) std::copy_n(x_.data(), rows * C, residuals_.data());
     size_t slot = 0;
     for (int l = 0; l < layers_run; ++l) {
         report_progress(progress, "computing layers", l, layers_run, ProgressUnit::steps);
-        const LayerWeights& w = model.layers[l];
+        if (keep_layer_inputs_) std::copy_n(x_.data(), rows * C, layer_inputs_.data() + l * rows * C);
         const bool returned = slot < result.layers.size() && result.layers[slot] == l;
         float* att = returned ? result.weights.data() + slot * map_floats : scratch_att_.data();
-
-        normalize(cfg, x_.data(), w.ln_1_w, w.ln_1_b, ln_.data(), rows_);
-        project_qkv(model, w);
-        attention(model, batch, options, split, store, l, att, heads);
-        check_attention(l, att, B, split.NH, T, split.hs);
-        knock_out(options, batch, split, l);
-        if (returned && options.capture_outputs) {
-            const size_t Qw = split.q_width();
-            for (int b = 0; b < B; ++b)
-                std::copy_n(y_.data() + first_row_[b] * Qw, (T - begin_[b]) * Qw,
-                            result.outputs.data() + ((slot * B + b) * T + begin_[b]) * Qw);
-        }
-        if (!predicting && l == layers_run - 1) break;  // everything after this layer's attention is not needed
-
-        // Pythia's parallel residual: both halves read the layer's input x.
-        if (cfg.parallel_residual) normalize(cfg, x_.data(), w.ln_2_w, w.ln_2_b, ln_.data(), rows_);
-        linear(y_.data(), rows_, w.attn_proj, w.attn_proj_b, x_.data(), C, /*accumulate=*/true);
-        check_residual(l, C, "the attention");
-        if (!cfg.parallel_residual) normalize(cfg, x_.data(), w.ln_2_w, w.ln_2_b, ln_.data(), rows_);
-        mlp(cfg, w);
-        check_residual(l, C, "the MLP");
-        if (returned && options.lens_k) std::copy_n(x_.data(), rows * C, unembed_in_.data() + slot * rows * C);
+        const bool last = !predicting && l == layers_run - 1;  // everything after its attention is not needed
+        run_layer(model, batch, options, split, store, {l, returned ? static_cast<int>(slot) : -1, att, last}, heads,
+                  result);
+        if (last) break;
         slot += returned;
     }
     if (predicting) {
         std::copy_n(x_.data(), rows * C, unembed_in_.data() + lens_slots * rows * C);
         predict(model, batch, options, result);
+        if (options.contributions) attribute_logits(model, batch, split, result);
     }
     if (cache && reuse_allowed) {
         cache->model = &model;
@@ -187,6 +177,40 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
     } else if (cache) {
         cache->clear();
     }
+}
+
+// One layer over the R rows in x_: its attention (into `at.att`, and the
+// result's outputs and contributions where asked), then, unless it is the
+// last one needed, the output projection and the MLP into x_.
+void CpuForward::run_layer(const Model& model, const Batch& batch, const AttentionOptions& options,
+                           const HeadSplit& split, PrefixCache& store, LayerAt at, Heads heads,
+                           AttentionResult& result) {
+    const Config& cfg = model.config;
+    const LayerWeights& w = model.layers[at.layer];
+    const int B = batch.B(), T = batch.T(), C = cfg.n_embd, l = at.layer;
+    const size_t rows = static_cast<size_t>(rows_), Qw = split.q_width();
+    normalize(cfg, x_.data(), w.ln_1_w, w.ln_1_b, ln_.data(), rows_);
+    project_qkv(model, w);
+    attention(model, batch, options, split, store, l, at.att, heads);
+    check_attention(l, at.att, B, split.NH, T, split.hs);
+    knock_out(options, batch, split, l);
+    if (at.slot >= 0 && options.capture_outputs)
+        for (int b = 0; b < B; ++b)
+            std::copy_n(y_.data() + first_row_[b] * Qw, (T - begin_[b]) * Qw,
+                        result.outputs.data() + ((at.slot * B + b) * T + begin_[b]) * Qw);
+    if (options.contributions) contribute(model, batch, split, at, result);
+    if (at.last) return;
+
+    // Pythia's parallel residual: both halves read the layer's input x.
+    if (cfg.parallel_residual) normalize(cfg, x_.data(), w.ln_2_w, w.ln_2_b, ln_.data(), rows_);
+    linear(y_.data(), rows_, w.attn_proj, w.attn_proj_b, x_.data(), C, /*accumulate=*/true);
+    check_residual(l, C, "the attention");
+    if (options.contributions) std::copy_n(x_.data(), rows * C, residuals_.data() + (2 * l + 1) * rows * C);
+    if (!cfg.parallel_residual) normalize(cfg, x_.data(), w.ln_2_w, w.ln_2_b, ln_.data(), rows_);
+    mlp(cfg, w);
+    check_residual(l, C, "the MLP");
+    if (options.contributions) std::copy_n(x_.data(), rows * C, residuals_.data() + (2 * l + 2) * rows * C);
+    if (at.slot >= 0 && options.lens_k) std::copy_n(x_.data(), rows * C, unembed_in_.data() + at.slot * rows * C);
 }
 
 // ln_ (R, C) -> qkv_ (R, Qw + 2 KVw) as [Q | K | V] in the model's own
@@ -253,6 +277,12 @@ public:
                  const Progress& progress) override {
         if (!model_) throw Error("no model loaded");
         forward_.run(*model_, batch, options, result, CpuForward::Heads::batched, cache, progress);
+    }
+
+    void head_effects(const Batch& batch, const AttentionOptions& options, HeadEffects& effects,
+                      const Progress& progress) override {
+        if (!model_) throw Error("no model loaded");
+        forward_.head_effects(*model_, batch, options, effects, progress);
     }
 
 private:

@@ -87,7 +87,7 @@ void CpuForward::keep_earlier_rows(const PrefixCache& cache, const Batch& batch,
 // Per row: the lens's or the predictions' top tokens, logprob_next, and at a
 // text's last token its logits.
 void CpuForward::predict(const Model& model, const Batch& batch, const AttentionOptions& options,
-                         AttentionResult& result) {
+                         AttentionResult& result, const Prediction* tracked, float* tracked_p) {
     const Config& cfg = model.config;
     const int C = cfg.n_embd, V = cfg.vocab_size, T = result.T, R = rows_;
     const int lens_slots = options.lens_k ? static_cast<int>(result.layers.size()) : 0;
@@ -122,6 +122,7 @@ void CpuForward::predict(const Model& model, const Batch& batch, const Attention
             const float lse = log_sum_exp(logits, V);
             top_tokens(logits, V, lse, k, top);
             if (lens) continue;
+            if (tracked) tracked_p[at] = std::exp(logits[tracked[at].id] - lse);
             result.logprob_next[at] = t + 1 < length ? logits[ids[t + 1]] - lse : std::nanf("");
             if (t == length - 1) std::copy_n(logits, V, result.last_logits.data() + static_cast<size_t>(b) * V);
         }

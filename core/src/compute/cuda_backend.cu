@@ -86,6 +86,13 @@ public:
         result.computed_on.fallback = failure_;
     }
 
+    void head_effects(const Batch& batch, const AttentionOptions& options, HeadEffects& effects,
+                      const Progress& progress) override {
+        if (!model_) throw Error("no model loaded");
+        cpu_->head_effects(batch, options, effects, progress);
+        effects.computed_on.fallback = "the CUDA backend computes no effects grid yet";
+    }
+
 private:
     // Why the device path cannot run a model of `config`, in words; "" when it can.
     static std::string layout_refusal(const Config& c) {

@@ -128,6 +128,10 @@ void validate_forward(const Model& model, const Batch& batch, const AttentionOpt
             throw Error(std::string("the ") + what + " asks for " + std::to_string(k) +
                         " tokens; it can give 0 to the vocabulary's " + std::to_string(cfg.vocab_size));
     check_ablation(cfg, options);
+    if (options.contributions && (options.top_k < 1 || options.split != Split::transpose))
+        throw Error(
+            "the contributions need the predictions (the attribution is to the top token) and the view + "
+            "transpose split");
     int previous = -1;
     for (int l : options.layers) {
         if (l < 0 || l >= cfg.n_layer)
@@ -174,6 +178,17 @@ void set_up_result(const Config& config, const Batch& batch, const AttentionOpti
     result.reused.assign(B, 0);
     result.ablated = options.ablate;
     result.ablation = options.ablation;
+    const size_t rows = static_cast<size_t>(B) * T, maps = options.contributions ? slots * B * result.NH : 0;
+    const size_t L = options.contributions ? config.n_layer : 0;
+    result.value_weighted.resize(maps * T * T);
+    result.rollout.assign(options.contributions ? rows * T : 0, 0.f);
+    result.L = static_cast<int>(L);
+    result.head_logit_attribution.assign(L * result.NH * rows, 0.f);
+    result.part_logit_attribution.assign(L ? (2 * L + 2) * rows : 0, 0.f);
+    result.attributed_logit.assign(L ? rows : 0, 0.f);
+    result.final_scale.assign(L ? rows : 0, 0.f);
+    result.queries.resize(maps ? slots * rows * split.q_width() : 0);
+    result.keys.resize(maps ? slots * rows * split.kv_width() : 0);
     for (int b = 0; b < B; ++b) {
         const int length = static_cast<int>(batch.token_ids[b].size());
         for (int t = 0; t < T; ++t)

@@ -330,6 +330,20 @@ void stored_row(const Matrix& m, int64_t row, float* out) {
                  out);
 }
 
+void input_rows(const Matrix& m, int64_t first, int64_t count, float* out) {
+    const size_t bytes = dtype_bytes(m.dtype);
+    if (!m.out_by_in) {
+        widen_to_f32(m.dtype, m.data + first * m.out * static_cast<int64_t>(bytes), static_cast<size_t>(count * m.out),
+                     out);
+        return;
+    }
+    std::vector<float> part(static_cast<size_t>(count));
+    for (int64_t o = 0; o < m.out; ++o) {  // the stored row o holds W's column o
+        widen_to_f32(m.dtype, m.data + (o * m.in + first) * static_cast<int64_t>(bytes), part.size(), part.data());
+        for (int64_t i = 0; i < count; ++i) out[i * m.out + o] = part[i];
+    }
+}
+
 std::vector<float> to_floats(const Matrix& m) {
     std::vector<float> stored(static_cast<size_t>(m.in * m.out));
     widen_to_f32(m.dtype, m.data, stored.size(), stored.data());

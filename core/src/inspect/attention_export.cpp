@@ -52,6 +52,17 @@ Json attention_metadata(const Model& model, const std::string& backend, const st
         {"lengths", lengths},
         {"fully_masked", fully_masked},
         {"timing_ms", {{"load", timings.load_ms}, {"tokenize", timings.tokenize_ms}, {"forward", timings.forward_ms}}}};
+    if (result.L > 0) {  // options.contributions: what logit_parts' entries are
+        Json parts = {"embeddings"};
+        for (const char* part : {" attention bias", " MLP"})
+            for (int l = 0; l < result.L; ++l) {
+                std::string name = "L";  // appended: GCC 12 warns, wrongly, on "L" + std::to_string(l)
+                name += std::to_string(l);
+                parts.push_back(name += part);
+            }
+        parts.push_back("final norm shift");
+        metadata["logit_part_names"] = parts;
+    }
     if (!result.ablated.empty()) {
         Json heads = Json::array();
         for (const HeadRef& h : result.ablated) heads.push_back({h.layer, h.head});
@@ -152,6 +163,23 @@ void write_attention_json(std::ostream& out, const Json& metadata, const Attenti
     const size_t dims[5] = {result.layers.size(), static_cast<size_t>(result.B), static_cast<size_t>(result.NH),
                             static_cast<size_t>(result.T - result.first_row), static_cast<size_t>(result.T)};
     write_nested(out, result.weights.data(), dims, 5);
+    if (!result.rollout.empty()) {  // options.contributions
+        const size_t B = result.B, T = result.T, NH = result.NH, L = result.L;
+        out << ",\"value_weighted\":";
+        write_nested(out, result.value_weighted.data(), dims, 5);
+        out << ",\"rollout\":";
+        const size_t rollout[3] = {B, T, T};
+        write_nested(out, result.rollout.data(), rollout, 3);
+        out << ",\"head_logit_attribution\":";
+        const size_t heads[4] = {L, B, NH, T};
+        write_nested(out, result.head_logit_attribution.data(), heads, 4);
+        out << ",\"logit_parts\":";
+        const size_t parts[3] = {B, T, static_cast<size_t>(result.parts())};
+        write_nested(out, result.part_logit_attribution.data(), parts, 3);
+        out << ",\"attributed_logit\":";
+        const size_t logits[2] = {B, T};
+        write_nested(out, result.attributed_logit.data(), logits, 2);
+    }
     out << "}\n";
 }
 

@@ -60,6 +60,11 @@ struct AttentionOptions {
     // later layer, prediction and lens is the ablated model's.
     std::vector<HeadRef> ablate = {};
     Ablation ablation = Ablation::zero;
+    // What each head contributes (AttentionResult's value_weighted, rollout
+    // and logit attribution): runs every layer and needs top_k >= 1 (the
+    // attribution is to the top token), the view + transpose split and no
+    // prefix reuse.
+    bool contributions = false;
 };
 // Every field equal (not defaulted: the CUDA translation unit is C++17).
 bool operator==(const AttentionOptions& a, const AttentionOptions& b);
@@ -124,6 +129,33 @@ struct AttentionResult {
     // The heads knocked out of this forward (options.ablate) and how.
     std::vector<HeadRef> ablated;
     Ablation ablation = Ablation::zero;
+
+    // With options.contributions (else empty), in float32:
+    // ||alpha_qk v_k W_O^h||_2, the size of what key k sends query q through
+    // head h (Kobayashi et al. 2020; W_O^h the head's rows of the output
+    // projection, no bias).
+    AlignedVector<float> value_weighted;  // (layers.size(), B, NH, T, T)
+    // Abnar and Zuidema's rollout over every layer: R = A'_{L-1} ... A'_0,
+    // A'_l = (the mean of layer l's heads' maps + I) / 2.
+    AlignedVector<float> rollout;  // (B, T, T)
+    // The direct logit attribution of the top-1 next token at each position
+    // (predictions_at(b, t)[0]; 0 at padded positions): each part's
+    // contribution through the final norm, its scale frozen at the whole
+    // residual's (LayerNorm: gamma (c - mean c) / sigma; RMSNorm: gamma c /
+    // rms), dotted with the token's row of the output embedding. The parts
+    // add up to the token's logit.
+    int L = 0;                                  // layers in the attribution
+    std::vector<float> head_logit_attribution;  // (L, B, NH, T): each head's output through W_O^h
+    // (B, T, 2L + 2): [0] the embeddings; [1 + l] layer l's output-projection
+    // bias; [1 + L + l] layer l's MLP; [2L + 1] the final norm's shift.
+    std::vector<float> part_logit_attribution;
+    std::vector<float> attributed_logit;  // (B, T): the top token's logit the parts add up to
+    std::vector<float> final_scale;       // (B, T): the final norm's sigma (LayerNorm) or rms (RMSNorm) there
+    // Each returned layer's queries and keys as the scores read them (after
+    // qk-norm and RoPE), in the split's heads: why a head attends.
+    AlignedVector<float> queries;  // (layers.size(), B, T, NH * hs)
+    AlignedVector<float> keys;     // (layers.size(), B, T, NKV * hs)
+    int parts() const { return 2 * L + 2; }
 
     // Map (layer_slot, b, h): its rows [first_row, T) of T keys, row-major
     // (T x T without new_rows_only); query row i >= first_row of it; whether

@@ -8,6 +8,7 @@
 #include "headscope/base/choices.h"
 #include "headscope/base/progress.h"
 #include "headscope/compute/attention.h"
+#include "headscope/compute/head_effects.h"
 #include "headscope/compute/prefix_cache.h"
 #include "headscope/model/model.h"
 
@@ -29,6 +30,13 @@ public:
     // discarded.
     virtual void forward(const Batch& batch, const AttentionOptions& options, AttentionResult& result,
                          PrefixCache* cache = nullptr, const Progress& progress = {}) = 0;
+    // The effects grid of one text of at least two tokens (head_effects.h)
+    // under `options` (its masks, split, scale, window and knocked-out
+    // heads; the rest is the grid's). `progress` hears "knocking out heads"
+    // before each head; Cancelled thrown by it ends the work. Throws Error
+    // (as does a backend that has no grid).
+    virtual void head_effects(const Batch& batch, const AttentionOptions& options, HeadEffects& effects,
+                              const Progress& progress = {});
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

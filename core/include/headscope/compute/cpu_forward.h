@@ -18,6 +18,7 @@
 #include "headscope/base/progress.h"
 #include "headscope/compute/attention.h"
 #include "headscope/compute/forward.h"
+#include "headscope/compute/head_effects.h"
 #include "headscope/compute/prefix_cache.h"
 #include "headscope/model/model.h"
 
@@ -35,8 +36,26 @@ public:
     // thrown by it ends the forward.
     void run(const Model& model, const Batch& batch, const AttentionOptions& options, AttentionResult& result,
              Heads heads, PrefixCache* cache = nullptr, const Progress& progress = {});
+    // The effects grid (backend.h, head_effects.h; cpu_effects.cpp).
+    void head_effects(const Model& model, const Batch& batch, const AttentionOptions& options, HeadEffects& effects,
+                      const Progress& progress);
 
 private:
+    // A layer of the loop: its index, its slot among the returned layers (-1:
+    // not returned), where its maps go, and whether it is the last one needed.
+    struct LayerAt {
+        int layer, slot;
+        float* att;
+        bool last;
+    };
+    void run_layer(const Model& model, const Batch& batch, const AttentionOptions& options, const HeadSplit& split,
+                   PrefixCache& store, LayerAt at, Heads heads, AttentionResult& result);
+    // options.contributions (cpu_contributions.cpp): a layer's value-weighted
+    // maps, its step of the rollout and its heads' outputs kept; then, after
+    // the predictions, the logit attribution.
+    void contribute(const Model& model, const Batch& batch, const HeadSplit& split, const LayerAt& at,
+                    AttentionResult& result);
+    void attribute_logits(const Model& model, const Batch& batch, const HeadSplit& split, AttentionResult& result);
     // Grows `buffer` to at least `n` floats; never shrinks, so steady state allocates nothing.
     static void reserve_floats(AlignedVector<float>& buffer, size_t n);
     static void normalize(const Config& config, const float* x, const float* w, const float* b, float* out, int rows);
@@ -49,7 +68,9 @@ private:
                    PrefixCache& store, int layer, float* att, Heads heads);
     void mlp(const Config& config, const LayerWeights& w);
     void keep_earlier_rows(const PrefixCache& cache, const Batch& batch, AttentionResult& result) const;
-    void predict(const Model& model, const Batch& batch, const AttentionOptions& options, AttentionResult& result);
+    // With `tracked` (B, T), also each row's p of the tracked id into `tracked_p` (B, T).
+    void predict(const Model& model, const Batch& batch, const AttentionOptions& options, AttentionResult& result,
+                 const Prediction* tracked = nullptr, float* tracked_p = nullptr);
 
     std::vector<int> begin_;      // (B) the first token computed of each text
     std::vector<int> first_row_;  // (B + 1) where each text's rows start among the R
@@ -68,6 +89,10 @@ private:
     AlignedVector<float> scratch_att_;     // (B, NH, T, T) weights of layers not returned
     AlignedVector<float> unembed_in_;      // (lens slots + 1, R, C): residual rows to read out, the last layer's last
     AlignedVector<float> logits_;          // (unembed_chunk, V) logits of a chunk of those rows
+    AlignedVector<float> residuals_;  // (2L + 1, R, C) contributions: x_ after the embedding, each attention, each MLP
+    AlignedVector<float> head_outputs_;  // (L, R, Qw) contributions: every layer's y_, knocked-out heads replaced
+    bool keep_layer_inputs_ = false;     // the effects grid's first forward keeps...
+    AlignedVector<float> layer_inputs_;  // (L, R, C) ... x_ before each layer
 };
 
 }  // namespace headscope

@@ -20,6 +20,10 @@ void linear(const float* x, int rows, const Matrix& w, const float* bias, float*
 // The stored row `row` of `m` (out values, or in when out_by_in) as float32.
 void stored_row(const Matrix& m, int64_t row, float* out);
 
+// W's rows [first, first + count) as float32 (count, out) row-major: a
+// head's rows of an output projection (NH * hs -> C).
+void input_rows(const Matrix& m, int64_t first, int64_t count, float* out);
+
 // The whole matrix as float32 (in, out) row-major, for tests and figures.
 std::vector<float> to_floats(const Matrix& m);
 

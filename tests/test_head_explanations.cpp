@@ -1,0 +1,178 @@
+// Why a head attends and what it writes (inspect/explanations.h): the score's
+// head-dimension terms add up to the score that gives the engine's own map
+// through the softmax, for every family (RoPE, qk-norm, grouped-query heads,
+// biases); the bias terms against the model's biases; and the tokens a head
+// promotes and suppresses against GPT-2's double-precision reference and, for
+// every family, against the engine's logit attribution.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "headscope/base/error.h"
+#include "headscope/compute/matmul.h"
+#include "headscope/inspect/explanations.h"
+#include "prediction_checks.h"
+#include "reference_forward.h"
+
+using namespace headscope;
+using namespace headscope::test;
+
+namespace {
+
+AttentionOptions explaining() {
+    AttentionOptions opt;
+    opt.contributions = true, opt.capture_outputs = true, opt.top_k = 1;
+    return opt;
+}
+
+// Every explained score of every returned map row of text b: the terms add up
+// to the score, the largest and smallest terms are the terms' extremes, and
+// the scaled scores of the keys the row attends to, through a softmax written
+// here, give the engine's map row.
+void expect_scores_give_the_maps(const Model& model, const AttentionResult& got, const AttentionOptions& opt, int b,
+                                 int length) {
+    double worst = 0;
+    for (int slot = 0; slot < static_cast<int>(got.layers.size()); ++slot)
+        for (int h = 0; h < got.NH; ++h)
+            for (int i = 0; i < length; ++i) {
+                std::vector<double> scores;
+                std::vector<int> keys;
+                for (int j = 0; j < got.T; ++j) {
+                    if (!attends(opt, i, j, length, got.T)) continue;
+                    const ScoreTerms s = explain_score(model, got, opt, slot, b, h, i, j);
+                    const double sum = std::accumulate(s.terms.begin(), s.terms.end(), 0.0);
+                    ASSERT_NEAR(sum, s.score, 1e-4 * (1 + std::abs(s.score)));
+                    ASSERT_EQ(s.terms[s.largest[0]], *std::max_element(s.terms.begin(), s.terms.end()));
+                    ASSERT_EQ(s.terms[s.smallest[0]], *std::min_element(s.terms.begin(), s.terms.end()));
+                    scores.push_back(s.score * s.scale);
+                    keys.push_back(j);
+                }
+                if (keys.empty()) continue;
+                const double max = *std::max_element(scores.begin(), scores.end());
+                double total = 0;
+                for (double& s : scores) total += (s = std::exp(s - max));
+                for (size_t n = 0; n < keys.size(); ++n)
+                    worst = std::max(worst, std::abs(scores[n] / total - got.row(slot, b, h, i)[keys[n]]));
+            }
+    EXPECT_LT(worst, 2e-5) << "the softmax of the explained scores against the maps";
+}
+
+TEST_F(Gpt2, ScoreTermsAddUpToTheScoresOfTheMapsAndTheBiasesApart) {
+    for (int n_head : {0, 2}) {  // the model's own heads, and a re-split
+        AttentionOptions opt = explaining();
+        opt.n_head = n_head;
+        const AttentionResult got = run(texts_, opt);
+        for (int b = 0; b < got.B; ++b) expect_scores_give_the_maps(*model_, got, opt, b, int(texts_[b].size()));
+        // GPT-2's fused bias [Q | K | V]: the bias-bias term is bq . bk of
+        // the head's columns, and the four terms add up to the score.
+        const int C = model_->config.n_embd, hs = got.hs, head = 1;
+        const float* bias = model_->layers[2].attn_b;
+        double bq_bk = 0;
+        for (int d = 0; d < hs; ++d) bq_bk += double(bias[head * hs + d]) * bias[C + head * hs + d];
+        const ScoreTerms s = explain_score(*model_, got, opt, 2, 0, head, 6, 3);
+        ASSERT_TRUE(s.biases_apart);
+        EXPECT_NEAR(s.bias_bias, bq_bk, 1e-5 * (1 + std::abs(bq_bk)));
+        EXPECT_NEAR(s.weights_weights + s.weights_bias + s.bias_weights + s.bias_bias, s.score,
+                    1e-4 * (1 + std::abs(s.score)));
+        EXPECT_NEAR(s.scale, 1 / std::sqrt(double(hs)), 1e-7);  // float32
+    }
+}
+
+TEST_F(Gpt2, ExplainingAForwardWithoutContributionsOrOutOfRangeIsAnError) {
+    const AttentionResult plain = run(texts_, {});
+    EXPECT_THROW(explain_score(*model_, plain, {}, 0, 0, 0, 1, 0), Error);
+    EXPECT_THROW(head_writes(*model_, plain, 0, 0, 0, 1), Error);
+    const AttentionResult got = run(texts_, explaining());
+    EXPECT_THROW(explain_score(*model_, got, explaining(), 0, 0, 0, got.T, 0), Error);
+    EXPECT_THROW(explain_score(*model_, got, explaining(), 3, 0, 0, 1, 0), Error);
+    EXPECT_THROW(head_writes(*model_, got, 0, 2, 0, 1), Error);
+}
+
+// Head h's output at a position through its rows of c_proj (the reference's
+// head_writes), through ln_f with the scale of the final residual frozen
+// (gamma (c - mean c) / sigma, no shift), through wte: (V).
+std::vector<double> reference_head_logits(const Model& model, const Reference& ref, int B, int T, int NH, int l, int b,
+                                          int h, int t) {
+    const Config& cfg = model.config;
+    const int C = cfg.n_embd, V = cfg.vocab_size;
+    const double* x = &ref.residual[((size_t(cfg.n_layer - 1) * B + b) * T + t) * C];
+    const double* part = &ref.head_writes[(((size_t(l) * B + b) * NH + h) * T + t) * C];
+    double mean = 0, var = 0, part_mean = 0;
+    for (int c = 0; c < C; ++c) mean += x[c] / C, part_mean += part[c] / C;
+    for (int c = 0; c < C; ++c) var += (x[c] - mean) * (x[c] - mean) / C;
+    const double sigma = std::sqrt(var + cfg.layer_norm_epsilon);
+    const std::vector<float> wte = to_floats(model.wte);
+    std::vector<double> logits(V, 0.0);
+    for (int v = 0; v < V; ++v)
+        for (int c = 0; c < C; ++c)
+            logits[v] += (part[c] - part_mean) * model.ln_f_w[c] / sigma * wte[size_t(v) * C + c];
+    return logits;
+}
+
+TEST_F(Gpt2, WhatAHeadWritesIsTheReferences) {
+    const AttentionOptions opt = explaining();
+    const AttentionResult got = run(texts_, opt);
+    const Reference want = reference_attention(*model_, texts_, opt);
+    const int NH = got.NH, k = 10;
+    for (const auto& [l, b, h, t] : {std::tuple{0, 0, 1, 4}, {2, 1, 3, 6}, {1, 0, 0, 0}}) {
+        const std::vector<double> z = reference_head_logits(*model_, want, got.B, got.T, NH, l, b, h, t);
+        std::vector<int> order(z.size());
+        std::iota(order.begin(), order.end(), 0);
+        std::sort(order.begin(), order.end(), [&](int a, int c) { return z[a] > z[c]; });
+        const HeadWrites w = head_writes(*model_, got, l, b, h, t, k);
+        ASSERT_EQ(w.promoted.size(), size_t(k));
+        ASSERT_EQ(w.suppressed.size(), size_t(k));
+        const double scale = std::abs(z[order.front()]) + std::abs(z[order.back()]);
+        for (int r = 0; r < k; ++r) {
+            const std::string at = "L" + std::to_string(l) + " H" + std::to_string(h) + " rank " + std::to_string(r);
+            EXPECT_NEAR(w.promoted[r].logit, z[order[r]], 1e-4 * scale) << at;
+            EXPECT_NEAR(w.promoted[r].logit, z[w.promoted[r].id], 1e-4 * scale) << at;
+            EXPECT_NEAR(w.suppressed[r].logit, z[order[z.size() - 1 - r]], 1e-4 * scale) << at;
+            EXPECT_NEAR(w.suppressed[r].logit, z[w.suppressed[r].id], 1e-4 * scale) << at;
+        }
+    }
+}
+
+// Every family: the scores give the maps (after RoPE and qk-norm, in groups),
+// and what a head writes, read for the whole vocabulary, holds at the top
+// token the head's logit attribution, which the engine computes apart.
+TEST_P(FamilyPredictions, ScoresGiveTheMapsAndWritesMatchTheAttribution) {
+    AttentionOptions opt = explaining();
+    opt.sliding_window = checkpoint_.spec.sliding_window;
+    AttentionResult got;
+    backend_->forward(Batch{texts_, model_.config.pad_id()}, opt, got);
+    for (int b = 0; b < got.B; ++b) expect_scores_give_the_maps(model_, got, opt, b, int(texts_[b].size()));
+    const int V = model_.config.vocab_size, B = got.B, T = got.T, NH = got.NH;
+    for (const auto& [l, b, h, t] : {std::tuple{0, 0, 0, 3}, {2, 1, NH - 1, 5}}) {
+        const HeadWrites w = head_writes(model_, got, l, b, h, t, V);
+        const int32_t top = got.predictions_at(b, t)[0].id;
+        const auto it =
+            std::find_if(w.promoted.begin(), w.promoted.end(), [&](const TokenPush& p) { return p.id == top; });
+        ASSERT_NE(it, w.promoted.end());
+        const float attribution = got.head_logit_attribution[((size_t(l) * B + b) * NH + h) * T + t];
+        EXPECT_NEAR(it->logit, attribution, 1e-4 * (1 + std::abs(attribution))) << "L" << l << " H" << h;
+    }
+    // With biases on Q and K and RoPE (Qwen 2), the bias-bias term depends
+    // only on the distance between query and key, and is bq . bk at distance 0.
+    const LayerWeights& layer = model_.layers[1];
+    if (!layer.q_b || model_.config.qk_norm) return;
+    const int hs = got.hs, kv = 1 / (got.NH / got.NKV);
+    const ScoreTerms a = explain_score(model_, got, opt, 1, 0, 1, 6, 4),
+                     c = explain_score(model_, got, opt, 1, 0, 1, 8, 6);
+    const ScoreTerms same = explain_score(model_, got, opt, 1, 0, 1, 5, 5);
+    ASSERT_TRUE(a.biases_apart);
+    EXPECT_NEAR(a.bias_bias, c.bias_bias, 1e-4 * (1 + std::abs(a.bias_bias)));
+    double bq_bk = 0;
+    for (int d = 0; d < hs; ++d) bq_bk += double(layer.q_b[hs + d]) * layer.k_b[kv * hs + d];
+    EXPECT_NEAR(same.bias_bias, bq_bk, 1e-4 * (1 + std::abs(bq_bk)));
+    EXPECT_NEAR(a.weights_weights + a.weights_bias + a.bias_weights + a.bias_bias, a.score,
+                1e-4 * (1 + std::abs(a.score)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, FamilyPredictions, ::testing::ValuesIn(family_params()), family_param_name);
+
+}  // namespace
