@@ -53,30 +53,6 @@ std::vector<int> parse_layers(const std::string& word) {
     return layers;
 }
 
-// "L.H,L.H,..." as ascending unique heads to knock out (empty: none).
-std::vector<HeadRef> parse_heads(const std::string& word) {
-    std::vector<HeadRef> heads;
-    if (word.empty()) return heads;
-    size_t start = 0;
-    while (start <= word.size()) {
-        const size_t end = std::min(word.find(',', start), word.size());
-        const std::string item = word.substr(start, end - start);
-        const size_t dot = item.find('.');
-        HeadRef head;
-        const auto number = [&](size_t from, size_t to, int& value) {
-            const auto [ptr, ec] = std::from_chars(item.data() + from, item.data() + to, value);
-            return from < to && ec == std::errc() && ptr == item.data() + to;
-        };
-        if (dot == std::string::npos || !number(0, dot, head.layer) || !number(dot + 1, item.size(), head.head))
-            throw Error("--ablate: '" + item + "' is not a head (expected LAYER.HEAD,...)");
-        heads.push_back(head);
-        start = end + 1;
-    }
-    std::sort(heads.begin(), heads.end());
-    heads.erase(std::unique(heads.begin(), heads.end()), heads.end());
-    return heads;
-}
-
 // The model, opened on the backend --backend picks, its load's progress on the terminal.
 LoadedModel open_on_backend(const CliOptions& opt) {
     TerminalProgress bar;
@@ -141,7 +117,11 @@ AttentionOptions attention_options(const CliOptions& opt) {
     if (opt.heads_given && opt.heads < 1) throw Error("--heads must be at least 1, got " + std::to_string(opt.heads));
     options.n_head = opt.heads;
     options.layers = parse_layers(opt.layers);
-    options.ablate = parse_heads(opt.ablate);
+    try {
+        options.ablate = parse_heads(opt.ablate);
+    } catch (const Error& e) {
+        throw Error(std::string("--ablate: ") + e.what());
+    }
     return options;
 }
 

@@ -6,6 +6,7 @@
 
 #include "examples.h"
 #include "headscope/base/error.h"
+#include "headscope/compute/forward.h"
 #include "svg_figure.h"
 #include "terminal_progress.h"
 #include "word_option.h"
@@ -33,6 +34,15 @@ void add_window_options(CLI::App& cli, Args& args) {
         &cli, "--sliding-window", args.sliding_window, "on|off",
         [](std::string_view word) { return parse_on_off("sliding window", word); },
         "the model's sliding window, when it has one (default on)");
+    cli.add_option("--ablate", args.ablate, "knock these heads out (LAYER.HEAD,...; a map's checkbox does it too)");
+    add_word_option(&cli, "--ablate-mode", args.options.ablation, join_words(ablation_choices, "|"), parse_ablation,
+                    "what a knocked-out head's output becomes: zero, or its mean over the text");
+    cli.add_flag("--hide-first-key", args.hide_first_key,
+                 "draw the maps without key 0 (the sink), each row renormalised over the other keys");
+    cli.add_flag("--value-weighted", args.value_weighted,
+                 "shade the maps by weight x |value W_O|, each row scaled to 1");
+    cli.add_flag("--compute-effects", args.compute_effects,
+                 "compute the effects grid (every head knocked out in turn) at the start");
     cli.add_option("--heads", args.options.n_head,
                    "re-split into N query heads (a multiple of the heads sharing a key/value head)");
     cli.add_option("--window-size", args.window_size,
@@ -110,6 +120,12 @@ Settings start_settings(const Args& args, const CLI::App& cli, bool use_saved) {
     if (cli.count("--heads")) s.options.n_head = args.options.n_head;
     if (cli.count("--scale")) s.options.scale = args.options.scale;
     if (cli.count("--split")) s.options.split = args.options.split;
+    if (cli.count("--ablate-mode")) s.options.ablation = args.options.ablation;
+    try {
+        s.options.ablate = parse_heads(args.ablate);
+    } catch (const Error& e) {
+        throw Error(std::string("--ablate: ") + e.what());
+    }
     if (cli.count("--colormap")) s.colormap = args.colormap;
     if (cli.count("--window-size")) {
         const std::array<int, 2> size = parse_window_size(args.window_size);
@@ -127,6 +143,11 @@ void check_layer_and_head(const Args& args, const Settings& start, const Config&
     const int heads = start.options.n_head ? start.options.n_head : config.n_head;
     if (args.head >= heads)
         throw Error("--head " + std::to_string(args.head) + " out of range (" + std::to_string(heads) + " heads)");
+    try {
+        check_ablation(config, start.options);
+    } catch (const Error& e) {
+        throw Error(std::string("--ablate: ") + e.what());
+    }
 }
 
 LoadedModel load_start_model(const Settings& start, bool model_given, BackendChoice backend) {

@@ -28,6 +28,9 @@ struct Args {
     std::string window_size;  // WxH, as parse_window_size reads it
     std::string screenshot, layout, open_model, export_json, export_npy, export_svg;
     bool frame_times = false;
+    std::string ablate;                                   // --ablate L.H,...: heads knocked out at the start
+    bool hide_first_key = false, value_weighted = false;  // the maps' shading at the start
+    bool compute_effects = false;                         // compute the effects grid at the start
     bool settings = true;  // read and save settings; off unless given when a test drives the window
 };
 

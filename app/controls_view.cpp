@@ -105,6 +105,7 @@ void ControlsView::draw(Session& s, Ui& ui) {
         for (int n : head_counts(model.config)) {
             if (ImGui::Selectable(std::to_string(n).c_str(), n == heads_now)) {
                 s.options.n_head = n == model.config.n_head ? 0 : n;
+                s.options.ablate.clear();  // the knocked-out heads were of the other split
                 changed = true;
             }
         }
@@ -116,6 +117,7 @@ void ControlsView::draw(Session& s, Ui& ui) {
     changed |= enum_combo("split", s.options.split, split_choices.labels, 150 * ui.scale);
     ImGui::SameLine();
     ImGui::TextDisabled("%lld parameters (unchanged by the split)", static_cast<long long>(model.params));
+    head_controls(s, ui, changed);
     differences_note(s);
 
     // Page Up / Page Down step through the layers when no text field has the keyboard.
@@ -125,6 +127,35 @@ void ControlsView::draw(Session& s, Ui& ui) {
         if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_PageUp))) s.layer = std::max(s.layer - 1, 0);
     }
     if (changed) s.submit();
+}
+
+// How knocked-out heads are replaced, and how the maps are shaded.
+void ControlsView::head_controls(Session& s, Ui& ui, bool& changed) {
+    // Mean ablation needs the whole text: it only changes the maps while a head is out.
+    changed |= enum_combo("knock out to", s.options.ablation, ablation_choices.labels, 170 * ui.scale) &&
+               !s.options.ablate.empty();
+    ui.layout.control("knock out to");
+    if (ui.tooltips && ImGui::IsItemHovered())
+        ImGui::SetTooltip(
+            "a head's checkbox knocks it out: its output is replaced by zero or by its mean over the text");
+    ImGui::SameLine();
+    ImGui::Checkbox("hide first key", &s.shading.hide_first_key);
+    ui.layout.control("hide first key");
+    if (ui.tooltips && ImGui::IsItemHovered())
+        ImGui::SetTooltip("rows renormalised without key 0, where many heads park their weight (the sink)");
+    ImGui::SameLine();
+    const bool value_weighted = s.shading.value_weighted;
+    ImGui::Checkbox("weight x |value|", &s.shading.value_weighted);
+    ui.layout.control("weight x value");
+    if (ui.tooltips && ImGui::IsItemHovered())
+        ImGui::SetTooltip(
+            "|alpha v W_O|: how much each key sends, not only how much it is looked at (rows scaled to 1)");
+    if (s.shading.value_weighted && !value_weighted && s.shown.attention.value_weighted.empty()) changed = true;
+    const std::string refusal = s.contributions_refusal();
+    if (s.shading.value_weighted && !refusal.empty()) {
+        ImGui::SameLine();
+        ImGui::TextColored(warning_colour, "(%s)", refusal.c_str());
+    }
 }
 
 // The example texts: choosing one replaces the batch. While the texts
@@ -161,7 +192,7 @@ void ControlsView::examples_menu(Session& s, Ui& ui) {
 // "step", "stop", "ids", "text"}.
 void ControlsView::generation_controls(Session& s, Ui& ui) {
     ImGui::BeginGroup();
-    const std::string refusal = prefix_reuse_refusal(s.options);
+    const std::string refusal = prefix_reuse_refusal(s.generation_options());
     const bool can = s.texts.size() == 1 && refusal.empty() && !s.generating();
     ImGui::BeginDisabled(!can);
     if (ImGui::Button("next token")) s.generate(Sampling{}, 1);

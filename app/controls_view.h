@@ -24,6 +24,7 @@ private:
     void model_bar(Session& session, Ui& ui);
     void examples_menu(Session& session, Ui& ui);
     void generation_controls(Session& session, Ui& ui);
+    void head_controls(Session& session, Ui& ui, bool& changed);
     void legend(Ui& ui);
 
     std::vector<CachedModel> cached_models_;  // the picker's list, read when it opens

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstdio>
 #include <string>
+#include <vector>
 
 namespace headscope {
 
@@ -107,6 +109,31 @@ bool labelled_map(Session& session, Ui& ui, MapWidget& widget, const char* view,
     return clicked;
 }
 
+// A map's title: a checkbox that knocks the head out of the forward, the
+// head's label and, with the first key hidden, its sink mass.
+void head_title(Session& session, Ui& ui, int layer, int head) {
+    const std::vector<HeadRef>& asked = session.options.ablate;
+    bool out = std::binary_search(asked.begin(), asked.end(), HeadRef{layer, head});
+    ImGui::PushID(layer * 4096 + head);
+    ImGui::PushStyleVar(ImGuiStyleVar_FramePadding, ImVec2(0, 0));
+    if (ImGui::Checkbox("##out", &out)) session.toggle_knock_out(layer, head);
+    ImGui::PopStyleVar();
+    ImGui::PopID();
+    ui.layout.item({{"view", "knock-out"}, {"layer", layer}, {"head", head}, {"out", out}});
+    if (ui.tooltips && ImGui::IsItemHovered())
+        ImGui::SetTooltip(out ? "knocked out: click to bring the head back" : "knock this head out of the forward");
+    ImGui::SameLine(0, 4 * ui.scale);
+    std::string label = head_label(session, layer, head);
+    if (session.shading.hide_first_key) {
+        char sink[32];
+        std::snprintf(
+            sink, sizeof sink, "  sink %.2f",
+            sink_mass(session.shown.attention, layer, session.selected, head, session.length(session.selected)));
+        label += sink;
+    }
+    ImGui::TextUnformatted(label.c_str());
+}
+
 // The grid of maps that fills an area: the side of each map with its
 // labels, and how many maps across.
 struct GridFit {
@@ -189,7 +216,7 @@ void HeadsView::grid(Session& session, Ui& ui) {
                 ImGui::GetWindowDrawList()->AddText(nullptr, 0, at, ImGui::GetColorU32(ImGuiCol_TextDisabled),
                                                     kv.c_str(), nullptr, 0, &clip);
         }
-        ImGui::TextUnformatted(head_label(session, session.layer, h).c_str());
+        head_title(session, ui, session.layer, h);
         if (labelled_map(session, ui, maps_[h], "heads", session.layer, h, side)) {
             session.head = h;
             open_large();
@@ -223,7 +250,7 @@ void HeadsView::large(Session& session, Ui& ui) {
         return;
     }
     ImGui::SameLine();
-    ImGui::TextUnformatted(head_label(session, session.layer, session.head).c_str());
+    head_title(session, ui, session.layer, session.head);
     const int group = session.heads_shown() / session.shown.attention.NKV;
     if (group > 1) {
         const int first = session.head / group * group;

@@ -24,11 +24,14 @@ MainView::MainView(const Args& args, const Settings& start, LoadedModel loaded, 
         heads_view_.open_large();
     }
     dance_view_.set_step(args.dance_step);
+    session_.shading = {args.value_weighted, args.hide_first_key};
+    if (args.value_weighted) session_.submit();  // with the norms
+    if (args.compute_effects) session_.compute_effects();
 }
 
 bool MainView::computing() const {
-    return !session_.loading().empty() || session_.busy() || session_.probes_pending() || checks_view_.computing() ||
-           dance_view_.computing();
+    return !session_.loading().empty() || session_.busy() || session_.probes_pending() || session_.effects_pending() ||
+           checks_view_.computing() || dance_view_.computing();
 }
 
 void MainView::draw() {
@@ -55,8 +58,10 @@ MainView::Placement MainView::placement(View view) const {
     const float status_bar = -ImGui::GetFrameHeightWithSpacing();
     if (view != View::heads && view != View::model && view != View::lens) return {ImVec2(0, status_bar)};
     const float panel_w = std::floor(300 * ui_.scale), spacing = ImGui::GetStyle().ItemSpacing.x;
-    // The panel's lines: the query, a note, the top predictions, the next token and the loss.
-    const float panel_h = (Session::predictions_k + 5) * ImGui::GetTextLineHeightWithSpacing();
+    // The panel's lines: the query, a note, the top predictions, the next token and the loss; with heads
+    // knocked out, the intact model's top 5 (a title, a header, 5 rows, the losses).
+    const int intact_lines = session_.shown.intact.top_k > 0 ? 9 : 0;
+    const float panel_h = (Session::predictions_k + 5 + intact_lines) * ImGui::GetTextLineHeightWithSpacing();
     const ImVec2 area(ImGui::GetContentRegionAvail().x, ImGui::GetContentRegionAvail().y + status_bar);
     const auto side = [&](ImVec2 a) {
         return view == View::heads ? heads_view_.map_side(session_, ui_, a) : ModelView::map_side(session_, ui_, a);
@@ -76,7 +81,7 @@ void MainView::views() {
     }
     if (!s.message.empty()) ImGui::TextColored(error_colour, "%s (showing the last good maps)", s.message.c_str());
     if (!ImGui::BeginTabBar("views")) return;
-    bool lens_shown = false;
+    bool lens_shown = false, contributions_shown = false;
     for (int v = 0; v < static_cast<int>(std::size(view_choices.labels)); ++v) {
         const View view = static_cast<View>(v);
         const ImGuiTabItemFlags flags = tab_to_select_ == view ? ImGuiTabItemFlags_SetSelected : 0;
@@ -100,6 +105,10 @@ void MainView::views() {
                 lens_view_.draw(session_, ui_);
                 lens_shown = true;
                 break;
+            case View::effects:
+                effects_view_.draw(session_, ui_);
+                contributions_shown = true;
+                break;
             case View::mask: mask_view_.draw(session_, ui_); break;
             case View::dance: dance_view_.draw(session_, ui_); break;
             case View::checks: checks_view_.draw(session_, ui_); break;
@@ -115,10 +124,14 @@ void MainView::views() {
         ImGui::EndTabItem();
     }
     ImGui::EndTabBar();
-    // The lens is computed only while its tab is shown.
+    // The lens and the contributions are computed only while their tab is shown.
     if (lens_shown != session_.lens_shown) {
         session_.lens_shown = lens_shown;
         if (lens_shown && session_.shown.attention.lens_k == 0) session_.submit();
+    }
+    if (contributions_shown != session_.contributions_shown) {
+        session_.contributions_shown = contributions_shown;
+        if (contributions_shown && session_.shown.attention.value_weighted.empty()) session_.submit();
     }
 }
 

@@ -1,5 +1,5 @@
-// Everything the window shows, drawn once a frame: the controls, the six
-// views in tabs (heads, model, logit lens, mask, dance, checks) with the
+// Everything the window shows, drawn once a frame: the controls, the seven
+// views in tabs (heads, model, logit lens, what heads do, mask, dance, checks) with the
 // predictions panel beside the first three, and the status bar, over one
 // Session. window.cpp runs it in its frame loop; headless.cpp drives it
 // for screenshots and benchmarks.
@@ -11,6 +11,7 @@
 #include "command_line.h"
 #include "controls_view.h"
 #include "dance_view.h"
+#include "effects_view.h"
 #include "heads_view.h"
 #include "lens_view.h"
 #include "mask_view.h"
@@ -57,6 +58,7 @@ private:
     HeadsView heads_view_;
     ModelView model_view_;
     LensView lens_view_;
+    EffectsView effects_view_;
     MaskView mask_view_;
     DanceView dance_view_;
     ChecksView checks_view_;

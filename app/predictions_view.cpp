@@ -1,9 +1,48 @@
 // The predictions panel: see predictions_view.h.
 #include "predictions_view.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace headscope {
+
+namespace {
+
+// With heads knocked out: the intact model's top tokens at row t beside
+// their p with the heads out, and the loss with and without them.
+void intact_comparison(const Session& s, Ui& ui, int t) {
+    const AttentionResult &out = s.shown.attention, &intact = s.shown.intact;
+    const int b = s.selected;
+    ImGui::Spacing();
+    ImGui::TextColored(warning_colour, "%zu knocked out: the intact model's top 5", s.shown_options.ablate.size());
+    if (!ImGui::BeginTable("intact", 3, ImGuiTableFlags_SizingStretchProp)) return;
+    ImGui::TableSetupColumn("intact");
+    ImGui::TableSetupColumn("p");
+    ImGui::TableSetupColumn("p out");
+    ImGui::TableHeadersRow();
+    const Prediction* top = intact.predictions_at(b, t);
+    const Prediction* knocked = out.predictions_at(b, t);
+    for (int k = 0; k < std::min(5, intact.top_k) && top[k].id >= 0; ++k) {
+        ImGui::TableNextRow();
+        ImGui::TableNextColumn();
+        ImGui::TextUnformatted(shown_token(s.model().tokenizer, top[k].id, true).c_str());
+        ImGui::TableNextColumn();
+        ImGui::Text("%.4f", top[k].p);
+        ImGui::TableNextColumn();
+        const Prediction* same =
+            std::find_if(knocked, knocked + out.top_k, [&](const Prediction& p) { return p.id == top[k].id; });
+        if (same != knocked + out.top_k)
+            ImGui::Text("%.4f", same->p);
+        else
+            ImGui::Text("< %.4f", knocked[out.top_k - 1].p);  // below the knocked-out model's top k
+        ui.layout.item({{"view", "intact-prediction"}, {"rank", k + 1}, {"id", top[k].id}, {"p", top[k].p}});
+    }
+    ImGui::EndTable();
+    if (s.length(b) > 1)
+        ImGui::Text("loss %.3f intact, %.3f out (%+.3f)", intact.loss(b), out.loss(b), out.loss(b) - intact.loss(b));
+}
+
+}  // namespace
 
 void predictions_panel(const Session& s, Ui& ui) {
     const AttentionResult& att = s.shown.attention;
@@ -64,6 +103,7 @@ void predictions_panel(const Session& s, Ui& ui) {
         ui.layout.item({{"view", "prediction-next"}, {"id", next}, {"rank", next_rank}, {"p", p_next}});
     }
     if (length > 1) ImGui::TextDisabled("loss %.3f nats per token", att.loss(b));
+    if (s.shown.intact.top_k > 0) intact_comparison(s, ui, t);
 }
 
 }  // namespace headscope

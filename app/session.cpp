@@ -1,5 +1,6 @@
 #include "session.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <utility>
@@ -23,6 +24,8 @@ Session::Session(LoadedModel loaded, std::vector<std::string> texts_in, Attentio
 void Session::install(LoadedModel loaded) {
     open_ = std::make_shared<LoadedModel>(std::move(loaded));
     live_cache_ = std::make_shared<PrefixCache>();
+    intact_cache_ = std::make_shared<PrefixCache>();
+    effects_.reset();
     shown = {};
     ++shown_generation;
     message.clear();
@@ -41,19 +44,82 @@ void Session::submit() {
     options.sliding_window = sliding_window(model().config, sliding_window_on);
     options.top_k = predictions_k;
     options.lens_k = lens_shown ? lens_k : 0;
+    options.contributions = (contributions_shown || shading.value_weighted) && contributions_refusal().empty();
+    options.capture_outputs = options.contributions;  // what a head writes reads its output
     live_progress_.start();
-    live_.submit(
-        [this, open = open_, cache = live_cache_, request = LiveRequest{texts, options}](std::stop_token stop) {
-            try {
-                return compute_live(*open->backend, *open->model, request, cache.get(),
-                                    live_progress_.reporter(std::move(stop)));
-            } catch (const Cancelled&) {
-                cache->clear();  // half refilled
-                throw Error("computing cancelled: any change computes again");
-            }
-        });
+    live_.submit([this, open = open_, cache = live_cache_, intact = intact_cache_,
+                  request = LiveRequest{texts, options}](std::stop_token stop) {
+        try {
+            return compute_live(*open->backend, *open->model, request, cache.get(),
+                                live_progress_.reporter(std::move(stop)), intact.get());
+        } catch (const Cancelled&) {
+            cache->clear();  // half refilled
+            intact->clear();
+            throw Error("computing cancelled: any change computes again");
+        }
+    });
     submitted_texts_ = texts;
     submitted_options_ = options;
+}
+
+AttentionOptions Session::generation_options() const {
+    AttentionOptions o = options;
+    o.sliding_window = sliding_window(model().config, sliding_window_on);
+    o.top_k = predictions_k;
+    o.lens_k = 0;
+    o.contributions = o.capture_outputs = false;  // a step's maps, not what heads do: each step reuses the last
+    return o;
+}
+
+std::string Session::contributions_refusal() const {
+    if (options.split != Split::transpose) return "the naive view mixes tokens into heads: no head contributes alone";
+    return "";
+}
+
+void Session::toggle_knock_out(int layer_in, int head_in) {
+    const HeadRef head{layer_in, head_in};
+    std::vector<HeadRef>& out = options.ablate;
+    const auto at = std::lower_bound(out.begin(), out.end(), head);
+    if (at != out.end() && *at == head)
+        out.erase(at);
+    else
+        out.insert(at, head);
+    submit();
+}
+
+bool Session::knocked_out(int layer_in, int head_in) const {
+    return std::binary_search(shown_options.ablate.begin(), shown_options.ablate.end(), HeadRef{layer_in, head_in});
+}
+
+namespace {
+
+// What the effects grid depends on: the forward's options but what the grid sets itself.
+AttentionOptions effects_key(AttentionOptions options) {
+    options.top_k = options.lens_k = 0, options.contributions = options.capture_outputs = false;
+    options.layers.clear();
+    return options;
+}
+
+}  // namespace
+
+void Session::compute_effects() {
+    effects_message.clear();
+    effects_text_ = texts[selected];
+    effects_options_ = effects_key(options);
+    effects_progress_.start();
+    effects_worker_.submit(
+        [this, model = open_->model, text = effects_text_, options = effects_options_](std::stop_token stop) {
+            std::unique_ptr<Backend> cpu = make_cpu_backend();  // the live forward keeps the open backend busy
+            cpu->load_weights(*model);
+            HeadEffects effects;
+            cpu->head_effects(Batch{model->tokenizer.encode_texts({text}), model->config.pad_id()}, options, effects,
+                              effects_progress_.reporter(std::move(stop)));
+            return effects;
+        });
+}
+
+bool Session::effects_current() const {
+    return effects_ && effects_text_ == texts[selected] && effects_options_ == effects_key(options);
 }
 
 int Session::predicted_query() const {
@@ -73,10 +139,7 @@ void Session::generate(const Sampling& sampling, int tokens) {
     if (!generation || !same_sampling || generation->stop != Stop::running) {
         auto run = std::make_shared<GenerationRun>();
         run->sampling = sampling;
-        run->options = options;
-        run->options.sliding_window = sliding_window(model().config, sliding_window_on);
-        run->options.top_k = predictions_k;
-        run->options.lens_k = 0;
+        run->options = generation_options();
         if (generation)
             run->prompt = shown.token_ids[0];
         else
@@ -157,6 +220,12 @@ void Session::open_model(const std::string& name_or_path) {
 bool Session::collect() {
     if (std::optional<Worker<ProbeReport>::Outcome> scored = probe_worker_.take())
         if (scored->error.empty()) probes_ = std::move(scored->result);  // else labels without scores
+    if (std::optional<Worker<HeadEffects>::Outcome> grid = effects_worker_.take()) {
+        if (grid->error.empty())
+            effects_ = std::move(grid->result);
+        else
+            effects_message = effects_progress_.cancelled() ? "the effects grid was cancelled" : grid->error;
+    }
     if (std::optional<Worker<LoadedModel>::Outcome> opened = load_worker_.take()) {
         const std::string name = std::exchange(loading_, std::string());
         if (!opened->error.empty()) {
@@ -171,6 +240,7 @@ bool Session::collect() {
         if (options.n_head && (!accepts_head_count(config, options.n_head) || options.n_head == config.n_head))
             options.n_head = 0;
         layer = std::min(layer, config.n_layer - 1);
+        options.ablate.clear();  // the other model's heads
         install(std::move(opened->result));
         return true;
     }

@@ -15,6 +15,7 @@
 #include "headscope/compute/backend.h"
 #include "headscope/compute/generate.h"
 #include "headscope/compute/live.h"
+#include "headscope/inspect/heatmap.h"
 #include "headscope/inspect/probes.h"
 #include "headscope/model/model.h"
 #include "job_progress.h"
@@ -72,6 +73,8 @@ public:
         if (generation) generation->remaining = 0;
     }
     bool generating() const { return generation && generation->remaining > 0; }
+    // The options a generation's steps run with: the controls', without the lens and the contributions.
+    AttentionOptions generation_options() const;
     // Whether the maps replay a generation: it has made a step.
     bool replaying() const { return generation && !generation->steps.empty(); }
 
@@ -110,6 +113,33 @@ public:
     std::string message;                   // why the last request was refused; empty when it was not
     std::string model_message;             // why the last open_model failed; empty when it did not
 
+    // What heads do. The contributions (value-weighted maps, the logit
+    // attribution, why a head attends, what it writes) are computed while
+    // the effects tab is shown or the maps are shaded by value, in the view
+    // + transpose split (contributions_refusal says so otherwise).
+    bool contributions_shown = false;
+    MapShading shading;  // how the heads and model tabs shade their maps
+    std::string contributions_refusal() const;
+    // `shading` as the shown compute can draw it (value-weighted once its norms are computed).
+    MapShading shown_shading() const {
+        return {shading.value_weighted && !shown.attention.value_weighted.empty(), shading.hide_first_key};
+    }
+    // Knocks head (layer, head) of the shown split out of the forward, or
+    // back in, and recomputes; a head count changed or another model brings every head back.
+    void toggle_knock_out(int layer, int head);
+    bool knocked_out(int layer, int head) const;
+
+    // The effects grid of the selected text under the options (with the heads
+    // already knocked out), computed on a worker on a CPU backend of its own,
+    // with progress and cancel; a failure sets effects_message.
+    void compute_effects();
+    const HeadEffects* effects() const { return effects_ ? &*effects_ : nullptr; }
+    // Whether the grid shown was computed from the selected text and options as they are now.
+    bool effects_current() const;
+    bool effects_pending() const { return effects_worker_.busy(); }
+    JobProgress& effects_progress() { return effects_progress_; }
+    std::string effects_message;
+
     // The model's own heads scored by core's probes, computed in the
     // background once per model; null until ready (or if they cannot be).
     const ProbeReport* probes() const { return probes_ ? &*probes_ : nullptr; }
@@ -133,6 +163,7 @@ private:
     // The live forward's token prefixes, for the next keystroke to reuse;
     // touched only by the live jobs, one at a time; a new model starts another.
     std::shared_ptr<PrefixCache> live_cache_;
+    std::shared_ptr<PrefixCache> intact_cache_;  // the intact forward's, while heads are knocked out
     // The generator a generation's step jobs share, made by the first of them.
     struct GenerationRun {
         std::vector<int32_t> prompt;  // empty: `text` tokenized (on the worker)
@@ -149,13 +180,17 @@ private:
     std::vector<std::string> submitted_texts_;
     AttentionOptions submitted_options_;
     std::optional<ProbeReport> probes_;
+    std::optional<HeadEffects> effects_;
+    std::string effects_text_;          // what effects_ was computed from
+    AttentionOptions effects_options_;  // and with (effects_key)
     std::string loading_;
     // Written by their jobs. A load shows its bytes read at once, the probes after JobProgress::long_work.
-    JobProgress load_progress_{std::chrono::milliseconds(0)}, probe_progress_, live_progress_;
+    JobProgress load_progress_{std::chrono::milliseconds(0)}, probe_progress_, live_progress_, effects_progress_;
     // Last: their threads stop before the members their jobs' outcomes go to.
     Worker<LiveResult> live_{wake_};
     Worker<ProbeReport> probe_worker_{wake_};
     Worker<LoadedModel> load_worker_{wake_};
+    Worker<HeadEffects> effects_worker_{wake_};
 };
 
 }  // namespace headscope

@@ -84,6 +84,14 @@ void StatusBar::draw(Session& s, Ui& ui, FigureView shown) {
     ImGui::TextUnformatted(tokens.c_str());
     ui.layout.item({{"view", "status"}, {"name", "tokens"}, {"text", tokens}});
     ImGui::SameLine();
+    if (!s.shown_options.ablate.empty()) {
+        const size_t out = s.shown_options.ablate.size();
+        const std::string knocked = std::to_string(out) + (out == 1 ? " head" : " heads") + " knocked out (" +
+                                    to_string(s.shown_options.ablation) + ")";
+        ImGui::TextColored(warning_colour, "  %s", knocked.c_str());
+        ui.layout.item({{"view", "status"}, {"name", "knocked-out"}, {"text", knocked}});
+        ImGui::SameLine();
+    }
     const std::string device = device_note(s);
     ImGui::Text("  %.2f ms   %s   %s", s.shown.compute_ms, device.c_str(),
                 s.busy() && !s.live_progress().shown() ? "computing..." : "");

@@ -6,6 +6,7 @@
 #include <ostream>
 
 #include "headscope/inspect/attention_export.h"
+#include "headscope/inspect/explanations.h"
 #include "headscope/inspect/heatmap.h"
 #include "headscope/inspect/probes.h"
 #include "headscope/io/files.h"
@@ -94,6 +95,43 @@ std::string shown_token(const Session& session, int b, int t, bool quoted) {
 
 namespace {
 
+// Why head `head` attends from query i to key j (BertViz's neuron view): the
+// score q . k as its head dimensions' terms, q, k and the terms as bars, the
+// largest terms, and the biases' part where the model has them.
+void why_it_attends(const Session& session, int layer, int head, int i, int j) {
+    const ScoreTerms s = explain_score(session.model(), session.shown.attention, session.shown_options, layer,
+                                       session.selected, head, i, j);
+    ImGui::Separator();
+    ImGui::Text("why: q . k = %.3f, times %.3f: score %.3f", s.score, s.scale, s.score * s.scale);
+    const ImVec2 bars(std::floor(ImGui::GetFontSize() * 18), std::floor(ImGui::GetFontSize() * 2.5f));
+    const int hs = static_cast<int>(s.terms.size());
+    ImGui::PlotHistogram("q", s.q.data(), hs, 0, nullptr, FLT_MAX, FLT_MAX, bars);
+    ImGui::PlotHistogram("k", s.k.data(), hs, 0, nullptr, FLT_MAX, FLT_MAX, bars);
+    ImGui::PlotHistogram("q_i k_i", s.terms.data(), hs, 0, nullptr, FLT_MAX, FLT_MAX, bars);
+    const auto dims = [&](const std::vector<int>& which) {
+        std::string text;
+        for (int d : which) text += "  d" + std::to_string(d) + " " + std::to_string(s.terms[d]).substr(0, 6);
+        return text;
+    };
+    ImGui::Text("largest terms:%s", dims(s.largest).c_str());
+    ImGui::Text("most negative:%s", dims(s.smallest).c_str());
+    if (s.biases_apart)
+        ImGui::Text("weights.weights %+.3f  weights.bias %+.3f  bias.weights %+.3f  bias.bias %+.3f", s.weights_weights,
+                    s.weights_bias, s.bias_weights, s.bias_bias);
+}
+
+// What the shading and the contributions add about a visible cell.
+void more_about_the_cell(const Session& session, int layer, int head, int i, int j) {
+    const AttentionResult& att = session.shown.attention;
+    const size_t map = (static_cast<size_t>(layer) * att.B + session.selected) * att.NH + head;
+    if (!att.value_weighted.empty())
+        ImGui::Text("weight x |value W_O| %.4f", att.value_weighted[(map * att.T + i) * att.T + j]);
+    const float* row = att.row(layer, session.selected, head, i);
+    if (session.shading.hide_first_key && j > 0 && row[0] < 1)
+        ImGui::Text("first key (the sink) %.4f; without it this weight is %.4f", row[0], row[j] / (1 - row[0]));
+    if (!att.queries.empty()) why_it_attends(session, layer, head, i, j);
+}
+
 // The query and key under the mouse, the weight, the row's entropy and the
 // head's probe scores.
 void map_tooltip(const Session& session, int layer, int head, int i, int j) {
@@ -103,9 +141,10 @@ void map_tooltip(const Session& session, int layer, int head, int i, int j) {
     ImGui::TextUnformatted(head_label(session, layer, head).c_str());
     ImGui::Text("query %d %s  ->  key %d %s", i, shown_token(session, session.selected, i, true).c_str(), j,
                 shown_token(session, session.selected, j, true).c_str());
-    if (attends(session.shown_options, i, j, session.length(session.selected), att.T))
+    if (attends(session.shown_options, i, j, session.length(session.selected), att.T)) {
         ImGui::Text("weight %.4f   row entropy %.3f nats", row[j], row_entropy(row, att.T));
-    else if (att.row_fully_masked(session.selected, i))
+        more_about_the_cell(session, layer, head, i, j);
+    } else if (att.row_fully_masked(session.selected, i))
         ImGui::TextUnformatted("masked: this query row has nothing to attend to (all zeros, never NaN)");
     else
         ImGui::TextUnformatted("masked: this query may not see this key");
@@ -122,11 +161,12 @@ bool MapWidget::draw(Session& session, Ui& ui, const char* view, int layer, int 
     const int pixels = std::max(1, static_cast<int>(size * framebuffer_scale));
     // A zoomed region shows a fraction of the map: pool the whole map finer.
     const int pooled_to = std::min(T, static_cast<int>(std::ceil(pixels / (region.u1 - region.u0))));
-    const ImageKey image_key{session.shown_generation, b, layer, head, pooled_to};
+    const MapShading shading = session.shown_shading();
+    const ImageKey image_key{session.shown_generation, b, layer, head, pooled_to, shading};
     const DrawKey draw_key{ui.colormap, pixels, region};
     if (!(image_key == image_key_)) {
         ui.renderer.upload(
-            heatmap_image(att, session.shown_options, layer, b, head, session.length(b), image_key.pooled_to),
+            heatmap_image(att, session.shown_options, layer, b, head, session.length(b), image_key.pooled_to, shading),
             texture_);
         image_key_ = image_key;
         draw_key_ = {};  // drawn again below
@@ -159,6 +199,15 @@ bool MapWidget::draw(Session& session, Ui& ui, const char* view, int layer, int 
         draw->AddRectFilled(ImVec2(origin.x, bottom), end, after_replay_colour);
         draw->AddRect(ImVec2(origin.x, top), ImVec2(end.x, bottom), replayed_row_colour, 0, 0, 2);
         draw->PopClipRect();
+    }
+    if (session.knocked_out(layer, head)) {  // crossed out
+        ImDrawList* draw = ImGui::GetWindowDrawList();
+        const ImVec2 end(origin.x + size, origin.y + size);
+        const float width = std::max(2.f, size / 40);
+        draw->AddLine(origin, end, knocked_out_colour, width);
+        draw->AddLine(ImVec2(origin.x, end.y), ImVec2(end.x, origin.y), knocked_out_colour, width);
+        ui.layout.rect({{"view", "knocked-out"}, {"of", view}, {"layer", layer}, {"head", head}}, origin,
+                       ImVec2(size, size));
     }
     if (region == MapRegion{})
         ui.layout.grid({{"view", view}, {"layer", layer}, {"head", head}, {"row", "query"}, {"col", "key"}},

@@ -26,6 +26,8 @@ inline constexpr ImU32 group_frame_colour = IM_COL32(110, 160, 230, 255);
 inline const ImVec4 generated_colour(1, 0.62f, 0.25f, 1);
 inline constexpr ImU32 replayed_row_colour = IM_COL32(255, 158, 64, 255);
 inline constexpr ImU32 after_replay_colour = IM_COL32(26, 26, 31, 255);
+// The cross over a knocked-out head's map.
+inline constexpr ImU32 knocked_out_colour = IM_COL32(235, 70, 60, 230);
 
 // A grid of equal cells as drawn: cell (r, c) for r < rows, c < cols has
 // its top left at origin + (c * step.x, r * step.y) and is `cell` large.
@@ -88,6 +90,7 @@ private:
     struct ImageKey {  // what the uploaded weights are
         uint64_t generation = 0;
         int b = -1, layer = -1, head = -1, pooled_to = 0;  // the side pooled to (T or more: every cell)
+        MapShading shading;
         bool operator==(const ImageKey&) const = default;
     };
     struct DrawKey {  // how they are drawn

@@ -5,9 +5,10 @@
 namespace headscope {
 
 // In the order the tab bar shows them.
-enum class View { heads, model, lens, mask, dance, checks };
-inline constexpr Choices<View, 6> view_choices = {"view",
-                                                  {"heads", "model", "lens", "mask", "dance", "checks"},
-                                                  {"heads", "model", "logit lens", "mask", "dance", "checks"}};
+enum class View { heads, model, lens, effects, mask, dance, checks };
+inline constexpr Choices<View, 7> view_choices = {
+    "view",
+    {"heads", "model", "lens", "effects", "mask", "dance", "checks"},
+    {"heads", "model", "logit lens", "what heads do", "mask", "dance", "checks"}};
 
 }  // namespace headscope

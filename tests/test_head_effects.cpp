@@ -20,6 +20,7 @@
 #include "family_reference.h"
 #include "headscope/base/error.h"
 #include "headscope/base/progress.h"
+#include "headscope/inspect/attention_export.h"
 #include "headscope/io/files.h"
 #include "prediction_checks.h"
 #include "reference_forward.h"
@@ -177,6 +178,26 @@ TEST_F(Gpt2, EffectsGridRefusesABatchOrOneTokenAndCancels) {
     AttentionResult want;
     fresh->forward(Batch{texts_, model_->config.eos_token_id}, opt, want);
     EXPECT_THAT(after.logprob_next, testing::Pointwise(testing::NanSensitiveFloatEq(), want.logprob_next));
+}
+
+// The export's sink_mass: every returned layer's, text's and head's mean
+// weight of rows 1..length-1 on key 0, written here again.
+TEST_F(Gpt2, TheExportCarriesEachHeadsSinkMass) {
+    AttentionOptions opt;
+    opt.layers = {0, 2};
+    const AttentionResult got = run(texts_, opt);
+    std::vector<std::string> texts(texts_.size());
+    const nlohmann::ordered_json metadata =
+        attention_metadata(*model_, "cpu", "test", texts, texts_, got, AttentionTimings{});
+    ASSERT_EQ(metadata["sink_mass"].size(), 2u);
+    for (int slot = 0; slot < 2; ++slot)
+        for (int b = 0; b < got.B; ++b)
+            for (int h = 0; h < got.NH; ++h) {
+                const int length = static_cast<int>(texts_[b].size());
+                double sum = 0;
+                for (int i = 1; i < length; ++i) sum += got.row(slot, b, h, i)[0];
+                EXPECT_NEAR(metadata["sink_mass"][slot][b][h].get<double>(), sum / (length - 1), 1e-6);
+            }
 }
 
 // The built-in model's induction heads (L1 H2, L1 H3) carry its prediction of

@@ -2,6 +2,7 @@
 // in full, and the promise that a single strong weight survives pooling.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "headscope/inspect/heatmap.h"
@@ -23,10 +24,29 @@ AttentionResult random_result(int B, int NH, int T, uint32_t seed) {
     return r;
 }
 
-// Cell (r, c) of a rows x cols pooling: the largest weight among queries i
-// with i * rows / T == r and keys j with j * cols / T == c that are visible.
-HeatmapImage brute_force(const AttentionResult& res, bool causal, bool padding, int b, int h, int length, int side) {
+// Cell (r, c) of a rows x cols pooling: the largest value among queries i
+// with i * rows / T == r and keys j with j * cols / T == c that are visible:
+// the weight, or with the shading the weight renormalised without key 0 or
+// the value-weighted norm over its row's largest (past key 0 if hidden).
+HeatmapImage brute_force(const AttentionResult& res, bool causal, bool padding, int b, int h, int length, int side,
+                         MapShading shading = {}) {
     const int T = res.T;
+    const auto visible = [&](int i, int j) {
+        return (!causal || j <= i) && (!padding || (i < length && j < length)) && !(shading.hide_first_key && j == 0);
+    };
+    const float* map =
+        shading.value_weighted ? &res.value_weighted[((size_t(0) * res.B + b) * res.NH + h) * T * T] : res.map(0, b, h);
+    const auto value = [&](int i, int j) {
+        double denominator = 1;
+        if (shading.value_weighted) {
+            denominator = 0;
+            for (int k = 0; k < T; ++k)
+                if (visible(i, k)) denominator = std::max(denominator, double(map[i * T + k]));
+        } else if (shading.hide_first_key && (!padding || i < length)) {
+            denominator = 1 - map[i * T];
+        }
+        return static_cast<float>(map[i * T + j] / denominator);
+    };
     HeatmapImage out;
     out.rows = out.cols = std::min(T, side);
     for (int r = 0; r < out.rows; ++r)
@@ -35,8 +55,7 @@ HeatmapImage brute_force(const AttentionResult& res, bool causal, bool padding, 
             for (int i = 0; i < T; ++i)
                 for (int j = 0; j < T; ++j) {
                     if (i * out.rows / T != r || j * out.cols / T != c) continue;
-                    const bool visible = (!causal || j <= i) && (!padding || (i < length && j < length));
-                    if (visible) best = std::max(best, res.map(0, b, h)[i * T + j]);
+                    if (visible(i, j)) best = std::max(best, value(i, j));
                 }
             out.cells.push_back(best);
         }
@@ -58,6 +77,39 @@ TEST(Heatmap, PoolingEqualsBruteForceForEveryMaskAndSize) {
                     EXPECT_EQ(got.cols, want.cols);
                     EXPECT_EQ(got.cells, want.cells) << causal << padding << side << length;
                 }
+}
+
+TEST(Heatmap, ShadingsEqualBruteForce) {
+    AttentionResult res = random_result(2, 3, 23, 9);
+    // Rows that add up to 1, as weights do; the value-weighted norms another random map.
+    for (size_t row = 0; row < res.weights.size(); row += res.T) {
+        float sum = 0;
+        for (int j = 0; j < res.T; ++j) sum += res.weights[row + j];
+        for (int j = 0; j < res.T; ++j) res.weights[row + j] /= sum;
+    }
+    res.value_weighted = random_result(2, 3, 23, 10).weights;
+    for (MapShading shading : {MapShading{true, false}, MapShading{false, true}, MapShading{true, true}})
+        for (bool causal : {true, false})
+            for (int side : {5, 23})
+                for (int length : {23, 12}) {
+                    AttentionOptions options;
+                    options.causal = causal;
+                    const HeatmapImage got = heatmap_image(res, options, 0, 1, 2, length, side, shading);
+                    const HeatmapImage want = brute_force(res, causal, true, 1, 2, length, side, shading);
+                    ASSERT_EQ(got.cells.size(), want.cells.size());
+                    for (size_t n = 0; n < want.cells.size(); ++n)
+                        EXPECT_NEAR(got.cells[n], want.cells[n], 1e-5)
+                            << shading.value_weighted << shading.hide_first_key << causal << side << length;
+                }
+}
+
+// The sink mass is the mean weight on key 0 of rows 1..length-1.
+TEST(Heatmap, SinkMassIsTheMeanWeightOnTheFirstKey) {
+    const AttentionResult res = random_result(2, 3, 10, 11);
+    double sum = 0;
+    for (int i = 1; i < 7; ++i) sum += res.map(0, 1, 2)[i * 10];
+    EXPECT_NEAR(sink_mass(res, 0, 1, 2, 7), sum / 6, 1e-6);
+    EXPECT_EQ(sink_mass(res, 0, 1, 2, 1), 0.f);
 }
 
 TEST(Heatmap, OneStrongWeightSurvivesPooling) {

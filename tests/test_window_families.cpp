@@ -99,6 +99,41 @@ protected:
 };
 test::TempDir* WindowFamilies::dir_ = nullptr;
 
+// What heads do, on every family: with head 0.1 knocked out, the effects
+// tab computes a grid of every (layer, head) of the model's split (the head
+// already out left empty, null in the layout) and the attribution grid of
+// every head, MLP and bias; the heads tab shaded by value with the first key
+// hidden draws every map, the knocked-out one crossed.
+TEST_F(WindowFamilies, WhatHeadsDoWorksOnEveryFamily) {
+    for (const char* name : {"llama", "qwen3", "mistral", "gpt2"}) {
+        SCOPED_TRACE(name);
+        const test::WindowShot effects =
+            shoot(std::string(name) + "-effects", name,
+                  {"--text", long_, "--view", "effects", "--compute-effects", "--ablate", "0.1"});
+        const json grid = entries(effects.layout, "effects-grid");
+        const json attribution = entries(effects.layout, "attribution-grid");
+        const size_t layers = grid.size() / 4;  // 4 heads a layer
+        ASSERT_GE(layers, 2u);
+        ASSERT_EQ(grid.size(), layers * 4);
+        ASSERT_EQ(attribution.size(), layers * 6);  // and an MLP and a bias
+        int empty = 0;
+        for (const json& cell : grid) {
+            const json& value = cell["values"][cell["layer"].get<int>() * 4 + cell["column"].get<int>()];
+            empty += value.is_null();
+            if (value.is_null()) {
+                EXPECT_EQ(cell["layer"], 0);
+                EXPECT_EQ(cell["column"], 1);
+            }
+        }
+        EXPECT_EQ(empty, 1);
+        const test::WindowShot heads =
+            shoot(std::string(name) + "-shaded", name,
+                  {"--text", long_, "--value-weighted", "--hide-first-key", "--ablate", "0.1"});
+        EXPECT_EQ(entries(heads.layout, "knocked-out").size(), 1u);
+        EXPECT_EQ(entries(heads.layout, "map").size(), 4u);
+    }
+}
+
 // Llama: heads 0-1 share key/value head 0, heads 2-3 head 1. Each group is
 // one framed rectangle holding exactly its heads' maps, and the maps are the
 // CLI's weights, through the colormap.

@@ -2,9 +2,13 @@
 #include "headscope/compute/attention.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <iterator>
+#include <string>
 #include <tuple>
+
+#include "headscope/base/error.h"
 
 namespace headscope {
 
@@ -82,6 +86,29 @@ bool parse_on_off(std::string_view option, std::string_view word) {
 Scale parse_scale(std::string_view word) { return parse_choice(scale_choices, word); }
 Ablation parse_ablation(std::string_view word) { return parse_choice(ablation_choices, word); }
 const char* to_string(Ablation ablation) { return word_of(ablation_choices, ablation); }
+
+std::vector<HeadRef> parse_heads(std::string_view words) {
+    std::vector<HeadRef> heads;
+    if (words.empty()) return heads;
+    size_t start = 0;
+    while (start <= words.size()) {
+        const size_t end = std::min(words.find(',', start), words.size());
+        const std::string_view item = words.substr(start, end - start);
+        const size_t dot = item.find('.');
+        HeadRef head;
+        const auto number = [&](size_t from, size_t to, int& value) {
+            const auto [ptr, ec] = std::from_chars(item.data() + from, item.data() + to, value);
+            return from < to && ec == std::errc() && ptr == item.data() + to;
+        };
+        if (dot == std::string_view::npos || !number(0, dot, head.layer) || !number(dot + 1, item.size(), head.head))
+            throw Error("'" + std::string(item) + "' is not a head (expected LAYER.HEAD,...)");
+        heads.push_back(head);
+        start = end + 1;
+    }
+    std::sort(heads.begin(), heads.end());
+    heads.erase(std::unique(heads.begin(), heads.end()), heads.end());
+    return heads;
+}
 
 Split parse_split(std::string_view word) { return parse_choice(split_choices, word); }
 

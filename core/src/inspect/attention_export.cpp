@@ -5,6 +5,7 @@
 #include <charconv>
 #include <ostream>
 
+#include "headscope/inspect/heatmap.h"
 #include "headscope/io/npy.h"
 
 namespace headscope {
@@ -63,6 +64,19 @@ Json attention_metadata(const Model& model, const std::string& backend, const st
         parts.push_back("final norm shift");
         metadata["logit_part_names"] = parts;
     }
+    // Each head's sink mass (heatmap.h): the weight its rows give key 0.
+    Json sinks = Json::array();
+    for (size_t slot = 0; slot < result.layers.size(); ++slot) {
+        Json layer = Json::array();
+        for (int b = 0; b < result.B; ++b) {
+            Json heads = Json::array();
+            for (int h = 0; h < result.NH; ++h)
+                heads.push_back(sink_mass(result, static_cast<int>(slot), b, h, static_cast<int>(token_ids[b].size())));
+            layer.push_back(heads);
+        }
+        sinks.push_back(layer);
+    }
+    metadata["sink_mass"] = sinks;
     if (!result.ablated.empty()) {
         Json heads = Json::array();
         for (const HeadRef& h : result.ablated) heads.push_back({h.layer, h.head});

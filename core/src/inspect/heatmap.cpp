@@ -7,25 +7,46 @@
 namespace headscope {
 
 HeatmapImage heatmap_image(const AttentionResult& result, const AttentionOptions& options, int layer_slot, int b, int h,
-                           int length, int max_side) {
+                           int length, int max_side, MapShading shading) {
     const int T = result.T;
     HeatmapImage image;
     image.rows = image.cols = std::min(T, std::max(1, max_side));
     image.cells.assign(static_cast<size_t>(image.rows) * image.cols, masked_cell);
-    const float* map = result.map(layer_slot, b, h);
+    const float* map =
+        shading.value_weighted
+            ? result.value_weighted.data() + ((static_cast<size_t>(layer_slot) * result.B + b) * result.NH + h) * T * T
+            : result.map(layer_slot, b, h);
     // Block r covers queries [r*T/rows, (r+1)*T/rows): every query in exactly one block.
     // Each key's column once, not a division per cell: the window pools 144 maps a keystroke.
     std::vector<int> column(static_cast<size_t>(T));
     for (int j = 0; j < T; ++j) column[j] = j * image.cols / T;
     for (int i = 0; i < T; ++i) {
         float* out_row = image.cells.data() + static_cast<size_t>(i * image.rows / T) * image.cols;
+        const float* row = map + static_cast<size_t>(i) * T;
+        const int begin = std::max(visible_begin(options, i), shading.hide_first_key ? 1 : 0);
         const int end = visible_end(options, i, length, T);
-        for (int j = visible_begin(options, i); j < end; ++j) {
+        float scale = 1;
+        if (shading.value_weighted) {
+            const float largest = begin < end ? *std::max_element(row + begin, row + end) : 0.f;
+            scale = largest > 0 ? 1 / largest : 0;
+        } else if (shading.hide_first_key) {
+            const float rest = 1 - (visible_begin(options, i) == 0 && end > 0 ? row[0] : 0.f);
+            scale = rest > 0 ? 1 / rest : 0;
+        }
+        for (int j = begin; j < end; ++j) {
             float& cell = out_row[column[j]];
-            cell = std::max(cell, map[static_cast<size_t>(i) * T + j]);
+            cell = std::max(cell, row[j] * scale);
         }
     }
     return image;
+}
+
+float sink_mass(const AttentionResult& result, int layer_slot, int b, int h, int length) {
+    double sum = 0;
+    const int first = std::max(1, result.first_row);  // a generation's step holds its new rows only
+    if (first >= length) return 0;
+    for (int i = first; i < length; ++i) sum += result.row(layer_slot, b, h, i)[0];
+    return static_cast<float>(sum / (length - first));
 }
 
 }  // namespace headscope

@@ -204,6 +204,8 @@ float score_scale(Scale scale, int C, int hs);
 bool parse_on_off(std::string_view option, std::string_view word);  // "on" or "off"; `option` names it in errors
 Scale parse_scale(std::string_view word);
 Ablation parse_ablation(std::string_view word);
+// "L.H,L.H,..." as ascending unique heads (empty: none); throws Error naming the item that is not a head.
+std::vector<HeadRef> parse_heads(std::string_view words);
 const char* to_string(Ablation ablation);
 Split parse_split(std::string_view word);
 const char* to_string(Scale scale);

@@ -17,11 +17,28 @@ struct HeatmapImage {
     std::vector<float> cells;  // (rows, cols) row-major
 };
 
+// What a map's cells show. value_weighted: ||alpha_qk v_k W_O^h|| (the
+// result's value_weighted, which needs options.contributions), each row
+// divided by its largest visible value. hide_first_key: key 0 (where many
+// heads park their weight, the "sink") masked and each row of weights
+// renormalised over the other keys (w_j / (1 - w_0)); value-weighted rows
+// are scaled to their largest value past key 0.
+struct MapShading {
+    bool value_weighted = false;
+    bool hide_first_key = false;
+    bool operator==(const MapShading&) const = default;
+};
+
 // Map (layer_slot, b, h) of `result`, computed with `options` for a text of
 // `length` tokens. Each output cell covers a block of about T/rows queries by
-// T/cols keys and holds the largest visible weight in it; it is masked only
+// T/cols keys and holds the largest visible value in it; it is masked only
 // when every cell of the block is.
 HeatmapImage heatmap_image(const AttentionResult& result, const AttentionOptions& options, int layer_slot, int b, int h,
-                           int length, int max_side);
+                           int length, int max_side, MapShading shading = {});
+
+// Head h's sink mass: the weight its query rows 1..length-1 give key 0, on
+// average (row 0 sees only key 0 under the causal mask, and says nothing).
+// 0 for a one-token text.
+float sink_mass(const AttentionResult& result, int layer_slot, int b, int h, int length);
 
 }  // namespace headscope

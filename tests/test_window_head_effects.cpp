@@ -1,0 +1,217 @@
+// What a head does, as the window shows it on the built-in model under Xvfb,
+// against core's forwards for the same text (which test_head_effects checks
+// against the double-precision references): knocked-out heads crossed out,
+// the status bar's count and the intact model's predictions beside the
+// knocked-out ones; the effects grid's and the attribution grid's values and
+// colours; the tokens the selected head promotes; and the sink option.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "headscope/compute/backend.h"
+#include "headscope/inspect/explanations.h"
+#include "headscope/inspect/heatmap.h"
+#include "headscope/io/files.h"
+#include "headscope/model/model.h"
+#include "model_writer.h"
+#include "screenshot.h"
+
+using namespace headscope;
+using nlohmann::json;
+
+namespace {
+
+// The colours app/ui.h and app/effects_view.h document: the cross over a
+// knocked-out map; signed values from blue through grey to red.
+constexpr std::array<double, 3> zero_rgb = {0.20 * 255, 0.20 * 255, 0.23 * 255};
+constexpr std::array<double, 3> negative_rgb = {0.25 * 255, 0.50 * 255, 0.95 * 255};
+constexpr std::array<double, 3> positive_rgb = {0.92 * 255, 0.30 * 255, 0.22 * 255};
+
+std::array<double, 3> diverging(double v) {
+    const double t = std::min(1.0, std::abs(v));
+    const std::array<double, 3>& end = v < 0 ? negative_rgb : positive_rgb;
+    std::array<double, 3> rgb{};
+    for (int c = 0; c < 3; ++c) rgb[c] = zero_rgb[c] + (end[c] - zero_rgb[c]) * t;
+    return rgb;
+}
+
+bool near(const std::array<int, 3>& got, const std::array<double, 3>& want) {
+    for (int c = 0; c < 3; ++c)
+        if (std::abs(got[c] - want[c]) > 2.5) return false;
+    return true;
+}
+
+json entries(const json& layout, const std::string& view) {
+    json out = json::array();
+    for (const json& entry : layout)
+        if (entry["view"] == view) out.push_back(entry);
+    return out;
+}
+
+std::array<int, 3> centre(const test::Image& image, const json& cell) {
+    return image.at(static_cast<int>(cell["x"].get<double>() + cell["w"].get<double>() / 2),
+                    static_cast<int>(cell["y"].get<double>() + cell["h"].get<double>() / 2));
+}
+
+class WindowHeadEffects : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        dir_ = new test::TempDir;
+        model_ = new Model(load_model(builtin_model));
+        backend_ = make_cpu_backend().release();
+        backend_->load_weights(*model_);
+        const json examples = json::parse(read_file(std::filesystem::path(HEADSCOPE_ASSETS_DIR) / "examples.json"));
+        for (const json& example : examples)
+            if (example["title"] == "Random words, twice") text_ = new std::string(example["texts"][0]);
+        ids_ = model_->tokenizer.encode_texts({*text_})[0];
+    }
+    static void TearDownTestSuite() {
+        delete backend_;
+        delete model_;
+        delete text_;
+        delete dir_;
+    }
+
+    static test::WindowShot shoot(const std::string& name, std::vector<std::string> args) {
+        args.insert(args.begin(), {"--text", *text_});
+        test::WindowShot shot = test::shoot_window(args, dir_->path, name);
+        EXPECT_EQ(shot.run.status, 0) << shot.run.err;
+        return shot;
+    }
+    static AttentionResult forward(AttentionOptions options) {
+        AttentionResult result;
+        backend_->forward(Batch{{ids_}, model_->config.pad_id()}, options, result);
+        return result;
+    }
+
+    static Model* model_;
+    static Backend* backend_;
+    static std::string* text_;
+    static std::vector<int32_t> ids_;
+    static test::TempDir* dir_;
+};
+Model* WindowHeadEffects::model_ = nullptr;
+Backend* WindowHeadEffects::backend_ = nullptr;
+std::string* WindowHeadEffects::text_ = nullptr;
+std::vector<int32_t> WindowHeadEffects::ids_;
+test::TempDir* WindowHeadEffects::dir_ = nullptr;
+
+// --ablate 1.2,1.3: those two maps of layer 1 are crossed (red along both
+// diagonals, the others not), their checkboxes ticked, the status bar counts
+// them, and the panel's intact top 5 are the intact forward's.
+TEST_F(WindowHeadEffects, KnockedOutHeadsAreCrossedOutAndComparedWithTheIntactModel) {
+    const test::WindowShot shot = shoot("knocked", {"--ablate", "1.2,1.3", "--layer", "1"});
+    const json crossed = entries(shot.layout, "knocked-out");
+    ASSERT_EQ(crossed.size(), 2u);
+    for (const json& map : crossed) {
+        EXPECT_EQ(map["layer"], 1);
+        const double x = map["x"], y = map["y"], w = map["w"], h = map["h"];
+        for (double f : {0.2, 0.4, 0.7}) {  // on both diagonals, clear of the middle where they cross
+            for (const std::array<int, 3> got :
+                 {shot.image.at(int(x + f * w), int(y + f * h)), shot.image.at(int(x + f * w), int(y + (1 - f) * h))}) {
+                EXPECT_GT(got[0], 170) << "head " << map["head"] << " at " << f;
+                EXPECT_LT(got[1], 120);
+            }
+        }
+    }
+    int ticked = 0;
+    for (const json& box : entries(shot.layout, "knock-out")) ticked += box["out"].get<bool>();
+    EXPECT_EQ(ticked, 2);
+    const json status = entries(shot.layout, "status");
+    EXPECT_TRUE(std::any_of(status.begin(), status.end(), [](const json& s) {
+        return s["name"] == "knocked-out" && s["text"] == "2 heads knocked out (zero)";
+    }));
+    AttentionOptions intact;
+    intact.top_k = 10;
+    const AttentionResult want = forward(intact);
+    const json rows = entries(shot.layout, "intact-prediction");
+    ASSERT_EQ(rows.size(), 5u);
+    for (int k = 0; k < 5; ++k) {
+        const Prediction& p = want.predictions_at(0, int(ids_.size()) - 1)[k];
+        EXPECT_EQ(rows[k]["id"], p.id) << "rank " << k + 1;
+        EXPECT_NEAR(rows[k]["p"].get<double>(), p.p, 1e-5);
+    }
+}
+
+// The effects tab with the grid computed at the start: every cell's value
+// is core's head_effects, its colour the diverging colour of value / the
+// largest; the attribution grid's cells are the contributions forward's
+// shares of the top token's logit; the promoted tokens are head_writes'.
+TEST_F(WindowHeadEffects, EffectsAndAttributionGridsFollowCore) {
+    const test::WindowShot shot =
+        shoot("effects", {"--view", "effects", "--compute-effects", "--layer", "1", "--head", "2"});
+    HeadEffects effects;
+    backend_->head_effects(Batch{{ids_}, model_->config.pad_id()}, {}, effects);
+    const json grid = entries(shot.layout, "effects-grid");
+    ASSERT_EQ(grid.size(), size_t(effects.L * effects.NH));
+    const double scale = grid[0]["scale"];
+    for (const json& cell : grid) {
+        const int l = cell["layer"], h = cell["column"];
+        const double v = cell["values"][l * effects.NH + h];
+        EXPECT_NEAR(v, effects.loss_change_at(l, h), 1e-4) << "L" << l << " H" << h;
+        EXPECT_TRUE(near(centre(shot.image, cell), diverging(v / scale))) << "L" << l << " H" << h;
+    }
+
+    AttentionOptions contributions;
+    contributions.top_k = 10, contributions.contributions = true, contributions.capture_outputs = true;
+    const AttentionResult want = forward(contributions);
+    const int L = want.L, NH = want.NH, T = want.T, t = T - 1;
+    const json attribution = entries(shot.layout, "attribution-grid");
+    ASSERT_EQ(attribution.size(), size_t(L * (NH + 2)));
+    const double attribution_scale = attribution[0]["scale"];
+    const float* parts = &want.part_logit_attribution[size_t(t) * want.parts()];
+    for (const json& cell : attribution) {
+        const int l = cell["layer"], c = cell["column"];
+        const double v = cell["values"][l * (NH + 2) + c];
+        const double expected = c < NH    ? want.head_logit_attribution[(size_t(l) * NH + c) * T + t]
+                                : c == NH ? parts[1 + L + l]
+                                          : parts[1 + l];
+        EXPECT_NEAR(v, expected, 1e-4) << "L" << l << " column " << c;
+        EXPECT_TRUE(near(centre(shot.image, cell), diverging(v / attribution_scale))) << "L" << l << " column " << c;
+    }
+    const HeadWrites writes = head_writes(*model_, want, 1, 0, 2, t);
+    const json promoted = entries(shot.layout, "promoted");
+    ASSERT_EQ(promoted.size(), writes.promoted.size());
+    for (size_t r = 0; r < promoted.size(); ++r) EXPECT_EQ(promoted[r]["id"], writes.promoted[r].id);
+}
+
+// --hide-first-key: key 0's column is hatched and each head's title carries
+// its sink mass; the cells of the rest are the rows renormalised without it.
+TEST_F(WindowHeadEffects, HidingTheFirstKeyRenormalisesTheRows) {
+    const test::WindowShot shot = shoot("sink", {"--hide-first-key", "--layer", "1", "--head", "0"});
+    AttentionOptions options;
+    const AttentionResult want = forward(options);
+    const json cells = entries(shot.layout, "large");
+    const int T = want.T;
+    ASSERT_EQ(cells.size(), size_t(T) * T);
+    int checked = 0;
+    for (const json& cell : cells) {
+        const int i = cell["query"], j = cell["key"];
+        if (j > i || i == 0 || cell["w"].get<double>() < 4) continue;
+        const float* row = want.row(1, 0, 0, i);
+        const std::array<int, 3> got = centre(shot.image, cell);
+        if (j == 0) {  // hatched: grey, not a colour of the map
+            EXPECT_LT(std::abs(got[0] - got[2]), 20) << "query " << i;
+            continue;
+        }
+        EXPECT_TRUE(near(got, test::viridis(row[j] / (1 - row[0])))) << "query " << i << " key " << j;
+        ++checked;
+    }
+    EXPECT_GT(checked, T);
+    EXPECT_NEAR(
+        sink_mass(want, 1, 0, 0, T),
+        [&] {
+            double sum = 0;
+            for (int i = 1; i < T; ++i) sum += want.row(1, 0, 0, i)[0];
+            return sum / (T - 1);
+        }(),
+        1e-6);
+}
+
+}  // namespace
