@@ -116,7 +116,6 @@ void ControlsView::draw(Session& s, Ui& ui) {
     ImGui::SameLine();
     changed |= enum_combo("split", s.options.split, split_choices.labels, 150 * ui.scale);
     ImGui::SameLine();
-    ImGui::TextDisabled("%lld parameters (unchanged by the split)", static_cast<long long>(model.params));
     head_controls(s, ui, changed);
     differences_note(s);
 
@@ -132,7 +131,7 @@ void ControlsView::draw(Session& s, Ui& ui) {
 // How knocked-out heads are replaced, and how the maps are shaded.
 void ControlsView::head_controls(Session& s, Ui& ui, bool& changed) {
     // Mean ablation needs the whole text: it only changes the maps while a head is out.
-    changed |= enum_combo("knock out to", s.options.ablation, ablation_choices.labels, 170 * ui.scale) &&
+    changed |= enum_combo("knock out to", s.options.ablation, ablation_choices.labels, 110 * ui.scale) &&
                !s.options.ablate.empty();
     ui.layout.control("knock out to");
     if (ui.tooltips && ImGui::IsItemHovered())
@@ -285,7 +284,11 @@ void ControlsView::model_bar(Session& s, Ui& ui) {
         sizes += " sharing " + std::to_string(config.kv_heads()) + " key/value heads";
     sizes += ", C = " + std::to_string(config.n_embd);
     if (config.head_size() * config.n_head != config.n_embd) sizes += ", hs = " + std::to_string(config.head_size());
+    char params[32];
+    std::snprintf(params, sizeof params, ", %.3g M parameters", static_cast<double>(s.model().params) / 1e6);
+    sizes += params;
     ImGui::TextDisabled("%s", sizes.c_str());
+    if (ui.tooltips && ImGui::IsItemHovered()) ImGui::SetTooltip("a re-split into other heads changes none of them");
     ImGui::SameLine();
     const bool loading = !s.loading().empty();
     ImGui::BeginDisabled(loading);

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "headscope/inspect/heatmap.h"
+
 namespace headscope {
 
 ImU32 diverging_colour(float v) {
@@ -93,6 +95,8 @@ void EffectsView::draw(Session& s, Ui& ui) {
     const float half = std::floor((width - 2 * spacing) / 2);
     ImGui::BeginGroup();
     effects_grid(s, ui, half);
+    ImGui::Spacing();
+    rollout_map(s, ui, half);
     ImGui::EndGroup();
     ImGui::SameLine(0, 2 * spacing);
     ImGui::BeginGroup();
@@ -129,15 +133,22 @@ void EffectsView::effects_grid(Session& s, Ui& ui, float width) {
     const auto [l, h] = signed_grid(ui, "effects-grid", e->loss_change, e->L, e->NH, labels, cell, scale);
     ImGui::TextDisabled("blue: the loss falls without the head; red: it rises (up to %+.3f nats)", scale);
     if (l < 0) return;
-    if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) s.layer = l, s.head = h;
+    // A grid of other options may have other heads: only a current one selects.
+    const bool selectable =
+        s.effects_current() && l < static_cast<int>(s.shown.attention.layers.size()) && h < s.heads_shown();
+    if (selectable && ImGui::IsMouseClicked(ImGuiMouseButton_Left)) s.layer = l, s.head = h;
     if (!ui.tooltips) return;
+    if (std::isnan(e->loss_change_at(l, h))) {
+        ImGui::SetTooltip("L%d H%d was already knocked out", l, h);
+        return;
+    }
     const int t = std::min(s.predicted_query(), e->T - 1);
     ImGui::BeginTooltip();
     ImGui::Text("L%d H%d knocked out: loss %+.4f nats", l, h, e->loss_change_at(l, h));
     const Prediction& top = e->top[t];
     ImGui::Text("at position %d the top token %s: p %.4f -> %.4f", t,
                 shown_token(s.model().tokenizer, top.id, true).c_str(), top.p, top.p + e->top_p_change_at(l, h, t));
-    ImGui::TextDisabled("click: select the head");
+    if (selectable) ImGui::TextDisabled("click: select the head");
     ImGui::EndTooltip();
 }
 
@@ -145,7 +156,10 @@ void EffectsView::attribution_grid(Session& s, Ui& ui, float width) {
     const AttentionResult& att = s.shown.attention;
     const int b = s.selected, t = s.predicted_query();
     if (att.head_logit_attribution.empty()) {
-        const std::string refusal = s.contributions_refusal();
+        const std::string refusal = s.replaying()
+                                        ? "a generation's steps compute no contributions: any change computes "
+                                          "them again"
+                                        : s.contributions_refusal();
         ImGui::TextDisabled("%s", refusal.empty() ? "computing what each head contributes..." : refusal.c_str());
         return;
     }
@@ -178,6 +192,35 @@ void EffectsView::attribution_grid(Session& s, Ui& ui, float width) {
     if (ui.tooltips)
         ImGui::SetTooltip("L%d %s: %+.4f of the logit", l, labels[c].c_str(),
                           values[static_cast<size_t>(l) * (NH + 2) + c]);
+}
+
+// Abnar and Zuidema's rollout of the selected text, through the colormap:
+// row q, how much position q's last residual stream draws on each token.
+void EffectsView::rollout_map(Session& s, Ui& ui, float width) {
+    const AttentionResult& att = s.shown.attention;
+    if (att.rollout.empty()) return;
+    ImGui::TextUnformatted("Rollout over every layer (Abnar & Zuidema)");
+    const float side = std::floor(std::min(width, ImGui::GetContentRegionAvail().y - 4));
+    if (side < 16) return;
+    const int b = s.selected, T = att.T;
+    const int pixels = std::max(1, static_cast<int>(side * ImGui::GetIO().DisplayFramebufferScale.x));
+    const RolloutKey key{s.shown_generation, b, pixels, ui.colormap};
+    if (!(key == rollout_key_)) {
+        ui.renderer.upload(rollout_image(att, s.shown_options, b, s.length(b), pixels), rollout_texture_);
+        ui.renderer.draw(ui.colormap, pixels, pixels, rollout_texture_);
+        rollout_key_ = key;
+    }
+    const ImVec2 origin = ImGui::GetCursorScreenPos();
+    image(rollout_texture_, ImVec2(side, side));
+    const float cell = side / T;
+    ui.layout.grid({{"view", "rollout"}, {"row", "query"}, {"col", "key"}},
+                   {origin, ImVec2(cell, cell), ImVec2(cell, cell), T, T});
+    if (!ui.tooltips || !ImGui::IsItemHovered()) return;
+    const ImVec2 mouse = ImGui::GetIO().MousePos;
+    const int q = std::clamp(static_cast<int>((mouse.y - origin.y) / cell), 0, T - 1);
+    const int k = std::clamp(static_cast<int>((mouse.x - origin.x) / cell), 0, T - 1);
+    ImGui::SetTooltip("position %d %s draws %.4f on token %d %s", q, shown_token(s, b, q, true).c_str(),
+                      att.rollout[(static_cast<size_t>(b) * T + q) * T + k], k, shown_token(s, b, k, true).c_str());
 }
 
 void EffectsView::head_writes_lists(Session& s, Ui& ui) {

@@ -22,6 +22,7 @@ private:
     void effects_grid(Session& session, Ui& ui, float width);
     void attribution_grid(Session& session, Ui& ui, float width);
     void head_writes_lists(Session& session, Ui& ui);
+    void rollout_map(Session& session, Ui& ui, float width);
 
     // What the selected head writes, read through the whole vocabulary once per change.
     struct WritesKey {
@@ -31,6 +32,15 @@ private:
     };
     WritesKey writes_key_;
     HeadWrites writes_;
+    // The rollout's texture, uploaded once per compute and size.
+    struct RolloutKey {
+        uint64_t generation = 0;
+        int b = -1, pixels = 0;
+        Colormap colormap{};
+        bool operator==(const RolloutKey&) const = default;
+    };
+    RolloutKey rollout_key_;
+    HeatmapTexture rollout_texture_;
 };
 
 }  // namespace headscope

@@ -132,6 +132,7 @@ void head_title(Session& session, Ui& ui, int layer, int head) {
         label += sink;
     }
     ImGui::TextUnformatted(label.c_str());
+    ui.layout.item({{"view", "head-title"}, {"layer", layer}, {"head", head}, {"text", label}});
 }
 
 // The grid of maps that fills an area: the side of each map with its

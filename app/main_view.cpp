@@ -31,7 +31,7 @@ MainView::MainView(const Args& args, const Settings& start, LoadedModel loaded, 
 
 bool MainView::computing() const {
     return !session_.loading().empty() || session_.busy() || session_.probes_pending() || session_.effects_pending() ||
-           checks_view_.computing() || dance_view_.computing();
+           session_.intact_pending() || checks_view_.computing() || dance_view_.computing();
 }
 
 void MainView::draw() {
@@ -60,7 +60,7 @@ MainView::Placement MainView::placement(View view) const {
     const float panel_w = std::floor(300 * ui_.scale), spacing = ImGui::GetStyle().ItemSpacing.x;
     // The panel's lines: the query, a note, the top predictions, the next token and the loss; with heads
     // knocked out, the intact model's top 5 (a title, a header, 5 rows, the losses).
-    const int intact_lines = session_.shown.intact.top_k > 0 ? 9 : 0;
+    const int intact_lines = session_.shown_options.ablate.empty() ? 0 : 9;
     const float panel_h = (Session::predictions_k + 5 + intact_lines) * ImGui::GetTextLineHeightWithSpacing();
     const ImVec2 area(ImGui::GetContentRegionAvail().x, ImGui::GetContentRegionAvail().y + status_bar);
     const auto side = [&](ImVec2 a) {

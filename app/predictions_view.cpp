@@ -11,7 +11,7 @@ namespace {
 // With heads knocked out: the intact model's top tokens at row t beside
 // their p with the heads out, and the loss with and without them.
 void intact_comparison(const Session& s, Ui& ui, int t) {
-    const AttentionResult &out = s.shown.attention, &intact = s.shown.intact;
+    const AttentionResult &out = s.shown.attention, &intact = s.intact;
     const int b = s.selected;
     ImGui::Spacing();
     ImGui::TextColored(warning_colour, "%zu knocked out: the intact model's top 5", s.shown_options.ablate.size());
@@ -103,7 +103,7 @@ void predictions_panel(const Session& s, Ui& ui) {
         ui.layout.item({{"view", "prediction-next"}, {"id", next}, {"rank", next_rank}, {"p", p_next}});
     }
     if (length > 1) ImGui::TextDisabled("loss %.3f nats per token", att.loss(b));
-    if (s.shown.intact.top_k > 0) intact_comparison(s, ui, t);
+    if (s.intact.top_k > 0) intact_comparison(s, ui, t);
 }
 
 }  // namespace headscope

@@ -25,6 +25,9 @@ void Session::install(LoadedModel loaded) {
     open_ = std::make_shared<LoadedModel>(std::move(loaded));
     live_cache_ = std::make_shared<PrefixCache>();
     intact_cache_ = std::make_shared<PrefixCache>();
+    intact_backend_ = std::shared_ptr<Backend>(make_cpu_backend());
+    intact_backend_->load_weights(*open_->model);
+    intact = {};
     effects_.reset();
     shown = {};
     ++shown_generation;
@@ -47,17 +50,16 @@ void Session::submit() {
     options.contributions = (contributions_shown || shading.value_weighted) && contributions_refusal().empty();
     options.capture_outputs = options.contributions;  // what a head writes reads its output
     live_progress_.start();
-    live_.submit([this, open = open_, cache = live_cache_, intact = intact_cache_,
-                  request = LiveRequest{texts, options}](std::stop_token stop) {
-        try {
-            return compute_live(*open->backend, *open->model, request, cache.get(),
-                                live_progress_.reporter(std::move(stop)), intact.get());
-        } catch (const Cancelled&) {
-            cache->clear();  // half refilled
-            intact->clear();
-            throw Error("computing cancelled: any change computes again");
-        }
-    });
+    live_.submit(
+        [this, open = open_, cache = live_cache_, request = LiveRequest{texts, options}](std::stop_token stop) {
+            try {
+                return compute_live(*open->backend, *open->model, request, cache.get(),
+                                    live_progress_.reporter(std::move(stop)));
+            } catch (const Cancelled&) {
+                cache->clear();  // half refilled
+                throw Error("computing cancelled: any change computes again");
+            }
+        });
     submitted_texts_ = texts;
     submitted_options_ = options;
 }
@@ -104,22 +106,21 @@ AttentionOptions effects_key(AttentionOptions options) {
 
 void Session::compute_effects() {
     effects_message.clear();
-    effects_text_ = texts[selected];
-    effects_options_ = effects_key(options);
     effects_progress_.start();
     effects_worker_.submit(
-        [this, model = open_->model, text = effects_text_, options = effects_options_](std::stop_token stop) {
+        [this, model = open_->model, text = texts[selected], options = effects_key(options)](std::stop_token stop) {
             std::unique_ptr<Backend> cpu = make_cpu_backend();  // the live forward keeps the open backend busy
             cpu->load_weights(*model);
-            HeadEffects effects;
-            cpu->head_effects(Batch{model->tokenizer.encode_texts({text}), model->config.pad_id()}, options, effects,
+            EffectsShown shown{{}, model, text, options};
+            cpu->head_effects(Batch{model->tokenizer.encode_texts({text}), model->config.pad_id()}, options, shown.grid,
                               effects_progress_.reporter(std::move(stop)));
-            return effects;
+            return shown;
         });
 }
 
 bool Session::effects_current() const {
-    return effects_ && effects_text_ == texts[selected] && effects_options_ == effects_key(options);
+    return effects_ && effects_->model == open_->model && effects_->text == texts[selected] &&
+           effects_->options == effects_key(options);
 }
 
 int Session::predicted_query() const {
@@ -217,13 +218,37 @@ void Session::open_model(const std::string& name_or_path) {
     });
 }
 
+// With heads knocked out, the intact model's predictions of the shown texts,
+// on a CPU backend and prefix cache of their own, after the maps (a keystroke
+// shows its maps as soon as they are computed).
+void Session::submit_intact() {
+    intact = {};
+    if (shown_options.ablate.empty() || shown_options.top_k == 0 || replaying()) return;
+    AttentionOptions options = shown_options;
+    options.ablate.clear(), options.lens_k = 0, options.contributions = options.capture_outputs = false;
+    options.layers = {model().config.n_layer - 1};
+    intact_worker_.submit([backend = intact_backend_, cache = intact_cache_, model = open_->model,
+                           ids = shown.token_ids, options](std::stop_token) {
+        IntactShown out{{}, model, ids, options};
+        backend->forward(Batch{ids, model->config.pad_id()}, options, out.result, cache.get());
+        return out;
+    });
+}
+
 bool Session::collect() {
+    if (std::optional<Worker<IntactShown>::Outcome> done = intact_worker_.take()) {
+        // Only for what is shown now (a later keystroke's maps may have come first).
+        const IntactShown& got = done->result;
+        if (done->error.empty() && got.model == open_->model && got.token_ids == shown.token_ids &&
+            got.options.ablate.empty() && !shown_options.ablate.empty())
+            intact = std::move(done->result.result);
+    }
     if (std::optional<Worker<ProbeReport>::Outcome> scored = probe_worker_.take())
         if (scored->error.empty()) probes_ = std::move(scored->result);  // else labels without scores
-    if (std::optional<Worker<HeadEffects>::Outcome> grid = effects_worker_.take()) {
-        if (grid->error.empty())
-            effects_ = std::move(grid->result);
-        else
+    if (std::optional<Worker<EffectsShown>::Outcome> grid = effects_worker_.take()) {
+        if (grid->error.empty()) {
+            if (grid->result.model == open_->model) effects_ = std::move(grid->result);  // else another model's
+        } else
             effects_message = effects_progress_.cancelled() ? "the effects grid was cancelled" : grid->error;
     }
     if (std::optional<Worker<LoadedModel>::Outcome> opened = load_worker_.take()) {
@@ -258,6 +283,7 @@ bool Session::collect() {
     shown_options = submitted_options_;
     ++shown_generation;
     if (step_submitted_) take_step();
+    submit_intact();
     selected = std::min(selected, static_cast<int>(shown.token_ids.size()) - 1);
     layer = std::min(layer, static_cast<int>(shown.attention.layers.size()) - 1);
     head = std::min(head, shown.attention.NH - 1);

@@ -106,7 +106,10 @@ public:
     std::optional<GenerationShown> generation;  // the generation shown, if any
     int hovered_query = -1;                     // the query row under the mouse this frame; -1: none
 
-    LiveResult shown;                      // the last good compute (weights empty before the first)
+    LiveResult shown;  // the last good compute (weights empty before the first)
+    // With heads knocked out: the intact model's predictions of the shown
+    // texts (the last layer's maps only), computed after the maps; empty until then.
+    AttentionResult intact;
     std::vector<std::string> shown_texts;  // what `shown` was computed from
     AttentionOptions shown_options;        // and with
     uint64_t shown_generation = 0;         // changes whenever `shown` does
@@ -133,10 +136,11 @@ public:
     // already knocked out), computed on a worker on a CPU backend of its own,
     // with progress and cancel; a failure sets effects_message.
     void compute_effects();
-    const HeadEffects* effects() const { return effects_ ? &*effects_ : nullptr; }
+    const HeadEffects* effects() const { return effects_ ? &effects_->grid : nullptr; }
     // Whether the grid shown was computed from the selected text and options as they are now.
     bool effects_current() const;
     bool effects_pending() const { return effects_worker_.busy(); }
+    bool intact_pending() const { return intact_worker_.busy(); }
     JobProgress& effects_progress() { return effects_progress_; }
     std::string effects_message;
 
@@ -163,7 +167,16 @@ private:
     // The live forward's token prefixes, for the next keystroke to reuse;
     // touched only by the live jobs, one at a time; a new model starts another.
     std::shared_ptr<PrefixCache> live_cache_;
-    std::shared_ptr<PrefixCache> intact_cache_;  // the intact forward's, while heads are knocked out
+    // The intact comparison's: a CPU backend of its own (the live forward may run at the same time) and its cache.
+    std::shared_ptr<Backend> intact_backend_;
+    std::shared_ptr<PrefixCache> intact_cache_;
+    struct IntactShown {
+        AttentionResult result;
+        std::shared_ptr<const Model> model;
+        std::vector<std::vector<int32_t>> token_ids;
+        AttentionOptions options;
+    };
+    void submit_intact();
     // The generator a generation's step jobs share, made by the first of them.
     struct GenerationRun {
         std::vector<int32_t> prompt;  // empty: `text` tokenized (on the worker)
@@ -180,9 +193,14 @@ private:
     std::vector<std::string> submitted_texts_;
     AttentionOptions submitted_options_;
     std::optional<ProbeReport> probes_;
-    std::optional<HeadEffects> effects_;
-    std::string effects_text_;          // what effects_ was computed from
-    AttentionOptions effects_options_;  // and with (effects_key)
+    // An effects grid and what it was computed from: the model, the text and the options (effects_key).
+    struct EffectsShown {
+        HeadEffects grid;
+        std::shared_ptr<const Model> model;
+        std::string text;
+        AttentionOptions options;
+    };
+    std::optional<EffectsShown> effects_;
     std::string loading_;
     // Written by their jobs. A load shows its bytes read at once, the probes after JobProgress::long_work.
     JobProgress load_progress_{std::chrono::milliseconds(0)}, probe_progress_, live_progress_, effects_progress_;
@@ -190,7 +208,8 @@ private:
     Worker<LiveResult> live_{wake_};
     Worker<ProbeReport> probe_worker_{wake_};
     Worker<LoadedModel> load_worker_{wake_};
-    Worker<HeadEffects> effects_worker_{wake_};
+    Worker<EffectsShown> effects_worker_{wake_};
+    Worker<IntactShown> intact_worker_{wake_};
 };
 
 }  // namespace headscope

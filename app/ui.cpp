@@ -110,7 +110,11 @@ void why_it_attends(const Session& session, int layer, int head, int i, int j) {
     ImGui::PlotHistogram("q_i k_i", s.terms.data(), hs, 0, nullptr, FLT_MAX, FLT_MAX, bars);
     const auto dims = [&](const std::vector<int>& which) {
         std::string text;
-        for (int d : which) text += "  d" + std::to_string(d) + " " + std::to_string(s.terms[d]).substr(0, 6);
+        for (int d : which) {
+            char term[32];
+            std::snprintf(term, sizeof term, "  d%d %+.3f", d, s.terms[d]);
+            text += term;
+        }
         return text;
     };
     ImGui::Text("largest terms:%s", dims(s.largest).c_str());
@@ -129,6 +133,9 @@ void more_about_the_cell(const Session& session, int layer, int head, int i, int
     const float* row = att.row(layer, session.selected, head, i);
     if (session.shading.hide_first_key && j > 0 && row[0] < 1)
         ImGui::Text("first key (the sink) %.4f; without it this weight is %.4f", row[0], row[j] / (1 - row[0]));
+    if (session.shading.hide_first_key)
+        ImGui::Text("the head's sink mass %.3f",
+                    sink_mass(att, layer, session.selected, head, session.length(session.selected)));
     if (!att.queries.empty()) why_it_attends(session, layer, head, i, j);
 }
 
@@ -178,6 +185,7 @@ bool MapWidget::draw(Session& session, Ui& ui, const char* view, int layer, int 
     const ImVec2 origin = ImGui::GetCursorScreenPos();
     image(texture_, ImVec2(size, size));
     const bool clicked = ImGui::IsItemClicked();
+    if (ImGui::IsItemClicked(ImGuiMouseButton_Right)) session.toggle_knock_out(layer, head);
 
     // Cells in screen pixels: the region spans size pixels.
     const float cell_w = size / ((region.u1 - region.u0) * T), cell_h = size / ((region.v1 - region.v0) * T);

@@ -82,7 +82,8 @@ public:
     // shows the hover tooltip and makes the row under the mouse the
     // session's hovered query (a click, its query); returns true when clicked.
     // Replaying a generation, the rows after its replayed row are covered and
-    // that row outlined.
+    // that row outlined. A right-click knocks the head out of the forward, or
+    // back in; a knocked-out head's map is crossed out.
     bool draw(Session& session, Ui& ui, const char* view, int layer, int head, float size,
               const MapRegion& region = {});
 

@@ -3,7 +3,9 @@
 // the top 10 predictions), timing each keystroke from submit() to the result
 // being ready for the next frame: tokenizing and every layer's maps. With
 // --prefix the sentence is typed after that text, as at the end of a long one.
-// Usage: bench-live [--model M] [--repeat N] [--prefix TEXT]   (default: the built-in model)
+// With --ablate those heads are knocked out (the window then compares with
+// the intact model in a job of its own, after the maps).
+// Usage: bench-live [--model M] [--repeat N] [--prefix TEXT] [--ablate L.H,...]   (default: the built-in model)
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -21,11 +23,12 @@ using namespace headscope;
 int main(int argc, char** argv) {
     CLI::App cli{"Keystroke-to-maps latency of the live worker", "bench-live"};
     std::string model_name = builtin_model;
-    std::string prefix;
+    std::string prefix, ablate;
     int repeat = 5;
     cli.add_option("--model", model_name);
     cli.add_option("--repeat", repeat, "times the sentence is typed");
     cli.add_option("--prefix", prefix, "the text the sentence is typed after");
+    cli.add_option("--ablate", ablate, "knock these heads out (LAYER.HEAD,...)");
     CLI11_PARSE(cli, argc, argv);
     try {
         const Model model = load_model(model_name);
@@ -44,6 +47,7 @@ int main(int argc, char** argv) {
             "The cat sat on the mat because it was soft, and the dog that chased it sat down beside the door.";
         AttentionOptions options;
         options.top_k = 10;  // the window's predictions panel
+        options.ablate = parse_heads(ablate);
         PrefixCache cache;
         std::vector<double> ms;
         size_t tokens = 0;

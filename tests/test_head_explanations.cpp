@@ -61,23 +61,57 @@ void expect_scores_give_the_maps(const Model& model, const AttentionResult& got,
     EXPECT_LT(worst, 2e-5) << "the softmax of the explained scores against the maps";
 }
 
+// Layer `l`'s query and key of a head's columns [col, col + hs) at text b's
+// position t without their biases: ln_1 of the reference's residual stream
+// before the layer, times c_attn's Q or K columns, in double precision.
+std::vector<double> unbiased(const Model& model, const Reference& ref, int B, int T, int l, int b, int t, int col,
+                             int hs) {
+    const Config& cfg = model.config;
+    const int C = cfg.n_embd;
+    const double* x = &ref.residual[((size_t(l - 1) * B + b) * T + t) * C];
+    double mean = 0, var = 0;
+    for (int c = 0; c < C; ++c) mean += x[c] / C;
+    for (int c = 0; c < C; ++c) var += (x[c] - mean) * (x[c] - mean) / C;
+    const LayerWeights& w = model.layers[l];
+    const std::vector<float> W = to_floats(w.attn);
+    const auto weight = [&](int i, int o) {
+        return w.attn.out_by_in ? W[size_t(o) * C + i] : W[size_t(i) * 3 * C + o];
+    };
+    std::vector<double> out(hs, 0.0);
+    for (int c = 0; c < C; ++c) {
+        const double ln = (x[c] - mean) / std::sqrt(var + cfg.layer_norm_epsilon) * w.ln_1_w[c] + w.ln_1_b[c];
+        for (int d = 0; d < hs; ++d) out[d] += ln * weight(c, col + d);
+    }
+    return out;
+}
+
+// The four parts of a score against q' and k' (no biases) computed here
+// from the reference's residual stream and GPT-2's fused [Q | K | V]
+// weights and bias, for the model's heads and a re-split.
 TEST_F(Gpt2, ScoreTermsAddUpToTheScoresOfTheMapsAndTheBiasesApart) {
-    for (int n_head : {0, 2}) {  // the model's own heads, and a re-split
+    for (int n_head : {0, 2}) {
         AttentionOptions opt = explaining();
         opt.n_head = n_head;
         const AttentionResult got = run(texts_, opt);
         for (int b = 0; b < got.B; ++b) expect_scores_give_the_maps(*model_, got, opt, b, int(texts_[b].size()));
-        // GPT-2's fused bias [Q | K | V]: the bias-bias term is bq . bk of
-        // the head's columns, and the four terms add up to the score.
-        const int C = model_->config.n_embd, hs = got.hs, head = 1;
+        const Reference ref = reference_attention(*model_, texts_, opt);
+        const int C = model_->config.n_embd, hs = got.hs, head = 1, query = 6, key = 3;
         const float* bias = model_->layers[2].attn_b;
-        double bq_bk = 0;
-        for (int d = 0; d < hs; ++d) bq_bk += double(bias[head * hs + d]) * bias[C + head * hs + d];
-        const ScoreTerms s = explain_score(*model_, got, opt, 2, 0, head, 6, 3);
+        const std::vector<double> q = unbiased(*model_, ref, got.B, got.T, 2, 0, query, head * hs, hs);
+        const std::vector<double> k = unbiased(*model_, ref, got.B, got.T, 2, 0, key, C + head * hs, hs);
+        double ww = 0, wb = 0, bw = 0, bb = 0;
+        for (int d = 0; d < hs; ++d) {
+            const double bq = bias[head * hs + d], bk = bias[C + head * hs + d];
+            ww += q[d] * k[d], wb += q[d] * bk, bw += bq * k[d], bb += bq * bk;
+        }
+        const ScoreTerms s = explain_score(*model_, got, opt, 2, 0, head, query, key);
         ASSERT_TRUE(s.biases_apart);
-        EXPECT_NEAR(s.bias_bias, bq_bk, 1e-5 * (1 + std::abs(bq_bk)));
-        EXPECT_NEAR(s.weights_weights + s.weights_bias + s.bias_weights + s.bias_bias, s.score,
-                    1e-4 * (1 + std::abs(s.score)));
+        const double tolerance = 1e-4 * (1 + std::abs(ww));
+        EXPECT_NEAR(s.weights_weights, ww, tolerance);
+        EXPECT_NEAR(s.weights_bias, wb, tolerance);
+        EXPECT_NEAR(s.bias_weights, bw, tolerance);
+        EXPECT_NEAR(s.bias_bias, bb, tolerance);
+        EXPECT_NEAR(s.score, ww + wb + bw + bb, tolerance);
         EXPECT_NEAR(s.scale, 1 / std::sqrt(double(hs)), 1e-7);  // float32
     }
 }
@@ -156,21 +190,34 @@ TEST_P(FamilyPredictions, ScoresGiveTheMapsAndWritesMatchTheAttribution) {
         const float attribution = got.head_logit_attribution[((size_t(l) * B + b) * NH + h) * T + t];
         EXPECT_NEAR(it->logit, attribution, 1e-4 * (1 + std::abs(attribution))) << "L" << l << " H" << h;
     }
-    // With biases on Q and K and RoPE (Qwen 2), the bias-bias term depends
-    // only on the distance between query and key, and is bq . bk at distance 0.
+    // With biases on Q and K and RoPE (Qwen 2's separate biases, Pythia's
+    // fused per head), the bias-bias term depends only on the distance
+    // between query and key, and is bq . bk at distance 0.
     const LayerWeights& layer = model_.layers[1];
-    if (!layer.q_b || model_.config.qk_norm) return;
+    const Config& cfg = model_.config;
+    if (cfg.qk_norm) return;  // a norm is not linear: no parts to split the score into
     const int hs = got.hs, kv = 1 / (got.NH / got.NKV);
+    std::vector<float> bq(cfg.n_head * hs), bk(cfg.kv_heads() * hs);  // head 1's columns are what matter
+    if (layer.q_b) {
+        std::copy_n(layer.q_b, bq.size(), bq.begin());
+        std::copy_n(layer.k_b, bk.size(), bk.begin());
+    } else if (layer.attn_b && cfg.qkv_layout == QkvLayout::fused_per_head) {  // (NH, [q k v], hs)
+        for (int h = 0; h < cfg.n_head; ++h) {
+            std::copy_n(layer.attn_b + 3 * h * hs, hs, bq.begin() + h * hs);
+            std::copy_n(layer.attn_b + (3 * h + 1) * hs, hs, bk.begin() + h * hs);
+        }
+    } else {
+        return;
+    }
+    ASSERT_EQ(got.hs, cfg.head_size()) << "the model's own split";
     const ScoreTerms a = explain_score(model_, got, opt, 1, 0, 1, 6, 4),
                      c = explain_score(model_, got, opt, 1, 0, 1, 8, 6);
     const ScoreTerms same = explain_score(model_, got, opt, 1, 0, 1, 5, 5);
     ASSERT_TRUE(a.biases_apart);
     EXPECT_NEAR(a.bias_bias, c.bias_bias, 1e-4 * (1 + std::abs(a.bias_bias)));
     double bq_bk = 0;
-    for (int d = 0; d < hs; ++d) bq_bk += double(layer.q_b[hs + d]) * layer.k_b[kv * hs + d];
+    for (int d = 0; d < hs; ++d) bq_bk += double(bq[hs + d]) * bk[kv * hs + d];
     EXPECT_NEAR(same.bias_bias, bq_bk, 1e-4 * (1 + std::abs(bq_bk)));
-    EXPECT_NEAR(a.weights_weights + a.weights_bias + a.bias_weights + a.bias_bias, a.score,
-                1e-4 * (1 + std::abs(a.score)));
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyPredictions, ::testing::ValuesIn(family_params()), family_param_name);

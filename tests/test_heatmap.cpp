@@ -103,7 +103,31 @@ TEST(Heatmap, ShadingsEqualBruteForce) {
                 }
 }
 
-// The sink mass is the mean weight on key 0 of rows 1..length-1.
+// The rollout pools as a map does, each row's keys up to where the masks end it.
+TEST(Heatmap, RolloutPoolsEveryShownKey) {
+    AttentionResult res = random_result(2, 1, 19, 12);
+    res.rollout = res.weights;  // (B, T, T): any values do
+    for (bool causal : {true, false})
+        for (int side : {4, 19})
+            for (int length : {19, 11}) {
+                AttentionOptions options;
+                options.causal = causal;
+                const HeatmapImage got = rollout_image(res, options, 1, length, side);
+                ASSERT_EQ(got.rows, std::min(19, side));
+                for (int r = 0; r < got.rows; ++r)
+                    for (int c = 0; c < got.cols; ++c) {
+                        float best = masked_cell;
+                        for (int i = 0; i < 19; ++i)
+                            for (int j = 0; j < 19; ++j)
+                                if (i * got.rows / 19 == r && j * got.cols / 19 == c && i < length && j < length &&
+                                    (!causal || j <= i))
+                                    best = std::max(best, res.rollout[(19 + i) * 19 + j]);
+                        EXPECT_EQ(got.cells[r * got.cols + c], best) << causal << side << length;
+                    }
+            }
+}
+
+// The sink mass is the mean weight on the first key of rows 1..length-1.
 TEST(Heatmap, SinkMassIsTheMeanWeightOnTheFirstKey) {
     const AttentionResult res = random_result(2, 3, 10, 11);
     double sum = 0;

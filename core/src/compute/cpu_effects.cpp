@@ -15,10 +15,10 @@ void CpuForward::head_effects(const Model& model, const Batch& batch, const Atte
                               HeadEffects& effects, const Progress& progress) {
     if (batch.B() != 1 || batch.token_ids[0].size() < 2)
         throw Error("the effects grid needs one text of at least two tokens");
-    // The grid's own forward: every layer's maps (not shown, but they keep the
-    // reruns' writes in place), the top token, no lens or contributions.
+    // The grid's own forward: the top token, the last layer's maps only (the
+    // others go to the scratch maps, as the reruns' do), no lens or contributions.
     AttentionOptions grid = options;
-    grid.layers.clear(), grid.top_k = 1, grid.lens_k = 0, grid.contributions = false;
+    grid.layers = {model.config.n_layer - 1}, grid.top_k = 1, grid.lens_k = 0, grid.contributions = false;
     grid.capture_outputs = false, grid.new_rows_only = false;
     AttentionResult result;
     keep_layer_inputs_ = true;
@@ -32,7 +32,7 @@ void CpuForward::head_effects(const Model& model, const Batch& batch, const Atte
 
     const HeadSplit split = head_split(model.config, grid.n_head);
     const int L = model.config.n_layer, NH = split.NH, T = result.T, C = model.config.n_embd;
-    const size_t rows = static_cast<size_t>(rows_), map_floats = static_cast<size_t>(NH) * T * T;
+    const size_t rows = static_cast<size_t>(rows_);
     effects = HeadEffects{L, NH, T, grid.ablation, grid.ablate, result.loss(0), {}, {}, {}, result.computed_on};
     effects.loss_change.assign(static_cast<size_t>(L) * NH, std::nanf(""));
     effects.top_p_change.assign(static_cast<size_t>(L) * NH * T, std::nanf(""));
@@ -48,9 +48,10 @@ void CpuForward::head_effects(const Model& model, const Batch& batch, const Atte
             AttentionOptions knocked = grid;
             knocked.ablate.insert(std::upper_bound(knocked.ablate.begin(), knocked.ablate.end(), head), head);
             std::copy_n(layer_inputs_.data() + l * rows * C, rows * C, x_.data());
-            for (int layer = l; layer < L; ++layer)
-                run_layer(model, batch, knocked, split, own_cache_,
-                          {layer, -1, result.weights.data() + layer * map_floats, false}, Heads::batched, result);
+            for (int layer = l; layer < L; ++layer) {
+                float* att = layer == L - 1 ? result.weights.data() : scratch_att_.data();
+                run_layer(model, batch, knocked, split, own_cache_, {layer, -1, att, false}, Heads::batched, result);
+            }
             std::copy_n(x_.data(), rows * C, unembed_in_.data());
             predict(model, batch, knocked, result, effects.top.data(), top_p.data());
             effects.loss_change[static_cast<size_t>(l) * NH + h] = static_cast<float>(result.loss(0) - effects.loss);

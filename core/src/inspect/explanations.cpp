@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <numeric>
+#include <utility>
+#include <vector>
 
 #include "headscope/base/error.h"
 #include "headscope/compute/forward.h"
@@ -28,6 +30,26 @@ std::vector<float> rotated_bias(const Config& config, const float* bias, int hs,
     return b;
 }
 
+// A layer's Q and K biases as the [Q | K | V] columns the scores read, in
+// the model's own heads (a re-split reads the same columns); empty without.
+std::pair<std::vector<float>, std::vector<float>> qk_biases(const Config& cfg, const LayerWeights& w) {
+    const int hs = cfg.head_size(), Qw = cfg.n_head * hs, KVw = cfg.kv_heads() * hs;
+    if (w.q_b && w.k_b) return {{w.q_b, w.q_b + Qw}, {w.k_b, w.k_b + KVw}};
+    if (!w.attn_b) return {};
+    if (cfg.qkv_layout == QkvLayout::fused) return {{w.attn_b, w.attn_b + Qw}, {w.attn_b + Qw, w.attn_b + Qw + KVw}};
+    std::vector<float> bq(Qw), bk(KVw);  // fused per head: (NH, [q k v], hs)
+    for (int h = 0; h < cfg.n_head; ++h) {
+        std::copy_n(w.attn_b + 3 * h * hs, hs, bq.begin() + h * hs);
+        std::copy_n(w.attn_b + (3 * h + 1) * hs, hs, bk.begin() + h * hs);
+    }
+    return {bq, bk};
+}
+
+void check_head(const AttentionResult& result, int head) {
+    if (head < 0 || head >= result.NH)
+        throw Error("no head " + std::to_string(head) + " among the forward's " + std::to_string(result.NH));
+}
+
 void check_position(const AttentionResult& result, int slot, int b, int position) {
     if (slot < 0 || slot >= static_cast<int>(result.layers.size()) || b < 0 || b >= result.B || position < 0 ||
         position >= result.T)
@@ -40,6 +62,7 @@ void check_position(const AttentionResult& result, int slot, int b, int position
 ScoreTerms explain_score(const Model& model, const AttentionResult& result, const AttentionOptions& options, int slot,
                          int b, int head, int query, int key) {
     if (result.queries.empty()) throw Error("the forward kept no queries and keys (its contributions are off)");
+    check_head(result, head);
     check_position(result, slot, b, query);
     check_position(result, slot, b, key);
     const Config& cfg = model.config;
@@ -59,14 +82,11 @@ ScoreTerms explain_score(const Model& model, const AttentionResult& result, cons
     s.largest.assign(order.begin(), order.begin() + std::min(5, hs));
     s.smallest.assign(order.rbegin(), order.rbegin() + std::min(5, hs));
 
-    // The biases of the model's own heads; a re-split reads the same columns.
-    const LayerWeights& w = model.layers[result.layers[slot]];
-    const float *bq = w.q_b, *bk = w.k_b;
-    if (w.attn_b) bq = w.attn_b, bk = w.attn_b + cfg.n_head * cfg.head_size();  // fused [Q | K | V]
-    if (!bq || cfg.qk_norm || cfg.qkv_layout == QkvLayout::fused_per_head) return s;
+    const auto [bq, bk] = qk_biases(cfg, model.layers[result.layers[slot]]);
+    if (bq.empty() || cfg.qk_norm) return s;
     s.biases_apart = true;
-    const std::vector<float> rq = rotated_bias(cfg, bq + head * hs, hs, query);
-    const std::vector<float> rk = rotated_bias(cfg, bk + kv * hs, hs, key);
+    const std::vector<float> rq = rotated_bias(cfg, bq.data() + head * hs, hs, query);
+    const std::vector<float> rk = rotated_bias(cfg, bk.data() + kv * hs, hs, key);
     std::vector<float> q_weights(hs), k_weights(hs);
     for (int i = 0; i < hs; ++i) q_weights[i] = q[i] - rq[i], k_weights[i] = k[i] - rk[i];
     s.weights_weights = dot(q_weights.data(), k_weights.data(), hs);
@@ -80,6 +100,7 @@ HeadWrites head_writes(const Model& model, const AttentionResult& result, int sl
                        int k) {
     if (result.outputs.empty() || result.final_scale.empty())
         throw Error("the forward kept no head outputs or final norm scale (capture its outputs and contributions)");
+    check_head(result, head);
     check_position(result, slot, b, position);
     const Config& cfg = model.config;
     const int hs = result.hs, Qw = result.NH * hs, C = cfg.n_embd, V = cfg.vocab_size;

@@ -18,9 +18,6 @@ struct LiveRequest {
 struct LiveResult {
     std::vector<std::vector<int32_t>> token_ids;
     AttentionResult attention;
-    // With heads knocked out and predictions asked: the intact model's
-    // predictions of the same texts (the last layer's maps only), to compare.
-    AttentionResult intact;
     double compute_ms = 0;   // tokenizing and the forward
     double tokenize_ms = 0;  // the tokenizing part of compute_ms
 };
@@ -28,12 +25,10 @@ struct LiveResult {
 // Tokenizes the texts and runs the forward on `backend`, which has `model`'s
 // weights loaded, reusing what `cache` holds of the last request's token
 // prefixes (prefix_cache.h; the window keeps one across keystrokes), telling
-// `progress` of each layer (Backend::forward); with heads knocked out, then
-// the intact forward, reusing `intact_cache` (its options differ, so it
-// keeps a cache of its own). Throws Error for a request the model refuses
-// (an empty text, too many tokens, a head count that does not divide C,
-// ...), and Cancelled when `progress` throws it.
+// `progress` of each layer (Backend::forward). Throws Error for a request the
+// model refuses (an empty text, too many tokens, a head count that does not
+// divide C, ...), and Cancelled when `progress` throws it.
 LiveResult compute_live(Backend& backend, const Model& model, const LiveRequest& request, PrefixCache* cache = nullptr,
-                        const Progress& progress = {}, PrefixCache* intact_cache = nullptr);
+                        const Progress& progress = {});
 
 }  // namespace headscope

@@ -36,6 +36,12 @@ struct MapShading {
 HeatmapImage heatmap_image(const AttentionResult& result, const AttentionOptions& options, int layer_slot, int b, int h,
                            int length, int max_side, MapShading shading = {});
 
+// Text b's rollout (options.contributions) pooled as heatmap_image pools a
+// map: query row i shows keys [0, visible_end) (products over the layers
+// reach past a sliding window).
+HeatmapImage rollout_image(const AttentionResult& result, const AttentionOptions& options, int b, int length,
+                           int max_side);
+
 // Head h's sink mass: the weight its query rows 1..length-1 give key 0, on
 // average (row 0 sees only key 0 under the causal mask, and says nothing).
 // 0 for a one-token text.
