@@ -62,6 +62,9 @@ void add_window_options(CLI::App& cli, Args& args) {
     cli.add_option("--screenshot", args.screenshot, "render --frames frames, write this PNG and exit");
     cli.add_option("--layout", args.layout, "on exit, write the last frame's drawn cells' rectangles as JSON");
     cli.add_option("--frames", args.frames, "frames to render before the screenshot");
+    cli.add_option("--count-idle-frames", args.idle_seconds,
+                   "once every worker has settled, count the frames drawn without input over this many seconds, "
+                   "print them and the CPU time, and exit (the idle test)");
     cli.add_flag("--frame-times", args.frame_times,
                  "screenshot mode: recompute every 10th frame and print the frames' times (the benchmark)");
     add_word_option(&cli, "--scale", args.options.scale, join_words(scale_choices, "|"), parse_scale,
@@ -101,8 +104,9 @@ std::array<int, 2> parse_window_size(std::string_view text) {
 }
 
 void finish_args(const CLI::App& cli, Args& args) {
-    const bool driven_by_test = !args.screenshot.empty() || !args.layout.empty();
+    const bool driven_by_test = !args.screenshot.empty() || !args.layout.empty() || args.idle_seconds > 0;
     if (!cli.count("--settings")) args.settings = !driven_by_test;
+    args.heads_given = cli.count("--heads") > 0;
     if (const char* refusal = svg_refusal(args.view); refusal && !args.export_svg.empty())
         throw Error(std::string("--export-svg: ") + refusal);
 }
@@ -136,7 +140,16 @@ Settings start_settings(const Args& args, const CLI::App& cli, bool use_saved) {
     return s;
 }
 
-void check_layer_and_head(const Args& args, const Settings& start, const Config& config) {
+void check_layer_and_head(const Args& args, Settings& start, const Config& config) {
+    if (start.options.n_head) {
+        try {
+            head_split(config, start.options.n_head);
+        } catch (const Error& e) {
+            if (args.heads_given) throw Error(std::string("--heads: ") + e.what());
+            std::fprintf(stderr, "headscope: warning: ignoring the saved head count: %s\n", e.what());
+            start.options.n_head = 0;
+        }
+    }
     if (args.layer < 0 || args.layer >= config.n_layer)
         throw Error("--layer " + std::to_string(args.layer) + " out of range (the model has layers 0.." +
                     std::to_string(config.n_layer - 1) + ")");

@@ -28,7 +28,9 @@ struct Args {
     std::string window_size;  // WxH, as parse_window_size reads it
     std::string screenshot, layout, open_model, export_json, export_npy, export_svg;
     bool frame_times = false;
-    std::string ablate;                                   // --ablate L.H,...: heads knocked out at the start
+    double idle_seconds = 0;   // --count-idle-frames
+    bool heads_given = false;  // --heads was given (else the head count is the saved one, or the model's)
+    std::string ablate;        // --ablate L.H,...: heads knocked out at the start
     bool hide_first_key = false, value_weighted = false;  // the maps' shading at the start
     bool compute_effects = false;                         // compute the effects grid at the start
     bool settings = true;  // read and save settings; off unless given when a test drives the window
@@ -46,9 +48,10 @@ void finish_args(const CLI::App& cli, Args& args);
 // The saved settings (when `use_saved`) with every option given on the command line in their place.
 Settings start_settings(const Args& args, const CLI::App& cli, bool use_saved);
 
-// Throws Error unless --layer and --head name a layer and head of `config`
-// (split as `start` says), before any window opens.
-void check_layer_and_head(const Args& args, const Settings& start, const Config& config);
+// Before any window opens: throws Error unless --heads is a count `config`
+// accepts (a saved count it refuses is dropped, with a warning) and --layer,
+// --head and --ablate name layers and heads of `config` split so.
+void check_layer_and_head(const Args& args, Settings& start, const Config& config);
 
 // A bad --model is fatal; a saved model that no longer loads gives way to the
 // built-in one. The load's progress goes to stderr when it is a terminal (the

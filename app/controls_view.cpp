@@ -229,8 +229,12 @@ void ControlsView::generation_controls(Session& s, Ui& ui) {
     if (!s.generation) {
         if (s.texts.size() != 1)
             ImGui::TextDisabled("generation runs on a batch of one text");
-        else if (!refusal.empty())
-            ImGui::TextDisabled("generation needs the causal model: %s", refusal.c_str());
+        else if (!refusal.empty()) {
+            // Wrapped at the window's edge: the reason is a sentence.
+            ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+            ImGui::TextWrapped("generation needs the causal model: %s", refusal.c_str());
+            ImGui::PopStyleColor();
+        }
     } else {
         GenerationShown& g = *s.generation;
         const int steps = static_cast<int>(g.steps.size());
@@ -299,7 +303,7 @@ void ControlsView::model_bar(Session& s, Ui& ui) {
         if (ImGui::Selectable(builtin_model)) s.open_model(builtin_model);
         for (const CachedModel& m : cached_models_)
             if (ImGui::Selectable(m.name.c_str())) s.open_model(m.name);
-        if (cached_models_.empty()) ImGui::TextDisabled("no GPT-2 models in the Hugging Face cache");
+        if (cached_models_.empty()) ImGui::TextDisabled("no models this build opens in the Hugging Face cache");
         ImGui::EndCombo();
     }
     ImGui::SameLine();
@@ -322,7 +326,7 @@ void ControlsView::model_bar(Session& s, Ui& ui) {
         ImGui::PopStyleColor();
         ui.layout.item({{"view", "control"}, {"name", "model message"}, {"text", s.model_message}});
     } else {
-        ImGui::TextDisabled("(or drop a model folder on the window)");
+        ImGui::TextDisabled("(or drop a model folder here)");
     }
 }
 

@@ -1,6 +1,8 @@
 // The window driven by a test or benchmark: see headless.h.
 #include "headless.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <thread>
@@ -20,7 +22,47 @@ void Headless::before_frame(MainView& view) {
     }
 }
 
+namespace {
+
+// The process's user and system CPU time, in seconds.
+double cpu_seconds() {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    const auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+}  // namespace
+
+double Headless::longest_sleep() const {
+    if (args_.idle_seconds <= 0) return -1;
+    if (!idle_since_) return 0.05;  // not counting yet: look again soon
+    return std::max(0.001, args_.idle_seconds - ms_since(*idle_since_) / 1000);
+}
+
+bool Headless::count_idle_frame(const MainView& view) {
+    if (view.computing()) {
+        idle_since_.reset();
+        return false;
+    }
+    if (!idle_since_) {
+        idle_since_ = Clock::now();
+        idle_frames_ = 0;
+        idle_cpu_start_ = cpu_seconds();
+        return false;
+    }
+    const double seconds = ms_since(*idle_since_) / 1000;
+    if (seconds < args_.idle_seconds) {
+        ++idle_frames_;
+        return false;
+    }
+    std::printf("idle: %d frames in %.2f s, %.2f%% of a core\n", idle_frames_, seconds,
+                100 * (cpu_seconds() - idle_cpu_start_) / seconds);
+    return true;
+}
+
 bool Headless::frame_rendered(MainView& view, int width, int height) {
+    if (args_.idle_seconds > 0) return count_idle_frame(view);
     if (args_.frame_times) {
         glFinish();  // the GPU's (llvmpipe's) work counts too
         const uint64_t generation = view.session().shown_generation;

@@ -4,11 +4,14 @@
 // again) the PNG, --export-json, --export-npy and --export-svg, and the
 // window closes;
 // with --frame-times, every 10th frame recomputes the texts as a keystroke
-// would and each frame is timed; with --layout, the last frame's layout is
-// written on exit.
+// would and each frame is timed; with --count-idle-frames S, once every
+// worker has settled, the frames drawn without input over S seconds and the
+// process's CPU time are printed and the window closes; with --layout, the
+// last frame's layout is written on exit.
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +33,9 @@ public:
     void frame_started() { frame_start_ = Clock::now(); }
     // After the frame is rendered, before the swap; true when the window should close.
     bool frame_rendered(MainView& view, int width, int height);
+    // The longest an idle window may sleep, in seconds: until the idle count
+    // is due; -1 (no limit) without one.
+    double longest_sleep() const;
     // Once the loop has ended.
     void finish(const MainView& view) const;
 
@@ -51,6 +57,11 @@ private:
     Clock::time_point frame_start_;
     FrameTimes frame_times_;
     uint64_t drawn_generation_ = 0;  // of the maps the last frame drew
+    // --count-idle-frames: since when nothing computes, the frames drawn since and the CPU time then.
+    bool count_idle_frame(const MainView& view);
+    std::optional<Clock::time_point> idle_since_;
+    int idle_frames_ = 0;
+    double idle_cpu_start_ = 0;
 };
 
 }  // namespace headscope

@@ -167,8 +167,10 @@ void batch_padding_masks(const Session& session, Ui& ui) {
                                          [&](int, int j) { return padding_allows(options, j, text_length); });
         if (grid.key >= 0) {
             ImGui::BeginTooltip();
+            const std::string pad =
+                "a pad (" + shown_token(session.model().tokenizer, session.model().config.pad_id(), true) + ")";
             ImGui::Text("text %d, key %d: %s", text + 1, grid.key,
-                        grid.key < text_length ? "one of its tokens" : "a pad (<|endoftext|>)");
+                        grid.key < text_length ? "one of its tokens" : pad.c_str());
             ImGui::EndTooltip();
         }
     }

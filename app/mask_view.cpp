@@ -28,11 +28,13 @@ void MaskView::batch_list(Session& session, const Ui& ui) {
         session.selected = select_when_shown_;
         select_when_shown_ = -1;
     }
+    const size_t B = session.texts.size();
+    const std::string batch = B == 1 ? "One text" : "Batch of " + std::to_string(B) + " texts";
     if (shown_B > 0)
-        ImGui::Text("Batch of %zu texts, right-padded with <|endoftext|> to the longest: T = %d tokens",
-                    session.texts.size(), T);
+        ImGui::Text("%s, right-padded with %s to the longest: T = %d tokens", batch.c_str(),
+                    shown_token(session.model().tokenizer, session.model().config.pad_id(), true).c_str(), T);
     else
-        ImGui::Text("Batch of %zu texts", session.texts.size());
+        ImGui::TextUnformatted(batch.c_str());
     int remove = -1;
     for (int b = 0; b < static_cast<int>(session.texts.size()); ++b) {
         ImGui::PushID(b);

@@ -146,7 +146,31 @@ WindowPlacement placement(GLFWwindow* window, const Settings& start) {
     return place;
 }
 
-int run(const Args& args, const Settings& start, bool use_settings, bool model_given) {
+// Sleeps until the next frame is due: at once in screenshot mode; 30 times a
+// second while work runs (its progress bar, a generation's steps); otherwise
+// until input or a worker's wake, then `settle` frames more, as ImGui settles
+// hover, popups and layout. An idle window draws nothing.
+void wait_for_frame(Headless& headless, MainView& view, int& settle) {
+    if (headless.on()) {
+        headless.before_frame(view);
+        glfwPollEvents();
+    } else if (view.computing()) {
+        glfwWaitEventsTimeout(1.0 / 30);
+        settle = 2;
+    } else if (settle > 0) {
+        --settle;
+        glfwPollEvents();
+    } else {
+        const double longest = headless.longest_sleep();
+        if (longest < 0)
+            glfwWaitEvents();
+        else
+            glfwWaitEventsTimeout(longest);
+        settle = 2;
+    }
+}
+
+int run(const Args& args, Settings start, bool use_settings, bool model_given) {
     LoadedModel loaded = load_start_model(start, model_given, args.backend);
     check_layer_and_head(args, start, loaded.model->config);
     // Opened here only to fail with one line naming it: ImGui would assert.
@@ -161,7 +185,8 @@ int run(const Args& args, const Settings& start, bool use_settings, bool model_g
     IMGUI_CHECKVERSION();
     ImGui::CreateContext();
     const std::filesystem::path ini_path = config_dir() / "imgui.ini";
-    ImGui::GetIO().IniFilename = nullptr;  // save_imgui_ini writes it
+    ImGui::GetIO().IniFilename = nullptr;               // save_imgui_ini writes it
+    ImGui::GetIO().ConfigInputTextCursorBlink = false;  // a blink would need frames while idle
     if (use_settings) {
         std::error_code ec;
         std::filesystem::create_directories(config_dir(), ec);
@@ -174,13 +199,9 @@ int run(const Args& args, const Settings& start, bool use_settings, bool model_g
     {
         // A worker with something new for the frame wakes the loop: no frame waits for it.
         MainView view(args, start, std::move(loaded), scale, [] { glfwPostEmptyEvent(); });
+        int settle = 2;
         while (!glfwWindowShouldClose(window)) {
-            if (headless.on()) {
-                headless.before_frame(view);
-                glfwPollEvents();
-            } else {
-                glfwWaitEventsTimeout(0.05);  // wakes for input and workers (and, at worst, every 50 ms)
-            }
+            wait_for_frame(headless, view, settle);
             if (!events.dropped.empty()) view.session().open_model(std::exchange(events.dropped, std::string()));
             if (events.content_scale) {
                 load_fonts_and_style(font, *events.content_scale);

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -122,6 +123,9 @@ TEST_F(WindowTest, BadOptionsAreOneLineErrorsNamingTheFlag) {
         {{"--settings", "yes"}, "--settings: settings 'yes' is not one of off, on"},
         {{"--layer", "2"}, "--layer 2 out of range (the model has layers 0..1)"},
         {{"--head", "4"}, "--head 4 out of range (4 heads)"},
+        {{"--heads", "5"}, "--heads: head count 5 does not divide C = 32"},
+        {{"--ablate", "1.x"}, "--ablate: '1.x' is not a head (expected LAYER.HEAD,...)"},
+        {{"--ablate", "2.0"}, "--ablate: head 2.0 to knock out is not one of the model's (layers 0..1, heads 0..3)"},
         {{"--window-size", "1920x"},
          "--window-size: a window size is WIDTHxHEIGHT, each from 320 to 16384 (like 1920x1080): got '1920x'"},
         {{"--window-size", "100x100"},
@@ -147,4 +151,26 @@ TEST_F(WindowTest, TheStartModelsLoadShowsItsBarOnATerminal) {
     const test::ProcessRun piped = test::run_window(args, dir_->path);
     ASSERT_EQ(piped.status, 0) << piped.err;
     EXPECT_EQ(piped.err.find("reading the weights"), std::string::npos) << piped.err;
+}
+
+// Quiet when idle: once every worker has settled, the window draws only the
+// frames ImGui settles in after the last event (2), however long nothing
+// happens, and takes under 3% of a core; on the heads tab and on the effects
+// tab with its grid computed alike.
+TEST_F(WindowTest, AnIdleWindowDrawsNothingAndSleeps) {
+    for (const std::vector<std::string>& view : {std::vector<std::string>{"--view", "heads"},
+                                                 std::vector<std::string>{"--view", "effects", "--compute-effects"}}) {
+        std::vector<std::string> args = {"--model", (dir_->path / "model").string(), "--count-idle-frames", "3"};
+        args.insert(args.end(), view.begin(), view.end());
+        const test::ProcessRun run = test::run_window(args, dir_->path);
+        ASSERT_EQ(run.status, 0) << run.err;
+        int frames = -1;
+        double seconds = 0, percent = 100;
+        ASSERT_EQ(
+            std::sscanf(run.out.c_str(), "idle: %d frames in %lf s, %lf%% of a core", &frames, &seconds, &percent), 3)
+            << run.out;
+        EXPECT_GE(seconds, 3.0);
+        EXPECT_LE(frames, 3) << view[1];
+        EXPECT_LT(percent, 3.0) << view[1];
+    }
 }

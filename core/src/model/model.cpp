@@ -200,7 +200,9 @@ fs::path resolve_model_path(const std::string& name_or_path) {
     const fs::path repo = cache / repo_dir;
     if (path_kind(repo) != PathKind::directory) {
         throw Error("model '" + name_or_path + "' not found: no directory of that name and no " + repo_dir +
-                    " in the Hugging Face cache " + cache.string() + " (Headscope never downloads)");
+                    " in the Hugging Face cache " + cache.string() +
+                    " (Headscope never downloads: fetch it once with huggingface-cli download " + name_or_path +
+                    ", or open a folder holding its config.json, safetensors and tokenizer files)");
     }
     return pick_snapshot(repo);
 }
