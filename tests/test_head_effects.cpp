@@ -313,6 +313,27 @@ TEST_P(FamilyPredictions, EffectsGridEqualsWholeForwards) {
     }
 }
 
+// A long text (300 tokens) is knocked out in batches of fewer copies than
+// heads: every cell of a layer still equals a whole forward without its head.
+TEST_P(FamilyPredictions, EffectsGridOfALongTextEqualsWholeForwards) {
+    std::vector<int32_t> ids;
+    while (ids.size() < 300) ids.insert(ids.end(), texts_[0].begin(), texts_[0].end());
+    ids.resize(300);
+    AttentionOptions opt;
+    opt.sliding_window = checkpoint_.spec.sliding_window;
+    const Batch batch{{ids}, model_.config.pad_id()};
+    HeadEffects got;
+    backend_->head_effects(batch, opt, got);
+    const int l = 1;
+    for (int h = 0; h < got.NH; ++h) {
+        AttentionOptions knocked = opt;
+        knocked.top_k = 1, knocked.ablate = {{l, h}};
+        AttentionResult want;
+        backend_->forward(batch, knocked, want);
+        EXPECT_NEAR(got.loss_change_at(l, h), want.loss(0) - got.loss, 1e-4) << "H" << h;
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, FamilyPredictions, ::testing::ValuesIn(family_params()), family_param_name);
 
 }  // namespace
