@@ -56,7 +56,9 @@ void MainView::draw() {
 // them; room is left for the status bar at the bottom.
 MainView::Placement MainView::placement(View view) const {
     const float status_bar = -ImGui::GetFrameHeightWithSpacing();
-    if (view != View::heads && view != View::model && view != View::lens) return {ImVec2(0, status_bar)};
+    if (view != View::heads && view != View::tokens && view != View::model && view != View::lens)
+        return {ImVec2(0, status_bar)};
+    if (view == View::tokens) return {ImVec2(-std::floor(300 * ui_.scale), status_bar), true, false};
     const float panel_w = std::floor(300 * ui_.scale), spacing = ImGui::GetStyle().ItemSpacing.x;
     // The panel's lines: the query, a note, the top predictions, the next token and the loss; with heads
     // knocked out, the intact model's top 5 (a title, a header, 5 rows, the losses).
@@ -95,6 +97,7 @@ void MainView::views() {
         ImGui::BeginChild("view", place.view);
         switch (view) {
             case View::heads: heads_view_.draw(session_, ui_); break;
+            case View::tokens: tokens_view_.draw(session_, ui_); break;
             case View::model:
                 if (model_view_.draw(session_, ui_)) {
                     heads_view_.open_large();

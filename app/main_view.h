@@ -17,6 +17,7 @@
 #include "mask_view.h"
 #include "model_view.h"
 #include "status_bar.h"
+#include "tokens_view.h"
 
 namespace headscope {
 
@@ -58,6 +59,7 @@ private:
     HeadsView heads_view_;
     ModelView model_view_;
     LensView lens_view_;
+    TokensView tokens_view_;
     EffectsView effects_view_;
     MaskView mask_view_;
     DanceView dance_view_;

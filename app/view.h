@@ -5,10 +5,10 @@
 namespace headscope {
 
 // In the order the tab bar shows them.
-enum class View { heads, model, lens, effects, mask, dance, checks };
-inline constexpr Choices<View, 7> view_choices = {
+enum class View { heads, tokens, model, lens, effects, mask, dance, checks };
+inline constexpr Choices<View, 8> view_choices = {
     "view",
-    {"heads", "model", "lens", "effects", "mask", "dance", "checks"},
-    {"heads", "model", "logit lens", "what heads do", "mask", "dance", "checks"}};
+    {"heads", "tokens", "model", "lens", "effects", "mask", "dance", "checks"},
+    {"heads", "tokens", "model", "logit lens", "what heads do", "mask", "dance", "checks"}};
 
 }  // namespace headscope

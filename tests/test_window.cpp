@@ -115,7 +115,8 @@ TEST_F(WindowTest, BadOptionsAreOneLineErrorsNamingTheFlag) {
     const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
         {{"--causal", "maybe"}, "--causal: causal mask 'maybe' is not one of off, on"},
         {{"--padding-mask", "1"}, "--padding-mask: padding mask '1' is not one of off, on"},
-        {{"--view", "tabs"}, "--view: view 'tabs' is not one of heads, model, lens, effects, mask, dance, checks"},
+        {{"--view", "tabs"},
+         "--view: view 'tabs' is not one of heads, tokens, model, lens, effects, mask, dance, checks"},
         {{"--scale", "sqrt"}, "--scale: scale 'sqrt' is not one of head, model, none"},
         {{"--split", "view"}, "--split: split 'view' is not one of transpose, naive-view"},
         {{"--colormap", "jet"}, "--colormap: colormap 'jet' is not one of viridis, magma, grey"},

@@ -228,4 +228,35 @@ TEST_F(WindowHeadEffects, HidingTheFirstKeyRenormalisesTheRows) {
         << titles[0]["text"] << " has no '" << sink << "'";
 }
 
+// The tokens tab: every token drawn, wrapped inside the window, its
+// background the colormap of the weight L1 H2 gives it from query 40 (core's
+// map row), the tokens after the query (which it cannot see) without one.
+TEST_F(WindowHeadEffects, TheTokensTabColoursEachTokenByItsWeightFromTheQuery) {
+    const int query = 40;
+    const test::WindowShot shot =
+        shoot("tokens", {"--view", "tokens", "--layer", "1", "--head", "2", "--query", std::to_string(query)});
+    const AttentionResult want = forward({});
+    const json tokens = entries(shot.layout, "token");
+    ASSERT_EQ(tokens.size(), ids_.size());
+    double last_y = 0;
+    int lines = 1;
+    for (const json& token : tokens) {
+        const int j = token["token"];
+        EXPECT_LE(token["x"].get<double>() + token["w"].get<double>(), 1280) << "token " << j;
+        if (token["y"].get<double>() > last_y && j > 0) ++lines;
+        last_y = token["y"];
+        if (j > query) {
+            EXPECT_TRUE(token["weight"].is_null()) << "token " << j;
+            continue;
+        }
+        const float w = want.row(1, 0, 2, query)[j];
+        EXPECT_NEAR(token["weight"].get<double>(), w, 1e-5) << "token " << j;
+        if (j == query) continue;  // outlined: its corner is the outline's colour
+        const std::array<int, 3> got = shot.image.at(static_cast<int>(token["x"].get<double>()) + 1,
+                                                     static_cast<int>(token["y"].get<double>()) + 1);
+        EXPECT_TRUE(near(got, test::viridis(std::min(1.f, w)))) << "token " << j << " weight " << w;
+    }
+    EXPECT_GE(lines, 2) << "52 tokens wrap at 1280 px";
+}
+
 }  // namespace

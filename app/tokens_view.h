@@ -1,0 +1,39 @@
+// The tokens tab: the selected text drawn as wrapped tokens, each token's
+// background the colormap of the weight a head (or the layer's average of
+// its heads) gives it from the selected query rows: the row under the
+// mouse, else the row clicked (--query), else the last token, plus the rows
+// shift-clicked, summed. Readable at any length: the tokens wrap and the
+// view scrolls. For --layout each drawn token is {"view": "token", "token",
+// "text", "weight" (null where the masks hide it)} with its rectangle.
+#pragma once
+#include <set>
+#include <vector>
+
+#include "ui.h"
+
+namespace headscope {
+
+class TokensView {
+public:
+    void draw(Session& session, Ui& ui);
+
+private:
+    // The weights each key gets from the query rows (NaN where masked), and their colours.
+    void update_weights(const Session& session, Ui& ui, const std::vector<int>& queries);
+
+    bool average_ = false;         // the layer's average over its heads, not session.head
+    std::set<int> added_queries_;  // shift-clicked rows, summed with the selected one
+    struct Key {
+        uint64_t generation = 0;
+        int b = -1, layer = -1, head = -1;
+        bool average = false;
+        std::vector<int> queries;
+        Colormap colormap{};
+        bool operator==(const Key&) const = default;
+    };
+    Key key_;
+    std::vector<float> weights_;  // (T)
+    std::vector<Rgb> colours_;    // (T)
+};
+
+}  // namespace headscope
