@@ -48,17 +48,20 @@ void record_label(const Session& session, Ui& ui, const char* view, int layer, i
 
 // Draws `widget`'s map in a square of `side` screen pixels with the tokens
 // along its left (queries) and, turned to read upwards, along its top
-// (keys), where a row is tall enough for a line of text, in a smaller font
-// (down to 60% of the window's) where it must be. Both bands are as wide as
+// (keys), in a smaller font (down to 60% of the window's) where rows are
+// short; where even that does not fit every row, every k-th token is
+// labelled (zoom the large map for all of them). Both bands are as wide as
 // the longest label, up to a fifth of the square; longer labels end in an
 // ellipsis, and the whole token shows on hover.
 bool labelled_map(Session& session, Ui& ui, MapWidget& widget, const char* view, int layer, int head, float side,
                   const MapRegion& region = {}) {
     const int T = session.shown.attention.T;
     const float rows_shown = (region.v1 - region.v0) * T, gap = 4 * ui.scale;
-    // The map is at least four fifths of the square, and so is each row.
-    const float line = std::min(ImGui::GetFontSize(), std::floor(side * 4 / 5 / rows_shown));
-    const bool labels = line >= 0.6f * ImGui::GetFontSize();
+    // The map is at least four fifths of the square; a label every `every` rows.
+    const float row = side * 4 / 5 / rows_shown, smallest = 0.6f * ImGui::GetFontSize();
+    const int every = row >= smallest ? 1 : static_cast<int>(std::ceil(smallest / row));
+    const float line = std::min(ImGui::GetFontSize(), std::max(smallest, std::floor(row)));
+    const bool labels = side >= 6 * smallest;  // a map too small for any label has none
     const int first_row = static_cast<int>(region.v0 * T),
               last_row = std::min(T, static_cast<int>(std::ceil(region.v1 * T)));
     const int first_col = static_cast<int>(region.u0 * T),
@@ -68,7 +71,7 @@ bool labelled_map(Session& session, Ui& ui, MapWidget& widget, const char* view,
     };
     float widest = 0;
     for (int t = std::min(first_row, first_col); labels && t < std::max(last_row, last_col); ++t)
-        widest = std::max(widest, text_width(shown_token(session, session.selected, t)));
+        if (t % every == 0) widest = std::max(widest, text_width(shown_token(session, session.selected, t)));
     const float band = std::min(widest + gap, std::floor(side / 5));
     const float map_side = labels ? side - band : side;
     const ImVec2 start = ImGui::GetCursorScreenPos();
@@ -80,7 +83,9 @@ bool labelled_map(Session& session, Ui& ui, MapWidget& widget, const char* view,
         const ImVec2 map_origin(start.x + band, start.y + band);
         draw->PushClipRect(start, ImVec2(start.x + side, start.y + side), true);
         for (int i = first_row; i < last_row; ++i) {
-            const float y = map_origin.y + (i - region.v0 * T) * cell_h + (cell_h - line) / 2;
+            if (i % every) continue;
+            // Centred on its row, or from its top where the label is taller.
+            const float y = map_origin.y + (i - region.v0 * T) * cell_h + std::max(0.f, (cell_h - line) / 2);
             if (y < map_origin.y) continue;  // a row the zoom cut in half
             const std::string label = ellipsized(shown_token(session, session.selected, i), line, band - gap);
             const float width = text_width(label);
@@ -90,7 +95,8 @@ bool labelled_map(Session& session, Ui& ui, MapWidget& widget, const char* view,
             record_label(session, ui, view, layer, head, i, label, at, ImVec2(width, line));
         }
         for (int j = first_col; j < last_col; ++j) {
-            const float x = map_origin.x + (j - region.u0 * T) * cell_w + (cell_w - line) / 2;
+            if (j % every) continue;
+            const float x = map_origin.x + (j - region.u0 * T) * cell_w + std::max(0.f, (cell_w - line) / 2);
             if (x < map_origin.x) continue;
             const std::string label = ellipsized(shown_token(session, session.selected, j), line, band - gap);
             const float height = text_width(label);

@@ -150,4 +150,38 @@ TEST_F(WindowSpaceTest, TokenLabelsAreWholeOrEndInAnEllipsis) {
     }
 }
 
+// A text too long for a label on every row of the grid's maps: every k-th
+// token is labelled (k > 1, the same k for queries and keys), in order, the
+// labels apart from each other, each in its map's square.
+TEST_F(WindowSpaceTest, LongTextsLabelEveryKthToken) {
+    const std::string text =
+        "The cat sat on the mat because it was soft, and the dog sat on the rug. "
+        "The cat sat on the mat because it was soft, and the dog sat on the rug.";
+    const test::WindowShot shot =
+        shoot("every-kth", {"--model", (dir_->path / "words").string(), "--text", text}, "1280x800");
+    ASSERT_EQ(shot.run.status, 0) << shot.run.err;
+    std::map<std::pair<int, int>, Rect> squares;
+    for (const json& e : shot.layout)
+        if (e["view"] == "map" && e["of"] == "heads")
+            squares.emplace(std::pair{e["layer"].get<int>(), e["head"].get<int>()}, Rect(e));
+    std::vector<int> tokens;  // the first map's labels along one axis, in the order drawn
+    std::vector<Rect> rects;
+    for (const json& e : shot.layout) {
+        if (e["view"] != "label" || e["head"] != 0) continue;
+        EXPECT_TRUE(Rect(e).inside(squares.at({e["layer"], e["head"]})));
+        if (!tokens.empty() && e["token"].get<int>() <= tokens.back()) break;  // the keys' labels begin
+        tokens.push_back(e["token"]);
+        rects.emplace_back(e);
+    }
+    ASSERT_GE(tokens.size(), 3u);
+    const int every = tokens[1] - tokens[0];
+    EXPECT_GT(every, 1) << "every row labelled: the text is not long enough for this test";
+    for (size_t n = 0; n < tokens.size(); ++n) {
+        EXPECT_EQ(tokens[n], int(n) * every);
+        if (n) {
+            EXPECT_FALSE(rects[n].overlaps(rects[n - 1])) << "labels " << tokens[n - 1] << " and " << tokens[n];
+        }
+    }
+}
+
 }  // namespace
