@@ -122,6 +122,24 @@ json read_layout(const std::filesystem::path& path) {
     return entries;
 }
 
+json entries(const json& layout, const std::string& view) {
+    json out = json::array();
+    for (const json& entry : layout)
+        if (entry["view"] == view) out.push_back(entry);
+    return out;
+}
+
+std::array<int, 3> centre(const Image& image, const json& entry) {
+    return image.at(static_cast<int>(entry["x"].get<double>() + entry["w"].get<double>() / 2),
+                    static_cast<int>(entry["y"].get<double>() + entry["h"].get<double>() / 2));
+}
+
+bool near(const std::array<int, 3>& got, const std::array<double, 3>& want, double tolerance) {
+    for (int c = 0; c < 3; ++c)
+        if (std::abs(got[c] - want[c]) > tolerance) return false;
+    return true;
+}
+
 std::string label_fault(const std::string& shown, const std::string& text) {
     if (shown == text) return "";
     const std::string ellipsis = "\u2026";

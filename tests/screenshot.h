@@ -44,6 +44,13 @@ ProcessRun run_window(const std::vector<std::string>& args, const std::filesyste
 // float it holds, its position in the order drawn and its index in storage.
 nlohmann::json read_layout(const std::filesystem::path& path);
 
+// The entries of `layout` (read_layout's) of view `view`, in the order drawn.
+nlohmann::json entries(const nlohmann::json& layout, const std::string& view);
+// The pixel at the centre of an entry's rectangle.
+std::array<int, 3> centre(const Image& image, const nlohmann::json& entry);
+// Whether a pixel is within `tolerance` of a colour in every channel.
+bool near(const std::array<int, 3>& got, const std::array<double, 3>& want, double tolerance = 2.0);
+
 // Empty when a label `shown` for `text` is the whole text or a prefix of it
 // cut between characters and ended with an ellipsis; else what is wrong.
 std::string label_fault(const std::string& shown, const std::string& text);

@@ -47,24 +47,13 @@ bool hatched(const std::array<int, 3>& got) {
     return got[0] == got[1] && got[1] == got[2] && (std::abs(got[0] - 41) <= 1 || std::abs(got[0] - 77) <= 1);
 }
 
-// The pixel at the centre of a layout entry's rectangle.
-std::array<int, 3> centre(const test::Image& image, const json& cell) {
-    return image.at(static_cast<int>(cell["x"].get<double>() + cell["w"].get<double>() / 2),
-                    static_cast<int>(cell["y"].get<double>() + cell["h"].get<double>() / 2));
-}
-
 bool inside(const json& cell, const json& rect) {
     const double x = cell["x"], y = cell["y"], w = cell["w"], h = cell["h"];
     const double rx = rect["x"], ry = rect["y"], rw = rect["w"], rh = rect["h"];
     return x >= rx && y >= ry && x + w <= rx + rw && y + h <= ry + rh;
 }
 
-json entries(const json& layout, const std::string& view) {
-    json out = json::array();
-    for (const json& entry : layout)
-        if (entry["view"] == view) out.push_back(entry);
-    return out;
-}
+using test::entries;
 
 class WindowFamilies : public ::testing::Test {
 protected:

@@ -41,23 +41,12 @@ std::array<double, 3> diverging(double v) {
     return rgb;
 }
 
-bool near(const std::array<int, 3>& got, const std::array<double, 3>& want) {
-    for (int c = 0; c < 3; ++c)
-        if (std::abs(got[c] - want[c]) > 2.5) return false;
-    return true;
-}
+// Colours read back within 2.5 of the colour written here (the diverging
+// colour's rounding in ImGui's float-to-byte conversion, and blending).
+bool near(const std::array<int, 3>& got, const std::array<double, 3>& want) { return test::near(got, want, 2.5); }
 
-json entries(const json& layout, const std::string& view) {
-    json out = json::array();
-    for (const json& entry : layout)
-        if (entry["view"] == view) out.push_back(entry);
-    return out;
-}
-
-std::array<int, 3> centre(const test::Image& image, const json& cell) {
-    return image.at(static_cast<int>(cell["x"].get<double>() + cell["w"].get<double>() / 2),
-                    static_cast<int>(cell["y"].get<double>() + cell["h"].get<double>() / 2));
-}
+using test::centre;
+using test::entries;
 
 class WindowHeadEffects : public ::testing::Test {
 protected:

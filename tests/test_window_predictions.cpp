@@ -26,18 +26,8 @@ constexpr std::array<int, 3> bar_rgb = {90, 170, 240};
 
 const std::string text = "The cat sat on the mat because it was soft.";
 
-bool near(const std::array<int, 3>& got, const std::array<double, 3>& want) {
-    for (int c = 0; c < 3; ++c)
-        if (std::abs(got[c] - want[c]) > 2.0) return false;
-    return true;
-}
-
-json entries(const json& layout, const std::string& view) {
-    json out = json::array();
-    for (const json& entry : layout)
-        if (entry["view"] == view) out.push_back(entry);
-    return out;
-}
+using test::entries;
+using test::near;
 
 class WindowPredictions : public ::testing::Test {
 protected:
