@@ -44,6 +44,13 @@ const Model& gpt2_small() {
     return model;
 }
 
+// n token ids drawn uniformly from a vocabulary of V.
+std::vector<int32_t> random_ids(int n, int V, std::mt19937& rng) {
+    std::vector<int32_t> ids(n);
+    for (auto& id : ids) id = static_cast<int32_t>(rng() % V);
+    return ids;
+}
+
 double peak_rss_mib() {
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
@@ -65,8 +72,7 @@ void BM_forward(benchmark::State& state) {
     auto backend = make_cpu_backend();
     backend->load_weights(model);
     std::mt19937 rng(7);
-    std::vector<int32_t> ids(T);
-    for (auto& id : ids) id = static_cast<int32_t>(rng() % model.config.vocab_size);
+    std::vector<int32_t> ids = random_ids(T, model.config.vocab_size, rng);
     AttentionOptions options;
     if (returned < L)
         for (int l = 0; l < returned; ++l) options.layers.push_back(l);
@@ -141,8 +147,7 @@ void BM_prompt_plus_one(benchmark::State& state) {
     auto backend = make_cpu_backend();
     backend->load_weights(model);
     std::mt19937 rng(11);
-    std::vector<int32_t> prompt(128);
-    for (auto& id : prompt) id = static_cast<int32_t>(rng() % model.config.vocab_size);
+    std::vector<int32_t> prompt = random_ids(128, model.config.vocab_size, rng);
     std::vector<int32_t> extended = prompt;
     extended.push_back(42);
     AttentionOptions options;
@@ -173,8 +178,7 @@ void BM_contributions(benchmark::State& state) {
     auto backend = make_cpu_backend();
     backend->load_weights(model);
     std::mt19937 rng(13);
-    std::vector<int32_t> ids(128);
-    for (auto& id : ids) id = static_cast<int32_t>(rng() % model.config.vocab_size);
+    std::vector<int32_t> ids = random_ids(128, model.config.vocab_size, rng);
     AttentionOptions options;
     options.top_k = 1;
     options.contributions = state.range(0) == 1;
@@ -198,8 +202,7 @@ void BM_effects_grid(benchmark::State& state) {
     backend->load_weights(model);
     constexpr int T = 64, NH = 12;
     std::mt19937 rng(17);
-    std::vector<int32_t> ids(T);
-    for (auto& id : ids) id = static_cast<int32_t>(rng() % model.config.vocab_size);
+    std::vector<int32_t> ids = random_ids(T, model.config.vocab_size, rng);
     const Batch batch{{ids}, model.config.pad_id()};
     HeadEffects effects;
     for (auto _ : state) {
@@ -227,8 +230,7 @@ void BM_generate(benchmark::State& state) {
     AttentionResult result;
     for (auto _ : state) {
         state.PauseTiming();
-        std::vector<int32_t> ids(prompt_tokens);
-        for (auto& id : ids) id = static_cast<int32_t>(rng() % model.config.vocab_size);
+        std::vector<int32_t> ids = random_ids(prompt_tokens, model.config.vocab_size, rng);
         PrefixCache cache;
         backend->forward(Batch{{ids}, model.config.pad_id()}, options, result, &cache);
         state.ResumeTiming();
@@ -346,8 +348,7 @@ void BM_family_forward(benchmark::State& state) {
     backend->load_weights(model);
     constexpr int T = 128;
     std::mt19937 rng(7);
-    std::vector<int32_t> ids(T);
-    for (auto& id : ids) id = static_cast<int32_t>(rng() % model.config.vocab_size);
+    std::vector<int32_t> ids = random_ids(T, model.config.vocab_size, rng);
     const Batch batch{{ids}, model.config.pad_id()};
     AttentionResult result;
     backend->forward(batch, {}, result);  // warm-up: buffers sized once, pages mapped
