@@ -1,6 +1,7 @@
 // Heatmap textures: see heatmap_renderer.h.
 #include "heatmap_renderer.h"
 
+#include <cmath>
 #include <string>
 #include <utility>
 
@@ -109,11 +110,7 @@ HeatmapRenderer::~HeatmapRenderer() {
 }
 
 void HeatmapRenderer::upload(const HeatmapImage& image, HeatmapTexture& target) {
-    if (!target.framebuffer_) {
-        glGenFramebuffers(1, &target.framebuffer_);
-        glGenTextures(1, &target.color_);
-        glGenTextures(1, &target.weights_);
-    }
+    if (!target.weights_) glGenTextures(1, &target.weights_);
     glBindTexture(GL_TEXTURE_2D, target.weights_);
     glPixelStorei(GL_UNPACK_ALIGNMENT, 4);
     glTexImage2D(GL_TEXTURE_2D, 0, GL_R32F, image.cols, image.rows, 0, GL_RED, GL_FLOAT, image.cells.data());
@@ -126,6 +123,10 @@ void HeatmapRenderer::upload(const HeatmapImage& image, HeatmapTexture& target) 
 
 void HeatmapRenderer::draw(Colormap colormap, int width, int height, HeatmapTexture& target, const MapRegion& region) {
     const SavedTarget saved;
+    if (!target.framebuffer_) {
+        glGenFramebuffers(1, &target.framebuffer_);
+        glGenTextures(1, &target.color_);
+    }
     if (target.width_ != width || target.height_ != height) {
         glBindTexture(GL_TEXTURE_2D, target.color_);
         glTexImage2D(GL_TEXTURE_2D, 0, GL_RGBA8, width, height, 0, GL_RGBA, GL_UNSIGNED_BYTE, nullptr);
@@ -138,16 +139,52 @@ void HeatmapRenderer::draw(Colormap colormap, int width, int height, HeatmapText
     }
     glBindFramebuffer(GL_FRAMEBUFFER, target.framebuffer_);
     glViewport(0, 0, width, height);
-    glDisable(GL_BLEND);
     glDisable(GL_SCISSOR_TEST);
+    draw_quad(colormap, target.weights_, region);
+}
+
+void HeatmapRenderer::draw_quad(Colormap colormap, GLuint weights, const MapRegion& region) {
+    glDisable(GL_BLEND);
     glUseProgram(program_);
     glActiveTexture(GL_TEXTURE0);
-    glBindTexture(GL_TEXTURE_2D, target.weights_);
+    glBindTexture(GL_TEXTURE_2D, weights);
     glUniform1i(weights_location_, 0);
     glUniform1i(colormap_location_, static_cast<int>(colormap));
     glUniform4f(region_location_, region.u0, region.v0, region.u1, region.v1);
     glBindVertexArray(vertex_array_);
     glDrawArrays(GL_TRIANGLE_STRIP, 0, 4);
+}
+
+void HeatmapRenderer::draw_on_screen(Colormap colormap, const HeatmapTexture& target, ImVec2 min, ImVec2 max,
+                                     const MapRegion& region) {
+    if (screen_draws_frame_ != ImGui::GetFrameCount()) {  // the last frame's draws have run
+        screen_draws_.clear();
+        screen_draws_frame_ = ImGui::GetFrameCount();
+    }
+    screen_draws_.push_back({this, colormap, target.weights_, min, max, region});
+    ImDrawList* list = ImGui::GetWindowDrawList();
+    list->AddCallback(run_screen_draw, &screen_draws_.back());
+    list->AddCallback(ImDrawCallback_ResetRenderState, nullptr);  // ImGui's renderer sets its state again
+}
+
+// As ImGui's OpenGL renderer places its own draws: framebuffer pixels, rows from the bottom.
+void HeatmapRenderer::run_screen_draw(const ImDrawList*, const ImDrawCmd* command) {
+    const ScreenDraw& d = *static_cast<const ScreenDraw*>(command->UserCallbackData);
+    const ImDrawData* data = ImGui::GetDrawData();
+    const ImVec2 origin = data->DisplayPos, scale = data->FramebufferScale;
+    const float framebuffer_height = data->DisplaySize.y * scale.y;
+    const auto x = [&](float screen_x) { return static_cast<GLint>(std::lround((screen_x - origin.x) * scale.x)); };
+    const auto y = [&](float screen_y) {
+        return static_cast<GLint>(std::lround(framebuffer_height - (screen_y - origin.y) * scale.y));
+    };
+    const ImVec4 clip = command->ClipRect;
+    if (clip.z <= clip.x || clip.w <= clip.y) return;
+    glEnable(GL_SCISSOR_TEST);
+    glScissor(x(clip.x), y(clip.w), x(clip.z) - x(clip.x), y(clip.y) - y(clip.w));
+    glViewport(x(d.min.x), y(d.max.y), x(d.max.x) - x(d.min.x), y(d.min.y) - y(d.max.y));
+    // GL's rows run upwards and the map's first query is its top row: v from v1 at the bottom to v0.
+    const MapRegion flipped{d.region.u0, d.region.v1, d.region.u1, d.region.v0};
+    d.renderer->draw_quad(d.colormap, d.weights, flipped);
 }
 
 std::vector<Rgb> HeatmapRenderer::cell_colours(Colormap colormap, const HeatmapImage& image) {

@@ -1,8 +1,13 @@
-// Draws attention maps into textures with the GLSL colormaps of shaders/:
-// a map's cells go up as a float texture, and the colormap shader renders
-// them at exactly the size they are shown, so cells are crisp and masked
-// cells hatched. The window shows the result with ImGui::Image.
+// Draws attention maps with the GLSL colormaps of shaders/: a map's cells go
+// up as a float texture, and the colormap shader renders them at exactly the
+// size they are shown, so cells are crisp and masked cells hatched. Maps are
+// drawn either into a colour texture (shown with ImGui::Image) or straight
+// into the window as ImGui renders, which spares llvmpipe a render pass per
+// map when a keystroke brings every map of the model anew.
 #pragma once
+#include <imgui.h>
+
+#include <deque>
 #include <vector>
 
 #include "colormap.h"
@@ -46,6 +51,11 @@ public:
 
     // Makes `image` the weights `target` draws (one upload per new image).
     void upload(const HeatmapImage& image, HeatmapTexture& target);
+    // Draws `region` of target's uploaded weights over the screen rectangle
+    // (min, max) of the current ImGui window, clipped as its items are: a
+    // callback on its draw list, run when ImGui renders this frame.
+    void draw_on_screen(Colormap colormap, const HeatmapTexture& target, ImVec2 min, ImVec2 max,
+                        const MapRegion& region = {});
     // Draws `region` of the uploaded weights into `target` at width x height
     // pixels: zooming and panning only draw again.
     void draw(Colormap colormap, int width, int height, HeatmapTexture& target, const MapRegion& region = {});
@@ -57,6 +67,18 @@ public:
     void render_legend(Colormap colormap, int width, int height, HeatmapTexture& target);
 
 private:
+    struct ScreenDraw {  // one queued draw_on_screen
+        HeatmapRenderer* renderer;
+        Colormap colormap;
+        GLuint weights;
+        ImVec2 min, max;
+        MapRegion region;
+    };
+    static void run_screen_draw(const ImDrawList* list, const ImDrawCmd* command);
+    void draw_quad(Colormap colormap, GLuint weights, const MapRegion& region);
+
+    std::deque<ScreenDraw> screen_draws_;  // this frame's: a deque keeps their addresses
+    int screen_draws_frame_ = -1;
     GLuint program_ = 0, vertex_array_ = 0;
     GLint weights_location_ = -1, colormap_location_ = -1, region_location_ = -1;
 };

@@ -170,20 +170,17 @@ bool MapWidget::draw(Session& session, Ui& ui, const char* view, int layer, int 
     const int pooled_to = std::min(T, static_cast<int>(std::ceil(pixels / (region.u1 - region.u0))));
     const MapShading shading = session.shown_shading();
     const ImageKey image_key{session.shown_generation, b, layer, head, pooled_to, shading};
-    const DrawKey draw_key{ui.colormap, pixels, region};
-    if (!(image_key == image_key_)) {
-        ui.renderer.upload(
-            heatmap_image(att, session.shown_options, layer, b, head, session.length(b), image_key.pooled_to, shading),
-            texture_);
-        image_key_ = image_key;
-        draw_key_ = {};  // drawn again below
-    }
-    if (!(draw_key == draw_key_)) {
-        ui.renderer.draw(ui.colormap, pixels, pixels, texture_, region);
-        draw_key_ = draw_key;
-    }
     const ImVec2 origin = ImGui::GetCursorScreenPos();
-    image(texture_, ImVec2(size, size));
+    ImGui::Dummy(ImVec2(size, size));
+    if (ImGui::IsItemVisible()) {  // a map scrolled out of view is neither pooled nor drawn
+        if (!(image_key == image_key_)) {
+            ui.renderer.upload(heatmap_image(att, session.shown_options, layer, b, head, session.length(b),
+                                             image_key.pooled_to, shading),
+                               texture_);
+            image_key_ = image_key;
+        }
+        ui.renderer.draw_on_screen(ui.colormap, texture_, origin, ImVec2(origin.x + size, origin.y + size), region);
+    }
     const bool clicked = ImGui::IsItemClicked();
     if (ImGui::IsItemClicked(ImGuiMouseButton_Right)) session.toggle_knock_out(layer, head);
 

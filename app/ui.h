@@ -94,14 +94,7 @@ private:
         MapShading shading;
         bool operator==(const ImageKey&) const = default;
     };
-    struct DrawKey {  // how they are drawn
-        Colormap colormap{};
-        int pixels = 0;
-        MapRegion region;
-        bool operator==(const DrawKey&) const = default;
-    };
     ImageKey image_key_;
-    DrawKey draw_key_;
     HeatmapTexture texture_;
 };
 
