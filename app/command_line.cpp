@@ -140,7 +140,8 @@ Settings start_settings(const Args& args, const CLI::App& cli, bool use_saved) {
     return s;
 }
 
-void check_layer_and_head(const Args& args, Settings& start, const Config& config) {
+void check_start_choices(const Args& args, Settings& start, const Model& model) {
+    const Config& config = model.config;
     if (start.options.n_head) {
         try {
             head_split(config, start.options.n_head);
@@ -160,6 +161,14 @@ void check_layer_and_head(const Args& args, Settings& start, const Config& confi
         check_ablation(config, start.options);
     } catch (const Error& e) {
         throw Error(std::string("--ablate: ") + e.what());
+    }
+    if (args.query < -1) throw Error("--query " + std::to_string(args.query) + " is not a token's position");
+    if (args.query >= 0) {
+        const int tokens = start.texts.empty() ? 0 : static_cast<int>(model.tokenizer.encode(start.texts[0]).size());
+        if (tokens == 0) throw Error("--query " + std::to_string(args.query) + ": the text has no tokens");
+        if (args.query >= tokens)
+            throw Error("--query " + std::to_string(args.query) + " out of range (the text's " +
+                        std::to_string(tokens) + " tokens are at positions 0 to " + std::to_string(tokens - 1) + ")");
     }
 }
 

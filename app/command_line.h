@@ -48,10 +48,11 @@ void finish_args(const CLI::App& cli, Args& args);
 // The saved settings (when `use_saved`) with every option given on the command line in their place.
 Settings start_settings(const Args& args, const CLI::App& cli, bool use_saved);
 
-// Before any window opens: throws Error unless --heads is a count `config`
-// accepts (a saved count it refuses is dropped, with a warning) and --layer,
-// --head and --ablate name layers and heads of `config` split so.
-void check_layer_and_head(const Args& args, Settings& start, const Config& config);
+// Before any window opens: throws Error unless --heads is a count `model`
+// accepts (a saved count it refuses is dropped, with a warning), --layer,
+// --head and --ablate name layers and heads of the model split so, and
+// --query is a position of the first text.
+void check_start_choices(const Args& args, Settings& start, const Model& model);
 
 // A bad --model is fatal; a saved model that no longer loads gives way to the
 // built-in one. The load's progress goes to stderr when it is a terminal (the

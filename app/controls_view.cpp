@@ -76,8 +76,7 @@ void ControlsView::draw(Session& s, Ui& ui) {
     ImGui::SameLine();
     examples_menu(s, ui);
     const float generation_w = std::floor(560 * ui.scale);
-    changed |= ImGui::InputTextMultiline("##text", &s.texts[s.selected], ImVec2(-generation_w, 60 * ui.scale));
-    ui.layout.control("text");
+    changed |= text_box(s, ui, std::max(100 * ui.scale, ImGui::GetContentRegionAvail().x - generation_w));
     ImGui::SameLine();
     generation_controls(s, ui);
     changed |= ImGui::Checkbox("causal mask", &s.options.causal);
@@ -276,11 +275,55 @@ void ControlsView::generation_controls(Session& s, Ui& ui) {
     ImGui::EndGroup();
 }
 
+// The text, as tall as its wrapped lines (three to six, then it scrolls).
+// ImGui 1.86's multi-line box cannot wrap: while it has the keys it scrolls
+// sideways to the cursor; otherwise the same place shows the text wrapped,
+// and a click there gives the keys back to the box.
+bool ControlsView::text_box(Session& s, Ui& ui, float width) {
+    std::string& text = s.texts[s.selected];
+    const ImGuiStyle& style = ImGui::GetStyle();
+    const float line = ImGui::GetTextLineHeight();
+    const float wrap = width - 2 * style.FramePadding.x - style.ScrollbarSize;
+    const float lines = ImGui::CalcTextSize(text.c_str(), nullptr, false, wrap).y;
+    const ImVec2 size(width, std::clamp(lines, 3 * line, 6 * line) + 2 * style.FramePadding.y);
+    bool changed = false;
+    if (editing_text_) {
+        const int since_click = ImGui::GetFrameCount() - text_clicked_frame_;
+        if (since_click == 1) ImGui::SetKeyboardFocusHere();
+        changed = ImGui::InputTextMultiline("##text", &text, size);
+        // The focus lands a frame after it is asked for: until then the box stays.
+        editing_text_ = ImGui::IsItemActive() || since_click < 4;
+        ui.frame_wanted |= !editing_text_;  // the wrapped text, drawn next frame
+        ui.layout.control("text");
+        return changed;
+    }
+    ImGui::PushStyleColor(ImGuiCol_ChildBg, style.Colors[ImGuiCol_FrameBg]);
+    ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, style.FramePadding);
+    ImGui::BeginChild("##text wrapped", size, false);
+    ImGui::PushTextWrapPos(0);
+    ImGui::TextUnformatted(text.c_str(), text.c_str() + text.size());
+    ImGui::PopTextWrapPos();
+    const bool clicked = ImGui::IsWindowHovered() && ImGui::IsMouseClicked(ImGuiMouseButton_Left);
+    if (ImGui::IsWindowHovered()) ImGui::SetMouseCursor(ImGuiMouseCursor_TextInput);
+    ImGui::EndChild();
+    ImGui::PopStyleVar();
+    ImGui::PopStyleColor();
+    ui.layout.control("text");
+    if (clicked) {
+        editing_text_ = ui.frame_wanted = true;
+        text_clicked_frame_ = ImGui::GetFrameCount();
+    }
+    return changed;
+}
+
 // The open model, the ways to open another, and how a load is going.
 void ControlsView::model_bar(Session& s, Ui& ui) {
     const Config& config = s.model().config;
+    // The name and sizes share what the row's widgets leave at 1280 px: a long path keeps its end.
+    const float row = ImGui::GetContentRegionAvail().x, font = ImGui::GetFontSize();
     ImGui::AlignTextToFramePadding();
-    ImGui::Text("Model %s", s.model_name().c_str());
+    ImGui::Text("Model %s", ellipsized(s.model_name(), font, 0.18f * row, true).c_str());
+    if (ui.tooltips && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", s.model_name().c_str());
     ui.layout.item({{"view", "control"}, {"name", "model"}, {"text", s.model_name()}});
     ImGui::SameLine();
     std::string sizes = std::to_string(config.n_layer) + " layers, " + std::to_string(config.n_head) + " heads";
@@ -291,8 +334,9 @@ void ControlsView::model_bar(Session& s, Ui& ui) {
     char params[32];
     std::snprintf(params, sizeof params, ", %.3g M parameters", static_cast<double>(s.model().params) / 1e6);
     sizes += params;
-    ImGui::TextDisabled("%s", sizes.c_str());
-    if (ui.tooltips && ImGui::IsItemHovered()) ImGui::SetTooltip("a re-split into other heads changes none of them");
+    ImGui::TextDisabled("%s", ellipsized(sizes, font, 0.24f * row).c_str());
+    if (ui.tooltips && ImGui::IsItemHovered())
+        ImGui::SetTooltip("%s\na re-split into other heads changes none of them", sizes.c_str());
     ImGui::SameLine();
     const bool loading = !s.loading().empty();
     ImGui::BeginDisabled(loading);
@@ -325,8 +369,11 @@ void ControlsView::model_bar(Session& s, Ui& ui) {
         ImGui::TextWrapped("%s", s.model_message.c_str());
         ImGui::PopStyleColor();
         ui.layout.item({{"view", "control"}, {"name", "model message"}, {"text", s.model_message}});
+    } else if (const char* hint = "(or drop a model folder here)";
+               ImGui::CalcTextSize(hint).x <= ImGui::GetContentRegionAvail().x) {
+        ImGui::TextDisabled("%s", hint);
     } else {
-        ImGui::TextDisabled("(or drop a model folder here)");
+        ImGui::NewLine();  // no room for the hint: the row ends here
     }
 }
 

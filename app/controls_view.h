@@ -22,6 +22,7 @@ public:
 
 private:
     void model_bar(Session& session, Ui& ui);
+    bool text_box(Session& session, Ui& ui, float width);
     void examples_menu(Session& session, Ui& ui);
     void generation_controls(Session& session, Ui& ui);
     void head_controls(Session& session, Ui& ui, bool& changed);
@@ -31,6 +32,8 @@ private:
     std::vector<Example> examples_;           // the examples menu's
     std::string examples_error_;              // why there are none
     std::string model_path_;                  // the path field
+    bool editing_text_ = false;               // the text box is the edit box, not the wrapped text
+    int text_clicked_frame_ = -10;            // when the wrapped text was clicked (the box takes the keys)
     HeatmapTexture legend_, masked_swatch_;
     Colormap legend_colormap_{};
     Sampling sampling_;  // "sample" and "generate"'s; "next token" is greedy

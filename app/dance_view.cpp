@@ -235,17 +235,18 @@ void DanceView::buffer_grid(const Session& session, Ui& ui) {
         ImGui::Text("These are keys: key/value head k has the hue of query head k x %d, the first of its group.",
                     d.group());
 
-    const int64_t rows =
-        std::max(element_count(buffer.shape) / memory_row, read_grid ? step.layout.numel() / view_row : int64_t{0});
+    // One cell width for both grids (a float is as wide in each); each grid's rows fill the height.
     const float cell_w = std::max(min_cell, std::floor(std::min(max_cell, width / static_cast<float>(across / group))));
-    const float cell_h =
-        std::floor(std::clamp(ImGui::GetContentRegionAvail().y / static_cast<float>(rows), min_cell, max_cell));
-    const Cells cells{group, cell_w, cell_h};
-    int64_t hovered =
-        grid(session, ui, {"dance", memory_row, buffer.dims, StridedLayout::contiguous(buffer.shape)}, cells);
+    const auto cells = [&](int64_t rows) {
+        const float height = ImGui::GetContentRegionAvail().y / static_cast<float>(rows);
+        return Cells{group, cell_w, std::floor(std::clamp(height, min_cell, max_cell))};
+    };
+    int64_t hovered = grid(session, ui, {"dance", memory_row, buffer.dims, StridedLayout::contiguous(buffer.shape)},
+                           cells(element_count(buffer.shape) / memory_row));
     if (read_grid) {
         ImGui::SameLine(0, spacing);
-        const int64_t hovered_read = grid(session, ui, {"dance-read", view_row, step.dims, step.layout}, cells);
+        const int64_t hovered_read =
+            grid(session, ui, {"dance-read", view_row, step.dims, step.layout}, cells(step.layout.numel() / view_row));
         if (hovered_read >= 0) hovered = hovered_read;
     }
     hovered_ = {step_, hovered};

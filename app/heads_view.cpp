@@ -170,6 +170,7 @@ GridFit fit_grid(int NH, int group, const Ui& ui, ImVec2 area) {
 }  // namespace
 
 void HeadsView::draw(Session& session, Ui& ui) {
+    maps_corner_ = {};  // until maps are drawn
     if (large_)
         large(session, ui);
     else
@@ -232,6 +233,8 @@ void HeadsView::grid(Session& session, Ui& ui) {
         Frame& frame = frames[h / group];
         const ImVec2 min = ImGui::GetItemRectMin(), max = ImGui::GetItemRectMax();
         if (h % group == 0) frame = {min, max};
+        if (h == 0) maps_corner_.y = min.y;
+        maps_corner_.x = std::max(maps_corner_.x, max.x);
         frame = {ImVec2(std::min(frame.min.x, min.x), std::min(frame.min.y, min.y)),
                  ImVec2(std::max(frame.max.x, max.x), std::max(frame.max.y, max.y))};
     }
@@ -272,6 +275,7 @@ void HeadsView::large(Session& session, Ui& ui) {
     if (side < 16) return;
     const ImVec2 start = ImGui::GetCursorScreenPos();
     labelled_map(session, ui, large_map_, "large", session.layer, session.head, side, region_);
+    maps_corner_ = ImVec2(start.x + side, start.y);
 
     // Zoom about the mouse, pan by dragging; the region stays inside the map.
     ImGuiIO& io = ImGui::GetIO();

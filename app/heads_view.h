@@ -19,6 +19,9 @@ public:
         region_ = {};  // a new head opens whole
     }
     bool large() const { return large_; }
+    // The top right corner of the maps drawn last, on screen (the main view
+    // fills what lies beyond); x is 0 when none were drawn.
+    ImVec2 maps_corner() const { return maps_corner_; }
 
 private:
     void grid(Session& session, Ui& ui);
@@ -28,6 +31,7 @@ private:
     MapWidget large_map_;
     bool large_ = false;
     MapRegion region_;  // the zoomed part of the large map
+    ImVec2 maps_corner_;
 };
 
 }  // namespace headscope

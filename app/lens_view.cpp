@@ -41,72 +41,105 @@ void LensView::draw(Session& s, Ui& ui) {
             ImGui::TextUnformatted("computing the logit lens...");
         return;
     }
-    ImGui::TextDisabled(
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    ImGui::TextWrapped(
         "The next token each layer's residual stream already predicts, read through the final norm and the output "
-        "embedding; colour: its probability.");
-    const int L = static_cast<int>(att.layers.size()), b = s.selected, length = s.length(b);
-    const float line = ImGui::GetTextLineHeight();
+        "embedding; colour: its probability. Wheel: zoom, drag: pan, double-click: every position.");
+    ImGui::PopStyleColor();
+    const int L = static_cast<int>(att.layers.size()), length = s.length(s.selected);
+    const float line = ImGui::GetTextLineHeight(), scrollbar = ImGui::GetStyle().ScrollbarSize;
     const float label_w = ImGui::CalcTextSize("L00").x + 8 * ui.scale, header = 2 * line + 4 * ui.scale;
     const ImVec2 avail = ImGui::GetContentRegionAvail();
-    const float cell_w = std::floor((avail.x - label_w) / length);
-    const float cell_h = std::min(std::floor((avail.y - header) / L), std::floor(2 * line));
-    if (cell_w < 1 || cell_h < 1) {
+    const float fit_w = (avail.x - label_w) / static_cast<float>(length);
+    const float cell_h = std::min(std::floor((avail.y - header - scrollbar) / L), std::floor(2 * line));
+    if (fit_w * length < 16 || cell_h < 1) {
         ImGui::TextUnformatted("The window is too small for the lens grid.");
         return;
     }
-    // Whole pixels: every cell the same size.
+    // At least a pixel a position (a longer text scrolls), filling the width: cells within a pixel of each other.
+    zoom_ = std::max(zoom_, 1.f);
+    const float cell_w = std::max(1.f, fit_w * zoom_);
     const ImVec2 start = ImGui::GetCursorScreenPos();
-    const ImVec2 origin(std::floor(start.x + label_w), std::floor(start.y + header));
-    const ImVec2 size(cell_w * length, cell_h * L);
-    const float framebuffer_scale = ImGui::GetIO().DisplayFramebufferScale.x;
-    const Key key{s.shown_generation, b, static_cast<int>(size.x * framebuffer_scale),
-                  static_cast<int>(size.y * framebuffer_scale), ui.colormap};
-    if (!(key == key_)) {
-        ui.renderer.upload(lens_probabilities(s), texture_);
-        ui.renderer.draw(ui.colormap, key.width, key.height, texture_);
-        key_ = key;
-    }
-    ImGui::SetCursorScreenPos(origin);
-    image(texture_, size);
-    const bool hovered = ImGui::IsItemHovered(), clicked = ImGui::IsItemClicked();
-
-    ImDrawList* draw = ImGui::GetWindowDrawList();
-    const ImU32 text_colour = ImGui::GetColorU32(ImGuiCol_Text);
-    const float pad = 4 * ui.scale;
-    const bool text_fits = cell_h >= line && cell_w >= 3 * ImGui::CalcTextSize("M").x + pad;
     for (int slot = 0; slot < L; ++slot) {
-        const float y = origin.y + slot * cell_h;
         char label[16];
         std::snprintf(label, sizeof label, "L%d", att.layers[slot]);
-        draw->AddText(ImVec2(start.x, y + (cell_h - line) / 2), text_colour, label);
-        if (!text_fits) continue;
-        for (int t = 0; t < length; ++t) {
-            const Prediction& top = att.lens_at(slot, b, t)[0];
-            const float x = origin.x + t * cell_w;
-            const ImU32 colour = top.p > lens_dark_text_above ? IM_COL32(0, 0, 0, 255) : IM_COL32(255, 255, 255, 255);
-            const std::string shown = ellipsized(shown_token(s.model().tokenizer, top.id), line, cell_w - pad - 1);
-            draw->AddText(ImVec2(x + pad, y + (cell_h - line) / 2), colour, shown.c_str());
-        }
+        ImGui::GetWindowDrawList()->AddText(ImVec2(start.x, start.y + header + slot * cell_h + (cell_h - line) / 2),
+                                            ImGui::GetColorU32(ImGuiCol_Text), label);
     }
-    // The text's tokens above their columns, staggered in two rows as the maps' keys are.
-    for (int t = 0; t < length && cell_w >= 2 * pad; ++t) {
-        const float x = origin.x + t * cell_w, y = start.y + (t % 2 ? line : 0);
-        const std::string shown =
-            ellipsized(shown_token(s, s.selected, t), line, std::min(2 * cell_w, origin.x + size.x - x));
-        draw->AddText(ImVec2(x, y), text_colour, shown.c_str());
+    ImGui::SetCursorScreenPos(ImVec2(start.x + label_w, start.y));
+    ImGui::BeginChild("lens grid", ImVec2(0, header + L * cell_h + scrollbar), false,
+                      ImGuiWindowFlags_HorizontalScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
+    grid(s, ui, {cell_w, cell_h}, header, fit_w);
+    ImGui::EndChild();
+}
+
+// Inside the scrolling child: the cells in view, their tokens, the labels
+// above the columns, hover, and zoom and pan.
+void LensView::grid(Session& s, Ui& ui, ImVec2 cell, float header, float fit_w) {
+    const AttentionResult& att = s.shown.attention;
+    const int L = static_cast<int>(att.layers.size()), b = s.selected, length = s.length(b);
+    const float line = ImGui::GetTextLineHeight(), scroll = ImGui::GetScrollX(), view_w = ImGui::GetWindowWidth();
+    const ImVec2 top = ImGui::GetCursorScreenPos();
+    const ImVec2 origin(top.x, std::floor(top.y + header));  // column 0's corner, maybe scrolled off
+    ImGui::SetCursorScreenPos(ImVec2(origin.x, origin.y));
+    ImGui::InvisibleButton("lens cells", ImVec2(cell.x * length, cell.y * L));
+    const bool hovered = ImGui::IsItemHovered(), clicked = ImGui::IsItemClicked();
+    const int first = std::clamp(static_cast<int>(scroll / cell.x), 0, length - 1);
+    const int end = std::clamp(static_cast<int>(std::ceil((scroll + view_w) / cell.x)), first + 1, length);
+    if (generation_ != s.shown_generation || b_ != b) {
+        ui.renderer.upload(lens_probabilities(s), texture_);
+        generation_ = s.shown_generation, b_ = b;
     }
-    ui.layout.grid({{"view", "lens"}, {"row", "layer"}, {"col", "position"}},
-                   {origin, ImVec2(cell_w, cell_h), ImVec2(cell_w, cell_h), L, length});
-    if (ui.tooltips && hovered) {
-        const ImVec2 mouse = ImGui::GetIO().MousePos;
-        const int slot = std::clamp(static_cast<int>((mouse.y - origin.y) / cell_h), 0, L - 1);
-        const int t = std::clamp(static_cast<int>((mouse.x - origin.x) / cell_w), 0, length - 1);
-        lens_tooltip(s, slot, t);
+    ui.renderer.draw_on_screen(ui.colormap, texture_, ImVec2(origin.x + first * cell.x, origin.y),
+                               ImVec2(origin.x + end * cell.x, origin.y + L * cell.y),
+                               {static_cast<float>(first) / length, 0, static_cast<float>(end) / length, 1});
+    ImDrawList* draw = ImGui::GetWindowDrawList();
+    const float pad = 4 * ui.scale;
+    if (cell.y >= line && cell.x >= 3 * ImGui::CalcTextSize("M").x + pad)
+        for (int slot = 0; slot < L; ++slot)
+            for (int t = first; t < end; ++t) {
+                const Prediction& best = att.lens_at(slot, b, t)[0];
+                const ImU32 ink = best.p > lens_dark_text_above ? IM_COL32(0, 0, 0, 255) : IM_COL32(255, 255, 255, 255);
+                const std::string shown = ellipsized(shown_token(s.model().tokenizer, best.id), line, cell.x - pad - 1);
+                draw->AddText(ImVec2(origin.x + t * cell.x + pad, origin.y + slot * cell.y + (cell.y - line) / 2), ink,
+                              shown.c_str());
+            }
+    // The tokens above their columns in two staggered rows; where cells are
+    // narrower than a short word, every k-th (zoom in or hover for the rest).
+    const int every = std::max(1, static_cast<int>(std::ceil(ImGui::CalcTextSize("MMM").x / (2 * cell.x))));
+    for (int t = first / every * every; t < end; t += every) {
+        const float x = origin.x + t * cell.x, y = top.y + (t / every % 2 ? line : 0);
+        const std::string shown = ellipsized(shown_token(s, b, t), line, 2 * every * cell.x - pad);
+        draw->AddText(ImVec2(x, y), ImGui::GetColorU32(ImGuiCol_Text), shown.c_str());
+        ui.layout.item({{"view", "lens-label"}, {"position", t}, {"text", shown}});
+    }
+    ui.layout.grid({{"view", "lens"}, {"row", "layer"}, {"col", "position"}}, {origin, cell, cell, L, length});
+    if (!hovered) return;
+    const ImVec2 mouse = ImGui::GetIO().MousePos;
+    const int t = std::clamp(static_cast<int>((mouse.x - origin.x) / cell.x), 0, length - 1);
+    if (ui.tooltips) {
+        lens_tooltip(s, std::clamp(static_cast<int>((mouse.y - origin.y) / cell.y), 0, L - 1), t);
         s.hovered_query = t;
         if (clicked) s.query = t;
     }
-    ImGui::SetCursorScreenPos(start);
-    ImGui::Dummy(ImVec2(label_w + size.x, header + size.y));
+    zoom_and_pan(fit_w, mouse.x - ImGui::GetWindowPos().x);
+}
+
+// The wheel zooms about the mouse's column, a drag pans, a double-click shows every position.
+void LensView::zoom_and_pan(float fit_w, float mouse_x) {
+    const ImGuiIO& io = ImGui::GetIO();
+    if (ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) {
+        zoom_ = 1;
+        return;
+    }
+    if (ImGui::IsMouseDragging(ImGuiMouseButton_Left)) ImGui::SetScrollX(ImGui::GetScrollX() - io.MouseDelta.x);
+    if (io.MouseWheel == 0) return;
+    const float before = std::max(1.f, fit_w * zoom_);
+    const float max_zoom = std::max(1.f, 200 / fit_w);  // up to 200-pixel cells
+    zoom_ = std::clamp(zoom_ * std::pow(1.25f, io.MouseWheel), 1.f, max_zoom);
+    const float after = std::max(1.f, fit_w * zoom_);
+    // The position under the mouse stays under it.
+    ImGui::SetScrollX((ImGui::GetScrollX() + mouse_x) * after / before - mouse_x);
 }
 
 }  // namespace headscope

@@ -2,7 +2,9 @@
 // a layers x positions grid of the selected text. Each cell is the top-1 next
 // token read through the final norm and the output embedding after that
 // layer (its text drawn where it fits), coloured by its probability with the
-// colormap; hovering shows the top Session::lens_k.
+// colormap; hovering shows the top Session::lens_k. At first every position
+// fits the width (a long text: thin columns, every k-th labelled); the wheel
+// zooms until each cell's token can be read, and the grid scrolls sideways.
 #pragma once
 #include <cstdint>
 
@@ -23,13 +25,12 @@ public:
     void draw(Session& session, Ui& ui);
 
 private:
-    struct Key {  // what the texture shows, and at which size
-        uint64_t generation = 0;
-        int b = -1, width = 0, height = 0;
-        Colormap colormap{};
-        bool operator==(const Key&) const = default;
-    };
-    Key key_;
+    void grid(Session& session, Ui& ui, ImVec2 cell, float header, float fit_w);
+    void zoom_and_pan(float fit_w, float mouse_x);
+
+    float zoom_ = 1;           // cell width over the width that fits every position
+    uint64_t generation_ = 0;  // what the weights texture holds
+    int b_ = -1;
     HeatmapTexture texture_;
 };
 

@@ -36,7 +36,7 @@ bool MainView::computing() const {
 
 void MainView::draw() {
     session_.collect();
-    session_.hovered_query = -1;  // until a map under the mouse says otherwise
+    session_.hovered_query = session_.hovered_layer = session_.hovered_head = -1;  // until a map says otherwise
     ui_.layout.clear();
     const ImGuiViewport* viewport = ImGui::GetMainViewport();
     ImGui::SetNextWindowPos(viewport->WorkPos);
@@ -74,6 +74,20 @@ MainView::Placement MainView::placement(View view) const {
                  : Placement{ImVec2(-panel_w, status_bar), true, false};
 }
 
+// Maps whose shape leaves a band wider than a quarter of the window beside
+// them (a window wider than the grid is) give it to the token view, which
+// follows the map under the mouse.
+void MainView::tokens_beside(ImVec2 maps_corner) {
+    const float spacing = ImGui::GetStyle().ItemSpacing.x;
+    const float band = ImGui::GetWindowPos().x + ImGui::GetWindowWidth() - maps_corner.x - spacing;
+    if (maps_corner.x <= 0 || band < ImGui::GetMainViewport()->WorkSize.x / 4) return;
+    ImGui::SetCursorScreenPos(ImVec2(maps_corner.x + spacing, maps_corner.y));
+    ImGui::BeginChild("tokens-beside", ImVec2(0, 0));
+    ui_.layout.rect({{"view", "tokens-beside"}}, ImGui::GetWindowPos(), ImGui::GetWindowSize());
+    tokens_view_.draw(session_, ui_);
+    ImGui::EndChild();
+}
+
 void MainView::views() {
     const Session& s = session_;
     if (s.shown.attention.weights.empty()) {
@@ -96,13 +110,17 @@ void MainView::views() {
         const float status_bar = -ImGui::GetFrameHeightWithSpacing();
         ImGui::BeginChild("view", place.view);
         switch (view) {
-            case View::heads: heads_view_.draw(session_, ui_); break;
+            case View::heads:
+                heads_view_.draw(session_, ui_);
+                tokens_beside(heads_view_.maps_corner());
+                break;
             case View::tokens: tokens_view_.draw(session_, ui_); break;
             case View::model:
                 if (model_view_.draw(session_, ui_)) {
                     heads_view_.open_large();
                     tab_to_select_ = View::heads;
-                }
+                } else
+                    tokens_beside(model_view_.maps_corner());
                 break;
             case View::lens:
                 lens_view_.draw(session_, ui_);

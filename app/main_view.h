@@ -6,6 +6,7 @@
 #pragma once
 #include <functional>
 #include <optional>
+#include <utility>
 
 #include "checks_view.h"
 #include "command_line.h"
@@ -23,13 +24,15 @@ namespace headscope {
 
 class MainView {
 public:
-    // `args` suit the loaded model (check_layer_and_head).
+    // `args` suit the loaded model (check_start_choices).
     MainView(const Args& args, const Settings& start, LoadedModel loaded, float content_scale,
              std::function<void()> wake);
 
     void draw();
     // Whether any worker is still computing (screenshot mode waits for them all).
     bool computing() const;
+    // Whether the frame just drawn asked for one more (and forgets it).
+    bool take_frame_wanted() { return std::exchange(ui_.frame_wanted, false); }
     // What to remember of this run, with the window placed so.
     Settings settings(const WindowPlacement& window) const;
 
@@ -49,6 +52,7 @@ private:
     };
     Placement placement(View view) const;
     void views();
+    void tokens_beside(ImVec2 maps_corner);
     FigureView figure_view() const { return {shown_view_, heads_view_.large()}; }
 
     Session session_;

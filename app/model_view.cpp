@@ -2,15 +2,27 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 namespace headscope {
 
 namespace {
 
 float row_label_width(const Ui& ui) { return ImGui::CalcTextSize("L00").x + 8 * ui.scale; }
-// Grouped, a gap between groups and a line above the first layer.
+// A line of head numbers above the first layer; grouped, a gap between
+// groups and a line above that naming each group's KV head.
 float group_gap(int group, const Ui& ui) { return group > 1 ? 10 * ui.scale : 0; }
-float header_height(int group) { return group > 1 ? ImGui::GetTextLineHeightWithSpacing() : 0; }
+float header_height(int group) { return (group > 1 ? 2 : 1) * ImGui::GetTextLineHeightWithSpacing(); }
+
+// "H7" above each column where it fits, else the number alone, else every k-th number.
+std::string head_number(int h, float side) {
+    std::string hn = "H";
+    hn += std::to_string(h);  // not "H" + ...: GCC 12 warns on it
+    if (ImGui::CalcTextSize(hn.c_str()).x <= side) return hn;
+    const float number_width = ImGui::CalcTextSize("00").x + ImGui::GetStyle().ItemSpacing.x;
+    const int every = std::max(1, static_cast<int>(std::ceil(number_width / side)));
+    return h % every ? std::string() : std::to_string(h);
+}
 
 // Thumbnails close together, as one grid: more of the area is maps.
 float thumbnail_spacing(const Ui& ui) { return std::floor(3 * ui.scale); }
@@ -51,7 +63,17 @@ bool ModelView::draw(Session& session, Ui& ui) {
             ui.layout.item({{"view", "model-group"}, {"kv_head", kv}, {"first_head", kv * group}, {"heads", group}});
         }
     }
+    for (int h = 0; h < NH; ++h) {
+        const std::string label = head_number(h, side);
+        if (h)
+            ImGui::SameLine(column_x(h));
+        else
+            ImGui::SetCursorPosX(column_x(0));
+        ImGui::TextUnformatted(label.c_str());
+        if (!label.empty()) ui.layout.item({{"view", "model-head-label"}, {"head", h}, {"text", label}});
+    }
     maps_.resize(static_cast<size_t>(L) * NH);
+    maps_corner_ = ImVec2(ImGui::GetWindowPos().x + column_x(NH - 1) + side, ImGui::GetCursorScreenPos().y);
     bool jumped = false;
     ImGui::PushStyleVar(ImGuiStyleVar_ItemSpacing, ImVec2(spacing, spacing));  // between the rows too
     for (int l = 0; l < L; ++l) {

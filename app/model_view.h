@@ -15,9 +15,12 @@ public:
     // per layer filling it, but never below a readable size while the row of
     // heads fits across (the view then scrolls).
     static float map_side(const Session& session, const Ui& ui, ImVec2 area);
+    // The top right corner of the thumbnails drawn last, on screen.
+    ImVec2 maps_corner() const { return maps_corner_; }
 
 private:
     std::vector<MapWidget> maps_;  // (L, NH)
+    ImVec2 maps_corner_;
 };
 
 }  // namespace headscope

@@ -105,6 +105,7 @@ public:
     int query = -1;                  // the query row clicked (or --query); -1: the text's last token
     std::optional<GenerationShown> generation;  // the generation shown, if any
     int hovered_query = -1;                     // the query row under the mouse this frame; -1: none
+    int hovered_layer = -1, hovered_head = -1;  // the map under the mouse this frame; -1: none
 
     LiveResult shown;  // the last good compute (weights empty before the first)
     // With heads knocked out: the intact model's predictions of the shown

@@ -81,7 +81,9 @@ void write_screenshot(const fs::path& path, int width, int height) {
 void StatusBar::draw(Session& s, Ui& ui, FigureView shown) {
     ImGui::Separator();
     const std::string tokens = tokens_note(s);
-    ImGui::TextUnformatted(tokens.c_str());
+    // A long reason nothing was reused keeps the row's buttons in the window: the whole on hover.
+    ImGui::TextUnformatted(ellipsized(tokens, ImGui::GetFontSize(), 0.3f * ImGui::GetContentRegionAvail().x).c_str());
+    if (ui.tooltips && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tokens.c_str());
     ui.layout.item({{"view", "status"}, {"name", "tokens"}, {"text", tokens}});
     ImGui::SameLine();
     if (!s.shown_options.ablate.empty()) {

@@ -4,13 +4,24 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 
 namespace headscope {
+
+namespace {
+
+// The map under the mouse (beside the maps, the tokens follow it), else the selected one.
+std::pair<int, int> shown_head(const Session& s) {
+    return s.hovered_head >= 0 ? std::pair(s.hovered_layer, s.hovered_head) : std::pair(s.layer, s.head);
+}
+
+}  // namespace
 
 void TokensView::update_weights(const Session& s, Ui& ui, const std::vector<int>& queries) {
     const AttentionResult& att = s.shown.attention;
     const int b = s.selected, T = att.T, length = s.length(b);
-    const Key key{s.shown_generation, b, s.layer, s.head, average_, queries, ui.colormap};
+    const auto [layer, head] = shown_head(s);
+    const Key key{s.shown_generation, b, layer, head, average_, queries, ui.colormap};
     if (key == key_) return;
     key_ = key;
     weights_.assign(T, std::nanf(""));
@@ -21,10 +32,10 @@ void TokensView::update_weights(const Session& s, Ui& ui, const std::vector<int>
             if (!attends(s.shown_options, q, j, length, T)) continue;
             seen = true;
             if (!average_) {
-                sum += att.row(s.layer, b, s.head, q)[j];
+                sum += att.row(layer, b, head, q)[j];
                 continue;
             }
-            for (int h = 0; h < att.NH; ++h) sum += att.row(s.layer, b, h, q)[j] / att.NH;
+            for (int h = 0; h < att.NH; ++h) sum += att.row(layer, b, h, q)[j] / att.NH;
         }
         if (seen) weights_[j] = static_cast<float>(sum);
     }
@@ -36,17 +47,18 @@ void TokensView::update_weights(const Session& s, Ui& ui, const std::vector<int>
 
 void TokensView::draw(Session& s, Ui& ui) {
     const int b = s.selected, length = s.length(b);
+    const auto [layer, head] = shown_head(s);
     ImGui::Checkbox("layer average", &average_);
     ui.layout.control("layer average");
     ImGui::SameLine();
-    ImGui::Text("%s, layer %d: the weight each token gets from %s",
-                average_ ? "all heads" : head_label(s, s.layer, s.head).c_str(), s.layer,
-                added_queries_.empty() ? "the query" : "the queries (summed)");
-    if (!added_queries_.empty()) {
-        ImGui::SameLine();
-        if (ImGui::SmallButton("clear added queries")) added_queries_.clear();
-    }
-    ImGui::TextDisabled("hover a token to see what it attends to, click to keep it, shift-click to add rows");
+    // Wrapped: beside the maps the view may be narrow.
+    ImGui::TextWrapped("%s, layer %d: the weight each token gets from %s",
+                       average_ ? "all heads" : head_label(s, layer, head).c_str(), layer,
+                       added_queries_.empty() ? "the query" : "the queries (summed)");
+    if (!added_queries_.empty() && ImGui::SmallButton("clear added queries")) added_queries_.clear();
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    ImGui::TextWrapped("hover a token to see what it attends to, click to keep it, shift-click to add rows");
+    ImGui::PopStyleColor();
 
     std::vector<int> queries = {s.predicted_query()};
     for (int q : added_queries_)

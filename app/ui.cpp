@@ -67,11 +67,18 @@ std::string head_label(const Session& session, int layer, int head) {
     return std::string(label) + scores;
 }
 
-std::string ellipsized(const std::string& text, float size, float width) {
+std::string ellipsized(const std::string& text, float size, float width, bool keep_end) {
     ImFont* font = ImGui::GetFont();
     if (font->CalcTextSizeA(size, FLT_MAX, 0, text.c_str()).x <= width) return text;
     const char* ellipsis = "\u2026";
     const float room = width - font->CalcTextSizeA(size, FLT_MAX, 0, ellipsis).x;
+    if (keep_end) {  // the first character boundary from which the rest fits
+        size_t from = 0;
+        while (from < text.size() &&
+               ((text[from] & 0xC0) == 0x80 || font->CalcTextSizeA(size, FLT_MAX, 0, text.c_str() + from).x > room))
+            ++from;
+        return ellipsis + text.substr(from);
+    }
     const char* fits = text.c_str();
     if (room > 0) font->CalcTextSizeA(size, room, 0, text.c_str(), nullptr, &fits);
     return std::string(text.c_str(), fits) + ellipsis;
@@ -193,6 +200,8 @@ bool MapWidget::draw(Session& session, Ui& ui, const char* view, int layer, int 
         const int j = std::clamp(static_cast<int>((mouse.x - corner.x) / cell_w), 0, T - 1);
         map_tooltip(session, layer, head, i, j);
         session.hovered_query = i;
+        session.hovered_layer = layer;
+        session.hovered_head = head;
         if (clicked) session.query = i;
     }
     if (session.replaying()) {

@@ -69,6 +69,7 @@ struct Ui {
     Colormap colormap = Colormap::viridis;
     HeatmapRenderer renderer;
     LayoutRecorder layout;
+    bool frame_wanted = false;  // this frame changed what the next one draws: the idle window draws it
 };
 
 // One attention map of the shown compute as an ImGui image. Its texture is
@@ -113,8 +114,9 @@ std::string shown_token(const Session& session, int b, int t, bool quoted = fals
 
 // `text` whole when it is at most `width` pixels wide at font size `size`,
 // else cut between characters and ended with an ellipsis so that the whole
-// fits: a label never ends mid-glyph.
-std::string ellipsized(const std::string& text, float size, float width);
+// fits: a label never ends mid-glyph. With `keep_end` (a path) the start
+// is cut and the ellipsis begins it.
+std::string ellipsized(const std::string& text, float size, float width, bool keep_end = false);
 
 // The label "L1 H2" with the head's probe scores when the session has them.
 std::string head_label(const Session& session, int layer, int head);

@@ -172,7 +172,7 @@ void wait_for_frame(Headless& headless, MainView& view, int& settle) {
 
 int run(const Args& args, Settings start, bool use_settings, bool model_given) {
     LoadedModel loaded = load_start_model(start, model_given, args.backend);
-    check_layer_and_head(args, start, loaded.model->config);
+    check_start_choices(args, start, *loaded.model);
     // Opened here only to fail with one line naming it: ImGui would assert.
     const std::filesystem::path font = data_dir() / "fonts" / "DejaVuSans.ttf";
     OpenFile{font, "the window's font"};
@@ -223,6 +223,7 @@ int run(const Args& args, Settings start, bool use_settings, bool model_given) {
             ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
             view.status_bar().save_png_if_asked(width, height);
             if (headless.frame_rendered(view, width, height)) break;
+            if (view.take_frame_wanted()) settle = std::max(settle, 1);
             glfwSwapBuffers(window);
             if (use_settings && ImGui::GetIO().WantSaveIniSettings) save_or_warn([&] { save_imgui_ini(ini_path); });
         }

@@ -1,6 +1,8 @@
 // How the window uses its space, at two window sizes: every map lies inside
 // the window and no two overlap, nor any the predictions panel, the maps (with their labels) cover a
-// share of the area below the tabs, they grow when the window grows, and
+// share of the area below the tabs, no empty band wider than a quarter of
+// the window lies right of them, they grow when the window grows, the large
+// head and the dance's memory grid fill their area's height, and
 // every token label is whole or cut at a glyph and ended with an ellipsis,
 // inside its map's square and off the map itself.
 #include <gtest/gtest.h>
@@ -33,22 +35,35 @@ struct Rect {
 };
 
 // The maps' share of the area below the tabs, after checking each lies in
-// the window and none overlaps another; the smallest map's side.
+// the window and none overlaps another; the smallest map's side; the empty
+// band between the maps' right edge and what lies right of them (the token
+// view beside them, the predictions panel, or the window's edge).
 struct Space {
-    double share = 0, smallest_side = 1e9;
+    double share = 0, smallest_side = 1e9, band = 0;
     int maps = 0;
 };
+
+// The rectangle around every entry of `view`.
+Rect bounds(const json& layout, const std::string& view) {
+    double x0 = 1e9, y0 = 1e9, x1 = -1e9, y1 = -1e9;
+    for (const json& e : test::entries(layout, view)) {
+        const Rect r(e);
+        x0 = std::min(x0, r.x), y0 = std::min(y0, r.y), x1 = std::max(x1, r.x + r.w), y1 = std::max(y1, r.y + r.h);
+    }
+    return Rect(json{{"x", x0}, {"y", y0}, {"w", x1 - x0}, {"h", y1 - y0}});
+}
 
 Space measure(const test::WindowShot& shot, int width, int height) {
     EXPECT_EQ(shot.run.status, 0) << shot.run.err;
     EXPECT_EQ(shot.image.width, width);
     EXPECT_EQ(shot.image.height, height);
     const Rect window(json{{"x", 0}, {"y", 0}, {"w", width}, {"h", height}});
-    std::vector<Rect> maps, panels;
+    std::vector<Rect> maps, panels, beside;
     double below_tabs = 0;
     for (const json& e : shot.layout) {
         if (e["view"] == "map") maps.emplace_back(e);
         if (e["view"] == "predictions-panel") panels.emplace_back(e);
+        if (e["view"] == "predictions-panel" || e["view"] == "tokens-beside") beside.emplace_back(e);
         if (e["view"] == "below-tabs") below_tabs = Rect(e).area();
     }
     EXPECT_EQ(panels.size(), 1u);
@@ -64,6 +79,11 @@ Space measure(const test::WindowShot& shot, int width, int height) {
     }
     EXPECT_GT(below_tabs, 0);
     space.share /= below_tabs;
+    double right = 0, next = width;
+    for (const Rect& map : maps) right = std::max(right, map.x + map.w);
+    for (const Rect& b : beside)
+        if (b.x >= right - 0.5) next = std::min(next, b.x);
+    space.band = next - right;
     return space;
 }
 
@@ -92,8 +112,10 @@ protected:
         EXPECT_EQ(large.maps, maps);
         EXPECT_GE(large.share, share);
         EXPECT_GT(large.smallest_side, small.smallest_side * 1.2);
-        std::printf("%s: %.0f%% of the area below the tabs at 1280x800, %.0f%% at 1920x1080\n", what.c_str(),
-                    100 * small.share, 100 * large.share);
+        EXPECT_LT(small.band, 1280 / 4) << "an empty band right of the maps at 1280x800";
+        EXPECT_LT(large.band, 1920 / 4) << "an empty band right of the maps at 1920x1080";
+        std::printf("%s: %.0f%% of the area below the tabs at 1280x800, %.0f%% at 1920x1080; bands %.0f and %.0f px\n",
+                    what.c_str(), 100 * small.share, 100 * large.share, small.band, large.band);
     }
 
     static test::TempDir* dir_;
@@ -105,9 +127,38 @@ TEST_F(WindowSpaceTest, HeadsOfTheBuiltInModelFillTheWindowAndGrowWithIt) {
     expect_fills("heads view, built-in model", {"--text", text_}, 4, 0.45);
 }
 
+// The model view's 12 rows fix the thumbnails' height, so the share is lower
+// (a line of head numbers heads the grid); the token view takes the width left.
 TEST_F(WindowSpaceTest, ModelViewOfAGpt2SmallShapeFillsTheWindowAndGrowsWithIt) {
     expect_fills("model view, 12 x 12 heads",
-                 {"--model", (dir_->path / "small-shape").string(), "--text", text_, "--view", "model"}, 144, 0.38);
+                 {"--model", (dir_->path / "small-shape").string(), "--text", text_, "--view", "model"}, 144, 0.36);
+}
+
+// One head large: a square as tall as the area allows, the token view in the width beside it.
+TEST_F(WindowSpaceTest, TheLargeHeadFillsTheAreaHeight) {
+    for (const std::string size : {"1280x800", "1920x1080"}) {
+        const test::WindowShot shot = shoot("large", {"--text", text_, "--head", "1"}, size);
+        const int width = size == "1280x800" ? 1280 : 1920, height = size == "1280x800" ? 800 : 1080;
+        const Space space = measure(shot, width, height);
+        EXPECT_EQ(space.maps, 1);
+        EXPECT_LT(space.band, width / 4) << size;
+        const Rect area(test::entries(shot.layout, "below-tabs").at(0)), map = bounds(shot.layout, "map");
+        EXPECT_GT(map.h, 0.8 * area.h) << size;
+        EXPECT_FALSE(test::entries(shot.layout, "tokens-beside").empty()) << size;
+    }
+}
+
+// The dance's step 2 shows the memory in storage order and in the view's
+// order; the memory grid's rows fill the height left below the step's text.
+TEST_F(WindowSpaceTest, TheDanceMemoryGridFillsTheHeightLeft) {
+    for (const std::string size : {"1280x800", "1920x1080"}) {
+        const test::WindowShot shot = shoot("dance", {"--text", text_, "--view", "dance", "--dance-step", "2"}, size);
+        ASSERT_EQ(shot.run.status, 0) << shot.run.err;
+        const Rect area(test::entries(shot.layout, "below-tabs").at(0)), memory = bounds(shot.layout, "dance");
+        const double bottom = area.y + area.h;
+        EXPECT_GT(memory.y + memory.h, bottom - 0.12 * area.h) << size << ": the grid ends well above the area's end";
+        EXPECT_LE(memory.y + memory.h, bottom) << size;
+    }
 }
 
 // Labels of a text with long tokens: each is its whole token or a prefix of
