@@ -291,8 +291,9 @@ bool ControlsView::text_box(Session& s, Ui& ui, float width) {
         const int since_click = ImGui::GetFrameCount() - text_clicked_frame_;
         if (since_click == 1) ImGui::SetKeyboardFocusHere();
         changed = ImGui::InputTextMultiline("##text", &text, size);
-        // The focus lands a frame after it is asked for: until then the box stays.
+        // The focus lands a frame after it is asked for (keys typed before are lost): until then the box stays.
         editing_text_ = ImGui::IsItemActive() || since_click < 4;
+        ui.frame_wanted |= since_click < 4;
         ui.frame_wanted |= !editing_text_;  // the wrapped text, drawn next frame
         ui.layout.control("text");
         return changed;

@@ -111,7 +111,8 @@ void LensView::grid(Session& s, Ui& ui, ImVec2 cell, float header, float fit_w) 
         const float x = origin.x + t * cell.x, y = top.y + (t / every % 2 ? line : 0);
         const std::string shown = ellipsized(shown_token(s, b, t), line, 2 * every * cell.x - pad);
         draw->AddText(ImVec2(x, y), ImGui::GetColorU32(ImGuiCol_Text), shown.c_str());
-        ui.layout.item({{"view", "lens-label"}, {"position", t}, {"text", shown}});
+        ui.layout.rect({{"view", "lens-label"}, {"position", t}, {"text", shown}}, ImVec2(x, y),
+                       ImGui::CalcTextSize(shown.c_str()));
     }
     ui.layout.grid({{"view", "lens"}, {"row", "layer"}, {"col", "position"}}, {origin, cell, cell, L, length});
     if (!hovered) return;

@@ -104,12 +104,48 @@ TEST_P(WindowTest, LargeViewShowsOneHeadAtFullResolution) {
     test::check_heatmap_cells(shot.image, shot.layout, shot.cli, true);
 }
 
+// The text box shows its text wrapped: three lines tall for a short text; a
+// long one grows it (to at most six lines), drawn as lines of text (bright glyph
+// pixels in bands down the box), none running past the box's right edge.
+TEST_P(WindowTest, TheTextBoxWrapsAndGrows) {
+    std::string long_text;
+    for (int n = 0; n < 22; ++n) long_text += "The cat sat on the mat because it was soft. ";
+    const auto box_of = [&](const std::string& name, const std::string& text) {
+        const test::WindowShot shot =
+            test::shoot_window({"--text", text, "--window-size", GetParam()}, dir_->path, name + "-" + GetParam());
+        EXPECT_EQ(shot.run.status, 0) << shot.run.err;
+        for (const json& e : shot.layout)
+            if (e["view"] == "control" && e["name"] == "text") return std::pair(shot.image, e);
+        ADD_FAILURE() << "no text box in the layout";
+        return std::pair(shot.image, json());
+    };
+    const auto [short_image, short_box] = box_of("short-text", "The cat sat.");
+    const auto [image, box] = box_of("long-text", long_text);
+    ASSERT_TRUE(short_box.is_object() && box.is_object());
+    EXPECT_GT(box["h"].get<double>(), 1.3 * short_box["h"].get<double>()) << "the box did not grow";
+    const int x0 = box["x"], y0 = box["y"], x1 = x0 + static_cast<int>(box["w"]), y1 = y0 + static_cast<int>(box["h"]);
+    int bands = 0, rightmost = 0;
+    bool in_band = false;
+    for (int y = y0; y < y1; ++y) {
+        bool bright = false;
+        for (int x = x0; x < x1 - 20; ++x) {  // left of the scrollbar
+            const std::array<int, 3> p = image.at(x, y);
+            if (p[0] > 200 && p[1] > 200 && p[2] > 200) bright = true, rightmost = std::max(rightmost, x);
+        }
+        bands += bright && !in_band;
+        in_band = bright;
+    }
+    EXPECT_GE(bands, 4) << "the long text is not drawn as wrapped lines";
+    EXPECT_LT(rightmost, x1 - 20);
+    EXPECT_GT(rightmost, x0 + (x1 - x0) / 2) << "the lines do not fill the box's width";
+}
+
 INSTANTIATE_TEST_SUITE_P(Sizes, WindowTest, ::testing::Values("1280x800", "1920x1080"));
 
 }  // namespace
 
-// A word an option does not take, or a layer or head the model lacks: one
-// line naming the flag, and exit 2, before any window opens.
+// A word an option does not take, or a layer, head or query the model or
+// text lacks: one line naming the flag, and exit 2, before any window opens.
 TEST_F(WindowTest, BadOptionsAreOneLineErrorsNamingTheFlag) {
     const std::string model = (dir_->path / "model").string();
     const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
@@ -125,6 +161,8 @@ TEST_F(WindowTest, BadOptionsAreOneLineErrorsNamingTheFlag) {
         {{"--layer", "2"}, "--layer 2 out of range (the model has layers 0..1)"},
         {{"--head", "4"}, "--head 4 out of range (4 heads)"},
         {{"--heads", "5"}, "--heads: head count 5 does not divide C = 32"},
+        {{"--text", "The cat", "--query", "2"}, "--query 2 out of range (the text's 2 tokens are at positions 0 to 1)"},
+        {{"--query", "-2"}, "--query -2 is not a token's position"},
         {{"--ablate", "1.x"}, "--ablate: '1.x' is not a head (expected LAYER.HEAD,...)"},
         {{"--ablate", "2.0"}, "--ablate: head 2.0 to knock out is not one of the model's (layers 0..1, heads 0..3)"},
         {{"--window-size", "1920x"},

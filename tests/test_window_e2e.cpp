@@ -229,6 +229,7 @@ TEST(WindowEndToEnd, TypingAndTogglingTheCausalMaskRedrawTheMaps) {
     // when press and release fall in one frame of a busy machine.
     DrivenWindow window(screen.name(), {"--model", model, "--text", "", "--layout", layout.string()}, dir.path);
     window.click(controls.at("text"));
+    pause_ms(300);  // the click shows the edit box, which takes the keys a frame later
     EXPECT_EQ(window.xdotool({"type", "--delay", "20", typed}).status, 0);
     pause_ms(300);
     window.click(controls.at("causal mask"));
@@ -322,6 +323,7 @@ TEST(WindowEndToEnd, TypingReusesThePrefixAndNextTokenAppendsGreedyTokens) {
     {
         DrivenWindow window(screen.name(), {"--text", "", "--layout", typing_layout.string()}, dir.path);
         window.click(controls.at("text"));
+        pause_ms(300);  // the click shows the edit box, which takes the keys a frame later
         EXPECT_EQ(window.xdotool({"type", "--delay", "60", typed}).status, 0);
         window.settled_screen();
         ASSERT_EQ(window.quit(), 0);
@@ -396,3 +398,44 @@ TEST(WindowEndToEnd, TheWindowOpensWhereItWasLeft) {
 }
 
 }  // namespace
+
+// The lens of a long text: the wheel over it zooms about the mouse (the
+// cells widen, the position under the mouse stays under it) and the grid
+// scrolls sideways rather than leave the window.
+TEST(WindowEndToEnd, TheWheelZoomsTheLensAboutTheMouse) {
+    test::TempDir dir;
+    std::string text;
+    for (int n = 0; n < 12; ++n) text += "The cat sat on the mat because it was soft. ";
+    // Where the grid's first row is, from a screenshot run's layout.
+    const test::WindowShot first = test::shoot_window({"--text", text, "--view", "lens"}, dir.path, "lens");
+    ASSERT_EQ(first.run.status, 0);
+    const json row = test::entries(first.layout, "lens").at(0);
+    const std::string y = std::to_string(static_cast<int>(row["y"].get<double>() + row["h"].get<double>() / 2));
+
+    const VirtualScreen screen;
+    ASSERT_FALSE(screen.name().empty()) << "Xvfb did not start";
+    const auto layout = dir.path / "lens.json";
+    DrivenWindow window(screen.name(), {"--text", text, "--view", "lens", "--layout", layout.string()}, dir.path);
+    window.settled_screen();
+    EXPECT_EQ(window.xdotool({"mousemove", "500", y}).status, 0);
+    for (int n = 0; n < 8; ++n)  // each notch held apart: ImGui 1.86 reads one wheel step a frame
+        EXPECT_EQ(window.xdotool({"click", "4", "sleep", "0.15"}).status, 0);
+    EXPECT_EQ(window.xdotool({"mousemove", "501", y}).status, 0);
+    window.settled_screen();
+    ASSERT_EQ(window.quit(), 0);
+
+    const json cells = test::entries(test::read_layout(layout), "lens");
+    ASSERT_FALSE(cells.empty());
+    const double width = cells[0]["w"];
+    EXPECT_GT(width, 12) << "the wheel did not zoom";
+    double last_right = 0;
+    bool under_mouse = false;
+    for (const json& cell : cells) {
+        const double x = cell["x"];
+        last_right = std::max(last_right, x + width);
+        under_mouse |= x <= 501 && 501 < x + width;
+    }
+    EXPECT_GT(last_right, 1280) << "zoomed in, the grid runs past the window and scrolls";
+    EXPECT_TRUE(under_mouse);
+    EXPECT_LT(cells[0]["x"].get<double>(), 0) << "zoomed about the mouse, not the grid's left end";
+}

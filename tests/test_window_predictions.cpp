@@ -120,4 +120,44 @@ TEST_F(WindowPredictions, LensGridColoursAreTheTopOneProbabilities) {
     EXPECT_TRUE(entries(shot.layout, "prediction-next").empty());
 }
 
+// A 190-token text on the lens tab: every position's column fits the width
+// (thin, no scrolling) in the top-1 probability's colour, and the positions
+// are labelled every k-th, k > 1, in order, in two rows whose labels keep
+// apart.
+TEST_F(WindowPredictions, LensOfALongTextShowsEveryPositionAndLabelsEveryKth) {
+    std::string long_text;
+    while (model_->tokenizer.encode(long_text).size() < 190)
+        long_text += "The cat sat on the mat because it was soft. ";
+    const std::vector<int32_t> ids = model_->tokenizer.encode(long_text);
+    std::unique_ptr<Backend> backend = make_cpu_backend();
+    backend->load_weights(*model_);
+    AttentionOptions options;
+    options.lens_k = 5;
+    AttentionResult want;
+    backend->forward(Batch{{ids}, model_->config.pad_id()}, options, want);
+
+    const test::WindowShot shot = test::shoot_window({"--text", long_text, "--view", "lens"}, dir_->path, "lens-long");
+    ASSERT_EQ(shot.run.status, 0) << shot.run.err;
+    const json cells = entries(shot.layout, "lens");
+    const int L = model_->config.n_layer, T = static_cast<int>(ids.size());
+    ASSERT_EQ(cells.size(), size_t(L * T));
+    for (const json& cell : cells) {
+        EXPECT_LE(cell["x"].get<double>() + cell["w"].get<double>(), 1280) << "position " << cell["position"];
+        const float p = want.lens_at(cell["layer"], 0, cell["position"])[0].p;
+        const std::array<int, 3> got = test::centre(shot.image, cell);
+        EXPECT_TRUE(near(got, test::viridis(p))) << "layer " << cell["layer"] << " position " << cell["position"];
+    }
+    const json labels = entries(shot.layout, "lens-label");
+    ASSERT_GE(labels.size(), 3u);
+    const int every = labels[1]["position"].get<int>() - labels[0]["position"].get<int>();
+    EXPECT_GT(every, 1);
+    for (size_t n = 0; n < labels.size(); ++n) {
+        EXPECT_EQ(labels[n]["position"], static_cast<int>(n) * every);
+        if (n < 2) continue;
+        const json& before = labels[n - 2];  // the label before it in the same row
+        EXPECT_LE(before["x"].get<double>() + before["w"].get<double>(), labels[n]["x"].get<double>() + 0.5)
+            << "labels " << before["position"] << " and " << labels[n]["position"];
+    }
+}
+
 }  // namespace
