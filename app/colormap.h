@@ -14,4 +14,9 @@ inline constexpr Choices<Colormap, 3> colormap_choices = {
 // reads as a weight of 0. The shader's, and the SVG export's pattern.
 inline constexpr Hatch masked_hatch{{41, 41, 41}, {77, 77, 77}, 4};
 
+// Whether text on `background` is drawn dark (a light colour: the colormaps' bright end), else light.
+constexpr bool dark_text_on(Rgb background) {
+    return 0.299 * background.r + 0.587 * background.g + 0.114 * background.b > 140;
+}
+
 }  // namespace headscope

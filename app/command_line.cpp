@@ -78,8 +78,9 @@ void add_window_options(CLI::App& cli, Args& args) {
                    "screenshot mode: open this model after --frames frames, as the picker does");
     cli.add_option("--export-json", args.export_json, "screenshot mode: also save the attention as the CLI's JSON");
     cli.add_option("--export-npy", args.export_npy, "screenshot mode: also save the attention as the CLI's .npy");
-    cli.add_option("--export-svg", args.export_svg,
-                   "screenshot mode: also save the shown view as a vector figure (heads, model and logit-lens tabs)");
+    cli.add_option(
+        "--export-svg", args.export_svg,
+        "screenshot mode: also save the shown view as a vector figure (heads, tokens, model and logit-lens tabs)");
     add_word_option(
         &cli, "--settings", args.settings, "on|off",
         [](std::string_view word) { return parse_on_off("settings", word); },

@@ -53,7 +53,7 @@ private:
     Placement placement(View view) const;
     void views();
     void tokens_beside(ImVec2 maps_corner);
-    FigureView figure_view() const { return {shown_view_, heads_view_.large()}; }
+    FigureView figure_view() const { return {shown_view_, heads_view_.large(), &tokens_view_}; }
 
     Session session_;
     Ui ui_;

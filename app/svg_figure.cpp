@@ -11,6 +11,7 @@
 #include "headscope/base/error.h"
 #include "headscope/io/files.h"
 #include "lens_view.h"
+#include "tokens_view.h"
 
 namespace headscope {
 
@@ -296,11 +297,55 @@ void lens_figure(std::ostream& out, const Session& s, Ui& ui, FigureView shown) 
     figure.svg().finish();
 }
 
+// The tokens tab: the selected text's tokens wrapped in lines, each on the
+// colour of its weight from the query rows (outlined), as last drawn.
+void tokens_figure(std::ostream& out, const Session& s, Ui& ui, FigureView shown) {
+    const TokensView& view = *shown.tokens;
+    const int length = s.length(s.selected);
+    constexpr double line_width = 720, pad = 3, box_h = title_size + 2 * pad, line_h = box_h + 4;
+    struct Placed {
+        double x, y, w;
+        std::string text;
+    };
+    std::vector<Placed> placed;
+    const double top = margin + heading_height + gap + heading_line;
+    double x = 0, y = 0;
+    for (int t = 0; t < length; ++t) {
+        std::string text = shown_token(s, s.selected, t);
+        const double w = text_width(text, title_size) + 2 * pad;
+        if (x > 0 && x + w > line_width) x = 0, y += line_h;
+        placed.push_back({margin + x, top + y, w, std::move(text)});
+        x += w + pad;
+        if (token_text(s.model().tokenizer, s.shown.token_ids[s.selected][t]).find('\n') != std::string::npos)
+            x = 0, y += line_h;  // a line feed ends the line, as on screen
+    }
+    const Heading lines = heading(s, ui, shown);
+    const double width = std::max({2 * margin + line_width, heading_width(lines), legend_width});
+    Figure figure(out, width, top + y + line_h + gap + legend_height, s, ui);
+    figure.heading(lines);
+    figure.labels("description", {{margin, top - heading_line + title_size}}, {view.description()});
+    const std::vector<int>& queries = view.queries();
+    figure.svg().begin_group({{"class", "tokens"}});
+    for (int t = 0; t < length; ++t) {
+        const Placed& p = placed[t];
+        const bool masked = std::isnan(view.weights()[t]);
+        if (std::find(queries.begin(), queries.end(), t) != queries.end())
+            figure.svg().rect(p.x - 1.5, p.y - 1.5, p.w + 3, box_h + 3, Rgb{255, 158, 64});  // the window's outline
+        const Rgb fill = masked ? Rgb{255, 255, 255} : view.colours()[t];
+        figure.svg().rect(p.x, p.y, p.w, box_h, fill);
+        figure.svg().text(p.x + pad, p.y + box_h - pad - 0.15 * title_size, p.text, title_size, TextAnchor::start, 0,
+                          dark_text_on(fill) ? Rgb{0, 0, 0} : Rgb{255, 255, 255});
+    }
+    figure.svg().end_group();
+    figure.legend();
+    figure.svg().finish();
+}
+
 }  // namespace
 
 const char* svg_refusal(View view) {
-    if (view == View::heads || view == View::model || view == View::lens) return nullptr;
-    return "Save SVG draws the heads, model and logit-lens tabs: show one of them";
+    if (view == View::heads || view == View::tokens || view == View::model || view == View::lens) return nullptr;
+    return "Save SVG draws the heads, tokens, model and logit-lens tabs: show one of them";
 }
 
 void write_svg_figure(const std::filesystem::path& path, const Session& session, Ui& ui, FigureView shown) {
@@ -312,6 +357,7 @@ void write_svg_figure(const std::filesystem::path& path, const Session& session,
         switch (shown.view) {
             case View::heads: heads_figure(out, session, ui, shown); break;
             case View::model: model_figure(out, session, ui, shown); break;
+            case View::tokens: tokens_figure(out, session, ui, shown); break;
             default: lens_figure(out, session, ui, shown); break;
         }
     });

@@ -1,7 +1,7 @@
 // The shown view as a vector figure, for a paper at any size (Save SVG,
 // --export-svg): the heads tab's maps of the selected layer (or its one head
-// shown large), the model tab's every layer and head, or the logit-lens
-// grid. One rectangle per cell, coloured by the window's own shader (read
+// shown large), the model tab's every layer and head, the logit-lens grid,
+// or the tokens tab's wrapped, coloured tokens. One rectangle per cell, coloured by the window's own shader (read
 // back from the GPU), masked cells hatched as on screen, the token labels,
 // each map's title, the title line (model, text, layer, options) and the
 // colormap's legend.
@@ -13,10 +13,14 @@
 
 namespace headscope {
 
-// Which figure: the tab shown, and whether the heads tab shows one head large.
+class TokensView;
+
+// Which figure: the tab shown, whether the heads tab shows one head large,
+// and the tokens tab's view as last drawn.
 struct FigureView {
     View view = View::heads;
     bool large_head = false;
+    const TokensView* tokens = nullptr;
 };
 
 // Why `view` has no SVG figure; null when it has one.

@@ -51,10 +51,10 @@ void TokensView::draw(Session& s, Ui& ui) {
     ImGui::Checkbox("layer average", &average_);
     ui.layout.control("layer average");
     ImGui::SameLine();
-    // Wrapped: beside the maps the view may be narrow.
-    ImGui::TextWrapped("%s, layer %d: the weight each token gets from %s",
-                       average_ ? "all heads" : head_label(s, layer, head).c_str(), layer,
-                       added_queries_.empty() ? "the query" : "the queries (summed)");
+    description_ = (average_ ? std::string("all heads") : head_label(s, layer, head)) + ", layer " +
+                   std::to_string(layer) + ": the weight each token gets from " +
+                   (added_queries_.empty() ? "the query" : "the queries (summed)");
+    ImGui::TextWrapped("%s", description_.c_str());  // wrapped: beside the maps the view may be narrow
     if (!added_queries_.empty() && ImGui::SmallButton("clear added queries")) added_queries_.clear();
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
     ImGui::TextWrapped("hover a token to see what it attends to, click to keep it, shift-click to add rows");
@@ -84,8 +84,7 @@ void TokensView::draw(Session& s, Ui& ui) {
             if (!masked) {
                 const Rgb& c = colours_[t];
                 draw->AddRectFilled(min, max, IM_COL32(c.r, c.g, c.b, 255));
-                const bool light = 0.299 * c.r + 0.587 * c.g + 0.114 * c.b > 140;
-                text_colour = light ? IM_COL32(0, 0, 0, 255) : IM_COL32(255, 255, 255, 255);
+                text_colour = dark_text_on(c) ? IM_COL32(0, 0, 0, 255) : IM_COL32(255, 255, 255, 255);
             }
             if (std::find(queries.begin(), queries.end(), t) != queries.end())
                 draw->AddRect(min, max, replayed_row_colour, 0, 0, 2);

@@ -7,6 +7,7 @@
 // "text", "weight" (null where the masks hide it)} with its rectangle.
 #pragma once
 #include <set>
+#include <string>
 #include <vector>
 
 #include "ui.h"
@@ -16,6 +17,13 @@ namespace headscope {
 class TokensView {
 public:
     void draw(Session& session, Ui& ui);
+    // What the last frame drew, for the SVG figure: the line above the
+    // tokens, the query rows, each token's weight (NaN where masked; past the
+    // text's end unused) and colour.
+    const std::string& description() const { return description_; }
+    const std::vector<int>& queries() const { return key_.queries; }
+    const std::vector<float>& weights() const { return weights_; }
+    const std::vector<Rgb>& colours() const { return colours_; }
 
 private:
     // The weights each key gets from the query rows (NaN where masked), and their colours.
@@ -34,6 +42,7 @@ private:
     Key key_;
     std::vector<float> weights_;  // (T)
     std::vector<Rgb> colours_;    // (T)
+    std::string description_;
 };
 
 }  // namespace headscope

@@ -529,13 +529,50 @@ TEST_F(SvgExport, ManyCellsArePooledAsTheWindowPoolsThem) {
     }
 }
 
+// The tokens tab: the text's tokens in order, each on the colour of head
+// 1's weight from query row 4 (white past it, where the causal mask hides
+// it), the query outlined in the window's orange.
+TEST_F(SvgExport, TokensTabColoursEachTokenByItsWeightFromTheQuery) {
+    const Export e = export_svg("tokens", {"--view", "tokens", "--head", "1", "--query", "4"}, {});
+    ASSERT_TRUE(e.svg);
+    const json& tokens = e.cli["tokens"][0];
+    const json& row = e.cli["attention"][0][0][1][4];
+    std::vector<const Element*> fills, texts;
+    bool outlined = false;
+    for (const auto& child : e.svg->group("tokens").children) {
+        if (child->name == "text") texts.push_back(child.get());
+        if (child->name != "rect") continue;
+        if (child->get("fill") == "#ff9e40") {
+            EXPECT_EQ(fills.size(), 4u) << "the outline is not the query's";
+            outlined = true;
+        } else {
+            fills.push_back(child.get());
+        }
+    }
+    EXPECT_TRUE(outlined);
+    ASSERT_EQ(fills.size(), tokens.size());
+    ASSERT_EQ(texts.size(), tokens.size());
+    for (size_t t = 0; t < tokens.size(); ++t) {
+        EXPECT_EQ(texts[t]->text, visible_label(tokens[t].get<std::string>()));
+        if (t > 4) {
+            EXPECT_EQ(fills[t]->get("fill"), "#ffffff") << "token " << t;
+            continue;
+        }
+        const double weight = row[t];
+        EXPECT_TRUE(near(fill_rgb(fills[t]->get("fill")), test::viridis(weight)))
+            << "token " << t << ": " << fills[t]->get("fill") << " for " << weight;
+    }
+    EXPECT_EQ(e.svg->group("description").children.size(), 1u);
+    check_legend(*e.svg);
+}
+
 TEST_F(SvgExport, TabsWithoutAFigureAreRefusedBeforeTheWindowOpens) {
-    for (const char* view : {"mask", "dance", "checks"}) {
+    for (const char* view : {"effects", "mask", "dance", "checks"}) {
         const test::ProcessRun run = test::run_window({"--view", view, "--screenshot", (dir_->path / "x.png").string(),
                                                        "--export-svg", (dir_->path / "x.svg").string()},
                                                       dir_->path);
         test::expect_one_line_error(run, "headscope",
-                                    "--export-svg: Save SVG draws the heads, model and logit-lens tabs");
+                                    "--export-svg: Save SVG draws the heads, tokens, model and logit-lens tabs");
         EXPECT_FALSE(std::filesystem::exists(dir_->path / "x.svg"));
     }
 }
