@@ -165,7 +165,8 @@ void check_start_choices(const Args& args, Settings& start, const Model& model) 
     }
     if (args.query < -1) throw Error("--query " + std::to_string(args.query) + " is not a token's position");
     if (args.query >= 0) {
-        const int tokens = start.texts.empty() ? 0 : static_cast<int>(model.tokenizer.encode(start.texts[0]).size());
+        const std::string& first = start.texts.empty() ? default_text : start.texts[0];  // the one the window shows
+        const int tokens = static_cast<int>(model.tokenizer.encode(first).size());
         if (tokens == 0) throw Error("--query " + std::to_string(args.query) + ": the text has no tokens");
         if (args.query >= tokens)
             throw Error("--query " + std::to_string(args.query) + " out of range (the text's " +

@@ -34,6 +34,7 @@ private:
     std::string model_path_;                  // the path field
     bool editing_text_ = false;               // the text box is the edit box, not the wrapped text
     int text_clicked_frame_ = -10;            // when the wrapped text was clicked (the box takes the keys)
+    bool cursor_to_end_pending_ = false;      // the edit box's cursor goes to the end when it takes the keys
     HeatmapTexture legend_, masked_swatch_;
     Colormap legend_colormap_{};
     Sampling sampling_;  // "sample" and "generate"'s; "next token" is greedy

@@ -1,7 +1,6 @@
 // Heatmap textures: see heatmap_renderer.h.
 #include "heatmap_renderer.h"
 
-#include <cmath>
 #include <string>
 #include <utility>
 
@@ -167,15 +166,16 @@ void HeatmapRenderer::draw_on_screen(Colormap colormap, const HeatmapTexture& ta
     list->AddCallback(ImDrawCallback_ResetRenderState, nullptr);  // ImGui's renderer sets its state again
 }
 
-// As ImGui's OpenGL renderer places its own draws: framebuffer pixels, rows from the bottom.
+// As ImGui's OpenGL renderer places its own draws (imgui_impl_opengl3):
+// framebuffer pixels, truncated as it truncates them, rows from the bottom.
 void HeatmapRenderer::run_screen_draw(const ImDrawList*, const ImDrawCmd* command) {
     const ScreenDraw& d = *static_cast<const ScreenDraw*>(command->UserCallbackData);
     const ImDrawData* data = ImGui::GetDrawData();
     const ImVec2 origin = data->DisplayPos, scale = data->FramebufferScale;
-    const float framebuffer_height = data->DisplaySize.y * scale.y;
-    const auto x = [&](float screen_x) { return static_cast<GLint>(std::lround((screen_x - origin.x) * scale.x)); };
+    const auto framebuffer_height = static_cast<GLint>(data->DisplaySize.y * scale.y);
+    const auto x = [&](float screen_x) { return static_cast<GLint>((screen_x - origin.x) * scale.x); };
     const auto y = [&](float screen_y) {
-        return static_cast<GLint>(std::lround(framebuffer_height - (screen_y - origin.y) * scale.y));
+        return framebuffer_height - static_cast<GLint>((screen_y - origin.y) * scale.y);
     };
     const ImVec4 clip = command->ClipRect;
     if (clip.z <= clip.x || clip.w <= clip.y) return;

@@ -23,7 +23,7 @@ struct MapRegion {
     bool operator==(const MapRegion&) const = default;
 };
 
-// One drawn map: its colour texture and what it was drawn from.
+// One map's uploaded weights and, when drawn into a texture, its colour texture.
 class HeatmapTexture {
 public:
     HeatmapTexture() = default;

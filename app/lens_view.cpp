@@ -9,6 +9,9 @@ namespace headscope {
 
 namespace {
 
+// Up to 200-pixel cells.
+float max_zoom(float fit_w) { return std::max(1.f, 200 / fit_w); }
+
 // The top lens_k tokens of layer slot `slot` at position t.
 void lens_tooltip(const Session& s, int slot, int t) {
     const AttentionResult& att = s.shown.attention;
@@ -52,12 +55,12 @@ void LensView::draw(Session& s, Ui& ui) {
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     const float fit_w = (avail.x - label_w) / static_cast<float>(length);
     const float cell_h = std::min(std::floor((avail.y - header - scrollbar) / L), std::floor(2 * line));
-    if (fit_w * length < 16 || cell_h < 1) {
+    if (length < 1 || fit_w * length < 16 || cell_h < 1) {
         ImGui::TextUnformatted("The window is too small for the lens grid.");
         return;
     }
     // At least a pixel a position (a longer text scrolls), filling the width: cells within a pixel of each other.
-    zoom_ = std::max(zoom_, 1.f);
+    zoom_ = std::clamp(zoom_, 1.f, max_zoom(fit_w));  // the window may have grown
     const float cell_w = std::max(1.f, fit_w * zoom_);
     const ImVec2 start = ImGui::GetCursorScreenPos();
     for (int slot = 0; slot < L; ++slot) {
@@ -67,6 +70,8 @@ void LensView::draw(Session& s, Ui& ui) {
                                             ImGui::GetColorU32(ImGuiCol_Text), label);
     }
     ImGui::SetCursorScreenPos(ImVec2(start.x + label_w, start.y));
+    // This frame's width, so that a zoom's scroll is clamped to it, not to the last frame's.
+    ImGui::SetNextWindowContentSize(ImVec2(cell_w * length, 0));
     ImGui::BeginChild("lens grid", ImVec2(0, header + L * cell_h + scrollbar), false,
                       ImGuiWindowFlags_HorizontalScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
     grid(s, ui, {cell_w, cell_h}, header, fit_w);
@@ -83,7 +88,12 @@ void LensView::grid(Session& s, Ui& ui, ImVec2 cell, float header, float fit_w) 
     const ImVec2 origin(top.x, std::floor(top.y + header));  // column 0's corner, maybe scrolled off
     ImGui::SetCursorScreenPos(ImVec2(origin.x, origin.y));
     ImGui::InvisibleButton("lens cells", ImVec2(cell.x * length, cell.y * L));
-    const bool hovered = ImGui::IsItemHovered(), clicked = ImGui::IsItemClicked();
+    const bool hovered = ImGui::IsItemHovered();
+    // A click selects the query; the end of a drag (a pan) does not.
+    const ImGuiIO& io = ImGui::GetIO();
+    const bool clicked =
+        hovered && ImGui::IsMouseReleased(ImGuiMouseButton_Left) &&
+        io.MouseDragMaxDistanceSqr[ImGuiMouseButton_Left] < io.MouseDragThreshold * io.MouseDragThreshold;
     const int first = std::clamp(static_cast<int>(scroll / cell.x), 0, length - 1);
     const int end = std::clamp(static_cast<int>(std::ceil((scroll + view_w) / cell.x)), first + 1, length);
     if (generation_ != s.shown_generation || b_ != b) {
@@ -136,8 +146,7 @@ void LensView::zoom_and_pan(float fit_w, float mouse_x) {
     if (ImGui::IsMouseDragging(ImGuiMouseButton_Left)) ImGui::SetScrollX(ImGui::GetScrollX() - io.MouseDelta.x);
     if (io.MouseWheel == 0) return;
     const float before = std::max(1.f, fit_w * zoom_);
-    const float max_zoom = std::max(1.f, 200 / fit_w);  // up to 200-pixel cells
-    zoom_ = std::clamp(zoom_ * std::pow(1.25f, io.MouseWheel), 1.f, max_zoom);
+    zoom_ = std::clamp(zoom_ * std::pow(1.25f, io.MouseWheel), 1.f, max_zoom(fit_w));
     const float after = std::max(1.f, fit_w * zoom_);
     // The position under the mouse stays under it.
     ImGui::SetScrollX((ImGui::GetScrollX() + mouse_x) * after / before - mouse_x);

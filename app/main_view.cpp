@@ -84,7 +84,7 @@ void MainView::tokens_beside(ImVec2 maps_corner) {
     ImGui::SetCursorScreenPos(ImVec2(maps_corner.x + spacing, maps_corner.y));
     ImGui::BeginChild("tokens-beside", ImVec2(0, 0));
     ui_.layout.rect({{"view", "tokens-beside"}}, ImGui::GetWindowPos(), ImGui::GetWindowSize());
-    tokens_view_.draw(session_, ui_);
+    tokens_view_.draw(session_, ui_, true);
     ImGui::EndChild();
 }
 

@@ -14,12 +14,16 @@ float row_label_width(const Ui& ui) { return ImGui::CalcTextSize("L00").x + 8 * 
 float group_gap(int group, const Ui& ui) { return group > 1 ? 10 * ui.scale : 0; }
 float header_height(int group) { return (group > 1 ? 2 : 1) * ImGui::GetTextLineHeightWithSpacing(); }
 
-// "H7" above each column where it fits, else the number alone, else every k-th number.
-std::string head_number(int h, float side) {
-    std::string hn = "H";
-    hn += std::to_string(h);  // not "H" + ...: GCC 12 warns on it
-    if (ImGui::CalcTextSize(hn.c_str()).x <= side) return hn;
-    const float number_width = ImGui::CalcTextSize("00").x + ImGui::GetStyle().ItemSpacing.x;
+// "H7" above each of the NH columns where the widest such label fits, else
+// the number alone, else every k-th number: one style for the whole row.
+std::string head_number(int h, int NH, float side) {
+    const std::string widest = std::to_string(NH - 1);
+    if (ImGui::CalcTextSize(("H" + widest).c_str()).x <= side) {
+        std::string hn = "H";
+        hn += std::to_string(h);  // not "H" + ...: GCC 12 warns on it
+        return hn;
+    }
+    const float number_width = ImGui::CalcTextSize(widest.c_str()).x + ImGui::GetStyle().ItemSpacing.x;
     const int every = std::max(1, static_cast<int>(std::ceil(number_width / side)));
     return h % every ? std::string() : std::to_string(h);
 }
@@ -46,6 +50,7 @@ bool ModelView::draw(Session& session, Ui& ui) {
     const float row_label = row_label_width(ui), spacing = thumbnail_spacing(ui);
     const float gap = group_gap(group, ui);
     const float side = map_side(session, ui, ImGui::GetContentRegionAvail());
+    maps_corner_ = {};  // until the thumbnails are drawn
     if (side < 4) {
         ImGui::TextUnformatted("The window is too small for every head.");
         return false;
@@ -64,7 +69,7 @@ bool ModelView::draw(Session& session, Ui& ui) {
         }
     }
     for (int h = 0; h < NH; ++h) {
-        const std::string label = head_number(h, side);
+        const std::string label = head_number(h, NH, side);
         if (h)
             ImGui::SameLine(column_x(h));
         else

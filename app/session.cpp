@@ -17,7 +17,7 @@ Session::Session(LoadedModel loaded, std::vector<std::string> texts_in, Attentio
       options(std::move(options_in)),
       sliding_window_on(sliding_window_on_in),
       wake_(std::move(wake)) {
-    if (texts.empty()) texts.push_back("The cat sat on the mat because it was soft.");
+    if (texts.empty()) texts.push_back(default_text);
     install(std::move(loaded));
 }
 

@@ -35,6 +35,9 @@ struct GenerationShown {
     int replayed_row() const { return prompt_tokens - 1 + step; }
 };
 
+// The text a session opens with when it is given none.
+inline constexpr const char* default_text = "The cat sat on the mat because it was soft.";
+
 class Session {
 public:
     // `wake` runs on a worker whenever one has something new for the frame.

@@ -297,43 +297,32 @@ void lens_figure(std::ostream& out, const Session& s, Ui& ui, FigureView shown) 
     figure.svg().finish();
 }
 
-// The tokens tab: the selected text's tokens wrapped in lines, each on the
-// colour of its weight from the query rows (outlined), as last drawn.
+// The tokens tab: the selected text's tokens wrapped in lines (as the
+// window wraps them, at the figure's width), each on the colour of its
+// weight from the query rows (outlined), as the tab last drew them.
 void tokens_figure(std::ostream& out, const Session& s, Ui& ui, FigureView shown) {
     const TokensView& view = *shown.tokens;
-    const int length = s.length(s.selected);
     constexpr double line_width = 720, pad = 3, box_h = title_size + 2 * pad, line_h = box_h + 4;
-    struct Placed {
-        double x, y, w;
-        std::string text;
-    };
-    std::vector<Placed> placed;
+    const std::vector<WrappedToken> wrapped = wrap_tokens(
+        s, [](const std::string& text) { return static_cast<float>(text_width(text, title_size) + 2 * pad); },
+        line_width, pad);
     const double top = margin + heading_height + gap + heading_line;
-    double x = 0, y = 0;
-    for (int t = 0; t < length; ++t) {
-        std::string text = shown_token(s, s.selected, t);
-        const double w = text_width(text, title_size) + 2 * pad;
-        if (x > 0 && x + w > line_width) x = 0, y += line_h;
-        placed.push_back({margin + x, top + y, w, std::move(text)});
-        x += w + pad;
-        if (token_text(s.model().tokenizer, s.shown.token_ids[s.selected][t]).find('\n') != std::string::npos)
-            x = 0, y += line_h;  // a line feed ends the line, as on screen
-    }
+    const int lines_drawn = wrapped.empty() ? 0 : wrapped.back().line + 1;
     const Heading lines = heading(s, ui, shown);
     const double width = std::max({2 * margin + line_width, heading_width(lines), legend_width});
-    Figure figure(out, width, top + y + line_h + gap + legend_height, s, ui);
+    Figure figure(out, width, top + lines_drawn * line_h + gap + legend_height, s, ui);
     figure.heading(lines);
     figure.labels("description", {{margin, top - heading_line + title_size}}, {view.description()});
     const std::vector<int>& queries = view.queries();
     figure.svg().begin_group({{"class", "tokens"}});
-    for (int t = 0; t < length; ++t) {
-        const Placed& p = placed[t];
-        const bool masked = std::isnan(view.weights()[t]);
+    for (int t = 0; t < static_cast<int>(wrapped.size()); ++t) {
+        const WrappedToken& token = wrapped[t];
+        const double x = margin + token.x, y = top + token.line * line_h;
         if (std::find(queries.begin(), queries.end(), t) != queries.end())
-            figure.svg().rect(p.x - 1.5, p.y - 1.5, p.w + 3, box_h + 3, Rgb{255, 158, 64});  // the window's outline
-        const Rgb fill = masked ? Rgb{255, 255, 255} : view.colours()[t];
-        figure.svg().rect(p.x, p.y, p.w, box_h, fill);
-        figure.svg().text(p.x + pad, p.y + box_h - pad - 0.15 * title_size, p.text, title_size, TextAnchor::start, 0,
+            figure.svg().rect(x - 1.5, y - 1.5, token.width + 3, box_h + 3, Rgb{255, 158, 64});  // the window's outline
+        const Rgb fill = std::isnan(view.weights()[t]) ? Rgb{255, 255, 255} : view.colours()[t];
+        figure.svg().rect(x, y, token.width, box_h, fill);
+        figure.svg().text(x + pad, y + box_h - pad - 0.15 * title_size, token.text, title_size, TextAnchor::start, 0,
                           dark_text_on(fill) ? Rgb{0, 0, 0} : Rgb{255, 255, 255});
     }
     figure.svg().end_group();
@@ -353,6 +342,9 @@ void write_svg_figure(const std::filesystem::path& path, const Session& session,
     if (session.shown.attention.weights.empty()) throw Error(path.string() + ": no maps computed yet");
     if (shown.view == View::lens && session.shown.attention.lens_k == 0)
         throw Error(path.string() + ": the logit lens is not computed");
+    if (shown.view == View::tokens &&
+        (!shown.tokens || shown.tokens->weights().size() < static_cast<size_t>(session.length(session.selected))))
+        throw Error(path.string() + ": the tokens tab has not drawn these tokens yet");
     write_file_atomically(path, "the SVG figure", [&](std::ostream& out) {
         switch (shown.view) {
             case View::heads: heads_figure(out, session, ui, shown); break;

@@ -8,19 +8,9 @@
 
 namespace headscope {
 
-namespace {
-
-// The map under the mouse (beside the maps, the tokens follow it), else the selected one.
-std::pair<int, int> shown_head(const Session& s) {
-    return s.hovered_head >= 0 ? std::pair(s.hovered_layer, s.hovered_head) : std::pair(s.layer, s.head);
-}
-
-}  // namespace
-
-void TokensView::update_weights(const Session& s, Ui& ui, const std::vector<int>& queries) {
+void TokensView::update_weights(const Session& s, Ui& ui, int layer, int head, const std::vector<int>& queries) {
     const AttentionResult& att = s.shown.attention;
     const int b = s.selected, T = att.T, length = s.length(b);
-    const auto [layer, head] = shown_head(s);
     const Key key{s.shown_generation, b, layer, head, average_, queries, ui.colormap};
     if (key == key_) return;
     key_ = key;
@@ -45,9 +35,34 @@ void TokensView::update_weights(const Session& s, Ui& ui, const std::vector<int>
     colours_ = ui.renderer.cell_colours(ui.colormap, row);
 }
 
-void TokensView::draw(Session& s, Ui& ui) {
+std::vector<WrappedToken> wrap_tokens(const Session& s, const std::function<float(const std::string&)>& width,
+                                      float line_width, float gap) {
     const int b = s.selected, length = s.length(b);
-    const auto [layer, head] = shown_head(s);
+    std::vector<WrappedToken> wrapped;
+    float x = 0;
+    int line = 0;
+    for (int t = 0; t < length; ++t) {
+        std::string text = shown_token(s, b, t);
+        const float w = width(text);
+        if (x > 0 && x + w > line_width) x = 0, ++line;
+        wrapped.push_back({x, w, line, std::move(text)});
+        x += w + gap;
+        if (token_text(s.model().tokenizer, s.shown.token_ids[b][t]).find('\n') != std::string::npos)
+            x = 0, ++line;  // a line feed ends the line, as in the text
+    }
+    return wrapped;
+}
+
+std::pair<int, int> TokensView::head_shown(const Session& s, bool beside) {
+    const std::pair selected(s.layer, s.head);
+    if (followed_ && followed_->second != selected) followed_.reset();  // a new selection wins
+    if (s.hovered_head >= 0) followed_ = {{s.hovered_layer, s.hovered_head}, selected};
+    return beside && followed_ ? followed_->first : selected;
+}
+
+void TokensView::draw(Session& s, Ui& ui, bool beside) {
+    const int length = s.length(s.selected);
+    const auto [layer, head] = head_shown(s, beside);
     ImGui::Checkbox("layer average", &average_);
     ui.layout.control("layer average");
     ImGui::SameLine();
@@ -63,21 +78,39 @@ void TokensView::draw(Session& s, Ui& ui) {
     std::vector<int> queries = {s.predicted_query()};
     for (int q : added_queries_)
         if (q < length && q != queries[0]) queries.push_back(q);
-    update_weights(s, ui, queries);
-
+    update_weights(s, ui, layer, head, queries);
     ImGui::BeginChild("tokens", ImVec2(0, 0), false);
+    const int hovered = draw_tokens(s, ui, queries);
+    if (hovered >= 0 && ui.tooltips) {  // as the maps: screenshots ignore where Xvfb left the pointer
+        s.hovered_query = hovered;
+        if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) {
+            if (ImGui::GetIO().KeyShift)
+                added_queries_.insert(hovered);
+            else
+                s.query = hovered, added_queries_.clear();
+        }
+        if (!std::isnan(weights_[hovered]))
+            ImGui::SetTooltip("token %d %s: weight %.4f from the rows shown", hovered,
+                              shown_token(s, s.selected, hovered, true).c_str(), weights_[hovered]);
+    }
+    ImGui::EndChild();
+}
+
+// The wrapped tokens in view, each on its weight's colour, the queries
+// outlined; every token's rectangle for --layout. Returns the hovered token, or -1.
+int TokensView::draw_tokens(const Session& s, Ui& ui, const std::vector<int>& queries) {
     ImDrawList* draw = ImGui::GetWindowDrawList();
-    const float pad = std::floor(2 * ui.scale), line = ImGui::GetTextLineHeight() + 2 * pad + std::floor(3 * ui.scale);
-    const float width = ImGui::GetContentRegionAvail().x;
+    const float pad = std::floor(2 * ui.scale), gap = std::floor(3 * ui.scale);
+    const float line = ImGui::GetTextLineHeight() + 2 * pad + gap, width = ImGui::GetContentRegionAvail().x;
     const ImVec2 origin = ImGui::GetCursorScreenPos();
     const float clip_top = ImGui::GetWindowPos().y, clip_bottom = clip_top + ImGui::GetWindowHeight();
-    float x = 0, y = 0;
+    const std::vector<WrappedToken> wrapped = wrap_tokens(
+        s, [&](const std::string& text) { return ImGui::CalcTextSize(text.c_str()).x + 2 * pad; }, width, pad);
     int hovered = -1;
-    for (int t = 0; t < length; ++t) {
-        const std::string text = shown_token(s, b, t);
-        const float w = ImGui::CalcTextSize(text.c_str()).x + 2 * pad;
-        if (x > 0 && x + w > width) x = 0, y += line;
-        const ImVec2 min(origin.x + x, origin.y + y), max(min.x + w, min.y + line - std::floor(3 * ui.scale));
+    for (int t = 0; t < static_cast<int>(wrapped.size()); ++t) {
+        const WrappedToken& token = wrapped[t];
+        const ImVec2 min(origin.x + token.x, origin.y + token.line * line),
+            max(min.x + token.width, min.y + line - gap);
         const bool masked = std::isnan(weights_[t]);
         if (max.y >= clip_top && min.y <= clip_bottom) {  // only what the scroll shows is drawn
             ImU32 text_colour = ImGui::GetColorU32(ImGuiCol_Text);
@@ -88,32 +121,17 @@ void TokensView::draw(Session& s, Ui& ui) {
             }
             if (std::find(queries.begin(), queries.end(), t) != queries.end())
                 draw->AddRect(min, max, replayed_row_colour, 0, 0, 2);
-            draw->AddText(ImVec2(min.x + pad, min.y + pad), text_colour, text.c_str());
+            draw->AddText(ImVec2(min.x + pad, min.y + pad), text_colour, token.text.c_str());
         }
         if (ImGui::IsWindowHovered() && ImGui::IsMouseHoveringRect(min, max)) hovered = t;
         ui.layout.rect({{"view", "token"},
                         {"token", t},
-                        {"text", text},
+                        {"text", token.text},
                         {"weight", masked ? nlohmann::json(nullptr) : nlohmann::json(weights_[t])}},
                        min, ImVec2(max.x - min.x, max.y - min.y));
-        x += w + pad;
-        if (token_text(s.model().tokenizer, s.shown.token_ids[b][t]).find('\n') != std::string::npos)
-            x = 0, y += line;  // a line feed ends the line, as in the text
     }
-    ImGui::Dummy(ImVec2(width, y + line));
-    if (hovered >= 0 && ui.tooltips) {  // as the maps: screenshots ignore where Xvfb left the pointer
-        s.hovered_query = hovered;
-        if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) {
-            if (ImGui::GetIO().KeyShift)
-                added_queries_.insert(hovered);
-            else
-                s.query = hovered, added_queries_.clear();
-        }
-        if (ui.tooltips && !std::isnan(weights_[hovered]))
-            ImGui::SetTooltip("token %d %s: weight %.4f from the rows shown", hovered,
-                              shown_token(s, b, hovered, true).c_str(), weights_[hovered]);
-    }
-    ImGui::EndChild();
+    ImGui::Dummy(ImVec2(width, (wrapped.empty() ? 0 : wrapped.back().line + 1) * line));
+    return hovered;
 }
 
 }  // namespace headscope

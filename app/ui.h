@@ -72,8 +72,9 @@ struct Ui {
     bool frame_wanted = false;  // this frame changed what the next one draws: the idle window draws it
 };
 
-// One attention map of the shown compute as an ImGui image. Its texture is
-// rendered again only when the compute, colormap, size or region changes.
+// One attention map of the shown compute, drawn by the colormap shader into
+// the window each frame it is visible; its weights are pooled and uploaded
+// again only when the compute, text, head, pooling or shading changes.
 class MapWidget {
 public:
     // Draws map (layer, head) of the selected text, size x size screen pixels,

@@ -225,12 +225,15 @@ TEST(WindowEndToEnd, TypingAndTogglingTheCausalMaskRedrawTheMaps) {
     const VirtualScreen screen;
     ASSERT_FALSE(screen.name().empty()) << "Xvfb did not start";
     const auto layout = dir.path / "layout.json";
-    // An empty text box to type into: no key chords, which ImGui 1.86 can miss
-    // when press and release fall in one frame of a busy machine.
-    DrivenWindow window(screen.name(), {"--model", model, "--text", "", "--layout", layout.string()}, dir.path);
-    window.click(controls.at("text"));
-    pause_ms(300);  // the click shows the edit box, which takes the keys a frame later
-    EXPECT_EQ(window.xdotool({"type", "--delay", "20", typed}).status, 0);
+    // A click on the text gives the box the keys with its cursor at the end
+    // (no key chords, which ImGui 1.86 can miss when press and release fall
+    // in one frame of a busy machine), keys typed at once included.
+    DrivenWindow window(screen.name(), {"--model", model, "--text", "Dogs", "--layout", layout.string()}, dir.path);
+    EXPECT_EQ(window
+                  .xdotool({"mousemove", controls.at("text")[0], controls.at("text")[1], "click", "1", "type",
+                            "--delay", "20", typed.substr(4)})
+                  .status,
+              0);
     pause_ms(300);
     window.click(controls.at("causal mask"));
     const test::Image shot = window.settled_screen();
@@ -323,7 +326,6 @@ TEST(WindowEndToEnd, TypingReusesThePrefixAndNextTokenAppendsGreedyTokens) {
     {
         DrivenWindow window(screen.name(), {"--text", "", "--layout", typing_layout.string()}, dir.path);
         window.click(controls.at("text"));
-        pause_ms(300);  // the click shows the edit box, which takes the keys a frame later
         EXPECT_EQ(window.xdotool({"type", "--delay", "60", typed}).status, 0);
         window.settled_screen();
         ASSERT_EQ(window.quit(), 0);
@@ -411,6 +413,15 @@ TEST(WindowEndToEnd, TheWheelZoomsTheLensAboutTheMouse) {
     ASSERT_EQ(first.run.status, 0);
     const json row = test::entries(first.layout, "lens").at(0);
     const std::string y = std::to_string(static_cast<int>(row["y"].get<double>() + row["h"].get<double>() / 2));
+    // The position under x = 501, the mouse's column, and the cell widths, before and after.
+    const auto under_mouse = [](const json& layout) {
+        for (const json& cell : test::entries(layout, "lens"))
+            if (cell["x"].get<double>() <= 501 && 501 < cell["x"].get<double>() + cell["w"].get<double>())
+                return std::pair(cell["position"].get<int>(), cell["w"].get<double>());
+        return std::pair(-1, 0.0);
+    };
+    const auto [position, fit_width] = under_mouse(first.layout);
+    ASSERT_GE(position, 0);
 
     const VirtualScreen screen;
     ASSERT_FALSE(screen.name().empty()) << "Xvfb did not start";
@@ -424,18 +435,10 @@ TEST(WindowEndToEnd, TheWheelZoomsTheLensAboutTheMouse) {
     window.settled_screen();
     ASSERT_EQ(window.quit(), 0);
 
-    const json cells = test::entries(test::read_layout(layout), "lens");
-    ASSERT_FALSE(cells.empty());
-    const double width = cells[0]["w"];
-    EXPECT_GT(width, 12) << "the wheel did not zoom";
-    double last_right = 0;
-    bool under_mouse = false;
-    for (const json& cell : cells) {
-        const double x = cell["x"];
-        last_right = std::max(last_right, x + width);
-        under_mouse |= x <= 501 && 501 < x + width;
-    }
-    EXPECT_GT(last_right, 1280) << "zoomed in, the grid runs past the window and scrolls";
-    EXPECT_TRUE(under_mouse);
-    EXPECT_LT(cells[0]["x"].get<double>(), 0) << "zoomed about the mouse, not the grid's left end";
+    const json zoomed = test::read_layout(layout);
+    const auto [position_after, width] = under_mouse(zoomed);
+    EXPECT_GT(width, 3 * fit_width) << "the wheel did not zoom";
+    EXPECT_NEAR(position_after, position, 1) << "the position under the mouse moved away from it";
+    const json cells = test::entries(zoomed, "lens");
+    EXPECT_GT(cells.back()["x"].get<double>(), 1280) << "zoomed in, the grid runs past the window and scrolls";
 }
