@@ -9,6 +9,7 @@
 #include <backends/imgui_impl_glfw.h>
 #include <backends/imgui_impl_opengl3.h>
 #include <imgui.h>
+#include <imgui_internal.h>  // a window's hidden frames
 
 #include <algorithm>
 #include <array>
@@ -146,6 +147,15 @@ WindowPlacement placement(GLFWwindow* window, const Settings& start) {
     return place;
 }
 
+// Whether ImGui hid a window this frame to measure it (a popup's or a
+// tooltip's first frame): it shows it only in a frame to come.
+bool windows_appearing() {
+    for (const ImGuiWindow* window : GImGui->Windows)
+        if (window->Active && (window->HiddenFramesCannotSkipItems > 0 || window->HiddenFramesCanSkipItems > 0))
+            return true;
+    return false;
+}
+
 // Sleeps until the next frame is due: at once in screenshot mode; 30 times a
 // second while work runs (its progress bar, a generation's steps); otherwise
 // until input or a worker's wake, then `settle` frames more, as ImGui settles
@@ -223,7 +233,7 @@ int run(const Args& args, Settings start, bool use_settings, bool model_given) {
             ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
             view.status_bar().save_png_if_asked(width, height);
             if (headless.frame_rendered(view, width, height)) break;
-            if (view.take_frame_wanted()) settle = std::max(settle, 1);
+            if (view.take_frame_wanted() || windows_appearing()) settle = std::max(settle, 1);
             glfwSwapBuffers(window);
             if (use_settings && ImGui::GetIO().WantSaveIniSettings) save_or_warn([&] { save_imgui_ini(ini_path); });
         }
