@@ -58,8 +58,8 @@ MainView::Placement MainView::placement(View view) const {
     const float status_bar = -ImGui::GetFrameHeightWithSpacing();
     if (view != View::heads && view != View::tokens && view != View::model && view != View::lens)
         return {ImVec2(0, status_bar)};
-    if (view == View::tokens) return {ImVec2(-std::floor(300 * ui_.scale), status_bar), true, false};
-    const float panel_w = std::floor(300 * ui_.scale), spacing = ImGui::GetStyle().ItemSpacing.x;
+    if (view == View::tokens) return {ImVec2(-panel_width(), status_bar), true, false};
+    const float panel_w = panel_width(), spacing = ImGui::GetStyle().ItemSpacing.x;
     // The panel's lines: the query, a note, the top predictions, the next token and the loss; with heads
     // knocked out, the intact model's top 5 (a title, a header, 5 rows, the losses).
     const int intact_lines = session_.shown_options.ablate.empty() ? 0 : 9;
@@ -137,10 +137,19 @@ void MainView::views() {
         ImGui::EndChild();
         if (place.predictions) {
             if (!place.predictions_below) ImGui::SameLine();
-            ImGui::BeginChild("predictions", ImVec2(0, status_bar));
+            // Below the maps the panel takes its own width; the token view, the rest of the row.
+            const bool tokens_after = place.predictions_below && view != View::tokens;
+            ImGui::BeginChild("predictions", ImVec2(tokens_after ? panel_width() : 0, status_bar));
             ui_.layout.rect({{"view", "predictions-panel"}}, ImGui::GetWindowPos(), ImGui::GetWindowSize());
             predictions_panel(session_, ui_);
             ImGui::EndChild();
+            if (tokens_after) {
+                ImGui::SameLine();
+                ImGui::BeginChild("tokens-below", ImVec2(0, status_bar));
+                ui_.layout.rect({{"view", "tokens-beside"}}, ImGui::GetWindowPos(), ImGui::GetWindowSize());
+                tokens_view_.draw(session_, ui_, true);
+                ImGui::EndChild();
+            }
         }
         ImGui::EndTabItem();
     }

@@ -4,6 +4,7 @@
 // Session. window.cpp runs it in its frame loop; headless.cpp drives it
 // for screenshots and benchmarks.
 #pragma once
+#include <cmath>
 #include <functional>
 #include <optional>
 #include <utility>
@@ -51,6 +52,7 @@ private:
         bool predictions = false, predictions_below = false;
     };
     Placement placement(View view) const;
+    float panel_width() const { return std::floor(300 * ui_.scale); }  // the predictions panel's
     void views();
     void tokens_beside(ImVec2 maps_corner);
     FigureView figure_view() const { return {shown_view_, heads_view_.large(), &tokens_view_}; }
