@@ -227,8 +227,12 @@ std::optional<MaskPanels> MaskPanels::fit(const Session& session, const Ui& ui) 
             std::max(p.titles_, ImGui::CalcTextSize(title.c_str(), nullptr, false, p.wrap_).y +
                                     ImGui::CalcTextSize(detail.c_str(), nullptr, false, p.wrap_).y + 2 * spacing);
     cell = std::min(cell, side_for_height(p.titles_) / T);
-    if (cell < 2) {
-        ImGui::TextUnformatted("The window is too small for the masks.");
+    if (cell < 2) {  // each cell is drawn: under 2 px they would blur into one another
+        ImGui::TextWrapped(
+            "T = %d tokens is too long for the mask panels in this window (a cell would be under 2 "
+            "pixels): a shorter text, or a larger window, shows them. The heads and tokens tabs show "
+            "every token.",
+            T);
         return std::nullopt;
     }
     p.cell_ = cell >= 4 ? std::floor(cell) : cell;

@@ -472,13 +472,14 @@ TEST_F(TokenizerJsonFile, BadFilesAreOneLineErrorsNamingTheField) {
         std::string message;  // after "<file>: "
     };
     const std::vector<Case> cases = {
-        {"model type", [](json& j) { j["model"]["type"] = "WordPiece"; },
-         "model: type \"WordPiece\" is not supported (supported: BPE)"},
+        {"model type", [](json& j) { j["model"]["type"] = "Unigram"; },
+         "model: type \"Unigram\" is not supported (supported: BPE, WordPiece)"},
         {"normalizer type",
          [](json& j) {
              j["normalizer"] = {{"type", "Lowercase"}};
          },
-         "normalizer: type \"Lowercase\" is not supported (supported: NFC, Prepend, Replace, Sequence)"},
+         "normalizer: type \"Lowercase\" is not supported (supported: NFC, Prepend, Replace, BertNormalizer, "
+         "Sequence)"},
         {"normalizer in a sequence",
          [](json& j) {
              j["normalizer"] = {{"type", "Sequence"}, {"normalizers", {{{"type", "NFC"}}, {{"type", "NFKC"}}}}};
@@ -494,13 +495,13 @@ TEST_F(TokenizerJsonFile, BadFilesAreOneLineErrorsNamingTheField) {
              j["pre_tokenizer"] = {{"type", "Whitespace"}};
          },
          "pre_tokenizer: type \"Whitespace\" is not supported (supported: Split, ByteLevel, Metaspace, Digits, "
-         "Sequence)"},
+         "BertPreTokenizer, Sequence)"},
         {"post-processor type",
          [](json& j) {
-             j["post_processor"] = {{"type", "BertProcessing"}};
+             j["post_processor"] = {{"type", "RobertaProcessing"}};
          },
-         "post_processor: type \"BertProcessing\" is not supported (supported: ByteLevel, TemplateProcessing, "
-         "Sequence)"},
+         "post_processor: type \"RobertaProcessing\" is not supported (supported: ByteLevel, TemplateProcessing, "
+         "BertProcessing, Sequence)"},
         {"a regex PCRE2 refuses",
          [](json& j) {
              j["pre_tokenizer"] = {

@@ -74,6 +74,11 @@ std::string Tokenizer::normalize(std::string_view text) const {
                 check_size(out.size() + n.content.size());
                 out.insert(0, n.content);
                 break;
+            case Normalizer::Kind::bert:
+                // At most about three times longer (an ideograph spaced out, a syllable decomposed).
+                out = bert_normalized(out, n.clean_text, n.chinese_chars, n.strip_accents, n.lowercase);
+                check_size(out.size());
+                break;
             case Normalizer::Kind::replace: {
                 size_t count = 0;
                 for (size_t at = out.find(n.pattern); at != std::string::npos;

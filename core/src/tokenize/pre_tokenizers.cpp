@@ -1,6 +1,7 @@
 // The pre-tokenizers, each splitting the pieces the one before made: GPT-2's
-// pattern, Split on a pattern, ByteLevel, Metaspace and Digits, with Hugging
-// Face's split behaviors for where a match goes.
+// pattern, Split on a pattern, ByteLevel, Metaspace, Digits and BERT's
+// whitespace and punctuation split, with Hugging Face's split behaviors for
+// where a match goes.
 #include "encode_scratch.h"
 #include "headscope/tokenize/tokenizer.h"
 #include "tokenizer_internal.h"
@@ -9,6 +10,16 @@
 #include <algorithm>
 
 namespace headscope {
+
+namespace {
+
+// BERT's punctuation: ASCII's (symbols such as $ and ^ included) and Unicode's \p{P}.
+bool is_bert_punctuation(char32_t cp) {
+    return (cp >= 33 && cp <= 47) || (cp >= 58 && cp <= 64) || (cp >= 91 && cp <= 96) || (cp >= 123 && cp <= 126) ||
+           is_punctuation(cp);
+}
+
+}  // namespace
 
 void Tokenizer::split_at(const Section& piece, const std::vector<Match>& matches, SplitBehavior behavior,
                          std::vector<Section>& out) {
@@ -127,6 +138,25 @@ void Tokenizer::pre_tokenize_piece(const PreTokenizer& step, const Section& piec
             }
             const SplitBehavior behavior = step.individual_digits ? SplitBehavior::isolated : SplitBehavior::contiguous;
             return split_at(piece, s.matches, behavior, s.next_pieces);
+        }
+        case PreTokenizer::Kind::bert: {
+            // Split at whitespace, which goes, then each punctuation character on its own.
+            const auto matches_of = [&](std::string_view text, bool (*test)(char32_t)) {
+                s.matches.clear();
+                for (size_t at = 0; at < text.size();) {
+                    const CodePointAt cp = code_point_at(text, at);
+                    if (test(cp.value)) s.matches.push_back({at, at + cp.length});
+                    at += cp.length;
+                }
+            };
+            std::vector<Section> words;
+            matches_of(piece.text, is_white_space);
+            split_at(piece, s.matches, SplitBehavior::removed, words);
+            for (const Section& word : words) {
+                matches_of(word.text, is_bert_punctuation);
+                split_at(word, s.matches, SplitBehavior::isolated, s.next_pieces);
+            }
+            return;
         }
     }
 }

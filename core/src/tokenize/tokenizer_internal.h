@@ -17,6 +17,12 @@ inline uint64_t pair_key(int32_t left, int32_t right) {
 // `text` with every `pattern` (not empty) replaced, left to right.
 std::string replace_all(std::string_view text, std::string_view pattern, std::string_view replacement);
 
+// BERT's normalizer (wordpiece.cpp) on well-formed UTF-8: controls dropped
+// and whitespace made spaces, CJK ideographs spaced out, accents stripped
+// (NFD without nonspacing marks), lowercased; each step where asked.
+std::string bert_normalized(std::string_view text, bool clean_text, bool chinese_chars, bool strip_accents,
+                            bool lowercase);
+
 // The raw bytes a byte-level token stands for (each of its characters one of
 // byte_to_unicode()'s), or nothing when a character is not one of them.
 std::optional<std::string> byte_level_bytes(std::string_view token);

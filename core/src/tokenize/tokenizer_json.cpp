@@ -1,5 +1,5 @@
 // Hugging Face's tokenizer.json (the `tokenizers` library's format) with a
-// BPE model, read into the Tokenizer's pipeline: the model's vocab, merges
+// BPE or WordPiece model, read into the Tokenizer's pipeline: the model's vocab, merges
 // and options, the added tokens, the normalizer, the pre-tokenizer and the
 // post-processor (the decoder is not needed: token_bytes is worked out from
 // the rest). Every field is checked before use; a type or option not
@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -106,8 +107,20 @@ private:
             // Llama 2's tokenizer stands ▁ for a space this way.
             if (from == " ") space_symbol_ = to;
             t_.normalizers_.push_back({Normalizer::Kind::replace, from, to});
+        } else if (type == "BertNormalizer") {
+            const bool lowercase = f_.boolean(value, field, "lowercase", true);
+            const json* strip = f_.optional(value, field, "strip_accents");  // null: as lowercase
+            t_.normalizers_.push_back({.kind = Normalizer::Kind::bert,
+                                       .pattern = {},
+                                       .content = {},
+                                       .clean_text = f_.boolean(value, field, "clean_text", true),
+                                       .chinese_chars = f_.boolean(value, field, "handle_chinese_chars", true),
+                                       .strip_accents = strip && !strip->is_null()
+                                                            ? f_.boolean(value, field, "strip_accents", lowercase)
+                                                            : lowercase,
+                                       .lowercase = lowercase});
         } else {
-            unsupported_type(f_, field, type, "NFC, Prepend, Replace, Sequence");
+            unsupported_type(f_, field, type, "NFC, Prepend, Replace, BertNormalizer, Sequence");
         }
     }
 
@@ -151,8 +164,10 @@ private:
         } else if (type == "Digits") {
             t_.pre_tokenizers_.push_back({.kind = PreTokenizer::Kind::digits,
                                           .individual_digits = f_.boolean(value, field, "individual_digits", false)});
+        } else if (type == "BertPreTokenizer") {
+            t_.pre_tokenizers_.push_back({.kind = PreTokenizer::Kind::bert});
         } else {
-            unsupported_type(f_, field, type, "Split, ByteLevel, Metaspace, Digits, Sequence");
+            unsupported_type(f_, field, type, "Split, ByteLevel, Metaspace, Digits, BertPreTokenizer, Sequence");
         }
     }
 
@@ -182,7 +197,24 @@ private:
 
     void read_model(const json& model) {
         const std::string type = f_.type(model, "model");
-        if (type != "BPE") unsupported_type(f_, "model", type, "BPE");
+        if (type != "BPE" && type != "WordPiece") unsupported_type(f_, "model", type, "BPE, WordPiece");
+        t_.word_piece_ = type == "WordPiece";
+        if (t_.word_piece_) {
+            t_.continuing_prefix_ = f_.string(model, "model", "continuing_subword_prefix", "##");
+            t_.max_word_chars_ = static_cast<size_t>(
+                f_.integer(model, "model", "max_input_chars_per_word", 1, std::numeric_limits<int32_t>::max(), 100));
+        } else {
+            read_bpe_options(model);
+        }
+        read_vocab(model);
+        if (t_.word_piece_) {
+            if (t_.unk_id_ < 0) f_.fail("model", "a WordPiece model needs its unk_token");
+        } else {
+            read_merges(model);
+        }
+    }
+
+    void read_bpe_options(const json& model) {
         if (const json* dropout = f_.optional(model, "model", "dropout");
             dropout && !(dropout->is_number() && dropout->get<double>() == 0)) {
             f_.fail("model.dropout", describe_json(*dropout) + ": BPE dropout is not supported");
@@ -197,7 +229,9 @@ private:
         t_.ignore_merges_ = f_.boolean(model, "model", "ignore_merges", false);
         t_.byte_fallback_ = f_.boolean(model, "model", "byte_fallback", false);
         t_.fuse_unk_ = f_.boolean(model, "model", "fuse_unk", false);
+    }
 
+    void read_vocab(const json& model) {
         const json& vocab = model.at("vocab");
         std::vector<bool> id_seen(id_bound_, false);
         for (const auto& [token, value] : vocab.items()) {
@@ -230,7 +264,9 @@ private:
             if (it == vocab.end()) f_.fail("model.unk_token", describe_json(*unk) + " is not in the vocabulary");
             t_.unk_id_ = it->get<int32_t>();
         }
+    }
 
+    void read_merges(const json& model) {
         const json& merges = f_.required(model, "model", "merges", json::value_t::array, "an array");
         t_.merges_.reserve(merges.size());
         for (size_t rank = 0; rank < merges.size(); ++rank) {
@@ -336,8 +372,16 @@ private:
                 read_post_processor(list[i], JsonFields::at(field + ".processors", i));
         } else if (type == "TemplateProcessing") {
             read_template(value, field);
+        } else if (type == "BertProcessing") {  // [CLS] A [SEP], each given as [token, id]
+            const auto id_of = [&](const char* key) {
+                const json& pair = f_.required(value, field, key, json::value_t::array, "an array");
+                if (pair.size() != 2) f_.fail(JsonFields::join(field, key), "expected [token, id]");
+                return f_.id(pair[1], JsonFields::at(JsonFields::join(field, key), 1), t_.id_to_bytes_.size());
+            };
+            t_.prefix_ids_.insert(t_.prefix_ids_.begin(), id_of("cls"));
+            t_.suffix_ids_.push_back(id_of("sep"));
         } else if (type != "ByteLevel") {  // ByteLevel changes offsets only, never ids
-            unsupported_type(f_, field, type, "ByteLevel, TemplateProcessing, Sequence");
+            unsupported_type(f_, field, type, "ByteLevel, TemplateProcessing, BertProcessing, Sequence");
         }
     }
 

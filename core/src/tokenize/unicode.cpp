@@ -47,20 +47,30 @@ std::string utf8_of(char32_t cp) {
     return std::string(reinterpret_cast<const char*>(buffer), static_cast<size_t>(length));
 }
 
-std::string to_nfc(std::string_view text) {
-    // ASCII text is in NFC already.
+namespace {
+
+// `text` in normalization form C (`compose`) or D.
+std::string normalized(std::string_view text, bool compose) {
+    // ASCII text is in both forms already.
     if (std::all_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; })) {
         return std::string(text);
     }
     utf8proc_uint8_t* composed = nullptr;
-    const utf8proc_ssize_t length =
-        utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()), static_cast<utf8proc_ssize_t>(text.size()),
-                     &composed, static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
-    if (length < 0) throw Error(std::string("NFC normalization failed: ") + utf8proc_errmsg(length));
+    const utf8proc_ssize_t length = utf8proc_map(
+        reinterpret_cast<const utf8proc_uint8_t*>(text.data()), static_cast<utf8proc_ssize_t>(text.size()), &composed,
+        static_cast<utf8proc_option_t>(UTF8PROC_STABLE | (compose ? UTF8PROC_COMPOSE : UTF8PROC_DECOMPOSE)));
+    if (length < 0) throw Error(std::string("Unicode normalization failed: ") + utf8proc_errmsg(length));
     std::string out(reinterpret_cast<const char*>(composed), static_cast<size_t>(length));
     std::free(composed);
     return out;
 }
+
+}  // namespace
+
+std::string to_nfc(std::string_view text) { return normalized(text, true); }
+std::string to_nfd(std::string_view text) { return normalized(text, false); }
+
+char32_t to_lower(char32_t cp) { return static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(cp))); }
 
 namespace {
 
@@ -104,5 +114,31 @@ bool is_word_char(char32_t cp) {
         default: return cp == 0x200C || cp == 0x200D;
     }
 }
+
+bool is_other(char32_t cp) {
+    switch (category_of(cp)) {
+        case UTF8PROC_CATEGORY_CC:
+        case UTF8PROC_CATEGORY_CF:
+        case UTF8PROC_CATEGORY_CN:
+        case UTF8PROC_CATEGORY_CO:
+        case UTF8PROC_CATEGORY_CS: return true;
+        default: return false;
+    }
+}
+
+bool is_punctuation(char32_t cp) {
+    switch (category_of(cp)) {
+        case UTF8PROC_CATEGORY_PC:
+        case UTF8PROC_CATEGORY_PD:
+        case UTF8PROC_CATEGORY_PS:
+        case UTF8PROC_CATEGORY_PE:
+        case UTF8PROC_CATEGORY_PI:
+        case UTF8PROC_CATEGORY_PF:
+        case UTF8PROC_CATEGORY_PO: return true;
+        default: return false;
+    }
+}
+
+bool is_nonspacing_mark(char32_t cp) { return category_of(cp) == UTF8PROC_CATEGORY_MN; }
 
 }  // namespace headscope

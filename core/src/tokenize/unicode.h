@@ -1,6 +1,7 @@
 // UTF-8 and Unicode for the tokenizer (private to core), all through
-// utf8proc: decoding and checking UTF-8, encoding a code point, NFC, and the
-// character classes the pre-tokenizers and added tokens test.
+// utf8proc: decoding and checking UTF-8, encoding a code point, NFC and NFD,
+// lowercasing, and the character classes the normalizers, pre-tokenizers and
+// added tokens test.
 #pragma once
 #include <cstddef>
 #include <string>
@@ -32,8 +33,11 @@ size_t code_point_start_before(std::string_view text, size_t end);
 
 // A code point as UTF-8.
 std::string utf8_of(char32_t cp);
-// Well-formed UTF-8 `text` in Unicode's normalization form C.
+// Well-formed UTF-8 `text` in Unicode's normalization form C, or D.
 std::string to_nfc(std::string_view text);
+std::string to_nfd(std::string_view text);
+// A code point's simple lowercase mapping (itself when it has none).
+char32_t to_lower(char32_t cp);
 
 // \p{L}: a letter.
 bool is_letter(char32_t cp);
@@ -42,6 +46,12 @@ bool is_letter(char32_t cp);
 bool is_number(char32_t cp);
 // Unicode White_Space: GPT-2's \s, that of Python's `regex` module.
 bool is_white_space(char32_t cp);
+// Rust's char::is_other: a control, format, unassigned, private-use or surrogate code point.
+bool is_other(char32_t cp);
+// \p{P}: punctuation of any kind.
+bool is_punctuation(char32_t cp);
+// \p{Mn}: a nonspacing mark (an accent, once decomposed).
+bool is_nonspacing_mark(char32_t cp);
 // A word character as Rust's regex \w has one: a letter, mark, decimal digit
 // or letter number, connector punctuation, or a zero-width (non-)joiner.
 bool is_word_char(char32_t cp);

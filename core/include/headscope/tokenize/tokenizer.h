@@ -1,10 +1,11 @@
-// Byte-pair-encoding tokenizers: GPT-2's byte-level BPE from vocab.json and
-// merges.txt, and the BPE tokenizers a Hugging Face tokenizer.json describes
-// (Llama 2 and 3, Mistral, Qwen 2 and 3, SmolLM2, Pythia). One pipeline
-// encodes both: added tokens found verbatim in the text, the normalizers on
-// the text between them, the pre-tokenizers splitting it into pieces, and
-// BPE merging each piece, from its bytes (byte-level) or its characters, pair
-// by pair in merge-rank order.
+// Tokenizers: GPT-2's byte-level BPE from vocab.json and merges.txt, and
+// those a Hugging Face tokenizer.json describes: BPE (Llama 2 and 3,
+// Mistral, Qwen 2 and 3, SmolLM2, Pythia) and BERT's WordPiece. One pipeline
+// encodes them all: added tokens found verbatim in the text, the normalizers
+// on the text between them, the pre-tokenizers splitting it into pieces, and
+// the model on each piece: BPE merging it, from its bytes (byte-level) or its
+// characters, pair by pair in merge-rank order; or WordPiece taking the
+// longest tokens that spell it.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -105,10 +106,13 @@ private:
     };
 
     struct Normalizer {
-        enum class Kind : uint8_t { nfc, prepend, replace };
+        enum class Kind : uint8_t { nfc, prepend, replace, bert };
         Kind kind;
         std::string pattern;  // replace: the string replaced
         std::string content;  // prepend: what goes first; replace: the replacement
+        // bert (BertNormalizer): drop controls and map whitespace to spaces,
+        // space out CJK ideographs, strip accents, lowercase.
+        bool clean_text = false, chinese_chars = false, strip_accents = false, lowercase = false;
     };
 
     // How a split keeps the matches of its pattern (Hugging Face's SplitDelimiterBehavior).
@@ -116,7 +120,7 @@ private:
     enum class PrependScheme : uint8_t { always, first, never };
 
     struct PreTokenizer {
-        enum class Kind : uint8_t { gpt2, split, byte_level, metaspace, digits };
+        enum class Kind : uint8_t { gpt2, split, byte_level, metaspace, digits, bert };
         Kind kind;
         std::shared_ptr<const Pattern> pattern{};       // split; byte_level: GPT-2's pattern, or none
         SplitBehavior behavior{};                       // split
@@ -146,8 +150,13 @@ private:
     // it, in order, not overlapping) gives, as Hugging Face's split does.
     static void split_at(const Section& piece, const std::vector<Match>& matches, SplitBehavior behavior,
                          std::vector<Section>& out);
-    // One pre-tokenizer piece through the model: its first symbols, then bpe.
+    // One pre-tokenizer piece through the model: its first symbols, then bpe;
+    // or, for a WordPiece model, word_pieces.
     void encode_piece(std::string_view piece, Scratch& scratch, std::vector<int32_t>& out) const;
+    // WordPiece: the longest token that starts the word, then the longest
+    // (prefixed) that starts the rest, ...; the unknown token for a word too
+    // long or with a rest no token starts (wordpiece.cpp).
+    void word_pieces(std::string_view word, std::vector<int32_t>& out) const;
     // A symbol for a byte or character without a token of its own.
     void add_missing_symbol(std::string_view unit, Scratch& scratch) const;
     void bpe(Scratch& scratch, std::vector<int32_t>& out) const;
@@ -166,6 +175,11 @@ private:
     std::array<int32_t, 256> byte_fallback_ids_ = no_tokens();  // byte -> its <0xAB> token, -1 when none
     int32_t unk_id_ = -1;                                       // the unknown token, -1 when none
     bool fuse_unk_ = false;                                     // consecutive unknowns become one
+    // A WordPiece model instead of BPE: its pieces after a word's first carry
+    // this prefix ("##"), and longer words are unknown.
+    bool word_piece_ = false;
+    std::string continuing_prefix_;
+    size_t max_word_chars_ = 0;
 
     AddedTokens added_;             // matched in the text as it comes
     AddedTokens normalized_added_;  // matched in the normalized text between those

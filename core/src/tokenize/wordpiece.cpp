@@ -1,0 +1,86 @@
+// BERT's tokenizer pieces, as Hugging Face's tokenizers defines them: the
+// BertNormalizer, and the WordPiece model's greedy longest-match split.
+#include "headscope/tokenize/tokenizer.h"
+#include "tokenizer_internal.h"
+#include "unicode.h"
+
+namespace headscope {
+
+namespace {
+
+// The CJK Unified Ideographs blocks BERT spaces out (tokenizers' is_chinese_char).
+bool is_cjk_ideograph(char32_t cp) {
+    return (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3400 && cp <= 0x4DBF) || (cp >= 0x20000 && cp <= 0x2A6DF) ||
+           (cp >= 0x2A700 && cp <= 0x2B73F) || (cp >= 0x2B740 && cp <= 0x2B81F) || (cp >= 0x2B920 && cp <= 0x2CEAF) ||
+           (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0x2F800 && cp <= 0x2FA1F);
+}
+
+// Each code point of well-formed `text` through `f`, which appends to `out`.
+template <typename F>
+std::string each_code_point(std::string_view text, F f) {
+    std::string out;
+    out.reserve(text.size());
+    for (size_t at = 0; at < text.size();) {
+        const CodePointAt cp = code_point_at(text, at);
+        f(cp.value, out);
+        at += cp.length;
+    }
+    return out;
+}
+
+}  // namespace
+
+std::string bert_normalized(std::string_view text, bool clean_text, bool chinese_chars, bool strip_accents,
+                            bool lowercase) {
+    std::string out(text);
+    if (clean_text) {
+        // NUL, U+FFFD and controls (but tab, line feed and carriage return) go; whitespace becomes a space.
+        out = each_code_point(out, [](char32_t cp, std::string& o) {
+            const bool whitespace = cp == '\t' || cp == '\n' || cp == '\r' || is_white_space(cp);
+            if (cp == 0 || cp == 0xFFFD || (!whitespace && is_other(cp))) return;
+            o += whitespace ? std::string(" ") : utf8_of(cp);
+        });
+    }
+    if (chinese_chars) {
+        out = each_code_point(out, [](char32_t cp, std::string& o) {
+            const bool spaced = is_cjk_ideograph(cp);
+            if (spaced) o += ' ';
+            o += utf8_of(cp);
+            if (spaced) o += ' ';
+        });
+    }
+    if (strip_accents) {
+        out = each_code_point(to_nfd(out), [](char32_t cp, std::string& o) {
+            if (!is_nonspacing_mark(cp)) o += utf8_of(cp);
+        });
+    }
+    if (lowercase) out = each_code_point(out, [](char32_t cp, std::string& o) { o += utf8_of(to_lower(cp)); });
+    return out;
+}
+
+void Tokenizer::word_pieces(std::string_view word, std::vector<int32_t>& out) const {
+    size_t characters = 0;
+    for (size_t at = 0; at < word.size(); at += utf8_length(word[at])) ++characters;
+    const size_t first = out.size();
+    std::string candidate;
+    for (size_t start = 0; characters <= max_word_chars_ && start < word.size();) {
+        int32_t found = -1;
+        size_t end = word.size();
+        for (; end > start; end = code_point_start_before(word, end)) {
+            candidate.assign(start > 0 ? continuing_prefix_ : std::string());
+            candidate.append(word.substr(start, end - start));
+            if (const auto it = symbol_ids_.find(candidate); it != symbol_ids_.end()) {
+                found = it->second;
+                break;
+            }
+        }
+        if (found < 0) break;  // no token starts the rest: the whole word is unknown
+        out.push_back(found);
+        start = end;
+        if (start == word.size()) return;
+    }
+    out.resize(first);
+    out.push_back(unk_id_);
+}
+
+}  // namespace headscope

@@ -1,0 +1,180 @@
+// BERT's tokenizer (a WordPiece model with BertNormalizer, BertPreTokenizer
+// and [CLS] ... [SEP]) against the JavaScript port of transformers'
+// tokenizers (tests/reference/encode_hf.js under node), on a tokenizer.json
+// written here from a real vocabulary: GPT-2's words, those that start a word
+// as themselves and the rest as "##" continuations, plus BERT's special
+// tokens, some CJK ideographs and punctuation. And a one-line Error for each
+// kind of bad WordPiece file.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "headscope/base/error.h"
+#include "headscope/tokenize/tokenizer.h"
+#include "model_writer.h"
+#include "process.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using headscope::Tokenizer;
+using nlohmann::json;
+
+const fs::path reference_dir = fs::path(HEADSCOPE_TESTS_DIR) / "reference";
+
+// GPT-2's all-letter tokens, lowercased: "Ġword" starts a word, "word" continues one ("##word").
+json wordpiece_vocab() {
+    json vocab = json::object();
+    for (const char* special : {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}) vocab[special] = vocab.size();
+    for (const char* piece : {"中", "文", "字", "!", ",", ".", "?", "'", "-", "(", ")", "$", "##s", "a", "e"})
+        vocab[piece] = vocab.size();
+    std::ifstream in(headscope::test::gpt2_vocab_json());
+    const json gpt2 = json::parse(in);
+    for (const auto& [token, id] : gpt2.items()) {
+        const bool starts = token.rfind("\xC4\xA0", 0) == 0;  // Ġ
+        std::string word = starts ? token.substr(2) : token;
+        if (word.empty() || word.size() > 12) continue;
+        bool letters = true;
+        for (char& c : word) {
+            letters &= (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+            c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        }
+        if (!letters) continue;
+        const std::string entry = starts ? word : "##" + word;
+        if (!vocab.contains(entry)) vocab[entry] = vocab.size();
+    }
+    return vocab;
+}
+
+json bert_tokenizer_json(const json& vocab) {
+    const auto special = [&](const char* token) {
+        return json{{"id", vocab[token]}, {"content", token},    {"single_word", false}, {"lstrip", false},
+                    {"rstrip", false},    {"normalized", false}, {"special", true}};
+    };
+    return {
+        {"version", "1.0"},
+        {"added_tokens", {special("[PAD]"), special("[UNK]"), special("[CLS]"), special("[SEP]"), special("[MASK]")}},
+        {"normalizer",
+         {{"type", "BertNormalizer"},
+          {"clean_text", true},
+          {"handle_chinese_chars", true},
+          {"strip_accents", nullptr},
+          {"lowercase", true}}},
+        {"pre_tokenizer", {{"type", "BertPreTokenizer"}}},
+        {"post_processor",
+         {{"type", "TemplateProcessing"},
+          {"single",
+           {{{"SpecialToken", {{"id", "[CLS]"}, {"type_id", 0}}}},
+            {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+            {{"SpecialToken", {{"id", "[SEP]"}, {"type_id", 0}}}}}},
+          {"pair", json::array()},
+          {"special_tokens",
+           {{"[CLS]", {{"id", "[CLS]"}, {"ids", {vocab["[CLS]"]}}, {"tokens", {"[CLS]"}}}},
+            {"[SEP]", {{"id", "[SEP]"}, {"ids", {vocab["[SEP]"]}}, {"tokens", {"[SEP]"}}}}}}}},
+        {"decoder", {{"type", "WordPiece"}, {"prefix", "##"}, {"cleanup", true}}},
+        {"model",
+         {{"type", "WordPiece"},
+          {"unk_token", "[UNK]"},
+          {"continuing_subword_prefix", "##"},
+          {"max_input_chars_per_word", 100},
+          {"vocab", vocab}}}};
+}
+
+// Hand-written cases (accents, case, CJK, controls, [MASK], unknown and
+// over-long words) and generated sentences of GPT-2 words and punctuation.
+std::vector<std::string> texts() {
+    std::vector<std::string> out = {
+        "The cat sat on the mat.",
+        "Hello, WORLD! Isn't it (really) $5?",
+        "Caf\xC3\xA9 na\xC3\xAFve r\xC3\xA9sum\xC3\xA9 \xC3\x85ngstr\xC3\xB6m",
+        "\xE4\xB8\xAD\xE6\x96\x87\xE5\xAD\x97 and text\xE4\xB8\xAD",
+        "tabs\tand\nnew lines\r\n and \x01 controls \xEF\xBF\xBD gone",
+        "The cat [MASK] on the mat.",
+        "supercalifragilisticexpialidocious xqzjv emoji \xF0\x9F\x98\x80!",
+        std::string(120, 'a') + " long",
+        "   spaces   around   ",
+        "well-known co-operation e.g. U.S.A.",
+    };
+    const std::vector<std::string> words = {"the",  "Cat",      "running", "jumped", "quickly",   "unbelievable",
+                                            "über", "ÉCOLE",    "data",    "tokens", "WordPiece", "héllo",
+                                            "Ö",    "learning", "x",       "42",     "naïveté",   "transformers"};
+    const std::vector<std::string> glue = {" ", " ", " ", ", ", ". ", "! ", "? ", " - ", "'", "  ", "\t"};
+    std::mt19937 rng(7);
+    for (int n = 0; n < 200; ++n) {
+        std::string s;
+        for (int w = 0, count = 1 + static_cast<int>(rng() % 12); w < count; ++w)
+            s += words[rng() % words.size()] + glue[rng() % glue.size()];
+        out.push_back(s);
+    }
+    return out;
+}
+
+TEST(WordPiece, BertTokenizerMatchesTheReference) {
+    const headscope::test::TempDir scratch;
+    const fs::path file = scratch.path / "tokenizer.json";
+    std::ofstream(file) << bert_tokenizer_json(wordpiece_vocab()).dump();
+    const Tokenizer tokenizer = Tokenizer::load_json(file);
+    const std::vector<std::string> strings = texts();
+    for (const bool add_special : {true, false}) {
+        const fs::path request = scratch.path / "request.json";
+        std::ofstream(request) << json{
+            {"tokenizer_json", file.string()},
+            {"tokenizer_config", {{"tokenizer_class", "BertTokenizer"}}},
+            {"add_special", add_special},
+            {"texts", strings}}.dump();
+        const headscope::test::ProcessRun r =
+            headscope::test::run_program({"node", (reference_dir / "encode_hf.js").string()}, scratch.path, request);
+        if (r.status == 127) GTEST_SKIP() << "node cannot be run: run tools/setup";
+        ASSERT_EQ(r.status, 0) << "tests/reference/encode_hf.js failed: " << r.err;
+        const auto expected = json::parse(r.out).get<std::vector<std::vector<int32_t>>>();
+        ASSERT_EQ(expected.size(), strings.size());
+        for (size_t i = 0; i < strings.size(); ++i) {
+            EXPECT_EQ(tokenizer.encode(strings[i], add_special), expected[i])
+                << "add_special " << add_special << ", text " << json(strings[i]).dump();
+        }
+    }
+    // A continuation shows as the vocabulary spells it.
+    const std::vector<int32_t> split = tokenizer.encode("jumpedss", false);
+    ASSERT_GE(split.size(), 2u);
+    EXPECT_EQ(tokenizer.token_bytes(split.front()), "jumped");
+    EXPECT_TRUE(tokenizer.token_bytes(split.back()).starts_with("##")) << tokenizer.token_bytes(split.back());
+}
+
+// A bad WordPiece file: one line naming the field.
+TEST(WordPiece, BadFilesAreOneLineErrors) {
+    const headscope::test::TempDir scratch;
+    const json vocab = {{"[UNK]", 0}, {"a", 1}, {"##b", 2}};
+    const std::vector<std::pair<std::function<void(json&)>, std::string>> cases = {
+        {[](json& j) { j["model"].erase("unk_token"); }, "a WordPiece model needs its unk_token"},
+        {[](json& j) { j["model"]["unk_token"] = "[NOPE]"; }, "model.unk_token: \"[NOPE]\" is not in the vocabulary"},
+        {[](json& j) { j["model"]["max_input_chars_per_word"] = 0; }, "model.max_input_chars_per_word"},
+        {[](json& j) { j["normalizer"]["lowercase"] = "yes"; }, "normalizer.lowercase"},
+        {[](json& j) {
+             j["post_processor"] = {{"type", "BertProcessing"}, {"cls", {"[CLS]"}}, {"sep", {"[SEP]", 0}}};
+         },
+         "post_processor.cls: expected [token, id]"},
+    };
+    for (const auto& [change, message] : cases) {
+        json j = {{"normalizer", {{"type", "BertNormalizer"}}},
+                  {"pre_tokenizer", {{"type", "BertPreTokenizer"}}},
+                  {"model", {{"type", "WordPiece"}, {"unk_token", "[UNK]"}, {"vocab", vocab}}}};
+        change(j);
+        const fs::path file = scratch.path / "bad.json";
+        std::ofstream(file) << j.dump();
+        try {
+            Tokenizer::load_json(file);
+            ADD_FAILURE() << "accepted: " << message;
+        } catch (const headscope::Error& e) {
+            const std::string what = e.what();
+            EXPECT_NE(what.find(message), std::string::npos) << what;
+            EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+        }
+    }
+}
+
+}  // namespace
