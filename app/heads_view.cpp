@@ -116,8 +116,9 @@ bool labelled_map(Session& session, Ui& ui, MapWidget& widget, const char* view,
 }
 
 // A map's title: a checkbox that knocks the head out of the forward, the
-// head's label and, with the first key hidden, its sink mass.
-void head_title(Session& session, Ui& ui, int layer, int head) {
+// head's label and, with the first key hidden, its sink mass; all within
+// `width` (a label longer ends in an ellipsis, whole on hover).
+void head_title(Session& session, Ui& ui, int layer, int head, float width) {
     const std::vector<HeadRef>& asked = session.options.ablate;
     bool out = std::binary_search(asked.begin(), asked.end(), HeadRef{layer, head});
     ImGui::PushID(layer * 4096 + head);
@@ -137,8 +138,10 @@ void head_title(Session& session, Ui& ui, int layer, int head) {
             sink_mass(session.shown.attention, layer, session.selected, head, session.length(session.selected)));
         label += sink;
     }
-    ImGui::TextUnformatted(label.c_str());
-    ui.layout.item({{"view", "head-title"}, {"layer", layer}, {"head", head}, {"text", label}});
+    const std::string shown = ellipsized(label, ImGui::GetFontSize(), width - ImGui::GetFrameHeight() - 4 * ui.scale);
+    ImGui::TextUnformatted(shown.c_str());
+    if (ui.tooltips && shown != label && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", label.c_str());
+    ui.layout.item({{"view", "head-title"}, {"layer", layer}, {"head", head}, {"text", label}, {"shown", shown}});
 }
 
 // The grid of maps that fills an area: the side of each map with its
@@ -224,7 +227,7 @@ void HeadsView::grid(Session& session, Ui& ui) {
                 ImGui::GetWindowDrawList()->AddText(nullptr, 0, at, ImGui::GetColorU32(ImGuiCol_TextDisabled),
                                                     kv.c_str(), nullptr, 0, &clip);
         }
-        head_title(session, ui, session.layer, h);
+        head_title(session, ui, session.layer, h, side);
         if (labelled_map(session, ui, maps_[h], "heads", session.layer, h, side)) {
             session.head = h;
             open_large();
@@ -260,7 +263,7 @@ void HeadsView::large(Session& session, Ui& ui) {
         return;
     }
     ImGui::SameLine();
-    head_title(session, ui, session.layer, session.head);
+    head_title(session, ui, session.layer, session.head, ImGui::GetContentRegionAvail().x);
     const int group = session.heads_shown() / session.shown.attention.NKV;
     if (group > 1) {
         const int first = session.head / group * group;

@@ -92,7 +92,8 @@ protected:
     static void SetUpTestSuite() {
         dir_ = new test::TempDir;
         // GPT-2 small's 12 layers of 12 heads, with tiny weights: the model view's grid is what matters.
-        test::write_test_model(dir_->path / "small-shape", {.n_layer = 12, .n_head = 12, .n_embd = 48});
+        test::write_test_model(dir_->path / "small-shape",
+                               {.n_layer = 12, .n_head = 12, .n_embd = 48, .n_positions = 256});
         // GPT-2's vocabulary, whose long words are single tokens.
         test::write_test_model(dir_->path / "words", {.n_layer = 1, .n_head = 4, .n_embd = 32});
     }
@@ -125,6 +126,16 @@ test::TempDir* WindowSpaceTest::dir_ = nullptr;
 
 TEST_F(WindowSpaceTest, HeadsOfTheBuiltInModelFillTheWindowAndGrowWithIt) {
     expect_fills("heads view, built-in model", {"--text", text_}, 4, 0.45);
+}
+
+// GPT-2's 12 heads under a text that fills the text box (maps in two rows
+// of six): the grid's columns are as wide as their maps (a title wider ends
+// in an ellipsis), so none runs under the predictions panel.
+TEST_F(WindowSpaceTest, TwelveHeadsFitBesideThePredictions) {
+    std::string long_text;
+    for (int n = 0; n < 8; ++n) long_text += text_ + " ";
+    expect_fills("heads view, 12 heads", {"--model", (dir_->path / "small-shape").string(), "--text", long_text}, 12,
+                 0.3);
 }
 
 // The model view's 12 rows fix the thumbnails' height, so the share is lower
