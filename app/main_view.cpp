@@ -82,7 +82,12 @@ void MainView::tokens_beside(ImVec2 maps_corner) {
     const float band = ImGui::GetWindowPos().x + ImGui::GetWindowWidth() - maps_corner.x - spacing;
     if (maps_corner.x <= 0 || band < ImGui::GetMainViewport()->WorkSize.x / 4) return;
     ImGui::SetCursorScreenPos(ImVec2(maps_corner.x + spacing, maps_corner.y));
-    ImGui::BeginChild("tokens-beside", ImVec2(0, 0));
+    tokens_child("tokens-beside", ImVec2(0, 0));
+}
+
+// The token view, following the maps, in a child of `size` at the cursor.
+void MainView::tokens_child(const char* id, ImVec2 size) {
+    ImGui::BeginChild(id, size);
     ui_.layout.rect({{"view", "tokens-beside"}}, ImGui::GetWindowPos(), ImGui::GetWindowSize());
     tokens_view_.draw(session_, ui_, true);
     ImGui::EndChild();
@@ -145,10 +150,7 @@ void MainView::views() {
             ImGui::EndChild();
             if (tokens_after) {
                 ImGui::SameLine();
-                ImGui::BeginChild("tokens-below", ImVec2(0, status_bar));
-                ui_.layout.rect({{"view", "tokens-beside"}}, ImGui::GetWindowPos(), ImGui::GetWindowSize());
-                tokens_view_.draw(session_, ui_, true);
-                ImGui::EndChild();
+                tokens_child("tokens-below", ImVec2(0, status_bar));
             }
         }
         ImGui::EndTabItem();
