@@ -498,10 +498,10 @@ TEST_F(TokenizerJsonFile, BadFilesAreOneLineErrorsNamingTheField) {
          "BertPreTokenizer, Sequence)"},
         {"post-processor type",
          [](json& j) {
-             j["post_processor"] = {{"type", "RobertaProcessing"}};
+             j["post_processor"] = {{"type", "XLNetProcessing"}};
          },
-         "post_processor: type \"RobertaProcessing\" is not supported (supported: ByteLevel, TemplateProcessing, "
-         "BertProcessing, Sequence)"},
+         "post_processor: type \"XLNetProcessing\" is not supported (supported: ByteLevel, TemplateProcessing, "
+         "BertProcessing, RobertaProcessing, Sequence)"},
         {"a regex PCRE2 refuses",
          [](json& j) {
              j["pre_tokenizer"] = {
@@ -613,7 +613,7 @@ TEST_F(TokenizerJsonFile, BadFilesAreOneLineErrorsNamingTheField) {
              j["post_processor"] = template_processing;
              j["post_processor"]["single"][1]["Sequence"]["id"] = "B";
          },
-         "post_processor.single[1]: the single template's sequence is \"B\", not A"},
+         "post_processor.single[1]: the single template's sequence \"B\" is not one of A given once"},
         {"a template's id out of range",
          [&](json& j) {
              j["post_processor"] = template_processing;

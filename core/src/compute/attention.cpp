@@ -23,6 +23,12 @@ int32_t Batch::padded_id(int b, int t) const {
     return t < static_cast<int>(ids.size()) ? ids[t] : pad_id;
 }
 
+int32_t Batch::token_type(int b, int t) const {
+    if (token_types.empty()) return 0;
+    const std::vector<int32_t>& types = token_types[b];
+    return t < static_cast<int>(types.size()) ? types[t] : 0;
+}
+
 bool operator==(const HeadRef& a, const HeadRef& b) { return a.layer == b.layer && a.head == b.head; }
 bool operator<(const HeadRef& a, const HeadRef& b) { return std::tie(a.layer, a.head) < std::tie(b.layer, b.head); }
 

@@ -189,7 +189,10 @@ void CpuForward::run_layer(const Model& model, const Batch& batch, const Attenti
     const LayerWeights& w = model.layers[at.layer];
     const int B = batch.B(), T = batch.T(), C = cfg.n_embd, l = at.layer;
     const size_t rows = static_cast<size_t>(rows_), Qw = split.q_width();
-    normalize(cfg, x_.data(), w.ln_1_w, w.ln_1_b, ln_.data(), rows_);
+    if (cfg.post_norm)  // the attention reads the residual itself; its norm comes after
+        std::copy_n(x_.data(), rows * C, ln_.data());
+    else
+        normalize(cfg, x_.data(), w.ln_1_w, w.ln_1_b, ln_.data(), rows_);
     project_qkv(model, w);
     attention(model, batch, options, split, store, l, at.att, heads);
     check_attention(l, at.att, B, split.NH, T, split.hs);
@@ -205,9 +208,14 @@ void CpuForward::run_layer(const Model& model, const Batch& batch, const Attenti
     if (cfg.parallel_residual) normalize(cfg, x_.data(), w.ln_2_w, w.ln_2_b, ln_.data(), rows_);
     linear(y_.data(), rows_, w.attn_proj, w.attn_proj_b, x_.data(), C, /*accumulate=*/true);
     check_residual(l, C, "the attention");
+    if (cfg.post_norm) {  // BERT: x = ln_1(x + attn); the MLP reads that x
+        normalize(cfg, x_.data(), w.ln_1_w, w.ln_1_b, x_.data(), rows_);
+        std::copy_n(x_.data(), rows * C, ln_.data());
+    }
     if (options.contributions) std::copy_n(x_.data(), rows * C, residuals_.data() + (2 * l + 1) * rows * C);
-    if (!cfg.parallel_residual) normalize(cfg, x_.data(), w.ln_2_w, w.ln_2_b, ln_.data(), rows_);
+    if (!cfg.parallel_residual && !cfg.post_norm) normalize(cfg, x_.data(), w.ln_2_w, w.ln_2_b, ln_.data(), rows_);
     mlp(cfg, w);
+    if (cfg.post_norm) normalize(cfg, x_.data(), w.ln_2_w, w.ln_2_b, x_.data(), rows_);  // x = ln_2(x + mlp)
     check_residual(l, C, "the MLP");
     if (options.contributions) std::copy_n(x_.data(), rows * C, residuals_.data() + (2 * l + 2) * rows * C);
     if (at.slot >= 0 && options.lens_k) std::copy_n(x_.data(), rows * C, unembed_in_.data() + at.slot * rows * C);

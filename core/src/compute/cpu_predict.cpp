@@ -80,6 +80,21 @@ void CpuForward::keep_earlier_rows(const PrefixCache& cache, const Batch& batch,
     }
 }
 
+// ln_ (n, C) = what the output embedding reads of n residual rows x: the
+// final norm's output, or the masked-LM head's transform (dense, GELU, LayerNorm).
+void CpuForward::read_out(const Model& model, const float* x, int n) {
+    const Config& cfg = model.config;
+    if (!cfg.mlm_head) return normalize(cfg, x, model.ln_f_w, model.ln_f_b, ln_.data(), n);
+    const int C = cfg.n_embd;
+    const size_t values = static_cast<size_t>(n) * C;
+    linear(x, n, model.head_dense, model.head_dense_b, ln_.data(), C);
+    if (cfg.mlp == Mlp::gelu_tanh)
+        ops::gelu(ln_.data(), ln_.data(), values);
+    else
+        ops::gelu_exact(ln_.data(), ln_.data(), values);
+    ops::layer_norm(ln_.data(), model.head_ln_w, model.head_ln_b, ln_.data(), n, C, cfg.layer_norm_epsilon);
+}
+
 // unembed_in_'s rows (the residual after each lens layer, then after the
 // last layer), through the final norm and the output embedding, in chunks of
 // unembed_chunk rows: a keystroke's few rows of every lens layer read the
@@ -95,8 +110,8 @@ void CpuForward::predict(const Model& model, const Batch& batch, const Attention
     reserve_floats(logits_, static_cast<size_t>(std::min(total, unembed_chunk)) * V);
     for (int start = 0; start < total; start += unembed_chunk) {
         const int n = std::min(unembed_chunk, total - start);
-        normalize(cfg, unembed_in_.data() + static_cast<size_t>(start) * C, model.ln_f_w, model.ln_f_b, ln_.data(), n);
-        linear(ln_.data(), n, model.lm_head, nullptr, logits_.data(), V);
+        read_out(model, unembed_in_.data() + static_cast<size_t>(start) * C, n);
+        linear(ln_.data(), n, model.lm_head, model.lm_bias, logits_.data(), V);
         if (!ops::all_finite(logits_.data(), static_cast<size_t>(n) * V))
             throw Error("the logits are not finite (a value past float32's range, from weights too large)");
 #pragma omp parallel for schedule(static)
@@ -123,7 +138,9 @@ void CpuForward::predict(const Model& model, const Batch& batch, const Attention
             top_tokens(logits, V, lse, k, top);
             if (lens) continue;
             if (tracked) tracked_p[at] = std::exp(logits[tracked[at].id] - lse);
-            result.logprob_next[at] = t + 1 < length ? logits[ids[t + 1]] - lse : std::nanf("");
+            // An encoder's predictions are for the position itself: it has no next token's log p.
+            const bool next = !cfg.is_encoder() && t + 1 < length;
+            result.logprob_next[at] = next ? logits[ids[t + 1]] - lse : std::nanf("");
             if (t == length - 1) std::copy_n(logits, V, result.last_logits.data() + static_cast<size_t>(b) * V);
         }
     }

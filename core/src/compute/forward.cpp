@@ -6,6 +6,7 @@
 #include <string>
 
 #include "headscope/base/error.h"
+#include "headscope/compute/cpu_ops.h"
 #include "headscope/compute/matmul.h"
 
 namespace headscope {
@@ -103,6 +104,25 @@ void check_ablation(const Config& config, const AttentionOptions& options) {
     }
 }
 
+namespace {
+
+// The batch's token types: one per token, each below the model's type_vocab_size.
+void check_token_types(const Config& cfg, const Batch& batch) {
+    if (batch.token_types.empty()) return;
+    if (batch.token_types.size() != batch.token_ids.size()) throw Error("token types given for some texts only");
+    for (int b = 0; b < batch.B(); ++b) {
+        if (batch.token_types[b].size() != batch.token_ids[b].size())
+            throw Error("text " + std::to_string(b + 1) + " has a token type for some of its tokens only");
+        for (int32_t type : batch.token_types[b])
+            if (type != 0 && (type < 0 || type >= cfg.type_vocab_size))
+                throw Error("token type " + std::to_string(type) + " is not one of the model's " +
+                            (cfg.type_vocab_size > 1 ? std::to_string(cfg.type_vocab_size) + " types"
+                                                     : "(it has one type: it takes no text pairs)"));
+    }
+}
+
+}  // namespace
+
 void validate_forward(const Model& model, const Batch& batch, const AttentionOptions& options) {
     const Config& cfg = model.config;
     if (batch.B() == 0) throw Error("no text given");
@@ -117,6 +137,7 @@ void validate_forward(const Model& model, const Batch& batch, const AttentionOpt
                 throw Error("token id " + std::to_string(id) + " outside the vocabulary of " +
                             std::to_string(cfg.vocab_size));
     }
+    check_token_types(cfg, batch);
     if (options.new_rows_only && batch.B() != 1)
         throw Error("maps of the new rows only are computed for one text at a time, not " + std::to_string(batch.B()));
     if (batch.pad_id < 0 || batch.pad_id >= cfg.vocab_size)
@@ -128,6 +149,10 @@ void validate_forward(const Model& model, const Batch& batch, const AttentionOpt
             throw Error(std::string("the ") + what + " asks for " + std::to_string(k) +
                         " tokens; it can give 0 to the vocabulary's " + std::to_string(cfg.vocab_size));
     check_ablation(cfg, options);
+    if (options.contributions && cfg.post_norm)
+        throw Error(
+            "the contributions add up through a final norm over the residual stream; this model normalizes after "
+            "every layer (post-LN), so its heads' contributions do not add up");
     if (options.contributions && (options.top_k < 1 || options.split != Split::transpose))
         throw Error(
             "the contributions need the predictions (the attribution is to the top token) and the view + "
@@ -198,15 +223,22 @@ void set_up_result(const Config& config, const Batch& batch, const AttentionOpti
 }
 
 void embed_text(const Model& model, const Batch& batch, int b, int first, float* x) {
-    const int T = batch.T(), C = model.config.n_embd;
-    std::vector<float> position(model.wpe ? C : 0);
+    const Config& cfg = model.config;
+    const int T = batch.T(), C = cfg.n_embd, length = static_cast<int>(batch.token_ids[b].size());
+    std::vector<float> row(C);
+    const auto add_row = [&](const Matrix& table, int index, float* xt) {
+        stored_row(table, index, row.data());
+        for (int c = 0; c < C; ++c) xt[c] += row[c];
+    };
     for (int t = first; t < T; ++t) {
         float* xt = x + static_cast<size_t>(t - first) * C;
         stored_row(model.wte, batch.padded_id(b, t), xt);
-        if (!model.wpe) continue;
-        stored_row(model.wpe, t, position.data());
-        for (int c = 0; c < C; ++c) xt[c] += position[c];
+        // RoBERTa's positions count from padding_idx + 1, and a pad is at padding_idx.
+        const int offset = cfg.position_offset, position = offset && t >= length ? offset - 1 : t + offset;
+        if (model.wpe) add_row(model.wpe, position, xt);
+        if (model.wtt) add_row(model.wtt, batch.token_type(b, t), xt);
     }
+    if (cfg.embedding_norm) ops::layer_norm(x, model.emb_ln_w, model.emb_ln_b, x, T - first, C, cfg.layer_norm_epsilon);
 }
 
 }  // namespace headscope

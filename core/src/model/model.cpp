@@ -252,6 +252,8 @@ Matrix& matrix_field(Model& m, const TensorSpec& t) {
         case Weight::fc_w: return m.layers[t.layer].fc;
         case Weight::gate_w: return m.layers[t.layer].gate;
         case Weight::fc_proj_w: return m.layers[t.layer].fc_proj;
+        case Weight::wtt: return m.wtt;
+        case Weight::head_dense_w: return m.head_dense;
         default: std::abort();  // a vector: vector_field
     }
 }
@@ -273,6 +275,12 @@ const float*& vector_field(Model& m, const TensorSpec& t) {
         case Weight::fc_proj_b: return m.layers[t.layer].fc_proj_b;
         case Weight::ln_f_w: return m.ln_f_w;
         case Weight::ln_f_b: return m.ln_f_b;
+        case Weight::emb_ln_w: return m.emb_ln_w;
+        case Weight::emb_ln_b: return m.emb_ln_b;
+        case Weight::head_dense_b: return m.head_dense_b;
+        case Weight::head_ln_w: return m.head_ln_w;
+        case Weight::head_ln_b: return m.head_ln_b;
+        case Weight::lm_bias: return m.lm_bias;
         default: std::abort();  // a matrix: matrix_field
     }
 }

@@ -5,215 +5,17 @@
 // tensor names in the order of its files.
 #include "headscope/model/model_description.h"
 
-#include <cmath>
-#include <limits>
 #include <string_view>
 
+#include "config_reader.h"
+#include "family_configs.h"
 #include "headscope/base/error.h"
-#include "headscope/io/json_fields.h"
-#include "headscope/io/json_input.h"
 
 namespace headscope {
 
 namespace {
 
 using json = nlohmann::json;
-
-// Reads config.json's keys through JsonFields, each error one line naming
-// the file and the key with its value ("n_layer is 0, not a positive integer").
-class ConfigReader {
-public:
-    ConfigReader(const json& j, const std::string& file, std::string field = "")
-        : j_(j), fields_(file), field_(std::move(field)) {}
-
-    const json* find(const std::string& key) const { return fields_.optional(j_, field_, key); }
-
-    int positive_int(const std::string& key) const {
-        const json* v = find(key);
-        if (!v) refuse(key + " missing");
-        return checked_positive(key, *v);
-    }
-    int positive_int(const std::string& key, int fallback) const {
-        const json* v = find(key);
-        return v ? checked_positive(key, *v) : fallback;
-    }
-    // A token id below vocab_size, or -1; a list (Llama 3's several EOS ids) gives its first.
-    int token_id(const std::string& key, int vocab_size, int fallback) const {
-        const json* v = find(key);
-        if (!v) return fallback;
-        const json& id = v->is_array() && !v->empty() ? v->front() : *v;
-        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= vocab_size)
-            refuse(key + " " + describe_json(*v) + " is not a token id below vocab_size");
-        return id.get<int>();
-    }
-    float epsilon(const std::string& key, float fallback) const {
-        const json* v = find(key);
-        if (!v) return fallback;
-        if (!v->is_number() || !(v->get<double>() > 0) || !(v->get<double>() < 1))
-            refuse(key + " " + describe_json(*v) + " is not a small positive number");
-        return as_float(key, *v);
-    }
-    float positive_number(const std::string& key, float fallback) const {
-        const json* v = find(key);
-        if (!v) return fallback;
-        if (!v->is_number() || !(v->get<double>() > 0) || !(v->get<double>() < 1e12))
-            refuse(key + " " + describe_json(*v) + " is not a positive number");
-        return as_float(key, *v);
-    }
-    bool flag(const std::string& key, bool fallback) const {
-        const json* v = find(key);
-        if (!v) return fallback;
-        if (!v->is_boolean()) refuse(key + " " + describe_json(*v) + " is not true or false");
-        return v->get<bool>();
-    }
-    std::string word(const std::string& key, const std::string& fallback) const {
-        const json* v = find(key);
-        if (!v) return fallback;
-        if (!v->is_string()) refuse(key + " " + describe_json(*v) + " is not a string");
-        return v->get<std::string>();
-    }
-    // The reader of the object at `key`.
-    ConfigReader object(const std::string& key) const {
-        const json& value = fields_.required(j_, field_, key, json::value_t::object, "an object");
-        return ConfigReader(value, fields_.file(), JsonFields::join(field_, key));
-    }
-    [[noreturn]] void refuse(const std::string& what) const { fields_.fail(field_, what); }
-
-private:
-    // A positive number as the engine computes with it: in float32, where
-    // 1e-50 is 0 and 1e-40 subnormal (a norm's epsilon, RoPE's theta).
-    float as_float(const std::string& key, const json& v) const {
-        const float f = v.get<float>();
-        if (!std::isnormal(f))
-            refuse(key + " " + describe_json(v) + " is " + (f == 0 ? "0" : "subnormal") +
-                   " in float32, the type the engine computes in");
-        return f;
-    }
-    int checked_positive(const std::string& key, const json& v) const {
-        // Any integer type: a parsed file gives unsigned, a config built in code signed.
-        if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() > std::numeric_limits<int>::max())
-            refuse(key + " is " + describe_json(v) + ", not a positive integer");
-        return v.get<int>();
-    }
-
-    const json& j_;
-    JsonFields fields_;
-    std::string field_;
-};
-
-// ---- The families' config.json keys ----
-
-void read_gpt2(const ConfigReader& r, Config& c) {
-    c.n_layer = r.positive_int("n_layer");
-    c.n_head = r.positive_int("n_head");
-    c.n_embd = r.positive_int("n_embd");
-    // Old GPT-2 configs name the context length n_ctx only.
-    c.n_positions = r.positive_int(r.find("n_positions") || !r.find("n_ctx") ? "n_positions" : "n_ctx");
-    c.vocab_size = r.positive_int("vocab_size");
-    if (c.n_embd % c.n_head != 0)
-        r.refuse("n_embd " + std::to_string(c.n_embd) + " is not divisible by n_head " + std::to_string(c.n_head));
-    c.eos_token_id = r.token_id("eos_token_id", c.vocab_size, c.eos_token_id);
-    c.layer_norm_epsilon = r.epsilon("layer_norm_epsilon", c.layer_norm_epsilon);
-}
-
-// Llama and the families built on it (SmolLM, TinyLlama: model_type llama).
-// Biases as transformers has them: attention_bias on all four projections.
-void read_llama(const ConfigReader& r, Config& c) {
-    c.n_layer = r.positive_int("num_hidden_layers");
-    c.n_head = r.positive_int("num_attention_heads");
-    c.n_embd = r.positive_int("hidden_size");
-    c.n_positions = r.positive_int("max_position_embeddings");
-    c.vocab_size = r.positive_int("vocab_size");
-    c.n_kv_head = r.positive_int("num_key_value_heads", c.n_head);
-    c.head_dim = r.positive_int("head_dim", 0);
-    if (!c.head_dim) {
-        if (c.n_embd % c.n_head != 0)
-            r.refuse("hidden_size " + std::to_string(c.n_embd) + " is not divisible by num_attention_heads " +
-                     std::to_string(c.n_head) + " and head_dim is not given");
-        c.head_dim = c.n_embd / c.n_head;
-    }
-    c.mlp_dim = r.positive_int("intermediate_size");
-    c.eos_token_id = r.token_id("eos_token_id", c.vocab_size, -1);
-    c.bos_token_id = r.token_id("bos_token_id", c.vocab_size, -1);
-    c.pad_token_id = r.token_id("pad_token_id", c.vocab_size, -1);
-    if (c.eos_token_id < 0) c.eos_token_id = c.bos_token_id >= 0 ? c.bos_token_id : 0;
-    c.layer_norm_epsilon = r.epsilon("rms_norm_eps", 1e-6f);
-    c.norm = Norm::rms_norm;
-    c.positions = Positions::rotary;
-    c.rope.theta = r.positive_number("rope_theta", 10000);
-    if (r.find("rope_scaling")) {
-        const ConfigReader s = r.object("rope_scaling");
-        const std::string type = s.word("rope_type", s.word("type", "default"));
-        if (type == "llama3") {
-            c.rope.factor = s.positive_number("factor", 8);
-            c.rope.low_freq_factor = s.positive_number("low_freq_factor", 1);
-            c.rope.high_freq_factor = s.positive_number("high_freq_factor", 4);
-            c.rope.original_max_positions = s.positive_int("original_max_position_embeddings", 8192);
-            if (!(c.rope.high_freq_factor > c.rope.low_freq_factor))
-                r.refuse("rope_scaling's high_freq_factor must exceed its low_freq_factor");
-        } else if (type != "default") {
-            r.refuse("rope_scaling of type '" + type + "' is not supported (only llama3)");
-        }
-    }
-    if (const std::string act = r.word("hidden_act", "silu"); act != "silu")
-        r.refuse("hidden_act '" + act + "' is not supported (only silu)");
-    c.mlp = Mlp::swiglu;
-    c.qkv_layout = QkvLayout::separate;
-    c.weights_out_by_in = true;
-    c.qkv_bias = c.o_bias = r.flag("attention_bias", false);
-    if (r.flag("mlp_bias", false)) r.refuse("mlp_bias is true: biases in the SwiGLU MLP are not supported");
-    c.tied_embeddings = r.flag("tie_word_embeddings", false);
-    if (r.flag("use_sliding_window", false))
-        r.refuse("use_sliding_window is true: Qwen's per-layer sliding window is not supported");
-}
-
-// Qwen 2: biases on Q, K and V, never on the output projection.
-void read_qwen2(const ConfigReader& r, Config& c) {
-    read_llama(r, c);
-    c.qkv_bias = true;
-    c.o_bias = false;
-}
-
-// Qwen 3: Llama's biases, and each head's Q and K RMS-normed.
-void read_qwen3(const ConfigReader& r, Config& c) {
-    read_llama(r, c);
-    c.qk_norm = true;
-}
-
-// Mistral: no attention biases whatever attention_bias says, and a sliding window.
-void read_mistral(const ConfigReader& r, Config& c) {
-    read_llama(r, c);
-    c.qkv_bias = c.o_bias = false;
-    c.sliding_window = r.positive_int("sliding_window", 0);
-}
-
-void read_gpt_neox(const ConfigReader& r, Config& c) {
-    c.n_layer = r.positive_int("num_hidden_layers");
-    c.n_head = r.positive_int("num_attention_heads");
-    c.n_embd = r.positive_int("hidden_size");
-    c.n_positions = r.positive_int("max_position_embeddings");
-    c.vocab_size = r.positive_int("vocab_size");
-    if (c.n_embd % c.n_head != 0)
-        r.refuse("hidden_size " + std::to_string(c.n_embd) + " is not divisible by num_attention_heads " +
-                 std::to_string(c.n_head));
-    c.mlp_dim = r.positive_int("intermediate_size");
-    c.eos_token_id = r.token_id("eos_token_id", c.vocab_size, 0);
-    c.bos_token_id = r.token_id("bos_token_id", c.vocab_size, -1);
-    c.layer_norm_epsilon = r.epsilon("layer_norm_eps", 1e-5f);
-    c.positions = Positions::rotary;
-    c.rope.theta = r.positive_number("rotary_emb_base", r.positive_number("rope_theta", 10000));
-    c.rope.fraction = r.positive_number("rotary_pct", 0.25f);
-    if (c.rope.fraction > 1) r.refuse("rotary_pct " + std::to_string(c.rope.fraction) + " is above 1");
-    c.rope.joined_by_cat = true;
-    if (const std::string act = r.word("hidden_act", "gelu"); act != "gelu")
-        r.refuse("hidden_act '" + act + "' is not supported (only gelu)");
-    c.mlp = Mlp::gelu_exact;
-    c.qkv_layout = QkvLayout::fused_per_head;
-    c.weights_out_by_in = true;
-    c.qkv_bias = c.o_bias = r.flag("attention_bias", true);
-    c.parallel_residual = r.flag("use_parallel_residual", true);
-    c.tied_embeddings = r.flag("tie_word_embeddings", false);
-}
 
 // ---- The families' tensor names ----
 
@@ -293,6 +95,83 @@ const TensorNames gpt_neox_names = {
      {Weight::lm_head, "embed_out.weight"}},
 };
 
+// BERT's layers, which RoBERTa and XLM-RoBERTa share.
+const std::vector<Named> bert_embeddings = {{Weight::wte, "embeddings.word_embeddings.weight"},
+                                            {Weight::wpe, "embeddings.position_embeddings.weight"},
+                                            {Weight::wtt, "embeddings.token_type_embeddings.weight"},
+                                            {Weight::emb_ln_w, "embeddings.LayerNorm.weight"},
+                                            {Weight::emb_ln_b, "embeddings.LayerNorm.bias"}};
+const std::vector<Named> bert_layer = {{Weight::q_w, "attention.self.query.weight"},
+                                       {Weight::q_b, "attention.self.query.bias"},
+                                       {Weight::k_w, "attention.self.key.weight"},
+                                       {Weight::k_b, "attention.self.key.bias"},
+                                       {Weight::v_w, "attention.self.value.weight"},
+                                       {Weight::v_b, "attention.self.value.bias"},
+                                       {Weight::attn_proj_w, "attention.output.dense.weight"},
+                                       {Weight::attn_proj_b, "attention.output.dense.bias"},
+                                       {Weight::ln_1_w, "attention.output.LayerNorm.weight"},
+                                       {Weight::ln_1_b, "attention.output.LayerNorm.bias"},
+                                       {Weight::fc_w, "intermediate.dense.weight"},
+                                       {Weight::fc_b, "intermediate.dense.bias"},
+                                       {Weight::fc_proj_w, "output.dense.weight"},
+                                       {Weight::fc_proj_b, "output.dense.bias"},
+                                       {Weight::ln_2_w, "output.LayerNorm.weight"},
+                                       {Weight::ln_2_b, "output.LayerNorm.bias"}};
+
+// BertForMaskedLM's names; the masked-LM head's are never prefixed.
+const TensorNames bert_names = {"bert.",
+                                bert_embeddings,
+                                "encoder.layer.",
+                                bert_layer,
+                                {{Weight::head_dense_w, "cls.predictions.transform.dense.weight"},
+                                 {Weight::head_dense_b, "cls.predictions.transform.dense.bias"},
+                                 {Weight::head_ln_w, "cls.predictions.transform.LayerNorm.weight"},
+                                 {Weight::head_ln_b, "cls.predictions.transform.LayerNorm.bias"},
+                                 {Weight::lm_bias, "cls.predictions.bias"},
+                                 {Weight::lm_head, "cls.predictions.decoder.weight"}}};
+
+const TensorNames roberta_names = {"roberta.",
+                                   bert_embeddings,
+                                   "encoder.layer.",
+                                   bert_layer,
+                                   {{Weight::head_dense_w, "lm_head.dense.weight"},
+                                    {Weight::head_dense_b, "lm_head.dense.bias"},
+                                    {Weight::head_ln_w, "lm_head.layer_norm.weight"},
+                                    {Weight::head_ln_b, "lm_head.layer_norm.bias"},
+                                    {Weight::lm_bias, "lm_head.bias"},
+                                    {Weight::lm_head, "lm_head.decoder.weight"}}};
+
+const TensorNames distilbert_names = {
+    "distilbert.",
+    {{Weight::wte, "embeddings.word_embeddings.weight"},
+     {Weight::wpe, "embeddings.position_embeddings.weight"},
+     {Weight::emb_ln_w, "embeddings.LayerNorm.weight"},
+     {Weight::emb_ln_b, "embeddings.LayerNorm.bias"}},
+    "transformer.layer.",
+    {{Weight::q_w, "attention.q_lin.weight"},
+     {Weight::q_b, "attention.q_lin.bias"},
+     {Weight::k_w, "attention.k_lin.weight"},
+     {Weight::k_b, "attention.k_lin.bias"},
+     {Weight::v_w, "attention.v_lin.weight"},
+     {Weight::v_b, "attention.v_lin.bias"},
+     {Weight::attn_proj_w, "attention.out_lin.weight"},
+     {Weight::attn_proj_b, "attention.out_lin.bias"},
+     {Weight::ln_1_w, "sa_layer_norm.weight"},
+     {Weight::ln_1_b, "sa_layer_norm.bias"},
+     {Weight::fc_w, "ffn.lin1.weight"},
+     {Weight::fc_b, "ffn.lin1.bias"},
+     {Weight::fc_proj_w, "ffn.lin2.weight"},
+     {Weight::fc_proj_b, "ffn.lin2.bias"},
+     {Weight::ln_2_w, "output_layer_norm.weight"},
+     {Weight::ln_2_b, "output_layer_norm.bias"}},
+    {{Weight::head_dense_w, "vocab_transform.weight"},
+     {Weight::head_dense_b, "vocab_transform.bias"},
+     {Weight::head_ln_w, "vocab_layer_norm.weight"},
+     {Weight::head_ln_b, "vocab_layer_norm.bias"},
+     {Weight::lm_bias, "vocab_projector.bias"},
+     {Weight::lm_head, "vocab_projector.weight"}},
+};
+
 // The one dispatch on the family's name: its config.json reader and tensor names.
 struct Family {
     std::string_view model_type;
@@ -301,9 +180,16 @@ struct Family {
 };
 
 const Family families[] = {
-    {"gpt2", read_gpt2, gpt2_names},        {"llama", read_llama, llama_names},
-    {"qwen2", read_qwen2, llama_names},     {"qwen3", read_qwen3, llama_names},
-    {"mistral", read_mistral, llama_names}, {"gpt_neox", read_gpt_neox, gpt_neox_names},
+    {"gpt2", read_gpt2, gpt2_names},
+    {"llama", read_llama, llama_names},
+    {"qwen2", read_qwen2, llama_names},
+    {"qwen3", read_qwen3, llama_names},
+    {"mistral", read_mistral, llama_names},
+    {"gpt_neox", read_gpt_neox, gpt_neox_names},
+    {"bert", read_bert, bert_names},
+    {"roberta", read_roberta, roberta_names},
+    {"xlm-roberta", read_roberta, roberta_names},
+    {"distilbert", read_distilbert, distilbert_names},
 };
 
 const Family* find_family(std::string_view model_type) {
@@ -325,8 +211,17 @@ bool has_weight(const Config& c, Weight weight) {
         case Weight::wpe: return c.positions == Positions::learned;
         case Weight::lm_head: return !c.tied_embeddings;
         case Weight::ln_1_b:
-        case Weight::ln_2_b:
-        case Weight::ln_f_b: return layer_norm;
+        case Weight::ln_2_b: return layer_norm;
+        case Weight::ln_f_w: return !c.post_norm;
+        case Weight::ln_f_b: return layer_norm && !c.post_norm;
+        case Weight::wtt: return c.type_vocab_size > 0;
+        case Weight::emb_ln_w:
+        case Weight::emb_ln_b: return c.embedding_norm;
+        case Weight::head_dense_w:
+        case Weight::head_dense_b:
+        case Weight::head_ln_w:
+        case Weight::head_ln_b:
+        case Weight::lm_bias: return c.mlm_head;
         case Weight::attn_w: return fused;
         case Weight::attn_b: return fused && c.qkv_bias;
         case Weight::q_w:
@@ -356,7 +251,10 @@ std::vector<int64_t> weight_shape(const Config& c, Weight weight) {
     switch (weight) {
         case Weight::wte:
         case Weight::lm_head: return {V, C};
-        case Weight::wpe: return {P, C};
+        case Weight::wpe: return {P + c.position_offset, C};
+        case Weight::wtt: return {c.type_vocab_size, C};
+        case Weight::head_dense_w: return matrix(C, C);
+        case Weight::lm_bias: return {V};
         case Weight::attn_w: return matrix(Q + 2 * KV, C);
         case Weight::attn_b: return {Q + 2 * KV};
         case Weight::q_w: return matrix(Q, C);
@@ -381,6 +279,8 @@ std::vector<int64_t> weight_shape(const Config& c, Weight weight) {
 const char* to_string(Norm norm) { return word_of(norm_choices, norm); }
 const char* to_string(Positions positions) { return word_of(positions_choices, positions); }
 const char* to_string(Mlp mlp) { return word_of(mlp_choices, mlp); }
+
+const char* model_kind(const Config& config) { return config.is_encoder() ? "encoder" : "decoder"; }
 
 const char* supported_architectures() {
     static const std::string words = [] {
@@ -425,7 +325,7 @@ std::vector<TensorSpec> model_tensors(const Config& config) {
 }
 
 bool stored_out_by_in(const Config& config, Weight weight) {
-    return config.weights_out_by_in && weight != Weight::wte && weight != Weight::wpe;
+    return config.weights_out_by_in && weight != Weight::wte && weight != Weight::wpe && weight != Weight::wtt;
 }
 
 const char* optional_tensor_prefix(const Config& config) { return family_of(config).names.optional_prefix; }

@@ -12,7 +12,6 @@ namespace headscope {
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special) const {
     check_utf8(text);
     std::vector<int32_t> ids;
-    if (add_special) ids = prefix_ids_;
     Scratch scratch;
     std::vector<Section> sections;
     const Section whole{text, -1, true};
@@ -28,8 +27,20 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special) 
             encode_section(section, scratch, ids);
         }
     }
-    if (add_special) ids.insert(ids.end(), suffix_ids_.begin(), suffix_ids_.end());
-    return ids;
+    if (!add_special) return ids;
+    const std::vector<int32_t>* texts[2] = {&ids, nullptr};
+    std::vector<int32_t> wrapped;
+    PostProcessor::apply(post_.single, texts, wrapped, nullptr);
+    return wrapped;
+}
+
+Tokenizer::Pair Tokenizer::encode_pair(std::string_view first, std::string_view second) const {
+    if (!has_pair_template()) throw Error("the tokenizer has no template for a pair of texts");
+    const std::vector<int32_t> a = encode(first, false), b = encode(second, false);
+    const std::vector<int32_t>* texts[2] = {&a, &b};
+    Pair pair;
+    PostProcessor::apply(post_.pair, texts, pair.ids, &pair.types);
+    return pair;
 }
 
 void Tokenizer::encode_section(const Section& section, Scratch& scratch, std::vector<int32_t>& ids) const {

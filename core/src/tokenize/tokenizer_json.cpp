@@ -79,7 +79,8 @@ public:
                     (added ? added->size() : 0);
         read_model(model);
         if (added) read_added_tokens(*added);
-        if (const json* post = f_.optional(root, "", "post_processor")) read_post_processor(*post, "post_processor");
+        if (const json* post = f_.optional(root, "", "post_processor"))
+            t_.post_.read(f_, *post, "post_processor", t_.id_to_bytes_.size());
         return std::move(t_);
     }
 
@@ -362,65 +363,6 @@ private:
             if (static_cast<size_t>(id) >= t_.id_to_bytes_.size()) t_.id_to_bytes_.resize(static_cast<size_t>(id) + 1);
             t_.id_to_bytes_[static_cast<size_t>(id)] = content;
         }
-    }
-
-    void read_post_processor(const json& value, const std::string& field) {
-        const std::string type = f_.type(value, field);
-        if (type == "Sequence") {
-            const json& list = f_.required(value, field, "processors", json::value_t::array, "an array");
-            for (size_t i = 0; i < list.size(); ++i)
-                read_post_processor(list[i], JsonFields::at(field + ".processors", i));
-        } else if (type == "TemplateProcessing") {
-            read_template(value, field);
-        } else if (type == "BertProcessing") {  // [CLS] A [SEP], each given as [token, id]
-            const auto id_of = [&](const char* key) {
-                const json& pair = f_.required(value, field, key, json::value_t::array, "an array");
-                if (pair.size() != 2) f_.fail(JsonFields::join(field, key), "expected [token, id]");
-                return f_.id(pair[1], JsonFields::at(JsonFields::join(field, key), 1), t_.id_to_bytes_.size());
-            };
-            t_.prefix_ids_.insert(t_.prefix_ids_.begin(), id_of("cls"));
-            t_.suffix_ids_.push_back(id_of("sep"));
-        } else if (type != "ByteLevel") {  // ByteLevel changes offsets only, never ids
-            unsupported_type(f_, field, type, "ByteLevel, TemplateProcessing, BertProcessing, Sequence");
-        }
-    }
-
-    // The `single` template: special tokens around the sequence A.
-    void read_template(const json& value, const std::string& field) {
-        const std::string single_field = JsonFields::join(field, "single");
-        const json& single = f_.required(value, field, "single", json::value_t::array, "an array");
-        const json* special_tokens = f_.optional(value, field, "special_tokens");
-        std::vector<int32_t> before, after;
-        int sequences = 0;
-        for (size_t i = 0; i < single.size(); ++i) {
-            const std::string item_field = JsonFields::at(single_field, i);
-            if (const json* special = f_.optional(single[i], item_field, "SpecialToken")) {
-                const std::string name = f_.string(*special, item_field + ".SpecialToken", "id");
-                const std::string entry_field =
-                    JsonFields::join(field, "special_tokens") + "[" + describe_json(name) + "]";
-                const json* entry =
-                    special_tokens
-                        ? f_.optional(*special_tokens, JsonFields::join(field, "special_tokens"), name.c_str())
-                        : nullptr;
-                if (!entry) f_.fail(item_field, "special token " + describe_json(name) + " is not in special_tokens");
-                const json& ids = f_.required(*entry, entry_field, "ids", json::value_t::array, "an array");
-                for (size_t k = 0; k < ids.size(); ++k) {
-                    const int32_t id = f_.id(ids[k], JsonFields::at(entry_field + ".ids", k), t_.id_to_bytes_.size());
-                    (sequences ? after : before).push_back(id);
-                }
-            } else if (const json* sequence = f_.optional(single[i], item_field, "Sequence")) {
-                const std::string name = f_.string(*sequence, item_field + ".Sequence", "id");
-                if (name != "A")
-                    f_.fail(item_field, "the single template's sequence is " + describe_json(name) + ", not A");
-                ++sequences;
-            } else {
-                f_.fail(item_field, "expected a SpecialToken or a Sequence");
-            }
-        }
-        if (sequences != 1) f_.fail(single_field, "has the sequence " + std::to_string(sequences) + " times, not once");
-        // A later processor wraps what the earlier ones made.
-        t_.prefix_ids_.insert(t_.prefix_ids_.begin(), before.begin(), before.end());
-        t_.suffix_ids_.insert(t_.suffix_ids_.end(), after.begin(), after.end());
     }
 
     JsonFields f_;

@@ -92,10 +92,14 @@ inline ComputedOn together(const ComputedOn& so_far, const ComputedOn& latest) {
 struct Batch {
     std::vector<std::vector<int32_t>> token_ids;  // (B, length_b), unpadded
     int32_t pad_id = 0;
+    // Each token's type (segment: 0 for a pair's first text, 1 for its
+    // second), as token_ids; empty: every token's is 0.
+    std::vector<std::vector<int32_t>> token_types = {};
 
     int B() const { return static_cast<int>(token_ids.size()); }
-    int T() const;                          // the longest length
-    int32_t padded_id(int b, int t) const;  // text b's token t, pad_id past its end
+    int T() const;                           // the longest length
+    int32_t padded_id(int b, int t) const;   // text b's token t, pad_id past its end
+    int32_t token_type(int b, int t) const;  // text b's token t's type, 0 past its end
 };
 
 struct AttentionResult {
@@ -108,13 +112,14 @@ struct AttentionResult {
     AlignedVector<float> outputs;       // (layers.size(), B, T, NH * hs) attention output before c_proj, if asked
 
     // With options.top_k = K > 0 (else these four are empty, whatever
-    // lens_k): at each text's position t < its length, the K most likely tokens at t + 1, by p descending (softmax over
+    // lens_k): at each text's position t < its length, the K most likely tokens at t + 1 (an encoder's: at t itself,
+    // the masked-LM's fill), by p descending (softmax over
     // the whole vocabulary in float32, max subtracted); padded positions hold
     // id -1.
     int top_k = 0;
     std::vector<Prediction> predictions;  // (B, T, K)
     // log p of the text's actual token t + 1 at position t; NaN at its last
-    // token and at padded positions. A text's loss is the mean of the others' negatives.
+    // token, at padded positions and everywhere for an encoder. A text's loss is the mean of the others' negatives.
     std::vector<float> logprob_next;   // (B, T)
     int V = 0;                         // the vocabulary
     AlignedVector<float> last_logits;  // (B, V): the logits at each text's last token (generation samples them)

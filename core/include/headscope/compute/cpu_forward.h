@@ -68,6 +68,7 @@ private:
                    PrefixCache& store, int layer, float* att, Heads heads);
     void mlp(const Config& config, const LayerWeights& w);
     void keep_earlier_rows(const PrefixCache& cache, const Batch& batch, AttentionResult& result) const;
+    void read_out(const Model& model, const float* x, int n);  // cpu_predict.cpp
     // With `tracked` (B, T), also each row's p of the tracked id into `tracked_p` (B, T).
     void predict(const Model& model, const Batch& batch, const AttentionOptions& options, AttentionResult& result,
                  const Prediction* tracked = nullptr, float* tracked_p = nullptr);

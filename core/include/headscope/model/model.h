@@ -73,6 +73,12 @@ struct Model {
     std::vector<LayerWeights> layers;                     // (L)
     const float* ln_f_w = nullptr;                        // (C)
     const float* ln_f_b = nullptr;                        // (C), null for RMSNorm
+    // Encoders (null where the family has none):
+    Matrix wtt;                                            // (type_vocab_size, C) token types
+    const float *emb_ln_w = nullptr, *emb_ln_b = nullptr;  // (C) the embeddings' LayerNorm
+    Matrix head_dense;                                     // C -> C the masked-LM head's transform
+    const float *head_dense_b = nullptr, *head_ln_w = nullptr, *head_ln_b = nullptr;  // (C)
+    const float* lm_bias = nullptr;                                                   // (V) on the masked-LM logits
 };
 
 // The name of the model Headscope ships and opens by default: the directory

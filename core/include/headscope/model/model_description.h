@@ -80,12 +80,24 @@ struct Config {
     bool parallel_residual = false;       // Pythia: x + attn(ln_1(x)) + mlp(ln_2(x))
     bool tied_embeddings = true;          // the output embedding is wte
     int sliding_window = 0;               // Mistral: query i sees keys j > i - window; 0: none
+    // Encoders (BERT, RoBERTa, DistilBERT):
+    bool causal = true;           // the model's own mask: a decoder's is causal, an encoder attends both ways
+    bool post_norm = false;       // x = ln_1(x + attn(x)), x = ln_2(x + mlp(x)); no final norm
+    bool embedding_norm = false;  // a LayerNorm over the embeddings (emb_ln)
+    int type_vocab_size = 0;      // token-type (segment) embeddings' rows; 0: none
+    int position_offset = 0;      // RoBERTa: text position t is row t + padding_idx + 1 of wpe
+    bool mlm_head = false;        // the masked-LM head: dense, GELU, LayerNorm, the output embedding + bias
 
     int kv_heads() const { return n_kv_head ? n_kv_head : n_head; }
     int head_size() const { return head_dim ? head_dim : n_embd / n_head; }
     int mlp_size() const { return mlp_dim ? mlp_dim : 4 * n_embd; }
     int pad_id() const { return pad_token_id >= 0 ? pad_token_id : eos_token_id; }
+    bool is_encoder() const { return !causal; }
 };
+
+// What a model is, in words: "decoder" (predicts the next token) or
+// "encoder" (attends both ways, predicts masked tokens).
+const char* model_kind(const Config& config);
 
 const char* to_string(Norm norm);
 const char* to_string(Positions positions);
@@ -127,6 +139,15 @@ enum class Weight {
     fc_proj_b,  // GPT-2 (4C, C); else (C, F)
     ln_f_w,
     ln_f_b,  // the final norm
+    // Encoders:
+    wtt,  // token-type embedding (type_vocab_size, C)
+    emb_ln_w,
+    emb_ln_b,  // the embeddings' LayerNorm
+    head_dense_w,
+    head_dense_b,  // the masked-LM head's transform (C, C)
+    head_ln_w,
+    head_ln_b,  // its LayerNorm
+    lm_bias,    // (V) the bias on its logits
 };
 
 struct TensorSpec {

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -28,8 +29,9 @@ const std::array<char32_t, 256>& byte_to_unicode();
 // into `text`.
 std::vector<std::string_view> pretokenize(std::string_view text);
 
-class Pattern;  // a compiled PCRE2 pattern (core/src/tokenize/pattern.h)
-struct Match;   // a byte range it matched
+class JsonFields;  // io/json_fields.h
+class Pattern;     // a compiled PCRE2 pattern (core/src/tokenize/pattern.h)
+struct Match;      // a byte range it matched
 
 class Tokenizer {
 public:
@@ -49,6 +51,15 @@ public:
     // add_special_tokens does; added tokens in the text are found either way.
     // Throws Error on invalid UTF-8.
     std::vector<int32_t> encode(std::string_view text, bool add_special = true) const;
+    // A sentence pair's ids and each token's type (0 for the first text's
+    // part, 1 for the second's, as the post-processor's pair template says:
+    // [CLS] A [SEP] B [SEP] for BERT, <s> A </s></s> B </s> for RoBERTa).
+    // Throws Error when the tokenizer defines no pair template, or on invalid UTF-8.
+    struct Pair {
+        std::vector<int32_t> ids, types;
+    };
+    Pair encode_pair(std::string_view first, std::string_view second) const;
+    bool has_pair_template() const { return !post_.pair.empty(); }
     // Each text's ids; throws Error naming the text ("text 2 is empty", "text 1: invalid UTF-8 ...").
     std::vector<std::vector<int32_t>> encode_texts(const std::vector<std::string>& texts,
                                                    bool add_special = true) const;
@@ -137,6 +148,27 @@ private:
         return ids;
     }
 
+public:
+    // The special tokens the post-processor puts around a text or a pair:
+    // templates of items, each a special token or a text, with its type.
+    struct PostProcessor {
+        struct Item {
+            int32_t id;       // a special token; -1: the text `sequence`
+            int8_t sequence;  // 0: the first text (A), 1: the second (B)
+            int8_t type;      // the type of the item's tokens
+        };
+        std::vector<Item> single{{-1, 0, 0}};  // A alone
+        std::vector<Item> pair;                // empty: no pair template
+        // tokenizer.json's post_processor (post_processor.cpp): TemplateProcessing,
+        // BertProcessing, RobertaProcessing, ByteLevel and a Sequence of them;
+        // a later processor wraps what the earlier made. Throws Error naming the field.
+        void read(const JsonFields& f, const nlohmann::json& value, const std::string& field, size_t id_bound);
+        // Appends `template_`'s tokens: its special tokens, and the texts' `ids`.
+        static void apply(const std::vector<Item>& template_, const std::vector<int32_t>* ids[2],
+                          std::vector<int32_t>& out_ids, std::vector<int32_t>* out_types);
+    };
+
+private:
     class JsonLoader;  // reads tokenizer.json (tokenizer_json.cpp)
     struct Scratch;    // what one encode reuses: BPE arrays, PCRE2 match data, rewritten pieces (encode_scratch.h)
 
@@ -185,7 +217,7 @@ private:
     AddedTokens normalized_added_;  // matched in the normalized text between those
     std::vector<Normalizer> normalizers_;
     std::vector<PreTokenizer> pre_tokenizers_;
-    std::vector<int32_t> prefix_ids_, suffix_ids_;  // the post-processor's special tokens
+    PostProcessor post_;
 };
 
 // The text of any id a model can predict: its bytes (token_bytes), or "" for

@@ -1,0 +1,196 @@
+// The families' config.json readers: see family_configs.h.
+#include "family_configs.h"
+
+#include <string>
+
+namespace headscope {
+
+void read_gpt2(const ConfigReader& r, Config& c) {
+    c.n_layer = r.positive_int("n_layer");
+    c.n_head = r.positive_int("n_head");
+    c.n_embd = r.positive_int("n_embd");
+    // Old GPT-2 configs name the context length n_ctx only.
+    c.n_positions = r.positive_int(r.find("n_positions") || !r.find("n_ctx") ? "n_positions" : "n_ctx");
+    c.vocab_size = r.positive_int("vocab_size");
+    if (c.n_embd % c.n_head != 0)
+        r.refuse("n_embd " + std::to_string(c.n_embd) + " is not divisible by n_head " + std::to_string(c.n_head));
+    c.eos_token_id = r.token_id("eos_token_id", c.vocab_size, c.eos_token_id);
+    c.layer_norm_epsilon = r.epsilon("layer_norm_epsilon", c.layer_norm_epsilon);
+}
+
+// Llama and the families built on it (SmolLM, TinyLlama: model_type llama).
+// Biases as transformers has them: attention_bias on all four projections.
+void read_llama(const ConfigReader& r, Config& c) {
+    c.n_layer = r.positive_int("num_hidden_layers");
+    c.n_head = r.positive_int("num_attention_heads");
+    c.n_embd = r.positive_int("hidden_size");
+    c.n_positions = r.positive_int("max_position_embeddings");
+    c.vocab_size = r.positive_int("vocab_size");
+    c.n_kv_head = r.positive_int("num_key_value_heads", c.n_head);
+    c.head_dim = r.positive_int("head_dim", 0);
+    if (!c.head_dim) {
+        if (c.n_embd % c.n_head != 0)
+            r.refuse("hidden_size " + std::to_string(c.n_embd) + " is not divisible by num_attention_heads " +
+                     std::to_string(c.n_head) + " and head_dim is not given");
+        c.head_dim = c.n_embd / c.n_head;
+    }
+    c.mlp_dim = r.positive_int("intermediate_size");
+    c.eos_token_id = r.token_id("eos_token_id", c.vocab_size, -1);
+    c.bos_token_id = r.token_id("bos_token_id", c.vocab_size, -1);
+    c.pad_token_id = r.token_id("pad_token_id", c.vocab_size, -1);
+    if (c.eos_token_id < 0) c.eos_token_id = c.bos_token_id >= 0 ? c.bos_token_id : 0;
+    c.layer_norm_epsilon = r.epsilon("rms_norm_eps", 1e-6f);
+    c.norm = Norm::rms_norm;
+    c.positions = Positions::rotary;
+    c.rope.theta = r.positive_number("rope_theta", 10000);
+    if (r.find("rope_scaling")) {
+        const ConfigReader s = r.object("rope_scaling");
+        const std::string type = s.word("rope_type", s.word("type", "default"));
+        if (type == "llama3") {
+            c.rope.factor = s.positive_number("factor", 8);
+            c.rope.low_freq_factor = s.positive_number("low_freq_factor", 1);
+            c.rope.high_freq_factor = s.positive_number("high_freq_factor", 4);
+            c.rope.original_max_positions = s.positive_int("original_max_position_embeddings", 8192);
+            if (!(c.rope.high_freq_factor > c.rope.low_freq_factor))
+                r.refuse("rope_scaling's high_freq_factor must exceed its low_freq_factor");
+        } else if (type != "default") {
+            r.refuse("rope_scaling of type '" + type + "' is not supported (only llama3)");
+        }
+    }
+    if (const std::string act = r.word("hidden_act", "silu"); act != "silu")
+        r.refuse("hidden_act '" + act + "' is not supported (only silu)");
+    c.mlp = Mlp::swiglu;
+    c.qkv_layout = QkvLayout::separate;
+    c.weights_out_by_in = true;
+    c.qkv_bias = c.o_bias = r.flag("attention_bias", false);
+    if (r.flag("mlp_bias", false)) r.refuse("mlp_bias is true: biases in the SwiGLU MLP are not supported");
+    c.tied_embeddings = r.flag("tie_word_embeddings", false);
+    if (r.flag("use_sliding_window", false))
+        r.refuse("use_sliding_window is true: Qwen's per-layer sliding window is not supported");
+}
+
+// Qwen 2: biases on Q, K and V, never on the output projection.
+void read_qwen2(const ConfigReader& r, Config& c) {
+    read_llama(r, c);
+    c.qkv_bias = true;
+    c.o_bias = false;
+}
+
+// Qwen 3: Llama's biases, and each head's Q and K RMS-normed.
+void read_qwen3(const ConfigReader& r, Config& c) {
+    read_llama(r, c);
+    c.qk_norm = true;
+}
+
+// Mistral: no attention biases whatever attention_bias says, and a sliding window.
+void read_mistral(const ConfigReader& r, Config& c) {
+    read_llama(r, c);
+    c.qkv_bias = c.o_bias = false;
+    c.sliding_window = r.positive_int("sliding_window", 0);
+}
+
+void read_gpt_neox(const ConfigReader& r, Config& c) {
+    c.n_layer = r.positive_int("num_hidden_layers");
+    c.n_head = r.positive_int("num_attention_heads");
+    c.n_embd = r.positive_int("hidden_size");
+    c.n_positions = r.positive_int("max_position_embeddings");
+    c.vocab_size = r.positive_int("vocab_size");
+    if (c.n_embd % c.n_head != 0)
+        r.refuse("hidden_size " + std::to_string(c.n_embd) + " is not divisible by num_attention_heads " +
+                 std::to_string(c.n_head));
+    c.mlp_dim = r.positive_int("intermediate_size");
+    c.eos_token_id = r.token_id("eos_token_id", c.vocab_size, 0);
+    c.bos_token_id = r.token_id("bos_token_id", c.vocab_size, -1);
+    c.layer_norm_epsilon = r.epsilon("layer_norm_eps", 1e-5f);
+    c.positions = Positions::rotary;
+    c.rope.theta = r.positive_number("rotary_emb_base", r.positive_number("rope_theta", 10000));
+    c.rope.fraction = r.positive_number("rotary_pct", 0.25f);
+    if (c.rope.fraction > 1) r.refuse("rotary_pct " + std::to_string(c.rope.fraction) + " is above 1");
+    c.rope.joined_by_cat = true;
+    if (const std::string act = r.word("hidden_act", "gelu"); act != "gelu")
+        r.refuse("hidden_act '" + act + "' is not supported (only gelu)");
+    c.mlp = Mlp::gelu_exact;
+    c.qkv_layout = QkvLayout::fused_per_head;
+    c.weights_out_by_in = true;
+    c.qkv_bias = c.o_bias = r.flag("attention_bias", true);
+    c.parallel_residual = r.flag("use_parallel_residual", true);
+    c.tied_embeddings = r.flag("tie_word_embeddings", false);
+}
+
+namespace {
+
+// BERT's and DistilBERT's activations: "gelu" is erf's, "gelu_new" and "gelu_pytorch_tanh" the tanh approximation.
+Mlp encoder_activation(const ConfigReader& r, const std::string& key) {
+    const std::string act = r.word(key, "gelu");
+    if (act == "gelu") return Mlp::gelu_exact;
+    if (act == "gelu_new" || act == "gelu_pytorch_tanh") return Mlp::gelu_tanh;
+    r.refuse(key + " '" + act + "' is not supported (gelu, gelu_new, gelu_pytorch_tanh)");
+}
+
+// What every BERT-like encoder shares: attention both ways, LayerNorm after
+// each sublayer and over the embeddings, biases everywhere, Linear weights,
+// and the masked-LM head (dense, GELU, LayerNorm, the tied decoder and its bias).
+void encoder_layout(Config& c) {
+    c.causal = false;
+    c.post_norm = true;
+    c.embedding_norm = true;
+    c.mlm_head = true;
+    c.qkv_layout = QkvLayout::separate;
+    c.weights_out_by_in = true;
+    c.tied_embeddings = true;
+}
+
+}  // namespace
+
+void read_bert(const ConfigReader& r, Config& c) {
+    c.n_layer = r.positive_int("num_hidden_layers");
+    c.n_head = r.positive_int("num_attention_heads");
+    c.n_embd = r.positive_int("hidden_size");
+    c.n_positions = r.positive_int("max_position_embeddings");
+    c.vocab_size = r.positive_int("vocab_size");
+    if (c.n_embd % c.n_head != 0)
+        r.refuse("hidden_size " + std::to_string(c.n_embd) + " is not divisible by num_attention_heads " +
+                 std::to_string(c.n_head));
+    c.mlp_dim = r.positive_int("intermediate_size");
+    c.type_vocab_size = r.positive_int("type_vocab_size", 2);
+    c.pad_token_id = r.token_id("pad_token_id", c.vocab_size, 0);
+    c.bos_token_id = r.token_id("bos_token_id", c.vocab_size, -1);
+    c.eos_token_id = r.token_id("eos_token_id", c.vocab_size, c.pad_token_id);
+    c.layer_norm_epsilon = r.epsilon("layer_norm_eps", 1e-12f);
+    c.mlp = encoder_activation(r, "hidden_act");
+    if (const std::string kind = r.word("position_embedding_type", "absolute"); kind != "absolute")
+        r.refuse("position_embedding_type '" + kind + "' is not supported (only absolute)");
+    encoder_layout(c);
+}
+
+// RoBERTa and XLM-RoBERTa: BERT's layers; positions count from padding_idx + 1
+// (the pad token's id), so the table has that many rows more than a text may have tokens.
+void read_roberta(const ConfigReader& r, Config& c) {
+    read_bert(r, c);
+    c.type_vocab_size = r.positive_int("type_vocab_size", 1);
+    c.pad_token_id = r.token_id("pad_token_id", c.vocab_size, 1);
+    c.position_offset = c.pad_token_id + 1;
+    if (c.n_positions <= c.position_offset)
+        r.refuse("max_position_embeddings " + std::to_string(c.n_positions) + " leaves no position after padding_idx " +
+                 std::to_string(c.pad_token_id));
+    c.n_positions -= c.position_offset;
+}
+
+// DistilBERT: BERT's layers under other keys, no token types, LayerNorm's epsilon fixed at 1e-12.
+void read_distilbert(const ConfigReader& r, Config& c) {
+    c.n_layer = r.positive_int("n_layers");
+    c.n_head = r.positive_int("n_heads");
+    c.n_embd = r.positive_int("dim");
+    c.n_positions = r.positive_int("max_position_embeddings");
+    c.vocab_size = r.positive_int("vocab_size");
+    if (c.n_embd % c.n_head != 0)
+        r.refuse("dim " + std::to_string(c.n_embd) + " is not divisible by n_heads " + std::to_string(c.n_head));
+    c.mlp_dim = r.positive_int("hidden_dim");
+    c.pad_token_id = r.token_id("pad_token_id", c.vocab_size, 0);
+    c.eos_token_id = c.pad_token_id;
+    c.layer_norm_epsilon = 1e-12f;
+    c.mlp = encoder_activation(r, "activation");
+    encoder_layout(c);
+}
+
+}  // namespace headscope

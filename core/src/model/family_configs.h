@@ -1,0 +1,20 @@
+// Each family's config.json reader: its keys, defaults and checks as its
+// Hugging Face configuration_*.py has them, setting the Config's fields
+// (model_description.h's `families` table names them).
+#pragma once
+#include "config_reader.h"
+#include "headscope/model/model_description.h"
+
+namespace headscope {
+
+void read_gpt2(const ConfigReader& r, Config& c);
+void read_llama(const ConfigReader& r, Config& c);  // also SmolLM, TinyLlama
+void read_qwen2(const ConfigReader& r, Config& c);
+void read_qwen3(const ConfigReader& r, Config& c);
+void read_mistral(const ConfigReader& r, Config& c);
+void read_gpt_neox(const ConfigReader& r, Config& c);
+void read_bert(const ConfigReader& r, Config& c);
+void read_roberta(const ConfigReader& r, Config& c);  // also XLM-RoBERTa
+void read_distilbert(const ConfigReader& r, Config& c);
+
+}  // namespace headscope
