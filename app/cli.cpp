@@ -44,6 +44,11 @@ void add_special(CLI::App* sub, CliOptions& opt) {
         "add the tokenizer's special tokens, such as Llama 2's <s> (on by default)");
 }
 
+void add_text_pair(CLI::App* sub, CliOptions& opt) {
+    sub->add_option("--text-pair", opt.text_pairs,
+                    "an encoder's second text of a sentence pair, one for each --text (BERT's [CLS] A [SEP] B [SEP])");
+}
+
 void add_token_ids(CLI::App* sub, CliOptions& opt) {
     sub->add_option("--token-ids", opt.token_ids, "one text's token ids I,J,..., in place of --text");
 }
@@ -52,7 +57,8 @@ void add_token_ids(CLI::App* sub, CliOptions& opt) {
 void add_forward_options(CLI::App* sub, CliOptions& opt) {
     add_word_option(
         sub, "--causal", opt.attention.causal, "on|off",
-        [](std::string_view word) { return parse_on_off("causal mask", word); }, "the causal mask");
+        [](std::string_view word) { return parse_on_off("causal mask", word); },
+        "the causal mask (default: the model's own, on for a decoder, off for an encoder)");
     add_word_option(
         sub, "--padding-mask", opt.attention.padding_mask, "on|off",
         [](std::string_view word) { return parse_on_off("padding mask", word); }, "the padding mask");
@@ -95,6 +101,7 @@ CLI::App* add_tokenize(CLI::App& app, CliOptions& opt) {
     CLI::App* tokenize = app.add_subcommand("tokenize", "token ids and texts of --text");
     add_model(tokenize, opt);
     tokenize->add_option("--text", opt.texts, "UTF-8 text")->required()->expected(1);
+    add_text_pair(tokenize, opt);
     add_special(tokenize, opt);
     return tokenize;
 }
@@ -103,6 +110,7 @@ CLI::App* add_attention(CLI::App& app, CliOptions& opt) {
     CLI::App* attention = app.add_subcommand("attention", "every head's attention weights for one or more texts");
     add_model(attention, opt);
     attention->add_option("--text", opt.texts, "UTF-8 text (repeat for a batch, right-padded)");
+    add_text_pair(attention, opt);
     add_token_ids(attention, opt);
     add_forward_options(attention, opt);
     attention->add_option("--layers", opt.layers, "all or I,J,...");
@@ -168,6 +176,7 @@ void run(CLI::App& app, const Commands& c, CliOptions& opt, int argc, char** arg
                     "' (expected info, tokenize, attention, generate, heads or dance)");
     app.parse(argc, argv);
     opt.heads_given = c.attention->count("--heads") + c.generate->count("--heads") + c.dance->count("--heads") > 0;
+    opt.causal_given = c.attention->count("--causal") + c.generate->count("--causal") + c.dance->count("--causal") > 0;
     if (opt.format.empty() && (*c.attention || *c.generate)) opt.format = "json";  // whatever the output is
     if (*c.info) run_info(opt);
     if (*c.tokenize) run_tokenize(opt);

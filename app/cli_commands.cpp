@@ -85,9 +85,27 @@ bool as_table(const CliOptions& opt) {
     return opt.format == "table";
 }
 
+// Each --text with its --text-pair: the pair template's ids and token types.
+Batch pair_batch(const Model& model, const CliOptions& opt) {
+    if (!model.config.is_encoder())
+        throw Error("--text-pair: sentence pairs are for encoders; this model (" + model.config.architecture +
+                    ") is a decoder");
+    if (opt.text_pairs.size() != opt.texts.size())
+        throw Error("--text-pair: " + std::to_string(opt.text_pairs.size()) + " given for " +
+                    std::to_string(opt.texts.size()) + " texts (one for each --text)");
+    Batch batch{{}, model.config.pad_id()};
+    for (size_t i = 0; i < opt.texts.size(); ++i) {
+        Tokenizer::Pair pair = model.tokenizer.encode_pair(opt.texts[i], opt.text_pairs[i]);
+        batch.token_ids.push_back(std::move(pair.ids));
+        batch.token_types.push_back(std::move(pair.types));
+    }
+    return batch;
+}
+
 // One text's ids from --token-ids, each checked against the tokenizer's
 // vocabulary, or the ids of the --text texts.
 std::vector<std::vector<int32_t>> input_ids(const Model& model, const CliOptions& opt) {
+    if (!opt.text_pairs.empty()) throw Error("--text-pair: only attention and tokenize take sentence pairs");
     if (opt.token_ids.empty()) return model.tokenizer.encode_texts(opt.texts, opt.special);
     const int32_t V = std::min(model.config.vocab_size, model.tokenizer.vocab_size());
     std::vector<int32_t> ids;
@@ -127,6 +145,7 @@ AttentionOptions attention_options(const CliOptions& opt) {
 
 AttentionOptions with_model(AttentionOptions options, const CliOptions& opt, const Model& model) {
     options.sliding_window = sliding_window(model.config, opt.sliding_window);
+    if (!opt.causal_given) options.causal = model.config.causal;
     head_count_of(model, options);  // before the forward, which checks it too, so that the error names the flag
     try {
         check_ablation(model.config, options);
@@ -214,6 +233,7 @@ void run_info(const CliOptions& opt) {
                  {"params", model.params},
                  {"path", model.path.string()},
                  {"architecture", c.architecture},
+                 {"kind", model_kind(c)},
                  {"n_kv_head", c.kv_heads()},
                  {"d_head", c.head_size()},
                  {"positions", to_string(c.positions)},
@@ -241,6 +261,13 @@ void run_tokenize(const CliOptions& opt) {
         TerminalProgress bar;
         return load_model(opt.model, bar.progress());
     }();
+    if (!opt.text_pairs.empty()) {
+        const Batch pair = pair_batch(model, opt);
+        const Json tokens = {{"token_ids", pair.token_ids[0]},
+                             {"tokens", token_texts(model.tokenizer, pair.token_ids[0])},
+                             {"token_type_ids", pair.token_types[0]}};
+        return write_output(opt.out, [&](std::ostream& out) { out << dump_json(tokens) << '\n'; });
+    }
     const std::vector<int32_t> ids = model.tokenizer.encode_texts(opt.texts, opt.special).front();
     const Json tokens = {{"token_ids", ids}, {"tokens", token_texts(model.tokenizer, ids)}};
     write_output(opt.out, [&](std::ostream& out) { out << dump_json(tokens) << '\n'; });
@@ -261,8 +288,12 @@ void run_attention(const CliOptions& opt) {
     const AttentionOptions options = with_model(given, opt, model);
 
     auto start = Clock::now();
-    Batch batch{input_ids(model, opt), model.config.pad_id()};
+    const bool pairs = !opt.text_pairs.empty();
+    Batch batch = pairs ? pair_batch(model, opt) : Batch{input_ids(model, opt), model.config.pad_id()};
     const double tokenize_ms = ms_since(start);
+    // The types shown are the tokenizer's; a model with one type (RoBERTa) is given none, as transformers does.
+    const std::vector<std::vector<int32_t>> types = batch.token_types;
+    if (model.config.type_vocab_size < 2) batch.token_types.clear();
 
     AttentionResult result;
     start = Clock::now();
@@ -270,9 +301,13 @@ void run_attention(const CliOptions& opt) {
     const double forward_ms = ms_since(start);
 
     const ComputedOn& on = result.computed_on;
-    const Json metadata = attention_metadata(model, on.device, device_reason(on, loaded.backend_reason),
-                                             input_texts(model, opt, batch.token_ids), batch.token_ids, result,
-                                             {loaded.load_ms, tokenize_ms, forward_ms});
+    Json metadata = attention_metadata(model, on.device, device_reason(on, loaded.backend_reason),
+                                       input_texts(model, opt, batch.token_ids), batch.token_ids, result,
+                                       {loaded.load_ms, tokenize_ms, forward_ms});
+    if (pairs) {
+        metadata["text_pairs"] = opt.text_pairs;
+        metadata["token_type_ids"] = types;
+    }
     if (opt.format == "npy") write_output(opt.out, [&](std::ostream& out) { write_attention_npy(out, result); });
     // The JSON, or with npy and none the metadata on stdout.
     write_output(opt.format == "json" ? opt.out : std::string(), [&](std::ostream& out) {

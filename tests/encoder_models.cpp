@@ -72,6 +72,12 @@ std::vector<EncoderVariant> encoder_variants() {
             {"distilbert", encoder_spec(Encoder::distilbert)}};
 }
 
+EncoderSpec encoder_variant(const std::string& name) {
+    for (const EncoderVariant& variant : encoder_variants())
+        if (variant.name == name) return variant.spec;
+    throw std::invalid_argument("no encoder variant " + name);
+}
+
 const std::vector<float>& EncoderCheckpoint::operator[](const std::string& name) const {
     for (const NamedTensor& t : tensors)
         if (t.name == name || t.name == prefix(spec.family) + name) return t.values;

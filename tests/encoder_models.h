@@ -42,6 +42,7 @@ struct EncoderVariant {
     EncoderSpec spec;
 };
 std::vector<EncoderVariant> encoder_variants();
+EncoderSpec encoder_variant(const std::string& name);  // std::invalid_argument when none has that name
 inline std::ostream& operator<<(std::ostream& os, const EncoderVariant& v) { return os << v.name; }
 
 struct EncoderCheckpoint {

@@ -3,9 +3,13 @@
 // positions; --layers 12 --heads 12 --embd 768 --positions 1024 is GPT-2
 // small's shape, for the benchmarks). --family NAME writes one of the
 // families' test checkpoints instead (family_models.h: llama, qwen3, mistral,
-// gpt_neox_parallel, ...), to look at in the window.
+// gpt_neox_parallel, ...), to look at in the window; --encoder NAME one of
+// the encoders' (encoder_models.h: bert, bert_tanh_gelu, roberta,
+// distilbert), shaped by --layers, --heads, --embd and --positions when given
+// (the MLP 4 x --embd).
 #include <CLI/CLI.hpp>
 
+#include "encoder_models.h"
 #include "family_models.h"
 #include "model_writer.h"
 
@@ -14,8 +18,9 @@ int main(int argc, char** argv) {
     std::string dir;
     headscope::test::TestModelSpec spec{.n_embd = 64, .n_positions = 256};
     bool f16 = false;
-    std::string family;
+    std::string family, encoder;
     cli.add_option("dir", dir)->required();
+    cli.add_option("--encoder", encoder, "an encoder test checkpoint by name (bert, roberta, distilbert, ...)");
     cli.add_option("--family", family, "a family test checkpoint by name (llama, qwen3, mistral, ...)");
     cli.add_option("--layers", spec.n_layer);
     cli.add_option("--heads", spec.n_head);
@@ -25,6 +30,16 @@ int main(int argc, char** argv) {
     CLI11_PARSE(cli, argc, argv);
     if (!family.empty()) {
         headscope::test::write_family_model(dir, headscope::test::family_variant(family));
+        return 0;
+    }
+    if (!encoder.empty()) {
+        headscope::test::EncoderSpec e = headscope::test::encoder_variant(encoder);
+        if (cli.count("--layers")) e.n_layer = spec.n_layer;
+        if (cli.count("--heads")) e.n_head = spec.n_head;
+        if (cli.count("--embd")) e.n_embd = spec.n_embd, e.mlp_dim = 4 * spec.n_embd;
+        if (cli.count("--positions"))
+            e.max_positions = spec.n_positions + (e.family == headscope::test::Encoder::roberta ? 2 : 0);
+        headscope::test::write_encoder_checkpoint(dir, headscope::test::make_encoder_checkpoint(e));
         return 0;
     }
     if (f16) spec.dtype = headscope::test::FileDType::F16;

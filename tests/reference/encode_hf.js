@@ -1,6 +1,8 @@
 // Reference for Headscope's tokenizer.json tests: reads JSON
 // {"tokenizer": "llama3" | "qwen3" | "llama2", "add_special": bool, "texts": [...]}
-// (or, instead of "tokenizer", "tokenizer_json": a file's path and "tokenizer_config": an object)
+// (or, instead of "tokenizer", "tokenizer_json": a file's path and "tokenizer_config": an object;
+// and, instead of "texts", "pairs": [[first, second], ...], for which it prints
+// {"ids": [...], "types": [...]} each, the pair template's ids and token types)
 // on stdin and prints a JSON array of the token ids that @lenml/tokenizers,
 // a JavaScript port of transformers' tokenizers, gives each text. It reads
 // the same models/tokenizer.json that the tests load.
@@ -28,5 +30,13 @@ if (request.tokenizer_json) {
   };
 }
 const tokenizer = TokenizerLoader.fromPreTrained(files);
-const ids = request.texts.map((text) => tokenizer.encode(text, { add_special_tokens: request.add_special }));
-process.stdout.write(JSON.stringify(ids));
+if (request.pairs) {
+  const pairs = request.pairs.map(([first, second]) => {
+    const encoded = tokenizer._call(first, { text_pair: second, return_token_type_ids: true });
+    return { ids: Array.from(encoded.input_ids), types: Array.from(encoded.token_type_ids) };
+  });
+  process.stdout.write(JSON.stringify(pairs));
+} else {
+  const ids = request.texts.map((text) => tokenizer.encode(text, { add_special_tokens: request.add_special }));
+  process.stdout.write(JSON.stringify(ids));
+}

@@ -98,6 +98,9 @@ Generator::Generator(Backend& backend, const Model& model, std::vector<int32_t> 
       sampling_(sampling),
       max_tokens_(max_tokens),
       rng_(sampling.seed) {
+    if (model.config.is_encoder())
+        throw Error("this model (" + model.config.architecture +
+                    ") is an encoder: it fills masked tokens and does not generate; generation needs a decoder");
     validate_generation(sampling, max_tokens, options);
     options_.top_k = std::min(generation_top, model.config.vocab_size);
     options_.lens_k = 0;

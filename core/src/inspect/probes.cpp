@@ -46,8 +46,9 @@ ProbeReport probe_heads(Backend& backend, const Model& model, const std::vector<
     report.n_head = NH;
     report.heads.assign(static_cast<size_t>(L) * NH, {});
     AttentionResult result;
-    // The model's own computation: causal, its heads and sliding window, sqrt(d_head), all layers.
+    // The model's own computation: its mask, heads and sliding window, sqrt(d_head), all layers.
     AttentionOptions options;
+    options.causal = model.config.causal;
     options.sliding_window = sliding_window(model.config, true);
     const int64_t forwards = static_cast<int64_t>(texts.size()) + induction_runs;
     int64_t done = 0;

@@ -1,0 +1,143 @@
+// headscope-cli on an encoder (a BERT test checkpoint, encoder_models.h) as a
+// user runs it: info says the kind; sentence pairs tokenize as the
+// reference tokenizer (@lenml/tokenizers) does, and their attention, with
+// the token types, equals the double-precision reference; attention is
+// bidirectional unless --causal on; --top-k fills a [MASK] as the reference's
+// masked-LM head does; and what an encoder cannot do is one line, exit 2.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "encoder_models.h"
+#include "encoder_reference.h"
+#include "model_writer.h"
+#include "process.h"
+
+using namespace headscope;
+using namespace headscope::test;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string masked = "The cat [MASK] on the mat.";
+
+class CliEncoderTest : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        dir_ = new TempDir;
+        checkpoint_ = new EncoderCheckpoint(make_encoder_checkpoint(encoder_spec(Encoder::bert)));
+        write_encoder_checkpoint(dir_->path / "bert", *checkpoint_);
+    }
+    static void TearDownTestSuite() {
+        delete dir_;
+        delete checkpoint_;
+    }
+
+    ProcessRun run(std::vector<std::string> args) {
+        args.insert(args.begin(), HEADSCOPE_CLI);
+        args.insert(args.end(), {"--model", (dir_->path / "bert").string()});
+        return run_program(args, dir_->path);
+    }
+    json run_json(const std::vector<std::string>& args) {
+        const ProcessRun r = run(args);
+        EXPECT_EQ(r.status, 0) << r.err;
+        return json::parse(r.out);
+    }
+
+    static TempDir* dir_;
+    static EncoderCheckpoint* checkpoint_;
+};
+TempDir* CliEncoderTest::dir_ = nullptr;
+EncoderCheckpoint* CliEncoderTest::checkpoint_ = nullptr;
+
+TEST_F(CliEncoderTest, InfoSaysTheKind) {
+    const json info = run_json({"info", "--format", "json"});
+    EXPECT_EQ(info["kind"], "encoder");
+    EXPECT_EQ(info["architecture"], "bert");
+}
+
+TEST_F(CliEncoderTest, PairsTokenizeAsTheReference) {
+    const std::vector<std::pair<std::string, std::string>> pairs = {
+        {masked, "It was happy."}, {"Hello, WORLD!", "na\xC3\xAFve caf\xC3\xA9 \xE4\xB8\xAD"}, {"a", "b"}};
+    const fs::path request = dir_->path / "pairs.json";
+    std::ofstream(request) << json{
+        {"tokenizer_json", (dir_->path / "bert/tokenizer.json").string()},
+        {"tokenizer_config", {{"tokenizer_class", "BertTokenizer"}}},
+        {"pairs", pairs}}.dump();
+    const ProcessRun r =
+        run_program({"node", std::string(HEADSCOPE_TESTS_DIR) + "/reference/encode_hf.js"}, dir_->path, request);
+    if (r.status == 127) GTEST_SKIP() << "node cannot be run: run tools/setup";
+    ASSERT_EQ(r.status, 0) << r.err;
+    const json expected = json::parse(r.out);
+    for (size_t i = 0; i < pairs.size(); ++i) {
+        const json got = run_json({"tokenize", "--text", pairs[i].first, "--text-pair", pairs[i].second});
+        EXPECT_EQ(got["token_ids"], expected[i]["ids"]) << pairs[i].first;
+        EXPECT_EQ(got["token_type_ids"], expected[i]["types"]) << pairs[i].first;
+    }
+}
+
+// A pair's maps, bidirectional by default, equal the reference given its ids and types.
+TEST_F(CliEncoderTest, PairAttentionEqualsTheReference) {
+    const json got = run_json({"attention", "--text", masked, "--text-pair", "It was happy."});
+    const std::vector<int32_t> ids = got["token_ids"][0], types = got["token_type_ids"][0];
+    ASSERT_NE(std::count(types.begin(), types.end(), 1), 0);
+    AttentionOptions options;
+    options.causal = false;
+    const EncoderReference want = encoder_reference(*checkpoint_, ids, types, options);
+    const int T = want.T;
+    double worst = 0, above_diagonal = 0;
+    for (int l = 0; l < checkpoint_->spec.n_layer; ++l)
+        for (int h = 0; h < want.NH; ++h)
+            for (int i = 0; i < T; ++i)
+                for (int j = 0; j < T; ++j) {
+                    const double w = got["attention"][l][0][h][i][j];
+                    worst = std::max(worst, std::abs(w - want.weights[((size_t(l) * want.NH + h) * T + i) * T + j]));
+                    if (j > i) above_diagonal += w;
+                }
+    EXPECT_LT(worst, 2e-5);
+    EXPECT_GT(above_diagonal, 1.0) << "an encoder's queries see the keys after them";
+    // Forced on, the causal mask hides them.
+    const json causal = run_json({"attention", "--text", masked, "--causal", "on", "--layers", "0"});
+    for (int i = 0; i < int(causal["seq_len"]); ++i)
+        for (int j = i + 1; j < int(causal["seq_len"]); ++j) EXPECT_EQ(causal["attention"][0][0][0][i][j], 0.0);
+}
+
+TEST_F(CliEncoderTest, TopKFillsTheMask) {
+    const json got = run_json({"attention", "--text", masked, "--top-k", "3", "--layers", "0"});
+    const std::vector<int32_t> ids = got["token_ids"][0];
+    const auto at = static_cast<size_t>(std::find(ids.begin(), ids.end(), 4) - ids.begin());  // [MASK]
+    ASSERT_LT(at, ids.size());
+    AttentionOptions options;
+    options.causal = false;
+    const EncoderReference want = encoder_reference(*checkpoint_, ids, {}, options);
+    const int V = checkpoint_->spec.vocab_size;
+    const double* logits = want.logits.data() + at * V;
+    EXPECT_EQ(got["predictions"][0][at][0]["id"], std::max_element(logits, logits + V) - logits);
+    EXPECT_TRUE(got["loss"][0].is_null()) << "an encoder has no next-token loss";
+}
+
+TEST_F(CliEncoderTest, WhatAnEncoderCannotDoIsOneLine) {
+    expect_one_line_error(run({"generate", "--text", "a b", "--tokens", "2"}), "headscope-cli",
+                          "is an encoder: it fills masked tokens and does not generate");
+    expect_one_line_error(run({"attention", "--text", "a", "--text-pair", "b", "--text-pair", "c"}), "headscope-cli",
+                          "--text-pair: 2 given for 1 texts");
+    expect_one_line_error(run({"attention", "--text", "a b", "--contributions"}), "headscope-cli", "post-LN");
+    expect_one_line_error(run({"generate", "--text", "a", "--text-pair", "b", "--tokens", "1"}), "headscope-cli",
+                          "not expected: b --text-pair");
+}
+
+// A decoder takes no pair.
+TEST(CliEncoders, ADecoderTakesNoPair) {
+    TempDir dir;
+    write_test_model(dir.path / "gpt2", {.n_layer = 1, .n_head = 2, .n_embd = 16, .n_positions = 16});
+    expect_one_line_error(run_program({HEADSCOPE_CLI, "attention", "--model", (dir.path / "gpt2").string(), "--text",
+                                       "a", "--text-pair", "b"},
+                                      dir.path),
+                          "headscope-cli", "sentence pairs are for encoders; this model (gpt2) is a decoder");
+}
+
+}  // namespace
