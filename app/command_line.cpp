@@ -16,6 +16,7 @@ namespace headscope {
 void add_window_options(CLI::App& cli, Args& args) {
     cli.add_option("--model", args.model, "builtin (the default), a model directory, or a Hugging Face hub name");
     cli.add_option("--text", args.texts, "the text to open with");
+    cli.add_option("--text-pair", args.text_pairs, "an encoder's second text of a pair, one for each --text");
     cli.add_option("--example", args.example, "open with this example's texts (its title in assets/examples.json)");
     add_word_option(
         &cli, "--view", args.view, join_words(view_choices, "|"),
@@ -108,6 +109,7 @@ void finish_args(const CLI::App& cli, Args& args) {
     const bool driven_by_test = !args.screenshot.empty() || !args.layout.empty() || args.idle_seconds > 0;
     if (!cli.count("--settings")) args.settings = !driven_by_test;
     args.heads_given = cli.count("--heads") > 0;
+    args.causal_given = cli.count("--causal") > 0;
     if (const char* refusal = svg_refusal(args.view); refusal && !args.export_svg.empty())
         throw Error(std::string("--export-svg: ") + refusal);
 }

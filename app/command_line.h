@@ -17,7 +17,8 @@ namespace headscope {
 struct Args {
     std::string model = builtin_model;
     std::vector<std::string> texts;
-    std::string example;  // an example's title: its texts
+    std::vector<std::string> text_pairs;  // an encoder's second texts, one for each text
+    std::string example;                  // an example's title: its texts
     View view = View::heads;
     AttentionOptions options;    // the masks, head count, scale and split
     bool sliding_window = true;  // the model's own sliding window, when it has one
@@ -28,9 +29,10 @@ struct Args {
     std::string window_size;  // WxH, as parse_window_size reads it
     std::string screenshot, layout, open_model, export_json, export_npy, export_svg;
     bool frame_times = false;
-    double idle_seconds = 0;   // --count-idle-frames
-    bool heads_given = false;  // --heads was given (else the head count is the saved one, or the model's)
-    std::string ablate;        // --ablate L.H,...: heads knocked out at the start
+    double idle_seconds = 0;    // --count-idle-frames
+    bool heads_given = false;   // --heads was given (else the head count is the saved one, or the model's)
+    bool causal_given = false;  // --causal was given (else the mask is the model's own, or the saved one)
+    std::string ablate;         // --ablate L.H,...: heads knocked out at the start
     bool hide_first_key = false, value_weighted = false;  // the maps' shading at the start
     bool compute_effects = false;                         // compute the effects grid at the start
     bool settings = true;  // read and save settings; off unless given when a test drives the window

@@ -48,13 +48,29 @@ void differences_note(const Session& s) {
     if (s.options.scale == Scale::model) note += "scaled by 1/sqrt(C), the classic mistake; ";
     if (s.options.scale == Scale::none) note += "not scaled at all; ";
     if (s.options.split == Split::naive_view) note += "naive view: heads mix different tokens' channels; ";
-    if (!s.options.causal) note += "causal mask off: tokens see the future, unlike in training; ";
+    if (!s.options.causal && config.causal) note += "causal mask off: tokens see the future, unlike in training; ";
+    if (s.options.causal && !config.causal)
+        note += "causal mask on: this encoder was trained with every token seeing every other; ";
     if (config.sliding_window && !s.sliding_window_on)
         note += "sliding window off: queries see keys more than " + std::to_string(config.sliding_window) +
                 " tokens back, unlike the model; ";
     if (note.empty()) return;
     note.resize(note.size() - 2);
     ImGui::TextColored(warning_colour, "Not the model's own attention: %s.", note.c_str());
+}
+
+// An encoder's second text (B) of the selected text's sentence pair, where a
+// decoder has its generation controls: an encoder fills masks, it does not generate.
+bool pair_box(Session& s, Ui& ui) {
+    s.text_pairs.resize(s.texts.size());
+    ImGui::BeginGroup();
+    ImGui::TextDisabled("second text of a pair (B), as [CLS] A [SEP] B [SEP]:");
+    ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x);
+    const bool changed = ImGui::InputTextWithHint("##pair", "none: one text", &s.text_pairs[s.selected]);
+    ui.layout.control("text pair");
+    ImGui::TextDisabled("an encoder fills [MASK] tokens; it does not generate");
+    ImGui::EndGroup();
+    return changed;
 }
 
 }  // namespace
@@ -80,7 +96,10 @@ void ControlsView::draw(Session& s, Ui& ui) {
     const float generation_w = std::floor(560 * ui.scale);
     changed |= text_box(s, ui, std::max(100 * ui.scale, ImGui::GetContentRegionAvail().x - generation_w));
     ImGui::SameLine();
-    generation_controls(s, ui);
+    if (model.config.is_encoder())
+        changed |= pair_box(s, ui);
+    else
+        generation_controls(s, ui);
     changed |= ImGui::Checkbox("causal mask", &s.options.causal);
     ui.layout.control("causal mask");
     ImGui::SameLine();

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 namespace headscope {
 
@@ -42,6 +43,27 @@ void intact_comparison(const Session& s, Ui& ui, int t) {
         ImGui::Text("loss %.3f intact, %.3f out (%+.3f)", intact.loss(b), out.loss(b), out.loss(b) - intact.loss(b));
 }
 
+// An encoder's fill of every mask token of the selected text: its top 3.
+void masked_fills(const Session& s, Ui& ui) {
+    const std::vector<int> masks = s.mask_positions(s.selected);
+    if (masks.empty()) {
+        ImGui::TextDisabled("type [MASK] (or <mask>) where a word should be filled");
+        return;
+    }
+    const AttentionResult& att = s.shown.attention;
+    for (int t : masks) {
+        std::string fills;
+        const Prediction* top = att.predictions_at(s.selected, t);
+        for (int k = 0; k < std::min(3, att.top_k) && top[k].id >= 0; ++k) {
+            char p[16];
+            std::snprintf(p, sizeof p, " %.2f", top[k].p);
+            fills += (k ? ", " : "") + shown_token(s.model().tokenizer, top[k].id, true) + p;
+        }
+        ImGui::TextWrapped("mask at %d: %s", t, fills.c_str());
+        ui.layout.item({{"view", "mask-fill"}, {"position", t}, {"id", top[0].id}});
+    }
+}
+
 }  // namespace
 
 void predictions_panel(const Session& s, Ui& ui) {
@@ -52,17 +74,21 @@ void predictions_panel(const Session& s, Ui& ui) {
     }
     const int b = s.selected, t = s.predicted_query(), length = s.length(b);
     const Tokenizer& tokenizer = s.model().tokenizer;
-    ImGui::Text("After %s (token %d)", shown_token(s, s.selected, t, true).c_str(), t);
+    const bool encoder = s.model().config.is_encoder();  // it fills position t itself
+    ImGui::Text("%s %s (token %d)", encoder ? "Filling" : "After", shown_token(s, s.selected, t, true).c_str(), t);
     ui.layout.item({{"view", "prediction-query"}, {"query", t}});
     if (s.hovered_query >= 0)
         ImGui::TextDisabled("the row under the mouse");
     else if (s.replaying())
         ImGui::TextDisabled("generation step %d of %zu", s.generation->step, s.generation->steps.size());
     else
-        ImGui::TextDisabled("%s", s.query >= 0 ? "the row clicked" : "the last token (hover or click a row)");
+        ImGui::TextDisabled("%s", s.query >= 0 ? "the row clicked"
+                                  : encoder    ? "the first mask, else the last token (hover or click a row)"
+                                               : "the last token (hover or click a row)");
     ImGui::Spacing();
 
-    const int32_t next = t + 1 < length ? s.shown.token_ids[b][t + 1] : -1;
+    // The token the text has where the predictions are: the next one, or an encoder's own.
+    const int32_t next = encoder ? s.shown.token_ids[b][t] : t + 1 < length ? s.shown.token_ids[b][t + 1] : -1;
     const float line = ImGui::GetTextLineHeight();
     const float token_w = std::floor(110 * ui.scale), track_w = std::floor(100 * ui.scale);
     ImDrawList* draw = ImGui::GetWindowDrawList();
@@ -91,6 +117,7 @@ void predictions_panel(const Session& s, Ui& ui) {
     }
 
     ImGui::Spacing();
+    if (encoder) return masked_fills(s, ui);
     if (next < 0) {
         ImGui::TextDisabled("the text ends here");
     } else {

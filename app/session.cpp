@@ -22,6 +22,11 @@ Session::Session(LoadedModel loaded, std::vector<std::string> texts_in, Attentio
 }
 
 void Session::install(LoadedModel loaded) {
+    // A model of the other kind (an encoder after a decoder, or the reverse)
+    // starts with its own mask; the first is taken as following a decoder,
+    // whose causal mask the options' defaults and settings assume.
+    const bool was_causal = open_ ? open_->model->config.causal : true;
+    if (loaded.model->config.causal != was_causal) options.causal = loaded.model->config.causal;
     open_ = std::make_shared<LoadedModel>(std::move(loaded));
     live_cache_ = std::make_shared<PrefixCache>();
     intact_cache_ = std::make_shared<PrefixCache>();
@@ -50,8 +55,9 @@ void Session::submit() {
     options.contributions = (contributions_shown || shading.value_weighted) && contributions_refusal().empty();
     options.capture_outputs = options.contributions;  // what a head writes reads its output
     live_progress_.start();
+    const std::vector<std::string> pairs = model().config.is_encoder() ? text_pairs : std::vector<std::string>{};
     live_.submit(
-        [this, open = open_, cache = live_cache_, request = LiveRequest{texts, options}](std::stop_token stop) {
+        [this, open = open_, cache = live_cache_, request = LiveRequest{texts, options, pairs}](std::stop_token stop) {
             try {
                 return compute_live(*open->backend, *open->model, request, cache.get(),
                                     live_progress_.reporter(std::move(stop)));
@@ -74,6 +80,8 @@ AttentionOptions Session::generation_options() const {
 }
 
 std::string Session::contributions_refusal() const {
+    if (model().config.post_norm)
+        return "this encoder normalizes after every layer (post-LN): its heads' contributions do not add up";
     if (options.split != Split::transpose) return "the naive view mixes tokens into heads: no head contributes alone";
     return "";
 }
@@ -127,7 +135,19 @@ int Session::predicted_query() const {
     const int last = length(selected) - 1;
     if (hovered_query >= 0) return std::min(hovered_query, last);
     if (replaying()) return std::min(generation->replayed_row(), last);
-    return query >= 0 ? std::min(query, last) : last;
+    if (query >= 0) return std::min(query, last);
+    const std::vector<int> masks = mask_positions(selected);
+    return model().config.is_encoder() && !masks.empty() ? masks.front() : last;
+}
+
+std::vector<int> Session::mask_positions(int b) const {
+    std::vector<int> masks;
+    const Tokenizer& tokenizer = model().tokenizer;
+    for (int t = 0; t < length(b); ++t) {
+        const std::string token = tokenizer.token_bytes(shown.token_ids[b][t]);
+        if (token == "[MASK]" || token == "<mask>") masks.push_back(t);
+    }
+    return masks;
 }
 
 void Session::generate(const Sampling& sampling, int tokens) {

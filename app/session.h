@@ -100,12 +100,14 @@ public:
     static constexpr int predictions_k = 10, lens_k = 5;
 
     std::vector<std::string> texts;  // the batch, padded to the longest; never empty
-    int selected = 0;                // the text the views show
-    AttentionOptions options;        // as the controls say now
-    bool sliding_window_on = true;   // the model's own sliding window, when it has one: options.sliding_window
-    bool lens_shown = false;         // the logit-lens tab is open: options.lens_k
-    int layer = 0, head = 0;         // the selected map
-    int query = -1;                  // the query row clicked (or --query); -1: the text's last token
+    // An encoder's second text of each pair ("": none), as texts; a decoder's stay empty.
+    std::vector<std::string> text_pairs;
+    int selected = 0;               // the text the views show
+    AttentionOptions options;       // as the controls say now
+    bool sliding_window_on = true;  // the model's own sliding window, when it has one: options.sliding_window
+    bool lens_shown = false;        // the logit-lens tab is open: options.lens_k
+    int layer = 0, head = 0;        // the selected map
+    int query = -1;                 // the query row clicked (or --query); -1: the text's last token
     std::optional<GenerationShown> generation;  // the generation shown, if any
     int hovered_query = -1;                     // the query row under the mouse this frame; -1: none
     int hovered_layer = -1, hovered_head = -1;  // the map under the mouse this frame; -1: none
@@ -158,9 +160,11 @@ public:
     int heads_shown() const { return shown.attention.NH; }
     int length(int b) const { return static_cast<int>(shown.token_ids[b].size()); }
     // The query row the predictions panel shows: hovered, else a
-    // generation's replayed row, else clicked, else the selected text's last
-    // token (what the model predicts next).
+    // generation's replayed row, else clicked, else an encoder's first mask
+    // token, else the selected text's last token (what the model predicts next).
     int predicted_query() const;
+    // Where text b's mask tokens ([MASK], <mask>) are, which an encoder fills.
+    std::vector<int> mask_positions(int b) const;
 
 private:
     // Makes `loaded` the open model, recomputes and scores its heads.

@@ -1,6 +1,8 @@
 // The live forward: see live.h.
 #include "headscope/compute/live.h"
 
+#include <algorithm>
+
 #include "headscope/base/clock.h"
 
 namespace headscope {
@@ -9,9 +11,25 @@ LiveResult compute_live(Backend& backend, const Model& model, const LiveRequest&
                         const Progress& progress) {
     LiveResult result;
     const auto start = Clock::now();
-    result.token_ids = model.tokenizer.encode_texts(request.texts);
+    const bool pairs = std::any_of(request.text_pairs.begin(), request.text_pairs.end(),
+                                   [](const std::string& pair) { return !pair.empty(); });
+    if (pairs) {
+        for (size_t b = 0; b < request.texts.size(); ++b) {
+            const std::string& second = b < request.text_pairs.size() ? request.text_pairs[b] : std::string();
+            Tokenizer::Pair pair = second.empty() ? Tokenizer::Pair{model.tokenizer.encode(request.texts[b]), {}}
+                                                  : model.tokenizer.encode_pair(request.texts[b], second);
+            pair.types.resize(pair.ids.size(), 0);
+            result.token_ids.push_back(std::move(pair.ids));
+            result.token_types.push_back(std::move(pair.types));
+        }
+    } else {
+        result.token_ids = model.tokenizer.encode_texts(request.texts);
+    }
     result.tokenize_ms = ms_since(start);
-    backend.forward(Batch{result.token_ids, model.config.pad_id()}, request.options, result.attention, cache, progress);
+    // A model with one token type (RoBERTa) is given none, as transformers does.
+    Batch batch{result.token_ids, model.config.pad_id()};
+    if (model.config.type_vocab_size > 1) batch.token_types = result.token_types;
+    backend.forward(batch, request.options, result.attention, cache, progress);
     result.compute_ms = ms_since(start);
     return result;
 }

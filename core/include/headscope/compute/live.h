@@ -13,16 +13,20 @@ namespace headscope {
 struct LiveRequest {
     std::vector<std::string> texts;  // the batch, one text per entry
     AttentionOptions options;
+    // An encoder's second text of each pair ("": none), as texts; empty: no pairs.
+    std::vector<std::string> text_pairs = {};
 };
 
 struct LiveResult {
     std::vector<std::vector<int32_t>> token_ids;
+    std::vector<std::vector<int32_t>> token_types;  // as token_ids, with pairs; else empty
     AttentionResult attention;
     double compute_ms = 0;   // tokenizing and the forward
     double tokenize_ms = 0;  // the tokenizing part of compute_ms
 };
 
-// Tokenizes the texts and runs the forward on `backend`, which has `model`'s
+// Tokenizes the texts (each with its pair, by the tokenizer's pair template)
+// and runs the forward on `backend`, which has `model`'s
 // weights loaded, reusing what `cache` holds of the last request's token
 // prefixes (prefix_cache.h; the window keeps one across keystrokes), telling
 // `progress` of each layer (Backend::forward). Throws Error for a request the

@@ -1,0 +1,92 @@
+// The window on an encoder (a BERT test checkpoint, encoder_models.h) as a
+// user sees it under Xvfb: it opens with the model's own bidirectional mask,
+// a sentence pair's maps are the CLI's pixel for pixel (the keys after each
+// query drawn, not hatched), the pair box stands where a decoder's
+// generation controls are, and the predictions panel fills the [MASK] with
+// the CLI's top token; forcing the causal mask on hatches the upper triangle.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "encoder_models.h"
+#include "model_writer.h"
+#include "process.h"
+#include "screenshot.h"
+
+using namespace headscope;
+using nlohmann::json;
+
+namespace {
+
+class WindowEncoders : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        dir_ = new test::TempDir;
+        test::write_encoder_checkpoint(dir_->path / "bert",
+                                       test::make_encoder_checkpoint(test::encoder_spec(test::Encoder::bert)));
+    }
+    static void TearDownTestSuite() { delete dir_; }
+
+    static std::string model() { return (dir_->path / "bert").string(); }
+
+    static json cli(std::vector<std::string> args) {
+        args.insert(args.begin(),
+                    {HEADSCOPE_CLI, "attention", "--model", model(), "--text", text_, "--text-pair", pair_});
+        const test::ProcessRun run = test::run_program(args, dir_->path);
+        EXPECT_EQ(run.status, 0) << run.err;
+        return run.status == 0 ? json::parse(run.out) : json();
+    }
+
+    static test::WindowShot shoot(const std::string& name, std::vector<std::string> args) {
+        args.insert(args.begin(), {"--model", model(), "--text", text_, "--text-pair", pair_});
+        test::WindowShot shot = test::shoot_window(args, dir_->path, name);
+        EXPECT_EQ(shot.run.status, 0) << shot.run.err;
+        return shot;
+    }
+
+    static test::TempDir* dir_;
+    static constexpr const char* text_ = "The cat [MASK] on the mat.";
+    static constexpr const char* pair_ = "It was soft.";
+};
+test::TempDir* WindowEncoders::dir_ = nullptr;
+
+TEST_F(WindowEncoders, APairsMapsAreTheClisBidirectionalOnes) {
+    const test::WindowShot shot = shoot("bert-pair", {"--layer", "1"});
+    const json expected = cli({});
+    const json cells = test::entries(shot.layout, "heads");
+    ASSERT_FALSE(cells.empty());
+    EXPECT_EQ(test::check_heatmap_cells(shot.image, cells, expected, false), 0);
+    bool pair_box = false, next_token = false;
+    for (const json& control : test::entries(shot.layout, "control")) {
+        pair_box |= control["name"] == "text pair";
+        next_token |= control["name"] == "next token";
+    }
+    EXPECT_TRUE(pair_box);
+    EXPECT_FALSE(next_token) << "an encoder does not generate";
+}
+
+TEST_F(WindowEncoders, ThePredictionsFillTheMask) {
+    const test::WindowShot shot = shoot("bert-fill", {});
+    const json expected = cli({"--top-k", "1", "--layers", "0"});
+    const std::vector<int32_t> ids = expected["token_ids"][0];
+    const int mask = static_cast<int>(std::find(ids.begin(), ids.end(), 4) - ids.begin());
+    const json query = test::entries(shot.layout, "prediction-query");
+    ASSERT_EQ(query.size(), 1u);
+    EXPECT_EQ(query[0]["query"], mask) << "the panel opens on the mask";
+    const json fills = test::entries(shot.layout, "mask-fill");
+    ASSERT_EQ(fills.size(), 1u);
+    EXPECT_EQ(fills[0]["position"], mask);
+    EXPECT_EQ(fills[0]["id"], expected["predictions"][0][mask][0]["id"]);
+}
+
+TEST_F(WindowEncoders, TheCausalMaskForcedOnHatchesTheKeysAfter) {
+    const test::WindowShot shot = shoot("bert-causal", {"--causal", "on"});
+    const json expected = cli({"--causal", "on"});
+    const int T = expected["seq_len"];
+    EXPECT_EQ(test::check_heatmap_cells(shot.image, test::entries(shot.layout, "heads"), expected, true),
+              4 * T * (T - 1) / 2);
+}
+
+}  // namespace
