@@ -1,5 +1,5 @@
 // Engine benchmarks: the forward with attention capture on a GPT-2-small-shaped
-// model (L=12, NH=12, C=768, V=50257, random weights), B=1, with median ms,
+// model (L=12, NH=12, C=768, V=50257, random weights), B=1, and a BERT-base-shaped encoder, with median ms,
 // GFLOP/s and the fraction of this machine's FMA peak (measured here by an FMA
 // loop); the same on BF16 checkpoints shaped as SmolLM2-135M and Llama 3.2 1B,
 // with resident memory against the file's size; the largest matrix product
@@ -21,6 +21,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "encoder_models.h"
 #include "fma_peak.h"
 #include "headscope/base/shape.h"
 #include "headscope/compute/backend.h"
@@ -93,6 +94,30 @@ void BM_forward(benchmark::State& state) {
         benchmark::Counter(returned * full_layer, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_forward)->Args({128, L})->Args({1024, 1})->Args({1024, L})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// A BERT-base-shaped encoder (L=12, NH=12, C=768, F=3072, random weights) at
+// T = 128 with every map, bidirectional: the same products as BM_forward/128/12.
+void BM_bert_forward(benchmark::State& state) {
+    static test::TempDir dir;
+    static const Model model = [] {
+        test::EncoderSpec spec = test::encoder_spec(test::Encoder::bert);
+        spec.n_layer = L, spec.n_head = 12, spec.n_embd = C, spec.mlp_dim = 4 * C, spec.max_positions = 512;
+        test::write_encoder_checkpoint(dir.path, test::make_encoder_checkpoint(spec));
+        return load_model(dir.path.string());
+    }();
+    auto backend = make_cpu_backend();
+    backend->load_weights(model);
+    std::mt19937 rng(7);
+    const Batch batch{{random_ids(128, model.config.vocab_size, rng)}, model.config.pad_id()};
+    AttentionOptions options;
+    options.causal = false;
+    AttentionResult result;
+    backend->forward(batch, options, result);
+    for (auto _ : state) backend->forward(batch, options, result);
+    const double t = 128, c = C;
+    report(state, (L - 1) * (24 * t * c * c + 4 * t * t * c) + 6 * t * c * c + 2 * t * t * c);
+}
+BENCHMARK(BM_bert_forward)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // This machine's memory read bandwidth in GB/s: the best of five sums of a
 // 512 MiB array, far larger than any cache, on every core. Each thread keeps
