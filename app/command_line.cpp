@@ -42,6 +42,10 @@ void add_window_options(CLI::App& cli, Args& args) {
                  "draw the maps without key 0 (the sink), each row renormalised over the other keys");
     cli.add_flag("--value-weighted", args.value_weighted,
                  "shade the maps by weight x |value W_O|, each row scaled to 1");
+    add_word_option(
+        &cli, "--sentences", args.sentences, join_words(sentences_choices, "|"),
+        [](std::string_view word) { return parse_choice(sentences_choices, word); },
+        "of a sentence pair, the maps' queries of one text and keys of one (a-b: A's queries, B's keys)");
     cli.add_flag("--compute-effects", args.compute_effects,
                  "compute the effects grid (every head knocked out in turn) at the start");
     cli.add_option("--heads", args.options.n_head,

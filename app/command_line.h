@@ -34,6 +34,7 @@ struct Args {
     bool causal_given = false;  // --causal was given (else the mask is the model's own, or the saved one)
     std::string ablate;         // --ablate L.H,...: heads knocked out at the start
     bool hide_first_key = false, value_weighted = false;  // the maps' shading at the start
+    Sentences sentences = Sentences::all;                 // the pair filter at the start
     bool compute_effects = false;                         // compute the effects grid at the start
     bool settings = true;  // read and save settings; off unless given when a test drives the window
 };

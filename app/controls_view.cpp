@@ -175,6 +175,13 @@ void ControlsView::head_controls(Session& s, Ui& ui, bool& changed) {
         ImGui::SameLine();
         ImGui::TextColored(warning_colour, "(%s)", refusal.c_str());
     }
+    if (s.shown_second_start() < 0) return;  // the sentence filter needs a pair
+    ImGui::SameLine();
+    enum_combo("sentences", s.shading.sentences, sentences_choices.labels, 90 * ui.scale);
+    ui.layout.control("sentences");
+    if (ui.tooltips && ImGui::IsItemHovered())
+        ImGui::SetTooltip(
+            "only the queries of one text of the pair and the keys of one (A -> B: A's queries, B's keys)");
 }
 
 // The example texts: choosing one replaces the batch. While the texts

@@ -30,7 +30,7 @@ MainView::MainView(const Args& args, const Settings& start, LoadedModel loaded, 
         heads_view_.open_large();
     }
     dance_view_.set_step(args.dance_step);
-    session_.shading = {args.value_weighted, args.hide_first_key};
+    session_.shading = {args.value_weighted, args.hide_first_key, args.sentences, 0};
     if (args.value_weighted) session_.submit();  // with the norms
     if (args.compute_effects) session_.compute_effects();
 }

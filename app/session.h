@@ -131,7 +131,13 @@ public:
     std::string contributions_refusal() const;
     // `shading` as the shown compute can draw it (value-weighted once its norms are computed).
     MapShading shown_shading() const {
-        return {shading.value_weighted && !shown.attention.value_weighted.empty(), shading.hide_first_key};
+        const int second = shown_second_start();
+        return {shading.value_weighted && !shown.attention.value_weighted.empty(), shading.hide_first_key,
+                second >= 0 ? shading.sentences : Sentences::all, std::max(second, 0)};
+    }
+    // Where the selected text's pair's second text starts in the shown tokens; -1: no pair.
+    int shown_second_start() const {
+        return selected < static_cast<int>(shown.second_starts.size()) ? shown.second_starts[selected] : -1;
     }
     // Knocks head (layer, head) of the shown split out of the forward, or
     // back in, and recomputes; a head count changed or another model brings every head back.

@@ -31,8 +31,16 @@ AttentionResult random_result(int B, int NH, int T, uint32_t seed) {
 HeatmapImage brute_force(const AttentionResult& res, bool causal, bool padding, int b, int h, int length, int side,
                          MapShading shading = {}) {
     const int T = res.T;
+    const auto in_filter = [&](int i, int j) {  // the sentence filter, written out
+        const Sentences s = shading.sentences;
+        if (s == Sentences::all) return true;
+        const bool query_b = s == Sentences::b_to_a || s == Sentences::b_to_b;
+        const bool key_b = s == Sentences::a_to_b || s == Sentences::b_to_b;
+        return (i >= shading.second_start) == query_b && (j >= shading.second_start) == key_b;
+    };
     const auto visible = [&](int i, int j) {
-        return (!causal || j <= i) && (!padding || (i < length && j < length)) && !(shading.hide_first_key && j == 0);
+        return (!causal || j <= i) && (!padding || (i < length && j < length)) && !(shading.hide_first_key && j == 0) &&
+               in_filter(i, j);
     };
     const float* map =
         shading.value_weighted ? &res.value_weighted[((size_t(0) * res.B + b) * res.NH + h) * T * T] : res.map(0, b, h);
@@ -100,6 +108,27 @@ TEST(Heatmap, ShadingsEqualBruteForce) {
                     for (size_t n = 0; n < want.cells.size(); ++n)
                         EXPECT_NEAR(got.cells[n], want.cells[n], 1e-5)
                             << shading.value_weighted << shading.hide_first_key << causal << side << length;
+                }
+}
+
+// A sentence pair's filter (its second text from token 9): only A's or B's
+// queries, and only A's or B's keys, with every shading.
+TEST(Heatmap, SentenceFiltersEqualBruteForce) {
+    AttentionResult res = random_result(2, 3, 23, 11);
+    res.value_weighted = random_result(2, 3, 23, 12).weights;
+    for (Sentences sentences : {Sentences::a_to_a, Sentences::a_to_b, Sentences::b_to_a, Sentences::b_to_b})
+        for (MapShading shading : {MapShading{false, false}, MapShading{true, false}, MapShading{false, true}})
+            for (bool causal : {true, false})
+                for (int side : {5, 23}) {
+                    shading.sentences = sentences;
+                    shading.second_start = 9;
+                    AttentionOptions options;
+                    options.causal = causal;
+                    const HeatmapImage got = heatmap_image(res, options, 0, 1, 2, 20, side, shading);
+                    const HeatmapImage want = brute_force(res, causal, true, 1, 2, 20, side, shading);
+                    ASSERT_EQ(got.cells.size(), want.cells.size());
+                    for (size_t n = 0; n < want.cells.size(); ++n)
+                        EXPECT_NEAR(got.cells[n], want.cells[n], 1e-5) << int(sentences) << causal << side << n;
                 }
 }
 

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -79,6 +80,33 @@ TEST_F(WindowEncoders, ThePredictionsFillTheMask) {
     ASSERT_EQ(fills.size(), 1u);
     EXPECT_EQ(fills[0]["position"], mask);
     EXPECT_EQ(fills[0]["id"], expected["predictions"][0][mask][0]["id"]);
+}
+
+// BertViz's sentence filter: A -> B draws the first text's queries over the
+// second text's keys, in the CLI's colours, and hatches every other cell.
+TEST_F(WindowEncoders, TheSentenceFilterKeepsOneTextsQueriesOverTheOthersKeys) {
+    const test::WindowShot shot = shoot("bert-a-b", {"--sentences", "a-b"});
+    const json expected = cli({"--layers", "0"});
+    const std::vector<int32_t> types = expected["token_type_ids"][0];
+    const int second = static_cast<int>(std::find(types.begin(), types.end(), 1) - types.begin());
+    int drawn = 0, hatched = 0;
+    for (const json& cell : test::entries(shot.layout, "heads")) {
+        const int i = cell["query"], j = cell["key"];
+        const std::array<int, 3> got =
+            shot.image.at(static_cast<int>(cell["x"].get<double>() + cell["w"].get<double>() / 2),
+                          static_cast<int>(cell["y"].get<double>() + cell["h"].get<double>() / 2));
+        if (i < second && j >= second) {
+            ++drawn;
+            const std::array<double, 3> want =
+                test::viridis(expected["attention"][0][0][cell["head"].get<int>()][i][j]);
+            for (int c = 0; c < 3; ++c) EXPECT_NEAR(got[c], want[c], 2.0) << i << "," << j;
+        } else {
+            ++hatched;
+            EXPECT_TRUE(got[0] == got[1] && got[1] == got[2]) << "cell " << i << "," << j << " not hatched";
+        }
+    }
+    EXPECT_GT(drawn, 0);
+    EXPECT_GT(hatched, drawn);
 }
 
 TEST_F(WindowEncoders, TheCausalMaskForcedOnHatchesTheKeysAfter) {

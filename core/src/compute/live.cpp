@@ -19,6 +19,7 @@ LiveResult compute_live(Backend& backend, const Model& model, const LiveRequest&
             Tokenizer::Pair pair = second.empty() ? Tokenizer::Pair{model.tokenizer.encode(request.texts[b]), {}}
                                                   : model.tokenizer.encode_pair(request.texts[b], second);
             pair.types.resize(pair.ids.size(), 0);
+            result.second_starts.push_back(pair.second_start);
             result.token_ids.push_back(std::move(pair.ids));
             result.token_types.push_back(std::move(pair.types));
         }

@@ -49,8 +49,19 @@ HeatmapImage heatmap_image(const AttentionResult& result, const AttentionOptions
             : result.map(layer_slot, b, h);
     return pooled(T, max_side, [&](int i) {
         const float* row = map + static_cast<size_t>(i) * T;
-        const int begin = std::max(visible_begin(options, i), shading.hide_first_key ? 1 : 0);
-        const int end = visible_end(options, i, length, T);
+        int begin = std::max(visible_begin(options, i), shading.hide_first_key ? 1 : 0);
+        int end = visible_end(options, i, length, T);
+        if (shading.sentences != Sentences::all) {  // the query's text, then the keys' text
+            const Sentences s = shading.sentences;
+            const bool query_in_b = i >= shading.second_start,
+                       want_b = s == Sentences::b_to_a || s == Sentences::b_to_b;
+            const bool keys_b = s == Sentences::a_to_b || s == Sentences::b_to_b;
+            if (query_in_b != want_b) end = begin;
+            if (keys_b)
+                begin = std::max(begin, shading.second_start);
+            else
+                end = std::min(end, shading.second_start);
+        }
         float scale = 1;
         if (shading.value_weighted) {
             const float largest = begin < end ? *std::max_element(row + begin, row + end) : 0.f;

@@ -39,7 +39,7 @@ Tokenizer::Pair Tokenizer::encode_pair(std::string_view first, std::string_view 
     const std::vector<int32_t> a = encode(first, false), b = encode(second, false);
     const std::vector<int32_t>* texts[2] = {&a, &b};
     Pair pair;
-    PostProcessor::apply(post_.pair, texts, pair.ids, &pair.types);
+    pair.second_start = PostProcessor::apply(post_.pair, texts, pair.ids, &pair.types);
     return pair;
 }
 

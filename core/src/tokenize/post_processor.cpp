@@ -113,15 +113,18 @@ void Tokenizer::PostProcessor::read(const JsonFields& f, const json& value, cons
     if (!new_pair.empty()) pair = std::move(new_pair);
 }
 
-void Tokenizer::PostProcessor::apply(const std::vector<Item>& template_, const std::vector<int32_t>* ids[2],
-                                     std::vector<int32_t>& out_ids, std::vector<int32_t>* out_types) {
+int Tokenizer::PostProcessor::apply(const std::vector<Item>& template_, const std::vector<int32_t>* ids[2],
+                                    std::vector<int32_t>& out_ids, std::vector<int32_t>* out_types) {
+    int second_start = -1;
     for (const Item& item : template_) {
+        if (item.id < 0 && item.sequence == 1) second_start = static_cast<int>(out_ids.size());
         if (item.id >= 0)
             out_ids.push_back(item.id);
         else
             out_ids.insert(out_ids.end(), ids[item.sequence]->begin(), ids[item.sequence]->end());
         if (out_types) out_types->resize(out_ids.size(), item.type);
     }
+    return second_start;
 }
 
 }  // namespace headscope

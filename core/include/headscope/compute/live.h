@@ -20,6 +20,7 @@ struct LiveRequest {
 struct LiveResult {
     std::vector<std::vector<int32_t>> token_ids;
     std::vector<std::vector<int32_t>> token_types;  // as token_ids, with pairs; else empty
+    std::vector<int> second_starts;                 // (B) with pairs: where each pair's second text starts, -1: none
     AttentionResult attention;
     double compute_ms = 0;   // tokenizing and the forward
     double tokenize_ms = 0;  // the tokenizing part of compute_ms

@@ -2,8 +2,10 @@
 // cells marked, max-pooled down to the size it is drawn at so that a single
 // strong weight never disappears from a small map.
 #pragma once
+#include <cstdint>
 #include <vector>
 
+#include "headscope/base/choices.h"
 #include "headscope/compute/attention.h"
 
 namespace headscope {
@@ -23,9 +25,17 @@ struct HeatmapImage {
 // heads park their weight, the "sink") masked and each row of weights
 // renormalised over the other keys (w_j / (1 - w_0)); value-weighted rows
 // are scaled to their largest value past key 0.
+// sentences: of a sentence pair whose second text starts at token
+// second_start, only the queries of one text and the keys of one (BertViz's
+// sentence filter); the other cells are masked.
+enum class Sentences : uint8_t { all, a_to_a, a_to_b, b_to_a, b_to_b };
+inline constexpr Choices<Sentences, 5> sentences_choices = {
+    "sentences", {"all", "a-a", "a-b", "b-a", "b-b"}, {"all", "A -> A", "A -> B", "B -> A", "B -> B"}};
 struct MapShading {
     bool value_weighted = false;
     bool hide_first_key = false;
+    Sentences sentences = Sentences::all;
+    int second_start = 0;
     bool operator==(const MapShading&) const = default;
 };
 

@@ -57,6 +57,7 @@ public:
     // Throws Error when the tokenizer defines no pair template, or on invalid UTF-8.
     struct Pair {
         std::vector<int32_t> ids, types;
+        int second_start = -1;  // where the second text's own tokens start (after [SEP], </s></s>)
     };
     Pair encode_pair(std::string_view first, std::string_view second) const;
     bool has_pair_template() const { return !post_.pair.empty(); }
@@ -163,9 +164,10 @@ public:
         // BertProcessing, RobertaProcessing, ByteLevel and a Sequence of them;
         // a later processor wraps what the earlier made. Throws Error naming the field.
         void read(const JsonFields& f, const nlohmann::json& value, const std::string& field, size_t id_bound);
-        // Appends `template_`'s tokens: its special tokens, and the texts' `ids`.
-        static void apply(const std::vector<Item>& template_, const std::vector<int32_t>* ids[2],
-                          std::vector<int32_t>& out_ids, std::vector<int32_t>* out_types);
+        // Appends `template_`'s tokens: its special tokens, and the texts'
+        // `ids`; returns where the second text's tokens start (-1: none).
+        static int apply(const std::vector<Item>& template_, const std::vector<int32_t>* ids[2],
+                         std::vector<int32_t>& out_ids, std::vector<int32_t>* out_types);
     };
 
 private:

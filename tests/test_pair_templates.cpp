@@ -1,0 +1,140 @@
+// The post-processors' templates for one text and a sentence pair against
+// the JavaScript port of transformers' tokenizers (tests/reference/encode_hf.js):
+// RoBERTa's RobertaProcessing (<s> A </s></s> B </s>) on a byte-level BPE
+// tokenizer.json written here from GPT-2's real vocabulary and merges, and
+// BERT's BertProcessing on its WordPiece one; then the token types, and a
+// bad pair template as a one-line error naming the field.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "bert_tokenizer.h"
+#include "headscope/base/error.h"
+#include "headscope/tokenize/tokenizer.h"
+#include "model_writer.h"
+#include "process.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using headscope::Tokenizer;
+using nlohmann::json;
+
+// RoBERTa's tokenizer.json shape: GPT-2's BPE, ByteLevel, its special tokens after GPT-2's ids.
+json roberta_tokenizer_json() {
+    std::ifstream vocab_in(headscope::test::gpt2_vocab_json()), merges_in(headscope::test::gpt2_merges_txt());
+    json vocab = json::parse(vocab_in);
+    json merges = json::array();
+    std::string line;
+    std::getline(merges_in, line);  // #version
+    while (std::getline(merges_in, line))
+        if (!line.empty()) merges.push_back(line);
+    json added = json::array();
+    for (const char* token : {"<s>", "<pad>", "</s>", "<unk>", "<mask>"}) {
+        const int id = static_cast<int>(vocab.size());
+        vocab[token] = id;
+        added.push_back({{"id", id},
+                         {"content", token},
+                         {"single_word", false},
+                         {"lstrip", std::string(token) == "<mask>"},
+                         {"rstrip", false},
+                         {"normalized", false},
+                         {"special", true}});
+    }
+    return {{"version", "1.0"},
+            {"added_tokens", added},
+            {"normalizer", nullptr},
+            {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}}},
+            {"post_processor",
+             {{"type", "RobertaProcessing"},
+              {"sep", {"</s>", vocab["</s>"]}},
+              {"cls", {"<s>", vocab["<s>"]}},
+              {"trim_offsets", true},
+              {"add_prefix_space", false}}},
+            {"decoder", {{"type", "ByteLevel"}}},
+            {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}}}};
+}
+
+const std::vector<std::pair<std::string, std::string>> pairs = {
+    {"The cat <mask> on the mat.", "It was soft."},
+    {"Hello, WORLD! Isn't it (really) $5?", "na\xC3\xAFve caf\xC3\xA9 \xE4\xB8\xAD\xE6\x96\x87"},
+    {"a", "b"},
+    {"  spaces  ", "\ttabs\nand lines"}};
+
+// The reference's ids (and, for pairs, types) of each text or pair.
+json reference(const fs::path& dir, const fs::path& tokenizer, const char* tokenizer_class, const json& request) {
+    json full = request;
+    full["tokenizer_json"] = tokenizer.string();
+    full["tokenizer_config"] = {{"tokenizer_class", tokenizer_class}};
+    full["add_special"] = true;
+    const fs::path file = dir / "request.json";
+    std::ofstream(file) << full.dump();
+    const headscope::test::ProcessRun r = headscope::test::run_program(
+        {"node", (fs::path(HEADSCOPE_TESTS_DIR) / "reference/encode_hf.js").string()}, dir, file);
+    if (r.status == 127) return nullptr;
+    EXPECT_EQ(r.status, 0) << r.err;
+    return json::parse(r.out);
+}
+
+TEST(PairTemplates, RobertaAndBertPairsMatchTheReference) {
+    const headscope::test::TempDir scratch;
+    const fs::path roberta = scratch.path / "roberta.json", bert = scratch.path / "bert.json";
+    std::ofstream(roberta) << roberta_tokenizer_json().dump();
+    std::ofstream(bert) << headscope::test::bert_tokenizer_json(headscope::test::wordpiece_vocab()).dump();
+    for (const auto& [file, tokenizer_class] : {std::pair{roberta, "RobertaTokenizer"}, {bert, "BertTokenizer"}}) {
+        SCOPED_TRACE(tokenizer_class);
+        const Tokenizer tokenizer = Tokenizer::load_json(file);
+        std::vector<std::string> singles;
+        for (const auto& [first, second] : pairs) singles.push_back(first);
+        const json single_ids = reference(scratch.path, file, tokenizer_class, {{"texts", singles}});
+        if (single_ids.is_null()) GTEST_SKIP() << "node cannot be run: run tools/setup";
+        const json pair_ids = reference(scratch.path, file, tokenizer_class, {{"pairs", pairs}});
+        for (size_t i = 0; i < pairs.size(); ++i) {
+            EXPECT_EQ(json(tokenizer.encode(pairs[i].first)), single_ids[i]) << pairs[i].first;
+            const Tokenizer::Pair pair = tokenizer.encode_pair(pairs[i].first, pairs[i].second);
+            EXPECT_EQ(json(pair.ids), pair_ids[i]["ids"]) << pairs[i].first;
+            const std::vector<int32_t> second = tokenizer.encode(pairs[i].second, false);
+            ASSERT_GE(pair.second_start, 0);
+            EXPECT_EQ(std::vector<int32_t>(pair.ids.begin() + pair.second_start,
+                                           pair.ids.begin() + pair.second_start + second.size()),
+                      second);
+            if (std::string(tokenizer_class) == "BertTokenizer") {
+                EXPECT_EQ(json(pair.types), pair_ids[i]["types"]) << pairs[i].first;
+            } else {  // RoBERTa has one token type: transformers gives 0 everywhere (the port, 1 for B)
+                EXPECT_EQ(pair.types, std::vector<int32_t>(pair.ids.size(), 0));
+            }
+        }
+    }
+}
+
+// A pair template must have A and B once each: one line naming the field.
+TEST(PairTemplates, BadPairTemplatesAreOneLineErrors) {
+    const headscope::test::TempDir scratch;
+    json j = headscope::test::bert_tokenizer_json(headscope::test::wordpiece_vocab());
+    j["post_processor"]["pair"][3]["Sequence"]["id"] = "A";
+    const fs::path file = scratch.path / "bad.json";
+    std::ofstream(file) << j.dump();
+    try {
+        Tokenizer::load_json(file);
+        ADD_FAILURE() << "a pair template with A twice accepted";
+    } catch (const headscope::Error& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("post_processor.pair[3]: the pair template's sequence \"A\" is not one of AB given once"),
+                  std::string::npos)
+            << what;
+        EXPECT_EQ(what.find('\n'), std::string::npos);
+    }
+    const json no_pair = {{"model", {{"type", "WordPiece"}, {"unk_token", "[UNK]"}, {"vocab", {{"[UNK]", 0}}}}}};
+    std::ofstream(file) << no_pair.dump();
+    try {
+        Tokenizer::load_json(file).encode_pair("a", "b");
+        ADD_FAILURE() << "a pair encoded without a template";
+    } catch (const headscope::Error& e) {
+        EXPECT_STREQ(e.what(), "the tokenizer has no template for a pair of texts");
+    }
+}
+
+}  // namespace
