@@ -67,7 +67,8 @@ bool pair_box(Session& s, Ui& ui) {
     ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x);
     const bool changed = ImGui::InputTextWithHint("##pair", "none: one text", &s.text_pairs[s.selected]);
     ui.layout.control("text pair");
-    ImGui::TextDisabled("an encoder fills [MASK] tokens; it does not generate");
+    ImGui::TextDisabled("%s", s.model().config.predicts() ? "an encoder fills [MASK] tokens; it does not generate"
+                                                          : "a bare encoder (no masked-LM head): maps only");
     ImGui::EndGroup();
     return changed;
 }

@@ -37,7 +37,9 @@ HeatmapImage lens_probabilities(const Session& s) {
 void LensView::draw(Session& s, Ui& ui) {
     const AttentionResult& att = s.shown.attention;
     if (att.lens_k == 0) {
-        if (s.generation)
+        if (!s.model().config.predicts())
+            ImGui::TextUnformatted(no_head_message);
+        else if (s.generation)
             ImGui::TextUnformatted(
                 "A generation's maps carry no logit lens: type, or change an option, to compute it.");
         else

@@ -68,8 +68,8 @@ void masked_fills(const Session& s, Ui& ui) {
 
 void predictions_panel(const Session& s, Ui& ui) {
     const AttentionResult& att = s.shown.attention;
-    if (att.top_k == 0) {  // before the first compute
-        ImGui::TextUnformatted("computing the predictions...");
+    if (att.top_k == 0) {  // before the first compute, or a bare encoder's
+        ImGui::TextWrapped("%s", s.model().config.predicts() ? "computing the predictions..." : no_head_message);
         return;
     }
     const int b = s.selected, t = s.predicted_query(), length = s.length(b);

@@ -50,8 +50,9 @@ void Session::submit() {
     generation_run_.reset();
     step_submitted_ = false;
     options.sliding_window = sliding_window(model().config, sliding_window_on);
-    options.top_k = predictions_k;
-    options.lens_k = lens_shown ? lens_k : 0;
+    const bool predicts = model().config.predicts();
+    options.top_k = predicts ? predictions_k : 0;
+    options.lens_k = lens_shown && predicts ? lens_k : 0;
     options.contributions = (contributions_shown || shading.value_weighted) && contributions_refusal().empty();
     options.capture_outputs = options.contributions;  // what a head writes reads its output
     live_progress_.start();

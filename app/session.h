@@ -35,6 +35,10 @@ struct GenerationShown {
     int replayed_row() const { return prompt_tokens - 1 + step; }
 };
 
+// What the predictions and the lens say of a bare encoder, which has no head to predict with.
+inline constexpr const char* no_head_message =
+    "No predictions: this checkpoint has no masked-LM head (a bare encoder, as BertModel saves it).";
+
 // The text a session opens with when it is given none.
 inline constexpr const char* default_text = "The cat sat on the mat because it was soft.";
 

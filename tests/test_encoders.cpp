@@ -138,6 +138,53 @@ TEST_P(EachEncoder, ContributionsAreRefusedInOneLine) {
 INSTANTIATE_TEST_SUITE_P(Encoders, EachEncoder, ::testing::ValuesIn(encoder_variants()),
                          [](const auto& info) { return info.param.name; });
 
+// Old BERT checkpoints name the norms gamma and beta; a bare BertModel has no
+// masked-LM head: both load, and their maps are the reference's; the bare
+// one refuses predictions in one line.
+TEST(Encoders, LegacyNamesAndABareEncoder) {
+    const EncoderCheckpoint full = make_encoder_checkpoint(encoder_spec(Encoder::bert));
+    EncoderCheckpoint legacy = full, bare = full;
+    int renamed = 0;
+    for (NamedTensor& t : legacy.tensors)
+        for (const auto& [now, then] :
+             {std::pair{"LayerNorm.weight", "LayerNorm.gamma"}, {"LayerNorm.bias", "LayerNorm.beta"}})
+            if (t.name.ends_with(now))
+                t.name = t.name.substr(0, t.name.size() - std::string(now).size()) + then, ++renamed;
+    EXPECT_EQ(renamed, 2 + 4 * full.spec.n_layer + 2);
+    std::erase_if(bare.tensors, [](const NamedTensor& t) { return t.name.starts_with("cls."); });
+    const std::vector<std::vector<int32_t>> texts = encoder_texts(full.spec);
+    AttentionOptions options;
+    options.causal = false;
+    const EncoderReference want = encoder_reference(full, texts[0], {}, options);
+    for (const EncoderCheckpoint* checkpoint : {&legacy, &bare}) {
+        TempDir dir;
+        write_encoder_checkpoint(dir.path, *checkpoint);
+        const Model model = load_model(dir.path.string());
+        EXPECT_EQ(model.config.predicts(), checkpoint == &legacy);
+        const std::unique_ptr<Backend> backend = make_cpu_backend();
+        backend->load_weights(model);
+        AttentionResult got;
+        backend->forward(Batch{{texts[0]}, model.config.pad_id()}, options, got);
+        double worst = 0;
+        for (size_t n = 0; n < want.weights.size(); ++n)
+            worst = std::max(worst, std::abs(got.weights[n] - want.weights[n]));
+        EXPECT_LT(worst, 2e-5);
+    }
+    TempDir dir;
+    write_encoder_checkpoint(dir.path, bare);
+    const Model model = load_model(dir.path.string());
+    const std::unique_ptr<Backend> backend = make_cpu_backend();
+    backend->load_weights(model);
+    options.top_k = 3;
+    AttentionResult got;
+    try {
+        backend->forward(Batch{{texts[0]}, model.config.pad_id()}, options, got);
+        ADD_FAILURE() << "a bare encoder predicted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("has no masked-LM head"), std::string::npos) << e.what();
+    }
+}
+
 // A token type the model lacks, and configs a loader must refuse.
 TEST(Encoders, BadInputIsOneLine) {
     const EncoderSpec spec = encoder_spec(Encoder::roberta);

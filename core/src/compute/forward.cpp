@@ -149,6 +149,10 @@ void validate_forward(const Model& model, const Batch& batch, const AttentionOpt
             throw Error(std::string("the ") + what + " asks for " + std::to_string(k) +
                         " tokens; it can give 0 to the vocabulary's " + std::to_string(cfg.vocab_size));
     check_ablation(cfg, options);
+    if ((options.top_k || options.lens_k || options.contributions) && !cfg.predicts())
+        throw Error(
+            "this checkpoint has no masked-LM head (a bare encoder, as BertModel saves it): it gives maps, "
+            "not predictions");
     if (options.contributions && cfg.post_norm)
         throw Error(
             "the contributions add up through a final norm over the residual stream; this model normalizes after "

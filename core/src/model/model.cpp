@@ -119,7 +119,7 @@ using TensorMap = std::map<std::string, FoundTensor>;
 
 // A name is found as it is or, where the family's files may prefix names
 // (optional_tensor_prefix), with that prefix; not both.
-TensorMap::const_iterator find_tensor(const TensorMap& tensors, const Config& config, const std::string& name) {
+TensorMap::const_iterator find_named(const TensorMap& tensors, const Config& config, const std::string& name) {
     const auto exact = tensors.find(name);
     const std::string prefix = optional_tensor_prefix(config);
     if (prefix.empty()) return exact;
@@ -127,6 +127,13 @@ TensorMap::const_iterator find_tensor(const TensorMap& tensors, const Config& co
     if (exact != tensors.end() && prefixed != tensors.end())
         throw Error(exact->second.file + ": both '" + name + "' and '" + prefix + name + "' present");
     return exact != tensors.end() ? exact : prefixed;
+}
+
+// A tensor by its name, or by the name older checkpoints give it (legacy_tensor_name).
+TensorMap::const_iterator find_tensor(const TensorMap& tensors, const Config& config, const std::string& name) {
+    const auto it = find_named(tensors, config, name);
+    const std::string legacy = legacy_tensor_name(name);
+    return it != tensors.end() || legacy.empty() ? it : find_named(tensors, config, legacy);
 }
 
 // The shard files an index names: model.safetensors.index.json's weight_map
@@ -404,6 +411,8 @@ Model load_model(const std::string& name_or_path, const Progress& progress) {
     // A file holding N tensors cannot have more than N layers. Going no
     // further than that reports a config with too many layers by its first
     // missing tensor, before n_layer sizes any allocation.
+    // A bare encoder (BertModel) has no masked-LM head: its maps, without predictions.
+    if (cfg.mlm_head && find_tensor(tensors, cfg, masked_lm_head_name(cfg)) == tensors.end()) m.config.mlm_head = false;
     Config within_files = cfg;
     within_files.n_layer = static_cast<int>(std::min<int64_t>(cfg.n_layer, static_cast<int64_t>(tensors.size())));
     m.layers.resize(within_files.n_layer);

@@ -330,6 +330,19 @@ bool stored_out_by_in(const Config& config, Weight weight) {
 
 const char* optional_tensor_prefix(const Config& config) { return family_of(config).names.optional_prefix; }
 
+std::string legacy_tensor_name(const std::string& name) {
+    for (const auto& [now, then] :
+         {std::pair{"LayerNorm.weight", "LayerNorm.gamma"}, {"LayerNorm.bias", "LayerNorm.beta"}})
+        if (name.ends_with(now)) return name.substr(0, name.size() - std::string_view(now).size()) + then;
+    return "";
+}
+
+std::string masked_lm_head_name(const Config& config) {
+    for (const Named& named : family_of(config).names.after_layers)
+        if (named.weight == Weight::head_dense_w) return named.name;
+    throw Error("the family has no masked-LM head");
+}
+
 std::string output_embedding_name(const Config& config) {
     for (const Named& named : family_of(config).names.after_layers)
         if (named.weight == Weight::lm_head) return named.name;

@@ -93,6 +93,9 @@ struct Config {
     int mlp_size() const { return mlp_dim ? mlp_dim : 4 * n_embd; }
     int pad_id() const { return pad_token_id >= 0 ? pad_token_id : eos_token_id; }
     bool is_encoder() const { return !causal; }
+    // Whether it has a head to predict with: a decoder's final norm and output
+    // embedding, or an encoder's masked-LM head (a bare BertModel has none).
+    bool predicts() const { return mlm_head || !post_norm; }
 };
 
 // What a model is, in words: "decoder" (predicts the next token) or
@@ -168,6 +171,15 @@ bool stored_out_by_in(const Config& config, Weight weight);
 // A prefix the family's files may put before every name ("transformer." in
 // GPT-2's GPT2LMHeadModel files); "" where names are exact.
 const char* optional_tensor_prefix(const Config& config);
+
+// The name older checkpoints (BERT's, converted from TensorFlow) give tensor
+// `name`: "...LayerNorm.gamma" for "...LayerNorm.weight" and ".beta" for
+// ".bias"; "" for any other name.
+std::string legacy_tensor_name(const std::string& name);
+
+// The masked-LM head's first tensor's name ("cls.predictions.transform.dense.weight"):
+// a checkpoint without it is a bare encoder, loaded without the head.
+std::string masked_lm_head_name(const Config& config);
 
 // The name of the untied output embedding ("lm_head.weight"): a file of a
 // tied model may hold it, and then it must have wte's shape.
