@@ -152,7 +152,7 @@ void outline_empty_rows(const Session& session, ImVec2 origin, float cell) {
 }
 
 void batch_padding_masks(const Session& session, Ui& ui) {
-    const AttentionOptions& options = session.shown_options;  // what the shown compute used
+    const AttentionOptions options = session.shown_options_at(session.layer);  // what the shown compute used
     const int B = static_cast<int>(session.shown.token_ids.size()), T = session.shown.attention.T;
     ImGui::TextUnformatted(
         options.padding_mask ? "Padding masks of the batch (B x T): a text's pad keys are masked"
@@ -177,7 +177,7 @@ void batch_padding_masks(const Session& session, Ui& ui) {
 }
 
 std::optional<MaskPanels> MaskPanels::fit(const Session& session, const Ui& ui) {
-    const AttentionOptions& options = session.shown_options;
+    const AttentionOptions options = session.shown_options_at(session.layer);
     const int T = session.shown.attention.T, b = session.selected, length = session.length(b);
     const float line = ImGui::GetTextLineHeight(), spacing = ImGui::GetStyle().ItemSpacing.y;
     MaskPanels p;
@@ -190,9 +190,13 @@ std::optional<MaskPanels> MaskPanels::fit(const Session& session, const Ui& ui) 
         {"causal mask (T x T)", options.causal ? "every text's: key j <= query i" : "off: every key visible"}};
     if (window)
         p.headers_.push_back(
-            {"sliding window (T x T)", options.sliding_window
-                                           ? "every text's: key j > query i - " + std::to_string(window)
-                                           : "off: every key visible (the model's is " + std::to_string(window) + ")"});
+            {"sliding window (T x T)",
+             options.sliding_window ? (options.window_both_ways ? "every text's: |key j - query i| < "
+                                                                : "every text's: key j > query i - ") +
+                                          std::to_string(window)
+             : session.sliding_window_on
+                 ? "none in layer " + std::to_string(session.layer) + ": a global layer, every key visible"
+                 : "off: every key visible (the model's is " + std::to_string(window) + ")"});
     p.headers_.push_back(
         {"padding mask of " + text_name + " (1 x T)",
          options.padding_mask ? "keys j < " + std::to_string(length) + ", its length" : "off: every key visible"});
@@ -269,7 +273,7 @@ void MaskPanels::above_square() const {
 }
 
 void MaskPanels::causal(const Session& session, Ui& ui) {
-    const AttentionOptions& options = session.shown_options;
+    const AttentionOptions options = session.shown_options_at(session.layer);
     title();
     above_square();
     const DrawnGrid causal = mask_grid(ui, "causal", session.selected, 0, T_, T_, ImVec2(cell_, cell_),
@@ -282,7 +286,7 @@ void MaskPanels::causal(const Session& session, Ui& ui) {
 }
 
 void MaskPanels::window(const Session& session, Ui& ui) {
-    const AttentionOptions& options = session.shown_options;
+    const AttentionOptions options = session.shown_options_at(session.layer);
     title();
     above_square();
     const DrawnGrid sliding = mask_grid(ui, "window", session.selected, 0, T_, T_, ImVec2(cell_, cell_),
@@ -290,12 +294,12 @@ void MaskPanels::window(const Session& session, Ui& ui) {
     cell_tooltip(session, sliding,
                  !options.sliding_window ? "sliding window off: visible"
                  : window_allows(options, sliding.query, sliding.key)
-                     ? "within the window of the query's latest keys: visible"
-                     : "too far back: the sliding window hides it");
+                     ? "within the sliding window: visible"
+                     : "too far from the query: the sliding window hides it");
 }
 
 void MaskPanels::padding(const Session& session, Ui& ui) {
-    const AttentionOptions& options = session.shown_options;
+    const AttentionOptions options = session.shown_options_at(session.layer);
     const int b = session.selected, length = session.length(b);
     title();
     auto padding = [&](int, int j) { return padding_allows(options, j, length); };
@@ -312,7 +316,7 @@ void MaskPanels::padding(const Session& session, Ui& ui) {
 }
 
 void MaskPanels::combined(const Session& session, Ui& ui) {
-    const AttentionOptions& options = session.shown_options;
+    const AttentionOptions options = session.shown_options_at(session.layer);
     const int b = session.selected, length = session.length(b), T = T_;
     title();
     above_square();

@@ -83,6 +83,8 @@ AttentionOptions Session::generation_options() const {
 std::string Session::contributions_refusal() const {
     if (model().config.post_norm)
         return "this encoder normalizes after every layer (post-LN): its heads' contributions do not add up";
+    if (model().config.mlm_head)
+        return "this encoder's masked-LM head is not linear: its heads' contributions do not add up";
     if (options.split != Split::transpose) return "the naive view mixes tokens into heads: no head contributes alone";
     return "";
 }

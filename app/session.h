@@ -13,6 +13,7 @@
 
 #include "headscope/base/worker.h"
 #include "headscope/compute/backend.h"
+#include "headscope/compute/forward.h"
 #include "headscope/compute/generate.h"
 #include "headscope/compute/live.h"
 #include "headscope/inspect/heatmap.h"
@@ -168,6 +169,8 @@ public:
     JobProgress& probe_progress() { return probe_progress_; }
 
     int heads_shown() const { return shown.attention.NH; }
+    // The options the shown compute used in layer `layer` (the window is off in ModernBERT's global layers).
+    AttentionOptions shown_options_at(int layer) const { return layer_options(model().config, shown_options, layer); }
     int length(int b) const { return static_cast<int>(shown.token_ids[b].size()); }
     // The query row the predictions panel shows: hovered, else a
     // generation's replayed row, else clicked, else an encoder's first mask

@@ -106,9 +106,9 @@ public:
     // Map (layer, head) of the selected text, `side` cells a side, its top left at (x, y).
     void map(int layer, int head, int side, double x, double y) {
         const int b = s_.selected;
-        cells(
-            heatmap_image(s_.shown.attention, s_.shown_options, layer, b, head, s_.length(b), side, s_.shown_shading()),
-            x, y, cell, cell);
+        cells(heatmap_image(s_.shown.attention, s_.shown_options_at(layer), layer, b, head, s_.length(b), side,
+                            s_.shown_shading()),
+              x, y, cell, cell);
     }
 
     // The selected text's first `count` tokens above columns `step` wide from x, turned, ending at y.

@@ -19,7 +19,7 @@ void TokensView::update_weights(const Session& s, Ui& ui, int layer, int head, c
         double sum = 0;
         bool seen = false;
         for (int q : queries) {
-            if (!attends(s.shown_options, q, j, length, T)) continue;
+            if (!attends(s.shown_options_at(layer), q, j, length, T)) continue;
             seen = true;
             if (!average_) {
                 sum += att.row(layer, b, head, q)[j];

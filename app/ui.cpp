@@ -155,7 +155,7 @@ void map_tooltip(const Session& session, int layer, int head, int i, int j) {
     ImGui::TextUnformatted(head_label(session, layer, head).c_str());
     ImGui::Text("query %d %s  ->  key %d %s", i, shown_token(session, session.selected, i, true).c_str(), j,
                 shown_token(session, session.selected, j, true).c_str());
-    if (attends(session.shown_options, i, j, session.length(session.selected), att.T)) {
+    if (attends(session.shown_options_at(layer), i, j, session.length(session.selected), att.T)) {
         ImGui::Text("weight %.4f   row entropy %.3f nats", row[j], row_entropy(row, att.T));
         more_about_the_cell(session, layer, head, i, j);
     } else if (att.row_fully_masked(session.selected, i))
@@ -181,7 +181,7 @@ bool MapWidget::draw(Session& session, Ui& ui, const char* view, int layer, int 
     ImGui::Dummy(ImVec2(size, size));
     if (ImGui::IsItemVisible()) {  // a map scrolled out of view is neither pooled nor drawn
         if (!(image_key == image_key_)) {
-            ui.renderer.upload(heatmap_image(att, session.shown_options, layer, b, head, session.length(b),
+            ui.renderer.upload(heatmap_image(att, session.shown_options_at(layer), layer, b, head, session.length(b),
                                              image_key.pooled_to, shading),
                                texture_);
             image_key_ = image_key;

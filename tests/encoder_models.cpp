@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <stdexcept>
 
@@ -16,10 +17,38 @@ using json = nlohmann::json;
 namespace {
 
 const char* prefix(Encoder family) {
-    return family == Encoder::bert ? "bert." : family == Encoder::roberta ? "roberta." : "distilbert.";
+    switch (family) {
+        case Encoder::bert: return "bert.";
+        case Encoder::roberta: return "roberta.";
+        case Encoder::distilbert: return "distilbert.";
+        case Encoder::modernbert: return "";
+    }
+    return "";
 }
 
 json config_json(const EncoderSpec& s) {
+    if (s.family == Encoder::modernbert)
+        return {{"architectures", {"ModernBertForMaskedLM"}},
+                {"attention_bias", false},
+                {"classifier_activation", "gelu"},
+                {"classifier_bias", false},
+                {"decoder_bias", true},
+                {"global_attn_every_n_layers", s.global_every},
+                {"global_rope_theta", s.global_rope_theta},
+                {"hidden_activation", "gelu"},
+                {"hidden_size", s.n_embd},
+                {"intermediate_size", s.mlp_dim},
+                {"local_attention", s.local_attention},
+                {"local_rope_theta", s.local_rope_theta},
+                {"max_position_embeddings", s.max_positions},
+                {"mlp_bias", false},
+                {"model_type", "modernbert"},
+                {"norm_bias", false},
+                {"norm_eps", s.norm_eps},
+                {"num_attention_heads", s.n_head},
+                {"num_hidden_layers", s.n_layer},
+                {"pad_token_id", s.pad_id},
+                {"vocab_size", s.vocab_size}};
     if (s.family == Encoder::distilbert)
         return {{"activation", s.activation},
                 {"architectures", {"DistilBertForMaskedLM"}},
@@ -51,7 +80,13 @@ json config_json(const EncoderSpec& s) {
 }  // namespace
 
 const char* model_type(Encoder family) {
-    return family == Encoder::bert ? "bert" : family == Encoder::roberta ? "roberta" : "distilbert";
+    switch (family) {
+        case Encoder::bert: return "bert";
+        case Encoder::roberta: return "roberta";
+        case Encoder::distilbert: return "distilbert";
+        case Encoder::modernbert: return "modernbert";
+    }
+    return "";
 }
 
 EncoderSpec encoder_spec(Encoder family) {
@@ -60,6 +95,7 @@ EncoderSpec encoder_spec(Encoder family) {
     s.vocab_size = static_cast<int>(wordpiece_vocab().size());
     if (family == Encoder::roberta) s.type_vocab_size = 1, s.pad_id = 1, s.max_positions = 42, s.norm_eps = 1e-5;
     if (family == Encoder::distilbert) s.type_vocab_size = 0;
+    if (family == Encoder::modernbert) s.type_vocab_size = 0, s.n_layer = 3, s.mlp_dim = 48, s.norm_eps = 1e-5;
     return s;
 }
 
@@ -69,7 +105,8 @@ std::vector<EncoderVariant> encoder_variants() {
     return {{"bert", encoder_spec(Encoder::bert)},
             {"bert_tanh_gelu", tanh},
             {"roberta", encoder_spec(Encoder::roberta)},
-            {"distilbert", encoder_spec(Encoder::distilbert)}};
+            {"distilbert", encoder_spec(Encoder::distilbert)},
+            {"modernbert", encoder_spec(Encoder::modernbert)}};
 }
 
 EncoderSpec encoder_variant(const std::string& name) {
@@ -84,10 +121,38 @@ const std::vector<float>& EncoderCheckpoint::operator[](const std::string& name)
     throw std::out_of_range("test checkpoint has no tensor " + name);
 }
 
+namespace {
+
+using Draw = std::function<void(const std::string&, std::vector<int64_t>, float, float)>;
+
+// ModernBERT's tensors: pre-norm layers without norm biases, layer 0 without
+// attn_norm, fused Wqkv and Wi, a final norm, its head and the decoder's bias.
+void draw_modernbert(const EncoderSpec& s, const Draw& draw) {
+    const int C = s.n_embd, F = s.mlp_dim, V = s.vocab_size;
+    const float in_C = 1 / std::sqrt(float(C)), in_F = 1 / std::sqrt(float(F));
+    draw("model.embeddings.tok_embeddings.weight", {V, C}, 0, 1);
+    draw("model.embeddings.norm.weight", {C}, 1, 0.1f);
+    for (int l = 0; l < s.n_layer; ++l) {
+        const std::string at = "model.layers." + std::to_string(l) + ".";
+        if (l > 0) draw(at + "attn_norm.weight", {C}, 1, 0.1f);
+        draw(at + "attn.Wqkv.weight", {3 * C, C}, 0, 2 * in_C);
+        draw(at + "attn.Wo.weight", {C, C}, 0, in_C);
+        draw(at + "mlp_norm.weight", {C}, 1, 0.1f);
+        draw(at + "mlp.Wi.weight", {2 * F, C}, 0, in_C);
+        draw(at + "mlp.Wo.weight", {C, F}, 0, in_F);
+    }
+    draw("model.final_norm.weight", {C}, 1, 0.1f);
+    draw("head.dense.weight", {C, C}, 0, in_C);
+    draw("head.norm.weight", {C}, 1, 0.1f);
+    draw("decoder.bias", {V}, 0, 0.5f);
+}
+
+}  // namespace
+
 EncoderCheckpoint make_encoder_checkpoint(const EncoderSpec& s) {
     EncoderCheckpoint out{s, config_json(s), {}};
     std::mt19937_64 rng(s.seed);
-    const auto draw = [&](const std::string& name, std::vector<int64_t> shape, float mean, float std) {
+    const Draw draw = [&](const std::string& name, std::vector<int64_t> shape, float mean, float std) {
         int64_t n = 1;
         for (int64_t d : shape) n *= d;
         std::normal_distribution<float> normal(mean, std);
@@ -95,6 +160,10 @@ EncoderCheckpoint make_encoder_checkpoint(const EncoderSpec& s) {
         for (float& v : values) v = normal(rng);
         out.tensors.push_back({name, std::move(shape), std::move(values)});
     };
+    if (s.family == Encoder::modernbert) {
+        draw_modernbert(s, draw);
+        return out;
+    }
     const int C = s.n_embd, F = s.mlp_dim, V = s.vocab_size;
     const float in_C = 1 / std::sqrt(float(C)), in_F = 1 / std::sqrt(float(F));
     const bool distil = s.family == Encoder::distilbert;

@@ -1,5 +1,5 @@
 // Test support: random-weight checkpoints of the encoder families (BERT,
-// RoBERTa, DistilBERT) as their *ForMaskedLM classes save them: the real
+// RoBERTa, DistilBERT, ModernBERT) as their *ForMaskedLM classes save them: the real
 // config.json keys, tensor names ("bert.encoder.layer.0.attention.self.query.weight",
 // "cls.predictions.bias", ...) and Linear (out, in) layouts, beside a BERT
 // tokenizer.json (bert_tokenizer.h). The weights stay here as floats for
@@ -17,7 +17,7 @@
 
 namespace headscope::test {
 
-enum class Encoder { bert, roberta, distilbert };
+enum class Encoder { bert, roberta, distilbert, modernbert };
 
 struct EncoderSpec {
     Encoder family = Encoder::bert;
@@ -32,6 +32,10 @@ struct EncoderSpec {
     int pad_id = 0;                   // RoBERTa's 1: its positions start at 2
     double norm_eps = 1e-12;
     uint64_t seed = 3;
+    // ModernBERT: the window's width (|i - j| <= local_attention / 2) on every
+    // layer but each global_every-th, and the two rotary bases.
+    int local_attention = 4, global_every = 3;
+    double global_rope_theta = 160000, local_rope_theta = 10000;
 };
 EncoderSpec encoder_spec(Encoder family);
 const char* model_type(Encoder family);

@@ -67,8 +67,10 @@ void gelu(Rows& x, bool tanh_form) {
                           : 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
 }
 
-// Each head's softmax(q k^T * scale) over the keys the options allow, then its weighted values.
-Rows attend(const Rows& q, const Rows& k, const Rows& v, int NH, const AttentionOptions& options, double* maps) {
+// Each head's softmax(q k^T * scale) over the keys the options allow (and,
+// with `window`, only those less than `window` tokens away), then its weighted values.
+Rows attend(const Rows& q, const Rows& k, const Rows& v, int NH, const AttentionOptions& options, double* maps,
+            int window = 0) {
     const int T = static_cast<int>(q.size()), C = static_cast<int>(q.front().size()), hs = C / NH;
     const double scale = options.scale == Scale::head    ? 1 / std::sqrt(double(hs))
                          : options.scale == Scale::model ? 1 / std::sqrt(double(C))
@@ -76,16 +78,17 @@ Rows attend(const Rows& q, const Rows& k, const Rows& v, int NH, const Attention
     Rows y(T, std::vector<double>(C, 0.0));
     for (int h = 0; h < NH; ++h)
         for (int i = 0; i < T; ++i) {
-            const int end = options.causal ? i + 1 : T;
+            const int end = std::min(options.causal ? i + 1 : T, window ? i + window : T);
+            const int begin = window ? std::max(0, i - window + 1) : 0;
             std::vector<double> w(T, 0.0);
             double max = -INFINITY, sum = 0;
-            for (int j = 0; j < end; ++j) {
+            for (int j = begin; j < end; ++j) {
                 for (int d = 0; d < hs; ++d) w[j] += q[i][h * hs + d] * k[j][h * hs + d];
                 w[j] *= scale;
                 max = std::max(max, w[j]);
             }
-            for (int j = 0; j < end; ++j) sum += (w[j] = std::exp(w[j] - max));
-            for (int j = 0; j < end; ++j) {
+            for (int j = begin; j < end; ++j) sum += (w[j] = std::exp(w[j] - max));
+            for (int j = begin; j < end; ++j) {
                 w[j] /= sum;
                 maps[(static_cast<size_t>(h) * T + i) * T + j] = w[j];
                 for (int d = 0; d < hs; ++d) y[i][h * hs + d] += w[j] * v[j][h * hs + d];
@@ -94,18 +97,97 @@ Rows attend(const Rows& q, const Rows& k, const Rows& v, int NH, const Attention
     return y;
 }
 
+// modeling_modernbert.py's rotate-half RoPE on each head of hs dims at position t, base theta.
+void rotate(Rows& x, int hs, double theta) {
+    for (size_t t = 0; t < x.size(); ++t)
+        for (size_t h = 0; h < x[t].size() / hs; ++h) {
+            double* head = x[t].data() + h * hs;
+            for (int d = 0; d < hs / 2; ++d) {
+                const double angle = t * std::pow(theta, -2.0 * d / hs), a = head[d], b = head[d + hs / 2];
+                head[d] = a * std::cos(angle) - b * std::sin(angle);
+                head[d + hs / 2] = b * std::cos(angle) + a * std::sin(angle);
+            }
+        }
+}
+
+// The columns [first, first + count) of x.
+Rows columns(const Rows& x, size_t first, size_t count) {
+    Rows out;
+    for (const std::vector<double>& row : x) out.emplace_back(row.begin() + first, row.begin() + first + count);
+    return out;
+}
+
 void add(Rows& x, const Rows& y) {
     for (size_t t = 0; t < x.size(); ++t)
         for (size_t c = 0; c < x[t].size(); ++c) x[t][c] += y[t][c];
+}
+
+// The masked-LM logits (T, V) of the head's output h: the tied word embeddings and the bias.
+std::vector<double> logits_of(const Rows& h, const std::vector<float>& wte, const std::vector<float>& bias) {
+    const size_t V = bias.size(), C = h.front().size();
+    std::vector<double> logits(h.size() * V);
+    for (size_t t = 0; t < h.size(); ++t)
+        for (size_t id = 0; id < V; ++id) {
+            double sum = bias[id];
+            for (size_t c = 0; c < C; ++c) sum += h[t][c] * wte[id * C + c];
+            logits[t * V + id] = sum;
+        }
+    return logits;
+}
+
+// ModernBERT: pre-norm (none before layer 0's attention), RoPE with the
+// global base on every global_every-th layer and the local one on the others,
+// which see only keys within local_attention / 2 (when options.sliding_window
+// is on), GeGLU, the final norm, then the head. No norm has a bias.
+EncoderReference modernbert_reference(const EncoderCheckpoint& m, const std::vector<int32_t>& ids,
+                                      const AttentionOptions& options) {
+    const EncoderSpec& s = m.spec;
+    const int T = static_cast<int>(ids.size()), C = s.n_embd, F = s.mlp_dim;
+    const int NH = options.n_head ? options.n_head : s.n_head, hs = C / NH;
+    const std::vector<float> zeros_C(C, 0.f);
+    const auto norm = [&](Rows x, const std::string& name) {
+        layer_norm(x, m[name], zeros_C, s.norm_eps);
+        return x;
+    };
+    EncoderReference out{T, NH, std::vector<double>(static_cast<size_t>(s.n_layer) * NH * T * T, 0.0), {}};
+    Rows x(T, std::vector<double>(C));
+    for (int t = 0; t < T; ++t)
+        for (int c = 0; c < C; ++c) x[t][c] = m["model.embeddings.tok_embeddings.weight"][size_t(ids[t]) * C + c];
+    x = norm(x, "model.embeddings.norm.weight");
+    for (int l = 0; l < s.n_layer; ++l) {
+        const std::string p = "model.layers." + std::to_string(l) + ".";
+        const bool global = l % s.global_every == 0;
+        const Rows in = l == 0 ? x : norm(x, p + "attn_norm.weight");
+        const Rows qkv = linear(in, m[p + "attn.Wqkv.weight"], std::vector<float>(3 * C, 0.f));
+        Rows q = columns(qkv, 0, C), k = columns(qkv, C, C);
+        rotate(q, hs, global ? s.global_rope_theta : s.local_rope_theta);
+        rotate(k, hs, global ? s.global_rope_theta : s.local_rope_theta);
+        const int window = !global && options.sliding_window ? s.local_attention / 2 + 1 : 0;
+        const Rows y = attend(q, k, columns(qkv, 2 * C, C), NH, options,
+                              out.weights.data() + static_cast<size_t>(l) * NH * T * T, window);
+        add(x, linear(y, m[p + "attn.Wo.weight"], zeros_C));
+        const Rows wi = linear(norm(x, p + "mlp_norm.weight"), m[p + "mlp.Wi.weight"], std::vector<float>(2 * F, 0.f));
+        Rows gate = columns(wi, 0, F);
+        const Rows up = columns(wi, F, F);
+        gelu(gate, false);
+        for (int t = 0; t < T; ++t)
+            for (int f = 0; f < F; ++f) gate[t][f] *= up[t][f];
+        add(x, linear(gate, m[p + "mlp.Wo.weight"], zeros_C));
+    }
+    Rows h = linear(norm(x, "model.final_norm.weight"), m["head.dense.weight"], zeros_C);
+    gelu(h, false);
+    out.logits = logits_of(norm(h, "head.norm.weight"), m["model.embeddings.tok_embeddings.weight"], m["decoder.bias"]);
+    return out;
 }
 
 }  // namespace
 
 EncoderReference encoder_reference(const EncoderCheckpoint& m, const std::vector<int32_t>& ids,
                                    const std::vector<int32_t>& types, const AttentionOptions& options) {
+    if (m.spec.family == Encoder::modernbert) return modernbert_reference(m, ids, options);
     const EncoderSpec& s = m.spec;
     const Names n = names_of(s.family);
-    const int T = static_cast<int>(ids.size()), C = s.n_embd, V = s.vocab_size;
+    const int T = static_cast<int>(ids.size()), C = s.n_embd;
     const int NH = options.n_head ? options.n_head : s.n_head;
     const int offset = s.family == Encoder::roberta ? s.pad_id + 1 : 0;
     const bool tanh_gelu = s.activation == "gelu_new";
@@ -140,15 +222,7 @@ EncoderReference encoder_reference(const EncoderCheckpoint& m, const std::vector
     Rows h = linear(x, m[n.head + ".weight"], m[n.head + ".bias"]);
     gelu(h, tanh_gelu);
     layer_norm(h, m[n.head_norm + ".weight"], m[n.head_norm + ".bias"], s.norm_eps);
-    const std::vector<float>& wte = m["embeddings.word_embeddings.weight"];
-    const std::vector<float>& bias = m[n.bias];
-    out.logits.resize(static_cast<size_t>(T) * V);
-    for (int t = 0; t < T; ++t)
-        for (int id = 0; id < V; ++id) {
-            double sum = bias[id];
-            for (int c = 0; c < C; ++c) sum += h[t][c] * wte[static_cast<size_t>(id) * C + c];
-            out.logits[static_cast<size_t>(t) * V + id] = sum;
-        }
+    out.logits = logits_of(h, m["embeddings.word_embeddings.weight"], m[n.bias]);
     return out;
 }
 

@@ -4,8 +4,10 @@
 // (word + position + token type, RoBERTa's positions from padding_idx + 1)
 // and their LayerNorm, each layer's attention then LayerNorm(x + attention),
 // the MLP then LayerNorm(x + MLP), and the masked-LM head (dense, GELU,
-// LayerNorm, the tied word embeddings, the bias). It reads the writer's
-// floats (encoder_models.h), never the engine's loader or ops.
+// LayerNorm, the tied word embeddings, the bias); and ModernBERT's from
+// modeling_modernbert.py (pre-norm, RoPE with two bases, a local window on
+// two layers of three, GeGLU, the final norm, the head). It reads the
+// writer's floats (encoder_models.h), never the engine's loader or ops.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -22,7 +24,8 @@ struct EncoderReference {
 };
 
 // One text (no padding), its token types (empty: all 0), with options.causal,
-// options.scale and a re-split into options.n_head heads (0: the model's).
+// options.scale, a re-split into options.n_head heads (0: the model's) and,
+// for ModernBERT, its window on its local layers when options.sliding_window is not 0.
 EncoderReference encoder_reference(const EncoderCheckpoint& model, const std::vector<int32_t>& ids,
                                    const std::vector<int32_t>& types, const AttentionOptions& options);
 

@@ -35,7 +35,8 @@ bool operator<(const HeadRef& a, const HeadRef& b) { return std::tie(a.layer, a.
 bool operator==(const AttentionOptions& a, const AttentionOptions& b) {
     const auto fields = [](const AttentionOptions& o) {
         return std::tie(o.causal, o.padding_mask, o.n_head, o.scale, o.split, o.layers, o.capture_outputs,
-                        o.sliding_window, o.top_k, o.lens_k, o.new_rows_only, o.ablate, o.ablation, o.contributions);
+                        o.sliding_window, o.window_both_ways, o.top_k, o.lens_k, o.new_rows_only, o.ablate, o.ablation,
+                        o.contributions);
     };
     return fields(a) == fields(b);
 }
@@ -58,7 +59,8 @@ bool causal_allows(const AttentionOptions& options, int i, int j) { return !opti
 bool padding_allows(const AttentionOptions& options, int j, int length) { return !options.padding_mask || j < length; }
 
 bool window_allows(const AttentionOptions& options, int i, int j) {
-    return options.sliding_window <= 0 || j > i - options.sliding_window;
+    return options.sliding_window <= 0 ||
+           (j > i - options.sliding_window && (!options.window_both_ways || j < i + options.sliding_window));
 }
 
 int visible_begin(const AttentionOptions& options, int i) {
@@ -67,8 +69,9 @@ int visible_begin(const AttentionOptions& options, int i) {
 
 int visible_end(const AttentionOptions& options, int i, int length, int T) {
     if (!padding_allows(options, i, length)) return 0;  // a pad query
-    // Both masks allow a prefix of the keys: j < i + 1 and j < length.
-    return std::min(options.causal ? i + 1 : T, options.padding_mask ? length : T);
+    // Both masks allow a prefix of the keys: j < i + 1 and j < length; the window, j < i + W.
+    const int end = std::min(options.causal ? i + 1 : T, options.padding_mask ? length : T);
+    return options.sliding_window > 0 && options.window_both_ways ? std::min(end, i + options.sliding_window) : end;
 }
 
 bool attends(const AttentionOptions& options, int i, int j, int length, int T) {

@@ -55,14 +55,16 @@ void attention_head_by_loop(const HeadBlock& q, const HeadBlock& k, const HeadBl
 // contiguous; head h is then the flat floats [h*T*hs, (h+1)*T*hs) of a text,
 // whatever tokens they belong to, RoPE rotating its row r by position r, and
 // y (B, NH, T, hs) is read back as (B, T, Qw) unchanged.
-void CpuForward::attention(const Model& model, const Batch& batch, const AttentionOptions& options,
+void CpuForward::attention(const Model& model, const Batch& batch, const AttentionOptions& model_options,
                            const HeadSplit& split, PrefixCache& store, int layer, float* att, Heads heads) {
     const Config& cfg = model.config;
+    const AttentionOptions options = layer_options(cfg, model_options, layer);
     const int B = batch.B(), T = batch.T(), NH = split.NH, NKV = split.NKV, hs = split.hs;
     const int Qw = split.q_width(), KVw = split.kv_width(), width = Qw + 2 * KVw;
     const float scale = score_scale(options.scale, cfg.n_embd, hs);
     const bool naive = options.split == Split::naive_view;
-    const RopeTable table = cfg.positions == Positions::rotary ? rope_table(cfg.rope, hs, T) : RopeTable{};
+    const RopeTable table =
+        cfg.positions == Positions::rotary ? rope_table(layer_rope(cfg, layer), hs, T) : RopeTable{};
     const size_t text_rows = static_cast<size_t>(T);
     HeadBlock q_part{qkv_.data(), width}, k_part{nullptr, 0}, v_part{nullptr, 0}, y_part{y_.data(), Qw};
     // Head h's rows of text b in a part: its columns h*hs, or in the naive view its floats from h*T*hs on.

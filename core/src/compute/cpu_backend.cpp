@@ -140,7 +140,7 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
     if (options.split == Split::naive_view) reserve_floats(qkv_contiguous_, rows * qkv_width);
     reserve_floats(y_, rows * split.q_width());
     reserve_floats(hidden_, rows * cfg.mlp_size());
-    if (cfg.mlp == Mlp::swiglu) reserve_floats(up_, rows * cfg.mlp_size());
+    if (cfg.mlp == Mlp::swiglu || cfg.mlp == Mlp::geglu) reserve_floats(up_, rows * cfg.mlp_size());
     if (result.layers.size() < static_cast<size_t>(layers_run)) reserve_floats(scratch_att_, map_floats);
     if (predicting) reserve_floats(unembed_in_, (lens_slots + 1) * rows * C);
 
@@ -189,7 +189,8 @@ void CpuForward::run_layer(const Model& model, const Batch& batch, const Attenti
     const LayerWeights& w = model.layers[at.layer];
     const int B = batch.B(), T = batch.T(), C = cfg.n_embd, l = at.layer;
     const size_t rows = static_cast<size_t>(rows_), Qw = split.q_width();
-    if (cfg.post_norm)  // the attention reads the residual itself; its norm comes after
+    // The attention reads the residual itself: BERT's norm comes after; ModernBERT's layer 0 has none.
+    if (cfg.post_norm || (l == 0 && !cfg.first_attention_norm))
         std::copy_n(x_.data(), rows * C, ln_.data());
     else
         normalize(cfg, x_.data(), w.ln_1_w, w.ln_1_b, ln_.data(), rows_);
@@ -259,10 +260,13 @@ void CpuForward::project_qkv(const Model& model, const LayerWeights& w) {
 void CpuForward::mlp(const Config& cfg, const LayerWeights& w) {
     const int C = cfg.n_embd, F = cfg.mlp_size(), rows = rows_;
     const size_t hidden = static_cast<size_t>(rows) * F;
-    if (cfg.mlp == Mlp::swiglu) {
+    if (cfg.mlp == Mlp::swiglu || cfg.mlp == Mlp::geglu) {
         linear(ln_.data(), rows, w.gate, nullptr, hidden_.data(), F);
         linear(ln_.data(), rows, w.fc, w.fc_b, up_.data(), F);
-        ops::silu_times(hidden_.data(), up_.data(), hidden);
+        if (cfg.mlp == Mlp::swiglu)
+            ops::silu_times(hidden_.data(), up_.data(), hidden);
+        else
+            ops::gelu_times(hidden_.data(), up_.data(), hidden);
     } else {
         linear(ln_.data(), rows, w.fc, w.fc_b, hidden_.data(), F);
         if (cfg.mlp == Mlp::gelu_exact)

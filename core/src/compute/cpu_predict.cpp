@@ -81,13 +81,20 @@ void CpuForward::keep_earlier_rows(const PrefixCache& cache, const Batch& batch,
 }
 
 // ln_ (n, C) = what the output embedding reads of n residual rows x: the
-// final norm's output, or the masked-LM head's transform (dense, GELU, LayerNorm).
+// final norm's output (a pre-norm model's), then the masked-LM head's
+// transform (dense, GELU, LayerNorm) where the model has one.
 void CpuForward::read_out(const Model& model, const float* x, int n) {
     const Config& cfg = model.config;
-    if (!cfg.mlm_head) return normalize(cfg, x, model.ln_f_w, model.ln_f_b, ln_.data(), n);
     const int C = cfg.n_embd;
     const size_t values = static_cast<size_t>(n) * C;
-    linear(x, n, model.head_dense, model.head_dense_b, ln_.data(), C);
+    if (!cfg.post_norm) normalize(cfg, x, model.ln_f_w, model.ln_f_b, ln_.data(), n);
+    if (!cfg.mlm_head) return;
+    const float* head_in = x;
+    if (!cfg.post_norm) {  // the head reads the final norm's output
+        std::copy_n(ln_.data(), values, head_in_.data());
+        head_in = head_in_.data();
+    }
+    linear(head_in, n, model.head_dense, model.head_dense_b, ln_.data(), C);
     if (cfg.mlp == Mlp::gelu_tanh)
         ops::gelu(ln_.data(), ln_.data(), values);
     else
@@ -108,6 +115,7 @@ void CpuForward::predict(const Model& model, const Batch& batch, const Attention
     const int lens_slots = options.lens_k ? static_cast<int>(result.layers.size()) : 0;
     const int total = (lens_slots + (options.top_k ? 1 : 0)) * R;
     reserve_floats(logits_, static_cast<size_t>(std::min(total, unembed_chunk)) * V);
+    if (cfg.mlm_head && !cfg.post_norm) reserve_floats(head_in_, static_cast<size_t>(unembed_chunk) * C);
     for (int start = 0; start < total; start += unembed_chunk) {
         const int n = std::min(unembed_chunk, total - start);
         read_out(model, unembed_in_.data() + static_cast<size_t>(start) * C, n);

@@ -26,6 +26,19 @@ HeadSplit head_split(const Config& config, int n_head) {
     return {n_head, n_head / group, width / n_head};
 }
 
+AttentionOptions layer_options(const Config& config, const AttentionOptions& options, int layer) {
+    AttentionOptions at = options;
+    if (!config.windowed(layer)) at.sliding_window = 0;
+    at.window_both_ways = config.is_encoder();  // an encoder's window reaches both ways; a decoder's back
+    return at;
+}
+
+Rope layer_rope(const Config& config, int layer) {
+    Rope rope = config.rope;
+    if (config.local_rope_theta > 0 && config.windowed(layer)) rope.theta = config.local_rope_theta;
+    return rope;
+}
+
 int head_count(const Config& config, int n_head) { return head_split(config, n_head).NH; }
 
 // head_split's two rules, as a list.
@@ -157,6 +170,10 @@ void validate_forward(const Model& model, const Batch& batch, const AttentionOpt
         throw Error(
             "the contributions add up through a final norm over the residual stream; this model normalizes after "
             "every layer (post-LN), so its heads' contributions do not add up");
+    if (options.contributions && cfg.mlm_head)
+        throw Error(
+            "the contributions add up through a final norm and the output embedding; this model's masked-LM head "
+            "(dense, GELU, LayerNorm) is not linear, so its heads' contributions do not add up");
     if (options.contributions && (options.top_k < 1 || options.split != Split::transpose))
         throw Error(
             "the contributions need the predictions (the attribution is to the top token) and the view + "

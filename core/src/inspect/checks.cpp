@@ -137,8 +137,15 @@ std::vector<ConfigRow> config_table(const Model& model) {
     if (c.qk_norm) rows.push_back({"q/k norm", "RMSNorm over each head's hs values"});
     rows.push_back({"MLP", std::string(mlp_choices.labels[static_cast<int>(c.mlp)]) + ", " +
                                std::to_string(c.mlp_size()) + " hidden"});
-    rows.push_back(
-        {"sliding window", c.sliding_window ? std::to_string(c.sliding_window) + " keys back" : std::string("none")});
+    std::string window = "none";
+    if (c.sliding_window)
+        window = c.causal ? std::to_string(c.sliding_window) + " keys back"
+                          : "keys less than " + std::to_string(c.sliding_window) + " tokens away";
+    if (c.global_every) window += ", in every layer but each " + std::to_string(c.global_every) + "th from layer 0";
+    rows.push_back({"sliding window", window});
+    if (c.is_encoder())
+        rows.push_back({"encoder", std::string(c.post_norm ? "LayerNorm after each sublayer (post-LN)" : "pre-norm") +
+                                       (c.mlm_head ? ", masked-LM head" : ", no head (maps only)")});
     rows.push_back({"weights", to_string(model.dtype)});
     rows.push_back({"vocabulary V", std::to_string(c.vocab_size)});
     return rows;

@@ -1,6 +1,7 @@
 // The families' config.json readers: see family_configs.h.
 #include "family_configs.h"
 
+#include <algorithm>
 #include <string>
 
 namespace headscope {
@@ -191,6 +192,49 @@ void read_distilbert(const ConfigReader& r, Config& c) {
     c.layer_norm_epsilon = 1e-12f;
     c.mlp = encoder_activation(r, "activation");
     encoder_layout(c);
+}
+
+// ModernBERT: pre-norm (layer 0 without a norm before its attention),
+// rotary positions with a global base and a local one, a window of
+// local_attention / 2 keys each way on every layer but each
+// global_attn_every_n_layers-th, GeGLU, a final norm, then the masked-LM
+// head; biases where its flags say.
+void read_modernbert(const ConfigReader& r, Config& c) {
+    c.n_layer = r.positive_int("num_hidden_layers");
+    c.n_head = r.positive_int("num_attention_heads");
+    c.n_embd = r.positive_int("hidden_size");
+    c.n_positions = r.positive_int("max_position_embeddings");
+    c.vocab_size = r.positive_int("vocab_size");
+    if (c.n_embd % c.n_head != 0)
+        r.refuse("hidden_size " + std::to_string(c.n_embd) + " is not divisible by num_attention_heads " +
+                 std::to_string(c.n_head));
+    c.mlp_dim = r.positive_int("intermediate_size");
+    c.pad_token_id = r.token_id("pad_token_id", c.vocab_size, -1);
+    c.bos_token_id = r.token_id("bos_token_id", c.vocab_size, -1);
+    c.eos_token_id = r.token_id("eos_token_id", c.vocab_size, std::max(c.pad_token_id, 0));
+    c.layer_norm_epsilon = r.epsilon("norm_eps", 1e-5f);
+    for (const char* key : {"hidden_activation", "classifier_activation"})
+        if (const std::string act = r.word(key, "gelu"); act != "gelu")
+            r.refuse(std::string(key) + " '" + act + "' is not supported (only gelu)");
+    if (r.flag("mlp_bias", false)) r.refuse("mlp_bias is true: biases in the GeGLU MLP are not supported");
+    c.mlp = Mlp::geglu;
+    c.mlp_bias = false;
+    c.norm_bias = r.flag("norm_bias", false);
+    c.qkv_bias = c.o_bias = r.flag("attention_bias", false);
+    c.head_bias = r.flag("classifier_bias", false);
+    c.logits_bias = r.flag("decoder_bias", true);
+    c.positions = Positions::rotary;
+    c.rope.theta = r.positive_number("global_rope_theta", 160000);
+    c.local_rope_theta = r.positive_number("local_rope_theta", 10000);
+    c.sliding_window = r.positive_int("local_attention", 128) / 2 + 1;  // |i - j| <= local_attention / 2
+    c.global_every = r.positive_int("global_attn_every_n_layers", 3);
+    c.first_attention_norm = false;
+    c.causal = false;
+    c.embedding_norm = true;
+    c.mlm_head = true;
+    c.qkv_layout = QkvLayout::fused;  // Wqkv's outputs [Q | K | V]
+    c.weights_out_by_in = true;
+    c.tied_embeddings = true;
 }
 
 }  // namespace headscope

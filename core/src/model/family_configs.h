@@ -16,5 +16,6 @@ void read_gpt_neox(const ConfigReader& r, Config& c);
 void read_bert(const ConfigReader& r, Config& c);
 void read_roberta(const ConfigReader& r, Config& c);  // also XLM-RoBERTa
 void read_distilbert(const ConfigReader& r, Config& c);
+void read_modernbert(const ConfigReader& r, Config& c);
 
 }  // namespace headscope

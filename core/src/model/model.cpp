@@ -261,6 +261,7 @@ Matrix& matrix_field(Model& m, const TensorSpec& t) {
         case Weight::fc_proj_w: return m.layers[t.layer].fc_proj;
         case Weight::wtt: return m.wtt;
         case Weight::head_dense_w: return m.head_dense;
+        case Weight::gate_up_w: return m.layers[t.layer].gate_up;
         default: std::abort();  // a vector: vector_field
     }
 }
@@ -419,6 +420,11 @@ Model load_model(const std::string& name_or_path, const Progress& progress) {
     const std::vector<TensorSpec> wanted = model_tensors(within_files);
     read_weights(m, wanted, find_wanted(m, wanted, tensors, unread, where), progress);
     if (!m.lm_head) m.lm_head = m.wte.transposed();  // tied
+    for (LayerWeights& layer : m.layers)
+        if (layer.gate_up) {
+            layer.gate = layer.gate_up.output_rows(0, cfg.mlp_size());
+            layer.fc = layer.gate_up.output_rows(cfg.mlp_size(), cfg.mlp_size());
+        }
     m.dtype = m.wte.dtype;
     std::sort(m.tensors.begin(), m.tensors.end(),
               [](const TensorInfo& a, const TensorInfo& b) { return a.name < b.name; });

@@ -172,6 +172,33 @@ const TensorNames distilbert_names = {
      {Weight::lm_head, "vocab_projector.weight"}},
 };
 
+const TensorNames modernbert_names = {
+    "",
+    {{Weight::wte, "model.embeddings.tok_embeddings.weight"},
+     {Weight::emb_ln_w, "model.embeddings.norm.weight"},
+     {Weight::emb_ln_b, "model.embeddings.norm.bias"}},
+    "model.layers.",
+    {{Weight::ln_1_w, "attn_norm.weight"},
+     {Weight::ln_1_b, "attn_norm.bias"},
+     {Weight::attn_w, "attn.Wqkv.weight"},
+     {Weight::attn_b, "attn.Wqkv.bias"},
+     {Weight::attn_proj_w, "attn.Wo.weight"},
+     {Weight::attn_proj_b, "attn.Wo.bias"},
+     {Weight::ln_2_w, "mlp_norm.weight"},
+     {Weight::ln_2_b, "mlp_norm.bias"},
+     {Weight::gate_up_w, "mlp.Wi.weight"},
+     {Weight::fc_proj_w, "mlp.Wo.weight"},
+     {Weight::fc_proj_b, "mlp.Wo.bias"}},
+    {{Weight::ln_f_w, "model.final_norm.weight"},
+     {Weight::ln_f_b, "model.final_norm.bias"},
+     {Weight::head_dense_w, "head.dense.weight"},
+     {Weight::head_dense_b, "head.dense.bias"},
+     {Weight::head_ln_w, "head.norm.weight"},
+     {Weight::head_ln_b, "head.norm.bias"},
+     {Weight::lm_bias, "decoder.bias"},
+     {Weight::lm_head, "decoder.weight"}},
+};
+
 // The one dispatch on the family's name: its config.json reader and tensor names.
 struct Family {
     std::string_view model_type;
@@ -190,6 +217,7 @@ const Family families[] = {
     {"roberta", read_roberta, roberta_names},
     {"xlm-roberta", read_roberta, roberta_names},
     {"distilbert", read_distilbert, distilbert_names},
+    {"modernbert", read_modernbert, modernbert_names},
 };
 
 const Family* find_family(std::string_view model_type) {
@@ -206,7 +234,8 @@ const Family& family_of(const Config& config) {
 
 // Whether `config`'s model has `weight` at all.
 bool has_weight(const Config& c, Weight weight) {
-    const bool layer_norm = c.norm == Norm::layer_norm, fused = c.qkv_layout != QkvLayout::separate;
+    const bool layer_norm = c.norm == Norm::layer_norm && c.norm_bias, fused = c.qkv_layout != QkvLayout::separate;
+    const bool gated = c.mlp == Mlp::swiglu || c.mlp == Mlp::geglu;
     switch (weight) {
         case Weight::wpe: return c.positions == Positions::learned;
         case Weight::lm_head: return !c.tied_embeddings;
@@ -215,13 +244,13 @@ bool has_weight(const Config& c, Weight weight) {
         case Weight::ln_f_w: return !c.post_norm;
         case Weight::ln_f_b: return layer_norm && !c.post_norm;
         case Weight::wtt: return c.type_vocab_size > 0;
-        case Weight::emb_ln_w:
-        case Weight::emb_ln_b: return c.embedding_norm;
+        case Weight::emb_ln_w: return c.embedding_norm;
+        case Weight::emb_ln_b: return c.embedding_norm && c.norm_bias;
         case Weight::head_dense_w:
-        case Weight::head_dense_b:
-        case Weight::head_ln_w:
-        case Weight::head_ln_b:
-        case Weight::lm_bias: return c.mlm_head;
+        case Weight::head_ln_w: return c.mlm_head;
+        case Weight::head_dense_b: return c.mlm_head && c.head_bias;
+        case Weight::head_ln_b: return c.mlm_head && c.norm_bias;
+        case Weight::lm_bias: return c.mlm_head && c.logits_bias;
         case Weight::attn_w: return fused;
         case Weight::attn_b: return fused && c.qkv_bias;
         case Weight::q_w:
@@ -234,8 +263,10 @@ bool has_weight(const Config& c, Weight weight) {
         case Weight::k_norm: return c.qk_norm;
         case Weight::attn_proj_b: return c.o_bias;
         case Weight::gate_w: return c.mlp == Mlp::swiglu;
-        case Weight::fc_b:
-        case Weight::fc_proj_b: return c.mlp != Mlp::swiglu;
+        case Weight::fc_w: return c.mlp != Mlp::geglu;
+        case Weight::gate_up_w: return c.mlp == Mlp::geglu;
+        case Weight::fc_b: return !gated && c.mlp_bias;
+        case Weight::fc_proj_b: return c.mlp != Mlp::swiglu && c.mlp_bias;
         default: return true;
     }
 }
@@ -268,6 +299,7 @@ std::vector<int64_t> weight_shape(const Config& c, Weight weight) {
         case Weight::attn_proj_w: return matrix(C, Q);
         case Weight::fc_w:
         case Weight::gate_w: return matrix(F, C);
+        case Weight::gate_up_w: return matrix(2 * F, C);
         case Weight::fc_b: return {F};
         case Weight::fc_proj_w: return matrix(C, F);
         default: return {C};  // the norms' vectors and the output biases
@@ -314,7 +346,9 @@ std::vector<TensorSpec> model_tensors(const Config& config) {
     const TensorNames& names = family_of(config).names;
     std::vector<TensorSpec> t;
     const auto add = [&](const Named& named, const std::string& prefix, int layer) {
-        if (has_weight(config, named.weight))
+        const bool unnormed = layer == 0 && !config.first_attention_norm &&
+                              (named.weight == Weight::ln_1_w || named.weight == Weight::ln_1_b);
+        if (has_weight(config, named.weight) && !unnormed)
             t.push_back({prefix + named.name, weight_shape(config, named.weight), named.weight, layer});
     };
     for (const Named& named : names.before_layers) add(named, "", -1);

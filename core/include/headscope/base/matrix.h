@@ -20,6 +20,10 @@ struct Matrix {
     explicit operator bool() const { return data != nullptr; }
     // The same bytes as the matrix of the other product: (in, out) <-> (out, in).
     Matrix transposed() const { return {data, dtype, out, in, !out_by_in}; }
+    // Outputs [first, first + count) of a matrix stored (out, in): the same bytes from that row.
+    Matrix output_rows(int64_t first, int64_t count) const {
+        return {data + static_cast<size_t>(first * in) * dtype_bytes(dtype), dtype, in, count, true};
+    }
 };
 
 }  // namespace headscope

@@ -40,7 +40,11 @@ struct AttentionOptions {
     Split split = Split::transpose;
     std::vector<int> layers;       // ascending, unique; empty: all
     bool capture_outputs = false;  // also return each returned layer's merged head outputs
-    int sliding_window = 0;        // query i sees only keys j > i - sliding_window; 0: no such mask
+    // Query i sees only keys j > i - sliding_window (Mistral's), and with
+    // window_both_ways also j < i + sliding_window (ModernBERT's local
+    // layers: |i - j| < W); 0: no such mask.
+    int sliding_window = 0;
+    bool window_both_ways = false;
     // Predictions: > 0 runs every layer, the final norm and the output
     // embedding, and returns the top_k most likely next tokens at every
     // position, the log-probability of each actual next token and each text's

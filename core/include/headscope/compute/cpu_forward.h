@@ -90,6 +90,7 @@ private:
     AlignedVector<float> scratch_att_;     // (B, NH, T, T) weights of layers not returned
     AlignedVector<float> unembed_in_;      // (lens slots + 1, R, C): residual rows to read out, the last layer's last
     AlignedVector<float> logits_;          // (unembed_chunk, V) logits of a chunk of those rows
+    AlignedVector<float> head_in_;         // (unembed_chunk, C) ModernBERT's final norm output, the head's input
     AlignedVector<float> residuals_;  // (2L + 1, R, C) contributions: x_ after the embedding, each attention, each MLP
     AlignedVector<float> head_outputs_;  // (L, R, Qw) contributions: every layer's y_, knocked-out heads replaced
     bool keep_layer_inputs_ = false;     // the effects grid's first forward keeps...

@@ -47,7 +47,7 @@ void layer_norm(const S* x, const S* w, const S* b, S* out, int rows, int C, S e
         S var = 0;
         for (int c = 0; c < C; ++c) var += (xr[c] - mean) * (xr[c] - mean);
         const S inv_std = 1 / std::sqrt(var / C + eps);
-        for (int c = 0; c < C; ++c) yr[c] = (xr[c] - mean) * inv_std * w[c] + b[c];
+        for (int c = 0; c < C; ++c) yr[c] = (xr[c] - mean) * inv_std * w[c] + (b ? b[c] : S(0));  // b null: no bias
     }
 }
 
@@ -86,6 +86,15 @@ void elementwise(const S* x, S* out, size_t n, F f) {
 template <typename S>
 void gelu_exact(const S* x, S* out, size_t n) {
     elementwise(x, out, n, [](const auto& v) { return S(0.5) * v * (1 + (v * S(M_SQRT1_2)).erf()); });
+}
+
+// GeGLU's product: gate[i] = gelu(gate[i]) * up[i], erf's GELU.
+template <typename S>
+void gelu_times(S* gate, const S* up, size_t n) {
+    gelu_exact(gate, gate, n);
+    const auto size = static_cast<Eigen::Index>(n);
+    Eigen::Map<Eigen::Array<S, Eigen::Dynamic, 1>>(gate, size) *=
+        Eigen::Map<const Eigen::Array<S, Eigen::Dynamic, 1>>(up, size);
 }
 
 // SwiGLU's product: gate[i] = silu(gate[i]) * up[i].

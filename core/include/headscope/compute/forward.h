@@ -35,6 +35,11 @@ bool accepts_head_count(const Config& config, int n_head);  // n_head is one of 
 // The sliding window (AttentionOptions::sliding_window) of a forward of
 // `config`: the model's own when `on`, none when off.
 inline int sliding_window(const Config& config, bool on) { return on ? config.sliding_window : 0; }
+// The options of layer `layer`: without the sliding window where the model
+// has none (ModernBERT's global layers), the window both ways for an encoder.
+AttentionOptions layer_options(const Config& config, const AttentionOptions& options, int layer);
+// The rotary positions of layer `layer`: ModernBERT's windowed layers have a base of their own.
+Rope layer_rope(const Config& config, int layer);
 
 // Rotary positions (model_description.h's Rope) for heads of hs: the dims that
 // rotate (even) and, for positions [0, T), cos and sin (T, dims / 2) of each

@@ -34,7 +34,8 @@ struct LayerWeights {
     const float* attn_proj_b = nullptr;
     const float* ln_2_w = nullptr;
     const float* ln_2_b = nullptr;
-    Matrix fc, gate;  // C -> F (gate: SwiGLU only)
+    Matrix fc, gate;  // C -> F (gate: SwiGLU and GeGLU only)
+    Matrix gate_up;   // C -> 2F, [gate | up] (GeGLU's fused Wi), whose halves gate and fc are
     const float* fc_b = nullptr;
     Matrix fc_proj;  // F -> C
     const float* fc_proj_b = nullptr;

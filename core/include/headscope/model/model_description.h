@@ -24,10 +24,11 @@ inline constexpr Choices<Norm, 2> norm_choices = {"norm", {"layernorm", "rmsnorm
 enum class Positions { learned, rotary };
 inline constexpr Choices<Positions, 2> positions_choices = {
     "positions", {"learned", "rotary"}, {"learned (wpe)", "rotary (RoPE)"}};
-enum class Mlp { gelu_tanh, gelu_exact, swiglu };  // GPT-2's tanh GELU, erf GELU, SiLU(gate) * up
+// GPT-2's tanh GELU, erf GELU, SiLU(gate) * up, GELU(gate) * up (ModernBERT's, gate and up one fused matrix).
+enum class Mlp { gelu_tanh, gelu_exact, swiglu, geglu };
 // The word names the kind, so both GELUs are "gelu"; the labels tell them apart.
-inline constexpr Choices<Mlp, 3> mlp_choices = {
-    "mlp", {"gelu", "gelu", "swiglu"}, {"GELU (tanh)", "GELU (erf)", "SwiGLU"}};
+inline constexpr Choices<Mlp, 4> mlp_choices = {
+    "mlp", {"gelu", "gelu", "swiglu", "geglu"}, {"GELU (tanh)", "GELU (erf)", "SwiGLU", "GeGLU"}};
 
 // How a family stores its attention's Q, K and V projections.
 enum class QkvLayout {
@@ -80,6 +81,13 @@ struct Config {
     bool parallel_residual = false;       // Pythia: x + attn(ln_1(x)) + mlp(ln_2(x))
     bool tied_embeddings = true;          // the output embedding is wte
     int sliding_window = 0;               // Mistral: query i sees keys j > i - window; 0: none
+    // ModernBERT: the window skips every global_every-th layer from layer 0,
+    // whose rotary base is rope.theta; the others' is local_rope_theta. 0: every layer has it.
+    int global_every = 0;
+    float local_rope_theta = 0;
+    bool norm_bias = true;             // LayerNorms have biases (ModernBERT's have none)
+    bool mlp_bias = true;              // a GELU MLP's products have biases
+    bool first_attention_norm = true;  // layer 0 normalizes before its attention (ModernBERT's does not)
     // Encoders (BERT, RoBERTa, DistilBERT):
     bool causal = true;           // the model's own mask: a decoder's is causal, an encoder attends both ways
     bool post_norm = false;       // x = ln_1(x + attn(x)), x = ln_2(x + mlp(x)); no final norm
@@ -87,6 +95,8 @@ struct Config {
     int type_vocab_size = 0;      // token-type (segment) embeddings' rows; 0: none
     int position_offset = 0;      // RoBERTa: text position t is row t + padding_idx + 1 of wpe
     bool mlm_head = false;        // the masked-LM head: dense, GELU, LayerNorm, the output embedding + bias
+    bool head_bias = true;        // its dense product has a bias (ModernBERT's classifier_bias)
+    bool logits_bias = true;      // its logits have a bias (ModernBERT's decoder_bias)
 
     int kv_heads() const { return n_kv_head ? n_kv_head : n_head; }
     int head_size() const { return head_dim ? head_dim : n_embd / n_head; }
@@ -96,6 +106,8 @@ struct Config {
     // Whether it has a head to predict with: a decoder's final norm and output
     // embedding, or an encoder's masked-LM head (a bare BertModel has none).
     bool predicts() const { return mlm_head || !post_norm; }
+    // Whether layer l has the sliding window (when the options keep it on).
+    bool windowed(int layer) const { return sliding_window && (!global_every || layer % global_every != 0); }
 };
 
 // What a model is, in words: "decoder" (predicts the next token) or
@@ -151,6 +163,7 @@ enum class Weight {
     head_ln_w,
     head_ln_b,  // its LayerNorm
     lm_bias,    // (V) the bias on its logits
+    gate_up_w,  // ModernBERT's fused MLP input (2F, C): rows [0, F) the gate, [F, 2F) up
 };
 
 struct TensorSpec {
