@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -27,6 +28,8 @@ protected:
         dir_ = new test::TempDir;
         test::write_encoder_checkpoint(dir_->path / "bert",
                                        test::make_encoder_checkpoint(test::encoder_spec(test::Encoder::bert)));
+        test::write_encoder_checkpoint(dir_->path / "modernbert",
+                                       test::make_encoder_checkpoint(test::encoder_spec(test::Encoder::modernbert)));
     }
     static void TearDownTestSuite() { delete dir_; }
 
@@ -107,6 +110,36 @@ TEST_F(WindowEncoders, TheSentenceFilterKeepsOneTextsQueriesOverTheOthersKeys) {
     }
     EXPECT_GT(drawn, 0);
     EXPECT_GT(hatched, drawn);
+}
+
+// ModernBERT's local layer 1 sees keys less than 3 tokens away, both ways
+// (local_attention 4); its global layer 0 every key. The mask tab's window
+// and combined panels say so cell by cell, in the allowed and masked colours.
+TEST_F(WindowEncoders, ModernBertsWindowReachesBothWaysOnItsLocalLayers) {
+    const std::string modernbert = (dir_->path / "modernbert").string();
+    for (int layer : {0, 1}) {
+        SCOPED_TRACE("layer " + std::to_string(layer));
+        const test::WindowShot shot =
+            test::shoot_window({"--model", modernbert, "--text", text_, "--view", "mask", "--layer",
+                                std::to_string(layer)},
+                               dir_->path, "modernbert-mask-" + std::to_string(layer));
+        ASSERT_EQ(shot.run.status, 0) << shot.run.err;
+        int window = 0, blocked = 0;
+        for (const json& cell : test::entries(shot.layout, "mask")) {
+            if (cell["mask"] != "window" && cell["mask"] != "combined") continue;
+            const int i = cell["query"], j = cell["key"];
+            const bool allowed = layer == 0 || std::abs(i - j) < 3;
+            const std::array<int, 3> got =
+                shot.image.at(static_cast<int>(cell["x"].get<double>() + cell["w"].get<double>() / 2),
+                              static_cast<int>(cell["y"].get<double>() + cell["h"].get<double>() / 2));
+            const std::array<int, 3> want = allowed ? std::array{236, 190, 72} : std::array{52, 58, 70};
+            for (int c = 0; c < 3; ++c) EXPECT_NEAR(got[c], want[c], 2) << cell["mask"] << " " << i << "," << j;
+            window += cell["mask"] == "window";
+            blocked += !allowed;
+        }
+        EXPECT_GT(window, 0) << "the window panel is drawn for a model with a window";
+        EXPECT_EQ(blocked > 0, layer == 1);
+    }
 }
 
 TEST_F(WindowEncoders, TheCausalMaskForcedOnHatchesTheKeysAfter) {
