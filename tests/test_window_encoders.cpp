@@ -119,10 +119,9 @@ TEST_F(WindowEncoders, ModernBertsWindowReachesBothWaysOnItsLocalLayers) {
     const std::string modernbert = (dir_->path / "modernbert").string();
     for (int layer : {0, 1}) {
         SCOPED_TRACE("layer " + std::to_string(layer));
-        const test::WindowShot shot =
-            test::shoot_window({"--model", modernbert, "--text", text_, "--view", "mask", "--layer",
-                                std::to_string(layer)},
-                               dir_->path, "modernbert-mask-" + std::to_string(layer));
+        const test::WindowShot shot = test::shoot_window(
+            {"--model", modernbert, "--text", text_, "--view", "mask", "--layer", std::to_string(layer)}, dir_->path,
+            "modernbert-mask-" + std::to_string(layer));
         ASSERT_EQ(shot.run.status, 0) << shot.run.err;
         int window = 0, blocked = 0;
         for (const json& cell : test::entries(shot.layout, "mask")) {
