@@ -14,6 +14,7 @@ namespace headscope {
 
 void Tokenizer::encode_piece(std::string_view piece, Scratch& s, std::vector<int32_t>& out) const {
     if (word_piece_) return word_pieces(piece, out);
+    if (unigram_) return unigram_pieces(piece, out);
     if (ignore_merges_) {
         const auto it = symbol_ids_.find(piece);
         if (it != symbol_ids_.end()) {

@@ -85,6 +85,10 @@ std::string Tokenizer::normalize(std::string_view text) const {
                 check_size(out.size() + n.content.size());
                 out.insert(0, n.content);
                 break;
+            case Normalizer::Kind::nmt_nfkc:
+                out = nmt_nfkc_normalized(out);  // NFKC: at most 18 times longer a character, rarely
+                check_size(out.size());
+                break;
             case Normalizer::Kind::bert:
                 // At most about three times longer (an ideograph spaced out, a syllable decomposed).
                 out = bert_normalized(out, n.clean_text, n.chinese_chars, n.strip_accents, n.lowercase);

@@ -23,6 +23,11 @@ std::string replace_all(std::string_view text, std::string_view pattern, std::st
 std::string bert_normalized(std::string_view text, bool clean_text, bool chinese_chars, bool strip_accents,
                             bool lowercase);
 
+// SentencePiece's nmt_nfkc (a Precompiled normalizer's charsmap, unigram.cpp)
+// on well-formed UTF-8: controls dropped, other spaces, ▁ and U+FFFD made
+// spaces, then NFKC (around each U+FF5E, which NFKC would change).
+std::string nmt_nfkc_normalized(std::string_view text);
+
 // The raw bytes a byte-level token stands for (each of its characters one of
 // byte_to_unicode()'s), or nothing when a character is not one of them.
 std::optional<std::string> byte_level_bytes(std::string_view token);

@@ -14,6 +14,7 @@
 #include "unicode.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -75,7 +76,10 @@ public:
         // every tokenizer has them, yet with room for gaps, and never more
         // than the file can pay for.
         const json& model = f_.required(root, "", "model", json::value_t::object, "an object");
-        id_bound_ = f_.required(model, "model", "vocab", json::value_t::object, "an object of token -> id").size() +
+        const bool unigram = f_.type(model, "model") == "Unigram";  // its vocab a list of [token, score]
+        id_bound_ = f_.required(model, "model", "vocab", unigram ? json::value_t::array : json::value_t::object,
+                                unigram ? "an array of [token, score]" : "an object of token -> id")
+                        .size() +
                     (added ? added->size() : 0);
         read_model(model);
         if (added) read_added_tokens(*added);
@@ -108,6 +112,8 @@ private:
             // Llama 2's tokenizer stands ▁ for a space this way.
             if (from == " ") space_symbol_ = to;
             t_.normalizers_.push_back({Normalizer::Kind::replace, from, to});
+        } else if (type == "Precompiled") {  // SentencePiece's charsmap: nmt_nfkc, as the reference port reads it
+            t_.normalizers_.push_back({Normalizer::Kind::nmt_nfkc, "", ""});
         } else if (type == "BertNormalizer") {
             const bool lowercase = f_.boolean(value, field, "lowercase", true);
             const json* strip = f_.optional(value, field, "strip_accents");  // null: as lowercase
@@ -121,7 +127,7 @@ private:
                                                             : lowercase,
                                        .lowercase = lowercase});
         } else {
-            unsupported_type(f_, field, type, "NFC, Prepend, Replace, BertNormalizer, Sequence");
+            unsupported_type(f_, field, type, "NFC, Prepend, Replace, BertNormalizer, Precompiled, Sequence");
         }
     }
 
@@ -198,7 +204,8 @@ private:
 
     void read_model(const json& model) {
         const std::string type = f_.type(model, "model");
-        if (type != "BPE" && type != "WordPiece") unsupported_type(f_, "model", type, "BPE, WordPiece");
+        if (type == "Unigram") return read_unigram(model);
+        if (type != "BPE" && type != "WordPiece") unsupported_type(f_, "model", type, "BPE, WordPiece, Unigram");
         t_.word_piece_ = type == "WordPiece";
         if (t_.word_piece_) {
             t_.continuing_prefix_ = f_.string(model, "model", "continuing_subword_prefix", "##");
@@ -213,6 +220,36 @@ private:
         } else {
             read_merges(model);
         }
+    }
+
+    // A Unigram model: its vocabulary as [token, score] by id, and the unknown token's id.
+    void read_unigram(const json& model) {
+        t_.unigram_ = true;
+        if (f_.boolean(model, "model", "byte_fallback", false))
+            f_.fail("model.byte_fallback", "true is not supported for a Unigram model");
+        const json& vocab = model.at("vocab");
+        t_.id_to_bytes_.resize(vocab.size());
+        t_.unigram_scores_.resize(vocab.size());
+        for (size_t id = 0; id < vocab.size(); ++id) {
+            const std::string field = JsonFields::at("model.vocab", id);
+            const json& entry = vocab[id];
+            if (!entry.is_array() || entry.size() != 2 || !entry[0].is_string() || !entry[1].is_number())
+                f_.fail(field, "expected [token, score], got " + describe_json(entry));
+            const std::string& token = entry[0].get_ref<const std::string&>();
+            const double score = entry[1].get<double>();
+            if (!std::isfinite(score) || score > 0) f_.fail(field, "the score is not a log-probability");
+            if (!t_.symbol_ids_.emplace(token, static_cast<int32_t>(id)).second)
+                f_.fail(field, describe_json(token) + " is listed twice");
+            t_.id_to_bytes_[id] = shown_bytes(token);  // ▁ as a space
+            t_.unigram_scores_[id] = static_cast<float>(score);
+            t_.longest_token_ = std::max(t_.longest_token_, token.size());
+        }
+        const json* unk = f_.optional(model, "model", "unk_id");
+        if (!unk || unk->is_null()) f_.fail("model", "a Unigram model needs its unk_id");
+        t_.unk_id_ = f_.id(*unk, "model.unk_id", vocab.size());
+        // Hugging Face's: an unknown character scores 10 below the lowest token.
+        t_.unknown_score_ = *std::min_element(t_.unigram_scores_.begin(), t_.unigram_scores_.end()) - 10;
+        t_.unigram_scores_[static_cast<size_t>(t_.unk_id_)] = t_.unknown_score_;
     }
 
     void read_bpe_options(const json& model) {

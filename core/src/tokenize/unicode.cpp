@@ -49,8 +49,8 @@ std::string utf8_of(char32_t cp) {
 
 namespace {
 
-// `text` in normalization form C (`compose`) or D.
-std::string normalized(std::string_view text, bool compose) {
+// `text` in normalization form C (`compose`) or D, or with `compat` KC.
+std::string normalized(std::string_view text, bool compose, bool compat = false) {
     // ASCII text is in both forms already.
     if (std::all_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; })) {
         return std::string(text);
@@ -58,7 +58,8 @@ std::string normalized(std::string_view text, bool compose) {
     utf8proc_uint8_t* composed = nullptr;
     const utf8proc_ssize_t length = utf8proc_map(
         reinterpret_cast<const utf8proc_uint8_t*>(text.data()), static_cast<utf8proc_ssize_t>(text.size()), &composed,
-        static_cast<utf8proc_option_t>(UTF8PROC_STABLE | (compose ? UTF8PROC_COMPOSE : UTF8PROC_DECOMPOSE)));
+        static_cast<utf8proc_option_t>(UTF8PROC_STABLE | (compose ? UTF8PROC_COMPOSE : UTF8PROC_DECOMPOSE) |
+                                       (compat ? UTF8PROC_COMPAT : 0)));
     if (length < 0) throw Error(std::string("Unicode normalization failed: ") + utf8proc_errmsg(length));
     std::string out(reinterpret_cast<const char*>(composed), static_cast<size_t>(length));
     std::free(composed);
@@ -69,6 +70,7 @@ std::string normalized(std::string_view text, bool compose) {
 
 std::string to_nfc(std::string_view text) { return normalized(text, true); }
 std::string to_nfd(std::string_view text) { return normalized(text, false); }
+std::string to_nfkc(std::string_view text) { return normalized(text, true, true); }
 
 char32_t to_lower(char32_t cp) { return static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(cp))); }
 

@@ -31,11 +31,25 @@ size_t utf8_length(char lead);
 // `text` starts.
 size_t code_point_start_before(std::string_view text, size_t end);
 
+// Each code point of well-formed `text` through `f`, which appends to `out`.
+template <typename F>
+std::string each_code_point(std::string_view text, F f) {
+    std::string out;
+    out.reserve(text.size());
+    for (size_t at = 0; at < text.size();) {
+        const CodePointAt cp = code_point_at(text, at);
+        f(cp.value, out);
+        at += cp.length;
+    }
+    return out;
+}
+
 // A code point as UTF-8.
 std::string utf8_of(char32_t cp);
-// Well-formed UTF-8 `text` in Unicode's normalization form C, or D.
+// Well-formed UTF-8 `text` in Unicode's normalization form C, D, or KC.
 std::string to_nfc(std::string_view text);
 std::string to_nfd(std::string_view text);
+std::string to_nfkc(std::string_view text);
 // A code point's simple lowercase mapping (itself when it has none).
 char32_t to_lower(char32_t cp);
 

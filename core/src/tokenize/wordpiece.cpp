@@ -15,19 +15,6 @@ bool is_cjk_ideograph(char32_t cp) {
            (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0x2F800 && cp <= 0x2FA1F);
 }
 
-// Each code point of well-formed `text` through `f`, which appends to `out`.
-template <typename F>
-std::string each_code_point(std::string_view text, F f) {
-    std::string out;
-    out.reserve(text.size());
-    for (size_t at = 0; at < text.size();) {
-        const CodePointAt cp = code_point_at(text, at);
-        f(cp.value, out);
-        at += cp.length;
-    }
-    return out;
-}
-
 }  // namespace
 
 std::string bert_normalized(std::string_view text, bool clean_text, bool chinese_chars, bool strip_accents,

@@ -1,11 +1,12 @@
 // Tokenizers: GPT-2's byte-level BPE from vocab.json and merges.txt, and
 // those a Hugging Face tokenizer.json describes: BPE (Llama 2 and 3,
-// Mistral, Qwen 2 and 3, SmolLM2, Pythia) and BERT's WordPiece. One pipeline
-// encodes them all: added tokens found verbatim in the text, the normalizers
-// on the text between them, the pre-tokenizers splitting it into pieces, and
-// the model on each piece: BPE merging it, from its bytes (byte-level) or its
-// characters, pair by pair in merge-rank order; or WordPiece taking the
-// longest tokens that spell it.
+// Mistral, Qwen 2 and 3, SmolLM2, Pythia), BERT's WordPiece and XLM-R's and
+// T5's Unigram. One pipeline encodes them all: added tokens found verbatim in
+// the text, the normalizers on the text between them, the pre-tokenizers
+// splitting it into pieces, and the model on each piece: BPE merging it, from
+// its bytes (byte-level) or its characters, pair by pair in merge-rank order;
+// WordPiece taking the longest tokens that spell it; or Unigram taking the
+// split whose tokens' scores add up to the most.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -118,7 +119,9 @@ private:
     };
 
     struct Normalizer {
-        enum class Kind : uint8_t { nfc, prepend, replace, bert };
+        // nmt_nfkc: SentencePiece's Precompiled charsmap as its models (T5's,
+        // XLM-R's) use it: controls dropped, other spaces made spaces, NFKC.
+        enum class Kind : uint8_t { nfc, prepend, replace, bert, nmt_nfkc };
         Kind kind;
         std::string pattern;  // replace: the string replaced
         std::string content;  // prepend: what goes first; replace: the replacement
@@ -191,6 +194,11 @@ private:
     // (prefixed) that starts the rest, ...; the unknown token for a word too
     // long or with a rest no token starts (wordpiece.cpp).
     void word_pieces(std::string_view word, std::vector<int32_t>& out) const;
+    // Unigram: the split of the piece into tokens whose scores add up to the
+    // most (Viterbi over its characters; on a tie the longer token ending
+    // there); a character no token starts with is unknown, and consecutive
+    // unknowns are one (unigram.cpp).
+    void unigram_pieces(std::string_view piece, std::vector<int32_t>& out) const;
     // A symbol for a byte or character without a token of its own.
     void add_missing_symbol(std::string_view unit, Scratch& scratch) const;
     void bpe(Scratch& scratch, std::vector<int32_t>& out) const;
@@ -214,6 +222,12 @@ private:
     bool word_piece_ = false;
     std::string continuing_prefix_;
     size_t max_word_chars_ = 0;
+    // A Unigram model instead: each token's score (log-probability) by id, the
+    // unknown token's (the lowest less 10), and the longest token in bytes.
+    bool unigram_ = false;
+    std::vector<float> unigram_scores_;
+    float unknown_score_ = 0;
+    size_t longest_token_ = 0;
 
     AddedTokens added_;             // matched in the text as it comes
     AddedTokens normalized_added_;  // matched in the normalized text between those
