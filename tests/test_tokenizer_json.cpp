@@ -472,14 +472,14 @@ TEST_F(TokenizerJsonFile, BadFilesAreOneLineErrorsNamingTheField) {
         std::string message;  // after "<file>: "
     };
     const std::vector<Case> cases = {
-        {"model type", [](json& j) { j["model"]["type"] = "Unigram"; },
-         "model: type \"Unigram\" is not supported (supported: BPE, WordPiece)"},
+        {"model type", [](json& j) { j["model"]["type"] = "WordLevel"; },
+         "model: type \"WordLevel\" is not supported (supported: BPE, WordPiece, Unigram)"},
         {"normalizer type",
          [](json& j) {
              j["normalizer"] = {{"type", "Lowercase"}};
          },
          "normalizer: type \"Lowercase\" is not supported (supported: NFC, Prepend, Replace, BertNormalizer, "
-         "Sequence)"},
+         "Precompiled, Sequence)"},
         {"normalizer in a sequence",
          [](json& j) {
              j["normalizer"] = {{"type", "Sequence"}, {"normalizers", {{{"type", "NFC"}}, {{"type", "NFKC"}}}}};
