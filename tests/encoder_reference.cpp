@@ -1,6 +1,8 @@
 // Test support: the encoders' double-precision forward; see encoder_reference.h.
 #include "encoder_reference.h"
 
+#include "family_reference.h"
+
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -47,17 +49,6 @@ Rows linear(const Rows& x, const std::vector<float>& w, const std::vector<float>
             y[t][o] = sum;
         }
     return y;
-}
-
-void layer_norm(Rows& x, const std::vector<float>& w, const std::vector<float>& b, double eps) {
-    for (std::vector<double>& row : x) {
-        double mean = 0, var = 0;
-        for (double v : row) mean += v;
-        mean /= row.size();
-        for (double v : row) var += (v - mean) * (v - mean);
-        var /= row.size();
-        for (size_t c = 0; c < row.size(); ++c) row[c] = (row[c] - mean) / std::sqrt(var + eps) * w[c] + b[c];
-    }
 }
 
 void gelu(Rows& x, bool tanh_form) {
@@ -145,9 +136,8 @@ EncoderReference modernbert_reference(const EncoderCheckpoint& m, const std::vec
     const int T = static_cast<int>(ids.size()), C = s.n_embd, F = s.mlp_dim;
     const int NH = options.n_head ? options.n_head : s.n_head, hs = C / NH;
     const std::vector<float> zeros_C(C, 0.f);
-    const auto norm = [&](Rows x, const std::string& name) {
-        layer_norm(x, m[name], zeros_C, s.norm_eps);
-        return x;
+    const auto norm = [&](const Rows& x, const std::string& name) {
+        return layer_norm(x, m[name], zeros_C, s.norm_eps);
     };
     EncoderReference out{T, NH, std::vector<double>(static_cast<size_t>(s.n_layer) * NH * T * T, 0.0), {}};
     Rows x(T, std::vector<double>(C));
@@ -202,7 +192,7 @@ EncoderReference encoder_reference(const EncoderCheckpoint& m, const std::vector
                 x[t][c] += m["embeddings.token_type_embeddings.weight"]
                             [static_cast<size_t>(types.empty() ? 0 : types[t]) * C + c];
         }
-    layer_norm(x, m["embeddings.LayerNorm.weight"], m["embeddings.LayerNorm.bias"], s.norm_eps);
+    x = layer_norm(x, m["embeddings.LayerNorm.weight"], m["embeddings.LayerNorm.bias"], s.norm_eps);
 
     for (int l = 0; l < s.n_layer; ++l) {
         const std::string p = n.layer + std::to_string(l) + ".";
@@ -212,16 +202,16 @@ EncoderReference encoder_reference(const EncoderCheckpoint& m, const std::vector
         const Rows y = attend(lin(x, n.query), lin(x, n.key), lin(x, n.value), NH, options,
                               out.weights.data() + static_cast<size_t>(l) * NH * T * T);
         add(x, lin(y, n.out));
-        layer_norm(x, m[p + n.attention_norm + ".weight"], m[p + n.attention_norm + ".bias"], s.norm_eps);
+        x = layer_norm(x, m[p + n.attention_norm + ".weight"], m[p + n.attention_norm + ".bias"], s.norm_eps);
         Rows hidden = lin(x, n.up);
         gelu(hidden, tanh_gelu);
         add(x, lin(hidden, n.down));
-        layer_norm(x, m[p + n.output_norm + ".weight"], m[p + n.output_norm + ".bias"], s.norm_eps);
+        x = layer_norm(x, m[p + n.output_norm + ".weight"], m[p + n.output_norm + ".bias"], s.norm_eps);
     }
 
     Rows h = linear(x, m[n.head + ".weight"], m[n.head + ".bias"]);
     gelu(h, tanh_gelu);
-    layer_norm(h, m[n.head_norm + ".weight"], m[n.head_norm + ".bias"], s.norm_eps);
+    h = layer_norm(h, m[n.head_norm + ".weight"], m[n.head_norm + ".bias"], s.norm_eps);
     out.logits = logits_of(h, m["embeddings.word_embeddings.weight"], m[n.bias]);
     return out;
 }

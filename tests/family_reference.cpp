@@ -35,17 +35,6 @@ void rms_norm(double* x, int n, const std::vector<float>& w, double eps) {
 }
 
 // Each row's LayerNorm: (x - mean) / sqrt(var + eps) * w + b.
-Rows layer_norm(Rows x, const std::vector<float>& w, const std::vector<float>& b, double eps) {
-    for (auto& row : x) {
-        double mean = 0, var = 0;
-        for (double v : row) mean += v;
-        mean /= row.size();
-        for (double v : row) var += (v - mean) * (v - mean);
-        var /= row.size();
-        for (size_t c = 0; c < row.size(); ++c) row[c] = (row[c] - mean) / std::sqrt(var + eps) * w[c] + b[c];
-    }
-    return x;
-}
 
 // Where element d of row r of head `head` lives in a (T, width) buffer.
 struct Place {
@@ -78,6 +67,19 @@ struct LayerNames {
 };
 
 }  // namespace
+
+std::vector<std::vector<double>> layer_norm(std::vector<std::vector<double>> x, const std::vector<float>& w,
+                                            const std::vector<float>& b, double eps) {
+    for (auto& row : x) {
+        double mean = 0, var = 0;
+        for (double v : row) mean += v;
+        mean /= row.size();
+        for (double v : row) var += (v - mean) * (v - mean);
+        var /= row.size();
+        for (size_t c = 0; c < row.size(); ++c) row[c] = (row[c] - mean) / std::sqrt(var + eps) * w[c] + b[c];
+    }
+    return x;
+}
 
 std::vector<float> rope_inverse_frequencies(const FamilySpec& spec, int hs) {
     int dims = static_cast<int>(hs * spec.rotary_pct);

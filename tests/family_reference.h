@@ -35,6 +35,10 @@ struct FamilyReference {
 FamilyReference family_reference(const FamilyCheckpoint& model, const std::vector<std::vector<int32_t>>& texts,
                                  const AttentionOptions& options);
 
+// Each row of x through a LayerNorm (w, b; epsilon eps), in double precision.
+std::vector<std::vector<double>> layer_norm(std::vector<std::vector<double>> x, const std::vector<float>& w,
+                                            const std::vector<float>& b, double eps);
+
 // The logits of N rows of the residual stream (N, C): the final norm
 // (model.norm's RMSNorm, GPT-NeoX's final_layer_norm LayerNorm), then the
 // output embedding (lm_head, or embed_tokens when tie_word_embeddings;

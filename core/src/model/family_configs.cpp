@@ -90,7 +90,11 @@ void read_mistral(const ConfigReader& r, Config& c) {
     c.sliding_window = r.positive_int("sliding_window", 0);
 }
 
-void read_gpt_neox(const ConfigReader& r, Config& c) {
+namespace {
+
+// The sizes most families name alike: layers, heads, width (divisible by the
+// heads), positions, vocabulary and the MLP's hidden size.
+void read_sizes(const ConfigReader& r, Config& c) {
     c.n_layer = r.positive_int("num_hidden_layers");
     c.n_head = r.positive_int("num_attention_heads");
     c.n_embd = r.positive_int("hidden_size");
@@ -100,6 +104,12 @@ void read_gpt_neox(const ConfigReader& r, Config& c) {
         r.refuse("hidden_size " + std::to_string(c.n_embd) + " is not divisible by num_attention_heads " +
                  std::to_string(c.n_head));
     c.mlp_dim = r.positive_int("intermediate_size");
+}
+
+}  // namespace
+
+void read_gpt_neox(const ConfigReader& r, Config& c) {
+    read_sizes(r, c);
     c.eos_token_id = r.token_id("eos_token_id", c.vocab_size, 0);
     c.bos_token_id = r.token_id("bos_token_id", c.vocab_size, -1);
     c.layer_norm_epsilon = r.epsilon("layer_norm_eps", 1e-5f);
@@ -144,15 +154,7 @@ void encoder_layout(Config& c) {
 }  // namespace
 
 void read_bert(const ConfigReader& r, Config& c) {
-    c.n_layer = r.positive_int("num_hidden_layers");
-    c.n_head = r.positive_int("num_attention_heads");
-    c.n_embd = r.positive_int("hidden_size");
-    c.n_positions = r.positive_int("max_position_embeddings");
-    c.vocab_size = r.positive_int("vocab_size");
-    if (c.n_embd % c.n_head != 0)
-        r.refuse("hidden_size " + std::to_string(c.n_embd) + " is not divisible by num_attention_heads " +
-                 std::to_string(c.n_head));
-    c.mlp_dim = r.positive_int("intermediate_size");
+    read_sizes(r, c);
     c.type_vocab_size = r.positive_int("type_vocab_size", 2);
     c.pad_token_id = r.token_id("pad_token_id", c.vocab_size, 0);
     c.bos_token_id = r.token_id("bos_token_id", c.vocab_size, -1);
@@ -200,15 +202,7 @@ void read_distilbert(const ConfigReader& r, Config& c) {
 // global_attn_every_n_layers-th, GeGLU, a final norm, then the masked-LM
 // head; biases where its flags say.
 void read_modernbert(const ConfigReader& r, Config& c) {
-    c.n_layer = r.positive_int("num_hidden_layers");
-    c.n_head = r.positive_int("num_attention_heads");
-    c.n_embd = r.positive_int("hidden_size");
-    c.n_positions = r.positive_int("max_position_embeddings");
-    c.vocab_size = r.positive_int("vocab_size");
-    if (c.n_embd % c.n_head != 0)
-        r.refuse("hidden_size " + std::to_string(c.n_embd) + " is not divisible by num_attention_heads " +
-                 std::to_string(c.n_head));
-    c.mlp_dim = r.positive_int("intermediate_size");
+    read_sizes(r, c);
     c.pad_token_id = r.token_id("pad_token_id", c.vocab_size, -1);
     c.bos_token_id = r.token_id("bos_token_id", c.vocab_size, -1);
     c.eos_token_id = r.token_id("eos_token_id", c.vocab_size, std::max(c.pad_token_id, 0));
