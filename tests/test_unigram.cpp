@@ -20,6 +20,7 @@
 #include "headscope/tokenize/tokenizer.h"
 #include "model_writer.h"
 #include "process.h"
+#include "tokenizer_tests.h"
 
 namespace {
 
@@ -111,14 +112,8 @@ std::vector<std::string> texts() {
                                             "learning",
                                             "x",
                                             "naïve"};
-    const std::vector<std::string> glue = {" ", " ", " ", ", ", ". ", "! ", "? ", " - ", "'", "  ", "\t"};
-    std::mt19937 rng(11);
-    for (int n = 0; n < 200; ++n) {
-        std::string s;
-        for (int w = 0, count = 1 + static_cast<int>(rng() % 12); w < count; ++w)
-            s += words[rng() % words.size()] + glue[rng() % glue.size()];
-        out.push_back(s);
-    }
+    const std::vector<std::string> sentences = headscope::test::generated_sentences(words, 11);
+    out.insert(out.end(), sentences.begin(), sentences.end());
     return out;
 }
 
@@ -174,16 +169,7 @@ TEST(Unigram, BadFilesAreOneLineErrors) {
             json::array({json::array({"<unk>", 0.0}), json::array({"a", -1.0}), json::array({"b", -2.0})});
         json j = {{"model", {{"type", "Unigram"}, {"unk_id", 0}, {"vocab", vocab}}}};
         change(j);
-        const fs::path file = scratch.path / "bad.json";
-        std::ofstream(file) << j.dump();
-        try {
-            Tokenizer::load_json(file);
-            ADD_FAILURE() << "accepted: " << message;
-        } catch (const headscope::Error& e) {
-            const std::string what = e.what();
-            EXPECT_NE(what.find(message), std::string::npos) << what;
-            EXPECT_EQ(what.find('\n'), std::string::npos) << what;
-        }
+        headscope::test::expect_tokenizer_refused(scratch.path, j, message);
     }
 }
 
