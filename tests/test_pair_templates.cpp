@@ -65,21 +65,6 @@ const std::vector<std::pair<std::string, std::string>> pairs = {
     {"a", "b"},
     {"  spaces  ", "\ttabs\nand lines"}};
 
-// The reference's ids (and, for pairs, types) of each text or pair.
-json reference(const fs::path& dir, const fs::path& tokenizer, const char* tokenizer_class, const json& request) {
-    json full = request;
-    full["tokenizer_json"] = tokenizer.string();
-    full["tokenizer_config"] = {{"tokenizer_class", tokenizer_class}};
-    full["add_special"] = true;
-    const fs::path file = dir / "request.json";
-    std::ofstream(file) << full.dump();
-    const headscope::test::ProcessRun r = headscope::test::run_program(
-        {"node", (fs::path(HEADSCOPE_TESTS_DIR) / "reference/encode_hf.js").string()}, dir, file);
-    if (r.status == 127) return nullptr;
-    EXPECT_EQ(r.status, 0) << r.err;
-    return json::parse(r.out);
-}
-
 TEST(PairTemplates, RobertaAndBertPairsMatchTheReference) {
     const headscope::test::TempDir scratch;
     const fs::path roberta = scratch.path / "roberta.json", bert = scratch.path / "bert.json";
@@ -90,9 +75,11 @@ TEST(PairTemplates, RobertaAndBertPairsMatchTheReference) {
         const Tokenizer tokenizer = Tokenizer::load_json(file);
         std::vector<std::string> singles;
         for (const auto& [first, second] : pairs) singles.push_back(first);
-        const json single_ids = reference(scratch.path, file, tokenizer_class, {{"texts", singles}});
+        const json single_ids =
+            headscope::test::reference_encoding(scratch.path, file, tokenizer_class, {{"texts", singles}});
         if (single_ids.is_null()) GTEST_SKIP() << "node cannot be run: run tools/setup";
-        const json pair_ids = reference(scratch.path, file, tokenizer_class, {{"pairs", pairs}});
+        const json pair_ids =
+            headscope::test::reference_encoding(scratch.path, file, tokenizer_class, {{"pairs", pairs}});
         for (size_t i = 0; i < pairs.size(); ++i) {
             EXPECT_EQ(json(tokenizer.encode(pairs[i].first)), single_ids[i]) << pairs[i].first;
             const Tokenizer::Pair pair = tokenizer.encode_pair(pairs[i].first, pairs[i].second);

@@ -124,17 +124,10 @@ TEST(Unigram, XlmrLikeTokenizerMatchesTheReference) {
     const Tokenizer tokenizer = Tokenizer::load_json(file);
     const std::vector<std::string> strings = texts();
     for (const bool add_special : {true, false}) {
-        const fs::path request = scratch.path / "request.json";
-        std::ofstream(request) << json{
-            {"tokenizer_json", file.string()},
-            {"tokenizer_config", {{"tokenizer_class", "XLMRobertaTokenizer"}}},
-            {"add_special", add_special},
-            {"texts", strings}}.dump();
-        const headscope::test::ProcessRun r = headscope::test::run_program(
-            {"node", (fs::path(HEADSCOPE_TESTS_DIR) / "reference/encode_hf.js").string()}, scratch.path, request);
-        if (r.status == 127) GTEST_SKIP() << "node cannot be run: run tools/setup";
-        ASSERT_EQ(r.status, 0) << "tests/reference/encode_hf.js failed: " << r.err;
-        const auto expected = json::parse(r.out).get<std::vector<std::vector<int32_t>>>();
+        const json reference = headscope::test::reference_encoding(scratch.path, file, "XLMRobertaTokenizer",
+                                                                   {{"texts", strings}}, add_special);
+        if (reference.is_null()) GTEST_SKIP() << "node cannot be run: run tools/setup";
+        const auto expected = reference.get<std::vector<std::vector<int32_t>>>();
         ASSERT_EQ(expected.size(), strings.size());
         for (size_t i = 0; i < strings.size(); ++i)
             EXPECT_EQ(tokenizer.encode(strings[i], add_special), expected[i])

@@ -29,8 +29,6 @@ using headscope::test::bert_tokenizer_json;
 using headscope::test::wordpiece_vocab;
 using nlohmann::json;
 
-const fs::path reference_dir = fs::path(HEADSCOPE_TESTS_DIR) / "reference";
-
 // Hand-written cases (accents, case, CJK, controls, [MASK], unknown and
 // over-long words) and generated sentences of GPT-2 words and punctuation.
 std::vector<std::string> texts() {
@@ -61,17 +59,10 @@ TEST(WordPiece, BertTokenizerMatchesTheReference) {
     const Tokenizer tokenizer = Tokenizer::load_json(file);
     const std::vector<std::string> strings = texts();
     for (const bool add_special : {true, false}) {
-        const fs::path request = scratch.path / "request.json";
-        std::ofstream(request) << json{
-            {"tokenizer_json", file.string()},
-            {"tokenizer_config", {{"tokenizer_class", "BertTokenizer"}}},
-            {"add_special", add_special},
-            {"texts", strings}}.dump();
-        const headscope::test::ProcessRun r =
-            headscope::test::run_program({"node", (reference_dir / "encode_hf.js").string()}, scratch.path, request);
-        if (r.status == 127) GTEST_SKIP() << "node cannot be run: run tools/setup";
-        ASSERT_EQ(r.status, 0) << "tests/reference/encode_hf.js failed: " << r.err;
-        const auto expected = json::parse(r.out).get<std::vector<std::vector<int32_t>>>();
+        const json reference =
+            headscope::test::reference_encoding(scratch.path, file, "BertTokenizer", {{"texts", strings}}, add_special);
+        if (reference.is_null()) GTEST_SKIP() << "node cannot be run: run tools/setup";
+        const auto expected = reference.get<std::vector<std::vector<int32_t>>>();
         ASSERT_EQ(expected.size(), strings.size());
         for (size_t i = 0; i < strings.size(); ++i) {
             EXPECT_EQ(tokenizer.encode(strings[i], add_special), expected[i])

@@ -12,6 +12,7 @@
 
 #include "headscope/base/error.h"
 #include "headscope/tokenize/tokenizer.h"
+#include "process.h"
 
 namespace headscope::test {
 
@@ -29,6 +30,24 @@ inline std::vector<std::string> generated_sentences(const std::vector<std::strin
         out.push_back(s);
     }
     return out;
+}
+
+// What the reference (tests/reference/encode_hf.js, transformers' tokenizers
+// in JavaScript) gives for `request` ({"texts": [...]} or {"pairs": [...]})
+// on tokenizer.json `file` as transformers' `tokenizer_class`, with special
+// tokens as `add_special` says; null when node cannot be run.
+inline nlohmann::json reference_encoding(const std::filesystem::path& dir, const std::filesystem::path& file,
+                                         const char* tokenizer_class, nlohmann::json request, bool add_special = true) {
+    request["tokenizer_json"] = file.string();
+    request["tokenizer_config"] = {{"tokenizer_class", tokenizer_class}};
+    request["add_special"] = add_special;
+    const std::filesystem::path request_file = dir / "request.json";
+    std::ofstream(request_file) << request.dump();
+    const ProcessRun r = run_program(
+        {"node", (std::filesystem::path(HEADSCOPE_TESTS_DIR) / "reference/encode_hf.js").string()}, dir, request_file);
+    if (r.status == 127) return nullptr;
+    EXPECT_EQ(r.status, 0) << "tests/reference/encode_hf.js failed: " << r.err;
+    return r.status == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::array();
 }
 
 // `j` written to dir/bad.json and loaded: a failure unless it throws Error,
