@@ -49,6 +49,12 @@ void add_text_pair(CLI::App* sub, CliOptions& opt) {
                     "an encoder's second text of a sentence pair, one for each --text (BERT's [CLS] A [SEP] B [SEP])");
 }
 
+void add_target(CLI::App* sub, CliOptions& opt) {
+    sub->add_option("--target", opt.targets,
+                    "an encoder-decoder's target: the decoder's input after its start token, one for each --text "
+                    "(default: the start token alone)");
+}
+
 void add_token_ids(CLI::App* sub, CliOptions& opt) {
     sub->add_option("--token-ids", opt.token_ids, "one text's token ids I,J,..., in place of --text");
 }
@@ -70,7 +76,7 @@ void add_forward_options(CLI::App* sub, CliOptions& opt) {
                     "re-split into N query heads (N a multiple of the heads sharing a key/value head, dividing "
                     "the query width)");
     add_word_option(sub, "--scale", opt.attention.scale, join_words(scale_choices, "|"), parse_scale,
-                    "1/sqrt(head size), 1/sqrt(C), 1");
+                    "1/sqrt(head size), 1/sqrt(C), 1 (default: the model's own, none for T5)");
     add_word_option(sub, "--split", opt.attention.split, join_words(split_choices, "|"), parse_split,
                     "how Q, K and V are split into heads");
     add_backend(sub, opt, "auto: CUDA when built with it and a device exists");
@@ -111,6 +117,7 @@ CLI::App* add_attention(CLI::App& app, CliOptions& opt) {
     add_model(attention, opt);
     attention->add_option("--text", opt.texts, "UTF-8 text (repeat for a batch, right-padded)");
     add_text_pair(attention, opt);
+    add_target(attention, opt);
     add_token_ids(attention, opt);
     add_forward_options(attention, opt);
     attention->add_option("--layers", opt.layers, "all or I,J,...");
@@ -131,7 +138,8 @@ CLI::App* add_attention(CLI::App& app, CliOptions& opt) {
 CLI::App* add_generate(CLI::App& app, CliOptions& opt) {
     CLI::App* generate = app.add_subcommand("generate", "tokens appended one at a time, each step's attention rows");
     add_model(generate, opt);
-    generate->add_option("--text", opt.texts, "the UTF-8 prompt")->expected(1);
+    generate->add_option("--text", opt.texts, "the UTF-8 prompt (an encoder-decoder's source)")->expected(1);
+    add_target(generate, opt);
     add_token_ids(generate, opt);
     generate->add_option("--tokens", opt.tokens, "how many tokens to generate (fewer at EOS or the context limit)")
         ->required();
@@ -177,6 +185,7 @@ void run(CLI::App& app, const Commands& c, CliOptions& opt, int argc, char** arg
     app.parse(argc, argv);
     opt.heads_given = c.attention->count("--heads") + c.generate->count("--heads") + c.dance->count("--heads") > 0;
     opt.causal_given = c.attention->count("--causal") + c.generate->count("--causal") + c.dance->count("--causal") > 0;
+    opt.scale_given = c.attention->count("--scale") + c.generate->count("--scale") + c.dance->count("--scale") > 0;
     if (opt.format.empty() && (*c.attention || *c.generate)) opt.format = "json";  // whatever the output is
     if (*c.info) run_info(opt);
     if (*c.tokenize) run_tokenize(opt);

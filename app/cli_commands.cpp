@@ -9,6 +9,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "cli_inputs.h"
 #include "headscope/base/clock.h"
 #include "headscope/base/error.h"
 #include "headscope/base/shape.h"
@@ -26,23 +27,6 @@ namespace headscope {
 using Json = nlohmann::ordered_json;
 
 namespace {
-
-// "I,J,..." as integers; an item that is not one fails naming `flag` and `what` it expects.
-std::vector<int> parse_ints(const std::string& flag, const std::string& word, const std::string& what) {
-    std::vector<int> values;
-    size_t start = 0;
-    while (start <= word.size()) {
-        const size_t end = std::min(word.find(',', start), word.size());
-        const std::string item = word.substr(start, end - start);
-        int value = 0;
-        const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
-        if (item.empty() || ec != std::errc() || ptr != item.data() + item.size())
-            throw Error(flag + ": '" + item + "' is not " + what);
-        values.push_back(value);
-        start = end + 1;
-    }
-    return values;
-}
 
 // "all" or "I,J,..." as ascending unique layer indices (empty means all).
 std::vector<int> parse_layers(const std::string& word) {
@@ -85,46 +69,20 @@ bool as_table(const CliOptions& opt) {
     return opt.format == "table";
 }
 
-// Each --text with its --text-pair: the pair template's ids and token types.
-Batch pair_batch(const Model& model, const CliOptions& opt) {
-    if (!model.config.is_encoder())
-        throw Error("--text-pair: sentence pairs are for encoders; this model (" + model.config.architecture +
-                    ") is a decoder");
-    if (opt.text_pairs.size() != opt.texts.size())
-        throw Error("--text-pair: " + std::to_string(opt.text_pairs.size()) + " given for " +
-                    std::to_string(opt.texts.size()) + " texts (one for each --text)");
-    Batch batch{{}, model.config.pad_id()};
-    for (size_t i = 0; i < opt.texts.size(); ++i) {
-        Tokenizer::Pair pair = model.tokenizer.encode_pair(opt.texts[i], opt.text_pairs[i]);
-        batch.token_ids.push_back(std::move(pair.ids));
-        batch.token_types.push_back(std::move(pair.types));
+// An encoder–decoder's JSON: the decoder's input is token_ids (its start
+// token first); the sources (the texts) are the encoder's.
+void add_sources(Json& metadata, const Model& model, const CliOptions& opt, const Batch& batch) {
+    Json tokens = Json::array(), lengths = Json::array();
+    for (const auto& ids : batch.source_ids) {
+        tokens.push_back(token_texts(model.tokenizer, ids));
+        lengths.push_back(ids.size());
     }
-    return batch;
-}
-
-// One text's ids from --token-ids, each checked against the tokenizer's
-// vocabulary, or the ids of the --text texts.
-std::vector<std::vector<int32_t>> input_ids(const Model& model, const CliOptions& opt) {
-    if (!opt.text_pairs.empty()) throw Error("--text-pair: only attention and tokenize take sentence pairs");
-    if (opt.token_ids.empty()) return model.tokenizer.encode_texts(opt.texts, opt.special);
-    const int32_t V = std::min(model.config.vocab_size, model.tokenizer.vocab_size());
-    std::vector<int32_t> ids;
-    for (int id : parse_ints("--token-ids", opt.token_ids, "a token id (expected I,J,...)")) {
-        if (id < 0 || id >= V)
-            throw Error("--token-ids: " + std::to_string(id) + " is outside the vocabulary (0.." +
-                        std::to_string(V - 1) + ")");
-        ids.push_back(id);
-    }
-    return {ids};
-}
-
-// The texts as the JSON names them: --text's, or the --token-ids text decoded.
-std::vector<std::string> input_texts(const Model& model, const CliOptions& opt,
-                                     const std::vector<std::vector<int32_t>>& ids) {
-    if (opt.token_ids.empty()) return opt.texts;
-    std::string text;
-    for (int32_t id : ids.front()) text += model.tokenizer.token_bytes(id);
-    return {text};
+    metadata["kind"] = model_kind(model.config);
+    metadata["encoder_layers"] = model.encoder->config.n_layer;
+    metadata["targets"] = opt.targets;
+    metadata["source_token_ids"] = batch.source_ids;
+    metadata["source_tokens"] = tokens;
+    metadata["source_lengths"] = lengths;
 }
 
 // The options as given; checked before the model loads, and completed by
@@ -146,6 +104,7 @@ AttentionOptions attention_options(const CliOptions& opt) {
 AttentionOptions with_model(AttentionOptions options, const CliOptions& opt, const Model& model) {
     options.sliding_window = sliding_window(model.config, opt.sliding_window);
     if (!opt.causal_given) options.causal = model.config.causal;
+    if (!opt.scale_given) options.scale = own_scale(model.config.scaled_scores);
     head_count_of(model, options);  // before the forward, which checks it too, so that the error names the flag
     try {
         check_ablation(model.config, options);
@@ -239,6 +198,7 @@ void run_info(const CliOptions& opt) {
                  {"positions", to_string(c.positions)},
                  {"norm", to_string(c.norm)},
                  {"mlp", to_string(c.mlp)}};
+    if (c.is_encoder_decoder()) info["encoder_layers"] = c.encoder_layers;
     if (c.positions == Positions::rotary) info["rope_theta"] = c.rope.theta;
     if (c.sliding_window) info["sliding_window"] = c.sliding_window;
     info["dtype"] = to_string(model.dtype);
@@ -287,9 +247,11 @@ void run_attention(const CliOptions& opt) {
     const Model& model = *loaded.model;
     const AttentionOptions options = with_model(given, opt, model);
 
+    if (opt.format == "npy" && model.config.is_encoder_decoder())
+        throw Error("--format npy: an encoder-decoder has three attentions, and one .npy holds one array: use json");
     auto start = Clock::now();
     const bool pairs = !opt.text_pairs.empty();
-    Batch batch = pairs ? pair_batch(model, opt) : Batch{input_ids(model, opt), model.config.pad_id()};
+    Batch batch = forward_batch(model, opt);
     const double tokenize_ms = ms_since(start);
     // The types shown are the tokenizer's; a model with one type (RoBERTa) is given none, as transformers does.
     const std::vector<std::vector<int32_t>> types = batch.token_types;
@@ -308,6 +270,7 @@ void run_attention(const CliOptions& opt) {
         metadata["text_pairs"] = opt.text_pairs;
         metadata["token_type_ids"] = types;
     }
+    if (model.config.is_encoder_decoder()) add_sources(metadata, model, opt, batch);
     if (opt.format == "npy") write_output(opt.out, [&](std::ostream& out) { write_attention_npy(out, result); });
     // The JSON, or with npy and none the metadata on stdout.
     write_output(opt.format == "json" ? opt.out : std::string(), [&](std::ostream& out) {
@@ -327,7 +290,9 @@ void run_generate(const CliOptions& opt) {
     const Model& model = *loaded.model;
     AttentionOptions options = with_model(given, opt, model);
     options.new_rows_only = true;  // each step's new row is all the output needs
-    Generator generator(*loaded.backend, model, input_ids(model, opt).front(), options, opt.sampling, opt.tokens);
+    const Batch batch = forward_batch(model, opt);
+    Generator generator(*loaded.backend, model, batch.token_ids.front(), options, opt.sampling, opt.tokens,
+                        batch.source_ids.empty() ? std::vector<int32_t>{} : batch.source_ids.front());
     {
         TerminalProgress bar;
         const Progress progress = bar.progress();
@@ -385,7 +350,7 @@ void run_dance(const CliOptions& opt) {
     const AttentionOptions given = attention_options(opt);
     const LoadedModel loaded = open_on_backend(opt);
     const Model& model = *loaded.model;
-    const Batch batch{model.tokenizer.encode_texts(opt.texts), model.config.pad_id()};
+    const Batch batch = forward_batch(model, opt);
     const AttentionOptions options = with_model(given, opt, model);
 
     // Both splits run for the comparison (which also validates the options); options.split is the walk printed.

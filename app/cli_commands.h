@@ -18,6 +18,7 @@ struct CliOptions {
     std::string model = builtin_model;
     std::vector<std::string> texts;
     std::vector<std::string> text_pairs;  // an encoder's second text of each pair, one per --text
+    std::vector<std::string> targets;     // an encoder–decoder's decoder input after its start token, one per --text
     std::string token_ids;                // "I,J,K": one text's ids, in place of --text
     int top_k = 0;                        // attention: the predictions at every position
     bool logit_lens = false;              // attention: the top-1 after every returned layer
@@ -32,6 +33,7 @@ struct CliOptions {
     int heads = 0, layer = 0;
     bool heads_given = false;
     bool causal_given = false;   // else the model's own mask (a decoder's causal, an encoder's not)
+    bool scale_given = false;    // else the model's own scale (1/sqrt(hs); T5's none)
     bool special = true;         // the tokenizer's special tokens (Llama 2's <s>)
     bool sliding_window = true;  // the model's own, when it has one
 };

@@ -17,47 +17,13 @@
 #include "model_writer.h"
 #include "process.h"
 #include "tokenizer_tests.h"
+#include "written_tokenizers.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using headscope::Tokenizer;
 using nlohmann::json;
-
-// RoBERTa's tokenizer.json shape: GPT-2's BPE, ByteLevel, its special tokens after GPT-2's ids.
-json roberta_tokenizer_json() {
-    std::ifstream vocab_in(headscope::test::gpt2_vocab_json()), merges_in(headscope::test::gpt2_merges_txt());
-    json vocab = json::parse(vocab_in);
-    json merges = json::array();
-    std::string line;
-    std::getline(merges_in, line);  // #version
-    while (std::getline(merges_in, line))
-        if (!line.empty()) merges.push_back(line);
-    json added = json::array();
-    for (const char* token : {"<s>", "<pad>", "</s>", "<unk>", "<mask>"}) {
-        const int id = static_cast<int>(vocab.size());
-        vocab[token] = id;
-        added.push_back({{"id", id},
-                         {"content", token},
-                         {"single_word", false},
-                         {"lstrip", std::string(token) == "<mask>"},
-                         {"rstrip", false},
-                         {"normalized", false},
-                         {"special", true}});
-    }
-    return {{"version", "1.0"},
-            {"added_tokens", added},
-            {"normalizer", nullptr},
-            {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}}},
-            {"post_processor",
-             {{"type", "RobertaProcessing"},
-              {"sep", {"</s>", vocab["</s>"]}},
-              {"cls", {"<s>", vocab["<s>"]}},
-              {"trim_offsets", true},
-              {"add_prefix_space", false}}},
-            {"decoder", {{"type", "ByteLevel"}}},
-            {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}}}};
-}
 
 const std::vector<std::pair<std::string, std::string>> pairs = {
     {"The cat <mask> on the mat.", "It was soft."},
@@ -68,7 +34,7 @@ const std::vector<std::pair<std::string, std::string>> pairs = {
 TEST(PairTemplates, RobertaAndBertPairsMatchTheReference) {
     const headscope::test::TempDir scratch;
     const fs::path roberta = scratch.path / "roberta.json", bert = scratch.path / "bert.json";
-    std::ofstream(roberta) << roberta_tokenizer_json().dump();
+    std::ofstream(roberta) << headscope::test::roberta_tokenizer_json().dump();
     std::ofstream(bert) << headscope::test::bert_tokenizer_json(headscope::test::wordpiece_vocab()).dump();
     for (const auto& [file, tokenizer_class] : {std::pair{roberta, "RobertaTokenizer"}, {bert, "BertTokenizer"}}) {
         SCOPED_TRACE(tokenizer_class);

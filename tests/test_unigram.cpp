@@ -21,6 +21,7 @@
 #include "model_writer.h"
 #include "process.h"
 #include "tokenizer_tests.h"
+#include "written_tokenizers.h"
 
 namespace {
 
@@ -29,56 +30,6 @@ using headscope::Tokenizer;
 using nlohmann::json;
 
 const std::string meta = "\xE2\x96\x81";  // ▁
-
-json unigram_tokenizer_json() {
-    json vocab = json::array();
-    for (const char* special : {"<s>", "<pad>", "</s>", "<unk>"}) vocab.push_back({special, 0.0});
-    vocab.push_back({meta, -2.0});
-    for (char c = '!'; c <= '~'; ++c) vocab.push_back({std::string(1, c), -8.0 - (c % 7) * 0.01});
-    std::ifstream in(headscope::test::gpt2_vocab_json());
-    const json gpt2 = json::parse(in);
-    for (const auto& [token, id] : gpt2.items()) {
-        const bool starts = token.rfind("\xC4\xA0", 0) == 0;  // Ġ
-        const std::string word = starts ? token.substr(2) : token;
-        if (word.size() < 2 || word.size() > 12) continue;
-        bool letters = true;
-        for (char c : word) letters &= (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-        if (letters) vocab.push_back({starts ? meta + word : word, -3.0 - std::log(id.get<double>() + 2)});
-    }
-    const int mask = static_cast<int>(vocab.size());
-    vocab.push_back({"<mask>", 0.0});
-    json added = json::array();
-    for (int id : {0, 1, 2, 3, mask})
-        added.push_back({{"id", id},
-                         {"content", vocab[id][0]},
-                         {"single_word", false},
-                         {"lstrip", id == mask},
-                         {"rstrip", false},
-                         {"normalized", false},
-                         {"special", true}});
-    const auto special = [](const char* token, int id) {
-        return json{{"id", token}, {"ids", {id}}, {"tokens", {token}}};
-    };
-    return {{"version", "1.0"},
-            {"added_tokens", added},
-            {"normalizer", {{"type", "Precompiled"}, {"precompiled_charsmap", "AA=="}}},
-            {"pre_tokenizer",
-             {{"type", "Metaspace"},
-              {"replacement", meta},
-              {"add_prefix_space", true},
-              {"prepend_scheme", "always"},
-              {"split", true}}},
-            {"post_processor",
-             {{"type", "TemplateProcessing"},
-              {"single",
-               {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
-                {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
-                {{"SpecialToken", {{"id", "</s>"}, {"type_id", 0}}}}}},
-              {"pair", json::array()},
-              {"special_tokens", {{"<s>", special("<s>", 0)}, {"</s>", special("</s>", 2)}}}}},
-            {"decoder", {{"type", "Metaspace"}, {"replacement", meta}, {"add_prefix_space", true}}},
-            {"model", {{"type", "Unigram"}, {"unk_id", 3}, {"vocab", vocab}, {"byte_fallback", false}}}};
-}
 
 // Hand-written cases (NFKC's compatibility forms, the spaces and controls
 // nmt_nfkc changes, unknown runs, <mask>) and generated sentences.
@@ -120,7 +71,7 @@ std::vector<std::string> texts() {
 TEST(Unigram, XlmrLikeTokenizerMatchesTheReference) {
     const headscope::test::TempDir scratch;
     const fs::path file = scratch.path / "tokenizer.json";
-    std::ofstream(file) << unigram_tokenizer_json().dump();
+    std::ofstream(file) << unigram_tokenizer_json(headscope::test::UnigramLayout::xlm_r).dump();
     const Tokenizer tokenizer = Tokenizer::load_json(file);
     const std::vector<std::string> strings = texts();
     for (const bool add_special : {true, false}) {

@@ -180,7 +180,7 @@ S Gpt2Trainer<S>::forward(const int32_t* inputs, const int32_t* targets, int B, 
                 const S* q = qkv + static_cast<size_t>(b) * T * 3 * C + h * hs;
                 ops::attention_head(
                     q, 3 * C, q + C, 3 * C, q + 2 * C, 3 * C, y + static_cast<size_t>(b) * T * C + h * hs, C,
-                    att + (static_cast<size_t>(b) * NH + h) * T * T, 0, T, hs, S(1) / std::sqrt(S(hs)), [](int i) {
+                    att + (static_cast<size_t>(b) * NH + h) * T * T, 0, T, T, hs, S(1) / std::sqrt(S(hs)), [](int i) {
                         return ops::KeyRange{0, i + 1};
                     });
             }

@@ -18,6 +18,12 @@ int Batch::T() const {
     return static_cast<int>(longest);
 }
 
+int Batch::S() const {
+    size_t longest = 0;
+    for (const auto& ids : source_ids) longest = std::max(longest, ids.size());
+    return static_cast<int>(longest);
+}
+
 int32_t Batch::padded_id(int b, int t) const {
     const std::vector<int32_t>& ids = token_ids[b];
     return t < static_cast<int>(ids.size()) ? ids[t] : pad_id;
@@ -77,6 +83,13 @@ int visible_end(const AttentionOptions& options, int i, int length, int T) {
 bool attends(const AttentionOptions& options, int i, int j, int length, int T) {
     return j >= visible_begin(options, i) && j < visible_end(options, i, length, T);
 }
+
+int cross_visible_end(const AttentionOptions& options, int i, int target_length, int source_length, int S) {
+    if (!options.padding_mask) return S;
+    return i < target_length ? source_length : 0;
+}
+
+Scale own_scale(bool scaled_scores) { return scaled_scores ? Scale::head : Scale::none; }
 
 float score_scale(Scale scale, int C, int hs) {
     switch (scale) {

@@ -3,8 +3,10 @@
 // softmax and weighted values, batched or by the tutorials' loop.
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
+#include "headscope/base/error.h"
 #include "headscope/compute/cpu_forward.h"
 #include "headscope/compute/cpu_ops.h"
 #include "headscope/compute/matmul.h"
@@ -18,23 +20,27 @@ struct HeadBlock {
     int stride;
 };
 
-// The tutorials' mha_by_loop for one head, queries [first_query, T) over keys
-// [0, T): every score a dot product, every output a weighted sum; the same
-// masks and softmax as the batched path. q, y and att hold the queries' rows.
+// The tutorials' mha_by_loop for one head, `rows` queries from position
+// first_query over `keys` keys: every score a dot product (plus T5's
+// position bias, centred as in ops::attention_head), every output a weighted
+// sum; the same masks and softmax as the batched path. q, y and att hold the
+// queries' rows.
 void attention_head_by_loop(const HeadBlock& q, const HeadBlock& k, const HeadBlock& v, const HeadBlock& y, float* att,
-                            int first_query, int T, int hs, float scale, const auto& visible) {
-    for (int r = 0; r < T - first_query; ++r) {
-        float* scores = att + static_cast<size_t>(r) * T;
-        for (int j = 0; j < T; ++j) {
+                            int first_query, int rows, int keys, int hs, float scale, const auto& visible,
+                            const float* bias) {
+    for (int r = 0; r < rows; ++r) {
+        float* scores = att + static_cast<size_t>(r) * keys;
+        const int i = first_query + r;
+        for (int j = 0; j < keys; ++j) {
             float dot = 0;
             for (int d = 0; d < hs; ++d) dot += q.data[r * q.stride + d] * k.data[j * k.stride + d];
-            scores[j] = dot;
+            scores[j] = bias ? dot + bias[j - i] : dot;
         }
-        const ops::KeyRange keys = visible(first_query + r);
-        ops::masked_softmax_row(scores, keys.begin, keys.end, T, scale);
+        const ops::KeyRange range = visible(i);
+        ops::masked_softmax_row(scores, range.begin, range.end, keys, scale);
         for (int d = 0; d < hs; ++d) {
             float sum = 0;
-            for (int j = keys.begin; j < keys.end; ++j) sum += scores[j] * v.data[j * v.stride + d];
+            for (int j = range.begin; j < range.end; ++j) sum += scores[j] * v.data[j * v.stride + d];
             y.data[r * y.stride + d] = sum;
         }
     }
@@ -134,14 +140,64 @@ void CpuForward::attention(const Model& model, const Batch& batch, const Attenti
                 return ops::KeyRange{visible_begin(options, i), visible_end(options, i, length, T)};
             };
             float* att_rows = att + ((static_cast<size_t>(b) * NH + h) * (T - first_held_) + first - first_held_) * T;
+            const float* bias = position_bias_.empty() ? nullptr : position_bias_.data() + h * (2 * T - 1) + T - 1;
             if (heads == Heads::loop) {
-                attention_head_by_loop(q, k, v, y, att_rows, first, T, hs, scale, visible);
+                attention_head_by_loop(q, k, v, y, att_rows, first, T - first, T, hs, scale, visible, bias);
             } else {
                 ops::attention_head(q.data, q.stride, k.data, k.stride, v.data, v.stride, y.data, y.stride, att_rows,
-                                    first, T, hs, scale, visible);
+                                    first, T - first, T, hs, scale, visible, bias);
             }
         }
     }
+}
+
+// Queries from ln_x(x) (pre-norm) or x (post-norm) into the first Qw
+// columns of qkv_; keys and values from sources_.cross_kv, text b's S rows
+// at (l, b); key/value head h / group at column kv * hs. Every query row of
+// text b sees the source's own tokens (cross_visible_end); the maps go to
+// the result's cross_weights where the layer is returned.
+void CpuForward::cross_attend(const Model& model, const Batch& batch, const AttentionOptions& options,
+                              const HeadSplit& split, const LayerAt& at, Heads heads, AttentionResult& result) {
+    const Config& cfg = model.config;
+    const LayerWeights& w = model.layers[at.layer];
+    const int B = batch.B(), T = batch.T(), S = batch.S(), C = cfg.n_embd, NH = split.NH, hs = split.hs;
+    const int Qw = split.q_width(), KVw = split.kv_width();
+    const float* in = x_.data();
+    if (!cfg.post_norm) {
+        normalize(cfg, x_.data(), w.ln_x_w, w.ln_x_b, ln_.data(), rows_);
+        in = ln_.data();
+    }
+    linear(in, rows_, w.cross_q, w.cross_q_b, qkv_.data(), Qw);
+    const float scale = score_scale(options.scale, C, hs);
+    const size_t map_floats = static_cast<size_t>(B) * NH * (T - first_held_) * S;
+    float* maps = at.slot >= 0 ? result.cross_weights.data() + at.slot * map_floats : scratch_cross_.data();
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; ++b) {
+        for (int h = 0; h < NH; ++h) {
+            const int target = static_cast<int>(batch.token_ids[b].size());
+            const int source = static_cast<int>(batch.source_ids[b].size()), first = begin_[b];
+            float* kv = sources_.cross_kv.data() + (static_cast<size_t>(at.layer) * B + b) * S * 2 * KVw +
+                        h / split.group() * hs;
+            const HeadBlock q{qkv_.data() + static_cast<size_t>(first_row_[b]) * Qw + h * hs, Qw};
+            const HeadBlock k{kv, 2 * KVw}, v{kv + KVw, 2 * KVw};
+            const HeadBlock y{y_.data() + static_cast<size_t>(first_row_[b]) * Qw + h * hs, Qw};
+            const auto visible = [&](int i) {
+                return ops::KeyRange{0, cross_visible_end(options, i, target, source, S)};
+            };
+            float* att_rows = maps + ((static_cast<size_t>(b) * NH + h) * (T - first_held_) + first - first_held_) * S;
+            if (heads == Heads::loop)
+                attention_head_by_loop(q, k, v, y, att_rows, first, T - first, S, hs, scale, visible, nullptr);
+            else
+                ops::attention_head(q.data, q.stride, k.data, k.stride, v.data, v.stride, y.data, y.stride, att_rows,
+                                    first, T - first, S, hs, scale, visible);
+        }
+    }
+    if (!ops::all_finite(y_.data(), static_cast<size_t>(rows_) * Qw))
+        throw Error("layer " + std::to_string(at.layer) +
+                    ": the cross-attention is not finite (a value past float32's range, from weights too large)");
+    linear(y_.data(), rows_, w.cross_proj, w.cross_proj_b, x_.data(), C, /*accumulate=*/true);
+    if (cfg.post_norm) normalize(cfg, x_.data(), w.ln_x_w, w.ln_x_b, x_.data(), rows_);
+    check_residual(at.layer, C, "the cross-attention");
 }
 
 }  // namespace headscope

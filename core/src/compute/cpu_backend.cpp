@@ -110,7 +110,8 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
 
     // The rows to compute: those after the rows each text can reuse from the cache.
     begin_.assign(B, 0);
-    if (cache && reuse_allowed && cache->model == &model && cache->options == options)
+    if (cache && reuse_allowed && cache->model == &model && cache->options == options &&
+        cache->source_ids == batch.source_ids)
         for (int b = 0; b < B && b < static_cast<int>(cache->token_ids.size()); ++b)
             begin_[b] = reusable_rows(cache->token_ids[b], batch.token_ids[b]);
     first_row_.assign(B + 1, 0);
@@ -125,8 +126,18 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
     }
     result.reused = begin_;
     result.computed_on = {"cpu", ""};
+    if (cfg.is_encoder_decoder()) {
+        prepare_sources(model, batch, options, split, heads);
+        result.encoder = sources_.encoded;
+    }
+    if (cfg.positions == Positions::relative)
+        position_bias(model, T, position_bias_);
+    else
+        position_bias_.clear();
 
-    const int layers_run = predicting ? cfg.n_layer : result.layers.back() + 1;
+    // The encoder's output needs every layer; predictions too; the maps only up to the last returned layer.
+    const bool every_layer = predicting || final_states_;
+    const int layers_run = every_layer ? cfg.n_layer : result.layers.back() + 1;
     const size_t map_floats = static_cast<size_t>(B) * split.NH * (T - first_held_) * T;
     const size_t rows = static_cast<size_t>(rows_), qkv_width = split.q_width() + 2 * split.kv_width();
     const size_t lens_slots = options.lens_k ? result.layers.size() : 0;
@@ -140,8 +151,11 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
     if (options.split == Split::naive_view) reserve_floats(qkv_contiguous_, rows * qkv_width);
     reserve_floats(y_, rows * split.q_width());
     reserve_floats(hidden_, rows * cfg.mlp_size());
-    if (cfg.mlp == Mlp::swiglu || cfg.mlp == Mlp::geglu) reserve_floats(up_, rows * cfg.mlp_size());
-    if (result.layers.size() < static_cast<size_t>(layers_run)) reserve_floats(scratch_att_, map_floats);
+    if (gated(cfg.mlp)) reserve_floats(up_, rows * cfg.mlp_size());
+    if (result.layers.size() < static_cast<size_t>(layers_run)) {
+        reserve_floats(scratch_att_, map_floats);
+        if (cfg.is_encoder_decoder()) reserve_floats(scratch_cross_, map_floats / T * batch.S());
+    }
     if (predicting) reserve_floats(unembed_in_, (lens_slots + 1) * rows * C);
 
     if (keep_layer_inputs_) reserve_floats(layer_inputs_, cfg.n_layer * rows * C);
@@ -158,11 +172,17 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
         if (keep_layer_inputs_) std::copy_n(x_.data(), rows * C, layer_inputs_.data() + l * rows * C);
         const bool returned = slot < result.layers.size() && result.layers[slot] == l;
         float* att = returned ? result.weights.data() + slot * map_floats : scratch_att_.data();
-        const bool last = !predicting && l == layers_run - 1;  // everything after its attention is not needed
+        const bool last = !every_layer && l == layers_run - 1;  // everything after its attention is not needed
         run_layer(model, batch, options, split, store, {l, returned ? static_cast<int>(slot) : -1, att, last}, heads,
                   result);
         if (last) break;
         slot += returned;
+    }
+    if (final_states_) {  // the encoder's output: after its final norm, where it has one
+        if (cfg.post_norm)
+            std::copy_n(x_.data(), rows * C, final_states_);
+        else
+            normalize(cfg, x_.data(), model.ln_f_w, model.ln_f_b, final_states_, rows_);
     }
     if (predicting) {
         std::copy_n(x_.data(), rows * C, unembed_in_.data() + lens_slots * rows * C);
@@ -173,6 +193,7 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
         cache->model = &model;
         cache->options = options;
         cache->token_ids = batch.token_ids;
+        cache->source_ids = batch.source_ids;
         cache->result = result;
     } else if (cache) {
         cache->clear();
@@ -209,12 +230,13 @@ void CpuForward::run_layer(const Model& model, const Batch& batch, const Attenti
     if (cfg.parallel_residual) normalize(cfg, x_.data(), w.ln_2_w, w.ln_2_b, ln_.data(), rows_);
     linear(y_.data(), rows_, w.attn_proj, w.attn_proj_b, x_.data(), C, /*accumulate=*/true);
     check_residual(l, C, "the attention");
-    if (cfg.post_norm) {  // BERT: x = ln_1(x + attn); the MLP reads that x
-        normalize(cfg, x_.data(), w.ln_1_w, w.ln_1_b, x_.data(), rows_);
-        std::copy_n(x_.data(), rows * C, ln_.data());
-    }
+    if (cfg.post_norm) normalize(cfg, x_.data(), w.ln_1_w, w.ln_1_b, x_.data(), rows_);  // BERT: x = ln_1(x + attn)
+    if (cfg.is_encoder_decoder()) cross_attend(model, batch, options, split, at, heads, result);
     if (options.contributions) std::copy_n(x_.data(), rows * C, residuals_.data() + (2 * l + 1) * rows * C);
-    if (!cfg.parallel_residual && !cfg.post_norm) normalize(cfg, x_.data(), w.ln_2_w, w.ln_2_b, ln_.data(), rows_);
+    if (cfg.post_norm)  // the MLP reads x itself
+        std::copy_n(x_.data(), rows * C, ln_.data());
+    else if (!cfg.parallel_residual)
+        normalize(cfg, x_.data(), w.ln_2_w, w.ln_2_b, ln_.data(), rows_);
     mlp(cfg, w);
     if (cfg.post_norm) normalize(cfg, x_.data(), w.ln_2_w, w.ln_2_b, x_.data(), rows_);  // x = ln_2(x + mlp)
     check_residual(l, C, "the MLP");
@@ -256,23 +278,35 @@ void CpuForward::project_qkv(const Model& model, const LayerWeights& w) {
     }
 }
 
+namespace {
+
+// The MLP's activation of n values in place: of a gated MLP's gate, else of its hidden layer.
+void activate(Mlp mlp, float* x, size_t n) {
+    switch (mlp) {
+        case Mlp::gelu_exact:
+        case Mlp::geglu: ops::gelu_exact(x, x, n); break;
+        case Mlp::gelu_tanh:
+        case Mlp::gated_gelu: ops::gelu(x, x, n); break;
+        case Mlp::swiglu:
+        case Mlp::silu: ops::silu(x, x, n); break;
+        case Mlp::relu: ops::relu(x, x, n); break;
+    }
+}
+
+}  // namespace
+
 // ln_ (R, C) -> x_ += the MLP's output.
 void CpuForward::mlp(const Config& cfg, const LayerWeights& w) {
     const int C = cfg.n_embd, F = cfg.mlp_size(), rows = rows_;
     const size_t hidden = static_cast<size_t>(rows) * F;
-    if (cfg.mlp == Mlp::swiglu || cfg.mlp == Mlp::geglu) {
+    if (gated(cfg.mlp)) {
         linear(ln_.data(), rows, w.gate, nullptr, hidden_.data(), F);
         linear(ln_.data(), rows, w.fc, w.fc_b, up_.data(), F);
-        if (cfg.mlp == Mlp::swiglu)
-            ops::silu_times(hidden_.data(), up_.data(), hidden);
-        else
-            ops::gelu_times(hidden_.data(), up_.data(), hidden);
+        activate(cfg.mlp, hidden_.data(), hidden);
+        ops::times(hidden_.data(), up_.data(), hidden);
     } else {
         linear(ln_.data(), rows, w.fc, w.fc_b, hidden_.data(), F);
-        if (cfg.mlp == Mlp::gelu_exact)
-            ops::gelu_exact(hidden_.data(), hidden_.data(), hidden);
-        else
-            ops::gelu(hidden_.data(), hidden_.data(), hidden);
+        activate(cfg.mlp, hidden_.data(), hidden);
     }
     linear(hidden_.data(), rows, w.fc_proj, w.fc_proj_b, x_.data(), C, /*accumulate=*/true);
 }

@@ -15,6 +15,8 @@ void CpuForward::head_effects(const Model& model, const Batch& batch, const Atte
                               HeadEffects& effects, const Progress& progress) {
     if (batch.B() != 1 || batch.token_ids[0].size() < 2)
         throw Error("the effects grid needs one text of at least two tokens");
+    if (model.config.is_encoder_decoder())
+        throw Error("the effects grid is computed for decoders and encoders, not encoder–decoders");
     // The grid's own forward: the top token, the last layer's maps only (the
     // others go to the scratch maps, as the reruns' do), no lens or contributions.
     AttentionOptions grid = options;

@@ -55,6 +55,9 @@ void CpuForward::keep_earlier_rows(const PrefixCache& cache, const Batch& batch,
                     float* row = result.weights.data() + ((slot * result.B + b) * result.NH + h) * held * T +
                                  static_cast<size_t>(i - result.first_row) * T;
                     std::fill(std::copy_n(cached.row(static_cast<int>(slot), b, h, i), width, row), row + T, 0.f);
+                    if (result.S)  // the same sources (reuse needs them), so the same S
+                        std::copy_n(cached.cross_row(static_cast<int>(slot), b, h, i), result.S,
+                                    result.cross_row(static_cast<int>(slot), b, h, i));
                 }
             if (!result.outputs.empty())
                 std::copy_n(cached.outputs.data() + (slot * cached.B + b) * cached_T * Qw, kept * Qw,
@@ -87,7 +90,12 @@ void CpuForward::read_out(const Model& model, const float* x, int n) {
     const Config& cfg = model.config;
     const int C = cfg.n_embd;
     const size_t values = static_cast<size_t>(n) * C;
-    if (!cfg.post_norm) normalize(cfg, x, model.ln_f_w, model.ln_f_b, ln_.data(), n);
+    if (!cfg.post_norm)
+        normalize(cfg, x, model.ln_f_w, model.ln_f_b, ln_.data(), n);
+    else if (!cfg.mlm_head)  // BART, Marian: the last layer's norm was the final one
+        std::copy_n(x, values, ln_.data());
+    if (cfg.output_scale != 1)  // T5's tied output embedding reads the output scaled by C^-1/2
+        for (size_t i = 0; i < values; ++i) ln_[i] *= cfg.output_scale;
     if (!cfg.mlm_head) return;
     const float* head_in = x;
     if (!cfg.post_norm) {  // the head reads the final norm's output

@@ -99,7 +99,8 @@ private:
         const bool gpt2_layout = c.norm == Norm::layer_norm && c.positions == Positions::learned &&
                                  c.qkv_layout == QkvLayout::fused && !c.weights_out_by_in && c.mlp == Mlp::gelu_tanh &&
                                  !c.parallel_residual && !c.qk_norm && c.kv_heads() == c.n_head &&
-                                 c.head_size() * c.n_head == c.n_embd && c.qkv_bias && c.o_bias;
+                                 c.head_size() * c.n_head == c.n_embd && c.qkv_bias && c.o_bias &&
+                                 !c.is_encoder_decoder() && c.causal;
         return gpt2_layout ? ""
                            : "the CUDA backend runs GPT-2's layout only (LayerNorm, learned positions, fused "
                              "[Q | K | V], tanh GELU)";

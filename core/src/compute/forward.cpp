@@ -14,6 +14,9 @@ namespace headscope {
 HeadSplit head_split(const Config& config, int n_head) {
     const HeadSplit own{config.n_head, config.kv_heads(), config.head_size()};
     if (!n_head) return own;
+    if (config.positions == Positions::relative && n_head != own.NH)
+        throw Error("this model learned a position bias for each of its " + std::to_string(own.NH) +
+                    " heads: they cannot be re-split into " + std::to_string(n_head));
     const int group = own.group(), width = own.q_width();
     if (n_head <= 0 || width % n_head != 0) {
         // GPT-2's words when the query width is C: "does not divide C".
@@ -44,6 +47,7 @@ int head_count(const Config& config, int n_head) { return head_split(config, n_h
 // head_split's two rules, as a list.
 std::vector<int> head_counts(const Config& config) {
     const HeadSplit own = head_split(config, 0);
+    if (config.positions == Positions::relative) return {own.NH};
     std::vector<int> counts;
     for (int n = own.group(); n <= own.q_width(); n += own.group())
         if (own.q_width() % n == 0) counts.push_back(n);
@@ -119,6 +123,21 @@ void check_ablation(const Config& config, const AttentionOptions& options) {
 
 namespace {
 
+// Each text non-empty, within the model's positions, its ids in the vocabulary; `what` names them ("text", "source").
+void check_texts(const Config& cfg, const std::vector<std::vector<int32_t>>& texts, const std::string& what) {
+    for (size_t b = 0; b < texts.size(); ++b) {
+        const auto& ids = texts[b];
+        if (ids.empty()) throw Error(what + " " + std::to_string(b + 1) + " is empty");
+        if (ids.size() > static_cast<size_t>(cfg.n_positions))
+            throw Error(what + " " + std::to_string(b + 1) + " has " + std::to_string(ids.size()) +
+                        " tokens, more than the model's limit of " + std::to_string(cfg.n_positions));
+        for (int32_t id : ids)
+            if (id < 0 || id >= cfg.vocab_size)
+                throw Error("token id " + std::to_string(id) + " outside the vocabulary of " +
+                            std::to_string(cfg.vocab_size));
+    }
+}
+
 // The batch's token types: one per token, each below the model's type_vocab_size.
 void check_token_types(const Config& cfg, const Batch& batch) {
     if (batch.token_types.empty()) return;
@@ -139,16 +158,17 @@ void check_token_types(const Config& cfg, const Batch& batch) {
 void validate_forward(const Model& model, const Batch& batch, const AttentionOptions& options) {
     const Config& cfg = model.config;
     if (batch.B() == 0) throw Error("no text given");
-    for (int b = 0; b < batch.B(); ++b) {
-        const auto& ids = batch.token_ids[b];
-        if (ids.empty()) throw Error("text " + std::to_string(b + 1) + " is empty");
-        if (ids.size() > static_cast<size_t>(cfg.n_positions))
-            throw Error("text " + std::to_string(b + 1) + " has " + std::to_string(ids.size()) +
-                        " tokens, more than the model's limit of " + std::to_string(cfg.n_positions));
-        for (int32_t id : ids)
-            if (id < 0 || id >= cfg.vocab_size)
-                throw Error("token id " + std::to_string(id) + " outside the vocabulary of " +
-                            std::to_string(cfg.vocab_size));
+    check_texts(cfg, batch.token_ids, "text");
+    if (cfg.is_encoder_decoder()) {
+        if (batch.source_ids.size() != batch.token_ids.size())
+            throw Error("an encoder–decoder reads one source per target: " + std::to_string(batch.source_ids.size()) +
+                        " sources for " + std::to_string(batch.B()) + " targets");
+        check_texts(cfg, batch.source_ids, "source");
+        if (options.contributions)
+            throw Error("the contributions of an encoder–decoder's heads are not computed (only decoders' are)");
+    } else if (!batch.source_ids.empty()) {
+        throw Error(std::string("a source text is for an encoder–decoder; this model is ") +
+                    (cfg.is_encoder() ? "an encoder" : "a decoder"));
     }
     check_token_types(cfg, batch);
     if (options.new_rows_only && batch.B() != 1)
@@ -188,7 +208,10 @@ void validate_forward(const Model& model, const Batch& batch, const AttentionOpt
     }
     // Every returned map is kept: heads = C at a long T would ask for tens of GB.
     const double layers = options.layers.empty() ? cfg.n_layer : options.layers.size();
-    const double map_bytes = layers * batch.B() * NH * double(batch.T()) * batch.T() * sizeof(float);
+    // An encoder–decoder also keeps its encoder's maps (S x S) and its cross-attention's (T x S).
+    const double T = batch.T(), S = batch.S();
+    const double map_bytes =
+        (layers * (T * T + T * S) + cfg.encoder_layers * S * S) * batch.B() * NH * double(sizeof(float));
     if (map_bytes > max_attention_bytes)
         throw Error("the attention maps would need " + std::to_string(static_cast<int>(map_bytes / 1e9 + 0.5)) +
                     " GB (" + std::to_string(batch.B()) + " texts x " + std::to_string(NH) + " heads x " +
@@ -233,6 +256,9 @@ void set_up_result(const Config& config, const Batch& batch, const AttentionOpti
     result.part_logit_attribution.assign(L ? (2 * L + 2) * rows : 0, 0.f);
     result.attributed_logit.assign(L ? rows : 0, 0.f);
     result.final_scale.assign(L ? rows : 0, 0.f);
+    result.S = batch.S();
+    result.cross_weights.resize(config.is_encoder_decoder() ? slots * B * result.NH * (T - first_row) * result.S : 0);
+    if (!config.is_encoder_decoder()) result.encoder.reset();
     result.queries.resize(maps ? slots * rows * split.q_width() : 0);
     result.keys.resize(maps ? slots * rows * split.kv_width() : 0);
     for (int b = 0; b < B; ++b) {
@@ -240,6 +266,52 @@ void set_up_result(const Config& config, const Batch& batch, const AttentionOpti
         for (int t = 0; t < T; ++t)
             result.fully_masked[static_cast<size_t>(b) * T + t] =
                 visible_begin(options, t) >= visible_end(options, t, length, T);
+    }
+}
+
+namespace {
+
+// Marian's sinusoidal positions (the paper's, in Hugging Face's layout): for
+// c < C / 2, sin(t / 10000^(2c / C)) at c and cos of the same at C / 2 + c,
+// computed in double and rounded to float32, as Hugging Face builds its table.
+void add_sinusoid(int t, int C, float* xt) {
+    const int half = C / 2;
+    for (int c = 0; c < half; ++c) {
+        const double angle = t / std::pow(10000.0, 2.0 * c / C);
+        xt[c] += static_cast<float>(std::sin(angle));
+        xt[half + c] += static_cast<float>(std::cos(angle));
+    }
+}
+
+}  // namespace
+
+int relative_position_bucket(int relative, bool bidirectional, int buckets, int max_distance) {
+    int bucket = 0, distance = 0;
+    if (bidirectional) {
+        buckets /= 2;
+        bucket = relative > 0 ? buckets : 0;
+        distance = std::abs(relative);
+    } else {
+        distance = -std::min(relative, 0);
+    }
+    const int max_exact = buckets / 2;
+    if (distance < max_exact) return bucket + distance;
+    const float log_ratio = std::log(static_cast<float>(distance) / static_cast<float>(max_exact)) /
+                            static_cast<float>(std::log(static_cast<double>(max_distance) / max_exact));
+    const int large = max_exact + static_cast<int>(log_ratio * static_cast<float>(buckets - max_exact));
+    return bucket + std::min(large, buckets - 1);
+}
+
+void position_bias(const Model& model, int T, std::vector<float>& bias) {
+    const Config& cfg = model.config;
+    const int NH = cfg.n_head, width = 2 * T - 1;
+    bias.resize(static_cast<size_t>(NH) * width);
+    std::vector<float> per_head(NH);
+    for (int relative = 1 - T; relative < T; ++relative) {
+        const int bucket =
+            relative_position_bucket(relative, cfg.is_encoder(), cfg.relative_buckets, cfg.relative_max_distance);
+        stored_row(model.rel_bias, bucket, per_head.data());
+        for (int h = 0; h < NH; ++h) bias[static_cast<size_t>(h) * width + relative + T - 1] = per_head[h];
     }
 }
 
@@ -254,9 +326,12 @@ void embed_text(const Model& model, const Batch& batch, int b, int first, float*
     for (int t = first; t < T; ++t) {
         float* xt = x + static_cast<size_t>(t - first) * C;
         stored_row(model.wte, batch.padded_id(b, t), xt);
+        if (cfg.embedding_scale != 1)
+            for (int c = 0; c < C; ++c) xt[c] *= cfg.embedding_scale;
         // RoBERTa's positions count from padding_idx + 1, and a pad is at padding_idx.
-        const int offset = cfg.position_offset, position = offset && t >= length ? offset - 1 : t + offset;
+        const int offset = cfg.position_offset, position = cfg.pad_positions && t >= length ? offset - 1 : t + offset;
         if (model.wpe) add_row(model.wpe, position, xt);
+        if (cfg.positions == Positions::sinusoidal) add_sinusoid(t, C, xt);
         if (model.wtt) add_row(model.wtt, batch.token_type(b, t), xt);
     }
     if (cfg.embedding_norm) ops::layer_norm(x, model.emb_ln_w, model.emb_ln_b, x, T - first, C, cfg.layer_norm_epsilon);

@@ -91,7 +91,7 @@ const char* to_string(Stop stop) {
 }
 
 Generator::Generator(Backend& backend, const Model& model, std::vector<int32_t> prompt, const AttentionOptions& options,
-                     const Sampling& sampling, int max_tokens)
+                     const Sampling& sampling, int max_tokens, std::vector<int32_t> source)
     : backend_(backend),
       model_(model),
       options_(options),
@@ -104,6 +104,7 @@ Generator::Generator(Backend& backend, const Model& model, std::vector<int32_t> 
     validate_generation(sampling, max_tokens, options);
     options_.top_k = std::min(generation_top, model.config.vocab_size);
     options_.lens_k = 0;
+    generation_.source_ids = std::move(source);
     generation_.prompt_ids = prompt;
     generation_.token_ids = std::move(prompt);
     const Clock::time_point start = Clock::now();
@@ -115,7 +116,8 @@ Generator::Generator(Backend& backend, const Model& model, std::vector<int32_t> 
 }
 
 void Generator::forward() {
-    const Batch batch{{generation_.token_ids}, model_.config.pad_id()};
+    Batch batch{{generation_.token_ids}, model_.config.pad_id()};
+    if (!generation_.source_ids.empty()) batch.source_ids = {generation_.source_ids};
     backend_.forward(batch, options_, result_, &cache_);
     generation_.computed_on = together(generation_.computed_on, result_.computed_on);
 }
@@ -141,6 +143,13 @@ const GenerationStep& Generator::step() {
         for (int h = 0; h < result_.NH; ++h, out += step.keys) {
             const float* row = result_.row(static_cast<int>(slot), 0, h, t);
             std::copy(row, row + step.keys, out);
+        }
+    step.cross_attention.resize(result_.layers.size() * result_.NH * result_.S);
+    out = step.cross_attention.data();
+    for (size_t slot = 0; slot < result_.layers.size() && result_.S; ++slot)
+        for (int h = 0; h < result_.NH; ++h, out += result_.S) {
+            const float* row = result_.cross_row(static_cast<int>(slot), 0, h, t);
+            std::copy(row, row + result_.S, out);
         }
     step.timing_ms = ms_since(start);
     step.computed_on = result_.computed_on;

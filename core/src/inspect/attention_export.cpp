@@ -173,9 +173,21 @@ double median(std::vector<double> values) {
 }  // namespace
 
 void write_attention_json(std::ostream& out, const Json& metadata, const AttentionResult& result) {
-    out << open_object(metadata) << ",\"attention\":";  // the attention arrays go last
     const size_t dims[5] = {result.layers.size(), static_cast<size_t>(result.B), static_cast<size_t>(result.NH),
                             static_cast<size_t>(result.T - result.first_row), static_cast<size_t>(result.T)};
+    out << open_object(metadata);  // the attention arrays go last
+    if (const AttentionResult* encoder = result.encoder.get()) {
+        const size_t source[5] = {encoder->layers.size(), dims[1], dims[2], static_cast<size_t>(encoder->T),
+                                  static_cast<size_t>(encoder->T)};
+        const size_t cross[5] = {dims[0], dims[1], dims[2], dims[3], static_cast<size_t>(result.S)};
+        out << ",\"encoder_attention\":";
+        write_nested(out, encoder->weights.data(), source, 5);
+        out << ",\"cross_attention\":";
+        write_nested(out, result.cross_weights.data(), cross, 5);
+        out << ",\"decoder_attention\":";
+    } else {
+        out << ",\"attention\":";
+    }
     write_nested(out, result.weights.data(), dims, 5);
     if (!result.rollout.empty()) {  // options.contributions
         const size_t B = result.B, T = result.T, NH = result.NH, L = result.L;
@@ -206,6 +218,7 @@ void write_generation_json(std::ostream& out, const Json& metadata, const Tokeni
     Json head = metadata;
     head["n_head"] = generation.NH;
     head["layers"] = generation.layers;
+    if (!generation.source_ids.empty()) head["source_ids"] = generation.source_ids;
     head["prompt_ids"] = generation.prompt_ids;
     head["token_ids"] = generation.token_ids;
     head["text"] = text;
@@ -224,7 +237,14 @@ void write_generation_json(std::ostream& out, const Json& metadata, const Tokeni
                              {"top", top},
                              {"device", step.computed_on.device},
                              {"timing_ms", step.timing_ms}};
-        out << (s ? "," : "") << open_object(fields) << ",\"attention\":";
+        out << (s ? "," : "") << open_object(fields);
+        const size_t S = generation.source_ids.size();
+        if (S) {
+            const size_t cross[3] = {generation.layers.size(), static_cast<size_t>(generation.NH), S};
+            out << ",\"cross_attention\":";
+            write_nested(out, step.cross_attention.data(), cross, 3);
+        }
+        out << ",\"attention\":";
         const size_t dims[3] = {generation.layers.size(), static_cast<size_t>(generation.NH),
                                 static_cast<size_t>(step.keys)};
         write_nested(out, step.attention.data(), dims, 3);

@@ -2,6 +2,7 @@
 #include "family_configs.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 namespace headscope {
@@ -173,6 +174,7 @@ void read_roberta(const ConfigReader& r, Config& c) {
     c.type_vocab_size = r.positive_int("type_vocab_size", 1);
     c.pad_token_id = r.token_id("pad_token_id", c.vocab_size, 1);
     c.position_offset = c.pad_token_id + 1;
+    c.pad_positions = true;
     if (c.n_positions <= c.position_offset)
         r.refuse("max_position_embeddings " + std::to_string(c.n_positions) + " leaves no position after padding_idx " +
                  std::to_string(c.pad_token_id));
@@ -229,6 +231,103 @@ void read_modernbert(const ConfigReader& r, Config& c) {
     c.qkv_layout = QkvLayout::fused;  // Wqkv's outputs [Q | K | V]
     c.weights_out_by_in = true;
     c.tied_embeddings = true;
+}
+
+// T5, T5 v1.1 and Flan-T5: RMSNorm before each block (T5's LayerNorm has no
+// mean or bias), no biases, T5's relative position bias, no 1/sqrt(hs) on
+// the scores (folded into the weights at training), ReLU or gated tanh-GELU,
+// and, with the output embedding tied to the input one, the decoder's output
+// scaled by d_model^-1/2 before it.
+void read_t5(const ConfigReader& r, Config& c) {
+    c.vocab_size = r.positive_int("vocab_size");
+    c.n_embd = r.positive_int("d_model");
+    c.head_dim = r.positive_int("d_kv");
+    c.mlp_dim = r.positive_int("d_ff");
+    c.encoder_layers = r.positive_int("num_layers");
+    c.n_layer = r.positive_int("num_decoder_layers", c.encoder_layers);
+    c.n_head = r.positive_int("num_heads");
+    c.n_positions = r.positive_int("n_positions", 512);
+    c.relative_buckets = r.positive_int("relative_attention_num_buckets", 32);
+    c.relative_max_distance = r.positive_int("relative_attention_max_distance", 128);
+    if (c.relative_buckets < 4) r.refuse("relative_attention_num_buckets must be at least 4");
+    c.layer_norm_epsilon = r.epsilon("layer_norm_epsilon", 1e-6f);
+    const std::string act = r.word("feed_forward_proj", "relu");
+    if (act != "relu" && act != "gated-gelu")
+        r.refuse("feed_forward_proj '" + act + "' is not supported (relu, gated-gelu)");
+    c.mlp = act == "relu" ? Mlp::relu : Mlp::gated_gelu;
+    c.pad_token_id = r.token_id("pad_token_id", c.vocab_size, 0);
+    c.eos_token_id = r.token_id("eos_token_id", c.vocab_size, 1);
+    c.decoder_start_token_id = r.token_id("decoder_start_token_id", c.vocab_size, c.pad_token_id);
+    c.norm = Norm::rms_norm;
+    c.positions = Positions::relative;
+    c.scaled_scores = false;
+    c.qkv_layout = QkvLayout::separate;
+    c.weights_out_by_in = true;
+    c.qkv_bias = c.o_bias = c.mlp_bias = c.logits_bias = false;
+    c.tied_embeddings = r.flag("tie_word_embeddings", true);
+    c.output_scale = c.tied_embeddings ? 1 / std::sqrt(static_cast<float>(c.n_embd)) : 1;
+}
+
+namespace {
+
+// BART's and Marian's activation_function.
+Mlp seq2seq_activation(const ConfigReader& r) {
+    const std::string act = r.word("activation_function", "gelu");
+    if (act == "gelu") return Mlp::gelu_exact;
+    if (act == "gelu_new") return Mlp::gelu_tanh;
+    if (act == "relu") return Mlp::relu;
+    if (act == "swish" || act == "silu") return Mlp::silu;
+    r.refuse("activation_function '" + act + "' is not supported (gelu, gelu_new, relu, swish)");
+}
+
+// What BART and Marian share: LayerNorm after each sublayer (the
+// cross-attention's too), biases everywhere, Linear weights, the output
+// embedding tied to the input one, a bias on the logits; one head count and
+// MLP width for both stacks.
+void read_bart_layout(const ConfigReader& r, Config& c) {
+    c.vocab_size = r.positive_int("vocab_size");
+    c.n_embd = r.positive_int("d_model");
+    c.encoder_layers = r.positive_int("encoder_layers");
+    c.n_layer = r.positive_int("decoder_layers");
+    c.n_head = r.positive_int("decoder_attention_heads");
+    c.mlp_dim = r.positive_int("decoder_ffn_dim");
+    if (r.positive_int("encoder_attention_heads") != c.n_head || r.positive_int("encoder_ffn_dim") != c.mlp_dim)
+        r.refuse("the encoder's heads or MLP width differ from the decoder's (not supported)");
+    if (c.n_embd % c.n_head != 0)
+        r.refuse("d_model " + std::to_string(c.n_embd) + " is not divisible by the attention heads " +
+                 std::to_string(c.n_head));
+    c.n_positions = r.positive_int("max_position_embeddings");
+    c.mlp = seq2seq_activation(r);
+    if (r.flag("scale_embedding", false)) c.embedding_scale = std::sqrt(static_cast<float>(c.n_embd));
+    c.post_norm = true;
+    c.qkv_layout = QkvLayout::separate;
+    c.weights_out_by_in = true;
+    c.tied_embeddings = true;
+}
+
+}  // namespace
+
+// BART: learned positions from row 2 on (offset 2), a LayerNorm over the embeddings.
+void read_bart(const ConfigReader& r, Config& c) {
+    read_bart_layout(r, c);
+    c.pad_token_id = r.token_id("pad_token_id", c.vocab_size, 1);
+    c.bos_token_id = r.token_id("bos_token_id", c.vocab_size, 0);
+    c.eos_token_id = r.token_id("eos_token_id", c.vocab_size, 2);
+    c.decoder_start_token_id = r.token_id("decoder_start_token_id", c.vocab_size, c.eos_token_id);
+    c.position_offset = 2;
+    c.embedding_norm = true;
+}
+
+// Marian (MarianMT): the paper's sinusoidal positions, embeddings scaled by sqrt(d_model).
+void read_marian(const ConfigReader& r, Config& c) {
+    read_bart_layout(r, c);
+    if (!r.flag("share_encoder_decoder_embeddings", true))
+        r.refuse("share_encoder_decoder_embeddings is false: separate decoder embeddings are not supported");
+    c.pad_token_id = r.token_id("pad_token_id", c.vocab_size, c.vocab_size - 1);
+    c.eos_token_id = r.token_id("eos_token_id", c.vocab_size, 0);
+    c.decoder_start_token_id = r.token_id("decoder_start_token_id", c.vocab_size, c.pad_token_id);
+    c.positions = Positions::sinusoidal;
+    if (c.n_embd % 2 != 0) r.refuse("d_model " + std::to_string(c.n_embd) + " is odd: sinusoidal positions need pairs");
 }
 
 }  // namespace headscope

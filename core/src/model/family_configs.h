@@ -17,5 +17,8 @@ void read_bert(const ConfigReader& r, Config& c);
 void read_roberta(const ConfigReader& r, Config& c);  // also XLM-RoBERTa
 void read_distilbert(const ConfigReader& r, Config& c);
 void read_modernbert(const ConfigReader& r, Config& c);
+void read_t5(const ConfigReader& r, Config& c);  // also T5 v1.1 and Flan-T5
+void read_bart(const ConfigReader& r, Config& c);
+void read_marian(const ConfigReader& r, Config& c);
 
 }  // namespace headscope

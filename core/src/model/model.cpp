@@ -12,6 +12,7 @@
 #include "headscope/io/json_fields.h"
 #include "headscope/io/json_input.h"
 #include "headscope/io/safetensors.h"
+#include "model_files.h"
 
 #include <pwd.h>
 #include <unistd.h>
@@ -42,73 +43,6 @@ constexpr JsonLimits config_json_limits{4 << 20, 1 << 16};
 // 184,000 nodes), the largest we know of.
 constexpr JsonLimits index_limits{32 << 20, 1 << 20};
 constexpr size_t max_shards = 10'000;
-// refs/main holds a 40-character commit hash; past a path's longest, no revision.
-constexpr size_t max_revision_bytes = 4096;
-
-std::string env(const char* name) {
-    const char* value = std::getenv(name);
-    return value ? value : "";
-}
-
-// Where huggingface_hub keeps its cache, by the same rules it uses.
-fs::path hub_cache_dir() {
-    if (const std::string hub = env("HF_HUB_CACHE"); !hub.empty()) return hub;
-    if (const std::string home = env("HF_HOME"); !home.empty()) return fs::path(home) / "hub";
-    if (const std::string xdg = env("XDG_CACHE_HOME"); !xdg.empty()) return fs::path(xdg) / "huggingface" / "hub";
-    std::string home = env("HOME");
-    if (home.empty()) {
-        if (const passwd* pw = getpwuid(getuid())) home = pw->pw_dir;
-    }
-    return fs::path(home) / ".cache" / "huggingface" / "hub";
-}
-
-// "gpt2" or "openai-community/gpt2-medium": the characters HF allows in a
-// repo id, with at most one '/' between two non-empty parts.
-bool is_hub_name(const std::string& name) {
-    const size_t slash = name.find('/');
-    if (slash != std::string::npos && name.find('/', slash + 1) != std::string::npos) return false;
-    if (name.empty() || name.front() == '/' || name.back() == '/') return false;
-    if (name.front() == '.' || name.find("/.") != std::string::npos) return false;
-    return std::all_of(name.begin(), name.end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == '/';
-    });
-}
-
-// The snapshot a cached repo's refs/main names, else its newest one.
-fs::path pick_snapshot(const fs::path& repo) {
-    const fs::path snapshots = repo / "snapshots";
-    const fs::path ref = repo / "refs" / "main";
-    if (path_kind(ref) == PathKind::file) {
-        std::string rev = read_file(ref, "", max_revision_bytes);
-        rev.erase(rev.find_last_not_of(" \t\r\n") + 1);
-        if (rev.empty() || rev.find('/') != std::string::npos) throw Error(ref.string() + ": not a revision");
-        const fs::path snapshot = snapshots / rev;
-        if (path_kind(snapshot) != PathKind::directory)
-            throw Error(ref.string() + ": names revision " + rev + " but " + snapshot.string() + " is missing");
-        return snapshot;
-    }
-    fs::path newest;
-    fs::file_time_type newest_time;
-    if (path_kind(snapshots) == PathKind::directory) {
-        std::error_code ec;
-        for (fs::directory_iterator it(snapshots, ec), end; !ec && it != end; it.increment(ec)) {
-            const fs::file_time_type time = it->last_write_time(ec);
-            if (ec || !it->is_directory(ec)) continue;  // what cannot be asked is not a snapshot
-            if (newest.empty() || time > newest_time) {
-                newest = it->path();
-                newest_time = time;
-            }
-        }
-        if (ec) throw Error(snapshots.string() + ": " + ec.message());
-    }
-    if (newest.empty()) throw Error(repo.string() + ": no refs/main and no snapshot directory in snapshots/");
-    return newest;
-}
-
-Config read_config(const fs::path& path) {
-    if (path_kind(path) == PathKind::missing) throw Error(path.string() + " missing");
-    return config_from_json(read_json_file(path, config_json_limits), path.string());
-}
 
 // Every tensor of a checkpoint's files, by name, with the file it is in.
 struct FoundTensor {
@@ -187,55 +121,9 @@ void check_shape(const std::string& file, const std::string& name, const std::ve
 
 }  // namespace
 
-fs::path resolve_model_path(const std::string& name_or_path) {
-    if (name_or_path == builtin_model) {
-        const std::string override_dir = env("HEADSCOPE_BUILTIN_MODEL");
-        const fs::path dir = override_dir.empty() ? data_dir() / "builtin" : fs::path(override_dir);
-        if (path_kind(dir) != PathKind::directory)
-            throw Error("the built-in model is missing: no directory " + dir.string() +
-                        " (tools/train-builtin makes it)");
-        return dir;
-    }
-    const PathKind kind = path_kind(name_or_path);
-    if (kind == PathKind::directory) return name_or_path;
-    if (kind != PathKind::missing) throw Error("model '" + name_or_path + "' is not a directory");
-    if (!is_hub_name(name_or_path)) throw Error("model '" + name_or_path + "' not found: no directory of that name");
-
-    const fs::path cache = hub_cache_dir();
-    std::string repo_dir = "models--" + name_or_path;
-    if (const size_t slash = repo_dir.find('/'); slash != std::string::npos) repo_dir.replace(slash, 1, "--");
-    const fs::path repo = cache / repo_dir;
-    if (path_kind(repo) != PathKind::directory) {
-        throw Error("model '" + name_or_path + "' not found: no directory of that name and no " + repo_dir +
-                    " in the Hugging Face cache " + cache.string() +
-                    " (Headscope never downloads: fetch it once with huggingface-cli download " + name_or_path +
-                    ", or open a folder holding its config.json, safetensors and tokenizer files)");
-    }
-    return pick_snapshot(repo);
-}
-
-std::vector<CachedModel> list_cached_models() {
-    std::vector<CachedModel> models;
-    std::error_code ec;
-    const std::string prefix = "models--";
-    for (fs::directory_iterator it(hub_cache_dir(), ec), end; !ec && it != end; it.increment(ec)) {
-        const fs::directory_entry& repo = *it;
-        std::string name = repo.path().filename().string();
-        std::error_code kind_ec;
-        if (!repo.is_directory(kind_ec) || !name.starts_with(prefix)) continue;
-        // models--org--name: hub names cannot contain "--", so the first one is the slash.
-        name.erase(0, prefix.size());
-        if (const size_t dashes = name.find("--"); dashes != std::string::npos) name.replace(dashes, 2, "/");
-        try {
-            const fs::path snapshot = pick_snapshot(repo.path());
-            read_config(snapshot / "config.json");  // a family we run
-            models.push_back({name, snapshot});
-        } catch (const std::exception&) {
-            // an incomplete download or a foreign file: not a model to offer
-        }
-    }
-    std::sort(models.begin(), models.end(), [](const CachedModel& a, const CachedModel& b) { return a.name < b.name; });
-    return models;
+Config read_config(const fs::path& path) {
+    if (path_kind(path) == PathKind::missing) throw Error(path.string() + " missing");
+    return config_from_json(read_json_file(path, config_json_limits), path.string());
 }
 
 Model::Model() = default;
@@ -245,24 +133,29 @@ Model& Model::operator=(Model&&) noexcept = default;
 
 namespace {
 
-// Model's field for a matrix weight, and for a vector one.
-Matrix& matrix_field(Model& m, const TensorSpec& t) {
+// Model's field for a matrix weight (null for a vector: vector_field), and for a vector one.
+Matrix* matrix_field(Model& m, const TensorSpec& t) {
     switch (t.weight) {
-        case Weight::wte: return m.wte;
-        case Weight::wpe: return m.wpe;
-        case Weight::lm_head: return m.lm_head;
-        case Weight::attn_w: return m.layers[t.layer].attn;
-        case Weight::q_w: return m.layers[t.layer].q;
-        case Weight::k_w: return m.layers[t.layer].k;
-        case Weight::v_w: return m.layers[t.layer].v;
-        case Weight::attn_proj_w: return m.layers[t.layer].attn_proj;
-        case Weight::fc_w: return m.layers[t.layer].fc;
-        case Weight::gate_w: return m.layers[t.layer].gate;
-        case Weight::fc_proj_w: return m.layers[t.layer].fc_proj;
-        case Weight::wtt: return m.wtt;
-        case Weight::head_dense_w: return m.head_dense;
-        case Weight::gate_up_w: return m.layers[t.layer].gate_up;
-        default: std::abort();  // a vector: vector_field
+        case Weight::wte: return &m.wte;
+        case Weight::wpe: return &m.wpe;
+        case Weight::lm_head: return &m.lm_head;
+        case Weight::attn_w: return &m.layers[t.layer].attn;
+        case Weight::q_w: return &m.layers[t.layer].q;
+        case Weight::k_w: return &m.layers[t.layer].k;
+        case Weight::v_w: return &m.layers[t.layer].v;
+        case Weight::attn_proj_w: return &m.layers[t.layer].attn_proj;
+        case Weight::fc_w: return &m.layers[t.layer].fc;
+        case Weight::gate_w: return &m.layers[t.layer].gate;
+        case Weight::fc_proj_w: return &m.layers[t.layer].fc_proj;
+        case Weight::wtt: return &m.wtt;
+        case Weight::head_dense_w: return &m.head_dense;
+        case Weight::gate_up_w: return &m.layers[t.layer].gate_up;
+        case Weight::cross_q_w: return &m.layers[t.layer].cross_q;
+        case Weight::cross_k_w: return &m.layers[t.layer].cross_k;
+        case Weight::cross_v_w: return &m.layers[t.layer].cross_v;
+        case Weight::cross_proj_w: return &m.layers[t.layer].cross_proj;
+        case Weight::rel_bias: return &m.rel_bias;
+        default: return nullptr;
     }
 }
 
@@ -289,15 +182,21 @@ const float*& vector_field(Model& m, const TensorSpec& t) {
         case Weight::head_ln_w: return m.head_ln_w;
         case Weight::head_ln_b: return m.head_ln_b;
         case Weight::lm_bias: return m.lm_bias;
+        case Weight::cross_q_b: return m.layers[t.layer].cross_q_b;
+        case Weight::cross_k_b: return m.layers[t.layer].cross_k_b;
+        case Weight::cross_v_b: return m.layers[t.layer].cross_v_b;
+        case Weight::cross_proj_b: return m.layers[t.layer].cross_proj_b;
+        case Weight::ln_x_w: return m.layers[t.layer].ln_x_w;
+        case Weight::ln_x_b: return m.layers[t.layer].ln_x_b;
         default: std::abort();  // a matrix: matrix_field
     }
 }
 
 // Served from the map as it is: a matrix whose float32 data is aligned for
 // float loads. 16-bit data is read with memcpy (matmul.h), any alignment.
-bool mapped_as_is(const TensorView& view) {
-    return view.shape.size() == 2 &&
-           (view.dtype != DType::F32 || reinterpret_cast<uintptr_t>(view.bytes.data()) % alignof(float) == 0);
+// Vectors (BART's (1, V) logits bias among them) are converted to float32.
+bool mapped_as_is(const TensorView& view, bool matrix) {
+    return matrix && (view.dtype != DType::F32 || reinterpret_cast<uintptr_t>(view.bytes.data()) % alignof(float) == 0);
 }
 
 // Maps the checkpoint's files into `m`, and lists their tensors by name;
@@ -341,12 +240,12 @@ Found find_wanted(Model& m, const std::vector<TensorSpec>& wanted, const TensorM
         }
         check_shape(it->second.file, it->first, it->second.view.shape, w.shape);
         found.entries.push_back(&*it);
-        if (!mapped_as_is(it->second.view)) found.copied_floats += element_count(w.shape);
+        if (!mapped_as_is(it->second.view, matrix_field(m, w))) found.copied_floats += element_count(w.shape);
         found.total_bytes += static_cast<int64_t>(it->second.view.bytes.size());
         m.params += element_count(w.shape);
     }
     // A tied output embedding is the same matrix as wte, so it is checked but not kept.
-    if (cfg.tied_embeddings) {
+    if (cfg.tied_embeddings && !cfg.encoder_stack) {
         if (const auto it = find_tensor(tensors, cfg, output_embedding_name(cfg)); it != tensors.end())
             check_shape(it->second.file, it->first, it->second.view.shape, wanted.front().shape);
     }
@@ -354,13 +253,14 @@ Found find_wanted(Model& m, const std::vector<TensorSpec>& wanted, const TensorM
 }
 
 // Each wanted tensor into its field of `m`: a matrix served from the map, else
-// converted into m.storage; every value checked finite.
-void read_weights(Model& m, const std::vector<TensorSpec>& wanted, const Found& found, const Progress& progress) {
+// converted into m.storage; every value checked finite. Progress counts from
+// `done_bytes` to `all_bytes` (an encoder–decoder reads its two stacks in turn).
+void read_weights(Model& m, const std::vector<TensorSpec>& wanted, const Found& found, const Progress& progress,
+                  int64_t done_bytes, int64_t all_bytes) {
     m.storage.resize(static_cast<size_t>(found.copied_floats));
     float* out = m.storage.data();
-    int64_t done_bytes = 0;
     const char* reading = "reading the weights";
-    report_progress(progress, reading, 0, found.total_bytes, ProgressUnit::bytes);
+    report_progress(progress, reading, done_bytes, all_bytes, ProgressUnit::bytes);
     for (size_t i = 0; i < wanted.size(); ++i) {
         const auto& [name, entry] = *found.entries[i];
         const TensorView& view = entry.view;
@@ -369,14 +269,15 @@ void read_weights(Model& m, const std::vector<TensorSpec>& wanted, const Found& 
             const int64_t rows = view.shape[0], cols = view.shape[1];
             return Matrix{data, dtype, out_by_in ? cols : rows, out_by_in ? rows : cols, out_by_in};
         };
+        Matrix* field = matrix_field(m, wanted[i]);
         try {
-            if (mapped_as_is(view)) {
+            if (mapped_as_is(view, field)) {
                 check_finite(name, view);
-                matrix_field(m, wanted[i]) = matrix(view.bytes.data(), view.dtype);
+                *field = matrix(view.bytes.data(), view.dtype);
             } else {
                 convert_to_f32(name, view, out);
-                if (view.shape.size() == 2)
-                    matrix_field(m, wanted[i]) = matrix(reinterpret_cast<const std::byte*>(out), DType::F32);
+                if (field)
+                    *field = matrix(reinterpret_cast<const std::byte*>(out), DType::F32);
                 else
                     vector_field(m, wanted[i]) = out;
                 out += element_count(view.shape);
@@ -387,8 +288,35 @@ void read_weights(Model& m, const std::vector<TensorSpec>& wanted, const Found& 
         const auto bytes = static_cast<int64_t>(view.bytes.size());
         m.tensors.push_back({name, view.shape, view.dtype, bytes});
         done_bytes += bytes;
-        report_progress(progress, reading, done_bytes, found.total_bytes, ProgressUnit::bytes);
+        report_progress(progress, reading, done_bytes, all_bytes, ProgressUnit::bytes);
     }
+}
+
+// One stack's tensors, found and shape-checked: its layers sized (a file
+// holding N tensors cannot have more than N layers, so a config with too many
+// is reported by its first missing tensor before n_layer sizes anything).
+struct Stack {
+    std::vector<TensorSpec> wanted;
+    Found found;
+};
+Stack find_stack(Model& m, const TensorMap& tensors, const std::map<std::string, std::string>& unread,
+                 const std::string& where) {
+    Config within_files = m.config;
+    within_files.n_layer = static_cast<int>(std::min<int64_t>(m.config.n_layer, static_cast<int64_t>(tensors.size())));
+    m.layers.resize(within_files.n_layer);
+    Stack stack{model_tensors(within_files), {}};
+    stack.found = find_wanted(m, stack.wanted, tensors, unread, where);
+    return stack;
+}
+
+// After reading: the tied output embedding, the halves of a fused GeGLU input.
+void finish_stack(Model& m) {
+    if (!m.lm_head) m.lm_head = m.wte.transposed();  // tied
+    for (LayerWeights& layer : m.layers)
+        if (layer.gate_up) {
+            layer.gate = layer.gate_up.output_rows(0, m.config.mlp_size());
+            layer.fc = layer.gate_up.output_rows(m.config.mlp_size(), m.config.mlp_size());
+        }
 }
 
 }  // namespace
@@ -409,25 +337,35 @@ Model load_model(const std::string& name_or_path, const Progress& progress) {
     const std::string where =
         files.size() == 1 ? files.front().string() : (m.path / "model.safetensors.index.json").string();
 
-    // A file holding N tensors cannot have more than N layers. Going no
-    // further than that reports a config with too many layers by its first
-    // missing tensor, before n_layer sizes any allocation.
-    // A bare encoder (BertModel) has no masked-LM head: its maps, without predictions.
+    // A bare encoder (BertModel) has no masked-LM head: its maps, without
+    // predictions. A bare BartModel has no final_logits_bias, which
+    // BartForConditionalGeneration then starts at zero.
     if (cfg.mlm_head && find_tensor(tensors, cfg, masked_lm_head_name(cfg)) == tensors.end()) m.config.mlm_head = false;
-    Config within_files = cfg;
-    within_files.n_layer = static_cast<int>(std::min<int64_t>(cfg.n_layer, static_cast<int64_t>(tensors.size())));
-    m.layers.resize(within_files.n_layer);
-    const std::vector<TensorSpec> wanted = model_tensors(within_files);
-    read_weights(m, wanted, find_wanted(m, wanted, tensors, unread, where), progress);
-    if (!m.lm_head) m.lm_head = m.wte.transposed();  // tied
-    for (LayerWeights& layer : m.layers)
-        if (layer.gate_up) {
-            layer.gate = layer.gate_up.output_rows(0, cfg.mlp_size());
-            layer.fc = layer.gate_up.output_rows(cfg.mlp_size(), cfg.mlp_size());
-        }
+    if (cfg.is_encoder_decoder() && cfg.logits_bias &&
+        find_tensor(tensors, cfg, tensor_name(cfg, Weight::lm_bias)) == tensors.end())
+        m.config.logits_bias = false;
+    const Stack decoder = find_stack(m, tensors, unread, where);
+    Stack encoder;
+    if (cfg.is_encoder_decoder()) {
+        m.encoder = std::make_unique<Model>();
+        m.encoder->config = encoder_config(cfg);
+        encoder = find_stack(*m.encoder, tensors, unread, where);
+    }
+    const int64_t all_bytes = decoder.found.total_bytes + encoder.found.total_bytes;
+    read_weights(m, decoder.wanted, decoder.found, progress, 0, all_bytes);
+    finish_stack(m);
+    if (m.encoder) {
+        read_weights(*m.encoder, encoder.wanted, encoder.found, progress, decoder.found.total_bytes, all_bytes);
+        finish_stack(*m.encoder);
+        m.params += m.encoder->params - m.wte.in * m.wte.out;  // the shared embedding counted once
+        m.tensors.insert(m.tensors.end(), m.encoder->tensors.begin(), m.encoder->tensors.end());
+    }
     m.dtype = m.wte.dtype;
-    std::sort(m.tensors.begin(), m.tensors.end(),
-              [](const TensorInfo& a, const TensorInfo& b) { return a.name < b.name; });
+    const auto by_name = [](const TensorInfo& a, const TensorInfo& b) { return a.name < b.name; };
+    std::sort(m.tensors.begin(), m.tensors.end(), by_name);
+    m.tensors.erase(std::unique(m.tensors.begin(), m.tensors.end(),
+                                [](const TensorInfo& a, const TensorInfo& b) { return a.name == b.name; }),
+                    m.tensors.end());
 
     m.tokenizer = tokenizer.get();
     if (m.tokenizer.vocab_size() > cfg.vocab_size) {
@@ -437,6 +375,14 @@ Model load_model(const std::string& name_or_path, const Progress& progress) {
                     " tokens, more than the model's vocab_size " + std::to_string(cfg.vocab_size));
     }
     return m;
+}
+
+std::vector<int32_t> decoder_input_ids(const Model& model, std::string_view target) {
+    std::vector<int32_t> ids = {model.config.decoder_start_token_id};
+    std::vector<int32_t> tokens = model.tokenizer.encode(target);
+    if (!tokens.empty() && tokens.back() == model.config.eos_token_id) tokens.pop_back();
+    ids.insert(ids.end(), tokens.begin(), tokens.end());
+    return ids;
 }
 
 }  // namespace headscope

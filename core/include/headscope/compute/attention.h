@@ -2,6 +2,7 @@
 // what the engine hands back: every returned layer's per-head weights.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -99,9 +100,13 @@ struct Batch {
     // Each token's type (segment: 0 for a pair's first text, 1 for its
     // second), as token_ids; empty: every token's is 0.
     std::vector<std::vector<int32_t>> token_types = {};
+    // An encoder–decoder's sources, one per text, unpadded: the encoder reads
+    // these, the decoder token_ids (what it has produced so far).
+    std::vector<std::vector<int32_t>> source_ids = {};
 
     int B() const { return static_cast<int>(token_ids.size()); }
     int T() const;                           // the longest length
+    int S() const;                           // the longest source; 0 without sources
     int32_t padded_id(int b, int t) const;   // text b's token t, pad_id past its end
     int32_t token_type(int b, int t) const;  // text b's token t's type, 0 past its end
 };
@@ -166,6 +171,22 @@ struct AttentionResult {
     AlignedVector<float> keys;     // (layers.size(), B, T, NKV * hs)
     int parts() const { return 2 * L + 2; }
 
+    // An encoder–decoder's (else S is 0 and these are empty): the encoder's
+    // forward of the sources (its every layer's self-attention, (L_enc, B, NH,
+    // S, S)), computed once per source and shared by the forwards of its
+    // targets, and each returned decoder layer's cross-attention: queries
+    // from the decoder, keys the encoder's output, only the source's padding masked.
+    int S = 0;  // the longest source
+    std::shared_ptr<const AttentionResult> encoder;
+    AlignedVector<float> cross_weights;  // (layers.size(), B, NH, T - first_row, S)
+    const float* cross_row(int layer_slot, int b, int h, int i) const {
+        return cross_weights.data() +
+               (((static_cast<size_t>(layer_slot) * B + b) * NH + h) * (T - first_row) + i - first_row) * S;
+    }
+    float* cross_row(int layer_slot, int b, int h, int i) {
+        return const_cast<float*>(static_cast<const AttentionResult&>(*this).cross_row(layer_slot, b, h, i));
+    }
+
     // Map (layer_slot, b, h): its rows [first_row, T) of T keys, row-major
     // (T x T without new_rows_only); query row i >= first_row of it; whether
     // row i of text b had no key.
@@ -204,9 +225,15 @@ int visible_end(const AttentionOptions& options, int i, int length, int T);
 int visible_begin(const AttentionOptions& options, int i);
 // Whether query row i attends to key j: visible_begin <= j < visible_end.
 bool attends(const AttentionOptions& options, int i, int j, int length, int T);
+// The keys [0, end) a cross-attention query row i of a target of
+// `target_length` tokens sees in a source of `source_length` (padded to S):
+// with the padding mask the source's own tokens, and none for a pad query.
+int cross_visible_end(const AttentionOptions& options, int i, int target_length, int source_length, int S);
 
 // What scores are multiplied by before the softmax, for C channels and heads of hs.
 float score_scale(Scale scale, int C, int hs);
+// The scale a model was trained with: 1/sqrt(hs), or none (T5's).
+Scale own_scale(bool scaled_scores);
 
 // The words of the command lines and the settings file (the choice tables');
 // a bad word throws Error naming the option and the words allowed.

@@ -12,6 +12,7 @@
 // Buffers are row-major and sized once per shape; a later call with the same
 // or a smaller shape allocates nothing.
 #pragma once
+#include <memory>
 #include <vector>
 
 #include "headscope/base/aligned.h"
@@ -36,6 +37,11 @@ public:
     // thrown by it ends the forward.
     void run(const Model& model, const Batch& batch, const AttentionOptions& options, AttentionResult& result,
              Heads heads, PrefixCache* cache = nullptr, const Progress& progress = {});
+    // An encoder–decoder's encoder (an encoder_config model) over `source`:
+    // run's result, every layer run, and the encoder's output (its final norm's,
+    // where it has one) into `memory` (B, S, C).
+    void encode(const Model& encoder, const Batch& source, const AttentionOptions& options, AttentionResult& result,
+                Heads heads, float* memory);
     // The effects grid (backend.h, head_effects.h; cpu_effects.cpp).
     void head_effects(const Model& model, const Batch& batch, const AttentionOptions& options, HeadEffects& effects,
                       const Progress& progress);
@@ -67,6 +73,15 @@ private:
     void attention(const Model& model, const Batch& batch, const AttentionOptions& options, const HeadSplit& split,
                    PrefixCache& store, int layer, float* att, Heads heads);
     void mlp(const Config& config, const LayerWeights& w);
+    // An encoder–decoder (cpu_encoder_decoder.cpp): the encoder's forward of
+    // the batch's sources and every decoder layer's cross-attention keys and
+    // values, unless those of the same sources and options are held.
+    void prepare_sources(const Model& model, const Batch& batch, const AttentionOptions& options,
+                         const HeadSplit& split, Heads heads);
+    // A decoder layer's cross-attention over the R rows: x_ += its output
+    // (then its norm, post-LN), its maps into the result's cross_weights.
+    void cross_attend(const Model& model, const Batch& batch, const AttentionOptions& options, const HeadSplit& split,
+                      const LayerAt& at, Heads heads, AttentionResult& result);
     void keep_earlier_rows(const PrefixCache& cache, const Batch& batch, AttentionResult& result) const;
     void read_out(const Model& model, const float* x, int n);  // cpu_predict.cpp
     // With `tracked` (B, T), also each row's p of the tracked id into `tracked_p` (B, T).
@@ -95,6 +110,21 @@ private:
     AlignedVector<float> head_outputs_;  // (L, R, Qw) contributions: every layer's y_, knocked-out heads replaced
     bool keep_layer_inputs_ = false;     // the effects grid's first forward keeps...
     AlignedVector<float> layer_inputs_;  // (L, R, C) ... x_ before each layer
+    std::vector<float> position_bias_;   // (NH, 2T - 1) T5's, of this forward's stack (forward.h's position_bias)
+    float* final_states_ = nullptr;      // encode(): where the encoder's output goes
+
+    // An encoder–decoder's sources, as prepare_sources left them.
+    struct Sources {
+        const Model* model = nullptr;
+        AttentionOptions options;
+        std::vector<std::vector<int32_t>> ids;
+        std::shared_ptr<const AttentionResult> encoded;  // the encoder's result
+        AlignedVector<float> memory;                     // (B, S, C) the encoder's output
+        AlignedVector<float> cross_kv;                   // (L, B, S, 2 KVw) each decoder layer's [K | V]
+    };
+    Sources sources_;
+    std::unique_ptr<CpuForward> encoder_;  // runs the encoder
+    AlignedVector<float> scratch_cross_;   // (B, NH, T, S) cross maps of layers not returned
 };
 
 }  // namespace headscope

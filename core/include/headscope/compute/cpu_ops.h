@@ -88,19 +88,21 @@ void gelu_exact(const S* x, S* out, size_t n) {
     elementwise(x, out, n, [](const auto& v) { return S(0.5) * v * (1 + (v * S(M_SQRT1_2)).erf()); });
 }
 
-// GeGLU's product: gate[i] = gelu(gate[i]) * up[i], erf's GELU.
+// SiLU (swish): out[i] = x[i] * sigmoid(x[i]); out may be x.
 template <typename S>
-void gelu_times(S* gate, const S* up, size_t n) {
-    gelu_exact(gate, gate, n);
-    const auto size = static_cast<Eigen::Index>(n);
-    Eigen::Map<Eigen::Array<S, Eigen::Dynamic, 1>>(gate, size) *=
-        Eigen::Map<const Eigen::Array<S, Eigen::Dynamic, 1>>(up, size);
+void silu(const S* x, S* out, size_t n) {
+    elementwise(x, out, n, [](const auto& v) { return v / (1 + (-v).exp()); });
 }
 
-// SwiGLU's product: gate[i] = silu(gate[i]) * up[i].
+// ReLU: out may be x.
 template <typename S>
-void silu_times(S* gate, const S* up, size_t n) {
-    elementwise(gate, gate, n, [](const auto& v) { return v / (1 + (-v).exp()); });
+void relu(const S* x, S* out, size_t n) {
+    elementwise(x, out, n, [](const auto& v) { return v.max(S(0)); });
+}
+
+// A gated MLP's product: gate[i] *= up[i], after its activation.
+template <typename S>
+void times(S* gate, const S* up, size_t n) {
     const auto size = static_cast<Eigen::Index>(n);
     Eigen::Map<Eigen::Array<S, Eigen::Dynamic, 1>>(gate, size) *=
         Eigen::Map<const Eigen::Array<S, Eigen::Dynamic, 1>>(up, size);
@@ -135,23 +137,28 @@ struct KeyRange {
     int begin, end;
 };
 
-// One head, queries [first_query, T) over keys [0, T): att (T - first_query,
-// T) = softmax(scale Q K^T) with key j visible to query i for j in
-// visible(i), a KeyRange; y (T - first_query, hs) = att V. Q and y hold the
-// queries' rows, K and V all T rows, each with its own row stride, so the
-// caller picks the split.
+// One head, `rows` queries (positions first_query on) over `keys` keys:
+// att (rows, keys) = softmax(scale (Q K^T + bias)) with key j visible to
+// query i for j in visible(i), a KeyRange; y (rows, hs) = att V. Q and y
+// hold the queries' rows, K and V all the keys' rows, each with its own row
+// stride, so the caller picks the split. `bias`, if not null, is T5's
+// position bias centred on distance 0: bias[j - i] on key j's score for query i.
 template <typename S, typename Visible>
 void attention_head(const S* q, int q_stride, const S* k, int k_stride, const S* v, int v_stride, S* y, int y_stride,
-                    S* att, int first_query, int T, int hs, S scale, Visible visible) {
-    const int rows = T - first_query;
+                    S* att, int first_query, int rows, int keys, int hs, S scale, Visible visible,
+                    const S* bias = nullptr) {
     ConstStridedMap<S> Q(q, rows, hs, Eigen::OuterStride<>(q_stride));
-    ConstStridedMap<S> K(k, T, hs, Eigen::OuterStride<>(k_stride));
-    ConstStridedMap<S> V(v, T, hs, Eigen::OuterStride<>(v_stride));
-    MatrixMap<S> A(att, rows, T);
+    ConstStridedMap<S> K(k, keys, hs, Eigen::OuterStride<>(k_stride));
+    ConstStridedMap<S> V(v, keys, hs, Eigen::OuterStride<>(v_stride));
+    MatrixMap<S> A(att, rows, keys);
     A.noalias() = Q * K.transpose();
     for (int r = 0; r < rows; ++r) {
-        const KeyRange keys = visible(first_query + r);
-        masked_softmax_row(att + static_cast<size_t>(r) * T, keys.begin, keys.end, T, scale);
+        S* scores = att + static_cast<size_t>(r) * keys;
+        const int i = first_query + r;
+        if (bias)
+            for (int j = 0; j < keys; ++j) scores[j] += bias[j - i];
+        const KeyRange range = visible(i);
+        masked_softmax_row(scores, range.begin, range.end, keys, scale);
     }
     StridedMap<S>(y, rows, hs, Eigen::OuterStride<>(y_stride)).noalias() = A * V;
 }

@@ -54,6 +54,15 @@ int rope_dims(const Rope& rope, int hs);  // rope_table's dims
 // first_position + r, in place; the table must cover those positions.
 void apply_rope(const RopeTable& table, float* x, int first_position, int rows, int stride);
 
+// T5's bucket for a key at `relative` = j - i positions from its query, as
+// Hugging Face's _relative_position_bucket computes it (in float32): exact
+// below half the buckets (of each direction, when bidirectional), then
+// logarithmic up to max_distance.
+int relative_position_bucket(int relative, bool bidirectional, int buckets, int max_distance);
+// T5's position bias of a stack for texts of T tokens: bias (NH, 2T - 1),
+// head h's bias on the score of key j for query i at [h][j - i + T - 1].
+void position_bias(const Model& model, int T, std::vector<float>& bias);
+
 // Throws Error unless every head options.ablate knocks out is one of the
 // split's, ascending and unique.
 void check_ablation(const Config& config, const AttentionOptions& options);

@@ -53,14 +53,16 @@ struct GenerationStep {
     // The model's probability of the token: the softmax of the logits before
     // temperature, top-k and top-p (what `top` ranks by).
     float p = 0;
-    std::vector<Prediction> top;   // (min(generation_top, V)) what the model predicted here, by p descending
-    int keys = 0;                  // the tokens so far, this one included
-    std::vector<float> attention;  // (L, NH, keys): this token's query row in every returned layer and head
-    double timing_ms = 0;          // choosing the token and its forward
-    ComputedOn computed_on;        // the device of its forward
+    std::vector<Prediction> top;         // (min(generation_top, V)) what the model predicted here, by p descending
+    int keys = 0;                        // the tokens so far, this one included
+    std::vector<float> attention;        // (L, NH, keys): this token's query row in every returned layer and head
+    std::vector<float> cross_attention;  // (L, NH, S) an encoder–decoder's: its row of the cross-attention
+    double timing_ms = 0;                // choosing the token and its forward
+    ComputedOn computed_on;              // the device of its forward
 };
 
 struct Generation {
+    std::vector<int32_t> source_ids;  // an encoder–decoder's source; empty for a decoder
     std::vector<int32_t> prompt_ids;
     std::vector<int32_t> token_ids;  // the prompt's, then the generated ones
     std::vector<GenerationStep> steps;
@@ -79,9 +81,11 @@ struct Generation {
 class Generator {
 public:
     // `backend` has `model`'s weights loaded; both outlive the generator.
-    // Throws Error where validate_generation does, or for a prompt the forward refuses.
+    // An encoder–decoder's decoder continues `prompt` (its start token first)
+    // reading `source`, which the encoder runs once. Throws Error where
+    // validate_generation does, or for a prompt the forward refuses.
     Generator(Backend& backend, const Model& model, std::vector<int32_t> prompt, const AttentionOptions& options,
-              const Sampling& sampling, int max_tokens);
+              const Sampling& sampling, int max_tokens, std::vector<int32_t> source = {});
 
     // Generates one token; generation().stop says whether to go on. Only while it is Stop::running.
     const GenerationStep& step();

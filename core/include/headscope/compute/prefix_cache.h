@@ -25,7 +25,8 @@ struct Model;
 struct PrefixCache {
     const Model* model = nullptr;  // what the cached forward ran on; null: empty
     AttentionOptions options;
-    std::vector<std::vector<int32_t>> token_ids;  // (B, length_b): the cached texts
+    std::vector<std::vector<int32_t>> token_ids;   // (B, length_b): the cached texts
+    std::vector<std::vector<int32_t>> source_ids;  // an encoder–decoder's sources: reuse needs the same
     // Per text: (L, capacity, 2 KVw), each layer's rows [K | V] of its tokens
     // (keys after RoPE and qk-norm), for at least its length.
     std::vector<AlignedVector<float>> kv;

@@ -39,15 +39,19 @@ nlohmann::ordered_json attention_metadata(const Model& model, const std::string&
 
 // `metadata` with "attention" last: the (layers, B, NH, T, T) weights as
 // nested arrays, streamed (as json values they would take many times the
-// tensor's memory), and a newline. The caller checks `out` for errors
+// tensor's memory), and a newline. An encoder–decoder's, in its place:
+// "encoder_attention" (L_enc, B, NH, S, S), "cross_attention" (layers, B, NH,
+// T, S) and "decoder_attention" (layers, B, NH, T, T). The caller checks `out` for errors
 // (write_file_atomically does).
 void write_attention_json(std::ostream& out, const nlohmann::ordered_json& metadata, const AttentionResult& result);
 
 // headscope-cli generate's JSON: `metadata` (backend, backend_reason), then
-// n_head, layers, prompt_ids, token_ids, text (the tokens' bytes), stop, timing_ms {prompt,
-// step_median, step_max} and, last, steps: per generated token {id, token, p,
-// top: [prediction_json], attention: [layer][head][key], timing_ms}, the
-// attention streamed. Then a newline.
+// n_head, layers, source_ids (an encoder–decoder's), prompt_ids, token_ids,
+// text (the tokens' bytes), stop, timing_ms {prompt, step_median, step_max}
+// and, last, steps: per generated token {id, token, p, top:
+// [prediction_json], timing_ms, cross_attention (an encoder–decoder's):
+// [layer][head][source token], attention: [layer][head][key]}, the attention
+// streamed. Then a newline.
 void write_generation_json(std::ostream& out, const nlohmann::ordered_json& metadata, const Tokenizer& tokenizer,
                            const Generation& generation);
 

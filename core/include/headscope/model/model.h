@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "headscope/base/aligned.h"
@@ -39,6 +40,12 @@ struct LayerWeights {
     const float* fc_b = nullptr;
     Matrix fc_proj;  // F -> C
     const float* fc_proj_b = nullptr;
+    // An encoder–decoder's decoder layer: the cross-attention (queries C -> NH
+    // * hs from the decoder, keys and values C -> NKV * hs from the encoder's
+    // output, NH * hs -> C) and its norm.
+    Matrix cross_q, cross_k, cross_v, cross_proj;
+    const float *cross_q_b = nullptr, *cross_k_b = nullptr, *cross_v_b = nullptr, *cross_proj_b = nullptr;
+    const float *ln_x_w = nullptr, *ln_x_b = nullptr;
 };
 
 struct TensorInfo {
@@ -79,7 +86,11 @@ struct Model {
     const float *emb_ln_w = nullptr, *emb_ln_b = nullptr;  // (C) the embeddings' LayerNorm
     Matrix head_dense;                                     // C -> C the masked-LM head's transform
     const float *head_dense_b = nullptr, *head_ln_w = nullptr, *head_ln_b = nullptr;  // (C)
-    const float* lm_bias = nullptr;                                                   // (V) on the masked-LM logits
+    const float* lm_bias = nullptr;  // (V) on the logits (the masked-LM head's, BART's final_logits_bias)
+    Matrix rel_bias;                 // (relative_buckets, NH) T5's position bias
+    // An encoder–decoder's encoder (encoder_config): its weights point into
+    // this model's files; its tokenizer is this one's. Null for other models.
+    std::unique_ptr<Model> encoder;
 };
 
 // The name of the model Headscope ships and opens by default: the directory
@@ -98,6 +109,12 @@ std::filesystem::path resolve_model_path(const std::string& name_or_path);
 // total of every tensor the model uses. Cancelled thrown by it ends the load,
 // which returns nothing.
 Model load_model(const std::string& name_or_path, const Progress& progress = {});
+
+// An encoder–decoder's decoder input for the target text: its start token,
+// then the target as the tokenizer encodes it with its special tokens, less
+// a final end-of-sequence token (the labels shifted right, as transformers
+// trains them). "" gives the start token (and any token the template puts first).
+std::vector<int32_t> decoder_input_ids(const Model& model, std::string_view target);
 
 // A model of a supported family in the local Hugging Face cache.
 struct CachedModel {

@@ -21,14 +21,25 @@ namespace headscope {
 // info's JSON) and labels (the window), in this one place.
 enum class Norm { layer_norm, rms_norm };
 inline constexpr Choices<Norm, 2> norm_choices = {"norm", {"layernorm", "rmsnorm"}, {"LayerNorm", "RMSNorm"}};
-enum class Positions { learned, rotary };
-inline constexpr Choices<Positions, 2> positions_choices = {
-    "positions", {"learned", "rotary"}, {"learned (wpe)", "rotary (RoPE)"}};
-// GPT-2's tanh GELU, erf GELU, SiLU(gate) * up, GELU(gate) * up (ModernBERT's, gate and up one fused matrix).
-enum class Mlp { gelu_tanh, gelu_exact, swiglu, geglu };
+// Learned rows (wpe); rotary; T5's learned bias per head on each score, by
+// the bucket of the key's distance from the query; the paper's fixed
+// sinusoids added to the embeddings (Marian's).
+enum class Positions { learned, rotary, relative, sinusoidal };
+inline constexpr Choices<Positions, 4> positions_choices = {
+    "positions",
+    {"learned", "rotary", "relative", "sinusoidal"},
+    {"learned (wpe)", "rotary (RoPE)", "relative buckets (T5)", "sinusoidal"}};
+// GPT-2's tanh GELU, erf GELU, SiLU(gate) * up, GELU(gate) * up (ModernBERT's,
+// gate and up one fused matrix), T5's ReLU, Marian's SiLU (swish), T5 v1.1's
+// tanh GELU(gate) * up (separate matrices).
+enum class Mlp { gelu_tanh, gelu_exact, swiglu, geglu, relu, silu, gated_gelu };
 // The word names the kind, so both GELUs are "gelu"; the labels tell them apart.
-inline constexpr Choices<Mlp, 4> mlp_choices = {
-    "mlp", {"gelu", "gelu", "swiglu", "geglu"}, {"GELU (tanh)", "GELU (erf)", "SwiGLU", "GeGLU"}};
+inline constexpr Choices<Mlp, 7> mlp_choices = {
+    "mlp",
+    {"gelu", "gelu", "swiglu", "geglu", "relu", "silu", "gated-gelu"},
+    {"GELU (tanh)", "GELU (erf)", "SwiGLU", "GeGLU", "ReLU", "SiLU", "gated GELU (tanh)"}};
+// Whether the MLP multiplies a gate by an up projection.
+inline bool gated(Mlp mlp) { return mlp == Mlp::swiglu || mlp == Mlp::geglu || mlp == Mlp::gated_gelu; }
 
 // How a family stores its attention's Q, K and V projections.
 enum class QkvLayout {
@@ -96,23 +107,40 @@ struct Config {
     int position_offset = 0;      // RoBERTa: text position t is row t + padding_idx + 1 of wpe
     bool mlm_head = false;        // the masked-LM head: dense, GELU, LayerNorm, the output embedding + bias
     bool head_bias = true;        // its dense product has a bias (ModernBERT's classifier_bias)
-    bool logits_bias = true;      // its logits have a bias (ModernBERT's decoder_bias)
+    bool logits_bias = true;      // its logits have a bias (ModernBERT's decoder_bias; BART's final_logits_bias)
+    bool pad_positions = false;   // RoBERTa: a pad's position is padding_idx (position_offset - 1)
+    // Encoder–decoders (T5, BART, Marian): this Config is the decoder's, and
+    // each of its layers attends to the encoder's output after its own
+    // self-attention (cross-attention); encoder_config() describes the encoder.
+    int encoder_layers = 0;           // the encoder's layers; 0: not an encoder–decoder
+    bool encoder_stack = false;       // this Config is an encoder–decoder's encoder (encoder_config)
+    int decoder_start_token_id = -1;  // the decoder's first input token
+    float embedding_scale = 1;        // token embeddings times this (scale_embedding: sqrt(C))
+    float output_scale = 1;           // the decoder's output times this before the output embedding (T5: C^-1/2)
+    bool scaled_scores = true;        // the model's own scale is 1/sqrt(hs); T5's is none
+    int relative_buckets = 0;         // T5's position bias: buckets (half each way in an encoder)...
+    int relative_max_distance = 128;  // ... and the distance past which they all share the last
 
     int kv_heads() const { return n_kv_head ? n_kv_head : n_head; }
     int head_size() const { return head_dim ? head_dim : n_embd / n_head; }
     int mlp_size() const { return mlp_dim ? mlp_dim : 4 * n_embd; }
     int pad_id() const { return pad_token_id >= 0 ? pad_token_id : eos_token_id; }
     bool is_encoder() const { return !causal; }
+    bool is_encoder_decoder() const { return encoder_layers > 0; }
     // Whether it has a head to predict with: a decoder's final norm and output
     // embedding, or an encoder's masked-LM head (a bare BertModel has none).
-    bool predicts() const { return mlm_head || !post_norm; }
+    bool predicts() const { return mlm_head || !post_norm || is_encoder_decoder(); }
     // Whether layer l has the sliding window (when the options keep it on).
     bool windowed(int layer) const { return sliding_window && (!global_every || layer % global_every != 0); }
 };
 
-// What a model is, in words: "decoder" (predicts the next token) or
-// "encoder" (attends both ways, predicts masked tokens).
+// What a model is, in words: "decoder" (predicts the next token),
+// "encoder" (attends both ways, predicts masked tokens) or "encoder-decoder".
 const char* model_kind(const Config& config);
+
+// An encoder–decoder's encoder: the decoder's sizes and layout with the
+// encoder's layers, attending both ways, without cross-attention or head.
+Config encoder_config(const Config& decoder);
 
 const char* to_string(Norm norm);
 const char* to_string(Positions positions);
@@ -164,6 +192,19 @@ enum class Weight {
     head_ln_b,  // its LayerNorm
     lm_bias,    // (V) the bias on its logits
     gate_up_w,  // ModernBERT's fused MLP input (2F, C): rows [0, F) the gate, [F, 2F) up
+    // Encoder–decoders' decoder layers: the cross-attention, queries from the
+    // decoder, keys and values from the encoder's output; its norm (ln_x).
+    cross_q_w,
+    cross_q_b,
+    cross_k_w,
+    cross_k_b,
+    cross_v_w,
+    cross_v_b,
+    cross_proj_w,
+    cross_proj_b,
+    ln_x_w,
+    ln_x_b,
+    rel_bias,  // T5: (relative_buckets, NH), one per stack
 };
 
 struct TensorSpec {
@@ -189,6 +230,10 @@ const char* optional_tensor_prefix(const Config& config);
 // `name`: "...LayerNorm.gamma" for "...LayerNorm.weight" and ".beta" for
 // ".bias"; "" for any other name.
 std::string legacy_tensor_name(const std::string& name);
+
+// The name of a tensor outside the layers (the embeddings, the final norm, the
+// head) in `config`'s stack; throws Error where the family has none of that role.
+std::string tensor_name(const Config& config, Weight weight);
 
 // The masked-LM head's first tensor's name ("cls.predictions.transform.dense.weight"):
 // a checkpoint without it is a bare encoder, loaded without the head.

@@ -1,0 +1,56 @@
+// An encoder–decoder on the CPU (cpu_forward.h): the encoder's forward of the
+// sources, once per source, and the keys and values every decoder layer's
+// cross-attention reads of its output.
+#include "headscope/compute/cpu_forward.h"
+#include "headscope/compute/matmul.h"
+
+namespace headscope {
+
+void CpuForward::encode(const Model& encoder, const Batch& source, const AttentionOptions& options,
+                        AttentionResult& result, Heads heads, float* memory) {
+    final_states_ = memory;
+    try {
+        run(encoder, source, options, result, heads);
+    } catch (...) {
+        final_states_ = nullptr;
+        throw;
+    }
+    final_states_ = nullptr;
+}
+
+// The encoder runs with the decoder's head split, scale, split and padding
+// mask, its own mask (both ways) and every layer; what the decoder's options
+// add (predictions, the lens, knocked-out heads, new rows only) is the decoder's.
+void CpuForward::prepare_sources(const Model& model, const Batch& batch, const AttentionOptions& options,
+                                 const HeadSplit& split, Heads heads) {
+    AttentionOptions own = {};
+    own.causal = false;
+    own.padding_mask = options.padding_mask;
+    own.n_head = options.n_head;
+    own.scale = options.scale;
+    own.split = options.split;
+    if (sources_.encoded && sources_.model == &model && sources_.options == own && sources_.ids == batch.source_ids)
+        return;
+    sources_.encoded.reset();  // invalid until complete
+    const Model& encoder = *model.encoder;
+    const Batch source{batch.source_ids, batch.pad_id};
+    const int B = batch.B(), S = batch.S(), C = model.config.n_embd, KVw = split.kv_width();
+    const size_t rows = static_cast<size_t>(B) * S;
+    reserve_floats(sources_.memory, rows * C);
+    reserve_floats(sources_.cross_kv, static_cast<size_t>(model.config.n_layer) * rows * 2 * KVw);
+    if (!encoder_) encoder_ = std::make_unique<CpuForward>();
+    auto encoded = std::make_shared<AttentionResult>();
+    encoder_->encode(encoder, source, own, *encoded, heads, sources_.memory.data());
+    for (int l = 0; l < model.config.n_layer; ++l) {
+        const LayerWeights& w = model.layers[l];
+        float* kv = sources_.cross_kv.data() + l * rows * 2 * KVw;
+        linear(sources_.memory.data(), static_cast<int>(rows), w.cross_k, w.cross_k_b, kv, 2 * KVw);
+        linear(sources_.memory.data(), static_cast<int>(rows), w.cross_v, w.cross_v_b, kv + KVw, 2 * KVw);
+    }
+    sources_.model = &model;
+    sources_.options = own;
+    sources_.ids = batch.source_ids;
+    sources_.encoded = std::move(encoded);
+}
+
+}  // namespace headscope

@@ -1,0 +1,221 @@
+// The encoder–decoder families (T5, Flan-T5, BART, Marian) against their
+// double-precision reference (seq2seq_reference.h) on random-weight
+// checkpoints in Hugging Face's names: of a padded batch, each text's
+// encoder self-attention, decoder self-attention, cross-attention and next
+// token equal the reference's of the text alone (with another scale and the
+// decoder's causal mask off too); the per-head loop agrees with the batched
+// heads; a cached target grown by a token equals its whole forward; the
+// encoder runs once per source; and what they cannot do is refused in one line.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "headscope/base/error.h"
+#include "headscope/compute/backend.h"
+#include "headscope/compute/cpu_forward.h"
+#include "headscope/model/model.h"
+#include "seq2seq_models.h"
+#include "seq2seq_reference.h"
+
+using namespace headscope;
+using namespace headscope::test;
+
+namespace {
+
+// Two sources (9 and 5 tokens) and two targets (6 and 4), the second of each padded.
+struct Texts {
+    std::vector<std::vector<int32_t>> sources, targets;
+};
+Texts texts(const Seq2SeqSpec& s) {
+    const int V = s.vocab_size;
+    return {{{7, 100, V - 1, 2000, 45, 9, V / 2, 300, s.eos_id}, {V - 3, 5, 77, 1234, s.eos_id}},
+            {{s.start_id, 12, V - 7, 400, 31, 8}, {s.start_id, 900, 3, V / 3}}};
+}
+
+double softmax_p(const std::vector<double>& logits, size_t row, int V, int id) {
+    const double* l = logits.data() + row * V;
+    const double max = *std::max_element(l, l + V);
+    double sum = 0;
+    for (int v = 0; v < V; ++v) sum += std::exp(l[v] - max);
+    return std::exp(l[id] - max) / sum;
+}
+
+class EachEncoderDecoder : public ::testing::TestWithParam<Seq2SeqVariant> {
+protected:
+    void SetUp() override {
+        checkpoint_ = make_seq2seq_checkpoint(GetParam().spec);
+        write_seq2seq_checkpoint(dir_.path, checkpoint_);
+        model_ = load_model(dir_.path.string());
+        backend_->load_weights(model_);
+    }
+
+    Batch batch() const {
+        const Texts t = texts(GetParam().spec);
+        Batch b{t.targets, model_.config.pad_id()};
+        b.source_ids = t.sources;
+        return b;
+    }
+
+    // Every map and the top tokens of the padded batch against each text's reference alone.
+    void expect_match(const AttentionOptions& options, const AttentionResult& got) {
+        const Batch in = batch();
+        ASSERT_TRUE(got.encoder);
+        const AttentionResult& enc = *got.encoder;
+        for (int b = 0; b < in.B(); ++b) {
+            const Seq2SeqReference want = seq2seq_reference(checkpoint_, in.source_ids[b], in.token_ids[b], options);
+            const int S = want.S, T = want.T, NH = want.NH;
+            ASSERT_EQ(got.NH, NH);
+            double worst_encoder = 0, worst_decoder = 0, worst_cross = 0, worst_p = 0;
+            for (int l = 0; l < model_.encoder->config.n_layer; ++l)
+                for (int h = 0; h < NH; ++h)
+                    for (int i = 0; i < S; ++i)
+                        for (int j = 0; j < enc.T; ++j) {
+                            const double expected = j < S ? want.encoder[((size_t(l) * NH + h) * S + i) * S + j] : 0;
+                            worst_encoder = std::max(worst_encoder, std::abs(enc.row(l, b, h, i)[j] - expected));
+                        }
+            for (int l = 0; l < model_.config.n_layer; ++l)
+                for (int h = 0; h < NH; ++h)
+                    for (int i = 0; i < T; ++i) {
+                        for (int j = 0; j < got.T; ++j) {
+                            const double expected = j < T ? want.decoder[((size_t(l) * NH + h) * T + i) * T + j] : 0;
+                            worst_decoder = std::max(worst_decoder, std::abs(got.row(l, b, h, i)[j] - expected));
+                        }
+                        for (int j = 0; j < got.S; ++j) {
+                            const double expected = j < S ? want.cross[((size_t(l) * NH + h) * T + i) * S + j] : 0;
+                            worst_cross = std::max(worst_cross, std::abs(got.cross_row(l, b, h, i)[j] - expected));
+                        }
+                    }
+            for (int t = 0; t < T && got.top_k; ++t) {
+                const Prediction* top = got.predictions_at(b, t);
+                const double* logits = want.logits.data() + size_t(t) * want.V;
+                EXPECT_NEAR(logits[top[0].id], *std::max_element(logits, logits + want.V), 1e-6)
+                    << "text " << b << " position " << t << ": the top token is not the reference's argmax";
+                for (int k = 0; k < got.top_k; ++k)
+                    worst_p = std::max(worst_p, std::abs(top[k].p - softmax_p(want.logits, t, want.V, top[k].id)));
+            }
+            EXPECT_LT(worst_encoder, 2e-5) << "text " << b;
+            EXPECT_LT(worst_decoder, 2e-5) << "text " << b;
+            EXPECT_LT(worst_cross, 2e-5) << "text " << b;
+            EXPECT_LT(worst_p, 1e-4) << "text " << b;
+        }
+    }
+
+    AttentionOptions own_options() const {
+        AttentionOptions options;
+        options.scale = own_scale(model_.config.scaled_scores);
+        options.top_k = 5;
+        return options;
+    }
+
+    TempDir dir_;
+    Seq2SeqCheckpoint checkpoint_;
+    Model model_;
+    std::unique_ptr<Backend> backend_ = make_cpu_backend();
+};
+
+TEST_P(EachEncoderDecoder, LoadsBothStacks) {
+    const Seq2SeqSpec& s = GetParam().spec;
+    EXPECT_STREQ(model_kind(model_.config), "encoder-decoder");
+    ASSERT_TRUE(model_.encoder);
+    EXPECT_EQ(model_.encoder->config.n_layer, s.encoder_layers);
+    EXPECT_EQ(model_.config.n_layer, s.decoder_layers);
+    EXPECT_FALSE(model_.encoder->config.causal);
+    EXPECT_TRUE(model_.config.causal);
+    EXPECT_EQ(model_.config.decoder_start_token_id, s.start_id);
+    EXPECT_EQ(model_.config.scaled_scores, s.family != Seq2Seq::t5);
+}
+
+TEST_P(EachEncoderDecoder, EveryAttentionAndPredictionEqualsTheReference) {
+    const AttentionOptions options = own_options();
+    AttentionResult got;
+    backend_->forward(batch(), options, got);
+    expect_match(options, got);
+}
+
+TEST_P(EachEncoderDecoder, AnotherScaleAndTheCausalMaskOffEqualTheReference) {
+    AttentionOptions options = own_options();
+    options.scale = Scale::model;
+    options.causal = false;
+    AttentionResult got;
+    backend_->forward(batch(), options, got);
+    expect_match(options, got);
+}
+
+TEST_P(EachEncoderDecoder, ThePerHeadLoopAgreesWithTheBatchedHeads) {
+    const AttentionOptions options = own_options();
+    AttentionResult batched, looped;
+    CpuForward forward;
+    forward.run(model_, batch(), options, batched, CpuForward::Heads::batched);
+    forward.run(model_, batch(), options, looped, CpuForward::Heads::loop);
+    ASSERT_EQ(batched.cross_weights.size(), looped.cross_weights.size());
+    for (size_t i = 0; i < batched.cross_weights.size(); ++i)
+        ASSERT_NEAR(batched.cross_weights[i], looped.cross_weights[i], 1e-5);
+    for (size_t i = 0; i < batched.weights.size(); ++i) ASSERT_NEAR(batched.weights[i], looped.weights[i], 1e-5);
+}
+
+// Typing or generating a target token: the cache supplies the earlier rows, the
+// encoder is not run again, and every map and prediction equals the whole forward's.
+TEST_P(EachEncoderDecoder, ACachedTargetGrownByATokenEqualsItsWholeForward) {
+    const AttentionOptions options = own_options();
+    Batch short_batch = batch(), long_batch = batch();
+    short_batch.token_ids = {long_batch.token_ids[0]}, short_batch.source_ids = {long_batch.source_ids[0]};
+    long_batch.token_ids = {short_batch.token_ids[0]}, long_batch.source_ids = short_batch.source_ids;
+    long_batch.token_ids[0].push_back(42);
+    PrefixCache cache;
+    AttentionResult first, grown, whole;
+    backend_->forward(short_batch, options, first, &cache);
+    const AttentionResult* encoded = first.encoder.get();
+    backend_->forward(long_batch, options, grown, &cache);
+    EXPECT_EQ(grown.reused[0], static_cast<int>(short_batch.token_ids[0].size()));
+    EXPECT_EQ(grown.encoder.get(), encoded) << "the same source was encoded again";
+    const std::unique_ptr<Backend> fresh = make_cpu_backend();  // nothing cached
+    fresh->load_weights(model_);
+    fresh->forward(long_batch, options, whole);
+    for (size_t i = 0; i < whole.weights.size(); ++i) ASSERT_NEAR(grown.weights[i], whole.weights[i], 1e-6);
+    for (size_t i = 0; i < whole.cross_weights.size(); ++i)
+        ASSERT_NEAR(grown.cross_weights[i], whole.cross_weights[i], 1e-6);
+    for (size_t i = 0; i < whole.predictions.size(); ++i) {
+        EXPECT_EQ(grown.predictions[i].id, whole.predictions[i].id);
+        EXPECT_NEAR(grown.predictions[i].p, whole.predictions[i].p, 1e-6);
+    }
+    Batch other_source = long_batch;
+    other_source.source_ids[0].back() = 5;
+    AttentionResult changed;
+    backend_->forward(other_source, options, changed, &cache);
+    EXPECT_NE(changed.encoder.get(), encoded);
+    EXPECT_EQ(changed.reused[0], 0) << "a new source reuses no target rows";
+}
+
+TEST_P(EachEncoderDecoder, WhatItCannotDoIsRefusedInOneLine) {
+    const auto expect_refused = [&](const Batch& in, const AttentionOptions& options, const std::string& words) {
+        AttentionResult result;
+        try {
+            backend_->forward(in, options, result);
+            ADD_FAILURE() << "not refused: " << words;
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+            EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+        }
+    };
+    Batch no_sources = batch();
+    no_sources.source_ids.clear();
+    expect_refused(no_sources, own_options(), "one source per target");
+    Batch empty_source = batch();
+    empty_source.source_ids[1].clear();
+    expect_refused(empty_source, own_options(), "source 2 is empty");
+    AttentionOptions contributions = own_options();
+    contributions.contributions = true;
+    expect_refused(batch(), contributions, "encoder–decoder");
+    if (GetParam().spec.family == Seq2Seq::t5) {
+        AttentionOptions resplit = own_options();
+        resplit.n_head = 2;
+        expect_refused(batch(), resplit, "position bias");
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, EachEncoderDecoder, ::testing::ValuesIn(seq2seq_variants()),
+                         [](const auto& info) { return info.param.name; });
+
+}  // namespace
