@@ -429,6 +429,10 @@ TEST_F(TokenizerJsonFile, LoadDirectoryPrefersTokenizerJsonAndNamesWhatIsMissing
     const fs::path gpt2 = fs::path(HEADSCOPE_GPT2_REFERENCE_DIR);
     fs::copy_file(gpt2 / "encoder.json", dir / "vocab.json");
     EXPECT_EQ(error_of(), dir.string() + ": no tokenizer: tokenizer.json missing, and merges.txt missing");
+    write_file(dir / "source.spm", "not read");  // Marian's: said so, not taken for a missing merges.txt
+    EXPECT_NE(error_of().find("source.spm: Marian's SentencePiece model, which this build cannot read"),
+              std::string::npos);
+    fs::remove(dir / "source.spm");
     fs::copy_file(gpt2 / "vocab.bpe", dir / "merges.txt");
     EXPECT_EQ(Tokenizer::load_directory(dir).encode("Hello world"), (std::vector<int32_t>{15496, 995}));
     write_file(dir / "tokenizer.json", byte_level({}, json::array()).dump());

@@ -15,6 +15,11 @@ Tokenizer Tokenizer::load_directory(const fs::path& dir) {
     auto exists = [](const fs::path& p) { return path_kind(p) != PathKind::missing; };
     const fs::path json_file = dir / "tokenizer.json";
     if (exists(json_file)) return load_json(json_file);
+    // Marian's checkpoints keep SentencePiece models and a vocab.json of their pieces, no merges.
+    if (const fs::path spm = dir / "source.spm"; exists(spm))
+        throw Error(spm.string() +
+                    ": Marian's SentencePiece model, which this build cannot read (it needs libsentencepiece, "
+                    "not installed); a tokenizer.json beside it would be read instead");
     const fs::path vocab = dir / "vocab.json", merges = dir / "merges.txt";
     if (exists(vocab) && exists(merges)) return load(vocab, merges);
     const std::string missing = exists(vocab)    ? "merges.txt"

@@ -1,0 +1,143 @@
+// headscope-cli on encoder–decoders (T5 and BART test checkpoints,
+// seq2seq_models.h) as a user runs them: info says the kind; the source and
+// the target tokenize as the reference tokenizer (@lenml/tokenizers) does;
+// attention gives encoder_attention, decoder_attention and cross_attention,
+// each equal to the double-precision reference (seq2seq_reference.h) with
+// the model's own scale (none for T5); generate continues the target with
+// the reference's argmax at every step and reports each step's
+// cross-attention row; and what they cannot do is one line, exit 2.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "model_writer.h"
+#include "process.h"
+#include "seq2seq_models.h"
+#include "seq2seq_reference.h"
+#include "tokenizer_tests.h"
+
+using namespace headscope;
+using namespace headscope::test;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string source = "The cat sat on the mat.", target = "Die Katze";
+
+class CliEncoderDecoderTest : public ::testing::TestWithParam<std::string> {
+protected:
+    void SetUp() override {
+        checkpoint_ = make_seq2seq_checkpoint(seq2seq_variant(GetParam()));
+        write_seq2seq_checkpoint(dir_.path / "model", checkpoint_);
+    }
+
+    ProcessRun run(std::vector<std::string> args) {
+        args.insert(args.begin(), HEADSCOPE_CLI);
+        args.insert(args.end(), {"--model", (dir_.path / "model").string()});
+        return run_program(args, dir_.path);
+    }
+    json run_json(const std::vector<std::string>& args) {
+        const ProcessRun r = run(args);
+        EXPECT_EQ(r.status, 0) << r.err;
+        return r.status == 0 ? json::parse(r.out) : json::object();
+    }
+
+    // The (layers, 1, NH, rows, cols) array `got` against the reference's (layers, NH, rows, cols).
+    static double worst(const json& got, const std::vector<double>& want, int rows, int cols) {
+        double worst = 0;
+        for (size_t l = 0; l < got.size(); ++l)
+            for (size_t h = 0; h < got[l][0].size(); ++h)
+                for (int i = 0; i < rows; ++i)
+                    for (int j = 0; j < cols; ++j) {
+                        const double w = want[((l * got[l][0].size() + h) * rows + i) * cols + j];
+                        worst = std::max(worst, std::abs(got[l][0][h][i][j].get<double>() - w));
+                    }
+        return worst;
+    }
+
+    TempDir dir_;
+    Seq2SeqCheckpoint checkpoint_;
+};
+
+TEST_P(CliEncoderDecoderTest, InfoSaysTheKindAndBothStacks) {
+    const json info = run_json({"info", "--format", "json"});
+    EXPECT_EQ(info["kind"], "encoder-decoder");
+    EXPECT_EQ(info["encoder_layers"], checkpoint_.spec.encoder_layers);
+    EXPECT_EQ(info["n_layer"], checkpoint_.spec.decoder_layers);
+}
+
+TEST_P(CliEncoderDecoderTest, SourceAndTargetTokenizeAsTheReference) {
+    const bool bart = checkpoint_.spec.family == Seq2Seq::bart;
+    const json expected = reference_encoding(dir_.path, dir_.path / "model/tokenizer.json",
+                                             bart ? "BartTokenizer" : "T5Tokenizer", {{"texts", {source, target}}});
+    if (expected.is_null()) GTEST_SKIP() << "node cannot be run: run tools/setup";
+    const json got = run_json({"attention", "--text", source, "--target", target, "--format", "none"});
+    EXPECT_EQ(got["source_token_ids"][0], expected[0]);
+    // The decoder reads its start token, then the target's tokens without the final </s>.
+    json decoder = json::array({checkpoint_.spec.start_id});
+    for (size_t i = 0; i + 1 < expected[1].size(); ++i) decoder.push_back(expected[1][i]);
+    EXPECT_EQ(got["token_ids"][0], decoder);
+}
+
+TEST_P(CliEncoderDecoderTest, TheThreeAttentionsEqualTheReference) {
+    const json got = run_json({"attention", "--text", source, "--target", target, "--top-k", "1"});
+    ASSERT_TRUE(got.contains("encoder_attention") && got.contains("cross_attention") &&
+                got.contains("decoder_attention"));
+    EXPECT_FALSE(got.contains("attention"));
+    const std::vector<int32_t> src = got["source_token_ids"][0], tgt = got["token_ids"][0];
+    AttentionOptions options;
+    options.scale = checkpoint_.spec.family == Seq2Seq::t5 ? Scale::none : Scale::head;
+    const Seq2SeqReference want = seq2seq_reference(checkpoint_, src, tgt, options);
+    EXPECT_LT(worst(got["encoder_attention"], want.encoder, want.S, want.S), 2e-5);
+    EXPECT_LT(worst(got["decoder_attention"], want.decoder, want.T, want.T), 2e-5);
+    EXPECT_LT(worst(got["cross_attention"], want.cross, want.T, want.S), 2e-5);
+    const auto argmax = [&](int t) {
+        const auto row = want.logits.begin() + static_cast<ptrdiff_t>(t) * want.V;
+        return static_cast<int>(std::max_element(row, row + want.V) - row);
+    };
+    EXPECT_EQ(got["predictions"][0][want.T - 1][0]["id"], argmax(want.T - 1));
+}
+
+TEST_P(CliEncoderDecoderTest, GenerationFollowsTheReferenceArgmaxWithCrossAttentionRows) {
+    const json got = run_json({"generate", "--text", source, "--tokens", "4"});
+    std::vector<int32_t> ids = got["prompt_ids"];
+    const std::vector<int32_t> src = got["source_ids"];
+    EXPECT_EQ(ids.front(), checkpoint_.spec.start_id);
+    ASSERT_EQ(got["steps"].size(), 4u);
+    AttentionOptions options;
+    options.scale = checkpoint_.spec.family == Seq2Seq::t5 ? Scale::none : Scale::head;
+    for (const json& step : got["steps"]) {
+        const Seq2SeqReference own = seq2seq_reference(checkpoint_, src, ids, options);
+        const auto row = own.logits.begin() + static_cast<ptrdiff_t>(own.T - 1) * own.V;
+        const int expected = static_cast<int>(std::max_element(row, row + own.V) - row);
+        EXPECT_EQ(step["id"], expected);
+        ids.push_back(step["id"]);
+        // The new token's cross-attention row: (layers, NH, S), each a distribution over the source.
+        const Seq2SeqReference next = seq2seq_reference(checkpoint_, src, ids, options);
+        const json& cross = step["cross_attention"];
+        ASSERT_EQ(cross.size(), static_cast<size_t>(checkpoint_.spec.decoder_layers));
+        for (size_t l = 0; l < cross.size(); ++l)
+            for (size_t h = 0; h < cross[l].size(); ++h)
+                for (int j = 0; j < next.S; ++j)
+                    EXPECT_NEAR(cross[l][h][j].get<double>(),
+                                next.cross[((l * next.NH + h) * next.T + next.T - 1) * next.S + j], 2e-5);
+    }
+}
+
+TEST_P(CliEncoderDecoderTest, WhatItCannotDoIsOneLineAndExitTwo) {
+    expect_one_line_error(run({"attention", "--text", source, "--text-pair", "b"}), "headscope-cli",
+                          "an encoder-decoder");
+    expect_one_line_error(run({"attention", "--text", source, "--target", "a", "--target", "b"}), "headscope-cli",
+                          "--target: 2 given for 1 texts");
+    expect_one_line_error(run({"attention", "--text", source, "--format", "npy", "--out", "x.npy"}), "headscope-cli",
+                          "three attentions");
+    expect_one_line_error(run({"attention", "--text", source, "--contributions"}), "headscope-cli", "encoder–decoder");
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, CliEncoderDecoderTest, ::testing::Values("t5", "bart"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
