@@ -17,6 +17,13 @@ void add_window_options(CLI::App& cli, Args& args) {
     cli.add_option("--model", args.model, "builtin (the default), a model directory, or a Hugging Face hub name");
     cli.add_option("--text", args.texts, "the text to open with");
     cli.add_option("--text-pair", args.text_pairs, "an encoder's second text of a pair, one for each --text");
+    cli.add_option("--target", args.targets,
+                   "an encoder-decoder's target (the decoder's input after its start token), one for each --text");
+    add_word_option(
+        &cli, "--attention", args.attention_kind, join_words(attention_kind_choices, "|"),
+        [](std::string_view word) { return parse_choice(attention_kind_choices, word); },
+        "an encoder-decoder's maps shown: the decoder's or the encoder's self-attention, or the cross-attention "
+        "(the default)");
     cli.add_option("--example", args.example, "open with this example's texts (its title in assets/examples.json)");
     add_word_option(
         &cli, "--view", args.view, join_words(view_choices, "|"),

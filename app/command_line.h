@@ -17,8 +17,10 @@ namespace headscope {
 struct Args {
     std::string model = builtin_model;
     std::vector<std::string> texts;
-    std::vector<std::string> text_pairs;  // an encoder's second texts, one for each text
-    std::string example;                  // an example's title: its texts
+    std::vector<std::string> text_pairs;                  // an encoder's second texts, one for each text
+    std::vector<std::string> targets;                     // an encoder–decoder's targets, one for each text
+    AttentionKind attention_kind = AttentionKind::cross;  // an encoder–decoder's maps shown
+    std::string example;                                  // an example's title: its texts
     View view = View::heads;
     AttentionOptions options;    // the masks, head count, scale and split
     bool sliding_window = true;  // the model's own sliding window, when it has one

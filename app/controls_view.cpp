@@ -44,8 +44,11 @@ void differences_note(const Session& s) {
                     std::to_string(rope_dims(config.rope, now.hs)) + " dims), not " + std::to_string(own.hs);
         note += "; ";
     }
-    if (s.options.scale == Scale::model) note += "scaled by 1/sqrt(C), the classic mistake; ";
-    if (s.options.scale == Scale::none) note += "not scaled at all; ";
+    if (s.options.scale != own_scale(config.scaled_scores)) {
+        if (s.options.scale == Scale::model) note += "scaled by 1/sqrt(C), the classic mistake; ";
+        if (s.options.scale == Scale::none) note += "not scaled at all; ";
+        if (s.options.scale == Scale::head) note += "scaled by 1/sqrt(d_head), which T5 folded into its weights; ";
+    }
     if (s.options.split == Split::naive_view) note += "naive view: heads mix different tokens' channels; ";
     if (!s.options.causal && config.causal) note += "causal mask off: tokens see the future, unlike in training; ";
     if (s.options.causal && !config.causal)
@@ -69,6 +72,30 @@ bool pair_box(Session& s, Ui& ui) {
     ui.layout.control("text pair");
     ImGui::TextDisabled("%s", s.model().config.predicts() ? "an encoder fills [MASK] tokens; it does not generate"
                                                           : "a bare encoder (no masked-LM head): maps only");
+    ImGui::EndGroup();
+    return changed;
+}
+
+// An encoder–decoder's target for the selected text (what the decoder has
+// produced so far; the text box holds the source), and its greedy step.
+bool target_box(Session& s, Ui& ui) {
+    s.targets.resize(s.texts.size());
+    ImGui::BeginGroup();
+    ImGui::TextDisabled("target: the decoder's input after its start token (the text is the source)");
+    ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x - 110 * ui.scale);
+    const bool changed = ImGui::InputTextWithHint("##target", "none: the start token alone", &s.targets[s.selected]);
+    ui.layout.control("target");
+    ImGui::SameLine();
+    if (ImGui::Button("next token") && !s.extend_target()) s.message = "the decoder ends the target here (</s>)";
+    ui.layout.control("next token");
+    if (ui.tooltips && ImGui::IsItemHovered())
+        ImGui::SetTooltip(
+            "append the decoder's most likely next token to the target: its cross-attention row is the "
+            "last row of the cross maps");
+    if (enum_combo("attention", s.attention_kind, attention_kind_choices.labels, 220 * ui.scale) &&
+        !s.shown.attention.weights.empty())
+        s.layer = std::min(s.layer, s.maps().layers() - 1);  // an encoder may have fewer layers than its decoder
+    ui.layout.control("attention kind");
     ImGui::EndGroup();
     return changed;
 }
@@ -98,6 +125,8 @@ void ControlsView::draw(Session& s, Ui& ui) {
     ImGui::SameLine();
     if (model.config.is_encoder())
         changed |= pair_box(s, ui);
+    else if (model.config.is_encoder_decoder())
+        changed |= target_box(s, ui);
     else
         generation_controls(s, ui);
     changed |= ImGui::Checkbox("causal mask", &s.options.causal);
@@ -111,8 +140,10 @@ void ControlsView::draw(Session& s, Ui& ui) {
         ui.layout.control("sliding window");
         ImGui::SameLine();
     }
+    // The layers of the maps shown: an encoder–decoder's encoder may have another count.
+    const int layers = s.shown.attention.weights.empty() ? model.config.n_layer : s.maps().layers();
     ImGui::SetNextItemWidth(120 * ui.scale);
-    ImGui::SliderInt("layer", &s.layer, 0, model.config.n_layer - 1, "%d", ImGuiSliderFlags_AlwaysClamp);
+    ImGui::SliderInt("layer", &s.layer, 0, layers - 1, "%d", ImGuiSliderFlags_AlwaysClamp);
     ImGui::SameLine();
     enum_combo("colormap", ui.colormap, colormap_choices.labels, 120 * ui.scale);
     ImGui::SameLine();
@@ -141,8 +172,7 @@ void ControlsView::draw(Session& s, Ui& ui) {
 
     // Page Up / Page Down step through the layers when no text field has the keyboard.
     if (!ImGui::GetIO().WantTextInput) {
-        if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_PageDown)))
-            s.layer = std::min(s.layer + 1, model.config.n_layer - 1);
+        if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_PageDown))) s.layer = std::min(s.layer + 1, layers - 1);
         if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_PageUp))) s.layer = std::max(s.layer - 1, 0);
     }
     if (changed) s.submit();
@@ -313,7 +343,10 @@ void ControlsView::model_bar(Session& s, Ui& ui) {
     if (ui.tooltips && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", s.model_name().c_str());
     ui.layout.item({{"view", "control"}, {"name", "model"}, {"text", s.model_name()}});
     ImGui::SameLine();
-    std::string sizes = std::to_string(config.n_layer) + " layers, " + std::to_string(config.n_head) + " heads";
+    std::string sizes = (config.is_encoder_decoder() ? std::to_string(config.encoder_layers) + " encoder + " +
+                                                           std::to_string(config.n_layer) + " decoder layers, "
+                                                     : std::to_string(config.n_layer) + " layers, ") +
+                        std::to_string(config.n_head) + " heads";
     if (config.kv_heads() != config.n_head)
         sizes += " sharing " + std::to_string(config.kv_heads()) + " key/value heads";
     sizes += ", C = " + std::to_string(config.n_embd);

@@ -28,20 +28,20 @@ void upward_text(ImDrawList* draw, float size, ImVec2 bottom_left, ImU32 colour,
 }
 
 // The whole token of a label under the mouse.
-void label_tooltip(const Session& session, const Ui& ui, ImVec2 min, ImVec2 max, int t) {
+void label_tooltip(const Ui& ui, ImVec2 min, ImVec2 max, int t, const std::string& token) {
     if (ui.tooltips && ImGui::IsWindowHovered() && ImGui::IsMouseHoveringRect(min, max))
-        ImGui::SetTooltip("token %d %s", t, shown_token(session, session.selected, t, true).c_str());
+        ImGui::SetTooltip("token %d '%s'", t, token.c_str());
 }
 
 // A token label as drawn, for --layout: the token's text and what is shown of it.
-void record_label(const Session& session, Ui& ui, const char* view, int layer, int head, int t,
+void record_label(Ui& ui, const char* view, int layer, int head, int t, const std::string& token,
                   const std::string& shown, ImVec2 min, ImVec2 size) {
     ui.layout.rect({{"view", "label"},
                     {"of", view},
                     {"layer", layer},
                     {"head", head},
                     {"token", t},
-                    {"text", shown_token(session, session.selected, t)},
+                    {"text", token},
                     {"shown", shown}},
                    min, size);
 }
@@ -55,55 +55,61 @@ void record_label(const Session& session, Ui& ui, const char* view, int layer, i
 // ellipsis, and the whole token shows on hover.
 bool labelled_map(Session& session, Ui& ui, MapWidget& widget, const char* view, int layer, int head, float side,
                   const MapRegion& region = {}) {
-    const int T = session.shown.attention.T;
-    const float rows_shown = (region.v1 - region.v0) * T, gap = 4 * ui.scale;
-    // The map is at least four fifths of the square; a label every `every` rows.
+    const ShownMaps maps = session.maps();
+    const int rows = maps.rows, cols = maps.cols;
+    const float rows_shown = std::max((region.v1 - region.v0) * rows, (region.u1 - region.u0) * cols);
+    const float gap = 4 * ui.scale;
+    // The map is at least four fifths of the square; a label every `every` rows (or columns).
     const float row = side * 4 / 5 / rows_shown, smallest = 0.6f * ImGui::GetFontSize();
     const int every = row >= smallest ? 1 : static_cast<int>(std::ceil(smallest / row));
     const float line = std::min(ImGui::GetFontSize(), std::max(smallest, std::floor(row)));
     const bool labels = side >= 6 * smallest;  // a map too small for any label has none
-    const int first_row = static_cast<int>(region.v0 * T),
-              last_row = std::min(T, static_cast<int>(std::ceil(region.v1 * T)));
-    const int first_col = static_cast<int>(region.u0 * T),
-              last_col = std::min(T, static_cast<int>(std::ceil(region.u1 * T)));
+    const int first_row = static_cast<int>(region.v0 * rows),
+              last_row = std::min(rows, static_cast<int>(std::ceil(region.v1 * rows)));
+    const int first_col = static_cast<int>(region.u0 * cols),
+              last_col = std::min(cols, static_cast<int>(std::ceil(region.u1 * cols)));
     const auto text_width = [&](const std::string& text) {
         return ImGui::GetFont()->CalcTextSizeA(line, FLT_MAX, 0, text.c_str()).x;
     };
     float widest = 0;
-    for (int t = std::min(first_row, first_col); labels && t < std::max(last_row, last_col); ++t)
-        if (t % every == 0) widest = std::max(widest, text_width(shown_token(session, session.selected, t)));
+    for (int i = first_row; labels && i < last_row; i += every)
+        widest = std::max(widest, text_width(query_token(session, maps, i)));
+    for (int j = first_col; labels && j < last_col; j += every)
+        widest = std::max(widest, text_width(key_token(session, maps, j)));
     const float band = std::min(widest + gap, std::floor(side / 5));
     const float map_side = labels ? side - band : side;
     const ImVec2 start = ImGui::GetCursorScreenPos();
     if (labels) {
         ImDrawList* draw = ImGui::GetWindowDrawList();
-        const float cell_w = map_side / ((region.u1 - region.u0) * T),
-                    cell_h = map_side / ((region.v1 - region.v0) * T);
+        const float cell_w = map_side / ((region.u1 - region.u0) * cols),
+                    cell_h = map_side / ((region.v1 - region.v0) * rows);
         const ImU32 colour = ImGui::GetColorU32(ImGuiCol_Text);
         const ImVec2 map_origin(start.x + band, start.y + band);
         draw->PushClipRect(start, ImVec2(start.x + side, start.y + side), true);
         for (int i = first_row; i < last_row; ++i) {
             if (i % every) continue;
             // Centred on its row, or from its top where the label is taller.
-            const float y = map_origin.y + (i - region.v0 * T) * cell_h + std::max(0.f, (cell_h - line) / 2);
+            const float y = map_origin.y + (i - region.v0 * rows) * cell_h + std::max(0.f, (cell_h - line) / 2);
             if (y < map_origin.y) continue;  // a row the zoom cut in half
-            const std::string label = ellipsized(shown_token(session, session.selected, i), line, band - gap);
+            const std::string token = query_token(session, maps, i);
+            const std::string label = ellipsized(token, line, band - gap);
             const float width = text_width(label);
             const ImVec2 at(map_origin.x - gap - width, y);
             draw->AddText(ImGui::GetFont(), line, at, colour, label.c_str());
-            label_tooltip(session, ui, at, ImVec2(map_origin.x, y + line), i);
-            record_label(session, ui, view, layer, head, i, label, at, ImVec2(width, line));
+            label_tooltip(ui, at, ImVec2(map_origin.x, y + line), i, token);
+            record_label(ui, view, layer, head, i, token, label, at, ImVec2(width, line));
         }
         for (int j = first_col; j < last_col; ++j) {
             if (j % every) continue;
-            const float x = map_origin.x + (j - region.u0 * T) * cell_w + std::max(0.f, (cell_w - line) / 2);
+            const float x = map_origin.x + (j - region.u0 * cols) * cell_w + std::max(0.f, (cell_w - line) / 2);
             if (x < map_origin.x) continue;
-            const std::string label = ellipsized(shown_token(session, session.selected, j), line, band - gap);
+            const std::string token = key_token(session, maps, j);
+            const std::string label = ellipsized(token, line, band - gap);
             const float height = text_width(label);
             upward_text(draw, line, ImVec2(x, map_origin.y - gap), colour, label);
             const ImVec2 top_left(x, map_origin.y - gap - height);
-            label_tooltip(session, ui, top_left, ImVec2(x + line, map_origin.y), j);
-            record_label(session, ui, view, layer, head, j, label, top_left, ImVec2(line, height));
+            label_tooltip(ui, top_left, ImVec2(x + line, map_origin.y), j, token);
+            record_label(ui, view, layer, head, j, token, label, top_left, ImVec2(line, height));
         }
         draw->PopClipRect();
         ImGui::SetCursorScreenPos(map_origin);
@@ -131,7 +137,7 @@ void head_title(Session& session, Ui& ui, int layer, int head, float width) {
         ImGui::SetTooltip(out ? "knocked out: click to bring the head back" : "knock this head out of the forward");
     ImGui::SameLine(0, 4 * ui.scale);
     std::string label = head_label(session, layer, head);
-    if (session.shading.hide_first_key) {
+    if (session.shading.hide_first_key && session.maps().kind == AttentionKind::decoder) {
         char sink[32];
         std::snprintf(
             sink, sizeof sink, "  sink %.2f",
@@ -286,7 +292,7 @@ void HeadsView::large(Session& session, Ui& ui) {
     const float width = region_.u1 - region_.u0;
     float zoomed = width;
     if (hovered && io.MouseWheel != 0)
-        zoomed = std::clamp(width * std::pow(0.8f, io.MouseWheel), 4.f / session.shown.attention.T, 1.f);
+        zoomed = std::clamp(width * std::pow(0.8f, io.MouseWheel), 4.f / session.maps().rows, 1.f);
     float u = region_.u0, v = region_.v0;
     if (zoomed != width) {
         const float fx = std::clamp((io.MousePos.x - start.x) / side, 0.f, 1.f);

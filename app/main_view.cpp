@@ -19,10 +19,13 @@ MainView::MainView(const Args& args, const Settings& start, LoadedModel loaded, 
     ui_.colormap = start.colormap;
     session_.layer = args.layer;
     session_.query = args.query;
-    if ((args.causal_given && session_.options.causal != args.options.causal) || !args.text_pairs.empty()) {
+    session_.attention_kind = args.attention_kind;
+    if ((args.causal_given && session_.options.causal != args.options.causal) || !args.text_pairs.empty() ||
+        !args.targets.empty()) {
         session_.options.causal =
             args.causal_given ? args.options.causal : session_.options.causal;  // over the model's own
         session_.text_pairs = args.text_pairs;
+        session_.targets = args.targets;
         session_.submit();
     }
     if (args.head >= 0) {

@@ -34,7 +34,7 @@ float thumbnail_spacing(const Ui& ui) { return std::floor(3 * ui.scale); }
 }  // namespace
 
 float ModelView::map_side(const Session& session, const Ui& ui, ImVec2 area) {
-    const int L = static_cast<int>(session.shown.attention.layers.size()), NH = session.heads_shown();
+    const int L = session.maps().layers(), NH = session.heads_shown();
     const int NKV = session.shown.attention.NKV, group = NH / NKV;
     const float spacing = thumbnail_spacing(ui), readable = 40 * ui.scale;
     const float across = std::floor((area.x - row_label_width(ui) - (NKV - 1) * group_gap(group, ui)) / NH - spacing);
@@ -45,7 +45,7 @@ float ModelView::map_side(const Session& session, const Ui& ui, ImVec2 area) {
 // and the next, and a line above the first layer naming each group's KV
 // head. Without grouping the grid is as it always was.
 bool ModelView::draw(Session& session, Ui& ui) {
-    const int L = static_cast<int>(session.shown.attention.layers.size()), NH = session.heads_shown();
+    const int L = session.maps().layers(), NH = session.heads_shown();
     const int NKV = session.shown.attention.NKV, group = NH / NKV;
     const float row_label = row_label_width(ui), spacing = thumbnail_spacing(ui);
     const float gap = group_gap(group, ui);

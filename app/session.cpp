@@ -27,6 +27,9 @@ void Session::install(LoadedModel loaded) {
     // whose causal mask the options' defaults and settings assume.
     const bool was_causal = open_ ? open_->model->config.causal : true;
     if (loaded.model->config.causal != was_causal) options.causal = loaded.model->config.causal;
+    // Likewise its own scale (T5's none), when the model before had the other.
+    const bool was_scaled = open_ ? open_->model->config.scaled_scores : true;
+    if (loaded.model->config.scaled_scores != was_scaled) options.scale = own_scale(loaded.model->config.scaled_scores);
     open_ = std::make_shared<LoadedModel>(std::move(loaded));
     live_cache_ = std::make_shared<PrefixCache>();
     intact_cache_ = std::make_shared<PrefixCache>();
@@ -57,16 +60,18 @@ void Session::submit() {
     options.capture_outputs = options.contributions;  // what a head writes reads its output
     live_progress_.start();
     const std::vector<std::string> pairs = model().config.is_encoder() ? text_pairs : std::vector<std::string>{};
-    live_.submit(
-        [this, open = open_, cache = live_cache_, request = LiveRequest{texts, options, pairs}](std::stop_token stop) {
-            try {
-                return compute_live(*open->backend, *open->model, request, cache.get(),
-                                    live_progress_.reporter(std::move(stop)));
-            } catch (const Cancelled&) {
-                cache->clear();  // half refilled
-                throw Error("computing cancelled: any change computes again");
-            }
-        });
+    const std::vector<std::string> targets_asked =
+        model().config.is_encoder_decoder() ? targets : std::vector<std::string>{};
+    live_.submit([this, open = open_, cache = live_cache_,
+                  request = LiveRequest{texts, options, pairs, targets_asked}](std::stop_token stop) {
+        try {
+            return compute_live(*open->backend, *open->model, request, cache.get(),
+                                live_progress_.reporter(std::move(stop)));
+        } catch (const Cancelled&) {
+            cache->clear();  // half refilled
+            throw Error("computing cancelled: any change computes again");
+        }
+    });
     submitted_texts_ = texts;
     submitted_options_ = options;
 }
@@ -80,7 +85,42 @@ AttentionOptions Session::generation_options() const {
     return o;
 }
 
+ShownMaps Session::maps() const {
+    const AttentionResult& att = shown.attention;
+    const int b = selected;
+    const std::vector<int32_t>& target = shown.token_ids[b];
+    const int T = att.T, length = static_cast<int>(target.size());
+    if (!att.encoder || b >= static_cast<int>(shown.source_ids.size()) || attention_kind == AttentionKind::decoder)
+        return {&att, AttentionKind::decoder, T, T, length, length, &target, &target};
+    const std::vector<int32_t>& source = shown.source_ids[b];
+    const int S = att.S, source_length = static_cast<int>(source.size());
+    if (attention_kind == AttentionKind::encoder)
+        return {att.encoder.get(), AttentionKind::encoder, S, S, source_length, source_length, &source, &source};
+    return {&att, AttentionKind::cross, T, S, length, source_length, &target, &source};
+}
+
+AttentionOptions Session::maps_options_at(int layer) const {
+    if (maps().kind != AttentionKind::encoder) return shown_options_at(layer);
+    AttentionOptions own = shown_options;  // the encoder's: both ways, no window
+    own.causal = false;
+    own.sliding_window = 0;
+    return own;
+}
+
+bool Session::extend_target() {
+    const AttentionResult& att = shown.attention;
+    if (!model().config.is_encoder_decoder() || att.top_k == 0 || selected >= att.B) return false;
+    const int32_t next = att.predictions_at(selected, length(selected) - 1)[0].id;
+    if (next == model().config.eos_token_id) return false;
+    targets.resize(texts.size());
+    targets[selected] += model().tokenizer.token_bytes(next);
+    submit();
+    return true;
+}
+
 std::string Session::contributions_refusal() const {
+    if (model().config.is_encoder_decoder())
+        return "the contributions are computed for decoders only, not yet through an encoder-decoder's cross-attention";
     if (model().config.post_norm)
         return "this encoder normalizes after every layer (post-LN): its heads' contributions do not add up";
     if (model().config.mlm_head)
@@ -251,9 +291,11 @@ void Session::submit_intact() {
     options.ablate.clear(), options.lens_k = 0, options.contributions = options.capture_outputs = false;
     options.layers = {model().config.n_layer - 1};
     intact_worker_.submit([backend = intact_backend_, cache = intact_cache_, model = open_->model,
-                           ids = shown.token_ids, options](std::stop_token) {
+                           ids = shown.token_ids, sources = shown.source_ids, options](std::stop_token) {
         IntactShown out{{}, model, ids, options};
-        backend->forward(Batch{ids, model->config.pad_id()}, options, out.result, cache.get());
+        Batch batch{ids, model->config.pad_id()};
+        batch.source_ids = sources;
+        backend->forward(batch, options, out.result, cache.get());
         return out;
     });
 }
@@ -308,7 +350,7 @@ bool Session::collect() {
     if (step_submitted_) take_step();
     submit_intact();
     selected = std::min(selected, static_cast<int>(shown.token_ids.size()) - 1);
-    layer = std::min(layer, static_cast<int>(shown.attention.layers.size()) - 1);
+    layer = std::min(layer, maps().layers() - 1);
     head = std::min(head, shown.attention.NH - 1);
     return true;
 }

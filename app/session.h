@@ -36,6 +36,35 @@ struct GenerationShown {
     int replayed_row() const { return prompt_tokens - 1 + step; }
 };
 
+// Which of an encoder–decoder's three attentions the heads and model tabs draw.
+enum class AttentionKind { decoder, encoder, cross };
+inline constexpr Choices<AttentionKind, 3> attention_kind_choices = {
+    "attention",
+    {"decoder", "encoder", "cross"},
+    {"decoder self-attention", "encoder self-attention", "cross-attention"}};
+
+// The maps the heads and model tabs draw, of the selected text: the shown
+// forward's self-attention (every model's; an encoder–decoder's decoder's),
+// or an encoder–decoder's encoder self-attention, or its cross-attention,
+// whose queries are the target's tokens and keys the source's.
+struct ShownMaps {
+    const AttentionResult* result = nullptr;  // whose maps: the shown forward's, or its encoder's
+    AttentionKind kind = AttentionKind::decoder;
+    int rows = 0, cols = 0;                           // queries, keys (padded)
+    int query_length = 0, key_length = 0;             // the selected text's
+    const std::vector<int32_t>* query_ids = nullptr;  // the selected text's queries' tokens
+    const std::vector<int32_t>* key_ids = nullptr;    // and its keys'
+    int layers() const { return static_cast<int>(result->layers.size()); }
+    const float* row(int slot, int b, int h, int i) const {
+        return kind == AttentionKind::cross ? result->cross_row(slot, b, h, i) : result->row(slot, b, h, i);
+    }
+    // Whether query i sees key j under `options` (the layer's, Session::maps_options_at).
+    bool visible(const AttentionOptions& options, int i, int j) const {
+        if (kind == AttentionKind::cross) return j < cross_visible_end(options, i, query_length, key_length, cols);
+        return attends(options, i, j, key_length, cols);
+    }
+};
+
 // What the predictions and the lens say of a bare encoder, which has no head to predict with.
 inline constexpr const char* no_head_message =
     "No predictions: this checkpoint has no masked-LM head (a bare encoder, as BertModel saves it).";
@@ -107,6 +136,18 @@ public:
     std::vector<std::string> texts;  // the batch, padded to the longest; never empty
     // An encoder's second text of each pair ("": none), as texts; a decoder's stay empty.
     std::vector<std::string> text_pairs;
+    // An encoder–decoder's target of each text (what the decoder has produced
+    // so far, after its start token), as texts, which are its sources.
+    std::vector<std::string> targets;
+    AttentionKind attention_kind = AttentionKind::cross;  // an encoder–decoder's maps shown
+    // The maps the heads and model tabs draw (attention_kind's, where the model has it).
+    ShownMaps maps() const;
+    // The options the shown compute used for maps() in layer `layer` (the encoder's: its own mask both ways).
+    AttentionOptions maps_options_at(int layer) const;
+    // Appends the most likely next token at the end of the selected text's
+    // target (an encoder–decoder's greedy step), recomputing; false, changing
+    // nothing, where that token is the end of the sequence.
+    bool extend_target();
     int selected = 0;               // the text the views show
     AttentionOptions options;       // as the controls say now
     bool sliding_window_on = true;  // the model's own sliding window, when it has one: options.sliding_window

@@ -100,6 +100,16 @@ std::string shown_token(const Session& session, int b, int t, bool quoted) {
     return shown_token(session.model().tokenizer, session.shown.token_ids[b][t], quoted);
 }
 
+std::string query_token(const Session& session, const ShownMaps& maps, int i, bool quoted) {
+    if (i >= maps.query_length) return "<pad>";
+    return shown_token(session.model().tokenizer, (*maps.query_ids)[i], quoted);
+}
+
+std::string key_token(const Session& session, const ShownMaps& maps, int j, bool quoted) {
+    if (j >= maps.key_length) return "<pad>";
+    return shown_token(session.model().tokenizer, (*maps.key_ids)[j], quoted);
+}
+
 namespace {
 
 // Why head `head` attends from query i to key j (BertViz's neuron view): the
@@ -147,18 +157,20 @@ void more_about_the_cell(const Session& session, int layer, int head, int i, int
 }
 
 // The query and key under the mouse, the weight, the row's entropy and the
-// head's probe scores.
-void map_tooltip(const Session& session, int layer, int head, int i, int j) {
-    const AttentionResult& att = session.shown.attention;
-    const float* row = att.row(layer, session.selected, head, i);
+// head's probe scores; what more the shown forward knows of a decoder's cell.
+void map_tooltip(const Session& session, const ShownMaps& maps, int layer, int head, int i, int j) {
+    const float* row = maps.row(layer, session.selected, head, i);
     ImGui::BeginTooltip();
     ImGui::TextUnformatted(head_label(session, layer, head).c_str());
-    ImGui::Text("query %d %s  ->  key %d %s", i, shown_token(session, session.selected, i, true).c_str(), j,
-                shown_token(session, session.selected, j, true).c_str());
-    if (attends(session.shown_options_at(layer), i, j, session.length(session.selected), att.T)) {
-        ImGui::Text("weight %.4f   row entropy %.3f nats", row[j], row_entropy(row, att.T));
-        more_about_the_cell(session, layer, head, i, j);
-    } else if (att.row_fully_masked(session.selected, i))
+    if (maps.kind != AttentionKind::decoder)
+        ImGui::TextDisabled("%s", attention_kind_choices.labels[static_cast<int>(maps.kind)]);
+    ImGui::Text("query %d %s  ->  key %d %s", i, query_token(session, maps, i, true).c_str(), j,
+                key_token(session, maps, j, true).c_str());
+    const bool pad_query = i >= maps.query_length && session.shown_options.padding_mask;
+    if (maps.visible(session.maps_options_at(layer), i, j)) {
+        ImGui::Text("weight %.4f   row entropy %.3f nats", row[j], row_entropy(row, maps.cols));
+        if (maps.kind == AttentionKind::decoder) more_about_the_cell(session, layer, head, i, j);
+    } else if (pad_query || (maps.kind == AttentionKind::decoder && maps.result->row_fully_masked(session.selected, i)))
         ImGui::TextUnformatted("masked: this query row has nothing to attend to (all zeros, never NaN)");
     else
         ImGui::TextUnformatted("masked: this query may not see this key");
@@ -167,44 +179,56 @@ void map_tooltip(const Session& session, int layer, int head, int i, int j) {
 
 }  // namespace
 
+// The map the widget draws, pooled to `pooled_to` a side.
+HeatmapImage map_image(const Session& session, const ShownMaps& maps, int layer, int head, int pooled_to) {
+    const int b = session.selected;
+    const AttentionOptions options = session.maps_options_at(layer);
+    if (maps.kind == AttentionKind::cross)
+        return cross_heatmap_image(*maps.result, options, layer, b, head, maps.query_length, maps.key_length,
+                                   pooled_to);
+    const MapShading shading = maps.kind == AttentionKind::decoder ? session.shown_shading() : MapShading{};
+    return heatmap_image(*maps.result, options, layer, b, head, maps.key_length, pooled_to, shading);
+}
+
 bool MapWidget::draw(Session& session, Ui& ui, const char* view, int layer, int head, float size,
                      const MapRegion& region) {
-    const AttentionResult& att = session.shown.attention;
-    const int T = att.T, b = session.selected;
+    const ShownMaps maps = session.maps();
+    const int rows = maps.rows, cols = maps.cols, b = session.selected;
     const float framebuffer_scale = ImGui::GetIO().DisplayFramebufferScale.x;
     const int pixels = std::max(1, static_cast<int>(size * framebuffer_scale));
     // A zoomed region shows a fraction of the map: pool the whole map finer.
-    const int pooled_to = std::min(T, static_cast<int>(std::ceil(pixels / (region.u1 - region.u0))));
-    const MapShading shading = session.shown_shading();
-    const ImageKey image_key{session.shown_generation, b, layer, head, pooled_to, shading};
+    const int pooled_to = std::min(std::max(rows, cols), static_cast<int>(std::ceil(pixels / (region.u1 - region.u0))));
+    const ImageKey image_key{session.shown_generation, b, layer, head, pooled_to, session.shown_shading(), maps.kind};
     const ImVec2 origin = ImGui::GetCursorScreenPos();
     ImGui::Dummy(ImVec2(size, size));
     if (ImGui::IsItemVisible()) {  // a map scrolled out of view is neither pooled nor drawn
         if (!(image_key == image_key_)) {
-            ui.renderer.upload(heatmap_image(att, session.shown_options_at(layer), layer, b, head, session.length(b),
-                                             image_key.pooled_to, shading),
-                               texture_);
+            ui.renderer.upload(map_image(session, maps, layer, head, image_key.pooled_to), texture_);
             image_key_ = image_key;
         }
         ui.renderer.draw_on_screen(ui.colormap, texture_, origin, ImVec2(origin.x + size, origin.y + size), region);
     }
     const bool clicked = ImGui::IsItemClicked();
-    if (ImGui::IsItemClicked(ImGuiMouseButton_Right)) session.toggle_knock_out(layer, head);
+    // Knocking out is of the decoder's (the forward's) own heads.
+    if (ImGui::IsItemClicked(ImGuiMouseButton_Right) && maps.kind == AttentionKind::decoder)
+        session.toggle_knock_out(layer, head);
 
     // Cells in screen pixels: the region spans size pixels.
-    const float cell_w = size / ((region.u1 - region.u0) * T), cell_h = size / ((region.v1 - region.v0) * T);
-    const ImVec2 corner(origin.x - region.u0 * T * cell_w, origin.y - region.v0 * T * cell_h);
+    const float cell_w = size / ((region.u1 - region.u0) * cols), cell_h = size / ((region.v1 - region.v0) * rows);
+    const ImVec2 corner(origin.x - region.u0 * cols * cell_w, origin.y - region.v0 * rows * cell_h);
     if (ui.tooltips && ImGui::IsItemHovered()) {
         const ImVec2 mouse = ImGui::GetIO().MousePos;
-        const int i = std::clamp(static_cast<int>((mouse.y - corner.y) / cell_h), 0, T - 1);
-        const int j = std::clamp(static_cast<int>((mouse.x - corner.x) / cell_w), 0, T - 1);
-        map_tooltip(session, layer, head, i, j);
-        session.hovered_query = i;
+        const int i = std::clamp(static_cast<int>((mouse.y - corner.y) / cell_h), 0, rows - 1);
+        const int j = std::clamp(static_cast<int>((mouse.x - corner.x) / cell_w), 0, cols - 1);
+        map_tooltip(session, maps, layer, head, i, j);
+        if (maps.kind != AttentionKind::encoder) {  // the predictions follow a target's query
+            session.hovered_query = i;
+            if (clicked) session.query = i;
+        }
         session.hovered_layer = layer;
         session.hovered_head = head;
-        if (clicked) session.query = i;
     }
-    if (session.replaying()) {
+    if (session.replaying() && maps.kind != AttentionKind::encoder) {
         const int r = session.generation->replayed_row();
         const ImVec2 end(origin.x + size, origin.y + size);
         const float top = corner.y + r * cell_h, bottom = top + cell_h;
@@ -224,8 +248,13 @@ bool MapWidget::draw(Session& session, Ui& ui, const char* view, int layer, int 
                        ImVec2(size, size));
     }
     if (region == MapRegion{})
-        ui.layout.grid({{"view", view}, {"layer", layer}, {"head", head}, {"row", "query"}, {"col", "key"}},
-                       {corner, ImVec2(cell_w, cell_h), ImVec2(cell_w, cell_h), T, T});
+        ui.layout.grid({{"view", view},
+                        {"layer", layer},
+                        {"head", head},
+                        {"attention", attention_kind_choices.words[static_cast<int>(maps.kind)]},
+                        {"row", "query"},
+                        {"col", "key"}},
+                       {corner, ImVec2(cell_w, cell_h), ImVec2(cell_w, cell_h), rows, cols});
     return clicked;
 }
 

@@ -94,6 +94,7 @@ private:
         uint64_t generation = 0;
         int b = -1, layer = -1, head = -1, pooled_to = 0;  // the side pooled to (T or more: every cell)
         MapShading shading;
+        AttentionKind kind = AttentionKind::decoder;
         bool operator==(const ImageKey&) const = default;
     };
     ImageKey image_key_;
@@ -112,6 +113,10 @@ std::string visible_text(std::string_view bytes);
 std::string shown_token(const Tokenizer& tokenizer, int32_t id, bool quoted = false);
 // Token t of the shown text b so, or "<pad>" past its end.
 std::string shown_token(const Session& session, int b, int t, bool quoted = false);
+// Query i's and key j's tokens of the selected text's `maps` (a cross-attention's
+// keys are the source's), or "<pad>" past its end.
+std::string query_token(const Session& session, const ShownMaps& maps, int i, bool quoted = false);
+std::string key_token(const Session& session, const ShownMaps& maps, int j, bool quoted = false);
 
 // `text` whole when it is at most `width` pixels wide at font size `size`,
 // else cut between characters and ended with an ellipsis so that the whole

@@ -23,6 +23,10 @@ LiveResult compute_live(Backend& backend, const Model& model, const LiveRequest&
             result.token_ids.push_back(std::move(pair.ids));
             result.token_types.push_back(std::move(pair.types));
         }
+    } else if (model.config.is_encoder_decoder()) {
+        result.source_ids = model.tokenizer.encode_texts(request.texts);
+        for (size_t b = 0; b < request.texts.size(); ++b)
+            result.token_ids.push_back(decoder_input_ids(model, b < request.targets.size() ? request.targets[b] : ""));
     } else {
         result.token_ids = model.tokenizer.encode_texts(request.texts);
     }
@@ -30,6 +34,7 @@ LiveResult compute_live(Backend& backend, const Model& model, const LiveRequest&
     // A model with one token type (RoBERTa) is given none, as transformers does.
     Batch batch{result.token_ids, model.config.pad_id()};
     if (model.config.type_vocab_size > 1) batch.token_types = result.token_types;
+    batch.source_ids = result.source_ids;
     backend.forward(batch, request.options, result.attention, cache, progress);
     result.compute_ms = ms_since(start);
     return result;

@@ -8,27 +8,29 @@ namespace headscope {
 
 namespace {
 
-// What a row of a T x T map shows: its values, the keys [begin, end) that
-// are visible, and what its values are multiplied by.
+// What a row of a map shows: its values, the keys [begin, end) that are
+// visible, and what its values are multiplied by.
 struct ShownRow {
     const float* values;
     int begin, end;
     float scale;
 };
 
-// A T x T map pooled to at most max_side a side: each cell the largest
-// shown value of its block, masked only when no key of the block is shown.
+// A map of `rows` queries by `cols` keys pooled to at most max_side a side:
+// each cell the largest shown value of its block, masked only when no key of
+// the block is shown.
 template <typename RowOf>
-HeatmapImage pooled(int T, int max_side, RowOf row_of) {
+HeatmapImage pooled(int rows, int cols, int max_side, RowOf row_of) {
     HeatmapImage image;
-    image.rows = image.cols = std::min(T, std::max(1, max_side));
+    image.rows = std::min(rows, std::max(1, max_side));
+    image.cols = std::min(cols, std::max(1, max_side));
     image.cells.assign(static_cast<size_t>(image.rows) * image.cols, masked_cell);
-    // Block r covers queries [r*T/rows, (r+1)*T/rows): every query in exactly one block.
+    // Block r covers queries [r*rows/image.rows, ...): every query in exactly one block.
     // Each key's column once, not a division per cell: the window pools 144 maps a keystroke.
-    std::vector<int> column(static_cast<size_t>(T));
-    for (int j = 0; j < T; ++j) column[j] = j * image.cols / T;
-    for (int i = 0; i < T; ++i) {
-        float* out_row = image.cells.data() + static_cast<size_t>(i * image.rows / T) * image.cols;
+    std::vector<int> column(static_cast<size_t>(cols));
+    for (int j = 0; j < cols; ++j) column[j] = j * image.cols / cols;
+    for (int i = 0; i < rows; ++i) {
+        float* out_row = image.cells.data() + static_cast<size_t>(i * image.rows / rows) * image.cols;
         const ShownRow row = row_of(i);
         for (int j = row.begin; j < row.end; ++j) {
             float& cell = out_row[column[j]];
@@ -47,7 +49,7 @@ HeatmapImage heatmap_image(const AttentionResult& result, const AttentionOptions
         shading.value_weighted
             ? result.value_weighted.data() + ((static_cast<size_t>(layer_slot) * result.B + b) * result.NH + h) * T * T
             : result.map(layer_slot, b, h);
-    return pooled(T, max_side, [&](int i) {
+    return pooled(T, T, max_side, [&](int i) {
         const float* row = map + static_cast<size_t>(i) * T;
         int begin = std::max(visible_begin(options, i), shading.hide_first_key ? 1 : 0);
         int end = visible_end(options, i, length, T);
@@ -77,9 +79,17 @@ HeatmapImage heatmap_image(const AttentionResult& result, const AttentionOptions
 HeatmapImage rollout_image(const AttentionResult& result, const AttentionOptions& options, int b, int length,
                            int max_side) {
     const int T = result.T;
-    return pooled(T, max_side, [&](int i) {
+    return pooled(T, T, max_side, [&](int i) {
         return ShownRow{result.rollout.data() + (static_cast<size_t>(b) * T + i) * T, 0,
                         visible_end(options, i, length, T), 1.f};
+    });
+}
+
+HeatmapImage cross_heatmap_image(const AttentionResult& result, const AttentionOptions& options, int layer_slot, int b,
+                                 int h, int target_length, int source_length, int max_side) {
+    return pooled(result.T, result.S, max_side, [&](int i) {
+        return ShownRow{result.cross_row(layer_slot, b, h, i), 0,
+                        cross_visible_end(options, i, target_length, source_length, result.S), 1.f};
     });
 }
 

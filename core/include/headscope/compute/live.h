@@ -15,10 +15,14 @@ struct LiveRequest {
     AttentionOptions options;
     // An encoder's second text of each pair ("": none), as texts; empty: no pairs.
     std::vector<std::string> text_pairs = {};
+    // An encoder–decoder's target of each text (the decoder's input after its
+    // start token, model.h's decoder_input_ids), as texts; the texts are its sources.
+    std::vector<std::string> targets = {};
 };
 
 struct LiveResult {
-    std::vector<std::vector<int32_t>> token_ids;
+    std::vector<std::vector<int32_t>> token_ids;    // an encoder–decoder's: the decoder's inputs
+    std::vector<std::vector<int32_t>> source_ids;   // an encoder–decoder's sources; else empty
     std::vector<std::vector<int32_t>> token_types;  // as token_ids, with pairs; else empty
     std::vector<int> second_starts;                 // (B) with pairs: where each pair's second text starts, -1: none
     AttentionResult attention;

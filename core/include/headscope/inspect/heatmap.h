@@ -46,6 +46,12 @@ struct MapShading {
 HeatmapImage heatmap_image(const AttentionResult& result, const AttentionOptions& options, int layer_slot, int b, int h,
                            int length, int max_side, MapShading shading = {});
 
+// An encoder–decoder's cross-attention map (layer_slot, b, h): T target
+// queries by S source keys, pooled as heatmap_image pools, the source's
+// padding masked (cross_visible_end).
+HeatmapImage cross_heatmap_image(const AttentionResult& result, const AttentionOptions& options, int layer_slot, int b,
+                                 int h, int target_length, int source_length, int max_side);
+
 // Text b's rollout (options.contributions) pooled as heatmap_image pools a
 // map: query row i shows keys [0, visible_end) (products over the layers
 // reach past a sliding window).
