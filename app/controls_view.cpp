@@ -28,7 +28,7 @@ bool enum_combo(const char* label, Enum& value, const char* const (&names)[N], f
 }
 
 // Says plainly when the maps are not the model's own computation.
-void differences_note(const Session& s) {
+void differences_note(const Session& s, Ui& ui) {
     const Config& config = s.model().config;
     const HeadSplit own = head_split(config, 0);
     std::string note;
@@ -59,6 +59,7 @@ void differences_note(const Session& s) {
     if (note.empty()) return;
     note.resize(note.size() - 2);
     ImGui::TextColored(warning_colour, "Not the model's own attention: %s.", note.c_str());
+    ui.layout.item({{"view", "differences-note"}, {"text", note}});
 }
 
 // An encoder's second text (B) of the selected text's sentence pair, where a
@@ -168,7 +169,7 @@ void ControlsView::draw(Session& s, Ui& ui) {
     changed |= enum_combo("split", s.options.split, split_choices.labels, 150 * ui.scale);
     ImGui::SameLine();
     head_controls(s, ui, changed);
-    differences_note(s);
+    differences_note(s, ui);
 
     // Page Up / Page Down step through the layers when no text field has the keyboard.
     if (!ImGui::GetIO().WantTextInput) {

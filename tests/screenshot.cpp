@@ -164,18 +164,19 @@ WindowShot shoot_window(std::vector<std::string> args, const std::filesystem::pa
     return shot;
 }
 
-int check_heatmap_cells(const Image& image, const json& cells, const json& cli, bool causal) {
+int check_heatmap_cells(const Image& image, const json& cells, const json& cli, bool causal, const std::string& key) {
     EXPECT_GT(image.width, 0) << "no screenshot";
     if (image.width == 0) return 0;
     int masked = 0;
-    const int T = cli["seq_len"];
     for (const json& cell : cells) {
         const int layer = cell["layer"], h = cell["head"], i = cell["query"], j = cell["key"];
         const int x = static_cast<int>(cell["x"].get<double>() + cell["w"].get<double>() / 2);
         const int y = static_cast<int>(cell["y"].get<double>() + cell["h"].get<double>() / 2);
         const std::array<int, 3> got = image.at(x, y);
         const bool visible = !causal || j <= i;
-        EXPECT_LT(i, T);
+        const json& map = cli[key][layer][0][h];
+        EXPECT_LT(i, static_cast<int>(map.size()));
+        EXPECT_LT(j, static_cast<int>(map[0].size()));
         if (!visible) {
             ++masked;
             // Two greys in diagonal stripes, never a colormap colour.
@@ -184,7 +185,7 @@ int check_heatmap_cells(const Image& image, const json& cells, const json& cli, 
                 << "masked cell " << i << "," << j << " is " << got[0] << "," << got[1] << "," << got[2];
             continue;
         }
-        const double weight = cli["attention"][layer][0][h][i][j];
+        const double weight = map[i][j];
         const std::array<double, 3> want = viridis(weight);
         for (int c = 0; c < 3; ++c)
             EXPECT_NEAR(got[c], want[c], 2.0) << "head " << h << " cell " << i << "," << j << " weight " << weight;

@@ -66,8 +66,10 @@ WindowShot shoot_window(std::vector<std::string> args, const std::filesystem::pa
 
 // Every heatmap cell of `cells` (read_layout's entries of one view) checked
 // at its centre in `image`: the colormap (viridis) of the weight in `cli`
-// (headscope-cli attention's JSON for the same text and settings), or, where
+// (headscope-cli attention's JSON for the same text and settings, its maps
+// under `key`: an encoder–decoder's "cross_attention", ...), or, where
 // `causal` hides the key, the mask's hatch. Returns how many were masked.
-int check_heatmap_cells(const Image& image, const nlohmann::json& cells, const nlohmann::json& cli, bool causal);
+int check_heatmap_cells(const Image& image, const nlohmann::json& cells, const nlohmann::json& cli, bool causal,
+                        const std::string& key = "attention");
 
 }  // namespace headscope::test

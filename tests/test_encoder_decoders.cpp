@@ -134,6 +134,28 @@ TEST_P(EachEncoderDecoder, EveryAttentionAndPredictionEqualsTheReference) {
     expect_match(options, got);
 }
 
+// Maps only: the forward stops at the last returned layer, after its cross-attention.
+TEST_P(EachEncoderDecoder, TheMapsOfOneLayerWithoutPredictionsEqualTheReference) {
+    AttentionOptions options = own_options();
+    options.top_k = 0;
+    options.layers = {model_.config.n_layer - 1};
+    AttentionResult got;
+    backend_->forward(batch(), options, got);
+    const Batch in = batch();
+    const int slot = 0, l = model_.config.n_layer - 1;
+    for (int b = 0; b < in.B(); ++b) {
+        const Seq2SeqReference want = seq2seq_reference(checkpoint_, in.source_ids[b], in.token_ids[b], options);
+        double worst = 0;
+        for (int h = 0; h < want.NH; ++h)
+            for (int i = 0; i < want.T; ++i)
+                for (int j = 0; j < want.S; ++j)
+                    worst =
+                        std::max(worst, std::abs(got.cross_row(slot, b, h, i)[j] -
+                                                 want.cross[((size_t(l) * want.NH + h) * want.T + i) * want.S + j]));
+        EXPECT_LT(worst, 2e-5) << "text " << b;
+    }
+}
+
 TEST_P(EachEncoderDecoder, AnotherScaleAndTheCausalMaskOffEqualTheReference) {
     AttentionOptions options = own_options();
     options.scale = Scale::model;

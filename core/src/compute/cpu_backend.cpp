@@ -202,7 +202,8 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
 
 // One layer over the R rows in x_: its attention (into `at.att`, and the
 // result's outputs and contributions where asked), then, unless it is the
-// last one needed, the output projection and the MLP into x_.
+// last one needed, the output projection and the MLP into x_ (an
+// encoder–decoder's last one needed computes its cross-attention's maps too).
 void CpuForward::run_layer(const Model& model, const Batch& batch, const AttentionOptions& options,
                            const HeadSplit& split, PrefixCache& store, LayerAt at, Heads heads,
                            AttentionResult& result) {
@@ -224,7 +225,7 @@ void CpuForward::run_layer(const Model& model, const Batch& batch, const Attenti
             std::copy_n(y_.data() + first_row_[b] * Qw, (T - begin_[b]) * Qw,
                         result.outputs.data() + ((at.slot * B + b) * T + begin_[b]) * Qw);
     if (options.contributions) contribute(model, batch, split, at, result);
-    if (at.last) return;
+    if (at.last && !cfg.is_encoder_decoder()) return;  // a decoder layer's cross-attention maps come after
 
     // Pythia's parallel residual: both halves read the layer's input x.
     if (cfg.parallel_residual) normalize(cfg, x_.data(), w.ln_2_w, w.ln_2_b, ln_.data(), rows_);
@@ -232,6 +233,7 @@ void CpuForward::run_layer(const Model& model, const Batch& batch, const Attenti
     check_residual(l, C, "the attention");
     if (cfg.post_norm) normalize(cfg, x_.data(), w.ln_1_w, w.ln_1_b, x_.data(), rows_);  // BERT: x = ln_1(x + attn)
     if (cfg.is_encoder_decoder()) cross_attend(model, batch, options, split, at, heads, result);
+    if (at.last) return;
     if (options.contributions) std::copy_n(x_.data(), rows * C, residuals_.data() + (2 * l + 1) * rows * C);
     if (cfg.post_norm)  // the MLP reads x itself
         std::copy_n(x_.data(), rows * C, ln_.data());

@@ -1,0 +1,90 @@
+// The window on encoder–decoders (T5 and BART test checkpoints,
+// seq2seq_models.h) as a user sees it under Xvfb: the target box and its
+// "next token" stand where a decoder's generation controls are; the
+// attention selector draws the cross-attention (the target's tokens down,
+// the source's across), the encoder's self-attention and the decoder's,
+// each the CLI's pixel for pixel, the decoder's upper triangle hatched; and
+// T5 opens with its own scale (none), without the orange note.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "model_writer.h"
+#include "process.h"
+#include "screenshot.h"
+#include "seq2seq_models.h"
+
+using namespace headscope;
+using nlohmann::json;
+
+namespace {
+
+class WindowEncoderDecoders : public ::testing::TestWithParam<std::string> {
+protected:
+    static void SetUpTestSuite() {
+        dir_ = new test::TempDir;
+        for (const char* name : {"t5", "bart"})
+            test::write_seq2seq_checkpoint(dir_->path / name,
+                                           test::make_seq2seq_checkpoint(test::seq2seq_variant(name)));
+    }
+    static void TearDownTestSuite() { delete dir_; }
+
+    std::string model() const { return (dir_->path / GetParam()).string(); }
+
+    json cli() const {
+        const test::ProcessRun run = test::run_program(
+            {HEADSCOPE_CLI, "attention", "--model", model(), "--text", source_, "--target", target_}, dir_->path);
+        EXPECT_EQ(run.status, 0) << run.err;
+        return run.status == 0 ? json::parse(run.out) : json();
+    }
+
+    test::WindowShot shoot(const std::string& kind) const {
+        test::WindowShot shot = test::shoot_window(
+            {"--model", model(), "--text", source_, "--target", target_, "--attention", kind, "--layer", "1"},
+            dir_->path, GetParam() + "-" + kind);
+        EXPECT_EQ(shot.run.status, 0) << shot.run.err;
+        return shot;
+    }
+
+    static test::TempDir* dir_;
+    static constexpr const char* source_ = "The cat sat on the mat.";
+    static constexpr const char* target_ = "Die Katze";
+};
+test::TempDir* WindowEncoderDecoders::dir_ = nullptr;
+
+TEST_P(WindowEncoderDecoders, EachAttentionKindIsTheClisPixelForPixel) {
+    const json expected = cli();
+    const int T = expected["seq_len"], S = expected["source_lengths"][0];
+    for (const auto& [kind, key, rows, cols, causal] :
+         {std::tuple{"cross", "cross_attention", T, S, false}, std::tuple{"encoder", "encoder_attention", S, S, false},
+          std::tuple{"decoder", "decoder_attention", T, T, true}}) {
+        SCOPED_TRACE(kind);
+        const test::WindowShot shot = shoot(kind);
+        const json cells = test::entries(shot.layout, "heads");
+        ASSERT_EQ(cells.size(), static_cast<size_t>(4 * rows * cols)) << kind << ": every head's every cell";
+        const int masked = test::check_heatmap_cells(shot.image, cells, expected, causal, key);
+        EXPECT_EQ(masked, causal ? 4 * T * (T - 1) / 2 : 0) << kind;
+    }
+}
+
+TEST_P(WindowEncoderDecoders, TheTargetBoxStandsWhereGenerationIsAndTheScaleIsTheModelsOwn) {
+    const test::WindowShot shot = shoot("cross");
+    bool target = false, next_token = false, kind = false, pair = false, generate = false;
+    for (const json& control : test::entries(shot.layout, "control")) {
+        target |= control["name"] == "target";
+        next_token |= control["name"] == "next token";
+        kind |= control["name"] == "attention kind";
+        pair |= control["name"] == "text pair";
+        generate |= control["name"] == "generate";
+    }
+    EXPECT_TRUE(target && next_token && kind);
+    EXPECT_FALSE(pair || generate);
+    EXPECT_TRUE(test::entries(shot.layout, "differences-note").empty())
+        << "the model's own scale and masks are not a difference";
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, WindowEncoderDecoders, ::testing::Values("t5", "bart"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
