@@ -8,13 +8,17 @@ namespace headscope {
 
 namespace {
 
-bool is_weights(const DanceBuffer& buffer) { return buffer.dims.back() == "T_k"; }
+// The attention weights: each query's row over the keys (a cross-attention's, over the source's).
+bool is_weights(const DanceBuffer& buffer) { return buffer.dims.back() == "T_k" || buffer.dims.back() == "T_src"; }
 
 // A buffer's memory is drawn one token per row: the floats after its T
-// index (C channels of q, one query row of weights, hs floats of one head's output).
+// index (C channels of q, one query row of weights, hs floats of one head's
+// output), or its T_src index (a cross-attention's keys and values).
 int64_t token_row(const DanceBuffer& buffer) {
+    const std::vector<std::string>& dims = buffer.dims;
+    const std::string tokens = std::find(dims.begin(), dims.end(), "T") != dims.end() ? "T" : "T_src";
     int64_t row = 1;
-    for (size_t d = buffer.dims.size(); buffer.dims[--d] != "T";) row *= buffer.shape[d];
+    for (size_t d = dims.size(); d-- > 0 && dims[d] != tokens;) row *= buffer.shape[d];
     return row;
 }
 
@@ -22,8 +26,24 @@ int64_t token_row(const DanceBuffer& buffer) {
 // key/value head for a query head of its group; "head 3 (kv 1)" once
 // copied), "token 3 ' on'", with the text first in a batch. Texts count from
 // 1 as the window's text box says; heads and tokens from 0.
+// Token t of text b where a buffer holds it: a source's when the buffer is
+// the encoder's (its self-attention's, or the cross-attention's keys).
+std::string dance_token(const Session& session, bool source, int b, int t) {
+    if (!source) return shown_token(session, b, t, true);
+    const std::vector<int32_t>& ids = session.shown.source_ids[b];
+    return t < static_cast<int>(ids.size()) ? shown_token(session.model().tokenizer, ids[t], true) : "<pad>";
+}
+
+// Whether a buffer's token index `dim` (its owner's, when `dim` is empty:
+// the buffer's query or token axis) counts the source's tokens.
+bool of_source(AttentionKind kind, const std::vector<std::string>& dims, const std::string& dim = "") {
+    if (kind == AttentionKind::encoder) return true;
+    if (!dim.empty()) return dim == "T_src";
+    return std::find(dims.begin(), dims.end(), "T") == dims.end();  // K and V of a cross-attention
+}
+
 std::string row_label(const Session& session, const Dance& d, const DanceBuffer& buffer,
-                      const std::vector<std::string>& dims, const std::vector<int64_t>& index, int dim) {
+                      const std::vector<std::string>& dims, const std::vector<int64_t>& index, int dim, bool source) {
     const std::string text = "text " + std::to_string(index[0] + 1);
     if (dim == 0) return text;
     std::string label = session.shown.token_ids.size() > 1 ? text + ", " : "";
@@ -36,7 +56,7 @@ std::string row_label(const Session& session, const Dance& d, const DanceBuffer&
         return label + "kv " + std::to_string(kv) + " for head " + std::to_string(kv * d.group() + index[dim]);
     }
     return label + "token " + std::to_string(index[dim]) + " " +
-           shown_token(session, static_cast<int>(index[0]), static_cast<int>(index[dim]), true);
+           dance_token(session, source, static_cast<int>(index[0]), static_cast<int>(index[dim]));
 }
 
 // Every position (row-major over order's shape) that reads storage element
@@ -80,12 +100,22 @@ ImU32 owner_color(int64_t head, int NH, int64_t t, int T) {
     return ImGui::ColorConvertFloat4ToU32(ImVec4(r, g, b, 1));
 }
 
+// The dance of the attention the selector shows: the decoder's (every
+// model's), or an encoder–decoder's encoder's or cross-attention's.
 void DanceView::update(const Session& session) {
-    if (dance_ && generation_ == session.shown_generation) return;
+    const AttentionKind kind = session.maps().kind;
+    if (dance_ && generation_ == session.shown_generation && kind_ == kind) return;
     const AttentionResult& att = session.shown.attention;
-    dance_ =
-        reshape_dance(att.B, att.T, session.model().config, session.shown_options.n_head, session.shown_options.split);
+    const Config& config = session.model().config;
+    const AttentionOptions& o = session.shown_options;
+    if (kind == AttentionKind::cross)
+        dance_ = cross_attention_dance(att.B, att.T, att.S, config, o.n_head);
+    else if (kind == AttentionKind::encoder)
+        dance_ = reshape_dance(att.B, att.S, encoder_config(config), o.n_head, o.split);
+    else
+        dance_ = reshape_dance(att.B, att.T, config, o.n_head, o.split);
     generation_ = session.shown_generation;
+    kind_ = kind;
     hovered_ = {};  // a float of the old buffers
 }
 
@@ -93,8 +123,10 @@ void DanceView::draw(Session& session, Ui& ui) {
     update(session);
     // The naive split's error for the shown compute and layer: two forwards as far as the layer.
     const MaxDiff::Outcome* max_diff = max_diff_.get({session.shown_generation, session.layer}, [&] {
-        return [model = session.shared_model(), batch = Batch{session.shown.token_ids, session.model().config.pad_id()},
-                options = session.shown_options, layer = session.layer](std::stop_token) {
+        Batch batch{session.shown.token_ids, session.model().config.pad_id()};
+        batch.source_ids = session.shown.source_ids;
+        return [model = session.shared_model(), batch = std::move(batch), options = session.shown_options,
+                layer = session.layer](std::stop_token) {
             return naive_view_max_diff(*own_cpu_backend(*model), batch, options, layer);
         };
     });
@@ -165,7 +197,9 @@ void DanceView::describe(const Session& session, Ui& ui, const MaxDiff::Outcome*
                     {"naive_view_max_diff",
                      max_diff && max_diff->error.empty() ? nlohmann::ordered_json(max_diff->result) : nullptr}});
 
-    if (!max_diff)
+    if (d.S > 0)  // the cross-attention's walk is the correct split's only
+        ImGui::TextDisabled("The cross-attention splits its heads as the self-attention does: view, then transpose.");
+    else if (!max_diff)
         ImGui::TextDisabled("Comparing layer %d's output under the naive split with the correct one...", session.layer);
     else if (!max_diff->error.empty())
         ImGui::TextColored(error_colour, "naive split not compared: %s", max_diff->error.c_str());
@@ -195,7 +229,7 @@ void DanceView::buffer_grid(const Session& session, Ui& ui) {
     const int64_t memory_row = token_row(buffer), view_row = step.layout.shape.back();
     const bool read_grid = !step.layout.is_contiguous() || view_row != memory_row;
     // Consecutive floats of one owner, in both orders: a whole weights row, or one head's hs channels of a token.
-    const int64_t run = weights ? d.T : d.hs;
+    const int64_t run = weights ? buffer.shape.back() : d.hs;
 
     // Floats per cell: the smallest divisor of run that lets the grids fit across, so a cell never mixes owners.
     const float spacing = 16 * ui.scale, label_w = label_width * ui.scale;
@@ -207,10 +241,10 @@ void DanceView::buffer_grid(const Session& session, Ui& ui) {
 
     ImGui::Text("%s: the memory of '%s' in storage order, rows of %lld floats (%s).", read_grid ? "Left" : "Below",
                 buffer.name.c_str(), static_cast<long long>(memory_row),
-                weights                 ? "one query row of weights"
-                : buffer.dims[1] == "T" ? "one token's channels"
-                : buffer.name == "y"    ? "one head's output for one token"
-                                        : "one head's hs values for one token");
+                weights                                              ? "one query row of weights"
+                : buffer.dims[1] == "T" || buffer.dims[1] == "T_src" ? "one token's channels"
+                : buffer.name == "y"                                 ? "one head's output for one token"
+                                                                     : "one head's hs values for one token");
     if (read_grid)
         ImGui::Text("Right: the same floats in the order this step's view reads them, row-major over %s.",
                     shape_string(step.dims).c_str());
@@ -224,7 +258,7 @@ void DanceView::buffer_grid(const Session& session, Ui& ui) {
     for (int h = 0; h < std::min(d.NH, 16); ++h) {
         ImGui::SameLine();
         ImGui::ColorButton(("head " + std::to_string(h)).c_str(),
-                           ImGui::ColorConvertU32ToFloat4(owner_color(h, d.NH, d.T - 1, d.T)),
+                           ImGui::ColorConvertU32ToFloat4(owner_color(h, d.NH, d.T - 1, std::max(d.T, d.S))),
                            ImGuiColorEditFlags_NoTooltip);
         ImGui::SameLine(0, 2 * ui.scale);
         ImGui::Text("%d", h);
@@ -275,7 +309,7 @@ int64_t DanceView::grid(const Session& session, Ui& ui, const Grid& g, const Cel
             const ElementOwner owner = d.owner(buffer, g.order.storage_index(position));
             const ImVec2 min(origin.x + c * cells.w, origin.y + r * cells.h);
             draw->AddRectFilled(min, ImVec2(min.x + cells.w - gap, min.y + cells.h - gap),
-                                owner_color(owner.head, heads, owner.t, d.T));
+                                owner_color(owner.head, heads, owner.t, std::max(d.T, d.S)));
         }
     ui.layout.grid({{"view", g.id},
                     {"step", step_},
@@ -303,7 +337,8 @@ int64_t DanceView::grid(const Session& session, Ui& ui, const Grid& g, const Cel
     if (dim >= 0)
         for (int64_t r = first_row - first_row % block; r < end_row; r += block) {
             const std::vector<int64_t> index = StridedLayout::contiguous(g.order.shape).index_of(r * g.row);
-            const std::string label = row_label(session, d, d.buffers[buffer], g.dims, index, dim);
+            const std::string label =
+                row_label(session, d, d.buffers[buffer], g.dims, index, dim, of_source(kind_, g.dims, g.dims[dim]));
             const float y = origin.y + r * cells.h;
             draw->AddText(ImVec2(right + 4 * ui.scale, y), ImGui::GetColorU32(ImGuiCol_TextDisabled), label.c_str());
             if (block > 1 && r > 0)
@@ -329,10 +364,12 @@ void DanceView::tooltip(const Session& session, int64_t storage) {
     const ElementOwner owner = d.owner(step.buffer, storage);
     ImGui::BeginTooltip();
     ImGui::Text("storage element %lld of '%s'", static_cast<long long>(storage), buffer.name.c_str());
-    ImGui::Text("text %lld, %stoken %lld %s, %s %lld", static_cast<long long>(owner.b + 1),
-                is_weights(buffer) ? "query " : "", static_cast<long long>(owner.t),
-                shown_token(session, static_cast<int>(owner.b), static_cast<int>(owner.t), true).c_str(),
-                buffer.kv ? "key/value head" : "head", static_cast<long long>(owner.head));
+    ImGui::Text(
+        "text %lld, %stoken %lld %s, %s %lld", static_cast<long long>(owner.b + 1), is_weights(buffer) ? "query " : "",
+        static_cast<long long>(owner.t),
+        dance_token(session, of_source(kind_, buffer.dims), static_cast<int>(owner.b), static_cast<int>(owner.t))
+            .c_str(),
+        buffer.kv ? "key/value head" : "head", static_cast<long long>(owner.head));
     ImGui::Text("as written %s: %s", shape_string(buffer.dims).c_str(),
                 shape_string(StridedLayout::contiguous(buffer.shape).index_of(storage)).c_str());
     const size_t copies = positions_of(step.layout, storage).size();

@@ -67,7 +67,8 @@ private:
 
     int step_ = 1;
     std::optional<Dance> dance_;
-    uint64_t generation_ = 0;  // the shown compute dance_ is for
+    uint64_t generation_ = 0;                      // the shown compute dance_ is for
+    AttentionKind kind_ = AttentionKind::decoder;  // and the attention (an encoder–decoder's three)
     MaxDiff max_diff_;
     struct {
         int step = 0;

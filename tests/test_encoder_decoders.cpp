@@ -15,6 +15,7 @@
 #include "headscope/base/error.h"
 #include "headscope/compute/backend.h"
 #include "headscope/compute/cpu_forward.h"
+#include "headscope/inspect/dance.h"
 #include "headscope/model/model.h"
 #include "seq2seq_models.h"
 #include "seq2seq_reference.h"
@@ -235,6 +236,33 @@ TEST_P(EachEncoderDecoder, WhatItCannotDoIsRefusedInOneLine) {
         resplit.n_head = 2;
         expect_refused(batch(), resplit, "position bias");
     }
+}
+
+// Q from the decoder's T tokens, K (and V) from the encoder's S, each split
+// by view then transpose; the weights (B, NH, T, T_src); every float owned by
+// the token and head it belongs to.
+TEST_P(EachEncoderDecoder, TheCrossAttentionDanceWalksTheTargetsQueriesOverTheSourcesKeys) {
+    using Dims = std::vector<int64_t>;
+    const int64_t B = 2, T = 4, S = 9, NH = model_.config.n_head, hs = model_.config.head_size(), W = NH * hs;
+    const Dance d = cross_attention_dance(B, T, S, model_.config, 0);
+    ASSERT_EQ(d.steps.size(), 11u);
+    const std::vector<Dims> shapes = {{B, T, W},      {B, T, NH, hs}, {B, NH, T, hs}, {B, S, W},
+                                      {B, S, NH, hs}, {B, NH, S, hs}, {B, NH, T, S},  {B, NH, T, hs},
+                                      {B, T, NH, hs}, {B, T, NH, hs}, {B, T, W}};
+    for (size_t i = 0; i < shapes.size(); ++i) EXPECT_EQ(d.steps[i].layout.shape, shapes[i]) << "step " << i + 1;
+    EXPECT_EQ(d.steps[5].layout.strides, (Dims{S * W, hs, W, 1})) << "K's transpose only swaps strides";
+    EXPECT_EQ(d.steps[3].buffer, d.steps[5].buffer);
+    EXPECT_TRUE(d.buffers[d.steps[3].buffer].kv);
+    const DanceStep& keys = d.steps[5];
+    for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < NH; ++h)
+            for (int64_t t = 0; t < S; ++t) {
+                const ElementOwner o = d.owner(keys.buffer, keys.layout.storage_index(Dims{b, h, t, hs - 1}));
+                EXPECT_EQ(o.b, b);
+                EXPECT_EQ(o.t, t) << "a source token";
+                EXPECT_EQ(o.head, h);
+            }
+    EXPECT_THROW(cross_attention_dance(B, T, S, encoder_config(model_.config), 0), Error);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, EachEncoderDecoder, ::testing::ValuesIn(seq2seq_variants()),

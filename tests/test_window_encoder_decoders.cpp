@@ -3,8 +3,9 @@
 // "next token" stand where a decoder's generation controls are; the
 // attention selector draws the cross-attention (the target's tokens down,
 // the source's across), the encoder's self-attention and the decoder's,
-// each the CLI's pixel for pixel, the decoder's upper triangle hatched; and
-// T5 opens with its own scale (none), without the orange note.
+// each the CLI's pixel for pixel, the decoder's upper triangle hatched; the
+// dance walks the cross-attention; and T5 opens with its own scale (none),
+// without the orange note.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -82,6 +83,20 @@ TEST_P(WindowEncoderDecoders, TheTargetBoxStandsWhereGenerationIsAndTheScaleIsTh
     EXPECT_FALSE(pair || generate);
     EXPECT_TRUE(test::entries(shot.layout, "differences-note").empty())
         << "the model's own scale and masks are not a difference";
+}
+
+// The dance of the cross-attention: its weights are (B, NH, T, T_src).
+TEST_P(WindowEncoderDecoders, TheDanceWalksTheCrossAttention) {
+    const json expected = cli();
+    const int T = expected["seq_len"], S = expected["source_lengths"][0], NH = expected["n_head"];
+    const test::WindowShot shot = test::shoot_window({"--model", model(), "--text", source_, "--target", target_,
+                                                      "--attention", "cross", "--view", "dance", "--dance-step", "7"},
+                                                     dir_->path, GetParam() + "-dance");
+    ASSERT_EQ(shot.run.status, 0) << shot.run.err;
+    const json step = test::entries(shot.layout, "dance-step");
+    ASSERT_EQ(step.size(), 1u);
+    EXPECT_EQ(step[0]["buffer"], "att");
+    EXPECT_EQ(step[0]["shape"], json({1, NH, T, S}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, WindowEncoderDecoders, ::testing::Values("t5", "bart"),

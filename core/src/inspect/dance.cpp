@@ -247,7 +247,64 @@ ElementOwner Dance::owner(int buffer, int64_t n) const {
         head = index[head_dim] / group();  // a copy of a key/value head, repeated for each query head of its group
     else
         head = index[head_dim];
-    return {index[dim_index(buf.dims, "B")], index[dim_index(buf.dims, "T")], head};
+    const int64_t token_dim = std::max(dim_index(buf.dims, "T"), dim_index(buf.dims, "T_src"));
+    return {index[dim_index(buf.dims, "B")], index[token_dim], head};
+}
+
+namespace {
+
+// An encoder–decoder's cross-attention: Q from the decoder's T tokens, K and
+// V from the encoder's output of the source's T_src tokens, each split into
+// heads as the self-attention's are (view, then transpose).
+void cross_walk(Dance& d, Walk& walk, const Config& config) {
+    const int64_t B = d.B, T = d.T, S = d.S, NH = d.NH, NKV = d.NKV, hs = d.hs;
+    const std::string q = module_name(config, Weight::cross_q_w), k = module_name(config, Weight::cross_k_w);
+    const std::string v = module_name(config, Weight::cross_v_w), o = module_name(config, Weight::cross_proj_w);
+    const StridedLayout q_flat =
+        walk.write("Q: " + q + " of the decoder's hidden states, (B, T, NH*hs): the target's tokens ask",
+                   "q = " + q + "(x)  # x: the decoder's (B, T, C)", "q", {"B", "T", "NH*hs"}, {B, T, NH * hs});
+    const StridedLayout q_heads =
+        walk.again("view: each target token's channels become NH heads of hs", "q = q.view(B, T, NH, hs)",
+                   {"B", "T", "NH", "hs"}, q_flat.view({B, T, NH, hs}));
+    walk.again("transpose(1, 2): heads before tokens, only the strides swap", "q = q.transpose(1, 2)",
+               {"B", "NH", "T", "hs"}, q_heads.transpose(1, 2));
+    const StridedLayout k_flat =
+        walk.write("K: " + k +
+                       " of the encoder's output, (B, T_src, NKV*hs): computed once per source, for every step of the "
+                       "target; V (" +
+                       v + ") alike",
+                   "k = " + k + "(encoder_output)  # (B, T_src, C); v = " + v + "(encoder_output) alike", "k",
+                   {"B", "T_src", "NKV*hs"}, {B, S, NKV * hs}, true);
+    const StridedLayout k_heads =
+        walk.again("view: each source token's channels become NKV heads of hs", "k = k.view(B, T_src, NKV, hs)",
+                   {"B", "T_src", "NKV", "hs"}, k_flat.view({B, S, NKV, hs}));
+    walk.again("transpose(1, 2): the source's keys per head", "k = k.transpose(1, 2)", {"B", "NKV", "T_src", "hs"},
+               k_heads.transpose(1, 2));
+    walk.write(
+        "scores and weights: every target query over every source key, (B, NH, T, T_src); only the source's "
+        "padding is masked (no causal mask: the whole source is known)",
+        "att = softmax(q @ k.transpose(-2, -1) * scale + source_padding_mask)", "att", {"B", "NH", "T", "T_src"},
+        {B, NH, T, S});
+    const StridedLayout y = walk.write("weights times V: each target token's read of the source, per head",
+                                       "y = att @ v", "y", {"B", "NH", "T", "hs"}, {B, NH, T, hs});
+    walk.again("transpose back: target tokens before heads, only the strides swap", "y = y.transpose(1, 2)",
+               {"B", "T", "NH", "hs"}, y.transpose(1, 2));
+    const StridedLayout merged = walk.write("contiguous(): each target token's heads side by side",
+                                            "y = y.contiguous()", "y_merged", {"B", "T", "NH", "hs"}, {B, T, NH, hs});
+    walk.again("view back to (B, T, NH*hs), then " + o + " adds it to the decoder's residual stream",
+               "x = x + " + o + "(y.view(B, T, NH * hs))", {"B", "T", "NH*hs"}, merged.view({B, T, NH * hs}));
+}
+
+}  // namespace
+
+Dance cross_attention_dance(int B, int T, int S, const Config& config, int n_head) {
+    if (B < 1 || T < 1 || S < 1) throw Error("cross-attention dance: need a positive batch, target and source length");
+    if (!config.is_encoder_decoder()) throw Error("cross-attention is an encoder-decoder's");
+    const HeadSplit s = head_split(config, n_head);
+    Dance d{B, T, config.n_embd, s.NH, s.NKV, s.hs, 0, Split::transpose, {}, {}, S};
+    Walk walk(d);
+    cross_walk(d, walk, config);
+    return d;
 }
 
 Dance reshape_dance(int B, int T, const Config& config, int n_head, Split split) {

@@ -46,6 +46,7 @@ struct Dance {
     Split split;
     std::vector<DanceBuffer> buffers;
     std::vector<DanceStep> steps;
+    int S = 0;  // the cross-attention's source tokens (T_src); 0 for a self-attention
 
     int group() const { return NH / NKV; }
     // The owner of element n of buffer `buffer` (its n-th in storage order).
@@ -58,5 +59,11 @@ struct Dance {
 // `config`, split into `n_head` query heads (0: the model's own). Throws
 // Error unless B and T are positive, or where head_split refuses the count.
 Dance reshape_dance(int B, int T, const Config& config, int n_head, Split split);
+
+// An encoder–decoder's cross-attention for B targets of T tokens over sources
+// of S: Q from the decoder (B, T, NH*hs), K and V from the encoder's output
+// (B, T_src, NKV*hs), scores (B, NH, T, T_src), always the view + transpose
+// split. Throws Error unless B, T and S are positive and the model is an encoder–decoder.
+Dance cross_attention_dance(int B, int T, int S, const Config& config, int n_head);
 
 }  // namespace headscope
