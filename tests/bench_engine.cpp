@@ -1,5 +1,5 @@
 // Engine benchmarks: the forward with attention capture on a GPT-2-small-shaped
-// model (L=12, NH=12, C=768, V=50257, random weights), B=1, and a BERT-base-shaped encoder, with median ms,
+// model (L=12, NH=12, C=768, V=50257, random weights), B=1, with median ms,
 // GFLOP/s and the fraction of this machine's FMA peak (measured here by an FMA
 // loop); the same on BF16 checkpoints shaped as SmolLM2-135M and Llama 3.2 1B,
 // with resident memory against the file's size; the largest matrix product
@@ -21,7 +21,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "encoder_models.h"
+#include "bench_support.h"
 #include "fma_peak.h"
 #include "headscope/base/shape.h"
 #include "headscope/compute/backend.h"
@@ -31,6 +31,7 @@
 #include "model_writer.h"
 
 using namespace headscope;
+using namespace headscope::test;
 
 namespace {
 
@@ -43,27 +44,6 @@ const Model& gpt2_small() {
         return load_model(dir.path.string());
     }();
     return model;
-}
-
-// n token ids drawn uniformly from a vocabulary of V.
-std::vector<int32_t> random_ids(int n, int V, std::mt19937& rng) {
-    std::vector<int32_t> ids(n);
-    for (auto& id : ids) id = static_cast<int32_t>(rng() % V);
-    return ids;
-}
-
-double peak_rss_mib() {
-    rusage usage{};
-    getrusage(RUSAGE_SELF, &usage);
-    return usage.ru_maxrss / 1024.0;
-}
-
-void report(benchmark::State& state, double flops) {
-    state.counters["GFLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
-    state.counters["peak_fraction"] =
-        benchmark::Counter(flops / 1e9 / test::fma_peak_gflops(), benchmark::Counter::kIsIterationInvariantRate);
-    state.counters["peak_rss_MiB"] = peak_rss_mib();
-    state.counters["fma_peak_GFLOP/s"] = test::fma_peak_gflops();
 }
 
 // Args: T, number of layers returned (all = 12; 1 = layer 0 only).
@@ -95,73 +75,6 @@ void BM_forward(benchmark::State& state) {
 }
 BENCHMARK(BM_forward)->Args({128, L})->Args({1024, 1})->Args({1024, L})->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// A BERT-base-shaped encoder (L=12, NH=12, C=768, F=3072, random weights) at
-// T = 128 with every map, bidirectional: the same products as BM_forward/128/12.
-void BM_bert_forward(benchmark::State& state) {
-    static test::TempDir dir;
-    static const Model model = [] {
-        test::EncoderSpec spec = test::encoder_spec(test::Encoder::bert);
-        spec.n_layer = L, spec.n_head = 12, spec.n_embd = C, spec.mlp_dim = 4 * C, spec.max_positions = 512;
-        test::write_encoder_checkpoint(dir.path, test::make_encoder_checkpoint(spec));
-        return load_model(dir.path.string());
-    }();
-    auto backend = make_cpu_backend();
-    backend->load_weights(model);
-    std::mt19937 rng(7);
-    const Batch batch{{random_ids(128, model.config.vocab_size, rng)}, model.config.pad_id()};
-    AttentionOptions options;
-    options.causal = false;
-    AttentionResult result;
-    backend->forward(batch, options, result);
-    for (auto _ : state) backend->forward(batch, options, result);
-    const double t = 128, c = C;
-    report(state, (L - 1) * (24 * t * c * c + 4 * t * t * c) + 6 * t * c * c + 2 * t * t * c);
-}
-BENCHMARK(BM_bert_forward)->Unit(benchmark::kMillisecond)->UseRealTime();
-
-// This machine's memory read bandwidth in GB/s: the best of five sums of a
-// 512 MiB array, far larger than any cache, on every core. Each thread keeps
-// 64 independent partial sums (four vector registers) so that memory, not the
-// latency of one chain of additions, bounds the loop.
-double read_bandwidth_gbs() {
-    static const double gbs = [] {
-        constexpr long width = 64;
-        std::vector<float> data(size_t(128) << 20, 1.f);
-        const long blocks = static_cast<long>(data.size()) / width;
-        double best = 0;
-        for (int pass = 0; pass < 5; ++pass) {
-            const auto start = std::chrono::steady_clock::now();
-            double total = 0;
-#pragma omp parallel reduction(+ : total)
-            {
-                float partial[width] = {};
-#pragma omp for schedule(static)
-                for (long b = 0; b < blocks; ++b)
-#pragma omp simd
-                    for (long l = 0; l < width; ++l) partial[l] += data[b * width + l];
-                for (float p : partial) total += p;
-            }
-            const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-            benchmark::DoNotOptimize(total);
-            best = std::max(best, data.size() * sizeof(float) / seconds / 1e9);
-        }
-        return best;
-    }();
-    return gbs;
-}
-
-// The floor of a step that reads every weight once: the checkpoint's bytes at
-// the measured read bandwidth.
-void report_floor(benchmark::State& state, const Model& model, double steps_per_iteration) {
-    const double floor_ms = model.file_bytes / (read_bandwidth_gbs() * 1e9) * 1e3;
-    state.counters["read_GB/s"] = read_bandwidth_gbs();
-    state.counters["floor_ms"] = floor_ms;
-    // ms per step over the floor: the iteration's seconds * 1e3 / steps / floor_ms.
-    state.counters["x_floor"] =
-        benchmark::Counter(steps_per_iteration * floor_ms / 1e3,
-                           benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
-}
-
 // A 128-token prompt plus one token, every layer's maps and the top-10
 // predictions. Arg 0: the 129 tokens computed in full; 1: the prompt's prefix
 // reused from a PrefixCache (the cache reset to the prompt before each step);
@@ -192,7 +105,7 @@ void BM_prompt_plus_one(benchmark::State& state) {
         benchmark::DoNotOptimize(result.predictions.data());
     }
     state.counters["rows_computed"] = 129 - result.reused[0];
-    report_floor(state, model, 1);
+    report_floor(state, model.file_bytes, 1);
 }
 BENCHMARK(BM_prompt_plus_one)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -267,7 +180,7 @@ void BM_generate(benchmark::State& state) {
     }
     state.counters["ms_per_token"] = benchmark::Counter(
         generated / 1e3, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
-    report_floor(state, model, generated);
+    report_floor(state, model.file_bytes, generated);
 }
 BENCHMARK(BM_generate)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 
