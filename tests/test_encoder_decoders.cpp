@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <vector>
 
 #include "headscope/base/error.h"
@@ -263,6 +265,70 @@ TEST_P(EachEncoderDecoder, TheCrossAttentionDanceWalksTheTargetsQueriesOverTheSo
                 EXPECT_EQ(o.head, h);
             }
     EXPECT_THROW(cross_attention_dance(B, T, S, encoder_config(model_.config), 0), Error);
+}
+
+// Each family's config.json with one key broken: one line naming it.
+TEST(EncoderDecoderConfigs, BadKeysAreOneLineNamingThem) {
+    const auto refusal = [](const Seq2SeqSpec& spec, const nlohmann::json& changes) {
+        nlohmann::json config = make_seq2seq_checkpoint(spec).config;
+        config.update(changes);
+        try {
+            config_from_json(config, "config.json");
+        } catch (const Error& e) {
+            EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+            return std::string(e.what());
+        }
+        return std::string("accepted");
+    };
+    const Seq2SeqSpec t5 = seq2seq_variant("t5"), bart = seq2seq_variant("bart"), marian = seq2seq_variant("marian");
+    EXPECT_NE(refusal(t5, {{"feed_forward_proj", "gated-silu"}}).find("feed_forward_proj 'gated-silu'"),
+              std::string::npos);
+    EXPECT_NE(refusal(t5, {{"relative_attention_num_buckets", 2}}).find("at least 4"), std::string::npos);
+    EXPECT_NE(refusal(t5, {{"d_kv", 0}}).find("d_kv"), std::string::npos);
+    EXPECT_NE(refusal(bart, {{"encoder_attention_heads", 2}}).find("differ from the decoder's"), std::string::npos);
+    EXPECT_NE(refusal(bart, {{"decoder_layers", nullptr}}).find("decoder_layers"), std::string::npos);
+    EXPECT_NE(refusal(bart, {{"activation_function", "tanh"}}).find("activation_function 'tanh'"), std::string::npos);
+    EXPECT_NE(
+        refusal(marian, {{"d_model", 33}, {"encoder_attention_heads", 1}, {"decoder_attention_heads", 1}}).find("odd"),
+        std::string::npos);
+    EXPECT_NE(refusal(marian, {{"share_encoder_decoder_embeddings", false}}).find("separate decoder embeddings"),
+              std::string::npos);
+}
+
+// A cross-attention weight missing is named; a bare BartModel (no
+// final_logits_bias) loads with a zero logits bias; Marian's SentencePiece
+// files without a tokenizer.json are named as unread.
+TEST(EncoderDecoderFiles, MissingTensorsAndTokenizersAreNamed) {
+    TempDir dir;
+    Seq2SeqCheckpoint bart = make_seq2seq_checkpoint(seq2seq_variant("bart"));
+    const auto without = [&](const std::string& name) {
+        Seq2SeqCheckpoint less = bart;
+        std::erase_if(less.tensors, [&](const NamedTensor& t) { return t.name == name; });
+        return less;
+    };
+    write_seq2seq_checkpoint(dir.path / "no-cross", without("model.decoder.layers.1.encoder_attn.k_proj.weight"));
+    try {
+        load_model((dir.path / "no-cross").string());
+        ADD_FAILURE() << "loaded without a cross-attention weight";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("decoder.layers.1.encoder_attn.k_proj.weight' missing"), std::string::npos)
+            << e.what();
+    }
+    write_seq2seq_checkpoint(dir.path / "bare", without("final_logits_bias"));
+    const Model bare = load_model((dir.path / "bare").string());
+    EXPECT_FALSE(bare.config.logits_bias);
+    EXPECT_EQ(bare.lm_bias, nullptr);
+
+    write_seq2seq_checkpoint(dir.path / "marian", make_seq2seq_checkpoint(seq2seq_variant("marian")));
+    std::filesystem::remove(dir.path / "marian/tokenizer.json");
+    std::ofstream(dir.path / "marian/source.spm") << "sentencepiece";
+    try {
+        load_model((dir.path / "marian").string());
+        ADD_FAILURE() << "loaded without a tokenizer";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("source.spm: Marian's SentencePiece model"), std::string::npos)
+            << e.what();
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, EachEncoderDecoder, ::testing::ValuesIn(seq2seq_variants()),
