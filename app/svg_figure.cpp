@@ -303,8 +303,10 @@ void lens_figure(std::ostream& out, const Session& s, Ui& ui, FigureView shown) 
 void tokens_figure(std::ostream& out, const Session& s, Ui& ui, FigureView shown) {
     const TokensView& view = *shown.tokens;
     constexpr double line_width = 720, pad = 3, box_h = title_size + 2 * pad, line_h = box_h + 4;
+    const ShownMaps maps = s.maps();  // the keys' tokens: an encoder–decoder's cross-attention colours the source's
     const std::vector<WrappedToken> wrapped = wrap_tokens(
-        s, [](const std::string& text) { return static_cast<float>(text_width(text, title_size) + 2 * pad); },
+        s.model().tokenizer, *maps.key_ids,
+        [](const std::string& text) { return static_cast<float>(text_width(text, title_size) + 2 * pad); },
         line_width, pad);
     const double top = margin + heading_height + gap + heading_line;
     const int lines_drawn = wrapped.empty() ? 0 : wrapped.back().line + 1;
@@ -313,7 +315,7 @@ void tokens_figure(std::ostream& out, const Session& s, Ui& ui, FigureView shown
     Figure figure(out, width, top + lines_drawn * line_h + gap + legend_height, s, ui);
     figure.heading(lines);
     figure.labels("description", {{margin, top - heading_line + title_size}}, {view.description()});
-    const std::vector<int>& queries = view.queries();
+    const std::vector<int> queries = maps.kind == AttentionKind::cross ? std::vector<int>{} : view.queries();
     figure.svg().begin_group({{"class", "tokens"}});
     for (int t = 0; t < static_cast<int>(wrapped.size()); ++t) {
         const WrappedToken& token = wrapped[t];

@@ -9,46 +9,46 @@
 namespace headscope {
 
 void TokensView::update_weights(const Session& s, Ui& ui, int layer, int head, const std::vector<int>& queries) {
-    const AttentionResult& att = s.shown.attention;
-    const int b = s.selected, T = att.T, length = s.length(b);
-    const Key key{s.shown_generation, b, layer, head, average_, queries, ui.colormap};
+    const ShownMaps maps = s.maps();
+    const int b = s.selected, keys = maps.cols, NH = maps.result->NH;
+    const Key key{s.shown_generation, b, layer, head, average_, queries, ui.colormap, maps.kind};
     if (key == key_) return;
     key_ = key;
-    weights_.assign(T, std::nanf(""));
-    for (int j = 0; j < length; ++j) {
+    weights_.assign(keys, std::nanf(""));
+    const AttentionOptions options = s.maps_options_at(layer);
+    for (int j = 0; j < maps.key_length; ++j) {
         double sum = 0;
         bool seen = false;
         for (int q : queries) {
-            if (!attends(s.shown_options_at(layer), q, j, length, T)) continue;
+            if (!maps.visible(options, q, j)) continue;
             seen = true;
             if (!average_) {
-                sum += att.row(layer, b, head, q)[j];
+                sum += maps.row(layer, b, head, q)[j];
                 continue;
             }
-            for (int h = 0; h < att.NH; ++h) sum += att.row(layer, b, h, q)[j] / att.NH;
+            for (int h = 0; h < NH; ++h) sum += maps.row(layer, b, h, q)[j] / NH;
         }
         if (seen) weights_[j] = static_cast<float>(sum);
     }
     // One row of cells through the window's own colormap (the shader's colours, read back).
-    HeatmapImage row{1, T, std::vector<float>(T)};
-    for (int j = 0; j < T; ++j) row.cells[j] = std::isnan(weights_[j]) ? masked_cell : std::min(1.f, weights_[j]);
+    HeatmapImage row{1, keys, std::vector<float>(keys)};
+    for (int j = 0; j < keys; ++j) row.cells[j] = std::isnan(weights_[j]) ? masked_cell : std::min(1.f, weights_[j]);
     colours_ = ui.renderer.cell_colours(ui.colormap, row);
 }
 
-std::vector<WrappedToken> wrap_tokens(const Session& s, const std::function<float(const std::string&)>& width,
-                                      float line_width, float gap) {
-    const int b = s.selected, length = s.length(b);
+std::vector<WrappedToken> wrap_tokens(const Tokenizer& tokenizer, const std::vector<int32_t>& ids,
+                                      const std::function<float(const std::string&)>& width, float line_width,
+                                      float gap) {
     std::vector<WrappedToken> wrapped;
     float x = 0;
     int line = 0;
-    for (int t = 0; t < length; ++t) {
-        std::string text = shown_token(s, b, t);
+    for (int32_t id : ids) {
+        std::string text = shown_token(tokenizer, id);
         const float w = width(text);
         if (x > 0 && x + w > line_width) x = 0, ++line;
         wrapped.push_back({x, w, line, std::move(text)});
         x += w + gap;
-        if (token_text(s.model().tokenizer, s.shown.token_ids[b][t]).find('\n') != std::string::npos)
-            x = 0, ++line;  // a line feed ends the line, as in the text
+        if (token_text(tokenizer, id).find('\n') != std::string::npos) x = 0, ++line;  // as in the text
     }
     return wrapped;
 }
@@ -60,13 +60,40 @@ std::pair<int, int> TokensView::head_shown(const Session& s, bool beside) {
     return beside && followed_ ? followed_->first : selected;
 }
 
+std::vector<int> TokensView::query_rows(const Session& s, const ShownMaps& maps) const {
+    const int last = maps.query_length - 1;
+    std::vector<int> queries = {maps.kind == AttentionKind::encoder
+                                    ? (source_query_ >= 0 ? std::min(source_query_, last) : last)
+                                    : s.predicted_query()};
+    for (int q : added_queries_)
+        if (q <= last && q != queries[0]) queries.push_back(q);
+    return queries;
+}
+
+void TokensView::pick_query(Session& s, const ShownMaps& maps, int hovered) {
+    if (hovered < 0 || !ui_tooltips_) return;
+    if (maps.kind != AttentionKind::encoder) s.hovered_query = hovered;
+    if (!ImGui::IsMouseClicked(ImGuiMouseButton_Left)) return;
+    if (ImGui::GetIO().KeyShift) {
+        added_queries_.insert(hovered);
+        return;
+    }
+    added_queries_.clear();
+    if (maps.kind == AttentionKind::encoder)
+        source_query_ = hovered;
+    else
+        s.query = hovered;
+}
+
 void TokensView::draw(Session& s, Ui& ui, bool beside) {
-    const int length = s.length(s.selected);
+    const ShownMaps maps = s.maps();
     const auto [layer, head] = head_shown(s, beside);
     ImGui::Checkbox("layer average", &average_);
     ui.layout.control("layer average");
     ImGui::SameLine();
-    description_ = (average_ ? std::string("all heads") : head_label(s, layer, head)) + ", layer " +
+    const std::string kind =
+        maps.kind == AttentionKind::decoder ? "" : std::string(attention_kind_choices.labels[int(maps.kind)]) + ", ";
+    description_ = kind + (average_ ? std::string("all heads") : head_label(s, layer, head)) + ", layer " +
                    std::to_string(layer) + ": the weight each token gets from " +
                    (added_queries_.empty() ? "the query" : "the queries (summed)");
     ImGui::TextWrapped("%s", description_.c_str());  // wrapped: beside the maps the view may be narrow
@@ -75,46 +102,43 @@ void TokensView::draw(Session& s, Ui& ui, bool beside) {
     ImGui::TextWrapped("hover a token to see what it attends to, click to keep it, shift-click to add rows");
     ImGui::PopStyleColor();
 
-    std::vector<int> queries = {s.predicted_query()};
-    for (int q : added_queries_)
-        if (q < length && q != queries[0]) queries.push_back(q);
+    const std::vector<int> queries = query_rows(s, maps);
     update_weights(s, ui, layer, head, queries);
+    ui_tooltips_ = ui.tooltips;  // as the maps: screenshots ignore where Xvfb left the pointer
     ImGui::BeginChild("tokens", ImVec2(0, 0), false);
-    const int hovered = draw_tokens(s, ui, queries);
-    if (hovered >= 0 && ui.tooltips) {  // as the maps: screenshots ignore where Xvfb left the pointer
-        s.hovered_query = hovered;
-        if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) {
-            if (ImGui::GetIO().KeyShift)
-                added_queries_.insert(hovered);
-            else
-                s.query = hovered, added_queries_.clear();
-        }
-        if (!std::isnan(weights_[hovered]))
-            ImGui::SetTooltip("token %d %s: weight %.4f from the rows shown", hovered,
-                              shown_token(s, s.selected, hovered, true).c_str(), weights_[hovered]);
+    if (maps.kind == AttentionKind::cross) {  // the target's tokens ask; the source's are coloured
+        ImGui::TextDisabled("target (the queries):");
+        pick_query(s, maps, draw_tokens(s, ui, *maps.query_ids, nullptr, queries, "query-token"));
+        ImGui::TextDisabled("source (the keys), by the weight each gets:");
     }
+    const std::vector<int> outlined = maps.kind == AttentionKind::cross ? std::vector<int>{} : queries;
+    const int hovered = draw_tokens(s, ui, *maps.key_ids, &weights_, outlined, "token");
+    if (maps.kind != AttentionKind::cross) pick_query(s, maps, hovered);
+    if (hovered >= 0 && ui.tooltips && !std::isnan(weights_[hovered]))
+        ImGui::SetTooltip("token %d %s: weight %.4f from the rows shown", hovered,
+                          key_token(s, maps, hovered, true).c_str(), weights_[hovered]);
     ImGui::EndChild();
 }
 
-// The wrapped tokens in view, each on its weight's colour, the queries
-// outlined; every token's rectangle for --layout. Returns the hovered token, or -1.
-int TokensView::draw_tokens(const Session& s, Ui& ui, const std::vector<int>& queries) {
+int TokensView::draw_tokens(const Session& s, Ui& ui, const std::vector<int32_t>& ids,
+                            const std::vector<float>* weights, const std::vector<int>& queries, const char* view) {
     ImDrawList* draw = ImGui::GetWindowDrawList();
     const float pad = std::floor(2 * ui.scale), gap = std::floor(3 * ui.scale);
     const float line = ImGui::GetTextLineHeight() + 2 * pad + gap, width = ImGui::GetContentRegionAvail().x;
     const ImVec2 origin = ImGui::GetCursorScreenPos();
     const float clip_top = ImGui::GetWindowPos().y, clip_bottom = clip_top + ImGui::GetWindowHeight();
     const std::vector<WrappedToken> wrapped = wrap_tokens(
-        s, [&](const std::string& text) { return ImGui::CalcTextSize(text.c_str()).x + 2 * pad; }, width, pad);
+        s.model().tokenizer, ids, [&](const std::string& text) { return ImGui::CalcTextSize(text.c_str()).x + 2 * pad; },
+        width, pad);
     int hovered = -1;
     for (int t = 0; t < static_cast<int>(wrapped.size()); ++t) {
         const WrappedToken& token = wrapped[t];
         const ImVec2 min(origin.x + token.x, origin.y + token.line * line),
             max(min.x + token.width, min.y + line - gap);
-        const bool masked = std::isnan(weights_[t]);
+        const bool coloured = weights && !std::isnan((*weights)[t]);
         if (max.y >= clip_top && min.y <= clip_bottom) {  // only what the scroll shows is drawn
             ImU32 text_colour = ImGui::GetColorU32(ImGuiCol_Text);
-            if (!masked) {
+            if (coloured) {
                 const Rgb& c = colours_[t];
                 draw->AddRectFilled(min, max, IM_COL32(c.r, c.g, c.b, 255));
                 text_colour = dark_text_on(c) ? IM_COL32(0, 0, 0, 255) : IM_COL32(255, 255, 255, 255);
@@ -124,10 +148,10 @@ int TokensView::draw_tokens(const Session& s, Ui& ui, const std::vector<int>& qu
             draw->AddText(ImVec2(min.x + pad, min.y + pad), text_colour, token.text.c_str());
         }
         if (ImGui::IsWindowHovered() && ImGui::IsMouseHoveringRect(min, max)) hovered = t;
-        ui.layout.rect({{"view", "token"},
+        ui.layout.rect({{"view", view},
                         {"token", t},
                         {"text", token.text},
-                        {"weight", masked ? nlohmann::json(nullptr) : nlohmann::json(weights_[t])}},
+                        {"weight", coloured ? nlohmann::json((*weights)[t]) : nlohmann::json(nullptr)}},
                        min, ImVec2(max.x - min.x, max.y - min.y));
     }
     ImGui::Dummy(ImVec2(width, (wrapped.empty() ? 0 : wrapped.back().line + 1) * line));

@@ -5,6 +5,9 @@
 // shift-clicked, summed. Readable at any length: the tokens wrap and the
 // view scrolls. For --layout each drawn token is {"view": "token", "token",
 // "text", "weight" (null where the masks hide it)} with its rectangle.
+// An encoder–decoder's follow the attention selector: the cross-attention's
+// target tokens (the queries: hover or click one) above the source's tokens
+// coloured by the weight each gets; the encoder's, the source's tokens alone.
 #pragma once
 #include <functional>
 #include <optional>
@@ -17,16 +20,17 @@
 
 namespace headscope {
 
-// Where each token of the selected text goes when wrapped at `line_width`:
-// its x, its width (`width` of its text) and its line; tokens `gap` apart,
-// a line feed ending a line. The window and the SVG figure wrap by it.
+// Where each of `ids` goes when wrapped at `line_width`: its x, its width
+// (`width` of its text) and its line; tokens `gap` apart, a line feed
+// ending a line. The window and the SVG figure wrap by it.
 struct WrappedToken {
     float x, width;
     int line;
     std::string text;  // as drawn (shown_token)
 };
-std::vector<WrappedToken> wrap_tokens(const Session& session, const std::function<float(const std::string&)>& width,
-                                      float line_width, float gap);
+std::vector<WrappedToken> wrap_tokens(const Tokenizer& tokenizer, const std::vector<int32_t>& ids,
+                                      const std::function<float(const std::string&)>& width, float line_width,
+                                      float gap);
 
 class TokensView {
 public:
@@ -45,21 +49,32 @@ private:
     std::pair<int, int> head_shown(const Session& session, bool beside);
     // The weights each key gets from the query rows (NaN where masked), and their colours.
     void update_weights(const Session& session, Ui& ui, int layer, int head, const std::vector<int>& queries);
-    int draw_tokens(const Session& session, Ui& ui, const std::vector<int>& queries);
+    // Draws `ids` wrapped, each on its weight's colour where `weights` is
+    // given, the queries outlined; records each as `view` for --layout.
+    // Returns the hovered token, or -1.
+    int draw_tokens(const Session& session, Ui& ui, const std::vector<int32_t>& ids, const std::vector<float>* weights,
+                    const std::vector<int>& queries, const char* view);
+    // The query rows: the selected one (the source's for an encoder's maps), then those shift-clicked.
+    std::vector<int> query_rows(const Session& session, const ShownMaps& maps) const;
+    // A hovered query token: shown in the maps' panels, kept on click, added on shift-click.
+    void pick_query(Session& session, const ShownMaps& maps, int hovered);
 
     bool average_ = false;         // the layer's average over its heads, not session.head
     std::set<int> added_queries_;  // shift-clicked rows, summed with the selected one
+    int source_query_ = -1;        // an encoder's maps: the source token clicked; -1: its last
+    bool ui_tooltips_ = true;      // the frame's Ui::tooltips, for pick_query
     struct Key {
         uint64_t generation = 0;
         int b = -1, layer = -1, head = -1;
         bool average = false;
         std::vector<int> queries;
         Colormap colormap{};
+        AttentionKind kind = AttentionKind::decoder;
         bool operator==(const Key&) const = default;
     };
     Key key_;
-    std::vector<float> weights_;  // (T)
-    std::vector<Rgb> colours_;    // (T)
+    std::vector<float> weights_;  // (keys)
+    std::vector<Rgb> colours_;    // (keys)
     std::string description_;
     // Beside the maps: the map last hovered, and the selection it was hovered under.
     std::optional<std::pair<std::pair<int, int>, std::pair<int, int>>> followed_;

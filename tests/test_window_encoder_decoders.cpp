@@ -85,6 +85,27 @@ TEST_P(WindowEncoderDecoders, TheTargetBoxStandsWhereGenerationIsAndTheScaleIsTh
         << "the model's own scale and masks are not a difference";
 }
 
+// The tokens tab on the cross-attention: the target's tokens are the queries,
+// the source's tokens are coloured by the weight the last target token gives
+// each (the CLI's), the source's own end included.
+TEST_P(WindowEncoderDecoders, TheTokensTabColoursTheSourceByTheCrossAttention) {
+    const json expected = cli();
+    const int T = expected["seq_len"], S = expected["source_lengths"][0];
+    const test::WindowShot shot = test::shoot_window(
+        {"--model", model(), "--text", source_, "--target", target_, "--attention", "cross", "--view", "tokens"},
+        dir_->path, GetParam() + "-tokens");
+    ASSERT_EQ(shot.run.status, 0) << shot.run.err;
+    const json queries = test::entries(shot.layout, "query-token"), keys = test::entries(shot.layout, "token");
+    ASSERT_EQ(queries.size(), static_cast<size_t>(T));
+    ASSERT_EQ(keys.size(), static_cast<size_t>(S));
+    for (int j = 0; j < S; ++j) {
+        EXPECT_EQ(keys[j]["text"], expected["source_tokens"][0][j]);
+        EXPECT_NEAR(keys[j]["weight"].get<double>(), expected["cross_attention"][0][0][0][T - 1][j].get<double>(),
+                    1e-6)
+            << "source token " << j;
+    }
+}
+
 // The dance of the cross-attention: its weights are (B, NH, T, T_src).
 TEST_P(WindowEncoderDecoders, TheDanceWalksTheCrossAttention) {
     const json expected = cli();
