@@ -352,4 +352,32 @@ void MaskPanels::legend(const Session& session) const {
                 empty_rows == 1 ? "" : "s", session.selected + 1);
 }
 
+void cross_mask(const Session& session, Ui& ui) {
+    const AttentionResult& att = session.shown.attention;
+    if (!att.encoder) return;
+    const AttentionOptions& options = session.shown_options;
+    const int b = session.selected, T = att.T, S = att.S;
+    const int target = session.length(b), source = static_cast<int>(session.shown.source_ids[b].size());
+    ImGui::Text("Cross-attention mask of text %d (T x T_src): each target query over the source's keys", b + 1);
+    ImGui::TextDisabled(options.padding_mask ? "the source's padding only (keys j < %d, its length); no causal "
+                                               "mask: the whole source is known"
+                                             : "padding mask off: every source key visible (%d are the text's)",
+                        source);
+    const ImVec2 avail = ImGui::GetContentRegionAvail();
+    const float cell = std::clamp(std::floor(std::min(avail.x / S, avail.y / T)), 2.f, 14 * ui.scale);
+    const auto visible = [&](int i, int j) { return j < cross_visible_end(options, i, target, source, S); };
+    const DrawnGrid grid = mask_grid(ui, "cross", b, 0, T, S, ImVec2(cell, cell), visible);
+    if (grid.key < 0) return;
+    ImGui::BeginTooltip();
+    ImGui::Text("target query %d %s  ->  source key %d %s", grid.query,
+                shown_token(session, b, grid.query, true).c_str(), grid.key,
+                grid.key < source
+                    ? shown_token(session.model().tokenizer, session.shown.source_ids[b][grid.key], true).c_str()
+                    : "<pad>");
+    ImGui::TextUnformatted(visible(grid.query, grid.key) ? "visible"
+                           : grid.query >= target        ? "a pad query: nothing to attend to"
+                                                         : "a pad of the source: masked");
+    ImGui::EndTooltip();
+}
+
 }  // namespace headscope

@@ -20,6 +20,9 @@ inline constexpr ImU32 mask_empty_row_colour = IM_COL32(235, 80, 60, 255);  // o
 
 // The whole batch's padding masks, one 1 x T row per text.
 void batch_padding_masks(const Session& session, Ui& ui);
+// An encoder–decoder's cross-attention mask of the selected text (T x T_src):
+// only the source's padding, recorded as mask "cross"; nothing for other models.
+void cross_mask(const Session& session, Ui& ui);
 
 class MaskPanels {
 public:

@@ -85,6 +85,8 @@ void MaskView::draw(Session& session, Ui& ui) {
     ImGui::Separator();
     batch_padding_masks(session, ui);
     ImGui::Separator();
+    if (session.model().config.is_encoder_decoder())
+        ImGui::TextDisabled("The decoder's masks (its self-attention over the target); the cross-attention's below.");
     std::optional<MaskPanels> panels = MaskPanels::fit(session, ui);
     if (!panels) return;
     panels->causal(session, ui);
@@ -103,6 +105,10 @@ void MaskView::draw(Session& session, Ui& ui) {
     outline_empty_rows(session, map, panels->cell());
     ImGui::EndGroup();
     panels->legend(session);
+    if (session.model().config.is_encoder_decoder()) {
+        ImGui::Separator();
+        cross_mask(session, ui);
+    }
 }
 
 }  // namespace headscope

@@ -306,8 +306,8 @@ void tokens_figure(std::ostream& out, const Session& s, Ui& ui, FigureView shown
     const ShownMaps maps = s.maps();  // the keys' tokens: an encoder–decoder's cross-attention colours the source's
     const std::vector<WrappedToken> wrapped = wrap_tokens(
         s.model().tokenizer, *maps.key_ids,
-        [](const std::string& text) { return static_cast<float>(text_width(text, title_size) + 2 * pad); },
-        line_width, pad);
+        [](const std::string& text) { return static_cast<float>(text_width(text, title_size) + 2 * pad); }, line_width,
+        pad);
     const double top = margin + heading_height + gap + heading_line;
     const int lines_drawn = wrapped.empty() ? 0 : wrapped.back().line + 1;
     const Heading lines = heading(s, ui, shown);

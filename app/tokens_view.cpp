@@ -128,8 +128,8 @@ int TokensView::draw_tokens(const Session& s, Ui& ui, const std::vector<int32_t>
     const ImVec2 origin = ImGui::GetCursorScreenPos();
     const float clip_top = ImGui::GetWindowPos().y, clip_bottom = clip_top + ImGui::GetWindowHeight();
     const std::vector<WrappedToken> wrapped = wrap_tokens(
-        s.model().tokenizer, ids, [&](const std::string& text) { return ImGui::CalcTextSize(text.c_str()).x + 2 * pad; },
-        width, pad);
+        s.model().tokenizer, ids,
+        [&](const std::string& text) { return ImGui::CalcTextSize(text.c_str()).x + 2 * pad; }, width, pad);
     int hovered = -1;
     for (int t = 0; t < static_cast<int>(wrapped.size()); ++t) {
         const WrappedToken& token = wrapped[t];

@@ -4,10 +4,12 @@
 // attention selector draws the cross-attention (the target's tokens down,
 // the source's across), the encoder's self-attention and the decoder's,
 // each the CLI's pixel for pixel, the decoder's upper triangle hatched; the
-// dance walks the cross-attention; and T5 opens with its own scale (none),
-// without the orange note.
+// tokens tab colours the source by the cross-attention; the mask tab draws
+// the cross mask; the dance walks the cross-attention; and T5 opens with its
+// own scale (none), without the orange note.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -100,10 +102,38 @@ TEST_P(WindowEncoderDecoders, TheTokensTabColoursTheSourceByTheCrossAttention) {
     ASSERT_EQ(keys.size(), static_cast<size_t>(S));
     for (int j = 0; j < S; ++j) {
         EXPECT_EQ(keys[j]["text"], expected["source_tokens"][0][j]);
-        EXPECT_NEAR(keys[j]["weight"].get<double>(), expected["cross_attention"][0][0][0][T - 1][j].get<double>(),
-                    1e-6)
+        EXPECT_NEAR(keys[j]["weight"].get<double>(), expected["cross_attention"][0][0][0][T - 1][j].get<double>(), 1e-6)
             << "source token " << j;
     }
+}
+
+// The mask tab's cross mask of a padded text: only the source's padding (and
+// the target's pad queries) masked, in the mask colours, cell by cell.
+TEST_P(WindowEncoderDecoders, TheMaskTabDrawsTheCrossMask) {
+    const test::ProcessRun run =
+        test::run_program({HEADSCOPE_CLI, "attention", "--model", model(), "--text", "Hi", "--text", source_,
+                           "--target", "Die", "--target", target_, "--format", "none"},
+                          dir_->path);
+    ASSERT_EQ(run.status, 0) << run.err;
+    const json meta = json::parse(run.out);
+    const int target = meta["lengths"][0], source = meta["source_lengths"][0];
+    const test::WindowShot shot =
+        test::shoot_window({"--model", model(), "--text", "Hi", "--text", source_, "--target", "Die", "--target",
+                            target_, "--view", "mask", "--window-size", "1920x1080"},
+                           dir_->path, GetParam() + "-mask");
+    ASSERT_EQ(shot.run.status, 0) << shot.run.err;
+    int allowed = 0, blocked = 0;
+    for (const json& cell : test::entries(shot.layout, "mask")) {
+        if (cell["mask"] != "cross") continue;
+        const int i = cell["query"], j = cell["key"];
+        const bool visible = i < target && j < source;
+        const std::array<int, 3> got = test::centre(shot.image, cell);
+        EXPECT_TRUE(test::near(got, visible ? std::array<double, 3>{236, 190, 72} : std::array<double, 3>{52, 58, 70}))
+            << "cell " << i << "," << j;
+        ++(visible ? allowed : blocked);
+    }
+    EXPECT_EQ(allowed, target * source);
+    EXPECT_EQ(allowed + blocked, static_cast<int>(meta["seq_len"]) * static_cast<int>(meta["source_lengths"][1]));
 }
 
 // The dance of the cross-attention: its weights are (B, NH, T, T_src).
