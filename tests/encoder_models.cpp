@@ -153,12 +153,7 @@ EncoderCheckpoint make_encoder_checkpoint(const EncoderSpec& s) {
     EncoderCheckpoint out{s, config_json(s), {}};
     std::mt19937_64 rng(s.seed);
     const Draw draw = [&](const std::string& name, std::vector<int64_t> shape, float mean, float std) {
-        int64_t n = 1;
-        for (int64_t d : shape) n *= d;
-        std::normal_distribution<float> normal(mean, std);
-        std::vector<float> values(static_cast<size_t>(n));
-        for (float& v : values) v = normal(rng);
-        out.tensors.push_back({name, std::move(shape), std::move(values)});
+        draw_tensor(out.tensors, rng, name, std::move(shape), mean, std);
     };
     if (s.family == Encoder::modernbert) {
         draw_modernbert(s, draw);
@@ -213,10 +208,7 @@ EncoderCheckpoint make_encoder_checkpoint(const EncoderSpec& s) {
 void write_encoder_checkpoint(const fs::path& dir, const EncoderCheckpoint& checkpoint) {
     fs::create_directories(dir);
     std::ofstream(dir / "config.json") << checkpoint.config.dump(2) << "\n";
-    std::vector<RawTensor> raw;
-    for (const NamedTensor& t : checkpoint.tensors)
-        raw.push_back({t.name, dtype_name(FileDType::F32), t.shape, encode(t.values, FileDType::F32)});
-    write_safetensors(dir / "model.safetensors", raw);
+    write_f32_tensors(dir / "model.safetensors", checkpoint.tensors);
     std::ofstream(dir / "tokenizer.json") << bert_tokenizer_json(wordpiece_vocab()).dump() << "\n";
 }
 

@@ -97,23 +97,34 @@ json config_json(const FamilySpec& s) {
     return c;
 }
 
-// Appends tensor `name` of `shape`, its values drawn from N(mean, std) and
-// rounded to the file's dtype.
+// Appends tensor `name` of `shape` to the checkpoint (draw_tensor), in its dtype.
 struct Drawer {
     FamilyCheckpoint& out;
     std::mt19937_64 rng;
 
     void operator()(const std::string& name, std::vector<int64_t> shape, float mean, float std) {
-        int64_t n = 1;
-        for (int64_t d : shape) n *= d;
-        std::normal_distribution<float> normal(mean, std);
-        std::vector<float> values(static_cast<size_t>(n));
-        for (float& v : values) v = rounded(normal(rng), out.spec.dtype);
-        out.tensors.push_back({name, std::move(shape), std::move(values)});
+        draw_tensor(out.tensors, rng, name, std::move(shape), mean, std, out.spec.dtype);
     }
 };
 
 }  // namespace
+
+void draw_tensor(std::vector<NamedTensor>& tensors, std::mt19937_64& rng, const std::string& name,
+                 std::vector<int64_t> shape, float mean, float std, FileDType dtype) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    std::normal_distribution<float> normal(mean, std);
+    std::vector<float> values(static_cast<size_t>(n));
+    for (float& v : values) v = rounded(normal(rng), dtype);
+    tensors.push_back({name, std::move(shape), std::move(values)});
+}
+
+void write_f32_tensors(const std::filesystem::path& file, const std::vector<NamedTensor>& tensors) {
+    std::vector<RawTensor> raw;
+    for (const NamedTensor& t : tensors)
+        raw.push_back({t.name, dtype_name(FileDType::F32), t.shape, encode(t.values, FileDType::F32)});
+    write_safetensors(file, raw);
+}
 
 const char* model_type(Family family) {
     switch (family) {

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,13 @@ struct NamedTensor {
     std::vector<int64_t> shape;  // as in the family's files
     std::vector<float> values;   // row-major, each as the file's dtype holds it
 };
+
+// Appends tensor `name` of `shape` to `tensors`, its values drawn from
+// N(mean, std) by `rng` and rounded to `dtype`.
+void draw_tensor(std::vector<NamedTensor>& tensors, std::mt19937_64& rng, const std::string& name,
+                 std::vector<int64_t> shape, float mean, float std, FileDType dtype = FileDType::F32);
+// `tensors` as one float32 safetensors file.
+void write_f32_tensors(const std::filesystem::path& file, const std::vector<NamedTensor>& tensors);
 
 struct FamilyCheckpoint {
     FamilySpec spec;

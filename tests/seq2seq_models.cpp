@@ -193,12 +193,7 @@ Seq2SeqCheckpoint make_seq2seq_checkpoint(const Seq2SeqSpec& s) {
     Seq2SeqCheckpoint out{s, config_json(s), {}};
     std::mt19937_64 rng(s.seed);
     const Draw draw = [&](const std::string& name, std::vector<int64_t> shape, float mean, float std) {
-        int64_t n = 1;
-        for (int64_t d : shape) n *= d;
-        std::normal_distribution<float> normal(mean, std);
-        std::vector<float> values(static_cast<size_t>(n));
-        for (float& v : values) v = normal(rng);
-        out.tensors.push_back({name, std::move(shape), std::move(values)});
+        draw_tensor(out.tensors, rng, name, std::move(shape), mean, std);
     };
     if (s.family == Seq2Seq::t5)
         draw_t5(s, draw);
@@ -210,10 +205,7 @@ Seq2SeqCheckpoint make_seq2seq_checkpoint(const Seq2SeqSpec& s) {
 void write_seq2seq_checkpoint(const fs::path& dir, const Seq2SeqCheckpoint& checkpoint) {
     fs::create_directories(dir);
     std::ofstream(dir / "config.json") << checkpoint.config.dump(2) << "\n";
-    std::vector<RawTensor> raw;
-    for (const NamedTensor& t : checkpoint.tensors)
-        raw.push_back({t.name, dtype_name(FileDType::F32), t.shape, encode(t.values, FileDType::F32)});
-    write_safetensors(dir / "model.safetensors", raw);
+    write_f32_tensors(dir / "model.safetensors", checkpoint.tensors);
     std::ofstream(dir / "tokenizer.json") << tokenizer_json(checkpoint.spec).dump() << "\n";
 }
 
