@@ -121,7 +121,8 @@ void finish_args(const CLI::App& cli, Args& args) {
     if (!cli.count("--settings")) args.settings = !driven_by_test;
     args.heads_given = cli.count("--heads") > 0;
     args.causal_given = cli.count("--causal") > 0;
-    if (const char* refusal = svg_refusal(args.view); refusal && !args.export_svg.empty())
+    // The attention shown is checked again at the export, once the model is known.
+    if (const char* refusal = svg_refusal(args.view, AttentionKind::decoder); refusal && !args.export_svg.empty())
         throw Error(std::string("--export-svg: ") + refusal);
 }
 
@@ -165,9 +166,13 @@ void check_start_choices(const Args& args, Settings& start, const Model& model) 
             start.options.n_head = 0;
         }
     }
-    if (args.layer < 0 || args.layer >= config.n_layer)
+    // An encoder–decoder's encoder may have more or fewer layers than its decoder.
+    const int layers = config.is_encoder_decoder() && args.attention_kind == AttentionKind::encoder
+                           ? config.encoder_layers
+                           : config.n_layer;
+    if (args.layer < 0 || args.layer >= layers)
         throw Error("--layer " + std::to_string(args.layer) + " out of range (the model has layers 0.." +
-                    std::to_string(config.n_layer - 1) + ")");
+                    std::to_string(layers - 1) + ")");
     const int heads = start.options.n_head ? start.options.n_head : config.n_head;
     if (args.head >= heads)
         throw Error("--head " + std::to_string(args.head) + " out of range (" + std::to_string(heads) + " heads)");

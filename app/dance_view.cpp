@@ -29,9 +29,7 @@ int64_t token_row(const DanceBuffer& buffer) {
 // Token t of text b where a buffer holds it: a source's when the buffer is
 // the encoder's (its self-attention's, or the cross-attention's keys).
 std::string dance_token(const Session& session, bool source, int b, int t) {
-    if (!source) return shown_token(session, b, t, true);
-    const std::vector<int32_t>& ids = session.shown.source_ids[b];
-    return t < static_cast<int>(ids.size()) ? shown_token(session.model().tokenizer, ids[t], true) : "<pad>";
+    return shown_token(session, source ? session.shown.source_ids[b] : session.shown.token_ids[b], t, true);
 }
 
 // Whether a buffer's token index `dim` (its owner's, when `dim` is empty:
@@ -121,15 +119,18 @@ void DanceView::update(const Session& session) {
 
 void DanceView::draw(Session& session, Ui& ui) {
     update(session);
-    // The naive split's error for the shown compute and layer: two forwards as far as the layer.
-    const MaxDiff::Outcome* max_diff = max_diff_.get({session.shown_generation, session.layer}, [&] {
-        Batch batch{session.shown.token_ids, session.model().config.pad_id()};
-        batch.source_ids = session.shown.source_ids;
-        return [model = session.shared_model(), batch = std::move(batch), options = session.shown_options,
-                layer = session.layer](std::stop_token) {
-            return naive_view_max_diff(*own_cpu_backend(*model), batch, options, layer);
-        };
-    });
+    // The naive split's error for the shown compute and layer: two forwards as
+    // far as the layer (of the decoder's self-attention, the forward's own).
+    const MaxDiff::Outcome* max_diff = nullptr;
+    if (kind_ == AttentionKind::decoder)
+        max_diff = max_diff_.get({session.shown_generation, session.layer}, [&] {
+            Batch batch{session.shown.token_ids, session.model().config.pad_id()};
+            batch.source_ids = session.shown.source_ids;
+            return [model = session.shared_model(), batch = std::move(batch), options = session.shown_options,
+                    layer = session.layer](std::stop_token) {
+                return naive_view_max_diff(*own_cpu_backend(*model), batch, options, layer);
+            };
+        });
     step_ = std::clamp(step_, 1, static_cast<int>(dance_->steps.size()));
     stepper();
     describe(session, ui, max_diff);
@@ -199,6 +200,10 @@ void DanceView::describe(const Session& session, Ui& ui, const MaxDiff::Outcome*
 
     if (d.S > 0)  // the cross-attention's walk is the correct split's only
         ImGui::TextDisabled("The cross-attention splits its heads as the self-attention does: view, then transpose.");
+    else if (kind_ == AttentionKind::encoder)
+        ImGui::TextDisabled(
+            "The naive split's error is measured on the decoder's self-attention: choose it in the "
+            "attention menu.");
     else if (!max_diff)
         ImGui::TextDisabled("Comparing layer %d's output under the naive split with the correct one...", session.layer);
     else if (!max_diff->error.empty())

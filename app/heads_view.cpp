@@ -129,7 +129,9 @@ void head_title(Session& session, Ui& ui, int layer, int head, float width) {
     bool out = std::binary_search(asked.begin(), asked.end(), HeadRef{layer, head});
     ImGui::PushID(layer * 4096 + head);
     ImGui::PushStyleVar(ImGuiStyleVar_FramePadding, ImVec2(0, 0));
+    ImGui::BeginDisabled(session.maps().kind != AttentionKind::decoder);  // knocking out is of the decoder's heads
     if (ImGui::Checkbox("##out", &out)) session.toggle_knock_out(layer, head);
+    ImGui::EndDisabled();
     ImGui::PopStyleVar();
     ImGui::PopID();
     ui.layout.item({{"view", "knock-out"}, {"layer", layer}, {"head", head}, {"out", out}});
@@ -292,7 +294,7 @@ void HeadsView::large(Session& session, Ui& ui) {
     const float width = region_.u1 - region_.u0;
     float zoomed = width;
     if (hovered && io.MouseWheel != 0)
-        zoomed = std::clamp(width * std::pow(0.8f, io.MouseWheel), 4.f / session.maps().rows, 1.f);
+        zoomed = std::clamp(width * std::pow(0.8f, io.MouseWheel), std::min(1.f, 4.f / session.maps().rows), 1.f);
     float u = region_.u0, v = region_.v0;
     if (zoomed != width) {
         const float fx = std::clamp((io.MousePos.x - start.x) / side, 0.f, 1.f);

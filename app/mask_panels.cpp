@@ -371,9 +371,7 @@ void cross_mask(const Session& session, Ui& ui) {
     ImGui::BeginTooltip();
     ImGui::Text("target query %d %s  ->  source key %d %s", grid.query,
                 shown_token(session, b, grid.query, true).c_str(), grid.key,
-                grid.key < source
-                    ? shown_token(session.model().tokenizer, session.shown.source_ids[b][grid.key], true).c_str()
-                    : "<pad>");
+                shown_token(session, session.shown.source_ids[b], grid.key, true).c_str());
     ImGui::TextUnformatted(visible(grid.query, grid.key) ? "visible"
                            : grid.query >= target        ? "a pad query: nothing to attend to"
                                                          : "a pad of the source: masked");

@@ -24,9 +24,9 @@ public:
     void batch_list(Session& session, const Ui& ui);
 
 private:
-    std::string new_text_;        // the "add text" field
-    int select_when_shown_ = -1;  // a text just added: selected once a compute includes it
-    MapWidget attention_map_;
+    std::string new_text_;                             // the "add text" field
+    int select_when_shown_ = -1;                       // a text just added: selected once a compute includes it
+    MapWidget attention_map_{AttentionKind::decoder};  // beside the decoder's masks
 };
 
 }  // namespace headscope

@@ -85,26 +85,23 @@ AttentionOptions Session::generation_options() const {
     return o;
 }
 
-ShownMaps Session::maps() const {
+ShownMaps Session::maps(AttentionKind kind) const {
     const AttentionResult& att = shown.attention;
     const int b = selected;
-    const std::vector<int32_t>& target = shown.token_ids[b];
+    static const std::vector<int32_t> none;  // before the first compute, or a refused one
+    const std::vector<int32_t>& target = b < static_cast<int>(shown.token_ids.size()) ? shown.token_ids[b] : none;
     const int T = att.T, length = static_cast<int>(target.size());
-    if (!att.encoder || b >= static_cast<int>(shown.source_ids.size()) || attention_kind == AttentionKind::decoder)
+    if (!att.encoder || b >= static_cast<int>(shown.source_ids.size()) || kind == AttentionKind::decoder)
         return {&att, AttentionKind::decoder, T, T, length, length, &target, &target};
     const std::vector<int32_t>& source = shown.source_ids[b];
     const int S = att.S, source_length = static_cast<int>(source.size());
-    if (attention_kind == AttentionKind::encoder)
+    if (kind == AttentionKind::encoder)
         return {att.encoder.get(), AttentionKind::encoder, S, S, source_length, source_length, &source, &source};
     return {&att, AttentionKind::cross, T, S, length, source_length, &target, &source};
 }
 
-AttentionOptions Session::maps_options_at(int layer) const {
-    if (maps().kind != AttentionKind::encoder) return shown_options_at(layer);
-    AttentionOptions own = shown_options;  // the encoder's: both ways, no window
-    own.causal = false;
-    own.sliding_window = 0;
-    return own;
+AttentionOptions Session::maps_options_at(const ShownMaps& maps, int layer) const {
+    return maps.kind == AttentionKind::encoder ? encoder_options(shown_options) : shown_options_at(layer);
 }
 
 bool Session::extend_target() {

@@ -140,10 +140,12 @@ public:
     // so far, after its start token), as texts, which are its sources.
     std::vector<std::string> targets;
     AttentionKind attention_kind = AttentionKind::cross;  // an encoder–decoder's maps shown
-    // The maps the heads and model tabs draw (attention_kind's, where the model has it).
-    ShownMaps maps() const;
-    // The options the shown compute used for maps() in layer `layer` (the encoder's: its own mask both ways).
-    AttentionOptions maps_options_at(int layer) const;
+    // The maps the heads and model tabs draw: `kind`'s where the model has
+    // it (an encoder–decoder's), else the shown forward's; maps() attention_kind's.
+    ShownMaps maps(AttentionKind kind) const;
+    ShownMaps maps() const { return maps(attention_kind); }
+    // The options the shown compute used for `maps` in layer `layer` (the encoder's: encoder_options).
+    AttentionOptions maps_options_at(const ShownMaps& maps, int layer) const;
     // Appends the most likely next token at the end of the selected text's
     // target (an encoder–decoder's greedy step), recomputing; false, changing
     // nothing, where that token is the end of the sequence.

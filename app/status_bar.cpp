@@ -109,7 +109,7 @@ void StatusBar::draw(Session& s, Ui& ui, FigureView shown) {
     ui.layout.control("Save PNG");
     ImGui::BeginDisabled(!computed);
     ImGui::SameLine();
-    const char* svg_refused = svg_refusal(shown.view);
+    const char* svg_refused = svg_refusal(shown.view, s.maps().kind);
     ImGui::BeginDisabled(svg_refused != nullptr);
     if (ImGui::Button("Save SVG")) save(".svg", [&](const fs::path& path) { write_svg_figure(path, s, ui, shown); });
     ImGui::EndDisabled();

@@ -334,13 +334,16 @@ void tokens_figure(std::ostream& out, const Session& s, Ui& ui, FigureView shown
 
 }  // namespace
 
-const char* svg_refusal(View view) {
+const char* svg_refusal(View view, AttentionKind kind) {
+    if ((view == View::heads || view == View::model) && kind != AttentionKind::decoder)
+        return "Save SVG draws the heads and model tabs' self-attention of the decoder: choose it in the attention "
+               "menu";
     if (view == View::heads || view == View::tokens || view == View::model || view == View::lens) return nullptr;
     return "Save SVG draws the heads, tokens, model and logit-lens tabs: show one of them";
 }
 
 void write_svg_figure(const std::filesystem::path& path, const Session& session, Ui& ui, FigureView shown) {
-    if (const char* refusal = svg_refusal(shown.view)) throw Error(path.string() + ": " + refusal);
+    if (const char* refusal = svg_refusal(shown.view, session.maps().kind)) throw Error(path.string() + ": " + refusal);
     if (session.shown.attention.weights.empty()) throw Error(path.string() + ": no maps computed yet");
     if (shown.view == View::lens && session.shown.attention.lens_k == 0)
         throw Error(path.string() + ": the logit lens is not computed");

@@ -24,7 +24,7 @@ struct FigureView {
 };
 
 // Why `view` has no SVG figure; null when it has one.
-const char* svg_refusal(View view);
+const char* svg_refusal(View view, AttentionKind kind);
 
 // Writes the figure of the session's shown compute to `path`, whole or not
 // at all. Maps with more cells than max_figure_cells in all are max-pooled

@@ -15,7 +15,7 @@ void TokensView::update_weights(const Session& s, Ui& ui, int layer, int head, c
     if (key == key_) return;
     key_ = key;
     weights_.assign(keys, std::nanf(""));
-    const AttentionOptions options = s.maps_options_at(layer);
+    const AttentionOptions options = s.maps_options_at(maps, layer);
     for (int j = 0; j < maps.key_length; ++j) {
         double sum = 0;
         bool seen = false;
@@ -87,7 +87,8 @@ void TokensView::pick_query(Session& s, const ShownMaps& maps, int hovered) {
 
 void TokensView::draw(Session& s, Ui& ui, bool beside) {
     const ShownMaps maps = s.maps();
-    const auto [layer, head] = head_shown(s, beside);
+    const auto [followed_layer, head] = head_shown(s, beside);
+    const int layer = std::min(followed_layer, maps.layers() - 1);  // a map hovered under another attention
     ImGui::Checkbox("layer average", &average_);
     ui.layout.control("layer average");
     ImGui::SameLine();

@@ -96,18 +96,20 @@ std::string shown_token(const Tokenizer& tokenizer, int32_t id, bool quoted) {
 }
 
 std::string shown_token(const Session& session, int b, int t, bool quoted) {
-    if (t >= session.length(b)) return "<pad>";
-    return shown_token(session.model().tokenizer, session.shown.token_ids[b][t], quoted);
+    return shown_token(session, session.shown.token_ids[b], t, quoted);
+}
+
+std::string shown_token(const Session& session, const std::vector<int32_t>& ids, int t, bool quoted) {
+    if (t >= static_cast<int>(ids.size())) return "<pad>";
+    return shown_token(session.model().tokenizer, ids[t], quoted);
 }
 
 std::string query_token(const Session& session, const ShownMaps& maps, int i, bool quoted) {
-    if (i >= maps.query_length) return "<pad>";
-    return shown_token(session.model().tokenizer, (*maps.query_ids)[i], quoted);
+    return shown_token(session, *maps.query_ids, i, quoted);
 }
 
 std::string key_token(const Session& session, const ShownMaps& maps, int j, bool quoted) {
-    if (j >= maps.key_length) return "<pad>";
-    return shown_token(session.model().tokenizer, (*maps.key_ids)[j], quoted);
+    return shown_token(session, *maps.key_ids, j, quoted);
 }
 
 namespace {
@@ -167,7 +169,7 @@ void map_tooltip(const Session& session, const ShownMaps& maps, int layer, int h
     ImGui::Text("query %d %s  ->  key %d %s", i, query_token(session, maps, i, true).c_str(), j,
                 key_token(session, maps, j, true).c_str());
     const bool pad_query = i >= maps.query_length && session.shown_options.padding_mask;
-    if (maps.visible(session.maps_options_at(layer), i, j)) {
+    if (maps.visible(session.maps_options_at(maps, layer), i, j)) {
         ImGui::Text("weight %.4f   row entropy %.3f nats", row[j], row_entropy(row, maps.cols));
         if (maps.kind == AttentionKind::decoder) more_about_the_cell(session, layer, head, i, j);
     } else if (pad_query || (maps.kind == AttentionKind::decoder && maps.result->row_fully_masked(session.selected, i)))
@@ -182,7 +184,7 @@ void map_tooltip(const Session& session, const ShownMaps& maps, int layer, int h
 // The map the widget draws, pooled to `pooled_to` a side.
 HeatmapImage map_image(const Session& session, const ShownMaps& maps, int layer, int head, int pooled_to) {
     const int b = session.selected;
-    const AttentionOptions options = session.maps_options_at(layer);
+    const AttentionOptions options = session.maps_options_at(maps, layer);
     if (maps.kind == AttentionKind::cross)
         return cross_heatmap_image(*maps.result, options, layer, b, head, maps.query_length, maps.key_length,
                                    pooled_to);
@@ -192,7 +194,7 @@ HeatmapImage map_image(const Session& session, const ShownMaps& maps, int layer,
 
 bool MapWidget::draw(Session& session, Ui& ui, const char* view, int layer, int head, float size,
                      const MapRegion& region) {
-    const ShownMaps maps = session.maps();
+    const ShownMaps maps = kind_ ? session.maps(*kind_) : session.maps();
     const int rows = maps.rows, cols = maps.cols, b = session.selected;
     const float framebuffer_scale = ImGui::GetIO().DisplayFramebufferScale.x;
     const int pixels = std::max(1, static_cast<int>(size * framebuffer_scale));

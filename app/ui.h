@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -77,6 +78,9 @@ struct Ui {
 // again only when the compute, text, head, pooling or shading changes.
 class MapWidget {
 public:
+    // The maps of `kind` (the mask tab's: the decoder's, beside its masks),
+    // else of the session's attention selector.
+    explicit MapWidget(std::optional<AttentionKind> kind = {}) : kind_(kind) {}
     // Draws map (layer, head) of the selected text, size x size screen pixels,
     // showing `region` of it, max-pooled so the region has about as many
     // cells as pixels (zoomed in far enough, every cell). Records the whole
@@ -97,6 +101,7 @@ private:
         AttentionKind kind = AttentionKind::decoder;
         bool operator==(const ImageKey&) const = default;
     };
+    std::optional<AttentionKind> kind_;
     ImageKey image_key_;
     HeatmapTexture texture_;
 };
@@ -113,6 +118,8 @@ std::string visible_text(std::string_view bytes);
 std::string shown_token(const Tokenizer& tokenizer, int32_t id, bool quoted = false);
 // Token t of the shown text b so, or "<pad>" past its end.
 std::string shown_token(const Session& session, int b, int t, bool quoted = false);
+// Token t of `ids` (a shown text's tokens, an encoder–decoder's source's) so, or "<pad>" past their end.
+std::string shown_token(const Session& session, const std::vector<int32_t>& ids, int t, bool quoted = false);
 // Query i's and key j's tokens of the selected text's `maps` (a cross-attention's
 // keys are the source's), or "<pad>" past its end.
 std::string query_token(const Session& session, const ShownMaps& maps, int i, bool quoted = false);

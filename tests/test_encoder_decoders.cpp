@@ -174,6 +174,10 @@ TEST_P(EachEncoderDecoder, ThePerHeadLoopAgreesWithTheBatchedHeads) {
     CpuForward forward;
     forward.run(model_, batch(), options, batched, CpuForward::Heads::batched);
     forward.run(model_, batch(), options, looped, CpuForward::Heads::loop);
+    ASSERT_NE(batched.encoder, looped.encoder) << "the loop's encoder must run by the loop too";
+    ASSERT_EQ(batched.encoder->weights.size(), looped.encoder->weights.size());
+    for (size_t i = 0; i < batched.encoder->weights.size(); ++i)
+        ASSERT_NEAR(batched.encoder->weights[i], looped.encoder->weights[i], 1e-5);
     ASSERT_EQ(batched.cross_weights.size(), looped.cross_weights.size());
     for (size_t i = 0; i < batched.cross_weights.size(); ++i)
         ASSERT_NEAR(batched.cross_weights[i], looped.cross_weights[i], 1e-5);
@@ -255,6 +259,13 @@ TEST_P(EachEncoderDecoder, TheCrossAttentionDanceWalksTheTargetsQueriesOverTheSo
     EXPECT_EQ(d.steps[5].layout.strides, (Dims{S * W, hs, W, 1})) << "K's transpose only swaps strides";
     EXPECT_EQ(d.steps[3].buffer, d.steps[5].buffer);
     EXPECT_TRUE(d.buffers[d.steps[3].buffer].kv);
+    const DanceStep& weights = d.steps[6];  // (B, NH, T, T_src): each float is its target query's
+    for (int64_t i = 0; i < T; ++i)
+        for (int64_t j = 0; j < S; ++j) {
+            const ElementOwner o = d.owner(weights.buffer, weights.layout.storage_index(Dims{1, NH - 1, i, j}));
+            EXPECT_EQ(o.t, i) << "the query, not source key " << j;
+            EXPECT_EQ(o.head, NH - 1);
+        }
     const DanceStep& keys = d.steps[5];
     for (int64_t b = 0; b < B; ++b)
         for (int64_t h = 0; h < NH; ++h)

@@ -27,7 +27,7 @@ class WindowEncoderDecoders : public ::testing::TestWithParam<std::string> {
 protected:
     static void SetUpTestSuite() {
         dir_ = new test::TempDir;
-        for (const char* name : {"t5", "bart"})
+        for (const char* name : {"t5", "bart", "flan_t5"})
             test::write_seq2seq_checkpoint(dir_->path / name,
                                            test::make_seq2seq_checkpoint(test::seq2seq_variant(name)));
     }
@@ -150,7 +150,31 @@ TEST_P(WindowEncoderDecoders, TheDanceWalksTheCrossAttention) {
     EXPECT_EQ(step[0]["shape"], json({1, NH, T, S}));
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, WindowEncoderDecoders, ::testing::Values("t5", "bart"),
+// Flan-T5's encoder has fewer layers than its decoder: the encoder's last
+// layer is drawn, the CLI's pixel for pixel, and a layer past it is refused
+// in one line.
+class WindowDeeperDecoder : public WindowEncoderDecoders {};
+
+TEST_P(WindowDeeperDecoder, TheEncodersOwnLayerCountIsKept) {
+    const json expected = cli();
+    const int layers = expected["encoder_layers"], S = expected["source_lengths"][0];
+    const test::WindowShot shot = test::shoot_window({"--model", model(), "--text", source_, "--target", target_,
+                                                      "--attention", "encoder", "--layer", std::to_string(layers - 1)},
+                                                     dir_->path, GetParam() + "-encoder-layers");
+    ASSERT_EQ(shot.run.status, 0) << shot.run.err;
+    const json cells = test::entries(shot.layout, "heads");
+    ASSERT_EQ(cells.size(), static_cast<size_t>(4 * S * S));
+    EXPECT_EQ(test::check_heatmap_cells(shot.image, cells, expected, false, "encoder_attention"), 0);
+    const test::ProcessRun too_deep =
+        test::run_program({HEADSCOPE_WINDOW, "--model", model(), "--text", source_, "--attention", "encoder", "--layer",
+                           std::to_string(layers), "--screenshot", (dir_->path / "never.png").string()},
+                          dir_->path);
+    test::expect_one_line_error(too_deep, "headscope", "--layer " + std::to_string(layers) + " out of range");
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, WindowEncoderDecoders, ::testing::Values("t5", "bart", "flan_t5"),
+                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Families, WindowDeeperDecoder, ::testing::Values("flan_t5"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

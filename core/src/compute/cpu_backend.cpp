@@ -139,30 +139,12 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
     const bool every_layer = predicting || final_states_;
     const int layers_run = every_layer ? cfg.n_layer : result.layers.back() + 1;
     const size_t map_floats = static_cast<size_t>(B) * split.NH * (T - first_held_) * T;
-    const size_t rows = static_cast<size_t>(rows_), qkv_width = split.q_width() + 2 * split.kv_width();
+    const size_t rows = static_cast<size_t>(rows_);
     const size_t lens_slots = options.lens_k ? result.layers.size() : 0;
     PrefixCache& store = cache ? *cache : own_cache_;
     if (options.split == Split::transpose)
         reserve_kv(store, B, layers_run, T, 2 * split.kv_width(), cfg.n_positions, begin_);
-    reserve_floats(x_, rows * C);
-    reserve_floats(ln_, std::max(rows, size_t(unembed_chunk)) * C);
-    reserve_floats(qkv_, rows * qkv_width);
-    if (cfg.qkv_layout == QkvLayout::fused_per_head) reserve_floats(fused_, rows * qkv_width);
-    if (options.split == Split::naive_view) reserve_floats(qkv_contiguous_, rows * qkv_width);
-    reserve_floats(y_, rows * split.q_width());
-    reserve_floats(hidden_, rows * cfg.mlp_size());
-    if (gated(cfg.mlp)) reserve_floats(up_, rows * cfg.mlp_size());
-    if (result.layers.size() < static_cast<size_t>(layers_run)) {
-        reserve_floats(scratch_att_, map_floats);
-        if (cfg.is_encoder_decoder()) reserve_floats(scratch_cross_, map_floats / T * batch.S());
-    }
-    if (predicting) reserve_floats(unembed_in_, (lens_slots + 1) * rows * C);
-
-    if (keep_layer_inputs_) reserve_floats(layer_inputs_, cfg.n_layer * rows * C);
-    if (options.contributions) {
-        reserve_floats(residuals_, (2 * cfg.n_layer + 1) * rows * C);
-        reserve_floats(head_outputs_, cfg.n_layer * rows * split.q_width());
-    }
+    reserve_buffers(cfg, batch, options, split, layers_run, result.layers.size());
 
     for (int b = 0; b < B; ++b) embed_text(model, batch, b, begin_[b], x_.data() + first_row_[b] * C);
     if (options.contributions) std::copy_n(x_.data(), rows * C, residuals_.data());
@@ -197,6 +179,35 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
         cache->result = result;
     } else if (cache) {
         cache->clear();
+    }
+}
+
+// The forward's buffers for this batch and these options, grown where too small (reserve_floats).
+void CpuForward::reserve_buffers(const Config& cfg, const Batch& batch, const AttentionOptions& options,
+                                 const HeadSplit& split, int layers_run, size_t returned_layers) {
+    const int B = batch.B(), T = batch.T(), C = cfg.n_embd;
+    const bool predicting = options.top_k > 0 || options.lens_k > 0;
+    const size_t map_floats = static_cast<size_t>(B) * split.NH * (T - first_held_) * T;
+    const size_t rows = static_cast<size_t>(rows_), qkv_width = split.q_width() + 2 * split.kv_width();
+    const size_t lens_slots = options.lens_k ? returned_layers : 0;
+    reserve_floats(x_, rows * C);
+    reserve_floats(ln_, std::max(rows, size_t(unembed_chunk)) * C);
+    reserve_floats(qkv_, rows * qkv_width);
+    if (cfg.qkv_layout == QkvLayout::fused_per_head) reserve_floats(fused_, rows * qkv_width);
+    if (options.split == Split::naive_view) reserve_floats(qkv_contiguous_, rows * qkv_width);
+    reserve_floats(y_, rows * split.q_width());
+    reserve_floats(hidden_, rows * cfg.mlp_size());
+    if (gated(cfg.mlp)) reserve_floats(up_, rows * cfg.mlp_size());
+    if (returned_layers < static_cast<size_t>(layers_run)) {
+        reserve_floats(scratch_att_, map_floats);
+        if (cfg.is_encoder_decoder()) reserve_floats(scratch_cross_, map_floats / T * batch.S());
+    }
+    if (predicting) reserve_floats(unembed_in_, (lens_slots + 1) * rows * C);
+
+    if (keep_layer_inputs_) reserve_floats(layer_inputs_, cfg.n_layer * rows * C);
+    if (options.contributions) {
+        reserve_floats(residuals_, (2 * cfg.n_layer + 1) * rows * C);
+        reserve_floats(head_outputs_, cfg.n_layer * rows * split.q_width());
     }
 }
 

@@ -18,18 +18,13 @@ void CpuForward::encode(const Model& encoder, const Batch& source, const Attenti
     final_states_ = nullptr;
 }
 
-// The encoder runs with the decoder's head split, scale, split and padding
-// mask, its own mask (both ways) and every layer; what the decoder's options
-// add (predictions, the lens, knocked-out heads, new rows only) is the decoder's.
+// The encoder runs with encoder_options (forward.h), by the same heads
+// (batched, or the checks' loop) as the decoder.
 void CpuForward::prepare_sources(const Model& model, const Batch& batch, const AttentionOptions& options,
                                  const HeadSplit& split, Heads heads) {
-    AttentionOptions own = {};
-    own.causal = false;
-    own.padding_mask = options.padding_mask;
-    own.n_head = options.n_head;
-    own.scale = options.scale;
-    own.split = options.split;
-    if (sources_.encoded && sources_.model == &model && sources_.options == own && sources_.ids == batch.source_ids)
+    const AttentionOptions own = encoder_options(options);
+    if (sources_.encoded && sources_.model == &model && sources_.options == own && sources_.heads == heads &&
+        sources_.ids == batch.source_ids)
         return;
     sources_.encoded.reset();  // invalid until complete
     const Model& encoder = *model.encoder;
@@ -49,6 +44,7 @@ void CpuForward::prepare_sources(const Model& model, const Batch& batch, const A
     }
     sources_.model = &model;
     sources_.options = own;
+    sources_.heads = heads;
     sources_.ids = batch.source_ids;
     sources_.encoded = std::move(encoded);
 }

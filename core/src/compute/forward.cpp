@@ -36,6 +36,16 @@ AttentionOptions layer_options(const Config& config, const AttentionOptions& opt
     return at;
 }
 
+AttentionOptions encoder_options(const AttentionOptions& options) {
+    AttentionOptions own = {};
+    own.causal = false;
+    own.padding_mask = options.padding_mask;
+    own.n_head = options.n_head;
+    own.scale = options.scale;
+    own.split = options.split;
+    return own;
+}
+
 Rope layer_rope(const Config& config, int layer) {
     Rope rope = config.rope;
     if (config.local_rope_theta > 0 && config.windowed(layer)) rope.theta = config.local_rope_theta;

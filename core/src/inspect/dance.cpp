@@ -247,7 +247,9 @@ ElementOwner Dance::owner(int buffer, int64_t n) const {
         head = index[head_dim] / group();  // a copy of a key/value head, repeated for each query head of its group
     else
         head = index[head_dim];
-    const int64_t token_dim = std::max(dim_index(buf.dims, "T"), dim_index(buf.dims, "T_src"));
+    // The query's (target) token where the buffer has one; else the source's (a cross-attention's keys).
+    const int64_t query_dim = dim_index(buf.dims, "T");
+    const int64_t token_dim = query_dim >= 0 ? query_dim : dim_index(buf.dims, "T_src");
     return {index[dim_index(buf.dims, "B")], index[token_dim], head};
 }
 

@@ -40,6 +40,10 @@ double row_entropy(const float* row, int n) {
 
 ProbeReport probe_heads(Backend& backend, const Model& model, const std::vector<std::vector<int32_t>>& texts,
                         int induction_runs, uint64_t seed, const Progress& progress) {
+    if (model.config.is_encoder_decoder())
+        throw Error(
+            "head probes score a decoder's or an encoder's self-attention; an encoder-decoder's heads are not "
+            "scored");
     const int L = model.config.n_layer, NH = model.config.n_head;
     ProbeReport report;
     report.n_layer = L;

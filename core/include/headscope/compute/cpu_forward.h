@@ -54,6 +54,8 @@ private:
         float* att;
         bool last;
     };
+    void reserve_buffers(const Config& config, const Batch& batch, const AttentionOptions& options,
+                         const HeadSplit& split, int layers_run, size_t returned_layers);
     void run_layer(const Model& model, const Batch& batch, const AttentionOptions& options, const HeadSplit& split,
                    PrefixCache& store, LayerAt at, Heads heads, AttentionResult& result);
     // options.contributions (cpu_contributions.cpp): a layer's value-weighted
@@ -117,6 +119,7 @@ private:
     struct Sources {
         const Model* model = nullptr;
         AttentionOptions options;
+        Heads heads = Heads::batched;
         std::vector<std::vector<int32_t>> ids;
         std::shared_ptr<const AttentionResult> encoded;  // the encoder's result
         AlignedVector<float> memory;                     // (B, S, C) the encoder's output

@@ -38,6 +38,11 @@ inline int sliding_window(const Config& config, bool on) { return on ? config.sl
 // The options of layer `layer`: without the sliding window where the model
 // has none (ModernBERT's global layers), the window both ways for an encoder.
 AttentionOptions layer_options(const Config& config, const AttentionOptions& options, int layer);
+// An encoder–decoder's encoder's options under the decoder's `options`: its
+// own mask (both ways), the same padding mask, head split, scale and split,
+// every layer; nothing of what only the decoder computes (predictions, the
+// lens, knocked-out heads, the window, new rows only).
+AttentionOptions encoder_options(const AttentionOptions& options);
 // The rotary positions of layer `layer`: ModernBERT's windowed layers have a base of their own.
 Rope layer_rope(const Config& config, int layer);
 

@@ -89,7 +89,8 @@ struct Model {
     const float* lm_bias = nullptr;  // (V) on the logits (the masked-LM head's, BART's final_logits_bias)
     Matrix rel_bias;                 // (relative_buckets, NH) T5's position bias
     // An encoder–decoder's encoder (encoder_config): its weights point into
-    // this model's files; its tokenizer is this one's. Null for other models.
+    // this model's files, and it has no tokenizer or path of its own (this
+    // model's tokenize its source). Null for other models.
     std::unique_ptr<Model> encoder;
 };
 
