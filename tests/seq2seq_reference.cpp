@@ -5,6 +5,8 @@
 #include <cmath>
 #include <string>
 
+#include "family_reference.h"
+
 namespace headscope::test {
 
 namespace {
@@ -24,16 +26,14 @@ Rows linear(const Rows& x, const std::vector<float>& w, const std::vector<float>
     return y;
 }
 
+// LayerNorm (the families' shared one), or T5's RMSNorm: no mean, no bias.
 Rows norm(const Rows& x, const std::vector<float>& w, const std::vector<float>* b, bool rms, double eps) {
+    if (!rms) return layer_norm(x, w, *b, eps);
     Rows y = x;
     for (std::vector<double>& row : y) {
-        const double n = static_cast<double>(row.size());
-        double mean = 0, var = 0;
-        if (!rms)
-            for (double v : row) mean += v / n;
-        for (double v : row) var += (v - mean) * (v - mean) / n;
-        for (size_t c = 0; c < row.size(); ++c)
-            row[c] = (row[c] - mean) / std::sqrt(var + eps) * w[c] + (b ? (*b)[c] : 0.0);
+        double squares = 0;
+        for (double v : row) squares += v * v / static_cast<double>(row.size());
+        for (size_t c = 0; c < row.size(); ++c) row[c] = row[c] / std::sqrt(squares + eps) * w[c];
     }
     return y;
 }
