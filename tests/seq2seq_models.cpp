@@ -7,6 +7,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "sentencepiece_models.h"
 #include "written_tokenizers.h"
 
 namespace headscope::test {
@@ -70,6 +71,12 @@ json tokenizer_json(const Seq2SeqSpec& s) {
 Seq2SeqSpec spec_of(Seq2Seq family) {
     Seq2SeqSpec s;
     s.family = family;
+    if (family == Seq2Seq::marian) {  // MarianMTModel's: </s> first, <pad> starts the decoder
+        s.vocab_size = marian_vocab_bound;
+        s.pad_id = marian_pad_id, s.eos_id = marian_eos_id, s.start_id = marian_pad_id;
+        s.activation = "swish", s.scale_embedding = true, s.seed = 13;
+        return s;
+    }
     const json tokenizer = tokenizer_json(s);
     if (family == Seq2Seq::bart) {
         const json& vocab = tokenizer["model"]["vocab"];
@@ -80,7 +87,6 @@ Seq2SeqSpec spec_of(Seq2Seq family) {
         s.vocab_size = static_cast<int>(tokenizer["model"]["vocab"].size());
         s.pad_id = 0, s.eos_id = 1, s.start_id = 0;
     }
-    if (family == Seq2Seq::marian) s.activation = "swish", s.scale_embedding = true, s.seed = 13;
     return s;
 }
 
@@ -206,7 +212,10 @@ void write_seq2seq_checkpoint(const fs::path& dir, const Seq2SeqCheckpoint& chec
     fs::create_directories(dir);
     std::ofstream(dir / "config.json") << checkpoint.config.dump(2) << "\n";
     write_f32_tensors(dir / "model.safetensors", checkpoint.tensors);
-    std::ofstream(dir / "tokenizer.json") << tokenizer_json(checkpoint.spec).dump() << "\n";
+    if (checkpoint.spec.family == Seq2Seq::marian)
+        write_marian_tokenizer(dir);
+    else
+        std::ofstream(dir / "tokenizer.json") << tokenizer_json(checkpoint.spec).dump() << "\n";
 }
 
 }  // namespace headscope::test

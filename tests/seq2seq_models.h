@@ -3,8 +3,10 @@
 // BartForConditionalGeneration and MarianMTModel save them: the real
 // config.json keys, tensor names ("encoder.block.0.layer.0.SelfAttention.q.weight",
 // "model.decoder.layers.0.encoder_attn.k_proj.weight", "final_logits_bias", ...)
-// and Linear (out, in) layouts, beside a tokenizer.json (written_tokenizers.h:
-// T5's Unigram for T5 and Marian, RoBERTa's byte-level BPE for BART). The
+// and Linear (out, in) layouts, beside their tokenizer: a tokenizer.json
+// (written_tokenizers.h: T5's Unigram for T5, RoBERTa's byte-level BPE for
+// BART), or Marian's source.spm, target.spm and vocab.json
+// (sentencepiece_models.h), with more rows than tokens, as Qwen pads. The
 // weights stay here as floats for seq2seq_reference, which never reads them
 // through the loader.
 // Legend: C channels, V vocab, F the MLP's hidden size, hs head size (T5's d_kv).

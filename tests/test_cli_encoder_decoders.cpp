@@ -1,6 +1,7 @@
-// headscope-cli on encoder–decoders (T5 and BART test checkpoints,
+// headscope-cli on encoder–decoders (T5, BART and Marian test checkpoints,
 // seq2seq_models.h) as a user runs them: info says the kind; the source and
-// the target tokenize as the reference tokenizer (@lenml/tokenizers) does;
+// the target tokenize as the reference tokenizer (@lenml/tokenizers; for
+// Marian's SentencePiece models, spm_encode) does;
 // attention gives encoder_attention, decoder_attention and cross_attention,
 // each equal to the double-precision reference (seq2seq_reference.h) with
 // the model's own scale (none for T5); generate continues the target with
@@ -14,6 +15,7 @@
 
 #include "model_writer.h"
 #include "process.h"
+#include "sentencepiece_models.h"
 #include "seq2seq_models.h"
 #include "seq2seq_reference.h"
 #include "tokenizer_tests.h"
@@ -70,9 +72,14 @@ TEST_P(CliEncoderDecoderTest, InfoSaysTheKindAndBothStacks) {
 }
 
 TEST_P(CliEncoderDecoderTest, SourceAndTargetTokenizeAsTheReference) {
-    const bool bart = checkpoint_.spec.family == Seq2Seq::bart;
-    const json expected = reference_encoding(dir_.path, dir_.path / "model/tokenizer.json",
-                                             bart ? "BartTokenizer" : "T5Tokenizer", {{"texts", {source, target}}});
+    const Seq2Seq family = checkpoint_.spec.family;
+    // Marian's: SentencePiece's spm_encode on each side's model; the others': @lenml/tokenizers.
+    const json expected =
+        family == Seq2Seq::marian
+            ? json{marian_reference_ids(Side::source, source), marian_reference_ids(Side::target, target)}
+            : reference_encoding(dir_.path, dir_.path / "model/tokenizer.json",
+                                 family == Seq2Seq::bart ? "BartTokenizer" : "T5Tokenizer",
+                                 {{"texts", {source, target}}});
     if (expected.is_null()) GTEST_SKIP() << "node cannot be run: run tools/setup";
     const json got = run_json({"attention", "--text", source, "--target", target, "--format", "none"});
     EXPECT_EQ(got["source_token_ids"][0], expected[0]);
@@ -137,7 +144,16 @@ TEST_P(CliEncoderDecoderTest, WhatItCannotDoIsOneLineAndExitTwo) {
     expect_one_line_error(run({"attention", "--text", source, "--contributions"}), "headscope-cli", "encoder–decoder");
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, CliEncoderDecoderTest, ::testing::Values("t5", "bart"),
+TEST(CliMarian, AModelThatCannotBeReadIsOneLine) {
+    TempDir dir;
+    write_seq2seq_checkpoint(dir.path, make_seq2seq_checkpoint(seq2seq_variant("marian")));
+    fs::resize_file(dir.path / "target.spm", 100);
+    expect_one_line_error(
+        run_program({HEADSCOPE_CLI, "attention", "--text", source, "--model", dir.path.string()}, dir.path),
+        "headscope-cli", "target.spm: not a SentencePiece model");
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, CliEncoderDecoderTest, ::testing::Values("t5", "bart", "marian"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "headscope/compute/cpu_forward.h"
 #include "headscope/inspect/dance.h"
 #include "headscope/model/model.h"
+#include "sentencepiece_models.h"
 #include "seq2seq_models.h"
 #include "seq2seq_reference.h"
 
@@ -307,9 +308,8 @@ TEST(EncoderDecoderConfigs, BadKeysAreOneLineNamingThem) {
 }
 
 // A cross-attention weight missing is named; a bare BartModel (no
-// final_logits_bias) loads with a zero logits bias; Marian's SentencePiece
-// files without a tokenizer.json are named as unread.
-TEST(EncoderDecoderFiles, MissingTensorsAndTokenizersAreNamed) {
+// final_logits_bias) loads with a zero logits bias.
+TEST(EncoderDecoderFiles, AMissingCrossWeightIsNamedAndAMissingLogitsBiasIsZero) {
     TempDir dir;
     Seq2SeqCheckpoint bart = make_seq2seq_checkpoint(seq2seq_variant("bart"));
     const auto without = [&](const std::string& name) {
@@ -329,17 +329,23 @@ TEST(EncoderDecoderFiles, MissingTensorsAndTokenizersAreNamed) {
     const Model bare = load_model((dir.path / "bare").string());
     EXPECT_FALSE(bare.config.logits_bias);
     EXPECT_EQ(bare.lm_bias, nullptr);
+}
 
-    write_seq2seq_checkpoint(dir.path / "marian", make_seq2seq_checkpoint(seq2seq_variant("marian")));
-    std::filesystem::remove(dir.path / "marian/tokenizer.json");
-    std::ofstream(dir.path / "marian/source.spm") << "sentencepiece";
-    try {
-        load_model((dir.path / "marian").string());
-        ADD_FAILURE() << "loaded without a tokenizer";
-    } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("source.spm: Marian's SentencePiece model"), std::string::npos)
-            << e.what();
-    }
+// A Marian folder's tokenizer is its source.spm, target.spm and vocab.json:
+// the source through one model, the decoder's input through the other, as
+// MarianTokenizer's text_target does.
+TEST(EncoderDecoderFiles, MarianTokenizesEachSideWithItsOwnModel) {
+    TempDir dir;
+    write_seq2seq_checkpoint(dir.path, make_seq2seq_checkpoint(seq2seq_variant("marian")));
+    ASSERT_FALSE(std::filesystem::exists(dir.path / "tokenizer.json"));
+    const Model model = load_model(dir.path.string());
+    const std::string text = "The attention heads of the encoder, and the decoder's cross-attention.";
+    EXPECT_EQ(model.tokenizer.encode(text), marian_reference_ids(Side::source, text));
+    std::vector<int32_t> target = marian_reference_ids(Side::target, text);
+    ASSERT_NE(target, marian_reference_ids(Side::source, text));
+    target.pop_back();  // </s>: the labels shifted right start with <pad>
+    target.insert(target.begin(), marian_pad_id);
+    EXPECT_EQ(decoder_input_ids(model, text), target);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, EachEncoderDecoder, ::testing::ValuesIn(seq2seq_variants()),

@@ -23,6 +23,7 @@ int fuzz_tokenizer(const uint8_t* data, size_t size);
 int fuzz_shard_index(const uint8_t* data, size_t size);
 int fuzz_settings(const uint8_t* data, size_t size);
 int fuzz_tokenizer_json(const uint8_t* data, size_t size);
+int fuzz_marian_tokenizer(const uint8_t* data, size_t size);
 }
 
 namespace {
@@ -55,5 +56,6 @@ TEST(FuzzCorpus, Tokenizer) { replay("tokenizer", fuzz_tokenizer); }
 TEST(FuzzCorpus, ShardIndex) { replay("shard_index", fuzz_shard_index); }
 TEST(FuzzCorpus, TokenizerJson) { replay("tokenizer_json", fuzz_tokenizer_json); }
 TEST(FuzzCorpus, Settings) { replay("settings", fuzz_settings); }
+TEST(FuzzCorpus, MarianTokenizer) { replay("marian_tokenizer", fuzz_marian_tokenizer); }
 
 }  // namespace

@@ -1,12 +1,10 @@
-// The window on encoder–decoders (T5 and BART test checkpoints,
-// seq2seq_models.h) as a user sees it under Xvfb: the target box and its
-// "next token" stand where a decoder's generation controls are; the
-// attention selector draws the cross-attention (the target's tokens down,
-// the source's across), the encoder's self-attention and the decoder's,
-// each the CLI's pixel for pixel, the decoder's upper triangle hatched; the
-// tokens tab colours the source by the cross-attention; the mask tab draws
-// the cross mask; the dance walks the cross-attention; and T5 opens with its
-// own scale (none), without the orange note.
+// The window on encoder–decoders (T5, Flan-T5, BART and Marian test
+// checkpoints, seq2seq_models.h; Marian's with its SentencePiece files) as a user sees it under Xvfb: the target box
+// and its "next token" stand where a decoder's generation controls are; the attention selector draws the
+// cross-attention (the target's tokens down, the source's across), the encoder's self-attention and the decoder's, each
+// the CLI's pixel for pixel, the decoder's upper triangle hatched; the tokens tab colours the source by the
+// cross-attention; the mask tab draws the cross mask; the dance walks the cross-attention; and T5 opens with its own
+// scale (none), without the orange note.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -27,7 +25,7 @@ class WindowEncoderDecoders : public ::testing::TestWithParam<std::string> {
 protected:
     static void SetUpTestSuite() {
         dir_ = new test::TempDir;
-        for (const char* name : {"t5", "bart", "flan_t5"})
+        for (const char* name : {"t5", "bart", "flan_t5", "marian"})
             test::write_seq2seq_checkpoint(dir_->path / name,
                                            test::make_seq2seq_checkpoint(test::seq2seq_variant(name)));
     }
@@ -172,7 +170,7 @@ TEST_P(WindowDeeperDecoder, TheEncodersOwnLayerCountIsKept) {
     test::expect_one_line_error(too_deep, "headscope", "--layer " + std::to_string(layers) + " out of range");
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, WindowEncoderDecoders, ::testing::Values("t5", "bart", "flan_t5"),
+INSTANTIATE_TEST_SUITE_P(Families, WindowEncoderDecoders, ::testing::Values("t5", "bart", "flan_t5", "marian"),
                          [](const auto& info) { return info.param; });
 INSTANTIATE_TEST_SUITE_P(Families, WindowDeeperDecoder, ::testing::Values("flan_t5"),
                          [](const auto& info) { return info.param; });

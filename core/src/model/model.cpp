@@ -379,7 +379,7 @@ Model load_model(const std::string& name_or_path, const Progress& progress) {
 
 std::vector<int32_t> decoder_input_ids(const Model& model, std::string_view target) {
     std::vector<int32_t> ids = {model.config.decoder_start_token_id};
-    std::vector<int32_t> tokens = model.tokenizer.encode(target);
+    std::vector<int32_t> tokens = model.tokenizer.encode_target(target);
     if (!tokens.empty() && tokens.back() == model.config.eos_token_id) tokens.pop_back();
     ids.insert(ids.end(), tokens.begin(), tokens.end());
     return ids;

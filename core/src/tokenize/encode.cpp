@@ -1,15 +1,25 @@
 // Tokenizer::encode: the added tokens found in the text, then each stretch
 // between them normalized, split by the pre-tokenizers (pre_tokenizers.cpp)
-// and its pieces merged by BPE (bpe.cpp).
+// and its pieces merged by BPE (bpe.cpp), or given to Marian's SentencePiece
+// model (sentencepiece.cpp).
 #include "encode_scratch.h"
 #include "headscope/base/error.h"
 #include "headscope/tokenize/tokenizer.h"
+#include "pattern.h"
 #include "tokenizer_internal.h"
 #include "unicode.h"
 
 namespace headscope {
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special) const {
+    return encode_side(text, add_special, Side::source);
+}
+
+std::vector<int32_t> Tokenizer::encode_target(std::string_view text, bool add_special) const {
+    return encode_side(text, add_special, Side::target);
+}
+
+std::vector<int32_t> Tokenizer::encode_side(std::string_view text, bool add_special, Side side) const {
     check_utf8(text);
     std::vector<int32_t> ids;
     Scratch scratch;
@@ -23,6 +33,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special) 
     for (const Section& section : sections) {
         if (section.id >= 0) {
             ids.push_back(section.id);
+        } else if (sentencepiece_) {
+            sentencepiece_section(section.text, side, ids);
         } else {
             encode_section(section, scratch, ids);
         }
@@ -66,6 +78,44 @@ void Tokenizer::encode_section(const Section& section, Scratch& scratch, std::ve
     }
 }
 
+namespace {
+
+// `text` with each match of `regex` replaced by `replacement`; throws Error
+// when that would be longer than `max_size`.
+std::string replaced_matches(const std::string& text, const Pattern& regex, const std::string& replacement,
+                             size_t max_size) {
+    MatchScratch scratch;
+    std::vector<Match> matches;
+    regex.find_all(text, scratch, matches);
+    std::string out;
+    size_t at = 0;
+    for (const Match& m : matches) {
+        out.append(text, at, m.start - at).append(replacement);
+        at = m.end;
+        if (out.size() > max_size) throw Error("the tokenizer's normalizers make this text over 16 times longer");
+    }
+    return out.append(text, at);
+}
+
+// `text` less the Unicode whitespace at its start (`left`) and its end (`right`).
+std::string stripped(const std::string& text, bool left, bool right) {
+    size_t begin = 0, end = text.size();
+    while (left && begin < end) {
+        const CodePointAt cp = code_point_at(text, begin);
+        if (!is_white_space(cp.value)) break;
+        begin += cp.length;
+    }
+    while (right && end > begin) {
+        size_t last = end - 1;
+        while (last > begin && (static_cast<unsigned char>(text[last]) & 0xC0) == 0x80) --last;
+        if (!is_white_space(code_point_at(text, last).value)) break;
+        end = last;
+    }
+    return text.substr(begin, end - begin);
+}
+
+}  // namespace
+
 std::string Tokenizer::normalize(std::string_view text) const {
     // Normalizers may lengthen a text (Llama 2's ▁ for each space makes it up
     // to three times longer), but a hostile file's never without bound.
@@ -94,17 +144,23 @@ std::string Tokenizer::normalize(std::string_view text) const {
                 out = bert_normalized(out, n.clean_text, n.chinese_chars, n.strip_accents, n.lowercase);
                 check_size(out.size());
                 break;
-            case Normalizer::Kind::replace: {
-                size_t count = 0;
-                for (size_t at = out.find(n.pattern); at != std::string::npos;
-                     at = out.find(n.pattern, at + n.pattern.size())) {
-                    ++count;
+            case Normalizer::Kind::replace:
+                if (n.regex) {
+                    out = replaced_matches(out, *n.regex, n.content, max_size);
+                    break;
                 }
-                if (n.content.size() > n.pattern.size())
-                    check_size(out.size() + count * (n.content.size() - n.pattern.size()));
+                {
+                    size_t count = 0;
+                    for (size_t at = out.find(n.pattern); at != std::string::npos;
+                         at = out.find(n.pattern, at + n.pattern.size())) {
+                        ++count;
+                    }
+                    if (n.content.size() > n.pattern.size())
+                        check_size(out.size() + count * (n.content.size() - n.pattern.size()));
+                }
                 out = replace_all(out, n.pattern, n.content);
                 break;
-            }
+            case Normalizer::Kind::strip: out = stripped(out, n.strip_left, n.strip_right); break;
         }
     }
     return out;

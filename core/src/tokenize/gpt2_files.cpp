@@ -17,9 +17,6 @@ namespace headscope {
 
 namespace {
 
-// GPT-2's vocab.json has 1.0 MB and 100,515 nodes, its merges.txt 456 KB;
-// sixteen times those hold a 800,000-token vocabulary.
-constexpr JsonLimits vocab_limits{16 << 20, 1 << 20};
 constexpr size_t max_merges_bytes = 16 << 20;
 
 // Splits a merges.txt line on spaces and tabs.
@@ -81,35 +78,21 @@ std::optional<std::string> byte_level_bytes(std::string_view token) {
 Tokenizer Tokenizer::load(const std::filesystem::path& vocab_json, const std::filesystem::path& merges_txt) {
     const std::string vocab_name = vocab_json.string();
     const nlohmann::json vocab = read_json_file(vocab_json, vocab_limits);
-    if (!vocab.is_object()) {
-        throw Error(vocab_name + ": expected a JSON object of token -> id");
-    }
 
     Tokenizer tokenizer;
     const size_t vocab_size = vocab.size();
     tokenizer.id_to_bytes_.resize(vocab_size);
-    std::vector<bool> id_seen(vocab_size, false);
     SymbolIds& symbol_ids = tokenizer.symbol_ids_;
     symbol_ids.reserve(vocab_size * 2);
-    for (const auto& [token, value] : vocab.items()) {
-        if (!value.is_number_integer()) {
-            throw Error(vocab_name + ": the id of a token is not an integer");
-        }
-        const int64_t id = value.get<int64_t>();
-        // Dense ids keep vocab_size() and the symbol numbering simple; GPT-2's are 0..50256.
-        if (id < 0 || static_cast<uint64_t>(id) >= vocab_size || id_seen[static_cast<size_t>(id)]) {
-            throw Error(vocab_name + ": token ids must be 0.." + std::to_string(vocab_size - 1) +
-                        ", each once; found " + std::to_string(id));
-        }
-        id_seen[static_cast<size_t>(id)] = true;
+    for_each_dense_id(vocab, vocab_name, [&](const std::string& token, int32_t id) {
         std::optional<std::string> bytes = byte_level_bytes(token);
         if (!bytes) {
             throw Error(vocab_name + ": token " + std::to_string(id) +
                         " has a character outside GPT-2's byte alphabet");
         }
-        symbol_ids.emplace(*bytes, static_cast<int32_t>(id));
+        symbol_ids.emplace(*bytes, id);
         tokenizer.id_to_bytes_[static_cast<size_t>(id)] = std::move(*bytes);
-    }
+    });
 
     auto intern = [&](std::string symbol) {
         const auto [it, added] =

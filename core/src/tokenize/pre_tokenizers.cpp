@@ -1,6 +1,6 @@
 // The pre-tokenizers, each splitting the pieces the one before made: GPT-2's
-// pattern, Split on a pattern, ByteLevel, Metaspace, Digits and BERT's
-// whitespace and punctuation split, with Hugging Face's split behaviors for
+// pattern, Split on a pattern, ByteLevel, Metaspace, Digits, WhitespaceSplit
+// and BERT's whitespace and punctuation split, with Hugging Face's split behaviors for
 // where a match goes.
 #include "encode_scratch.h"
 #include "headscope/tokenize/tokenizer.h"
@@ -17,6 +17,16 @@ namespace {
 bool is_bert_punctuation(char32_t cp) {
     return (cp >= 33 && cp <= 47) || (cp >= 58 && cp <= 64) || (cp >= 91 && cp <= 96) || (cp >= 123 && cp <= 126) ||
            is_punctuation(cp);
+}
+
+// Each code point of `text` that passes `test`, as a match.
+void matches_of(std::string_view text, bool (*test)(char32_t), std::vector<Match>& out) {
+    out.clear();
+    for (size_t at = 0; at < text.size();) {
+        const CodePointAt cp = code_point_at(text, at);
+        if (test(cp.value)) out.push_back({at, at + cp.length});
+        at += cp.length;
+    }
 }
 
 }  // namespace
@@ -130,30 +140,20 @@ void Tokenizer::pre_tokenize_piece(const PreTokenizer& step, const Section& piec
             return split_at(replaced, s.matches, SplitBehavior::merged_with_next, s.next_pieces);
         }
         case PreTokenizer::Kind::digits: {
-            s.matches.clear();
-            for (size_t at = 0; at < piece.text.size();) {
-                const CodePointAt cp = code_point_at(piece.text, at);
-                if (is_number(cp.value)) s.matches.push_back({at, at + cp.length});
-                at += cp.length;
-            }
+            matches_of(piece.text, is_number, s.matches);
             const SplitBehavior behavior = step.individual_digits ? SplitBehavior::isolated : SplitBehavior::contiguous;
             return split_at(piece, s.matches, behavior, s.next_pieces);
         }
+        case PreTokenizer::Kind::whitespace_split:
+            matches_of(piece.text, is_white_space, s.matches);
+            return split_at(piece, s.matches, SplitBehavior::removed, s.next_pieces);
         case PreTokenizer::Kind::bert: {
             // Split at whitespace, which goes, then each punctuation character on its own.
-            const auto matches_of = [&](std::string_view text, bool (*test)(char32_t)) {
-                s.matches.clear();
-                for (size_t at = 0; at < text.size();) {
-                    const CodePointAt cp = code_point_at(text, at);
-                    if (test(cp.value)) s.matches.push_back({at, at + cp.length});
-                    at += cp.length;
-                }
-            };
             std::vector<Section> words;
-            matches_of(piece.text, is_white_space);
+            matches_of(piece.text, is_white_space, s.matches);
             split_at(piece, s.matches, SplitBehavior::removed, words);
             for (const Section& word : words) {
-                matches_of(word.text, is_bert_punctuation);
+                matches_of(word.text, is_bert_punctuation, s.matches);
                 split_at(word, s.matches, SplitBehavior::isolated, s.next_pieces);
             }
             return;

@@ -1,8 +1,10 @@
-// What the Tokenizer's parts leave: load_directory choosing between the two
-// loaders (gpt2_files.cpp and tokenizer_json.cpp), token_bytes and token_text, and the string
+// What the Tokenizer's parts leave: load_directory choosing between the
+// loaders (gpt2_files.cpp, tokenizer_json.cpp and sentencepiece.cpp), a
+// vocab.json's ids, token_bytes and token_text, and the string
 // replacement the normalizers, pre-tokenizers and loader share.
 #include "headscope/tokenize/tokenizer.h"
 
+#include <nlohmann/json.hpp>
 #include "headscope/base/error.h"
 #include "headscope/io/files.h"
 #include "tokenizer_internal.h"
@@ -16,10 +18,7 @@ Tokenizer Tokenizer::load_directory(const fs::path& dir) {
     const fs::path json_file = dir / "tokenizer.json";
     if (exists(json_file)) return load_json(json_file);
     // Marian's checkpoints keep SentencePiece models and a vocab.json of their pieces, no merges.
-    if (const fs::path spm = dir / "source.spm"; exists(spm))
-        throw Error(spm.string() +
-                    ": Marian's SentencePiece model, which this build cannot read (it needs libsentencepiece, "
-                    "not installed); a tokenizer.json beside it would be read instead");
+    if (exists(dir / "source.spm")) return load_marian(dir);
     const fs::path vocab = dir / "vocab.json", merges = dir / "merges.txt";
     if (exists(vocab) && exists(merges)) return load(vocab, merges);
     const std::string missing = exists(vocab)    ? "merges.txt"
@@ -33,6 +32,23 @@ std::string Tokenizer::token_bytes(int32_t id) const {
         throw Error("token id " + std::to_string(id) + " is out of range [0, " + std::to_string(vocab_size()) + ")");
     }
     return id_to_bytes_[static_cast<size_t>(id)];
+}
+
+void for_each_dense_id(const nlohmann::json& vocab, const std::string& file,
+                       const std::function<void(const std::string&, int32_t)>& add) {
+    if (!vocab.is_object()) throw Error(file + ": expected a JSON object of token -> id");
+    // Dense ids keep vocab_size() and the symbol numbering simple; GPT-2's are 0..50256.
+    std::vector<bool> id_seen(vocab.size(), false);
+    for (const auto& [token, value] : vocab.items()) {
+        if (!value.is_number_integer()) throw Error(file + ": the id of a token is not an integer");
+        const int64_t id = value.get<int64_t>();
+        if (id < 0 || static_cast<uint64_t>(id) >= vocab.size() || id_seen[static_cast<size_t>(id)]) {
+            throw Error(file + ": token ids must be 0.." + std::to_string(vocab.size() - 1) + ", each once; found " +
+                        std::to_string(id));
+        }
+        id_seen[static_cast<size_t>(id)] = true;
+        add(token, static_cast<int32_t>(id));
+    }
 }
 
 std::string replace_all(std::string_view text, std::string_view pattern, std::string_view replacement) {

@@ -2,7 +2,11 @@
 // tokenizer_json.cpp: tokenizer.json) and its encoder share, besides UTF-8
 // (unicode.h); private to core.
 #pragma once
+#include "headscope/io/json_input.h"
+
 #include <cstdint>
+#include <functional>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -13,6 +17,15 @@ namespace headscope {
 inline uint64_t pair_key(int32_t left, int32_t right) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
 }
+
+// A vocab.json's limits: GPT-2's has 1.0 MB and 100,515 nodes; sixteen
+// times those hold a 800,000-token vocabulary.
+inline constexpr JsonLimits vocab_limits{16 << 20, 1 << 20};
+
+// Calls `add(token, id)` for each entry of a vocab.json, an object of token
+// -> id whose ids are 0..size-1, each once. Throws Error naming `file`.
+void for_each_dense_id(const nlohmann::json& vocab, const std::string& file,
+                       const std::function<void(const std::string&, int32_t)>& add);
 
 // `text` with every `pattern` (not empty) replaced, left to right.
 std::string replace_all(std::string_view text, std::string_view pattern, std::string_view replacement);

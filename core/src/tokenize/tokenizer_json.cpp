@@ -99,27 +99,34 @@ private:
             for (size_t i = 0; i < list.size(); ++i)
                 read_normalizer(list[i], JsonFields::at(field + ".normalizers", i));
         } else if (type == "NFC") {
-            t_.normalizers_.push_back({Normalizer::Kind::nfc, "", ""});
+            t_.normalizers_.push_back({.kind = Normalizer::Kind::nfc});
         } else if (type == "Prepend") {
-            t_.normalizers_.push_back({Normalizer::Kind::prepend, "", f_.string(value, field, "prepend")});
+            t_.normalizers_.push_back(
+                {.kind = Normalizer::Kind::prepend, .content = f_.string(value, field, "prepend")});
         } else if (type == "Replace") {
             const std::string where = JsonFields::join(field, "pattern");
             const json& pattern = f_.required(value, field, "pattern", json::value_t::object, "an object");
-            if (f_.optional(pattern, where, "Regex")) f_.fail(where, "a Regex pattern is not supported (only String)");
+            const std::string to = f_.string(value, field, "content");
+            if (f_.optional(pattern, where, "Regex")) {  // T5's and XLM-R's " {2,}"
+                t_.normalizers_.push_back(
+                    {.kind = Normalizer::Kind::replace, .regex = read_pattern(f_, value, field), .content = to});
+                return;
+            }
             const std::string from = f_.string(pattern, where, "String");
             if (from.empty()) f_.fail(where + ".String", "empty");
-            const std::string to = f_.string(value, field, "content");
             // Llama 2's tokenizer stands ▁ for a space this way.
             if (from == " ") space_symbol_ = to;
-            t_.normalizers_.push_back({Normalizer::Kind::replace, from, to});
+            t_.normalizers_.push_back({.kind = Normalizer::Kind::replace, .pattern = from, .content = to});
+        } else if (type == "Strip") {
+            t_.normalizers_.push_back({.kind = Normalizer::Kind::strip,
+                                       .strip_left = f_.boolean(value, field, "strip_left", true),
+                                       .strip_right = f_.boolean(value, field, "strip_right", true)});
         } else if (type == "Precompiled") {  // SentencePiece's charsmap: nmt_nfkc, as the reference port reads it
-            t_.normalizers_.push_back({Normalizer::Kind::nmt_nfkc, "", ""});
+            t_.normalizers_.push_back({.kind = Normalizer::Kind::nmt_nfkc});
         } else if (type == "BertNormalizer") {
             const bool lowercase = f_.boolean(value, field, "lowercase", true);
             const json* strip = f_.optional(value, field, "strip_accents");  // null: as lowercase
             t_.normalizers_.push_back({.kind = Normalizer::Kind::bert,
-                                       .pattern = {},
-                                       .content = {},
                                        .clean_text = f_.boolean(value, field, "clean_text", true),
                                        .chinese_chars = f_.boolean(value, field, "handle_chinese_chars", true),
                                        .strip_accents = strip && !strip->is_null()
@@ -127,7 +134,7 @@ private:
                                                             : lowercase,
                                        .lowercase = lowercase});
         } else {
-            unsupported_type(f_, field, type, "NFC, Prepend, Replace, BertNormalizer, Precompiled, Sequence");
+            unsupported_type(f_, field, type, "NFC, Prepend, Replace, Strip, BertNormalizer, Precompiled, Sequence");
         }
     }
 
@@ -173,8 +180,11 @@ private:
                                           .individual_digits = f_.boolean(value, field, "individual_digits", false)});
         } else if (type == "BertPreTokenizer") {
             t_.pre_tokenizers_.push_back({.kind = PreTokenizer::Kind::bert});
+        } else if (type == "WhitespaceSplit") {  // T5's and XLM-R's, before Metaspace
+            t_.pre_tokenizers_.push_back({.kind = PreTokenizer::Kind::whitespace_split});
         } else {
-            unsupported_type(f_, field, type, "Split, ByteLevel, Metaspace, Digits, BertPreTokenizer, Sequence");
+            unsupported_type(f_, field, type,
+                             "Split, ByteLevel, Metaspace, Digits, BertPreTokenizer, WhitespaceSplit, Sequence");
         }
     }
 

@@ -1,7 +1,8 @@
 // Tokenizers: GPT-2's byte-level BPE from vocab.json and merges.txt, and
 // those a Hugging Face tokenizer.json describes: BPE (Llama 2 and 3,
 // Mistral, Qwen 2 and 3, SmolLM2, Pythia), BERT's WordPiece and XLM-R's and
-// T5's Unigram. One pipeline encodes them all: added tokens found verbatim in
+// T5's Unigram; and Marian's SentencePiece models, which libsentencepiece
+// runs. One pipeline encodes them all: added tokens found verbatim in
 // the text, the normalizers on the text between them, the pre-tokenizers
 // splitting it into pieces, and the model on each piece: BPE merging it, from
 // its bytes (byte-level) or its characters, pair by pair in merge-rank order;
@@ -43,8 +44,13 @@ public:
     // file and the field for anything malformed or not supported (a model,
     // normalizer, pre-tokenizer or post-processor type by name).
     static Tokenizer load_json(const std::filesystem::path& tokenizer_json);
-    // dir/tokenizer.json when present, else dir/vocab.json and dir/merges.txt.
-    // Throws Error naming the missing files when neither is there.
+    // A Marian checkpoint's: dir/source.spm for source texts and
+    // dir/target.spm for targets, SentencePiece models whose pieces
+    // dir/vocab.json numbers (sentencepiece.cpp). Throws Error naming the file.
+    static Tokenizer load_marian(const std::filesystem::path& dir);
+    // dir/tokenizer.json when present, else Marian's dir/source.spm, else
+    // dir/vocab.json and dir/merges.txt. Throws Error naming the missing
+    // files when none is there.
     static Tokenizer load_directory(const std::filesystem::path& dir);
 
     // Token ids of UTF-8 text. `add_special` adds the special tokens of the
@@ -52,6 +58,9 @@ public:
     // add_special_tokens does; added tokens in the text are found either way.
     // Throws Error on invalid UTF-8.
     std::vector<int32_t> encode(std::string_view text, bool add_special = true) const;
+    // The ids of an encoder-decoder's target text: Marian's from its
+    // target.spm, as transformers' text_target; any other tokenizer's as encode.
+    std::vector<int32_t> encode_target(std::string_view text, bool add_special = true) const;
     // A sentence pair's ids and each token's type (0 for the first text's
     // part, 1 for the second's, as the post-processor's pair template says:
     // [CLS] A [SEP] B [SEP] for BERT, <s> A </s></s> B </s> for RoBERTa).
@@ -121,10 +130,12 @@ private:
     struct Normalizer {
         // nmt_nfkc: SentencePiece's Precompiled charsmap as its models (T5's,
         // XLM-R's) use it: controls dropped, other spaces made spaces, NFKC.
-        enum class Kind : uint8_t { nfc, prepend, replace, bert, nmt_nfkc };
-        Kind kind;
-        std::string pattern;  // replace: the string replaced
-        std::string content;  // prepend: what goes first; replace: the replacement
+        enum class Kind : uint8_t { nfc, prepend, replace, strip, bert, nmt_nfkc };
+        Kind kind{};
+        std::string pattern{};                         // replace: the string replaced
+        std::shared_ptr<const Pattern> regex{};        // replace: or a regular expression, each match replaced
+        std::string content{};                         // prepend: what goes first; replace: the replacement
+        bool strip_left = false, strip_right = false;  // strip: the whitespace at either end
         // bert (BertNormalizer): drop controls and map whitespace to spaces,
         // space out CJK ideographs, strip accents, lowercase.
         bool clean_text = false, chinese_chars = false, strip_accents = false, lowercase = false;
@@ -135,7 +146,8 @@ private:
     enum class PrependScheme : uint8_t { always, first, never };
 
     struct PreTokenizer {
-        enum class Kind : uint8_t { gpt2, split, byte_level, metaspace, digits, bert };
+        // whitespace_split: at whitespace, which goes.
+        enum class Kind : uint8_t { gpt2, split, byte_level, metaspace, digits, bert, whitespace_split };
         Kind kind;
         std::shared_ptr<const Pattern> pattern{};       // split; byte_level: GPT-2's pattern, or none
         SplitBehavior behavior{};                       // split
@@ -174,9 +186,16 @@ public:
     };
 
 private:
-    class JsonLoader;  // reads tokenizer.json (tokenizer_json.cpp)
-    struct Scratch;    // what one encode reuses: BPE arrays, PCRE2 match data, rewritten pieces (encode_scratch.h)
+    class JsonLoader;            // reads tokenizer.json (tokenizer_json.cpp)
+    struct SentencePieceModels;  // Marian's two models (sentencepiece.cpp)
+    enum class Side : uint8_t { source, target };
+    struct Scratch;  // what one encode reuses: BPE arrays, PCRE2 match data, rewritten pieces (encode_scratch.h)
 
+    std::vector<int32_t> encode_side(std::string_view text, bool add_special, Side side) const;
+    // Marian: a section between added tokens through the side's SentencePiece
+    // model, its pieces numbered by vocab.json; a language code (">>fr<<")
+    // that starts it is one token.
+    void sentencepiece_section(std::string_view text, Side side, std::vector<int32_t>& ids) const;
     // Normalizes, pre-tokenizes and encodes a section between added tokens.
     void encode_section(const Section& section, Scratch& scratch, std::vector<int32_t>& ids) const;
     std::string normalize(std::string_view text) const;
@@ -228,6 +247,9 @@ private:
     std::vector<float> unigram_scores_;
     float unknown_score_ = 0;
     size_t longest_token_ = 0;
+
+    // Marian's models instead of the normalizers, pre-tokenizers and model above.
+    std::shared_ptr<const SentencePieceModels> sentencepiece_;
 
     AddedTokens added_;             // matched in the text as it comes
     AddedTokens normalized_added_;  // matched in the normalized text between those

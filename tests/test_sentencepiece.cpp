@@ -1,0 +1,155 @@
+// SentencePiece models trained here by spm_train on the project's docs
+// (sentencepiece_models.h), with SentencePiece's own spm_encode as the
+// reference: the hand-written Unigram of a tokenizer.json port equals it in
+// both of transformers' converter layouts, and Marian's tokenizer
+// (source.spm, target.spm, vocab.json) gives MarianTokenizer's ids on each
+// side. Bad Marian files are refused in one line.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "headscope/base/error.h"
+#include "headscope/io/files.h"
+#include "headscope/tokenize/tokenizer.h"
+#include "model_writer.h"
+#include "sentencepiece_models.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using headscope::Tokenizer;
+using namespace headscope::test;
+
+// Hand-written cases (runs of spaces and tabs, leading and trailing spaces,
+// NFKC's forms, unknown characters, digits) and every line of two docs the
+// models were not trained on.
+std::vector<std::string> texts() {
+    std::vector<std::string> out = {
+        "Hello world",
+        "  The   attention\theads,  again.  ",
+        "\xEF\xAC\x81ne \xE2\x91\xA0 \xEF\xBC\xA6\xEF\xBC\xB5\xEF\xBC\xAC\xEF\xBC\xAC width",  // ﬁne ① ＦＵＬＬ
+        "caf\xC3\xA9 na\xC3\xAFve \xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E \xF0\x9F\x98\x80\xF0\x9F\x98\x80 ok",  // café
+                                                                                                              // naïve
+                                                                                                              // 日本語
+                                                                                                              // 😀😀
+        "x = 12345 * 3.14; // the layer's 1/sqrt(d_head)",
+    };
+    const fs::path docs = fs::path(HEADSCOPE_TESTS_DIR).parent_path() / "docs";
+    for (const char* doc : {"testing.md", "benchmarks.md"}) {
+        std::ifstream in(docs / doc);
+        for (std::string line; std::getline(in, line);) {
+            // The control pieces' text is an added token to the port, plain text to spm_encode.
+            const bool control = line.find("<s>") != std::string::npos || line.find("</s>") != std::string::npos ||
+                                 line.find("<unk>") != std::string::npos;
+            if (!line.empty() && !control) out.push_back(line);
+        }
+    }
+    return out;
+}
+
+class PortedUnigram : public ::testing::TestWithParam<SpmLayout> {};
+
+TEST_P(PortedUnigram, EqualsSpmEncodeOnBothModels) {
+    const std::vector<std::string> lines = texts();
+    ASSERT_GT(lines.size(), 100u);
+    TempDir dir;
+    for (Side side : {Side::source, Side::target}) {
+        const nlohmann::json port = unigram_json_of(side, GetParam());
+        std::ofstream(dir.path / "tokenizer.json") << port.dump();
+        const Tokenizer tokenizer = Tokenizer::load_json(dir.path / "tokenizer.json");
+        nlohmann::json id_of = nlohmann::json::object();
+        for (size_t id = 0; id < port["model"]["vocab"].size(); ++id) id_of[port["model"]["vocab"][id][0]] = id;
+        const std::vector<std::vector<std::string>> pieces = reference_pieces(side, lines);
+        int unknown = 0;
+        for (size_t i = 0; i < lines.size(); ++i) {
+            std::vector<int32_t> expected;
+            for (const std::string& piece : pieces[i]) {
+                unknown += !id_of.contains(piece);
+                expected.push_back(id_of.contains(piece) ? id_of[piece].get<int32_t>() : 0);  // <unk>
+            }
+            EXPECT_EQ(tokenizer.encode(lines[i], false), expected) << "line " << i << ": \"" << lines[i] << "\"";
+        }
+        EXPECT_GT(unknown, 0) << "no text had an unknown character";
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(ConverterLayouts, PortedUnigram, ::testing::Values(SpmLayout::first, SpmLayout::current),
+                         [](const auto& info) { return info.param == SpmLayout::first ? "first" : "current"; });
+
+struct MarianFiles : ::testing::Test {
+    MarianFiles() { write_marian_tokenizer(dir.path); }
+    TempDir dir;
+};
+
+TEST_F(MarianFiles, EachSideAsMarianTokenizer) {
+    const Tokenizer tokenizer = Tokenizer::load_directory(dir.path);
+    EXPECT_EQ(tokenizer.vocab_size(), static_cast<int32_t>(marian_vocab().size()));
+    std::vector<std::string> cases = texts();
+    cases.resize(60);
+    for (const char* text : {">>fr<< Hello world", ">>xx<<Hello", ">>de<<", "Hi >>fr<< there"}) cases.push_back(text);
+    int sides_differ = 0;
+    for (const std::string& text : cases) {
+        const std::vector<int32_t> source = tokenizer.encode(text), target = tokenizer.encode_target(text);
+        EXPECT_EQ(source, marian_reference_ids(Side::source, text)) << text;
+        EXPECT_EQ(target, marian_reference_ids(Side::target, text)) << text;
+        sides_differ += source != target;
+    }
+    EXPECT_GT(sides_differ, 10) << "the two models encode too alike for the test to tell the sides apart";
+    EXPECT_EQ(tokenizer.encode(">>fr<< Hello").front(), marian_vocab()[">>fr<<"].get<int32_t>());
+    EXPECT_EQ(tokenizer.encode(">>xx<< Hello").front(), marian_unk_id);
+}
+
+TEST_F(MarianFiles, SpecialTokensSplitTheTextAndTokensShowTheirSpaces) {
+    const Tokenizer tokenizer = Tokenizer::load_directory(dir.path);
+    // MarianTokenizer: "Hello ", </s>, "<pad>" and " world" each on their own, then </s>.
+    const std::vector<int32_t> ids = tokenizer.encode("Hello </s><pad> world");
+    std::vector<int32_t> expected = marian_reference_ids(Side::source, "Hello ");
+    expected.push_back(marian_pad_id);
+    const std::vector<int32_t> world = marian_reference_ids(Side::source, " world");
+    expected.insert(expected.end(), world.begin(), world.end());
+    EXPECT_EQ(ids, expected);
+    EXPECT_EQ(tokenizer.encode("Hello", false).size() + 1, tokenizer.encode("Hello").size());
+
+    std::string joined;
+    for (int32_t id : tokenizer.encode("the attention heads", false)) joined += tokenizer.token_bytes(id);
+    EXPECT_EQ(joined, " the attention heads");
+    EXPECT_EQ(tokenizer.token_bytes(marian_eos_id), "</s>");
+}
+
+TEST_F(MarianFiles, BadFilesAreRefusedInOneLine) {
+    auto error_of = [&] {
+        try {
+            Tokenizer::load_directory(dir.path);
+        } catch (const headscope::Error& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    auto expect_error = [&](const std::string& names) {
+        const std::string error = error_of();
+        EXPECT_NE(error.find(names), std::string::npos) << error;
+        EXPECT_EQ(error.find('\n'), std::string::npos) << error;
+        write_marian_tokenizer(dir.path);
+    };
+    fs::remove(dir.path / "target.spm");
+    expect_error("target.spm: missing");
+    std::ofstream(dir.path / "source.spm") << "sentencepiece";
+    expect_error("source.spm: not a SentencePiece model");
+    const std::string model = headscope::read_file(dir.path / "target.spm");
+    std::ofstream(dir.path / "target.spm") << model.substr(0, model.size() / 2);
+    expect_error("target.spm: not a SentencePiece model");
+    fs::remove(dir.path / "vocab.json");
+    expect_error("vocab.json");
+    std::ofstream(dir.path / "vocab.json") << R"({"</s>": 0, "<pad>": 1})";
+    expect_error("vocab.json: Marian's vocabulary needs <unk> and </s>");
+    std::ofstream(dir.path / "vocab.json") << R"({"</s>": 0, "<unk>": 5})";
+    expect_error("vocab.json: token ids must be 0..1, each once; found 5");
+    std::ofstream(dir.path / "tokenizer_config.json") << R"({"separate_vocabs": true})";
+    expect_error("tokenizer_config.json: separate_vocabs");
+    fs::remove(dir.path / "tokenizer_config.json");
+    EXPECT_EQ(error_of(), "no error");
+}
+
+}  // namespace
