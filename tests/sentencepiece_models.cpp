@@ -136,8 +136,11 @@ json unigram_json_of(Side side, SpmLayout layout) {
                          {"special", true}});
     const std::string meta = "\xE2\x96\x81";  // ▁
     const json precompiled = {{"type", "Precompiled"}, {"precompiled_charsmap", "AA=="}};
-    const json metaspace = {{"type", "Metaspace"}, {"replacement", meta}, {"add_prefix_space", true}};
     const bool first = layout == SpmLayout::first;
+    // The first converter wrote add_prefix_space; the current one, prepend_scheme and split.
+    const json metaspace =
+        first ? json{{"type", "Metaspace"}, {"replacement", meta}, {"add_prefix_space", true}}
+              : json{{"type", "Metaspace"}, {"replacement", meta}, {"prepend_scheme", "always"}, {"split", true}};
     const json normalizer = first
                                 ? precompiled
                                 : json{{"type", "Sequence"},

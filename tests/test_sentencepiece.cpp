@@ -41,8 +41,9 @@ std::vector<std::string> texts() {
         std::ifstream in(docs / doc);
         for (std::string line; std::getline(in, line);) {
             // The control pieces' text is an added token to the port, plain text to spm_encode.
-            const bool control = line.find("<s>") != std::string::npos || line.find("</s>") != std::string::npos ||
-                                 line.find("<unk>") != std::string::npos;
+            bool control = false;
+            for (const char* token : {"<s>", "</s>", "<unk>", "<pad>"})
+                control |= line.find(token) != std::string::npos;
             if (!line.empty() && !control) out.push_back(line);
         }
     }
@@ -88,7 +89,8 @@ TEST_F(MarianFiles, EachSideAsMarianTokenizer) {
     EXPECT_EQ(tokenizer.vocab_size(), static_cast<int32_t>(marian_vocab().size()));
     std::vector<std::string> cases = texts();
     cases.resize(60);
-    for (const char* text : {">>fr<< Hello world", ">>xx<<Hello", ">>de<<", "Hi >>fr<< there"}) cases.push_back(text);
+    for (const char* text : {">>fr<< Hello world", ">>xx<<Hello", ">>de<<", "Hi >>fr<< there", ">>fr<< a << b"})
+        cases.push_back(text);
     int sides_differ = 0;
     for (const std::string& text : cases) {
         const std::vector<int32_t> source = tokenizer.encode(text), target = tokenizer.encode_target(text);
@@ -148,8 +150,71 @@ TEST_F(MarianFiles, BadFilesAreRefusedInOneLine) {
     expect_error("vocab.json: token ids must be 0..1, each once; found 5");
     std::ofstream(dir.path / "tokenizer_config.json") << R"({"separate_vocabs": true})";
     expect_error("tokenizer_config.json: separate_vocabs");
-    fs::remove(dir.path / "tokenizer_config.json");
+    std::ofstream(dir.path / "tokenizer_config.json") << R"({"separate_vocabs": "no"})";  // true to Python
+    expect_error("tokenizer_config.json: separate_vocabs \"no\"");
+    std::ofstream(dir.path / "tokenizer_config.json") << R"({"separate_vocabs": [)";
+    expect_error("tokenizer_config.json: ");
+    std::ofstream(dir.path / "tokenizer_config.json") << R"({"separate_vocabs": false, "source_lang": "en"})";
     EXPECT_EQ(error_of(), "no error");
+}
+
+// A SentencePiece model with a normalizer_spec appended whose
+// precompiled_charsmap is `charsmap`: protobuf merges it into the model's own.
+std::string with_charsmap(const std::string& model, const std::string& charsmap) {
+    auto varint = [](uint64_t v) {
+        std::string out;
+        for (; v >= 0x80; v >>= 7) out += static_cast<char>((v & 0x7F) | 0x80);
+        return out + static_cast<char>(v);
+    };
+    const std::string spec = "\x12" + varint(charsmap.size()) + charsmap;  // field 2, bytes
+    return model + "\x1A" + varint(spec.size()) + spec;                    // field 3, a message
+}
+
+// A charsmap in darts-clone's layout, 256 units: the root's children at
+// `root_offset` ^ byte; at 1 ^ 'a', the unit of 'a', whose leaf (at 97)
+// points at `replacement_at` in `replacements`.
+std::string charsmap(uint32_t root_offset, uint32_t replacement_at, const std::string& replacements) {
+    std::vector<uint32_t> units(256, 0);
+    units[0] = root_offset << 10;
+    units[1 ^ 'a'] = 'a' | (1u << 8) | (1u << 10);  // its label, a leaf, and the leaf at (1 ^ 'a') ^ 1
+    units[(1 ^ 'a') ^ 1] = replacement_at | (1u << 31);
+    const uint32_t trie_bytes = 4 * units.size();
+    std::string blob(reinterpret_cast<const char*>(&trie_bytes), 4);
+    blob.append(reinterpret_cast<const char*>(units.data()), trie_bytes);
+    return blob + replacements;
+}
+
+// libsentencepiece follows a model's charsmap without bounds checks: a trie
+// that leads outside itself, or to a replacement past the blob's end, is
+// refused before the library sees it; a well-formed one is applied ('a' as 'b').
+TEST_F(MarianFiles, AModelsNormalizationRulesAreCheckedBeforeUse) {
+    const std::string model = headscope::read_file(dir.path / "source.spm");
+    const std::string words = "a cat", replaced = "b cbt";
+    const std::vector<int32_t> own = Tokenizer::load_directory(dir.path).encode(words);
+    std::ofstream(dir.path / "source.spm") << with_charsmap(model, charsmap(1, 0, std::string("b\0", 2)));
+    const Tokenizer a_as_b = Tokenizer::load_directory(dir.path);
+    EXPECT_EQ(a_as_b.encode(words), a_as_b.encode(replaced));
+    EXPECT_NE(a_as_b.encode(words), own);
+    for (const std::string& bad :
+         {charsmap(4096, 0, std::string("b\0", 2)), charsmap(1, 5000, std::string("b\0", 2)), charsmap(1, 0, "b")}) {
+        std::ofstream(dir.path / "source.spm") << with_charsmap(model, bad);
+        try {
+            Tokenizer::load_directory(dir.path);
+            ADD_FAILURE() << "a malformed charsmap was loaded";
+        } catch (const headscope::Error& e) {
+            EXPECT_NE(std::string(e.what()).find("source.spm: not a SentencePiece model (its normalization rules, "
+                                                 "precompiled_charsmap, are malformed)"),
+                      std::string::npos)
+                << e.what();
+        }
+    }
+    std::ofstream(dir.path / "source.spm") << model + "\x1A\xFF";
+    try {
+        Tokenizer::load_directory(dir.path);
+        ADD_FAILURE() << "a broken protobuf was loaded";
+    } catch (const headscope::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("its protobuf encoding is broken"), std::string::npos) << e.what();
+    }
 }
 
 }  // namespace

@@ -493,6 +493,16 @@ TEST_F(TokenizerJsonFile, BadFilesAreOneLineErrorsNamingTheField) {
              j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"Regex", " +("}}}, {"content", "_"}};
          },
          "normalizer.pattern: missing closing parenthesis at byte 3 of the pattern"},
+        {"Replace of the empty string",
+         [](json& j) {
+             j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"Regex", "x*"}}}, {"content", "_"}};
+         },
+         "normalizer.pattern: matches the empty string, which is not supported"},
+        {"Strip without strip_right",
+         [](json& j) {
+             j["normalizer"] = {{"type", "Strip"}, {"strip_left", true}};
+         },
+         "normalizer.strip_right: missing"},
         {"pre-tokenizer type",
          [](json& j) {
              j["pre_tokenizer"] = {{"type", "Whitespace"}};
@@ -667,6 +677,38 @@ TEST_F(TokenizerJsonFile, NormalizersThatExplodeTheTextAreAnError) {
     expect_refused();
     for (json& step : j["normalizer"]["normalizers"]) step["pattern"] = {{"Regex", "a"}};  // T5's kind of Replace
     expect_refused();
+}
+
+// A Replace normalizer's pattern meets the same limits as a Split's.
+TEST_F(TokenizerJsonFile, CatastrophicBacktrackingInAReplaceIsAnError) {
+    json j = byte_level({}, json::array());
+    j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"Regex", "(a+)+$"}}}, {"content", "x"}};
+    EXPECT_EQ(load(j).encode("aa"), (std::vector<int32_t>{'x'}));
+    try {
+        load(j).encode(std::string(40, 'a') + "b");
+        ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("normalizer.pattern: the pattern took too many steps"), std::string::npos)
+            << e.what();
+    }
+}
+
+// Strip, as Hugging Face's: the Unicode whitespace (here U+3000, a space, a
+// tab and U+00A0) off each end it names.
+TEST_F(TokenizerJsonFile, StripTakesTheWhitespaceOffTheEndsItNames) {
+    json j = byte_level({}, json::array());
+    const std::string text = "\xE3\x80\x80 ab\t\xC2\xA0";
+    auto bytes_of = [](const std::string& kept) {
+        std::vector<int32_t> ids;
+        for (char c : kept) ids.push_back(static_cast<unsigned char>(c));
+        return ids;
+    };
+    for (const auto& [left, right, kept] :
+         {std::tuple{true, true, std::string("ab")}, std::tuple{true, false, std::string("ab\t\xC2\xA0")},
+          std::tuple{false, true, std::string("\xE3\x80\x80 ab")}, std::tuple{false, false, text}}) {
+        j["normalizer"] = {{"type", "Strip"}, {"strip_left", left}, {"strip_right", right}};
+        EXPECT_EQ(load(j).encode(text), bytes_of(kept)) << left << right;
+    }
 }
 
 // A pattern that backtracks catastrophically meets PCRE2's match limit: an

@@ -61,7 +61,10 @@ void Tokenizer::encode_section(const Section& section, Scratch& scratch, std::ve
     // Prepend normalizer prepends to each), then finds the normalized added
     // tokens in it.
     Section normalized = section;
-    if (!normalizers_.empty()) normalized.text = scratch.owned.emplace_back(normalize(section.text));
+    if (!normalizers_.empty()) {
+        if (!scratch.patterns) scratch.patterns.emplace();
+        normalized.text = scratch.owned.emplace_back(normalize(section.text, *scratch.patterns));
+    }
     scratch.parts.clear();
     if (normalized_added_.empty()) {
         scratch.parts.push_back(normalized);
@@ -80,19 +83,23 @@ void Tokenizer::encode_section(const Section& section, Scratch& scratch, std::ve
 
 namespace {
 
-// `text` with each match of `regex` replaced by `replacement`; throws Error
-// when that would be longer than `max_size`.
-std::string replaced_matches(const std::string& text, const Pattern& regex, const std::string& replacement,
-                             size_t max_size) {
-    MatchScratch scratch;
+// Normalizers may lengthen a text (Llama 2's ▁ for each space makes it up
+// to three times longer), but a hostile file's never without bound.
+void check_normalized_size(size_t size, size_t max_size) {
+    if (size > max_size) throw Error("the tokenizer's normalizers make this text over 16 times longer");
+}
+
+// `text` with each match of `pattern` replaced by `replacement`.
+std::string replaced_matches(const std::string& text, const Pattern& pattern, const std::string& replacement,
+                             MatchScratch& scratch, size_t max_size) {
     std::vector<Match> matches;
-    regex.find_all(text, scratch, matches);
+    pattern.find_all(text, scratch, matches);
     std::string out;
     size_t at = 0;
     for (const Match& m : matches) {
         out.append(text, at, m.start - at).append(replacement);
         at = m.end;
-        if (out.size() > max_size) throw Error("the tokenizer's normalizers make this text over 16 times longer");
+        check_normalized_size(out.size(), max_size);
     }
     return out.append(text, at);
 }
@@ -116,52 +123,27 @@ std::string stripped(const std::string& text, bool left, bool right) {
 
 }  // namespace
 
-std::string Tokenizer::normalize(std::string_view text) const {
-    // Normalizers may lengthen a text (Llama 2's ▁ for each space makes it up
-    // to three times longer), but a hostile file's never without bound.
+std::string Tokenizer::normalize(std::string_view text, MatchScratch& scratch) const {
     const size_t max_size = 16 * text.size() + 4096;
-    auto check_size = [&](size_t size) {
-        if (size > max_size) throw Error("the tokenizer's normalizers make this text over 16 times longer");
-    };
     std::string out(text);
     for (const Normalizer& n : normalizers_) {
         switch (n.kind) {
-            case Normalizer::Kind::nfc:
-                out = to_nfc(out);
-                check_size(out.size());
-                break;
+            case Normalizer::Kind::nfc: out = to_nfc(out); break;
             case Normalizer::Kind::prepend:
-                if (out.empty()) break;
-                check_size(out.size() + n.content.size());
-                out.insert(0, n.content);
+                if (!out.empty()) out.insert(0, n.content);
                 break;
-            case Normalizer::Kind::nmt_nfkc:
-                out = nmt_nfkc_normalized(out);  // NFKC: at most 18 times longer a character, rarely
-                check_size(out.size());
-                break;
+            // NFKC: at most 18 times longer a character, rarely.
+            case Normalizer::Kind::nmt_nfkc: out = nmt_nfkc_normalized(out); break;
+            // At most about three times longer (an ideograph spaced out, a syllable decomposed).
             case Normalizer::Kind::bert:
-                // At most about three times longer (an ideograph spaced out, a syllable decomposed).
                 out = bert_normalized(out, n.clean_text, n.chinese_chars, n.strip_accents, n.lowercase);
-                check_size(out.size());
                 break;
             case Normalizer::Kind::replace:
-                if (n.regex) {
-                    out = replaced_matches(out, *n.regex, n.content, max_size);
-                    break;
-                }
-                {
-                    size_t count = 0;
-                    for (size_t at = out.find(n.pattern); at != std::string::npos;
-                         at = out.find(n.pattern, at + n.pattern.size())) {
-                        ++count;
-                    }
-                    if (n.content.size() > n.pattern.size())
-                        check_size(out.size() + count * (n.content.size() - n.pattern.size()));
-                }
-                out = replace_all(out, n.pattern, n.content);
+                out = replaced_matches(out, *n.pattern, n.content, scratch, max_size);
                 break;
             case Normalizer::Kind::strip: out = stripped(out, n.strip_left, n.strip_right); break;
         }
+        check_normalized_size(out.size(), max_size);
     }
     return out;
 }

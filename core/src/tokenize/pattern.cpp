@@ -79,6 +79,13 @@ Pattern::Pattern(std::string_view regex, bool literal, const std::string& where)
     pcre2_jit_compile(code_.get(), PCRE2_JIT_COMPLETE);
 }
 
+bool Pattern::matches_empty() const {
+    const std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> data(
+        pcre2_match_data_create_from_pattern(code_.get(), nullptr), pcre2_match_data_free);
+    if (!data) throw std::bad_alloc();
+    return pcre2_match(code_.get(), reinterpret_cast<PCRE2_SPTR>(""), 0, 0, 0, data.get(), nullptr) >= 0;
+}
+
 void Pattern::find_all(std::string_view text, MatchScratch& scratch, std::vector<Match>& out) const {
     // The budget counts the searches' time only, not the encode's other work.
     scratch.entered_ = thread_cpu_seconds();

@@ -1,6 +1,6 @@
-// PCRE2 regular expressions for tokenizer.json's pre-tokenizers (private to
-// core): compiled once, JIT where PCRE2 has it, and matched under two
-// limits, so that no pattern, however it backtracks, can hang an encode:
+// PCRE2 regular expressions for tokenizer.json's pre-tokenizers and Replace
+// normalizers (private to core): compiled once, JIT where PCRE2 has it, and
+// matched under two limits, so that no pattern, however it backtracks, can hang an encode:
 // PCRE2's step limit on each search, and one work budget for the whole
 // encode, the CPU time its searches take. A count of steps cannot be the
 // budget: PCRE2 counts backtracking points, not the bytes a repeat scans
@@ -65,6 +65,8 @@ public:
     // search goes on one code point later). Throws Error when one search
     // takes more steps than the limit, or the encode its work budget.
     void find_all(std::string_view text, MatchScratch& scratch, std::vector<Match>& out) const;
+    // Whether it matches the empty text.
+    bool matches_empty() const;
 
 private:
     std::unique_ptr<pcre2_code, decltype(&pcre2_code_free)> code_;

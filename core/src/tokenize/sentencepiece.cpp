@@ -6,6 +6,7 @@
 // every text ends with </s>.
 #include <sentencepiece_processor.h>
 
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "headscope/base/error.h"
@@ -26,14 +27,94 @@ namespace {
 // opus-mt's models have about 800 KB; a model of a million pieces, 30 MB.
 constexpr size_t max_model_bytes = 64 << 20;
 
+// The bytes of a model's normalizer_spec.precompiled_charsmap, read from the
+// protobuf wire format (ModelProto field 3, NormalizerSpec field 2; a later
+// occurrence wins, as protobuf merges them); empty when it has none. Throws
+// Error on bytes that are not the wire format.
+std::string_view precompiled_charsmap(std::string_view message, int depth = 0) {
+    auto fail = [] { throw Error("its protobuf encoding is broken"); };
+    auto varint = [&](std::string_view& in) {
+        uint64_t value = 0;
+        for (int shift = 0; shift < 64; shift += 7) {
+            if (in.empty()) fail();
+            const auto byte = static_cast<uint8_t>(in.front());
+            in.remove_prefix(1);
+            value |= uint64_t{byte & 0x7Fu} << shift;
+            if (!(byte & 0x80)) return value;
+        }
+        fail();
+        return value;
+    };
+    std::string_view charsmap;
+    for (std::string_view in = message; !in.empty();) {
+        const uint64_t key = varint(in);
+        const uint64_t field = key >> 3, wire = key & 7;
+        if (wire == 0) {
+            varint(in);
+        } else if (wire == 1 || wire == 5) {
+            const size_t size = wire == 1 ? 8 : 4;
+            if (in.size() < size) fail();
+            in.remove_prefix(size);
+        } else if (wire == 2) {
+            const uint64_t size = varint(in);
+            if (size > in.size()) fail();
+            const std::string_view bytes = in.substr(0, size);
+            in.remove_prefix(size);
+            if (depth == 0 && field == 3) {  // normalizer_spec
+                if (const std::string_view inner = precompiled_charsmap(bytes, 1); !inner.empty()) charsmap = inner;
+            } else if (depth == 1 && field == 2) {  // precompiled_charsmap
+                charsmap = bytes;
+            }
+        } else {
+            fail();  // groups: no SentencePiece message has them
+        }
+    }
+    return charsmap;
+}
+
+// libsentencepiece walks a charsmap's double-array trie (darts-clone's
+// layout: <trie bytes, 4 bytes><32-bit units><NUL-terminated replacements>)
+// without bounds checks, so Headscope checks it first: from the root and
+// from every unit a byte can reach (a value unit, bit 31 set, never matches
+// one), each of the 256 children and the leaf lie inside the trie, and each
+// leaf's replacement ends inside the blob.
+bool charsmap_is_safe(std::string_view blob) {
+    uint32_t trie_bytes = 0;
+    if (blob.size() <= sizeof trie_bytes) return true;  // the library refuses it
+    std::memcpy(&trie_bytes, blob.data(), sizeof trie_bytes);
+    if (trie_bytes >= blob.size() - sizeof trie_bytes) return true;  // likewise
+    const std::string_view trie = blob.substr(sizeof trie_bytes, trie_bytes);
+    const std::string_view replacements = blob.substr(sizeof trie_bytes + trie_bytes);
+    const size_t units = trie.size() / 4, last_nul = replacements.rfind('\0');
+    auto unit = [&](size_t i) {
+        uint32_t u = 0;
+        std::memcpy(&u, trie.data() + 4 * i, 4);
+        return u;
+    };
+    auto offset = [](uint32_t u) { return (u >> 10) << ((u & (1u << 9)) >> 6); };
+    for (size_t i = 0; i < units; ++i) {
+        const uint32_t u = unit(i);
+        if (i > 0 && (u >> 31)) continue;
+        const size_t base = i ^ offset(u);
+        if ((base | 0xFF) >= units) return false;
+        const bool has_leaf = i > 0 && ((u >> 8) & 1);
+        if (has_leaf && (last_nul == std::string_view::npos || (unit(base) & 0x7FFFFFFFu) > last_nul)) return false;
+    }
+    return units > 0;
+}
+
 void load_model(sentencepiece::SentencePieceProcessor& model, const fs::path& file) {
     if (path_kind(file) == PathKind::missing)
         throw Error(file.string() + ": missing (a Marian checkpoint has source.spm and target.spm)");
     const std::string bytes = read_file(file, "the SentencePiece model", max_model_bytes);
     std::string problem;
     try {
-        if (const auto status = model.LoadFromSerializedProto(bytes); !status.ok()) problem = status.ToString();
-    } catch (const std::exception& e) {  // its trie builder throws on some malformed models (an empty piece)
+        if (!charsmap_is_safe(precompiled_charsmap(bytes))) {
+            problem = "its normalization rules, precompiled_charsmap, are malformed";
+        } else if (const auto status = model.LoadFromSerializedProto(bytes); !status.ok()) {
+            problem = status.ToString();
+        }
+    } catch (const std::exception& e) {  // ours, or its trie builder's on some malformed models (an empty piece)
         problem = e.what();
     }
     if (!problem.empty()) throw Error(file.string() + ": not a SentencePiece model (" + problem + ")");
@@ -45,9 +126,18 @@ void refuse_separate_vocabularies(const fs::path& dir) {
     const fs::path config = dir / "tokenizer_config.json";
     if (path_kind(config) == PathKind::missing) return;
     const nlohmann::json settings = read_json_file(config, {1 << 20, 1 << 16}, "the tokenizer's settings");
-    if (settings.is_object() && settings.value("separate_vocabs", false) == true)
-        throw Error(config.string() +
-                    ": separate_vocabs: a Marian target vocabulary of its own (target_vocab.json) is not supported");
+    const auto separate = settings.is_object() ? settings.find("separate_vocabs") : settings.end();
+    // Python reads any value but these as true.
+    if (separate != settings.end() && !separate->is_null() && *separate != false)
+        throw Error(config.string() + ": separate_vocabs " + describe_json(*separate) +
+                    ": a Marian target vocabulary of its own (target_vocab.json) is not supported");
+}
+
+// The id of `symbol` in `ids` (a Tokenizer's SymbolIds), `missing` when it has none.
+template <typename Ids>
+int32_t id_or(const Ids& ids, std::string_view symbol, int32_t missing) {
+    const auto it = ids.find(symbol);
+    return it == ids.end() ? missing : it->second;
 }
 
 }  // namespace
@@ -68,10 +158,7 @@ Tokenizer Tokenizer::load_marian(const fs::path& dir) {
         tokenizer.symbol_ids_.emplace(piece, id);
         tokenizer.id_to_bytes_[static_cast<size_t>(id)] = replace_all(piece, "\xE2\x96\x81", " ");  // ▁ as a space
     });
-    auto id_of = [&](const char* token) {
-        const auto it = tokenizer.symbol_ids_.find(std::string_view(token));
-        return it == tokenizer.symbol_ids_.end() ? -1 : it->second;
-    };
+    auto id_of = [&](const char* token) { return id_or(tokenizer.symbol_ids_, token, -1); };
     tokenizer.unk_id_ = id_of("<unk>");
     const int32_t eos = id_of("</s>");
     if (tokenizer.unk_id_ < 0 || eos < 0) throw Error(vocab_name + ": Marian's vocabulary needs <unk> and </s>");
@@ -87,10 +174,7 @@ Tokenizer Tokenizer::load_marian(const fs::path& dir) {
 }
 
 void Tokenizer::sentencepiece_section(std::string_view text, Side side, std::vector<int32_t>& ids) const {
-    auto id_of = [&](std::string_view piece) {
-        const auto it = symbol_ids_.find(piece);
-        return it == symbol_ids_.end() ? unk_id_ : it->second;
-    };
+    auto id_of = [&](std::string_view piece) { return id_or(symbol_ids_, piece, unk_id_); };
     if (text.starts_with(">>")) {
         if (const size_t end = text.find("<<"); end != std::string_view::npos) {
             ids.push_back(id_of(text.substr(0, end + 2)));
@@ -101,7 +185,8 @@ void Tokenizer::sentencepiece_section(std::string_view text, Side side, std::vec
         side == Side::source ? sentencepiece_->source : sentencepiece_->target;
     std::vector<std::string> pieces;
     if (const auto status = model.Encode(text, &pieces); !status.ok())
-        throw Error("the SentencePiece model cannot encode this text (" + status.ToString() + ")");
+        throw Error(std::string(side == Side::source ? "source.spm" : "target.spm") + " cannot encode this text (" +
+                    status.ToString() + ")");
     for (const std::string& piece : pieces) ids.push_back(id_of(piece));
 }
 

@@ -104,23 +104,20 @@ private:
             t_.normalizers_.push_back(
                 {.kind = Normalizer::Kind::prepend, .content = f_.string(value, field, "prepend")});
         } else if (type == "Replace") {
-            const std::string where = JsonFields::join(field, "pattern");
-            const json& pattern = f_.required(value, field, "pattern", json::value_t::object, "an object");
+            // A String (Llama 2's " " by "▁"), or a Regex (T5's and XLM-R's " {2,}").
+            std::shared_ptr<const Pattern> pattern = read_pattern(f_, value, field);
+            // Hugging Face's would put the replacement between every two characters.
+            if (pattern->matches_empty())
+                f_.fail(JsonFields::join(field, "pattern"), "matches the empty string, which is not supported");
             const std::string to = f_.string(value, field, "content");
-            if (f_.optional(pattern, where, "Regex")) {  // T5's and XLM-R's " {2,}"
-                t_.normalizers_.push_back(
-                    {.kind = Normalizer::Kind::replace, .regex = read_pattern(f_, value, field), .content = to});
-                return;
-            }
-            const std::string from = f_.string(pattern, where, "String");
-            if (from.empty()) f_.fail(where + ".String", "empty");
-            // Llama 2's tokenizer stands ▁ for a space this way.
-            if (from == " ") space_symbol_ = to;
-            t_.normalizers_.push_back({.kind = Normalizer::Kind::replace, .pattern = from, .content = to});
-        } else if (type == "Strip") {
+            const json& spec = value.at("pattern");
+            if (const auto from = spec.find("String"); from != spec.end() && *from == " ") space_symbol_ = to;
+            t_.normalizers_.push_back(
+                {.kind = Normalizer::Kind::replace, .pattern = std::move(pattern), .content = to});
+        } else if (type == "Strip") {  // both fields required, as Hugging Face reads them
             t_.normalizers_.push_back({.kind = Normalizer::Kind::strip,
-                                       .strip_left = f_.boolean(value, field, "strip_left", true),
-                                       .strip_right = f_.boolean(value, field, "strip_right", true)});
+                                       .strip_left = f_.boolean(value, field, "strip_left"),
+                                       .strip_right = f_.boolean(value, field, "strip_right")});
         } else if (type == "Precompiled") {  // SentencePiece's charsmap: nmt_nfkc, as the reference port reads it
             t_.normalizers_.push_back({.kind = Normalizer::Kind::nmt_nfkc});
         } else if (type == "BertNormalizer") {
@@ -403,7 +400,8 @@ private:
                                            f_.boolean(entry, field, "single_word", false)};
             // Hugging Face's default, as for a token without the field: normalized.
             if (f_.boolean(entry, field, "normalized", true)) {
-                t_.normalized_added_.add(t_.normalize(content), token);
+                MatchScratch scratch;
+                t_.normalized_added_.add(t_.normalize(content, scratch), token);
             } else {
                 t_.added_.add(content, token);
             }

@@ -31,9 +31,10 @@ const std::array<char32_t, 256>& byte_to_unicode();
 // into `text`.
 std::vector<std::string_view> pretokenize(std::string_view text);
 
-class JsonFields;  // io/json_fields.h
-class Pattern;     // a compiled PCRE2 pattern (core/src/tokenize/pattern.h)
-struct Match;      // a byte range it matched
+class JsonFields;    // io/json_fields.h
+class Pattern;       // a compiled PCRE2 pattern (core/src/tokenize/pattern.h)
+class MatchScratch;  // what matching it needs
+struct Match;        // a byte range it matched
 
 class Tokenizer {
 public:
@@ -132,8 +133,7 @@ private:
         // XLM-R's) use it: controls dropped, other spaces made spaces, NFKC.
         enum class Kind : uint8_t { nfc, prepend, replace, strip, bert, nmt_nfkc };
         Kind kind{};
-        std::string pattern{};                         // replace: the string replaced
-        std::shared_ptr<const Pattern> regex{};        // replace: or a regular expression, each match replaced
+        std::shared_ptr<const Pattern> pattern{};      // replace: what is replaced, a string or a regular expression
         std::string content{};                         // prepend: what goes first; replace: the replacement
         bool strip_left = false, strip_right = false;  // strip: the whitespace at either end
         // bert (BertNormalizer): drop controls and map whitespace to spaces,
@@ -198,7 +198,7 @@ private:
     void sentencepiece_section(std::string_view text, Side side, std::vector<int32_t>& ids) const;
     // Normalizes, pre-tokenizes and encodes a section between added tokens.
     void encode_section(const Section& section, Scratch& scratch, std::vector<int32_t>& ids) const;
-    std::string normalize(std::string_view text) const;
+    std::string normalize(std::string_view text, MatchScratch& scratch) const;
     // The pieces of `section` after every pre-tokenizer, in scratch's.
     void pre_tokenize(const Section& section, Scratch& scratch) const;
     void pre_tokenize_piece(const PreTokenizer& step, const Section& piece, Scratch& scratch) const;
