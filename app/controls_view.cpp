@@ -87,7 +87,8 @@ bool target_box(Session& s, Ui& ui) {
     const bool changed = ImGui::InputTextWithHint("##target", "none: the start token alone", &s.targets[s.selected]);
     ui.layout.control("target");
     ImGui::SameLine();
-    if (ImGui::Button("next token") && !s.extend_target()) s.message = "the decoder ends the target here (</s>)";
+    if (ImGui::Button("next token"))
+        if (std::string why = s.extend_target(); !why.empty()) s.message = why;
     ui.layout.control("next token");
     if (ui.tooltips && ImGui::IsItemHovered())
         ImGui::SetTooltip(

@@ -104,15 +104,20 @@ AttentionOptions Session::maps_options_at(const ShownMaps& maps, int layer) cons
     return maps.kind == AttentionKind::encoder ? encoder_options(shown_options) : shown_options_at(layer);
 }
 
-bool Session::extend_target() {
+std::string Session::extend_target() {
     const AttentionResult& att = shown.attention;
-    if (!model().config.is_encoder_decoder() || att.top_k == 0 || selected >= att.B) return false;
+    if (!model().config.is_encoder_decoder() || att.top_k == 0 || selected >= att.B)
+        return "no prediction to append yet";
     const int32_t next = att.predictions_at(selected, length(selected) - 1)[0].id;
-    if (next == model().config.eos_token_id) return false;
+    if (next == model().config.eos_token_id) return "the decoder ends the target here (</s>)";
+    const Tokenizer& tokenizer = model().tokenizer;
+    if (next >= tokenizer.vocab_size())  // T5's embedding has rows past its tokenizer's tokens
+        return "the decoder's top token, id " + std::to_string(next) + ", is past the tokenizer's " +
+               std::to_string(tokenizer.vocab_size()) + " tokens: it has no text to append";
     targets.resize(texts.size());
-    targets[selected] += model().tokenizer.token_bytes(next);
+    targets[selected] += tokenizer.token_bytes(next);
     submit();
-    return true;
+    return "";
 }
 
 std::string Session::contributions_refusal() const {

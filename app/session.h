@@ -147,9 +147,9 @@ public:
     // The options the shown compute used for `maps` in layer `layer` (the encoder's: encoder_options).
     AttentionOptions maps_options_at(const ShownMaps& maps, int layer) const;
     // Appends the most likely next token at the end of the selected text's
-    // target (an encoder–decoder's greedy step), recomputing; false, changing
-    // nothing, where that token is the end of the sequence.
-    bool extend_target();
+    // target (an encoder–decoder's greedy step), recomputing; or, changing
+    // nothing, says why not (the end of the sequence, a token with no text).
+    std::string extend_target();
     int selected = 0;               // the text the views show
     AttentionOptions options;       // as the controls say now
     bool sliding_window_on = true;  // the model's own sliding window, when it has one: options.sliding_window

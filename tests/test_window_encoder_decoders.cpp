@@ -8,13 +8,17 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
+#include "headscope/compute/backend.h"
 #include "model_writer.h"
 #include "process.h"
 #include "screenshot.h"
 #include "seq2seq_models.h"
+#include "session.h"
 
 using namespace headscope;
 using nlohmann::json;
@@ -168,6 +172,42 @@ TEST_P(WindowDeeperDecoder, TheEncodersOwnLayerCountIsKept) {
                            std::to_string(layers), "--screenshot", (dir_->path / "never.png").string()},
                           dir_->path);
     test::expect_one_line_error(too_deep, "headscope", "--layer " + std::to_string(layers) + " out of range");
+}
+
+// "next token" appends the decoder's top token's text to the target and
+// recomputes; or, changing nothing, says why: the top token is </s>, or a
+// row of the embedding past the tokenizer's tokens (T5's checkpoints have
+// some; the test Marian's tokenizer numbers fewer pieces than its rows).
+TEST_P(WindowEncoderDecoders, NextTokenAppendsTheTopTokenOrSaysWhyNot) {
+    Session session(load_with_backend(model(), BackendChoice::cpu), {source_}, {}, true, [] {});
+    const auto settle = [&] {
+        for (int wait = 0; wait < 6000 && (session.busy() || session.shown.attention.B == 0); ++wait) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            session.collect();
+        }
+        session.collect();
+    };
+    settle();
+    const Tokenizer& tokenizer = session.model().tokenizer;
+    for (int step = 0; step < 4; ++step) {
+        const AttentionResult& att = session.shown.attention;
+        ASSERT_GT(att.top_k, 0);
+        const int32_t top = att.predictions_at(0, session.length(0) - 1)[0].id;
+        const std::string before = session.targets.empty() ? "" : session.targets[0];
+        const std::string why = session.extend_target();
+        if (top == session.model().config.eos_token_id) {
+            EXPECT_EQ(why, "the decoder ends the target here (</s>)");
+        } else if (top >= tokenizer.vocab_size()) {
+            EXPECT_NE(why.find("id " + std::to_string(top) + ", is past the tokenizer's"), std::string::npos) << why;
+        } else {
+            EXPECT_EQ(why, "");
+            EXPECT_EQ(session.targets[0], before + tokenizer.token_bytes(top));
+            settle();
+            continue;
+        }
+        EXPECT_EQ(session.targets.empty() ? "" : session.targets[0], before) << "changed without a token to append";
+        break;
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, WindowEncoderDecoders, ::testing::Values("t5", "bart", "flan_t5", "marian"),
