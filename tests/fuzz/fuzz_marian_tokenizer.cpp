@@ -14,8 +14,6 @@ using namespace headscope;
 
 namespace {
 
-constexpr std::string_view separator = "\n---\n";
-
 // Language codes, special tokens, runs of spaces, NFKC's forms, CJK and emoji.
 constexpr std::string_view sample_text =
     ">>fr<< Hello,  world</s> \xEF\xAC\x81ne caf\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC \xF0\x9F\x98\x80";
@@ -24,13 +22,11 @@ constexpr std::string_view sample_text =
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string_view input = fuzz::as_bytes(data, size);
-    const size_t split = input.find(separator);
-    const std::string_view vocab = input.substr(0, split);
-    const std::string_view model = split == std::string_view::npos ? "" : input.substr(split + separator.size());
+    const auto [vocab, model] = fuzz::split_at_dashes(input);
     const std::filesystem::path dir = fuzz::scratch_dir();
     fuzz::write_file(dir / "vocab.json", vocab);
-    fuzz::write_file(dir / "source.spm", model);
-    fuzz::write_file(dir / "target.spm", model);
+    fuzz::write_file(dir / "source.spm", model.value_or(""));
+    fuzz::write_file(dir / "target.spm", model.value_or(""));
 
     fuzz::expect_success_or_error([&] {
         const Tokenizer tokenizer = Tokenizer::load_marian(dir);

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -22,6 +23,20 @@ const std::filesystem::path& scratch_dir();
 // The fuzzer's input as bytes.
 inline std::string_view as_bytes(const uint8_t* data, size_t size) {
     return {reinterpret_cast<const char*>(data), size};
+}
+
+// An input of two files: the bytes before the first line "---" (the first
+// "\n---\n", which valid JSON, holding no raw newline in a string, never
+// has) and those after it; nullopt after when there is no separator.
+struct TwoParts {
+    std::string_view first;
+    std::optional<std::string_view> second;
+};
+inline TwoParts split_at_dashes(std::string_view input) {
+    constexpr std::string_view separator = "\n---\n";
+    const size_t at = input.find(separator);
+    if (at == std::string_view::npos) return {input, std::nullopt};
+    return {input.substr(0, at), input.substr(at + separator.size())};
 }
 
 // Replaces the file at `path` with `bytes`; aborts if it cannot.

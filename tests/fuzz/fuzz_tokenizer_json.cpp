@@ -16,8 +16,6 @@ using namespace headscope;
 
 namespace {
 
-constexpr std::string_view separator = "\n---\n";
-
 // Letters, digits, punctuation, contractions, runs of spaces, CJK, emoji and special tokens.
 constexpr std::string_view sample_text =
     "<s>Hello, world! It's 2024: they'LL see\r\n\n  naïve café 日本語 😀 <|im_start|>user\nhi<|im_end|>";
@@ -26,10 +24,8 @@ constexpr std::string_view sample_text =
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string_view input = fuzz::as_bytes(data, size);
-    const size_t split = input.find(separator);
-    const std::string_view file = input.substr(0, split);
-    const std::string_view text =
-        split == std::string_view::npos ? sample_text : input.substr(split + separator.size());
+    const auto [file, given_text] = fuzz::split_at_dashes(input);
+    const std::string_view text = given_text.value_or(sample_text);
     const std::filesystem::path path = fuzz::scratch_dir() / "tokenizer.json";
     fuzz::write_file(path, file);
 

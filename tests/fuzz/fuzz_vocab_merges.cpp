@@ -15,8 +15,6 @@ using namespace headscope;
 
 namespace {
 
-constexpr std::string_view separator = "\n---\n";
-
 // Letters, digits, punctuation, contractions, runs of spaces and CJK.
 constexpr std::string_view sample_text = "Hello, world! It's 2024: they'll see\n\n  naïve café 日本語 ;-)";
 
@@ -24,13 +22,11 @@ constexpr std::string_view sample_text = "Hello, world! It's 2024: they'll see\n
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string_view input = fuzz::as_bytes(data, size);
-    const size_t split = input.find(separator);
-    const std::string_view vocab = input.substr(0, split);
-    const std::string_view merges = split == std::string_view::npos ? "" : input.substr(split + separator.size());
+    const auto [vocab, merges] = fuzz::split_at_dashes(input);
     const std::filesystem::path vocab_path = fuzz::scratch_dir() / "vocab.json";
     const std::filesystem::path merges_path = fuzz::scratch_dir() / "merges.txt";
     fuzz::write_file(vocab_path, vocab);
-    fuzz::write_file(merges_path, merges);
+    fuzz::write_file(merges_path, merges.value_or(""));
 
     fuzz::expect_success_or_error([&] {
         const Tokenizer tokenizer = Tokenizer::load(vocab_path, merges_path);
