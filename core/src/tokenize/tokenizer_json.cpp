@@ -380,6 +380,7 @@ private:
 
     void read_added_tokens(const json& added) {
         std::vector<bool> id_seen(id_bound_, false);
+        MatchScratch scratch;  // one for the file: its Replace patterns' work budget covers every token
         std::set<std::string> contents;
         for (size_t i = 0; i < added.size(); ++i) {
             const std::string field = JsonFields::at("added_tokens", i);
@@ -400,7 +401,6 @@ private:
                                            f_.boolean(entry, field, "single_word", false)};
             // Hugging Face's default, as for a token without the field: normalized.
             if (f_.boolean(entry, field, "normalized", true)) {
-                MatchScratch scratch;
                 t_.normalized_added_.add(t_.normalize(content, scratch), token);
             } else {
                 t_.added_.add(content, token);
