@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "headscope/compute/matmul.h"
 
@@ -205,6 +206,10 @@ Reference reference_attention(const Model& model, const std::vector<std::vector<
             if (contributing) {
                 for (int t = 0; t < T; ++t)
                     std::copy(out[t].begin(), out[t].end(), &ref.mlp_writes[((size_t(l) * B + b) * T + t) * C]);
+                for (auto& row : step) {  // rows of 1 (a fully masked row's 0.5 I: I)
+                    const double sum = std::accumulate(row.begin(), row.end(), 0.0);
+                    for (double& u : row) u /= sum;
+                }
                 Matrix next = zeros(T, T);
                 for (int q = 0; q < T; ++q)
                     for (int k = 0; k < T; ++k)

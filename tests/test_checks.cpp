@@ -11,6 +11,7 @@
 
 #include "headscope/base/error.h"
 #include "headscope/inspect/checks.h"
+#include "headscope/inspect/dance.h"
 #include "model_writer.h"
 #include "reference_forward.h"
 
@@ -246,6 +247,7 @@ TEST_F(ChecksTest, ComputeShapesOfGroupedHeads) {
     qwen3.n_kv_head = 2;
     qwen3.head_dim = 16;
     qwen3.positions = Positions::rotary;
+    qwen3.qkv_layout = QkvLayout::separate;
     std::vector<std::string> names;
     for (const ShapeRow& row : compute_shapes(qwen3, 2, 10, 4)) names.push_back(row.name);
     EXPECT_EQ(names, (std::vector<std::string>{"x", "qkv", "q", "k, v", "k, v expanded", "k, v repeated", "att",
@@ -267,6 +269,19 @@ TEST_F(ChecksTest, ComputeShapesOfGroupedHeads) {
     const std::vector<ShapeRow> resplit = compute_shapes(qwen3, 1, 3, 8);
     EXPECT_EQ(resplit[3].shape, (std::vector<int64_t>{1, 4, 3, 8}));
     EXPECT_THROW(compute_shapes(qwen3, 1, 3, 3), Error);
+    // The repeat copies where the dance's strides need a new buffer (two
+    // key/value heads), and is a view where they do not (2 heads: one key/value head).
+    for (int n_head : {4, 2}) {
+        const Dance dance = reshape_dance(1, 3, qwen3, n_head, Split::transpose);
+        const bool copied = std::any_of(dance.buffers.begin(), dance.buffers.end(),
+                                        [](const DanceBuffer& b) { return b.name == "k_repeated"; });
+        for (const ShapeRow& row : compute_shapes(qwen3, 1, 3, n_head)) {
+            if (row.name == "k, v repeated") {
+                EXPECT_EQ(row.what.find("copies") != std::string::npos, copied) << n_head << ": " << row.what;
+            }
+        }
+        EXPECT_EQ(copied, n_head == 4);
+    }
 }
 
 // The model table names the GPT-2 test model's configuration in words.

@@ -277,9 +277,12 @@ TEST_P(FamilyPredictions, ContributionsAddUpToTheLogit) {
                 for (int h = 0; h < NH; ++h) sum += got.head_logit_attribution[((size_t(l) * B + b) * NH + h) * T + t];
             const double tolerance = 1e-4 * (1 + std::abs(got.attributed_logit[at]));
             EXPECT_NEAR(sum, got.attributed_logit[at], tolerance) << "text " << b << " position " << t;
+        }
+        for (int t = 0; t < T; ++t) {  // padding rows too
+            const size_t at = static_cast<size_t>(b) * T + t;
             double row = 0;
             for (int k = 0; k < T; ++k) row += got.rollout[at * T + k];
-            EXPECT_NEAR(row, 1.0, 1e-5);
+            EXPECT_NEAR(row, 1.0, 1e-5) << "text " << b << " position " << t;
         }
         const int32_t token = got.predictions_at(b, length - 1)[0].id;
         const size_t last = static_cast<size_t>(b) * T + length - 1;

@@ -13,13 +13,14 @@ using namespace headscope;
 namespace {
 
 // Every layer has the same four heads: 0 looks at the previous token, 1
-// spreads evenly over the causal prefix, 2 looks at the first token, 3 (on a
+// spreads evenly over the keys the mask shows (the causal prefix, or every
+// token), 2 looks at the first token, 3 (on a
 // run followed by its repeat) at the token after the earlier occurrence.
 class DrawnHeadsBackend : public Backend {
 public:
     std::string name() const override { return "drawn"; }
     void load_weights(const Model&) override {}
-    void forward(const Batch& batch, const AttentionOptions&, AttentionResult& r, PrefixCache*,
+    void forward(const Batch& batch, const AttentionOptions& options, AttentionResult& r, PrefixCache*,
                  const Progress&) override {
         const std::vector<int32_t>& ids = batch.token_ids.front();
         const int T = static_cast<int>(ids.size()), R = T / 2;
@@ -38,7 +39,8 @@ public:
                 float* row2 = row1 + static_cast<size_t>(T) * T;
                 float* row3 = row2 + static_cast<size_t>(T) * T;
                 row0[std::max(i - 1, 0)] = 1;
-                for (int j = 0; j <= i; ++j) row1[j] = 1.f / static_cast<float>(i + 1);
+                const int seen = options.causal ? i + 1 : T;
+                for (int j = 0; j < seen; ++j) row1[j] = 1.f / static_cast<float>(seen);
                 row2[0] = 1;
                 row3[repeated && i >= R ? i - R + 1 : i] = 1;
             }
@@ -100,6 +102,21 @@ TEST(Probes, ScoresEqualTheirClosedFormsOnDrawnHeads) {
 
         EXPECT_DOUBLE_EQ(induction.induction, 1);
         EXPECT_DOUBLE_EQ(induction.current_token, 1);  // the texts are not repeats
+    }
+}
+
+// An encoder's rows see every token: a head spread evenly over them has
+// entropy ln T in every row, not ln(i + 1).
+TEST(Probes, AnEncodersEntropyCountsEveryKey) {
+    Model model = two_layer_four_head_model();
+    model.config.causal = false;
+    DrawnHeadsBackend backend;
+    const std::vector<std::vector<int32_t>> texts = {{1, 2, 3, 4, 5}, {9, 8, 7, 6, 5, 4, 3, 2, 1}};
+    const ProbeReport report = probe_heads(backend, model, texts, 0);
+    const double rows_mean = (4 * std::log(5.0) + 8 * std::log(9.0)) / 12;
+    for (int l = 0; l < 2; ++l) {
+        EXPECT_NEAR(report.heads[l * 4 + 1].entropy, rows_mean, 1e-6);
+        EXPECT_DOUBLE_EQ(report.heads[l * 4 + 0].entropy, 0);
     }
 }
 

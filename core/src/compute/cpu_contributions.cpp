@@ -29,7 +29,7 @@ float dot(const float* a, const float* b, int n) {
 }  // namespace
 
 // This layer's heads' outputs kept for the attribution, its step of the
-// rollout (text by text: R = A' R, A' = (mean of the heads' maps + I) / 2)
+// rollout (text by text: R = A' R, A' = (mean of the heads' maps + I) / 2, rows of 1)
 // and, for a returned layer, the value-weighted maps: alpha_qk times
 // ||v_k W_O^h||, v_k of the key/value head query head h reads.
 void CpuForward::contribute(const Model& model, const Batch& batch, const HeadSplit& split, const LayerAt& at,
@@ -43,6 +43,8 @@ void CpuForward::contribute(const Model& model, const Batch& batch, const HeadSp
         RowMajor step = RowMajor::Identity(T, T) * 0.5f;
         for (int h = 0; h < NH; ++h)
             step += Eigen::Map<const RowMajor>(at.att + (static_cast<size_t>(b) * NH + h) * TT, T, T) * (0.5f / NH);
+        // Rows renormalised, as Abnar & Zuidema's: a fully masked (padding) row's 0.5 I becomes I.
+        step.array().colwise() /= step.rowwise().sum().array();
         Eigen::Map<RowMajor> rollout(result.rollout.data() + b * TT, T, T);
         if (at.layer == 0)
             rollout = step;

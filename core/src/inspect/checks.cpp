@@ -190,7 +190,12 @@ std::vector<ShapeRow> compute_shapes(const Config& config, int B, int T, int NH)
                         "(B, NKV, NH/NKV, T, hs)",
                         {B, NKV, g, T, hs},
                         "one per query head of the group: stride 0, no copy"});
-        rows.push_back({"k, v repeated", "(B, NH, T, hs)", {B, NH, T, hs}, "reshape copies each key/value head"});
+        // With one key/value head its axis has size 1, and reshape merges the stride-0 axis as a view.
+        rows.push_back(
+            {"k, v repeated",
+             "(B, NH, T, hs)",
+             {B, NH, T, hs},
+             NKV == 1 ? "reshape: a view of the one key/value head, no copy" : "reshape copies each key/value head"});
     }
     rows.push_back({"att", "(B, NH, T, T)", {B, NH, T, T}, "scores, masked and softmaxed: the maps"});
     rows.push_back({"att @ v", "(B, NH, T, hs)", {B, NH, T, hs}, "each head's output"});

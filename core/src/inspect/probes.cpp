@@ -76,7 +76,7 @@ ProbeReport probe_heads(Backend& backend, const Model& model, const std::vector<
                     s.previous_token += row[i - 1];
                     s.first_token += row[0];
                     s.current_token += row[i];
-                    s.entropy += row_entropy(row, i + 1);
+                    s.entropy += row_entropy(row, T);  // every key: a decoder's past ones, an encoder's all
                 }
             }
         report.rows += static_cast<size_t>(T - 1);

@@ -150,7 +150,7 @@ struct AttentionResult {
     // projection, no bias).
     AlignedVector<float> value_weighted;  // (layers.size(), B, NH, T, T)
     // Abnar and Zuidema's rollout over every layer: R = A'_{L-1} ... A'_0,
-    // A'_l = (the mean of layer l's heads' maps + I) / 2.
+    // A'_l = (the mean of layer l's heads' maps + I) / 2, rows renormalised to 1.
     AlignedVector<float> rollout;  // (B, T, T)
     // The direct logit attribution of the top-1 next token at each position
     // (predictions_at(b, t)[0]; 0 at padded positions): each part's

@@ -59,7 +59,8 @@ HeatmapImage rollout_image(const AttentionResult& result, const AttentionOptions
                            int max_side);
 
 // Head h's sink mass: the weight its query rows 1..length-1 give key 0, on
-// average (row 0 sees only key 0 under the causal mask, and says nothing).
+// average (under the causal mask row 0 sees only key 0 and says nothing; an
+// encoder's row 0 is left out alike, so that the measure is the same one).
 // 0 for a one-token text.
 float sink_mass(const AttentionResult& result, int layer_slot, int b, int h, int length);
 
