@@ -58,8 +58,10 @@ std::string row_label(const Session& session, const Dance& d, const DanceBuffer&
 }
 
 // Every position (row-major over order's shape) that reads storage element
-// `storage`: one, or one per index along each axis of stride 0 (an expand).
+// `storage`: one, one per index along each axis of stride 0 (an expand), or
+// none (a split's view of another piece of its buffer).
 std::vector<int64_t> positions_of(const StridedLayout& order, int64_t storage) {
+    if (!order.reads(storage)) return {};
     const StridedLayout row_major = StridedLayout::contiguous(order.shape);
     std::vector<int64_t> index = order.index_of(storage), positions;
     int d;
@@ -91,9 +93,9 @@ std::pair<int, int64_t> label_dimension(const std::vector<int64_t>& shape, int64
 
 }  // namespace
 
-ImU32 owner_color(int64_t head, int NH, int64_t t, int T) {
+ImU32 owner_color(int64_t head, int NH, int64_t t, int T, bool read) {
     float r, g, b;
-    const float value = 0.4f + 0.6f * static_cast<float>(t) / static_cast<float>(std::max(1, T - 1));
+    const float value = (0.4f + 0.6f * static_cast<float>(t) / static_cast<float>(std::max(1, T - 1))) / (read ? 1 : 3);
     ImGui::ColorConvertHSVtoRGB(static_cast<float>(head) / static_cast<float>(NH), 0.65f, value, r, g, b);
     return ImGui::ColorConvertFloat4ToU32(ImVec4(r, g, b, 1));
 }
@@ -273,6 +275,9 @@ void DanceView::buffer_grid(const Session& session, Ui& ui) {
     if (buffer.kv)
         ImGui::Text("These are keys: key/value head k has the hue of query head k x %d, the first of its group.",
                     d.group());
+    if (step.layout.numel() < element_count(buffer.shape))
+        ImGui::Text("Dark: the floats of '%s' this step's view does not read (the split's other pieces).",
+                    buffer.name.c_str());
 
     // One cell width for both grids (a float is as wide in each); each grid's rows fill the height.
     const float cell_w = std::max(min_cell, std::floor(std::min(max_cell, width / static_cast<float>(across / group))));
@@ -294,7 +299,10 @@ void DanceView::buffer_grid(const Session& session, Ui& ui) {
 
 int64_t DanceView::grid(const Session& session, Ui& ui, const Grid& g, const Cells& cells) {
     const Dance& d = *dance_;
-    const int buffer = d.steps[step_ - 1].buffer, heads = d.heads(buffer);
+    const DanceStep& step = d.steps[step_ - 1];
+    const int buffer = step.buffer;
+    // A split's piece reads part of its buffer: the rest is drawn dark.
+    const bool partial = step.layout.numel() < element_count(d.buffers[buffer].shape);
     const int64_t cols = g.row / cells.group, rows = g.order.numel() / g.row;
     ImGui::BeginGroup();
     const ImVec2 origin = ImGui::GetCursorScreenPos();
@@ -311,10 +319,12 @@ int64_t DanceView::grid(const Session& session, Ui& ui, const Grid& g, const Cel
     for (int64_t r = first_row; r < end_row; ++r)
         for (int64_t c = 0; c < cols; ++c) {
             const int64_t position = r * g.row + c * cells.group;
-            const ElementOwner owner = d.owner(buffer, g.order.storage_index(position));
+            const int64_t storage = g.order.storage_index(position);
+            const ElementOwner owner = d.owner(buffer, storage);
             const ImVec2 min(origin.x + c * cells.w, origin.y + r * cells.h);
             draw->AddRectFilled(min, ImVec2(min.x + cells.w - gap, min.y + cells.h - gap),
-                                owner_color(owner.head, heads, owner.t, std::max(d.T, d.S)));
+                                owner_color(owner.head, d.heads(owner), owner.t, std::max(d.T, d.S),
+                                            !partial || step.layout.reads(storage)));
         }
     ui.layout.grid({{"view", g.id},
                     {"step", step_},
@@ -374,14 +384,19 @@ void DanceView::tooltip(const Session& session, int64_t storage) {
         static_cast<long long>(owner.t),
         dance_token(session, of_source(kind_, buffer.dims), static_cast<int>(owner.b), static_cast<int>(owner.t))
             .c_str(),
-        buffer.kv ? "key/value head" : "head", static_cast<long long>(owner.head));
+        owner.kv ? "key/value head" : "head", static_cast<long long>(owner.head));
     ImGui::Text("as written %s: %s", shape_string(buffer.dims).c_str(),
                 shape_string(StridedLayout::contiguous(buffer.shape).index_of(storage)).c_str());
     const size_t copies = positions_of(step.layout, storage).size();
-    ImGui::Text(
-        "under this step's view %s: %s%s", shape_string(step.dims).c_str(),
-        shape_string(step.layout.index_of(storage)).c_str(),
-        copies > 1 ? (" and the other " + std::to_string(copies - 1) + " indices of its stride-0 axis").c_str() : "");
+    if (copies == 0)
+        ImGui::Text("not read by this step's view %s: another piece of '%s'", shape_string(step.dims).c_str(),
+                    buffer.name.c_str());
+    else
+        ImGui::Text("under this step's view %s: %s%s", shape_string(step.dims).c_str(),
+                    shape_string(step.layout.index_of(storage)).c_str(),
+                    copies > 1
+                        ? (" and the other " + std::to_string(copies - 1) + " indices of its stride-0 axis").c_str()
+                        : "");
     ImGui::EndTooltip();
 }
 

@@ -30,8 +30,10 @@ namespace headscope {
 // picks the hue (head / NH of the colour wheel), the token the lightness (HSV
 // value from 0.4 for the first token to 1 for the last), saturation 0.65.
 // Keys are owned by key/value heads: `head` of NKV, so that key/value head k
-// has the hue of query head k * NH / NKV, the first of its group.
-ImU32 owner_color(int64_t head, int NH, int64_t t, int T);
+// has the hue of query head k * NH / NKV, the first of its group. A float
+// the step's view does not read (another piece of a split) has a third of
+// that value.
+ImU32 owner_color(int64_t head, int NH, int64_t t, int T, bool read = true);
 
 class DanceView {
 public:

@@ -380,7 +380,8 @@ TEST_F(CliTest, DancePrintsStepsAndTheNaiveSplitsError) {
     EXPECT_EQ(j["d_head"], hs);
     ASSERT_EQ(j["steps"].size(), 8u);
     EXPECT_EQ(j["steps"][2]["shape"], json::array({B, NH, T, hs}));
-    EXPECT_EQ(j["steps"][2]["strides"], json::array({T * C, hs, C, 1}));
+    EXPECT_EQ(j["steps"][0]["buffer"], "qkv");  // GPT-2's c_attn output, split: Q's rows are 3C apart
+    EXPECT_EQ(j["steps"][2]["strides"], json::array({T * 3 * C, hs, 3 * C, 1}));
     EXPECT_EQ(j["steps"][2]["contiguous"], false);
     EXPECT_EQ(j["steps"][6]["strides"], json::array({T * C, C, hs, 1}));
     EXPECT_EQ(j["steps"][6]["contiguous"], true);

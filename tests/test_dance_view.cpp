@@ -33,18 +33,21 @@ struct Owner {
     int t, head;
 };
 
-// app/dance_view.h: hue = head / NH, saturation 0.65, value from 0.4 (first token) to 1 (last).
-std::array<double, 3> owner_rgb(const Owner& o, const Sizes& s) {
-    return test::hsv_to_rgb(double(o.head) / s.NH, 0.65, 0.4 + 0.6 * o.t / (s.T - 1));
+// app/dance_view.h: hue = head / NH, saturation 0.65, value from 0.4 (first
+// token) to 1 (last), a third of that for a float the step's view does not read.
+std::array<double, 3> owner_rgb(const Owner& o, const Sizes& s, bool read) {
+    return test::hsv_to_rgb(double(o.head) / s.NH, 0.65, (0.4 + 0.6 * o.t / (s.T - 1)) / (read ? 1 : 3));
 }
 
 // Who wrote float n of the buffer a step views, from the buffer's shape:
-// Q and the merged output are (B, T, C) with head h in channels [h*hs, (h+1)*hs);
-// the weights are (B, NH, T, T) with the query token third; the per-head
-// output is (B, NH, T, hs).
+// c_attn's output is (B, T, 3C), [Q | K | V] with head h in channels
+// [h*hs, (h+1)*hs) of each third; the naive split's copy of Q and the merged
+// output are (B, T, C) alike; the weights are (B, NH, T, T) with the query
+// token third; the per-head output is (B, NH, T, hs).
 Owner owner(const std::string& buffer, int64_t n, const Sizes& s) {
     const int T = s.T, hs = s.C / s.NH;
-    if (buffer == "q" || buffer == "y_merged") return {int(n / s.C % T), int(n % s.C / hs)};
+    if (buffer == "qkv") return {int(n / (3 * s.C) % T), int(n % (3 * s.C) % s.C / hs)};
+    if (buffer == "q_copied" || buffer == "y_merged") return {int(n / s.C % T), int(n % s.C / hs)};
     if (buffer == "att") return {int(n / T % T), int(n / (T * T) % s.NH)};
     EXPECT_EQ(buffer, "y");
     return {int(n / hs % T), int(n / (T * hs) % s.NH)};
@@ -104,16 +107,19 @@ protected:
         return shot;
     }
 
-    // Every cell's centre pixel has its float's owner's colour; returns the owners in the cells' order.
+    // Every cell's centre pixel has its float's owner's colour, dark where
+    // the step's view does not read it (GPT-2's steps on c_attn's output read
+    // Q's third of each row); returns the owners in the cells' order.
     std::vector<Owner> check_pixels(const Shot& shot, const json& cells, const std::string& buffer, const Sizes& s) {
         std::vector<Owner> owners;
         for (const json& cell : cells) {
             const Owner o = owner(buffer, cell["index"], s);
+            const bool read = buffer != "qkv" || cell["index"].get<int64_t>() % (3 * s.C) < s.C;
             owners.push_back(o);
             const int x = int(cell["x"].get<double>() + cell["w"].get<double>() / 2);
             const int y = int(cell["y"].get<double>() + cell["h"].get<double>() / 2);
             const std::array<int, 3> got = shot.image.at(x, y);
-            const std::array<double, 3> want = owner_rgb(o, s);
+            const std::array<double, 3> want = owner_rgb(o, s, read);
             for (int c = 0; c < 3; ++c)
                 EXPECT_NEAR(got[c], want[c], 2.0)
                     << buffer << " float " << cell["index"] << " token " << o.t << " head " << o.head;
@@ -144,7 +150,9 @@ protected:
             EXPECT_NEAR(shot.description["naive_view_max_diff"].get<double>(), cli["naive_view_max_diff"].get<double>(),
                         1e-6);
 
-            const int64_t numel = buffer == "att" ? int64_t(B) * NH * T * T : int64_t(B) * T * C;
+            const int64_t numel = buffer == "att"   ? int64_t(B) * NH * T * T
+                                  : buffer == "qkv" ? int64_t(B) * T * 3 * C
+                                                    : int64_t(B) * T * C;
             EXPECT_EQ(shot.memory.size(), size_t(numel));
             std::set<int64_t> indices;
             for (const json& cell : shot.memory) {
@@ -157,9 +165,11 @@ protected:
             EXPECT_EQ(*indices.rbegin(), numel - 1);
             owners.push_back(check_pixels(shot, shot.memory, buffer, {T, C, NH}));
 
-            // A transposed view must be drawn in its own order too.
+            // A transposed or split view must be drawn in its own order too.
             if (!want["contiguous"].get<bool>()) {
-                EXPECT_EQ(shot.read.size(), size_t(numel));
+                int64_t viewed = 1;
+                for (const json& size : want["shape"]) viewed *= size.get<int64_t>();
+                EXPECT_EQ(shot.read.size(), size_t(viewed));
             }
             for (const json& cell : shot.read) EXPECT_EQ(cell["index"], storage_at(want, cell["position"]));
             check_pixels(shot, shot.read, buffer, {T, C, NH});
@@ -200,7 +210,7 @@ TEST_F(DanceViewTest, NaiveSplitsHeadsHoldSeveralHeadsChannels) {
     const int T = 11;
     const Shot naive = shoot("naive-view", 2), correct = shoot("transpose", 3);
     auto first_head_owners = [&](const Shot& shot) {
-        const std::vector<Owner> owners = check_pixels(shot, shot.read, "q", {T, C, NH});
+        const std::vector<Owner> owners = check_pixels(shot, shot.read, shot.description["buffer"], {T, C, NH});
         std::set<int> heads;
         for (size_t i = 0; i < owners.size(); ++i)
             if (shot.read[i]["position"].get<int64_t>() < T * hs) heads.insert(owners[i].head);
@@ -222,13 +232,13 @@ TEST_F(DanceViewTest, WideBuffersDrawOneCellPerFewFloatsOfOneOwner) {
     const Sizes wide{11, 256, 4};
     test::write_test_model(dir_->path / "wide", {.n_layer = 1, .n_head = wide.NH, .n_embd = wide.C, .n_positions = 16});
     const Shot shot = shoot("transpose", 3, "wide");
-    ASSERT_EQ(shot.memory.size(), size_t(B) * wide.T * wide.C);
-    ASSERT_EQ(shot.read.size(), shot.memory.size());
+    ASSERT_EQ(shot.memory.size(), size_t(B) * wide.T * 3 * wide.C);
+    ASSERT_EQ(shot.read.size(), size_t(B) * wide.T * wide.C);
     std::set<std::pair<double, double>> rects;
     for (const json& cell : shot.memory) rects.insert({cell["x"].get<double>(), cell["y"].get<double>()});
     EXPECT_LE(rects.size(), shot.memory.size() / 2);  // at least two floats a cell
-    check_pixels(shot, shot.memory, "q", wide);
-    check_pixels(shot, shot.read, "q", wide);
+    check_pixels(shot, shot.memory, "qkv", wide);
+    check_pixels(shot, shot.read, "qkv", wide);
 }
 
 }  // namespace

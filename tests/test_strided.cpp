@@ -184,21 +184,49 @@ TEST(Strided, IndexOfInvertsStorageIndex) {
     EXPECT_EQ(q.index_of(12), (Dims{0, 1, 1, 0}));
 }
 
+// GPT-2's Q is the first piece of c_attn's (B, T, 3C) output split three
+// ways (q, k, v = c_attn(x).split(C, dim=2)): its rows are 3C floats apart,
+// as PyTorch's q.stride() is (3TC, 3C, 1).
+// x = torch.empty(2, 3, 24); q, k, v = x.split(8, dim=2): k.stride() is
+// (72, 24, 1) and k.storage_offset() 8; k.view(2, 3, 2, 4) has strides
+// (72, 24, 4, 1); k.view(2, 2, 3, 4) raises; k reads floats 8..15 of each row.
+TEST(Strided, NarrowIsAPieceOfASplit) {
+    const StridedLayout k = StridedLayout::contiguous({2, 3, 24}).narrow(2, 8, 8);
+    EXPECT_EQ(k.shape, (Dims{2, 3, 8}));
+    EXPECT_EQ(k.strides, (Dims{72, 24, 1}));
+    EXPECT_EQ(k.offset, 8);
+    EXPECT_FALSE(k.is_contiguous());
+    EXPECT_EQ(k.view({2, 3, 2, 4}).strides, (Dims{72, 24, 4, 1}));
+    EXPECT_EQ(k.view({2, 3, 2, 4}).offset, 8);
+    EXPECT_FALSE(k.try_view({2, 2, 3, 4}));
+    for (int64_t n = 0; n < 2 * 3 * 24; ++n) {
+        EXPECT_EQ(k.reads(n), n % 24 >= 8 && n % 24 < 16) << n;
+        if (k.reads(n)) {
+            EXPECT_EQ(k.storage_index(k.index_of(n)), n);
+        }
+    }
+    EXPECT_EQ(k.index_of(24 + 9), (Dims{0, 1, 1}));
+    EXPECT_THROW(k.narrow(2, 4, 5), Error);
+    EXPECT_THROW(k.narrow(3, 0, 1), Error);
+}
+
 TEST(Dance, TransposeWalkShapesStridesAndCopies) {
     const int B = 2, T = 3, C = 8, NH = 2, hs = 4;
     const Dance d = reshape_dance(B, T, gpt2(C, NH), 0, Split::transpose);
     ASSERT_EQ(d.steps.size(), 8u);
+    EXPECT_EQ(d.buffers[d.steps[0].buffer].name, "qkv");
+    EXPECT_EQ(d.buffers[d.steps[0].buffer].shape, (Dims{B, T, 3 * C}));
     const std::vector<Dims> shapes = {{B, T, C},      {B, T, NH, hs}, {B, NH, T, hs}, {B, NH, T, T},
                                       {B, NH, T, hs}, {B, T, NH, hs}, {B, T, NH, hs}, {B, T, C}};
-    const std::vector<Dims> strides = {{T * C, C, 1},
-                                       {T * C, C, hs, 1},
-                                       {T * C, hs, C, 1},
+    const std::vector<Dims> strides = {{T * 3 * C, 3 * C, 1},
+                                       {T * 3 * C, 3 * C, hs, 1},
+                                       {T * 3 * C, hs, 3 * C, 1},
                                        {NH * T * T, T * T, T, 1},
                                        {NH * T * hs, T * hs, hs, 1},
                                        {NH * T * hs, hs, T * hs, 1},
                                        {T * C, C, hs, 1},
                                        {T * C, C, 1}};
-    const std::vector<bool> contiguous = {true, true, false, true, true, false, true, true};
+    const std::vector<bool> contiguous = {false, false, false, true, true, false, true, true};
     for (size_t s = 0; s < d.steps.size(); ++s) {
         EXPECT_EQ(d.steps[s].layout.shape, shapes[s]) << s;
         EXPECT_EQ(d.steps[s].layout.strides, strides[s]) << s;
@@ -234,13 +262,21 @@ TEST(Dance, TransposeWalkShapesStridesAndCopies) {
         }
 }
 
+// GPT-2's naive split: view refuses c_attn's split Q (a dimension of
+// (B, NH, T, hs) would span rows 3C apart), so the bug is a reshape, which
+// copies Q contiguous first; where T = NH, view succeeds and nothing is copied.
 TEST(Dance, NaiveViewMixesTokensIntoHeads) {
     const int B = 1, T = 3, C = 8, NH = 2, hs = 4;
     const Dance d = reshape_dance(B, T, gpt2(C, NH), 0, Split::naive_view);
     ASSERT_EQ(d.steps.size(), 5u);
     const DanceStep& split = d.steps[1];
+    EXPECT_EQ(d.buffers[split.buffer].name, "q_copied");
+    EXPECT_NE(split.code.find(".reshape(B, NH, T, hs)"), std::string::npos) << split.code;
     EXPECT_EQ(split.layout.shape, (Dims{B, NH, T, hs}));
     EXPECT_TRUE(split.layout.is_contiguous());
+    const Dance square = reshape_dance(1, 2, gpt2(C, NH), 0, Split::naive_view);  // T = NH
+    EXPECT_EQ(square.steps[1].buffer, square.steps[0].buffer);
+    EXPECT_EQ(square.steps[1].layout.strides, (Dims{2 * 3 * C, 3 * C, hs, 1}));
     // "Head" 0, row 1 is the second run of hs floats: token 0's head-1 channels, not token 1's.
     for (int64_t i = 0; i < hs; ++i) {
         const ElementOwner o = d.owner(split.buffer, split.layout.storage_index(Dims{0, 0, 1, i}));
@@ -348,9 +384,11 @@ TEST(Dance, GroupedRotaryWalkExpandsKeysWithStrideZeroThenCopies) {
         EXPECT_EQ(o.b, n / (NH * T * hs));
         EXPECT_EQ(o.head, n / (T * hs) % NH / g);
         EXPECT_EQ(o.t, n / hs % T);
+        EXPECT_TRUE(o.kv);
+        EXPECT_EQ(d.heads(o), NKV);
     }
-    EXPECT_EQ(d.heads(repeated.buffer), NKV);
-    EXPECT_EQ(d.heads(d.steps[10].buffer), NH);
+    EXPECT_FALSE(d.owner(d.steps[10].buffer, 0).kv);  // the weights: query heads'
+    EXPECT_EQ(d.heads(d.owner(d.steps[10].buffer, 0)), NH);
     // In the rotated keys' memory (B, T, NKV, hs), channel c of a token is key/value head c / hs's.
     for (int64_t n = 0; n < B * T * NKV * hs; ++n) {
         EXPECT_EQ(d.owner(rotated.buffer, n).head, n % (NKV * hs) / hs);
@@ -386,6 +424,52 @@ TEST(Dance, HeadSizeComesFromTheSplitNotC) {
     EXPECT_EQ(resplit.hs, 8);
     EXPECT_EQ(resplit.rope_dims, 8);
     EXPECT_THROW(reshape_dance(1, 5, qwen3, 3, Split::transpose), Error);
+}
+
+// A projection of its own (BERT's query): Q is a contiguous (B, T, C) buffer,
+// and the naive split's view of it succeeds without a copy.
+TEST(Dance, SeparateProjectionIsContiguous) {
+    Config bert = gpt2(8, 2);
+    bert.architecture = "bert";
+    bert.qkv_layout = QkvLayout::separate;
+    const Dance d = reshape_dance(2, 3, bert, 0, Split::transpose);
+    EXPECT_EQ(d.buffers[d.steps[0].buffer].name, "q");
+    EXPECT_EQ(d.steps[0].layout.strides, (Dims{3 * 8, 8, 1}));
+    EXPECT_EQ(d.steps[2].layout.strides, (Dims{3 * 8, 4, 8, 1}));
+    const Dance naive = reshape_dance(2, 3, bert, 0, Split::naive_view);
+    EXPECT_EQ(naive.steps[1].buffer, naive.steps[0].buffer);
+    EXPECT_EQ(naive.steps[1].layout.strides, (Dims{3 * 8, 3 * 4, 4, 1}));
+}
+
+// ModernBERT's Wqkv, fused [Q | K | V] and rotary: K is the split's second
+// piece of the same buffer, NH * hs floats into each row; its owners are the
+// key/value heads.
+TEST(Dance, FusedRotaryWalkViewsKeysInTheSameBuffer) {
+    const int64_t B = 1, T = 4, C = 16, NH = 2, hs = 8, W = 3 * C;
+    Config modernbert = llama(C, NH, NH, hs);
+    modernbert.architecture = "modernbert";
+    modernbert.qkv_layout = QkvLayout::fused;
+    const Dance d = reshape_dance(B, T, modernbert, 0, Split::transpose);
+    const DanceStep &q = d.steps[0], &k = d.steps[3];
+    ASSERT_EQ(q.buffer, k.buffer);
+    EXPECT_EQ(d.buffers[q.buffer].q_width, C);
+    EXPECT_EQ(q.layout.strides, (Dims{T * W, W, 1}));
+    EXPECT_EQ(k.layout.offset, C);
+    EXPECT_EQ(k.layout.shape, (Dims{B, T, C}));
+    EXPECT_EQ(d.steps[5].layout.strides, (Dims{T * W, hs, W, 1}));  // k transposed
+    for (int64_t c = 0; c < W; ++c) {
+        const ElementOwner o = d.owner(q.buffer, W + c);  // token 1's row
+        EXPECT_EQ(o.t, 1);
+        EXPECT_EQ(o.head, c % C / hs);
+        EXPECT_EQ(o.kv, c >= C);
+        EXPECT_EQ(q.layout.reads(W + c), c < C);
+        EXPECT_EQ(k.layout.reads(W + c), c >= C && c < 2 * C);
+    }
+    // The naive split takes reshape: a copy of Q's and of K's pieces.
+    const Dance naive = reshape_dance(B, T, modernbert, 0, Split::naive_view);
+    EXPECT_EQ(naive.buffers[naive.steps[1].buffer].name, "q_copied");
+    EXPECT_EQ(naive.buffers[naive.steps[3].buffer].name, "k_copied");
+    EXPECT_TRUE(naive.buffers[naive.steps[3].buffer].kv);
 }
 
 // Pythia: no grouping, so no expand or copy; a quarter of each head rotates,

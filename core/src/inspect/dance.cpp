@@ -58,8 +58,9 @@ private:
 std::string q_title(const Config& config, const std::string& width) {
     switch (config.qkv_layout) {
         case QkvLayout::fused:
-            return "Q: the first " + width + " of the fused " + module_name(config, Weight::attn_w) +
-                   "'s outputs [Q | K | V], a (B, T, " + width + ") buffer";
+            return "Q: the first " + width + " of each token's outputs of the fused " +
+                   module_name(config, Weight::attn_w) +
+                   " [Q | K | V], split off as a view: its rows are the whole projection's width apart";
         case QkvLayout::fused_per_head:
             return "Q: the query columns of the fused " + module_name(config, Weight::attn_w) +
                    " (stored per head [q k v], gathered into [Q | K | V]), a (B, T, " + width + ") buffer";
@@ -71,8 +72,10 @@ std::string q_title(const Config& config, const std::string& width) {
 }
 std::string q_code(const Config& config, const std::string& width) {
     switch (config.qkv_layout) {
-        case QkvLayout::fused:
-            return "q = x @ W_q + b_q  # " + module_name(config, Weight::attn_w) + "'s first " + width + " columns";
+        case QkvLayout::fused: {
+            const std::string sizes = config.kv_heads() == config.n_head ? width : "[NH*hs, NKV*hs, NKV*hs]";
+            return "q, k, v = " + module_name(config, Weight::attn_w) + "(x).split(" + sizes + ", dim=2)";
+        }
         case QkvLayout::fused_per_head:
             return "q = qkv[..., Q columns]  # qkv = " + module_name(config, Weight::attn_w) + "(x)";
         case QkvLayout::separate: return "q = " + module_name(config, Weight::q_w) + "(x)";
@@ -80,13 +83,56 @@ std::string q_code(const Config& config, const std::string& width) {
     return "";
 }
 
+// Q's or K's channels of a fused [Q | K | V] projection, (B, T, heads * hs):
+// a view of its (B, T, NH*hs + 2 NKV*hs) buffer, which Q's step writes and
+// K's views again, as the projection's split gives them.
+StridedLayout fused_part(Dance& d, Walk& walk, std::string title, std::string code, bool keys,
+                         std::vector<std::string> dims) {
+    const int64_t B = d.B, T = d.T, Qw = int64_t{d.NH} * d.hs, KVw = int64_t{d.NKV} * d.hs, width = Qw + 2 * KVw;
+    const StridedLayout whole = StridedLayout::contiguous({B, T, width});
+    if (keys) {
+        const auto qkv = std::find_if(d.buffers.begin(), d.buffers.end(), [](const auto& b) { return b.q_width; });
+        return walk.view(std::move(title), std::move(code), static_cast<int>(qkv - d.buffers.begin()), std::move(dims),
+                         whole.narrow(2, Qw, KVw));
+    }
+    const std::string name = Qw == d.C && KVw == Qw ? "3C" : "(NH+2NKV)*hs";
+    const StridedLayout q = walk.write(std::move(title), std::move(code), "qkv", {"B", "T", name}, {B, T, width}, false,
+                                       std::move(dims), whole.narrow(2, 0, Qw));
+    d.buffers.back().q_width = Qw;
+    return q;
+}
+
+// The naive split of Q or K (`x`, split as `at`, (B, T, H*hs)) straight to
+// (B, H, T, hs). view succeeds on a projection of its own; a fused one's
+// split, its rows the whole projection's width apart, takes reshape, which
+// copies it contiguous and then carves it (view would refuse, unless T = H
+// or H = 1).
+StridedLayout naive_split(Dance& d, Walk& walk, const StridedLayout& at, const std::string& x, const std::string& H,
+                          int64_t heads, bool keys) {
+    const int64_t B = d.B, T = d.T, hs = d.hs;
+    const std::vector<int64_t> shape = {B, heads, T, hs};
+    if (const std::optional<StridedLayout> viewed = at.try_view(shape))
+        return walk.again("view straight to (B, " + H +
+                              ", T, hs): it succeeds, but each \"head\" now holds pieces of " + "several tokens",
+                          x + " = " + x + ".view(B, " + H + ", T, hs)  # the bug", {"B", H, "T", "hs"}, *viewed);
+    return walk.write("reshape straight to (B, " + H +
+                          ", T, hs): view refuses this split (each token's channels lie a whole projection apart), so "
+                          "reshape copies them contiguous into a new buffer, then carves it: each \"head\" holds "
+                          "pieces of several tokens",
+                      x + " = " + x + ".reshape(B, " + H + ", T, hs)  # the bug", x + "_copied", {"B", "T", H + "*hs"},
+                      {B, T, heads * hs}, keys, {"B", H, "T", "hs"},
+                      StridedLayout::contiguous({B, T, heads * hs}).view(shape));
+}
+
 // The walk of a model without groups or rotation (GPT-2's): Q alone (K and V
 // go the same way), split, attended, merged.
 void plain_walk(Dance& d, Walk& walk, const Config& config) {
     const int64_t B = d.B, T = d.T, C = d.C, NH = d.NH, hs = d.hs;
     const std::string out_proj = module_name(config, Weight::attn_proj_w);
-    const std::string title = q_title(config, "C");
-    const StridedLayout q_flat = walk.write(title, q_code(config, "C"), "q", {"B", "T", "C"}, {B, T, C});
+    const std::string title = q_title(config, "C"), code = q_code(config, "C");
+    const StridedLayout q_flat = config.qkv_layout == QkvLayout::fused
+                                     ? fused_part(d, walk, title, code, false, {"B", "T", "C"})
+                                     : walk.write(title, code, "q", {"B", "T", "C"}, {B, T, C});
     if (d.split == Split::transpose) {
         const StridedLayout split_heads =
             walk.again("view: each token's C channels become NH heads of hs; no data moves", "q = q.view(B, T, NH, hs)",
@@ -105,8 +151,7 @@ void plain_walk(Dance& d, Walk& walk, const Config& config) {
         walk.again("view back to (B, T, C), then the output projection mixes the heads",
                    "y = " + out_proj + "(y.view(B, T, C))", {"B", "T", "C"}, copied.view({B, T, C}));
     } else {
-        walk.again("view straight to (B, NH, T, hs): it succeeds, but each \"head\" now holds pieces of several tokens",
-                   "q = q.view(B, NH, T, hs)  # the bug", {"B", "NH", "T", "hs"}, q_flat.view({B, NH, T, hs}));
+        naive_split(d, walk, q_flat, "q", "NH", NH, false);
         walk.write("scores and weights per \"head\": mixed tokens attend to mixed tokens",
                    "att = softmax(q @ k.transpose(-2, -1) / sqrt(hs))", "att", {"B", "NH", "T", "T_k"}, {B, NH, T, T});
         const StridedLayout y =
@@ -126,6 +171,11 @@ StridedLayout project_and_split(Dance& d, Walk& walk, const Config& config, bool
     if (!keys) {
         title = q_title(config, "NH*hs");
         code = q_code(config, "NH*hs") + (fused ? "" : "  # NH * hs = " + std::to_string(d.NH * hs) + " columns");
+    } else if (config.qkv_layout == QkvLayout::fused) {
+        title =
+            "K: the split's second piece, a view of the same buffer from channel NH*hs of each row; V, the "
+            "third, takes the same steps";
+        code = "k  # the split's second piece; v, its third, alike";
     } else if (fused) {
         title = "K: the key columns of the same projection; V (its value columns) takes the same steps";
         code = "k = qkv[..., K columns]  # v = qkv[..., V columns] alike";
@@ -134,7 +184,9 @@ StridedLayout project_and_split(Dance& d, Walk& walk, const Config& config, bool
         title = "K: " + k + "'s NKV*hs outputs per token, NKV key/value heads; V (" + v + ") takes the same steps";
         code = "k = " + k + "(x)  # NKV * hs = " + std::to_string(d.NKV * hs) + " columns; v = " + v + "(x) alike";
     }
-    StridedLayout at = walk.write(title, code, x, {"B", "T", width}, {B, T, heads * hs}, keys);
+    StridedLayout at = config.qkv_layout == QkvLayout::fused
+                           ? fused_part(d, walk, title, code, keys, {"B", "T", width})
+                           : walk.write(title, code, x, {"B", "T", width}, {B, T, heads * hs}, keys);
 
     if (d.split == Split::transpose || config.qk_norm)
         at = walk.again("view: each token's " + width + " channels become " + H + " heads of hs; no data moves",
@@ -147,10 +199,7 @@ StridedLayout project_and_split(Dance& d, Walk& walk, const Config& config, bool
         at = walk.again("transpose(1, 2): heads before tokens, only the strides swap; no longer contiguous",
                         x + " = " + x + ".transpose(1, 2)", {"B", H, "T", "hs"}, at.transpose(1, 2));
     else
-        at = walk.again("view straight to (B, " + H + ", T, hs): it succeeds, but each \"head\" now holds pieces of " +
-                            "several tokens",
-                        x + " = " + x + ".view(B, " + H + ", T, hs)  # the bug", {"B", H, "T", "hs"},
-                        at.view({B, heads, T, hs}));
+        at = naive_split(d, walk, at, x, H, heads, keys);
     return at;
 }
 
@@ -241,16 +290,21 @@ ElementOwner Dance::owner(int buffer, int64_t n) const {
     }
     const int64_t head_dim = std::max(dim_index(buf.dims, "NH"), dim_index(buf.dims, "NKV"));
     int64_t head;
-    if (head_dim < 0)
+    bool kv = buf.kv;
+    if (head_dim < 0 && buf.q_width && index.back() >= buf.q_width) {
+        head = (index.back() - buf.q_width) % (int64_t{NKV} * hs) / hs;  // a key or value channel of [Q | K | V]
+        kv = true;
+    } else if (head_dim < 0) {
         head = index.back() / hs;  // a channel of (B, T, heads * hs)
-    else if (buf.kv && buf.dims[head_dim] == "NH")
+    } else if (buf.kv && buf.dims[head_dim] == "NH") {
         head = index[head_dim] / group();  // a copy of a key/value head, repeated for each query head of its group
-    else
+    } else {
         head = index[head_dim];
+    }
     // The query's (target) token where the buffer has one; else the source's (a cross-attention's keys).
     const int64_t query_dim = dim_index(buf.dims, "T");
     const int64_t token_dim = query_dim >= 0 ? query_dim : dim_index(buf.dims, "T_src");
-    return {index[dim_index(buf.dims, "B")], index[token_dim], head};
+    return {index[dim_index(buf.dims, "B")], index[token_dim], head, kv};
 }
 
 namespace {

@@ -73,6 +73,14 @@ std::vector<int64_t> StridedLayout::index_of(int64_t storage) const {
     return index;
 }
 
+bool StridedLayout::reads(int64_t storage) const {
+    if (storage < offset) return false;
+    const std::vector<int64_t> index = index_of(storage);
+    for (size_t d = 0; d < shape.size(); ++d)
+        if (index[d] >= shape[d]) return false;
+    return storage_index(index) == storage;
+}
+
 StridedLayout StridedLayout::view(const std::vector<int64_t>& new_shape) const {
     std::optional<StridedLayout> out = try_view(new_shape);
     if (!out) {
@@ -122,6 +130,17 @@ StridedLayout StridedLayout::transpose(int dim0, int dim1) const {
     StridedLayout out = *this;
     std::swap(out.shape[dim0], out.shape[dim1]);
     std::swap(out.strides[dim0], out.strides[dim1]);
+    return out;
+}
+
+StridedLayout StridedLayout::narrow(int dim, int64_t start, int64_t length) const {
+    const int rank = static_cast<int>(shape.size());
+    if (dim < 0 || dim >= rank || start < 0 || length < 1 || start + length > shape[dim])
+        throw Error("narrow(" + std::to_string(dim) + ", " + std::to_string(start) + ", " + std::to_string(length) +
+                    ") of shape " + shape_string(shape));
+    StridedLayout out = *this;
+    out.shape[dim] = length;
+    out.offset += start * strides[dim];
     return out;
 }
 

@@ -1,7 +1,9 @@
 // The reshape dance of multi-head attention, as strided views of the flat
 // buffers the computation writes: which steps only give the same memory new
 // strides and which write a new buffer. For the correct split (view, then
-// transpose) and for the naive one (view straight to (B,NH,T,hs)). GPT-2's
+// transpose) and for the naive one (straight to (B,NH,T,hs)). A fused
+// projection's Q and K are views into its [Q | K | V] buffer, as its split
+// gives them in PyTorch (row stride the whole projection's width). GPT-2's
 // walk follows Q alone; a model with grouped key/value heads or rotary
 // positions also walks K (V goes the same way), the rotation of Q and K, and
 // K's repeat for each query head of its group (expand, then reshape).
@@ -18,10 +20,14 @@
 namespace headscope {
 
 struct DanceBuffer {
-    std::string name;               // "q", "k", "k_repeated", "att", "y", "y_merged", ...
+    std::string name;               // "qkv", "q", "k", "k_repeated", "att", "y", "y_merged", ...
     std::vector<std::string> dims;  // the dimensions it is written in, e.g. {"B", "NH", "T", "hs"}
     std::vector<int64_t> shape;     // written contiguously in this shape
     bool kv = false;                // holds keys: its floats belong to the NKV key/value heads
+    // A fused projection's [Q | K | V] outputs: each token's first q_width
+    // channels are the query heads', then NKV * hs of keys and NKV * hs of
+    // values. 0 for any other buffer.
+    int64_t q_width = 0;
 };
 
 struct DanceStep {
@@ -35,9 +41,11 @@ struct DanceStep {
 // Whose data an element of a buffer is: the batch entry, the token (query
 // row for per-head results) and the head that wrote it, a key/value head in
 // a buffer of keys (also after the repeat: each copy is its KV head's). For
-// a (B, T, NH*hs) projection, the head is the one whose channel slice holds it.
+// a (B, T, NH*hs) projection, the head is the one whose channel slice holds
+// it; in a fused [Q | K | V] one, a key or value channel's is a key/value head.
 struct ElementOwner {
     int64_t b, t, head;
+    bool kv = false;  // `head` is a key/value head
 };
 
 struct Dance {
@@ -51,8 +59,8 @@ struct Dance {
     int group() const { return NH / NKV; }
     // The owner of element n of buffer `buffer` (its n-th in storage order).
     ElementOwner owner(int buffer, int64_t n) const;
-    // How many heads own a buffer's floats: NKV for keys, else NH.
-    int heads(int buffer) const { return buffers.at(buffer).kv ? NKV : NH; }
+    // How many heads there are of an owner's kind: NKV key/value heads, or NH query heads.
+    int heads(const ElementOwner& owner) const { return owner.kv ? NKV : NH; }
 };
 
 // The walk for B texts padded to T tokens through the attention of a model of
