@@ -162,8 +162,8 @@ Reference reference_attention(const Model& model, const std::vector<std::vector<
                 for (int t = 0; t < T; ++t)
                     for (int d = 0; d < hs; ++d)
                         for (int j = 0; j < T; ++j) y[t][d] += att[t][j] * v[j][d];
-                if (std::find(opt.ablate.begin(), opt.ablate.end(), HeadRef{l, h}) != opt.ablate.end())
-                    y = knocked_out(y, opt.ablation, length);
+                const bool knocked = std::find(opt.ablate.begin(), opt.ablate.end(), HeadRef{l, h}) != opt.ablate.end();
+                if (knocked) y = knocked_out(y, opt.ablation, length);
                 if (contributing) {
                     // Through this head's rows of c_proj: each value (its norm) and each output.
                     const auto through = [&](const std::vector<double>& row, double* out) {
@@ -182,7 +182,7 @@ Reference reference_attention(const Model& model, const std::vector<std::vector<
                         if (slot != layers.end())
                             for (int q = 0; q < T; ++q)
                                 ref.value_weighted[((((slot - layers.begin()) * B + b) * NH + h) * T + q) * T + t] =
-                                    att[q][t] * std::sqrt(norm);
+                                    knocked ? 0.0 : att[q][t] * std::sqrt(norm);  // a knocked-out head sends nothing
                         for (int q = 0; q < T; ++q) step[q][t] += 0.5 * att[q][t] / NH;
                     }
                 }

@@ -58,7 +58,7 @@ TEST_F(Gpt2, ContributionsMatchTheReference) {
     AttentionOptions all;
     all.contributions = true, all.top_k = 2;
     AttentionOptions knocked = all;
-    knocked.ablate = {{0, 1}}, knocked.layers = {1};
+    knocked.ablate = {{0, 1}, {1, 2}}, knocked.layers = {0, 1};  // a knocked-out head's value-weighted map is 0
     for (const AttentionOptions& opt : {all, knocked}) {
         const AttentionResult got = run(texts_, opt);
         const Reference want = reference_attention(*model_, texts_, opt);

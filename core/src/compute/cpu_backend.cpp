@@ -235,7 +235,7 @@ void CpuForward::run_layer(const Model& model, const Batch& batch, const Attenti
         for (int b = 0; b < B; ++b)
             std::copy_n(y_.data() + first_row_[b] * Qw, (T - begin_[b]) * Qw,
                         result.outputs.data() + ((at.slot * B + b) * T + begin_[b]) * Qw);
-    if (options.contributions) contribute(model, batch, split, at, result);
+    if (options.contributions) contribute(model, batch, options, split, at, result);
     if (at.last && !cfg.is_encoder_decoder()) return;  // a decoder layer's cross-attention maps come after
 
     // Pythia's parallel residual: both halves read the layer's input x.

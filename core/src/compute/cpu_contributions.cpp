@@ -6,6 +6,7 @@
 // Legend as cpu_forward.h; W_O^h is head h's hs rows of the output
 // projection (Qw -> C).
 #include <Eigen/Core>
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -32,8 +33,8 @@ float dot(const float* a, const float* b, int n) {
 // rollout (text by text: R = A' R, A' = (mean of the heads' maps + I) / 2, rows of 1)
 // and, for a returned layer, the value-weighted maps: alpha_qk times
 // ||v_k W_O^h||, v_k of the key/value head query head h reads.
-void CpuForward::contribute(const Model& model, const Batch& batch, const HeadSplit& split, const LayerAt& at,
-                            AttentionResult& result) {
+void CpuForward::contribute(const Model& model, const Batch& batch, const AttentionOptions& options,
+                            const HeadSplit& split, const LayerAt& at, AttentionResult& result) {
     const int B = batch.B(), T = batch.T(), NH = split.NH, hs = split.hs, C = model.config.n_embd;
     const int Qw = split.q_width(), KVw = split.kv_width(), width = Qw + 2 * KVw;
     const size_t R = static_cast<size_t>(rows_), TT = static_cast<size_t>(T) * T;
@@ -63,6 +64,11 @@ void CpuForward::contribute(const Model& model, const Batch& batch, const HeadSp
     const Matrix& w_o = model.layers[at.layer].attn_proj;
     std::vector<float> rows(static_cast<size_t>(hs) * C);  // (hs, C): W_O^h
     for (int h = 0; h < NH; ++h) {
+        if (std::find(options.ablate.begin(), options.ablate.end(), HeadRef{at.layer, h}) != options.ablate.end()) {
+            for (int b = 0; b < B; ++b)
+                std::fill_n(result.value_weighted.data() + ((slot * B + b) * NH + h) * TT, TT, 0.f);
+            continue;
+        }
         input_rows(w_o, static_cast<int64_t>(h) * hs, hs, rows.data());
         const Eigen::Map<const RowMajor> w_h(rows.data(), hs, C);
         const int kv = h / split.group();

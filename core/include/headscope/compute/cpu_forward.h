@@ -59,10 +59,11 @@ private:
     void run_layer(const Model& model, const Batch& batch, const AttentionOptions& options, const HeadSplit& split,
                    PrefixCache& store, LayerAt at, Heads heads, AttentionResult& result);
     // options.contributions (cpu_contributions.cpp): a layer's value-weighted
-    // maps, its step of the rollout and its heads' outputs kept; then, after
-    // the predictions, the logit attribution.
-    void contribute(const Model& model, const Batch& batch, const HeadSplit& split, const LayerAt& at,
-                    AttentionResult& result);
+    // maps (0 for a head options.ablate knocks out: it sends nothing from
+    // any key), its step of the rollout and its heads' outputs kept; then,
+    // after the predictions, the logit attribution.
+    void contribute(const Model& model, const Batch& batch, const AttentionOptions& options, const HeadSplit& split,
+                    const LayerAt& at, AttentionResult& result);
     void attribute_logits(const Model& model, const Batch& batch, const HeadSplit& split, AttentionResult& result);
     // Grows `buffer` to at least `n` floats; never shrinks, so steady state allocates nothing.
     static void reserve_floats(AlignedVector<float>& buffer, size_t n);
