@@ -109,7 +109,7 @@ std::string Session::extend_target() {
     if (!model().config.is_encoder_decoder() || att.top_k == 0 || selected >= att.B)
         return "no prediction to append yet";
     const int32_t next = att.predictions_at(selected, length(selected) - 1)[0].id;
-    if (next == model().config.eos_token_id) return "the decoder ends the target here (</s>)";
+    if (model().config.is_eos(next)) return "the decoder ends the target here (</s>)";
     const Tokenizer& tokenizer = model().tokenizer;
     if (next >= tokenizer.vocab_size())  // T5's embedding has rows past its tokenizer's tokens
         return "the decoder's top token, id " + std::to_string(next) + ", is past the tokenizer's " +

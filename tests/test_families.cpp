@@ -204,6 +204,10 @@ TEST_P(FamilyFiles, ReadsTheConfigAndTensorsAsWritten) {
     EXPECT_EQ(c.vocab_size, s.vocab_size);
     EXPECT_EQ(c.n_positions, s.max_positions);
     EXPECT_EQ(c.pad_id(), s.pad_id());
+    EXPECT_EQ(c.eos_token_id, s.eos_ids.at(0));  // a list's first; every one ends a generation
+    EXPECT_EQ(c.more_eos_ids, std::vector<int>(s.eos_ids.begin() + 1, s.eos_ids.end()));
+    for (int id : s.eos_ids) EXPECT_TRUE(c.is_eos(id)) << id;
+    EXPECT_FALSE(c.is_eos(s.vocab_size - 1));  // no family lists its last id
     EXPECT_FLOAT_EQ(c.layer_norm_epsilon, float(s.norm_eps));
     EXPECT_EQ(c.norm, neox ? Norm::layer_norm : Norm::rms_norm);
     EXPECT_EQ(c.positions, Positions::rotary);
@@ -369,6 +373,15 @@ TEST_F(BadFamilyCheckpoint, MissingConfigKey) {
             missing.config.erase(key);
             EXPECT_TRUE(fails_naming(missing, {"config.json", key})) << model_type(base->spec.family);
         }
+}
+
+TEST_F(BadFamilyCheckpoint, EosListWithAnIdThatIsNotOne) {
+    using nlohmann::json;
+    for (const json& bad : {json::array({128001, "x"}), json::array({128001, -1}), json::array({128001, 1 << 30})}) {
+        FamilyCheckpoint listed = llama_;
+        listed.config["eos_token_id"] = bad;
+        EXPECT_TRUE(fails_naming(listed, {"config.json", "eos_token_id"})) << bad.dump();
+    }
 }
 
 TEST_F(BadFamilyCheckpoint, HeadsNotAMultipleOfKeyValueHeads) {

@@ -239,6 +239,12 @@ TEST_F(Gpt2Generation, StopsAtTokensEosAndTheContextLimit) {
     const size_t first = three.steps[0].id == three.steps[1].id ? 1 : 2;
     ASSERT_EQ(at_eos.steps.size(), first);
     EXPECT_EQ(at_eos.steps.back().id, three.steps[1].id);
+    // Likewise at any other EOS id the config lists (Llama 3 Instruct's <|eot_id|>).
+    model_->config.more_eos_ids = {three.steps[1].id};
+    const Generation at_listed = run(prompt, 3);
+    model_->config.more_eos_ids.clear();
+    EXPECT_EQ(at_listed.stop, Stop::eos);
+    EXPECT_EQ(at_listed.steps.size(), first);
 
     // n_positions is 32: a 29-token prompt leaves room for 3 tokens of 10.
     const std::vector<int32_t> long_prompt(29, prompt[0]);

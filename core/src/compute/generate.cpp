@@ -155,7 +155,7 @@ const GenerationStep& Generator::step() {
     step.computed_on = result_.computed_on;
 
     const int made = static_cast<int>(generation_.steps.size()) + 1;
-    if (step.id == model_.config.eos_token_id)
+    if (model_.config.is_eos(step.id))
         generation_.stop = Stop::eos;
     else if (made == max_tokens_)
         generation_.stop = Stop::tokens;

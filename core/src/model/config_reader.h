@@ -6,6 +6,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "headscope/base/error.h"
 #include "headscope/io/json_fields.h"
@@ -31,7 +32,7 @@ public:
         const json* v = find(key);
         return v ? checked_positive(key, *v) : fallback;
     }
-    // A token id below vocab_size, or -1; a list (Llama 3's several EOS ids) gives its first.
+    // A token id below vocab_size, or -1; a list (Llama 3's several EOS ids) gives its first (more_token_ids the rest).
     int token_id(const std::string& key, int vocab_size, int fallback) const {
         const json* v = find(key);
         if (!v) return fallback;
@@ -39,6 +40,19 @@ public:
         if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= vocab_size)
             refuse(key + " " + describe_json(*v) + " is not a token id below vocab_size");
         return id.get<int>();
+    }
+    // The ids after the first of a list of token ids (as token_id checks them); none for a single id.
+    std::vector<int> more_token_ids(const std::string& key, int vocab_size) const {
+        const json* v = find(key);
+        std::vector<int> ids;
+        if (!v || !v->is_array()) return ids;
+        for (size_t n = 1; n < v->size(); ++n) {
+            const json& id = (*v)[n];
+            if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= vocab_size)
+                refuse(key + " " + describe_json(*v) + " is not a list of token ids below vocab_size");
+            ids.push_back(id.get<int>());
+        }
+        return ids;
     }
     float epsilon(const std::string& key, float fallback) const {
         const json* v = find(key);

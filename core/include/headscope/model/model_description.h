@@ -7,6 +7,7 @@
 // Legend: C channels, V vocab, L layers, NH query heads, NKV key/value heads,
 // hs head size, F the MLP's hidden size.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -70,7 +71,8 @@ struct Config {
     int n_positions = 0;  // longest T
     int vocab_size = 0;   // V
     int eos_token_id = 50256;
-    float layer_norm_epsilon = 1e-5f;           // of every norm, LayerNorm or RMSNorm
+    std::vector<int> more_eos_ids = {};  // the rest of a listed eos_token_id (Llama 3 Instruct's <|eot_id|>, ...)
+    float layer_norm_epsilon = 1e-5f;    // of every norm, LayerNorm or RMSNorm
     nlohmann::ordered_json training = nullptr;  // the "headscope_training" record of a model we trained
 
     // What the families change; the defaults are GPT-2's. Code outside this
@@ -125,6 +127,10 @@ struct Config {
     int head_size() const { return head_dim ? head_dim : n_embd / n_head; }
     int mlp_size() const { return mlp_dim ? mlp_dim : 4 * n_embd; }
     int pad_id() const { return pad_token_id >= 0 ? pad_token_id : eos_token_id; }
+    // Whether `id` ends a sequence: eos_token_id or any other the config lists.
+    bool is_eos(int id) const {
+        return id == eos_token_id || std::find(more_eos_ids.begin(), more_eos_ids.end(), id) != more_eos_ids.end();
+    }
     bool is_encoder() const { return !causal; }
     bool is_encoder_decoder() const { return encoder_layers > 0; }
     // Whether it has a head to predict with: a decoder's final norm and output
