@@ -16,6 +16,7 @@
 #include "encoder_reference.h"
 #include "headscope/base/error.h"
 #include "headscope/compute/backend.h"
+#include "headscope/compute/prefix_cache.h"
 #include "headscope/model/model.h"
 
 using namespace headscope;
@@ -123,6 +124,21 @@ TEST_P(EachEncoder, MaskedLmTopTokensEqualTheReference) {
             EXPECT_TRUE(std::isnan(got.logprob_next[static_cast<size_t>(b) * got.T + t]));
         }
     }
+}
+
+// A causal mask chosen for an encoder lets the window reuse a prefix as the
+// text grows; its rows still predict no next token: logprob_next stays NaN
+// where the cached text ended, as in a recompute.
+TEST_P(EachEncoder, PrefixReuseUnderACausalMaskPredictsNoNextToken) {
+    const std::vector<int32_t> text = encoder_texts(GetParam().spec)[0];
+    AttentionOptions options;
+    options.causal = true, options.top_k = 3, options.sliding_window = model_.config.sliding_window;
+    PrefixCache cache;
+    AttentionResult shorter, grown;
+    backend_->forward(Batch{{{text.begin(), text.end() - 4}}, model_.config.pad_id()}, options, shorter, &cache);
+    backend_->forward(Batch{{text}, model_.config.pad_id()}, options, grown, &cache);
+    EXPECT_EQ(grown.reused, std::vector<int>{static_cast<int>(text.size()) - 4});
+    for (float logprob : grown.logprob_next) EXPECT_TRUE(std::isnan(logprob));
 }
 
 TEST_P(EachEncoder, ContributionsAreRefusedInOneLine) {

@@ -73,9 +73,10 @@ void CpuForward::keep_earlier_rows(const PrefixCache& cache, const Batch& batch,
                 cached.logprob_next[static_cast<size_t>(b) * cached_T + t];
         }
         // Every cached row reused (the text only grew): the cached last row's
-        // logprob_next (NaN, its text ended there) is the first new token's.
+        // logprob_next (NaN, its text ended there) is the first new token's;
+        // an encoder's (a causal mask chosen for it) stays NaN: it predicts no next token.
         const bool every_cached_row = kept > 0 && kept == static_cast<int>(cache.token_ids[b].size());
-        if (result.top_k && every_cached_row) {
+        if (result.top_k && every_cached_row && !cache.model->config.is_encoder()) {
             const float* logits = cached.last_logits.data() + static_cast<size_t>(b) * result.V;
             result.logprob_next[static_cast<size_t>(b) * T + kept - 1] =
                 logits[batch.token_ids[b][kept]] - log_sum_exp(logits, result.V);
