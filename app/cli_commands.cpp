@@ -238,6 +238,8 @@ void run_attention(const CliOptions& opt) {
     if (opt.format != "json" && opt.format != "npy" && opt.format != "none")
         throw Error("--format: expected json, npy or none, got '" + opt.format + "'");
     if (opt.format == "npy" && opt.out.empty()) throw Error("--format npy needs --out FILE");
+    if (opt.format == "npy" && opt.contributions)
+        throw Error("--format npy: the contributions are arrays of their own, and one .npy holds one array: use json");
     if (opt.top_k < 0) throw Error("--top-k must be at least 0 (0: no predictions), got " + std::to_string(opt.top_k));
     given.top_k = opt.top_k;
     given.lens_k = opt.logit_lens ? 1 : 0;

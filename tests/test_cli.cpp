@@ -527,6 +527,8 @@ TEST_F(CliTest, BadInputIsOneLineAndExitTwo) {
     expect_error({"attention", "--model", m, "--text", "hi", "--layers", "0,x"}, "'x' is not a layer index");
     expect_error({"attention", "--model", m, "--text", "hi", "--format", "csv"}, "--format");
     expect_error({"attention", "--model", m, "--text", "hi", "--format", "npy"}, "--format npy needs --out");
+    expect_error({"attention", "--model", m, "--text", "hi", "--contributions", "--format", "npy", "--out", "c.npy"},
+                 "--format npy: the contributions are arrays of their own");
     expect_error({"attention", "--model", m, "--text", "hi", "--special", "no"},
                  "--special: special tokens 'no' is not one of off, on");
     expect_error({"tokenize", "--model", m, "--text", "hi", "--special", "yes"},
