@@ -470,6 +470,15 @@ TEST(Dance, FusedRotaryWalkViewsKeysInTheSameBuffer) {
     EXPECT_EQ(naive.buffers[naive.steps[1].buffer].name, "q_copied");
     EXPECT_EQ(naive.buffers[naive.steps[3].buffer].name, "k_copied");
     EXPECT_TRUE(naive.buffers[naive.steps[3].buffer].kv);
+    // With T = NH the naive view succeeds, head-major in memory: RoPE writes
+    // its result in that order, contiguous (B, NH, T, hs).
+    const Dance square = reshape_dance(B, NH, modernbert, 0, Split::naive_view);
+    EXPECT_EQ(square.steps[1].buffer, square.steps[0].buffer);
+    EXPECT_EQ(square.steps[1].layout.strides, (Dims{NH * W, W, hs, 1}));
+    const DanceStep& rotated = square.steps[4];
+    EXPECT_EQ(square.buffers[rotated.buffer].name, "q_rotated");
+    EXPECT_EQ(rotated.dims, (std::vector<std::string>{"B", "NH", "T", "hs"}));
+    EXPECT_TRUE(rotated.layout.is_contiguous());
 }
 
 // Pythia: no grouping, so no expand or copy; a quarter of each head rotates,

@@ -111,10 +111,13 @@ StridedLayout naive_split(Dance& d, Walk& walk, const StridedLayout& at, const s
                           int64_t heads, bool keys) {
     const int64_t B = d.B, T = d.T, hs = d.hs;
     const std::vector<int64_t> shape = {B, heads, T, hs};
-    if (const std::optional<StridedLayout> viewed = at.try_view(shape))
-        return walk.again("view straight to (B, " + H +
-                              ", T, hs): it succeeds, but each \"head\" now holds pieces of " + "several tokens",
+    if (const std::optional<StridedLayout> viewed = at.try_view(shape)) {
+        const std::string what = heads == 1   ? "with a single head it carves nothing wrong: the correct split's values"
+                                 : heads == T ? "but \"head\" n holds token n's channels of every head"
+                                              : "but each \"head\" now holds pieces of several tokens";
+        return walk.again("view straight to (B, " + H + ", T, hs): it succeeds, " + what,
                           x + " = " + x + ".view(B, " + H + ", T, hs)  # the bug", {"B", H, "T", "hs"}, *viewed);
+    }
     return walk.write("reshape straight to (B, " + H +
                           ", T, hs): view refuses this split (each token's channels lie a whole projection apart), so "
                           "reshape copies them contiguous into a new buffer, then carves it: each \"head\" holds "
@@ -219,10 +222,11 @@ StridedLayout rotate(Dance& d, Walk& walk, const Config& config, bool keys, cons
                                     : x + " = " + x + " * cos + rotate_half(" + x + ") * sin";
     const std::string code = formula + "  # rotate_half(r) = cat(-r[..., " + half + ":], r[..., :" + half + "])";
     // x * cos + rotate_half(x) * sin is elementwise, and PyTorch writes its
-    // result in its input's memory order: a transposed split (B, T, H, hs)
-    // stays one. GPT-NeoX's torch.cat of the rotated and the passed-through
-    // dims writes contiguously.
-    if (cat || at.is_contiguous())
+    // result in its input's memory order: a transposed split (B, T, H, hs),
+    // its tokens outside its heads, stays one. GPT-NeoX's torch.cat of the
+    // rotated and the passed-through dims writes contiguously.
+    const bool tokens_outside_heads = at.strides[2] > at.strides[1];
+    if (cat || at.is_contiguous() || !tokens_outside_heads)
         return walk.write(title, code, x + "_rotated", {"B", H, "T", "hs"}, {B, heads, T, hs}, keys);
     return walk.write(title + " in " + x + "'s memory order (an elementwise op keeps its input's strides)", code,
                       x + "_rotated", {"B", "T", H, "hs"}, {B, T, heads, hs}, keys, {"B", H, "T", "hs"},
