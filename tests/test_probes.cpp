@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "headscope/base/error.h"
 #include "headscope/compute/backend.h"
 #include "headscope/inspect/probes.h"
 
@@ -18,11 +19,14 @@ namespace {
 // run followed by its repeat) at the token after the earlier occurrence.
 class DrawnHeadsBackend : public Backend {
 public:
+    std::vector<std::vector<int32_t>> seen;  // every text forwarded
+
     std::string name() const override { return "drawn"; }
     void load_weights(const Model&) override {}
     void forward(const Batch& batch, const AttentionOptions& options, AttentionResult& r, PrefixCache*,
                  const Progress&) override {
         const std::vector<int32_t>& ids = batch.token_ids.front();
+        seen.push_back(ids);
         const int T = static_cast<int>(ids.size()), R = T / 2;
         const bool repeated = T % 2 == 0 && std::equal(ids.begin(), ids.begin() + R, ids.begin() + R);
         r.B = 1;
@@ -118,6 +122,20 @@ TEST(Probes, AnEncodersEntropyCountsEveryKey) {
         EXPECT_NEAR(report.heads[l * 4 + 1].entropy, rows_mean, 1e-6);
         EXPECT_DOUBLE_EQ(report.heads[l * 4 + 0].entropy, 0);
     }
+}
+
+// The induction texts hold no end-of-sequence token, any the config lists;
+// a vocabulary of nothing else is refused rather than drawn from forever.
+TEST(Probes, InductionTextsLeaveOutEveryEosId) {
+    Model model = two_layer_four_head_model();
+    model.config.vocab_size = 3, model.config.eos_token_id = 0, model.config.more_eos_ids = {2};
+    DrawnHeadsBackend backend;
+    probe_heads(backend, model, {{1, 1, 1}}, 3);
+    ASSERT_EQ(backend.seen.size(), 1u + 3);
+    for (size_t run = 1; run < backend.seen.size(); ++run)
+        for (int32_t id : backend.seen[run]) EXPECT_EQ(id, 1);
+    model.config.more_eos_ids = {1, 2};
+    EXPECT_THROW(probe_heads(backend, model, {{1, 1, 1}}, 3), Error);
 }
 
 // One step per forward (each text, each induction run), the scores the same

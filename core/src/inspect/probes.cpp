@@ -91,7 +91,9 @@ ProbeReport probe_heads(Backend& backend, const Model& model, const std::vector<
 
     // Query i = R + k holds the same token as k; the induction target is k + 1.
     const int R = std::min(64, model.config.n_positions / 2), V = model.config.vocab_size;
-    if (induction_runs > 0 && (V < 2 || R < 2))
+    bool some_token_is_not_eos = false;  // so that the draws below end
+    for (int id = 0; id < V && !some_token_is_not_eos; ++id) some_token_is_not_eos = !model.config.is_eos(id);
+    if (induction_runs > 0 && (!some_token_is_not_eos || R < 2))
         throw Error(
             "the induction probe needs random texts of two tokens or more, repeated, of tokens other than "
             "EOS: this model has " +
@@ -100,9 +102,9 @@ ProbeReport probe_heads(Backend& backend, const Model& model, const std::vector<
     for (int run = 0; run < induction_runs; ++run) {
         std::vector<int32_t> ids(2 * R);
         for (int k = 0; k < R; ++k) {
-            int32_t id;  // any token but EOS: with V >= 2 the draw ends
+            int32_t id;  // any token but an end-of-sequence one
             do id = static_cast<int32_t>(rng() % V);
-            while (id == model.config.eos_token_id);
+            while (model.config.is_eos(id));
             ids[k] = ids[R + k] = id;
         }
         forward(ids);

@@ -36,22 +36,14 @@ public:
     int token_id(const std::string& key, int vocab_size, int fallback) const {
         const json* v = find(key);
         if (!v) return fallback;
-        const json& id = v->is_array() && !v->empty() ? v->front() : *v;
-        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= vocab_size)
-            refuse(key + " " + describe_json(*v) + " is not a token id below vocab_size");
-        return id.get<int>();
+        return checked_token_id(key, *v, v->is_array() && !v->empty() ? v->front() : *v, vocab_size);
     }
-    // The ids after the first of a list of token ids (as token_id checks them); none for a single id.
+    // The ids after the first of a list of token ids, each checked as token_id's; none for a single id.
     std::vector<int> more_token_ids(const std::string& key, int vocab_size) const {
         const json* v = find(key);
         std::vector<int> ids;
-        if (!v || !v->is_array()) return ids;
-        for (size_t n = 1; n < v->size(); ++n) {
-            const json& id = (*v)[n];
-            if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= vocab_size)
-                refuse(key + " " + describe_json(*v) + " is not a list of token ids below vocab_size");
-            ids.push_back(id.get<int>());
-        }
+        for (size_t n = 1; v && v->is_array() && n < v->size(); ++n)
+            ids.push_back(checked_token_id(key, *v, (*v)[n], vocab_size));
         return ids;
     }
     float epsilon(const std::string& key, float fallback) const {
@@ -88,6 +80,13 @@ public:
     [[noreturn]] void refuse(const std::string& what) const { fields_.fail(field_, what); }
 
 private:
+    // `id`, of `key`'s value `whole`, as a token id below vocab_size; refused otherwise.
+    int checked_token_id(const std::string& key, const json& whole, const json& id, int vocab_size) const {
+        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= vocab_size)
+            refuse(key + " " + describe_json(whole) + (whole.is_array() ? " holds an id that is" : " is") +
+                   " not a token id below vocab_size");
+        return id.get<int>();
+    }
     // A positive number as the engine computes with it: in float32, where
     // 1e-50 is 0 and 1e-40 subnormal (a norm's epsilon, RoPE's theta).
     float as_float(const std::string& key, const json& v) const {
