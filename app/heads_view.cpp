@@ -125,8 +125,7 @@ bool labelled_map(Session& session, Ui& ui, MapWidget& widget, const char* view,
 // head's label and, with the first key hidden, its sink mass; all within
 // `width` (a label longer ends in an ellipsis, whole on hover).
 void head_title(Session& session, Ui& ui, int layer, int head, float width) {
-    const std::vector<HeadRef>& asked = session.options.ablate;
-    bool out = std::binary_search(asked.begin(), asked.end(), HeadRef{layer, head});
+    bool out = session.options.knocks_out({layer, head});
     ImGui::PushID(layer * 4096 + head);
     ImGui::PushStyleVar(ImGuiStyleVar_FramePadding, ImVec2(0, 0));
     ImGui::BeginDisabled(session.maps().kind != AttentionKind::decoder);  // knocking out is of the decoder's heads

@@ -142,9 +142,7 @@ void Session::toggle_knock_out(int layer_in, int head_in) {
     submit();
 }
 
-bool Session::knocked_out(int layer_in, int head_in) const {
-    return std::binary_search(shown_options.ablate.begin(), shown_options.ablate.end(), HeadRef{layer_in, head_in});
-}
+bool Session::knocked_out(int layer_in, int head_in) const { return shown_options.knocks_out({layer_in, head_in}); }
 
 namespace {
 

@@ -64,7 +64,7 @@ void CpuForward::contribute(const Model& model, const Batch& batch, const Attent
     const Matrix& w_o = model.layers[at.layer].attn_proj;
     std::vector<float> rows(static_cast<size_t>(hs) * C);  // (hs, C): W_O^h
     for (int h = 0; h < NH; ++h) {
-        if (std::find(options.ablate.begin(), options.ablate.end(), HeadRef{at.layer, h}) != options.ablate.end()) {
+        if (options.knocks_out({at.layer, h})) {
             for (int b = 0; b < B; ++b)
                 std::fill_n(result.value_weighted.data() + ((slot * B + b) * NH + h) * TT, TT, 0.f);
             continue;

@@ -46,7 +46,7 @@ void CpuForward::head_effects(const Model& model, const Batch& batch, const Atte
             report_progress(progress, "knocking out heads", static_cast<int64_t>(l) * NH + h,
                             static_cast<int64_t>(L) * NH, ProgressUnit::steps);
             const HeadRef head{l, h};
-            if (std::find(grid.ablate.begin(), grid.ablate.end(), head) != grid.ablate.end()) continue;
+            if (grid.knocks_out(head)) continue;
             AttentionOptions knocked = grid;
             knocked.ablate.insert(std::upper_bound(knocked.ablate.begin(), knocked.ablate.end(), head), head);
             std::copy_n(layer_inputs_.data() + l * rows * C, rows * C, x_.data());

@@ -1,6 +1,7 @@
 // What the user controls about the attention (masks, head split, scale) and
 // what the engine hands back: every returned layer's per-head weights.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -65,6 +66,7 @@ struct AttentionOptions {
     // later layer, prediction and lens is the ablated model's.
     std::vector<HeadRef> ablate = {};
     Ablation ablation = Ablation::zero;
+    bool knocks_out(const HeadRef& head) const { return std::binary_search(ablate.begin(), ablate.end(), head); }
     // What each head contributes (AttentionResult's value_weighted, rollout
     // and logit attribution): runs every layer and needs top_k >= 1 (the
     // attribution is to the top token), the view + transpose split and no
