@@ -11,6 +11,11 @@ namespace {
 // The attention weights: each query's row over the keys (a cross-attention's, over the source's).
 bool is_weights(const DanceBuffer& buffer) { return buffer.dims.back() == "T_k" || buffer.dims.back() == "T_src"; }
 
+// Whether the step's view reads only part of its buffer (a split's piece): the rest is drawn dark.
+bool reads_part(const DanceStep& step, const DanceBuffer& buffer) {
+    return step.layout.numel() < element_count(buffer.shape);
+}
+
 // A buffer's memory is drawn one token per row: the floats after its T
 // index (C channels of q, one query row of weights, hs floats of one head's
 // output), or its T_src index (a cross-attention's keys and values).
@@ -275,7 +280,7 @@ void DanceView::buffer_grid(const Session& session, Ui& ui) {
     if (buffer.kv)
         ImGui::Text("These are keys: key/value head k has the hue of query head k x %d, the first of its group.",
                     d.group());
-    if (step.layout.numel() < element_count(buffer.shape))
+    if (reads_part(step, buffer))
         ImGui::Text("Dark: the floats of '%s' this step's view does not read (the split's other pieces).",
                     buffer.name.c_str());
 
@@ -301,8 +306,7 @@ int64_t DanceView::grid(const Session& session, Ui& ui, const Grid& g, const Cel
     const Dance& d = *dance_;
     const DanceStep& step = d.steps[step_ - 1];
     const int buffer = step.buffer;
-    // A split's piece reads part of its buffer: the rest is drawn dark.
-    const bool partial = step.layout.numel() < element_count(d.buffers[buffer].shape);
+    const bool partial = reads_part(step, d.buffers[buffer]);
     const int64_t cols = g.row / cells.group, rows = g.order.numel() / g.row;
     ImGui::BeginGroup();
     const ImVec2 origin = ImGui::GetCursorScreenPos();
