@@ -16,8 +16,8 @@
 #include "headscope/inspect/probes.h"
 #include "model_writer.h"
 #include "process.h"
-#include "session.h"
-#include "status_bar.h"
+#include "session/session.h"
+#include "views/status_bar.h"
 
 namespace headscope {
 namespace {

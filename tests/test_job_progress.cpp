@@ -7,9 +7,9 @@
 #include <chrono>
 #include <thread>
 
-#include "job_progress.h"
 #include "model_writer.h"
-#include "session.h"
+#include "session/job_progress.h"
+#include "session/session.h"
 
 using namespace headscope;
 using namespace std::chrono_literals;

@@ -18,7 +18,7 @@
 #include "process.h"
 #include "screenshot.h"
 #include "seq2seq_models.h"
-#include "session.h"
+#include "session/session.h"
 
 using namespace headscope;
 using nlohmann::json;
