@@ -11,13 +11,9 @@
 
 namespace headscope {
 
-Session::Session(LoadedModel loaded, std::vector<std::string> texts_in, AttentionOptions options_in,
-                 bool sliding_window_on_in, std::function<void()> wake)
-    : texts(std::move(texts_in)),
-      options(std::move(options_in)),
-      sliding_window_on(sliding_window_on_in),
-      wake_(std::move(wake)) {
-    if (texts.empty()) texts.push_back(default_text);
+Session::Session(LoadedModel loaded, WindowState& state_in, std::function<void()> wake)
+    : state(state_in), wake_(std::move(wake)) {
+    if (state.texts.empty()) state.texts.push_back(default_text);
     install(std::move(loaded));
 }
 
@@ -26,10 +22,11 @@ void Session::install(LoadedModel loaded) {
     // starts with its own mask; the first is taken as following a decoder,
     // whose causal mask the options' defaults and settings assume.
     const bool was_causal = open_ ? open_->model->config.causal : true;
-    if (loaded.model->config.causal != was_causal) options.causal = loaded.model->config.causal;
+    if (loaded.model->config.causal != was_causal) state.options.causal = loaded.model->config.causal;
     // Likewise its own scale (T5's none), when the model before had the other.
     const bool was_scaled = open_ ? open_->model->config.scaled_scores : true;
-    if (loaded.model->config.scaled_scores != was_scaled) options.scale = own_scale(loaded.model->config.scaled_scores);
+    if (loaded.model->config.scaled_scores != was_scaled)
+        state.options.scale = own_scale(loaded.model->config.scaled_scores);
     open_ = std::make_shared<LoadedModel>(std::move(loaded));
     live_cache_ = std::make_shared<PrefixCache>();
     intact_cache_ = std::make_shared<PrefixCache>();
@@ -52,18 +49,19 @@ void Session::submit() {
     generation.reset();  // typing, or any other change, ends a generation
     generation_run_.reset();
     step_submitted_ = false;
-    options.sliding_window = sliding_window(model().config, sliding_window_on);
+    state.options.sliding_window = sliding_window(model().config, state.sliding_window_on);
     const bool predicts = model().config.predicts();
-    options.top_k = predicts ? predictions_k : 0;
-    options.lens_k = lens_shown && predicts ? lens_k : 0;
-    options.contributions = (contributions_shown || shading.value_weighted) && contributions_refusal().empty();
-    options.capture_outputs = options.contributions;  // what a head writes reads its output
+    state.options.top_k = predicts ? predictions_k : 0;
+    state.options.lens_k = state.lens_shown && predicts ? lens_k : 0;
+    state.options.contributions =
+        (state.contributions_shown || state.shading.value_weighted) && contributions_refusal().empty();
+    state.options.capture_outputs = state.options.contributions;  // what a head writes reads its output
     live_progress_.start();
-    const std::vector<std::string> pairs = model().config.is_encoder() ? text_pairs : std::vector<std::string>{};
+    const std::vector<std::string> pairs = model().config.is_encoder() ? state.text_pairs : std::vector<std::string>{};
     const std::vector<std::string> targets_asked =
-        model().config.is_encoder_decoder() ? targets : std::vector<std::string>{};
+        model().config.is_encoder_decoder() ? state.targets : std::vector<std::string>{};
     live_.submit([this, open = open_, cache = live_cache_,
-                  request = LiveRequest{texts, options, pairs, targets_asked}](std::stop_token stop) {
+                  request = LiveRequest{state.texts, state.options, pairs, targets_asked}](std::stop_token stop) {
         try {
             return compute_live(*open->backend, *open->model, request, cache.get(),
                                 live_progress_.reporter(std::move(stop)));
@@ -72,13 +70,13 @@ void Session::submit() {
             throw Error("computing cancelled: any change computes again");
         }
     });
-    submitted_texts_ = texts;
-    submitted_options_ = options;
+    submitted_texts_ = state.texts;
+    submitted_options_ = state.options;
 }
 
 AttentionOptions Session::generation_options() const {
-    AttentionOptions o = options;
-    o.sliding_window = sliding_window(model().config, sliding_window_on);
+    AttentionOptions o = state.options;
+    o.sliding_window = sliding_window(model().config, state.sliding_window_on);
     o.top_k = predictions_k;
     o.lens_k = 0;
     o.contributions = o.capture_outputs = false;  // a step's maps, not what heads do: each step reuses the last
@@ -87,7 +85,7 @@ AttentionOptions Session::generation_options() const {
 
 ShownMaps Session::maps(AttentionKind kind) const {
     const AttentionResult& att = shown.attention;
-    const int b = selected;
+    const int b = state.selected;
     static const std::vector<int32_t> none;  // before the first compute, or a refused one
     const std::vector<int32_t>& target = b < static_cast<int>(shown.token_ids.size()) ? shown.token_ids[b] : none;
     const int T = att.T, length = static_cast<int>(target.size());
@@ -106,16 +104,16 @@ AttentionOptions Session::maps_options_at(const ShownMaps& maps, int layer) cons
 
 std::string Session::extend_target() {
     const AttentionResult& att = shown.attention;
-    if (!model().config.is_encoder_decoder() || att.top_k == 0 || selected >= att.B)
+    if (!model().config.is_encoder_decoder() || att.top_k == 0 || state.selected >= att.B)
         return "no prediction to append yet";
-    const int32_t next = att.predictions_at(selected, length(selected) - 1)[0].id;
+    const int32_t next = att.predictions_at(state.selected, length(state.selected) - 1)[0].id;
     if (model().config.is_eos(next)) return "the decoder ends the target here (</s>)";
     const Tokenizer& tokenizer = model().tokenizer;
     if (next >= tokenizer.vocab_size())  // T5's embedding has rows past its tokenizer's tokens
         return "the decoder's top token, id " + std::to_string(next) + ", is past the tokenizer's " +
                std::to_string(tokenizer.vocab_size()) + " tokens: it has no text to append";
-    targets.resize(texts.size());
-    targets[selected] += tokenizer.token_bytes(next);
+    state.targets.resize(state.texts.size());
+    state.targets[state.selected] += tokenizer.token_bytes(next);
     submit();
     return "";
 }
@@ -127,13 +125,14 @@ std::string Session::contributions_refusal() const {
         return "this encoder normalizes after every layer (post-LN): its heads' contributions do not add up";
     if (model().config.mlm_head)
         return "this encoder's masked-LM head is not linear: its heads' contributions do not add up";
-    if (options.split != Split::transpose) return "the naive view mixes tokens into heads: no head contributes alone";
+    if (state.options.split != Split::transpose)
+        return "the naive view mixes tokens into heads: no head contributes alone";
     return "";
 }
 
 void Session::toggle_knock_out(int layer_in, int head_in) {
     const HeadRef head{layer_in, head_in};
-    std::vector<HeadRef>& out = options.ablate;
+    std::vector<HeadRef>& out = state.options.ablate;
     const auto at = std::lower_bound(out.begin(), out.end(), head);
     if (at != out.end() && *at == head)
         out.erase(at);
@@ -158,28 +157,28 @@ AttentionOptions effects_key(AttentionOptions options) {
 void Session::compute_effects() {
     effects_message.clear();
     effects_progress_.start();
-    effects_worker_.submit(
-        [this, model = open_->model, text = texts[selected], options = effects_key(options)](std::stop_token stop) {
-            std::unique_ptr<Backend> cpu = make_cpu_backend();  // the live forward keeps the open backend busy
-            cpu->load_weights(*model);
-            EffectsShown shown{{}, model, text, options};
-            cpu->head_effects(Batch{model->tokenizer.encode_texts({text}), model->config.pad_id()}, options, shown.grid,
-                              effects_progress_.reporter(std::move(stop)));
-            return shown;
-        });
+    effects_worker_.submit([this, model = open_->model, text = state.texts[state.selected],
+                            options = effects_key(state.options)](std::stop_token stop) {
+        std::unique_ptr<Backend> cpu = make_cpu_backend();  // the live forward keeps the open backend busy
+        cpu->load_weights(*model);
+        EffectsShown shown{{}, model, text, options};
+        cpu->head_effects(Batch{model->tokenizer.encode_texts({text}), model->config.pad_id()}, options, shown.grid,
+                          effects_progress_.reporter(std::move(stop)));
+        return shown;
+    });
 }
 
 bool Session::effects_current() const {
-    return effects_ && effects_->model == open_->model && effects_->text == texts[selected] &&
-           effects_->options == effects_key(options);
+    return effects_ && effects_->model == open_->model && effects_->text == state.texts[state.selected] &&
+           effects_->options == effects_key(state.options);
 }
 
 int Session::predicted_query() const {
-    const int last = length(selected) - 1;
-    if (hovered_query >= 0) return std::min(hovered_query, last);
+    const int last = length(state.selected) - 1;
+    if (state.hovered_query >= 0) return std::min(state.hovered_query, last);
     if (replaying()) return std::min(generation->replayed_row(), last);
-    if (query >= 0) return std::min(query, last);
-    const std::vector<int> masks = mask_positions(selected);
+    if (state.query >= 0) return std::min(state.query, last);
+    const std::vector<int> masks = mask_positions(state.selected);
     return model().config.is_encoder() && !masks.empty() ? masks.front() : last;
 }
 
@@ -194,7 +193,7 @@ std::vector<int> Session::mask_positions(int b) const {
 }
 
 void Session::generate(const Sampling& sampling, int tokens) {
-    if (generating() || texts.size() != 1) return;
+    if (generating() || state.texts.size() != 1) return;
     const bool same_sampling = generation_run_ && generation_run_->sampling.temperature == sampling.temperature &&
                                generation_run_->sampling.top_k == sampling.top_k &&
                                generation_run_->sampling.top_p == sampling.top_p &&
@@ -207,7 +206,7 @@ void Session::generate(const Sampling& sampling, int tokens) {
         if (generation)
             run->prompt = shown.token_ids[0];
         else
-            run->text = texts[0];
+            run->text = state.texts[0];
         generation_run_ = std::move(run);
     }
     if (!generation) generation.emplace();
@@ -233,7 +232,7 @@ void Session::submit_step() {
         return result;
     });
     step_submitted_ = true;
-    submitted_texts_ = texts;
+    submitted_texts_ = state.texts;
     submitted_options_ = generation_run_->options;
 }
 
@@ -246,13 +245,13 @@ void Session::take_step() {
     // This generator's steps come after those of the runs before it.
     const size_t before = made.prompt_ids.size() - static_cast<size_t>(g.prompt_tokens);
     for (size_t i = g.steps.size() - before; i < made.steps.size(); ++i) {
-        texts[0] += made.steps[i].token;
+        state.texts[0] += made.steps[i].token;
         g.steps.push_back(made.steps[i]);
     }
     if (following) g.step = static_cast<int>(g.steps.size());
     g.stop = made.stop;
     g.remaining = made.stop == Stop::running ? g.remaining - 1 : 0;
-    shown_texts = texts;
+    shown_texts = state.texts;
     if (g.remaining > 0) submit_step();
 }
 
@@ -327,10 +326,11 @@ bool Session::collect() {
         model_message.clear();  // a "still loading" note is answered
         // Keep the options that still mean something for the new model.
         const Config& config = opened->result.model->config;
-        if (options.n_head && (!accepts_head_count(config, options.n_head) || options.n_head == config.n_head))
-            options.n_head = 0;
-        layer = std::min(layer, config.n_layer - 1);
-        options.ablate.clear();  // the other model's heads
+        if (state.options.n_head &&
+            (!accepts_head_count(config, state.options.n_head) || state.options.n_head == config.n_head))
+            state.options.n_head = 0;
+        state.layer = std::min(state.layer, config.n_layer - 1);
+        state.options.ablate.clear();  // the other model's heads
         install(std::move(opened->result));
         return true;
     }
@@ -349,9 +349,9 @@ bool Session::collect() {
     ++shown_generation;
     if (step_submitted_) take_step();
     submit_intact();
-    selected = std::min(selected, static_cast<int>(shown.token_ids.size()) - 1);
-    layer = std::min(layer, maps().layers() - 1);
-    head = std::min(head, shown.attention.NH - 1);
+    state.selected = std::min(state.selected, static_cast<int>(shown.token_ids.size()) - 1);
+    state.layer = std::min(state.layer, maps().layers() - 1);
+    state.head = std::min(state.head, shown.attention.NH - 1);
     return true;
 }
 

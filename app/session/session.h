@@ -1,9 +1,9 @@
-// What every view of the window works on: the open model with its backend,
-// the batch of texts, the options the controls set, the last finished
-// compute, and what the user has selected. The live forward, the head probes
-// and a model being opened each run on a Worker (core's worker.h); another
-// model replaces the open one when it is ready, while work still reading the
-// old one keeps it alive through its shared_ptr.
+// What computes from the window's state (state/window_state.h), drawing
+// nothing: the open model with its backend, the last finished compute of the
+// state's texts and options, and the workers and caches behind it. The live
+// forward, the head probes and a model being opened each run on a Worker
+// (core's worker.h); another model replaces the open one when it is ready,
+// while work still reading the old one keeps it alive through its shared_ptr.
 #pragma once
 #include <functional>
 #include <memory>
@@ -20,6 +20,7 @@
 #include "headscope/inspect/probes.h"
 #include "headscope/model/model.h"
 #include "session/job_progress.h"
+#include "state/window_state.h"
 
 namespace headscope {
 
@@ -35,13 +36,6 @@ struct GenerationShown {
     // The query row the maps end at and outline: the step-th generated token's (0: the prompt's last).
     int replayed_row() const { return prompt_tokens - 1 + step; }
 };
-
-// Which of an encoder–decoder's three attentions the heads and model tabs draw.
-enum class AttentionKind { decoder, encoder, cross };
-inline constexpr Choices<AttentionKind, 3> attention_kind_choices = {
-    "attention",
-    {"decoder", "encoder", "cross"},
-    {"decoder self-attention", "encoder self-attention", "cross-attention"}};
 
 // The maps the heads and model tabs draw, of the selected text: the shown
 // forward's self-attention (every model's; an encoder–decoder's decoder's),
@@ -69,14 +63,12 @@ struct ShownMaps {
 inline constexpr const char* no_head_message =
     "No predictions: this checkpoint has no masked-LM head (a bare encoder, as BertModel saves it).";
 
-// The text a session opens with when it is given none.
-inline constexpr const char* default_text = "The cat sat on the mat because it was soft.";
-
 class Session {
 public:
-    // `wake` runs on a worker whenever one has something new for the frame.
-    Session(LoadedModel loaded, std::vector<std::string> texts, AttentionOptions options, bool sliding_window_on,
-            std::function<void()> wake);
+    // Computes for `state` (its texts: the default text when it has none),
+    // which outlives the session. `wake` runs on a worker whenever one has
+    // something new for the frame.
+    Session(LoadedModel loaded, WindowState& state, std::function<void()> wake);
 
     const Model& model() const { return *open_->model; }
     std::shared_ptr<const Model> shared_model() const { return open_->model; }
@@ -133,32 +125,22 @@ public:
     // logit-lens tab is shown, the top lens_k of every layer.
     static constexpr int predictions_k = 10, lens_k = 5;
 
-    std::vector<std::string> texts;  // the batch, padded to the longest; never empty
-    // An encoder's second text of each pair ("": none), as texts; a decoder's stay empty.
-    std::vector<std::string> text_pairs;
-    // An encoder–decoder's target of each text (what the decoder has produced
-    // so far, after its start token), as texts, which are its sources.
-    std::vector<std::string> targets;
-    AttentionKind attention_kind = AttentionKind::cross;  // an encoder–decoder's maps shown
+    // What is shown and chosen, which the session computes from (and adds
+    // to: a generation's tokens to the text, a greedy step to a target, a
+    // knocked-out head to the options).
+    WindowState& state;
+
     // The maps the heads and model tabs draw: `kind`'s where the model has
     // it (an encoder–decoder's), else the shown forward's; maps() attention_kind's.
     ShownMaps maps(AttentionKind kind) const;
-    ShownMaps maps() const { return maps(attention_kind); }
+    ShownMaps maps() const { return maps(state.attention_kind); }
     // The options the shown compute used for `maps` in layer `layer` (the encoder's: encoder_options).
     AttentionOptions maps_options_at(const ShownMaps& maps, int layer) const;
     // Appends the most likely next token at the end of the selected text's
     // target (an encoder–decoder's greedy step), recomputing; or, changing
     // nothing, says why not (the end of the sequence, a token with no text).
     std::string extend_target();
-    int selected = 0;               // the text the views show
-    AttentionOptions options;       // as the controls say now
-    bool sliding_window_on = true;  // the model's own sliding window, when it has one: options.sliding_window
-    bool lens_shown = false;        // the logit-lens tab is open: options.lens_k
-    int layer = 0, head = 0;        // the selected map
-    int query = -1;                 // the query row clicked (or --query); -1: the text's last token
     std::optional<GenerationShown> generation;  // the generation shown, if any
-    int hovered_query = -1;                     // the query row under the mouse this frame; -1: none
-    int hovered_layer = -1, hovered_head = -1;  // the map under the mouse this frame; -1: none
 
     LiveResult shown;  // the last good compute (weights empty before the first)
     // With heads knocked out: the intact model's predictions of the shown
@@ -172,20 +154,20 @@ public:
 
     // What heads do. The contributions (value-weighted maps, the logit
     // attribution, why a head attends, what it writes) are computed while
-    // the effects tab is shown or the maps are shaded by value, in the view
-    // + transpose split (contributions_refusal says so otherwise).
-    bool contributions_shown = false;
-    MapShading shading;  // how the heads and model tabs shade their maps
+    // the effects tab is shown or the maps are shaded by value
+    // (state.contributions_shown, state.shading), in the view + transpose
+    // split (contributions_refusal says so otherwise).
     std::string contributions_refusal() const;
-    // `shading` as the shown compute can draw it (value-weighted once its norms are computed).
+    // The state's `shading` as the shown compute can draw it (value-weighted once its norms are computed).
     MapShading shown_shading() const {
         const int second = shown_second_start();
+        const MapShading& shading = state.shading;
         return {shading.value_weighted && !shown.attention.value_weighted.empty(), shading.hide_first_key,
                 second >= 0 ? shading.sentences : Sentences::all, std::max(second, 0)};
     }
     // Where the selected text's pair's second text starts in the shown tokens; -1: no pair.
     int shown_second_start() const {
-        return selected < static_cast<int>(shown.second_starts.size()) ? shown.second_starts[selected] : -1;
+        return state.selected < static_cast<int>(shown.second_starts.size()) ? shown.second_starts[state.selected] : -1;
     }
     // Knocks head (layer, head) of the shown split out of the forward, or
     // back in, and recomputes; a head count changed or another model brings every head back.

@@ -10,30 +10,31 @@ namespace headscope {
 
 MainView::MainView(const Args& args, const Settings& start, LoadedModel loaded, float content_scale,
                    std::function<void()> wake)
-    : session_(std::move(loaded), start.texts, start.options, start.sliding_window, std::move(wake)),
+    : state_{.texts = start.texts, .options = start.options, .sliding_window_on = start.sliding_window},
+      session_(std::move(loaded), state_, std::move(wake)),
       ui_(content_scale, args.screenshot.empty(), !args.layout.empty()),
       tab_to_select_(args.view),
       dance_view_(session_.wake()),
       checks_view_(session_.wake()),
       status_bar_(start.export_dir) {
     ui_.colormap = start.colormap;
-    session_.layer = args.layer;
-    session_.query = args.query;
-    session_.attention_kind = args.attention_kind;
-    if ((args.causal_given && session_.options.causal != args.options.causal) || !args.text_pairs.empty() ||
+    state_.layer = args.layer;
+    state_.query = args.query;
+    state_.attention_kind = args.attention_kind;
+    if ((args.causal_given && state_.options.causal != args.options.causal) || !args.text_pairs.empty() ||
         !args.targets.empty()) {
-        session_.options.causal =
-            args.causal_given ? args.options.causal : session_.options.causal;  // over the model's own
-        session_.text_pairs = args.text_pairs;
-        session_.targets = args.targets;
+        state_.options.causal =
+            args.causal_given ? args.options.causal : state_.options.causal;  // over the model's own
+        state_.text_pairs = args.text_pairs;
+        state_.targets = args.targets;
         session_.submit();
     }
     if (args.head >= 0) {
-        session_.head = args.head;
+        state_.head = args.head;
         heads_view_.open_large();
     }
     dance_view_.set_step(args.dance_step);
-    session_.shading = {args.value_weighted, args.hide_first_key, args.sentences, 0};
+    state_.shading = {args.value_weighted, args.hide_first_key, args.sentences, 0};
     if (args.value_weighted) session_.submit();  // with the norms
     if (args.compute_effects) session_.compute_effects();
 }
@@ -45,7 +46,7 @@ bool MainView::computing() const {
 
 void MainView::draw() {
     session_.collect();
-    session_.hovered_query = session_.hovered_layer = session_.hovered_head = -1;  // until a map says otherwise
+    state_.hovered_query = state_.hovered_layer = state_.hovered_head = -1;  // until a map says otherwise
     ui_.layout.clear();
     const ImGuiViewport* viewport = ImGui::GetMainViewport();
     ImGui::SetNextWindowPos(viewport->WorkPos);
@@ -106,7 +107,7 @@ void MainView::views() {
     const Session& s = session_;
     if (s.shown.attention.weights.empty()) {
         ImGui::TextUnformatted(s.message.empty() ? "computing..." : s.message.c_str());
-        if (!s.message.empty() && s.texts.size() > 1) mask_view_.batch_list(session_, ui_);
+        if (!s.message.empty() && state_.texts.size() > 1) mask_view_.batch_list(session_, ui_);
         return;
     }
     if (!s.message.empty()) ImGui::TextColored(error_colour, "%s (showing the last good maps)", s.message.c_str());
@@ -166,12 +167,12 @@ void MainView::views() {
     }
     ImGui::EndTabBar();
     // The lens and the contributions are computed only while their tab is shown.
-    if (lens_shown != session_.lens_shown) {
-        session_.lens_shown = lens_shown;
+    if (lens_shown != state_.lens_shown) {
+        state_.lens_shown = lens_shown;
         if (lens_shown && session_.shown.attention.lens_k == 0) session_.submit();
     }
-    if (contributions_shown != session_.contributions_shown) {
-        session_.contributions_shown = contributions_shown;
+    if (contributions_shown != state_.contributions_shown) {
+        state_.contributions_shown = contributions_shown;
         if (contributions_shown && session_.shown.attention.value_weighted.empty()) session_.submit();
     }
 }
@@ -179,10 +180,10 @@ void MainView::views() {
 Settings MainView::settings(const WindowPlacement& window) const {
     Settings s;
     s.model = session_.model_name();
-    s.texts = session_.texts;
+    s.texts = state_.texts;
     s.colormap = ui_.colormap;
-    s.options = session_.options;
-    s.sliding_window = session_.sliding_window_on;
+    s.options = state_.options;
+    s.sliding_window = state_.sliding_window_on;
     s.export_dir = status_bar_.export_dir();
     s.window = window;
     return s;

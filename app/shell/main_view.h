@@ -58,6 +58,7 @@ private:
     void tokens_child(const char* id, ImVec2 size);
     FigureView figure_view() const { return {shown_view_, heads_view_.large(), &tokens_view_}; }
 
+    WindowState state_;  // before the session, which computes from it
     Session session_;
     Ui ui_;
     std::optional<View> tab_to_select_;  // chosen outside the tab bar (--view, a model-view click), until shown

@@ -31,7 +31,7 @@ void heading(const char* title) {
 }  // namespace
 
 void ChecksView::draw(Session& session, Ui& ui) {
-    const int b = session.selected;
+    const int b = session.state.selected;
     const FigureWorker<Key, Figures>::Outcome* figures = figures_.get({session.shown_generation, b}, [&] {
         progress_.start();
         return [this, model = session.shared_model(),

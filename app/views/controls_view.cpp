@@ -33,8 +33,9 @@ void differences_note(const Session& s, Ui& ui) {
     const HeadSplit own = head_split(config, 0);
     std::string note;
     // A count the model refuses is named in red by the session instead.
-    if (s.options.n_head && s.options.n_head != own.NH && accepts_head_count(config, s.options.n_head)) {
-        const HeadSplit now = head_split(config, s.options.n_head);
+    if (s.state.options.n_head && s.state.options.n_head != own.NH &&
+        accepts_head_count(config, s.state.options.n_head)) {
+        const HeadSplit now = head_split(config, s.state.options.n_head);
         note += "re-split into " + std::to_string(now.NH) + " heads of " + std::to_string(now.hs) +
                 " (the model was trained with " + std::to_string(own.NH) + " of " + std::to_string(own.hs);
         if (own.group() > 1) note += ", " + std::to_string(own.group()) + " per key/value head: groups kept";
@@ -44,16 +45,18 @@ void differences_note(const Session& s, Ui& ui) {
                     std::to_string(rope_dims(config.rope, now.hs)) + " dims), not " + std::to_string(own.hs);
         note += "; ";
     }
-    if (s.options.scale != own_scale(config.scaled_scores)) {
-        if (s.options.scale == Scale::model) note += "scaled by 1/sqrt(C), the classic mistake; ";
-        if (s.options.scale == Scale::none) note += "not scaled at all; ";
-        if (s.options.scale == Scale::head) note += "scaled by 1/sqrt(d_head), which T5 folded into its weights; ";
+    if (s.state.options.scale != own_scale(config.scaled_scores)) {
+        if (s.state.options.scale == Scale::model) note += "scaled by 1/sqrt(C), the classic mistake; ";
+        if (s.state.options.scale == Scale::none) note += "not scaled at all; ";
+        if (s.state.options.scale == Scale::head)
+            note += "scaled by 1/sqrt(d_head), which T5 folded into its weights; ";
     }
-    if (s.options.split == Split::naive_view) note += "naive view: heads mix different tokens' channels; ";
-    if (!s.options.causal && config.causal) note += "causal mask off: tokens see the future, unlike in training; ";
-    if (s.options.causal && !config.causal)
+    if (s.state.options.split == Split::naive_view) note += "naive view: heads mix different tokens' channels; ";
+    if (!s.state.options.causal && config.causal)
+        note += "causal mask off: tokens see the future, unlike in training; ";
+    if (s.state.options.causal && !config.causal)
         note += "causal mask on: this encoder was trained with every token seeing every other; ";
-    if (config.sliding_window && !s.sliding_window_on)
+    if (config.sliding_window && !s.state.sliding_window_on)
         note += "sliding window off: queries see keys more than " + std::to_string(config.sliding_window) +
                 " tokens back, unlike the model; ";
     if (note.empty()) return;
@@ -65,11 +68,11 @@ void differences_note(const Session& s, Ui& ui) {
 // An encoder's second text (B) of the selected text's sentence pair, where a
 // decoder has its generation controls: an encoder fills masks, it does not generate.
 bool pair_box(Session& s, Ui& ui) {
-    s.text_pairs.resize(s.texts.size());
+    s.state.text_pairs.resize(s.state.texts.size());
     ImGui::BeginGroup();
     ImGui::TextDisabled("second text of a pair (B), as [CLS] A [SEP] B [SEP]:");
     ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x);
-    const bool changed = ImGui::InputTextWithHint("##pair", "none: one text", &s.text_pairs[s.selected]);
+    const bool changed = ImGui::InputTextWithHint("##pair", "none: one text", &s.state.text_pairs[s.state.selected]);
     ui.layout.control("text pair");
     ImGui::TextDisabled("%s", s.model().config.predicts() ? "an encoder fills [MASK] tokens; it does not generate"
                                                           : "a bare encoder (no masked-LM head): maps only");
@@ -80,11 +83,12 @@ bool pair_box(Session& s, Ui& ui) {
 // An encoder–decoder's target for the selected text (what the decoder has
 // produced so far; the text box holds the source), and its greedy step.
 bool target_box(Session& s, Ui& ui) {
-    s.targets.resize(s.texts.size());
+    s.state.targets.resize(s.state.texts.size());
     ImGui::BeginGroup();
     ImGui::TextDisabled("target: the decoder's input after its start token (the text is the source)");
     ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x - 110 * ui.scale);
-    const bool changed = ImGui::InputTextWithHint("##target", "none: the start token alone", &s.targets[s.selected]);
+    const bool changed =
+        ImGui::InputTextWithHint("##target", "none: the start token alone", &s.state.targets[s.state.selected]);
     ui.layout.control("target");
     ImGui::SameLine();
     if (ImGui::Button("next token"))
@@ -94,9 +98,10 @@ bool target_box(Session& s, Ui& ui) {
         ImGui::SetTooltip(
             "append the decoder's most likely next token to the target: its cross-attention row is the "
             "last row of the cross maps");
-    if (enum_combo("attention", s.attention_kind, attention_kind_choices.labels, 220 * ui.scale) &&
+    if (enum_combo("attention", s.state.attention_kind, attention_kind_choices.labels, 220 * ui.scale) &&
         !s.shown.attention.weights.empty())
-        s.layer = std::min(s.layer, s.maps().layers() - 1);  // an encoder may have fewer layers than its decoder
+        s.state.layer =
+            std::min(s.state.layer, s.maps().layers() - 1);  // an encoder may have fewer layers than its decoder
     ui.layout.control("attention kind");
     ImGui::EndGroup();
     return changed;
@@ -118,8 +123,8 @@ void ControlsView::draw(Session& s, Ui& ui) {
     bool changed = false;
     model_bar(s, ui);
     ImGui::AlignTextToFramePadding();
-    ImGui::TextUnformatted(s.texts.size() > 1 ? ("Text " + std::to_string(s.selected + 1) + " of the batch").c_str()
-                                              : "Text");
+    ImGui::TextUnformatted(
+        s.state.texts.size() > 1 ? ("Text " + std::to_string(s.state.selected + 1) + " of the batch").c_str() : "Text");
     ImGui::SameLine();
     examples_menu(s, ui);
     const float generation_w = std::floor(560 * ui.scale);
@@ -131,51 +136,52 @@ void ControlsView::draw(Session& s, Ui& ui) {
         changed |= target_box(s, ui);
     else
         generation_controls(s, ui);
-    changed |= ImGui::Checkbox("causal mask", &s.options.causal);
+    changed |= ImGui::Checkbox("causal mask", &s.state.options.causal);
     ui.layout.control("causal mask");
     ImGui::SameLine();
-    changed |= ImGui::Checkbox("padding mask", &s.options.padding_mask);
+    changed |= ImGui::Checkbox("padding mask", &s.state.options.padding_mask);
     ImGui::SameLine();
     if (model.config.sliding_window) {  // only a model that has one
         const std::string label = "sliding window (" + std::to_string(model.config.sliding_window) + ")";
-        changed |= ImGui::Checkbox(label.c_str(), &s.sliding_window_on);
+        changed |= ImGui::Checkbox(label.c_str(), &s.state.sliding_window_on);
         ui.layout.control("sliding window");
         ImGui::SameLine();
     }
     // The layers of the maps shown: an encoder–decoder's encoder may have another count.
     const int layers = s.shown.attention.weights.empty() ? model.config.n_layer : s.maps().layers();
     ImGui::SetNextItemWidth(120 * ui.scale);
-    ImGui::SliderInt("layer", &s.layer, 0, layers - 1, "%d", ImGuiSliderFlags_AlwaysClamp);
+    ImGui::SliderInt("layer", &s.state.layer, 0, layers - 1, "%d", ImGuiSliderFlags_AlwaysClamp);
     ImGui::SameLine();
     enum_combo("colormap", ui.colormap, colormap_choices.labels, 120 * ui.scale);
     ImGui::SameLine();
     legend(ui);
 
     // Head count: every count head_split accepts; the same weights, re-split.
-    const int heads_now = s.options.n_head ? s.options.n_head : model.config.n_head;
+    const int heads_now = s.state.options.n_head ? s.state.options.n_head : model.config.n_head;
     ImGui::SetNextItemWidth(90 * ui.scale);
     if (ImGui::BeginCombo("heads", std::to_string(heads_now).c_str())) {
         for (int n : head_counts(model.config)) {
             if (ImGui::Selectable(std::to_string(n).c_str(), n == heads_now)) {
-                s.options.n_head = n == model.config.n_head ? 0 : n;
-                s.options.ablate.clear();  // the knocked-out heads were of the other split
+                s.state.options.n_head = n == model.config.n_head ? 0 : n;
+                s.state.options.ablate.clear();  // the knocked-out heads were of the other split
                 changed = true;
             }
         }
         ImGui::EndCombo();
     }
     ImGui::SameLine();
-    changed |= enum_combo("scale", s.options.scale, scale_choices.labels, 130 * ui.scale);
+    changed |= enum_combo("scale", s.state.options.scale, scale_choices.labels, 130 * ui.scale);
     ImGui::SameLine();
-    changed |= enum_combo("split", s.options.split, split_choices.labels, 150 * ui.scale);
+    changed |= enum_combo("split", s.state.options.split, split_choices.labels, 150 * ui.scale);
     ImGui::SameLine();
     head_controls(s, ui, changed);
     differences_note(s, ui);
 
     // Page Up / Page Down step through the layers when no text field has the keyboard.
     if (!ImGui::GetIO().WantTextInput) {
-        if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_PageDown))) s.layer = std::min(s.layer + 1, layers - 1);
-        if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_PageUp))) s.layer = std::max(s.layer - 1, 0);
+        if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_PageDown)))
+            s.state.layer = std::min(s.state.layer + 1, layers - 1);
+        if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_PageUp))) s.state.layer = std::max(s.state.layer - 1, 0);
     }
     if (changed) s.submit();
 }
@@ -183,33 +189,33 @@ void ControlsView::draw(Session& s, Ui& ui) {
 // How knocked-out heads are replaced, and how the maps are shaded.
 void ControlsView::head_controls(Session& s, Ui& ui, bool& changed) {
     // Mean ablation needs the whole text: it only changes the maps while a head is out.
-    changed |= enum_combo("knock out to", s.options.ablation, ablation_choices.labels, 110 * ui.scale) &&
-               !s.options.ablate.empty();
+    changed |= enum_combo("knock out to", s.state.options.ablation, ablation_choices.labels, 110 * ui.scale) &&
+               !s.state.options.ablate.empty();
     ui.layout.control("knock out to");
     if (ui.tooltips && ImGui::IsItemHovered())
         ImGui::SetTooltip(
             "a head's checkbox knocks it out: its output is replaced by zero or by its mean over the text");
     ImGui::SameLine();
-    ImGui::Checkbox("hide first key", &s.shading.hide_first_key);
+    ImGui::Checkbox("hide first key", &s.state.shading.hide_first_key);
     ui.layout.control("hide first key");
     if (ui.tooltips && ImGui::IsItemHovered())
         ImGui::SetTooltip("rows renormalised without key 0, where many heads park their weight (the sink)");
     ImGui::SameLine();
-    const bool value_weighted = s.shading.value_weighted;
-    ImGui::Checkbox("weight x |value|", &s.shading.value_weighted);
+    const bool value_weighted = s.state.shading.value_weighted;
+    ImGui::Checkbox("weight x |value|", &s.state.shading.value_weighted);
     ui.layout.control("weight x value");
     if (ui.tooltips && ImGui::IsItemHovered())
         ImGui::SetTooltip(
             "|alpha v W_O|: how much each key sends, not only how much it is looked at (rows scaled to 1)");
-    if (s.shading.value_weighted && !value_weighted && s.shown.attention.value_weighted.empty()) changed = true;
+    if (s.state.shading.value_weighted && !value_weighted && s.shown.attention.value_weighted.empty()) changed = true;
     const std::string refusal = s.contributions_refusal();
-    if (s.shading.value_weighted && !refusal.empty()) {
+    if (s.state.shading.value_weighted && !refusal.empty()) {
         ImGui::SameLine();
         ImGui::TextColored(warning_colour, "(%s)", refusal.c_str());
     }
     if (s.shown_second_start() < 0) return;  // the sentence filter needs a pair
     ImGui::SameLine();
-    enum_combo("sentences", s.shading.sentences, sentences_choices.labels, 90 * ui.scale);
+    enum_combo("sentences", s.state.shading.sentences, sentences_choices.labels, 90 * ui.scale);
     ui.layout.control("sentences");
     if (ui.tooltips && ImGui::IsItemHovered())
         ImGui::SetTooltip(
@@ -223,8 +229,8 @@ void ControlsView::examples_menu(Session& s, Ui& ui) {
     if (ImGui::BeginCombo("##examples", "examples...")) {
         for (const Example& example : examples_) {
             if (ImGui::Selectable(example.title.c_str())) {
-                s.texts = example.texts;
-                s.selected = 0;
+                s.state.texts = example.texts;
+                s.state.selected = 0;
                 s.submit();
             }
             ui.layout.item({{"view", "control"}, {"name", "example"}, {"text", example.title}});
@@ -234,7 +240,7 @@ void ControlsView::examples_menu(Session& s, Ui& ui) {
     }
     ui.layout.control("examples");
     for (const Example& example : examples_) {
-        if (example.texts != s.texts) continue;
+        if (example.texts != s.state.texts) continue;
         ImGui::SameLine();
         ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
         ImGui::TextWrapped("%s", example.look_for.c_str());
@@ -251,7 +257,7 @@ void ControlsView::examples_menu(Session& s, Ui& ui) {
 void ControlsView::generation_controls(Session& s, Ui& ui) {
     ImGui::BeginGroup();
     const std::string refusal = prefix_reuse_refusal(s.generation_options());
-    const bool can = s.texts.size() == 1 && refusal.empty() && !s.generating();
+    const bool can = s.state.texts.size() == 1 && refusal.empty() && !s.generating();
     ImGui::BeginDisabled(!can);
     if (ImGui::Button("next token")) s.generate(Sampling{}, 1);
     ui.layout.control("next token");
@@ -286,7 +292,7 @@ void ControlsView::generation_controls(Session& s, Ui& ui) {
     ImGui::InputScalar("seed", ImGuiDataType_U64, &sampling_.seed);
 
     if (!s.generation) {
-        if (s.texts.size() != 1)
+        if (s.state.texts.size() != 1)
             ImGui::TextDisabled("generation runs on a batch of one text");
         else if (!refusal.empty()) {
             // Wrapped at the window's edge: the reason is a sentence.
@@ -307,7 +313,7 @@ void ControlsView::generation_controls(Session& s, Ui& ui) {
                         {"step", g.step},
                         {"stop", to_string(g.stop)},
                         {"ids", ids},
-                        {"text", s.texts[0]}});
+                        {"text", s.state.texts[0]}});
         ImGui::SameLine();
         if (g.stop != Stop::running)
             ImGui::TextDisabled("stopped: %s", to_string(g.stop));

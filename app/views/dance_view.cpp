@@ -130,11 +130,11 @@ void DanceView::draw(Session& session, Ui& ui) {
     // far as the layer (of the decoder's self-attention, the forward's own).
     const MaxDiff::Outcome* max_diff = nullptr;
     if (kind_ == AttentionKind::decoder)
-        max_diff = max_diff_.get({session.shown_generation, session.layer}, [&] {
+        max_diff = max_diff_.get({session.shown_generation, session.state.layer}, [&] {
             Batch batch{session.shown.token_ids, session.model().config.pad_id()};
             batch.source_ids = session.shown.source_ids;
             return [model = session.shared_model(), batch = std::move(batch), options = session.shown_options,
-                    layer = session.layer](std::stop_token) {
+                    layer = session.state.layer](std::stop_token) {
                 return naive_view_max_diff(*own_cpu_backend(*model), batch, options, layer);
             };
         });
@@ -201,7 +201,7 @@ void DanceView::describe(const Session& session, Ui& ui, const MaxDiff::Outcome*
                     {"strides", layout.strides},
                     {"offset", layout.offset},
                     {"contiguous", layout.is_contiguous()},
-                    {"layer", session.layer},
+                    {"layer", session.state.layer},
                     {"naive_view_max_diff",
                      max_diff && max_diff->error.empty() ? nlohmann::ordered_json(max_diff->result) : nullptr}});
 
@@ -212,20 +212,21 @@ void DanceView::describe(const Session& session, Ui& ui, const MaxDiff::Outcome*
             "The naive split's error is measured on the decoder's self-attention: choose it in the "
             "attention menu.");
     else if (!max_diff)
-        ImGui::TextDisabled("Comparing layer %d's output under the naive split with the correct one...", session.layer);
+        ImGui::TextDisabled("Comparing layer %d's output under the naive split with the correct one...",
+                            session.state.layer);
     else if (!max_diff->error.empty())
         ImGui::TextColored(error_colour, "naive split not compared: %s", max_diff->error.c_str());
     else if (d.split == Split::naive_view)
         ImGui::TextColored(warning_colour,
                            "The naive split runs without an error, yet layer %d's attention output (heads merged, "
                            "before %s) differs from the correct split's by up to %.4g.",
-                           session.layer, module_name(session.model().config, Weight::attn_proj_w).c_str(),
+                           session.state.layer, module_name(session.model().config, Weight::attn_proj_w).c_str(),
                            max_diff->result);
     else
         ImGui::TextDisabled(
             "The naive view(B, NH, T, hs) would change layer %d's attention output by up to %.4g "
             "(choose the split \"naive view\" above to walk it).",
-            session.layer, max_diff->result);
+            session.state.layer, max_diff->result);
 }
 
 // Two grids side by side: the buffer's memory in storage order (identical

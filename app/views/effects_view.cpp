@@ -84,13 +84,13 @@ float cell_side(int rows, int cols, float width, float height, const Ui& ui) {
 }  // namespace
 
 void EffectsView::draw(Session& s, Ui& ui) {
-    const int T = s.length(s.selected);
+    const int T = s.length(s.state.selected);
     ImGui::SetNextItemWidth(std::floor(220 * ui.scale));
     int position = s.predicted_query();
-    if (ImGui::SliderInt("position", &position, 0, T - 1, "%d", ImGuiSliderFlags_AlwaysClamp)) s.query = position;
+    if (ImGui::SliderInt("position", &position, 0, T - 1, "%d", ImGuiSliderFlags_AlwaysClamp)) s.state.query = position;
     ui.layout.control("position");
     ImGui::SameLine();
-    ImGui::Text("%s", shown_token(s, s.selected, s.predicted_query(), true).c_str());
+    ImGui::Text("%s", shown_token(s, s.state.selected, s.predicted_query(), true).c_str());
     const float width = ImGui::GetContentRegionAvail().x, spacing = ImGui::GetStyle().ItemSpacing.x;
     const float half = std::floor((width - 2 * spacing) / 2);
     ImGui::BeginGroup();
@@ -136,7 +136,7 @@ void EffectsView::effects_grid(Session& s, Ui& ui, float width) {
     // A grid of other options may have other heads: only a current one selects.
     const bool selectable =
         s.effects_current() && l < static_cast<int>(s.shown.attention.layers.size()) && h < s.heads_shown();
-    if (selectable && ImGui::IsMouseClicked(ImGuiMouseButton_Left)) s.layer = l, s.head = h;
+    if (selectable && ImGui::IsMouseClicked(ImGuiMouseButton_Left)) s.state.layer = l, s.state.head = h;
     if (!ui.tooltips) return;
     if (std::isnan(e->loss_change_at(l, h))) {
         ImGui::SetTooltip("L%d H%d was already knocked out", l, h);
@@ -154,7 +154,7 @@ void EffectsView::effects_grid(Session& s, Ui& ui, float width) {
 
 void EffectsView::attribution_grid(Session& s, Ui& ui, float width) {
     const AttentionResult& att = s.shown.attention;
-    const int b = s.selected, t = s.predicted_query();
+    const int b = s.state.selected, t = s.predicted_query();
     if (att.head_logit_attribution.empty()) {
         const std::string refusal = s.replaying()
                                         ? "a generation's steps compute no contributions: any change computes "
@@ -188,7 +188,7 @@ void EffectsView::attribution_grid(Session& s, Ui& ui, float width) {
     ImGui::TextDisabled("embeddings %+.3f, final norm's shift %+.3f; red raises the logit (up to %.3f)", parts[0],
                         parts[2 * L + 1], scale);
     if (l < 0) return;
-    if (c < NH && ImGui::IsMouseClicked(ImGuiMouseButton_Left)) s.layer = l, s.head = c;
+    if (c < NH && ImGui::IsMouseClicked(ImGuiMouseButton_Left)) s.state.layer = l, s.state.head = c;
     if (ui.tooltips)
         ImGui::SetTooltip("L%d %s: %+.4f of the logit", l, labels[c].c_str(),
                           values[static_cast<size_t>(l) * (NH + 2) + c]);
@@ -202,7 +202,7 @@ void EffectsView::rollout_map(Session& s, Ui& ui, float width) {
     ImGui::TextUnformatted("Rollout over every layer (Abnar & Zuidema)");
     const float side = std::floor(std::min(width, ImGui::GetContentRegionAvail().y - 4));
     if (side < 16) return;
-    const int b = s.selected, T = att.T;
+    const int b = s.state.selected, T = att.T;
     const int pixels = std::max(1, static_cast<int>(side * ImGui::GetIO().DisplayFramebufferScale.x));
     const RolloutKey key{s.shown_generation, b, pixels, ui.colormap};
     if (!(key == rollout_key_)) {
@@ -227,13 +227,13 @@ void EffectsView::head_writes_lists(Session& s, Ui& ui) {
     const AttentionResult& att = s.shown.attention;
     if (att.final_scale.empty() || att.outputs.empty()) return;
     const int t = s.predicted_query();
-    const WritesKey key{s.shown_generation, s.selected, s.layer, s.head, t};
+    const WritesKey key{s.shown_generation, s.state.selected, s.state.layer, s.state.head, t};
     if (!(key == writes_key_)) {
-        writes_ = head_writes(s.model(), att, s.layer, s.selected, s.head, t);
+        writes_ = head_writes(s.model(), att, s.state.layer, s.state.selected, s.state.head, t);
         writes_key_ = key;
     }
     const HeadWrites& writes = writes_;
-    ImGui::Text("What L%d H%d writes at position %d", s.layer, s.head, t);
+    ImGui::Text("What L%d H%d writes at position %d", s.state.layer, s.state.head, t);
     const Tokenizer& tokenizer = s.model().tokenizer;
     if (!ImGui::BeginTable("writes", 2, ImGuiTableFlags_SizingStretchSame)) return;
     ImGui::TableSetupColumn("promoted");

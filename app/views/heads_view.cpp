@@ -125,7 +125,7 @@ bool labelled_map(Session& session, Ui& ui, MapWidget& widget, const char* view,
 // head's label and, with the first key hidden, its sink mass; all within
 // `width` (a label longer ends in an ellipsis, whole on hover).
 void head_title(Session& session, Ui& ui, int layer, int head, float width) {
-    bool out = session.options.knocks_out({layer, head});
+    bool out = session.state.options.knocks_out({layer, head});
     ImGui::PushID(layer * 4096 + head);
     ImGui::PushStyleVar(ImGuiStyleVar_FramePadding, ImVec2(0, 0));
     ImGui::BeginDisabled(session.maps().kind != AttentionKind::decoder);  // knocking out is of the decoder's heads
@@ -138,11 +138,11 @@ void head_title(Session& session, Ui& ui, int layer, int head, float width) {
         ImGui::SetTooltip(out ? "knocked out: click to bring the head back" : "knock this head out of the forward");
     ImGui::SameLine(0, 4 * ui.scale);
     std::string label = head_label(session, layer, head);
-    if (session.shading.hide_first_key && session.maps().kind == AttentionKind::decoder) {
+    if (session.state.shading.hide_first_key && session.maps().kind == AttentionKind::decoder) {
         char sink[32];
-        std::snprintf(
-            sink, sizeof sink, "  sink %.2f",
-            sink_mass(session.shown.attention, layer, session.selected, head, session.length(session.selected)));
+        std::snprintf(sink, sizeof sink, "  sink %.2f",
+                      sink_mass(session.shown.attention, layer, session.state.selected, head,
+                                session.length(session.state.selected)));
         label += sink;
     }
     const std::string shown = ellipsized(label, ImGui::GetFontSize(), width - ImGui::GetFrameHeight() - 4 * ui.scale);
@@ -234,9 +234,9 @@ void HeadsView::grid(Session& session, Ui& ui) {
                 ImGui::GetWindowDrawList()->AddText(nullptr, 0, at, ImGui::GetColorU32(ImGuiCol_TextDisabled),
                                                     kv.c_str(), nullptr, 0, &clip);
         }
-        head_title(session, ui, session.layer, h, side);
-        if (labelled_map(session, ui, maps_[h], "heads", session.layer, h, side)) {
-            session.head = h;
+        head_title(session, ui, session.state.layer, h, side);
+        if (labelled_map(session, ui, maps_[h], "heads", session.state.layer, h, side)) {
+            session.state.head = h;
             open_large();
         }
         ImGui::EndGroup();
@@ -255,7 +255,7 @@ void HeadsView::grid(Session& session, Ui& ui) {
             max(frames[kv].max.x + pad, frames[kv].max.y + pad);
         ImGui::GetWindowDrawList()->AddRect(min, max, group_frame_colour, 0, 0, 1);
         ui.layout.rect({{"view", "heads-group"},
-                        {"layer", session.layer},
+                        {"layer", session.state.layer},
                         {"kv_head", kv},
                         {"first_head", kv * group},
                         {"heads", group}},
@@ -270,12 +270,12 @@ void HeadsView::large(Session& session, Ui& ui) {
         return;
     }
     ImGui::SameLine();
-    head_title(session, ui, session.layer, session.head, ImGui::GetContentRegionAvail().x);
+    head_title(session, ui, session.state.layer, session.state.head, ImGui::GetContentRegionAvail().x);
     const int group = session.heads_shown() / session.shown.attention.NKV;
     if (group > 1) {
-        const int first = session.head / group * group;
+        const int first = session.state.head / group * group;
         ImGui::SameLine();
-        ImGui::TextDisabled("kv %d: keys and values shared by heads %d-%d", session.head / group, first,
+        ImGui::TextDisabled("kv %d: keys and values shared by heads %d-%d", session.state.head / group, first,
                             first + group - 1);
     }
     ImGui::SameLine();
@@ -284,7 +284,7 @@ void HeadsView::large(Session& session, Ui& ui) {
     const float side = std::floor(std::min(avail.x, avail.y) - 4);
     if (side < 16) return;
     const ImVec2 start = ImGui::GetCursorScreenPos();
-    labelled_map(session, ui, large_map_, "large", session.layer, session.head, side, region_);
+    labelled_map(session, ui, large_map_, "large", session.state.layer, session.state.head, side, region_);
     maps_corner_ = ImVec2(start.x + side, start.y);
 
     // Zoom about the mouse, pan by dragging; the region stays inside the map.

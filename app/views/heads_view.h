@@ -13,7 +13,7 @@ public:
     // The side of the maps this view draws in an area of `area` screen
     // pixels (the main view places the predictions panel by it).
     float map_side(const Session& session, const Ui& ui, ImVec2 area) const;
-    // Shows session.head large (a click on a map, the model view, --head).
+    // Shows session.state.head large (a click on a map, the model view, --head).
     void open_large() {
         large_ = true;
         region_ = {};  // a new head opens whole

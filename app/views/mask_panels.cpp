@@ -55,10 +55,10 @@ DrawnGrid mask_grid(Ui& ui, const char* mask, int b, int first_query, int rows, 
 void cell_tooltip(const Session& session, const DrawnGrid& grid, const char* state) {
     if (grid.key < 0) return;
     ImGui::BeginTooltip();
-    const std::string key = shown_token(session, session.selected, grid.key, true);
+    const std::string key = shown_token(session, session.state.selected, grid.key, true);
     if (grid.query >= 0)
         ImGui::Text("query %d %s  ->  key %d %s", grid.query,
-                    shown_token(session, session.selected, grid.query, true).c_str(), grid.key, key.c_str());
+                    shown_token(session, session.state.selected, grid.query, true).c_str(), grid.key, key.c_str());
     else
         ImGui::Text("key %d %s, for every query", grid.key, key.c_str());
     ImGui::TextUnformatted(state);
@@ -82,9 +82,9 @@ void draw_token_labels(const Session& session, Ui& ui, ImVec2 origin, float cell
         ui.layout.rect({{"view", "mask label"}, {"axis", axis}, {"index", t}, {"text", text}, {"shown", shown}},
                        ImVec2(place.x, place.y), ImVec2(place.z - place.x, place.w - place.y));
     };
-    const int T = session.shown.attention.T, length = session.length(session.selected);
+    const int T = session.shown.attention.T, length = session.length(session.state.selected);
     for (int t = 0; t < T; ++t) {
-        const std::string text = shown_token(session, session.selected, t);
+        const std::string text = shown_token(session, session.state.selected, t);
         const float row_top = origin.y + t * cell;
         const float x = std::max(right - ImGui::CalcTextSize(text.c_str()).x * shrink, right - width);
         label("query", t, text, ImVec2(x, row_top + (cell - size) / 2),
@@ -132,7 +132,7 @@ void legend_entry(ImU32 colour, const char* meaning, bool outline = false) {
 
 void outline_empty_rows(const Session& session, ImVec2 origin, float cell) {
     const AttentionResult& att = session.shown.attention;
-    auto empty = [&](int i) { return att.row_fully_masked(session.selected, i); };
+    auto empty = [&](int i) { return att.row_fully_masked(session.state.selected, i); };
     ImDrawList* draw = ImGui::GetWindowDrawList();
     for (int first = 0; first < att.T;) {
         if (!empty(first)) {
@@ -152,7 +152,7 @@ void outline_empty_rows(const Session& session, ImVec2 origin, float cell) {
 }
 
 void batch_padding_masks(const Session& session, Ui& ui) {
-    const AttentionOptions options = session.shown_options_at(session.layer);  // what the shown compute used
+    const AttentionOptions options = session.shown_options_at(session.state.layer);  // what the shown compute used
     const int B = static_cast<int>(session.shown.token_ids.size()), T = session.shown.attention.T;
     ImGui::TextUnformatted(
         options.padding_mask ? "Padding masks of the batch (B x T): a text's pad keys are masked"
@@ -161,7 +161,7 @@ void batch_padding_masks(const Session& session, Ui& ui) {
     const float cell = std::clamp(std::floor((ImGui::GetContentRegionAvail().x - row_label) / T), 2.f, 14 * ui.scale);
     for (int text = 0; text < B; ++text) {
         const int text_length = session.length(text);
-        ImGui::Text("%s text %d", text == session.selected ? ">" : " ", text + 1);
+        ImGui::Text("%s text %d", text == session.state.selected ? ">" : " ", text + 1);
         ImGui::SameLine(row_label);
         const DrawnGrid grid = mask_grid(ui, "padding", text, -1, 1, T, ImVec2(cell, cell),
                                          [&](int, int j) { return padding_allows(options, j, text_length); });
@@ -177,8 +177,8 @@ void batch_padding_masks(const Session& session, Ui& ui) {
 }
 
 std::optional<MaskPanels> MaskPanels::fit(const Session& session, const Ui& ui) {
-    const AttentionOptions options = session.shown_options_at(session.layer);
-    const int T = session.shown.attention.T, b = session.selected, length = session.length(b);
+    const AttentionOptions options = session.shown_options_at(session.state.layer);
+    const int T = session.shown.attention.T, b = session.state.selected, length = session.length(b);
     const float line = ImGui::GetTextLineHeight(), spacing = ImGui::GetStyle().ItemSpacing.y;
     MaskPanels p;
     p.T_ = T;
@@ -194,14 +194,14 @@ std::optional<MaskPanels> MaskPanels::fit(const Session& session, const Ui& ui) 
              options.sliding_window ? (options.window_both_ways ? "every text's: |key j - query i| < "
                                                                 : "every text's: key j > query i - ") +
                                           std::to_string(window)
-             : session.sliding_window_on
-                 ? "none in layer " + std::to_string(session.layer) + ": a global layer, every key visible"
+             : session.state.sliding_window_on
+                 ? "none in layer " + std::to_string(session.state.layer) + ": a global layer, every key visible"
                  : "off: every key visible (the model's is " + std::to_string(window) + ")"});
     p.headers_.push_back(
         {"padding mask of " + text_name + " (1 x T)",
          options.padding_mask ? "keys j < " + std::to_string(length) + ", its length" : "off: every key visible"});
     p.headers_.push_back({"combined: what the engine used", masks_used(options)});
-    p.headers_.push_back({"attention " + head_label(session, session.layer, session.head),
+    p.headers_.push_back({"attention " + head_label(session, session.state.layer, session.state.head),
                           "of " + text_name + ", hatched where masked"});
     const int panels = static_cast<int>(p.headers_.size());
 
@@ -273,10 +273,10 @@ void MaskPanels::above_square() const {
 }
 
 void MaskPanels::causal(const Session& session, Ui& ui) {
-    const AttentionOptions options = session.shown_options_at(session.layer);
+    const AttentionOptions options = session.shown_options_at(session.state.layer);
     title();
     above_square();
-    const DrawnGrid causal = mask_grid(ui, "causal", session.selected, 0, T_, T_, ImVec2(cell_, cell_),
+    const DrawnGrid causal = mask_grid(ui, "causal", session.state.selected, 0, T_, T_, ImVec2(cell_, cell_),
                                        [&](int i, int j) { return causal_allows(options, i, j); });
     if (query_column_ > 0) draw_token_labels(session, ui, causal.origin, cell_, query_column_ - 6 * ui.scale);
     cell_tooltip(session, causal,
@@ -286,10 +286,10 @@ void MaskPanels::causal(const Session& session, Ui& ui) {
 }
 
 void MaskPanels::window(const Session& session, Ui& ui) {
-    const AttentionOptions options = session.shown_options_at(session.layer);
+    const AttentionOptions options = session.shown_options_at(session.state.layer);
     title();
     above_square();
-    const DrawnGrid sliding = mask_grid(ui, "window", session.selected, 0, T_, T_, ImVec2(cell_, cell_),
+    const DrawnGrid sliding = mask_grid(ui, "window", session.state.selected, 0, T_, T_, ImVec2(cell_, cell_),
                                         [&](int i, int j) { return window_allows(options, i, j); });
     cell_tooltip(session, sliding,
                  !options.sliding_window ? "sliding window off: visible"
@@ -299,8 +299,8 @@ void MaskPanels::window(const Session& session, Ui& ui) {
 }
 
 void MaskPanels::padding(const Session& session, Ui& ui) {
-    const AttentionOptions options = session.shown_options_at(session.layer);
-    const int b = session.selected, length = session.length(b);
+    const AttentionOptions options = session.shown_options_at(session.state.layer);
+    const int b = session.state.selected, length = session.length(b);
     title();
     auto padding = [&](int, int j) { return padding_allows(options, j, length); };
     auto padding_state = [&](const DrawnGrid& grid) {
@@ -316,8 +316,8 @@ void MaskPanels::padding(const Session& session, Ui& ui) {
 }
 
 void MaskPanels::combined(const Session& session, Ui& ui) {
-    const AttentionOptions options = session.shown_options_at(session.layer);
-    const int b = session.selected, length = session.length(b), T = T_;
+    const AttentionOptions options = session.shown_options_at(session.state.layer);
+    const int b = session.state.selected, length = session.length(b), T = T_;
     title();
     above_square();
     auto visible = [&](int i, int j) { return attends(options, i, j, length, T); };
@@ -341,7 +341,7 @@ void MaskPanels::attention_title() {
 
 void MaskPanels::legend(const Session& session) const {
     int empty_rows = 0;
-    for (int i = 0; i < T_; ++i) empty_rows += session.shown.attention.row_fully_masked(session.selected, i);
+    for (int i = 0; i < T_; ++i) empty_rows += session.shown.attention.row_fully_masked(session.state.selected, i);
     legend_entry(mask_allowed_colour, "the query may attend to the key");
     ImGui::SameLine(0, gap_);
     legend_entry(mask_blocked_colour, "masked");
@@ -349,14 +349,14 @@ void MaskPanels::legend(const Session& session) const {
     legend_entry(mask_empty_row_colour, "", true);
     ImGui::SameLine();
     ImGui::Text("%d row%s of text %d with nothing to attend to: weights all zero, never NaN", empty_rows,
-                empty_rows == 1 ? "" : "s", session.selected + 1);
+                empty_rows == 1 ? "" : "s", session.state.selected + 1);
 }
 
 void cross_mask(const Session& session, Ui& ui) {
     const AttentionResult& att = session.shown.attention;
     if (!att.encoder) return;
     const AttentionOptions& options = session.shown_options;
-    const int b = session.selected, T = att.T, S = att.S;
+    const int b = session.state.selected, T = att.T, S = att.S;
     const int target = session.length(b), source = static_cast<int>(session.shown.source_ids[b].size());
     ImGui::Text("Cross-attention mask of text %d (T x T_src): each target query over the source's keys", b + 1);
     ImGui::TextDisabled(options.padding_mask ? "the source's padding only (keys j < %d, its length); no causal "

@@ -25,10 +25,10 @@ std::string preview(const std::string& text) {
 void MaskView::batch_list(Session& session, const Ui& ui) {
     const int shown_B = static_cast<int>(session.shown.token_ids.size()), T = session.shown.attention.T;
     if (select_when_shown_ >= 0 && select_when_shown_ < shown_B) {
-        session.selected = select_when_shown_;
+        session.state.selected = select_when_shown_;
         select_when_shown_ = -1;
     }
-    const size_t B = session.texts.size();
+    const size_t B = session.state.texts.size();
     const std::string batch = B == 1 ? "One text" : "Batch of " + std::to_string(B) + " texts";
     if (shown_B > 0)
         ImGui::Text("%s, right-padded with %s to the longest: T = %d tokens", batch.c_str(),
@@ -36,15 +36,15 @@ void MaskView::batch_list(Session& session, const Ui& ui) {
     else
         ImGui::TextUnformatted(batch.c_str());
     int remove = -1;
-    for (int b = 0; b < static_cast<int>(session.texts.size()); ++b) {
+    for (int b = 0; b < static_cast<int>(session.state.texts.size()); ++b) {
         ImGui::PushID(b);
         // A text not yet computed cannot be shown: the views draw the last compute.
         const bool computed = b < shown_B;
         ImGui::BeginDisabled(!computed);
-        if (ImGui::RadioButton("##select", session.selected == b)) session.selected = b;
+        if (ImGui::RadioButton("##select", session.state.selected == b)) session.state.selected = b;
         ImGui::EndDisabled();
         ImGui::SameLine();
-        ImGui::BeginDisabled(session.texts.size() == 1);
+        ImGui::BeginDisabled(session.state.texts.size() == 1);
         if (ImGui::SmallButton("remove")) remove = b;
         ImGui::EndDisabled();
         ImGui::SameLine();
@@ -55,7 +55,7 @@ void MaskView::batch_list(Session& session, const Ui& ui) {
             ImGui::TextDisabled("%2d: %s", b + 1, session.busy() ? "computing..." : "not computed");
         }
         ImGui::SameLine();
-        ImGui::TextUnformatted(preview(session.texts[b]).c_str());
+        ImGui::TextUnformatted(preview(session.state.texts[b]).c_str());
         ImGui::PopID();
     }
     ImGui::SetNextItemWidth(420 * ui.scale);
@@ -66,15 +66,16 @@ void MaskView::batch_list(Session& session, const Ui& ui) {
     const bool add = ImGui::Button("add text") || entered;
     ImGui::EndDisabled();
     if (add && !new_text_.empty()) {
-        session.texts.push_back(new_text_);
+        session.state.texts.push_back(new_text_);
         new_text_.clear();
-        select_when_shown_ = static_cast<int>(session.texts.size()) - 1;
+        select_when_shown_ = static_cast<int>(session.state.texts.size()) - 1;
         session.submit();
     }
     if (remove >= 0) {
-        session.texts.erase(session.texts.begin() + remove);
+        session.state.texts.erase(session.state.texts.begin() + remove);
         // Keep the same text selected, or its neighbour when it was the one removed.
-        if (session.selected > remove || session.selected == static_cast<int>(session.texts.size())) --session.selected;
+        if (session.state.selected > remove || session.state.selected == static_cast<int>(session.state.texts.size()))
+            --session.state.selected;
         select_when_shown_ = -1;
         session.submit();
     }
@@ -101,7 +102,7 @@ void MaskView::draw(Session& session, Ui& ui) {
     panels->next();
     panels->attention_title();
     const ImVec2 map = ImGui::GetCursorScreenPos();
-    attention_map_.draw(session, ui, "mask_attention", session.layer, session.head, panels->side());
+    attention_map_.draw(session, ui, "mask_attention", session.state.layer, session.state.head, panels->side());
     outline_empty_rows(session, map, panels->cell());
     ImGui::EndGroup();
     panels->legend(session);

@@ -87,8 +87,8 @@ bool ModelView::draw(Session& session, Ui& ui) {
         for (int h = 0; h < NH; ++h) {
             ImGui::SameLine(column_x(h));
             if (maps_[static_cast<size_t>(l) * NH + h].draw(session, ui, "model", l, h, side)) {
-                session.layer = l;
-                session.head = h;
+                session.state.layer = l;
+                session.state.head = h;
                 jumped = true;
             }
             ui.layout.item({{"view", "map"}, {"of", "model"}, {"layer", l}, {"head", h}});

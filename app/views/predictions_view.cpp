@@ -13,7 +13,7 @@ namespace {
 // their p with the heads out, and the loss with and without them.
 void intact_comparison(const Session& s, Ui& ui, int t) {
     const AttentionResult &out = s.shown.attention, &intact = s.intact;
-    const int b = s.selected;
+    const int b = s.state.selected;
     ImGui::Spacing();
     ImGui::TextColored(warning_colour, "%zu knocked out: the intact model's top 5", s.shown_options.ablate.size());
     if (!ImGui::BeginTable("intact", 3, ImGuiTableFlags_SizingStretchProp)) return;
@@ -45,7 +45,7 @@ void intact_comparison(const Session& s, Ui& ui, int t) {
 
 // An encoder's fill of every mask token of the selected text: its top 3.
 void masked_fills(const Session& s, Ui& ui) {
-    const std::vector<int> masks = s.mask_positions(s.selected);
+    const std::vector<int> masks = s.mask_positions(s.state.selected);
     if (masks.empty()) {
         ImGui::TextDisabled("type [MASK] (or <mask>) where a word should be filled");
         return;
@@ -53,7 +53,7 @@ void masked_fills(const Session& s, Ui& ui) {
     const AttentionResult& att = s.shown.attention;
     for (int t : masks) {
         std::string fills;
-        const Prediction* top = att.predictions_at(s.selected, t);
+        const Prediction* top = att.predictions_at(s.state.selected, t);
         for (int k = 0; k < std::min(3, att.top_k) && top[k].id >= 0; ++k) {
             char p[16];
             std::snprintf(p, sizeof p, " %.2f", top[k].p);
@@ -72,19 +72,20 @@ void predictions_panel(const Session& s, Ui& ui) {
         ImGui::TextWrapped("%s", s.model().config.predicts() ? "computing the predictions..." : no_head_message);
         return;
     }
-    const int b = s.selected, t = s.predicted_query(), length = s.length(b);
+    const int b = s.state.selected, t = s.predicted_query(), length = s.length(b);
     const Tokenizer& tokenizer = s.model().tokenizer;
     const bool encoder = s.model().config.is_encoder();  // it fills position t itself
-    ImGui::Text("%s %s (token %d)", encoder ? "Filling" : "After", shown_token(s, s.selected, t, true).c_str(), t);
+    ImGui::Text("%s %s (token %d)", encoder ? "Filling" : "After", shown_token(s, s.state.selected, t, true).c_str(),
+                t);
     ui.layout.item({{"view", "prediction-query"}, {"query", t}});
-    if (s.hovered_query >= 0)
+    if (s.state.hovered_query >= 0)
         ImGui::TextDisabled("the row under the mouse");
     else if (s.replaying())
         ImGui::TextDisabled("generation step %d of %zu", s.generation->step, s.generation->steps.size());
     else
-        ImGui::TextDisabled("%s", s.query >= 0 ? "the row clicked"
-                                  : encoder    ? "the first mask, else the last token (hover or click a row)"
-                                               : "the last token (hover or click a row)");
+        ImGui::TextDisabled("%s", s.state.query >= 0 ? "the row clicked"
+                                  : encoder          ? "the first mask, else the last token (hover or click a row)"
+                                                     : "the last token (hover or click a row)");
     ImGui::Spacing();
 
     // The token the text has where the predictions are: the next one, or an encoder's own.

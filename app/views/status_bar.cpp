@@ -33,7 +33,7 @@ std::string export_stem() {
 std::string tokens_note(const Session& s) {
     if (s.shown.token_ids.empty()) return "0 tokens";
     const AttentionResult& att = s.shown.attention;
-    const int length = s.length(s.selected), reused = att.reused.empty() ? 0 : att.reused[s.selected];
+    const int length = s.length(s.state.selected), reused = att.reused.empty() ? 0 : att.reused[s.state.selected];
     const std::string tokens = std::to_string(length) + " tokens";
     if (reused)
         return "reused " + std::to_string(reused) + " of " + tokens + ", computed " + std::to_string(length - reused);

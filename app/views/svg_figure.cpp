@@ -56,9 +56,9 @@ Heading heading(const Session& s, const Ui& ui, FigureView shown) {
     const AttentionOptions& o = s.shown_options;
     std::string text = s.model_name();
     if (s.shown_texts.size() > 1)
-        text += "   text " + std::to_string(s.selected + 1) + " of " + std::to_string(s.shown_texts.size());
-    text += "   \"" + visible_text(s.shown_texts[s.selected]) + "\"";
-    std::string line = shown.view == View::heads ? "layer " + std::to_string(s.layer) + "   " : "";
+        text += "   text " + std::to_string(s.state.selected + 1) + " of " + std::to_string(s.shown_texts.size());
+    text += "   \"" + visible_text(s.shown_texts[s.state.selected]) + "\"";
+    std::string line = shown.view == View::heads ? "layer " + std::to_string(s.state.layer) + "   " : "";
     line += std::string("causal ") + (o.causal ? "on" : "off") + ", padding mask " + (o.padding_mask ? "on" : "off");
     if (s.model().config.sliding_window)
         line += ", sliding window " + (o.sliding_window ? std::to_string(o.sliding_window) : std::string("off"));
@@ -105,7 +105,7 @@ public:
 
     // Map (layer, head) of the selected text, `side` cells a side, its top left at (x, y).
     void map(int layer, int head, int side, double x, double y) {
-        const int b = s_.selected;
+        const int b = s_.state.selected;
         cells(heatmap_image(s_.shown.attention, s_.shown_options_at(layer), layer, b, head, s_.length(b), side,
                             s_.shown_shading()),
               x, y, cell, cell);
@@ -115,8 +115,8 @@ public:
     void column_labels(const char* css_class, int count, double x, double y, double step) {
         svg_.begin_group({{"class", css_class}});
         for (int j = 0; j < count; ++j)
-            svg_.text(x + (j + 0.5) * step + 0.35 * label_size, y - 3, shown_token(s_, s_.selected, j), label_size,
-                      TextAnchor::start, -90);
+            svg_.text(x + (j + 0.5) * step + 0.35 * label_size, y - 3, shown_token(s_, s_.state.selected, j),
+                      label_size, TextAnchor::start, -90);
         svg_.end_group();
     }
 
@@ -126,8 +126,8 @@ public:
         const int T = s_.shown.attention.T;
         svg_.begin_group({{"class", "queries"}});
         for (int i = 0; i < T; ++i)
-            svg_.text(x - 3, y + (i + 0.5) * cell + 0.35 * label_size, shown_token(s_, s_.selected, i), label_size,
-                      TextAnchor::end);
+            svg_.text(x - 3, y + (i + 0.5) * cell + 0.35 * label_size, shown_token(s_, s_.state.selected, i),
+                      label_size, TextAnchor::end);
         svg_.end_group();
         column_labels("keys", T, x, y, cell);
     }
@@ -177,12 +177,12 @@ void heads_figure(std::ostream& out, const Session& s, Ui& ui, FigureView shown)
     const int NH = s.heads_shown(), group = NH / att.NKV, T = att.T;
     std::vector<int> heads;
     for (int h = 0; h < NH; ++h)
-        if (!shown.large_head || h == s.head) heads.push_back(h);
+        if (!shown.large_head || h == s.state.head) heads.push_back(h);
     const int n = static_cast<int>(heads.size()), side = pooled_side(T, heads.size());
     double label_room = 0;
     if (side == T)  // every cell: a token per row
         for (int t = 0; t < T; ++t)
-            label_room = std::max(label_room, text_width(shown_token(s, s.selected, t), label_size) + 6);
+            label_room = std::max(label_room, text_width(shown_token(s, s.state.selected, t), label_size) + 6);
     const int columns = static_cast<int>(std::ceil(std::sqrt(n))), rows = (n + columns - 1) / columns;
     const double map_side = side * cell, title_h = title_size + 8;
     const double block_w = label_room + map_side, block_h = title_h + label_room + map_side;
@@ -198,11 +198,11 @@ void heads_figure(std::ostream& out, const Session& s, Ui& ui, FigureView shown)
         const double x = margin + (k % columns) * (block_w + gap), y = top + (k / columns) * (block_h + gap);
         const double map_x = x + label_room, map_y = y + title_h + label_room;
         figure.svg().begin_group(
-            {{"class", "map"}, {"data-layer", std::to_string(s.layer)}, {"data-head", std::to_string(h)}});
+            {{"class", "map"}, {"data-layer", std::to_string(s.state.layer)}, {"data-head", std::to_string(h)}});
         const std::string kv = group > 1 ? "  kv " + std::to_string(h / group) : "";
-        figure.labels("title", {{map_x, y + title_size}}, {head_label(s, s.layer, h) + kv});
+        figure.labels("title", {{map_x, y + title_size}}, {head_label(s, s.state.layer, h) + kv});
         if (label_room > 0) figure.token_labels(map_x, map_y);
-        figure.map(s.layer, h, side, map_x, map_y);
+        figure.map(s.state.layer, h, side, map_x, map_y);
         figure.svg().end_group();
     }
     figure.legend();
@@ -256,7 +256,7 @@ void model_figure(std::ostream& out, const Session& s, Ui& ui, FigureView shown)
 void lens_figure(std::ostream& out, const Session& s, Ui& ui, FigureView shown) {
     const AttentionResult& att = s.shown.attention;
     const HeatmapImage probabilities = lens_probabilities(s);
-    const int L = probabilities.rows, length = probabilities.cols, b = s.selected;
+    const int L = probabilities.rows, length = probabilities.cols, b = s.state.selected;
     const Tokenizer& tokenizer = s.model().tokenizer;
     std::vector<std::string> tops;  // (L, length)
     double cell_w = 2 * cell, label_room = 0;
@@ -266,7 +266,7 @@ void lens_figure(std::ostream& out, const Session& s, Ui& ui, FigureView shown) 
             cell_w = std::max(cell_w, text_width(tops.back(), label_size) + 6);
         }
     for (int t = 0; t < length; ++t)
-        label_room = std::max(label_room, text_width(shown_token(s, s.selected, t), label_size) + 6);
+        label_room = std::max(label_room, text_width(shown_token(s, s.state.selected, t), label_size) + 6);
     const double cell_h = 2 * cell;
     const double row_label = text_width(numbered('L', att.layers.back()), title_size) + 8;
     const double x0 = margin + row_label, y0 = margin + heading_height + gap + label_room;
@@ -348,7 +348,7 @@ void write_svg_figure(const std::filesystem::path& path, const Session& session,
     if (shown.view == View::lens && session.shown.attention.lens_k == 0)
         throw Error(path.string() + ": the logit lens is not computed");
     if (shown.view == View::tokens &&
-        (!shown.tokens || shown.tokens->weights().size() < static_cast<size_t>(session.length(session.selected))))
+        (!shown.tokens || shown.tokens->weights().size() < static_cast<size_t>(session.length(session.state.selected))))
         throw Error(path.string() + ": the tokens tab has not drawn these tokens yet");
     write_file_atomically(path, "the SVG figure", [&](std::ostream& out) {
         switch (shown.view) {

@@ -40,7 +40,7 @@ bool take_typed_characters(std::string& text) {
 // sideways to the cursor; otherwise the same place shows the text wrapped,
 // and a click there gives the keys back to the box, its cursor at the end.
 bool ControlsView::text_box(Session& s, Ui& ui, float width) {
-    std::string& text = s.texts[s.selected];
+    std::string& text = s.state.texts[s.state.selected];
     const ImGuiStyle& style = ImGui::GetStyle();
     const float line = ImGui::GetTextLineHeight();
     const float wrap = width - 2 * style.FramePadding.x - style.ScrollbarSize;

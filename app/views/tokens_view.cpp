@@ -10,7 +10,7 @@ namespace headscope {
 
 void TokensView::update_weights(const Session& s, Ui& ui, int layer, int head, const std::vector<int>& queries) {
     const ShownMaps maps = s.maps();
-    const int b = s.selected, keys = maps.cols, NH = maps.result->NH;
+    const int b = s.state.selected, keys = maps.cols, NH = maps.result->NH;
     const Key key{s.shown_generation, b, layer, head, average_, queries, ui.colormap, maps.kind};
     if (key == key_) return;
     key_ = key;
@@ -54,9 +54,9 @@ std::vector<WrappedToken> wrap_tokens(const Tokenizer& tokenizer, const std::vec
 }
 
 std::pair<int, int> TokensView::head_shown(const Session& s, bool beside) {
-    const std::pair selected(s.layer, s.head);
+    const std::pair selected(s.state.layer, s.state.head);
     if (followed_ && followed_->second != selected) followed_.reset();  // a new selection wins
-    if (s.hovered_head >= 0) followed_ = {{s.hovered_layer, s.hovered_head}, selected};
+    if (s.state.hovered_head >= 0) followed_ = {{s.state.hovered_layer, s.state.hovered_head}, selected};
     return beside && followed_ ? followed_->first : selected;
 }
 
@@ -72,7 +72,7 @@ std::vector<int> TokensView::query_rows(const Session& s, const ShownMaps& maps)
 
 void TokensView::pick_query(Session& s, const ShownMaps& maps, int hovered) {
     if (hovered < 0 || !ui_tooltips_) return;
-    if (maps.kind != AttentionKind::encoder) s.hovered_query = hovered;
+    if (maps.kind != AttentionKind::encoder) s.state.hovered_query = hovered;
     if (!ImGui::IsMouseClicked(ImGuiMouseButton_Left)) return;
     if (ImGui::GetIO().KeyShift) {
         added_queries_.insert(hovered);
@@ -82,7 +82,7 @@ void TokensView::pick_query(Session& s, const ShownMaps& maps, int hovered) {
     if (maps.kind == AttentionKind::encoder)
         source_query_ = hovered;
     else
-        s.query = hovered;
+        s.state.query = hovered;
 }
 
 void TokensView::draw(Session& s, Ui& ui, bool beside) {

@@ -59,7 +59,7 @@ private:
     // A hovered query token: shown in the maps' panels, kept on click, added on shift-click.
     void pick_query(Session& session, const ShownMaps& maps, int hovered);
 
-    bool average_ = false;         // the layer's average over its heads, not session.head
+    bool average_ = false;         // the layer's average over its heads, not session.state.head
     std::set<int> added_queries_;  // shift-clicked rows, summed with the selected one
     int source_query_ = -1;        // an encoder's maps: the source token clicked; -1: its last
     bool ui_tooltips_ = true;      // the frame's Ui::tooltips, for pick_query

@@ -119,7 +119,7 @@ namespace {
 // largest terms, and the biases' part where the model has them.
 void why_it_attends(const Session& session, int layer, int head, int i, int j) {
     const ScoreTerms s = explain_score(session.model(), session.shown.attention, session.shown_options, layer,
-                                       session.selected, head, i, j);
+                                       session.state.selected, head, i, j);
     ImGui::Separator();
     ImGui::Text("why: q . k = %.3f, times %.3f: score %.3f", s.score, s.scale, s.score * s.scale);
     const ImVec2 bars(std::floor(ImGui::GetFontSize() * 18), std::floor(ImGui::GetFontSize() * 2.5f));
@@ -146,22 +146,22 @@ void why_it_attends(const Session& session, int layer, int head, int i, int j) {
 // What the shading and the contributions add about a visible cell.
 void more_about_the_cell(const Session& session, int layer, int head, int i, int j) {
     const AttentionResult& att = session.shown.attention;
-    const size_t map = (static_cast<size_t>(layer) * att.B + session.selected) * att.NH + head;
+    const size_t map = (static_cast<size_t>(layer) * att.B + session.state.selected) * att.NH + head;
     if (!att.value_weighted.empty())
         ImGui::Text("weight x |value W_O| %.4f", att.value_weighted[(map * att.T + i) * att.T + j]);
-    const float* row = att.row(layer, session.selected, head, i);
-    if (session.shading.hide_first_key && j > 0 && row[0] < 1)
+    const float* row = att.row(layer, session.state.selected, head, i);
+    if (session.state.shading.hide_first_key && j > 0 && row[0] < 1)
         ImGui::Text("first key (the sink) %.4f; without it this weight is %.4f", row[0], row[j] / (1 - row[0]));
-    if (session.shading.hide_first_key)
+    if (session.state.shading.hide_first_key)
         ImGui::Text("the head's sink mass %.3f",
-                    sink_mass(att, layer, session.selected, head, session.length(session.selected)));
+                    sink_mass(att, layer, session.state.selected, head, session.length(session.state.selected)));
     if (!att.queries.empty()) why_it_attends(session, layer, head, i, j);
 }
 
 // The query and key under the mouse, the weight, the row's entropy and the
 // head's probe scores; what more the shown forward knows of a decoder's cell.
 void map_tooltip(const Session& session, const ShownMaps& maps, int layer, int head, int i, int j) {
-    const float* row = maps.row(layer, session.selected, head, i);
+    const float* row = maps.row(layer, session.state.selected, head, i);
     ImGui::BeginTooltip();
     ImGui::TextUnformatted(head_label(session, layer, head).c_str());
     if (maps.kind != AttentionKind::decoder)
@@ -172,7 +172,8 @@ void map_tooltip(const Session& session, const ShownMaps& maps, int layer, int h
     if (maps.visible(session.maps_options_at(maps, layer), i, j)) {
         ImGui::Text("weight %.4f   row entropy %.3f nats", row[j], row_entropy(row, maps.cols));
         if (maps.kind == AttentionKind::decoder) more_about_the_cell(session, layer, head, i, j);
-    } else if (pad_query || (maps.kind == AttentionKind::decoder && maps.result->row_fully_masked(session.selected, i)))
+    } else if (pad_query ||
+               (maps.kind == AttentionKind::decoder && maps.result->row_fully_masked(session.state.selected, i)))
         ImGui::TextUnformatted("masked: this query row has nothing to attend to (all zeros, never NaN)");
     else
         ImGui::TextUnformatted("masked: this query may not see this key");
@@ -183,7 +184,7 @@ void map_tooltip(const Session& session, const ShownMaps& maps, int layer, int h
 
 // The map the widget draws, pooled to `pooled_to` a side.
 HeatmapImage map_image(const Session& session, const ShownMaps& maps, int layer, int head, int pooled_to) {
-    const int b = session.selected;
+    const int b = session.state.selected;
     const AttentionOptions options = session.maps_options_at(maps, layer);
     if (maps.kind == AttentionKind::cross)
         return cross_heatmap_image(*maps.result, options, layer, b, head, maps.query_length, maps.key_length,
@@ -195,7 +196,7 @@ HeatmapImage map_image(const Session& session, const ShownMaps& maps, int layer,
 bool MapWidget::draw(Session& session, Ui& ui, const char* view, int layer, int head, float size,
                      const MapRegion& region) {
     const ShownMaps maps = kind_ ? session.maps(*kind_) : session.maps();
-    const int rows = maps.rows, cols = maps.cols, b = session.selected;
+    const int rows = maps.rows, cols = maps.cols, b = session.state.selected;
     const float framebuffer_scale = ImGui::GetIO().DisplayFramebufferScale.x;
     const int pixels = std::max(1, static_cast<int>(size * framebuffer_scale));
     // A zoomed region shows a fraction of the map: pool the whole map finer.
@@ -224,11 +225,11 @@ bool MapWidget::draw(Session& session, Ui& ui, const char* view, int layer, int 
         const int j = std::clamp(static_cast<int>((mouse.x - corner.x) / cell_w), 0, cols - 1);
         map_tooltip(session, maps, layer, head, i, j);
         if (maps.kind != AttentionKind::encoder) {  // the predictions follow a target's query
-            session.hovered_query = i;
-            if (clicked) session.query = i;
+            session.state.hovered_query = i;
+            if (clicked) session.state.query = i;
         }
-        session.hovered_layer = layer;
-        session.hovered_head = head;
+        session.state.hovered_layer = layer;
+        session.state.hovered_head = head;
     }
     if (session.replaying() && maps.kind != AttentionKind::encoder) {
         const int r = session.generation->replayed_row();
