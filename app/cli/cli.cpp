@@ -17,6 +17,7 @@
 #include "cli/cli_commands.h"
 #include "headscope/base/error.h"
 #include "headscope/io/installation.h"
+#include "state/forward_options.h"
 #include "state/word_option.h"
 
 using namespace headscope;
@@ -31,10 +32,6 @@ void add_model(CLI::App* sub, CliOptions& opt) {
     sub->add_option("--model", opt.model,
                     "builtin (the default), a model directory, or a Hugging Face hub name (local cache only)");
     sub->add_option("--out", opt.out, "write to FILE instead of stdout");
-}
-
-void add_backend(CLI::App* sub, CliOptions& opt, const std::string& help) {
-    add_word_option(sub, "--backend", opt.backend, join_words(backend_choices, "|"), parse_backend_choice, help);
 }
 
 void add_special(CLI::App* sub, CliOptions& opt) {
@@ -59,27 +56,10 @@ void add_token_ids(CLI::App* sub, CliOptions& opt) {
     sub->add_option("--token-ids", opt.token_ids, "one text's token ids I,J,..., in place of --text");
 }
 
-// The masks, heads, scale, split and backend of every command that runs a forward.
-void add_forward_options(CLI::App* sub, CliOptions& opt) {
-    add_word_option(
-        sub, "--causal", opt.attention.causal, "on|off",
-        [](std::string_view word) { return parse_on_off("causal mask", word); },
-        "the causal mask (default: the model's own, on for a decoder, off for an encoder)");
-    add_word_option(
-        sub, "--padding-mask", opt.attention.padding_mask, "on|off",
-        [](std::string_view word) { return parse_on_off("padding mask", word); }, "the padding mask");
-    add_word_option(
-        sub, "--sliding-window", opt.sliding_window, "on|off",
-        [](std::string_view word) { return parse_on_off("sliding window", word); },
-        "the model's sliding window, when it has one (default on)");
-    sub->add_option("--heads", opt.heads,
-                    "re-split into N query heads (N a multiple of the heads sharing a key/value head, dividing "
-                    "the query width)");
-    add_word_option(sub, "--scale", opt.attention.scale, join_words(scale_choices, "|"), parse_scale,
-                    "1/sqrt(head size), 1/sqrt(C), 1 (default: the model's own, none for T5)");
-    add_word_option(sub, "--split", opt.attention.split, join_words(split_choices, "|"), parse_split,
-                    "how Q, K and V are split into heads");
-    add_backend(sub, opt, "auto: CUDA when built with it and a device exists");
+// Where the masks, heads, scale, split and backend of every command that runs
+// a forward go (forward_options.h, the window's table too).
+ForwardOptionTargets forward_targets(CliOptions& opt) {
+    return {opt.attention, opt.sliding_window, opt.heads, opt.backend};
 }
 
 // A seed as the unsigned 64-bit number it is: nothing is clamped or wrapped,
@@ -98,7 +78,7 @@ const std::string table_or_json =
 CLI::App* add_info(CLI::App& app, CliOptions& opt) {
     CLI::App* info = app.add_subcommand("info", "the model's configuration, parameter count and weight shapes");
     add_model(info, opt);
-    add_backend(info, opt, "the backend reported");
+    add_backend_option(info, opt.backend, "the backend reported");
     info->add_option("--format", opt.format, table_or_json);
     return info;
 }
@@ -119,7 +99,7 @@ CLI::App* add_attention(CLI::App& app, CliOptions& opt) {
     add_text_pair(attention, opt);
     add_target(attention, opt);
     add_token_ids(attention, opt);
-    add_forward_options(attention, opt);
+    add_forward_options(attention, forward_targets(opt));
     attention->add_option("--layers", opt.layers, "all or I,J,...");
     attention->add_option("--format", opt.format, "json|npy|none (npy needs --out)");
     attention->add_option("--top-k", opt.top_k, "also the K most likely next tokens at every position, and the loss");
@@ -127,10 +107,7 @@ CLI::App* add_attention(CLI::App& app, CliOptions& opt) {
     attention->add_flag("--contributions", opt.contributions,
                         "also what each head contributes: value-weighted maps, the rollout and each head's direct "
                         "attribution to the top next token's logit (implies --top-k 1 at least)");
-    attention->add_option("--ablate", opt.ablate,
-                          "knock heads out of the forward: LAYER.HEAD,... (heads of the split)");
-    add_word_option(attention, "--ablate-mode", opt.attention.ablation, join_words(ablation_choices, "|"),
-                    parse_ablation, "zero, or each head's mean output over the text (default zero)");
+    add_ablation_options(attention, opt.ablate, opt.attention.ablation);
     add_special(attention, opt);
     return attention;
 }
@@ -150,7 +127,7 @@ CLI::App* add_generate(CLI::App& app, CliOptions& opt) {
         "--seed", [&](const std::string& word) { opt.sampling.seed = parse_seed(word); },
         "the sampling generator's seed, 0 to 2^64 - 1");
     generate->add_option("--format", opt.format, "json");
-    add_forward_options(generate, opt);
+    add_forward_options(generate, forward_targets(opt));
     add_special(generate, opt);
     return generate;
 }
@@ -160,7 +137,7 @@ CLI::App* add_heads(CLI::App& app, CliOptions& opt) {
     add_model(heads, opt);
     heads->add_option("--text", opt.texts, "score this text instead of the validation text")->expected(1);
     heads->add_option("--format", opt.format, table_or_json + "; the table marks the strongest head of each probe *");
-    add_backend(heads, opt, "auto: CUDA when built with it and a device exists");
+    add_backend_option(heads, opt.backend, "auto: CUDA when built with it and a device exists");
     return heads;
 }
 
@@ -169,7 +146,7 @@ CLI::App* add_dance(CLI::App& app, CliOptions& opt) {
         "dance", "the reshape dance's steps (shapes, strides, buffers) for the texts, and the naive split's error");
     add_model(dance, opt);
     dance->add_option("--text", opt.texts, "UTF-8 text (repeat for a batch, right-padded)")->required();
-    add_forward_options(dance, opt);
+    add_forward_options(dance, forward_targets(opt));
     dance->add_option("--layer", opt.layer, "the layer whose attention output the naive split is compared at");
     return dance;
 }

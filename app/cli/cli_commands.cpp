@@ -222,9 +222,9 @@ void run_tokenize(const CliOptions& opt) {
         return load_model(opt.model, bar.progress());
     }();
     if (!opt.text_pairs.empty()) {
-        const Batch pair = pair_batch(model, opt);
-        const Json tokens = {{"token_ids", pair.token_ids[0]},
-                             {"tokens", token_texts(model.tokenizer, pair.token_ids[0])},
+        const TextBatch pair = pair_batch(model, opt);
+        const Json tokens = {{"token_ids", pair.batch.token_ids[0]},
+                             {"tokens", token_texts(model.tokenizer, pair.batch.token_ids[0])},
                              {"token_type_ids", pair.token_types[0]}};
         return write_output(opt.out, [&](std::ostream& out) { out << dump_json(tokens) << '\n'; });
     }
@@ -253,11 +253,9 @@ void run_attention(const CliOptions& opt) {
         throw Error("--format npy: an encoder-decoder has three attentions, and one .npy holds one array: use json");
     auto start = Clock::now();
     const bool pairs = !opt.text_pairs.empty();
-    Batch batch = forward_batch(model, opt);
+    const TextBatch inputs = forward_batch(model, opt);
+    const Batch& batch = inputs.batch;
     const double tokenize_ms = ms_since(start);
-    // The types shown are the tokenizer's; a model with one type (RoBERTa) is given none, as transformers does.
-    const std::vector<std::vector<int32_t>> types = batch.token_types;
-    if (model.config.type_vocab_size < 2) batch.token_types.clear();
 
     AttentionResult result;
     start = Clock::now();
@@ -270,7 +268,7 @@ void run_attention(const CliOptions& opt) {
                                        {loaded.load_ms, tokenize_ms, forward_ms});
     if (pairs) {
         metadata["text_pairs"] = opt.text_pairs;
-        metadata["token_type_ids"] = types;
+        metadata["token_type_ids"] = inputs.token_types;  // the tokenizer's, which a one-type model is not given
     }
     if (model.config.is_encoder_decoder()) add_sources(metadata, model, opt, batch);
     if (opt.format == "npy") write_output(opt.out, [&](std::ostream& out) { write_attention_npy(out, result); });
@@ -292,7 +290,7 @@ void run_generate(const CliOptions& opt) {
     const Model& model = *loaded.model;
     AttentionOptions options = with_model(given, opt, model);
     options.new_rows_only = true;  // each step's new row is all the output needs
-    const Batch batch = forward_batch(model, opt);
+    const Batch batch = forward_batch(model, opt).batch;
     Generator generator(*loaded.backend, model, batch.token_ids.front(), options, opt.sampling, opt.tokens,
                         batch.source_ids.empty() ? std::vector<int32_t>{} : batch.source_ids.front());
     {
@@ -352,7 +350,7 @@ void run_dance(const CliOptions& opt) {
     const AttentionOptions given = attention_options(opt);
     const LoadedModel loaded = open_on_backend(opt);
     const Model& model = *loaded.model;
-    const Batch batch = forward_batch(model, opt);
+    const Batch batch = forward_batch(model, opt).batch;
     const AttentionOptions options = with_model(given, opt, model);
 
     // Both splits run for the comparison (which also validates the options); options.split is the walk printed.

@@ -26,37 +26,32 @@ std::vector<int> parse_ints(const std::string& flag, const std::string& word, co
 }
 
 // Each --text with its --text-pair: the pair template's ids and token types.
-Batch pair_batch(const Model& model, const CliOptions& opt) {
+TextBatch pair_batch(const Model& model, const CliOptions& opt) {
     if (!model.config.is_encoder())
         throw Error("--text-pair: sentence pairs are for encoders; this model (" + model.config.architecture + ") is " +
                     (model.config.is_encoder_decoder() ? "an encoder-decoder" : "a decoder"));
     if (opt.text_pairs.size() != opt.texts.size())
         throw Error("--text-pair: " + std::to_string(opt.text_pairs.size()) + " given for " +
                     std::to_string(opt.texts.size()) + " texts (one for each --text)");
-    Batch batch{{}, model.config.pad_id()};
-    for (size_t i = 0; i < opt.texts.size(); ++i) {
-        Tokenizer::Pair pair = model.tokenizer.encode_pair(opt.texts[i], opt.text_pairs[i]);
-        batch.token_ids.push_back(std::move(pair.ids));
-        batch.token_types.push_back(std::move(pair.types));
-    }
-    return batch;
+    return text_batch(model, {opt.texts, opt.text_pairs});
 }
 
-// One text's ids from --token-ids, each checked against the tokenizer's
-// vocabulary, or the ids of the --text texts.
-std::vector<std::vector<int32_t>> input_ids(const Model& model, const CliOptions& opt) {
-    if (!opt.text_pairs.empty()) throw Error("--text-pair: only attention and tokenize take sentence pairs");
-    if (opt.token_ids.empty()) return model.tokenizer.encode_texts(opt.texts, opt.special);
+namespace {
+
+// The ids of --token-ids, one text's, each checked against the tokenizer's vocabulary.
+std::vector<int32_t> given_token_ids(const Model& model, const std::string& word) {
     const int32_t V = std::min(model.config.vocab_size, model.tokenizer.vocab_size());
     std::vector<int32_t> ids;
-    for (int id : parse_ints("--token-ids", opt.token_ids, "a token id (expected I,J,...)")) {
+    for (int id : parse_ints("--token-ids", word, "a token id (expected I,J,...)")) {
         if (id < 0 || id >= V)
             throw Error("--token-ids: " + std::to_string(id) + " is outside the vocabulary (0.." +
                         std::to_string(V - 1) + ")");
         ids.push_back(id);
     }
-    return {ids};
+    return ids;
 }
+
+}  // namespace
 
 // The texts as the JSON names them: --text's, or the --token-ids text decoded.
 std::vector<std::string> input_texts(const Model& model, const CliOptions& opt,
@@ -67,29 +62,18 @@ std::vector<std::string> input_texts(const Model& model, const CliOptions& opt,
     return {text};
 }
 
-namespace {
-
-// Each --text (or --token-ids) as a source, with its --target after the decoder's start token.
-Batch seq2seq_batch(const Model& model, const CliOptions& opt) {
-    Batch batch{{}, model.config.pad_id()};
-    batch.source_ids = input_ids(model, opt);
-    if (!opt.targets.empty() && opt.targets.size() != batch.source_ids.size())
-        throw Error("--target: " + std::to_string(opt.targets.size()) + " given for " +
-                    std::to_string(batch.source_ids.size()) + " texts (one for each --text, or none)");
-    for (size_t i = 0; i < batch.source_ids.size(); ++i)
-        batch.token_ids.push_back(decoder_input_ids(model, opt.targets.empty() ? "" : opt.targets[i]));
-    return batch;
-}
-
-}  // namespace
-
-Batch forward_batch(const Model& model, const CliOptions& opt) {
+TextBatch forward_batch(const Model& model, const CliOptions& opt) {
     if (!opt.targets.empty() && !model.config.is_encoder_decoder())
         throw Error(std::string("--target: a target is for encoder-decoders; this model (") +
                     model.config.architecture + ") is " + (model.config.is_encoder() ? "an encoder" : "a decoder"));
     if (!opt.text_pairs.empty()) return pair_batch(model, opt);
-    if (model.config.is_encoder_decoder()) return seq2seq_batch(model, opt);
-    return Batch{input_ids(model, opt), model.config.pad_id()};
+    BatchTexts texts{opt.texts, {}, opt.targets, {}, opt.special};
+    if (!opt.token_ids.empty()) texts.ids = {given_token_ids(model, opt.token_ids)};
+    const size_t count = texts.ids.empty() ? texts.texts.size() : texts.ids.size();
+    if (!opt.targets.empty() && opt.targets.size() != count)
+        throw Error("--target: " + std::to_string(opt.targets.size()) + " given for " + std::to_string(count) +
+                    " texts (one for each --text, or none)");
+    return text_batch(model, texts);
 }
 
 }  // namespace headscope

@@ -5,7 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "cli/cli_commands.h"
+#include "cli/cli_options.h"
+#include "headscope/compute/text_batch.h"
 
 namespace headscope {
 
@@ -13,11 +14,7 @@ namespace headscope {
 std::vector<int> parse_ints(const std::string& flag, const std::string& word, const std::string& what);
 
 // Each --text with its --text-pair: the pair template's ids and token types (an encoder's).
-Batch pair_batch(const Model& model, const CliOptions& opt);
-
-// One text's ids from --token-ids, each checked against the tokenizer's
-// vocabulary, or the ids of the --text texts.
-std::vector<std::vector<int32_t>> input_ids(const Model& model, const CliOptions& opt);
+TextBatch pair_batch(const Model& model, const CliOptions& opt);
 
 // The texts as the JSON names them: --text's, or the --token-ids text decoded.
 std::vector<std::string> input_texts(const Model& model, const CliOptions& opt,
@@ -26,6 +23,6 @@ std::vector<std::string> input_texts(const Model& model, const CliOptions& opt,
 // What a forward reads: the texts (or --token-ids), an encoder's pairs, or
 // an encoder–decoder's sources (--text) with the decoder's inputs (--target
 // after the start token).
-Batch forward_batch(const Model& model, const CliOptions& opt);
+TextBatch forward_batch(const Model& model, const CliOptions& opt);
 
 }  // namespace headscope

@@ -8,6 +8,7 @@
 #include "headscope/base/error.h"
 #include "headscope/compute/forward.h"
 #include "state/examples.h"
+#include "state/forward_options.h"
 #include "state/word_option.h"
 #include "views/svg_figure.h"
 
@@ -32,19 +33,8 @@ void add_window_options(CLI::App& cli, Args& args) {
     cli.add_option("--head", args.head, "open this head of the layer large");
     cli.add_option("--dance-step", args.dance_step, "the reshape dance's step shown (from 1)");
     cli.add_option("--query", args.query, "the query row whose predictions the panel shows (default: the last token)");
-    add_word_option(
-        &cli, "--causal", args.options.causal, "on|off",
-        [](std::string_view word) { return parse_on_off("causal mask", word); }, "the causal mask");
-    add_word_option(
-        &cli, "--padding-mask", args.options.padding_mask, "on|off",
-        [](std::string_view word) { return parse_on_off("padding mask", word); }, "the padding mask");
-    add_word_option(
-        &cli, "--sliding-window", args.sliding_window, "on|off",
-        [](std::string_view word) { return parse_on_off("sliding window", word); },
-        "the model's sliding window, when it has one (default on)");
-    cli.add_option("--ablate", args.ablate, "knock these heads out (LAYER.HEAD,...; a map's checkbox does it too)");
-    add_word_option(&cli, "--ablate-mode", args.options.ablation, join_words(ablation_choices, "|"), parse_ablation,
-                    "what a knocked-out head's output becomes: zero, or its mean over the text");
+    add_forward_options(&cli, {args.options, args.sliding_window, args.options.n_head, args.backend});
+    add_ablation_options(&cli, args.ablate, args.options.ablation);
     cli.add_flag("--hide-first-key", args.hide_first_key,
                  "draw the maps without key 0 (the sink), each row renormalised over the other keys");
     cli.add_flag("--value-weighted", args.value_weighted,
@@ -55,8 +45,6 @@ void add_window_options(CLI::App& cli, Args& args) {
         "of a sentence pair, the maps' queries of one text and keys of one (a-b: A's queries, B's keys)");
     cli.add_flag("--compute-effects", args.compute_effects,
                  "compute the effects grid (every head knocked out in turn) at the start");
-    cli.add_option("--heads", args.options.n_head,
-                   "re-split into N query heads (a multiple of the heads sharing a key/value head)");
     cli.add_option("--window-size", args.window_size,
                    "the window's size (screenshots: default 1280x800; otherwise the saved size, or most of the "
                    "screen at a first start)")
@@ -79,13 +67,8 @@ void add_window_options(CLI::App& cli, Args& args) {
                    "print them and the CPU time, and exit (the idle test)");
     cli.add_flag("--frame-times", args.frame_times,
                  "screenshot mode: recompute every 10th frame and print the frames' times (the benchmark)");
-    add_word_option(&cli, "--scale", args.options.scale, join_words(scale_choices, "|"), parse_scale,
-                    "1/sqrt(head size), 1/sqrt(C), 1");
-    add_word_option(&cli, "--split", args.options.split, join_words(split_choices, "|"), parse_split, "the head split");
     add_word_option(&cli, "--colormap", args.colormap, join_words(colormap_choices, "|"), parse_colormap,
                     "the maps' colours");
-    add_word_option(&cli, "--backend", args.backend, join_words(backend_choices, "|"), parse_backend_choice,
-                    "auto: CUDA when built with it and a device exists");
     cli.add_option("--open-model", args.open_model,
                    "screenshot mode: open this model after --frames frames, as the picker does");
     cli.add_option("--export-json", args.export_json, "screenshot mode: also save the attention as the CLI's JSON");
