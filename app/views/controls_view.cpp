@@ -1,8 +1,6 @@
 // The controls above the views: see controls_view.h.
 #include "views/controls_view.h"
 
-#include <imgui_stdlib.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -11,21 +9,11 @@
 #include "headscope/base/error.h"
 #include "headscope/compute/forward.h"
 #include "headscope/compute/prefix_cache.h"
+#include "widgets/controls.h"
 
 namespace headscope {
 
 namespace {
-
-// A combo box over an enum whose values are 0..N-1 in the order of `names`;
-// true when the user chose another value.
-template <typename Enum, size_t N>
-bool enum_combo(const char* label, Enum& value, const char* const (&names)[N], float width) {
-    int index = static_cast<int>(value);
-    ImGui::SetNextItemWidth(width);
-    if (!ImGui::Combo(label, &index, names, static_cast<int>(N)) || index == static_cast<int>(value)) return false;
-    value = static_cast<Enum>(index);
-    return true;
-}
 
 // Says plainly when the maps are not the model's own computation.
 void differences_note(const Session& s, Ui& ui) {
@@ -72,8 +60,7 @@ bool pair_box(Session& s, Ui& ui) {
     ImGui::BeginGroup();
     ImGui::TextDisabled("second text of a pair (B), as [CLS] A [SEP] B [SEP]:");
     ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x);
-    const bool changed = ImGui::InputTextWithHint("##pair", "none: one text", &s.state.text_pairs[s.state.selected]);
-    ui.layout.control("text pair");
+    const bool changed = text_input(ui, "##pair", "none: one text", &s.state.text_pairs[s.state.selected], "text pair");
     ImGui::TextDisabled("%s", s.model().config.predicts() ? "an encoder fills [MASK] tokens; it does not generate"
                                                           : "a bare encoder (no masked-LM head): maps only");
     ImGui::EndGroup();
@@ -88,21 +75,19 @@ bool target_box(Session& s, Ui& ui) {
     ImGui::TextDisabled("target: the decoder's input after its start token (the text is the source)");
     ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x - 110 * ui.scale);
     const bool changed =
-        ImGui::InputTextWithHint("##target", "none: the start token alone", &s.state.targets[s.state.selected]);
-    ui.layout.control("target");
+        text_input(ui, "##target", "none: the start token alone", &s.state.targets[s.state.selected], "target");
     ImGui::SameLine();
-    if (ImGui::Button("next token"))
+    if (button(ui, "next token", "next token"))
         if (std::string why = s.extend_target(); !why.empty()) s.message = why;
-    ui.layout.control("next token");
     if (ui.tooltips && ImGui::IsItemHovered())
         ImGui::SetTooltip(
             "append the decoder's most likely next token to the target: its cross-attention row is the "
             "last row of the cross maps");
-    if (enum_combo("attention", s.state.attention_kind, attention_kind_choices.labels, 220 * ui.scale) &&
+    if (enum_combo(ui, "attention", s.state.attention_kind, attention_kind_choices.labels, 220 * ui.scale,
+                   "attention kind") &&
         !s.shown.attention.weights.empty())
         s.state.layer =
             std::min(s.state.layer, s.maps().layers() - 1);  // an encoder may have fewer layers than its decoder
-    ui.layout.control("attention kind");
     ImGui::EndGroup();
     return changed;
 }
@@ -136,23 +121,21 @@ void ControlsView::draw(Session& s, Ui& ui) {
         changed |= target_box(s, ui);
     else
         generation_controls(s, ui);
-    changed |= ImGui::Checkbox("causal mask", &s.state.options.causal);
-    ui.layout.control("causal mask");
+    changed |= checkbox(ui, "causal mask", &s.state.options.causal, "causal mask");
     ImGui::SameLine();
-    changed |= ImGui::Checkbox("padding mask", &s.state.options.padding_mask);
+    changed |= checkbox(ui, "padding mask", &s.state.options.padding_mask);
     ImGui::SameLine();
     if (model.config.sliding_window) {  // only a model that has one
         const std::string label = "sliding window (" + std::to_string(model.config.sliding_window) + ")";
-        changed |= ImGui::Checkbox(label.c_str(), &s.state.sliding_window_on);
-        ui.layout.control("sliding window");
+        changed |= checkbox(ui, label.c_str(), &s.state.sliding_window_on, "sliding window");
         ImGui::SameLine();
     }
     // The layers of the maps shown: an encoder–decoder's encoder may have another count.
     const int layers = s.shown.attention.weights.empty() ? model.config.n_layer : s.maps().layers();
     ImGui::SetNextItemWidth(120 * ui.scale);
-    ImGui::SliderInt("layer", &s.state.layer, 0, layers - 1, "%d", ImGuiSliderFlags_AlwaysClamp);
+    slider_int(ui, "layer", &s.state.layer, 0, layers - 1);
     ImGui::SameLine();
-    enum_combo("colormap", ui.colormap, colormap_choices.labels, 120 * ui.scale);
+    enum_combo(ui, "colormap", ui.colormap, colormap_choices.labels, 120 * ui.scale);
     ImGui::SameLine();
     legend(ui);
 
@@ -170,9 +153,9 @@ void ControlsView::draw(Session& s, Ui& ui) {
         ImGui::EndCombo();
     }
     ImGui::SameLine();
-    changed |= enum_combo("scale", s.state.options.scale, scale_choices.labels, 130 * ui.scale);
+    changed |= enum_combo(ui, "scale", s.state.options.scale, scale_choices.labels, 130 * ui.scale);
     ImGui::SameLine();
-    changed |= enum_combo("split", s.state.options.split, split_choices.labels, 150 * ui.scale);
+    changed |= enum_combo(ui, "split", s.state.options.split, split_choices.labels, 150 * ui.scale);
     ImGui::SameLine();
     head_controls(s, ui, changed);
     differences_note(s, ui);
@@ -189,21 +172,19 @@ void ControlsView::draw(Session& s, Ui& ui) {
 // How knocked-out heads are replaced, and how the maps are shaded.
 void ControlsView::head_controls(Session& s, Ui& ui, bool& changed) {
     // Mean ablation needs the whole text: it only changes the maps while a head is out.
-    changed |= enum_combo("knock out to", s.state.options.ablation, ablation_choices.labels, 110 * ui.scale) &&
+    changed |= enum_combo(ui, "knock out to", s.state.options.ablation, ablation_choices.labels, 110 * ui.scale,
+                          "knock out to") &&
                !s.state.options.ablate.empty();
-    ui.layout.control("knock out to");
     if (ui.tooltips && ImGui::IsItemHovered())
         ImGui::SetTooltip(
             "a head's checkbox knocks it out: its output is replaced by zero or by its mean over the text");
     ImGui::SameLine();
-    ImGui::Checkbox("hide first key", &s.state.shading.hide_first_key);
-    ui.layout.control("hide first key");
+    checkbox(ui, "hide first key", &s.state.shading.hide_first_key, "hide first key");
     if (ui.tooltips && ImGui::IsItemHovered())
         ImGui::SetTooltip("rows renormalised without key 0, where many heads park their weight (the sink)");
     ImGui::SameLine();
     const bool value_weighted = s.state.shading.value_weighted;
-    ImGui::Checkbox("weight x |value|", &s.state.shading.value_weighted);
-    ui.layout.control("weight x value");
+    checkbox(ui, "weight x |value|", &s.state.shading.value_weighted, "weight x value");
     if (ui.tooltips && ImGui::IsItemHovered())
         ImGui::SetTooltip(
             "|alpha v W_O|: how much each key sends, not only how much it is looked at (rows scaled to 1)");
@@ -215,8 +196,7 @@ void ControlsView::head_controls(Session& s, Ui& ui, bool& changed) {
     }
     if (s.shown_second_start() < 0) return;  // the sentence filter needs a pair
     ImGui::SameLine();
-    enum_combo("sentences", s.state.shading.sentences, sentences_choices.labels, 90 * ui.scale);
-    ui.layout.control("sentences");
+    enum_combo(ui, "sentences", s.state.shading.sentences, sentences_choices.labels, 90 * ui.scale, "sentences");
     if (ui.tooltips && ImGui::IsItemHovered())
         ImGui::SetTooltip(
             "only the queries of one text of the pair and the keys of one (A -> B: A's queries, B's keys)");
@@ -259,14 +239,11 @@ void ControlsView::generation_controls(Session& s, Ui& ui) {
     const std::string refusal = prefix_reuse_refusal(s.generation_options());
     const bool can = s.state.texts.size() == 1 && refusal.empty() && !s.generating();
     ImGui::BeginDisabled(!can);
-    if (ImGui::Button("next token")) s.generate(Sampling{}, 1);
-    ui.layout.control("next token");
+    if (button(ui, "next token", "next token")) s.generate(Sampling{}, 1);
     ImGui::SameLine();
-    if (ImGui::Button("sample")) s.generate(sampling_, 1);
-    ui.layout.control("sample");
+    if (button(ui, "sample", "sample")) s.generate(sampling_, 1);
     ImGui::SameLine();
-    if (ImGui::Button("generate")) s.generate(sampling_, tokens_);
-    ui.layout.control("generate");
+    if (button(ui, "generate", "generate")) s.generate(sampling_, tokens_);
     ImGui::SameLine();
     ImGui::SetNextItemWidth(90 * ui.scale);
     ImGui::InputInt("tokens", &tokens_);
@@ -274,8 +251,7 @@ void ControlsView::generation_controls(Session& s, Ui& ui) {
     ImGui::EndDisabled();
     ImGui::SameLine();
     ImGui::BeginDisabled(!s.generating());
-    if (ImGui::Button("stop")) s.stop_generation();
-    ui.layout.control("stop");
+    if (button(ui, "stop", "stop")) s.stop_generation();
     ImGui::EndDisabled();
 
     ImGui::SetNextItemWidth(80 * ui.scale);
@@ -304,8 +280,7 @@ void ControlsView::generation_controls(Session& s, Ui& ui) {
         GenerationShown& g = *s.generation;
         const int steps = static_cast<int>(g.steps.size());
         ImGui::SetNextItemWidth(140 * ui.scale);
-        ImGui::SliderInt("step", &g.step, 0, steps, "%d", ImGuiSliderFlags_AlwaysClamp);
-        ui.layout.control("step");
+        slider_int(ui, "step", &g.step, 0, steps, "step");
         nlohmann::ordered_json ids = nlohmann::ordered_json::array();
         for (const GenerationStep& step : g.steps) ids.push_back(step.id);
         ui.layout.item({{"view", "generation"},
@@ -380,13 +355,13 @@ void ControlsView::model_bar(Session& s, Ui& ui) {
     }
     ImGui::SameLine();
     ImGui::SetNextItemWidth(260 * ui.scale);
-    const bool entered = ImGui::InputTextWithHint("##model path", "model folder or hub name", &model_path_,
-                                                  ImGuiInputTextFlags_EnterReturnsTrue);
+    const bool entered = text_input(ui, "##model path", "model folder or hub name", &model_path_, nullptr,
+                                    ImGuiInputTextFlags_EnterReturnsTrue);
     ImGui::SameLine();
-    if ((ImGui::Button("Open") || entered) && !model_path_.empty()) s.open_model(model_path_);
+    if ((button(ui, "Open") || entered) && !model_path_.empty()) s.open_model(model_path_);
     ImGui::SameLine();
     BackendChoice backend = s.backend_choice();
-    if (enum_combo("backend", backend, backend_choices.labels, 80 * ui.scale)) s.choose_backend(backend);
+    if (enum_combo(ui, "backend", backend, backend_choices.labels, 80 * ui.scale)) s.choose_backend(backend);
     ImGui::EndDisabled();
     ImGui::SameLine();
     if (loading) {

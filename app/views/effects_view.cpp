@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "headscope/inspect/heatmap.h"
+#include "widgets/controls.h"
 
 namespace headscope {
 
@@ -87,8 +88,7 @@ void EffectsView::draw(Session& s, Ui& ui) {
     const int T = s.length(s.state.selected);
     ImGui::SetNextItemWidth(std::floor(220 * ui.scale));
     int position = s.predicted_query();
-    if (ImGui::SliderInt("position", &position, 0, T - 1, "%d", ImGuiSliderFlags_AlwaysClamp)) s.state.query = position;
-    ui.layout.control("position");
+    if (slider_int(ui, "position", &position, 0, T - 1, "position")) s.state.query = position;
     ImGui::SameLine();
     ImGui::Text("%s", shown_token(s, s.state.selected, s.predicted_query(), true).c_str());
     const float width = ImGui::GetContentRegionAvail().x, spacing = ImGui::GetStyle().ItemSpacing.x;
@@ -113,8 +113,8 @@ void EffectsView::effects_grid(Session& s, Ui& ui, float width) {
     } else {
         const Config& config = s.model().config;
         const int heads = config.n_layer * s.heads_shown();
-        if (ImGui::Button(s.effects() ? "Compute again" : "Compute the effects grid")) s.compute_effects();
-        ui.layout.control("compute effects");
+        if (button(ui, s.effects() ? "Compute again" : "Compute the effects grid", "compute effects"))
+            s.compute_effects();
         ImGui::SameLine();
         ImGui::TextDisabled("%d forwards from each head's layer on", heads);
     }
