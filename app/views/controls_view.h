@@ -17,7 +17,7 @@ public:
     // Reads the examples menu's file; a file that cannot be read leaves the
     // menu empty, saying why (and a warning on stderr).
     ControlsView();
-    // Changes the session as the user asks; submits a recompute when the texts or options change.
+    // Changes the state as the user asks; has the session recompute when the texts or options change.
     void draw(Session& session, Ui& ui);
 
 private:

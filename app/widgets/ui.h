@@ -79,14 +79,14 @@ struct Ui {
 class MapWidget {
 public:
     // The maps of `kind` (the mask tab's: the decoder's, beside its masks),
-    // else of the session's attention selector.
+    // else of the state's attention kind (WindowState::attention_kind).
     explicit MapWidget(std::optional<AttentionKind> kind = {}) : kind_(kind) {}
     // Draws map (layer, head) of the selected text, size x size screen pixels,
     // showing `region` of it, max-pooled so the region has about as many
     // cells as pixels (zoomed in far enough, every cell). Records the whole
     // map for --layout as a grid of view `view` (rows query, columns key),
     // shows the hover tooltip and makes the row under the mouse the
-    // session's hovered query (a click, its query); returns true when clicked.
+    // state's hovered query (a click, its query); returns true when clicked.
     // Replaying a generation, the rows after its replayed row are covered and
     // that row outlined. A right-click knocks the head out of the forward, or
     // back in; a knocked-out head's map is crossed out.
