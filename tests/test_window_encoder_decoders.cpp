@@ -18,7 +18,7 @@
 #include "process.h"
 #include "screenshot.h"
 #include "seq2seq_models.h"
-#include "session.h"
+#include "session/session.h"
 
 using namespace headscope;
 using nlohmann::json;
@@ -179,7 +179,8 @@ TEST_P(WindowDeeperDecoder, TheEncodersOwnLayerCountIsKept) {
 // row of the embedding past the tokenizer's tokens (T5's checkpoints have
 // some; the test Marian's tokenizer numbers fewer pieces than its rows).
 TEST_P(WindowEncoderDecoders, NextTokenAppendsTheTopTokenOrSaysWhyNot) {
-    Session session(load_with_backend(model(), BackendChoice::cpu), {source_}, {}, true, [] {});
+    WindowState state{.texts = {source_}};
+    Session session(load_with_backend(model(), BackendChoice::cpu), state, [] {});
     const auto settle = [&] {
         for (int wait = 0; wait < 6000 && (session.busy() || session.shown.attention.B == 0); ++wait) {
             std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -193,7 +194,7 @@ TEST_P(WindowEncoderDecoders, NextTokenAppendsTheTopTokenOrSaysWhyNot) {
         const AttentionResult& att = session.shown.attention;
         ASSERT_GT(att.top_k, 0);
         const int32_t top = att.predictions_at(0, session.length(0) - 1)[0].id;
-        const std::string before = session.targets.empty() ? "" : session.targets[0];
+        const std::string before = state.targets.empty() ? "" : state.targets[0];
         const std::string why = session.extend_target();
         if (top == session.model().config.eos_token_id) {
             EXPECT_EQ(why, "the decoder ends the target here (</s>)");
@@ -201,11 +202,11 @@ TEST_P(WindowEncoderDecoders, NextTokenAppendsTheTopTokenOrSaysWhyNot) {
             EXPECT_NE(why.find("id " + std::to_string(top) + ", is past the tokenizer's"), std::string::npos) << why;
         } else {
             EXPECT_EQ(why, "");
-            EXPECT_EQ(session.targets[0], before + tokenizer.token_bytes(top));
+            EXPECT_EQ(state.targets[0], before + tokenizer.token_bytes(top));
             settle();
             continue;
         }
-        EXPECT_EQ(session.targets.empty() ? "" : session.targets[0], before) << "changed without a token to append";
+        EXPECT_EQ(state.targets.empty() ? "" : state.targets[0], before) << "changed without a token to append";
         break;
     }
 }
