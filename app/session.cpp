@@ -108,9 +108,15 @@ std::string Session::extend_target() {
     const AttentionResult& att = shown.attention;
     if (!model().config.is_encoder_decoder() || att.top_k == 0 || selected >= att.B)
         return "no prediction to append yet";
-    const int32_t next = att.predictions_at(selected, length(selected) - 1)[0].id;
+    const int32_t forced = forced_token(model().config, length(selected));
+    const int32_t next = forced >= 0 ? forced : att.predictions_at(selected, length(selected) - 1)[0].id;
     if (model().config.is_eos(next)) return "the decoder ends the target here (</s>)";
     const Tokenizer& tokenizer = model().tokenizer;
+    // BART's <s>: its template puts it first in every target, so no text appends it alone.
+    const std::vector<int32_t> template_only = tokenizer.encode_target("");
+    if (length(selected) == 1 && template_only.size() > 1 && next == template_only.front())
+        return "the decoder's next token, " + tokenizer.token_bytes(next) +
+               ", begins every target: type the target's first words after it";
     if (next >= tokenizer.vocab_size())  // T5's embedding has rows past its tokenizer's tokens
         return "the decoder's top token, id " + std::to_string(next) + ", is past the tokenizer's " +
                std::to_string(tokenizer.vocab_size()) + " tokens: it has no text to append";
