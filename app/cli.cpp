@@ -59,7 +59,7 @@ void add_token_ids(CLI::App* sub, CliOptions& opt) {
     sub->add_option("--token-ids", opt.token_ids, "one text's token ids I,J,..., in place of --text");
 }
 
-// The masks, heads, scale, split and backend of every command that runs a forward.
+// The masks, heads, scale, split, cutting and backend of every command that runs a forward.
 void add_forward_options(CLI::App* sub, CliOptions& opt) {
     add_word_option(
         sub, "--causal", opt.attention.causal, "on|off",
@@ -79,6 +79,9 @@ void add_forward_options(CLI::App* sub, CliOptions& opt) {
                     "1/sqrt(head size), 1/sqrt(C), 1 (default: the model's own, none for T5)");
     add_word_option(sub, "--split", opt.attention.split, join_words(split_choices, "|"), parse_split,
                     "how Q, K and V are split into heads");
+    sub->add_flag("--truncate", opt.truncate,
+                  "cut a text longer than the model's positions to its first n_positions tokens (saying so on "
+                  "stderr) instead of refusing it");
     add_backend(sub, opt, "auto: CUDA when built with it and a device exists");
 }
 

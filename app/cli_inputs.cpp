@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 
 #include "headscope/base/error.h"
+#include "headscope/compute/forward.h"
 
 namespace headscope {
 
@@ -87,9 +89,13 @@ Batch forward_batch(const Model& model, const CliOptions& opt) {
     if (!opt.targets.empty() && !model.config.is_encoder_decoder())
         throw Error(std::string("--target: a target is for encoder-decoders; this model (") +
                     model.config.architecture + ") is " + (model.config.is_encoder() ? "an encoder" : "a decoder"));
-    if (!opt.text_pairs.empty()) return pair_batch(model, opt);
-    if (model.config.is_encoder_decoder()) return seq2seq_batch(model, opt);
-    return Batch{input_ids(model, opt), model.config.pad_id()};
+    Batch batch = !opt.text_pairs.empty()             ? pair_batch(model, opt)
+                  : model.config.is_encoder_decoder() ? seq2seq_batch(model, opt)
+                                                      : Batch{input_ids(model, opt), model.config.pad_id()};
+    if (opt.truncate)
+        for (const TextCut& cut : cut_to_context(model.config, batch))
+            std::fprintf(stderr, "headscope-cli: %s\n", cut.message().c_str());
+    return batch;
 }
 
 }  // namespace headscope

@@ -63,7 +63,7 @@ void Session::submit() {
     const std::vector<std::string> targets_asked =
         model().config.is_encoder_decoder() ? targets : std::vector<std::string>{};
     live_.submit([this, open = open_, cache = live_cache_,
-                  request = LiveRequest{texts, options, pairs, targets_asked}](std::stop_token stop) {
+                  request = LiveRequest{texts, options, pairs, targets_asked, true}](std::stop_token stop) {
         try {
             return compute_live(*open->backend, *open->model, request, cache.get(),
                                 live_progress_.reporter(std::move(stop)));

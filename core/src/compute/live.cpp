@@ -2,6 +2,7 @@
 #include "headscope/compute/live.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "headscope/base/clock.h"
 
@@ -29,6 +30,14 @@ LiveResult compute_live(Backend& backend, const Model& model, const LiveRequest&
             result.token_ids.push_back(decoder_input_ids(model, b < request.targets.size() ? request.targets[b] : ""));
     } else {
         result.token_ids = model.tokenizer.encode_texts(request.texts);
+    }
+    if (request.cut_long_texts) {
+        Batch whole{std::move(result.token_ids), model.config.pad_id(), std::move(result.token_types),
+                    std::move(result.source_ids)};
+        result.cuts = cut_to_context(model.config, whole);
+        result.token_ids = std::move(whole.token_ids);
+        result.token_types = std::move(whole.token_types);
+        result.source_ids = std::move(whole.source_ids);
     }
     result.tokenize_ms = ms_since(start);
     // A model with one token type (RoBERTa) is given none, as transformers does.
