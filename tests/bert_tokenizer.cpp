@@ -9,15 +9,15 @@ namespace headscope::test {
 
 using json = nlohmann::json;
 
+namespace {
+
 // GPT-2's all-letter tokens, lowercased: "Ġword" starts a word, "word" continues one ("##word").
-json wordpiece_vocab() {
+json make_wordpiece_vocab() {
     json vocab = json::object();
     for (const char* special : {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}) vocab[special] = vocab.size();
     for (const char* piece : {"中", "文", "字", "!", ",", ".", "?", "'", "-", "(", ")", "$", "##s", "a", "e"})
         vocab[piece] = vocab.size();
-    std::ifstream in(headscope::test::gpt2_vocab_json());
-    const json gpt2 = json::parse(in);
-    for (const auto& [token, id] : gpt2.items()) {
+    for (const auto& [token, id] : gpt2_vocab().items()) {
         const bool starts = token.rfind("\xC4\xA0", 0) == 0;  // Ġ
         std::string word = starts ? token.substr(2) : token;
         if (word.empty() || word.size() > 12) continue;
@@ -30,6 +30,13 @@ json wordpiece_vocab() {
         const std::string entry = starts ? word : "##" + word;
         if (!vocab.contains(entry)) vocab[entry] = vocab.size();
     }
+    return vocab;
+}
+
+}  // namespace
+
+const json& wordpiece_vocab() {
+    static const json vocab = make_wordpiece_vocab();
     return vocab;
 }
 

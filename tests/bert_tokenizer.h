@@ -9,7 +9,7 @@
 
 namespace headscope::test {
 
-nlohmann::json wordpiece_vocab();                                 // {token: id}
+const nlohmann::json& wordpiece_vocab();                          // {token: id}, made once per process
 nlohmann::json bert_tokenizer_json(const nlohmann::json& vocab);  // the whole tokenizer.json
 
 }  // namespace headscope::test

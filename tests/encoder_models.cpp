@@ -209,7 +209,8 @@ void write_encoder_checkpoint(const fs::path& dir, const EncoderCheckpoint& chec
     fs::create_directories(dir);
     std::ofstream(dir / "config.json") << checkpoint.config.dump(2) << "\n";
     write_f32_tensors(dir / "model.safetensors", checkpoint.tensors);
-    std::ofstream(dir / "tokenizer.json") << bert_tokenizer_json(wordpiece_vocab()).dump() << "\n";
+    static const std::string tokenizer = bert_tokenizer_json(wordpiece_vocab()).dump();  // the same for every encoder
+    std::ofstream(dir / "tokenizer.json") << tokenizer << "\n";
 }
 
 }  // namespace headscope::test

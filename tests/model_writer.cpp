@@ -121,6 +121,14 @@ float rounded(float value, FileDType dtype) {
 fs::path gpt2_vocab_json() { return fs::path(HEADSCOPE_GPT2_REFERENCE_DIR) / "encoder.json"; }
 fs::path gpt2_merges_txt() { return fs::path(HEADSCOPE_GPT2_REFERENCE_DIR) / "vocab.bpe"; }
 
+const nlohmann::json& gpt2_vocab() {
+    static const nlohmann::json vocab = [] {
+        std::ifstream in(gpt2_vocab_json());
+        return nlohmann::json::parse(in);
+    }();
+    return vocab;
+}
+
 void write_test_model(const fs::path& dir, const TestModelSpec& spec) {
     fs::create_directories(dir);
     const nlohmann::json config_json = {

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,8 @@ struct TestModelSpec {
 // GPT-2's encoder.json and vocab.bpe (the same files as HF's vocab.json and merges.txt).
 std::filesystem::path gpt2_vocab_json();
 std::filesystem::path gpt2_merges_txt();
+// encoder.json parsed, once per process: the tokenizers written from it share it.
+const nlohmann::json& gpt2_vocab();
 
 // Writes config.json, model.safetensors, vocab.json and merges.txt into `dir`
 // (created if needed). Weights are random normals scaled so attention maps

@@ -64,7 +64,7 @@ json config_json(const Seq2SeqSpec& s) {
             {"vocab_size", s.vocab_size}};
 }
 
-json tokenizer_json(const Seq2SeqSpec& s) {
+const json& tokenizer_json(const Seq2SeqSpec& s) {
     return s.family == Seq2Seq::bart ? roberta_tokenizer_json() : unigram_tokenizer_json(UnigramLayout::t5);
 }
 
@@ -77,7 +77,7 @@ Seq2SeqSpec spec_of(Seq2Seq family) {
         s.activation = "swish", s.scale_embedding = true, s.seed = 13;
         return s;
     }
-    const json tokenizer = tokenizer_json(s);
+    const json& tokenizer = tokenizer_json(s);
     if (family == Seq2Seq::bart) {
         const json& vocab = tokenizer["model"]["vocab"];
         s.vocab_size = static_cast<int>(vocab.size());

@@ -16,8 +16,8 @@
 #include "headscope/inspect/probes.h"
 #include "model_writer.h"
 #include "process.h"
-#include "session.h"
-#include "status_bar.h"
+#include "session/session.h"
+#include "views/status_bar.h"
 
 namespace headscope {
 namespace {
@@ -104,7 +104,8 @@ TEST(BackendReport, ProbesSayTheirLastForwardsDevice) {
 
 // The session's shown maps, the status bar's note and the exported JSON.
 TEST(BackendReport, TheSessionAndItsExportSayTheShownMapsDevice) {
-    Session session(on_the_double(), {"The cat sat on the mat"}, {}, true, [] {});
+    WindowState state{.texts = {"The cat sat on the mat"}};
+    Session session(on_the_double(), state, [] {});
     const auto settle = [&] {
         const auto deadline = std::chrono::steady_clock::now() + 60s;
         while (session.busy() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
@@ -123,7 +124,7 @@ TEST(BackendReport, TheSessionAndItsExportSayTheShownMapsDevice) {
     EXPECT_EQ(device_note(session), "computed on double (the double chosen)");
     EXPECT_EQ(exported(), std::make_pair(std::string("double"), std::string("the double chosen")));
 
-    session.texts = {"The cat sat on the mat because it was soft"};
+    state.texts = {"The cat sat on the mat because it was soft"};
     session.submit();
     settle();
     expect_fallen_back(session.computed_on());

@@ -4,7 +4,7 @@
 // of the float's owner. Owners are worked out here from the buffers' shapes
 // (which float of a (B, T, C) buffer belongs to which token and head, ...),
 // independently of core's Dance::owner; the colour rule is the one
-// documented in app/dance_view.h. The step's shape, strides, offset and
+// documented in app/views/dance_view.h. The step's shape, strides, offset and
 // contiguity, and the naive split's error, must be what headscope-cli dance
 // prints.
 #include <gtest/gtest.h>
@@ -33,7 +33,7 @@ struct Owner {
     int t, head;
 };
 
-// app/dance_view.h: hue = head / NH, saturation 0.65, value from 0.4 (first
+// app/views/dance_view.h: hue = head / NH, saturation 0.65, value from 0.4 (first
 // token) to 1 (last), a third of that for a float the step's view does not read.
 std::array<double, 3> owner_rgb(const Owner& o, const Sizes& s, bool read) {
     return test::hsv_to_rgb(double(o.head) / s.NH, 0.65, (0.4 + 0.6 * o.t / (s.T - 1)) / (read ? 1 : 3));

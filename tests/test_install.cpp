@@ -8,6 +8,7 @@
 #include <array>
 #include <cctype>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -200,26 +201,43 @@ TEST_F(Installed, ManPagesNameEveryOption) {
 }
 
 // The package CPack makes of this build (tools/package makes it from a
-// portable build): its files and the dependencies dpkg-shlibdeps found.
-TEST(Package, DebianPackageHoldsProgramsDataMenuEntryAndDependsOnTheLibraries) {
-    test::TempDir dir;
-    const test::ProcessRun cpack = test::run_program(
-        {HEADSCOPE_CPACK, "--config", HEADSCOPE_BUILD_DIR "/CPackConfig.cmake", "-G", "DEB", "-B", dir.path.string()},
-        dir.path);
-    ASSERT_EQ(cpack.status, 0) << cpack.out << cpack.err;
-    fs::path deb;
-    for (const fs::directory_entry& file : fs::directory_iterator(dir.path))
-        if (file.path().extension() == ".deb") deb = file.path();
-    ASSERT_EQ(deb.filename().string().rfind("headscope_" HEADSCOPE_VERSION "_", 0), 0u) << cpack.out;
+// portable build), made once for the tests below.
+class Package : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        dir_ = std::make_unique<test::TempDir>();
+        const test::ProcessRun cpack =
+            test::run_program({HEADSCOPE_CPACK, "--config", HEADSCOPE_BUILD_DIR "/CPackConfig.cmake", "-G", "DEB", "-B",
+                               dir_->path.string()},
+                              dir_->path);
+        made_ = "cpack: " + std::to_string(cpack.status) + "\n" + cpack.out + cpack.err;
+        if (cpack.status != 0) return;
+        for (const fs::directory_entry& file : fs::directory_iterator(dir_->path))
+            if (file.path().extension() == ".deb") deb_ = file.path();
+    }
+    static void TearDownTestSuite() { dir_.reset(); }
 
-    const test::ProcessRun info = test::run_program({"dpkg-deb", "--field", deb.string(), "Depends"}, dir.path);
+    void SetUp() override {
+        ASSERT_EQ(deb_.filename().string().rfind("headscope_" HEADSCOPE_VERSION "_", 0), 0u) << made_;
+    }
+
+    static inline std::unique_ptr<test::TempDir> dir_;
+    static inline fs::path deb_;
+    static inline std::string made_;  // what cpack said
+    test::TempDir scratch_;
+};
+
+// Its files and the dependencies dpkg-shlibdeps found.
+TEST_F(Package, DebianPackageHoldsProgramsDataMenuEntryAndDependsOnTheLibraries) {
+    const test::ProcessRun info = test::run_program({"dpkg-deb", "--field", deb_.string(), "Depends"}, scratch_.path);
     ASSERT_EQ(info.status, 0) << info.err;
     for (const char* library : {"libglfw3", "libutf8proc", "libpcre2-8", "libopenblas", "libsentencepiece0"})
         EXPECT_NE(info.out.find(library), std::string::npos) << "Depends: " << info.out;
-    const test::ProcessRun section = test::run_program({"dpkg-deb", "--field", deb.string(), "Section"}, dir.path);
+    const test::ProcessRun section =
+        test::run_program({"dpkg-deb", "--field", deb_.string(), "Section"}, scratch_.path);
     EXPECT_EQ(section.out, "science\n");
 
-    const test::ProcessRun contents = test::run_program({"dpkg-deb", "--contents", deb.string()}, dir.path);
+    const test::ProcessRun contents = test::run_program({"dpkg-deb", "--contents", deb_.string()}, scratch_.path);
     ASSERT_EQ(contents.status, 0) << contents.err;
     std::set<std::string> files;
     for (const std::string& entry :
@@ -233,8 +251,34 @@ TEST(Package, DebianPackageHoldsProgramsDataMenuEntryAndDependsOnTheLibraries) {
           "usr/share/applications/headscope.desktop", "usr/share/icons/hicolor/scalable/apps/headscope.svg",
           "usr/share/icons/hicolor/48x48/apps/headscope.png", "usr/share/icons/hicolor/128x128/apps/headscope.png",
           "usr/share/icons/hicolor/256x256/apps/headscope.png", "usr/share/man/man1/headscope.1.gz",
-          "usr/share/man/man1/headscope-cli.1.gz"})
+          "usr/share/man/man1/headscope-cli.1.gz", "usr/share/doc/headscope/copyright"})
         EXPECT_TRUE(files.count(file)) << file << " not in the package:\n" << contents.out;
+}
+
+// Its copyright file (Debian's machine-readable format) gives Headscope's
+// licence, MIT, and the bundled font's, word for word as the font's own
+// Debian package gives it; lintian finds no error in the package.
+TEST_F(Package, CopyrightNamesTheLicencesAndLintianFindsNoError) {
+    const fs::path root = scratch_.path / "root";
+    const test::ProcessRun extract =
+        test::run_program({"dpkg-deb", "--extract", deb_.string(), root.string()}, scratch_.path);
+    ASSERT_EQ(extract.status, 0) << extract.err;
+    const std::string copyright = test::read_file(root / "usr" / "share" / "doc" / "headscope" / "copyright");
+    EXPECT_EQ(copyright.rfind("Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n", 0), 0u);
+    for (const char* words : {"\nCopyright: 2026 The Headscope authors\nLicense: Expat\n", "MIT licence",
+                              "\nFiles: usr/share/headscope/fonts/*\n", "\nLicense: bitstream-vera and Arev\n"})
+        EXPECT_NE(copyright.find(words), std::string::npos) << words << " not in:\n" << copyright;
+    // The font's copyright file installed beside it is fonts-dejavu-core's own.
+    const std::string font_copyright =
+        test::read_file(root / "usr" / "share" / "headscope" / "fonts" / "DejaVuSans.copyright");
+    const size_t vera = font_copyright.find("License: bitstream-vera\n");
+    ASSERT_NE(vera, std::string::npos) << font_copyright;
+    const std::string vera_licence = font_copyright.substr(vera, font_copyright.find("\n\n", vera) - vera);
+    EXPECT_NE(copyright.find(vera_licence), std::string::npos) << vera_licence;
+
+    const test::ProcessRun lintian = test::run_program({"lintian", "--fail-on", "error", deb_.string()}, scratch_.path);
+    if (lintian.status == 127) GTEST_SKIP() << "lintian cannot be run: run tools/setup";
+    EXPECT_EQ(lintian.status, 0) << lintian.out << lintian.err;
 }
 
 }  // namespace

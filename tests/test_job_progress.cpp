@@ -7,9 +7,9 @@
 #include <chrono>
 #include <thread>
 
-#include "job_progress.h"
 #include "model_writer.h"
-#include "session.h"
+#include "session/job_progress.h"
+#include "session/session.h"
 
 using namespace headscope;
 using namespace std::chrono_literals;
@@ -72,7 +72,8 @@ TEST(SessionProgress, ACancelledLoadKeepsTheOpenModelAndSaysSo) {
     test::TempDir dir;
     // Larger than the built-in model: 20 MB of weights to read, against its 4.
     test::write_test_model(dir.path, {.n_layer = 4, .n_head = 4, .n_embd = 96, .n_positions = 64});
-    Session session(load_with_backend(builtin_model, BackendChoice::cpu), {"The cat sat on the mat"}, {}, true, [] {});
+    WindowState state{.texts = {"The cat sat on the mat"}};
+    Session session(load_with_backend(builtin_model, BackendChoice::cpu), state, [] {});
     ASSERT_NE(session.model().config.n_embd, 96);
 
     // Cancelled before its first report, nothing of it is kept. A busy
@@ -104,7 +105,8 @@ TEST(SessionProgress, ACancelledLoadKeepsTheOpenModelAndSaysSo) {
 // A live compute cancelled (the status bar's Cancel): the last maps stay,
 // the session says so, and the next change computes again.
 TEST(SessionProgress, ACancelledComputeKeepsTheLastMapsAndSaysSo) {
-    Session session(load_with_backend(builtin_model, BackendChoice::cpu), {"The cat sat on the mat"}, {}, true, [] {});
+    WindowState state{.texts = {"The cat sat on the mat"}};
+    Session session(load_with_backend(builtin_model, BackendChoice::cpu), state, [] {});
     const auto settle = [&] {
         const auto deadline = std::chrono::steady_clock::now() + 60s;
         while (session.busy() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
@@ -119,7 +121,7 @@ TEST(SessionProgress, ACancelledComputeKeepsTheLastMapsAndSaysSo) {
     for (int attempt = 0; attempt < 100 && !cancelled; ++attempt) {
         const uint64_t shown = session.shown_generation;
         const std::vector<std::string> shown_texts = session.shown_texts;
-        session.texts = {"The cat sat on the mat because it was soft " + std::to_string(attempt)};
+        state.texts = {"The cat sat on the mat because it was soft " + std::to_string(attempt)};
         session.submit();
         session.live_progress().cancel();
         settle();
@@ -134,7 +136,7 @@ TEST(SessionProgress, ACancelledComputeKeepsTheLastMapsAndSaysSo) {
     session.submit();
     settle();
     EXPECT_EQ(session.message, "");
-    EXPECT_EQ(session.shown_texts, session.texts);
+    EXPECT_EQ(session.shown_texts, state.texts);
 }
 
 }  // namespace

@@ -26,7 +26,7 @@ using nlohmann::json;
 
 namespace {
 
-// The mask colours documented in app/mask_view.h.
+// The mask colours documented in app/views/mask_view.h.
 constexpr std::array<int, 3> allowed_rgb = {236, 190, 72}, blocked_rgb = {52, 58, 70}, empty_row_rgb = {235, 80, 60};
 
 bool near(const std::array<int, 3>& got, const std::array<int, 3>& want) {

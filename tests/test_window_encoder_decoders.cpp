@@ -18,7 +18,7 @@
 #include "process.h"
 #include "screenshot.h"
 #include "seq2seq_models.h"
-#include "session.h"
+#include "session/session.h"
 
 using namespace headscope;
 using nlohmann::json;
@@ -188,7 +188,8 @@ TEST_P(WindowDeeperDecoder, TheEncodersOwnLayerCountIsKept) {
 // row of the embedding past the tokenizer's tokens (T5's checkpoints have
 // some; the test Marian's tokenizer numbers fewer pieces than its rows).
 TEST_P(WindowEncoderDecoders, NextTokenAppendsTheTopTokenOrSaysWhyNot) {
-    Session session(load_with_backend(model(), BackendChoice::cpu), {source_}, {}, true, [] {});
+    WindowState state{.texts = {source_}};
+    Session session(load_with_backend(model(), BackendChoice::cpu), state, [] {});
     const auto settle = [&] { settle_session(session); };
     settle();
     const Tokenizer& tokenizer = session.model().tokenizer;
@@ -196,7 +197,7 @@ TEST_P(WindowEncoderDecoders, NextTokenAppendsTheTopTokenOrSaysWhyNot) {
         const AttentionResult& att = session.shown.attention;
         ASSERT_GT(att.top_k, 0);
         const int32_t top = att.predictions_at(0, session.length(0) - 1)[0].id;
-        const std::string before = session.targets.empty() ? "" : session.targets[0];
+        const std::string before = state.targets.empty() ? "" : state.targets[0];
         const std::string why = session.extend_target();
         if (top == session.model().config.eos_token_id) {
             EXPECT_EQ(why, "the decoder ends the target here (</s>)");
@@ -204,11 +205,11 @@ TEST_P(WindowEncoderDecoders, NextTokenAppendsTheTopTokenOrSaysWhyNot) {
             EXPECT_NE(why.find("id " + std::to_string(top) + ", is past the tokenizer's"), std::string::npos) << why;
         } else {
             EXPECT_EQ(why, "");
-            EXPECT_EQ(session.targets[0], before + tokenizer.token_bytes(top));
+            EXPECT_EQ(state.targets[0], before + tokenizer.token_bytes(top));
             settle();
             continue;
         }
-        EXPECT_EQ(session.targets.empty() ? "" : session.targets[0], before) << "changed without a token to append";
+        EXPECT_EQ(state.targets.empty() ? "" : state.targets[0], before) << "changed without a token to append";
         break;
     }
 }
@@ -225,12 +226,13 @@ TEST(WindowBart, NextTokenAfterTheStartTokenAloneIsTheForcedOne) {
         bart.config["forced_bos_token_id"] = forced;
         const std::filesystem::path path = dir.path / std::to_string(forced);
         test::write_seq2seq_checkpoint(path, bart);
-        Session session(load_with_backend(path.string(), BackendChoice::cpu), {"The cat sat."}, {}, true, [] {});
+        WindowState state{.texts = {"The cat sat."}};
+        Session session(load_with_backend(path.string(), BackendChoice::cpu), state, [] {});
         settle_session(session);
         ASSERT_EQ(session.length(0), 1) << "no target: the start token alone";
         ASSERT_NE(session.shown.attention.predictions_at(0, 0)[0].id, forced) << "the model's own choice must differ";
         EXPECT_EQ(session.extend_target(), why);
-        const std::string target = session.targets.empty() ? "" : session.targets[0];
+        const std::string target = state.targets.empty() ? "" : state.targets[0];
         EXPECT_EQ(target, appended ? session.model().tokenizer.token_bytes(forced) : "");
     };
     next_token_with(1000, "", true);

@@ -27,7 +27,7 @@ using nlohmann::json;
 
 namespace {
 
-// The colours documented in app/ui.h (the group frame) and app/mask_view.h.
+// The colours documented in app/widgets/ui.h (the group frame) and app/views/mask_view.h.
 constexpr std::array<int, 3> frame_rgb = {110, 160, 230}, allowed_rgb = {236, 190, 72}, blocked_rgb = {52, 58, 70};
 
 bool near(const std::array<int, 3>& got, const std::array<int, 3>& want, int tolerance = 2) {

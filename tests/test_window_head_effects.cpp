@@ -27,7 +27,7 @@ using nlohmann::json;
 
 namespace {
 
-// The colours app/ui.h and app/effects_view.h document: the cross over a
+// The colours app/widgets/ui.h and app/views/effects_view.h document: the cross over a
 // knocked-out map; signed values from blue through grey to red.
 constexpr std::array<double, 3> zero_rgb = {0.20 * 255, 0.20 * 255, 0.23 * 255};
 constexpr std::array<double, 3> negative_rgb = {0.25 * 255, 0.50 * 255, 0.95 * 255};

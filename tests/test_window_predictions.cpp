@@ -21,7 +21,7 @@ using nlohmann::json;
 
 namespace {
 
-// The colours documented in app/predictions_view.h.
+// The colours documented in app/views/predictions_view.h.
 constexpr std::array<int, 3> bar_rgb = {90, 170, 240};
 
 const std::string text = "The cat sat on the mat because it was soft.";

@@ -24,7 +24,7 @@
 #include "model_writer.h"
 #include "process.h"
 #include "screenshot.h"
-#include "settings.h"
+#include "state/settings.h"
 
 using namespace headscope;
 namespace fs = std::filesystem;

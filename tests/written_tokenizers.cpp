@@ -16,9 +16,7 @@ namespace {
 
 const std::string meta = "\xE2\x96\x81";  // ▁
 
-}  // namespace
-
-json unigram_tokenizer_json(UnigramLayout layout) {
+json make_unigram_tokenizer_json(UnigramLayout layout) {
     const bool t5 = layout == UnigramLayout::t5;
     json vocab = json::array();
     const std::vector<const char*> specials = t5 ? std::vector<const char*>{"<pad>", "</s>", "<unk>"}
@@ -26,9 +24,7 @@ json unigram_tokenizer_json(UnigramLayout layout) {
     for (const char* special : specials) vocab.push_back({special, 0.0});
     vocab.push_back({meta, -2.0});
     for (char c = '!'; c <= '~'; ++c) vocab.push_back({std::string(1, c), -8.0 - (c % 7) * 0.01});
-    std::ifstream in(gpt2_vocab_json());
-    const json gpt2 = json::parse(in);
-    for (const auto& [token, id] : gpt2.items()) {
+    for (const auto& [token, id] : gpt2_vocab().items()) {
         const bool starts = token.rfind("\xC4\xA0", 0) == 0;  // Ġ
         const std::string word = starts ? token.substr(2) : token;
         if (word.size() < 2 || word.size() > 12) continue;
@@ -79,9 +75,9 @@ json unigram_tokenizer_json(UnigramLayout layout) {
 }
 
 // RoBERTa's tokenizer.json shape: GPT-2's BPE, ByteLevel, its special tokens after GPT-2's ids.
-json roberta_tokenizer_json() {
-    std::ifstream vocab_in(gpt2_vocab_json()), merges_in(gpt2_merges_txt());
-    json vocab = json::parse(vocab_in);
+json make_roberta_tokenizer_json() {
+    std::ifstream merges_in(gpt2_merges_txt());
+    json vocab = gpt2_vocab();
     json merges = json::array();
     std::string line;
     std::getline(merges_in, line);  // #version
@@ -111,6 +107,19 @@ json roberta_tokenizer_json() {
               {"add_prefix_space", false}}},
             {"decoder", {{"type", "ByteLevel"}}},
             {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}}}};
+}
+
+}  // namespace
+
+const json& unigram_tokenizer_json(UnigramLayout layout) {
+    static const json xlm_r = make_unigram_tokenizer_json(UnigramLayout::xlm_r);
+    static const json t5 = make_unigram_tokenizer_json(UnigramLayout::t5);
+    return layout == UnigramLayout::t5 ? t5 : xlm_r;
+}
+
+const json& roberta_tokenizer_json() {
+    static const json tokenizer = make_roberta_tokenizer_json();
+    return tokenizer;
 }
 
 }  // namespace headscope::test

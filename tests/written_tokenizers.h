@@ -12,7 +12,8 @@ namespace headscope::test {
 // XLM-R's: <s> <pad> </s> <unk> first, <mask> last, <s> A </s>. T5's: <pad>
 // </s> <unk> first, <extra_id_0> last, A </s>.
 enum class UnigramLayout { xlm_r, t5 };
-nlohmann::json unigram_tokenizer_json(UnigramLayout layout);
-nlohmann::json roberta_tokenizer_json();
+// Each made once per process.
+const nlohmann::json& unigram_tokenizer_json(UnigramLayout layout);
+const nlohmann::json& roberta_tokenizer_json();
 
 }  // namespace headscope::test

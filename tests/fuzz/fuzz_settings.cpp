@@ -1,4 +1,4 @@
-// libFuzzer harness for the window's settings.json (app/settings.cpp, built
+// libFuzzer harness for the window's settings.json (app/state/settings.cpp, built
 // into the harness: it needs no GL): the input is the file. Reading never
 // throws (a file that is not settings is one warning and the defaults), and
 // whatever was read writes and reads back the same.
@@ -6,7 +6,7 @@
 #include <tuple>
 
 #include "fuzz_support.h"
-#include "settings.h"
+#include "state/settings.h"
 
 using namespace headscope;
 namespace fs = std::filesystem;

@@ -1,0 +1,392 @@
+// headscope-cli's commands: see cli_commands.h.
+#include "cli/cli_commands.h"
+
+#include <unistd.h>
+
+#include <charconv>
+#include <cstdio>
+#include <functional>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_inputs.h"
+#include "cli/terminal_progress.h"
+#include "cli/terminal_table.h"
+#include "headscope/base/clock.h"
+#include "headscope/base/error.h"
+#include "headscope/base/shape.h"
+#include "headscope/compute/forward.h"
+#include "headscope/inspect/attention_export.h"
+#include "headscope/inspect/checks.h"
+#include "headscope/inspect/dance.h"
+#include "headscope/inspect/probes.h"
+#include "headscope/io/files.h"
+
+namespace headscope {
+
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+// "all" or "I,J,..." as ascending unique layer indices (empty means all).
+std::vector<int> parse_layers(const std::string& word) {
+    if (word == "all") return {};
+    std::vector<int> layers = parse_ints("--layers", word, "a layer index (expected all or I,J,...)");
+    std::sort(layers.begin(), layers.end());
+    layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
+    return layers;
+}
+
+// The model, opened on the backend --backend picks, its load's progress on the terminal.
+LoadedModel open_on_backend(const CliOptions& opt) {
+    TerminalProgress bar;
+    return load_with_backend(opt.model, opt.backend, bar.progress());
+}
+
+// Writes to stdout, or, given a path, to that file whole or not at all.
+void write_output(const std::string& path, const std::function<void(std::ostream&)>& write) {
+    if (!path.empty()) return write_file_atomically(path, "the output", write);
+    write(std::cout);
+    if (!std::cout.flush()) throw Error("stdout: write failed");
+}
+
+// The heads the forward splits C into, checked against the model; its error
+// names the flag.
+int head_count_of(const Model& model, const AttentionOptions& options) {
+    try {
+        return head_count(model.config, options.n_head);
+    } catch (const Error& e) {
+        throw Error(std::string("--heads: ") + e.what());
+    }
+}
+
+// info and heads: --format table or json; by default a table when the
+// output is a terminal (stdout, no --out), else JSON.
+bool as_table(const CliOptions& opt) {
+    if (opt.format.empty()) return opt.out.empty() && isatty(STDOUT_FILENO) == 1;
+    if (opt.format != "table" && opt.format != "json")
+        throw Error("--format: expected table or json, got '" + opt.format + "'");
+    return opt.format == "table";
+}
+
+// An encoder–decoder's JSON: the decoder's input is token_ids (its start
+// token first); the sources (the texts) are the encoder's.
+void add_sources(Json& metadata, const Model& model, const CliOptions& opt, const Batch& batch) {
+    Json tokens = Json::array(), lengths = Json::array();
+    for (const auto& ids : batch.source_ids) {
+        tokens.push_back(token_texts(model.tokenizer, ids));
+        lengths.push_back(ids.size());
+    }
+    metadata["kind"] = model_kind(model.config);
+    metadata["encoder_layers"] = model.encoder->config.n_layer;
+    metadata["targets"] = opt.targets;
+    metadata["source_token_ids"] = batch.source_ids;
+    metadata["source_tokens"] = tokens;
+    metadata["source_lengths"] = lengths;
+}
+
+// The options as given; checked before the model loads, and completed by
+// with_model once it has.
+AttentionOptions attention_options(const CliOptions& opt) {
+    if (opt.texts.empty() == opt.token_ids.empty()) throw Error("pass either --text or --token-ids");
+    AttentionOptions options = opt.attention;
+    if (opt.heads_given && opt.heads < 1) throw Error("--heads must be at least 1, got " + std::to_string(opt.heads));
+    options.n_head = opt.heads;
+    options.layers = parse_layers(opt.layers);
+    try {
+        options.ablate = parse_heads(opt.ablate);
+    } catch (const Error& e) {
+        throw Error(std::string("--ablate: ") + e.what());
+    }
+    return options;
+}
+
+AttentionOptions with_model(AttentionOptions options, const CliOptions& opt, const Model& model) {
+    options.sliding_window = sliding_window(model.config, opt.sliding_window);
+    if (!opt.causal_given) options.causal = model.config.causal;
+    if (!opt.scale_given) options.scale = own_scale(model.config.scaled_scores);
+    head_count_of(model, options);  // before the forward, which checks it too, so that the error names the flag
+    try {
+        check_ablation(model.config, options);
+    } catch (const Error& e) {
+        throw Error(std::string("--ablate: ") + e.what());
+    }
+    return options;
+}
+
+// Token windows to score heads on: --text, else core's validation windows.
+std::vector<std::vector<int32_t>> probe_texts(const Model& model, const CliOptions& opt) {
+    if (!opt.texts.empty()) {
+        std::vector<std::vector<int32_t>> ids = model.tokenizer.encode_texts(opt.texts);
+        if (ids.front().size() < 2) throw Error("--text needs at least 2 tokens to score heads");
+        if (ids.front().size() > static_cast<size_t>(model.config.n_positions))
+            throw Error("text 1 has " + std::to_string(ids.front().size()) +
+                        " tokens, more than the model's limit of " + std::to_string(model.config.n_positions));
+        return ids;
+    }
+    return validation_windows(model);
+}
+
+// The probe columns of heads' table; the strongest head of each is marked *.
+struct ProbeColumn {
+    const char* name;
+    double HeadScores::*score;
+    bool marked;
+};
+constexpr ProbeColumn probe_columns[] = {{"previous_token", &HeadScores::previous_token, true},
+                                         {"first_token", &HeadScores::first_token, true},
+                                         {"current_token", &HeadScores::current_token, true},
+                                         {"induction", &HeadScores::induction, true},
+                                         {"entropy", &HeadScores::entropy, false}};
+
+// The summary's fields, then one row per head with each score (4 decimals).
+std::string heads_table(const Json& summary, const ProbeReport& report) {
+    TableRows fields, rows = {{"layer", "head"}};
+    add_fields(summary, "", fields);
+    std::vector<size_t> strongest;  // per column, the head's index in report.heads
+    for (const ProbeColumn& column : probe_columns) {
+        rows.front().push_back(column.name);
+        size_t best = 0;
+        for (size_t i = 1; i < report.heads.size(); ++i)
+            if (report.heads[i].*column.score > report.heads[best].*column.score) best = i;
+        strongest.push_back(column.marked ? best : report.heads.size());
+    }
+    for (size_t i = 0; i < report.heads.size(); ++i) {
+        std::vector<std::string> row = {std::to_string(i / report.n_head), std::to_string(i % report.n_head)};
+        for (size_t c = 0; c < std::size(probe_columns); ++c) {
+            char number[32];
+            std::snprintf(number, sizeof number, "%.4f%s", report.heads[i].*probe_columns[c].score,
+                          strongest[c] == i ? "*" : "");
+            row.push_back(number);
+        }
+        rows.push_back(row);
+    }
+    return text_table(fields) + '\n' + text_table(rows) + "* the strongest head of each probe\n";
+}
+
+Json layout_json(const StridedLayout& layout) {
+    return {{"shape", layout.shape},
+            {"strides", layout.strides},
+            {"offset", layout.offset},
+            {"contiguous", layout.is_contiguous()}};
+}
+
+}  // namespace
+
+void run_info(const CliOptions& opt) {
+    const bool table = as_table(opt);
+    const LoadedModel loaded = open_on_backend(opt);
+    const Model& model = *loaded.model;
+    Json tensors = Json::array();
+    for (const TensorInfo& t : model.tensors)
+        tensors.push_back({{"name", t.name}, {"shape", t.shape}, {"dtype", to_string(t.dtype)}, {"bytes", t.bytes}});
+    const Config& c = model.config;
+    // Nothing is computed: the backend picked, and why.
+    Json info = {{"backend", loaded.backend->name()},
+                 {"backend_reason", loaded.backend_reason},
+                 {"n_layer", c.n_layer},
+                 {"n_head", c.n_head},
+                 {"n_embd", c.n_embd},
+                 {"n_positions", c.n_positions},
+                 {"vocab_size", c.vocab_size},
+                 {"params", model.params},
+                 {"path", model.path.string()},
+                 {"architecture", c.architecture},
+                 {"kind", model_kind(c)},
+                 {"n_kv_head", c.kv_heads()},
+                 {"d_head", c.head_size()},
+                 {"positions", to_string(c.positions)},
+                 {"norm", to_string(c.norm)},
+                 {"mlp", to_string(c.mlp)}};
+    if (c.is_encoder_decoder()) info["encoder_layers"] = c.encoder_layers;
+    if (c.positions == Positions::rotary) info["rope_theta"] = c.rope.theta;
+    if (c.sliding_window) info["sliding_window"] = c.sliding_window;
+    info["dtype"] = to_string(model.dtype);
+    info["tensors"] = tensors;
+    if (!c.training.is_null()) info["training"] = c.training;
+    if (!table) return write_output(opt.out, [&](std::ostream& out) { out << dump_json(info) << '\n'; });
+    // The configuration as "name  value" lines, then the tensors.
+    TableRows fields, rows = {{"tensor", "shape", "dtype", "bytes"}};
+    Json configuration = info;
+    configuration.erase("tensors");
+    add_fields(configuration, "", fields);
+    for (const TensorInfo& t : model.tensors)
+        rows.push_back({t.name, shape_string(t.shape), to_string(t.dtype), std::to_string(t.bytes)});
+    const std::string text = text_table(fields) + '\n' + text_table(rows);
+    write_output(opt.out, [&](std::ostream& out) { out << text; });
+}
+
+void run_tokenize(const CliOptions& opt) {
+    const Model model = [&] {
+        TerminalProgress bar;
+        return load_model(opt.model, bar.progress());
+    }();
+    if (!opt.text_pairs.empty()) {
+        const TextBatch pair = pair_batch(model, opt);
+        const Json tokens = {{"token_ids", pair.batch.token_ids[0]},
+                             {"tokens", token_texts(model.tokenizer, pair.batch.token_ids[0])},
+                             {"token_type_ids", pair.token_types[0]}};
+        return write_output(opt.out, [&](std::ostream& out) { out << dump_json(tokens) << '\n'; });
+    }
+    const std::vector<int32_t> ids = model.tokenizer.encode_texts(opt.texts, opt.special).front();
+    const Json tokens = {{"token_ids", ids}, {"tokens", token_texts(model.tokenizer, ids)}};
+    write_output(opt.out, [&](std::ostream& out) { out << dump_json(tokens) << '\n'; });
+}
+
+void run_attention(const CliOptions& opt) {
+    AttentionOptions given = attention_options(opt);
+    if (opt.format != "json" && opt.format != "npy" && opt.format != "none")
+        throw Error("--format: expected json, npy or none, got '" + opt.format + "'");
+    if (opt.format == "npy" && opt.out.empty()) throw Error("--format npy needs --out FILE");
+    if (opt.format == "npy" && opt.contributions)
+        throw Error("--format npy: the contributions are arrays of their own, and one .npy holds one array: use json");
+    if (opt.top_k < 0) throw Error("--top-k must be at least 0 (0: no predictions), got " + std::to_string(opt.top_k));
+    given.top_k = opt.top_k;
+    given.lens_k = opt.logit_lens ? 1 : 0;
+    given.contributions = opt.contributions;
+    if (opt.contributions) given.top_k = std::max(given.top_k, 1);  // the attribution is to the top token
+    const LoadedModel loaded = open_on_backend(opt);
+    const Model& model = *loaded.model;
+    const AttentionOptions options = with_model(given, opt, model);
+
+    if (opt.format == "npy" && model.config.is_encoder_decoder())
+        throw Error("--format npy: an encoder-decoder has three attentions, and one .npy holds one array: use json");
+    auto start = Clock::now();
+    const bool pairs = !opt.text_pairs.empty();
+    const TextBatch inputs = forward_batch(model, opt);
+    const Batch& batch = inputs.batch;
+    const double tokenize_ms = ms_since(start);
+
+    AttentionResult result;
+    start = Clock::now();
+    loaded.backend->forward(batch, options, result);
+    const double forward_ms = ms_since(start);
+
+    const ComputedOn& on = result.computed_on;
+    Json metadata = attention_metadata(model, on.device, device_reason(on, loaded.backend_reason),
+                                       input_texts(model, opt, batch.token_ids), batch.token_ids, result,
+                                       {loaded.load_ms, tokenize_ms, forward_ms});
+    if (pairs) {
+        metadata["text_pairs"] = opt.text_pairs;
+        metadata["token_type_ids"] = inputs.token_types;  // the tokenizer's, which a one-type model is not given
+    }
+    if (model.config.is_encoder_decoder()) add_sources(metadata, model, opt, batch);
+    if (opt.format == "npy") write_output(opt.out, [&](std::ostream& out) { write_attention_npy(out, result); });
+    // The JSON, or with npy and none the metadata on stdout.
+    write_output(opt.format == "json" ? opt.out : std::string(), [&](std::ostream& out) {
+        if (opt.format == "json")
+            write_attention_json(out, metadata, result);
+        else
+            out << dump_json(metadata) << '\n';
+    });
+}
+
+// --tokens tokens after the prompt, one cached forward each.
+void run_generate(const CliOptions& opt) {
+    const AttentionOptions given = attention_options(opt);
+    if (opt.format != "json") throw Error("--format: generate writes json, got '" + opt.format + "'");
+    validate_generation(opt.sampling, opt.tokens, given);
+    const LoadedModel loaded = open_on_backend(opt);
+    const Model& model = *loaded.model;
+    AttentionOptions options = with_model(given, opt, model);
+    options.new_rows_only = true;  // each step's new row is all the output needs
+    const Batch batch = forward_batch(model, opt).batch;
+    Generator generator(*loaded.backend, model, batch.token_ids.front(), options, opt.sampling, opt.tokens,
+                        batch.source_ids.empty() ? std::vector<int32_t>{} : batch.source_ids.front());
+    {
+        TerminalProgress bar;
+        const Progress progress = bar.progress();
+        // The generator may stop before opt.tokens (end of text, the context); the bar goes all the same.
+        for (int made = 0; generator.generation().stop == Stop::running; ++made) {
+            report_progress(progress, "generating tokens", made, opt.tokens, ProgressUnit::steps);
+            generator.step();
+        }
+    }
+    const ComputedOn& on = generator.generation().computed_on;
+    const Json metadata = {{"backend", on.device}, {"backend_reason", device_reason(on, loaded.backend_reason)}};
+    write_output(opt.out, [&](std::ostream& out) {
+        write_generation_json(out, metadata, model.tokenizer, generator.generation());
+    });
+}
+
+void run_heads(const CliOptions& opt) {
+    const bool table = as_table(opt);
+    const LoadedModel loaded = open_on_backend(opt);
+    const Model& model = *loaded.model;
+    const ProbeReport report = [&] {
+        TerminalProgress bar;
+        return probe_heads(*loaded.backend, model, probe_texts(model, opt), 8, 42, bar.progress());
+    }();
+    const ComputedOn& on = report.computed_on;
+    const Json summary = {{"backend", on.device},        {"backend_reason", device_reason(on, loaded.backend_reason)},
+                          {"path", model.path.string()}, {"n_layer", report.n_layer},
+                          {"n_head", report.n_head},     {"source", opt.texts.empty() ? "validation" : "text"},
+                          {"rows", report.rows}};
+    if (table) return write_output(opt.out, [&](std::ostream& out) { out << heads_table(summary, report); });
+    // The summary's fields, then "heads" with one head per line, so that the
+    // scores read well in a terminal.
+    std::string text = dump_json(summary);
+    text.pop_back();
+    text += ",\"heads\":[";
+    for (int l = 0; l < report.n_layer; ++l)
+        for (int h = 0; h < report.n_head; ++h) {
+            const HeadScores& s = report.head(l, h);
+            const Json head = {{"layer", l},
+                               {"head", h},
+                               {"previous_token", s.previous_token},
+                               {"first_token", s.first_token},
+                               {"current_token", s.current_token},
+                               {"induction", s.induction},
+                               {"entropy", s.entropy}};
+            text += (l || h ? ",\n " : "\n ") + dump_json(head);
+        }
+    text += "\n]}\n";
+    write_output(opt.out, [&](std::ostream& out) { out << text; });
+}
+
+// The reshape dance for the texts' batch, and how far the naive split's
+// attention output at --layer is from the correct one's.
+void run_dance(const CliOptions& opt) {
+    const AttentionOptions given = attention_options(opt);
+    const LoadedModel loaded = open_on_backend(opt);
+    const Model& model = *loaded.model;
+    const Batch batch = forward_batch(model, opt).batch;
+    const AttentionOptions options = with_model(given, opt, model);
+
+    // Both splits run for the comparison (which also validates the options); options.split is the walk printed.
+    ComputedOn on;
+    const double max_diff = naive_view_max_diff(*loaded.backend, batch, options, opt.layer, &on);
+    const Dance dance = reshape_dance(batch.B(), batch.T(), model.config, options.n_head, options.split);
+    Json buffers = Json::array(), steps = Json::array(), tokens = Json::array();
+    for (const DanceBuffer& b : dance.buffers)
+        buffers.push_back({{"name", b.name}, {"dims", b.dims}, {"shape", b.shape}});
+    for (size_t i = 0; i < dance.steps.size(); ++i) {
+        const DanceStep& s = dance.steps[i];
+        Json step = {{"step", i + 1},
+                     {"title", s.title},
+                     {"code", s.code},
+                     {"buffer", dance.buffers[s.buffer].name},
+                     {"dims", s.dims}};
+        step.update(layout_json(s.layout));
+        steps.push_back(step);
+    }
+    for (const auto& ids : batch.token_ids) tokens.push_back(token_texts(model.tokenizer, ids));
+    const Json out_json = {{"backend", on.device},
+                           {"backend_reason", device_reason(on, loaded.backend_reason)},
+                           {"B", dance.B},
+                           {"T", dance.T},
+                           {"C", dance.C},
+                           {"n_head", dance.NH},
+                           {"d_head", dance.hs},
+                           {"n_kv_head", dance.NKV},
+                           {"rotary_dims", dance.rope_dims},
+                           {"split", to_string(dance.split)},
+                           {"layer", opt.layer},
+                           {"tokens", tokens},
+                           {"naive_view_max_diff", max_diff},
+                           {"buffers", buffers},
+                           {"steps", steps}};
+    write_output(opt.out, [&](std::ostream& out) { out << dump_json(out_json) << '\n'; });
+}
+
+}  // namespace headscope

@@ -1,0 +1,39 @@
+// headscope-cli's options as cli.cpp parses them: what its commands
+// (cli_commands.h) run and what its inputs (cli_inputs.h) are read from.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "headscope/compute/attention.h"
+#include "headscope/compute/backend.h"
+#include "headscope/compute/generate.h"
+#include "headscope/model/model.h"
+
+namespace headscope {
+
+struct CliOptions {
+    std::string model = builtin_model;
+    std::vector<std::string> texts;
+    std::vector<std::string> text_pairs;  // an encoder's second text of each pair, one per --text
+    std::vector<std::string> targets;     // an encoder–decoder's decoder input after its start token, one per --text
+    std::string token_ids;                // "I,J,K": one text's ids, in place of --text
+    int top_k = 0;                        // attention: the predictions at every position
+    bool logit_lens = false;              // attention: the top-1 after every returned layer
+    bool contributions = false;           // attention: value-weighted maps, rollout, logit attribution
+    Sampling sampling;                    // generate
+    int tokens = 0;                       // generate: how many
+    AttentionOptions attention;           // the masks, scale and split; the command sets the rest
+    BackendChoice backend = BackendChoice::automatic;
+    std::string layers = "all", out;
+    std::string ablate;  // attention: "L.H,L.H,...", the heads knocked out
+    std::string format;  // as given; empty: table or json by where the output goes (info, heads), else json
+    int heads = 0, layer = 0;
+    bool heads_given = false;
+    bool causal_given = false;   // else the model's own mask (a decoder's causal, an encoder's not)
+    bool scale_given = false;    // else the model's own scale (1/sqrt(hs); T5's none)
+    bool special = true;         // the tokenizer's special tokens (Llama 2's <s>)
+    bool sliding_window = true;  // the model's own, when it has one
+    bool truncate = false;       // texts past the model's positions cut to them, not refused
+};
+
+}  // namespace headscope

@@ -1,0 +1,365 @@
+#include "session/session.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <utility>
+
+#include "headscope/base/clock.h"
+#include "headscope/base/error.h"
+#include "headscope/compute/forward.h"
+
+namespace headscope {
+
+Session::Session(LoadedModel loaded, WindowState& state_in, std::function<void()> wake)
+    : state(state_in), wake_(std::move(wake)) {
+    if (state.texts.empty()) state.texts.push_back(default_text);
+    install(std::move(loaded));
+}
+
+void Session::install(LoadedModel loaded) {
+    // A model of the other kind (an encoder after a decoder, or the reverse)
+    // starts with its own mask; the first is taken as following a decoder,
+    // whose causal mask the options' defaults and settings assume.
+    const bool was_causal = open_ ? open_->model->config.causal : true;
+    if (loaded.model->config.causal != was_causal) state.options.causal = loaded.model->config.causal;
+    // Likewise its own scale (T5's none), when the model before had the other.
+    const bool was_scaled = open_ ? open_->model->config.scaled_scores : true;
+    if (loaded.model->config.scaled_scores != was_scaled)
+        state.options.scale = own_scale(loaded.model->config.scaled_scores);
+    open_ = std::make_shared<LoadedModel>(std::move(loaded));
+    live_cache_ = std::make_shared<PrefixCache>();
+    intact_cache_ = std::make_shared<PrefixCache>();
+    intact_backend_ = std::shared_ptr<Backend>(make_cpu_backend());
+    intact_backend_->load_weights(*open_->model);
+    intact = {};
+    effects_.reset();
+    shown = {};
+    ++shown_generation;
+    message.clear();
+    probes_.reset();
+    submit();
+    probe_progress_.start();
+    probe_worker_.submit([this, model = open_->model](std::stop_token stop) {
+        return probe_validation(*model, 8, probe_progress_.reporter(std::move(stop)));
+    });
+}
+
+void Session::submit() {
+    generation.reset();  // typing, or any other change, ends a generation
+    generation_run_.reset();
+    step_submitted_ = false;
+    state.options.sliding_window = sliding_window(model().config, state.sliding_window_on);
+    const bool predicts = model().config.predicts();
+    state.options.top_k = predicts ? predictions_k : 0;
+    state.options.lens_k = state.lens_shown && predicts ? lens_k : 0;
+    state.options.contributions =
+        (state.contributions_shown || state.shading.value_weighted) && contributions_refusal().empty();
+    state.options.capture_outputs = state.options.contributions;  // what a head writes reads its output
+    live_progress_.start();
+    const std::vector<std::string> pairs = model().config.is_encoder() ? state.text_pairs : std::vector<std::string>{};
+    const std::vector<std::string> targets_asked =
+        model().config.is_encoder_decoder() ? state.targets : std::vector<std::string>{};
+    live_.submit([this, open = open_, cache = live_cache_,
+                  request = LiveRequest{state.texts, state.options, pairs, targets_asked, true}](std::stop_token stop) {
+        try {
+            return compute_live(*open->backend, *open->model, request, cache.get(),
+                                live_progress_.reporter(std::move(stop)));
+        } catch (const Cancelled&) {
+            cache->clear();  // half refilled
+            throw Error("computing cancelled: any change computes again");
+        }
+    });
+    submitted_texts_ = state.texts;
+    submitted_options_ = state.options;
+}
+
+AttentionOptions Session::generation_options() const {
+    AttentionOptions o = state.options;
+    o.sliding_window = sliding_window(model().config, state.sliding_window_on);
+    o.top_k = predictions_k;
+    o.lens_k = 0;
+    o.contributions = o.capture_outputs = false;  // a step's maps, not what heads do: each step reuses the last
+    return o;
+}
+
+ShownMaps Session::maps(AttentionKind kind) const {
+    const AttentionResult& att = shown.attention;
+    const int b = state.selected;
+    static const std::vector<int32_t> none;  // before the first compute, or a refused one
+    const std::vector<int32_t>& target = b < static_cast<int>(shown.token_ids.size()) ? shown.token_ids[b] : none;
+    const int T = att.T, length = static_cast<int>(target.size());
+    if (!att.encoder || b >= static_cast<int>(shown.source_ids.size()) || kind == AttentionKind::decoder)
+        return {&att, AttentionKind::decoder, T, T, length, length, &target, &target};
+    const std::vector<int32_t>& source = shown.source_ids[b];
+    const int S = att.S, source_length = static_cast<int>(source.size());
+    if (kind == AttentionKind::encoder)
+        return {att.encoder.get(), AttentionKind::encoder, S, S, source_length, source_length, &source, &source};
+    return {&att, AttentionKind::cross, T, S, length, source_length, &target, &source};
+}
+
+AttentionOptions Session::maps_options_at(const ShownMaps& maps, int layer) const {
+    return maps.kind == AttentionKind::encoder ? encoder_options(shown_options) : shown_options_at(layer);
+}
+
+std::string Session::extend_target() {
+    const AttentionResult& att = shown.attention;
+    if (!model().config.is_encoder_decoder() || att.top_k == 0 || state.selected >= att.B)
+        return "no prediction to append yet";
+    const int32_t forced = forced_token(model().config, length(state.selected));
+    const int32_t next =
+        forced >= 0 ? forced : att.predictions_at(state.selected, length(state.selected) - 1)[0].id;
+    if (model().config.is_eos(next)) return "the decoder ends the target here (</s>)";
+    const Tokenizer& tokenizer = model().tokenizer;
+    // BART's <s>: its template puts it first in every target, so no text appends it alone.
+    const std::vector<int32_t> template_only = tokenizer.encode_target("");
+    if (length(state.selected) == 1 && template_only.size() > 1 && next == template_only.front())
+        return "the decoder's next token, " + tokenizer.token_bytes(next) +
+               ", begins every target: type the target's first words after it";
+    if (next >= tokenizer.vocab_size())  // T5's embedding has rows past its tokenizer's tokens
+        return "the decoder's top token, id " + std::to_string(next) + ", is past the tokenizer's " +
+               std::to_string(tokenizer.vocab_size()) + " tokens: it has no text to append";
+    state.targets.resize(state.texts.size());
+    state.targets[state.selected] += tokenizer.token_bytes(next);
+    submit();
+    return "";
+}
+
+std::string Session::contributions_refusal() const {
+    if (model().config.is_encoder_decoder())
+        return "the contributions are computed for decoders only, not yet through an encoder-decoder's cross-attention";
+    if (model().config.post_norm)
+        return "this encoder normalizes after every layer (post-LN): its heads' contributions do not add up";
+    if (model().config.mlm_head)
+        return "this encoder's masked-LM head is not linear: its heads' contributions do not add up";
+    if (state.options.split != Split::transpose)
+        return "the naive view mixes tokens into heads: no head contributes alone";
+    return "";
+}
+
+void Session::toggle_knock_out(int layer_in, int head_in) {
+    const HeadRef head{layer_in, head_in};
+    std::vector<HeadRef>& out = state.options.ablate;
+    const auto at = std::lower_bound(out.begin(), out.end(), head);
+    if (at != out.end() && *at == head)
+        out.erase(at);
+    else
+        out.insert(at, head);
+    submit();
+}
+
+bool Session::knocked_out(int layer_in, int head_in) const { return shown_options.knocks_out({layer_in, head_in}); }
+
+namespace {
+
+// What the effects grid depends on: the forward's options but what the grid sets itself.
+AttentionOptions effects_key(AttentionOptions options) {
+    options.top_k = options.lens_k = 0, options.contributions = options.capture_outputs = false;
+    options.layers.clear();
+    return options;
+}
+
+}  // namespace
+
+void Session::compute_effects() {
+    effects_message.clear();
+    effects_progress_.start();
+    effects_worker_.submit([this, model = open_->model, text = state.texts[state.selected],
+                            options = effects_key(state.options)](std::stop_token stop) {
+        std::unique_ptr<Backend> cpu = make_cpu_backend();  // the live forward keeps the open backend busy
+        cpu->load_weights(*model);
+        EffectsShown shown{{}, model, text, options};
+        cpu->head_effects(Batch{model->tokenizer.encode_texts({text}), model->config.pad_id()}, options, shown.grid,
+                          effects_progress_.reporter(std::move(stop)));
+        return shown;
+    });
+}
+
+bool Session::effects_current() const {
+    return effects_ && effects_->model == open_->model && effects_->text == state.texts[state.selected] &&
+           effects_->options == effects_key(state.options);
+}
+
+int Session::predicted_query() const {
+    const int last = length(state.selected) - 1;
+    if (state.hovered_query >= 0) return std::min(state.hovered_query, last);
+    if (replaying()) return std::min(generation->replayed_row(), last);
+    if (state.query >= 0) return std::min(state.query, last);
+    const std::vector<int> masks = mask_positions(state.selected);
+    return model().config.is_encoder() && !masks.empty() ? masks.front() : last;
+}
+
+std::vector<int> Session::mask_positions(int b) const {
+    std::vector<int> masks;
+    const Tokenizer& tokenizer = model().tokenizer;
+    for (int t = 0; t < length(b); ++t) {
+        const std::string token = tokenizer.token_bytes(shown.token_ids[b][t]);
+        if (token == "[MASK]" || token == "<mask>") masks.push_back(t);
+    }
+    return masks;
+}
+
+void Session::generate(const Sampling& sampling, int tokens) {
+    if (generating() || state.texts.size() != 1) return;
+    const bool same_sampling = generation_run_ && generation_run_->sampling.temperature == sampling.temperature &&
+                               generation_run_->sampling.top_k == sampling.top_k &&
+                               generation_run_->sampling.top_p == sampling.top_p &&
+                               generation_run_->sampling.seed == sampling.seed;
+    // The generator goes on where it can; else a new one starts from every token so far (or the text).
+    if (!generation || !same_sampling || generation->stop != Stop::running) {
+        auto run = std::make_shared<GenerationRun>();
+        run->sampling = sampling;
+        run->options = generation_options();
+        if (generation)
+            run->prompt = shown.token_ids[0];
+        else
+            run->text = state.texts[0];
+        generation_run_ = std::move(run);
+    }
+    if (!generation) generation.emplace();
+    generation->remaining = tokens;
+    submit_step();
+}
+
+void Session::submit_step() {
+    live_progress_.start();  // a step is one token's work: no bar, and none left from a compute before
+    live_.submit([open = open_, run = generation_run_](std::stop_token) {
+        const auto start = Clock::now();
+        const Model& model = *open->model;
+        if (!run->generator)
+            run->generator.emplace(
+                *open->backend, model, run->prompt.empty() ? model.tokenizer.encode_texts({run->text})[0] : run->prompt,
+                run->options, run->sampling, std::min(model.config.n_positions, max_generated_tokens));
+        Generator& generator = *run->generator;
+        if (generator.generation().stop == Stop::running) generator.step();
+        LiveResult result;
+        result.token_ids = {generator.generation().token_ids};
+        result.attention = generator.result();
+        result.compute_ms = ms_since(start);
+        return result;
+    });
+    step_submitted_ = true;
+    submitted_texts_ = state.texts;
+    submitted_options_ = generation_run_->options;
+}
+
+void Session::take_step() {
+    // The worker is idle: the step's outcome answered the newest job.
+    const Generation& made = generation_run_->generator->generation();
+    GenerationShown& g = *generation;
+    if (g.steps.empty()) g.prompt_tokens = static_cast<int>(made.prompt_ids.size());
+    const bool following = g.step == static_cast<int>(g.steps.size());
+    // This generator's steps come after those of the runs before it.
+    const size_t before = made.prompt_ids.size() - static_cast<size_t>(g.prompt_tokens);
+    for (size_t i = g.steps.size() - before; i < made.steps.size(); ++i) {
+        state.texts[0] += made.steps[i].token;
+        g.steps.push_back(made.steps[i]);
+    }
+    if (following) g.step = static_cast<int>(g.steps.size());
+    g.stop = made.stop;
+    g.remaining = made.stop == Stop::running ? g.remaining - 1 : 0;
+    shown_texts = state.texts;
+    if (g.remaining > 0) submit_step();
+}
+
+void Session::choose_backend(BackendChoice choice) {
+    model_message.clear();
+    LoadedModel loaded;
+    try {
+        loaded = with_backend(*open_, choice);
+    } catch (const Error& e) {
+        model_message = e.what();
+        return;
+    }
+    install(std::move(loaded));
+}
+
+void Session::open_model(const std::string& name_or_path) {
+    if (!loading_.empty()) {  // one load at a time
+        model_message = "still loading " + loading_ + ": open " + name_or_path + " again when it is done";
+        return;
+    }
+    loading_ = name_or_path;
+    model_message.clear();
+    load_progress_.start();
+    load_worker_.submit([this, name_or_path, choice = open_->backend_choice](std::stop_token stop) {
+        return load_with_backend(name_or_path, choice, load_progress_.reporter(std::move(stop)));
+    });
+}
+
+// With heads knocked out, the intact model's predictions of the shown texts,
+// on a CPU backend and prefix cache of their own, after the maps (a keystroke
+// shows its maps as soon as they are computed).
+void Session::submit_intact() {
+    intact = {};
+    if (shown_options.ablate.empty() || shown_options.top_k == 0 || replaying()) return;
+    AttentionOptions options = shown_options;
+    options.ablate.clear(), options.lens_k = 0, options.contributions = options.capture_outputs = false;
+    options.layers = {model().config.n_layer - 1};
+    intact_worker_.submit([backend = intact_backend_, cache = intact_cache_, model = open_->model,
+                           ids = shown.token_ids, sources = shown.source_ids, options](std::stop_token) {
+        IntactShown out{{}, model, ids, options};
+        Batch batch{ids, model->config.pad_id()};
+        batch.source_ids = sources;
+        backend->forward(batch, options, out.result, cache.get());
+        return out;
+    });
+}
+
+bool Session::collect() {
+    if (std::optional<Worker<IntactShown>::Outcome> done = intact_worker_.take()) {
+        // Only for what is shown now (a later keystroke's maps may have come first).
+        const IntactShown& got = done->result;
+        if (done->error.empty() && got.model == open_->model && got.token_ids == shown.token_ids &&
+            got.options.ablate.empty() && !shown_options.ablate.empty())
+            intact = std::move(done->result.result);
+    }
+    if (std::optional<Worker<ProbeReport>::Outcome> scored = probe_worker_.take())
+        if (scored->error.empty()) probes_ = std::move(scored->result);  // else labels without scores
+    if (std::optional<Worker<EffectsShown>::Outcome> grid = effects_worker_.take()) {
+        if (grid->error.empty()) {
+            if (grid->result.model == open_->model) effects_ = std::move(grid->result);  // else another model's
+        } else
+            effects_message = effects_progress_.cancelled() ? "the effects grid was cancelled" : grid->error;
+    }
+    if (std::optional<Worker<LoadedModel>::Outcome> opened = load_worker_.take()) {
+        const std::string name = std::exchange(loading_, std::string());
+        if (!opened->error.empty()) {
+            model_message = load_progress_.cancelled()
+                                ? "cancelled opening " + name + "; " + model_name() + " stays open"
+                                : "cannot open the model: " + opened->error;
+            return false;
+        }
+        model_message.clear();  // a "still loading" note is answered
+        // Keep the options that still mean something for the new model.
+        const Config& config = opened->result.model->config;
+        if (state.options.n_head &&
+            (!accepts_head_count(config, state.options.n_head) || state.options.n_head == config.n_head))
+            state.options.n_head = 0;
+        state.layer = std::min(state.layer, config.n_layer - 1);
+        state.options.ablate.clear();  // the other model's heads
+        install(std::move(opened->result));
+        return true;
+    }
+    std::optional<Worker<LiveResult>::Outcome> computed = live_.take();
+    if (!computed) return false;
+    if (!computed->error.empty()) {
+        message = computed->error;
+        stop_generation();
+        if (step_submitted_ && !replaying()) generation.reset();  // its first step failed: nothing to show
+        return false;
+    }
+    message.clear();
+    shown = std::move(computed->result);
+    shown_texts = submitted_texts_;  // an outcome always answers the newest request
+    shown_options = submitted_options_;
+    ++shown_generation;
+    if (step_submitted_) take_step();
+    submit_intact();
+    state.selected = std::min(state.selected, static_cast<int>(shown.token_ids.size()) - 1);
+    state.layer = std::min(state.layer, maps().layers() - 1);
+    state.head = std::min(state.head, shown.attention.NH - 1);
+    return true;
+}
+
+}  // namespace headscope

@@ -1,0 +1,192 @@
+// Everything the window shows: see main_view.h.
+#include "shell/main_view.h"
+
+#include <cmath>
+#include <iterator>
+
+#include "views/predictions_view.h"
+
+namespace headscope {
+
+MainView::MainView(const Args& args, const Settings& start, LoadedModel loaded, float content_scale,
+                   std::function<void()> wake)
+    : state_{.texts = start.texts, .options = start.options, .sliding_window_on = start.sliding_window},
+      session_(std::move(loaded), state_, std::move(wake)),
+      ui_(content_scale, args.screenshot.empty(), !args.layout.empty()),
+      tab_to_select_(args.view),
+      dance_view_(session_.wake()),
+      checks_view_(session_.wake()),
+      status_bar_(start.export_dir) {
+    ui_.colormap = start.colormap;
+    state_.layer = args.layer;
+    state_.query = args.query;
+    state_.attention_kind = args.attention_kind;
+    if ((args.causal_given && state_.options.causal != args.options.causal) || !args.text_pairs.empty() ||
+        !args.targets.empty()) {
+        state_.options.causal =
+            args.causal_given ? args.options.causal : state_.options.causal;  // over the model's own
+        state_.text_pairs = args.text_pairs;
+        state_.targets = args.targets;
+        session_.submit();
+    }
+    if (args.head >= 0) {
+        state_.head = args.head;
+        heads_view_.open_large();
+    }
+    dance_view_.set_step(args.dance_step);
+    state_.shading = {args.value_weighted, args.hide_first_key, args.sentences, 0};
+    if (args.value_weighted) session_.submit();  // with the norms
+    if (args.compute_effects) session_.compute_effects();
+}
+
+bool MainView::computing() const {
+    return !session_.loading().empty() || session_.busy() || session_.probes_pending() || session_.effects_pending() ||
+           session_.intact_pending() || checks_view_.computing() || dance_view_.computing();
+}
+
+void MainView::draw() {
+    session_.collect();
+    state_.hovered_query = state_.hovered_layer = state_.hovered_head = -1;  // until a map says otherwise
+    ui_.layout.clear();
+    const ImGuiViewport* viewport = ImGui::GetMainViewport();
+    ImGui::SetNextWindowPos(viewport->WorkPos);
+    ImGui::SetNextWindowSize(viewport->WorkSize);
+    ImGui::Begin("Headscope", nullptr,
+                 ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoSavedSettings |
+                     ImGuiWindowFlags_NoBringToFrontOnFocus);
+    controls_.draw(session_, ui_);
+    ImGui::Separator();
+    views();
+    status_bar_.draw(session_, ui_, figure_view());
+    ImGui::End();
+}
+
+// The views with query rows have the predictions panel beside them or,
+// where that leaves their maps larger (a wide window with few heads), below
+// them; room is left for the status bar at the bottom.
+MainView::Placement MainView::placement(View view) const {
+    const float status_bar = -ImGui::GetFrameHeightWithSpacing();
+    if (view != View::heads && view != View::tokens && view != View::model && view != View::lens)
+        return {ImVec2(0, status_bar)};
+    if (view == View::tokens) return {ImVec2(-panel_width(), status_bar), true, false};
+    const float panel_w = panel_width(), spacing = ImGui::GetStyle().ItemSpacing.x;
+    // The panel's lines: the query, a note, the top predictions, the next token and the loss; with heads
+    // knocked out, the intact model's top 5 (a title, a header, 5 rows, the losses).
+    const int intact_lines = session_.shown_options.ablate.empty() ? 0 : 9;
+    const float panel_h = (Session::predictions_k + 5 + intact_lines) * ImGui::GetTextLineHeightWithSpacing();
+    const ImVec2 area(ImGui::GetContentRegionAvail().x, ImGui::GetContentRegionAvail().y + status_bar);
+    const auto side = [&](ImVec2 a) {
+        return view == View::heads ? heads_view_.map_side(session_, ui_, a) : ModelView::map_side(session_, ui_, a);
+    };
+    const bool below = view != View::lens && side(ImVec2(area.x, area.y - panel_h - spacing)) >
+                                                 side(ImVec2(area.x - panel_w - spacing, area.y));
+    return below ? Placement{ImVec2(0, status_bar - panel_h), true, true}
+                 : Placement{ImVec2(-panel_w, status_bar), true, false};
+}
+
+// Maps whose shape leaves a band wider than a quarter of the window beside
+// them (a window wider than the grid is) give it to the token view, which
+// follows the map under the mouse.
+void MainView::tokens_beside(ImVec2 maps_corner) {
+    const float spacing = ImGui::GetStyle().ItemSpacing.x;
+    const float band = ImGui::GetWindowPos().x + ImGui::GetWindowWidth() - maps_corner.x - spacing;
+    if (maps_corner.x <= 0 || band < ImGui::GetMainViewport()->WorkSize.x / 4) return;
+    ImGui::SetCursorScreenPos(ImVec2(maps_corner.x + spacing, maps_corner.y));
+    tokens_child("tokens-beside", ImVec2(0, 0));
+}
+
+// The token view, following the maps, in a child of `size` at the cursor.
+void MainView::tokens_child(const char* id, ImVec2 size) {
+    ImGui::BeginChild(id, size);
+    ui_.layout.rect({{"view", "tokens-beside"}}, ImGui::GetWindowPos(), ImGui::GetWindowSize());
+    tokens_view_.draw(session_, ui_, true);
+    ImGui::EndChild();
+}
+
+void MainView::views() {
+    const Session& s = session_;
+    if (s.shown.attention.weights.empty()) {
+        ImGui::TextUnformatted(s.message.empty() ? "computing..." : s.message.c_str());
+        if (!s.message.empty() && state_.texts.size() > 1) mask_view_.batch_list(session_, ui_);
+        return;
+    }
+    if (!s.message.empty()) ImGui::TextColored(error_colour, "%s (showing the last good maps)", s.message.c_str());
+    if (!ImGui::BeginTabBar("views")) return;
+    bool lens_shown = false, contributions_shown = false;
+    for (int v = 0; v < static_cast<int>(std::size(view_choices.labels)); ++v) {
+        const View view = static_cast<View>(v);
+        const ImGuiTabItemFlags flags = tab_to_select_ == view ? ImGuiTabItemFlags_SetSelected : 0;
+        if (!ImGui::BeginTabItem(view_choices.labels[v], nullptr, flags)) continue;
+        if (tab_to_select_ == view) tab_to_select_.reset();  // shown: the user's clicks choose again
+        shown_view_ = view;
+        // What the views share: everything below the tabs, the status bar included (for --layout).
+        ui_.layout.rect({{"view", "below-tabs"}}, ImGui::GetCursorScreenPos(), ImGui::GetContentRegionAvail());
+        const Placement place = placement(view);
+        const float status_bar = -ImGui::GetFrameHeightWithSpacing();
+        ImGui::BeginChild("view", place.view);
+        switch (view) {
+            case View::heads:
+                heads_view_.draw(session_, ui_);
+                tokens_beside(heads_view_.maps_corner());
+                break;
+            case View::tokens: tokens_view_.draw(session_, ui_); break;
+            case View::model:
+                if (model_view_.draw(session_, ui_)) {
+                    heads_view_.open_large();
+                    tab_to_select_ = View::heads;
+                } else
+                    tokens_beside(model_view_.maps_corner());
+                break;
+            case View::lens:
+                lens_view_.draw(session_, ui_);
+                lens_shown = true;
+                break;
+            case View::effects:
+                effects_view_.draw(session_, ui_);
+                contributions_shown = true;
+                break;
+            case View::mask: mask_view_.draw(session_, ui_); break;
+            case View::dance: dance_view_.draw(session_, ui_); break;
+            case View::checks: checks_view_.draw(session_, ui_); break;
+        }
+        ImGui::EndChild();
+        if (place.predictions) {
+            if (!place.predictions_below) ImGui::SameLine();
+            // Below the maps the panel takes its own width; the token view, the rest of the row.
+            const bool tokens_after = place.predictions_below && view != View::tokens;
+            ImGui::BeginChild("predictions", ImVec2(tokens_after ? panel_width() : 0, status_bar));
+            ui_.layout.rect({{"view", "predictions-panel"}}, ImGui::GetWindowPos(), ImGui::GetWindowSize());
+            predictions_panel(session_, ui_);
+            ImGui::EndChild();
+            if (tokens_after) {
+                ImGui::SameLine();
+                tokens_child("tokens-below", ImVec2(0, status_bar));
+            }
+        }
+        ImGui::EndTabItem();
+    }
+    ImGui::EndTabBar();
+    // The lens and the contributions are computed only while their tab is shown.
+    if (lens_shown != state_.lens_shown) {
+        state_.lens_shown = lens_shown;
+        if (lens_shown && session_.shown.attention.lens_k == 0) session_.submit();
+    }
+    if (contributions_shown != state_.contributions_shown) {
+        state_.contributions_shown = contributions_shown;
+        if (contributions_shown && session_.shown.attention.value_weighted.empty()) session_.submit();
+    }
+}
+
+Settings MainView::settings(const WindowPlacement& window) const {
+    Settings s;
+    s.model = session_.model_name();
+    s.texts = state_.texts;
+    s.colormap = ui_.colormap;
+    s.options = state_.options;
+    s.sliding_window = state_.sliding_window_on;
+    s.export_dir = status_bar_.export_dir();
+    s.window = window;
+    return s;
+}
+
+}  // namespace headscope

@@ -1,0 +1,46 @@
+// What the window shows and what the user has chosen, as plain data: the
+// batch of texts, the options the controls set, the selected map and query,
+// what the mouse is over, which analyses are shown. The session computes
+// from it (session/session.h); the views draw from both.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "headscope/base/choices.h"
+#include "headscope/compute/attention.h"
+#include "headscope/inspect/heatmap.h"
+
+namespace headscope {
+
+// Which of an encoder–decoder's three attentions the heads and model tabs draw.
+enum class AttentionKind { decoder, encoder, cross };
+inline constexpr Choices<AttentionKind, 3> attention_kind_choices = {
+    "attention",
+    {"decoder", "encoder", "cross"},
+    {"decoder self-attention", "encoder self-attention", "cross-attention"}};
+
+// The text a session opens with when it is given none.
+inline constexpr const char* default_text = "The cat sat on the mat because it was soft.";
+
+struct WindowState {
+    std::vector<std::string> texts = {};  // the batch, padded to the longest; never empty once a session has opened
+    // An encoder's second text of each pair ("": none), as texts; a decoder's stay empty.
+    std::vector<std::string> text_pairs = {};
+    // An encoder–decoder's target of each text (what the decoder has produced
+    // so far, after its start token), as texts, which are its sources.
+    std::vector<std::string> targets = {};
+    AttentionOptions options = {};  // as the controls say now
+    bool sliding_window_on = true;  // the model's own sliding window, when it has one: options.sliding_window
+    AttentionKind attention_kind = AttentionKind::cross;  // an encoder–decoder's maps shown
+    int selected = 0;                                     // the text the views show
+    int layer = 0, head = 0;                              // the selected map
+    int query = -1;                             // the query row clicked (or --query); -1: the text's last token
+    int hovered_query = -1;                     // the query row under the mouse this frame; -1: none
+    int hovered_layer = -1, hovered_head = -1;  // the map under the mouse this frame; -1: none
+    bool lens_shown = false;                    // the logit-lens tab is open: options.lens_k
+    // The contributions are computed while the effects tab is shown or the maps are shaded by value.
+    bool contributions_shown = false;
+    MapShading shading = {};  // how the heads and model tabs shade their maps
+};
+
+}  // namespace headscope

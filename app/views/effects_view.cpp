@@ -1,0 +1,256 @@
+// The effects tab: see effects_view.h.
+#include "views/effects_view.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "headscope/inspect/heatmap.h"
+#include "widgets/controls.h"
+
+namespace headscope {
+
+ImU32 diverging_colour(float v) {
+    const float t = std::clamp(std::abs(v), 0.f, 1.f);
+    const ImVec4 zero(0.20f, 0.20f, 0.23f, 1),
+        end = v < 0 ? ImVec4(0.25f, 0.50f, 0.95f, 1) : ImVec4(0.92f, 0.30f, 0.22f, 1);
+    return ImGui::GetColorU32(
+        ImVec4(zero.x + (end.x - zero.x) * t, zero.y + (end.y - zero.y) * t, zero.z + (end.z - zero.z) * t, 1));
+}
+
+namespace {
+
+// "L3", "H11": appended, since GCC 12 warns, wrongly, on "L" + std::to_string(i).
+std::string indexed(char prefix, int i) {
+    std::string name(1, prefix);
+    return name += std::to_string(i);
+}
+
+// A grid of signed values, `rows` x `cols`, `cell` pixels a side, with row
+// labels "L0".. and the column labels given, coloured by value / scale;
+// NaN cells crossed. Records itself for --layout as view `name` with its
+// values. Returns the cell under the mouse as (row, col), or (-1, -1).
+std::pair<int, int> signed_grid(Ui& ui, const char* name, const std::vector<float>& values, int rows, int cols,
+                                const std::vector<std::string>& col_labels, float cell, float scale) {
+    ImDrawList* draw = ImGui::GetWindowDrawList();
+    const float label_w = ImGui::CalcTextSize("L00 ").x, line = ImGui::GetTextLineHeight();
+    const ImVec2 start = ImGui::GetCursorScreenPos();
+    const ImVec2 origin(start.x + label_w, start.y + line + 2);
+    const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text), dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
+    for (int c = 0; c < cols; ++c) {
+        const std::string& label = col_labels[c];
+        const float w = ImGui::CalcTextSize(label.c_str()).x;
+        if (w <= cell + 2 || c % std::max(1, static_cast<int>(std::ceil((w + 4) / cell))) == 0)
+            draw->AddText(ImVec2(origin.x + c * cell + std::max(0.f, (cell - w) / 2), start.y), dim, label.c_str());
+    }
+    const int label_every = std::max(1, static_cast<int>(std::ceil(line / cell)));
+    std::pair<int, int> hovered{-1, -1};
+    for (int r = 0; r < rows; ++r) {
+        if (r % label_every == 0)
+            draw->AddText(ImVec2(start.x, origin.y + r * cell + (cell - line) / 2), dim, indexed('L', r).c_str());
+        for (int c = 0; c < cols; ++c) {
+            const ImVec2 min(origin.x + c * cell, origin.y + r * cell), max(min.x + cell - 1, min.y + cell - 1);
+            const float v = values[static_cast<size_t>(r) * cols + c];
+            if (std::isnan(v)) {
+                draw->AddRect(min, max, dim);
+                draw->AddLine(min, max, text);
+                draw->AddLine(ImVec2(min.x, max.y), ImVec2(max.x, min.y), text);
+            } else {
+                draw->AddRectFilled(min, max, diverging_colour(scale > 0 ? v / scale : 0));
+            }
+            if (ImGui::IsMouseHoveringRect(min, ImVec2(max.x + 1, max.y + 1))) hovered = {r, c};
+        }
+    }
+    ImGui::Dummy(ImVec2(label_w + cols * cell, line + 2 + rows * cell));
+    ui.layout.grid({{"view", name}, {"row", "layer"}, {"col", "column"}, {"values", values}, {"scale", scale}},
+                   {origin, ImVec2(cell, cell), ImVec2(cell - 1, cell - 1), rows, cols});
+    return hovered;
+}
+
+// The largest magnitude of the finite values: the colour scale's end.
+float largest_magnitude(const std::vector<float>& values) {
+    float largest = 0;
+    for (float v : values)
+        if (std::isfinite(v)) largest = std::max(largest, std::abs(v));
+    return largest;
+}
+
+// A cell side that fits `cols` cells (and the row labels) in `width` and `rows` in `height`.
+float cell_side(int rows, int cols, float width, float height, const Ui& ui) {
+    const float label_w = ImGui::CalcTextSize("L00 ").x;
+    return std::floor(std::clamp(std::min((width - label_w) / cols, height / rows), 6 * ui.scale, 44 * ui.scale));
+}
+
+}  // namespace
+
+void EffectsView::draw(Session& s, Ui& ui) {
+    const int T = s.length(s.state.selected);
+    ImGui::SetNextItemWidth(std::floor(220 * ui.scale));
+    int position = s.predicted_query();
+    if (slider_int(ui, "position", &position, 0, T - 1, "position")) s.state.query = position;
+    ImGui::SameLine();
+    ImGui::Text("%s", shown_token(s, s.state.selected, s.predicted_query(), true).c_str());
+    const float width = ImGui::GetContentRegionAvail().x, spacing = ImGui::GetStyle().ItemSpacing.x;
+    const float half = std::floor((width - 2 * spacing) / 2);
+    ImGui::BeginGroup();
+    effects_grid(s, ui, half);
+    ImGui::Spacing();
+    rollout_map(s, ui, half);
+    ImGui::EndGroup();
+    ImGui::SameLine(0, 2 * spacing);
+    ImGui::BeginGroup();
+    attribution_grid(s, ui, half);
+    ImGui::Spacing();
+    head_writes_lists(s, ui);
+    ImGui::EndGroup();
+}
+
+void EffectsView::effects_grid(Session& s, Ui& ui, float width) {
+    ImGui::TextUnformatted("Knock out each head in turn: the change in loss");
+    if (s.effects_pending()) {
+        if (!progress_bar(s.effects_progress(), ui, "effects", width)) ImGui::TextDisabled("knocking out heads...");
+    } else {
+        const Config& config = s.model().config;
+        const int heads = config.n_layer * s.heads_shown();
+        if (button(ui, s.effects() ? "Compute again" : "Compute the effects grid", "compute effects"))
+            s.compute_effects();
+        ImGui::SameLine();
+        ImGui::TextDisabled("%d forwards from each head's layer on", heads);
+    }
+    if (!s.effects_message.empty()) ImGui::TextColored(error_colour, "%s", s.effects_message.c_str());
+    const HeadEffects* e = s.effects();
+    if (!e) return;
+    if (!s.effects_current())
+        ImGui::TextColored(warning_colour, "computed for another text, options or heads knocked out: compute again");
+    ImGui::Text("loss %.3f nats (%s%s)", e->loss, e->already_out.empty() ? "intact" : "with the heads already out",
+                e->ablation == Ablation::mean ? ", knocked out to their mean" : ", knocked out to zero");
+    std::vector<std::string> labels;
+    for (int h = 0; h < e->NH; ++h) labels.push_back(indexed('H', h));
+    const float scale = largest_magnitude(e->loss_change);
+    const float cell =
+        cell_side(e->L, e->NH, width, ImGui::GetContentRegionAvail().y - 4 * ImGui::GetTextLineHeight(), ui);
+    const auto [l, h] = signed_grid(ui, "effects-grid", e->loss_change, e->L, e->NH, labels, cell, scale);
+    ImGui::TextDisabled("blue: the loss falls without the head; red: it rises (up to %+.3f nats)", scale);
+    if (l < 0) return;
+    // A grid of other options may have other heads: only a current one selects.
+    const bool selectable =
+        s.effects_current() && l < static_cast<int>(s.shown.attention.layers.size()) && h < s.heads_shown();
+    if (selectable && ImGui::IsMouseClicked(ImGuiMouseButton_Left)) s.state.layer = l, s.state.head = h;
+    if (!ui.tooltips) return;
+    if (std::isnan(e->loss_change_at(l, h))) {
+        ImGui::SetTooltip("L%d H%d was already knocked out", l, h);
+        return;
+    }
+    const int t = std::min(s.predicted_query(), e->T - 1);
+    ImGui::BeginTooltip();
+    ImGui::Text("L%d H%d knocked out: loss %+.4f nats", l, h, e->loss_change_at(l, h));
+    const Prediction& top = e->top[t];
+    ImGui::Text("at position %d the top token %s: p %.4f -> %.4f", t,
+                shown_token(s.model().tokenizer, top.id, true).c_str(), top.p, top.p + e->top_p_change_at(l, h, t));
+    if (selectable) ImGui::TextDisabled("click: select the head");
+    ImGui::EndTooltip();
+}
+
+void EffectsView::attribution_grid(Session& s, Ui& ui, float width) {
+    const AttentionResult& att = s.shown.attention;
+    const int b = s.state.selected, t = s.predicted_query();
+    if (att.head_logit_attribution.empty()) {
+        const std::string refusal = s.replaying()
+                                        ? "a generation's steps compute no contributions: any change computes "
+                                          "them again"
+                                        : s.contributions_refusal();
+        ImGui::TextDisabled("%s", refusal.empty() ? "computing what each head contributes..." : refusal.c_str());
+        return;
+    }
+    const int L = att.L, NH = att.NH, T = att.T;
+    const int32_t token = att.predictions_at(b, t)[0].id;
+    const size_t at = static_cast<size_t>(b) * T + t;
+    ImGui::Text("Direct logit attribution of %s (logit %.2f)", shown_token(s.model().tokenizer, token, true).c_str(),
+                att.attributed_logit[at]);
+    // Each layer's heads, then its MLP and its output projection's bias.
+    std::vector<float> values;
+    for (int l = 0; l < L; ++l) {
+        for (int h = 0; h < NH; ++h)
+            values.push_back(att.head_logit_attribution[((size_t(l) * att.B + b) * NH + h) * T + t]);
+        const float* parts = &att.part_logit_attribution[at * att.parts()];
+        values.push_back(parts[1 + L + l]);
+        values.push_back(parts[1 + l]);
+    }
+    std::vector<std::string> labels;
+    for (int h = 0; h < NH; ++h) labels.push_back(indexed('H', h));
+    labels.push_back("MLP");
+    labels.push_back("bias");
+    const float scale = largest_magnitude(values);
+    const float cell = cell_side(L, NH + 2, width, ImGui::GetContentRegionAvail().y * 0.6f, ui);
+    const auto [l, c] = signed_grid(ui, "attribution-grid", values, L, NH + 2, labels, cell, scale);
+    const float* parts = &att.part_logit_attribution[at * att.parts()];
+    ImGui::TextDisabled("embeddings %+.3f, final norm's shift %+.3f; red raises the logit (up to %.3f)", parts[0],
+                        parts[2 * L + 1], scale);
+    if (l < 0) return;
+    if (c < NH && ImGui::IsMouseClicked(ImGuiMouseButton_Left)) s.state.layer = l, s.state.head = c;
+    if (ui.tooltips)
+        ImGui::SetTooltip("L%d %s: %+.4f of the logit", l, labels[c].c_str(),
+                          values[static_cast<size_t>(l) * (NH + 2) + c]);
+}
+
+// Abnar and Zuidema's rollout of the selected text, through the colormap:
+// row q, how much position q's last residual stream draws on each token.
+void EffectsView::rollout_map(Session& s, Ui& ui, float width) {
+    const AttentionResult& att = s.shown.attention;
+    if (att.rollout.empty()) return;
+    ImGui::TextUnformatted("Rollout over every layer (Abnar & Zuidema)");
+    const float side = std::floor(std::min(width, ImGui::GetContentRegionAvail().y - 4));
+    if (side < 16) return;
+    const int b = s.state.selected, T = att.T;
+    const int pixels = std::max(1, static_cast<int>(side * ImGui::GetIO().DisplayFramebufferScale.x));
+    const RolloutKey key{s.shown_generation, b, pixels, ui.colormap};
+    if (!(key == rollout_key_)) {
+        ui.renderer.upload(rollout_image(att, s.shown_options, b, s.length(b), pixels), rollout_texture_);
+        ui.renderer.draw(ui.colormap, pixels, pixels, rollout_texture_);
+        rollout_key_ = key;
+    }
+    const ImVec2 origin = ImGui::GetCursorScreenPos();
+    image(rollout_texture_, ImVec2(side, side));
+    const float cell = side / T;
+    ui.layout.grid({{"view", "rollout"}, {"row", "query"}, {"col", "key"}},
+                   {origin, ImVec2(cell, cell), ImVec2(cell, cell), T, T});
+    if (!ui.tooltips || !ImGui::IsItemHovered()) return;
+    const ImVec2 mouse = ImGui::GetIO().MousePos;
+    const int q = std::clamp(static_cast<int>((mouse.y - origin.y) / cell), 0, T - 1);
+    const int k = std::clamp(static_cast<int>((mouse.x - origin.x) / cell), 0, T - 1);
+    ImGui::SetTooltip("position %d %s draws %.4f on token %d %s", q, shown_token(s, b, q, true).c_str(),
+                      att.rollout[(static_cast<size_t>(b) * T + q) * T + k], k, shown_token(s, b, k, true).c_str());
+}
+
+void EffectsView::head_writes_lists(Session& s, Ui& ui) {
+    const AttentionResult& att = s.shown.attention;
+    if (att.final_scale.empty() || att.outputs.empty()) return;
+    const int t = s.predicted_query();
+    const WritesKey key{s.shown_generation, s.state.selected, s.state.layer, s.state.head, t};
+    if (!(key == writes_key_)) {
+        writes_ = head_writes(s.model(), att, s.state.layer, s.state.selected, s.state.head, t);
+        writes_key_ = key;
+    }
+    const HeadWrites& writes = writes_;
+    ImGui::Text("What L%d H%d writes at position %d", s.state.layer, s.state.head, t);
+    const Tokenizer& tokenizer = s.model().tokenizer;
+    if (!ImGui::BeginTable("writes", 2, ImGuiTableFlags_SizingStretchSame)) return;
+    ImGui::TableSetupColumn("promoted");
+    ImGui::TableSetupColumn("suppressed");
+    ImGui::TableHeadersRow();
+    for (size_t r = 0; r < writes.promoted.size(); ++r) {
+        ImGui::TableNextRow();
+        ImGui::TableNextColumn();
+        ImGui::Text("%+7.3f  %s", writes.promoted[r].logit,
+                    shown_token(tokenizer, writes.promoted[r].id, true).c_str());
+        ui.layout.item({{"view", "promoted"}, {"rank", r + 1}, {"id", writes.promoted[r].id}});
+        ImGui::TableNextColumn();
+        ImGui::Text("%+7.3f  %s", writes.suppressed[r].logit,
+                    shown_token(tokenizer, writes.suppressed[r].id, true).c_str());
+        ui.layout.item({{"view", "suppressed"}, {"rank", r + 1}, {"id", writes.suppressed[r].id}});
+    }
+    ImGui::EndTable();
+}
+
+}  // namespace headscope

@@ -1,0 +1,46 @@
+// The effects tab: what each head does to the prediction. The effects grid
+// (every single head knocked out in turn: the change in loss, computed on
+// request on a worker), the direct logit attribution at a position (each
+// head's, each MLP's and the embeddings' share of the top token's logit,
+// from the live forward's contributions), and what the selected head writes
+// there (the tokens it promotes and suppresses most).
+#pragma once
+#include "headscope/inspect/explanations.h"
+#include "widgets/ui.h"
+
+namespace headscope {
+
+// Colours of signed values: blue below zero, red above, through the
+// background's grey at zero; `v` in [-1, 1] (clamped).
+ImU32 diverging_colour(float v);
+
+class EffectsView {
+public:
+    void draw(Session& session, Ui& ui);
+
+private:
+    void effects_grid(Session& session, Ui& ui, float width);
+    void attribution_grid(Session& session, Ui& ui, float width);
+    void head_writes_lists(Session& session, Ui& ui);
+    void rollout_map(Session& session, Ui& ui, float width);
+
+    // What the selected head writes, read through the whole vocabulary once per change.
+    struct WritesKey {
+        uint64_t generation = 0;
+        int b = -1, layer = -1, head = -1, t = -1;
+        bool operator==(const WritesKey&) const = default;
+    };
+    WritesKey writes_key_;
+    HeadWrites writes_;
+    // The rollout's texture, uploaded once per compute and size.
+    struct RolloutKey {
+        uint64_t generation = 0;
+        int b = -1, pixels = 0;
+        Colormap colormap{};
+        bool operator==(const RolloutKey&) const = default;
+    };
+    RolloutKey rollout_key_;
+    HeatmapTexture rollout_texture_;
+};
+
+}  // namespace headscope

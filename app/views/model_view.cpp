@@ -1,0 +1,101 @@
+#include "views/model_view.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace headscope {
+
+namespace {
+
+float row_label_width(const Ui& ui) { return ImGui::CalcTextSize("L00").x + 8 * ui.scale; }
+// A line of head numbers above the first layer; grouped, a gap between
+// groups and a line above that naming each group's KV head.
+float group_gap(int group, const Ui& ui) { return group > 1 ? 10 * ui.scale : 0; }
+float header_height(int group) { return (group > 1 ? 2 : 1) * ImGui::GetTextLineHeightWithSpacing(); }
+
+// "H7" above each of the NH columns where the widest such label fits, else
+// the number alone, else every k-th number: one style for the whole row.
+std::string head_number(int h, int NH, float side) {
+    const std::string widest = std::to_string(NH - 1);
+    if (ImGui::CalcTextSize(("H" + widest).c_str()).x <= side) {
+        std::string hn = "H";
+        hn += std::to_string(h);  // not "H" + ...: GCC 12 warns on it
+        return hn;
+    }
+    const float number_width = ImGui::CalcTextSize(widest.c_str()).x + ImGui::GetStyle().ItemSpacing.x;
+    const int every = std::max(1, static_cast<int>(std::ceil(number_width / side)));
+    return h % every ? std::string() : std::to_string(h);
+}
+
+// Thumbnails close together, as one grid: more of the area is maps.
+float thumbnail_spacing(const Ui& ui) { return std::floor(3 * ui.scale); }
+
+}  // namespace
+
+float ModelView::map_side(const Session& session, const Ui& ui, ImVec2 area) {
+    const int L = session.maps().layers(), NH = session.heads_shown();
+    const int NKV = session.shown.attention.NKV, group = NH / NKV;
+    const float spacing = thumbnail_spacing(ui), readable = 40 * ui.scale;
+    const float across = std::floor((area.x - row_label_width(ui) - (NKV - 1) * group_gap(group, ui)) / NH - spacing);
+    return std::min(across, std::max(readable, std::floor((area.y - header_height(group)) / L - spacing)));
+}
+
+// Grouped-query heads: a gap between the query heads of one key/value head
+// and the next, and a line above the first layer naming each group's KV
+// head. Without grouping the grid is as it always was.
+bool ModelView::draw(Session& session, Ui& ui) {
+    const int L = session.maps().layers(), NH = session.heads_shown();
+    const int NKV = session.shown.attention.NKV, group = NH / NKV;
+    const float row_label = row_label_width(ui), spacing = thumbnail_spacing(ui);
+    const float gap = group_gap(group, ui);
+    const float side = map_side(session, ui, ImGui::GetContentRegionAvail());
+    maps_corner_ = {};  // until the thumbnails are drawn
+    if (side < 4) {
+        ImGui::TextUnformatted("The window is too small for every head.");
+        return false;
+    }
+    const auto column_x = [&](int h) {
+        return ImGui::GetCursorStartPos().x + row_label + h * (side + spacing) + h / group * gap;
+    };
+    if (group > 1) {
+        for (int kv = 0; kv < NKV; ++kv) {
+            if (kv)
+                ImGui::SameLine(column_x(kv * group));
+            else
+                ImGui::SetCursorPosX(column_x(0));
+            ImGui::TextDisabled("kv %d", kv);
+            ui.layout.item({{"view", "model-group"}, {"kv_head", kv}, {"first_head", kv * group}, {"heads", group}});
+        }
+    }
+    for (int h = 0; h < NH; ++h) {
+        const std::string label = head_number(h, NH, side);
+        if (h)
+            ImGui::SameLine(column_x(h));
+        else
+            ImGui::SetCursorPosX(column_x(0));
+        ImGui::TextUnformatted(label.c_str());
+        if (!label.empty()) ui.layout.item({{"view", "model-head-label"}, {"head", h}, {"text", label}});
+    }
+    maps_.resize(static_cast<size_t>(L) * NH);
+    maps_corner_ = ImVec2(ImGui::GetWindowPos().x + column_x(NH - 1) + side, ImGui::GetCursorScreenPos().y);
+    bool jumped = false;
+    ImGui::PushStyleVar(ImGuiStyleVar_ItemSpacing, ImVec2(spacing, spacing));  // between the rows too
+    for (int l = 0; l < L; ++l) {
+        ImGui::AlignTextToFramePadding();
+        ImGui::Text("L%d", l);
+        for (int h = 0; h < NH; ++h) {
+            ImGui::SameLine(column_x(h));
+            if (maps_[static_cast<size_t>(l) * NH + h].draw(session, ui, "model", l, h, side)) {
+                session.state.layer = l;
+                session.state.head = h;
+                jumped = true;
+            }
+            ui.layout.item({{"view", "map"}, {"of", "model"}, {"layer", l}, {"head", h}});
+        }
+    }
+    ImGui::PopStyleVar();
+    return jumped;
+}
+
+}  // namespace headscope

@@ -1,0 +1,95 @@
+// The controls' text box (ControlsView::text_box): see controls_view.h.
+#include <imgui_internal.h>  // ImTextStrToUtf8
+#include <imgui_stdlib.h>
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "views/controls_view.h"
+
+namespace headscope {
+namespace {
+
+// The edit box's cursor to the end of the text, once, when it takes the keys
+// (a box activated by code would start at the text's beginning).
+int cursor_to_end(ImGuiInputTextCallbackData* data) {
+    bool& pending = *static_cast<bool*>(data->UserData);
+    if (std::exchange(pending, false)) data->CursorPos = data->SelectionStart = data->SelectionEnd = data->BufTextLen;
+    return 0;
+}
+
+// The characters typed this frame appended to `text` as UTF-8, taken from ImGui's queue.
+bool take_typed_characters(std::string& text) {
+    ImVector<ImWchar>& typed = ImGui::GetIO().InputQueueCharacters;
+    for (const ImWchar c : typed) {
+        char utf8[8] = {};
+        const ImWchar one[2] = {c, 0};
+        ImTextStrToUtf8(utf8, sizeof utf8, one, one + 1);
+        text += utf8;
+    }
+    const bool any = !typed.empty();
+    typed.resize(0);
+    return any;
+}
+
+}  // namespace
+
+// The text, as tall as its wrapped lines (three to six, then it scrolls).
+// ImGui 1.86's multi-line box cannot wrap: while it has the keys it scrolls
+// sideways to the cursor; otherwise the same place shows the text wrapped,
+// and a click there gives the keys back to the box, its cursor at the end.
+// A text cut to the model's positions says where, above it.
+bool ControlsView::text_box(Session& s, Ui& ui, float width) {
+    std::string& text = s.state.texts[s.state.selected];
+    const ImGuiStyle& style = ImGui::GetStyle();
+    const float line = ImGui::GetTextLineHeight();
+    const float wrap = width - 2 * style.FramePadding.x - style.ScrollbarSize;
+    const TextCut* cut = s.cut_shown(s.model().config.is_encoder_decoder());
+    const float lines = ImGui::CalcTextSize(text.c_str(), nullptr, false, wrap).y + (cut ? line : 0);
+    const ImVec2 size(width, std::clamp(lines, 3 * line, 6 * line) + 2 * style.FramePadding.y);
+    bool changed = false;
+    if (editing_text_) {
+        const int since_click = ImGui::GetFrameCount() - text_clicked_frame_;
+        if (since_click == 1) {
+            // The focus lands next frame: what is typed meanwhile goes where the cursor will start.
+            ImGui::SetKeyboardFocusHere();
+            changed = take_typed_characters(text);
+        }
+        changed |= ImGui::InputTextMultiline("##text", &text, size, ImGuiInputTextFlags_CallbackAlways, cursor_to_end,
+                                             &cursor_to_end_pending_);
+        editing_text_ = ImGui::IsItemActive() || since_click < 4;  // until the focus has landed, the box stays
+        ui.frame_wanted |= since_click < 4;
+        ui.frame_wanted |= !editing_text_;  // the wrapped text, drawn next frame
+        ui.layout.control("text");
+        return changed;
+    }
+    ImGui::PushStyleColor(ImGuiCol_ChildBg, style.Colors[ImGuiCol_FrameBg]);
+    ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, style.FramePadding);
+    ImGui::BeginChild("##text wrapped", size, false, ImGuiWindowFlags_AlwaysUseWindowPadding);
+    ImGui::PushTextWrapPos(0);
+    if (cut) {
+        const std::vector<int32_t>& ids =
+            s.model().config.is_encoder_decoder() ? s.shown.source_ids[s.state.selected] : s.shown.token_ids[s.state.selected];
+        const std::string note = "the model reads the first " + std::to_string(cut->kept) + " of its " +
+                                 std::to_string(cut->tokens) + " tokens, up to " +
+                                 shown_token(s.model().tokenizer, ids.back(), true);
+        ImGui::TextColored(warning_colour, "%s", note.c_str());
+        ui.layout.item({{"view", "control"}, {"name", "text cut"}, {"text", note}});
+    }
+    ImGui::TextUnformatted(text.c_str(), text.c_str() + text.size());
+    ImGui::PopTextWrapPos();
+    const bool clicked = ImGui::IsWindowHovered() && ImGui::IsMouseClicked(ImGuiMouseButton_Left);
+    if (ImGui::IsWindowHovered()) ImGui::SetMouseCursor(ImGuiMouseCursor_TextInput);
+    ImGui::EndChild();
+    ImGui::PopStyleVar();
+    ImGui::PopStyleColor();
+    ui.layout.control("text");
+    if (clicked) {
+        editing_text_ = cursor_to_end_pending_ = ui.frame_wanted = true;
+        text_clicked_frame_ = ImGui::GetFrameCount();
+    }
+    return changed;
+}
+
+}  // namespace headscope

@@ -1,0 +1,170 @@
+// The tokens tab: see tokens_view.h.
+#include "views/tokens_view.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+
+namespace headscope {
+
+void TokensView::update_weights(const Session& s, Ui& ui, int layer, int head, const std::vector<int>& queries) {
+    const ShownMaps maps = s.maps();
+    const int b = s.state.selected, keys = maps.cols, NH = maps.result->NH;
+    const Key key{s.shown_generation, b, layer, head, average_, queries, ui.colormap, maps.kind};
+    if (key == key_) return;
+    key_ = key;
+    weights_.assign(keys, std::nanf(""));
+    const AttentionOptions options = s.maps_options_at(maps, layer);
+    for (int j = 0; j < maps.key_length; ++j) {
+        double sum = 0;
+        bool seen = false;
+        for (int q : queries) {
+            if (!maps.visible(options, q, j)) continue;
+            seen = true;
+            if (!average_) {
+                sum += maps.row(layer, b, head, q)[j];
+                continue;
+            }
+            for (int h = 0; h < NH; ++h) sum += maps.row(layer, b, h, q)[j] / NH;
+        }
+        if (seen) weights_[j] = static_cast<float>(sum);
+    }
+    // One row of cells through the window's own colormap (the shader's colours, read back).
+    HeatmapImage row{1, keys, std::vector<float>(keys)};
+    for (int j = 0; j < keys; ++j) row.cells[j] = std::isnan(weights_[j]) ? masked_cell : std::min(1.f, weights_[j]);
+    colours_ = ui.renderer.cell_colours(ui.colormap, row);
+}
+
+std::vector<WrappedToken> wrap_tokens(const Tokenizer& tokenizer, const std::vector<int32_t>& ids,
+                                      const std::function<float(const std::string&)>& width, float line_width,
+                                      float gap) {
+    std::vector<WrappedToken> wrapped;
+    float x = 0;
+    int line = 0;
+    for (int32_t id : ids) {
+        std::string text = shown_token(tokenizer, id);
+        const float w = width(text);
+        if (x > 0 && x + w > line_width) x = 0, ++line;
+        wrapped.push_back({x, w, line, std::move(text)});
+        x += w + gap;
+        if (token_text(tokenizer, id).find('\n') != std::string::npos) x = 0, ++line;  // as in the text
+    }
+    return wrapped;
+}
+
+std::pair<int, int> TokensView::head_shown(const Session& s, bool beside) {
+    const std::pair selected(s.state.layer, s.state.head);
+    if (followed_ && followed_->second != selected) followed_.reset();  // a new selection wins
+    if (s.state.hovered_head >= 0) followed_ = {{s.state.hovered_layer, s.state.hovered_head}, selected};
+    return beside && followed_ ? followed_->first : selected;
+}
+
+std::vector<int> TokensView::query_rows(const Session& s, const ShownMaps& maps) const {
+    const int last = maps.query_length - 1;
+    std::vector<int> queries = {maps.kind == AttentionKind::encoder
+                                    ? (source_query_ >= 0 ? std::min(source_query_, last) : last)
+                                    : s.predicted_query()};
+    for (int q : added_queries_)
+        if (q <= last && q != queries[0]) queries.push_back(q);
+    return queries;
+}
+
+void TokensView::pick_query(Session& s, const ShownMaps& maps, int hovered) {
+    if (hovered < 0 || !ui_tooltips_) return;
+    if (maps.kind != AttentionKind::encoder) s.state.hovered_query = hovered;
+    if (!ImGui::IsMouseClicked(ImGuiMouseButton_Left)) return;
+    if (ImGui::GetIO().KeyShift) {
+        added_queries_.insert(hovered);
+        return;
+    }
+    added_queries_.clear();
+    if (maps.kind == AttentionKind::encoder)
+        source_query_ = hovered;
+    else
+        s.state.query = hovered;
+}
+
+void TokensView::draw(Session& s, Ui& ui, bool beside) {
+    const ShownMaps maps = s.maps();
+    const auto [followed_layer, head] = head_shown(s, beside);
+    const int layer = std::min(followed_layer, maps.layers() - 1);  // a map hovered under another attention
+    ImGui::Checkbox("layer average", &average_);
+    ui.layout.control("layer average");
+    ImGui::SameLine();
+    const std::string kind =
+        maps.kind == AttentionKind::decoder ? "" : std::string(attention_kind_choices.labels[int(maps.kind)]) + ", ";
+    description_ = kind + (average_ ? std::string("all heads") : head_label(s, layer, head)) + ", layer " +
+                   std::to_string(layer) + ": the weight each token gets from " +
+                   (added_queries_.empty() ? "the query" : "the queries (summed)");
+    ImGui::TextWrapped("%s", description_.c_str());  // wrapped: beside the maps the view may be narrow
+    if (!added_queries_.empty() && ImGui::SmallButton("clear added queries")) added_queries_.clear();
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    ImGui::TextWrapped("hover a token to see what it attends to, click to keep it, shift-click to add rows");
+    ImGui::PopStyleColor();
+
+    const std::vector<int> queries = query_rows(s, maps);
+    update_weights(s, ui, layer, head, queries);
+    ui_tooltips_ = ui.tooltips;  // as the maps: screenshots ignore where Xvfb left the pointer
+    ImGui::BeginChild("tokens", ImVec2(0, 0), false);
+    if (maps.kind == AttentionKind::cross) {  // the target's tokens ask; the source's are coloured
+        ImGui::TextDisabled("target (the queries):");
+        pick_query(s, maps, draw_tokens(s, ui, *maps.query_ids, nullptr, queries, "query-token"));
+        ImGui::TextDisabled("source (the keys), by the weight each gets:");
+    }
+    const std::vector<int> outlined = maps.kind == AttentionKind::cross ? std::vector<int>{} : queries;
+    const int hovered = draw_tokens(s, ui, *maps.key_ids, &weights_, outlined, "token");
+    // The keys are an encoder–decoder's source but in its decoder's self-attention.
+    const bool source_keys = s.model().config.is_encoder_decoder() && maps.kind != AttentionKind::decoder;
+    if (const TextCut* cut = s.cut_shown(source_keys)) {
+        const std::string note = "cut here: " + std::to_string(cut->tokens - cut->kept) +
+                                 " more tokens past the model's limit of " + std::to_string(cut->kept);
+        ImGui::TextColored(warning_colour, "%s", note.c_str());
+        ui.layout.item({{"view", "token-cut"}, {"text", note}});
+    }
+    if (maps.kind != AttentionKind::cross) pick_query(s, maps, hovered);
+    if (hovered >= 0 && ui.tooltips && !std::isnan(weights_[hovered]))
+        ImGui::SetTooltip("token %d %s: weight %.4f from the rows shown", hovered,
+                          key_token(s, maps, hovered, true).c_str(), weights_[hovered]);
+    ImGui::EndChild();
+}
+
+int TokensView::draw_tokens(const Session& s, Ui& ui, const std::vector<int32_t>& ids,
+                            const std::vector<float>* weights, const std::vector<int>& queries, const char* view) {
+    ImDrawList* draw = ImGui::GetWindowDrawList();
+    const float pad = std::floor(2 * ui.scale), gap = std::floor(3 * ui.scale);
+    const float line = ImGui::GetTextLineHeight() + 2 * pad + gap, width = ImGui::GetContentRegionAvail().x;
+    const ImVec2 origin = ImGui::GetCursorScreenPos();
+    const float clip_top = ImGui::GetWindowPos().y, clip_bottom = clip_top + ImGui::GetWindowHeight();
+    const std::vector<WrappedToken> wrapped = wrap_tokens(
+        s.model().tokenizer, ids,
+        [&](const std::string& text) { return ImGui::CalcTextSize(text.c_str()).x + 2 * pad; }, width, pad);
+    int hovered = -1;
+    for (int t = 0; t < static_cast<int>(wrapped.size()); ++t) {
+        const WrappedToken& token = wrapped[t];
+        const ImVec2 min(origin.x + token.x, origin.y + token.line * line),
+            max(min.x + token.width, min.y + line - gap);
+        const bool coloured = weights && !std::isnan((*weights)[t]);
+        if (max.y >= clip_top && min.y <= clip_bottom) {  // only what the scroll shows is drawn
+            ImU32 text_colour = ImGui::GetColorU32(ImGuiCol_Text);
+            if (coloured) {
+                const Rgb& c = colours_[t];
+                draw->AddRectFilled(min, max, IM_COL32(c.r, c.g, c.b, 255));
+                text_colour = dark_text_on(c) ? IM_COL32(0, 0, 0, 255) : IM_COL32(255, 255, 255, 255);
+            }
+            if (std::find(queries.begin(), queries.end(), t) != queries.end())
+                draw->AddRect(min, max, replayed_row_colour, 0, 0, 2);
+            draw->AddText(ImVec2(min.x + pad, min.y + pad), text_colour, token.text.c_str());
+        }
+        if (ImGui::IsWindowHovered() && ImGui::IsMouseHoveringRect(min, max)) hovered = t;
+        ui.layout.rect({{"view", view},
+                        {"token", t},
+                        {"text", token.text},
+                        {"weight", coloured ? nlohmann::json((*weights)[t]) : nlohmann::json(nullptr)}},
+                       min, ImVec2(max.x - min.x, max.y - min.y));
+    }
+    ImGui::Dummy(ImVec2(width, (wrapped.empty() ? 0 : wrapped.back().line + 1) * line));
+    return hovered;
+}
+
+}  // namespace headscope

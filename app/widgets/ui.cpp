@@ -1,0 +1,281 @@
+#include "widgets/ui.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <ostream>
+
+#include "headscope/inspect/attention_export.h"
+#include "headscope/inspect/explanations.h"
+#include "headscope/inspect/heatmap.h"
+#include "headscope/inspect/probes.h"
+#include "headscope/io/files.h"
+
+namespace headscope {
+
+namespace {
+
+// Screen coordinates to framebuffer pixels, as the screenshot has them.
+ImVec2 to_pixels(ImVec2 screen) {
+    const ImVec2 scale = ImGui::GetIO().DisplayFramebufferScale;
+    return ImVec2(screen.x * scale.x, screen.y * scale.y);
+}
+
+}  // namespace
+
+void LayoutRecorder::item(nlohmann::ordered_json fields) {
+    if (on_) rect(std::move(fields), ImGui::GetItemRectMin(), ImGui::GetItemRectSize());
+}
+
+void LayoutRecorder::control(const char* name) { item({{"view", "control"}, {"name", name}}); }
+
+void LayoutRecorder::rect(nlohmann::ordered_json fields, ImVec2 min, ImVec2 size) {
+    if (!on_) return;
+    const ImVec2 at = to_pixels(min), extent = to_pixels(size);
+    fields["x"] = at.x;
+    fields["y"] = at.y;
+    fields["w"] = extent.x;
+    fields["h"] = extent.y;
+    entries_.push_back(std::move(fields));
+}
+
+void LayoutRecorder::grid(nlohmann::ordered_json fields, const GridLayout& grid) {
+    if (!on_) return;
+    const ImVec2 at = to_pixels(grid.origin), step = to_pixels(grid.step), cell = to_pixels(grid.cell);
+    fields["grid"] = {{"x", at.x},   {"y", at.y},   {"step_x", step.x},  {"step_y", step.y},
+                      {"w", cell.x}, {"h", cell.y}, {"rows", grid.rows}, {"cols", grid.cols}};
+    entries_.push_back(std::move(fields));
+}
+
+void LayoutRecorder::write(const std::filesystem::path& path) const {
+    write_file_atomically(path, "the layout", [&](std::ostream& out) {
+        out << "[";
+        for (size_t n = 0; n < entries_.size(); ++n) out << (n ? ",\n" : "\n") << dump_json(entries_[n]);
+        out << "\n]\n";
+    });
+}
+
+std::string head_label(const Session& session, int layer, int head) {
+    char label[32];
+    std::snprintf(label, sizeof label, "L%d H%d", layer, head);
+    const ProbeReport* probes = session.probes();
+    // Scores describe the model's own heads; a re-split makes different ones.
+    if (!probes || session.heads_shown() != probes->n_head) return label;
+    const HeadScores& s = probes->head(layer, head);
+    char scores[96];
+    std::snprintf(scores, sizeof scores, "  prev %.2f  ind %.2f", s.previous_token, s.induction);
+    return std::string(label) + scores;
+}
+
+std::string ellipsized(const std::string& text, float size, float width, bool keep_end) {
+    ImFont* font = ImGui::GetFont();
+    if (font->CalcTextSizeA(size, FLT_MAX, 0, text.c_str()).x <= width) return text;
+    const char* ellipsis = "\u2026";
+    const float room = width - font->CalcTextSizeA(size, FLT_MAX, 0, ellipsis).x;
+    if (keep_end) {  // the first character boundary from which the rest fits
+        size_t from = 0;
+        while (from < text.size() &&
+               ((text[from] & 0xC0) == 0x80 || font->CalcTextSizeA(size, FLT_MAX, 0, text.c_str() + from).x > room))
+            ++from;
+        return ellipsis + text.substr(from);
+    }
+    const char* fits = text.c_str();
+    if (room > 0) font->CalcTextSizeA(size, room, 0, text.c_str(), nullptr, &fits);
+    return std::string(text.c_str(), fits) + ellipsis;
+}
+
+std::string visible_text(std::string_view bytes) {
+    std::string text;
+    for (char c : bytes) text += c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t" : std::string(1, c);
+    return text;
+}
+
+std::string shown_token(const Tokenizer& tokenizer, int32_t id, bool quoted) {
+    const std::string text = visible_text(token_text(tokenizer, id));
+    return quoted ? "'" + text + "'" : text;
+}
+
+std::string shown_token(const Session& session, int b, int t, bool quoted) {
+    return shown_token(session, session.shown.token_ids[b], t, quoted);
+}
+
+std::string shown_token(const Session& session, const std::vector<int32_t>& ids, int t, bool quoted) {
+    if (t >= static_cast<int>(ids.size())) return "<pad>";
+    return shown_token(session.model().tokenizer, ids[t], quoted);
+}
+
+std::string query_token(const Session& session, const ShownMaps& maps, int i, bool quoted) {
+    return shown_token(session, *maps.query_ids, i, quoted);
+}
+
+std::string key_token(const Session& session, const ShownMaps& maps, int j, bool quoted) {
+    return shown_token(session, *maps.key_ids, j, quoted);
+}
+
+namespace {
+
+// Why head `head` attends from query i to key j (BertViz's neuron view): the
+// score q . k as its head dimensions' terms, q, k and the terms as bars, the
+// largest terms, and the biases' part where the model has them.
+void why_it_attends(const Session& session, int layer, int head, int i, int j) {
+    const ScoreTerms s = explain_score(session.model(), session.shown.attention, session.shown_options, layer,
+                                       session.state.selected, head, i, j);
+    ImGui::Separator();
+    ImGui::Text("why: q . k = %.3f, times %.3f: score %.3f", s.score, s.scale, s.score * s.scale);
+    const ImVec2 bars(std::floor(ImGui::GetFontSize() * 18), std::floor(ImGui::GetFontSize() * 2.5f));
+    const int hs = static_cast<int>(s.terms.size());
+    ImGui::PlotHistogram("q", s.q.data(), hs, 0, nullptr, FLT_MAX, FLT_MAX, bars);
+    ImGui::PlotHistogram("k", s.k.data(), hs, 0, nullptr, FLT_MAX, FLT_MAX, bars);
+    ImGui::PlotHistogram("q_i k_i", s.terms.data(), hs, 0, nullptr, FLT_MAX, FLT_MAX, bars);
+    const auto dims = [&](const std::vector<int>& which) {
+        std::string text;
+        for (int d : which) {
+            char term[32];
+            std::snprintf(term, sizeof term, "  d%d %+.3f", d, s.terms[d]);
+            text += term;
+        }
+        return text;
+    };
+    ImGui::Text("largest terms:%s", dims(s.largest).c_str());
+    ImGui::Text("most negative:%s", dims(s.smallest).c_str());
+    if (s.biases_apart)
+        ImGui::Text("weights.weights %+.3f  weights.bias %+.3f  bias.weights %+.3f  bias.bias %+.3f", s.weights_weights,
+                    s.weights_bias, s.bias_weights, s.bias_bias);
+}
+
+// What the shading and the contributions add about a visible cell.
+void more_about_the_cell(const Session& session, int layer, int head, int i, int j) {
+    const AttentionResult& att = session.shown.attention;
+    const size_t map = (static_cast<size_t>(layer) * att.B + session.state.selected) * att.NH + head;
+    if (!att.value_weighted.empty())
+        ImGui::Text("weight x |value W_O| %.4f", att.value_weighted[(map * att.T + i) * att.T + j]);
+    const float* row = att.row(layer, session.state.selected, head, i);
+    if (session.state.shading.hide_first_key && j > 0 && row[0] < 1)
+        ImGui::Text("first key (the sink) %.4f; without it this weight is %.4f", row[0], row[j] / (1 - row[0]));
+    if (session.state.shading.hide_first_key)
+        ImGui::Text("the head's sink mass %.3f",
+                    sink_mass(att, layer, session.state.selected, head, session.length(session.state.selected)));
+    if (!att.queries.empty()) why_it_attends(session, layer, head, i, j);
+}
+
+// The query and key under the mouse, the weight, the row's entropy and the
+// head's probe scores; what more the shown forward knows of a decoder's cell.
+void map_tooltip(const Session& session, const ShownMaps& maps, int layer, int head, int i, int j) {
+    const float* row = maps.row(layer, session.state.selected, head, i);
+    ImGui::BeginTooltip();
+    ImGui::TextUnformatted(head_label(session, layer, head).c_str());
+    if (maps.kind != AttentionKind::decoder)
+        ImGui::TextDisabled("%s", attention_kind_choices.labels[static_cast<int>(maps.kind)]);
+    ImGui::Text("query %d %s  ->  key %d %s", i, query_token(session, maps, i, true).c_str(), j,
+                key_token(session, maps, j, true).c_str());
+    const bool pad_query = i >= maps.query_length && session.shown_options.padding_mask;
+    if (maps.visible(session.maps_options_at(maps, layer), i, j)) {
+        ImGui::Text("weight %.4f   row entropy %.3f nats", row[j], row_entropy(row, maps.cols));
+        if (maps.kind == AttentionKind::decoder) more_about_the_cell(session, layer, head, i, j);
+    } else if (pad_query ||
+               (maps.kind == AttentionKind::decoder && maps.result->row_fully_masked(session.state.selected, i)))
+        ImGui::TextUnformatted("masked: this query row has nothing to attend to (all zeros, never NaN)");
+    else
+        ImGui::TextUnformatted("masked: this query may not see this key");
+    ImGui::EndTooltip();
+}
+
+}  // namespace
+
+// The map the widget draws, pooled to `pooled_to` a side.
+HeatmapImage map_image(const Session& session, const ShownMaps& maps, int layer, int head, int pooled_to) {
+    const int b = session.state.selected;
+    const AttentionOptions options = session.maps_options_at(maps, layer);
+    if (maps.kind == AttentionKind::cross)
+        return cross_heatmap_image(*maps.result, options, layer, b, head, maps.query_length, maps.key_length,
+                                   pooled_to);
+    const MapShading shading = maps.kind == AttentionKind::decoder ? session.shown_shading() : MapShading{};
+    return heatmap_image(*maps.result, options, layer, b, head, maps.key_length, pooled_to, shading);
+}
+
+bool MapWidget::draw(Session& session, Ui& ui, const char* view, int layer, int head, float size,
+                     const MapRegion& region) {
+    const ShownMaps maps = kind_ ? session.maps(*kind_) : session.maps();
+    const int rows = maps.rows, cols = maps.cols, b = session.state.selected;
+    const float framebuffer_scale = ImGui::GetIO().DisplayFramebufferScale.x;
+    const int pixels = std::max(1, static_cast<int>(size * framebuffer_scale));
+    // A zoomed region shows a fraction of the map: pool the whole map finer.
+    const int pooled_to = std::min(std::max(rows, cols), static_cast<int>(std::ceil(pixels / (region.u1 - region.u0))));
+    const ImageKey image_key{session.shown_generation, b, layer, head, pooled_to, session.shown_shading(), maps.kind};
+    const ImVec2 origin = ImGui::GetCursorScreenPos();
+    ImGui::Dummy(ImVec2(size, size));
+    if (ImGui::IsItemVisible()) {  // a map scrolled out of view is neither pooled nor drawn
+        if (!(image_key == image_key_)) {
+            ui.renderer.upload(map_image(session, maps, layer, head, image_key.pooled_to), texture_);
+            image_key_ = image_key;
+        }
+        ui.renderer.draw_on_screen(ui.colormap, texture_, origin, ImVec2(origin.x + size, origin.y + size), region);
+    }
+    const bool clicked = ImGui::IsItemClicked();
+    // Knocking out is of the decoder's (the forward's) own heads.
+    if (ImGui::IsItemClicked(ImGuiMouseButton_Right) && maps.kind == AttentionKind::decoder)
+        session.toggle_knock_out(layer, head);
+
+    // Cells in screen pixels: the region spans size pixels.
+    const float cell_w = size / ((region.u1 - region.u0) * cols), cell_h = size / ((region.v1 - region.v0) * rows);
+    const ImVec2 corner(origin.x - region.u0 * cols * cell_w, origin.y - region.v0 * rows * cell_h);
+    if (ui.tooltips && ImGui::IsItemHovered()) {
+        const ImVec2 mouse = ImGui::GetIO().MousePos;
+        const int i = std::clamp(static_cast<int>((mouse.y - corner.y) / cell_h), 0, rows - 1);
+        const int j = std::clamp(static_cast<int>((mouse.x - corner.x) / cell_w), 0, cols - 1);
+        map_tooltip(session, maps, layer, head, i, j);
+        if (maps.kind != AttentionKind::encoder) {  // the predictions follow a target's query
+            session.state.hovered_query = i;
+            if (clicked) session.state.query = i;
+        }
+        session.state.hovered_layer = layer;
+        session.state.hovered_head = head;
+    }
+    if (session.replaying() && maps.kind != AttentionKind::encoder) {
+        const int r = session.generation->replayed_row();
+        const ImVec2 end(origin.x + size, origin.y + size);
+        const float top = corner.y + r * cell_h, bottom = top + cell_h;
+        ImDrawList* draw = ImGui::GetWindowDrawList();
+        draw->PushClipRect(origin, end, true);
+        draw->AddRectFilled(ImVec2(origin.x, bottom), end, after_replay_colour);
+        draw->AddRect(ImVec2(origin.x, top), ImVec2(end.x, bottom), replayed_row_colour, 0, 0, 2);
+        draw->PopClipRect();
+    }
+    if (session.knocked_out(layer, head)) {  // crossed out
+        ImDrawList* draw = ImGui::GetWindowDrawList();
+        const ImVec2 end(origin.x + size, origin.y + size);
+        const float width = std::max(2.f, size / 40);
+        draw->AddLine(origin, end, knocked_out_colour, width);
+        draw->AddLine(ImVec2(origin.x, end.y), ImVec2(end.x, origin.y), knocked_out_colour, width);
+        ui.layout.rect({{"view", "knocked-out"}, {"of", view}, {"layer", layer}, {"head", head}}, origin,
+                       ImVec2(size, size));
+    }
+    if (region == MapRegion{})
+        ui.layout.grid({{"view", view},
+                        {"layer", layer},
+                        {"head", head},
+                        {"attention", attention_kind_choices.words[static_cast<int>(maps.kind)]},
+                        {"row", "query"},
+                        {"col", "key"}},
+                       {corner, ImVec2(cell_w, cell_h), ImVec2(cell_w, cell_h), rows, cols});
+    return clicked;
+}
+
+bool progress_bar(JobProgress& job, Ui& ui, const char* name, float width) {
+    const std::optional<ProgressReport> report = job.shown();
+    if (!report) return false;
+    const std::string text = progress_text(*report);
+    const float fraction = report->total > 0 ? static_cast<float>(report->done) / static_cast<float>(report->total) : 0;
+    ImGui::PushID(name);
+    if (ImGui::SmallButton("Cancel")) job.cancel();  // first: on a crowded line it stays in view
+    ImGui::SameLine();
+    // The text within the bar, ended with an ellipsis where the line is short.
+    const float bar = std::min(width, ImGui::GetContentRegionAvail().x);
+    const std::string shown = ellipsized(text, ImGui::GetFontSize(), bar - 2 * ImGui::GetStyle().FramePadding.x);
+    ImGui::ProgressBar(fraction, ImVec2(bar, 0), shown.c_str());
+    ImGui::PopID();
+    ui.layout.item({{"view", "progress"}, {"name", name}, {"text", text}});
+    return true;
+}
+
+}  // namespace headscope
