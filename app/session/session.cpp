@@ -61,7 +61,7 @@ void Session::submit() {
     const std::vector<std::string> targets_asked =
         model().config.is_encoder_decoder() ? state.targets : std::vector<std::string>{};
     live_.submit([this, open = open_, cache = live_cache_,
-                  request = LiveRequest{state.texts, state.options, pairs, targets_asked}](std::stop_token stop) {
+                  request = LiveRequest{state.texts, state.options, pairs, targets_asked, true}](std::stop_token stop) {
         try {
             return compute_live(*open->backend, *open->model, request, cache.get(),
                                 live_progress_.reporter(std::move(stop)));
@@ -106,9 +106,16 @@ std::string Session::extend_target() {
     const AttentionResult& att = shown.attention;
     if (!model().config.is_encoder_decoder() || att.top_k == 0 || state.selected >= att.B)
         return "no prediction to append yet";
-    const int32_t next = att.predictions_at(state.selected, length(state.selected) - 1)[0].id;
+    const int32_t forced = forced_token(model().config, length(state.selected));
+    const int32_t next =
+        forced >= 0 ? forced : att.predictions_at(state.selected, length(state.selected) - 1)[0].id;
     if (model().config.is_eos(next)) return "the decoder ends the target here (</s>)";
     const Tokenizer& tokenizer = model().tokenizer;
+    // BART's <s>: its template puts it first in every target, so no text appends it alone.
+    const std::vector<int32_t> template_only = tokenizer.encode_target("");
+    if (length(state.selected) == 1 && template_only.size() > 1 && next == template_only.front())
+        return "the decoder's next token, " + tokenizer.token_bytes(next) +
+               ", begins every target: type the target's first words after it";
     if (next >= tokenizer.vocab_size())  // T5's embedding has rows past its tokenizer's tokens
         return "the decoder's top token, id " + std::to_string(next) + ", is past the tokenizer's " +
                std::to_string(tokenizer.vocab_size()) + " tokens: it has no text to append";

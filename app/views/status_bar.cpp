@@ -86,6 +86,13 @@ void StatusBar::draw(Session& s, Ui& ui, FigureView shown) {
     if (ui.tooltips && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tokens.c_str());
     ui.layout.item({{"view", "status"}, {"name", "tokens"}, {"text", tokens}});
     ImGui::SameLine();
+    if (!s.shown.cuts.empty()) {  // the selected text's cut, else the batch's first
+        const TextCut* cut = s.cut_shown(s.model().config.is_encoder_decoder());
+        const std::string note = (cut ? *cut : s.shown.cuts.front()).message();
+        ImGui::TextColored(warning_colour, "  %s", note.c_str());
+        ui.layout.item({{"view", "status"}, {"name", "cut"}, {"text", note}});
+        ImGui::SameLine();
+    }
     if (!s.shown_options.ablate.empty()) {
         const size_t out = s.shown_options.ablate.size();
         const std::string knocked = std::to_string(out) + (out == 1 ? " head" : " heads") + " knocked out (" +

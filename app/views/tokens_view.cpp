@@ -114,6 +114,14 @@ void TokensView::draw(Session& s, Ui& ui, bool beside) {
     }
     const std::vector<int> outlined = maps.kind == AttentionKind::cross ? std::vector<int>{} : queries;
     const int hovered = draw_tokens(s, ui, *maps.key_ids, &weights_, outlined, "token");
+    // The keys are an encoder–decoder's source but in its decoder's self-attention.
+    const bool source_keys = s.model().config.is_encoder_decoder() && maps.kind != AttentionKind::decoder;
+    if (const TextCut* cut = s.cut_shown(source_keys)) {
+        const std::string note = "cut here: " + std::to_string(cut->tokens - cut->kept) +
+                                 " more tokens past the model's limit of " + std::to_string(cut->kept);
+        ImGui::TextColored(warning_colour, "%s", note.c_str());
+        ui.layout.item({{"view", "token-cut"}, {"text", note}});
+    }
     if (maps.kind != AttentionKind::cross) pick_query(s, maps, hovered);
     if (hovered >= 0 && ui.tooltips && !std::isnan(weights_[hovered]))
         ImGui::SetTooltip("token %d %s: weight %.4f from the rows shown", hovered,
