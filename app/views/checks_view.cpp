@@ -30,8 +30,8 @@ void heading(const char* title) {
 
 }  // namespace
 
-void ChecksView::draw(Session& session, Ui& ui) {
-    const int b = session.state.selected;
+void ChecksView::draw(const WindowState& state, const Session& session, Ui& ui) {
+    const int b = state.selected;
     const FigureWorker<Key, Figures>::Outcome* figures = figures_.get({session.shown_generation, b}, [&] {
         progress_.start();
         return [this, model = session.shared_model(),

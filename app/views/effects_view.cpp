@@ -84,29 +84,29 @@ float cell_side(int rows, int cols, float width, float height, const Ui& ui) {
 
 }  // namespace
 
-void EffectsView::draw(Session& s, Ui& ui) {
-    const int T = s.length(s.state.selected);
+void EffectsView::draw(WindowState& state, Session& s, Ui& ui) {
+    const int T = s.length(state.selected);
     ImGui::SetNextItemWidth(std::floor(220 * ui.scale));
     int position = s.predicted_query();
-    if (slider_int(ui, "position", &position, 0, T - 1, "position")) s.state.query = position;
+    if (slider_int(ui, "position", &position, 0, T - 1, "position")) state.query = position;
     ImGui::SameLine();
-    ImGui::Text("%s", shown_token(s, s.state.selected, s.predicted_query(), true).c_str());
+    ImGui::Text("%s", shown_token(s, state.selected, s.predicted_query(), true).c_str());
     const float width = ImGui::GetContentRegionAvail().x, spacing = ImGui::GetStyle().ItemSpacing.x;
     const float half = std::floor((width - 2 * spacing) / 2);
     ImGui::BeginGroup();
-    effects_grid(s, ui, half);
+    effects_grid(state, s, ui, half);
     ImGui::Spacing();
-    rollout_map(s, ui, half);
+    rollout_map(state, s, ui, half);
     ImGui::EndGroup();
     ImGui::SameLine(0, 2 * spacing);
     ImGui::BeginGroup();
-    attribution_grid(s, ui, half);
+    attribution_grid(state, s, ui, half);
     ImGui::Spacing();
-    head_writes_lists(s, ui);
+    head_writes_lists(state, s, ui);
     ImGui::EndGroup();
 }
 
-void EffectsView::effects_grid(Session& s, Ui& ui, float width) {
+void EffectsView::effects_grid(WindowState& state, Session& s, Ui& ui, float width) {
     ImGui::TextUnformatted("Knock out each head in turn: the change in loss");
     if (s.effects_pending()) {
         if (!progress_bar(s.effects_progress(), ui, "effects", width)) ImGui::TextDisabled("knocking out heads...");
@@ -136,7 +136,7 @@ void EffectsView::effects_grid(Session& s, Ui& ui, float width) {
     // A grid of other options may have other heads: only a current one selects.
     const bool selectable =
         s.effects_current() && l < static_cast<int>(s.shown.attention.layers.size()) && h < s.heads_shown();
-    if (selectable && ImGui::IsMouseClicked(ImGuiMouseButton_Left)) s.state.layer = l, s.state.head = h;
+    if (selectable && ImGui::IsMouseClicked(ImGuiMouseButton_Left)) state.layer = l, state.head = h;
     if (!ui.tooltips) return;
     if (std::isnan(e->loss_change_at(l, h))) {
         ImGui::SetTooltip("L%d H%d was already knocked out", l, h);
@@ -152,9 +152,9 @@ void EffectsView::effects_grid(Session& s, Ui& ui, float width) {
     ImGui::EndTooltip();
 }
 
-void EffectsView::attribution_grid(Session& s, Ui& ui, float width) {
+void EffectsView::attribution_grid(WindowState& state, const Session& s, Ui& ui, float width) {
     const AttentionResult& att = s.shown.attention;
-    const int b = s.state.selected, t = s.predicted_query();
+    const int b = state.selected, t = s.predicted_query();
     if (att.head_logit_attribution.empty()) {
         const std::string refusal = s.replaying()
                                         ? "a generation's steps compute no contributions: any change computes "
@@ -188,7 +188,7 @@ void EffectsView::attribution_grid(Session& s, Ui& ui, float width) {
     ImGui::TextDisabled("embeddings %+.3f, final norm's shift %+.3f; red raises the logit (up to %.3f)", parts[0],
                         parts[2 * L + 1], scale);
     if (l < 0) return;
-    if (c < NH && ImGui::IsMouseClicked(ImGuiMouseButton_Left)) s.state.layer = l, s.state.head = c;
+    if (c < NH && ImGui::IsMouseClicked(ImGuiMouseButton_Left)) state.layer = l, state.head = c;
     if (ui.tooltips)
         ImGui::SetTooltip("L%d %s: %+.4f of the logit", l, labels[c].c_str(),
                           values[static_cast<size_t>(l) * (NH + 2) + c]);
@@ -196,13 +196,13 @@ void EffectsView::attribution_grid(Session& s, Ui& ui, float width) {
 
 // Abnar and Zuidema's rollout of the selected text, through the colormap:
 // row q, how much position q's last residual stream draws on each token.
-void EffectsView::rollout_map(Session& s, Ui& ui, float width) {
+void EffectsView::rollout_map(const WindowState& state, const Session& s, Ui& ui, float width) {
     const AttentionResult& att = s.shown.attention;
     if (att.rollout.empty()) return;
     ImGui::TextUnformatted("Rollout over every layer (Abnar & Zuidema)");
     const float side = std::floor(std::min(width, ImGui::GetContentRegionAvail().y - 4));
     if (side < 16) return;
-    const int b = s.state.selected, T = att.T;
+    const int b = state.selected, T = att.T;
     const int pixels = std::max(1, static_cast<int>(side * ImGui::GetIO().DisplayFramebufferScale.x));
     const RolloutKey key{s.shown_generation, b, pixels, ui.colormap};
     if (!(key == rollout_key_)) {
@@ -223,17 +223,17 @@ void EffectsView::rollout_map(Session& s, Ui& ui, float width) {
                       att.rollout[(static_cast<size_t>(b) * T + q) * T + k], k, shown_token(s, b, k, true).c_str());
 }
 
-void EffectsView::head_writes_lists(Session& s, Ui& ui) {
+void EffectsView::head_writes_lists(const WindowState& state, const Session& s, Ui& ui) {
     const AttentionResult& att = s.shown.attention;
     if (att.final_scale.empty() || att.outputs.empty()) return;
     const int t = s.predicted_query();
-    const WritesKey key{s.shown_generation, s.state.selected, s.state.layer, s.state.head, t};
+    const WritesKey key{s.shown_generation, state.selected, state.layer, state.head, t};
     if (!(key == writes_key_)) {
-        writes_ = head_writes(s.model(), att, s.state.layer, s.state.selected, s.state.head, t);
+        writes_ = head_writes(s.model(), att, state.layer, state.selected, state.head, t);
         writes_key_ = key;
     }
     const HeadWrites& writes = writes_;
-    ImGui::Text("What L%d H%d writes at position %d", s.state.layer, s.state.head, t);
+    ImGui::Text("What L%d H%d writes at position %d", state.layer, state.head, t);
     const Tokenizer& tokenizer = s.model().tokenizer;
     if (!ImGui::BeginTable("writes", 2, ImGuiTableFlags_SizingStretchSame)) return;
     ImGui::TableSetupColumn("promoted");

@@ -53,8 +53,8 @@ void record_label(Ui& ui, const char* view, int layer, int head, int t, const st
 // labelled (zoom the large map for all of them). Both bands are as wide as
 // the longest label, up to a fifth of the square; longer labels end in an
 // ellipsis, and the whole token shows on hover.
-bool labelled_map(Session& session, Ui& ui, MapWidget& widget, const char* view, int layer, int head, float side,
-                  const MapRegion& region = {}) {
+bool labelled_map(WindowState& state, Session& session, Ui& ui, MapWidget& widget, const char* view, int layer,
+                  int head, float side, const MapRegion& region = {}) {
     const ShownMaps maps = session.maps();
     const int rows = maps.rows, cols = maps.cols;
     const float rows_shown = std::max((region.v1 - region.v0) * rows, (region.u1 - region.u0) * cols);
@@ -114,7 +114,7 @@ bool labelled_map(Session& session, Ui& ui, MapWidget& widget, const char* view,
         draw->PopClipRect();
         ImGui::SetCursorScreenPos(map_origin);
     }
-    const bool clicked = widget.draw(session, ui, view, layer, head, map_side, region);
+    const bool clicked = widget.draw(state, session, ui, view, layer, head, map_side, region);
     ImGui::SetCursorScreenPos(start);
     ImGui::Dummy(ImVec2(side, side));
     ui.layout.item({{"view", "map"}, {"of", view}, {"layer", layer}, {"head", head}});
@@ -124,8 +124,8 @@ bool labelled_map(Session& session, Ui& ui, MapWidget& widget, const char* view,
 // A map's title: a checkbox that knocks the head out of the forward, the
 // head's label and, with the first key hidden, its sink mass; all within
 // `width` (a label longer ends in an ellipsis, whole on hover).
-void head_title(Session& session, Ui& ui, int layer, int head, float width) {
-    bool out = session.state.options.knocks_out({layer, head});
+void head_title(const WindowState& state, Session& session, Ui& ui, int layer, int head, float width) {
+    bool out = state.options.knocks_out({layer, head});
     ImGui::PushID(layer * 4096 + head);
     ImGui::PushStyleVar(ImGuiStyleVar_FramePadding, ImVec2(0, 0));
     ImGui::BeginDisabled(session.maps().kind != AttentionKind::decoder);  // knocking out is of the decoder's heads
@@ -138,11 +138,10 @@ void head_title(Session& session, Ui& ui, int layer, int head, float width) {
         ImGui::SetTooltip(out ? "knocked out: click to bring the head back" : "knock this head out of the forward");
     ImGui::SameLine(0, 4 * ui.scale);
     std::string label = head_label(session, layer, head);
-    if (session.state.shading.hide_first_key && session.maps().kind == AttentionKind::decoder) {
+    if (state.shading.hide_first_key && session.maps().kind == AttentionKind::decoder) {
         char sink[32];
         std::snprintf(sink, sizeof sink, "  sink %.2f",
-                      sink_mass(session.shown.attention, layer, session.state.selected, head,
-                                session.length(session.state.selected)));
+                      sink_mass(session.shown.attention, layer, state.selected, head, session.length(state.selected)));
         label += sink;
     }
     const std::string shown = ellipsized(label, ImGui::GetFontSize(), width - ImGui::GetFrameHeight() - 4 * ui.scale);
@@ -179,12 +178,12 @@ GridFit fit_grid(int NH, int group, const Ui& ui, ImVec2 area) {
 
 }  // namespace
 
-void HeadsView::draw(Session& session, Ui& ui) {
+void HeadsView::draw(WindowState& state, Session& session, Ui& ui) {
     maps_corner_ = {};  // until maps are drawn
     if (large_)
-        large(session, ui);
+        large(state, session, ui);
     else
-        grid(session, ui);
+        grid(state, session, ui);
 }
 
 float HeadsView::map_side(const Session& session, const Ui& ui, ImVec2 area) const {
@@ -197,7 +196,7 @@ float HeadsView::map_side(const Session& session, const Ui& ui, ImVec2 area) con
 // drawn as one group: a line naming the KV head above the group's first map,
 // a gap between groups and a thin frame around each. Without grouping the
 // grid is as it always was.
-void HeadsView::grid(Session& session, Ui& ui) {
+void HeadsView::grid(WindowState& state, Session& session, Ui& ui) {
     const int NH = session.heads_shown(), group = NH / session.shown.attention.NKV;
     const bool grouped = group > 1;
     const auto [side, columns] = fit_grid(NH, group, ui, ImGui::GetContentRegionAvail());
@@ -234,9 +233,9 @@ void HeadsView::grid(Session& session, Ui& ui) {
                 ImGui::GetWindowDrawList()->AddText(nullptr, 0, at, ImGui::GetColorU32(ImGuiCol_TextDisabled),
                                                     kv.c_str(), nullptr, 0, &clip);
         }
-        head_title(session, ui, session.state.layer, h, side);
-        if (labelled_map(session, ui, maps_[h], "heads", session.state.layer, h, side)) {
-            session.state.head = h;
+        head_title(state, session, ui, state.layer, h, side);
+        if (labelled_map(state, session, ui, maps_[h], "heads", state.layer, h, side)) {
+            state.head = h;
             open_large();
         }
         ImGui::EndGroup();
@@ -255,7 +254,7 @@ void HeadsView::grid(Session& session, Ui& ui) {
             max(frames[kv].max.x + pad, frames[kv].max.y + pad);
         ImGui::GetWindowDrawList()->AddRect(min, max, group_frame_colour, 0, 0, 1);
         ui.layout.rect({{"view", "heads-group"},
-                        {"layer", session.state.layer},
+                        {"layer", state.layer},
                         {"kv_head", kv},
                         {"first_head", kv * group},
                         {"heads", group}},
@@ -263,19 +262,19 @@ void HeadsView::grid(Session& session, Ui& ui) {
     }
 }
 
-void HeadsView::large(Session& session, Ui& ui) {
+void HeadsView::large(WindowState& state, Session& session, Ui& ui) {
     if (ImGui::Button("< all heads") ||
         (!ImGui::GetIO().WantTextInput && ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape)))) {
         large_ = false;
         return;
     }
     ImGui::SameLine();
-    head_title(session, ui, session.state.layer, session.state.head, ImGui::GetContentRegionAvail().x);
+    head_title(state, session, ui, state.layer, state.head, ImGui::GetContentRegionAvail().x);
     const int group = session.heads_shown() / session.shown.attention.NKV;
     if (group > 1) {
-        const int first = session.state.head / group * group;
+        const int first = state.head / group * group;
         ImGui::SameLine();
-        ImGui::TextDisabled("kv %d: keys and values shared by heads %d-%d", session.state.head / group, first,
+        ImGui::TextDisabled("kv %d: keys and values shared by heads %d-%d", state.head / group, first,
                             first + group - 1);
     }
     ImGui::SameLine();
@@ -284,7 +283,7 @@ void HeadsView::large(Session& session, Ui& ui) {
     const float side = std::floor(std::min(avail.x, avail.y) - 4);
     if (side < 16) return;
     const ImVec2 start = ImGui::GetCursorScreenPos();
-    labelled_map(session, ui, large_map_, "large", session.state.layer, session.state.head, side, region_);
+    labelled_map(state, session, ui, large_map_, "large", state.layer, state.head, side, region_);
     maps_corner_ = ImVec2(start.x + side, start.y);
 
     // Zoom about the mouse, pan by dragging; the region stays inside the map.

@@ -44,7 +44,7 @@ float ModelView::map_side(const Session& session, const Ui& ui, ImVec2 area) {
 // Grouped-query heads: a gap between the query heads of one key/value head
 // and the next, and a line above the first layer naming each group's KV
 // head. Without grouping the grid is as it always was.
-bool ModelView::draw(Session& session, Ui& ui) {
+bool ModelView::draw(WindowState& state, Session& session, Ui& ui) {
     const int L = session.maps().layers(), NH = session.heads_shown();
     const int NKV = session.shown.attention.NKV, group = NH / NKV;
     const float row_label = row_label_width(ui), spacing = thumbnail_spacing(ui);
@@ -86,9 +86,9 @@ bool ModelView::draw(Session& session, Ui& ui) {
         ImGui::Text("L%d", l);
         for (int h = 0; h < NH; ++h) {
             ImGui::SameLine(column_x(h));
-            if (maps_[static_cast<size_t>(l) * NH + h].draw(session, ui, "model", l, h, side)) {
-                session.state.layer = l;
-                session.state.head = h;
+            if (maps_[static_cast<size_t>(l) * NH + h].draw(state, session, ui, "model", l, h, side)) {
+                state.layer = l;
+                state.head = h;
                 jumped = true;
             }
             ui.layout.item({{"view", "map"}, {"of", "model"}, {"layer", l}, {"head", h}});

@@ -11,9 +11,9 @@ namespace {
 
 // With heads knocked out: the intact model's top tokens at row t beside
 // their p with the heads out, and the loss with and without them.
-void intact_comparison(const Session& s, Ui& ui, int t) {
+void intact_comparison(const WindowState& state, const Session& s, Ui& ui, int t) {
     const AttentionResult &out = s.shown.attention, &intact = s.intact;
-    const int b = s.state.selected;
+    const int b = state.selected;
     ImGui::Spacing();
     ImGui::TextColored(warning_colour, "%zu knocked out: the intact model's top 5", s.shown_options.ablate.size());
     if (!ImGui::BeginTable("intact", 3, ImGuiTableFlags_SizingStretchProp)) return;
@@ -44,8 +44,8 @@ void intact_comparison(const Session& s, Ui& ui, int t) {
 }
 
 // An encoder's fill of every mask token of the selected text: its top 3.
-void masked_fills(const Session& s, Ui& ui) {
-    const std::vector<int> masks = s.mask_positions(s.state.selected);
+void masked_fills(const WindowState& state, const Session& s, Ui& ui) {
+    const std::vector<int> masks = s.mask_positions(state.selected);
     if (masks.empty()) {
         ImGui::TextDisabled("type [MASK] (or <mask>) where a word should be filled");
         return;
@@ -53,7 +53,7 @@ void masked_fills(const Session& s, Ui& ui) {
     const AttentionResult& att = s.shown.attention;
     for (int t : masks) {
         std::string fills;
-        const Prediction* top = att.predictions_at(s.state.selected, t);
+        const Prediction* top = att.predictions_at(state.selected, t);
         for (int k = 0; k < std::min(3, att.top_k) && top[k].id >= 0; ++k) {
             char p[16];
             std::snprintf(p, sizeof p, " %.2f", top[k].p);
@@ -66,26 +66,25 @@ void masked_fills(const Session& s, Ui& ui) {
 
 }  // namespace
 
-void predictions_panel(const Session& s, Ui& ui) {
+void predictions_panel(const WindowState& state, const Session& s, Ui& ui) {
     const AttentionResult& att = s.shown.attention;
     if (att.top_k == 0) {  // before the first compute, or a bare encoder's
         ImGui::TextWrapped("%s", s.model().config.predicts() ? "computing the predictions..." : no_head_message);
         return;
     }
-    const int b = s.state.selected, t = s.predicted_query(), length = s.length(b);
+    const int b = state.selected, t = s.predicted_query(), length = s.length(b);
     const Tokenizer& tokenizer = s.model().tokenizer;
     const bool encoder = s.model().config.is_encoder();  // it fills position t itself
-    ImGui::Text("%s %s (token %d)", encoder ? "Filling" : "After", shown_token(s, s.state.selected, t, true).c_str(),
-                t);
+    ImGui::Text("%s %s (token %d)", encoder ? "Filling" : "After", shown_token(s, state.selected, t, true).c_str(), t);
     ui.layout.item({{"view", "prediction-query"}, {"query", t}});
-    if (s.state.hovered_query >= 0)
+    if (state.hovered_query >= 0)
         ImGui::TextDisabled("the row under the mouse");
     else if (s.replaying())
         ImGui::TextDisabled("generation step %d of %zu", s.generation->step, s.generation->steps.size());
     else
-        ImGui::TextDisabled("%s", s.state.query >= 0 ? "the row clicked"
-                                  : encoder          ? "the first mask, else the last token (hover or click a row)"
-                                                     : "the last token (hover or click a row)");
+        ImGui::TextDisabled("%s", state.query >= 0 ? "the row clicked"
+                                  : encoder        ? "the first mask, else the last token (hover or click a row)"
+                                                   : "the last token (hover or click a row)");
     ImGui::Spacing();
 
     // The token the text has where the predictions are: the next one, or an encoder's own.
@@ -118,7 +117,7 @@ void predictions_panel(const Session& s, Ui& ui) {
     }
 
     ImGui::Spacing();
-    if (encoder) return masked_fills(s, ui);
+    if (encoder) return masked_fills(state, s, ui);
     if (next < 0) {
         ImGui::TextDisabled("the text ends here");
     } else {
@@ -131,7 +130,7 @@ void predictions_panel(const Session& s, Ui& ui) {
         ui.layout.item({{"view", "prediction-next"}, {"id", next}, {"rank", next_rank}, {"p", p_next}});
     }
     if (length > 1) ImGui::TextDisabled("loss %.3f nats per token", att.loss(b));
-    if (s.intact.top_k > 0) intact_comparison(s, ui, t);
+    if (s.intact.top_k > 0) intact_comparison(state, s, ui, t);
 }
 
 }  // namespace headscope

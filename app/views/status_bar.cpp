@@ -30,10 +30,10 @@ std::string export_stem() {
 
 // The selected text's tokens and how many of them the prefix cache supplied,
 // or why it could not.
-std::string tokens_note(const Session& s) {
+std::string tokens_note(const WindowState& state, const Session& s) {
     if (s.shown.token_ids.empty()) return "0 tokens";
     const AttentionResult& att = s.shown.attention;
-    const int length = s.length(s.state.selected), reused = att.reused.empty() ? 0 : att.reused[s.state.selected];
+    const int length = s.length(state.selected), reused = att.reused.empty() ? 0 : att.reused[state.selected];
     const std::string tokens = std::to_string(length) + " tokens";
     if (reused)
         return "reused " + std::to_string(reused) + " of " + tokens + ", computed " + std::to_string(length - reused);
@@ -78,9 +78,9 @@ void write_screenshot(const fs::path& path, int width, int height) {
     });
 }
 
-void StatusBar::draw(Session& s, Ui& ui, FigureView shown) {
+void StatusBar::draw(const WindowState& state, Session& s, Ui& ui, FigureView shown) {
     ImGui::Separator();
-    const std::string tokens = tokens_note(s);
+    const std::string tokens = tokens_note(state, s);
     // A long reason nothing was reused keeps the row's buttons in the window: the whole on hover.
     ImGui::TextUnformatted(ellipsized(tokens, ImGui::GetFontSize(), 0.3f * ImGui::GetContentRegionAvail().x).c_str());
     if (ui.tooltips && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tokens.c_str());
@@ -111,7 +111,8 @@ void StatusBar::draw(Session& s, Ui& ui, FigureView shown) {
     ImGui::SameLine();
     const char* svg_refused = svg_refusal(shown.view, s.maps().kind);
     ImGui::BeginDisabled(svg_refused != nullptr);
-    if (ImGui::Button("Save SVG")) save(".svg", [&](const fs::path& path) { write_svg_figure(path, s, ui, shown); });
+    if (ImGui::Button("Save SVG"))
+        save(".svg", [&](const fs::path& path) { write_svg_figure(path, state, s, ui, shown); });
     ImGui::EndDisabled();
     if (svg_refused && ui.tooltips && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
         ImGui::SetTooltip("%s", svg_refused);

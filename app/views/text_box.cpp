@@ -39,8 +39,8 @@ bool take_typed_characters(std::string& text) {
 // ImGui 1.86's multi-line box cannot wrap: while it has the keys it scrolls
 // sideways to the cursor; otherwise the same place shows the text wrapped,
 // and a click there gives the keys back to the box, its cursor at the end.
-bool ControlsView::text_box(Session& s, Ui& ui, float width) {
-    std::string& text = s.state.texts[s.state.selected];
+bool ControlsView::text_box(WindowState& state, Ui& ui, float width) {
+    std::string& text = state.texts[state.selected];
     const ImGuiStyle& style = ImGui::GetStyle();
     const float line = ImGui::GetTextLineHeight();
     const float wrap = width - 2 * style.FramePadding.x - style.ScrollbarSize;

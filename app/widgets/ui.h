@@ -90,7 +90,7 @@ public:
     // Replaying a generation, the rows after its replayed row are covered and
     // that row outlined. A right-click knocks the head out of the forward, or
     // back in; a knocked-out head's map is crossed out.
-    bool draw(Session& session, Ui& ui, const char* view, int layer, int head, float size,
+    bool draw(WindowState& state, Session& session, Ui& ui, const char* view, int layer, int head, float size,
               const MapRegion& region = {});
 
 private:
