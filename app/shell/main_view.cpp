@@ -5,6 +5,7 @@
 #include <iterator>
 
 #include "views/predictions_view.h"
+#include "widgets/texts.h"
 
 namespace headscope {
 
@@ -97,8 +98,7 @@ void MainView::tokens_beside(ImVec2 maps_corner) {
 
 // The token view, following the maps, in a child of `size` at the cursor.
 void MainView::tokens_child(const char* id, ImVec2 size) {
-    ImGui::BeginChild(id, size);
-    ui_.layout.rect({{"view", "tokens-beside"}}, ImGui::GetWindowPos(), ImGui::GetWindowSize());
+    begin_child(ui_, {{"view", "tokens-beside"}}, id, size);
     tokens_view_.draw(state_, session_, ui_, true);
     ImGui::EndChild();
 }
@@ -120,7 +120,7 @@ void MainView::views() {
         if (tab_to_select_ == view) tab_to_select_.reset();  // shown: the user's clicks choose again
         shown_view_ = view;
         // What the views share: everything below the tabs, the status bar included (for --layout).
-        ui_.layout.rect({{"view", "below-tabs"}}, ImGui::GetCursorScreenPos(), ImGui::GetContentRegionAvail());
+        region_left(ui_, {{"view", "below-tabs"}});
         const Placement place = placement(view);
         const float status_bar = -ImGui::GetFrameHeightWithSpacing();
         ImGui::BeginChild("view", place.view);
@@ -154,8 +154,8 @@ void MainView::views() {
             if (!place.predictions_below) ImGui::SameLine();
             // Below the maps the panel takes its own width; the token view, the rest of the row.
             const bool tokens_after = place.predictions_below && view != View::tokens;
-            ImGui::BeginChild("predictions", ImVec2(tokens_after ? panel_width() : 0, status_bar));
-            ui_.layout.rect({{"view", "predictions-panel"}}, ImGui::GetWindowPos(), ImGui::GetWindowSize());
+            begin_child(ui_, {{"view", "predictions-panel"}}, "predictions",
+                        ImVec2(tokens_after ? panel_width() : 0, status_bar));
             predictions_panel(state_, session_, ui_);
             ImGui::EndChild();
             if (tokens_after) {

@@ -10,6 +10,7 @@
 #include "headscope/compute/forward.h"
 #include "headscope/compute/prefix_cache.h"
 #include "widgets/controls.h"
+#include "widgets/texts.h"
 
 namespace headscope {
 
@@ -46,8 +47,8 @@ void differences_note(const WindowState& state, const Session& s, Ui& ui) {
                 " tokens back, unlike the model; ";
     if (note.empty()) return;
     note.resize(note.size() - 2);
-    ImGui::TextColored(warning_colour, "Not the model's own attention: %s.", note.c_str());
-    ui.layout.item({{"view", "differences-note"}, {"text", note}});
+    text_coloured(ui, {{"view", "differences-note"}, {"text", note}}, warning_colour,
+                  "Not the model's own attention: %s.", note.c_str());
 }
 
 // An encoder's second text (B) of the selected text's sentence pair, where a
@@ -203,19 +204,16 @@ void ControlsView::head_controls(WindowState& state, Session& s, Ui& ui, bool& c
 // are still an example's, what to look for in it.
 void ControlsView::examples_menu(WindowState& state, Session& s, Ui& ui) {
     ImGui::SetNextItemWidth(300 * ui.scale);
-    if (ImGui::BeginCombo("##examples", "examples...")) {
-        for (const Example& example : examples_) {
-            if (ImGui::Selectable(example.title.c_str())) {
+    combo(ui, "##examples", "examples...", "examples", [&] {
+        for (const Example& example : examples_)
+            if (selectable(ui, example.title.c_str(),
+                           {{"view", "control"}, {"name", "example"}, {"text", example.title}})) {
                 state.texts = example.texts;
                 state.selected = 0;
                 s.submit();
             }
-            ui.layout.item({{"view", "control"}, {"name", "example"}, {"text", example.title}});
-        }
         if (!examples_error_.empty()) ImGui::TextDisabled("no examples: %s", examples_error_.c_str());
-        ImGui::EndCombo();
-    }
-    ui.layout.control("examples");
+    });
     for (const Example& example : examples_) {
         if (example.texts != state.texts) continue;
         ImGui::SameLine();
@@ -319,9 +317,9 @@ void ControlsView::model_bar(Session& s, Ui& ui) {
     // The name and sizes share what the row's widgets leave at 1280 px: a long path keeps its end.
     const float row = ImGui::GetContentRegionAvail().x, font = ImGui::GetFontSize();
     ImGui::AlignTextToFramePadding();
-    ImGui::Text("Model %s", ellipsized(s.model_name(), font, 0.18f * row, true).c_str());
+    text(ui, {{"view", "control"}, {"name", "model"}, {"text", s.model_name()}}, "Model %s",
+         ellipsized(s.model_name(), font, 0.18f * row, true).c_str());
     if (ui.tooltips && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", s.model_name().c_str());
-    ui.layout.item({{"view", "control"}, {"name", "model"}, {"text", s.model_name()}});
     ImGui::SameLine();
     std::string sizes = (config.is_encoder_decoder() ? std::to_string(config.encoder_layers) + " encoder + " +
                                                            std::to_string(config.n_layer) + " decoder layers, "
@@ -366,9 +364,10 @@ void ControlsView::model_bar(Session& s, Ui& ui) {
         ImGui::Text("loading %s...", s.loading().c_str());
     } else if (!s.model_message.empty()) {
         ImGui::PushStyleColor(ImGuiCol_Text, error_colour);
-        ImGui::TextWrapped("%s", s.model_message.c_str());
+        text_wrapped(ui, {{"view", "control"}, {"name", "model message"}, {"text", s.model_message}}, "%s",
+                     s.model_message.c_str());
         ImGui::PopStyleColor();
-        ui.layout.item({{"view", "control"}, {"name", "model message"}, {"text", s.model_message}});
+
     } else if (const char* hint = "(or drop a model folder here)";
                ImGui::CalcTextSize(hint).x <= ImGui::GetContentRegionAvail().x) {
         ImGui::TextDisabled("%s", hint);

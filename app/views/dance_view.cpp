@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "widgets/texts.h"
+
 namespace headscope {
 
 namespace {
@@ -191,19 +193,18 @@ void DanceView::describe(const WindowState& state, const Session& session, Ui& u
         ImGui::TextColored(good_colour, "same memory as step %d, new shape and strides: no float moved", step_ - 1);
     else if (step_ > 1)
         ImGui::TextColored(warning_colour, "a new buffer: this step writes every float");
-    ImGui::EndGroup();
-    ui.layout.item({{"view", "dance-step"},
-                    {"step", step_},
-                    {"title", step.title},
-                    {"code", step.code},
-                    {"buffer", buffer.name},
-                    {"shape", layout.shape},
-                    {"strides", layout.strides},
-                    {"offset", layout.offset},
-                    {"contiguous", layout.is_contiguous()},
-                    {"layer", state.layer},
-                    {"naive_view_max_diff",
-                     max_diff && max_diff->error.empty() ? nlohmann::ordered_json(max_diff->result) : nullptr}});
+    end_group(ui, {{"view", "dance-step"},
+                   {"step", step_},
+                   {"title", step.title},
+                   {"code", step.code},
+                   {"buffer", buffer.name},
+                   {"shape", layout.shape},
+                   {"strides", layout.strides},
+                   {"offset", layout.offset},
+                   {"contiguous", layout.is_contiguous()},
+                   {"layer", state.layer},
+                   {"naive_view_max_diff",
+                    max_diff && max_diff->error.empty() ? nlohmann::ordered_json(max_diff->result) : nullptr}});
 
     if (d.S > 0)  // the cross-attention's walk is the correct split's only
         ImGui::TextDisabled("The cross-attention splits its heads as the self-attention does: view, then transpose.");

@@ -10,10 +10,6 @@
 
 namespace headscope {
 
-// Colours of signed values: blue below zero, red above, through the
-// background's grey at zero; `v` in [-1, 1] (clamped).
-ImU32 diverging_colour(float v);
-
 class EffectsView {
 public:
     void draw(WindowState& state, Session& session, Ui& ui);

@@ -7,25 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "widgets/controls.h"
+#include "widgets/texts.h"
+
 namespace headscope {
 
 namespace {
-
-// `text` at font size `size` turned a quarter to the left, reading upwards:
-// its first glyph's bottom-left corner at `bottom_left`, so it occupies one
-// line's width to the right of that point and its length above it. ImGui
-// 1.86 has no turned text: the glyphs' vertices are turned after they are added.
-void upward_text(ImDrawList* draw, float size, ImVec2 bottom_left, ImU32 colour, const std::string& text) {
-    const int first = draw->VtxBuffer.Size;
-    draw->PushClipRectFullScreen();  // clipped as laid out (sideways) it would lose glyphs it keeps when turned
-    draw->AddText(ImGui::GetFont(), size, bottom_left, colour, text.c_str());
-    draw->PopClipRect();
-    for (int v = first; v < draw->VtxBuffer.Size; ++v) {
-        ImVec2& p = draw->VtxBuffer[v].pos;
-        const float dx = p.x - bottom_left.x, dy = p.y - bottom_left.y;
-        p = ImVec2(bottom_left.x + dy, bottom_left.y - dx);
-    }
-}
 
 // The whole token of a label under the mouse.
 void label_tooltip(const Ui& ui, ImVec2 min, ImVec2 max, int t, const std::string& token) {
@@ -33,17 +20,11 @@ void label_tooltip(const Ui& ui, ImVec2 min, ImVec2 max, int t, const std::strin
         ImGui::SetTooltip("token %d '%s'", t, token.c_str());
 }
 
-// A token label as drawn, for --layout: the token's text and what is shown of it.
-void record_label(Ui& ui, const char* view, int layer, int head, int t, const std::string& token,
-                  const std::string& shown, ImVec2 min, ImVec2 size) {
-    ui.layout.rect({{"view", "label"},
-                    {"of", view},
-                    {"layer", layer},
-                    {"head", head},
-                    {"token", t},
-                    {"text", token},
-                    {"shown", shown}},
-                   min, size);
+// A token label as recorded for --layout: the token's text and what is shown of it.
+nlohmann::ordered_json label_fields(const char* view, int layer, int head, int t, const std::string& token,
+                                    const std::string& shown) {
+    return {{"view", "label"}, {"of", view},    {"layer", layer}, {"head", head},
+            {"token", t},      {"text", token}, {"shown", shown}};
 }
 
 // Draws `widget`'s map in a square of `side` screen pixels with the tokens
@@ -95,9 +76,9 @@ bool labelled_map(WindowState& state, Session& session, Ui& ui, MapWidget& widge
             const std::string label = ellipsized(token, line, band - gap);
             const float width = text_width(label);
             const ImVec2 at(map_origin.x - gap - width, y);
-            draw->AddText(ImGui::GetFont(), line, at, colour, label.c_str());
+            drawn_text(ui, label_fields(view, layer, head, i, token, label), draw, line, at, colour, label, at,
+                       ImVec2(width, line));
             label_tooltip(ui, at, ImVec2(map_origin.x, y + line), i, token);
-            record_label(ui, view, layer, head, i, token, label, at, ImVec2(width, line));
         }
         for (int j = first_col; j < last_col; ++j) {
             if (j % every) continue;
@@ -106,18 +87,17 @@ bool labelled_map(WindowState& state, Session& session, Ui& ui, MapWidget& widge
             const std::string token = key_token(session, maps, j);
             const std::string label = ellipsized(token, line, band - gap);
             const float height = text_width(label);
-            upward_text(draw, line, ImVec2(x, map_origin.y - gap), colour, label);
             const ImVec2 top_left(x, map_origin.y - gap - height);
+            upward_text(ui, label_fields(view, layer, head, j, token, label), draw, line, ImVec2(x, map_origin.y - gap),
+                        colour, label, top_left, ImVec2(line, height));
             label_tooltip(ui, top_left, ImVec2(x + line, map_origin.y), j, token);
-            record_label(ui, view, layer, head, j, token, label, top_left, ImVec2(line, height));
         }
         draw->PopClipRect();
         ImGui::SetCursorScreenPos(map_origin);
     }
     const bool clicked = widget.draw(state, session, ui, view, layer, head, map_side, region);
     ImGui::SetCursorScreenPos(start);
-    ImGui::Dummy(ImVec2(side, side));
-    ui.layout.item({{"view", "map"}, {"of", view}, {"layer", layer}, {"head", head}});
+    dummy(ui, {{"view", "map"}, {"of", view}, {"layer", layer}, {"head", head}}, ImVec2(side, side));
     return clicked;
 }
 
@@ -129,11 +109,11 @@ void head_title(const WindowState& state, Session& session, Ui& ui, int layer, i
     ImGui::PushID(layer * 4096 + head);
     ImGui::PushStyleVar(ImGuiStyleVar_FramePadding, ImVec2(0, 0));
     ImGui::BeginDisabled(session.maps().kind != AttentionKind::decoder);  // knocking out is of the decoder's heads
-    if (ImGui::Checkbox("##out", &out)) session.toggle_knock_out(layer, head);
+    if (checkbox(ui, "##out", &out, {{"view", "knock-out"}, {"layer", layer}, {"head", head}}, "out"))
+        session.toggle_knock_out(layer, head);
     ImGui::EndDisabled();
     ImGui::PopStyleVar();
     ImGui::PopID();
-    ui.layout.item({{"view", "knock-out"}, {"layer", layer}, {"head", head}, {"out", out}});
     if (ui.tooltips && ImGui::IsItemHovered())
         ImGui::SetTooltip(out ? "knocked out: click to bring the head back" : "knock this head out of the forward");
     ImGui::SameLine(0, 4 * ui.scale);
@@ -145,9 +125,9 @@ void head_title(const WindowState& state, Session& session, Ui& ui, int layer, i
         label += sink;
     }
     const std::string shown = ellipsized(label, ImGui::GetFontSize(), width - ImGui::GetFrameHeight() - 4 * ui.scale);
-    ImGui::TextUnformatted(shown.c_str());
+    text(ui, {{"view", "head-title"}, {"layer", layer}, {"head", head}, {"text", label}, {"shown", shown}}, "%s",
+         shown.c_str());
     if (ui.tooltips && shown != label && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", label.c_str());
-    ui.layout.item({{"view", "head-title"}, {"layer", layer}, {"head", head}, {"text", label}, {"shown", shown}});
 }
 
 // The grid of maps that fills an area: the side of each map with its
@@ -252,13 +232,13 @@ void HeadsView::grid(WindowState& state, Session& session, Ui& ui) {
     for (size_t kv = 0; kv < frames.size(); ++kv) {
         const ImVec2 min(frames[kv].min.x - pad, frames[kv].min.y - pad),
             max(frames[kv].max.x + pad, frames[kv].max.y + pad);
-        ImGui::GetWindowDrawList()->AddRect(min, max, group_frame_colour, 0, 0, 1);
-        ui.layout.rect({{"view", "heads-group"},
-                        {"layer", state.layer},
-                        {"kv_head", kv},
-                        {"first_head", kv * group},
-                        {"heads", group}},
-                       min, ImVec2(max.x - min.x, max.y - min.y));
+        frame(ui,
+              {{"view", "heads-group"},
+               {"layer", state.layer},
+               {"kv_head", kv},
+               {"first_head", kv * group},
+               {"heads", group}},
+              ImGui::GetWindowDrawList(), min, max, group_frame_colour);
     }
 }
 

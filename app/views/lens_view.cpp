@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "widgets/texts.h"
+
 namespace headscope {
 
 namespace {
@@ -123,9 +125,9 @@ void LensView::grid(WindowState& state, const Session& s, Ui& ui, ImVec2 cell, f
     for (int t = first / every * every; t < end; t += every) {
         const float x = origin.x + t * cell.x, y = top.y + (t / every % 2 ? line : 0);
         const std::string shown = ellipsized(shown_token(s, b, t), line, 2 * every * cell.x - pad);
-        draw->AddText(ImVec2(x, y), ImGui::GetColorU32(ImGuiCol_Text), shown.c_str());
-        ui.layout.rect({{"view", "lens-label"}, {"position", t}, {"text", shown}}, ImVec2(x, y),
-                       ImGui::CalcTextSize(shown.c_str()));
+        drawn_text(ui, {{"view", "lens-label"}, {"position", t}, {"text", shown}}, draw, ImGui::GetFontSize(),
+                   ImVec2(x, y), ImGui::GetColorU32(ImGuiCol_Text), shown, ImVec2(x, y),
+                   ImGui::CalcTextSize(shown.c_str()));
     }
     ui.layout.grid({{"view", "lens"}, {"row", "layer"}, {"col", "position"}}, {origin, cell, cell, L, length});
     if (!hovered) return;

@@ -5,51 +5,11 @@
 #include <cmath>
 #include <optional>
 
+#include "widgets/texts.h"
+
 namespace headscope {
 
 namespace {
-
-struct DrawnGrid {
-    ImVec2 origin;            // the top left
-    int query = 0, key = -1;  // the cell under the mouse; key -1 when none
-};
-
-// Draws rows x cols mask cells of `cell` pixels from the cursor, coloured by
-// allowed(query, key), where row r is query first_query + r; records the
-// grid for --layout as mask `mask` of text b.
-template <typename Allowed>
-DrawnGrid mask_grid(Ui& ui, const char* mask, int b, int first_query, int rows, int cols, ImVec2 cell,
-                    Allowed allowed) {
-    ImDrawList* draw = ImGui::GetWindowDrawList();
-    DrawnGrid grid{ImGui::GetCursorScreenPos()};
-    // A one-pixel gap between cells large enough to show it; smaller cells
-    // touch, and a row's run of same-coloured cells is drawn as one rectangle.
-    const bool gaps = std::min(cell.x, cell.y) >= 8;
-    const ImVec2 filled(gaps ? cell.x - 1 : cell.x, gaps ? cell.y - 1 : cell.y);
-    for (int r = 0; r < rows; ++r) {
-        const int i = first_query + r;
-        const float top = grid.origin.y + r * cell.y;
-        for (int j = 0; j < cols;) {
-            const bool visible = allowed(i, j);
-            int end = j + 1;
-            while (!gaps && end < cols && allowed(i, end) == visible) ++end;
-            draw->AddRectFilled(ImVec2(grid.origin.x + j * cell.x, top),
-                                ImVec2(grid.origin.x + (end - 1) * cell.x + filled.x, top + filled.y),
-                                visible ? mask_allowed_colour : mask_blocked_colour);
-            j = end;
-        }
-    }
-    ui.layout.grid(
-        {{"view", "mask"}, {"mask", mask}, {"b", b}, {"row", "query"}, {"first_row", first_query}, {"col", "key"}},
-        {grid.origin, cell, filled, rows, cols});
-    ImGui::Dummy(ImVec2(cols * cell.x, rows * cell.y));
-    if (ui.tooltips && ImGui::IsItemHovered()) {
-        const ImVec2 mouse = ImGui::GetIO().MousePos;
-        grid.query = first_query + std::clamp(static_cast<int>((mouse.y - grid.origin.y) / cell.y), 0, rows - 1);
-        grid.key = std::clamp(static_cast<int>((mouse.x - grid.origin.x) / cell.x), 0, cols - 1);
-    }
-    return grid;
-}
 
 // The hovered cell's tokens and what the mask does there.
 void cell_tooltip(const WindowState& state, const Session& session, const DrawnGrid& grid, const char* what) {
@@ -79,9 +39,8 @@ void draw_token_labels(const WindowState& state, const Session& session, Ui& ui,
     const float right = origin.x - 4 * ui.scale, bottom = origin.y - 2 * ui.scale;
     auto label = [&](const char* axis, int t, const std::string& text, ImVec2 at, const ImVec4& place) {
         const std::string shown = ellipsized(text, size, place.z - at.x);
-        draw->AddText(ImGui::GetFont(), size, at, colour, shown.c_str());
-        ui.layout.rect({{"view", "mask label"}, {"axis", axis}, {"index", t}, {"text", text}, {"shown", shown}},
-                       ImVec2(place.x, place.y), ImVec2(place.z - place.x, place.w - place.y));
+        drawn_text(ui, {{"view", "mask label"}, {"axis", axis}, {"index", t}, {"text", text}, {"shown", shown}}, draw,
+                   size, at, colour, shown, ImVec2(place.x, place.y), ImVec2(place.z - place.x, place.w - place.y));
     };
     const int T = session.shown.attention.T, length = session.length(state.selected);
     for (int t = 0; t < T; ++t) {

@@ -9,14 +9,9 @@
 #include <utility>
 #include <vector>
 
-#include "widgets/ui.h"
+#include "widgets/mask_grid.h"
 
 namespace headscope {
-
-// The mask colours, in this one place: every mask grid and the legend use them.
-inline constexpr ImU32 mask_allowed_colour = IM_COL32(236, 190, 72, 255);   // the query may attend to the key
-inline constexpr ImU32 mask_blocked_colour = IM_COL32(52, 58, 70, 255);     // masked
-inline constexpr ImU32 mask_empty_row_colour = IM_COL32(235, 80, 60, 255);  // outlines a row with nothing to attend to
 
 // The whole batch's padding masks, one 1 x T row per text.
 void batch_padding_masks(const WindowState& state, const Session& session, Ui& ui);

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "widgets/texts.h"
+
 namespace headscope {
 
 namespace {
@@ -32,11 +34,12 @@ void intact_comparison(const WindowState& state, const Session& s, Ui& ui, int t
         ImGui::TableNextColumn();
         const Prediction* same =
             std::find_if(knocked, knocked + out.top_k, [&](const Prediction& p) { return p.id == top[k].id; });
+        const nlohmann::ordered_json fields = {
+            {"view", "intact-prediction"}, {"rank", k + 1}, {"id", top[k].id}, {"p", top[k].p}};
         if (same != knocked + out.top_k)
-            ImGui::Text("%.4f", same->p);
+            text(ui, fields, "%.4f", same->p);
         else
-            ImGui::Text("< %.4f", knocked[out.top_k - 1].p);  // below the knocked-out model's top k
-        ui.layout.item({{"view", "intact-prediction"}, {"rank", k + 1}, {"id", top[k].id}, {"p", top[k].p}});
+            text(ui, fields, "< %.4f", knocked[out.top_k - 1].p);  // below the knocked-out model's top k
     }
     ImGui::EndTable();
     if (s.length(b) > 1)
@@ -59,8 +62,8 @@ void masked_fills(const WindowState& state, const Session& s, Ui& ui) {
             std::snprintf(p, sizeof p, " %.2f", top[k].p);
             fills += (k ? ", " : "") + shown_token(s.model().tokenizer, top[k].id, true) + p;
         }
-        ImGui::TextWrapped("mask at %d: %s", t, fills.c_str());
-        ui.layout.item({{"view", "mask-fill"}, {"position", t}, {"id", top[0].id}});
+        text_wrapped(ui, {{"view", "mask-fill"}, {"position", t}, {"id", top[0].id}}, "mask at %d: %s", t,
+                     fills.c_str());
     }
 }
 
@@ -75,8 +78,8 @@ void predictions_panel(const WindowState& state, const Session& s, Ui& ui) {
     const int b = state.selected, t = s.predicted_query(), length = s.length(b);
     const Tokenizer& tokenizer = s.model().tokenizer;
     const bool encoder = s.model().config.is_encoder();  // it fills position t itself
-    ImGui::Text("%s %s (token %d)", encoder ? "Filling" : "After", shown_token(s, state.selected, t, true).c_str(), t);
-    ui.layout.item({{"view", "prediction-query"}, {"query", t}});
+    text(ui, {{"view", "prediction-query"}, {"query", t}}, "%s %s (token %d)", encoder ? "Filling" : "After",
+         shown_token(s, state.selected, t, true).c_str(), t);
     if (state.hovered_query >= 0)
         ImGui::TextDisabled("the row under the mouse");
     else if (s.replaying())
@@ -106,11 +109,8 @@ void predictions_panel(const WindowState& state, const Session& s, Ui& ui) {
         if (ui.tooltips && ImGui::IsMouseHoveringRect(at, ImVec2(at.x + token_w, at.y + line)))
             ImGui::SetTooltip("%s (id %d)", token.c_str(), p.id);
         const ImVec2 track(at.x + token_w, at.y + 2), track_size(track_w, std::floor(line) - 3);
-        draw->AddRectFilled(track, ImVec2(track.x + track_w, track.y + track_size.y), prediction_track_colour);
-        draw->AddRectFilled(track, ImVec2(track.x + std::round(p.p * track_w), track.y + track_size.y),
-                            prediction_bar_colour);
-        ui.layout.rect({{"view", "prediction"}, {"rank", k + 1}, {"id", p.id}, {"token", token}, {"p", p.p}}, track,
-                       track_size);
+        bar(ui, {{"view", "prediction"}, {"rank", k + 1}, {"id", p.id}, {"token", token}, {"p", p.p}}, draw, track,
+            track_size, p.p, prediction_track_colour, prediction_bar_colour);
         ImGui::Dummy(ImVec2(token_w + track_w, line));
         ImGui::SameLine();
         ImGui::Text("%.4f", p.p);
@@ -123,11 +123,12 @@ void predictions_panel(const WindowState& state, const Session& s, Ui& ui) {
     } else {
         const float p_next = std::exp(att.logprob_next[static_cast<size_t>(b) * att.T + t]);
         const std::string token = shown_token(tokenizer, next, true);
+        const nlohmann::ordered_json fields = {
+            {"view", "prediction-next"}, {"id", next}, {"rank", next_rank}, {"p", p_next}};
         if (next_rank)
-            ImGui::Text("next in the text %s: rank %d, p %.4f", token.c_str(), next_rank, p_next);
+            text(ui, fields, "next in the text %s: rank %d, p %.4f", token.c_str(), next_rank, p_next);
         else
-            ImGui::Text("next in the text %s: not in top %d, p %.2g", token.c_str(), att.top_k, p_next);
-        ui.layout.item({{"view", "prediction-next"}, {"id", next}, {"rank", next_rank}, {"p", p_next}});
+            text(ui, fields, "next in the text %s: not in top %d, p %.2g", token.c_str(), att.top_k, p_next);
     }
     if (length > 1) ImGui::TextDisabled("loss %.3f nats per token", att.loss(b));
     if (s.intact.top_k > 0) intact_comparison(state, s, ui, t);

@@ -12,7 +12,9 @@
 #include "headscope/compute/prefix_cache.h"
 #include "headscope/inspect/attention_export.h"
 #include "headscope/io/files.h"
+#include "widgets/controls.h"
 #include "widgets/gl.h"
+#include "widgets/texts.h"
 
 namespace headscope {
 
@@ -82,22 +84,21 @@ void StatusBar::draw(const WindowState& state, Session& s, Ui& ui, FigureView sh
     ImGui::Separator();
     const std::string tokens = tokens_note(state, s);
     // A long reason nothing was reused keeps the row's buttons in the window: the whole on hover.
-    ImGui::TextUnformatted(ellipsized(tokens, ImGui::GetFontSize(), 0.3f * ImGui::GetContentRegionAvail().x).c_str());
+    text(ui, {{"view", "status"}, {"name", "tokens"}, {"text", tokens}}, "%s",
+         ellipsized(tokens, ImGui::GetFontSize(), 0.3f * ImGui::GetContentRegionAvail().x).c_str());
     if (ui.tooltips && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tokens.c_str());
-    ui.layout.item({{"view", "status"}, {"name", "tokens"}, {"text", tokens}});
     ImGui::SameLine();
     if (!s.shown_options.ablate.empty()) {
         const size_t out = s.shown_options.ablate.size();
         const std::string knocked = std::to_string(out) + (out == 1 ? " head" : " heads") + " knocked out (" +
                                     to_string(s.shown_options.ablation) + ")";
-        ImGui::TextColored(warning_colour, "  %s", knocked.c_str());
-        ui.layout.item({{"view", "status"}, {"name", "knocked-out"}, {"text", knocked}});
+        text_coloured(ui, {{"view", "status"}, {"name", "knocked-out"}, {"text", knocked}}, warning_colour, "  %s",
+                      knocked.c_str());
         ImGui::SameLine();
     }
     const std::string device = device_note(s);
-    ImGui::Text("  %.2f ms   %s   %s", s.shown.compute_ms, device.c_str(),
-                s.busy() && !s.live_progress().shown() ? "computing..." : "");
-    ui.layout.item({{"view", "status"}, {"name", "device"}, {"text", device}});
+    text(ui, {{"view", "status"}, {"name", "device"}, {"text", device}}, "  %.2f ms   %s   %s", s.shown.compute_ms,
+         device.c_str(), s.busy() && !s.live_progress().shown() ? "computing..." : "");
     ImGui::SameLine();
     ImGui::TextUnformatted("save in");
     ImGui::SameLine();
@@ -105,18 +106,16 @@ void StatusBar::draw(const WindowState& state, Session& s, Ui& ui, FigureView sh
     ImGui::InputTextWithHint("##export dir", "folder to save in", &export_dir_);
     const bool computed = !s.shown.attention.weights.empty();
     ImGui::SameLine();
-    if (ImGui::Button("Save PNG")) png_asked_ = true;
-    ui.layout.control("Save PNG");
+    if (button(ui, "Save PNG", "Save PNG")) png_asked_ = true;
     ImGui::BeginDisabled(!computed);
     ImGui::SameLine();
     const char* svg_refused = svg_refusal(shown.view, s.maps().kind);
     ImGui::BeginDisabled(svg_refused != nullptr);
-    if (ImGui::Button("Save SVG"))
+    if (button(ui, "Save SVG", "Save SVG"))
         save(".svg", [&](const fs::path& path) { write_svg_figure(path, state, s, ui, shown); });
     ImGui::EndDisabled();
     if (svg_refused && ui.tooltips && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
         ImGui::SetTooltip("%s", svg_refused);
-    ui.layout.control("Save SVG");
     ImGui::SameLine();
     if (ImGui::Button("Save JSON")) save(".json", [&](const fs::path& path) { export_json(s, path); });
     ImGui::SameLine();

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "views/controls_view.h"
+#include "widgets/controls.h"
 
 namespace headscope {
 namespace {
@@ -54,12 +55,11 @@ bool ControlsView::text_box(WindowState& state, Ui& ui, float width) {
             ImGui::SetKeyboardFocusHere();
             changed = take_typed_characters(text);
         }
-        changed |= ImGui::InputTextMultiline("##text", &text, size, ImGuiInputTextFlags_CallbackAlways, cursor_to_end,
-                                             &cursor_to_end_pending_);
+        changed |= text_input_multiline(ui, "##text", &text, size, ImGuiInputTextFlags_CallbackAlways, cursor_to_end,
+                                        &cursor_to_end_pending_, "text");
         editing_text_ = ImGui::IsItemActive() || since_click < 4;  // until the focus has landed, the box stays
         ui.frame_wanted |= since_click < 4;
         ui.frame_wanted |= !editing_text_;  // the wrapped text, drawn next frame
-        ui.layout.control("text");
         return changed;
     }
     ImGui::PushStyleColor(ImGuiCol_ChildBg, style.Colors[ImGuiCol_FrameBg]);
@@ -70,10 +70,9 @@ bool ControlsView::text_box(WindowState& state, Ui& ui, float width) {
     ImGui::PopTextWrapPos();
     const bool clicked = ImGui::IsWindowHovered() && ImGui::IsMouseClicked(ImGuiMouseButton_Left);
     if (ImGui::IsWindowHovered()) ImGui::SetMouseCursor(ImGuiMouseCursor_TextInput);
-    ImGui::EndChild();
+    end_child(ui, "text");
     ImGui::PopStyleVar();
     ImGui::PopStyleColor();
-    ui.layout.control("text");
     if (clicked) {
         editing_text_ = cursor_to_end_pending_ = ui.frame_wanted = true;
         text_clicked_frame_ = ImGui::GetFrameCount();

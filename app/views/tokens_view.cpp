@@ -6,6 +6,8 @@
 #include <string>
 #include <utility>
 
+#include "widgets/controls.h"
+
 namespace headscope {
 
 void TokensView::update_weights(const WindowState& state, const Session& s, Ui& ui, int layer, int head,
@@ -90,8 +92,7 @@ void TokensView::draw(WindowState& state, const Session& s, Ui& ui, bool beside)
     const ShownMaps maps = s.maps();
     const auto [followed_layer, head] = head_shown(state, beside);
     const int layer = std::min(followed_layer, maps.layers() - 1);  // a map hovered under another attention
-    ImGui::Checkbox("layer average", &average_);
-    ui.layout.control("layer average");
+    checkbox(ui, "layer average", &average_, "layer average");
     ImGui::SameLine();
     const std::string kind =
         maps.kind == AttentionKind::decoder ? "" : std::string(attention_kind_choices.labels[int(maps.kind)]) + ", ";

@@ -262,6 +262,13 @@ bool MapWidget::draw(WindowState& state, Session& session, Ui& ui, const char* v
     return clicked;
 }
 
+bool MapWidget::draw_thumbnail(WindowState& state, Session& session, Ui& ui, const char* view, int layer, int head,
+                               float size) {
+    const bool clicked = draw(state, session, ui, view, layer, head, size);
+    ui.layout.item({{"view", "map"}, {"of", view}, {"layer", layer}, {"head", head}});
+    return clicked;
+}
+
 bool progress_bar(JobProgress& job, Ui& ui, const char* name, float width) {
     const std::optional<ProgressReport> report = job.shown();
     if (!report) return false;
