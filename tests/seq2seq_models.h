@@ -66,5 +66,8 @@ struct Seq2SeqCheckpoint {
 Seq2SeqCheckpoint make_seq2seq_checkpoint(const Seq2SeqSpec& spec);
 // config.json, model.safetensors and the tokenizer.json into `dir`.
 void write_seq2seq_checkpoint(const std::filesystem::path& dir, const Seq2SeqCheckpoint& checkpoint);
+// The BART checkpoint's tokenizer in `dir` as many fine-tunes ship it:
+// vocab.json and merges.txt (its tokenizer.json's vocabulary and merges), no tokenizer.json.
+void write_bart_vocab_files(const std::filesystem::path& dir);
 
 }  // namespace headscope::test

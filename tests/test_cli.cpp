@@ -626,6 +626,28 @@ TEST_F(CliTest, TokenIdsStandInForTheText) {
     EXPECT_EQ(json::parse(gen_text.out)["token_ids"], json::parse(gen_ids.out)["token_ids"]);
 }
 
+// A text past the model's positions is refused, one line and exit 2; with
+// --truncate it is cut to its first n_positions tokens, stderr says so in one
+// line, and the output is that of those tokens given alone.
+TEST_F(CliTest, TruncateCutsALongTextToTheModelsPositions) {
+    const std::string text =
+        "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen";
+    expect_error({"attention", "--model", model(), "--text", text}, "17 tokens, more than the model's limit of 16");
+    const test::ProcessRun cut = run({"attention", "--model", model(), "--text", text, "--top-k", "2", "--truncate"});
+    ASSERT_EQ(cut.status, 0) << cut.err;
+    EXPECT_EQ(cut.err, "headscope-cli: text 1 has 17 tokens; cut to the first 16, the model's limit\n");
+    const std::vector<int32_t> ids =
+        json::parse(run({"tokenize", "--model", model(), "--text", text}).out)["token_ids"];
+    ASSERT_EQ(ids.size(), 17u);
+    std::string first;
+    for (size_t i = 0; i < 16; ++i) first += (i ? "," : "") + std::to_string(ids[i]);
+    const test::ProcessRun alone = run({"attention", "--model", model(), "--token-ids", first, "--top-k", "2"});
+    ASSERT_EQ(alone.status, 0) << alone.err;
+    const json a = json::parse(cut.out), b = json::parse(alone.out);
+    for (const char* key : {"token_ids", "tokens", "attention", "predictions", "logprob_next"})
+        EXPECT_EQ(a[key], b[key]) << key;
+}
+
 TEST_F(CliTest, GenerateGreedyPrintsEveryStep) {
     const test::ProcessRun r = run({"generate", "--model", model(), "--text", "Hello world", "--tokens", "4"});
     ASSERT_EQ(r.status, 0) << r.err;

@@ -6,7 +6,10 @@
 // each equal to the double-precision reference (seq2seq_reference.h) with
 // the model's own scale (none for T5); generate continues the target with
 // the reference's argmax at every step and reports each step's
-// cross-attention row; and what they cannot do is one line, exit 2.
+// cross-attention row, from the start token alone without a target, its
+// first token forced where the config says; a BART with vocab.json and
+// merges.txt alone tokenizes as BartTokenizer; and what they cannot do is
+// one line, exit 2.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,6 +32,15 @@ namespace {
 
 const std::string source = "The cat sat on the mat.", target = "Die Katze";
 
+// headscope-cli's JSON for `args` on the model in `dir`; an empty object, and a failure, when it fails.
+json cli_json(const fs::path& dir, std::vector<std::string> args) {
+    args.insert(args.begin(), HEADSCOPE_CLI);
+    args.insert(args.end(), {"--model", dir.string()});
+    const ProcessRun r = run_program(args, dir);
+    EXPECT_EQ(r.status, 0) << r.err;
+    return r.status == 0 ? json::parse(r.out) : json::object();
+}
+
 class CliEncoderDecoderTest : public ::testing::TestWithParam<std::string> {
 protected:
     void SetUp() override {
@@ -41,11 +53,7 @@ protected:
         args.insert(args.end(), {"--model", (dir_.path / "model").string()});
         return run_program(args, dir_.path);
     }
-    json run_json(const std::vector<std::string>& args) {
-        const ProcessRun r = run(args);
-        EXPECT_EQ(r.status, 0) << r.err;
-        return r.status == 0 ? json::parse(r.out) : json::object();
-    }
+    json run_json(const std::vector<std::string>& args) { return cli_json(dir_.path / "model", args); }
 
     // The (layers, 1, NH, rows, cols) array `got` against the reference's (layers, NH, rows, cols).
     static double worst(const json& got, const std::vector<double>& want, int rows, int cols) {
@@ -142,6 +150,61 @@ TEST_P(CliEncoderDecoderTest, WhatItCannotDoIsOneLineAndExitTwo) {
     expect_one_line_error(run({"attention", "--text", source, "--format", "npy", "--out", "x.npy"}), "headscope-cli",
                           "three attentions");
     expect_one_line_error(run({"attention", "--text", source, "--contributions"}), "headscope-cli", "encoder–decoder");
+}
+
+// Without --target the decoder reads its start token alone, where
+// transformers' generate starts it; a config's forced_bos_token_id then
+// forces the first generated token (ForcedBOSTokenLogitsProcessor, at an
+// input of one token: BART-large-CNN's <s>), after which the reference's
+// argmax goes on; after a --target nothing is forced.
+TEST(CliBart, TheDecoderStartsAloneAndForcedBosIsTheFirstStep) {
+    TempDir dir;
+    Seq2SeqCheckpoint bart = make_seq2seq_checkpoint(seq2seq_variant("bart"));
+    const int start = bart.spec.start_id, forced = 1000;
+    bart.config["forced_bos_token_id"] = forced;
+    write_seq2seq_checkpoint(dir.path, bart);
+    EXPECT_EQ(cli_json(dir.path, {"attention", "--text", source, "--format", "none"})["token_ids"][0],
+              json::array({start}));
+    AttentionOptions options;
+    options.scale = Scale::head;
+    const auto argmax_after = [&](const std::vector<int32_t>& src, const std::vector<int32_t>& ids) {
+        const Seq2SeqReference own = seq2seq_reference(bart, src, ids, options);
+        const auto row = own.logits.begin() + static_cast<ptrdiff_t>(own.T - 1) * own.V;
+        return static_cast<int>(std::max_element(row, row + own.V) - row);
+    };
+    const json got = cli_json(dir.path, {"generate", "--text", source, "--tokens", "2"});
+    ASSERT_EQ(got["steps"].size(), 2u);
+    const std::vector<int32_t> src = got["source_ids"];
+    EXPECT_EQ(got["prompt_ids"], json::array({start}));
+    ASSERT_NE(argmax_after(src, {start}), forced) << "the model's own choice must differ to show the forcing";
+    EXPECT_EQ(got["steps"][0]["id"], forced);
+    EXPECT_EQ(got["steps"][0]["forced"], true);
+    EXPECT_EQ(got["steps"][1]["id"], argmax_after(src, {start, forced}));
+    EXPECT_EQ(got["steps"][1]["forced"], false);
+    const json prefixed = cli_json(dir.path, {"generate", "--text", source, "--target", target, "--tokens", "1"});
+    std::vector<int32_t> prompt = prefixed["prompt_ids"];
+    EXPECT_GT(prompt.size(), 1u);
+    EXPECT_EQ(prefixed["steps"][0]["id"], argmax_after(src, prompt));
+    EXPECT_EQ(prefixed["steps"][0]["forced"], false);
+}
+
+// A BART fine-tune that ships vocab.json and merges.txt without a
+// tokenizer.json: its source reads as transformers' BartTokenizer reads it,
+// <s> A </s> (build_inputs_with_special_tokens); the reference is
+// transformers' tokenizer on the same vocabulary's tokenizer.json.
+TEST(CliBart, VocabFilesAloneTokenizeAsBartTokenizer) {
+    TempDir dir;
+    write_seq2seq_checkpoint(dir.path, make_seq2seq_checkpoint(seq2seq_variant("bart")));
+    const json expected =
+        reference_encoding(dir.path, dir.path / "tokenizer.json", "BartTokenizer", {{"texts", {"A cat", source}}});
+    if (expected.is_null()) GTEST_SKIP() << "node cannot be run: run tools/setup";
+    write_bart_vocab_files(dir.path);
+    ASSERT_FALSE(fs::exists(dir.path / "tokenizer.json"));
+    const json tokens = cli_json(dir.path, {"tokenize", "--text", "A cat"});
+    EXPECT_EQ(tokens["token_ids"], expected[0]);
+    EXPECT_EQ(tokens["tokens"], json::array({"<s>", "A", " cat", "</s>"}));
+    EXPECT_EQ(cli_json(dir.path, {"attention", "--text", source, "--format", "none"})["source_token_ids"][0],
+              expected[1]);
 }
 
 TEST(CliMarian, AModelThatCannotBeReadIsOneLine) {

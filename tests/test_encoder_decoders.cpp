@@ -5,7 +5,8 @@
 // token equal the reference's of the text alone (with another scale and the
 // decoder's causal mask off too); the per-head loop agrees with the batched
 // heads; a cached target grown by a token equals its whole forward; the
-// encoder runs once per source; and what they cannot do is refused in one line.
+// encoder runs once per source; BART's vocab.json and merges.txt alone
+// tokenize as BartTokenizer; and what they cannot do is refused in one line.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 #include "sentencepiece_models.h"
 #include "seq2seq_models.h"
 #include "seq2seq_reference.h"
+#include "tokenizer_tests.h"
 
 using namespace headscope;
 using namespace headscope::test;
@@ -346,6 +348,41 @@ TEST(EncoderDecoderFiles, MarianTokenizesEachSideWithItsOwnModel) {
     target.pop_back();  // </s>: the labels shifted right start with <pad>
     target.insert(target.begin(), marian_pad_id);
     EXPECT_EQ(decoder_input_ids(model, text), target);
+}
+
+// A BART checkpoint with vocab.json and merges.txt alone (as many
+// fine-tunes ship it) reads them as transformers' BartTokenizer does: <s> A
+// </s> around a text and <s> A </s></s> B </s> around a pair
+// (build_inputs_with_special_tokens), its special tokens found in the text,
+// <mask> taking the space before it; the reference is transformers'
+// tokenizer on the same vocabulary's tokenizer.json. The decoder reads the
+// target after its start token, <s> first; no target, the start token alone.
+// GPT2Tokenizer's reading of the same files adds nothing.
+TEST(EncoderDecoderFiles, BartsVocabFilesAloneTokenizeAsBartTokenizer) {
+    TempDir dir;
+    write_seq2seq_checkpoint(dir.path, make_seq2seq_checkpoint(seq2seq_variant("bart")));
+    const std::vector<std::string> texts = {"A cat", "The cat sat on the <mask>."};
+    const nlohmann::json single =
+        reference_encoding(dir.path, dir.path / "tokenizer.json", "BartTokenizer", {{"texts", texts}});
+    const nlohmann::json pair = reference_encoding(dir.path, dir.path / "tokenizer.json", "BartTokenizer",
+                                                   {{"pairs", nlohmann::json::array({texts})}});
+    if (single.is_null() || pair.is_null()) GTEST_SKIP() << "node cannot be run: run tools/setup";
+    write_bart_vocab_files(dir.path);
+    const Model model = load_model(dir.path.string());
+    const Tokenizer& bart = model.tokenizer;
+    for (size_t i = 0; i < texts.size(); ++i) EXPECT_EQ(nlohmann::json(bart.encode(texts[i])), single[i]) << texts[i];
+    const Tokenizer::Pair got = bart.encode_pair(texts[0], texts[1]);
+    EXPECT_EQ(nlohmann::json(got.ids), pair[0]["ids"]);
+    // BART has no token types: transformers' create_token_type_ids_from_sequences gives zeros (the port gives 1s to B).
+    EXPECT_EQ(got.types, std::vector<int32_t>(got.ids.size(), 0));
+
+    const std::vector<int32_t> words =
+        Tokenizer::load(dir.path / "vocab.json", dir.path / "merges.txt").encode("A cat");
+    EXPECT_EQ(nlohmann::json(words), nlohmann::json(std::vector<int32_t>(single[0].begin() + 1, single[0].end() - 1)));
+    std::vector<int32_t> decoder = {model.config.decoder_start_token_id, single[0][0]};
+    decoder.insert(decoder.end(), words.begin(), words.end());
+    EXPECT_EQ(decoder_input_ids(model, "A cat"), decoder);
+    EXPECT_EQ(decoder_input_ids(model, ""), std::vector<int32_t>{model.config.decoder_start_token_id});
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, EachEncoderDecoder, ::testing::ValuesIn(seq2seq_variants()),

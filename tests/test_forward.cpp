@@ -202,6 +202,32 @@ TEST_F(ForwardTest, BadInputIsAnErrorNamingTheProblem) {
     EXPECT_NE(error_of({{50257}}, {}).find("outside the vocabulary"), std::string::npos);
 }
 
+// cut_to_context keeps the first n_positions tokens of each text (and their
+// types) and of each source that has more, leaves the others, and says which.
+TEST_F(ForwardTest, CutToContextKeepsTheFirstPositionsOfTooLongTexts) {
+    const int limit = model_->config.n_positions;
+    std::vector<int32_t> long_text(limit + 5), long_types(limit + 5, 1);
+    for (int t = 0; t < limit + 5; ++t) long_text[t] = 100 + 7 * t;
+    const std::vector<int32_t> short_text = {5, 6, 7};
+    Batch batch{{short_text, long_text}, 0, {{0, 0, 0}, long_types}, {long_text, short_text}};
+    const std::vector<TextCut> cuts = cut_to_context(model_->config, batch);
+    ASSERT_EQ(cuts.size(), 2u);
+    EXPECT_FALSE(cuts[0].source);
+    EXPECT_EQ(cuts[0].index, 1);
+    EXPECT_EQ(cuts[0].tokens, limit + 5);
+    EXPECT_EQ(cuts[0].kept, limit);
+    EXPECT_EQ(cuts[0].message(), "text 2 has 29 tokens; cut to the first 24, the model's limit");
+    EXPECT_TRUE(cuts[1].source);
+    EXPECT_EQ(cuts[1].index, 0);
+    EXPECT_EQ(cuts[1].message(), "source 1 has 29 tokens; cut to the first 24, the model's limit");
+    const std::vector<int32_t> kept(long_text.begin(), long_text.begin() + limit);
+    EXPECT_EQ(batch.token_ids, (std::vector<std::vector<int32_t>>{short_text, kept}));
+    EXPECT_EQ(batch.token_types[1], std::vector<int32_t>(limit, 1));
+    EXPECT_EQ(batch.source_ids, (std::vector<std::vector<int32_t>>{kept, short_text}));
+
+    EXPECT_TRUE(cut_to_context(model_->config, batch).empty());  // nothing left to cut
+}
+
 }  // namespace
 
 // Asking for more maps than memory can hold is refused before anything is

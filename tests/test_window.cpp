@@ -1,9 +1,11 @@
 // The window as a user sees it: headscope renders under Xvfb in screenshot
 // mode, at two window sizes, and every heatmap cell it reports drawing is
 // checked pixel by pixel against headscope-cli's weight for that cell
-// through a colormap written here, or against the masked hatch.
+// through a colormap written here, or against the masked hatch; a text past
+// the model's positions is cut, and the window says so.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -143,6 +145,39 @@ TEST_P(WindowTest, TheTextBoxWrapsAndGrows) {
 INSTANTIATE_TEST_SUITE_P(Sizes, WindowTest, ::testing::Values("1280x800", "1920x1080"));
 
 }  // namespace
+
+// A text longer than the model's 32 positions: the window shows its first 32
+// tokens, each map 32 rows and columns, every cell the weight headscope-cli
+// --truncate gives; the status bar says so, the text box says how far the
+// model reads, and the token view marks the cut.
+TEST_F(WindowTest, ALongTextIsCutToTheModelsPositionsAndSaysSo) {
+    std::string text = "The";
+    for (int n = 0; n < 39; ++n) text += " cat";  // 40 tokens
+    const std::string model = (dir_->path / "model").string();
+    const test::WindowShot shot =
+        test::shoot_window({"--model", model, "--text", text, "--window-size", "1920x1080"}, dir_->path, "cut-text");
+    ASSERT_EQ(shot.run.status, 0) << shot.run.err;
+    const test::ProcessRun cli =
+        test::run_program({HEADSCOPE_CLI, "attention", "--model", model, "--text", text, "--truncate"}, dir_->path);
+    ASSERT_EQ(cli.status, 0) << cli.err;
+    const auto text_of = [&](const std::string& view, const std::string& name) {
+        for (const json& e : shot.layout)
+            if (e["view"] == view && (name.empty() || e["name"] == name)) return e["text"].get<std::string>();
+        return std::string("(none)");
+    };
+    EXPECT_EQ(text_of("status", "cut"), "text 1 has 40 tokens; cut to the first 32, the model's limit");
+    EXPECT_EQ(text_of("control", "text cut"), "the model reads the first 32 of its 40 tokens, up to ' cat'");
+    EXPECT_EQ(text_of("token-cut", ""), "cut here: 8 more tokens past the model's limit of 32");
+    const json cells = test::entries(shot.layout, "heads");
+    int rows = 0, cols = 0;
+    for (const json& cell : cells) {
+        rows = std::max(rows, cell["query"].get<int>() + 1);
+        cols = std::max(cols, cell["key"].get<int>() + 1);
+    }
+    EXPECT_EQ(rows, 32);
+    EXPECT_EQ(cols, 32);
+    test::check_heatmap_cells(shot.image, cells, json::parse(cli.out), true);
+}
 
 // A word an option does not take, or a layer, head or query the model or
 // text lacks: one line naming the flag, and exit 2, before any window opens.

@@ -3,8 +3,8 @@
 // and its "next token" stand where a decoder's generation controls are; the attention selector draws the
 // cross-attention (the target's tokens down, the source's across), the encoder's self-attention and the decoder's, each
 // the CLI's pixel for pixel, the decoder's upper triangle hatched; the tokens tab colours the source by the
-// cross-attention; the mask tab draws the cross mask; the dance walks the cross-attention; and T5 opens with its own
-// scale (none), without the orange note.
+// cross-attention; the mask tab draws the cross mask; the dance walks the cross-attention; T5 opens with its own
+// scale (none), without the orange note; and "next token" after BART's start token takes the forced one.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -57,6 +57,15 @@ protected:
     static constexpr const char* target_ = "Die Katze";
 };
 test::TempDir* WindowEncoderDecoders::dir_ = nullptr;
+
+// Waits (a minute at most) until the session's live forward has shown its result.
+void settle_session(Session& session) {
+    for (int wait = 0; wait < 6000 && (session.busy() || session.shown.attention.B == 0); ++wait) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        session.collect();
+    }
+    session.collect();
+}
 
 TEST_P(WindowEncoderDecoders, EachAttentionKindIsTheClisPixelForPixel) {
     const json expected = cli();
@@ -181,13 +190,7 @@ TEST_P(WindowDeeperDecoder, TheEncodersOwnLayerCountIsKept) {
 TEST_P(WindowEncoderDecoders, NextTokenAppendsTheTopTokenOrSaysWhyNot) {
     WindowState state{.texts = {source_}};
     Session session(load_with_backend(model(), BackendChoice::cpu), state, [] {});
-    const auto settle = [&] {
-        for (int wait = 0; wait < 6000 && (session.busy() || session.shown.attention.B == 0); ++wait) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
-            session.collect();
-        }
-        session.collect();
-    };
+    const auto settle = [&] { settle_session(session); };
     settle();
     const Tokenizer& tokenizer = session.model().tokenizer;
     for (int step = 0; step < 4; ++step) {
@@ -209,6 +212,33 @@ TEST_P(WindowEncoderDecoders, NextTokenAppendsTheTopTokenOrSaysWhyNot) {
         EXPECT_EQ(state.targets.empty() ? "" : state.targets[0], before) << "changed without a token to append";
         break;
     }
+}
+
+// "next token" after BART's start token alone takes the token the config's
+// forced_bos_token_id forces there (transformers' first generated token),
+// whatever the model predicts; when that is <s>, which every target's tokens
+// begin with (</s> <s> ...), no text appends it alone, and it says so,
+// changing nothing.
+TEST(WindowBart, NextTokenAfterTheStartTokenAloneIsTheForcedOne) {
+    test::TempDir dir;
+    test::Seq2SeqCheckpoint bart = test::make_seq2seq_checkpoint(test::seq2seq_variant("bart"));
+    const auto next_token_with = [&](int forced, const std::string& why, bool appended) {
+        bart.config["forced_bos_token_id"] = forced;
+        const std::filesystem::path path = dir.path / std::to_string(forced);
+        test::write_seq2seq_checkpoint(path, bart);
+        WindowState state{.texts = {"The cat sat."}};
+        Session session(load_with_backend(path.string(), BackendChoice::cpu), state, [] {});
+        settle_session(session);
+        ASSERT_EQ(session.length(0), 1) << "no target: the start token alone";
+        ASSERT_NE(session.shown.attention.predictions_at(0, 0)[0].id, forced) << "the model's own choice must differ";
+        EXPECT_EQ(session.extend_target(), why);
+        const std::string target = state.targets.empty() ? "" : state.targets[0];
+        EXPECT_EQ(target, appended ? session.model().tokenizer.token_bytes(forced) : "");
+    };
+    next_token_with(1000, "", true);
+    const int s = bart.spec.vocab_size - 5;  // <s>, first of RoBERTa's special tokens after GPT-2's
+    next_token_with(s, "the decoder's next token, <s>, begins every target: type the target's first words after it",
+                    false);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, WindowEncoderDecoders, ::testing::Values("t5", "bart", "flan_t5", "marian"),

@@ -62,6 +62,13 @@ ForwardOptionTargets forward_targets(CliOptions& opt) {
     return {opt.attention, opt.sliding_window, opt.heads, opt.backend};
 }
 
+// The CLI's own: the window always cuts a text past the model's positions, and says so.
+void add_truncate(CLI::App* sub, CliOptions& opt) {
+    sub->add_flag("--truncate", opt.truncate,
+                  "cut a text longer than the model's positions to its first n_positions tokens (saying so on "
+                  "stderr) instead of refusing it");
+}
+
 // A seed as the unsigned 64-bit number it is: nothing is clamped or wrapped,
 // so that two different seeds never make the same draws unnoticed.
 uint64_t parse_seed(const std::string& word) {
@@ -100,6 +107,7 @@ CLI::App* add_attention(CLI::App& app, CliOptions& opt) {
     add_target(attention, opt);
     add_token_ids(attention, opt);
     add_forward_options(attention, forward_targets(opt));
+    add_truncate(attention, opt);
     attention->add_option("--layers", opt.layers, "all or I,J,...");
     attention->add_option("--format", opt.format, "json|npy|none (npy needs --out)");
     attention->add_option("--top-k", opt.top_k, "also the K most likely next tokens at every position, and the loss");
@@ -128,6 +136,7 @@ CLI::App* add_generate(CLI::App& app, CliOptions& opt) {
         "the sampling generator's seed, 0 to 2^64 - 1");
     generate->add_option("--format", opt.format, "json");
     add_forward_options(generate, forward_targets(opt));
+    add_truncate(generate, opt);
     add_special(generate, opt);
     return generate;
 }
@@ -147,6 +156,7 @@ CLI::App* add_dance(CLI::App& app, CliOptions& opt) {
     add_model(dance, opt);
     dance->add_option("--text", opt.texts, "UTF-8 text (repeat for a batch, right-padded)")->required();
     add_forward_options(dance, forward_targets(opt));
+    add_truncate(dance, opt);
     dance->add_option("--layer", opt.layer, "the layer whose attention output the naive split is compared at");
     return dance;
 }

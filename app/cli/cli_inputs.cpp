@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 
 #include "headscope/base/error.h"
+#include "headscope/compute/forward.h"
 
 namespace headscope {
 
@@ -33,7 +35,9 @@ TextBatch pair_batch(const Model& model, const CliOptions& opt) {
     if (opt.text_pairs.size() != opt.texts.size())
         throw Error("--text-pair: " + std::to_string(opt.text_pairs.size()) + " given for " +
                     std::to_string(opt.texts.size()) + " texts (one for each --text)");
-    return text_batch(model, {opt.texts, opt.text_pairs});
+    BatchTexts texts{opt.texts, opt.text_pairs};
+    texts.cut_long_texts = opt.truncate;
+    return text_batch(model, texts);
 }
 
 namespace {
@@ -51,6 +55,17 @@ std::vector<int32_t> given_token_ids(const Model& model, const std::string& word
     return ids;
 }
 
+// The texts (or --token-ids) alone, or an encoder–decoder's sources with their targets.
+TextBatch text_only_batch(const Model& model, const CliOptions& opt) {
+    BatchTexts texts{opt.texts, {}, opt.targets, {}, opt.special, opt.truncate};
+    if (!opt.token_ids.empty()) texts.ids = {given_token_ids(model, opt.token_ids)};
+    const size_t count = texts.ids.empty() ? texts.texts.size() : texts.ids.size();
+    if (!opt.targets.empty() && opt.targets.size() != count)
+        throw Error("--target: " + std::to_string(opt.targets.size()) + " given for " + std::to_string(count) +
+                    " texts (one for each --text, or none)");
+    return text_batch(model, texts);
+}
+
 }  // namespace
 
 // The texts as the JSON names them: --text's, or the --token-ids text decoded.
@@ -66,14 +81,9 @@ TextBatch forward_batch(const Model& model, const CliOptions& opt) {
     if (!opt.targets.empty() && !model.config.is_encoder_decoder())
         throw Error(std::string("--target: a target is for encoder-decoders; this model (") +
                     model.config.architecture + ") is " + (model.config.is_encoder() ? "an encoder" : "a decoder"));
-    if (!opt.text_pairs.empty()) return pair_batch(model, opt);
-    BatchTexts texts{opt.texts, {}, opt.targets, {}, opt.special};
-    if (!opt.token_ids.empty()) texts.ids = {given_token_ids(model, opt.token_ids)};
-    const size_t count = texts.ids.empty() ? texts.texts.size() : texts.ids.size();
-    if (!opt.targets.empty() && opt.targets.size() != count)
-        throw Error("--target: " + std::to_string(opt.targets.size()) + " given for " + std::to_string(count) +
-                    " texts (one for each --text, or none)");
-    return text_batch(model, texts);
+    TextBatch batch = !opt.text_pairs.empty() ? pair_batch(model, opt) : text_only_batch(model, opt);
+    for (const TextCut& cut : batch.cuts) std::fprintf(stderr, "headscope-cli: %s\n", cut.message().c_str());
+    return batch;
 }
 
 }  // namespace headscope

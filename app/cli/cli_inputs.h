@@ -22,7 +22,8 @@ std::vector<std::string> input_texts(const Model& model, const CliOptions& opt,
 
 // What a forward reads: the texts (or --token-ids), an encoder's pairs, or
 // an encoder–decoder's sources (--text) with the decoder's inputs (--target
-// after the start token).
+// after the start token); with --truncate, each cut to the model's positions
+// (saying so on stderr), which the forward otherwise refuses.
 TextBatch forward_batch(const Model& model, const CliOptions& opt);
 
 }  // namespace headscope

@@ -33,6 +33,7 @@ struct CliOptions {
     bool scale_given = false;    // else the model's own scale (1/sqrt(hs); T5's none)
     bool special = true;         // the tokenizer's special tokens (Llama 2's <s>)
     bool sliding_window = true;  // the model's own, when it has one
+    bool truncate = false;       // texts past the model's positions cut to them, not refused
 };
 
 }  // namespace headscope

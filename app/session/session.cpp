@@ -60,16 +60,17 @@ void Session::submit() {
     const std::vector<std::string> pairs = model().config.is_encoder() ? state_.text_pairs : std::vector<std::string>{};
     const std::vector<std::string> targets_asked =
         model().config.is_encoder_decoder() ? state_.targets : std::vector<std::string>{};
-    live_.submit([this, open = open_, cache = live_cache_,
-                  request = LiveRequest{state_.texts, state_.options, pairs, targets_asked}](std::stop_token stop) {
-        try {
-            return compute_live(*open->backend, *open->model, request, cache.get(),
-                                live_progress_.reporter(std::move(stop)));
-        } catch (const Cancelled&) {
-            cache->clear();  // half refilled
-            throw Error("computing cancelled: any change computes again");
-        }
-    });
+    live_.submit(
+        [this, open = open_, cache = live_cache_,
+         request = LiveRequest{state_.texts, state_.options, pairs, targets_asked, true}](std::stop_token stop) {
+            try {
+                return compute_live(*open->backend, *open->model, request, cache.get(),
+                                    live_progress_.reporter(std::move(stop)));
+            } catch (const Cancelled&) {
+                cache->clear();  // half refilled
+                throw Error("computing cancelled: any change computes again");
+            }
+        });
     submitted_texts_ = state_.texts;
     submitted_options_ = state_.options;
 }
@@ -106,9 +107,15 @@ std::string Session::extend_target() {
     const AttentionResult& att = shown.attention;
     if (!model().config.is_encoder_decoder() || att.top_k == 0 || state_.selected >= att.B)
         return "no prediction to append yet";
-    const int32_t next = att.predictions_at(state_.selected, length(state_.selected) - 1)[0].id;
+    const int32_t forced = forced_token(model().config, length(state_.selected));
+    const int32_t next = forced >= 0 ? forced : att.predictions_at(state_.selected, length(state_.selected) - 1)[0].id;
     if (model().config.is_eos(next)) return "the decoder ends the target here (</s>)";
     const Tokenizer& tokenizer = model().tokenizer;
+    // BART's <s>: its template puts it first in every target, so no text appends it alone.
+    const std::vector<int32_t> template_only = tokenizer.encode_target("");
+    if (length(state_.selected) == 1 && template_only.size() > 1 && next == template_only.front())
+        return "the decoder's next token, " + tokenizer.token_bytes(next) +
+               ", begins every target: type the target's first words after it";
     if (next >= tokenizer.vocab_size())  // T5's embedding has rows past its tokenizer's tokens
         return "the decoder's top token, id " + std::to_string(next) + ", is past the tokenizer's " +
                std::to_string(tokenizer.vocab_size()) + " tokens: it has no text to append";

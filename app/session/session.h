@@ -89,8 +89,9 @@ public:
     // open model's sliding window as sliding_window_on says.
     void submit();
     // Takes what the workers finished: true when `shown` changed. A refused
-    // request (bad text, too long, ...) sets `message` and keeps the last
-    // good maps. Also swaps in a model open_model finished loading.
+    // request (an empty text, a bad head count, ...) sets `message` and keeps
+    // the last good maps; a text past the model's positions is cut to them
+    // (shown.cuts). Also swaps in a model open_model finished loading.
     bool collect();
 
     // Appends `tokens` tokens to the text (the batch has one), chosen as
@@ -193,6 +194,12 @@ public:
     // The options the shown compute used in layer `layer` (the window is off in ModernBERT's global layers).
     AttentionOptions shown_options_at(int layer) const { return layer_options(model().config, shown_options, layer); }
     int length(int b) const { return static_cast<int>(shown.token_ids[b].size()); }
+    // The cut of the selected text's tokens (its source's when `source`) to the model's positions; null: none.
+    const TextCut* cut_shown(bool source) const {
+        for (const TextCut& cut : shown.cuts)
+            if (cut.index == state_.selected && cut.source == source) return &cut;
+        return nullptr;
+    }
     // The query row the predictions panel shows: hovered, else a
     // generation's replayed row, else clicked, else an encoder's first mask
     // token, else the selected text's last token (what the model predicts next).

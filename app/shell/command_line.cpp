@@ -1,6 +1,7 @@
 // The window's command line: see command_line.h.
 #include "shell/command_line.h"
 
+#include <CLI/CLI.hpp>
 #include <charconv>
 #include <cstdio>
 

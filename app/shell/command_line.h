@@ -1,7 +1,6 @@
 // The window's command line: its options, and what the window starts with
 // (the saved settings with every option given in their place, the model).
 #pragma once
-#include <CLI/CLI.hpp>
 #include <array>
 #include <string>
 #include <string_view>
@@ -10,6 +9,10 @@
 #include "session/session.h"
 #include "state/settings.h"
 #include "state/view.h"
+
+namespace CLI {
+class App;  // CLI11's, declared here so that only the files that parse include CLI11
+}  // namespace CLI
 
 namespace headscope {
 

@@ -10,6 +10,7 @@
 #include <backends/imgui_impl_opengl3.h>
 #include <imgui.h>
 #include <imgui_internal.h>  // a window's hidden frames
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <array>

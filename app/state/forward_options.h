@@ -2,11 +2,14 @@
 // command line (shell/command_line.cpp) and headscope-cli's commands that
 // compute (cli/cli.cpp), so that a flag says and does the same in both.
 #pragma once
-#include <CLI/CLI.hpp>
 #include <string>
 
 #include "headscope/compute/attention.h"
 #include "headscope/compute/backend.h"
+
+namespace CLI {
+class App;  // CLI11's, declared here so that only the files that parse include CLI11
+}  // namespace CLI
 
 namespace headscope {
 

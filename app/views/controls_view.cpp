@@ -111,7 +111,7 @@ void ControlsView::draw(WindowState& state, Session& s, Ui& ui) {
     ImGui::SameLine();
     examples_menu(state, s, ui);
     const float generation_w = std::floor(560 * ui.scale);
-    changed |= text_box(state, ui, std::max(100 * ui.scale, ImGui::GetContentRegionAvail().x - generation_w));
+    changed |= text_box(state, s, ui, std::max(100 * ui.scale, ImGui::GetContentRegionAvail().x - generation_w));
     ImGui::SameLine();
     if (model.config.is_encoder())
         changed |= pair_box(state, s, ui);

@@ -22,7 +22,7 @@ public:
 
 private:
     void model_bar(Session& session, Ui& ui);
-    bool text_box(WindowState& state, Ui& ui, float width);
+    bool text_box(WindowState& state, const Session& session, Ui& ui, float width);
     void examples_menu(WindowState& state, Session& session, Ui& ui);
     void generation_controls(WindowState& state, Session& session, Ui& ui);
     void head_controls(WindowState& state, Session& session, Ui& ui, bool& changed);

@@ -88,6 +88,12 @@ void StatusBar::draw(const WindowState& state, Session& s, Ui& ui, FigureView sh
          ellipsized(tokens, ImGui::GetFontSize(), 0.3f * ImGui::GetContentRegionAvail().x).c_str());
     if (ui.tooltips && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tokens.c_str());
     ImGui::SameLine();
+    if (!s.shown.cuts.empty()) {  // the selected text's cut, else the batch's first
+        const TextCut* cut = s.cut_shown(s.model().config.is_encoder_decoder());
+        const std::string note = (cut ? *cut : s.shown.cuts.front()).message();
+        text_coloured(ui, {{"view", "status"}, {"name", "cut"}, {"text", note}}, warning_colour, "  %s", note.c_str());
+        ImGui::SameLine();
+    }
     if (!s.shown_options.ablate.empty()) {
         const size_t out = s.shown_options.ablate.size();
         const std::string knocked = std::to_string(out) + (out == 1 ? " head" : " heads") + " knocked out (" +

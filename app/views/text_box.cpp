@@ -8,6 +8,7 @@
 
 #include "views/controls_view.h"
 #include "widgets/controls.h"
+#include "widgets/texts.h"
 
 namespace headscope {
 namespace {
@@ -40,12 +41,14 @@ bool take_typed_characters(std::string& text) {
 // ImGui 1.86's multi-line box cannot wrap: while it has the keys it scrolls
 // sideways to the cursor; otherwise the same place shows the text wrapped,
 // and a click there gives the keys back to the box, its cursor at the end.
-bool ControlsView::text_box(WindowState& state, Ui& ui, float width) {
+// A text cut to the model's positions says where, above it.
+bool ControlsView::text_box(WindowState& state, const Session& s, Ui& ui, float width) {
     std::string& text = state.texts[state.selected];
     const ImGuiStyle& style = ImGui::GetStyle();
     const float line = ImGui::GetTextLineHeight();
     const float wrap = width - 2 * style.FramePadding.x - style.ScrollbarSize;
-    const float lines = ImGui::CalcTextSize(text.c_str(), nullptr, false, wrap).y;
+    const TextCut* cut = s.cut_shown(s.model().config.is_encoder_decoder());
+    const float lines = ImGui::CalcTextSize(text.c_str(), nullptr, false, wrap).y + (cut ? line : 0);
     const ImVec2 size(width, std::clamp(lines, 3 * line, 6 * line) + 2 * style.FramePadding.y);
     bool changed = false;
     if (editing_text_) {
@@ -66,6 +69,15 @@ bool ControlsView::text_box(WindowState& state, Ui& ui, float width) {
     ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, style.FramePadding);
     ImGui::BeginChild("##text wrapped", size, false, ImGuiWindowFlags_AlwaysUseWindowPadding);
     ImGui::PushTextWrapPos(0);
+    if (cut) {
+        const std::vector<int32_t>& ids = s.model().config.is_encoder_decoder() ? s.shown.source_ids[state.selected]
+                                                                                : s.shown.token_ids[state.selected];
+        const std::string note = "the model reads the first " + std::to_string(cut->kept) + " of its " +
+                                 std::to_string(cut->tokens) + " tokens, up to " +
+                                 shown_token(s.model().tokenizer, ids.back(), true);
+        text_coloured(ui, {{"view", "control"}, {"name", "text cut"}, {"text", note}}, warning_colour, "%s",
+                      note.c_str());
+    }
     ImGui::TextUnformatted(text.c_str(), text.c_str() + text.size());
     ImGui::PopTextWrapPos();
     const bool clicked = ImGui::IsWindowHovered() && ImGui::IsMouseClicked(ImGuiMouseButton_Left);

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "widgets/controls.h"
+#include "widgets/texts.h"
 
 namespace headscope {
 
@@ -116,6 +117,13 @@ void TokensView::draw(WindowState& state, const Session& s, Ui& ui, bool beside)
     }
     const std::vector<int> outlined = maps.kind == AttentionKind::cross ? std::vector<int>{} : queries;
     const int hovered = draw_tokens(s, ui, *maps.key_ids, &weights_, outlined, "token");
+    // The keys are an encoder–decoder's source but in its decoder's self-attention.
+    const bool source_keys = s.model().config.is_encoder_decoder() && maps.kind != AttentionKind::decoder;
+    if (const TextCut* cut = s.cut_shown(source_keys)) {
+        const std::string note = "cut here: " + std::to_string(cut->tokens - cut->kept) +
+                                 " more tokens past the model's limit of " + std::to_string(cut->kept);
+        text_coloured(ui, {{"view", "token-cut"}, {"text", note}}, warning_colour, "%s", note.c_str());
+    }
     if (maps.kind != AttentionKind::cross) pick_query(state, maps, hovered);
 
     if (hovered >= 0 && ui.tooltips && !std::isnan(weights_[hovered]))

@@ -165,6 +165,26 @@ void check_token_types(const Config& cfg, const Batch& batch) {
 
 }  // namespace
 
+std::string TextCut::message() const {
+    return std::string(source ? "source " : "text ") + std::to_string(index + 1) + " has " + std::to_string(tokens) +
+           " tokens; cut to the first " + std::to_string(kept) + ", the model's limit";
+}
+
+std::vector<TextCut> cut_to_context(const Config& config, Batch& batch) {
+    const size_t limit = static_cast<size_t>(config.n_positions);
+    std::vector<TextCut> cuts;
+    for (bool source : {false, true}) {
+        std::vector<std::vector<int32_t>>& texts = source ? batch.source_ids : batch.token_ids;
+        for (size_t b = 0; b < texts.size(); ++b) {
+            if (texts[b].size() <= limit) continue;
+            cuts.push_back({source, static_cast<int>(b), static_cast<int>(texts[b].size()), config.n_positions});
+            texts[b].resize(limit);
+            if (!source && b < batch.token_types.size()) batch.token_types[b].resize(limit);
+        }
+    }
+    return cuts;
+}
+
 void validate_forward(const Model& model, const Batch& batch, const AttentionOptions& options) {
     const Config& cfg = model.config;
     if (batch.B() == 0) throw Error("no text given");

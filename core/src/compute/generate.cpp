@@ -90,6 +90,10 @@ const char* to_string(Stop stop) {
     return "";
 }
 
+int32_t forced_token(const Config& config, size_t input_length) {
+    return input_length == 1 ? config.forced_bos_token_id : -1;
+}
+
 Generator::Generator(Backend& backend, const Model& model, std::vector<int32_t> prompt, const AttentionOptions& options,
                      const Sampling& sampling, int max_tokens, std::vector<int32_t> source)
     : backend_(backend),
@@ -127,7 +131,9 @@ const GenerationStep& Generator::step() {
     const Clock::time_point start = Clock::now();
     GenerationStep step;
     const float* logits = result_.last_logits.data();  // (V) text 0's, at its last token
-    step.id = sample_token(logits, result_.V, sampling_, rng_);
+    const int32_t forced = forced_token(model_.config, generation_.token_ids.size());
+    step.forced = forced >= 0;
+    step.id = step.forced ? forced : sample_token(logits, result_.V, sampling_, rng_);
     step.token = token_text(model_.tokenizer, step.id);
     step.p = probability(logits, result_.V, step.id);
     const Prediction* top = result_.predictions_at(0, result_.T - 1);

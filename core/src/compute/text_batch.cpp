@@ -5,8 +5,10 @@
 
 namespace headscope {
 
-TextBatch text_batch(const Model& model, const BatchTexts& texts) {
-    TextBatch out{Batch{{}, model.config.pad_id()}, {}, {}};
+namespace {
+
+// The texts' ids into `out`, uncut.
+void encode_texts(const Model& model, const BatchTexts& texts, TextBatch& out) {
     Batch& batch = out.batch;
     const bool pairs = std::any_of(texts.text_pairs.begin(), texts.text_pairs.end(),
                                    [](const std::string& pair) { return !pair.empty(); });
@@ -21,17 +23,29 @@ TextBatch text_batch(const Model& model, const BatchTexts& texts) {
             out.token_types.push_back(std::move(pair.types));
         }
         if (model.config.type_vocab_size > 1) batch.token_types = out.token_types;
-        return out;
+        return;
     }
     std::vector<std::vector<int32_t>> ids =
         texts.ids.empty() ? model.tokenizer.encode_texts(texts.texts, texts.special) : texts.ids;
     if (!model.config.is_encoder_decoder()) {
         batch.token_ids = std::move(ids);
-        return out;
+        return;
     }
     batch.source_ids = std::move(ids);
     for (size_t b = 0; b < batch.source_ids.size(); ++b)
         batch.token_ids.push_back(decoder_input_ids(model, b < texts.targets.size() ? texts.targets[b] : ""));
+}
+
+}  // namespace
+
+TextBatch text_batch(const Model& model, const BatchTexts& texts) {
+    TextBatch out{Batch{{}, model.config.pad_id()}, {}, {}, {}};
+    encode_texts(model, texts, out);
+    if (!texts.cut_long_texts) return out;
+    out.cuts = cut_to_context(model.config, out.batch);
+    for (const TextCut& cut : out.cuts)
+        if (!cut.source && static_cast<size_t>(cut.index) < out.token_types.size())
+            out.token_types[cut.index].resize(cut.kept);
     return out;
 }
 

@@ -234,6 +234,7 @@ void write_generation_json(std::ostream& out, const Json& metadata, const Tokeni
         const Json fields = {{"id", step.id},
                              {"token", step.token},
                              {"p", step.p},
+                             {"forced", step.forced},
                              {"top", top},
                              {"device", step.computed_on.device},
                              {"timing_ms", step.timing_ms}};

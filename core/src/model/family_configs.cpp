@@ -175,6 +175,7 @@ void read_roberta(const ConfigReader& r, Config& c) {
     c.pad_token_id = r.token_id("pad_token_id", c.vocab_size, 1);
     c.position_offset = c.pad_token_id + 1;
     c.pad_positions = true;
+    c.roberta_vocab_files = true;
     if (c.n_positions <= c.position_offset)
         r.refuse("max_position_embeddings " + std::to_string(c.n_positions) + " leaves no position after padding_idx " +
                  std::to_string(c.pad_token_id));
@@ -316,6 +317,7 @@ void read_bart(const ConfigReader& r, Config& c) {
     c.decoder_start_token_id = r.token_id("decoder_start_token_id", c.vocab_size, c.eos_token_id);
     c.position_offset = 2;
     c.embedding_norm = true;
+    c.roberta_vocab_files = true;
 }
 
 // Marian (MarianMT): the paper's sinusoidal positions, embeddings scaled by sqrt(d_model).

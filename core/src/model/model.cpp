@@ -330,7 +330,9 @@ Model load_model(const std::string& name_or_path, const Progress& progress) {
 
     // The tokenizer builds its tables while the weights are checked.
     std::future<Tokenizer> tokenizer =
-        std::async(std::launch::async, [dir = m.path] { return Tokenizer::load_directory(dir); });
+        std::async(std::launch::async, [dir = m.path, roberta = cfg.roberta_vocab_files] {
+            return Tokenizer::load_directory(dir, roberta ? VocabFilesStyle::roberta : VocabFilesStyle::gpt2);
+        });
 
     std::map<std::string, std::string> unread;
     const TensorMap tensors = map_files(m, files, unread);
@@ -379,6 +381,7 @@ Model load_model(const std::string& name_or_path, const Progress& progress) {
 
 std::vector<int32_t> decoder_input_ids(const Model& model, std::string_view target) {
     std::vector<int32_t> ids = {model.config.decoder_start_token_id};
+    if (target.empty()) return ids;  // as generation starts: the template's <s> is a target's first token
     std::vector<int32_t> tokens = model.tokenizer.encode_target(target);
     if (!tokens.empty() && tokens.back() == model.config.eos_token_id) tokens.pop_back();
     ids.insert(ids.end(), tokens.begin(), tokens.end());

@@ -192,6 +192,7 @@ Config config_from_json(const json& j, const std::string& file) {
         r.refuse("model_type '" + c.architecture + "' is not supported (supported: " + supported_architectures() + ")");
     family->read(r, c);
     c.more_eos_ids = r.more_token_ids("eos_token_id", c.vocab_size);
+    c.forced_bos_token_id = r.token_id("forced_bos_token_id", c.vocab_size, -1);
     if (c.n_head % c.kv_heads() != 0)
         r.refuse("num_attention_heads " + std::to_string(c.n_head) + " is not a multiple of num_key_value_heads " +
                  std::to_string(c.kv_heads()));

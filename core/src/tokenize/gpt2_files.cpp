@@ -1,6 +1,7 @@
-// GPT-2's own files, vocab.json and merges.txt, and its byte alphabet: the
-// 256 code points that stand for bytes in the tokens of every byte-level BPE
-// (tokenizer.json's too), and the raw bytes a token written in them stands for.
+// GPT-2's own files, vocab.json and merges.txt (RoBERTa's and BART's too,
+// with their special tokens), and its byte alphabet: the 256 code points that
+// stand for bytes in the tokens of every byte-level BPE (tokenizer.json's
+// too), and the raw bytes a token written in them stands for.
 #include "headscope/base/error.h"
 #include "headscope/io/files.h"
 #include "headscope/io/json_input.h"
@@ -75,7 +76,24 @@ std::optional<std::string> byte_level_bytes(std::string_view token) {
     return bytes;
 }
 
-Tokenizer Tokenizer::load(const std::filesystem::path& vocab_json, const std::filesystem::path& merges_txt) {
+void Tokenizer::add_roberta_special_tokens(const std::string& file) {
+    // As RobertaTokenizer and BartTokenizer make them: AddedTokens, only <mask> with lstrip.
+    const auto id_of = [&](const std::string& token) {
+        const auto it = symbol_ids_.find(token);
+        return it == symbol_ids_.end() || it->second >= vocab_size() ? -1 : it->second;
+    };
+    for (const char* token : {"<s>", "<pad>", "</s>", "<unk>", "<mask>"})
+        if (const int32_t id = id_of(token); id >= 0)
+            added_.add(token, {id, std::string_view(token) == "<mask>", false, false});
+    const int32_t cls = id_of("<s>"), sep = id_of("</s>");
+    if (cls < 0 || sep < 0)
+        throw Error(file + ": no " + (cls < 0 ? "<s>" : "</s>") +
+                    " token, which a RoBERTa or BART tokenizer puts around every text");
+    post_ = PostProcessor::roberta(cls, sep);
+}
+
+Tokenizer Tokenizer::load(const std::filesystem::path& vocab_json, const std::filesystem::path& merges_txt,
+                          VocabFilesStyle style) {
     const std::string vocab_name = vocab_json.string();
     const nlohmann::json vocab = read_json_file(vocab_json, vocab_limits);
 
@@ -149,6 +167,7 @@ Tokenizer Tokenizer::load(const std::filesystem::path& vocab_json, const std::fi
     }
     if (rank == 0) throw Error(merges_name + ": no merges (a BPE tokenizer needs at least one \"left right\" line)");
     tokenizer.pre_tokenizers_.push_back({.kind = PreTokenizer::Kind::gpt2});
+    if (style == VocabFilesStyle::roberta) tokenizer.add_roberta_special_tokens(vocab_name);
     return tokenizer;
 }
 

@@ -1,7 +1,9 @@
 // The post-processor's templates (tokenizer.h's Tokenizer::PostProcessor):
-// read from tokenizer.json, and applied to a text or a pair of texts.
+// read from tokenizer.json (or RoBERTa's, for its vocab.json and merges.txt),
+// and applied to a text or a pair of texts.
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 
 #include "headscope/io/json_fields.h"
 #include "headscope/io/json_input.h"
@@ -99,11 +101,11 @@ void Tokenizer::PostProcessor::read(const JsonFields& f, const json& value, cons
                       sep = special_id(f, value, field, "sep", id_bound);
         new_single = {{cls, 0, 0}, {-1, 0, 0}, {sep, 0, 0}};
         new_pair = {{cls, 0, 0}, {-1, 0, 0}, {sep, 0, 0}, {-1, 1, 1}, {sep, 0, 1}};
-    } else if (type == "RobertaProcessing") {  // <s> A </s>, and <s> A </s></s> B </s>; RoBERTa has no types
-        const int32_t cls = special_id(f, value, field, "cls", id_bound),
-                      sep = special_id(f, value, field, "sep", id_bound);
-        new_single = {{cls, 0, 0}, {-1, 0, 0}, {sep, 0, 0}};
-        new_pair = {{cls, 0, 0}, {-1, 0, 0}, {sep, 0, 0}, {sep, 0, 0}, {-1, 1, 0}, {sep, 0, 0}};
+    } else if (type == "RobertaProcessing") {
+        PostProcessor roberta_templates =
+            roberta(special_id(f, value, field, "cls", id_bound), special_id(f, value, field, "sep", id_bound));
+        new_single = std::move(roberta_templates.single);
+        new_pair = std::move(roberta_templates.pair);
     } else if (type != "ByteLevel") {  // ByteLevel changes offsets only, never ids
         f.fail(field, "type " + describe_json(type) +
                           " is not supported (supported: ByteLevel, TemplateProcessing, BertProcessing, "
@@ -111,6 +113,13 @@ void Tokenizer::PostProcessor::read(const JsonFields& f, const json& value, cons
     }
     if (!new_single.empty()) single = wrap(new_single, single);
     if (!new_pair.empty()) pair = std::move(new_pair);
+}
+
+Tokenizer::PostProcessor Tokenizer::PostProcessor::roberta(int32_t cls, int32_t sep) {  // RoBERTa has no types
+    PostProcessor out;
+    out.single = {{cls, 0, 0}, {-1, 0, 0}, {sep, 0, 0}};
+    out.pair = {{cls, 0, 0}, {-1, 0, 0}, {sep, 0, 0}, {sep, 0, 0}, {-1, 1, 0}, {sep, 0, 0}};
+    return out;
 }
 
 int Tokenizer::PostProcessor::apply(const std::vector<Item>& template_, const std::vector<int32_t>* ids[2],

@@ -13,14 +13,14 @@ namespace headscope {
 
 namespace fs = std::filesystem;
 
-Tokenizer Tokenizer::load_directory(const fs::path& dir) {
+Tokenizer Tokenizer::load_directory(const fs::path& dir, VocabFilesStyle style) {
     auto exists = [](const fs::path& p) { return path_kind(p) != PathKind::missing; };
     const fs::path json_file = dir / "tokenizer.json";
     if (exists(json_file)) return load_json(json_file);
     // Marian's checkpoints keep SentencePiece models and a vocab.json of their pieces, no merges.
     if (exists(dir / "source.spm")) return load_marian(dir);
     const fs::path vocab = dir / "vocab.json", merges = dir / "merges.txt";
-    if (exists(vocab) && exists(merges)) return load(vocab, merges);
+    if (exists(vocab) && exists(merges)) return load(vocab, merges, style);
     const std::string missing = exists(vocab)    ? "merges.txt"
                                 : exists(merges) ? "vocab.json"
                                                  : "vocab.json and merges.txt";

@@ -7,6 +7,7 @@
 #include "headscope/compute/attention.h"
 #include "headscope/model/model.h"
 
+#include <string>
 #include <vector>
 
 namespace headscope {
@@ -71,6 +72,20 @@ void position_bias(const Model& model, int T, std::vector<float>& bias);
 // Throws Error unless every head options.ablate knocks out is one of the
 // split's, ascending and unique.
 void check_ablation(const Config& config, const AttentionOptions& options);
+
+// A text longer than the model's positions (n_positions), cut by cut_to_context.
+struct TextCut {
+    bool source = false;  // an encoder–decoder's source; else a text (the decoder's input)
+    int index = 0;        // which, from 0
+    int tokens = 0;       // it had
+    int kept = 0;         // its first, the model's limit
+    // "text 1 has 301 tokens; cut to the first 256, the model's limit".
+    std::string message() const;
+};
+// Cuts each text of `batch` (its token types with it) and each source
+// longer than config.n_positions, which validate_forward refuses, to its
+// first n_positions tokens; returns the cuts, the texts' then the sources'.
+std::vector<TextCut> cut_to_context(const Config& config, Batch& batch);
 
 // What every forward checks first: the batch and options suit `model` (texts
 // non-empty and within n_positions, ids in the vocabulary, the head count

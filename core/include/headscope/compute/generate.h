@@ -41,6 +41,12 @@ double uniform01(std::mt19937_64& rng);
 // when top_k or top_p narrowed them, else by id).
 int32_t sample_token(const float* logits, int V, const Sampling& sampling, std::mt19937_64& rng);
 
+// The token generation must make after `input_length` tokens whatever the
+// model predicts, as transformers' ForcedBOSTokenLogitsProcessor forces it:
+// the config's forced_bos_token_id after a one-token input (an encoder–decoder's
+// start token alone); -1: none.
+int32_t forced_token(const Config& config, size_t input_length);
+
 enum class Stop { running, tokens, eos, context };  // still going; N tokens made; EOS made; n_positions reached
 const char* to_string(Stop stop);                   // "running", "tokens", "eos", "context"
 
@@ -53,6 +59,7 @@ struct GenerationStep {
     // The model's probability of the token: the softmax of the logits before
     // temperature, top-k and top-p (what `top` ranks by).
     float p = 0;
+    bool forced = false;                 // forced_token's, not chosen from the logits
     std::vector<Prediction> top;         // (min(generation_top, V)) what the model predicted here, by p descending
     int keys = 0;                        // the tokens so far, this one included
     std::vector<float> attention;        // (L, NH, keys): this token's query row in every returned layer and head

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "headscope/compute/backend.h"
+#include "headscope/compute/forward.h"
 #include "headscope/compute/prefix_cache.h"
 
 namespace headscope {
@@ -18,6 +19,8 @@ struct LiveRequest {
     // An encoder–decoder's target of each text (the decoder's input after its
     // start token, model.h's decoder_input_ids), as texts; the texts are its sources.
     std::vector<std::string> targets = {};
+    // Texts past the model's positions cut to them (forward.h's cut_to_context), not refused.
+    bool cut_long_texts = false;
 };
 
 struct LiveResult {
@@ -25,6 +28,7 @@ struct LiveResult {
     std::vector<std::vector<int32_t>> source_ids;   // an encoder–decoder's sources; else empty
     std::vector<std::vector<int32_t>> token_types;  // as token_ids, with pairs; else empty
     std::vector<int> second_starts;                 // (B) with pairs: where each pair's second text starts, -1: none
+    std::vector<TextCut> cuts;                      // the texts cut to the model's positions (cut_long_texts)
     AttentionResult attention;
     double compute_ms = 0;   // tokenizing and the forward
     double tokenize_ms = 0;  // the tokenizing part of compute_ms

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "headscope/compute/attention.h"
+#include "headscope/compute/forward.h"
 #include "headscope/model/model.h"
 
 namespace headscope {
@@ -22,6 +23,8 @@ struct BatchTexts {
     // The texts' ids given instead of the texts (already checked against the vocabulary); empty: none.
     std::vector<std::vector<int32_t>> ids = {};
     bool special = true;  // the tokenizer's special tokens around a text without a pair
+    // Texts past the model's positions cut to them (forward.h's cut_to_context), which the forward refuses.
+    bool cut_long_texts = false;
 };
 
 struct TextBatch {
@@ -30,6 +33,7 @@ struct TextBatch {
     Batch batch;
     std::vector<std::vector<int32_t>> token_types;  // the tokenizer's, as batch.token_ids, with pairs; else empty
     std::vector<int> second_starts;                 // (B) with pairs: where each pair's second text starts, -1: none
+    std::vector<TextCut> cuts;                      // with cut_long_texts: what was cut
 };
 
 // Throws Error naming the text for one the tokenizer refuses (an empty text, invalid UTF-8).

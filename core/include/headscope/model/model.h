@@ -114,7 +114,8 @@ Model load_model(const std::string& name_or_path, const Progress& progress = {})
 // An encoder–decoder's decoder input for the target text: its start token,
 // then the target as the tokenizer encodes it with its special tokens, less
 // a final end-of-sequence token (the labels shifted right, as transformers
-// trains them). "" gives the start token (and any token the template puts first).
+// trains them: BART's </s> <s> ...). "" gives the start token alone, where
+// transformers' generation starts (BART's <s> is then a generated token).
 std::vector<int32_t> decoder_input_ids(const Model& model, std::string_view target);
 
 // A model of a supported family in the local Hugging Face cache.

@@ -82,7 +82,13 @@ struct Config {
     int head_dim = 0;                   // hs; 0: C / NH
     int mlp_dim = 0;                    // F; 0: 4C
     int bos_token_id = -1;              // -1: none
-    int pad_token_id = -1;              // -1: none (texts are padded with EOS)
+    // Generation's first token after a one-token input, whatever the model
+    // predicts (BART-large-CNN's <s> after its decoder's start token); -1: none.
+    int forced_bos_token_id = -1;
+    // Its vocab.json and merges.txt (without a tokenizer.json) are read as
+    // RobertaTokenizer and BartTokenizer read them (tokenizer.h), else as GPT2Tokenizer.
+    bool roberta_vocab_files = false;
+    int pad_token_id = -1;  // -1: none (texts are padded with EOS)
     Norm norm = Norm::layer_norm;
     Positions positions = Positions::learned;
     Rope rope = {};

@@ -36,11 +36,21 @@ class Pattern;       // a compiled PCRE2 pattern (core/src/tokenize/pattern.h)
 class MatchScratch;  // what matching it needs
 struct Match;        // a byte range it matched
 
+// What the tokenizer class that reads GPT-2's vocab.json and merges.txt adds
+// to them: GPT2Tokenizer nothing; RobertaTokenizer and BartTokenizer (a
+// RoBERTa's or BART's checkpoint without a tokenizer.json) their special
+// tokens <s> <pad> </s> <unk> <mask>, found in the text (<mask> taking the
+// whitespace before it), and <s> A </s> around a text, <s> A </s></s> B </s>
+// around a pair.
+enum class VocabFilesStyle : uint8_t { gpt2, roberta };
+
 class Tokenizer {
 public:
-    // GPT-2's vocab.json and merges.txt. Throws Error naming the file when
-    // either is missing or malformed.
-    static Tokenizer load(const std::filesystem::path& vocab_json, const std::filesystem::path& merges_txt);
+    // GPT-2's vocab.json and merges.txt, read as `style`'s class reads them.
+    // Throws Error naming the file when either is missing or malformed, or
+    // lacks a token the style needs (RoBERTa's <s> and </s>).
+    static Tokenizer load(const std::filesystem::path& vocab_json, const std::filesystem::path& merges_txt,
+                          VocabFilesStyle style = VocabFilesStyle::gpt2);
     // A Hugging Face tokenizer.json with a BPE model. Throws Error naming the
     // file and the field for anything malformed or not supported (a model,
     // normalizer, pre-tokenizer or post-processor type by name).
@@ -50,9 +60,9 @@ public:
     // dir/vocab.json numbers (sentencepiece.cpp). Throws Error naming the file.
     static Tokenizer load_marian(const std::filesystem::path& dir);
     // dir/tokenizer.json when present, else Marian's dir/source.spm, else
-    // dir/vocab.json and dir/merges.txt. Throws Error naming the missing
-    // files when none is there.
-    static Tokenizer load_directory(const std::filesystem::path& dir);
+    // dir/vocab.json and dir/merges.txt read as `style` says. Throws Error
+    // naming the missing files when none is there.
+    static Tokenizer load_directory(const std::filesystem::path& dir, VocabFilesStyle style = VocabFilesStyle::gpt2);
 
     // Token ids of UTF-8 text. `add_special` adds the special tokens of the
     // tokenizer's post-processor (Llama 2's <s>), as transformers'
@@ -175,6 +185,8 @@ public:
         };
         std::vector<Item> single{{-1, 0, 0}};  // A alone
         std::vector<Item> pair;                // empty: no pair template
+        // RobertaProcessing's: <s> A </s>, and <s> A </s></s> B </s>, every type 0.
+        static PostProcessor roberta(int32_t cls, int32_t sep);
         // tokenizer.json's post_processor (post_processor.cpp): TemplateProcessing,
         // BertProcessing, RobertaProcessing, ByteLevel and a Sequence of them;
         // a later processor wraps what the earlier made. Throws Error naming the field.
@@ -192,6 +204,8 @@ private:
     struct Scratch;  // what one encode reuses: BPE arrays, PCRE2 match data, rewritten pieces (encode_scratch.h)
 
     std::vector<int32_t> encode_side(std::string_view text, bool add_special, Side side) const;
+    // VocabFilesStyle::roberta's special tokens and templates, from the vocabulary read from `file`.
+    void add_roberta_special_tokens(const std::string& file);
     // Marian: a section between added tokens through the side's SentencePiece
     // model, its pieces numbered by vocab.json; a language code (">>fr<<")
     // that starts it is one token.
