@@ -146,7 +146,7 @@ CLI::App* add_heads(CLI::App& app, CliOptions& opt) {
     add_model(heads, opt);
     heads->add_option("--text", opt.texts, "score this text instead of the validation text")->expected(1);
     heads->add_option("--format", opt.format, table_or_json + "; the table marks the strongest head of each probe *");
-    add_backend_option(heads, opt.backend, "auto: CUDA when built with it and a device exists");
+    add_backend_option(heads, opt.backend);
     return heads;
 }
 

@@ -12,8 +12,8 @@
 namespace headscope {
 
 Session::Session(LoadedModel loaded, WindowState& state_in, std::function<void()> wake)
-    : state(state_in), wake_(std::move(wake)) {
-    if (state.texts.empty()) state.texts.push_back(default_text);
+    : state_(state_in), wake_(std::move(wake)) {
+    if (state_.texts.empty()) state_.texts.push_back(default_text);
     install(std::move(loaded));
 }
 
@@ -22,11 +22,11 @@ void Session::install(LoadedModel loaded) {
     // starts with its own mask; the first is taken as following a decoder,
     // whose causal mask the options' defaults and settings assume.
     const bool was_causal = open_ ? open_->model->config.causal : true;
-    if (loaded.model->config.causal != was_causal) state.options.causal = loaded.model->config.causal;
+    if (loaded.model->config.causal != was_causal) state_.options.causal = loaded.model->config.causal;
     // Likewise its own scale (T5's none), when the model before had the other.
     const bool was_scaled = open_ ? open_->model->config.scaled_scores : true;
     if (loaded.model->config.scaled_scores != was_scaled)
-        state.options.scale = own_scale(loaded.model->config.scaled_scores);
+        state_.options.scale = own_scale(loaded.model->config.scaled_scores);
     open_ = std::make_shared<LoadedModel>(std::move(loaded));
     live_cache_ = std::make_shared<PrefixCache>();
     intact_cache_ = std::make_shared<PrefixCache>();
@@ -49,34 +49,35 @@ void Session::submit() {
     generation.reset();  // typing, or any other change, ends a generation
     generation_run_.reset();
     step_submitted_ = false;
-    state.options.sliding_window = sliding_window(model().config, state.sliding_window_on);
+    state_.options.sliding_window = sliding_window(model().config, state_.sliding_window_on);
     const bool predicts = model().config.predicts();
-    state.options.top_k = predicts ? predictions_k : 0;
-    state.options.lens_k = state.lens_shown && predicts ? lens_k : 0;
-    state.options.contributions =
-        (state.contributions_shown || state.shading.value_weighted) && contributions_refusal().empty();
-    state.options.capture_outputs = state.options.contributions;  // what a head writes reads its output
+    state_.options.top_k = predicts ? predictions_k : 0;
+    state_.options.lens_k = state_.lens_shown && predicts ? lens_k : 0;
+    state_.options.contributions =
+        (state_.contributions_shown || state_.shading.value_weighted) && contributions_refusal().empty();
+    state_.options.capture_outputs = state_.options.contributions;  // what a head writes reads its output
     live_progress_.start();
-    const std::vector<std::string> pairs = model().config.is_encoder() ? state.text_pairs : std::vector<std::string>{};
+    const std::vector<std::string> pairs = model().config.is_encoder() ? state_.text_pairs : std::vector<std::string>{};
     const std::vector<std::string> targets_asked =
-        model().config.is_encoder_decoder() ? state.targets : std::vector<std::string>{};
-    live_.submit([this, open = open_, cache = live_cache_,
-                  request = LiveRequest{state.texts, state.options, pairs, targets_asked, true}](std::stop_token stop) {
-        try {
-            return compute_live(*open->backend, *open->model, request, cache.get(),
-                                live_progress_.reporter(std::move(stop)));
-        } catch (const Cancelled&) {
-            cache->clear();  // half refilled
-            throw Error("computing cancelled: any change computes again");
-        }
-    });
-    submitted_texts_ = state.texts;
-    submitted_options_ = state.options;
+        model().config.is_encoder_decoder() ? state_.targets : std::vector<std::string>{};
+    live_.submit(
+        [this, open = open_, cache = live_cache_,
+         request = LiveRequest{state_.texts, state_.options, pairs, targets_asked, true}](std::stop_token stop) {
+            try {
+                return compute_live(*open->backend, *open->model, request, cache.get(),
+                                    live_progress_.reporter(std::move(stop)));
+            } catch (const Cancelled&) {
+                cache->clear();  // half refilled
+                throw Error("computing cancelled: any change computes again");
+            }
+        });
+    submitted_texts_ = state_.texts;
+    submitted_options_ = state_.options;
 }
 
 AttentionOptions Session::generation_options() const {
-    AttentionOptions o = state.options;
-    o.sliding_window = sliding_window(model().config, state.sliding_window_on);
+    AttentionOptions o = state_.options;
+    o.sliding_window = sliding_window(model().config, state_.sliding_window_on);
     o.top_k = predictions_k;
     o.lens_k = 0;
     o.contributions = o.capture_outputs = false;  // a step's maps, not what heads do: each step reuses the last
@@ -85,7 +86,7 @@ AttentionOptions Session::generation_options() const {
 
 ShownMaps Session::maps(AttentionKind kind) const {
     const AttentionResult& att = shown.attention;
-    const int b = state.selected;
+    const int b = state_.selected;
     static const std::vector<int32_t> none;  // before the first compute, or a refused one
     const std::vector<int32_t>& target = b < static_cast<int>(shown.token_ids.size()) ? shown.token_ids[b] : none;
     const int T = att.T, length = static_cast<int>(target.size());
@@ -104,23 +105,22 @@ AttentionOptions Session::maps_options_at(const ShownMaps& maps, int layer) cons
 
 std::string Session::extend_target() {
     const AttentionResult& att = shown.attention;
-    if (!model().config.is_encoder_decoder() || att.top_k == 0 || state.selected >= att.B)
+    if (!model().config.is_encoder_decoder() || att.top_k == 0 || state_.selected >= att.B)
         return "no prediction to append yet";
-    const int32_t forced = forced_token(model().config, length(state.selected));
-    const int32_t next =
-        forced >= 0 ? forced : att.predictions_at(state.selected, length(state.selected) - 1)[0].id;
+    const int32_t forced = forced_token(model().config, length(state_.selected));
+    const int32_t next = forced >= 0 ? forced : att.predictions_at(state_.selected, length(state_.selected) - 1)[0].id;
     if (model().config.is_eos(next)) return "the decoder ends the target here (</s>)";
     const Tokenizer& tokenizer = model().tokenizer;
     // BART's <s>: its template puts it first in every target, so no text appends it alone.
     const std::vector<int32_t> template_only = tokenizer.encode_target("");
-    if (length(state.selected) == 1 && template_only.size() > 1 && next == template_only.front())
+    if (length(state_.selected) == 1 && template_only.size() > 1 && next == template_only.front())
         return "the decoder's next token, " + tokenizer.token_bytes(next) +
                ", begins every target: type the target's first words after it";
     if (next >= tokenizer.vocab_size())  // T5's embedding has rows past its tokenizer's tokens
         return "the decoder's top token, id " + std::to_string(next) + ", is past the tokenizer's " +
                std::to_string(tokenizer.vocab_size()) + " tokens: it has no text to append";
-    state.targets.resize(state.texts.size());
-    state.targets[state.selected] += tokenizer.token_bytes(next);
+    state_.targets.resize(state_.texts.size());
+    state_.targets[state_.selected] += tokenizer.token_bytes(next);
     submit();
     return "";
 }
@@ -132,14 +132,14 @@ std::string Session::contributions_refusal() const {
         return "this encoder normalizes after every layer (post-LN): its heads' contributions do not add up";
     if (model().config.mlm_head)
         return "this encoder's masked-LM head is not linear: its heads' contributions do not add up";
-    if (state.options.split != Split::transpose)
+    if (state_.options.split != Split::transpose)
         return "the naive view mixes tokens into heads: no head contributes alone";
     return "";
 }
 
 void Session::toggle_knock_out(int layer_in, int head_in) {
     const HeadRef head{layer_in, head_in};
-    std::vector<HeadRef>& out = state.options.ablate;
+    std::vector<HeadRef>& out = state_.options.ablate;
     const auto at = std::lower_bound(out.begin(), out.end(), head);
     if (at != out.end() && *at == head)
         out.erase(at);
@@ -164,8 +164,8 @@ AttentionOptions effects_key(AttentionOptions options) {
 void Session::compute_effects() {
     effects_message.clear();
     effects_progress_.start();
-    effects_worker_.submit([this, model = open_->model, text = state.texts[state.selected],
-                            options = effects_key(state.options)](std::stop_token stop) {
+    effects_worker_.submit([this, model = open_->model, text = state_.texts[state_.selected],
+                            options = effects_key(state_.options)](std::stop_token stop) {
         std::unique_ptr<Backend> cpu = make_cpu_backend();  // the live forward keeps the open backend busy
         cpu->load_weights(*model);
         EffectsShown shown{{}, model, text, options};
@@ -176,16 +176,16 @@ void Session::compute_effects() {
 }
 
 bool Session::effects_current() const {
-    return effects_ && effects_->model == open_->model && effects_->text == state.texts[state.selected] &&
-           effects_->options == effects_key(state.options);
+    return effects_ && effects_->model == open_->model && effects_->text == state_.texts[state_.selected] &&
+           effects_->options == effects_key(state_.options);
 }
 
 int Session::predicted_query() const {
-    const int last = length(state.selected) - 1;
-    if (state.hovered_query >= 0) return std::min(state.hovered_query, last);
+    const int last = length(state_.selected) - 1;
+    if (state_.hovered_query >= 0) return std::min(state_.hovered_query, last);
     if (replaying()) return std::min(generation->replayed_row(), last);
-    if (state.query >= 0) return std::min(state.query, last);
-    const std::vector<int> masks = mask_positions(state.selected);
+    if (state_.query >= 0) return std::min(state_.query, last);
+    const std::vector<int> masks = mask_positions(state_.selected);
     return model().config.is_encoder() && !masks.empty() ? masks.front() : last;
 }
 
@@ -200,7 +200,7 @@ std::vector<int> Session::mask_positions(int b) const {
 }
 
 void Session::generate(const Sampling& sampling, int tokens) {
-    if (generating() || state.texts.size() != 1) return;
+    if (generating() || state_.texts.size() != 1) return;
     const bool same_sampling = generation_run_ && generation_run_->sampling.temperature == sampling.temperature &&
                                generation_run_->sampling.top_k == sampling.top_k &&
                                generation_run_->sampling.top_p == sampling.top_p &&
@@ -213,7 +213,7 @@ void Session::generate(const Sampling& sampling, int tokens) {
         if (generation)
             run->prompt = shown.token_ids[0];
         else
-            run->text = state.texts[0];
+            run->text = state_.texts[0];
         generation_run_ = std::move(run);
     }
     if (!generation) generation.emplace();
@@ -239,7 +239,7 @@ void Session::submit_step() {
         return result;
     });
     step_submitted_ = true;
-    submitted_texts_ = state.texts;
+    submitted_texts_ = state_.texts;
     submitted_options_ = generation_run_->options;
 }
 
@@ -252,13 +252,13 @@ void Session::take_step() {
     // This generator's steps come after those of the runs before it.
     const size_t before = made.prompt_ids.size() - static_cast<size_t>(g.prompt_tokens);
     for (size_t i = g.steps.size() - before; i < made.steps.size(); ++i) {
-        state.texts[0] += made.steps[i].token;
+        state_.texts[0] += made.steps[i].token;
         g.steps.push_back(made.steps[i]);
     }
     if (following) g.step = static_cast<int>(g.steps.size());
     g.stop = made.stop;
     g.remaining = made.stop == Stop::running ? g.remaining - 1 : 0;
-    shown_texts = state.texts;
+    shown_texts = state_.texts;
     if (g.remaining > 0) submit_step();
 }
 
@@ -333,11 +333,11 @@ bool Session::collect() {
         model_message.clear();  // a "still loading" note is answered
         // Keep the options that still mean something for the new model.
         const Config& config = opened->result.model->config;
-        if (state.options.n_head &&
-            (!accepts_head_count(config, state.options.n_head) || state.options.n_head == config.n_head))
-            state.options.n_head = 0;
-        state.layer = std::min(state.layer, config.n_layer - 1);
-        state.options.ablate.clear();  // the other model's heads
+        if (state_.options.n_head &&
+            (!accepts_head_count(config, state_.options.n_head) || state_.options.n_head == config.n_head))
+            state_.options.n_head = 0;
+        state_.layer = std::min(state_.layer, config.n_layer - 1);
+        state_.options.ablate.clear();  // the other model's heads
         install(std::move(opened->result));
         return true;
     }
@@ -356,9 +356,9 @@ bool Session::collect() {
     ++shown_generation;
     if (step_submitted_) take_step();
     submit_intact();
-    state.selected = std::min(state.selected, static_cast<int>(shown.token_ids.size()) - 1);
-    state.layer = std::min(state.layer, maps().layers() - 1);
-    state.head = std::min(state.head, shown.attention.NH - 1);
+    state_.selected = std::min(state_.selected, static_cast<int>(shown.token_ids.size()) - 1);
+    state_.layer = std::min(state_.layer, maps().layers() - 1);
+    state_.head = std::min(state_.head, shown.attention.NH - 1);
     return true;
 }
 

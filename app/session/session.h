@@ -126,15 +126,10 @@ public:
     // logit-lens tab is shown, the top lens_k of every layer.
     static constexpr int predictions_k = 10, lens_k = 5;
 
-    // What is shown and chosen, which the session computes from (and adds
-    // to: a generation's tokens to the text, a greedy step to a target, a
-    // knocked-out head to the options).
-    WindowState& state;
-
     // The maps the heads and model tabs draw: `kind`'s where the model has
     // it (an encoder–decoder's), else the shown forward's; maps() attention_kind's.
     ShownMaps maps(AttentionKind kind) const;
-    ShownMaps maps() const { return maps(state.attention_kind); }
+    ShownMaps maps() const { return maps(state_.attention_kind); }
     // The options the shown compute used for `maps` in layer `layer` (the encoder's: encoder_options).
     AttentionOptions maps_options_at(const ShownMaps& maps, int layer) const;
     // Appends the most likely next token at the end of the selected text's
@@ -162,13 +157,14 @@ public:
     // The state's `shading` as the shown compute can draw it (value-weighted once its norms are computed).
     MapShading shown_shading() const {
         const int second = shown_second_start();
-        const MapShading& shading = state.shading;
+        const MapShading& shading = state_.shading;
         return {shading.value_weighted && !shown.attention.value_weighted.empty(), shading.hide_first_key,
                 second >= 0 ? shading.sentences : Sentences::all, std::max(second, 0)};
     }
     // Where the selected text's pair's second text starts in the shown tokens; -1: no pair.
     int shown_second_start() const {
-        return state.selected < static_cast<int>(shown.second_starts.size()) ? shown.second_starts[state.selected] : -1;
+        return state_.selected < static_cast<int>(shown.second_starts.size()) ? shown.second_starts[state_.selected]
+                                                                              : -1;
     }
     // Knocks head (layer, head) of the shown split out of the forward, or
     // back in, and recomputes; a head count changed or another model brings every head back.
@@ -201,7 +197,7 @@ public:
     // The cut of the selected text's tokens (its source's when `source`) to the model's positions; null: none.
     const TextCut* cut_shown(bool source) const {
         for (const TextCut& cut : shown.cuts)
-            if (cut.index == state.selected && cut.source == source) return &cut;
+            if (cut.index == state_.selected && cut.source == source) return &cut;
         return nullptr;
     }
     // The query row the predictions panel shows: hovered, else a
@@ -212,6 +208,13 @@ public:
     std::vector<int> mask_positions(int b) const;
 
 private:
+    // What is shown and chosen, which the session computes from and adds to:
+    // the options a compute needs (the sliding window, the predictions, the
+    // lens, the contributions), a generation's tokens to the text, a greedy
+    // step to a target, a knocked-out head to the options, and a selection
+    // kept within what another compute or model shows. The views reach it
+    // through MainView, which owns it, never through the session.
+    WindowState& state_;
     // Makes `loaded` the open model, recomputes and scores its heads.
     void install(LoadedModel loaded);
 

@@ -5,6 +5,7 @@
 #include <iterator>
 
 #include "views/predictions_view.h"
+#include "widgets/texts.h"
 
 namespace headscope {
 
@@ -54,10 +55,10 @@ void MainView::draw() {
     ImGui::Begin("Headscope", nullptr,
                  ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoSavedSettings |
                      ImGuiWindowFlags_NoBringToFrontOnFocus);
-    controls_.draw(session_, ui_);
+    controls_.draw(state_, session_, ui_);
     ImGui::Separator();
     views();
-    status_bar_.draw(session_, ui_, figure_view());
+    status_bar_.draw(state_, session_, ui_, figure_view());
     ImGui::End();
 }
 
@@ -97,9 +98,8 @@ void MainView::tokens_beside(ImVec2 maps_corner) {
 
 // The token view, following the maps, in a child of `size` at the cursor.
 void MainView::tokens_child(const char* id, ImVec2 size) {
-    ImGui::BeginChild(id, size);
-    ui_.layout.rect({{"view", "tokens-beside"}}, ImGui::GetWindowPos(), ImGui::GetWindowSize());
-    tokens_view_.draw(session_, ui_, true);
+    begin_child(ui_, {{"view", "tokens-beside"}}, id, size);
+    tokens_view_.draw(state_, session_, ui_, true);
     ImGui::EndChild();
 }
 
@@ -107,7 +107,7 @@ void MainView::views() {
     const Session& s = session_;
     if (s.shown.attention.weights.empty()) {
         ImGui::TextUnformatted(s.message.empty() ? "computing..." : s.message.c_str());
-        if (!s.message.empty() && state_.texts.size() > 1) mask_view_.batch_list(session_, ui_);
+        if (!s.message.empty() && state_.texts.size() > 1) mask_view_.batch_list(state_, session_, ui_);
         return;
     }
     if (!s.message.empty()) ImGui::TextColored(error_colour, "%s (showing the last good maps)", s.message.c_str());
@@ -120,43 +120,43 @@ void MainView::views() {
         if (tab_to_select_ == view) tab_to_select_.reset();  // shown: the user's clicks choose again
         shown_view_ = view;
         // What the views share: everything below the tabs, the status bar included (for --layout).
-        ui_.layout.rect({{"view", "below-tabs"}}, ImGui::GetCursorScreenPos(), ImGui::GetContentRegionAvail());
+        region_left(ui_, {{"view", "below-tabs"}});
         const Placement place = placement(view);
         const float status_bar = -ImGui::GetFrameHeightWithSpacing();
         ImGui::BeginChild("view", place.view);
         switch (view) {
             case View::heads:
-                heads_view_.draw(session_, ui_);
+                heads_view_.draw(state_, session_, ui_);
                 tokens_beside(heads_view_.maps_corner());
                 break;
-            case View::tokens: tokens_view_.draw(session_, ui_); break;
+            case View::tokens: tokens_view_.draw(state_, session_, ui_); break;
             case View::model:
-                if (model_view_.draw(session_, ui_)) {
+                if (model_view_.draw(state_, session_, ui_)) {
                     heads_view_.open_large();
                     tab_to_select_ = View::heads;
                 } else
                     tokens_beside(model_view_.maps_corner());
                 break;
             case View::lens:
-                lens_view_.draw(session_, ui_);
+                lens_view_.draw(state_, session_, ui_);
                 lens_shown = true;
                 break;
             case View::effects:
-                effects_view_.draw(session_, ui_);
+                effects_view_.draw(state_, session_, ui_);
                 contributions_shown = true;
                 break;
-            case View::mask: mask_view_.draw(session_, ui_); break;
-            case View::dance: dance_view_.draw(session_, ui_); break;
-            case View::checks: checks_view_.draw(session_, ui_); break;
+            case View::mask: mask_view_.draw(state_, session_, ui_); break;
+            case View::dance: dance_view_.draw(state_, session_, ui_); break;
+            case View::checks: checks_view_.draw(state_, session_, ui_); break;
         }
         ImGui::EndChild();
         if (place.predictions) {
             if (!place.predictions_below) ImGui::SameLine();
             // Below the maps the panel takes its own width; the token view, the rest of the row.
             const bool tokens_after = place.predictions_below && view != View::tokens;
-            ImGui::BeginChild("predictions", ImVec2(tokens_after ? panel_width() : 0, status_bar));
-            ui_.layout.rect({{"view", "predictions-panel"}}, ImGui::GetWindowPos(), ImGui::GetWindowSize());
-            predictions_panel(session_, ui_);
+            begin_child(ui_, {{"view", "predictions-panel"}}, "predictions",
+                        ImVec2(tokens_after ? panel_width() : 0, status_bar));
+            predictions_panel(state_, session_, ui_);
             ImGui::EndChild();
             if (tokens_after) {
                 ImGui::SameLine();

@@ -42,7 +42,7 @@ public:
     void set_scale(float scale) { ui_.scale = scale; }
     StatusBar& status_bar() { return status_bar_; }
     // The shown view as Save SVG writes it (svg_figure.h).
-    void export_svg(const std::filesystem::path& path) { write_svg_figure(path, session_, ui_, figure_view()); }
+    void export_svg(const std::filesystem::path& path) { write_svg_figure(path, state_, session_, ui_, figure_view()); }
 
 private:
     // Where a view goes in the area below the tabs: its child window's size

@@ -24,7 +24,7 @@ void add_forward_options(CLI::App* app, const ForwardOptionTargets& to) {
                     "1/sqrt(head size), 1/sqrt(C), 1 (default: the model's own, none for T5)");
     add_word_option(app, "--split", to.attention.split, join_words(split_choices, "|"), parse_split,
                     "how Q, K and V are split into heads");
-    add_backend_option(app, to.backend, "auto: CUDA when built with it and a device exists");
+    add_backend_option(app, to.backend);
 }
 
 void add_ablation_options(CLI::App* app, std::string& ablate, Ablation& mode) {

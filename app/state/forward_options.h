@@ -27,7 +27,10 @@ void add_forward_options(CLI::App* app, const ForwardOptionTargets& to);
 // Adds --ablate (LAYER.HEAD,..., as the program parses it) and --ablate-mode.
 void add_ablation_options(CLI::App* app, std::string& ablate, Ablation& mode);
 
+// What --backend says where it picks the backend that computes.
+inline constexpr const char* backend_help = "auto: CUDA when built with it and a device exists";
+
 // Adds --backend, which `help` explains.
-void add_backend_option(CLI::App* app, BackendChoice& backend, const std::string& help);
+void add_backend_option(CLI::App* app, BackendChoice& backend, const std::string& help = backend_help);
 
 }  // namespace headscope

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "headscope/inspect/strided.h"
+#include "widgets/texts.h"
 
 namespace headscope {
 
@@ -18,8 +19,7 @@ std::string token_with_id(const Model& model, int32_t id) {
 void figure(Ui& ui, const char* name, const char* label, double value) {
     ImGui::TextUnformatted(label);
     ImGui::SameLine(ImGui::CalcTextSize("max |diff| of the attention weights").x + 3 * ImGui::GetFontSize());
-    ImGui::Text("%.3g", value);
-    ui.layout.item({{"view", "checks"}, {"figure", name}, {"value", value}});
+    text(ui, {{"view", "checks"}, {"figure", name}, {"value", value}}, "%.3g", value);
 }
 
 void heading(const char* title) {
@@ -30,8 +30,8 @@ void heading(const char* title) {
 
 }  // namespace
 
-void ChecksView::draw(Session& session, Ui& ui) {
-    const int b = session.state.selected;
+void ChecksView::draw(const WindowState& state, const Session& session, Ui& ui) {
+    const int b = state.selected;
     const FigureWorker<Key, Figures>::Outcome* figures = figures_.get({session.shown_generation, b}, [&] {
         progress_.start();
         return [this, model = session.shared_model(),
@@ -147,8 +147,7 @@ void ChecksView::shapes_section(const Session& session, Ui& ui) {
     sizes += width == config.n_embd
                  ? "hs = C / NH = " + std::to_string(att.hs)
                  : "hs = " + std::to_string(att.hs) + " (NH x hs = " + std::to_string(width) + ", not C)";
-    ImGui::TextWrapped("%s", sizes.c_str());
-    ui.layout.item({{"view", "checks-config"}, {"name", "sizes"}, {"text", sizes}});
+    text_wrapped(ui, {{"view", "checks-config"}, {"name", "sizes"}, {"text", sizes}}, "%s", sizes.c_str());
     if (!ImGui::BeginTable("shapes", 4,
                            ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit))
         return;
@@ -163,8 +162,8 @@ void ChecksView::shapes_section(const Session& session, Ui& ui) {
         ImGui::TableNextColumn();
         ImGui::TextUnformatted(shape_string(row.shape).c_str());
         ImGui::TableNextColumn();
-        ImGui::TextDisabled("%s", row.what.c_str());
-        ui.layout.item({{"view", "checks-shape"}, {"name", row.name}, {"dims", row.dims}, {"shape", row.shape}});
+        text_disabled(ui, {{"view", "checks-shape"}, {"name", row.name}, {"dims", row.dims}, {"shape", row.shape}},
+                      "%s", row.what.c_str());
     }
     ImGui::EndTable();
 }
@@ -178,8 +177,7 @@ void ChecksView::parameters_section(const Session& session, Ui& ui) {
             ImGui::TableNextColumn();
             ImGui::TextDisabled("%s", row.name.c_str());
             ImGui::TableNextColumn();
-            ImGui::TextUnformatted(row.value.c_str());
-            ui.layout.item({{"view", "checks-config"}, {"name", row.name}, {"text", row.value}});
+            text(ui, {{"view", "checks-config"}, {"name", row.name}, {"text", row.value}}, "%s", row.value.c_str());
         }
         ImGui::EndTable();
     }
@@ -187,9 +185,8 @@ void ChecksView::parameters_section(const Session& session, Ui& ui) {
     const std::vector<ParameterRow> rows = parameter_table(model);
     const int64_t total = model.params;  // what the rows add up to
     heading("Parameters of the model");
-    ImGui::Text("%zu tensors, %lld parameters in all, whatever the head split", rows.size(),
-                static_cast<long long>(total));
-    ui.layout.item({{"view", "checks"}, {"figure", "parameters"}, {"value", total}});
+    text(ui, {{"view", "checks"}, {"figure", "parameters"}, {"value", total}},
+         "%zu tensors, %lld parameters in all, whatever the head split", rows.size(), static_cast<long long>(total));
     const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_ScrollY;
     if (!ImGui::BeginTable("parameters", 3, flags)) return;
     ImGui::TableSetupScrollFreeze(0, 1);
@@ -204,8 +201,8 @@ void ChecksView::parameters_section(const Session& session, Ui& ui) {
         ImGui::TableNextColumn();
         ImGui::TextUnformatted(shape_string(row.shape).c_str());
         ImGui::TableNextColumn();
-        ImGui::Text("%lld", static_cast<long long>(row.count));
-        ui.layout.item({{"view", "checks"}, {"figure", "tensor"}, {"name", row.name}, {"value", row.count}});
+        text(ui, {{"view", "checks"}, {"figure", "tensor"}, {"name", row.name}, {"value", row.count}}, "%lld",
+             static_cast<long long>(row.count));
     }
     ImGui::EndTable();
 }

@@ -22,7 +22,7 @@ namespace headscope {
 class ChecksView {
 public:
     explicit ChecksView(const std::function<void()>& wake) : figures_(wake) {}
-    void draw(Session& session, Ui& ui);
+    void draw(const WindowState& state, const Session& session, Ui& ui);
     // Whether figures are being computed (screenshot mode waits for them).
     bool computing() const { return figures_.computing(); }
 

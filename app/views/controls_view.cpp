@@ -10,20 +10,20 @@
 #include "headscope/compute/forward.h"
 #include "headscope/compute/prefix_cache.h"
 #include "widgets/controls.h"
+#include "widgets/texts.h"
 
 namespace headscope {
 
 namespace {
 
 // Says plainly when the maps are not the model's own computation.
-void differences_note(const Session& s, Ui& ui) {
+void differences_note(const WindowState& state, const Session& s, Ui& ui) {
     const Config& config = s.model().config;
     const HeadSplit own = head_split(config, 0);
     std::string note;
     // A count the model refuses is named in red by the session instead.
-    if (s.state.options.n_head && s.state.options.n_head != own.NH &&
-        accepts_head_count(config, s.state.options.n_head)) {
-        const HeadSplit now = head_split(config, s.state.options.n_head);
+    if (state.options.n_head && state.options.n_head != own.NH && accepts_head_count(config, state.options.n_head)) {
+        const HeadSplit now = head_split(config, state.options.n_head);
         note += "re-split into " + std::to_string(now.NH) + " heads of " + std::to_string(now.hs) +
                 " (the model was trained with " + std::to_string(own.NH) + " of " + std::to_string(own.hs);
         if (own.group() > 1) note += ", " + std::to_string(own.group()) + " per key/value head: groups kept";
@@ -33,34 +33,32 @@ void differences_note(const Session& s, Ui& ui) {
                     std::to_string(rope_dims(config.rope, now.hs)) + " dims), not " + std::to_string(own.hs);
         note += "; ";
     }
-    if (s.state.options.scale != own_scale(config.scaled_scores)) {
-        if (s.state.options.scale == Scale::model) note += "scaled by 1/sqrt(C), the classic mistake; ";
-        if (s.state.options.scale == Scale::none) note += "not scaled at all; ";
-        if (s.state.options.scale == Scale::head)
-            note += "scaled by 1/sqrt(d_head), which T5 folded into its weights; ";
+    if (state.options.scale != own_scale(config.scaled_scores)) {
+        if (state.options.scale == Scale::model) note += "scaled by 1/sqrt(C), the classic mistake; ";
+        if (state.options.scale == Scale::none) note += "not scaled at all; ";
+        if (state.options.scale == Scale::head) note += "scaled by 1/sqrt(d_head), which T5 folded into its weights; ";
     }
-    if (s.state.options.split == Split::naive_view) note += "naive view: heads mix different tokens' channels; ";
-    if (!s.state.options.causal && config.causal)
-        note += "causal mask off: tokens see the future, unlike in training; ";
-    if (s.state.options.causal && !config.causal)
+    if (state.options.split == Split::naive_view) note += "naive view: heads mix different tokens' channels; ";
+    if (!state.options.causal && config.causal) note += "causal mask off: tokens see the future, unlike in training; ";
+    if (state.options.causal && !config.causal)
         note += "causal mask on: this encoder was trained with every token seeing every other; ";
-    if (config.sliding_window && !s.state.sliding_window_on)
+    if (config.sliding_window && !state.sliding_window_on)
         note += "sliding window off: queries see keys more than " + std::to_string(config.sliding_window) +
                 " tokens back, unlike the model; ";
     if (note.empty()) return;
     note.resize(note.size() - 2);
-    ImGui::TextColored(warning_colour, "Not the model's own attention: %s.", note.c_str());
-    ui.layout.item({{"view", "differences-note"}, {"text", note}});
+    text_coloured(ui, {{"view", "differences-note"}, {"text", note}}, warning_colour,
+                  "Not the model's own attention: %s.", note.c_str());
 }
 
 // An encoder's second text (B) of the selected text's sentence pair, where a
 // decoder has its generation controls: an encoder fills masks, it does not generate.
-bool pair_box(Session& s, Ui& ui) {
-    s.state.text_pairs.resize(s.state.texts.size());
+bool pair_box(WindowState& state, Session& s, Ui& ui) {
+    state.text_pairs.resize(state.texts.size());
     ImGui::BeginGroup();
     ImGui::TextDisabled("second text of a pair (B), as [CLS] A [SEP] B [SEP]:");
     ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x);
-    const bool changed = text_input(ui, "##pair", "none: one text", &s.state.text_pairs[s.state.selected], "text pair");
+    const bool changed = text_input(ui, "##pair", "none: one text", &state.text_pairs[state.selected], "text pair");
     ImGui::TextDisabled("%s", s.model().config.predicts() ? "an encoder fills [MASK] tokens; it does not generate"
                                                           : "a bare encoder (no masked-LM head): maps only");
     ImGui::EndGroup();
@@ -69,13 +67,13 @@ bool pair_box(Session& s, Ui& ui) {
 
 // An encoder–decoder's target for the selected text (what the decoder has
 // produced so far; the text box holds the source), and its greedy step.
-bool target_box(Session& s, Ui& ui) {
-    s.state.targets.resize(s.state.texts.size());
+bool target_box(WindowState& state, Session& s, Ui& ui) {
+    state.targets.resize(state.texts.size());
     ImGui::BeginGroup();
     ImGui::TextDisabled("target: the decoder's input after its start token (the text is the source)");
     ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x - 110 * ui.scale);
     const bool changed =
-        text_input(ui, "##target", "none: the start token alone", &s.state.targets[s.state.selected], "target");
+        text_input(ui, "##target", "none: the start token alone", &state.targets[state.selected], "target");
     ImGui::SameLine();
     if (button(ui, "next token", "next token"))
         if (std::string why = s.extend_target(); !why.empty()) s.message = why;
@@ -83,11 +81,11 @@ bool target_box(Session& s, Ui& ui) {
         ImGui::SetTooltip(
             "append the decoder's most likely next token to the target: its cross-attention row is the "
             "last row of the cross maps");
-    if (enum_combo(ui, "attention", s.state.attention_kind, attention_kind_choices.labels, 220 * ui.scale,
+    if (enum_combo(ui, "attention", state.attention_kind, attention_kind_choices.labels, 220 * ui.scale,
                    "attention kind") &&
         !s.shown.attention.weights.empty())
-        s.state.layer =
-            std::min(s.state.layer, s.maps().layers() - 1);  // an encoder may have fewer layers than its decoder
+        state.layer =
+            std::min(state.layer, s.maps().layers() - 1);  // an encoder may have fewer layers than its decoder
     ImGui::EndGroup();
     return changed;
 }
@@ -103,100 +101,100 @@ ControlsView::ControlsView() {
     }
 }
 
-void ControlsView::draw(Session& s, Ui& ui) {
+void ControlsView::draw(WindowState& state, Session& s, Ui& ui) {
     const Model& model = s.model();
     bool changed = false;
     model_bar(s, ui);
     ImGui::AlignTextToFramePadding();
     ImGui::TextUnformatted(
-        s.state.texts.size() > 1 ? ("Text " + std::to_string(s.state.selected + 1) + " of the batch").c_str() : "Text");
+        state.texts.size() > 1 ? ("Text " + std::to_string(state.selected + 1) + " of the batch").c_str() : "Text");
     ImGui::SameLine();
-    examples_menu(s, ui);
+    examples_menu(state, s, ui);
     const float generation_w = std::floor(560 * ui.scale);
-    changed |= text_box(s, ui, std::max(100 * ui.scale, ImGui::GetContentRegionAvail().x - generation_w));
+    changed |= text_box(state, s, ui, std::max(100 * ui.scale, ImGui::GetContentRegionAvail().x - generation_w));
     ImGui::SameLine();
     if (model.config.is_encoder())
-        changed |= pair_box(s, ui);
+        changed |= pair_box(state, s, ui);
     else if (model.config.is_encoder_decoder())
-        changed |= target_box(s, ui);
+        changed |= target_box(state, s, ui);
     else
-        generation_controls(s, ui);
-    changed |= checkbox(ui, "causal mask", &s.state.options.causal, "causal mask");
+        generation_controls(state, s, ui);
+    changed |= checkbox(ui, "causal mask", &state.options.causal, "causal mask");
     ImGui::SameLine();
-    changed |= checkbox(ui, "padding mask", &s.state.options.padding_mask);
+    changed |= checkbox(ui, "padding mask", &state.options.padding_mask);
     ImGui::SameLine();
     if (model.config.sliding_window) {  // only a model that has one
         const std::string label = "sliding window (" + std::to_string(model.config.sliding_window) + ")";
-        changed |= checkbox(ui, label.c_str(), &s.state.sliding_window_on, "sliding window");
+        changed |= checkbox(ui, label.c_str(), &state.sliding_window_on, "sliding window");
         ImGui::SameLine();
     }
     // The layers of the maps shown: an encoder–decoder's encoder may have another count.
     const int layers = s.shown.attention.weights.empty() ? model.config.n_layer : s.maps().layers();
     ImGui::SetNextItemWidth(120 * ui.scale);
-    slider_int(ui, "layer", &s.state.layer, 0, layers - 1);
+    slider_int(ui, "layer", &state.layer, 0, layers - 1);
     ImGui::SameLine();
     enum_combo(ui, "colormap", ui.colormap, colormap_choices.labels, 120 * ui.scale);
     ImGui::SameLine();
     legend(ui);
 
     // Head count: every count head_split accepts; the same weights, re-split.
-    const int heads_now = s.state.options.n_head ? s.state.options.n_head : model.config.n_head;
+    const int heads_now = state.options.n_head ? state.options.n_head : model.config.n_head;
     ImGui::SetNextItemWidth(90 * ui.scale);
     if (ImGui::BeginCombo("heads", std::to_string(heads_now).c_str())) {
         for (int n : head_counts(model.config)) {
             if (ImGui::Selectable(std::to_string(n).c_str(), n == heads_now)) {
-                s.state.options.n_head = n == model.config.n_head ? 0 : n;
-                s.state.options.ablate.clear();  // the knocked-out heads were of the other split
+                state.options.n_head = n == model.config.n_head ? 0 : n;
+                state.options.ablate.clear();  // the knocked-out heads were of the other split
                 changed = true;
             }
         }
         ImGui::EndCombo();
     }
     ImGui::SameLine();
-    changed |= enum_combo(ui, "scale", s.state.options.scale, scale_choices.labels, 130 * ui.scale);
+    changed |= enum_combo(ui, "scale", state.options.scale, scale_choices.labels, 130 * ui.scale);
     ImGui::SameLine();
-    changed |= enum_combo(ui, "split", s.state.options.split, split_choices.labels, 150 * ui.scale);
+    changed |= enum_combo(ui, "split", state.options.split, split_choices.labels, 150 * ui.scale);
     ImGui::SameLine();
-    head_controls(s, ui, changed);
-    differences_note(s, ui);
+    head_controls(state, s, ui, changed);
+    differences_note(state, s, ui);
 
     // Page Up / Page Down step through the layers when no text field has the keyboard.
     if (!ImGui::GetIO().WantTextInput) {
         if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_PageDown)))
-            s.state.layer = std::min(s.state.layer + 1, layers - 1);
-        if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_PageUp))) s.state.layer = std::max(s.state.layer - 1, 0);
+            state.layer = std::min(state.layer + 1, layers - 1);
+        if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_PageUp))) state.layer = std::max(state.layer - 1, 0);
     }
     if (changed) s.submit();
 }
 
 // How knocked-out heads are replaced, and how the maps are shaded.
-void ControlsView::head_controls(Session& s, Ui& ui, bool& changed) {
+void ControlsView::head_controls(WindowState& state, Session& s, Ui& ui, bool& changed) {
     // Mean ablation needs the whole text: it only changes the maps while a head is out.
-    changed |= enum_combo(ui, "knock out to", s.state.options.ablation, ablation_choices.labels, 110 * ui.scale,
+    changed |= enum_combo(ui, "knock out to", state.options.ablation, ablation_choices.labels, 110 * ui.scale,
                           "knock out to") &&
-               !s.state.options.ablate.empty();
+               !state.options.ablate.empty();
     if (ui.tooltips && ImGui::IsItemHovered())
         ImGui::SetTooltip(
             "a head's checkbox knocks it out: its output is replaced by zero or by its mean over the text");
     ImGui::SameLine();
-    checkbox(ui, "hide first key", &s.state.shading.hide_first_key, "hide first key");
+    checkbox(ui, "hide first key", &state.shading.hide_first_key, "hide first key");
     if (ui.tooltips && ImGui::IsItemHovered())
         ImGui::SetTooltip("rows renormalised without key 0, where many heads park their weight (the sink)");
     ImGui::SameLine();
-    const bool value_weighted = s.state.shading.value_weighted;
-    checkbox(ui, "weight x |value|", &s.state.shading.value_weighted, "weight x value");
+    const bool value_weighted = state.shading.value_weighted;
+    checkbox(ui, "weight x |value|", &state.shading.value_weighted, "weight x value");
     if (ui.tooltips && ImGui::IsItemHovered())
         ImGui::SetTooltip(
             "|alpha v W_O|: how much each key sends, not only how much it is looked at (rows scaled to 1)");
-    if (s.state.shading.value_weighted && !value_weighted && s.shown.attention.value_weighted.empty()) changed = true;
+    if (state.shading.value_weighted && !value_weighted && s.shown.attention.value_weighted.empty()) changed = true;
     const std::string refusal = s.contributions_refusal();
-    if (s.state.shading.value_weighted && !refusal.empty()) {
+    if (state.shading.value_weighted && !refusal.empty()) {
         ImGui::SameLine();
         ImGui::TextColored(warning_colour, "(%s)", refusal.c_str());
     }
     if (s.shown_second_start() < 0) return;  // the sentence filter needs a pair
     ImGui::SameLine();
-    enum_combo(ui, "sentences", s.state.shading.sentences, sentences_choices.labels, 90 * ui.scale, "sentences");
+    enum_combo(ui, "sentences", state.shading.sentences, sentences_choices.labels, 90 * ui.scale, "sentences");
     if (ui.tooltips && ImGui::IsItemHovered())
         ImGui::SetTooltip(
             "only the queries of one text of the pair and the keys of one (A -> B: A's queries, B's keys)");
@@ -204,23 +202,20 @@ void ControlsView::head_controls(Session& s, Ui& ui, bool& changed) {
 
 // The example texts: choosing one replaces the batch. While the texts
 // are still an example's, what to look for in it.
-void ControlsView::examples_menu(Session& s, Ui& ui) {
+void ControlsView::examples_menu(WindowState& state, Session& s, Ui& ui) {
     ImGui::SetNextItemWidth(300 * ui.scale);
-    if (ImGui::BeginCombo("##examples", "examples...")) {
-        for (const Example& example : examples_) {
-            if (ImGui::Selectable(example.title.c_str())) {
-                s.state.texts = example.texts;
-                s.state.selected = 0;
+    combo(ui, "##examples", "examples...", "examples", [&] {
+        for (const Example& example : examples_)
+            if (selectable(ui, example.title.c_str(),
+                           {{"view", "control"}, {"name", "example"}, {"text", example.title}})) {
+                state.texts = example.texts;
+                state.selected = 0;
                 s.submit();
             }
-            ui.layout.item({{"view", "control"}, {"name", "example"}, {"text", example.title}});
-        }
         if (!examples_error_.empty()) ImGui::TextDisabled("no examples: %s", examples_error_.c_str());
-        ImGui::EndCombo();
-    }
-    ui.layout.control("examples");
+    });
     for (const Example& example : examples_) {
-        if (example.texts != s.state.texts) continue;
+        if (example.texts != state.texts) continue;
         ImGui::SameLine();
         ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
         ImGui::TextWrapped("%s", example.look_for.c_str());
@@ -234,10 +229,10 @@ void ControlsView::examples_menu(Session& s, Ui& ui) {
 // tokens in their own colour (they are in the text box too). Recorded for
 // --layout: the buttons as controls, and {"view": "generation", "steps",
 // "step", "stop", "ids", "text"}.
-void ControlsView::generation_controls(Session& s, Ui& ui) {
+void ControlsView::generation_controls(WindowState& state, Session& s, Ui& ui) {
     ImGui::BeginGroup();
     const std::string refusal = prefix_reuse_refusal(s.generation_options());
-    const bool can = s.state.texts.size() == 1 && refusal.empty() && !s.generating();
+    const bool can = state.texts.size() == 1 && refusal.empty() && !s.generating();
     ImGui::BeginDisabled(!can);
     if (button(ui, "next token", "next token")) s.generate(Sampling{}, 1);
     ImGui::SameLine();
@@ -268,7 +263,7 @@ void ControlsView::generation_controls(Session& s, Ui& ui) {
     ImGui::InputScalar("seed", ImGuiDataType_U64, &sampling_.seed);
 
     if (!s.generation) {
-        if (s.state.texts.size() != 1)
+        if (state.texts.size() != 1)
             ImGui::TextDisabled("generation runs on a batch of one text");
         else if (!refusal.empty()) {
             // Wrapped at the window's edge: the reason is a sentence.
@@ -288,7 +283,7 @@ void ControlsView::generation_controls(Session& s, Ui& ui) {
                         {"step", g.step},
                         {"stop", to_string(g.stop)},
                         {"ids", ids},
-                        {"text", s.state.texts[0]}});
+                        {"text", state.texts[0]}});
         ImGui::SameLine();
         if (g.stop != Stop::running)
             ImGui::TextDisabled("stopped: %s", to_string(g.stop));
@@ -322,9 +317,9 @@ void ControlsView::model_bar(Session& s, Ui& ui) {
     // The name and sizes share what the row's widgets leave at 1280 px: a long path keeps its end.
     const float row = ImGui::GetContentRegionAvail().x, font = ImGui::GetFontSize();
     ImGui::AlignTextToFramePadding();
-    ImGui::Text("Model %s", ellipsized(s.model_name(), font, 0.18f * row, true).c_str());
+    text(ui, {{"view", "control"}, {"name", "model"}, {"text", s.model_name()}}, "Model %s",
+         ellipsized(s.model_name(), font, 0.18f * row, true).c_str());
     if (ui.tooltips && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", s.model_name().c_str());
-    ui.layout.item({{"view", "control"}, {"name", "model"}, {"text", s.model_name()}});
     ImGui::SameLine();
     std::string sizes = (config.is_encoder_decoder() ? std::to_string(config.encoder_layers) + " encoder + " +
                                                            std::to_string(config.n_layer) + " decoder layers, "
@@ -369,9 +364,10 @@ void ControlsView::model_bar(Session& s, Ui& ui) {
         ImGui::Text("loading %s...", s.loading().c_str());
     } else if (!s.model_message.empty()) {
         ImGui::PushStyleColor(ImGuiCol_Text, error_colour);
-        ImGui::TextWrapped("%s", s.model_message.c_str());
+        text_wrapped(ui, {{"view", "control"}, {"name", "model message"}, {"text", s.model_message}}, "%s",
+                     s.model_message.c_str());
         ImGui::PopStyleColor();
-        ui.layout.item({{"view", "control"}, {"name", "model message"}, {"text", s.model_message}});
+
     } else if (const char* hint = "(or drop a model folder here)";
                ImGui::CalcTextSize(hint).x <= ImGui::GetContentRegionAvail().x) {
         ImGui::TextDisabled("%s", hint);

@@ -18,14 +18,14 @@ public:
     // menu empty, saying why (and a warning on stderr).
     ControlsView();
     // Changes the state as the user asks; has the session recompute when the texts or options change.
-    void draw(Session& session, Ui& ui);
+    void draw(WindowState& state, Session& session, Ui& ui);
 
 private:
     void model_bar(Session& session, Ui& ui);
-    bool text_box(Session& session, Ui& ui, float width);
-    void examples_menu(Session& session, Ui& ui);
-    void generation_controls(Session& session, Ui& ui);
-    void head_controls(Session& session, Ui& ui, bool& changed);
+    bool text_box(WindowState& state, const Session& session, Ui& ui, float width);
+    void examples_menu(WindowState& state, Session& session, Ui& ui);
+    void generation_controls(WindowState& state, Session& session, Ui& ui);
+    void head_controls(WindowState& state, Session& session, Ui& ui, bool& changed);
     void legend(Ui& ui);
 
     std::vector<CachedModel> cached_models_;  // the picker's list, read when it opens

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "widgets/texts.h"
+
 namespace headscope {
 
 namespace {
@@ -124,23 +126,23 @@ void DanceView::update(const Session& session) {
     hovered_ = {};  // a float of the old buffers
 }
 
-void DanceView::draw(Session& session, Ui& ui) {
+void DanceView::draw(const WindowState& state, const Session& session, Ui& ui) {
     update(session);
     // The naive split's error for the shown compute and layer: two forwards as
     // far as the layer (of the decoder's self-attention, the forward's own).
     const MaxDiff::Outcome* max_diff = nullptr;
     if (kind_ == AttentionKind::decoder)
-        max_diff = max_diff_.get({session.shown_generation, session.state.layer}, [&] {
+        max_diff = max_diff_.get({session.shown_generation, state.layer}, [&] {
             Batch batch{session.shown.token_ids, session.model().config.pad_id()};
             batch.source_ids = session.shown.source_ids;
             return [model = session.shared_model(), batch = std::move(batch), options = session.shown_options,
-                    layer = session.state.layer](std::stop_token) {
+                    layer = state.layer](std::stop_token) {
                 return naive_view_max_diff(*own_cpu_backend(*model), batch, options, layer);
             };
         });
     step_ = std::clamp(step_, 1, static_cast<int>(dance_->steps.size()));
     stepper();
-    describe(session, ui, max_diff);
+    describe(state, session, ui, max_diff);
     buffer_grid(session, ui);
 }
 
@@ -167,7 +169,7 @@ void DanceView::stepper() {
     }
 }
 
-void DanceView::describe(const Session& session, Ui& ui, const MaxDiff::Outcome* max_diff) {
+void DanceView::describe(const WindowState& state, const Session& session, Ui& ui, const MaxDiff::Outcome* max_diff) {
     const Dance& d = *dance_;
     const DanceStep& step = d.steps[step_ - 1];
     const DanceBuffer& buffer = d.buffers[step.buffer];
@@ -191,19 +193,18 @@ void DanceView::describe(const Session& session, Ui& ui, const MaxDiff::Outcome*
         ImGui::TextColored(good_colour, "same memory as step %d, new shape and strides: no float moved", step_ - 1);
     else if (step_ > 1)
         ImGui::TextColored(warning_colour, "a new buffer: this step writes every float");
-    ImGui::EndGroup();
-    ui.layout.item({{"view", "dance-step"},
-                    {"step", step_},
-                    {"title", step.title},
-                    {"code", step.code},
-                    {"buffer", buffer.name},
-                    {"shape", layout.shape},
-                    {"strides", layout.strides},
-                    {"offset", layout.offset},
-                    {"contiguous", layout.is_contiguous()},
-                    {"layer", session.state.layer},
-                    {"naive_view_max_diff",
-                     max_diff && max_diff->error.empty() ? nlohmann::ordered_json(max_diff->result) : nullptr}});
+    end_group(ui, {{"view", "dance-step"},
+                   {"step", step_},
+                   {"title", step.title},
+                   {"code", step.code},
+                   {"buffer", buffer.name},
+                   {"shape", layout.shape},
+                   {"strides", layout.strides},
+                   {"offset", layout.offset},
+                   {"contiguous", layout.is_contiguous()},
+                   {"layer", state.layer},
+                   {"naive_view_max_diff",
+                    max_diff && max_diff->error.empty() ? nlohmann::ordered_json(max_diff->result) : nullptr}});
 
     if (d.S > 0)  // the cross-attention's walk is the correct split's only
         ImGui::TextDisabled("The cross-attention splits its heads as the self-attention does: view, then transpose.");
@@ -212,21 +213,20 @@ void DanceView::describe(const Session& session, Ui& ui, const MaxDiff::Outcome*
             "The naive split's error is measured on the decoder's self-attention: choose it in the "
             "attention menu.");
     else if (!max_diff)
-        ImGui::TextDisabled("Comparing layer %d's output under the naive split with the correct one...",
-                            session.state.layer);
+        ImGui::TextDisabled("Comparing layer %d's output under the naive split with the correct one...", state.layer);
     else if (!max_diff->error.empty())
         ImGui::TextColored(error_colour, "naive split not compared: %s", max_diff->error.c_str());
     else if (d.split == Split::naive_view)
         ImGui::TextColored(warning_colour,
                            "The naive split runs without an error, yet layer %d's attention output (heads merged, "
                            "before %s) differs from the correct split's by up to %.4g.",
-                           session.state.layer, module_name(session.model().config, Weight::attn_proj_w).c_str(),
+                           state.layer, module_name(session.model().config, Weight::attn_proj_w).c_str(),
                            max_diff->result);
     else
         ImGui::TextDisabled(
             "The naive view(B, NH, T, hs) would change layer %d's attention output by up to %.4g "
             "(choose the split \"naive view\" above to walk it).",
-            session.state.layer, max_diff->result);
+            state.layer, max_diff->result);
 }
 
 // Two grids side by side: the buffer's memory in storage order (identical

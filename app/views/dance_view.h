@@ -38,7 +38,7 @@ ImU32 owner_color(int64_t head, int NH, int64_t t, int T, bool read = true);
 class DanceView {
 public:
     explicit DanceView(const std::function<void()>& wake) : max_diff_(wake) {}
-    void draw(Session& session, Ui& ui);
+    void draw(const WindowState& state, const Session& session, Ui& ui);
     // 1-based; clamped to the walk's steps when drawn.
     void set_step(int step) { step_ = step; }
     // Whether the naive split's error is being computed (screenshot mode waits for it).
@@ -50,7 +50,7 @@ private:
     // Rebuilds the dance when the shown compute changes.
     void update(const Session& session);
     void stepper();
-    void describe(const Session& session, Ui& ui, const MaxDiff::Outcome* max_diff);
+    void describe(const WindowState& state, const Session& session, Ui& ui, const MaxDiff::Outcome* max_diff);
     void buffer_grid(const Session& session, Ui& ui);
     struct Cells {
         int64_t group;  // floats per cell

@@ -8,67 +8,13 @@
 
 #include "headscope/inspect/heatmap.h"
 #include "widgets/controls.h"
+#include "widgets/signed_grid.h"
+#include "widgets/texts.h"
 
 namespace headscope {
 
-ImU32 diverging_colour(float v) {
-    const float t = std::clamp(std::abs(v), 0.f, 1.f);
-    const ImVec4 zero(0.20f, 0.20f, 0.23f, 1),
-        end = v < 0 ? ImVec4(0.25f, 0.50f, 0.95f, 1) : ImVec4(0.92f, 0.30f, 0.22f, 1);
-    return ImGui::GetColorU32(
-        ImVec4(zero.x + (end.x - zero.x) * t, zero.y + (end.y - zero.y) * t, zero.z + (end.z - zero.z) * t, 1));
-}
-
 namespace {
 
-// "L3", "H11": appended, since GCC 12 warns, wrongly, on "L" + std::to_string(i).
-std::string indexed(char prefix, int i) {
-    std::string name(1, prefix);
-    return name += std::to_string(i);
-}
-
-// A grid of signed values, `rows` x `cols`, `cell` pixels a side, with row
-// labels "L0".. and the column labels given, coloured by value / scale;
-// NaN cells crossed. Records itself for --layout as view `name` with its
-// values. Returns the cell under the mouse as (row, col), or (-1, -1).
-std::pair<int, int> signed_grid(Ui& ui, const char* name, const std::vector<float>& values, int rows, int cols,
-                                const std::vector<std::string>& col_labels, float cell, float scale) {
-    ImDrawList* draw = ImGui::GetWindowDrawList();
-    const float label_w = ImGui::CalcTextSize("L00 ").x, line = ImGui::GetTextLineHeight();
-    const ImVec2 start = ImGui::GetCursorScreenPos();
-    const ImVec2 origin(start.x + label_w, start.y + line + 2);
-    const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text), dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
-    for (int c = 0; c < cols; ++c) {
-        const std::string& label = col_labels[c];
-        const float w = ImGui::CalcTextSize(label.c_str()).x;
-        if (w <= cell + 2 || c % std::max(1, static_cast<int>(std::ceil((w + 4) / cell))) == 0)
-            draw->AddText(ImVec2(origin.x + c * cell + std::max(0.f, (cell - w) / 2), start.y), dim, label.c_str());
-    }
-    const int label_every = std::max(1, static_cast<int>(std::ceil(line / cell)));
-    std::pair<int, int> hovered{-1, -1};
-    for (int r = 0; r < rows; ++r) {
-        if (r % label_every == 0)
-            draw->AddText(ImVec2(start.x, origin.y + r * cell + (cell - line) / 2), dim, indexed('L', r).c_str());
-        for (int c = 0; c < cols; ++c) {
-            const ImVec2 min(origin.x + c * cell, origin.y + r * cell), max(min.x + cell - 1, min.y + cell - 1);
-            const float v = values[static_cast<size_t>(r) * cols + c];
-            if (std::isnan(v)) {
-                draw->AddRect(min, max, dim);
-                draw->AddLine(min, max, text);
-                draw->AddLine(ImVec2(min.x, max.y), ImVec2(max.x, min.y), text);
-            } else {
-                draw->AddRectFilled(min, max, diverging_colour(scale > 0 ? v / scale : 0));
-            }
-            if (ImGui::IsMouseHoveringRect(min, ImVec2(max.x + 1, max.y + 1))) hovered = {r, c};
-        }
-    }
-    ImGui::Dummy(ImVec2(label_w + cols * cell, line + 2 + rows * cell));
-    ui.layout.grid({{"view", name}, {"row", "layer"}, {"col", "column"}, {"values", values}, {"scale", scale}},
-                   {origin, ImVec2(cell, cell), ImVec2(cell - 1, cell - 1), rows, cols});
-    return hovered;
-}
-
-// The largest magnitude of the finite values: the colour scale's end.
 float largest_magnitude(const std::vector<float>& values) {
     float largest = 0;
     for (float v : values)
@@ -84,29 +30,29 @@ float cell_side(int rows, int cols, float width, float height, const Ui& ui) {
 
 }  // namespace
 
-void EffectsView::draw(Session& s, Ui& ui) {
-    const int T = s.length(s.state.selected);
+void EffectsView::draw(WindowState& state, Session& s, Ui& ui) {
+    const int T = s.length(state.selected);
     ImGui::SetNextItemWidth(std::floor(220 * ui.scale));
     int position = s.predicted_query();
-    if (slider_int(ui, "position", &position, 0, T - 1, "position")) s.state.query = position;
+    if (slider_int(ui, "position", &position, 0, T - 1, "position")) state.query = position;
     ImGui::SameLine();
-    ImGui::Text("%s", shown_token(s, s.state.selected, s.predicted_query(), true).c_str());
+    ImGui::Text("%s", shown_token(s, state.selected, s.predicted_query(), true).c_str());
     const float width = ImGui::GetContentRegionAvail().x, spacing = ImGui::GetStyle().ItemSpacing.x;
     const float half = std::floor((width - 2 * spacing) / 2);
     ImGui::BeginGroup();
-    effects_grid(s, ui, half);
+    effects_grid(state, s, ui, half);
     ImGui::Spacing();
-    rollout_map(s, ui, half);
+    rollout_map(state, s, ui, half);
     ImGui::EndGroup();
     ImGui::SameLine(0, 2 * spacing);
     ImGui::BeginGroup();
-    attribution_grid(s, ui, half);
+    attribution_grid(state, s, ui, half);
     ImGui::Spacing();
-    head_writes_lists(s, ui);
+    head_writes_lists(state, s, ui);
     ImGui::EndGroup();
 }
 
-void EffectsView::effects_grid(Session& s, Ui& ui, float width) {
+void EffectsView::effects_grid(WindowState& state, Session& s, Ui& ui, float width) {
     ImGui::TextUnformatted("Knock out each head in turn: the change in loss");
     if (s.effects_pending()) {
         if (!progress_bar(s.effects_progress(), ui, "effects", width)) ImGui::TextDisabled("knocking out heads...");
@@ -136,7 +82,7 @@ void EffectsView::effects_grid(Session& s, Ui& ui, float width) {
     // A grid of other options may have other heads: only a current one selects.
     const bool selectable =
         s.effects_current() && l < static_cast<int>(s.shown.attention.layers.size()) && h < s.heads_shown();
-    if (selectable && ImGui::IsMouseClicked(ImGuiMouseButton_Left)) s.state.layer = l, s.state.head = h;
+    if (selectable && ImGui::IsMouseClicked(ImGuiMouseButton_Left)) state.layer = l, state.head = h;
     if (!ui.tooltips) return;
     if (std::isnan(e->loss_change_at(l, h))) {
         ImGui::SetTooltip("L%d H%d was already knocked out", l, h);
@@ -152,9 +98,9 @@ void EffectsView::effects_grid(Session& s, Ui& ui, float width) {
     ImGui::EndTooltip();
 }
 
-void EffectsView::attribution_grid(Session& s, Ui& ui, float width) {
+void EffectsView::attribution_grid(WindowState& state, const Session& s, Ui& ui, float width) {
     const AttentionResult& att = s.shown.attention;
-    const int b = s.state.selected, t = s.predicted_query();
+    const int b = state.selected, t = s.predicted_query();
     if (att.head_logit_attribution.empty()) {
         const std::string refusal = s.replaying()
                                         ? "a generation's steps compute no contributions: any change computes "
@@ -188,7 +134,7 @@ void EffectsView::attribution_grid(Session& s, Ui& ui, float width) {
     ImGui::TextDisabled("embeddings %+.3f, final norm's shift %+.3f; red raises the logit (up to %.3f)", parts[0],
                         parts[2 * L + 1], scale);
     if (l < 0) return;
-    if (c < NH && ImGui::IsMouseClicked(ImGuiMouseButton_Left)) s.state.layer = l, s.state.head = c;
+    if (c < NH && ImGui::IsMouseClicked(ImGuiMouseButton_Left)) state.layer = l, state.head = c;
     if (ui.tooltips)
         ImGui::SetTooltip("L%d %s: %+.4f of the logit", l, labels[c].c_str(),
                           values[static_cast<size_t>(l) * (NH + 2) + c]);
@@ -196,13 +142,13 @@ void EffectsView::attribution_grid(Session& s, Ui& ui, float width) {
 
 // Abnar and Zuidema's rollout of the selected text, through the colormap:
 // row q, how much position q's last residual stream draws on each token.
-void EffectsView::rollout_map(Session& s, Ui& ui, float width) {
+void EffectsView::rollout_map(const WindowState& state, const Session& s, Ui& ui, float width) {
     const AttentionResult& att = s.shown.attention;
     if (att.rollout.empty()) return;
     ImGui::TextUnformatted("Rollout over every layer (Abnar & Zuidema)");
     const float side = std::floor(std::min(width, ImGui::GetContentRegionAvail().y - 4));
     if (side < 16) return;
-    const int b = s.state.selected, T = att.T;
+    const int b = state.selected, T = att.T;
     const int pixels = std::max(1, static_cast<int>(side * ImGui::GetIO().DisplayFramebufferScale.x));
     const RolloutKey key{s.shown_generation, b, pixels, ui.colormap};
     if (!(key == rollout_key_)) {
@@ -211,10 +157,8 @@ void EffectsView::rollout_map(Session& s, Ui& ui, float width) {
         rollout_key_ = key;
     }
     const ImVec2 origin = ImGui::GetCursorScreenPos();
-    image(rollout_texture_, ImVec2(side, side));
+    image_grid(ui, {{"view", "rollout"}, {"row", "query"}, {"col", "key"}}, rollout_texture_, ImVec2(side, side), T, T);
     const float cell = side / T;
-    ui.layout.grid({{"view", "rollout"}, {"row", "query"}, {"col", "key"}},
-                   {origin, ImVec2(cell, cell), ImVec2(cell, cell), T, T});
     if (!ui.tooltips || !ImGui::IsItemHovered()) return;
     const ImVec2 mouse = ImGui::GetIO().MousePos;
     const int q = std::clamp(static_cast<int>((mouse.y - origin.y) / cell), 0, T - 1);
@@ -223,17 +167,17 @@ void EffectsView::rollout_map(Session& s, Ui& ui, float width) {
                       att.rollout[(static_cast<size_t>(b) * T + q) * T + k], k, shown_token(s, b, k, true).c_str());
 }
 
-void EffectsView::head_writes_lists(Session& s, Ui& ui) {
+void EffectsView::head_writes_lists(const WindowState& state, const Session& s, Ui& ui) {
     const AttentionResult& att = s.shown.attention;
     if (att.final_scale.empty() || att.outputs.empty()) return;
     const int t = s.predicted_query();
-    const WritesKey key{s.shown_generation, s.state.selected, s.state.layer, s.state.head, t};
+    const WritesKey key{s.shown_generation, state.selected, state.layer, state.head, t};
     if (!(key == writes_key_)) {
-        writes_ = head_writes(s.model(), att, s.state.layer, s.state.selected, s.state.head, t);
+        writes_ = head_writes(s.model(), att, state.layer, state.selected, state.head, t);
         writes_key_ = key;
     }
     const HeadWrites& writes = writes_;
-    ImGui::Text("What L%d H%d writes at position %d", s.state.layer, s.state.head, t);
+    ImGui::Text("What L%d H%d writes at position %d", state.layer, state.head, t);
     const Tokenizer& tokenizer = s.model().tokenizer;
     if (!ImGui::BeginTable("writes", 2, ImGuiTableFlags_SizingStretchSame)) return;
     ImGui::TableSetupColumn("promoted");
@@ -242,13 +186,11 @@ void EffectsView::head_writes_lists(Session& s, Ui& ui) {
     for (size_t r = 0; r < writes.promoted.size(); ++r) {
         ImGui::TableNextRow();
         ImGui::TableNextColumn();
-        ImGui::Text("%+7.3f  %s", writes.promoted[r].logit,
-                    shown_token(tokenizer, writes.promoted[r].id, true).c_str());
-        ui.layout.item({{"view", "promoted"}, {"rank", r + 1}, {"id", writes.promoted[r].id}});
+        text(ui, {{"view", "promoted"}, {"rank", r + 1}, {"id", writes.promoted[r].id}}, "%+7.3f  %s",
+             writes.promoted[r].logit, shown_token(tokenizer, writes.promoted[r].id, true).c_str());
         ImGui::TableNextColumn();
-        ImGui::Text("%+7.3f  %s", writes.suppressed[r].logit,
-                    shown_token(tokenizer, writes.suppressed[r].id, true).c_str());
-        ui.layout.item({{"view", "suppressed"}, {"rank", r + 1}, {"id", writes.suppressed[r].id}});
+        text(ui, {{"view", "suppressed"}, {"rank", r + 1}, {"id", writes.suppressed[r].id}}, "%+7.3f  %s",
+             writes.suppressed[r].logit, shown_token(tokenizer, writes.suppressed[r].id, true).c_str());
     }
     ImGui::EndTable();
 }

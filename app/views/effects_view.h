@@ -10,19 +10,15 @@
 
 namespace headscope {
 
-// Colours of signed values: blue below zero, red above, through the
-// background's grey at zero; `v` in [-1, 1] (clamped).
-ImU32 diverging_colour(float v);
-
 class EffectsView {
 public:
-    void draw(Session& session, Ui& ui);
+    void draw(WindowState& state, Session& session, Ui& ui);
 
 private:
-    void effects_grid(Session& session, Ui& ui, float width);
-    void attribution_grid(Session& session, Ui& ui, float width);
-    void head_writes_lists(Session& session, Ui& ui);
-    void rollout_map(Session& session, Ui& ui, float width);
+    void effects_grid(WindowState& state, Session& session, Ui& ui, float width);
+    void attribution_grid(WindowState& state, const Session& session, Ui& ui, float width);
+    void head_writes_lists(const WindowState& state, const Session& session, Ui& ui);
+    void rollout_map(const WindowState& state, const Session& session, Ui& ui, float width);
 
     // What the selected head writes, read through the whole vocabulary once per change.
     struct WritesKey {

@@ -7,25 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "widgets/controls.h"
+#include "widgets/texts.h"
+
 namespace headscope {
 
 namespace {
-
-// `text` at font size `size` turned a quarter to the left, reading upwards:
-// its first glyph's bottom-left corner at `bottom_left`, so it occupies one
-// line's width to the right of that point and its length above it. ImGui
-// 1.86 has no turned text: the glyphs' vertices are turned after they are added.
-void upward_text(ImDrawList* draw, float size, ImVec2 bottom_left, ImU32 colour, const std::string& text) {
-    const int first = draw->VtxBuffer.Size;
-    draw->PushClipRectFullScreen();  // clipped as laid out (sideways) it would lose glyphs it keeps when turned
-    draw->AddText(ImGui::GetFont(), size, bottom_left, colour, text.c_str());
-    draw->PopClipRect();
-    for (int v = first; v < draw->VtxBuffer.Size; ++v) {
-        ImVec2& p = draw->VtxBuffer[v].pos;
-        const float dx = p.x - bottom_left.x, dy = p.y - bottom_left.y;
-        p = ImVec2(bottom_left.x + dy, bottom_left.y - dx);
-    }
-}
 
 // The whole token of a label under the mouse.
 void label_tooltip(const Ui& ui, ImVec2 min, ImVec2 max, int t, const std::string& token) {
@@ -33,17 +20,11 @@ void label_tooltip(const Ui& ui, ImVec2 min, ImVec2 max, int t, const std::strin
         ImGui::SetTooltip("token %d '%s'", t, token.c_str());
 }
 
-// A token label as drawn, for --layout: the token's text and what is shown of it.
-void record_label(Ui& ui, const char* view, int layer, int head, int t, const std::string& token,
-                  const std::string& shown, ImVec2 min, ImVec2 size) {
-    ui.layout.rect({{"view", "label"},
-                    {"of", view},
-                    {"layer", layer},
-                    {"head", head},
-                    {"token", t},
-                    {"text", token},
-                    {"shown", shown}},
-                   min, size);
+// A token label as recorded for --layout: the token's text and what is shown of it.
+nlohmann::ordered_json label_fields(const char* view, int layer, int head, int t, const std::string& token,
+                                    const std::string& shown) {
+    return {{"view", "label"}, {"of", view},    {"layer", layer}, {"head", head},
+            {"token", t},      {"text", token}, {"shown", shown}};
 }
 
 // Draws `widget`'s map in a square of `side` screen pixels with the tokens
@@ -53,8 +34,8 @@ void record_label(Ui& ui, const char* view, int layer, int head, int t, const st
 // labelled (zoom the large map for all of them). Both bands are as wide as
 // the longest label, up to a fifth of the square; longer labels end in an
 // ellipsis, and the whole token shows on hover.
-bool labelled_map(Session& session, Ui& ui, MapWidget& widget, const char* view, int layer, int head, float side,
-                  const MapRegion& region = {}) {
+bool labelled_map(WindowState& state, Session& session, Ui& ui, MapWidget& widget, const char* view, int layer,
+                  int head, float side, const MapRegion& region = {}) {
     const ShownMaps maps = session.maps();
     const int rows = maps.rows, cols = maps.cols;
     const float rows_shown = std::max((region.v1 - region.v0) * rows, (region.u1 - region.u0) * cols);
@@ -95,9 +76,9 @@ bool labelled_map(Session& session, Ui& ui, MapWidget& widget, const char* view,
             const std::string label = ellipsized(token, line, band - gap);
             const float width = text_width(label);
             const ImVec2 at(map_origin.x - gap - width, y);
-            draw->AddText(ImGui::GetFont(), line, at, colour, label.c_str());
+            drawn_text(ui, label_fields(view, layer, head, i, token, label), draw, line, at, colour, label, at,
+                       ImVec2(width, line));
             label_tooltip(ui, at, ImVec2(map_origin.x, y + line), i, token);
-            record_label(ui, view, layer, head, i, token, label, at, ImVec2(width, line));
         }
         for (int j = first_col; j < last_col; ++j) {
             if (j % every) continue;
@@ -106,49 +87,47 @@ bool labelled_map(Session& session, Ui& ui, MapWidget& widget, const char* view,
             const std::string token = key_token(session, maps, j);
             const std::string label = ellipsized(token, line, band - gap);
             const float height = text_width(label);
-            upward_text(draw, line, ImVec2(x, map_origin.y - gap), colour, label);
             const ImVec2 top_left(x, map_origin.y - gap - height);
+            upward_text(ui, label_fields(view, layer, head, j, token, label), draw, line, ImVec2(x, map_origin.y - gap),
+                        colour, label, top_left, ImVec2(line, height));
             label_tooltip(ui, top_left, ImVec2(x + line, map_origin.y), j, token);
-            record_label(ui, view, layer, head, j, token, label, top_left, ImVec2(line, height));
         }
         draw->PopClipRect();
         ImGui::SetCursorScreenPos(map_origin);
     }
-    const bool clicked = widget.draw(session, ui, view, layer, head, map_side, region);
+    const bool clicked = widget.draw(state, session, ui, view, layer, head, map_side, region);
     ImGui::SetCursorScreenPos(start);
-    ImGui::Dummy(ImVec2(side, side));
-    ui.layout.item({{"view", "map"}, {"of", view}, {"layer", layer}, {"head", head}});
+    dummy(ui, {{"view", "map"}, {"of", view}, {"layer", layer}, {"head", head}}, ImVec2(side, side));
     return clicked;
 }
 
 // A map's title: a checkbox that knocks the head out of the forward, the
 // head's label and, with the first key hidden, its sink mass; all within
 // `width` (a label longer ends in an ellipsis, whole on hover).
-void head_title(Session& session, Ui& ui, int layer, int head, float width) {
-    bool out = session.state.options.knocks_out({layer, head});
+void head_title(const WindowState& state, Session& session, Ui& ui, int layer, int head, float width) {
+    bool out = state.options.knocks_out({layer, head});
     ImGui::PushID(layer * 4096 + head);
     ImGui::PushStyleVar(ImGuiStyleVar_FramePadding, ImVec2(0, 0));
     ImGui::BeginDisabled(session.maps().kind != AttentionKind::decoder);  // knocking out is of the decoder's heads
-    if (ImGui::Checkbox("##out", &out)) session.toggle_knock_out(layer, head);
+    if (checkbox(ui, "##out", &out, {{"view", "knock-out"}, {"layer", layer}, {"head", head}}, "out"))
+        session.toggle_knock_out(layer, head);
     ImGui::EndDisabled();
     ImGui::PopStyleVar();
     ImGui::PopID();
-    ui.layout.item({{"view", "knock-out"}, {"layer", layer}, {"head", head}, {"out", out}});
     if (ui.tooltips && ImGui::IsItemHovered())
         ImGui::SetTooltip(out ? "knocked out: click to bring the head back" : "knock this head out of the forward");
     ImGui::SameLine(0, 4 * ui.scale);
     std::string label = head_label(session, layer, head);
-    if (session.state.shading.hide_first_key && session.maps().kind == AttentionKind::decoder) {
+    if (state.shading.hide_first_key && session.maps().kind == AttentionKind::decoder) {
         char sink[32];
         std::snprintf(sink, sizeof sink, "  sink %.2f",
-                      sink_mass(session.shown.attention, layer, session.state.selected, head,
-                                session.length(session.state.selected)));
+                      sink_mass(session.shown.attention, layer, state.selected, head, session.length(state.selected)));
         label += sink;
     }
     const std::string shown = ellipsized(label, ImGui::GetFontSize(), width - ImGui::GetFrameHeight() - 4 * ui.scale);
-    ImGui::TextUnformatted(shown.c_str());
+    text(ui, {{"view", "head-title"}, {"layer", layer}, {"head", head}, {"text", label}, {"shown", shown}}, "%s",
+         shown.c_str());
     if (ui.tooltips && shown != label && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", label.c_str());
-    ui.layout.item({{"view", "head-title"}, {"layer", layer}, {"head", head}, {"text", label}, {"shown", shown}});
 }
 
 // The grid of maps that fills an area: the side of each map with its
@@ -179,12 +158,12 @@ GridFit fit_grid(int NH, int group, const Ui& ui, ImVec2 area) {
 
 }  // namespace
 
-void HeadsView::draw(Session& session, Ui& ui) {
+void HeadsView::draw(WindowState& state, Session& session, Ui& ui) {
     maps_corner_ = {};  // until maps are drawn
     if (large_)
-        large(session, ui);
+        large(state, session, ui);
     else
-        grid(session, ui);
+        grid(state, session, ui);
 }
 
 float HeadsView::map_side(const Session& session, const Ui& ui, ImVec2 area) const {
@@ -197,7 +176,7 @@ float HeadsView::map_side(const Session& session, const Ui& ui, ImVec2 area) con
 // drawn as one group: a line naming the KV head above the group's first map,
 // a gap between groups and a thin frame around each. Without grouping the
 // grid is as it always was.
-void HeadsView::grid(Session& session, Ui& ui) {
+void HeadsView::grid(WindowState& state, Session& session, Ui& ui) {
     const int NH = session.heads_shown(), group = NH / session.shown.attention.NKV;
     const bool grouped = group > 1;
     const auto [side, columns] = fit_grid(NH, group, ui, ImGui::GetContentRegionAvail());
@@ -234,9 +213,9 @@ void HeadsView::grid(Session& session, Ui& ui) {
                 ImGui::GetWindowDrawList()->AddText(nullptr, 0, at, ImGui::GetColorU32(ImGuiCol_TextDisabled),
                                                     kv.c_str(), nullptr, 0, &clip);
         }
-        head_title(session, ui, session.state.layer, h, side);
-        if (labelled_map(session, ui, maps_[h], "heads", session.state.layer, h, side)) {
-            session.state.head = h;
+        head_title(state, session, ui, state.layer, h, side);
+        if (labelled_map(state, session, ui, maps_[h], "heads", state.layer, h, side)) {
+            state.head = h;
             open_large();
         }
         ImGui::EndGroup();
@@ -253,29 +232,29 @@ void HeadsView::grid(Session& session, Ui& ui) {
     for (size_t kv = 0; kv < frames.size(); ++kv) {
         const ImVec2 min(frames[kv].min.x - pad, frames[kv].min.y - pad),
             max(frames[kv].max.x + pad, frames[kv].max.y + pad);
-        ImGui::GetWindowDrawList()->AddRect(min, max, group_frame_colour, 0, 0, 1);
-        ui.layout.rect({{"view", "heads-group"},
-                        {"layer", session.state.layer},
-                        {"kv_head", kv},
-                        {"first_head", kv * group},
-                        {"heads", group}},
-                       min, ImVec2(max.x - min.x, max.y - min.y));
+        frame(ui,
+              {{"view", "heads-group"},
+               {"layer", state.layer},
+               {"kv_head", kv},
+               {"first_head", kv * group},
+               {"heads", group}},
+              ImGui::GetWindowDrawList(), min, max, group_frame_colour);
     }
 }
 
-void HeadsView::large(Session& session, Ui& ui) {
+void HeadsView::large(WindowState& state, Session& session, Ui& ui) {
     if (ImGui::Button("< all heads") ||
         (!ImGui::GetIO().WantTextInput && ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape)))) {
         large_ = false;
         return;
     }
     ImGui::SameLine();
-    head_title(session, ui, session.state.layer, session.state.head, ImGui::GetContentRegionAvail().x);
+    head_title(state, session, ui, state.layer, state.head, ImGui::GetContentRegionAvail().x);
     const int group = session.heads_shown() / session.shown.attention.NKV;
     if (group > 1) {
-        const int first = session.state.head / group * group;
+        const int first = state.head / group * group;
         ImGui::SameLine();
-        ImGui::TextDisabled("kv %d: keys and values shared by heads %d-%d", session.state.head / group, first,
+        ImGui::TextDisabled("kv %d: keys and values shared by heads %d-%d", state.head / group, first,
                             first + group - 1);
     }
     ImGui::SameLine();
@@ -284,7 +263,7 @@ void HeadsView::large(Session& session, Ui& ui) {
     const float side = std::floor(std::min(avail.x, avail.y) - 4);
     if (side < 16) return;
     const ImVec2 start = ImGui::GetCursorScreenPos();
-    labelled_map(session, ui, large_map_, "large", session.state.layer, session.state.head, side, region_);
+    labelled_map(state, session, ui, large_map_, "large", state.layer, state.head, side, region_);
     maps_corner_ = ImVec2(start.x + side, start.y);
 
     // Zoom about the mouse, pan by dragging; the region stays inside the map.

@@ -9,11 +9,11 @@ namespace headscope {
 
 class HeadsView {
 public:
-    void draw(Session& session, Ui& ui);
+    void draw(WindowState& state, Session& session, Ui& ui);
     // The side of the maps this view draws in an area of `area` screen
     // pixels (the main view places the predictions panel by it).
     float map_side(const Session& session, const Ui& ui, ImVec2 area) const;
-    // Shows session.state.head large (a click on a map, the model view, --head).
+    // Shows state.head large (a click on a map, the model view, --head).
     void open_large() {
         large_ = true;
         region_ = {};  // a new head opens whole
@@ -24,8 +24,8 @@ public:
     ImVec2 maps_corner() const { return maps_corner_; }
 
 private:
-    void grid(Session& session, Ui& ui);
-    void large(Session& session, Ui& ui);
+    void grid(WindowState& state, Session& session, Ui& ui);
+    void large(WindowState& state, Session& session, Ui& ui);
 
     std::vector<MapWidget> maps_;
     MapWidget large_map_;

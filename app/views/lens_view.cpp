@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "widgets/texts.h"
+
 namespace headscope {
 
 namespace {
@@ -13,11 +15,11 @@ namespace {
 float max_zoom(float fit_w) { return std::max(1.f, 200 / fit_w); }
 
 // The top lens_k tokens of layer slot `slot` at position t.
-void lens_tooltip(const Session& s, int slot, int t) {
+void lens_tooltip(const WindowState& state, const Session& s, int slot, int t) {
     const AttentionResult& att = s.shown.attention;
-    const Prediction* top = att.lens_at(slot, s.state.selected, t);
+    const Prediction* top = att.lens_at(slot, state.selected, t);
     ImGui::BeginTooltip();
-    ImGui::Text("after layer %d, at %s (token %d)", att.layers[slot], shown_token(s, s.state.selected, t, true).c_str(),
+    ImGui::Text("after layer %d, at %s (token %d)", att.layers[slot], shown_token(s, state.selected, t, true).c_str(),
                 t);
     for (int k = 0; k < att.lens_k && top[k].id >= 0; ++k)
         ImGui::Text("%d. %s  %.4f", k + 1, shown_token(s.model().tokenizer, top[k].id, true).c_str(), top[k].p);
@@ -26,16 +28,16 @@ void lens_tooltip(const Session& s, int slot, int t) {
 
 }  // namespace
 
-HeatmapImage lens_probabilities(const Session& s) {
+HeatmapImage lens_probabilities(const WindowState& state, const Session& s) {
     const AttentionResult& att = s.shown.attention;
-    const int L = static_cast<int>(att.layers.size()), b = s.state.selected, length = s.length(b);
+    const int L = static_cast<int>(att.layers.size()), b = state.selected, length = s.length(b);
     HeatmapImage probabilities{.rows = L, .cols = length, .cells = {}};
     for (int slot = 0; slot < L; ++slot)
         for (int t = 0; t < length; ++t) probabilities.cells.push_back(att.lens_at(slot, b, t)[0].p);
     return probabilities;
 }
 
-void LensView::draw(Session& s, Ui& ui) {
+void LensView::draw(WindowState& state, const Session& s, Ui& ui) {
     const AttentionResult& att = s.shown.attention;
     if (att.lens_k == 0) {
         if (!s.model().config.predicts())
@@ -52,7 +54,7 @@ void LensView::draw(Session& s, Ui& ui) {
         "The next token each layer's residual stream already predicts, read through the final norm and the output "
         "embedding; colour: its probability. Wheel: zoom, drag: pan, double-click: every position.");
     ImGui::PopStyleColor();
-    const int L = static_cast<int>(att.layers.size()), length = s.length(s.state.selected);
+    const int L = static_cast<int>(att.layers.size()), length = s.length(state.selected);
     const float line = ImGui::GetTextLineHeight(), scrollbar = ImGui::GetStyle().ScrollbarSize;
     const float label_w = ImGui::CalcTextSize("L00").x + 8 * ui.scale, header = 2 * line + 4 * ui.scale;
     const ImVec2 avail = ImGui::GetContentRegionAvail();
@@ -77,15 +79,15 @@ void LensView::draw(Session& s, Ui& ui) {
     ImGui::SetNextWindowContentSize(ImVec2(cell_w * length, 0));
     ImGui::BeginChild("lens grid", ImVec2(0, header + L * cell_h + scrollbar), false,
                       ImGuiWindowFlags_HorizontalScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
-    grid(s, ui, {cell_w, cell_h}, header, fit_w);
+    grid(state, s, ui, {cell_w, cell_h}, header, fit_w);
     ImGui::EndChild();
 }
 
 // Inside the scrolling child: the cells in view, their tokens, the labels
 // above the columns, hover, and zoom and pan.
-void LensView::grid(Session& s, Ui& ui, ImVec2 cell, float header, float fit_w) {
+void LensView::grid(WindowState& state, const Session& s, Ui& ui, ImVec2 cell, float header, float fit_w) {
     const AttentionResult& att = s.shown.attention;
-    const int L = static_cast<int>(att.layers.size()), b = s.state.selected, length = s.length(b);
+    const int L = static_cast<int>(att.layers.size()), b = state.selected, length = s.length(b);
     const float line = ImGui::GetTextLineHeight(), scroll = ImGui::GetScrollX(), view_w = ImGui::GetWindowWidth();
     const ImVec2 top = ImGui::GetCursorScreenPos();
     const ImVec2 origin(top.x, std::floor(top.y + header));  // column 0's corner, maybe scrolled off
@@ -100,7 +102,7 @@ void LensView::grid(Session& s, Ui& ui, ImVec2 cell, float header, float fit_w) 
     const int first = std::clamp(static_cast<int>(scroll / cell.x), 0, length - 1);
     const int end = std::clamp(static_cast<int>(std::ceil((scroll + view_w) / cell.x)), first + 1, length);
     if (generation_ != s.shown_generation || b_ != b) {
-        ui.renderer.upload(lens_probabilities(s), texture_);
+        ui.renderer.upload(lens_probabilities(state, s), texture_);
         generation_ = s.shown_generation, b_ = b;
     }
     ui.renderer.draw_on_screen(ui.colormap, texture_, ImVec2(origin.x + first * cell.x, origin.y),
@@ -123,18 +125,18 @@ void LensView::grid(Session& s, Ui& ui, ImVec2 cell, float header, float fit_w) 
     for (int t = first / every * every; t < end; t += every) {
         const float x = origin.x + t * cell.x, y = top.y + (t / every % 2 ? line : 0);
         const std::string shown = ellipsized(shown_token(s, b, t), line, 2 * every * cell.x - pad);
-        draw->AddText(ImVec2(x, y), ImGui::GetColorU32(ImGuiCol_Text), shown.c_str());
-        ui.layout.rect({{"view", "lens-label"}, {"position", t}, {"text", shown}}, ImVec2(x, y),
-                       ImGui::CalcTextSize(shown.c_str()));
+        drawn_text(ui, {{"view", "lens-label"}, {"position", t}, {"text", shown}}, draw, ImGui::GetFontSize(),
+                   ImVec2(x, y), ImGui::GetColorU32(ImGuiCol_Text), shown, ImVec2(x, y),
+                   ImGui::CalcTextSize(shown.c_str()));
     }
     ui.layout.grid({{"view", "lens"}, {"row", "layer"}, {"col", "position"}}, {origin, cell, cell, L, length});
     if (!hovered) return;
     const ImVec2 mouse = ImGui::GetIO().MousePos;
     const int t = std::clamp(static_cast<int>((mouse.x - origin.x) / cell.x), 0, length - 1);
     if (ui.tooltips) {
-        lens_tooltip(s, std::clamp(static_cast<int>((mouse.y - origin.y) / cell.y), 0, L - 1), t);
-        s.state.hovered_query = t;
-        if (clicked) s.state.query = t;
+        lens_tooltip(state, s, std::clamp(static_cast<int>((mouse.y - origin.y) / cell.y), 0, L - 1), t);
+        state.hovered_query = t;
+        if (clicked) state.query = t;
     }
     zoom_and_pan(fit_w, mouse.x - ImGui::GetWindowPos().x);
 }

@@ -14,7 +14,7 @@ namespace headscope {
 
 // The selected text's top-1 lens probabilities, (layers, length) row-major:
 // what the grid's cells are coloured by.
-HeatmapImage lens_probabilities(const Session& session);
+HeatmapImage lens_probabilities(const WindowState& state, const Session& session);
 // A cell's token text is drawn dark above this probability (the colormap's bright end), else light.
 inline constexpr float lens_dark_text_above = 0.6f;
 
@@ -22,10 +22,10 @@ class LensView {
 public:
     // Records the grid for --layout as {"view": "lens", "row": "layer",
     // "col": "position"}, cell (slot, t) showing top-1 probability p.
-    void draw(Session& session, Ui& ui);
+    void draw(WindowState& state, const Session& session, Ui& ui);
 
 private:
-    void grid(Session& session, Ui& ui, ImVec2 cell, float header, float fit_w);
+    void grid(WindowState& state, const Session& session, Ui& ui, ImVec2 cell, float header, float fit_w);
     void zoom_and_pan(float fit_w, float mouse_x);
 
     float zoom_ = 1;           // cell width over the width that fits every position

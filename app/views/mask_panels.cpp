@@ -5,63 +5,23 @@
 #include <cmath>
 #include <optional>
 
+#include "widgets/texts.h"
+
 namespace headscope {
 
 namespace {
 
-struct DrawnGrid {
-    ImVec2 origin;            // the top left
-    int query = 0, key = -1;  // the cell under the mouse; key -1 when none
-};
-
-// Draws rows x cols mask cells of `cell` pixels from the cursor, coloured by
-// allowed(query, key), where row r is query first_query + r; records the
-// grid for --layout as mask `mask` of text b.
-template <typename Allowed>
-DrawnGrid mask_grid(Ui& ui, const char* mask, int b, int first_query, int rows, int cols, ImVec2 cell,
-                    Allowed allowed) {
-    ImDrawList* draw = ImGui::GetWindowDrawList();
-    DrawnGrid grid{ImGui::GetCursorScreenPos()};
-    // A one-pixel gap between cells large enough to show it; smaller cells
-    // touch, and a row's run of same-coloured cells is drawn as one rectangle.
-    const bool gaps = std::min(cell.x, cell.y) >= 8;
-    const ImVec2 filled(gaps ? cell.x - 1 : cell.x, gaps ? cell.y - 1 : cell.y);
-    for (int r = 0; r < rows; ++r) {
-        const int i = first_query + r;
-        const float top = grid.origin.y + r * cell.y;
-        for (int j = 0; j < cols;) {
-            const bool visible = allowed(i, j);
-            int end = j + 1;
-            while (!gaps && end < cols && allowed(i, end) == visible) ++end;
-            draw->AddRectFilled(ImVec2(grid.origin.x + j * cell.x, top),
-                                ImVec2(grid.origin.x + (end - 1) * cell.x + filled.x, top + filled.y),
-                                visible ? mask_allowed_colour : mask_blocked_colour);
-            j = end;
-        }
-    }
-    ui.layout.grid(
-        {{"view", "mask"}, {"mask", mask}, {"b", b}, {"row", "query"}, {"first_row", first_query}, {"col", "key"}},
-        {grid.origin, cell, filled, rows, cols});
-    ImGui::Dummy(ImVec2(cols * cell.x, rows * cell.y));
-    if (ui.tooltips && ImGui::IsItemHovered()) {
-        const ImVec2 mouse = ImGui::GetIO().MousePos;
-        grid.query = first_query + std::clamp(static_cast<int>((mouse.y - grid.origin.y) / cell.y), 0, rows - 1);
-        grid.key = std::clamp(static_cast<int>((mouse.x - grid.origin.x) / cell.x), 0, cols - 1);
-    }
-    return grid;
-}
-
 // The hovered cell's tokens and what the mask does there.
-void cell_tooltip(const Session& session, const DrawnGrid& grid, const char* state) {
+void cell_tooltip(const WindowState& state, const Session& session, const DrawnGrid& grid, const char* what) {
     if (grid.key < 0) return;
     ImGui::BeginTooltip();
-    const std::string key = shown_token(session, session.state.selected, grid.key, true);
+    const std::string key = shown_token(session, state.selected, grid.key, true);
     if (grid.query >= 0)
         ImGui::Text("query %d %s  ->  key %d %s", grid.query,
-                    shown_token(session, session.state.selected, grid.query, true).c_str(), grid.key, key.c_str());
+                    shown_token(session, state.selected, grid.query, true).c_str(), grid.key, key.c_str());
     else
         ImGui::Text("key %d %s, for every query", grid.key, key.c_str());
-    ImGui::TextUnformatted(state);
+    ImGui::TextUnformatted(what);
     ImGui::EndTooltip();
 }
 
@@ -71,20 +31,20 @@ void cell_tooltip(const Session& session, const DrawnGrid& grid, const char* sta
 // staggered lines so that neighbours do not collide, and the pad keys as one
 // label over their run. A label longer than its place ends in an ellipsis.
 // Each label's place is recorded for --layout, with what is shown in it.
-void draw_token_labels(const Session& session, Ui& ui, ImVec2 origin, float cell, float width) {
+void draw_token_labels(const WindowState& state, const Session& session, Ui& ui, ImVec2 origin, float cell,
+                       float width) {
     ImDrawList* draw = ImGui::GetWindowDrawList();
     const float size = std::min(ImGui::GetFontSize(), cell), shrink = size / ImGui::GetFontSize();
     const ImU32 colour = ImGui::GetColorU32(ImGuiCol_Text);
     const float right = origin.x - 4 * ui.scale, bottom = origin.y - 2 * ui.scale;
     auto label = [&](const char* axis, int t, const std::string& text, ImVec2 at, const ImVec4& place) {
         const std::string shown = ellipsized(text, size, place.z - at.x);
-        draw->AddText(ImGui::GetFont(), size, at, colour, shown.c_str());
-        ui.layout.rect({{"view", "mask label"}, {"axis", axis}, {"index", t}, {"text", text}, {"shown", shown}},
-                       ImVec2(place.x, place.y), ImVec2(place.z - place.x, place.w - place.y));
+        drawn_text(ui, {{"view", "mask label"}, {"axis", axis}, {"index", t}, {"text", text}, {"shown", shown}}, draw,
+                   size, at, colour, shown, ImVec2(place.x, place.y), ImVec2(place.z - place.x, place.w - place.y));
     };
-    const int T = session.shown.attention.T, length = session.length(session.state.selected);
+    const int T = session.shown.attention.T, length = session.length(state.selected);
     for (int t = 0; t < T; ++t) {
-        const std::string text = shown_token(session, session.state.selected, t);
+        const std::string text = shown_token(session, state.selected, t);
         const float row_top = origin.y + t * cell;
         const float x = std::max(right - ImGui::CalcTextSize(text.c_str()).x * shrink, right - width);
         label("query", t, text, ImVec2(x, row_top + (cell - size) / 2),
@@ -130,9 +90,9 @@ void legend_entry(ImU32 colour, const char* meaning, bool outline = false) {
 
 }  // namespace
 
-void outline_empty_rows(const Session& session, ImVec2 origin, float cell) {
+void outline_empty_rows(const WindowState& state, const Session& session, ImVec2 origin, float cell) {
     const AttentionResult& att = session.shown.attention;
-    auto empty = [&](int i) { return att.row_fully_masked(session.state.selected, i); };
+    auto empty = [&](int i) { return att.row_fully_masked(state.selected, i); };
     ImDrawList* draw = ImGui::GetWindowDrawList();
     for (int first = 0; first < att.T;) {
         if (!empty(first)) {
@@ -151,8 +111,8 @@ void outline_empty_rows(const Session& session, ImVec2 origin, float cell) {
     }
 }
 
-void batch_padding_masks(const Session& session, Ui& ui) {
-    const AttentionOptions options = session.shown_options_at(session.state.layer);  // what the shown compute used
+void batch_padding_masks(const WindowState& state, const Session& session, Ui& ui) {
+    const AttentionOptions options = session.shown_options_at(state.layer);  // what the shown compute used
     const int B = static_cast<int>(session.shown.token_ids.size()), T = session.shown.attention.T;
     ImGui::TextUnformatted(
         options.padding_mask ? "Padding masks of the batch (B x T): a text's pad keys are masked"
@@ -161,7 +121,7 @@ void batch_padding_masks(const Session& session, Ui& ui) {
     const float cell = std::clamp(std::floor((ImGui::GetContentRegionAvail().x - row_label) / T), 2.f, 14 * ui.scale);
     for (int text = 0; text < B; ++text) {
         const int text_length = session.length(text);
-        ImGui::Text("%s text %d", text == session.state.selected ? ">" : " ", text + 1);
+        ImGui::Text("%s text %d", text == state.selected ? ">" : " ", text + 1);
         ImGui::SameLine(row_label);
         const DrawnGrid grid = mask_grid(ui, "padding", text, -1, 1, T, ImVec2(cell, cell),
                                          [&](int, int j) { return padding_allows(options, j, text_length); });
@@ -176,9 +136,9 @@ void batch_padding_masks(const Session& session, Ui& ui) {
     }
 }
 
-std::optional<MaskPanels> MaskPanels::fit(const Session& session, const Ui& ui) {
-    const AttentionOptions options = session.shown_options_at(session.state.layer);
-    const int T = session.shown.attention.T, b = session.state.selected, length = session.length(b);
+std::optional<MaskPanels> MaskPanels::fit(const WindowState& state, const Session& session, const Ui& ui) {
+    const AttentionOptions options = session.shown_options_at(state.layer);
+    const int T = session.shown.attention.T, b = state.selected, length = session.length(b);
     const float line = ImGui::GetTextLineHeight(), spacing = ImGui::GetStyle().ItemSpacing.y;
     MaskPanels p;
     p.T_ = T;
@@ -194,15 +154,15 @@ std::optional<MaskPanels> MaskPanels::fit(const Session& session, const Ui& ui) 
              options.sliding_window ? (options.window_both_ways ? "every text's: |key j - query i| < "
                                                                 : "every text's: key j > query i - ") +
                                           std::to_string(window)
-             : session.state.sliding_window_on
-                 ? "none in layer " + std::to_string(session.state.layer) + ": a global layer, every key visible"
+             : state.sliding_window_on
+                 ? "none in layer " + std::to_string(state.layer) + ": a global layer, every key visible"
                  : "off: every key visible (the model's is " + std::to_string(window) + ")"});
     p.headers_.push_back(
         {"padding mask of " + text_name + " (1 x T)",
          options.padding_mask ? "keys j < " + std::to_string(length) + ", its length" : "off: every key visible"});
     p.headers_.push_back({"combined: what the engine used", masks_used(options)});
-    p.headers_.push_back({"attention " + head_label(session, session.state.layer, session.state.head),
-                          "of " + text_name + ", hatched where masked"});
+    p.headers_.push_back(
+        {"attention " + head_label(session, state.layer, state.head), "of " + text_name + ", hatched where masked"});
     const int panels = static_cast<int>(p.headers_.size());
 
     const ImVec2 avail = ImGui::GetContentRegionAvail();
@@ -272,35 +232,35 @@ void MaskPanels::above_square() const {
     ImGui::Dummy(ImVec2(side(), key_row_ + ImGui::GetStyle().ItemSpacing.y + ImGui::GetTextLineHeight()));
 }
 
-void MaskPanels::causal(const Session& session, Ui& ui) {
-    const AttentionOptions options = session.shown_options_at(session.state.layer);
+void MaskPanels::causal(const WindowState& state, const Session& session, Ui& ui) {
+    const AttentionOptions options = session.shown_options_at(state.layer);
     title();
     above_square();
-    const DrawnGrid causal = mask_grid(ui, "causal", session.state.selected, 0, T_, T_, ImVec2(cell_, cell_),
+    const DrawnGrid causal = mask_grid(ui, "causal", state.selected, 0, T_, T_, ImVec2(cell_, cell_),
                                        [&](int i, int j) { return causal_allows(options, i, j); });
-    if (query_column_ > 0) draw_token_labels(session, ui, causal.origin, cell_, query_column_ - 6 * ui.scale);
-    cell_tooltip(session, causal,
+    if (query_column_ > 0) draw_token_labels(state, session, ui, causal.origin, cell_, query_column_ - 6 * ui.scale);
+    cell_tooltip(state, session, causal,
                  !options.causal              ? "causal mask off: visible"
                  : causal.key <= causal.query ? "the key is not after the query: visible"
                                               : "the key comes after the query: the causal mask hides it");
 }
 
-void MaskPanels::window(const Session& session, Ui& ui) {
-    const AttentionOptions options = session.shown_options_at(session.state.layer);
+void MaskPanels::window(const WindowState& state, const Session& session, Ui& ui) {
+    const AttentionOptions options = session.shown_options_at(state.layer);
     title();
     above_square();
-    const DrawnGrid sliding = mask_grid(ui, "window", session.state.selected, 0, T_, T_, ImVec2(cell_, cell_),
+    const DrawnGrid sliding = mask_grid(ui, "window", state.selected, 0, T_, T_, ImVec2(cell_, cell_),
                                         [&](int i, int j) { return window_allows(options, i, j); });
-    cell_tooltip(session, sliding,
+    cell_tooltip(state, session, sliding,
                  !options.sliding_window ? "sliding window off: visible"
                  : window_allows(options, sliding.query, sliding.key)
                      ? "within the sliding window: visible"
                      : "too far from the query: the sliding window hides it");
 }
 
-void MaskPanels::padding(const Session& session, Ui& ui) {
-    const AttentionOptions options = session.shown_options_at(session.state.layer);
-    const int b = session.state.selected, length = session.length(b);
+void MaskPanels::padding(const WindowState& state, const Session& session, Ui& ui) {
+    const AttentionOptions options = session.shown_options_at(state.layer);
+    const int b = state.selected, length = session.length(b);
     title();
     auto padding = [&](int, int j) { return padding_allows(options, j, length); };
     auto padding_state = [&](const DrawnGrid& grid) {
@@ -309,23 +269,23 @@ void MaskPanels::padding(const Session& session, Ui& ui) {
                                      : "a pad key: the padding mask hides it";
     };
     const DrawnGrid row = mask_grid(ui, "padding", b, -1, 1, T_, ImVec2(cell_, key_row_), padding);
-    cell_tooltip(session, row, padding_state(row));
+    cell_tooltip(state, session, row, padding_state(row));
     ImGui::TextDisabled("broadcast to T x T (B x 1 x T x T)");
     const DrawnGrid square = mask_grid(ui, "padding", b, 0, T_, T_, ImVec2(cell_, cell_), padding);
-    cell_tooltip(session, square, padding_state(square));
+    cell_tooltip(state, session, square, padding_state(square));
 }
 
-void MaskPanels::combined(const Session& session, Ui& ui) {
-    const AttentionOptions options = session.shown_options_at(session.state.layer);
-    const int b = session.state.selected, length = session.length(b), T = T_;
+void MaskPanels::combined(const WindowState& state, const Session& session, Ui& ui) {
+    const AttentionOptions options = session.shown_options_at(state.layer);
+    const int b = state.selected, length = session.length(b), T = T_;
     title();
     above_square();
     auto visible = [&](int i, int j) { return attends(options, i, j, length, T); };
     const DrawnGrid combined = mask_grid(ui, "combined", b, 0, T, T, ImVec2(cell_, cell_), visible);
-    outline_empty_rows(session, combined.origin, cell_);
+    outline_empty_rows(state, session, combined.origin, cell_);
     if (combined.key < 0) return;
     const int i = combined.query, j = combined.key;
-    cell_tooltip(session, combined,
+    cell_tooltip(state, session, combined,
                  visible_end(options, i, length, T) == 0
                      ? "a pad query: nothing to attend to, its weights are all zero (never NaN)"
                  : visible(i, j)                 ? "visible: the query attends to this key"
@@ -339,9 +299,9 @@ void MaskPanels::attention_title() {
     above_square();
 }
 
-void MaskPanels::legend(const Session& session) const {
+void MaskPanels::legend(const WindowState& state, const Session& session) const {
     int empty_rows = 0;
-    for (int i = 0; i < T_; ++i) empty_rows += session.shown.attention.row_fully_masked(session.state.selected, i);
+    for (int i = 0; i < T_; ++i) empty_rows += session.shown.attention.row_fully_masked(state.selected, i);
     legend_entry(mask_allowed_colour, "the query may attend to the key");
     ImGui::SameLine(0, gap_);
     legend_entry(mask_blocked_colour, "masked");
@@ -349,14 +309,14 @@ void MaskPanels::legend(const Session& session) const {
     legend_entry(mask_empty_row_colour, "", true);
     ImGui::SameLine();
     ImGui::Text("%d row%s of text %d with nothing to attend to: weights all zero, never NaN", empty_rows,
-                empty_rows == 1 ? "" : "s", session.state.selected + 1);
+                empty_rows == 1 ? "" : "s", state.selected + 1);
 }
 
-void cross_mask(const Session& session, Ui& ui) {
+void cross_mask(const WindowState& state, const Session& session, Ui& ui) {
     const AttentionResult& att = session.shown.attention;
     if (!att.encoder) return;
     const AttentionOptions& options = session.shown_options;
-    const int b = session.state.selected, T = att.T, S = att.S;
+    const int b = state.selected, T = att.T, S = att.S;
     const int target = session.length(b), source = static_cast<int>(session.shown.source_ids[b].size());
     ImGui::Text("Cross-attention mask of text %d (T x T_src): each target query over the source's keys", b + 1);
     ImGui::TextDisabled(options.padding_mask ? "the source's padding only (keys j < %d, its length); no causal "

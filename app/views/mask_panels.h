@@ -9,32 +9,27 @@
 #include <utility>
 #include <vector>
 
-#include "widgets/ui.h"
+#include "widgets/mask_grid.h"
 
 namespace headscope {
 
-// The mask colours, in this one place: every mask grid and the legend use them.
-inline constexpr ImU32 mask_allowed_colour = IM_COL32(236, 190, 72, 255);   // the query may attend to the key
-inline constexpr ImU32 mask_blocked_colour = IM_COL32(52, 58, 70, 255);     // masked
-inline constexpr ImU32 mask_empty_row_colour = IM_COL32(235, 80, 60, 255);  // outlines a row with nothing to attend to
-
 // The whole batch's padding masks, one 1 x T row per text.
-void batch_padding_masks(const Session& session, Ui& ui);
+void batch_padding_masks(const WindowState& state, const Session& session, Ui& ui);
 // An encoder–decoder's cross-attention mask of the selected text (T x T_src):
 // only the source's padding, recorded as mask "cross"; nothing for other models.
-void cross_mask(const Session& session, Ui& ui);
+void cross_mask(const WindowState& state, const Session& session, Ui& ui);
 
 class MaskPanels {
 public:
     // The layout of the selected text's panels in the space left; none when
     // the window is too small for them (it says so).
-    static std::optional<MaskPanels> fit(const Session& session, const Ui& ui);
+    static std::optional<MaskPanels> fit(const WindowState& state, const Session& session, const Ui& ui);
 
     // Each panel within a group: its title, then its square.
-    void causal(const Session& session, Ui& ui);
-    void window(const Session& session, Ui& ui);  // only for a model with a sliding window
-    void padding(const Session& session, Ui& ui);
-    void combined(const Session& session, Ui& ui);
+    void causal(const WindowState& state, const Session& session, Ui& ui);
+    void window(const WindowState& state, const Session& session, Ui& ui);  // only for a model with a sliding window
+    void padding(const WindowState& state, const Session& session, Ui& ui);
+    void combined(const WindowState& state, const Session& session, Ui& ui);
     // The attention panel's title and the space above its square; the caller draws the map of side().
     void attention_title();
     float side() const { return cell_ * T_; }
@@ -42,7 +37,7 @@ public:
     // Places the cursor for the next panel.
     void next();
     // The colours' legend and the count of empty rows.
-    void legend(const Session& session) const;
+    void legend(const WindowState& state, const Session& session) const;
 
 private:
     void title();
@@ -56,6 +51,6 @@ private:
 
 // Outlines the rows of the selected text with nothing to attend to on a
 // T x T grid at `origin`, each run of them as one block, labelled on its right.
-void outline_empty_rows(const Session& session, ImVec2 origin, float cell);
+void outline_empty_rows(const WindowState& state, const Session& session, ImVec2 origin, float cell);
 
 }  // namespace headscope

@@ -22,13 +22,13 @@ std::string preview(const std::string& text) {
 
 }  // namespace
 
-void MaskView::batch_list(Session& session, const Ui& ui) {
+void MaskView::batch_list(WindowState& state, Session& session, const Ui& ui) {
     const int shown_B = static_cast<int>(session.shown.token_ids.size()), T = session.shown.attention.T;
     if (select_when_shown_ >= 0 && select_when_shown_ < shown_B) {
-        session.state.selected = select_when_shown_;
+        state.selected = select_when_shown_;
         select_when_shown_ = -1;
     }
-    const size_t B = session.state.texts.size();
+    const size_t B = state.texts.size();
     const std::string batch = B == 1 ? "One text" : "Batch of " + std::to_string(B) + " texts";
     if (shown_B > 0)
         ImGui::Text("%s, right-padded with %s to the longest: T = %d tokens", batch.c_str(),
@@ -36,15 +36,15 @@ void MaskView::batch_list(Session& session, const Ui& ui) {
     else
         ImGui::TextUnformatted(batch.c_str());
     int remove = -1;
-    for (int b = 0; b < static_cast<int>(session.state.texts.size()); ++b) {
+    for (int b = 0; b < static_cast<int>(state.texts.size()); ++b) {
         ImGui::PushID(b);
         // A text not yet computed cannot be shown: the views draw the last compute.
         const bool computed = b < shown_B;
         ImGui::BeginDisabled(!computed);
-        if (ImGui::RadioButton("##select", session.state.selected == b)) session.state.selected = b;
+        if (ImGui::RadioButton("##select", state.selected == b)) state.selected = b;
         ImGui::EndDisabled();
         ImGui::SameLine();
-        ImGui::BeginDisabled(session.state.texts.size() == 1);
+        ImGui::BeginDisabled(state.texts.size() == 1);
         if (ImGui::SmallButton("remove")) remove = b;
         ImGui::EndDisabled();
         ImGui::SameLine();
@@ -55,7 +55,7 @@ void MaskView::batch_list(Session& session, const Ui& ui) {
             ImGui::TextDisabled("%2d: %s", b + 1, session.busy() ? "computing..." : "not computed");
         }
         ImGui::SameLine();
-        ImGui::TextUnformatted(preview(session.state.texts[b]).c_str());
+        ImGui::TextUnformatted(preview(state.texts[b]).c_str());
         ImGui::PopID();
     }
     ImGui::SetNextItemWidth(420 * ui.scale);
@@ -66,49 +66,48 @@ void MaskView::batch_list(Session& session, const Ui& ui) {
     const bool add = ImGui::Button("add text") || entered;
     ImGui::EndDisabled();
     if (add && !new_text_.empty()) {
-        session.state.texts.push_back(new_text_);
+        state.texts.push_back(new_text_);
         new_text_.clear();
-        select_when_shown_ = static_cast<int>(session.state.texts.size()) - 1;
+        select_when_shown_ = static_cast<int>(state.texts.size()) - 1;
         session.submit();
     }
     if (remove >= 0) {
-        session.state.texts.erase(session.state.texts.begin() + remove);
+        state.texts.erase(state.texts.begin() + remove);
         // Keep the same text selected, or its neighbour when it was the one removed.
-        if (session.state.selected > remove || session.state.selected == static_cast<int>(session.state.texts.size()))
-            --session.state.selected;
+        if (state.selected > remove || state.selected == static_cast<int>(state.texts.size())) --state.selected;
         select_when_shown_ = -1;
         session.submit();
     }
 }
 
-void MaskView::draw(Session& session, Ui& ui) {
-    batch_list(session, ui);
+void MaskView::draw(WindowState& state, Session& session, Ui& ui) {
+    batch_list(state, session, ui);
     ImGui::Separator();
-    batch_padding_masks(session, ui);
+    batch_padding_masks(state, session, ui);
     ImGui::Separator();
     if (session.model().config.is_encoder_decoder())
         ImGui::TextDisabled("The decoder's masks (its self-attention over the target); the cross-attention's below.");
-    std::optional<MaskPanels> panels = MaskPanels::fit(session, ui);
+    std::optional<MaskPanels> panels = MaskPanels::fit(state, session, ui);
     if (!panels) return;
-    panels->causal(session, ui);
+    panels->causal(state, session, ui);
     panels->next();
     if (session.model().config.sliding_window) {
-        panels->window(session, ui);
+        panels->window(state, session, ui);
         panels->next();
     }
-    panels->padding(session, ui);
+    panels->padding(state, session, ui);
     panels->next();
-    panels->combined(session, ui);
+    panels->combined(state, session, ui);
     panels->next();
     panels->attention_title();
     const ImVec2 map = ImGui::GetCursorScreenPos();
-    attention_map_.draw(session, ui, "mask_attention", session.state.layer, session.state.head, panels->side());
-    outline_empty_rows(session, map, panels->cell());
+    attention_map_.draw(state, session, ui, "mask_attention", state.layer, state.head, panels->side());
+    outline_empty_rows(state, session, map, panels->cell());
     ImGui::EndGroup();
-    panels->legend(session);
+    panels->legend(state, session);
     if (session.model().config.is_encoder_decoder()) {
         ImGui::Separator();
-        cross_mask(session, ui);
+        cross_mask(state, session, ui);
     }
 }
 

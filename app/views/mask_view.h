@@ -18,10 +18,10 @@ namespace headscope {
 // h}; query -1 is a padding mask's 1 x T row before the broadcast.
 class MaskView {
 public:
-    void draw(Session& session, Ui& ui);
+    void draw(WindowState& state, Session& session, Ui& ui);
     // The batch: select, remove and add texts (also shown when the first
     // batch was refused, so the text at fault can be removed).
-    void batch_list(Session& session, const Ui& ui);
+    void batch_list(WindowState& state, Session& session, const Ui& ui);
 
 private:
     std::string new_text_;                             // the "add text" field

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <string>
 
+#include "widgets/texts.h"
+
 namespace headscope {
 
 namespace {
@@ -44,7 +46,7 @@ float ModelView::map_side(const Session& session, const Ui& ui, ImVec2 area) {
 // Grouped-query heads: a gap between the query heads of one key/value head
 // and the next, and a line above the first layer naming each group's KV
 // head. Without grouping the grid is as it always was.
-bool ModelView::draw(Session& session, Ui& ui) {
+bool ModelView::draw(WindowState& state, Session& session, Ui& ui) {
     const int L = session.maps().layers(), NH = session.heads_shown();
     const int NKV = session.shown.attention.NKV, group = NH / NKV;
     const float row_label = row_label_width(ui), spacing = thumbnail_spacing(ui);
@@ -64,8 +66,8 @@ bool ModelView::draw(Session& session, Ui& ui) {
                 ImGui::SameLine(column_x(kv * group));
             else
                 ImGui::SetCursorPosX(column_x(0));
-            ImGui::TextDisabled("kv %d", kv);
-            ui.layout.item({{"view", "model-group"}, {"kv_head", kv}, {"first_head", kv * group}, {"heads", group}});
+            text_disabled(ui, {{"view", "model-group"}, {"kv_head", kv}, {"first_head", kv * group}, {"heads", group}},
+                          "kv %d", kv);
         }
     }
     for (int h = 0; h < NH; ++h) {
@@ -74,8 +76,8 @@ bool ModelView::draw(Session& session, Ui& ui) {
             ImGui::SameLine(column_x(h));
         else
             ImGui::SetCursorPosX(column_x(0));
-        ImGui::TextUnformatted(label.c_str());
-        if (!label.empty()) ui.layout.item({{"view", "model-head-label"}, {"head", h}, {"text", label}});
+        const nlohmann::ordered_json fields = {{"view", "model-head-label"}, {"head", h}, {"text", label}};
+        text(ui, label.empty() ? nullptr : fields, "%s", label.c_str());
     }
     maps_.resize(static_cast<size_t>(L) * NH);
     maps_corner_ = ImVec2(ImGui::GetWindowPos().x + column_x(NH - 1) + side, ImGui::GetCursorScreenPos().y);
@@ -86,12 +88,11 @@ bool ModelView::draw(Session& session, Ui& ui) {
         ImGui::Text("L%d", l);
         for (int h = 0; h < NH; ++h) {
             ImGui::SameLine(column_x(h));
-            if (maps_[static_cast<size_t>(l) * NH + h].draw(session, ui, "model", l, h, side)) {
-                session.state.layer = l;
-                session.state.head = h;
+            if (maps_[static_cast<size_t>(l) * NH + h].draw_thumbnail(state, session, ui, "model", l, h, side)) {
+                state.layer = l;
+                state.head = h;
                 jumped = true;
             }
-            ui.layout.item({{"view", "map"}, {"of", "model"}, {"layer", l}, {"head", h}});
         }
     }
     ImGui::PopStyleVar();

@@ -9,8 +9,9 @@ namespace headscope {
 
 class ModelView {
 public:
-    // Returns true when a thumbnail was clicked (session.state.layer and head are then set to it).
-    bool draw(Session& session, Ui& ui);
+    // Returns true when a thumbnail was clicked (state.layer and head are then set to it).
+    bool draw(WindowState& state, Session& session, Ui& ui);
+
     // The side of the thumbnails in an area of `area` screen pixels: one row
     // per layer filling it, but never below a readable size while the row of
     // heads fits across (the view then scrolls).

@@ -5,15 +5,17 @@
 #include <cmath>
 #include <cstdio>
 
+#include "widgets/texts.h"
+
 namespace headscope {
 
 namespace {
 
 // With heads knocked out: the intact model's top tokens at row t beside
 // their p with the heads out, and the loss with and without them.
-void intact_comparison(const Session& s, Ui& ui, int t) {
+void intact_comparison(const WindowState& state, const Session& s, Ui& ui, int t) {
     const AttentionResult &out = s.shown.attention, &intact = s.intact;
-    const int b = s.state.selected;
+    const int b = state.selected;
     ImGui::Spacing();
     ImGui::TextColored(warning_colour, "%zu knocked out: the intact model's top 5", s.shown_options.ablate.size());
     if (!ImGui::BeginTable("intact", 3, ImGuiTableFlags_SizingStretchProp)) return;
@@ -32,11 +34,12 @@ void intact_comparison(const Session& s, Ui& ui, int t) {
         ImGui::TableNextColumn();
         const Prediction* same =
             std::find_if(knocked, knocked + out.top_k, [&](const Prediction& p) { return p.id == top[k].id; });
+        const nlohmann::ordered_json fields = {
+            {"view", "intact-prediction"}, {"rank", k + 1}, {"id", top[k].id}, {"p", top[k].p}};
         if (same != knocked + out.top_k)
-            ImGui::Text("%.4f", same->p);
+            text(ui, fields, "%.4f", same->p);
         else
-            ImGui::Text("< %.4f", knocked[out.top_k - 1].p);  // below the knocked-out model's top k
-        ui.layout.item({{"view", "intact-prediction"}, {"rank", k + 1}, {"id", top[k].id}, {"p", top[k].p}});
+            text(ui, fields, "< %.4f", knocked[out.top_k - 1].p);  // below the knocked-out model's top k
     }
     ImGui::EndTable();
     if (s.length(b) > 1)
@@ -44,8 +47,8 @@ void intact_comparison(const Session& s, Ui& ui, int t) {
 }
 
 // An encoder's fill of every mask token of the selected text: its top 3.
-void masked_fills(const Session& s, Ui& ui) {
-    const std::vector<int> masks = s.mask_positions(s.state.selected);
+void masked_fills(const WindowState& state, const Session& s, Ui& ui) {
+    const std::vector<int> masks = s.mask_positions(state.selected);
     if (masks.empty()) {
         ImGui::TextDisabled("type [MASK] (or <mask>) where a word should be filled");
         return;
@@ -53,39 +56,38 @@ void masked_fills(const Session& s, Ui& ui) {
     const AttentionResult& att = s.shown.attention;
     for (int t : masks) {
         std::string fills;
-        const Prediction* top = att.predictions_at(s.state.selected, t);
+        const Prediction* top = att.predictions_at(state.selected, t);
         for (int k = 0; k < std::min(3, att.top_k) && top[k].id >= 0; ++k) {
             char p[16];
             std::snprintf(p, sizeof p, " %.2f", top[k].p);
             fills += (k ? ", " : "") + shown_token(s.model().tokenizer, top[k].id, true) + p;
         }
-        ImGui::TextWrapped("mask at %d: %s", t, fills.c_str());
-        ui.layout.item({{"view", "mask-fill"}, {"position", t}, {"id", top[0].id}});
+        text_wrapped(ui, {{"view", "mask-fill"}, {"position", t}, {"id", top[0].id}}, "mask at %d: %s", t,
+                     fills.c_str());
     }
 }
 
 }  // namespace
 
-void predictions_panel(const Session& s, Ui& ui) {
+void predictions_panel(const WindowState& state, const Session& s, Ui& ui) {
     const AttentionResult& att = s.shown.attention;
     if (att.top_k == 0) {  // before the first compute, or a bare encoder's
         ImGui::TextWrapped("%s", s.model().config.predicts() ? "computing the predictions..." : no_head_message);
         return;
     }
-    const int b = s.state.selected, t = s.predicted_query(), length = s.length(b);
+    const int b = state.selected, t = s.predicted_query(), length = s.length(b);
     const Tokenizer& tokenizer = s.model().tokenizer;
     const bool encoder = s.model().config.is_encoder();  // it fills position t itself
-    ImGui::Text("%s %s (token %d)", encoder ? "Filling" : "After", shown_token(s, s.state.selected, t, true).c_str(),
-                t);
-    ui.layout.item({{"view", "prediction-query"}, {"query", t}});
-    if (s.state.hovered_query >= 0)
+    text(ui, {{"view", "prediction-query"}, {"query", t}}, "%s %s (token %d)", encoder ? "Filling" : "After",
+         shown_token(s, state.selected, t, true).c_str(), t);
+    if (state.hovered_query >= 0)
         ImGui::TextDisabled("the row under the mouse");
     else if (s.replaying())
         ImGui::TextDisabled("generation step %d of %zu", s.generation->step, s.generation->steps.size());
     else
-        ImGui::TextDisabled("%s", s.state.query >= 0 ? "the row clicked"
-                                  : encoder          ? "the first mask, else the last token (hover or click a row)"
-                                                     : "the last token (hover or click a row)");
+        ImGui::TextDisabled("%s", state.query >= 0 ? "the row clicked"
+                                  : encoder        ? "the first mask, else the last token (hover or click a row)"
+                                                   : "the last token (hover or click a row)");
     ImGui::Spacing();
 
     // The token the text has where the predictions are: the next one, or an encoder's own.
@@ -107,31 +109,29 @@ void predictions_panel(const Session& s, Ui& ui) {
         if (ui.tooltips && ImGui::IsMouseHoveringRect(at, ImVec2(at.x + token_w, at.y + line)))
             ImGui::SetTooltip("%s (id %d)", token.c_str(), p.id);
         const ImVec2 track(at.x + token_w, at.y + 2), track_size(track_w, std::floor(line) - 3);
-        draw->AddRectFilled(track, ImVec2(track.x + track_w, track.y + track_size.y), prediction_track_colour);
-        draw->AddRectFilled(track, ImVec2(track.x + std::round(p.p * track_w), track.y + track_size.y),
-                            prediction_bar_colour);
-        ui.layout.rect({{"view", "prediction"}, {"rank", k + 1}, {"id", p.id}, {"token", token}, {"p", p.p}}, track,
-                       track_size);
+        bar(ui, {{"view", "prediction"}, {"rank", k + 1}, {"id", p.id}, {"token", token}, {"p", p.p}}, draw, track,
+            track_size, p.p, prediction_track_colour, prediction_bar_colour);
         ImGui::Dummy(ImVec2(token_w + track_w, line));
         ImGui::SameLine();
         ImGui::Text("%.4f", p.p);
     }
 
     ImGui::Spacing();
-    if (encoder) return masked_fills(s, ui);
+    if (encoder) return masked_fills(state, s, ui);
     if (next < 0) {
         ImGui::TextDisabled("the text ends here");
     } else {
         const float p_next = std::exp(att.logprob_next[static_cast<size_t>(b) * att.T + t]);
         const std::string token = shown_token(tokenizer, next, true);
+        const nlohmann::ordered_json fields = {
+            {"view", "prediction-next"}, {"id", next}, {"rank", next_rank}, {"p", p_next}};
         if (next_rank)
-            ImGui::Text("next in the text %s: rank %d, p %.4f", token.c_str(), next_rank, p_next);
+            text(ui, fields, "next in the text %s: rank %d, p %.4f", token.c_str(), next_rank, p_next);
         else
-            ImGui::Text("next in the text %s: not in top %d, p %.2g", token.c_str(), att.top_k, p_next);
-        ui.layout.item({{"view", "prediction-next"}, {"id", next}, {"rank", next_rank}, {"p", p_next}});
+            text(ui, fields, "next in the text %s: not in top %d, p %.2g", token.c_str(), att.top_k, p_next);
     }
     if (length > 1) ImGui::TextDisabled("loss %.3f nats per token", att.loss(b));
-    if (s.intact.top_k > 0) intact_comparison(s, ui, t);
+    if (s.intact.top_k > 0) intact_comparison(state, s, ui, t);
 }
 
 }  // namespace headscope

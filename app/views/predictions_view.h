@@ -15,6 +15,6 @@ inline constexpr ImU32 prediction_track_colour = IM_COL32(50, 52, 62, 255);
 // --layout as {"view": "prediction", "rank", "id", "token", "p"} and the
 // actual next token as {"view": "prediction-next", "id", "rank" (0: not in
 // the top), "p"}.
-void predictions_panel(const Session& session, Ui& ui);
+void predictions_panel(const WindowState& state, const Session& session, Ui& ui);
 
 }  // namespace headscope

@@ -12,7 +12,9 @@
 #include "headscope/compute/prefix_cache.h"
 #include "headscope/inspect/attention_export.h"
 #include "headscope/io/files.h"
+#include "widgets/controls.h"
 #include "widgets/gl.h"
+#include "widgets/texts.h"
 
 namespace headscope {
 
@@ -30,10 +32,10 @@ std::string export_stem() {
 
 // The selected text's tokens and how many of them the prefix cache supplied,
 // or why it could not.
-std::string tokens_note(const Session& s) {
+std::string tokens_note(const WindowState& state, const Session& s) {
     if (s.shown.token_ids.empty()) return "0 tokens";
     const AttentionResult& att = s.shown.attention;
-    const int length = s.length(s.state.selected), reused = att.reused.empty() ? 0 : att.reused[s.state.selected];
+    const int length = s.length(state.selected), reused = att.reused.empty() ? 0 : att.reused[state.selected];
     const std::string tokens = std::to_string(length) + " tokens";
     if (reused)
         return "reused " + std::to_string(reused) + " of " + tokens + ", computed " + std::to_string(length - reused);
@@ -78,33 +80,31 @@ void write_screenshot(const fs::path& path, int width, int height) {
     });
 }
 
-void StatusBar::draw(Session& s, Ui& ui, FigureView shown) {
+void StatusBar::draw(const WindowState& state, Session& s, Ui& ui, FigureView shown) {
     ImGui::Separator();
-    const std::string tokens = tokens_note(s);
+    const std::string tokens = tokens_note(state, s);
     // A long reason nothing was reused keeps the row's buttons in the window: the whole on hover.
-    ImGui::TextUnformatted(ellipsized(tokens, ImGui::GetFontSize(), 0.3f * ImGui::GetContentRegionAvail().x).c_str());
+    text(ui, {{"view", "status"}, {"name", "tokens"}, {"text", tokens}}, "%s",
+         ellipsized(tokens, ImGui::GetFontSize(), 0.3f * ImGui::GetContentRegionAvail().x).c_str());
     if (ui.tooltips && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tokens.c_str());
-    ui.layout.item({{"view", "status"}, {"name", "tokens"}, {"text", tokens}});
     ImGui::SameLine();
     if (!s.shown.cuts.empty()) {  // the selected text's cut, else the batch's first
         const TextCut* cut = s.cut_shown(s.model().config.is_encoder_decoder());
         const std::string note = (cut ? *cut : s.shown.cuts.front()).message();
-        ImGui::TextColored(warning_colour, "  %s", note.c_str());
-        ui.layout.item({{"view", "status"}, {"name", "cut"}, {"text", note}});
+        text_coloured(ui, {{"view", "status"}, {"name", "cut"}, {"text", note}}, warning_colour, "  %s", note.c_str());
         ImGui::SameLine();
     }
     if (!s.shown_options.ablate.empty()) {
         const size_t out = s.shown_options.ablate.size();
         const std::string knocked = std::to_string(out) + (out == 1 ? " head" : " heads") + " knocked out (" +
                                     to_string(s.shown_options.ablation) + ")";
-        ImGui::TextColored(warning_colour, "  %s", knocked.c_str());
-        ui.layout.item({{"view", "status"}, {"name", "knocked-out"}, {"text", knocked}});
+        text_coloured(ui, {{"view", "status"}, {"name", "knocked-out"}, {"text", knocked}}, warning_colour, "  %s",
+                      knocked.c_str());
         ImGui::SameLine();
     }
     const std::string device = device_note(s);
-    ImGui::Text("  %.2f ms   %s   %s", s.shown.compute_ms, device.c_str(),
-                s.busy() && !s.live_progress().shown() ? "computing..." : "");
-    ui.layout.item({{"view", "status"}, {"name", "device"}, {"text", device}});
+    text(ui, {{"view", "status"}, {"name", "device"}, {"text", device}}, "  %.2f ms   %s   %s", s.shown.compute_ms,
+         device.c_str(), s.busy() && !s.live_progress().shown() ? "computing..." : "");
     ImGui::SameLine();
     ImGui::TextUnformatted("save in");
     ImGui::SameLine();
@@ -112,17 +112,16 @@ void StatusBar::draw(Session& s, Ui& ui, FigureView shown) {
     ImGui::InputTextWithHint("##export dir", "folder to save in", &export_dir_);
     const bool computed = !s.shown.attention.weights.empty();
     ImGui::SameLine();
-    if (ImGui::Button("Save PNG")) png_asked_ = true;
-    ui.layout.control("Save PNG");
+    if (button(ui, "Save PNG", "Save PNG")) png_asked_ = true;
     ImGui::BeginDisabled(!computed);
     ImGui::SameLine();
     const char* svg_refused = svg_refusal(shown.view, s.maps().kind);
     ImGui::BeginDisabled(svg_refused != nullptr);
-    if (ImGui::Button("Save SVG")) save(".svg", [&](const fs::path& path) { write_svg_figure(path, s, ui, shown); });
+    if (button(ui, "Save SVG", "Save SVG"))
+        save(".svg", [&](const fs::path& path) { write_svg_figure(path, state, s, ui, shown); });
     ImGui::EndDisabled();
     if (svg_refused && ui.tooltips && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
         ImGui::SetTooltip("%s", svg_refused);
-    ui.layout.control("Save SVG");
     ImGui::SameLine();
     if (ImGui::Button("Save JSON")) save(".json", [&](const fs::path& path) { export_json(s, path); });
     ImGui::SameLine();

@@ -27,7 +27,7 @@ class StatusBar {
 public:
     explicit StatusBar(std::string export_dir) : export_dir_(std::move(export_dir)) {}
     // `shown`: the view Save SVG draws.
-    void draw(Session& session, Ui& ui, FigureView shown);
+    void draw(const WindowState& state, Session& session, Ui& ui, FigureView shown);
     // Save PNG reads the framebuffer once the frame that asked is drawn.
     void save_png_if_asked(int width, int height);
     const std::string& export_dir() const { return export_dir_; }

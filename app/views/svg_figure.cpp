@@ -52,13 +52,13 @@ std::string numbered(char letter, int n) {
 // The title lines: the model and the text; the layer (heads tab), the
 // options as the command lines spell them, and the device that computed.
 using Heading = std::array<std::string, 2>;
-Heading heading(const Session& s, const Ui& ui, FigureView shown) {
+Heading heading(const WindowState& state, const Session& s, const Ui& ui, FigureView shown) {
     const AttentionOptions& o = s.shown_options;
     std::string text = s.model_name();
     if (s.shown_texts.size() > 1)
-        text += "   text " + std::to_string(s.state.selected + 1) + " of " + std::to_string(s.shown_texts.size());
-    text += "   \"" + visible_text(s.shown_texts[s.state.selected]) + "\"";
-    std::string line = shown.view == View::heads ? "layer " + std::to_string(s.state.layer) + "   " : "";
+        text += "   text " + std::to_string(state.selected + 1) + " of " + std::to_string(s.shown_texts.size());
+    text += "   \"" + visible_text(s.shown_texts[state.selected]) + "\"";
+    std::string line = shown.view == View::heads ? "layer " + std::to_string(state.layer) + "   " : "";
     line += std::string("causal ") + (o.causal ? "on" : "off") + ", padding mask " + (o.padding_mask ? "on" : "off");
     if (s.model().config.sliding_window)
         line += ", sliding window " + (o.sliding_window ? std::to_string(o.sliding_window) : std::string("off"));
@@ -76,8 +76,8 @@ double heading_width(const Heading& lines) {
 
 class Figure {
 public:
-    Figure(std::ostream& out, double width, double height, const Session& session, Ui& ui)
-        : svg_(out, width, height, masked_hatch), s_(session), ui_(ui), height_(height) {}
+    Figure(std::ostream& out, double width, double height, const WindowState& state, const Session& session, Ui& ui)
+        : svg_(out, width, height, masked_hatch), state_(state), s_(session), ui_(ui), height_(height) {}
 
     void heading(const Heading& lines) {
         svg_.begin_group({{"class", "heading"}});
@@ -105,7 +105,7 @@ public:
 
     // Map (layer, head) of the selected text, `side` cells a side, its top left at (x, y).
     void map(int layer, int head, int side, double x, double y) {
-        const int b = s_.state.selected;
+        const int b = state_.selected;
         cells(heatmap_image(s_.shown.attention, s_.shown_options_at(layer), layer, b, head, s_.length(b), side,
                             s_.shown_shading()),
               x, y, cell, cell);
@@ -115,8 +115,8 @@ public:
     void column_labels(const char* css_class, int count, double x, double y, double step) {
         svg_.begin_group({{"class", css_class}});
         for (int j = 0; j < count; ++j)
-            svg_.text(x + (j + 0.5) * step + 0.35 * label_size, y - 3, shown_token(s_, s_.state.selected, j),
-                      label_size, TextAnchor::start, -90);
+            svg_.text(x + (j + 0.5) * step + 0.35 * label_size, y - 3, shown_token(s_, state_.selected, j), label_size,
+                      TextAnchor::start, -90);
         svg_.end_group();
     }
 
@@ -126,8 +126,8 @@ public:
         const int T = s_.shown.attention.T;
         svg_.begin_group({{"class", "queries"}});
         for (int i = 0; i < T; ++i)
-            svg_.text(x - 3, y + (i + 0.5) * cell + 0.35 * label_size, shown_token(s_, s_.state.selected, i),
-                      label_size, TextAnchor::end);
+            svg_.text(x - 3, y + (i + 0.5) * cell + 0.35 * label_size, shown_token(s_, state_.selected, i), label_size,
+                      TextAnchor::end);
         svg_.end_group();
         column_labels("keys", T, x, y, cell);
     }
@@ -163,6 +163,7 @@ public:
 
 private:
     SvgWriter svg_;
+    const WindowState& state_;
     const Session& s_;
     Ui& ui_;
     double height_;
@@ -172,37 +173,37 @@ constexpr double legend_width = 2 * margin + 64 * 4 + 14 * title_size;
 
 // The heads tab: every head of the selected layer in a near-square grid (or
 // the one head shown large), each titled, with the tokens along it.
-void heads_figure(std::ostream& out, const Session& s, Ui& ui, FigureView shown) {
+void heads_figure(std::ostream& out, const WindowState& state, const Session& s, Ui& ui, FigureView shown) {
     const AttentionResult& att = s.shown.attention;
     const int NH = s.heads_shown(), group = NH / att.NKV, T = att.T;
     std::vector<int> heads;
     for (int h = 0; h < NH; ++h)
-        if (!shown.large_head || h == s.state.head) heads.push_back(h);
+        if (!shown.large_head || h == state.head) heads.push_back(h);
     const int n = static_cast<int>(heads.size()), side = pooled_side(T, heads.size());
     double label_room = 0;
     if (side == T)  // every cell: a token per row
         for (int t = 0; t < T; ++t)
-            label_room = std::max(label_room, text_width(shown_token(s, s.state.selected, t), label_size) + 6);
+            label_room = std::max(label_room, text_width(shown_token(s, state.selected, t), label_size) + 6);
     const int columns = static_cast<int>(std::ceil(std::sqrt(n))), rows = (n + columns - 1) / columns;
     const double map_side = side * cell, title_h = title_size + 8;
     const double block_w = label_room + map_side, block_h = title_h + label_room + map_side;
-    const Heading lines = heading(s, ui, shown);
+    const Heading lines = heading(state, s, ui, shown);
     const double top = margin + heading_height + gap;
     const double width =
         std::max({2 * margin + columns * block_w + (columns - 1) * gap, heading_width(lines), legend_width});
     const double height = top + rows * block_h + (rows - 1) * gap + gap + legend_height;
-    Figure figure(out, width, height, s, ui);
+    Figure figure(out, width, height, state, s, ui);
     figure.heading(lines);
     for (int k = 0; k < n; ++k) {
         const int h = heads[k];
         const double x = margin + (k % columns) * (block_w + gap), y = top + (k / columns) * (block_h + gap);
         const double map_x = x + label_room, map_y = y + title_h + label_room;
         figure.svg().begin_group(
-            {{"class", "map"}, {"data-layer", std::to_string(s.state.layer)}, {"data-head", std::to_string(h)}});
+            {{"class", "map"}, {"data-layer", std::to_string(state.layer)}, {"data-head", std::to_string(h)}});
         const std::string kv = group > 1 ? "  kv " + std::to_string(h / group) : "";
-        figure.labels("title", {{map_x, y + title_size}}, {head_label(s, s.state.layer, h) + kv});
+        figure.labels("title", {{map_x, y + title_size}}, {head_label(s, state.layer, h) + kv});
         if (label_room > 0) figure.token_labels(map_x, map_y);
-        figure.map(s.state.layer, h, side, map_x, map_y);
+        figure.map(state.layer, h, side, map_x, map_y);
         figure.svg().end_group();
     }
     figure.legend();
@@ -210,7 +211,7 @@ void heads_figure(std::ostream& out, const Session& s, Ui& ui, FigureView shown)
 }
 
 // The model tab: a row of thumbnails per layer, a gap between key/value groups.
-void model_figure(std::ostream& out, const Session& s, Ui& ui, FigureView shown) {
+void model_figure(std::ostream& out, const WindowState& state, const Session& s, Ui& ui, FigureView shown) {
     const AttentionResult& att = s.shown.attention;
     const int L = static_cast<int>(att.layers.size()), NH = s.heads_shown(), group = NH / att.NKV;
     const int side = pooled_side(att.T, static_cast<size_t>(L) * NH);
@@ -221,10 +222,10 @@ void model_figure(std::ostream& out, const Session& s, Ui& ui, FigureView shown)
         return margin + row_label + h * (map_side + thumb_gap) + h / group * group_gap;
     };
     const auto row_y = [&](int l) { return margin + heading_height + gap + header + l * (map_side + thumb_gap); };
-    const Heading lines = heading(s, ui, shown);
+    const Heading lines = heading(state, s, ui, shown);
     const double width = std::max({column_x(NH - 1) + map_side + margin, heading_width(lines), legend_width});
     const double height = row_y(L) + gap + legend_height;
-    Figure figure(out, width, height, s, ui);
+    Figure figure(out, width, height, state, s, ui);
     figure.heading(lines);
     std::vector<std::pair<double, double>> at;
     std::vector<std::string> texts;
@@ -253,10 +254,10 @@ void model_figure(std::ostream& out, const Session& s, Ui& ui, FigureView shown)
 
 // The logit-lens tab: a row per layer, a column per token of the selected
 // text, each cell coloured by its top-1 probability with that token in it.
-void lens_figure(std::ostream& out, const Session& s, Ui& ui, FigureView shown) {
+void lens_figure(std::ostream& out, const WindowState& state, const Session& s, Ui& ui, FigureView shown) {
     const AttentionResult& att = s.shown.attention;
-    const HeatmapImage probabilities = lens_probabilities(s);
-    const int L = probabilities.rows, length = probabilities.cols, b = s.state.selected;
+    const HeatmapImage probabilities = lens_probabilities(state, s);
+    const int L = probabilities.rows, length = probabilities.cols, b = state.selected;
     const Tokenizer& tokenizer = s.model().tokenizer;
     std::vector<std::string> tops;  // (L, length)
     double cell_w = 2 * cell, label_room = 0;
@@ -266,13 +267,13 @@ void lens_figure(std::ostream& out, const Session& s, Ui& ui, FigureView shown) 
             cell_w = std::max(cell_w, text_width(tops.back(), label_size) + 6);
         }
     for (int t = 0; t < length; ++t)
-        label_room = std::max(label_room, text_width(shown_token(s, s.state.selected, t), label_size) + 6);
+        label_room = std::max(label_room, text_width(shown_token(s, state.selected, t), label_size) + 6);
     const double cell_h = 2 * cell;
     const double row_label = text_width(numbered('L', att.layers.back()), title_size) + 8;
     const double x0 = margin + row_label, y0 = margin + heading_height + gap + label_room;
-    const Heading lines = heading(s, ui, shown);
+    const Heading lines = heading(state, s, ui, shown);
     const double width = std::max({x0 + length * cell_w + margin, heading_width(lines), legend_width});
-    Figure figure(out, width, y0 + L * cell_h + gap + legend_height, s, ui);
+    Figure figure(out, width, y0 + L * cell_h + gap + legend_height, state, s, ui);
     figure.heading(lines);
     figure.column_labels("positions", length, x0, y0, cell_w);
     std::vector<std::pair<double, double>> at;
@@ -300,7 +301,7 @@ void lens_figure(std::ostream& out, const Session& s, Ui& ui, FigureView shown) 
 // The tokens tab: the selected text's tokens wrapped in lines (as the
 // window wraps them, at the figure's width), each on the colour of its
 // weight from the query rows (outlined), as the tab last drew them.
-void tokens_figure(std::ostream& out, const Session& s, Ui& ui, FigureView shown) {
+void tokens_figure(std::ostream& out, const WindowState& state, const Session& s, Ui& ui, FigureView shown) {
     const TokensView& view = *shown.tokens;
     constexpr double line_width = 720, pad = 3, box_h = title_size + 2 * pad, line_h = box_h + 4;
     const ShownMaps maps = s.maps();  // the keys' tokens: an encoder–decoder's cross-attention colours the source's
@@ -310,9 +311,9 @@ void tokens_figure(std::ostream& out, const Session& s, Ui& ui, FigureView shown
         pad);
     const double top = margin + heading_height + gap + heading_line;
     const int lines_drawn = wrapped.empty() ? 0 : wrapped.back().line + 1;
-    const Heading lines = heading(s, ui, shown);
+    const Heading lines = heading(state, s, ui, shown);
     const double width = std::max({2 * margin + line_width, heading_width(lines), legend_width});
-    Figure figure(out, width, top + lines_drawn * line_h + gap + legend_height, s, ui);
+    Figure figure(out, width, top + lines_drawn * line_h + gap + legend_height, state, s, ui);
     figure.heading(lines);
     figure.labels("description", {{margin, top - heading_line + title_size}}, {view.description()});
     const std::vector<int> queries = maps.kind == AttentionKind::cross ? std::vector<int>{} : view.queries();
@@ -342,20 +343,21 @@ const char* svg_refusal(View view, AttentionKind kind) {
     return "Save SVG draws the heads, tokens, model and logit-lens tabs: show one of them";
 }
 
-void write_svg_figure(const std::filesystem::path& path, const Session& session, Ui& ui, FigureView shown) {
+void write_svg_figure(const std::filesystem::path& path, const WindowState& state, const Session& session, Ui& ui,
+                      FigureView shown) {
     if (const char* refusal = svg_refusal(shown.view, session.maps().kind)) throw Error(path.string() + ": " + refusal);
     if (session.shown.attention.weights.empty()) throw Error(path.string() + ": no maps computed yet");
     if (shown.view == View::lens && session.shown.attention.lens_k == 0)
         throw Error(path.string() + ": the logit lens is not computed");
     if (shown.view == View::tokens &&
-        (!shown.tokens || shown.tokens->weights().size() < static_cast<size_t>(session.length(session.state.selected))))
+        (!shown.tokens || shown.tokens->weights().size() < static_cast<size_t>(session.length(state.selected))))
         throw Error(path.string() + ": the tokens tab has not drawn these tokens yet");
     write_file_atomically(path, "the SVG figure", [&](std::ostream& out) {
         switch (shown.view) {
-            case View::heads: heads_figure(out, session, ui, shown); break;
-            case View::model: model_figure(out, session, ui, shown); break;
-            case View::tokens: tokens_figure(out, session, ui, shown); break;
-            default: lens_figure(out, session, ui, shown); break;
+            case View::heads: heads_figure(out, state, session, ui, shown); break;
+            case View::model: model_figure(out, state, session, ui, shown); break;
+            case View::tokens: tokens_figure(out, state, session, ui, shown); break;
+            default: lens_figure(out, state, session, ui, shown); break;
         }
     });
 }

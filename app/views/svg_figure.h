@@ -30,7 +30,8 @@ const char* svg_refusal(View view, AttentionKind kind);
 // at all. Maps with more cells than max_figure_cells in all are max-pooled
 // as the window pools them (core's heatmap_image), and then carry no token
 // labels. Needs the window's GL context; throws Error naming the file or the view.
-void write_svg_figure(const std::filesystem::path& path, const Session& session, Ui& ui, FigureView shown);
+void write_svg_figure(const std::filesystem::path& path, const WindowState& state, const Session& session, Ui& ui,
+                      FigureView shown);
 inline constexpr int64_t max_figure_cells = int64_t{1} << 20;
 
 }  // namespace headscope

@@ -7,6 +7,8 @@
 #include <utility>
 
 #include "views/controls_view.h"
+#include "widgets/controls.h"
+#include "widgets/texts.h"
 
 namespace headscope {
 namespace {
@@ -40,8 +42,8 @@ bool take_typed_characters(std::string& text) {
 // sideways to the cursor; otherwise the same place shows the text wrapped,
 // and a click there gives the keys back to the box, its cursor at the end.
 // A text cut to the model's positions says where, above it.
-bool ControlsView::text_box(Session& s, Ui& ui, float width) {
-    std::string& text = s.state.texts[s.state.selected];
+bool ControlsView::text_box(WindowState& state, const Session& s, Ui& ui, float width) {
+    std::string& text = state.texts[state.selected];
     const ImGuiStyle& style = ImGui::GetStyle();
     const float line = ImGui::GetTextLineHeight();
     const float wrap = width - 2 * style.FramePadding.x - style.ScrollbarSize;
@@ -56,12 +58,11 @@ bool ControlsView::text_box(Session& s, Ui& ui, float width) {
             ImGui::SetKeyboardFocusHere();
             changed = take_typed_characters(text);
         }
-        changed |= ImGui::InputTextMultiline("##text", &text, size, ImGuiInputTextFlags_CallbackAlways, cursor_to_end,
-                                             &cursor_to_end_pending_);
+        changed |= text_input_multiline(ui, "##text", &text, size, ImGuiInputTextFlags_CallbackAlways, cursor_to_end,
+                                        &cursor_to_end_pending_, "text");
         editing_text_ = ImGui::IsItemActive() || since_click < 4;  // until the focus has landed, the box stays
         ui.frame_wanted |= since_click < 4;
         ui.frame_wanted |= !editing_text_;  // the wrapped text, drawn next frame
-        ui.layout.control("text");
         return changed;
     }
     ImGui::PushStyleColor(ImGuiCol_ChildBg, style.Colors[ImGuiCol_FrameBg]);
@@ -69,22 +70,21 @@ bool ControlsView::text_box(Session& s, Ui& ui, float width) {
     ImGui::BeginChild("##text wrapped", size, false, ImGuiWindowFlags_AlwaysUseWindowPadding);
     ImGui::PushTextWrapPos(0);
     if (cut) {
-        const std::vector<int32_t>& ids =
-            s.model().config.is_encoder_decoder() ? s.shown.source_ids[s.state.selected] : s.shown.token_ids[s.state.selected];
+        const std::vector<int32_t>& ids = s.model().config.is_encoder_decoder() ? s.shown.source_ids[state.selected]
+                                                                                : s.shown.token_ids[state.selected];
         const std::string note = "the model reads the first " + std::to_string(cut->kept) + " of its " +
                                  std::to_string(cut->tokens) + " tokens, up to " +
                                  shown_token(s.model().tokenizer, ids.back(), true);
-        ImGui::TextColored(warning_colour, "%s", note.c_str());
-        ui.layout.item({{"view", "control"}, {"name", "text cut"}, {"text", note}});
+        text_coloured(ui, {{"view", "control"}, {"name", "text cut"}, {"text", note}}, warning_colour, "%s",
+                      note.c_str());
     }
     ImGui::TextUnformatted(text.c_str(), text.c_str() + text.size());
     ImGui::PopTextWrapPos();
     const bool clicked = ImGui::IsWindowHovered() && ImGui::IsMouseClicked(ImGuiMouseButton_Left);
     if (ImGui::IsWindowHovered()) ImGui::SetMouseCursor(ImGuiMouseCursor_TextInput);
-    ImGui::EndChild();
+    end_child(ui, "text");
     ImGui::PopStyleVar();
     ImGui::PopStyleColor();
-    ui.layout.control("text");
     if (clicked) {
         editing_text_ = cursor_to_end_pending_ = ui.frame_wanted = true;
         text_clicked_frame_ = ImGui::GetFrameCount();

@@ -6,11 +6,15 @@
 #include <string>
 #include <utility>
 
+#include "widgets/controls.h"
+#include "widgets/texts.h"
+
 namespace headscope {
 
-void TokensView::update_weights(const Session& s, Ui& ui, int layer, int head, const std::vector<int>& queries) {
+void TokensView::update_weights(const WindowState& state, const Session& s, Ui& ui, int layer, int head,
+                                const std::vector<int>& queries) {
     const ShownMaps maps = s.maps();
-    const int b = s.state.selected, keys = maps.cols, NH = maps.result->NH;
+    const int b = state.selected, keys = maps.cols, NH = maps.result->NH;
     const Key key{s.shown_generation, b, layer, head, average_, queries, ui.colormap, maps.kind};
     if (key == key_) return;
     key_ = key;
@@ -53,10 +57,10 @@ std::vector<WrappedToken> wrap_tokens(const Tokenizer& tokenizer, const std::vec
     return wrapped;
 }
 
-std::pair<int, int> TokensView::head_shown(const Session& s, bool beside) {
-    const std::pair selected(s.state.layer, s.state.head);
+std::pair<int, int> TokensView::head_shown(const WindowState& state, bool beside) {
+    const std::pair selected(state.layer, state.head);
     if (followed_ && followed_->second != selected) followed_.reset();  // a new selection wins
-    if (s.state.hovered_head >= 0) followed_ = {{s.state.hovered_layer, s.state.hovered_head}, selected};
+    if (state.hovered_head >= 0) followed_ = {{state.hovered_layer, state.hovered_head}, selected};
     return beside && followed_ ? followed_->first : selected;
 }
 
@@ -70,9 +74,9 @@ std::vector<int> TokensView::query_rows(const Session& s, const ShownMaps& maps)
     return queries;
 }
 
-void TokensView::pick_query(Session& s, const ShownMaps& maps, int hovered) {
+void TokensView::pick_query(WindowState& state, const ShownMaps& maps, int hovered) {
     if (hovered < 0 || !ui_tooltips_) return;
-    if (maps.kind != AttentionKind::encoder) s.state.hovered_query = hovered;
+    if (maps.kind != AttentionKind::encoder) state.hovered_query = hovered;
     if (!ImGui::IsMouseClicked(ImGuiMouseButton_Left)) return;
     if (ImGui::GetIO().KeyShift) {
         added_queries_.insert(hovered);
@@ -82,15 +86,14 @@ void TokensView::pick_query(Session& s, const ShownMaps& maps, int hovered) {
     if (maps.kind == AttentionKind::encoder)
         source_query_ = hovered;
     else
-        s.state.query = hovered;
+        state.query = hovered;
 }
 
-void TokensView::draw(Session& s, Ui& ui, bool beside) {
+void TokensView::draw(WindowState& state, const Session& s, Ui& ui, bool beside) {
     const ShownMaps maps = s.maps();
-    const auto [followed_layer, head] = head_shown(s, beside);
+    const auto [followed_layer, head] = head_shown(state, beside);
     const int layer = std::min(followed_layer, maps.layers() - 1);  // a map hovered under another attention
-    ImGui::Checkbox("layer average", &average_);
-    ui.layout.control("layer average");
+    checkbox(ui, "layer average", &average_, "layer average");
     ImGui::SameLine();
     const std::string kind =
         maps.kind == AttentionKind::decoder ? "" : std::string(attention_kind_choices.labels[int(maps.kind)]) + ", ";
@@ -104,12 +107,12 @@ void TokensView::draw(Session& s, Ui& ui, bool beside) {
     ImGui::PopStyleColor();
 
     const std::vector<int> queries = query_rows(s, maps);
-    update_weights(s, ui, layer, head, queries);
+    update_weights(state, s, ui, layer, head, queries);
     ui_tooltips_ = ui.tooltips;  // as the maps: screenshots ignore where Xvfb left the pointer
     ImGui::BeginChild("tokens", ImVec2(0, 0), false);
     if (maps.kind == AttentionKind::cross) {  // the target's tokens ask; the source's are coloured
         ImGui::TextDisabled("target (the queries):");
-        pick_query(s, maps, draw_tokens(s, ui, *maps.query_ids, nullptr, queries, "query-token"));
+        pick_query(state, maps, draw_tokens(s, ui, *maps.query_ids, nullptr, queries, "query-token"));
         ImGui::TextDisabled("source (the keys), by the weight each gets:");
     }
     const std::vector<int> outlined = maps.kind == AttentionKind::cross ? std::vector<int>{} : queries;
@@ -119,10 +122,10 @@ void TokensView::draw(Session& s, Ui& ui, bool beside) {
     if (const TextCut* cut = s.cut_shown(source_keys)) {
         const std::string note = "cut here: " + std::to_string(cut->tokens - cut->kept) +
                                  " more tokens past the model's limit of " + std::to_string(cut->kept);
-        ImGui::TextColored(warning_colour, "%s", note.c_str());
-        ui.layout.item({{"view", "token-cut"}, {"text", note}});
+        text_coloured(ui, {{"view", "token-cut"}, {"text", note}}, warning_colour, "%s", note.c_str());
     }
-    if (maps.kind != AttentionKind::cross) pick_query(s, maps, hovered);
+    if (maps.kind != AttentionKind::cross) pick_query(state, maps, hovered);
+
     if (hovered >= 0 && ui.tooltips && !std::isnan(weights_[hovered]))
         ImGui::SetTooltip("token %d %s: weight %.4f from the rows shown", hovered,
                           key_token(s, maps, hovered, true).c_str(), weights_[hovered]);

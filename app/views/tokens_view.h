@@ -36,7 +36,7 @@ class TokensView {
 public:
     // In its tab the view shows the selected head; `beside` the maps, the
     // head of the map last under the mouse, until another is selected.
-    void draw(Session& session, Ui& ui, bool beside = false);
+    void draw(WindowState& state, const Session& session, Ui& ui, bool beside = false);
     // What the last frame drew, for the SVG figure: the line above the
     // tokens, the query rows, each token's weight (NaN where masked; past the
     // text's end unused) and colour.
@@ -46,9 +46,10 @@ public:
     const std::vector<Rgb>& colours() const { return colours_; }
 
 private:
-    std::pair<int, int> head_shown(const Session& session, bool beside);
+    std::pair<int, int> head_shown(const WindowState& state, bool beside);
     // The weights each key gets from the query rows (NaN where masked), and their colours.
-    void update_weights(const Session& session, Ui& ui, int layer, int head, const std::vector<int>& queries);
+    void update_weights(const WindowState& state, const Session& session, Ui& ui, int layer, int head,
+                        const std::vector<int>& queries);
     // Draws `ids` wrapped, each on its weight's colour where `weights` is
     // given, the queries outlined; records each as `view` for --layout.
     // Returns the hovered token, or -1.
@@ -57,9 +58,9 @@ private:
     // The query rows: the selected one (the source's for an encoder's maps), then those shift-clicked.
     std::vector<int> query_rows(const Session& session, const ShownMaps& maps) const;
     // A hovered query token: shown in the maps' panels, kept on click, added on shift-click.
-    void pick_query(Session& session, const ShownMaps& maps, int hovered);
+    void pick_query(WindowState& state, const ShownMaps& maps, int hovered);
 
-    bool average_ = false;         // the layer's average over its heads, not session.state.head
+    bool average_ = false;         // the layer's average over its heads, not state.head
     std::set<int> added_queries_;  // shift-clicked rows, summed with the selected one
     int source_query_ = -1;        // an encoder's maps: the source token clicked; -1: its last
     bool ui_tooltips_ = true;      // the frame's Ui::tooltips, for pick_query

@@ -117,9 +117,9 @@ namespace {
 // Why head `head` attends from query i to key j (BertViz's neuron view): the
 // score q . k as its head dimensions' terms, q, k and the terms as bars, the
 // largest terms, and the biases' part where the model has them.
-void why_it_attends(const Session& session, int layer, int head, int i, int j) {
+void why_it_attends(const WindowState& state, const Session& session, int layer, int head, int i, int j) {
     const ScoreTerms s = explain_score(session.model(), session.shown.attention, session.shown_options, layer,
-                                       session.state.selected, head, i, j);
+                                       state.selected, head, i, j);
     ImGui::Separator();
     ImGui::Text("why: q . k = %.3f, times %.3f: score %.3f", s.score, s.scale, s.score * s.scale);
     const ImVec2 bars(std::floor(ImGui::GetFontSize() * 18), std::floor(ImGui::GetFontSize() * 2.5f));
@@ -144,24 +144,25 @@ void why_it_attends(const Session& session, int layer, int head, int i, int j) {
 }
 
 // What the shading and the contributions add about a visible cell.
-void more_about_the_cell(const Session& session, int layer, int head, int i, int j) {
+void more_about_the_cell(const WindowState& state, const Session& session, int layer, int head, int i, int j) {
     const AttentionResult& att = session.shown.attention;
-    const size_t map = (static_cast<size_t>(layer) * att.B + session.state.selected) * att.NH + head;
+    const size_t map = (static_cast<size_t>(layer) * att.B + state.selected) * att.NH + head;
     if (!att.value_weighted.empty())
         ImGui::Text("weight x |value W_O| %.4f", att.value_weighted[(map * att.T + i) * att.T + j]);
-    const float* row = att.row(layer, session.state.selected, head, i);
-    if (session.state.shading.hide_first_key && j > 0 && row[0] < 1)
+    const float* row = att.row(layer, state.selected, head, i);
+    if (state.shading.hide_first_key && j > 0 && row[0] < 1)
         ImGui::Text("first key (the sink) %.4f; without it this weight is %.4f", row[0], row[j] / (1 - row[0]));
-    if (session.state.shading.hide_first_key)
+    if (state.shading.hide_first_key)
         ImGui::Text("the head's sink mass %.3f",
-                    sink_mass(att, layer, session.state.selected, head, session.length(session.state.selected)));
-    if (!att.queries.empty()) why_it_attends(session, layer, head, i, j);
+                    sink_mass(att, layer, state.selected, head, session.length(state.selected)));
+    if (!att.queries.empty()) why_it_attends(state, session, layer, head, i, j);
 }
 
 // The query and key under the mouse, the weight, the row's entropy and the
 // head's probe scores; what more the shown forward knows of a decoder's cell.
-void map_tooltip(const Session& session, const ShownMaps& maps, int layer, int head, int i, int j) {
-    const float* row = maps.row(layer, session.state.selected, head, i);
+void map_tooltip(const WindowState& state, const Session& session, const ShownMaps& maps, int layer, int head, int i,
+                 int j) {
+    const float* row = maps.row(layer, state.selected, head, i);
     ImGui::BeginTooltip();
     ImGui::TextUnformatted(head_label(session, layer, head).c_str());
     if (maps.kind != AttentionKind::decoder)
@@ -171,9 +172,8 @@ void map_tooltip(const Session& session, const ShownMaps& maps, int layer, int h
     const bool pad_query = i >= maps.query_length && session.shown_options.padding_mask;
     if (maps.visible(session.maps_options_at(maps, layer), i, j)) {
         ImGui::Text("weight %.4f   row entropy %.3f nats", row[j], row_entropy(row, maps.cols));
-        if (maps.kind == AttentionKind::decoder) more_about_the_cell(session, layer, head, i, j);
-    } else if (pad_query ||
-               (maps.kind == AttentionKind::decoder && maps.result->row_fully_masked(session.state.selected, i)))
+        if (maps.kind == AttentionKind::decoder) more_about_the_cell(state, session, layer, head, i, j);
+    } else if (pad_query || (maps.kind == AttentionKind::decoder && maps.result->row_fully_masked(state.selected, i)))
         ImGui::TextUnformatted("masked: this query row has nothing to attend to (all zeros, never NaN)");
     else
         ImGui::TextUnformatted("masked: this query may not see this key");
@@ -183,8 +183,9 @@ void map_tooltip(const Session& session, const ShownMaps& maps, int layer, int h
 }  // namespace
 
 // The map the widget draws, pooled to `pooled_to` a side.
-HeatmapImage map_image(const Session& session, const ShownMaps& maps, int layer, int head, int pooled_to) {
-    const int b = session.state.selected;
+HeatmapImage map_image(const WindowState& state, const Session& session, const ShownMaps& maps, int layer, int head,
+                       int pooled_to) {
+    const int b = state.selected;
     const AttentionOptions options = session.maps_options_at(maps, layer);
     if (maps.kind == AttentionKind::cross)
         return cross_heatmap_image(*maps.result, options, layer, b, head, maps.query_length, maps.key_length,
@@ -193,10 +194,10 @@ HeatmapImage map_image(const Session& session, const ShownMaps& maps, int layer,
     return heatmap_image(*maps.result, options, layer, b, head, maps.key_length, pooled_to, shading);
 }
 
-bool MapWidget::draw(Session& session, Ui& ui, const char* view, int layer, int head, float size,
+bool MapWidget::draw(WindowState& state, Session& session, Ui& ui, const char* view, int layer, int head, float size,
                      const MapRegion& region) {
     const ShownMaps maps = kind_ ? session.maps(*kind_) : session.maps();
-    const int rows = maps.rows, cols = maps.cols, b = session.state.selected;
+    const int rows = maps.rows, cols = maps.cols, b = state.selected;
     const float framebuffer_scale = ImGui::GetIO().DisplayFramebufferScale.x;
     const int pixels = std::max(1, static_cast<int>(size * framebuffer_scale));
     // A zoomed region shows a fraction of the map: pool the whole map finer.
@@ -206,7 +207,7 @@ bool MapWidget::draw(Session& session, Ui& ui, const char* view, int layer, int 
     ImGui::Dummy(ImVec2(size, size));
     if (ImGui::IsItemVisible()) {  // a map scrolled out of view is neither pooled nor drawn
         if (!(image_key == image_key_)) {
-            ui.renderer.upload(map_image(session, maps, layer, head, image_key.pooled_to), texture_);
+            ui.renderer.upload(map_image(state, session, maps, layer, head, image_key.pooled_to), texture_);
             image_key_ = image_key;
         }
         ui.renderer.draw_on_screen(ui.colormap, texture_, origin, ImVec2(origin.x + size, origin.y + size), region);
@@ -223,13 +224,13 @@ bool MapWidget::draw(Session& session, Ui& ui, const char* view, int layer, int 
         const ImVec2 mouse = ImGui::GetIO().MousePos;
         const int i = std::clamp(static_cast<int>((mouse.y - corner.y) / cell_h), 0, rows - 1);
         const int j = std::clamp(static_cast<int>((mouse.x - corner.x) / cell_w), 0, cols - 1);
-        map_tooltip(session, maps, layer, head, i, j);
+        map_tooltip(state, session, maps, layer, head, i, j);
         if (maps.kind != AttentionKind::encoder) {  // the predictions follow a target's query
-            session.state.hovered_query = i;
-            if (clicked) session.state.query = i;
+            state.hovered_query = i;
+            if (clicked) state.query = i;
         }
-        session.state.hovered_layer = layer;
-        session.state.hovered_head = head;
+        state.hovered_layer = layer;
+        state.hovered_head = head;
     }
     if (session.replaying() && maps.kind != AttentionKind::encoder) {
         const int r = session.generation->replayed_row();
@@ -258,6 +259,13 @@ bool MapWidget::draw(Session& session, Ui& ui, const char* view, int layer, int 
                         {"row", "query"},
                         {"col", "key"}},
                        {corner, ImVec2(cell_w, cell_h), ImVec2(cell_w, cell_h), rows, cols});
+    return clicked;
+}
+
+bool MapWidget::draw_thumbnail(WindowState& state, Session& session, Ui& ui, const char* view, int layer, int head,
+                               float size) {
+    const bool clicked = draw(state, session, ui, view, layer, head, size);
+    ui.layout.item({{"view", "map"}, {"of", view}, {"layer", layer}, {"head", head}});
     return clicked;
 }
 

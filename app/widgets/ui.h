@@ -90,8 +90,12 @@ public:
     // Replaying a generation, the rows after its replayed row are covered and
     // that row outlined. A right-click knocks the head out of the forward, or
     // back in; a knocked-out head's map is crossed out.
-    bool draw(Session& session, Ui& ui, const char* view, int layer, int head, float size,
+    bool draw(WindowState& state, Session& session, Ui& ui, const char* view, int layer, int head, float size,
               const MapRegion& region = {});
+    // The map alone, with no labels around it (a thumbnail), recorded as the
+    // item {"view": "map", "of": view, "layer", "head"} too.
+    bool draw_thumbnail(WindowState& state, Session& session, Ui& ui, const char* view, int layer, int head,
+                        float size);
 
 private:
     struct ImageKey {  // what the uploaded weights are

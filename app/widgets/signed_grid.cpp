@@ -1,0 +1,62 @@
+// The grid of signed values: see signed_grid.h.
+#include "widgets/signed_grid.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace headscope {
+
+ImU32 diverging_colour(float v) {
+    const float t = std::clamp(std::abs(v), 0.f, 1.f);
+    const ImVec4 zero(0.20f, 0.20f, 0.23f, 1),
+        end = v < 0 ? ImVec4(0.25f, 0.50f, 0.95f, 1) : ImVec4(0.92f, 0.30f, 0.22f, 1);
+    return ImGui::GetColorU32(
+        ImVec4(zero.x + (end.x - zero.x) * t, zero.y + (end.y - zero.y) * t, zero.z + (end.z - zero.z) * t, 1));
+}
+
+// Appended, since GCC 12 warns, wrongly, on "L" + std::to_string(i).
+std::string indexed(char prefix, int i) {
+    std::string name(1, prefix);
+    return name += std::to_string(i);
+}
+
+std::pair<int, int> signed_grid(Ui& ui, const char* name, const std::vector<float>& values, int rows, int cols,
+                                const std::vector<std::string>& col_labels, float cell, float scale) {
+    ImDrawList* draw = ImGui::GetWindowDrawList();
+    const float label_w = ImGui::CalcTextSize("L00 ").x, line = ImGui::GetTextLineHeight();
+    const ImVec2 start = ImGui::GetCursorScreenPos();
+    const ImVec2 origin(start.x + label_w, start.y + line + 2);
+    const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text), dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
+    for (int c = 0; c < cols; ++c) {
+        const std::string& label = col_labels[c];
+        const float w = ImGui::CalcTextSize(label.c_str()).x;
+        if (w <= cell + 2 || c % std::max(1, static_cast<int>(std::ceil((w + 4) / cell))) == 0)
+            draw->AddText(ImVec2(origin.x + c * cell + std::max(0.f, (cell - w) / 2), start.y), dim, label.c_str());
+    }
+    const int label_every = std::max(1, static_cast<int>(std::ceil(line / cell)));
+    std::pair<int, int> hovered{-1, -1};
+    for (int r = 0; r < rows; ++r) {
+        if (r % label_every == 0)
+            draw->AddText(ImVec2(start.x, origin.y + r * cell + (cell - line) / 2), dim, indexed('L', r).c_str());
+        for (int c = 0; c < cols; ++c) {
+            const ImVec2 min(origin.x + c * cell, origin.y + r * cell), max(min.x + cell - 1, min.y + cell - 1);
+            const float v = values[static_cast<size_t>(r) * cols + c];
+            if (std::isnan(v)) {
+                draw->AddRect(min, max, dim);
+                draw->AddLine(min, max, text);
+                draw->AddLine(ImVec2(min.x, max.y), ImVec2(max.x, min.y), text);
+            } else {
+                draw->AddRectFilled(min, max, diverging_colour(scale > 0 ? v / scale : 0));
+            }
+            if (ImGui::IsMouseHoveringRect(min, ImVec2(max.x + 1, max.y + 1))) hovered = {r, c};
+        }
+    }
+    ImGui::Dummy(ImVec2(label_w + cols * cell, line + 2 + rows * cell));
+    ui.layout.grid({{"view", name}, {"row", "layer"}, {"col", "column"}, {"values", values}, {"scale", scale}},
+                   {origin, ImVec2(cell, cell), ImVec2(cell - 1, cell - 1), rows, cols});
+    return hovered;
+}
+
+// The largest magnitude of the finite values: the colour scale's end.
+
+}  // namespace headscope

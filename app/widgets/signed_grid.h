@@ -1,0 +1,29 @@
+// A grid of signed values coloured blue below zero and red above (the
+// effects tab's effects and attribution grids), recording itself for
+// --layout with its values.
+#pragma once
+#include <imgui.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "widgets/ui.h"
+
+namespace headscope {
+
+// Colours of signed values: blue below zero, red above, through the
+// background's grey at zero; `v` in [-1, 1] (clamped).
+ImU32 diverging_colour(float v);
+
+// "L3", "H11": a grid's row and column labels.
+std::string indexed(char prefix, int i);
+
+// A grid of signed values, `rows` x `cols`, `cell` pixels a side, with row
+// labels "L0".. and the column labels given, coloured by value / scale;
+// NaN cells crossed. Records itself for --layout as view `name` with its
+// values. Returns the cell under the mouse as (row, col), or (-1, -1).
+std::pair<int, int> signed_grid(Ui& ui, const char* name, const std::vector<float>& values, int rows, int cols,
+                                const std::vector<std::string>& col_labels, float cell, float scale);
+
+}  // namespace headscope
