@@ -124,18 +124,18 @@ using FamilyParam = std::tuple<FamilyVariant, FileDType>;
 
 class FamilyPredictions : public ::testing::TestWithParam<FamilyParam> {
 protected:
-    FamilyPredictions() {
-        FamilySpec spec = std::get<0>(GetParam()).spec;
-        spec.dtype = std::get<1>(GetParam());
-        checkpoint_ = make_family_checkpoint(spec);
-        write_family_checkpoint(dir_.path, checkpoint_);
-        model_ = load_model(dir_.path.string());
-        backend_->load_weights(model_);
+    FamilyPredictions() { backend_->load_weights(model_); }
+
+    // The parameter's checkpoint as written and loaded, which its tests share (loaded_family).
+    static const LoadedFamily& parameter_family(const FamilyParam& param) {
+        FamilySpec spec = std::get<0>(param).spec;
+        spec.dtype = std::get<1>(param);
+        return loaded_family(std::get<0>(param).name + "_" + dtype_name(std::get<1>(param)), spec);
     }
 
-    TempDir dir_;
-    FamilyCheckpoint checkpoint_;
-    Model model_;
+    const LoadedFamily& family_ = parameter_family(GetParam());
+    const FamilyCheckpoint& checkpoint_ = family_.checkpoint;
+    const Model& model_ = family_.model;
     std::unique_ptr<Backend> backend_ = make_cpu_backend();
     Texts texts_ = family_texts(std::get<0>(GetParam()).spec);  // 11 and 7 tokens
 };

@@ -13,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "family_models.h"
 #include "family_reference.h"
 #include "family_writer.h"
 #include "headscope/base/error.h"
@@ -76,18 +77,18 @@ std::string param_name(const ::testing::TestParamInfo<Param>& info) {
     return variant.name + "_" + dtype_name(dtype) + (shards > 1 ? "_sharded" : "_single");
 }
 
+// The parameter's checkpoint as written and loaded, which its tests share (loaded_family).
+const LoadedFamily& parameter_family(const Param& param) {
+    const auto& [variant, dtype, shards] = param;
+    FamilySpec spec = variant.spec;
+    spec.dtype = dtype;
+    spec.shards = shards;
+    return loaded_family(variant.name + "_" + dtype_name(dtype) + "_" + std::to_string(shards), spec);
+}
+
 class FamilyForward : public ::testing::TestWithParam<Param> {
 protected:
-    FamilyForward() {
-        const auto& [variant, dtype, shards] = GetParam();
-        FamilySpec spec = variant.spec;
-        spec.dtype = dtype;
-        spec.shards = shards;
-        checkpoint_ = make_family_checkpoint(spec);
-        write_family_checkpoint(dir_.path, checkpoint_);
-        model_ = load_model(dir_.path.string());
-        backend_->load_weights(model_);
-    }
+    FamilyForward() { backend_->load_weights(model_); }
 
     const FamilySpec& spec() const { return checkpoint_.spec; }
 
@@ -101,9 +102,9 @@ protected:
         expect_engine_matches(*backend_, model_, checkpoint_, texts_, opt, what);
     }
 
-    TempDir dir_;
-    FamilyCheckpoint checkpoint_;
-    Model model_;
+    const LoadedFamily& family_ = parameter_family(GetParam());
+    const FamilyCheckpoint& checkpoint_ = family_.checkpoint;
+    const Model& model_ = family_.model;
     std::unique_ptr<Backend> backend_ = make_cpu_backend();
     std::vector<std::vector<int32_t>> texts_ = family_texts(std::get<0>(GetParam()).spec);
 };
