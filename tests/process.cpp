@@ -41,6 +41,11 @@ int exit_status(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : -
 
 }  // namespace
 
+const char* cli_program() {
+    const char* sanitized = std::getenv("HEADSCOPE_TEST_CLI");
+    return sanitized && *sanitized ? sanitized : HEADSCOPE_CLI;
+}
+
 ProcessRun run_program(const std::vector<std::string>& args, const std::filesystem::path& scratch,
                        const std::filesystem::path& input, double limit_seconds) {
     const auto out_path = scratch / "stdout", err_path = scratch / "stderr";

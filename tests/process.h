@@ -14,6 +14,10 @@
 
 namespace headscope::test {
 
+// The headscope-cli the tests run: this build's, or the one named by
+// HEADSCOPE_TEST_CLI (the sanitized twin, for the tests' second pass).
+const char* cli_program();
+
 struct ProcessRun {
     int status;  // exit status; -1 if it did not exit normally
     std::string out, err;

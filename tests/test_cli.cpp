@@ -23,7 +23,7 @@ namespace {
 
 // Runs the CLI with exactly these arguments (no shell), capturing both streams.
 test::ProcessRun run_cli(const std::vector<std::string>& args, const std::filesystem::path& scratch) {
-    std::vector<std::string> command = {HEADSCOPE_CLI};
+    std::vector<std::string> command = {test::cli_program()};
     command.insert(command.end(), args.begin(), args.end());
     return test::run_program(command, scratch);
 }
@@ -307,12 +307,12 @@ TEST_F(CliTest, InfoAndHeadsAreJsonWhenPipedAndTablesOnATerminal) {
         ASSERT_EQ(piped.status, 0) << piped.err;
         EXPECT_NO_THROW(json::parse(piped.out)) << command;
         const test::ProcessRun shown =
-            test::run_on_terminal({HEADSCOPE_CLI, command, "--model", model()}, dir_->path, test::Stream::out);
+            test::run_on_terminal({test::cli_program(), command, "--model", model()}, dir_->path, test::Stream::out);
         ASSERT_EQ(shown.status, 0) << shown.err;
         EXPECT_EQ(shown.out, run({command, "--model", model(), "--format", "table"}).out) << command;
         // --out writes a file, never a terminal: JSON.
         const std::string file = (dir_->path / "out.json").string();
-        ASSERT_EQ(test::run_on_terminal({HEADSCOPE_CLI, command, "--model", model(), "--out", file}, dir_->path,
+        ASSERT_EQ(test::run_on_terminal({test::cli_program(), command, "--model", model(), "--out", file}, dir_->path,
                                         test::Stream::out)
                       .status,
                   0);
@@ -329,7 +329,7 @@ TEST_F(CliTest, ProgressBarsGoToStderrOnlyWhenItIsATerminal) {
     EXPECT_EQ(piped.err, "");
 
     const test::ProcessRun shown =
-        test::run_on_terminal({HEADSCOPE_CLI, "heads", "--model", model()}, dir_->path, test::Stream::err);
+        test::run_on_terminal({test::cli_program(), "heads", "--model", model()}, dir_->path, test::Stream::err);
     ASSERT_EQ(shown.status, 0) << shown.err;
     EXPECT_EQ(shown.out, piped.out);
     EXPECT_EQ(shown.err.find('\n'), std::string::npos) << shown.err;
@@ -417,16 +417,16 @@ TEST_F(CliTest, DancePrintsStepsAndTheNaiveSplitsError) {
 // usable device is an error naming the reason.
 TEST_F(CliTest, BackendChoiceIsReportedWithItsReason) {
     const CudaStatus cuda = cuda_status();
-#ifdef HEADSCOPE_HAS_CUDA
-    if (!cuda.usable) {
-        EXPECT_TRUE(cuda.reason == "no CUDA device" || cuda.reason == "driver too old for this build" ||
-                    cuda.reason.ends_with("older than this build's sm_75"))
-            << cuda.reason;
+    if (cuda_built_in()) {
+        if (!cuda.usable) {
+            EXPECT_TRUE(cuda.reason == "no CUDA device" || cuda.reason == "driver too old for this build" ||
+                        cuda.reason.ends_with("older than this build's sm_75"))
+                << cuda.reason;
+        }
+    } else {
+        EXPECT_FALSE(cuda.usable);
+        EXPECT_EQ(cuda.reason, "built without CUDA");
     }
-#else
-    EXPECT_FALSE(cuda.usable);
-    EXPECT_EQ(cuda.reason, "built without CUDA");
-#endif
     const std::string m = model();
     const std::vector<std::vector<std::string>> commands = {
         {"info", "--model", m},

@@ -34,7 +34,7 @@ const std::string source = "The cat sat on the mat.", target = "Die Katze";
 
 // headscope-cli's JSON for `args` on the model in `dir`; an empty object, and a failure, when it fails.
 json cli_json(const fs::path& dir, std::vector<std::string> args) {
-    args.insert(args.begin(), HEADSCOPE_CLI);
+    args.insert(args.begin(), test::cli_program());
     args.insert(args.end(), {"--model", dir.string()});
     const ProcessRun r = run_program(args, dir);
     EXPECT_EQ(r.status, 0) << r.err;
@@ -49,7 +49,7 @@ protected:
     }
 
     ProcessRun run(std::vector<std::string> args) {
-        args.insert(args.begin(), HEADSCOPE_CLI);
+        args.insert(args.begin(), test::cli_program());
         args.insert(args.end(), {"--model", (dir_.path / "model").string()});
         return run_program(args, dir_.path);
     }
@@ -212,7 +212,7 @@ TEST(CliMarian, AModelThatCannotBeReadIsOneLine) {
     write_seq2seq_checkpoint(dir.path, make_seq2seq_checkpoint(seq2seq_variant("marian")));
     fs::resize_file(dir.path / "target.spm", 100);
     expect_one_line_error(
-        run_program({HEADSCOPE_CLI, "attention", "--text", source, "--model", dir.path.string()}, dir.path),
+        run_program({test::cli_program(), "attention", "--text", source, "--model", dir.path.string()}, dir.path),
         "headscope-cli", "target.spm: not a SentencePiece model");
 }
 

@@ -76,7 +76,7 @@ protected:
 
     json cli_dance(const std::string& split) {
         const test::ProcessRun run = test::run_program(
-            {HEADSCOPE_CLI, "dance", "--model", model(), "--text", long_, "--text", short_, "--split", split},
+            {test::cli_program(), "dance", "--model", model(), "--text", long_, "--text", short_, "--split", split},
             dir_->path);
         EXPECT_EQ(run.status, 0) << run.err;
         return json::parse(run.out);

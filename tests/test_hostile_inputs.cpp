@@ -58,7 +58,7 @@ protected:
 
     // headscope-cli with `args`, killed if it runs past twice the limit.
     static test::ProcessRun cli(std::vector<std::string> args) {
-        args.insert(args.begin(), HEADSCOPE_CLI);
+        args.insert(args.begin(), test::cli_program());
         return test::run_program(args, dir_->path, {}, 2 * max_seconds);
     }
     // Answered with one line naming `names`, exit 2, in time and memory.
@@ -109,14 +109,14 @@ TEST_F(HostileInputs, AFolderThatMayNotBeReadIsNamed) {
     if (geteuid() == 0) {
         as_user = {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"};
         std::vector<std::string> version = as_user;
-        version.insert(version.end(), {HEADSCOPE_CLI, "--version"});
+        version.insert(version.end(), {test::cli_program(), "--version"});
         if (test::run_program(version, dir_->path).status != 0)
             GTEST_SKIP() << "the build's headscope-cli cannot be run as an unprivileged user here";
     }
     const fs::path locked = copy_of_good("locked");
     fs::permissions(locked, fs::perms::owner_all);
     std::vector<std::string> args = as_user;
-    args.insert(args.end(), {HEADSCOPE_CLI, "info", "--model", locked.string()});
+    args.insert(args.end(), {test::cli_program(), "info", "--model", locked.string()});
     const test::ProcessRun r = test::run_program(args, dir_->path, {}, 2 * max_seconds);
     fs::permissions(locked, fs::perms::owner_all | fs::perms::group_all | fs::perms::others_all);
     test::expect_one_line_error(r, "headscope-cli", "Permission denied");

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "headscope/compute/cuda_backend.h"
 #include "model_writer.h"
 #include "process.h"
 #include "screenshot.h"
@@ -65,7 +66,7 @@ TEST_F(Installed, CliFindsTheBuiltInModelBesideItself) {
     const test::ProcessRun heads = cli({"heads"});
     ASSERT_EQ(heads.status, 0) << heads.err;
     // The same scores as the build tree's program on the source's model; only the model's path differs.
-    const test::ProcessRun built = test::run_program({HEADSCOPE_CLI, "heads"}, dir_.path);
+    const test::ProcessRun built = test::run_program({test::cli_program(), "heads"}, dir_.path);
     ASSERT_EQ(built.status, 0) << built.err;
     json installed_scores = json::parse(heads.out), built_scores = json::parse(built.out);
     EXPECT_EQ(fs::canonical(installed_scores["path"].get<std::string>()),
@@ -100,11 +101,7 @@ TEST_F(Installed, WindowOpensAnInstalledExampleAndDrawsItsWeights) {
 }
 
 TEST_F(Installed, VersionSaysWhetherCudaIsBuiltIn) {
-#ifdef HEADSCOPE_HAS_CUDA
-    const std::string cuda = " (CUDA backend: built in)\n";
-#else
-    const std::string cuda = " (CUDA backend: not built in)\n";
-#endif
+    const std::string cuda = cuda_built_in() ? " (CUDA backend: built in)\n" : " (CUDA backend: not built in)\n";
     for (const std::string program : {"headscope", "headscope-cli"}) {
         const test::ProcessRun version =
             test::run_program({(prefix_ / "bin" / program).string(), "--version"}, dir_.path);

@@ -59,7 +59,7 @@ protected:
                                                          dir_->path, name);
         EXPECT_EQ(shot.run.status, 0);
         const test::ProcessRun cli = test::run_program(
-            {HEADSCOPE_CLI, "attention", "--model", model, "--text", short_, "--text", long_, "--format", "none"},
+            {test::cli_program(), "attention", "--model", model, "--text", short_, "--text", long_, "--format", "none"},
             dir_->path);
         EXPECT_EQ(cli.status, 0) << cli.err;
         const json meta = json::parse(cli.out);
@@ -243,7 +243,7 @@ TEST_F(MaskViewTest, ChecksViewShowsTheLoopCausalityAndParameters) {
     EXPECT_GT(off.at("earlier_rows_diff"), 1e-3);
 
     const test::ProcessRun info =
-        test::run_program({HEADSCOPE_CLI, "info", "--model", (dir_->path / "model").string()}, dir_->path);
+        test::run_program({test::cli_program(), "info", "--model", (dir_->path / "model").string()}, dir_->path);
     ASSERT_EQ(info.status, 0) << info.err;
     const json model = json::parse(info.out);
     double total = 0;

@@ -183,7 +183,7 @@ protected:
         args.insert(args.end(), options.begin(), options.end());
         test::WindowShot shot = test::shoot_window(args, dir_->path, name);
         EXPECT_EQ(shot.run.status, 0) << shot.run.err;
-        std::vector<std::string> cli = {HEADSCOPE_CLI, "attention", "--text", text};
+        std::vector<std::string> cli = {test::cli_program(), "attention", "--text", text};
         cli.insert(cli.end(), options.begin(), options.end());
         cli.insert(cli.end(), cli_only.begin(), cli_only.end());
         const test::ProcessRun run = test::run_program(cli, dir_->path);
@@ -498,7 +498,7 @@ TEST_F(SvgExport, ManyCellsArePooledAsTheWindowPoolsThem) {
                          dir_->path);
     ASSERT_EQ(window.status, 0) << window.err;
     const test::ProcessRun cli =
-        test::run_program({HEADSCOPE_CLI, "attention", "--model", model.string(), "--text", words}, dir_->path);
+        test::run_program({test::cli_program(), "attention", "--model", model.string(), "--text", words}, dir_->path);
     ASSERT_EQ(cli.status, 0) << cli.err;
     const json attention = json::parse(cli.out);
     const int T = attention["seq_len"], side = 128;

@@ -46,7 +46,7 @@ protected:
         const test::WindowShot shot = test::shoot_window(window, dir_->path, name + "-" + GetParam());
         EXPECT_EQ(shot.run.status, 0);
         EXPECT_EQ(std::to_string(shot.image.width) + "x" + std::to_string(shot.image.height), GetParam());
-        std::vector<std::string> cli = {HEADSCOPE_CLI, "attention", "--model", model, "--text", text_};
+        std::vector<std::string> cli = {test::cli_program(), "attention", "--model", model, "--text", text_};
         for (size_t i = 0; i < settings.size(); i += 2)
             if (settings[i] != "--layer" && settings[i] != "--view" && settings[i] != "--head")
                 cli.insert(cli.end(), {settings[i], settings[i + 1]});
@@ -158,7 +158,7 @@ TEST_F(WindowTest, ALongTextIsCutToTheModelsPositionsAndSaysSo) {
         test::shoot_window({"--model", model, "--text", text, "--window-size", "1920x1080"}, dir_->path, "cut-text");
     ASSERT_EQ(shot.run.status, 0) << shot.run.err;
     const test::ProcessRun cli =
-        test::run_program({HEADSCOPE_CLI, "attention", "--model", model, "--text", text, "--truncate"}, dir_->path);
+        test::run_program({test::cli_program(), "attention", "--model", model, "--text", text, "--truncate"}, dir_->path);
     ASSERT_EQ(cli.status, 0) << cli.err;
     const auto text_of = [&](const std::string& view, const std::string& name) {
         for (const json& e : shot.layout)

@@ -182,7 +182,7 @@ int expect_cells_show_cli_weights(const test::Image& shot, const std::filesystem
                                   const std::string& model, const std::string& text,
                                   const std::filesystem::path& scratch) {
     const test::ProcessRun cli =
-        test::run_program({HEADSCOPE_CLI, "attention", "--model", model, "--text", text, "--causal", "off"}, scratch);
+        test::run_program({test::cli_program(), "attention", "--model", model, "--text", text, "--causal", "off"}, scratch);
     EXPECT_EQ(cli.status, 0) << cli.err;
     const json attention = json::parse(cli.out);
     const int T = attention["seq_len"];
@@ -205,7 +205,7 @@ int expect_cells_show_cli_weights(const test::Image& shot, const std::filesystem
 
 int token_count(const std::string& model, const std::string& text, const std::filesystem::path& scratch) {
     const test::ProcessRun cli =
-        test::run_program({HEADSCOPE_CLI, "tokenize", "--model", model, "--text", text}, scratch);
+        test::run_program({test::cli_program(), "tokenize", "--model", model, "--text", text}, scratch);
     EXPECT_EQ(cli.status, 0) << cli.err;
     return static_cast<int>(json::parse(cli.out)["token_ids"].size());
 }

@@ -39,7 +39,7 @@ protected:
 
     json cli() const {
         const test::ProcessRun run = test::run_program(
-            {HEADSCOPE_CLI, "attention", "--model", model(), "--text", source_, "--target", target_}, dir_->path);
+            {test::cli_program(), "attention", "--model", model(), "--text", source_, "--target", target_}, dir_->path);
         EXPECT_EQ(run.status, 0) << run.err;
         return run.status == 0 ? json::parse(run.out) : json();
     }
@@ -122,7 +122,7 @@ TEST_P(WindowEncoderDecoders, TheTokensTabColoursTheSourceByTheCrossAttention) {
 // the target's pad queries) masked, in the mask colours, cell by cell.
 TEST_P(WindowEncoderDecoders, TheMaskTabDrawsTheCrossMask) {
     const test::ProcessRun run =
-        test::run_program({HEADSCOPE_CLI, "attention", "--model", model(), "--text", "Hi", "--text", source_,
+        test::run_program({test::cli_program(), "attention", "--model", model(), "--text", "Hi", "--text", source_,
                            "--target", "Die", "--target", target_, "--format", "none"},
                           dir_->path);
     ASSERT_EQ(run.status, 0) << run.err;

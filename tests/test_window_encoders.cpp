@@ -37,7 +37,7 @@ protected:
 
     static json cli(std::vector<std::string> args) {
         args.insert(args.begin(),
-                    {HEADSCOPE_CLI, "attention", "--model", model(), "--text", text_, "--text-pair", pair_});
+                    {test::cli_program(), "attention", "--model", model(), "--text", text_, "--text-pair", pair_});
         const test::ProcessRun run = test::run_program(args, dir_->path);
         EXPECT_EQ(run.status, 0) << run.err;
         return run.status == 0 ? json::parse(run.out) : json();

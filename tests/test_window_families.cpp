@@ -77,7 +77,7 @@ protected:
     }
 
     static json cli(std::vector<std::string> args) {
-        args.insert(args.begin(), HEADSCOPE_CLI);
+        args.insert(args.begin(), test::cli_program());
         const test::ProcessRun run = test::run_program(args, dir_->path);
         EXPECT_EQ(run.status, 0) << run.err;
         return run.status == 0 ? json::parse(run.out) : json();

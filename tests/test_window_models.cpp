@@ -60,7 +60,7 @@ protected:
 
     // The attention as the window computes it: with its top 10 predictions (Session::predictions_k).
     static test::ProcessRun cli(std::vector<std::string> args) {
-        args.insert(args.begin(), {HEADSCOPE_CLI, "attention", "--top-k", "10"});
+        args.insert(args.begin(), {test::cli_program(), "attention", "--top-k", "10"});
         return test::run_program(args, dir_->path);
     }
 

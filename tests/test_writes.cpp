@@ -166,7 +166,7 @@ void check_writer(const std::string& program, const std::string& name,
 
 test::ProcessRun run_cli(const std::vector<std::string>& args, Obstacle obstacle, const fs::path& scratch) {
     std::vector<std::string> command = under(obstacle);
-    command.push_back(HEADSCOPE_CLI);
+    command.push_back(test::cli_program());
     command.insert(command.end(), args.begin(), args.end());
     return test::run_program(command, scratch);
 }

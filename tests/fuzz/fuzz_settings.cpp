@@ -1,5 +1,5 @@
-// libFuzzer harness for the window's settings.json (app/state/settings.cpp, built
-// into the harness: it needs no GL): the input is the file. Reading never
+// libFuzzer harness for the window's settings.json (app/state/settings.cpp,
+// which needs no GL): the input is the file. Reading never
 // throws (a file that is not settings is one warning and the defaults), and
 // whatever was read writes and reads back the same.
 #include <cstdio>

@@ -290,6 +290,8 @@ private:
 
 }  // namespace
 
+bool cuda_built_in() { return true; }
+
 CudaStatus cuda_status() {
     static const CudaStatus status = [] {
         int count = 0;

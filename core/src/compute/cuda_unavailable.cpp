@@ -4,6 +4,8 @@
 
 namespace headscope {
 
+bool cuda_built_in() { return false; }
+
 CudaStatus cuda_status() { return {false, "built without CUDA"}; }
 
 std::unique_ptr<Backend> make_cuda_backend() { throw Error("built without CUDA"); }

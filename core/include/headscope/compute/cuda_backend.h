@@ -14,6 +14,9 @@ struct CudaStatus {
     std::string reason;  // the device's name when usable, else why not
 };
 
+// Whether this build has the CUDA backend at all (a device may still be missing).
+bool cuda_built_in();
+
 // Whether a CUDA device this build can run on exists (checked once, cached).
 CudaStatus cuda_status();
 
