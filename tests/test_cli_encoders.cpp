@@ -134,8 +134,8 @@ TEST_F(CliEncoderTest, WhatAnEncoderCannotDoIsOneLine) {
 TEST(CliEncoders, ADecoderTakesNoPair) {
     TempDir dir;
     write_test_model(dir.path / "gpt2", {.n_layer = 1, .n_head = 2, .n_embd = 16, .n_positions = 16});
-    expect_one_line_error(run_program({test::cli_program(), "attention", "--model", (dir.path / "gpt2").string(), "--text",
-                                       "a", "--text-pair", "b"},
+    expect_one_line_error(run_program({test::cli_program(), "attention", "--model", (dir.path / "gpt2").string(),
+                                       "--text", "a", "--text-pair", "b"},
                                       dir.path),
                           "headscope-cli", "sentence pairs are for encoders; this model (gpt2) is a decoder");
 }

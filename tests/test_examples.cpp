@@ -37,7 +37,8 @@ TEST(Examples, EachIsABatchTheBuiltinModelTakesWhole) {
         EXPECT_FALSE(example.at("look_for").get<std::string>().empty()) << title;
         ASSERT_FALSE(example.at("texts").empty()) << title;
         for (const std::string text : example.at("texts")) {
-            const test::ProcessRun tokens = test::run_program({test::cli_program(), "tokenize", "--text", text}, dir.path);
+            const test::ProcessRun tokens =
+                test::run_program({test::cli_program(), "tokenize", "--text", text}, dir.path);
             ASSERT_EQ(tokens.status, 0) << title << ": " << tokens.err;
             const size_t count = json::parse(tokens.out)["token_ids"].size();
             EXPECT_GE(count, 1u) << title;

@@ -399,8 +399,8 @@ TEST(Determinism, SameTextSameBitsWhateverRanBeforeAndWherever) {
     std::vector<std::string> bytes;
     for (const char* name : {"a.npy", "b.npy"}) {
         const test::ProcessRun run =
-            test::run_program({test::cli_program(), "attention", "--text", texts[0], "--text", texts[1], "--format", "npy",
-                               "--out", (dir.path / name).string()},
+            test::run_program({test::cli_program(), "attention", "--text", texts[0], "--text", texts[1], "--format",
+                               "npy", "--out", (dir.path / name).string()},
                               dir.path);
         ASSERT_EQ(run.status, 0) << run.err;
         bytes.push_back(test::read_file(dir.path / name));

@@ -50,8 +50,9 @@ protected:
 
     // `headscope-cli info --model dir` answers with one line naming `names`.
     static void expect_refused(const fs::path& model, const std::string& names) {
-        test::expect_one_line_error(test::run_program({test::cli_program(), "info", "--model", model.string()}, dir_->path),
-                                    "headscope-cli", names);
+        test::expect_one_line_error(
+            test::run_program({test::cli_program(), "info", "--model", model.string()}, dir_->path), "headscope-cli",
+            names);
     }
 
     static test::TempDir* dir_;
@@ -101,9 +102,9 @@ TEST_F(HostileFiles, DirectoriesAndFifosWhereFilesBelongAreNamed) {
         ASSERT_EQ(mkfifo((copy / name).c_str(), 0600), 0);
         // Run in the background: reading a FIFO with no writer would wait forever.
         const fs::path out = dir_->path / (std::string("fifo-") + name + ".err");
-        test::Child child(
-            {"/bin/sh", "-c",
-             std::string(test::cli_program()) + " info --model '" + copy.string() + "' 2>'" + out.string() + "' >/dev/null"});
+        test::Child child({"/bin/sh", "-c",
+                           std::string(test::cli_program()) + " info --model '" + copy.string() + "' 2>'" +
+                               out.string() + "' >/dev/null"});
         for (int i = 0; i < 400 && !child.ended(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
         ASSERT_TRUE(child.ended()) << name << " as a FIFO: the CLI still waits after 20 s";
         EXPECT_EQ(child.wait(), 2);

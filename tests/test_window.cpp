@@ -157,8 +157,8 @@ TEST_F(WindowTest, ALongTextIsCutToTheModelsPositionsAndSaysSo) {
     const test::WindowShot shot =
         test::shoot_window({"--model", model, "--text", text, "--window-size", "1920x1080"}, dir_->path, "cut-text");
     ASSERT_EQ(shot.run.status, 0) << shot.run.err;
-    const test::ProcessRun cli =
-        test::run_program({test::cli_program(), "attention", "--model", model, "--text", text, "--truncate"}, dir_->path);
+    const test::ProcessRun cli = test::run_program(
+        {test::cli_program(), "attention", "--model", model, "--text", text, "--truncate"}, dir_->path);
     ASSERT_EQ(cli.status, 0) << cli.err;
     const auto text_of = [&](const std::string& view, const std::string& name) {
         for (const json& e : shot.layout)

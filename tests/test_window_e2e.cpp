@@ -181,8 +181,8 @@ private:
 int expect_cells_show_cli_weights(const test::Image& shot, const std::filesystem::path& layout,
                                   const std::string& model, const std::string& text,
                                   const std::filesystem::path& scratch) {
-    const test::ProcessRun cli =
-        test::run_program({test::cli_program(), "attention", "--model", model, "--text", text, "--causal", "off"}, scratch);
+    const test::ProcessRun cli = test::run_program(
+        {test::cli_program(), "attention", "--model", model, "--text", text, "--causal", "off"}, scratch);
     EXPECT_EQ(cli.status, 0) << cli.err;
     const json attention = json::parse(cli.out);
     const int T = attention["seq_len"];
