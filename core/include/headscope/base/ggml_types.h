@@ -1,0 +1,70 @@
+// ggml's tensor types, as GGUF files name them by id: each type's name, how
+// many values one block packs and its bytes, and the dequantization of a row
+// of blocks to float32 (the layouts of ggml's ggml-common.h).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace headscope {
+
+// The ids of ggml's types in a GGUF file (gguf-py's GGMLQuantizationType).
+// Ids 4, 5 and 31 to 33, 36 to 38 were types ggml no longer writes.
+enum class GgmlType : uint32_t {
+    F32 = 0,
+    F16 = 1,
+    Q4_0 = 2,
+    Q4_1 = 3,
+    Q5_0 = 6,
+    Q5_1 = 7,
+    Q8_0 = 8,
+    Q8_1 = 9,
+    Q2_K = 10,
+    Q3_K = 11,
+    Q4_K = 12,
+    Q5_K = 13,
+    Q6_K = 14,
+    Q8_K = 15,
+    IQ2_XXS = 16,
+    IQ2_XS = 17,
+    IQ3_XXS = 18,
+    IQ1_S = 19,
+    IQ4_NL = 20,
+    IQ3_S = 21,
+    IQ2_S = 22,
+    IQ4_XS = 23,
+    I8 = 24,
+    I16 = 25,
+    I32 = 26,
+    I64 = 27,
+    F64 = 28,
+    IQ1_M = 29,
+    BF16 = 30,
+    TQ1_0 = 34,
+    TQ2_0 = 35,
+    MXFP4 = 39,
+    NVFP4 = 40,
+    Q1_0 = 41,
+};
+
+struct GgmlTypeTraits {
+    GgmlType type;
+    const char* name;         // as gguf-py spells it: "Q4_K", "BF16"
+    uint32_t block_elements;  // values in one block (1 for the plain types)
+    uint32_t block_bytes;     // bytes of one block
+    bool dequantized;         // whether dequantize_row reads it
+};
+
+// The traits of type id `id`; nullptr for an id Headscope does not know.
+const GgmlTypeTraits* ggml_type_traits(uint32_t id);
+const GgmlTypeTraits& ggml_type_traits(GgmlType type);
+
+// "Q4_K", or "type 37" for an id Headscope does not know.
+std::string ggml_type_name(uint32_t id);
+
+// Dequantizes `n` values of `type` (a multiple of its block's values) from
+// `src` (n / block_elements blocks, any alignment) into `out`. Throws Error
+// naming the type for one it does not read.
+void dequantize_row(GgmlType type, const std::byte* src, size_t n, float* out);
+
+}  // namespace headscope

@@ -1,0 +1,320 @@
+// ggml's types (ggml_types.h): the table of ids, names and block sizes from
+// gguf-py's GGML_QUANT_SIZES, and each readable block format's dequantization,
+// written from the layouts of ggml's ggml-common.h and the formulas of its
+// dequantize_row_* functions. A block is read byte by byte (a GGUF file
+// aligns tensors, not blocks); the dispatch on the type is once a row.
+#include "headscope/base/ggml_types.h"
+
+#include <bit>
+#include <iterator>
+
+#include "half_float.h"
+#include "headscope/base/dtype.h"
+#include "headscope/base/error.h"
+
+namespace headscope {
+
+namespace {
+
+constexpr uint32_t super_block = 256;  // ggml's QK_K
+
+constexpr GgmlTypeTraits type_table[] = {
+    {GgmlType::F32, "F32", 1, 4, true},
+    {GgmlType::F16, "F16", 1, 2, true},
+    {GgmlType::Q4_0, "Q4_0", 32, 18, true},
+    {GgmlType::Q4_1, "Q4_1", 32, 20, true},
+    {GgmlType::Q5_0, "Q5_0", 32, 22, true},
+    {GgmlType::Q5_1, "Q5_1", 32, 24, true},
+    {GgmlType::Q8_0, "Q8_0", 32, 34, true},
+    {GgmlType::Q8_1, "Q8_1", 32, 40, false},
+    {GgmlType::Q2_K, "Q2_K", super_block, 84, true},
+    {GgmlType::Q3_K, "Q3_K", super_block, 110, true},
+    {GgmlType::Q4_K, "Q4_K", super_block, 144, true},
+    {GgmlType::Q5_K, "Q5_K", super_block, 176, true},
+    {GgmlType::Q6_K, "Q6_K", super_block, 210, true},
+    {GgmlType::Q8_K, "Q8_K", super_block, 292, false},
+    {GgmlType::IQ2_XXS, "IQ2_XXS", super_block, 66, false},
+    {GgmlType::IQ2_XS, "IQ2_XS", super_block, 74, false},
+    {GgmlType::IQ3_XXS, "IQ3_XXS", super_block, 98, false},
+    {GgmlType::IQ1_S, "IQ1_S", super_block, 50, false},
+    {GgmlType::IQ4_NL, "IQ4_NL", 32, 18, true},
+    {GgmlType::IQ3_S, "IQ3_S", super_block, 110, false},
+    {GgmlType::IQ2_S, "IQ2_S", super_block, 82, false},
+    {GgmlType::IQ4_XS, "IQ4_XS", super_block, 136, true},
+    {GgmlType::I8, "I8", 1, 1, false},
+    {GgmlType::I16, "I16", 1, 2, false},
+    {GgmlType::I32, "I32", 1, 4, false},
+    {GgmlType::I64, "I64", 1, 8, false},
+    {GgmlType::F64, "F64", 1, 8, false},
+    {GgmlType::IQ1_M, "IQ1_M", super_block, 56, false},
+    {GgmlType::BF16, "BF16", 1, 2, true},
+    {GgmlType::TQ1_0, "TQ1_0", super_block, 54, false},
+    {GgmlType::TQ2_0, "TQ2_0", super_block, 66, false},
+    {GgmlType::MXFP4, "MXFP4", 32, 17, true},
+    {GgmlType::NVFP4, "NVFP4", 64, 36, false},
+    {GgmlType::Q1_0, "Q1_0", 128, 18, false},
+};
+
+// The non-linear 4-bit codebooks: IQ4_NL's, and FP4 (E2M1) doubled, which
+// MXFP4's halved scale undoes.
+constexpr int8_t iq4_nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+constexpr int8_t fp4_doubled_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+float half_at(const uint8_t* p) { return f16_to_f32(load_bits<uint16_t>(reinterpret_cast<const std::byte*>(p))); }
+uint32_t u32_at(const uint8_t* p) { return load_bits<uint32_t>(reinterpret_cast<const std::byte*>(p)); }
+
+// Q4_0: d, then 16 bytes of 4-bit codes, low nibbles the first 16 values.
+void dequantize_q4_0(const uint8_t* b, size_t blocks, float* out) {
+    for (size_t i = 0; i < blocks; ++i, b += 18, out += 32) {
+        const float d = half_at(b);
+        for (int j = 0; j < 16; ++j) {
+            out[j] = static_cast<float>((b[2 + j] & 15) - 8) * d;
+            out[j + 16] = static_cast<float>((b[2 + j] >> 4) - 8) * d;
+        }
+    }
+}
+
+// Q4_1: d and the minimum m, then the codes as Q4_0's, unsigned.
+void dequantize_q4_1(const uint8_t* b, size_t blocks, float* out) {
+    for (size_t i = 0; i < blocks; ++i, b += 20, out += 32) {
+        const float d = half_at(b), m = half_at(b + 2);
+        for (int j = 0; j < 16; ++j) {
+            out[j] = static_cast<float>(b[4 + j] & 15) * d + m;
+            out[j + 16] = static_cast<float>(b[4 + j] >> 4) * d + m;
+        }
+    }
+}
+
+// Q5_0 and Q5_1: Q4's codes with a fifth bit each, value j's bit j of a 32-bit word.
+void dequantize_q5_0(const uint8_t* b, size_t blocks, float* out) {
+    for (size_t i = 0; i < blocks; ++i, b += 22, out += 32) {
+        const float d = half_at(b);
+        const uint32_t high = u32_at(b + 2);
+        for (int j = 0; j < 16; ++j) {
+            const int low_code = (b[6 + j] & 15) | static_cast<int>((high >> j) & 1) << 4;
+            const int high_code = (b[6 + j] >> 4) | static_cast<int>((high >> (j + 16)) & 1) << 4;
+            out[j] = static_cast<float>(low_code - 16) * d;
+            out[j + 16] = static_cast<float>(high_code - 16) * d;
+        }
+    }
+}
+
+void dequantize_q5_1(const uint8_t* b, size_t blocks, float* out) {
+    for (size_t i = 0; i < blocks; ++i, b += 24, out += 32) {
+        const float d = half_at(b), m = half_at(b + 2);
+        const uint32_t high = u32_at(b + 4);
+        for (int j = 0; j < 16; ++j) {
+            const int low_code = (b[8 + j] & 15) | static_cast<int>((high >> j) & 1) << 4;
+            const int high_code = (b[8 + j] >> 4) | static_cast<int>((high >> (j + 16)) & 1) << 4;
+            out[j] = static_cast<float>(low_code) * d + m;
+            out[j + 16] = static_cast<float>(high_code) * d + m;
+        }
+    }
+}
+
+void dequantize_q8_0(const uint8_t* b, size_t blocks, float* out) {
+    for (size_t i = 0; i < blocks; ++i, b += 34, out += 32) {
+        const float d = half_at(b);
+        for (int j = 0; j < 32; ++j) out[j] = static_cast<float>(static_cast<int8_t>(b[2 + j])) * d;
+    }
+}
+
+// Q2_K: 16 groups of 16, each with a 4-bit scale and a 4-bit minimum (one
+// byte), times d and dmin; the 2-bit codes of four groups share 32 bytes.
+void dequantize_q2_k(const uint8_t* b, size_t blocks, float* out) {
+    for (size_t i = 0; i < blocks; ++i, b += 84) {
+        const uint8_t* scales = b;
+        const float d = half_at(b + 80), dmin = half_at(b + 82);
+        for (int half = 0; half < 2; ++half) {
+            const uint8_t* codes = b + 16 + 32 * half;
+            for (int shift = 0; shift < 8; shift += 2) {
+                for (int k = 0; k < 2; ++k, ++scales, out += 16) {
+                    const float scale = d * static_cast<float>(*scales & 15);
+                    const float minimum = dmin * static_cast<float>(*scales >> 4);
+                    for (int l = 0; l < 16; ++l)
+                        out[l] = scale * static_cast<float>((codes[16 * k + l] >> shift) & 3) - minimum;
+                }
+            }
+        }
+    }
+}
+
+// Q3_K: Q2_K's code order with a third bit from hmask (set: no offset,
+// clear: minus 4) and 16 signed 6-bit scales packed into 12 bytes.
+void dequantize_q3_k(const uint8_t* b, size_t blocks, float* out) {
+    for (size_t i = 0; i < blocks; ++i, b += 110) {
+        const uint8_t* hmask = b;
+        const uint8_t* packed = b + 96;
+        const float d = half_at(b + 108);
+        int group = 0;
+        for (int half = 0; half < 2; ++half) {
+            const uint8_t* codes = b + 32 + 32 * half;
+            for (int j = 0; j < 4; ++j) {
+                const int shift = 2 * j, bit = 4 * half + j;
+                for (int k = 0; k < 2; ++k, ++group, out += 16) {
+                    const int low = group < 8 ? packed[group] & 15 : packed[group - 8] >> 4;
+                    const int high = (packed[8 + group % 4] >> (2 * (group / 4))) & 3;
+                    const float scale = d * static_cast<float>((low | high << 4) - 32);
+                    for (int l = 0; l < 16; ++l) {
+                        const int code = (codes[16 * k + l] >> shift) & 3;
+                        const int offset = (hmask[16 * k + l] >> bit) & 1 ? 0 : 4;
+                        out[l] = scale * static_cast<float>(code - offset);
+                    }
+                }
+            }
+        }
+    }
+}
+
+// The 6-bit scale and minimum of group j of Q4_K and Q5_K, from their 12 bytes.
+void k4_scale_min(const uint8_t* packed, int j, float& scale, float& minimum) {
+    if (j < 4) {
+        scale = static_cast<float>(packed[j] & 63);
+        minimum = static_cast<float>(packed[j + 4] & 63);
+    } else {
+        scale = static_cast<float>((packed[j + 4] & 15) | (packed[j - 4] >> 6) << 4);
+        minimum = static_cast<float>((packed[j + 4] >> 4) | (packed[j] >> 6) << 4);
+    }
+}
+
+// Q4_K: 8 groups of 32; group pairs share 32 bytes, low nibbles first.
+void dequantize_q4_k(const uint8_t* b, size_t blocks, float* out) {
+    for (size_t i = 0; i < blocks; ++i, b += 144) {
+        const float d = half_at(b), dmin = half_at(b + 2);
+        for (int group = 0; group < 8; ++group, out += 32) {
+            float scale, minimum;
+            k4_scale_min(b + 4, group, scale, minimum);
+            const float ds = d * scale, dm = dmin * minimum;
+            const uint8_t* codes = b + 16 + 32 * (group / 2);
+            const int shift = 4 * (group % 2);
+            for (int l = 0; l < 32; ++l) out[l] = ds * static_cast<float>((codes[l] >> shift) & 15) - dm;
+        }
+    }
+}
+
+// Q5_K: Q4_K with a fifth bit for group g in bit g of qh's 32 bytes.
+void dequantize_q5_k(const uint8_t* b, size_t blocks, float* out) {
+    for (size_t i = 0; i < blocks; ++i, b += 176) {
+        const float d = half_at(b), dmin = half_at(b + 2);
+        const uint8_t* high = b + 16;
+        for (int group = 0; group < 8; ++group, out += 32) {
+            float scale, minimum;
+            k4_scale_min(b + 4, group, scale, minimum);
+            const float ds = d * scale, dm = dmin * minimum;
+            const uint8_t* codes = b + 48 + 32 * (group / 2);
+            const int shift = 4 * (group % 2);
+            for (int l = 0; l < 32; ++l) {
+                const int code = ((codes[l] >> shift) & 15) | ((high[l] >> group) & 1) << 4;
+                out[l] = ds * static_cast<float>(code) - dm;
+            }
+        }
+    }
+}
+
+// Q6_K: 16 groups of 16 with signed 8-bit scales; a code's low 4 bits in ql,
+// its high 2 in qh, each half of the block laid out as 4 runs of 32.
+void dequantize_q6_k(const uint8_t* b, size_t blocks, float* out) {
+    for (size_t i = 0; i < blocks; ++i, b += 210) {
+        const float d = half_at(b + 208);
+        for (int half = 0; half < 2; ++half, out += 128) {
+            const uint8_t* low = b + 64 * half;
+            const uint8_t* high = b + 128 + 32 * half;
+            const auto* scales = reinterpret_cast<const int8_t*>(b + 192 + 8 * half);
+            for (int run = 0; run < 4; ++run) {
+                const uint8_t* run_low = low + 32 * (run % 2);
+                const int low_shift = 4 * (run / 2), high_shift = 2 * run;
+                for (int l = 0; l < 32; ++l) {
+                    const float ds = d * static_cast<float>(scales[2 * run + l / 16]);
+                    const int code = ((run_low[l] >> low_shift) & 15) | ((high[l] >> high_shift) & 3) << 4;
+                    out[32 * run + l] = ds * static_cast<float>(code - 32);
+                }
+            }
+        }
+    }
+}
+
+void dequantize_iq4_nl(const uint8_t* b, size_t blocks, float* out) {
+    for (size_t i = 0; i < blocks; ++i, b += 18, out += 32) {
+        const float d = half_at(b);
+        for (int j = 0; j < 16; ++j) {
+            out[j] = d * static_cast<float>(iq4_nl_values[b[2 + j] & 15]);
+            out[j + 16] = d * static_cast<float>(iq4_nl_values[b[2 + j] >> 4]);
+        }
+    }
+}
+
+// IQ4_XS: IQ4_NL's codebook in 8 groups of 32, each with a 6-bit scale (its
+// low 4 bits in scales_l, its high 2 in scales_h) minus 32.
+void dequantize_iq4_xs(const uint8_t* b, size_t blocks, float* out) {
+    for (size_t i = 0; i < blocks; ++i, b += 136) {
+        const float d = half_at(b);
+        const unsigned scales_high = load_bits<uint16_t>(reinterpret_cast<const std::byte*>(b + 2));
+        for (int group = 0; group < 8; ++group, out += 32) {
+            const int scale = ((b[4 + group / 2] >> (4 * (group % 2))) & 15) |
+                              static_cast<int>((scales_high >> (2 * group)) & 3) << 4;
+            const float ds = d * static_cast<float>(scale - 32);
+            const uint8_t* codes = b + 8 + 16 * group;
+            for (int j = 0; j < 16; ++j) {
+                out[j] = ds * static_cast<float>(iq4_nl_values[codes[j] & 15]);
+                out[j + 16] = ds * static_cast<float>(iq4_nl_values[codes[j] >> 4]);
+            }
+        }
+    }
+}
+
+// MXFP4: an E8M0 scale 2^(e - 127), halved for the doubled FP4 values;
+// e = 0 and 1 give float32 subnormals.
+void dequantize_mxfp4(const uint8_t* b, size_t blocks, float* out) {
+    for (size_t i = 0; i < blocks; ++i, b += 17, out += 32) {
+        const uint32_t e = b[0];
+        const float d = std::bit_cast<float>(e < 2 ? 0x00200000u << e : (e - 1) << 23);
+        for (int j = 0; j < 16; ++j) {
+            out[j] = static_cast<float>(fp4_doubled_values[b[1 + j] & 15]) * d;
+            out[j + 16] = static_cast<float>(fp4_doubled_values[b[1 + j] >> 4]) * d;
+        }
+    }
+}
+
+}  // namespace
+
+const GgmlTypeTraits* ggml_type_traits(uint32_t id) {
+    for (const GgmlTypeTraits& traits : type_table)
+        if (static_cast<uint32_t>(traits.type) == id) return &traits;
+    return nullptr;
+}
+
+const GgmlTypeTraits& ggml_type_traits(GgmlType type) { return *ggml_type_traits(static_cast<uint32_t>(type)); }
+
+std::string ggml_type_name(uint32_t id) {
+    const GgmlTypeTraits* traits = ggml_type_traits(id);
+    return traits ? traits->name : "type " + std::to_string(id);
+}
+
+void dequantize_row(GgmlType type, const std::byte* src, size_t n, float* out) {
+    const GgmlTypeTraits* traits = ggml_type_traits(static_cast<uint32_t>(type));
+    if (!traits || !traits->dequantized)
+        throw Error("tensors of type " + ggml_type_name(static_cast<uint32_t>(type)) + " are not read by Headscope");
+    const auto* b = reinterpret_cast<const uint8_t*>(src);
+    const size_t blocks = n / traits->block_elements;
+    switch (type) {
+        case GgmlType::F32: widen_to_f32(DType::F32, src, n, out); return;
+        case GgmlType::F16: widen_to_f32(DType::F16, src, n, out); return;
+        case GgmlType::BF16: widen_to_f32(DType::BF16, src, n, out); return;
+        case GgmlType::Q4_0: dequantize_q4_0(b, blocks, out); return;
+        case GgmlType::Q4_1: dequantize_q4_1(b, blocks, out); return;
+        case GgmlType::Q5_0: dequantize_q5_0(b, blocks, out); return;
+        case GgmlType::Q5_1: dequantize_q5_1(b, blocks, out); return;
+        case GgmlType::Q8_0: dequantize_q8_0(b, blocks, out); return;
+        case GgmlType::Q2_K: dequantize_q2_k(b, blocks, out); return;
+        case GgmlType::Q3_K: dequantize_q3_k(b, blocks, out); return;
+        case GgmlType::Q4_K: dequantize_q4_k(b, blocks, out); return;
+        case GgmlType::Q5_K: dequantize_q5_k(b, blocks, out); return;
+        case GgmlType::Q6_K: dequantize_q6_k(b, blocks, out); return;
+        case GgmlType::IQ4_NL: dequantize_iq4_nl(b, blocks, out); return;
+        case GgmlType::IQ4_XS: dequantize_iq4_xs(b, blocks, out); return;
+        case GgmlType::MXFP4: dequantize_mxfp4(b, blocks, out); return;
+        default: break;  // none: the table says which types are read
+    }
+}
+
+}  // namespace headscope
