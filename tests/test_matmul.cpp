@@ -11,6 +11,8 @@
 #include <random>
 #include <vector>
 
+#include "ggml_blocks_reference.h"
+#include "headscope/base/ggml_types.h"
 #include "headscope/compute/matmul.h"
 
 using namespace headscope;
@@ -38,9 +40,34 @@ struct Weight {
     std::vector<double> math;  // (in, out) row-major
 };
 
+// A block-quantized weight, stored (out, in) as GGUF files store them: each
+// stored row random blocks (finite scales), one byte past an aligned
+// address, its values as the tests' own block formulas read them.
+Weight make_quantized_weight(DType dtype, int64_t in, int64_t out, std::mt19937& rng) {
+    const GgmlType type = ggml_type(dtype);
+    const int64_t blocks = out * in / static_cast<int64_t>(ggml_type_traits(type).block_elements);
+    Weight w;
+    w.buffer.resize(1);
+    std::vector<double> stored;
+    for (int64_t b = 0; b < blocks; ++b) {
+        test::Block block = test::random_block(type, rng);
+        // MXFP4's scale byte is a power of two up to 2^127: kept near 1, so
+        // that the products stay within float32's range.
+        if (type == GgmlType::MXFP4) block[0] = static_cast<uint8_t>(123 + rng() % 8);
+        for (uint8_t byte : block) w.buffer.push_back(static_cast<std::byte>(byte));
+        for (double v : test::reference_values(type, block)) stored.push_back(v);
+    }
+    w.matrix = {w.buffer.data() + 1, dtype, in, out, true};
+    w.math.resize(stored.size());
+    for (int64_t i = 0; i < in; ++i)
+        for (int64_t o = 0; o < out; ++o) w.math[i * out + o] = stored[o * in + i];
+    return w;
+}
+
 // Finite random values of `dtype` of magnitude about 1/8 to 8, F16 with some
 // subnormals; 16-bit data one byte past an aligned address, F32 four.
 Weight make_weight(DType dtype, int64_t in, int64_t out, bool out_by_in, std::mt19937& rng) {
+    if (quantized(dtype)) return make_quantized_weight(dtype, in, out, rng);
     Weight w;
     const size_t n = static_cast<size_t>(in * out), size = dtype == DType::F32 ? 4 : 2, offset = size == 4 ? 4 : 1;
     w.buffer.resize(offset + n * size);
@@ -80,14 +107,6 @@ std::vector<float> random_floats(size_t n, std::mt19937& rng) {
     return v;
 }
 
-const char* name(DType dtype) {
-    switch (dtype) {
-        case DType::F32: return "F32";
-        case DType::F16: return "F16";
-        case DType::BF16: return "BF16";
-    }
-    return "?";
-}
 
 constexpr float sentinel = -12345.f;
 
@@ -98,16 +117,21 @@ constexpr float sentinel = -12345.f;
 void check_products(DType dtype) {
     std::mt19937 rng(static_cast<unsigned>(dtype) + 1);
     // The last: more than one 512-column tile of a thread's share (in, out).
-    const std::vector<std::pair<int64_t, int64_t>> shapes = {{19, 23}, {70, 40}, {1030, 270}, {37, 1300}};
+    // A quantized weight: whole blocks of 256 (every type's multiple), stored
+    // (out, in), with more inputs than the Gemm's widened stretch of 512.
+    const std::vector<std::pair<int64_t, int64_t>> shapes =
+        quantized(dtype) ? std::vector<std::pair<int64_t, int64_t>>{{256, 23}, {1280, 270}, {256, 1300}}
+                         : std::vector<std::pair<int64_t, int64_t>>{{19, 23}, {70, 40}, {1030, 270}, {37, 1300}};
+    const std::vector<bool> layouts = quantized(dtype) ? std::vector<bool>{true} : std::vector<bool>{false, true};
     for (auto [in, out] : shapes)
-        for (bool out_by_in : {false, true}) {
+        for (bool out_by_in : layouts) {
             const Weight w = make_weight(dtype, in, out, out_by_in, rng);
             const std::vector<float> bias_values = random_floats(static_cast<size_t>(out), rng);
             for (int rows : {1, 2, 3, 4, 5, 8, 17, 128})
                 for (bool accumulate : {false, true})
                     for (bool with_bias : {false, true}) {
                         SCOPED_TRACE(testing::Message()
-                                     << name(dtype) << " in " << in << " out " << out
+                                     << to_string(dtype) << " in " << in << " out " << out
                                      << (out_by_in ? " (out, in)" : " (in, out)") << " rows " << rows
                                      << (accumulate ? " accumulate" : "") << (with_bias ? " bias" : ""));
                         const int64_t ldo = out + 5, first = 3;
@@ -156,12 +180,17 @@ void check_products(DType dtype) {
 TEST(Matmul, LinearF32MatchesDoubleProduct) { check_products(DType::F32); }
 TEST(Matmul, LinearF16MatchesDoubleProduct) { check_products(DType::F16); }
 TEST(Matmul, LinearBF16MatchesDoubleProduct) { check_products(DType::BF16); }
+// Every block-quantized type, whose rows widen whole inside the products.
+TEST(Matmul, LinearOfQuantizedWeightsMatchesDoubleProduct) {
+    for (int d = static_cast<int>(DType::BF16) + 1; d < static_cast<int>(std::size(dtype_names)); ++d)
+        check_products(static_cast<DType>(d));
+}
 
 TEST(Matmul, StoredRowAndToFloatsGiveTheStoredValues) {
     std::mt19937 rng(5);
     for (DType dtype : {DType::F32, DType::F16, DType::BF16})
         for (bool out_by_in : {false, true}) {
-            SCOPED_TRACE(testing::Message() << name(dtype) << (out_by_in ? " (out, in)" : " (in, out)"));
+            SCOPED_TRACE(testing::Message() << to_string(dtype) << (out_by_in ? " (out, in)" : " (in, out)"));
             const int64_t in = 21, out = 34;
             const Weight w = make_weight(dtype, in, out, out_by_in, rng);
             const std::vector<float> all = to_floats(w.matrix);
@@ -179,13 +208,34 @@ TEST(Matmul, StoredRowAndToFloatsGiveTheStoredValues) {
         }
 }
 
+// A quantized weight's values, whole (to_floats), by stored row and by input
+// rows from the middle of its blocks' rows (input_rows), as its blocks hold them.
+TEST(Matmul, QuantizedRowsGiveTheirBlocksValues) {
+    std::mt19937 rng(7);
+    for (DType dtype : {DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+        SCOPED_TRACE(to_string(dtype));
+        const int64_t in = 512, out = 6, first = 100, count = 300;
+        const Weight w = make_weight(dtype, in, out, true, rng);
+        const std::vector<float> all = to_floats(w.matrix);
+        for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(all[i], static_cast<float>(w.math[i])) << "element " << i;
+        std::vector<float> row(static_cast<size_t>(in)), inputs(static_cast<size_t>(count * out));
+        for (int64_t o = 0; o < out; ++o) {
+            stored_row(w.matrix, o, row.data());
+            for (int64_t i = 0; i < in; ++i) ASSERT_EQ(row[i], static_cast<float>(w.math[i * out + o])) << o << " " << i;
+        }
+        input_rows(w.matrix, first, count, inputs.data());
+        for (int64_t i = 0; i < count * out; ++i)
+            ASSERT_EQ(inputs[i], static_cast<float>(w.math[first * out + i])) << "input value " << i;
+    }
+}
+
 TEST(Matmul, SameInputsGiveSameBits) {
     std::mt19937 rng(9);
     for (DType dtype : {DType::F32, DType::BF16})
         for (bool out_by_in : {false, true})
             for (int rows : {3, 128}) {
                 SCOPED_TRACE(testing::Message()
-                             << name(dtype) << (out_by_in ? " (out, in)" : " (in, out)") << " rows " << rows);
+                             << to_string(dtype) << (out_by_in ? " (out, in)" : " (in, out)") << " rows " << rows);
                 const int64_t in = 1030, out = 270;
                 const Weight w = make_weight(dtype, in, out, out_by_in, rng);
                 const std::vector<float> x = random_floats(static_cast<size_t>(rows * in), rng);

@@ -290,6 +290,28 @@ std::string ggml_type_name(uint32_t id) {
     return traits ? traits->name : "type " + std::to_string(id);
 }
 
+// DType's types in its order (dtype.h), as ggml names them.
+constexpr GgmlType ggml_types_of_dtypes[] = {GgmlType::F32,  GgmlType::F16,    GgmlType::BF16,   GgmlType::Q4_0,
+                                             GgmlType::Q4_1, GgmlType::Q5_0,   GgmlType::Q5_1,   GgmlType::Q8_0,
+                                             GgmlType::Q2_K, GgmlType::Q3_K,   GgmlType::Q4_K,   GgmlType::Q5_K,
+                                             GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::MXFP4};
+static_assert(std::size(ggml_types_of_dtypes) == std::size(dtype_names));
+
+GgmlType ggml_type(DType dtype) { return ggml_types_of_dtypes[static_cast<int>(dtype)]; }
+
+std::optional<DType> dtype_of(GgmlType type) {
+    for (size_t d = 0; d < std::size(ggml_types_of_dtypes); ++d)
+        if (ggml_types_of_dtypes[d] == type) return static_cast<DType>(d);
+    return std::nullopt;
+}
+
+int64_t dtype_block_values(DType dtype) { return ggml_type_traits(ggml_type(dtype)).block_elements; }
+
+int64_t dtype_row_bytes(DType dtype, int64_t n) {
+    const GgmlTypeTraits& traits = ggml_type_traits(ggml_type(dtype));
+    return n / traits.block_elements * traits.block_bytes;
+}
+
 void dequantize_row(GgmlType type, const std::byte* src, size_t n, float* out) {
     const GgmlTypeTraits* traits = ggml_type_traits(static_cast<uint32_t>(type));
     if (!traits || !traits->dequantized)

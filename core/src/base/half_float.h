@@ -16,9 +16,10 @@ inline float f16_to_f32(uint16_t h) {
     const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
     const uint32_t exponent = (h >> 10) & 0x1f;
     const uint32_t mantissa = h & 0x3ff;
-    const uint32_t normal = ((exponent + 112) << 23) | (mantissa << 13);
+    const uint32_t is_special = 0u - static_cast<uint32_t>(exponent == 31);  // Inf or NaN: all ones or zero
+    const uint32_t normal = (((exponent + 112) | (0xffu & is_special)) << 23) | (mantissa << 13);
     const uint32_t small = std::bit_cast<uint32_t>(static_cast<float>(mantissa) * 0x1p-24f);
-    const uint32_t is_small = 0u - static_cast<uint32_t>(exponent == 0);  // all ones or zero
+    const uint32_t is_small = 0u - static_cast<uint32_t>(exponent == 0);
     return std::bit_cast<float>((small & is_small) | (normal & ~is_small) | sign);
 }
 

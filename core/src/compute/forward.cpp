@@ -74,11 +74,14 @@ int rope_dims(const Rope& rope, int hs) { return static_cast<int>(hs * rope.frac
 RopeTable rope_table(const Rope& rope, int hs, int T) {
     RopeTable table;
     table.dims = rope_dims(rope, hs);
+    table.adjacent_pairs = rope.adjacent_pairs;
     const int half = table.dims / 2;
     // inv_freq as Hugging Face's default rope: 1 / theta^(2d / dims), in float32.
     std::vector<float> inv_freq(half);
     for (int d = 0; d < half; ++d)
         inv_freq[d] = 1.f / std::pow(rope.theta, static_cast<float>(2 * d) / static_cast<float>(table.dims));
+    for (size_t d = 0; d < rope.frequency_divisors.size() && d < inv_freq.size(); ++d)
+        inv_freq[d] /= rope.frequency_divisors[d];
     if (rope.factor > 0) {  // Llama 3: long wavelengths slowed by `factor`, a smooth blend between
         const float low_wavelen = rope.original_max_positions / rope.low_freq_factor;
         const float high_wavelen = rope.original_max_positions / rope.high_freq_factor;
@@ -111,10 +114,12 @@ void apply_rope(const RopeTable& table, float* x, int first_position, int rows, 
         float* row = x + static_cast<size_t>(r) * stride;
         const float* cos = table.cos.data() + static_cast<size_t>(t) * half;
         const float* sin = table.sin.data() + static_cast<size_t>(t) * half;
-        for (int d = 0; d < half; ++d) {  // rotate-half: dims d and d + half are a pair
-            const float a = row[d], b = row[d + half];
-            row[d] = a * cos[d] - b * sin[d];
-            row[d + half] = b * cos[d] + a * sin[d];
+        const int step = table.adjacent_pairs ? 2 : 1, partner = table.adjacent_pairs ? 1 : half;
+        for (int d = 0; d < half; ++d) {  // rotate-half: dims d and d + half are a pair; else 2d and 2d + 1
+            float* a = row + d * step;
+            const float x = a[0], y = a[partner];
+            a[0] = x * cos[d] - y * sin[d];
+            a[partner] = y * cos[d] + x * sin[d];
         }
     }
 }

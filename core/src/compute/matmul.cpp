@@ -232,6 +232,20 @@ void small_product(const Product& p, int64_t first, int64_t last) {
     }
 }
 
+// A block-quantized W (a GGUF file's, stored (out, in)): each stored row
+// widened whole into the thread's scratch, then the float32 kernel over it,
+// so that every output is its inputs' sum in the same order.
+void quantized_product(const Product& p, int64_t first, int64_t last) {
+    const int64_t in = p.w.in;
+    thread_local AlignedVector<float> row;
+    row.resize(static_cast<size_t>(in));
+    for (int64_t o = first; o < last; ++o) {
+        widen_to_f32(p.w.dtype, p.w.data + dtype_row_bytes(p.w.dtype, o * in), static_cast<size_t>(in), row.data());
+        const Matrix stored{bytes_of(row.data()), DType::F32, in, 1, true};
+        small_product<DType::F32>({p.x, p.rows, stored, p.out + o, p.ldo, p.accumulate}, 0, 1);
+    }
+}
+
 // ---- More rows: a Gemm ----
 
 // 16-bit blocks widened for the Gemm: 256 columns by 512 inputs, 512 KiB of
@@ -254,17 +268,19 @@ void gemm_product(Gemm gemm, const Product& p, int64_t first, int64_t last) {
         return;
     }
     thread_local AlignedVector<float> scratch(block_cols * block_inputs);
-    const size_t bytes = dtype_bytes(w.dtype);
+    // Offsets as bytes; a quantized W is stored (out, in), and block_inputs
+    // is a whole number of its blocks.
+    const auto at = [&](int64_t value) { return w.data + dtype_row_bytes(w.dtype, value); };
     for (int64_t c = first; c < last; c += block_cols) {
         const int64_t cols = std::min(block_cols, last - c);
         for (int64_t k = 0; k < in; k += block_inputs) {
             const int64_t n = std::min(block_inputs, in - k);
             if (w.out_by_in) {  // (cols, n): a stretch of each stored row
                 for (int64_t j = 0; j < cols; ++j)
-                    widen_to_f32(w.dtype, w.data + ((c + j) * in + k) * bytes, n, scratch.data() + j * n);
+                    widen_to_f32(w.dtype, at((c + j) * in + k), n, scratch.data() + j * n);
             } else {  // (n, cols)
                 for (int64_t i = 0; i < n; ++i)
-                    widen_to_f32(w.dtype, w.data + ((k + i) * w.out + c) * bytes, cols, scratch.data() + i * cols);
+                    widen_to_f32(w.dtype, at((k + i) * w.out + c), cols, scratch.data() + i * cols);
             }
             const float beta = p.accumulate || k > 0 ? 1.f : 0.f;  // later inputs add to the earlier ones
             gemm(w.out_by_in, rows, static_cast<int>(cols), static_cast<int>(n), p.x + k, in, scratch.data(),
@@ -285,6 +301,7 @@ void product_columns(Gemm gemm, int small_rows_max, const Product& p, const floa
             case DType::F32: small_product<DType::F32>(p, first, last); break;
             case DType::F16: small_product<DType::F16>(p, first, last); break;
             case DType::BF16: small_product<DType::BF16>(p, first, last); break;
+            default: quantized_product(p, first, last); break;
         }
     }
     if (bias)
@@ -326,21 +343,22 @@ void linear(const float* x, int rows, const Matrix& w, const float* bias, float*
 
 void stored_row(const Matrix& m, int64_t row, float* out) {
     const int64_t width = m.out_by_in ? m.in : m.out;
-    widen_to_f32(m.dtype, m.data + row * width * static_cast<int64_t>(dtype_bytes(m.dtype)), static_cast<size_t>(width),
-                 out);
+    widen_to_f32(m.dtype, m.data + dtype_row_bytes(m.dtype, row * width), static_cast<size_t>(width), out);
 }
 
 void input_rows(const Matrix& m, int64_t first, int64_t count, float* out) {
-    const size_t bytes = dtype_bytes(m.dtype);
     if (!m.out_by_in) {
-        widen_to_f32(m.dtype, m.data + first * m.out * static_cast<int64_t>(bytes), static_cast<size_t>(count * m.out),
+        widen_to_f32(m.dtype, m.data + dtype_row_bytes(m.dtype, first * m.out), static_cast<size_t>(count * m.out),
                      out);
         return;
     }
-    std::vector<float> part(static_cast<size_t>(count));
-    for (int64_t o = 0; o < m.out; ++o) {  // the stored row o holds W's column o
-        widen_to_f32(m.dtype, m.data + (o * m.in + first) * static_cast<int64_t>(bytes), part.size(), part.data());
-        for (int64_t i = 0; i < count; ++i) out[i * m.out + o] = part[i];
+    // The stored row o holds W's column o: its part [first, first + count),
+    // or all of it for a quantized row, whose blocks widen together.
+    const int64_t from = quantized(m.dtype) ? 0 : first, width = quantized(m.dtype) ? m.in : count;
+    std::vector<float> part(static_cast<size_t>(width));
+    for (int64_t o = 0; o < m.out; ++o) {
+        widen_to_f32(m.dtype, m.data + dtype_row_bytes(m.dtype, o * m.in + from), part.size(), part.data());
+        for (int64_t i = 0; i < count; ++i) out[i * m.out + o] = part[static_cast<size_t>(first - from + i)];
     }
 }
 

@@ -212,15 +212,22 @@ StridedLayout rotate(Dance& d, Walk& walk, const Config& config, bool keys, cons
     const std::string x = keys ? "k" : "q", H = keys ? "NKV" : "NH";
     const bool cat = config.rope.joined_by_cat;
     const std::string D = std::to_string(d.rope_dims), half = std::to_string(d.rope_dims / 2);
+    const std::string pairs = config.rope.adjacent_pairs
+                                  ? "adjacent pairs (2d, 2d + 1), as the GGUF file's reordered rows of Q and K put them,"
+                                  : "rotate-half pairs (d, d + " + half + ")";
     std::string title = "RoPE, on Q and K before the scores: position t turns the first " + D + " of each head's " +
-                        std::to_string(hs) + " dims in rotate-half pairs (d, d + " + half + ") by the angle t * " +
-                        number(config.rope.theta) + "^(-2d/" + D + ")";
+                        std::to_string(hs) + " dims in " + pairs + " by the angle t * " + number(config.rope.theta) +
+                        "^(-2d/" + D + ")";
     if (config.rope.factor > 0) title += " (Llama 3's scaling slows the long wavelengths)";
     title += "; a new buffer";
     const std::string formula = cat ? x + " = cat(" + x + "[..., :" + D + "] * cos + rotate_half(" + x + "[..., :" + D +
                                           "]) * sin, " + x + "[..., " + D + ":])"
                                     : x + " = " + x + " * cos + rotate_half(" + x + ") * sin";
-    const std::string code = formula + "  # rotate_half(r) = cat(-r[..., " + half + ":], r[..., :" + half + "])";
+    const std::string code =
+        config.rope.adjacent_pairs
+            ? x + " = " + x + " * cos + rotate_pairs(" + x +
+                  ") * sin  # rotate_pairs(r)[..., 2d], [..., 2d + 1] = -r[..., 2d + 1], r[..., 2d]"
+            : formula + "  # rotate_half(r) = cat(-r[..., " + half + ":], r[..., :" + half + "])";
     // x * cos + rotate_half(x) * sin is elementwise, and PyTorch writes its
     // result in its input's memory order: a transposed split (B, T, H, hs),
     // its tokens outside its heads, stays one. GPT-NeoX's torch.cat of the

@@ -35,8 +35,8 @@ constexpr uint64_t kMaxHeaderBytes = 100ull * 1000 * 1000;
 constexpr size_t max_header_nodes = 1 << 20;
 
 std::optional<DType> parse_dtype(const std::string& name) {
-    for (int d = 0; d < static_cast<int>(std::size(dtype_names)); ++d)
-        if (name == dtype_names[d]) return static_cast<DType>(d);
+    for (DType d : {DType::F32, DType::F16, DType::BF16})  // safetensors has no block-quantized types
+        if (name == to_string(d)) return d;
     return std::nullopt;
 }
 
@@ -235,8 +235,12 @@ bool convert_checked(DType dtype, const std::byte* src, size_t n, float* out) {
             const auto widen = [](uint16_t bits) { return bf16_to_f32(bits); };
             return convert_elements<uint16_t>(src, n, out, widen, 0x7f80);
         }
+        default: {  // a GGUF file's blocks: their float32 values checked
+            widen_to_f32(dtype, src, n, out);
+            const auto same = [](uint32_t bits) { return std::bit_cast<float>(bits); };
+            return convert_elements<uint32_t>(reinterpret_cast<const std::byte*>(out), n, out, same, 0x7f800000);
+        }
     }
-    std::abort();
 }
 
 [[noreturn]] void throw_non_finite(const std::string& name, const TensorView& tensor) {
@@ -245,8 +249,13 @@ bool convert_checked(DType dtype, const std::byte* src, size_t n, float* out) {
         case DType::F32: throw_first_non_finite<uint32_t>(name, src, 0x7f800000, 0x80000000);
         case DType::F16: throw_first_non_finite<uint16_t>(name, src, 0x7c00, 0x8000);
         case DType::BF16: throw_first_non_finite<uint16_t>(name, src, 0x7f80, 0x8000);
+        default: {
+            std::vector<float> values(static_cast<size_t>(element_count(tensor.shape)));
+            widen_to_f32(tensor.dtype, src, values.size(), values.data());
+            throw_first_non_finite<uint32_t>(name, reinterpret_cast<const std::byte*>(values.data()), 0x7f800000,
+                                             0x80000000);
+        }
     }
-    std::abort();
 }
 
 }  // namespace
@@ -255,16 +264,16 @@ void check_finite(const std::string& name, const TensorView& tensor) {
     // In chunks that stay in the cache: the check reads every byte once and keeps nothing.
     constexpr size_t chunk_elements = 16 * 1024;
     std::vector<float> scratch(chunk_elements);
-    const size_t element = dtype_bytes(tensor.dtype), n = tensor.bytes.size() / element;
-    for (size_t begin = 0; begin < n; begin += chunk_elements) {
+    const auto n = static_cast<size_t>(element_count(tensor.shape));
+    for (size_t begin = 0; begin < n; begin += chunk_elements) {  // a whole number of any type's blocks
         const size_t count = std::min(chunk_elements, n - begin);
-        if (!convert_checked(tensor.dtype, tensor.bytes.data() + begin * element, count, scratch.data()))
-            throw_non_finite(name, tensor);
+        const std::byte* chunk = tensor.bytes.data() + dtype_row_bytes(tensor.dtype, static_cast<int64_t>(begin));
+        if (!convert_checked(tensor.dtype, chunk, count, scratch.data())) throw_non_finite(name, tensor);
     }
 }
 
 void convert_to_f32(const std::string& name, const TensorView& tensor, float* out) {
-    if (!convert_checked(tensor.dtype, tensor.bytes.data(), tensor.bytes.size() / dtype_bytes(tensor.dtype), out))
+    if (!convert_checked(tensor.dtype, tensor.bytes.data(), static_cast<size_t>(element_count(tensor.shape)), out))
         throw_non_finite(name, tensor);
 }
 

@@ -4,7 +4,10 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
+
+#include "headscope/base/dtype.h"
 
 namespace headscope {
 
@@ -61,6 +64,11 @@ const GgmlTypeTraits& ggml_type_traits(GgmlType type);
 
 // "Q4_K", or "type 37" for an id Headscope does not know.
 std::string ggml_type_name(uint32_t id);
+
+// The ggml type of each DType, and the DType Headscope computes a ggml type
+// in (nullopt for the types it does not read).
+GgmlType ggml_type(DType dtype);
+std::optional<DType> dtype_of(GgmlType type);
 
 // Dequantizes `n` values of `type` (a multiple of its block's values) from
 // `src` (n / block_elements blocks, any alignment) into `out`. Throws Error

@@ -22,7 +22,7 @@ struct Matrix {
     Matrix transposed() const { return {data, dtype, out, in, !out_by_in}; }
     // Outputs [first, first + count) of a matrix stored (out, in): the same bytes from that row.
     Matrix output_rows(int64_t first, int64_t count) const {
-        return {data + static_cast<size_t>(first * in) * dtype_bytes(dtype), dtype, in, count, true};
+        return {data + dtype_row_bytes(dtype, first * in), dtype, in, count, true};
     }
 };
 

@@ -52,6 +52,7 @@ Rope layer_rope(const Config& config, int layer);
 // pair's angle, in float32 as Hugging Face computes them.
 struct RopeTable {
     int dims = 0;
+    bool adjacent_pairs = false;  // Rope's: pairs (2d, 2d + 1), else (d, d + dims / 2)
     std::vector<float> cos, sin;
 };
 RopeTable rope_table(const Rope& rope, int hs, int T);

@@ -62,6 +62,13 @@ struct Rope {
     // writes a new contiguous buffer; Llama's elementwise rotation keeps its
     // input's memory order (the reshape dance shows which).
     bool joined_by_cat = false;
+    // Dims (2d, 2d + 1) are a pair instead of (d, d + dims/2): llama.cpp's
+    // GGUF files of the llama architecture, whose converter reorders each
+    // head's rows of Q and K so (the same scores, the dims in another order).
+    bool adjacent_pairs = false;
+    // Llama 3's scaling as llama.cpp's files store it (their rope_freqs):
+    // pair d's frequency divided by entry d (dims / 2 of them); empty: none.
+    std::vector<float> frequency_divisors;
 };
 
 struct Config {
