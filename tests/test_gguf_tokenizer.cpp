@@ -3,7 +3,8 @@
 // GPT-2's encoder.json and vocab.bpe), their metadata written as llama.cpp's
 // convert_hf_to_gguf.py writes it, encode the same ids as llama.cpp itself
 // (tests/reference/gguf_tokenize.js, node-llama-cpp's build) on a few hundred
-// texts each; and bad metadata is one line of Error naming the key.
+// texts each, and under the other pre-tokenizers read; and bad metadata is
+// one line of Error naming the key.
 #include "headscope/base/error.h"
 #include "headscope/io/gguf.h"
 #include "headscope/tokenize/tokenizer.h"
@@ -251,6 +252,16 @@ TEST_F(GgufTokenizer, Gpt2MatchesLlamaCpp) {
     expect_llama_cpp_ids("gpt2", with(metadata(gpt2_vocab(), "gpt2", "gpt-2"),
                                       {{"tokenizer.ggml.bos_token_id", t::gguf_uint32(50256)},
                                        {"tokenizer.ggml.eos_token_id", t::gguf_uint32(50256)}}));
+}
+
+// The other pre-tokenizers read, each on a vocabulary not made for it: the splits must still agree.
+TEST_F(GgufTokenizer, OtherPreTokenizersMatchLlamaCpp) {
+    const Vocab gpt2 = gpt2_vocab();
+    for (const char* pre : {"default", "olmo", "smollm"}) expect_llama_cpp_ids(pre, metadata(gpt2, "gpt2", pre));
+    // Tekken adds a bos token when add_bos_token is absent.
+    const Vocab llama3 = byte_level_vocab(read_json(lenml_tokenizer("llama3")));
+    expect_llama_cpp_ids(
+        "tekken", with(metadata(llama3, "gpt2", "tekken"), {{"tokenizer.ggml.bos_token_id", t::gguf_uint32(128000)}}));
 }
 
 TEST_F(GgufTokenizer, Llama2MatchesLlamaCpp) {
