@@ -423,7 +423,9 @@ Tokenizer Tokenizer::load_json(const fs::path& tokenizer_json) {
         throw Error(file + ": " + std::to_string(size) + " bytes, more than the " +
                     std::to_string(file_limits.max_bytes >> 20) + " MiB a tokenizer.json may have");
     }
-    return JsonLoader(file).load(read_json_file(tokenizer_json, file_limits, "the tokenizer"));
+    return from_json(read_json_file(tokenizer_json, file_limits, "the tokenizer"), file);
 }
+
+Tokenizer Tokenizer::from_json(const json& root, const std::string& name) { return JsonLoader(name).load(root); }
 
 }  // namespace headscope

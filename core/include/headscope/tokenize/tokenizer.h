@@ -1,7 +1,8 @@
 // Tokenizers: GPT-2's byte-level BPE from vocab.json and merges.txt, and
 // those a Hugging Face tokenizer.json describes: BPE (Llama 2 and 3,
 // Mistral, Qwen 2 and 3, SmolLM2, Pythia), BERT's WordPiece and XLM-R's and
-// T5's Unigram; and Marian's SentencePiece models, which libsentencepiece
+// T5's Unigram; a GGUF file's (its metadata read as the tokenizer.json it
+// stands for); and Marian's SentencePiece models, which libsentencepiece
 // runs. One pipeline encodes them all: added tokens found verbatim in
 // the text, the normalizers on the text between them, the pre-tokenizers
 // splitting it into pieces, and the model on each piece: BPE merging it, from
@@ -31,6 +32,7 @@ const std::array<char32_t, 256>& byte_to_unicode();
 // into `text`.
 std::vector<std::string_view> pretokenize(std::string_view text);
 
+class GgufFile;      // io/gguf.h
 class JsonFields;    // io/json_fields.h
 class Pattern;       // a compiled PCRE2 pattern (core/src/tokenize/pattern.h)
 class MatchScratch;  // what matching it needs
@@ -55,6 +57,15 @@ public:
     // file and the field for anything malformed or not supported (a model,
     // normalizer, pre-tokenizer or post-processor type by name).
     static Tokenizer load_json(const std::filesystem::path& tokenizer_json);
+    // The tokenizer a GGUF file's tokenizer.ggml.* metadata describes
+    // (gguf_tokenizer.cpp): a "gpt2" model (byte-level BPE with the
+    // pre-tokenizer tokenizer.ggml.pre names) or a "llama" one (SentencePiece
+    // BPE from scores, with byte fallback), encoding as llama.cpp's
+    // llama_tokenize with add_special and without parse_special: its
+    // user-defined tokens are found in the text, its control tokens are not.
+    // Throws Error naming the file and the key for anything malformed or not
+    // supported.
+    static Tokenizer load_gguf(const GgufFile& file);
     // A Marian checkpoint's: dir/source.spm for source texts and
     // dir/target.spm for targets, SentencePiece models whose pieces
     // dir/vocab.json numbers (sentencepiece.cpp). Throws Error naming the file.
@@ -91,6 +102,13 @@ public:
     std::string token_bytes(int32_t id) const;
     // The highest token id + 1.
     int32_t vocab_size() const { return static_cast<int32_t>(id_to_bytes_.size()); }
+
+    // The ids a GGUF file's metadata names (load_gguf; -1 when none, and for
+    // every other loader, whose checkpoints name them in config.json).
+    struct SpecialIds {
+        int32_t bos = -1, eos = -1, eot = -1, pad = -1, unk = -1;
+    };
+    const SpecialIds& special_ids() const { return special_ids_; }
 
 private:
     // The result of merging a pair of symbols, and the merge's rank.
@@ -198,7 +216,9 @@ public:
     };
 
 private:
-    class JsonLoader;            // reads tokenizer.json (tokenizer_json.cpp)
+    class JsonLoader;  // reads tokenizer.json (tokenizer_json.cpp)
+    // A parsed tokenizer.json; `name` (a file's) starts its messages.
+    static Tokenizer from_json(const nlohmann::json& root, const std::string& name);
     struct SentencePieceModels;  // Marian's two models (sentencepiece.cpp)
     enum class Side : uint8_t { source, target };
     struct Scratch;  // what one encode reuses: BPE arrays, PCRE2 match data, rewritten pieces (encode_scratch.h)
@@ -270,6 +290,7 @@ private:
     std::vector<Normalizer> normalizers_;
     std::vector<PreTokenizer> pre_tokenizers_;
     PostProcessor post_;
+    SpecialIds special_ids_;
 };
 
 // The text of any id a model can predict: its bytes (token_bytes), or "" for
