@@ -5,6 +5,7 @@
 // serve, into one float32 buffer.
 #include "headscope/model/model.h"
 
+#include "gguf_checkpoint.h"
 #include "headscope/base/error.h"
 #include "headscope/base/shape.h"
 #include "headscope/io/files.h"
@@ -231,7 +232,7 @@ Found find_wanted(Model& m, const std::vector<TensorSpec>& wanted, const TensorM
         const auto it = find_tensor(tensors, cfg, w.name);
         if (it == tensors.end() && unread.count(w.name)) {
             throw Error(where + ": tensor '" + w.name + "' has dtype " + unread.at(w.name) +
-                        ", which is unsupported (Headscope reads F32, F16 and BF16)");
+                        ", which Headscope does not read");
         }
         if (it == tensors.end()) {
             const std::string prefix = optional_tensor_prefix(cfg);
@@ -319,25 +320,50 @@ void finish_stack(Model& m) {
         }
 }
 
+// A Hugging Face directory's config, tensors and tokenizer (built while the weights are checked).
+std::future<Tokenizer> open_directory(Model& m, TensorMap& tensors, std::map<std::string, std::string>& unread,
+                                      std::string& where) {
+    m.config = read_config(m.path / "config.json");
+    const std::vector<fs::path> files = checkpoint_files(m.path);
+    tensors = map_files(m, files, unread);
+    where = files.size() == 1 ? files.front().string() : (m.path / "model.safetensors.index.json").string();
+    return std::async(std::launch::async, [dir = m.path, roberta = m.config.roberta_vocab_files] {
+        return Tokenizer::load_directory(dir, roberta ? VocabFilesStyle::roberta : VocabFilesStyle::gpt2);
+    });
+}
+
+// A GGUF file's (gguf_checkpoint.h), and its tokenizer from its metadata.
+std::future<Tokenizer> open_gguf_file(Model& m, TensorMap& tensors, std::map<std::string, std::string>& unread,
+                                      std::string& where) {
+    where = m.path.string();
+    auto files = std::make_shared<const GgufModelFiles>(open_gguf(m.path));
+    GgufCheckpoint checkpoint = gguf_checkpoint(*files);
+    m.config = config_from_json(checkpoint.config, where);
+    m.config.rope.adjacent_pairs = checkpoint.adjacent_rope_pairs;
+    m.config.rope.frequency_divisors = std::move(checkpoint.rope_frequency_divisors);
+    const size_t pairs = static_cast<size_t>(m.config.head_size() / 2);
+    if (!m.config.rope.frequency_divisors.empty() && m.config.rope.frequency_divisors.size() != pairs)
+        throw Error(where + ": rope_freqs has " + std::to_string(m.config.rope.frequency_divisors.size()) +
+                    " entries for heads of " + std::to_string(pairs) + " pairs of dims");
+    for (auto& [name, view] : checkpoint.tensors) tensors.emplace(name, FoundTensor{view, where});
+    unread = std::move(checkpoint.unread);
+    for (const auto& part : files->parts) m.file_bytes += static_cast<int64_t>(file_bytes(part->file()));
+    m.gguf = files;
+    return std::async(std::launch::async, [files] { return Tokenizer::load_gguf(files->metadata()); });
+}
+
 }  // namespace
 
 Model load_model(const std::string& name_or_path, const Progress& progress) {
     Model m;
     m.path = resolve_model_path(name_or_path);
-    m.config = read_config(m.path / "config.json");
-    const Config& cfg = m.config;
-    const std::vector<fs::path> files = checkpoint_files(m.path);
-
-    // The tokenizer builds its tables while the weights are checked.
-    std::future<Tokenizer> tokenizer =
-        std::async(std::launch::async, [dir = m.path, roberta = cfg.roberta_vocab_files] {
-            return Tokenizer::load_directory(dir, roberta ? VocabFilesStyle::roberta : VocabFilesStyle::gpt2);
-        });
-
+    const bool gguf = path_kind(m.path) == PathKind::file;
     std::map<std::string, std::string> unread;
-    const TensorMap tensors = map_files(m, files, unread);
-    const std::string where =
-        files.size() == 1 ? files.front().string() : (m.path / "model.safetensors.index.json").string();
+    TensorMap tensors;
+    std::string where;
+    std::future<Tokenizer> tokenizer =
+        gguf ? open_gguf_file(m, tensors, unread, where) : open_directory(m, tensors, unread, where);
+    const Config& cfg = m.config;
 
     // A bare encoder (BertModel) has no masked-LM head: its maps, without
     // predictions. A bare BartModel has no final_logits_bias, which
@@ -372,7 +398,7 @@ Model load_model(const std::string& name_or_path, const Progress& progress) {
     m.tokenizer = tokenizer.get();
     if (m.tokenizer.vocab_size() > cfg.vocab_size) {
         const bool json = path_kind(m.path / "tokenizer.json") != PathKind::missing;
-        const fs::path file = m.path / (json ? "tokenizer.json" : "vocab.json");
+        const fs::path file = gguf ? m.path : m.path / (json ? "tokenizer.json" : "vocab.json");
         throw Error(file.string() + ": " + std::to_string(m.tokenizer.vocab_size()) +
                     " tokens, more than the model's vocab_size " + std::to_string(cfg.vocab_size));
     }

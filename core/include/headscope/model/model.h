@@ -1,8 +1,9 @@
 // A model loaded from a Hugging Face directory (config.json, model.safetensors
 // or its shards with model.safetensors.index.json, tokenizer.json or
-// vocab.json + merges.txt) or a hub name in the local HF cache: any family of
-// model_description.h. Matrices stay memory-mapped in the file's dtype
-// (base/matrix.h); vectors are float32.
+// vocab.json + merges.txt), a hub name in the local HF cache, or a GGUF file
+// (llama.cpp's, quantized or not): any family of model_description.h.
+// Matrices stay memory-mapped in the file's dtype (base/matrix.h); vectors
+// are float32.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -20,6 +21,7 @@
 namespace headscope {
 
 class SafetensorsFile;  // safetensors.h
+struct GgufModelFiles;  // gguf.h
 
 // One layer's weights; a weight the family lacks is null (an empty Matrix).
 // Vectors are float32 (C) unless noted; matrices stay as the file has them.
@@ -74,6 +76,7 @@ struct Model {
     int64_t file_bytes = 0;           // of its safetensors files together
 
     std::vector<std::unique_ptr<SafetensorsFile>> files;  // the mapped shards
+    std::shared_ptr<const GgufModelFiles> gguf;           // or the mapped GGUF file and its parts
     AlignedVector<float> storage;                         // vectors as float32, and any matrix the map could not serve
     Matrix wte;                                           // (V, C) token embedding
     Matrix wpe;                                           // (n_positions, C) learned positions, else none
