@@ -25,6 +25,7 @@ int fuzz_shard_index(const uint8_t* data, size_t size);
 int fuzz_settings(const uint8_t* data, size_t size);
 int fuzz_tokenizer_json(const uint8_t* data, size_t size);
 int fuzz_marian_tokenizer(const uint8_t* data, size_t size);
+int fuzz_ollama_manifest(const uint8_t* data, size_t size);
 }
 
 namespace {
@@ -59,5 +60,6 @@ TEST(FuzzCorpus, ShardIndex) { replay("shard_index", fuzz_shard_index); }
 TEST(FuzzCorpus, TokenizerJson) { replay("tokenizer_json", fuzz_tokenizer_json); }
 TEST(FuzzCorpus, Settings) { replay("settings", fuzz_settings); }
 TEST(FuzzCorpus, MarianTokenizer) { replay("marian_tokenizer", fuzz_marian_tokenizer); }
+TEST(FuzzCorpus, OllamaManifest) { replay("ollama_manifest", fuzz_ollama_manifest); }
 
 }  // namespace

@@ -107,7 +107,6 @@ std::vector<float> random_floats(size_t n, std::mt19937& rng) {
     return v;
 }
 
-
 constexpr float sentinel = -12345.f;
 
 // Every combination for one dtype: out is columns [3, 3 + out) of rows of
@@ -221,7 +220,8 @@ TEST(Matmul, QuantizedRowsGiveTheirBlocksValues) {
         std::vector<float> row(static_cast<size_t>(in)), inputs(static_cast<size_t>(count * out));
         for (int64_t o = 0; o < out; ++o) {
             stored_row(w.matrix, o, row.data());
-            for (int64_t i = 0; i < in; ++i) ASSERT_EQ(row[i], static_cast<float>(w.math[i * out + o])) << o << " " << i;
+            for (int64_t i = 0; i < in; ++i)
+                ASSERT_EQ(row[i], static_cast<float>(w.math[i * out + o])) << o << " " << i;
         }
         input_rows(w.matrix, first, count, inputs.data());
         for (int64_t i = 0; i < count * out; ++i)

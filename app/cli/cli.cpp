@@ -30,7 +30,8 @@ struct Commands {
 
 void add_model(CLI::App* sub, CliOptions& opt) {
     sub->add_option("--model", opt.model,
-                    "builtin (the default), a model directory, or a Hugging Face hub name (local cache only)");
+                    "builtin (the default), a model directory, a GGUF file, a Hugging Face hub name, or an Ollama, LM "
+                    "Studio or llama.cpp name (local stores only)");
     sub->add_option("--out", opt.out, "write to FILE instead of stdout");
 }
 

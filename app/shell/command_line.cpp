@@ -16,7 +16,9 @@
 namespace headscope {
 
 void add_window_options(CLI::App& cli, Args& args) {
-    cli.add_option("--model", args.model, "builtin (the default), a model directory, or a Hugging Face hub name");
+    cli.add_option("--model", args.model,
+                   "builtin (the default), a model directory, a GGUF file, a Hugging Face hub name, or an Ollama, LM "
+                   "Studio or llama.cpp name (docs/cli.md)");
     cli.add_option("--text", args.texts, "the text to open with");
     cli.add_option("--text-pair", args.text_pairs, "an encoder's second text of a pair, one for each --text");
     cli.add_option("--target", args.targets,

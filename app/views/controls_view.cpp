@@ -16,6 +16,17 @@ namespace headscope {
 
 namespace {
 
+// A GGUF model's quantization and size in the picker: "Q4_K_M, 808 MB".
+std::string gguf_details(const GgufModel& m) {
+    char size[32];
+    const double bytes = static_cast<double>(m.bytes);
+    if (bytes >= 1e9)
+        std::snprintf(size, sizeof size, "%.1f GB", bytes / 1e9);
+    else
+        std::snprintf(size, sizeof size, "%.0f MB", bytes / 1e6);
+    return m.quantization.empty() ? size : m.quantization + ", " + size;
+}
+
 // Says plainly when the maps are not the model's own computation.
 void differences_note(const WindowState& state, const Session& s, Ui& ui) {
     const Config& config = s.model().config;
@@ -340,17 +351,34 @@ void ControlsView::model_bar(Session& s, Ui& ui) {
     ImGui::BeginDisabled(loading);
     ImGui::SetNextItemWidth(200 * ui.scale);
     if (ImGui::BeginCombo("##cached", "open...")) {
-        // The cache is read when the list opens: models downloaded meanwhile show up.
-        if (ImGui::IsWindowAppearing()) cached_models_ = list_cached_models();
+        // The stores are read when the list opens: models downloaded meanwhile show up.
+        if (ImGui::IsWindowAppearing()) {
+            cached_models_ = list_cached_models();
+            gguf_models_ = list_gguf_models();
+        }
         if (ImGui::Selectable(builtin_model)) s.open_model(builtin_model);
         for (const CachedModel& m : cached_models_)
             if (ImGui::Selectable(m.name.c_str())) s.open_model(m.name);
-        if (cached_models_.empty()) ImGui::TextDisabled("no models this build opens in the Hugging Face cache");
+        // The GGUF models' quantizations and sizes in one column after their names.
+        float details_x = 0;
+        for (const GgufModel& m : gguf_models_) details_x = std::max(details_x, ImGui::CalcTextSize(m.name.c_str()).x);
+        details_x += ImGui::GetCursorPosX() + 2 * ImGui::GetStyle().ItemSpacing.x;
+        if (!gguf_models_.empty()) ImGui::Separator();
+        for (const GgufModel& m : gguf_models_) {
+            if (ImGui::Selectable(m.name.c_str())) s.open_model(m.name);
+            if (ui.tooltips && ImGui::IsItemHovered())
+                ImGui::SetTooltip("%s%s%s\n%s", m.title.c_str(), m.title.empty() || m.architecture.empty() ? "" : ", ",
+                                  m.architecture.c_str(), m.path.string().c_str());
+            ImGui::SameLine(details_x);
+            ImGui::TextDisabled("%s", gguf_details(m).c_str());
+        }
+        if (cached_models_.empty() && gguf_models_.empty())
+            ImGui::TextDisabled("no models this build opens in the Hugging Face cache or the stores of GGUF models");
         ImGui::EndCombo();
     }
     ImGui::SameLine();
     ImGui::SetNextItemWidth(260 * ui.scale);
-    const bool entered = text_input(ui, "##model path", "model folder or hub name", &model_path_, nullptr,
+    const bool entered = text_input(ui, "##model path", "model folder, file or name", &model_path_, nullptr,
                                     ImGuiInputTextFlags_EnterReturnsTrue);
     ImGui::SameLine();
     if ((button(ui, "Open") || entered) && !model_path_.empty()) s.open_model(model_path_);

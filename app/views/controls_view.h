@@ -28,13 +28,14 @@ private:
     void head_controls(WindowState& state, Session& session, Ui& ui, bool& changed);
     void legend(Ui& ui);
 
-    std::vector<CachedModel> cached_models_;  // the picker's list, read when it opens
-    std::vector<Example> examples_;           // the examples menu's
-    std::string examples_error_;              // why there are none
-    std::string model_path_;                  // the path field
-    bool editing_text_ = false;               // the text box is the edit box, not the wrapped text
-    int text_clicked_frame_ = -10;            // when the wrapped text was clicked (the box takes the keys)
-    bool cursor_to_end_pending_ = false;      // the edit box's cursor goes to the end when it takes the keys
+    std::vector<CachedModel> cached_models_;  // the picker's lists, read when it opens
+    std::vector<GgufModel> gguf_models_;
+    std::vector<Example> examples_;       // the examples menu's
+    std::string examples_error_;          // why there are none
+    std::string model_path_;              // the path field
+    bool editing_text_ = false;           // the text box is the edit box, not the wrapped text
+    int text_clicked_frame_ = -10;        // when the wrapped text was clicked (the box takes the keys)
+    bool cursor_to_end_pending_ = false;  // the edit box's cursor goes to the end when it takes the keys
     HeatmapTexture legend_, masked_swatch_;
     Colormap legend_colormap_{};
     Sampling sampling_;  // "sample" and "generate"'s; "next token" is greedy

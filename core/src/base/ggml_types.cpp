@@ -1,7 +1,8 @@
 // ggml's types (ggml_types.h): the table of ids, names and block sizes from
 // gguf-py's GGML_QUANT_SIZES, and each readable block format's dequantization,
 // written from the layouts of ggml's ggml-common.h and the formulas of its
-// dequantize_row_* functions. A block is read byte by byte (a GGUF file
+// dequantize_row_* functions; the names of llama.cpp's file types from its
+// llama.h. A block is read byte by byte (a GGUF file
 // aligns tensors, not blocks); the dispatch on the type is once a row.
 #include "headscope/base/ggml_types.h"
 
@@ -275,6 +276,20 @@ void dequantize_mxfp4(const uint8_t* b, size_t blocks, float* out) {
     }
 }
 
+// llama.h's llama_ftype, the names without LLAMA_FTYPE_ and MOSTLY_. Ids 4
+// to 6 and 33 to 35 are file types llama.cpp no longer writes.
+struct FileType {
+    uint64_t id;
+    const char* name;
+};
+constexpr FileType file_types[] = {
+    {0, "F32"},     {1, "F16"},     {2, "Q4_0"},     {3, "Q4_1"},    {7, "Q8_0"},       {8, "Q5_0"},    {9, "Q5_1"},
+    {10, "Q2_K"},   {11, "Q3_K_S"}, {12, "Q3_K_M"},  {13, "Q3_K_L"}, {14, "Q4_K_S"},    {15, "Q4_K_M"}, {16, "Q5_K_S"},
+    {17, "Q5_K_M"}, {18, "Q6_K"},   {19, "IQ2_XXS"}, {20, "IQ2_XS"}, {21, "Q2_K_S"},    {22, "IQ3_XS"}, {23, "IQ3_XXS"},
+    {24, "IQ1_S"},  {25, "IQ4_NL"}, {26, "IQ3_S"},   {27, "IQ3_M"},  {28, "IQ2_S"},     {29, "IQ2_M"},  {30, "IQ4_XS"},
+    {31, "IQ1_M"},  {32, "BF16"},   {36, "TQ1_0"},   {37, "TQ2_0"},  {38, "MXFP4_MOE"}, {39, "NVFP4"},  {40, "Q1_0"},
+};
+
 }  // namespace
 
 const GgmlTypeTraits* ggml_type_traits(uint32_t id) {
@@ -310,6 +325,12 @@ int64_t dtype_block_values(DType dtype) { return ggml_type_traits(ggml_type(dtyp
 int64_t dtype_row_bytes(DType dtype, int64_t n) {
     const GgmlTypeTraits& traits = ggml_type_traits(ggml_type(dtype));
     return n / traits.block_elements * traits.block_bytes;
+}
+
+std::string gguf_file_type_name(uint64_t id) {
+    for (const FileType& type : file_types)
+        if (type.id == id) return type.name;
+    return "file type " + std::to_string(id);
 }
 
 void dequantize_row(GgmlType type, const std::byte* src, size_t n, float* out) {

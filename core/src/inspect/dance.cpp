@@ -212,9 +212,10 @@ StridedLayout rotate(Dance& d, Walk& walk, const Config& config, bool keys, cons
     const std::string x = keys ? "k" : "q", H = keys ? "NKV" : "NH";
     const bool cat = config.rope.joined_by_cat;
     const std::string D = std::to_string(d.rope_dims), half = std::to_string(d.rope_dims / 2);
-    const std::string pairs = config.rope.adjacent_pairs
-                                  ? "adjacent pairs (2d, 2d + 1), as the GGUF file's reordered rows of Q and K put them,"
-                                  : "rotate-half pairs (d, d + " + half + ")";
+    const std::string pairs =
+        config.rope.adjacent_pairs
+            ? "adjacent pairs (2d, 2d + 1), as the GGUF file's reordered rows of Q and K put them,"
+            : "rotate-half pairs (d, d + " + half + ")";
     std::string title = "RoPE, on Q and K before the scores: position t turns the first " + D + " of each head's " +
                         std::to_string(hs) + " dims in " + pairs + " by the angle t * " + number(config.rope.theta) +
                         "^(-2d/" + D + ")";

@@ -1,17 +1,15 @@
-// Where a model is: the built-in one, a folder, or a hub name in the local
-// Hugging Face cache (model.h's resolve_model_path and list_cached_models).
-#include <pwd.h>
-#include <unistd.h>
-
+// Where a model is: the built-in one, a folder, a GGUF file, a hub name in the
+// local Hugging Face cache, or a name in a store of GGUF models
+// (model_stores.cpp); model.h's resolve_model_path and list_cached_models.
 #include <algorithm>
 #include <cctype>
-#include <cstdlib>
 
 #include "headscope/base/error.h"
 #include "headscope/io/files.h"
 #include "headscope/io/installation.h"
 #include "headscope/model/model.h"
 #include "model_files.h"
+#include "model_stores.h"
 
 namespace headscope {
 
@@ -22,21 +20,17 @@ namespace {
 // refs/main holds a 40-character commit hash; past a path's longest, no revision.
 constexpr size_t max_revision_bytes = 4096;
 
-std::string env(const char* name) {
-    const char* value = std::getenv(name);
-    return value ? value : "";
-}
-
 // Where huggingface_hub keeps its cache, by the same rules it uses.
 fs::path hub_cache_dir() {
-    if (const std::string hub = env("HF_HUB_CACHE"); !hub.empty()) return hub;
-    if (const std::string home = env("HF_HOME"); !home.empty()) return fs::path(home) / "hub";
-    if (const std::string xdg = env("XDG_CACHE_HOME"); !xdg.empty()) return fs::path(xdg) / "huggingface" / "hub";
-    std::string home = env("HOME");
-    if (home.empty()) {
-        if (const passwd* pw = getpwuid(getuid())) home = pw->pw_dir;
-    }
-    return fs::path(home) / ".cache" / "huggingface" / "hub";
+    if (const std::string hub = env_var("HF_HUB_CACHE"); !hub.empty()) return hub;
+    if (const std::string home = env_var("HF_HOME"); !home.empty()) return fs::path(home) / "hub";
+    if (const std::string xdg = env_var("XDG_CACHE_HOME"); !xdg.empty()) return fs::path(xdg) / "huggingface" / "hub";
+    return home_dir() / ".cache" / "huggingface" / "hub";
+}
+
+// A file Headscope reads as GGUF: named so, or starting with its magic.
+bool is_gguf_file(const fs::path& path) {
+    return path.extension() == ".gguf" || read_file_start(path, 4, "the model") == "GGUF";
 }
 
 // "gpt2" or "openai-community/gpt2-medium": the characters HF allows in a
@@ -86,7 +80,7 @@ fs::path pick_snapshot(const fs::path& repo) {
 
 fs::path resolve_model_path(const std::string& name_or_path) {
     if (name_or_path == builtin_model) {
-        const std::string override_dir = env("HEADSCOPE_BUILTIN_MODEL");
+        const std::string override_dir = env_var("HEADSCOPE_BUILTIN_MODEL");
         const fs::path dir = override_dir.empty() ? data_dir() / "builtin" : fs::path(override_dir);
         if (path_kind(dir) != PathKind::directory)
             throw Error("the built-in model is missing: no directory " + dir.string() +
@@ -95,20 +89,26 @@ fs::path resolve_model_path(const std::string& name_or_path) {
     }
     const PathKind kind = path_kind(name_or_path);
     if (kind == PathKind::directory) return name_or_path;
-    if (kind != PathKind::missing) throw Error("model '" + name_or_path + "' is not a directory");
-    if (!is_hub_name(name_or_path)) throw Error("model '" + name_or_path + "' not found: no directory of that name");
+    if (kind == PathKind::file && is_gguf_file(name_or_path)) return name_or_path;
+    if (kind != PathKind::missing) throw Error("model '" + name_or_path + "' is not a directory or a GGUF file");
+
+    if (!is_hub_name(name_or_path) && !is_gguf_store_name(name_or_path))
+        throw Error("model '" + name_or_path + "' not found: no directory of that name");
 
     const fs::path cache = hub_cache_dir();
-    std::string repo_dir = "models--" + name_or_path;
-    if (const size_t slash = repo_dir.find('/'); slash != std::string::npos) repo_dir.replace(slash, 1, "--");
-    const fs::path repo = cache / repo_dir;
-    if (path_kind(repo) != PathKind::directory) {
-        throw Error("model '" + name_or_path + "' not found: no directory of that name and no " + repo_dir +
-                    " in the Hugging Face cache " + cache.string() +
-                    " (Headscope never downloads: fetch it once with huggingface-cli download " + name_or_path +
-                    ", or open a folder holding its config.json, safetensors and tokenizer files)");
+    std::string hub_place = "not a hub name for the Hugging Face cache (" + cache.string() + ")";
+    if (is_hub_name(name_or_path)) {
+        std::string repo_dir = "models--" + name_or_path;
+        if (const size_t slash = repo_dir.find('/'); slash != std::string::npos) repo_dir.replace(slash, 1, "--");
+        const fs::path repo = cache / repo_dir;
+        if (path_kind(repo) == PathKind::directory) return pick_snapshot(repo);
+        hub_place = "no " + repo_dir + " in the Hugging Face cache (" + cache.string() + ")";
     }
-    return pick_snapshot(repo);
+    if (std::optional<fs::path> file = find_in_gguf_stores(name_or_path)) return *file;
+    throw Error("model '" + name_or_path + "' not found: no folder or file of that name, " + hub_place +
+                ", and not in " + gguf_store_places() +
+                " (Headscope never downloads: fetch it once with huggingface-cli download or ollama pull, "
+                "or open a folder holding its config.json, safetensors and tokenizer files, or a GGUF file)");
 }
 
 std::vector<CachedModel> list_cached_models() {

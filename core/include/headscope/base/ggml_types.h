@@ -1,6 +1,7 @@
 // ggml's tensor types, as GGUF files name them by id: each type's name, how
 // many values one block packs and its bytes, and the dequantization of a row
-// of blocks to float32 (the layouts of ggml's ggml-common.h).
+// of blocks to float32 (the layouts of ggml's ggml-common.h); and the names of
+// llama.cpp's file types, a whole model's quantization.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -69,6 +70,11 @@ std::string ggml_type_name(uint32_t id);
 // in (nullopt for the types it does not read).
 GgmlType ggml_type(DType dtype);
 std::optional<DType> dtype_of(GgmlType type);
+
+// A GGUF model's general.file_type, llama.cpp's numbering (llama.h's
+// llama_ftype) by its short name: "F32" for 0, "Q4_K_M" for 15, "BF16" for
+// 32; "file type <id>" for an id Headscope does not know.
+std::string gguf_file_type_name(uint64_t id);
 
 // Dequantizes `n` values of `type` (a multiple of its block's values) from
 // `src` (n / block_elements blocks, any alignment) into `out`. Throws Error

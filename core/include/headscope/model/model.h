@@ -101,9 +101,20 @@ struct Model {
 // $HEADSCOPE_BUILTIN_MODEL if set, else assets/builtin of the source tree.
 inline constexpr const char* builtin_model = "builtin";
 
-// `builtin_model`, a directory path, or a hub name ("gpt2",
-// "openai-community/gpt2-medium") looked up in the local Hugging Face cache
-// only. Throws Error when none of these.
+// `builtin_model`, a directory path, a GGUF file (named .gguf, or starting
+// "GGUF"), a hub name ("gpt2", "openai-community/gpt2-medium") looked up in
+// the local Hugging Face cache, or else a name in a local store of GGUF
+// models, tried in this order (the file each gives):
+//   Ollama's, $OLLAMA_MODELS or ~/.ollama/models: "llama3.2:1b", "llama3.2"
+//     (tag latest), "library/llama3.2:1b", "user/model:tag",
+//     "registry.ollama.ai/library/llama3.2:1b": the blob its manifest names;
+//   LM Studio's, ~/.lmstudio/models then ~/.cache/lm-studio/models:
+//     "publisher/model" (its folder's one GGUF model), "publisher/model:stem"
+//     (<stem>.gguf there), "publisher/model/file.gguf";
+//   llama.cpp's cache, $LLAMA_CACHE or ~/.cache/llama.cpp: a file name there,
+//     ".gguf" optional.
+// Never downloads. Throws Error when none of these, saying where it looked,
+// and when a store holds the name but its entry is wrong.
 std::filesystem::path resolve_model_path(const std::string& name_or_path);
 
 // Throws Error naming the file, tensor or field on any problem.
@@ -130,5 +141,19 @@ struct CachedModel {
 // The cache's models whose config.json names a supported model_type, by name.
 // Unreadable entries are left out; a missing cache gives none.
 std::vector<CachedModel> list_cached_models();
+
+// A GGUF model in Ollama's store, LM Studio's folders or llama.cpp's cache.
+struct GgufModel {
+    std::string name;            // as resolve_model_path takes it: "llama3.2:1b", "publisher/model"
+    std::filesystem::path path;  // the file resolve_model_path gives (a split model's first part)
+    uint64_t bytes = 0;          // on disk, every part of a split model
+    std::string quantization;    // general.file_type's name ("Q4_K_M"); "" when the file has none
+    std::string title;           // general.name; "" when absent
+    std::string architecture;    // general.architecture ("llama"); "" when absent
+};
+
+// The GGUF models of those stores, by name, each read with its metadata.
+// Unreadable entries are left out; missing stores give none.
+std::vector<GgufModel> list_gguf_models();
 
 }  // namespace headscope
