@@ -146,6 +146,12 @@ FamilyCheckpoint write_gguf_family(const fs::path& file, const FamilySpec& spec,
         gguf.metadata.emplace_back(name, std::move(value));
     };
     key("general.architecture", gguf_string(arch));
+    // llama.cpp's file type of a file of these matrices (its llama_ftype): F32, Q8_0, Q4_K_S, Q6_K.
+    const uint32_t file_type = matrices == DType::F32    ? 0
+                               : matrices == DType::Q8_0 ? 7
+                               : matrices == DType::Q4_K ? 14
+                                                         : 18;
+    key("general.file_type", gguf_uint32(file_type));
     key(arch + ".block_count", gguf_uint32(uint32_t(spec.n_layer)));
     key(arch + ".context_length", gguf_uint32(uint32_t(spec.max_positions)));
     key(arch + ".embedding_length", gguf_uint32(uint32_t(spec.n_embd)));

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -21,6 +22,7 @@
 #include "headscope/base/error.h"
 #include "headscope/compute/backend.h"
 #include "headscope/model/model.h"
+#include "process.h"
 
 using namespace headscope;
 using namespace headscope::test;
@@ -64,6 +66,15 @@ TEST_P(GgufModel, MapsAndHeadOutputsMatchTheReference) {
     EXPECT_EQ(model.layers.at(0).q.dtype, dtype);
     EXPECT_EQ(model.wte.dtype, dtype);
     EXPECT_EQ(model.tokenizer.vocab_size(), spec.vocab_size);
+    // general.file_type as llama.cpp names it, and every tensor's bits: the norms' 32, the matrices' own.
+    EXPECT_EQ(model.file_type, dtype == DType::F32    ? "F32"
+                               : dtype == DType::Q8_0 ? "Q8_0"
+                               : dtype == DType::Q4_K ? "Q4_K_S"
+                                                      : "Q6_K");
+    const WeightStorage storage = weight_storage(model);
+    const int matrices = 1 + 7 * spec.n_layer + (spec.tied_embeddings ? 0 : 1);  // the rest are F32 vectors
+    EXPECT_EQ(storage.tensors_by_dtype.at(to_string(dtype)),
+              dtype == DType::F32 ? static_cast<int>(model.tensors.size()) : matrices);
 
     std::unique_ptr<Backend> backend = make_cpu_backend();
     backend->load_weights(model);
@@ -83,6 +94,53 @@ TEST_P(GgufModel, MapsAndHeadOutputsMatchTheReference) {
             ASSERT_EQ(got.outputs.size(), want.outputs.size());
             EXPECT_LT(max_difference(got.outputs, want.outputs), 2e-5 * max_abs(want.outputs));
         }
+}
+
+// llama.cpp itself (tests/reference/gguf_next_tokens.js) on the same file,
+// after each text. F32: the same 5 most likely next tokens, their
+// probabilities within 1e-5. Quantized: llama.cpp rounds its activations to
+// 8 bits before the products, which moves its probabilities by up to 5e-2,
+// so each of its 5 tokens has our probability within 5e-2 of its own, and
+// its most likely token is ours wherever it leads the next by more than that.
+TEST_P(GgufModel, NextTokensAreLlamaCpps) {
+    const auto [family, dtype] = GetParam();
+    TempDir dir;
+    const fs::path file = dir.path / "model.gguf";
+    write_gguf_family(file, gguf_family_spec(family), dtype);
+    const Model model = load_model(file.string());
+    std::unique_ptr<Backend> backend = make_cpu_backend();
+    backend->load_weights(model);
+    const double tolerance = dtype == DType::F32 ? 1e-5 : 5e-2;
+    for (const std::vector<int32_t>& text : texts) {
+        AttentionOptions opt;
+        opt.top_k = 5;
+        AttentionResult ours;
+        backend->forward(Batch{{text}, model.config.pad_id()}, opt, ours);
+        std::vector<double> p(ours.last_logits.begin(), ours.last_logits.begin() + ours.V);
+        const double top = *std::max_element(p.begin(), p.end());
+        double sum = 0;
+        for (double& x : p) sum += x = std::exp(x - top);
+        for (double& x : p) x /= sum;
+
+        const fs::path request = dir.path / "request.json";
+        std::ofstream(request) << nlohmann::json{{"model", file.string()}, {"tokens", text}}.dump();
+        const fs::path script = fs::path(HEADSCOPE_TESTS_DIR) / "reference" / "gguf_next_tokens.js";
+        const ProcessRun r = run_program({"node", script.string()}, dir.path, request);
+        if (r.status == 127) GTEST_SKIP() << "node cannot be run: run tools/setup";
+        ASSERT_EQ(r.status, 0) << "tests/reference/gguf_next_tokens.js failed: " << r.err;
+        const auto theirs = nlohmann::json::parse(r.out);
+        ASSERT_EQ(theirs.size(), 5u);
+        const Prediction* ranked = ours.predictions_at(0, static_cast<int>(text.size()) - 1);
+        for (int k = 0; k < 5; ++k) {
+            const int id = theirs[k][0].get<int>();
+            EXPECT_NEAR(p.at(static_cast<size_t>(id)), theirs[k][1].get<double>(), tolerance)
+                << "rank " << k << ": " << r.out;
+            const bool leads = theirs[k][1].get<double>() - (k < 4 ? theirs[k + 1][1].get<double>() : 0) > tolerance;
+            if (dtype == DType::F32 || (k == 0 && leads)) {
+                EXPECT_EQ(ranked[k].id, id) << "rank " << k << ": " << r.out;
+            }
+        }
+    }
 }
 
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {

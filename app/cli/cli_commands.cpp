@@ -202,6 +202,10 @@ void run_info(const CliOptions& opt) {
     if (c.positions == Positions::rotary) info["rope_theta"] = c.rope.theta;
     if (c.sliding_window) info["sliding_window"] = c.sliding_window;
     info["dtype"] = to_string(model.dtype);
+    const WeightStorage storage = weight_storage(model);
+    info["tensor_dtypes"] = storage.tensors_by_dtype;
+    info["bits_per_weight"] = storage.bits_per_weight;
+    if (!model.file_type.empty()) info["file_type"] = model.file_type;
     info["tensors"] = tensors;
     if (!c.training.is_null()) info["training"] = c.training;
     if (!table) return write_output(opt.out, [&](std::ostream& out) { out << dump_json(info) << '\n'; });

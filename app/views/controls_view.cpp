@@ -332,7 +332,9 @@ void ControlsView::model_bar(Session& s, Ui& ui) {
          ellipsized(s.model_name(), font, 0.18f * row, true).c_str());
     if (ui.tooltips && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", s.model_name().c_str());
     ImGui::SameLine();
-    std::string sizes = (config.is_encoder_decoder() ? std::to_string(config.encoder_layers) + " encoder + " +
+    // How the weights are stored first ("Q4_K_M, 4.9 bits per weight"): a long row keeps its start.
+    std::string sizes = storage_summary(s.model()) + "; " +
+                        (config.is_encoder_decoder() ? std::to_string(config.encoder_layers) + " encoder + " +
                                                            std::to_string(config.n_layer) + " decoder layers, "
                                                      : std::to_string(config.n_layer) + " layers, ") +
                         std::to_string(config.n_head) + " heads";

@@ -7,6 +7,7 @@
 
 #include "gguf_checkpoint.h"
 #include "headscope/base/error.h"
+#include "headscope/base/ggml_types.h"
 #include "headscope/base/shape.h"
 #include "headscope/io/files.h"
 #include "headscope/io/installation.h"
@@ -20,6 +21,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <future>
 #include <limits>
@@ -348,6 +350,8 @@ std::future<Tokenizer> open_gguf_file(Model& m, TensorMap& tensors, std::map<std
     for (auto& [name, view] : checkpoint.tensors) tensors.emplace(name, FoundTensor{view, where});
     unread = std::move(checkpoint.unread);
     for (const auto& part : files->parts) m.file_bytes += static_cast<int64_t>(file_bytes(part->file()));
+    if (const std::optional<uint64_t> type = files->metadata().integer("general.file_type"))
+        m.file_type = gguf_file_type_name(*type);
     m.gguf = files;
     return std::async(std::launch::async, [files] { return Tokenizer::load_gguf(files->metadata()); });
 }
@@ -403,6 +407,30 @@ Model load_model(const std::string& name_or_path, const Progress& progress) {
                     " tokens, more than the model's vocab_size " + std::to_string(cfg.vocab_size));
     }
     return m;
+}
+
+WeightStorage weight_storage(const Model& model) {
+    WeightStorage storage;
+    int64_t bytes = 0, weights = 0;
+    for (const TensorInfo& t : model.tensors) {
+        ++storage.tensors_by_dtype[to_string(t.dtype)];
+        bytes += t.bytes;
+        weights += element_count(t.shape);
+    }
+    storage.bits_per_weight = weights ? 8.0 * static_cast<double>(bytes) / static_cast<double>(weights) : 0;
+    return storage;
+}
+
+std::string storage_summary(const Model& model) {
+    const WeightStorage storage = weight_storage(model);
+    if (!model.file_type.empty()) {
+        char bits[64];
+        std::snprintf(bits, sizeof bits, ", %.2g bits per weight", storage.bits_per_weight);
+        return model.file_type + bits;
+    }
+    std::string dtypes;
+    for (const auto& [dtype, count] : storage.tensors_by_dtype) dtypes += (dtypes.empty() ? "" : " and ") + dtype;
+    return dtypes;
 }
 
 std::vector<int32_t> decoder_input_ids(const Model& model, std::string_view target) {

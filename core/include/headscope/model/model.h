@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -67,7 +68,8 @@ struct Model {
     Model(const Model&) = delete;
     Model& operator=(const Model&) = delete;
 
-    std::filesystem::path path;  // the resolved directory
+    std::filesystem::path path;  // the resolved directory, or GGUF file
+    std::string file_type;       // a GGUF file's quantization (its general.file_type: "Q4_K_M"), else ""
     Config config;
     Tokenizer tokenizer;
     std::vector<TensorInfo> tensors;  // sorted by name
@@ -96,6 +98,18 @@ struct Model {
     // model's tokenize its source). Null for other models.
     std::unique_ptr<Model> encoder;
 };
+
+// How the weights are stored: each dtype's tensor count, and the bits per
+// weight over every tensor (a GGUF file's mix of types, e.g. Q4_K_M's 4.9).
+struct WeightStorage {
+    std::map<std::string, int> tensors_by_dtype;  // "Q4_K" -> 96
+    double bits_per_weight = 0;
+};
+WeightStorage weight_storage(const Model& model);
+
+// "Q4_K_M, 4.9 bits per weight" for a GGUF file, "BF16" for a checkpoint of
+// one dtype, "BF16 and F32" otherwise: what the window's model bar shows.
+std::string storage_summary(const Model& model);
 
 // The name of the model Headscope ships and opens by default: the directory
 // $HEADSCOPE_BUILTIN_MODEL if set, else assets/builtin of the source tree.
