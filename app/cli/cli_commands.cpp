@@ -203,7 +203,10 @@ void run_info(const CliOptions& opt) {
     if (c.sliding_window) info["sliding_window"] = c.sliding_window;
     info["dtype"] = to_string(model.dtype);
     const WeightStorage storage = weight_storage(model);
-    info["tensor_dtypes"] = storage.tensors_by_dtype;
+    Json dtypes = Json::array();  // a list, so that the table keeps it on one row
+    for (const auto& [dtype, count] : storage.tensors_by_dtype)
+        dtypes.push_back({{"dtype", dtype}, {"tensors", count}});
+    info["tensor_dtypes"] = dtypes;
     info["bits_per_weight"] = storage.bits_per_weight;
     if (!model.file_type.empty()) info["file_type"] = model.file_type;
     info["tensors"] = tensors;

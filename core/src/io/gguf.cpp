@@ -11,7 +11,6 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
-#include <regex>
 
 #include "gguf_cursor.h"
 #include "headscope/base/error.h"
@@ -197,28 +196,49 @@ void check_split_part(const GgufFile& part, uint64_t number, uint64_t count) {
                     std::to_string(count) + " parts");
 }
 
+// A split part's name, <stem>-00001-of-00003.gguf (5 digits each), taken apart.
+struct PartName {
+    std::string stem;
+    uint64_t number, count;
+};
+std::optional<PartName> split_part_name(const std::string& name) {
+    constexpr std::string_view tail = "-00000-of-00000.gguf";
+    if (name.size() < tail.size() || !name.ends_with(".gguf")) return std::nullopt;
+    const std::string_view end = std::string_view(name).substr(name.size() - tail.size());
+    const auto digits = [&](size_t at) {
+        uint64_t value = 0;
+        for (size_t i = at; i < at + 5; ++i) {
+            if (end[i] < '0' || end[i] > '9') return std::optional<uint64_t>();
+            value = value * 10 + static_cast<uint64_t>(end[i] - '0');
+        }
+        return std::optional<uint64_t>(value);
+    };
+    const std::optional<uint64_t> number = digits(1), count = digits(10);
+    if (end[0] != '-' || end.substr(6, 4) != "-of-" || !number || !count) return std::nullopt;
+    return PartName{name.substr(0, name.size() - tail.size()), *number, *count};
+}
+
 }  // namespace
 
 GgufModelFiles open_gguf(const std::filesystem::path& path) {
     GgufModelFiles model;
-    const std::string name = path.filename().string();
-    static const std::regex part_name(R"((.*)-([0-9]{5})-of-([0-9]{5})\.gguf)");
-    std::smatch match;
-    const bool split = std::regex_match(name, match, part_name);
+    const std::optional<PartName> part_name = split_part_name(path.filename().string());
+    const bool split = part_name.has_value();
     if (!split) {
         model.parts.push_back(std::make_unique<GgufFile>(path));
         if (const std::optional<uint64_t> count = model.parts[0]->integer("split.count"); count && *count > 1)
             throw Error(path.string() + ": split.count says it is one of " + std::to_string(*count) +
                         " parts, but its name is not that of a part (<name>-00001-of-<count>.gguf, 5 digits each)");
     } else {
-        const uint64_t count = std::stoull(match[3].str());
-        if (count == 0 || std::stoull(match[2].str()) > count || std::stoull(match[2].str()) == 0)
-            throw Error(path.string() + ": its name says part " + match[2].str() + " of " + match[3].str());
+        const uint64_t count = part_name->count;
+        if (count == 0 || part_name->number > count || part_name->number == 0)
+            throw Error(path.string() + ": its name says part " + std::to_string(part_name->number) + " of " +
+                        std::to_string(count));
         for (uint64_t number = 1; number <= count; ++number) {
             char suffix[64];
             std::snprintf(suffix, sizeof suffix, "-%05llu-of-%05llu.gguf", static_cast<unsigned long long>(number),
                           static_cast<unsigned long long>(count));
-            const std::filesystem::path part_path = path.parent_path() / (match[1].str() + suffix);
+            const std::filesystem::path part_path = path.parent_path() / (part_name->stem + suffix);
             if (path_kind(part_path) == PathKind::missing)
                 throw Error(part_path.string() + ": missing (part " + std::to_string(number) + " of the " +
                             std::to_string(count) + " of a split GGUF model)");
