@@ -157,7 +157,7 @@ INSTANTIATE_TEST_SUITE_P(Gguf, GgufModel,
 void expect_refused(const std::string& want, const std::function<void(GgufSpec&)>& edit) {
     TempDir dir;
     const fs::path file = dir.path / "model.gguf";
-    write_gguf_family(file, gguf_family_spec(Family::qwen2), DType::Q8_0, edit);
+    write_gguf_family(file, gguf_family_spec(Family::qwen2), DType::Q6_K, edit);
     try {
         load_model(file.string());
         ADD_FAILURE() << "loaded; wanted an error with: " << want;
