@@ -196,6 +196,14 @@ TEST(GgufModelFiles, WhatTheLoaderCannotReadIsOneLineNamingIt) {
     expect_refused("tensor 'model.layers.0.self_attn.k_proj.weight' missing", [](GgufSpec& s) {
         std::erase_if(s.tensors, [](const auto& t) { return t.name == "blk.0.attn_k.weight"; });
     });
+    // A layer number with a leading zero would name a layer twice.
+    expect_refused("tensor 'blk.01.ffn_up.weight' is not one of architecture qwen2's",
+                   [](GgufSpec& s) { tensor(s, "blk.1.ffn_up.weight").name = "blk.01.ffn_up.weight"; });
+    // Q6_K's scale d (its block's last 2 bytes) an Inf: every weight is checked as the forward would read it.
+    expect_refused("tensor 'model.layers.1.mlp.up_proj.weight': element ", [](GgufSpec& s) {
+        GgufTensorSpec& t = tensor(s, "blk.1.ffn_up.weight");
+        t.data[208] = '\x00', t.data[209] = '\x7c';
+    });
     expect_refused("RoPE scaling of type 'yarn' is not read yet",
                    [](GgufSpec& s) { s.metadata.emplace_back("qwen2.rope.scaling.type", gguf_string("yarn")); });
 }

@@ -67,7 +67,15 @@ Weight make_quantized_weight(DType dtype, int64_t in, int64_t out, std::mt19937&
 // Finite random values of `dtype` of magnitude about 1/8 to 8, F16 with some
 // subnormals; 16-bit data one byte past an aligned address, F32 four.
 Weight make_weight(DType dtype, int64_t in, int64_t out, bool out_by_in, std::mt19937& rng) {
-    if (quantized(dtype)) return make_quantized_weight(dtype, in, out, rng);
+    if (quantized(dtype) && out_by_in) return make_quantized_weight(dtype, in, out, rng);
+    if (quantized(dtype)) {  // the transpose of one stored (out, in): stored (in, out), blocks along out
+        Weight w = make_quantized_weight(dtype, out, in, rng);
+        const std::vector<double> math = w.math;  // (out, in) of the stored one
+        for (int64_t i = 0; i < in; ++i)
+            for (int64_t o = 0; o < out; ++o) w.math[i * out + o] = math[o * in + i];
+        w.matrix = w.matrix.transposed();
+        return w;
+    }
     Weight w;
     const size_t n = static_cast<size_t>(in * out), size = dtype == DType::F32 ? 4 : 2, offset = size == 4 ? 4 : 1;
     w.buffer.resize(offset + n * size);
@@ -116,14 +124,18 @@ constexpr float sentinel = -12345.f;
 void check_products(DType dtype) {
     std::mt19937 rng(static_cast<unsigned>(dtype) + 1);
     // The last: more than one 512-column tile of a thread's share (in, out).
-    // A quantized weight: whole blocks of 256 (every type's multiple), stored
-    // (out, in), with more inputs than the Gemm's widened stretch of 512.
+    // A quantized weight: whole blocks of 256 (every type's multiple) along
+    // its stored rows, more than the Gemm's widened stretch of 512 in one.
     const std::vector<std::pair<int64_t, int64_t>> shapes =
         quantized(dtype) ? std::vector<std::pair<int64_t, int64_t>>{{256, 23}, {1280, 270}, {256, 1300}}
                          : std::vector<std::pair<int64_t, int64_t>>{{19, 23}, {70, 40}, {1030, 270}, {37, 1300}};
-    const std::vector<bool> layouts = quantized(dtype) ? std::vector<bool>{true} : std::vector<bool>{false, true};
-    for (auto [in, out] : shapes)
-        for (bool out_by_in : layouts) {
+    for (auto [rows_in, rows_out] : shapes)
+        for (bool out_by_in : {false, true}) {
+            // A quantized weight stored (in, out) is a stored (out, in) one
+            // transposed (the contributions read o_proj so): its blocks run along out.
+            const bool swapped = quantized(dtype) && !out_by_in;
+            if (swapped && rows_in > 256) continue;  // one path for every row count: the small shapes cover it
+            const int64_t in = swapped ? rows_out : rows_in, out = swapped ? rows_in : rows_out;
             const Weight w = make_weight(dtype, in, out, out_by_in, rng);
             const std::vector<float> bias_values = random_floats(static_cast<size_t>(out), rng);
             for (int rows : {1, 2, 3, 4, 5, 8, 17, 128})

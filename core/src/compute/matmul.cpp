@@ -246,6 +246,26 @@ void quantized_product(const Product& p, int64_t first, int64_t last) {
     }
 }
 
+// A quantized W stored (in, out): the transpose of a GGUF matrix (the
+// contributions read o_proj that way). Each stored row, whole blocks,
+// widened once per thread, then added into the thread's columns in input
+// order, as axpy_rows does.
+void quantized_columns(const Product& p, int64_t first, int64_t last) {
+    const int64_t in = p.w.in, out = p.w.out;
+    thread_local AlignedVector<float> row;
+    row.resize(static_cast<size_t>(out));
+    for (int r = 0; r < p.rows; ++r)
+        if (!p.accumulate) std::fill(p.out + r * p.ldo + first, p.out + r * p.ldo + last, 0.f);
+    for (int64_t i = 0; i < in; ++i) {
+        widen_to_f32(p.w.dtype, p.w.data + dtype_row_bytes(p.w.dtype, i * out), static_cast<size_t>(out), row.data());
+        for (int r = 0; r < p.rows; ++r) {
+            const float x = p.x[r * in + i];
+            float* y = p.out + r * p.ldo;
+            for (int64_t c = first; c < last; ++c) y[c] += x * row[static_cast<size_t>(c)];
+        }
+    }
+}
+
 // ---- More rows: a Gemm ----
 
 // 16-bit blocks widened for the Gemm: 256 columns by 512 inputs, 512 KiB of
@@ -268,8 +288,8 @@ void gemm_product(Gemm gemm, const Product& p, int64_t first, int64_t last) {
         return;
     }
     thread_local AlignedVector<float> scratch(block_cols * block_inputs);
-    // Offsets as bytes; a quantized W is stored (out, in), and block_inputs
-    // is a whole number of its blocks.
+    // Offsets as bytes; a quantized W here is stored (out, in), and
+    // block_inputs is a whole number of its blocks.
     const auto at = [&](int64_t value) { return w.data + dtype_row_bytes(w.dtype, value); };
     for (int64_t c = first; c < last; c += block_cols) {
         const int64_t cols = std::min(block_cols, last - c);
@@ -294,6 +314,8 @@ void product_columns(Gemm gemm, int small_rows_max, const Product& p, const floa
     if (p.w.in == 0) {  // an empty sum
         if (!p.accumulate)
             for (int r = 0; r < p.rows; ++r) std::fill(p.out + r * p.ldo + first, p.out + r * p.ldo + last, 0.f);
+    } else if (quantized(p.w.dtype) && !p.w.out_by_in) {
+        quantized_columns(p, first, last);
     } else if (p.rows > small_rows_max) {
         gemm_product(gemm, p, first, last);
     } else {

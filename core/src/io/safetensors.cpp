@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
@@ -188,6 +189,9 @@ SafetensorsFile::~SafetensorsFile() { ::munmap(const_cast<std::byte*>(data_), si
 
 namespace {
 
+// Values checked at a time: a whole number of any block type's blocks.
+constexpr size_t chunk_elements = 16 * 1024;
+
 const char* non_finite_kind(bool nan, bool negative) {
     if (nan) return "NaN";
     return negative ? "-Inf" : "Inf";
@@ -249,11 +253,19 @@ bool convert_checked(DType dtype, const std::byte* src, size_t n, float* out) {
         case DType::F32: throw_first_non_finite<uint32_t>(name, src, 0x7f800000, 0x80000000);
         case DType::F16: throw_first_non_finite<uint16_t>(name, src, 0x7c00, 0x8000);
         case DType::BF16: throw_first_non_finite<uint16_t>(name, src, 0x7f80, 0x8000);
-        default: {
-            std::vector<float> values(static_cast<size_t>(element_count(tensor.shape)));
-            widen_to_f32(tensor.dtype, src, values.size(), values.data());
-            throw_first_non_finite<uint32_t>(name, reinterpret_cast<const std::byte*>(values.data()), 0x7f800000,
-                                             0x80000000);
+        default: {  // blocks, widened a chunk at a time (a whole embedding would take gigabytes)
+            std::vector<float> values(chunk_elements);
+            const auto n = static_cast<size_t>(element_count(tensor.shape));
+            for (size_t begin = 0; begin < n; begin += chunk_elements) {
+                const size_t count = std::min(chunk_elements, n - begin);
+                widen_to_f32(tensor.dtype, src + dtype_row_bytes(tensor.dtype, static_cast<int64_t>(begin)), count,
+                             values.data());
+                for (size_t i = 0; i < count; ++i)
+                    if (!std::isfinite(values[i]))
+                        throw Error("tensor '" + name + "': element " + std::to_string(begin + i) + " is " +
+                                    non_finite_kind(std::isnan(values[i]), std::signbit(values[i])));
+            }
+            std::abort();  // unreachable: the caller found a non-finite value
         }
     }
 }
@@ -262,7 +274,6 @@ bool convert_checked(DType dtype, const std::byte* src, size_t n, float* out) {
 
 void check_finite(const std::string& name, const TensorView& tensor) {
     // In chunks that stay in the cache: the check reads every byte once and keeps nothing.
-    constexpr size_t chunk_elements = 16 * 1024;
     std::vector<float> scratch(chunk_elements);
     const auto n = static_cast<size_t>(element_count(tensor.shape));
     for (size_t begin = 0; begin < n; begin += chunk_elements) {  // a whole number of any type's blocks

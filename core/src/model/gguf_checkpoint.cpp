@@ -57,7 +57,9 @@ std::optional<std::string> hugging_face_name(std::string_view name) {
     const size_t dot = rest.find('.');
     int layer = -1;
     const auto [end, error] = std::from_chars(rest.data(), rest.data() + std::min(dot, rest.size()), layer);
-    if (dot == std::string_view::npos || error != std::errc() || end != rest.data() + dot || layer < 0)
+    // "blk.07" would name layer 7 a second time: digits as llama.cpp writes them only.
+    if (dot == std::string_view::npos || error != std::errc() || end != rest.data() + dot || layer < 0 ||
+        (dot > 1 && rest[0] == '0'))
         return std::nullopt;
     for (const auto& [gguf, hf] : layer_names)
         if (rest.substr(dot + 1) == gguf) return "model.layers." + std::to_string(layer) + "." + hf;
