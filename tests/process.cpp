@@ -1,6 +1,8 @@
 // Running the project's programs for the tests: see process.h.
 #include "process.h"
 
+#include "headscope/base/error.h"
+
 #include <pty.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -40,6 +42,20 @@ pid_t start(const std::vector<std::string>& args, const std::filesystem::path* o
 int exit_status(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
 
 }  // namespace
+
+::testing::AssertionResult throws_naming(const std::function<void()>& f, std::initializer_list<std::string> parts) {
+    try {
+        f();
+    } catch (const Error& e) {
+        const std::string message = e.what();
+        if (message.find('\n') != std::string::npos) return ::testing::AssertionFailure() << "multi-line: " << message;
+        for (const std::string& part : parts)
+            if (message.find(part) == std::string::npos)
+                return ::testing::AssertionFailure() << "'" << part << "' not in: " << message;
+        return ::testing::AssertionSuccess();
+    }
+    return ::testing::AssertionFailure() << "no Error thrown";
+}
 
 const char* cli_program() {
     const char* sanitized = std::getenv("HEADSCOPE_TEST_CLI");

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -66,6 +68,9 @@ using headscope::read_file;
 
 // How the project's programs answer bad input: exit 2, nothing on stdout, one
 // line "<program>: error: ..." on stderr that contains `names`.
+// Passes when `f` throws a one-line Error containing every one of `parts`.
+::testing::AssertionResult throws_naming(const std::function<void()>& f, std::initializer_list<std::string> parts);
+
 inline void expect_one_line_error(const ProcessRun& r, const std::string& program, const std::string& names) {
     EXPECT_EQ(r.status, 2) << r.err;
     EXPECT_EQ(r.out, "");

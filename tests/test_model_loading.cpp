@@ -155,21 +155,6 @@ std::vector<ModelField> model_fields(const Model& m) {
     return f;
 }
 
-// Passes when `f` throws a one-line Error containing every one of `parts`.
-::testing::AssertionResult throws_naming(const std::function<void()>& f, std::initializer_list<std::string> parts) {
-    try {
-        f();
-    } catch (const Error& e) {
-        const std::string message = e.what();
-        if (message.find('\n') != std::string::npos) return ::testing::AssertionFailure() << "multi-line: " << message;
-        for (const std::string& part : parts)
-            if (message.find(part) == std::string::npos)
-                return ::testing::AssertionFailure() << "'" << part << "' not in: " << message;
-        return ::testing::AssertionSuccess();
-    }
-    return ::testing::AssertionFailure() << "no Error thrown";
-}
-
 TEST(ModelLoading, EveryDtypeAndPrefixLoadsWhatWasWritten) {
     for (test::FileDType dtype : {test::FileDType::F32, test::FileDType::F16, test::FileDType::BF16})
         for (bool prefix : {true, false}) {
@@ -366,11 +351,12 @@ TEST(Conversion, NonFiniteValuesNameTheTensorAndElement) {
                                                                {DType::BF16, 0x7f80, "Inf"},
                                                                {DType::BF16, 0x7fc0, "NaN"}}) {
         const std::vector<uint16_t> input = {0x3c00, 0x3c00, bits, bits};
-        EXPECT_TRUE(throws_naming([&] { convert_bits(dtype, input); }, {"tensor 't'", "element 2 is " + kind}));
+        EXPECT_TRUE(test::throws_naming([&] { convert_bits(dtype, input); }, {"tensor 't'", "element 2 is " + kind}));
     }
     const float f32[] = {1.0f, std::numeric_limits<float>::quiet_NaN()};
     const TensorView view{DType::F32, {2}, std::as_bytes(std::span(f32))};
-    EXPECT_TRUE(throws_naming([&] { convert_to_f32("w", view, out.data()); }, {"tensor 'w'", "element 1 is NaN"}));
+    EXPECT_TRUE(
+        test::throws_naming([&] { convert_to_f32("w", view, out.data()); }, {"tensor 'w'", "element 1 is NaN"}));
 }
 
 // A small model at `dir` whose n_layer tells the snapshots apart.
@@ -394,7 +380,7 @@ TEST(HubResolution, RefsMainPicksTheSnapshot) {
     EXPECT_EQ(m.config.n_layer, 1);
 
     std::ofstream(repo / "refs" / "main") << "ccc333";
-    EXPECT_TRUE(throws_naming([] { resolve_model_path("gpt2"); }, {"refs/main", "ccc333"}));
+    EXPECT_TRUE(test::throws_naming([] { resolve_model_path("gpt2"); }, {"refs/main", "ccc333"}));
 }
 
 TEST(HubResolution, WithoutRefsTheNewestSnapshotUnderHfHome) {
@@ -424,12 +410,12 @@ TEST(HubResolution, DefaultCacheUnderHome) {
 TEST(HubResolution, NotFoundSaysWhereItLooked) {
     test::TempDir cache;
     test::ScopedEnv hub("HF_HUB_CACHE", cache.path.string());
-    EXPECT_TRUE(throws_naming([] { resolve_model_path("gpt2"); },
-                              {"model 'gpt2' not found", "models--gpt2", cache.path.string(), "never downloads"}));
+    EXPECT_TRUE(test::throws_naming([] { resolve_model_path("gpt2"); }, {"model 'gpt2' not found", "models--gpt2",
+                                                                         cache.path.string(), "never downloads"}));
     fs::create_directories(cache.path / "models--gpt2" / "snapshots");
-    EXPECT_TRUE(throws_naming([] { resolve_model_path("gpt2"); }, {"models--gpt2", "no snapshot"}));
-    EXPECT_TRUE(
-        throws_naming([&] { load_model((cache.path / "no-such-model").string()); }, {"no-such-model", "not found"}));
+    EXPECT_TRUE(test::throws_naming([] { resolve_model_path("gpt2"); }, {"models--gpt2", "no snapshot"}));
+    EXPECT_TRUE(test::throws_naming([&] { load_model((cache.path / "no-such-model").string()); },
+                                    {"no-such-model", "not found"}));
 }
 
 TEST(HubResolution, ListsTheCachedGpt2ModelsByName) {
@@ -536,10 +522,10 @@ protected:
     }
 
     static ::testing::AssertionResult loading_throws(const fs::path& dir, std::initializer_list<std::string> parts) {
-        return throws_naming([&] { load_model(dir.string()); }, parts);
+        return test::throws_naming([&] { load_model(dir.string()); }, parts);
     }
     static ::testing::AssertionResult opening_throws(const fs::path& file, std::initializer_list<std::string> parts) {
-        return throws_naming([&] { SafetensorsFile st(file); }, parts);
+        return test::throws_naming([&] { SafetensorsFile st(file); }, parts);
     }
 
     static test::TempDir* dir_;

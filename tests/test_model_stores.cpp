@@ -29,21 +29,6 @@ namespace {
 
 constexpr const char* weights_type = "application/vnd.ollama.image.model";
 
-// Passes when `f` throws a one-line Error containing every one of `parts`.
-::testing::AssertionResult throws_naming(const std::function<void()>& f, std::initializer_list<std::string> parts) {
-    try {
-        f();
-    } catch (const Error& e) {
-        const std::string message = e.what();
-        if (message.find('\n') != std::string::npos) return ::testing::AssertionFailure() << "multi-line: " << message;
-        for (const std::string& part : parts)
-            if (message.find(part) == std::string::npos)
-                return ::testing::AssertionFailure() << "'" << part << "' not in: " << message;
-        return ::testing::AssertionSuccess();
-    }
-    return ::testing::AssertionFailure() << "no Error thrown";
-}
-
 // A small GGUF model named `title` (general.name), of file type `file_type` when given.
 void write_model(const fs::path& path, const std::string& title, std::optional<uint32_t> file_type = std::nullopt) {
     test::GgufSpec spec;
@@ -121,12 +106,12 @@ TEST_F(ModelStores, OllamaNamesResolveToTheirBlobs) {
     EXPECT_EQ(resolve_model_path("registry.ollama.ai/library/llama3.2:1b"), one_b);
     EXPECT_EQ(resolve_model_path("someone/model:tag"), user);
     EXPECT_EQ(resolve_model_path("hf.co/bartowski/Tiny-GGUF:Q4_K_M"), hf);
-    EXPECT_TRUE(throws_naming([] { resolve_model_path("llama3.2:3b"); }, {"llama3.2:3b", "not found"}));
+    EXPECT_TRUE(test::throws_naming([] { resolve_model_path("llama3.2:3b"); }, {"llama3.2:3b", "not found"}));
 
     // $OLLAMA_MODELS moves the store.
     test::TempDir elsewhere;
     test::ScopedEnv moved("OLLAMA_MODELS", elsewhere.path.string());
-    EXPECT_TRUE(throws_naming([] { resolve_model_path("llama3.2:1b"); }, {elsewhere.path.string()}));
+    EXPECT_TRUE(test::throws_naming([] { resolve_model_path("llama3.2:1b"); }, {elsewhere.path.string()}));
     fs::rename(ollama() / "manifests", elsewhere.path / "manifests");
     fs::rename(ollama() / "blobs", elsewhere.path / "blobs");
     EXPECT_EQ(resolve_model_path("llama3.2:1b"), elsewhere.path / "blobs" / one_b.filename());
@@ -140,7 +125,7 @@ TEST_F(ModelStores, OllamaNamesStayInTheStore) {
     ASSERT_NO_THROW(resolve_model_path("secret/m"));
     for (const std::string name : {"../secret/m", "library/../secret/m:latest", "a/registry.ollama.ai/secret/m",
                                    "secret//m", "secret/m:../latest", "secret/m:", ".hidden:latest"})
-        EXPECT_TRUE(throws_naming([&] { resolve_model_path(name); }, {"not found"})) << name;
+        EXPECT_TRUE(test::throws_naming([&] { resolve_model_path(name); }, {"not found"})) << name;
 }
 
 TEST_F(ModelStores, LmStudioFoldersByPublisherAndModel) {
@@ -165,10 +150,10 @@ TEST_F(ModelStores, LmStudioFoldersByPublisherAndModel) {
     EXPECT_EQ(resolve_model_path("olden/model"), old);
     EXPECT_EQ(resolve_model_path("pub/split-GGUF"), parts[0]);
     EXPECT_TRUE(
-        throws_naming([] { resolve_model_path("pub/many-GGUF"); },
-                      {"pub/many-GGUF", "2 GGUF models", "many-Q4_K_M, many-Q8_0", "pub/many-GGUF:many-Q4_K_M"}));
-    EXPECT_TRUE(throws_naming([] { resolve_model_path("pub/many-GGUF:Q2"); }, {"no Q2.gguf", "many-Q4_K_M"}));
-    EXPECT_TRUE(throws_naming([] { resolve_model_path("pub/one-GGUF/other.gguf"); }, {"not found"}));
+        test::throws_naming([] { resolve_model_path("pub/many-GGUF"); },
+                            {"pub/many-GGUF", "2 GGUF models", "many-Q4_K_M, many-Q8_0", "pub/many-GGUF:many-Q4_K_M"}));
+    EXPECT_TRUE(test::throws_naming([] { resolve_model_path("pub/many-GGUF:Q2"); }, {"no Q2.gguf", "many-Q4_K_M"}));
+    EXPECT_TRUE(test::throws_naming([] { resolve_model_path("pub/one-GGUF/other.gguf"); }, {"not found"}));
 }
 
 TEST_F(ModelStores, LlamaCppCacheByFileName) {
@@ -181,7 +166,7 @@ TEST_F(ModelStores, LlamaCppCacheByFileName) {
     test::ScopedEnv moved("LLAMA_CACHE", elsewhere.path.string());
     write_model(elsewhere.path / "other.gguf", "other");
     EXPECT_EQ(resolve_model_path("other"), elsewhere.path / "other.gguf");
-    EXPECT_TRUE(throws_naming([] { resolve_model_path("org_Tiny-GGUF_tiny-Q8_0"); }, {elsewhere.path.string()}));
+    EXPECT_TRUE(test::throws_naming([] { resolve_model_path("org_Tiny-GGUF_tiny-Q8_0"); }, {elsewhere.path.string()}));
 }
 
 TEST_F(ModelStores, GgufFilesByPath) {
@@ -191,8 +176,8 @@ TEST_F(ModelStores, GgufFilesByPath) {
     std::ofstream(home.path / "notes.txt") << "GGUX, not a model";
     EXPECT_EQ(resolve_model_path(named.string()), named);
     EXPECT_EQ(resolve_model_path(magic.string()), magic);
-    EXPECT_TRUE(throws_naming([&] { resolve_model_path((home.path / "notes.txt").string()); },
-                              {"notes.txt", "not a directory or a GGUF file"}));
+    EXPECT_TRUE(test::throws_naming([&] { resolve_model_path((home.path / "notes.txt").string()); },
+                                    {"notes.txt", "not a directory or a GGUF file"}));
 }
 
 // The stores are asked after the Hugging Face cache, Ollama's first.
@@ -211,13 +196,13 @@ TEST_F(ModelStores, TheOrderOfTheStores) {
 
 TEST_F(ModelStores, NotFoundSaysWhereItLooked) {
     for (const std::string name : {"llama3.2:1b", "someone/model"})
-        EXPECT_TRUE(throws_naming([&] { resolve_model_path(name); },
-                                  {"model '" + name + "' not found", (home.path / "hf-hub").string(),
-                                   "Ollama's store (" + ollama().string() + ")",
-                                   "LM Studio's (" + lmstudio().string() + " or " + old_lmstudio().string() + ")",
-                                   "llama.cpp's cache (" + llama_cache().string() + ")", "never downloads"}))
+        EXPECT_TRUE(test::throws_naming([&] { resolve_model_path(name); },
+                                        {"model '" + name + "' not found", (home.path / "hf-hub").string(),
+                                         "Ollama's store (" + ollama().string() + ")",
+                                         "LM Studio's (" + lmstudio().string() + " or " + old_lmstudio().string() + ")",
+                                         "llama.cpp's cache (" + llama_cache().string() + ")", "never downloads"}))
             << name;
-    EXPECT_TRUE(throws_naming([] { resolve_model_path("someone/model"); }, {"no models--someone--model"}));
+    EXPECT_TRUE(test::throws_naming([] { resolve_model_path("someone/model"); }, {"no models--someone--model"}));
 }
 
 // Each a one-line Error naming the manifest (or the blob it names); none escapes blobs/.
@@ -247,18 +232,19 @@ TEST_F(ModelStores, HostileManifests) {
     };
     for (const auto& [text, problem] : cases) {
         const fs::path path = library_manifest("bad", "latest", text);
-        EXPECT_TRUE(throws_naming([] { resolve_model_path("bad"); }, {path.string(), problem})) << text.substr(0, 80);
+        EXPECT_TRUE(test::throws_naming([] { resolve_model_path("bad"); }, {path.string(), problem}))
+            << text.substr(0, 80);
     }
     library_manifest("bad", "latest", manifest({{weights_type, digest('7')}}));
     EXPECT_EQ(resolve_model_path("bad").filename(), "sha256-" + std::string(64, '7'));  // the cases' one good form
 
     const fs::path folder = ollama() / "manifests" / "registry.ollama.ai" / "library" / "folder" / "latest";
     fs::create_directories(folder);
-    EXPECT_TRUE(throws_naming([] { resolve_model_path("folder"); }, {folder.string(), "a directory"}));
+    EXPECT_TRUE(test::throws_naming([] { resolve_model_path("folder"); }, {folder.string(), "a directory"}));
     const fs::path fifo = ollama() / "manifests" / "registry.ollama.ai" / "library" / "fifo" / "latest";
     fs::create_directories(fifo.parent_path());
     ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
-    EXPECT_TRUE(throws_naming([] { resolve_model_path("fifo"); }, {fifo.string(), "a FIFO"}));
+    EXPECT_TRUE(test::throws_naming([] { resolve_model_path("fifo"); }, {fifo.string(), "a FIFO"}));
 }
 
 TEST_F(ModelStores, ListsEveryStoresModelsWithSizeAndQuantization) {
