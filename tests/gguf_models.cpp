@@ -15,7 +15,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// GPT-2's printable stand-in for each byte (its bytes_to_unicode), as UTF-8.
+}  // namespace
+
 std::string byte_token(int byte) {
     const bool printable = (byte >= '!' && byte <= '~') || (byte >= 0xA1 && byte <= 0xAC) || (byte >= 0xAE);
     int code = byte;
@@ -33,6 +34,8 @@ std::string byte_token(int byte) {
     }
     return s;
 }
+
+namespace {
 
 // llama.cpp's names for Hugging Face's (gguf-py's TENSOR_NAMES for LLAMA).
 std::string gguf_name(const std::string& hf) {
@@ -63,7 +66,8 @@ int64_t hugging_face_row(int64_t r, int64_t hs) {
     return head * hs + (within % 2) * (hs / 2) + within / 2;
 }
 
-// A block of `type` of random codes whose scales give values of about `spread`.
+}  // namespace
+
 Block block_of_spread(GgmlType type, double spread, std::mt19937& rng) {
     Block block = random_block(type, rng);
     const auto set_half = [&](size_t at, double value) {
@@ -82,6 +86,8 @@ Block block_of_spread(GgmlType type, double spread, std::mt19937& rng) {
     }
     return block;
 }
+
+namespace {
 
 struct Written {
     GgufTensorSpec spec;

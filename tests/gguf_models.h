@@ -9,12 +9,22 @@
 #pragma once
 #include <filesystem>
 #include <functional>
+#include <random>
 
 #include "family_writer.h"
+#include "ggml_blocks_reference.h"
 #include "gguf_writer.h"
 #include "headscope/base/dtype.h"
 
 namespace headscope::test {
+
+// GPT-2's printable stand-in for each byte (its bytes_to_unicode), as UTF-8:
+// the byte-level vocabularies' tokens.
+std::string byte_token(int byte);
+
+// A block of `type` (Q8_0, Q4_0, Q4_K or Q6_K) of random codes whose scales
+// give values of about `spread`.
+Block block_of_spread(GgmlType type, double spread, std::mt19937& rng);
 
 // A FamilySpec for GGUF files: `family` (llama, qwen2 or qwen3) with C = 256,
 // F = 512 and heads of 32 (whole blocks of 256 for every type), 2 layers,

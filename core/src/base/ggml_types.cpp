@@ -9,6 +9,7 @@
 #include <bit>
 #include <iterator>
 
+#include "ggml_block_lanes.h"
 #include "half_float.h"
 #include "headscope/base/dtype.h"
 #include "headscope/base/error.h"
@@ -16,6 +17,9 @@
 namespace headscope {
 
 namespace {
+
+using ggml_lanes::half_at;
+using ggml_lanes::k4_scale_min;
 
 constexpr uint32_t super_block = 256;  // ggml's QK_K
 
@@ -61,7 +65,6 @@ constexpr GgmlTypeTraits type_table[] = {
 constexpr int8_t iq4_nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 constexpr int8_t fp4_doubled_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
-float half_at(const uint8_t* p) { return f16_to_f32(load_bits<uint16_t>(reinterpret_cast<const std::byte*>(p))); }
 uint32_t u32_at(const uint8_t* p) { return load_bits<uint32_t>(reinterpret_cast<const std::byte*>(p)); }
 
 // Q4_0: d, then 16 bytes of 4-bit codes, low nibbles the first 16 values.
@@ -113,11 +116,9 @@ void dequantize_q5_1(const uint8_t* b, size_t blocks, float* out) {
     }
 }
 
+// The types ggml_block_lanes.h decodes into registers: each register stored.
 void dequantize_q8_0(const uint8_t* b, size_t blocks, float* out) {
-    for (size_t i = 0; i < blocks; ++i, b += 34, out += 32) {
-        const float d = half_at(b);
-        for (int j = 0; j < 32; ++j) out[j] = static_cast<float>(static_cast<int8_t>(b[2 + j])) * d;
-    }
+    ggml_lanes::visit_q8_0(b, blocks, [out](size_t at, const Lanes& w) { std::memcpy(out + at, &w, sizeof w); });
 }
 
 // Q2_K: 16 groups of 16, each with a 4-bit scale and a 4-bit minimum (one
@@ -167,30 +168,8 @@ void dequantize_q3_k(const uint8_t* b, size_t blocks, float* out) {
     }
 }
 
-// The 6-bit scale and minimum of group j of Q4_K and Q5_K, from their 12 bytes.
-void k4_scale_min(const uint8_t* packed, int j, float& scale, float& minimum) {
-    if (j < 4) {
-        scale = static_cast<float>(packed[j] & 63);
-        minimum = static_cast<float>(packed[j + 4] & 63);
-    } else {
-        scale = static_cast<float>((packed[j + 4] & 15) | (packed[j - 4] >> 6) << 4);
-        minimum = static_cast<float>((packed[j + 4] >> 4) | (packed[j] >> 6) << 4);
-    }
-}
-
-// Q4_K: 8 groups of 32; group pairs share 32 bytes, low nibbles first.
 void dequantize_q4_k(const uint8_t* b, size_t blocks, float* out) {
-    for (size_t i = 0; i < blocks; ++i, b += 144) {
-        const float d = half_at(b), dmin = half_at(b + 2);
-        for (int group = 0; group < 8; ++group, out += 32) {
-            float scale, minimum;
-            k4_scale_min(b + 4, group, scale, minimum);
-            const float ds = d * scale, dm = dmin * minimum;
-            const uint8_t* codes = b + 16 + 32 * (group / 2);
-            const int shift = 4 * (group % 2);
-            for (int l = 0; l < 32; ++l) out[l] = ds * static_cast<float>((codes[l] >> shift) & 15) - dm;
-        }
-    }
+    ggml_lanes::visit_q4_k(b, blocks, [out](size_t at, const Lanes& w) { std::memcpy(out + at, &w, sizeof w); });
 }
 
 // Q5_K: Q4_K with a fifth bit for group g in bit g of qh's 32 bytes.
@@ -212,26 +191,8 @@ void dequantize_q5_k(const uint8_t* b, size_t blocks, float* out) {
     }
 }
 
-// Q6_K: 16 groups of 16 with signed 8-bit scales; a code's low 4 bits in ql,
-// its high 2 in qh, each half of the block laid out as 4 runs of 32.
 void dequantize_q6_k(const uint8_t* b, size_t blocks, float* out) {
-    for (size_t i = 0; i < blocks; ++i, b += 210) {
-        const float d = half_at(b + 208);
-        for (int half = 0; half < 2; ++half, out += 128) {
-            const uint8_t* low = b + 64 * half;
-            const uint8_t* high = b + 128 + 32 * half;
-            const auto* scales = reinterpret_cast<const int8_t*>(b + 192 + 8 * half);
-            for (int run = 0; run < 4; ++run) {
-                const uint8_t* run_low = low + 32 * (run % 2);
-                const int low_shift = 4 * (run / 2), high_shift = 2 * run;
-                for (int l = 0; l < 32; ++l) {
-                    const float ds = d * static_cast<float>(scales[2 * run + l / 16]);
-                    const int code = ((run_low[l] >> low_shift) & 15) | ((high[l] >> high_shift) & 3) << 4;
-                    out[32 * run + l] = ds * static_cast<float>(code - 32);
-                }
-            }
-        }
-    }
+    ggml_lanes::visit_q6_k(b, blocks, [out](size_t at, const Lanes& w) { std::memcpy(out + at, &w, sizeof w); });
 }
 
 void dequantize_iq4_nl(const uint8_t* b, size_t blocks, float* out) {

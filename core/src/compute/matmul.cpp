@@ -17,8 +17,10 @@
 #include <immintrin.h>
 #endif
 
+#include "../base/vector_lanes.h"
 #include "headscope/base/aligned.h"
 #include "headscope/compute/matmul_detail.h"
+#include "quantized_products.h"
 
 namespace headscope {
 namespace {
@@ -38,18 +40,6 @@ struct Product {
 void store(float& y, float value, bool accumulate) { y = accumulate ? y + value : value; }
 
 // ---- At most small_rows rows: our kernel ----
-
-// One vector register of float32 (AVX-512, AVX or SSE), and how many of them
-// may hold sums: a vector type wider than the registers is split by the
-// compiler through the stack, at a third of the speed.
-#if defined(__AVX512F__)
-constexpr int lanes = 16, sum_registers = 16;
-#elif defined(__AVX__)
-constexpr int lanes = 8, sum_registers = 8;
-#else
-constexpr int lanes = 4, sum_registers = 8;
-#endif
-using Lanes = float __attribute__((vector_size(lanes * sizeof(float))));
 
 // v = `lanes` consecutive stored elements of dtype D at p (any alignment) as
 // float32. (Lanes go by reference: by value, GCC warns that their ABI
@@ -232,40 +222,6 @@ void small_product(const Product& p, int64_t first, int64_t last) {
     }
 }
 
-// A block-quantized W (a GGUF file's, stored (out, in)): each stored row
-// widened whole into the thread's scratch, then the float32 kernel over it,
-// so that every output is its inputs' sum in the same order.
-void quantized_product(const Product& p, int64_t first, int64_t last) {
-    const int64_t in = p.w.in;
-    thread_local AlignedVector<float> row;
-    row.resize(static_cast<size_t>(in));
-    for (int64_t o = first; o < last; ++o) {
-        widen_to_f32(p.w.dtype, p.w.data + dtype_row_bytes(p.w.dtype, o * in), static_cast<size_t>(in), row.data());
-        const Matrix stored{bytes_of(row.data()), DType::F32, in, 1, true};
-        small_product<DType::F32>({p.x, p.rows, stored, p.out + o, p.ldo, p.accumulate}, 0, 1);
-    }
-}
-
-// A quantized W stored (in, out): the transpose of a GGUF matrix (the
-// contributions read o_proj that way). Each stored row, whole blocks,
-// widened once per thread, then added into the thread's columns in input
-// order, as axpy_rows does.
-void quantized_columns(const Product& p, int64_t first, int64_t last) {
-    const int64_t in = p.w.in, out = p.w.out;
-    thread_local AlignedVector<float> row;
-    row.resize(static_cast<size_t>(out));
-    for (int r = 0; r < p.rows; ++r)
-        if (!p.accumulate) std::fill(p.out + r * p.ldo + first, p.out + r * p.ldo + last, 0.f);
-    for (int64_t i = 0; i < in; ++i) {
-        widen_to_f32(p.w.dtype, p.w.data + dtype_row_bytes(p.w.dtype, i * out), static_cast<size_t>(out), row.data());
-        for (int r = 0; r < p.rows; ++r) {
-            const float x = p.x[r * in + i];
-            float* y = p.out + r * p.ldo;
-            for (int64_t c = first; c < last; ++c) y[c] += x * row[static_cast<size_t>(c)];
-        }
-    }
-}
-
 // ---- More rows: a Gemm ----
 
 // 16-bit blocks widened for the Gemm: 256 columns by 512 inputs, 512 KiB of
@@ -315,7 +271,7 @@ void product_columns(Gemm gemm, int small_rows_max, const Product& p, const floa
         if (!p.accumulate)
             for (int r = 0; r < p.rows; ++r) std::fill(p.out + r * p.ldo + first, p.out + r * p.ldo + last, 0.f);
     } else if (quantized(p.w.dtype) && !p.w.out_by_in) {
-        quantized_columns(p, first, last);
+        quantized_columns_product(p.x, p.rows, p.w, p.out, p.ldo, p.accumulate, first, last);
     } else if (p.rows > small_rows_max) {
         gemm_product(gemm, p, first, last);
     } else {
@@ -323,7 +279,7 @@ void product_columns(Gemm gemm, int small_rows_max, const Product& p, const floa
             case DType::F32: small_product<DType::F32>(p, first, last); break;
             case DType::F16: small_product<DType::F16>(p, first, last); break;
             case DType::BF16: small_product<DType::BF16>(p, first, last); break;
-            default: quantized_product(p, first, last); break;
+            default: quantized_rows_product(p.x, p.rows, p.w, p.out, p.ldo, p.accumulate, first, last); break;
         }
     }
     if (bias)
