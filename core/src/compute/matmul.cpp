@@ -4,7 +4,8 @@
 // Above small_rows rows, OpenBLAS's sgemm on each thread's columns (16-bit
 // weights widened block by block into the thread's scratch first); at most
 // small_rows rows (a keystroke, a generated token), our kernel, which widens
-// each stored value in registers as it uses it: there the bytes read decide.
+// each stored value in registers as it uses it: there the bytes read decide
+// (a block-quantized weight's own kernels are in quantized_products.cpp).
 // docs/benchmarks.md has the figures that chose these.
 #include "headscope/compute/matmul.h"
 
