@@ -120,6 +120,25 @@ TEST_F(CliEncoderTest, TopKFillsTheMask) {
     EXPECT_TRUE(got["loss"][0].is_null()) << "an encoder has no next-token loss";
 }
 
+// A text in brackets is taken as written (the option parser reads "[a,b]" as a list unless told not to).
+TEST_F(CliEncoderTest, TextsInBracketsAreTakenAsWritten) {
+    const json got = run_json(
+        {"attention", "--text", "[MASK] sat on the [MASK]", "--text-pair", "[MASK]", "--top-k", "3", "--layers", "0"});
+    const std::vector<int32_t> ids = got["token_ids"][0], types = got["token_type_ids"][0];
+    std::vector<size_t> masks;
+    for (size_t i = 0; i < ids.size(); ++i)
+        if (ids[i] == 4) masks.push_back(i);  // [MASK]
+    ASSERT_EQ(masks.size(), 3u) << got["token_ids"].dump();
+    AttentionOptions options;
+    options.causal = false;
+    const EncoderReference want = encoder_reference(*checkpoint_, ids, types, options);
+    const int V = checkpoint_->spec.vocab_size;
+    for (size_t at : masks) {
+        const double* logits = want.logits.data() + at * V;
+        EXPECT_EQ(got["predictions"][0][at][0]["id"], std::max_element(logits, logits + V) - logits) << at;
+    }
+}
+
 TEST_F(CliEncoderTest, WhatAnEncoderCannotDoIsOneLine) {
     expect_one_line_error(run({"generate", "--text", "a b", "--tokens", "2"}), "headscope-cli",
                           "is an encoder: it fills masked tokens and does not generate");

@@ -299,6 +299,15 @@ TEST(EncoderDecoderConfigs, BadKeysAreOneLineNamingThem) {
               std::string::npos);
     EXPECT_NE(refusal(t5, {{"relative_attention_num_buckets", 2}}).find("at least 4"), std::string::npos);
     EXPECT_NE(refusal(t5, {{"d_kv", 0}}).find("d_kv"), std::string::npos);
+    // A maximum distance at or below the exact buckets' (half the count) would divide by log(1) or go negative.
+    for (int max_distance : {1, 8, 16})
+        EXPECT_NE(
+            refusal(t5, {{"relative_attention_num_buckets", 32}, {"relative_attention_max_distance", max_distance}})
+                .find("relative_attention_max_distance " + std::to_string(max_distance) +
+                      " must be more than half of relative_attention_num_buckets 32"),
+            std::string::npos);
+    EXPECT_EQ(refusal(t5, {{"relative_attention_num_buckets", 32}, {"relative_attention_max_distance", 17}}),
+              "accepted");
     EXPECT_NE(refusal(bart, {{"encoder_attention_heads", 2}}).find("differ from the decoder's"), std::string::npos);
     EXPECT_NE(refusal(bart, {{"decoder_layers", nullptr}}).find("decoder_layers"), std::string::npos);
     EXPECT_NE(refusal(bart, {{"activation_function", "tanh"}}).find("activation_function 'tanh'"), std::string::npos);

@@ -148,6 +148,11 @@ TEST_F(MarianFiles, BadFilesAreRefusedInOneLine) {
     expect_error("vocab.json: Marian's vocabulary needs <unk> and </s>");
     std::ofstream(dir.path / "vocab.json") << R"({"</s>": 0, "<unk>": 5})";
     expect_error("vocab.json: token ids must be 0..1, each once; found 5");
+    // Printed as the file writes them, past int64 and below zero alike.
+    std::ofstream(dir.path / "vocab.json") << R"({"</s>": 0, "<unk>": 9223372036854775808})";
+    expect_error("vocab.json: token ids must be 0..1, each once; found 9223372036854775808");
+    std::ofstream(dir.path / "vocab.json") << R"({"</s>": 0, "<unk>": -1})";
+    expect_error("vocab.json: token ids must be 0..1, each once; found -1");
     std::ofstream(dir.path / "tokenizer_config.json") << R"({"separate_vocabs": true})";
     expect_error("tokenizer_config.json: separate_vocabs");
     std::ofstream(dir.path / "tokenizer_config.json") << R"({"separate_vocabs": "no"})";  // true to Python

@@ -43,12 +43,12 @@ void add_special(CLI::App* sub, CliOptions& opt) {
 }
 
 void add_text_pair(CLI::App* sub, CliOptions& opt) {
-    sub->add_option("--text-pair", opt.text_pairs,
+    add_text_option(sub, "--text-pair", opt.text_pairs,
                     "an encoder's second text of a sentence pair, one for each --text (BERT's [CLS] A [SEP] B [SEP])");
 }
 
 void add_target(CLI::App* sub, CliOptions& opt) {
-    sub->add_option("--target", opt.targets,
+    add_text_option(sub, "--target", opt.targets,
                     "an encoder-decoder's target: the decoder's input after its start token, one for each --text "
                     "(default: the start token alone)");
 }
@@ -94,7 +94,7 @@ CLI::App* add_info(CLI::App& app, CliOptions& opt) {
 CLI::App* add_tokenize(CLI::App& app, CliOptions& opt) {
     CLI::App* tokenize = app.add_subcommand("tokenize", "token ids and texts of --text");
     add_model(tokenize, opt);
-    tokenize->add_option("--text", opt.texts, "UTF-8 text")->required()->expected(1);
+    add_text_option(tokenize, "--text", opt.texts, "UTF-8 text")->required()->expected(1);
     add_text_pair(tokenize, opt);
     add_special(tokenize, opt);
     return tokenize;
@@ -103,7 +103,7 @@ CLI::App* add_tokenize(CLI::App& app, CliOptions& opt) {
 CLI::App* add_attention(CLI::App& app, CliOptions& opt) {
     CLI::App* attention = app.add_subcommand("attention", "every head's attention weights for one or more texts");
     add_model(attention, opt);
-    attention->add_option("--text", opt.texts, "UTF-8 text (repeat for a batch, right-padded)");
+    add_text_option(attention, "--text", opt.texts, "UTF-8 text (repeat for a batch, right-padded)");
     add_text_pair(attention, opt);
     add_target(attention, opt);
     add_token_ids(attention, opt);
@@ -124,7 +124,7 @@ CLI::App* add_attention(CLI::App& app, CliOptions& opt) {
 CLI::App* add_generate(CLI::App& app, CliOptions& opt) {
     CLI::App* generate = app.add_subcommand("generate", "tokens appended one at a time, each step's attention rows");
     add_model(generate, opt);
-    generate->add_option("--text", opt.texts, "the UTF-8 prompt (an encoder-decoder's source)")->expected(1);
+    add_text_option(generate, "--text", opt.texts, "the UTF-8 prompt (an encoder-decoder's source)")->expected(1);
     add_target(generate, opt);
     add_token_ids(generate, opt);
     generate->add_option("--tokens", opt.tokens, "how many tokens to generate (fewer at EOS or the context limit)")
@@ -145,7 +145,7 @@ CLI::App* add_generate(CLI::App& app, CliOptions& opt) {
 CLI::App* add_heads(CLI::App& app, CliOptions& opt) {
     CLI::App* heads = app.add_subcommand("heads", "probe scores of every head (previous-token, induction, ...)");
     add_model(heads, opt);
-    heads->add_option("--text", opt.texts, "score this text instead of the validation text")->expected(1);
+    add_text_option(heads, "--text", opt.texts, "score this text instead of the validation text")->expected(1);
     heads->add_option("--format", opt.format, table_or_json + "; the table marks the strongest head of each probe *");
     add_backend_option(heads, opt.backend);
     return heads;
@@ -155,7 +155,7 @@ CLI::App* add_dance(CLI::App& app, CliOptions& opt) {
     CLI::App* dance = app.add_subcommand(
         "dance", "the reshape dance's steps (shapes, strides, buffers) for the texts, and the naive split's error");
     add_model(dance, opt);
-    dance->add_option("--text", opt.texts, "UTF-8 text (repeat for a batch, right-padded)")->required();
+    add_text_option(dance, "--text", opt.texts, "UTF-8 text (repeat for a batch, right-padded)")->required();
     add_forward_options(dance, forward_targets(opt));
     add_truncate(dance, opt);
     dance->add_option("--layer", opt.layer, "the layer whose attention output the naive split is compared at");

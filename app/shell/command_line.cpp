@@ -19,10 +19,10 @@ void add_window_options(CLI::App& cli, Args& args) {
     cli.add_option("--model", args.model,
                    "builtin (the default), a model directory, a GGUF file, a Hugging Face hub name, or an Ollama, LM "
                    "Studio or llama.cpp name (docs/cli.md)");
-    cli.add_option("--text", args.texts, "the text to open with");
-    cli.add_option("--text-pair", args.text_pairs, "an encoder's second text of a pair, one for each --text");
-    cli.add_option("--target", args.targets,
-                   "an encoder-decoder's target (the decoder's input after its start token), one for each --text");
+    add_text_option(&cli, "--text", args.texts, "the text to open with");
+    add_text_option(&cli, "--text-pair", args.text_pairs, "an encoder's second text of a pair, one for each --text");
+    add_text_option(&cli, "--target", args.targets,
+                    "an encoder-decoder's target (the decoder's input after its start token), one for each --text");
     add_word_option(
         &cli, "--attention", args.attention_kind, join_words(attention_kind_choices, "|"),
         [](std::string_view word) { return parse_choice(attention_kind_choices, word); },

@@ -1,8 +1,10 @@
-// Command-line options whose value is a word core parses (on/off, the
-// scale, the split, the backend, ...): the CLI's and the window's.
+// Command-line options the CLI and the window share: those whose value is a
+// word core parses (on/off, the scale, the split, the backend, ...), and
+// texts, taken as written.
 #pragma once
 #include <CLI/CLI.hpp>
 #include <string>
+#include <vector>
 
 #include "headscope/base/error.h"
 
@@ -25,6 +27,14 @@ void add_word_option(CLI::App* sub, const std::string& flag, T& value, const std
         },
         "");
     sub->add_option(flag, value, help)->type_name(words)->transform(to_value);
+}
+
+// A text option, repeated for several texts: each value taken whole, as
+// written. (CLI11 would read "[MASK]" or "[1,2]" as a list of values and
+// unwrap or split it.)
+inline CLI::Option* add_text_option(CLI::App* sub, const std::string& flag, std::vector<std::string>& texts,
+                                    const std::string& help) {
+    return sub->add_option(flag, texts, help)->allow_extra_args(false);
 }
 
 }  // namespace headscope

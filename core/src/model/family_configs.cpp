@@ -251,6 +251,13 @@ void read_t5(const ConfigReader& r, Config& c) {
     c.relative_buckets = r.positive_int("relative_attention_num_buckets", 32);
     c.relative_max_distance = r.positive_int("relative_attention_max_distance", 128);
     if (c.relative_buckets < 4) r.refuse("relative_attention_num_buckets must be at least 4");
+    // The decoder's buckets below half the count are distances taken exactly,
+    // the rest spaced logarithmically from there to the maximum distance:
+    // one at or below it leaves log(max / exact) zero or negative.
+    if (c.relative_max_distance <= c.relative_buckets / 2)
+        r.refuse("relative_attention_max_distance " + std::to_string(c.relative_max_distance) +
+                 " must be more than half of relative_attention_num_buckets " + std::to_string(c.relative_buckets) +
+                 ", the distances its buckets hold exactly");
     c.layer_norm_epsilon = r.epsilon("layer_norm_epsilon", 1e-6f);
     const std::string act = r.word("feed_forward_proj", "relu");
     if (act != "relu" && act != "gated-gelu")

@@ -41,12 +41,13 @@ void for_each_dense_id(const nlohmann::json& vocab, const std::string& file,
     std::vector<bool> id_seen(vocab.size(), false);
     for (const auto& [token, value] : vocab.items()) {
         if (!value.is_number_integer()) throw Error(file + ": the id of a token is not an integer");
-        const int64_t id = value.get<int64_t>();
-        if (id < 0 || static_cast<uint64_t>(id) >= vocab.size() || id_seen[static_cast<size_t>(id)]) {
+        // The JSON reader keeps a non-negative integer unsigned, and the message prints it as the file has it.
+        if (!value.is_number_unsigned() || value.get<uint64_t>() >= vocab.size() || id_seen[value.get<size_t>()]) {
             throw Error(file + ": token ids must be 0.." + std::to_string(vocab.size() - 1) + ", each once; found " +
-                        std::to_string(id));
+                        value.dump());
         }
-        id_seen[static_cast<size_t>(id)] = true;
+        const auto id = value.get<size_t>();
+        id_seen[id] = true;
         add(token, static_cast<int32_t>(id));
     }
 }
