@@ -14,6 +14,10 @@
 #include "headscope/tokenize/tokenizer.h"
 #include "tokenizer_internal.h"
 
+namespace sentencepiece::logging {
+void SetMinLogLevel(int v);
+}
+
 namespace headscope {
 
 namespace fs = std::filesystem;
@@ -27,11 +31,12 @@ namespace {
 // opus-mt's models have about 800 KB; a model of a million pieces, 30 MB.
 constexpr size_t max_model_bytes = 64 << 20;
 
-// The bytes of a model's normalizer_spec.precompiled_charsmap, read from the
-// protobuf wire format (ModelProto field 3, NormalizerSpec field 2; a later
-// occurrence wins, as protobuf merges them); empty when it has none. Throws
-// Error on bytes that are not the wire format.
-std::string_view precompiled_charsmap(std::string_view message, int depth = 0) {
+// Calls visit(field, payload, whole) for each field of a protobuf message
+// (the wire format): payload the bytes of a length-delimited field (empty
+// for the others), whole the field's bytes with its key. Throws Error on
+// bytes that are not the wire format.
+template <typename Visit>
+void for_each_field(std::string_view message, Visit&& visit) {
     auto fail = [] { throw Error("its protobuf encoding is broken"); };
     auto varint = [&](std::string_view& in) {
         uint64_t value = 0;
@@ -45,10 +50,11 @@ std::string_view precompiled_charsmap(std::string_view message, int depth = 0) {
         fail();
         return value;
     };
-    std::string_view charsmap;
     for (std::string_view in = message; !in.empty();) {
+        const char* start = in.data();
         const uint64_t key = varint(in);
         const uint64_t field = key >> 3, wire = key & 7;
+        std::string_view payload;
         if (wire == 0) {
             varint(in);
         } else if (wire == 1 || wire == 5) {
@@ -58,18 +64,54 @@ std::string_view precompiled_charsmap(std::string_view message, int depth = 0) {
         } else if (wire == 2) {
             const uint64_t size = varint(in);
             if (size > in.size()) fail();
-            const std::string_view bytes = in.substr(0, size);
+            payload = in.substr(0, size);
             in.remove_prefix(size);
-            if (depth == 0 && field == 3) {  // normalizer_spec
-                if (const std::string_view inner = precompiled_charsmap(bytes, 1); !inner.empty()) charsmap = inner;
-            } else if (depth == 1 && field == 2) {  // precompiled_charsmap
-                charsmap = bytes;
-            }
         } else {
             fail();  // groups: no SentencePiece message has them
         }
+        visit(field, payload, std::string_view(start, static_cast<size_t>(in.data() - start)));
     }
+}
+
+// ModelProto's fields (sentencepiece_model.proto): its pieces, each a
+// SentencePiece whose field 1 is the piece; its normalizer_spec, whose field
+// 2 is the precompiled_charsmap; its self_test_data.
+constexpr uint64_t pieces_field = 1, normalizer_field = 3, self_test_field = 4, charsmap_field = 2;
+
+// The bytes of a model's normalizer_spec.precompiled_charsmap (a later
+// occurrence wins, as protobuf merges them); empty when it has none.
+std::string_view precompiled_charsmap(std::string_view model) {
+    std::string_view charsmap;
+    for_each_field(model, [&](uint64_t field, std::string_view payload, std::string_view) {
+        if (field != normalizer_field) return;
+        for_each_field(payload, [&](uint64_t inner, std::string_view bytes, std::string_view) {
+            if (inner == charsmap_field) charsmap = bytes;
+        });
+    });
     return charsmap;
+}
+
+// A piece this long is no word piece (a trained model's are at most 16
+// characters); libsentencepiece's trie builder recurses once a byte of it,
+// and its encoder walks each from every position of the text.
+constexpr size_t max_piece_bytes = 1024;
+
+// The model as libsentencepiece may take it: without its self-test samples,
+// which it would run while loading (a million characters of them hang it);
+// Error naming a piece too long.
+std::string model_to_load(std::string_view model) {
+    std::string kept;
+    for_each_field(model, [&](uint64_t field, std::string_view payload, std::string_view whole) {
+        if (field == self_test_field) return;
+        if (field == pieces_field)
+            for_each_field(payload, [&](uint64_t inner, std::string_view piece, std::string_view) {
+                if (inner == 1 && piece.size() > max_piece_bytes)
+                    throw Error("a piece of " + std::to_string(piece.size()) + " bytes, over the " +
+                                std::to_string(max_piece_bytes) + " Headscope reads");
+            });
+        kept += whole;
+    });
+    return kept;
 }
 
 // libsentencepiece walks a charsmap's double-array trie (darts-clone's
@@ -107,11 +149,14 @@ void load_model(sentencepiece::SentencePieceProcessor& model, const fs::path& fi
     if (path_kind(file) == PathKind::missing)
         throw Error(file.string() + ": missing (a Marian checkpoint has source.spm and target.spm)");
     const std::string bytes = read_file(file, "the SentencePiece model", max_model_bytes);
+    // Its own messages would come before Headscope's line: the library's
+    // switch for them (exported, though not in its public header), FATAL only.
+    sentencepiece::logging::SetMinLogLevel(3);
     std::string problem;
     try {
         if (!charsmap_is_safe(precompiled_charsmap(bytes))) {
             problem = "its normalization rules, precompiled_charsmap, are malformed";
-        } else if (const auto status = model.LoadFromSerializedProto(bytes); !status.ok()) {
+        } else if (const auto status = model.LoadFromSerializedProto(model_to_load(bytes)); !status.ok()) {
             problem = status.ToString();
         }
     } catch (const std::exception& e) {  // ours, or its trie builder's on some malformed models (an empty piece)
