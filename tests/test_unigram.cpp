@@ -107,6 +107,10 @@ TEST(Unigram, BadFilesAreOneLineErrors) {
          "model.vocab[2]: \"a\" is listed twice"},
         {[](json& j) { j["model"]["byte_fallback"] = true; }, "model.byte_fallback: true is not supported"},
         {[](json& j) { j["model"]["vocab"] = json::object(); }, "model.vocab: expected an array of [token, score]"},
+        {[](json& j) {
+             j["model"]["vocab"][1] = {std::string(1025, 'a'), -1.0};
+         },
+         "model.vocab: a token of 1025 bytes, over the 1024 Headscope reads"},
     };
     for (const auto& [change, message] : cases) {
         const json vocab =
@@ -115,6 +119,23 @@ TEST(Unigram, BadFilesAreOneLineErrors) {
         change(j);
         headscope::test::expect_tokenizer_refused(scratch.path, j, message);
     }
+}
+
+// A text of 120,000 letters against a piece of 1,000 (the encoder walks the
+// tokens starting at each place along a trie, as far as one goes: it hashed
+// every candidate substring, text x longest piece^2), and a score beyond
+// float32's range (kept in double, as Hugging Face's tokenizers keeps it:
+// in float32 it was -inf, and the split found no path).
+TEST(Unigram, LongPiecesAndScoresPastFloat32ComeOutRight) {
+    const headscope::test::TempDir scratch;
+    const json vocab = json::array({json::array({"<unk>", 0.0}), json::array({std::string(1000, 'a'), -1.0}),
+                                    json::array({"a", -2.0}), json::array({"b", -1e39})});
+    const fs::path file = scratch.path / "tokenizer.json";
+    std::ofstream(file) << json{{"model", {{"type", "Unigram"}, {"unk_id", 0}, {"vocab", vocab}}}}.dump();
+    const std::vector<int32_t> ids = Tokenizer::load_json(file).encode(std::string(120000, 'a') + "b", false);
+    std::vector<int32_t> expected(120, 1);
+    expected.push_back(3);
+    EXPECT_EQ(ids, expected);
 }
 
 }  // namespace

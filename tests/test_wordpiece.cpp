@@ -89,6 +89,10 @@ TEST(WordPiece, BadFilesAreOneLineErrors) {
              j["post_processor"] = {{"type", "BertProcessing"}, {"cls", {"[CLS]"}}, {"sep", {"[SEP]", 0}}};
          },
          "post_processor.cls: expected [token, id]"},
+        {[](json& j) { j["model"]["continuing_subword_prefix"] = std::string(1 << 20, '#'); },
+         "model.continuing_subword_prefix: a prefix of 1048576 bytes, over the 1024 Headscope reads"},
+        {[](json& j) { j["model"]["vocab"][std::string(1025, 'a')] = 3; },
+         "model.vocab: a token of 1025 bytes, over the 1024 Headscope reads"},
     };
     for (const auto& [change, message] : cases) {
         json j = {{"normalizer", {{"type", "BertNormalizer"}}},
@@ -97,6 +101,27 @@ TEST(WordPiece, BadFilesAreOneLineErrors) {
         change(j);
         headscope::test::expect_tokenizer_refused(scratch.path, j, message);
     }
+}
+
+// A word of 100,000 letters under no word-length limit: the longest match
+// walks the tokens along a trie from each place (it assembled and hashed
+// every candidate from the end of the word down: cubic in its length).
+TEST(WordPiece, ALongWordIsSplitInTimeLinearInIt) {
+    const headscope::test::TempDir scratch;
+    const json vocab = {{"[UNK]", 0}, {"a", 1}, {"##a", 2}, {"##" + std::string(1000, 'a'), 3}};
+    const fs::path file = scratch.path / "tokenizer.json";
+    std::ofstream(file) << json{
+        {"pre_tokenizer", {{"type", "BertPreTokenizer"}}},
+        {"model",
+         {{"type", "WordPiece"},
+          {"unk_token", "[UNK]"},
+          {"max_input_chars_per_word", 1000000000},
+          {"vocab", vocab}}}}.dump();
+    const std::vector<int32_t> ids = Tokenizer::load_json(file).encode(std::string(100000, 'a'), false);
+    std::vector<int32_t> expected = {1};  // "a", then 99 of the longest, then the 999 letters left one by one
+    expected.insert(expected.end(), 99, 3);
+    expected.insert(expected.end(), 999, 2);
+    EXPECT_EQ(ids, expected);
 }
 
 }  // namespace

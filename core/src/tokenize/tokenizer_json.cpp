@@ -34,6 +34,9 @@ constexpr JsonLimits file_limits{64 << 20, 4 << 20};
 // Finding added tokens costs up to the longest one's length at each byte of a
 // text; real ones are at most a few dozen bytes.
 constexpr size_t max_added_token_bytes = 1024;
+// Likewise a WordPiece or Unigram token (BERT's and T5's are at most a few
+// dozen bytes) and a WordPiece model's continuing prefix ("##").
+constexpr size_t max_token_bytes = 1024;
 // Every normalizer and pre-tokenizer runs over the whole text; real files
 // have at most three of each.
 constexpr size_t max_steps = 64;
@@ -224,6 +227,11 @@ private:
         read_vocab(model);
         if (t_.word_piece_) {
             if (t_.unk_id_ < 0) f_.fail("model", "a WordPiece model needs its unk_token");
+            if (t_.continuing_prefix_.size() > max_token_bytes)
+                f_.fail("model.continuing_subword_prefix",
+                        "a prefix of " + std::to_string(t_.continuing_prefix_.size()) + " bytes, over the " +
+                            std::to_string(max_token_bytes) + " Headscope reads");
+            build_token_trie();
         } else {
             read_merges(model);
         }
@@ -248,8 +256,7 @@ private:
             if (!t_.symbol_ids_.emplace(token, static_cast<int32_t>(id)).second)
                 f_.fail(field, describe_json(token) + " is listed twice");
             t_.id_to_bytes_[id] = shown_bytes(token);  // ▁ as a space
-            t_.unigram_scores_[id] = static_cast<float>(score);
-            t_.longest_token_ = std::max(t_.longest_token_, token.size());
+            t_.unigram_scores_[id] = score;
         }
         const json* unk = f_.optional(model, "model", "unk_id");
         if (!unk || unk->is_null()) f_.fail("model", "a Unigram model needs its unk_id");
@@ -257,6 +264,23 @@ private:
         // Hugging Face's: an unknown character scores 10 below the lowest token.
         t_.unknown_score_ = *std::min_element(t_.unigram_scores_.begin(), t_.unigram_scores_.end()) - 10;
         t_.unigram_scores_[static_cast<size_t>(t_.unk_id_)] = t_.unknown_score_;
+        build_token_trie();
+    }
+
+    // A WordPiece or Unigram model's tokens as a trie (each encode walks it
+    // from every place in the text, as far as a token goes), each token at
+    // most max_token_bytes long.
+    void build_token_trie() {
+        std::vector<std::pair<std::string_view, int32_t>> tokens;
+        tokens.reserve(t_.symbol_ids_.size());
+        for (const auto& [token, id] : t_.symbol_ids_) {
+            if (token.size() > max_token_bytes)
+                f_.fail("model.vocab", "a token of " + std::to_string(token.size()) + " bytes, over the " +
+                                           std::to_string(max_token_bytes) + " Headscope reads");
+            tokens.emplace_back(token, id);
+        }
+        t_.token_trie_ = TokenTrie(std::move(tokens));
+        t_.continuing_node_ = t_.token_trie_.walk(TokenTrie::root, t_.continuing_prefix_);
     }
 
     void read_bpe_options(const json& model) {

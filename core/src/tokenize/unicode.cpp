@@ -36,8 +36,7 @@ size_t utf8_length(char lead) { return static_cast<size_t>(utf8proc_utf8class[st
 
 size_t code_point_start_before(std::string_view text, size_t end) {
     size_t start = end - 1;
-    // Back over the continuation bytes, 10xxxxxx, to the lead byte.
-    while (start > 0 && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) --start;
+    while (start > 0 && is_continuation_byte(text[start])) --start;  // back to the lead byte
     return start;
 }
 

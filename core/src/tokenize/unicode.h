@@ -27,6 +27,8 @@ void check_utf8(std::string_view text);
 // The length in bytes of the character that byte `lead` starts, in
 // well-formed UTF-8.
 size_t utf8_length(char lead);
+// Whether `byte` continues a character (10xxxxxx) rather than starting one.
+inline bool is_continuation_byte(char byte) { return (static_cast<unsigned char>(byte) & 0xC0) == 0x80; }
 // Where the code point that ends at byte `end` (above 0) of well-formed UTF-8
 // `text` starts.
 size_t code_point_start_before(std::string_view text, size_t end);

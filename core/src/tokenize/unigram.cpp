@@ -44,12 +44,16 @@ void Tokenizer::unigram_pieces(std::string_view piece, std::vector<int32_t>& out
     for (size_t start = 0; start < piece.size(); start += utf8_length(piece[start])) {
         const size_t first_char = utf8_length(piece[start]);
         bool char_covered = false;
-        for (size_t end = start + 1; end <= piece.size() && end - start <= longest_token_; ++end) {
-            const auto it = symbol_ids_.find(piece.substr(start, end - start));
-            if (it == symbol_ids_.end()) continue;
+        // Every token starting here, along the trie: as far as one goes.
+        int32_t node = TokenTrie::root;
+        for (size_t end = start + 1; end <= piece.size(); ++end) {
+            node = token_trie_.child(node, static_cast<uint8_t>(piece[end - 1]));
+            if (node == TokenTrie::none) break;
+            const int32_t id = token_trie_.id(node);
+            if (id < 0) continue;
             char_covered |= end - start == first_char;
-            const double score = best[start].score + unigram_scores_[static_cast<size_t>(it->second)];
-            if (score > best[end].score) best[end] = {score, it->second, start};  // on a tie, the earlier start
+            const double score = best[start].score + unigram_scores_[static_cast<size_t>(id)];
+            if (score > best[end].score) best[end] = {score, id, start};  // on a tie, the earlier start
         }
         if (!char_covered) {  // the character alone as the unknown token
             const double score = best[start].score + unknown_score_;

@@ -49,21 +49,20 @@ void Tokenizer::word_pieces(std::string_view word, std::vector<int32_t>& out) co
     size_t characters = 0;
     for (size_t at = 0; at < word.size(); at += utf8_length(word[at])) ++characters;
     const size_t first = out.size();
-    std::string candidate;
     for (size_t start = 0; characters <= max_word_chars_ && start < word.size();) {
-        int32_t found = -1;
-        size_t end = word.size();
-        for (; end > start; end = code_point_start_before(word, end)) {
-            candidate.assign(start > 0 ? continuing_prefix_ : std::string());
-            candidate.append(word.substr(start, end - start));
-            if (const auto it = symbol_ids_.find(candidate); it != symbol_ids_.end()) {
-                found = it->second;
-                break;
-            }
+        // The longest token (after the first, with the continuing prefix)
+        // starting here and ending at a character's end, along the trie.
+        int32_t found = -1, node = start > 0 ? continuing_node_ : TokenTrie::root;
+        size_t found_end = start;
+        for (size_t end = start; node != TokenTrie::none && end < word.size();) {
+            node = token_trie_.child(node, static_cast<uint8_t>(word[end++]));
+            const bool char_ends = end == word.size() || !is_continuation_byte(word[end]);
+            if (node != TokenTrie::none && char_ends && token_trie_.id(node) >= 0)
+                found = token_trie_.id(node), found_end = end;
         }
         if (found < 0) break;  // no token starts the rest: the whole word is unknown
         out.push_back(found);
-        start = end;
+        start = found_end;
         if (start == word.size()) return;
     }
     out.resize(first);

@@ -21,6 +21,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "headscope/tokenize/token_trie.h"
+
 namespace headscope {
 
 // The 256 unicode code points GPT-2 uses to stand for bytes 0..255.
@@ -275,12 +277,15 @@ private:
     bool word_piece_ = false;
     std::string continuing_prefix_;
     size_t max_word_chars_ = 0;
-    // A Unigram model instead: each token's score (log-probability) by id, the
-    // unknown token's (the lowest less 10), and the longest token in bytes.
+    // A Unigram model instead: each token's score (log-probability) by id,
+    // and the unknown token's (the lowest less 10), in double as Hugging
+    // Face's tokenizers keeps them.
     bool unigram_ = false;
-    std::vector<float> unigram_scores_;
-    float unknown_score_ = 0;
-    size_t longest_token_ = 0;
+    std::vector<double> unigram_scores_;
+    double unknown_score_ = 0;
+    // Either model's tokens as a trie, and the node its continuing prefix leads to.
+    TokenTrie token_trie_;
+    int32_t continuing_node_ = TokenTrie::none;
 
     // Marian's models instead of the normalizers, pre-tokenizers and model above.
     std::shared_ptr<const SentencePieceModels> sentencepiece_;
