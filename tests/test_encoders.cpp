@@ -17,6 +17,7 @@
 #include "headscope/base/error.h"
 #include "headscope/compute/backend.h"
 #include "headscope/compute/prefix_cache.h"
+#include "headscope/compute/text_batch.h"
 #include "headscope/model/model.h"
 
 using namespace headscope;
@@ -96,6 +97,22 @@ TEST_P(EachEncoder, TokenTypesOfAPair) {
     AttentionOptions options;
     options.causal = false;
     expect_maps_match(options, {{0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1}, {0, 0, 0, 0, 1, 1, 1}});
+}
+
+// A model of one token type (RoBERTa's kind) given a pair its tokenizer
+// types 0 and 1 (BERT's): refused in one line, as transformers refuses it
+// (the second type has no embedding), not computed with the types dropped.
+TEST_P(EachEncoder, APairOfTwoTypesIsRefusedByAModelOfOne) {
+    if (GetParam().spec.type_vocab_size != 1) GTEST_SKIP() << "the family has no or two token types";
+    const TextBatch texts = text_batch(model_, BatchTexts{{"the cat"}, {"sat"}});
+    AttentionResult got;
+    try {
+        backend_->forward(texts.batch, {}, got);
+        ADD_FAILURE() << "a second token type was computed";
+    } catch (const Error& e) {
+        EXPECT_EQ(std::string(e.what()),
+                  "token type 1 is not one of the model's (it has one type: it takes no text pairs)");
+    }
 }
 
 // Fill-mask: the masked-LM head's top tokens at every position, and no next-token log p.

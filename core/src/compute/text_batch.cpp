@@ -22,7 +22,9 @@ void encode_texts(const Model& model, const BatchTexts& texts, TextBatch& out) {
             batch.token_ids.push_back(std::move(pair.ids));
             out.token_types.push_back(std::move(pair.types));
         }
-        if (model.config.type_vocab_size > 1) batch.token_types = out.token_types;
+        // A model of one type is given them too, and refuses a second text's type 1 as
+        // transformers does; one of none (DistilBERT, ModernBERT) takes no types.
+        if (model.config.type_vocab_size > 0) batch.token_types = out.token_types;
         return;
     }
     std::vector<std::vector<int32_t>> ids =
