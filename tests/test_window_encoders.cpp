@@ -85,6 +85,21 @@ TEST_F(WindowEncoders, ThePredictionsFillTheMask) {
     EXPECT_EQ(fills[0]["id"], expected["predictions"][0][mask][0]["id"]);
 }
 
+// The start options are checked as the CLI checks them: a pair for each
+// text; a query counts the tokens shown, the pair's second text's too.
+TEST_F(WindowEncoders, StartOptionsAreCheckedAsTheClisAgainstWhatIsShown) {
+    test::expect_one_line_error(
+        test::run_window({"--model", model(), "--text", text_, "--text-pair", pair_, "--text-pair", pair_,
+                          "--screenshot", (dir_->path / "bad.png").string()},
+                         dir_->path),
+        "headscope", "--text-pair: 2 given for 1 texts (one for each --text)");
+    const int tokens = static_cast<int>(cli({})["token_ids"][0].size());
+    const test::WindowShot shot = shoot("bert-pair-query", {"--query", std::to_string(tokens - 2)});
+    const json query = test::entries(shot.layout, "prediction-query");
+    ASSERT_EQ(query.size(), 1u);
+    EXPECT_EQ(query[0]["query"], tokens - 2) << "a query in the second text";
+}
+
 // BertViz's sentence filter: A -> B draws the first text's queries over the
 // second text's keys, in the CLI's colours, and hatches every other cell.
 TEST_F(WindowEncoders, TheSentenceFilterKeepsOneTextsQueriesOverTheOthersKeys) {

@@ -7,6 +7,7 @@
 
 #include "headscope/base/error.h"
 #include "headscope/compute/forward.h"
+#include "state/text_options.h"
 
 namespace headscope {
 
@@ -29,12 +30,7 @@ std::vector<int> parse_ints(const std::string& flag, const std::string& word, co
 
 // Each --text with its --text-pair: the pair template's ids and token types.
 TextBatch pair_batch(const Model& model, const CliOptions& opt) {
-    if (!model.config.is_encoder())
-        throw Error("--text-pair: sentence pairs are for encoders; this model (" + model.config.architecture + ") is " +
-                    (model.config.is_encoder_decoder() ? "an encoder-decoder" : "a decoder"));
-    if (opt.text_pairs.size() != opt.texts.size())
-        throw Error("--text-pair: " + std::to_string(opt.text_pairs.size()) + " given for " +
-                    std::to_string(opt.texts.size()) + " texts (one for each --text)");
+    check_text_options(model, opt.texts.size(), opt.text_pairs.size(), 0);
     BatchTexts texts{opt.texts, opt.text_pairs};
     texts.cut_long_texts = opt.truncate;
     return text_batch(model, texts);
@@ -59,10 +55,7 @@ std::vector<int32_t> given_token_ids(const Model& model, const std::string& word
 TextBatch text_only_batch(const Model& model, const CliOptions& opt) {
     BatchTexts texts{opt.texts, {}, opt.targets, {}, opt.special, opt.truncate};
     if (!opt.token_ids.empty()) texts.ids = {given_token_ids(model, opt.token_ids)};
-    const size_t count = texts.ids.empty() ? texts.texts.size() : texts.ids.size();
-    if (!opt.targets.empty() && opt.targets.size() != count)
-        throw Error("--target: " + std::to_string(opt.targets.size()) + " given for " + std::to_string(count) +
-                    " texts (one for each --text, or none)");
+    check_text_options(model, texts.ids.empty() ? texts.texts.size() : texts.ids.size(), 0, opt.targets.size());
     return text_batch(model, texts);
 }
 
@@ -78,9 +71,6 @@ std::vector<std::string> input_texts(const Model& model, const CliOptions& opt,
 }
 
 TextBatch forward_batch(const Model& model, const CliOptions& opt) {
-    if (!opt.targets.empty() && !model.config.is_encoder_decoder())
-        throw Error(std::string("--target: a target is for encoder-decoders; this model (") +
-                    model.config.architecture + ") is " + (model.config.is_encoder() ? "an encoder" : "a decoder"));
     TextBatch batch = !opt.text_pairs.empty() ? pair_batch(model, opt) : text_only_batch(model, opt);
     for (const TextCut& cut : batch.cuts) std::fprintf(stderr, "headscope-cli: %s\n", cut.message().c_str());
     return batch;

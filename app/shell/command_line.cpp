@@ -8,8 +8,10 @@
 #include "cli/terminal_progress.h"
 #include "headscope/base/error.h"
 #include "headscope/compute/forward.h"
+#include "headscope/compute/text_batch.h"
 #include "state/examples.h"
 #include "state/forward_options.h"
+#include "state/text_options.h"
 #include "state/word_option.h"
 #include "views/svg_figure.h"
 
@@ -160,8 +162,10 @@ void check_start_choices(const Args& args, Settings& start, const Model& model) 
         throw Error("--layer " + std::to_string(args.layer) + " out of range (the model has layers 0.." +
                     std::to_string(layers - 1) + ")");
     const int heads = start.options.n_head ? start.options.n_head : config.n_head;
-    if (args.head >= heads)
-        throw Error("--head " + std::to_string(args.head) + " out of range (" + std::to_string(heads) + " heads)");
+    if (args.head < -1 || args.head >= heads)
+        throw Error("--head " + std::to_string(args.head) + " out of range (" + std::to_string(heads) +
+                    " heads, 0 to " + std::to_string(heads - 1) + ")");
+    check_text_options(model, std::max<size_t>(start.texts.size(), 1), args.text_pairs.size(), args.targets.size());
     try {
         check_ablation(config, start.options);
     } catch (const Error& e) {
@@ -169,8 +173,13 @@ void check_start_choices(const Args& args, Settings& start, const Model& model) 
     }
     if (args.query < -1) throw Error("--query " + std::to_string(args.query) + " is not a token's position");
     if (args.query >= 0) {
-        const std::string& first = start.texts.empty() ? default_text : start.texts[0];  // the one the window shows
-        const int tokens = static_cast<int>(model.tokenizer.encode(first).size());
+        // The tokens of the text the window shows: the first, with its pair or
+        // as an encoder-decoder's target.
+        const std::string first = start.texts.empty() ? default_text : start.texts[0];
+        const BatchTexts shown{{first},
+                               args.text_pairs.empty() ? std::vector<std::string>{} : std::vector{args.text_pairs[0]},
+                               args.targets.empty() ? std::vector<std::string>{} : std::vector{args.targets[0]}};
+        const int tokens = static_cast<int>(text_batch(model, shown).batch.token_ids[0].size());
         if (tokens == 0) throw Error("--query " + std::to_string(args.query) + ": the text has no tokens");
         if (args.query >= tokens)
             throw Error("--query " + std::to_string(args.query) + " out of range (the text's " +
