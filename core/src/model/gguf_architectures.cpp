@@ -1,0 +1,97 @@
+// The GGUF architectures' rows: see gguf_architectures.h. The names are
+// gguf-py's (constants.py, tensor_mapping.py), the keys and the converter's
+// changes its convert_hf_to_gguf.py's.
+#include "gguf_architectures.h"
+
+#include "headscope/base/error.h"
+
+namespace headscope {
+
+using json = nlohmann::json;
+
+const GgufTensor* GgufSource::tensor(std::string_view name) const {
+    const auto it = files.tensors.find(name);
+    return it == files.tensors.end() ? nullptr : it->second;
+}
+
+void GgufSource::refuse(const std::string& what) const { throw Error(file().file() + ": " + what); }
+
+namespace {
+
+using K = GgufKeyKind;
+
+// ---- llama, qwen2, qwen3 ----
+
+const GgufStackNames llama_names = {
+    false,
+    {{"token_embd.weight", Weight::wte}, {"output_norm.weight", Weight::ln_f_w}, {"output.weight", Weight::lm_head}},
+    "blk.",
+    {{"attn_norm.weight", Weight::ln_1_w},
+     {"attn_q.weight", Weight::q_w},
+     {"attn_q.bias", Weight::q_b},
+     {"attn_k.weight", Weight::k_w},
+     {"attn_k.bias", Weight::k_b},
+     {"attn_v.weight", Weight::v_w},
+     {"attn_v.bias", Weight::v_b},
+     {"attn_output.weight", Weight::attn_proj_w},
+     {"attn_output.bias", Weight::attn_proj_b},
+     {"attn_q_norm.weight", Weight::q_norm},
+     {"attn_k_norm.weight", Weight::k_norm},
+     {"ffn_norm.weight", Weight::ln_2_w},
+     {"ffn_gate.weight", Weight::gate_w},
+     {"ffn_up.weight", Weight::fc_w},
+     {"ffn_down.weight", Weight::fc_proj_w}}};
+
+const std::vector<GgufKey> llama_keys = {
+    {"block_count", "num_hidden_layers"},
+    {"embedding_length", "hidden_size"},
+    {"feed_forward_length", "intermediate_size"},
+    {"attention.head_count", "num_attention_heads"},
+    {"context_length", "max_position_embeddings"},
+    {"attention.layer_norm_rms_epsilon", "rms_norm_eps", K::number},
+    {"attention.head_count_kv", "num_key_value_heads", K::count, false},
+    {"attention.key_length", "head_dim", K::count, false},
+    {"rope.freq_base", "rope_theta", K::number, false},
+};
+
+// The output embedding tied where the file has none, biases where layer 0's
+// Q has one; RoPE over whole heads, unscaled or as rope_freqs scales it.
+void llama_more_keys(const GgufSource& s, json& c) {
+    c["tie_word_embeddings"] = !s.tensor("output.weight");
+    c["attention_bias"] = s.tensor("blk.0.attn_q.bias") != nullptr;
+    if (const auto scaling = s.file().string(s.key("rope.scaling.type")); scaling && *scaling != "none")
+        s.refuse("RoPE scaling of type '" + std::string(*scaling) + "' is not read yet");
+    const uint64_t heads = c["num_attention_heads"], width = c["hidden_size"];
+    const uint64_t head_dim = c.contains("head_dim") ? c["head_dim"].get<uint64_t>() : heads ? width / heads : 0;
+    if (const auto rotated = s.file().integer(s.key("rope.dimension_count")); rotated && *rotated != head_dim)
+        s.refuse("RoPE turns " + std::to_string(*rotated) + " of each head's " + std::to_string(head_dim) +
+                 " dims, which is not read yet");
+}
+
+// The converter reorders each head's rows of Q and K in llama files (its
+// LlamaModel.permute), so that RoPE pairs adjacent dims.
+void llama_layout(Config& c) { c.rope.adjacent_pairs = true; }
+
+const GgufArchitecture architectures[] = {
+    {"llama", "llama", llama_keys, {llama_names}, llama_more_keys, llama_layout},
+    {"qwen2", "qwen2", llama_keys, {llama_names}, llama_more_keys},
+    {"qwen3", "qwen3", llama_keys, {llama_names}, llama_more_keys},
+};
+
+}  // namespace
+
+const GgufArchitecture* gguf_architecture(std::string_view name) {
+    for (const GgufArchitecture& a : architectures)
+        if (a.name == name) return &a;
+    return nullptr;
+}
+
+std::string gguf_architecture_names() {
+    std::string names;
+    const size_t n = std::size(architectures);
+    for (size_t i = 0; i < n; ++i)
+        names += (i == 0 ? "" : i + 1 == n ? " and " : ", ") + std::string(architectures[i].name);
+    return names;
+}
+
+}  // namespace headscope
