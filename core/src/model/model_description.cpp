@@ -252,7 +252,9 @@ std::optional<TensorSpec> tensor_spec(const Config& config, Weight weight, int l
 }
 
 bool stored_out_by_in(const Config& config, Weight weight) {
-    return config.weights_out_by_in && weight != Weight::wte && weight != Weight::wpe && weight != Weight::wtt;
+    // An untied output embedding is a Linear (V, C) in every family, GPT-2's too.
+    return weight == Weight::lm_head ||
+           (config.weights_out_by_in && weight != Weight::wte && weight != Weight::wpe && weight != Weight::wtt);
 }
 
 const char* optional_tensor_prefix(const Config& config) { return stack_names(config).optional_prefix; }
