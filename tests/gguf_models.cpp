@@ -34,15 +34,9 @@ std::string byte_token(int byte) {
     return s;
 }
 
-// llama.cpp's names for Hugging Face's (gguf-py's tensor_mapping.py), for
-// each family: outside the layers whole, a layer's after its prefix and number.
-struct NameTable {
-    std::string layer_prefix;  // Hugging Face's, before the layer's number
-    std::map<std::string, std::string> outside, layer;
-};
-
 const NameTable& name_table(Family family) {
     static const NameTable llama = {"model.layers.",
+                                    "blk.",
                                     {{"model.embed_tokens.weight", "token_embd.weight"},
                                      {"model.norm.weight", "output_norm.weight"},
                                      {"lm_head.weight", "output.weight"}},
@@ -62,6 +56,7 @@ const NameTable& name_table(Family family) {
                                      {"mlp.up_proj.weight", "ffn_up.weight"},
                                      {"mlp.down_proj.weight", "ffn_down.weight"}}};
     static const NameTable gpt_neox = {"gpt_neox.layers.",
+                                       "blk.",
                                        {{"gpt_neox.embed_in.weight", "token_embd.weight"},
                                         {"gpt_neox.final_layer_norm.weight", "output_norm.weight"},
                                         {"gpt_neox.final_layer_norm.bias", "output_norm.bias"},
@@ -79,6 +74,7 @@ const NameTable& name_table(Family family) {
                                         {"mlp.dense_4h_to_h.weight", "ffn_down.weight"},
                                         {"mlp.dense_4h_to_h.bias", "ffn_down.bias"}}};
     static const NameTable gpt2 = {"h.",
+                                   "blk.",
                                    {{"wte.weight", "token_embd.weight"},
                                     {"wpe.weight", "position_embd.weight"},
                                     {"ln_f.weight", "output_norm.weight"},
@@ -97,13 +93,6 @@ const NameTable& name_table(Family family) {
                                     {"mlp.c_proj.weight", "ffn_down.weight"},
                                     {"mlp.c_proj.bias", "ffn_down.bias"}}};
     return family == Family::gpt_neox ? gpt_neox : family == Family::gpt2 ? gpt2 : llama;
-}
-
-std::string gguf_name(const NameTable& table, const std::string& hf) {
-    if (const auto it = table.outside.find(hf); it != table.outside.end()) return it->second;
-    const size_t layer_end = hf.find('.', table.layer_prefix.size());
-    const std::string n = hf.substr(table.layer_prefix.size(), layer_end - table.layer_prefix.size());
-    return "blk." + n + "." + table.layer.at(hf.substr(layer_end + 1));
 }
 
 // The Hugging Face row of GGUF row r of a llama Q or K (heads of hs): the
@@ -142,6 +131,14 @@ Block block_of_spread(GgmlType type, double spread, std::mt19937& rng) {
 }
 
 }  // namespace
+
+std::string NameTable::gguf_name(const std::string& hf) const {
+    if (const auto it = outside.find(hf); it != outside.end()) return it->second;
+    if (!hf.starts_with(hf_layer_prefix)) return "";
+    const size_t layer_end = hf.find('.', hf_layer_prefix.size());
+    const std::string n = hf.substr(hf_layer_prefix.size(), layer_end - hf_layer_prefix.size());
+    return gguf_layer_prefix + n + "." + layer.at(hf.substr(layer_end + 1));
+}
 
 Written tensor_as_stored(const NamedTensor& t, const StoredAs& as, DType matrices, std::mt19937& rng) {
     const bool matrix = t.shape.size() == 2;
@@ -183,7 +180,7 @@ namespace {
 // How the converter stores tensor `hf` of `spec`'s family.
 StoredAs stored_as(const FamilySpec& spec, const std::string& hf) {
     StoredAs as;
-    as.name = gguf_name(name_table(spec.family), hf);
+    as.name = name_table(spec.family).gguf_name(hf);
     const bool q_or_k = hf.find("q_proj") != std::string::npos || hf.find("k_proj") != std::string::npos;
     const int64_t hs = spec.head_dim, NH = spec.n_head;
     if (spec.family == Family::llama && q_or_k) as.row = [hs](int64_t r) { return hugging_face_row(r, hs); };
@@ -219,6 +216,18 @@ void write_family_keys(GgufSpec& gguf, const FamilySpec& spec, const std::string
 }
 
 }  // namespace
+
+void write_tensors(GgufSpec& gguf, std::vector<NamedTensor>& tensors,
+                   const std::function<StoredAs(const std::string&)>& stored_as, DType matrices, uint64_t seed) {
+    std::mt19937 rng(static_cast<unsigned>(seed));
+    for (NamedTensor& t : tensors) {
+        const StoredAs as = stored_as(t.name);
+        if (as.name.empty()) continue;
+        Written w = tensor_as_stored(t, as, matrices, rng);
+        gguf.tensors.push_back(std::move(w.spec));
+        t.values = std::move(w.values);
+    }
+}
 
 FamilySpec gguf_family_spec(Family family) {
     FamilySpec s = family_spec(family);
@@ -270,12 +279,8 @@ FamilyCheckpoint write_gguf_family(const fs::path& file, const FamilySpec& spec,
                       : spec.family == Family::gpt_neox ? "olmo"
                                                         : "qwen2";
     write_byte_tokenizer(gguf, pre, spec.bos_id, spec.eos_ids.at(0));
-    std::mt19937 rng(static_cast<unsigned>(spec.seed));
-    for (NamedTensor& t : checkpoint.tensors) {
-        Written w = tensor_as_stored(t, stored_as(spec, t.name), matrices, rng);
-        gguf.tensors.push_back(std::move(w.spec));
-        t.values = std::move(w.values);
-    }
+    write_tensors(
+        gguf, checkpoint.tensors, [&](const std::string& hf) { return stored_as(spec, hf); }, matrices, spec.seed);
     if (edit) edit(gguf);
     write_gguf(file, gguf);
     return checkpoint;

@@ -157,12 +157,116 @@ void gpt_neox_more_keys(const GgufSource& s, json& c) {
 // The converter reorders query_key_value's rows, per head [q k v], into [Q | K | V].
 void gpt_neox_layout(Config& c) { c.qkv_layout = QkvLayout::fused; }
 
+// ---- bert ----
+
+// BERT without its masked-LM head, which the converter leaves out.
+const GgufStackNames bert_names = {false,
+                                   {{"token_embd.weight", Weight::wte},
+                                    {"token_types.weight", Weight::wtt},
+                                    {"position_embd.weight", Weight::wpe},
+                                    {"token_embd_norm.weight", Weight::emb_ln_w},
+                                    {"token_embd_norm.bias", Weight::emb_ln_b}},
+                                   "blk.",
+                                   {{"attn_q.weight", Weight::q_w},
+                                    {"attn_q.bias", Weight::q_b},
+                                    {"attn_k.weight", Weight::k_w},
+                                    {"attn_k.bias", Weight::k_b},
+                                    {"attn_v.weight", Weight::v_w},
+                                    {"attn_v.bias", Weight::v_b},
+                                    {"attn_output.weight", Weight::attn_proj_w},
+                                    {"attn_output.bias", Weight::attn_proj_b},
+                                    {"attn_output_norm.weight", Weight::ln_1_w},
+                                    {"attn_output_norm.bias", Weight::ln_1_b},
+                                    {"ffn_up.weight", Weight::fc_w},
+                                    {"ffn_up.bias", Weight::fc_b},
+                                    {"ffn_down.weight", Weight::fc_proj_w},
+                                    {"ffn_down.bias", Weight::fc_proj_b},
+                                    {"layer_output_norm.weight", Weight::ln_2_w},
+                                    {"layer_output_norm.bias", Weight::ln_2_b}}};
+
+const std::vector<GgufKey> bert_keys = {
+    {"block_count", "num_hidden_layers"},          {"embedding_length", "hidden_size"},
+    {"feed_forward_length", "intermediate_size"},  {"attention.head_count", "num_attention_heads"},
+    {"context_length", "max_position_embeddings"}, {"attention.layer_norm_epsilon", "layer_norm_eps", K::number},
+};
+
+// The token types' count is the tokenizer's key (llama.cpp refuses a BERT without it).
+void bert_more_keys(const GgufSource& s, json& c) {
+    const char* key = "tokenizer.ggml.token_type_count";
+    const auto types = s.file().integer(key);
+    if (!types) s.refuse(std::string("key '") + key + "' missing");
+    c["type_vocab_size"] = *types;
+}
+
+// ---- t5 ----
+
+const GgufStackNames t5_decoder_names = {false,
+                                         {{"token_embd.weight", Weight::wte},
+                                          {"dec.blk.0.attn_rel_b.weight", Weight::rel_bias},
+                                          {"dec.output_norm.weight", Weight::ln_f_w},
+                                          {"output.weight", Weight::lm_head}},
+                                         "dec.blk.",
+                                         {{"attn_norm.weight", Weight::ln_1_w},
+                                          {"attn_q.weight", Weight::q_w},
+                                          {"attn_k.weight", Weight::k_w},
+                                          {"attn_v.weight", Weight::v_w},
+                                          {"attn_o.weight", Weight::attn_proj_w},
+                                          {"cross_attn_norm.weight", Weight::ln_x_w},
+                                          {"cross_attn_q.weight", Weight::cross_q_w},
+                                          {"cross_attn_k.weight", Weight::cross_k_w},
+                                          {"cross_attn_v.weight", Weight::cross_v_w},
+                                          {"cross_attn_o.weight", Weight::cross_proj_w},
+                                          {"ffn_norm.weight", Weight::ln_2_w},
+                                          {"ffn_gate.weight", Weight::gate_w},
+                                          {"ffn_up.weight", Weight::fc_w},
+                                          {"ffn_down.weight", Weight::fc_proj_w}}};
+
+const GgufStackNames t5_encoder_names = {
+    true,
+    {{"enc.blk.0.attn_rel_b.weight", Weight::rel_bias}, {"enc.output_norm.weight", Weight::ln_f_w}},
+    "enc.blk.",
+    {{"attn_norm.weight", Weight::ln_1_w},
+     {"attn_q.weight", Weight::q_w},
+     {"attn_k.weight", Weight::k_w},
+     {"attn_v.weight", Weight::v_w},
+     {"attn_o.weight", Weight::attn_proj_w},
+     {"ffn_norm.weight", Weight::ln_2_w},
+     {"ffn_gate.weight", Weight::gate_w},
+     {"ffn_up.weight", Weight::fc_w},
+     {"ffn_down.weight", Weight::fc_proj_w}}};
+
+// The position bias's largest distance is not in the file: llama.cpp's is
+// fixed at 128, transformers' default.
+const std::vector<GgufKey> t5_keys = {
+    {"block_count", "num_layers"},
+    {"decoder_block_count", "num_decoder_layers", K::count, false},
+    {"embedding_length", "d_model"},
+    {"feed_forward_length", "d_ff"},
+    {"attention.head_count", "num_heads"},
+    {"attention.key_length", "d_kv"},
+    {"context_length", "n_positions"},
+    {"attention.layer_norm_rms_epsilon", "layer_norm_epsilon", K::number},
+    {"attention.relative_buckets_count", "relative_attention_num_buckets"},
+    {"decoder_start_token_id", "decoder_start_token_id", K::count, false},
+};
+
+// Gated GELU (T5 v1.1, Flan-T5) where the encoder's first layer has a gate,
+// else ReLU; the output embedding tied where the file has none, and then
+// reading the decoder's output times d_model^-1/2 as transformers' does
+// (llama.cpp's does not scale it).
+void t5_more_keys(const GgufSource& s, json& c) {
+    c["feed_forward_proj"] = s.tensor("enc.blk.0.ffn_gate.weight") ? "gated-gelu" : "relu";
+    c["tie_word_embeddings"] = !s.tensor("output.weight");
+}
+
 const GgufArchitecture architectures[] = {
     {"llama", "llama", llama_keys, {llama_names}, llama_more_keys, llama_layout},
     {"qwen2", "qwen2", llama_keys, {llama_names}, llama_more_keys},
     {"qwen3", "qwen3", llama_keys, {llama_names}, llama_more_keys},
     {"gpt2", "gpt2", gpt2_keys, {gpt2_names}, gpt2_more_keys, gpt2_layout},
     {"gptneox", "gpt_neox", gpt_neox_keys, {gpt_neox_names}, gpt_neox_more_keys, gpt_neox_layout},
+    {"bert", "bert", bert_keys, {bert_names}, bert_more_keys},
+    {"t5", "t5", t5_keys, {t5_decoder_names, t5_encoder_names}, t5_more_keys},
 };
 
 }  // namespace
