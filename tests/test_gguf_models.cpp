@@ -1,11 +1,12 @@
-// GGUF files of the decoder architectures (llama, qwen2, qwen3, gpt2,
-// gptneox), with their matrices in F32 and in quantized types, opened by
-// load_model and computed as stored: every map and head output against the
-// double-precision reference written from Hugging Face's code
-// (family_reference.h) on the values the file holds, read by the tests' own
-// block formulas and put back in Hugging Face's layout (gguf_models.h), and
-// the next tokens against llama.cpp's. And GGUF files the loader refuses,
-// each one line naming the problem.
+// GGUF files of every architecture Headscope reads, with their matrices in
+// F32 and in quantized types, opened by load_model and computed as stored,
+// against the double-precision references written from Hugging Face's code
+// on the values the file holds (read by the tests' own block formulas and
+// put back in Hugging Face's layout, gguf_models.h): the decoders' (llama,
+// qwen2, qwen3, gpt2, gptneox) maps and head outputs (family_reference.h)
+// and next tokens against llama.cpp's, BERT's maps (encoder_reference.h),
+// T5's maps and next tokens (seq2seq_reference.h). And GGUF files the loader
+// refuses, each one line naming the problem.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,6 +24,7 @@
 #include "headscope/base/error.h"
 #include "headscope/compute/backend.h"
 #include "headscope/model/model.h"
+#include "prediction_checks.h"
 #include "process.h"
 #include "seq2seq_reference.h"
 
@@ -31,19 +33,6 @@ using namespace headscope::test;
 namespace fs = std::filesystem;
 
 namespace {
-
-template <typename Got>
-double max_difference(const Got& got, const std::vector<double>& want) {
-    double m = 0;
-    for (size_t n = 0; n < want.size(); ++n) m = std::max(m, std::abs(double(got[n]) - want[n]));
-    return m;
-}
-
-double max_abs(const std::vector<double>& v) {
-    double m = 0;
-    for (double x : v) m = std::max(m, std::abs(x));
-    return m;
-}
 
 // Two texts of the small vocabulary, 11 and 7 tokens (the second padded), from bos.
 const std::vector<std::vector<int32_t>> texts = {{257, 9, 100, 200, 129, 17, 30, 258, 42, 5, 77},
@@ -113,11 +102,8 @@ TEST_P(GgufModel, MapsAndHeadOutputsMatchTheReference) {
             AttentionResult got;
             backend->forward(Batch{texts, model.config.pad_id()}, opt, got);
             const FamilyReference want = family_reference(checkpoint, texts, opt);
-            ASSERT_EQ(got.weights.size(), want.weights.size());
-            EXPECT_LT(max_difference(got.weights, want.weights), 1e-5);
+            expect_maps_and_outputs_match(got, want, "");
             EXPECT_EQ(got.fully_masked, want.fully_masked);
-            ASSERT_EQ(got.outputs.size(), want.outputs.size());
-            EXPECT_LT(max_difference(got.outputs, want.outputs), 2e-5 * max_abs(want.outputs));
         }
 }
 
@@ -189,17 +175,17 @@ std::vector<Param> params() {
 
 INSTANTIATE_TEST_SUITE_P(Gguf, GgufModel, ::testing::ValuesIn(params()), param_name);
 
-// The largest difference between the maps of text b of `got` (L, B, NH, T,
-// T), its T padded, and the reference's `want` (L, NH, n, n) of the text
-// alone, with `row` reading got's (l, b, h, i).
+// The largest difference between one text's maps in a padded batch, their
+// rows of `padded` keys read by `row` (layer, head, query), and the
+// reference's `want` (L, NH, n, m) of the text alone: n queries, m keys.
 template <typename Row>
-double worst_map(const Row& row, int layers, int NH, int T, const std::vector<double>& want, int n) {
+double worst_map(const Row& row, int layers, int NH, int padded, const std::vector<double>& want, int n, int m) {
     double worst = 0;
     for (int l = 0; l < layers; ++l)
         for (int h = 0; h < NH; ++h)
             for (int i = 0; i < n; ++i)
-                for (int j = 0; j < T; ++j) {
-                    const double expected = j < n ? want[((size_t(l) * NH + h) * n + i) * n + j] : 0;
+                for (int j = 0; j < padded; ++j) {
+                    const double expected = j < m ? want[((size_t(l) * NH + h) * n + i) * m + j] : 0;
                     worst = std::max(worst, std::abs(row(l, h, i)[j] - expected));
                 }
     return worst;
@@ -232,7 +218,7 @@ TEST_P(GgufBert, MapsMatchTheReference) {
     for (int b = 0; b < got.B; ++b) {
         const EncoderReference want = encoder_reference(checkpoint, texts[b], types[b], options);
         const auto row = [&](int l, int h, int i) { return got.row(l, b, h, i); };
-        EXPECT_LT(worst_map(row, spec.n_layer, want.NH, got.T, want.weights, want.T), 2e-5) << "text " << b;
+        EXPECT_LT(worst_map(row, spec.n_layer, want.NH, got.T, want.weights, want.T, want.T), 2e-5) << "text " << b;
     }
 }
 
@@ -285,16 +271,11 @@ TEST_P(GgufT5, MapsAndPredictionsMatchTheReference) {
         const int S = want.S, T = want.T, NH = want.NH;
         const auto encoder = [&](int l, int h, int i) { return got.encoder->row(l, b, h, i); };
         const auto decoder = [&](int l, int h, int i) { return got.row(l, b, h, i); };
-        EXPECT_LT(worst_map(encoder, spec.encoder_layers, NH, got.encoder->T, want.encoder, S), tolerance) << b;
-        EXPECT_LT(worst_map(decoder, spec.decoder_layers, NH, got.T, want.decoder, T), tolerance) << b;
-        double cross = 0, p = 0;
-        for (int l = 0; l < spec.decoder_layers; ++l)
-            for (int h = 0; h < NH; ++h)
-                for (int i = 0; i < T; ++i)
-                    for (int j = 0; j < got.S; ++j) {
-                        const double expected = j < S ? want.cross[((size_t(l) * NH + h) * T + i) * S + j] : 0;
-                        cross = std::max(cross, std::abs(got.cross_row(l, b, h, i)[j] - expected));
-                    }
+        const auto cross = [&](int l, int h, int i) { return got.cross_row(l, b, h, i); };
+        EXPECT_LT(worst_map(encoder, spec.encoder_layers, NH, got.encoder->T, want.encoder, S, S), tolerance) << b;
+        EXPECT_LT(worst_map(decoder, spec.decoder_layers, NH, got.T, want.decoder, T, T), tolerance) << b;
+        EXPECT_LT(worst_map(cross, spec.decoder_layers, NH, got.S, want.cross, T, S), tolerance) << b;
+        double p = 0;
         for (int t = 0; t < T; ++t) {
             const double* logits = want.logits.data() + size_t(t) * want.V;
             const double top = *std::max_element(logits, logits + want.V);
@@ -305,7 +286,6 @@ TEST_P(GgufT5, MapsAndPredictionsMatchTheReference) {
             for (int k = 0; k < 5; ++k)
                 p = std::max(p, std::abs(ranked[k].p - std::exp(logits[ranked[k].id] - top) / sum));
         }
-        EXPECT_LT(cross, tolerance) << "text " << b;
         EXPECT_LT(p, 1e-4) << "text " << b;
     }
 }
@@ -315,12 +295,26 @@ INSTANTIATE_TEST_SUITE_P(Gguf, GgufT5,
                                            T5Param{"flan_t5", 32, DType::F32}, T5Param{"flan_t5", 32, DType::Q4_K}),
                          [](const auto& info) { return info.param.variant + "_" + to_string(info.param.dtype); });
 
-// A file written, then changed by `edit`, must be refused with one line
-// naming the file and holding `want`.
-void expect_refused(const std::string& want, const std::function<void(GgufSpec&)>& edit) {
+using Edit = std::function<void(GgufSpec&)>;
+using Writer = std::function<void(const fs::path&, const Edit&)>;
+
+// A file of each architecture, its matrices in Q6_K (BERT's and T5's in F32).
+Writer family_file(Family family) {
+    return [family](const fs::path& file, const Edit& edit) {
+        write_gguf_family(file, gguf_family_spec(family), DType::Q6_K, edit);
+    };
+}
+void bert_file(const fs::path& file, const Edit& edit) { write_gguf_bert(file, gguf_bert_spec(), DType::F32, edit); }
+void t5_file(const fs::path& file, const Edit& edit) {
+    write_gguf_t5(file, gguf_t5_spec("flan_t5", 32), DType::F32, edit);
+}
+
+// A file written by `write`, then changed by `edit`, must be refused with
+// one line naming the file and holding `want`.
+void expect_refused(const std::string& want, const Edit& edit, const Writer& write = family_file(Family::qwen2)) {
     TempDir dir;
     const fs::path file = dir.path / "model.gguf";
-    write_gguf_family(file, gguf_family_spec(Family::qwen2), DType::Q6_K, edit);
+    write(file, edit);
     try {
         load_model(file.string());
         ADD_FAILURE() << "loaded; wanted an error with: " << want;
@@ -330,6 +324,11 @@ void expect_refused(const std::string& want, const std::function<void(GgufSpec&)
         EXPECT_EQ(what.find('\n'), std::string::npos) << what;
         EXPECT_EQ(what.rfind(file.string(), 0), 0u) << what;
     }
+}
+
+// `edit` taking key `key` out.
+Edit without_key(const std::string& key) {
+    return [key](GgufSpec& s) { std::erase_if(s.metadata, [&](const auto& kv) { return kv.first == key; }); };
 }
 
 GgufTensorSpec& tensor(GgufSpec& spec, const std::string& name) {
@@ -369,6 +368,73 @@ TEST(GgufModelFiles, WhatTheLoaderCannotReadIsOneLineNamingIt) {
     });
     expect_refused("RoPE scaling of type 'yarn' is not read yet",
                    [](GgufSpec& s) { s.metadata.emplace_back("qwen2.rope.scaling.type", gguf_string("yarn")); });
+}
+
+// Each architecture's keys that it cannot do without, and tensors shaped
+// otherwise than its keys say, named in the file's terms.
+TEST(GgufModelFiles, EachArchitecturesMissingKeysAndMisshapenTensorsAreOneLineNamingThem) {
+    expect_refused("key 'gpt2.attention.layer_norm_epsilon' missing", without_key("gpt2.attention.layer_norm_epsilon"),
+                   family_file(Family::gpt2));
+    expect_refused("key 'gptneox.use_parallel_residual' missing", without_key("gptneox.use_parallel_residual"),
+                   family_file(Family::gpt_neox));
+    expect_refused("key 'tokenizer.ggml.token_type_count' missing", without_key("tokenizer.ggml.token_type_count"),
+                   bert_file);
+    expect_refused("key 't5.attention.relative_buckets_count' missing",
+                   without_key("t5.attention.relative_buckets_count"), t5_file);
+    // GPT-2's c_attn as Hugging Face stores it, (in, out), where the converter transposes it.
+    expect_refused(
+        "tensor 'blk.0.attn_qkv.weight' has ne [768, 256], expected [256, 768] from the keys",
+        [](GgufSpec& s) {
+            tensor(s, "blk.0.attn_qkv.weight").ne = {768, 256};
+        },
+        family_file(Family::gpt2));
+    expect_refused(
+        "tensor 'blk.1.attn_qkv.weight' has ne [256, 512], expected [256, 768] from the keys",
+        [](GgufSpec& s) {
+            GgufTensorSpec& t = tensor(s, "blk.1.attn_qkv.weight");
+            t.ne[1] = 512;
+            t.data.resize(512 * 210);  // Q6_K: 210 bytes a row of 256
+        },
+        family_file(Family::gpt_neox));
+    // Pythia's rotary dims are whole pairs.
+    expect_refused(
+        "RoPE turns 7 of each head's 32 dims, which is not read yet",
+        [](GgufSpec& s) {
+            for (auto& [key, value] : s.metadata)
+                if (key == "gptneox.rope.dimension_count") value = gguf_uint32(7);
+        },
+        family_file(Family::gpt_neox));
+    expect_refused(
+        "tensor 'token_types.weight' has ne [256, 3], expected [256, 2] from the keys",
+        [](GgufSpec& s) {
+            GgufTensorSpec& t = tensor(s, "token_types.weight");
+            t.ne[1] = 3;
+            t.data.resize(3 * 256 * 4);
+        },
+        bert_file);
+    expect_refused(
+        "tensor 'enc.blk.0.attn_rel_b.weight' has ne [8, 16], expected [8, 32] from the keys",
+        [](GgufSpec& s) {
+            GgufTensorSpec& t = tensor(s, "enc.blk.0.attn_rel_b.weight");
+            t.ne[1] = 16;
+            t.data.resize(16 * 8 * 4);
+        },
+        t5_file);
+    // T5's position bias is its stacks' first block's alone; llama.cpp's layers past the keys' are refused too.
+    expect_refused(
+        "tensor 'enc.blk.1.attn_rel_b.weight' is not one of architecture t5's",
+        [](GgufSpec& s) {
+            s.tensors.push_back(tensor(s, "enc.blk.0.attn_rel_b.weight"));
+            s.tensors.back().name = "enc.blk.1.attn_rel_b.weight";
+        },
+        t5_file);
+    expect_refused(
+        "tensor 'dec.blk.3.ffn_norm.weight' is of layer 3, past the 3 layers the keys give",
+        [](GgufSpec& s) {
+            s.tensors.push_back(tensor(s, "dec.blk.2.ffn_norm.weight"));
+            s.tensors.back().name = "dec.blk.3.ffn_norm.weight";
+        },
+        t5_file);
 }
 
 }  // namespace
