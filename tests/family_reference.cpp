@@ -26,6 +26,18 @@ Rows linear(const Rows& x, const std::vector<float>& w, const std::vector<float>
     return y;
 }
 
+// GPT-2's Conv1D: y = x W + b, W stored (in, out).
+Rows conv1d(const Rows& x, const std::vector<float>& w, const std::vector<float>& b, int in, int out) {
+    Rows y = zeros(static_cast<int>(x.size()), out);
+    for (size_t t = 0; t < x.size(); ++t)
+        for (int o = 0; o < out; ++o) {
+            double sum = b[o];
+            for (int i = 0; i < in; ++i) sum += x[t][i] * w[static_cast<size_t>(i) * out + o];
+            y[t][o] = sum;
+        }
+    return y;
+}
+
 // RMSNorm of the n values at x: x / sqrt(mean(x^2) + eps) * w.
 void rms_norm(double* x, int n, const std::vector<float>& w, double eps) {
     double square_sum = 0;
@@ -118,7 +130,8 @@ void rotate(const std::vector<float>& inv_freq, int position, double* x) {
 FamilyReference family_reference(const FamilyCheckpoint& model, const std::vector<std::vector<int32_t>>& texts,
                                  const AttentionOptions& opt) {
     const FamilySpec& s = model.spec;
-    const bool neox = s.family == Family::gpt_neox;
+    // GPT-NeoX and GPT-2 have LayerNorms, biases everywhere and Q, K and V fused.
+    const bool gpt2 = s.family == Family::gpt2, neox = s.family == Family::gpt_neox || gpt2;
     const int C = s.n_embd, F = s.mlp_dim, hs_model = s.head_dim;
     const int width = s.n_head * hs_model, kv_width = s.kv_heads() * hs_model, group = s.n_head / s.kv_heads();
     const int B = static_cast<int>(texts.size());
@@ -140,38 +153,52 @@ FamilyReference family_reference(const FamilyCheckpoint& model, const std::vecto
     const double scale = opt.scale == Scale::head    ? 1 / std::sqrt(double(hs))
                          : opt.scale == Scale::model ? 1 / std::sqrt(double(C))
                                                      : 1.0;
-    const std::vector<float> inv_freq = rope_inverse_frequencies(s, hs);
-    // GPT-NeoX's LayerNorm, else RMSNorm, each of C values.
-    const auto norm = [&](const Rows& x, const LayerNames& name, const std::string& which) {
+    const std::vector<float> inv_freq = rope_inverse_frequencies(s, hs);  // GPT-2's none
+    // GPT-NeoX's and GPT-2's LayerNorm, else RMSNorm, each of C values;
+    // `which` is the first norm or the second in Hugging Face's names.
+    const auto norm = [&](const Rows& x, const LayerNames& name, bool first) {
+        const std::string which =
+            gpt2 ? (first ? "ln_1" : "ln_2") : (first ? "input_layernorm" : "post_attention_layernorm");
         if (neox) return layer_norm(x, model[name(which + ".weight")], model[name(which + ".bias")], s.norm_eps);
         Rows y = x;
         for (auto& row : y) rms_norm(row.data(), C, model[name(which + ".weight")], s.norm_eps);
         return y;
     };
-    const std::vector<float>& embedding = model[neox ? "gpt_neox.embed_in.weight" : "model.embed_tokens.weight"];
+    // A product with a bias: GPT-2's Conv1D, else Hugging Face's Linear.
+    const auto product = [&](const Rows& x, const LayerNames& name, const std::string& which, int in, int out) {
+        const std::vector<float>&w = model[name(which + ".weight")], &b = model[name(which + ".bias")];
+        return gpt2 ? conv1d(x, w, b, in, out) : linear(x, w, &b, in, out);
+    };
+    const std::vector<float>& embedding = model[gpt2   ? "wte.weight"
+                                                : neox ? "gpt_neox.embed_in.weight"
+                                                       : "model.embed_tokens.weight"];
 
     for (int b = 0; b < B; ++b) {
         const int length = static_cast<int>(texts[b].size());
         Rows x = zeros(T, C);
         for (int t = 0; t < T; ++t) {
             const size_t id = static_cast<size_t>(t < length ? texts[b][t] : s.pad_id());
-            for (int c = 0; c < C; ++c) x[t][c] = embedding[id * C + c];
+            for (int c = 0; c < C; ++c)
+                x[t][c] = embedding[id * C + c] + (gpt2 ? model["wpe.weight"][size_t(t) * C + c] : 0.0);
         }
         for (int l = 0; l < s.n_layer; ++l) {
-            const LayerNames name{(neox ? "gpt_neox.layers." : "model.layers.") + std::to_string(l) + "."};
-            const Rows h = norm(x, name, "input_layernorm");
+            const LayerNames name{(gpt2   ? "h."
+                                   : neox ? "gpt_neox.layers."
+                                          : "model.layers.") +
+                                  std::to_string(l) + "."};
+            const Rows h = norm(x, name, true);
             Rows q = zeros(T, width), k = zeros(T, kv_width), v = zeros(T, kv_width);
             if (neox) {
-                // query_key_value's outputs are per head [q k v], hs each.
-                const Rows qkv = linear(h, model[name("attention.query_key_value.weight")],
-                                        &model[name("attention.query_key_value.bias")], C, 3 * width);
+                // c_attn's outputs are [Q | K | V]; query_key_value's per head [q k v], hs each.
+                const Rows qkv = product(h, name, gpt2 ? "attn.c_attn" : "attention.query_key_value", C, 3 * width);
                 for (int t = 0; t < T; ++t)
                     for (int head = 0; head < s.n_head; ++head)
                         for (int d = 0; d < hs_model; ++d) {
-                            const int at = head * 3 * hs_model + d, col = head * hs_model + d;
+                            const int at = gpt2 ? head * hs_model + d : head * 3 * hs_model + d;
+                            const int apart = gpt2 ? width : hs_model, col = head * hs_model + d;
                             q[t][col] = qkv[t][at];
-                            k[t][col] = qkv[t][at + hs_model];
-                            v[t][col] = qkv[t][at + 2 * hs_model];
+                            k[t][col] = qkv[t][at + apart];
+                            v[t][col] = qkv[t][at + 2 * apart];
                         }
             } else {
                 q = linear(h, model[name("self_attn.q_proj.weight")], model.find(name("self_attn.q_proj.bias")), C,
@@ -252,27 +279,26 @@ FamilyReference family_reference(const FamilyCheckpoint& model, const std::vecto
 
             Rows attention, mlp;
             if (neox) {
-                attention = linear(merged, model[name("attention.dense.weight")], &model[name("attention.dense.bias")],
-                                   width, C);
-                // Parallel: the MLP reads the layer's input; else the input plus attention.
+                attention = product(merged, name, gpt2 ? "attn.c_proj" : "attention.dense", width, C);
+                // Parallel: the MLP reads the layer's input; else (GPT-2's) the input plus attention.
                 Rows mlp_in = x;
-                if (!s.parallel_residual)
+                if (gpt2 || !s.parallel_residual)
                     for (int t = 0; t < T; ++t)
                         for (int c = 0; c < C; ++c) mlp_in[t][c] += attention[t][c];
-                Rows hidden =
-                    linear(norm(mlp_in, name, "post_attention_layernorm"), model[name("mlp.dense_h_to_4h.weight")],
-                           &model[name("mlp.dense_h_to_4h.bias")], C, F);
+                Rows hidden = product(norm(mlp_in, name, false), name, gpt2 ? "mlp.c_fc" : "mlp.dense_h_to_4h", C, F);
                 for (auto& row : hidden)
-                    for (double& u : row) u = 0.5 * u * (1 + std::erf(u / std::numbers::sqrt2));  // exact GELU
-                mlp = linear(hidden, model[name("mlp.dense_4h_to_h.weight")], &model[name("mlp.dense_4h_to_h.bias")], F,
-                             C);
+                    for (double& u : row)  // GPT-2's tanh GELU (gelu_new), GPT-NeoX's exact one
+                        u = gpt2 ? 0.5 * u *
+                                       (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (u + 0.044715 * u * u * u)))
+                                 : 0.5 * u * (1 + std::erf(u / std::numbers::sqrt2));
+                mlp = product(hidden, name, gpt2 ? "mlp.c_proj" : "mlp.dense_4h_to_h", F, C);
             } else {
                 attention = linear(merged, model[name("self_attn.o_proj.weight")],
                                    model.find(name("self_attn.o_proj.bias")), width, C);
                 Rows mlp_in = x;
                 for (int t = 0; t < T; ++t)
                     for (int c = 0; c < C; ++c) mlp_in[t][c] += attention[t][c];
-                const Rows h2 = norm(mlp_in, name, "post_attention_layernorm");
+                const Rows h2 = norm(mlp_in, name, false);
                 Rows gate = linear(h2, model[name("mlp.gate_proj.weight")], nullptr, C, F);
                 const Rows up = linear(h2, model[name("mlp.up_proj.weight")], nullptr, C, F);
                 for (int t = 0; t < T; ++t)
@@ -300,6 +326,9 @@ std::vector<double> family_logits(const FamilyCheckpoint& model, const std::vect
         x = layer_norm(x, model["gpt_neox.final_layer_norm.weight"], model["gpt_neox.final_layer_norm.bias"],
                        s.norm_eps);
         unembedding = &model["embed_out.weight"];
+    } else if (s.family == Family::gpt2) {
+        x = layer_norm(x, model["ln_f.weight"], model["ln_f.bias"], s.norm_eps);
+        unembedding = &model[s.tied_embeddings ? "wte.weight" : "lm_head.weight"];
     } else {
         for (auto& row : x) rms_norm(row.data(), C, model["model.norm.weight"], s.norm_eps);
         unembedding = &model[s.tied_embeddings ? "model.embed_tokens.weight" : "lm_head.weight"];

@@ -1,5 +1,5 @@
 // Test support: the families' forward written again from Hugging Face's
-// modeling code (Llama, Qwen 2, Qwen 3, Mistral, GPT-NeoX) in plain
+// modeling code (Llama, Qwen 2, Qwen 3, Mistral, GPT-NeoX, GPT-2) in plain
 // double-precision loops, one head at a time, through the final norm and the
 // output embedding. It reads the weights from the
 // writer's checkpoint (family_writer.h), never through the engine's loader,
@@ -40,9 +40,9 @@ std::vector<std::vector<double>> layer_norm(std::vector<std::vector<double>> x, 
                                             const std::vector<float>& b, double eps);
 
 // The logits of N rows of the residual stream (N, C): the final norm
-// (model.norm's RMSNorm, GPT-NeoX's final_layer_norm LayerNorm), then the
-// output embedding (lm_head, or embed_tokens when tie_word_embeddings;
-// GPT-NeoX's embed_out); (N, V).
+// (model.norm's RMSNorm, GPT-NeoX's final_layer_norm and GPT-2's ln_f
+// LayerNorms), then the output embedding (lm_head, or embed_tokens or GPT-2's
+// wte when tie_word_embeddings; GPT-NeoX's embed_out); (N, V).
 std::vector<double> family_logits(const FamilyCheckpoint& model, const std::vector<double>& rows);
 
 // Hugging Face's inverse frequencies for heads of hs (rope_type default, or

@@ -32,6 +32,21 @@ json eos_json(const FamilySpec& s) { return s.eos_ids.size() == 1 ? json(s.eos_i
 
 json config_json(const FamilySpec& s) {
     const int L = s.n_layer;
+    if (s.family == Family::gpt2)
+        return {{"activation_function", "gelu_new"},
+                {"architectures", {"GPT2LMHeadModel"}},
+                {"bos_token_id", s.bos_id},
+                {"eos_token_id", eos_json(s)},
+                {"layer_norm_epsilon", s.norm_eps},
+                {"model_type", "gpt2"},
+                {"n_ctx", s.max_positions},
+                {"n_embd", s.n_embd},
+                {"n_head", s.n_head},
+                {"n_layer", L},
+                {"n_positions", s.max_positions},
+                {"tie_word_embeddings", s.tied_embeddings},
+                {"torch_dtype", torch_dtype(s.dtype)},
+                {"vocab_size", s.vocab_size}};
     if (s.family == Family::gpt_neox)
         return {{"architectures", {"GPTNeoXForCausalLM"}},
                 {"bos_token_id", s.bos_id},
@@ -133,6 +148,7 @@ const char* model_type(Family family) {
         case Family::qwen3: return "qwen3";
         case Family::mistral: return "mistral";
         case Family::gpt_neox: return "gpt_neox";
+        case Family::gpt2: return "gpt2";
     }
     return "";
 }
@@ -158,6 +174,10 @@ FamilySpec family_spec(Family family) {
         case Family::gpt_neox:  // GPT-2's tokenizer, in Pythia's 50304 rows
             s.vocab_size = 50304, s.bos_id = 50256, s.eos_ids = {50256};
             s.write_head_dim = false, s.rotary_pct = 0.25;
+            break;
+        case Family::gpt2:  // GPT-2's own tokenizer; learned positions, tied, an MLP of 4C
+            s.vocab_size = 50257, s.bos_id = 50256, s.eos_ids = {50256};
+            s.write_head_dim = false, s.rotary_pct = 0, s.tied_embeddings = true, s.mlp_dim = 4 * s.n_embd;
             break;
     }
     return s;
@@ -228,6 +248,31 @@ FamilyCheckpoint make_family_checkpoint(const FamilySpec& spec) {
     // unscaled scores (scale none) of a few wide re-split heads so large that
     // float32's rounding alone moves weights by over 1e-5 against the reference.
     const float in_C = 1 / std::sqrt(float(C));
+
+    if (spec.family == Family::gpt2) {  // Conv1D weights (in, out), Q, K and V fused [Q | K | V]
+        if (F != 4 * C || hs * NH != C) throw std::invalid_argument("test spec: GPT-2 has F = 4C and hs = C / NH");
+        draw("wte.weight", {V, C}, 0, 1);
+        draw("wpe.weight", {spec.max_positions, C}, 0, 0.5f);
+        for (int l = 0; l < L; ++l) {
+            const std::string p = "h." + std::to_string(l) + ".";
+            draw(p + "ln_1.weight", {C}, 1, 0.1f);
+            draw(p + "ln_1.bias", {C}, 0, 0.1f);
+            draw(p + "attn.c_attn.weight", {C, 3 * C}, 0, in_C);
+            draw(p + "attn.c_attn.bias", {3 * C}, 0, 0.2f);
+            draw(p + "attn.c_proj.weight", {C, C}, 0, in_C);
+            draw(p + "attn.c_proj.bias", {C}, 0, 0.1f);
+            draw(p + "ln_2.weight", {C}, 1, 0.1f);
+            draw(p + "ln_2.bias", {C}, 0, 0.1f);
+            draw(p + "mlp.c_fc.weight", {C, F}, 0, in_C);
+            draw(p + "mlp.c_fc.bias", {F}, 0, 0.1f);
+            draw(p + "mlp.c_proj.weight", {F, C}, 0, 1 / std::sqrt(float(F)));
+            draw(p + "mlp.c_proj.bias", {C}, 0, 0.1f);
+        }
+        draw("ln_f.weight", {C}, 1, 0.1f);
+        draw("ln_f.bias", {C}, 0, 0.1f);
+        if (!spec.tied_embeddings) draw("lm_head.weight", {V, C}, 0, in_C);
+        return out;
+    }
 
     if (spec.family == Family::gpt_neox) {
         draw("gpt_neox.embed_in.weight", {V, C}, 0, 1);
@@ -323,7 +368,7 @@ void write_family_checkpoint(const fs::path& dir, const FamilyCheckpoint& checkp
     const char* package = spec.family == Family::llama     ? "tokenizer-llama3"
                           : spec.family == Family::mistral ? "tokenizer-llama2"
                                                            : "tokenizer-qwen3";
-    if (spec.family == Family::gpt_neox) {
+    if (spec.family == Family::gpt_neox || spec.family == Family::gpt2) {
         copy(gpt2_vocab_json(), "vocab.json");
         copy(gpt2_merges_txt(), "merges.txt");
     } else {

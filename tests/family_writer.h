@@ -1,5 +1,5 @@
 // Test support: random-weight checkpoints of today's families (Llama, Qwen 2,
-// Qwen 3, Mistral, GPT-NeoX) as Hugging Face saves them: the family's real
+// Qwen 3, Mistral, GPT-NeoX, GPT-2) as Hugging Face saves them: the family's real
 // config.json keys, tensor names and layouts, in one model.safetensors or in
 // shards with model.safetensors.index.json, beside a real tokenizer. The
 // weights stay here as floats, as rounded to the file's dtype, so that
@@ -19,7 +19,7 @@
 
 namespace headscope::test {
 
-enum class Family { llama, qwen2, qwen3, mistral, gpt_neox };
+enum class Family { llama, qwen2, qwen3, mistral, gpt_neox, gpt2 };
 const char* model_type(Family family);  // config.json's model_type
 
 struct FamilySpec {
@@ -27,7 +27,7 @@ struct FamilySpec {
     int n_layer = 3;
     int n_embd = 32;             // C
     int n_head = 4;              // NH
-    int n_kv_head = 2;           // NKV; GPT-NeoX has no grouping (NH)
+    int n_kv_head = 2;           // NKV; GPT-NeoX and GPT-2 have no grouping (NH)
     int head_dim = 8;            // hs; must be C / NH where config.json does not say
     bool write_head_dim = true;  // config.json names head_dim (Qwen 2 and GPT-NeoX never do)
     int mlp_dim = 64;            // F, intermediate_size
@@ -40,7 +40,7 @@ struct FamilySpec {
     // Llama 3's rope_scaling (rope_type "llama3"); factor 0: none.
     double rope_factor = 0, low_freq_factor = 1, high_freq_factor = 4;
     int original_max_positions = 8192;
-    double rotary_pct = 1;          // GPT-NeoX: the fraction of each head's dims that rotate
+    double rotary_pct = 1;          // GPT-NeoX: the fraction of each head's dims that rotate (GPT-2: 0, none)
     bool parallel_residual = true;  // GPT-NeoX's use_parallel_residual
     int sliding_window = 0;         // Mistral: query i sees keys j > i - window; 0: null
     int max_positions = 2048;
@@ -55,7 +55,7 @@ struct FamilySpec {
     int shards = 1;  // 1: model.safetensors; more: that many shards and the index
     uint64_t seed = 1;
 
-    int kv_heads() const { return family == Family::gpt_neox ? n_head : n_kv_head; }
+    int kv_heads() const { return family == Family::gpt_neox || family == Family::gpt2 ? n_head : n_kv_head; }
     int pad_id() const { return pad_token_id >= 0 ? pad_token_id : eos_ids.at(0); }
 };
 

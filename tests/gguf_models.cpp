@@ -11,11 +11,8 @@
 #include "headscope/base/ggml_types.h"
 
 namespace headscope::test {
-namespace {
 
 namespace fs = std::filesystem;
-
-}  // namespace
 
 std::string byte_token(int byte) {
     const bool printable = (byte >= '!' && byte <= '~') || (byte >= 0xA1 && byte <= 0xAC) || (byte >= 0xAE);
@@ -37,25 +34,65 @@ std::string byte_token(int byte) {
 
 namespace {
 
-// llama.cpp's names for Hugging Face's (gguf-py's TENSOR_NAMES for LLAMA).
-std::string gguf_name(const std::string& hf) {
-    static const std::map<std::string, std::string> model = {{"model.embed_tokens.weight", "token_embd.weight"},
-                                                             {"model.norm.weight", "output_norm.weight"},
-                                                             {"lm_head.weight", "output.weight"}};
-    static const std::map<std::string, std::string> layer = {
-        {"input_layernorm.weight", "attn_norm"},           {"self_attn.q_proj.weight", "attn_q.weight"},
-        {"self_attn.q_proj.bias", "attn_q.bias"},          {"self_attn.k_proj.weight", "attn_k.weight"},
-        {"self_attn.k_proj.bias", "attn_k.bias"},          {"self_attn.v_proj.weight", "attn_v.weight"},
-        {"self_attn.v_proj.bias", "attn_v.bias"},          {"self_attn.o_proj.weight", "attn_output.weight"},
-        {"self_attn.o_proj.bias", "attn_output.bias"},     {"self_attn.q_norm.weight", "attn_q_norm.weight"},
-        {"self_attn.k_norm.weight", "attn_k_norm.weight"}, {"post_attention_layernorm.weight", "ffn_norm.weight"},
-        {"mlp.gate_proj.weight", "ffn_gate.weight"},       {"mlp.up_proj.weight", "ffn_up.weight"},
-        {"mlp.down_proj.weight", "ffn_down.weight"}};
-    if (const auto it = model.find(hf); it != model.end()) return it->second;
-    const size_t layer_end = hf.find('.', std::string("model.layers.").size());
-    const std::string rest = hf.substr(layer_end + 1), n = hf.substr(13, layer_end - 13);
-    const std::string name = layer.at(rest);
-    return "blk." + n + "." + (name == "attn_norm" ? "attn_norm.weight" : name);
+const NameTable& name_table(Family family) {
+    static const NameTable llama = {"model.layers.",
+                                    "blk.",
+                                    {{"model.embed_tokens.weight", "token_embd.weight"},
+                                     {"model.norm.weight", "output_norm.weight"},
+                                     {"lm_head.weight", "output.weight"}},
+                                    {{"input_layernorm.weight", "attn_norm.weight"},
+                                     {"self_attn.q_proj.weight", "attn_q.weight"},
+                                     {"self_attn.q_proj.bias", "attn_q.bias"},
+                                     {"self_attn.k_proj.weight", "attn_k.weight"},
+                                     {"self_attn.k_proj.bias", "attn_k.bias"},
+                                     {"self_attn.v_proj.weight", "attn_v.weight"},
+                                     {"self_attn.v_proj.bias", "attn_v.bias"},
+                                     {"self_attn.o_proj.weight", "attn_output.weight"},
+                                     {"self_attn.o_proj.bias", "attn_output.bias"},
+                                     {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+                                     {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+                                     {"post_attention_layernorm.weight", "ffn_norm.weight"},
+                                     {"mlp.gate_proj.weight", "ffn_gate.weight"},
+                                     {"mlp.up_proj.weight", "ffn_up.weight"},
+                                     {"mlp.down_proj.weight", "ffn_down.weight"}}};
+    static const NameTable gpt_neox = {"gpt_neox.layers.",
+                                       "blk.",
+                                       {{"gpt_neox.embed_in.weight", "token_embd.weight"},
+                                        {"gpt_neox.final_layer_norm.weight", "output_norm.weight"},
+                                        {"gpt_neox.final_layer_norm.bias", "output_norm.bias"},
+                                        {"embed_out.weight", "output.weight"}},
+                                       {{"input_layernorm.weight", "attn_norm.weight"},
+                                        {"input_layernorm.bias", "attn_norm.bias"},
+                                        {"attention.query_key_value.weight", "attn_qkv.weight"},
+                                        {"attention.query_key_value.bias", "attn_qkv.bias"},
+                                        {"attention.dense.weight", "attn_output.weight"},
+                                        {"attention.dense.bias", "attn_output.bias"},
+                                        {"post_attention_layernorm.weight", "ffn_norm.weight"},
+                                        {"post_attention_layernorm.bias", "ffn_norm.bias"},
+                                        {"mlp.dense_h_to_4h.weight", "ffn_up.weight"},
+                                        {"mlp.dense_h_to_4h.bias", "ffn_up.bias"},
+                                        {"mlp.dense_4h_to_h.weight", "ffn_down.weight"},
+                                        {"mlp.dense_4h_to_h.bias", "ffn_down.bias"}}};
+    static const NameTable gpt2 = {"h.",
+                                   "blk.",
+                                   {{"wte.weight", "token_embd.weight"},
+                                    {"wpe.weight", "position_embd.weight"},
+                                    {"ln_f.weight", "output_norm.weight"},
+                                    {"ln_f.bias", "output_norm.bias"},
+                                    {"lm_head.weight", "output.weight"}},
+                                   {{"ln_1.weight", "attn_norm.weight"},
+                                    {"ln_1.bias", "attn_norm.bias"},
+                                    {"attn.c_attn.weight", "attn_qkv.weight"},
+                                    {"attn.c_attn.bias", "attn_qkv.bias"},
+                                    {"attn.c_proj.weight", "attn_output.weight"},
+                                    {"attn.c_proj.bias", "attn_output.bias"},
+                                    {"ln_2.weight", "ffn_norm.weight"},
+                                    {"ln_2.bias", "ffn_norm.bias"},
+                                    {"mlp.c_fc.weight", "ffn_up.weight"},
+                                    {"mlp.c_fc.bias", "ffn_up.bias"},
+                                    {"mlp.c_proj.weight", "ffn_down.weight"},
+                                    {"mlp.c_proj.bias", "ffn_down.bias"}}};
+    return family == Family::gpt_neox ? gpt_neox : family == Family::gpt2 ? gpt2 : llama;
 }
 
 // The Hugging Face row of GGUF row r of a llama Q or K (heads of hs): the
@@ -64,6 +101,13 @@ std::string gguf_name(const std::string& hf) {
 int64_t hugging_face_row(int64_t r, int64_t hs) {
     const int64_t head = r / hs, within = r % hs;
     return head * hs + (within % 2) * (hs / 2) + within / 2;
+}
+
+// The Hugging Face row of GGUF row r of GPT-NeoX's query_key_value (NH heads
+// of hs): the converter gathers its per-head [q k v] rows into [Q | K | V].
+int64_t neox_row(int64_t r, int64_t NH, int64_t hs) {
+    const int64_t part = r / (NH * hs), head = r % (NH * hs) / hs, d = r % hs;
+    return (head * 3 + part) * hs + d;
 }
 
 }  // namespace
@@ -87,107 +131,155 @@ Block block_of_spread(GgmlType type, double spread, std::mt19937& rng) {
     return block;
 }
 
-namespace {
+std::string NameTable::gguf_name(const std::string& hf) const {
+    if (const auto it = outside.find(hf); it != outside.end()) return it->second;
+    if (!hf.starts_with(hf_layer_prefix)) return "";
+    const size_t layer_end = hf.find('.', hf_layer_prefix.size());
+    const std::string n = hf.substr(hf_layer_prefix.size(), layer_end - hf_layer_prefix.size());
+    return gguf_layer_prefix + n + "." + layer.at(hf.substr(layer_end + 1));
+}
 
-struct Written {
-    GgufTensorSpec spec;
-    std::vector<float> values;  // as the file holds them, in Hugging Face's row order
-};
-
-// Tensor `t` as the file stores it, and its values as read back.
-Written tensor_as_stored(const NamedTensor& t, const FamilySpec& spec, DType matrices, std::mt19937& rng) {
+Written tensor_as_stored(const NamedTensor& t, const StoredAs& as, DType matrices, std::mt19937& rng) {
     const bool matrix = t.shape.size() == 2;
-    const int64_t rows = matrix ? t.shape[0] : 1, cols = t.shape.back();
-    const bool reordered = spec.family == Family::llama &&
-                           (t.name.find("q_proj") != std::string::npos || t.name.find("k_proj") != std::string::npos);
-    const auto hf_row = [&](int64_t r) { return reordered ? hugging_face_row(r, spec.head_dim) : r; };
-    Written w{{gguf_name(t.name), {}, 0, ""}, t.values};
+    const int64_t rows = matrix ? t.shape[as.transposed ? 1 : 0] : 1;
+    const int64_t cols = matrix ? t.shape[as.transposed ? 0 : 1] : t.shape[0];
+    const auto from = [&](int64_t r, int64_t c) -> size_t {               // where stored element (r, c) is in t.values
+        if (!matrix) return static_cast<size_t>(as.row ? as.row(c) : c);  // a vector reorders as its matrix's rows
+        const int64_t row = as.row ? as.row(r) : r;
+        return static_cast<size_t>(as.transposed ? c * rows + row : row * cols + c);
+    };
+    const DType type = matrix && as.quantized ? matrices : DType::F32;
+    const GgmlType ggml = ggml_type(type);
+    Written w{{as.name, {}, static_cast<uint32_t>(ggml), ""}, t.values};
     w.spec.ne = matrix ? std::vector<uint64_t>{uint64_t(cols), uint64_t(rows)} : std::vector<uint64_t>{uint64_t(cols)};
-    const DType type = matrix ? matrices : DType::F32;
-    w.spec.type = static_cast<uint32_t>(ggml_type(type));
-    if (!matrix) {  // a vector in F32; a llama Q or K bias reordered as the rows are
-        for (int64_t r = 0; r < cols; ++r) {
-            const float v = t.values[static_cast<size_t>(reordered ? hugging_face_row(r, spec.head_dim) : r)];
-            w.spec.data.append(reinterpret_cast<const char*>(&v), sizeof v);
-        }
-        return w;
-    }
     double sum = 0, squares = 0;
     for (float v : t.values) sum += v, squares += double(v) * v;
     const double n = double(t.values.size()), spread = std::sqrt(std::max(squares / n - (sum / n) * (sum / n), 1e-12));
     for (int64_t r = 0; r < rows; ++r) {
-        const int64_t from = hf_row(r);
         if (type == DType::F32) {
-            w.spec.data.append(reinterpret_cast<const char*>(t.values.data() + from * cols), cols * sizeof(float));
+            for (int64_t c = 0; c < cols; ++c) {
+                const float v = t.values[from(r, c)];
+                w.spec.data.append(reinterpret_cast<const char*>(&v), sizeof v);
+            }
             continue;
         }
-        const GgmlType ggml = ggml_type(type);
         const int64_t per_block = ggml_type_traits(ggml).block_elements;
         for (int64_t b = 0; b < cols / per_block; ++b) {
             const Block block = block_of_spread(ggml, spread, rng);
             w.spec.data.append(reinterpret_cast<const char*>(block.data()), block.size());
             const std::vector<double> values = reference_values(ggml, block);
-            for (int64_t i = 0; i < per_block; ++i) w.values[from * cols + b * per_block + i] = float(values[i]);
+            for (int64_t i = 0; i < per_block; ++i) w.values[from(r, b * per_block + i)] = float(values[i]);
         }
     }
     return w;
 }
 
+namespace {
+
+// How the converter stores tensor `hf` of `spec`'s family.
+StoredAs stored_as(const FamilySpec& spec, const std::string& hf) {
+    StoredAs as;
+    as.name = name_table(spec.family).gguf_name(hf);
+    const bool q_or_k = hf.find("q_proj") != std::string::npos || hf.find("k_proj") != std::string::npos;
+    const int64_t hs = spec.head_dim, NH = spec.n_head;
+    if (spec.family == Family::llama && q_or_k) as.row = [hs](int64_t r) { return hugging_face_row(r, hs); };
+    if (spec.family == Family::gpt_neox && hf.find("query_key_value") != std::string::npos)
+        as.row = [NH, hs](int64_t r) { return neox_row(r, NH, hs); };
+    as.transposed = spec.family == Family::gpt2 && hf.find(".c_") != std::string::npos;  // Conv1D
+    as.quantized = as.name != "position_embd.weight";
+    return as;
+}
+
+// The keys of `spec`'s family, as its converter writes them.
+void write_family_keys(GgufSpec& gguf, const FamilySpec& spec, const std::string& arch) {
+    const auto key = [&](const std::string& name, GgufMetaValue value) {
+        gguf.metadata.emplace_back(arch + "." + name, std::move(value));
+    };
+    key("block_count", gguf_uint32(uint32_t(spec.n_layer)));
+    key("context_length", gguf_uint32(uint32_t(spec.max_positions)));
+    key("embedding_length", gguf_uint32(uint32_t(spec.n_embd)));
+    key("feed_forward_length", gguf_uint32(uint32_t(spec.mlp_dim)));
+    key("attention.head_count", gguf_uint32(uint32_t(spec.n_head)));
+    if (spec.family == Family::gpt2 || spec.family == Family::gpt_neox) {
+        key("attention.layer_norm_epsilon", gguf_float32(float(spec.norm_eps)));
+        if (spec.family == Family::gpt2) return;
+        key("rope.dimension_count", gguf_uint32(uint32_t(spec.rotary_pct * spec.head_dim)));
+        key("use_parallel_residual", gguf_bool(spec.parallel_residual));
+        return;
+    }
+    key("attention.head_count_kv", gguf_uint32(uint32_t(spec.n_kv_head)));
+    key("attention.key_length", gguf_uint32(uint32_t(spec.head_dim)));
+    key("rope.dimension_count", gguf_uint32(uint32_t(spec.head_dim)));
+    key("rope.freq_base", gguf_float32(float(spec.rope_theta)));
+    key("attention.layer_norm_rms_epsilon", gguf_float32(float(spec.norm_eps)));
+}
+
 }  // namespace
+
+void write_tensors(GgufSpec& gguf, std::vector<NamedTensor>& tensors,
+                   const std::function<StoredAs(const std::string&)>& stored_as, DType matrices, uint64_t seed) {
+    std::mt19937 rng(static_cast<unsigned>(seed));
+    for (NamedTensor& t : tensors) {
+        const StoredAs as = stored_as(t.name);
+        if (as.name.empty()) continue;
+        Written w = tensor_as_stored(t, as, matrices, rng);
+        gguf.tensors.push_back(std::move(w.spec));
+        t.values = std::move(w.values);
+    }
+}
 
 FamilySpec gguf_family_spec(Family family) {
     FamilySpec s = family_spec(family);
     s.n_layer = 2, s.n_embd = 256, s.n_head = 8, s.n_kv_head = 2, s.head_dim = 32, s.mlp_dim = 512;
     s.vocab_size = 259, s.bos_id = 257, s.eos_ids = {258}, s.pad_token_id = -1, s.max_positions = 64;
     if (family == Family::llama) s.rope_theta = 500000;
+    if (family == Family::gpt2) s.mlp_dim = 4 * s.n_embd;
     return s;
 }
 
-FamilyCheckpoint write_gguf_family(const fs::path& file, const FamilySpec& spec, DType matrices,
-                                   const std::function<void(GgufSpec&)>& edit) {
-    FamilyCheckpoint checkpoint = make_family_checkpoint(spec);
-    const std::string arch = model_type(spec.family);
-    GgufSpec gguf;
-    const auto key = [&](const std::string& name, GgufMetaValue value) {
-        gguf.metadata.emplace_back(name, std::move(value));
-    };
-    key("general.architecture", gguf_string(arch));
+void write_gguf_header(GgufSpec& gguf, const std::string& arch, DType matrices) {
+    gguf.metadata.emplace_back("general.architecture", gguf_string(arch));
     // llama.cpp's file type of a file of these matrices (its llama_ftype): F32, Q8_0, Q4_K_S, Q6_K.
     const uint32_t file_type = matrices == DType::F32    ? 0
                                : matrices == DType::Q8_0 ? 7
                                : matrices == DType::Q4_K ? 14
                                                          : 18;
-    key("general.file_type", gguf_uint32(file_type));
-    key(arch + ".block_count", gguf_uint32(uint32_t(spec.n_layer)));
-    key(arch + ".context_length", gguf_uint32(uint32_t(spec.max_positions)));
-    key(arch + ".embedding_length", gguf_uint32(uint32_t(spec.n_embd)));
-    key(arch + ".feed_forward_length", gguf_uint32(uint32_t(spec.mlp_dim)));
-    key(arch + ".attention.head_count", gguf_uint32(uint32_t(spec.n_head)));
-    key(arch + ".attention.head_count_kv", gguf_uint32(uint32_t(spec.n_kv_head)));
-    key(arch + ".attention.key_length", gguf_uint32(uint32_t(spec.head_dim)));
-    key(arch + ".rope.dimension_count", gguf_uint32(uint32_t(spec.head_dim)));
-    key(arch + ".rope.freq_base", gguf_float32(float(spec.rope_theta)));
-    key(arch + ".attention.layer_norm_rms_epsilon", gguf_float32(float(spec.norm_eps)));
+    gguf.metadata.emplace_back("general.file_type", gguf_uint32(file_type));
+}
+
+void write_byte_tokenizer(GgufSpec& gguf, const std::string& pre, int bos, int eos) {
+    const auto key = [&](const std::string& name, GgufMetaValue value) {
+        gguf.metadata.emplace_back("tokenizer.ggml." + name, std::move(value));
+    };
     std::vector<std::string> tokens;
     std::vector<GgufMetaValue> types;
     for (int b = 0; b < 256; ++b) tokens.push_back(byte_token(b)), types.push_back(gguf_int32(1));
     tokens.push_back(byte_token(' ') + "t"), types.push_back(gguf_int32(1));
     for (const char* special : {"<|begin_of_text|>", "<|end_of_text|>"})
         tokens.push_back(special), types.push_back(gguf_int32(3));
-    key("tokenizer.ggml.model", gguf_string("gpt2"));
-    key("tokenizer.ggml.pre", gguf_string(spec.family == Family::llama ? "llama-bpe" : "qwen2"));
-    key("tokenizer.ggml.tokens", gguf_strings(tokens));
-    key("tokenizer.ggml.token_type", gguf_array(5, types));
-    key("tokenizer.ggml.merges", gguf_strings({byte_token(' ') + " t"}));
-    key("tokenizer.ggml.bos_token_id", gguf_uint32(uint32_t(spec.bos_id)));
-    key("tokenizer.ggml.eos_token_id", gguf_uint32(uint32_t(spec.eos_ids.at(0))));
+    key("model", gguf_string("gpt2"));
+    key("pre", gguf_string(pre));
+    key("tokens", gguf_strings(tokens));
+    key("token_type", gguf_array(5, types));
+    key("merges", gguf_strings({byte_token(' ') + " t"}));
+    key("bos_token_id", gguf_uint32(uint32_t(bos)));
+    key("eos_token_id", gguf_uint32(uint32_t(eos)));
+}
 
-    std::mt19937 rng(static_cast<unsigned>(spec.seed));
-    for (NamedTensor& t : checkpoint.tensors) {
-        Written w = tensor_as_stored(t, spec, matrices, rng);
-        gguf.tensors.push_back(std::move(w.spec));
-        t.values = std::move(w.values);
-    }
+FamilyCheckpoint write_gguf_family(const fs::path& file, const FamilySpec& spec, DType matrices,
+                                   const std::function<void(GgufSpec&)>& edit) {
+    FamilyCheckpoint checkpoint = make_family_checkpoint(spec);
+    const std::string arch = spec.family == Family::gpt_neox ? "gptneox" : model_type(spec.family);
+    GgufSpec gguf;
+    write_gguf_header(gguf, arch, matrices);
+    write_family_keys(gguf, spec, arch);
+    const char* pre = spec.family == Family::llama      ? "llama-bpe"
+                      : spec.family == Family::gpt2     ? "gpt-2"
+                      : spec.family == Family::gpt_neox ? "olmo"
+                                                        : "qwen2";
+    write_byte_tokenizer(gguf, pre, spec.bos_id, spec.eos_ids.at(0));
+    write_tensors(
+        gguf, checkpoint.tensors, [&](const std::string& hf) { return stored_as(spec, hf); }, matrices, spec.seed);
     if (edit) edit(gguf);
     write_gguf(file, gguf);
     return checkpoint;

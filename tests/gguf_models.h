@@ -1,20 +1,28 @@
-// Test support: today's llama-architecture families (Llama, Qwen 2, Qwen 3)
-// written as llama.cpp's converter writes them to GGUF: its key and tensor
-// names, each head's rows of Q and K reordered for llama (its
-// LlamaModel.permute), matrices in one ggml type (random valid blocks of the
-// fan-in's spread, or the drawn floats for F32), norms in F32, and a small
-// byte-level tokenizer. The checkpoint returned holds what the file holds,
-// in Hugging Face's names and row order, as the tests' own block formulas
-// (ggml_blocks_reference.h) read it: family_reference runs on it.
+// Test support: the families of llama.cpp's architectures that Headscope
+// reads (Llama, Qwen 2, Qwen 3, GPT-2, GPT-NeoX here; BERT and T5 in
+// gguf_encoder_models.cpp) written as llama.cpp's converter writes them to
+// GGUF: its key and tensor names, each head's rows of Q and K reordered for
+// llama (its LlamaModel.permute), GPT-NeoX's query_key_value rows gathered
+// into [Q | K | V], GPT-2's Conv1D weights transposed to (out, in), matrices
+// in one ggml type (random valid blocks of the fan-in's spread, or the drawn
+// floats for F32), norms, biases, learned positions and T5's position bias
+// in F32, and a small byte-level tokenizer. The checkpoint returned holds
+// what the file holds, in Hugging Face's names and layout, as the tests' own
+// block formulas (ggml_blocks_reference.h) read it: the double references
+// (family_reference.h, encoder_reference.h, seq2seq_reference.h) run on it.
 #pragma once
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <random>
+#include <string>
 
+#include "encoder_models.h"
 #include "family_writer.h"
 #include "ggml_blocks_reference.h"
 #include "gguf_writer.h"
 #include "headscope/base/dtype.h"
+#include "seq2seq_models.h"
 
 namespace headscope::test {
 
@@ -26,9 +34,9 @@ std::string byte_token(int byte);
 // give values of about `spread`.
 Block block_of_spread(GgmlType type, double spread, std::mt19937& rng);
 
-// A FamilySpec for GGUF files: `family` (llama, qwen2 or qwen3) with C = 256,
-// F = 512 and heads of 32 (whole blocks of 256 for every type), 2 layers,
-// and the tokenizer's 259 ids (the 256 bytes, one merge, bos and eos).
+// A FamilySpec for GGUF files: `family` with C = 256, F = 512 (GPT-2's 4C)
+// and heads of 32 (whole blocks of 256 for every type), 2 layers, and the
+// tokenizer's 259 ids (the 256 bytes, one merge, bos and eos).
 FamilySpec gguf_family_spec(Family family);
 
 // Writes `spec` into `file` with its matrices of `matrices` (F32 or a
@@ -36,5 +44,63 @@ FamilySpec gguf_family_spec(Family family);
 // returns the checkpoint the file holds.
 FamilyCheckpoint write_gguf_family(const std::filesystem::path& file, const FamilySpec& spec, DType matrices,
                                    const std::function<void(GgufSpec&)>& edit = {});
+
+// BERT (an EncoderSpec of C = 256, 8 heads of 32, F = 512, and the byte
+// tokenizer's 259 ids) as the converter writes it: without its masked-LM
+// head, positions and token types in F32, the byte tokenizer (gguf_bert_spec).
+EncoderSpec gguf_bert_spec();
+EncoderCheckpoint write_gguf_bert(const std::filesystem::path& file, const EncoderSpec& spec, DType matrices,
+                                  const std::function<void(GgufSpec&)>& edit = {});
+
+// T5 or Flan-T5 (seq2seq_variant `variant`, with C = 256, 8 heads of
+// `head_dim`, F = 512, the byte tokenizer's 259 ids, and the position bias's
+// largest distance llama.cpp's fixed 128) as the converter writes it: the
+// position bias in F32, the byte tokenizer.
+Seq2SeqSpec gguf_t5_spec(const std::string& variant, int head_dim);
+Seq2SeqCheckpoint write_gguf_t5(const std::filesystem::path& file, const Seq2SeqSpec& spec, DType matrices,
+                                const std::function<void(GgufSpec&)>& edit = {});
+
+// The parts each architecture's writer shares.
+
+// llama.cpp's names for Hugging Face's (gguf-py's tensor_mapping.py):
+// outside the layers whole, a layer's after its prefix and number.
+struct NameTable {
+    std::string hf_layer_prefix, gguf_layer_prefix;  // before the layer's number: "model.layers.", "blk."
+    std::map<std::string, std::string> outside, layer;
+    // llama.cpp's name for `hf`; "" for a name outside the table's layers and names.
+    std::string gguf_name(const std::string& hf) const;
+};
+
+// How the converter stores one of Hugging Face's tensors.
+struct StoredAs {
+    std::string name;  // llama.cpp's
+    std::function<int64_t(int64_t)>
+        row;                  // the Hugging Face row of each stored row (a vector's entries alike); null: its own
+    bool transposed = false;  // stored (out, in) from Hugging Face's (in, out) (GPT-2's Conv1D)
+    // A matrix in the file's type; else F32, as llama.cpp's quantizer leaves
+    // learned positions, token types and T5's position bias.
+    bool quantized = true;
+};
+
+struct Written {
+    GgufTensorSpec spec;
+    std::vector<float> values;  // as the file holds them, in Hugging Face's layout
+};
+
+// Tensor `t` as the file stores it, a matrix in type `matrices` (its blocks
+// drawn by `rng`), and its values as read back.
+Written tensor_as_stored(const NamedTensor& t, const StoredAs& as, DType matrices, std::mt19937& rng);
+
+// Each of `tensors` as `stored_as` says (none whose name there is ""), its
+// values replaced by those the file holds; the blocks drawn from `seed`.
+void write_tensors(GgufSpec& gguf, std::vector<NamedTensor>& tensors,
+                   const std::function<StoredAs(const std::string&)>& stored_as, DType matrices, uint64_t seed);
+
+// general.architecture and general.file_type, llama.cpp's for files of `matrices`.
+void write_gguf_header(GgufSpec& gguf, const std::string& arch, DType matrices);
+
+// The byte-level tokenizer (a "gpt2" model, pre-tokenizer `pre`): 259 ids,
+// the 256 bytes, one merge, then `bos` and `eos` at 257 and 258.
+void write_byte_tokenizer(GgufSpec& gguf, const std::string& pre, int bos, int eos);
 
 }  // namespace headscope::test

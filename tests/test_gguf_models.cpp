@@ -1,9 +1,11 @@
-// GGUF files of the llama-architecture families (llama, qwen2, qwen3), with
-// their matrices in F32 and in quantized types, opened by load_model and
-// computed as stored: every map and head output against the double-precision
-// reference written from Hugging Face's code (family_reference.h) on the
-// values the file holds, read by the tests' own block formulas and put back
-// in Hugging Face's row order (gguf_models.h). And GGUF files the loader
+// GGUF files of every architecture Headscope reads, with their matrices in
+// F32 and in quantized types, opened by load_model and computed as stored,
+// against the double-precision references written from Hugging Face's code
+// on the values the file holds (read by the tests' own block formulas and
+// put back in Hugging Face's layout, gguf_models.h): the decoders' (llama,
+// qwen2, qwen3, gpt2, gptneox) maps and head outputs (family_reference.h)
+// and next tokens against llama.cpp's, BERT's maps (encoder_reference.h),
+// T5's maps and next tokens (seq2seq_reference.h). And GGUF files the loader
 // refuses, each one line naming the problem.
 #include <gtest/gtest.h>
 
@@ -13,16 +15,18 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
-#include <tuple>
 #include <vector>
 
+#include "encoder_reference.h"
 #include "family_reference.h"
 #include "gguf_models.h"
 #include "gguf_writer.h"
 #include "headscope/base/error.h"
 #include "headscope/compute/backend.h"
 #include "headscope/model/model.h"
+#include "prediction_checks.h"
 #include "process.h"
+#include "seq2seq_reference.h"
 
 using namespace headscope;
 using namespace headscope::test;
@@ -30,40 +34,49 @@ namespace fs = std::filesystem;
 
 namespace {
 
-template <typename Got>
-double max_difference(const Got& got, const std::vector<double>& want) {
-    double m = 0;
-    for (size_t n = 0; n < want.size(); ++n) m = std::max(m, std::abs(double(got[n]) - want[n]));
-    return m;
-}
-
-double max_abs(const std::vector<double>& v) {
-    double m = 0;
-    for (double x : v) m = std::max(m, std::abs(x));
-    return m;
-}
-
 // Two texts of the small vocabulary, 11 and 7 tokens (the second padded), from bos.
 const std::vector<std::vector<int32_t>> texts = {{257, 9, 100, 200, 129, 17, 30, 258, 42, 5, 77},
                                                  {257, 64, 256, 12, 90, 33, 2}};
 
-using Param = std::tuple<Family, DType>;
+struct Param {
+    Family family;
+    DType dtype;
+    // "sequential": GPT-NeoX with use_parallel_residual false; "untied": GPT-2
+    // with its own output.weight, as older converters wrote it.
+    std::string variant;
+};
+
+FamilySpec spec_of(const Param& param) {
+    FamilySpec spec = gguf_family_spec(param.family);
+    spec.parallel_residual = param.variant != "sequential";
+    if (param.variant == "untied") spec.tied_embeddings = false;
+    return spec;
+}
 
 class GgufModel : public ::testing::TestWithParam<Param> {};
 
 TEST_P(GgufModel, MapsAndHeadOutputsMatchTheReference) {
-    const auto [family, dtype] = GetParam();
+    const auto [family, dtype, variant] = GetParam();
     TempDir dir;
     const fs::path file = dir.path / "model.gguf";
-    const FamilySpec spec = gguf_family_spec(family);
+    const FamilySpec spec = spec_of(GetParam());
     const FamilyCheckpoint checkpoint = write_gguf_family(file, spec, dtype);
     const Model model = load_model(file.string());
 
+    const bool fused = family == Family::gpt2 || family == Family::gpt_neox;
     EXPECT_EQ(model.config.architecture, model_type(family));
     EXPECT_EQ(model.config.rope.adjacent_pairs, family == Family::llama) << "llama.cpp reorders llama's Q and K only";
-    EXPECT_EQ(model.config.kv_heads(), spec.n_kv_head);
+    EXPECT_TRUE(model.config.weights_out_by_in) << "every matrix of a GGUF file is stored (out, in), GPT-2's too";
+    EXPECT_EQ(model.config.qkv_layout, fused ? QkvLayout::fused : QkvLayout::separate)
+        << "llama.cpp gathers GPT-NeoX's per-head [q k v] into [Q | K | V]";
+    if (family == Family::gpt_neox) {
+        EXPECT_FLOAT_EQ(model.config.rope.fraction, static_cast<float>(spec.rotary_pct));
+        EXPECT_EQ(model.config.parallel_residual, spec.parallel_residual);
+    }
+    EXPECT_EQ(model.config.tied_embeddings, spec.tied_embeddings);
+    EXPECT_EQ(model.config.kv_heads(), spec.kv_heads());
     EXPECT_EQ(model.config.head_size(), spec.head_dim);
-    EXPECT_EQ(model.layers.at(0).q.dtype, dtype);
+    EXPECT_EQ((fused ? model.layers.at(0).attn : model.layers.at(0).q).dtype, dtype);
     EXPECT_EQ(model.wte.dtype, dtype);
     EXPECT_EQ(model.tokenizer.vocab_size(), spec.vocab_size);
     // general.file_type as llama.cpp names it, and every tensor's bits: the norms' 32, the matrices' own.
@@ -72,7 +85,8 @@ TEST_P(GgufModel, MapsAndHeadOutputsMatchTheReference) {
                                : dtype == DType::Q4_K ? "Q4_K_S"
                                                       : "Q6_K");
     const WeightStorage storage = weight_storage(model);
-    const int matrices = 1 + 7 * spec.n_layer + (spec.tied_embeddings ? 0 : 1);  // the rest are F32 vectors
+    // The rest are F32: vectors, and GPT-2's learned positions.
+    const int matrices = 1 + (fused ? 4 : 7) * spec.n_layer + (spec.tied_embeddings ? 0 : 1);
     EXPECT_EQ(storage.tensors_by_dtype.at(to_string(dtype)),
               dtype == DType::F32 ? static_cast<int>(model.tensors.size()) : matrices);
 
@@ -88,29 +102,31 @@ TEST_P(GgufModel, MapsAndHeadOutputsMatchTheReference) {
             AttentionResult got;
             backend->forward(Batch{texts, model.config.pad_id()}, opt, got);
             const FamilyReference want = family_reference(checkpoint, texts, opt);
-            ASSERT_EQ(got.weights.size(), want.weights.size());
-            EXPECT_LT(max_difference(got.weights, want.weights), 1e-5);
+            expect_maps_and_outputs_match(got, want, "");
             EXPECT_EQ(got.fully_masked, want.fully_masked);
-            ASSERT_EQ(got.outputs.size(), want.outputs.size());
-            EXPECT_LT(max_difference(got.outputs, want.outputs), 2e-5 * max_abs(want.outputs));
         }
 }
 
 // llama.cpp itself (tests/reference/gguf_next_tokens.js) on the same file,
 // after each text. F32: the same 5 most likely next tokens, their
-// probabilities within 1e-5. Quantized: llama.cpp rounds its activations to
+// probabilities within 1e-5; within 5e-5 for GPT-2 and GPT-NeoX, whose GELU
+// llama.cpp's CPU code reads from a table of halves at its input rounded to
+// a half (ggml-cpu's GGML_GELU_FP16), in the tanh form where GPT-NeoX's is
+// erf's (Headscope computes Hugging Face's): that moves its probabilities
+// here by up to 1.5e-5. Quantized: llama.cpp rounds its activations to
 // 8 bits before the products, which moves its probabilities by up to 5e-2,
 // so each of its 5 tokens has our probability within 5e-2 of its own, and
 // its most likely token is ours wherever it leads the next by more than that.
 TEST_P(GgufModel, NextTokensAreLlamaCpps) {
-    const auto [family, dtype] = GetParam();
+    const auto [family, dtype, variant] = GetParam();
     TempDir dir;
     const fs::path file = dir.path / "model.gguf";
-    write_gguf_family(file, gguf_family_spec(family), dtype);
+    write_gguf_family(file, spec_of(GetParam()), dtype);
     const Model model = load_model(file.string());
     std::unique_ptr<Backend> backend = make_cpu_backend();
     backend->load_weights(model);
-    const double tolerance = dtype == DType::F32 ? 1e-5 : 5e-2;
+    const bool gelu = family == Family::gpt2 || family == Family::gpt_neox;
+    const double tolerance = dtype == DType::F32 ? (gelu ? 5e-5 : 1e-5) : 5e-2;
     for (const std::vector<int32_t>& text : texts) {
         AttentionOptions opt;
         opt.top_k = 5;
@@ -144,20 +160,161 @@ TEST_P(GgufModel, NextTokensAreLlamaCpps) {
 }
 
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {
-    return std::string(model_type(std::get<0>(info.param))) + "_" + to_string(std::get<1>(info.param));
+    const std::string variant = info.param.variant.empty() ? "" : "_" + info.param.variant;
+    return model_type(info.param.family) + variant + "_" + to_string(info.param.dtype);
 }
 
-INSTANTIATE_TEST_SUITE_P(Gguf, GgufModel,
-                         ::testing::Combine(::testing::Values(Family::llama, Family::qwen2, Family::qwen3),
-                                            ::testing::Values(DType::F32, DType::Q8_0, DType::Q4_K, DType::Q6_K)),
-                         param_name);
+std::vector<Param> params() {
+    std::vector<Param> all;
+    for (Family family : {Family::llama, Family::qwen2, Family::qwen3, Family::gpt2, Family::gpt_neox})
+        for (DType dtype : {DType::F32, DType::Q8_0, DType::Q4_K, DType::Q6_K}) all.push_back({family, dtype, ""});
+    all.push_back({Family::gpt_neox, DType::F32, "sequential"});
+    all.push_back({Family::gpt2, DType::F32, "untied"});
+    return all;
+}
 
-// A file written, then changed by `edit`, must be refused with one line
-// naming the file and holding `want`.
-void expect_refused(const std::string& want, const std::function<void(GgufSpec&)>& edit) {
+INSTANTIATE_TEST_SUITE_P(Gguf, GgufModel, ::testing::ValuesIn(params()), param_name);
+
+// The largest difference between one text's maps in a padded batch, their
+// rows of `padded` keys read by `row` (layer, head, query), and the
+// reference's `want` (L, NH, n, m) of the text alone: n queries, m keys.
+template <typename Row>
+double worst_map(const Row& row, int layers, int NH, int padded, const std::vector<double>& want, int n, int m) {
+    double worst = 0;
+    for (int l = 0; l < layers; ++l)
+        for (int h = 0; h < NH; ++h)
+            for (int i = 0; i < n; ++i)
+                for (int j = 0; j < padded; ++j) {
+                    const double expected = j < m ? want[((size_t(l) * NH + h) * n + i) * m + j] : 0;
+                    worst = std::max(worst, std::abs(row(l, h, i)[j] - expected));
+                }
+    return worst;
+}
+
+class GgufBert : public ::testing::TestWithParam<DType> {};
+
+// BERT as the converter writes it, without its masked-LM head: a bare
+// encoder whose maps of a padded batch of pairs (token types 0 and 1) equal
+// the reference's (encoder_reference.h) of each text alone.
+TEST_P(GgufBert, MapsMatchTheReference) {
+    const DType dtype = GetParam();
+    TempDir dir;
+    const fs::path file = dir.path / "bert.gguf";
+    const EncoderSpec spec = gguf_bert_spec();
+    const EncoderCheckpoint checkpoint = write_gguf_bert(file, spec, dtype);
+    const Model model = load_model(file.string());
+    EXPECT_EQ(model.config.architecture, "bert");
+    EXPECT_STREQ(model_kind(model.config), "encoder");
+    EXPECT_FALSE(model.config.mlm_head) << "the converter leaves the masked-LM head out";
+    EXPECT_EQ(model.config.type_vocab_size, spec.type_vocab_size);
+    EXPECT_EQ(model.layers.at(0).q.dtype, dtype);
+    std::unique_ptr<Backend> backend = make_cpu_backend();
+    backend->load_weights(model);
+    const std::vector<std::vector<int32_t>> types = {{0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1}, {0, 0, 0, 0, 1, 1, 1}};
+    AttentionOptions options;
+    options.causal = false;
+    AttentionResult got;
+    backend->forward(Batch{texts, model.config.pad_id(), types}, options, got);
+    for (int b = 0; b < got.B; ++b) {
+        const EncoderReference want = encoder_reference(checkpoint, texts[b], types[b], options);
+        const auto row = [&](int l, int h, int i) { return got.row(l, b, h, i); };
+        EXPECT_LT(worst_map(row, spec.n_layer, want.NH, got.T, want.weights, want.T, want.T), 2e-5) << "text " << b;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Gguf, GgufBert, ::testing::Values(DType::F32, DType::Q4_K),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
+struct T5Param {
+    std::string variant;  // t5 (ReLU, tied) or flan_t5 (gated GELU, untied, 3 decoder layers)
+    int head_dim;         // 16: heads of 128 columns, not C
+    DType dtype;
+};
+
+class GgufT5 : public ::testing::TestWithParam<T5Param> {};
+
+// T5 and Flan-T5 as the converter writes them: of a padded batch, each
+// text's encoder, decoder and cross-attention maps and its top-5 next tokens
+// equal the reference's (seq2seq_reference.h) of the text alone. The maps
+// within 2e-5, or 5e-5 for quantized matrices: their random blocks have
+// heavier tails than the drawn floats, and T5 scales no score, so its maps
+// are steeper and float32's rounding of the scores moves them further
+// (3.3e-5 for Flan-T5 in Q4_K).
+TEST_P(GgufT5, MapsAndPredictionsMatchTheReference) {
+    const auto [variant, head_dim, dtype] = GetParam();
+    TempDir dir;
+    const fs::path file = dir.path / "t5.gguf";
+    const Seq2SeqSpec spec = gguf_t5_spec(variant, head_dim);
+    const Seq2SeqCheckpoint checkpoint = write_gguf_t5(file, spec, dtype);
+    const Model model = load_model(file.string());
+    EXPECT_STREQ(model_kind(model.config), "encoder-decoder");
+    ASSERT_TRUE(model.encoder);
+    EXPECT_EQ(model.encoder->config.n_layer, spec.encoder_layers);
+    EXPECT_EQ(model.config.n_layer, spec.decoder_layers);
+    EXPECT_EQ(model.config.tied_embeddings, spec.tied);
+    EXPECT_EQ(model.config.mlp, spec.activation == "relu" ? Mlp::relu : Mlp::gated_gelu);
+    EXPECT_EQ(model.config.decoder_start_token_id, spec.start_id);
+    EXPECT_EQ(model.layers.at(0).cross_q.dtype, dtype);
+    std::unique_ptr<Backend> backend = make_cpu_backend();
+    backend->load_weights(model);
+    Batch batch{{{spec.start_id, 12, 250, 40, 31, 8}, {spec.start_id, 90, 3, 86}}, model.config.pad_id()};
+    batch.source_ids = {{7, 100, 258, 200, 45, 9, 129, 30, spec.eos_id}, {256, 5, 77, 134, spec.eos_id}};
+    AttentionOptions options;
+    options.scale = own_scale(model.config.scaled_scores);
+    options.top_k = 5;
+    AttentionResult got;
+    backend->forward(batch, options, got);
+    ASSERT_TRUE(got.encoder);
+    const double tolerance = dtype == DType::F32 ? 2e-5 : 5e-5;
+    for (int b = 0; b < got.B; ++b) {
+        const Seq2SeqReference want = seq2seq_reference(checkpoint, batch.source_ids[b], batch.token_ids[b], options);
+        const int S = want.S, T = want.T, NH = want.NH;
+        const auto encoder = [&](int l, int h, int i) { return got.encoder->row(l, b, h, i); };
+        const auto decoder = [&](int l, int h, int i) { return got.row(l, b, h, i); };
+        const auto cross = [&](int l, int h, int i) { return got.cross_row(l, b, h, i); };
+        EXPECT_LT(worst_map(encoder, spec.encoder_layers, NH, got.encoder->T, want.encoder, S, S), tolerance) << b;
+        EXPECT_LT(worst_map(decoder, spec.decoder_layers, NH, got.T, want.decoder, T, T), tolerance) << b;
+        EXPECT_LT(worst_map(cross, spec.decoder_layers, NH, got.S, want.cross, T, S), tolerance) << b;
+        double p = 0;
+        for (int t = 0; t < T; ++t) {
+            const double* logits = want.logits.data() + size_t(t) * want.V;
+            const double top = *std::max_element(logits, logits + want.V);
+            double sum = 0;
+            for (int v = 0; v < want.V; ++v) sum += std::exp(logits[v] - top);
+            const Prediction* ranked = got.predictions_at(b, t);
+            EXPECT_NEAR(logits[ranked[0].id], top, 1e-6) << "text " << b << " position " << t;
+            for (int k = 0; k < 5; ++k)
+                p = std::max(p, std::abs(ranked[k].p - std::exp(logits[ranked[k].id] - top) / sum));
+        }
+        EXPECT_LT(p, 1e-4) << "text " << b;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Gguf, GgufT5,
+                         ::testing::Values(T5Param{"t5", 16, DType::F32}, T5Param{"t5", 16, DType::Q8_0},
+                                           T5Param{"flan_t5", 32, DType::F32}, T5Param{"flan_t5", 32, DType::Q4_K}),
+                         [](const auto& info) { return info.param.variant + "_" + to_string(info.param.dtype); });
+
+using Edit = std::function<void(GgufSpec&)>;
+using Writer = std::function<void(const fs::path&, const Edit&)>;
+
+// A file of each architecture, its matrices in Q6_K (BERT's and T5's in F32).
+Writer family_file(Family family) {
+    return [family](const fs::path& file, const Edit& edit) {
+        write_gguf_family(file, gguf_family_spec(family), DType::Q6_K, edit);
+    };
+}
+void bert_file(const fs::path& file, const Edit& edit) { write_gguf_bert(file, gguf_bert_spec(), DType::F32, edit); }
+void t5_file(const fs::path& file, const Edit& edit) {
+    write_gguf_t5(file, gguf_t5_spec("flan_t5", 32), DType::F32, edit);
+}
+
+// A file written by `write`, then changed by `edit`, must be refused with
+// one line naming the file and holding `want`.
+void expect_refused(const std::string& want, const Edit& edit, const Writer& write = family_file(Family::qwen2)) {
     TempDir dir;
     const fs::path file = dir.path / "model.gguf";
-    write_gguf_family(file, gguf_family_spec(Family::qwen2), DType::Q6_K, edit);
+    write(file, edit);
     try {
         load_model(file.string());
         ADD_FAILURE() << "loaded; wanted an error with: " << want;
@@ -167,6 +324,11 @@ void expect_refused(const std::string& want, const std::function<void(GgufSpec&)
         EXPECT_EQ(what.find('\n'), std::string::npos) << what;
         EXPECT_EQ(what.rfind(file.string(), 0), 0u) << what;
     }
+}
+
+// `edit` taking key `key` out.
+Edit without_key(const std::string& key) {
+    return [key](GgufSpec& s) { std::erase_if(s.metadata, [&](const auto& kv) { return kv.first == key; }); };
 }
 
 GgufTensorSpec& tensor(GgufSpec& spec, const std::string& name) {
@@ -206,6 +368,73 @@ TEST(GgufModelFiles, WhatTheLoaderCannotReadIsOneLineNamingIt) {
     });
     expect_refused("RoPE scaling of type 'yarn' is not read yet",
                    [](GgufSpec& s) { s.metadata.emplace_back("qwen2.rope.scaling.type", gguf_string("yarn")); });
+}
+
+// Each architecture's keys that it cannot do without, and tensors shaped
+// otherwise than its keys say, named in the file's terms.
+TEST(GgufModelFiles, EachArchitecturesMissingKeysAndMisshapenTensorsAreOneLineNamingThem) {
+    expect_refused("key 'gpt2.attention.layer_norm_epsilon' missing", without_key("gpt2.attention.layer_norm_epsilon"),
+                   family_file(Family::gpt2));
+    expect_refused("key 'gptneox.use_parallel_residual' missing", without_key("gptneox.use_parallel_residual"),
+                   family_file(Family::gpt_neox));
+    expect_refused("key 'tokenizer.ggml.token_type_count' missing", without_key("tokenizer.ggml.token_type_count"),
+                   bert_file);
+    expect_refused("key 't5.attention.relative_buckets_count' missing",
+                   without_key("t5.attention.relative_buckets_count"), t5_file);
+    // GPT-2's c_attn as Hugging Face stores it, (in, out), where the converter transposes it.
+    expect_refused(
+        "tensor 'blk.0.attn_qkv.weight' has ne [768, 256], expected [256, 768] from the keys",
+        [](GgufSpec& s) {
+            tensor(s, "blk.0.attn_qkv.weight").ne = {768, 256};
+        },
+        family_file(Family::gpt2));
+    expect_refused(
+        "tensor 'blk.1.attn_qkv.weight' has ne [256, 512], expected [256, 768] from the keys",
+        [](GgufSpec& s) {
+            GgufTensorSpec& t = tensor(s, "blk.1.attn_qkv.weight");
+            t.ne[1] = 512;
+            t.data.resize(512 * 210);  // Q6_K: 210 bytes a row of 256
+        },
+        family_file(Family::gpt_neox));
+    // Pythia's rotary dims are whole pairs.
+    expect_refused(
+        "RoPE turns 7 of each head's 32 dims, which is not read yet",
+        [](GgufSpec& s) {
+            for (auto& [key, value] : s.metadata)
+                if (key == "gptneox.rope.dimension_count") value = gguf_uint32(7);
+        },
+        family_file(Family::gpt_neox));
+    expect_refused(
+        "tensor 'token_types.weight' has ne [256, 3], expected [256, 2] from the keys",
+        [](GgufSpec& s) {
+            GgufTensorSpec& t = tensor(s, "token_types.weight");
+            t.ne[1] = 3;
+            t.data.resize(3 * 256 * 4);
+        },
+        bert_file);
+    expect_refused(
+        "tensor 'enc.blk.0.attn_rel_b.weight' has ne [8, 16], expected [8, 32] from the keys",
+        [](GgufSpec& s) {
+            GgufTensorSpec& t = tensor(s, "enc.blk.0.attn_rel_b.weight");
+            t.ne[1] = 16;
+            t.data.resize(16 * 8 * 4);
+        },
+        t5_file);
+    // T5's position bias is its stacks' first block's alone; llama.cpp's layers past the keys' are refused too.
+    expect_refused(
+        "tensor 'enc.blk.1.attn_rel_b.weight' is not one of architecture t5's",
+        [](GgufSpec& s) {
+            s.tensors.push_back(tensor(s, "enc.blk.0.attn_rel_b.weight"));
+            s.tensors.back().name = "enc.blk.1.attn_rel_b.weight";
+        },
+        t5_file);
+    expect_refused(
+        "tensor 'dec.blk.3.ffn_norm.weight' is of layer 3, past the 3 layers the keys give",
+        [](GgufSpec& s) {
+            s.tensors.push_back(tensor(s, "dec.blk.2.ffn_norm.weight"));
+            s.tensors.back().name = "dec.blk.3.ffn_norm.weight";
+        },
+        t5_file);
 }
 
 }  // namespace

@@ -107,6 +107,29 @@ TEST(BuiltinPredictions, ReferenceLossIsTheTrainingsAndTheEngineMatchesIt) {
                              "the built-in model");
 }
 
+// GPT-2 with tie_word_embeddings false (as a GGUF file with output.weight
+// has it): its lm_head is a Linear (V, C) though its other matrices are
+// Conv1D (in, out), and it predicts through that, not through wte.
+TEST(UntiedGpt2Predictions, ReadTheirOwnOutputEmbedding) {
+    FamilySpec spec = family_spec(Family::gpt2);
+    spec.tied_embeddings = false;
+    const FamilyCheckpoint checkpoint = make_family_checkpoint(spec);
+    TempDir dir;
+    write_family_checkpoint(dir.path, checkpoint);
+    const Model model = load_model(dir.path.string());
+    EXPECT_FALSE(model.config.tied_embeddings);
+    const std::unique_ptr<Backend> backend = make_cpu_backend();
+    backend->load_weights(model);
+    const Texts texts = family_texts(spec);
+    const AttentionOptions opt = with(AttentionOptions{}, [](auto& o) { o.top_k = 5, o.lens_k = 3; });
+    AttentionResult got;
+    backend->forward(Batch{texts, model.config.pad_id()}, opt, got);
+    const FamilyReference want = family_reference(checkpoint, texts, opt);
+    const Logits logits = [&](const std::vector<double>& rows) { return family_logits(checkpoint, rows); };
+    expect_predictions_match(got, texts, opt, want.residual, spec.n_layer, spec.n_embd, spec.vocab_size, logits,
+                             "untied GPT-2");
+}
+
 TEST_P(FamilyPredictions, MatchTheReference) {
     const FamilySpec& spec = checkpoint_.spec;
     const std::vector<int> counts = head_counts(model_.config);

@@ -18,6 +18,7 @@ void read_gpt2(const ConfigReader& r, Config& c) {
         r.refuse("n_embd " + std::to_string(c.n_embd) + " is not divisible by n_head " + std::to_string(c.n_head));
     c.eos_token_id = r.token_id("eos_token_id", c.vocab_size, c.eos_token_id);
     c.layer_norm_epsilon = r.epsilon("layer_norm_epsilon", c.layer_norm_epsilon);
+    c.tied_embeddings = r.flag("tie_word_embeddings", true);
 }
 
 // Llama and the families built on it (SmolLM, TinyLlama: model_type llama).

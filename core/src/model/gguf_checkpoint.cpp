@@ -1,133 +1,117 @@
-// GGUF's keys and tensor names onto Hugging Face's (gguf_checkpoint.h), for
-// the architectures llama.cpp writes from the families Headscope runs: llama
-// (Llama 2 and 3, SmolLM, TinyLlama, Mistral as llama.cpp writes it), qwen2
-// and qwen3. Their names are llama.cpp's gguf-py constants.
+// GGUF's keys and tensor names onto Hugging Face's (gguf_checkpoint.h), by
+// the rows of gguf_architectures.h: the keys become config.json's, read by
+// the family's reader; each tensor's name becomes the weight it is, and that
+// weight's name and shape in the model description.
 #include "gguf_checkpoint.h"
 
-#include <algorithm>
-#include <array>
 #include <charconv>
 #include <cmath>
 #include <optional>
 
-#include "headscope/base/error.h"
+#include "gguf_architectures.h"
 #include "headscope/base/ggml_types.h"
+#include "headscope/base/shape.h"
 
 namespace headscope {
 namespace {
 
 using json = nlohmann::json;
 
-// The families by their GGUF architecture: config.json's model_type.
-constexpr std::array<std::pair<const char*, const char*>, 3> architectures = {
-    {{"llama", "llama"}, {"qwen2", "qwen2"}, {"qwen3", "qwen3"}}};
-
-// llama.cpp's tensor names, without "blk.N." for a layer's, and Hugging Face's.
-constexpr std::array<std::pair<const char*, const char*>, 3> model_names = {{
-    {"token_embd.weight", "model.embed_tokens.weight"},
-    {"output_norm.weight", "model.norm.weight"},
-    {"output.weight", "lm_head.weight"},
-}};
-constexpr std::array<std::pair<const char*, const char*>, 15> layer_names = {{
-    {"attn_norm.weight", "input_layernorm.weight"},
-    {"attn_q.weight", "self_attn.q_proj.weight"},
-    {"attn_q.bias", "self_attn.q_proj.bias"},
-    {"attn_k.weight", "self_attn.k_proj.weight"},
-    {"attn_k.bias", "self_attn.k_proj.bias"},
-    {"attn_v.weight", "self_attn.v_proj.weight"},
-    {"attn_v.bias", "self_attn.v_proj.bias"},
-    {"attn_output.weight", "self_attn.o_proj.weight"},
-    {"attn_output.bias", "self_attn.o_proj.bias"},
-    {"attn_q_norm.weight", "self_attn.q_norm.weight"},
-    {"attn_k_norm.weight", "self_attn.k_norm.weight"},
-    {"ffn_norm.weight", "post_attention_layernorm.weight"},
-    {"ffn_gate.weight", "mlp.gate_proj.weight"},
-    {"ffn_up.weight", "mlp.up_proj.weight"},
-    {"ffn_down.weight", "mlp.down_proj.weight"},
-}};
 // Llama 3.1's scaled RoPE, as llama.cpp's converter stores it: each pair's divisor.
 constexpr const char* rope_frequencies_name = "rope_freqs.weight";
 
-// "blk.7.attn_q.weight" -> "model.layers.7.self_attn.q_proj.weight"; nullopt for any other name.
-std::optional<std::string> hugging_face_name(std::string_view name) {
-    for (const auto& [gguf, hf] : model_names)
-        if (name == gguf) return hf;
-    if (!name.starts_with("blk.")) return std::nullopt;
-    const std::string_view rest = name.substr(4);
-    const size_t dot = rest.find('.');
-    int layer = -1;
-    const auto [end, error] = std::from_chars(rest.data(), rest.data() + std::min(dot, rest.size()), layer);
-    // "blk.07" would name layer 7 a second time: digits as llama.cpp writes them only.
-    if (dot == std::string_view::npos || error != std::errc() || end != rest.data() + dot || layer < 0 ||
-        (dot > 1 && rest[0] == '0'))
-        return std::nullopt;
-    for (const auto& [gguf, hf] : layer_names)
-        if (rest.substr(dot + 1) == gguf) return "model.layers." + std::to_string(layer) + "." + hf;
-    return std::nullopt;
-}
-
-class Keys {
-public:
-    Keys(const GgufFile& file, std::string arch) : file_(file), arch_(std::move(arch)) {}
-
-    uint64_t required(const char* key) const {
-        const std::optional<uint64_t> value = file_.integer(arch_ + "." + key);
-        if (!value) throw Error(file_.file() + ": key '" + arch_ + "." + key + "' missing");
-        return *value;
+// config.json's keys: the row's, the embedding's rows as vocab_size, the tokenizer's ids, and the row's others.
+json config_json(const GgufSource& source, const GgufArchitecture& arch) {
+    const GgufFile& file = source.file();
+    json c = {{"model_type", arch.model_type}};
+    for (const GgufKey& key : arch.keys) {
+        const std::string name = source.key(key.gguf);
+        if (key.kind == GgufKeyKind::count) {
+            if (const auto value = file.integer(name)) c[key.config] = *value;
+        } else if (key.kind == GgufKeyKind::number) {
+            if (const auto value = file.number(name)) c[key.config] = *value;
+        } else if (const auto value = file.boolean(name)) {
+            c[key.config] = *value;
+        }
+        if (key.required && !c.contains(key.config)) source.refuse("key '" + name + "' missing");
     }
-    std::optional<uint64_t> integer(const char* key) const { return file_.integer(arch_ + "." + key); }
-    std::optional<double> number(const char* key) const { return file_.number(arch_ + "." + key); }
-    std::optional<std::string_view> string(const char* key) const { return file_.string(arch_ + "." + key); }
-
-private:
-    const GgufFile& file_;
-    std::string arch_;
-};
-
-// config.json's keys from the {arch}.* keys, the tokenizer's ids and the tensors present.
-json config_of(const GgufFile& file, const std::string& arch, const GgufModelFiles& files) {
-    const Keys keys(file, arch);
-    json c = {{"model_type",
-               std::find_if(architectures.begin(), architectures.end(), [&](const auto& a) { return arch == a.first; })
-                   ->second},
-              {"num_hidden_layers", keys.required("block_count")},
-              {"hidden_size", keys.required("embedding_length")},
-              {"intermediate_size", keys.required("feed_forward_length")},
-              {"num_attention_heads", keys.required("attention.head_count")},
-              {"max_position_embeddings", keys.required("context_length")},
-              {"rope_theta", keys.number("rope.freq_base").value_or(10000)},
-              {"rms_norm_eps", keys.number("attention.layer_norm_rms_epsilon").value_or(1e-5)},
-              {"tie_word_embeddings", !files.tensors.count("output.weight")},
-              {"attention_bias", files.tensors.count("blk.0.attn_q.bias") > 0}};
-    if (const auto kv = keys.integer("attention.head_count_kv")) c["num_key_value_heads"] = *kv;
-    if (const auto head_dim = keys.integer("attention.key_length")) c["head_dim"] = *head_dim;
-    if (const auto embedding = files.tensors.find("token_embd.weight"); embedding != files.tensors.end())
-        c["vocab_size"] = embedding->second->ne[1];  // its rows, as config.json's vocab_size counts them
+    if (const GgufTensor* embedding = source.tensor("token_embd.weight"))
+        c["vocab_size"] = embedding->ne[1];  // its rows, as config.json's vocab_size counts them
     for (const char* id : {"bos_token_id", "eos_token_id", "padding_token_id"})
         if (const auto value = file.integer(std::string("tokenizer.ggml.") + id))
             c[std::string(id) == "padding_token_id" ? "pad_token_id" : id] = *value;
-    if (const auto scaling = keys.string("rope.scaling.type"); scaling && *scaling != "none")
-        throw Error(file.file() + ": RoPE scaling of type '" + std::string(*scaling) + "' is not read yet");
-    const uint64_t heads = c["num_attention_heads"], width = c["hidden_size"];
-    const uint64_t head_dim = c.contains("head_dim") ? c["head_dim"].get<uint64_t>() : heads ? width / heads : 0;
-    if (const auto rotated = keys.integer("rope.dimension_count"); rotated && *rotated != head_dim)
-        throw Error(file.file() + ": RoPE turns " + std::to_string(*rotated) + " of each head's " +
-                    std::to_string(head_dim) + " dims, which is not read yet");
+    if (arch.more_keys) arch.more_keys(source, c);
     return c;
 }
 
-// rope_freqs as float32: one positive divisor per pair of a head's dims.
-std::vector<float> rope_divisors(const GgufFile& file, const GgufTensor& tensor) {
+// rope_freqs as float32: one positive divisor per pair of the dims RoPE turns.
+std::vector<float> rope_divisors(const GgufSource& source, const Config& config, const GgufTensor& tensor) {
     const GgmlTypeTraits* traits = ggml_type_traits(tensor.type);
     if (tensor.n_dims != 1 || !traits || traits->type != GgmlType::F32)
-        throw Error(file.file() + ": tensor '" + rope_frequencies_name + "' must be one row of F32");
+        source.refuse(std::string("tensor '") + rope_frequencies_name + "' must be one row of F32");
+    const auto pairs = static_cast<uint64_t>(config.head_size() * config.rope.fraction) / 2;
+    if (tensor.ne[0] != pairs)
+        source.refuse(std::string("tensor '") + rope_frequencies_name + "' has " + std::to_string(tensor.ne[0]) +
+                      " entries for heads of " + std::to_string(pairs) + " pairs of dims");
     std::vector<float> divisors(static_cast<size_t>(tensor.ne[0]));
     widen_to_f32(DType::F32, tensor.bytes.data(), divisors.size(), divisors.data());
     for (float d : divisors)
         if (!(d > 0) || !std::isfinite(d))
-            throw Error(file.file() + ": tensor '" + rope_frequencies_name + "' holds " + std::to_string(d) +
-                        ", not a positive divisor");
+            source.refuse(std::string("tensor '") + rope_frequencies_name + "' holds " + std::to_string(d) +
+                          ", not a positive divisor");
     return divisors;
+}
+
+// Where a tensor of the file goes: the weight it is, of which layer (-1:
+// outside the layers) of which stack.
+struct Place {
+    const GgufStackNames* stack;
+    Weight weight;
+    int layer;
+};
+
+// "blk.7.attn_q.weight" -> q_w of layer 7; nullopt for a name outside the architecture's.
+std::optional<Place> place_of(const GgufArchitecture& arch, std::string_view name) {
+    for (const GgufStackNames& stack : arch.stacks) {
+        for (const GgufName& n : stack.outside)
+            if (name == n.name) return Place{&stack, n.weight, -1};
+        const std::string_view prefix = stack.layer_prefix;
+        if (!name.starts_with(prefix)) continue;
+        const std::string_view rest = name.substr(prefix.size());
+        const size_t dot = rest.find('.');
+        int layer = -1;
+        const auto [end, error] = std::from_chars(rest.data(), rest.data() + std::min(dot, rest.size()), layer);
+        // "blk.07" would name layer 7 a second time: digits as llama.cpp writes them only.
+        if (dot == std::string_view::npos || error != std::errc() || end != rest.data() + dot || layer < 0 ||
+            (dot > 1 && rest[0] == '0'))
+            continue;
+        for (const GgufName& n : stack.layer)
+            if (rest.substr(dot + 1) == n.name) return Place{&stack, n.weight, layer};
+    }
+    return std::nullopt;
+}
+
+// Tensor `name`'s entry in the model description (of `config`, or of
+// `encoder` for an encoder–decoder's encoder): its name and its shape,
+// checked against the file's.
+TensorSpec described(const GgufSource& source, const GgufArchitecture& arch, const Config& config,
+                     const Config& encoder, std::string_view name, const GgufTensor& tensor) {
+    const std::optional<Place> place = place_of(arch, name);
+    const Config& stack = place && place->stack->encoder_of_two ? encoder : config;
+    const std::optional<TensorSpec> spec = place ? tensor_spec(stack, place->weight, place->layer) : std::nullopt;
+    const std::string quoted = "tensor '" + std::string(name) + "'";
+    if (place && place->layer >= stack.n_layer)
+        source.refuse(quoted + " is of layer " + std::to_string(place->layer) + ", past the " +
+                      std::to_string(stack.n_layer) + " layers the keys give");
+    if (!spec) source.refuse(quoted + " is not one of architecture " + source.arch + "'s that Headscope reads");
+    std::vector<int64_t> shape;  // Hugging Face's order: ne reversed
+    for (uint32_t d = tensor.n_dims; d-- > 0;) shape.push_back(static_cast<int64_t>(tensor.ne[d]));
+    if (shape != spec->shape) {
+        const std::vector<int64_t> expected(spec->shape.rbegin(), spec->shape.rend()), ne(shape.rbegin(), shape.rend());
+        source.refuse(quoted + " has ne " + shape_string(ne, Notation::json) + ", expected " +
+                      shape_string(expected, Notation::json) + " from the keys");
+    }
+    return *spec;
 }
 
 }  // namespace
@@ -135,33 +119,29 @@ std::vector<float> rope_divisors(const GgufFile& file, const GgufTensor& tensor)
 GgufCheckpoint gguf_checkpoint(const GgufModelFiles& files) {
     const GgufFile& file = files.metadata();
     const std::optional<std::string_view> arch_name = file.string("general.architecture");
-    if (!arch_name) throw Error(file.file() + ": key 'general.architecture' missing");
-    const std::string arch(*arch_name);
-    if (std::none_of(architectures.begin(), architectures.end(), [&](const auto& a) { return arch == a.first; }))
-        throw Error(file.file() + ": GGUF files of architecture '" + arch +
-                    "' are not read yet (Headscope reads llama, qwen2 and qwen3)");
+    const GgufSource source{files, std::string(arch_name.value_or(""))};
+    if (!arch_name) source.refuse("key 'general.architecture' missing");
+    const GgufArchitecture* arch = gguf_architecture(*arch_name);
+    if (!arch)
+        source.refuse("GGUF files of architecture '" + source.arch + "' are not read yet (Headscope reads " +
+                      gguf_architecture_names() + ")");
 
-    GgufCheckpoint checkpoint;
-    checkpoint.config = config_of(file, arch, files);
-    checkpoint.adjacent_rope_pairs = arch == "llama";
+    GgufCheckpoint checkpoint{config_from_json(config_json(source, *arch), file.file()), {}, {}};
+    Config& config = checkpoint.config;
+    if (arch->layout) arch->layout(config);
+    const Config encoder = config.is_encoder_decoder() ? encoder_config(config) : Config{};
     for (const auto& [name, tensor] : files.tensors) {
-        if (name == rope_frequencies_name) {
-            checkpoint.rope_frequency_divisors = rope_divisors(file, *tensor);
+        if (name == rope_frequencies_name && config.positions == Positions::rotary) {
+            config.rope.frequency_divisors = rope_divisors(source, config, *tensor);
             continue;
         }
-        const std::optional<std::string> hf = hugging_face_name(name);
-        if (!hf)
-            throw Error(file.file() + ": tensor '" + std::string(name) + "' is not one of architecture " + arch +
-                        "'s that Headscope reads");
+        const TensorSpec spec = described(source, *arch, config, encoder, name, *tensor);
         const GgmlTypeTraits* traits = ggml_type_traits(tensor->type);
         const std::optional<DType> dtype = traits ? dtype_of(traits->type) : std::nullopt;
-        if (!dtype) {
-            checkpoint.unread[*hf] = ggml_type_name(tensor->type) + " (" + std::string(name) + " in the file)";
-            continue;
-        }
-        std::vector<int64_t> shape;  // Hugging Face's order: ne reversed
-        for (uint32_t d = tensor->n_dims; d-- > 0;) shape.push_back(static_cast<int64_t>(tensor->ne[d]));
-        checkpoint.tensors[*hf] = TensorView{*dtype, shape, tensor->bytes};
+        if (dtype)
+            checkpoint.tensors[spec.name] = TensorView{*dtype, spec.shape, tensor->bytes};
+        else
+            checkpoint.unread[spec.name] = ggml_type_name(tensor->type) + " (" + std::string(name) + " in the file)";
     }
     return checkpoint;
 }

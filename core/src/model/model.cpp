@@ -340,13 +340,7 @@ std::future<Tokenizer> open_gguf_file(Model& m, TensorMap& tensors, std::map<std
     where = m.path.string();
     auto files = std::make_shared<const GgufModelFiles>(open_gguf(m.path));
     GgufCheckpoint checkpoint = gguf_checkpoint(*files);
-    m.config = config_from_json(checkpoint.config, where);
-    m.config.rope.adjacent_pairs = checkpoint.adjacent_rope_pairs;
-    m.config.rope.frequency_divisors = std::move(checkpoint.rope_frequency_divisors);
-    const size_t pairs = static_cast<size_t>(m.config.head_size() / 2);
-    if (!m.config.rope.frequency_divisors.empty() && m.config.rope.frequency_divisors.size() != pairs)
-        throw Error(where + ": rope_freqs has " + std::to_string(m.config.rope.frequency_divisors.size()) +
-                    " entries for heads of " + std::to_string(pairs) + " pairs of dims");
+    m.config = std::move(checkpoint.config);
     for (auto& [name, view] : checkpoint.tensors) tensors.emplace(name, FoundTensor{view, where});
     unread = std::move(checkpoint.unread);
     for (const auto& part : files->parts) m.file_bytes += static_cast<int64_t>(file_bytes(part->file()));

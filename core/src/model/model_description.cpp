@@ -5,6 +5,7 @@
 // tensor names in the order of its files.
 #include "headscope/model/model_description.h"
 
+#include <optional>
 #include <string_view>
 
 #include "config_reader.h"
@@ -203,25 +204,57 @@ Config config_from_json(const json& j, const std::string& file) {
     return c;
 }
 
+namespace {
+
+// Whether a model of `config` has the tensor `named` names in layer `layer` (-1: outside the layers).
+bool has_tensor(const Config& config, const Named& named, int layer) {
+    const bool unnormed = layer == 0 && !config.first_attention_norm &&
+                          (named.weight == Weight::ln_1_w || named.weight == Weight::ln_1_b);
+    const bool applies = !named.applies || named.applies(config);
+    return has_weight(config, named.weight) && !unnormed && applies;
+}
+
+TensorSpec spec_of(const Config& config, const Named& named, const std::string& prefix, int layer) {
+    return {prefix + named.name, weight_shape(config, named.weight), named.weight, layer};
+}
+
+std::string layer_prefix(const TensorNames& names, int layer) {
+    return names.layer_prefix + std::to_string(layer) + ".";
+}
+
+}  // namespace
+
 std::vector<TensorSpec> model_tensors(const Config& config) {
     const TensorNames& names = stack_names(config);
     std::vector<TensorSpec> t;
     const auto add = [&](const Named& named, const std::string& prefix, int layer) {
-        const bool unnormed = layer == 0 && !config.first_attention_norm &&
-                              (named.weight == Weight::ln_1_w || named.weight == Weight::ln_1_b);
-        const bool applies = !named.applies || named.applies(config);
-        if (has_weight(config, named.weight) && !unnormed && applies)
-            t.push_back({prefix + named.name, weight_shape(config, named.weight), named.weight, layer});
+        if (has_tensor(config, named, layer)) t.push_back(spec_of(config, named, prefix, layer));
     };
     for (const Named& named : names.before_layers) add(named, "", -1);
     for (int l = 0; l < config.n_layer; ++l)
-        for (const Named& named : names.layer) add(named, names.layer_prefix + std::to_string(l) + ".", l);
+        for (const Named& named : names.layer) add(named, layer_prefix(names, l), l);
     for (const Named& named : names.after_layers) add(named, "", -1);
     return t;
 }
 
+std::optional<TensorSpec> tensor_spec(const Config& config, Weight weight, int layer) {
+    const TensorNames& names = stack_names(config);
+    if (layer >= config.n_layer) return std::nullopt;
+    const auto find = [&](const std::vector<Named>& list, const std::string& prefix) -> std::optional<TensorSpec> {
+        for (const Named& named : list)
+            if (named.weight == weight && has_tensor(config, named, layer))
+                return spec_of(config, named, prefix, layer);
+        return std::nullopt;
+    };
+    if (layer >= 0) return find(names.layer, layer_prefix(names, layer));
+    if (auto before = find(names.before_layers, "")) return before;
+    return find(names.after_layers, "");
+}
+
 bool stored_out_by_in(const Config& config, Weight weight) {
-    return config.weights_out_by_in && weight != Weight::wte && weight != Weight::wpe && weight != Weight::wtt;
+    // An untied output embedding is a Linear (V, C) in every family, GPT-2's too.
+    return weight == Weight::lm_head ||
+           (config.weights_out_by_in && weight != Weight::wte && weight != Weight::wpe && weight != Weight::wtt);
 }
 
 const char* optional_tensor_prefix(const Config& config) { return stack_names(config).optional_prefix; }

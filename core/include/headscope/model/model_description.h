@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -236,6 +237,11 @@ struct TensorSpec {
 // Every tensor a checkpoint of `config`'s family holds, in the order of the
 // family's own files (for GPT-2: wte, wpe, each layer's 12, ln_f's 2).
 std::vector<TensorSpec> model_tensors(const Config& config);
+
+// The tensor that is `weight` of layer `layer` (-1: outside the layers) in a
+// model of `config`'s stack, as model_tensors lists it; nullopt where the
+// model has none (a layer past its last among them).
+std::optional<TensorSpec> tensor_spec(const Config& config, Weight weight, int layer);
 
 // Whether a weight is stored as Hugging Face's Linear (out, in), y = x W^T,
 // rather than GPT-2's Conv1D (in, out), y = x W.

@@ -1,0 +1,69 @@
+// The GGUF architectures Headscope reads (private to core/src/model), one
+// row each, as llama.cpp's converter (convert_hf_to_gguf.py) writes them:
+// the family it is (config.json's model_type), the {arch}.* keys that stand
+// for config.json's, the tensor names (gguf-py's) by the weight each is in
+// the model description, and what the converter did besides.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "headscope/io/gguf.h"
+#include "headscope/model/model_description.h"
+
+namespace headscope {
+
+// A GGUF model's keys and tensors, as an architecture's row reads them.
+struct GgufSource {
+    const GgufModelFiles& files;
+    std::string arch;  // general.architecture
+
+    const GgufFile& file() const { return files.metadata(); }
+    std::string key(std::string_view name) const { return arch + "." + std::string(name); }
+    const GgufTensor* tensor(std::string_view name) const;  // null when absent
+    [[noreturn]] void refuse(const std::string& what) const;
+};
+
+enum class GgufKeyKind { count, number, flag };
+
+// config.json's key `config` from the file's key {arch}.`gguf`.
+struct GgufKey {
+    const char* gguf;
+    const char* config;
+    GgufKeyKind kind = GgufKeyKind::count;
+    bool required = true;  // else absent: the family's default
+};
+
+// One of llama.cpp's tensor names and the weight it is.
+struct GgufName {
+    const char* name;  // whole, or a layer's after its prefix and number ("attn_q.weight")
+    Weight weight;
+};
+
+// The names of one stack's tensors (a decoder's or an encoder's, or one of an encoder–decoder's two).
+struct GgufStackNames {
+    bool encoder_of_two;            // the encoder of an encoder–decoder: its weights are encoder_config's
+    std::vector<GgufName> outside;  // whole names
+    const char* layer_prefix;       // "blk." (T5's "enc.blk.", "dec.blk."), then the layer's number and "."
+    std::vector<GgufName> layer;
+};
+
+struct GgufArchitecture {
+    std::string_view name;   // general.architecture
+    const char* model_type;  // config.json's: the family it is
+    std::vector<GgufKey> keys;
+    std::vector<GgufStackNames> stacks;
+    // config.json's keys that no {arch}.* key holds one for one (read from
+    // the tensors present, or computed), and the keys' values refused.
+    void (*more_keys)(const GgufSource& source, nlohmann::json& config) = nullptr;
+    // Where the converter laid the tensors out otherwise than Hugging Face.
+    void (*layout)(Config& config) = nullptr;
+};
+
+// The row of architecture `name`; null for one Headscope does not read.
+const GgufArchitecture* gguf_architecture(std::string_view name);
+// Their names, for messages: "llama, qwen2, ... and t5".
+std::string gguf_architecture_names();
+
+}  // namespace headscope
