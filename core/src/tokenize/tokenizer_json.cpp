@@ -4,6 +4,10 @@
 // post-processor (the decoder is not needed: token_bytes is worked out from
 // the rest). Every field is checked before use; a type or option not
 // supported is refused by name, in one line naming the file and the field.
+// Not Hugging Face's but the GGUF reader's, for where llama.cpp differs: the
+// Charsmap normalizer, BertNormalizer's accents_as_llama_cpp, WordPiece's
+// word_prefix, Unigram's unmatched_ids and unknown_score (gguf_vocab_models.cpp).
+#include "charsmap.h"
 #include "headscope/base/error.h"
 #include "headscope/io/files.h"
 #include "headscope/io/json_fields.h"
@@ -120,16 +124,22 @@ private:
                                        .strip_right = f_.boolean(value, field, "strip_right")});
         } else if (type == "Precompiled") {  // SentencePiece's charsmap: nmt_nfkc, as the reference port reads it
             t_.normalizers_.push_back({.kind = Normalizer::Kind::nmt_nfkc});
+        } else if (type == "Charsmap") {  // the GGUF reader's, checked there: bytes as JSON binary, in no file
+            const auto& bytes = f_.required(value, field, "charsmap", json::value_t::binary, "binary").get_binary();
+            t_.normalizers_.push_back(
+                {.kind = Normalizer::Kind::charsmap,
+                 .charsmap = std::make_shared<const Charsmap>(std::string(bytes.begin(), bytes.end()))});
         } else if (type == "BertNormalizer") {
             const bool lowercase = f_.boolean(value, field, "lowercase", true);
             const json* strip = f_.optional(value, field, "strip_accents");  // null: as lowercase
-            t_.normalizers_.push_back({.kind = Normalizer::Kind::bert,
-                                       .clean_text = f_.boolean(value, field, "clean_text", true),
-                                       .chinese_chars = f_.boolean(value, field, "handle_chinese_chars", true),
-                                       .strip_accents = strip && !strip->is_null()
-                                                            ? f_.boolean(value, field, "strip_accents", lowercase)
-                                                            : lowercase,
-                                       .lowercase = lowercase});
+            t_.normalizers_.push_back(
+                {.kind = Normalizer::Kind::bert,
+                 .clean_text = f_.boolean(value, field, "clean_text", true),
+                 .chinese_chars = f_.boolean(value, field, "handle_chinese_chars", true),
+                 .strip_accents =
+                     strip && !strip->is_null() ? f_.boolean(value, field, "strip_accents", lowercase) : lowercase,
+                 .lowercase = lowercase,
+                 .accents_as_llama_cpp = f_.boolean(value, field, "accents_as_llama_cpp", false)});
         } else {
             unsupported_type(f_, field, type, "NFC, Prepend, Replace, Strip, BertNormalizer, Precompiled, Sequence");
         }
@@ -216,6 +226,8 @@ private:
         t_.word_piece_ = type == "WordPiece";
         if (t_.word_piece_) {
             t_.continuing_prefix_ = f_.string(model, "model", "continuing_subword_prefix", "##");
+            t_.word_prefix_ = f_.string(model, "model", "word_prefix", "");
+            if (!t_.word_prefix_.empty()) space_symbol_ = t_.word_prefix_;  // where a space was
             t_.max_word_chars_ = static_cast<size_t>(
                 f_.integer(model, "model", "max_input_chars_per_word", 1, std::numeric_limits<int32_t>::max(), 100));
         } else {
@@ -255,8 +267,14 @@ private:
         if (!unk || unk->is_null()) f_.fail("model", "a Unigram model needs its unk_id");
         t_.unk_id_ = f_.id(*unk, "model.unk_id", vocab.size());
         // Hugging Face's: an unknown character scores 10 below the lowest token.
-        t_.unknown_score_ = *std::min_element(t_.unigram_scores_.begin(), t_.unigram_scores_.end()) - 10;
+        const double lowest = *std::min_element(t_.unigram_scores_.begin(), t_.unigram_scores_.end());
+        t_.unknown_score_ = static_cast<float>(
+            f_.number(model, "model", "unknown_score", -std::numeric_limits<float>::max(), 0, lowest - 10));
         t_.unigram_scores_[static_cast<size_t>(t_.unk_id_)] = t_.unknown_score_;
+        if (f_.optional(model, "model", "unmatched_ids")) {  // kept for their ids, never matched in a text
+            for (const json& id : f_.required(model, "model", "unmatched_ids", json::value_t::array, "an array"))
+                t_.symbol_ids_.erase(vocab[static_cast<size_t>(f_.id(id, "model.unmatched_ids", vocab.size()))][0]);
+        }
     }
 
     void read_bpe_options(const json& model) {

@@ -35,6 +35,7 @@ std::vector<std::string_view> pretokenize(std::string_view text);
 class GgufFile;      // io/gguf.h
 class JsonFields;    // io/json_fields.h
 class Pattern;       // a compiled PCRE2 pattern (core/src/tokenize/pattern.h)
+class Charsmap;      // SentencePiece's precompiled charsmap (core/src/tokenize/charsmap.h)
 class MatchScratch;  // what matching it needs
 struct Match;        // a byte range it matched
 
@@ -159,14 +160,18 @@ private:
     struct Normalizer {
         // nmt_nfkc: SentencePiece's Precompiled charsmap as its models (T5's,
         // XLM-R's) use it: controls dropped, other spaces made spaces, NFKC.
-        enum class Kind : uint8_t { nfc, prepend, replace, strip, bert, nmt_nfkc };
+        // charsmap: a charsmap's rules applied as llama.cpp applies a GGUF file's.
+        enum class Kind : uint8_t { nfc, prepend, replace, strip, bert, nmt_nfkc, charsmap };
         Kind kind{};
         std::shared_ptr<const Pattern> pattern{};      // replace: what is replaced, a string or a regular expression
         std::string content{};                         // prepend: what goes first; replace: the replacement
         bool strip_left = false, strip_right = false;  // strip: the whitespace at either end
         // bert (BertNormalizer): drop controls and map whitespace to spaces,
-        // space out CJK ideographs, strip accents, lowercase.
+        // space out CJK ideographs, strip accents (as Hugging Face, or as
+        // llama.cpp), lowercase.
         bool clean_text = false, chinese_chars = false, strip_accents = false, lowercase = false;
+        bool accents_as_llama_cpp = false;
+        std::shared_ptr<const Charsmap> charsmap{};  // charsmap
     };
 
     // How a split keeps the matches of its pattern (Hugging Face's SplitDelimiterBehavior).
@@ -271,12 +276,14 @@ private:
     int32_t unk_id_ = -1;                                       // the unknown token, -1 when none
     bool fuse_unk_ = false;                                     // consecutive unknowns become one
     // A WordPiece model instead of BPE: its pieces after a word's first carry
-    // this prefix ("##"), and longer words are unknown.
+    // this prefix ("##"), and longer words are unknown; llama.cpp's instead
+    // spells each word behind word_prefix_ ("▁") with unprefixed pieces.
     bool word_piece_ = false;
     std::string continuing_prefix_;
+    std::string word_prefix_;
     size_t max_word_chars_ = 0;
     // A Unigram model instead: each token's score (log-probability) by id, the
-    // unknown token's (the lowest less 10), and the longest token in bytes.
+    // unknown token's (the lowest less 10, unless the file says), and the longest token in bytes.
     bool unigram_ = false;
     std::vector<float> unigram_scores_;
     float unknown_score_ = 0;
