@@ -60,10 +60,11 @@ public:
     static Tokenizer load_json(const std::filesystem::path& tokenizer_json);
     // The tokenizer a GGUF file's tokenizer.ggml.* metadata describes
     // (gguf_tokenizer.cpp): a "gpt2" model (byte-level BPE with the
-    // pre-tokenizer tokenizer.ggml.pre names) or a "llama" one (SentencePiece
-    // BPE from scores, with byte fallback), encoding as llama.cpp's
-    // llama_tokenize with add_special and without parse_special: its
-    // user-defined tokens are found in the text, its control tokens are not.
+    // pre-tokenizer tokenizer.ggml.pre names), a "llama" one (SentencePiece
+    // BPE from scores, with byte fallback), a "bert" one (WordPiece) or a
+    // "t5" one (Unigram with the file's precompiled charsmap), encoding as
+    // llama.cpp's llama_tokenize with add_special and without parse_special:
+    // its user-defined tokens are found in the text, its control tokens are not.
     // Throws Error naming the file and the key for anything malformed or not
     // supported.
     static Tokenizer load_gguf(const GgufFile& file);
@@ -108,6 +109,7 @@ public:
     // every other loader, whose checkpoints name them in config.json).
     struct SpecialIds {
         int32_t bos = -1, eos = -1, eot = -1, pad = -1, unk = -1;
+        int32_t sep = -1, mask = -1;  // BERT's [SEP] and [MASK] (its [CLS] is bos)
     };
     const SpecialIds& special_ids() const { return special_ids_; }
 
