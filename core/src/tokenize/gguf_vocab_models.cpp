@@ -155,7 +155,8 @@ GgufVocabReader::json GgufVocabReader::merges_from_scores() const {
 // and accents stripped unless tokenizer.ggml.normalizer.* says not) spelled
 // behind a "▁" by the longest tokens that fit, or the unknown token when
 // it cannot be. convert_hf_to_gguf.py writes BERT's word-starting tokens
-// with that ▁ and its "##" continuations without the ##.
+// with that ▁ and its "##" continuations without the ##. (Unassigned code
+// points, which llama.cpp keeps, go with the controls here.)
 GgufVocabReader::json GgufVocabReader::wordpiece_json() {
     const int32_t unk = unknown_id("bert");
     const bool lowercase = file_.boolean("tokenizer.ggml.normalizer.lowercase").value_or(true);
@@ -178,6 +179,9 @@ GgufVocabReader::json GgufVocabReader::wordpiece_json() {
 // each a ▁, then the split of all of it whose tokens' scores add up to the
 // most. Only normal, user-defined (scored 0) and unused tokens are
 // matched; an unknown character scores 10 below the lowest normal token.
+// (llama.cpp also keeps out of the charsmap any start of a user-defined
+// token in the text: that differs only where such a start holds a character
+// the charsmap changes, which T5's <extra_id_N> do not.)
 GgufVocabReader::json GgufVocabReader::unigram_json() {
     if (!file_.array("tokenizer.ggml.scores")) fail("tokenizer.ggml.scores", "is missing: a t5 tokenizer needs them");
     const int32_t unk = unknown_id("t5");
