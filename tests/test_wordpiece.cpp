@@ -90,9 +90,9 @@ TEST(WordPiece, BadFilesAreOneLineErrors) {
          },
          "post_processor.cls: expected [token, id]"},
         {[](json& j) { j["model"]["continuing_subword_prefix"] = std::string(1 << 20, '#'); },
-         "model.continuing_subword_prefix: a prefix of 1048576 bytes, over the 1024 Headscope reads"},
+         "model: a continuing_subword_prefix of 1048576 bytes, over the 1024 Headscope reads"},
         {[](json& j) { j["model"]["vocab"][std::string(1025, 'a')] = 3; },
-         "model.vocab: a token of 1025 bytes, over the 1024 Headscope reads"},
+         "model: a token of 1025 bytes, over the 1024 Headscope reads"},
     };
     for (const auto& [change, message] : cases) {
         json j = {{"normalizer", {{"type", "BertNormalizer"}}},

@@ -1,8 +1,9 @@
 // libFuzzer harness for the GGUF reader: the input is a whole .gguf file.
 // Every metadata value the reader accepts is read back (arrays element by
 // element, nested ones too), every tensor it places must view exactly the
-// bytes its type and shape need, and the first row of each tensor of a type
-// Headscope reads is dequantized.
+// bytes its type and shape need, the first row of each tensor of a type
+// Headscope reads is dequantized, and the tokenizer its metadata describes
+// (its charsmap too) encodes a text.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "fuzz_support.h"
 #include "headscope/base/ggml_types.h"
 #include "headscope/io/gguf.h"
+#include "headscope/tokenize/tokenizer.h"
 
 using namespace headscope;
 
@@ -64,6 +66,16 @@ void read_first_rows(const GgufFile& file) {
     }
 }
 
+// The tokenizer the metadata describes, if any, on letters with accents and
+// case, CJK, a ligature, spaces and a tab, and an emoji.
+void encode_with_its_tokenizer(const GgufFile& file) {
+    if (!file.type("tokenizer.ggml.model")) return;
+    fuzz::expect_success_or_error([&] {
+        Tokenizer::load_gguf(file).encode(
+            "Hello, W\xC3\xB6rld! \xE4\xBD\xA0\xE5\xA5\xBD \xEF\xAC\x81\t  x \xF0\x9F\x98\x80");
+    });
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -73,6 +85,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const GgufFile file(path);
         walk_metadata(file);
         read_first_rows(file);
+        encode_with_its_tokenizer(file);
     });
     return 0;
 }

@@ -2,6 +2,7 @@
 // between them normalized, split by the pre-tokenizers (pre_tokenizers.cpp)
 // and its pieces merged by BPE (bpe.cpp), or given to Marian's SentencePiece
 // model (sentencepiece.cpp).
+#include "charsmap.h"
 #include "encode_scratch.h"
 #include "headscope/base/error.h"
 #include "headscope/tokenize/tokenizer.h"
@@ -134,9 +135,12 @@ std::string Tokenizer::normalize(std::string_view text, MatchScratch& scratch) c
                 break;
             // NFKC: at most 18 times longer a character, rarely.
             case Normalizer::Kind::nmt_nfkc: out = nmt_nfkc_normalized(out); break;
+            // A hostile charsmap's replacements may be long: it stops past max_size.
+            case Normalizer::Kind::charsmap: out = n.charsmap->normalized(out, max_size); break;
             // At most about three times longer (an ideograph spaced out, a syllable decomposed).
             case Normalizer::Kind::bert:
-                out = bert_normalized(out, n.clean_text, n.chinese_chars, n.strip_accents, n.lowercase);
+                out = bert_normalized(out, n.clean_text, n.chinese_chars, n.strip_accents, n.accents_as_llama_cpp,
+                                      n.lowercase);
                 break;
             case Normalizer::Kind::replace:
                 out = replaced_matches(out, *n.pattern, n.content, scratch, max_size);

@@ -6,9 +6,9 @@
 // every text ends with </s>.
 #include <sentencepiece_processor.h>
 
-#include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "charsmap.h"
 #include "headscope/base/error.h"
 #include "headscope/io/files.h"
 #include "headscope/tokenize/tokenizer.h"
@@ -112,37 +112,6 @@ std::string model_to_load(std::string_view model) {
         kept += whole;
     });
     return kept;
-}
-
-// libsentencepiece walks a charsmap's double-array trie (darts-clone's
-// layout: <trie bytes, 4 bytes><32-bit units><NUL-terminated replacements>)
-// without bounds checks, so Headscope checks it first: from the root and
-// from every unit a byte can reach (a value unit, bit 31 set, never matches
-// one), each of the 256 children and the leaf lie inside the trie, and each
-// leaf's replacement ends inside the blob.
-bool charsmap_is_safe(std::string_view blob) {
-    uint32_t trie_bytes = 0;
-    if (blob.size() <= sizeof trie_bytes) return true;  // the library refuses it
-    std::memcpy(&trie_bytes, blob.data(), sizeof trie_bytes);
-    if (trie_bytes >= blob.size() - sizeof trie_bytes) return true;  // likewise
-    const std::string_view trie = blob.substr(sizeof trie_bytes, trie_bytes);
-    const std::string_view replacements = blob.substr(sizeof trie_bytes + trie_bytes);
-    const size_t units = trie.size() / 4, last_nul = replacements.rfind('\0');
-    auto unit = [&](size_t i) {
-        uint32_t u = 0;
-        std::memcpy(&u, trie.data() + 4 * i, 4);
-        return u;
-    };
-    auto offset = [](uint32_t u) { return (u >> 10) << ((u & (1u << 9)) >> 6); };
-    for (size_t i = 0; i < units; ++i) {
-        const uint32_t u = unit(i);
-        if (i > 0 && (u >> 31)) continue;
-        const size_t base = i ^ offset(u);
-        if ((base | 0xFF) >= units) return false;
-        const bool has_leaf = i > 0 && ((u >> 8) & 1);
-        if (has_leaf && (last_nul == std::string_view::npos || (unit(base) & 0x7FFFFFFFu) > last_nul)) return false;
-    }
-    return units > 0;
 }
 
 void load_model(sentencepiece::SentencePieceProcessor& model, const fs::path& file) {

@@ -5,6 +5,10 @@
 
 #include <algorithm>
 #include <deque>
+#include <string>
+
+#include "headscope/base/error.h"
+#include "headscope/tokenize/tokenizer.h"
 
 namespace headscope {
 
@@ -48,6 +52,28 @@ int32_t TokenTrie::child(int32_t node, uint8_t byte) const {
 int32_t TokenTrie::walk(int32_t node, std::string_view text) const {
     for (size_t i = 0; i < text.size() && node != none; ++i) node = child(node, static_cast<uint8_t>(text[i]));
     return node;
+}
+
+// A WordPiece or Unigram token, or WordPiece's continuing prefix ("##"),
+// costs its length at every place of a text; BERT's and T5's are at most a
+// few dozen bytes.
+constexpr size_t max_token_bytes = 1024;
+
+void Tokenizer::index_tokens() {
+    const auto refuse_past = [](const char* what, size_t bytes) {
+        if (bytes > max_token_bytes)
+            throw Error(std::string(what) + " of " + std::to_string(bytes) + " bytes, over the " +
+                        std::to_string(max_token_bytes) + " Headscope reads");
+    };
+    refuse_past("a continuing_subword_prefix", continuing_prefix_.size());
+    std::vector<std::pair<std::string_view, int32_t>> tokens;
+    tokens.reserve(symbol_ids_.size());
+    for (const auto& [token, id] : symbol_ids_) {
+        refuse_past("a token", token.size());
+        tokens.emplace_back(token, id);
+    }
+    token_trie_ = TokenTrie(std::move(tokens));
+    continuing_node_ = token_trie_.walk(TokenTrie::root, continuing_prefix_);
 }
 
 }  // namespace headscope

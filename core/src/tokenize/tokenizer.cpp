@@ -4,6 +4,8 @@
 // replacement the normalizers, pre-tokenizers and loader share.
 #include "headscope/tokenize/tokenizer.h"
 
+#include <cstdio>
+
 #include <nlohmann/json.hpp>
 #include "headscope/base/error.h"
 #include "headscope/io/files.h"
@@ -50,6 +52,26 @@ void for_each_dense_id(const nlohmann::json& vocab, const std::string& file,
         id_seen[id] = true;
         add(token, static_cast<int32_t>(id));
     }
+}
+
+std::string byte_fallback_token(int byte) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", byte);
+    return name;
+}
+
+std::string Tokenizer::shown_bytes(const std::string& symbol, const std::string& space_symbol) const {
+    if (byte_level_) return symbol;
+    // "<0xAB>", as byte_fallback_token writes it.
+    if (byte_fallback_ && symbol.size() == 6 && symbol.starts_with("<0x") && symbol.ends_with('>')) {
+        unsigned byte = 0;
+        char rest = 0;
+        if (std::sscanf(symbol.c_str() + 3, "%2X%c", &byte, &rest) == 2 && rest == '>' &&
+            symbol == byte_fallback_token(static_cast<int>(byte))) {
+            return std::string(1, static_cast<char>(byte));
+        }
+    }
+    return space_symbol.empty() ? symbol : replace_all(symbol, space_symbol, " ");
 }
 
 std::string replace_all(std::string_view text, std::string_view pattern, std::string_view replacement) {

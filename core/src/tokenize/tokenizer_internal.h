@@ -27,14 +27,19 @@ inline constexpr JsonLimits vocab_limits{16 << 20, 1 << 20};
 void for_each_dense_id(const nlohmann::json& vocab, const std::string& file,
                        const std::function<void(const std::string&, int32_t)>& add);
 
+// A byte-fallback token's text, "<0xAB>".
+std::string byte_fallback_token(int byte);
+
 // `text` with every `pattern` (not empty) replaced, left to right.
 std::string replace_all(std::string_view text, std::string_view pattern, std::string_view replacement);
 
 // BERT's normalizer (wordpiece.cpp) on well-formed UTF-8: controls dropped
 // and whitespace made spaces, CJK ideographs spaced out, accents stripped
-// (NFD without nonspacing marks), lowercased; each step where asked.
+// (NFD without nonspacing marks; or, `accents_as_llama_cpp`, each character
+// cut to its NFD's first code point and every mark dropped, as llama.cpp's WPM
+// tokenizer strips them), lowercased; each step where asked.
 std::string bert_normalized(std::string_view text, bool clean_text, bool chinese_chars, bool strip_accents,
-                            bool lowercase);
+                            bool accents_as_llama_cpp, bool lowercase);
 
 // SentencePiece's nmt_nfkc (a Precompiled normalizer's charsmap, unigram.cpp)
 // on well-formed UTF-8: controls dropped, other spaces, ▁ and U+FFFD made

@@ -4,6 +4,10 @@
 // post-processor (the decoder is not needed: token_bytes is worked out from
 // the rest). Every field is checked before use; a type or option not
 // supported is refused by name, in one line naming the file and the field.
+// Not Hugging Face's but the GGUF reader's, for where llama.cpp differs: the
+// Charsmap normalizer, BertNormalizer's accents_as_llama_cpp, WordPiece's
+// word_prefix, Unigram's unmatched_ids and unknown_score (gguf_vocab_models.cpp).
+#include "charsmap.h"
 #include "headscope/base/error.h"
 #include "headscope/io/files.h"
 #include "headscope/io/json_fields.h"
@@ -34,9 +38,6 @@ constexpr JsonLimits file_limits{64 << 20, 4 << 20};
 // Finding added tokens costs up to the longest one's length at each byte of a
 // text; real ones are at most a few dozen bytes.
 constexpr size_t max_added_token_bytes = 1024;
-// Likewise a WordPiece or Unigram token (BERT's and T5's are at most a few
-// dozen bytes) and a WordPiece model's continuing prefix ("##").
-constexpr size_t max_token_bytes = 1024;
 // Every normalizer and pre-tokenizer runs over the whole text; real files
 // have at most three of each.
 constexpr size_t max_steps = 64;
@@ -123,16 +124,22 @@ private:
                                        .strip_right = f_.boolean(value, field, "strip_right")});
         } else if (type == "Precompiled") {  // SentencePiece's charsmap: nmt_nfkc, as the reference port reads it
             t_.normalizers_.push_back({.kind = Normalizer::Kind::nmt_nfkc});
+        } else if (type == "Charsmap") {  // the GGUF reader's, checked there: bytes as JSON binary, in no file
+            const auto& bytes = f_.required(value, field, "charsmap", json::value_t::binary, "binary").get_binary();
+            t_.normalizers_.push_back(
+                {.kind = Normalizer::Kind::charsmap,
+                 .charsmap = std::make_shared<const Charsmap>(std::string(bytes.begin(), bytes.end()))});
         } else if (type == "BertNormalizer") {
             const bool lowercase = f_.boolean(value, field, "lowercase", true);
             const json* strip = f_.optional(value, field, "strip_accents");  // null: as lowercase
-            t_.normalizers_.push_back({.kind = Normalizer::Kind::bert,
-                                       .clean_text = f_.boolean(value, field, "clean_text", true),
-                                       .chinese_chars = f_.boolean(value, field, "handle_chinese_chars", true),
-                                       .strip_accents = strip && !strip->is_null()
-                                                            ? f_.boolean(value, field, "strip_accents", lowercase)
-                                                            : lowercase,
-                                       .lowercase = lowercase});
+            t_.normalizers_.push_back(
+                {.kind = Normalizer::Kind::bert,
+                 .clean_text = f_.boolean(value, field, "clean_text", true),
+                 .chinese_chars = f_.boolean(value, field, "handle_chinese_chars", true),
+                 .strip_accents =
+                     strip && !strip->is_null() ? f_.boolean(value, field, "strip_accents", lowercase) : lowercase,
+                 .lowercase = lowercase,
+                 .accents_as_llama_cpp = f_.boolean(value, field, "accents_as_llama_cpp", false)});
         } else {
             unsupported_type(f_, field, type, "NFC, Prepend, Replace, Strip, BertNormalizer, Precompiled, Sequence");
         }
@@ -219,6 +226,8 @@ private:
         t_.word_piece_ = type == "WordPiece";
         if (t_.word_piece_) {
             t_.continuing_prefix_ = f_.string(model, "model", "continuing_subword_prefix", "##");
+            t_.word_prefix_ = f_.string(model, "model", "word_prefix", "");
+            if (!t_.word_prefix_.empty()) space_symbol_ = t_.word_prefix_;  // where a space was
             t_.max_word_chars_ = static_cast<size_t>(
                 f_.integer(model, "model", "max_input_chars_per_word", 1, std::numeric_limits<int32_t>::max(), 100));
         } else {
@@ -227,10 +236,6 @@ private:
         read_vocab(model);
         if (t_.word_piece_) {
             if (t_.unk_id_ < 0) f_.fail("model", "a WordPiece model needs its unk_token");
-            if (t_.continuing_prefix_.size() > max_token_bytes)
-                f_.fail("model.continuing_subword_prefix",
-                        "a prefix of " + std::to_string(t_.continuing_prefix_.size()) + " bytes, over the " +
-                            std::to_string(max_token_bytes) + " Headscope reads");
             build_token_trie();
         } else {
             read_merges(model);
@@ -255,32 +260,31 @@ private:
             if (!std::isfinite(score) || score > 0) f_.fail(field, "the score is not a log-probability");
             if (!t_.symbol_ids_.emplace(token, static_cast<int32_t>(id)).second)
                 f_.fail(field, describe_json(token) + " is listed twice");
-            t_.id_to_bytes_[id] = shown_bytes(token);  // ▁ as a space
+            t_.id_to_bytes_[id] = t_.shown_bytes(token, space_symbol_);  // ▁ as a space
             t_.unigram_scores_[id] = score;
         }
         const json* unk = f_.optional(model, "model", "unk_id");
         if (!unk || unk->is_null()) f_.fail("model", "a Unigram model needs its unk_id");
         t_.unk_id_ = f_.id(*unk, "model.unk_id", vocab.size());
         // Hugging Face's: an unknown character scores 10 below the lowest token.
-        t_.unknown_score_ = *std::min_element(t_.unigram_scores_.begin(), t_.unigram_scores_.end()) - 10;
+        const double lowest = *std::min_element(t_.unigram_scores_.begin(), t_.unigram_scores_.end());
+        t_.unknown_score_ =
+            f_.number(model, "model", "unknown_score", -std::numeric_limits<double>::max(), 0, lowest - 10);
         t_.unigram_scores_[static_cast<size_t>(t_.unk_id_)] = t_.unknown_score_;
+        if (f_.optional(model, "model", "unmatched_ids")) {  // kept for their ids, never matched in a text
+            for (const json& id : f_.required(model, "model", "unmatched_ids", json::value_t::array, "an array"))
+                t_.symbol_ids_.erase(vocab[static_cast<size_t>(f_.id(id, "model.unmatched_ids", vocab.size()))][0]);
+        }
         build_token_trie();
     }
 
-    // A WordPiece or Unigram model's tokens as a trie (each encode walks it
-    // from every place in the text, as far as a token goes), each token at
-    // most max_token_bytes long.
+    // A WordPiece or Unigram model's tokens as a trie (Tokenizer::index_tokens).
     void build_token_trie() {
-        std::vector<std::pair<std::string_view, int32_t>> tokens;
-        tokens.reserve(t_.symbol_ids_.size());
-        for (const auto& [token, id] : t_.symbol_ids_) {
-            if (token.size() > max_token_bytes)
-                f_.fail("model.vocab", "a token of " + std::to_string(token.size()) + " bytes, over the " +
-                                           std::to_string(max_token_bytes) + " Headscope reads");
-            tokens.emplace_back(token, id);
+        try {
+            t_.index_tokens();
+        } catch (const Error& e) {
+            f_.fail("model", e.what());
         }
-        t_.token_trie_ = TokenTrie(std::move(tokens));
-        t_.continuing_node_ = t_.token_trie_.walk(TokenTrie::root, t_.continuing_prefix_);
     }
 
     void read_bpe_options(const json& model) {
@@ -313,7 +317,7 @@ private:
             std::optional<std::string> symbol = symbol_of(token);
             // A token outside the byte alphabet cannot come out of byte-level
             // BPE; it stands for its own text (an added token's, say).
-            t_.id_to_bytes_[static_cast<size_t>(id)] = symbol ? shown_bytes(*symbol) : token;
+            t_.id_to_bytes_[static_cast<size_t>(id)] = symbol ? t_.shown_bytes(*symbol, space_symbol_) : token;
             if (symbol) t_.symbol_ids_.emplace(std::move(*symbol), id);
         }
         if (t_.byte_level_) {
@@ -377,29 +381,6 @@ private:
         const auto it = symbol ? t_.symbol_ids_.find(*symbol) : t_.symbol_ids_.end();
         if (it == t_.symbol_ids_.end()) f_.fail(field, what + describe_json(token) + " is not in the vocabulary");
         return it->second;
-    }
-
-    static std::string byte_fallback_token(int byte) {
-        char name[8];
-        std::snprintf(name, sizeof name, "<0x%02X>", byte);
-        return name;
-    }
-
-    // What a vocabulary symbol shows as (token_bytes): a byte-level symbol is
-    // its bytes already; otherwise the space symbol (▁) is a space, and a
-    // byte-fallback token its byte.
-    std::string shown_bytes(const std::string& symbol) const {
-        if (t_.byte_level_) return symbol;
-        // "<0xAB>", as byte_fallback_token writes it.
-        if (t_.byte_fallback_ && symbol.size() == 6 && symbol.starts_with("<0x") && symbol.ends_with('>')) {
-            unsigned byte = 0;
-            char rest = 0;
-            if (std::sscanf(symbol.c_str() + 3, "%2X%c", &byte, &rest) == 2 && rest == '>' &&
-                symbol == byte_fallback_token(static_cast<int>(byte))) {
-                return std::string(1, static_cast<char>(byte));
-            }
-        }
-        return space_symbol_.empty() ? symbol : replace_all(symbol, space_symbol_, " ");
     }
 
     void read_added_tokens(const json& added) {

@@ -73,6 +73,15 @@ std::string to_nfkc(std::string_view text) { return normalized(text, true, true)
 
 char32_t to_lower(char32_t cp) { return static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(cp))); }
 
+char32_t nfd_first_code_point(char32_t cp) {
+    // A canonical decomposition has at most 4 code points.
+    constexpr utf8proc_ssize_t room = 8;
+    utf8proc_int32_t decomposed[room];
+    const utf8proc_ssize_t length =
+        utf8proc_decompose_char(static_cast<utf8proc_int32_t>(cp), decomposed, room, UTF8PROC_DECOMPOSE, nullptr);
+    return length > 0 && length <= room ? static_cast<char32_t>(decomposed[0]) : cp;
+}
+
 namespace {
 
 utf8proc_category_t category_of(char32_t cp) { return utf8proc_category(static_cast<utf8proc_int32_t>(cp)); }
@@ -141,5 +150,10 @@ bool is_punctuation(char32_t cp) {
 }
 
 bool is_nonspacing_mark(char32_t cp) { return category_of(cp) == UTF8PROC_CATEGORY_MN; }
+
+bool is_mark(char32_t cp) {
+    const utf8proc_category_t category = category_of(cp);
+    return category == UTF8PROC_CATEGORY_MN || category == UTF8PROC_CATEGORY_MC || category == UTF8PROC_CATEGORY_ME;
+}
 
 }  // namespace headscope

@@ -54,6 +54,9 @@ std::string to_nfd(std::string_view text);
 std::string to_nfkc(std::string_view text);
 // A code point's simple lowercase mapping (itself when it has none).
 char32_t to_lower(char32_t cp);
+// The first code point of a code point's NFD (its base letter, when it is one
+// with accents; a Hangul syllable's leading consonant).
+char32_t nfd_first_code_point(char32_t cp);
 
 // \p{L}: a letter.
 bool is_letter(char32_t cp);
@@ -68,6 +71,8 @@ bool is_other(char32_t cp);
 bool is_punctuation(char32_t cp);
 // \p{Mn}: a nonspacing mark (an accent, once decomposed).
 bool is_nonspacing_mark(char32_t cp);
+// \p{M}: a mark of any kind (nonspacing, spacing or enclosing).
+bool is_mark(char32_t cp);
 // A word character as Rust's regex \w has one: a letter, mark, decimal digit
 // or letter number, connector punctuation, or a zero-width (non-)joiner.
 bool is_word_char(char32_t cp);

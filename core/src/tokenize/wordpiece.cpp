@@ -1,5 +1,6 @@
 // BERT's tokenizer pieces, as Hugging Face's tokenizers defines them: the
-// BertNormalizer, and the WordPiece model's greedy longest-match split.
+// BertNormalizer, and the WordPiece model's greedy longest-match split; and
+// where llama.cpp's WPM tokenizer (a GGUF bert vocabulary) differs.
 #include "headscope/tokenize/tokenizer.h"
 #include "tokenizer_internal.h"
 #include "unicode.h"
@@ -18,7 +19,7 @@ bool is_cjk_ideograph(char32_t cp) {
 }  // namespace
 
 std::string bert_normalized(std::string_view text, bool clean_text, bool chinese_chars, bool strip_accents,
-                            bool lowercase) {
+                            bool accents_as_llama_cpp, bool lowercase) {
     std::string out(text);
     if (clean_text) {
         // NUL, U+FFFD and controls (but tab, line feed and carriage return) go; whitespace becomes a space.
@@ -36,7 +37,12 @@ std::string bert_normalized(std::string_view text, bool clean_text, bool chinese
             if (spaced) o += ' ';
         });
     }
-    if (strip_accents) {
+    if (strip_accents && accents_as_llama_cpp) {
+        out = each_code_point(out, [](char32_t cp, std::string& o) {
+            const char32_t base = nfd_first_code_point(cp);
+            if (!is_mark(base)) o += utf8_of(base);
+        });
+    } else if (strip_accents) {
         out = each_code_point(to_nfd(out), [](char32_t cp, std::string& o) {
             if (!is_nonspacing_mark(cp)) o += utf8_of(cp);
         });
@@ -46,6 +52,8 @@ std::string bert_normalized(std::string_view text, bool clean_text, bool chinese
 }
 
 void Tokenizer::word_pieces(std::string_view word, std::vector<int32_t>& out) const {
+    std::string prefixed;
+    if (!word_prefix_.empty()) word = prefixed.assign(word_prefix_).append(word);
     size_t characters = 0;
     for (size_t at = 0; at < word.size(); at += utf8_length(word[at])) ++characters;
     const size_t first = out.size();

@@ -37,6 +37,7 @@ std::vector<std::string_view> pretokenize(std::string_view text);
 class GgufFile;      // io/gguf.h
 class JsonFields;    // io/json_fields.h
 class Pattern;       // a compiled PCRE2 pattern (core/src/tokenize/pattern.h)
+class Charsmap;      // SentencePiece's precompiled charsmap (core/src/tokenize/charsmap.h)
 class MatchScratch;  // what matching it needs
 struct Match;        // a byte range it matched
 
@@ -61,10 +62,11 @@ public:
     static Tokenizer load_json(const std::filesystem::path& tokenizer_json);
     // The tokenizer a GGUF file's tokenizer.ggml.* metadata describes
     // (gguf_tokenizer.cpp): a "gpt2" model (byte-level BPE with the
-    // pre-tokenizer tokenizer.ggml.pre names) or a "llama" one (SentencePiece
-    // BPE from scores, with byte fallback), encoding as llama.cpp's
-    // llama_tokenize with add_special and without parse_special: its
-    // user-defined tokens are found in the text, its control tokens are not.
+    // pre-tokenizer tokenizer.ggml.pre names), a "llama" one (SentencePiece
+    // BPE from scores, with byte fallback), a "bert" one (WordPiece) or a
+    // "t5" one (Unigram with the file's precompiled charsmap), encoding as
+    // llama.cpp's llama_tokenize with add_special and without parse_special:
+    // its user-defined tokens are found in the text, its control tokens are not.
     // Throws Error naming the file and the key for anything malformed or not
     // supported.
     static Tokenizer load_gguf(const GgufFile& file);
@@ -109,6 +111,7 @@ public:
     // every other loader, whose checkpoints name them in config.json).
     struct SpecialIds {
         int32_t bos = -1, eos = -1, eot = -1, pad = -1, unk = -1;
+        int32_t sep = -1, mask = -1;  // BERT's [SEP] and [MASK] (its [CLS] is bos)
     };
     const SpecialIds& special_ids() const { return special_ids_; }
 
@@ -161,14 +164,18 @@ private:
     struct Normalizer {
         // nmt_nfkc: SentencePiece's Precompiled charsmap as its models (T5's,
         // XLM-R's) use it: controls dropped, other spaces made spaces, NFKC.
-        enum class Kind : uint8_t { nfc, prepend, replace, strip, bert, nmt_nfkc };
+        // charsmap: a charsmap's rules applied as llama.cpp applies a GGUF file's.
+        enum class Kind : uint8_t { nfc, prepend, replace, strip, bert, nmt_nfkc, charsmap };
         Kind kind{};
         std::shared_ptr<const Pattern> pattern{};      // replace: what is replaced, a string or a regular expression
         std::string content{};                         // prepend: what goes first; replace: the replacement
         bool strip_left = false, strip_right = false;  // strip: the whitespace at either end
         // bert (BertNormalizer): drop controls and map whitespace to spaces,
-        // space out CJK ideographs, strip accents, lowercase.
+        // space out CJK ideographs, strip accents (as Hugging Face, or as
+        // llama.cpp), lowercase.
         bool clean_text = false, chinese_chars = false, strip_accents = false, lowercase = false;
+        bool accents_as_llama_cpp = false;
+        std::shared_ptr<const Charsmap> charsmap{};  // charsmap
     };
 
     // How a split keeps the matches of its pattern (Hugging Face's SplitDelimiterBehavior).
@@ -273,19 +280,28 @@ private:
     int32_t unk_id_ = -1;                                       // the unknown token, -1 when none
     bool fuse_unk_ = false;                                     // consecutive unknowns become one
     // A WordPiece model instead of BPE: its pieces after a word's first carry
-    // this prefix ("##"), and longer words are unknown.
+    // this prefix ("##"), and longer words are unknown; llama.cpp's instead
+    // spells each word behind word_prefix_ ("▁") with unprefixed pieces.
     bool word_piece_ = false;
     std::string continuing_prefix_;
+    std::string word_prefix_;
     size_t max_word_chars_ = 0;
     // A Unigram model instead: each token's score (log-probability) by id,
-    // and the unknown token's (the lowest less 10), in double as Hugging
-    // Face's tokenizers keeps them.
+    // and the unknown token's (the lowest less 10, unless the file says), in
+    // double as Hugging Face's tokenizers keeps them.
     bool unigram_ = false;
     std::vector<double> unigram_scores_;
     double unknown_score_ = 0;
-    // Either model's tokens as a trie, and the node its continuing prefix leads to.
+    // Either model's tokens as a trie, and the node its continuing prefix
+    // leads to, built by index_tokens (token_trie.cpp), which throws Error
+    // for a token or prefix longer than it reads.
     TokenTrie token_trie_;
     int32_t continuing_node_ = TokenTrie::none;
+    void index_tokens();
+    // What a vocabulary symbol shows as (token_bytes): a byte-level symbol is
+    // its bytes already; otherwise `space_symbol` (▁) is a space, and a
+    // byte-fallback token its byte (tokenizer.cpp).
+    std::string shown_bytes(const std::string& symbol, const std::string& space_symbol) const;
 
     // Marian's models instead of the normalizers, pre-tokenizers and model above.
     std::shared_ptr<const SentencePieceModels> sentencepiece_;
