@@ -4,9 +4,9 @@
 // of the float's owner. Owners are worked out here from the buffers' shapes
 // (which float of a (B, T, C) buffer belongs to which token and head, ...),
 // independently of core's Dance::owner; the colour rule is the one
-// documented in app/views/dance_view.h. The step's shape, strides, offset and
-// contiguity, and the naive split's error, must be what headscope-cli dance
-// prints.
+// documented in app/views/dance_view.h. The step's shape, strides, offset
+// and contiguity, the weights its projection names, and the naive split's
+// error, must be what headscope-cli dance prints.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -147,6 +147,8 @@ protected:
             EXPECT_EQ(shot.description["step"], k);
             for (const char* field : {"buffer", "shape", "strides", "offset", "contiguous"})
                 EXPECT_EQ(shot.description[field], want[field]) << field;
+            // The stored weights of the step's projection (layer 0's in both), where it has one.
+            EXPECT_EQ(shot.description["weights"], want.value("weights", json::array()));
             EXPECT_NEAR(shot.description["naive_view_max_diff"].get<double>(), cli["naive_view_max_diff"].get<double>(),
                         1e-6);
 

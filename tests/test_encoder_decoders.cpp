@@ -278,6 +278,25 @@ TEST_P(EachEncoderDecoder, TheCrossAttentionDanceWalksTheTargetsQueriesOverTheSo
                 EXPECT_EQ(o.t, t) << "a source token";
                 EXPECT_EQ(o.head, h);
             }
+    // With the layer's weights: Q's step names the cross-attention's query
+    // weight, K's its key and value weights, the last its output's, each
+    // (out, in) as the family's modules have them.
+    const Dance weighed = cross_attention_dance(B, T, S, model_.config, 0, &model_.layers.at(0));
+    const std::vector<std::vector<Weight>> named = {
+        {Weight::cross_q_w},   {}, {}, {Weight::cross_k_w, Weight::cross_v_w}, {}, {}, {}, {}, {}, {},
+        {Weight::cross_proj_w}};
+    for (size_t i = 0; i < named.size(); ++i) {
+        ASSERT_EQ(weighed.steps[i].weights.size(), named[i].size()) << "step " << i + 1;
+        for (size_t w = 0; w < named[i].size(); ++w) {
+            const bool output = named[i][w] == Weight::cross_proj_w;
+            const std::string shape = std::to_string(output ? model_.config.n_embd : W) + " outputs by " +
+                                      std::to_string(output ? W : model_.config.n_embd) + " inputs, stored as ";
+            EXPECT_EQ(
+                weighed.steps[i].weights[w].rfind(module_name(model_.config, named[i][w]) + "'s weight, " + shape, 0),
+                0u)
+                << weighed.steps[i].weights[w];
+        }
+    }
     EXPECT_THROW(cross_attention_dance(B, T, S, encoder_config(model_.config), 0), Error);
 }
 

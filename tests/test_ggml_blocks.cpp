@@ -4,8 +4,11 @@
 // values are known by construction.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
 #include <random>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "ggml_blocks_reference.h"
@@ -20,6 +23,16 @@ const GgmlType read_types[] = {GgmlType::F32,  GgmlType::F16,    GgmlType::BF16,
                                GgmlType::Q4_1, GgmlType::Q5_0,   GgmlType::Q5_1,   GgmlType::Q8_0,
                                GgmlType::Q2_K, GgmlType::Q3_K,   GgmlType::Q4_K,   GgmlType::Q5_K,
                                GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::MXFP4};
+
+// The bytes a layout's words give its fields: the sum of each "N bytes of" (or "1 byte of").
+uint32_t layout_bytes(const std::string& layout) {
+    uint32_t bytes = 0;
+    std::istringstream words(layout);
+    for (std::string previous, word; words >> word; previous = word)
+        if ((word == "bytes" || word == "byte") && !previous.empty() && std::isdigit(previous[0]))
+            bytes += static_cast<uint32_t>(std::stoul(previous));
+    return bytes;
+}
 
 std::vector<float> dequantized(GgmlType type, const std::vector<uint8_t>& bytes, size_t n) {
     std::vector<float> out(n);
@@ -43,6 +56,23 @@ TEST(GgmlTypes, NamesAndBlockSizes) {
             EXPECT_EQ(static_cast<uint32_t>(traits->type), id);
         }
     }
+}
+
+// Each readable type's layout words name its block's fields, whose bytes
+// add up to the block's; the types Headscope does not read have none.
+TEST(GgmlTypes, LayoutWordsAddUpToTheBlock) {
+    for (uint32_t id = 0; id < 64; ++id) {
+        const GgmlTypeTraits* traits = ggml_type_traits(id);
+        if (!traits) continue;
+        SCOPED_TRACE(traits->name);
+        const std::string layout = traits->layout;
+        if (!traits->dequantized) {
+            EXPECT_EQ(layout, "");
+            continue;
+        }
+        EXPECT_EQ(layout_bytes(layout), traits->block_bytes) << layout;
+    }
+    EXPECT_EQ(layout_bytes(ggml_type_traits(GgmlType::Q4_K).layout), 2u + 2 + 12 + 256 / 2);
 }
 
 // Exactly: every formula is at most one rounding of a product or sum of

@@ -1,14 +1,16 @@
 // Strided views against their definition (a view's n-th element is the same
 // memory as the original's n-th; a view exists exactly when some strides say
 // so, found here by brute force), PyTorch's figures for the tutorials' cases,
-// the reshape dance's steps and element owners, and the naive split's output
-// error against the tests' double-precision reference forward.
+// the reshape dance's steps and element owners, the weights its projections
+// name (a GGUF file's quantized blocks), and the naive split's output error
+// against the tests' double-precision reference forward.
 #include <gtest/gtest.h>
 
 #include <optional>
 #include <random>
 #include <set>
 
+#include "gguf_models.h"
 #include "headscope/base/error.h"
 #include "headscope/inspect/checks.h"
 #include "headscope/inspect/dance.h"
@@ -499,6 +501,82 @@ TEST(Dance, UngroupedRotaryWalkHasNoRepeat) {
     EXPECT_EQ(d.buffers[d.steps[6].buffer].name, "q_rotated");
     EXPECT_TRUE(d.steps[6].layout.is_contiguous());
     EXPECT_EQ(d.steps[6].layout.shape, (Dims{2, 3, 4, 16}));
+}
+
+// The steps of a walk that name stored weights, and those weights' words.
+std::vector<std::pair<size_t, std::vector<std::string>>> weighed_steps(const Dance& d) {
+    std::vector<std::pair<size_t, std::vector<std::string>>> weighed;
+    for (size_t s = 0; s < d.steps.size(); ++s)
+        if (!d.steps[s].weights.empty()) weighed.emplace_back(s, d.steps[s].weights);
+    return weighed;
+}
+
+// A GGUF llama file in Q4_K, its layer 1's v_proj in Q6_K as Q4_K_M mixes
+// them: Q's, K's and the output projection's steps name each weight as the
+// file stores it. The shapes are the spec's (C = 256, 8 query heads and 2
+// key/value heads of 32); the blocks are ggml-common.h's: Q4_K packs 256
+// values into 2 + 2 + 12 + 128 bytes, Q6_K into 128 + 64 + 16 + 2.
+TEST(Dance, GgufProjectionsNameTheirStoredTypeAndBlocks) {
+    test::TempDir dir;
+    const std::filesystem::path file = dir.path / "model.gguf";
+    const test::FamilySpec spec = test::gguf_family_spec(test::Family::llama);
+    std::mt19937 rng(41);
+    test::write_gguf_family(file, spec, DType::Q4_K, [&](test::GgufSpec& gguf) {
+        for (test::GgufTensorSpec& t : gguf.tensors)
+            if (t.name == "blk.1.attn_v.weight") {
+                t.type = static_cast<uint32_t>(GgmlType::Q6_K);
+                t.data.clear();
+                for (uint64_t b = 0; b < t.ne[0] * t.ne[1] / 256; ++b) {
+                    const test::Block block = test::block_of_spread(GgmlType::Q6_K, 0.05, rng);
+                    t.data.append(block.begin(), block.end());
+                }
+            }
+    });
+    const Model model = load_model(file.string());
+    const int C = spec.n_embd, Q = spec.n_head * spec.head_dim, KV = spec.n_kv_head * spec.head_dim;
+    const int q4_k = 2 + 2 + 12 + 128, q6_k = 128 + 64 + 16 + 2;
+    // "<module>'s weight, <out> outputs by <in> inputs, stored as <type>: each stored row of <in> inputs is ..."
+    const auto weight = [](const std::string& module, int out, int in, const std::string& type, int block_bytes,
+                           const std::string& bits) {
+        return module + "'s weight, " + std::to_string(out) + " outputs by " + std::to_string(in) +
+               " inputs, stored as " + type + ": each stored row of " + std::to_string(in) + " inputs is " +
+               std::to_string(in / 256 * block_bytes) + " bytes, " + std::to_string(in / 256) +
+               (in == 256 ? " block" : " blocks") + " of 256 values in " + std::to_string(block_bytes) +
+               " bytes each (" + ggml_type_traits(type == "Q4_K" ? GgmlType::Q4_K : GgmlType::Q6_K).layout + "), " +
+               bits + " bits a weight, widened to float32 block by block inside the product";
+    };
+    for (int layer : {0, 1}) {
+        SCOPED_TRACE(layer);
+        const Dance d = reshape_dance(1, 3, model.config, 0, Split::transpose, &model.layers[layer]);
+        const auto weighed = weighed_steps(d);
+        ASSERT_EQ(weighed.size(), 3u);
+        EXPECT_EQ(weighed[0].first, 0u);  // Q's projection
+        EXPECT_EQ(weighed[0].second, std::vector<std::string>{weight("q_proj", Q, C, "Q4_K", q4_k, "4.5")});
+        EXPECT_EQ(d.steps[weighed[1].first].code.rfind("k = k_proj(x)", 0), 0u);
+        const std::string v =
+            layer == 1 ? weight("v_proj", KV, C, "Q6_K", q6_k, "6.5625") : weight("v_proj", KV, C, "Q4_K", q4_k, "4.5");
+        EXPECT_EQ(weighed[1].second, (std::vector<std::string>{weight("k_proj", KV, C, "Q4_K", q4_k, "4.5"), v}));
+        EXPECT_EQ(weighed[2].first, d.steps.size() - 1);  // the merge into o_proj
+        EXPECT_EQ(weighed[2].second, std::vector<std::string>{weight("o_proj", C, Q, "Q4_K", q4_k, "4.5")});
+    }
+    // The naive walk names the same projections; a walk without a layer names none.
+    EXPECT_EQ(weighed_steps(reshape_dance(1, 3, model.config, 0, Split::naive_view, &model.layers[1])).size(), 3u);
+    EXPECT_TRUE(weighed_steps(reshape_dance(1, 3, model.config, 0, Split::transpose)).empty());
+}
+
+// A checkpoint of 16-bit floats stored (in, out), GPT-2's Conv1D: its fused
+// c_attn's stored rows are of outputs, widened without blocks.
+TEST(Dance, Bf16ConvWeightsStoredRowsAreOutputs) {
+    test::TempDir dir;
+    test::write_test_model(dir.path, {.n_layer = 1, .n_head = 4, .n_embd = 32, .dtype = test::FileDType::BF16});
+    const Model model = load_model(dir.path.string());
+    const auto weighed = weighed_steps(reshape_dance(1, 3, model.config, 0, Split::transpose, &model.layers.at(0)));
+    ASSERT_EQ(weighed.size(), 2u);  // c_attn's [Q | K | V], then c_proj
+    EXPECT_EQ(weighed[0].second,
+              std::vector<std::string>{"c_attn's weight, 96 outputs by 32 inputs, stored as BF16: each stored row "
+                                       "of 96 outputs is 192 bytes, 2 bytes of bfloat16 a value, widened to float32 "
+                                       "inside the product"});
+    EXPECT_EQ(weighed[1].second.at(0).rfind("c_proj's weight, 32 outputs by 32 inputs, stored as BF16", 0), 0u);
 }
 
 // The reference forward's two splits, compared here: the error core reports.

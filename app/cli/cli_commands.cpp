@@ -363,7 +363,8 @@ void run_dance(const CliOptions& opt) {
     // Both splits run for the comparison (which also validates the options); options.split is the walk printed.
     ComputedOn on;
     const double max_diff = naive_view_max_diff(*loaded.backend, batch, options, opt.layer, &on);
-    const Dance dance = reshape_dance(batch.B(), batch.T(), model.config, options.n_head, options.split);
+    const Dance dance =
+        reshape_dance(batch.B(), batch.T(), model.config, options.n_head, options.split, &model.layers.at(opt.layer));
     Json buffers = Json::array(), steps = Json::array(), tokens = Json::array();
     for (const DanceBuffer& b : dance.buffers)
         buffers.push_back({{"name", b.name}, {"dims", b.dims}, {"shape", b.shape}});
@@ -375,6 +376,7 @@ void run_dance(const CliOptions& opt) {
                      {"buffer", dance.buffers[s.buffer].name},
                      {"dims", s.dims}};
         step.update(layout_json(s.layout));
+        if (!s.weights.empty()) step["weights"] = s.weights;
         steps.push_back(step);
     }
     for (const auto& ids : batch.token_ids) tokens.push_back(token_texts(model.tokenizer, ids));

@@ -108,26 +108,30 @@ ImU32 owner_color(int64_t head, int NH, int64_t t, int T, bool read) {
 }
 
 // The dance of the attention the selector shows: the decoder's (every
-// model's), or an encoder–decoder's encoder's or cross-attention's.
-void DanceView::update(const Session& session) {
+// model's), or an encoder–decoder's encoder's or cross-attention's, with the
+// weights of that attention's layer `layer` (an encoder's own).
+void DanceView::update(const Session& session, int layer) {
     const AttentionKind kind = session.maps().kind;
-    if (dance_ && generation_ == session.shown_generation && kind_ == kind) return;
+    if (dance_ && generation_ == session.shown_generation && kind_ == kind && layer_ == layer) return;
     const AttentionResult& att = session.shown.attention;
-    const Config& config = session.model().config;
+    const Model& model = session.model();
+    const std::vector<LayerWeights>& layers = kind == AttentionKind::encoder ? model.encoder->layers : model.layers;
+    const LayerWeights* weights = layer >= 0 && layer < static_cast<int>(layers.size()) ? &layers[layer] : nullptr;
     const AttentionOptions& o = session.shown_options;
     if (kind == AttentionKind::cross)
-        dance_ = cross_attention_dance(att.B, att.T, att.S, config, o.n_head);
+        dance_ = cross_attention_dance(att.B, att.T, att.S, model.config, o.n_head, weights);
     else if (kind == AttentionKind::encoder)
-        dance_ = reshape_dance(att.B, att.S, encoder_config(config), o.n_head, o.split);
+        dance_ = reshape_dance(att.B, att.S, encoder_config(model.config), o.n_head, o.split, weights);
     else
-        dance_ = reshape_dance(att.B, att.T, config, o.n_head, o.split);
+        dance_ = reshape_dance(att.B, att.T, model.config, o.n_head, o.split, weights);
     generation_ = session.shown_generation;
     kind_ = kind;
+    layer_ = layer;
     hovered_ = {};  // a float of the old buffers
 }
 
 void DanceView::draw(const WindowState& state, const Session& session, Ui& ui) {
-    update(session);
+    update(session, state.layer);
     // The naive split's error for the shown compute and layer: two forwards as
     // far as the layer (of the decoder's self-attention, the forward's own).
     const MaxDiff::Outcome* max_diff = nullptr;
@@ -178,6 +182,7 @@ void DanceView::describe(const WindowState& state, const Session& session, Ui& u
     ImGui::BeginGroup();
     ImGui::TextWrapped("%d. %s", step_, step.title.c_str());
     ImGui::TextColored(ImVec4(0.55f, 0.8f, 1, 1), "    %s", step.code.c_str());
+    for (const std::string& weight : step.weights) ImGui::TextWrapped("layer %d: %s.", state.layer, weight.c_str());
     ImGui::Text("shape %s %s    strides %s    storage offset %lld    contiguous: %s",
                 shape_string(layout.shape).c_str(), shape_string(step.dims).c_str(),
                 shape_string(layout.strides).c_str(), static_cast<long long>(layout.offset),
@@ -197,6 +202,7 @@ void DanceView::describe(const WindowState& state, const Session& session, Ui& u
                    {"step", step_},
                    {"title", step.title},
                    {"code", step.code},
+                   {"weights", step.weights},
                    {"buffer", buffer.name},
                    {"shape", layout.shape},
                    {"strides", layout.strides},

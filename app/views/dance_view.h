@@ -9,7 +9,8 @@
 // "step", "first_row", "floats_per_row", "floats_per_cell", "storage": the
 // strided layout from a position in the order drawn to the float's index in
 // storage, "grid"} (the tests expand it to every float) and the step's layout
-// as {"view": "dance-step", "step", "title", "code", "shape", "strides",
+// as {"view": "dance-step", "step", "title", "code", "weights" (the stored
+// weights of its projection, in words: dance.h), "shape", "strides",
 // "offset", "contiguous", "buffer", "layer", "naive_view_max_diff"}.
 #pragma once
 #include <cstdint>
@@ -47,8 +48,8 @@ public:
 private:
     // naive_view_max_diff for (the session's shown_generation, the layer).
     using MaxDiff = FigureWorker<std::pair<uint64_t, int>, double>;
-    // Rebuilds the dance when the shown compute changes.
-    void update(const Session& session);
+    // Rebuilds the dance when the shown compute or layer changes.
+    void update(const Session& session, int layer);
     void stepper();
     void describe(const WindowState& state, const Session& session, Ui& ui, const MaxDiff::Outcome* max_diff);
     void buffer_grid(const Session& session, Ui& ui);
@@ -71,6 +72,7 @@ private:
     std::optional<Dance> dance_;
     uint64_t generation_ = 0;                      // the shown compute dance_ is for
     AttentionKind kind_ = AttentionKind::decoder;  // and the attention (an encoder–decoder's three)
+    int layer_ = 0;                                // and the layer whose weights its steps name
     MaxDiff max_diff_;
     struct {
         int step = 0;

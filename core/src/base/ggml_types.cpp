@@ -1,9 +1,8 @@
 // ggml's types (ggml_types.h): the table of ids, names and block sizes from
-// gguf-py's GGML_QUANT_SIZES, and each readable block format's dequantization,
-// written from the layouts of ggml's ggml-common.h and the formulas of its
-// dequantize_row_* functions; the names of llama.cpp's file types from its
-// llama.h. A block is read byte by byte (a GGUF file
-// aligns tensors, not blocks); the dispatch on the type is once a row.
+// gguf-py's GGML_QUANT_SIZES, with the readable blocks' fields as ggml-common.h lays them out, and each readable block
+// format's dequantization, written from the layouts of ggml's ggml-common.h and the formulas of its dequantize_row_*
+// functions; the names of llama.cpp's file types from its llama.h. A block is read byte by byte (a GGUF file aligns
+// tensors, not blocks); the dispatch on the type is once a row.
 #include "headscope/base/ggml_types.h"
 
 #include <bit>
@@ -24,38 +23,48 @@ using ggml_lanes::k4_scale_min;
 constexpr uint32_t super_block = 256;  // ggml's QK_K
 
 constexpr GgmlTypeTraits type_table[] = {
-    {GgmlType::F32, "F32", 1, 4, true},
-    {GgmlType::F16, "F16", 1, 2, true},
-    {GgmlType::Q4_0, "Q4_0", 32, 18, true},
-    {GgmlType::Q4_1, "Q4_1", 32, 20, true},
-    {GgmlType::Q5_0, "Q5_0", 32, 22, true},
-    {GgmlType::Q5_1, "Q5_1", 32, 24, true},
-    {GgmlType::Q8_0, "Q8_0", 32, 34, true},
+    {GgmlType::F32, "F32", 1, 4, true, "4 bytes of float32"},
+    {GgmlType::F16, "F16", 1, 2, true, "2 bytes of half float"},
+    {GgmlType::Q4_0, "Q4_0", 32, 18, true, "2 bytes of half scale d, 16 bytes of 4-bit codes"},
+    {GgmlType::Q4_1, "Q4_1", 32, 20, true, "4 bytes of half scale d and minimum m, 16 bytes of 4-bit codes"},
+    {GgmlType::Q5_0, "Q5_0", 32, 22, true, "2 bytes of half scale d, 4 bytes of fifth bits, 16 bytes of low 4 bits"},
+    {GgmlType::Q5_1, "Q5_1", 32, 24, true,
+     "4 bytes of half scale d and minimum m, 4 bytes of fifth bits, 16 bytes of low 4 bits"},
+    {GgmlType::Q8_0, "Q8_0", 32, 34, true, "2 bytes of half scale d, 32 bytes of 8-bit codes"},
     {GgmlType::Q8_1, "Q8_1", 32, 40, false},
-    {GgmlType::Q2_K, "Q2_K", super_block, 84, true},
-    {GgmlType::Q3_K, "Q3_K", super_block, 110, true},
-    {GgmlType::Q4_K, "Q4_K", super_block, 144, true},
-    {GgmlType::Q5_K, "Q5_K", super_block, 176, true},
-    {GgmlType::Q6_K, "Q6_K", super_block, 210, true},
+    {GgmlType::Q2_K, "Q2_K", super_block, 84, true,
+     "16 bytes of 4-bit scales and minima, 64 bytes of 2-bit codes, 4 bytes of half scales d and dmin"},
+    {GgmlType::Q3_K, "Q3_K", super_block, 110, true,
+     "32 bytes of high bits, 64 bytes of low 2 bits, 12 bytes of 6-bit scales, 2 bytes of half scale d"},
+    {GgmlType::Q4_K, "Q4_K", super_block, 144, true,
+     "4 bytes of half scales d and dmin, 12 bytes of 6-bit scales and minima, 128 bytes of 4-bit codes"},
+    {GgmlType::Q5_K, "Q5_K", super_block, 176, true,
+     "4 bytes of half scales d and dmin, 12 bytes of 6-bit scales and minima, 32 bytes of fifth bits, 128 bytes of low "
+     "4 bits"},
+    {GgmlType::Q6_K, "Q6_K", super_block, 210, true,
+     "128 bytes of low 4 bits, 64 bytes of high 2 bits, 16 bytes of 8-bit scales, 2 bytes of half scale d"},
     {GgmlType::Q8_K, "Q8_K", super_block, 292, false},
     {GgmlType::IQ2_XXS, "IQ2_XXS", super_block, 66, false},
     {GgmlType::IQ2_XS, "IQ2_XS", super_block, 74, false},
     {GgmlType::IQ3_XXS, "IQ3_XXS", super_block, 98, false},
     {GgmlType::IQ1_S, "IQ1_S", super_block, 50, false},
-    {GgmlType::IQ4_NL, "IQ4_NL", 32, 18, true},
+    {GgmlType::IQ4_NL, "IQ4_NL", 32, 18, true,
+     "2 bytes of half scale d, 16 bytes of 4-bit indices into a table of 16 values"},
     {GgmlType::IQ3_S, "IQ3_S", super_block, 110, false},
     {GgmlType::IQ2_S, "IQ2_S", super_block, 82, false},
-    {GgmlType::IQ4_XS, "IQ4_XS", super_block, 136, true},
+    {GgmlType::IQ4_XS, "IQ4_XS", super_block, 136, true,
+     "2 bytes of half scale d, 6 bytes of 6-bit scales (2 of high bits, 4 of low), 128 bytes of 4-bit indices into a "
+     "table of 16 values"},
     {GgmlType::I8, "I8", 1, 1, false},
     {GgmlType::I16, "I16", 1, 2, false},
     {GgmlType::I32, "I32", 1, 4, false},
     {GgmlType::I64, "I64", 1, 8, false},
     {GgmlType::F64, "F64", 1, 8, false},
     {GgmlType::IQ1_M, "IQ1_M", super_block, 56, false},
-    {GgmlType::BF16, "BF16", 1, 2, true},
+    {GgmlType::BF16, "BF16", 1, 2, true, "2 bytes of bfloat16"},
     {GgmlType::TQ1_0, "TQ1_0", super_block, 54, false},
     {GgmlType::TQ2_0, "TQ2_0", super_block, 66, false},
-    {GgmlType::MXFP4, "MXFP4", 32, 17, true},
+    {GgmlType::MXFP4, "MXFP4", 32, 17, true, "1 byte of power-of-two scale (E8M0), 16 bytes of 4-bit floats (E2M1)"},
     {GgmlType::NVFP4, "NVFP4", 64, 36, false},
     {GgmlType::Q1_0, "Q1_0", 128, 18, false},
 };

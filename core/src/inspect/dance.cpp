@@ -6,7 +6,9 @@
 #include <optional>
 
 #include "headscope/base/error.h"
+#include "headscope/base/ggml_types.h"
 #include "headscope/compute/forward.h"
+#include "headscope/model/model.h"
 
 namespace headscope {
 
@@ -23,15 +25,36 @@ std::string number(double value) {
     return text;
 }
 
-// Appends to a Dance: the buffers as they are first written, the steps as views of them.
+// "q_proj's weight, 2048 outputs by 2048 inputs, stored as Q4_K: each
+// stored row of 2048 inputs is 1152 bytes, 8 blocks of 256 values in 144
+// bytes each (...)": its shape, its stored rows and their blocks' fields.
+std::string stored_weight(const std::string& module, const Matrix& w) {
+    const GgmlTypeTraits& type = ggml_type_traits(ggml_type(w.dtype));
+    const int64_t row = w.out_by_in ? w.in : w.out, blocks = row / type.block_elements;
+    const std::string text = module + "'s weight, " + std::to_string(w.out) + " outputs by " + std::to_string(w.in) +
+                             " inputs, stored as " + type.name + ": each stored row of " + std::to_string(row) +
+                             (w.out_by_in ? " inputs" : " outputs") + " is " +
+                             std::to_string(dtype_row_bytes(w.dtype, row)) + " bytes, ";
+    if (type.block_elements == 1)
+        return text + type.layout + " a value, " +
+               (w.dtype == DType::F32 ? "read as it is by the product" : "widened to float32 inside the product");
+    return text + std::to_string(blocks) + (blocks == 1 ? " block of " : " blocks of ") +
+           std::to_string(type.block_elements) + " values in " + std::to_string(type.block_bytes) + " bytes each (" +
+           type.layout + "), " + number(8.0 * type.block_bytes / type.block_elements) +
+           " bits a weight, widened to float32 block by block inside the product";
+}
+
+// Appends to a Dance: the buffers as they are first written, the steps as
+// views of them, and the stored weights of the steps' projections when the
+// walk has its layer's.
 class Walk {
 public:
-    explicit Walk(Dance& d) : d_(d) {}
+    Walk(Dance& d, const Config& config, const LayerWeights* layer) : d_(d), config_(config), layer_(layer) {}
 
     // A step that views memory already written.
     StridedLayout view(std::string title, std::string code, int buffer, std::vector<std::string> dims,
                        StridedLayout layout) {
-        d_.steps.push_back({std::move(title), std::move(code), buffer, std::move(dims), std::move(layout)});
+        d_.steps.push_back({std::move(title), std::move(code), buffer, std::move(dims), std::move(layout), {}});
         return d_.steps.back().layout;
     }
     // A step on the memory the last step viewed.
@@ -48,9 +71,25 @@ public:
                     view_dims.empty() ? std::move(dims) : std::move(view_dims),
                     layout ? *layout : StridedLayout::contiguous(std::move(shape)));
     }
+    // The weights the last step's projection multiplies by.
+    void weigh(std::initializer_list<std::pair<Weight, Matrix LayerWeights::*>> weights) {
+        if (!layer_) return;
+        for (const auto& [weight, field] : weights)
+            d_.steps.back().weights.push_back(stored_weight(module_name(config_, weight), layer_->*field));
+    }
+    // Q's projection: its own, or the fused [Q | K | V] one.
+    void weigh_q() {
+        if (config_.qkv_layout == QkvLayout::separate)
+            weigh({{Weight::q_w, &LayerWeights::q}});
+        else
+            weigh({{Weight::attn_w, &LayerWeights::attn}});
+    }
+    void weigh_output() { weigh({{Weight::attn_proj_w, &LayerWeights::attn_proj}}); }
 
 private:
     Dance& d_;
+    const Config& config_;
+    const LayerWeights* layer_;
 };
 
 // Q's projection as the family's code makes it, and its title: `width`
@@ -136,6 +175,7 @@ void plain_walk(Dance& d, Walk& walk, const Config& config) {
     const StridedLayout q_flat = config.qkv_layout == QkvLayout::fused
                                      ? fused_part(d, walk, title, code, false, {"B", "T", "C"})
                                      : walk.write(title, code, "q", {"B", "T", "C"}, {B, T, C});
+    walk.weigh_q();
     if (d.split == Split::transpose) {
         const StridedLayout split_heads =
             walk.again("view: each token's C channels become NH heads of hs; no data moves", "q = q.view(B, T, NH, hs)",
@@ -153,6 +193,7 @@ void plain_walk(Dance& d, Walk& walk, const Config& config) {
                        "y_merged", {"B", "T", "NH", "hs"}, {B, T, NH, hs});
         walk.again("view back to (B, T, C), then the output projection mixes the heads",
                    "y = " + out_proj + "(y.view(B, T, C))", {"B", "T", "C"}, copied.view({B, T, C}));
+        walk.weigh_output();
     } else {
         naive_split(d, walk, q_flat, "q", "NH", NH, false);
         walk.write("scores and weights per \"head\": mixed tokens attend to mixed tokens",
@@ -161,6 +202,7 @@ void plain_walk(Dance& d, Walk& walk, const Config& config) {
             walk.write("weights times V, per \"head\"", "y = att @ v", "y", {"B", "NH", "T", "hs"}, {B, NH, T, hs});
         walk.again("view back to (B, T, C): succeeds silently, rows are not tokens' outputs",
                    "y = " + out_proj + "(y.view(B, T, C))  # the bug", {"B", "T", "C"}, y.view({B, T, C}));
+        walk.weigh_output();
     }
 }
 
@@ -190,6 +232,10 @@ StridedLayout project_and_split(Dance& d, Walk& walk, const Config& config, bool
     StridedLayout at = config.qkv_layout == QkvLayout::fused
                            ? fused_part(d, walk, title, code, keys, {"B", "T", width})
                            : walk.write(title, code, x, {"B", "T", width}, {B, T, heads * hs}, keys);
+    if (!keys)
+        walk.weigh_q();
+    else if (!fused)
+        walk.weigh({{Weight::k_w, &LayerWeights::k}, {Weight::v_w, &LayerWeights::v}});
 
     if (d.split == Split::transpose || config.qk_norm)
         at = walk.again("view: each token's " + width + " channels become " + H + " heads of hs; no data moves",
@@ -281,6 +327,7 @@ void grouped_walk(Dance& d, Walk& walk, const Config& config) {
         walk.again("view back to (B, T, NH*hs): succeeds silently, rows are not tokens' outputs",
                    "y = " + out_proj + "(y.view(B, T, NH * hs))  # the bug", {"B", "T", "NH*hs"},
                    y.view({B, T, NH * hs}));
+        walk.weigh_output();
         return;
     }
     walk.again("transpose back: tokens before heads, only the strides swap", "y = y.transpose(1, 2)",
@@ -289,6 +336,7 @@ void grouped_walk(Dance& d, Walk& walk, const Config& config) {
                                             "y = y.contiguous()", "y_merged", {"B", "T", "NH", "hs"}, {B, T, NH, hs});
     walk.again("view back to (B, T, NH*hs), then the output projection mixes the heads",
                "y = " + out_proj + "(y.view(B, T, NH * hs))", {"B", "T", "NH*hs"}, copied.view({B, T, NH * hs}));
+    walk.weigh_output();
 }
 
 }  // namespace
@@ -331,6 +379,7 @@ void cross_walk(Dance& d, Walk& walk, const Config& config) {
     const StridedLayout q_flat =
         walk.write("Q: " + q + " of the decoder's hidden states, (B, T, NH*hs): the target's tokens ask",
                    "q = " + q + "(x)  # x: the decoder's (B, T, C)", "q", {"B", "T", "NH*hs"}, {B, T, NH * hs});
+    walk.weigh({{Weight::cross_q_w, &LayerWeights::cross_q}});
     const StridedLayout q_heads =
         walk.again("view: each target token's channels become NH heads of hs", "q = q.view(B, T, NH, hs)",
                    {"B", "T", "NH", "hs"}, q_flat.view({B, T, NH, hs}));
@@ -343,6 +392,7 @@ void cross_walk(Dance& d, Walk& walk, const Config& config) {
                        v + ") alike",
                    "k = " + k + "(encoder_output)  # (B, T_src, C); v = " + v + "(encoder_output) alike", "k",
                    {"B", "T_src", "NKV*hs"}, {B, S, NKV * hs}, true);
+    walk.weigh({{Weight::cross_k_w, &LayerWeights::cross_k}, {Weight::cross_v_w, &LayerWeights::cross_v}});
     const StridedLayout k_heads =
         walk.again("view: each source token's channels become NKV heads of hs", "k = k.view(B, T_src, NKV, hs)",
                    {"B", "T_src", "NKV", "hs"}, k_flat.view({B, S, NKV, hs}));
@@ -361,28 +411,29 @@ void cross_walk(Dance& d, Walk& walk, const Config& config) {
                                             "y = y.contiguous()", "y_merged", {"B", "T", "NH", "hs"}, {B, T, NH, hs});
     walk.again("view back to (B, T, NH*hs), then " + o + " adds it to the decoder's residual stream",
                "x = x + " + o + "(y.view(B, T, NH * hs))", {"B", "T", "NH*hs"}, merged.view({B, T, NH * hs}));
+    walk.weigh({{Weight::cross_proj_w, &LayerWeights::cross_proj}});
 }
 
 }  // namespace
 
-Dance cross_attention_dance(int B, int T, int S, const Config& config, int n_head) {
+Dance cross_attention_dance(int B, int T, int S, const Config& config, int n_head, const LayerWeights* layer) {
     if (B < 1 || T < 1 || S < 1) throw Error("cross-attention dance: need a positive batch, target and source length");
     if (!config.is_encoder_decoder()) throw Error("cross-attention is an encoder-decoder's");
     const HeadSplit s = head_split(config, n_head);
     Dance d{B, T, config.n_embd, s.NH, s.NKV, s.hs, 0, Split::transpose, {}, {}, S};
-    Walk walk(d);
+    Walk walk(d, config, layer);
     cross_walk(d, walk, config);
     return d;
 }
 
-Dance reshape_dance(int B, int T, const Config& config, int n_head, Split split) {
+Dance reshape_dance(int B, int T, const Config& config, int n_head, Split split, const LayerWeights* layer) {
     if (B < 1 || T < 1)
         throw Error("reshape dance: need a positive batch and length (got B=" + std::to_string(B) +
                     " T=" + std::to_string(T) + ")");
     const HeadSplit s = head_split(config, n_head);
     const int rope = config.positions == Positions::rotary ? rope_dims(config.rope, s.hs) : 0;
     Dance d{B, T, config.n_embd, s.NH, s.NKV, s.hs, rope, split, {}, {}};
-    Walk walk(d);
+    Walk walk(d, config, layer);
     if (s.NKV == s.NH && !rope)
         plain_walk(d, walk, config);
     else

@@ -1,5 +1,5 @@
 // ggml's tensor types, as GGUF files name them by id: each type's name, how
-// many values one block packs and its bytes, and the dequantization of a row
+// many values one block packs, its bytes and their fields in words, and the dequantization of a row
 // of blocks to float32 (the layouts of ggml's ggml-common.h); and the names of
 // llama.cpp's file types, a whole model's quantization.
 #pragma once
@@ -57,6 +57,10 @@ struct GgmlTypeTraits {
     uint32_t block_elements;  // values in one block (1 for the plain types)
     uint32_t block_bytes;     // bytes of one block
     bool dequantized;         // whether dequantize_row reads it
+    // One block's fields in the order stored (ggml-common.h), each "N bytes
+    // of ...": "2 bytes of half scale d, 32 bytes of 8-bit codes" (Q8_0); ""
+    // for a type dequantize_row does not read.
+    const char* layout = "";
 };
 
 // The traits of type id `id`; nullptr for an id Headscope does not know.

@@ -6,9 +6,10 @@
 // gives them in PyTorch (row stride the whole projection's width). GPT-2's
 // walk follows Q alone; a model with grouped key/value heads or rotary
 // positions also walks K (V goes the same way), the rotation of Q and K, and
-// K's repeat for each query head of its group (expand, then reshape).
-// Legend: B batch, T tokens, C channels, NH query heads, NKV key/value heads
-// (g = NH / NKV query heads share each), hs head size.
+// K's repeat for each query head of its group (expand, then reshape). Given
+// a layer's weights, the steps that multiply by a projection say how its
+// weight is stored. Legend: B batch, T tokens, C channels, NH query heads,
+// NKV key/value heads (g = NH / NKV query heads share each), hs head size.
 #pragma once
 #include <string>
 #include <vector>
@@ -18,6 +19,8 @@
 #include "headscope/model/model_description.h"
 
 namespace headscope {
+
+struct LayerWeights;  // model.h
 
 struct DanceBuffer {
     std::string name;               // "qkv", "q", "k", "k_repeated", "att", "y", "y_merged", ...
@@ -36,6 +39,12 @@ struct DanceStep {
     int buffer;                     // index into Dance::buffers of the memory it views
     std::vector<std::string> dims;  // e.g. {"B", "T", "NH", "hs"}
     StridedLayout layout;
+    // The stored weights of the projection this step multiplies by, in words:
+    // "q_proj's weight, 2048 outputs by 2048 inputs, stored as Q4_K: each
+    // stored row of 2048 inputs is 1152 bytes, 8 blocks of 256 values in 144
+    // bytes each (...)". Empty for a step without a projection, or a dance
+    // walked without its layer's weights.
+    std::vector<std::string> weights;
 };
 
 // Whose data an element of a buffer is: the batch entry, the token (query
@@ -64,14 +73,16 @@ struct Dance {
 };
 
 // The walk for B texts padded to T tokens through the attention of a model of
-// `config`, split into `n_head` query heads (0: the model's own). Throws
-// Error unless B and T are positive, or where head_split refuses the count.
-Dance reshape_dance(int B, int T, const Config& config, int n_head, Split split);
+// `config`, split into `n_head` query heads (0: the model's own); with
+// `layer`, a layer's weights, its projections' steps say how their weights
+// are stored. Throws Error unless B and T are positive, or where head_split
+// refuses the count.
+Dance reshape_dance(int B, int T, const Config& config, int n_head, Split split, const LayerWeights* layer = nullptr);
 
 // An encoder–decoder's cross-attention for B targets of T tokens over sources
 // of S: Q from the decoder (B, T, NH*hs), K and V from the encoder's output
 // (B, T_src, NKV*hs), scores (B, NH, T, T_src), always the view + transpose
 // split. Throws Error unless B, T and S are positive and the model is an encoder–decoder.
-Dance cross_attention_dance(int B, int T, int S, const Config& config, int n_head);
+Dance cross_attention_dance(int B, int T, int S, const Config& config, int n_head, const LayerWeights* layer = nullptr);
 
 }  // namespace headscope
