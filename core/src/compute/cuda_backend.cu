@@ -97,13 +97,16 @@ private:
     // Why the device path cannot run a model of `config`, in words; "" when it can.
     static std::string layout_refusal(const Config& c) {
         const bool gpt2_layout = c.norm == Norm::layer_norm && c.positions == Positions::learned &&
-                                 c.qkv_layout == QkvLayout::fused && !c.weights_out_by_in && c.mlp == Mlp::gelu_tanh &&
-                                 !c.parallel_residual && !c.qk_norm && c.kv_heads() == c.n_head &&
-                                 c.head_size() * c.n_head == c.n_embd && c.qkv_bias && c.o_bias &&
-                                 !c.is_encoder_decoder() && c.causal;
-        return gpt2_layout ? ""
-                           : "the CUDA backend runs GPT-2's layout only (LayerNorm, learned positions, fused "
-                             "[Q | K | V], tanh GELU)";
+                                 c.qkv_layout == QkvLayout::fused && c.mlp == Mlp::gelu_tanh && !c.parallel_residual &&
+                                 !c.qk_norm && c.kv_heads() == c.n_head && c.head_size() * c.n_head == c.n_embd &&
+                                 c.qkv_bias && c.o_bias && !c.is_encoder_decoder() && c.causal;
+        if (!gpt2_layout)
+            return "the CUDA backend runs GPT-2's layout only (LayerNorm, learned positions, fused [Q | K | V], tanh "
+                   "GELU)";
+        // A GGUF file's GPT-2 stores its matrices (out, in), the transpose of its checkpoints' Conv1D.
+        return c.weights_out_by_in ? "the CUDA backend reads GPT-2's matrices stored (in, out), as its checkpoints "
+                                     "store them, and this model stores them (out, in)"
+                                   : "";
     }
 
     // What the device path does not compute yet, in words; "" when it computes this forward.
