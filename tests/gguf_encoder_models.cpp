@@ -1,9 +1,11 @@
 // Test support: GGUF files of the bert and t5 architectures (gguf_models.h),
 // their names and keys as llama.cpp's converter writes them (its BertModel
-// and T5Model, and gguf-py's tensor_mapping.py).
+// and T5Model, and gguf-py's tensor_mapping.py), with their tokenizers
+// (gguf_vocabs.h).
 #include <stdexcept>
 
 #include "gguf_models.h"
+#include "gguf_vocabs.h"
 
 namespace headscope::test {
 
@@ -98,25 +100,33 @@ void write_sizes(GgufSpec& gguf, const std::string& arch, int layers, int C, int
     key("attention.head_count", uint32_t(NH));
 }
 
+// T5's vocabulary: a Unigram model trained with SentencePiece's default rule, T5's.
+const SpmGgufVocab& t5_vocab() { return unigram_gguf_vocab("nmt_nfkc"); }
+
+void add_metadata(GgufSpec& gguf, const GgufMetadata& more) {
+    gguf.metadata.insert(gguf.metadata.end(), more.begin(), more.end());
+}
+
 }  // namespace
 
 EncoderSpec gguf_bert_spec() {
     EncoderSpec s = encoder_spec(Encoder::bert);
-    s.n_embd = 256, s.n_head = 8, s.mlp_dim = 512, s.vocab_size = 259;
+    s.n_embd = 256, s.n_head = 8, s.mlp_dim = 512;
+    s.vocab_size = static_cast<int>(bert_gguf_vocab().tokens.size());
     return s;
 }
 
 EncoderCheckpoint write_gguf_bert(const fs::path& file, const EncoderSpec& spec, DType matrices,
                                   const std::function<void(GgufSpec&)>& edit) {
-    if (spec.family != Encoder::bert) throw std::invalid_argument("write_gguf_bert: not a BERT spec");
+    if (spec.family != Encoder::bert || spec.vocab_size != gguf_bert_spec().vocab_size || spec.pad_id != 0)
+        throw std::invalid_argument("write_gguf_bert: not a spec of BERT's GGUF vocabulary ([PAD] 0)");
     EncoderCheckpoint checkpoint = make_encoder_checkpoint(spec);
     GgufSpec gguf;
     write_gguf_header(gguf, "bert", matrices);
     write_sizes(gguf, "bert", spec.n_layer, spec.n_embd, spec.mlp_dim, spec.n_head, spec.max_positions);
     gguf.metadata.emplace_back("bert.attention.layer_norm_epsilon", gguf_float32(float(spec.norm_eps)));
     gguf.metadata.emplace_back("bert.attention.causal", gguf_bool(false));
-    write_byte_tokenizer(gguf, "default", 257, 258);
-    gguf.metadata.emplace_back("tokenizer.ggml.padding_token_id", gguf_uint32(uint32_t(spec.pad_id)));
+    add_metadata(gguf, bert_gguf_tokenizer());
     gguf.metadata.emplace_back("tokenizer.ggml.token_type_count", gguf_uint32(uint32_t(spec.type_vocab_size)));
     write_tensors(
         gguf, checkpoint.tensors,
@@ -132,13 +142,20 @@ EncoderCheckpoint write_gguf_bert(const fs::path& file, const EncoderSpec& spec,
 Seq2SeqSpec gguf_t5_spec(const std::string& variant, int head_dim) {
     Seq2SeqSpec s = seq2seq_variant(variant);
     if (s.family != Seq2Seq::t5) throw std::invalid_argument("gguf_t5_spec: not a T5 variant");
-    s.n_embd = 256, s.n_head = 8, s.head_dim = head_dim, s.mlp_dim = 512, s.vocab_size = 259;
+    s.n_embd = 256, s.n_head = 8, s.head_dim = head_dim, s.mlp_dim = 512;
     s.buckets = 32, s.max_distance = 128;
+    // The trained model has no <pad>: its <s>, which T5 does not use, pads and starts the decoder.
+    const GgufVocab& vocab = t5_vocab().vocab;
+    s.vocab_size = static_cast<int>(vocab.tokens.size());
+    s.eos_id = token_id(vocab, "</s>");
+    s.pad_id = s.start_id = token_id(vocab, "<s>");
     return s;
 }
 
 Seq2SeqCheckpoint write_gguf_t5(const fs::path& file, const Seq2SeqSpec& spec, DType matrices,
                                 const std::function<void(GgufSpec&)>& edit) {
+    if (spec.vocab_size != int(t5_vocab().vocab.tokens.size()) || spec.eos_id != token_id(t5_vocab().vocab, "</s>"))
+        throw std::invalid_argument("write_gguf_t5: not a spec of T5's GGUF vocabulary");
     Seq2SeqCheckpoint checkpoint = make_seq2seq_checkpoint(spec);
     GgufSpec gguf;
     write_gguf_header(gguf, "t5", matrices);
@@ -153,7 +170,7 @@ Seq2SeqCheckpoint write_gguf_t5(const fs::path& file, const Seq2SeqSpec& spec, D
     key("attention.relative_buckets_count", gguf_uint32(uint32_t(spec.buckets)));
     key("attention.layer_norm_rms_epsilon", gguf_float32(1e-6f));
     key("decoder_start_token_id", gguf_uint32(uint32_t(spec.start_id)));
-    write_byte_tokenizer(gguf, "default", 257, spec.eos_id);
+    add_metadata(gguf, t5_gguf_tokenizer(t5_vocab()));
     gguf.metadata.emplace_back("tokenizer.ggml.padding_token_id", gguf_uint32(uint32_t(spec.pad_id)));
     write_tensors(
         gguf, checkpoint.tensors,

@@ -110,12 +110,21 @@ int64_t neox_row(int64_t r, int64_t NH, int64_t hs) {
     return (head * 3 + part) * hs + d;
 }
 
+// The half holding 2^exponent. exact_half searches every half, and a
+// tensor's blocks all take the same few scales, so each is searched once.
+uint16_t power_of_two_half(int exponent) {
+    static std::map<int, uint16_t> found;
+    const auto [it, added] = found.try_emplace(exponent, 0);
+    if (added) it->second = exact_half(std::ldexp(1.0, exponent));
+    return it->second;
+}
+
 }  // namespace
 
 Block block_of_spread(GgmlType type, double spread, std::mt19937& rng) {
     Block block = random_block(type, rng);
     const auto set_half = [&](size_t at, double value) {
-        const uint16_t bits = exact_half(std::ldexp(1.0, static_cast<int>(std::floor(std::log2(value)))));
+        const uint16_t bits = power_of_two_half(static_cast<int>(std::floor(std::log2(value))));
         std::memcpy(block.data() + at, &bits, 2);
     };
     switch (type) {

@@ -6,7 +6,8 @@
 // into [Q | K | V], GPT-2's Conv1D weights transposed to (out, in), matrices
 // in one ggml type (random valid blocks of the fan-in's spread, or the drawn
 // floats for F32), norms, biases, learned positions and T5's position bias
-// in F32, and a small byte-level tokenizer. The checkpoint returned holds
+// in F32; the decoders with a small byte-level tokenizer, BERT and T5 with
+// their own tokenizer models (gguf_vocabs.h). The checkpoint returned holds
 // what the file holds, in Hugging Face's names and layout, as the tests' own
 // block formulas (ggml_blocks_reference.h) read it: the double references
 // (family_reference.h, encoder_reference.h, seq2seq_reference.h) run on it.
@@ -45,17 +46,19 @@ FamilySpec gguf_family_spec(Family family);
 FamilyCheckpoint write_gguf_family(const std::filesystem::path& file, const FamilySpec& spec, DType matrices,
                                    const std::function<void(GgufSpec&)>& edit = {});
 
-// BERT (an EncoderSpec of C = 256, 8 heads of 32, F = 512, and the byte
-// tokenizer's 259 ids) as the converter writes it: without its masked-LM
-// head, positions and token types in F32, the byte tokenizer (gguf_bert_spec).
+// BERT (an EncoderSpec of C = 256, 8 heads of 32, F = 512, and the ids of
+// bert_gguf_vocab) as the converter writes it: without its masked-LM head,
+// positions and token types in F32, its WordPiece vocabulary as a `bert`
+// tokenizer (bert_gguf_tokenizer).
 EncoderSpec gguf_bert_spec();
 EncoderCheckpoint write_gguf_bert(const std::filesystem::path& file, const EncoderSpec& spec, DType matrices,
                                   const std::function<void(GgufSpec&)>& edit = {});
 
 // T5 or Flan-T5 (seq2seq_variant `variant`, with C = 256, 8 heads of
-// `head_dim`, F = 512, the byte tokenizer's 259 ids, and the position bias's
-// largest distance llama.cpp's fixed 128) as the converter writes it: the
-// position bias in F32, the byte tokenizer.
+// `head_dim`, F = 512, the ids of the nmt_nfkc Unigram model of
+// unigram_gguf_vocab, and the position bias's largest distance llama.cpp's
+// fixed 128) as the converter writes it: the position bias in F32, that
+// model as a `t5` tokenizer (t5_gguf_tokenizer).
 Seq2SeqSpec gguf_t5_spec(const std::string& variant, int head_dim);
 Seq2SeqCheckpoint write_gguf_t5(const std::filesystem::path& file, const Seq2SeqSpec& spec, DType matrices,
                                 const std::function<void(GgufSpec&)>& edit = {});

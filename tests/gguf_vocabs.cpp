@@ -217,16 +217,8 @@ GgufMetaValue gguf_byte_array(const std::string& bytes) {
     return gguf_array(0, elements);
 }
 
-GgufMetadata gguf_vocab_metadata(const GgufVocab& v, const std::string& model, const std::string& pre) {
-    GgufMetadata m = {{"general.architecture", gguf_string("llama")},
-                      {"llama.context_length", gguf_uint32(4096)},
-                      {"llama.embedding_length", gguf_uint32(64)},
-                      {"llama.block_count", gguf_uint32(1)},
-                      {"llama.feed_forward_length", gguf_uint32(128)},
-                      {"llama.attention.head_count", gguf_uint32(4)},
-                      {"llama.attention.layer_norm_rms_epsilon", gguf_float32(1e-5F)},
-                      {"tokenizer.ggml.model", gguf_string(model)},
-                      {"tokenizer.ggml.tokens", gguf_strings(v.tokens)}};
+GgufMetadata gguf_tokenizer_metadata(const GgufVocab& v, const std::string& model, const std::string& pre) {
+    GgufMetadata m = {{"tokenizer.ggml.model", gguf_string(model)}, {"tokenizer.ggml.tokens", gguf_strings(v.tokens)}};
     if (!pre.empty()) m.emplace_back("tokenizer.ggml.pre", gguf_string(pre));
     std::vector<GgufMetaValue> types, scores;
     for (int32_t type : v.types) types.push_back(gguf_int32(type));
@@ -236,6 +228,52 @@ GgufMetadata gguf_vocab_metadata(const GgufVocab& v, const std::string& model, c
     if (!v.merges.empty()) m.emplace_back("tokenizer.ggml.merges", gguf_strings(v.merges));
     if (!v.charsmap.empty()) m.emplace_back("tokenizer.ggml.precompiled_charsmap", gguf_byte_array(v.charsmap));
     return m;
+}
+
+int32_t token_id(const GgufVocab& v, const std::string& token) {
+    const auto it = std::find(v.tokens.begin(), v.tokens.end(), token);
+    if (it == v.tokens.end()) throw std::out_of_range("no token " + token);
+    return static_cast<int32_t>(it - v.tokens.begin());
+}
+
+GgufMetadata bert_gguf_tokenizer() {
+    const GgufVocab v = bert_gguf_vocab();
+    const auto id = [&](const char* token) { return gguf_uint32(static_cast<uint32_t>(token_id(v, token))); };
+    return with(gguf_tokenizer_metadata(v, "bert", "default"), {{"tokenizer.ggml.bos_token_id", id("[CLS]")},
+                                                                {"tokenizer.ggml.eos_token_id", id("[SEP]")},
+                                                                {"tokenizer.ggml.unknown_token_id", id("[UNK]")},
+                                                                {"tokenizer.ggml.seperator_token_id", id("[SEP]")},
+                                                                {"tokenizer.ggml.padding_token_id", id("[PAD]")},
+                                                                {"tokenizer.ggml.cls_token_id", id("[CLS]")},
+                                                                {"tokenizer.ggml.mask_token_id", id("[MASK]")},
+                                                                {"tokenizer.ggml.add_bos_token", gguf_bool(true)},
+                                                                {"tokenizer.ggml.add_eos_token", gguf_bool(true)}});
+}
+
+GgufMetadata t5_gguf_tokenizer(const SpmGgufVocab& spm) {
+    const auto id = [&](const char* token) { return gguf_uint32(static_cast<uint32_t>(token_id(spm.vocab, token))); };
+    return with(gguf_tokenizer_metadata(spm.vocab, "t5", "default"),
+                {{"tokenizer.ggml.add_space_prefix", gguf_bool(spm.add_dummy_prefix)},
+                 {"tokenizer.ggml.remove_extra_whitespaces", gguf_bool(spm.remove_extra_whitespaces)},
+                 {"tokenizer.ggml.unknown_token_id", id("<unk>")},
+                 {"tokenizer.ggml.eos_token_id", id("</s>")},
+                 {"tokenizer.ggml.add_bos_token", gguf_bool(false)},
+                 {"tokenizer.ggml.add_eos_token", gguf_bool(true)}});
+}
+
+GgufMetadata gguf_vocab_only(const GgufMetadata& tokenizer) {
+    return with({{"general.architecture", gguf_string("llama")},
+                 {"llama.context_length", gguf_uint32(4096)},
+                 {"llama.embedding_length", gguf_uint32(64)},
+                 {"llama.block_count", gguf_uint32(1)},
+                 {"llama.feed_forward_length", gguf_uint32(128)},
+                 {"llama.attention.head_count", gguf_uint32(4)},
+                 {"llama.attention.layer_norm_rms_epsilon", gguf_float32(1e-5F)}},
+                tokenizer);
+}
+
+GgufMetadata gguf_vocab_metadata(const GgufVocab& v, const std::string& model, const std::string& pre) {
+    return gguf_vocab_only(gguf_tokenizer_metadata(v, model, pre));
 }
 
 GgufMetadata with(GgufMetadata m, const GgufMetadata& more) {
@@ -293,6 +331,18 @@ std::vector<std::string> gguf_tokenizer_texts() {
         out.push_back(std::move(s));
     }
     return out;
+}
+
+std::optional<std::vector<std::vector<int32_t>>> llama_cpp_token_ids(const fs::path& model,
+                                                                     const std::vector<std::string>& texts,
+                                                                     const fs::path& dir) {
+    const fs::path request = dir / "gguf_tokenize.json";
+    std::ofstream(request) << json{{"model", model.string()}, {"texts", texts}}.dump(-1, ' ', true);
+    const fs::path script = fs::path(HEADSCOPE_TESTS_DIR) / "reference" / "gguf_tokenize.js";
+    const ProcessRun r = run_program({"node", script.string()}, dir, request);
+    if (r.status == 127) return std::nullopt;
+    if (r.status != 0) throw std::runtime_error("tests/reference/gguf_tokenize.js failed: " + r.err);
+    return json::parse(r.out).get<std::vector<std::vector<int32_t>>>();
 }
 
 }  // namespace headscope::test

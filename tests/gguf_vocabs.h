@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -55,8 +56,23 @@ struct SpmGgufVocab {
 };
 const SpmGgufVocab& unigram_gguf_vocab(const std::string& rule);
 
-// The metadata of a vocabulary-only model of architecture llama (llama.cpp
-// reads a tokenizer the same whatever the architecture).
+// The tokenizer.ggml.* keys of vocabulary `v`: tokenizer model `model`,
+// pre-tokenizer `pre` ("": no key), the tokens, types and what else it has.
+GgufMetadata gguf_tokenizer_metadata(const GgufVocab& v, const std::string& model, const std::string& pre);
+// BERT's vocabulary (bert_gguf_vocab) with the keys BertModel writes besides
+// from its tokenizer's files: [CLS] as bos and cls, [SEP] as eos and sep,
+// [UNK], [PAD] and [MASK], and the tokens added around a text.
+GgufMetadata bert_gguf_tokenizer();
+// A trained Unigram model (unigram_gguf_vocab) as T5Model writes it: the
+// vocabulary, <unk> and </s> as unknown and eos, the normalizer_spec's space
+// options, no bos and eos after the text.
+GgufMetadata t5_gguf_tokenizer(const SpmGgufVocab& spm);
+// The id of `token` in `v`; std::out_of_range when it has none.
+int32_t token_id(const GgufVocab& v, const std::string& token);
+
+// The metadata of a vocabulary-only model of architecture llama holding
+// `tokenizer` (llama.cpp reads a tokenizer the same whatever the architecture).
+GgufMetadata gguf_vocab_only(const GgufMetadata& tokenizer);
 GgufMetadata gguf_vocab_metadata(const GgufVocab& v, const std::string& model, const std::string& pre);
 GgufMetadata with(GgufMetadata m, const GgufMetadata& more);
 GgufMetadata replaced(GgufMetadata m, const std::string& key, const GgufMetaValue& value);
@@ -66,5 +82,12 @@ GgufMetaValue gguf_byte_array(const std::string& bytes);
 // The compared texts: ones chosen by hand, digit and whitespace runs, and
 // random mixtures of fragments in many scripts.
 std::vector<std::string> gguf_tokenizer_texts();
+
+// The ids llama.cpp itself gives each of `texts` on the tokenizer of GGUF
+// file `model` (tests/reference/gguf_tokenize.js, run in `dir`); none when
+// node cannot be run; std::runtime_error naming the script when it fails.
+std::optional<std::vector<std::vector<int32_t>>> llama_cpp_token_ids(const std::filesystem::path& model,
+                                                                     const std::vector<std::string>& texts,
+                                                                     const std::filesystem::path& dir);
 
 }  // namespace headscope::test

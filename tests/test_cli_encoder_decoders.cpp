@@ -8,14 +8,17 @@
 // the reference's argmax at every step and reports each step's
 // cross-attention row, from the start token alone without a target, its
 // first token forced where the config says; a BART with vocab.json and
-// merges.txt alone tokenizes as BartTokenizer; and what they cannot do is
-// one line, exit 2.
+// merges.txt alone tokenizes as BartTokenizer; what they cannot do is one
+// line, exit 2; and a T5 GGUF file (gguf_models.h) tokenizes as llama.cpp
+// does and gives the reference's attentions and next token.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "gguf_models.h"
+#include "gguf_vocabs.h"
 #include "model_writer.h"
 #include "process.h"
 #include "sentencepiece_models.h"
@@ -41,6 +44,19 @@ json cli_json(const fs::path& dir, std::vector<std::string> args) {
     return r.status == 0 ? json::parse(r.out) : json::object();
 }
 
+// The (layers, 1, NH, rows, cols) array `got` against the reference's (layers, NH, rows, cols).
+double worst(const json& got, const std::vector<double>& want, int rows, int cols) {
+    double worst = 0;
+    for (size_t l = 0; l < got.size(); ++l)
+        for (size_t h = 0; h < got[l][0].size(); ++h)
+            for (int i = 0; i < rows; ++i)
+                for (int j = 0; j < cols; ++j) {
+                    const double w = want[((l * got[l][0].size() + h) * rows + i) * cols + j];
+                    worst = std::max(worst, std::abs(got[l][0][h][i][j].get<double>() - w));
+                }
+    return worst;
+}
+
 class CliEncoderDecoderTest : public ::testing::TestWithParam<std::string> {
 protected:
     void SetUp() override {
@@ -54,19 +70,6 @@ protected:
         return run_program(args, dir_.path);
     }
     json run_json(const std::vector<std::string>& args) { return cli_json(dir_.path / "model", args); }
-
-    // The (layers, 1, NH, rows, cols) array `got` against the reference's (layers, NH, rows, cols).
-    static double worst(const json& got, const std::vector<double>& want, int rows, int cols) {
-        double worst = 0;
-        for (size_t l = 0; l < got.size(); ++l)
-            for (size_t h = 0; h < got[l][0].size(); ++h)
-                for (int i = 0; i < rows; ++i)
-                    for (int j = 0; j < cols; ++j) {
-                        const double w = want[((l * got[l][0].size() + h) * rows + i) * cols + j];
-                        worst = std::max(worst, std::abs(got[l][0][h][i][j].get<double>() - w));
-                    }
-        return worst;
-    }
 
     TempDir dir_;
     Seq2SeqCheckpoint checkpoint_;
@@ -214,6 +217,37 @@ TEST(CliMarian, AModelThatCannotBeReadIsOneLine) {
     expect_one_line_error(
         run_program({test::cli_program(), "attention", "--text", source, "--model", dir.path.string()}, dir.path),
         "headscope-cli", "target.spm: not a SentencePiece model");
+}
+
+// A T5 GGUF file as llama.cpp's converter writes it: the source tokenizes as
+// llama.cpp's own tokenizer on the same file does (</s> after it), the
+// decoder reads the start token, then the target's tokens without that
+// </s>; the three attentions equal the reference's, and the first of the
+// top 5 next tokens is the reference's argmax.
+TEST(CliT5, AGgufFileTokenizesAsLlamaCppAndGivesTheReferenceAttentions) {
+    TempDir dir;
+    const fs::path file = dir.path / "t5.gguf";
+    const Seq2SeqCheckpoint checkpoint = write_gguf_t5(file, gguf_t5_spec("t5", 16), DType::F32);
+    const ProcessRun r = run_program({test::cli_program(), "attention", "--text", source, "--target", target, "--top-k",
+                                      "5", "--model", file.string()},
+                                     dir.path);
+    ASSERT_EQ(r.status, 0) << r.err;
+    const json got = json::parse(r.out);
+    const std::vector<int32_t> src = got["source_token_ids"][0], tgt = got["token_ids"][0];
+    AttentionOptions options;
+    options.scale = Scale::none;
+    const Seq2SeqReference want = seq2seq_reference(checkpoint, src, tgt, options);
+    EXPECT_LT(worst(got["encoder_attention"], want.encoder, want.S, want.S), 2e-5);
+    EXPECT_LT(worst(got["decoder_attention"], want.decoder, want.T, want.T), 2e-5);
+    EXPECT_LT(worst(got["cross_attention"], want.cross, want.T, want.S), 2e-5);
+    const auto last = want.logits.begin() + static_cast<ptrdiff_t>(want.T - 1) * want.V;
+    EXPECT_EQ(got["predictions"][0][want.T - 1][0]["id"], std::max_element(last, last + want.V) - last);
+    const auto expected = llama_cpp_token_ids(file, {source, target}, dir.path);
+    if (!expected) GTEST_SKIP() << "node cannot be run: run tools/setup";
+    EXPECT_EQ(src, (*expected)[0]);
+    std::vector<int32_t> decoder = {checkpoint.spec.start_id};
+    decoder.insert(decoder.end(), (*expected)[1].begin(), (*expected)[1].end() - 1);
+    EXPECT_EQ(tgt, decoder);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, CliEncoderDecoderTest, ::testing::Values("t5", "bart", "marian"),

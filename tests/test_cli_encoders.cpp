@@ -4,6 +4,8 @@
 // the token types, equals the double-precision reference; attention is
 // bidirectional unless --causal on; --top-k fills a [MASK] as the reference's
 // masked-LM head does; and what an encoder cannot do is one line, exit 2.
+// A BERT GGUF file (gguf_models.h) tokenizes as llama.cpp does and gives the
+// reference's maps, without predictions.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +15,8 @@
 
 #include "encoder_models.h"
 #include "encoder_reference.h"
+#include "gguf_models.h"
+#include "gguf_vocabs.h"
 #include "model_writer.h"
 #include "process.h"
 
@@ -24,6 +28,20 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::string masked = "The cat [MASK] on the mat.";
+
+// The largest difference between `attention` (layers, 1, NH, T, T) and the reference's maps.
+double worst_map(const json& attention, const EncoderReference& want) {
+    const int T = want.T;
+    double worst = 0;
+    for (size_t l = 0; l < attention.size(); ++l)
+        for (int h = 0; h < want.NH; ++h)
+            for (int i = 0; i < T; ++i)
+                for (int j = 0; j < T; ++j) {
+                    const double w = attention[l][0][h][i][j];
+                    worst = std::max(worst, std::abs(w - want.weights[((l * want.NH + h) * T + i) * T + j]));
+                }
+    return worst;
+}
 
 class CliEncoderTest : public ::testing::Test {
 protected:
@@ -88,17 +106,13 @@ TEST_F(CliEncoderTest, PairAttentionEqualsTheReference) {
     AttentionOptions options;
     options.causal = false;
     const EncoderReference want = encoder_reference(*checkpoint_, ids, types, options);
-    const int T = want.T;
-    double worst = 0, above_diagonal = 0;
-    for (int l = 0; l < checkpoint_->spec.n_layer; ++l)
-        for (int h = 0; h < want.NH; ++h)
-            for (int i = 0; i < T; ++i)
-                for (int j = 0; j < T; ++j) {
-                    const double w = got["attention"][l][0][h][i][j];
-                    worst = std::max(worst, std::abs(w - want.weights[((size_t(l) * want.NH + h) * T + i) * T + j]));
-                    if (j > i) above_diagonal += w;
-                }
-    EXPECT_LT(worst, 2e-5);
+    ASSERT_EQ(got["attention"].size(), static_cast<size_t>(checkpoint_->spec.n_layer));
+    EXPECT_LT(worst_map(got["attention"], want), 2e-5);
+    double above_diagonal = 0;
+    for (const json& layer : got["attention"])
+        for (const json& head : layer[0])
+            for (int i = 0; i < want.T; ++i)
+                for (int j = i + 1; j < want.T; ++j) above_diagonal += head[i][j].get<double>();
     EXPECT_GT(above_diagonal, 1.0) << "an encoder's queries see the keys after them";
     // Forced on, the causal mask hides them.
     const json causal = run_json({"attention", "--text", masked, "--causal", "on", "--layers", "0"});
@@ -147,6 +161,42 @@ TEST_F(CliEncoderTest, WhatAnEncoderCannotDoIsOneLine) {
     expect_one_line_error(run({"attention", "--text", "a b", "--contributions"}), "headscope-cli", "post-LN");
     expect_one_line_error(run({"generate", "--text", "a", "--text-pair", "b", "--tokens", "1"}), "headscope-cli",
                           "not expected: b --text-pair");
+}
+
+// A BERT GGUF file as llama.cpp's converter writes it, in Q4_K: its texts
+// tokenize as llama.cpp's own tokenizer on the same file does ([CLS] and
+// [SEP] around), its maps equal the reference's on the values the file
+// holds, and asked for predictions it says in one line that it has none:
+// the converter leaves the masked-LM head out.
+TEST(CliEncoders, AGgufBertFileTokenizesAsLlamaCppAndGivesTheReferenceMaps) {
+    TempDir dir;
+    const fs::path file = dir.path / "bert.gguf";
+    const EncoderCheckpoint checkpoint = write_gguf_bert(file, gguf_bert_spec(), DType::Q4_K);
+    const auto run = [&](std::vector<std::string> args) {
+        args.insert(args.begin(), test::cli_program());
+        args.insert(args.end(), {"--model", file.string()});
+        return run_program(args, dir.path);
+    };
+    const auto cli = [&](const std::vector<std::string>& args) {
+        const ProcessRun r = run(args);
+        EXPECT_EQ(r.status, 0) << r.err;
+        return r.status == 0 ? json::parse(r.out) : json::object();
+    };
+    const std::vector<std::string> texts = {"The cat sat on the mat.",
+                                            "Hello, WORLD! na\xC3\xAFve caf\xC3\xA9 \xE4\xB8\xAD"};
+    const json got = cli({"attention", "--text", texts[0]});
+    const std::vector<int32_t> ids = got["token_ids"][0];
+    AttentionOptions options;
+    options.causal = false;
+    const EncoderReference want = encoder_reference(checkpoint, ids, {}, options);
+    ASSERT_EQ(got["attention"].size(), static_cast<size_t>(checkpoint.spec.n_layer));
+    EXPECT_LT(worst_map(got["attention"], want), 2e-5);
+    EXPECT_FALSE(got.contains("predictions"));
+    expect_one_line_error(run({"attention", "--text", texts[0], "--top-k", "5"}), "headscope-cli", "no masked-LM head");
+    const auto expected = llama_cpp_token_ids(file, texts, dir.path);
+    if (!expected) GTEST_SKIP() << "node cannot be run: run tools/setup";
+    EXPECT_EQ(ids, (*expected)[0]);
+    EXPECT_EQ(cli({"tokenize", "--text", texts[1]})["token_ids"], json((*expected)[1]));
 }
 
 // A decoder takes no pair.

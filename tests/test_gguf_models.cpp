@@ -207,6 +207,7 @@ TEST_P(GgufBert, MapsMatchTheReference) {
     EXPECT_STREQ(model_kind(model.config), "encoder");
     EXPECT_FALSE(model.config.mlm_head) << "the converter leaves the masked-LM head out";
     EXPECT_EQ(model.config.type_vocab_size, spec.type_vocab_size);
+    EXPECT_EQ(model.tokenizer.vocab_size(), spec.vocab_size) << "the file's own bert tokenizer";
     EXPECT_EQ(model.layers.at(0).q.dtype, dtype);
     std::unique_ptr<Backend> backend = make_cpu_backend();
     backend->load_weights(model);
@@ -254,6 +255,7 @@ TEST_P(GgufT5, MapsAndPredictionsMatchTheReference) {
     EXPECT_EQ(model.config.tied_embeddings, spec.tied);
     EXPECT_EQ(model.config.mlp, spec.activation == "relu" ? Mlp::relu : Mlp::gated_gelu);
     EXPECT_EQ(model.config.decoder_start_token_id, spec.start_id);
+    EXPECT_EQ(model.tokenizer.vocab_size(), spec.vocab_size) << "the file's own t5 tokenizer";
     EXPECT_EQ(model.layers.at(0).cross_q.dtype, dtype);
     std::unique_ptr<Backend> backend = make_cpu_backend();
     backend->load_weights(model);

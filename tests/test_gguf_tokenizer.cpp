@@ -24,7 +24,6 @@
 #include "gguf_vocabs.h"
 #include "gguf_writer.h"
 #include "model_writer.h"
-#include "process.h"
 
 namespace {
 
@@ -67,20 +66,15 @@ protected:
         const Tokenizer tokenizer = Tokenizer::load_gguf(GgufFile(path));
         std::vector<std::string> all = t::gguf_tokenizer_texts();
         all.insert(all.end(), extra.begin(), extra.end());
-        const fs::path request = dir_.path / "request.json";
-        std::ofstream(request) << json{{"model", path.string()}, {"texts", all}}.dump(-1, ' ', true);
-        const t::ProcessRun r =
-            t::run_program({"node", (reference_dir / "gguf_tokenize.js").string()}, dir_.path, request);
-        if (r.status == 127) GTEST_SKIP() << "node cannot be run: run tools/setup";
-        ASSERT_EQ(r.status, 0) << "tests/reference/gguf_tokenize.js failed: " << r.err;
-        const auto expected = json::parse(r.out).get<std::vector<std::vector<int32_t>>>();
-        ASSERT_EQ(expected.size(), all.size());
+        const auto expected = t::llama_cpp_token_ids(path, all, dir_.path);
+        if (!expected) GTEST_SKIP() << "node cannot be run: run tools/setup";
+        ASSERT_EQ(expected->size(), all.size());
         size_t matched = 0;
         for (size_t i = 0; i < all.size(); ++i) {
             const std::vector<int32_t> ids = tokenizer.encode(all[i]);
-            EXPECT_EQ(ids, expected[i]) << name << ", text " << json(all[i]).dump(-1, ' ', true)
-                                        << "\nours:      " << json(ids) << "\nllama.cpp: " << json(expected[i]);
-            matched += ids == expected[i];
+            EXPECT_EQ(ids, (*expected)[i]) << name << ", text " << json(all[i]).dump(-1, ' ', true)
+                                           << "\nours:      " << json(ids) << "\nllama.cpp: " << json((*expected)[i]);
+            matched += ids == (*expected)[i];
         }
         std::cout << name << ": " << matched << " of " << all.size() << " texts give llama.cpp's ids\n";
     }
@@ -188,20 +182,8 @@ const std::vector<std::string> normalization_texts = {
     "\xF0\x9F\x98\x80\xF0\x9F\x98\x80 x",
 };
 
-// BERT's vocabulary with the special ids convert_hf_to_gguf.py writes: [CLS]
-// as bos and cls, [SEP] as eos and sep.
-Metadata bert_metadata() {
-    return with(t::gguf_vocab_metadata(t::bert_gguf_vocab(), "bert", "default"),
-                {{"tokenizer.ggml.bos_token_id", t::gguf_uint32(101)},
-                 {"tokenizer.ggml.eos_token_id", t::gguf_uint32(102)},
-                 {"tokenizer.ggml.unknown_token_id", t::gguf_uint32(100)},
-                 {"tokenizer.ggml.seperator_token_id", t::gguf_uint32(102)},
-                 {"tokenizer.ggml.padding_token_id", t::gguf_uint32(0)},
-                 {"tokenizer.ggml.cls_token_id", t::gguf_uint32(101)},
-                 {"tokenizer.ggml.mask_token_id", t::gguf_uint32(103)},
-                 {"tokenizer.ggml.add_bos_token", t::gguf_bool(true)},
-                 {"tokenizer.ggml.add_eos_token", t::gguf_bool(true)}});
-}
+// BERT's vocabulary with the special ids convert_hf_to_gguf.py writes.
+Metadata bert_metadata() { return t::gguf_vocab_only(t::bert_gguf_tokenizer()); }
 
 TEST_F(GgufTokenizer, BertMatchesLlamaCpp) { expect_llama_cpp_ids("bert", bert_metadata(), normalization_texts); }
 
@@ -222,13 +204,7 @@ TEST_F(GgufTokenizer, BertNormalizerOptionsMatchLlamaCpp) {
 
 // A T5 vocabulary as convert_hf_to_gguf.py writes a SentencePiece model's
 // (T5 has no bos token; </s> goes after each text).
-Metadata t5_metadata(const t::SpmGgufVocab& spm) {
-    return with(t::gguf_vocab_metadata(spm.vocab, "t5", ""),
-                {{"tokenizer.ggml.unknown_token_id", t::gguf_uint32(0)},
-                 {"tokenizer.ggml.eos_token_id", t::gguf_uint32(2)},
-                 {"tokenizer.ggml.add_space_prefix", t::gguf_bool(spm.add_dummy_prefix)},
-                 {"tokenizer.ggml.remove_extra_whitespaces", t::gguf_bool(spm.remove_extra_whitespaces)}});
-}
+Metadata t5_metadata(const t::SpmGgufVocab& spm) { return t::gguf_vocab_only(t::t5_gguf_tokenizer(spm)); }
 
 TEST_F(GgufTokenizer, T5MatchesLlamaCpp) {
     expect_llama_cpp_ids("t5", t5_metadata(t::unigram_gguf_vocab("nmt_nfkc")), normalization_texts);
@@ -237,13 +213,12 @@ TEST_F(GgufTokenizer, T5MatchesLlamaCpp) {
 // Another charsmap (nfkc_cf folds case too), spaces kept, bos and no eos;
 // and no charsmap at all, spaces kept, without the space prefix.
 TEST_F(GgufTokenizer, T5NormalizerOptionsMatchLlamaCpp) {
-    expect_llama_cpp_ids("t5_nfkc_cf",
-                         replaced(with(t5_metadata(t::unigram_gguf_vocab("nfkc_cf")),
-                                       {{"tokenizer.ggml.bos_token_id", t::gguf_uint32(1)},
-                                        {"tokenizer.ggml.add_bos_token", t::gguf_bool(true)},
-                                        {"tokenizer.ggml.add_eos_token", t::gguf_bool(false)}}),
-                                  "tokenizer.ggml.remove_extra_whitespaces", t::gguf_bool(false)),
-                         normalization_texts);
+    Metadata nfkc_cf =
+        with(t5_metadata(t::unigram_gguf_vocab("nfkc_cf")), {{"tokenizer.ggml.bos_token_id", t::gguf_uint32(1)}});
+    nfkc_cf = replaced(nfkc_cf, "tokenizer.ggml.remove_extra_whitespaces", t::gguf_bool(false));
+    nfkc_cf = replaced(nfkc_cf, "tokenizer.ggml.add_bos_token", t::gguf_bool(true));
+    nfkc_cf = replaced(nfkc_cf, "tokenizer.ggml.add_eos_token", t::gguf_bool(false));
+    expect_llama_cpp_ids("t5_nfkc_cf", nfkc_cf, normalization_texts);
     const Metadata plain = replaced(t5_metadata(t::unigram_gguf_vocab("nmt_nfkc")),
                                     "tokenizer.ggml.remove_extra_whitespaces", t::gguf_bool(false));
     expect_llama_cpp_ids("t5_plain",
