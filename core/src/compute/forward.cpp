@@ -219,8 +219,8 @@ void validate_forward(const Model& model, const Batch& batch, const AttentionOpt
     check_ablation(cfg, options);
     if ((options.top_k || options.lens_k || options.contributions) && !cfg.predicts())
         throw Error(
-            "this checkpoint has no masked-LM head (a bare encoder, as BertModel saves it): it gives maps, "
-            "not predictions");
+            "this checkpoint has no masked-LM head (a bare encoder, as BertModel saves it and llama.cpp's converter "
+            "writes BERT): it gives maps, not predictions");
     if (options.contributions && cfg.post_norm)
         throw Error(
             "the contributions add up through a final norm over the residual stream; this model normalizes after "
