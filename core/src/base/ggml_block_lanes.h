@@ -44,7 +44,8 @@ Bytes bytes_at(const uint8_t* p) {
 // where the build may use it: GCC 12 converts byte vectors one by one.
 template <typename Bytes>
 Lanes lanes_of(Bytes bytes) {
-    constexpr bool is_signed = std::is_same_v<Bytes, LaneSignedBytes>;
+    // Which widening the vector instructions take (the loop below needs none).
+    [[maybe_unused]] constexpr bool is_signed = std::is_same_v<Bytes, LaneSignedBytes>;
     Lanes out;
 #if defined(__AVX512F__)
     __m128i packed;
