@@ -96,8 +96,10 @@ void GgufVocabReader::read_tokens() {
         // llama.cpp's name for an empty token, which no text spells.
         if (token.empty()) token = "[EMPTY_" + std::to_string(i) + "]";
         if (const auto [it, added] = seen.emplace(token, i); !added) {
-            fail("tokenizer.ggml.tokens", "lists " + json(token).dump() + " twice (ids " + std::to_string(it->second) +
-                                              " and " + std::to_string(i) + ")");
+            // Shown as JSON, a byte that is not UTF-8 as U+FFFD.
+            const std::string shown = json(token).dump(-1, ' ', false, json::error_handler_t::replace);
+            fail("tokenizer.ggml.tokens",
+                 "lists " + shown + " twice (ids " + std::to_string(it->second) + " and " + std::to_string(i) + ")");
         }
         tokens_.push_back(std::move(token));
     }
