@@ -135,6 +135,27 @@ Block block_of_spread(GgmlType type, double spread, std::mt19937& rng) {
             set_half(2, spread / 22);
             break;
         case GgmlType::Q6_K: set_half(208, spread / 1370); break;  // d * scale * (q - 32), int8 scales
+        case GgmlType::Q4_1:  // d * q + m, codes 0..15, m below zero to centre them
+        case GgmlType::Q5_1:  // the same with codes 0..31
+            set_half(0, spread / (type == GgmlType::Q4_1 ? 4.6 : 9.2));
+            set_half(2, spread * 8 / 4.6);  // half the codes' range: 8 d, or 16 d
+            block[3] |= 0x80;  // the sign bit of m
+            break;
+        case GgmlType::Q5_0: set_half(0, spread / 9.2); break;  // codes -16..15
+        case GgmlType::Q2_K:                                    // 4-bit scales and minima, 2-bit codes
+            set_half(80, spread / 12);
+            set_half(82, spread / 20);
+            break;
+        case GgmlType::Q3_K: set_half(108, spread / 70); break;  // 6-bit signed scales, codes -4..3
+        case GgmlType::Q5_K:                                     // Q4_K's scales, 5-bit codes
+            set_half(0, spread / 330);
+            set_half(2, spread / 22);
+            break;
+        case GgmlType::IQ4_NL: set_half(0, spread / 60); break;    // a codebook of -127..113
+        case GgmlType::IQ4_XS: set_half(0, spread / 1200); break;  // its 6-bit scales less 32 too
+        case GgmlType::MXFP4:                                      // one E8M0 scale byte, codes of FP4 up to 6
+            block[0] = static_cast<uint8_t>(127 + static_cast<int>(std::floor(std::log2(spread / 3))));
+            break;
         default: throw std::invalid_argument("gguf_models: no spread rule for this type");
     }
     return block;
@@ -248,12 +269,12 @@ FamilySpec gguf_family_spec(Family family) {
 
 void write_gguf_header(GgufSpec& gguf, const std::string& arch, DType matrices) {
     gguf.metadata.emplace_back("general.architecture", gguf_string(arch));
-    // llama.cpp's file type of a file of these matrices (its llama_ftype): F32, Q8_0, Q4_K_S, Q6_K.
-    const uint32_t file_type = matrices == DType::F32    ? 0
-                               : matrices == DType::Q8_0 ? 7
-                               : matrices == DType::Q4_K ? 14
-                                                         : 18;
-    gguf.metadata.emplace_back("general.file_type", gguf_uint32(file_type));
+    // llama.cpp's file type of a file of these matrices (its llama_ftype; a K type's _S or _M).
+    static const std::map<DType, uint32_t> file_types = {
+        {DType::F32, 0},   {DType::Q4_0, 2},    {DType::Q4_1, 3},    {DType::Q8_0, 7},  {DType::Q5_0, 8},
+        {DType::Q5_1, 9},  {DType::Q2_K, 10},   {DType::Q3_K, 12},   {DType::Q4_K, 14}, {DType::Q5_K, 16},
+        {DType::Q6_K, 18}, {DType::IQ4_NL, 25}, {DType::IQ4_XS, 30}, {DType::MXFP4, 38}};
+    gguf.metadata.emplace_back("general.file_type", gguf_uint32(file_types.at(matrices)));
 }
 
 void write_byte_tokenizer(GgufSpec& gguf, const std::string& pre, int bos, int eos) {

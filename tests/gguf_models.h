@@ -31,7 +31,7 @@ namespace headscope::test {
 // the byte-level vocabularies' tokens.
 std::string byte_token(int byte);
 
-// A block of `type` (Q8_0, Q4_0, Q4_K or Q6_K) of random codes whose scales
+// A block of `type` (a block type Headscope reads) of random codes whose scales
 // give values of about `spread`.
 Block block_of_spread(GgmlType type, double spread, std::mt19937& rng);
 

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -80,10 +81,13 @@ TEST_P(GgufModel, MapsAndHeadOutputsMatchTheReference) {
     EXPECT_EQ(model.wte.dtype, dtype);
     EXPECT_EQ(model.tokenizer.vocab_size(), spec.vocab_size);
     // general.file_type as llama.cpp names it, and every tensor's bits: the norms' 32, the matrices' own.
-    EXPECT_EQ(model.file_type, dtype == DType::F32    ? "F32"
-                               : dtype == DType::Q8_0 ? "Q8_0"
-                               : dtype == DType::Q4_K ? "Q4_K_S"
-                                                      : "Q6_K");
+    // (llama.cpp's names for the file types the writer gives each: a K type's _S or _M.)
+    static const std::map<DType, std::string> file_types = {
+        {DType::F32, "F32"},       {DType::Q8_0, "Q8_0"},      {DType::Q4_K, "Q4_K_S"}, {DType::Q6_K, "Q6_K"},
+        {DType::Q4_0, "Q4_0"},     {DType::Q4_1, "Q4_1"},      {DType::Q5_0, "Q5_0"},   {DType::Q5_1, "Q5_1"},
+        {DType::Q2_K, "Q2_K"},     {DType::Q3_K, "Q3_K_M"},    {DType::Q5_K, "Q5_K_S"}, {DType::IQ4_NL, "IQ4_NL"},
+        {DType::IQ4_XS, "IQ4_XS"}, {DType::MXFP4, "MXFP4_MOE"}};
+    EXPECT_EQ(model.file_type, file_types.at(dtype));
     const WeightStorage storage = weight_storage(model);
     // The rest are F32: vectors, and GPT-2's learned positions.
     const int matrices = 1 + (fused ? 4 : 7) * spec.n_layer + (spec.tied_embeddings ? 0 : 1);
@@ -168,6 +172,10 @@ std::vector<Param> params() {
     std::vector<Param> all;
     for (Family family : {Family::llama, Family::qwen2, Family::qwen3, Family::gpt2, Family::gpt_neox})
         for (DType dtype : {DType::F32, DType::Q8_0, DType::Q4_K, DType::Q6_K}) all.push_back({family, dtype, ""});
+    // Every other block type read, on llama: each through the products' row-widening path.
+    for (DType dtype : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q5_K,
+                        DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4})
+        all.push_back({Family::llama, dtype, ""});
     all.push_back({Family::gpt_neox, DType::F32, "sequential"});
     all.push_back({Family::gpt2, DType::F32, "untied"});
     return all;
