@@ -139,7 +139,7 @@ Block block_of_spread(GgmlType type, double spread, std::mt19937& rng) {
         case GgmlType::Q5_1:  // the same with codes 0..31
             set_half(0, spread / (type == GgmlType::Q4_1 ? 4.6 : 9.2));
             set_half(2, spread * 8 / 4.6);  // half the codes' range: 8 d, or 16 d
-            block[3] |= 0x80;  // the sign bit of m
+            block[3] |= 0x80;               // the sign bit of m
             break;
         case GgmlType::Q5_0: set_half(0, spread / 9.2); break;  // codes -16..15
         case GgmlType::Q2_K:                                    // 4-bit scales and minima, 2-bit codes
