@@ -131,7 +131,16 @@ TEST_P(GgufModel, NextTokensAreLlamaCpps) {
     backend->load_weights(model);
     const bool gelu = family == Family::gpt2 || family == Family::gpt_neox;
     const double tolerance = dtype == DType::F32 ? (gelu ? 5e-5 : 1e-5) : 5e-2;
-    for (const std::vector<int32_t>& text : texts) {
+    const fs::path request = dir.path / "request.json";
+    std::ofstream(request) << nlohmann::json{{"model", file.string()}, {"texts", texts}}.dump();
+    const fs::path script = fs::path(HEADSCOPE_TESTS_DIR) / "reference" / "gguf_next_tokens.js";
+    const ProcessRun r = run_program({"node", script.string()}, dir.path, request);
+    if (r.status == 127) GTEST_SKIP() << "node cannot be run: run tools/setup";
+    ASSERT_EQ(r.status, 0) << "tests/reference/gguf_next_tokens.js failed: " << r.err;
+    const auto all_theirs = nlohmann::json::parse(r.out);
+    ASSERT_EQ(all_theirs.size(), texts.size());
+    for (size_t t = 0; t < texts.size(); ++t) {
+        const std::vector<int32_t>& text = texts[t];
         AttentionOptions opt;
         opt.top_k = 5;
         AttentionResult ours;
@@ -142,22 +151,16 @@ TEST_P(GgufModel, NextTokensAreLlamaCpps) {
         for (double& x : p) sum += x = std::exp(x - top);
         for (double& x : p) x /= sum;
 
-        const fs::path request = dir.path / "request.json";
-        std::ofstream(request) << nlohmann::json{{"model", file.string()}, {"tokens", text}}.dump();
-        const fs::path script = fs::path(HEADSCOPE_TESTS_DIR) / "reference" / "gguf_next_tokens.js";
-        const ProcessRun r = run_program({"node", script.string()}, dir.path, request);
-        if (r.status == 127) GTEST_SKIP() << "node cannot be run: run tools/setup";
-        ASSERT_EQ(r.status, 0) << "tests/reference/gguf_next_tokens.js failed: " << r.err;
-        const auto theirs = nlohmann::json::parse(r.out);
+        const nlohmann::json& theirs = all_theirs[t];
         ASSERT_EQ(theirs.size(), 5u);
         const Prediction* ranked = ours.predictions_at(0, static_cast<int>(text.size()) - 1);
         for (int k = 0; k < 5; ++k) {
             const int id = theirs[k][0].get<int>();
             EXPECT_NEAR(p.at(static_cast<size_t>(id)), theirs[k][1].get<double>(), tolerance)
-                << "rank " << k << ": " << r.out;
+                << "text " << t << " rank " << k << ": " << theirs.dump();
             const bool leads = theirs[k][1].get<double>() - (k < 4 ? theirs[k + 1][1].get<double>() : 0) > tolerance;
             if (dtype == DType::F32 || (k == 0 && leads)) {
-                EXPECT_EQ(ranked[k].id, id) << "rank " << k << ": " << r.out;
+                EXPECT_EQ(ranked[k].id, id) << "text " << t << " rank " << k << ": " << theirs.dump();
             }
         }
     }

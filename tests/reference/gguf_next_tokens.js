@@ -1,9 +1,10 @@
 // Reference for Headscope's GGUF model tests: reads JSON {"model": a GGUF
-// file's path, "tokens": [ids]} on stdin, evaluates the ids with llama.cpp
-// (node-llama-cpp's prebuilt build, on the CPU) and prints the 5 most likely
-// next tokens after the last as JSON [[id, probability], ...]: the softmax
-// of its logits (temperature 1, no top-k, top-p or min-p cut), computed in
-// float32 throughout.
+// file's path, "texts": [[ids], ...]} on stdin, evaluates each text's ids
+// with llama.cpp (node-llama-cpp's prebuilt build, on the CPU; the model
+// loaded once, each text from an empty cache) and prints, for each, the 5
+// most likely next tokens after its last as JSON [[[id, probability], ...],
+// ...]: the softmax of its logits (temperature 1, no top-k, top-p or min-p
+// cut), computed in float32 throughout.
 'use strict';
 const fs = require('fs');
 
@@ -22,14 +23,16 @@ const fs = require('fs');
     experimentalKvCacheValueType: 'F32',
   });
   const sequence = context.getSequence();
-  const input = request.tokens.map((id, i) =>
-    i + 1 < request.tokens.length
-      ? id
-      : [id, { generateNext: { probabilities: true, options: { temperature: 1, topK: 0, topP: 1, minP: 0 } } }]);
-  const output = await sequence.controlledEvaluate(input);
-  const probabilities = [...output[request.tokens.length - 1].next.probabilities.entries()];
-  probabilities.sort((a, b) => b[1] - a[1]);
-  process.stdout.write(JSON.stringify(probabilities.slice(0, 5)));
+  const next = { generateNext: { probabilities: true, options: { temperature: 1, topK: 0, topP: 1, minP: 0 } } };
+  const results = [];
+  for (const tokens of request.texts) {
+    await sequence.clearHistory();
+    const output = await sequence.controlledEvaluate(tokens.map((id, i) => (i + 1 < tokens.length ? id : [id, next])));
+    const probabilities = [...output[tokens.length - 1].next.probabilities.entries()];
+    probabilities.sort((a, b) => b[1] - a[1]);
+    results.push(probabilities.slice(0, 5));
+  }
+  process.stdout.write(JSON.stringify(results));
   await context.dispose();
   await model.dispose();
   await llama.dispose();
