@@ -251,14 +251,6 @@ nlohmann::ordered_json llama_config(int layers, int C, int NH, int NKV, int F, i
             {"eos_token_id", 0}};
 }
 
-// The resident set now, from /proc (ru_maxrss would count the writer's peak too).
-double resident_mib() {
-    std::ifstream status("/proc/self/status");
-    for (std::string line; std::getline(status, line);)
-        if (line.starts_with("VmRSS:")) return std::stod(line.substr(6)) / 1024.0;
-    return 0;
-}
-
 // FLOPs of a forward that stops after the last layer's attention weights:
 // full layers of projections, attention and MLP, then the last one's Q, K, V and Q.K^T.
 double llama_forward_flops(const Config& c, int T) {

@@ -177,14 +177,6 @@ fs::path bench_file(const Shape& s, Mix mix) {
     return path;
 }
 
-// The resident set now, from /proc (ru_maxrss would count the writer's and earlier models' peaks too).
-double resident_mib() {
-    std::ifstream status("/proc/self/status");
-    for (std::string line; std::getline(status, line);)
-        if (line.starts_with("VmRSS:")) return std::stod(line.substr(6)) / 1024.0;
-    return 0;
-}
-
 constexpr int prompt_tokens = 128;
 
 // Arg: the mix. 128 tokens, every layer's maps; resident memory over the file's size after it.

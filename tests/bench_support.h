@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <fstream>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "fma_peak.h"
@@ -20,6 +22,15 @@ inline std::vector<int32_t> random_ids(int n, int V, std::mt19937& rng) {
     std::vector<int32_t> ids(n);
     for (auto& id : ids) id = static_cast<int32_t>(rng() % V);
     return ids;
+}
+
+// The resident set now, from /proc (ru_maxrss would count a file writer's
+// and earlier models' peaks too).
+inline double resident_mib() {
+    std::ifstream status("/proc/self/status");
+    for (std::string line; std::getline(status, line);)
+        if (line.starts_with("VmRSS:")) return std::stod(line.substr(6)) / 1024.0;
+    return 0;
 }
 
 inline double peak_rss_mib() {
