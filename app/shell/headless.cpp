@@ -34,6 +34,11 @@ double cpu_seconds() {
 
 }  // namespace
 
+void Headless::frame_started() {
+    frame_start_ = Clock::now();
+    if (args_.idle_seconds > 0) frame_start_cpu_ = cpu_seconds();
+}
+
 double Headless::longest_sleep() const {
     if (args_.idle_seconds <= 0) return -1;
     if (!idle_since_) return 0.05;  // not counting yet: look again soon
@@ -45,19 +50,27 @@ bool Headless::count_idle_frame(const MainView& view) {
         idle_since_.reset();
         return false;
     }
+    const auto asleep_from_here = [&] {
+        asleep_since_ = Clock::now();
+        asleep_cpu_start_ = cpu_seconds();
+    };
     if (!idle_since_) {
         idle_since_ = Clock::now();
         idle_frames_ = 0;
-        idle_cpu_start_ = cpu_seconds();
+        asleep_from_here();
         return false;
     }
     const double seconds = ms_since(*idle_since_) / 1000;
     if (seconds < args_.idle_seconds) {
         ++idle_frames_;
+        asleep_from_here();  // the sleep is measured from the last frame drawn
         return false;
     }
-    std::printf("idle: %d frames in %.2f s, %.2f%% of a core\n", idle_frames_, seconds,
-                100 * (cpu_seconds() - idle_cpu_start_) / seconds);
+    // Up to this frame's start: the frames themselves (llvmpipe draws on the
+    // CPU) are counted, not charged to the sleep.
+    const double asleep = std::chrono::duration<double>(frame_start_ - asleep_since_).count();
+    std::printf("idle: %d frames in %.2f s; asleep %.2f s at %.2f%% of a core\n", idle_frames_, seconds, asleep,
+                100 * (frame_start_cpu_ - asleep_cpu_start_) / asleep);
     return true;
 }
 

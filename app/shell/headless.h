@@ -6,7 +6,8 @@
 // with --frame-times, every 10th frame recomputes the texts as a keystroke
 // would and each frame is timed; with --count-idle-frames S, once every
 // worker has settled, the frames drawn without input over S seconds and the
-// process's CPU time are printed and the window closes; with --layout, the
+// process's CPU time while asleep after the last of them are printed and the
+// window closes; with --layout, the
 // last frame's layout is written on exit.
 #pragma once
 #include <chrono>
@@ -30,7 +31,7 @@ public:
     // Before polling events: the keystroke of --frame-times, then waits for the workers.
     void before_frame(MainView& view);
     // After the frame's input is handled, before it is drawn.
-    void frame_started() { frame_start_ = Clock::now(); }
+    void frame_started();
     // After the frame is rendered, before the swap; true when the window should close.
     bool frame_rendered(MainView& view, int width, int height);
     // The longest an idle window may sleep, in seconds: until the idle count
@@ -57,11 +58,13 @@ private:
     Clock::time_point frame_start_;
     FrameTimes frame_times_;
     uint64_t drawn_generation_ = 0;  // of the maps the last frame drew
-    // --count-idle-frames: since when nothing computes, the frames drawn since and the CPU time then.
+    // --count-idle-frames: since when nothing computes, the frames drawn
+    // since, and the sleep after the last of them: its start and the CPU time then.
     bool count_idle_frame(const MainView& view);
     std::optional<Clock::time_point> idle_since_;
     int idle_frames_ = 0;
-    double idle_cpu_start_ = 0;
+    Clock::time_point asleep_since_;
+    double asleep_cpu_start_ = 0, frame_start_cpu_ = 0;
 };
 
 }  // namespace headscope
