@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "bert_tokenizer.h"
+#include "llama_cpp.h"
 #include "model_writer.h"
 #include "process.h"
 
@@ -334,15 +335,10 @@ std::vector<std::string> gguf_tokenizer_texts() {
 }
 
 std::optional<std::vector<std::vector<int32_t>>> llama_cpp_token_ids(const fs::path& model,
-                                                                     const std::vector<std::string>& texts,
-                                                                     const fs::path& dir) {
-    const fs::path request = dir / "gguf_tokenize.json";
-    std::ofstream(request) << json{{"model", model.string()}, {"texts", texts}}.dump(-1, ' ', true);
-    const fs::path script = fs::path(HEADSCOPE_TESTS_DIR) / "reference" / "gguf_tokenize.js";
-    const ProcessRun r = run_program({"node", script.string()}, dir, request);
-    if (r.status == 127) return std::nullopt;
-    if (r.status != 0) throw std::runtime_error("tests/reference/gguf_tokenize.js failed: " + r.err);
-    return json::parse(r.out).get<std::vector<std::vector<int32_t>>>();
+                                                                     const std::vector<std::string>& texts) {
+    const std::optional<json> ids = ask_llama_cpp({{"tokenize", model.string()}, {"texts", texts}});
+    if (!ids) return std::nullopt;
+    return ids->get<std::vector<std::vector<int32_t>>>();
 }
 
 }  // namespace headscope::test

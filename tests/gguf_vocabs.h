@@ -84,10 +84,9 @@ GgufMetaValue gguf_byte_array(const std::string& bytes);
 std::vector<std::string> gguf_tokenizer_texts();
 
 // The ids llama.cpp itself gives each of `texts` on the tokenizer of GGUF
-// file `model` (tests/reference/gguf_tokenize.js, run in `dir`); none when
-// node cannot be run; std::runtime_error naming the script when it fails.
+// file `model` (llama_cpp.h); none when node cannot be run;
+// std::runtime_error naming the script when it fails.
 std::optional<std::vector<std::vector<int32_t>>> llama_cpp_token_ids(const std::filesystem::path& model,
-                                                                     const std::vector<std::string>& texts,
-                                                                     const std::filesystem::path& dir);
+                                                                     const std::vector<std::string>& texts);
 
 }  // namespace headscope::test

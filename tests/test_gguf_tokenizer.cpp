@@ -66,7 +66,7 @@ protected:
         const Tokenizer tokenizer = Tokenizer::load_gguf(GgufFile(path));
         std::vector<std::string> all = t::gguf_tokenizer_texts();
         all.insert(all.end(), extra.begin(), extra.end());
-        const auto expected = t::llama_cpp_token_ids(path, all, dir_.path);
+        const auto expected = t::llama_cpp_token_ids(path, all);
         if (!expected) GTEST_SKIP() << "node cannot be run: run tools/setup";
         ASSERT_EQ(expected->size(), all.size());
         size_t matched = 0;

@@ -1,0 +1,164 @@
+// GGUF files the model loader refuses, each one line naming the file and the
+// problem: what it cannot read, and each architecture's missing keys and
+// misshapen tensors (part of test_gguf_models, whose files these are).
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+#include "gguf_models.h"
+#include "gguf_writer.h"
+#include "headscope/base/error.h"
+#include "headscope/model/model.h"
+#include "model_writer.h"
+
+using namespace headscope;
+using namespace headscope::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+using Edit = std::function<void(GgufSpec&)>;
+using Writer = std::function<void(const fs::path&, const Edit&)>;
+
+// A file of each architecture, its matrices in Q6_K (BERT's and T5's in F32).
+Writer family_file(Family family) {
+    return [family](const fs::path& file, const Edit& edit) {
+        write_gguf_family(file, gguf_family_spec(family), DType::Q6_K, edit);
+    };
+}
+void bert_file(const fs::path& file, const Edit& edit) { write_gguf_bert(file, gguf_bert_spec(), DType::F32, edit); }
+void t5_file(const fs::path& file, const Edit& edit) {
+    write_gguf_t5(file, gguf_t5_spec("flan_t5", 32), DType::F32, edit);
+}
+
+// A file written by `write`, then changed by `edit`, must be refused with
+// one line naming the file and holding `want`.
+void expect_refused(const std::string& want, const Edit& edit, const Writer& write = family_file(Family::qwen2)) {
+    TempDir dir;
+    const fs::path file = dir.path / "model.gguf";
+    write(file, edit);
+    try {
+        load_model(file.string());
+        ADD_FAILURE() << "loaded; wanted an error with: " << want;
+    } catch (const Error& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find(want), std::string::npos) << what;
+        EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+        EXPECT_EQ(what.rfind(file.string(), 0), 0u) << what;
+    }
+}
+
+// `edit` taking key `key` out.
+Edit without_key(const std::string& key) {
+    return [key](GgufSpec& s) { std::erase_if(s.metadata, [&](const auto& kv) { return kv.first == key; }); };
+}
+
+GgufTensorSpec& tensor(GgufSpec& spec, const std::string& name) {
+    for (GgufTensorSpec& t : spec.tensors)
+        if (t.name == name) return t;
+    throw std::out_of_range(name);
+}
+
+TEST(GgufModelFiles, WhatTheLoaderCannotReadIsOneLineNamingIt) {
+    expect_refused("GGUF files of architecture 'gemma9' are not read yet", [](GgufSpec& s) {
+        s.metadata.front().second = gguf_string("gemma9");
+        for (auto& [key, value] : s.metadata)
+            if (key.starts_with("qwen2.")) key = "gemma9." + key.substr(6);
+    });
+    expect_refused("key 'qwen2.block_count' missing", [](GgufSpec& s) {
+        std::erase_if(s.metadata, [](const auto& kv) { return kv.first == "qwen2.block_count"; });
+    });
+    expect_refused("tensor 'blk.0.attn_qq.weight' is not one of architecture qwen2's",
+                   [](GgufSpec& s) { tensor(s, "blk.0.attn_q.weight").name = "blk.0.attn_qq.weight"; });
+    // IQ2_XXS: 66 bytes a block of 256, which Headscope does not dequantize.
+    expect_refused("tensor 'model.layers.1.mlp.up_proj.weight' has dtype IQ2_XXS (blk.1.ffn_up.weight in the file)",
+                   [](GgufSpec& s) {
+                       GgufTensorSpec& t = tensor(s, "blk.1.ffn_up.weight");
+                       t.type = 16;
+                       t.data.assign(t.ne[0] * t.ne[1] / 256 * 66, '\0');
+                   });
+    expect_refused("tensor 'model.layers.0.self_attn.k_proj.weight' missing", [](GgufSpec& s) {
+        std::erase_if(s.tensors, [](const auto& t) { return t.name == "blk.0.attn_k.weight"; });
+    });
+    // A layer number with a leading zero would name a layer twice.
+    expect_refused("tensor 'blk.01.ffn_up.weight' is not one of architecture qwen2's",
+                   [](GgufSpec& s) { tensor(s, "blk.1.ffn_up.weight").name = "blk.01.ffn_up.weight"; });
+    // Q6_K's scale d (its block's last 2 bytes) an Inf: every weight is checked as the forward would read it.
+    expect_refused("tensor 'model.layers.1.mlp.up_proj.weight': element ", [](GgufSpec& s) {
+        GgufTensorSpec& t = tensor(s, "blk.1.ffn_up.weight");
+        t.data[208] = '\x00', t.data[209] = '\x7c';
+    });
+    expect_refused("RoPE scaling of type 'yarn' is not read yet",
+                   [](GgufSpec& s) { s.metadata.emplace_back("qwen2.rope.scaling.type", gguf_string("yarn")); });
+}
+
+// Each architecture's keys that it cannot do without, and tensors shaped
+// otherwise than its keys say, named in the file's terms.
+TEST(GgufModelFiles, EachArchitecturesMissingKeysAndMisshapenTensorsAreOneLineNamingThem) {
+    expect_refused("key 'gpt2.attention.layer_norm_epsilon' missing", without_key("gpt2.attention.layer_norm_epsilon"),
+                   family_file(Family::gpt2));
+    expect_refused("key 'gptneox.use_parallel_residual' missing", without_key("gptneox.use_parallel_residual"),
+                   family_file(Family::gpt_neox));
+    expect_refused("key 'tokenizer.ggml.token_type_count' missing", without_key("tokenizer.ggml.token_type_count"),
+                   bert_file);
+    expect_refused("key 't5.attention.relative_buckets_count' missing",
+                   without_key("t5.attention.relative_buckets_count"), t5_file);
+    // GPT-2's c_attn as Hugging Face stores it, (in, out), where the converter transposes it.
+    expect_refused(
+        "tensor 'blk.0.attn_qkv.weight' has ne [768, 256], expected [256, 768] from the keys",
+        [](GgufSpec& s) {
+            tensor(s, "blk.0.attn_qkv.weight").ne = {768, 256};
+        },
+        family_file(Family::gpt2));
+    expect_refused(
+        "tensor 'blk.1.attn_qkv.weight' has ne [256, 512], expected [256, 768] from the keys",
+        [](GgufSpec& s) {
+            GgufTensorSpec& t = tensor(s, "blk.1.attn_qkv.weight");
+            t.ne[1] = 512;
+            t.data.resize(512 * 210);  // Q6_K: 210 bytes a row of 256
+        },
+        family_file(Family::gpt_neox));
+    // Pythia's rotary dims are whole pairs.
+    expect_refused(
+        "RoPE turns 7 of each head's 32 dims, which is not read yet",
+        [](GgufSpec& s) {
+            for (auto& [key, value] : s.metadata)
+                if (key == "gptneox.rope.dimension_count") value = gguf_uint32(7);
+        },
+        family_file(Family::gpt_neox));
+    expect_refused(
+        "tensor 'token_types.weight' has ne [256, 3], expected [256, 2] from the keys",
+        [](GgufSpec& s) {
+            GgufTensorSpec& t = tensor(s, "token_types.weight");
+            t.ne[1] = 3;
+            t.data.resize(3 * 256 * 4);
+        },
+        bert_file);
+    expect_refused(
+        "tensor 'enc.blk.0.attn_rel_b.weight' has ne [8, 16], expected [8, 32] from the keys",
+        [](GgufSpec& s) {
+            GgufTensorSpec& t = tensor(s, "enc.blk.0.attn_rel_b.weight");
+            t.ne[1] = 16;
+            t.data.resize(16 * 8 * 4);
+        },
+        t5_file);
+    // T5's position bias is its stacks' first block's alone; llama.cpp's layers past the keys' are refused too.
+    expect_refused(
+        "tensor 'enc.blk.1.attn_rel_b.weight' is not one of architecture t5's",
+        [](GgufSpec& s) {
+            s.tensors.push_back(tensor(s, "enc.blk.0.attn_rel_b.weight"));
+            s.tensors.back().name = "enc.blk.1.attn_rel_b.weight";
+        },
+        t5_file);
+    expect_refused(
+        "tensor 'dec.blk.3.ffn_norm.weight' is of layer 3, past the 3 layers the keys give",
+        [](GgufSpec& s) {
+            s.tensors.push_back(tensor(s, "dec.blk.2.ffn_norm.weight"));
+            s.tensors.back().name = "dec.blk.3.ffn_norm.weight";
+        },
+        t5_file);
+}
+
+}  // namespace
