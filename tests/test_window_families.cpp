@@ -6,7 +6,8 @@
 // and masks what lies behind it, checked pixel by pixel against the rules
 // written here; the dance expands the keys with stride 0 and copies them by
 // reshape, each float in its owner's colour; the checks tab names the
-// configuration and the grouped shapes. The GPT-2 views are left as they
+// configuration and the grouped shapes; a Q4_K GGUF file draws the
+// reference's maps and opens every tab. The GPT-2 views are left as they
 // were (test_window, test_mask_view, test_dance_view).
 #include <gtest/gtest.h>
 
@@ -18,6 +19,8 @@
 #include <string>
 
 #include "family_models.h"
+#include "family_reference.h"
+#include "gguf_models.h"
 #include "model_writer.h"
 #include "process.h"
 #include "screenshot.h"
@@ -366,6 +369,42 @@ TEST_F(WindowFamilies, ChecksTabNamesTheConfigurationAndGroupedShapes) {
         mistral[row["name"]] = row["text"];
     EXPECT_EQ(mistral["sliding window"], "4 keys back");
     EXPECT_EQ(mistral["key/value heads NKV"], "1 (groups of 4 query heads)");
+}
+
+// A GGUF file of the llama architecture in Q4_K, as llama.cpp's converter
+// writes it (Q and K rows reordered for its RoPE), opened as it is: the heads
+// grid's cells are the double-precision reference's maps of the values the
+// file holds (read by the tests' own block formulas), every tab opens on it
+// with no message, and the checks tab names its storage.
+TEST_F(WindowFamilies, QuantizedGgufFileShowsTheReferencesMaps) {
+    const std::string name = "llama-Q4_K.gguf";
+    const test::FamilyCheckpoint checkpoint =
+        test::write_gguf_family(dir_->path / name, test::gguf_family_spec(test::Family::llama), DType::Q4_K);
+    const std::vector<int32_t> ids = cli({"tokenize", "--model", model(name), "--text", short_})["token_ids"];
+    const test::FamilyReference want = test::family_reference(checkpoint, {ids}, AttentionOptions{});
+    const test::WindowShot shot = shoot("gguf-heads", name, {"--text", short_, "--layer", "1"});
+    const json cells = entries(shot.layout, "heads");
+    const int T = static_cast<int>(ids.size()), NH = want.NH;
+    ASSERT_EQ(cells.size(), static_cast<size_t>(NH * T * T));
+    for (const json& cell : cells) {
+        const int h = cell["head"], i = cell["query"], j = cell["key"];
+        const std::array<int, 3> got = centre(shot.image, cell);
+        if (j > i)
+            EXPECT_TRUE(hatched(got)) << "head " << h << " cell " << i << "," << j;
+        else
+            EXPECT_TRUE(near(got, test::viridis(want.weights[((size_t(NH) + h) * T + i) * T + j])))  // layer 1
+                << "head " << h << " cell " << i << "," << j << " is " << got[0] << "," << got[1] << "," << got[2];
+    }
+    for (const std::string view : {"tokens", "model", "lens", "effects", "mask", "dance", "checks"}) {
+        const test::WindowShot tab = shoot("gguf-" + view, name, {"--text", short_, "--view", view});
+        EXPECT_FALSE(tab.layout.empty()) << view;
+        for (const json& control : entries(tab.layout, "control"))
+            EXPECT_TRUE(control["name"] != "model message" || control["text"] == "") << view << ": " << control;
+        if (view != "checks") continue;
+        std::map<std::string, std::string> config;
+        for (const json& row : entries(tab.layout, "checks-config")) config[row["name"]] = row["text"];
+        EXPECT_NE(config["weights"].find("Q4_K"), std::string::npos) << config["weights"];
+    }
 }
 
 }  // namespace
