@@ -193,6 +193,15 @@ Written tensor_as_stored(const NamedTensor& t, const StoredAs& as, DType matrice
             }
             continue;
         }
+        if (type == DType::F16 || type == DType::BF16) {  // each value rounded to the nearest half
+            const FileDType half = type == DType::F16 ? FileDType::F16 : FileDType::BF16;
+            std::vector<float> row(static_cast<size_t>(cols));
+            for (int64_t c = 0; c < cols; ++c) row[size_t(c)] = t.values[from(r, c)];
+            const std::vector<uint8_t> bytes = encode(row, half);
+            w.spec.data.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+            for (int64_t c = 0; c < cols; ++c) w.values[from(r, c)] = rounded(row[size_t(c)], half);
+            continue;
+        }
         const int64_t per_block = ggml_type_traits(ggml).block_elements;
         for (int64_t b = 0; b < cols / per_block; ++b) {
             const Block block = block_of_spread(ggml, spread, rng);
@@ -271,8 +280,9 @@ void write_gguf_header(GgufSpec& gguf, const std::string& arch, DType matrices) 
     gguf.metadata.emplace_back("general.architecture", gguf_string(arch));
     // llama.cpp's file type of a file of these matrices (its llama_ftype; a K type's _S or _M).
     static const std::map<DType, uint32_t> file_types = {
-        {DType::F32, 0},   {DType::Q4_0, 2},    {DType::Q4_1, 3},    {DType::Q8_0, 7},  {DType::Q5_0, 8},
-        {DType::Q5_1, 9},  {DType::Q2_K, 10},   {DType::Q3_K, 12},   {DType::Q4_K, 14}, {DType::Q5_K, 16},
+        {DType::F32, 0},   {DType::F16, 1},     {DType::BF16, 32},   {DType::Q4_0, 2},
+        {DType::Q4_1, 3},  {DType::Q8_0, 7},    {DType::Q5_0, 8},    {DType::Q5_1, 9},
+        {DType::Q2_K, 10}, {DType::Q3_K, 12},   {DType::Q4_K, 14},   {DType::Q5_K, 16},
         {DType::Q6_K, 18}, {DType::IQ4_NL, 25}, {DType::IQ4_XS, 30}, {DType::MXFP4, 38}};
     gguf.metadata.emplace_back("general.file_type", gguf_uint32(file_types.at(matrices)));
 }

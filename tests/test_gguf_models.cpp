@@ -83,10 +83,10 @@ TEST_P(GgufModel, MapsAndHeadOutputsMatchTheReference) {
     // general.file_type as llama.cpp names it, and every tensor's bits: the norms' 32, the matrices' own.
     // (llama.cpp's names for the file types the writer gives each: a K type's _S or _M.)
     static const std::map<DType, std::string> file_types = {
-        {DType::F32, "F32"},       {DType::Q8_0, "Q8_0"},      {DType::Q4_K, "Q4_K_S"}, {DType::Q6_K, "Q6_K"},
-        {DType::Q4_0, "Q4_0"},     {DType::Q4_1, "Q4_1"},      {DType::Q5_0, "Q5_0"},   {DType::Q5_1, "Q5_1"},
-        {DType::Q2_K, "Q2_K"},     {DType::Q3_K, "Q3_K_M"},    {DType::Q5_K, "Q5_K_S"}, {DType::IQ4_NL, "IQ4_NL"},
-        {DType::IQ4_XS, "IQ4_XS"}, {DType::MXFP4, "MXFP4_MOE"}};
+        {DType::F32, "F32"},     {DType::F16, "F16"},       {DType::BF16, "BF16"},     {DType::Q8_0, "Q8_0"},
+        {DType::Q4_K, "Q4_K_S"}, {DType::Q6_K, "Q6_K"},     {DType::Q4_0, "Q4_0"},     {DType::Q4_1, "Q4_1"},
+        {DType::Q5_0, "Q5_0"},   {DType::Q5_1, "Q5_1"},     {DType::Q2_K, "Q2_K"},     {DType::Q3_K, "Q3_K_M"},
+        {DType::Q5_K, "Q5_K_S"}, {DType::IQ4_NL, "IQ4_NL"}, {DType::IQ4_XS, "IQ4_XS"}, {DType::MXFP4, "MXFP4_MOE"}};
     EXPECT_EQ(model.file_type, file_types.at(dtype));
     const WeightStorage storage = weight_storage(model);
     // The rest are F32: vectors, and GPT-2's learned positions.
@@ -121,6 +121,8 @@ TEST_P(GgufModel, MapsAndHeadOutputsMatchTheReference) {
 // 8 bits before the products, which moves its probabilities by up to 5e-2,
 // so each of its 5 tokens has our probability within 5e-2 of its own, and
 // its most likely token is ours wherever it leads the next by more than that.
+// F16 and BF16: it rounds its activations to the weights' half type: within
+// 1e-3, and the same leading token by the same rule.
 TEST_P(GgufModel, NextTokensAreLlamaCpps) {
     const auto [family, dtype, variant] = GetParam();
     TempDir dir;
@@ -130,7 +132,8 @@ TEST_P(GgufModel, NextTokensAreLlamaCpps) {
     std::unique_ptr<Backend> backend = make_cpu_backend();
     backend->load_weights(model);
     const bool gelu = family == Family::gpt2 || family == Family::gpt_neox;
-    const double tolerance = dtype == DType::F32 ? (gelu ? 5e-5 : 1e-5) : 5e-2;
+    const bool halves = dtype == DType::F16 || dtype == DType::BF16;
+    const double tolerance = dtype == DType::F32 ? (gelu ? 5e-5 : 1e-5) : halves ? 1e-3 : 5e-2;
     const std::optional<nlohmann::json> all_theirs = ask_llama_cpp({{"next_tokens", file.string()}, {"texts", texts}});
     if (!all_theirs) GTEST_SKIP() << "node cannot be run: run tools/setup";
     ASSERT_EQ(all_theirs->size(), texts.size());
@@ -170,9 +173,9 @@ std::vector<Param> params() {
     std::vector<Param> all;
     for (Family family : {Family::llama, Family::qwen2, Family::qwen3, Family::gpt2, Family::gpt_neox})
         for (DType dtype : {DType::F32, DType::Q8_0, DType::Q4_K, DType::Q6_K}) all.push_back({family, dtype, ""});
-    // Every other block type read, on llama: each through the products' row-widening path.
-    for (DType dtype : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q5_K,
-                        DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4})
+    // Every other type read, on llama: the halves, and the other blocks through the products' row-widening path.
+    for (DType dtype : {DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K,
+                        DType::Q3_K, DType::Q5_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4})
         all.push_back({Family::llama, dtype, ""});
     all.push_back({Family::gpt_neox, DType::F32, "sequential"});
     all.push_back({Family::gpt2, DType::F32, "untied"});
