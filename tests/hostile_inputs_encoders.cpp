@@ -322,24 +322,25 @@ std::string with_id(json vocab, const std::string& token, const std::string& id)
     return text.replace(text.find("\"@id@\""), 6, id);
 }
 
-// Kind 7, and Marian's vocab.json given values that are no ids: each named as the file writes it.
+// Kind 7, and Marian's vocab.json given values that are no ids: each named
+// as the file writes it (2^63 was printed negative), with its token.
 TEST_F(HostileEncoderInputs, VocabularyIdsThatAreNoIdsAreNamedAsWritten) {
     const fs::path copy = copy_of("marian", "marian-vocab");
     const std::string vocab_file = (copy / "vocab.json").string();
     const std::string dense =
         vocab_file + ": token ids must be 0.." + std::to_string(marian_vocab().size() - 1) + ", each once; found ";
-    const std::string not_integer = vocab_file + ": the id of a token is not an integer";
+    const std::string not_integer = vocab_file + ": the id of \"<unk>\" is not an integer: ";
     for (const auto& [id, names] : std::vector<std::pair<std::string, std::string>>{
-             {"9223372036854775808", dense + "9223372036854775808"},
-             {"18446744073709551615", dense + "18446744073709551615"},
-             {"-9223372036854775808", dense + "-9223372036854775808"},
-             {"-1", dense + "-1"},
-             {"0", dense + "0"},  // </s>'s
-             {"1.5", not_integer},
-             {"2e0", not_integer},
-             {"18446744073709551616", not_integer},  // past 2^64 - 1: a double
-             {"\"7\"", not_integer},
-             {"null", not_integer}}) {
+             {"9223372036854775808", dense + "9223372036854775808 for \"<unk>\""},
+             {"18446744073709551615", dense + "18446744073709551615 for \"<unk>\""},
+             {"-9223372036854775808", dense + "-9223372036854775808 for \"<unk>\""},
+             {"-1", dense + "-1 for \"<unk>\""},
+             {"0", dense + "0 for \"<unk>\""},  // </s>'s
+             {"1.5", not_integer + "1.5"},
+             {"2e0", not_integer + "2.0"},
+             {"18446744073709551616", not_integer + "1.8446744073709552e+19"},  // past 2^64 - 1: a double
+             {"\"7\"", not_integer + "\"7\""},
+             {"null", not_integer + "null"}}) {
         write(copy / "vocab.json", with_id(marian_vocab(), "<unk>", id));
         expect_refused(cli({"tokenize", "--model", copy.string(), "--text", "a"}), names);
     }
@@ -349,7 +350,7 @@ TEST_F(HostileEncoderInputs, VocabularyIdsThatAreNoIdsAreNamedAsWritten) {
     // GPT-2's vocab.json, read by the same code.
     const fs::path gpt2 = copy_of_good("gpt2-vocab");
     write(gpt2 / "vocab.json", with_id(json::parse(read_file(gpt2 / "vocab.json")), "!", "9223372036854775808"));
-    expect_refused(cli({"info", "--model", gpt2.string()}), "found 9223372036854775808");
+    expect_refused(cli({"info", "--model", gpt2.string()}), "found 9223372036854775808 for \"!\"");
 }
 
 }  // namespace
