@@ -1,6 +1,7 @@
 // Test support: SentencePiece models trained by spm_train; see sentencepiece_models.h.
 #include "sentencepiece_models.h"
 
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -73,14 +74,18 @@ const Trained& trained() {
 const fs::path& sentencepiece_model(Side side) { return trained().model[static_cast<int>(side)]; }
 
 std::vector<std::vector<std::string>> reference_pieces(Side side, const std::vector<std::string>& texts) {
+    return reference_pieces(sentencepiece_model(side), texts);
+}
+
+std::vector<std::vector<std::string>> reference_pieces(const fs::path& model, const std::vector<std::string>& texts) {
     TempDir scratch;
     const fs::path input = scratch.path / "texts.txt";
     std::string lines;
     for (const std::string& text : texts) lines += text + "\n";
     std::ofstream(input) << lines;
-    const ProcessRun run = run_program({HEADSCOPE_SPM_ENCODE, "--model=" + sentencepiece_model(side).string(),
-                                        "--output_format=piece", "--input=" + input.string()},
-                                       scratch.path);
+    const ProcessRun run = run_program(
+        {HEADSCOPE_SPM_ENCODE, "--model=" + model.string(), "--output_format=piece", "--input=" + input.string()},
+        scratch.path);
     if (run.status != 0) throw std::runtime_error("spm_encode failed: " + run.err);
     std::vector<std::vector<std::string>> pieces;
     std::istringstream out(run.out);
@@ -91,6 +96,21 @@ std::vector<std::vector<std::string>> reference_pieces(Side side, const std::vec
     }
     if (pieces.size() != texts.size()) throw std::runtime_error("spm_encode wrote another number of lines");
     return pieces;
+}
+
+std::string protobuf_bytes_field(int field, const std::string& bytes) {
+    std::string out(1, static_cast<char>(field << 3 | 2));
+    for (uint64_t v = bytes.size(); v >= 0x80; v >>= 7) out += static_cast<char>((v & 0x7F) | 0x80);
+    for (uint64_t v = bytes.size();; v >>= 7)
+        if (v < 0x80) return out + static_cast<char>(v) + bytes;
+}
+
+std::string sentencepiece_piece(const std::string& piece, float score) {
+    std::string score_field(1, static_cast<char>(2 << 3 | 5));  // SentencePiece.score, a fixed32 float
+    uint32_t bits = 0;
+    std::memcpy(&bits, &score, 4);
+    for (int i = 0; i < 4; ++i) score_field += static_cast<char>(bits >> (8 * i));  // little-endian
+    return protobuf_bytes_field(1, protobuf_bytes_field(1, piece) + score_field);
 }
 
 const json& marian_vocab() { return trained().marian_vocab; }

@@ -21,8 +21,18 @@ enum class Side { source, target };
 // The trained model file (.model, SentencePiece's serialized proto) of a side.
 const std::filesystem::path& sentencepiece_model(Side side);
 
-// spm_encode's pieces of each text with the side's model (texts without newlines).
+// spm_encode's pieces of each text with the side's model, or the model file
+// `model` (texts without newlines).
 std::vector<std::vector<std::string>> reference_pieces(Side side, const std::vector<std::string>& texts);
+std::vector<std::vector<std::string>> reference_pieces(const std::filesystem::path& model,
+                                                       const std::vector<std::string>& texts);
+
+// A protobuf field of the wire format's bytes type (a string or a message):
+// its key, length and bytes. Appended to a model file, protobuf merges it in.
+std::string protobuf_bytes_field(int field, const std::string& bytes);
+// A model's pieces field holding one normal piece of `score`: appended to a
+// model file, its last piece.
+std::string sentencepiece_piece(const std::string& piece, float score);
 
 // Marian's vocab.json (piece -> id); fewer than marian_vocab_bound ids.
 const nlohmann::json& marian_vocab();

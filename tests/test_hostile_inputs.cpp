@@ -18,6 +18,7 @@
 #include "headscope/base/shape.h"
 #include "headscope/io/safetensors.h"
 #include "headscope/model/model_description.h"
+#include "hostile_inputs.h"
 #include "model_writer.h"
 #include "process.h"
 
@@ -27,51 +28,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr double max_seconds = 20;
-constexpr long max_rss_kb = 1 << 20;  // 1 GiB
-
-class HostileInputs : public ::testing::Test {
-protected:
-    static void SetUpTestSuite() {
-        dir_ = new test::TempDir;
-        // Searchable by anyone: some cases run the CLI as an unprivileged user.
-        fs::permissions(dir_->path, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec |
-                                        fs::perms::group_read | fs::perms::others_read);
-        test::write_test_model(dir_->path / "good", {.n_layer = 1, .n_head = 2, .n_embd = 8, .n_positions = 16});
-    }
-    static void TearDownTestSuite() { delete dir_; }
-
-    static fs::path copy_of_good(const std::string& name) {
-        const fs::path copy = dir_->path / name;
-        fs::copy(dir_->path / "good", copy);
-        return copy;
-    }
-    static void write(const fs::path& path, const std::string& bytes) {
-        fs::remove_all(path);
-        std::ofstream(path, std::ios::binary) << bytes;
-    }
-    static void link_to_itself(const fs::path& path) {
-        fs::remove(path);
-        fs::create_symlink(path.filename(), path);
-    }
-    static json config_of(const fs::path& model) { return json::parse(test::read_file(model / "config.json")); }
-
-    // headscope-cli with `args`, killed if it runs past twice the limit.
-    static test::ProcessRun cli(std::vector<std::string> args) {
-        args.insert(args.begin(), test::cli_program());
-        return test::run_program(args, dir_->path, {}, 2 * max_seconds);
-    }
-    // Answered with one line naming `names`, exit 2, in time and memory.
-    static void expect_refused(const test::ProcessRun& r, const std::string& names) {
-        EXPECT_FALSE(r.timed_out) << "still running after " << r.seconds << " s";
-        test::expect_one_line_error(r, "headscope-cli", names);
-        EXPECT_LT(r.seconds, max_seconds) << names;
-        EXPECT_LT(r.max_rss_kb, max_rss_kb) << names;
-    }
-
-    static test::TempDir* dir_;
-};
-test::TempDir* HostileInputs::dir_ = nullptr;
+using test::HostileInputs;
 
 TEST_F(HostileInputs, FilesLinkedToThemselvesAreNamed) {
     const std::string loop = "Too many levels of symbolic links";

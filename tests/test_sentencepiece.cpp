@@ -163,18 +163,10 @@ TEST_F(MarianFiles, BadFilesAreRefusedInOneLine) {
     EXPECT_EQ(error_of(), "no error");
 }
 
-// A protobuf field of the wire format's bytes type (a string or a message): its key, length and bytes.
-std::string bytes_field(int field, const std::string& bytes) {
-    std::string out(1, static_cast<char>(field << 3 | 2));
-    for (uint64_t v = bytes.size(); v >= 0x80; v >>= 7) out += static_cast<char>((v & 0x7F) | 0x80);
-    for (uint64_t v = bytes.size();; v >>= 7)
-        if (v < 0x80) return out + static_cast<char>(v) + bytes;
-}
-
 // A SentencePiece model with a normalizer_spec appended whose
 // precompiled_charsmap is `charsmap`: protobuf merges it into the model's own.
 std::string with_charsmap(const std::string& model, const std::string& charsmap) {
-    return model + bytes_field(3, bytes_field(2, charsmap));  // normalizer_spec's field 2
+    return model + protobuf_bytes_field(3, protobuf_bytes_field(2, charsmap));  // normalizer_spec's field 2
 }
 
 // A charsmap in darts-clone's layout, 256 units: the root's children at
@@ -231,7 +223,8 @@ TEST_F(MarianFiles, AModelsNormalizationRulesAreCheckedBeforeUse) {
 // lines), are dropped, and the model loads as it is, silently.
 TEST_F(MarianFiles, WhatTheLibraryCannotTakeIsKeptFromIt) {
     const std::string model = headscope::read_file(dir.path / "target.spm");
-    std::ofstream(dir.path / "target.spm") << model + bytes_field(1, bytes_field(1, std::string(130000, 'a')));
+    std::ofstream(dir.path / "target.spm")
+        << model + protobuf_bytes_field(1, protobuf_bytes_field(1, std::string(130000, 'a')));
     try {
         Tokenizer::load_directory(dir.path);
         ADD_FAILURE() << "a piece of 130,000 bytes was loaded";
@@ -241,9 +234,12 @@ TEST_F(MarianFiles, WhatTheLibraryCannotTakeIsKeptFromIt) {
                   std::string::npos)
             << e.what();
     }
-    const std::string failing_sample = bytes_field(1, bytes_field(1, "a cat") + bytes_field(2, "not its pieces"));
-    const std::string long_sample = bytes_field(1, bytes_field(1, std::string(1 << 20, 'a')) + bytes_field(2, "x"));
-    std::ofstream(dir.path / "target.spm") << model + bytes_field(4, failing_sample + long_sample);  // self_test_data
+    const std::string failing_sample =
+        protobuf_bytes_field(1, protobuf_bytes_field(1, "a cat") + protobuf_bytes_field(2, "not its pieces"));
+    const std::string long_sample =
+        protobuf_bytes_field(1, protobuf_bytes_field(1, std::string(1 << 20, 'a')) + protobuf_bytes_field(2, "x"));
+    std::ofstream(dir.path / "target.spm")
+        << model + protobuf_bytes_field(4, failing_sample + long_sample);  // self_test_data
     ::testing::internal::CaptureStderr();
     const Tokenizer tokenizer = Tokenizer::load_directory(dir.path);
     EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");

@@ -67,6 +67,17 @@ void settle_session(Session& session) {
     session.collect();
 }
 
+// The start options are checked as the CLI checks them, before a window
+// opens: one target for each text, each taken as written ('[a,b]' is one
+// target, not a list of two).
+TEST_P(WindowEncoderDecoders, TwoTargetsForOneTextAreOneLine) {
+    test::expect_one_line_error(
+        test::run_window({"--model", model(), "--text", source_, "--target", "[a,b]", "--target", "c", "--screenshot",
+                          (dir_->path / (GetParam() + "-bad.png")).string()},
+                         dir_->path),
+        "headscope", "--target: 2 given for 1 texts (one for each --text, or none)");
+}
+
 TEST_P(WindowEncoderDecoders, EachAttentionKindIsTheClisPixelForPixel) {
     const json expected = cli();
     const int T = expected["seq_len"], S = expected["source_lengths"][0];

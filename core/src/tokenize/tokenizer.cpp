@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include "headscope/base/error.h"
 #include "headscope/io/files.h"
+#include "headscope/io/json_input.h"
 #include "tokenizer_internal.h"
 
 namespace headscope {
@@ -42,11 +43,12 @@ void for_each_dense_id(const nlohmann::json& vocab, const std::string& file,
     // Dense ids keep vocab_size() and the symbol numbering simple; GPT-2's are 0..50256.
     std::vector<bool> id_seen(vocab.size(), false);
     for (const auto& [token, value] : vocab.items()) {
-        if (!value.is_number_integer()) throw Error(file + ": the id of a token is not an integer");
+        if (!value.is_number_integer())
+            throw Error(file + ": the id of " + describe_json(token) + " is not an integer: " + describe_json(value));
         // The JSON reader keeps a non-negative integer unsigned, and the message prints it as the file has it.
         if (!value.is_number_unsigned() || value.get<uint64_t>() >= vocab.size() || id_seen[value.get<size_t>()]) {
             throw Error(file + ": token ids must be 0.." + std::to_string(vocab.size() - 1) + ", each once; found " +
-                        value.dump());
+                        value.dump() + " for " + describe_json(token));
         }
         const auto id = value.get<size_t>();
         id_seen[id] = true;
