@@ -2,9 +2,9 @@
 // layouts of ggml's ggml-common.h, the formulas of its dequantize_row_*)
 // decoded `lanes` values at a time into a vector register: each calls
 // visit(at, w) with the values [at, at + lanes) of the blocks as float32.
-// dequantize_row stores them; the products of a few rows
-// (compute/quantized_products.cpp) multiply them by the activations where
-// they are, so that a generated token reads each weight's bytes once.
+// dequantize_row stores them. The layouts themselves (k4_scales,
+// q4_k_pair_codes, q6_k_run_codes) are also what the integer products of a
+// few rows (compute/integer_products.cpp) read.
 #pragma once
 #include <cstddef>
 #include <cstdint>
