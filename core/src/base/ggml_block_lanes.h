@@ -68,19 +68,19 @@ Lanes lanes_of(Bytes bytes) {
 // 12 bytes: groups 0-3's whole in the low 6 bits of bytes 0-3 (scales) and
 // 4-7 (minima); groups 4-7's low 4 bits in the nibbles of bytes 8-11
 // (scales low, minima high), their high 2 bits in the top bits of bytes 0-7.
-struct K4Scales {
-    uint8_t scales[8], minima[8];
-};
+// As 16 bytes, the 8 scales and then the 8 minima, in a vector of 4 words
+// (kept in registers: read back through memory, each word's store would
+// stall the load).
+using K4Scales = uint32_t __attribute__((vector_size(16)));
 inline K4Scales k4_scales(const uint8_t* packed) {
     uint32_t word[3];  // four groups a word, byte j of a word group j's
     std::memcpy(word, packed, sizeof word);
     const uint32_t six = 0x3f3f3f3f, four = 0x0f0f0f0f, two = 0x03030303;
-    const uint32_t fields[4] = {word[0] & six, (word[2] & four) | ((word[0] >> 6) & two) << 4, word[1] & six,
-                                ((word[2] >> 4) & four) | ((word[1] >> 6) & two) << 4};
-    K4Scales k;
-    std::memcpy(&k, fields, sizeof k);  // (little-endian, as the file)
-    return k;
+    return K4Scales{word[0] & six, (word[2] & four) | ((word[0] >> 6) & two) << 4, word[1] & six,
+                    ((word[2] >> 4) & four) | ((word[1] >> 6) & two) << 4};
 }
+// Byte j of the 16 (scale g: j = g; minimum g: j = 8 + g).
+inline float k4_field(const K4Scales& k, int j) { return static_cast<float>((k[j / 4] >> (8 * (j % 4))) & 255); }
 
 // Q4_K's codes of group pair p: 32 bytes, group 2p's codes their low
 // nibbles, group 2p + 1's their high ones. (Shifts by constants: x86 shifts
@@ -126,7 +126,7 @@ void visit_q4_k(const uint8_t* b, size_t blocks, Visit&& visit) {
         for (int pair = 0; pair < 4; ++pair)
             for (int side = 0; side < 2; ++side) {
                 const int g = 2 * pair + side;
-                const float ds = d * static_cast<float>(k.scales[g]), dm = dmin * static_cast<float>(k.minima[g]);
+                const float ds = d * k4_field(k, g), dm = dmin * k4_field(k, 8 + g);
                 for (int c = 0; c < 32; c += lanes) {
                     LaneBytes codes[2];
                     q4_k_pair_codes(b, pair, c, codes);

@@ -187,7 +187,7 @@ void dequantize_q5_k(const uint8_t* b, size_t blocks, float* out) {
         const uint8_t* high = b + 16;
         const ggml_lanes::K4Scales k = ggml_lanes::k4_scales(b + 4);
         for (int group = 0; group < 8; ++group, out += 32) {
-            const float ds = d * static_cast<float>(k.scales[group]), dm = dmin * static_cast<float>(k.minima[group]);
+            const float ds = d * ggml_lanes::k4_field(k, group), dm = dmin * ggml_lanes::k4_field(k, 8 + group);
             const uint8_t* codes = b + 48 + 32 * (group / 2);
             const int shift = 4 * (group % 2);
             for (int l = 0; l < 32; ++l) {

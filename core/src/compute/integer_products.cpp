@@ -44,8 +44,6 @@ using SignedBytes = int8_t __attribute__((vector_size(32)));
 using Words = int16_t __attribute__((vector_size(32)));
 using Ints = int32_t __attribute__((vector_size(32)));  // 8 lanes of a block's sums
 using Floats = float __attribute__((vector_size(32)));
-using GroupBytes = uint8_t __attribute__((vector_size(8)));  // a byte for each of 8 groups
-using SignedGroupBytes = int8_t __attribute__((vector_size(8)));
 using ScaleBytes = uint8_t __attribute__((vector_size(16)));  // a block's 16 scales (Q4_K: and minima)
 using SignedScaleBytes = int8_t __attribute__((vector_size(16)));
 
@@ -178,9 +176,7 @@ template <int R>
 void q4_k_row(const RowParts& x, const uint8_t* b, int64_t blocks, Floats (&acc)[R]) {
     for (int64_t i = 0; i < blocks; ++i, b += 144) {
         const ggml_lanes::K4Scales k = ggml_lanes::k4_scales(b + 4);
-        ScaleBytes scale_bytes;
-        std::memcpy(&scale_bytes, &k, sizeof scale_bytes);  // the 8 scales, then the 8 minima
-        const Words scales = __builtin_convertvector(scale_bytes, Words);
+        const Words scales = __builtin_convertvector(std::bit_cast<ScaleBytes>(k), Words);  // and the minima
         Ints hi[R] = {}, lo[R] = {};
         for (int pair = 0; pair < 4; ++pair) {
             Bytes codes[2];
@@ -195,9 +191,8 @@ void q4_k_row(const RowParts& x, const uint8_t* b, int64_t blocks, Floats (&acc)
                 }
             }
         }
-        GroupBytes minima_bytes;
-        std::memcpy(&minima_bytes, k.minima, sizeof minima_bytes);
-        const Ints minima = __builtin_convertvector(minima_bytes, Ints);
+        const Ints minima =
+            __builtin_convertvector(__builtin_shufflevector(scales, scales, 8, 9, 10, 11, 12, 13, 14, 15), Ints);
         const float d = ggml_lanes::half_at(b), dmin = ggml_lanes::half_at(b + 2);
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
@@ -216,13 +211,13 @@ void q4_k_row(const RowParts& x, const uint8_t* b, int64_t blocks, Floats (&acc)
 template <int R>
 void q6_k_row(const RowParts& x, const uint8_t* b, int64_t blocks, Floats (&acc)[R]) {
     for (int64_t i = 0; i < blocks; ++i, b += 210) {
-        SignedGroupBytes scale_bytes[2];
-        std::memcpy(scale_bytes, b + 192, sizeof scale_bytes);
-        const Ints first_scales = __builtin_convertvector(scale_bytes[0], Ints);
-        const Ints second_scales = __builtin_convertvector(scale_bytes[1], Ints);
-        SignedScaleBytes all_scale_bytes;
-        std::memcpy(&all_scale_bytes, b + 192, sizeof all_scale_bytes);
-        const Words scales = __builtin_convertvector(all_scale_bytes, Words);
+        SignedScaleBytes scale_bytes;
+        std::memcpy(&scale_bytes, b + 192, sizeof scale_bytes);
+        const Words scales = __builtin_convertvector(scale_bytes, Words);
+        const Ints first_scales =
+            __builtin_convertvector(__builtin_shufflevector(scales, scales, 0, 1, 2, 3, 4, 5, 6, 7), Ints);
+        const Ints second_scales =
+            __builtin_convertvector(__builtin_shufflevector(scales, scales, 8, 9, 10, 11, 12, 13, 14, 15), Ints);
         Ints hi[R] = {}, lo[R] = {};
         for (int half = 0; half < 2; ++half) {
             Bytes codes[4];
