@@ -78,7 +78,12 @@ double value_of(GgmlType type, std::span<const uint8_t> b, size_t e) {
             const double code = paired_nibble(b, 8, e) + 16.0 * block_bits(b, 32 + e, 1);
             return code * half_at(b, 0) + half_at(b, 2);
         }
-        case GgmlType::Q8_0: return int8_at(b, 2 + e) * half_at(b, 0);
+        case GgmlType::Q8_0:
+        case GgmlType::Q4_K:
+        case GgmlType::Q6_K: {
+            const IntegerFields f = integer_fields(type, b, e);
+            return f.d * f.scale * (f.code - f.offset) - f.dmin * f.minimum;
+        }
         case GgmlType::Q2_K: {
             const size_t g = e / 16;
             const double code = block_bits(b, 8 * (16 + 32 * (e / 128) + e % 32) + 2 * ((e % 128) / 32), 2);
@@ -92,19 +97,11 @@ double value_of(GgmlType type, std::span<const uint8_t> b, size_t e) {
                                  block_bits(b, 8 * (104 + g % 4) + 2 * (g / 4), 2) << 4;
             return half_at(b, 108) * (scale - 32) * (low - (high_set ? 0 : 4));
         }
-        case GgmlType::Q4_K:
         case GgmlType::Q5_K: {
             const size_t g = e / 32;
-            const size_t codes = type == GgmlType::Q4_K ? 16 : 48;
-            double code = block_bits(b, 8 * (codes + 32 * (e / 64) + e % 32) + 4 * (g % 2), 4);
-            if (type == GgmlType::Q5_K) code += 16.0 * block_bits(b, 8 * (16 + e % 32) + g, 1);
+            const double code = block_bits(b, 8 * (48 + 32 * (e / 64) + e % 32) + 4 * (g % 2), 4) +
+                                16.0 * block_bits(b, 8 * (16 + e % 32) + g, 1);
             return half_at(b, 0) * k4_six_bits(b, g, false) * code - half_at(b, 2) * k4_six_bits(b, g, true);
-        }
-        case GgmlType::Q6_K: {
-            const size_t half = e / 128, run = (e % 128) / 32, l = e % 32;
-            const uint32_t low = block_bits(b, 8 * (64 * half + 32 * (run % 2) + l) + 4 * (run / 2), 4);
-            const uint32_t high = block_bits(b, 8 * (128 + 32 * half + l) + 2 * run, 2);
-            return half_at(b, 208) * int8_at(b, 192 + e / 16) * (static_cast<double>(low | high << 4) - 32);
         }
         case GgmlType::IQ4_NL: return half_at(b, 0) * iq4_codebook[paired_nibble(b, 2, e)];
         case GgmlType::IQ4_XS: {
@@ -117,6 +114,33 @@ double value_of(GgmlType type, std::span<const uint8_t> b, size_t e) {
         default: throw std::invalid_argument("no reference for this type");
     }
 }
+
+}  // namespace
+
+IntegerFields integer_fields(GgmlType type, std::span<const uint8_t> b, size_t e) {
+    switch (type) {
+        case GgmlType::Q8_0: return {half_at(b, 0), 0, 1, 0, int8_at(b, 2 + e), 0};
+        case GgmlType::Q4_K: {
+            const size_t g = e / 32;
+            const auto code = static_cast<int>(block_bits(b, 8 * (16 + 32 * (e / 64) + e % 32) + 4 * (g % 2), 4));
+            return {half_at(b, 0),
+                    half_at(b, 2),
+                    static_cast<int>(k4_six_bits(b, g, false)),
+                    static_cast<int>(k4_six_bits(b, g, true)),
+                    code,
+                    0};
+        }
+        case GgmlType::Q6_K: {
+            const size_t half = e / 128, run = (e % 128) / 32, l = e % 32;
+            const uint32_t low = block_bits(b, 8 * (64 * half + 32 * (run % 2) + l) + 4 * (run / 2), 4);
+            const uint32_t high = block_bits(b, 8 * (128 + 32 * half + l) + 2 * run, 2);
+            return {half_at(b, 208), 0, int8_at(b, 192 + e / 16), 0, static_cast<int>(low | high << 4), 32};
+        }
+        default: throw std::invalid_argument("no integer fields for this type");
+    }
+}
+
+namespace {
 
 // Where a block of `type` keeps half floats (its scales), by byte.
 std::vector<size_t> half_fields(GgmlType type) {

@@ -29,6 +29,14 @@ uint16_t exact_half(double value);
 // The values of one block of `type` (one of those dequantize_row reads), in double.
 std::vector<double> reference_values(GgmlType type, std::span<const uint8_t> block);
 
+// Value e of a Q8_0, Q4_K or Q6_K block as its fields, the value being
+// d * scale * (code - offset) - dmin * minimum (dmin and minimum 0 but in Q4_K).
+struct IntegerFields {
+    double d, dmin;
+    int scale, minimum, code, offset;
+};
+IntegerFields integer_fields(GgmlType type, std::span<const uint8_t> block, size_t e);
+
 // A block of random bytes whose float fields (the scales, or the value of a
 // plain type) are finite.
 Block random_block(GgmlType type, std::mt19937& rng);

@@ -2,9 +2,9 @@
 // layouts of ggml's ggml-common.h, the formulas of its dequantize_row_*)
 // decoded `lanes` values at a time into a vector register: each calls
 // visit(at, w) with the values [at, at + lanes) of the blocks as float32.
-// dequantize_row stores them; the products of a few rows
-// (compute/quantized_products.cpp) multiply them by the activations where
-// they are, so that a generated token reads each weight's bytes once.
+// dequantize_row stores them. The layouts themselves (k4_scales,
+// q4_k_pair_codes, q6_k_run_codes) are also what the integer products of a
+// few rows (compute/integer_products.cpp) read.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -64,15 +64,48 @@ Lanes lanes_of(Bytes bytes) {
     return out;
 }
 
-// The 6-bit scale and minimum of group j of Q4_K and Q5_K, from their 12 bytes.
-inline void k4_scale_min(const uint8_t* packed, int j, float& scale, float& minimum) {
-    if (j < 4) {
-        scale = static_cast<float>(packed[j] & 63);
-        minimum = static_cast<float>(packed[j + 4] & 63);
-    } else {
-        scale = static_cast<float>((packed[j + 4] & 15) | (packed[j - 4] >> 6) << 4);
-        minimum = static_cast<float>((packed[j + 4] >> 4) | (packed[j] >> 6) << 4);
-    }
+// The 6-bit scales and minima of the 8 groups of Q4_K and Q5_K, from their
+// 12 bytes: groups 0-3's whole in the low 6 bits of bytes 0-3 (scales) and
+// 4-7 (minima); groups 4-7's low 4 bits in the nibbles of bytes 8-11
+// (scales low, minima high), their high 2 bits in the top bits of bytes 0-7.
+// As 16 bytes, the 8 scales and then the 8 minima, in a vector of 4 words
+// (kept in registers: read back through memory, each word's store would
+// stall the load).
+using K4Scales = uint32_t __attribute__((vector_size(16)));
+inline K4Scales k4_scales(const uint8_t* packed) {
+    uint32_t word[3];  // four groups a word, byte j of a word group j's
+    std::memcpy(word, packed, sizeof word);
+    const uint32_t six = 0x3f3f3f3f, four = 0x0f0f0f0f, two = 0x03030303;
+    return K4Scales{word[0] & six, (word[2] & four) | ((word[0] >> 6) & two) << 4, word[1] & six,
+                    ((word[2] >> 4) & four) | ((word[1] >> 6) & two) << 4};
+}
+// Byte j of the 16 (scale g: j = g; minimum g: j = 8 + g).
+inline float k4_field(const K4Scales& k, int j) { return static_cast<float>((k[j / 4] >> (8 * (j % 4))) & 255); }
+
+// Q4_K's codes of group pair p: 32 bytes, group 2p's codes their low
+// nibbles, group 2p + 1's their high ones. (Shifts by constants: x86 shifts
+// no bytes, and a shift by a variable count is not vectorised.)
+template <typename Bytes>
+void q4_k_pair_codes(const uint8_t* block, int pair, int c, Bytes (&codes)[2]) {
+    Bytes bytes;  // (not bytes_at: a vector returned by value has an ABI of its build's extensions)
+    std::memcpy(&bytes, block + 16 + 32 * pair + c, sizeof bytes);
+    codes[0] = bytes & 15;
+    codes[1] = bytes >> 4;
+}
+
+// Q6_K's codes (0 to 63) of one half of a block, 4 runs of 32 values, from
+// offset c in each run: run r's low bits from ql's first or second 32 bytes
+// (r % 2), low or high nibbles (r / 2), its high bits qh's bits 2r and 2r + 1.
+template <typename Bytes>
+void q6_k_run_codes(const uint8_t* block, int half, int c, Bytes (&codes)[4]) {
+    Bytes first, second, h;  // (as in q4_k_pair_codes)
+    std::memcpy(&first, block + 64 * half + c, sizeof first);
+    std::memcpy(&second, block + 64 * half + 32 + c, sizeof second);
+    std::memcpy(&h, block + 128 + 32 * half + c, sizeof h);
+    codes[0] = (first & 15) | (h & 3) << 4;
+    codes[1] = (second & 15) | ((h >> 2) & 3) << 4;
+    codes[2] = (first >> 4) | ((h >> 4) & 3) << 4;
+    codes[3] = (second >> 4) | (h >> 6) << 4;
 }
 
 // Q8_0: d, then 32 signed 8-bit codes.
@@ -84,46 +117,37 @@ void visit_q8_0(const uint8_t* b, size_t blocks, Visit&& visit) {
     }
 }
 
-// Q4_K: 8 groups of 32, each d * scale * code - dmin * minimum; group pairs
-// share 32 bytes of 4-bit codes, low nibbles first. (Shifts by constants:
-// x86 shifts no bytes, and a shift by a variable count is not vectorised.)
+// Q4_K: 8 groups of 32, each d * scale * code - dmin * minimum.
 template <typename Visit>
 void visit_q4_k(const uint8_t* b, size_t blocks, Visit&& visit) {
     for (size_t i = 0; i < blocks; ++i, b += 144) {
         const float d = half_at(b), dmin = half_at(b + 2);
-        for (int pair = 0; pair < 4; ++pair) {
-            const uint8_t* codes = b + 16 + 32 * pair;
-            float scale, minimum;
-            k4_scale_min(b + 4, 2 * pair, scale, minimum);
-            float ds = d * scale, dm = dmin * minimum;
-            for (int c = 0; c < 32; c += lanes)
-                visit(256 * i + 64 * pair + c, lanes_of(bytes_at<LaneBytes>(codes + c) & 15) * ds - dm);
-            k4_scale_min(b + 4, 2 * pair + 1, scale, minimum);
-            ds = d * scale, dm = dmin * minimum;
-            for (int c = 0; c < 32; c += lanes)
-                visit(256 * i + 64 * pair + 32 + c, lanes_of(bytes_at<LaneBytes>(codes + c) >> 4) * ds - dm);
-        }
+        const K4Scales k = k4_scales(b + 4);
+        for (int pair = 0; pair < 4; ++pair)
+            for (int side = 0; side < 2; ++side) {
+                const int g = 2 * pair + side;
+                const float ds = d * k4_field(k, g), dm = dmin * k4_field(k, 8 + g);
+                for (int c = 0; c < 32; c += lanes) {
+                    LaneBytes codes[2];
+                    q4_k_pair_codes(b, pair, c, codes);
+                    visit(256 * i + 64 * pair + 32 * side + c, lanes_of(codes[side]) * ds - dm);
+                }
+            }
     }
 }
 
-// Q6_K: 16 groups of 16 with signed 8-bit scales; a code's low 4 bits in
-// ql, its high 2 in qh, each half of the block laid out as 4 runs of 32:
-// run r's low bits from ql's first or second 32 bytes (r % 2), low or high
-// nibbles (r / 2), its high bits qh's bits 2r and 2r + 1.
+// Q6_K: 16 groups of 16 with signed 8-bit scales, each half of the block
+// 4 runs of 32 (q6_k_run_codes).
 template <typename Visit>
 void visit_q6_k(const uint8_t* b, size_t blocks, Visit&& visit) {
     for (size_t i = 0; i < blocks; ++i, b += 210) {
         const float d = half_at(b + 208);
         for (int half = 0; half < 2; ++half) {
-            const uint8_t* low = b + 64 * half;
-            const uint8_t* high = b + 128 + 32 * half;
             const auto* scales = reinterpret_cast<const int8_t*>(b + 192 + 8 * half);
             const size_t at = 256 * i + 128 * half;
             for (int c = 0; c < 32; c += lanes) {
-                const LaneBytes first = bytes_at<LaneBytes>(low + c), second = bytes_at<LaneBytes>(low + 32 + c);
-                const LaneBytes h = bytes_at<LaneBytes>(high + c);
-                const LaneBytes codes[4] = {(first & 15) | (h & 3) << 4, (second & 15) | ((h >> 2) & 3) << 4,
-                                            (first >> 4) | ((h >> 4) & 3) << 4, (second >> 4) | (h >> 6) << 4};
+                LaneBytes codes[4];
+                q6_k_run_codes(b, half, c, codes);
 #pragma GCC unroll 4
                 for (int run = 0; run < 4; ++run) {
                     const float ds = d * static_cast<float>(scales[2 * run + c / 16]);

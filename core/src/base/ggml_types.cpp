@@ -18,7 +18,6 @@ namespace headscope {
 namespace {
 
 using ggml_lanes::half_at;
-using ggml_lanes::k4_scale_min;
 
 constexpr uint32_t super_block = 256;  // ggml's QK_K
 
@@ -186,10 +185,9 @@ void dequantize_q5_k(const uint8_t* b, size_t blocks, float* out) {
     for (size_t i = 0; i < blocks; ++i, b += 176) {
         const float d = half_at(b), dmin = half_at(b + 2);
         const uint8_t* high = b + 16;
+        const ggml_lanes::K4Scales k = ggml_lanes::k4_scales(b + 4);
         for (int group = 0; group < 8; ++group, out += 32) {
-            float scale, minimum;
-            k4_scale_min(b + 4, group, scale, minimum);
-            const float ds = d * scale, dm = dmin * minimum;
+            const float ds = d * ggml_lanes::k4_field(k, group), dm = dmin * ggml_lanes::k4_field(k, 8 + group);
             const uint8_t* codes = b + 48 + 32 * (group / 2);
             const int shift = 4 * (group % 2);
             for (int l = 0; l < 32; ++l) {

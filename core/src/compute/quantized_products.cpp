@@ -1,19 +1,19 @@
 // Products of a few rows over a block-quantized W (quantized_products.h).
-// Q4_K, Q6_K and Q8_0, the types of a Q4_K_M or Q8_0 file, are decoded a
-// register at a time (base/ggml_block_lanes.h) and multiplied where they
-// are: a generated token's products then cost the weight's bytes and the
-// decoding's instructions, shared by every row. The other types widen each
-// stored row into the thread's scratch first. Either way every output is
-// its inputs' products summed in input order, lane by lane.
+// Q4_K, Q6_K and Q8_0, the types of a Q4_K_M or Q8_0 file, are integer dot
+// products with the activations split into two 8-bit parts
+// (integer_products.cpp), so that a generated token's products cost a few
+// integer instructions for every 32 weights, shared by the rows. The other
+// types widen each stored row into the thread's scratch first, and each
+// output is its inputs' products summed in input order, lane by lane.
 #include "quantized_products.h"
 
 #include <algorithm>
 #include <cstring>
 
-#include "../base/ggml_block_lanes.h"
 #include "../base/vector_lanes.h"
 #include "headscope/base/aligned.h"
 #include "headscope/base/ggml_types.h"
+#include "integer_products.h"
 
 namespace headscope {
 namespace {
@@ -35,18 +35,11 @@ struct RowSums {
     }
 };
 
-// Stored row `o` of w decoded into `sums`.
+// Stored row `o` of w widened into `sums`.
 template <int R>
 void visit_row(const Matrix& w, int64_t o, RowSums<R>& sums, AlignedVector<float>& scratch) {
-    const auto* row = reinterpret_cast<const uint8_t*>(w.data + dtype_row_bytes(w.dtype, o * w.in));
-    const size_t blocks = static_cast<size_t>(w.in / dtype_block_values(w.dtype));
-    switch (w.dtype) {
-        case DType::Q8_0: ggml_lanes::visit_q8_0(row, blocks, sums); return;
-        case DType::Q4_K: ggml_lanes::visit_q4_k(row, blocks, sums); return;
-        case DType::Q6_K: ggml_lanes::visit_q6_k(row, blocks, sums); return;
-        default: break;
-    }
-    widen_to_f32(w.dtype, reinterpret_cast<const std::byte*>(row), static_cast<size_t>(w.in), scratch.data());
+    const std::byte* row = w.data + dtype_row_bytes(w.dtype, o * w.in);
+    widen_to_f32(w.dtype, row, static_cast<size_t>(w.in), scratch.data());
     for (int64_t i = 0; i < w.in; i += lanes) {  // a whole number of blocks: of registers too
         Lanes v;
         std::memcpy(&v, scratch.data() + i, sizeof v);
@@ -75,6 +68,7 @@ void rows_product(const float* x, const Matrix& w, float* out, int64_t ldo, bool
 
 void quantized_rows_product(const float* x, int rows, const Matrix& w, float* out, int64_t ldo, bool accumulate,
                             int64_t first, int64_t last) {
+    if (has_integer_products(w.dtype)) return integer_rows_product(x, rows, w, out, ldo, accumulate, first, last);
     constexpr int group = 8;  // rows sharing each decoded register
     for (int r0 = 0; r0 < rows; r0 += group) {
         const float* xs = x + static_cast<int64_t>(r0) * w.in;

@@ -8,8 +8,9 @@
 namespace headscope {
 
 // out rows [0, rows) (+)= x W on columns [first, last), W stored (out, in)
-// as GGUF stores it; for a few rows (a keystroke, a generated token): each
-// stored row's blocks decoded in registers as the sums use them.
+// as GGUF stores it; for a few rows (a keystroke, a generated token): over
+// Q4_K, Q6_K and Q8_0 integer_rows_product (integer_products.h), over the
+// other types each stored row widened, then summed in input order.
 void quantized_rows_product(const float* x, int rows, const Matrix& w, float* out, int64_t ldo, bool accumulate,
                             int64_t first, int64_t last);
 

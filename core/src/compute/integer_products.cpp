@@ -1,0 +1,316 @@
+// The products of a few rows (a generated token, a keystroke) over Q4_K,
+// Q6_K and Q8_0 weights in integers, as llama.cpp computes them but with
+// activations 256 times finer than its 8-bit ones.
+//
+// Each row x is split once a call, in groups of the weight's block (256
+// values, or 32 for Q8_0): s = max |x| / 127, hi = round(x / s) and
+// lo = round((x - s hi) 254 / s), both in [-127, 127], so that
+// x = s hi + (s / 254) lo within s / 508, about 1.6e-5 of the group's
+// largest value. (A group whose s is below float32's normal range counts as
+// zeros; one holding Inf or NaN gives NaN.)
+//
+// The weight's codes times hi and times lo are summed in int32, exactly, in
+// 8 lanes: lane l of a block holds the values whose place in their 32 is
+// 4l to 4l + 3, each times its group's integer scale. Each block then adds
+// to each lane, in float32 and in this order, the lane's integer sums times
+// the block's float factors (Q4_K: T = 254 H + L times d s / 254, minus
+// the minima's sums times dmin s / 254; Q6_K: H times d s, plus L times
+// d s / 254, minus 32 times its offsets' sums times d s / 254; Q8_0:
+// T times d s / 254), and the output is the 8 lanes summed from the first.
+// The integer sums are exact on every instruction set and the float
+// operations the same ones, so that AVX-512 (VNNI), AVX2 and plain x86-64
+// builds give the same bits. (This file is compiled without contracting a
+// product and a sum into one FMA, which plain x86-64 lacks.)
+#include "integer_products.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#include "../base/ggml_block_lanes.h"
+#include "headscope/base/aligned.h"
+#include "headscope/base/ggml_types.h"
+
+namespace headscope {
+namespace {
+
+using Bytes = uint8_t __attribute__((vector_size(32)));
+using SignedBytes = int8_t __attribute__((vector_size(32)));
+using Words = int16_t __attribute__((vector_size(32)));
+using Ints = int32_t __attribute__((vector_size(32)));  // 8 lanes of a block's sums
+using Floats = float __attribute__((vector_size(32)));
+using ScaleBytes = uint8_t __attribute__((vector_size(16)));  // a block's 16 scales (Q4_K: and minima)
+using SignedScaleBytes = int8_t __attribute__((vector_size(16)));
+
+// (Vectors go by reference: by value, GCC warns that their ABI depends on
+// the vector extensions the build may use.)
+template <typename Vector>
+void load(Vector& v, const void* p) {
+    std::memcpy(&v, p, sizeof v);
+}
+
+// ---- 32 codes times 32 parts of x: lane l gets the products of 4l to 4l + 3 ----
+
+// Each product times scales[k / 2] (k its place): codes below 64, so that
+// two products fit in an int16 where the CPU pairs them.
+inline void scaled_dot(Ints& sums, const Bytes& codes, const int8_t* x, const Words& scales) {
+#if defined(__AVX2__)
+    const __m256i pairs =
+        _mm256_maddubs_epi16(reinterpret_cast<__m256i>(codes), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    sums = reinterpret_cast<Ints>(
+        _mm256_dpwssd_epi32(reinterpret_cast<__m256i>(sums), pairs, reinterpret_cast<__m256i>(scales)));
+#else
+    sums += reinterpret_cast<Ints>(_mm256_madd_epi16(pairs, reinterpret_cast<__m256i>(scales)));
+#endif
+#else
+    for (int k = 0; k < 32; ++k) sums[k / 4] += codes[k] * x[k] * scales[k / 2];
+#endif
+}
+
+// Signed codes (x never -128): |code| times x with the code's sign.
+inline void signed_dot(Ints& sums, const SignedBytes& codes, const int8_t* x) {
+#if defined(__AVX2__)
+    const __m256i c = reinterpret_cast<__m256i>(codes);
+    const __m256i magnitudes = _mm256_sign_epi8(c, c);
+    const __m256i signed_x = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)), c);
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    sums = reinterpret_cast<Ints>(_mm256_dpbusd_epi32(reinterpret_cast<__m256i>(sums), magnitudes, signed_x));
+#else
+    const __m256i pairs = _mm256_maddubs_epi16(magnitudes, signed_x);  // at most 2 * 128 * 127
+    sums += reinterpret_cast<Ints>(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+#endif
+#else
+    for (int k = 0; k < 32; ++k) sums[k / 4] += codes[k] * x[k];
+#endif
+}
+
+// acc + sums * factor, in float32.
+inline void add_scaled(Floats& acc, const Ints& sums, float factor) {
+    acc = acc + __builtin_convertvector(sums, Floats) * factor;
+}
+
+// ---- The activations, split ----
+
+// The rows' parts, in the thread's buffers, kept between calls.
+struct SplitRows {
+    AlignedVector<int8_t> hi, lo;      // rows x in
+    AlignedVector<float> scale, fine;  // rows x groups: s and s / 254
+    AlignedVector<int32_t> sums;       // rows x in / sum_group: 254 hi + lo summed
+};
+
+// Rows r0 on of a SplitRows, as the kernels read them, block by block.
+struct RowParts {
+    const SplitRows& split;
+    int r0;
+    int64_t in, row_blocks, block_sums;  // blocks of a row, sums of a block
+    const int8_t* hi_at(int r, int64_t at) const { return split.hi.data() + (r0 + r) * in + at; }
+    const int8_t* lo_at(int r, int64_t at) const { return split.lo.data() + (r0 + r) * in + at; }
+    const int32_t* block_sums_at(int r, int64_t block) const {
+        return split.sums.data() + ((r0 + r) * row_blocks + block) * block_sums;
+    }
+    float scale_of(int r, int64_t block) const {
+        return split.scale[static_cast<size_t>((r0 + r) * row_blocks + block)];
+    }
+    float fine_of(int r, int64_t block) const { return split.fine[static_cast<size_t>((r0 + r) * row_blocks + block)]; }
+};
+
+// v to the nearest integer in [-127, 127].
+float rounded(float v) { return std::min(std::max(std::nearbyint(v), -127.f), 127.f); }
+
+// Group g of n values at x into hi and lo (see the top of the file).
+void split_group(const float* x, size_t n, int8_t* hi, int8_t* lo, float& scale, float& fine) {
+    // The largest |x| by its bits (a sum of integers, which the compiler
+    // vectorises): ordered as the values, and Inf and NaN above the rest.
+    uint32_t largest = 0;
+    for (size_t j = 0; j < n; ++j) largest = std::max(largest, std::bit_cast<uint32_t>(x[j]) & 0x7fffffffu);
+    const bool finite = largest < 0x7f800000u;
+    const float s = std::bit_cast<float>(largest) / 127;
+    if (!finite || !(s >= std::numeric_limits<float>::min())) {
+        std::fill(hi, hi + n, 0);
+        std::fill(lo, lo + n, 0);
+        scale = fine = finite ? 0.f : std::numeric_limits<float>::quiet_NaN();
+        return;
+    }
+    scale = s;
+    fine = s / 254;
+    for (size_t j = 0; j < n; ++j) {
+        const float h = rounded(x[j] / s);
+        hi[j] = static_cast<int8_t>(h);
+        lo[j] = static_cast<int8_t>(rounded((x[j] - s * h) * 254 / s));
+    }
+}
+
+// Rows of x split by `group`, with sums of 254 hi + lo every `sum_group`
+// values (none where it is 0).
+const SplitRows& split_rows(const float* x, int rows, int64_t in, int64_t group, int64_t sum_group) {
+    thread_local SplitRows split;
+    const auto values = static_cast<size_t>(rows * in), groups = static_cast<size_t>(rows * in / group);
+    split.hi.resize(values), split.lo.resize(values);
+    split.scale.resize(groups), split.fine.resize(groups);
+    split.sums.resize(sum_group ? values / static_cast<size_t>(sum_group) : 0);
+    for (size_t g = 0; g < groups; ++g) {
+        const auto at = static_cast<int64_t>(g) * group;
+        split_group(x + at, static_cast<size_t>(group), split.hi.data() + at, split.lo.data() + at, split.scale[g],
+                    split.fine[g]);
+    }
+    for (size_t k = 0; k < split.sums.size(); ++k) {
+        const auto at = static_cast<size_t>(static_cast<int64_t>(k) * sum_group);
+        int32_t sum = 0;
+        for (size_t j = at; j < at + static_cast<size_t>(sum_group); ++j) sum += 254 * split.hi[j] + split.lo[j];
+        split.sums[k] = sum;
+    }
+    return split;
+}
+
+// ---- Each type's blocks, R rows sharing each block's codes ----
+
+// Q4_K: lane sums at most 8 groups * 63 * 4 * 15 * 127 = 3.8e6, so that
+// T = 254 H + L fits an int32; the minima's 8 lanes are its 8 groups.
+template <int R>
+void q4_k_row(const RowParts& x, const uint8_t* b, int64_t blocks, Floats (&acc)[R]) {
+    for (int64_t i = 0; i < blocks; ++i, b += 144) {
+        const ggml_lanes::K4Scales k = ggml_lanes::k4_scales(b + 4);
+        const Words scales = __builtin_convertvector(std::bit_cast<ScaleBytes>(k), Words);  // and the minima
+        Ints hi[R] = {}, lo[R] = {};
+        for (int pair = 0; pair < 4; ++pair) {
+            Bytes codes[2];
+            ggml_lanes::q4_k_pair_codes(b, pair, 0, codes);
+            for (int side = 0; side < 2; ++side) {
+                const int g = 2 * pair + side;
+                const Words scale = __builtin_shuffle(scales, Words{} + static_cast<int16_t>(g));
+#pragma GCC unroll 8
+                for (int r = 0; r < R; ++r) {
+                    scaled_dot(hi[r], codes[side], x.hi_at(r, 256 * i + 32 * g), scale);
+                    scaled_dot(lo[r], codes[side], x.lo_at(r, 256 * i + 32 * g), scale);
+                }
+            }
+        }
+        const Ints minima =
+            __builtin_convertvector(__builtin_shufflevector(scales, scales, 8, 9, 10, 11, 12, 13, 14, 15), Ints);
+        const float d = ggml_lanes::half_at(b), dmin = ggml_lanes::half_at(b + 2);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+            const float fine = x.fine_of(r, i);
+            Ints sums;
+            load(sums, x.block_sums_at(r, i));
+            add_scaled(acc[r], 254 * hi[r] + lo[r], d * fine);
+            add_scaled(acc[r], minima * sums, -(dmin * fine));
+        }
+    }
+}
+
+// Q6_K: codes 0 to 63 for (code - 32) times signed scales; lane sums at most
+// 8 * 4 * 63 * 128 * 127 = 3.3e7, H and L each converted; the -32's lane
+// l is its groups l and l + 8.
+template <int R>
+void q6_k_row(const RowParts& x, const uint8_t* b, int64_t blocks, Floats (&acc)[R]) {
+    for (int64_t i = 0; i < blocks; ++i, b += 210) {
+        SignedScaleBytes scale_bytes;
+        std::memcpy(&scale_bytes, b + 192, sizeof scale_bytes);
+        const Words scales = __builtin_convertvector(scale_bytes, Words);
+        const Ints first_scales =
+            __builtin_convertvector(__builtin_shufflevector(scales, scales, 0, 1, 2, 3, 4, 5, 6, 7), Ints);
+        const Ints second_scales =
+            __builtin_convertvector(__builtin_shufflevector(scales, scales, 8, 9, 10, 11, 12, 13, 14, 15), Ints);
+        Ints hi[R] = {}, lo[R] = {};
+        for (int half = 0; half < 2; ++half) {
+            Bytes codes[4];
+            ggml_lanes::q6_k_run_codes(b, half, 0, codes);
+            for (int run = 0; run < 4; ++run) {
+                const int16_t g = static_cast<int16_t>(8 * half + 2 * run);  // the run's two groups of 16
+                const Words scale =
+                    __builtin_shuffle(scales, g + Words{0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1});
+#pragma GCC unroll 8
+                for (int r = 0; r < R; ++r) {
+                    scaled_dot(hi[r], codes[run], x.hi_at(r, 256 * i + 16 * g), scale);
+                    scaled_dot(lo[r], codes[run], x.lo_at(r, 256 * i + 16 * g), scale);
+                }
+            }
+        }
+        const float d = ggml_lanes::half_at(b + 208);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+            const int32_t* sums = x.block_sums_at(r, i);
+            Ints first_sums, second_sums;
+            load(first_sums, sums);
+            load(second_sums, sums + 8);
+            const float fine = x.fine_of(r, i);
+            add_scaled(acc[r], hi[r], d * x.scale_of(r, i));
+            add_scaled(acc[r], lo[r], d * fine);
+            add_scaled(acc[r], first_scales * first_sums + second_scales * second_sums, -32 * (d * fine));
+        }
+    }
+}
+
+// Q8_0: one block of 32 signed codes a register; lane sums at most
+// 4 * 128 * 127, T = 254 H + L.
+template <int R>
+void q8_0_row(const RowParts& x, const uint8_t* b, int64_t blocks, Floats (&acc)[R]) {
+    for (int64_t i = 0; i < blocks; ++i, b += 34) {
+        SignedBytes codes;
+        load(codes, b + 2);
+        const float d = ggml_lanes::half_at(b);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+            Ints hi = {}, lo = {};
+            signed_dot(hi, codes, x.hi_at(r, 32 * i));
+            signed_dot(lo, codes, x.lo_at(r, 32 * i));
+            add_scaled(acc[r], 254 * hi + lo, d * x.fine_of(r, i));
+        }
+    }
+}
+
+template <int R>
+void rows_product(const RowParts& x, const Matrix& w, float* out, int64_t ldo, bool accumulate, int64_t first,
+                  int64_t last) {
+    const int64_t blocks = w.in / dtype_block_values(w.dtype);
+    for (int64_t o = first; o < last; ++o) {
+        const auto* row = reinterpret_cast<const uint8_t*>(w.data + dtype_row_bytes(w.dtype, o * w.in));
+        Floats acc[R] = {};
+        switch (w.dtype) {
+            case DType::Q4_K: q4_k_row(x, row, blocks, acc); break;
+            case DType::Q6_K: q6_k_row(x, row, blocks, acc); break;
+            default: q8_0_row(x, row, blocks, acc); break;
+        }
+        for (int r = 0; r < R; ++r) {
+            float sum = 0;
+            for (int l = 0; l < 8; ++l) sum += acc[r][l];
+            float& y = out[r * ldo + o];
+            y = accumulate ? y + sum : sum;
+        }
+    }
+}
+
+}  // namespace
+
+bool has_integer_products(DType dtype) { return dtype == DType::Q4_K || dtype == DType::Q6_K || dtype == DType::Q8_0; }
+
+void integer_rows_product(const float* x, int rows, const Matrix& w, float* out, int64_t ldo, bool accumulate,
+                          int64_t first, int64_t last) {
+    const int64_t group = dtype_block_values(w.dtype);
+    const int64_t sum_group = w.dtype == DType::Q4_K ? 32 : w.dtype == DType::Q6_K ? 16 : 0;
+    const SplitRows& split = split_rows(x, rows, w.in, group, sum_group);
+    constexpr int shared = 8;  // rows sharing each block's codes
+    for (int r0 = 0; r0 < rows; r0 += shared) {
+        const RowParts parts{split, r0, w.in, w.in / group, sum_group ? group / sum_group : 0};
+        float* outs = out + r0 * ldo;
+        switch (std::min(shared, rows - r0)) {
+            case 1: rows_product<1>(parts, w, outs, ldo, accumulate, first, last); break;
+            case 2: rows_product<2>(parts, w, outs, ldo, accumulate, first, last); break;
+            case 3: rows_product<3>(parts, w, outs, ldo, accumulate, first, last); break;
+            case 4: rows_product<4>(parts, w, outs, ldo, accumulate, first, last); break;
+            case 5: rows_product<5>(parts, w, outs, ldo, accumulate, first, last); break;
+            case 6: rows_product<6>(parts, w, outs, ldo, accumulate, first, last); break;
+            case 7: rows_product<7>(parts, w, outs, ldo, accumulate, first, last); break;
+            default: rows_product<8>(parts, w, outs, ldo, accumulate, first, last); break;
+        }
+    }
+}
+
+}  // namespace headscope

@@ -1,0 +1,19 @@
+// The products of a few rows over Q4_K, Q6_K or Q8_0 weights, as integer
+// dot products of the weights' codes with the activations split into two
+// signed 8-bit parts (integer_products.cpp says exactly what is computed).
+#pragma once
+#include <cstdint>
+
+#include "headscope/base/matrix.h"
+
+namespace headscope {
+
+// Whether integer_rows_product computes products over this type.
+bool has_integer_products(DType dtype);
+
+// out rows [0, rows) (+)= x W on columns [first, last), W stored (out, in)
+// in one of those types; each output bit-identical on every instruction set.
+void integer_rows_product(const float* x, int rows, const Matrix& w, float* out, int64_t ldo, bool accumulate,
+                          int64_t first, int64_t last);
+
+}  // namespace headscope

@@ -1,0 +1,287 @@
+// The products of a few rows over Q4_K, Q6_K and Q8_0 weights, which split
+// each activation into two 8-bit parts and sum integer products
+// (core/src/compute/integer_products.cpp): against the double-precision
+// sum of the weights' values (the tests' own block decoder) within the
+// split's error bound, on random blocks and on blocks and rows at their
+// extremes; and bit for bit against the computation its comment describes,
+// written here as plain scalar code, which this build's vector kernels
+// must equal (so AVX-512, AVX2 and plain x86-64 builds agree).
+// (Compiled, like the kernels, without contracting a product and a sum into an FMA.)
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "ggml_blocks_reference.h"
+#include "headscope/base/ggml_types.h"
+#include "headscope/compute/matmul.h"
+
+using namespace headscope;
+
+namespace {
+
+// A weight stored (out, in) as a GGUF file stores it, and its blocks' bytes.
+struct Weight {
+    GgmlType type;
+    int64_t in, out;
+    std::vector<test::Block> blocks;  // out x in / block values, row by row
+    std::vector<std::byte> bytes;
+    Matrix matrix() const { return {bytes.data(), *dtype_of(type), in, out, true}; }
+};
+
+Weight make_weight(GgmlType type, int64_t in, const std::vector<test::Block>& blocks) {
+    Weight w{type, in, 0, blocks, {}};
+    w.out = static_cast<int64_t>(blocks.size() * ggml_type_traits(type).block_elements) / in;
+    for (const test::Block& b : blocks)
+        for (uint8_t byte : b) w.bytes.push_back(static_cast<std::byte>(byte));
+    return w;
+}
+
+test::IntegerFields fields(const Weight& w, int64_t o, int64_t i) {
+    const auto n = static_cast<int64_t>(ggml_type_traits(w.type).block_elements);
+    return test::integer_fields(w.type, w.blocks[static_cast<size_t>((o * w.in + i) / n)], static_cast<size_t>(i % n));
+}
+
+// ---- The computation integer_products.cpp describes, one value at a time ----
+
+struct Split {
+    std::vector<int> hi, lo;
+    std::vector<float> scale, fine;  // by group
+};
+
+Split split(const std::vector<float>& x, int64_t group) {
+    Split p{std::vector<int>(x.size()), std::vector<int>(x.size()), {}, {}};
+    for (size_t g = 0; g < x.size() / static_cast<size_t>(group); ++g) {
+        const auto first = x.begin() + static_cast<int64_t>(g) * group;
+        float largest = 0;
+        bool finite = true;
+        for (auto v = first; v != first + group; ++v) {
+            finite = finite && std::isfinite(*v);
+            largest = std::max(largest, std::abs(*v));
+        }
+        const float s = largest / 127;
+        if (!finite || s < std::numeric_limits<float>::min()) {
+            p.scale.push_back(finite ? 0.f : NAN), p.fine.push_back(finite ? 0.f : NAN);
+            continue;
+        }
+        p.scale.push_back(s), p.fine.push_back(s / 254);
+        for (int64_t j = 0; j < group; ++j) {
+            const size_t at = static_cast<size_t>(g * group + j);
+            const float h = std::clamp(std::nearbyint(x[at] / s), -127.f, 127.f);
+            p.hi[at] = static_cast<int>(h);
+            p.lo[at] = static_cast<int>(std::clamp(std::nearbyint((x[at] - s * h) * 254 / s), -127.f, 127.f));
+        }
+    }
+    return p;
+}
+
+// Output o of row x: per block, 8 lanes of integer sums (lane l: the values
+// 4l to 4l + 3 of each 32), then the float steps in the comment's order.
+float described_product(const Weight& w, int64_t o, const std::vector<float>& x) {
+    const auto n = static_cast<int64_t>(ggml_type_traits(w.type).block_elements);
+    const Split p = split(x, n);
+    const int64_t sum_group = w.type == GgmlType::Q4_K ? 32 : 16;  // minima's groups, or Q6_K's scales'
+    std::array<float, 8> acc{};
+    for (int64_t b = 0; b < w.in / n; ++b) {
+        std::array<int32_t, 8> hi{}, lo{}, offsets{};
+        std::vector<int32_t> group_sums(static_cast<size_t>(n / sum_group));
+        for (int64_t e = 0; e < n; ++e) {
+            const int64_t i = b * n + e;
+            const test::IntegerFields f = fields(w, o, i);
+            hi[(e % 32) / 4] += f.scale * f.code * p.hi[i];
+            lo[(e % 32) / 4] += f.scale * f.code * p.lo[i];
+            if (w.type != GgmlType::Q8_0) group_sums[e / sum_group] += 254 * p.hi[i] + p.lo[i];
+        }
+        for (int64_t g = 0; g < n / sum_group && w.type != GgmlType::Q8_0; ++g) {
+            const test::IntegerFields f = fields(w, o, b * n + g * sum_group);
+            offsets[g % 8] += (w.type == GgmlType::Q4_K ? f.minimum : f.scale) * group_sums[g];
+        }
+        const test::IntegerFields f = fields(w, o, b * n);
+        const auto d = static_cast<float>(f.d), dmin = static_cast<float>(f.dmin);
+        const float s = p.scale[b], fine = p.fine[b];
+        for (int l = 0; l < 8; ++l) {
+            if (w.type == GgmlType::Q6_K) {
+                acc[l] = acc[l] + static_cast<float>(hi[l]) * (d * s);
+                acc[l] = acc[l] + static_cast<float>(lo[l]) * (d * fine);
+                acc[l] = acc[l] + static_cast<float>(offsets[l]) * (-32 * (d * fine));
+            } else {
+                acc[l] = acc[l] + static_cast<float>(254 * hi[l] + lo[l]) * (d * fine);
+                if (w.type == GgmlType::Q4_K) acc[l] = acc[l] + static_cast<float>(offsets[l]) * -(dmin * fine);
+            }
+        }
+    }
+    float sum = 0;
+    for (float a : acc) sum += a;
+    return sum;
+}
+
+// ---- Weights and rows ----
+
+std::vector<test::Block> random_blocks(GgmlType type, size_t count, std::mt19937& rng) {
+    std::vector<test::Block> blocks;
+    for (size_t i = 0; i < count; ++i) blocks.push_back(test::random_block(type, rng));
+    return blocks;
+}
+
+// Blocks whose integer sums are the largest the type allows: every code and
+// scale at its extreme (Q6_K's codes 0 and 63, its scales -128 and 127).
+std::vector<test::Block> extreme_blocks(GgmlType type) {
+    const uint16_t one = test::exact_half(1.0), half = test::exact_half(0.5);
+    switch (type) {
+        case GgmlType::Q8_0: {
+            std::array<int8_t, 32> lowest, highest;
+            lowest.fill(-128), highest.fill(127);
+            return {test::q8_0_block(one, lowest), test::q8_0_block(half, highest)};
+        }
+        case GgmlType::Q4_K: {
+            std::array<uint8_t, 8> sixes, zeros{};
+            std::array<uint8_t, 256> fifteens;
+            sixes.fill(63), fifteens.fill(15);
+            return {test::q4_k_block(one, half, sixes, sixes, fifteens),
+                    test::q4_k_block(one, one, sixes, zeros, fifteens)};
+        }
+        default: {
+            std::vector<test::Block> blocks;
+            for (uint8_t codes : {0x00, 0xff})
+                for (uint8_t scale : {0x80, 0x7f}) {
+                    test::Block b(210, codes);
+                    std::fill(b.begin() + 192, b.begin() + 208, scale);
+                    test::set_block_bits(b, 8 * 208, 16, one);
+                    blocks.push_back(b);
+                }
+            return blocks;
+        }
+    }
+}
+
+std::vector<float> normal_row(int64_t in, std::mt19937& rng) {
+    std::normal_distribution<float> normal;
+    std::vector<float> x(static_cast<size_t>(in));
+    for (float& v : x) v = normal(rng);
+    return x;
+}
+
+// Rows at their extremes: a huge outlier among small values, a zero first
+// block, every value the largest (hi 127, lo 0), alternating signs.
+std::vector<std::vector<float>> extreme_rows(int64_t in, std::mt19937& rng) {
+    std::vector<float> outlier = normal_row(in, rng), zero_block = normal_row(in, rng);
+    for (float& v : outlier) v *= 1e-3f;
+    outlier[static_cast<size_t>(in / 3)] = 3e4f;
+    std::fill(zero_block.begin(), zero_block.begin() + 256, 0.f);
+    std::vector<float> largest(static_cast<size_t>(in), 7.5f), alternating(static_cast<size_t>(in));
+    for (size_t j = 0; j < alternating.size(); ++j) alternating[j] = j % 2 ? -2.f : 2.f;
+    return {outlier, zero_block, largest, alternating};
+}
+
+std::vector<float> products(const Weight& w, const std::vector<std::vector<float>>& rows) {
+    std::vector<float> x;
+    for (const auto& row : rows) x.insert(x.end(), row.begin(), row.end());
+    std::vector<float> out(rows.size() * static_cast<size_t>(w.out));
+    linear(x.data(), static_cast<int>(rows.size()), w.matrix(), nullptr, out.data(), w.out);
+    return out;
+}
+
+// Each output against the double sum of the blocks' values times x: x is
+// split within s / 508 of its group (s = its largest / 127; s / 500 covers
+// the rounding of x - s hi), and the float steps round each term that they
+// add (d s times a code's part, and dmin s times a minimum's, each as large
+// as the other) once for every step, at most 3 a block and 8 at the end.
+void check_against_double(const Weight& w, const std::vector<std::vector<float>>& rows) {
+    const std::vector<float> got = products(w, rows);
+    const auto n = static_cast<int64_t>(ggml_type_traits(w.type).block_elements);
+    for (size_t r = 0; r < rows.size(); ++r)
+        for (int64_t o = 0; o < w.out; ++o) {
+            const std::vector<float>& x = rows[r];
+            std::vector<double> largest(static_cast<size_t>(w.in / n));  // by group
+            for (int64_t i = 0; i < w.in; ++i) largest[i / n] = std::max<double>(largest[i / n], std::abs(x[i]));
+            double sum = 0, split_bound = 0, terms = 0;
+            for (int64_t i = 0; i < w.in; ++i) {
+                const test::IntegerFields f = fields(w, o, i);
+                const double value = f.d * f.scale * (f.code - f.offset) - f.dmin * f.minimum;
+                sum += value * x[i];
+                split_bound += std::abs(value) * largest[i / n] / 127 / 500;
+                terms += (std::abs(f.d * f.scale * f.code) + std::abs(f.d * f.scale * f.offset) +
+                          std::abs(f.dmin * f.minimum)) *
+                         std::abs(x[i]);
+            }
+            const double tolerance = split_bound + (3 * w.in / n + 8 + 4) * std::ldexp(1.0, -24) * terms * 1.01;
+            const float y = got[r * static_cast<size_t>(w.out) + static_cast<size_t>(o)];
+            ASSERT_LE(std::abs(y - sum), tolerance) << "row " << r << " output " << o << ": " << y << " vs " << sum;
+        }
+}
+
+const GgmlType integer_types[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0};
+
+TEST(IntegerProducts, RandomBlocksMatchTheDoubleSum) {
+    std::mt19937 rng(11);
+    for (GgmlType type : integer_types) {
+        SCOPED_TRACE(ggml_type_traits(type).name);
+        const int64_t in = 1024, out = 5;
+        const Weight w =
+            make_weight(type, in, random_blocks(type, out * in / ggml_type_traits(type).block_elements, rng));
+        for (int rows : {1, 3, 8}) {
+            std::vector<std::vector<float>> x;
+            for (int r = 0; r < rows; ++r) x.push_back(normal_row(in, rng));
+            check_against_double(w, x);
+        }
+        check_against_double(w, extreme_rows(in, rng));
+    }
+}
+
+TEST(IntegerProducts, ExtremeBlocksMatchTheDoubleSum) {
+    std::mt19937 rng(12);
+    for (GgmlType type : integer_types) {
+        SCOPED_TRACE(ggml_type_traits(type).name);
+        std::vector<test::Block> blocks = extreme_blocks(type);
+        const auto per_row = static_cast<size_t>(256 / ggml_type_traits(type).block_elements);
+        while (blocks.size() % per_row) blocks.push_back(blocks[blocks.size() % 2]);
+        const Weight w = make_weight(type, 256, blocks);
+        std::vector<std::vector<float>> rows = extreme_rows(256, rng);
+        rows.push_back(normal_row(256, rng));
+        check_against_double(w, rows);
+    }
+}
+
+TEST(IntegerProducts, EqualTheDescribedComputationBitForBit) {
+    std::mt19937 rng(13);
+    for (GgmlType type : integer_types) {
+        SCOPED_TRACE(ggml_type_traits(type).name);
+        const int64_t in = 512, out = 6;
+        std::vector<test::Block> blocks = random_blocks(type, out * in / ggml_type_traits(type).block_elements, rng);
+        const std::vector<test::Block> extremes = extreme_blocks(type);
+        std::copy(extremes.begin(), extremes.end(), blocks.end() - static_cast<int64_t>(extremes.size()));
+        const Weight w = make_weight(type, in, blocks);
+        for (int rows : {1, 2, 5, 8}) {
+            std::vector<std::vector<float>> x = extreme_rows(in, rng);
+            x.resize(static_cast<size_t>(rows), normal_row(in, rng));
+            const std::vector<float> got = products(w, x);
+            for (int r = 0; r < rows; ++r)
+                for (int64_t o = 0; o < out; ++o) {
+                    const float expected = described_product(w, o, x[static_cast<size_t>(r)]);
+                    const float y = got[static_cast<size_t>(r * out + o)];
+                    ASSERT_EQ(std::memcmp(&y, &expected, sizeof y), 0)
+                        << rows << " rows, row " << r << " output " << o << ": " << y << " vs " << expected;
+                }
+        }
+    }
+}
+
+TEST(IntegerProducts, InfOrNaNInARowGivesNaN) {
+    std::mt19937 rng(14);
+    for (GgmlType type : integer_types) {
+        SCOPED_TRACE(ggml_type_traits(type).name);
+        const Weight w = make_weight(type, 256, random_blocks(type, 256 / ggml_type_traits(type).block_elements, rng));
+        for (float bad : {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+            std::vector<float> x = normal_row(256, rng);
+            x[7] = bad;
+            EXPECT_TRUE(std::isnan(products(w, {x})[0])) << bad;
+        }
+    }
+}
+
+}  // namespace
