@@ -36,6 +36,7 @@
 #include "../base/ggml_block_lanes.h"
 #include "headscope/base/aligned.h"
 #include "headscope/base/ggml_types.h"
+#include "row_groups.h"
 
 namespace headscope {
 namespace {
@@ -305,21 +306,10 @@ void integer_rows_product(const float* x, int rows, const Matrix& w, float* out,
     const int64_t group = dtype_block_values(w.dtype);
     const int64_t sum_group = w.dtype == DType::Q4_K ? 32 : w.dtype == DType::Q6_K ? 16 : 0;
     const SplitRows& split = split_rows(x, rows, w.in, group, sum_group);
-    constexpr int shared = 8;  // rows sharing each block's codes
-    for (int r0 = 0; r0 < rows; r0 += shared) {
+    for_row_groups(rows, [&](auto shared, int r0) {
         const RowParts parts{split, r0, w.in, w.in / group, sum_group ? group / sum_group : 0};
-        float* outs = out + r0 * ldo;
-        switch (std::min(shared, rows - r0)) {
-            case 1: rows_product<1>(parts, w, outs, ldo, accumulate, first, last); break;
-            case 2: rows_product<2>(parts, w, outs, ldo, accumulate, first, last); break;
-            case 3: rows_product<3>(parts, w, outs, ldo, accumulate, first, last); break;
-            case 4: rows_product<4>(parts, w, outs, ldo, accumulate, first, last); break;
-            case 5: rows_product<5>(parts, w, outs, ldo, accumulate, first, last); break;
-            case 6: rows_product<6>(parts, w, outs, ldo, accumulate, first, last); break;
-            case 7: rows_product<7>(parts, w, outs, ldo, accumulate, first, last); break;
-            default: rows_product<8>(parts, w, outs, ldo, accumulate, first, last); break;
-        }
-    }
+        rows_product<shared>(parts, w, out + r0 * ldo, ldo, accumulate, first, last);
+    });
 }
 
 }  // namespace headscope

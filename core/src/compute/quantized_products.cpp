@@ -14,6 +14,7 @@
 #include "headscope/base/aligned.h"
 #include "headscope/base/ggml_types.h"
 #include "integer_products.h"
+#include "row_groups.h"
 
 namespace headscope {
 namespace {
@@ -69,21 +70,9 @@ void rows_product(const float* x, const Matrix& w, float* out, int64_t ldo, bool
 void quantized_rows_product(const float* x, int rows, const Matrix& w, float* out, int64_t ldo, bool accumulate,
                             int64_t first, int64_t last) {
     if (has_integer_products(w.dtype)) return integer_rows_product(x, rows, w, out, ldo, accumulate, first, last);
-    constexpr int group = 8;  // rows sharing each decoded register
-    for (int r0 = 0; r0 < rows; r0 += group) {
-        const float* xs = x + static_cast<int64_t>(r0) * w.in;
-        float* outs = out + r0 * ldo;
-        switch (std::min(group, rows - r0)) {
-            case 1: rows_product<1>(xs, w, outs, ldo, accumulate, first, last); break;
-            case 2: rows_product<2>(xs, w, outs, ldo, accumulate, first, last); break;
-            case 3: rows_product<3>(xs, w, outs, ldo, accumulate, first, last); break;
-            case 4: rows_product<4>(xs, w, outs, ldo, accumulate, first, last); break;
-            case 5: rows_product<5>(xs, w, outs, ldo, accumulate, first, last); break;
-            case 6: rows_product<6>(xs, w, outs, ldo, accumulate, first, last); break;
-            case 7: rows_product<7>(xs, w, outs, ldo, accumulate, first, last); break;
-            default: rows_product<8>(xs, w, outs, ldo, accumulate, first, last); break;
-        }
-    }
+    for_row_groups(rows, [&](auto shared, int r0) {
+        rows_product<shared>(x + static_cast<int64_t>(r0) * w.in, w, out + r0 * ldo, ldo, accumulate, first, last);
+    });
 }
 
 // Each stored row, whole blocks, widened once per thread, then added into
