@@ -288,18 +288,20 @@ TEST_F(ChecksTest, ComputeShapesOfGroupedHeads) {
 TEST_F(ChecksTest, ConfigTableSaysWhatTheModelIs) {
     std::vector<std::pair<std::string, std::string>> rows;
     for (const ConfigRow& row : config_table(*model_)) rows.emplace_back(row.name, row.value);
-    const std::vector<std::pair<std::string, std::string>> want = {{"architecture", "gpt2"},
-                                                                   {"layers L", "2"},
-                                                                   {"channels C", "32"},
-                                                                   {"query heads NH", "4"},
-                                                                   {"key/value heads NKV", "4 (one per query head)"},
-                                                                   {"head size hs", "8 (C / NH)"},
-                                                                   {"norm", "LayerNorm"},
-                                                                   {"positions", "learned (wpe), 24 positions"},
-                                                                   {"MLP", "GELU (tanh), 128 hidden"},
-                                                                   {"sliding window", "none"},
-                                                                   {"weights", "F32"},
-                                                                   {"vocabulary V", "50257"}};
+    const std::vector<std::pair<std::string, std::string>> want = {
+        {"architecture", "gpt2"},
+        {"layers L", "2"},
+        {"channels C", "32"},
+        {"query heads NH", "4"},
+        {"key/value heads NKV", "4 (one per query head)"},
+        {"head size hs", "8 (C / NH)"},
+        {"norm", "LayerNorm"},
+        {"positions", "learned (wpe), 24 positions"},
+        {"MLP", "GELU (tanh), 128 hidden"},
+        {"sliding window", "none"},
+        {"weights", "F32"},
+        {"tensors", "28 F32"},  // wte, wpe, 12 a layer, ln_f's 2
+        {"vocabulary V", "50257"}};
     EXPECT_EQ(rows, want);
 }
 

@@ -146,7 +146,12 @@ std::vector<ConfigRow> config_table(const Model& model) {
     if (c.is_encoder())
         rows.push_back({"encoder", std::string(c.post_norm ? "LayerNorm after each sublayer (post-LN)" : "pre-norm") +
                                        (c.mlm_head ? ", masked-LM head" : ", no head (maps only)")});
-    rows.push_back({"weights", to_string(model.dtype)});
+    // How the weights are stored: a GGUF file's mix by name, then every type's count of tensors.
+    rows.push_back({"weights", storage_summary(model)});
+    std::string tensors;
+    for (const auto& [dtype, count] : weight_storage(model).tensors_by_dtype)
+        tensors += (tensors.empty() ? "" : ", ") + std::to_string(count) + " " + dtype;
+    rows.push_back({"tensors", tensors});
     rows.push_back({"vocabulary V", std::to_string(c.vocab_size)});
     return rows;
 }
