@@ -182,7 +182,8 @@ void q4_k_row(const RowParts& x, const uint8_t* b, int64_t blocks, Floats (&acc)
         __builtin_prefetch(b + 8 * 144 + 128);
         const ggml_lanes::K4Scales k = ggml_lanes::k4_scales(b + 4);
         const Words scales = __builtin_convertvector(std::bit_cast<ScaleBytes>(k), Words);  // and the minima
-        Ints hi[R] = {}, lo[R] = {};
+        // By side: two chains of sums, each waiting on the one before it half as often.
+        Ints hi[2][R] = {}, lo[2][R] = {};
         for (int pair = 0; pair < 4; ++pair) {
             Bytes codes[2];
             ggml_lanes::q4_k_pair_codes(b, pair, 0, codes);
@@ -191,8 +192,8 @@ void q4_k_row(const RowParts& x, const uint8_t* b, int64_t blocks, Floats (&acc)
                 const Words scale = __builtin_shuffle(scales, Words{} + static_cast<int16_t>(g));
 #pragma GCC unroll 8
                 for (int r = 0; r < R; ++r) {
-                    scaled_dot(hi[r], codes[side], x.hi_at(r, 256 * i + 32 * g), scale);
-                    scaled_dot(lo[r], codes[side], x.lo_at(r, 256 * i + 32 * g), scale);
+                    scaled_dot(hi[side][r], codes[side], x.hi_at(r, 256 * i + 32 * g), scale);
+                    scaled_dot(lo[side][r], codes[side], x.lo_at(r, 256 * i + 32 * g), scale);
                 }
             }
         }
@@ -204,7 +205,7 @@ void q4_k_row(const RowParts& x, const uint8_t* b, int64_t blocks, Floats (&acc)
             const float fine = x.fine_of(r, i);
             Ints sums;
             load(sums, x.block_sums_at(r, i));
-            add_scaled(acc[r], 254 * hi[r] + lo[r], d * fine);
+            add_scaled(acc[r], 254 * (hi[0][r] + hi[1][r]) + lo[0][r] + lo[1][r], d * fine);
             add_scaled(acc[r], minima * sums, -(dmin * fine));
         }
     }
@@ -280,8 +281,9 @@ template <int R>
 void rows_product(const RowParts& x, const Matrix& w, float* out, int64_t ldo, bool accumulate, int64_t first,
                   int64_t last) {
     const int64_t blocks = w.in / dtype_block_values(w.dtype);
+    const size_t row_bytes = dtype_row_bytes(w.dtype, w.in);  // whole blocks
     for (int64_t o = first; o < last; ++o) {
-        const auto* row = reinterpret_cast<const uint8_t*>(w.data + dtype_row_bytes(w.dtype, o * w.in));
+        const auto* row = reinterpret_cast<const uint8_t*>(w.data) + o * row_bytes;
         Floats acc[R] = {};
         switch (w.dtype) {
             case DType::Q4_K: q4_k_row(x, row, blocks, acc); break;
