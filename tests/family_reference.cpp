@@ -132,6 +132,7 @@ FamilyReference family_reference(const FamilyCheckpoint& model, const std::vecto
     const FamilySpec& s = model.spec;
     // GPT-NeoX and GPT-2 have LayerNorms, biases everywhere and Q, K and V fused.
     const bool gpt2 = s.family == Family::gpt2, neox = s.family == Family::gpt_neox || gpt2;
+    const bool olmo2 = s.family == Family::olmo2;  // no norm before a sublayer, one on each one's output
     const int C = s.n_embd, F = s.mlp_dim, hs_model = s.head_dim;
     const int width = s.n_head * hs_model, kv_width = s.kv_heads() * hs_model, group = s.n_head / s.kv_heads();
     const int B = static_cast<int>(texts.size());
@@ -157,12 +158,17 @@ FamilyReference family_reference(const FamilyCheckpoint& model, const std::vecto
     // GPT-NeoX's and GPT-2's LayerNorm, else RMSNorm, each of C values;
     // `which` is the first norm or the second in Hugging Face's names.
     const auto norm = [&](const Rows& x, const LayerNames& name, bool first) {
+        if (olmo2) return x;
         const std::string which =
             gpt2 ? (first ? "ln_1" : "ln_2") : (first ? "input_layernorm" : "post_attention_layernorm");
         if (neox) return layer_norm(x, model[name(which + ".weight")], model[name(which + ".bias")], s.norm_eps);
         Rows y = x;
         for (auto& row : y) rms_norm(row.data(), C, model[name(which + ".weight")], s.norm_eps);
         return y;
+    };
+    // OLMo 2's RMSNorm of each row's n values (a sublayer's output, or all of Q or K at once).
+    const auto rms_norm_rows = [&](Rows& rows, int n, const std::vector<float>& w) {
+        for (auto& row : rows) rms_norm(row.data(), n, w, s.norm_eps);
     };
     // A product with a bias: GPT-2's Conv1D, else Hugging Face's Linear.
     const auto product = [&](const Rows& x, const LayerNames& name, const std::string& which, int in, int out) {
@@ -207,6 +213,10 @@ FamilyReference family_reference(const FamilyCheckpoint& model, const std::vecto
                            kv_width);
                 v = linear(h, model[name("self_attn.v_proj.weight")], model.find(name("self_attn.v_proj.bias")), C,
                            kv_width);
+            }
+            if (olmo2) {  // the whole projections, before the heads and RoPE
+                rms_norm_rows(q, width, model[name("self_attn.q_norm.weight")]);
+                rms_norm_rows(k, kv_width, model[name("self_attn.k_norm.weight")]);
             }
             if (s.family == Family::qwen3)  // on the model's own heads, before RoPE
                 for (int t = 0; t < T; ++t) {
@@ -295,6 +305,7 @@ FamilyReference family_reference(const FamilyCheckpoint& model, const std::vecto
             } else {
                 attention = linear(merged, model[name("self_attn.o_proj.weight")],
                                    model.find(name("self_attn.o_proj.bias")), width, C);
+                if (olmo2) rms_norm_rows(attention, C, model[name("post_attention_layernorm.weight")]);
                 Rows mlp_in = x;
                 for (int t = 0; t < T; ++t)
                     for (int c = 0; c < C; ++c) mlp_in[t][c] += attention[t][c];
@@ -304,6 +315,7 @@ FamilyReference family_reference(const FamilyCheckpoint& model, const std::vecto
                 for (int t = 0; t < T; ++t)
                     for (int f = 0; f < F; ++f) gate[t][f] = gate[t][f] / (1 + std::exp(-gate[t][f])) * up[t][f];
                 mlp = linear(gate, model[name("mlp.down_proj.weight")], nullptr, F, C);
+                if (olmo2) rms_norm_rows(mlp, C, model[name("post_feedforward_layernorm.weight")]);
             }
             for (int t = 0; t < T; ++t)
                 for (int c = 0; c < C; ++c) {

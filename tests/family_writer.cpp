@@ -71,9 +71,11 @@ json config_json(const FamilySpec& s) {
     const char* architecture = s.family == Family::llama   ? "LlamaForCausalLM"
                                : s.family == Family::qwen2 ? "Qwen2ForCausalLM"
                                : s.family == Family::qwen3 ? "Qwen3ForCausalLM"
+                               : s.family == Family::olmo2 ? "Olmo2ForCausalLM"
                                                            : "MistralForCausalLM";
     json c = {{"architectures", {architecture}}, {"model_type", model_type(s.family)}};
-    if (s.family == Family::llama || s.family == Family::qwen3) c["attention_bias"] = s.attention_bias;
+    if (s.family == Family::llama || s.family == Family::qwen3 || s.family == Family::olmo2)
+        c["attention_bias"] = s.attention_bias;
     c["attention_dropout"] = 0.0;
     c["bos_token_id"] = s.bos_id;
     c["eos_token_id"] = eos_json(s);
@@ -149,6 +151,7 @@ const char* model_type(Family family) {
         case Family::mistral: return "mistral";
         case Family::gpt_neox: return "gpt_neox";
         case Family::gpt2: return "gpt2";
+        case Family::olmo2: return "olmo2";
     }
     return "";
 }
@@ -174,6 +177,10 @@ FamilySpec family_spec(Family family) {
         case Family::gpt_neox:  // GPT-2's tokenizer, in Pythia's 50304 rows
             s.vocab_size = 50304, s.bos_id = 50256, s.eos_ids = {50256};
             s.write_head_dim = false, s.rotary_pct = 0.25;
+            break;
+        case Family::olmo2:  // Llama 3's tokenizer stands in for OLMo 2's own (cl100k's), which no reference ships
+            s.vocab_size = 128256, s.bos_id = 128000, s.eos_ids = {128001}, s.pad_token_id = 128004;
+            s.norm_eps = 1e-6, s.rope_theta = 500000;
             break;
         case Family::gpt2:  // GPT-2's own tokenizer; learned positions, tied, an MLP of 4C
             s.vocab_size = 50257, s.bos_id = 50256, s.eos_ids = {50256};
@@ -215,6 +222,10 @@ std::vector<FamilyVariant> family_variants() {
             s.n_embd = 48, s.n_head = 3, s.head_dim = 16, s.mlp_dim = 192, s.parallel_residual = parallel;
         };
     };
+    // OLMo 2: groups of 2, so that K's whole-projection norm spans NKV * hs = 16
+    // values and Q's 32; and one with every attention bias, ungrouped.
+    add("olmo2", Family::olmo2, [](FamilySpec&) {});
+    add("olmo2_biased", Family::olmo2, [](FamilySpec& s) { s.n_kv_head = 4, s.attention_bias = true; });
     add("gpt_neox_parallel", Family::gpt_neox, pythia(true));
     add("gpt_neox_sequential", Family::gpt_neox, pythia(false));
     return variants;
@@ -310,17 +321,26 @@ FamilyCheckpoint make_family_checkpoint(const FamilySpec& spec) {
         if (qkv_bias) draw(p + "self_attn.v_proj.bias", {NKV * hs}, 0, 0.2f);
         draw(p + "self_attn.o_proj.weight", {C, NH * hs}, 0, 1 / std::sqrt(float(NH * hs)));
         if (o_bias) draw(p + "self_attn.o_proj.bias", {C}, 0, 0.1f);
-        if (spec.family == Family::qwen3) {
-            // Each head's q and k have RMS 1 after the norm; these weights
-            // then set the scores' spread, as above.
-            draw(p + "self_attn.q_norm.weight", {hs}, 1.2f, 0.2f);
-            draw(p + "self_attn.k_norm.weight", {hs}, 1.2f, 0.2f);
+        if (spec.family == Family::qwen3 || spec.family == Family::olmo2) {
+            // Each head's q and k (OLMo 2: all of Q and K) have RMS 1 after
+            // the norm; these weights then set the scores' spread, as above
+            // (OLMo 2's less: one re-split head of all 32 dims, unscaled,
+            // would have scores float32 rounds by more than the tolerance).
+            const bool whole = spec.family == Family::olmo2;
+            const float mean = whole ? 1.f : 1.2f;
+            draw(p + "self_attn.q_norm.weight", {whole ? NH * hs : hs}, mean, 0.2f);
+            draw(p + "self_attn.k_norm.weight", {whole ? NKV * hs : hs}, mean, 0.2f);
         }
         draw(p + "mlp.gate_proj.weight", {F, C}, 0, in_C);
         draw(p + "mlp.up_proj.weight", {F, C}, 0, in_C);
         draw(p + "mlp.down_proj.weight", {C, F}, 0, 1 / std::sqrt(float(F)));
-        draw(p + "input_layernorm.weight", {C}, 1, 0.1f);
-        draw(p + "post_attention_layernorm.weight", {C}, 1, 0.1f);
+        if (spec.family == Family::olmo2) {  // norms on the sublayers' outputs, none before them
+            draw(p + "post_attention_layernorm.weight", {C}, 1, 0.1f);
+            draw(p + "post_feedforward_layernorm.weight", {C}, 1, 0.1f);
+        } else {
+            draw(p + "input_layernorm.weight", {C}, 1, 0.1f);
+            draw(p + "post_attention_layernorm.weight", {C}, 1, 0.1f);
+        }
     }
     draw("model.norm.weight", {C}, 1, 0.1f);
     if (!spec.tied_embeddings) draw("lm_head.weight", {V, C}, 0, in_C);
@@ -365,9 +385,9 @@ void write_family_checkpoint(const fs::path& dir, const FamilyCheckpoint& checkp
     const auto copy = [&](const fs::path& from, const char* to) {
         fs::copy_file(from, dir / to, fs::copy_options::overwrite_existing);
     };
-    const char* package = spec.family == Family::llama     ? "tokenizer-llama3"
-                          : spec.family == Family::mistral ? "tokenizer-llama2"
-                                                           : "tokenizer-qwen3";
+    const char* package = spec.family == Family::llama || spec.family == Family::olmo2 ? "tokenizer-llama3"
+                          : spec.family == Family::mistral                             ? "tokenizer-llama2"
+                                                                                       : "tokenizer-qwen3";
     if (spec.family == Family::gpt_neox || spec.family == Family::gpt2) {
         copy(gpt2_vocab_json(), "vocab.json");
         copy(gpt2_merges_txt(), "merges.txt");

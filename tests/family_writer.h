@@ -1,5 +1,5 @@
 // Test support: random-weight checkpoints of today's families (Llama, Qwen 2,
-// Qwen 3, Mistral, GPT-NeoX, GPT-2) as Hugging Face saves them: the family's real
+// Qwen 3, Mistral, GPT-NeoX, GPT-2, OLMo 2) as Hugging Face saves them: the family's real
 // config.json keys, tensor names and layouts, in one model.safetensors or in
 // shards with model.safetensors.index.json, beside a real tokenizer. The
 // weights stay here as floats, as rounded to the file's dtype, so that
@@ -19,7 +19,7 @@
 
 namespace headscope::test {
 
-enum class Family { llama, qwen2, qwen3, mistral, gpt_neox, gpt2 };
+enum class Family { llama, qwen2, qwen3, mistral, gpt_neox, gpt2, olmo2 };
 const char* model_type(Family family);  // config.json's model_type
 
 struct FamilySpec {

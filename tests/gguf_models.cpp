@@ -92,7 +92,24 @@ const NameTable& name_table(Family family) {
                                     {"mlp.c_fc.bias", "ffn_up.bias"},
                                     {"mlp.c_proj.weight", "ffn_down.weight"},
                                     {"mlp.c_proj.bias", "ffn_down.bias"}}};
-    return family == Family::gpt_neox ? gpt_neox : family == Family::gpt2 ? gpt2 : llama;
+    static const NameTable olmo2 = {"model.layers.",
+                                    "blk.",
+                                    llama.outside,
+                                    {{"self_attn.q_proj.weight", "attn_q.weight"},
+                                     {"self_attn.k_proj.weight", "attn_k.weight"},
+                                     {"self_attn.v_proj.weight", "attn_v.weight"},
+                                     {"self_attn.o_proj.weight", "attn_output.weight"},
+                                     {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+                                     {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+                                     {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+                                     {"mlp.gate_proj.weight", "ffn_gate.weight"},
+                                     {"mlp.up_proj.weight", "ffn_up.weight"},
+                                     {"mlp.down_proj.weight", "ffn_down.weight"},
+                                     {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"}}};
+    return family == Family::gpt_neox ? gpt_neox
+           : family == Family::gpt2   ? gpt2
+           : family == Family::olmo2  ? olmo2
+                                      : llama;
 }
 
 // The Hugging Face row of GGUF row r of a llama Q or K (heads of hs): the

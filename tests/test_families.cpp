@@ -223,7 +223,10 @@ TEST_P(FamilyFiles, ReadsTheConfigAndTensorsAsWritten) {
     }
     EXPECT_EQ(c.qkv_bias, neox || s.attention_bias || s.family == Family::qwen2);
     EXPECT_EQ(c.o_bias, neox || (s.attention_bias && s.family != Family::qwen2));
-    EXPECT_EQ(c.qk_norm, s.family == Family::qwen3);
+    EXPECT_EQ(c.qk_norm, s.family == Family::qwen3 || s.family == Family::olmo2);
+    EXPECT_EQ(c.qk_norm_whole, s.family == Family::olmo2);
+    EXPECT_EQ(c.input_norms, s.family != Family::olmo2);
+    EXPECT_EQ(c.output_norms, s.family == Family::olmo2);
     EXPECT_EQ(c.parallel_residual, neox && s.parallel_residual);
     EXPECT_EQ(c.tied_embeddings, s.tied_embeddings && llama_like);
     EXPECT_EQ(c.sliding_window, s.sliding_window) << "Qwen's window is off: use_sliding_window is false";

@@ -151,11 +151,12 @@ TEST(FamilyReference, OneHeadsNaiveViewIsTheTranspose) {
         EXPECT_EQ(a.outputs, b.outputs) << v.name;
         ++checked;
     }
-    EXPECT_EQ(checked, 3);  // llama_tied and the two GPT-NeoX
+    EXPECT_EQ(checked, 4);  // llama_tied, olmo2_biased and the two GPT-NeoX
 }
 
-// Give head 1 head 0's Q columns: they share a K/V head exactly when in one
-// group, and then their maps agree in every layer.
+// Give head 1 head 0's Q columns (and, where Q is normed as a whole, as
+// OLMo 2's is, head 0's norm weights): they share a K/V head exactly when in
+// one group, and then their maps agree in every layer.
 TEST_P(EachVariant, HeadsOfAGroupShareTheirKeys) {
     const FamilySpec& spec = GetParam().spec;
     const int group = spec.n_head / spec.kv_heads(), hs = spec.head_dim, C = spec.n_embd;
@@ -164,6 +165,8 @@ TEST_P(EachVariant, HeadsOfAGroupShareTheirKeys) {
         const bool q_weight = t.name.ends_with("q_proj.weight"), q_bias = t.name.ends_with("q_proj.bias");
         const bool fused_weight = t.name.ends_with("query_key_value.weight");
         const bool fused_bias = t.name.ends_with("query_key_value.bias");
+        const bool whole_q_norm = t.name.ends_with("q_norm.weight") && t.values.size() > size_t(hs);
+        if (whole_q_norm) std::copy_n(t.values.begin(), hs, t.values.begin() + hs);
         if (!(q_weight || q_bias || fused_weight || fused_bias)) continue;
         // Head 0's q rows are the first hs; head 1's follow them in q_proj,
         // and follow head 0's q, k and v in query_key_value.

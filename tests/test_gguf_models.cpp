@@ -171,7 +171,7 @@ std::string param_name(const ::testing::TestParamInfo<Param>& info) {
 
 std::vector<Param> params() {
     std::vector<Param> all;
-    for (Family family : {Family::llama, Family::qwen2, Family::qwen3, Family::gpt2, Family::gpt_neox})
+    for (Family family : {Family::llama, Family::qwen2, Family::qwen3, Family::olmo2, Family::gpt2, Family::gpt_neox})
         for (DType dtype : {DType::F32, DType::Q8_0, DType::Q4_K, DType::Q6_K}) all.push_back({family, dtype, ""});
     // Every other type read, on llama: the halves, and the other blocks through the products' row-widening path.
     for (DType dtype : {DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K,

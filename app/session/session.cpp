@@ -128,10 +128,7 @@ std::string Session::extend_target() {
 std::string Session::contributions_refusal() const {
     if (model().config.is_encoder_decoder())
         return "the contributions are computed for decoders only, not yet through an encoder-decoder's cross-attention";
-    if (model().config.post_norm)
-        return "this encoder normalizes after every layer (post-LN): its heads' contributions do not add up";
-    if (model().config.mlm_head)
-        return "this encoder's masked-LM head is not linear: its heads' contributions do not add up";
+    if (std::string refusal = headscope::contributions_refusal(model().config); !refusal.empty()) return refusal;
     if (state_.options.split != Split::transpose)
         return "the naive view mixes tokens into heads: no head contributes alone";
     return "";

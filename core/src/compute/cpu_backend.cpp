@@ -209,6 +209,7 @@ void CpuForward::reserve_buffers(const Config& cfg, const Batch& batch, const At
     if (cfg.qkv_layout == QkvLayout::fused_per_head) reserve_floats(fused_, rows * qkv_width);
     if (options.split == Split::naive_view) reserve_floats(qkv_contiguous_, rows * qkv_width);
     reserve_floats(y_, rows * split.q_width());
+    if (cfg.output_norms) reserve_floats(out_, rows * C);
     reserve_floats(hidden_, rows * cfg.mlp_size());
     if (gated(cfg.mlp)) reserve_floats(up_, rows * cfg.mlp_size());
     if (returned_layers < static_cast<size_t>(layers_run)) {
@@ -235,8 +236,9 @@ void CpuForward::run_layer(const Model& model, const Batch& batch, const Attenti
     const LayerWeights& w = model.layers[at.layer];
     const int B = batch.B(), T = batch.T(), C = cfg.n_embd, l = at.layer;
     const size_t rows = static_cast<size_t>(rows_), Qw = split.q_width();
-    // The attention reads the residual itself: BERT's norm comes after; ModernBERT's layer 0 has none.
-    if (cfg.post_norm || (l == 0 && !cfg.first_attention_norm))
+    // The attention reads the residual itself: BERT's norm comes after; ModernBERT's layer 0 has none, nor OLMo 2's
+    // layers.
+    if (cfg.post_norm || !cfg.input_norms || (l == 0 && !cfg.first_attention_norm))
         std::copy_n(x_.data(), rows * C, ln_.data());
     else
         normalize(cfg, x_.data(), w.ln_1_w, w.ln_1_b, ln_.data(), rows_);
@@ -253,25 +255,49 @@ void CpuForward::run_layer(const Model& model, const Batch& batch, const Attenti
 
     // Pythia's parallel residual: both halves read the layer's input x.
     if (cfg.parallel_residual) normalize(cfg, x_.data(), w.ln_2_w, w.ln_2_b, ln_.data(), rows_);
-    linear(y_.data(), rows_, w.attn_proj, w.attn_proj_b, x_.data(), C, /*accumulate=*/true);
+    linear(y_.data(), rows_, w.attn_proj, w.attn_proj_b, sublayer_output(cfg), C, /*accumulate=*/!cfg.output_norms);
+    // (With contributions every row is computed: R = B T.)
+    add_normed_output(cfg, w.attn_out_norm,
+                      options.contributions ? result.attention_output_scale.data() + l * rows : nullptr);
     check_residual(l, C, "the attention");
     if (cfg.post_norm) normalize(cfg, x_.data(), w.ln_1_w, w.ln_1_b, x_.data(), rows_);  // BERT: x = ln_1(x + attn)
     if (cfg.is_encoder_decoder()) cross_attend(model, batch, options, split, at, heads, result);
     if (at.last) return;
     if (options.contributions) std::copy_n(x_.data(), rows * C, residuals_.data() + (2 * l + 1) * rows * C);
-    if (cfg.post_norm)  // the MLP reads x itself
+    if (cfg.post_norm || !cfg.input_norms)  // the MLP reads x itself
         std::copy_n(x_.data(), rows * C, ln_.data());
     else if (!cfg.parallel_residual)
         normalize(cfg, x_.data(), w.ln_2_w, w.ln_2_b, ln_.data(), rows_);
     mlp(cfg, w);
+    add_normed_output(cfg, w.mlp_out_norm, nullptr);
     if (cfg.post_norm) normalize(cfg, x_.data(), w.ln_2_w, w.ln_2_b, x_.data(), rows_);  // x = ln_2(x + mlp)
     check_residual(l, C, "the MLP");
     if (options.contributions) std::copy_n(x_.data(), rows * C, residuals_.data() + (2 * l + 2) * rows * C);
     if (at.slot >= 0 && options.lens_k) std::copy_n(x_.data(), rows * C, unembed_in_.data() + at.slot * rows * C);
 }
 
+// Where a sublayer's output goes: added into x_ as it is written, or, where
+// the model normalizes each sublayer's output (OLMo 2), into out_ for
+// add_normed_output.
+float* CpuForward::sublayer_output(const Config& cfg) { return cfg.output_norms ? out_.data() : x_.data(); }
+
+// With output norms, x_ += norm(out_) (x + norm(attn(x)), x + norm(mlp(x))),
+// and each row's rms, the scale the norm divides by, into `rms` (R) unless null.
+void CpuForward::add_normed_output(const Config& cfg, const float* norm_w, float* rms) {
+    if (!cfg.output_norms) return;
+    const int C = cfg.n_embd;
+    for (int r = 0; r < rows_ && rms; ++r) {
+        double squares = 0;
+        for (int c = 0; c < C; ++c) squares += static_cast<double>(out_[size_t(r) * C + c]) * out_[size_t(r) * C + c];
+        rms[r] = static_cast<float>(std::sqrt(squares / C + cfg.layer_norm_epsilon));
+    }
+    normalize(cfg, out_.data(), norm_w, nullptr, out_.data(), rows_);
+    ops::add(x_.data(), out_.data(), static_cast<size_t>(rows_) * cfg.n_embd);
+}
+
 // ln_ (R, C) -> qkv_ (R, Qw + 2 KVw) as [Q | K | V] in the model's own
-// heads, qk-normed (Qwen 3) over each head's hs values.
+// heads, qk-normed over each head's hs values (Qwen 3) or over all of Q's
+// and all of K's (OLMo 2).
 void CpuForward::project_qkv(const Model& model, const LayerWeights& w) {
     const Config& cfg = model.config;
     const int rows = rows_;
@@ -298,8 +324,9 @@ void CpuForward::project_qkv(const Model& model, const LayerWeights& w) {
 #pragma omp parallel for schedule(static)
         for (int r = 0; r < rows; ++r) {
             float* row = qkv_.data() + static_cast<size_t>(r) * width;
-            ops::rms_norm(row, w.q_norm, row, Qw / hs, hs, cfg.layer_norm_epsilon);
-            ops::rms_norm(row + Qw, w.k_norm, row + Qw, KVw / hs, hs, cfg.layer_norm_epsilon);
+            const int q_group = cfg.qk_norm_whole ? Qw : hs, k_group = cfg.qk_norm_whole ? KVw : hs;
+            ops::rms_norm(row, w.q_norm, row, Qw / q_group, q_group, cfg.layer_norm_epsilon);
+            ops::rms_norm(row + Qw, w.k_norm, row + Qw, KVw / k_group, k_group, cfg.layer_norm_epsilon);
         }
     }
 }
@@ -321,7 +348,7 @@ void activate(Mlp mlp, float* x, size_t n) {
 
 }  // namespace
 
-// ln_ (R, C) -> x_ += the MLP's output.
+// ln_ (R, C) -> the MLP's output, added into x_ (sublayer_output).
 void CpuForward::mlp(const Config& cfg, const LayerWeights& w) {
     const int C = cfg.n_embd, F = cfg.mlp_size(), rows = rows_;
     const size_t hidden = static_cast<size_t>(rows) * F;
@@ -334,7 +361,7 @@ void CpuForward::mlp(const Config& cfg, const LayerWeights& w) {
         linear(ln_.data(), rows, w.fc, w.fc_b, hidden_.data(), F);
         activate(cfg.mlp, hidden_.data(), hidden);
     }
-    linear(hidden_.data(), rows, w.fc_proj, w.fc_proj_b, x_.data(), C, /*accumulate=*/true);
+    linear(hidden_.data(), rows, w.fc_proj, w.fc_proj_b, sublayer_output(cfg), C, /*accumulate=*/!cfg.output_norms);
 }
 
 namespace {

@@ -70,7 +70,12 @@ void CpuForward::contribute(const Model& model, const Batch& batch, const Attent
             continue;
         }
         input_rows(w_o, static_cast<int64_t>(h) * hs, hs, rows.data());
-        const Eigen::Map<const RowMajor> w_h(rows.data(), hs, C);
+        Eigen::Map<RowMajor> w_h(rows.data(), hs, C);
+        // Through the output norm's gain (OLMo 2): the query's own scale, one
+        // number a row, leaves the row's proportions as they are.
+        if (model.config.output_norms)
+            w_h.array().rowwise() *=
+                Eigen::Map<const Eigen::ArrayXf>(model.layers[at.layer].attn_out_norm, C).transpose();
         const int kv = h / split.group();
         for (int b = 0; b < B; ++b) {
             const float* v = qkv_.data() + static_cast<size_t>(first_row_[b]) * width + Qw + KVw + kv * hs;
@@ -88,6 +93,9 @@ void CpuForward::contribute(const Model& model, const Batch& batch, const Attent
 // row of the output embedding through the final norm with its scale frozen
 // at the whole residual's (LayerNorm: gamma (c - mean c) / sigma, so w_t is
 // centred; RMSNorm: gamma c / rms). ln_ holds w (R, C), y_ W_O w per layer.
+// Where each attention's output is normed before the residual (OLMo 2), a
+// head's and the bias's parts pass through that norm too, its scale frozen
+// at the row's (attention_output_scale): w becomes w gamma_l / rms_l there (in out_).
 void CpuForward::attribute_logits(const Model& model, const Batch& batch, const HeadSplit& split,
                                   AttentionResult& result) {
     const Config& cfg = model.config;
@@ -125,8 +133,6 @@ void CpuForward::attribute_logits(const Model& model, const Batch& batch, const 
             for (int l = 0; l < L; ++l) {
                 const float* attended = residuals_.data() + (2 * l + 1) * R * C + r * C;
                 const float* after = residuals_.data() + (2 * l + 2) * R * C + r * C;
-                const float* bias = model.layers[l].attn_proj_b;
-                part[1 + l] = bias ? dot(bias, w, C) : 0.f;
                 double mlp = 0;
                 for (int c = 0; c < C; ++c) mlp += (static_cast<double>(after[c]) - attended[c]) * w[c];
                 part[1 + L + l] = static_cast<float>(mlp);
@@ -134,10 +140,20 @@ void CpuForward::attribute_logits(const Model& model, const Batch& batch, const 
             part[2 * L + 1] = layer_norm ? dot(model.ln_f_b, unembed.data(), C) : 0.f;
         }
     for (int l = 0; l < L; ++l) {
-        linear(ln_.data(), rows_, model.layers[l].attn_proj.transposed(), nullptr, y_.data(), Qw);  // (R, Qw)
+        const LayerWeights& lw = model.layers[l];
+        const float* seen = ln_.data();  // (R, C): w as the layer's attention output meets it
+        if (cfg.output_norms) {
+            for (size_t r = 0; r < R; ++r)
+                for (int c = 0; c < C; ++c)
+                    out_[r * C + c] = ln_[r * C + c] * lw.attn_out_norm[c] / result.attention_output_scale[l * R + r];
+            seen = out_.data();
+        }
+        linear(seen, rows_, lw.attn_proj.transposed(), nullptr, y_.data(), Qw);  // (R, Qw)
         for (int b = 0; b < B; ++b)
             for (int t = 0; t < static_cast<int>(batch.token_ids[b].size()); ++t) {
                 const size_t r = static_cast<size_t>(first_row_[b] + t);
+                result.part_logit_attribution[(static_cast<size_t>(b) * T + t) * parts + 1 + l] =
+                    lw.attn_proj_b ? dot(lw.attn_proj_b, seen + r * C, C) : 0.f;
                 for (int h = 0; h < NH; ++h)
                     result.head_logit_attribution[((static_cast<size_t>(l) * B + b) * NH + h) * T + t] =
                         dot(head_outputs_.data() + (l * R + r) * Qw + h * hs, y_.data() + r * Qw + h * hs, hs);

@@ -221,14 +221,8 @@ void validate_forward(const Model& model, const Batch& batch, const AttentionOpt
         throw Error(
             "this checkpoint has no masked-LM head (a bare encoder, as BertModel saves it and llama.cpp's converter "
             "writes BERT): it gives maps, not predictions");
-    if (options.contributions && cfg.post_norm)
-        throw Error(
-            "the contributions add up through a final norm over the residual stream; this model normalizes after "
-            "every layer (post-LN), so its heads' contributions do not add up");
-    if (options.contributions && cfg.mlm_head)
-        throw Error(
-            "the contributions add up through a final norm and the output embedding; this model's masked-LM head "
-            "(dense, GELU, LayerNorm) is not linear, so its heads' contributions do not add up");
+    if (const std::string refusal = contributions_refusal(cfg); options.contributions && !refusal.empty())
+        throw Error("the contributions add up through a final norm and the output embedding: " + refusal);
     if (options.contributions && (options.top_k < 1 || options.split != Split::transpose))
         throw Error(
             "the contributions need the predictions (the attribution is to the top token) and the view + "
@@ -253,6 +247,15 @@ void validate_forward(const Model& model, const Batch& batch, const AttentionOpt
                     std::to_string(batch.T()) + "^2 tokens x " + std::to_string(static_cast<int>(layers)) +
                     " layers); the limit is " + std::to_string(static_cast<int>(max_attention_bytes / 1e9)) +
                     " GB: fewer heads, tokens or layers");
+}
+
+std::string contributions_refusal(const Config& config) {
+    if (config.post_norm)
+        return "this model normalizes after every layer (post-LN), so its heads' contributions do not add up";
+    if (config.mlm_head)
+        return "this model's masked-LM head (dense, GELU, LayerNorm) is not linear, so its heads' contributions do "
+               "not add up";
+    return "";
 }
 
 void set_up_result(const Config& config, const Batch& batch, const AttentionOptions& options, AttentionResult& result,
@@ -291,6 +294,7 @@ void set_up_result(const Config& config, const Batch& batch, const AttentionOpti
     result.part_logit_attribution.assign(L ? (2 * L + 2) * rows : 0, 0.f);
     result.attributed_logit.assign(L ? rows : 0, 0.f);
     result.final_scale.assign(L ? rows : 0, 0.f);
+    result.attention_output_scale.assign(config.output_norms ? L * rows : 0, 0.f);
     result.S = batch.S();
     result.cross_weights.resize(config.is_encoder_decoder() ? slots * B * result.NH * (T - first_row) * result.S : 0);
     if (!config.is_encoder_decoder()) result.encoder.reset();

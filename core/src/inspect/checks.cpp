@@ -134,7 +134,12 @@ std::vector<ConfigRow> config_table(const Model& model) {
         if (c.rope.factor > 0) positions += ", Llama 3 scaling";
     }
     rows.push_back({"positions", positions});
-    if (c.qk_norm) rows.push_back({"q/k norm", "RMSNorm over each head's hs values"});
+    if (c.qk_norm)
+        rows.push_back({"q/k norm", c.qk_norm_whole ? "RMSNorm over each token's whole Q and whole K"
+                                                    : "RMSNorm over each head's hs values"});
+    if (c.output_norms)
+        rows.push_back({"norm placement",
+                        c.input_norms ? "before and after each sublayer" : "after each sublayer: x + norm(attn(x))"});
     rows.push_back({"MLP", std::string(mlp_choices.labels[static_cast<int>(c.mlp)]) + ", " +
                                std::to_string(c.mlp_size()) + " hidden"});
     std::string window = "none";
@@ -165,7 +170,11 @@ std::vector<ShapeRow> compute_shapes(const Config& config, int B, int T, int NH)
     const bool grouped = g > 1, rotary = config.positions == Positions::rotary;
     // One C -> 3C product in the model's own split (GPT-2's), in its own words.
     const bool fused = config.qkv_layout == QkvLayout::fused && !grouped && width == C;
-    std::vector<ShapeRow> rows = {{"x", "(B, T, C)", {B, T, C}, "the attention's input (after its norm)"}};
+    std::vector<ShapeRow> rows = {{"x",
+                                   "(B, T, C)",
+                                   {B, T, C},
+                                   config.input_norms ? "the attention's input (after its norm)"
+                                                      : "the attention's input (the residual itself: no norm before)"}};
     if (fused)
         rows.push_back({"qkv",
                         "(B, T, 3C)",

@@ -237,10 +237,15 @@ StridedLayout project_and_split(Dance& d, Walk& walk, const Config& config, bool
     else if (!fused)
         walk.weigh({{Weight::k_w, &LayerWeights::k}, {Weight::v_w, &LayerWeights::v}});
 
-    if (d.split == Split::transpose || config.qk_norm)
+    const bool per_head_norm = config.qk_norm && !config.qk_norm_whole;
+    if (config.qk_norm_whole)
+        at = walk.write("RMSNorm over each token's " + width + " values at once (OLMo 2's " + x +
+                            "_norm), before the heads: a new buffer, the same layout",
+                        x + " = " + x + "_norm(" + x + ")", x + "_normed", {"B", "T", width}, {B, T, heads * hs}, keys);
+    if (d.split == Split::transpose || per_head_norm)
         at = walk.again("view: each token's " + width + " channels become " + H + " heads of hs; no data moves",
                         x + " = " + x + ".view(B, T, " + H + ", hs)", {"B", "T", H, "hs"}, at.view({B, T, heads, hs}));
-    if (config.qk_norm)
+    if (per_head_norm)
         at =
             walk.write("RMSNorm over each head's hs values (Qwen 3's " + x + "_norm): a new buffer, the same layout",
                        x + " = " + x + "_norm(" + x + ")", x + "_normed", {"B", "T", H, "hs"}, {B, T, heads, hs}, keys);

@@ -109,6 +109,12 @@ HeadWrites head_writes(const Model& model, const AttentionResult& result, int sl
     input_rows(model.layers[result.layers[slot]].attn_proj, static_cast<int64_t>(head) * hs, hs, rows.data());
     for (int d = 0; d < hs; ++d)
         for (int c = 0; c < C; ++c) written[c] += y[head * hs + d] * rows[static_cast<size_t>(d) * C + c];
+    if (cfg.output_norms) {  // through the layer's norm of its attention output, its scale frozen (OLMo 2)
+        const int layer = result.layers[slot];
+        const float rms =
+            result.attention_output_scale[(static_cast<size_t>(layer) * result.B + b) * result.T + position];
+        for (int c = 0; c < C; ++c) written[c] *= model.layers[layer].attn_out_norm[c] / rms;
+    }
     // Through the final norm, its scale frozen: LayerNorm centres, then gamma / sigma.
     const double mean = cfg.norm == Norm::layer_norm ? std::accumulate(written.begin(), written.end(), 0.0) / C : 0;
     const float scale = result.final_scale[static_cast<size_t>(b) * result.T + position];

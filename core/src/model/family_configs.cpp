@@ -92,6 +92,17 @@ void read_mistral(const ConfigReader& r, Config& c) {
     c.sliding_window = r.positive_int("sliding_window", 0);
 }
 
+// OLMo 2: Llama's layout with each sublayer's norm moved onto its output
+// (inside the residual: x + norm(attn(x))), and Q and K each RMS-normed as a
+// whole (over NH * hs and NKV * hs values) before RoPE.
+void read_olmo2(const ConfigReader& r, Config& c) {
+    read_llama(r, c);
+    c.layer_norm_epsilon = r.epsilon("rms_norm_eps", 1e-5f);
+    c.input_norms = false;
+    c.output_norms = true;
+    c.qk_norm = c.qk_norm_whole = true;
+}
+
 namespace {
 
 // The sizes most families name alike: layers, heads, width (divisible by the

@@ -12,6 +12,7 @@ void read_llama(const ConfigReader& r, Config& c);  // also SmolLM, TinyLlama
 void read_qwen2(const ConfigReader& r, Config& c);
 void read_qwen3(const ConfigReader& r, Config& c);
 void read_mistral(const ConfigReader& r, Config& c);
+void read_olmo2(const ConfigReader& r, Config& c);
 void read_gpt_neox(const ConfigReader& r, Config& c);
 void read_bert(const ConfigReader& r, Config& c);
 void read_roberta(const ConfigReader& r, Config& c);  // also XLM-RoBERTa

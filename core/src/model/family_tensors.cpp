@@ -44,6 +44,31 @@ const TensorNames llama_names = {
     {{Weight::ln_f_w, "model.norm.weight"}, {Weight::lm_head, "lm_head.weight"}},
 };
 
+// OLMo 2: no norm before either sublayer; post_attention_layernorm and
+// post_feedforward_layernorm normalize their outputs; q_norm and k_norm are
+// as wide as the projections.
+const TensorNames olmo2_names = {
+    "",
+    {{Weight::wte, "model.embed_tokens.weight"}},
+    "model.layers.",
+    {{Weight::q_w, "self_attn.q_proj.weight"},
+     {Weight::k_w, "self_attn.k_proj.weight"},
+     {Weight::v_w, "self_attn.v_proj.weight"},
+     {Weight::q_b, "self_attn.q_proj.bias"},
+     {Weight::k_b, "self_attn.k_proj.bias"},
+     {Weight::v_b, "self_attn.v_proj.bias"},
+     {Weight::q_norm, "self_attn.q_norm.weight"},
+     {Weight::k_norm, "self_attn.k_norm.weight"},
+     {Weight::attn_proj_w, "self_attn.o_proj.weight"},
+     {Weight::attn_proj_b, "self_attn.o_proj.bias"},
+     {Weight::attn_out_norm_w, "post_attention_layernorm.weight"},
+     {Weight::gate_w, "mlp.gate_proj.weight"},
+     {Weight::fc_w, "mlp.up_proj.weight"},
+     {Weight::fc_proj_w, "mlp.down_proj.weight"},
+     {Weight::mlp_out_norm_w, "post_feedforward_layernorm.weight"}},
+    {{Weight::ln_f_w, "model.norm.weight"}, {Weight::lm_head, "lm_head.weight"}},
+};
+
 const TensorNames gpt_neox_names = {
     "",
     {{Weight::wte, "gpt_neox.embed_in.weight"}},

@@ -82,6 +82,26 @@ void llama_more_keys(const GgufSource& s, json& c) {
 // LlamaModel.permute), so that RoPE pairs adjacent dims.
 void llama_layout(Config& c) { c.rope.adjacent_pairs = true; }
 
+// ---- olmo2 ----
+
+// No norm before either sublayer; each one's output normed (post_attention_norm,
+// post_ffw_norm); Q and K normed as a whole. The converter reorders no rows.
+const GgufStackNames olmo2_names = {
+    false,
+    {{"token_embd.weight", Weight::wte}, {"output_norm.weight", Weight::ln_f_w}, {"output.weight", Weight::lm_head}},
+    "blk.",
+    {{"attn_q.weight", Weight::q_w},
+     {"attn_k.weight", Weight::k_w},
+     {"attn_v.weight", Weight::v_w},
+     {"attn_output.weight", Weight::attn_proj_w},
+     {"attn_q_norm.weight", Weight::q_norm},
+     {"attn_k_norm.weight", Weight::k_norm},
+     {"post_attention_norm.weight", Weight::attn_out_norm_w},
+     {"ffn_gate.weight", Weight::gate_w},
+     {"ffn_up.weight", Weight::fc_w},
+     {"ffn_down.weight", Weight::fc_proj_w},
+     {"post_ffw_norm.weight", Weight::mlp_out_norm_w}}};
+
 // ---- gpt2, gptneox ----
 
 // GPT-2's and GPT-NeoX's layers: LayerNorms and products with biases, Q, K and V fused.
@@ -263,6 +283,7 @@ const GgufArchitecture architectures[] = {
     {"llama", "llama", llama_keys, {llama_names}, llama_more_keys, llama_layout},
     {"qwen2", "qwen2", llama_keys, {llama_names}, llama_more_keys},
     {"qwen3", "qwen3", llama_keys, {llama_names}, llama_more_keys},
+    {"olmo2", "olmo2", llama_keys, {olmo2_names}, llama_more_keys},
     {"gpt2", "gpt2", gpt2_keys, {gpt2_names}, gpt2_more_keys, gpt2_layout},
     {"gptneox", "gpt_neox", gpt_neox_keys, {gpt_neox_names}, gpt_neox_more_keys, gpt_neox_layout},
     {"bert", "bert", bert_keys, {bert_names}, bert_more_keys},

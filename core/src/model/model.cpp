@@ -175,6 +175,8 @@ const float*& vector_field(Model& m, const TensorSpec& t) {
         case Weight::attn_proj_b: return m.layers[t.layer].attn_proj_b;
         case Weight::ln_2_w: return m.layers[t.layer].ln_2_w;
         case Weight::ln_2_b: return m.layers[t.layer].ln_2_b;
+        case Weight::attn_out_norm_w: return m.layers[t.layer].attn_out_norm;
+        case Weight::mlp_out_norm_w: return m.layers[t.layer].mlp_out_norm;
         case Weight::fc_b: return m.layers[t.layer].fc_b;
         case Weight::fc_proj_b: return m.layers[t.layer].fc_proj_b;
         case Weight::ln_f_w: return m.ln_f_w;

@@ -33,6 +33,7 @@ const Family families[] = {
     {"qwen2", read_qwen2, llama_names},
     {"qwen3", read_qwen3, llama_names},
     {"mistral", read_mistral, llama_names},
+    {"olmo2", read_olmo2, olmo2_names},
     {"gpt_neox", read_gpt_neox, gpt_neox_names},
     {"bert", read_bert, bert_names},
     {"roberta", read_roberta, roberta_names},
@@ -70,8 +71,12 @@ bool has_weight(const Config& c, Weight weight) {
         case Weight::wpe: return c.positions == Positions::learned;
         case Weight::rel_bias: return c.positions == Positions::relative;
         case Weight::lm_head: return !c.tied_embeddings;
+        case Weight::ln_1_w:
+        case Weight::ln_2_w: return c.input_norms;
         case Weight::ln_1_b:
-        case Weight::ln_2_b: return layer_norm;
+        case Weight::ln_2_b: return layer_norm && c.input_norms;
+        case Weight::attn_out_norm_w:
+        case Weight::mlp_out_norm_w: return c.output_norms;
         case Weight::ln_f_w: return !c.post_norm;
         case Weight::ln_f_b: return layer_norm && !c.post_norm;
         case Weight::wtt: return c.type_vocab_size > 0;
@@ -143,8 +148,8 @@ std::vector<int64_t> weight_shape(const Config& c, Weight weight) {
         case Weight::q_b: return {Q};
         case Weight::k_b:
         case Weight::v_b: return {KV};
-        case Weight::q_norm:
-        case Weight::k_norm: return {hs};
+        case Weight::q_norm: return {c.qk_norm_whole ? Q : hs};
+        case Weight::k_norm: return {c.qk_norm_whole ? KV : hs};
         case Weight::attn_proj_w: return matrix(C, Q);
         case Weight::fc_w:
         case Weight::gate_w: return matrix(F, C);

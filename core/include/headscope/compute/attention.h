@@ -167,6 +167,8 @@ struct AttentionResult {
     std::vector<float> part_logit_attribution;
     std::vector<float> attributed_logit;  // (B, T): the top token's logit the parts add up to
     std::vector<float> final_scale;       // (B, T): the final norm's sigma (LayerNorm) or rms (RMSNorm) there
+    // (L, B, T) where each attention's output is normed (OLMo 2): that norm's rms there; else empty.
+    std::vector<float> attention_output_scale;
     // Each returned layer's queries and keys as the scores read them (after
     // qk-norm and RoPE), in the split's heads: why a head attends.
     AlignedVector<float> queries;  // (layers.size(), B, T, NH * hs)

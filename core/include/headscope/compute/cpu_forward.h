@@ -76,6 +76,8 @@ private:
     void attention(const Model& model, const Batch& batch, const AttentionOptions& options, const HeadSplit& split,
                    PrefixCache& store, int layer, float* att, Heads heads);
     void mlp(const Config& config, const LayerWeights& w);
+    float* sublayer_output(const Config& config);
+    void add_normed_output(const Config& config, const float* norm_w, float* rms);
     // An encoder–decoder (cpu_encoder_decoder.cpp): the encoder's forward of
     // the batch's sources and every decoder layer's cross-attention keys and
     // values, unless those of the same sources and options are held.
@@ -103,6 +105,7 @@ private:
     AlignedVector<float> fused_;           // (R, 3C) per-head [q k v] (QkvLayout::fused_per_head), before reordering
     AlignedVector<float> qkv_contiguous_;  // (B, T, Qw), (B, T, KVw) twice: naive-view only
     AlignedVector<float> y_;               // (R, Qw) attention output, heads merged
+    AlignedVector<float> out_;             // (R, C) a sublayer's output before its output norm (OLMo 2)
     AlignedVector<float> hidden_;          // (R, F) MLP hidden (SwiGLU: the gate)
     AlignedVector<float> up_;              // (R, F) SwiGLU's up projection
     AlignedVector<float> scratch_att_;     // (B, NH, T, T) weights of layers not returned

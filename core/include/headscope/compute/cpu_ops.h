@@ -108,6 +108,14 @@ void times(S* gate, const S* up, size_t n) {
         Eigen::Map<const Eigen::Array<S, Eigen::Dynamic, 1>>(up, size);
 }
 
+// A residual's sum: x[i] += y[i].
+template <typename S>
+void add(S* x, const S* y, size_t n) {
+    const auto size = static_cast<Eigen::Index>(n);
+    Eigen::Map<Eigen::Array<S, Eigen::Dynamic, 1>>(x, size) +=
+        Eigen::Map<const Eigen::Array<S, Eigen::Dynamic, 1>>(y, size);
+}
+
 // GELU, tanh approximation: out[i] = gelu(x[i]); out may be x.
 template <typename S>
 void gelu(const S* x, S* out, size_t n) {

@@ -94,6 +94,10 @@ std::vector<TextCut> cut_to_context(const Config& config, Batch& batch);
 // Error naming the problem.
 void validate_forward(const Model& model, const Batch& batch, const AttentionOptions& options);
 
+// Why a model of `config` has no contributions that add up ("" when it has):
+// a norm over the whole residual after every layer (post-LN), or a head that is not linear.
+std::string contributions_refusal(const Config& config);
+
 // Shapes `result` for a validated forward, reusing its storage: B, T, NH, NKV,
 // hs, the returned layers (options.layers, or all), weights (layers, B, NH, T,
 // T) and outputs (layers, B, T, NH * hs) when options.capture_outputs, else

@@ -37,7 +37,8 @@ struct TokenPush {
     float logit = 0;
 };
 // What head `head` writes at `position` (returned layer `slot`, text b): its
-// output through its rows of the output projection, through the final norm
+// output through its rows of the output projection (and its layer's output
+// norm where the model has one, its scale frozen), through the final norm
 // with the scale frozen at the position's (final_scale), through the output
 // embedding: the `k` tokens it promotes most (largest first) and suppresses
 // most (most negative first). Needs capture_outputs and contributions.

@@ -33,13 +33,14 @@ struct LayerWeights {
     const float* attn_b = nullptr;  // (NH * hs + 2 * NKV * hs)
     Matrix q, k, v;                 // separate projections (C -> NH * hs, NKV * hs, NKV * hs)
     const float *q_b = nullptr, *k_b = nullptr, *v_b = nullptr;
-    const float *q_norm = nullptr, *k_norm = nullptr;  // (hs) Qwen 3
+    const float *q_norm = nullptr, *k_norm = nullptr;  // (hs) Qwen 3; (NH * hs), (NKV * hs) OLMo 2
     Matrix attn_proj;                                  // NH * hs -> C
     const float* attn_proj_b = nullptr;
     const float* ln_2_w = nullptr;
     const float* ln_2_b = nullptr;
-    Matrix fc, gate;  // C -> F (gate: SwiGLU and GeGLU only)
-    Matrix gate_up;   // C -> 2F, [gate | up] (GeGLU's fused Wi), whose halves gate and fc are
+    const float *attn_out_norm = nullptr, *mlp_out_norm = nullptr;  // OLMo 2: on each sublayer's output
+    Matrix fc, gate;                                                // C -> F (gate: SwiGLU and GeGLU only)
+    Matrix gate_up;  // C -> 2F, [gate | up] (GeGLU's fused Wi), whose halves gate and fc are
     const float* fc_b = nullptr;
     Matrix fc_proj;  // F -> C
     const float* fc_proj_b = nullptr;

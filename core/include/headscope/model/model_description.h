@@ -105,6 +105,7 @@ struct Config {
     bool weights_out_by_in = false;       // matrices stored (out, in) (Linear), else (in, out) (GPT-2's Conv1D)
     bool qkv_bias = true, o_bias = true;  // biases on Q, K and V; on the output projection
     bool qk_norm = false;                 // Qwen 3: RMSNorm over each head's hs values of Q and K, before RoPE
+    bool qk_norm_whole = false;           // OLMo 2: qk_norm over all of Q's NH * hs values (K's NKV * hs) at once
     bool parallel_residual = false;       // Pythia: x + attn(ln_1(x)) + mlp(ln_2(x))
     bool tied_embeddings = true;          // the output embedding is wte
     int sliding_window = 0;               // Mistral: query i sees keys j > i - window; 0: none
@@ -115,6 +116,8 @@ struct Config {
     bool norm_bias = true;             // LayerNorms have biases (ModernBERT's have none)
     bool mlp_bias = true;              // a GELU MLP's products have biases
     bool first_attention_norm = true;  // layer 0 normalizes before its attention (ModernBERT's does not)
+    bool input_norms = true;           // a norm before each sublayer (ln_1, ln_2); OLMo 2's read the residual itself
+    bool output_norms = false;  // OLMo 2: x = x + norm(attn(x)), x = x + norm(mlp(x)) (attn_out_norm, mlp_out_norm)
     // Encoders (BERT, RoBERTa, DistilBERT):
     bool causal = true;           // the model's own mask: a decoder's is causal, an encoder attends both ways
     bool post_norm = false;       // x = ln_1(x + attn(x)), x = ln_2(x + mlp(x)); no final norm
@@ -189,8 +192,10 @@ enum class Weight {
     k_b,
     v_w,
     v_b,
-    q_norm,  // (hs)
-    k_norm,  // (hs)
+    q_norm,           // (hs); OLMo 2 (qk_norm_whole): (NH * hs)
+    k_norm,           // (hs); OLMo 2: (NKV * hs)
+    attn_out_norm_w,  // output_norms: the norm on the attention's output (C)
+    mlp_out_norm_w,   // and on the MLP's (C)
     attn_proj_w,
     attn_proj_b,  // the output projection: GPT-2 (C, C); else (C, NH * hs)
     ln_2_w,
