@@ -265,15 +265,15 @@ std::vector<FamilyVariant> family_variants() {
     // Phi-4-mini's: three quarters of each head's 8 dims rotate (3 pairs),
     // tied; LongRoPE switching at 8 positions, so that the test texts padded
     // to 11 take the long factors and the 7 tokens of the second alone the
-    // short ones; 64 positions make its attention factor sqrt(2).
+    // short ones; 512 positions make its attention factor sqrt(1 + ln 64 / ln 8) = sqrt(3).
     add("phi3_longrope", Family::phi3, [](FamilySpec& s) {
-        s.rotary_pct = 0.75, s.tied_embeddings = true, s.max_positions = 64, s.original_max_positions = 8;
+        s.rotary_pct = 0.75, s.tied_embeddings = true, s.max_positions = 512, s.original_max_positions = 8;
         s.short_factors = {1.0, 1.5, 3.0}, s.long_factors = {2.0, 5.0, 11.0};
     });
     // The older name "su", every dim rotating, switching at 16 (the texts take
-    // the short factors), attention factor sqrt(1 + ln 4 / ln 16) = sqrt(1.5).
+    // the short factors), attention factor sqrt(1 + ln 32 / ln 16) = 1.5.
     add("phi3_su", Family::phi3, [](FamilySpec& s) {
-        s.n_kv_head = 1, s.max_positions = 64, s.original_max_positions = 16, s.longrope_type = "su";
+        s.n_kv_head = 1, s.max_positions = 512, s.original_max_positions = 16, s.longrope_type = "su";
         s.short_factors = {1.0, 1.25, 2.0, 4.0}, s.long_factors = {1.0, 3.0, 7.0, 13.0};
     });
     return variants;

@@ -82,7 +82,7 @@ TEST(FamilyReference, Llama3FrequenciesFollowTheFormula) {
 // Phi-3's LongRoPE: theta 10000 over 6 rotary dims gives 1, 10000^(-1/3)
 // and 10000^(-2/3), divided by the short factors (1, 1.5, 3) up to 8
 // positions and by the long ones (2, 5, 11) past them; the attention factor
-// of 64 positions over 8 is sqrt(1 + ln 8 / ln 8) = sqrt(2).
+// of 512 positions over 8 is sqrt(1 + ln 64 / ln 8) = sqrt(3).
 TEST(FamilyReference, LongRopeFollowsTheFormula) {
     const FamilySpec& spec = variant("phi3_longrope");
     const std::vector<float> within = rope_inverse_frequencies(spec, 8, 8), past = rope_inverse_frequencies(spec, 8, 9);
@@ -94,7 +94,7 @@ TEST(FamilyReference, LongRopeFollowsTheFormula) {
     EXPECT_FLOAT_EQ(past[0], 0.5f);
     EXPECT_FLOAT_EQ(past[1], 0.00928317767f);
     EXPECT_FLOAT_EQ(past[2], 0.000195857699f);
-    EXPECT_DOUBLE_EQ(rope_attention_factor(spec), std::sqrt(2.0));
+    EXPECT_DOUBLE_EQ(rope_attention_factor(spec), std::sqrt(3.0));
     EXPECT_DOUBLE_EQ(rope_attention_factor(variant("phi3")), 1.0);
 }
 

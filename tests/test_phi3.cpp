@@ -101,11 +101,11 @@ TEST(Phi3Config, ReadAsTransformersReadsIt) {
     EXPECT_EQ(longrope.rope.frequency_divisors, (std::vector<float>{1.0f, 1.5f, 3.0f}));
     EXPECT_EQ(longrope.rope.long_divisors, (std::vector<float>{2.0f, 5.0f, 11.0f}));
     EXPECT_EQ(longrope.rope.long_after, 8);
-    EXPECT_FLOAT_EQ(longrope.rope.cos_sin_scale, std::sqrt(2.0f));  // 64 / 8 = 8: sqrt(1 + ln 8 / ln 8)
+    EXPECT_FLOAT_EQ(longrope.rope.cos_sin_scale, std::sqrt(3.0f));  // 512 / 8 = 64: sqrt(1 + ln 64 / ln 8)
     EXPECT_TRUE(longrope.tied_embeddings);
     EXPECT_EQ(longrope.pad_id(), 32000);
     const Config su = config_from_json(make_family_checkpoint(family_variant("phi3_su")).config, "c");
-    EXPECT_FLOAT_EQ(su.rope.cos_sin_scale, std::sqrt(1.5f));  // 64 / 16 = 4: sqrt(1 + ln 4 / ln 16)
+    EXPECT_FLOAT_EQ(su.rope.cos_sin_scale, 1.5f);  // 512 / 16 = 32: sqrt(1 + ln 32 / ln 16)
     EXPECT_EQ(su.rope.long_divisors.size(), 4u);
     // Phi-4 (14B): no rope_scaling, so no LongRoPE; a window of 5 on the plain variant.
     const Config plain = config_from_json(make_family_checkpoint(family_variant("phi3")).config, "c");
