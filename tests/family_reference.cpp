@@ -58,8 +58,10 @@ Place head_place(Split split, int head, int r, int d, int T, int width, int hs) 
     return {flat / width, flat % width};
 }
 
-// Head `head`'s (T, hs) rows of a (T, width) buffer, each rotated to its row's position.
-Rows head_rows(const Rows& buffer, Split split, int head, int hs, const std::vector<float>& inv_freq, bool rotary) {
+// Head `head`'s (T, hs) rows of a (T, width) buffer, each rotated to its row's
+// position (cos and sin times cos_sin_scale, LongRoPE's attention factor).
+Rows head_rows(const Rows& buffer, Split split, int head, int hs, const std::vector<float>& inv_freq, bool rotary,
+               double cos_sin_scale = 1) {
     const int T = static_cast<int>(buffer.size()), width = static_cast<int>(buffer[0].size());
     Rows rows = zeros(T, hs);
     for (int r = 0; r < T; ++r) {
@@ -67,7 +69,7 @@ Rows head_rows(const Rows& buffer, Split split, int head, int hs, const std::vec
             const Place p = head_place(split, head, r, d, T, width, hs);
             rows[r][d] = buffer[p.row][p.col];
         }
-        if (rotary) rotate(inv_freq, r, rows[r].data());
+        if (rotary) rotate(inv_freq, r, rows[r].data(), cos_sin_scale);
     }
     return rows;
 }
@@ -93,11 +95,17 @@ std::vector<std::vector<double>> layer_norm(std::vector<std::vector<double>> x, 
     return x;
 }
 
-std::vector<float> rope_inverse_frequencies(const FamilySpec& spec, int hs) {
+std::vector<float> rope_inverse_frequencies(const FamilySpec& spec, int hs, int T) {
     int dims = static_cast<int>(hs * spec.rotary_pct);
     dims -= dims % 2;
     std::vector<float> inv_freq(dims / 2);
-    for (int d = 0; d < dims / 2; ++d) inv_freq[d] = static_cast<float>(1 / std::pow(spec.rope_theta, 2.0 * d / dims));
+    // LongRoPE (the newer transformers' choice): the long factors when the
+    // forward's length is past original_max_position_embeddings, else the short.
+    const std::vector<double>& longrope = T > spec.original_max_positions ? spec.long_factors : spec.short_factors;
+    for (int d = 0; d < dims / 2; ++d) {
+        const double divisor = longrope.empty() ? 1.0 : longrope.at(d);
+        inv_freq[d] = static_cast<float>(1 / (divisor * std::pow(spec.rope_theta, 2.0 * d / dims)));
+    }
     if (spec.rope_factor > 0) {
         // Llama 3: wavelengths past original / low_freq_factor slow by the
         // factor, those under original / high_freq_factor stay, and those
@@ -117,11 +125,18 @@ std::vector<float> rope_inverse_frequencies(const FamilySpec& spec, int hs) {
     return inv_freq;
 }
 
-void rotate(const std::vector<float>& inv_freq, int position, double* x) {
+double rope_attention_factor(const FamilySpec& spec) {
+    if (spec.long_factors.empty()) return 1;
+    const double factor = double(spec.max_positions) / spec.original_max_positions;
+    return factor <= 1 ? 1 : std::sqrt(1 + std::log(factor) / std::log(double(spec.original_max_positions)));
+}
+
+void rotate(const std::vector<float>& inv_freq, int position, double* x, double cos_sin_scale) {
     const size_t half = inv_freq.size();
     for (size_t d = 0; d < half; ++d) {
         const double angle = position * static_cast<double>(inv_freq[d]);
-        const double c = std::cos(angle), s = std::sin(angle), x1 = x[d], x2 = x[d + half];
+        const double c = std::cos(angle) * cos_sin_scale, s = std::sin(angle) * cos_sin_scale;
+        const double x1 = x[d], x2 = x[d + half];
         x[d] = x1 * c - x2 * s;
         x[d + half] = x2 * c + x1 * s;
     }
@@ -154,7 +169,9 @@ FamilyReference family_reference(const FamilyCheckpoint& model, const std::vecto
     const double scale = opt.scale == Scale::head    ? 1 / std::sqrt(double(hs))
                          : opt.scale == Scale::model ? 1 / std::sqrt(double(C))
                                                      : 1.0;
-    const std::vector<float> inv_freq = rope_inverse_frequencies(s, hs);  // GPT-2's none
+    const std::vector<float> inv_freq = rope_inverse_frequencies(s, hs, T);  // GPT-2's none
+    const double cos_sin_scale = rope_attention_factor(s);
+    const bool phi3 = s.family == Family::phi3;
     // GPT-NeoX's and GPT-2's LayerNorm, else RMSNorm, each of C values;
     // `which` is the first norm or the second in Hugging Face's names.
     const auto norm = [&](const Rows& x, const LayerNames& name, bool first) {
@@ -206,6 +223,14 @@ FamilyReference family_reference(const FamilyCheckpoint& model, const std::vecto
                             k[t][col] = qkv[t][at + apart];
                             v[t][col] = qkv[t][at + 2 * apart];
                         }
+            } else if (phi3) {
+                // qkv_proj's outputs are [Q | K | V]: NH * hs, then NKV * hs each.
+                const Rows qkv = linear(h, model[name("self_attn.qkv_proj.weight")], nullptr, C, width + 2 * kv_width);
+                for (int t = 0; t < T; ++t) {
+                    std::copy_n(qkv[t].begin(), width, q[t].begin());
+                    std::copy_n(qkv[t].begin() + width, kv_width, k[t].begin());
+                    std::copy_n(qkv[t].begin() + width + kv_width, kv_width, v[t].begin());
+                }
             } else {
                 q = linear(h, model[name("self_attn.q_proj.weight")], model.find(name("self_attn.q_proj.bias")), C,
                            width);
@@ -230,8 +255,8 @@ FamilyReference family_reference(const FamilyCheckpoint& model, const std::vecto
             Rows merged = zeros(T, width);
             for (int head = 0; head < NH; ++head) {
                 const int kv_head = head / group;  // repeat_kv: each K/V head serves `group` consecutive heads
-                const Rows qh = head_rows(q, opt.split, head, hs, inv_freq, true);
-                const Rows kh = head_rows(k, opt.split, kv_head, hs, inv_freq, true);
+                const Rows qh = head_rows(q, opt.split, head, hs, inv_freq, true, cos_sin_scale);
+                const Rows kh = head_rows(k, opt.split, kv_head, hs, inv_freq, true, cos_sin_scale);
                 const Rows vh = head_rows(v, opt.split, kv_head, hs, inv_freq, false);
                 Rows att = zeros(T, T);
                 for (int i = 0; i < T; ++i) {
@@ -310,8 +335,17 @@ FamilyReference family_reference(const FamilyCheckpoint& model, const std::vecto
                 for (int t = 0; t < T; ++t)
                     for (int c = 0; c < C; ++c) mlp_in[t][c] += attention[t][c];
                 const Rows h2 = norm(mlp_in, name, false);
-                Rows gate = linear(h2, model[name("mlp.gate_proj.weight")], nullptr, C, F);
-                const Rows up = linear(h2, model[name("mlp.up_proj.weight")], nullptr, C, F);
+                Rows gate = zeros(T, F), up = zeros(T, F);
+                if (phi3) {  // gate_up_proj's outputs: gate, then up (chunk(2, dim=-1))
+                    const Rows gate_up = linear(h2, model[name("mlp.gate_up_proj.weight")], nullptr, C, 2 * F);
+                    for (int t = 0; t < T; ++t) {
+                        std::copy_n(gate_up[t].begin(), F, gate[t].begin());
+                        std::copy_n(gate_up[t].begin() + F, F, up[t].begin());
+                    }
+                } else {
+                    gate = linear(h2, model[name("mlp.gate_proj.weight")], nullptr, C, F);
+                    up = linear(h2, model[name("mlp.up_proj.weight")], nullptr, C, F);
+                }
                 for (int t = 0; t < T; ++t)
                     for (int f = 0; f < F; ++f) gate[t][f] = gate[t][f] / (1 + std::exp(-gate[t][f])) * up[t][f];
                 mlp = linear(gate, model[name("mlp.down_proj.weight")], nullptr, F, C);

@@ -1,5 +1,5 @@
 // Test support: the families' forward written again from Hugging Face's
-// modeling code (Llama, Qwen 2, Qwen 3, Mistral, GPT-NeoX, GPT-2) in plain
+// modeling code (Llama, Qwen 2, Qwen 3, Mistral, GPT-NeoX, GPT-2, Phi-3) in plain
 // double-precision loops, one head at a time, through the final norm and the
 // output embedding. It reads the weights from the
 // writer's checkpoint (family_writer.h), never through the engine's loader,
@@ -48,11 +48,19 @@ std::vector<double> family_logits(const FamilyCheckpoint& model, const std::vect
 // Hugging Face's inverse frequencies for heads of hs (rope_type default, or
 // llama3 when spec.rope_factor is set), float32 as it holds them: one for
 // each rotate-half pair of the first hs * rotary_pct dims, rounded down to even.
-std::vector<float> rope_inverse_frequencies(const FamilySpec& spec, int hs);
+// Phi-3's LongRoPE divides each by its short factor, or by its long one when
+// the forward's T positions (the padded length) are past original_max_positions.
+std::vector<float> rope_inverse_frequencies(const FamilySpec& spec, int hs, int T = 0);
+
+// LongRoPE's attention factor, multiplying cos and sin: with factor =
+// max_position_embeddings / original_max_position_embeddings,
+// sqrt(1 + ln(factor) / ln(original)) when factor > 1, else 1; 1 without LongRoPE.
+double rope_attention_factor(const FamilySpec& spec);
 
 // x (at least 2 * inv_freq.size() values) rotated to `position` as
 // apply_rotary_pos_emb does: x * cos + rotate_half(x) * sin on the first
-// 2 * inv_freq.size() dims, pairing d with d + inv_freq.size().
-void rotate(const std::vector<float>& inv_freq, int position, double* x);
+// 2 * inv_freq.size() dims, pairing d with d + inv_freq.size(), cos and sin
+// each times cos_sin_scale.
+void rotate(const std::vector<float>& inv_freq, int position, double* x, double cos_sin_scale = 1);
 
 }  // namespace headscope::test

@@ -30,6 +30,42 @@ const char* torch_dtype(FileDType dtype) {
 
 json eos_json(const FamilySpec& s) { return s.eos_ids.size() == 1 ? json(s.eos_ids[0]) : json(s.eos_ids); }
 
+// Phi-3's config.json as Phi-3.5-mini and Phi-4-mini ship it: no head_dim,
+// original_max_position_embeddings at the top, LongRoPE's lists in rope_scaling.
+json phi3_config_json(const FamilySpec& s) {
+    json c = {{"architectures", {"Phi3ForCausalLM"}},
+              {"attention_bias", false},
+              {"attention_dropout", 0.0},
+              {"bos_token_id", s.bos_id},
+              {"embd_pdrop", 0.0},
+              {"eos_token_id", eos_json(s)},
+              {"hidden_act", "silu"},
+              {"hidden_size", s.n_embd},
+              {"initializer_range", 0.02},
+              {"intermediate_size", s.mlp_dim},
+              {"max_position_embeddings", s.max_positions},
+              {"model_type", "phi3"},
+              {"num_attention_heads", s.n_head},
+              {"num_hidden_layers", s.n_layer},
+              {"num_key_value_heads", s.n_kv_head},
+              {"original_max_position_embeddings", s.original_max_positions},
+              {"pad_token_id", s.pad_id()},
+              {"partial_rotary_factor", s.rotary_pct},
+              {"resid_pdrop", 0.0},
+              {"rms_norm_eps", s.norm_eps},
+              {"rope_scaling", nullptr},
+              {"rope_theta", s.rope_theta},
+              {"sliding_window", s.sliding_window > 0 ? json(s.sliding_window) : json()},
+              {"tie_word_embeddings", s.tied_embeddings},
+              {"torch_dtype", torch_dtype(s.dtype)},
+              {"use_cache", true},
+              {"vocab_size", s.vocab_size}};
+    if (!s.long_factors.empty())
+        c["rope_scaling"] = {
+            {"long_factor", s.long_factors}, {"short_factor", s.short_factors}, {"type", s.longrope_type}};
+    return c;
+}
+
 json config_json(const FamilySpec& s) {
     const int L = s.n_layer;
     if (s.family == Family::gpt2)
@@ -67,6 +103,8 @@ json config_json(const FamilySpec& s) {
                 {"use_cache", true},
                 {"use_parallel_residual", s.parallel_residual},
                 {"vocab_size", s.vocab_size}};
+
+    if (s.family == Family::phi3) return phi3_config_json(s);
 
     const char* architecture = s.family == Family::llama   ? "LlamaForCausalLM"
                                : s.family == Family::qwen2 ? "Qwen2ForCausalLM"
@@ -152,6 +190,7 @@ const char* model_type(Family family) {
         case Family::gpt_neox: return "gpt_neox";
         case Family::gpt2: return "gpt2";
         case Family::olmo2: return "olmo2";
+        case Family::phi3: return "phi3";
     }
     return "";
 }
@@ -185,6 +224,10 @@ FamilySpec family_spec(Family family) {
         case Family::gpt2:  // GPT-2's own tokenizer; learned positions, tied, an MLP of 4C
             s.vocab_size = 50257, s.bos_id = 50256, s.eos_ids = {50256};
             s.write_head_dim = false, s.rotary_pct = 0, s.tied_embeddings = true, s.mlp_dim = 4 * s.n_embd;
+            break;
+        case Family::phi3:  // Phi-3's: Llama 2's tokenizer in 32064 rows, <|endoftext|> its eos and pad
+            s.vocab_size = 32064, s.bos_id = 1, s.eos_ids = {32000}, s.pad_token_id = 32000;
+            s.write_head_dim = false, s.original_max_positions = 4096;
             break;
     }
     return s;
@@ -228,6 +271,22 @@ std::vector<FamilyVariant> family_variants() {
     add("olmo2_biased", Family::olmo2, [](FamilySpec& s) { s.n_kv_head = 4, s.attention_bias = true; });
     add("gpt_neox_parallel", Family::gpt_neox, pythia(true));
     add("gpt_neox_sequential", Family::gpt_neox, pythia(false));
+    // Phi-3-mini-4k's shape: qkv_proj with groups of 2, gate_up_proj, a window of 5 keys.
+    add("phi3", Family::phi3, [](FamilySpec& s) { s.sliding_window = 5; });
+    // Phi-4-mini's: three quarters of each head's 8 dims rotate (3 pairs),
+    // tied; LongRoPE switching at 8 positions, so that the test texts padded
+    // to 11 take the long factors and the 7 tokens of the second alone the
+    // short ones; 512 positions make its attention factor sqrt(1 + ln 64 / ln 8) = sqrt(3).
+    add("phi3_longrope", Family::phi3, [](FamilySpec& s) {
+        s.rotary_pct = 0.75, s.tied_embeddings = true, s.max_positions = 512, s.original_max_positions = 8;
+        s.short_factors = {1.0, 1.5, 3.0}, s.long_factors = {2.0, 5.0, 11.0};
+    });
+    // The older name "su", every dim rotating, switching at 16 (the texts take
+    // the short factors), attention factor sqrt(1 + ln 32 / ln 16) = 1.5.
+    add("phi3_su", Family::phi3, [](FamilySpec& s) {
+        s.n_kv_head = 1, s.max_positions = 512, s.original_max_positions = 16, s.longrope_type = "su";
+        s.short_factors = {1.0, 1.25, 2.0, 4.0}, s.long_factors = {1.0, 3.0, 7.0, 13.0};
+    });
     return variants;
 }
 
@@ -308,6 +367,22 @@ FamilyCheckpoint make_family_checkpoint(const FamilySpec& spec) {
         return out;
     }
 
+    if (spec.family == Family::phi3) {  // Linear (out, in), no biases; qkv_proj [Q | K | V], gate_up_proj [gate | up]
+        draw("model.embed_tokens.weight", {V, C}, 0, 1);
+        for (int l = 0; l < L; ++l) {
+            const std::string p = "model.layers." + std::to_string(l) + ".";
+            draw(p + "self_attn.qkv_proj.weight", {(NH + 2 * NKV) * hs, C}, 0, in_C);
+            draw(p + "self_attn.o_proj.weight", {C, NH * hs}, 0, 1 / std::sqrt(float(NH * hs)));
+            draw(p + "mlp.gate_up_proj.weight", {2 * F, C}, 0, in_C);
+            draw(p + "mlp.down_proj.weight", {C, F}, 0, 1 / std::sqrt(float(F)));
+            draw(p + "input_layernorm.weight", {C}, 1, 0.1f);
+            draw(p + "post_attention_layernorm.weight", {C}, 1, 0.1f);
+        }
+        draw("model.norm.weight", {C}, 1, 0.1f);
+        if (!spec.tied_embeddings) draw("lm_head.weight", {V, C}, 0, in_C);
+        return out;
+    }
+
     const bool qkv_bias = spec.attention_bias || spec.family == Family::qwen2;
     const bool o_bias = spec.attention_bias && spec.family != Family::qwen2;
     draw("model.embed_tokens.weight", {V, C}, 0, 1);
@@ -385,9 +460,9 @@ void write_family_checkpoint(const fs::path& dir, const FamilyCheckpoint& checkp
     const auto copy = [&](const fs::path& from, const char* to) {
         fs::copy_file(from, dir / to, fs::copy_options::overwrite_existing);
     };
-    const char* package = spec.family == Family::llama || spec.family == Family::olmo2 ? "tokenizer-llama3"
-                          : spec.family == Family::mistral                             ? "tokenizer-llama2"
-                                                                                       : "tokenizer-qwen3";
+    const char* package = spec.family == Family::llama || spec.family == Family::olmo2    ? "tokenizer-llama3"
+                          : spec.family == Family::mistral || spec.family == Family::phi3 ? "tokenizer-llama2"
+                                                                                          : "tokenizer-qwen3";
     if (spec.family == Family::gpt_neox || spec.family == Family::gpt2) {
         copy(gpt2_vocab_json(), "vocab.json");
         copy(gpt2_merges_txt(), "merges.txt");

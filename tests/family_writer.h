@@ -1,5 +1,5 @@
 // Test support: random-weight checkpoints of today's families (Llama, Qwen 2,
-// Qwen 3, Mistral, GPT-NeoX, GPT-2, OLMo 2) as Hugging Face saves them: the family's real
+// Qwen 3, Mistral, GPT-NeoX, GPT-2, OLMo 2, Phi-3) as Hugging Face saves them: the family's real
 // config.json keys, tensor names and layouts, in one model.safetensors or in
 // shards with model.safetensors.index.json, beside a real tokenizer. The
 // weights stay here as floats, as rounded to the file's dtype, so that
@@ -19,7 +19,7 @@
 
 namespace headscope::test {
 
-enum class Family { llama, qwen2, qwen3, mistral, gpt_neox, gpt2, olmo2 };
+enum class Family { llama, qwen2, qwen3, mistral, gpt_neox, gpt2, olmo2, phi3 };
 const char* model_type(Family family);  // config.json's model_type
 
 struct FamilySpec {
@@ -39,8 +39,12 @@ struct FamilySpec {
     double rope_theta = 10000;
     // Llama 3's rope_scaling (rope_type "llama3"); factor 0: none.
     double rope_factor = 0, low_freq_factor = 1, high_freq_factor = 4;
-    int original_max_positions = 8192;
-    double rotary_pct = 1;          // GPT-NeoX: the fraction of each head's dims that rotate (GPT-2: 0, none)
+    int original_max_positions = 8192;  // also Phi-3's original_max_position_embeddings, LongRoPE's switch length
+    double rotary_pct = 1;              // GPT-NeoX's rotary_pct, Phi-3's partial_rotary_factor (GPT-2: 0, none)
+    // Phi-3's LongRoPE (rope_scaling of type longrope_type): one factor per
+    // pair of rotary dims each; empty: no rope_scaling.
+    std::vector<double> short_factors, long_factors;
+    std::string longrope_type = "longrope";
     bool parallel_residual = true;  // GPT-NeoX's use_parallel_residual
     int sliding_window = 0;         // Mistral: query i sees keys j > i - window; 0: null
     int max_positions = 2048;

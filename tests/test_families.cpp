@@ -28,7 +28,9 @@ namespace {
 
 // The head counts a re-split may take (forward.h's head_split): multiples of
 // the group size that divide the query width NH * hs.
+// A LongRoPE model has only its own (its factors are per pair of its heads' dims).
 std::vector<int> resplit_counts(const FamilySpec& spec) {
+    if (!spec.long_factors.empty()) return {spec.n_head};
     const int group = spec.n_head / spec.kv_heads(), width = spec.n_head * spec.head_dim;
     std::vector<int> counts;
     for (int n = group; n <= width; n += group)
@@ -139,7 +141,9 @@ TEST_P(FamilyForward, LayerSubsetsMatchTheReference) {
     }
 }
 
-// Text 1 padded to text 0's length gives the rows it gives alone.
+// Text 1 padded to text 0's length gives the rows it gives alone; except
+// where LongRoPE's switch length lies between the two lengths, since the
+// padded length picks its factors (as in transformers): then they differ.
 TEST_P(FamilyForward, PaddedRowsEqualTheTextAlone) {
     for (bool causal : {true, false}) {
         AttentionOptions opt;
@@ -156,7 +160,12 @@ TEST_P(FamilyForward, PaddedRowsEqualTheTextAlone) {
                         const float want = j < n ? alone.map(slot, 0, h)[i * n + j] : 0.f;
                         diff = std::max(diff, double(std::abs(batch.map(slot, 1, h)[i * T + j] - want)));
                     }
-        EXPECT_LT(diff, 1e-6) << "causal " << causal;
+        const bool switches =
+            !spec().long_factors.empty() && n <= spec().original_max_positions && T > spec().original_max_positions;
+        if (switches)
+            EXPECT_GT(diff, 1e-3) << "causal " << causal;
+        else
+            EXPECT_LT(diff, 1e-6) << "causal " << causal;
     }
 }
 

@@ -79,6 +79,25 @@ TEST(FamilyReference, Llama3FrequenciesFollowTheFormula) {
     EXPECT_FLOAT_EQ(inv_freq[3], 6.647869871181236e-06f);
 }
 
+// Phi-3's LongRoPE: theta 10000 over 6 rotary dims gives 1, 10000^(-1/3)
+// and 10000^(-2/3), divided by the short factors (1, 1.5, 3) up to 8
+// positions and by the long ones (2, 5, 11) past them; the attention factor
+// of 512 positions over 8 is sqrt(1 + ln 64 / ln 8) = sqrt(3).
+TEST(FamilyReference, LongRopeFollowsTheFormula) {
+    const FamilySpec& spec = variant("phi3_longrope");
+    const std::vector<float> within = rope_inverse_frequencies(spec, 8, 8), past = rope_inverse_frequencies(spec, 8, 9);
+    ASSERT_EQ(within.size(), 3u);
+    ASSERT_EQ(past.size(), 3u);
+    EXPECT_FLOAT_EQ(within[0], 1.0f);
+    EXPECT_FLOAT_EQ(within[1], 0.0309439255f);
+    EXPECT_FLOAT_EQ(within[2], 0.000718144897f);
+    EXPECT_FLOAT_EQ(past[0], 0.5f);
+    EXPECT_FLOAT_EQ(past[1], 0.00928317767f);
+    EXPECT_FLOAT_EQ(past[2], 0.000195857699f);
+    EXPECT_DOUBLE_EQ(rope_attention_factor(spec), std::sqrt(3.0));
+    EXPECT_DOUBLE_EQ(rope_attention_factor(variant("phi3")), 1.0);
+}
+
 class EachVariant : public ::testing::TestWithParam<FamilyVariant> {
 protected:
     static constexpr int B = 2, T = 11;  // family_texts' two texts, padded to 11
@@ -162,7 +181,9 @@ TEST_P(EachVariant, HeadsOfAGroupShareTheirKeys) {
     const int group = spec.n_head / spec.kv_heads(), hs = spec.head_dim, C = spec.n_embd;
     FamilyCheckpoint copied = model_;
     for (NamedTensor& t : copied.tensors) {
-        const bool q_weight = t.name.ends_with("q_proj.weight"), q_bias = t.name.ends_with("q_proj.bias");
+        // qkv_proj's first rows are q_proj's.
+        const bool q_weight = t.name.ends_with("q_proj.weight") || t.name.ends_with("qkv_proj.weight");
+        const bool q_bias = t.name.ends_with("q_proj.bias");
         const bool fused_weight = t.name.ends_with("query_key_value.weight");
         const bool fused_bias = t.name.ends_with("query_key_value.bias");
         const bool whole_q_norm = t.name.ends_with("q_norm.weight") && t.values.size() > size_t(hs);
@@ -221,6 +242,14 @@ TEST(FamilyReference, TheTestModelsFeaturesChangeTheMaps) {
     EXPECT_GT(without("gpt_neox_parallel", [](FamilySpec& s) { s.rotary_pct = 1; }), 1e-3) << "partial rotary";
     EXPECT_GT(without("gpt_neox_parallel", [](FamilySpec& s) { s.parallel_residual = false; }), 1e-3) << "parallel";
     EXPECT_GT(without("llama", [](FamilySpec& s) { s.rope_theta = 10000; }), 1e-3) << "rope_theta";
+    EXPECT_GT(without("phi3_longrope", [](FamilySpec& s) { s.long_factors = s.short_factors; }), 1e-3)
+        << "LongRoPE's long factors";
+    EXPECT_GT(without("phi3_su", [](FamilySpec& s) { s.short_factors.assign(4, 1.0); }), 1e-3)
+        << "LongRoPE's short factors";
+    EXPECT_GT(without("phi3_su", [](FamilySpec& s) { s.max_positions = s.original_max_positions; }), 1e-3)
+        << "LongRoPE's attention factor";
+    EXPECT_GT(without("phi3_longrope", [](FamilySpec& s) { s.rotary_pct = 0.5; }), 1e-3)
+        << "Phi-4-mini's partial rotary";
     AttentionOptions pads_seen;
     pads_seen.padding_mask = false;
     EXPECT_GT(without(

@@ -144,8 +144,15 @@ std::vector<Texts> typing_steps(const std::vector<int32_t>& a, const std::vector
 // first new token), else the rows before the last token they share (that
 // token's row is computed again, to score the new next token); none when the
 // options refuse reuse or the cache has no text b.
-int expected_reused(const Texts& cached, const Texts& texts, int b, const AttentionOptions& opt) {
+int expected_reused(const Texts& cached, const Texts& texts, int b, const AttentionOptions& opt, int long_after) {
     if (!prefix_reuse_refusal(opt).empty() || b >= int(cached.size())) return 0;
+    // LongRoPE's factors differ on the two sides of its switch length (0: none), picked by the padded length.
+    const auto padded = [](const Texts& t) {
+        size_t n = 0;
+        for (const auto& ids : t) n = std::max(n, ids.size());
+        return int(n);
+    };
+    if (long_after && (padded(cached) > long_after) != (padded(texts) > long_after)) return 0;
     const int shared = shared_prefix(cached[b], texts[b]);
     if (shared == int(cached[b].size()) && shared < int(texts[b].size())) return shared;
     return std::max(0, shared - 1);
@@ -155,7 +162,7 @@ int expected_reused(const Texts& cached, const Texts& texts, int b, const Attent
 // the live forward does), each step against a fresh forward without a cache.
 // The cache comes in holding another forward's state (other options, or none),
 // so the first step reuses nothing.
-void expect_reuse_equals_recompute(Backend& backend, int32_t pad_id, const std::vector<Texts>& steps,
+void expect_reuse_equals_recompute(Backend& backend, int32_t pad_id, int long_after, const std::vector<Texts>& steps,
                                    const AttentionOptions& opt, PrefixCache& cache, const std::string& what) {
     const std::string refusal = prefix_reuse_refusal(opt);
     EXPECT_EQ(refusal.empty(), opt.causal && opt.split == Split::transpose) << what << ": " << refusal;
@@ -168,7 +175,7 @@ void expect_reuse_equals_recompute(Backend& backend, int32_t pad_id, const std::
         backend.forward(Batch{texts, pad_id}, opt, want);
         ASSERT_EQ(got.reused.size(), texts.size()) << at;
         for (int b = 0; b < int(texts.size()); ++b)
-            EXPECT_EQ(got.reused[b], step == 0 ? 0 : expected_reused(steps[step - 1], texts, b, opt))
+            EXPECT_EQ(got.reused[b], step == 0 ? 0 : expected_reused(steps[step - 1], texts, b, opt, long_after))
                 << at << " text " << b;
         EXPECT_EQ(want.reused, std::vector<int>(texts.size(), 0)) << at << ": a forward without a cache";
         expect_same_result(got, want, at);
@@ -212,7 +219,7 @@ std::vector<AttentionOptions> each_option_once(const Config& config, const std::
     for (int window : windows)
         if (window != own.sliding_window) add([&](auto& o) { o.sliding_window = window; });
     add([&](auto& o) { o.n_head = heads.front(); });
-    add([&](auto& o) { o.n_head = heads.back(); });
+    if (heads.back() != heads.front()) add([&](auto& o) { o.n_head = heads.back(); });  // LongRoPE's have one
     add([](auto& o) { o.scale = Scale::model; });
     add([](auto& o) { o.scale = Scale::none; });
     add([](auto& o) { o.causal = false; });
@@ -230,7 +237,8 @@ void sweep_reuse(Backend& backend, const Config& config, const std::vector<Texts
         // steps show it (reused 0, the same result); reuse walks them all.
         const bool refused = !prefix_reuse_refusal(opt).empty();
         const std::vector<Texts> walk = refused ? std::vector<Texts>(steps.begin(), steps.begin() + 2) : steps;
-        expect_reuse_equals_recompute(backend, config.pad_id(), walk, opt, cache, describe(opt));
+        expect_reuse_equals_recompute(backend, config.pad_id(), config.rope.long_after, walk, opt, cache,
+                                      describe(opt));
         if (::testing::Test::HasFatalFailure()) return;
     }
 }

@@ -124,7 +124,7 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
     // The rows to compute: those after the rows each text can reuse from the cache.
     begin_.assign(B, 0);
     if (cache && reuse_allowed && cache->model == &model && cache->options == options &&
-        cache->source_ids == batch.source_ids)
+        cache->source_ids == batch.source_ids && long_rope(cfg.rope, cache->result.T) == long_rope(cfg.rope, T))
         for (int b = 0; b < B && b < static_cast<int>(cache->token_ids.size()); ++b)
             begin_[b] = reusable_rows(cache->token_ids[b], batch.token_ids[b]);
     first_row_.assign(B + 1, 0);

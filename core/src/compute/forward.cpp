@@ -17,6 +17,9 @@ HeadSplit head_split(const Config& config, int n_head) {
     if (config.positions == Positions::relative && n_head != own.NH)
         throw Error("this model learned a position bias for each of its " + std::to_string(own.NH) +
                     " heads: they cannot be re-split into " + std::to_string(n_head));
+    if (!config.rope.long_divisors.empty() && n_head != own.NH)
+        throw Error("this model's LongRoPE factors are one per pair of its heads' rotary dims: its " +
+                    std::to_string(own.NH) + " heads cannot be re-split into " + std::to_string(n_head));
     const int group = own.group(), width = own.q_width();
     if (n_head <= 0 || width % n_head != 0) {
         // GPT-2's words when the query width is C: "does not divide C".
@@ -57,7 +60,7 @@ int head_count(const Config& config, int n_head) { return head_split(config, n_h
 // head_split's two rules, as a list.
 std::vector<int> head_counts(const Config& config) {
     const HeadSplit own = head_split(config, 0);
-    if (config.positions == Positions::relative) return {own.NH};
+    if (config.positions == Positions::relative || !config.rope.long_divisors.empty()) return {own.NH};
     std::vector<int> counts;
     for (int n = own.group(); n <= own.q_width(); n += own.group())
         if (own.q_width() % n == 0) counts.push_back(n);
@@ -68,6 +71,8 @@ bool accepts_head_count(const Config& config, int n_head) {
     const std::vector<int> counts = head_counts(config);
     return std::find(counts.begin(), counts.end(), n_head) != counts.end();
 }
+
+bool long_rope(const Rope& rope, int T) { return !rope.long_divisors.empty() && T > rope.long_after; }
 
 int rope_dims(const Rope& rope, int hs) { return static_cast<int>(hs * rope.fraction) / 2 * 2; }
 
@@ -80,8 +85,8 @@ RopeTable rope_table(const Rope& rope, int hs, int T) {
     std::vector<float> inv_freq(half);
     for (int d = 0; d < half; ++d)
         inv_freq[d] = 1.f / std::pow(rope.theta, static_cast<float>(2 * d) / static_cast<float>(table.dims));
-    for (size_t d = 0; d < rope.frequency_divisors.size() && d < inv_freq.size(); ++d)
-        inv_freq[d] /= rope.frequency_divisors[d];
+    const std::vector<float>& divisors = long_rope(rope, T) ? rope.long_divisors : rope.frequency_divisors;
+    for (size_t d = 0; d < divisors.size() && d < inv_freq.size(); ++d) inv_freq[d] /= divisors[d];
     if (rope.factor > 0) {  // Llama 3: long wavelengths slowed by `factor`, a smooth blend between
         const float low_wavelen = rope.original_max_positions / rope.low_freq_factor;
         const float high_wavelen = rope.original_max_positions / rope.high_freq_factor;
@@ -101,8 +106,8 @@ RopeTable rope_table(const Rope& rope, int hs, int T) {
     for (int t = 0; t < T; ++t)
         for (int d = 0; d < half; ++d) {
             const float angle = static_cast<float>(t) * inv_freq[d];  // float32, as HF's matmul of the two
-            table.cos[static_cast<size_t>(t) * half + d] = std::cos(angle);
-            table.sin[static_cast<size_t>(t) * half + d] = std::sin(angle);
+            table.cos[static_cast<size_t>(t) * half + d] = std::cos(angle) * rope.cos_sin_scale;
+            table.sin[static_cast<size_t>(t) * half + d] = std::sin(angle) * rope.cos_sin_scale;
         }
     return table;
 }

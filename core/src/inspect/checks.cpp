@@ -132,6 +132,8 @@ std::vector<ConfigRow> config_table(const Model& model) {
             positions +=
                 ", on " + std::to_string(rope_dims(c.rope, hs)) + " of each head's " + std::to_string(hs) + " dims";
         if (c.rope.factor > 0) positions += ", Llama 3 scaling";
+        if (!c.rope.long_divisors.empty())
+            positions += ", LongRoPE (its long factors past " + std::to_string(c.rope.long_after) + " positions)";
     }
     rows.push_back({"positions", positions});
     if (c.qk_norm)

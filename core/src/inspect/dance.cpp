@@ -271,6 +271,10 @@ StridedLayout rotate(Dance& d, Walk& walk, const Config& config, bool keys, cons
                         std::to_string(hs) + " dims in " + pairs + " by the angle t * " + number(config.rope.theta) +
                         "^(-2d/" + D + ")";
     if (config.rope.factor > 0) title += " (Llama 3's scaling slows the long wavelengths)";
+    if (!config.rope.long_divisors.empty())
+        title += " (LongRoPE: each frequency divided by its " +
+                 std::string(long_rope(config.rope, d.T) ? "long" : "short") +
+                 " factor at this length, cos and sin times " + number(config.rope.cos_sin_scale) + ")";
     title += "; a new buffer";
     const std::string formula = cat ? x + " = cat(" + x + "[..., :" + D + "] * cos + rotate_half(" + x + "[..., :" + D +
                                           "]) * sin, " + x + "[..., " + D + ":])"

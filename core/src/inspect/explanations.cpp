@@ -20,11 +20,12 @@ double dot(const float* a, const float* b, int n) {
     return sum;
 }
 
-// The bias `bias` (hs values of head `h`'s part) rotated to `position` as RoPE rotates its head.
-std::vector<float> rotated_bias(const Config& config, const float* bias, int hs, int position) {
+// The bias `bias` (hs values of head `h`'s part) rotated to `position` as
+// RoPE rotates its head in a forward of T positions.
+std::vector<float> rotated_bias(const Config& config, const float* bias, int hs, int position, int T) {
     std::vector<float> b(bias, bias + hs);
     if (config.positions == Positions::rotary) {
-        const RopeTable table = rope_table(config.rope, hs, position + 1);
+        const RopeTable table = rope_table(config.rope, hs, T);
         apply_rope(table, b.data(), position, 1, hs);
     }
     return b;
@@ -85,8 +86,8 @@ ScoreTerms explain_score(const Model& model, const AttentionResult& result, cons
     const auto [bq, bk] = qk_biases(cfg, model.layers[result.layers[slot]]);
     if (bq.empty() || cfg.qk_norm) return s;
     s.biases_apart = true;
-    const std::vector<float> rq = rotated_bias(cfg, bq.data() + head * hs, hs, query);
-    const std::vector<float> rk = rotated_bias(cfg, bk.data() + kv * hs, hs, key);
+    const std::vector<float> rq = rotated_bias(cfg, bq.data() + head * hs, hs, query, result.T);
+    const std::vector<float> rk = rotated_bias(cfg, bk.data() + kv * hs, hs, key, result.T);
     std::vector<float> q_weights(hs), k_weights(hs);
     for (int i = 0; i < hs; ++i) q_weights[i] = q[i] - rq[i], k_weights[i] = k[i] - rk[i];
     s.weights_weights = dot(q_weights.data(), k_weights.data(), hs);

@@ -143,6 +143,91 @@ void read_gpt_neox(const ConfigReader& r, Config& c) {
 
 namespace {
 
+// LongRoPE's `key` list of rope_scaling: one positive factor for each of the `count` pairs of rotary dims.
+std::vector<float> longrope_factors(const ConfigReader& s, const std::string& key, int count) {
+    const ConfigReader::json* v = s.find(key);
+    if (!v) s.refuse(key + " missing");
+    if (!v->is_array() || v->size() != static_cast<size_t>(count))
+        s.refuse(key + " must be a list of " + std::to_string(count) + " numbers, one per pair of rotary dims" +
+                 (v->is_array() ? " (it has " + std::to_string(v->size()) + ")" : ""));
+    std::vector<float> factors;
+    for (const auto& f : *v) {
+        if (!f.is_number() || !(f.get<double>() > 0) || !(f.get<double>() < 1e12))
+            s.refuse(key + " holds " + describe_json(f) + ", not a positive number");
+        factors.push_back(f.get<float>());
+    }
+    return factors;
+}
+
+// Phi-3's rope_scaling, LongRoPE ("su" and "yarn" are its older names, as
+// configuration_phi3.py maps them): short factors up to
+// original_max_position_embeddings positions, long ones past it, and cos and
+// sin scaled by the attention factor, as modeling_rope_utils.py's
+// _compute_longrope_parameters has them (the choice by length of the newer
+// transformers: the older chose the long factors at every length).
+// `pairs`: the pairs of rotary dims of each head.
+void read_longrope(const ConfigReader& r, Config& c, int pairs) {
+    const ConfigReader s = r.object("rope_scaling");
+    const std::string type = s.word("rope_type", s.word("type", "default"));
+    if (type == "default") return;
+    if (type != "longrope" && type != "su" && type != "yarn")
+        r.refuse("rope_scaling of type '" + type + "' is not supported (longrope, su, yarn)");
+    c.rope.frequency_divisors = longrope_factors(s, "short_factor", pairs);
+    c.rope.long_divisors = longrope_factors(s, "long_factor", pairs);
+    const int original = r.positive_int("original_max_position_embeddings", 4096);
+    c.rope.long_after = original;
+    const double factor = static_cast<double>(c.n_positions) / original;
+    if (s.find("attention_factor")) {
+        c.rope.cos_sin_scale = s.positive_number("attention_factor", 1);
+    } else if (factor > 1) {
+        if (original < 2) r.refuse("original_max_position_embeddings 1 leaves LongRoPE's attention factor undefined");
+        c.rope.cos_sin_scale = static_cast<float>(std::sqrt(1 + std::log(factor) / std::log(original)));
+    }
+}
+
+}  // namespace
+
+// Phi-3, Phi-3.5 and Phi-4: Llama's layer with Q, K and V one product
+// (qkv_proj) and the MLP's gate and up one (gate_up_proj), no biases, heads
+// of C / NH, the first partial_rotary_factor of each head's dims rotating
+// (joined to the rest by torch.cat), LongRoPE where rope_scaling says so,
+// and Mistral's window where the config has one.
+void read_phi3(const ConfigReader& r, Config& c) {
+    read_sizes(r, c);
+    c.n_kv_head = r.positive_int("num_key_value_heads", c.n_head);
+    c.head_dim = c.n_embd / c.n_head;
+    // Phi3Config's ids (Phi-3's tokenizer) where the config names none and the vocabulary holds them.
+    const auto own = [&](int id) { return id < c.vocab_size ? id : -1; };
+    c.bos_token_id = r.token_id("bos_token_id", c.vocab_size, own(1));
+    c.eos_token_id = r.token_id("eos_token_id", c.vocab_size, own(32000));
+    c.pad_token_id = r.token_id("pad_token_id", c.vocab_size, own(32000));
+    if (c.eos_token_id < 0) c.eos_token_id = std::max(c.bos_token_id, 0);
+    c.layer_norm_epsilon = r.epsilon("rms_norm_eps", 1e-5f);
+    if (const std::string act = r.word("hidden_act", "silu"); act != "silu")
+        r.refuse("hidden_act '" + act + "' is not supported (only silu)");
+    c.norm = Norm::rms_norm;
+    c.mlp = Mlp::swiglu;
+    c.fused_gate_up = true;
+    c.qkv_layout = QkvLayout::fused;  // qkv_proj's outputs [Q | K | V]
+    c.weights_out_by_in = true;
+    c.qkv_bias = c.o_bias = c.mlp_bias = false;
+    c.tied_embeddings = r.flag("tie_word_embeddings", false);
+    c.sliding_window = r.positive_int("sliding_window", 0);
+    c.positions = Positions::rotary;
+    c.rope.theta = r.positive_number("rope_theta", 10000);
+    c.rope.fraction = r.positive_number("partial_rotary_factor", 1);
+    c.rope.joined_by_cat = true;
+    if (c.rope.fraction > 1) r.refuse("partial_rotary_factor " + std::to_string(c.rope.fraction) + " is above 1");
+    // Hugging Face rotates int(hs * factor) dims in rotate-half pairs: an odd count has no pairing.
+    const int dims = static_cast<int>(c.head_size() * static_cast<double>(c.rope.fraction));
+    if (dims % 2 != 0)
+        r.refuse("partial_rotary_factor " + std::to_string(c.rope.fraction) + " rotates " + std::to_string(dims) +
+                 " of each head's " + std::to_string(c.head_size()) + " dims, an odd count: rotary dims come in pairs");
+    if (r.find("rope_scaling")) read_longrope(r, c, dims / 2);
+}
+
+namespace {
+
 // BERT's and DistilBERT's activations: "gelu" is erf's, "gelu_new" and "gelu_pytorch_tanh" the tanh approximation.
 Mlp encoder_activation(const ConfigReader& r, const std::string& key) {
     const std::string act = r.word(key, "gelu");
@@ -227,6 +312,7 @@ void read_modernbert(const ConfigReader& r, Config& c) {
             r.refuse(std::string(key) + " '" + act + "' is not supported (only gelu)");
     if (r.flag("mlp_bias", false)) r.refuse("mlp_bias is true: biases in the GeGLU MLP are not supported");
     c.mlp = Mlp::geglu;
+    c.fused_gate_up = true;  // Wi's outputs [gate | up]
     c.mlp_bias = false;
     c.norm_bias = r.flag("norm_bias", false);
     c.qkv_bias = c.o_bias = r.flag("attention_bias", false);

@@ -69,6 +69,21 @@ const TensorNames olmo2_names = {
     {{Weight::ln_f_w, "model.norm.weight"}, {Weight::lm_head, "lm_head.weight"}},
 };
 
+// Phi-3's: Llama's, with Q, K and V one product (its outputs [Q | K | V])
+// and the MLP's gate and up one product (its outputs [gate | up]).
+const TensorNames phi3_names = {
+    "",
+    {{Weight::wte, "model.embed_tokens.weight"}},
+    "model.layers.",
+    {{Weight::ln_1_w, "input_layernorm.weight"},
+     {Weight::attn_w, "self_attn.qkv_proj.weight"},
+     {Weight::attn_proj_w, "self_attn.o_proj.weight"},
+     {Weight::ln_2_w, "post_attention_layernorm.weight"},
+     {Weight::gate_up_w, "mlp.gate_up_proj.weight"},
+     {Weight::fc_proj_w, "mlp.down_proj.weight"}},
+    {{Weight::ln_f_w, "model.norm.weight"}, {Weight::lm_head, "lm_head.weight"}},
+};
+
 const TensorNames gpt_neox_names = {
     "",
     {{Weight::wte, "gpt_neox.embed_in.weight"}},

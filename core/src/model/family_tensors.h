@@ -25,7 +25,7 @@ struct TensorNames {
     std::vector<Named> after_layers;
 };
 
-extern const TensorNames gpt2_names, llama_names, olmo2_names, gpt_neox_names, bert_names, roberta_names,
+extern const TensorNames gpt2_names, llama_names, olmo2_names, phi3_names, gpt_neox_names, bert_names, roberta_names,
     distilbert_names, modernbert_names;
 // Encoder–decoders: each stack's names.
 extern const TensorNames t5_encoder_names, t5_decoder_names, bart_encoder_names, bart_decoder_names;

@@ -35,6 +35,7 @@ const Family families[] = {
     {"mistral", read_mistral, llama_names},
     {"olmo2", read_olmo2, olmo2_names},
     {"gpt_neox", read_gpt_neox, gpt_neox_names},
+    {"phi3", read_phi3, phi3_names},
     {"bert", read_bert, bert_names},
     {"roberta", read_roberta, roberta_names},
     {"xlm-roberta", read_roberta, roberta_names},
@@ -98,9 +99,9 @@ bool has_weight(const Config& c, Weight weight) {
         case Weight::q_norm:
         case Weight::k_norm: return c.qk_norm;
         case Weight::attn_proj_b: return c.o_bias;
-        case Weight::gate_w: return gated_mlp && c.mlp != Mlp::geglu;
-        case Weight::fc_w: return c.mlp != Mlp::geglu;
-        case Weight::gate_up_w: return c.mlp == Mlp::geglu;
+        case Weight::gate_w: return gated_mlp && !c.fused_gate_up;
+        case Weight::fc_w: return !c.fused_gate_up;
+        case Weight::gate_up_w: return c.fused_gate_up;
         case Weight::fc_b: return !gated_mlp && c.mlp_bias;
         case Weight::fc_proj_b: return c.mlp != Mlp::swiglu && c.mlp_bias;
         case Weight::cross_q_w:

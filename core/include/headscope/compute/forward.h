@@ -55,6 +55,9 @@ struct RopeTable {
     bool adjacent_pairs = false;  // Rope's: pairs (2d, 2d + 1), else (d, d + dims / 2)
     std::vector<float> cos, sin;
 };
+// A forward of T positions (the padded length) divides by LongRoPE's long
+// factors: T is past their switch length.
+bool long_rope(const Rope& rope, int T);
 RopeTable rope_table(const Rope& rope, int hs, int T);
 int rope_dims(const Rope& rope, int hs);  // rope_table's dims
 // Rotates row r of x (`rows` rows of hs, row stride `stride`) by position

@@ -6,10 +6,11 @@
 // the rows after them, copies the earlier rows of the maps, outputs and
 // predictions, then leaves its own state in the cache. Reuse needs the same
 // model and options, the causal mask on and the view + transpose split
-// (prefix_reuse_refusal); otherwise the forward computes everything and
-// empties the cache. Typing a token at the end of a text, or generating one,
-// then costs one token's work.
-// Legend: L layers run, KVw = NKV * hs, T padded length.
+// (prefix_reuse_refusal), and LongRoPE's factors on the same side of their
+// switch length (long_rope: the cached keys were rotated with the other
+// factors otherwise, and transformers' Phi-3 drops its cache there too);
+// otherwise the forward computes everything and empties the cache. Typing a token at the end of a text, or generating
+// one, then costs one token's work. Legend: L layers run, KVw = NKV * hs, T padded length.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -70,6 +70,13 @@ struct Rope {
     // Llama 3's scaling as llama.cpp's files store it (their rope_freqs):
     // pair d's frequency divided by entry d (dims / 2 of them); empty: none.
     std::vector<float> frequency_divisors;
+    // Phi-3's LongRoPE: frequency_divisors hold its short factors, and a
+    // forward of more than long_after positions (the padded length) divides
+    // by these long ones instead (empty: never); cos and sin are both scaled
+    // by cos_sin_scale (its attention factor) at every length.
+    std::vector<float> long_divisors;
+    int long_after = 0;
+    float cos_sin_scale = 1;
 };
 
 struct Config {
@@ -115,6 +122,7 @@ struct Config {
     float local_rope_theta = 0;
     bool norm_bias = true;             // LayerNorms have biases (ModernBERT's have none)
     bool mlp_bias = true;              // a GELU MLP's products have biases
+    bool fused_gate_up = false;        // a gated MLP's gate and up are one (2F, C) matrix, gate first (gate_up_w)
     bool first_attention_norm = true;  // layer 0 normalizes before its attention (ModernBERT's does not)
     bool input_norms = true;           // a norm before each sublayer (ln_1, ln_2); OLMo 2's read the residual itself
     bool output_norms = false;  // OLMo 2: x = x + norm(attn(x)), x = x + norm(mlp(x)) (attn_out_norm, mlp_out_norm)
@@ -216,7 +224,7 @@ enum class Weight {
     head_ln_w,
     head_ln_b,  // its LayerNorm
     lm_bias,    // (V) the bias on its logits
-    gate_up_w,  // ModernBERT's fused MLP input (2F, C): rows [0, F) the gate, [F, 2F) up
+    gate_up_w,  // a fused gated MLP input (2F, C) (fused_gate_up): rows [0, F) the gate, [F, 2F) up
     // Encoder–decoders' decoder layers: the cross-attention, queries from the
     // decoder, keys and values from the encoder's output; its norm (ln_x).
     cross_q_w,
