@@ -106,10 +106,22 @@ const NameTable& name_table(Family family) {
                                      {"mlp.up_proj.weight", "ffn_up.weight"},
                                      {"mlp.down_proj.weight", "ffn_down.weight"},
                                      {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"}}};
-    return family == Family::gpt_neox ? gpt_neox
-           : family == Family::gpt2   ? gpt2
-           : family == Family::olmo2  ? olmo2
-                                      : llama;
+    static const NameTable phi3 = {"model.layers.",
+                                   "blk.",
+                                   llama.outside,
+                                   {{"input_layernorm.weight", "attn_norm.weight"},
+                                    {"self_attn.qkv_proj.weight", "attn_qkv.weight"},
+                                    {"self_attn.o_proj.weight", "attn_output.weight"},
+                                    {"post_attention_layernorm.weight", "ffn_norm.weight"},
+                                    {"mlp.gate_up_proj.weight", "ffn_up.weight"},
+                                    {"mlp.down_proj.weight", "ffn_down.weight"}}};
+    switch (family) {
+        case Family::gpt_neox: return gpt_neox;
+        case Family::gpt2: return gpt2;
+        case Family::olmo2: return olmo2;
+        case Family::phi3: return phi3;
+        default: return llama;
+    }
 }
 
 // The Hugging Face row of GGUF row r of a llama Q or K (heads of hs): the
@@ -264,8 +276,8 @@ void write_family_keys(GgufSpec& gguf, const FamilySpec& spec, const std::string
         return;
     }
     key("attention.head_count_kv", gguf_uint32(uint32_t(spec.n_kv_head)));
-    key("attention.key_length", gguf_uint32(uint32_t(spec.head_dim)));
-    key("rope.dimension_count", gguf_uint32(uint32_t(spec.head_dim)));
+    if (spec.family != Family::phi3) key("attention.key_length", gguf_uint32(uint32_t(spec.head_dim)));
+    key("rope.dimension_count", gguf_uint32(uint32_t(spec.rotary_pct * spec.head_dim)));
     key("rope.freq_base", gguf_float32(float(spec.rope_theta)));
     key("attention.layer_norm_rms_epsilon", gguf_float32(float(spec.norm_eps)));
 }

@@ -51,6 +51,7 @@ FamilySpec spec_of(const Param& param) {
     FamilySpec spec = gguf_family_spec(param.family);
     spec.parallel_residual = param.variant != "sequential";
     if (param.variant == "untied") spec.tied_embeddings = false;
+    if (param.variant == "partial") spec.rotary_pct = 0.75;  // Phi-4-mini's: 24 of each head's 32 dims
     return spec;
 }
 
@@ -64,14 +65,16 @@ TEST_P(GgufModel, MapsAndHeadOutputsMatchTheReference) {
     const FamilyCheckpoint checkpoint = write_gguf_family(file, spec, dtype);
     const Model model = load_model(file.string());
 
-    const bool fused = family == Family::gpt2 || family == Family::gpt_neox;
+    const bool fused = family == Family::gpt2 || family == Family::gpt_neox || family == Family::phi3;
     EXPECT_EQ(model.config.architecture, model_type(family));
     EXPECT_EQ(model.config.rope.adjacent_pairs, family == Family::llama) << "llama.cpp reorders llama's Q and K only";
     EXPECT_TRUE(model.config.weights_out_by_in) << "every matrix of a GGUF file is stored (out, in), GPT-2's too";
     EXPECT_EQ(model.config.qkv_layout, fused ? QkvLayout::fused : QkvLayout::separate)
         << "llama.cpp gathers GPT-NeoX's per-head [q k v] into [Q | K | V]";
-    if (family == Family::gpt_neox) {
+    if (family != Family::gpt2) {
         EXPECT_FLOAT_EQ(model.config.rope.fraction, static_cast<float>(spec.rotary_pct));
+    }
+    if (family == Family::gpt_neox) {
         EXPECT_EQ(model.config.parallel_residual, spec.parallel_residual);
     }
     EXPECT_EQ(model.config.tied_embeddings, spec.tied_embeddings);
@@ -171,7 +174,8 @@ std::string param_name(const ::testing::TestParamInfo<Param>& info) {
 
 std::vector<Param> params() {
     std::vector<Param> all;
-    for (Family family : {Family::llama, Family::qwen2, Family::qwen3, Family::olmo2, Family::gpt2, Family::gpt_neox})
+    for (Family family :
+         {Family::llama, Family::qwen2, Family::qwen3, Family::olmo2, Family::phi3, Family::gpt2, Family::gpt_neox})
         for (DType dtype : {DType::F32, DType::Q8_0, DType::Q4_K, DType::Q6_K}) all.push_back({family, dtype, ""});
     // Every other type read, on llama: the halves, and the other blocks through the products' row-widening path.
     for (DType dtype : {DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K,
@@ -179,6 +183,7 @@ std::vector<Param> params() {
         all.push_back({Family::llama, dtype, ""});
     all.push_back({Family::gpt_neox, DType::F32, "sequential"});
     all.push_back({Family::gpt2, DType::F32, "untied"});
+    all.push_back({Family::phi3, DType::Q4_K, "partial"});
     return all;
 }
 

@@ -128,6 +128,30 @@ TEST(GgufModelFiles, EachArchitecturesMissingKeysAndMisshapenTensorsAreOneLineNa
                 if (key == "gptneox.rope.dimension_count") value = gguf_uint32(7);
         },
         family_file(Family::gpt_neox));
+    // Phi-3's: whole pairs, and no LongRoPE factors (llama.cpp chooses them by its context, not the text).
+    expect_refused(
+        "RoPE turns 9 of each head's 32 dims, which is not read yet",
+        [](GgufSpec& s) {
+            for (auto& [key, value] : s.metadata)
+                if (key == "phi3.rope.dimension_count") value = gguf_uint32(9);
+        },
+        family_file(Family::phi3));
+    expect_refused(
+        "LongRoPE's factors (rope_factors_long, rope_factors_short) are not read yet",
+        [](GgufSpec& s) {
+            s.tensors.push_back(tensor(s, "output_norm.weight"));
+            s.tensors.back().name = "rope_factors_long.weight";
+        },
+        family_file(Family::phi3));
+    // OLMo 2's K norm spans its NKV key/value heads' 64 values.
+    expect_refused(
+        "tensor 'blk.0.attn_k_norm.weight' has ne [256], expected [64] from the keys",
+        [](GgufSpec& s) {
+            GgufTensorSpec& t = tensor(s, "blk.0.attn_k_norm.weight");
+            t.ne[0] = 256;
+            t.data.resize(256 * 4);
+        },
+        family_file(Family::olmo2));
     expect_refused(
         "tensor 'token_types.weight' has ne [256, 3], expected [256, 2] from the keys",
         [](GgufSpec& s) {

@@ -102,6 +102,53 @@ const GgufStackNames olmo2_names = {
      {"ffn_down.weight", Weight::fc_proj_w},
      {"post_ffw_norm.weight", Weight::mlp_out_norm_w}}};
 
+// ---- phi3 ----
+
+// Q, K and V one product (attn_qkv) and the MLP's gate and up one (ffn_up, 2F
+// rows, the gate's first), as Phi-3's own files have them: the converter
+// reorders no rows.
+const GgufStackNames phi3_names = {
+    false,
+    {{"token_embd.weight", Weight::wte}, {"output_norm.weight", Weight::ln_f_w}, {"output.weight", Weight::lm_head}},
+    "blk.",
+    {{"attn_norm.weight", Weight::ln_1_w},
+     {"attn_qkv.weight", Weight::attn_w},
+     {"attn_output.weight", Weight::attn_proj_w},
+     {"ffn_norm.weight", Weight::ln_2_w},
+     {"ffn_up.weight", Weight::gate_up_w},
+     {"ffn_down.weight", Weight::fc_proj_w}}};
+
+const std::vector<GgufKey> phi3_keys = {
+    {"block_count", "num_hidden_layers"},
+    {"embedding_length", "hidden_size"},
+    {"feed_forward_length", "intermediate_size"},
+    {"attention.head_count", "num_attention_heads"},
+    {"context_length", "max_position_embeddings"},
+    {"attention.layer_norm_rms_epsilon", "rms_norm_eps", K::number},
+    {"attention.head_count_kv", "num_key_value_heads", K::count, false},
+    {"rope.freq_base", "rope_theta", K::number, false},
+    {"attention.sliding_window", "sliding_window", K::count, false},
+};
+
+// Tied where the file has no output.weight; partial_rotary_factor from the
+// dims RoPE turns (Phi-4-mini's 96 of 128). LongRoPE's factors, which
+// llama.cpp stores as rope_factors_long and rope_factors_short and chooses by
+// the context it is given rather than the text's length, are not read yet.
+void phi3_more_keys(const GgufSource& s, json& c) {
+    c["tie_word_embeddings"] = !s.tensor("output.weight");
+    if (s.tensor("rope_factors_long.weight") || s.tensor("rope_factors_short.weight"))
+        s.refuse("LongRoPE's factors (rope_factors_long, rope_factors_short) are not read yet");
+    refuse_rope_scaling(s);
+    const uint64_t heads = c["num_attention_heads"], width = c["hidden_size"];
+    const uint64_t head_dim = heads ? width / heads : 0;
+    const uint64_t rotated = s.file().integer(s.key("rope.dimension_count")).value_or(head_dim);
+    const float fraction = head_dim ? float(rotated) / float(head_dim) : 1;
+    if (rotated % 2 || rotated == 0 || rotated > head_dim ||
+        static_cast<uint64_t>(double(head_dim) * double(fraction)) != rotated)
+        refuse_rotated_dims(s, rotated, head_dim);
+    c["partial_rotary_factor"] = fraction;
+}
+
 // ---- gpt2, gptneox ----
 
 // GPT-2's and GPT-NeoX's layers: LayerNorms and products with biases, Q, K and V fused.
@@ -284,6 +331,7 @@ const GgufArchitecture architectures[] = {
     {"qwen2", "qwen2", llama_keys, {llama_names}, llama_more_keys},
     {"qwen3", "qwen3", llama_keys, {llama_names}, llama_more_keys},
     {"olmo2", "olmo2", llama_keys, {olmo2_names}, llama_more_keys},
+    {"phi3", "phi3", phi3_keys, {phi3_names}, phi3_more_keys},
     {"gpt2", "gpt2", gpt2_keys, {gpt2_names}, gpt2_more_keys, gpt2_layout},
     {"gptneox", "gpt_neox", gpt_neox_keys, {gpt_neox_names}, gpt_neox_more_keys, gpt_neox_layout},
     {"bert", "bert", bert_keys, {bert_names}, bert_more_keys},
