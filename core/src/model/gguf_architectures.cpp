@@ -118,17 +118,12 @@ const GgufStackNames phi3_names = {
      {"ffn_up.weight", Weight::gate_up_w},
      {"ffn_down.weight", Weight::fc_proj_w}}};
 
-const std::vector<GgufKey> phi3_keys = {
-    {"block_count", "num_hidden_layers"},
-    {"embedding_length", "hidden_size"},
-    {"feed_forward_length", "intermediate_size"},
-    {"attention.head_count", "num_attention_heads"},
-    {"context_length", "max_position_embeddings"},
-    {"attention.layer_norm_rms_epsilon", "rms_norm_eps", K::number},
-    {"attention.head_count_kv", "num_key_value_heads", K::count, false},
-    {"rope.freq_base", "rope_theta", K::number, false},
-    {"attention.sliding_window", "sliding_window", K::count, false},
-};
+// llama's, and the window.
+const std::vector<GgufKey> phi3_keys = [] {
+    std::vector<GgufKey> keys = llama_keys;
+    keys.push_back({"attention.sliding_window", "sliding_window", K::count, false});
+    return keys;
+}();
 
 // Tied where the file has no output.weight; partial_rotary_factor from the
 // dims RoPE turns (Phi-4-mini's 96 of 128). LongRoPE's factors, which
