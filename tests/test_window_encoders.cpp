@@ -153,6 +153,25 @@ TEST_F(WindowEncoders, ModernBertsWindowReachesBothWaysOnItsLocalLayers) {
         }
         EXPECT_GT(window, 0) << "the window panel is drawn for a model with a window";
         EXPECT_EQ(blocked > 0, layer == 1);
+        // Beside the layer slider: the shown layer's kind.
+        const json kind = test::entries(shot.layout, "layer-kind");
+        ASSERT_EQ(kind.size(), 1u);
+        EXPECT_EQ(kind[0]["local"], layer == 1);
+    }
+}
+
+// The model tab names each row's kind where they differ: ModernBERT's layer 0
+// is global, and every global_attn_every_n_layers-th (3) from it; the others local.
+TEST_F(WindowEncoders, TheModelTabNamesEachLayerLocalOrGlobal) {
+    const test::WindowShot shot =
+        test::shoot_window({"--model", (dir_->path / "modernbert").string(), "--text", text_, "--view", "model"},
+                           dir_->path, "modernbert-model");
+    ASSERT_EQ(shot.run.status, 0) << shot.run.err;
+    const json rows = test::entries(shot.layout, "model-layer");
+    ASSERT_EQ(rows.size(), 3u);
+    for (const json& row : rows) {
+        const int l = row["layer"];
+        EXPECT_EQ(row["text"], "L" + std::to_string(l) + (l % 3 == 0 ? " global" : " local"));
     }
 }
 

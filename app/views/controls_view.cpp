@@ -144,6 +144,12 @@ void ControlsView::draw(WindowState& state, Session& s, Ui& ui) {
     ImGui::SetNextItemWidth(120 * ui.scale);
     slider_int(ui, "layer", &state.layer, 0, layers - 1);
     ImGui::SameLine();
+    if (model.config.mixed_windows()) {  // ModernBERT's, Gemma's: whether the shown layer has the window
+        const bool local = model.config.windowed(state.layer);
+        text_disabled(ui, {{"view", "layer-kind"}, {"layer", state.layer}, {"local", local}}, "%s",
+                      local ? "local" : "global");
+        ImGui::SameLine();
+    }
     enum_combo(ui, "colormap", ui.colormap, colormap_choices.labels, 120 * ui.scale);
     ImGui::SameLine();
     legend(ui);

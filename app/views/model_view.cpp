@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "widgets/texts.h"
@@ -10,7 +11,16 @@ namespace headscope {
 
 namespace {
 
-float row_label_width(const Ui& ui) { return ImGui::CalcTextSize("L00").x + 8 * ui.scale; }
+// "L3", or "L3 local" / "L5 global" where the layers differ in their window.
+std::string row_label(const Config& config, int layer) {
+    const char* kind = !config.mixed_windows() ? "" : config.windowed(layer) ? " local" : " global";
+    char label[32];
+    std::snprintf(label, sizeof label, "L%d%s", layer, kind);
+    return label;
+}
+float row_label_width(const Config& config, const Ui& ui) {
+    return ImGui::CalcTextSize(config.mixed_windows() ? "L00 global" : "L00").x + 8 * ui.scale;
+}
 // A line of head numbers above the first layer; grouped, a gap between
 // groups and a line above that naming each group's KV head.
 float group_gap(int group, const Ui& ui) { return group > 1 ? 10 * ui.scale : 0; }
@@ -39,7 +49,8 @@ float ModelView::map_side(const Session& session, const Ui& ui, ImVec2 area) {
     const int L = session.maps().layers(), NH = session.heads_shown();
     const int NKV = session.shown.attention.NKV, group = NH / NKV;
     const float spacing = thumbnail_spacing(ui), readable = 40 * ui.scale;
-    const float across = std::floor((area.x - row_label_width(ui) - (NKV - 1) * group_gap(group, ui)) / NH - spacing);
+    const float across = std::floor(
+        (area.x - row_label_width(session.model().config, ui) - (NKV - 1) * group_gap(group, ui)) / NH - spacing);
     return std::min(across, std::max(readable, std::floor((area.y - header_height(group)) / L - spacing)));
 }
 
@@ -49,7 +60,8 @@ float ModelView::map_side(const Session& session, const Ui& ui, ImVec2 area) {
 bool ModelView::draw(WindowState& state, Session& session, Ui& ui) {
     const int L = session.maps().layers(), NH = session.heads_shown();
     const int NKV = session.shown.attention.NKV, group = NH / NKV;
-    const float row_label = row_label_width(ui), spacing = thumbnail_spacing(ui);
+    const Config& config = session.model().config;
+    const float label_width = row_label_width(config, ui), spacing = thumbnail_spacing(ui);
     const float gap = group_gap(group, ui);
     const float side = map_side(session, ui, ImGui::GetContentRegionAvail());
     maps_corner_ = {};  // until the thumbnails are drawn
@@ -58,7 +70,7 @@ bool ModelView::draw(WindowState& state, Session& session, Ui& ui) {
         return false;
     }
     const auto column_x = [&](int h) {
-        return ImGui::GetCursorStartPos().x + row_label + h * (side + spacing) + h / group * gap;
+        return ImGui::GetCursorStartPos().x + label_width + h * (side + spacing) + h / group * gap;
     };
     if (group > 1) {
         for (int kv = 0; kv < NKV; ++kv) {
@@ -85,7 +97,8 @@ bool ModelView::draw(WindowState& state, Session& session, Ui& ui) {
     ImGui::PushStyleVar(ImGuiStyleVar_ItemSpacing, ImVec2(spacing, spacing));  // between the rows too
     for (int l = 0; l < L; ++l) {
         ImGui::AlignTextToFramePadding();
-        ImGui::Text("L%d", l);
+        const std::string label = row_label(config, l);
+        text(ui, {{"view", "model-layer"}, {"layer", l}, {"text", label}}, "%s", label.c_str());
         for (int h = 0; h < NH; ++h) {
             ImGui::SameLine(column_x(h));
             if (maps_[static_cast<size_t>(l) * NH + h].draw_thumbnail(state, session, ui, "model", l, h, side)) {

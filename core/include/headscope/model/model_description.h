@@ -163,6 +163,12 @@ struct Config {
     bool predicts() const { return mlm_head || !post_norm || is_encoder_decoder(); }
     // Whether layer l has the sliding window (when the options keep it on).
     bool windowed(int layer) const { return sliding_window && (!global_every || layer % global_every != 0); }
+    // Whether some layers are local (windowed) and others global: the views then name each layer's kind.
+    bool mixed_windows() const {
+        bool local = false, global = false;
+        for (int l = 0; l < n_layer; ++l) (windowed(l) ? local : global) = true;
+        return local && global;
+    }
 };
 
 // What a model is, in words: "decoder" (predicts the next token),
