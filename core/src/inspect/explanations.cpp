@@ -76,7 +76,7 @@ ScoreTerms explain_score(const Model& model, const AttentionResult& result, cons
     s.k.assign(k, k + hs);
     for (int i = 0; i < hs; ++i) s.terms.push_back(q[i] * k[i]);
     s.score = dot(q, k, hs);
-    s.scale = score_scale(options.scale, cfg.n_embd, hs);
+    s.scale = score_scale(options.scale, cfg, hs);
     std::vector<int> order(hs);
     std::iota(order.begin(), order.end(), 0);
     std::sort(order.begin(), order.end(), [&](int a, int c) { return s.terms[a] > s.terms[c]; });
