@@ -38,13 +38,21 @@ Rows conv1d(const Rows& x, const std::vector<float>& w, const std::vector<float>
     return y;
 }
 
-// RMSNorm of the n values at x: x / sqrt(mean(x^2) + eps) * w.
-void rms_norm(double* x, int n, const std::vector<float>& w, double eps) {
+// RMSNorm of the n values at x: x / sqrt(mean(x^2) + eps) * (offset + w),
+// offset + w in float32 (Gemma's offset 1: Gemma2RMSNorm's 1.0 + weight.float()).
+void rms_norm(double* x, int n, const std::vector<float>& w, double eps, float offset = 0) {
     double square_sum = 0;
     for (int c = 0; c < n; ++c) square_sum += x[c] * x[c];
     const double inverse = 1 / std::sqrt(square_sum / n + eps);
-    for (int c = 0; c < n; ++c) x[c] = x[c] * inverse * w[c];
+    for (int c = 0; c < n; ++c) x[c] = x[c] * inverse * double(offset + w[c]);
 }
+
+// Gemma's sqrt(C) as transformers makes it: torch.tensor(hidden_size**0.5,
+// dtype) in the weights' dtype (the test files' dtype is the model's).
+double gemma_embedding_scale(const FamilySpec& s) { return rounded(float(std::sqrt(double(s.n_embd))), s.dtype); }
+
+// A scaled score soft-capped as Gemma 2's eager_attention_forward does: cap tanh(s / cap); no cap at 0.
+double soft_capped(double score, double cap) { return cap > 0 ? cap * std::tanh(score / cap) : score; }
 
 // Each row's LayerNorm: (x - mean) / sqrt(var + eps) * w + b.
 
@@ -106,6 +114,8 @@ std::vector<float> rope_inverse_frequencies(const FamilySpec& spec, int hs, int 
         const double divisor = longrope.empty() ? 1.0 : longrope.at(d);
         inv_freq[d] = static_cast<float>(1 / (divisor * std::pow(spec.rope_theta, 2.0 * d / dims)));
     }
+    if (spec.rope_linear_factor > 0)  // rope_type linear: inv_freq / factor
+        for (float& f : inv_freq) f = static_cast<float>(f / spec.rope_linear_factor);
     if (spec.rope_factor > 0) {
         // Llama 3: wavelengths past original / low_freq_factor slow by the
         // factor, those under original / high_freq_factor stay, and those
@@ -148,6 +158,9 @@ FamilyReference family_reference(const FamilyCheckpoint& model, const std::vecto
     // GPT-NeoX and GPT-2 have LayerNorms, biases everywhere and Q, K and V fused.
     const bool gpt2 = s.family == Family::gpt2, neox = s.family == Family::gpt_neox || gpt2;
     const bool olmo2 = s.family == Family::olmo2;  // no norm before a sublayer, one on each one's output
+    const bool gemma = test::gemma(s.family);      // norms before and after each sublayer, of (1 + w)
+    const float offset = gemma ? 1.f : 0.f;
+    const std::string model_prefix = s.model_prefix();
     const int C = s.n_embd, F = s.mlp_dim, hs_model = s.head_dim;
     const int width = s.n_head * hs_model, kv_width = s.kv_heads() * hs_model, group = s.n_head / s.kv_heads();
     const int B = static_cast<int>(texts.size());
@@ -166,26 +179,34 @@ FamilyReference family_reference(const FamilyCheckpoint& model, const std::vecto
     ref.fully_masked.assign(B * T, 0);
     ref.outputs.assign(layers.size() * B * T * width, 0.0);
     ref.residual.assign(size_t(s.n_layer) * B * T * C, 0.0);
-    const double scale = opt.scale == Scale::head    ? 1 / std::sqrt(double(hs))
+    const double head_scale = gemma ? 1 / std::sqrt(s.query_pre_attn_scalar) : 1 / std::sqrt(double(hs));
+    const double scale = opt.scale == Scale::head    ? head_scale
                          : opt.scale == Scale::model ? 1 / std::sqrt(double(C))
                                                      : 1.0;
-    const std::vector<float> inv_freq = rope_inverse_frequencies(s, hs, T);  // GPT-2's none
+    const std::vector<float> global_freq = rope_inverse_frequencies(s, hs, T);  // GPT-2's none
+    // Gemma 3's sliding layers: rope_local_base_freq, without the rope_scaling.
+    FamilySpec local_spec = s;
+    local_spec.rope_theta = s.local_rope_theta, local_spec.rope_linear_factor = 0;
+    const std::vector<float> local_freq =
+        s.local_rope_theta > 0 ? rope_inverse_frequencies(local_spec, hs, T) : global_freq;
     const double cos_sin_scale = rope_attention_factor(s);
     const bool phi3 = s.family == Family::phi3;
     // GPT-NeoX's and GPT-2's LayerNorm, else RMSNorm, each of C values;
     // `which` is the first norm or the second in Hugging Face's names.
     const auto norm = [&](const Rows& x, const LayerNames& name, bool first) {
         if (olmo2) return x;
-        const std::string which =
-            gpt2 ? (first ? "ln_1" : "ln_2") : (first ? "input_layernorm" : "post_attention_layernorm");
+        const std::string which = gpt2    ? (first ? "ln_1" : "ln_2")
+                                  : first ? "input_layernorm"
+                                  : gemma ? "pre_feedforward_layernorm"
+                                          : "post_attention_layernorm";
         if (neox) return layer_norm(x, model[name(which + ".weight")], model[name(which + ".bias")], s.norm_eps);
         Rows y = x;
-        for (auto& row : y) rms_norm(row.data(), C, model[name(which + ".weight")], s.norm_eps);
+        for (auto& row : y) rms_norm(row.data(), C, model[name(which + ".weight")], s.norm_eps, offset);
         return y;
     };
-    // OLMo 2's RMSNorm of each row's n values (a sublayer's output, or all of Q or K at once).
+    // OLMo 2's and Gemma's RMSNorm of each row's n values (a sublayer's output, or all of Q or K at once).
     const auto rms_norm_rows = [&](Rows& rows, int n, const std::vector<float>& w) {
-        for (auto& row : rows) rms_norm(row.data(), n, w, s.norm_eps);
+        for (auto& row : rows) rms_norm(row.data(), n, w, s.norm_eps, offset);
     };
     // A product with a bias: GPT-2's Conv1D, else Hugging Face's Linear.
     const auto product = [&](const Rows& x, const LayerNames& name, const std::string& which, int in, int out) {
@@ -194,7 +215,8 @@ FamilyReference family_reference(const FamilyCheckpoint& model, const std::vecto
     };
     const std::vector<float>& embedding = model[gpt2   ? "wte.weight"
                                                 : neox ? "gpt_neox.embed_in.weight"
-                                                       : "model.embed_tokens.weight"];
+                                                       : model_prefix + "embed_tokens.weight"];
+    const double embedding_scale = gemma ? gemma_embedding_scale(s) : 1;
 
     for (int b = 0; b < B; ++b) {
         const int length = static_cast<int>(texts[b].size());
@@ -202,13 +224,16 @@ FamilyReference family_reference(const FamilyCheckpoint& model, const std::vecto
         for (int t = 0; t < T; ++t) {
             const size_t id = static_cast<size_t>(t < length ? texts[b][t] : s.pad_id());
             for (int c = 0; c < C; ++c)
-                x[t][c] = embedding[id * C + c] + (gpt2 ? model["wpe.weight"][size_t(t) * C + c] : 0.0);
+                x[t][c] =
+                    embedding[id * C + c] * embedding_scale + (gpt2 ? model["wpe.weight"][size_t(t) * C + c] : 0.0);
         }
         for (int l = 0; l < s.n_layer; ++l) {
             const LayerNames name{(gpt2   ? "h."
                                    : neox ? "gpt_neox.layers."
-                                          : "model.layers.") +
+                                          : model_prefix + "layers.") +
                                   std::to_string(l) + "."};
+            const std::vector<float>& inv_freq = s.windowed(l) ? local_freq : global_freq;
+            const int window = s.windowed(l) || !gemma ? opt.sliding_window : 0;
             const Rows h = norm(x, name, true);
             Rows q = zeros(T, width), k = zeros(T, kv_width), v = zeros(T, kv_width);
             if (neox) {
@@ -243,12 +268,12 @@ FamilyReference family_reference(const FamilyCheckpoint& model, const std::vecto
                 rms_norm_rows(q, width, model[name("self_attn.q_norm.weight")]);
                 rms_norm_rows(k, kv_width, model[name("self_attn.k_norm.weight")]);
             }
-            if (s.family == Family::qwen3)  // on the model's own heads, before RoPE
+            if (s.family == Family::qwen3 || (gemma && s.family != Family::gemma2))  // on the own heads, before RoPE
                 for (int t = 0; t < T; ++t) {
                     for (int c = 0; c < width; c += hs_model)
-                        rms_norm(&q[t][c], hs_model, model[name("self_attn.q_norm.weight")], s.norm_eps);
+                        rms_norm(&q[t][c], hs_model, model[name("self_attn.q_norm.weight")], s.norm_eps, offset);
                     for (int c = 0; c < kv_width; c += hs_model)
-                        rms_norm(&k[t][c], hs_model, model[name("self_attn.k_norm.weight")], s.norm_eps);
+                        rms_norm(&k[t][c], hs_model, model[name("self_attn.k_norm.weight")], s.norm_eps, offset);
                 }
 
             const auto slot = std::find(layers.begin(), layers.end(), l);
@@ -264,7 +289,7 @@ FamilyReference family_reference(const FamilyCheckpoint& model, const std::vecto
                     bool any = false;
                     for (int j = 0; j < T; ++j) {
                         visible[j] = (!opt.causal || j <= i) && (!opt.padding_mask || (i < length && j < length)) &&
-                                     (opt.sliding_window <= 0 || j > i - opt.sliding_window);
+                                     (window <= 0 || j > i - window);
                         any = any || visible[j];
                     }
                     if (!any) {
@@ -276,7 +301,7 @@ FamilyReference family_reference(const FamilyCheckpoint& model, const std::vecto
                         if (!visible[j]) continue;
                         double dot = 0;
                         for (int d = 0; d < hs; ++d) dot += qh[i][d] * kh[j][d];
-                        att[i][j] = dot * scale;
+                        att[i][j] = soft_capped(dot * scale, s.attn_softcap);  // after the scale, before the mask
                         max_score = std::max(max_score, att[i][j]);
                     }
                     for (int j = 0; j < T; ++j) {
@@ -330,7 +355,7 @@ FamilyReference family_reference(const FamilyCheckpoint& model, const std::vecto
             } else {
                 attention = linear(merged, model[name("self_attn.o_proj.weight")],
                                    model.find(name("self_attn.o_proj.bias")), width, C);
-                if (olmo2) rms_norm_rows(attention, C, model[name("post_attention_layernorm.weight")]);
+                if (olmo2 || gemma) rms_norm_rows(attention, C, model[name("post_attention_layernorm.weight")]);
                 Rows mlp_in = x;
                 for (int t = 0; t < T; ++t)
                     for (int c = 0; c < C; ++c) mlp_in[t][c] += attention[t][c];
@@ -347,9 +372,14 @@ FamilyReference family_reference(const FamilyCheckpoint& model, const std::vecto
                     up = linear(h2, model[name("mlp.up_proj.weight")], nullptr, C, F);
                 }
                 for (int t = 0; t < T; ++t)
-                    for (int f = 0; f < F; ++f) gate[t][f] = gate[t][f] / (1 + std::exp(-gate[t][f])) * up[t][f];
+                    for (int f = 0; f < F; ++f) {
+                        const double g = gate[t][f];  // Gemma's gelu_pytorch_tanh, the others' SiLU
+                        const double tanh_gelu =
+                            0.5 * g * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (g + 0.044715 * g * g * g)));
+                        gate[t][f] = (gemma ? tanh_gelu : g / (1 + std::exp(-g))) * up[t][f];
+                    }
                 mlp = linear(gate, model[name("mlp.down_proj.weight")], nullptr, F, C);
-                if (olmo2) rms_norm_rows(mlp, C, model[name("post_feedforward_layernorm.weight")]);
+                if (olmo2 || gemma) rms_norm_rows(mlp, C, model[name("post_feedforward_layernorm.weight")]);
             }
             for (int t = 0; t < T; ++t)
                 for (int c = 0; c < C; ++c) {
@@ -376,8 +406,9 @@ std::vector<double> family_logits(const FamilyCheckpoint& model, const std::vect
         x = layer_norm(x, model["ln_f.weight"], model["ln_f.bias"], s.norm_eps);
         unembedding = &model[s.tied_embeddings ? "wte.weight" : "lm_head.weight"];
     } else {
-        for (auto& row : x) rms_norm(row.data(), C, model["model.norm.weight"], s.norm_eps);
-        unembedding = &model[s.tied_embeddings ? "model.embed_tokens.weight" : "lm_head.weight"];
+        const std::string prefix = s.model_prefix();
+        for (auto& row : x) rms_norm(row.data(), C, model[prefix + "norm.weight"], s.norm_eps, gemma(s.family) ? 1 : 0);
+        unembedding = &model[s.tied_embeddings ? prefix + "embed_tokens.weight" : "lm_head.weight"];
     }
     // Logit (n, v) = sum over c of x[n][c] W[v][c], summed in c's order; the
     // rows go innermost, so that one pass over W serves them all.
@@ -391,7 +422,7 @@ std::vector<double> family_logits(const FamilyCheckpoint& model, const std::vect
             const double w = (*unembedding)[size_t(v) * C + c];
             for (size_t n = 0; n < N; ++n) sums[n] += x_t[c * N + n] * w;
         }
-        for (size_t n = 0; n < N; ++n) logits[n * V + v] = sums[n];
+        for (size_t n = 0; n < N; ++n) logits[n * V + v] = soft_capped(sums[n], s.final_softcap);
     }
     return logits;
 }

@@ -105,6 +105,7 @@ json config_json(const FamilySpec& s) {
                 {"vocab_size", s.vocab_size}};
 
     if (s.family == Family::phi3) return phi3_config_json(s);
+    if (gemma(s.family)) return gemma_config_json(s);
 
     const char* architecture = s.family == Family::llama   ? "LlamaForCausalLM"
                                : s.family == Family::qwen2 ? "Qwen2ForCausalLM"
@@ -191,8 +192,15 @@ const char* model_type(Family family) {
         case Family::gpt2: return "gpt2";
         case Family::olmo2: return "olmo2";
         case Family::phi3: return "phi3";
+        case Family::gemma2: return "gemma2";
+        case Family::gemma3_text: return "gemma3_text";
+        case Family::gemma3: return "gemma3";
     }
     return "";
+}
+
+bool gemma(Family family) {
+    return family == Family::gemma2 || family == Family::gemma3_text || family == Family::gemma3;
 }
 
 FamilySpec family_spec(Family family) {
@@ -228,6 +236,13 @@ FamilySpec family_spec(Family family) {
         case Family::phi3:  // Phi-3's: Llama 2's tokenizer in 32064 rows, <|endoftext|> its eos and pad
             s.vocab_size = 32064, s.bos_id = 1, s.eos_ids = {32000}, s.pad_token_id = 32000;
             s.write_head_dim = false, s.original_max_positions = 4096;
+            break;
+        case Family::gemma2:       // Llama 2's tokenizer (SentencePiece BPE with byte fallback, as Gemma's) stands in
+        case Family::gemma3_text:  // for Gemma's own, which no reference here ships; tied, as Gemma is
+        case Family::gemma3:
+            s.vocab_size = 32000, s.bos_id = 1, s.eos_ids = {2}, s.pad_token_id = 0;
+            s.norm_eps = 1e-6, s.tied_embeddings = true, s.head_dim = 16;
+            s.rope_theta = family == Family::gemma2 ? 10000 : 1e6;
             break;
     }
     return s;
@@ -287,6 +302,26 @@ std::vector<FamilyVariant> family_variants() {
         s.n_kv_head = 1, s.max_positions = 512, s.original_max_positions = 16, s.longrope_type = "su";
         s.short_factors = {1.0, 1.25, 2.0, 4.0}, s.long_factors = {1.0, 3.0, 7.0, 13.0};
     });
+    // Gemma 2: heads of 16 from C = 48 (whose sqrt, 6.93, bfloat16 rounds
+    // to 6.94), query_pre_attn_scalar 12 (steep scores the cap then bends),
+    // caps that bend the scores and the logits, a window of 3 keys on layers 0 and 2.
+    add("gemma2", Family::gemma2, [](FamilySpec& s) {
+        s.n_embd = 48, s.sliding_window = 3, s.query_pre_attn_scalar = 12, s.attn_softcap = 1.5, s.final_softcap = 2;
+    });
+    // Gemma 3: six layers, so that layer 5 is global (rope_theta 1e6 divided
+    // by the linear factor 8) and the others local (theta 100), a window of
+    // 4; query_pre_attn_scalar 6 scales its q/k-normed heads into peaked maps.
+    const auto gemma3 = [](FamilySpec& s) {
+        s.n_layer = 6, s.sliding_window = 4, s.query_pre_attn_scalar = 6, s.local_rope_theta = 100;
+        s.rope_linear_factor = 8;
+    };
+    add("gemma3_text", Family::gemma3_text, gemma3);
+    // A gemma3 checkpoint: text_config, the language_model.model. prefix, a
+    // vision tower's tensor, layer_types, the eos list at the top only.
+    add("gemma3", Family::gemma3, [&](FamilySpec& s) {
+        gemma3(s);
+        s.write_layer_types = true, s.eos_ids = {2, 106}, s.final_softcap = 3;
+    });
     return variants;
 }
 
@@ -318,6 +353,10 @@ FamilyCheckpoint make_family_checkpoint(const FamilySpec& spec) {
     // unscaled scores (scale none) of a few wide re-split heads so large that
     // float32's rounding alone moves weights by over 1e-5 against the reference.
     const float in_C = 1 / std::sqrt(float(C));
+    if (gemma(spec.family)) {
+        draw_gemma_tensors(out, draw.rng);
+        return out;
+    }
 
     if (spec.family == Family::gpt2) {  // Conv1D weights (in, out), Q, K and V fused [Q | K | V]
         if (F != 4 * C || hs * NH != C) throw std::invalid_argument("test spec: GPT-2 has F = 4C and hs = C / NH");
@@ -460,9 +499,10 @@ void write_family_checkpoint(const fs::path& dir, const FamilyCheckpoint& checkp
     const auto copy = [&](const fs::path& from, const char* to) {
         fs::copy_file(from, dir / to, fs::copy_options::overwrite_existing);
     };
-    const char* package = spec.family == Family::llama || spec.family == Family::olmo2    ? "tokenizer-llama3"
-                          : spec.family == Family::mistral || spec.family == Family::phi3 ? "tokenizer-llama2"
-                                                                                          : "tokenizer-qwen3";
+    const char* package = spec.family == Family::llama || spec.family == Family::olmo2 ? "tokenizer-llama3"
+                          : spec.family == Family::mistral || spec.family == Family::phi3 || gemma(spec.family)
+                              ? "tokenizer-llama2"
+                              : "tokenizer-qwen3";
     if (spec.family == Family::gpt_neox || spec.family == Family::gpt2) {
         copy(gpt2_vocab_json(), "vocab.json");
         copy(gpt2_merges_txt(), "merges.txt");

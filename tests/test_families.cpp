@@ -195,6 +195,27 @@ TEST_P(FamilyForward, CausalMaskKeepsEarlierRowsWhenTheLastTokenChanges) {
     }
 }
 
+// What Gemma's config.json says, as transformers reads it; none of it for the other families.
+void expect_gemma_config(const FamilySpec& s, const Config& c) {
+    const bool is_gemma = gemma(s.family);
+    EXPECT_EQ(c.norm_offset, is_gemma ? 1.f : 0.f);
+    EXPECT_FLOAT_EQ(c.attention_scale, is_gemma ? float(1 / std::sqrt(s.query_pre_attn_scalar)) : 0.f);
+    EXPECT_FLOAT_EQ(c.attention_softcap, float(s.attn_softcap));
+    EXPECT_FLOAT_EQ(c.logit_softcap, float(s.final_softcap));
+    EXPECT_FLOAT_EQ(c.local_rope_theta, float(s.local_rope_theta));
+    EXPECT_FLOAT_EQ(c.rope.linear_factor, s.rope_linear_factor > 0 ? float(s.rope_linear_factor) : 1.f);
+    EXPECT_EQ(c.vision_tower_left_out, s.family == Family::gemma3);
+    for (int l = 0; l < s.n_layer; ++l) EXPECT_EQ(c.windowed(l), s.windowed(l)) << "layer " << l;
+    // sqrt(C) rounded to the embedding table's dtype: bfloat16's 8 significant bits.
+    const float root = std::sqrt(float(s.n_embd));
+    if (!is_gemma)
+        EXPECT_EQ(c.embedding_scale, 1.f);
+    else if (s.dtype == FileDType::BF16)
+        EXPECT_EQ(c.embedding_scale, std::ldexp(std::round(std::ldexp(root, 5)), -5)) << "bfloat16's step in [4, 8)";
+    else
+        EXPECT_EQ(c.embedding_scale, root);
+}
+
 // The files read: every dtype and shard count. (The forward's tests above
 // run on single files: sharded tensors reach the same forward.)
 class FamilyFiles : public FamilyForward {};
@@ -221,7 +242,7 @@ TEST_P(FamilyFiles, ReadsTheConfigAndTensorsAsWritten) {
     EXPECT_FLOAT_EQ(c.layer_norm_epsilon, float(s.norm_eps));
     EXPECT_EQ(c.norm, neox ? Norm::layer_norm : Norm::rms_norm);
     EXPECT_EQ(c.positions, Positions::rotary);
-    EXPECT_EQ(c.mlp, neox ? Mlp::gelu_exact : Mlp::swiglu);
+    EXPECT_EQ(c.mlp, neox ? Mlp::gelu_exact : gemma(s.family) ? Mlp::gated_gelu : Mlp::swiglu);
     EXPECT_FLOAT_EQ(c.rope.theta, float(s.rope_theta));
     EXPECT_FLOAT_EQ(c.rope.fraction, float(s.rotary_pct));
     EXPECT_FLOAT_EQ(c.rope.factor, float(s.rope_factor));
@@ -232,10 +253,12 @@ TEST_P(FamilyFiles, ReadsTheConfigAndTensorsAsWritten) {
     }
     EXPECT_EQ(c.qkv_bias, neox || s.attention_bias || s.family == Family::qwen2);
     EXPECT_EQ(c.o_bias, neox || (s.attention_bias && s.family != Family::qwen2));
-    EXPECT_EQ(c.qk_norm, s.family == Family::qwen3 || s.family == Family::olmo2);
+    const bool gemma3 = gemma(s.family) && s.family != Family::gemma2;
+    EXPECT_EQ(c.qk_norm, s.family == Family::qwen3 || s.family == Family::olmo2 || gemma3);
     EXPECT_EQ(c.qk_norm_whole, s.family == Family::olmo2);
     EXPECT_EQ(c.input_norms, s.family != Family::olmo2);
-    EXPECT_EQ(c.output_norms, s.family == Family::olmo2);
+    EXPECT_EQ(c.output_norms, s.family == Family::olmo2 || gemma(s.family));
+    expect_gemma_config(s, c);
     EXPECT_EQ(c.parallel_residual, neox && s.parallel_residual);
     EXPECT_EQ(c.tied_embeddings, s.tied_embeddings && llama_like);
     EXPECT_EQ(c.sliding_window, s.sliding_window) << "Qwen's window is off: use_sliding_window is false";
@@ -243,6 +266,7 @@ TEST_P(FamilyFiles, ReadsTheConfigAndTensorsAsWritten) {
     int64_t params = 0;
     std::vector<std::string> names;
     for (const NamedTensor& t : checkpoint_.tensors) {
+        if (t.name.starts_with("vision_tower.")) continue;  // a gemma3 checkpoint's, not read
         params += int64_t(t.values.size());
         names.push_back(t.name);
     }
@@ -437,6 +461,67 @@ TEST_F(BadFamilyCheckpoint, TensorInNoShard) {
     FamilyCheckpoint lost = llama_;
     std::erase_if(lost.tensors, [](const NamedTensor& t) { return t.name == "model.layers.1.mlp.up_proj.weight"; });
     EXPECT_TRUE(fails_naming(lost, {"model.layers.1.mlp.up_proj.weight", "missing"}));
+}
+
+}  // namespace
+
+namespace {
+
+// Hostile Gemma configs: each refused in one line naming the key.
+TEST(GemmaConfig, BadKeysAreRefusedInOneLineNamingThem) {
+    using nlohmann::json;
+    const json text = {{"model_type", "gemma3_text"}, {"num_hidden_layers", 2}, {"hidden_size", 32},
+                       {"vocab_size", 100},           {"head_dim", 8},          {"num_attention_heads", 4}};
+    struct Case {
+        const char* key;
+        json value;
+    };
+    const Case cases[] = {{"use_bidirectional_attention", true},
+                          {"layer_types", json::array({"sliding_attention"})},
+                          {"layer_types", json::array({"sliding_attention", "chunked_attention"})},
+                          {"rope_scaling", {{"rope_type", "yarn"}, {"factor", 8}}},
+                          {"hidden_activation", "relu"},
+                          {"query_pre_attn_scalar", 0},
+                          {"final_logit_softcapping", "30"},
+                          {"sliding_window", -1}};
+    for (const Case& c : cases) {
+        json bad = text;
+        bad[c.key] = c.value;
+        for (const json& config : {bad, json{{"model_type", "gemma3"}, {"text_config", bad}}}) {
+            try {
+                config_from_json(config, "config.json");
+                ADD_FAILURE() << "no error for " << config.dump();
+            } catch (const Error& e) {
+                const std::string message = e.what();
+                EXPECT_NE(message.find(c.key), std::string::npos) << message;
+                EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+            }
+        }
+    }
+    try {
+        config_from_json({{"model_type", "gemma3"}}, "config.json");
+        ADD_FAILURE() << "a gemma3 config without text_config";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("text_config"), std::string::npos) << e.what();
+    }
+}
+
+// A gemma3 checkpoint's ids: text_config's where it names them, else the top level's (its eos list).
+TEST(GemmaConfig, Gemma3TakesTokenIdsFromTextConfigThenTheTop) {
+    const nlohmann::json config = {
+        {"model_type", "gemma3"},
+        {"eos_token_id", {1, 106}},
+        {"bos_token_id", 7},
+        {"text_config", {{"bos_token_id", 2}, {"vocab_size", 300}, {"num_hidden_layers", 12}}}};
+    const Config c = config_from_json(config, "config.json");
+    EXPECT_EQ(c.bos_token_id, 2);
+    EXPECT_EQ(c.eos_token_id, 1);
+    EXPECT_EQ(c.more_eos_ids, std::vector<int>{106});
+    EXPECT_EQ(c.n_embd, 2304) << "Gemma3TextConfig's default";
+    EXPECT_FLOAT_EQ(c.rope.theta, 1e6f) << "Gemma3TextConfig's default, not Gemma 2's";
+    EXPECT_EQ(c.logit_softcap, 0.f);
+    for (int l = 0; l < 12; ++l) EXPECT_EQ(c.windowed(l), (l + 1) % 6 != 0) << "layer " << l;
+    EXPECT_TRUE(c.vision_tower_left_out);
 }
 
 }  // namespace

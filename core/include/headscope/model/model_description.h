@@ -134,7 +134,7 @@ struct Config {
     float norm_offset = 0;
     // Gemma: the layers with the sliding window, one flag per layer (its
     // layer_types); empty: global_every's rule.
-    std::vector<bool> windowed_layers;
+    std::vector<bool> windowed_layers = {};
     float attention_scale = 0;    // Gemma: the head scale, query_pre_attn_scalar^-1/2; 0: 1/sqrt(hs)
     float attention_softcap = 0;  // Gemma 2: scores = cap tanh(scores / cap) after the scale, before the mask; 0: none
     float logit_softcap = 0;      // Gemma: logits = cap tanh(logits / cap); 0: none
