@@ -38,13 +38,21 @@ Rows conv1d(const Rows& x, const std::vector<float>& w, const std::vector<float>
     return y;
 }
 
-// RMSNorm of the n values at x: x / sqrt(mean(x^2) + eps) * w.
-void rms_norm(double* x, int n, const std::vector<float>& w, double eps) {
+// RMSNorm of the n values at x: x / sqrt(mean(x^2) + eps) * (offset + w),
+// offset + w in float32 (Gemma's offset 1: Gemma2RMSNorm's 1.0 + weight.float()).
+void rms_norm(double* x, int n, const std::vector<float>& w, double eps, float offset = 0) {
     double square_sum = 0;
     for (int c = 0; c < n; ++c) square_sum += x[c] * x[c];
     const double inverse = 1 / std::sqrt(square_sum / n + eps);
-    for (int c = 0; c < n; ++c) x[c] = x[c] * inverse * w[c];
+    for (int c = 0; c < n; ++c) x[c] = x[c] * inverse * double(offset + w[c]);
 }
+
+// Gemma's sqrt(C) as transformers makes it: torch.tensor(hidden_size**0.5,
+// dtype) in the weights' dtype (the test files' dtype is the model's).
+double gemma_embedding_scale(const FamilySpec& s) { return rounded(float(std::sqrt(double(s.n_embd))), s.dtype); }
+
+// A scaled score soft-capped as Gemma 2's eager_attention_forward does: cap tanh(s / cap); no cap at 0.
+double soft_capped(double score, double cap) { return cap > 0 ? cap * std::tanh(score / cap) : score; }
 
 // Each row's LayerNorm: (x - mean) / sqrt(var + eps) * w + b.
 
@@ -95,270 +103,296 @@ std::vector<std::vector<double>> layer_norm(std::vector<std::vector<double>> x, 
     return x;
 }
 
-std::vector<float> rope_inverse_frequencies(const FamilySpec& spec, int hs, int T) {
-    int dims = static_cast<int>(hs * spec.rotary_pct);
-    dims -= dims % 2;
-    std::vector<float> inv_freq(dims / 2);
-    // LongRoPE (the newer transformers' choice): the long factors when the
-    // forward's length is past original_max_position_embeddings, else the short.
-    const std::vector<double>& longrope = T > spec.original_max_positions ? spec.long_factors : spec.short_factors;
-    for (int d = 0; d < dims / 2; ++d) {
-        const double divisor = longrope.empty() ? 1.0 : longrope.at(d);
-        inv_freq[d] = static_cast<float>(1 / (divisor * std::pow(spec.rope_theta, 2.0 * d / dims)));
+namespace {
+
+// What one layer's attention reads: Q (T, NH * hs) and K, V (T, NKV * hs), qk-normed.
+struct Projections {
+    Rows q, k, v;
+};
+
+// One forward of the reference over every text: the model, the options and
+// what every layer reads, each step a function.
+class ReferenceForward {
+public:
+    ReferenceForward(const FamilyCheckpoint& model, const std::vector<std::vector<int32_t>>& texts,
+                     const AttentionOptions& opt)
+        : m_(model), s_(model.spec), texts_(texts), opt_(opt) {
+        for (const auto& ids : texts) T_ = std::max(T_, static_cast<int>(ids.size()));
+        layers_ = opt.layers;
+        if (layers_.empty())
+            for (int l = 0; l < s_.n_layer; ++l) layers_.push_back(l);
+        ref_.NH = opt.n_head ? opt.n_head : s_.n_head;
+        ref_.NKV = ref_.NH / group_;
+        ref_.hs = width_ / ref_.NH;
+        const size_t B = texts.size(), slots = layers_.size();
+        ref_.weights.assign(slots * B * ref_.NH * T_ * T_, 0.0);
+        ref_.fully_masked.assign(B * T_, 0);
+        ref_.outputs.assign(slots * B * T_ * width_, 0.0);
+        ref_.residual.assign(size_t(s_.n_layer) * B * T_ * C_, 0.0);
+        const double head_scale = gemma_ ? 1 / std::sqrt(s_.query_pre_attn_scalar) : 1 / std::sqrt(double(ref_.hs));
+        scale_ = opt.scale == Scale::head ? head_scale : opt.scale == Scale::model ? 1 / std::sqrt(double(C_)) : 1.0;
+        global_freq_ = rope_inverse_frequencies(s_, ref_.hs, T_);  // GPT-2's none
+        // Gemma 3's sliding layers: rope_local_base_freq, without the rope_scaling.
+        FamilySpec local = s_;
+        local.rope_theta = s_.local_rope_theta, local.rope_linear_factor = 0;
+        local_freq_ = s_.local_rope_theta > 0 ? rope_inverse_frequencies(local, ref_.hs, T_) : global_freq_;
     }
-    if (spec.rope_factor > 0) {
-        // Llama 3: wavelengths past original / low_freq_factor slow by the
-        // factor, those under original / high_freq_factor stay, and those
-        // between blend the two.
-        const double original = spec.original_max_positions, factor = spec.rope_factor;
-        const double low = spec.low_freq_factor, high = spec.high_freq_factor;
-        for (float& f : inv_freq) {
-            const double wavelength = 2 * std::numbers::pi / f;
-            if (wavelength > original / low) {
-                f = static_cast<float>(f / factor);
-            } else if (wavelength >= original / high) {
-                const double smooth = (original / wavelength - low) / (high - low);
-                f = static_cast<float>((1 - smooth) * f / factor + smooth * f);
+
+    FamilyReference run() {
+        for (int b = 0; b < static_cast<int>(texts_.size()); ++b) {
+            Rows x = embed(b);
+            for (int l = 0; l < s_.n_layer; ++l) {
+                const LayerNames name{(gpt2_   ? "h."
+                                       : neox_ ? "gpt_neox.layers."
+                                               : s_.model_prefix() + "layers.") +
+                                      std::to_string(l) + "."};
+                const Rows merged = attend(project(norm(x, name, true), name), l, b);
+                const auto slot = std::find(layers_.begin(), layers_.end(), l);
+                if (slot != layers_.end())
+                    for (int t = 0; t < T_; ++t)
+                        std::copy_n(
+                            merged[t].begin(), width_,
+                            ref_.outputs.begin() + (((slot - layers_.begin()) * texts_.size() + b) * T_ + t) * width_);
+                add_sublayers(x, merged, name);
+                for (int t = 0; t < T_; ++t)
+                    std::copy_n(x[t].begin(), C_,
+                                ref_.residual.begin() + ((size_t(l) * texts_.size() + b) * T_ + t) * C_);
             }
         }
+        return ref_;
     }
-    return inv_freq;
-}
 
-double rope_attention_factor(const FamilySpec& spec) {
-    if (spec.long_factors.empty()) return 1;
-    const double factor = double(spec.max_positions) / spec.original_max_positions;
-    return factor <= 1 ? 1 : std::sqrt(1 + std::log(factor) / std::log(double(spec.original_max_positions)));
-}
-
-void rotate(const std::vector<float>& inv_freq, int position, double* x, double cos_sin_scale) {
-    const size_t half = inv_freq.size();
-    for (size_t d = 0; d < half; ++d) {
-        const double angle = position * static_cast<double>(inv_freq[d]);
-        const double c = std::cos(angle) * cos_sin_scale, s = std::sin(angle) * cos_sin_scale;
-        const double x1 = x[d], x2 = x[d + half];
-        x[d] = x1 * c - x2 * s;
-        x[d + half] = x2 * c + x1 * s;
+private:
+    // Text b's embeddings (pads past its length): Gemma's times its rounded sqrt(C), GPT-2's plus its positions.
+    Rows embed(int b) const {
+        const std::vector<float>& table = m_[gpt2_   ? "wte.weight"
+                                             : neox_ ? "gpt_neox.embed_in.weight"
+                                                     : s_.model_prefix() + "embed_tokens.weight"];
+        const double scale = gemma_ ? gemma_embedding_scale(s_) : 1;
+        const int length = static_cast<int>(texts_[b].size());
+        Rows x = zeros(T_, C_);
+        for (int t = 0; t < T_; ++t) {
+            const size_t id = static_cast<size_t>(t < length ? texts_[b][t] : s_.pad_id());
+            for (int c = 0; c < C_; ++c)
+                x[t][c] = table[id * C_ + c] * scale + (gpt2_ ? m_["wpe.weight"][size_t(t) * C_ + c] : 0.0);
+        }
+        return x;
     }
-}
+
+    // GPT-NeoX's and GPT-2's LayerNorm, else RMSNorm, each of C values, before
+    // the attention (`first`) or the MLP; OLMo 2 has none there.
+    Rows norm(const Rows& x, const LayerNames& name, bool first) const {
+        if (olmo2_) return x;
+        const std::string which = gpt2_    ? (first ? "ln_1" : "ln_2")
+                                  : first  ? "input_layernorm"
+                                  : gemma_ ? "pre_feedforward_layernorm"
+                                           : "post_attention_layernorm";
+        if (neox_) return layer_norm(x, m_[name(which + ".weight")], m_[name(which + ".bias")], s_.norm_eps);
+        Rows y = x;
+        rms_norm_rows(y, C_, m_[name(which + ".weight")]);
+        return y;
+    }
+    // RMSNorm of each row's n values (of (1 + w) for Gemma).
+    void rms_norm_rows(Rows& rows, int n, const std::vector<float>& w) const {
+        for (auto& row : rows) rms_norm(row.data(), n, w, s_.norm_eps, offset_);
+    }
+    // A product with a bias: GPT-2's Conv1D, else Hugging Face's Linear.
+    Rows product(const Rows& x, const LayerNames& name, const std::string& which, int in, int out) const {
+        const std::vector<float>&w = m_[name(which + ".weight")], &b = m_[name(which + ".bias")];
+        return gpt2_ ? conv1d(x, w, b, in, out) : linear(x, w, &b, in, out);
+    }
+
+    // Q, K and V of the normed input h, as each family lays out its projections, then their norms.
+    Projections project(const Rows& h, const LayerNames& name) const {
+        const int hs = s_.head_dim, kv_width = s_.kv_heads() * hs;
+        Projections p{zeros(T_, width_), zeros(T_, kv_width), zeros(T_, kv_width)};
+        if (neox_) {
+            // c_attn's outputs are [Q | K | V]; query_key_value's per head [q k v], hs each.
+            const Rows qkv = product(h, name, gpt2_ ? "attn.c_attn" : "attention.query_key_value", C_, 3 * width_);
+            for (int t = 0; t < T_; ++t)
+                for (int head = 0; head < s_.n_head; ++head)
+                    for (int d = 0; d < hs; ++d) {
+                        const int at = gpt2_ ? head * hs + d : head * 3 * hs + d, apart = gpt2_ ? width_ : hs;
+                        p.q[t][head * hs + d] = qkv[t][at];
+                        p.k[t][head * hs + d] = qkv[t][at + apart];
+                        p.v[t][head * hs + d] = qkv[t][at + 2 * apart];
+                    }
+        } else if (phi3_) {  // qkv_proj's outputs are [Q | K | V]: NH * hs, then NKV * hs each
+            const Rows qkv = linear(h, m_[name("self_attn.qkv_proj.weight")], nullptr, C_, width_ + 2 * kv_width);
+            for (int t = 0; t < T_; ++t) {
+                std::copy_n(qkv[t].begin(), width_, p.q[t].begin());
+                std::copy_n(qkv[t].begin() + width_, kv_width, p.k[t].begin());
+                std::copy_n(qkv[t].begin() + width_ + kv_width, kv_width, p.v[t].begin());
+            }
+        } else {
+            const auto proj = [&](const char* which, int out) {
+                const std::string w = std::string("self_attn.") + which;
+                return linear(h, m_[name(w + ".weight")], m_.find(name(w + ".bias")), C_, out);
+            };
+            p.q = proj("q_proj", width_), p.k = proj("k_proj", kv_width), p.v = proj("v_proj", kv_width);
+        }
+        if (olmo2_) {  // the whole projections, before the heads and RoPE
+            rms_norm_rows(p.q, width_, m_[name("self_attn.q_norm.weight")]);
+            rms_norm_rows(p.k, kv_width, m_[name("self_attn.k_norm.weight")]);
+        }
+        if (s_.family == Family::qwen3 || (gemma_ && s_.family != Family::gemma2))  // the own heads, before RoPE
+            for (int t = 0; t < T_; ++t) {
+                for (int c = 0; c < width_; c += hs)
+                    rms_norm(&p.q[t][c], hs, m_[name("self_attn.q_norm.weight")], s_.norm_eps, offset_);
+                for (int c = 0; c < kv_width; c += hs)
+                    rms_norm(&p.k[t][c], hs, m_[name("self_attn.k_norm.weight")], s_.norm_eps, offset_);
+            }
+        return p;
+    }
+
+    // One head's (T, T) map of text b: scores scaled (and soft-capped), masked, softmaxed.
+    Rows head_map(const Rows& qh, const Rows& kh, int window, int b) {
+        const int length = static_cast<int>(texts_[b].size());
+        Rows att = zeros(T_, T_);
+        for (int i = 0; i < T_; ++i) {
+            std::vector<bool> visible(T_);
+            bool any = false;
+            for (int j = 0; j < T_; ++j) {
+                visible[j] = (!opt_.causal || j <= i) && (!opt_.padding_mask || (i < length && j < length)) &&
+                             (window <= 0 || j > i - window);
+                any = any || visible[j];
+            }
+            if (!any) {
+                ref_.fully_masked[b * T_ + i] = 1;
+                continue;
+            }
+            double max_score = -INFINITY, sum = 0;
+            for (int j = 0; j < T_; ++j) {
+                if (!visible[j]) continue;
+                double dot = 0;
+                for (int d = 0; d < ref_.hs; ++d) dot += qh[i][d] * kh[j][d];
+                att[i][j] = soft_capped(dot * scale_, s_.attn_softcap);  // after the scale, before the mask
+                max_score = std::max(max_score, att[i][j]);
+            }
+            for (int j = 0; j < T_; ++j) {
+                att[i][j] = visible[j] ? std::exp(att[i][j] - max_score) : 0.0;
+                sum += att[i][j];
+            }
+            for (int j = 0; j < T_; ++j) att[i][j] /= sum;
+        }
+        return att;
+    }
+
+    // Layer l's heads over text b (their maps kept where the layer is
+    // returned, a knocked-out head's output replaced), merged back to (T, NH * hs).
+    Rows attend(const Projections& p, int l, int b) {
+        const int NH = ref_.NH, hs = ref_.hs, length = static_cast<int>(texts_[b].size());
+        const std::vector<float>& inv_freq = s_.windowed(l) ? local_freq_ : global_freq_;
+        const int window = s_.windowed(l) || !gemma_ ? opt_.sliding_window : 0;
+        const double cos_sin_scale = rope_attention_factor(s_);
+        const auto slot = std::find(layers_.begin(), layers_.end(), l);
+        Rows merged = zeros(T_, width_);
+        for (int head = 0; head < NH; ++head) {
+            const int kv_head = head / group_;  // repeat_kv: each K/V head serves `group` consecutive heads
+            const Rows att =
+                head_map(head_rows(p.q, opt_.split, head, hs, inv_freq, true, cos_sin_scale),
+                         head_rows(p.k, opt_.split, kv_head, hs, inv_freq, true, cos_sin_scale), window, b);
+            const Rows vh = head_rows(p.v, opt_.split, kv_head, hs, inv_freq, false);
+            if (slot != layers_.end())
+                for (int i = 0; i < T_; ++i)
+                    std::copy_n(att[i].begin(), T_,
+                                ref_.weights.begin() +
+                                    ((((slot - layers_.begin()) * texts_.size() + b) * NH + head) * T_ + i) * T_);
+            Rows y = zeros(T_, hs);
+            for (int r = 0; r < T_; ++r)
+                for (int d = 0; d < hs; ++d)
+                    for (int j = 0; j < T_; ++j) y[r][d] += att[r][j] * vh[j][d];
+            if (std::find(opt_.ablate.begin(), opt_.ablate.end(), HeadRef{l, head}) != opt_.ablate.end())
+                for (int d = 0; d < hs; ++d) {  // knocked out: zero, or its mean over the text's real positions
+                    double mean = 0;
+                    for (int r = 0; r < length && opt_.ablation == Ablation::mean; ++r) mean += y[r][d] / length;
+                    for (int r = 0; r < T_; ++r) y[r][d] = mean;
+                }
+            for (int r = 0; r < T_; ++r)
+                for (int d = 0; d < hs; ++d) {
+                    const Place at = head_place(opt_.split, head, r, d, T_, width_, hs);
+                    merged[at.row][at.col] = y[r][d];
+                }
+        }
+        return merged;
+    }
+
+    // x += the attention's output and the MLP's, as each family adds them.
+    void add_sublayers(Rows& x, const Rows& merged, const LayerNames& name) const {
+        const bool output_norms = olmo2_ || gemma_;  // each sublayer's output normed inside the residual
+        Rows attention = neox_ ? product(merged, name, gpt2_ ? "attn.c_proj" : "attention.dense", width_, C_)
+                               : linear(merged, m_[name("self_attn.o_proj.weight")],
+                                        m_.find(name("self_attn.o_proj.bias")), width_, C_);
+        if (output_norms) rms_norm_rows(attention, C_, m_[name("post_attention_layernorm.weight")]);
+        // Pythia's parallel residual: the MLP reads the layer's input; the others the input plus attention.
+        Rows mlp_in = x;
+        if (!neox_ || gpt2_ || !s_.parallel_residual)
+            for (int t = 0; t < T_; ++t)
+                for (int c = 0; c < C_; ++c) mlp_in[t][c] += attention[t][c];
+        Rows mlp = neox_ ? neox_mlp(norm(mlp_in, name, false), name) : gated_mlp(norm(mlp_in, name, false), name);
+        if (output_norms) rms_norm_rows(mlp, C_, m_[name("post_feedforward_layernorm.weight")]);
+        for (int t = 0; t < T_; ++t)
+            for (int c = 0; c < C_; ++c) x[t][c] += attention[t][c] + mlp[t][c];
+    }
+
+    // GPT-2's MLP (tanh GELU, gelu_new) and GPT-NeoX's (exact GELU), with biases.
+    Rows neox_mlp(const Rows& h, const LayerNames& name) const {
+        const int F = s_.mlp_dim;
+        Rows hidden = product(h, name, gpt2_ ? "mlp.c_fc" : "mlp.dense_h_to_4h", C_, F);
+        for (auto& row : hidden)
+            for (double& u : row)
+                u = gpt2_ ? 0.5 * u * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (u + 0.044715 * u * u * u)))
+                          : 0.5 * u * (1 + std::erf(u / std::numbers::sqrt2));
+        return product(hidden, name, gpt2_ ? "mlp.c_proj" : "mlp.dense_4h_to_h", F, C_);
+    }
+
+    // The gated MLPs: SiLU(gate) * up, Gemma's tanh GELU(gate) * up; Phi-3's gate and up one product.
+    Rows gated_mlp(const Rows& h, const LayerNames& name) const {
+        const int F = s_.mlp_dim;
+        Rows gate = zeros(T_, F), up = zeros(T_, F);
+        if (phi3_) {  // gate_up_proj's outputs: gate, then up (chunk(2, dim=-1))
+            const Rows gate_up = linear(h, m_[name("mlp.gate_up_proj.weight")], nullptr, C_, 2 * F);
+            for (int t = 0; t < T_; ++t) {
+                std::copy_n(gate_up[t].begin(), F, gate[t].begin());
+                std::copy_n(gate_up[t].begin() + F, F, up[t].begin());
+            }
+        } else {
+            gate = linear(h, m_[name("mlp.gate_proj.weight")], nullptr, C_, F);
+            up = linear(h, m_[name("mlp.up_proj.weight")], nullptr, C_, F);
+        }
+        for (int t = 0; t < T_; ++t)
+            for (int f = 0; f < F; ++f) {
+                const double g = gate[t][f];
+                const double tanh_gelu =
+                    0.5 * g * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (g + 0.044715 * g * g * g)));
+                gate[t][f] = (gemma_ ? tanh_gelu : g / (1 + std::exp(-g))) * up[t][f];
+            }
+        return linear(gate, m_[name("mlp.down_proj.weight")], nullptr, F, C_);
+    }
+
+    const FamilyCheckpoint& m_;
+    const FamilySpec& s_;
+    const std::vector<std::vector<int32_t>>& texts_;
+    const AttentionOptions& opt_;
+    // GPT-NeoX and GPT-2 have LayerNorms, biases everywhere and Q, K and V fused.
+    const bool gpt2_ = s_.family == Family::gpt2, neox_ = s_.family == Family::gpt_neox || gpt2_;
+    const bool olmo2_ = s_.family == Family::olmo2;  // no norm before a sublayer, one on each one's output
+    const bool gemma_ = test::gemma(s_.family);      // norms before and after each sublayer, of (1 + w)
+    const bool phi3_ = s_.family == Family::phi3;
+    const float offset_ = gemma_ ? 1.f : 0.f;
+    const int C_ = s_.n_embd, width_ = s_.n_head * s_.head_dim, group_ = s_.n_head / s_.kv_heads();
+    int T_ = 0;
+    std::vector<int> layers_;
+    double scale_ = 1;
+    std::vector<float> global_freq_, local_freq_;
+    FamilyReference ref_;
+};
+
+}  // namespace
 
 FamilyReference family_reference(const FamilyCheckpoint& model, const std::vector<std::vector<int32_t>>& texts,
                                  const AttentionOptions& opt) {
-    const FamilySpec& s = model.spec;
-    // GPT-NeoX and GPT-2 have LayerNorms, biases everywhere and Q, K and V fused.
-    const bool gpt2 = s.family == Family::gpt2, neox = s.family == Family::gpt_neox || gpt2;
-    const bool olmo2 = s.family == Family::olmo2;  // no norm before a sublayer, one on each one's output
-    const int C = s.n_embd, F = s.mlp_dim, hs_model = s.head_dim;
-    const int width = s.n_head * hs_model, kv_width = s.kv_heads() * hs_model, group = s.n_head / s.kv_heads();
-    const int B = static_cast<int>(texts.size());
-    int T = 0;
-    for (const auto& ids : texts) T = std::max(T, static_cast<int>(ids.size()));
-    std::vector<int> layers = opt.layers;
-    if (layers.empty())
-        for (int l = 0; l < s.n_layer; ++l) layers.push_back(l);
-
-    FamilyReference ref;
-    ref.NH = opt.n_head ? opt.n_head : s.n_head;
-    ref.NKV = ref.NH / group;
-    ref.hs = width / ref.NH;
-    const int NH = ref.NH, hs = ref.hs;
-    ref.weights.assign(layers.size() * B * NH * T * T, 0.0);
-    ref.fully_masked.assign(B * T, 0);
-    ref.outputs.assign(layers.size() * B * T * width, 0.0);
-    ref.residual.assign(size_t(s.n_layer) * B * T * C, 0.0);
-    const double scale = opt.scale == Scale::head    ? 1 / std::sqrt(double(hs))
-                         : opt.scale == Scale::model ? 1 / std::sqrt(double(C))
-                                                     : 1.0;
-    const std::vector<float> inv_freq = rope_inverse_frequencies(s, hs, T);  // GPT-2's none
-    const double cos_sin_scale = rope_attention_factor(s);
-    const bool phi3 = s.family == Family::phi3;
-    // GPT-NeoX's and GPT-2's LayerNorm, else RMSNorm, each of C values;
-    // `which` is the first norm or the second in Hugging Face's names.
-    const auto norm = [&](const Rows& x, const LayerNames& name, bool first) {
-        if (olmo2) return x;
-        const std::string which =
-            gpt2 ? (first ? "ln_1" : "ln_2") : (first ? "input_layernorm" : "post_attention_layernorm");
-        if (neox) return layer_norm(x, model[name(which + ".weight")], model[name(which + ".bias")], s.norm_eps);
-        Rows y = x;
-        for (auto& row : y) rms_norm(row.data(), C, model[name(which + ".weight")], s.norm_eps);
-        return y;
-    };
-    // OLMo 2's RMSNorm of each row's n values (a sublayer's output, or all of Q or K at once).
-    const auto rms_norm_rows = [&](Rows& rows, int n, const std::vector<float>& w) {
-        for (auto& row : rows) rms_norm(row.data(), n, w, s.norm_eps);
-    };
-    // A product with a bias: GPT-2's Conv1D, else Hugging Face's Linear.
-    const auto product = [&](const Rows& x, const LayerNames& name, const std::string& which, int in, int out) {
-        const std::vector<float>&w = model[name(which + ".weight")], &b = model[name(which + ".bias")];
-        return gpt2 ? conv1d(x, w, b, in, out) : linear(x, w, &b, in, out);
-    };
-    const std::vector<float>& embedding = model[gpt2   ? "wte.weight"
-                                                : neox ? "gpt_neox.embed_in.weight"
-                                                       : "model.embed_tokens.weight"];
-
-    for (int b = 0; b < B; ++b) {
-        const int length = static_cast<int>(texts[b].size());
-        Rows x = zeros(T, C);
-        for (int t = 0; t < T; ++t) {
-            const size_t id = static_cast<size_t>(t < length ? texts[b][t] : s.pad_id());
-            for (int c = 0; c < C; ++c)
-                x[t][c] = embedding[id * C + c] + (gpt2 ? model["wpe.weight"][size_t(t) * C + c] : 0.0);
-        }
-        for (int l = 0; l < s.n_layer; ++l) {
-            const LayerNames name{(gpt2   ? "h."
-                                   : neox ? "gpt_neox.layers."
-                                          : "model.layers.") +
-                                  std::to_string(l) + "."};
-            const Rows h = norm(x, name, true);
-            Rows q = zeros(T, width), k = zeros(T, kv_width), v = zeros(T, kv_width);
-            if (neox) {
-                // c_attn's outputs are [Q | K | V]; query_key_value's per head [q k v], hs each.
-                const Rows qkv = product(h, name, gpt2 ? "attn.c_attn" : "attention.query_key_value", C, 3 * width);
-                for (int t = 0; t < T; ++t)
-                    for (int head = 0; head < s.n_head; ++head)
-                        for (int d = 0; d < hs_model; ++d) {
-                            const int at = gpt2 ? head * hs_model + d : head * 3 * hs_model + d;
-                            const int apart = gpt2 ? width : hs_model, col = head * hs_model + d;
-                            q[t][col] = qkv[t][at];
-                            k[t][col] = qkv[t][at + apart];
-                            v[t][col] = qkv[t][at + 2 * apart];
-                        }
-            } else if (phi3) {
-                // qkv_proj's outputs are [Q | K | V]: NH * hs, then NKV * hs each.
-                const Rows qkv = linear(h, model[name("self_attn.qkv_proj.weight")], nullptr, C, width + 2 * kv_width);
-                for (int t = 0; t < T; ++t) {
-                    std::copy_n(qkv[t].begin(), width, q[t].begin());
-                    std::copy_n(qkv[t].begin() + width, kv_width, k[t].begin());
-                    std::copy_n(qkv[t].begin() + width + kv_width, kv_width, v[t].begin());
-                }
-            } else {
-                q = linear(h, model[name("self_attn.q_proj.weight")], model.find(name("self_attn.q_proj.bias")), C,
-                           width);
-                k = linear(h, model[name("self_attn.k_proj.weight")], model.find(name("self_attn.k_proj.bias")), C,
-                           kv_width);
-                v = linear(h, model[name("self_attn.v_proj.weight")], model.find(name("self_attn.v_proj.bias")), C,
-                           kv_width);
-            }
-            if (olmo2) {  // the whole projections, before the heads and RoPE
-                rms_norm_rows(q, width, model[name("self_attn.q_norm.weight")]);
-                rms_norm_rows(k, kv_width, model[name("self_attn.k_norm.weight")]);
-            }
-            if (s.family == Family::qwen3)  // on the model's own heads, before RoPE
-                for (int t = 0; t < T; ++t) {
-                    for (int c = 0; c < width; c += hs_model)
-                        rms_norm(&q[t][c], hs_model, model[name("self_attn.q_norm.weight")], s.norm_eps);
-                    for (int c = 0; c < kv_width; c += hs_model)
-                        rms_norm(&k[t][c], hs_model, model[name("self_attn.k_norm.weight")], s.norm_eps);
-                }
-
-            const auto slot = std::find(layers.begin(), layers.end(), l);
-            Rows merged = zeros(T, width);
-            for (int head = 0; head < NH; ++head) {
-                const int kv_head = head / group;  // repeat_kv: each K/V head serves `group` consecutive heads
-                const Rows qh = head_rows(q, opt.split, head, hs, inv_freq, true, cos_sin_scale);
-                const Rows kh = head_rows(k, opt.split, kv_head, hs, inv_freq, true, cos_sin_scale);
-                const Rows vh = head_rows(v, opt.split, kv_head, hs, inv_freq, false);
-                Rows att = zeros(T, T);
-                for (int i = 0; i < T; ++i) {
-                    std::vector<bool> visible(T);
-                    bool any = false;
-                    for (int j = 0; j < T; ++j) {
-                        visible[j] = (!opt.causal || j <= i) && (!opt.padding_mask || (i < length && j < length)) &&
-                                     (opt.sliding_window <= 0 || j > i - opt.sliding_window);
-                        any = any || visible[j];
-                    }
-                    if (!any) {
-                        ref.fully_masked[b * T + i] = 1;
-                        continue;
-                    }
-                    double max_score = -INFINITY, sum = 0;
-                    for (int j = 0; j < T; ++j) {
-                        if (!visible[j]) continue;
-                        double dot = 0;
-                        for (int d = 0; d < hs; ++d) dot += qh[i][d] * kh[j][d];
-                        att[i][j] = dot * scale;
-                        max_score = std::max(max_score, att[i][j]);
-                    }
-                    for (int j = 0; j < T; ++j) {
-                        att[i][j] = visible[j] ? std::exp(att[i][j] - max_score) : 0.0;
-                        sum += att[i][j];
-                    }
-                    for (int j = 0; j < T; ++j) att[i][j] /= sum;
-                }
-                if (slot != layers.end())
-                    for (int i = 0; i < T; ++i)
-                        for (int j = 0; j < T; ++j)
-                            ref.weights[((((slot - layers.begin()) * B + b) * NH + head) * T + i) * T + j] = att[i][j];
-                Rows y = zeros(T, hs);
-                for (int r = 0; r < T; ++r)
-                    for (int d = 0; d < hs; ++d)
-                        for (int j = 0; j < T; ++j) y[r][d] += att[r][j] * vh[j][d];
-                if (std::find(opt.ablate.begin(), opt.ablate.end(), HeadRef{l, head}) != opt.ablate.end()) {
-                    // Knocked out: zero, or at every position its mean over the text's real positions.
-                    for (int d = 0; d < hs; ++d) {
-                        double mean = 0;
-                        for (int r = 0; r < length && opt.ablation == Ablation::mean; ++r) mean += y[r][d] / length;
-                        for (int r = 0; r < T; ++r) y[r][d] = mean;
-                    }
-                }
-                for (int r = 0; r < T; ++r)
-                    for (int d = 0; d < hs; ++d) {
-                        const Place p = head_place(opt.split, head, r, d, T, width, hs);
-                        merged[p.row][p.col] = y[r][d];
-                    }
-            }
-            if (slot != layers.end())
-                for (int t = 0; t < T; ++t)
-                    for (int c = 0; c < width; ++c)
-                        ref.outputs[(((slot - layers.begin()) * B + b) * T + t) * width + c] = merged[t][c];
-
-            Rows attention, mlp;
-            if (neox) {
-                attention = product(merged, name, gpt2 ? "attn.c_proj" : "attention.dense", width, C);
-                // Parallel: the MLP reads the layer's input; else (GPT-2's) the input plus attention.
-                Rows mlp_in = x;
-                if (gpt2 || !s.parallel_residual)
-                    for (int t = 0; t < T; ++t)
-                        for (int c = 0; c < C; ++c) mlp_in[t][c] += attention[t][c];
-                Rows hidden = product(norm(mlp_in, name, false), name, gpt2 ? "mlp.c_fc" : "mlp.dense_h_to_4h", C, F);
-                for (auto& row : hidden)
-                    for (double& u : row)  // GPT-2's tanh GELU (gelu_new), GPT-NeoX's exact one
-                        u = gpt2 ? 0.5 * u *
-                                       (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (u + 0.044715 * u * u * u)))
-                                 : 0.5 * u * (1 + std::erf(u / std::numbers::sqrt2));
-                mlp = product(hidden, name, gpt2 ? "mlp.c_proj" : "mlp.dense_4h_to_h", F, C);
-            } else {
-                attention = linear(merged, model[name("self_attn.o_proj.weight")],
-                                   model.find(name("self_attn.o_proj.bias")), width, C);
-                if (olmo2) rms_norm_rows(attention, C, model[name("post_attention_layernorm.weight")]);
-                Rows mlp_in = x;
-                for (int t = 0; t < T; ++t)
-                    for (int c = 0; c < C; ++c) mlp_in[t][c] += attention[t][c];
-                const Rows h2 = norm(mlp_in, name, false);
-                Rows gate = zeros(T, F), up = zeros(T, F);
-                if (phi3) {  // gate_up_proj's outputs: gate, then up (chunk(2, dim=-1))
-                    const Rows gate_up = linear(h2, model[name("mlp.gate_up_proj.weight")], nullptr, C, 2 * F);
-                    for (int t = 0; t < T; ++t) {
-                        std::copy_n(gate_up[t].begin(), F, gate[t].begin());
-                        std::copy_n(gate_up[t].begin() + F, F, up[t].begin());
-                    }
-                } else {
-                    gate = linear(h2, model[name("mlp.gate_proj.weight")], nullptr, C, F);
-                    up = linear(h2, model[name("mlp.up_proj.weight")], nullptr, C, F);
-                }
-                for (int t = 0; t < T; ++t)
-                    for (int f = 0; f < F; ++f) gate[t][f] = gate[t][f] / (1 + std::exp(-gate[t][f])) * up[t][f];
-                mlp = linear(gate, model[name("mlp.down_proj.weight")], nullptr, F, C);
-                if (olmo2) rms_norm_rows(mlp, C, model[name("post_feedforward_layernorm.weight")]);
-            }
-            for (int t = 0; t < T; ++t)
-                for (int c = 0; c < C; ++c) {
-                    x[t][c] += attention[t][c] + mlp[t][c];
-                    ref.residual[((size_t(l) * B + b) * T + t) * C + c] = x[t][c];
-                }
-        }
-    }
-    return ref;
+    return ReferenceForward(model, texts, opt).run();
 }
 
 std::vector<double> family_logits(const FamilyCheckpoint& model, const std::vector<double>& rows) {
@@ -376,8 +410,9 @@ std::vector<double> family_logits(const FamilyCheckpoint& model, const std::vect
         x = layer_norm(x, model["ln_f.weight"], model["ln_f.bias"], s.norm_eps);
         unembedding = &model[s.tied_embeddings ? "wte.weight" : "lm_head.weight"];
     } else {
-        for (auto& row : x) rms_norm(row.data(), C, model["model.norm.weight"], s.norm_eps);
-        unembedding = &model[s.tied_embeddings ? "model.embed_tokens.weight" : "lm_head.weight"];
+        const std::string prefix = s.model_prefix();
+        for (auto& row : x) rms_norm(row.data(), C, model[prefix + "norm.weight"], s.norm_eps, gemma(s.family) ? 1 : 0);
+        unembedding = &model[s.tied_embeddings ? prefix + "embed_tokens.weight" : "lm_head.weight"];
     }
     // Logit (n, v) = sum over c of x[n][c] W[v][c], summed in c's order; the
     // rows go innermost, so that one pass over W serves them all.
@@ -391,7 +426,7 @@ std::vector<double> family_logits(const FamilyCheckpoint& model, const std::vect
             const double w = (*unembedding)[size_t(v) * C + c];
             for (size_t n = 0; n < N; ++n) sums[n] += x_t[c * N + n] * w;
         }
-        for (size_t n = 0; n < N; ++n) logits[n * V + v] = sums[n];
+        for (size_t n = 0; n < N; ++n) logits[n * V + v] = soft_capped(sums[n], s.final_softcap);
     }
     return logits;
 }

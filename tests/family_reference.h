@@ -1,5 +1,5 @@
 // Test support: the families' forward written again from Hugging Face's
-// modeling code (Llama, Qwen 2, Qwen 3, Mistral, GPT-NeoX, GPT-2, Phi-3) in plain
+// modeling code (Llama, Qwen 2, Qwen 3, Mistral, GPT-NeoX, GPT-2, OLMo 2, Phi-3, Gemma 2 and 3) in plain
 // double-precision loops, one head at a time, through the final norm and the
 // output embedding. It reads the weights from the
 // writer's checkpoint (family_writer.h), never through the engine's loader,

@@ -66,46 +66,48 @@ json phi3_config_json(const FamilySpec& s) {
     return c;
 }
 
-json config_json(const FamilySpec& s) {
+json gpt2_config_json(const FamilySpec& s) {
+    return {{"activation_function", "gelu_new"},
+            {"architectures", {"GPT2LMHeadModel"}},
+            {"bos_token_id", s.bos_id},
+            {"eos_token_id", eos_json(s)},
+            {"layer_norm_epsilon", s.norm_eps},
+            {"model_type", "gpt2"},
+            {"n_ctx", s.max_positions},
+            {"n_embd", s.n_embd},
+            {"n_head", s.n_head},
+            {"n_layer", s.n_layer},
+            {"n_positions", s.max_positions},
+            {"tie_word_embeddings", s.tied_embeddings},
+            {"torch_dtype", torch_dtype(s.dtype)},
+            {"vocab_size", s.vocab_size}};
+}
+
+json gpt_neox_config_json(const FamilySpec& s) {
+    return {{"architectures", {"GPTNeoXForCausalLM"}},
+            {"bos_token_id", s.bos_id},
+            {"eos_token_id", eos_json(s)},
+            {"hidden_act", "gelu"},
+            {"hidden_size", s.n_embd},
+            {"initializer_range", 0.02},
+            {"intermediate_size", s.mlp_dim},
+            {"layer_norm_eps", s.norm_eps},
+            {"max_position_embeddings", s.max_positions},
+            {"model_type", "gpt_neox"},
+            {"num_attention_heads", s.n_head},
+            {"num_hidden_layers", s.n_layer},
+            {"rotary_emb_base", s.rope_theta},
+            {"rotary_pct", s.rotary_pct},
+            {"tie_word_embeddings", false},
+            {"torch_dtype", torch_dtype(s.dtype)},
+            {"use_cache", true},
+            {"use_parallel_residual", s.parallel_residual},
+            {"vocab_size", s.vocab_size}};
+}
+
+// Llama's, Qwen 2's, Qwen 3's, Mistral's and OLMo 2's.
+json llama_config_json(const FamilySpec& s) {
     const int L = s.n_layer;
-    if (s.family == Family::gpt2)
-        return {{"activation_function", "gelu_new"},
-                {"architectures", {"GPT2LMHeadModel"}},
-                {"bos_token_id", s.bos_id},
-                {"eos_token_id", eos_json(s)},
-                {"layer_norm_epsilon", s.norm_eps},
-                {"model_type", "gpt2"},
-                {"n_ctx", s.max_positions},
-                {"n_embd", s.n_embd},
-                {"n_head", s.n_head},
-                {"n_layer", L},
-                {"n_positions", s.max_positions},
-                {"tie_word_embeddings", s.tied_embeddings},
-                {"torch_dtype", torch_dtype(s.dtype)},
-                {"vocab_size", s.vocab_size}};
-    if (s.family == Family::gpt_neox)
-        return {{"architectures", {"GPTNeoXForCausalLM"}},
-                {"bos_token_id", s.bos_id},
-                {"eos_token_id", eos_json(s)},
-                {"hidden_act", "gelu"},
-                {"hidden_size", s.n_embd},
-                {"initializer_range", 0.02},
-                {"intermediate_size", s.mlp_dim},
-                {"layer_norm_eps", s.norm_eps},
-                {"max_position_embeddings", s.max_positions},
-                {"model_type", "gpt_neox"},
-                {"num_attention_heads", s.n_head},
-                {"num_hidden_layers", L},
-                {"rotary_emb_base", s.rope_theta},
-                {"rotary_pct", s.rotary_pct},
-                {"tie_word_embeddings", false},
-                {"torch_dtype", torch_dtype(s.dtype)},
-                {"use_cache", true},
-                {"use_parallel_residual", s.parallel_residual},
-                {"vocab_size", s.vocab_size}};
-
-    if (s.family == Family::phi3) return phi3_config_json(s);
-
     const char* architecture = s.family == Family::llama   ? "LlamaForCausalLM"
                                : s.family == Family::qwen2 ? "Qwen2ForCausalLM"
                                : s.family == Family::qwen3 ? "Qwen3ForCausalLM"
@@ -152,17 +154,19 @@ json config_json(const FamilySpec& s) {
     return c;
 }
 
-// Appends tensor `name` of `shape` to the checkpoint (draw_tensor), in its dtype.
-struct Drawer {
-    FamilyCheckpoint& out;
-    std::mt19937_64 rng;
-
-    void operator()(const std::string& name, std::vector<int64_t> shape, float mean, float std) {
-        draw_tensor(out.tensors, rng, name, std::move(shape), mean, std, out.spec.dtype);
-    }
-};
-
 }  // namespace
+
+json family_config_json(const FamilySpec& s) {
+    switch (s.family) {
+        case Family::gpt2: return gpt2_config_json(s);
+        case Family::gpt_neox: return gpt_neox_config_json(s);
+        case Family::phi3: return phi3_config_json(s);
+        case Family::gemma2:
+        case Family::gemma3_text:
+        case Family::gemma3: return gemma_config_json(s);
+        default: return llama_config_json(s);
+    }
+}
 
 void draw_tensor(std::vector<NamedTensor>& tensors, std::mt19937_64& rng, const std::string& name,
                  std::vector<int64_t> shape, float mean, float std, FileDType dtype) {
@@ -191,8 +195,15 @@ const char* model_type(Family family) {
         case Family::gpt2: return "gpt2";
         case Family::olmo2: return "olmo2";
         case Family::phi3: return "phi3";
+        case Family::gemma2: return "gemma2";
+        case Family::gemma3_text: return "gemma3_text";
+        case Family::gemma3: return "gemma3";
     }
     return "";
+}
+
+bool gemma(Family family) {
+    return family == Family::gemma2 || family == Family::gemma3_text || family == Family::gemma3;
 }
 
 FamilySpec family_spec(Family family) {
@@ -228,6 +239,13 @@ FamilySpec family_spec(Family family) {
         case Family::phi3:  // Phi-3's: Llama 2's tokenizer in 32064 rows, <|endoftext|> its eos and pad
             s.vocab_size = 32064, s.bos_id = 1, s.eos_ids = {32000}, s.pad_token_id = 32000;
             s.write_head_dim = false, s.original_max_positions = 4096;
+            break;
+        case Family::gemma2:       // Llama 2's tokenizer (SentencePiece BPE with byte fallback, as Gemma's) stands in
+        case Family::gemma3_text:  // for Gemma's own, which no reference here ships; tied, as Gemma is
+        case Family::gemma3:
+            s.vocab_size = 32000, s.bos_id = 1, s.eos_ids = {2}, s.pad_token_id = 0;
+            s.norm_eps = 1e-6, s.tied_embeddings = true, s.head_dim = 16;
+            s.rope_theta = family == Family::gemma2 ? 10000 : 1e6;
             break;
     }
     return s;
@@ -287,6 +305,26 @@ std::vector<FamilyVariant> family_variants() {
         s.n_kv_head = 1, s.max_positions = 512, s.original_max_positions = 16, s.longrope_type = "su";
         s.short_factors = {1.0, 1.25, 2.0, 4.0}, s.long_factors = {1.0, 3.0, 7.0, 13.0};
     });
+    // Gemma 2: heads of 16 from C = 48 (whose sqrt, 6.93, bfloat16 rounds
+    // to 6.94), query_pre_attn_scalar 12 (steep scores the cap then bends),
+    // caps that bend the scores and the logits, a window of 3 keys on layers 0 and 2.
+    add("gemma2", Family::gemma2, [](FamilySpec& s) {
+        s.n_embd = 48, s.sliding_window = 3, s.query_pre_attn_scalar = 12, s.attn_softcap = 1.5, s.final_softcap = 2;
+    });
+    // Gemma 3: six layers, so that layer 5 is global (rope_theta 1e6 divided
+    // by the linear factor 8) and the others local (theta 100), a window of
+    // 4; query_pre_attn_scalar 6 scales its q/k-normed heads into peaked maps.
+    const auto gemma3 = [](FamilySpec& s) {
+        s.n_layer = 6, s.sliding_window = 4, s.query_pre_attn_scalar = 6, s.local_rope_theta = 100;
+        s.rope_linear_factor = 8;
+    };
+    add("gemma3_text", Family::gemma3_text, gemma3);
+    // A gemma3 checkpoint: text_config, the language_model.model. prefix, a
+    // vision tower's tensor, layer_types, the eos list at the top only.
+    add("gemma3", Family::gemma3, [&](FamilySpec& s) {
+        gemma3(s);
+        s.write_layer_types = true, s.eos_ids = {2, 106}, s.final_softcap = 3;
+    });
     return variants;
 }
 
@@ -304,122 +342,6 @@ const std::vector<float>* FamilyCheckpoint::find(const std::string& name) const 
 const std::vector<float>& FamilyCheckpoint::operator[](const std::string& name) const {
     if (const std::vector<float>* values = find(name)) return *values;
     throw std::out_of_range("test checkpoint has no tensor " + name);
-}
-
-FamilyCheckpoint make_family_checkpoint(const FamilySpec& spec) {
-    const int C = spec.n_embd, NH = spec.n_head, NKV = spec.kv_heads(), hs = spec.head_dim, F = spec.mlp_dim;
-    const int V = spec.vocab_size, L = spec.n_layer;
-    if (!spec.write_head_dim && hs * NH != C)
-        throw std::invalid_argument("test spec: head_dim unwritten but not C / NH");
-    FamilyCheckpoint out{spec, config_json(spec), {}};
-    Drawer draw{out, std::mt19937_64(spec.seed)};
-    // Matrices scaled by their fan-in: scores at 1/sqrt(hs) then spread by
-    // about one unit, and the maps are peaked. Larger Q and K make the
-    // unscaled scores (scale none) of a few wide re-split heads so large that
-    // float32's rounding alone moves weights by over 1e-5 against the reference.
-    const float in_C = 1 / std::sqrt(float(C));
-
-    if (spec.family == Family::gpt2) {  // Conv1D weights (in, out), Q, K and V fused [Q | K | V]
-        if (F != 4 * C || hs * NH != C) throw std::invalid_argument("test spec: GPT-2 has F = 4C and hs = C / NH");
-        draw("wte.weight", {V, C}, 0, 1);
-        draw("wpe.weight", {spec.max_positions, C}, 0, 0.5f);
-        for (int l = 0; l < L; ++l) {
-            const std::string p = "h." + std::to_string(l) + ".";
-            draw(p + "ln_1.weight", {C}, 1, 0.1f);
-            draw(p + "ln_1.bias", {C}, 0, 0.1f);
-            draw(p + "attn.c_attn.weight", {C, 3 * C}, 0, in_C);
-            draw(p + "attn.c_attn.bias", {3 * C}, 0, 0.2f);
-            draw(p + "attn.c_proj.weight", {C, C}, 0, in_C);
-            draw(p + "attn.c_proj.bias", {C}, 0, 0.1f);
-            draw(p + "ln_2.weight", {C}, 1, 0.1f);
-            draw(p + "ln_2.bias", {C}, 0, 0.1f);
-            draw(p + "mlp.c_fc.weight", {C, F}, 0, in_C);
-            draw(p + "mlp.c_fc.bias", {F}, 0, 0.1f);
-            draw(p + "mlp.c_proj.weight", {F, C}, 0, 1 / std::sqrt(float(F)));
-            draw(p + "mlp.c_proj.bias", {C}, 0, 0.1f);
-        }
-        draw("ln_f.weight", {C}, 1, 0.1f);
-        draw("ln_f.bias", {C}, 0, 0.1f);
-        if (!spec.tied_embeddings) draw("lm_head.weight", {V, C}, 0, in_C);
-        return out;
-    }
-
-    if (spec.family == Family::gpt_neox) {
-        draw("gpt_neox.embed_in.weight", {V, C}, 0, 1);
-        for (int l = 0; l < L; ++l) {
-            const std::string p = "gpt_neox.layers." + std::to_string(l) + ".";
-            draw(p + "input_layernorm.weight", {C}, 1, 0.1f);
-            draw(p + "input_layernorm.bias", {C}, 0, 0.1f);
-            draw(p + "post_attention_layernorm.weight", {C}, 1, 0.1f);
-            draw(p + "post_attention_layernorm.bias", {C}, 0, 0.1f);
-            draw(p + "attention.query_key_value.weight", {3 * NH * hs, C}, 0, in_C);  // per head [q k v]
-            draw(p + "attention.query_key_value.bias", {3 * NH * hs}, 0, 0.2f);
-            draw(p + "attention.dense.weight", {C, NH * hs}, 0, 1 / std::sqrt(float(NH * hs)));
-            draw(p + "attention.dense.bias", {C}, 0, 0.1f);
-            draw(p + "mlp.dense_h_to_4h.weight", {F, C}, 0, in_C);
-            draw(p + "mlp.dense_h_to_4h.bias", {F}, 0, 0.1f);
-            draw(p + "mlp.dense_4h_to_h.weight", {C, F}, 0, 1 / std::sqrt(float(F)));
-            draw(p + "mlp.dense_4h_to_h.bias", {C}, 0, 0.1f);
-        }
-        draw("gpt_neox.final_layer_norm.weight", {C}, 1, 0.1f);
-        draw("gpt_neox.final_layer_norm.bias", {C}, 0, 0.1f);
-        draw("embed_out.weight", {V, C}, 0, in_C);
-        return out;
-    }
-
-    if (spec.family == Family::phi3) {  // Linear (out, in), no biases; qkv_proj [Q | K | V], gate_up_proj [gate | up]
-        draw("model.embed_tokens.weight", {V, C}, 0, 1);
-        for (int l = 0; l < L; ++l) {
-            const std::string p = "model.layers." + std::to_string(l) + ".";
-            draw(p + "self_attn.qkv_proj.weight", {(NH + 2 * NKV) * hs, C}, 0, in_C);
-            draw(p + "self_attn.o_proj.weight", {C, NH * hs}, 0, 1 / std::sqrt(float(NH * hs)));
-            draw(p + "mlp.gate_up_proj.weight", {2 * F, C}, 0, in_C);
-            draw(p + "mlp.down_proj.weight", {C, F}, 0, 1 / std::sqrt(float(F)));
-            draw(p + "input_layernorm.weight", {C}, 1, 0.1f);
-            draw(p + "post_attention_layernorm.weight", {C}, 1, 0.1f);
-        }
-        draw("model.norm.weight", {C}, 1, 0.1f);
-        if (!spec.tied_embeddings) draw("lm_head.weight", {V, C}, 0, in_C);
-        return out;
-    }
-
-    const bool qkv_bias = spec.attention_bias || spec.family == Family::qwen2;
-    const bool o_bias = spec.attention_bias && spec.family != Family::qwen2;
-    draw("model.embed_tokens.weight", {V, C}, 0, 1);
-    for (int l = 0; l < L; ++l) {
-        const std::string p = "model.layers." + std::to_string(l) + ".";
-        draw(p + "self_attn.q_proj.weight", {NH * hs, C}, 0, in_C);
-        if (qkv_bias) draw(p + "self_attn.q_proj.bias", {NH * hs}, 0, 0.2f);
-        draw(p + "self_attn.k_proj.weight", {NKV * hs, C}, 0, in_C);
-        if (qkv_bias) draw(p + "self_attn.k_proj.bias", {NKV * hs}, 0, 0.2f);
-        draw(p + "self_attn.v_proj.weight", {NKV * hs, C}, 0, in_C);
-        if (qkv_bias) draw(p + "self_attn.v_proj.bias", {NKV * hs}, 0, 0.2f);
-        draw(p + "self_attn.o_proj.weight", {C, NH * hs}, 0, 1 / std::sqrt(float(NH * hs)));
-        if (o_bias) draw(p + "self_attn.o_proj.bias", {C}, 0, 0.1f);
-        if (spec.family == Family::qwen3 || spec.family == Family::olmo2) {
-            // Each head's q and k (OLMo 2: all of Q and K) have RMS 1 after
-            // the norm; these weights then set the scores' spread, as above
-            // (OLMo 2's less: one re-split head of all 32 dims, unscaled,
-            // would have scores float32 rounds by more than the tolerance).
-            const bool whole = spec.family == Family::olmo2;
-            const float mean = whole ? 1.f : 1.2f;
-            draw(p + "self_attn.q_norm.weight", {whole ? NH * hs : hs}, mean, 0.2f);
-            draw(p + "self_attn.k_norm.weight", {whole ? NKV * hs : hs}, mean, 0.2f);
-        }
-        draw(p + "mlp.gate_proj.weight", {F, C}, 0, in_C);
-        draw(p + "mlp.up_proj.weight", {F, C}, 0, in_C);
-        draw(p + "mlp.down_proj.weight", {C, F}, 0, 1 / std::sqrt(float(F)));
-        if (spec.family == Family::olmo2) {  // norms on the sublayers' outputs, none before them
-            draw(p + "post_attention_layernorm.weight", {C}, 1, 0.1f);
-            draw(p + "post_feedforward_layernorm.weight", {C}, 1, 0.1f);
-        } else {
-            draw(p + "input_layernorm.weight", {C}, 1, 0.1f);
-            draw(p + "post_attention_layernorm.weight", {C}, 1, 0.1f);
-        }
-    }
-    draw("model.norm.weight", {C}, 1, 0.1f);
-    if (!spec.tied_embeddings) draw("lm_head.weight", {V, C}, 0, in_C);
-    return out;
 }
 
 std::string shard_file_name(int index, int count) {
@@ -460,9 +382,10 @@ void write_family_checkpoint(const fs::path& dir, const FamilyCheckpoint& checkp
     const auto copy = [&](const fs::path& from, const char* to) {
         fs::copy_file(from, dir / to, fs::copy_options::overwrite_existing);
     };
-    const char* package = spec.family == Family::llama || spec.family == Family::olmo2    ? "tokenizer-llama3"
-                          : spec.family == Family::mistral || spec.family == Family::phi3 ? "tokenizer-llama2"
-                                                                                          : "tokenizer-qwen3";
+    const char* package = spec.family == Family::llama || spec.family == Family::olmo2 ? "tokenizer-llama3"
+                          : spec.family == Family::mistral || spec.family == Family::phi3 || gemma(spec.family)
+                              ? "tokenizer-llama2"
+                              : "tokenizer-qwen3";
     if (spec.family == Family::gpt_neox || spec.family == Family::gpt2) {
         copy(gpt2_vocab_json(), "vocab.json");
         copy(gpt2_merges_txt(), "merges.txt");

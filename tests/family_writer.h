@@ -1,5 +1,5 @@
 // Test support: random-weight checkpoints of today's families (Llama, Qwen 2,
-// Qwen 3, Mistral, GPT-NeoX, GPT-2, OLMo 2, Phi-3) as Hugging Face saves them: the family's real
+// Qwen 3, Mistral, GPT-NeoX, GPT-2, OLMo 2, Phi-3, Gemma 2 and 3) as Hugging Face saves them: the family's real
 // config.json keys, tensor names and layouts, in one model.safetensors or in
 // shards with model.safetensors.index.json, beside a real tokenizer. The
 // weights stay here as floats, as rounded to the file's dtype, so that
@@ -19,8 +19,10 @@
 
 namespace headscope::test {
 
-enum class Family { llama, qwen2, qwen3, mistral, gpt_neox, gpt2, olmo2, phi3 };
+// gemma3: a Gemma3ForConditionalGeneration checkpoint's language model (text_config).
+enum class Family { llama, qwen2, qwen3, mistral, gpt_neox, gpt2, olmo2, phi3, gemma2, gemma3_text, gemma3 };
 const char* model_type(Family family);  // config.json's model_type
+bool gemma(Family family);              // Gemma 2 or 3
 
 struct FamilySpec {
     Family family = Family::llama;
@@ -47,6 +49,13 @@ struct FamilySpec {
     std::string longrope_type = "longrope";
     bool parallel_residual = true;  // GPT-NeoX's use_parallel_residual
     int sliding_window = 0;         // Mistral: query i sees keys j > i - window; 0: null
+    // Gemma: the head scale's query_pre_attn_scalar, the soft-caps (0:
+    // null), Gemma 3's local rope base and its global layers' linear
+    // rope_scaling factor (0: none), and whether the layers' types are
+    // written as layer_types (else Gemma 3's sliding_window_pattern, 6).
+    double query_pre_attn_scalar = 0, attn_softcap = 0, final_softcap = 0;
+    double local_rope_theta = 0, rope_linear_factor = 0;
+    bool write_layer_types = false;
     int max_positions = 2048;
 
     // The family's tokenizer's (family_spec sets them).
@@ -61,6 +70,16 @@ struct FamilySpec {
 
     int kv_heads() const { return family == Family::gpt_neox || family == Family::gpt2 ? n_head : n_kv_head; }
     int pad_id() const { return pad_token_id >= 0 ? pad_token_id : eos_ids.at(0); }
+    // Whether layer l has the sliding window (with one at all): Gemma 2's
+    // even layers, Gemma 3's all but each sixth; every layer of the others.
+    bool windowed(int l) const {
+        if (!sliding_window) return false;
+        if (family == Family::gemma2) return l % 2 == 0;
+        return !gemma(family) || (l + 1) % 6 != 0;
+    }
+    // The prefix of the language model's tensor names: "model.", a gemma3
+    // checkpoint's older "language_model.model.".
+    std::string model_prefix() const { return family == Family::gemma3 ? "language_model.model." : "model."; }
 };
 
 // A small model of `family` with its tokenizer's vocabulary and special ids,
@@ -119,6 +138,14 @@ FamilyCheckpoint make_family_checkpoint(const FamilySpec& spec);
 // checkpoints saved beside the weights.
 void write_family_checkpoint(const std::filesystem::path& dir, const FamilyCheckpoint& checkpoint,
                              const std::vector<RawTensor>& extra = {});
+
+// `spec`'s config.json, its keys sorted as Hugging Face writes them.
+nlohmann::json family_config_json(const FamilySpec& spec);
+
+// Gemma's config.json (a gemma3 checkpoint's with the language model's in
+// text_config) and its tensors, drawn into `out` by `rng` (gemma_writer.cpp).
+nlohmann::json gemma_config_json(const FamilySpec& spec);
+void draw_gemma_tensors(FamilyCheckpoint& out, std::mt19937_64& rng);
 
 // Hugging Face's name for shard `index` (from 1) of `count`: model-00001-of-00003.safetensors.
 std::string shard_file_name(int index, int count);

@@ -156,7 +156,10 @@ Rows run_stack(const Seq2SeqCheckpoint& m, const std::vector<int32_t>& ids, cons
     const bool t5 = s.family == Seq2Seq::t5, decoder = memory != nullptr;
     const std::string stack = decoder ? "decoder" : "encoder";
     const int C = s.n_embd, hs = t5 ? s.head_dim : C / s.n_head;
-    const double scale = score_scale(options.scale, C, hs), eps = t5 ? 1e-6 : 1e-5;
+    const double scale = options.scale == Scale::head    ? 1 / std::sqrt(double(hs))
+                         : options.scale == Scale::model ? 1 / std::sqrt(double(C))
+                                                         : 1.0;
+    const double eps = t5 ? 1e-6 : 1e-5;
     const bool causal = decoder && options.causal;
     Rows x = embed(m, stack, ids);
     const std::vector<float>* rel =

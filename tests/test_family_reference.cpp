@@ -123,9 +123,11 @@ TEST_P(EachVariant, RowsAreDistributionsWithinTheMasks) {
                                 const double* row = &r.weights[(((slot * B + b) * r.NH + h) * T + i) * T];
                                 double sum = 0;
                                 for (int j = 0; j < T; ++j) {
+                                    // Gemma's window is on its sliding layers only.
+                                    const bool windowed = !gemma(spec.family) || spec.windowed(int(slot));
                                     const bool allowed = (!causal || j <= i) &&
                                                          (!padding || (i < length && j < length)) &&
-                                                         (!window || j > i - window);
+                                                         (!window || !windowed || j > i - window);
                                     if (!allowed) {
                                         EXPECT_EQ(row[j], 0.0);
                                     }
@@ -250,6 +252,37 @@ TEST(FamilyReference, TheTestModelsFeaturesChangeTheMaps) {
         << "LongRoPE's attention factor";
     EXPECT_GT(without("phi3_longrope", [](FamilySpec& s) { s.rotary_pct = 0.5; }), 1e-3)
         << "Phi-4-mini's partial rotary";
+    AttentionOptions windowed;
+    windowed.sliding_window = 3;
+    EXPECT_GT(without("gemma2", [](FamilySpec& s) { s.attn_softcap = 0; }), 1e-3) << "Gemma 2's score cap";
+    EXPECT_GT(without("gemma2", [](FamilySpec& s) { s.query_pre_attn_scalar = s.head_dim; }), 1e-3)
+        << "query_pre_attn_scalar, not hs";
+    EXPECT_GT(without(
+                  "gemma2", [](FamilySpec& s) { s.sliding_window = 0; }, windowed),
+              1e-3)
+        << "Gemma 2's window on its even layers";
+    EXPECT_GT(without("gemma3_text", [](FamilySpec& s) { s.local_rope_theta = 0; }), 1e-3)
+        << "Gemma 3's local rope base";
+    EXPECT_GT(without("gemma3", [](FamilySpec& s) { s.rope_linear_factor = 0; }), 1e-3)
+        << "Gemma 3's linear rope_scaling on its global layer 5";
+    // sqrt(48) in bfloat16 (6.9375, not 6.928): the same bfloat16 weights with the scale unrounded.
+    FamilySpec bf16 = variant("gemma2");
+    bf16.dtype = FileDType::BF16;
+    const FamilyCheckpoint rounded_scale = make_family_checkpoint(bf16);
+    FamilyCheckpoint exact_scale = rounded_scale;
+    exact_scale.spec.dtype = FileDType::F32;
+    const auto texts = family_texts(bf16);
+    EXPECT_GT(max_difference(family_reference(rounded_scale, texts, {}).weights,
+                             family_reference(exact_scale, texts, {}).weights),
+              1e-4)
+        << "sqrt(C) rounded to bfloat16";
+    // The final cap bends the logits the predictions are checked against.
+    FamilyCheckpoint uncapped = rounded_scale;
+    uncapped.spec.final_softcap = 0;
+    const std::vector<double> rows = family_reference(rounded_scale, texts, {}).residual;
+    const std::vector<double> last(rows.end() - bf16.n_embd, rows.end());
+    EXPECT_GT(max_difference(family_logits(rounded_scale, last), family_logits(uncapped, last)), 0.5)
+        << "Gemma 2's final logit cap";
     AttentionOptions pads_seen;
     pads_seen.padding_mask = false;
     EXPECT_GT(without(

@@ -31,8 +31,8 @@ AttentionOptions explaining() {
 
 // Every explained score of every returned map row of text b: the terms add up
 // to the score, the largest and smallest terms are the terms' extremes, and
-// the scaled scores of the keys the row attends to, through a softmax written
-// here, give the engine's map row.
+// the scaled (and, for Gemma 2, soft-capped) scores of the keys the row
+// attends to in its layer, through a softmax written here, give the engine's map row.
 void expect_scores_give_the_maps(const Model& model, const AttentionResult& got, const AttentionOptions& opt, int b,
                                  int length) {
     double worst = 0;
@@ -41,14 +41,15 @@ void expect_scores_give_the_maps(const Model& model, const AttentionResult& got,
             for (int i = 0; i < length; ++i) {
                 std::vector<double> scores;
                 std::vector<int> keys;
+                const AttentionOptions at = layer_options(model.config, opt, got.layers[slot]);  // its window
                 for (int j = 0; j < got.T; ++j) {
-                    if (!attends(opt, i, j, length, got.T)) continue;
+                    if (!attends(at, i, j, length, got.T)) continue;
                     const ScoreTerms s = explain_score(model, got, opt, slot, b, h, i, j);
                     const double sum = std::accumulate(s.terms.begin(), s.terms.end(), 0.0);
                     ASSERT_NEAR(sum, s.score, 1e-4 * (1 + std::abs(s.score)));
                     ASSERT_EQ(s.terms[s.largest[0]], *std::max_element(s.terms.begin(), s.terms.end()));
                     ASSERT_EQ(s.terms[s.smallest[0]], *std::min_element(s.terms.begin(), s.terms.end()));
-                    scores.push_back(s.score * s.scale);
+                    scores.push_back(s.softmax_input);
                     keys.push_back(j);
                 }
                 if (keys.empty()) continue;

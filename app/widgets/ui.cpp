@@ -115,13 +115,16 @@ std::string key_token(const Session& session, const ShownMaps& maps, int j, bool
 namespace {
 
 // Why head `head` attends from query i to key j (BertViz's neuron view): the
-// score q . k as its head dimensions' terms, q, k and the terms as bars, the
-// largest terms, and the biases' part where the model has them.
+// score q . k as its head dimensions' terms (before and after a soft cap), q,
+// k and the terms as bars, the largest terms, and the biases' part where the
+// model has them.
 void why_it_attends(const WindowState& state, const Session& session, int layer, int head, int i, int j) {
     const ScoreTerms s = explain_score(session.model(), session.shown.attention, session.shown_options, layer,
                                        state.selected, head, i, j);
     ImGui::Separator();
     ImGui::Text("why: q . k = %.3f, times %.3f: score %.3f", s.score, s.scale, s.score * s.scale);
+    if (const float cap = session.model().config.attention_softcap; cap > 0)  // Gemma 2's
+        ImGui::Text("soft-capped, %g tanh(score / %g): %.3f, what the softmax reads", cap, cap, s.softmax_input);
     const ImVec2 bars(std::floor(ImGui::GetFontSize() * 18), std::floor(ImGui::GetFontSize() * 2.5f));
     const int hs = static_cast<int>(s.terms.size());
     ImGui::PlotHistogram("q", s.q.data(), hs, 0, nullptr, FLT_MAX, FLT_MAX, bars);

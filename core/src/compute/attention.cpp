@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "headscope/base/error.h"
+#include "headscope/model/model_description.h"
 
 namespace headscope {
 
@@ -91,10 +92,10 @@ int cross_visible_end(const AttentionOptions& options, int i, int target_length,
 
 Scale own_scale(bool scaled_scores) { return scaled_scores ? Scale::head : Scale::none; }
 
-float score_scale(Scale scale, int C, int hs) {
+float score_scale(Scale scale, const Config& config, int hs) {
     switch (scale) {
-        case Scale::head: return 1.f / std::sqrt(static_cast<float>(hs));
-        case Scale::model: return 1.f / std::sqrt(static_cast<float>(C));
+        case Scale::head: return config.attention_scale > 0 ? config.attention_scale : 1.f / std::sqrt(float(hs));
+        case Scale::model: return 1.f / std::sqrt(static_cast<float>(config.n_embd));
         case Scale::none: return 1.f;
     }
     return 1.f;

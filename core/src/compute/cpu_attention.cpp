@@ -27,7 +27,7 @@ struct HeadBlock {
 // queries' rows.
 void attention_head_by_loop(const HeadBlock& q, const HeadBlock& k, const HeadBlock& v, const HeadBlock& y, float* att,
                             int first_query, int rows, int keys, int hs, float scale, const auto& visible,
-                            const float* bias) {
+                            const float* bias, float softcap) {
     for (int r = 0; r < rows; ++r) {
         float* scores = att + static_cast<size_t>(r) * keys;
         const int i = first_query + r;
@@ -37,7 +37,7 @@ void attention_head_by_loop(const HeadBlock& q, const HeadBlock& k, const HeadBl
             scores[j] = bias ? dot + bias[j - i] : dot;
         }
         const ops::KeyRange range = visible(i);
-        ops::masked_softmax_row(scores, range.begin, range.end, keys, scale);
+        ops::masked_softmax_row(scores, range.begin, range.end, keys, scale, softcap);
         for (int d = 0; d < hs; ++d) {
             float sum = 0;
             for (int j = range.begin; j < range.end; ++j) sum += scores[j] * v.data[j * v.stride + d];
@@ -67,7 +67,7 @@ void CpuForward::attention(const Model& model, const Batch& batch, const Attenti
     const AttentionOptions options = layer_options(cfg, model_options, layer);
     const int B = batch.B(), T = batch.T(), NH = split.NH, NKV = split.NKV, hs = split.hs;
     const int Qw = split.q_width(), KVw = split.kv_width(), width = Qw + 2 * KVw;
-    const float scale = score_scale(options.scale, cfg.n_embd, hs);
+    const float scale = score_scale(options.scale, cfg, hs), softcap = cfg.attention_softcap;
     const bool naive = options.split == Split::naive_view;
     const RopeTable table =
         cfg.positions == Positions::rotary ? rope_table(layer_rope(cfg, layer), hs, T) : RopeTable{};
@@ -142,10 +142,10 @@ void CpuForward::attention(const Model& model, const Batch& batch, const Attenti
             float* att_rows = att + ((static_cast<size_t>(b) * NH + h) * (T - first_held_) + first - first_held_) * T;
             const float* bias = position_bias_.empty() ? nullptr : position_bias_.data() + h * (2 * T - 1) + T - 1;
             if (heads == Heads::loop) {
-                attention_head_by_loop(q, k, v, y, att_rows, first, T - first, T, hs, scale, visible, bias);
+                attention_head_by_loop(q, k, v, y, att_rows, first, T - first, T, hs, scale, visible, bias, softcap);
             } else {
                 ops::attention_head(q.data, q.stride, k.data, k.stride, v.data, v.stride, y.data, y.stride, att_rows,
-                                    first, T - first, T, hs, scale, visible, bias);
+                                    first, T - first, T, hs, scale, visible, bias, softcap);
             }
         }
     }
@@ -168,7 +168,7 @@ void CpuForward::cross_attend(const Model& model, const Batch& batch, const Atte
         in = ln_.data();
     }
     linear(in, rows_, w.cross_q, w.cross_q_b, qkv_.data(), Qw);
-    const float scale = score_scale(options.scale, C, hs);
+    const float scale = score_scale(options.scale, cfg, hs);
     const size_t map_floats = static_cast<size_t>(B) * NH * (T - first_held_) * S;
     float* maps = at.slot >= 0 ? result.cross_weights.data() + at.slot * map_floats : scratch_cross_.data();
 #pragma omp parallel for collapse(2) schedule(static)
@@ -186,7 +186,7 @@ void CpuForward::cross_attend(const Model& model, const Batch& batch, const Atte
             };
             float* att_rows = maps + ((static_cast<size_t>(b) * NH + h) * (T - first_held_) + first - first_held_) * S;
             if (heads == Heads::loop)
-                attention_head_by_loop(q, k, v, y, att_rows, first, T - first, S, hs, scale, visible, nullptr);
+                attention_head_by_loop(q, k, v, y, att_rows, first, T - first, S, hs, scale, visible, nullptr, 0.f);
             else
                 ops::attention_head(q.data, q.stride, k.data, k.stride, v.data, v.stride, y.data, y.stride, att_rows,
                                     first, T - first, S, hs, scale, visible);

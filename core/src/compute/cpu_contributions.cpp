@@ -96,6 +96,7 @@ void CpuForward::contribute(const Model& model, const Batch& batch, const Attent
 // Where each attention's output is normed before the residual (OLMo 2), a
 // head's and the bias's parts pass through that norm too, its scale frozen
 // at the row's (attention_output_scale): w becomes w gamma_l / rms_l there (in out_).
+// Gemma's final soft-cap (tanh) comes after: the parts add up to the logit before it.
 void CpuForward::attribute_logits(const Model& model, const Batch& batch, const HeadSplit& split,
                                   AttentionResult& result) {
     const Config& cfg = model.config;

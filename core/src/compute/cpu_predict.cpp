@@ -129,6 +129,10 @@ void CpuForward::predict(const Model& model, const Batch& batch, const Attention
         const int n = std::min(unembed_chunk, total - start);
         read_out(model, unembed_in_.data() + static_cast<size_t>(start) * C, n);
         linear(ln_.data(), n, model.lm_head, model.lm_bias, logits_.data(), V);
+        if (cfg.logit_softcap > 0) {  // Gemma's final soft-cap, cap tanh(logit / cap)
+            Eigen::Map<Eigen::ArrayXf> logits(logits_.data(), static_cast<Eigen::Index>(n) * V);
+            logits = (logits / cfg.logit_softcap).tanh() * cfg.logit_softcap;
+        }
         if (!ops::all_finite(logits_.data(), static_cast<size_t>(n) * V))
             throw Error("the logits are not finite (a value past float32's range, from weights too large)");
 #pragma omp parallel for schedule(static)

@@ -99,7 +99,9 @@ private:
         const bool gpt2_layout = c.norm == Norm::layer_norm && c.positions == Positions::learned &&
                                  c.qkv_layout == QkvLayout::fused && c.mlp == Mlp::gelu_tanh && !c.parallel_residual &&
                                  !c.qk_norm && c.kv_heads() == c.n_head && c.head_size() * c.n_head == c.n_embd &&
-                                 c.qkv_bias && c.o_bias && !c.is_encoder_decoder() && c.causal;
+                                 c.qkv_bias && c.o_bias && !c.is_encoder_decoder() && c.causal && !c.output_norms &&
+                                 c.norm_offset == 0 && c.attention_scale == 0 && c.attention_softcap == 0 &&
+                                 c.logit_softcap == 0 && c.embedding_scale == 1;
         if (!gpt2_layout)
             return "the CUDA backend runs GPT-2's layout only (LayerNorm, learned positions, fused [Q | K | V], tanh "
                    "GELU)";
@@ -263,7 +265,7 @@ private:
                                                            &zero, g.att, T, TT, g.count));
         const size_t rows = static_cast<size_t>(B) * NH * T;
         masked_softmax_kernel<<<blocks_for(rows * 32), threads>>>(att_.data(), ends_.data(), T, NH,
-                                                                  score_scale(options.scale, C, hs), rows);
+                                                                  score_scale(options.scale, model_->config, hs), rows);
         HEADSCOPE_CUDA_CHECK(cudaGetLastError());
         for (const HeadGroup& g : groups)  // y = att V, asked as y^T = V^T att^T
             HEADSCOPE_CUDA_CHECK(cublasSgemmStridedBatched(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, &one,

@@ -51,7 +51,10 @@ AttentionOptions encoder_options(const AttentionOptions& options) {
 
 Rope layer_rope(const Config& config, int layer) {
     Rope rope = config.rope;
-    if (config.local_rope_theta > 0 && config.windowed(layer)) rope.theta = config.local_rope_theta;
+    if (config.local_rope_theta > 0 && config.windowed(layer)) {  // Gemma 3's local rope has no rope_scaling
+        rope.theta = config.local_rope_theta;
+        rope.linear_factor = 1;
+    }
     return rope;
 }
 
@@ -87,6 +90,8 @@ RopeTable rope_table(const Rope& rope, int hs, int T) {
         inv_freq[d] = 1.f / std::pow(rope.theta, static_cast<float>(2 * d) / static_cast<float>(table.dims));
     const std::vector<float>& divisors = long_rope(rope, T) ? rope.long_divisors : rope.frequency_divisors;
     for (size_t d = 0; d < divisors.size() && d < inv_freq.size(); ++d) inv_freq[d] /= divisors[d];
+    if (rope.linear_factor != 1)
+        for (float& f : inv_freq) f /= rope.linear_factor;
     if (rope.factor > 0) {  // Llama 3: long wavelengths slowed by `factor`, a smooth blend between
         const float low_wavelen = rope.original_max_positions / rope.low_freq_factor;
         const float high_wavelen = rope.original_max_positions / rope.high_freq_factor;

@@ -149,7 +149,26 @@ std::vector<ConfigRow> config_table(const Model& model) {
         window = c.causal ? std::to_string(c.sliding_window) + " keys back"
                           : "keys less than " + std::to_string(c.sliding_window) + " tokens away";
     if (c.global_every) window += ", in every layer but each " + std::to_string(c.global_every) + "th from layer 0";
+    if (c.sliding_window && !c.windowed_layers.empty()) {
+        std::string global;
+        for (int l = 0; l < c.n_layer; ++l)
+            if (!c.windowed(l)) global += (global.empty() ? "" : ", ") + std::to_string(l);
+        window += ", in every layer but the global " + (global.empty() ? std::string("(none)") : global);
+    }
     rows.push_back({"sliding window", window});
+    if (c.norm_offset != 0) rows.push_back({"norm scale", "x (1 + w): the files store w"});
+    const auto number = [](float value) {
+        char text[32];
+        std::snprintf(text, sizeof text, "%.6g", value);
+        return std::string(text);
+    };
+    if (c.attention_scale > 0)
+        rows.push_back({"score scale", number(c.attention_scale) + " (query_pre_attn_scalar^-1/2)"});
+    if (c.attention_softcap > 0 || c.logit_softcap > 0)
+        rows.push_back({"soft-caps", "scores " + (c.attention_softcap > 0 ? number(c.attention_softcap) : "none") +
+                                         ", logits " + (c.logit_softcap > 0 ? number(c.logit_softcap) : "none") +
+                                         " (cap tanh(x / cap))"});
+    if (c.vision_tower_left_out) rows.push_back({"vision tower", "left out: the language model alone is read"});
     if (c.is_encoder())
         rows.push_back({"encoder", std::string(c.post_norm ? "LayerNorm after each sublayer (post-LN)" : "pre-norm") +
                                        (c.mlm_head ? ", masked-LM head" : ", no head (maps only)")});

@@ -2,6 +2,7 @@
 #include "headscope/inspect/explanations.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <utility>
 #include <vector>
@@ -76,7 +77,9 @@ ScoreTerms explain_score(const Model& model, const AttentionResult& result, cons
     s.k.assign(k, k + hs);
     for (int i = 0; i < hs; ++i) s.terms.push_back(q[i] * k[i]);
     s.score = dot(q, k, hs);
-    s.scale = score_scale(options.scale, cfg.n_embd, hs);
+    s.scale = score_scale(options.scale, cfg, hs);
+    const double cap = cfg.attention_softcap, scaled = s.score * s.scale;  // Gemma 2: cap tanh(x / cap)
+    s.softmax_input = cap > 0 ? cap * std::tanh(scaled / cap) : scaled;
     std::vector<int> order(hs);
     std::iota(order.begin(), order.end(), 0);
     std::sort(order.begin(), order.end(), [&](int a, int c) { return s.terms[a] > s.terms[c]; });

@@ -15,6 +15,9 @@ void read_mistral(const ConfigReader& r, Config& c);
 void read_olmo2(const ConfigReader& r, Config& c);
 void read_gpt_neox(const ConfigReader& r, Config& c);
 void read_phi3(const ConfigReader& r, Config& c);  // also Phi-3.5 and Phi-4
+void read_gemma2(const ConfigReader& r, Config& c);
+void read_gemma3_text(const ConfigReader& r, Config& c);
+void read_gemma3(const ConfigReader& r, Config& c);  // its language model (text_config)
 void read_bert(const ConfigReader& r, Config& c);
 void read_roberta(const ConfigReader& r, Config& c);  // also XLM-RoBERTa
 void read_distilbert(const ConfigReader& r, Config& c);

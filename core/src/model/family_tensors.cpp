@@ -84,6 +84,45 @@ const TensorNames phi3_names = {
     {{Weight::ln_f_w, "model.norm.weight"}, {Weight::lm_head, "lm_head.weight"}},
 };
 
+// Gemma 2's and 3's layer: a norm before each sublayer (input_layernorm,
+// pre_feedforward_layernorm) and one on each one's output
+// (post_attention_layernorm, post_feedforward_layernorm); Gemma 3's q_norm
+// and k_norm per head.
+const std::vector<Named> gemma_layer = {{Weight::ln_1_w, "input_layernorm.weight"},
+                                        {Weight::q_w, "self_attn.q_proj.weight"},
+                                        {Weight::k_w, "self_attn.k_proj.weight"},
+                                        {Weight::v_w, "self_attn.v_proj.weight"},
+                                        {Weight::q_b, "self_attn.q_proj.bias"},
+                                        {Weight::k_b, "self_attn.k_proj.bias"},
+                                        {Weight::v_b, "self_attn.v_proj.bias"},
+                                        {Weight::q_norm, "self_attn.q_norm.weight"},
+                                        {Weight::k_norm, "self_attn.k_norm.weight"},
+                                        {Weight::attn_proj_w, "self_attn.o_proj.weight"},
+                                        {Weight::attn_proj_b, "self_attn.o_proj.bias"},
+                                        {Weight::attn_out_norm_w, "post_attention_layernorm.weight"},
+                                        {Weight::ln_2_w, "pre_feedforward_layernorm.weight"},
+                                        {Weight::gate_w, "mlp.gate_proj.weight"},
+                                        {Weight::fc_w, "mlp.up_proj.weight"},
+                                        {Weight::fc_proj_w, "mlp.down_proj.weight"},
+                                        {Weight::mlp_out_norm_w, "post_feedforward_layernorm.weight"}};
+
+const TensorNames gemma_names = {"",
+                                 {{Weight::wte, "model.embed_tokens.weight"}},
+                                 "model.layers.",
+                                 gemma_layer,
+                                 {{Weight::ln_f_w, "model.norm.weight"}, {Weight::lm_head, "lm_head.weight"}}};
+
+// A gemma3 checkpoint's language model as transformers 4.52 on saves it;
+// older saves (the Hub's) name it language_model.model. and its head
+// language_model.lm_head. The vision tower's tensors are not read.
+const TensorNames gemma3_names = {
+    "",
+    {{Weight::wte, "model.language_model.embed_tokens.weight"}},
+    "model.language_model.layers.",
+    gemma_layer,
+    {{Weight::ln_f_w, "model.language_model.norm.weight"}, {Weight::lm_head, "lm_head.weight"}},
+    {{"model.language_model.", "language_model.model."}, {"lm_head.", "language_model.lm_head."}}};
+
 const TensorNames gpt_neox_names = {
     "",
     {{Weight::wte, "gpt_neox.embed_in.weight"}},

@@ -2,6 +2,7 @@
 // list in its files' order (model_description.cpp's `families` table names
 // each family's).
 #pragma once
+#include <utility>
 #include <vector>
 
 #include "headscope/model/model_description.h"
@@ -23,10 +24,13 @@ struct TensorNames {
     const char* layer_prefix;  // + the layer's index + "."
     std::vector<Named> layer;
     std::vector<Named> after_layers;
+    // Older saves' prefixes for names that start with another: {now, then}
+    // (a gemma3 checkpoint's "language_model.model." for "model.language_model.").
+    std::vector<std::pair<const char*, const char*>> older_prefixes = {};
 };
 
-extern const TensorNames gpt2_names, llama_names, olmo2_names, phi3_names, gpt_neox_names, bert_names, roberta_names,
-    distilbert_names, modernbert_names;
+extern const TensorNames gpt2_names, llama_names, olmo2_names, phi3_names, gemma_names, gemma3_names, gpt_neox_names,
+    bert_names, roberta_names, distilbert_names, modernbert_names;
 // Encoder–decoders: each stack's names.
 extern const TensorNames t5_encoder_names, t5_decoder_names, bart_encoder_names, bart_decoder_names;
 

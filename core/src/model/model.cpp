@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <future>
@@ -66,11 +67,12 @@ TensorMap::const_iterator find_named(const TensorMap& tensors, const Config& con
     return exact != tensors.end() ? exact : prefixed;
 }
 
-// A tensor by its name, or by the name older checkpoints give it (legacy_tensor_name).
+// A tensor by its name, or by a name older checkpoints give it (legacy_tensor_name, older_tensor_name).
 TensorMap::const_iterator find_tensor(const TensorMap& tensors, const Config& config, const std::string& name) {
-    const auto it = find_named(tensors, config, name);
-    const std::string legacy = legacy_tensor_name(name);
-    return it != tensors.end() || legacy.empty() ? it : find_named(tensors, config, legacy);
+    auto it = find_named(tensors, config, name);
+    for (const std::string& older : {legacy_tensor_name(name), older_tensor_name(config, name)})
+        if (it == tensors.end() && !older.empty()) it = find_named(tensors, config, older);
+    return it;
 }
 
 // The shard files an index names: model.safetensors.index.json's weight_map
@@ -197,6 +199,29 @@ const float*& vector_field(Model& m, const TensorSpec& t) {
     }
 }
 
+// Whether `weight` is a norm's scale, to which a Gemma's norm_offset is added.
+bool norm_scale(Weight weight) {
+    switch (weight) {
+        case Weight::ln_1_w:
+        case Weight::ln_2_w:
+        case Weight::attn_out_norm_w:
+        case Weight::mlp_out_norm_w:
+        case Weight::q_norm:
+        case Weight::k_norm:
+        case Weight::ln_f_w: return true;
+        default: return false;
+    }
+}
+
+// `value` (positive and normal) rounded to nearest, ties to even, as `dtype`
+// holds it: bfloat16 keeps 8 significant bits, float16 11; others as it is.
+float rounded_to(DType dtype, float value) {
+    const int bits = dtype == DType::BF16 ? 8 : dtype == DType::F16 ? 11 : 0;
+    if (!bits) return value;
+    const int exponent = std::ilogb(value);
+    return std::ldexp(std::nearbyint(std::ldexp(value, bits - 1 - exponent)), exponent - bits + 1);
+}
+
 // Served from the map as it is: a matrix whose float32 data is aligned for
 // float loads. 16-bit data is read with memcpy (matmul.h), any alignment.
 // Vectors (BART's (1, V) logits bias among them) are converted to float32.
@@ -285,6 +310,9 @@ void read_weights(Model& m, const std::vector<TensorSpec>& wanted, const Found& 
                     *field = matrix(reinterpret_cast<const std::byte*>(out), DType::F32);
                 else
                     vector_field(m, wanted[i]) = out;
+                // Gemma's norms scale by (1 + w): its 1 added here, in float32, and nowhere else.
+                if (!field && m.config.norm_offset != 0 && norm_scale(wanted[i].weight))
+                    for (int64_t n = 0; n < element_count(view.shape); ++n) out[n] += m.config.norm_offset;
                 out += element_count(view.shape);
             }
         } catch (const Error& e) {
@@ -389,6 +417,8 @@ Model load_model(const std::string& name_or_path, const Progress& progress) {
         m.tensors.insert(m.tensors.end(), m.encoder->tensors.begin(), m.encoder->tensors.end());
     }
     m.dtype = m.wte.dtype;
+    // Gemma's sqrt(C) in the dtype the model runs in, as transformers rounds it: its embedding table's.
+    if (cfg.embedding_scale_rounded) m.config.embedding_scale = rounded_to(m.wte.dtype, cfg.embedding_scale);
     const auto by_name = [](const TensorInfo& a, const TensorInfo& b) { return a.name < b.name; };
     std::sort(m.tensors.begin(), m.tensors.end(), by_name);
     m.tensors.erase(std::unique(m.tensors.begin(), m.tensors.end(),
@@ -403,30 +433,6 @@ Model load_model(const std::string& name_or_path, const Progress& progress) {
                     " tokens, more than the model's vocab_size " + std::to_string(cfg.vocab_size));
     }
     return m;
-}
-
-WeightStorage weight_storage(const Model& model) {
-    WeightStorage storage;
-    int64_t bytes = 0, weights = 0;
-    for (const TensorInfo& t : model.tensors) {
-        ++storage.tensors_by_dtype[to_string(t.dtype)];
-        bytes += t.bytes;
-        weights += element_count(t.shape);
-    }
-    storage.bits_per_weight = weights ? 8.0 * static_cast<double>(bytes) / static_cast<double>(weights) : 0;
-    return storage;
-}
-
-std::string storage_summary(const Model& model) {
-    const WeightStorage storage = weight_storage(model);
-    if (!model.file_type.empty()) {
-        char bits[64];
-        std::snprintf(bits, sizeof bits, ", %.2g bits per weight", storage.bits_per_weight);
-        return model.file_type + bits;
-    }
-    std::string dtypes;
-    for (const auto& [dtype, count] : storage.tensors_by_dtype) dtypes += (dtypes.empty() ? "" : " and ") + dtype;
-    return dtypes;
 }
 
 std::vector<int32_t> decoder_input_ids(const Model& model, std::string_view target) {

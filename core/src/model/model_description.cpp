@@ -36,6 +36,9 @@ const Family families[] = {
     {"olmo2", read_olmo2, olmo2_names},
     {"gpt_neox", read_gpt_neox, gpt_neox_names},
     {"phi3", read_phi3, phi3_names},
+    {"gemma2", read_gemma2, gemma_names},
+    {"gemma3_text", read_gemma3_text, gemma_names},
+    {"gemma3", read_gemma3, gemma3_names},
     {"bert", read_bert, bert_names},
     {"roberta", read_roberta, roberta_names},
     {"xlm-roberta", read_roberta, roberta_names},
@@ -198,7 +201,7 @@ Config config_from_json(const json& j, const std::string& file) {
     if (!family)
         r.refuse("model_type '" + c.architecture + "' is not supported (supported: " + supported_architectures() + ")");
     family->read(r, c);
-    c.more_eos_ids = r.more_token_ids("eos_token_id", c.vocab_size);
+    if (c.more_eos_ids.empty()) c.more_eos_ids = r.more_token_ids("eos_token_id", c.vocab_size);
     c.forced_bos_token_id = r.token_id("forced_bos_token_id", c.vocab_size, -1);
     if (c.n_head % c.kv_heads() != 0)
         r.refuse("num_attention_heads " + std::to_string(c.n_head) + " is not a multiple of num_key_value_heads " +
@@ -269,6 +272,12 @@ std::string legacy_tensor_name(const std::string& name) {
     for (const auto& [now, then] :
          {std::pair{"LayerNorm.weight", "LayerNorm.gamma"}, {"LayerNorm.bias", "LayerNorm.beta"}})
         if (name.ends_with(now)) return name.substr(0, name.size() - std::string_view(now).size()) + then;
+    return "";
+}
+
+std::string older_tensor_name(const Config& config, const std::string& name) {
+    for (const auto& [now, then] : stack_names(config).older_prefixes)
+        if (name.starts_with(now)) return then + name.substr(std::string_view(now).size());
     return "";
 }
 

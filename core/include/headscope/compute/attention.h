@@ -13,6 +13,8 @@
 
 namespace headscope {
 
+struct Config;
+
 enum class Scale { head, model, none };  // 1/sqrt(hs), 1/sqrt(C), 1
 inline constexpr Choices<Scale, 3> scale_choices = {
     "scale", {"head", "model", "none"}, {"1/sqrt(d_head)", "1/sqrt(C)", "none"}};
@@ -165,8 +167,9 @@ struct AttentionResult {
     // (B, T, 2L + 2): [0] the embeddings; [1 + l] layer l's output-projection
     // bias; [1 + L + l] layer l's MLP; [2L + 1] the final norm's shift.
     std::vector<float> part_logit_attribution;
-    std::vector<float> attributed_logit;  // (B, T): the top token's logit the parts add up to
-    std::vector<float> final_scale;       // (B, T): the final norm's sigma (LayerNorm) or rms (RMSNorm) there
+    // (B, T): the top token's logit the parts add up to (before a final soft-cap: Gemma's cap is not additive)
+    std::vector<float> attributed_logit;
+    std::vector<float> final_scale;  // (B, T): the final norm's sigma (LayerNorm) or rms (RMSNorm) there
     // (L, B, T) where each attention's output is normed (OLMo 2): that norm's rms there; else empty.
     std::vector<float> attention_output_scale;
     // Each returned layer's queries and keys as the scores read them (after
@@ -234,8 +237,10 @@ bool attends(const AttentionOptions& options, int i, int j, int length, int T);
 // with the padding mask the source's own tokens, and none for a pad query.
 int cross_visible_end(const AttentionOptions& options, int i, int target_length, int source_length, int S);
 
-// What scores are multiplied by before the softmax, for C channels and heads of hs.
-float score_scale(Scale scale, int C, int hs);
+// What scores are multiplied by before the softmax, for `config`'s C channels
+// and heads of hs: head is 1/sqrt(hs), or the model's own attention_scale
+// where it has one (Gemma's query_pre_attn_scalar^-1/2).
+float score_scale(Scale scale, const Config& config, int hs);
 // The scale a model was trained with: 1/sqrt(hs), or none (T5's).
 Scale own_scale(bool scaled_scores);
 

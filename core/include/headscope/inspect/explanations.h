@@ -19,6 +19,7 @@ struct ScoreTerms {
     std::vector<float> terms;  // (hs) q_i k_i
     double score = 0;          // their sum
     double scale = 0;          // what the softmax multiplies it by
+    double softmax_input = 0;  // score * scale, then soft-capped where the model caps scores (Gemma 2)
     // With biases on Q and K (and no qk-norm, which is not linear): the score
     // as (q' + bq) . (k' + bk), each bias rotated to its position with its
     // vector: q'.k', q'.bk, bq.k', bq.bk, adding up to `score`.

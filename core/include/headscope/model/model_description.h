@@ -77,6 +77,9 @@ struct Rope {
     std::vector<float> long_divisors;
     int long_after = 0;
     float cos_sin_scale = 1;
+    // rope_type "linear": every frequency divided by this (Gemma 3's global
+    // layers; its local ones' rope has none: layer_rope).
+    float linear_factor = 1;
 };
 
 struct Config {
@@ -126,6 +129,15 @@ struct Config {
     bool first_attention_norm = true;  // layer 0 normalizes before its attention (ModernBERT's does not)
     bool input_norms = true;           // a norm before each sublayer (ln_1, ln_2); OLMo 2's read the residual itself
     bool output_norms = false;  // OLMo 2: x = x + norm(attn(x)), x = x + norm(mlp(x)) (attn_out_norm, mlp_out_norm)
+    // Gemma: every RMSNorm scales by (norm_offset + w), its files storing w;
+    // the loader adds it to the float32 copy of each norm weight, once.
+    float norm_offset = 0;
+    // Gemma: the layers with the sliding window, one flag per layer (its
+    // layer_types); empty: global_every's rule.
+    std::vector<bool> windowed_layers = {};
+    float attention_scale = 0;    // Gemma: the head scale, query_pre_attn_scalar^-1/2; 0: 1/sqrt(hs)
+    float attention_softcap = 0;  // Gemma 2: scores = cap tanh(scores / cap) after the scale, before the mask; 0: none
+    float logit_softcap = 0;      // Gemma: logits = cap tanh(logits / cap); 0: none
     // Encoders (BERT, RoBERTa, DistilBERT):
     bool causal = true;           // the model's own mask: a decoder's is causal, an encoder attends both ways
     bool post_norm = false;       // x = ln_1(x + attn(x)), x = ln_2(x + mlp(x)); no final norm
@@ -143,10 +155,14 @@ struct Config {
     bool encoder_stack = false;       // this Config is an encoder–decoder's encoder (encoder_config)
     int decoder_start_token_id = -1;  // the decoder's first input token
     float embedding_scale = 1;        // token embeddings times this (scale_embedding: sqrt(C))
-    float output_scale = 1;           // the decoder's output times this before the output embedding (T5: C^-1/2)
-    bool scaled_scores = true;        // the model's own scale is 1/sqrt(hs); T5's is none
-    int relative_buckets = 0;         // T5's position bias: buckets (half each way in an encoder)...
-    int relative_max_distance = 128;  // ... and the distance past which they all share the last
+    // Gemma: the loader rounds embedding_scale to the dtype of the file's
+    // embedding table, as transformers rounds sqrt(C) to the model's dtype.
+    bool embedding_scale_rounded = false;
+    bool vision_tower_left_out = false;  // a gemma3 checkpoint: its language model is read, its vision tower not
+    float output_scale = 1;              // the decoder's output times this before the output embedding (T5: C^-1/2)
+    bool scaled_scores = true;           // the model's own scale is 1/sqrt(hs); T5's is none
+    int relative_buckets = 0;            // T5's position bias: buckets (half each way in an encoder)...
+    int relative_max_distance = 128;     // ... and the distance past which they all share the last
 
     int kv_heads() const { return n_kv_head ? n_kv_head : n_head; }
     int head_size() const { return head_dim ? head_dim : n_embd / n_head; }
@@ -162,7 +178,10 @@ struct Config {
     // embedding, or an encoder's masked-LM head (a bare BertModel has none).
     bool predicts() const { return mlm_head || !post_norm || is_encoder_decoder(); }
     // Whether layer l has the sliding window (when the options keep it on).
-    bool windowed(int layer) const { return sliding_window && (!global_every || layer % global_every != 0); }
+    bool windowed(int layer) const {
+        if (!windowed_layers.empty()) return sliding_window && windowed_layers.at(layer);
+        return sliding_window && (!global_every || layer % global_every != 0);
+    }
     // Whether some layers are local (windowed) and others global: the views then name each layer's kind.
     bool mixed_windows() const {
         bool local = false, global = false;
@@ -274,6 +293,11 @@ const char* optional_tensor_prefix(const Config& config);
 // `name`: "...LayerNorm.gamma" for "...LayerNorm.weight" and ".beta" for
 // ".bias"; "" for any other name.
 std::string legacy_tensor_name(const std::string& name);
+
+// The name older saves of `config`'s family give tensor `name` (a gemma3
+// checkpoint's "language_model.model.norm.weight" for
+// "model.language_model.norm.weight"); "" where they name it alike.
+std::string older_tensor_name(const Config& config, const std::string& name);
 
 // The name of a tensor outside the layers (the embeddings, the final norm, the
 // head) in `config`'s stack; throws Error where the family has none of that role.
