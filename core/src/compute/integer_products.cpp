@@ -189,7 +189,7 @@ void q4_k_row(const RowParts& x, const uint8_t* b, int64_t blocks, Floats (&acc)
             ggml_lanes::q4_k_pair_codes(b, pair, 0, codes);
             for (int side = 0; side < 2; ++side) {
                 const int g = 2 * pair + side;
-                const Words scale = __builtin_shuffle(scales, Words{} + static_cast<int16_t>(g));
+                const Words scale = Words{} + scales[g];  // (no __builtin_shuffle: clang builds the fuzzers)
 #pragma GCC unroll 8
                 for (int r = 0; r < R; ++r) {
                     scaled_dot(hi[side][r], codes[side], x.hi_at(r, 256 * i + 32 * g), scale);
@@ -234,8 +234,9 @@ void q6_k_row(const RowParts& x, const uint8_t* b, int64_t blocks, Floats (&acc)
             ggml_lanes::q6_k_run_codes(b, half, 0, codes);
             for (int run = 0; run < 4; ++run) {
                 const int16_t g = static_cast<int16_t>(8 * half + 2 * run);  // the run's two groups of 16
-                const Words scale =
-                    __builtin_shuffle(scales, g + Words{0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1});
+                const int16_t first = scales[g], second = scales[g + 1];
+                const Words scale = {first,  first,  first,  first,  first,  first,  first,  first,
+                                     second, second, second, second, second, second, second, second};
 #pragma GCC unroll 8
                 for (int r = 0; r < R; ++r) {
                     scaled_dot(hi[r], codes[run], x.hi_at(r, 256 * i + 16 * g), scale);
