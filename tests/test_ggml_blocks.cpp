@@ -159,3 +159,28 @@ TEST(GgmlBlocks, ReferenceBitsAndHalves) {
 }
 
 }  // namespace
+
+// Hugging Face's MXFP4 (gpt-oss's experts: codes and exponents apart, values
+// 2j and 2j + 1 in byte j) read as transformers' convert_moe_packed_tensors
+// reads it, a table of FP4 values times 2^(e - 127), against the ggml blocks
+// mxfp4_blocks_from_split makes of it.
+TEST(GgmlBlocks, Mxfp4FromHuggingFacesSplitBlocksKeepsEveryValue) {
+    const double fp4[16] = {0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6};
+    std::mt19937 rng(41);
+    const size_t groups = 24;
+    std::vector<std::byte> codes(groups * 16), exponents(groups);
+    for (std::byte& b : codes) b = static_cast<std::byte>(rng() % 256);
+    for (size_t g = 0; g < groups; ++g)  // every code; exponents around 1, and the subnormal ones
+        exponents[g] = static_cast<std::byte>(g < 2 ? g : 120 + rng() % 16);
+    std::vector<std::byte> blocks(groups * 17);
+    mxfp4_blocks_from_split(codes.data(), exponents.data(), groups, blocks.data());
+    std::vector<float> values(groups * 32);
+    dequantize_row(GgmlType::MXFP4, blocks.data(), values.size(), values.data());
+    for (size_t g = 0; g < groups; ++g)
+        for (int v = 0; v < 32; ++v) {
+            const auto byte = std::to_integer<int>(codes[g * 16 + v / 2]);
+            const double expected =
+                std::ldexp(fp4[v % 2 ? byte >> 4 : byte & 15], std::to_integer<int>(exponents[g]) - 127);
+            ASSERT_EQ(values[g * 32 + v], static_cast<float>(expected)) << "group " << g << ", value " << v;
+        }
+}

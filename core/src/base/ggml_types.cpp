@@ -295,6 +295,19 @@ int64_t dtype_row_bytes(DType dtype, int64_t n) {
     return n / traits.block_elements * traits.block_bytes;
 }
 
+void mxfp4_blocks_from_split(const std::byte* codes, const std::byte* exponents, size_t groups, std::byte* out) {
+    for (size_t g = 0; g < groups; ++g, codes += 16, out += 17) {
+        uint8_t values[32];
+        for (int j = 0; j < 16; ++j) {
+            const auto byte = std::to_integer<uint8_t>(codes[j]);
+            values[2 * j] = byte & 15;
+            values[2 * j + 1] = byte >> 4;
+        }
+        out[0] = exponents[g];
+        for (int j = 0; j < 16; ++j) out[1 + j] = static_cast<std::byte>(values[j] | values[j + 16] << 4);
+    }
+}
+
 std::string gguf_file_type_name(uint64_t id) {
     for (const FileType& type : file_types)
         if (type.id == id) return type.name;

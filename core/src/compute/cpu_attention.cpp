@@ -3,6 +3,7 @@
 // softmax and weighted values, batched or by the tutorials' loop.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,7 @@ struct HeadBlock {
 // queries' rows.
 void attention_head_by_loop(const HeadBlock& q, const HeadBlock& k, const HeadBlock& v, const HeadBlock& y, float* att,
                             int first_query, int rows, int keys, int hs, float scale, const auto& visible,
-                            const float* bias, float softcap) {
+                            const float* bias, float softcap, float sink) {
     for (int r = 0; r < rows; ++r) {
         float* scores = att + static_cast<size_t>(r) * keys;
         const int i = first_query + r;
@@ -37,7 +38,7 @@ void attention_head_by_loop(const HeadBlock& q, const HeadBlock& k, const HeadBl
             scores[j] = bias ? dot + bias[j - i] : dot;
         }
         const ops::KeyRange range = visible(i);
-        ops::masked_softmax_row(scores, range.begin, range.end, keys, scale, softcap);
+        ops::masked_softmax_row(scores, range.begin, range.end, keys, scale, softcap, sink);
         for (int d = 0; d < hs; ++d) {
             float sum = 0;
             for (int j = range.begin; j < range.end; ++j) sum += scores[j] * v.data[j * v.stride + d];
@@ -68,6 +69,7 @@ void CpuForward::attention(const Model& model, const Batch& batch, const Attenti
     const int B = batch.B(), T = batch.T(), NH = split.NH, NKV = split.NKV, hs = split.hs;
     const int Qw = split.q_width(), KVw = split.kv_width(), width = Qw + 2 * KVw;
     const float scale = score_scale(options.scale, cfg, hs), softcap = cfg.attention_softcap;
+    const float* sinks = model.layers[layer].sinks;  // gpt-oss's logit per head, else none
     const bool naive = options.split == Split::naive_view;
     const RopeTable table =
         cfg.positions == Positions::rotary ? rope_table(layer_rope(cfg, layer), hs, T) : RopeTable{};
@@ -141,11 +143,13 @@ void CpuForward::attention(const Model& model, const Batch& batch, const Attenti
             };
             float* att_rows = att + ((static_cast<size_t>(b) * NH + h) * (T - first_held_) + first - first_held_) * T;
             const float* bias = position_bias_.empty() ? nullptr : position_bias_.data() + h * (2 * T - 1) + T - 1;
+            const float sink = sinks ? sinks[h] : -std::numeric_limits<float>::infinity();
             if (heads == Heads::loop) {
-                attention_head_by_loop(q, k, v, y, att_rows, first, T - first, T, hs, scale, visible, bias, softcap);
+                attention_head_by_loop(q, k, v, y, att_rows, first, T - first, T, hs, scale, visible, bias, softcap,
+                                       sink);
             } else {
                 ops::attention_head(q.data, q.stride, k.data, k.stride, v.data, v.stride, y.data, y.stride, att_rows,
-                                    first, T - first, T, hs, scale, visible, bias, softcap);
+                                    first, T - first, T, hs, scale, visible, bias, softcap, sink);
             }
         }
     }
@@ -186,7 +190,8 @@ void CpuForward::cross_attend(const Model& model, const Batch& batch, const Atte
             };
             float* att_rows = maps + ((static_cast<size_t>(b) * NH + h) * (T - first_held_) + first - first_held_) * S;
             if (heads == Heads::loop)
-                attention_head_by_loop(q, k, v, y, att_rows, first, T - first, S, hs, scale, visible, nullptr, 0.f);
+                attention_head_by_loop(q, k, v, y, att_rows, first, T - first, S, hs, scale, visible, nullptr, 0.f,
+                                       -std::numeric_limits<float>::infinity());
             else
                 ops::attention_head(q.data, q.stride, k.data, k.stride, v.data, v.stride, y.data, y.stride, att_rows,
                                     first, T - first, S, hs, scale, visible);

@@ -20,6 +20,9 @@ HeadSplit head_split(const Config& config, int n_head) {
     if (!config.rope.long_divisors.empty() && n_head != own.NH)
         throw Error("this model's LongRoPE factors are one per pair of its heads' rotary dims: its " +
                     std::to_string(own.NH) + " heads cannot be re-split into " + std::to_string(n_head));
+    if (config.attention_sinks && n_head != own.NH)
+        throw Error("this model learned a sink logit for each of its " + std::to_string(own.NH) +
+                    " heads: they cannot be re-split into " + std::to_string(n_head));
     const int group = own.group(), width = own.q_width();
     if (n_head <= 0 || width % n_head != 0) {
         // GPT-2's words when the query width is C: "does not divide C".
@@ -63,7 +66,8 @@ int head_count(const Config& config, int n_head) { return head_split(config, n_h
 // head_split's two rules, as a list.
 std::vector<int> head_counts(const Config& config) {
     const HeadSplit own = head_split(config, 0);
-    if (config.positions == Positions::relative || !config.rope.long_divisors.empty()) return {own.NH};
+    if (config.positions == Positions::relative || !config.rope.long_divisors.empty() || config.attention_sinks)
+        return {own.NH};
     std::vector<int> counts;
     for (int n = own.group(); n <= own.q_width(); n += own.group())
         if (own.q_width() % n == 0) counts.push_back(n);

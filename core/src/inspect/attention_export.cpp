@@ -24,6 +24,30 @@ Json prediction_json(const Tokenizer& tokenizer, const Prediction& prediction) {
     return {{"id", prediction.id}, {"token", token_text(tokenizer, prediction.id)}, {"p", prediction.p}};
 }
 
+namespace {
+
+// [layer][batch][head][query]: each held row's learned sink weight (heatmap.h).
+Json learned_sink_weights(const AttentionResult& result) {
+    Json weights = Json::array();
+    for (size_t slot = 0; slot < result.layers.size(); ++slot) {
+        Json layer = Json::array();
+        for (int b = 0; b < result.B; ++b) {
+            Json heads = Json::array();
+            for (int h = 0; h < result.NH; ++h) {
+                Json rows = Json::array();
+                for (int i = result.first_row; i < result.T; ++i)
+                    rows.push_back(learned_sink_weight(result, static_cast<int>(slot), b, h, i));
+                heads.push_back(rows);
+            }
+            layer.push_back(heads);
+        }
+        weights.push_back(layer);
+    }
+    return weights;
+}
+
+}  // namespace
+
 Json attention_metadata(const Model& model, const std::string& backend, const std::string& backend_reason,
                         const std::vector<std::string>& texts, const std::vector<std::vector<int32_t>>& token_ids,
                         const AttentionResult& result, const AttentionTimings& timings) {
@@ -77,6 +101,7 @@ Json attention_metadata(const Model& model, const std::string& backend, const st
         sinks.push_back(layer);
     }
     metadata["sink_mass"] = sinks;
+    if (model.config.attention_sinks) metadata["sink_weight"] = learned_sink_weights(result);
     if (!result.ablated.empty()) {
         Json heads = Json::array();
         for (const HeadRef& h : result.ablated) heads.push_back({h.layer, h.head});

@@ -168,6 +168,8 @@ std::vector<ConfigRow> config_table(const Model& model) {
         rows.push_back({"soft-caps", "scores " + (c.attention_softcap > 0 ? number(c.attention_softcap) : "none") +
                                          ", logits " + (c.logit_softcap > 0 ? number(c.logit_softcap) : "none") +
                                          " (cap tanh(x / cap))"});
+    if (c.attention_sinks)
+        rows.push_back({"attention sinks", "a learned logit per head in each softmax's denominator (its sink weight)"});
     if (c.vision_tower_left_out) rows.push_back({"vision tower", "left out: the language model alone is read"});
     if (c.is_encoder())
         rows.push_back({"encoder", std::string(c.post_norm ? "LayerNorm after each sublayer (post-LN)" : "pre-norm") +

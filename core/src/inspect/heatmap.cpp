@@ -101,4 +101,11 @@ float sink_mass(const AttentionResult& result, int layer_slot, int b, int h, int
     return static_cast<float>(sum / (length - first));
 }
 
+float learned_sink_weight(const AttentionResult& result, int layer_slot, int b, int h, int i) {
+    const float* row = result.row(layer_slot, b, h, i);
+    double keys = 0;
+    for (int j = 0; j < result.T; ++j) keys += row[j];
+    return static_cast<float>(std::max(0.0, 1 - keys));
+}
+
 }  // namespace headscope

@@ -70,7 +70,7 @@ struct Extent {
 // and returns its float tensors, viewing into `data`; the names and dtypes of
 // the others (validated the same way) go to `unread`.
 std::map<std::string, TensorView> parse_header(const std::string& file, const std::byte* data, size_t size,
-                                               std::map<std::string, std::string>& unread) {
+                                               std::map<std::string, RawTensor>& unread) {
     uint64_t header_len = 0;
     for (int i = 7; i >= 0; --i) header_len = header_len << 8 | std::to_integer<uint64_t>(data[i]);
     if (header_len > size - 8) {
@@ -140,13 +140,16 @@ std::map<std::string, TensorView> parse_header(const std::string& file, const st
         }
 
         // Empty tensors occupy no bytes, so they cannot overlap anything.
-        if (!dtype) {  // a mask or index buffer saved beside the weights: checked, never read
-            const auto it = unread.emplace(name, dtype_name).first;
+        const std::span<const std::byte> bytes_in_file(data_section + begin, end - begin);
+        if (!dtype) {  // a mask or index buffer saved beside the weights, or blocks of another format
+            const auto it = unread
+                                .emplace(name, RawTensor{dtype_name, std::vector<int64_t>(shape->begin(), shape->end()),
+                                                         bytes_in_file})
+                                .first;
             if (begin != end) extents.push_back({begin, end, &it->first});
             continue;
         }
-        TensorView view{*dtype, std::vector<int64_t>(shape->begin(), shape->end()),
-                        std::span<const std::byte>(data_section + begin, end - begin)};
+        TensorView view{*dtype, std::vector<int64_t>(shape->begin(), shape->end()), bytes_in_file};
         const auto [it, inserted] = tensors.emplace(name, std::move(view));
         if (begin != end) extents.push_back({begin, end, &it->first});
     }

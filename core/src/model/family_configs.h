@@ -26,4 +26,11 @@ void read_t5(const ConfigReader& r, Config& c);  // also T5 v1.1 and Flan-T5
 void read_bart(const ConfigReader& r, Config& c);
 void read_marian(const ConfigReader& r, Config& c);
 
+// rope_scaling `s` of type "yarn" for `dims` rotary dims of each head, the
+// config's rope_theta and max_position_embeddings already read: each pair's
+// frequency divided by Rope::frequency_divisors (interpolated by `factor`
+// below beta_slow's rotations, kept above beta_fast's, a ramp between), cos
+// and sin scaled by the attention factor (yarn_rope.cpp).
+void read_yarn(const ConfigReader& s, Config& c, int dims);
+
 }  // namespace headscope

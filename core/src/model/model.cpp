@@ -174,6 +174,7 @@ const float*& vector_field(Model& m, const TensorSpec& t) {
         case Weight::v_b: return m.layers[t.layer].v_b;
         case Weight::q_norm: return m.layers[t.layer].q_norm;
         case Weight::k_norm: return m.layers[t.layer].k_norm;
+        case Weight::sinks: return m.layers[t.layer].sinks;
         case Weight::attn_proj_b: return m.layers[t.layer].attn_proj_b;
         case Weight::ln_2_w: return m.layers[t.layer].ln_2_w;
         case Weight::ln_2_b: return m.layers[t.layer].ln_2_b;
@@ -235,7 +236,7 @@ TensorMap map_files(Model& m, const std::vector<fs::path>& files, std::map<std::
     TensorMap tensors;
     for (const fs::path& path : files) {
         m.files.push_back(std::make_unique<SafetensorsFile>(path));
-        unread.insert(m.files.back()->unread_tensors().begin(), m.files.back()->unread_tensors().end());
+        for (const auto& [name, raw] : m.files.back()->unread_tensors()) unread.emplace(name, raw.dtype);
         m.file_bytes += static_cast<int64_t>(file_bytes(path));
         for (const auto& [name, view] : m.files.back()->tensors()) {
             const auto [it, added] = tensors.emplace(name, FoundTensor{view, path.string()});

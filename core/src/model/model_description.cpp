@@ -101,6 +101,7 @@ bool has_weight(const Config& c, Weight weight) {
         case Weight::v_b: return !fused && c.qkv_bias;
         case Weight::q_norm:
         case Weight::k_norm: return c.qk_norm;
+        case Weight::sinks: return c.attention_sinks;
         case Weight::attn_proj_b: return c.o_bias;
         case Weight::gate_w: return gated_mlp && !c.fused_gate_up;
         case Weight::fc_w: return !c.fused_gate_up;
@@ -154,6 +155,7 @@ std::vector<int64_t> weight_shape(const Config& c, Weight weight) {
         case Weight::v_b: return {KV};
         case Weight::q_norm: return {c.qk_norm_whole ? Q : hs};
         case Weight::k_norm: return {c.qk_norm_whole ? KV : hs};
+        case Weight::sinks: return {c.n_head};
         case Weight::attn_proj_w: return matrix(C, Q);
         case Weight::fc_w:
         case Weight::gate_w: return matrix(F, C);

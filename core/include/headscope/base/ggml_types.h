@@ -85,4 +85,12 @@ std::string gguf_file_type_name(uint64_t id);
 // naming the type for one it does not read.
 void dequantize_row(GgmlType type, const std::byte* src, size_t n, float* out);
 
+// MXFP4 as Hugging Face stores it (gpt-oss's experts) into ggml's blocks:
+// `codes` holds `groups` groups of 32 values, 16 bytes each, value 2j in the
+// low nibble of byte j and 2j + 1 in its high one; `exponents` one E8M0 byte
+// per group. `out` gets `groups` 17-byte MXFP4 blocks, the exponent first,
+// then value j in the low nibble of byte j and j + 16 in its high one: the
+// same values (FP4 times 2^(e - 127)) in ggml's order.
+void mxfp4_blocks_from_split(const std::byte* codes, const std::byte* exponents, size_t groups, std::byte* out);
+
 }  // namespace headscope

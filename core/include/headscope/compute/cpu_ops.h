@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <limits>
 #include <unsupported/Eigen/SpecialFunctions>  // erf, vectorised
 
 namespace headscope::ops {
@@ -126,15 +127,19 @@ void gelu(const S* x, S* out, size_t n) {
 
 // Scales a score row, soft-caps it where `softcap` is set (cap tanh(s /
 // cap), Gemma 2's) and turns its entries [begin, end) into a softmax,
-// zeroing the rest (masked keys). An empty range leaves an all-zero row.
+// zeroing the rest (masked keys). A finite `sink` (gpt-oss's learned logit of
+// the head) joins the denominator, so the row sums to 1 less the sink's
+// weight. An empty range leaves an all-zero row.
 template <typename S>
-void masked_softmax_row(S* row, int begin, int end, int T, S scale, S softcap = 0) {
+void masked_softmax_row(S* row, int begin, int end, int T, S scale, S softcap = 0,
+                        S sink = -std::numeric_limits<S>::infinity()) {
     if (begin < end) {
         Eigen::Map<Eigen::Array<S, Eigen::Dynamic, 1>> kept(row + begin, end - begin);  // vectorised exp
         kept *= scale;
         if (softcap > 0) kept = (kept / softcap).tanh() * softcap;
-        kept = (kept - kept.maxCoeff()).exp();
-        kept /= kept.sum();
+        const S largest = std::max(kept.maxCoeff(), sink);
+        kept = (kept - largest).exp();
+        kept /= kept.sum() + std::exp(sink - largest);
     } else {
         end = begin = 0;
     }
@@ -153,11 +158,11 @@ struct KeyRange {
 // hold the queries' rows, K and V all the keys' rows, each with its own row
 // stride, so the caller picks the split. `bias`, if not null, is T5's
 // position bias centred on distance 0: bias[j - i] on key j's score for query i.
-// `softcap`: masked_softmax_row's.
+// `softcap` and `sink`: masked_softmax_row's.
 template <typename S, typename Visible>
 void attention_head(const S* q, int q_stride, const S* k, int k_stride, const S* v, int v_stride, S* y, int y_stride,
                     S* att, int first_query, int rows, int keys, int hs, S scale, Visible visible,
-                    const S* bias = nullptr, S softcap = 0) {
+                    const S* bias = nullptr, S softcap = 0, S sink = -std::numeric_limits<S>::infinity()) {
     ConstStridedMap<S> Q(q, rows, hs, Eigen::OuterStride<>(q_stride));
     ConstStridedMap<S> K(k, keys, hs, Eigen::OuterStride<>(k_stride));
     ConstStridedMap<S> V(v, keys, hs, Eigen::OuterStride<>(v_stride));
@@ -169,7 +174,7 @@ void attention_head(const S* q, int q_stride, const S* k, int k_stride, const S*
         if (bias)
             for (int j = 0; j < keys; ++j) scores[j] += bias[j - i];
         const KeyRange range = visible(i);
-        masked_softmax_row(scores, range.begin, range.end, keys, scale, softcap);
+        masked_softmax_row(scores, range.begin, range.end, keys, scale, softcap, sink);
     }
     StridedMap<S>(y, rows, hs, Eigen::OuterStride<>(y_stride)).noalias() = A * V;
 }

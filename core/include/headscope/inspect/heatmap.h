@@ -64,4 +64,9 @@ HeatmapImage rollout_image(const AttentionResult& result, const AttentionOptions
 // 0 for a one-token text.
 float sink_mass(const AttentionResult& result, int layer_slot, int b, int h, int length);
 
+// The share of query row i's softmax that head h's learned sink took (a
+// model with attention_sinks: gpt-oss's): 1 less the row's weights on the
+// keys. 1 for a row that saw no key; 0 (to rounding) for a model without sinks.
+float learned_sink_weight(const AttentionResult& result, int layer_slot, int b, int h, int i);
+
 }  // namespace headscope

@@ -29,6 +29,15 @@ struct TensorView {
     std::span<const std::byte> bytes;  // inside the mapped file
 };
 
+// A tensor of a dtype the engine does not compute with (Pythia's U8 or BOOL
+// masks, integer buffers, gpt-oss's MXFP4 blocks and scales stored as U8):
+// its bytes, checked against its shape like every tensor's.
+struct RawTensor {
+    std::string dtype;  // as the header names it: "U8"
+    std::vector<int64_t> shape;
+    std::span<const std::byte> bytes;  // inside the mapped file
+};
+
 class SafetensorsFile {
 public:
     // Maps and validates the file; throws Error naming the file and the problem.
@@ -39,15 +48,15 @@ public:
 
     // The tensors Headscope reads: F32, F16 and BF16.
     const std::map<std::string, TensorView>& tensors() const { return tensors_; }
-    // The others (Pythia's U8 or BOOL masks, integer buffers) by name, with their dtype.
-    const std::map<std::string, std::string>& unread_tensors() const { return unread_; }
+    // The others by name.
+    const std::map<std::string, RawTensor>& unread_tensors() const { return unread_; }
 
 private:
     std::filesystem::path path_;
     const std::byte* data_ = nullptr;
     size_t size_ = 0;
     std::map<std::string, TensorView> tensors_;
-    std::map<std::string, std::string> unread_;
+    std::map<std::string, RawTensor> unread_;
 };
 
 // Converts a tensor to float32 into `out` (product(shape) floats); throws

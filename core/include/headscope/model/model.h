@@ -34,6 +34,7 @@ struct LayerWeights {
     Matrix q, k, v;                 // separate projections (C -> NH * hs, NKV * hs, NKV * hs)
     const float *q_b = nullptr, *k_b = nullptr, *v_b = nullptr;
     const float *q_norm = nullptr, *k_norm = nullptr;  // (hs) Qwen 3; (NH * hs), (NKV * hs) OLMo 2
+    const float* sinks = nullptr;                      // (NH) gpt-oss's logit per head (attention_sinks)
     Matrix attn_proj;                                  // NH * hs -> C
     const float* attn_proj_b = nullptr;
     const float* ln_2_w = nullptr;

@@ -138,6 +138,9 @@ struct Config {
     float attention_scale = 0;    // Gemma: the head scale, query_pre_attn_scalar^-1/2; 0: 1/sqrt(hs)
     float attention_softcap = 0;  // Gemma 2: scores = cap tanh(scores / cap) after the scale, before the mask; 0: none
     float logit_softcap = 0;      // Gemma: logits = cap tanh(logits / cap); 0: none
+    // gpt-oss: each head's learned logit (sinks) joins its softmax's
+    // denominator, taking a share of the weight from the keys (its sink weight).
+    bool attention_sinks = false;
     // Encoders (BERT, RoBERTa, DistilBERT):
     bool causal = true;           // the model's own mask: a decoder's is causal, an encoder attends both ways
     bool post_norm = false;       // x = ln_1(x + attn(x)), x = ln_2(x + mlp(x)); no final norm
@@ -227,6 +230,7 @@ enum class Weight {
     v_b,
     q_norm,           // (hs); OLMo 2 (qk_norm_whole): (NH * hs)
     k_norm,           // (hs); OLMo 2: (NKV * hs)
+    sinks,            // attention_sinks: one logit per head (NH)
     attn_out_norm_w,  // output_norms: the norm on the attention's output (C)
     mlp_out_norm_w,   // and on the MLP's (C)
     attn_proj_w,
