@@ -222,6 +222,52 @@ std::vector<Param> params() {
 
 INSTANTIATE_TEST_SUITE_P(Gguf, GgufModel, ::testing::ValuesIn(params()), param_name);
 
+// The Config of a small Gemma file of `spec` changed by `edit`.
+Config gemma_config(FamilySpec spec, const std::function<void(GgufSpec&)>& edit = {}) {
+    TempDir dir;
+    const fs::path file = dir.path / "gemma.gguf";
+    write_gguf_family(file, spec, DType::F32, edit);
+    return load_model(file.string()).config;
+}
+
+// llama.cpp's head scale by the model's size, as its hparams tell the 27B
+// by its layers (Gemma 2's 46, Gemma 3's 62): 1 / sqrtf(C / NH) there, else
+// 1 / sqrtf(hs); here heads of 64 from C = 64 in 4 heads.
+TEST(GgufGemma, TheHeadScaleIsLlamaCppsBySize) {
+    for (const auto& [family, layers_27b] : {std::pair{Family::gemma2, 46}, std::pair{Family::gemma3_text, 62}})
+        for (int layers : {layers_27b - 1, layers_27b}) {
+            FamilySpec spec = gguf_family_spec(family);
+            spec.n_embd = 64, spec.n_head = 4, spec.n_kv_head = 1, spec.head_dim = 64, spec.mlp_dim = 64;
+            spec.n_layer = layers, spec.window_pattern = 0;
+            const Config c = gemma_config(spec);
+            EXPECT_EQ(c.attention_scale, 1 / std::sqrt(float(layers == layers_27b ? 16 : 64)))
+                << model_type(family) << " of " << layers << " layers";
+        }
+}
+
+// Gemma 3's window only where attention.sliding_window is above 0 (then
+// every layer global, at rope.freq_base with its scaling); a
+// sliding_window_pattern of 0 windows every layer, of 1 none.
+TEST(GgufGemma, TheWindowsAreLlamaCpps) {
+    const FamilySpec spec = gguf_family_spec(Family::gemma3_text);
+    for (uint32_t window : {0u, 4u}) {
+        const Config c = gemma_config(spec, [&](GgufSpec& s) {
+            for (auto& [key, value] : s.metadata)
+                if (key == "gemma3.attention.sliding_window") value = gguf_uint32(window);
+        });
+        EXPECT_EQ(c.sliding_window, int(window));
+        EXPECT_EQ(c.mixed_windows(), window > 0);
+        EXPECT_FALSE(c.windowed(0) && !window);
+    }
+    for (uint32_t pattern : {0u, 1u}) {
+        const Config c = gemma_config(spec, [&](GgufSpec& s) {
+            for (auto& [key, value] : s.metadata)
+                if (key == "gemma3.attention.sliding_window_pattern") value = gguf_uint32(pattern);
+        });
+        for (int l = 0; l < spec.n_layer; ++l) EXPECT_EQ(c.windowed(l), pattern == 0) << pattern << " layer " << l;
+    }
+}
+
 // The largest difference between one text's maps in a padded batch, their
 // rows of `padded` keys read by `row` (layer, head, query), and the
 // reference's `want` (L, NH, n, m) of the text alone: n queries, m keys.

@@ -116,11 +116,12 @@ void gemma3_more_keys(const GgufSource& s, json& c) {
     if (const double factor = linear_rope_factor(s); factor != 1)
         c["rope_scaling"] = {{"rope_type", "linear"}, {"factor", factor}};
     c["final_logit_softcapping"] = soft_cap(s, "final_logit_softcapping", 0, true);
-    const uint64_t window = s.file().integer(s.key("attention.sliding_window")).value_or(0);
-    c["sliding_window"] = window ? json(window) : json(nullptr);
+    if (const uint64_t window = s.file().integer(s.key("attention.sliding_window")).value_or(0))
+        c["sliding_window"] = window;
 }
 
 void gemma3_layout(const GgufSource& s, Config& c) {
+    if (!s.file().integer(s.key("attention.sliding_window")).value_or(0)) c.sliding_window = 0;  // not 4096
     gemma_layout(s, c, 62, 6);
     c.local_rope_theta = rope_base(s, "rope.freq_base_swa", 10000);
 }
