@@ -56,6 +56,7 @@ struct FamilySpec {
     double query_pre_attn_scalar = 0, attn_softcap = 0, final_softcap = 0;
     double local_rope_theta = 0, rope_linear_factor = 0;
     bool write_layer_types = false;
+    int window_pattern = 0;  // Gemma: each pattern-th layer global, the others windowed; 0: the family's 2 or 6
     int max_positions = 2048;
 
     // The family's tokenizer's (family_spec sets them).
@@ -71,11 +72,12 @@ struct FamilySpec {
     int kv_heads() const { return family == Family::gpt_neox || family == Family::gpt2 ? n_head : n_kv_head; }
     int pad_id() const { return pad_token_id >= 0 ? pad_token_id : eos_ids.at(0); }
     // Whether layer l has the sliding window (with one at all): Gemma 2's
-    // even layers, Gemma 3's all but each sixth; every layer of the others.
+    // even layers, Gemma 3's all but each sixth (or each window_pattern-th);
+    // every layer of the others.
     bool windowed(int l) const {
         if (!sliding_window) return false;
-        if (family == Family::gemma2) return l % 2 == 0;
-        return !gemma(family) || (l + 1) % 6 != 0;
+        const int pattern = window_pattern ? window_pattern : family == Family::gemma2 ? 2 : 6;
+        return !gemma(family) || (l + 1) % pattern != 0;
     }
     // The prefix of the language model's tensor names: "model.", a gemma3
     // checkpoint's older "language_model.model.".

@@ -42,7 +42,7 @@ json gemma_text_json(const FamilySpec& s) {
         c["rope_local_base_freq"] = s.local_rope_theta;
         c["rope_scaling"] =
             s.rope_linear_factor > 0 ? json{{"factor", s.rope_linear_factor}, {"rope_type", "linear"}} : json();
-        c["sliding_window_pattern"] = 6;
+        c["sliding_window_pattern"] = s.window_pattern ? s.window_pattern : 6;
     } else {
         c["attn_logit_softcapping"] = nullable(s.attn_softcap);
         c["cache_implementation"] = "hybrid";

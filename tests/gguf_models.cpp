@@ -115,7 +115,25 @@ const NameTable& name_table(Family family) {
                                     {"post_attention_layernorm.weight", "ffn_norm.weight"},
                                     {"mlp.gate_up_proj.weight", "ffn_up.weight"},
                                     {"mlp.down_proj.weight", "ffn_down.weight"}}};
+    static const NameTable gemma = {"model.layers.",
+                                    "blk.",
+                                    llama.outside,
+                                    {{"input_layernorm.weight", "attn_norm.weight"},
+                                     {"self_attn.q_proj.weight", "attn_q.weight"},
+                                     {"self_attn.k_proj.weight", "attn_k.weight"},
+                                     {"self_attn.v_proj.weight", "attn_v.weight"},
+                                     {"self_attn.o_proj.weight", "attn_output.weight"},
+                                     {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+                                     {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+                                     {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+                                     {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+                                     {"mlp.gate_proj.weight", "ffn_gate.weight"},
+                                     {"mlp.up_proj.weight", "ffn_up.weight"},
+                                     {"mlp.down_proj.weight", "ffn_down.weight"},
+                                     {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"}}};
     switch (family) {
+        case Family::gemma2:
+        case Family::gemma3_text: return gemma;
         case Family::gpt_neox: return gpt_neox;
         case Family::gpt2: return gpt2;
         case Family::olmo2: return olmo2;
@@ -217,8 +235,9 @@ Written tensor_as_stored(const NamedTensor& t, const StoredAs& as, DType matrice
     for (int64_t r = 0; r < rows; ++r) {
         if (type == DType::F32) {
             for (int64_t c = 0; c < cols; ++c) {
-                const float v = t.values[from(r, c)];
+                const float v = t.values[from(r, c)] + as.added;
                 w.spec.data.append(reinterpret_cast<const char*>(&v), sizeof v);
+                w.values[from(r, c)] = v - as.added;  // exact: v lies within [0.5, 2] of 1 for a norm
             }
             continue;
         }
@@ -255,6 +274,7 @@ StoredAs stored_as(const FamilySpec& spec, const std::string& hf) {
         as.row = [NH, hs](int64_t r) { return neox_row(r, NH, hs); };
     as.transposed = spec.family == Family::gpt2 && hf.find(".c_") != std::string::npos;  // Conv1D
     as.quantized = as.name != "position_embd.weight";
+    if (gemma(spec.family) && hf.ends_with("norm.weight")) as.added = 1;  // the converter's 1 + w
     return as;
 }
 
@@ -280,6 +300,16 @@ void write_family_keys(GgufSpec& gguf, const FamilySpec& spec, const std::string
     key("rope.dimension_count", gguf_uint32(uint32_t(spec.rotary_pct * spec.head_dim)));
     key("rope.freq_base", gguf_float32(float(spec.rope_theta)));
     key("attention.layer_norm_rms_epsilon", gguf_float32(float(spec.norm_eps)));
+    if (!gemma(spec.family)) return;
+    key("attention.value_length", gguf_uint32(uint32_t(spec.head_dim)));
+    key("attention.sliding_window", gguf_uint32(uint32_t(spec.sliding_window)));
+    if (spec.window_pattern) key("attention.sliding_window_pattern", gguf_uint32(uint32_t(spec.window_pattern)));
+    if (spec.attn_softcap > 0) key("attn_logit_softcapping", gguf_float32(float(spec.attn_softcap)));
+    if (spec.final_softcap > 0) key("final_logit_softcapping", gguf_float32(float(spec.final_softcap)));
+    if (spec.rope_linear_factor > 0) {
+        key("rope.scaling.type", gguf_string("linear"));
+        key("rope.scaling.factor", gguf_float32(float(spec.rope_linear_factor)));
+    }
 }
 
 }  // namespace
@@ -302,6 +332,11 @@ FamilySpec gguf_family_spec(Family family) {
     s.vocab_size = 259, s.bos_id = 257, s.eos_ids = {258}, s.pad_token_id = -1, s.max_positions = 64;
     if (family == Family::llama) s.rope_theta = 500000;
     if (family == Family::gpt2) s.mlp_dim = 4 * s.n_embd;
+    // Gemma: pad 0, the reader's default where the file names none.
+    if (gemma(family)) s.query_pre_attn_scalar = s.head_dim, s.sliding_window = 4, s.pad_token_id = 0;
+    if (family == Family::gemma2) s.attn_softcap = 2, s.final_softcap = 3;
+    if (family == Family::gemma3_text) s.n_layer = 3, s.window_pattern = 3, s.local_rope_theta = 10000;
+    if (family == Family::gemma3_text) s.rope_linear_factor = 8;
     return s;
 }
 
@@ -338,7 +373,14 @@ void write_byte_tokenizer(GgufSpec& gguf, const std::string& pre, int bos, int e
 FamilyCheckpoint write_gguf_family(const fs::path& file, const FamilySpec& spec, DType matrices,
                                    const std::function<void(GgufSpec&)>& edit) {
     FamilyCheckpoint checkpoint = make_family_checkpoint(spec);
-    const std::string arch = spec.family == Family::gpt_neox ? "gptneox" : model_type(spec.family);
+    if (gemma(spec.family) && !spec.tied_embeddings) {  // Hugging Face's Gemma is tied: an untied one's own head
+        std::mt19937_64 rng(spec.seed);
+        draw_tensor(checkpoint.tensors, rng, "lm_head.weight", {spec.vocab_size, spec.n_embd}, 0,
+                    1 / std::sqrt(float(spec.n_embd)));
+    }
+    const std::string arch = spec.family == Family::gpt_neox      ? "gptneox"
+                             : spec.family == Family::gemma3_text ? "gemma3"
+                                                                  : model_type(spec.family);
     GgufSpec gguf;
     write_gguf_header(gguf, arch, matrices);
     write_family_keys(gguf, spec, arch);

@@ -1,6 +1,7 @@
 // Test support: the families of llama.cpp's architectures that Headscope
 // reads (Llama, Qwen 2, Qwen 3, GPT-2, GPT-NeoX here; BERT and T5 in
-// gguf_encoder_models.cpp) written as llama.cpp's converter writes them to
+// gguf_encoder_models.cpp; Gemma 2 and 3 too, each norm's weight stored as
+// 1 + w) written as llama.cpp's converter writes them to
 // GGUF: its key and tensor names, each head's rows of Q and K reordered for
 // llama (its LlamaModel.permute), GPT-NeoX's query_key_value rows gathered
 // into [Q | K | V], GPT-2's Conv1D weights transposed to (out, in), matrices
@@ -37,7 +38,11 @@ Block block_of_spread(GgmlType type, double spread, std::mt19937& rng);
 
 // A FamilySpec for GGUF files: `family` with C = 256, F = 512 (GPT-2's 4C)
 // and heads of 32 (whole blocks of 256 for every type), 2 layers, and the
-// tokenizer's 259 ids (the 256 bytes, one merge, bos and eos).
+// tokenizer's 259 ids (the 256 bytes, one merge, bos and eos). Gemma's with
+// llama.cpp's head scale (query_pre_attn_scalar hs), a window of 4 keys,
+// Gemma 2's caps bending the scores and logits, Gemma 3's 3 layers of
+// sliding_window_pattern 3 (layer 2 global, at rope_theta 1e6 over the
+// linear factor 8; the others at 10000).
 FamilySpec gguf_family_spec(Family family);
 
 // Writes `spec` into `file` with its matrices of `matrices` (F32 or a
@@ -83,6 +88,7 @@ struct StoredAs {
     // A matrix in the file's type; else F32, as llama.cpp's quantizer leaves
     // learned positions, token types and T5's position bias.
     bool quantized = true;
+    float added = 0;  // added to each of a vector's values (Gemma's norms: the converter stores 1 + w)
 };
 
 struct Written {

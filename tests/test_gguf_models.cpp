@@ -3,7 +3,8 @@
 // against the double-precision references written from Hugging Face's code
 // on the values the file holds (read by the tests' own block formulas and
 // put back in Hugging Face's layout, gguf_models.h): the decoders' (llama,
-// qwen2, qwen3, gpt2, gptneox) maps and head outputs (family_reference.h)
+// qwen2, qwen3, olmo2, phi3, gemma2, gemma3, gpt2, gptneox) maps and head
+// outputs (family_reference.h)
 // and next tokens against llama.cpp's, BERT's maps (encoder_reference.h),
 // T5's maps and next tokens (seq2seq_reference.h). The files the loader
 // refuses are test_gguf_refusals.cpp's.
@@ -43,7 +44,8 @@ struct Param {
     Family family;
     DType dtype;
     // "sequential": GPT-NeoX with use_parallel_residual false; "untied": GPT-2
-    // with its own output.weight, as older converters wrote it.
+    // with its own output.weight, as older converters wrote it, or a Gemma 3
+    // with its own; "capped": Gemma 3 with final_logit_softcapping.
     std::string variant;
 };
 
@@ -52,7 +54,31 @@ FamilySpec spec_of(const Param& param) {
     spec.parallel_residual = param.variant != "sequential";
     if (param.variant == "untied") spec.tied_embeddings = false;
     if (param.variant == "partial") spec.rotary_pct = 0.75;  // Phi-4-mini's: 24 of each head's 32 dims
+    if (param.variant == "capped") spec.final_softcap = 3;
     return spec;
+}
+
+// Where llama.cpp computes a Gemma otherwise than transformers, as its
+// llama_model_gemma2 and llama_model_gemma3 do: the norms' weights as stored
+// (the converter added the 1), sqrt(C) in float32 unrounded, the head scale
+// 1 / sqrt(hs) below the 27B; each pattern-th layer global; Gemma 3's local
+// layers at RoPE base 10000 without the global ones' linear factor.
+void expect_gemma_config(const FamilySpec& spec, const Config& c) {
+    EXPECT_EQ(c.norm_offset, 0.f);
+    EXPECT_EQ(c.embedding_scale, std::sqrt(float(spec.n_embd)));
+    EXPECT_FALSE(c.embedding_scale_rounded);
+    EXPECT_EQ(c.attention_scale, 1 / std::sqrt(float(spec.head_dim)));
+    EXPECT_EQ(c.sliding_window, spec.sliding_window);
+    for (int l = 0; l < spec.n_layer; ++l) EXPECT_EQ(c.windowed(l), spec.windowed(l)) << "layer " << l;
+    EXPECT_TRUE(c.mixed_windows());
+    EXPECT_EQ(c.attention_softcap, float(spec.attn_softcap));
+    EXPECT_EQ(c.logit_softcap, float(spec.final_softcap));
+    EXPECT_EQ(c.rope.theta, float(spec.rope_theta));
+    EXPECT_EQ(c.qk_norm, spec.family != Family::gemma2);
+    if (spec.family == Family::gemma3_text) {
+        EXPECT_EQ(c.local_rope_theta, 10000.f);
+        EXPECT_EQ(c.rope.linear_factor, float(spec.rope_linear_factor));
+    }
 }
 
 class GgufModel : public ::testing::TestWithParam<Param> {};
@@ -78,6 +104,7 @@ TEST_P(GgufModel, MapsAndHeadOutputsMatchTheReference) {
         EXPECT_EQ(model.config.parallel_residual, spec.parallel_residual);
     }
     EXPECT_EQ(model.config.tied_embeddings, spec.tied_embeddings);
+    if (gemma(family)) expect_gemma_config(spec, model.config);
     EXPECT_EQ(model.config.kv_heads(), spec.kv_heads());
     EXPECT_EQ(model.config.head_size(), spec.head_dim);
     EXPECT_EQ((fused ? model.layers.at(0).attn : model.layers.at(0).q).dtype, dtype);
@@ -106,6 +133,7 @@ TEST_P(GgufModel, MapsAndHeadOutputsMatchTheReference) {
             opt.causal = causal;
             opt.padding_mask = padding_mask;
             opt.capture_outputs = true;
+            opt.sliding_window = spec.sliding_window;
             AttentionResult got;
             backend->forward(Batch{texts, model.config.pad_id()}, opt, got);
             const FamilyReference want = family_reference(checkpoint, texts, opt);
@@ -116,11 +144,11 @@ TEST_P(GgufModel, MapsAndHeadOutputsMatchTheReference) {
 
 // llama.cpp itself (llama_cpp.h) on the same file,
 // after each text. F32: the same 5 most likely next tokens, their
-// probabilities within 1e-5; within 5e-5 for GPT-2 and GPT-NeoX, whose GELU
-// llama.cpp's CPU code reads from a table of halves at its input rounded to
-// a half (ggml-cpu's GGML_GELU_FP16), in the tanh form where GPT-NeoX's is
-// erf's (Headscope computes Hugging Face's): that moves its probabilities
-// here by up to 1.5e-5. Quantized: llama.cpp rounds its activations to
+// probabilities within 1e-5; within 5e-5 for GPT-2, GPT-NeoX and Gemma,
+// whose GELU llama.cpp's CPU code reads from a table of halves at its input
+// rounded to a half (ggml-cpu's GGML_GELU_FP16), in the tanh form where
+// GPT-NeoX's is erf's (Headscope computes Hugging Face's): that moves its
+// probabilities here by up to 1.5e-5 (3.1e-5 for Gemma 3). Quantized: llama.cpp rounds its activations to
 // 8 bits before the products, which moves its probabilities by up to 5e-2,
 // so each of its 5 tokens has our probability within 5e-2 of its own, and
 // its most likely token is ours wherever it leads the next by more than that.
@@ -134,7 +162,7 @@ TEST_P(GgufModel, NextTokensAreLlamaCpps) {
     const Model model = load_model(file.string());
     std::unique_ptr<Backend> backend = make_cpu_backend();
     backend->load_weights(model);
-    const bool gelu = family == Family::gpt2 || family == Family::gpt_neox;
+    const bool gelu = family == Family::gpt2 || family == Family::gpt_neox || gemma(family);
     const bool halves = dtype == DType::F16 || dtype == DType::BF16;
     const double tolerance = dtype == DType::F32 ? (gelu ? 5e-5 : 1e-5) : halves ? 1e-3 : 5e-2;
     const std::optional<nlohmann::json> all_theirs = ask_llama_cpp({{"next_tokens", file.string()}, {"texts", texts}});
@@ -144,6 +172,7 @@ TEST_P(GgufModel, NextTokensAreLlamaCpps) {
         const std::vector<int32_t>& text = texts[t];
         AttentionOptions opt;
         opt.top_k = 5;
+        opt.sliding_window = model.config.sliding_window;  // llama.cpp's windows are always on
         AttentionResult ours;
         backend->forward(Batch{{text}, model.config.pad_id()}, opt, ours);
         std::vector<double> p(ours.last_logits.begin(), ours.last_logits.begin() + ours.V);
@@ -184,10 +213,60 @@ std::vector<Param> params() {
     all.push_back({Family::gpt_neox, DType::F32, "sequential"});
     all.push_back({Family::gpt2, DType::F32, "untied"});
     all.push_back({Family::phi3, DType::Q4_K, "partial"});
+    for (Family family : {Family::gemma2, Family::gemma3_text})
+        for (DType dtype : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_K}) all.push_back({family, dtype, ""});
+    all.push_back({Family::gemma3_text, DType::F32, "capped"});
+    all.push_back({Family::gemma3_text, DType::Q8_0, "untied"});
     return all;
 }
 
 INSTANTIATE_TEST_SUITE_P(Gguf, GgufModel, ::testing::ValuesIn(params()), param_name);
+
+// The Config of a small Gemma file of `spec` changed by `edit`.
+Config gemma_config(FamilySpec spec, const std::function<void(GgufSpec&)>& edit = {}) {
+    TempDir dir;
+    const fs::path file = dir.path / "gemma.gguf";
+    write_gguf_family(file, spec, DType::F32, edit);
+    return load_model(file.string()).config;
+}
+
+// llama.cpp's head scale by the model's size, as its hparams tell the 27B
+// by its layers (Gemma 2's 46, Gemma 3's 62): 1 / sqrtf(C / NH) there, else
+// 1 / sqrtf(hs); here heads of 64 from C = 64 in 4 heads.
+TEST(GgufGemma, TheHeadScaleIsLlamaCppsBySize) {
+    for (const auto& [family, layers_27b] : {std::pair{Family::gemma2, 46}, std::pair{Family::gemma3_text, 62}})
+        for (int layers : {layers_27b - 1, layers_27b}) {
+            FamilySpec spec = gguf_family_spec(family);
+            spec.n_embd = 64, spec.n_head = 4, spec.n_kv_head = 1, spec.head_dim = 64, spec.mlp_dim = 64;
+            spec.n_layer = layers, spec.window_pattern = 0;
+            const Config c = gemma_config(spec);
+            EXPECT_EQ(c.attention_scale, 1 / std::sqrt(float(layers == layers_27b ? 16 : 64)))
+                << model_type(family) << " of " << layers << " layers";
+        }
+}
+
+// Gemma 3's window only where attention.sliding_window is above 0 (then
+// every layer global, at rope.freq_base with its scaling); a
+// sliding_window_pattern of 0 windows every layer, of 1 none.
+TEST(GgufGemma, TheWindowsAreLlamaCpps) {
+    const FamilySpec spec = gguf_family_spec(Family::gemma3_text);
+    for (uint32_t window : {0u, 4u}) {
+        const Config c = gemma_config(spec, [&](GgufSpec& s) {
+            for (auto& [key, value] : s.metadata)
+                if (key == "gemma3.attention.sliding_window") value = gguf_uint32(window);
+        });
+        EXPECT_EQ(c.sliding_window, int(window));
+        EXPECT_EQ(c.mixed_windows(), window > 0);
+        EXPECT_FALSE(c.windowed(0) && !window);
+    }
+    for (uint32_t pattern : {0u, 1u}) {
+        const Config c = gemma_config(spec, [&](GgufSpec& s) {
+            for (auto& [key, value] : s.metadata)
+                if (key == "gemma3.attention.sliding_window_pattern") value = gguf_uint32(pattern);
+        });
+        for (int l = 0; l < spec.n_layer; ++l) EXPECT_EQ(c.windowed(l), pattern == 0) << pattern << " layer " << l;
+    }
+}
 
 // The largest difference between one text's maps in a padded batch, their
 // rows of `padded` keys read by `row` (layer, head, query), and the

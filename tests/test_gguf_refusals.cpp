@@ -185,4 +185,62 @@ TEST(GgufModelFiles, EachArchitecturesMissingKeysAndMisshapenTensorsAreOneLineNa
         t5_file);
 }
 
+// `edit` setting key `key` to `value`, added where the file has none.
+Edit with_key(const std::string& key, const GgufMetaValue& value) {
+    return [key, value](GgufSpec& s) {
+        for (auto& [name, v] : s.metadata)
+            if (name == key) return void(v = value);
+        s.metadata.emplace_back(key, value);
+    };
+}
+
+// Gemma's keys where llama.cpp would compute nonsense or what the Config
+// cannot say, and tensors it leaves unread.
+TEST(GgufModelFiles, GemmasKeysLlamaCppCannotUseAreOneLineNamingThem) {
+    const Writer gemma2 = family_file(Family::gemma2), gemma3 = family_file(Family::gemma3_text);
+    expect_refused("key 'gemma2.attention.layer_norm_rms_epsilon' missing",
+                   without_key("gemma2.attention.layer_norm_rms_epsilon"), gemma2);
+    expect_refused("key 'gemma3.feed_forward_length' missing", without_key("gemma3.feed_forward_length"), gemma3);
+    // Gemma 2's output embedding is token_embd, whatever the file holds; Gemma 2 has no q/k norms.
+    const auto copied = [](const std::string& from, const std::string& to) {
+        return [from, to](GgufSpec& s) {
+            s.tensors.push_back(tensor(s, from));
+            s.tensors.back().name = to;
+        };
+    };
+    expect_refused("tensor 'output.weight' is not one of architecture gemma2's",
+                   copied("token_embd.weight", "output.weight"), gemma2);
+    expect_refused("tensor 'blk.0.attn_q_norm.weight' is not one of architecture gemma2's",
+                   copied("blk.0.attn_norm.weight", "blk.0.attn_q_norm.weight"), gemma2);
+    // llama.cpp divides by Gemma 2's caps and always applies its window.
+    expect_refused("key 'gemma2.attn_logit_softcapping' is 0.000000, not a positive cap",
+                   with_key("gemma2.attn_logit_softcapping", gguf_float32(0)), gemma2);
+    expect_refused("key 'gemma2.final_logit_softcapping' is -3.000000, not a positive cap",
+                   with_key("gemma2.final_logit_softcapping", gguf_float32(-3)), gemma2);
+    expect_refused("key 'gemma3.final_logit_softcapping' is -3.000000, not a positive cap",
+                   with_key("gemma3.final_logit_softcapping", gguf_float32(-3)), gemma3);
+    expect_refused("key 'gemma2.attention.sliding_window' is 0: a window of no keys",
+                   with_key("gemma2.attention.sliding_window", gguf_uint32(0)), gemma2);
+    // One period, not a list of layers (which llama.cpp passes over for its default).
+    expect_refused("key 'gemma3.attention.sliding_window_pattern'",
+                   with_key("gemma3.attention.sliding_window_pattern",
+                            gguf_array(7, {gguf_bool(true), gguf_bool(true), gguf_bool(false)})),
+                   gemma3);
+    // llama.cpp scales Gemma 2's local layers' RoPE too, which the Config cannot say.
+    expect_refused("Gemma 2's RoPE scaling is not read yet", with_key("gemma2.rope.scaling.factor", gguf_float32(8)),
+                   gemma2);
+    expect_refused("RoPE scaling of type 'yarn' is not read yet",
+                   with_key("gemma3.rope.scaling.type", gguf_string("yarn")), gemma3);
+    expect_refused("RoPE's scaling factor 8.000000 with scaling type none",
+                   with_key("gemma3.rope.scaling.type", gguf_string("none")), gemma3);
+    expect_refused("RoPE's scaling factor -2.000000 is not a positive number",
+                   with_key("gemma3.rope.scaling.factor", gguf_float32(-2)), gemma3);
+    expect_refused("key 'gemma3.rope.freq_base_swa' is -1.000000, not a positive RoPE base",
+                   with_key("gemma3.rope.freq_base_swa", gguf_float32(-1)), gemma3);
+    expect_refused("values of 16 dims beside keys of 32 are not read yet",
+                   with_key("gemma3.attention.value_length", gguf_uint32(16)), gemma3);
+    expect_refused("RoPE turns 16 of each head's 32 dims, which is not read yet",
+                   with_key("gemma2.rope.dimension_count", gguf_uint32(16)), gemma2);
+}
+
 }  // namespace

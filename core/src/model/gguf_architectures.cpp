@@ -16,6 +16,11 @@ const GgufTensor* GgufSource::tensor(std::string_view name) const {
 
 void GgufSource::refuse(const std::string& what) const { throw Error(file().file() + ": " + what); }
 
+void refuse_rotated_dims(const GgufSource& s, uint64_t rotated, uint64_t head_dim) {
+    s.refuse("RoPE turns " + std::to_string(rotated) + " of each head's " + std::to_string(head_dim) +
+             " dims, which is not read yet");
+}
+
 namespace {
 
 using K = GgufKeyKind;
@@ -60,12 +65,6 @@ void refuse_rope_scaling(const GgufSource& s) {
         s.refuse("RoPE scaling of type '" + std::string(*scaling) + "' is not read yet");
 }
 
-// How many of each head's dims RoPE turns, which the Config cannot say.
-[[noreturn]] void refuse_rotated_dims(const GgufSource& s, uint64_t rotated, uint64_t head_dim) {
-    s.refuse("RoPE turns " + std::to_string(rotated) + " of each head's " + std::to_string(head_dim) +
-             " dims, which is not read yet");
-}
-
 // The output embedding tied where the file has none, biases where layer 0's
 // Q has one; RoPE over whole heads, unscaled or as rope_freqs scales it.
 void llama_more_keys(const GgufSource& s, json& c) {
@@ -80,7 +79,7 @@ void llama_more_keys(const GgufSource& s, json& c) {
 
 // The converter reorders each head's rows of Q and K in llama files (its
 // LlamaModel.permute), so that RoPE pairs adjacent dims.
-void llama_layout(Config& c) { c.rope.adjacent_pairs = true; }
+void llama_layout(const GgufSource&, Config& c) { c.rope.adjacent_pairs = true; }
 
 // ---- olmo2 ----
 
@@ -101,6 +100,48 @@ const GgufStackNames olmo2_names = {
      {"ffn_up.weight", Weight::fc_w},
      {"ffn_down.weight", Weight::fc_proj_w},
      {"post_ffw_norm.weight", Weight::mlp_out_norm_w}}};
+
+// ---- gemma2, gemma3 ----
+
+// A norm before and after each sublayer (attn_norm, post_attention_norm;
+// ffn_norm, post_ffw_norm), their weights 1 + w, the converter's sum (the
+// helpers are gguf_gemma.cpp's). Gemma 2's output embedding is always
+// token_embd, an output.weight refused as llama.cpp leaves it unread.
+const std::vector<GgufName> gemma_layer = {{"attn_norm.weight", Weight::ln_1_w},
+                                           {"attn_q.weight", Weight::q_w},
+                                           {"attn_k.weight", Weight::k_w},
+                                           {"attn_v.weight", Weight::v_w},
+                                           {"attn_output.weight", Weight::attn_proj_w},
+                                           {"attn_q_norm.weight", Weight::q_norm},
+                                           {"attn_k_norm.weight", Weight::k_norm},
+                                           {"post_attention_norm.weight", Weight::attn_out_norm_w},
+                                           {"ffn_norm.weight", Weight::ln_2_w},
+                                           {"ffn_gate.weight", Weight::gate_w},
+                                           {"ffn_up.weight", Weight::fc_w},
+                                           {"ffn_down.weight", Weight::fc_proj_w},
+                                           {"post_ffw_norm.weight", Weight::mlp_out_norm_w}};
+
+const GgufStackNames gemma2_names = {
+    false, {{"token_embd.weight", Weight::wte}, {"output_norm.weight", Weight::ln_f_w}}, "blk.", gemma_layer};
+
+const GgufStackNames gemma3_names = {
+    false,
+    {{"token_embd.weight", Weight::wte}, {"output_norm.weight", Weight::ln_f_w}, {"output.weight", Weight::lm_head}},
+    "blk.",
+    gemma_layer};
+
+// The soft caps, the window and RoPE's scaling are gguf_gemma.cpp's.
+const std::vector<GgufKey> gemma_keys = {
+    {"block_count", "num_hidden_layers"},
+    {"embedding_length", "hidden_size"},
+    {"feed_forward_length", "intermediate_size"},
+    {"attention.head_count", "num_attention_heads"},
+    {"context_length", "max_position_embeddings"},
+    {"attention.layer_norm_rms_epsilon", "rms_norm_eps", K::number},
+    {"attention.head_count_kv", "num_key_value_heads", K::count, false},
+    {"attention.key_length", "head_dim", K::count, false},
+    {"rope.freq_base", "rope_theta", K::number, false},
+};
 
 // ---- phi3 ----
 
@@ -189,7 +230,7 @@ const std::vector<GgufKey> gpt2_keys = {
 void gpt2_more_keys(const GgufSource& s, json& c) { c["tie_word_embeddings"] = !s.tensor("output.weight"); }
 
 // The converter transposes GPT-2's Conv1D weights (in, out) into (out, in).
-void gpt2_layout(Config& c) { c.weights_out_by_in = true; }
+void gpt2_layout(const GgufSource&, Config& c) { c.weights_out_by_in = true; }
 
 const std::vector<GgufKey> gpt_neox_keys = {
     {"block_count", "num_hidden_layers"},
@@ -217,7 +258,7 @@ void gpt_neox_more_keys(const GgufSource& s, json& c) {
 }
 
 // The converter reorders query_key_value's rows, per head [q k v], into [Q | K | V].
-void gpt_neox_layout(Config& c) { c.qkv_layout = QkvLayout::fused; }
+void gpt_neox_layout(const GgufSource&, Config& c) { c.qkv_layout = QkvLayout::fused; }
 
 // ---- bert ----
 
@@ -327,6 +368,8 @@ const GgufArchitecture architectures[] = {
     {"qwen3", "qwen3", llama_keys, {llama_names}, llama_more_keys},
     {"olmo2", "olmo2", llama_keys, {olmo2_names}, llama_more_keys},
     {"phi3", "phi3", phi3_keys, {phi3_names}, phi3_more_keys},
+    {"gemma2", "gemma2", gemma_keys, {gemma2_names}, gemma2_more_keys, gemma2_layout},
+    {"gemma3", "gemma3_text", gemma_keys, {gemma3_names}, gemma3_more_keys, gemma3_layout},
     {"gpt2", "gpt2", gpt2_keys, {gpt2_names}, gpt2_more_keys, gpt2_layout},
     {"gptneox", "gpt_neox", gpt_neox_keys, {gpt_neox_names}, gpt_neox_more_keys, gpt_neox_layout},
     {"bert", "bert", bert_keys, {bert_names}, bert_more_keys},

@@ -25,6 +25,9 @@ struct GgufSource {
     [[noreturn]] void refuse(const std::string& what) const;
 };
 
+// How many of each head's dims RoPE turns, where the Config cannot say it.
+[[noreturn]] void refuse_rotated_dims(const GgufSource& s, uint64_t rotated, uint64_t head_dim);
+
 enum class GgufKeyKind { count, number, flag };
 
 // config.json's key `config` from the file's key {arch}.`gguf`.
@@ -57,9 +60,16 @@ struct GgufArchitecture {
     // config.json's keys that no {arch}.* key holds one for one (read from
     // the tensors present, or computed), and the keys' values refused.
     void (*more_keys)(const GgufSource& source, nlohmann::json& config) = nullptr;
-    // Where the converter laid the tensors out otherwise than Hugging Face.
-    void (*layout)(Config& config) = nullptr;
+    // Where the converter laid the tensors out otherwise than Hugging Face,
+    // and where llama.cpp computes otherwise than transformers.
+    void (*layout)(const GgufSource& source, Config& config) = nullptr;
 };
+
+// Gemma 2's and Gemma 3's helpers (gguf_gemma.cpp).
+void gemma2_more_keys(const GgufSource& source, nlohmann::json& config);
+void gemma3_more_keys(const GgufSource& source, nlohmann::json& config);
+void gemma2_layout(const GgufSource& source, Config& config);
+void gemma3_layout(const GgufSource& source, Config& config);
 
 // The row of architecture `name`; null for one Headscope does not read.
 const GgufArchitecture* gguf_architecture(std::string_view name);

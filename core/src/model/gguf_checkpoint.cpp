@@ -128,7 +128,7 @@ GgufCheckpoint gguf_checkpoint(const GgufModelFiles& files) {
 
     GgufCheckpoint checkpoint{config_from_json(config_json(source, *arch), file.file()), {}, {}};
     Config& config = checkpoint.config;
-    if (arch->layout) arch->layout(config);
+    if (arch->layout) arch->layout(source, config);
     const Config encoder = config.is_encoder_decoder() ? encoder_config(config) : Config{};
     for (const auto& [name, tensor] : files.tensors) {
         if (name == rope_frequencies_name && config.positions == Positions::rotary) {
