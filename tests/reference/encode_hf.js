@@ -1,11 +1,12 @@
 // Reference for Headscope's tokenizer.json tests: reads JSON
-// {"tokenizer": "llama3" | "qwen3" | "llama2", "add_special": bool, "texts": [...]}
+// {"tokenizer": "llama3" | "qwen3" | "llama2" | "gemma3" | "gptoss", "add_special": bool, "texts": [...]}
 // (or, instead of "tokenizer", "tokenizer_json": a file's path and "tokenizer_config": an object;
 // and, instead of "texts", "pairs": [[first, second], ...], for which it prints
 // {"ids": [...], "types": [...]} each, the pair template's ids and token types)
 // on stdin and prints a JSON array of the token ids that @lenml/tokenizers,
 // a JavaScript port of transformers' tokenizers, gives each text. It reads
-// the same models/tokenizer.json that the tests load.
+// the same models/tokenizer.json that the tests load. With "add_special":
+// [true, false] it prints one such array for each (a large file is read once).
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -19,7 +20,7 @@ if (request.tokenizer_json) {
   // A file the test wrote (a WordPiece tokenizer.json, say) and its tokenizer_config.
   files = { tokenizerJSON: readJson(request.tokenizer_json), tokenizerConfig: request.tokenizer_config };
 } else {
-  const names = ['llama3', 'qwen3', 'llama2'];
+  const names = ['llama3', 'qwen3', 'llama2', 'gemma3', 'gptoss'];
   if (!names.includes(request.tokenizer)) {
     throw new Error(`tokenizer must be one of ${names.join(', ')}, got ${request.tokenizer}`);
   }
@@ -37,6 +38,8 @@ if (request.pairs) {
   });
   process.stdout.write(JSON.stringify(pairs));
 } else {
-  const ids = request.texts.map((text) => tokenizer.encode(text, { add_special_tokens: request.add_special }));
+  const encode = (add_special) =>
+    request.texts.map((text) => tokenizer.encode(text, { add_special_tokens: add_special }));
+  const ids = Array.isArray(request.add_special) ? request.add_special.map(encode) : encode(request.add_special);
   process.stdout.write(JSON.stringify(ids));
 }

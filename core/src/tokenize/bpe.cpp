@@ -1,6 +1,6 @@
 // The BPE model: a piece's first symbols (its bytes, or its characters with
-// byte fallback and the unknown token), then a merge loop over interned
-// symbol ids that reproduces GPT-2's bpe() exactly.
+// byte fallback and the unknown token), then Hugging Face's merge loop over
+// interned symbol ids.
 #include "encode_scratch.h"
 #include "headscope/base/error.h"
 #include "headscope/tokenize/tokenizer.h"
@@ -76,14 +76,12 @@ void Tokenizer::add_missing_symbol(std::string_view unit, Scratch& s) const {
     s.last_unknown = true;
 }
 
-// GPT-2's bpe() repeatedly takes the lowest-ranked adjacent pair and merges
-// all its non-overlapping occurrences left to right. Candidates wait in a
-// min-heap by (rank, position); taking every candidate of the lowest rank as
-// one round keeps that order exactly (a merge never recreates its own pair)
-// while long pieces stay O(n log n) instead of one full scan per merge.
-// Hugging Face's BPE merges one (rank, position) at a time, the same order
-// wherever a merge never makes a pair ranked before itself, as in every
-// trained vocabulary.
+// Hugging Face's BPE: candidates wait in a min-heap by (rank, position) and
+// merge one at a time, so a pair that a merge makes and that ranks before
+// the rest merges next (Gemma 3's runs of spaces: "▁" x 30 + "▁" ranks
+// first). A candidate is stale once the pair at its position no longer makes
+// its result. GPT-2's bpe() merges each rank everywhere at once, the same
+// order wherever no merge makes a pair ranked before itself.
 void Tokenizer::bpe(Scratch& s, std::vector<int32_t>& out) const {
     const auto n = static_cast<int32_t>(s.symbol.size());
     if (n == 0) return;
@@ -97,14 +95,16 @@ void Tokenizer::bpe(Scratch& s, std::vector<int32_t>& out) const {
     auto later = [](const Scratch::Candidate& a, const Scratch::Candidate& b) {
         return a.rank != b.rank ? a.rank > b.rank : a.pos > b.pos;
     };
-    auto add_candidate = [&](int32_t pos) {
+    // The merge of the symbol at `pos` with the one after it, if any.
+    auto merge_at = [&](int32_t pos) -> const Merge* {
         const int32_t right = s.next[pos];
-        if (right < 0) {
-            return;
-        }
+        if (s.symbol[pos] < 0 || right < 0) return nullptr;
         const auto it = merges_.find(pair_key(s.symbol[pos], s.symbol[right]));
-        if (it != merges_.end()) {
-            s.heap.push_back({it->second.rank, pos, s.symbol[pos], s.symbol[right], it->second.result});
+        return it != merges_.end() ? &it->second : nullptr;
+    };
+    auto add_candidate = [&](int32_t pos) {
+        if (const Merge* merge = merge_at(pos)) {
+            s.heap.push_back({merge->rank, pos, merge->result});
             std::push_heap(s.heap.begin(), s.heap.end(), later);
         }
     };
@@ -113,30 +113,24 @@ void Tokenizer::bpe(Scratch& s, std::vector<int32_t>& out) const {
     }
 
     while (!s.heap.empty()) {
-        const int32_t rank = s.heap.front().rank;
-        s.round.clear();
-        while (!s.heap.empty() && s.heap.front().rank == rank) {
-            std::pop_heap(s.heap.begin(), s.heap.end(), later);
-            s.round.push_back(s.heap.back());
-            s.heap.pop_back();
+        std::pop_heap(s.heap.begin(), s.heap.end(), later);
+        const Scratch::Candidate c = s.heap.back();
+        s.heap.pop_back();
+        const Merge* merge = merge_at(c.pos);
+        if (merge == nullptr || merge->result != c.result) {
+            continue;
         }
-        for (const Scratch::Candidate& c : s.round) {
-            // Stale when an earlier merge has taken either symbol.
-            const int32_t right = s.next[c.pos];
-            if (s.symbol[c.pos] != c.left || right < 0 || s.symbol[right] != c.right) {
-                continue;
-            }
-            s.symbol[c.pos] = c.result;
-            s.symbol[right] = -1;
-            s.next[c.pos] = s.next[right];
-            if (s.next[c.pos] >= 0) {
-                s.prev[s.next[c.pos]] = c.pos;
-            }
-            if (s.prev[c.pos] >= 0) {
-                add_candidate(s.prev[c.pos]);
-            }
-            add_candidate(c.pos);
+        const int32_t right = s.next[c.pos];
+        s.symbol[c.pos] = c.result;
+        s.symbol[right] = -1;
+        s.next[c.pos] = s.next[right];
+        if (s.next[c.pos] >= 0) {
+            s.prev[s.next[c.pos]] = c.pos;
         }
+        if (s.prev[c.pos] >= 0) {
+            add_candidate(s.prev[c.pos]);
+        }
+        add_candidate(c.pos);
     }
 
     for (int32_t i = 0; i >= 0; i = s.next[i]) {

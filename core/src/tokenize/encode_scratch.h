@@ -18,15 +18,12 @@ struct Tokenizer::Scratch {
     struct Candidate {
         int32_t rank;
         int32_t pos;  // of the left symbol; positions keep their left-to-right order
-        int32_t left;
-        int32_t right;
         int32_t result;
     };
     std::vector<int32_t> symbol;  // -1 once merged into the symbol on its left
     std::vector<int32_t> prev;
     std::vector<int32_t> next;
     std::vector<Candidate> heap;
-    std::vector<Candidate> round;
     bool last_unknown = false;                      // the last symbol stands for characters without a token
     static constexpr size_t max_cached_piece = 64;  // bytes; longer pieces seldom recur
     std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> merged;  // piece -> ids

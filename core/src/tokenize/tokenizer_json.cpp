@@ -260,7 +260,7 @@ private:
             if (!std::isfinite(score) || score > 0) f_.fail(field, "the score is not a log-probability");
             if (!t_.symbol_ids_.emplace(token, static_cast<int32_t>(id)).second)
                 f_.fail(field, describe_json(token) + " is listed twice");
-            t_.id_to_bytes_[id] = t_.shown_bytes(token, space_symbol_);  // ▁ as a space
+            t_.id_to_bytes_[id] = shown_bytes(token, token);
             t_.unigram_scores_[id] = score;
         }
         const json* unk = f_.optional(model, "model", "unk_id");
@@ -315,9 +315,7 @@ private:
             id_seen[static_cast<size_t>(id)] = true;
             if (static_cast<size_t>(id) >= t_.id_to_bytes_.size()) t_.id_to_bytes_.resize(static_cast<size_t>(id) + 1);
             std::optional<std::string> symbol = symbol_of(token);
-            // A token outside the byte alphabet cannot come out of byte-level
-            // BPE; it stands for its own text (an added token's, say).
-            t_.id_to_bytes_[static_cast<size_t>(id)] = symbol ? t_.shown_bytes(*symbol, space_symbol_) : token;
+            t_.id_to_bytes_[static_cast<size_t>(id)] = shown_bytes(token, symbol);
             if (symbol) t_.symbol_ids_.emplace(std::move(*symbol), id);
         }
         if (t_.byte_level_) {
@@ -375,6 +373,14 @@ private:
         return token;
     }
 
+    // The bytes a token (its `symbol`) stands for, as Hugging Face's decoders
+    // make them of any token, added ones too (Gemma 3's "▁▁" as two spaces):
+    // ▁ as a space, <0xAB> as its byte. A token outside the byte alphabet
+    // cannot come out of byte-level BPE; it stands for its own text.
+    std::string shown_bytes(const std::string& token, const std::optional<std::string>& symbol) const {
+        return symbol ? t_.shown_bytes(*symbol, space_symbol_) : token;
+    }
+
     // The id of a merge's symbol, which the vocabulary must have.
     int32_t merge_symbol(const std::string& token, const std::string& field, const char* what) const {
         const std::optional<std::string> symbol = symbol_of(token);
@@ -411,7 +417,7 @@ private:
                 t_.added_.add(content, token);
             }
             if (static_cast<size_t>(id) >= t_.id_to_bytes_.size()) t_.id_to_bytes_.resize(static_cast<size_t>(id) + 1);
-            t_.id_to_bytes_[static_cast<size_t>(id)] = content;
+            t_.id_to_bytes_[static_cast<size_t>(id)] = shown_bytes(content, symbol_of(content));
         }
     }
 

@@ -100,9 +100,10 @@ public:
     // Each text's ids; throws Error naming the text ("text 2 is empty", "text 1: invalid UTF-8 ...").
     std::vector<std::vector<int32_t>> encode_texts(const std::vector<std::string>& texts,
                                                    bool add_special = true) const;
-    // The raw bytes a token stands for (may be a partial UTF-8 sequence): a
-    // Metaspace token's ▁ as a space, a byte-fallback token <0xAB> as its
-    // byte, an added token as its content.
+    // The raw bytes a token stands for (may be a partial UTF-8 sequence), as
+    // the tokenizer's decoder makes them of it alone: a Metaspace token's ▁
+    // as a space, a byte-fallback token <0xAB> as its byte, an added token
+    // as its content, decoded the same way (Gemma 3's "▁▁" as two spaces).
     std::string token_bytes(int32_t id) const;
     // The highest token id + 1.
     int32_t vocab_size() const { return static_cast<int32_t>(id_to_bytes_.size()); }
