@@ -1,7 +1,7 @@
 // The CPU forward's mixture of experts (cpu_forward.h): each row's router
-// picks its experts, then each expert runs once over the rows that chose it
-// (its gate, up and down as batched products over those rows, its matrices
-// as the file stores them), its output scaled by each row's routing weight
+// picks its experts, then each expert runs over the rows that chose it (its
+// gate, up and down as batched products over those rows, small_rows at a
+// time, its matrices as the file stores them), its output scaled by each row's routing weight
 // and added into that row, experts in ascending order as transformers'
 // index_add_ adds them. Legend: R rows, C channels, E experts, k experts per
 // row, Fe an expert's hidden size, n the rows of one expert.
@@ -13,6 +13,7 @@
 #include "headscope/compute/cpu_forward.h"
 #include "headscope/compute/cpu_ops.h"
 #include "headscope/compute/matmul.h"
+#include "headscope/compute/matmul_detail.h"
 
 namespace headscope {
 
@@ -52,7 +53,7 @@ void route_row(const float* logits, int E, int k, bool normalize, const std::vec
 
 void CpuForward::mix_experts(const Config& cfg, const LayerWeights& w, const AttentionOptions& options, int layer,
                              AttentionResult& result) {
-    const int C = cfg.n_embd, E = cfg.n_experts, k = cfg.experts_per_token, Fe = cfg.expert_mlp_dim, R = rows_;
+    const int C = cfg.n_embd, E = cfg.n_experts, k = cfg.experts_per_token, R = rows_;
     linear(ln_.data(), R, w.router, nullptr, router_logits_.data(), E);
     std::vector<bool> knocked_out(static_cast<size_t>(E));
     for (int e = 0; e < E; ++e) knocked_out[e] = options.knocks_out_expert({layer, e});
@@ -70,32 +71,40 @@ void CpuForward::mix_experts(const Config& cfg, const LayerWeights& w, const Att
     for (int i = 0; i < R * k; ++i) expert_choices_[next[chosen_experts_[i]]++] = i;  // choice i: row i / k
 
     std::fill_n(experts_out_.data(), static_cast<size_t>(R) * C, 0.f);
-    for (int e = 0; e < E; ++e) {
-        const int n = first[e + 1] - first[e];
-        if (n == 0) continue;  // an expert no row chose costs nothing
-        const int* choices = expert_choices_.data() + first[e];
-        for (int i = 0; i < n; ++i)
-            std::copy_n(ln_.data() + static_cast<size_t>(choices[i] / k) * C, C, expert_in_.data() + size_t(i) * C);
-        const ExpertWeights& expert = w.experts[e];
-        const size_t hidden = static_cast<size_t>(n) * Fe;
-        linear(expert_in_.data(), n, expert.gate, nullptr, hidden_.data(), Fe);
-        linear(expert_in_.data(), n, expert.up, nullptr, up_.data(), Fe);
-        ops::silu(hidden_.data(), hidden_.data(), hidden);
-        ops::times(hidden_.data(), up_.data(), hidden);
-        linear(hidden_.data(), n, expert.down, nullptr, expert_in_.data(), C);  // its output over its input
-        for (int i = 0; i < n; ++i) {
-            const float weight = chosen_weights_[choices[i]];
-            float* out = experts_out_.data() + static_cast<size_t>(choices[i] / k) * C;
-            const float* y = expert_in_.data() + static_cast<size_t>(i) * C;
-            for (int c = 0; c < C; ++c) out[c] += weight * y[c];
-        }
-    }
+    for (int e = 0; e < E; ++e)  // an expert no row chose costs nothing
+        for (int from = first[e]; from < first[e + 1]; from += matmul_detail::small_rows)
+            run_expert(w.experts[e], cfg, from, std::min(first[e + 1] - from, matmul_detail::small_rows), k);
     float* out = sublayer_output(cfg);
     if (cfg.output_norms)
         std::copy_n(experts_out_.data(), static_cast<size_t>(R) * C, out);
     else
         ops::add(out, experts_out_.data(), static_cast<size_t>(R) * C);
     keep_routes(layer, result);
+}
+
+// Expert `expert` over the n <= small_rows choices from expert_choices_[from]:
+// their rows of ln_ through its gate, up and down, each output times its
+// routing weight into its row of experts_out_. At most small_rows rows a
+// product: each row's output is then the same sum whichever other rows chose
+// the expert (larger products go to OpenBLAS, whose sums do not keep that
+// order), so that a causal model's earlier rows never move with a later token.
+void CpuForward::run_expert(const ExpertWeights& expert, const Config& cfg, int from, int n, int k) {
+    const int C = cfg.n_embd, Fe = cfg.expert_mlp_dim;
+    const int* choices = expert_choices_.data() + from;
+    for (int i = 0; i < n; ++i)
+        std::copy_n(ln_.data() + static_cast<size_t>(choices[i] / k) * C, C, expert_in_.data() + size_t(i) * C);
+    const size_t hidden = static_cast<size_t>(n) * Fe;
+    linear(expert_in_.data(), n, expert.gate, nullptr, hidden_.data(), Fe);
+    linear(expert_in_.data(), n, expert.up, nullptr, up_.data(), Fe);
+    ops::silu(hidden_.data(), hidden_.data(), hidden);
+    ops::times(hidden_.data(), up_.data(), hidden);
+    linear(hidden_.data(), n, expert.down, nullptr, expert_in_.data(), C);  // its output over its input
+    for (int i = 0; i < n; ++i) {
+        const float weight = chosen_weights_[choices[i]];
+        float* out = experts_out_.data() + static_cast<size_t>(choices[i] / k) * C;
+        const float* y = expert_in_.data() + static_cast<size_t>(i) * C;
+        for (int c = 0; c < C; ++c) out[c] += weight * y[c];
+    }
 }
 
 // The rows' choices into the result's router_experts and router_weights at (layer, b, t).

@@ -81,6 +81,7 @@ private:
     // (sublayer_output); each row's choices into the result (keep_routes).
     void mix_experts(const Config& config, const LayerWeights& w, const AttentionOptions& options, int layer,
                      AttentionResult& result);
+    void run_expert(const ExpertWeights& expert, const Config& config, int from, int n, int k);
     void keep_routes(int layer, AttentionResult& result) const;
     float* sublayer_output(const Config& config);
     void add_normed_output(const Config& config, const float* norm_w, float* rms);
@@ -121,7 +122,7 @@ private:
     std::vector<int32_t> chosen_experts_;  // (R, k)
     std::vector<float> chosen_weights_;    // (R, k)
     std::vector<int> expert_choices_;      // (R k) grouped by expert, ascending
-    AlignedVector<float> expert_in_;       // (n <= R, C)
+    AlignedVector<float> expert_in_;       // (n <= matmul_detail::small_rows, C)
     AlignedVector<float> experts_out_;     // (R, C)
     AlignedVector<float> scratch_att_;     // (B, NH, T, T) weights of layers not returned
     AlignedVector<float> unembed_in_;      // (lens slots + 1, R, C): residual rows to read out, the last layer's last
