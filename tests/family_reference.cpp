@@ -129,6 +129,8 @@ public:
         ref_.fully_masked.assign(B * T_, 0);
         ref_.outputs.assign(slots * B * T_ * width_, 0.0);
         ref_.residual.assign(size_t(s_.n_layer) * B * T_ * C_, 0.0);
+        ref_.router_experts.assign(size_t(s_.n_layer) * B * T_ * s_.experts_per_token, -1);
+        ref_.router_weights.assign(ref_.router_experts.size(), 0.0);
         const double head_scale = gemma_ ? 1 / std::sqrt(s_.query_pre_attn_scalar) : 1 / std::sqrt(double(ref_.hs));
         scale_ = opt.scale == Scale::head ? head_scale : opt.scale == Scale::model ? 1 / std::sqrt(double(C_)) : 1.0;
         global_freq_ = rope_inverse_frequencies(s_, ref_.hs, T_);  // GPT-2's none
@@ -153,7 +155,7 @@ public:
                         std::copy_n(
                             merged[t].begin(), width_,
                             ref_.outputs.begin() + (((slot - layers_.begin()) * texts_.size() + b) * T_ + t) * width_);
-                add_sublayers(x, merged, name);
+                add_sublayers(x, merged, name, l, b);
                 for (int t = 0; t < T_; ++t)
                     std::copy_n(x[t].begin(), C_,
                                 ref_.residual.begin() + ((size_t(l) * texts_.size() + b) * T_ + t) * C_);
@@ -231,11 +233,12 @@ private:
             };
             p.q = proj("q_proj", width_), p.k = proj("k_proj", kv_width), p.v = proj("v_proj", kv_width);
         }
-        if (olmo2_) {  // the whole projections, before the heads and RoPE
+        if (olmo2_ || s_.family == Family::olmoe) {  // the whole projections, before the heads and RoPE
             rms_norm_rows(p.q, width_, m_[name("self_attn.q_norm.weight")]);
             rms_norm_rows(p.k, kv_width, m_[name("self_attn.k_norm.weight")]);
         }
-        if (s_.family == Family::qwen3 || (gemma_ && s_.family != Family::gemma2))  // the own heads, before RoPE
+        const bool qwen3 = s_.family == Family::qwen3 || s_.family == Family::qwen3_moe;
+        if (qwen3 || (gemma_ && s_.family != Family::gemma2))  // the own heads, before RoPE
             for (int t = 0; t < T_; ++t) {
                 for (int c = 0; c < width_; c += hs)
                     rms_norm(&p.q[t][c], hs, m_[name("self_attn.q_norm.weight")], s_.norm_eps, offset_);
@@ -318,7 +321,7 @@ private:
     }
 
     // x += the attention's output and the MLP's, as each family adds them.
-    void add_sublayers(Rows& x, const Rows& merged, const LayerNames& name) const {
+    void add_sublayers(Rows& x, const Rows& merged, const LayerNames& name, int l, int b) {
         const bool output_norms = olmo2_ || gemma_;  // each sublayer's output normed inside the residual
         Rows attention = neox_ ? product(merged, name, gpt2_ ? "attn.c_proj" : "attention.dense", width_, C_)
                                : linear(merged, m_[name("self_attn.o_proj.weight")],
@@ -329,10 +332,21 @@ private:
         if (!neox_ || gpt2_ || !s_.parallel_residual)
             for (int t = 0; t < T_; ++t)
                 for (int c = 0; c < C_; ++c) mlp_in[t][c] += attention[t][c];
-        Rows mlp = neox_ ? neox_mlp(norm(mlp_in, name, false), name) : gated_mlp(norm(mlp_in, name, false), name);
+        Rows mlp = neox_                ? neox_mlp(norm(mlp_in, name, false), name)
+                   : s_.expert_layer(l) ? experts(norm(mlp_in, name, false), l, b)
+                                        : gated_mlp(norm(mlp_in, name, false), name);
         if (output_norms) rms_norm_rows(mlp, C_, m_[name("post_feedforward_layernorm.weight")]);
         for (int t = 0; t < T_; ++t)
             for (int c = 0; c < C_; ++c) x[t][c] += attention[t][c] + mlp[t][c];
+    }
+
+    // A layer of experts (expert_mlp) over text b's rows, its choices kept.
+    Rows experts(const Rows& h, int l, int b) {
+        std::vector<int> knocked_out;
+        for (const ExpertRef& e : opt_.ablate_experts)
+            if (e.layer == l) knocked_out.push_back(e.expert);
+        const size_t at = ((size_t(l) * texts_.size() + b) * T_) * s_.experts_per_token;
+        return expert_mlp(m_, l, h, knocked_out, ref_.router_experts.data() + at, ref_.router_weights.data() + at);
     }
 
     // GPT-2's MLP (tanh GELU, gelu_new) and GPT-NeoX's (exact GELU), with biases.

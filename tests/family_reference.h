@@ -21,7 +21,22 @@ struct FamilyReference {
     std::vector<uint8_t> fully_masked;  // (B, T): 1 where a query row has no key to attend to
     std::vector<double> outputs;        // (layers, B, T, NH * hs): the attention output before o_proj
     std::vector<double> residual;       // (L, B, T, C): the residual stream after every layer (after its MLP)
+    // A mixture of experts' choices (expert -1, weight 0 in dense layers): (L, B, T, k).
+    std::vector<int32_t> router_experts;
+    std::vector<double> router_weights;
 };
+
+// One layer of experts' MLP over a text's normed rows h (T, C), as the
+// families' SparseMoeBlock computes it (moe_reference.cpp): each row's
+// router logits, their softmax over every expert but those `knocked_out`
+// (whose logits count as -infinity), its k largest (equal ones: the lower
+// expert first), renormalized to sum 1 for Mixtral and where norm_topk_prob
+// says; then the sum of the chosen experts' down(SiLU(gate h) * up h) times
+// their weights. Each row's choices by falling weight into `experts` and
+// `weights` (T, k).
+std::vector<std::vector<double>> expert_mlp(const FamilyCheckpoint& model, int layer,
+                                            const std::vector<std::vector<double>>& h,
+                                            const std::vector<int>& knocked_out, int32_t* experts, double* weights);
 
 // Every option is honoured: the masks (causal, padding, sliding window), a
 // head re-split (which must keep the group size and divide NH * hs), the

@@ -101,7 +101,7 @@ void draw_phi3(const FamilySpec& spec, Drawer& draw) {
 
 // One layer of Llama's, Qwen's, Mistral's or OLMo 2's: separate projections,
 // the biases each family has, Qwen 3's per-head and OLMo 2's whole q/k norms.
-void draw_llama_layer(const FamilySpec& spec, Drawer& draw, const std::string& p) {
+void draw_llama_layer(const FamilySpec& spec, Drawer& draw, const std::string& p, int layer) {
     const Sizes z(spec);
     const bool qkv_bias = spec.attention_bias || spec.family == Family::qwen2;
     const bool o_bias = spec.attention_bias && spec.family != Family::qwen2;
@@ -113,19 +113,24 @@ void draw_llama_layer(const FamilySpec& spec, Drawer& draw, const std::string& p
     if (qkv_bias) draw(p + "self_attn.v_proj.bias", {z.NKV * z.hs}, 0, 0.2f);
     draw(p + "self_attn.o_proj.weight", {z.C, z.NH * z.hs}, 0, z.in(z.NH * z.hs));
     if (o_bias) draw(p + "self_attn.o_proj.bias", {z.C}, 0, 0.1f);
-    if (spec.family == Family::qwen3 || spec.family == Family::olmo2) {
+    if (spec.family == Family::qwen3 || spec.family == Family::olmo2 || spec.family == Family::qwen3_moe ||
+        spec.family == Family::olmoe) {
         // Each head's q and k (OLMo 2: all of Q and K) have RMS 1 after the
         // norm; these weights then set the scores' spread (OLMo 2's less: one
         // re-split head of all 32 dims, unscaled, would have scores float32
         // rounds by more than the tolerance).
-        const bool whole = spec.family == Family::olmo2;
+        const bool whole = spec.family == Family::olmo2 || spec.family == Family::olmoe;
         const float mean = whole ? 1.f : 1.2f;
         draw(p + "self_attn.q_norm.weight", {whole ? z.NH * z.hs : z.hs}, mean, 0.2f);
         draw(p + "self_attn.k_norm.weight", {whole ? z.NKV * z.hs : z.hs}, mean, 0.2f);
     }
-    draw(p + "mlp.gate_proj.weight", {z.F, z.C}, 0, z.in(z.C));
-    draw(p + "mlp.up_proj.weight", {z.F, z.C}, 0, z.in(z.C));
-    draw(p + "mlp.down_proj.weight", {z.C, z.F}, 0, z.in(z.F));
+    if (spec.expert_layer(layer)) {
+        draw_expert_tensors(draw.out, draw.rng, layer);
+    } else {
+        draw(p + "mlp.gate_proj.weight", {z.F, z.C}, 0, z.in(z.C));
+        draw(p + "mlp.up_proj.weight", {z.F, z.C}, 0, z.in(z.C));
+        draw(p + "mlp.down_proj.weight", {z.C, z.F}, 0, z.in(z.F));
+    }
     if (spec.family == Family::olmo2) {  // norms on the sublayers' outputs, none before them
         draw(p + "post_attention_layernorm.weight", {z.C}, 1, 0.1f);
         draw(p + "post_feedforward_layernorm.weight", {z.C}, 1, 0.1f);
@@ -138,7 +143,7 @@ void draw_llama_layer(const FamilySpec& spec, Drawer& draw, const std::string& p
 void draw_llama(const FamilySpec& spec, Drawer& draw) {
     const Sizes z(spec);
     draw("model.embed_tokens.weight", {z.V, z.C}, 0, 1);
-    for (int l = 0; l < z.L; ++l) draw_llama_layer(spec, draw, "model.layers." + std::to_string(l) + ".");
+    for (int l = 0; l < z.L; ++l) draw_llama_layer(spec, draw, "model.layers." + std::to_string(l) + ".", l);
     draw("model.norm.weight", {z.C}, 1, 0.1f);
     if (!spec.tied_embeddings) draw("lm_head.weight", {z.V, z.C}, 0, z.in(z.C));
 }

@@ -108,13 +108,17 @@ json gpt_neox_config_json(const FamilySpec& s) {
 // Llama's, Qwen 2's, Qwen 3's, Mistral's and OLMo 2's.
 json llama_config_json(const FamilySpec& s) {
     const int L = s.n_layer;
-    const char* architecture = s.family == Family::llama   ? "LlamaForCausalLM"
-                               : s.family == Family::qwen2 ? "Qwen2ForCausalLM"
-                               : s.family == Family::qwen3 ? "Qwen3ForCausalLM"
-                               : s.family == Family::olmo2 ? "Olmo2ForCausalLM"
-                                                           : "MistralForCausalLM";
+    const char* architecture = s.family == Family::llama       ? "LlamaForCausalLM"
+                               : s.family == Family::qwen2     ? "Qwen2ForCausalLM"
+                               : s.family == Family::qwen3     ? "Qwen3ForCausalLM"
+                               : s.family == Family::olmo2     ? "Olmo2ForCausalLM"
+                               : s.family == Family::mixtral   ? "MixtralForCausalLM"
+                               : s.family == Family::qwen3_moe ? "Qwen3MoeForCausalLM"
+                               : s.family == Family::olmoe     ? "OlmoeForCausalLM"
+                                                               : "MistralForCausalLM";
     json c = {{"architectures", {architecture}}, {"model_type", model_type(s.family)}};
-    if (s.family == Family::llama || s.family == Family::qwen3 || s.family == Family::olmo2)
+    if (s.family == Family::llama || s.family == Family::qwen3 || s.family == Family::olmo2 ||
+        s.family == Family::qwen3_moe || s.family == Family::olmoe)
         c["attention_bias"] = s.attention_bias;
     c["attention_dropout"] = 0.0;
     c["bos_token_id"] = s.bos_id;
@@ -145,12 +149,14 @@ json llama_config_json(const FamilySpec& s) {
     // Qwen's configs carry a window they do not use: use_sliding_window is false.
     if (s.family == Family::qwen2) c["sliding_window"] = 32768;
     if (s.family == Family::qwen3) c["sliding_window"] = nullptr;
-    if (s.family == Family::mistral) c["sliding_window"] = s.sliding_window > 0 ? json(s.sliding_window) : json();
+    if (s.family == Family::mistral || s.family == Family::mixtral)
+        c["sliding_window"] = s.sliding_window > 0 ? json(s.sliding_window) : json();
     c["tie_word_embeddings"] = s.tied_embeddings;
     c["torch_dtype"] = torch_dtype(s.dtype);
     c["use_cache"] = true;
     if (s.family == Family::qwen2 || s.family == Family::qwen3) c["use_sliding_window"] = false;
     c["vocab_size"] = s.vocab_size;
+    if (s.n_experts) add_expert_keys(s, c);
     return c;
 }
 
@@ -198,6 +204,9 @@ const char* model_type(Family family) {
         case Family::gemma2: return "gemma2";
         case Family::gemma3_text: return "gemma3_text";
         case Family::gemma3: return "gemma3";
+        case Family::mixtral: return "mixtral";
+        case Family::qwen3_moe: return "qwen3_moe";
+        case Family::olmoe: return "olmoe";
     }
     return "";
 }
@@ -246,6 +255,16 @@ FamilySpec family_spec(Family family) {
             s.vocab_size = 32000, s.bos_id = 1, s.eos_ids = {2}, s.pad_token_id = 0;
             s.norm_eps = 1e-6, s.tied_embeddings = true, s.head_dim = 16;
             s.rope_theta = family == Family::gemma2 ? 10000 : 1e6;
+            break;
+        // Llama 2's tokenizer, Mixtral's own, stands in for Qwen's and OLMoE's
+        // (GPT-NeoX's): a small vocabulary keeps the tests of every expert short.
+        case Family::mixtral:
+        case Family::qwen3_moe:
+        case Family::olmoe:
+            s.vocab_size = 32000, s.bos_id = 1, s.eos_ids = {2};
+            s.n_experts = 4, s.experts_per_token = 2, s.expert_mlp_dim = 32, s.rope_theta = 1e6;
+            if (family != Family::qwen3_moe) s.mlp_dim = s.expert_mlp_dim;  // intermediate_size: the experts'
+            s.write_head_dim = family == Family::qwen3_moe;
             break;
     }
     return s;
@@ -325,6 +344,14 @@ std::vector<FamilyVariant> family_variants() {
         gemma3(s);
         s.write_layer_types = true, s.eos_ids = {2, 106}, s.final_softcap = 3;
     });
+    // Mixtures of experts: Mixtral's 4 experts, 2 a token, renormalized, its
+    // window null; Qwen 3 MoE's 8, 3 a token, renormalized (norm_topk_prob),
+    // layer 1 dense (mlp_only_layers); OLMoE's 6, 2 a token, not renormalized.
+    add("mixtral", Family::mixtral, [](FamilySpec&) {});
+    add("qwen3_moe", Family::qwen3_moe, [](FamilySpec& s) {
+        s.n_experts = 8, s.experts_per_token = 3, s.norm_topk_prob = true, s.mlp_only_layers = {1};
+    });
+    add("olmoe", Family::olmoe, [](FamilySpec& s) { s.n_experts = 6, s.n_kv_head = 4; });
     return variants;
 }
 
@@ -382,10 +409,11 @@ void write_family_checkpoint(const fs::path& dir, const FamilyCheckpoint& checkp
     const auto copy = [&](const fs::path& from, const char* to) {
         fs::copy_file(from, dir / to, fs::copy_options::overwrite_existing);
     };
-    const char* package = spec.family == Family::llama || spec.family == Family::olmo2 ? "tokenizer-llama3"
-                          : spec.family == Family::mistral || spec.family == Family::phi3 || gemma(spec.family)
-                              ? "tokenizer-llama2"
-                              : "tokenizer-qwen3";
+    const char* package =
+        spec.family == Family::llama || spec.family == Family::olmo2 ? "tokenizer-llama3"
+        : spec.family == Family::mistral || spec.family == Family::phi3 || gemma(spec.family) || spec.n_experts > 0
+            ? "tokenizer-llama2"
+            : "tokenizer-qwen3";
     if (spec.family == Family::gpt_neox || spec.family == Family::gpt2) {
         copy(gpt2_vocab_json(), "vocab.json");
         copy(gpt2_merges_txt(), "merges.txt");

@@ -7,6 +7,7 @@
 // Legend: C channels, V vocab, NH query heads, NKV key/value heads, hs head
 // size, F the MLP's hidden size.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -20,7 +21,23 @@
 namespace headscope::test {
 
 // gemma3: a Gemma3ForConditionalGeneration checkpoint's language model (text_config).
-enum class Family { llama, qwen2, qwen3, mistral, gpt_neox, gpt2, olmo2, phi3, gemma2, gemma3_text, gemma3 };
+// mixtral, qwen3_moe and olmoe: mixtures of experts (moe_writer.cpp).
+enum class Family {
+    llama,
+    qwen2,
+    qwen3,
+    mistral,
+    gpt_neox,
+    gpt2,
+    olmo2,
+    phi3,
+    gemma2,
+    gemma3_text,
+    gemma3,
+    mixtral,
+    qwen3_moe,
+    olmoe
+};
 const char* model_type(Family family);  // config.json's model_type
 bool gemma(Family family);              // Gemma 2 or 3
 
@@ -58,6 +75,13 @@ struct FamilySpec {
     bool write_layer_types = false;
     int window_pattern = 0;  // Gemma: each pattern-th layer global, the others windowed; 0: the family's 2 or 6
     int max_positions = 2048;
+    // Mixtures of experts: E experts of Fe, k per token (0 experts: none);
+    // Qwen 3 MoE's and OLMoE's norm_topk_prob (Mixtral always renormalizes),
+    // and Qwen 3 MoE's dense layers (mlp_only_layers, decoder_sparse_step).
+    int n_experts = 0, experts_per_token = 0, expert_mlp_dim = 0;
+    bool norm_topk_prob = false;
+    std::vector<int> mlp_only_layers;
+    int decoder_sparse_step = 1;
 
     // The family's tokenizer's (family_spec sets them).
     int vocab_size = 0;
@@ -69,6 +93,13 @@ struct FamilySpec {
     int shards = 1;  // 1: model.safetensors; more: that many shards and the index
     uint64_t seed = 1;
 
+    bool expert_layer(int l) const {
+        return n_experts > 0 && (l + 1) % decoder_sparse_step == 0 &&
+               std::find(mlp_only_layers.begin(), mlp_only_layers.end(), l) == mlp_only_layers.end();
+    }
+    // A layer's names of the router and of expert e's gate, up and down (moe_writer.cpp).
+    std::string router_name(int l) const;
+    std::string expert_name(int l, int e, const char* part) const;  // part: "gate", "up" or "down"
     int kv_heads() const { return family == Family::gpt_neox || family == Family::gpt2 ? n_head : n_kv_head; }
     int pad_id() const { return pad_token_id >= 0 ? pad_token_id : eos_ids.at(0); }
     // Whether layer l has the sliding window (with one at all): Gemma 2's
@@ -148,6 +179,11 @@ nlohmann::json family_config_json(const FamilySpec& spec);
 // text_config) and its tensors, drawn into `out` by `rng` (gemma_writer.cpp).
 nlohmann::json gemma_config_json(const FamilySpec& spec);
 void draw_gemma_tensors(FamilyCheckpoint& out, std::mt19937_64& rng);
+
+// A mixture of experts' keys added to its config.json `c` (moe_writer.cpp).
+void add_expert_keys(const FamilySpec& spec, nlohmann::json& c);
+// A layer's router and experts (Linear (out, in)) drawn into `out`, its names `spec`'s.
+void draw_expert_tensors(FamilyCheckpoint& out, std::mt19937_64& rng, int layer);
 
 // Hugging Face's name for shard `index` (from 1) of `count`: model-00001-of-00003.safetensors.
 std::string shard_file_name(int index, int count);

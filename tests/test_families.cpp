@@ -254,8 +254,9 @@ TEST_P(FamilyFiles, ReadsTheConfigAndTensorsAsWritten) {
     EXPECT_EQ(c.qkv_bias, neox || s.attention_bias || s.family == Family::qwen2);
     EXPECT_EQ(c.o_bias, neox || (s.attention_bias && s.family != Family::qwen2));
     const bool gemma3 = gemma(s.family) && s.family != Family::gemma2;
-    EXPECT_EQ(c.qk_norm, s.family == Family::qwen3 || s.family == Family::olmo2 || gemma3);
-    EXPECT_EQ(c.qk_norm_whole, s.family == Family::olmo2);
+    const bool olmo = s.family == Family::olmo2 || s.family == Family::olmoe;
+    EXPECT_EQ(c.qk_norm, s.family == Family::qwen3 || s.family == Family::qwen3_moe || olmo || gemma3);
+    EXPECT_EQ(c.qk_norm_whole, olmo);
     EXPECT_EQ(c.input_norms, s.family != Family::olmo2);
     EXPECT_EQ(c.output_norms, s.family == Family::olmo2 || gemma(s.family));
     expect_gemma_config(s, c);

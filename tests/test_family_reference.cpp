@@ -172,7 +172,7 @@ TEST(FamilyReference, OneHeadsNaiveViewIsTheTranspose) {
         EXPECT_EQ(a.outputs, b.outputs) << v.name;
         ++checked;
     }
-    EXPECT_EQ(checked, 4);  // llama_tied, olmo2_biased and the two GPT-NeoX
+    EXPECT_EQ(checked, 5);  // llama_tied, olmo2_biased, olmoe and the two GPT-NeoX
 }
 
 // Give head 1 head 0's Q columns (and, where Q is normed as a whole, as

@@ -38,12 +38,16 @@ int32_t Batch::token_type(int b, int t) const {
 
 bool operator==(const HeadRef& a, const HeadRef& b) { return a.layer == b.layer && a.head == b.head; }
 bool operator<(const HeadRef& a, const HeadRef& b) { return std::tie(a.layer, a.head) < std::tie(b.layer, b.head); }
+bool operator==(const ExpertRef& a, const ExpertRef& b) { return a.layer == b.layer && a.expert == b.expert; }
+bool operator<(const ExpertRef& a, const ExpertRef& b) {
+    return std::tie(a.layer, a.expert) < std::tie(b.layer, b.expert);
+}
 
 bool operator==(const AttentionOptions& a, const AttentionOptions& b) {
     const auto fields = [](const AttentionOptions& o) {
         return std::tie(o.causal, o.padding_mask, o.n_head, o.scale, o.split, o.layers, o.capture_outputs,
                         o.sliding_window, o.window_both_ways, o.top_k, o.lens_k, o.new_rows_only, o.ablate, o.ablation,
-                        o.contributions);
+                        o.ablate_experts, o.contributions);
     };
     return fields(a) == fields(b);
 }
@@ -110,27 +114,39 @@ Scale parse_scale(std::string_view word) { return parse_choice(scale_choices, wo
 Ablation parse_ablation(std::string_view word) { return parse_choice(ablation_choices, word); }
 const char* to_string(Ablation ablation) { return word_of(ablation_choices, ablation); }
 
-std::vector<HeadRef> parse_heads(std::string_view words) {
-    std::vector<HeadRef> heads;
-    if (words.empty()) return heads;
+namespace {
+
+// "A.B,A.B,..." as ascending unique {A, B}; errors name an item as `what` ("a head") of `form` ("LAYER.HEAD").
+template <typename Ref>
+std::vector<Ref> parse_pairs(std::string_view words, const char* what, const char* form) {
+    std::vector<Ref> refs;
+    if (words.empty()) return refs;
     size_t start = 0;
     while (start <= words.size()) {
         const size_t end = std::min(words.find(',', start), words.size());
         const std::string_view item = words.substr(start, end - start);
         const size_t dot = item.find('.');
-        HeadRef head;
+        int first = 0, second = 0;
         const auto number = [&](size_t from, size_t to, int& value) {
             const auto [ptr, ec] = std::from_chars(item.data() + from, item.data() + to, value);
             return from < to && ec == std::errc() && ptr == item.data() + to;
         };
-        if (dot == std::string_view::npos || !number(0, dot, head.layer) || !number(dot + 1, item.size(), head.head))
-            throw Error("'" + std::string(item) + "' is not a head (expected LAYER.HEAD,...)");
-        heads.push_back(head);
+        if (dot == std::string_view::npos || !number(0, dot, first) || !number(dot + 1, item.size(), second))
+            throw Error("'" + std::string(item) + "' is not " + what + " (expected " + form + ",...)");
+        refs.push_back({first, second});
         start = end + 1;
     }
-    std::sort(heads.begin(), heads.end());
-    heads.erase(std::unique(heads.begin(), heads.end()), heads.end());
-    return heads;
+    std::sort(refs.begin(), refs.end());
+    refs.erase(std::unique(refs.begin(), refs.end()), refs.end());
+    return refs;
+}
+
+}  // namespace
+
+std::vector<HeadRef> parse_heads(std::string_view words) { return parse_pairs<HeadRef>(words, "a head", "LAYER.HEAD"); }
+
+std::vector<ExpertRef> parse_experts(std::string_view words) {
+    return parse_pairs<ExpertRef>(words, "an expert", "LAYER.EXPERT");
 }
 
 Split parse_split(std::string_view word) { return parse_choice(split_choices, word); }

@@ -210,8 +210,17 @@ void CpuForward::reserve_buffers(const Config& cfg, const Batch& batch, const At
     if (options.split == Split::naive_view) reserve_floats(qkv_contiguous_, rows * qkv_width);
     reserve_floats(y_, rows * split.q_width());
     if (cfg.output_norms) reserve_floats(out_, rows * C);
-    reserve_floats(hidden_, rows * cfg.mlp_size());
-    if (gated(cfg.mlp)) reserve_floats(up_, rows * cfg.mlp_size());
+    const size_t hidden = std::max(cfg.mlp_size(), cfg.expert_mlp_dim);
+    reserve_floats(hidden_, rows * hidden);
+    if (gated(cfg.mlp)) reserve_floats(up_, rows * hidden);
+    if (cfg.has_experts()) {
+        const size_t choices = rows * cfg.experts_per_token;
+        reserve_floats(router_logits_, rows * cfg.n_experts);
+        if (chosen_experts_.size() < choices) chosen_experts_.resize(choices), chosen_weights_.resize(choices);
+        if (expert_choices_.size() < choices) expert_choices_.resize(choices);
+        reserve_floats(expert_in_, rows * C);
+        reserve_floats(experts_out_, rows * C);
+    }
     if (returned_layers < static_cast<size_t>(layers_run)) {
         reserve_floats(scratch_att_, map_floats);
         if (cfg.is_encoder_decoder()) reserve_floats(scratch_cross_, map_floats / T * batch.S());
@@ -268,7 +277,10 @@ void CpuForward::run_layer(const Model& model, const Batch& batch, const Attenti
         std::copy_n(x_.data(), rows * C, ln_.data());
     else if (!cfg.parallel_residual)
         normalize(cfg, x_.data(), w.ln_2_w, w.ln_2_b, ln_.data(), rows_);
-    mlp(cfg, w);
+    if (cfg.expert_layer(l))
+        mix_experts(cfg, w, options, l, result);
+    else
+        mlp(cfg, w);
     add_normed_output(cfg, w.mlp_out_norm, nullptr);
     if (cfg.post_norm) normalize(cfg, x_.data(), w.ln_2_w, w.ln_2_b, x_.data(), rows_);  // x = ln_2(x + mlp)
     check_residual(l, C, "the MLP");

@@ -39,7 +39,7 @@ void top_tokens(const float* logits, int V, float lse, int k, Prediction* out) {
 // Copies into `result` the rows [0, begin_b) of each text that the cached
 // forward's result already holds: the maps' query rows (their keys
 // past the row are masked, so the shorter of the two widths holds them all),
-// outputs, predictions and lens. Where a text appends to the cached one, the
+// outputs, predictions, lens and router choices. Where a text appends to the cached one, the
 // cached last row's logprob_next is then the first new token's, from the
 // cached last logits.
 void CpuForward::keep_earlier_rows(const PrefixCache& cache, const Batch& batch, AttentionResult& result) const {
@@ -65,6 +65,12 @@ void CpuForward::keep_earlier_rows(const PrefixCache& cache, const Batch& batch,
             for (int t = 0; t < kept && result.lens_k; ++t)
                 std::copy_n(cached.lens_at(static_cast<int>(slot), b, t), result.lens_k,
                             result.lens.data() + ((slot * result.B + b) * T + t) * result.lens_k);
+        }
+        for (int l = 0; l < result.router_layers; ++l) {  // the same model: the same layers and k
+            const size_t from = cached.router_at(l, b, 0), to = result.router_at(l, b, 0),
+                         n = size_t(kept) * result.router_k;
+            std::copy_n(cached.router_experts.data() + from, n, result.router_experts.data() + to);
+            std::copy_n(cached.router_weights.data() + from, n, result.router_weights.data() + to);
         }
         for (int t = 0; t < kept && result.top_k; ++t) {
             std::copy_n(cached.predictions_at(b, t), result.top_k,

@@ -150,6 +150,28 @@ void check_ablation(const Config& config, const AttentionOptions& options) {
     }
 }
 
+void check_expert_ablation(const Config& config, const AttentionOptions& options) {
+    const std::vector<ExpertRef>& knocked = options.ablate_experts;
+    for (size_t i = 0; i < knocked.size(); ++i) {
+        const ExpertRef& e = knocked[i];
+        const std::string name = "expert " + std::to_string(e.layer) + "." + std::to_string(e.expert);
+        if (!config.has_experts()) throw Error(name + " to knock out: the model has no experts");
+        if (e.layer < 0 || e.layer >= config.n_layer || e.expert < 0 || e.expert >= config.n_experts)
+            throw Error(name + " to knock out is not one of the model's (layers 0.." +
+                        std::to_string(config.n_layer - 1) + ", experts 0.." + std::to_string(config.n_experts - 1) +
+                        ")");
+        if (!config.expert_layer(e.layer))
+            throw Error(name + " to knock out: layer " + std::to_string(e.layer) + "'s MLP is dense, without experts");
+        if (i > 0 && !(knocked[i - 1] < e)) throw Error("the experts to knock out must be ascending and unique");
+        const auto in_layer = std::count_if(knocked.begin(), knocked.end(),
+                                            [&](const ExpertRef& other) { return other.layer == e.layer; });
+        if (config.n_experts - in_layer < config.experts_per_token)
+            throw Error("knocking out " + std::to_string(in_layer) + " of layer " + std::to_string(e.layer) + "'s " +
+                        std::to_string(config.n_experts) + " experts leaves fewer than the " +
+                        std::to_string(config.experts_per_token) + " each token takes");
+    }
+}
+
 namespace {
 
 // Each text non-empty, within the model's positions, its ids in the vocabulary; `what` names them ("text", "source").
@@ -231,6 +253,7 @@ void validate_forward(const Model& model, const Batch& batch, const AttentionOpt
             throw Error(std::string("the ") + what + " asks for " + std::to_string(k) +
                         " tokens; it can give 0 to the vocabulary's " + std::to_string(cfg.vocab_size));
     check_ablation(cfg, options);
+    check_expert_ablation(cfg, options);
     if ((options.top_k || options.lens_k || options.contributions) && !cfg.predicts())
         throw Error(
             "this checkpoint has no masked-LM head (a bare encoder, as BertModel saves it and llama.cpp's converter "
@@ -298,6 +321,12 @@ void set_up_result(const Config& config, const Batch& batch, const AttentionOpti
     result.lens.resize(slots * B * T * options.lens_k);
     result.reused.assign(B, 0);
     result.ablated = options.ablate;
+    result.ablated_experts = options.ablate_experts;
+    result.router_k = config.has_experts() ? config.experts_per_token : 0;
+    result.router_layers = config.has_experts() ? config.n_layer : 0;
+    const size_t routes = static_cast<size_t>(result.router_layers) * B * T * result.router_k;
+    result.router_experts.assign(routes, -1);
+    result.router_weights.assign(routes, 0.f);
     result.ablation = options.ablation;
     const size_t rows = static_cast<size_t>(B) * T, maps = options.contributions ? slots * B * result.NH : 0;
     const size_t L = options.contributions ? config.n_layer : 0;

@@ -13,6 +13,9 @@ void read_qwen2(const ConfigReader& r, Config& c);
 void read_qwen3(const ConfigReader& r, Config& c);
 void read_mistral(const ConfigReader& r, Config& c);
 void read_olmo2(const ConfigReader& r, Config& c);
+void read_mixtral(const ConfigReader& r, Config& c);  // moe_configs.cpp, as the two below
+void read_qwen3_moe(const ConfigReader& r, Config& c);
+void read_olmoe(const ConfigReader& r, Config& c);
 void read_gpt_neox(const ConfigReader& r, Config& c);
 void read_phi3(const ConfigReader& r, Config& c);  // also Phi-3.5 and Phi-4
 void read_gemma2(const ConfigReader& r, Config& c);

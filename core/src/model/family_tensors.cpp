@@ -40,7 +40,31 @@ const TensorNames llama_names = {
      {Weight::ln_2_w, "post_attention_layernorm.weight"},
      {Weight::gate_w, "mlp.gate_proj.weight"},
      {Weight::fc_w, "mlp.up_proj.weight"},
-     {Weight::fc_proj_w, "mlp.down_proj.weight"}},
+     {Weight::fc_proj_w, "mlp.down_proj.weight"},
+     // Qwen 3 MoE's and OLMoE's layers of experts, in place of the MLP above.
+     {Weight::router_w, "mlp.gate.weight"},
+     {Weight::expert_gate_w, "mlp.experts.*.gate_proj.weight"},
+     {Weight::expert_up_w, "mlp.experts.*.up_proj.weight"},
+     {Weight::expert_down_w, "mlp.experts.*.down_proj.weight"}},
+    {{Weight::ln_f_w, "model.norm.weight"}, {Weight::lm_head, "lm_head.weight"}},
+};
+
+// Mixtral: Llama's attention; every layer's MLP the block_sparse_moe, its
+// experts' w1 the gate, w3 up and w2 down.
+const TensorNames mixtral_names = {
+    "",
+    {{Weight::wte, "model.embed_tokens.weight"}},
+    "model.layers.",
+    {{Weight::ln_1_w, "input_layernorm.weight"},
+     {Weight::q_w, "self_attn.q_proj.weight"},
+     {Weight::k_w, "self_attn.k_proj.weight"},
+     {Weight::v_w, "self_attn.v_proj.weight"},
+     {Weight::attn_proj_w, "self_attn.o_proj.weight"},
+     {Weight::ln_2_w, "post_attention_layernorm.weight"},
+     {Weight::router_w, "block_sparse_moe.gate.weight"},
+     {Weight::expert_gate_w, "block_sparse_moe.experts.*.w1.weight"},
+     {Weight::expert_up_w, "block_sparse_moe.experts.*.w3.weight"},
+     {Weight::expert_down_w, "block_sparse_moe.experts.*.w2.weight"}},
     {{Weight::ln_f_w, "model.norm.weight"}, {Weight::lm_head, "lm_head.weight"}},
 };
 

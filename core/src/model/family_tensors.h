@@ -11,7 +11,7 @@ namespace headscope {
 
 struct Named {
     Weight weight;
-    const char* name;  // after the layer's prefix for a layer's weight
+    const char* name;  // after the layer's prefix for a layer's weight; an expert's '*' is its index
     // Where one role has a name per variant (T5's wi or wi_0 and wi_1): the
     // variant this name is for; null: every model of the family.
     bool (*applies)(const Config&) = nullptr;
@@ -29,8 +29,8 @@ struct TensorNames {
     std::vector<std::pair<const char*, const char*>> older_prefixes = {};
 };
 
-extern const TensorNames gpt2_names, llama_names, olmo2_names, phi3_names, gemma_names, gemma3_names, gpt_neox_names,
-    bert_names, roberta_names, distilbert_names, modernbert_names;
+extern const TensorNames gpt2_names, llama_names, mixtral_names, olmo2_names, phi3_names, gemma_names, gemma3_names,
+    gpt_neox_names, bert_names, roberta_names, distilbert_names, modernbert_names;
 // Encoder–decoders: each stack's names.
 extern const TensorNames t5_encoder_names, t5_decoder_names, bart_encoder_names, bart_decoder_names;
 

@@ -15,6 +15,7 @@
 #include "headscope/io/json_input.h"
 #include "headscope/io/safetensors.h"
 #include "model_files.h"
+#include "weight_fields.h"
 
 #include <pwd.h>
 #include <unistd.h>
@@ -137,82 +138,6 @@ Model::Model(Model&&) noexcept = default;
 Model& Model::operator=(Model&&) noexcept = default;
 
 namespace {
-
-// Model's field for a matrix weight (null for a vector: vector_field), and for a vector one.
-Matrix* matrix_field(Model& m, const TensorSpec& t) {
-    switch (t.weight) {
-        case Weight::wte: return &m.wte;
-        case Weight::wpe: return &m.wpe;
-        case Weight::lm_head: return &m.lm_head;
-        case Weight::attn_w: return &m.layers[t.layer].attn;
-        case Weight::q_w: return &m.layers[t.layer].q;
-        case Weight::k_w: return &m.layers[t.layer].k;
-        case Weight::v_w: return &m.layers[t.layer].v;
-        case Weight::attn_proj_w: return &m.layers[t.layer].attn_proj;
-        case Weight::fc_w: return &m.layers[t.layer].fc;
-        case Weight::gate_w: return &m.layers[t.layer].gate;
-        case Weight::fc_proj_w: return &m.layers[t.layer].fc_proj;
-        case Weight::wtt: return &m.wtt;
-        case Weight::head_dense_w: return &m.head_dense;
-        case Weight::gate_up_w: return &m.layers[t.layer].gate_up;
-        case Weight::cross_q_w: return &m.layers[t.layer].cross_q;
-        case Weight::cross_k_w: return &m.layers[t.layer].cross_k;
-        case Weight::cross_v_w: return &m.layers[t.layer].cross_v;
-        case Weight::cross_proj_w: return &m.layers[t.layer].cross_proj;
-        case Weight::rel_bias: return &m.rel_bias;
-        default: return nullptr;
-    }
-}
-
-const float*& vector_field(Model& m, const TensorSpec& t) {
-    switch (t.weight) {
-        case Weight::ln_1_w: return m.layers[t.layer].ln_1_w;
-        case Weight::ln_1_b: return m.layers[t.layer].ln_1_b;
-        case Weight::attn_b: return m.layers[t.layer].attn_b;
-        case Weight::q_b: return m.layers[t.layer].q_b;
-        case Weight::k_b: return m.layers[t.layer].k_b;
-        case Weight::v_b: return m.layers[t.layer].v_b;
-        case Weight::q_norm: return m.layers[t.layer].q_norm;
-        case Weight::k_norm: return m.layers[t.layer].k_norm;
-        case Weight::sinks: return m.layers[t.layer].sinks;
-        case Weight::attn_proj_b: return m.layers[t.layer].attn_proj_b;
-        case Weight::ln_2_w: return m.layers[t.layer].ln_2_w;
-        case Weight::ln_2_b: return m.layers[t.layer].ln_2_b;
-        case Weight::attn_out_norm_w: return m.layers[t.layer].attn_out_norm;
-        case Weight::mlp_out_norm_w: return m.layers[t.layer].mlp_out_norm;
-        case Weight::fc_b: return m.layers[t.layer].fc_b;
-        case Weight::fc_proj_b: return m.layers[t.layer].fc_proj_b;
-        case Weight::ln_f_w: return m.ln_f_w;
-        case Weight::ln_f_b: return m.ln_f_b;
-        case Weight::emb_ln_w: return m.emb_ln_w;
-        case Weight::emb_ln_b: return m.emb_ln_b;
-        case Weight::head_dense_b: return m.head_dense_b;
-        case Weight::head_ln_w: return m.head_ln_w;
-        case Weight::head_ln_b: return m.head_ln_b;
-        case Weight::lm_bias: return m.lm_bias;
-        case Weight::cross_q_b: return m.layers[t.layer].cross_q_b;
-        case Weight::cross_k_b: return m.layers[t.layer].cross_k_b;
-        case Weight::cross_v_b: return m.layers[t.layer].cross_v_b;
-        case Weight::cross_proj_b: return m.layers[t.layer].cross_proj_b;
-        case Weight::ln_x_w: return m.layers[t.layer].ln_x_w;
-        case Weight::ln_x_b: return m.layers[t.layer].ln_x_b;
-        default: std::abort();  // a matrix: matrix_field
-    }
-}
-
-// Whether `weight` is a norm's scale, to which a Gemma's norm_offset is added.
-bool norm_scale(Weight weight) {
-    switch (weight) {
-        case Weight::ln_1_w:
-        case Weight::ln_2_w:
-        case Weight::attn_out_norm_w:
-        case Weight::mlp_out_norm_w:
-        case Weight::q_norm:
-        case Weight::k_norm:
-        case Weight::ln_f_w: return true;
-        default: return false;
-    }
-}
 
 // `value` (positive and normal) rounded to nearest, ties to even, as `dtype`
 // holds it: bfloat16 keeps 8 significant bits, float16 11; others as it is.
@@ -338,6 +263,16 @@ Stack find_stack(Model& m, const TensorMap& tensors, const std::map<std::string,
     Config within_files = m.config;
     within_files.n_layer = static_cast<int>(std::min<int64_t>(m.config.n_layer, static_cast<int64_t>(tensors.size())));
     m.layers.resize(within_files.n_layer);
+    // Likewise the experts, three tensors each in every layer of experts.
+    int64_t expert_tensors = 0;
+    for (int l = 0; l < within_files.n_layer; ++l)
+        if (m.config.expert_layer(l)) expert_tensors += 3 * int64_t{m.config.n_experts};
+    if (expert_tensors > static_cast<int64_t>(tensors.size()))
+        throw Error(where + ": config.json's experts (" + std::to_string(m.config.n_experts) + " a layer) need " +
+                    std::to_string(expert_tensors) + " tensors, more than the files' " +
+                    std::to_string(tensors.size()));
+    for (int l = 0; l < within_files.n_layer; ++l)
+        if (m.config.expert_layer(l)) m.layers[l].experts.resize(m.config.n_experts);
     Stack stack{model_tensors(within_files), {}};
     stack.found = find_wanted(m, stack.wanted, tensors, unread, where);
     return stack;

@@ -33,6 +33,9 @@ const Family families[] = {
     {"qwen2", read_qwen2, llama_names},
     {"qwen3", read_qwen3, llama_names},
     {"mistral", read_mistral, llama_names},
+    {"mixtral", read_mixtral, mixtral_names},
+    {"qwen3_moe", read_qwen3_moe, llama_names},
+    {"olmoe", read_olmoe, llama_names},
     {"olmo2", read_olmo2, olmo2_names},
     {"gpt_neox", read_gpt_neox, gpt_neox_names},
     {"phi3", read_phi3, phi3_names},
@@ -118,6 +121,10 @@ bool has_weight(const Config& c, Weight weight) {
         case Weight::cross_v_b: return cross && c.qkv_bias;
         case Weight::cross_proj_b: return cross && c.o_bias;
         case Weight::ln_x_b: return cross && layer_norm;
+        case Weight::router_w:
+        case Weight::expert_gate_w:
+        case Weight::expert_up_w:
+        case Weight::expert_down_w: return c.has_experts();
         default: return true;
     }
 }
@@ -162,6 +169,10 @@ std::vector<int64_t> weight_shape(const Config& c, Weight weight) {
         case Weight::gate_up_w: return matrix(2 * F, C);
         case Weight::fc_b: return {F};
         case Weight::fc_proj_w: return matrix(C, F);
+        case Weight::router_w: return matrix(c.n_experts, C);
+        case Weight::expert_gate_w:
+        case Weight::expert_up_w: return matrix(c.expert_mlp_dim, C);
+        case Weight::expert_down_w: return matrix(C, c.expert_mlp_dim);
         default: return {C};  // the norms' vectors and the output biases
     }
 }
@@ -217,16 +228,40 @@ Config config_from_json(const json& j, const std::string& file) {
 
 namespace {
 
-// Whether a model of `config` has the tensor `named` names in layer `layer` (-1: outside the layers).
+// Whether `weight` is one of a dense MLP's.
+bool dense_mlp_weight(Weight weight) {
+    switch (weight) {
+        case Weight::fc_w:
+        case Weight::fc_b:
+        case Weight::gate_w:
+        case Weight::gate_up_w:
+        case Weight::fc_proj_w:
+        case Weight::fc_proj_b: return true;
+        default: return false;
+    }
+}
+
+// Whether a model of `config` has the tensor `named` names in layer `layer`
+// (-1: outside the layers): a layer of experts has a router and experts, the others a dense MLP.
 bool has_tensor(const Config& config, const Named& named, int layer) {
     const bool unnormed = layer == 0 && !config.first_attention_norm &&
                           (named.weight == Weight::ln_1_w || named.weight == Weight::ln_1_b);
     const bool applies = !named.applies || named.applies(config);
-    return has_weight(config, named.weight) && !unnormed && applies;
+    const bool experts = layer >= 0 && config.expert_layer(layer);
+    const bool expert_part = named.weight == Weight::router_w || expert_weight(named.weight);
+    const bool in_mlp = experts ? !dense_mlp_weight(named.weight) : !expert_part;
+    return has_weight(config, named.weight) && !unnormed && applies && in_mlp;
 }
 
-TensorSpec spec_of(const Config& config, const Named& named, const std::string& prefix, int layer) {
-    return {prefix + named.name, weight_shape(config, named.weight), named.weight, layer};
+// An expert's tensor name: the '*' of the family's name replaced by the expert's index.
+std::string expert_name(const char* name, int expert) {
+    std::string named = name;
+    const size_t star = named.find('*');
+    return star == std::string::npos ? named : named.replace(star, 1, std::to_string(expert));
+}
+
+TensorSpec spec_of(const Config& config, const Named& named, const std::string& prefix, int layer, int expert = -1) {
+    return {prefix + expert_name(named.name, expert), weight_shape(config, named.weight), named.weight, layer, expert};
 }
 
 std::string layer_prefix(const TensorNames& names, int layer) {
@@ -239,7 +274,10 @@ std::vector<TensorSpec> model_tensors(const Config& config) {
     const TensorNames& names = stack_names(config);
     std::vector<TensorSpec> t;
     const auto add = [&](const Named& named, const std::string& prefix, int layer) {
-        if (has_tensor(config, named, layer)) t.push_back(spec_of(config, named, prefix, layer));
+        if (!has_tensor(config, named, layer)) return;
+        if (!expert_weight(named.weight)) t.push_back(spec_of(config, named, prefix, layer));
+        for (int e = 0; expert_weight(named.weight) && e < config.n_experts; ++e)
+            t.push_back(spec_of(config, named, prefix, layer, e));
     };
     for (const Named& named : names.before_layers) add(named, "", -1);
     for (int l = 0; l < config.n_layer; ++l)
@@ -248,13 +286,13 @@ std::vector<TensorSpec> model_tensors(const Config& config) {
     return t;
 }
 
-std::optional<TensorSpec> tensor_spec(const Config& config, Weight weight, int layer) {
+std::optional<TensorSpec> tensor_spec(const Config& config, Weight weight, int layer, int expert) {
     const TensorNames& names = stack_names(config);
-    if (layer >= config.n_layer) return std::nullopt;
+    if (layer >= config.n_layer || expert >= config.n_experts) return std::nullopt;
     const auto find = [&](const std::vector<Named>& list, const std::string& prefix) -> std::optional<TensorSpec> {
         for (const Named& named : list)
             if (named.weight == weight && has_tensor(config, named, layer))
-                return spec_of(config, named, prefix, layer);
+                return spec_of(config, named, prefix, layer, expert);
         return std::nullopt;
     };
     if (layer >= 0) return find(names.layer, layer_prefix(names, layer));

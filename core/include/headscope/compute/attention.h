@@ -36,6 +36,13 @@ struct HeadRef {
 bool operator==(const HeadRef& a, const HeadRef& b);
 bool operator<(const HeadRef& a, const HeadRef& b);
 
+// An expert of a layer's mixture of experts (model_description.h's Config::expert_layer).
+struct ExpertRef {
+    int layer = 0, expert = 0;
+};
+bool operator==(const ExpertRef& a, const ExpertRef& b);
+bool operator<(const ExpertRef& a, const ExpertRef& b);
+
 struct AttentionOptions {
     bool causal = true;
     bool padding_mask = true;
@@ -69,6 +76,13 @@ struct AttentionOptions {
     std::vector<HeadRef> ablate = {};
     Ablation ablation = Ablation::zero;
     bool knocks_out(const HeadRef& head) const { return std::binary_search(ablate.begin(), ablate.end(), head); }
+    // Experts knocked out of their layers' choices, ascending and unique: each
+    // router's logit for them is taken as -infinity, so that the next expert is
+    // chosen in their place (a layer must keep experts_per_token of its experts).
+    std::vector<ExpertRef> ablate_experts = {};
+    bool knocks_out_expert(const ExpertRef& expert) const {
+        return std::binary_search(ablate_experts.begin(), ablate_experts.end(), expert);
+    }
     // What each head contributes (AttentionResult's value_weighted, rollout
     // and logit attribution): runs every layer and needs top_k >= 1 (the
     // attribution is to the top token), the view + transpose split and no
@@ -147,6 +161,22 @@ struct AttentionResult {
     // The heads knocked out of this forward (options.ablate) and how.
     std::vector<HeadRef> ablated;
     Ablation ablation = Ablation::zero;
+    // The experts knocked out of this forward (options.ablate_experts).
+    std::vector<ExpertRef> ablated_experts;
+
+    // A mixture of experts' routing (else router_k is 0 and these are empty):
+    // at every layer l of the model, text b and position t, the router_k
+    // experts its router chose, by falling weight (equal weights: the lower
+    // expert first), and their weights, as the layer scales their outputs.
+    // Expert -1 (weight 0) where layer l's MLP is dense or the forward stopped
+    // before it (no predictions asked: it ends after the last returned layer's attention).
+    int router_k = 0;
+    int router_layers = 0;                // the model's L
+    std::vector<int32_t> router_experts;  // (router_layers, B, T, router_k)
+    std::vector<float> router_weights;    // (router_layers, B, T, router_k)
+    size_t router_at(int layer, int b, int t) const {
+        return ((static_cast<size_t>(layer) * B + b) * T + t) * router_k;
+    }
 
     // With options.contributions (else empty), in float32:
     // ||alpha_qk v_k W_O^h||_2, the size of what key k sends query q through
@@ -251,6 +281,7 @@ Scale parse_scale(std::string_view word);
 Ablation parse_ablation(std::string_view word);
 // "L.H,L.H,..." as ascending unique heads (empty: none); throws Error naming the item that is not a head.
 std::vector<HeadRef> parse_heads(std::string_view words);
+std::vector<ExpertRef> parse_experts(std::string_view words);  // "L.E,L.E,...", as parse_heads
 const char* to_string(Ablation ablation);
 Split parse_split(std::string_view word);
 const char* to_string(Scale scale);

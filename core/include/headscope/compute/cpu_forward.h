@@ -76,6 +76,13 @@ private:
     void attention(const Model& model, const Batch& batch, const AttentionOptions& options, const HeadSplit& split,
                    PrefixCache& store, int layer, float* att, Heads heads);
     void mlp(const Config& config, const LayerWeights& w);
+    // A layer of experts' MLP in mlp's place (cpu_experts.cpp): ln_ (R, C)
+    // -> the chosen experts' weighted outputs, added into x_
+    // (sublayer_output); each row's choices into the result (keep_routes).
+    void mix_experts(const Config& config, const LayerWeights& w, const AttentionOptions& options, int layer,
+                     AttentionResult& result);
+    void run_expert(const ExpertWeights& expert, const Config& config, int from, int n, int k);
+    void keep_routes(int layer, AttentionResult& result) const;
     float* sublayer_output(const Config& config);
     void add_normed_output(const Config& config, const float* norm_w, float* rms);
     // An encoder–decoder (cpu_encoder_decoder.cpp): the encoder's forward of
@@ -108,6 +115,15 @@ private:
     AlignedVector<float> out_;             // (R, C) a sublayer's output before its output norm (OLMo 2)
     AlignedVector<float> hidden_;          // (R, F) MLP hidden (SwiGLU: the gate)
     AlignedVector<float> up_;              // (R, F) SwiGLU's up projection
+    // A layer of experts (mix_experts): the router's logits, each row's
+    // choices (choice i is row i / k's), the choices of each expert in turn,
+    // an expert's input rows (then its output), and the layer's output.
+    AlignedVector<float> router_logits_;   // (R, E)
+    std::vector<int32_t> chosen_experts_;  // (R, k)
+    std::vector<float> chosen_weights_;    // (R, k)
+    std::vector<int> expert_choices_;      // (R k) grouped by expert, ascending
+    AlignedVector<float> expert_in_;       // (n <= matmul_detail::small_rows, C)
+    AlignedVector<float> experts_out_;     // (R, C)
     AlignedVector<float> scratch_att_;     // (B, NH, T, T) weights of layers not returned
     AlignedVector<float> unembed_in_;      // (lens slots + 1, R, C): residual rows to read out, the last layer's last
     AlignedVector<float> logits_;          // (unembed_chunk, V) logits of a chunk of those rows

@@ -76,6 +76,10 @@ void position_bias(const Model& model, int T, std::vector<float>& bias);
 // Throws Error unless every head options.ablate knocks out is one of the
 // split's, ascending and unique.
 void check_ablation(const Config& config, const AttentionOptions& options);
+// Throws Error unless every expert options.ablate_experts knocks out is one
+// of a layer of experts', ascending and unique, each such layer keeping at
+// least experts_per_token of its experts.
+void check_expert_ablation(const Config& config, const AttentionOptions& options);
 
 // A text longer than the model's positions (n_positions), cut by cut_to_context.
 struct TextCut {

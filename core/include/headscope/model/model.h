@@ -24,6 +24,12 @@ namespace headscope {
 class SafetensorsFile;  // safetensors.h
 struct GgufModelFiles;  // gguf.h
 
+// One expert of a mixture: a SwiGLU MLP, down(SiLU(gate x) * up x).
+struct ExpertWeights {
+    Matrix gate, up;  // C -> Fe
+    Matrix down;      // Fe -> C
+};
+
 // One layer's weights; a weight the family lacks is null (an empty Matrix).
 // Vectors are float32 (C) unless noted; matrices stay as the file has them.
 struct LayerWeights {
@@ -51,6 +57,10 @@ struct LayerWeights {
     Matrix cross_q, cross_k, cross_v, cross_proj;
     const float *cross_q_b = nullptr, *cross_k_b = nullptr, *cross_v_b = nullptr, *cross_proj_b = nullptr;
     const float *ln_x_w = nullptr, *ln_x_b = nullptr;
+    // A layer of experts (Config::expert_layer), in place of the MLP: the
+    // router C -> E and the E experts; none elsewhere.
+    Matrix router;
+    std::vector<ExpertWeights> experts;
 };
 
 struct TensorInfo {

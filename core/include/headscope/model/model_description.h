@@ -5,7 +5,8 @@
 // the engine runs it; the trainer lays out its parameters and writes its
 // checkpoints by it. Plain data: a family is a table, not a type.
 // Legend: C channels, V vocab, L layers, NH query heads, NKV key/value heads,
-// hs head size, F the MLP's hidden size.
+// hs head size, F the MLP's hidden size, E experts, k experts per token,
+// Fe an expert's hidden size.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -81,6 +82,13 @@ struct Rope {
     // layers; its local ones' rope has none: layer_rope).
     float linear_factor = 1;
 };
+
+// How a mixture of experts' router turns its E logits into each row's k
+// experts and their weights. softmax_then_top_k (Mixtral, Qwen 3 MoE,
+// OLMoE): softmax over all E, the k largest (equal ones: the lower expert
+// first), divided by their sum where Config::normalize_top_k says. (gpt-oss's
+// rule, a softmax over the k chosen logits, would be another.)
+enum class Routing { softmax_then_top_k };
 
 struct Config {
     int n_layer = 0;      // L
@@ -166,6 +174,17 @@ struct Config {
     bool scaled_scores = true;           // the model's own scale is 1/sqrt(hs); T5's is none
     int relative_buckets = 0;            // T5's position bias: buckets (half each way in an encoder)...
     int relative_max_distance = 128;     // ... and the distance past which they all share the last
+    // Mixtures of experts: a layer's MLP is E SwiGLU MLPs of Fe (its experts),
+    // of which its router (C -> E) picks k for each row, adding their outputs
+    // times their routing weights. 0 experts: every MLP is dense.
+    int n_experts = 0;          // E
+    int experts_per_token = 0;  // k
+    int expert_mlp_dim = 0;     // Fe
+    bool normalize_top_k = false;
+    Routing routing = Routing::softmax_then_top_k;
+    // With experts, the layers whose MLP is the mixture, one flag per layer
+    // (the others' a dense MLP of F: Qwen 3 MoE's mlp_only_layers); empty: every layer's.
+    std::vector<bool> expert_layers = {};
 
     int kv_heads() const { return n_kv_head ? n_kv_head : n_head; }
     int head_size() const { return head_dim ? head_dim : n_embd / n_head; }
@@ -176,6 +195,11 @@ struct Config {
         return id == eos_token_id || std::find(more_eos_ids.begin(), more_eos_ids.end(), id) != more_eos_ids.end();
     }
     bool is_encoder() const { return !causal; }
+    bool has_experts() const { return n_experts > 0; }
+    // Whether layer l's MLP is the mixture of experts.
+    bool expert_layer(int layer) const {
+        return n_experts > 0 && (expert_layers.empty() || expert_layers.at(static_cast<size_t>(layer)));
+    }
     bool is_encoder_decoder() const { return encoder_layers > 0; }
     // Whether it has a head to predict with: a decoder's final norm and output
     // embedding, or an encoder's masked-LM head (a bare BertModel has none).
@@ -267,13 +291,24 @@ enum class Weight {
     ln_x_w,
     ln_x_b,
     rel_bias,  // T5: (relative_buckets, NH), one per stack
+    // A mixture of experts' layer (Config::expert_layer): the router (E, C),
+    // and each expert's gate and up (Fe, C) and down (C, Fe) (TensorSpec::expert).
+    router_w,
+    expert_gate_w,
+    expert_up_w,
+    expert_down_w,
 };
+// Whether `weight` is one expert's (a TensorSpec of it names the expert).
+inline bool expert_weight(Weight weight) {
+    return weight == Weight::expert_gate_w || weight == Weight::expert_up_w || weight == Weight::expert_down_w;
+}
 
 struct TensorSpec {
     std::string name;            // in the file, e.g. "h.0.attn.c_attn.weight" (GPT-2 also takes "transformer.")
     std::vector<int64_t> shape;  // as the Config implies: e.g. (C, 3C)
     Weight weight;
-    int layer;  // the layer it belongs to; -1 for the embeddings and the final norm
+    int layer;        // the layer it belongs to; -1 for the embeddings and the final norm
+    int expert = -1;  // an expert's weight's expert; -1 for the others
 };
 
 // Every tensor a checkpoint of `config`'s family holds, in the order of the
@@ -282,8 +317,8 @@ std::vector<TensorSpec> model_tensors(const Config& config);
 
 // The tensor that is `weight` of layer `layer` (-1: outside the layers) in a
 // model of `config`'s stack, as model_tensors lists it; nullopt where the
-// model has none (a layer past its last among them).
-std::optional<TensorSpec> tensor_spec(const Config& config, Weight weight, int layer);
+// model has none (a layer past its last among them); an expert's weight's of `expert`.
+std::optional<TensorSpec> tensor_spec(const Config& config, Weight weight, int layer, int expert = -1);
 
 // Whether a weight is stored as Hugging Face's Linear (out, in), y = x W^T,
 // rather than GPT-2's Conv1D (in, out), y = x W.

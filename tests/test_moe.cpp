@@ -1,0 +1,222 @@
+// The mixtures of experts (Mixtral, Qwen 3 MoE, OLMoE): each router's
+// choices and weights against the reference written from transformers'
+// SparseMoeBlock (family_reference.h's expert_mlp), equal weights to the
+// lower expert, an expert knocked out against the reference without it, the
+// prefix cache's routes against a full forward, and the configs and
+// checkpoints refused in one line.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "family_models.h"
+#include "family_reference.h"
+#include "family_writer.h"
+#include "headscope/base/error.h"
+#include "headscope/compute/backend.h"
+#include "headscope/compute/forward.h"
+#include "headscope/compute/prefix_cache.h"
+
+using namespace headscope;
+using namespace headscope::test;
+using json = nlohmann::json;
+
+namespace {
+
+AttentionResult run(const Model& model, const std::vector<std::vector<int32_t>>& texts, const AttentionOptions& opt,
+                    PrefixCache* cache = nullptr) {
+    auto backend = make_cpu_backend();
+    backend->load_weights(model);
+    AttentionResult result;
+    backend->forward(Batch{texts, model.config.pad_id()}, opt, result, cache, {});
+    return result;
+}
+
+// Every route of `result` equals the reference's: the same experts in the same order, weights within 1e-5.
+void expect_routes(const AttentionResult& result, const FamilyReference& ref, const std::string& what) {
+    ASSERT_EQ(result.router_experts.size(), ref.router_experts.size()) << what;
+    for (size_t i = 0; i < ref.router_experts.size(); ++i) {
+        EXPECT_EQ(result.router_experts[i], ref.router_experts[i]) << what << " at " << i;
+        EXPECT_NEAR(result.router_weights[i], ref.router_weights[i], 1e-5) << what << " at " << i;
+    }
+}
+
+class Experts : public ::testing::TestWithParam<std::string> {
+protected:
+    const LoadedFamily& loaded() const { return loaded_family(GetParam(), family_variant(GetParam())); }
+};
+
+TEST_P(Experts, RoutesMatchTheReference) {
+    const LoadedFamily& f = loaded();
+    const auto texts = family_texts(f.checkpoint.spec);
+    AttentionOptions opt;
+    opt.top_k = 1;  // every layer run
+    const AttentionResult result = run(f.model, texts, opt);
+    EXPECT_EQ(result.router_k, f.checkpoint.spec.experts_per_token);
+    expect_routes(result, family_reference(f.checkpoint, texts, opt), "routes");
+    for (int l = 0; l < result.router_layers; ++l)  // a dense layer has none; a layer of experts every one
+        EXPECT_EQ(result.router_experts[result.router_at(l, 0, 0)] >= 0, f.checkpoint.spec.expert_layer(l)) << l;
+}
+
+// Knocked out, an expert is never chosen, and the choices are the
+// reference's with it removed; the residual after every layer matches.
+TEST_P(Experts, AnExpertKnockedOutIsTheReferenceWithoutIt) {
+    const LoadedFamily& f = loaded();
+    const auto texts = family_texts(f.checkpoint.spec);
+    AttentionOptions opt;
+    opt.top_k = 1;
+    const int chosen = run(f.model, texts, opt).router_experts.at(0);  // layer 0's first choice at the first token
+    opt.ablate_experts = {{0, chosen}};
+    const AttentionResult knocked = run(f.model, texts, opt);
+    const FamilyReference ref = family_reference(f.checkpoint, texts, opt);
+    expect_routes(knocked, ref, "knocked out");
+    EXPECT_EQ(knocked.ablated_experts, opt.ablate_experts);
+    for (size_t i = 0; i < size_t(knocked.B * knocked.T * knocked.router_k); ++i)
+        EXPECT_NE(knocked.router_experts[i], chosen);
+}
+
+// Typing a token: the cached rows' routes and the new row's equal a full forward's.
+TEST_P(Experts, ThePrefixCacheKeepsTheRoutes) {
+    const LoadedFamily& f = loaded();
+    std::vector<int32_t> text = family_texts(f.checkpoint.spec)[0];
+    AttentionOptions opt;
+    opt.top_k = 1;
+    PrefixCache cache;
+    run(f.model, {std::vector<int32_t>(text.begin(), text.end() - 1)}, opt, &cache);
+    const AttentionResult reused = run(f.model, {text}, opt, &cache), full = run(f.model, {text}, opt);
+    EXPECT_EQ(reused.reused.at(0), int(text.size()) - 1);
+    EXPECT_EQ(reused.router_experts, full.router_experts);
+    for (size_t i = 0; i < full.router_weights.size(); ++i)
+        EXPECT_NEAR(reused.router_weights[i], full.router_weights[i], 1e-6);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, Experts, ::testing::Values("mixtral", "qwen3_moe", "olmoe"));
+
+// A router of zeros ties every expert: each row takes experts 0 and 1, in that order, at 1/2 each (Mixtral
+// renormalizes).
+TEST(ExpertTies, EqualWeightsGoToTheLowerExpert) {
+    FamilyCheckpoint checkpoint = make_family_checkpoint(family_variant("mixtral"));
+    for (NamedTensor& t : checkpoint.tensors)
+        if (t.name == checkpoint.spec.router_name(0)) std::fill(t.values.begin(), t.values.end(), 0.f);
+    TempDir dir;
+    write_family_checkpoint(dir.path, checkpoint);
+    const Model model = load_model(dir.path.string());
+    const auto texts = family_texts(checkpoint.spec);
+    AttentionOptions opt;
+    opt.top_k = 1;
+    const AttentionResult result = run(model, texts, opt);
+    for (int b = 0; b < result.B; ++b)
+        for (int t = 0; t < result.T; ++t) {
+            const size_t at = result.router_at(0, b, t);
+            EXPECT_EQ(result.router_experts[at], 0);
+            EXPECT_EQ(result.router_experts[at + 1], 1);
+            EXPECT_FLOAT_EQ(result.router_weights[at], 0.5f);
+            EXPECT_FLOAT_EQ(result.router_weights[at + 1], 0.5f);
+        }
+    expect_routes(result, family_reference(checkpoint, texts, opt), "tied");
+}
+
+// What each family's config says about its experts, Qwen 3 MoE's dense layers by both of its keys.
+TEST(ExpertConfigs, ReadAsTransformersDoes) {
+    const json base = {{"num_hidden_layers", 4},        {"num_attention_heads", 4}, {"hidden_size", 32},
+                       {"max_position_embeddings", 64}, {"vocab_size", 100},        {"intermediate_size", 48}};
+    json mixtral = base;
+    mixtral["model_type"] = "mixtral";
+    const Config m = config_from_json(mixtral, "config.json");
+    EXPECT_EQ(m.n_experts, 8);  // MixtralConfig's defaults
+    EXPECT_EQ(m.experts_per_token, 2);
+    EXPECT_EQ(m.expert_mlp_dim, 48);
+    EXPECT_TRUE(m.normalize_top_k);
+    json qwen = base;
+    qwen.update({{"model_type", "qwen3_moe"},
+                 {"num_experts", 4},
+                 {"num_experts_per_tok", 2},
+                 {"moe_intermediate_size", 16},
+                 {"decoder_sparse_step", 2},
+                 {"mlp_only_layers", {3}}});
+    const Config q = config_from_json(qwen, "config.json");
+    EXPECT_EQ(q.expert_mlp_dim, 16);
+    EXPECT_EQ(q.mlp_size(), 48);
+    EXPECT_FALSE(q.normalize_top_k);
+    for (int l = 0; l < 4; ++l) EXPECT_EQ(q.expert_layer(l), l == 1) << l;  // (l + 1) % 2 == 0, less layer 3
+    json olmoe = base;
+    olmoe.update({{"model_type", "olmoe"}, {"norm_topk_prob", true}, {"head_dim", 4}});
+    const Config o = config_from_json(olmoe, "config.json");
+    EXPECT_EQ(o.n_experts, 64);
+    EXPECT_EQ(o.experts_per_token, 8);
+    EXPECT_TRUE(o.normalize_top_k);
+    EXPECT_EQ(o.head_size(), 8);  // C / NH whatever head_dim says
+    EXPECT_TRUE(o.qk_norm_whole);
+}
+
+void expect_one_line_error(const std::function<void()>& f, const std::string& names) {
+    try {
+        f();
+        ADD_FAILURE() << "accepted; expected an error naming " << names;
+    } catch (const Error& e) {
+        const std::string message = e.what();
+        EXPECT_NE(message.find(names), std::string::npos) << message;
+        EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+    }
+}
+
+TEST(ExpertConfigs, HostileKeysAreRefusedInOneLine) {
+    const json base = {
+        {"model_type", "qwen3_moe"}, {"num_hidden_layers", 2},  {"num_attention_heads", 4},      {"hidden_size", 32},
+        {"vocab_size", 100},         {"intermediate_size", 48}, {"max_position_embeddings", 64}, {"num_experts", 4},
+        {"num_experts_per_tok", 2}};
+    const std::pair<json, const char*> cases[] = {
+        {{{"num_experts_per_tok", 5}}, "num_experts_per_tok"},
+        {{{"num_experts", 0}}, "num_experts"},
+        {{{"num_experts", -2}}, "num_experts"},
+        {{{"moe_intermediate_size", 0}}, "moe_intermediate_size"},
+        {{{"decoder_sparse_step", 0}}, "decoder_sparse_step"},
+        {{{"mlp_only_layers", {2}}}, "mlp_only_layers"},
+        {{{"mlp_only_layers", "0"}}, "mlp_only_layers"},
+        {{{"model_type", "olmoe"}, {"clip_qkv", 8}}, "clip_qkv"},
+        {{{"model_type", "mixtral"}, {"num_local_experts", 1}}, "num_experts_per_tok"}};
+    for (const auto& [change, names] : cases) {
+        json config = base;
+        config.update(change);
+        expect_one_line_error([&] { config_from_json(config, "config.json"); }, names);
+    }
+}
+
+// A checkpoint without an expert's tensor, or with one of the wrong shape.
+TEST(ExpertCheckpoints, MissingOrMisshapenExpertsAreRefused) {
+    const FamilySpec spec = family_variant("olmoe");
+    const std::string name = spec.expert_name(1, 2, "up");
+    for (bool missing : {true, false}) {
+        FamilyCheckpoint checkpoint = make_family_checkpoint(spec);
+        for (auto t = checkpoint.tensors.begin(); t != checkpoint.tensors.end(); ++t)
+            if (t->name == name) {
+                if (missing)
+                    checkpoint.tensors.erase(t);
+                else
+                    t->shape = {t->shape[0] / 2, t->shape[1] * 2};  // the same values, another shape
+                break;
+            }
+        TempDir dir;
+        write_family_checkpoint(dir.path, checkpoint);
+        expect_one_line_error([&] { load_model(dir.path.string()); }, name);
+    }
+}
+
+// Experts to knock out: out of range, of a dense layer, too many of a layer, on a model without experts.
+TEST(ExpertKnockOut, BadExpertsAreRefusedInOneLine) {
+    const Config& c = loaded_family("qwen3_moe", family_variant("qwen3_moe")).model.config;
+    const std::vector<std::vector<ExpertRef>> cases = {
+        {{0, 8}}, {{3, 0}}, {{-1, 0}}, {{1, 0}}, {{0, 0}, {0, 1}, {0, 2}, {0, 3}, {0, 4}, {0, 5}}, {{0, 2}, {0, 1}}};
+    for (const auto& experts : cases) {
+        AttentionOptions opt;
+        opt.ablate_experts = experts;
+        expect_one_line_error([&] { check_expert_ablation(c, opt); }, "expert");
+    }
+    AttentionOptions opt;
+    opt.ablate_experts = {{0, 0}};
+    expect_one_line_error([&] { check_expert_ablation(Config{}, opt); }, "no experts");
+}
+
+}  // namespace
