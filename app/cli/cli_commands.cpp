@@ -98,6 +98,13 @@ AttentionOptions attention_options(const CliOptions& opt) {
     } catch (const Error& e) {
         throw Error(std::string("--ablate: ") + e.what());
     }
+    std::string experts;  // each --ablate-expert's list, joined
+    for (const std::string& list : opt.ablate_experts) experts += (experts.empty() ? "" : ",") + list;
+    try {
+        options.ablate_experts = parse_experts(experts);
+    } catch (const Error& e) {
+        throw Error(std::string("--ablate-expert: ") + e.what());
+    }
     return options;
 }
 
@@ -110,6 +117,11 @@ AttentionOptions with_model(AttentionOptions options, const CliOptions& opt, con
         check_ablation(model.config, options);
     } catch (const Error& e) {
         throw Error(std::string("--ablate: ") + e.what());
+    }
+    try {
+        check_expert_ablation(model.config, options);
+    } catch (const Error& e) {
+        throw Error(std::string("--ablate-expert: ") + e.what());
     }
     return options;
 }
@@ -164,6 +176,19 @@ std::string heads_table(const Json& summary, const ProbeReport& report) {
     return text_table(fields) + '\n' + text_table(rows) + "* the strongest head of each probe\n";
 }
 
+// A mixture of experts as info names it: how many, how many a token takes,
+// their hidden size, the layers whose MLP is dense, and the routing rule.
+Json experts_json(const Config& c) {
+    Json dense = Json::array();  // a list, so that the table keeps it on one row
+    for (int l = 0; l < c.n_layer; ++l)
+        if (!c.expert_layer(l)) dense.push_back(l);
+    return {{"count", c.n_experts},
+            {"per_token", c.experts_per_token},
+            {"hidden_size", c.expert_mlp_dim},
+            {"dense_layers", dense},
+            {"routing", routing_words(c)}};
+}
+
 Json layout_json(const StridedLayout& layout) {
     return {{"shape", layout.shape},
             {"strides", layout.strides},
@@ -201,6 +226,7 @@ void run_info(const CliOptions& opt) {
     if (c.is_encoder_decoder()) info["encoder_layers"] = c.encoder_layers;
     if (c.positions == Positions::rotary) info["rope_theta"] = c.rope.theta;
     if (c.sliding_window) info["sliding_window"] = c.sliding_window;
+    if (c.has_experts()) info["experts"] = experts_json(c);
     info["dtype"] = to_string(model.dtype);
     const WeightStorage storage = weight_storage(model);
     Json dtypes = Json::array();  // a list, so that the table keeps it on one row

@@ -167,7 +167,8 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
         if (keep_layer_inputs_) std::copy_n(x_.data(), rows * C, layer_inputs_.data() + l * rows * C);
         const bool returned = slot < result.layers.size() && result.layers[slot] == l;
         float* att = returned ? result.weights.data() + slot * map_floats : scratch_att_.data();
-        const bool last = !every_layer && l == layers_run - 1;  // everything after its attention is not needed
+        // Everything after the last layer's attention is not needed, but a layer of experts' routes are.
+        const bool last = !every_layer && !cfg.has_experts() && l == layers_run - 1;
         run_layer(model, batch, options, split, store, {l, returned ? static_cast<int>(slot) : -1, att, last}, heads,
                   result);
         if (last) break;

@@ -46,6 +46,30 @@ Json learned_sink_weights(const AttentionResult& result) {
     return weights;
 }
 
+// [layer][batch][position]: each returned layer's routes at each text's
+// positions, {expert, weight} by falling weight; [] where the layer is dense.
+Json router_json(const AttentionResult& result, const std::vector<std::vector<int32_t>>& token_ids) {
+    Json router = Json::array();
+    for (int l : result.layers) {
+        Json layer = Json::array();
+        for (int b = 0; b < result.B; ++b) {
+            Json text = Json::array();
+            for (size_t t = 0; t < token_ids[b].size(); ++t) {
+                Json choices = Json::array();
+                const size_t at = result.router_at(l, b, static_cast<int>(t));
+                for (int i = 0; i < result.router_k; ++i)
+                    if (result.router_experts[at + i] >= 0)
+                        choices.push_back(
+                            {{"expert", result.router_experts[at + i]}, {"weight", result.router_weights[at + i]}});
+                text.push_back(choices);
+            }
+            layer.push_back(text);
+        }
+        router.push_back(layer);
+    }
+    return router;
+}
+
 }  // namespace
 
 Json attention_metadata(const Model& model, const std::string& backend, const std::string& backend_reason,
@@ -108,6 +132,12 @@ Json attention_metadata(const Model& model, const std::string& backend, const st
         metadata["ablated"] = heads;
         metadata["ablation"] = to_string(result.ablation);
     }
+    if (!result.ablated_experts.empty()) {
+        Json experts = Json::array();
+        for (const ExpertRef& e : result.ablated_experts) experts.push_back({e.layer, e.expert});
+        metadata["ablated_experts"] = experts;
+    }
+    if (result.router_k > 0) metadata["router"] = router_json(result, token_ids);
     const Tokenizer& tokenizer = model.tokenizer;
     if (result.top_k > 0) {
         Json predictions = Json::array(), logprob_next = Json::array(), loss = Json::array();

@@ -183,6 +183,14 @@ const char* to_string(Norm norm) { return word_of(norm_choices, norm); }
 const char* to_string(Positions positions) { return word_of(positions_choices, positions); }
 const char* to_string(Mlp mlp) { return word_of(mlp_choices, mlp); }
 
+std::string routing_words(const Config& config) {
+    if (!config.has_experts()) return "";
+    // Routing::softmax_then_top_k, the only rule so far.
+    return "softmax over the " + std::to_string(config.n_experts) + " experts, the " +
+           std::to_string(config.experts_per_token) + " largest kept (equal ones: the lower expert)" +
+           (config.normalize_top_k ? ", divided by their sum" : ", as they are");
+}
+
 const char* model_kind(const Config& config) {
     return config.is_encoder_decoder() ? "encoder-decoder" : config.is_encoder() ? "encoder" : "decoder";
 }

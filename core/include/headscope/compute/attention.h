@@ -169,7 +169,7 @@ struct AttentionResult {
     // experts its router chose, by falling weight (equal weights: the lower
     // expert first), and their weights, as the layer scales their outputs.
     // Expert -1 (weight 0) where layer l's MLP is dense or the forward stopped
-    // before it (no predictions asked: it ends after the last returned layer's attention).
+    // before it (no predictions asked: it ends after the last returned layer's MLP).
     int router_k = 0;
     int router_layers = 0;                // the model's L
     std::vector<int32_t> router_experts;  // (router_layers, B, T, router_k)

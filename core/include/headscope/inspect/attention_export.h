@@ -31,7 +31,11 @@ nlohmann::ordered_json prediction_json(const Tokenizer& tokenizer, const Predict
 // fully_masked, timing_ms; with result.top_k, predictions ([b][t] arrays of
 // top_k prediction_json at each text's positions), logprob_next ([b][t], null
 // at its last) and loss ([b], null for one token); with result.lens_k, lens
-// ([layer][b][t] the top-1 prediction_json).
+// ([layer][b][t] the top-1 prediction_json); with result.ablated and
+// result.ablated_experts, ablated ([layer, head]) and ablation, and
+// ablated_experts ([layer, expert]); with a mixture of experts, router
+// ([layer][b][t] the router's choices {expert, weight} by falling weight, []
+// at a dense layer).
 nlohmann::ordered_json attention_metadata(const Model& model, const std::string& backend,
                                           const std::string& backend_reason, const std::vector<std::string>& texts,
                                           const std::vector<std::vector<int32_t>>& token_ids,

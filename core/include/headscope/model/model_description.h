@@ -228,6 +228,10 @@ Config encoder_config(const Config& decoder);
 const char* to_string(Norm norm);
 const char* to_string(Positions positions);
 const char* to_string(Mlp mlp);
+// How a mixture of experts' router chooses, in words (Config::routing and
+// normalize_top_k), e.g. "softmax over the experts, the 2 largest kept
+// (equal ones: the lower expert), divided by their sum"; "" without experts.
+std::string routing_words(const Config& config);
 
 // The model_type values Headscope runs, for messages: "gpt2, llama, ...".
 const char* supported_architectures();
