@@ -1,10 +1,12 @@
 // headscope-cli on a mixture of experts (a Qwen 3 MoE checkpoint of 3
 // layers, layer 1 dense, 8 experts, 3 a token): attention's router against
 // the double-precision reference (family_reference.h), --ablate-expert
-// against the reference without those experts, info's experts, and every
-// bad expert answered by one line, exit 2.
+// against the reference without those experts, the contributions adding up
+// to the reference's logit, info's experts, and every bad expert answered
+// by one line, exit 2.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -25,6 +27,11 @@ protected:
     static const LoadedFamily& moe() { return loaded_family("qwen3_moe", family_variant("qwen3_moe")); }
     static const FamilySpec& spec() { return moe().checkpoint.spec; }
     static std::string model() { return moe().dir.path.string(); }
+    // Layer l's first choice at the first token, <s>, which routes alike in every text (causal).
+    static int first_choice(int l) {
+        const FamilyReference bos = family_reference(moe().checkpoint, {{spec().bos_id}}, AttentionOptions{});
+        return bos.router_experts.at(size_t(l) * spec().experts_per_token);
+    }
 
     static ProcessRun run(std::vector<std::string> args) {
         args.insert(args.begin(), cli_program());
@@ -96,20 +103,45 @@ TEST_F(CliMoe, RouterIsTheReferences) {
 // once), the experts leave their layers' choices: the routes are the
 // reference's without them, and the JSON names them.
 TEST_F(CliMoe, AblatedExpertsAreTheReferenceWithoutThem) {
-    // The first token (<s>) routes alike in any text (causal): layers 0's and 2's first choices there.
-    AttentionOptions opt;
-    const FamilyReference bos = family_reference(moe().checkpoint, {{spec().bos_id}}, opt);
-    const int k = spec().experts_per_token, first = bos.router_experts.at(0), later = bos.router_experts.at(2 * k);
+    const int first = first_choice(0), later = first_choice(2);
     const std::string knocked = "2." + std::to_string(later) + ",0." + std::to_string(first);
     const json j = run_json({"attention", "--model", model(), "--text", "The cat sat on the", "--ablate-expert",
                              knocked, "--ablate-expert", "0." + std::to_string(first), "--top-k", "1"});
     EXPECT_EQ(j["ablated_experts"], json::array({{0, first}, {2, later}}));
     const auto texts = texts_of(j);
     ASSERT_EQ(texts.at(0).at(0), spec().bos_id);
+    AttentionOptions opt;
     opt.ablate_experts = {{0, first}, {2, later}};
     expect_router(j["router"], family_reference(moe().checkpoint, texts, opt), spec(), {0, 1, 2}, texts);
     for (const json& choices : j["router"][0][0])
         for (const json& choice : choices) EXPECT_NE(choice["expert"], first);
+}
+
+// With an expert knocked out (one the first token takes), the heads' attributions and the other parts
+// (each layer's MLP, its experts' weighted sum among them) add up at every
+// position to the top token's logit, which is the reference's logit of
+// that token, computed in double without the expert.
+TEST_F(CliMoe, ContributionsAddUpToTheReferencesLogit) {
+    const int knocked = first_choice(2);
+    const json j = run_json({"attention", "--model", model(), "--text", "The cat sat on the", "--contributions",
+                             "--ablate-expert", "2." + std::to_string(knocked)});
+    const auto texts = texts_of(j);
+    AttentionOptions opt;
+    opt.ablate_experts = {{2, knocked}};
+    const FamilyReference ref = family_reference(moe().checkpoint, texts, opt);
+    const size_t C = spec().n_embd, T = texts[0].size(), last_layer = spec().n_layer - 1;
+    for (size_t t = 0; t < T; ++t) {
+        double sum = 0;
+        for (const json& layer : j["head_logit_attribution"])
+            for (const json& head : layer[0]) sum += head[t].get<double>();
+        for (const json& part : j["logit_parts"][0][t]) sum += part.get<double>();
+        const double attributed = j["attributed_logit"][0][t].get<double>();
+        EXPECT_NEAR(sum, attributed, 1e-4 * (1 + std::abs(attributed))) << "position " << t;
+        const std::vector<double> row(ref.residual.begin() + (last_layer * T + t) * C,
+                                      ref.residual.begin() + (last_layer * T + t + 1) * C);
+        const double logit = family_logits(moe().checkpoint, row).at(j["predictions"][0][t][0]["id"].get<size_t>());
+        EXPECT_NEAR(attributed, logit, 1e-4 * (1 + std::abs(logit))) << "position " << t;
+    }
 }
 
 // info: how many experts, how many a token takes, their hidden size, the
