@@ -23,9 +23,13 @@ const float* weights_at(const AttentionResult& att, int l, int b, int t) {
     return att.router_weights.data() + att.router_at(l, b, t);
 }
 
-std::string layer_label(const Config& config, int l) {
+// "L3", "L1 dense", or on the strip "L2 out" where its expert is knocked out of the layer.
+std::string layer_label(const Session& s, int l, int strip_expert) {
     char label[24];
-    std::snprintf(label, sizeof label, config.expert_layer(l) ? "L%d" : "L%d dense", l);
+    const char* format = !s.model().config.expert_layer(l)                            ? "L%d dense"
+                         : strip_expert >= 0 && s.expert_knocked_out(l, strip_expert) ? "L%d out"
+                                                                                      : "L%d";
+    std::snprintf(label, sizeof label, format, l);
     return label;
 }
 
@@ -106,10 +110,11 @@ void RouterView::draw(WindowState& state, Session& s, Ui& ui) {
     for (int grid = 0; grid < 2; ++grid)
         for (int l = 0; l < L; ++l) {
             const float y = start.y + (grid + 1) * header + (grid * L + l) * cell_h + (cell_h - line) / 2;
-            const ImVec4 colour =
-                ImGui::GetStyleColorVec4(config.expert_layer(l) ? ImGuiCol_Text : ImGuiCol_TextDisabled);
+            const ImU32 colour = !config.expert_layer(l)                    ? ImGui::GetColorU32(ImGuiCol_TextDisabled)
+                                 : grid && s.expert_knocked_out(l, expert_) ? knocked_out_colour
+                                                                            : ImGui::GetColorU32(ImGuiCol_Text);
             if (cell_h >= line || l % 2 == 0)
-                draw->AddText(ImVec2(start.x, y), ImGui::GetColorU32(colour), layer_label(config, l).c_str());
+                draw->AddText(ImVec2(start.x, y), colour, layer_label(s, l, grid ? expert_ : -1).c_str());
         }
     ImGui::SetCursorScreenPos(ImVec2(start.x + label_w, start.y));
     ImGui::SetNextWindowContentSize(ImVec2(cell_w * length, 0));
@@ -246,19 +251,11 @@ void RouterView::strip(const WindowState& state, const Session& s, Ui& ui, ImVec
                                ImVec2(origin.x + end * cell.x, origin.y + L * cell.y),
                                {static_cast<float>(first) / length, 0, static_cast<float>(end) / length, 1});
     ImDrawList* draw = ImGui::GetWindowDrawList();
-    const float line = ImGui::GetTextLineHeight(), scroll = ImGui::GetScrollX();
     for (int l = 0; l < L; ++l) {
         const ImVec2 min(origin.x + first * cell.x, origin.y + l * cell.y),
             max(origin.x + end * cell.x, min.y + cell.y);
-        const char* note = !config.expert_layer(l)            ? "dense MLP"
-                           : s.expert_knocked_out(l, expert_) ? "knocked out"
-                                                              : nullptr;
         if (!config.expert_layer(l)) draw->AddRectFilled(min, max, dense_layer_colour);
         if (s.expert_knocked_out(l, expert_)) draw->AddRect(min, max, knocked_out_colour, 0, 0, 2 * ui.scale);
-        if (note && cell.y >= line)
-            draw->AddText(ImVec2(origin.x + scroll + 4 * ui.scale, min.y + (cell.y - line) / 2),
-                          config.expert_layer(l) ? knocked_out_colour : ImGui::GetColorU32(ImGuiCol_TextDisabled),
-                          note);
     }
     ui.layout.grid({{"view", "expert-strip"}, {"expert", expert_}, {"row", "layer"}, {"col", "position"}},
                    {origin, cell, cell, L, length});
