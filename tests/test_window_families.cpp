@@ -123,6 +123,10 @@ TEST_F(WindowFamilies, WhatHeadsDoWorksOnEveryFamily) {
                   {"--text", long_, "--value-weighted", "--hide-first-key", "--ablate", "0.1"});
         EXPECT_EQ(entries(heads.layout, "knocked-out").size(), 1u);
         EXPECT_EQ(entries(heads.layout, "map").size(), 4u);
+        // Dense models: every tab but the router's (a mixture of experts' only).
+        const json tabs = entries(heads.layout, "tab");
+        EXPECT_EQ(tabs.size(), 8u);
+        for (const json& tab : tabs) EXPECT_NE(tab["name"], "router");
     }
 }
 

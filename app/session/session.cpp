@@ -147,6 +147,30 @@ void Session::toggle_knock_out(int layer_in, int head_in) {
 
 bool Session::knocked_out(int layer_in, int head_in) const { return shown_options.knocks_out({layer_in, head_in}); }
 
+std::string Session::toggle_expert_knock_out(int layer_in, int expert_in) {
+    const ExpertRef expert{layer_in, expert_in};
+    AttentionOptions asked = state_.options;
+    std::vector<ExpertRef>& out = asked.ablate_experts;
+    const auto at = std::lower_bound(out.begin(), out.end(), expert);
+    if (at != out.end() && *at == expert)
+        out.erase(at);
+    else
+        out.insert(at, expert);
+    try {
+        check_expert_ablation(model().config, asked);
+    } catch (const Error& e) {
+        return e.what();
+    }
+    state_.options.ablate_experts = std::move(out);
+    submit();
+    return "";
+}
+
+void Session::bring_experts_back() {
+    state_.options.ablate_experts.clear();
+    submit();
+}
+
 namespace {
 
 // What the effects grid depends on: the forward's options but what the grid sets itself.
@@ -284,14 +308,15 @@ void Session::open_model(const std::string& name_or_path) {
     });
 }
 
-// With heads knocked out, the intact model's predictions of the shown texts,
+// With heads or experts knocked out, the intact model's predictions of the shown texts,
 // on a CPU backend and prefix cache of their own, after the maps (a keystroke
 // shows its maps as soon as they are computed).
 void Session::submit_intact() {
     intact = {};
-    if (shown_options.ablate.empty() || shown_options.top_k == 0 || replaying()) return;
+    if (!knocks_anything_out(shown_options) || shown_options.top_k == 0 || replaying()) return;
     AttentionOptions options = shown_options;
-    options.ablate.clear(), options.lens_k = 0, options.contributions = options.capture_outputs = false;
+    options.ablate.clear(), options.ablate_experts.clear(), options.lens_k = 0,
+                                                            options.contributions = options.capture_outputs = false;
     options.layers = {model().config.n_layer - 1};
     intact_worker_.submit([backend = intact_backend_, cache = intact_cache_, model = open_->model,
                            ids = shown.token_ids, sources = shown.source_ids, options](std::stop_token) {
@@ -308,7 +333,7 @@ bool Session::collect() {
         // Only for what is shown now (a later keystroke's maps may have come first).
         const IntactShown& got = done->result;
         if (done->error.empty() && got.model == open_->model && got.token_ids == shown.token_ids &&
-            got.options.ablate.empty() && !shown_options.ablate.empty())
+            !knocks_anything_out(got.options) && knocks_anything_out(shown_options))
             intact = std::move(done->result.result);
     }
     if (std::optional<Worker<ProbeReport>::Outcome> scored = probe_worker_.take())
@@ -334,7 +359,8 @@ bool Session::collect() {
             (!accepts_head_count(config, state_.options.n_head) || state_.options.n_head == config.n_head))
             state_.options.n_head = 0;
         state_.layer = std::min(state_.layer, config.n_layer - 1);
-        state_.options.ablate.clear();  // the other model's heads
+        state_.options.ablate.clear();  // the other model's heads and experts
+        state_.options.ablate_experts.clear();
         install(std::move(opened->result));
         return true;
     }

@@ -59,6 +59,12 @@ struct ShownMaps {
     }
 };
 
+// Whether `options` knock anything out of the forward (heads or experts):
+// the intact model's predictions are then shown beside.
+inline bool knocks_anything_out(const AttentionOptions& options) {
+    return !options.ablate.empty() || !options.ablate_experts.empty();
+}
+
 // What the predictions and the lens say of a bare encoder, which has no head to predict with.
 inline constexpr const char* no_head_message =
     "No predictions: this checkpoint has no masked-LM head (a bare encoder, as BertModel saves it).";
@@ -139,7 +145,7 @@ public:
     std::optional<GenerationShown> generation;  // the generation shown, if any
 
     LiveResult shown;  // the last good compute (weights empty before the first)
-    // With heads knocked out: the intact model's predictions of the shown
+    // With heads or experts knocked out: the intact model's predictions of the shown
     // texts (the last layer's maps only), computed after the maps; empty until then.
     AttentionResult intact;
     std::vector<std::string> shown_texts;  // what `shown` was computed from
@@ -170,6 +176,13 @@ public:
     // back in, and recomputes; a head count changed or another model brings every head back.
     void toggle_knock_out(int layer, int head);
     bool knocked_out(int layer, int head) const;
+    // Knocks expert `expert` of layer `layer`'s mixture out of its router's
+    // choices, or back in, and recomputes; else, changing nothing, says why
+    // not (core's check: a layer keeps experts_per_token of its experts).
+    // Another model brings every expert back.
+    std::string toggle_expert_knock_out(int layer, int expert);
+    void bring_experts_back();  // every expert, recomputing
+    bool expert_knocked_out(int layer, int expert) const { return shown_options.knocks_out_expert({layer, expert}); }
 
     // The effects grid of the selected text under the options (with the heads
     // already knocked out), computed on a worker on a CPU backend of its own,

@@ -40,6 +40,9 @@ void add_window_options(CLI::App& cli, Args& args) {
     cli.add_option("--query", args.query, "the query row whose predictions the panel shows (default: the last token)");
     add_forward_options(&cli, {args.options, args.sliding_window, args.options.n_head, args.backend});
     add_ablation_options(&cli, args.ablate, args.options.ablation);
+    cli.add_option("--ablate-expert", args.ablate_experts,
+                   "knock experts out of a mixture's routing: LAYER.EXPERT,... (the router takes the next)")
+        ->type_name("L.E,...");
     cli.add_flag("--hide-first-key", args.hide_first_key,
                  "draw the maps without key 0 (the sink), each row renormalised over the other keys");
     cli.add_flag("--value-weighted", args.value_weighted,
@@ -133,6 +136,13 @@ Settings start_settings(const Args& args, const CLI::App& cli, bool use_saved) {
     } catch (const Error& e) {
         throw Error(std::string("--ablate: ") + e.what());
     }
+    std::string experts;  // each --ablate-expert's list, joined
+    for (const std::string& list : args.ablate_experts) experts += (experts.empty() ? "" : ",") + list;
+    try {
+        s.options.ablate_experts = parse_experts(experts);
+    } catch (const Error& e) {
+        throw Error(std::string("--ablate-expert: ") + e.what());
+    }
     if (cli.count("--colormap")) s.colormap = args.colormap;
     if (cli.count("--window-size")) {
         const std::array<int, 2> size = parse_window_size(args.window_size);
@@ -171,6 +181,13 @@ void check_start_choices(const Args& args, Settings& start, const Model& model) 
     } catch (const Error& e) {
         throw Error(std::string("--ablate: ") + e.what());
     }
+    try {
+        check_expert_ablation(config, start.options);
+    } catch (const Error& e) {
+        throw Error(std::string("--ablate-expert: ") + e.what());
+    }
+    if (args.view == View::router && !config.has_experts())
+        throw Error("--view router: the model has no experts (its MLPs are dense)");
     if (args.query < -1) throw Error("--query " + std::to_string(args.query) + " is not a token's position");
     if (args.query >= 0) {
         // The tokens of the text the window shows: the first, with its pair or

@@ -38,6 +38,7 @@ struct Args {
     bool heads_given = false;   // --heads was given (else the head count is the saved one, or the model's)
     bool causal_given = false;  // --causal was given (else the mask is the model's own, or the saved one)
     std::string ablate;         // --ablate L.H,...: heads knocked out at the start
+    std::vector<std::string> ablate_experts;  // each --ablate-expert L.E,...: experts knocked out at the start
     bool hide_first_key = false, value_weighted = false;  // the maps' shading at the start
     Sentences sentences = Sentences::all;                 // the pair filter at the start
     bool compute_effects = false;                         // compute the effects grid at the start
@@ -58,8 +59,9 @@ Settings start_settings(const Args& args, const CLI::App& cli, bool use_saved);
 
 // Before any window opens: throws Error unless --heads is a count `model`
 // accepts (a saved count it refuses is dropped, with a warning), --layer,
-// --head and --ablate name layers and heads of the model split so, and
-// --query is a position of the first text.
+// --head and --ablate name layers and heads of the model split so,
+// --ablate-expert experts of its mixtures (each layer keeping k), --view
+// router a model with experts, and --query is a position of the first text.
 void check_start_choices(const Args& args, Settings& start, const Model& model);
 
 // A bad --model is fatal; a saved model that no longer loads gives way to the

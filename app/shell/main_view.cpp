@@ -67,13 +67,14 @@ void MainView::draw() {
 // them; room is left for the status bar at the bottom.
 MainView::Placement MainView::placement(View view) const {
     const float status_bar = -ImGui::GetFrameHeightWithSpacing();
-    if (view != View::heads && view != View::tokens && view != View::model && view != View::lens)
+    if (view != View::heads && view != View::tokens && view != View::model && view != View::lens &&
+        view != View::router)
         return {ImVec2(0, status_bar)};
-    if (view == View::tokens) return {ImVec2(-panel_width(), status_bar), true, false};
+    if (view == View::tokens || view == View::router) return {ImVec2(-panel_width(), status_bar), true, false};
     const float panel_w = panel_width(), spacing = ImGui::GetStyle().ItemSpacing.x;
     // The panel's lines: the query, a note, the top predictions, the next token and the loss; with heads
-    // knocked out, the intact model's top 5 (a title, a header, 5 rows, the losses).
-    const int intact_lines = session_.shown_options.ablate.empty() ? 0 : 9;
+    // or experts knocked out, the intact model's top 5 (a title, a header, 5 rows, the losses).
+    const int intact_lines = knocks_anything_out(session_.shown_options) ? 9 : 0;
     const float panel_h = (Session::predictions_k + 5 + intact_lines) * ImGui::GetTextLineHeightWithSpacing();
     const ImVec2 area(ImGui::GetContentRegionAvail().x, ImGui::GetContentRegionAvail().y + status_bar);
     const auto side = [&](ImVec2 a) {
@@ -115,8 +116,11 @@ void MainView::views() {
     bool lens_shown = false, contributions_shown = false;
     for (int v = 0; v < static_cast<int>(std::size(view_choices.labels)); ++v) {
         const View view = static_cast<View>(v);
+        if (view == View::router && !s.model().config.has_experts()) continue;  // a dense model routes nothing
         const ImGuiTabItemFlags flags = tab_to_select_ == view ? ImGuiTabItemFlags_SetSelected : 0;
-        if (!ImGui::BeginTabItem(view_choices.labels[v], nullptr, flags)) continue;
+        const bool open = ImGui::BeginTabItem(view_choices.labels[v], nullptr, flags);
+        ui_.layout.item({{"view", "tab"}, {"name", view_choices.words[v]}});  // the tab's button
+        if (!open) continue;
         if (tab_to_select_ == view) tab_to_select_.reset();  // shown: the user's clicks choose again
         shown_view_ = view;
         // What the views share: everything below the tabs, the status bar included (for --layout).
@@ -137,6 +141,7 @@ void MainView::views() {
                 } else
                     tokens_beside(model_view_.maps_corner());
                 break;
+            case View::router: router_view_.draw(state_, session_, ui_); break;
             case View::lens:
                 lens_view_.draw(state_, session_, ui_);
                 lens_shown = true;

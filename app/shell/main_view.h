@@ -1,6 +1,7 @@
-// Everything the window shows, drawn once a frame: the controls, the seven
-// views in tabs (heads, model, logit lens, what heads do, mask, dance, checks) with the
-// predictions panel beside the first three, and the status bar, over one
+// Everything the window shows, drawn once a frame: the controls, the views
+// in tabs (heads, tokens, model, a mixture of experts' router, logit lens, what
+// heads do, mask, dance, checks) with the predictions panel beside the first
+// five, and the status bar, over one
 // Session. window.cpp runs it in its frame loop; headless.cpp drives it
 // for screenshots and benchmarks.
 #pragma once
@@ -18,6 +19,7 @@
 #include "views/lens_view.h"
 #include "views/mask_view.h"
 #include "views/model_view.h"
+#include "views/router_view.h"
 #include "views/status_bar.h"
 #include "views/tokens_view.h"
 
@@ -66,6 +68,7 @@ private:
     ControlsView controls_;
     HeadsView heads_view_;
     ModelView model_view_;
+    RouterView router_view_;
     LensView lens_view_;
     TokensView tokens_view_;
     EffectsView effects_view_;

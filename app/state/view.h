@@ -5,10 +5,11 @@
 namespace headscope {
 
 // In the order the tab bar shows them.
-enum class View { heads, tokens, model, lens, effects, mask, dance, checks };
-inline constexpr Choices<View, 8> view_choices = {
+// The router tab is shown for a mixture of experts only.
+enum class View { heads, tokens, model, router, lens, effects, mask, dance, checks };
+inline constexpr Choices<View, 9> view_choices = {
     "view",
-    {"heads", "tokens", "model", "lens", "effects", "mask", "dance", "checks"},
-    {"heads", "tokens", "model", "logit lens", "what heads do", "mask", "dance", "checks"}};
+    {"heads", "tokens", "model", "router", "lens", "effects", "mask", "dance", "checks"},
+    {"heads", "tokens", "model", "router", "logit lens", "what heads do", "mask", "dance", "checks"}};
 
 }  // namespace headscope

@@ -11,13 +11,14 @@ namespace headscope {
 
 namespace {
 
-// With heads knocked out: the intact model's top tokens at row t beside
-// their p with the heads out, and the loss with and without them.
+// With heads or experts knocked out: the intact model's top tokens at row t
+// beside their p with them out, and the loss with and without them.
 void intact_comparison(const WindowState& state, const Session& s, Ui& ui, int t) {
     const AttentionResult &out = s.shown.attention, &intact = s.intact;
     const int b = state.selected;
     ImGui::Spacing();
-    ImGui::TextColored(warning_colour, "%zu knocked out: the intact model's top 5", s.shown_options.ablate.size());
+    ImGui::TextColored(warning_colour, "%zu knocked out: the intact model's top 5",
+                       s.shown_options.ablate.size() + s.shown_options.ablate_experts.size());
     if (!ImGui::BeginTable("intact", 3, ImGuiTableFlags_SizingStretchProp)) return;
     ImGui::TableSetupColumn("intact");
     ImGui::TableSetupColumn("p");

@@ -102,6 +102,13 @@ void StatusBar::draw(const WindowState& state, Session& s, Ui& ui, FigureView sh
                       knocked.c_str());
         ImGui::SameLine();
     }
+    if (!s.shown_options.ablate_experts.empty()) {
+        const size_t out = s.shown_options.ablate_experts.size();
+        const std::string knocked = std::to_string(out) + (out == 1 ? " expert" : " experts") + " knocked out";
+        text_coloured(ui, {{"view", "status"}, {"name", "experts-knocked-out"}, {"text", knocked}}, warning_colour,
+                      "  %s", knocked.c_str());
+        ImGui::SameLine();
+    }
     const std::string device = device_note(s);
     text(ui, {{"view", "status"}, {"name", "device"}, {"text", device}}, "  %.2f ms   %s   %s", s.shown.compute_ms,
          device.c_str(), s.busy() && !s.live_progress().shown() ? "computing..." : "");
