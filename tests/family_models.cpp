@@ -14,7 +14,7 @@ void write_family_model(const fs::path& dir, const FamilySpec& spec) {
 }
 
 FamilySpec family_variant(const std::string& name) {
-    for (const FamilyVariant& variant : family_variants())
+    for (const FamilyVariant& variant : family_variants(Vocabulary::whole))
         if (variant.name == name) return variant.spec;
     throw std::invalid_argument("no family variant " + name);
 }

@@ -21,6 +21,9 @@ struct Drawer {
     void operator()(const std::string& name, std::vector<int64_t> shape, float mean, float std) {
         draw_tensor(out.tensors, rng, name, std::move(shape), mean, std, out.spec.dtype);
     }
+    void table(const std::string& name, float mean, float std) {
+        draw_vocabulary_table(out.tensors, rng, out.spec, name, mean, std);
+    }
 };
 
 // The sizes every drawing reads.
@@ -36,7 +39,7 @@ void draw_gpt2(const FamilySpec& spec, Drawer& draw) {
     const Sizes z(spec);
     if (z.F != 4 * z.C || z.hs * z.NH != z.C)
         throw std::invalid_argument("test spec: GPT-2 has F = 4C and hs = C / NH");
-    draw("wte.weight", {z.V, z.C}, 0, 1);
+    draw.table("wte.weight", 0, 1);
     draw("wpe.weight", {spec.max_positions, z.C}, 0, 0.5f);
     for (int l = 0; l < z.L; ++l) {
         const std::string p = "h." + std::to_string(l) + ".";
@@ -55,13 +58,13 @@ void draw_gpt2(const FamilySpec& spec, Drawer& draw) {
     }
     draw("ln_f.weight", {z.C}, 1, 0.1f);
     draw("ln_f.bias", {z.C}, 0, 0.1f);
-    if (!spec.tied_embeddings) draw("lm_head.weight", {z.V, z.C}, 0, z.in(z.C));
+    if (!spec.tied_embeddings) draw.table("lm_head.weight", 0, z.in(z.C));
 }
 
 // GPT-NeoX: LayerNorms and biases everywhere, query_key_value per head [q k v].
 void draw_gpt_neox(const FamilySpec& spec, Drawer& draw) {
     const Sizes z(spec);
-    draw("gpt_neox.embed_in.weight", {z.V, z.C}, 0, 1);
+    draw.table("gpt_neox.embed_in.weight", 0, 1);
     for (int l = 0; l < z.L; ++l) {
         const std::string p = "gpt_neox.layers." + std::to_string(l) + ".";
         draw(p + "input_layernorm.weight", {z.C}, 1, 0.1f);
@@ -79,13 +82,13 @@ void draw_gpt_neox(const FamilySpec& spec, Drawer& draw) {
     }
     draw("gpt_neox.final_layer_norm.weight", {z.C}, 1, 0.1f);
     draw("gpt_neox.final_layer_norm.bias", {z.C}, 0, 0.1f);
-    draw("embed_out.weight", {z.V, z.C}, 0, z.in(z.C));
+    draw.table("embed_out.weight", 0, z.in(z.C));
 }
 
 // Phi-3: Linear (out, in), no biases; qkv_proj [Q | K | V], gate_up_proj [gate | up].
 void draw_phi3(const FamilySpec& spec, Drawer& draw) {
     const Sizes z(spec);
-    draw("model.embed_tokens.weight", {z.V, z.C}, 0, 1);
+    draw.table("model.embed_tokens.weight", 0, 1);
     for (int l = 0; l < z.L; ++l) {
         const std::string p = "model.layers." + std::to_string(l) + ".";
         draw(p + "self_attn.qkv_proj.weight", {(z.NH + 2 * z.NKV) * z.hs, z.C}, 0, z.in(z.C));
@@ -96,7 +99,7 @@ void draw_phi3(const FamilySpec& spec, Drawer& draw) {
         draw(p + "post_attention_layernorm.weight", {z.C}, 1, 0.1f);
     }
     draw("model.norm.weight", {z.C}, 1, 0.1f);
-    if (!spec.tied_embeddings) draw("lm_head.weight", {z.V, z.C}, 0, z.in(z.C));
+    if (!spec.tied_embeddings) draw.table("lm_head.weight", 0, z.in(z.C));
 }
 
 // One layer of Llama's, Qwen's, Mistral's or OLMo 2's: separate projections,
@@ -142,10 +145,10 @@ void draw_llama_layer(const FamilySpec& spec, Drawer& draw, const std::string& p
 
 void draw_llama(const FamilySpec& spec, Drawer& draw) {
     const Sizes z(spec);
-    draw("model.embed_tokens.weight", {z.V, z.C}, 0, 1);
+    draw.table("model.embed_tokens.weight", 0, 1);
     for (int l = 0; l < z.L; ++l) draw_llama_layer(spec, draw, "model.layers." + std::to_string(l) + ".", l);
     draw("model.norm.weight", {z.C}, 1, 0.1f);
-    if (!spec.tied_embeddings) draw("lm_head.weight", {z.V, z.C}, 0, z.in(z.C));
+    if (!spec.tied_embeddings) draw.table("lm_head.weight", 0, z.in(z.C));
 }
 
 }  // namespace

@@ -1,7 +1,10 @@
 // Test support: random-weight checkpoints of today's families (Llama, Qwen 2,
 // Qwen 3, Mistral, GPT-NeoX, GPT-2, OLMo 2, Phi-3, Gemma 2 and 3) as Hugging Face saves them: the family's real
 // config.json keys, tensor names and layouts, in one model.safetensors or in
-// shards with model.safetensors.index.json, beside a real tokenizer. The
+// shards with model.safetensors.index.json, beside a real tokenizer: whole,
+// for the programs given text, or cut to its first 8000 ids for the tests
+// given ids (family_tokenizers.cpp), whose tiny models' every forward would
+// otherwise spend most of its time on 128k or 152k output rows. The
 // weights stay here as floats, as rounded to the file's dtype, so that
 // family_reference reads them from the writer and never through the loader.
 // Legend: C channels, V vocab, NH query heads, NKV key/value heads, hs head
@@ -19,6 +22,9 @@
 #include "model_writer.h"
 
 namespace headscope::test {
+
+// The family's tokenizer: as it ships, or cut to its first 8000 ids (test_vocabulary_id).
+enum class Vocabulary { whole, test_cut };
 
 // gemma3: a Gemma3ForConditionalGeneration checkpoint's language model (text_config).
 // mixtral, qwen3_moe and olmoe: mixtures of experts (moe_writer.cpp).
@@ -83,7 +89,8 @@ struct FamilySpec {
     std::vector<int> mlp_only_layers;
     int decoder_sparse_step = 1;
 
-    // The family's tokenizer's (family_spec sets them).
+    // The family's tokenizer's, whole or cut (family_spec sets them).
+    Vocabulary vocabulary = Vocabulary::whole;
     int vocab_size = 0;
     int bos_id = -1;
     std::vector<int> eos_ids;  // written as a number when one, else as a list
@@ -115,9 +122,18 @@ struct FamilySpec {
     std::string model_prefix() const { return family == Family::gemma3 ? "language_model.model." : "model."; }
 };
 
-// A small model of `family` with its tokenizer's vocabulary and special ids,
-// its biases and rope_theta as its real checkpoints have them.
-FamilySpec family_spec(Family family);
+// A small model of `family` with its tokenizer's vocabulary and special ids
+// (whole or cut), its biases and rope_theta as its real checkpoints have them.
+FamilySpec family_spec(Family family, Vocabulary vocabulary = Vocabulary::test_cut);
+
+// The family's tokenizer cut to its first 8000 ids: its BPE pieces below
+// that and the merges between them, its special tokens (and the rows past
+// them) renumbered from 8000 on. test_vocabulary_id moves a real id there
+// (std::invalid_argument for a cut one); write_family_tokenizer writes
+// `spec`'s tokenizer, whole or cut, into `dir` (tokenizer.json and
+// tokenizer_config.json, or vocab.json and merges.txt for GPT-2's).
+int test_vocabulary_id(Family family, int id);
+void write_family_tokenizer(const std::filesystem::path& dir, const FamilySpec& spec);
 
 // The tests' models, each named, shaped to exercise its family's features:
 // grouped K/V heads (groups of 2, 3 and 4, and none), a head size other than
@@ -128,7 +144,7 @@ struct FamilyVariant {
     std::string name;
     FamilySpec spec;
 };
-std::vector<FamilyVariant> family_variants();
+std::vector<FamilyVariant> family_variants(Vocabulary vocabulary = Vocabulary::test_cut);
 inline std::ostream& operator<<(std::ostream& os, const FamilyVariant& v) { return os << v.name; }
 
 // Two texts for `spec`'s vocabulary, 11 and 7 tokens long (so that the
@@ -145,6 +161,12 @@ struct NamedTensor {
 // N(mean, std) by `rng` and rounded to `dtype`.
 void draw_tensor(std::vector<NamedTensor>& tensors, std::mt19937_64& rng, const std::string& name,
                  std::vector<int64_t> shape, float mean, float std, FileDType dtype = FileDType::F32);
+// Appends `spec`'s (V, C) token table `name`, drawn by draw_tensor; for a
+// cut vocabulary drawn as the whole tokenizer's, of which it keeps the rows
+// of the ids the cut keeps: the other weights, drawn after it, are the
+// whole model's.
+void draw_vocabulary_table(std::vector<NamedTensor>& tensors, std::mt19937_64& rng, const FamilySpec& spec,
+                           const std::string& name, float mean, float std);
 // `tensors` as one float32 safetensors file.
 void write_f32_tensors(const std::filesystem::path& file, const std::vector<NamedTensor>& tensors);
 

@@ -91,7 +91,7 @@ void draw_gemma_tensors(FamilyCheckpoint& out, std::mt19937_64& rng) {
     };
     const std::string model = s.model_prefix();
     // The embeddings are times sqrt(C) before the first norm: rows of RMS 1 / sqrt(C) keep the residual near 1.
-    draw(model + "embed_tokens.weight", {s.vocab_size, C}, 0, in_C);
+    draw_vocabulary_table(out.tensors, rng, s, model + "embed_tokens.weight", 0, in_C);
     for (int l = 0; l < s.n_layer; ++l) {
         const std::string p = model + "layers." + std::to_string(l) + ".";
         draw(p + "input_layernorm.weight", {C}, 0, 0.1f);

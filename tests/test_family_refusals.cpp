@@ -167,7 +167,8 @@ TEST_F(BadFamilyCheckpoint, MissingConfigKey) {
 
 TEST_F(BadFamilyCheckpoint, EosListWithAnIdThatIsNotOne) {
     using nlohmann::json;
-    for (const json& bad : {json::array({128001, "x"}), json::array({128001, -1}), json::array({128001, 1 << 30})}) {
+    const int eos = llama_.spec.eos_ids.at(0);
+    for (const json& bad : {json::array({eos, "x"}), json::array({eos, -1}), json::array({eos, 1 << 30})}) {
         FamilyCheckpoint listed = llama_;
         listed.config["eos_token_id"] = bad;
         EXPECT_TRUE(fails_naming(listed, {"config.json", "eos_token_id"})) << bad.dump();
