@@ -116,12 +116,7 @@ CLI::App* add_attention(CLI::App& app, CliOptions& opt) {
     attention->add_flag("--contributions", opt.contributions,
                         "also what each head contributes: value-weighted maps, the rollout and each head's direct "
                         "attribution to the top next token's logit (implies --top-k 1 at least)");
-    add_ablation_options(attention, opt.ablate, opt.attention.ablation);
-    attention
-        ->add_option("--ablate-expert", opt.ablate_experts,
-                     "knock experts out of their layers' choices: LAYER.EXPERT,... (repeatable); each token takes "
-                     "the next expert in one's place")
-        ->allow_extra_args(false);
+    add_ablation_options(attention, opt.ablation, opt.attention.ablation);
     add_special(attention, opt);
     return attention;
 }

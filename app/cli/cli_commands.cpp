@@ -93,18 +93,7 @@ AttentionOptions attention_options(const CliOptions& opt) {
     if (opt.heads_given && opt.heads < 1) throw Error("--heads must be at least 1, got " + std::to_string(opt.heads));
     options.n_head = opt.heads;
     options.layers = parse_layers(opt.layers);
-    try {
-        options.ablate = parse_heads(opt.ablate);
-    } catch (const Error& e) {
-        throw Error(std::string("--ablate: ") + e.what());
-    }
-    std::string experts;  // each --ablate-expert's list, joined
-    for (const std::string& list : opt.ablate_experts) experts += (experts.empty() ? "" : ",") + list;
-    try {
-        options.ablate_experts = parse_experts(experts);
-    } catch (const Error& e) {
-        throw Error(std::string("--ablate-expert: ") + e.what());
-    }
+    parse_ablation_words(opt.ablation, options);
     return options;
 }
 

@@ -8,6 +8,7 @@
 #include "headscope/compute/backend.h"
 #include "headscope/compute/generate.h"
 #include "headscope/model/model.h"
+#include "state/forward_options.h"
 
 namespace headscope {
 
@@ -25,9 +26,8 @@ struct CliOptions {
     AttentionOptions attention;           // the masks, scale and split; the command sets the rest
     BackendChoice backend = BackendChoice::automatic;
     std::string layers = "all", out;
-    std::string ablate;                       // attention: "L.H,L.H,...", the heads knocked out
-    std::vector<std::string> ablate_experts;  // attention: "L.E,L.E,..." each, the experts knocked out
-    std::string format;  // as given; empty: table or json by where the output goes (info, heads), else json
+    AblationWords ablation;  // attention: the heads and experts knocked out
+    std::string format;      // as given; empty: table or json by where the output goes (info, heads), else json
     int heads = 0, layer = 0;
     bool heads_given = false;
     bool causal_given = false;   // else the model's own mask (a decoder's causal, an encoder's not)

@@ -39,10 +39,7 @@ void add_window_options(CLI::App& cli, Args& args) {
     cli.add_option("--dance-step", args.dance_step, "the reshape dance's step shown (from 1)");
     cli.add_option("--query", args.query, "the query row whose predictions the panel shows (default: the last token)");
     add_forward_options(&cli, {args.options, args.sliding_window, args.options.n_head, args.backend});
-    add_ablation_options(&cli, args.ablate, args.options.ablation);
-    cli.add_option("--ablate-expert", args.ablate_experts,
-                   "knock experts out of a mixture's routing: LAYER.EXPERT,... (the router takes the next)")
-        ->type_name("L.E,...");
+    add_ablation_options(&cli, args.ablation, args.options.ablation);
     cli.add_flag("--hide-first-key", args.hide_first_key,
                  "draw the maps without key 0 (the sink), each row renormalised over the other keys");
     cli.add_flag("--value-weighted", args.value_weighted,
@@ -131,18 +128,7 @@ Settings start_settings(const Args& args, const CLI::App& cli, bool use_saved) {
     if (cli.count("--scale")) s.options.scale = args.options.scale;
     if (cli.count("--split")) s.options.split = args.options.split;
     if (cli.count("--ablate-mode")) s.options.ablation = args.options.ablation;
-    try {
-        s.options.ablate = parse_heads(args.ablate);
-    } catch (const Error& e) {
-        throw Error(std::string("--ablate: ") + e.what());
-    }
-    std::string experts;  // each --ablate-expert's list, joined
-    for (const std::string& list : args.ablate_experts) experts += (experts.empty() ? "" : ",") + list;
-    try {
-        s.options.ablate_experts = parse_experts(experts);
-    } catch (const Error& e) {
-        throw Error(std::string("--ablate-expert: ") + e.what());
-    }
+    parse_ablation_words(args.ablation, s.options);
     if (cli.count("--colormap")) s.colormap = args.colormap;
     if (cli.count("--window-size")) {
         const std::array<int, 2> size = parse_window_size(args.window_size);

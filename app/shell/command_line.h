@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "session/session.h"
+#include "state/forward_options.h"
 #include "state/settings.h"
 #include "state/view.h"
 
@@ -37,8 +38,7 @@ struct Args {
     double idle_seconds = 0;    // --count-idle-frames
     bool heads_given = false;   // --heads was given (else the head count is the saved one, or the model's)
     bool causal_given = false;  // --causal was given (else the mask is the model's own, or the saved one)
-    std::string ablate;         // --ablate L.H,...: heads knocked out at the start
-    std::vector<std::string> ablate_experts;  // each --ablate-expert L.E,...: experts knocked out at the start
+    AblationWords ablation;     // --ablate and --ablate-expert: heads and experts knocked out at the start
     bool hide_first_key = false, value_weighted = false;  // the maps' shading at the start
     Sentences sentences = Sentences::all;                 // the pair filter at the start
     bool compute_effects = false;                         // compute the effects grid at the start

@@ -1,6 +1,7 @@
 // The options of a forward: see forward_options.h.
 #include "state/forward_options.h"
 
+#include "headscope/base/error.h"
 #include "state/word_option.h"
 
 namespace headscope {
@@ -27,10 +28,30 @@ void add_forward_options(CLI::App* app, const ForwardOptionTargets& to) {
     add_backend_option(app, to.backend);
 }
 
-void add_ablation_options(CLI::App* app, std::string& ablate, Ablation& mode) {
-    app->add_option("--ablate", ablate, "knock heads out of the forward: LAYER.HEAD,... (heads of the split)");
+void add_ablation_options(CLI::App* app, AblationWords& words, Ablation& mode) {
+    app->add_option("--ablate", words.heads, "knock heads out of the forward: LAYER.HEAD,... (heads of the split)");
     add_word_option(app, "--ablate-mode", mode, join_words(ablation_choices, "|"), parse_ablation,
                     "what a knocked-out head's output becomes: zero (the default), or its mean over the text");
+    app->add_option("--ablate-expert", words.experts,
+                    "knock experts out of their layers' choices: LAYER.EXPERT,... (repeatable); each token takes "
+                    "the next expert in one's place")
+        ->type_name("L.E,...")
+        ->allow_extra_args(false);
+}
+
+void parse_ablation_words(const AblationWords& words, AttentionOptions& options) {
+    try {
+        options.ablate = parse_heads(words.heads);
+    } catch (const Error& e) {
+        throw Error(std::string("--ablate: ") + e.what());
+    }
+    std::string experts;  // each --ablate-expert's list, joined
+    for (const std::string& list : words.experts) experts += (experts.empty() ? "" : ",") + list;
+    try {
+        options.ablate_experts = parse_experts(experts);
+    } catch (const Error& e) {
+        throw Error(std::string("--ablate-expert: ") + e.what());
+    }
 }
 
 void add_backend_option(CLI::App* app, BackendChoice& backend, const std::string& help) {

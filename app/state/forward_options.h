@@ -3,6 +3,7 @@
 // compute (cli/cli.cpp), so that a flag says and does the same in both.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "headscope/compute/attention.h"
 #include "headscope/compute/backend.h"
@@ -24,8 +25,17 @@ struct ForwardOptionTargets {
 // Adds --causal, --padding-mask, --sliding-window, --heads, --scale, --split and --backend to `app`.
 void add_forward_options(CLI::App* app, const ForwardOptionTargets& to);
 
-// Adds --ablate (LAYER.HEAD,..., as the program parses it) and --ablate-mode.
-void add_ablation_options(CLI::App* app, std::string& ablate, Ablation& mode);
+// The words of --ablate (LAYER.HEAD,...) and of each --ablate-expert (LAYER.EXPERT,...), as given.
+struct AblationWords {
+    std::string heads;
+    std::vector<std::string> experts;
+};
+
+// Adds --ablate, --ablate-mode and --ablate-expert.
+void add_ablation_options(CLI::App* app, AblationWords& words, Ablation& mode);
+
+// The heads and experts `words` knock out, into `options`; throws Error naming the flag of a bad word.
+void parse_ablation_words(const AblationWords& words, AttentionOptions& options);
 
 // What --backend says where it picks the backend that computes.
 inline constexpr const char* backend_help = "auto: CUDA when built with it and a device exists";

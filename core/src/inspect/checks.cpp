@@ -163,7 +163,7 @@ std::vector<ConfigRow> config_table(const Model& model) {
         return std::string(text);
     };
     if (c.attention_scale > 0)
-        rows.push_back({"score scale", number(c.attention_scale) + " (query_pre_attn_scalar^-1/2)"});
+        rows.push_back({"score scale", number(c.attention_scale) + " (the model's own, in place of hs^-1/2)"});
     if (c.attention_softcap > 0 || c.logit_softcap > 0)
         rows.push_back({"soft-caps", "scores " + (c.attention_softcap > 0 ? number(c.attention_softcap) : "none") +
                                          ", logits " + (c.logit_softcap > 0 ? number(c.logit_softcap) : "none") +
