@@ -87,6 +87,17 @@ TEST(GptOss, ConfigIsReadAsTransformersReadsIt) {
     EXPECT_TRUE(c.windowed(0));
     EXPECT_FALSE(c.windowed(1));
     EXPECT_NEAR(c.rope.cos_sin_scale, 0.1 * std::log(32.0) + 1, 1e-6);
+    // YaRN's divisors against the reference's frequencies: pair 0 kept, pair 1 on the ramp, the rest divided by 32.
+    FamilySpec unscaled = loaded().checkpoint.spec;
+    unscaled.family = Family::llama;
+    const std::vector<float> yarn = rope_inverse_frequencies(loaded().checkpoint.spec, 16),
+                             plain = rope_inverse_frequencies(unscaled, 16);
+    ASSERT_EQ(c.rope.frequency_divisors.size(), yarn.size());
+    for (size_t d = 0; d < yarn.size(); ++d)
+        EXPECT_NEAR(c.rope.frequency_divisors[d], plain[d] / yarn[d], 1e-5 * plain[d] / yarn[d]) << d;
+    EXPECT_FLOAT_EQ(c.rope.frequency_divisors[0], 1);
+    EXPECT_GT(c.rope.frequency_divisors[1], 1.5);
+    EXPECT_LT(c.rope.frequency_divisors[1], 31);
     // Defaults: configuration_gpt_oss.py's, its layer_types alternating from a windowed layer 0.
     const json bare = {
         {"model_type", "gpt_oss"}, {"num_hidden_layers", 3},  {"num_attention_heads", 4},          {"hidden_size", 64},
