@@ -269,11 +269,11 @@ FamilySpec family_spec(Family family) {
             s.write_head_dim = family == Family::qwen3_moe;
             break;
         // gpt-oss's shape in small: heads of 16, groups of 2, every attention
-        // bias, a window of 4 on even layers, experts of 32 (MXFP4 blocks of
+        // bias, a window of 4 on the even layers (0 and 2), experts of 32 (MXFP4 blocks of
         // 32 values), YaRN stretching 64 positions 32 times.
         case Family::gpt_oss:
             s.vocab_size = 32000, s.bos_id = 1, s.eos_ids = {2};
-            s.n_layer = 2, s.n_embd = 64, s.head_dim = 16, s.attention_bias = true, s.sliding_window = 4;
+            s.n_embd = 64, s.head_dim = 16, s.attention_bias = true, s.sliding_window = 4;
             s.n_experts = 4, s.experts_per_token = 2, s.expert_mlp_dim = s.mlp_dim = 32, s.rope_theta = 150000;
             s.original_max_positions = 64, s.max_positions = 2048;
             break;
@@ -363,6 +363,8 @@ std::vector<FamilyVariant> family_variants() {
         s.n_experts = 8, s.experts_per_token = 3, s.norm_topk_prob = true, s.mlp_only_layers = {1};
     });
     add("olmoe", Family::olmoe, [](FamilySpec& s) { s.n_experts = 6, s.n_kv_head = 4; });
+    // gpt-oss (family_spec's shape) with a swiglu_limit of 0.3, which its experts' gates and ups cross.
+    add("gpt_oss", Family::gpt_oss, [](FamilySpec& s) { s.swiglu_limit = 0.3; });
     return variants;
 }
 
