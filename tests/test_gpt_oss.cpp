@@ -186,6 +186,30 @@ TEST(GptOss, AnExpertKnockedOutIsTheReferenceWithoutIt) {
                 EXPECT_NE(knocked.router_experts[knocked.router_at(1, b, t) + i], chosen);
 }
 
+// A router of zeros with a bias of zeros ties every expert: each row takes
+// experts 0 and 1, in that order, at 1/2 each (the softmax over the two).
+TEST(GptOss, EqualLogitsGoToTheLowerExpert) {
+    FamilyCheckpoint checkpoint = loaded().checkpoint;
+    for (NamedTensor& t : checkpoint.tensors)
+        if (t.name.starts_with("model.layers.0.mlp.router.")) std::fill(t.values.begin(), t.values.end(), 0.f);
+    TempDir dir;
+    write_family_checkpoint(dir.path, checkpoint);
+    const Model model = load_model(dir.path.string());
+    const auto texts = family_texts(checkpoint.spec);
+    const AttentionOptions opt = model_options(checkpoint.spec);
+    const AttentionResult result = run(model, texts, opt);
+    for (int b = 0; b < result.B; ++b)
+        for (int t = 0; t < result.T; ++t) {
+            const size_t at = result.router_at(0, b, t);
+            EXPECT_EQ(result.router_experts[at], 0);
+            EXPECT_EQ(result.router_experts[at + 1], 1);
+            EXPECT_FLOAT_EQ(result.router_weights[at], 0.5f);
+            EXPECT_FLOAT_EQ(result.router_weights[at + 1], 0.5f);
+        }
+    const FamilyReference ref = family_reference(checkpoint, texts, opt);
+    EXPECT_EQ(result.router_experts, ref.router_experts);
+}
+
 TEST(GptOss, HostileConfigsAreRefusedInOneLine) {
     const json base = loaded().checkpoint.config;
     const std::pair<json, const char*> cases[] = {
