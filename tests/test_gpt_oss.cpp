@@ -98,7 +98,8 @@ TEST(GptOss, ConfigIsReadAsTransformersReadsIt) {
     // Defaults: configuration_gpt_oss.py's, its layer_types alternating from a windowed layer 0.
     const json bare = {
         {"model_type", "gpt_oss"}, {"num_hidden_layers", 3},  {"num_attention_heads", 4},          {"hidden_size", 64},
-        {"vocab_size", 100},       {"intermediate_size", 32}, {"max_position_embeddings", 131072}, {"head_dim", 16}};
+        {"vocab_size", 100},       {"intermediate_size", 32}, {"max_position_embeddings", 131072}, {"head_dim", 16},
+        {"rope_scaling", nullptr}};
     const Config d = config_from_json(bare, "config.json");
     EXPECT_EQ(d.n_experts, 128);
     EXPECT_EQ(d.experts_per_token, 4);

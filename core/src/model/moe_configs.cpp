@@ -94,13 +94,14 @@ void read_gpt_oss(const ConfigReader& r, Config& c) {
     c.sliding_window = r.positive_int("sliding_window", 128);
     c.windowed_layers = windowed_layers(r, c.n_layer, 2);
     c.rope.theta = r.positive_number("rope_theta", 150000);
-    if (r.find("rope_parameters") && !r.find("rope_scaling"))
+    const ConfigReader::json* scaling = r.find("rope_scaling");
+    const bool given = scaling && !scaling->is_null();  // null, as absent: configuration_gpt_oss.py's default
+    if (r.find("rope_parameters") && !given)
         r.refuse("rope_parameters is not read (only rope_scaling with rope_theta)");
     const ConfigReader::json default_yarn = {{"rope_type", "yarn"}, {"factor", 32.0},
                                              {"beta_fast", 32.0},   {"beta_slow", 1.0},
                                              {"truncate", false},   {"original_max_position_embeddings", 4096}};
-    const ConfigReader s =
-        r.find("rope_scaling") ? r.object("rope_scaling") : ConfigReader(default_yarn, "", "rope_scaling");
+    const ConfigReader s = given ? r.object("rope_scaling") : ConfigReader(default_yarn, "", "rope_scaling");
     if (const std::string type = s.word("rope_type", s.word("type", "yarn")); type != "yarn")
         r.refuse("rope_scaling of type '" + type + "' is not supported (only yarn)");
     read_yarn(s, c, c.head_dim);
