@@ -54,8 +54,6 @@ double gemma_embedding_scale(const FamilySpec& s) { return rounded(float(std::sq
 // A scaled score soft-capped as Gemma 2's eager_attention_forward does: cap tanh(s / cap); no cap at 0.
 double soft_capped(double score, double cap) { return cap > 0 ? cap * std::tanh(score / cap) : score; }
 
-// Each row's LayerNorm: (x - mean) / sqrt(var + eps) * w + b.
-
 // Where element d of row r of head `head` lives in a (T, width) buffer.
 struct Place {
     int row, col;
@@ -148,7 +146,7 @@ public:
                                        : neox_ ? "gpt_neox.layers."
                                                : s_.model_prefix() + "layers.") +
                                       std::to_string(l) + "."};
-                const Rows merged = attend(project(norm(x, name, true), name), l, b);
+                const Rows merged = attend(project(norm(x, name, true), name), l, b, m_.find(name("self_attn.sinks")));
                 const auto slot = std::find(layers_.begin(), layers_.end(), l);
                 if (slot != layers_.end())
                     for (int t = 0; t < T_; ++t)
@@ -248,8 +246,9 @@ private:
         return p;
     }
 
-    // One head's (T, T) map of text b: scores scaled (and soft-capped), masked, softmaxed.
-    Rows head_map(const Rows& qh, const Rows& kh, int window, int b) {
+    // One head's (T, T) map of text b: scores scaled (and soft-capped), masked,
+    // softmaxed with gpt-oss's `sink` logit in the denominator (-infinity: none).
+    Rows head_map(const Rows& qh, const Rows& kh, int window, int b, double sink) {
         const int length = static_cast<int>(texts_[b].size());
         Rows att = zeros(T_, T_);
         for (int i = 0; i < T_; ++i) {
@@ -264,7 +263,7 @@ private:
                 ref_.fully_masked[b * T_ + i] = 1;
                 continue;
             }
-            double max_score = -INFINITY, sum = 0;
+            double max_score = sink;
             for (int j = 0; j < T_; ++j) {
                 if (!visible[j]) continue;
                 double dot = 0;
@@ -272,6 +271,7 @@ private:
                 att[i][j] = soft_capped(dot * scale_, s_.attn_softcap);  // after the scale, before the mask
                 max_score = std::max(max_score, att[i][j]);
             }
+            double sum = std::exp(sink - max_score);
             for (int j = 0; j < T_; ++j) {
                 att[i][j] = visible[j] ? std::exp(att[i][j] - max_score) : 0.0;
                 sum += att[i][j];
@@ -283,18 +283,19 @@ private:
 
     // Layer l's heads over text b (their maps kept where the layer is
     // returned, a knocked-out head's output replaced), merged back to (T, NH * hs).
-    Rows attend(const Projections& p, int l, int b) {
+    // gpt-oss's `sinks`, a logit per head, where not null.
+    Rows attend(const Projections& p, int l, int b, const std::vector<float>* sinks) {
         const int NH = ref_.NH, hs = ref_.hs, length = static_cast<int>(texts_[b].size());
         const std::vector<float>& inv_freq = s_.windowed(l) ? local_freq_ : global_freq_;
-        const int window = s_.windowed(l) || !gemma_ ? opt_.sliding_window : 0;
+        const int window = s_.windowed(l) || !(gemma_ || s_.family == Family::gpt_oss) ? opt_.sliding_window : 0;
         const double cos_sin_scale = rope_attention_factor(s_);
         const auto slot = std::find(layers_.begin(), layers_.end(), l);
         Rows merged = zeros(T_, width_);
         for (int head = 0; head < NH; ++head) {
             const int kv_head = head / group_;  // repeat_kv: each K/V head serves `group` consecutive heads
-            const Rows att =
-                head_map(head_rows(p.q, opt_.split, head, hs, inv_freq, true, cos_sin_scale),
-                         head_rows(p.k, opt_.split, kv_head, hs, inv_freq, true, cos_sin_scale), window, b);
+            const Rows att = head_map(head_rows(p.q, opt_.split, head, hs, inv_freq, true, cos_sin_scale),
+                                      head_rows(p.k, opt_.split, kv_head, hs, inv_freq, true, cos_sin_scale), window, b,
+                                      sinks ? (*sinks)[head] : -INFINITY);
             const Rows vh = head_rows(p.v, opt_.split, kv_head, hs, inv_freq, false);
             if (slot != layers_.end())
                 for (int i = 0; i < T_; ++i)

@@ -1,5 +1,6 @@
 // Test support: the families' forward written again from Hugging Face's
-// modeling code (Llama, Qwen 2, Qwen 3, Mistral, GPT-NeoX, GPT-2, OLMo 2, Phi-3, Gemma 2 and 3) in plain
+// modeling code (Llama, Qwen 2, Qwen 3, Mistral, GPT-NeoX, GPT-2, OLMo 2, Phi-3, Gemma 2 and 3, the
+// mixtures of experts, gpt-oss's sinks and YaRN) in plain
 // double-precision loops, one head at a time, through the final norm and the
 // output embedding. It reads the weights from the
 // writer's checkpoint (family_writer.h), never through the engine's loader,
@@ -32,8 +33,9 @@ struct FamilyReference {
 // (whose logits count as -infinity), its k largest (equal ones: the lower
 // expert first), renormalized to sum 1 for Mixtral and where norm_topk_prob
 // says; then the sum of the chosen experts' down(SiLU(gate h) * up h) times
-// their weights. Each row's choices by falling weight into `experts` and
-// `weights` (T, k).
+// their weights; gpt-oss's router (a bias, the top k logits, their softmax)
+// and clamped SwiGLU with biases as modeling_gpt_oss.py has them. Each row's
+// choices by falling weight into `experts` and `weights` (T, k).
 std::vector<std::vector<double>> expert_mlp(const FamilyCheckpoint& model, int layer,
                                             const std::vector<std::vector<double>>& h,
                                             const std::vector<int>& knocked_out, int32_t* experts, double* weights);

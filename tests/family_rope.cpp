@@ -1,6 +1,7 @@
 // Test support: RoPE as the families' transformers code computes it, in
 // double precision (family_reference.h): the inverse frequencies with each
-// family's scaling, LongRoPE's attention factor, and the rotate-half turn.
+// family's scaling, LongRoPE's and YaRN's attention factors, and the rotate-half turn.
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -37,10 +38,28 @@ std::vector<float> rope_inverse_frequencies(const FamilySpec& spec, int hs, int 
             }
         }
     }
+    if (spec.family == Family::gpt_oss) {
+        // YaRN (_compute_yarn_parameters, truncate false): pair d's ramp runs
+        // from the dim turning beta_fast = 32 times over the original length
+        // to the one turning beta_slow = 1 time; below it the frequency
+        // stays, past it it is divided by the factor, between the two blend.
+        const double factor = double(spec.max_positions) / spec.original_max_positions;
+        const auto correction_dim = [&](double rotations) {
+            return dims * std::log(spec.original_max_positions / (rotations * 2 * std::numbers::pi)) /
+                   (2 * std::log(spec.rope_theta));
+        };
+        const double low = std::max(correction_dim(32), 0.0), high = std::min(correction_dim(1), dims - 1.0);
+        for (int d = 0; d < dims / 2; ++d) {
+            const double ramp = std::clamp((d - low) / (high - low), 0.0, 1.0), f = inv_freq[d];
+            inv_freq[d] = static_cast<float>(f / factor * ramp + f * (1 - ramp));
+        }
+    }
     return inv_freq;
 }
 
 double rope_attention_factor(const FamilySpec& spec) {
+    if (spec.family == Family::gpt_oss)  // YaRN's: 0.1 ln(factor) + 1
+        return 0.1 * std::log(double(spec.max_positions) / spec.original_max_positions) + 1;
     if (spec.long_factors.empty()) return 1;
     const double factor = double(spec.max_positions) / spec.original_max_positions;
     return factor <= 1 ? 1 : std::sqrt(1 + std::log(factor) / std::log(double(spec.original_max_positions)));

@@ -127,7 +127,10 @@ void draw_llama_layer(const FamilySpec& spec, Drawer& draw, const std::string& p
         draw(p + "self_attn.q_norm.weight", {whole ? z.NH * z.hs : z.hs}, mean, 0.2f);
         draw(p + "self_attn.k_norm.weight", {whole ? z.NKV * z.hs : z.hs}, mean, 0.2f);
     }
-    if (spec.expert_layer(layer)) {
+    if (spec.family == Family::gpt_oss) {  // each head's sink logit, large enough to take weight from the keys
+        draw(p + "self_attn.sinks", {z.NH}, 1, 1);
+        draw_gpt_oss_experts(draw.out, draw.rng, layer);
+    } else if (spec.expert_layer(layer)) {
         draw_expert_tensors(draw.out, draw.rng, layer);
     } else {
         draw(p + "mlp.gate_proj.weight", {z.F, z.C}, 0, z.in(z.C));
@@ -156,7 +159,7 @@ void draw_llama(const FamilySpec& spec, Drawer& draw) {
 FamilyCheckpoint make_family_checkpoint(const FamilySpec& spec) {
     if (!spec.write_head_dim && spec.head_dim * spec.n_head != spec.n_embd)
         throw std::invalid_argument("test spec: head_dim unwritten but not C / NH");
-    FamilyCheckpoint out{spec, family_config_json(spec), {}};
+    FamilyCheckpoint out{spec, family_config_json(spec), {}, {}, {}};
     Drawer draw{out, std::mt19937_64(spec.seed)};
     switch (spec.family) {
         case Family::gpt2: draw_gpt2(spec, draw); break;

@@ -165,6 +165,7 @@ json family_config_json(const FamilySpec& s) {
         case Family::gemma2:
         case Family::gemma3_text:
         case Family::gemma3: return gemma_config_json(s);
+        case Family::gpt_oss: return gpt_oss_config_json(s);
         default: return llama_config_json(s);
     }
 }
@@ -202,6 +203,7 @@ const char* model_type(Family family) {
         case Family::mixtral: return "mixtral";
         case Family::qwen3_moe: return "qwen3_moe";
         case Family::olmoe: return "olmoe";
+        case Family::gpt_oss: return "gpt_oss";
     }
     return "";
 }
@@ -263,6 +265,15 @@ FamilySpec real_family_spec(Family family) {
             s.n_experts = 4, s.experts_per_token = 2, s.expert_mlp_dim = 32, s.rope_theta = 1e6;
             if (family != Family::qwen3_moe) s.mlp_dim = s.expert_mlp_dim;  // intermediate_size: the experts'
             s.write_head_dim = family == Family::qwen3_moe;
+            break;
+        // gpt-oss's shape in small: heads of 16, groups of 2, every attention
+        // bias, a window of 4 on the even layers (0 and 2), experts of 32 (MXFP4 blocks of
+        // 32 values), YaRN stretching 64 positions 32 times.
+        case Family::gpt_oss:
+            s.vocab_size = 32000, s.bos_id = 1, s.eos_ids = {2};
+            s.n_embd = 64, s.head_dim = 16, s.attention_bias = true, s.sliding_window = 4;
+            s.n_experts = 4, s.experts_per_token = 2, s.expert_mlp_dim = s.mlp_dim = 32, s.rope_theta = 150000;
+            s.original_max_positions = 64, s.max_positions = 2048;
             break;
     }
     return s;
@@ -370,6 +381,8 @@ std::vector<FamilyVariant> family_variants(Vocabulary vocabulary) {
         s.n_experts = 8, s.experts_per_token = 3, s.norm_topk_prob = true, s.mlp_only_layers = {1};
     });
     add("olmoe", Family::olmoe, [](FamilySpec& s) { s.n_experts = 6, s.n_kv_head = 4; });
+    // gpt-oss (family_spec's shape) with a swiglu_limit of 0.3, which its experts' gates and ups cross.
+    add("gpt_oss", Family::gpt_oss, [](FamilySpec& s) { s.swiglu_limit = 0.3; });
     return variants;
 }
 
@@ -379,8 +392,9 @@ std::vector<std::vector<int32_t>> family_texts(const FamilySpec& spec) {
 }
 
 const std::vector<float>* FamilyCheckpoint::find(const std::string& name) const {
-    for (const NamedTensor& t : tensors)
-        if (t.name == name) return &t.values;
+    for (const auto* list : {&tensors, &unpacked})
+        for (const NamedTensor& t : *list)
+            if (t.name == name) return &t.values;
     return nullptr;
 }
 
@@ -414,6 +428,7 @@ void write_family_checkpoint(const fs::path& dir, const FamilyCheckpoint& checkp
         const NamedTensor& t = checkpoint.tensors[i];
         add(i * shards.size() / n, {t.name, dtype_name(spec.dtype), t.shape, encode(t.values, spec.dtype)});
     }
+    for (const RawTensor& t : checkpoint.packed) add(shards.size() - 1, t);
     for (const RawTensor& t : extra) add(shards.size() - 1, t);
     if (spec.shards == 1) {
         write_safetensors(dir / "model.safetensors", shards[0]);

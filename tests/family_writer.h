@@ -27,7 +27,8 @@ namespace headscope::test {
 enum class Vocabulary { whole, test_cut };
 
 // gemma3: a Gemma3ForConditionalGeneration checkpoint's language model (text_config).
-// mixtral, qwen3_moe and olmoe: mixtures of experts (moe_writer.cpp).
+// mixtral, qwen3_moe and olmoe: mixtures of experts (moe_writer.cpp);
+// gpt_oss too, its experts packed as MXFP4 (gpt_oss_writer.cpp).
 enum class Family {
     llama,
     qwen2,
@@ -42,7 +43,8 @@ enum class Family {
     gemma3,
     mixtral,
     qwen3_moe,
-    olmoe
+    olmoe,
+    gpt_oss
 };
 const char* model_type(Family family);  // config.json's model_type
 bool gemma(Family family);              // Gemma 2 or 3
@@ -88,6 +90,9 @@ struct FamilySpec {
     bool norm_topk_prob = false;
     std::vector<int> mlp_only_layers;
     int decoder_sparse_step = 1;
+    // gpt-oss: its experts' clamped SwiGLU's limit; YaRN's stretch is
+    // max_positions / original_max_positions, its beta_fast 32 and beta_slow 1.
+    double swiglu_limit = 7;
 
     // The family's tokenizer's, whole or cut (family_spec sets them).
     Vocabulary vocabulary = Vocabulary::whole;
@@ -110,12 +115,14 @@ struct FamilySpec {
     int kv_heads() const { return family == Family::gpt_neox || family == Family::gpt2 ? n_head : n_kv_head; }
     int pad_id() const { return pad_token_id >= 0 ? pad_token_id : eos_ids.at(0); }
     // Whether layer l has the sliding window (with one at all): Gemma 2's
-    // even layers, Gemma 3's all but each sixth (or each window_pattern-th);
+    // and gpt-oss's even layers, Gemma 3's all but each sixth (or each window_pattern-th);
     // every layer of the others.
     bool windowed(int l) const {
         if (!sliding_window) return false;
-        const int pattern = window_pattern ? window_pattern : family == Family::gemma2 ? 2 : 6;
-        return !gemma(family) || (l + 1) % pattern != 0;
+        const int pattern = window_pattern                                          ? window_pattern
+                            : family == Family::gemma2 || family == Family::gpt_oss ? 2
+                                                                                    : 6;
+        return !(gemma(family) || family == Family::gpt_oss) || (l + 1) % pattern != 0;
     }
     // The prefix of the language model's tensor names: "model.", a gemma3
     // checkpoint's older "language_model.model.".
@@ -174,6 +181,11 @@ struct FamilyCheckpoint {
     FamilySpec spec;
     nlohmann::json config;             // config.json, its keys sorted as Hugging Face writes them
     std::vector<NamedTensor> tensors;  // in the order of the files
+    // gpt-oss's experts: written as their MXFP4 blocks and scales (`packed`,
+    // after the tensors), found by name as the floats they hold (`unpacked`:
+    // gate_up_proj (E, 2Fe, C), rows interleaving gate and up, and down_proj (E, C, Fe)).
+    std::vector<RawTensor> packed;
+    std::vector<NamedTensor> unpacked;
 
     // The values of tensor `name`: null when there is none, or (operator[])
     // std::out_of_range naming it.
@@ -206,6 +218,10 @@ void draw_gemma_tensors(FamilyCheckpoint& out, std::mt19937_64& rng);
 void add_expert_keys(const FamilySpec& spec, nlohmann::json& c);
 // A layer's router and experts (Linear (out, in)) drawn into `out`, its names `spec`'s.
 void draw_expert_tensors(FamilyCheckpoint& out, std::mt19937_64& rng, int layer);
+// gpt-oss's: its router and bias, its experts packed with their biases (gpt_oss_writer.cpp).
+void draw_gpt_oss_experts(FamilyCheckpoint& out, std::mt19937_64& rng, int layer);
+// gpt-oss's config.json.
+nlohmann::json gpt_oss_config_json(const FamilySpec& spec);
 
 // Hugging Face's name for shard `index` (from 1) of `count`: model-00001-of-00003.safetensors.
 std::string shard_file_name(int index, int count);

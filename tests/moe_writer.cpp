@@ -9,7 +9,9 @@ namespace headscope::test {
 
 std::string FamilySpec::router_name(int l) const {
     const std::string layer = "model.layers." + std::to_string(l) + ".";
-    return layer + (family == Family::mixtral ? "block_sparse_moe.gate.weight" : "mlp.gate.weight");
+    return layer + (family == Family::mixtral   ? "block_sparse_moe.gate.weight"
+                    : family == Family::gpt_oss ? "mlp.router.weight"
+                                                : "mlp.gate.weight");
 }
 
 // Mixtral's experts are w1 (gate), w3 (up) and w2 (down) in block_sparse_moe.

@@ -28,9 +28,10 @@ namespace {
 
 // The head counts a re-split may take (forward.h's head_split): multiples of
 // the group size that divide the query width NH * hs.
-// A LongRoPE model has only its own (its factors are per pair of its heads' dims).
+// A LongRoPE model has only its own (its factors are per pair of its heads'
+// dims), and gpt-oss too (its sinks are per head).
 std::vector<int> resplit_counts(const FamilySpec& spec) {
-    if (!spec.long_factors.empty()) return {spec.n_head};
+    if (!spec.long_factors.empty() || spec.family == Family::gpt_oss) return {spec.n_head};
     const int group = spec.n_head / spec.kv_heads(), width = spec.n_head * spec.head_dim;
     std::vector<int> counts;
     for (int n = group; n <= width; n += group)
@@ -266,11 +267,12 @@ TEST_P(FamilyFiles, ReadsTheConfigAndTensorsAsWritten) {
 
     int64_t params = 0;
     std::vector<std::string> names;
-    for (const NamedTensor& t : checkpoint_.tensors) {
-        if (t.name.starts_with("vision_tower.")) continue;  // a gemma3 checkpoint's, not read
-        params += int64_t(t.values.size());
-        names.push_back(t.name);
-    }
+    for (const auto* list : {&checkpoint_.tensors, &checkpoint_.unpacked})  // gpt-oss's experts as their weights
+        for (const NamedTensor& t : *list) {
+            if (t.name.starts_with("vision_tower.")) continue;  // a gemma3 checkpoint's, not read
+            params += int64_t(t.values.size());
+            names.push_back(t.name);
+        }
     std::sort(names.begin(), names.end());
     std::vector<std::string> loaded;
     for (const TensorInfo& t : model_.tensors) loaded.push_back(t.name);

@@ -32,7 +32,8 @@ AttentionOptions explaining() {
 // Every explained score of every returned map row of text b: the terms add up
 // to the score, the largest and smallest terms are the terms' extremes, and
 // the scaled (and, for Gemma 2, soft-capped) scores of the keys the row
-// attends to in its layer, through a softmax written here, give the engine's map row.
+// attends to in its layer, through a softmax written here (with gpt-oss's
+// sink), give the engine's map row.
 void expect_scores_give_the_maps(const Model& model, const AttentionResult& got, const AttentionOptions& opt, int b,
                                  int length) {
     double worst = 0;
@@ -53,8 +54,11 @@ void expect_scores_give_the_maps(const Model& model, const AttentionResult& got,
                     keys.push_back(j);
                 }
                 if (keys.empty()) continue;
-                const double max = *std::max_element(scores.begin(), scores.end());
-                double total = 0;
+                // gpt-oss's sink logit joins the denominator.
+                const float* sinks = model.layers[got.layers[slot]].sinks;
+                const double sink = sinks ? sinks[h] : -INFINITY;
+                const double max = std::max(sink, *std::max_element(scores.begin(), scores.end()));
+                double total = std::exp(sink - max);
                 for (double& s : scores) total += (s = std::exp(s - max));
                 for (size_t n = 0; n < keys.size(); ++n)
                     worst = std::max(worst, std::abs(scores[n] / total - got.row(slot, b, h, i)[keys[n]]));
@@ -193,7 +197,8 @@ TEST_P(FamilyPredictions, ScoresGiveTheMapsAndWritesMatchTheAttribution) {
     }
     // With biases on Q and K and RoPE (Qwen 2's separate biases, Pythia's
     // fused per head), the bias-bias term depends only on the distance
-    // between query and key, and is bq . bk at distance 0.
+    // between query and key, and is bq . bk at distance 0 (times the square
+    // of the rotations' scale, YaRN's attention factor).
     const LayerWeights& layer = model_.layers[1];
     const Config& cfg = model_.config;
     if (cfg.qk_norm) return;  // a norm is not linear: no parts to split the score into
@@ -218,6 +223,7 @@ TEST_P(FamilyPredictions, ScoresGiveTheMapsAndWritesMatchTheAttribution) {
     EXPECT_NEAR(a.bias_bias, c.bias_bias, 1e-4 * (1 + std::abs(a.bias_bias)));
     double bq_bk = 0;
     for (int d = 0; d < hs; ++d) bq_bk += double(bq[hs + d]) * bk[kv * hs + d];
+    bq_bk *= double(cfg.rope.cos_sin_scale) * cfg.rope.cos_sin_scale;  // YaRN's factor on q's and k's rotations
     EXPECT_NEAR(same.bias_bias, bq_bk, 1e-4 * (1 + std::abs(bq_bk)));
 }
 

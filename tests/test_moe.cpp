@@ -92,7 +92,7 @@ TEST_P(Experts, ThePrefixCacheKeepsTheRoutes) {
         EXPECT_NEAR(reused.router_weights[i], full.router_weights[i], 1e-6);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, Experts, ::testing::Values("mixtral", "qwen3_moe", "olmoe"));
+INSTANTIATE_TEST_SUITE_P(Families, Experts, ::testing::Values("mixtral", "qwen3_moe", "olmoe", "gpt_oss"));
 
 // A router of zeros ties every expert: each row takes experts 0 and 1, in that order, at 1/2 each (Mixtral
 // renormalizes).

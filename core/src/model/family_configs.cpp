@@ -23,7 +23,9 @@ void read_gpt2(const ConfigReader& r, Config& c) {
 
 // Llama and the families built on it (SmolLM, TinyLlama: model_type llama).
 // Biases as transformers has them: attention_bias on all four projections.
-void read_llama(const ConfigReader& r, Config& c) {
+void read_llama(const ConfigReader& r, Config& c) { read_llama_keys(r, c, true); }
+
+void read_llama_keys(const ConfigReader& r, Config& c, bool rope_scaling) {
     c.n_layer = r.positive_int("num_hidden_layers");
     c.n_head = r.positive_int("num_attention_heads");
     c.n_embd = r.positive_int("hidden_size");
@@ -46,7 +48,7 @@ void read_llama(const ConfigReader& r, Config& c) {
     c.norm = Norm::rms_norm;
     c.positions = Positions::rotary;
     c.rope.theta = r.positive_number("rope_theta", 10000);
-    if (r.find("rope_scaling")) {
+    if (rope_scaling && r.find("rope_scaling")) {
         const ConfigReader s = r.object("rope_scaling");
         const std::string type = s.word("rope_type", s.word("type", "default"));
         if (type == "llama3") {

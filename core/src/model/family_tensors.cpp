@@ -68,6 +68,28 @@ const TensorNames mixtral_names = {
     {{Weight::ln_f_w, "model.norm.weight"}, {Weight::lm_head, "lm_head.weight"}},
 };
 
+// gpt-oss: Llama's attention with every bias and each head's sink; the
+// router mlp.router with its bias; the experts packed (packed_experts.cpp).
+const TensorNames gpt_oss_names = {
+    "",
+    {{Weight::wte, "model.embed_tokens.weight"}},
+    "model.layers.",
+    {{Weight::ln_1_w, "input_layernorm.weight"},
+     {Weight::q_w, "self_attn.q_proj.weight"},
+     {Weight::k_w, "self_attn.k_proj.weight"},
+     {Weight::v_w, "self_attn.v_proj.weight"},
+     {Weight::q_b, "self_attn.q_proj.bias"},
+     {Weight::k_b, "self_attn.k_proj.bias"},
+     {Weight::v_b, "self_attn.v_proj.bias"},
+     {Weight::sinks, "self_attn.sinks"},
+     {Weight::attn_proj_w, "self_attn.o_proj.weight"},
+     {Weight::attn_proj_b, "self_attn.o_proj.bias"},
+     {Weight::ln_2_w, "post_attention_layernorm.weight"},
+     {Weight::router_w, "mlp.router.weight"},
+     {Weight::router_b, "mlp.router.bias"}},
+    {{Weight::ln_f_w, "model.norm.weight"}, {Weight::lm_head, "lm_head.weight"}},
+};
+
 // OLMo 2: no norm before either sublayer; post_attention_layernorm and
 // post_feedforward_layernorm normalize their outputs; q_norm and k_norm are
 // as wide as the projections.

@@ -29,8 +29,8 @@ struct TensorNames {
     std::vector<std::pair<const char*, const char*>> older_prefixes = {};
 };
 
-extern const TensorNames gpt2_names, llama_names, mixtral_names, olmo2_names, phi3_names, gemma_names, gemma3_names,
-    gpt_neox_names, bert_names, roberta_names, distilbert_names, modernbert_names;
+extern const TensorNames gpt2_names, llama_names, mixtral_names, gpt_oss_names, olmo2_names, phi3_names, gemma_names,
+    gemma3_names, gpt_neox_names, bert_names, roberta_names, distilbert_names, modernbert_names;
 // Encoder–decoders: each stack's names.
 extern const TensorNames t5_encoder_names, t5_decoder_names, bart_encoder_names, bart_decoder_names;
 

@@ -26,27 +26,6 @@ float nullable_number(const ConfigReader& r, const std::string& key, float fallb
     return v->is_null() ? 0 : r.positive_number(key, fallback);
 }
 
-// The layers with the sliding window: layer_types where the config lists
-// them, else every layer but each pattern-th from layer pattern - 1 (Gemma
-// 2's pattern 2: the even layers, layer 0 among them).
-std::vector<bool> windowed_layers(const ConfigReader& r, int layers, int pattern) {
-    std::vector<bool> windowed(static_cast<size_t>(layers));
-    const ConfigReader::json* types = r.find("layer_types");
-    if (types && !types->is_null()) {
-        if (!types->is_array() || types->size() != windowed.size())
-            r.refuse("layer_types must list one type for each of the " + std::to_string(layers) + " layers");
-        for (size_t l = 0; l < windowed.size(); ++l) {
-            const ConfigReader::json& type = (*types)[l];
-            if (type != "sliding_attention" && type != "full_attention")
-                r.refuse("layer_types holds " + describe_json(type) + ", not sliding_attention or full_attention");
-            windowed[l] = type == "sliding_attention";
-        }
-        return windowed;
-    }
-    for (int l = 0; l < layers; ++l) windowed[static_cast<size_t>(l)] = (l + 1) % pattern != 0;
-    return windowed;
-}
-
 // rope_scaling: none, or rope_type "linear" (every frequency divided by its factor).
 void read_linear_rope(const ConfigReader& r, Config& c) {
     const ConfigReader::json* v = r.find("rope_scaling");
@@ -106,6 +85,24 @@ void read_gemma_text(const ConfigReader& r, Config& c, const GemmaDefaults& d, c
 }
 
 }  // namespace
+
+std::vector<bool> windowed_layers(const ConfigReader& r, int layers, int pattern) {
+    std::vector<bool> windowed(static_cast<size_t>(layers));
+    const ConfigReader::json* types = r.find("layer_types");
+    if (types && !types->is_null()) {
+        if (!types->is_array() || types->size() != windowed.size())
+            r.refuse("layer_types must list one type for each of the " + std::to_string(layers) + " layers");
+        for (size_t l = 0; l < windowed.size(); ++l) {
+            const ConfigReader::json& type = (*types)[l];
+            if (type != "sliding_attention" && type != "full_attention")
+                r.refuse("layer_types holds " + describe_json(type) + ", not sliding_attention or full_attention");
+            windowed[l] = type == "sliding_attention";
+        }
+        return windowed;
+    }
+    for (int l = 0; l < layers; ++l) windowed[static_cast<size_t>(l)] = (l + 1) % pattern != 0;
+    return windowed;
+}
 
 // Gemma 2: even layers (layer 0 among them) with the window, odd ones
 // global; every score soft-capped (attn_logit_softcapping).

@@ -15,6 +15,7 @@
 #include "headscope/io/json_input.h"
 #include "headscope/io/safetensors.h"
 #include "model_files.h"
+#include "packed_experts.h"
 #include "weight_fields.h"
 
 #include <pwd.h>
@@ -263,16 +264,18 @@ Stack find_stack(Model& m, const TensorMap& tensors, const std::map<std::string,
     Config within_files = m.config;
     within_files.n_layer = static_cast<int>(std::min<int64_t>(m.config.n_layer, static_cast<int64_t>(tensors.size())));
     m.layers.resize(within_files.n_layer);
-    // Likewise the experts, three tensors each in every layer of experts.
+    // Likewise the experts, three tensors each in every layer of experts
+    // (packed ones are sized by read_packed_experts, after their shapes are checked).
+    const bool own_tensors = !m.config.packed_experts;
     int64_t expert_tensors = 0;
     for (int l = 0; l < within_files.n_layer; ++l)
-        if (m.config.expert_layer(l)) expert_tensors += 3 * int64_t{m.config.n_experts};
+        if (m.config.expert_layer(l) && own_tensors) expert_tensors += 3 * int64_t{m.config.n_experts};
     if (expert_tensors > static_cast<int64_t>(tensors.size()))
         throw Error(where + ": config.json's experts (" + std::to_string(m.config.n_experts) + " a layer) need " +
                     std::to_string(expert_tensors) + " tensors, more than the files' " +
                     std::to_string(tensors.size()));
     for (int l = 0; l < within_files.n_layer; ++l)
-        if (m.config.expert_layer(l)) m.layers[l].experts.resize(m.config.n_experts);
+        if (m.config.expert_layer(l) && own_tensors) m.layers[l].experts.resize(m.config.n_experts);
     Stack stack{model_tensors(within_files), {}};
     stack.found = find_wanted(m, stack.wanted, tensors, unread, where);
     return stack;
@@ -346,6 +349,7 @@ Model load_model(const std::string& name_or_path, const Progress& progress) {
     const int64_t all_bytes = decoder.found.total_bytes + encoder.found.total_bytes;
     read_weights(m, decoder.wanted, decoder.found, progress, 0, all_bytes);
     finish_stack(m);
+    if (cfg.packed_experts) read_packed_experts(m, where);
     if (m.encoder) {
         read_weights(*m.encoder, encoder.wanted, encoder.found, progress, decoder.found.total_bytes, all_bytes);
         finish_stack(*m.encoder);

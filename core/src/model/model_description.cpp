@@ -36,6 +36,7 @@ const Family families[] = {
     {"mixtral", read_mixtral, mixtral_names},
     {"qwen3_moe", read_qwen3_moe, llama_names},
     {"olmoe", read_olmoe, llama_names},
+    {"gpt_oss", read_gpt_oss, gpt_oss_names},
     {"olmo2", read_olmo2, olmo2_names},
     {"gpt_neox", read_gpt_neox, gpt_neox_names},
     {"phi3", read_phi3, phi3_names},
@@ -121,10 +122,11 @@ bool has_weight(const Config& c, Weight weight) {
         case Weight::cross_v_b: return cross && c.qkv_bias;
         case Weight::cross_proj_b: return cross && c.o_bias;
         case Weight::ln_x_b: return cross && layer_norm;
-        case Weight::router_w:
+        case Weight::router_w: return c.has_experts();
+        case Weight::router_b: return c.has_experts() && c.router_bias;
         case Weight::expert_gate_w:
         case Weight::expert_up_w:
-        case Weight::expert_down_w: return c.has_experts();
+        case Weight::expert_down_w: return c.has_experts() && !c.packed_experts;
         default: return true;
     }
 }
@@ -170,6 +172,7 @@ std::vector<int64_t> weight_shape(const Config& c, Weight weight) {
         case Weight::fc_b: return {F};
         case Weight::fc_proj_w: return matrix(C, F);
         case Weight::router_w: return matrix(c.n_experts, C);
+        case Weight::router_b: return {c.n_experts};
         case Weight::expert_gate_w:
         case Weight::expert_up_w: return matrix(c.expert_mlp_dim, C);
         case Weight::expert_down_w: return matrix(C, c.expert_mlp_dim);
@@ -185,9 +188,12 @@ const char* to_string(Mlp mlp) { return word_of(mlp_choices, mlp); }
 
 std::string routing_words(const Config& config) {
     if (!config.has_experts()) return "";
-    // Routing::softmax_then_top_k, the only rule so far.
-    return "softmax over the " + std::to_string(config.n_experts) + " experts, the " +
-           std::to_string(config.experts_per_token) + " largest kept (equal ones: the lower expert)" +
+    const std::string E = std::to_string(config.n_experts), k = std::to_string(config.experts_per_token);
+    const std::string bias = config.router_bias ? " (with its bias)" : "";
+    if (config.routing == Routing::top_k_then_softmax)
+        return "the " + k + " largest of the " + E + " experts' logits" + bias +
+               " (equal ones: the lower expert), a softmax over them";
+    return "softmax over the " + E + " experts" + bias + ", the " + k + " largest kept (equal ones: the lower expert)" +
            (config.normalize_top_k ? ", divided by their sum" : ", as they are");
 }
 
@@ -256,7 +262,8 @@ bool has_tensor(const Config& config, const Named& named, int layer) {
                           (named.weight == Weight::ln_1_w || named.weight == Weight::ln_1_b);
     const bool applies = !named.applies || named.applies(config);
     const bool experts = layer >= 0 && config.expert_layer(layer);
-    const bool expert_part = named.weight == Weight::router_w || expert_weight(named.weight);
+    const bool expert_part =
+        named.weight == Weight::router_w || named.weight == Weight::router_b || expert_weight(named.weight);
     const bool in_mlp = experts ? !dense_mlp_weight(named.weight) : !expert_part;
     return has_weight(config, named.weight) && !unnormed && applies && in_mlp;
 }

@@ -1,7 +1,8 @@
 // The mixtures of experts' config.json readers (family_configs.h): Mixtral,
-// Qwen 3 MoE and OLMoE, each its attention's family's reader and then its
-// experts' keys, as configuration_mixtral.py, configuration_qwen3_moe.py and
-// configuration_olmoe.py name them and default them.
+// Qwen 3 MoE, OLMoE and gpt-oss, each its attention's family's reader and
+// then its experts' keys, as configuration_mixtral.py,
+// configuration_qwen3_moe.py, configuration_olmoe.py and
+// configuration_gpt_oss.py name them and default them.
 #include <string>
 
 #include "family_configs.h"
@@ -77,6 +78,38 @@ void read_olmoe(const ConfigReader& r, Config& c) {
         r.refuse("clip_qkv is " + describe_json(*clip) + ": clamping Q, K and V is not supported (only null)");
     read_experts(r, c, "num_experts", 64, 8, c.mlp_dim);
     c.normalize_top_k = r.flag("norm_topk_prob", false);
+}
+
+// gpt-oss: Llama's attention with biases on all four projections (attention_bias,
+// true unless false), a learned sink logit per head, the sliding window on the
+// layers layer_types names (default: the even ones), YaRN's rope_scaling (its
+// default where none is given); every MLP the mixture of experts of
+// intermediate_size, routed top-k then softmax by a router with a bias, its
+// experts' clamped SwiGLU (swiglu_limit, swiglu_alpha) stored as MXFP4 blocks.
+void read_gpt_oss(const ConfigReader& r, Config& c) {
+    read_llama_keys(r, c, false);
+    c.layer_norm_epsilon = r.epsilon("rms_norm_eps", 1e-5f);
+    c.qkv_bias = c.o_bias = r.flag("attention_bias", true);
+    c.attention_sinks = true;
+    c.sliding_window = r.positive_int("sliding_window", 128);
+    c.windowed_layers = windowed_layers(r, c.n_layer, 2);
+    c.rope.theta = r.positive_number("rope_theta", 150000);
+    const ConfigReader::json* scaling = r.find("rope_scaling");
+    const bool given = scaling && !scaling->is_null();  // null, as absent: configuration_gpt_oss.py's default
+    if (r.find("rope_parameters") && !given)
+        r.refuse("rope_parameters is not read (only rope_scaling with rope_theta)");
+    const ConfigReader::json default_yarn = {{"rope_type", "yarn"}, {"factor", 32.0},
+                                             {"beta_fast", 32.0},   {"beta_slow", 1.0},
+                                             {"truncate", false},   {"original_max_position_embeddings", 4096}};
+    const ConfigReader s = given ? r.object("rope_scaling") : ConfigReader(default_yarn, "", "rope_scaling");
+    if (const std::string type = s.word("rope_type", s.word("type", "yarn")); type != "yarn")
+        r.refuse("rope_scaling of type '" + type + "' is not supported (only yarn)");
+    read_yarn(s, c, c.head_dim);
+    read_experts(r, c, "num_local_experts", 128, 4, c.mlp_dim);
+    c.routing = Routing::top_k_then_softmax;
+    c.router_bias = c.packed_experts = true;
+    c.swiglu_limit = r.positive_number("swiglu_limit", 7);
+    c.swiglu_alpha = r.positive_number("swiglu_alpha", 1.702f);
 }
 
 }  // namespace headscope

@@ -45,6 +45,7 @@ const float*& vector_field(Model& m, const TensorSpec& t) {
         case Weight::q_norm: return m.layers[t.layer].q_norm;
         case Weight::k_norm: return m.layers[t.layer].k_norm;
         case Weight::sinks: return m.layers[t.layer].sinks;
+        case Weight::router_b: return m.layers[t.layer].router_b;
         case Weight::attn_proj_b: return m.layers[t.layer].attn_proj_b;
         case Weight::ln_2_w: return m.layers[t.layer].ln_2_w;
         case Weight::ln_2_b: return m.layers[t.layer].ln_2_b;

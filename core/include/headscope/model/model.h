@@ -24,10 +24,13 @@ namespace headscope {
 class SafetensorsFile;  // safetensors.h
 struct GgufModelFiles;  // gguf.h
 
-// One expert of a mixture: a SwiGLU MLP, down(SiLU(gate x) * up x).
+// One expert of a mixture: a SwiGLU MLP, down(SiLU(gate x) * up x)
+// (gpt-oss's clamped one: Config::swiglu_limit).
 struct ExpertWeights {
-    Matrix gate, up;  // C -> Fe
-    Matrix down;      // Fe -> C
+    Matrix gate, up;                                 // C -> Fe
+    Matrix down;                                     // Fe -> C
+    const float *gate_b = nullptr, *up_b = nullptr;  // (Fe) gpt-oss's biases, else none
+    const float* down_b = nullptr;                   // (C)
 };
 
 // One layer's weights; a weight the family lacks is null (an empty Matrix).
@@ -60,6 +63,7 @@ struct LayerWeights {
     // A layer of experts (Config::expert_layer), in place of the MLP: the
     // router C -> E and the E experts; none elsewhere.
     Matrix router;
+    const float* router_b = nullptr;  // (E) gpt-oss's
     std::vector<ExpertWeights> experts;
 };
 
@@ -92,12 +96,16 @@ struct Model {
     std::vector<std::unique_ptr<SafetensorsFile>> files;  // the mapped shards
     std::shared_ptr<const GgufModelFiles> gguf;           // or the mapped GGUF file and its parts
     AlignedVector<float> storage;                         // vectors as float32, and any matrix the map could not serve
-    Matrix wte;                                           // (V, C) token embedding
-    Matrix wpe;                                           // (n_positions, C) learned positions, else none
-    Matrix lm_head;                                       // C -> V: the output embedding (wte's bytes when tied)
-    std::vector<LayerWeights> layers;                     // (L)
-    const float* ln_f_w = nullptr;                        // (C)
-    const float* ln_f_b = nullptr;                        // (C), null for RMSNorm
+    // gpt-oss's packed experts (Config::packed_experts) repacked: their
+    // matrices as ggml's MXFP4 blocks, their biases as float32.
+    std::vector<std::byte> expert_blocks;
+    std::vector<float> expert_biases;
+    Matrix wte;                        // (V, C) token embedding
+    Matrix wpe;                        // (n_positions, C) learned positions, else none
+    Matrix lm_head;                    // C -> V: the output embedding (wte's bytes when tied)
+    std::vector<LayerWeights> layers;  // (L)
+    const float* ln_f_w = nullptr;     // (C)
+    const float* ln_f_b = nullptr;     // (C), null for RMSNorm
     // Encoders (null where the family has none):
     Matrix wtt;                                            // (type_vocab_size, C) token types
     const float *emb_ln_w = nullptr, *emb_ln_b = nullptr;  // (C) the embeddings' LayerNorm

@@ -86,9 +86,10 @@ struct Rope {
 // How a mixture of experts' router turns its E logits into each row's k
 // experts and their weights. softmax_then_top_k (Mixtral, Qwen 3 MoE,
 // OLMoE): softmax over all E, the k largest (equal ones: the lower expert
-// first), divided by their sum where Config::normalize_top_k says. (gpt-oss's
-// rule, a softmax over the k chosen logits, would be another.)
-enum class Routing { softmax_then_top_k };
+// first), divided by their sum where Config::normalize_top_k says.
+// top_k_then_softmax (gpt-oss): the k largest logits (equal ones: the lower
+// expert first), then the softmax over those k.
+enum class Routing { softmax_then_top_k, top_k_then_softmax };
 
 struct Config {
     int n_layer = 0;      // L
@@ -182,6 +183,13 @@ struct Config {
     int expert_mlp_dim = 0;     // Fe
     bool normalize_top_k = false;
     Routing routing = Routing::softmax_then_top_k;
+    bool router_bias = false;  // gpt-oss: the router's logits have a bias (router_b)
+    // gpt-oss: the experts are stored fused per layer as MXFP4 blocks with
+    // biases (packed_experts.cpp), not as tensors of their own.
+    bool packed_experts = false;
+    // gpt-oss's clamped SwiGLU in the experts: gate = min(gate, limit), up =
+    // clamp(up, -limit, limit), (up + 1) * gate * sigmoid(alpha gate); a limit of 0: plain SwiGLU.
+    float swiglu_limit = 0, swiglu_alpha = 1.702f;
     // With experts, the layers whose MLP is the mixture, one flag per layer
     // (the others' a dense MLP of F: Qwen 3 MoE's mlp_only_layers); empty: every layer's.
     std::vector<bool> expert_layers = {};
@@ -298,6 +306,7 @@ enum class Weight {
     // A mixture of experts' layer (Config::expert_layer): the router (E, C),
     // and each expert's gate and up (Fe, C) and down (C, Fe) (TensorSpec::expert).
     router_w,
+    router_b,  // gpt-oss (router_bias): (E)
     expert_gate_w,
     expert_up_w,
     expert_down_w,
