@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <random>
+#include <vector>
 
 #include "headscope/inspect/heatmap.h"
 
@@ -163,6 +164,48 @@ TEST(Heatmap, SinkMassIsTheMeanWeightOnTheFirstKey) {
     for (int i = 1; i < 7; ++i) sum += res.map(0, 1, 2)[i * 10];
     EXPECT_NEAR(sink_mass(res, 0, 1, 2, 7), sum / 6, 1e-6);
     EXPECT_EQ(sink_mass(res, 0, 1, 2, 1), 0.f);
+}
+
+// A learned sink's column: row i's 1 - sum of its keys' weights (rows here
+// add up to 0.5..1), renormalised as the row is without key 0 (where key 0
+// is all the row sees, the row and its sink are masked), 0 weighted by value,
+// masked past a padded text's end; pooled, each block of rows' largest.
+TEST(Heatmap, SinkColumnIsEachRowsShareLeftToTheSink) {
+    constexpr int T = 13, length = 9;
+    AttentionResult res = random_result(1, 2, T, 12);
+    std::mt19937 rng(13);
+    std::uniform_real_distribution<float> keys_share(0.5f, 1.f);
+    std::vector<double> sink(T), first(T);
+    for (int i = 0; i < T; ++i) {
+        float* row = res.weights.data() + (static_cast<size_t>(T) + i) * T;  // head 1
+        for (int j = i + 1; j < T; ++j) row[j] = 0;                          // causal
+        float sum = 0;
+        for (int j = 0; j <= i; ++j) sum += row[j];
+        const float share = keys_share(rng);
+        for (int j = 0; j <= i; ++j) row[j] *= share / sum;
+        sink[i] = 1 - share;
+        first[i] = row[0];
+    }
+    res.value_weighted = res.weights;
+    AttentionOptions options;  // causal, padding masked
+    for (MapShading shading : {MapShading{}, MapShading{false, true}, MapShading{true, false}})
+        for (int side : {T, 4}) {
+            const HeatmapImage got = sink_column_image(res, options, 0, 0, 1, length, side, shading);
+            ASSERT_EQ(got.rows, std::min(T, side));
+            ASSERT_EQ(got.cols, 1);
+            std::vector<float> want(static_cast<size_t>(got.rows), masked_cell);
+            for (int i = 0; i < length; ++i) {
+                if (shading.hide_first_key && i == 0) continue;
+                const double shown = shading.value_weighted   ? 0
+                                     : shading.hide_first_key ? sink[i] / (1 - first[i])
+                                                              : sink[i];
+                float& cell = want[static_cast<size_t>(i * got.rows / T)];
+                cell = std::max(cell, static_cast<float>(shown));
+            }
+            for (int r = 0; r < got.rows; ++r)
+                EXPECT_NEAR(got.cells[r], want[r], 1e-5)
+                    << "row " << r << " of " << side << shading.value_weighted << shading.hide_first_key;
+        }
 }
 
 TEST(Heatmap, OneStrongWeightSurvivesPooling) {

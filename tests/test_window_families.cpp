@@ -174,6 +174,9 @@ TEST_F(WindowFamilies, HeadsGridFramesTheQueryHeadsOfEachKeyValueHead) {
         entries(shoot("llama-heads-8", "llama", {"--text", long_, "--heads", "8"}).layout, "heads-group");
     ASSERT_EQ(resplit.size(), 4u);
     EXPECT_EQ(resplit[3]["first_head"], 6);
+    // A dense model's maps have no learned sink's column.
+    EXPECT_TRUE(entries(shot.layout, "sink").empty());
+    EXPECT_TRUE(entries(shot.layout, "sink-label").empty());
     // GPT-2 has no groups: no frames.
     EXPECT_TRUE(entries(shoot("gpt2-heads", "gpt2", {"--text", long_}).layout, "heads-group").empty());
 }

@@ -91,7 +91,7 @@ ShownMaps Session::maps(AttentionKind kind) const {
     const std::vector<int32_t>& target = b < static_cast<int>(shown.token_ids.size()) ? shown.token_ids[b] : none;
     const int T = att.T, length = static_cast<int>(target.size());
     if (!att.encoder || b >= static_cast<int>(shown.source_ids.size()) || kind == AttentionKind::decoder)
-        return {&att, AttentionKind::decoder, T, T, length, length, &target, &target};
+        return {&att, AttentionKind::decoder, T, T, length, length, &target, &target, model().config.attention_sinks};
     const std::vector<int32_t>& source = shown.source_ids[b];
     const int S = att.S, source_length = static_cast<int>(source.size());
     if (kind == AttentionKind::encoder)

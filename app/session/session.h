@@ -48,6 +48,7 @@ struct ShownMaps {
     int query_length = 0, key_length = 0;             // the selected text's
     const std::vector<int32_t>* query_ids = nullptr;  // the selected text's queries' tokens
     const std::vector<int32_t>* key_ids = nullptr;    // and its keys'
+    bool sinks = false;  // each row leaves a share to the head's learned sink (gpt-oss's self-attention)
     int layers() const { return static_cast<int>(result->layers.size()); }
     const float* row(int slot, int b, int h, int i) const {
         return kind == AttentionKind::cross ? result->cross_row(slot, b, h, i) : result->row(slot, b, h, i);

@@ -33,7 +33,8 @@ nlohmann::ordered_json label_fields(const char* view, int layer, int head, int t
 // short; where even that does not fit every row, every k-th token is
 // labelled (zoom the large map for all of them). Both bands are as wide as
 // the longest label, up to a fifth of the square; longer labels end in an
-// ellipsis, and the whole token shows on hover.
+// ellipsis, and the whole token shows on hover. A learned sink's column
+// (map_columns) is labelled "sink" where it is as wide as a label.
 bool labelled_map(WindowState& state, Session& session, Ui& ui, MapWidget& widget, const char* view, int layer,
                   int head, float side, const MapRegion& region = {}) {
     const ShownMaps maps = session.maps();
@@ -62,10 +63,12 @@ bool labelled_map(WindowState& state, Session& session, Ui& ui, MapWidget& widge
     const ImVec2 start = ImGui::GetCursorScreenPos();
     if (labels) {
         ImDrawList* draw = ImGui::GetWindowDrawList();
-        const float cell_w = map_side / ((region.u1 - region.u0) * cols),
+        const MapColumns columns = map_columns(maps, ui, map_side);
+        const float cell_w = (map_side - columns.keys_x) / ((region.u1 - region.u0) * cols),
                     cell_h = map_side / ((region.v1 - region.v0) * rows);
         const ImU32 colour = ImGui::GetColorU32(ImGuiCol_Text);
         const ImVec2 map_origin(start.x + band, start.y + band);
+        const float keys_left = map_origin.x + columns.keys_x;
         draw->PushClipRect(start, ImVec2(start.x + side, start.y + side), true);
         for (int i = first_row; i < last_row; ++i) {
             if (i % every) continue;
@@ -82,8 +85,8 @@ bool labelled_map(WindowState& state, Session& session, Ui& ui, MapWidget& widge
         }
         for (int j = first_col; j < last_col; ++j) {
             if (j % every) continue;
-            const float x = map_origin.x + (j - region.u0 * cols) * cell_w + std::max(0.f, (cell_w - line) / 2);
-            if (x < map_origin.x) continue;
+            const float x = keys_left + (j - region.u0 * cols) * cell_w + std::max(0.f, (cell_w - line) / 2);
+            if (x < keys_left) continue;
             const std::string token = key_token(session, maps, j);
             const std::string label = ellipsized(token, line, band - gap);
             const float height = text_width(label);
@@ -91,6 +94,13 @@ bool labelled_map(WindowState& state, Session& session, Ui& ui, MapWidget& widge
             upward_text(ui, label_fields(view, layer, head, j, token, label), draw, line, ImVec2(x, map_origin.y - gap),
                         colour, label, top_left, ImVec2(line, height));
             label_tooltip(ui, top_left, ImVec2(x + line, map_origin.y), j, token);
+        }
+        if (columns.sink >= line) {
+            const std::string label = ellipsized("sink", line, band - gap);
+            const float x = map_origin.x + (columns.sink - line) / 2, height = text_width(label);
+            upward_text(ui, {{"view", "sink-label"}, {"of", view}, {"layer", layer}, {"head", head}, {"shown", label}},
+                        draw, line, ImVec2(x, map_origin.y - gap), ImGui::GetColorU32(ImGuiCol_TextDisabled), label,
+                        ImVec2(x, map_origin.y - gap - height), ImVec2(line, height));
         }
         draw->PopClipRect();
         ImGui::SetCursorScreenPos(map_origin);
@@ -102,7 +112,8 @@ bool labelled_map(WindowState& state, Session& session, Ui& ui, MapWidget& widge
 }
 
 // A map's title: a checkbox that knocks the head out of the forward, the
-// head's label and, with the first key hidden, its sink mass; all within
+// head's label and, with the first key hidden, its sink mass (with a learned
+// sink, named its key-0 mass: the learned sink has its own column); all within
 // `width` (a label longer ends in an ellipsis, whole on hover).
 void head_title(const WindowState& state, Session& session, Ui& ui, int layer, int head, float width) {
     bool out = state.options.knocks_out({layer, head});
@@ -120,7 +131,7 @@ void head_title(const WindowState& state, Session& session, Ui& ui, int layer, i
     std::string label = head_label(session, layer, head);
     if (state.shading.hide_first_key && session.maps().kind == AttentionKind::decoder) {
         char sink[32];
-        std::snprintf(sink, sizeof sink, "  sink %.2f",
+        std::snprintf(sink, sizeof sink, session.model().config.attention_sinks ? "  key 0 %.2f" : "  sink %.2f",
                       sink_mass(session.shown.attention, layer, state.selected, head, session.length(state.selected)));
         label += sink;
     }

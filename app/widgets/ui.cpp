@@ -153,13 +153,26 @@ void more_about_the_cell(const WindowState& state, const Session& session, int l
     if (!att.value_weighted.empty())
         ImGui::Text("weight x |value W_O| %.4f", att.value_weighted[(map * att.T + i) * att.T + j]);
     const float* row = att.row(layer, state.selected, head, i);
+    // With a learned sink, "sink" alone would name two things: key 0 is a token.
+    const bool learned = session.model().config.attention_sinks;
     if (state.shading.hide_first_key && j > 0 && row[0] < 1)
-        ImGui::Text("first key (the sink) %.4f; without it this weight is %.4f", row[0], row[j] / (1 - row[0]));
+        ImGui::Text("%s %.4f; without it this weight is %.4f",
+                    learned ? "key 0 (a token, not the learned sink)" : "first key (the sink)", row[0],
+                    row[j] / (1 - row[0]));
     if (state.shading.hide_first_key)
-        ImGui::Text("the head's sink mass %.3f",
-                    sink_mass(att, layer, state.selected, head, session.length(state.selected)));
+        ImGui::Text(
+            learned ? "the head's key-0 mass %.3f (its rows' mean weight on key 0)" : "the head's sink mass %.3f",
+            sink_mass(att, layer, state.selected, head, session.length(state.selected)));
     if (!att.queries.empty()) why_it_attends(state, session, layer, head, i, j);
 }
+
+// Whether query row i of the selected text's maps attends to nothing.
+bool row_masked(const WindowState& state, const Session& session, const ShownMaps& maps, int i) {
+    const bool pad_query = i >= maps.query_length && session.shown_options.padding_mask;
+    return pad_query || (maps.kind == AttentionKind::decoder && maps.result->row_fully_masked(state.selected, i));
+}
+
+constexpr const char* masked_row_text = "masked: this query row has nothing to attend to (all zeros, never NaN)";
 
 // The query and key under the mouse, the weight, the row's entropy and the
 // head's probe scores; what more the shown forward knows of a decoder's cell.
@@ -172,18 +185,45 @@ void map_tooltip(const WindowState& state, const Session& session, const ShownMa
         ImGui::TextDisabled("%s", attention_kind_choices.labels[static_cast<int>(maps.kind)]);
     ImGui::Text("query %d %s  ->  key %d %s", i, query_token(session, maps, i, true).c_str(), j,
                 key_token(session, maps, j, true).c_str());
-    const bool pad_query = i >= maps.query_length && session.shown_options.padding_mask;
     if (maps.visible(session.maps_options_at(maps, layer), i, j)) {
         ImGui::Text("weight %.4f   row entropy %.3f nats", row[j], row_entropy(row, maps.cols));
+        if (maps.sinks)
+            ImGui::Text("the learned sink takes %.4f of this row (left of key 0): with the keys, 1",
+                        learned_sink_weight(*maps.result, layer, state.selected, head, i));
         if (maps.kind == AttentionKind::decoder) more_about_the_cell(state, session, layer, head, i, j);
-    } else if (pad_query || (maps.kind == AttentionKind::decoder && maps.result->row_fully_masked(state.selected, i)))
-        ImGui::TextUnformatted("masked: this query row has nothing to attend to (all zeros, never NaN)");
+    } else if (row_masked(state, session, maps, i))
+        ImGui::TextUnformatted(masked_row_text);
     else
         ImGui::TextUnformatted("masked: this query may not see this key");
     ImGui::EndTooltip();
 }
 
+// The sink column's hover: query i's share of the softmax the head's learned
+// sink took, and the sink's logit where the heads are the model's own.
+void sink_tooltip(const WindowState& state, const Session& session, const ShownMaps& maps, int layer, int head, int i) {
+    ImGui::BeginTooltip();
+    ImGui::TextUnformatted(head_label(session, layer, head).c_str());
+    ImGui::Text("query %d %s  ->  the learned sink", i, query_token(session, maps, i, true).c_str());
+    if (row_masked(state, session, maps, i)) {
+        ImGui::TextUnformatted(masked_row_text);
+    } else {
+        const float w = learned_sink_weight(*maps.result, layer, state.selected, head, i);
+        ImGui::Text("the learned sink: weight %.4f (1 - the keys' %.4f)", w, 1 - w);
+    }
+    const float* logits = session.model().layers[maps.result->layers[layer]].sinks;
+    if (logits && session.heads_shown() == session.model().config.n_head)
+        ImGui::Text("its logit %.3f joins every row's softmax denominator; it has no value", logits[head]);
+    ImGui::EndTooltip();
+}
+
 }  // namespace
+
+MapColumns map_columns(const ShownMaps& maps, const Ui& ui, float size) {
+    if (!maps.sinks) return {};
+    const float gap = std::round(3 * ui.scale);
+    const float sink = std::max(std::round(3 * ui.scale), std::floor((size - gap) / static_cast<float>(maps.cols + 1)));
+    return {sink, sink + gap};
+}
 
 // The map the widget draws, pooled to `pooled_to` a side.
 HeatmapImage map_image(const WindowState& state, const Session& session, const ShownMaps& maps, int layer, int head,
@@ -207,13 +247,23 @@ bool MapWidget::draw(WindowState& state, Session& session, Ui& ui, const char* v
     const int pooled_to = std::min(std::max(rows, cols), static_cast<int>(std::ceil(pixels / (region.u1 - region.u0))));
     const ImageKey image_key{session.shown_generation, b, layer, head, pooled_to, session.shown_shading(), maps.kind};
     const ImVec2 origin = ImGui::GetCursorScreenPos();
+    const MapColumns columns = map_columns(maps, ui, size);
+    const float keys_left = origin.x + columns.keys_x;
     ImGui::Dummy(ImVec2(size, size));
     if (ImGui::IsItemVisible()) {  // a map scrolled out of view is neither pooled nor drawn
         if (!(image_key == image_key_)) {
             ui.renderer.upload(map_image(state, session, maps, layer, head, image_key.pooled_to), texture_);
+            if (maps.sinks)
+                ui.renderer.upload(sink_column_image(*maps.result, session.maps_options_at(maps, layer), layer, b, head,
+                                                     maps.key_length, pooled_to, session.shown_shading()),
+                                   sink_texture_);
             image_key_ = image_key;
         }
-        ui.renderer.draw_on_screen(ui.colormap, texture_, origin, ImVec2(origin.x + size, origin.y + size), region);
+        ui.renderer.draw_on_screen(ui.colormap, texture_, ImVec2(keys_left, origin.y),
+                                   ImVec2(origin.x + size, origin.y + size), region);
+        if (maps.sinks)
+            ui.renderer.draw_on_screen(ui.colormap, sink_texture_, origin,
+                                       ImVec2(origin.x + columns.sink, origin.y + size), {0, region.v0, 1, region.v1});
     }
     const bool clicked = ImGui::IsItemClicked();
     // Knocking out is of the decoder's (the forward's) own heads.
@@ -221,13 +271,17 @@ bool MapWidget::draw(WindowState& state, Session& session, Ui& ui, const char* v
         session.toggle_knock_out(layer, head);
 
     // Cells in screen pixels: the region spans size pixels.
-    const float cell_w = size / ((region.u1 - region.u0) * cols), cell_h = size / ((region.v1 - region.v0) * rows);
-    const ImVec2 corner(origin.x - region.u0 * cols * cell_w, origin.y - region.v0 * rows * cell_h);
+    const float cell_w = (size - columns.keys_x) / ((region.u1 - region.u0) * cols),
+                cell_h = size / ((region.v1 - region.v0) * rows);
+    const ImVec2 corner(keys_left - region.u0 * cols * cell_w, origin.y - region.v0 * rows * cell_h);
     if (ui.tooltips && ImGui::IsItemHovered()) {
         const ImVec2 mouse = ImGui::GetIO().MousePos;
         const int i = std::clamp(static_cast<int>((mouse.y - corner.y) / cell_h), 0, rows - 1);
         const int j = std::clamp(static_cast<int>((mouse.x - corner.x) / cell_w), 0, cols - 1);
-        map_tooltip(state, session, maps, layer, head, i, j);
+        if (mouse.x < keys_left)  // the sink's column or the gap after it
+            sink_tooltip(state, session, maps, layer, head, i);
+        else
+            map_tooltip(state, session, maps, layer, head, i, j);
         if (maps.kind != AttentionKind::encoder) {  // the predictions follow a target's query
             state.hovered_query = i;
             if (clicked) state.query = i;
@@ -262,6 +316,10 @@ bool MapWidget::draw(WindowState& state, Session& session, Ui& ui, const char* v
                         {"row", "query"},
                         {"col", "key"}},
                        {corner, ImVec2(cell_w, cell_h), ImVec2(cell_w, cell_h), rows, cols});
+    if (region == MapRegion{} && maps.sinks)
+        ui.layout.grid(
+            {{"view", "sink"}, {"of", view}, {"layer", layer}, {"head", head}, {"row", "query"}, {"col", "column"}},
+            {ImVec2(origin.x, corner.y), ImVec2(columns.sink, cell_h), ImVec2(columns.sink, cell_h), rows, 1});
     return clicked;
 }
 

@@ -73,6 +73,16 @@ struct Ui {
     bool frame_wanted = false;  // this frame changed what the next one draws: the idle window draws it
 };
 
+// Where a map's columns lie across its square of `size` screen pixels, from
+// its left edge: with a learned sink (ShownMaps::sinks) the sink's column
+// first, one key wide (at least 3 pixels a scale), then a small gap, then
+// the keys; else the keys fill the square.
+struct MapColumns {
+    float sink = 0;    // the sink column's width
+    float keys_x = 0;  // where key 0 starts
+};
+MapColumns map_columns(const ShownMaps& maps, const Ui& ui, float size);
+
 // One attention map of the shown compute, drawn by the colormap shader into
 // the window each frame it is visible; its weights are pooled and uploaded
 // again only when the compute, text, head, pooling or shading changes.
@@ -88,7 +98,9 @@ public:
     // shows the hover tooltip and makes the row under the mouse the
     // state's hovered query (a click, its query); returns true when clicked.
     // Replaying a generation, the rows after its replayed row are covered and
-    // that row outlined. A right-click knocks the head out of the forward, or
+    // that row outlined. With a learned sink its column is drawn left of
+    // key 0 (map_columns), recorded as the grid {"view": "sink", "of": view}
+    // (rows query, one column), with its own hover. A right-click knocks the head out of the forward, or
     // back in; a knocked-out head's map is crossed out.
     bool draw(WindowState& state, Session& session, Ui& ui, const char* view, int layer, int head, float size,
               const MapRegion& region = {});
@@ -107,7 +119,7 @@ private:
     };
     std::optional<AttentionKind> kind_;
     ImageKey image_key_;
-    HeatmapTexture texture_;
+    HeatmapTexture texture_, sink_texture_;
 };
 
 // `texture`'s colours as an ImGui image of `size` screen pixels.

@@ -40,39 +40,54 @@ HeatmapImage pooled(int rows, int cols, int max_side, RowOf row_of) {
     return image;
 }
 
-}  // namespace
-
-HeatmapImage heatmap_image(const AttentionResult& result, const AttentionOptions& options, int layer_slot, int b, int h,
-                           int length, int max_side, MapShading shading) {
+// Row i of map (layer_slot, b, h) as `shading` shows it (heatmap_image).
+ShownRow shaded_row(const AttentionResult& result, const AttentionOptions& options, int layer_slot, int b, int h,
+                    int length, MapShading shading, int i) {
     const int T = result.T;
     const float* map =
         shading.value_weighted
             ? result.value_weighted.data() + ((static_cast<size_t>(layer_slot) * result.B + b) * result.NH + h) * T * T
             : result.map(layer_slot, b, h);
-    return pooled(T, T, max_side, [&](int i) {
-        const float* row = map + static_cast<size_t>(i) * T;
-        int begin = std::max(visible_begin(options, i), shading.hide_first_key ? 1 : 0);
-        int end = visible_end(options, i, length, T);
-        if (shading.sentences != Sentences::all) {  // the query's text, then the keys' text
-            const Sentences s = shading.sentences;
-            const bool query_in_b = i >= shading.second_start,
-                       want_b = s == Sentences::b_to_a || s == Sentences::b_to_b;
-            const bool keys_b = s == Sentences::a_to_b || s == Sentences::b_to_b;
-            if (query_in_b != want_b) end = begin;
-            if (keys_b)
-                begin = std::max(begin, shading.second_start);
-            else
-                end = std::min(end, shading.second_start);
-        }
-        float scale = 1;
-        if (shading.value_weighted) {
-            const float largest = begin < end ? *std::max_element(row + begin, row + end) : 0.f;
-            scale = largest > 0 ? 1 / largest : 0;
-        } else if (shading.hide_first_key) {
-            const float rest = 1 - (visible_begin(options, i) == 0 && end > 0 ? row[0] : 0.f);
-            scale = rest > 0 ? 1 / rest : 0;
-        }
-        return ShownRow{row, begin, end, scale};
+    const float* row = map + static_cast<size_t>(i) * T;
+    int begin = std::max(visible_begin(options, i), shading.hide_first_key ? 1 : 0);
+    int end = visible_end(options, i, length, T);
+    if (shading.sentences != Sentences::all) {  // the query's text, then the keys' text
+        const Sentences s = shading.sentences;
+        const bool query_in_b = i >= shading.second_start, want_b = s == Sentences::b_to_a || s == Sentences::b_to_b;
+        const bool keys_b = s == Sentences::a_to_b || s == Sentences::b_to_b;
+        if (query_in_b != want_b) end = begin;
+        if (keys_b)
+            begin = std::max(begin, shading.second_start);
+        else
+            end = std::min(end, shading.second_start);
+    }
+    float scale = 1;
+    if (shading.value_weighted) {
+        const float largest = begin < end ? *std::max_element(row + begin, row + end) : 0.f;
+        scale = largest > 0 ? 1 / largest : 0;
+    } else if (shading.hide_first_key) {
+        const float rest = 1 - (visible_begin(options, i) == 0 && end > 0 ? row[0] : 0.f);
+        scale = rest > 0 ? 1 / rest : 0;
+    }
+    return ShownRow{row, begin, end, scale};
+}
+
+}  // namespace
+
+HeatmapImage heatmap_image(const AttentionResult& result, const AttentionOptions& options, int layer_slot, int b, int h,
+                           int length, int max_side, MapShading shading) {
+    return pooled(result.T, result.T, max_side,
+                  [&](int i) { return shaded_row(result, options, layer_slot, b, h, length, shading, i); });
+}
+
+HeatmapImage sink_column_image(const AttentionResult& result, const AttentionOptions& options, int layer_slot, int b,
+                               int h, int length, int max_side, MapShading shading) {
+    std::vector<float> sink(1);
+    return pooled(result.T, 1, max_side, [&](int i) {
+        const ShownRow row = shaded_row(result, options, layer_slot, b, h, length, shading, i);
+        // The sink has no value: value-weighted, it adds nothing to the output.
+        sink[0] = shading.value_weighted ? 0.f : learned_sink_weight(result, layer_slot, b, h, i);
+        return ShownRow{sink.data(), 0, row.begin < row.end ? 1 : 0, row.scale};
     });
 }
 

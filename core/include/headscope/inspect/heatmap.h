@@ -46,6 +46,14 @@ struct MapShading {
 HeatmapImage heatmap_image(const AttentionResult& result, const AttentionOptions& options, int layer_slot, int b, int h,
                            int length, int max_side, MapShading shading = {});
 
+// The learned sink's column of the same map (a model with attention_sinks):
+// row i holds learned_sink_weight, pooled over queries as heatmap_image pools
+// them and scaled as `shading` scales row i, so that with the row's keys it
+// adds up to 1 (hide_first_key: with the keys past key 0); 0 when
+// value-weighted (the sink has no value); masked where the row shows no key.
+HeatmapImage sink_column_image(const AttentionResult& result, const AttentionOptions& options, int layer_slot, int b,
+                               int h, int length, int max_side, MapShading shading = {});
+
 // An encoder–decoder's cross-attention map (layer_slot, b, h): T target
 // queries by S source keys, pooled as heatmap_image pools, the source's
 // padding masked (cross_visible_end).
