@@ -253,11 +253,13 @@ std::set<std::pair<int, int>> check_maps(const Element& svg, const json& cli, bo
 }
 
 // The same bytes as on screen: at the centre of every visible cell the
-// window drew in `view` (its --layout), the pixel is the SVG's fill.
-void check_against_screen(const Element& svg, const test::WindowShot& shot, const std::string& view) {
+// window drew in `view` (its --layout), the pixel is the SVG's fill (of the
+// maps' <g class="css_class">, whose columns the layout names `column`).
+void check_against_screen(const Element& svg, const test::WindowShot& shot, const std::string& view,
+                          const std::string& css_class = "cells", const std::string& column = "key") {
     std::map<std::array<int, 4>, std::string> fills;  // (layer, head, query, key)
     for (const Element* map : svg.all("g", "map")) {
-        const Element& cells = map->group("cells");
+        const Element& cells = map->group(css_class);
         const int cols = std::stoi(cells.get("data-cols"));
         for (size_t n = 0; n < cells.children.size(); ++n)
             fills[{std::stoi(map->get("data-layer")), std::stoi(map->get("data-head")), static_cast<int>(n) / cols,
@@ -266,7 +268,7 @@ void check_against_screen(const Element& svg, const test::WindowShot& shot, cons
     int compared = 0;
     for (const json& cell : shot.layout) {
         if (cell["view"] != view) continue;
-        const std::array<int, 4> at = {cell["layer"], cell["head"], cell["query"], cell["key"]};
+        const std::array<int, 4> at = {cell["layer"], cell["head"], cell["query"], cell[column]};
         ASSERT_TRUE(fills.count(at)) << cell.dump();
         if (fills[at] == "url(#masked)") continue;
         const int x = static_cast<int>(cell["x"].get<double>() + cell["w"].get<double>() / 2);
@@ -427,6 +429,38 @@ TEST_F(SvgExport, GroupedHeadsNameTheirKeyValueHead) {
             std::vector<std::string> headers;
             for (const auto& text : root->group("heads").children) headers.push_back(text->text);
             EXPECT_EQ(headers, (std::vector<std::string>{"H0  kv 0", "H1", "H2  kv 1", "H3"}));
+        }
+    }
+}
+
+// gpt-oss's learned sinks: each map's <g class="sink"> column, left of its
+// key 0 and apart from it, holds the CLI's sink_weight through viridis, each
+// cell in its row; the keys' cells are still the weights, and both are the
+// window's pixels.
+TEST_F(SvgExport, LearnedSinksHaveTheirColumnLeftOfKeyZero) {
+    const std::filesystem::path model = dir_->path / "gpt_oss";
+    test::write_family_model(model, test::family_variant("gpt_oss"));
+    const Export e = export_svg("gpt-oss-heads", {"--layer", "1"}, {"--model", model.string()});
+    ASSERT_TRUE(e.svg);
+    ASSERT_TRUE(e.cli.contains("sink_weight"));
+    const int T = e.cli["seq_len"];
+    EXPECT_EQ(check_maps(*e.svg, e.cli, true).size(), 4u);
+    check_against_screen(*e.svg, e.shot, "heads");
+    check_against_screen(*e.svg, e.shot, "sink", "sink", "column");
+    for (const Element* map : e.svg->all("g", "map")) {
+        const int h = std::stoi(map->get("data-head"));
+        const Element &sink = map->group("sink"), &cells = map->group("cells");
+        ASSERT_EQ(sink.children.size(), static_cast<size_t>(T)) << h;
+        EXPECT_EQ(map->group("sink-label").children.at(0)->text, "sink");
+        const double key0 = std::stod(cells.children.front()->get("x"));
+        for (int i = 0; i < T; ++i) {
+            const Element& rect = *sink.children[static_cast<size_t>(i)];
+            EXPECT_LT(std::stod(rect.get("x")) + std::stod(rect.get("width")), key0);
+            EXPECT_NEAR(std::stod(rect.get("y")), std::stod(cells.children[static_cast<size_t>(i) * T]->get("y")),
+                        0.011);
+            const double weight = e.cli["sink_weight"][1][0][h][i];
+            EXPECT_TRUE(near(fill_rgb(rect.get("fill")), test::viridis(weight)))
+                << "head " << h << " row " << i << ": " << rect.get("fill") << " for sink weight " << weight;
         }
     }
 }

@@ -74,6 +74,10 @@ double heading_width(const Heading& lines) {
     return 2 * margin + std::max(text_width(lines[0], heading_size), text_width(lines[1], heading_size));
 }
 
+// Where a map's key 0 starts, from its left: a learned sink's column
+// (gpt-oss's) and a gap come first, as in the window (map_columns).
+double sink_room(const Session& s) { return s.model().config.attention_sinks ? cell + cell / 4 : 0; }
+
 class Figure {
 public:
     Figure(std::ostream& out, double width, double height, const WindowState& state, const Session& session, Ui& ui)
@@ -88,10 +92,11 @@ public:
 
     // `image`'s cells as w x h rectangles from (x, y), row-major, coloured
     // as the window's shader colours them, masked cells hatched.
-    void cells(const HeatmapImage& image, double x, double y, double w, double h) {
+    void cells(const HeatmapImage& image, double x, double y, double w, double h, const char* css_class = "cells") {
         const std::vector<Rgb> colours = ui_.renderer.cell_colours(ui_.colormap, image);
-        svg_.begin_group(
-            {{"class", "cells"}, {"data-rows", std::to_string(image.rows)}, {"data-cols", std::to_string(image.cols)}});
+        svg_.begin_group({{"class", css_class},
+                          {"data-rows", std::to_string(image.rows)},
+                          {"data-cols", std::to_string(image.cols)}});
         for (int r = 0; r < image.rows; ++r)
             for (int c = 0; c < image.cols; ++c) {
                 const size_t n = static_cast<size_t>(r) * image.cols + c;
@@ -103,12 +108,17 @@ public:
         svg_.end_group();
     }
 
-    // Map (layer, head) of the selected text, `side` cells a side, its top left at (x, y).
+    // Map (layer, head) of the selected text, `side` cells a side (the
+    // learned sink's column first, <g class="sink">), its top left at (x, y).
     void map(int layer, int head, int side, double x, double y) {
         const int b = state_.selected;
-        cells(heatmap_image(s_.shown.attention, s_.shown_options_at(layer), layer, b, head, s_.length(b), side,
-                            s_.shown_shading()),
-              x, y, cell, cell);
+        const AttentionOptions options = s_.shown_options_at(layer);
+        if (sink_room(s_) > 0)
+            cells(
+                sink_column_image(s_.shown.attention, options, layer, b, head, s_.length(b), side, s_.shown_shading()),
+                x, y, cell, cell, "sink");
+        cells(heatmap_image(s_.shown.attention, options, layer, b, head, s_.length(b), side, s_.shown_shading()),
+              x + sink_room(s_), y, cell, cell);
     }
 
     // The selected text's first `count` tokens above columns `step` wide from x, turned, ending at y.
@@ -121,7 +131,7 @@ public:
     }
 
     // The selected text's tokens along a map whose top left is (x, y): the
-    // queries down its left, the keys above it.
+    // queries down its left, the keys above it ("sink" above a learned sink's column).
     void token_labels(double x, double y) {
         const int T = s_.shown.attention.T;
         svg_.begin_group({{"class", "queries"}});
@@ -129,7 +139,12 @@ public:
             svg_.text(x - 3, y + (i + 0.5) * cell + 0.35 * label_size, shown_token(s_, state_.selected, i), label_size,
                       TextAnchor::end);
         svg_.end_group();
-        column_labels("keys", T, x, y, cell);
+        if (sink_room(s_) > 0) {
+            svg_.begin_group({{"class", "sink-label"}});
+            svg_.text(x + 0.5 * cell + 0.35 * label_size, y - 3, "sink", label_size, TextAnchor::start, -90);
+            svg_.end_group();
+        }
+        column_labels("keys", T, x + sink_room(s_), y, cell);
     }
 
     // `texts` at title size, text n with its baseline starting at at[n].
@@ -186,7 +201,7 @@ void heads_figure(std::ostream& out, const WindowState& state, const Session& s,
             label_room = std::max(label_room, text_width(shown_token(s, state.selected, t), label_size) + 6);
     const int columns = static_cast<int>(std::ceil(std::sqrt(n))), rows = (n + columns - 1) / columns;
     const double map_side = side * cell, title_h = title_size + 8;
-    const double block_w = label_room + map_side, block_h = title_h + label_room + map_side;
+    const double block_w = label_room + sink_room(s) + map_side, block_h = title_h + label_room + map_side;
     const Heading lines = heading(state, s, ui, shown);
     const double top = margin + heading_height + gap;
     const double width =
@@ -215,15 +230,15 @@ void model_figure(std::ostream& out, const WindowState& state, const Session& s,
     const AttentionResult& att = s.shown.attention;
     const int L = static_cast<int>(att.layers.size()), NH = s.heads_shown(), group = NH / att.NKV;
     const int side = pooled_side(att.T, static_cast<size_t>(L) * NH);
-    const double map_side = side * cell, group_gap = group > 1 ? gap : 0;
+    const double map_side = side * cell, map_width = sink_room(s) + map_side, group_gap = group > 1 ? gap : 0;
     const double row_label = text_width(numbered('L', att.layers.back()), title_size) + 8;
     const double header = title_size + 8;
     const auto column_x = [&](int h) {
-        return margin + row_label + h * (map_side + thumb_gap) + h / group * group_gap;
+        return margin + row_label + h * (map_width + thumb_gap) + h / group * group_gap;
     };
     const auto row_y = [&](int l) { return margin + heading_height + gap + header + l * (map_side + thumb_gap); };
     const Heading lines = heading(state, s, ui, shown);
-    const double width = std::max({column_x(NH - 1) + map_side + margin, heading_width(lines), legend_width});
+    const double width = std::max({column_x(NH - 1) + map_width + margin, heading_width(lines), legend_width});
     const double height = row_y(L) + gap + legend_height;
     Figure figure(out, width, height, state, s, ui);
     figure.heading(lines);

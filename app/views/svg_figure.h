@@ -2,8 +2,8 @@
 // --export-svg): the heads tab's maps of the selected layer (or its one head
 // shown large), the model tab's every layer and head, the logit-lens grid,
 // or the tokens tab's wrapped, coloured tokens. One rectangle per cell, coloured by the window's own shader (read
-// back from the GPU), masked cells hatched as on screen, the token labels,
-// each map's title, the title line (model, text, layer, options) and the
+// back from the GPU), masked cells hatched and a learned sink's column left
+// of key 0 as on screen, the token labels, each map's title, the title line (model, text, layer, options) and the
 // colormap's legend.
 #pragma once
 #include <filesystem>
