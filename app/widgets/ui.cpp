@@ -220,8 +220,10 @@ void sink_tooltip(const WindowState& state, const Session& session, const ShownM
 
 MapColumns map_columns(const ShownMaps& maps, const Ui& ui, float size) {
     if (!maps.sinks) return {};
-    const float gap = std::round(3 * ui.scale);
-    const float sink = std::max(std::round(3 * ui.scale), std::floor((size - gap) / static_cast<float>(maps.cols + 1)));
+    // A thumbnail of many heads (gpt-oss-20b has 64 a layer) keeps most of its width for the keys.
+    const float gap = std::round(std::min(3 * ui.scale, size / 16));
+    const float sink = std::max(std::floor((size - gap) / static_cast<float>(maps.cols + 1)),
+                                std::min(std::round(3 * ui.scale), std::floor(size / 8)));
     return {sink, sink + gap};
 }
 

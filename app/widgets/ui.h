@@ -75,8 +75,8 @@ struct Ui {
 
 // Where a map's columns lie across its square of `size` screen pixels, from
 // its left edge: with a learned sink (ShownMaps::sinks) the sink's column
-// first, one key wide (at least 3 pixels a scale), then a small gap, then
-// the keys; else the keys fill the square.
+// first, one key wide (at least 3 pixels a scale, or an eighth of a small
+// square), then a small gap, then the keys; else the keys fill the square.
 struct MapColumns {
     float sink = 0;    // the sink column's width
     float keys_x = 0;  // where key 0 starts
