@@ -5,8 +5,8 @@
 // here), dense layers grey, the strip in the colormap of the expert's
 // weight; then with an expert knocked out, the grid, the strip and the
 // predictions panel are the knocked-out model's, the expert is listed with a
-// way back and the status bar counts it. A dense model refuses the tab. The
-// effects tab's grid of experts is core's.
+// way back and the status bar counts it. A dense model refuses the tab and
+// the grid of experts. The effects tab's grid of experts is core's.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -168,13 +168,19 @@ TEST_F(WindowRouter, TheEffectsGridOfExpertsIsCores) {
     EXPECT_TRUE(switch_drawn);
 }
 
-// A dense model (the built-in GPT-2): --view router is refused in one line
-// (test_window_families checks that the dense families' windows have no router tab).
-TEST_F(WindowRouter, ADenseModelRefusesTheRouterView) {
+// A dense model (the built-in GPT-2): --view router and --effects-of experts
+// are refused in one line before a window opens (test_window_families checks
+// that the dense families' windows have no router tab).
+TEST_F(WindowRouter, ADenseModelRefusesTheRouterViewAndTheGridOfExperts) {
     const test::ProcessRun refused =
         test::run_window({"--view", "router", "--screenshot", (dir_.path / "x.png").string()}, dir_.path);
     EXPECT_EQ(refused.status, 2);
     EXPECT_NE(refused.err.find("--view router: the model has no experts"), std::string::npos) << refused.err;
+    const test::ProcessRun no_grid =
+        test::run_window({"--effects-of", "experts", "--screenshot", (dir_.path / "x.png").string()}, dir_.path);
+    EXPECT_EQ(no_grid.status, 2);
+    EXPECT_NE(no_grid.err.find("--effects-of experts: the model has no experts"), std::string::npos) << no_grid.err;
+    EXPECT_EQ(no_grid.err.find('\n'), no_grid.err.size() - 1) << no_grid.err;
 }
 
 }  // namespace
