@@ -134,14 +134,14 @@ TEST_F(Gpt2, EffectsGridIsTheReferences) {
         HeadEffects got;
         backend_->head_effects(Batch{{text}, model_->config.pad_id()}, opt, got);
         ASSERT_EQ(got.L, 3);
-        ASSERT_EQ(got.NH, 4);
+        ASSERT_EQ(got.N, 4);
         ASSERT_EQ(got.T, int(text.size()));
         EXPECT_EQ(got.computed_on.device, "cpu");
         const auto [loss, p] = reference_loss_and_p(*model_, text, opt, got.top);
         EXPECT_NEAR(got.loss, loss, 1e-4);
         for (int t = 0; t < got.T; ++t) EXPECT_NEAR(got.top[t].p, p[t], 1e-5);
         for (int l = 0; l < got.L; ++l)
-            for (int h = 0; h < got.NH; ++h) {
+            for (int h = 0; h < got.N; ++h) {
                 const std::string at =
                     std::string(to_string(ablation)) + " L" + std::to_string(l) + " H" + std::to_string(h);
                 if (l == 1 && h == 2) {
@@ -167,7 +167,7 @@ TEST_F(Gpt2, EffectsGridRefusesABatchOrOneTokenAndCancels) {
     const Progress cancel = [&](const ProgressReport& r) {
         if (r.what == "knocking out heads" && ++heard == 3) throw Cancelled();
     };
-    EXPECT_THROW(backend_->head_effects(Batch{{texts_[0]}, 0}, {}, got, cancel), Cancelled);
+    EXPECT_THROW(backend_->head_effects(Batch{{texts_[0]}, 0}, {}, got, EffectsOf::heads, cancel), Cancelled);
     EXPECT_EQ(heard, 3);
     // The backend is whole after a cancel: the next forward is a fresh one's.
     AttentionOptions opt;
@@ -312,7 +312,7 @@ TEST_P(FamilyPredictions, EffectsGridEqualsWholeForwards) {
     const Batch batch{{texts_[0]}, model_.config.pad_id()};
     HeadEffects got;
     backend_->head_effects(batch, opt, got);
-    for (const auto& [l, h] : {std::pair{0, 0}, {1, got.NH - 1}, {2, 1}}) {
+    for (const auto& [l, h] : {std::pair{0, 0}, {1, got.N - 1}, {2, 1}}) {
         AttentionOptions knocked = opt;
         knocked.top_k = 1, knocked.ablate = {{l, h}};
         AttentionResult want;
@@ -333,7 +333,7 @@ TEST_P(FamilyPredictions, EffectsGridOfALongTextEqualsWholeForwards) {
     HeadEffects got;
     backend_->head_effects(batch, opt, got);
     const int l = 1;
-    for (int h = 0; h < got.NH; ++h) {
+    for (int h = 0; h < got.N; ++h) {
         AttentionOptions knocked = opt;
         knocked.top_k = 1, knocked.ablate = {{l, h}};
         AttentionResult want;

@@ -2,22 +2,27 @@
 // choices and weights against the reference written from transformers'
 // SparseMoeBlock (family_reference.h's expert_mlp), equal weights to the
 // lower expert, an expert knocked out against the reference without it, the
+// effects grid of experts against the reference without each expert, the
 // prefix cache's routes against a full forward, and the configs and
 // checkpoints refused in one line.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "family_models.h"
 #include "family_reference.h"
 #include "family_writer.h"
 #include "headscope/base/error.h"
+#include "headscope/base/progress.h"
 #include "headscope/compute/backend.h"
 #include "headscope/compute/forward.h"
 #include "headscope/compute/prefix_cache.h"
+#include "prediction_checks.h"
 
 using namespace headscope;
 using namespace headscope::test;
@@ -90,6 +95,70 @@ TEST_P(Experts, ThePrefixCacheKeepsTheRoutes) {
     EXPECT_EQ(reused.router_experts, full.router_experts);
     for (size_t i = 0; i < full.router_weights.size(); ++i)
         EXPECT_NEAR(reused.router_weights[i], full.router_weights[i], 1e-6);
+}
+
+// The reference's loss of a text and its p of `ids` at each position (the
+// tokens the engine's grid tracks), with the experts `opt` knocks out.
+std::pair<double, std::vector<double>> reference_loss_and_p(const FamilyCheckpoint& checkpoint,
+                                                            const std::vector<int32_t>& text,
+                                                            const AttentionOptions& opt,
+                                                            const std::vector<Prediction>& ids) {
+    const FamilySpec& spec = checkpoint.spec;
+    const int T = static_cast<int>(text.size()), V = spec.vocab_size;
+    const FamilyReference ref = family_reference(checkpoint, {text}, opt);
+    const std::vector<double> z =
+        family_logits(checkpoint, real_rows(ref.residual, spec.n_layer - 1, {text}, T, spec.n_embd));
+    double loss = 0;
+    std::vector<double> p(T);
+    for (int t = 0; t < T; ++t) {
+        const ReferenceRow row = reference_row(&z[size_t(t) * V], V, 1);
+        if (t + 1 < T) loss -= row.logp[text[t + 1]] / (T - 1);
+        p[t] = std::exp(row.logp[ids[t].id]);
+    }
+    return {loss, p};
+}
+
+// The effects grid of experts, one expert already out: every other expert of
+// every layer of experts knocked out in turn gives the reference's loss and
+// top-token p without it; a dense layer's row and the expert already out are NaN.
+TEST_P(Experts, EffectsGridOfExpertsIsTheReferenceWithoutEachExpert) {
+    const LoadedFamily& f = loaded();
+    const FamilySpec& spec = f.checkpoint.spec;
+    const std::vector<int32_t> text = family_texts(spec)[0];
+    int first = 0;
+    while (!spec.expert_layer(first)) ++first;
+    AttentionOptions opt;
+    opt.ablate_experts = {{first, 1}};
+    auto backend = make_cpu_backend();
+    backend->load_weights(f.model);
+    HeadEffects got;
+    backend->head_effects(Batch{{text}, f.model.config.pad_id()}, opt, got, EffectsOf::experts);
+    ASSERT_EQ(got.of, EffectsOf::experts);
+    ASSERT_EQ(got.L, spec.n_layer);
+    ASSERT_EQ(got.N, spec.n_experts);
+    ASSERT_EQ(got.T, int(text.size()));
+    EXPECT_EQ(got.experts_already_out, opt.ablate_experts);
+    const auto [loss, p] = reference_loss_and_p(f.checkpoint, text, opt, got.top);
+    EXPECT_NEAR(got.loss, loss, 1e-4);
+    for (int t = 0; t < got.T; ++t) EXPECT_NEAR(got.top[t].p, p[t], 1e-5);
+    int compared = 0;
+    for (int l = 0; l < got.L; ++l)
+        for (int e = 0; e < got.N; ++e) {
+            const std::string at = "L" + std::to_string(l) + " E" + std::to_string(e);
+            if (!spec.expert_layer(l) || (l == first && e == 1)) {
+                EXPECT_TRUE(std::isnan(got.loss_change_at(l, e))) << at << ": dense or already out";
+                continue;
+            }
+            AttentionOptions knocked = opt;
+            knocked.ablate_experts.push_back({l, e});
+            std::sort(knocked.ablate_experts.begin(), knocked.ablate_experts.end());
+            const auto [loss_without, p_without] = reference_loss_and_p(f.checkpoint, text, knocked, got.top);
+            EXPECT_NEAR(got.loss_change_at(l, e), loss_without - loss, 1e-4) << at;
+            for (int t = 0; t < got.T; ++t)
+                EXPECT_NEAR(got.top_p_change_at(l, e, t), p_without[t] - p[t], 1e-5) << at << " position " << t;
+            ++compared;
+        }
+    EXPECT_GE(compared, spec.n_experts);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, Experts, ::testing::Values("mixtral", "qwen3_moe", "olmoe", "gpt_oss"));
@@ -217,6 +286,39 @@ TEST(ExpertKnockOut, BadExpertsAreRefusedInOneLine) {
     AttentionOptions opt;
     opt.ablate_experts = {{0, 0}};
     expect_one_line_error([&] { check_expert_ablation(Config{}, opt); }, "no experts");
+}
+
+// The effects grid of experts: a layer left with only the experts each token
+// takes has no cell to knock out (NaN), the others are computed; a model
+// without experts has no such grid; a cancel ends it.
+TEST(ExpertEffects, ALayerAtItsLastExpertsHasNoCellsAndADenseModelNoGrid) {
+    const LoadedFamily& f = loaded_family("mixtral", family_variant("mixtral"));
+    const Config& c = f.model.config;
+    const std::vector<int32_t> text = family_texts(f.checkpoint.spec)[0];
+    auto backend = make_cpu_backend();
+    backend->load_weights(f.model);
+    AttentionOptions opt;
+    for (int e = 0; e < c.n_experts - c.experts_per_token; ++e) opt.ablate_experts.push_back({0, e});
+    HeadEffects got;
+    backend->head_effects(Batch{{text}, c.pad_id()}, opt, got, EffectsOf::experts);
+    for (int e = 0; e < c.n_experts; ++e) {
+        EXPECT_TRUE(std::isnan(got.loss_change_at(0, e))) << e;
+        EXPECT_FALSE(std::isnan(got.loss_change_at(1, e))) << e;
+    }
+    int heard = 0;
+    const Progress cancel = [&](const ProgressReport& r) {
+        if (r.what == "knocking out experts" && ++heard == 2) throw Cancelled();
+    };
+    EXPECT_THROW(backend->head_effects(Batch{{text}, c.pad_id()}, {}, got, EffectsOf::experts, cancel), Cancelled);
+    EXPECT_EQ(heard, 2);
+    const LoadedFamily& dense = loaded_family("llama", family_variant("llama"));
+    backend->load_weights(dense.model);
+    expect_one_line_error(
+        [&] {
+            backend->head_effects(Batch{{family_texts(dense.checkpoint.spec)[0]}, dense.model.config.pad_id()}, {}, got,
+                                  EffectsOf::experts);
+        },
+        "no experts");
 }
 
 }  // namespace

@@ -138,14 +138,16 @@ TEST_F(WindowHeadEffects, EffectsAndAttributionGridsFollowCore) {
     HeadEffects effects;
     backend_->head_effects(Batch{{ids_}, model_->config.pad_id()}, {}, effects);
     const json grid = entries(shot.layout, "effects-grid");
-    ASSERT_EQ(grid.size(), size_t(effects.L * effects.NH));
+    ASSERT_EQ(grid.size(), size_t(effects.L * effects.N));
     const double scale = grid[0]["scale"];
     for (const json& cell : grid) {
         const int l = cell["layer"], h = cell["column"];
-        const double v = cell["values"][l * effects.NH + h];
+        const double v = cell["values"][l * effects.N + h];
         EXPECT_NEAR(v, effects.loss_change_at(l, h), 1e-4) << "L" << l << " H" << h;
         EXPECT_TRUE(near(centre(shot.image, cell), diverging(v / scale))) << "L" << l << " H" << h;
     }
+    for (const json& control : entries(shot.layout, "control"))
+        EXPECT_NE(control["name"], "effects of") << "a dense model has no grid of experts to switch to";
 
     AttentionOptions contributions;
     contributions.top_k = 10, contributions.contributions = true, contributions.capture_outputs = true;

@@ -5,7 +5,8 @@
 // here), dense layers grey, the strip in the colormap of the expert's
 // weight; then with an expert knocked out, the grid, the strip and the
 // predictions panel are the knocked-out model's, the expert is listed with a
-// way back and the status bar counts it. A dense model refuses the tab.
+// way back and the status bar counts it. A dense model refuses the tab and
+// the grid of experts. The effects tab's grid of experts is core's.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -48,8 +49,9 @@ protected:
         return result;
     }
 
-    static test::WindowShot shoot(const std::string& name, std::vector<std::string> args) {
-        args.insert(args.begin(), {"--model", moe().dir.path.string(), "--text", text_, "--view", "router"});
+    static test::WindowShot shoot(const std::string& name, std::vector<std::string> args,
+                                  const std::string& view = "router") {
+        args.insert(args.begin(), {"--model", moe().dir.path.string(), "--text", text_, "--view", view});
         test::WindowShot shot = test::shoot_window(args, dir_.path, name);
         EXPECT_EQ(shot.run.status, 0) << shot.run.err;
         return shot;
@@ -134,13 +136,51 @@ TEST_F(WindowRouter, CellsAreTheRoutersChoicesAndAKnockOutReroutes) {
     EXPECT_EQ(intact_rows[0]["id"], intact.predictions_at(0, intact.T - 1)[0].id);
 }
 
-// A dense model (the built-in GPT-2): --view router is refused in one line
-// (test_window_families checks that the dense families' windows have no router tab).
-TEST_F(WindowRouter, ADenseModelRefusesTheRouterView) {
+// The effects tab's grid of experts (--effects-of experts, computed at the
+// start): a layers x experts grid whose cells are core's grid of experts,
+// the dense layer 1's row crossed out (NaN, null in the layout); the switch
+// between heads and experts is drawn.
+TEST_F(WindowRouter, TheEffectsGridOfExpertsIsCores) {
+    const Model& model = moe().model;
+    auto backend = make_cpu_backend();
+    backend->load_weights(model);
+    HeadEffects want;
+    backend->head_effects(Batch{model.tokenizer.encode_texts({text_}), model.config.pad_id()}, {}, want,
+                          EffectsOf::experts);
+    const test::WindowShot shot = shoot("effects-experts", {"--compute-effects", "--effects-of", "experts"}, "effects");
+    const json grid = test::entries(shot.layout, "effects-grid");
+    ASSERT_EQ(grid.size(), size_t(want.L * want.N));
+    ASSERT_EQ(want.N, 8);
+    int compared = 0;
+    for (const json& cell : grid) {
+        const int l = cell["layer"], e = cell["column"];
+        const json& v = cell["values"][l * want.N + e];
+        if (l == 1) {
+            EXPECT_TRUE(v.is_null()) << "dense layer 1, expert " << e;
+            continue;
+        }
+        EXPECT_NEAR(v.get<double>(), want.loss_change_at(l, e), 1e-4) << "L" << l << " E" << e;
+        ++compared;
+    }
+    EXPECT_EQ(compared, (want.L - 1) * want.N);
+    bool switch_drawn = false;
+    for (const json& control : test::entries(shot.layout, "control")) switch_drawn |= control["name"] == "effects of";
+    EXPECT_TRUE(switch_drawn);
+}
+
+// A dense model (the built-in GPT-2): --view router and --effects-of experts
+// are refused in one line before a window opens (test_window_families checks
+// that the dense families' windows have no router tab).
+TEST_F(WindowRouter, ADenseModelRefusesTheRouterViewAndTheGridOfExperts) {
     const test::ProcessRun refused =
         test::run_window({"--view", "router", "--screenshot", (dir_.path / "x.png").string()}, dir_.path);
     EXPECT_EQ(refused.status, 2);
     EXPECT_NE(refused.err.find("--view router: the model has no experts"), std::string::npos) << refused.err;
+    const test::ProcessRun no_grid =
+        test::run_window({"--effects-of", "experts", "--screenshot", (dir_.path / "x.png").string()}, dir_.path);
+    EXPECT_EQ(no_grid.status, 2);
+    EXPECT_NE(no_grid.err.find("--effects-of experts: the model has no experts"), std::string::npos) << no_grid.err;
+    EXPECT_EQ(no_grid.err.find('\n'), no_grid.err.size() - 1) << no_grid.err;
 }
 
 }  // namespace

@@ -186,11 +186,11 @@ void Session::compute_effects() {
     effects_message.clear();
     effects_progress_.start();
     effects_worker_.submit([this, model = open_->model, text = state_.texts[state_.selected],
-                            options = effects_key(state_.options)](std::stop_token stop) {
+                            options = effects_key(state_.options), of = effects_of()](std::stop_token stop) {
         std::unique_ptr<Backend> cpu = make_cpu_backend();  // the live forward keeps the open backend busy
         cpu->load_weights(*model);
         EffectsShown shown{{}, model, text, options};
-        cpu->head_effects(Batch{model->tokenizer.encode_texts({text}), model->config.pad_id()}, options, shown.grid,
+        cpu->head_effects(Batch{model->tokenizer.encode_texts({text}), model->config.pad_id()}, options, shown.grid, of,
                           effects_progress_.reporter(std::move(stop)));
         return shown;
     });
@@ -198,7 +198,7 @@ void Session::compute_effects() {
 
 bool Session::effects_current() const {
     return effects_ && effects_->model == open_->model && effects_->text == state_.texts[state_.selected] &&
-           effects_->options == effects_key(state_.options);
+           effects_->grid.of == effects_of() && effects_->options == effects_key(state_.options);
 }
 
 int Session::predicted_query() const {

@@ -186,11 +186,13 @@ public:
     bool expert_knocked_out(int layer, int expert) const { return shown_options.knocks_out_expert({layer, expert}); }
 
     // The effects grid of the selected text under the options (with the heads
-    // already knocked out), computed on a worker on a CPU backend of its own,
-    // with progress and cancel; a failure sets effects_message.
+    // and experts already knocked out), of effects_of(), computed on a worker
+    // on a CPU backend of its own, with progress and cancel; a failure sets effects_message.
     void compute_effects();
+    // The state's effects_of where the model has experts; else heads.
+    EffectsOf effects_of() const { return model().config.has_experts() ? state_.effects_of : EffectsOf::heads; }
     const HeadEffects* effects() const { return effects_ ? &effects_->grid : nullptr; }
-    // Whether the grid shown was computed from the selected text and options as they are now.
+    // Whether the grid shown was computed from the selected text and options as they are now, of effects_of().
     bool effects_current() const;
     bool effects_pending() const { return effects_worker_.busy(); }
     bool intact_pending() const { return intact_worker_.busy(); }

@@ -50,6 +50,10 @@ void add_window_options(CLI::App& cli, Args& args) {
         "of a sentence pair, the maps' queries of one text and keys of one (a-b: A's queries, B's keys)");
     cli.add_flag("--compute-effects", args.compute_effects,
                  "compute the effects grid (every head knocked out in turn) at the start");
+    add_word_option(
+        &cli, "--effects-of", args.effects_of, join_words(effects_of_choices, "|"),
+        [](std::string_view word) { return parse_choice(effects_of_choices, word); },
+        "what the effects grid knocks out in turn: each head (the default) or each expert of a mixture of experts");
     cli.add_option("--window-size", args.window_size,
                    "the window's size (screenshots: default 1280x800; otherwise the saved size, or most of the "
                    "screen at a first start)")
@@ -174,6 +178,8 @@ void check_start_choices(const Args& args, Settings& start, const Model& model) 
     }
     if (args.view == View::router && !config.has_experts())
         throw Error("--view router: the model has no experts (its MLPs are dense)");
+    if (args.effects_of == EffectsOf::experts && !config.has_experts())
+        throw Error("--effects-of experts: the model has no experts (its MLPs are dense)");
     if (args.query < -1) throw Error("--query " + std::to_string(args.query) + " is not a token's position");
     if (args.query >= 0) {
         // The tokens of the text the window shows: the first, with its pair or

@@ -42,6 +42,7 @@ struct Args {
     bool hide_first_key = false, value_weighted = false;  // the maps' shading at the start
     Sentences sentences = Sentences::all;                 // the pair filter at the start
     bool compute_effects = false;                         // compute the effects grid at the start
+    EffectsOf effects_of = EffectsOf::heads;              // of each head or each expert
     bool settings = true;  // read and save settings; off unless given when a test drives the window
 };
 
@@ -61,7 +62,7 @@ Settings start_settings(const Args& args, const CLI::App& cli, bool use_saved);
 // accepts (a saved count it refuses is dropped, with a warning), --layer,
 // --head and --ablate name layers and heads of the model split so,
 // --ablate-expert experts of its mixtures (each layer keeping k), --view
-// router a model with experts, and --query is a position of the first text.
+// router and --effects-of experts a model with experts, and --query is a position of the first text.
 void check_start_choices(const Args& args, Settings& start, const Model& model);
 
 // A bad --model is fatal; a saved model that no longer loads gives way to the

@@ -37,6 +37,7 @@ MainView::MainView(const Args& args, const Settings& start, LoadedModel loaded, 
     dance_view_.set_step(args.dance_step);
     state_.shading = {args.value_weighted, args.hide_first_key, args.sentences, 0};
     if (args.value_weighted) session_.submit();  // with the norms
+    state_.effects_of = args.effects_of;
     if (args.compute_effects) session_.compute_effects();
 }
 

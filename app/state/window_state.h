@@ -8,6 +8,7 @@
 
 #include "headscope/base/choices.h"
 #include "headscope/compute/attention.h"
+#include "headscope/compute/head_effects.h"
 #include "headscope/inspect/heatmap.h"
 
 namespace headscope {
@@ -40,6 +41,8 @@ struct WindowState {
     bool lens_shown = false;                    // the logit-lens tab is open: options.lens_k
     // The contributions are computed while the effects tab is shown or the maps are shaded by value.
     bool contributions_shown = false;
+    // What the effects grid knocks out in turn: each head, or each expert of a mixture (Session::effects_of).
+    EffectsOf effects_of = EffectsOf::heads;
     MapShading shading = {};  // how the heads and model tabs shade their maps
 };
 

@@ -53,48 +53,80 @@ void EffectsView::draw(WindowState& state, Session& s, Ui& ui) {
 }
 
 void EffectsView::effects_grid(WindowState& state, Session& s, Ui& ui, float width) {
-    ImGui::TextUnformatted("Knock out each head in turn: the change in loss");
+    const Config& config = s.model().config;
+    if (config.has_experts()) {  // a mixture's grid knocks out its heads or its experts
+        enum_combo(ui, "##effects of", state.effects_of, effects_of_choices.labels, std::floor(110 * ui.scale),
+                   "effects of");
+        ImGui::SameLine();
+    }
+    const bool heads = s.effects_of() == EffectsOf::heads;
+    ImGui::Text("Knock out each %s in turn: the change in loss", heads ? "head" : "expert");
     if (s.effects_pending()) {
-        if (!progress_bar(s.effects_progress(), ui, "effects", width)) ImGui::TextDisabled("knocking out heads...");
+        if (!progress_bar(s.effects_progress(), ui, "effects", width))
+            ImGui::TextDisabled("knocking out %s...", to_string(s.effects_of()));
     } else {
-        const Config& config = s.model().config;
-        const int heads = config.n_layer * s.heads_shown();
+        int layers = 0;
+        for (int l = 0; l < config.n_layer; ++l) layers += heads || config.expert_layer(l);
+        const int cells = layers * (heads ? s.heads_shown() : config.n_experts);
         if (button(ui, s.effects() ? "Compute again" : "Compute the effects grid", "compute effects"))
             s.compute_effects();
         ImGui::SameLine();
-        ImGui::TextDisabled("%d forwards from each head's layer on", heads);
+        ImGui::TextDisabled("%d forwards from each %s's layer on", cells, heads ? "head" : "expert");
     }
     if (!s.effects_message.empty()) ImGui::TextColored(error_colour, "%s", s.effects_message.c_str());
     const HeadEffects* e = s.effects();
     if (!e) return;
     if (!s.effects_current())
-        ImGui::TextColored(warning_colour, "computed for another text, options or heads knocked out: compute again");
-    ImGui::Text("loss %.3f nats (%s%s)", e->loss, e->already_out.empty() ? "intact" : "with the heads already out",
-                e->ablation == Ablation::mean ? ", knocked out to their mean" : ", knocked out to zero");
+        ImGui::TextColored(warning_colour, "computed for another text, options, knock-outs or grid: compute again");
+    const bool intact = e->already_out.empty() && e->experts_already_out.empty();
+    const char* ablation = e->of == EffectsOf::experts     ? ""  // an expert is taken out of the router's choice
+                           : e->ablation == Ablation::mean ? ", knocked out to their mean"
+                                                           : ", knocked out to zero";
+    ImGui::Text("loss %.3f nats (%s%s)", e->loss, intact ? "intact" : "with the heads and experts already out",
+                ablation);
+    const char unit = e->of == EffectsOf::heads ? 'H' : 'E';
     std::vector<std::string> labels;
-    for (int h = 0; h < e->NH; ++h) labels.push_back(indexed('H', h));
+    for (int i = 0; i < e->N; ++i) labels.push_back(indexed(unit, i));
     const float scale = largest_magnitude(e->loss_change);
     const float cell =
-        cell_side(e->L, e->NH, width, ImGui::GetContentRegionAvail().y - 4 * ImGui::GetTextLineHeight(), ui);
-    const auto [l, h] = signed_grid(ui, "effects-grid", e->loss_change, e->L, e->NH, labels, cell, scale);
-    ImGui::TextDisabled("blue: the loss falls without the head; red: it rises (up to %+.3f nats)", scale);
+        cell_side(e->L, e->N, width, ImGui::GetContentRegionAvail().y - 4 * ImGui::GetTextLineHeight(), ui);
+    const auto [l, i] = signed_grid(ui, "effects-grid", e->loss_change, e->L, e->N, labels, cell, scale);
+    ImGui::TextDisabled("blue: the loss falls without the %s; red: it rises (up to %+.3f nats)",
+                        unit == 'H' ? "head" : "expert", scale);
     if (l < 0) return;
     // A grid of other options may have other heads: only a current one selects.
-    const bool selectable =
-        s.effects_current() && l < static_cast<int>(s.shown.attention.layers.size()) && h < s.heads_shown();
-    if (selectable && ImGui::IsMouseClicked(ImGuiMouseButton_Left)) state.layer = l, state.head = h;
-    if (!ui.tooltips) return;
-    if (std::isnan(e->loss_change_at(l, h))) {
-        ImGui::SetTooltip("L%d H%d was already knocked out", l, h);
+    const bool selectable = s.effects_current() && l < static_cast<int>(s.shown.attention.layers.size()) &&
+                            (unit == 'E' || i < s.heads_shown());
+    if (selectable && ImGui::IsMouseClicked(ImGuiMouseButton_Left)) {
+        state.layer = l;
+        if (unit == 'H') state.head = i;
+    }
+    if (ui.tooltips) effects_tooltip(s, *e, l, i, selectable);
+}
+
+// What cell (l, i) of the grid is: its knock-out's change in loss and in the
+// top token's p at the predicted position, or why it has none.
+void EffectsView::effects_tooltip(const Session& s, const HeadEffects& e, int l, int i, bool selectable) {
+    const char unit = e.of == EffectsOf::heads ? 'H' : 'E';
+    if (std::isnan(e.loss_change_at(l, i))) {
+        const Config& config = s.model().config;
+        const auto& out = e.experts_already_out;
+        if (unit == 'E' && !config.expert_layer(l))
+            ImGui::SetTooltip("L%d's MLP is dense, without experts", l);
+        else if (unit == 'H' || std::binary_search(out.begin(), out.end(), ExpertRef{l, i}))
+            ImGui::SetTooltip("L%d %c%d was already knocked out", l, unit, i);
+        else
+            ImGui::SetTooltip("knocking out L%d E%d too would leave fewer than the %d experts each token takes", l, i,
+                              config.experts_per_token);
         return;
     }
-    const int t = std::min(s.predicted_query(), e->T - 1);
+    const int t = std::min(s.predicted_query(), e.T - 1);
     ImGui::BeginTooltip();
-    ImGui::Text("L%d H%d knocked out: loss %+.4f nats", l, h, e->loss_change_at(l, h));
-    const Prediction& top = e->top[t];
+    ImGui::Text("L%d %c%d knocked out: loss %+.4f nats", l, unit, i, e.loss_change_at(l, i));
+    const Prediction& top = e.top[t];
     ImGui::Text("at position %d the top token %s: p %.4f -> %.4f", t,
-                shown_token(s.model().tokenizer, top.id, true).c_str(), top.p, top.p + e->top_p_change_at(l, h, t));
-    if (selectable) ImGui::TextDisabled("click: select the head");
+                shown_token(s.model().tokenizer, top.id, true).c_str(), top.p, top.p + e.top_p_change_at(l, i, t));
+    if (selectable) ImGui::TextDisabled(unit == 'H' ? "click: select the head" : "click: select the layer");
     ImGui::EndTooltip();
 }
 

@@ -1,6 +1,7 @@
 // The effects tab: what each head does to the prediction. The effects grid
-// (every single head knocked out in turn: the change in loss, computed on
-// request on a worker), the direct logit attribution at a position (each
+// (every single head knocked out in turn, or on a mixture of experts, as its
+// switch says, every expert of every layer of experts: the change in loss,
+// computed on request on a worker), the direct logit attribution at a position (each
 // head's, each MLP's and the embeddings' share of the top token's logit,
 // from the live forward's contributions), and what the selected head writes
 // there (the tokens it promotes and suppresses most).
@@ -16,6 +17,7 @@ public:
 
 private:
     void effects_grid(WindowState& state, Session& session, Ui& ui, float width);
+    void effects_tooltip(const Session& session, const HeadEffects& effects, int layer, int i, bool selectable);
     void attribution_grid(WindowState& state, const Session& session, Ui& ui, float width);
     void head_writes_lists(const WindowState& state, const Session& session, Ui& ui);
     void rollout_map(const WindowState& state, const Session& session, Ui& ui, float width);

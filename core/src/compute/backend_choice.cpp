@@ -10,7 +10,7 @@
 
 namespace headscope {
 
-void Backend::head_effects(const Batch&, const AttentionOptions&, HeadEffects&, const Progress&) {
+void Backend::head_effects(const Batch&, const AttentionOptions&, HeadEffects&, EffectsOf, const Progress&) {
     throw Error("the " + name() + " backend computes no effects grid");
 }
 

@@ -391,10 +391,10 @@ public:
         forward_.run(*model_, batch, options, result, CpuForward::Heads::batched, cache, progress);
     }
 
-    void head_effects(const Batch& batch, const AttentionOptions& options, HeadEffects& effects,
+    void head_effects(const Batch& batch, const AttentionOptions& options, HeadEffects& effects, EffectsOf of,
                       const Progress& progress) override {
         if (!model_) throw Error("no model loaded");
-        forward_.head_effects(*model_, batch, options, effects, progress);
+        forward_.head_effects(*model_, batch, options, effects, of, progress);
     }
 
 private:

@@ -86,10 +86,10 @@ public:
         result.computed_on.fallback = failure_;
     }
 
-    void head_effects(const Batch& batch, const AttentionOptions& options, HeadEffects& effects,
+    void head_effects(const Batch& batch, const AttentionOptions& options, HeadEffects& effects, EffectsOf of,
                       const Progress& progress) override {
         if (!model_) throw Error("no model loaded");
-        cpu_->head_effects(batch, options, effects, progress);
+        cpu_->head_effects(batch, options, effects, of, progress);
         effects.computed_on.fallback = "the CUDA backend computes no effects grid yet";
     }
 

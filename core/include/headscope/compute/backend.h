@@ -32,11 +32,12 @@ public:
                          PrefixCache* cache = nullptr, const Progress& progress = {}) = 0;
     // The effects grid of one text of at least two tokens (head_effects.h)
     // under `options` (its masks, split, scale, window and knocked-out
-    // heads; the rest is the grid's). `progress` hears "knocking out heads"
-    // before each head; Cancelled thrown by it ends the work. Throws Error
-    // (as does a backend that has no grid).
+    // heads and experts; the rest is the grid's), of each head or of each
+    // expert (a model without experts throws). `progress` hears "knocking out
+    // heads" ("... experts") before each cell; Cancelled thrown by it ends
+    // the work. Throws Error (as does a backend that has no grid).
     virtual void head_effects(const Batch& batch, const AttentionOptions& options, HeadEffects& effects,
-                              const Progress& progress = {});
+                              EffectsOf of = EffectsOf::heads, const Progress& progress = {});
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

@@ -44,7 +44,7 @@ public:
                 Heads heads, float* memory);
     // The effects grid (backend.h, head_effects.h; cpu_effects.cpp).
     void head_effects(const Model& model, const Batch& batch, const AttentionOptions& options, HeadEffects& effects,
-                      const Progress& progress);
+                      EffectsOf of, const Progress& progress);
 
 private:
     // A layer of the loop: its index, its slot among the returned layers (-1:
