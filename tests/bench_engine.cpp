@@ -15,13 +15,9 @@
 #include <sys/resource.h>
 
 #include <Eigen/Core>
-#include <bit>
 #include <chrono>
 #include <cstdio>
 #include <random>
-
-#include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "bench_checkpoints.h"
 #include "bench_support.h"
