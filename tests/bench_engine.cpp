@@ -1,8 +1,9 @@
 // Engine benchmarks: the forward with attention capture on a GPT-2-small-shaped
 // model (L=12, NH=12, C=768, V=50257, random weights), B=1, with median ms,
 // GFLOP/s and the fraction of this machine's FMA peak (measured here by an FMA
-// loop); the same on BF16 checkpoints shaped as SmolLM2-135M and Llama 3.2 1B,
-// with resident memory against the file's size; the largest matrix product
+// loop); the same on BF16 checkpoints shaped as SmolLM2-135M, Llama 3.2 1B
+// and Gemma 3 1B, with resident memory against the file's size (gpt-oss-20b's
+// MXFP4 shape: bench_moe.cpp); the largest matrix product
 // alone; and tokenization of English by GPT-2's vocab.json/merges.txt and by
 // Llama 3's, Qwen 3's, Llama 2's, Gemma 3's and gpt-oss's tokenizer.json,
 // and the loading of the largest. Prediction steps: a
@@ -14,14 +15,11 @@
 #include <sys/resource.h>
 
 #include <Eigen/Core>
-#include <bit>
 #include <chrono>
 #include <cstdio>
 #include <random>
 
-#include <fstream>
-#include <nlohmann/json.hpp>
-
+#include "bench_checkpoints.h"
 #include "bench_support.h"
 #include "fma_peak.h"
 #include "headscope/base/shape.h"
@@ -185,73 +183,6 @@ void BM_generate(benchmark::State& state) {
 }
 BENCHMARK(BM_generate)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 
-// Writes a random BF16 checkpoint of a Llama-family `config` to `dir`,
-// streaming each tensor so that the writer itself holds no model in memory.
-// Norm weights are 1, everything else small uniform noise.
-void write_random_bf16_llama(const std::filesystem::path& dir, const nlohmann::ordered_json& config_json) {
-    std::filesystem::create_directories(dir);
-    std::ofstream(dir / "config.json") << config_json.dump(2);
-    const Config config = config_from_json(config_json, "config.json");
-    const std::vector<TensorSpec> tensors = model_tensors(config);
-    nlohmann::ordered_json header = nlohmann::ordered_json::object();
-    int64_t offset = 0;
-    for (const TensorSpec& t : tensors) {
-        const int64_t bytes = 2 * element_count(t.shape);
-        header[t.name] = {{"dtype", "BF16"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
-        offset += bytes;
-    }
-    std::string text = header.dump();
-    text.append((8 - text.size() % 8) % 8, ' ');
-    std::ofstream out(dir / "model.safetensors", std::ios::binary);
-    const uint64_t length = text.size();
-    out.write(reinterpret_cast<const char*>(&length), 8);
-    out << text;
-    uint32_t state = 12345;
-    std::vector<uint16_t> chunk(1 << 20);
-    for (const TensorSpec& t : tensors) {
-        const bool gain = t.shape.size() == 1;
-        for (int64_t left = element_count(t.shape); left > 0;) {
-            const size_t n = static_cast<size_t>(std::min<int64_t>(left, static_cast<int64_t>(chunk.size())));
-            for (size_t i = 0; i < n; ++i) {
-                state ^= state << 13, state ^= state >> 17, state ^= state << 5;  // xorshift32
-                const float value = gain ? 1.f : (static_cast<float>(state >> 8) / 16777216.f - 0.5f) * 0.04f;
-                chunk[i] = static_cast<uint16_t>(std::bit_cast<uint32_t>(value) >> 16);
-            }
-            out.write(reinterpret_cast<const char*>(chunk.data()), static_cast<std::streamsize>(2 * n));
-            left -= static_cast<int64_t>(n);
-        }
-    }
-    // The tokenizer is not benchmarked here: 256 byte tokens and one merge, so the directory loads.
-    nlohmann::ordered_json vocab = nlohmann::ordered_json::object();
-    std::string utf8;
-    for (int b = 0; b < 256; ++b) {
-        utf8.clear();
-        const char32_t c = byte_to_unicode()[b];
-        if (c < 0x80)
-            utf8 += static_cast<char>(c);
-        else
-            utf8 += {static_cast<char>(0xc0 | (c >> 6)), static_cast<char>(0x80 | (c & 0x3f))};
-        vocab[utf8] = b;
-    }
-    std::ofstream(dir / "vocab.json") << vocab.dump();
-    std::ofstream(dir / "merges.txt") << "#version: 0.2\n\xc4\xa0 t\n";
-}
-
-nlohmann::ordered_json llama_config(int layers, int C, int NH, int NKV, int F, int V) {
-    return {{"model_type", "llama"},
-            {"num_hidden_layers", layers},
-            {"hidden_size", C},
-            {"num_attention_heads", NH},
-            {"num_key_value_heads", NKV},
-            {"intermediate_size", F},
-            {"max_position_embeddings", 2048},
-            {"vocab_size", V},
-            {"rms_norm_eps", 1e-5},
-            {"rope_theta", 500000.0},
-            {"tie_word_embeddings", true},
-            {"eos_token_id", 0}};
-}
-
 // FLOPs of a forward that stops after the last layer's attention weights:
 // full layers of projections, attention and MLP, then the last one's Q, K, V and Q.K^T.
 double llama_forward_flops(const Config& c, int T) {
@@ -263,14 +194,17 @@ double llama_forward_flops(const Config& c, int T) {
 }
 
 // Arg 0: SmolLM2-135M-shaped (30 layers, C=576, NH=9, NKV=3, F=1536, V=49152);
-// arg 1: Llama-3.2-1B-shaped (16 layers, C=2048, NH=32, NKV=8, F=8192, V=128256). BF16, T=128, all maps.
+// arg 1: Llama-3.2-1B-shaped (16 layers, C=2048, NH=32, NKV=8, F=8192, V=128256);
+// arg 2: Gemma-3-1B-shaped (gemma3_1b_config). BF16, T=128, all maps: the
+// forward stops at the last layer's maps, so the output head is not computed.
 void BM_family_forward(benchmark::State& state) {
     static test::TempDir dir;
-    const bool large = state.range(0) == 1;
-    const std::filesystem::path path = dir.path / (large ? "llama-1b" : "smollm2-135m");
+    const char* names[] = {"smollm2-135m", "llama-1b", "gemma3-1b"};
+    const std::filesystem::path path = dir.path / names[state.range(0)];
     if (!std::filesystem::exists(path))
-        write_random_bf16_llama(
-            path, large ? llama_config(16, 2048, 32, 8, 8192, 128256) : llama_config(30, 576, 9, 3, 1536, 49152));
+        write_random_checkpoint(path, state.range(0) == 0   ? llama_config(30, 576, 9, 3, 1536, 49152)
+                                      : state.range(0) == 1 ? llama_config(16, 2048, 32, 8, 8192, 128256)
+                                                            : gemma3_1b_config());
     const double before = resident_mib();
     const auto start = std::chrono::steady_clock::now();
     const Model model = load_model(path.string());
@@ -294,7 +228,7 @@ void BM_family_forward(benchmark::State& state) {
     state.counters["resident_MiB"] = resident_mib() - before;
     state.counters["resident_over_file"] = (resident_mib() - before - maps_mib) / (model.file_bytes / 1048576.0);
 }
-BENCHMARK(BM_family_forward)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+BENCHMARK(BM_family_forward)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 
 // The engine's largest product alone: (T, C) x (C, 4C), the MLP's c_fc.
 void BM_matmul(benchmark::State& state) {

@@ -4,6 +4,7 @@
 #include "headscope/io/safetensors.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -189,6 +190,15 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
 }
 
 SafetensorsFile::~SafetensorsFile() { ::munmap(const_cast<std::byte*>(data_), size_); }
+
+void SafetensorsFile::release(std::span<const std::byte> bytes) const {
+    static const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const auto map = reinterpret_cast<uintptr_t>(data_), at = reinterpret_cast<uintptr_t>(bytes.data());
+    const uintptr_t begin = (std::max(at, map) + page - 1) / page * page;
+    const uintptr_t end = std::min(at + bytes.size(), map + size_) / page * page;
+    // Only advice: where the kernel declines, the pages stay as they were.
+    if (begin < end) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
 
 namespace {
 

@@ -133,6 +133,10 @@ void read_packed_experts(Model& m, const std::string& where) {
             expert.down = Matrix{down, DType::MXFP4, Fe, C, true};
             expert.gate_b = biases, expert.up_b = biases + Fe, expert.down_b = biases + 2 * Fe;
         }
+        // The file's pages of the blocks and scales just copied are dropped:
+        // kept, the open would hold the experts twice.
+        for (const RawTensor* copied : {p.gate_up_blocks, p.gate_up_scales, p.down_blocks, p.down_scales})
+            for (const auto& file : m.files) file->release(copied->bytes);
         // Listed as the weights they are (transformers' parameters), each with its file's bytes.
         const auto list = [&](const std::string& name, std::vector<int64_t> shape, DType dtype, size_t bytes) {
             m.tensors.push_back({prefix + name, shape, dtype, static_cast<int64_t>(bytes)});

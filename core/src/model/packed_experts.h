@@ -12,7 +12,8 @@ namespace headscope {
 // checked against the config (each problem one line naming `where` and the
 // tensor): each expert's gate and up rows repacked as ggml's MXFP4 blocks
 // into m.expert_blocks (gate's rows, then up's), its down's after them, the
-// biases as float32 into m.expert_biases; listed in m.tensors and counted in m.params.
+// biases as float32 into m.expert_biases, the file's pages of the blocks and
+// scales released once copied; listed in m.tensors and counted in m.params.
 void read_packed_experts(Model& m, const std::string& where);
 
 }  // namespace headscope

@@ -51,6 +51,12 @@ public:
     // The others by name.
     const std::map<std::string, RawTensor>& unread_tensors() const { return unread_; }
 
+    // Drops from memory the pages of this file's map that lie wholly inside
+    // `bytes` (its other bytes ignored): for tensors copied out at load, whose
+    // pages would otherwise stay resident beside the copy. The map is private
+    // and read-only, so a page touched again is read back from the file.
+    void release(std::span<const std::byte> bytes) const;
+
 private:
     std::filesystem::path path_;
     const std::byte* data_ = nullptr;
