@@ -57,6 +57,20 @@ ReferenceRow reference_row(const double* logits, int V, int count) {
     return row;
 }
 
+std::pair<double, std::vector<double>> loss_and_p(const std::vector<double>& logits, int V,
+                                                  const std::vector<int32_t>& text,
+                                                  const std::vector<Prediction>& ids) {
+    const int T = static_cast<int>(text.size());
+    double loss = 0;
+    std::vector<double> p(T);
+    for (int t = 0; t < T; ++t) {
+        const ReferenceRow row = reference_row(&logits[size_t(t) * V], V, 1);
+        if (t + 1 < T) loss -= row.logp[text[t + 1]] / (T - 1);
+        p[t] = std::exp(row.logp[ids[t].id]);
+    }
+    return {loss, p};
+}
+
 // The reference's residual rows of `layer` at each text's real positions, (N, C).
 std::vector<double> real_rows(const std::vector<double>& residual, int layer, const Texts& texts, int T, int C) {
     const int B = static_cast<int>(texts.size());

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "family_models.h"
@@ -52,6 +53,12 @@ struct ReferenceRow {
     std::vector<int> order;    // (count)
 };
 ReferenceRow reference_row(const double* logits, int V, int count);
+
+// A text's mean loss over its next tokens and the p of ids[t].id at each
+// position t, from the reference's logits of its rows (T, V): what the
+// effects grid tracks.
+std::pair<double, std::vector<double>> loss_and_p(const std::vector<double>& logits, int V,
+                                                  const std::vector<int32_t>& text, const std::vector<Prediction>& ids);
 
 // The reference's residual rows of `layer` at each text's real positions, (N, C).
 std::vector<double> real_rows(const std::vector<double>& residual, int layer, const Texts& texts, int T, int C);

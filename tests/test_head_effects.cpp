@@ -112,16 +112,8 @@ std::pair<double, std::vector<double>> reference_loss_and_p(const Model& model, 
     const Reference ref = reference_attention(model, {text}, opt);
     const Config& cfg = model.config;
     const int T = static_cast<int>(text.size()), V = cfg.vocab_size;
-    const std::vector<double> z =
-        reference_logits(model, real_rows(ref.residual, cfg.n_layer - 1, {text}, T, cfg.n_embd));
-    double loss = 0;
-    std::vector<double> p(T);
-    for (int t = 0; t < T; ++t) {
-        const ReferenceRow row = reference_row(&z[size_t(t) * V], V, 1);
-        if (t + 1 < T) loss -= row.logp[text[t + 1]] / (T - 1);
-        p[t] = std::exp(row.logp[ids[t].id]);
-    }
-    return {loss, p};
+    return loss_and_p(reference_logits(model, real_rows(ref.residual, cfg.n_layer - 1, {text}, T, cfg.n_embd)), V, text,
+                      ids);
 }
 
 // Every single head knocked out, on top of one already out, zero and mean:
