@@ -105,6 +105,50 @@ std::vector<ParameterRow> parameter_table(const Model& model) {
     return rows;
 }
 
+namespace {
+
+// The positions row: the kind, its base and what scales its frequencies.
+std::string positions_words(const Config& c) {
+    std::string positions = positions_choices.labels[static_cast<int>(c.positions)];
+    if (c.positions == Positions::learned) return positions + ", " + std::to_string(c.n_positions) + " positions";
+    char theta[32];
+    std::snprintf(theta, sizeof theta, "%.10g", c.rope.theta);
+    positions += ", theta " + std::string(theta);
+    const int hs = c.head_size();
+    if (c.rope.fraction < 1)
+        positions +=
+            ", on " + std::to_string(rope_dims(c.rope, hs)) + " of each head's " + std::to_string(hs) + " dims";
+    if (c.rope.factor > 0) positions += ", Llama 3 scaling";
+    if (!c.rope.long_divisors.empty())
+        positions += ", LongRoPE (its long factors past " + std::to_string(c.rope.long_after) + " positions)";
+    else if (!c.rope.frequency_divisors.empty())
+        positions += ", each frequency divided by its own factor (YaRN's or the file's rope_freqs)";
+    if (c.rope.cos_sin_scale != 1) {
+        char scale[32];
+        std::snprintf(scale, sizeof scale, "%.4g", c.rope.cos_sin_scale);
+        positions += ", cos and sin times " + std::string(scale);
+    }
+    return positions;
+}
+
+// The MLP row: a dense MLP's kind and size, or the mixture of experts'.
+std::string mlp_words(const Config& c) {
+    const std::string kind = mlp_choices.labels[static_cast<int>(c.mlp)];
+    if (!c.has_experts()) return kind + ", " + std::to_string(c.mlp_size()) + " hidden";
+    std::string dense;
+    for (int l = 0; l < c.n_layer; ++l)
+        if (!c.expert_layer(l)) dense += (dense.empty() ? "" : ", ") + std::to_string(l);
+    char clamp[64] = "";
+    if (c.swiglu_limit > 0)
+        std::snprintf(clamp, sizeof clamp, " clamped at %.3g (alpha %.4g)", c.swiglu_limit, c.swiglu_alpha);
+    return std::to_string(c.n_experts) + " experts (SwiGLU" + clamp + ", " + std::to_string(c.expert_mlp_dim) +
+           " hidden), " + std::to_string(c.experts_per_token) + " a token: " + routing_words(c) +
+           (dense.empty() ? ""
+                          : "; dense layers " + dense + " (" + kind + ", " + std::to_string(c.mlp_size()) + " hidden)");
+}
+
+}  // namespace
+
 std::vector<ConfigRow> config_table(const Model& model) {
     const Config& c = model.config;
     const int NH = c.n_head, NKV = c.kv_heads(), hs = c.head_size();
@@ -121,29 +165,14 @@ std::vector<ConfigRow> config_table(const Model& model) {
              (NH * hs == c.n_embd ? " (C / NH)" : " (the config's; NH x hs = " + std::to_string(NH * hs) + ", not C)")},
         {"norm", norm_choices.labels[static_cast<int>(c.norm)]},
     };
-    std::string positions = positions_choices.labels[static_cast<int>(c.positions)];
-    if (c.positions == Positions::learned) {
-        positions += ", " + std::to_string(c.n_positions) + " positions";
-    } else {
-        char theta[32];
-        std::snprintf(theta, sizeof theta, "%.10g", c.rope.theta);
-        positions += ", theta " + std::string(theta);
-        if (c.rope.fraction < 1)
-            positions +=
-                ", on " + std::to_string(rope_dims(c.rope, hs)) + " of each head's " + std::to_string(hs) + " dims";
-        if (c.rope.factor > 0) positions += ", Llama 3 scaling";
-        if (!c.rope.long_divisors.empty())
-            positions += ", LongRoPE (its long factors past " + std::to_string(c.rope.long_after) + " positions)";
-    }
-    rows.push_back({"positions", positions});
+    rows.push_back({"positions", positions_words(c)});
     if (c.qk_norm)
         rows.push_back({"q/k norm", c.qk_norm_whole ? "RMSNorm over each token's whole Q and whole K"
                                                     : "RMSNorm over each head's hs values"});
     if (c.output_norms)
         rows.push_back({"norm placement",
                         c.input_norms ? "before and after each sublayer" : "after each sublayer: x + norm(attn(x))"});
-    rows.push_back({"MLP", std::string(mlp_choices.labels[static_cast<int>(c.mlp)]) + ", " +
-                               std::to_string(c.mlp_size()) + " hidden"});
+    rows.push_back({"MLP", mlp_words(c)});
     std::string window = "none";
     if (c.sliding_window)
         window = c.causal ? std::to_string(c.sliding_window) + " keys back"
