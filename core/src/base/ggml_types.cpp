@@ -231,16 +231,41 @@ void dequantize_iq4_xs(const uint8_t* b, size_t blocks, float* out) {
     }
 }
 
+#if defined(__AVX2__)
+// 16 codebook values (int8) times d into out[0, 16).
+void store_scaled(__m128i values, float d, float* out) {
+#if defined(__AVX512F__)
+    // The masked forms: GCC 12 warns, wrongly, of the plain ones' undefined source.
+    const __m512 floats = _mm512_maskz_cvtepi32_ps(0xffff, _mm512_maskz_cvtepi8_epi32(0xffff, values));
+    _mm512_storeu_ps(out, _mm512_mul_ps(floats, _mm512_set1_ps(d)));
+#else
+    const __m256 scale = _mm256_set1_ps(d);
+    _mm256_storeu_ps(out, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(values)), scale));
+    _mm256_storeu_ps(out + 8,
+                     _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(values, 8))), scale));
+#endif
+}
+#endif
+
 // MXFP4: an E8M0 scale 2^(e - 127), halved for the doubled FP4 values;
-// e = 0 and 1 give float32 subnormals.
+// e = 0 and 1 give float32 subnormals. Where the build has AVX2, each half
+// of a block's codes is looked up 16 at a time by a byte shuffle: the
+// products of a generated token widen every row of its experts so.
 void dequantize_mxfp4(const uint8_t* b, size_t blocks, float* out) {
     for (size_t i = 0; i < blocks; ++i, b += 17, out += 32) {
         const uint32_t e = b[0];
         const float d = std::bit_cast<float>(e < 2 ? 0x00200000u << e : (e - 1) << 23);
+#if defined(__AVX2__)
+        const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(fp4_doubled_values));
+        const __m128i codes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 1)), low = _mm_set1_epi8(15);
+        store_scaled(_mm_shuffle_epi8(table, _mm_and_si128(codes, low)), d, out);
+        store_scaled(_mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(codes, 4), low)), d, out + 16);
+#else
         for (int j = 0; j < 16; ++j) {
             out[j] = static_cast<float>(fp4_doubled_values[b[1 + j] & 15]) * d;
             out[j + 16] = static_cast<float>(fp4_doubled_values[b[1 + j] >> 4]) * d;
         }
+#endif
     }
 }
 
