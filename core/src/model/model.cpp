@@ -117,7 +117,8 @@ std::vector<fs::path> checkpoint_files(const fs::path& dir) {
     throw Error(single.string() + " missing (and no model.safetensors.index.json)");
 }
 
-// Where `shape` differs from `expected`, the message for tensor `name`.
+}  // namespace
+
 void check_shape(const std::string& file, const std::string& name, const std::vector<int64_t>& shape,
                  const std::vector<int64_t>& expected) {
     if (shape != expected) {
@@ -125,8 +126,6 @@ void check_shape(const std::string& file, const std::string& name, const std::ve
                     shape_string(expected, Notation::json) + " from config.json");
     }
 }
-
-}  // namespace
 
 Config read_config(const fs::path& path) {
     if (path_kind(path) == PathKind::missing) throw Error(path.string() + " missing");

@@ -5,6 +5,8 @@
 // _scales (E, C, Fe / 32) and down_proj_bias (E, C).
 #include "packed_experts.h"
 
+#include "model_files.h"
+
 #include "headscope/base/error.h"
 #include "headscope/base/ggml_types.h"
 #include "headscope/base/shape.h"
@@ -23,13 +25,6 @@ struct PackedLayer {
 };
 
 std::string experts_prefix(int layer) { return "model.layers." + std::to_string(layer) + ".mlp.experts."; }
-
-void check_shape(const std::string& where, const std::string& name, const std::vector<int64_t>& shape,
-                 const std::vector<int64_t>& expected) {
-    if (shape != expected)
-        throw Error(where + ": tensor '" + name + "' has shape " + shape_string(shape, Notation::json) + ", expected " +
-                    shape_string(expected, Notation::json) + " from config.json");
-}
 
 // Tensor `name` missing: said so, or that the file holds the experts unpacked.
 [[noreturn]] void missing(const Model& m, const std::string& where, const std::string& name) {
