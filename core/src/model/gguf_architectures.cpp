@@ -130,19 +130,6 @@ const GgufStackNames gemma3_names = {
     "blk.",
     gemma_layer};
 
-// The soft caps, the window and RoPE's scaling are gguf_gemma.cpp's.
-const std::vector<GgufKey> gemma_keys = {
-    {"block_count", "num_hidden_layers"},
-    {"embedding_length", "hidden_size"},
-    {"feed_forward_length", "intermediate_size"},
-    {"attention.head_count", "num_attention_heads"},
-    {"context_length", "max_position_embeddings"},
-    {"attention.layer_norm_rms_epsilon", "rms_norm_eps", K::number},
-    {"attention.head_count_kv", "num_key_value_heads", K::count, false},
-    {"attention.key_length", "head_dim", K::count, false},
-    {"rope.freq_base", "rope_theta", K::number, false},
-};
-
 // ---- phi3 ----
 
 // Q, K and V one product (attn_qkv) and the MLP's gate and up one (ffn_up, 2F
@@ -368,8 +355,9 @@ const GgufArchitecture architectures[] = {
     {"qwen3", "qwen3", llama_keys, {llama_names}, llama_more_keys},
     {"olmo2", "olmo2", llama_keys, {olmo2_names}, llama_more_keys},
     {"phi3", "phi3", phi3_keys, {phi3_names}, phi3_more_keys},
-    {"gemma2", "gemma2", gemma_keys, {gemma2_names}, gemma2_more_keys, gemma2_layout},
-    {"gemma3", "gemma3_text", gemma_keys, {gemma3_names}, gemma3_more_keys, gemma3_layout},
+    // Gemma: llama's keys; the soft caps, the window and RoPE's scaling are gguf_gemma.cpp's.
+    {"gemma2", "gemma2", llama_keys, {gemma2_names}, gemma2_more_keys, gemma2_layout},
+    {"gemma3", "gemma3_text", llama_keys, {gemma3_names}, gemma3_more_keys, gemma3_layout},
     {"gpt2", "gpt2", gpt2_keys, {gpt2_names}, gpt2_more_keys, gpt2_layout},
     {"gptneox", "gpt_neox", gpt_neox_keys, {gpt_neox_names}, gpt_neox_more_keys, gpt_neox_layout},
     {"bert", "bert", bert_keys, {bert_names}, bert_more_keys},
