@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <sstream>
 #include <vector>
@@ -132,6 +134,29 @@ TEST_F(CudaTest, BuiltinModelMatchesTheCpuForEveryOption) {
                          model.tokenizer.encode("When Mary and John went to the store, John gave a drink to"),
                          model.tokenizer.encode("Hello")};
     Comparison(model).expect_same_for_every_option(texts, {0, 1, 2, 8});
+}
+
+// Whether this process has cuBLAS's library mapped.
+bool cublas_mapped() {
+    std::ifstream maps("/proc/self/maps");
+    return std::string(std::istreambuf_iterator<char>(maps), {}).find("libcublas") != std::string::npos;
+}
+
+// cuBLAS is opened by the CUDA backend when it starts, never by a program
+// that computes on the CPU (linked, it cost every start 0.17 s and 210 MB).
+TEST(CublasOnDemand, OpenedOnlyWhenACudaBackendStarts) {
+    const Model model = load_model(builtin_model);
+    BackendPick pick = make_backend(BackendChoice::automatic);
+    pick.backend->load_weights(model);
+    AttentionResult result;
+    pick.backend->forward(Batch{{model.tokenizer.encode("Hello there")}, model.config.eos_token_id}, {}, result,
+                          nullptr, {});
+    if (!cuda_status().usable) {
+        EXPECT_EQ(result.computed_on.device, "cpu");
+        EXPECT_FALSE(cublas_mapped()) << "no CUDA backend could start here, yet cuBLAS is mapped";
+    } else {
+        EXPECT_TRUE(cublas_mapped()) << "a CUDA backend started without cuBLAS";
+    }
 }
 
 // Buffers sized for a long batch are reused by a shorter one (and grown again).

@@ -5,7 +5,6 @@
 // Legend: B batch, T padded length, C channels, NH heads, hs = C/NH.
 // All buffers are row-major; cuBLAS is column-major, so each row-major
 // product out = a b is asked of it as out^T = b^T a^T.
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -26,11 +25,11 @@ namespace {
 class CudaBackend final : public Backend {
 public:
     CudaBackend() {
-        HEADSCOPE_CUDA_CHECK(cublasCreate(&cublas_));
+        HEADSCOPE_CUDA_CHECK(cublas().create(&cublas_));
         // FP32 products as on the CPU: the default math mode never uses TF32 tensor cores.
-        HEADSCOPE_CUDA_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
+        HEADSCOPE_CUDA_CHECK(cublas().set_math_mode(cublas_, CUBLAS_DEFAULT_MATH));
     }
-    ~CudaBackend() override { cublasDestroy(cublas_); }
+    ~CudaBackend() override { cublas().destroy(cublas_); }
 
     std::string name() const override { return "cuda"; }
 
@@ -137,8 +136,8 @@ private:
     // out (rows, n) = x (rows, k) w (k, n), plus out's old value when `accumulate`.
     void matmul(const float* x, const Matrix& w, float* out, int rows, int k, int n, bool accumulate) {
         const float one = 1.f, zero = 0.f;
-        HEADSCOPE_CUDA_CHECK(cublasSgemm(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, n, rows, k, &one, on_device(w), n, x, k,
-                                         accumulate ? &one : &zero, out, n));
+        HEADSCOPE_CUDA_CHECK(cublas().sgemm(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, n, rows, k, &one, on_device(w), n, x, k,
+                                            accumulate ? &one : &zero, out, n));
     }
 
     void add_bias(float* out, const float* bias, int rows, int n) {
@@ -260,17 +259,17 @@ private:
 
         const float one = 1.f, zero = 0.f;
         for (const HeadGroup& g : groups)  // att = Q K^T, asked as att^T = K Q^T
-            HEADSCOPE_CUDA_CHECK(cublasSgemmStridedBatched(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, &one,
-                                                           g.q + k_offset, in_stride, in_step, g.q, in_stride, in_step,
-                                                           &zero, g.att, T, TT, g.count));
+            HEADSCOPE_CUDA_CHECK(cublas().sgemm_strided_batched(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, &one,
+                                                                g.q + k_offset, in_stride, in_step, g.q, in_stride,
+                                                                in_step, &zero, g.att, T, TT, g.count));
         const size_t rows = static_cast<size_t>(B) * NH * T;
         masked_softmax_kernel<<<blocks_for(rows * 32), threads>>>(att_.data(), ends_.data(), T, NH,
                                                                   score_scale(options.scale, model_->config, hs), rows);
         HEADSCOPE_CUDA_CHECK(cudaGetLastError());
         for (const HeadGroup& g : groups)  // y = att V, asked as y^T = V^T att^T
-            HEADSCOPE_CUDA_CHECK(cublasSgemmStridedBatched(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, &one,
-                                                           g.q + 2 * k_offset, in_stride, in_step, g.att, T, TT, &zero,
-                                                           g.y, out_stride, out_step, g.count));
+            HEADSCOPE_CUDA_CHECK(cublas().sgemm_strided_batched(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, &one,
+                                                                g.q + 2 * k_offset, in_stride, in_step, g.att, T, TT,
+                                                                &zero, g.y, out_stride, out_step, g.count));
     }
 
     const Model* model_ = nullptr;

@@ -3,11 +3,11 @@
 // of device memory), and the kernels of the forward: embedding, bias, GELU,
 // LayerNorm and the fused scale + mask + softmax.
 #pragma once
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <string>
 
+#include "cublas_library.cuh"
 #include "headscope/base/error.h"
 
 namespace headscope {
@@ -22,7 +22,7 @@ void check(cudaError_t status, const char* call) {
     if (status != cudaSuccess) throw CudaError(std::string(call) + ": " + cudaGetErrorString(status));
 }
 void check(cublasStatus_t status, const char* call) {
-    if (status != CUBLAS_STATUS_SUCCESS) throw CudaError(std::string(call) + ": " + cublasGetStatusString(status));
+    if (status != CUBLAS_STATUS_SUCCESS) throw CudaError(std::string(call) + ": " + cublas().status_string(status));
 }
 // Every CUDA and cuBLAS call goes through this.
 #define HEADSCOPE_CUDA_CHECK(call) check((call), #call)
