@@ -6,7 +6,8 @@
 // weight; then with an expert knocked out, the grid, the strip and the
 // predictions panel are the knocked-out model's, the expert is listed with a
 // way back and the status bar counts it. A dense model refuses the tab and
-// the grid of experts. The effects tab's grid of experts is core's.
+// the grid of experts. The effects tab's grid of experts is core's, and
+// its switch comes back in the next run.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -21,6 +22,7 @@
 
 using namespace headscope;
 using nlohmann::json;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -166,6 +168,34 @@ TEST_F(WindowRouter, TheEffectsGridOfExpertsIsCores) {
     bool switch_drawn = false;
     for (const json& control : test::entries(shot.layout, "control")) switch_drawn |= control["name"] == "effects of";
     EXPECT_TRUE(switch_drawn);
+}
+
+// The effects grid's switch is saved with the settings: a run that leaves it
+// at experts opens the next (given neither) on the grid of experts, its
+// dense layer 1's row crossed out, which the grid of heads never has; the
+// command line wins.
+TEST_F(WindowRouter, TheEffectsSwitchComesBackInTheNextRun) {
+    test::TempDir config;
+    test::ScopedEnv xdg("XDG_CONFIG_HOME", config.path.string());
+    const fs::path saved = config.path / "headscope" / "settings.json";
+    shoot("switch-saved", {"--settings", "on", "--effects-of", "experts"}, "effects");
+    EXPECT_EQ(json::parse(test::read_file(saved))["effects_of"], "experts");
+
+    const test::WindowShot shot = shoot("switch-restored", {"--settings", "on", "--compute-effects"}, "effects");
+    const Config& config_of = moe().model.config;
+    const json grid = test::entries(shot.layout, "effects-grid");
+    ASSERT_EQ(grid.size(), static_cast<size_t>(config_of.n_layer * config_of.n_experts));
+    int crossed = 0;
+    for (const json& cell : grid) {
+        const int l = cell["layer"], e = cell["column"];
+        const json& v = cell["values"][l * config_of.n_experts + e];
+        EXPECT_EQ(v.is_null(), l == 1) << "L" << l << " E" << e;
+        crossed += v.is_null();
+    }
+    EXPECT_EQ(crossed, config_of.n_experts);
+
+    shoot("switch-given", {"--settings", "on", "--effects-of", "heads"}, "effects");
+    EXPECT_EQ(json::parse(test::read_file(saved))["effects_of"], "heads");
 }
 
 // A dense model (the built-in GPT-2): --view router and --effects-of experts
