@@ -54,6 +54,10 @@ std::array<double, 3> hsv_to_rgb(double h, double s, double v) {
     return rgb;
 }
 
+std::array<double, 3> expert_rgb(int expert, double weight) {
+    return hsv_to_rgb(std::fmod(expert * 0.618034, 1.0), 0.65, 0.3 + 0.7 * weight);
+}
+
 std::vector<std::string> window_command(const std::vector<std::string>& args, const std::vector<std::string>& under,
                                         const std::filesystem::path& window) {
     // xvfb-run -a takes the first free display from its start number, and two

@@ -24,6 +24,11 @@ Image load_png(const std::filesystem::path& path);  // empty when it cannot be r
 std::array<double, 3> viridis(double t);
 // HSV (each 0..1) to RGB in 0..255, the textbook six-sector formula: the dance's owner colours.
 std::array<double, 3> hsv_to_rgb(double h, double s, double v);
+// The router tab's colour of a route's first expert at its weight
+// (app/views/router_view.h's formula, written again): expert e's hue
+// e * 0.618034 wrapped, saturation 0.65, value 0.3 + 0.7 w; and a dense layer's.
+std::array<double, 3> expert_rgb(int expert, double weight);
+inline constexpr std::array<double, 3> dense_layer_rgb = {62, 62, 68};
 
 // The command line of headscope with `args` under xvfb-run on a 1920x1080 screen.
 std::vector<std::string> window_command(const std::vector<std::string>& args,

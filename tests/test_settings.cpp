@@ -28,6 +28,7 @@ TEST(Settings, WhatIsWrittenReadsBack) {
     s.options.n_head = 8;
     s.options.scale = Scale::none;
     s.options.split = Split::naive_view;
+    s.effects_of = EffectsOf::experts;
     s.export_dir = "/tmp/exports";
     s.window = {1600, 900, std::array{-20, 40}, true};
     const fs::path file = dir.path / "headscope" / "settings.json";  // the folder is made
@@ -36,6 +37,7 @@ TEST(Settings, WhatIsWrittenReadsBack) {
     EXPECT_NE(text.find("\"colormap\": \"grey\""), std::string::npos) << text;
     EXPECT_NE(text.find("\"scale\": \"none\""), std::string::npos) << text;
     EXPECT_NE(text.find("\"split\": \"naive-view\""), std::string::npos) << text;
+    EXPECT_NE(text.find("\"effects_of\": \"experts\""), std::string::npos) << text;
 
     testing::internal::CaptureStderr();
     const Settings back = read_settings(file);
@@ -49,6 +51,7 @@ TEST(Settings, WhatIsWrittenReadsBack) {
     EXPECT_EQ(back.options.n_head, 8);
     EXPECT_EQ(back.options.scale, Scale::none);
     EXPECT_EQ(back.options.split, Split::naive_view);
+    EXPECT_EQ(back.effects_of, EffectsOf::experts);
     EXPECT_EQ(back.export_dir, "/tmp/exports");
     EXPECT_EQ(back.window.width, 1600);
     EXPECT_EQ(back.window.height, 900);
@@ -66,6 +69,7 @@ TEST(Settings, MissingFileIsTheDefaultsSilently) {
     EXPECT_EQ(s.colormap, Colormap::viridis);
     EXPECT_TRUE(s.options.causal);
     EXPECT_EQ(s.options.n_head, 0);
+    EXPECT_EQ(s.effects_of, EffectsOf::heads);
     EXPECT_EQ(s.window.width, 0);  // a first start: the window takes most of the screen
     EXPECT_FALSE(s.window.position);
 }
@@ -88,6 +92,8 @@ TEST(Settings, CorruptFilesAreIgnoredWithOneWarningLine) {
          {std::string("{\"model\": "), std::string("[1, 2]"), std::string(""), with("\"viridis\"", "\"rainbow\""),
           with("\"transpose\"", "\"sideways\""), with("\"heads\": 0", "\"heads\": -3"),
           with("\"heads\": 0", "\"heads\": \"four\""), with("\"texts\"", "\"textz\""), with("1280", "0"),
+          with("\"effects_of\": \"heads\"", "\"effects_of\": \"neurons\""),
+          with("\"effects_of\": \"heads\"", "\"effects_of\": true"),
           with("\"window_maximized\": false", "\"window_maximized\": 3"),
           with("\"window_maximized\": false", "\"window_position\": [5]")}) {
         std::ofstream(file, std::ios::binary) << bad;
@@ -150,6 +156,26 @@ TEST(Settings, AFileWithoutTheSlidingWindowKeepsItOn) {
     EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
     EXPECT_TRUE(back.sliding_window);
     EXPECT_EQ(back.texts, off.texts);
+}
+
+// Settings written before the grid of experts have no switch: the grid of heads.
+TEST(Settings, AFileWithoutTheEffectsSwitchIsTheGridOfHeads) {
+    test::TempDir dir;
+    Settings experts;
+    experts.effects_of = EffectsOf::experts;
+    experts.texts = {"kept"};
+    const fs::path file = dir.path / "settings.json";
+    write_settings(file, experts);
+    std::string text = test::read_file(file);
+    const std::string key = "\"effects_of\": \"experts\",";
+    ASSERT_NE(text.find(key), std::string::npos) << text;
+    text.erase(text.find(key), key.size());
+    std::ofstream(file, std::ios::binary) << text;
+    testing::internal::CaptureStderr();
+    const Settings back = read_settings(file);
+    EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+    EXPECT_EQ(back.effects_of, EffectsOf::heads);
+    EXPECT_EQ(back.texts, experts.texts);
 }
 
 TEST(Settings, LiveUnderXdgConfigHomeElseDotConfig) {

@@ -9,171 +9,21 @@
 #include <gtest/gtest.h>
 
 #include <array>
-#include <chrono>
-#include <cstdlib>
 #include <fstream>
-#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
-#include <thread>
 
+#include "driven_window.h"
 #include "headscope/compute/backend.h"
 #include "headscope/model/model.h"
 #include "model_writer.h"
 #include "process.h"
 #include "screenshot.h"
 
-// Last: Xlib defines macros (None, Bool, Status) that clash with C++ headers.
-#include <X11/Xlib.h>
-#include <X11/Xutil.h>
-
 using namespace headscope;
 using nlohmann::json;
 
 namespace {
-
-void pause_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
-
-// An Xvfb server of its own on the first free display from :90 (as xvfb-run
-// -a picks one): a display whose lock file exists, or whose server exits at
-// once, is skipped. The lock file must name this server's process: a test
-// running alongside may have taken the display a moment before, and its
-// server would answer, then vanish when that test ends.
-class VirtualScreen {
-public:
-    VirtualScreen() {
-        for (int n = 90; n < 190 && name_.empty(); ++n) {
-            const std::filesystem::path lock = "/tmp/.X" + std::to_string(n) + "-lock";
-            if (std::filesystem::exists(lock)) continue;
-            const std::string display = std::string(":").append(std::to_string(n));
-            server_ = std::make_unique<test::Child>(
-                std::vector<std::string>{"Xvfb", display, "-screen", "0", "1280x800x24", "-nolisten", "tcp"});
-            for (int tries = 0; tries < 100 && name_.empty() && !server_->ended(); ++tries) {
-                pause_ms(50);
-                if (Display* open = XOpenDisplay(display.c_str())) {
-                    XCloseDisplay(open);
-                    int owner = 0;
-                    std::istringstream(test::read_file(lock)) >> owner;
-                    if (owner == server_->pid()) name_ = display;
-                }
-            }
-        }
-    }
-    const std::string& name() const { return name_; }  // empty if no Xvfb started
-
-private:
-    std::unique_ptr<test::Child> server_;  // ends with this
-    std::string name_;
-};
-
-// The screen's pixels, read through Xlib.
-test::Image grab_screen(const std::string& display_name) {
-    test::Image image;
-    Display* display = XOpenDisplay(display_name.c_str());
-    if (!display) return image;
-    const Window root = DefaultRootWindow(display);
-    XWindowAttributes attributes;
-    XGetWindowAttributes(display, root, &attributes);
-    XImage* x = XGetImage(display, root, 0, 0, attributes.width, attributes.height, AllPlanes, ZPixmap);
-    image.width = attributes.width;
-    image.height = attributes.height;
-    for (int y = 0; y < image.height; ++y)
-        for (int px = 0; px < image.width; ++px) {
-            const unsigned long pixel = XGetPixel(x, px, y);
-            image.rgba.insert(image.rgba.end(), {static_cast<unsigned char>((pixel & x->red_mask) >> 16),
-                                                 static_cast<unsigned char>((pixel & x->green_mask) >> 8),
-                                                 static_cast<unsigned char>(pixel & x->blue_mask), 255});
-        }
-    XDestroyImage(x);
-    XCloseDisplay(display);
-    return image;
-}
-
-// The centre of each control a layout names, as xdotool's x and y.
-using Centres = std::map<std::string, std::vector<std::string>>;
-Centres control_centres(const json& layout) {
-    Centres centres;
-    for (const json& cell : layout) {
-        if (cell["view"] != "control") continue;
-        const std::string name = cell.contains("text")
-                                     ? cell["name"].get<std::string>() + ":" + cell["text"].get<std::string>()
-                                     : cell["name"].get<std::string>();
-        centres[name] = {std::to_string(static_cast<int>(cell["x"].get<double>() + cell["w"].get<double>() / 2)),
-                         std::to_string(static_cast<int>(cell["y"].get<double>() + cell["h"].get<double>() / 2))};
-    }
-    return centres;
-}
-
-// The window, started on a virtual screen for xdotool to drive; unless
-// `placed_by_settings`, the size of the screenshot runs whose layouts say
-// where its controls are.
-class DrivenWindow {
-public:
-    DrivenWindow(const std::string& display, std::vector<std::string> args, const std::filesystem::path& scratch,
-                 bool placed_by_settings = false)
-        : display_(display), env_("DISPLAY", display), scratch_(scratch) {
-        if (!placed_by_settings) args.insert(args.begin(), {"--window-size", "1280x800"});
-        args.insert(args.begin(), HEADSCOPE_WINDOW);
-        window_ = std::make_unique<test::Child>(args);
-        // Under a heavy load xdotool has once failed to open a display whose
-        // server was up: a second and third try before calling it missing.
-        test::ProcessRun found{-1, "", ""};
-        for (int tries = 0; tries < 3; ++tries) {
-            found = xdotool({"search", "--sync", "--onlyvisible", "--name", "^Headscope$"});
-            if (found.status == 0 || found.err.find("Can't open display") == std::string::npos) break;
-            pause_ms(1000);
-        }
-        EXPECT_EQ(found.status, 0) << "no window: " << found.err;
-    }
-
-    test::ProcessRun xdotool(std::vector<std::string> args) const {
-        args.insert(args.begin(), {"timeout", "20", "xdotool"});
-        return test::run_program(args, scratch_);
-    }
-    // The window's x, y, width and height on the screen.
-    std::array<int, 4> geometry() const {
-        const test::ProcessRun run = xdotool({"search", "--name", "^Headscope$", "getwindowgeometry", "--shell"});
-        EXPECT_EQ(run.status, 0) << run.err;
-        std::map<std::string, int> values;
-        std::istringstream lines(run.out);
-        for (std::string line; std::getline(lines, line);)
-            if (const size_t eq = line.find('='); eq != std::string::npos)
-                values[line.substr(0, eq)] = std::atoi(line.c_str() + eq + 1);
-        return {values["X"], values["Y"], values["WIDTH"], values["HEIGHT"]};
-    }
-    void click(const std::vector<std::string>& at) const {
-        EXPECT_EQ(xdotool({"mousemove", at.at(0), at.at(1), "click", "1"}).status, 0);
-        pause_ms(300);
-    }
-    // The compute and the head scores run in the background: the screen once
-    // it has not changed for a second, two grabs in a row (at most 20 s). One
-    // unchanged half second is not enough on a loaded machine, where a frame
-    // can take longer.
-    test::Image settled_screen() const {
-        test::Image shot = grab_screen(display_);
-        for (int tries = 0, unchanged = 0; tries < 40 && unchanged < 2; ++tries) {
-            pause_ms(500);
-            test::Image next = grab_screen(display_);
-            unchanged = next.rgba == shot.rgba ? unchanged + 1 : 0;
-            shot = std::move(next);
-        }
-        return shot;
-    }
-    // Ctrl+Q, which writes the layout of the last frame; the exit status, or
-    // -1 when the window is still open 20 s later (it is then killed).
-    int quit() {
-        EXPECT_EQ(xdotool({"key", "ctrl+q"}).status, 0);
-        for (int tries = 0; tries < 200 && !window_->ended(); ++tries) pause_ms(100);
-        return window_->ended() ? window_->wait() : -1;
-    }
-
-private:
-    std::string display_;
-    test::ScopedEnv env_;
-    std::filesystem::path scratch_;
-    std::unique_ptr<test::Child> window_;
-};
 
 // Every heatmap cell of `layout` on `shot` must show the viridis colour of
 // headscope-cli's weight for `text` without the causal mask (so no cell is
@@ -219,22 +69,23 @@ TEST(WindowEndToEnd, TypingAndTogglingTheCausalMaskRedrawTheMaps) {
     // Where the text box and the checkbox are, from a screenshot run's layout.
     const test::WindowShot first = test::shoot_window({"--model", model, "--text", "A"}, dir.path, "first");
     ASSERT_EQ(first.run.status, 0);
-    const Centres controls = control_centres(first.layout);
+    const test::Centres controls = test::control_centres(first.layout);
     ASSERT_TRUE(controls.contains("text") && controls.contains("causal mask"));
 
-    const VirtualScreen screen;
+    const test::VirtualScreen screen;
     ASSERT_FALSE(screen.name().empty()) << "Xvfb did not start";
     const auto layout = dir.path / "layout.json";
     // A click on the text gives the box the keys with its cursor at the end
     // (no key chords, which ImGui 1.86 can miss when press and release fall
     // in one frame of a busy machine), keys typed at once included.
-    DrivenWindow window(screen.name(), {"--model", model, "--text", "Dogs", "--layout", layout.string()}, dir.path);
+    test::DrivenWindow window(screen.name(), {"--model", model, "--text", "Dogs", "--layout", layout.string()},
+                              dir.path);
     EXPECT_EQ(window
                   .xdotool({"mousemove", controls.at("text")[0], controls.at("text")[1], "click", "1", "type",
                             "--delay", "20", typed.substr(4)})
                   .status,
               0);
-    pause_ms(300);
+    test::pause_ms(300);
     window.click(controls.at("causal mask"));
     const test::Image shot = window.settled_screen();
     ASSERT_EQ(window.quit(), 0);
@@ -257,25 +108,25 @@ TEST(WindowEndToEnd, ChoosingAnExampleFromTheMenuShowsItsTexts) {
 
     const test::WindowShot first = test::shoot_window({"--model", model, "--text", "A"}, dir.path, "first");
     ASSERT_EQ(first.run.status, 0);
-    const std::vector<std::string> menu = control_centres(first.layout).at("examples");
+    const std::vector<std::string> menu = test::control_centres(first.layout).at("examples");
 
-    const VirtualScreen screen;
+    const test::VirtualScreen screen;
     ASSERT_FALSE(screen.name().empty()) << "Xvfb did not start";
     // Where the menu's entries are: a window quit with the menu open lays them out.
     const auto open_layout = dir.path / "open.json";
     {
-        DrivenWindow window(screen.name(), {"--model", model, "--text", "A", "--layout", open_layout.string()},
-                            dir.path);
+        test::DrivenWindow window(screen.name(), {"--model", model, "--text", "A", "--layout", open_layout.string()},
+                                  dir.path);
         window.click(menu);
         window.settled_screen();
         ASSERT_EQ(window.quit(), 0);
     }
-    const Centres open_controls = control_centres(test::read_layout(open_layout));
+    const test::Centres open_controls = test::control_centres(test::read_layout(open_layout));
     ASSERT_TRUE(open_controls.contains("example:second"));
 
     const auto layout = dir.path / "layout.json";
-    DrivenWindow window(screen.name(),
-                        {"--model", model, "--text", "A", "--causal", "off", "--layout", layout.string()}, dir.path);
+    test::DrivenWindow window(
+        screen.name(), {"--model", model, "--text", "A", "--causal", "off", "--layout", layout.string()}, dir.path);
     window.click(menu);
     window.settled_screen();  // as a person does: the entry is clicked once the menu is seen
     window.click(open_controls.at("example:second"));
@@ -290,10 +141,10 @@ TEST(WindowEndToEnd, ArrowAndPunctuationKeysStepTheDance) {
     test::TempDir dir;
     const std::string model = (dir.path / "model").string();
     test::write_test_model(model, {.n_layer = 1, .n_head = 2, .n_embd = 16, .n_positions = 32});
-    const VirtualScreen screen;
+    const test::VirtualScreen screen;
     ASSERT_FALSE(screen.name().empty()) << "Xvfb did not start";
     const auto layout = dir.path / "layout.json";
-    DrivenWindow window(
+    test::DrivenWindow window(
         screen.name(),
         {"--model", model, "--text", "Dogs chase the cat", "--view", "dance", "--layout", layout.string()}, dir.path);
     EXPECT_EQ(window.xdotool({"search", "--onlyvisible", "--name", "^Headscope$", "windowfocus", "--sync"}).status, 0);
@@ -318,14 +169,14 @@ TEST(WindowEndToEnd, TypingReusesThePrefixAndNextTokenAppendsGreedyTokens) {
     const std::string typed = "The cat sat on the";
     const test::WindowShot first = test::shoot_window({"--text", "A"}, dir.path, "first");
     ASSERT_EQ(first.run.status, 0);
-    const Centres controls = control_centres(first.layout);
+    const test::Centres controls = test::control_centres(first.layout);
     ASSERT_TRUE(controls.contains("text") && controls.contains("next token"));
 
-    const VirtualScreen screen;
+    const test::VirtualScreen screen;
     ASSERT_FALSE(screen.name().empty()) << "Xvfb did not start";
     const auto typing_layout = dir.path / "typing.json";
     {
-        DrivenWindow window(screen.name(), {"--text", "", "--layout", typing_layout.string()}, dir.path);
+        test::DrivenWindow window(screen.name(), {"--text", "", "--layout", typing_layout.string()}, dir.path);
         window.click(controls.at("text"));
         EXPECT_EQ(window.xdotool({"type", "--delay", "60", typed}).status, 0);
         window.settled_screen();
@@ -338,7 +189,7 @@ TEST(WindowEndToEnd, TypingReusesThePrefixAndNextTokenAppendsGreedyTokens) {
     EXPECT_EQ(status["text"].get<std::string>().rfind("reused ", 0), 0u) << status["text"];
 
     const auto layout = dir.path / "layout.json";
-    DrivenWindow window(screen.name(), {"--text", typed, "--layout", layout.string()}, dir.path);
+    test::DrivenWindow window(screen.name(), {"--text", typed, "--layout", layout.string()}, dir.path);
     // Each step settled before the next press: the button waits while one runs.
     for (int press = 0; press < 3; ++press) {
         window.click(controls.at("next token"));
@@ -382,20 +233,20 @@ TEST(WindowEndToEnd, TheWindowOpensWhereItWasLeft) {
     const std::string model = (dir.path / "model").string();
     test::write_test_model(model, {.n_layer = 1, .n_head = 2, .n_embd = 16, .n_positions = 32});
     const test::ScopedEnv config("XDG_CONFIG_HOME", (dir.path / "config").string());
-    const VirtualScreen screen;
+    const test::VirtualScreen screen;
     ASSERT_FALSE(screen.name().empty()) << "Xvfb did not start";
     const std::vector<std::string> args = {"--model", model, "--text", "A", "--settings", "on"};
     {
-        DrivenWindow window(screen.name(), args, dir.path, true);
+        test::DrivenWindow window(screen.name(), args, dir.path, true);
         EXPECT_EQ(window.geometry(), (std::array{64, 40, 1152, 720}));  // the screen is 1280 x 800
         window.xdotool({"search", "--name", "^Headscope$", "windowsize", "900", "600", "windowmove", "30", "50"});
-        pause_ms(500);
+        test::pause_ms(500);
         ASSERT_EQ(window.quit(), 0);
     }
     const json saved = json::parse(test::read_file(dir.path / "config" / "headscope" / "settings.json"));
     EXPECT_EQ(saved["window"], json::array({900, 600}));
     EXPECT_EQ(saved["window_position"], json::array({30, 50}));
-    DrivenWindow window(screen.name(), args, dir.path, true);
+    test::DrivenWindow window(screen.name(), args, dir.path, true);
     EXPECT_EQ(window.geometry(), (std::array{30, 50, 900, 600}));
     ASSERT_EQ(window.quit(), 0);
 }
@@ -424,10 +275,10 @@ TEST(WindowEndToEnd, TheWheelZoomsTheLensAboutTheMouse) {
     const auto [position, fit_width] = under_mouse(first.layout);
     ASSERT_GE(position, 0);
 
-    const VirtualScreen screen;
+    const test::VirtualScreen screen;
     ASSERT_FALSE(screen.name().empty()) << "Xvfb did not start";
     const auto layout = dir.path / "lens.json";
-    DrivenWindow window(screen.name(), {"--text", text, "--view", "lens", "--layout", layout.string()}, dir.path);
+    test::DrivenWindow window(screen.name(), {"--text", text, "--view", "lens", "--layout", layout.string()}, dir.path);
     window.settled_screen();
     EXPECT_EQ(window.xdotool({"mousemove", "500", y}).status, 0);
     for (int n = 0; n < 8; ++n)  // each notch held apart: ImGui 1.86 reads one wheel step a frame

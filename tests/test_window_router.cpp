@@ -1,16 +1,17 @@
 // The router tab on a Qwen 3 MoE checkpoint (8 experts, 3 a token, layer 1
 // dense) under Xvfb, against core's forward of the same text: each cell of
 // the routes grid in the colour of the expert the router chose first at its
-// weight's brightness (app/views/router_view.h's formula, written again
-// here), dense layers grey, the strip in the colormap of the expert's
-// weight; then with an expert knocked out, the grid, the strip and the
-// predictions panel are the knocked-out model's, the expert is listed with a
-// way back and the status bar counts it. A dense model refuses the tab and
-// the grid of experts. The effects tab's grid of experts is core's.
+// weight's brightness (app/views/router_view.h's formula, written again in
+// tests/screenshot.cpp), dense layers grey, the strip in the colormap of
+// the expert's weight; then with an expert knocked out, the grid, the strip
+// and the predictions panel are the knocked-out model's, the expert is
+// listed with a way back and the status bar counts it. A dense model refuses
+// the tab and the grid of experts. The effects tab's grid of experts is
+// core's, and its switch comes back in the next run. (test_window_e2e
+// right-clicks a route to knock its expert out.)
 #include <gtest/gtest.h>
 
 #include <array>
-#include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -21,15 +22,9 @@
 
 using namespace headscope;
 using nlohmann::json;
+namespace fs = std::filesystem;
 
 namespace {
-
-// router_view.h: expert e's hue e * 0.618034 wrapped, saturation 0.65, value 0.3 + 0.7 w; dense layers (62, 62, 68).
-std::array<double, 3> expert_rgb(int expert, double weight) {
-    const double hue = std::fmod(expert * 0.618034, 1.0);
-    return test::hsv_to_rgb(hue, 0.65, 0.3 + 0.7 * weight);
-}
-constexpr std::array<double, 3> dense_rgb = {62, 62, 68};
 
 class WindowRouter : public ::testing::Test {
 protected:
@@ -68,9 +63,9 @@ protected:
             const size_t at = routes.router_at(l, 0, t);
             const std::array<int, 3> got = test::centre(shot.image, cell);
             if (l == 1)
-                EXPECT_TRUE(test::near(got, dense_rgb)) << "dense layer at " << t;
+                EXPECT_TRUE(test::near(got, test::dense_layer_rgb)) << "dense layer at " << t;
             else
-                EXPECT_TRUE(test::near(got, expert_rgb(routes.router_experts[at], routes.router_weights[at])))
+                EXPECT_TRUE(test::near(got, test::expert_rgb(routes.router_experts[at], routes.router_weights[at])))
                     << "layer " << l << " position " << t << ": expert " << routes.router_experts[at] << " weight "
                     << routes.router_weights[at] << ", drawn " << got[0] << "," << got[1] << "," << got[2];
         }
@@ -81,7 +76,8 @@ protected:
             for (int k = 0; k < routes.router_k; ++k)
                 if (routes.router_experts[routes.router_at(l, 0, t) + k] == strip_expert)
                     weight = routes.router_weights[routes.router_at(l, 0, t) + k];
-            EXPECT_TRUE(test::near(test::centre(shot.image, cell), l == 1 ? dense_rgb : test::viridis(weight)))
+            EXPECT_TRUE(
+                test::near(test::centre(shot.image, cell), l == 1 ? test::dense_layer_rgb : test::viridis(weight)))
                 << "strip at layer " << l << " position " << t;
         }
         return cells;
@@ -166,6 +162,34 @@ TEST_F(WindowRouter, TheEffectsGridOfExpertsIsCores) {
     bool switch_drawn = false;
     for (const json& control : test::entries(shot.layout, "control")) switch_drawn |= control["name"] == "effects of";
     EXPECT_TRUE(switch_drawn);
+}
+
+// The effects grid's switch is saved with the settings: a run that leaves it
+// at experts opens the next (given neither) on the grid of experts, its
+// dense layer 1's row crossed out, which the grid of heads never has; the
+// command line wins.
+TEST_F(WindowRouter, TheEffectsSwitchComesBackInTheNextRun) {
+    test::TempDir config;
+    test::ScopedEnv xdg("XDG_CONFIG_HOME", config.path.string());
+    const fs::path saved = config.path / "headscope" / "settings.json";
+    shoot("switch-saved", {"--settings", "on", "--effects-of", "experts"}, "effects");
+    EXPECT_EQ(json::parse(test::read_file(saved))["effects_of"], "experts");
+
+    const test::WindowShot shot = shoot("switch-restored", {"--settings", "on", "--compute-effects"}, "effects");
+    const Config& config_of = moe().model.config;
+    const json grid = test::entries(shot.layout, "effects-grid");
+    ASSERT_EQ(grid.size(), static_cast<size_t>(config_of.n_layer * config_of.n_experts));
+    int crossed = 0;
+    for (const json& cell : grid) {
+        const int l = cell["layer"], e = cell["column"];
+        const json& v = cell["values"][l * config_of.n_experts + e];
+        EXPECT_EQ(v.is_null(), l == 1) << "L" << l << " E" << e;
+        crossed += v.is_null();
+    }
+    EXPECT_EQ(crossed, config_of.n_experts);
+
+    shoot("switch-given", {"--settings", "on", "--effects-of", "heads"}, "effects");
+    EXPECT_EQ(json::parse(test::read_file(saved))["effects_of"], "heads");
 }
 
 // A dense model (the built-in GPT-2): --view router and --effects-of experts

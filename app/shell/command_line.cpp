@@ -53,7 +53,8 @@ void add_window_options(CLI::App& cli, Args& args) {
     add_word_option(
         &cli, "--effects-of", args.effects_of, join_words(effects_of_choices, "|"),
         [](std::string_view word) { return parse_choice(effects_of_choices, word); },
-        "what the effects grid knocks out in turn: each head (the default) or each expert of a mixture of experts");
+        "what the effects grid knocks out in turn: each head or each expert of a mixture of experts (default: the "
+        "saved choice, else heads)");
     cli.add_option("--window-size", args.window_size,
                    "the window's size (screenshots: default 1280x800; otherwise the saved size, or most of the "
                    "screen at a first start)")
@@ -134,6 +135,7 @@ Settings start_settings(const Args& args, const CLI::App& cli, bool use_saved) {
     if (cli.count("--ablate-mode")) s.options.ablation = args.options.ablation;
     parse_ablation_words(args.ablation, s.options);
     if (cli.count("--colormap")) s.colormap = args.colormap;
+    if (cli.count("--effects-of")) s.effects_of = args.effects_of;
     if (cli.count("--window-size")) {
         const std::array<int, 2> size = parse_window_size(args.window_size);
         s.window.width = size[0];

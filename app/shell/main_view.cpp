@@ -37,7 +37,7 @@ MainView::MainView(const Args& args, const Settings& start, LoadedModel loaded, 
     dance_view_.set_step(args.dance_step);
     state_.shading = {args.value_weighted, args.hide_first_key, args.sentences, 0};
     if (args.value_weighted) session_.submit();  // with the norms
-    state_.effects_of = args.effects_of;
+    state_.effects_of = start.effects_of;
     if (args.compute_effects) session_.compute_effects();
 }
 
@@ -190,6 +190,7 @@ Settings MainView::settings(const WindowPlacement& window) const {
     s.colormap = ui_.colormap;
     s.options = state_.options;
     s.sliding_window = state_.sliding_window_on;
+    s.effects_of = state_.effects_of;
     s.export_dir = status_bar_.export_dir();
     s.window = window;
     return s;

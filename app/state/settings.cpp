@@ -62,6 +62,8 @@ Settings settings_from(const JsonFields& f, const nlohmann::json& json) {
     s.options.n_head = static_cast<int>(f.integer(json, "", "heads", 0, std::numeric_limits<int>::max()));
     s.options.scale = parse_scale(f.string(json, "", "scale"));
     s.options.split = parse_split(f.string(json, "", "split"));
+    // Files from before the grid of experts have no switch: the grid of heads.
+    s.effects_of = parse_choice(effects_of_choices, f.string(json, "", "effects_of", "heads"));
     s.export_dir = f.string(json, "", "export_dir");
     if (f.optional(json, "", "window")) {  // no size: no window has been placed yet
         const std::vector<int> size = integers(f, json, "window", 2);
@@ -103,6 +105,7 @@ void write_settings(const fs::path& file, const Settings& s) {
                  {"heads", s.options.n_head},
                  {"scale", to_string(s.options.scale)},
                  {"split", to_string(s.options.split)},
+                 {"effects_of", word_of(effects_of_choices, s.effects_of)},
                  {"export_dir", s.export_dir},
                  {"window_maximized", s.window.maximized}};
     if (s.window.width > 0) json["window"] = {s.window.width, s.window.height};

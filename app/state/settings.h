@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "headscope/compute/attention.h"
+#include "headscope/compute/head_effects.h"
 #include "headscope/model/model.h"
 #include "state/colormap.h"
 
@@ -28,9 +29,10 @@ struct Settings {
     std::string model = builtin_model;  // as load_model takes it
     std::vector<std::string> texts;     // empty: the window's default sentence
     Colormap colormap = Colormap::viridis;
-    AttentionOptions options;      // masks, head count, scale and split
-    bool sliding_window = true;    // the model's own sliding window, when it has one
-    std::string export_dir = ".";  // where Save PNG/JSON/NPY write
+    AttentionOptions options;                 // masks, head count, scale and split
+    bool sliding_window = true;               // the model's own sliding window, when it has one
+    EffectsOf effects_of = EffectsOf::heads;  // the effects grid's switch, on a mixture of experts
+    std::string export_dir = ".";             // where Save PNG/JSON/NPY write
     WindowPlacement window;
 };
 

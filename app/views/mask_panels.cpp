@@ -173,10 +173,13 @@ std::optional<MaskPanels> MaskPanels::fit(const WindowState& state, const Sessio
         const float fixed = titles + (line + 2 * spacing) + 2 * (line + spacing);
         return std::min(avail.y - fixed - 8 * ui.scale, (avail.y - fixed) * T / (T + 1));
     };
+    // A learned sink's column, one cell wide, and its gap come before the attention's keys, which line up with
+    // the masks' (MapWidget::draw_cells).
+    const bool sinks = session.maps(AttentionKind::decoder).sinks;
+    const float sink_gap_room = sinks ? sink_gap(ui, avail.x) : 0;
     auto cell_beside = [&](float column) {
-        return std::min((avail.x - column - 2 * p.label_w_ - (panels - 1) * p.gap_) / panels,
-                        side_for_height(two_lines)) /
-               T;
+        const float keys = avail.x - column - 2 * p.label_w_ - (panels - 1) * p.gap_ - sink_gap_room;
+        return std::min(keys / (panels * T + sinks), side_for_height(two_lines) / T);
     };
     // The tokens run along the first square, the queries in a column to its
     // left kept only while a row is tall enough to read them.

@@ -100,9 +100,11 @@ void MaskView::draw(WindowState& state, Session& session, Ui& ui) {
     panels->combined(state, session, ui);
     panels->next();
     panels->attention_title();
+    // Its keys (after a learned sink's column) in line with the masks' columns.
     const ImVec2 map = ImGui::GetCursorScreenPos();
-    attention_map_.draw(state, session, ui, "mask_attention", state.layer, state.head, panels->side());
-    outline_empty_rows(state, session, map, panels->cell());
+    attention_map_.draw_cells(state, session, ui, "mask_attention", state.layer, state.head, panels->cell());
+    const float keys_x = cell_columns(session.maps(AttentionKind::decoder), ui, panels->cell()).keys_x;
+    outline_empty_rows(state, session, ImVec2(map.x + keys_x, map.y), panels->cell());
     ImGui::EndGroup();
     panels->legend(state, session);
     if (session.model().config.is_encoder_decoder()) {

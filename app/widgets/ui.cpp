@@ -218,13 +218,20 @@ void sink_tooltip(const WindowState& state, const Session& session, const ShownM
 
 }  // namespace
 
+float sink_gap(const Ui& ui, float size) { return std::round(std::min(3 * ui.scale, size / 16)); }
+
 MapColumns map_columns(const ShownMaps& maps, const Ui& ui, float size) {
     if (!maps.sinks) return {};
     // A thumbnail of many heads (gpt-oss-20b has 64 a layer) keeps most of its width for the keys.
-    const float gap = std::round(std::min(3 * ui.scale, size / 16));
+    const float gap = sink_gap(ui, size);
     const float sink = std::max(std::floor((size - gap) / static_cast<float>(maps.cols + 1)),
                                 std::min(std::round(3 * ui.scale), std::floor(size / 8)));
     return {sink, sink + gap};
+}
+
+MapColumns cell_columns(const ShownMaps& maps, const Ui& ui, float cell) {
+    if (!maps.sinks) return {};
+    return {cell, cell + sink_gap(ui, maps.cols * cell)};
 }
 
 // The map the widget draws, pooled to `pooled_to` a side.
@@ -239,19 +246,34 @@ HeatmapImage map_image(const WindowState& state, const Session& session, const S
     return heatmap_image(*maps.result, options, layer, b, head, maps.key_length, pooled_to, shading);
 }
 
+ShownMaps MapWidget::maps(const Session& session) const { return kind_ ? session.maps(*kind_) : session.maps(); }
+
 bool MapWidget::draw(WindowState& state, Session& session, Ui& ui, const char* view, int layer, int head, float size,
                      const MapRegion& region) {
-    const ShownMaps maps = kind_ ? session.maps(*kind_) : session.maps();
+    return draw_in(state, session, ui, view, layer, head, ImVec2(size, size), map_columns(maps(session), ui, size),
+                   region);
+}
+
+bool MapWidget::draw_cells(WindowState& state, Session& session, Ui& ui, const char* view, int layer, int head,
+                           float cell) {
+    const ShownMaps shown = maps(session);
+    const MapColumns columns = cell_columns(shown, ui, cell);
+    return draw_in(state, session, ui, view, layer, head, ImVec2(columns.keys_x + shown.cols * cell, shown.rows * cell),
+                   columns, {});
+}
+
+bool MapWidget::draw_in(WindowState& state, Session& session, Ui& ui, const char* view, int layer, int head,
+                        ImVec2 size, const MapColumns& columns, const MapRegion& region) {
+    const ShownMaps maps = this->maps(session);
     const int rows = maps.rows, cols = maps.cols, b = state.selected;
     const float framebuffer_scale = ImGui::GetIO().DisplayFramebufferScale.x;
-    const int pixels = std::max(1, static_cast<int>(size * framebuffer_scale));
+    const int pixels = std::max(1, static_cast<int>(std::max(size.x, size.y) * framebuffer_scale));
     // A zoomed region shows a fraction of the map: pool the whole map finer.
     const int pooled_to = std::min(std::max(rows, cols), static_cast<int>(std::ceil(pixels / (region.u1 - region.u0))));
     const ImageKey image_key{session.shown_generation, b, layer, head, pooled_to, session.shown_shading(), maps.kind};
-    const ImVec2 origin = ImGui::GetCursorScreenPos();
-    const MapColumns columns = map_columns(maps, ui, size);
+    const ImVec2 origin = ImGui::GetCursorScreenPos(), end(origin.x + size.x, origin.y + size.y);
     const float keys_left = origin.x + columns.keys_x;
-    ImGui::Dummy(ImVec2(size, size));
+    ImGui::Dummy(size);
     if (ImGui::IsItemVisible()) {  // a map scrolled out of view is neither pooled nor drawn
         if (!(image_key == image_key_)) {
             ui.renderer.upload(map_image(state, session, maps, layer, head, image_key.pooled_to), texture_);
@@ -261,20 +283,19 @@ bool MapWidget::draw(WindowState& state, Session& session, Ui& ui, const char* v
                                    sink_texture_);
             image_key_ = image_key;
         }
-        ui.renderer.draw_on_screen(ui.colormap, texture_, ImVec2(keys_left, origin.y),
-                                   ImVec2(origin.x + size, origin.y + size), region);
+        ui.renderer.draw_on_screen(ui.colormap, texture_, ImVec2(keys_left, origin.y), end, region);
         if (maps.sinks)
-            ui.renderer.draw_on_screen(ui.colormap, sink_texture_, origin,
-                                       ImVec2(origin.x + columns.sink, origin.y + size), {0, region.v0, 1, region.v1});
+            ui.renderer.draw_on_screen(ui.colormap, sink_texture_, origin, ImVec2(origin.x + columns.sink, end.y),
+                                       {0, region.v0, 1, region.v1});
     }
     const bool clicked = ImGui::IsItemClicked();
     // Knocking out is of the decoder's (the forward's) own heads.
     if (ImGui::IsItemClicked(ImGuiMouseButton_Right) && maps.kind == AttentionKind::decoder)
         session.toggle_knock_out(layer, head);
 
-    // Cells in screen pixels: the region spans size pixels.
-    const float cell_w = (size - columns.keys_x) / ((region.u1 - region.u0) * cols),
-                cell_h = size / ((region.v1 - region.v0) * rows);
+    // Cells in screen pixels: the region spans the keys' width and the height.
+    const float cell_w = (size.x - columns.keys_x) / ((region.u1 - region.u0) * cols),
+                cell_h = size.y / ((region.v1 - region.v0) * rows);
     const ImVec2 corner(keys_left - region.u0 * cols * cell_w, origin.y - region.v0 * rows * cell_h);
     if (ui.tooltips && ImGui::IsItemHovered()) {
         const ImVec2 mouse = ImGui::GetIO().MousePos;
@@ -293,7 +314,6 @@ bool MapWidget::draw(WindowState& state, Session& session, Ui& ui, const char* v
     }
     if (session.replaying() && maps.kind != AttentionKind::encoder) {
         const int r = session.generation->replayed_row();
-        const ImVec2 end(origin.x + size, origin.y + size);
         const float top = corner.y + r * cell_h, bottom = top + cell_h;
         ImDrawList* draw = ImGui::GetWindowDrawList();
         draw->PushClipRect(origin, end, true);
@@ -303,12 +323,10 @@ bool MapWidget::draw(WindowState& state, Session& session, Ui& ui, const char* v
     }
     if (session.knocked_out(layer, head)) {  // crossed out
         ImDrawList* draw = ImGui::GetWindowDrawList();
-        const ImVec2 end(origin.x + size, origin.y + size);
-        const float width = std::max(2.f, size / 40);
+        const float width = std::max(2.f, size.y / 40);
         draw->AddLine(origin, end, knocked_out_colour, width);
         draw->AddLine(ImVec2(origin.x, end.y), ImVec2(end.x, origin.y), knocked_out_colour, width);
-        ui.layout.rect({{"view", "knocked-out"}, {"of", view}, {"layer", layer}, {"head", head}}, origin,
-                       ImVec2(size, size));
+        ui.layout.rect({{"view", "knocked-out"}, {"of", view}, {"layer", layer}, {"head", head}}, origin, size);
     }
     if (region == MapRegion{})
         ui.layout.grid({{"view", view},

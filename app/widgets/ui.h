@@ -82,6 +82,13 @@ struct MapColumns {
     float keys_x = 0;  // where key 0 starts
 };
 MapColumns map_columns(const ShownMaps& maps, const Ui& ui, float size);
+// The columns of a map whose cells are `cell` pixels a side (the mask tab's,
+// in line with the masks beside it): a learned sink's column one cell wide
+// and its gap (sink_gap of the keys' width) left of the keys; else none.
+MapColumns cell_columns(const ShownMaps& maps, const Ui& ui, float cell);
+// The gap between a sink's column and key 0 on a map `size` pixels wide: 3
+// pixels a scale, less on a small thumbnail.
+float sink_gap(const Ui& ui, float size);
 
 // One attention map of the shown compute, drawn by the colormap shader into
 // the window each frame it is visible; its weights are pooled and uploaded
@@ -104,6 +111,9 @@ public:
     // back in; a knocked-out head's map is crossed out.
     bool draw(WindowState& state, Session& session, Ui& ui, const char* view, int layer, int head, float size,
               const MapRegion& region = {});
+    // The whole map, as draw, in cells `cell` pixels a side: a learned sink's
+    // column and its gap (cell_columns) make it that much wider than its keys.
+    bool draw_cells(WindowState& state, Session& session, Ui& ui, const char* view, int layer, int head, float cell);
     // The map alone, with no labels around it (a thumbnail), recorded as the
     // item {"view": "map", "of": view, "layer", "head"} too.
     bool draw_thumbnail(WindowState& state, Session& session, Ui& ui, const char* view, int layer, int head,
@@ -117,6 +127,11 @@ private:
         AttentionKind kind = AttentionKind::decoder;
         bool operator==(const ImageKey&) const = default;
     };
+    ShownMaps maps(const Session& session) const;
+    // draw's and draw_cells': the map in `size` pixels, its columns as `columns` say.
+    bool draw_in(WindowState& state, Session& session, Ui& ui, const char* view, int layer, int head, ImVec2 size,
+                 const MapColumns& columns, const MapRegion& region);
+
     std::optional<AttentionKind> kind_;
     ImageKey image_key_;
     HeatmapTexture texture_, sink_texture_;

@@ -1,0 +1,130 @@
+// The window driven on a screen of its own: see driven_window.h.
+#include "driven_window.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <sstream>
+#include <thread>
+
+// Last: Xlib defines macros (None, Bool, Status) that clash with C++ headers.
+#include <X11/Xlib.h>
+#include <X11/Xutil.h>
+
+namespace headscope::test {
+
+using nlohmann::json;
+
+void pause_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+VirtualScreen::VirtualScreen() {
+    for (int n = 90; n < 190 && name_.empty(); ++n) {
+        const std::filesystem::path lock = "/tmp/.X" + std::to_string(n) + "-lock";
+        if (std::filesystem::exists(lock)) continue;
+        const std::string display = std::string(":").append(std::to_string(n));
+        server_ = std::make_unique<Child>(
+            std::vector<std::string>{"Xvfb", display, "-screen", "0", "1280x800x24", "-nolisten", "tcp"});
+        for (int tries = 0; tries < 100 && name_.empty() && !server_->ended(); ++tries) {
+            pause_ms(50);
+            if (Display* open = XOpenDisplay(display.c_str())) {
+                XCloseDisplay(open);
+                int owner = 0;
+                std::istringstream(read_file(lock)) >> owner;
+                if (owner == server_->pid()) name_ = display;
+            }
+        }
+    }
+}
+
+Image grab_screen(const std::string& display_name) {
+    Image image;
+    Display* display = XOpenDisplay(display_name.c_str());
+    if (!display) return image;
+    const Window root = DefaultRootWindow(display);
+    XWindowAttributes attributes;
+    XGetWindowAttributes(display, root, &attributes);
+    XImage* x = XGetImage(display, root, 0, 0, attributes.width, attributes.height, AllPlanes, ZPixmap);
+    image.width = attributes.width;
+    image.height = attributes.height;
+    for (int y = 0; y < image.height; ++y)
+        for (int px = 0; px < image.width; ++px) {
+            const unsigned long pixel = XGetPixel(x, px, y);
+            image.rgba.insert(image.rgba.end(), {static_cast<unsigned char>((pixel & x->red_mask) >> 16),
+                                                 static_cast<unsigned char>((pixel & x->green_mask) >> 8),
+                                                 static_cast<unsigned char>(pixel & x->blue_mask), 255});
+        }
+    XDestroyImage(x);
+    XCloseDisplay(display);
+    return image;
+}
+
+Centres control_centres(const json& layout) {
+    Centres centres;
+    for (const json& cell : layout) {
+        if (cell["view"] != "control") continue;
+        const std::string name = cell.contains("text")
+                                     ? cell["name"].get<std::string>() + ":" + cell["text"].get<std::string>()
+                                     : cell["name"].get<std::string>();
+        centres[name] = {std::to_string(static_cast<int>(cell["x"].get<double>() + cell["w"].get<double>() / 2)),
+                         std::to_string(static_cast<int>(cell["y"].get<double>() + cell["h"].get<double>() / 2))};
+    }
+    return centres;
+}
+
+DrivenWindow::DrivenWindow(const std::string& display, std::vector<std::string> args,
+                           const std::filesystem::path& scratch, bool placed_by_settings)
+    : display_(display), env_("DISPLAY", display), scratch_(scratch) {
+    if (!placed_by_settings) args.insert(args.begin(), {"--window-size", "1280x800"});
+    args.insert(args.begin(), HEADSCOPE_WINDOW);
+    window_ = std::make_unique<Child>(args);
+    // Under a heavy load xdotool has once failed to open a display whose
+    // server was up: a second and third try before calling it missing.
+    ProcessRun found{-1, "", ""};
+    for (int tries = 0; tries < 3; ++tries) {
+        found = xdotool({"search", "--sync", "--onlyvisible", "--name", "^Headscope$"});
+        if (found.status == 0 || found.err.find("Can't open display") == std::string::npos) break;
+        pause_ms(1000);
+    }
+    EXPECT_EQ(found.status, 0) << "no window: " << found.err;
+}
+
+ProcessRun DrivenWindow::xdotool(std::vector<std::string> args) const {
+    args.insert(args.begin(), {"timeout", "20", "xdotool"});
+    return run_program(args, scratch_);
+}
+
+std::array<int, 4> DrivenWindow::geometry() const {
+    const ProcessRun run = xdotool({"search", "--name", "^Headscope$", "getwindowgeometry", "--shell"});
+    EXPECT_EQ(run.status, 0) << run.err;
+    std::map<std::string, int> values;
+    std::istringstream lines(run.out);
+    for (std::string line; std::getline(lines, line);)
+        if (const size_t eq = line.find('='); eq != std::string::npos)
+            values[line.substr(0, eq)] = std::atoi(line.c_str() + eq + 1);
+    return {values["X"], values["Y"], values["WIDTH"], values["HEIGHT"]};
+}
+
+void DrivenWindow::click(const std::vector<std::string>& at) const {
+    EXPECT_EQ(xdotool({"mousemove", at.at(0), at.at(1), "click", "1"}).status, 0);
+    pause_ms(300);
+}
+
+Image DrivenWindow::settled_screen() const {
+    Image shot = grab_screen(display_);
+    for (int tries = 0, unchanged = 0; tries < 40 && unchanged < 2; ++tries) {
+        pause_ms(500);
+        Image next = grab_screen(display_);
+        unchanged = next.rgba == shot.rgba ? unchanged + 1 : 0;
+        shot = std::move(next);
+    }
+    return shot;
+}
+
+int DrivenWindow::quit() {
+    EXPECT_EQ(xdotool({"key", "ctrl+q"}).status, 0);
+    for (int tries = 0; tries < 200 && !window_->ended(); ++tries) pause_ms(100);
+    return window_->ended() ? window_->wait() : -1;
+}
+
+}  // namespace headscope::test

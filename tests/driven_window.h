@@ -1,0 +1,70 @@
+// The real window driven as a person drives it, for test_window_e2e's files:
+// an Xvfb screen of its own, the window started on it and driven with
+// xdotool's clicks and keys, and the screen read back through Xlib.
+#pragma once
+#include <array>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "process.h"
+#include "screenshot.h"
+
+namespace headscope::test {
+
+void pause_ms(int ms);
+
+// An Xvfb server of its own on the first free display from :90 (as xvfb-run
+// -a picks one): a display whose lock file exists, or whose server exits at
+// once, is skipped. The lock file must name this server's process: a test
+// running alongside may have taken the display a moment before, and its
+// server would answer, then vanish when that test ends.
+class VirtualScreen {
+public:
+    VirtualScreen();
+    const std::string& name() const { return name_; }  // empty if no Xvfb started
+
+private:
+    std::unique_ptr<Child> server_;  // ends with this
+    std::string name_;
+};
+
+// The screen's pixels, read through Xlib.
+Image grab_screen(const std::string& display_name);
+
+// The centre of each control a layout names, as xdotool's x and y.
+using Centres = std::map<std::string, std::vector<std::string>>;
+Centres control_centres(const nlohmann::json& layout);
+
+// The window, started on a virtual screen for xdotool to drive; unless
+// `placed_by_settings`, the size of the screenshot runs whose layouts say
+// where its controls are.
+class DrivenWindow {
+public:
+    DrivenWindow(const std::string& display, std::vector<std::string> args, const std::filesystem::path& scratch,
+                 bool placed_by_settings = false);
+
+    ProcessRun xdotool(std::vector<std::string> args) const;
+    // The window's x, y, width and height on the screen.
+    std::array<int, 4> geometry() const;
+    void click(const std::vector<std::string>& at) const;
+    // The compute and the head scores run in the background: the screen once
+    // it has not changed for a second, two grabs in a row (at most 20 s). One
+    // unchanged half second is not enough on a loaded machine, where a frame
+    // can take longer.
+    Image settled_screen() const;
+    // Ctrl+Q, which writes the layout of the last frame; the exit status, or
+    // -1 when the window is still open 20 s later (it is then killed).
+    int quit();
+
+private:
+    std::string display_;
+    ScopedEnv env_;
+    std::filesystem::path scratch_;
+    std::unique_ptr<Child> window_;
+};
+
+}  // namespace headscope::test
