@@ -16,6 +16,26 @@ const GgufTensor* GgufSource::tensor(std::string_view name) const {
 
 void GgufSource::refuse(const std::string& what) const { throw Error(file().file() + ": " + what); }
 
+namespace {
+
+// RoPE's scaling types other than none (Llama 3.1's is its rope_freqs tensor).
+void refuse_rope_scaling(const GgufSource& s) {
+    if (const auto scaling = s.file().string(s.key("rope.scaling.type")); scaling && *scaling != "none")
+        s.refuse("RoPE scaling of type '" + std::string(*scaling) + "' is not read yet");
+}
+
+}  // namespace
+
+void llama_more_keys(const GgufSource& s, json& c) {
+    c["tie_word_embeddings"] = !s.tensor("output.weight");
+    c["attention_bias"] = s.tensor("blk.0.attn_q.bias") != nullptr;
+    refuse_rope_scaling(s);
+    const uint64_t heads = c["num_attention_heads"], width = c["hidden_size"];
+    const uint64_t head_dim = c.contains("head_dim") ? c["head_dim"].get<uint64_t>() : heads ? width / heads : 0;
+    if (const auto rotated = s.file().integer(s.key("rope.dimension_count")); rotated && *rotated != head_dim)
+        refuse_rotated_dims(s, *rotated, head_dim);
+}
+
 void refuse_rotated_dims(const GgufSource& s, uint64_t rotated, uint64_t head_dim) {
     s.refuse("RoPE turns " + std::to_string(rotated) + " of each head's " + std::to_string(head_dim) +
              " dims, which is not read yet");
@@ -45,7 +65,13 @@ const GgufStackNames llama_names = {
      {"ffn_norm.weight", Weight::ln_2_w},
      {"ffn_gate.weight", Weight::gate_w},
      {"ffn_up.weight", Weight::fc_w},
-     {"ffn_down.weight", Weight::fc_proj_w}}};
+     {"ffn_down.weight", Weight::fc_proj_w},
+     // A mixture of experts' layer (gguf_experts.cpp): its router, and each
+     // of gate, up and down one 3-D tensor, the experts its outermost dim.
+     {"ffn_gate_inp.weight", Weight::router_w},
+     {"ffn_gate_exps.weight", Weight::expert_gate_w},
+     {"ffn_up_exps.weight", Weight::expert_up_w},
+     {"ffn_down_exps.weight", Weight::expert_down_w}}};
 
 const std::vector<GgufKey> llama_keys = {
     {"block_count", "num_hidden_layers"},
@@ -59,23 +85,14 @@ const std::vector<GgufKey> llama_keys = {
     {"rope.freq_base", "rope_theta", K::number, false},
 };
 
-// RoPE's scaling types other than none (Llama 3.1's is its rope_freqs tensor).
-void refuse_rope_scaling(const GgufSource& s) {
-    if (const auto scaling = s.file().string(s.key("rope.scaling.type")); scaling && *scaling != "none")
-        s.refuse("RoPE scaling of type '" + std::string(*scaling) + "' is not read yet");
-}
-
-// The output embedding tied where the file has none, biases where layer 0's
-// Q has one; RoPE over whole heads, unscaled or as rope_freqs scales it.
-void llama_more_keys(const GgufSource& s, json& c) {
-    c["tie_word_embeddings"] = !s.tensor("output.weight");
-    c["attention_bias"] = s.tensor("blk.0.attn_q.bias") != nullptr;
-    refuse_rope_scaling(s);
-    const uint64_t heads = c["num_attention_heads"], width = c["hidden_size"];
-    const uint64_t head_dim = c.contains("head_dim") ? c["head_dim"].get<uint64_t>() : heads ? width / heads : 0;
-    if (const auto rotated = s.file().integer(s.key("rope.dimension_count")); rotated && *rotated != head_dim)
-        refuse_rotated_dims(s, *rotated, head_dim);
-}
+// llama's, and a mixture of experts' count and per token (the converter's
+// num_experts, or num_local_experts, and num_experts_per_tok).
+const std::vector<GgufKey> expert_keys = [] {
+    std::vector<GgufKey> keys = llama_keys;
+    keys.push_back({"expert_count", "num_experts"});
+    keys.push_back({"expert_used_count", "num_experts_per_tok"});
+    return keys;
+}();
 
 // The converter reorders each head's rows of Q and K in llama files (its
 // LlamaModel.permute), so that RoPE pairs adjacent dims.
@@ -353,6 +370,7 @@ const GgufArchitecture architectures[] = {
     {"llama", "llama", llama_keys, {llama_names}, llama_more_keys, llama_layout},
     {"qwen2", "qwen2", llama_keys, {llama_names}, llama_more_keys},
     {"qwen3", "qwen3", llama_keys, {llama_names}, llama_more_keys},
+    {"qwen3moe", "qwen3_moe", expert_keys, {llama_names}, qwen3moe_more_keys},
     {"olmo2", "olmo2", llama_keys, {olmo2_names}, llama_more_keys},
     {"phi3", "phi3", phi3_keys, {phi3_names}, phi3_more_keys},
     // Gemma: llama's keys; the soft caps, the window and RoPE's scaling are gguf_gemma.cpp's.
