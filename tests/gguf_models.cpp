@@ -351,6 +351,7 @@ FamilySpec gguf_family_spec(Family family) {
     s.norm_topk_prob =
         family == Family::qwen3_moe;  // llama.cpp renormalizes Qwen 3 MoE's chosen weights, never OLMoE's
     if (s.n_experts && family != Family::qwen3_moe) s.mlp_dim = s.expert_mlp_dim;  // intermediate_size: the experts'
+    if (family == Family::olmoe) s.n_kv_head = s.n_head;  // OLMoE's own; llama.cpp norms its K over all C
     return s;
 }
 
@@ -405,6 +406,8 @@ FamilyCheckpoint write_gguf_family(const fs::path& file, const FamilySpec& spec,
                       : spec.family == Family::gpt_neox                              ? "olmo"
                                                                                      : "qwen2";
     write_byte_tokenizer(gguf, pre, spec.bos_id, spec.eos_ids.at(0));
+    // Mixtral's converter writes tokenizer_config.json's add_bos_token (true).
+    if (spec.family == Family::mixtral) gguf.metadata.emplace_back("tokenizer.ggml.add_bos_token", gguf_bool(true));
     write_tensors(
         gguf, checkpoint.tensors, [&](const std::string& hf) { return stored_as(spec, hf); }, matrices, spec.seed);
     write_expert_tensors(gguf, checkpoint, matrices, spec.seed);

@@ -223,7 +223,7 @@ std::vector<Param> params() {
     all.push_back({Family::phi3, DType::Q4_K, "partial"});
     for (Family family : {Family::gemma2, Family::gemma3_text})
         for (DType dtype : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_K}) all.push_back({family, dtype, ""});
-    for (Family family : {Family::qwen3_moe})
+    for (Family family : {Family::qwen3_moe, Family::olmoe, Family::mixtral})
         for (DType dtype : {DType::F32, DType::Q8_0, DType::Q4_K}) all.push_back({family, dtype, ""});
     all.push_back({Family::gemma3_text, DType::F32, "capped"});
     all.push_back({Family::gemma3_text, DType::Q8_0, "untied"});

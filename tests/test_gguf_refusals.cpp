@@ -233,6 +233,20 @@ TEST(GgufModelFiles, ExpertsMissingOrMisshapenAreOneLineNamingThem) {
             t.data.resize(256 * 210);
         },
         qwen3moe);
+    // llama.cpp requires OLMoE's output.weight; older Mixtral files held each expert's matrices apart.
+    expect_refused(
+        "tensor 'output.weight' missing",
+        [](GgufSpec& s) { std::erase_if(s.tensors, [](const auto& t) { return t.name == "output.weight"; }); },
+        family_file(Family::olmoe));
+    expect_refused(
+        "experts stored a tensor each (blk.0.ffn_gate.0.weight), as older files have them, are not read yet",
+        [](GgufSpec& s) {
+            s.tensors.push_back(tensor(s, "blk.0.attn_q.weight"));
+            s.tensors.back().name = "blk.0.ffn_gate.0.weight";
+        },
+        family_file(Family::mixtral));
+    expect_refused("key 'llama.expert_used_count' missing", without_key("llama.expert_used_count"),
+                   family_file(Family::mixtral));
     // A dense file's experts are not its architecture's.
     expect_refused("tensor 'blk.0.ffn_gate_exps.weight' is not one of architecture qwen2's", [](GgufSpec& s) {
         s.tensors.push_back(tensor(s, "blk.0.ffn_gate.weight"));

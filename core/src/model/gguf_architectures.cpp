@@ -367,10 +367,12 @@ void t5_more_keys(const GgufSource& s, json& c) {
 }
 
 const GgufArchitecture architectures[] = {
-    {"llama", "llama", llama_keys, {llama_names}, llama_more_keys, llama_layout},
+    // llama: Mixtral too, where expert_count is above 0.
+    {"llama", "llama", llama_keys, {llama_names}, llama_or_mixtral_more_keys, llama_layout},
     {"qwen2", "qwen2", llama_keys, {llama_names}, llama_more_keys},
     {"qwen3", "qwen3", llama_keys, {llama_names}, llama_more_keys},
     {"qwen3moe", "qwen3_moe", expert_keys, {llama_names}, qwen3moe_more_keys},
+    {"olmoe", "olmoe", expert_keys, {llama_names}, olmoe_more_keys},
     {"olmo2", "olmo2", llama_keys, {olmo2_names}, llama_more_keys},
     {"phi3", "phi3", phi3_keys, {phi3_names}, phi3_more_keys},
     // Gemma: llama's keys; the soft caps, the window and RoPE's scaling are gguf_gemma.cpp's.

@@ -72,6 +72,8 @@ void llama_more_keys(const GgufSource& source, nlohmann::json& config);
 
 // The mixtures of experts' helpers (gguf_experts.cpp).
 void qwen3moe_more_keys(const GgufSource& source, nlohmann::json& config);
+void olmoe_more_keys(const GgufSource& source, nlohmann::json& config);
+void llama_or_mixtral_more_keys(const GgufSource& source, nlohmann::json& config);
 
 // Gemma 2's and Gemma 3's helpers (gguf_gemma.cpp).
 void gemma2_more_keys(const GgufSource& source, nlohmann::json& config);

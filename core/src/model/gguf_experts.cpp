@@ -1,8 +1,11 @@
 // The mixtures of experts' GGUF rows' helpers (gguf_architectures.h): their
-// keys as llama.cpp reads them (its llama_model_qwen3moe's hparams), and
-// their routing as its build_moe_ffn computes it from the file, which is
-// what the Config must say where transformers' config.json would say
-// otherwise.
+// keys as llama.cpp reads them (its llama_model_qwen3moe's, llama_model_olmoe's
+// and llama_model_llama's hparams), and their routing as its build_moe_ffn
+// computes it from the file, which is what the Config must say where
+// transformers' config.json would say otherwise.
+#include <optional>
+#include <string>
+
 #include "gguf_architectures.h"
 
 namespace headscope {
@@ -12,8 +15,7 @@ namespace {
 using json = nlohmann::json;
 
 // expert_used_count from 1 to expert_count, as llama.cpp requires.
-void check_expert_counts(const GgufSource& s, const json& c) {
-    const uint64_t experts = c["num_experts"], used = c["num_experts_per_tok"];
+void check_expert_counts(const GgufSource& s, uint64_t experts, uint64_t used) {
     if (used == 0) s.refuse("key '" + s.key("expert_used_count") + "' is 0: no expert for any token");
     if (used > experts)
         s.refuse("key '" + s.key("expert_used_count") + "' is " + std::to_string(used) + ", more than the " +
@@ -29,10 +31,41 @@ void check_expert_counts(const GgufSource& s, const json& c) {
 // norm_w, whatever norm_topk_prob said).
 void qwen3moe_more_keys(const GgufSource& s, json& c) {
     llama_more_keys(s, c);
-    check_expert_counts(s, c);
+    check_expert_counts(s, c["num_experts"], c["num_experts_per_tok"]);
     const uint64_t used = c["num_experts_per_tok"], dense = c["intermediate_size"];
     c["moe_intermediate_size"] = s.file().integer(s.key("expert_feed_forward_length")).value_or(dense / used);
     c["norm_topk_prob"] = true;
+}
+
+// OLMoE: experts of feed_forward_length, the chosen weights never
+// renormalized (build_moe_ffn's norm_w false, whatever norm_topk_prob said);
+// llama.cpp requires output.weight. It clamps no Q, K or V (its OLMoE graph
+// reads no clamp_kqv).
+void olmoe_more_keys(const GgufSource& s, json& c) {
+    llama_more_keys(s, c);
+    check_expert_counts(s, c["num_experts"], c["num_experts_per_tok"]);
+    if (!s.tensor("output.weight")) s.refuse("tensor 'output.weight' missing");
+    c["norm_topk_prob"] = false;
+}
+
+// llama: Mixtral where expert_count is above 0 (llama_model_llama reads its
+// experts so): every layer's MLP the experts of feed_forward_length, the
+// chosen weights renormalized, no window. Older files' experts, a tensor
+// each (blk.N.ffn_gate.E.weight), are refused.
+void llama_or_mixtral_more_keys(const GgufSource& s, json& c) {
+    llama_more_keys(s, c);
+    const uint64_t experts = s.file().integer(s.key("expert_count")).value_or(0);
+    if (experts == 0) return;
+    if (s.tensor("blk.0.ffn_gate.0.weight"))
+        s.refuse("experts stored a tensor each (blk.0.ffn_gate.0.weight), as older files have them, are not read yet");
+    const std::string used_key = s.key("expert_used_count");
+    const std::optional<uint64_t> used = s.file().integer(used_key);
+    if (!used) s.refuse("key '" + used_key + "' missing");
+    check_expert_counts(s, experts, *used);
+    c["model_type"] = "mixtral";
+    c["num_local_experts"] = experts;
+    c["num_experts_per_tok"] = *used;
+    c["sliding_window"] = nullptr;
 }
 
 }  // namespace headscope
