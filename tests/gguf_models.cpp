@@ -132,6 +132,23 @@ const NameTable gemma_names = {"model.layers.",
                                 {"mlp.down_proj.weight", "ffn_down.weight"},
                                 {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"}}};
 
+// gpt-oss's: llama's attention with its output's bias and each head's sink;
+// the norm before the MLP post_attention_norm (its experts: gguf_moe_models.cpp).
+const NameTable gpt_oss_names = {"model.layers.",
+                                 "blk.",
+                                 llama_names.outside,
+                                 {{"input_layernorm.weight", "attn_norm.weight"},
+                                  {"self_attn.q_proj.weight", "attn_q.weight"},
+                                  {"self_attn.q_proj.bias", "attn_q.bias"},
+                                  {"self_attn.k_proj.weight", "attn_k.weight"},
+                                  {"self_attn.k_proj.bias", "attn_k.bias"},
+                                  {"self_attn.v_proj.weight", "attn_v.weight"},
+                                  {"self_attn.v_proj.bias", "attn_v.bias"},
+                                  {"self_attn.o_proj.weight", "attn_output.weight"},
+                                  {"self_attn.o_proj.bias", "attn_output.bias"},
+                                  {"self_attn.sinks", "attn_sinks.weight"},
+                                  {"post_attention_layernorm.weight", "post_attention_norm.weight"}}};
+
 const NameTable& name_table(Family family) {
     switch (family) {
         case Family::gemma2:
@@ -140,6 +157,7 @@ const NameTable& name_table(Family family) {
         case Family::gpt2: return gpt2_names;
         case Family::olmo2: return olmo2_names;
         case Family::phi3: return phi3_names;
+        case Family::gpt_oss: return gpt_oss_names;
         default: return llama_names;
     }
 }
@@ -307,8 +325,14 @@ void write_family_keys(GgufSpec& gguf, const FamilySpec& spec, const std::string
     if (spec.n_experts) {
         key("expert_count", gguf_uint32(uint32_t(spec.n_experts)));
         key("expert_used_count", gguf_uint32(uint32_t(spec.experts_per_token)));
-        if (spec.family == Family::qwen3_moe)
+        if (spec.family == Family::qwen3_moe || spec.family == Family::gpt_oss)
             key("expert_feed_forward_length", gguf_uint32(uint32_t(spec.expert_mlp_dim)));
+    }
+    if (spec.family == Family::gpt_oss) {
+        key("attention.sliding_window", gguf_uint32(uint32_t(spec.sliding_window)));
+        key("rope.scaling.type", gguf_string("yarn"));
+        key("rope.scaling.factor", gguf_float32(float(spec.max_positions / spec.original_max_positions)));
+        key("rope.scaling.original_context_length", gguf_uint32(uint32_t(spec.original_max_positions)));
     }
     if (!gemma(spec.family)) return;
     key("attention.value_length", gguf_uint32(uint32_t(spec.head_dim)));
@@ -352,6 +376,8 @@ FamilySpec gguf_family_spec(Family family) {
         family == Family::qwen3_moe;  // llama.cpp renormalizes Qwen 3 MoE's chosen weights, never OLMoE's
     if (s.n_experts && family != Family::qwen3_moe) s.mlp_dim = s.expert_mlp_dim;  // intermediate_size: the experts'
     if (family == Family::olmoe) s.n_kv_head = s.n_head;  // OLMoE's own; llama.cpp norms its K over all C
+    // gpt-oss: YaRN stretching 64 positions 32 times, rounded as llama.cpp rounds it.
+    if (family == Family::gpt_oss) s.max_positions = 2048, s.original_max_positions = 64, s.yarn_truncate = true;
     return s;
 }
 
@@ -397,6 +423,7 @@ FamilyCheckpoint write_gguf_family(const fs::path& file, const FamilySpec& spec,
                              : spec.family == Family::gemma3_text ? "gemma3"
                              : spec.family == Family::qwen3_moe   ? "qwen3moe"
                              : spec.family == Family::mixtral     ? "llama"
+                             : spec.family == Family::gpt_oss     ? "gpt-oss"
                                                                   : model_type(spec.family);
     GgufSpec gguf;
     write_gguf_header(gguf, arch, matrices);

@@ -1,5 +1,5 @@
 // GGUF files of the mixtures of experts llama.cpp writes (qwen3moe, olmoe,
-// and llama with experts: Mixtral), in F32 and quantized: each expert's
+// llama with experts: Mixtral, and gpt-oss), in F32 and quantized: each expert's
 // matrices the slices of the file's 3-D tensors, in their stored type and
 // not copied; the Config as llama.cpp reads the file; every route and the
 // next tokens against the double-precision reference (family_reference.h)
@@ -73,12 +73,16 @@ TEST_P(GgufExperts, RoutesAndPredictionsMatchTheReference) {
     EXPECT_EQ(c.n_experts, spec.n_experts);
     EXPECT_EQ(c.experts_per_token, spec.experts_per_token);
     EXPECT_EQ(c.expert_mlp_dim, spec.expert_mlp_dim);
-    EXPECT_EQ(c.routing, Routing::softmax_then_top_k);
+    const bool gpt_oss = family == Family::gpt_oss;
+    EXPECT_EQ(c.routing, gpt_oss ? Routing::top_k_then_softmax : Routing::softmax_then_top_k);
     // llama.cpp's build_moe_ffn renormalizes Qwen 3 MoE's and Mixtral's chosen weights, never OLMoE's.
-    EXPECT_EQ(c.normalize_top_k, family != Family::olmoe);
-    EXPECT_EQ(c.sliding_window, 0) << "llama.cpp's llama has no window";
-    // Each expert's matrices in the file's type, expert e's the e-th slice of the mapped 3-D tensor.
-    const size_t slice = dtype_row_bytes(dtype, int64_t{spec.n_embd} * spec.expert_mlp_dim);
+    EXPECT_EQ(c.normalize_top_k, family == Family::qwen3_moe || family == Family::mixtral);
+    EXPECT_EQ(c.sliding_window, spec.sliding_window) << "llama.cpp's llama has no window";
+    EXPECT_EQ(c.swiglu_limit, gpt_oss ? 7.f : 0.f) << "llama.cpp's swiglu_oai clamps at 7";
+    // Each expert's matrices in the file's type (gpt-oss's MXFP4 but in an F32
+    // file), expert e's the e-th slice of the mapped 3-D tensor; gpt-oss's with their biases.
+    const DType stored = gpt_oss && dtype != DType::F32 ? DType::MXFP4 : dtype;
+    const size_t slice = dtype_row_bytes(stored, int64_t{spec.n_embd} * spec.expert_mlp_dim);
     for (int l = 0; l < spec.n_layer; ++l) {
         const std::vector<ExpertWeights>& experts = model.layers.at(l).experts;
         ASSERT_EQ(experts.size(), size_t(spec.n_experts));
@@ -86,9 +90,10 @@ TEST_P(GgufExperts, RoutesAndPredictionsMatchTheReference) {
             for (const auto& [matrix, first] :
                  {std::pair{experts[e].gate, experts[0].gate}, std::pair{experts[e].up, experts[0].up},
                   std::pair{experts[e].down, experts[0].down}}) {
-                EXPECT_EQ(matrix.dtype, dtype);
+                EXPECT_EQ(matrix.dtype, stored);
                 EXPECT_EQ(matrix.data, first.data + e * slice) << "layer " << l << " expert " << e;
             }
+        for (const ExpertWeights& expert : experts) EXPECT_EQ(expert.down_b != nullptr, gpt_oss);
     }
 
     const std::vector<std::vector<int32_t>> texts = {{257, 9, 100, 200, 129, 17, 30, 258, 42, 5, 77},
@@ -118,6 +123,7 @@ std::vector<Param> params() {
     std::vector<Param> all;
     for (Family family : {Family::qwen3_moe, Family::olmoe, Family::mixtral})
         for (DType dtype : {DType::F32, DType::Q8_0, DType::Q4_K}) all.push_back({family, dtype});
+    for (DType dtype : {DType::F32, DType::Q8_0}) all.push_back({Family::gpt_oss, dtype});
     return all;
 }
 
@@ -127,7 +133,7 @@ INSTANTIATE_TEST_SUITE_P(Gguf, GgufExperts, ::testing::ValuesIn(params()), [](co
 
 // Each family's file's tokenizer gives llama.cpp's ids.
 TEST(GgufExpertsTokens, TokenIdsAreLlamaCpps) {
-    for (Family family : {Family::qwen3_moe, Family::olmoe, Family::mixtral}) {
+    for (Family family : {Family::qwen3_moe, Family::olmoe, Family::mixtral, Family::gpt_oss}) {
         TempDir dir;
         const fs::path file = dir.path / "model.gguf";
         write_gguf_family(file, gguf_family_spec(family), DType::F32);

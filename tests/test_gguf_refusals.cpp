@@ -247,6 +247,18 @@ TEST(GgufModelFiles, ExpertsMissingOrMisshapenAreOneLineNamingThem) {
         family_file(Family::mixtral));
     expect_refused("key 'llama.expert_used_count' missing", without_key("llama.expert_used_count"),
                    family_file(Family::mixtral));
+    // gpt-oss: each expert's biases, and YaRN as llama.cpp reads it.
+    const Writer gpt_oss = family_file(Family::gpt_oss);
+    expect_refused(
+        "tensor 'blk.1.ffn_down_exps.bias' missing",
+        [](GgufSpec& s) {
+            std::erase_if(s.tensors, [](const auto& t) { return t.name == "blk.1.ffn_down_exps.bias"; });
+        },
+        gpt_oss);
+    expect_refused("gpt-oss without YaRN (rope.scaling.type yarn) is not read yet",
+                   without_key("gpt-oss.rope.scaling.type"), gpt_oss);
+    expect_refused("YaRN's factor 16.000000 over an original length of 64 for a context of 2048 is not read yet",
+                   with_key("gpt-oss.rope.scaling.factor", gguf_float32(16)), gpt_oss);
     // A dense file's experts are not its architecture's.
     expect_refused("tensor 'blk.0.ffn_gate_exps.weight' is not one of architecture qwen2's", [](GgufSpec& s) {
         s.tensors.push_back(tensor(s, "blk.0.ffn_gate.weight"));

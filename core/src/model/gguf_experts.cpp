@@ -68,4 +68,38 @@ void llama_or_mixtral_more_keys(const GgufSource& s, json& c) {
     c["sliding_window"] = nullptr;
 }
 
+// gpt-oss as llama.cpp computes it: biases where layer 0's Q has one, the
+// experts of expert_feed_forward_length (else feed_forward_length), routed
+// top-k then softmax (its read of the file), their SwiGLU clamped at
+// llama.cpp's fixed 7 (swiglu_oai's alpha 1.702); the window on the even
+// layers (its pattern of 2); YaRN from rope.scaling.factor and
+// original_context_length, which context_length must equal factor times,
+// its correction dims rounded out to whole dims (ggml's floor and ceil,
+// where transformers' gpt-oss does not round them).
+void gpt_oss_more_keys(const GgufSource& s, json& c) {
+    llama_attention_keys(s, c);
+    check_expert_counts(s, c["num_local_experts"], c["num_experts_per_tok"]);
+    if (const auto experts_dim = s.file().integer(s.key("expert_feed_forward_length")))
+        c["intermediate_size"] = *experts_dim;
+    const auto type = s.file().string(s.key("rope.scaling.type"));
+    if (!type || *type != "yarn") s.refuse("gpt-oss without YaRN (rope.scaling.type yarn) is not read yet");
+    const double factor = s.file().number(s.key("rope.scaling.factor")).value_or(0);
+    const uint64_t original = s.file().integer(s.key("rope.scaling.original_context_length")).value_or(0);
+    const uint64_t context = c["max_position_embeddings"];
+    if (!(factor > 1) || original == 0 || double(context) != factor * double(original))
+        s.refuse("YaRN's factor " + std::to_string(factor) + " over an original length of " + std::to_string(original) +
+                 " for a context of " + std::to_string(context) + " is not read yet");
+    c["rope_scaling"] = {{"rope_type", "yarn"},
+                         {"factor", factor},
+                         {"beta_fast", s.file().number(s.key("rope.scaling.yarn_beta_fast")).value_or(32)},
+                         {"beta_slow", s.file().number(s.key("rope.scaling.yarn_beta_slow")).value_or(1)},
+                         {"truncate", true},
+                         {"original_max_position_embeddings", original}};
+    c["swiglu_limit"] = 7;
+    c["swiglu_alpha"] = 1.702;
+}
+
+// Its experts are tensors of their own, MXFP4 as the converter leaves them.
+void gpt_oss_layout(const GgufSource&, Config& c) { c.packed_experts = false; }
+
 }  // namespace headscope
