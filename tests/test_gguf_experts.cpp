@@ -123,7 +123,7 @@ std::vector<Param> params() {
     std::vector<Param> all;
     for (Family family : {Family::qwen3_moe, Family::olmoe, Family::mixtral})
         for (DType dtype : {DType::F32, DType::Q8_0, DType::Q4_K}) all.push_back({family, dtype});
-    for (DType dtype : {DType::F32, DType::Q8_0}) all.push_back({Family::gpt_oss, dtype});
+    for (DType dtype : {DType::F32, DType::Q8_0, DType::Q4_K}) all.push_back({Family::gpt_oss, dtype});
     return all;
 }
 

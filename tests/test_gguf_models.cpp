@@ -228,7 +228,7 @@ std::vector<Param> params() {
         for (DType dtype : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_K}) all.push_back({family, dtype, ""});
     for (Family family : {Family::qwen3_moe, Family::olmoe, Family::mixtral})
         for (DType dtype : {DType::F32, DType::Q8_0, DType::Q4_K}) all.push_back({family, dtype, ""});
-    for (DType dtype : {DType::F32, DType::Q8_0}) all.push_back({Family::gpt_oss, dtype, ""});
+    for (DType dtype : {DType::F32, DType::Q8_0, DType::Q4_K}) all.push_back({Family::gpt_oss, dtype, ""});
     all.push_back({Family::gemma3_text, DType::F32, "capped"});
     all.push_back({Family::gemma3_text, DType::Q8_0, "untied"});
     return all;
