@@ -48,7 +48,9 @@ std::vector<float> rope_inverse_frequencies(const FamilySpec& spec, int hs, int 
             return dims * std::log(spec.original_max_positions / (rotations * 2 * std::numbers::pi)) /
                    (2 * std::log(spec.rope_theta));
         };
-        const double low = std::max(correction_dim(32), 0.0), high = std::min(correction_dim(1), dims - 1.0);
+        const double fast = correction_dim(32), slow = correction_dim(1);
+        const double low = std::max(spec.yarn_truncate ? std::floor(fast) : fast, 0.0);
+        const double high = std::min(spec.yarn_truncate ? std::ceil(slow) : slow, dims - 1.0);
         for (int d = 0; d < dims / 2; ++d) {
             const double ramp = std::clamp((d - low) / (high - low), 0.0, 1.0), f = inv_freq[d];
             inv_freq[d] = static_cast<float>(f / factor * ramp + f * (1 - ramp));

@@ -91,8 +91,11 @@ struct FamilySpec {
     std::vector<int> mlp_only_layers;
     int decoder_sparse_step = 1;
     // gpt-oss: its experts' clamped SwiGLU's limit; YaRN's stretch is
-    // max_positions / original_max_positions, its beta_fast 32 and beta_slow 1.
+    // max_positions / original_max_positions, its beta_fast 32 and beta_slow
+    // 1, its correction dims rounded out to whole dims where yarn_truncate
+    // (llama.cpp's; transformers' gpt-oss does not round them).
     double swiglu_limit = 7;
+    bool yarn_truncate = false;
 
     // The family's tokenizer's, whole or cut (family_spec sets them).
     Vocabulary vocabulary = Vocabulary::whole;

@@ -132,6 +132,23 @@ const NameTable gemma_names = {"model.layers.",
                                 {"mlp.down_proj.weight", "ffn_down.weight"},
                                 {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"}}};
 
+// gpt-oss's: llama's attention with its output's bias and each head's sink;
+// the norm before the MLP post_attention_norm (its experts: gguf_moe_models.cpp).
+const NameTable gpt_oss_names = {"model.layers.",
+                                 "blk.",
+                                 llama_names.outside,
+                                 {{"input_layernorm.weight", "attn_norm.weight"},
+                                  {"self_attn.q_proj.weight", "attn_q.weight"},
+                                  {"self_attn.q_proj.bias", "attn_q.bias"},
+                                  {"self_attn.k_proj.weight", "attn_k.weight"},
+                                  {"self_attn.k_proj.bias", "attn_k.bias"},
+                                  {"self_attn.v_proj.weight", "attn_v.weight"},
+                                  {"self_attn.v_proj.bias", "attn_v.bias"},
+                                  {"self_attn.o_proj.weight", "attn_output.weight"},
+                                  {"self_attn.o_proj.bias", "attn_output.bias"},
+                                  {"self_attn.sinks", "attn_sinks.weight"},
+                                  {"post_attention_layernorm.weight", "post_attention_norm.weight"}}};
+
 const NameTable& name_table(Family family) {
     switch (family) {
         case Family::gemma2:
@@ -140,6 +157,7 @@ const NameTable& name_table(Family family) {
         case Family::gpt2: return gpt2_names;
         case Family::olmo2: return olmo2_names;
         case Family::phi3: return phi3_names;
+        case Family::gpt_oss: return gpt_oss_names;
         default: return llama_names;
     }
 }
@@ -268,10 +286,12 @@ namespace {
 // How the converter stores tensor `hf` of `spec`'s family.
 StoredAs stored_as(const FamilySpec& spec, const std::string& hf) {
     StoredAs as;
+    if (written_with_experts(spec, hf)) return as;  // write_expert_tensors's
     as.name = name_table(spec.family).gguf_name(hf);
     const bool q_or_k = hf.find("q_proj") != std::string::npos || hf.find("k_proj") != std::string::npos;
     const int64_t hs = spec.head_dim, NH = spec.n_head;
-    if (spec.family == Family::llama && q_or_k) as.row = [hs](int64_t r) { return hugging_face_row(r, hs); };
+    const bool llama = spec.family == Family::llama || spec.family == Family::mixtral;
+    if (llama && q_or_k) as.row = [hs](int64_t r) { return hugging_face_row(r, hs); };
     if (spec.family == Family::gpt_neox && hf.find("query_key_value") != std::string::npos)
         as.row = [NH, hs](int64_t r) { return neox_row(r, NH, hs); };
     as.transposed = spec.family == Family::gpt2 && hf.find(".c_") != std::string::npos;  // Conv1D
@@ -302,6 +322,18 @@ void write_family_keys(GgufSpec& gguf, const FamilySpec& spec, const std::string
     key("rope.dimension_count", gguf_uint32(uint32_t(spec.rotary_pct * spec.head_dim)));
     key("rope.freq_base", gguf_float32(float(spec.rope_theta)));
     key("attention.layer_norm_rms_epsilon", gguf_float32(float(spec.norm_eps)));
+    if (spec.n_experts) {
+        key("expert_count", gguf_uint32(uint32_t(spec.n_experts)));
+        key("expert_used_count", gguf_uint32(uint32_t(spec.experts_per_token)));
+        if (spec.family == Family::qwen3_moe || spec.family == Family::gpt_oss)
+            key("expert_feed_forward_length", gguf_uint32(uint32_t(spec.expert_mlp_dim)));
+    }
+    if (spec.family == Family::gpt_oss) {
+        key("attention.sliding_window", gguf_uint32(uint32_t(spec.sliding_window)));
+        key("rope.scaling.type", gguf_string("yarn"));
+        key("rope.scaling.factor", gguf_float32(float(spec.max_positions / spec.original_max_positions)));
+        key("rope.scaling.original_context_length", gguf_uint32(uint32_t(spec.original_max_positions)));
+    }
     if (!gemma(spec.family)) return;
     key("attention.value_length", gguf_uint32(uint32_t(spec.head_dim)));
     key("attention.sliding_window", gguf_uint32(uint32_t(spec.sliding_window)));
@@ -339,6 +371,13 @@ FamilySpec gguf_family_spec(Family family) {
     if (family == Family::gemma2) s.attn_softcap = 2, s.final_softcap = 3;
     if (family == Family::gemma3_text) s.n_layer = 3, s.window_pattern = 3, s.local_rope_theta = 10000;
     if (family == Family::gemma3_text) s.rope_linear_factor = 8;
+    if (s.n_experts) s.expert_mlp_dim = 256;
+    s.norm_topk_prob =
+        family == Family::qwen3_moe;  // llama.cpp renormalizes Qwen 3 MoE's chosen weights, never OLMoE's
+    if (s.n_experts && family != Family::qwen3_moe) s.mlp_dim = s.expert_mlp_dim;  // intermediate_size: the experts'
+    if (family == Family::olmoe) s.n_kv_head = s.n_head;  // OLMoE's own; llama.cpp norms its K over all C
+    // gpt-oss: YaRN stretching 64 positions 32 times, rounded as llama.cpp rounds it.
+    if (family == Family::gpt_oss) s.max_positions = 2048, s.original_max_positions = 64, s.yarn_truncate = true;
     return s;
 }
 
@@ -382,17 +421,23 @@ FamilyCheckpoint write_gguf_family(const fs::path& file, const FamilySpec& spec,
     }
     const std::string arch = spec.family == Family::gpt_neox      ? "gptneox"
                              : spec.family == Family::gemma3_text ? "gemma3"
+                             : spec.family == Family::qwen3_moe   ? "qwen3moe"
+                             : spec.family == Family::mixtral     ? "llama"
+                             : spec.family == Family::gpt_oss     ? "gpt-oss"
                                                                   : model_type(spec.family);
     GgufSpec gguf;
     write_gguf_header(gguf, arch, matrices);
     write_family_keys(gguf, spec, arch);
-    const char* pre = spec.family == Family::llama      ? "llama-bpe"
-                      : spec.family == Family::gpt2     ? "gpt-2"
-                      : spec.family == Family::gpt_neox ? "olmo"
-                                                        : "qwen2";
+    const char* pre = spec.family == Family::llama || spec.family == Family::mixtral ? "llama-bpe"
+                      : spec.family == Family::gpt2                                  ? "gpt-2"
+                      : spec.family == Family::gpt_neox                              ? "olmo"
+                                                                                     : "qwen2";
     write_byte_tokenizer(gguf, pre, spec.bos_id, spec.eos_ids.at(0));
+    // Mixtral's converter writes tokenizer_config.json's add_bos_token (true).
+    if (spec.family == Family::mixtral) gguf.metadata.emplace_back("tokenizer.ggml.add_bos_token", gguf_bool(true));
     write_tensors(
         gguf, checkpoint.tensors, [&](const std::string& hf) { return stored_as(spec, hf); }, matrices, spec.seed);
+    write_expert_tensors(gguf, checkpoint, matrices, spec.seed);
     if (edit) edit(gguf);
     write_gguf(file, gguf);
     return checkpoint;

@@ -38,7 +38,8 @@ Block block_of_spread(GgmlType type, double spread, std::mt19937& rng);
 
 // A FamilySpec for GGUF files: `family` with C = 256, F = 512 (GPT-2's 4C)
 // and heads of 32 (whole blocks of 256 for every type), 2 layers, and the
-// tokenizer's 259 ids (the 256 bytes, one merge, bos and eos). Gemma's with
+// tokenizer's 259 ids (the 256 bytes, one merge, bos and eos); the
+// mixtures of experts' 4 experts of Fe = 256, 2 a token. Gemma's with
 // llama.cpp's head scale (query_pre_attn_scalar hs), a window of 4 keys,
 // Gemma 2's caps bending the scores and logits, Gemma 3's 3 layers of
 // sliding_window_pattern 3 (layer 2 global, at rope_theta 1e6 over the
@@ -107,6 +108,14 @@ void write_tensors(GgufSpec& gguf, std::vector<NamedTensor>& tensors,
 
 // general.architecture and general.file_type, llama.cpp's for files of `matrices`.
 void write_gguf_header(GgufSpec& gguf, const std::string& arch, DType matrices);
+
+// Whether `hf` is a tensor of `spec`'s layers of experts (a router's or an
+// expert's), which write_expert_tensors writes (gguf_moe_models.cpp).
+bool written_with_experts(const FamilySpec& spec, const std::string& hf);
+// Each layer of experts' router (F32) and experts (three 3-D tensors in type
+// `matrices`) into `gguf`, the checkpoint's values replaced by those the file
+// holds; the blocks drawn from `seed`.
+void write_expert_tensors(GgufSpec& gguf, FamilyCheckpoint& checkpoint, DType matrices, uint64_t seed);
 
 // The byte-level tokenizer (a "gpt2" model, pre-tokenizer `pre`): 259 ids,
 // the 256 bytes, one merge, then `bos` and `eos` at 257 and 258.

@@ -3,7 +3,7 @@
 // through the prefix cache against whole forwards, the direct logit
 // attribution against the engine's own logits, the logit lens's last layer
 // against the predictions, a re-split with a head knocked out, and the dance
-// naming the weights' blocks.
+// naming the weights' blocks; info on a Qwen 3 MoE file naming its experts.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -137,3 +137,33 @@ TEST_F(CliGguf, DanceNamesTheQuantizedWeights) {
 }
 
 }  // namespace
+
+// info on a Qwen 3 MoE GGUF file (Q8_0) names its experts as a Hugging Face
+// checkpoint's (test_cli_moe.cpp): as llama.cpp reads the file, every layer
+// of experts, the chosen weights renormalized; its tensors list each
+// expert's three matrices, each the file's Q8_0 slice of its 3-D tensor.
+TEST(CliGgufExperts, InfoNamesTheExperts) {
+    test::TempDir dir;
+    const std::string file = (dir.path / "qwen3moe-Q8_0.gguf").string();
+    const test::FamilySpec spec = test::gguf_family_spec(test::Family::qwen3_moe);
+    test::write_gguf_family(file, spec, DType::Q8_0);
+    const test::ProcessRun r =
+        test::run_program({test::cli_program(), "info", "--model", file, "--format", "json"}, dir.path);
+    ASSERT_EQ(r.status, 0) << r.err;
+    const json info = json::parse(r.out);
+    const json& experts = info["experts"];
+    EXPECT_EQ(experts["count"], spec.n_experts);
+    EXPECT_EQ(experts["per_token"], spec.experts_per_token);
+    EXPECT_EQ(experts["hidden_size"], spec.expert_mlp_dim);
+    EXPECT_EQ(experts["dense_layers"], json::array());
+    EXPECT_EQ(experts["routing"],
+              "softmax over the 4 experts, the 2 largest kept (equal ones: the lower expert), divided by their sum");
+    int expert_matrices = 0;
+    for (const json& t : info["tensors"])
+        if (t["name"].get<std::string>().find(".mlp.experts.") != std::string::npos) {
+            ++expert_matrices;
+            EXPECT_EQ(t["dtype"], "Q8_0") << t.dump();
+            EXPECT_EQ(t["bytes"], spec.n_embd * spec.expert_mlp_dim / 32 * 34) << t.dump();
+        }
+    EXPECT_EQ(expert_matrices, spec.n_layer * spec.n_experts * 3);
+}

@@ -194,6 +194,78 @@ Edit with_key(const std::string& key, const GgufMetaValue& value) {
     };
 }
 
+// A mixture of experts' file without one of its 3-D tensors, with more
+// experts a token than it has, with a 3-D tensor of one expert too few:
+// one line naming the tensor or key, in the file's terms.
+TEST(GgufModelFiles, ExpertsMissingOrMisshapenAreOneLineNamingThem) {
+    const Writer qwen3moe = family_file(Family::qwen3_moe);
+    expect_refused(
+        "tensor 'blk.1.ffn_up_exps.weight' missing",
+        [](GgufSpec& s) {
+            std::erase_if(s.tensors, [](const auto& t) { return t.name == "blk.1.ffn_up_exps.weight"; });
+        },
+        qwen3moe);
+    expect_refused(
+        "tensor 'blk.0.ffn_gate_inp.weight' missing",
+        [](GgufSpec& s) {
+            std::erase_if(s.tensors, [](const auto& t) { return t.name == "blk.0.ffn_gate_inp.weight"; });
+        },
+        qwen3moe);
+    expect_refused("key 'qwen3moe.expert_used_count' is 5, more than the 4 experts of key 'qwen3moe.expert_count'",
+                   with_key("qwen3moe.expert_used_count", gguf_uint32(5)), qwen3moe);
+    expect_refused("key 'qwen3moe.expert_used_count' is 0: no expert for any token",
+                   with_key("qwen3moe.expert_used_count", gguf_uint32(0)), qwen3moe);
+    expect_refused("key 'qwen3moe.expert_count' missing", without_key("qwen3moe.expert_count"), qwen3moe);
+    // Q6_K: 210 bytes a row of 256; 256 rows an expert.
+    expect_refused(
+        "tensor 'blk.0.ffn_down_exps.weight' has ne [256, 256, 3], expected [256, 256, 4] from the keys",
+        [](GgufSpec& s) {
+            GgufTensorSpec& t = tensor(s, "blk.0.ffn_down_exps.weight");
+            t.ne[2] = 3;
+            t.data.resize(3 * 256 * 210);
+        },
+        qwen3moe);
+    expect_refused(
+        "tensor 'blk.0.ffn_gate_exps.weight' has ne [256, 256], expected [256, 256, 4] from the keys",
+        [](GgufSpec& s) {
+            GgufTensorSpec& t = tensor(s, "blk.0.ffn_gate_exps.weight");
+            t.ne.pop_back();
+            t.data.resize(256 * 210);
+        },
+        qwen3moe);
+    // llama.cpp requires OLMoE's output.weight; older Mixtral files held each expert's matrices apart.
+    expect_refused(
+        "tensor 'output.weight' missing",
+        [](GgufSpec& s) { std::erase_if(s.tensors, [](const auto& t) { return t.name == "output.weight"; }); },
+        family_file(Family::olmoe));
+    expect_refused(
+        "experts stored a tensor each (blk.0.ffn_gate.0.weight), as older files have them, are not read yet",
+        [](GgufSpec& s) {
+            s.tensors.push_back(tensor(s, "blk.0.attn_q.weight"));
+            s.tensors.back().name = "blk.0.ffn_gate.0.weight";
+        },
+        family_file(Family::mixtral));
+    expect_refused("key 'llama.expert_used_count' missing", without_key("llama.expert_used_count"),
+                   family_file(Family::mixtral));
+    // gpt-oss: each expert's biases, and YaRN as llama.cpp reads it.
+    const Writer gpt_oss = family_file(Family::gpt_oss);
+    expect_refused(
+        "tensor 'blk.1.ffn_down_exps.bias' missing",
+        [](GgufSpec& s) {
+            std::erase_if(s.tensors, [](const auto& t) { return t.name == "blk.1.ffn_down_exps.bias"; });
+        },
+        gpt_oss);
+    expect_refused("gpt-oss without YaRN (rope.scaling.type yarn) is not read yet",
+                   without_key("gpt-oss.rope.scaling.type"), gpt_oss);
+    expect_refused("YaRN's factor 16.000000 over an original length of 64 for a context of 2048 is not read yet",
+                   with_key("gpt-oss.rope.scaling.factor", gguf_float32(16)), gpt_oss);
+    // A dense file's experts are not its architecture's.
+    expect_refused("tensor 'blk.0.ffn_gate_exps.weight' is not one of architecture qwen2's", [](GgufSpec& s) {
+        s.tensors.push_back(tensor(s, "blk.0.ffn_gate.weight"));
+        s.tensors.back().name = "blk.0.ffn_gate_exps.weight";
+    });
+}
+
 // Gemma's keys where llama.cpp would compute nonsense or what the Config
 // cannot say, and tensors it leaves unread.
 TEST(GgufModelFiles, GemmasKeysLlamaCppCannotUseAreOneLineNamingThem) {

@@ -69,7 +69,9 @@ const TensorNames mixtral_names = {
 };
 
 // gpt-oss: Llama's attention with every bias and each head's sink; the
-// router mlp.router with its bias; the experts packed (packed_experts.cpp).
+// router mlp.router with its bias; the experts packed (packed_experts.cpp),
+// or (a GGUF file's, which splits gate_up_proj) each expert's gate, up and
+// down with their biases under these names.
 const TensorNames gpt_oss_names = {
     "",
     {{Weight::wte, "model.embed_tokens.weight"}},
@@ -86,7 +88,13 @@ const TensorNames gpt_oss_names = {
      {Weight::attn_proj_b, "self_attn.o_proj.bias"},
      {Weight::ln_2_w, "post_attention_layernorm.weight"},
      {Weight::router_w, "mlp.router.weight"},
-     {Weight::router_b, "mlp.router.bias"}},
+     {Weight::router_b, "mlp.router.bias"},
+     {Weight::expert_gate_w, "mlp.experts.*.gate_proj.weight"},
+     {Weight::expert_gate_b, "mlp.experts.*.gate_proj.bias"},
+     {Weight::expert_up_w, "mlp.experts.*.up_proj.weight"},
+     {Weight::expert_up_b, "mlp.experts.*.up_proj.bias"},
+     {Weight::expert_down_w, "mlp.experts.*.down_proj.weight"},
+     {Weight::expert_down_b, "mlp.experts.*.down_proj.bias"}},
     {{Weight::ln_f_w, "model.norm.weight"}, {Weight::lm_head, "lm_head.weight"}},
 };
 

@@ -16,6 +16,30 @@ const GgufTensor* GgufSource::tensor(std::string_view name) const {
 
 void GgufSource::refuse(const std::string& what) const { throw Error(file().file() + ": " + what); }
 
+namespace {
+
+// RoPE's scaling types other than none (Llama 3.1's is its rope_freqs tensor).
+void refuse_rope_scaling(const GgufSource& s) {
+    if (const auto scaling = s.file().string(s.key("rope.scaling.type")); scaling && *scaling != "none")
+        s.refuse("RoPE scaling of type '" + std::string(*scaling) + "' is not read yet");
+}
+
+}  // namespace
+
+void llama_more_keys(const GgufSource& s, json& c) {
+    refuse_rope_scaling(s);
+    llama_attention_keys(s, c);
+}
+
+void llama_attention_keys(const GgufSource& s, json& c) {
+    c["tie_word_embeddings"] = !s.tensor("output.weight");
+    c["attention_bias"] = s.tensor("blk.0.attn_q.bias") != nullptr;
+    const uint64_t heads = c["num_attention_heads"], width = c["hidden_size"];
+    const uint64_t head_dim = c.contains("head_dim") ? c["head_dim"].get<uint64_t>() : heads ? width / heads : 0;
+    if (const auto rotated = s.file().integer(s.key("rope.dimension_count")); rotated && *rotated != head_dim)
+        refuse_rotated_dims(s, *rotated, head_dim);
+}
+
 void refuse_rotated_dims(const GgufSource& s, uint64_t rotated, uint64_t head_dim) {
     s.refuse("RoPE turns " + std::to_string(rotated) + " of each head's " + std::to_string(head_dim) +
              " dims, which is not read yet");
@@ -45,7 +69,13 @@ const GgufStackNames llama_names = {
      {"ffn_norm.weight", Weight::ln_2_w},
      {"ffn_gate.weight", Weight::gate_w},
      {"ffn_up.weight", Weight::fc_w},
-     {"ffn_down.weight", Weight::fc_proj_w}}};
+     {"ffn_down.weight", Weight::fc_proj_w},
+     // A mixture of experts' layer (gguf_experts.cpp): its router, and each
+     // of gate, up and down one 3-D tensor, the experts its outermost dim.
+     {"ffn_gate_inp.weight", Weight::router_w},
+     {"ffn_gate_exps.weight", Weight::expert_gate_w},
+     {"ffn_up_exps.weight", Weight::expert_up_w},
+     {"ffn_down_exps.weight", Weight::expert_down_w}}};
 
 const std::vector<GgufKey> llama_keys = {
     {"block_count", "num_hidden_layers"},
@@ -59,23 +89,52 @@ const std::vector<GgufKey> llama_keys = {
     {"rope.freq_base", "rope_theta", K::number, false},
 };
 
-// RoPE's scaling types other than none (Llama 3.1's is its rope_freqs tensor).
-void refuse_rope_scaling(const GgufSource& s) {
-    if (const auto scaling = s.file().string(s.key("rope.scaling.type")); scaling && *scaling != "none")
-        s.refuse("RoPE scaling of type '" + std::string(*scaling) + "' is not read yet");
-}
+// llama's, and a mixture of experts' count and per token (the converter's
+// num_experts, or num_local_experts, and num_experts_per_tok).
+const std::vector<GgufKey> expert_keys = [] {
+    std::vector<GgufKey> keys = llama_keys;
+    keys.push_back({"expert_count", "num_experts"});
+    keys.push_back({"expert_used_count", "num_experts_per_tok"});
+    return keys;
+}();
 
-// The output embedding tied where the file has none, biases where layer 0's
-// Q has one; RoPE over whole heads, unscaled or as rope_freqs scales it.
-void llama_more_keys(const GgufSource& s, json& c) {
-    c["tie_word_embeddings"] = !s.tensor("output.weight");
-    c["attention_bias"] = s.tensor("blk.0.attn_q.bias") != nullptr;
-    refuse_rope_scaling(s);
-    const uint64_t heads = c["num_attention_heads"], width = c["hidden_size"];
-    const uint64_t head_dim = c.contains("head_dim") ? c["head_dim"].get<uint64_t>() : heads ? width / heads : 0;
-    if (const auto rotated = s.file().integer(s.key("rope.dimension_count")); rotated && *rotated != head_dim)
-        refuse_rotated_dims(s, *rotated, head_dim);
-}
+// ---- gpt-oss ----
+
+// Every attention bias, each head's sink (attn_sinks), the norm before the
+// MLP post_attention_norm; the router with its bias, the experts' gate and
+// up (the converter splits gate_up_proj) and down with their biases.
+const GgufStackNames gpt_oss_names = {
+    false,
+    {{"token_embd.weight", Weight::wte}, {"output_norm.weight", Weight::ln_f_w}, {"output.weight", Weight::lm_head}},
+    "blk.",
+    {{"attn_norm.weight", Weight::ln_1_w},
+     {"attn_q.weight", Weight::q_w},
+     {"attn_q.bias", Weight::q_b},
+     {"attn_k.weight", Weight::k_w},
+     {"attn_k.bias", Weight::k_b},
+     {"attn_v.weight", Weight::v_w},
+     {"attn_v.bias", Weight::v_b},
+     {"attn_output.weight", Weight::attn_proj_w},
+     {"attn_output.bias", Weight::attn_proj_b},
+     {"attn_sinks.weight", Weight::sinks},
+     {"post_attention_norm.weight", Weight::ln_2_w},
+     {"ffn_gate_inp.weight", Weight::router_w},
+     {"ffn_gate_inp.bias", Weight::router_b},
+     {"ffn_gate_exps.weight", Weight::expert_gate_w},
+     {"ffn_gate_exps.bias", Weight::expert_gate_b},
+     {"ffn_up_exps.weight", Weight::expert_up_w},
+     {"ffn_up_exps.bias", Weight::expert_up_b},
+     {"ffn_down_exps.weight", Weight::expert_down_w},
+     {"ffn_down_exps.bias", Weight::expert_down_b}}};
+
+// llama's, the experts' (configuration_gpt_oss.py's num_local_experts) and the window.
+const std::vector<GgufKey> gpt_oss_keys = [] {
+    std::vector<GgufKey> keys = llama_keys;
+    keys.push_back({"expert_count", "num_local_experts"});
+    keys.push_back({"expert_used_count", "num_experts_per_tok"});
+    keys.push_back({"attention.sliding_window", "sliding_window"});
+    return keys;
+}();
 
 // The converter reorders each head's rows of Q and K in llama files (its
 // LlamaModel.permute), so that RoPE pairs adjacent dims.
@@ -350,9 +409,13 @@ void t5_more_keys(const GgufSource& s, json& c) {
 }
 
 const GgufArchitecture architectures[] = {
-    {"llama", "llama", llama_keys, {llama_names}, llama_more_keys, llama_layout},
+    // llama: Mixtral too, where expert_count is above 0.
+    {"llama", "llama", llama_keys, {llama_names}, llama_or_mixtral_more_keys, llama_layout},
     {"qwen2", "qwen2", llama_keys, {llama_names}, llama_more_keys},
     {"qwen3", "qwen3", llama_keys, {llama_names}, llama_more_keys},
+    {"qwen3moe", "qwen3_moe", expert_keys, {llama_names}, qwen3moe_more_keys},
+    {"olmoe", "olmoe", expert_keys, {llama_names}, olmoe_more_keys},
+    {"gpt-oss", "gpt_oss", gpt_oss_keys, {gpt_oss_names}, gpt_oss_more_keys, gpt_oss_layout},
     {"olmo2", "olmo2", llama_keys, {olmo2_names}, llama_more_keys},
     {"phi3", "phi3", phi3_keys, {phi3_names}, phi3_more_keys},
     // Gemma: llama's keys; the soft caps, the window and RoPE's scaling are gguf_gemma.cpp's.

@@ -65,6 +65,19 @@ struct GgufArchitecture {
     void (*layout)(const GgufSource& source, Config& config) = nullptr;
 };
 
+// llama's and its kin's: the output embedding tied where the file has none,
+// biases where layer 0's Q has one; RoPE over whole heads
+// (llama_attention_keys), unscaled or as rope_freqs scales it.
+void llama_more_keys(const GgufSource& source, nlohmann::json& config);
+void llama_attention_keys(const GgufSource& source, nlohmann::json& config);
+
+// The mixtures of experts' helpers (gguf_experts.cpp).
+void qwen3moe_more_keys(const GgufSource& source, nlohmann::json& config);
+void olmoe_more_keys(const GgufSource& source, nlohmann::json& config);
+void llama_or_mixtral_more_keys(const GgufSource& source, nlohmann::json& config);
+void gpt_oss_more_keys(const GgufSource& source, nlohmann::json& config);
+void gpt_oss_layout(const GgufSource& source, Config& config);
+
 // Gemma 2's and Gemma 3's helpers (gguf_gemma.cpp).
 void gemma2_more_keys(const GgufSource& source, nlohmann::json& config);
 void gemma3_more_keys(const GgufSource& source, nlohmann::json& config);

@@ -91,27 +91,49 @@ std::optional<Place> place_of(const GgufArchitecture& arch, std::string_view nam
     return std::nullopt;
 }
 
-// Tensor `name`'s entry in the model description (of `config`, or of
-// `encoder` for an encoder–decoder's encoder): its name and its shape,
-// checked against the file's.
-TensorSpec described(const GgufSource& source, const GgufArchitecture& arch, const Config& config,
-                     const Config& encoder, std::string_view name, const GgufTensor& tensor) {
+// Tensor `name`'s entries in the model description (of `config`, or of
+// `encoder` for an encoder–decoder's encoder): their names and shapes, the
+// file's shape checked against theirs. One entry, or for a layer's experts'
+// gate, up or down (ne [in, out, E]) expert e's at e: each expert's matrix
+// is its slice of the 3-D tensor.
+std::vector<TensorSpec> described(const GgufSource& source, const GgufArchitecture& arch, const Config& config,
+                                  const Config& encoder, std::string_view name, const GgufTensor& tensor) {
     const std::optional<Place> place = place_of(arch, name);
     const Config& stack = place && place->stack->encoder_of_two ? encoder : config;
-    const std::optional<TensorSpec> spec = place ? tensor_spec(stack, place->weight, place->layer) : std::nullopt;
+    const bool experts = place && expert_weight(place->weight);
+    const std::optional<TensorSpec> spec =
+        place ? tensor_spec(stack, place->weight, place->layer, experts ? 0 : -1) : std::nullopt;
     const std::string quoted = "tensor '" + std::string(name) + "'";
     if (place && place->layer >= stack.n_layer)
         source.refuse(quoted + " is of layer " + std::to_string(place->layer) + ", past the " +
                       std::to_string(stack.n_layer) + " layers the keys give");
     if (!spec) source.refuse(quoted + " is not one of architecture " + source.arch + "'s that Headscope reads");
-    std::vector<int64_t> shape;  // Hugging Face's order: ne reversed
+    std::vector<int64_t> wanted = spec->shape;  // Hugging Face's order: ne reversed
+    if (experts) wanted.insert(wanted.begin(), stack.n_experts);
+    std::vector<int64_t> shape;
     for (uint32_t d = tensor.n_dims; d-- > 0;) shape.push_back(static_cast<int64_t>(tensor.ne[d]));
-    if (shape != spec->shape) {
-        const std::vector<int64_t> expected(spec->shape.rbegin(), spec->shape.rend()), ne(shape.rbegin(), shape.rend());
+    if (shape != wanted) {
+        const std::vector<int64_t> expected(wanted.rbegin(), wanted.rend()), ne(shape.rbegin(), shape.rend());
         source.refuse(quoted + " has ne " + shape_string(ne, Notation::json) + ", expected " +
                       shape_string(expected, Notation::json) + " from the keys");
     }
-    return *spec;
+    std::vector<TensorSpec> specs = {*spec};
+    for (int e = 1; experts && e < stack.n_experts; ++e)
+        specs.push_back(*tensor_spec(stack, place->weight, place->layer, e));
+    return specs;
+}
+
+// Each layer of experts' router and experts' tensors present, named as the
+// file names them (the loader would name one expert's by Hugging Face's
+// name). The first layer the file lacks ends it, however many the keys give.
+void check_expert_tensors(const GgufSource& source, const GgufArchitecture& arch, const Config& config) {
+    for (int l = 0; config.has_experts() && l < config.n_layer; ++l)
+        for (const GgufStackNames& stack : arch.stacks)
+            for (const GgufName& n : stack.layer) {
+                if (!config.expert_layer(l) || !(n.weight == Weight::router_w || expert_weight(n.weight))) continue;
+                const std::string name = stack.layer_prefix + std::to_string(l) + "." + n.name;
+                if (!source.tensor(name)) source.refuse("tensor '" + name + "' missing");
+            }
 }
 
 }  // namespace
@@ -130,18 +152,24 @@ GgufCheckpoint gguf_checkpoint(const GgufModelFiles& files) {
     Config& config = checkpoint.config;
     if (arch->layout) arch->layout(source, config);
     const Config encoder = config.is_encoder_decoder() ? encoder_config(config) : Config{};
+    check_expert_tensors(source, *arch, config);
     for (const auto& [name, tensor] : files.tensors) {
         if (name == rope_frequencies_name && config.positions == Positions::rotary) {
             config.rope.frequency_divisors = rope_divisors(source, config, *tensor);
             continue;
         }
-        const TensorSpec spec = described(source, *arch, config, encoder, name, *tensor);
+        const std::vector<TensorSpec> specs = described(source, *arch, config, encoder, name, *tensor);
         const GgmlTypeTraits* traits = ggml_type_traits(tensor->type);
         const std::optional<DType> dtype = traits ? dtype_of(traits->type) : std::nullopt;
-        if (dtype)
-            checkpoint.tensors[spec.name] = TensorView{*dtype, spec.shape, tensor->bytes};
-        else
-            checkpoint.unread[spec.name] = ggml_type_name(tensor->type) + " (" + std::string(name) + " in the file)";
+        const size_t slice = tensor->bytes.size() / specs.size();  // whole rows of blocks: the shape is checked
+        for (size_t i = 0; i < specs.size(); ++i) {
+            const TensorSpec& spec = specs[i];
+            if (dtype)
+                checkpoint.tensors[spec.name] = TensorView{*dtype, spec.shape, tensor->bytes.subspan(i * slice, slice)};
+            else
+                checkpoint.unread[spec.name] =
+                    ggml_type_name(tensor->type) + " (" + std::string(name) + " in the file)";
+        }
     }
     return checkpoint;
 }

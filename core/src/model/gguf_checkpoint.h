@@ -2,7 +2,8 @@
 // core/src/model): its Config, from the file's {arch}.* keys read as the
 // config.json keys they stand for, and its tensors under Hugging Face's names
 // and shapes, from llama.cpp's names (token_embd, blk.N.attn_q, ...), each
-// shape checked against the Config, the data still in the file. Each
+// shape checked against the Config, the data still in the file (a layer's
+// experts' 3-D tensor as one tensor an expert, each its slice). Each
 // architecture is a row of gguf_architectures.h.
 #pragma once
 #include <map>

@@ -263,12 +263,13 @@ Stack find_stack(Model& m, const TensorMap& tensors, const std::map<std::string,
     Config within_files = m.config;
     within_files.n_layer = static_cast<int>(std::min<int64_t>(m.config.n_layer, static_cast<int64_t>(tensors.size())));
     m.layers.resize(within_files.n_layer);
-    // Likewise the experts, three tensors each in every layer of experts
+    // Likewise the experts, three tensors each (six with biases) in every layer of experts
     // (packed ones are sized by read_packed_experts, after their shapes are checked).
     const bool own_tensors = !m.config.packed_experts;
     int64_t expert_tensors = 0;
     for (int l = 0; l < within_files.n_layer; ++l)
-        if (m.config.expert_layer(l) && own_tensors) expert_tensors += 3 * int64_t{m.config.n_experts};
+        if (m.config.expert_layer(l) && own_tensors)
+            expert_tensors += (m.config.expert_biases ? 6 : 3) * int64_t{m.config.n_experts};
     if (expert_tensors > static_cast<int64_t>(tensors.size()))
         throw Error(where + ": config.json's experts (" + std::to_string(m.config.n_experts) + " a layer) need " +
                     std::to_string(expert_tensors) + " tensors, more than the files' " +

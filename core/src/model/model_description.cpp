@@ -127,6 +127,9 @@ bool has_weight(const Config& c, Weight weight) {
         case Weight::expert_gate_w:
         case Weight::expert_up_w:
         case Weight::expert_down_w: return c.has_experts() && !c.packed_experts;
+        case Weight::expert_gate_b:
+        case Weight::expert_up_b:
+        case Weight::expert_down_b: return c.has_experts() && !c.packed_experts && c.expert_biases;
         default: return true;
     }
 }
@@ -176,6 +179,8 @@ std::vector<int64_t> weight_shape(const Config& c, Weight weight) {
         case Weight::expert_gate_w:
         case Weight::expert_up_w: return matrix(c.expert_mlp_dim, C);
         case Weight::expert_down_w: return matrix(C, c.expert_mlp_dim);
+        case Weight::expert_gate_b:
+        case Weight::expert_up_b: return {c.expert_mlp_dim};
         default: return {C};  // the norms' vectors and the output biases
     }
 }

@@ -107,7 +107,7 @@ void read_gpt_oss(const ConfigReader& r, Config& c) {
     read_yarn(s, c, c.head_dim);
     read_experts(r, c, "num_local_experts", 128, 4, c.mlp_dim);
     c.routing = Routing::top_k_then_softmax;
-    c.router_bias = c.packed_experts = true;
+    c.router_bias = c.packed_experts = c.expert_biases = true;
     c.swiglu_limit = r.positive_number("swiglu_limit", 7);
     c.swiglu_alpha = r.positive_number("swiglu_alpha", 1.702f);
 }

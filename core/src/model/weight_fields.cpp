@@ -46,6 +46,9 @@ const float*& vector_field(Model& m, const TensorSpec& t) {
         case Weight::k_norm: return m.layers[t.layer].k_norm;
         case Weight::sinks: return m.layers[t.layer].sinks;
         case Weight::router_b: return m.layers[t.layer].router_b;
+        case Weight::expert_gate_b: return m.layers[t.layer].experts.at(t.expert).gate_b;
+        case Weight::expert_up_b: return m.layers[t.layer].experts.at(t.expert).up_b;
+        case Weight::expert_down_b: return m.layers[t.layer].experts.at(t.expert).down_b;
         case Weight::attn_proj_b: return m.layers[t.layer].attn_proj_b;
         case Weight::ln_2_w: return m.layers[t.layer].ln_2_w;
         case Weight::ln_2_b: return m.layers[t.layer].ln_2_b;

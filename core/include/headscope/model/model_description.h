@@ -187,6 +187,9 @@ struct Config {
     // gpt-oss: the experts are stored fused per layer as MXFP4 blocks with
     // biases (packed_experts.cpp), not as tensors of their own.
     bool packed_experts = false;
+    // gpt-oss: each expert's gate, up and down have biases (expert_*_b
+    // tensors where its experts are tensors of their own: a GGUF file's).
+    bool expert_biases = false;
     // gpt-oss's clamped SwiGLU in the experts: gate = min(gate, limit), up =
     // clamp(up, -limit, limit), (up + 1) * gate * sigmoid(alpha gate); a limit of 0: plain SwiGLU.
     float swiglu_limit = 0, swiglu_alpha = 1.702f;
@@ -310,10 +313,14 @@ enum class Weight {
     expert_gate_w,
     expert_up_w,
     expert_down_w,
+    expert_gate_b,  // Config::expert_biases: gate's and up's (Fe), down's (C)
+    expert_up_b,
+    expert_down_b,
 };
 // Whether `weight` is one expert's (a TensorSpec of it names the expert).
 inline bool expert_weight(Weight weight) {
-    return weight == Weight::expert_gate_w || weight == Weight::expert_up_w || weight == Weight::expert_down_w;
+    return weight == Weight::expert_gate_w || weight == Weight::expert_up_w || weight == Weight::expert_down_w ||
+           weight == Weight::expert_gate_b || weight == Weight::expert_up_b || weight == Weight::expert_down_b;
 }
 
 struct TensorSpec {
