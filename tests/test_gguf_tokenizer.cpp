@@ -101,6 +101,10 @@ TEST_F(GgufTokenizer, Llama3MatchesLlamaCpp) {
                                         {{"tokenizer.ggml.bos_token_id", t::gguf_uint32(128000)},
                                          {"tokenizer.ggml.eos_token_id", t::gguf_uint32(128001)},
                                          {"tokenizer.ggml.add_bos_token", t::gguf_bool(true)}}));
+    // A file without add_bos_token: llama.cpp's rule for llama-bpe adds it.
+    expect_llama_cpp_ids("llama3_bos_by_rule", with(t::gguf_vocab_metadata(v, "gpt2", "llama-bpe"),
+                                                    {{"tokenizer.ggml.bos_token_id", t::gguf_uint32(128000)},
+                                                     {"tokenizer.ggml.eos_token_id", t::gguf_uint32(128001)}}));
 }
 
 TEST_F(GgufTokenizer, Qwen3MatchesLlamaCpp) {
@@ -158,8 +162,10 @@ TEST_F(GgufTokenizer, SpecialIdsAreExposed) {
     EXPECT_EQ(ids.eot, 128009);  // <|eot_id|>, found by its text as llama.cpp finds it
     EXPECT_EQ(ids.unk, -1);
     EXPECT_EQ(tokenizer.token_bytes(128009), "<|eot_id|>");
-    // No add_bos_token: llama.cpp adds no bos token for llama-bpe.
-    EXPECT_EQ(tokenizer.encode("hi"), tokenizer.encode("hi", false));
+    // No add_bos_token: llama.cpp adds the bos token for llama-bpe.
+    std::vector<int32_t> hi = tokenizer.encode("hi", false);
+    hi.insert(hi.begin(), 128000);
+    EXPECT_EQ(tokenizer.encode("hi"), hi);
 }
 
 // Texts for the normalizers of bert and t5 vocabularies besides the common

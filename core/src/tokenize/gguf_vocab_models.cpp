@@ -41,6 +41,7 @@ const std::vector<PreTokenizer>& pre_tokenizers() {
         {"default", {R"([\p{P}\$\+<=>\^~\|]+)", gpt2_regex, R"(\p{N}+)", "[0-9][0-9][0-9]"}},
         {"llama-bpe",
          {R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"},
+         true,
          true},
         {"qwen2",
          {R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"}},
