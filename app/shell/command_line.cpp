@@ -54,6 +54,11 @@ void add_window_options(CLI::App& cli, Args& args) {
         &cli, "--effects-of", args.effects_of, join_words(effects_of_choices, "|"),
         [](std::string_view word) { return parse_choice(effects_of_choices, word); },
         "what the effects grid knocks out in turn: each head (the default) or each expert of a mixture of experts");
+    cli.add_option("--compare", args.compare_text,
+                   "a decoder's second text (B), compared with the text (A): predictions, diff view, patching");
+    cli.add_flag("--diff", args.diff, "draw every map as B - A (the --compare text's less the text's)");
+    cli.add_flag("--compute-patching", args.compute_patching,
+                 "patch the text (clean) and the --compare text (corrupted) at the start, as the patching tab does");
     cli.add_option("--window-size", args.window_size,
                    "the window's size (screenshots: default 1280x800; otherwise the saved size, or most of the "
                    "screen at a first start)")

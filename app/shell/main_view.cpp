@@ -37,13 +37,17 @@ MainView::MainView(const Args& args, const Settings& start, LoadedModel loaded, 
     dance_view_.set_step(args.dance_step);
     state_.shading = {args.value_weighted, args.hide_first_key, args.sentences, 0};
     if (args.value_weighted) session_.submit();  // with the norms
+    state_.compare_text = args.compare_text;
+    state_.diff_shown = args.diff;
+    if (!args.compare_text.empty()) session_.submit_compare();
     state_.effects_of = args.effects_of;
     if (args.compute_effects) session_.compute_effects();
 }
 
 bool MainView::computing() const {
     return !session_.loading().empty() || session_.busy() || session_.probes_pending() || session_.effects_pending() ||
-           session_.intact_pending() || checks_view_.computing() || dance_view_.computing();
+           session_.intact_pending() || session_.comparison().busy() || checks_view_.computing() ||
+           dance_view_.computing();
 }
 
 void MainView::draw() {
@@ -76,7 +80,10 @@ MainView::Placement MainView::placement(View view) const {
     // The panel's lines: the query, a note, the top predictions, the next token and the loss; with heads
     // or experts knocked out, the intact model's top 5 (a title, a header, 5 rows, the losses).
     const int intact_lines = knocks_anything_out(session_.shown_options) ? 9 : 0;
-    const float panel_h = (Session::predictions_k + 5 + intact_lines) * ImGui::GetTextLineHeightWithSpacing();
+    // With a compare text: a title, a header and 5 rows, and a line on the lengths.
+    const int compare_lines = session_.comparison().length() > 0 ? 8 + !session_.same_lengths() : 0;
+    const float panel_h =
+        (Session::predictions_k + 5 + intact_lines + compare_lines) * ImGui::GetTextLineHeightWithSpacing();
     const ImVec2 area(ImGui::GetContentRegionAvail().x, ImGui::GetContentRegionAvail().y + status_bar);
     const auto side = [&](ImVec2 a) {
         return view == View::heads ? heads_view_.map_side(session_, ui_, a) : ModelView::map_side(session_, ui_, a);

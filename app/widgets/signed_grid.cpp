@@ -8,10 +8,10 @@ namespace headscope {
 
 ImU32 diverging_colour(float v) {
     const float t = std::clamp(std::abs(v), 0.f, 1.f);
-    const ImVec4 zero(0.20f, 0.20f, 0.23f, 1),
-        end = v < 0 ? ImVec4(0.25f, 0.50f, 0.95f, 1) : ImVec4(0.92f, 0.30f, 0.22f, 1);
-    return ImGui::GetColorU32(
-        ImVec4(zero.x + (end.x - zero.x) * t, zero.y + (end.y - zero.y) * t, zero.z + (end.z - zero.z) * t, 1));
+    const Rgb end = v < 0 ? diverging_negative : diverging_positive;
+    const auto channel = [&](uint8_t zero, uint8_t far) { return (zero + (far - zero) * t) / 255.f; };
+    return ImGui::GetColorU32(ImVec4(channel(diverging_zero.r, end.r), channel(diverging_zero.g, end.g),
+                                     channel(diverging_zero.b, end.b), 1));
 }
 
 // Appended, since GCC 12 warns, wrongly, on "L" + std::to_string(i).
