@@ -40,6 +40,7 @@ MainView::MainView(const Args& args, const Settings& start, LoadedModel loaded, 
     state_.compare_text = args.compare_text;
     state_.diff_shown = args.diff;
     if (!args.compare_text.empty()) session_.submit_compare();
+    patch_at_start_ = args.compute_patching;
     state_.effects_of = args.effects_of;
     if (args.compute_effects) session_.compute_effects();
 }
@@ -52,6 +53,10 @@ bool MainView::computing() const {
 
 void MainView::draw() {
     session_.collect();
+    if (patch_at_start_ && !session_.busy() && !session_.comparison().busy() && session_.same_lengths()) {
+        PatchingView::compute(state_, session_);
+        patch_at_start_ = false;
+    }
     state_.hovered_query = state_.hovered_layer = state_.hovered_head = -1;  // until a map says otherwise
     ui_.layout.clear();
     const ImGuiViewport* viewport = ImGui::GetMainViewport();
@@ -158,6 +163,7 @@ void MainView::views() {
                 effects_view_.draw(state_, session_, ui_);
                 contributions_shown = true;
                 break;
+            case View::patching: patching_view_.draw(state_, session_, ui_); break;
             case View::mask: mask_view_.draw(state_, session_, ui_); break;
             case View::dance: dance_view_.draw(state_, session_, ui_); break;
             case View::checks: checks_view_.draw(state_, session_, ui_); break;

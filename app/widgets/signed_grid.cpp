@@ -57,6 +57,11 @@ std::pair<int, int> signed_grid(Ui& ui, const char* name, const std::vector<floa
     return hovered;
 }
 
-// The largest magnitude of the finite values: the colour scale's end.
+float largest_magnitude(const std::vector<float>& values) {
+    float largest = 0;
+    for (float v : values)
+        if (std::isfinite(v)) largest = std::max(largest, std::abs(v));
+    return largest;
+}
 
 }  // namespace headscope

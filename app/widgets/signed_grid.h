@@ -17,6 +17,9 @@ namespace headscope {
 // diverging colours, as the diverging colormap draws (1 + v) / 2.
 ImU32 diverging_colour(float v);
 
+// The largest magnitude of the finite values: a grid's colour scale.
+float largest_magnitude(const std::vector<float>& values);
+
 // "L3", "H11": a grid's row and column labels.
 std::string indexed(char prefix, int i);
 
