@@ -139,6 +139,8 @@ Settings start_settings(const Args& args, const CLI::App& cli, bool use_saved) {
     if (cli.count("--ablate-mode")) s.options.ablation = args.options.ablation;
     parse_ablation_words(args.ablation, s.options);
     if (cli.count("--colormap")) s.colormap = args.colormap;
+    if (cli.count("--compare")) s.compare_text = args.compare_text;
+    if (cli.count("--diff")) s.diff = args.diff;
     if (cli.count("--window-size")) {
         const std::array<int, 2> size = parse_window_size(args.window_size);
         s.window.width = size[0];

@@ -37,9 +37,11 @@ MainView::MainView(const Args& args, const Settings& start, LoadedModel loaded, 
     dance_view_.set_step(args.dance_step);
     state_.shading = {args.value_weighted, args.hide_first_key, args.sentences, 0};
     if (args.value_weighted) session_.submit();  // with the norms
-    state_.compare_text = args.compare_text;
-    state_.diff_shown = args.diff;
-    if (!args.compare_text.empty()) session_.submit_compare();
+    state_.compare_text = start.compare_text;
+    state_.diff_shown = start.diff;
+    state_.patch.metric = start.patch_metric;
+    state_.patch.direction = start.patch_direction;
+    if (!start.compare_text.empty()) session_.submit_compare();
     patch_at_start_ = args.compute_patching;
     state_.effects_of = args.effects_of;
     if (args.compute_effects) session_.compute_effects();
@@ -204,6 +206,10 @@ Settings MainView::settings(const WindowPlacement& window) const {
     s.options = state_.options;
     s.sliding_window = state_.sliding_window_on;
     s.export_dir = status_bar_.export_dir();
+    s.compare_text = state_.compare_text;
+    s.diff = state_.diff_shown;
+    s.patch_metric = state_.patch.metric;
+    s.patch_direction = state_.patch.direction;
     s.window = window;
     return s;
 }

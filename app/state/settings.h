@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "headscope/compute/attention.h"
+#include "headscope/compute/patching.h"
 #include "headscope/model/model.h"
 #include "state/colormap.h"
 
@@ -28,9 +29,13 @@ struct Settings {
     std::string model = builtin_model;  // as load_model takes it
     std::vector<std::string> texts;     // empty: the window's default sentence
     Colormap colormap = Colormap::viridis;
-    AttentionOptions options;      // masks, head count, scale and split
-    bool sliding_window = true;    // the model's own sliding window, when it has one
-    std::string export_dir = ".";  // where Save PNG/JSON/NPY write
+    AttentionOptions options;                            // masks, head count, scale and split
+    bool sliding_window = true;                          // the model's own sliding window, when it has one
+    std::string export_dir = ".";                        // where Save PNG/JSON/NPY write
+    std::string compare_text;                            // the "compare with" text; "": none
+    bool diff = false;                                   // the maps drawn as B - A
+    PatchMetric patch_metric = PatchMetric::logit_diff;  // the patching tab's
+    PatchDirection patch_direction = PatchDirection::denoise;
     WindowPlacement window;
 };
 
