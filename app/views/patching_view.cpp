@@ -178,15 +178,22 @@ void PatchingView::grids(const WindowState& state, Session& s, Ui& ui, const Pat
     for (int t = 0; t < p.T; ++t) positions.push_back(shown_token(s, state.selected, t));
     const float width = ImGui::GetContentRegionAvail().x, spacing = ImGui::GetStyle().ItemSpacing.x;
     const float label_w = ImGui::CalcTextSize("L00 ").x, line = ImGui::GetTextLineHeightWithSpacing();
-    const float height = ImGui::GetContentRegionAvail().y - 4 * line;
-    for (size_t g = 0; g < p.grids.size(); ++g) {
-        const PatchGrid& grid = p.grids[g];
+    // The grids by head share the first row, half the width each; those by position take a row each.
+    std::vector<const PatchGrid*> order;
+    int rows_of_grids = 0;
+    for (bool by_head : {true, false})
+        for (const PatchGrid& grid : p.grids)
+            if ((grid.kind == PatchKind::heads || grid.kind == PatchKind::pattern) == by_head) {
+                rows_of_grids += !by_head || order.empty();
+                order.push_back(&grid);
+            }
+    const float height = (ImGui::GetContentRegionAvail().y - 2 * line) / static_cast<float>(rows_of_grids) - line;
+    for (size_t g = 0; g < order.size(); ++g) {
+        const PatchGrid& grid = *order[g];
         const bool by_head = grid.kind == PatchKind::heads || grid.kind == PatchKind::pattern;
-        // Two grids a row, each half the width and at most half the height left.
-        const float cell = std::floor(
-            std::clamp(std::min((width / 2 - spacing - label_w) / grid.cols, (height / 2 - line) / grid.rows), 4.f,
-                       44 * ui.scale));
-        if (g % 2) ImGui::SameLine(std::floor(width / 2 + spacing));
+        const float room = (by_head ? width / 2 - spacing : width) - label_w;
+        const float cell = std::floor(std::clamp(std::min(room / grid.cols, height / grid.rows), 4.f, 44 * ui.scale));
+        if (grid.kind == PatchKind::pattern && g == 1) ImGui::SameLine(std::floor(width / 2 + spacing));
         ImGui::BeginGroup();
         const std::vector<float> values(grid.cells.begin(), grid.cells.end());
         const float scale = largest_magnitude(values);

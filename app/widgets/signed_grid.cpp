@@ -27,11 +27,14 @@ std::pair<int, int> signed_grid(Ui& ui, const char* name, const std::vector<floa
     const ImVec2 start = ImGui::GetCursorScreenPos();
     const ImVec2 origin(start.x + label_w, start.y + line + 2);
     const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text), dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
+    float labels_end = start.x;  // where the last label drawn ends: labels never overlap
     for (int c = 0; c < cols; ++c) {
         const std::string& label = col_labels[c];
         const float w = ImGui::CalcTextSize(label.c_str()).x;
-        if (w <= cell + 2 || c % std::max(1, static_cast<int>(std::ceil((w + 4) / cell))) == 0)
-            draw->AddText(ImVec2(origin.x + c * cell + std::max(0.f, (cell - w) / 2), start.y), dim, label.c_str());
+        const float x = origin.x + c * cell + std::max(0.f, (cell - w) / 2);
+        if (x < labels_end) continue;
+        draw->AddText(ImVec2(x, start.y), dim, label.c_str());
+        labels_end = x + w + 4;
     }
     const int label_every = std::max(1, static_cast<int>(std::ceil(line / cell)));
     std::pair<int, int> hovered{-1, -1};
