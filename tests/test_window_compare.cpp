@@ -1,4 +1,5 @@
-// Two texts in the window, on the built-in model under Xvfb, against core's
+// Two texts in the window, on the built-in model (and a BERT-layout test
+// encoder's diff and fills) under Xvfb, against core's
 // forwards and patching of the same texts (which test_patching checks
 // against the double-precision references): the diff view's cells are B - A
 // through the diverging colours on the scale of the largest |B - A|, the
@@ -10,10 +11,13 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <filesystem>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "encoder_models.h"
 #include "headscope/compute/backend.h"
 #include "headscope/model/model.h"
 #include "model_writer.h"
@@ -169,6 +173,57 @@ TEST_F(WindowCompare, ThePatchingGridsAreCoresPatching) {
             EXPECT_TRUE(test::near(centre(shot.image, cell), diverging(v / scale), 2.5))
                 << to_string(grid.kind) << " L" << l << " column " << c;
         }
+    }
+}
+
+// An encoder's compare text (without a pair): the bidirectional maps' diff
+// is core's B - A in every cell, and the panel's fills of both texts at the
+// mask are their forwards'.
+TEST_F(WindowCompare, AnEncodersDiffAndFillsAreCores) {
+    const std::filesystem::path bert = dir_->path / "bert";
+    test::write_encoder_checkpoint(bert, test::make_encoder_checkpoint(test::encoder_spec(test::Encoder::bert)));
+    const Model encoder = load_model(bert.string());
+    const std::string a_text = "The cat [MASK] on the mat.", b_text = "The mat [MASK] on the cat.";
+    std::unique_ptr<Backend> cpu = make_cpu_backend();
+    cpu->load_weights(encoder);
+    AttentionOptions options;
+    options.causal = false, options.top_k = 10;
+    AttentionResult a, b;
+    const std::vector<int32_t> a_ids = encoder.tokenizer.encode_texts({a_text})[0];
+    const std::vector<int32_t> b_ids = encoder.tokenizer.encode_texts({b_text})[0];
+    ASSERT_EQ(a_ids.size(), b_ids.size());
+    cpu->forward(Batch{{a_ids}, encoder.config.pad_id()}, options, a);
+    cpu->forward(Batch{{b_ids}, encoder.config.pad_id()}, options, b);
+    const test::WindowShot shot =
+        test::shoot_window({"--model", bert.string(), "--text", a_text, "--compare", b_text, "--diff", "--head", "0"},
+                           dir_->path, "encoder");
+    ASSERT_EQ(shot.run.status, 0) << shot.run.err;
+    const int T = a.T;
+    double largest = 0;
+    for (int l = 0; l < int(a.layers.size()); ++l)
+        for (int h = 0; h < a.NH; ++h)
+            for (int i = 0; i < T; ++i)
+                for (int j = 0; j < T; ++j)
+                    largest = std::max(largest, double(std::abs(b.row(l, 0, h, i)[j] - a.row(l, 0, h, i)[j])));
+    ASSERT_GT(largest, 0.01) << "the words swapped, the maps differ";
+    const json cells = entries(shot.layout, "large");
+    ASSERT_EQ(cells.size(), size_t(T) * T);
+    EXPECT_NEAR(cells[0]["diff_scale"].get<double>(), largest, 1e-5);
+    for (const json& cell : cells) {
+        const int i = cell["query"], j = cell["key"];
+        const double d = b.row(0, 0, 0, i)[j] - a.row(0, 0, 0, i)[j];
+        EXPECT_TRUE(test::near(centre(shot.image, cell), diverging(d / largest), 2.5)) << "query " << i << " key " << j;
+    }
+    const json query = entries(shot.layout, "prediction-query");
+    ASSERT_EQ(query.size(), 1u);
+    const int t = query[0]["query"];
+    ASSERT_EQ(encoder.tokenizer.token_bytes(a_ids[t]), "[MASK]");
+    const json fills = entries(shot.layout, "compare-prediction");
+    ASSERT_EQ(fills.size(), 10u);
+    for (const json& p : fills) {
+        const Prediction& want = (p["text"] == "A" ? a : b).predictions_at(0, t)[p["rank"].get<int>() - 1];
+        EXPECT_EQ(p["id"], want.id) << p;
+        EXPECT_NEAR(p["p"].get<double>(), want.p, 1e-5) << p;
     }
 }
 

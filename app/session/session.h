@@ -200,8 +200,8 @@ public:
     JobProgress& effects_progress() { return effects_progress_; }
     std::string effects_message;
 
-    // The compare text (a decoder's; an encoder's and an encoder–decoder's
-    // maps are not compared), computed with the live options.
+    // The compare text (a decoder's or an encoder's, without a pair; an
+    // encoder–decoder's maps are not compared), computed with the live options.
     Comparison& comparison() { return comparison_; }
     const Comparison& comparison() const { return comparison_; }
     // Computes the state's compare text again (it changed); the live forward stays.

@@ -55,7 +55,7 @@ struct WindowState {
     // What the effects grid knocks out in turn: each head, or each expert of a mixture (Session::effects_of).
     EffectsOf effects_of = EffectsOf::heads;
     MapShading shading = {};  // how the heads and model tabs shade their maps
-    // A decoder's "compare with" text (B) beside the selected one (A); "": none.
+    // A decoder's or an encoder's "compare with" text (B) beside the selected one (A); "": none.
     std::string compare_text = {};
     // The heads and model tabs draw B - A of every map (when both have the same token count).
     bool diff_shown = false;

@@ -1,4 +1,4 @@
-// The controls' "compare with" line (ControlsView::compare_box): see controls_view.h.
+// The controls' "compare with" line: see controls_view.h.
 #include <algorithm>
 #include <cmath>
 
@@ -7,9 +7,9 @@
 
 namespace headscope {
 
-// A decoder's second text (B), beside the generation controls, and the
-// switch that draws every map as B - A, which needs as many tokens in both.
-void ControlsView::compare_box(WindowState& state, Session& s, Ui& ui) {
+// A second text (B), and the switch that draws every map as B - A, which
+// needs as many tokens in both.
+void compare_box(WindowState& state, Session& s, Ui& ui) {
     const float diff_w = std::floor(110 * ui.scale);
     ImGui::SetNextItemWidth(std::max(100 * ui.scale, ImGui::GetContentRegionAvail().x - diff_w));
     if (text_input(ui, "##compare", "compare with: a second text (B)", &state.compare_text, "compare"))

@@ -72,6 +72,7 @@ bool pair_box(WindowState& state, Session& s, Ui& ui) {
     const bool changed = text_input(ui, "##pair", "none: one text", &state.text_pairs[state.selected], "text pair");
     ImGui::TextDisabled("%s", s.model().config.predicts() ? "an encoder fills [MASK] tokens; it does not generate"
                                                           : "a bare encoder (no masked-LM head): maps only");
+    compare_box(state, s, ui);
     ImGui::EndGroup();
     return changed;
 }

@@ -153,7 +153,12 @@ void predictions_panel(const WindowState& state, const Session& s, Ui& ui) {
     }
 
     ImGui::Spacing();
-    if (encoder) return masked_fills(state, s, ui);
+    const bool compared = s.comparison().length() > 0 && s.comparison().attention().top_k > 0;
+    if (encoder) {
+        masked_fills(state, s, ui);
+        if (compared) compare_predictions(state, s, ui, t);
+        return;
+    }
     if (next < 0) {
         ImGui::TextDisabled("the text ends here");
     } else {
@@ -168,7 +173,7 @@ void predictions_panel(const WindowState& state, const Session& s, Ui& ui) {
     }
     if (length > 1) ImGui::TextDisabled("loss %.3f nats per token", att.loss(b));
     if (s.intact.top_k > 0) intact_comparison(state, s, ui, t);
-    if (s.comparison().length() > 0 && s.comparison().attention().top_k > 0) compare_predictions(state, s, ui, t);
+    if (compared) compare_predictions(state, s, ui, t);
 }
 
 }  // namespace headscope
