@@ -209,7 +209,7 @@ public:
     // Whether the compare text's tokens are as many as the selected text's: the diff view and patching need it.
     bool same_lengths() const { return comparison_.length() > 0 && comparison_.length() == length(state_.selected); }
     // Whether the heads and model tabs draw B - A: asked, of the same lengths,
-    // the decoder's self-attention maps, and no generation replayed.
+    // a decoder's or an encoder's maps (not an encoder–decoder's), and no generation replayed.
     bool diff_shown() const { return state_.diff_shown && same_lengths() && !replaying() && !shown.attention.encoder; }
     // The diff's symmetric scale: the largest |B - A| over every map of the selected text.
     float diff_scale() const;

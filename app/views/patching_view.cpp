@@ -35,7 +35,7 @@ const Prediction* corrupted_top(const WindowState& state, const Session& s) {
     return s.comparison().attention().predictions_at(0, patch_position(state, s));
 }
 
-// The answer and wrong tokens as patch_view.h's compute resolves them.
+// The answer and wrong tokens as patching_view.h's compute resolves them.
 std::pair<int32_t, int32_t> resolved_tokens(const WindowState& state, const Session& s) {
     const Prediction* a = clean_top(state, s);
     const int32_t answer = state.patch.answer >= 0 ? state.patch.answer : a[0].id;
