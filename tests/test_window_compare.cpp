@@ -4,8 +4,9 @@
 // against the double-precision references): the diff view's cells are B - A
 // through the diverging colours on the scale of the largest |B - A|, the
 // compare text's predictions are its forward's, the patching tab's grids and
-// metric values are core's, and texts of different lengths give the line
-// that says the diff and patching need equal lengths.
+// metric values are core's (with the defaults, and with the metric and
+// direction the settings saved), and texts of different lengths give the
+// line that says the diff and patching need equal lengths.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,7 +22,9 @@
 #include "headscope/compute/backend.h"
 #include "headscope/model/model.h"
 #include "model_writer.h"
+#include "process.h"
 #include "screenshot.h"
+#include "state/settings.h"
 
 using namespace headscope;
 using nlohmann::json;
@@ -173,6 +176,38 @@ TEST_F(WindowCompare, ThePatchingGridsAreCoresPatching) {
             EXPECT_TRUE(test::near(centre(shot.image, cell), diverging(v / scale), 2.5))
                 << to_string(grid.kind) << " L" << l << " column " << c;
         }
+    }
+}
+
+// The patching tab's metric and direction as the settings saved them (the
+// loss, noising): the metric values and the heads grid are core's for them.
+TEST_F(WindowCompare, TheSavedMetricAndDirectionArePatched) {
+    const std::filesystem::path config = dir_->path / "config";
+    Settings saved;
+    saved.patch_metric = PatchMetric::loss;
+    saved.patch_direction = PatchDirection::noise;
+    write_settings(config / "headscope" / "settings.json", saved);
+    const test::ScopedEnv env("XDG_CONFIG_HOME", config.string());
+    const test::WindowShot shot =
+        shoot("saved", corrupted_text, {"--view", "patching", "--compute-patching", "--settings", "on"});
+    const json metric = entries(shot.layout, "patch-metric");
+    ASSERT_EQ(metric.size(), 1u);
+    EXPECT_EQ(metric[0]["metric"], "loss");
+    EXPECT_EQ(metric[0]["direction"], "noise");
+    PatchRequest request;
+    request.metric = PatchMetric::loss, request.direction = PatchDirection::noise;
+    request.kinds = {PatchKind::heads, PatchKind::residual, PatchKind::mlp, PatchKind::pattern};
+    Patching want;
+    const int32_t pad = model_->config.pad_id();
+    backend_->patch(Batch{{ids(clean_text)}, pad}, Batch{{ids(corrupted_text)}, pad}, {}, request, want);
+    EXPECT_NEAR(metric[0]["clean"].get<double>(), want.clean_metric, 1e-6);
+    EXPECT_NEAR(metric[0]["corrupted"].get<double>(), want.corrupted_metric, 1e-6);
+    const json cells = entries(shot.layout, "patching-heads");
+    ASSERT_EQ(cells.size(), size_t(want.grids[0].rows) * want.grids[0].cols);
+    for (const json& cell : cells) {
+        const int l = cell["layer"], h = cell["column"];
+        EXPECT_NEAR(cell["values"][l * want.grids[0].cols + h].get<double>(), want.grids[0].at(l, h), 1e-5)
+            << "L" << l << " H" << h;
     }
 }
 
