@@ -12,6 +12,7 @@ void Comparison::open(std::shared_ptr<const Model> model) {
     // The workers' jobs hold the old backend until they end.
     backend_ = std::shared_ptr<Backend>(make_cpu_backend());
     backend_->load_weights(*model_);
+    cache_ = std::make_shared<PrefixCache>();
     shown_ = {};
     ++generation_;
     patched_.reset();
@@ -27,10 +28,15 @@ void Comparison::submit(const std::string& text, const AttentionOptions& options
     AttentionOptions compared = options;
     compared.lens_k = 0, compared.contributions = compared.capture_outputs = false;
     forward_progress_.start();
-    forward_worker_.submit(
-        [this, backend = backend_, model = model_, request = LiveRequest{{text}, compared}](std::stop_token stop) {
-            return compute_live(*backend, *model, request, nullptr, forward_progress_.reporter(std::move(stop)));
-        });
+    forward_worker_.submit([this, backend = backend_, model = model_, cache = cache_,
+                            request = LiveRequest{{text}, compared}](std::stop_token stop) {
+        try {
+            return compute_live(*backend, *model, request, cache.get(), forward_progress_.reporter(std::move(stop)));
+        } catch (const Cancelled&) {
+            cache->clear();  // half refilled
+            throw;
+        }
+    });
 }
 
 void Comparison::compute_patching(const std::vector<int32_t>& clean, const std::vector<int32_t>& corrupted,

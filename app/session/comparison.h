@@ -62,6 +62,9 @@ private:
     std::function<void()> wake_;
     std::shared_ptr<const Model> model_;
     std::shared_ptr<Backend> backend_;  // shared with the jobs that run on it
+    // The compare forward's token prefixes: a keystroke in the text (which
+    // recomputes B with the options) reuses all of B; touched by its jobs only, one at a time.
+    std::shared_ptr<PrefixCache> cache_;
     LiveResult shown_;
     uint64_t generation_ = 0;
     inline static const std::vector<int32_t> no_tokens_;
