@@ -1,6 +1,8 @@
 // Colormaps as 9 evenly spaced stops, linearly interpolated: matplotlib's
-// viridis and magma (perceptually uniform) and plain grey.
-// colormap_id: 0 viridis, 1 magma, 2 grey.
+// viridis and magma (perceptually uniform) and plain grey; and the diff
+// view's diverging one, 0.5 its zero, from DIVERGING_ZERO out to
+// DIVERGING_NEGATIVE at 0 and DIVERGING_POSITIVE at 1 (prepended constants).
+// colormap_id: 0 viridis, 1 magma, 2 grey, 3 diverging.
 const vec3 VIRIDIS[9] = vec3[9](
     vec3(0x44, 0x01, 0x54), vec3(0x47, 0x2d, 0x7b), vec3(0x3b, 0x52, 0x8b), vec3(0x2c, 0x72, 0x8e),
     vec3(0x21, 0x91, 0x8c), vec3(0x28, 0xae, 0x80), vec3(0x5e, 0xc9, 0x62), vec3(0xad, 0xdc, 0x30),
@@ -13,6 +15,7 @@ const vec3 MAGMA[9] = vec3[9](
 vec3 colormap(int colormap_id, float t) {
     t = clamp(t, 0.0, 1.0);
     if (colormap_id == 2) return vec3(t);
+    if (colormap_id == 3) return mix(DIVERGING_ZERO, t < 0.5 ? DIVERGING_NEGATIVE : DIVERGING_POSITIVE, abs(2.0 * t - 1.0));
     float x = t * 8.0;
     int i = min(int(x), 7);
     float f = x - float(i);

@@ -1,7 +1,8 @@
 // One attention map: each cell's weight through the colormap; masked cells
 // (weight < 0) hatched in two greys, so a mask never reads as a weight of 0.
 // Prepended at build time: colormaps.glsl; when compiled: the hatch's
-// HATCH_DARK, HATCH_LIGHT and HATCH_STRIPE (heatmap_renderer.h's masked_hatch).
+// HATCH_DARK, HATCH_LIGHT and HATCH_STRIPE (colormap.h's masked_hatch) and
+// the diverging colours DIVERGING_NEGATIVE, DIVERGING_ZERO, DIVERGING_POSITIVE.
 uniform sampler2D weights;  // R32F, one texel per cell, row 0 = query 0
 uniform int colormap_id;
 in vec2 uv;

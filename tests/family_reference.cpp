@@ -38,9 +38,9 @@ Rows conv1d(const Rows& x, const std::vector<float>& w, const std::vector<float>
     return y;
 }
 
-// RMSNorm of the n values at x: x / sqrt(mean(x^2) + eps) * (offset + w),
-// offset + w in float32 (Gemma's offset 1: Gemma2RMSNorm's 1.0 + weight.float()).
-void rms_norm(double* x, int n, const std::vector<float>& w, double eps, float offset = 0) {
+}  // namespace
+
+void rms_norm(double* x, int n, const std::vector<float>& w, double eps, float offset) {
     double square_sum = 0;
     for (int c = 0; c < n; ++c) square_sum += x[c] * x[c];
     const double inverse = 1 / std::sqrt(square_sum / n + eps);
@@ -51,8 +51,9 @@ void rms_norm(double* x, int n, const std::vector<float>& w, double eps, float o
 // dtype) in the weights' dtype (the test files' dtype is the model's).
 double gemma_embedding_scale(const FamilySpec& s) { return rounded(float(std::sqrt(double(s.n_embd))), s.dtype); }
 
-// A scaled score soft-capped as Gemma 2's eager_attention_forward does: cap tanh(s / cap); no cap at 0.
 double soft_capped(double score, double cap) { return cap > 0 ? cap * std::tanh(score / cap) : score; }
+
+namespace {
 
 // Where element d of row r of head `head` lives in a (T, width) buffer.
 struct Place {
@@ -113,8 +114,8 @@ struct Projections {
 class ReferenceForward {
 public:
     ReferenceForward(const FamilyCheckpoint& model, const std::vector<std::vector<int32_t>>& texts,
-                     const AttentionOptions& opt)
-        : m_(model), s_(model.spec), texts_(texts), opt_(opt) {
+                     const AttentionOptions& opt, const FamilyHooks& hooks)
+        : m_(model), s_(model.spec), texts_(texts), opt_(opt), hooks_(hooks) {
         for (const auto& ids : texts) T_ = std::max(T_, static_cast<int>(ids.size()));
         layers_ = opt.layers;
         if (layers_.empty())
@@ -146,6 +147,7 @@ public:
                                        : neox_ ? "gpt_neox.layers."
                                                : s_.model_prefix() + "layers.") +
                                       std::to_string(l) + "."};
+                if (hooks_.layer_input) hooks_.layer_input(l, b, x);
                 const Rows merged = attend(project(norm(x, name, true), name), l, b, m_.find(name("self_attn.sinks")));
                 const auto slot = std::find(layers_.begin(), layers_.end(), l);
                 if (slot != layers_.end())
@@ -293,9 +295,10 @@ private:
         Rows merged = zeros(T_, width_);
         for (int head = 0; head < NH; ++head) {
             const int kv_head = head / group_;  // repeat_kv: each K/V head serves `group` consecutive heads
-            const Rows att = head_map(head_rows(p.q, opt_.split, head, hs, inv_freq, true, cos_sin_scale),
-                                      head_rows(p.k, opt_.split, kv_head, hs, inv_freq, true, cos_sin_scale), window, b,
-                                      sinks ? (*sinks)[head] : -INFINITY);
+            Rows att = head_map(head_rows(p.q, opt_.split, head, hs, inv_freq, true, cos_sin_scale),
+                                head_rows(p.k, opt_.split, kv_head, hs, inv_freq, true, cos_sin_scale), window, b,
+                                sinks ? (*sinks)[head] : -INFINITY);
+            if (hooks_.pattern) hooks_.pattern(l, b, head, att);
             const Rows vh = head_rows(p.v, opt_.split, kv_head, hs, inv_freq, false);
             if (slot != layers_.end())
                 for (int i = 0; i < T_; ++i)
@@ -312,6 +315,7 @@ private:
                     for (int r = 0; r < length && opt_.ablation == Ablation::mean; ++r) mean += y[r][d] / length;
                     for (int r = 0; r < T_; ++r) y[r][d] = mean;
                 }
+            if (hooks_.head_output) hooks_.head_output(l, b, head, y);
             for (int r = 0; r < T_; ++r)
                 for (int d = 0; d < hs; ++d) {
                     const Place at = head_place(opt_.split, head, r, d, T_, width_, hs);
@@ -337,6 +341,7 @@ private:
                    : s_.expert_layer(l) ? experts(norm(mlp_in, name, false), l, b)
                                         : gated_mlp(norm(mlp_in, name, false), name);
         if (output_norms) rms_norm_rows(mlp, C_, m_[name("post_feedforward_layernorm.weight")]);
+        if (hooks_.mlp_output) hooks_.mlp_output(l, b, mlp);
         for (int t = 0; t < T_; ++t)
             for (int c = 0; c < C_; ++c) x[t][c] += attention[t][c] + mlp[t][c];
     }
@@ -389,6 +394,7 @@ private:
     const FamilySpec& s_;
     const std::vector<std::vector<int32_t>>& texts_;
     const AttentionOptions& opt_;
+    const FamilyHooks& hooks_;
     // GPT-NeoX and GPT-2 have LayerNorms, biases everywhere and Q, K and V fused.
     const bool gpt2_ = s_.family == Family::gpt2, neox_ = s_.family == Family::gpt_neox || gpt2_;
     const bool olmo2_ = s_.family == Family::olmo2;  // no norm before a sublayer, one on each one's output
@@ -406,44 +412,8 @@ private:
 }  // namespace
 
 FamilyReference family_reference(const FamilyCheckpoint& model, const std::vector<std::vector<int32_t>>& texts,
-                                 const AttentionOptions& opt) {
-    return ReferenceForward(model, texts, opt).run();
-}
-
-std::vector<double> family_logits(const FamilyCheckpoint& model, const std::vector<double>& rows) {
-    const FamilySpec& s = model.spec;
-    const int C = s.n_embd, V = s.vocab_size;
-    const size_t N = rows.size() / C;
-    Rows x = zeros(static_cast<int>(N), C);
-    for (size_t n = 0; n < N; ++n) std::copy_n(&rows[n * C], C, x[n].begin());
-    const std::vector<float>* unembedding = nullptr;  // (V, C)
-    if (s.family == Family::gpt_neox) {
-        x = layer_norm(x, model["gpt_neox.final_layer_norm.weight"], model["gpt_neox.final_layer_norm.bias"],
-                       s.norm_eps);
-        unembedding = &model["embed_out.weight"];
-    } else if (s.family == Family::gpt2) {
-        x = layer_norm(x, model["ln_f.weight"], model["ln_f.bias"], s.norm_eps);
-        unembedding = &model[s.tied_embeddings ? "wte.weight" : "lm_head.weight"];
-    } else {
-        const std::string prefix = s.model_prefix();
-        for (auto& row : x) rms_norm(row.data(), C, model[prefix + "norm.weight"], s.norm_eps, gemma(s.family) ? 1 : 0);
-        unembedding = &model[s.tied_embeddings ? prefix + "embed_tokens.weight" : "lm_head.weight"];
-    }
-    // Logit (n, v) = sum over c of x[n][c] W[v][c], summed in c's order; the
-    // rows go innermost, so that one pass over W serves them all.
-    std::vector<double> x_t(C * N);  // (C, N)
-    for (size_t n = 0; n < N; ++n)
-        for (int c = 0; c < C; ++c) x_t[c * N + n] = x[n][c];
-    std::vector<double> logits(N * V), sums(N);
-    for (int v = 0; v < V; ++v) {
-        std::fill(sums.begin(), sums.end(), 0.0);
-        for (int c = 0; c < C; ++c) {
-            const double w = (*unembedding)[size_t(v) * C + c];
-            for (size_t n = 0; n < N; ++n) sums[n] += x_t[c * N + n] * w;
-        }
-        for (size_t n = 0; n < N; ++n) logits[n * V + v] = soft_capped(sums[n], s.final_softcap);
-    }
-    return logits;
+                                 const AttentionOptions& opt, const FamilyHooks& hooks) {
+    return ReferenceForward(model, texts, opt, hooks).run();
 }
 
 }  // namespace headscope::test

@@ -9,6 +9,7 @@
 // head size.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "family_writer.h"
@@ -40,6 +41,20 @@ std::vector<std::vector<double>> expert_mlp(const FamilyCheckpoint& model, int l
                                             const std::vector<std::vector<double>>& h,
                                             const std::vector<int>& knocked_out, int32_t* experts, double* weights);
 
+// Where a reference forward lets a test read or replace its activations
+// (activation patching's reference): each hook, where set, is called with
+// text b's rows at layer l, and the forward goes on with them as it leaves them.
+struct FamilyHooks {
+    // The residual stream entering layer l (T, C).
+    std::function<void(int l, int b, std::vector<std::vector<double>>& x)> layer_input;
+    // A query head's map (T, T), before it weighs the values.
+    std::function<void(int l, int b, int head, std::vector<std::vector<double>>& att)> pattern;
+    // A head's output (T, hs), after any knock-out, before the output projection.
+    std::function<void(int l, int b, int head, std::vector<std::vector<double>>& y)> head_output;
+    // The MLP's output (T, C) (a mixture of experts' mixed output), after its norm where it has one.
+    std::function<void(int l, int b, std::vector<std::vector<double>>& mlp)> mlp_output;
+};
+
 // Every option is honoured: the masks (causal, padding, sliding window), a
 // head re-split (which must keep the group size and divide NH * hs), the
 // scale, the split and the layers. Texts are right-padded with the pad id.
@@ -50,11 +65,18 @@ std::vector<std::vector<double>> expert_mlp(const FamilyCheckpoint& model, int l
 // reads head h's T rows of hs' straight off the (T, width) buffer, at flat
 // floats [h * T * hs', (h + 1) * T * hs'), RoPE rotating its row r by position r.
 FamilyReference family_reference(const FamilyCheckpoint& model, const std::vector<std::vector<int32_t>>& texts,
-                                 const AttentionOptions& options);
+                                 const AttentionOptions& options, const FamilyHooks& hooks = {});
 
 // Each row of x through a LayerNorm (w, b; epsilon eps), in double precision.
 std::vector<std::vector<double>> layer_norm(std::vector<std::vector<double>> x, const std::vector<float>& w,
                                             const std::vector<float>& b, double eps);
+
+// RMSNorm of the n values at x: x / sqrt(mean(x^2) + eps) * (offset + w),
+// offset + w in float32 (Gemma's offset 1: Gemma2RMSNorm's 1.0 + weight.float()).
+void rms_norm(double* x, int n, const std::vector<float>& w, double eps, float offset = 0);
+
+// A scaled score soft-capped as Gemma 2's eager_attention_forward does: cap tanh(s / cap); no cap at 0.
+double soft_capped(double score, double cap);
 
 // The logits of N rows of the residual stream (N, C): the final norm
 // (model.norm's RMSNorm, GPT-NeoX's final_layer_norm and GPT-2's ln_f

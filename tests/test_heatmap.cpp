@@ -1,8 +1,10 @@
 // Pooled heatmaps against a brute-force reference that writes the masks out
-// in full, and the promise that a single strong weight survives pooling.
+// in full, and the promise that a single strong weight survives pooling; the
+// difference of two maps likewise.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -221,6 +223,47 @@ TEST(Heatmap, OneStrongWeightSurvivesPooling) {
     // The upper triangle is masked, the rest of the diagonal blocks are visible zeros.
     EXPECT_EQ(image.cells[0 * 64 + 63], masked_cell);
     EXPECT_EQ(image.cells[63 * 64 + 0], 0.f);
+}
+
+// The diff view's image of text 1 of a batch of 2 (padded) against a single
+// text of its length: each pooled cell the difference of largest magnitude
+// among its block's visible cells (causal, within the length), as
+// 0.5 + d / (2 scale) clamped; masked where none is visible; the scale
+// largest_difference's, the largest |d| of them all.
+TEST(Heatmap, DifferencePoolsTheLargestMagnitude) {
+    const int T = 23, length = 19, NH = 2, h = 1;
+    const AttentionResult base = random_result(2, NH, T, 11), changed = random_result(1, NH, length, 12);
+    AttentionOptions options;  // causal
+    const auto visible = [&](int i, int j) { return j <= i && i < length && j < length; };
+    double largest = 0;
+    for (int i = 0; i < T; ++i)
+        for (int j = 0; j < T; ++j)
+            if (visible(i, j))
+                largest = std::max(
+                    largest, double(std::abs(changed.map(0, 0, h)[i * length + j] - base.map(0, 1, h)[i * T + j])));
+    EXPECT_FLOAT_EQ(largest_difference(base, 1, changed, 0, options, 0, h, length), largest);
+    for (const float scale : {float(largest), float(largest) / 2}) {  // half: some cells clamp
+        for (const int side : {T, 11, 4}) {
+            const HeatmapImage got = difference_image(base, 1, changed, 0, options, 0, h, length, side, scale);
+            ASSERT_EQ(got.rows, std::min(T, side));
+            ASSERT_EQ(got.cols, got.rows);
+            for (int r = 0; r < got.rows; ++r)
+                for (int c = 0; c < got.cols; ++c) {
+                    double best = 0;
+                    bool any = false;
+                    for (int i = 0; i < T; ++i)
+                        for (int j = 0; j < T; ++j) {
+                            if (i * got.rows / T != r || j * got.cols / T != c || !visible(i, j)) continue;
+                            const double d = changed.map(0, 0, h)[i * length + j] - base.map(0, 1, h)[i * T + j];
+                            if (!any || std::abs(d) > std::abs(best)) best = d;
+                            any = true;
+                        }
+                    const float want = any ? std::clamp(float(0.5 + best / (2 * scale)), 0.f, 1.f) : masked_cell;
+                    EXPECT_NEAR(got.cells[r * got.cols + c], want, 1e-6)
+                        << "cell " << r << "," << c << " of " << side << ", scale " << scale;
+                }
+        }
+    }
 }
 
 }  // namespace

@@ -30,6 +30,10 @@ TEST(Settings, WhatIsWrittenReadsBack) {
     s.options.split = Split::naive_view;
     s.effects_of = EffectsOf::experts;
     s.export_dir = "/tmp/exports";
+    s.compare_text = "The dog sat";
+    s.diff = true;
+    s.patch_metric = PatchMetric::loss;
+    s.patch_direction = PatchDirection::noise;
     s.window = {1600, 900, std::array{-20, 40}, true};
     const fs::path file = dir.path / "headscope" / "settings.json";  // the folder is made
     write_settings(file, s);
@@ -53,6 +57,10 @@ TEST(Settings, WhatIsWrittenReadsBack) {
     EXPECT_EQ(back.options.split, Split::naive_view);
     EXPECT_EQ(back.effects_of, EffectsOf::experts);
     EXPECT_EQ(back.export_dir, "/tmp/exports");
+    EXPECT_EQ(back.compare_text, "The dog sat");
+    EXPECT_TRUE(back.diff);
+    EXPECT_EQ(back.patch_metric, PatchMetric::loss);
+    EXPECT_EQ(back.patch_direction, PatchDirection::noise);
     EXPECT_EQ(back.window.width, 1600);
     EXPECT_EQ(back.window.height, 900);
     EXPECT_EQ(back.window.position, (std::array{-20, 40}));
@@ -70,6 +78,8 @@ TEST(Settings, MissingFileIsTheDefaultsSilently) {
     EXPECT_TRUE(s.options.causal);
     EXPECT_EQ(s.options.n_head, 0);
     EXPECT_EQ(s.effects_of, EffectsOf::heads);
+    EXPECT_TRUE(s.compare_text.empty());
+    EXPECT_FALSE(s.diff);
     EXPECT_EQ(s.window.width, 0);  // a first start: the window takes most of the screen
     EXPECT_FALSE(s.window.position);
 }

@@ -222,7 +222,7 @@ TEST_F(SvgExport, TokensTabColoursEachTokenByItsWeightFromTheQuery) {
 }
 
 TEST_F(SvgExport, TabsWithoutAFigureAreRefusedBeforeTheWindowOpens) {
-    for (const char* view : {"effects", "mask", "dance", "checks"}) {
+    for (const char* view : {"effects", "patching", "mask", "dance", "checks"}) {
         const test::ProcessRun run = test::run_window({"--view", view, "--screenshot", (dir_->path / "x.png").string(),
                                                        "--export-svg", (dir_->path / "x.svg").string()},
                                                       dir_->path);

@@ -187,7 +187,8 @@ TEST_F(WindowTest, BadOptionsAreOneLineErrorsNamingTheFlag) {
         {{"--causal", "maybe"}, "--causal: causal mask 'maybe' is not one of off, on"},
         {{"--padding-mask", "1"}, "--padding-mask: padding mask '1' is not one of off, on"},
         {{"--view", "tabs"},
-         "--view: view 'tabs' is not one of heads, tokens, model, router, lens, effects, mask, dance, checks"},
+         "--view: view 'tabs' is not one of heads, tokens, model, router, lens, effects, patching, mask, dance, "
+         "checks"},
         {{"--scale", "sqrt"}, "--scale: scale 'sqrt' is not one of head, model, none"},
         {{"--split", "view"}, "--split: split 'view' is not one of transpose, naive-view"},
         {{"--colormap", "jet"}, "--colormap: colormap 'jet' is not one of viridis, magma, grey"},

@@ -125,7 +125,7 @@ TEST_F(WindowFamilies, WhatHeadsDoWorksOnEveryFamily) {
         EXPECT_EQ(entries(heads.layout, "map").size(), 4u);
         // Dense models: every tab but the router's (a mixture of experts' only).
         const json tabs = entries(heads.layout, "tab");
-        EXPECT_EQ(tabs.size(), 8u);
+        EXPECT_EQ(tabs.size(), 9u);
         for (const json& tab : tabs) EXPECT_NE(tab["name"], "router");
     }
 }
@@ -402,7 +402,7 @@ TEST_F(WindowFamilies, QuantizedGgufFileShowsTheReferencesMaps) {
             EXPECT_TRUE(near(got, test::viridis(want.weights[((size_t(NH) + h) * T + i) * T + j])))  // layer 1
                 << "head " << h << " cell " << i << "," << j << " is " << got[0] << "," << got[1] << "," << got[2];
     }
-    for (const std::string view : {"tokens", "model", "lens", "effects", "mask", "dance", "checks"}) {
+    for (const std::string view : {"tokens", "model", "lens", "effects", "patching", "mask", "dance", "checks"}) {
         const test::WindowShot tab = shoot("gguf-" + view, name, {"--text", short_, "--view", view});
         EXPECT_FALSE(tab.layout.empty()) << view;
         for (const json& control : entries(tab.layout, "control"))

@@ -28,6 +28,7 @@ void Session::install(LoadedModel loaded) {
     if (loaded.model->config.scaled_scores != was_scaled)
         state_.options.scale = own_scale(loaded.model->config.scaled_scores);
     open_ = std::make_shared<LoadedModel>(std::move(loaded));
+    comparison_.open(open_->model);
     live_cache_ = std::make_shared<PrefixCache>();
     intact_cache_ = std::make_shared<PrefixCache>();
     intact_backend_ = std::shared_ptr<Backend>(make_cpu_backend());
@@ -73,6 +74,25 @@ void Session::submit() {
         });
     submitted_texts_ = state_.texts;
     submitted_options_ = state_.options;
+    submit_compare();
+}
+
+void Session::submit_compare() {
+    const Config& config = model().config;
+    comparison_.submit(config.is_encoder_decoder() ? "" : state_.compare_text, state_.options);
+}
+
+float Session::diff_scale() const {
+    const DiffScaleKey key{shown_generation, comparison_.generation(), state_.selected};
+    if (key == diff_scale_key_) return diff_scale_;
+    diff_scale_ = 0;
+    const AttentionResult& a = shown.attention;
+    for (int l = 0; same_lengths() && l < static_cast<int>(a.layers.size()); ++l)
+        for (int h = 0; h < a.NH; ++h)
+            diff_scale_ = std::max(diff_scale_, largest_difference(a, state_.selected, comparison_.attention(), 0,
+                                                                   shown_options_at(l), l, h, length(state_.selected)));
+    diff_scale_key_ = key;
+    return diff_scale_;
 }
 
 AttentionOptions Session::generation_options() const {
@@ -329,6 +349,7 @@ void Session::submit_intact() {
 }
 
 bool Session::collect() {
+    const bool compared = comparison_.collect();
     if (std::optional<Worker<IntactShown>::Outcome> done = intact_worker_.take()) {
         // Only for what is shown now (a later keystroke's maps may have come first).
         const IntactShown& got = done->result;
@@ -365,7 +386,7 @@ bool Session::collect() {
         return true;
     }
     std::optional<Worker<LiveResult>::Outcome> computed = live_.take();
-    if (!computed) return false;
+    if (!computed) return compared;
     if (!computed->error.empty()) {
         message = computed->error;
         stop_generation();

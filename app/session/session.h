@@ -19,6 +19,7 @@
 #include "headscope/inspect/heatmap.h"
 #include "headscope/inspect/probes.h"
 #include "headscope/model/model.h"
+#include "session/comparison.h"
 #include "session/job_progress.h"
 #include "state/window_state.h"
 
@@ -199,6 +200,20 @@ public:
     JobProgress& effects_progress() { return effects_progress_; }
     std::string effects_message;
 
+    // The compare text (a decoder's or an encoder's, without a pair; an
+    // encoder–decoder's maps are not compared), computed with the live options.
+    Comparison& comparison() { return comparison_; }
+    const Comparison& comparison() const { return comparison_; }
+    // Computes the state's compare text again (it changed); the live forward stays.
+    void submit_compare();
+    // Whether the compare text's tokens are as many as the selected text's: the diff view and patching need it.
+    bool same_lengths() const { return comparison_.length() > 0 && comparison_.length() == length(state_.selected); }
+    // Whether the heads and model tabs draw B - A: asked, of the same lengths,
+    // a decoder's or an encoder's maps (not an encoder–decoder's), and no generation replayed.
+    bool diff_shown() const { return state_.diff_shown && same_lengths() && !replaying() && !shown.attention.encoder; }
+    // The diff's symmetric scale: the largest |B - A| over every map of the selected text.
+    float diff_scale() const;
+
     // The model's own heads scored by core's probes, computed in the
     // background once per model; null until ready (or if they cannot be).
     const ProbeReport* probes() const { return probes_ ? &*probes_ : nullptr; }
@@ -274,6 +289,14 @@ private:
     };
     std::optional<EffectsShown> effects_;
     std::string loading_;
+    Comparison comparison_{wake_};
+    struct DiffScaleKey {
+        uint64_t shown = 0, compared = 0;
+        int b = -1;
+        bool operator==(const DiffScaleKey&) const = default;
+    };
+    mutable DiffScaleKey diff_scale_key_;  // what diff_scale_ was computed from
+    mutable float diff_scale_ = 0;
     // Written by their jobs. A load shows its bytes read at once, the probes after JobProgress::long_work.
     JobProgress load_progress_{std::chrono::milliseconds(0)}, probe_progress_, live_progress_, effects_progress_;
     // Last: their threads stop before the members their jobs' outcomes go to.

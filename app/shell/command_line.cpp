@@ -55,6 +55,11 @@ void add_window_options(CLI::App& cli, Args& args) {
         [](std::string_view word) { return parse_choice(effects_of_choices, word); },
         "what the effects grid knocks out in turn: each head or each expert of a mixture of experts (default: the "
         "saved choice, else heads)");
+    cli.add_option("--compare", args.compare_text,
+                   "a decoder's second text (B), compared with the text (A): predictions, diff view, patching");
+    cli.add_flag("--diff", args.diff, "draw every map as B - A (the --compare text's less the text's)");
+    cli.add_flag("--compute-patching", args.compute_patching,
+                 "patch the text (clean) and the --compare text (corrupted) at the start, as the patching tab does");
     cli.add_option("--window-size", args.window_size,
                    "the window's size (screenshots: default 1280x800; otherwise the saved size, or most of the "
                    "screen at a first start)")
@@ -136,6 +141,8 @@ Settings start_settings(const Args& args, const CLI::App& cli, bool use_saved) {
     parse_ablation_words(args.ablation, s.options);
     if (cli.count("--colormap")) s.colormap = args.colormap;
     if (cli.count("--effects-of")) s.effects_of = args.effects_of;
+    if (cli.count("--compare")) s.compare_text = args.compare_text;
+    if (cli.count("--diff")) s.diff = args.diff;
     if (cli.count("--window-size")) {
         const std::array<int, 2> size = parse_window_size(args.window_size);
         s.window.width = size[0];

@@ -43,6 +43,9 @@ struct Args {
     Sentences sentences = Sentences::all;                 // the pair filter at the start
     bool compute_effects = false;                         // compute the effects grid at the start
     EffectsOf effects_of = EffectsOf::heads;              // of each head or each expert
+    std::string compare_text;                             // a decoder's "compare with" text
+    bool diff = false;                                    // the maps drawn as the compare text's less the text's
+    bool compute_patching = false;                        // patch the text and the compare text at the start
     bool settings = true;  // read and save settings; off unless given when a test drives the window
 };
 

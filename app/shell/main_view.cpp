@@ -37,17 +37,28 @@ MainView::MainView(const Args& args, const Settings& start, LoadedModel loaded, 
     dance_view_.set_step(args.dance_step);
     state_.shading = {args.value_weighted, args.hide_first_key, args.sentences, 0};
     if (args.value_weighted) session_.submit();  // with the norms
+    state_.compare_text = start.compare_text;
+    state_.diff_shown = start.diff;
+    state_.patch.metric = start.patch_metric;
+    state_.patch.direction = start.patch_direction;
+    if (!start.compare_text.empty()) session_.submit_compare();
+    patch_at_start_ = args.compute_patching;
     state_.effects_of = start.effects_of;
     if (args.compute_effects) session_.compute_effects();
 }
 
 bool MainView::computing() const {
     return !session_.loading().empty() || session_.busy() || session_.probes_pending() || session_.effects_pending() ||
-           session_.intact_pending() || checks_view_.computing() || dance_view_.computing();
+           session_.intact_pending() || session_.comparison().busy() || checks_view_.computing() ||
+           dance_view_.computing();
 }
 
 void MainView::draw() {
     session_.collect();
+    if (patch_at_start_ && !session_.busy() && !session_.comparison().busy() && session_.same_lengths()) {
+        PatchingView::compute(state_, session_);
+        patch_at_start_ = false;
+    }
     state_.hovered_query = state_.hovered_layer = state_.hovered_head = -1;  // until a map says otherwise
     ui_.layout.clear();
     const ImGuiViewport* viewport = ImGui::GetMainViewport();
@@ -76,7 +87,10 @@ MainView::Placement MainView::placement(View view) const {
     // The panel's lines: the query, a note, the top predictions, the next token and the loss; with heads
     // or experts knocked out, the intact model's top 5 (a title, a header, 5 rows, the losses).
     const int intact_lines = knocks_anything_out(session_.shown_options) ? 9 : 0;
-    const float panel_h = (Session::predictions_k + 5 + intact_lines) * ImGui::GetTextLineHeightWithSpacing();
+    // With a compare text: a title, a header and 5 rows, and a line on the lengths.
+    const int compare_lines = session_.comparison().length() > 0 ? 8 + !session_.same_lengths() : 0;
+    const float panel_h =
+        (Session::predictions_k + 5 + intact_lines + compare_lines) * ImGui::GetTextLineHeightWithSpacing();
     const ImVec2 area(ImGui::GetContentRegionAvail().x, ImGui::GetContentRegionAvail().y + status_bar);
     const auto side = [&](ImVec2 a) {
         return view == View::heads ? heads_view_.map_side(session_, ui_, a) : ModelView::map_side(session_, ui_, a);
@@ -151,6 +165,7 @@ void MainView::views() {
                 effects_view_.draw(state_, session_, ui_);
                 contributions_shown = true;
                 break;
+            case View::patching: patching_view_.draw(state_, session_, ui_); break;
             case View::mask: mask_view_.draw(state_, session_, ui_); break;
             case View::dance: dance_view_.draw(state_, session_, ui_); break;
             case View::checks: checks_view_.draw(state_, session_, ui_); break;
@@ -192,6 +207,10 @@ Settings MainView::settings(const WindowPlacement& window) const {
     s.sliding_window = state_.sliding_window_on;
     s.effects_of = state_.effects_of;
     s.export_dir = status_bar_.export_dir();
+    s.compare_text = state_.compare_text;
+    s.diff = state_.diff_shown;
+    s.patch_metric = state_.patch.metric;
+    s.patch_direction = state_.patch.direction;
     s.window = window;
     return s;
 }

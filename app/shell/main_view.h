@@ -1,6 +1,6 @@
 // Everything the window shows, drawn once a frame: the controls, the views
 // in tabs (heads, tokens, model, a mixture of experts' router, logit lens, what
-// heads do, mask, dance, checks) with the predictions panel beside the first
+// heads do, patching, mask, dance, checks) with the predictions panel beside the first
 // five, and the status bar, over one
 // Session. window.cpp runs it in its frame loop; headless.cpp drives it
 // for screenshots and benchmarks.
@@ -19,6 +19,7 @@
 #include "views/lens_view.h"
 #include "views/mask_view.h"
 #include "views/model_view.h"
+#include "views/patching_view.h"
 #include "views/router_view.h"
 #include "views/status_bar.h"
 #include "views/tokens_view.h"
@@ -72,6 +73,8 @@ private:
     LensView lens_view_;
     TokensView tokens_view_;
     EffectsView effects_view_;
+    PatchingView patching_view_;
+    bool patch_at_start_ = false;  // --compute-patching, until both texts are computed
     MaskView mask_view_;
     DanceView dance_view_;
     ChecksView checks_view_;

@@ -65,6 +65,11 @@ Settings settings_from(const JsonFields& f, const nlohmann::json& json) {
     // Files from before the grid of experts have no switch: the grid of heads.
     s.effects_of = parse_choice(effects_of_choices, f.string(json, "", "effects_of", "heads"));
     s.export_dir = f.string(json, "", "export_dir");
+    // Files from before the compare text have none of these.
+    s.compare_text = f.string(json, "", "compare_text", "");
+    s.diff = f.boolean(json, "", "diff", false);
+    s.patch_metric = parse_patch_metric(f.string(json, "", "patch_metric", "logit-diff"));
+    s.patch_direction = parse_patch_direction(f.string(json, "", "patch_direction", "denoise"));
     if (f.optional(json, "", "window")) {  // no size: no window has been placed yet
         const std::vector<int> size = integers(f, json, "window", 2);
         if (size[0] < 1 || size[1] < 1) f.fail("window", "the size is not positive");
@@ -107,6 +112,10 @@ void write_settings(const fs::path& file, const Settings& s) {
                  {"split", to_string(s.options.split)},
                  {"effects_of", word_of(effects_of_choices, s.effects_of)},
                  {"export_dir", s.export_dir},
+                 {"compare_text", s.compare_text},
+                 {"diff", s.diff},
+                 {"patch_metric", to_string(s.patch_metric)},
+                 {"patch_direction", to_string(s.patch_direction)},
                  {"window_maximized", s.window.maximized}};
     if (s.window.width > 0) json["window"] = {s.window.width, s.window.height};
     if (s.window.position) json["window_position"] = *s.window.position;

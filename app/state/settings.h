@@ -11,6 +11,7 @@
 
 #include "headscope/compute/attention.h"
 #include "headscope/compute/head_effects.h"
+#include "headscope/compute/patching.h"
 #include "headscope/model/model.h"
 #include "state/colormap.h"
 
@@ -29,10 +30,14 @@ struct Settings {
     std::string model = builtin_model;  // as load_model takes it
     std::vector<std::string> texts;     // empty: the window's default sentence
     Colormap colormap = Colormap::viridis;
-    AttentionOptions options;                 // masks, head count, scale and split
-    bool sliding_window = true;               // the model's own sliding window, when it has one
-    EffectsOf effects_of = EffectsOf::heads;  // the effects grid's switch, on a mixture of experts
-    std::string export_dir = ".";             // where Save PNG/JSON/NPY write
+    AttentionOptions options;                            // masks, head count, scale and split
+    bool sliding_window = true;                          // the model's own sliding window, when it has one
+    EffectsOf effects_of = EffectsOf::heads;             // the effects grid's switch, on a mixture of experts
+    std::string export_dir = ".";                        // where Save PNG/JSON/NPY write
+    std::string compare_text;                            // the "compare with" text; "": none
+    bool diff = false;                                   // the maps drawn as B - A
+    PatchMetric patch_metric = PatchMetric::logit_diff;  // the patching tab's
+    PatchDirection patch_direction = PatchDirection::denoise;
     WindowPlacement window;
 };
 

@@ -9,6 +9,7 @@
 #include "headscope/base/choices.h"
 #include "headscope/compute/attention.h"
 #include "headscope/compute/head_effects.h"
+#include "headscope/compute/patching.h"
 #include "headscope/inspect/heatmap.h"
 
 namespace headscope {
@@ -22,6 +23,16 @@ inline constexpr Choices<AttentionKind, 3> attention_kind_choices = {
 
 // The text a session opens with when it is given none.
 inline constexpr const char* default_text = "The cat sat on the mat because it was soft.";
+
+// What the patching tab asks of core's exact patching (patching.h), the
+// selected text the clean run and the compare text the corrupted one.
+struct PatchChoices {
+    PatchMetric metric = PatchMetric::logit_diff;
+    int32_t answer = -1, wrong = -1;  // token ids; -1: not chosen (the tab offers the two runs' top tokens)
+    int position = -1;                // where logit_diff and logprob read; -1: the last token
+    PatchDirection direction = PatchDirection::denoise;
+    bool kinds[4] = {true, true, true, true};  // patch_kind_choices' order: heads, residual, MLPs, patterns
+};
 
 struct WindowState {
     std::vector<std::string> texts = {};  // the batch, padded to the longest; never empty once a session has opened
@@ -44,6 +55,11 @@ struct WindowState {
     // What the effects grid knocks out in turn: each head, or each expert of a mixture (Session::effects_of).
     EffectsOf effects_of = EffectsOf::heads;
     MapShading shading = {};  // how the heads and model tabs shade their maps
+    // A decoder's or an encoder's "compare with" text (B) beside the selected one (A); "": none.
+    std::string compare_text = {};
+    // The heads and model tabs draw B - A of every map (when both have the same token count).
+    bool diff_shown = false;
+    PatchChoices patch = {};
 };
 
 }  // namespace headscope

@@ -72,6 +72,7 @@ bool pair_box(WindowState& state, Session& s, Ui& ui) {
     const bool changed = text_input(ui, "##pair", "none: one text", &state.text_pairs[state.selected], "text pair");
     ImGui::TextDisabled("%s", s.model().config.predicts() ? "an encoder fills [MASK] tokens; it does not generate"
                                                           : "a bare encoder (no masked-LM head): maps only");
+    compare_box(state, s, ui);
     ImGui::EndGroup();
     return changed;
 }
@@ -152,7 +153,7 @@ void ControlsView::draw(WindowState& state, Session& s, Ui& ui) {
     }
     enum_combo(ui, "colormap", ui.colormap, colormap_choices.labels, 120 * ui.scale);
     ImGui::SameLine();
-    legend(ui);
+    legend(s, ui);
 
     // Head count: every count head_split accepts; the same weights, re-split.
     const int heads_now = state.options.n_head ? state.options.n_head : model.config.n_head;
@@ -278,6 +279,7 @@ void ControlsView::generation_controls(WindowState& state, Session& s, Ui& ui) {
     ImGui::SameLine();
     ImGui::SetNextItemWidth(80 * ui.scale);
     ImGui::InputScalar("seed", ImGuiDataType_U64, &sampling_.seed);
+    compare_box(state, s, ui);
 
     if (!s.generation) {
         if (state.texts.size() != 1)
@@ -413,17 +415,26 @@ void ControlsView::model_bar(Session& s, Ui& ui) {
 }
 
 // The colormap from 0 to 1, and the masked look.
-void ControlsView::legend(Ui& ui) {
+// The colormap from 0 to 1; with the diff shown, the diverging one from -scale to +scale.
+void ControlsView::legend(const Session& s, Ui& ui) {
     const int width = static_cast<int>(100 * ui.scale), height = static_cast<int>(ImGui::GetFrameHeight());
-    if (legend_.width() != width || legend_colormap_ != ui.colormap) {
-        ui.renderer.render_legend(ui.colormap, width, height, legend_);
-        legend_colormap_ = ui.colormap;
+    const bool diff = s.diff_shown();
+    const Colormap colormap = diff ? Colormap::diverging : ui.colormap;
+    if (legend_.width() != width || legend_colormap_ != colormap) {
+        ui.renderer.render_legend(colormap, width, height, legend_);
+        legend_colormap_ = colormap;
     }
-    ImGui::TextUnformatted("0");
+    if (diff)
+        text(ui, {{"view", "diff-legend"}, {"scale", s.diff_scale()}}, "B - A %+.3f", -s.diff_scale());
+    else
+        ImGui::TextUnformatted("0");
     ImGui::SameLine();
     image(legend_, ImVec2(static_cast<float>(width), static_cast<float>(height)));
     ImGui::SameLine();
-    ImGui::TextUnformatted("1");
+    if (diff)
+        ImGui::Text("%+.3f", s.diff_scale());
+    else
+        ImGui::TextUnformatted("1");
     if (masked_swatch_.width() != height) {
         const HeatmapImage masked{.rows = 1, .cols = 1, .cells = {masked_cell}};
         ui.renderer.upload(masked, masked_swatch_);

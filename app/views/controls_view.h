@@ -1,8 +1,8 @@
 // The controls above the views: the model bar (the open model, the picker,
 // the path field, the backend and a load's progress), the text box with the
-// examples menu and the generation controls beside it, the masks, layer, colormap with its legend, head count,
-// scale and split, and the note that says when the maps are not the model's
-// own computation.
+// examples menu and the generation controls (or an encoder's pair) and the "compare with" text beside it, the masks,
+// layer, colormap with its legend, head count, scale and split, and the note that says when the maps are not the
+// model's own computation.
 #pragma once
 #include <string>
 #include <vector>
@@ -26,7 +26,7 @@ private:
     void examples_menu(WindowState& state, Session& session, Ui& ui);
     void generation_controls(WindowState& state, Session& session, Ui& ui);
     void head_controls(WindowState& state, Session& session, Ui& ui, bool& changed);
-    void legend(Ui& ui);
+    void legend(const Session& session, Ui& ui);
 
     std::vector<CachedModel> cached_models_;  // the picker's lists, read when it opens
     std::vector<GgufModel> gguf_models_;
@@ -41,5 +41,9 @@ private:
     Sampling sampling_;  // "sample" and "generate"'s; "next token" is greedy
     int tokens_ = 16;    // "generate"'s
 };
+
+// The "compare with" line (compare_box.cpp): a decoder's under its generation
+// controls, an encoder's under its pair.
+void compare_box(WindowState& state, Session& session, Ui& ui);
 
 }  // namespace headscope

@@ -15,13 +15,6 @@ namespace headscope {
 
 namespace {
 
-float largest_magnitude(const std::vector<float>& values) {
-    float largest = 0;
-    for (float v : values)
-        if (std::isfinite(v)) largest = std::max(largest, std::abs(v));
-    return largest;
-}
-
 // A cell side that fits `cols` cells (and the row labels) in `width` and `rows` in `height`.
 float cell_side(int rows, int cols, float width, float height, const Ui& ui) {
     const float label_w = ImGui::CalcTextSize("L00 ").x;

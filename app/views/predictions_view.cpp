@@ -47,6 +47,41 @@ void intact_comparison(const WindowState& state, const Session& s, Ui& ui, int t
         ImGui::Text("loss %.3f intact, %.3f out (%+.3f)", intact.loss(b), out.loss(b), out.loss(b) - intact.loss(b));
 }
 
+// With a compare text (B): both texts' top 5 at row t side by side; of
+// another length, a line that says what needs equal lengths.
+void compare_predictions(const WindowState& state, const Session& s, Ui& ui, int t) {
+    const Comparison& compare = s.comparison();
+    const AttentionResult &a = s.shown.attention, &b = compare.attention();
+    ImGui::Spacing();
+    if (!s.same_lengths()) {
+        const std::string line = "B has " + std::to_string(compare.length()) + " tokens, the text " +
+                                 std::to_string(s.length(state.selected)) +
+                                 ": the diff view and patching need equal lengths";
+        text_wrapped(ui, {{"view", "compare-lengths"}, {"text", line}}, "%s", line.c_str());
+    }
+    // A's last row goes with B's; another row with B's same one, or B's last where B is shorter.
+    const int t_b = t == s.length(state.selected) - 1 ? compare.length() - 1 : std::min(t, compare.length() - 1);
+    ImGui::TextColored(warning_colour, "the text (A) at %d, the compare text (B) at %d", t, t_b);
+    if (!ImGui::BeginTable("compare", 4, ImGuiTableFlags_SizingStretchProp)) return;
+    for (const char* column : {"A", "p", "B", "p "}) ImGui::TableSetupColumn(column);
+    ImGui::TableHeadersRow();
+    const Prediction* top_a = a.predictions_at(state.selected, t);
+    const Prediction* top_b = b.predictions_at(0, t_b);
+    const Tokenizer& tokenizer = s.model().tokenizer;
+    for (int k = 0; k < std::min({5, a.top_k, b.top_k}); ++k) {
+        ImGui::TableNextRow();
+        for (const Prediction* p : {&top_a[k], &top_b[k]}) {
+            ImGui::TableNextColumn();
+            const char* which = p == &top_a[k] ? "A" : "B";
+            text(ui, {{"view", "compare-prediction"}, {"text", which}, {"rank", k + 1}, {"id", p->id}, {"p", p->p}},
+                 "%s", shown_token(tokenizer, p->id, true).c_str());
+            ImGui::TableNextColumn();
+            ImGui::Text("%.4f", p->p);
+        }
+    }
+    ImGui::EndTable();
+}
+
 // An encoder's fill of every mask token of the selected text: its top 3.
 void masked_fills(const WindowState& state, const Session& s, Ui& ui) {
     const std::vector<int> masks = s.mask_positions(state.selected);
@@ -118,7 +153,12 @@ void predictions_panel(const WindowState& state, const Session& s, Ui& ui) {
     }
 
     ImGui::Spacing();
-    if (encoder) return masked_fills(state, s, ui);
+    const bool compared = s.comparison().length() > 0 && s.comparison().attention().top_k > 0;
+    if (encoder) {
+        masked_fills(state, s, ui);
+        if (compared) compare_predictions(state, s, ui, t);
+        return;
+    }
     if (next < 0) {
         ImGui::TextDisabled("the text ends here");
     } else {
@@ -133,6 +173,7 @@ void predictions_panel(const WindowState& state, const Session& s, Ui& ui) {
     }
     if (length > 1) ImGui::TextDisabled("loss %.3f nats per token", att.loss(b));
     if (s.intact.top_k > 0) intact_comparison(state, s, ui, t);
+    if (compared) compare_predictions(state, s, ui, t);
 }
 
 }  // namespace headscope

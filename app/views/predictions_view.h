@@ -14,7 +14,9 @@ inline constexpr ImU32 prediction_track_colour = IM_COL32(50, 52, 62, 255);
 // Draws the panel into the space left; records each bar's track for
 // --layout as {"view": "prediction", "rank", "id", "token", "p"} and the
 // actual next token as {"view": "prediction-next", "id", "rank" (0: not in
-// the top), "p"}.
+// the top), "p"}. With a compare text, both texts' top 5 side by side, each
+// recorded as {"view": "compare-prediction", "text": "A" or "B", "rank", "id",
+// "p"}, and, of different lengths, {"view": "compare-lengths", "text"}.
 void predictions_panel(const WindowState& state, const Session& session, Ui& ui);
 
 }  // namespace headscope

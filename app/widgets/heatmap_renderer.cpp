@@ -27,14 +27,16 @@ GLuint compile(GLenum kind, const std::string& source, const char* name) {
     return shader;
 }
 
-// masked_hatch as the fragment shader's constants.
-std::string hatch_glsl() {
-    const auto grey = [](const char* name, Rgb c) {
+// masked_hatch and the diverging colours (colormap.h) as the fragment shader's constants.
+std::string colour_constants_glsl() {
+    const auto colour = [](const char* name, Rgb c) {
         return "const vec3 " + std::string(name) + " = vec3(" + std::to_string(c.r) + ", " + std::to_string(c.g) +
                ", " + std::to_string(c.b) + ") / 255.0;\n";
     };
-    return grey("HATCH_DARK", masked_hatch.dark) + grey("HATCH_LIGHT", masked_hatch.light) +
-           "const float HATCH_STRIPE = " + std::to_string(masked_hatch.stripe) + ".0;\n";
+    return colour("HATCH_DARK", masked_hatch.dark) + colour("HATCH_LIGHT", masked_hatch.light) +
+           "const float HATCH_STRIPE = " + std::to_string(masked_hatch.stripe) + ".0;\n" +
+           colour("DIVERGING_NEGATIVE", diverging_negative) + colour("DIVERGING_ZERO", diverging_zero) +
+           colour("DIVERGING_POSITIVE", diverging_positive);
 }
 
 // Keeps the caller's GL state: ImGui's renderer sets its own each frame, but
@@ -80,10 +82,10 @@ HeatmapTexture& HeatmapTexture::operator=(HeatmapTexture&& other) noexcept {
 
 HeatmapRenderer::HeatmapRenderer() {
     const GLuint vertex = compile(GL_VERTEX_SHADER, shaders::heatmap_vert, "shaders/heatmap.vert");
-    const GLuint fragment =
-        compile(GL_FRAGMENT_SHADER,
-                std::string("#version 330 core\n") + hatch_glsl() + shaders::colormaps_glsl + shaders::heatmap_frag,
-                "shaders/heatmap.frag");
+    const GLuint fragment = compile(
+        GL_FRAGMENT_SHADER,
+        std::string("#version 330 core\n") + colour_constants_glsl() + shaders::colormaps_glsl + shaders::heatmap_frag,
+        "shaders/heatmap.frag");
     program_ = glCreateProgram();
     glAttachShader(program_, vertex);
     glAttachShader(program_, fragment);

@@ -8,10 +8,10 @@ namespace headscope {
 
 ImU32 diverging_colour(float v) {
     const float t = std::clamp(std::abs(v), 0.f, 1.f);
-    const ImVec4 zero(0.20f, 0.20f, 0.23f, 1),
-        end = v < 0 ? ImVec4(0.25f, 0.50f, 0.95f, 1) : ImVec4(0.92f, 0.30f, 0.22f, 1);
-    return ImGui::GetColorU32(
-        ImVec4(zero.x + (end.x - zero.x) * t, zero.y + (end.y - zero.y) * t, zero.z + (end.z - zero.z) * t, 1));
+    const Rgb end = v < 0 ? diverging_negative : diverging_positive;
+    const auto channel = [&](uint8_t zero, uint8_t far) { return (zero + (far - zero) * t) / 255.f; };
+    return ImGui::GetColorU32(ImVec4(channel(diverging_zero.r, end.r), channel(diverging_zero.g, end.g),
+                                     channel(diverging_zero.b, end.b), 1));
 }
 
 // Appended, since GCC 12 warns, wrongly, on "L" + std::to_string(i).
@@ -27,11 +27,14 @@ std::pair<int, int> signed_grid(Ui& ui, const char* name, const std::vector<floa
     const ImVec2 start = ImGui::GetCursorScreenPos();
     const ImVec2 origin(start.x + label_w, start.y + line + 2);
     const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text), dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
+    float labels_end = start.x;  // where the last label drawn ends: labels never overlap
     for (int c = 0; c < cols; ++c) {
         const std::string& label = col_labels[c];
         const float w = ImGui::CalcTextSize(label.c_str()).x;
-        if (w <= cell + 2 || c % std::max(1, static_cast<int>(std::ceil((w + 4) / cell))) == 0)
-            draw->AddText(ImVec2(origin.x + c * cell + std::max(0.f, (cell - w) / 2), start.y), dim, label.c_str());
+        const float x = origin.x + c * cell + std::max(0.f, (cell - w) / 2);
+        if (x < labels_end) continue;
+        draw->AddText(ImVec2(x, start.y), dim, label.c_str());
+        labels_end = x + w + 4;
     }
     const int label_every = std::max(1, static_cast<int>(std::ceil(line / cell)));
     std::pair<int, int> hovered{-1, -1};
@@ -57,6 +60,11 @@ std::pair<int, int> signed_grid(Ui& ui, const char* name, const std::vector<floa
     return hovered;
 }
 
-// The largest magnitude of the finite values: the colour scale's end.
+float largest_magnitude(const std::vector<float>& values) {
+    float largest = 0;
+    for (float v : values)
+        if (std::isfinite(v)) largest = std::max(largest, std::abs(v));
+    return largest;
+}
 
 }  // namespace headscope

@@ -8,13 +8,17 @@
 #include <utility>
 #include <vector>
 
+#include "state/colormap.h"
 #include "widgets/ui.h"
 
 namespace headscope {
 
-// Colours of signed values: blue below zero, red above, through the
-// background's grey at zero; `v` in [-1, 1] (clamped).
+// The colour of a signed value `v` in [-1, 1] (clamped): colormap.h's
+// diverging colours, as the diverging colormap draws (1 + v) / 2.
 ImU32 diverging_colour(float v);
+
+// The largest magnitude of the finite values: a grid's colour scale.
+float largest_magnitude(const std::vector<float>& values);
 
 // "L3", "H11": a grid's row and column labels.
 std::string indexed(char prefix, int i);

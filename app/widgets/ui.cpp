@@ -187,6 +187,10 @@ void map_tooltip(const WindowState& state, const Session& session, const ShownMa
                 key_token(session, maps, j, true).c_str());
     if (maps.visible(session.maps_options_at(maps, layer), i, j)) {
         ImGui::Text("weight %.4f   row entropy %.3f nats", row[j], row_entropy(row, maps.cols));
+        if (session.diff_shown()) {
+            const float compared = session.comparison().attention().row(layer, 0, head, i)[j];
+            ImGui::Text("the compare text's (B) %.4f: B - A %+.4f", compared, compared - row[j]);
+        }
         if (maps.sinks)
             ImGui::Text("the learned sink takes %.4f of this row (left of key 0): with the keys, 1",
                         learned_sink_weight(*maps.result, layer, state.selected, head, i));
@@ -242,6 +246,9 @@ HeatmapImage map_image(const WindowState& state, const Session& session, const S
     if (maps.kind == AttentionKind::cross)
         return cross_heatmap_image(*maps.result, options, layer, b, head, maps.query_length, maps.key_length,
                                    pooled_to);
+    if (session.diff_shown())
+        return difference_image(*maps.result, b, session.comparison().attention(), 0, options, layer, head,
+                                maps.key_length, pooled_to, session.diff_scale());
     const MapShading shading = maps.kind == AttentionKind::decoder ? session.shown_shading() : MapShading{};
     return heatmap_image(*maps.result, options, layer, b, head, maps.key_length, pooled_to, shading);
 }
@@ -270,21 +277,32 @@ bool MapWidget::draw_in(WindowState& state, Session& session, Ui& ui, const char
     const int pixels = std::max(1, static_cast<int>(std::max(size.x, size.y) * framebuffer_scale));
     // A zoomed region shows a fraction of the map: pool the whole map finer.
     const int pooled_to = std::min(std::max(rows, cols), static_cast<int>(std::ceil(pixels / (region.u1 - region.u0))));
-    const ImageKey image_key{session.shown_generation, b, layer, head, pooled_to, session.shown_shading(), maps.kind};
+    const bool diff = session.diff_shown();
+    const ImageKey image_key{session.shown_generation,
+                             session.comparison().generation(),
+                             b,
+                             layer,
+                             head,
+                             pooled_to,
+                             session.shown_shading(),
+                             maps.kind,
+                             diff};
+    const bool sink = maps.sinks && !diff;  // the diff has no sink column
     const ImVec2 origin = ImGui::GetCursorScreenPos(), end(origin.x + size.x, origin.y + size.y);
     const float keys_left = origin.x + columns.keys_x;
     ImGui::Dummy(size);
     if (ImGui::IsItemVisible()) {  // a map scrolled out of view is neither pooled nor drawn
         if (!(image_key == image_key_)) {
             ui.renderer.upload(map_image(state, session, maps, layer, head, image_key.pooled_to), texture_);
-            if (maps.sinks)
+            if (sink)
                 ui.renderer.upload(sink_column_image(*maps.result, session.maps_options_at(maps, layer), layer, b, head,
                                                      maps.key_length, pooled_to, session.shown_shading()),
                                    sink_texture_);
             image_key_ = image_key;
         }
-        ui.renderer.draw_on_screen(ui.colormap, texture_, ImVec2(keys_left, origin.y), end, region);
-        if (maps.sinks)
+        ui.renderer.draw_on_screen(diff ? Colormap::diverging : ui.colormap, texture_, ImVec2(keys_left, origin.y), end,
+                                   region);
+        if (sink)
             ui.renderer.draw_on_screen(ui.colormap, sink_texture_, origin, ImVec2(origin.x + columns.sink, end.y),
                                        {0, region.v0, 1, region.v1});
     }
@@ -328,15 +346,15 @@ bool MapWidget::draw_in(WindowState& state, Session& session, Ui& ui, const char
         draw->AddLine(ImVec2(origin.x, end.y), ImVec2(end.x, origin.y), knocked_out_colour, width);
         ui.layout.rect({{"view", "knocked-out"}, {"of", view}, {"layer", layer}, {"head", head}}, origin, size);
     }
-    if (region == MapRegion{})
-        ui.layout.grid({{"view", view},
-                        {"layer", layer},
-                        {"head", head},
-                        {"attention", attention_kind_choices.words[static_cast<int>(maps.kind)]},
-                        {"row", "query"},
-                        {"col", "key"}},
-                       {corner, ImVec2(cell_w, cell_h), ImVec2(cell_w, cell_h), rows, cols});
-    if (region == MapRegion{} && maps.sinks)
+    if (region == MapRegion{}) {
+        nlohmann::ordered_json fields = {
+            {"view", view},   {"layer", layer},
+            {"head", head},   {"attention", attention_kind_choices.words[static_cast<int>(maps.kind)]},
+            {"row", "query"}, {"col", "key"}};
+        if (diff) fields["diff_scale"] = session.diff_scale();
+        ui.layout.grid(std::move(fields), {corner, ImVec2(cell_w, cell_h), ImVec2(cell_w, cell_h), rows, cols});
+    }
+    if (region == MapRegion{} && sink)
         ui.layout.grid(
             {{"view", "sink"}, {"of", view}, {"layer", layer}, {"head", head}, {"row", "query"}, {"col", "column"}},
             {ImVec2(origin.x, corner.y), ImVec2(columns.sink, cell_h), ImVec2(columns.sink, cell_h), rows, 1});

@@ -108,7 +108,9 @@ public:
     // that row outlined. With a learned sink its column is drawn left of
     // key 0 (map_columns), recorded as the grid {"view": "sink", "of": view}
     // (rows query, one column), with its own hover. A right-click knocks the head out of the forward, or
-    // back in; a knocked-out head's map is crossed out.
+    // back in; a knocked-out head's map is crossed out. With the diff shown
+    // (Session::diff_shown) the map is B - A in the diverging colormap, its
+    // grid recording "diff_scale", and has no sink column.
     bool draw(WindowState& state, Session& session, Ui& ui, const char* view, int layer, int head, float size,
               const MapRegion& region = {});
     // The whole map, as draw, in cells `cell` pixels a side: a learned sink's
@@ -120,11 +122,12 @@ public:
                         float size);
 
 private:
-    struct ImageKey {  // what the uploaded weights are
-        uint64_t generation = 0;
+    struct ImageKey {                                      // what the uploaded weights are
+        uint64_t generation = 0, compared = 0;             // the shown compute's and the compare text's
         int b = -1, layer = -1, head = -1, pooled_to = 0;  // the side pooled to (T or more: every cell)
         MapShading shading;
         AttentionKind kind = AttentionKind::decoder;
+        bool diff = false;  // B - A in the diverging colormap (Session::diff_shown)
         bool operator==(const ImageKey&) const = default;
     };
     ShownMaps maps(const Session& session) const;

@@ -14,6 +14,11 @@ void Backend::head_effects(const Batch&, const AttentionOptions&, HeadEffects&, 
     throw Error("the " + name() + " backend computes no effects grid");
 }
 
+void Backend::patch(const Batch&, const Batch&, const AttentionOptions&, const PatchRequest&, Patching&,
+                    const Progress&) {
+    throw Error("the " + name() + " backend does no activation patching");
+}
+
 BackendChoice parse_backend_choice(std::string_view word) { return parse_choice(backend_choices, word); }
 
 const char* to_string(BackendChoice choice) { return word_of(backend_choices, choice); }

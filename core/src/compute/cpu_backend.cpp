@@ -210,7 +210,7 @@ void CpuForward::reserve_buffers(const Config& cfg, const Batch& batch, const At
     if (cfg.qkv_layout == QkvLayout::fused_per_head) reserve_floats(fused_, rows * qkv_width);
     if (options.split == Split::naive_view) reserve_floats(qkv_contiguous_, rows * qkv_width);
     reserve_floats(y_, rows * split.q_width());
-    if (cfg.output_norms) reserve_floats(out_, rows * C);
+    if (sublayers_apart(cfg)) reserve_floats(out_, rows * C);
     const size_t hidden = std::max(cfg.mlp_size(), cfg.expert_mlp_dim);
     reserve_floats(hidden_, rows * hidden);
     if (gated(cfg.mlp)) reserve_floats(up_, rows * hidden);
@@ -255,7 +255,9 @@ void CpuForward::run_layer(const Model& model, const Batch& batch, const Attenti
     project_qkv(model, w);
     attention(model, batch, options, split, store, l, at.att, heads);
     check_attention(l, at.att, B, split.NH, T, split.hs);
+    if (patching_) patch_attention(PatchKind::pattern, split, store, l, at.att);
     knock_out(options, batch, split, l);
+    if (patching_) patch_attention(PatchKind::heads, split, store, l, at.att);
     if (at.slot >= 0 && options.capture_outputs)
         for (int b = 0; b < B; ++b)
             std::copy_n(y_.data() + first_row_[b] * Qw, (T - begin_[b]) * Qw,
@@ -265,10 +267,10 @@ void CpuForward::run_layer(const Model& model, const Batch& batch, const Attenti
 
     // Pythia's parallel residual: both halves read the layer's input x.
     if (cfg.parallel_residual) normalize(cfg, x_.data(), w.ln_2_w, w.ln_2_b, ln_.data(), rows_);
-    linear(y_.data(), rows_, w.attn_proj, w.attn_proj_b, sublayer_output(cfg), C, /*accumulate=*/!cfg.output_norms);
+    linear(y_.data(), rows_, w.attn_proj, w.attn_proj_b, sublayer_output(cfg), C, /*accumulate=*/!sublayers_apart(cfg));
     // (With contributions every row is computed: R = B T.)
-    add_normed_output(cfg, w.attn_out_norm,
-                      options.contributions ? result.attention_output_scale.data() + l * rows : nullptr);
+    add_sublayer_output(cfg, w.attn_out_norm,
+                        options.contributions ? result.attention_output_scale.data() + l * rows : nullptr);
     check_residual(l, C, "the attention");
     if (cfg.post_norm) normalize(cfg, x_.data(), w.ln_1_w, w.ln_1_b, x_.data(), rows_);  // BERT: x = ln_1(x + attn)
     if (cfg.is_encoder_decoder()) cross_attend(model, batch, options, split, at, heads, result);
@@ -282,7 +284,8 @@ void CpuForward::run_layer(const Model& model, const Batch& batch, const Attenti
         mix_experts(cfg, w, options, l, result);
     else
         mlp(cfg, w);
-    add_normed_output(cfg, w.mlp_out_norm, nullptr);
+    if (patching_) patch_mlp(l, C);
+    add_sublayer_output(cfg, w.mlp_out_norm, nullptr);
     if (cfg.post_norm) normalize(cfg, x_.data(), w.ln_2_w, w.ln_2_b, x_.data(), rows_);  // x = ln_2(x + mlp)
     check_residual(l, C, "the MLP");
     if (options.contributions) std::copy_n(x_.data(), rows * C, residuals_.data() + (2 * l + 2) * rows * C);
@@ -290,14 +293,17 @@ void CpuForward::run_layer(const Model& model, const Batch& batch, const Attenti
 }
 
 // Where a sublayer's output goes: added into x_ as it is written, or, where
-// the model normalizes each sublayer's output (OLMo 2), into out_ for
-// add_normed_output.
-float* CpuForward::sublayer_output(const Config& cfg) { return cfg.output_norms ? out_.data() : x_.data(); }
+// the model normalizes each sublayer's output (OLMo 2) or patching reads it
+// apart, into out_ for add_sublayer_output.
+bool CpuForward::sublayers_apart(const Config& cfg) const { return cfg.output_norms || patching_; }
+float* CpuForward::sublayer_output(const Config& cfg) { return sublayers_apart(cfg) ? out_.data() : x_.data(); }
 
-// With output norms, x_ += norm(out_) (x + norm(attn(x)), x + norm(mlp(x))),
-// and each row's rms, the scale the norm divides by, into `rms` (R) unless null.
-void CpuForward::add_normed_output(const Config& cfg, const float* norm_w, float* rms) {
-    if (!cfg.output_norms) return;
+// Where the sublayers' outputs are apart, x_ += out_, normed where the model
+// has output norms (x + norm(attn(x)), x + norm(mlp(x))), and each row's
+// rms, the scale the norm divides by, into `rms` (R) unless null.
+void CpuForward::add_sublayer_output(const Config& cfg, const float* norm_w, float* rms) {
+    if (!sublayers_apart(cfg)) return;
+    if (!cfg.output_norms) return ops::add(x_.data(), out_.data(), static_cast<size_t>(rows_) * cfg.n_embd);
     const int C = cfg.n_embd;
     for (int r = 0; r < rows_ && rms; ++r) {
         double squares = 0;
@@ -374,7 +380,7 @@ void CpuForward::mlp(const Config& cfg, const LayerWeights& w) {
         linear(ln_.data(), rows, w.fc, w.fc_b, hidden_.data(), F);
         activate(cfg.mlp, hidden_.data(), hidden);
     }
-    linear(hidden_.data(), rows, w.fc_proj, w.fc_proj_b, sublayer_output(cfg), C, /*accumulate=*/!cfg.output_norms);
+    linear(hidden_.data(), rows, w.fc_proj, w.fc_proj_b, sublayer_output(cfg), C, /*accumulate=*/!sublayers_apart(cfg));
 }
 
 namespace {
@@ -395,6 +401,12 @@ public:
                       const Progress& progress) override {
         if (!model_) throw Error("no model loaded");
         forward_.head_effects(*model_, batch, options, effects, of, progress);
+    }
+
+    void patch(const Batch& clean, const Batch& corrupted, const AttentionOptions& options, const PatchRequest& request,
+               Patching& patching, const Progress& progress) override {
+        if (!model_) throw Error("no model loaded");
+        forward_.patch(*model_, clean, corrupted, options, request, patching, progress);
     }
 
 private:

@@ -103,7 +103,7 @@ void CpuForward::mix_experts(const Config& cfg, const LayerWeights& w, const Att
         for (int from = first[e]; from < first[e + 1]; from += matmul_detail::small_rows)
             run_expert(w.experts[e], cfg, from, std::min(first[e + 1] - from, matmul_detail::small_rows), k);
     float* out = sublayer_output(cfg);
-    if (cfg.output_norms)
+    if (sublayers_apart(cfg))
         std::copy_n(experts_out_.data(), static_cast<size_t>(R) * C, out);
     else
         ops::add(out, experts_out_.data(), static_cast<size_t>(R) * C);

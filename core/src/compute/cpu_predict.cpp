@@ -13,13 +13,6 @@
 namespace headscope {
 namespace {
 
-// log(sum(exp(logits))) over V, the max subtracted first.
-float log_sum_exp(const float* logits, int V) {
-    const Eigen::Map<const Eigen::ArrayXf> row(logits, V);
-    const float max = row.maxCoeff();
-    return max + std::log((row - max).exp().sum());
-}
-
 // The k highest of V logits as {id, p = exp(logit - lse)}, by p descending,
 // the lower id first on ties: one pass keeping the k best in order.
 void top_tokens(const float* logits, int V, float lse, int k, Prediction* out) {
@@ -85,7 +78,7 @@ void CpuForward::keep_earlier_rows(const PrefixCache& cache, const Batch& batch,
         if (result.top_k && every_cached_row && !cache.model->config.is_encoder()) {
             const float* logits = cached.last_logits.data() + static_cast<size_t>(b) * result.V;
             result.logprob_next[static_cast<size_t>(b) * T + kept - 1] =
-                logits[batch.token_ids[b][kept]] - log_sum_exp(logits, result.V);
+                logits[batch.token_ids[b][kept]] - ops::log_sum_exp(logits, result.V);
         }
     }
 }
@@ -117,6 +110,21 @@ void CpuForward::read_out(const Model& model, const float* x, int n) {
     ops::layer_norm(ln_.data(), model.head_ln_w, model.head_ln_b, ln_.data(), n, C, cfg.layer_norm_epsilon);
 }
 
+// logits_ (n, V) of n residual rows x: what the output embedding reads
+// (read_out), through it, then Gemma's final soft-cap, cap tanh(logit / cap).
+void CpuForward::unembed(const Model& model, const float* x, int n) {
+    const Config& cfg = model.config;
+    const int V = cfg.vocab_size;
+    read_out(model, x, n);
+    linear(ln_.data(), n, model.lm_head, model.lm_bias, logits_.data(), V);
+    if (cfg.logit_softcap > 0) {
+        Eigen::Map<Eigen::ArrayXf> logits(logits_.data(), static_cast<Eigen::Index>(n) * V);
+        logits = (logits / cfg.logit_softcap).tanh() * cfg.logit_softcap;
+    }
+    if (!ops::all_finite(logits_.data(), static_cast<size_t>(n) * V))
+        throw Error("the logits are not finite (a value past float32's range, from weights too large)");
+}
+
 // unembed_in_'s rows (the residual after each lens layer, then after the
 // last layer), through the final norm and the output embedding, in chunks of
 // unembed_chunk rows: a keystroke's few rows of every lens layer read the
@@ -133,14 +141,7 @@ void CpuForward::predict(const Model& model, const Batch& batch, const Attention
     if (cfg.mlm_head && !cfg.post_norm) reserve_floats(head_in_, static_cast<size_t>(unembed_chunk) * C);
     for (int start = 0; start < total; start += unembed_chunk) {
         const int n = std::min(unembed_chunk, total - start);
-        read_out(model, unembed_in_.data() + static_cast<size_t>(start) * C, n);
-        linear(ln_.data(), n, model.lm_head, model.lm_bias, logits_.data(), V);
-        if (cfg.logit_softcap > 0) {  // Gemma's final soft-cap, cap tanh(logit / cap)
-            Eigen::Map<Eigen::ArrayXf> logits(logits_.data(), static_cast<Eigen::Index>(n) * V);
-            logits = (logits / cfg.logit_softcap).tanh() * cfg.logit_softcap;
-        }
-        if (!ops::all_finite(logits_.data(), static_cast<size_t>(n) * V))
-            throw Error("the logits are not finite (a value past float32's range, from weights too large)");
+        unembed(model, unembed_in_.data() + static_cast<size_t>(start) * C, n);
 #pragma omp parallel for schedule(static)
         for (int r = 0; r < n; ++r) {
             const int row = start + r, slot = row / R, text_row = row % R;
@@ -161,7 +162,7 @@ void CpuForward::predict(const Model& model, const Batch& batch, const Attention
                 if (!lens) result.logprob_next[at] = std::nanf("");
                 continue;
             }
-            const float lse = log_sum_exp(logits, V);
+            const float lse = ops::log_sum_exp(logits, V);
             top_tokens(logits, V, lse, k, top);
             if (lens) continue;
             if (tracked) tracked_p[at] = std::exp(logits[tracked[at].id] - lse);

@@ -92,6 +92,13 @@ public:
         effects.computed_on.fallback = "the CUDA backend computes no effects grid yet";
     }
 
+    void patch(const Batch& clean, const Batch& corrupted, const AttentionOptions& options, const PatchRequest& request,
+               Patching& patching, const Progress& progress) override {
+        if (!model_) throw Error("no model loaded");
+        cpu_->patch(clean, corrupted, options, request, patching, progress);
+        patching.computed_on.fallback = "the CUDA backend does no activation patching yet";
+    }
+
 private:
     // Why the device path cannot run a model of `config`, in words; "" when it can.
     static std::string layout_refusal(const Config& c) {

@@ -2,6 +2,7 @@
 #include "headscope/inspect/heatmap.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 namespace headscope {
@@ -106,6 +107,47 @@ HeatmapImage cross_heatmap_image(const AttentionResult& result, const AttentionO
         return ShownRow{result.cross_row(layer_slot, b, h, i), 0,
                         cross_visible_end(options, i, target_length, source_length, result.S), 1.f};
     });
+}
+
+namespace {
+
+// Calls visit(i, j, changed - base) for every visible cell of the two maps' first `length` rows and keys.
+template <typename Visit>
+void each_difference(const AttentionResult& base, int b_base, const AttentionResult& changed, int b_changed,
+                     const AttentionOptions& options, int layer_slot, int h, int length, Visit visit) {
+    for (int i = 0; i < std::min(length, base.T); ++i) {
+        const float* a = base.row(layer_slot, b_base, h, i);
+        const float* b = changed.row(layer_slot, b_changed, h, i);
+        const int end = std::min(visible_end(options, i, length, base.T), length);
+        for (int j = visible_begin(options, i); j < end; ++j) visit(i, j, b[j] - a[j]);
+    }
+}
+
+}  // namespace
+
+HeatmapImage difference_image(const AttentionResult& base, int b_base, const AttentionResult& changed, int b_changed,
+                              const AttentionOptions& options, int layer_slot, int h, int length, int max_side,
+                              float scale) {
+    const int T = base.T;
+    HeatmapImage image;
+    image.rows = image.cols = std::min(T, std::max(1, max_side));
+    image.cells.assign(static_cast<size_t>(image.rows) * image.cols, masked_cell);
+    std::vector<float> magnitude(image.cells.size(), -1.f);  // of the difference each cell holds
+    each_difference(base, b_base, changed, b_changed, options, layer_slot, h, length, [&](int i, int j, float d) {
+        const size_t cell = static_cast<size_t>(i * image.rows / T) * image.cols + j * image.cols / T;
+        if (std::abs(d) <= magnitude[cell]) return;
+        magnitude[cell] = std::abs(d);
+        image.cells[cell] = scale > 0 ? std::clamp(0.5f + d / (2 * scale), 0.f, 1.f) : 0.5f;
+    });
+    return image;
+}
+
+float largest_difference(const AttentionResult& base, int b_base, const AttentionResult& changed, int b_changed,
+                         const AttentionOptions& options, int layer_slot, int h, int length) {
+    float largest = 0;
+    each_difference(base, b_base, changed, b_changed, options, layer_slot, h, length,
+                    [&](int, int, float d) { largest = std::max(largest, std::abs(d)); });
+    return largest;
 }
 
 float sink_mass(const AttentionResult& result, int layer_slot, int b, int h, int length) {

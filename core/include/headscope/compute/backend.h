@@ -9,6 +9,7 @@
 #include "headscope/base/progress.h"
 #include "headscope/compute/attention.h"
 #include "headscope/compute/head_effects.h"
+#include "headscope/compute/patching.h"
 #include "headscope/compute/prefix_cache.h"
 #include "headscope/model/model.h"
 
@@ -38,6 +39,15 @@ public:
     // the work. Throws Error (as does a backend that has no grid).
     virtual void head_effects(const Batch& batch, const AttentionOptions& options, HeadEffects& effects,
                               EffectsOf of = EffectsOf::heads, const Progress& progress = {});
+    // Exact activation patching (patching.h) of one clean and one corrupted
+    // text of the same length under `options` (its masks, scale, window and
+    // knocked-out heads and experts, in every run; the view + transpose
+    // split). `progress` hears each run's "computing layers", then
+    // "patching heads" ("... residual stream", ...) before each cell;
+    // Cancelled thrown by it ends the work and leaves `patching` as it was.
+    // Throws Error (checked_patch_request's, and a backend that cannot patch).
+    virtual void patch(const Batch& clean, const Batch& corrupted, const AttentionOptions& options,
+                       const PatchRequest& request, Patching& patching, const Progress& progress = {});
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

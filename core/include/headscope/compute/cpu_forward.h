@@ -20,6 +20,7 @@
 #include "headscope/compute/attention.h"
 #include "headscope/compute/forward.h"
 #include "headscope/compute/head_effects.h"
+#include "headscope/compute/patching.h"
 #include "headscope/compute/prefix_cache.h"
 #include "headscope/model/model.h"
 
@@ -45,6 +46,9 @@ public:
     // The effects grid (backend.h, head_effects.h; cpu_effects.cpp).
     void head_effects(const Model& model, const Batch& batch, const AttentionOptions& options, HeadEffects& effects,
                       EffectsOf of, const Progress& progress);
+    // Exact activation patching (backend.h, patching.h; cpu_patching.cpp).
+    void patch(const Model& model, const Batch& clean, const Batch& corrupted, const AttentionOptions& options,
+               const PatchRequest& request, Patching& patching, const Progress& progress);
 
 private:
     // A layer of the loop: its index, its slot among the returned layers (-1:
@@ -83,8 +87,9 @@ private:
                      AttentionResult& result);
     void run_expert(const ExpertWeights& expert, const Config& config, int from, int n, int k);
     void keep_routes(int layer, AttentionResult& result) const;
+    bool sublayers_apart(const Config& config) const;
     float* sublayer_output(const Config& config);
-    void add_normed_output(const Config& config, const float* norm_w, float* rms);
+    void add_sublayer_output(const Config& config, const float* norm_w, float* rms);
     // An encoder–decoder (cpu_encoder_decoder.cpp): the encoder's forward of
     // the batch's sources and every decoder layer's cross-attention keys and
     // values, unless those of the same sources and options are held.
@@ -96,6 +101,7 @@ private:
                       const LayerAt& at, Heads heads, AttentionResult& result);
     void keep_earlier_rows(const PrefixCache& cache, const Batch& batch, AttentionResult& result) const;
     void read_out(const Model& model, const float* x, int n);  // cpu_predict.cpp
+    void unembed(const Model& model, const float* x, int n);
     // With `tracked` (B, T), also each row's p of the tracked id into `tracked_p` (B, T).
     void predict(const Model& model, const Batch& batch, const AttentionOptions& options, AttentionResult& result,
                  const Prediction* tracked = nullptr, float* tracked_p = nullptr);
@@ -132,8 +138,26 @@ private:
     AlignedVector<float> head_outputs_;  // (L, R, Qw) contributions: every layer's y_, knocked-out heads replaced
     bool keep_layer_inputs_ = false;     // the effects grid's first forward keeps...
     AlignedVector<float> layer_inputs_;  // (L, R, C) ... x_ before each layer
-    std::vector<float> position_bias_;   // (NH, 2T - 1) T5's, of this forward's stack (forward.h's position_bias)
-    float* final_states_ = nullptr;      // encode(): where the encoder's output goes
+    // Activation patching (cpu_patching.cpp): while patching_, every
+    // sublayer's output is apart in out_ before it is added; the layer loop
+    // applies patch_ where set and keeps each layer's MLP output (R, C) into
+    // kept_mlp_outputs_ (L, R, C) where set.
+    struct PatchAt {
+        PatchKind kind;
+        int layer, index;   // index: the head or the position
+        const float* from;  // the source run's activation at `layer`
+    };
+    bool patching_ = false;
+    const PatchAt* patch_ = nullptr;
+    float* kept_mlp_outputs_ = nullptr;
+    void patch_attention(PatchKind kind, const HeadSplit& split, const PrefixCache& store, int layer, float* att);
+    void patch_mlp(int layer, int C);
+    double patched_metric(const Model& model, const Batch& batch, const AttentionOptions& options,
+                          const HeadSplit& split, AttentionResult& result, const PatchRequest& request,
+                          const std::vector<int32_t>& clean, const PatchAt& at);
+    double metric(const Model& model, const PatchRequest& request, const std::vector<int32_t>& clean);
+    std::vector<float> position_bias_;  // (NH, 2T - 1) T5's, of this forward's stack (forward.h's position_bias)
+    float* final_states_ = nullptr;     // encode(): where the encoder's output goes
 
     // An encoder–decoder's sources, as prepare_sources left them.
     struct Sources {

@@ -14,6 +14,13 @@ namespace headscope::ops {
 // Whether every one of n floats is finite (no NaN, no Inf).
 inline bool all_finite(const float* data, size_t n) { return Eigen::Map<const Eigen::ArrayXf>(data, n).allFinite(); }
 
+// log(sum(exp(logits))) over V, the max subtracted first.
+inline float log_sum_exp(const float* logits, int V) {
+    const Eigen::Map<const Eigen::ArrayXf> row(logits, V);
+    const float max = row.maxCoeff();
+    return max + std::log((row - max).exp().sum());
+}
+
 template <typename S>
 using RowMatrix = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 template <typename S>

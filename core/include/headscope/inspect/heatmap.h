@@ -66,6 +66,22 @@ HeatmapImage cross_heatmap_image(const AttentionResult& result, const AttentionO
 HeatmapImage rollout_image(const AttentionResult& result, const AttentionOptions& options, int b, int length,
                            int max_side);
 
+// The difference `changed` - `base` of map (layer_slot, h) of two texts of
+// the same `length` (text b_base of `base`, b_changed of `changed`), drawn
+// in the diverging colormap: each cell 0.5 + difference / (2 scale),
+// clamped to [0, 1], so that 0.5 is no difference. Its side is base's T,
+// pooled as heatmap_image pools but keeping each block's difference of
+// largest magnitude; cells past `length`, and those the query may not see,
+// masked.
+HeatmapImage difference_image(const AttentionResult& base, int b_base, const AttentionResult& changed, int b_changed,
+                              const AttentionOptions& options, int layer_slot, int h, int length, int max_side,
+                              float scale);
+
+// The largest |changed - base| over the visible cells of the same map (a
+// symmetric scale for difference_image).
+float largest_difference(const AttentionResult& base, int b_base, const AttentionResult& changed, int b_changed,
+                         const AttentionOptions& options, int layer_slot, int h, int length);
+
 // Head h's sink mass: the weight its query rows 1..length-1 give key 0, on
 // average (under the causal mask row 0 sees only key 0 and says nothing; an
 // encoder's row 0 is left out alike, so that the measure is the same one).

@@ -1,0 +1,79 @@
+// The compare text and patching: see comparison.h.
+#include "session/comparison.h"
+
+#include <utility>
+
+#include "headscope/base/error.h"
+
+namespace headscope {
+
+void Comparison::open(std::shared_ptr<const Model> model) {
+    model_ = std::move(model);
+    // The workers' jobs hold the old backend until they end.
+    backend_ = std::shared_ptr<Backend>(make_cpu_backend());
+    backend_->load_weights(*model_);
+    cache_ = std::make_shared<PrefixCache>();
+    shown_ = {};
+    ++generation_;
+    patched_.reset();
+    message.clear();
+    patching_message.clear();
+}
+
+void Comparison::submit(const std::string& text, const AttentionOptions& options) {
+    if (text.empty()) {
+        forward_worker_.submit([](std::stop_token) { return LiveResult{}; });  // ends any job running
+        return;
+    }
+    AttentionOptions compared = options;
+    compared.lens_k = 0, compared.contributions = compared.capture_outputs = false;
+    forward_progress_.start();
+    forward_worker_.submit([this, backend = backend_, model = model_, cache = cache_,
+                            request = LiveRequest{{text}, compared}](std::stop_token stop) {
+        try {
+            return compute_live(*backend, *model, request, cache.get(), forward_progress_.reporter(std::move(stop)));
+        } catch (const Cancelled&) {
+            cache->clear();  // half refilled
+            throw;
+        }
+    });
+}
+
+void Comparison::compute_patching(const std::vector<int32_t>& clean, const std::vector<int32_t>& corrupted,
+                                  const AttentionOptions& options, const PatchRequest& request) {
+    patching_message.clear();
+    patching_progress_.start();
+    patching_worker_.submit(
+        [this, backend = backend_, model = model_, clean, corrupted, options, request](std::stop_token stop) {
+            PatchingShown made{{}, model, clean, corrupted, options};
+            const int32_t pad = model->config.pad_id();
+            backend->patch(Batch{{clean}, pad}, Batch{{corrupted}, pad}, options, request, made.grids,
+                           patching_progress_.reporter(std::move(stop)));
+            return made;
+        });
+}
+
+bool Comparison::patching_current(const std::vector<int32_t>& clean, const AttentionOptions& options) const {
+    return patched_ && patched_->model == model_ && patched_->clean == clean && patched_->corrupted == token_ids() &&
+           patched_->options == options;
+}
+
+bool Comparison::collect() {
+    bool changed = false;
+    if (std::optional<Worker<PatchingShown>::Outcome> done = patching_worker_.take()) {
+        if (!done->error.empty())
+            patching_message = patching_progress_.cancelled() ? "patching was cancelled" : done->error;
+        else if (done->result.model == model_)  // else another model's
+            patched_ = std::move(done->result);
+        changed = true;
+    }
+    if (std::optional<Worker<LiveResult>::Outcome> computed = forward_worker_.take()) {
+        message = computed->error;  // a refused text shows none
+        shown_ = computed->error.empty() ? std::move(computed->result) : LiveResult{};
+        ++generation_;
+        changed = true;
+    }
+    return changed;
+}
+
+}  // namespace headscope

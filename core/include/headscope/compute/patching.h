@@ -1,0 +1,89 @@
+// Activation patching: two texts of the same length, a clean one and a
+// corrupted one; one component's activation is copied from one run into the
+// other, and a metric says how much of the difference between the runs that
+// component carries. Exact patching runs one forward per component, from the
+// patched layer's input on (cpu_patching.cpp).
+// Legend: L layers, NH query heads (of the options' split), T tokens.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "headscope/base/choices.h"
+#include "headscope/compute/attention.h"
+
+namespace headscope {
+
+struct Config;
+
+// What is measured of a run: the logit of the answer minus that of the wrong
+// token at a position, the log-probability of the answer there, or the loss
+// (the mean over positions 0..T-2 of -log p of the clean text's next token).
+enum class PatchMetric { logit_diff, logprob, loss };
+inline constexpr Choices<PatchMetric, 3> patch_metric_choices = {
+    "metric", {"logit-diff", "logprob", "loss"}, {"logit difference", "log-probability", "loss"}};
+
+// denoise: the clean run's activation copied into the corrupted run; noise: the other way.
+enum class PatchDirection { denoise, noise };
+inline constexpr Choices<PatchDirection, 2> patch_direction_choices = {
+    "direction", {"denoise", "noise"}, {"clean into corrupted", "corrupted into clean"}};
+
+// The components patched: each head's output before the output projection
+// at every position (L, NH); the residual stream entering each layer at each
+// position, row 0 the embeddings (L, T); each MLP's output with its bias at
+// each position, a mixture of experts' mixed output (L, T); each head's
+// attention weights at every position (L, NH). A head is a query head.
+enum class PatchKind { heads, residual, mlp, pattern };
+inline constexpr Choices<PatchKind, 4> patch_kind_choices = {
+    "component", {"heads", "residual", "mlp", "pattern"}, {"heads", "residual stream", "MLPs", "attention patterns"}};
+
+struct PatchRequest {
+    PatchMetric metric = PatchMetric::logit_diff;
+    int32_t answer = -1, wrong = -1;  // token ids: logit_diff reads both, logprob the answer
+    int position = -1;                // where logit_diff and logprob read; -1: the last token
+    PatchDirection direction = PatchDirection::denoise;
+    std::vector<PatchKind> kinds;  // ascending, unique
+};
+
+// One kind's grid: (rows, cols) fractions, row-major.
+struct PatchGrid {
+    PatchKind kind = PatchKind::heads;
+    int rows = 0, cols = 0;
+    std::vector<double> cells;
+    double at(int row, int col) const { return cells[static_cast<size_t>(row) * cols + col]; }
+};
+
+struct Patching {
+    PatchRequest request;  // its position resolved (never -1)
+    int L = 0, NH = 0, T = 0;
+    double clean_metric = std::nan(""), corrupted_metric = std::nan("");
+    // One per requested kind, in the request's order. Each cell is the
+    // fraction of the clean - corrupted difference the patch restores
+    // (denoise: (patched - corrupted) / (clean - corrupted)) or destroys
+    // (noise: (clean - patched) / (clean - corrupted)): 1 where the
+    // component carries the whole difference, either way.
+    std::vector<PatchGrid> grids;
+    ComputedOn computed_on;
+};
+
+// The fraction a patched run's metric restores or destroys (Patching::grids).
+double patched_fraction(PatchDirection direction, double clean, double corrupted, double patched);
+
+// Throws Error, in one line, where `config`'s model cannot be patched (an
+// encoder, an encoder–decoder, no predictions), the texts differ in length
+// or are too short for the metric, the tokens or the position are not the
+// model's, or the kinds are none or repeated. Returns the request with its
+// position resolved.
+PatchRequest checked_patch_request(const Config& config, const std::vector<int32_t>& clean,
+                                   const std::vector<int32_t>& corrupted, PatchRequest request);
+
+PatchMetric parse_patch_metric(std::string_view word);
+PatchDirection parse_patch_direction(std::string_view word);
+// "heads,residual,..." as ascending unique kinds; throws Error naming the word that is not one.
+std::vector<PatchKind> parse_patch_kinds(std::string_view words);
+const char* to_string(PatchMetric metric);
+const char* to_string(PatchDirection direction);
+const char* to_string(PatchKind kind);
+
+}  // namespace headscope

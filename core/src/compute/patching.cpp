@@ -1,0 +1,87 @@
+// What activation patching asks and how its cells read (patching.h): the
+// request's checks, the fraction a patch restores or destroys, and the words
+// of the command line.
+#include "headscope/compute/patching.h"
+
+#include <algorithm>
+#include <string>
+
+#include "headscope/base/error.h"
+#include "headscope/model/model_description.h"
+
+namespace headscope {
+
+double patched_fraction(PatchDirection direction, double clean, double corrupted, double patched) {
+    const double difference = clean - corrupted;
+    return direction == PatchDirection::denoise ? (patched - corrupted) / difference : (clean - patched) / difference;
+}
+
+namespace {
+
+void check_token(const Config& config, int32_t id, const char* what) {
+    if (id < 0 || id >= config.vocab_size)
+        throw Error(std::string("the ") + what + " token " + (id < 0 ? "is not given" : std::to_string(id) + " is") +
+                    (id < 0 ? "" : " outside the vocabulary of " + std::to_string(config.vocab_size)));
+}
+
+}  // namespace
+
+PatchRequest checked_patch_request(const Config& config, const std::vector<int32_t>& clean,
+                                   const std::vector<int32_t>& corrupted, PatchRequest request) {
+    if (config.is_encoder_decoder() || config.is_encoder())
+        throw Error(std::string("patching is computed for decoders; this model is ") +
+                    (config.is_encoder() ? "an encoder" : "an encoder–decoder"));
+    if (!config.predicts()) throw Error("patching measures the predictions, and this checkpoint has no output head");
+    if (clean.size() != corrupted.size())
+        throw Error(
+            "patching copies activations position by position, so both texts need the same length: the clean "
+            "text has " +
+            std::to_string(clean.size()) + " tokens, the corrupted " + std::to_string(corrupted.size()));
+    const int T = static_cast<int>(clean.size());
+    if (T < 1 || (request.metric == PatchMetric::loss && T < 2))
+        throw Error("the " + std::string(to_string(request.metric)) + " metric needs texts of at least " +
+                    (request.metric == PatchMetric::loss ? "two tokens" : "one token"));
+    if (request.metric != PatchMetric::loss) {
+        if (request.position == -1) request.position = T - 1;
+        if (request.position < 0 || request.position >= T)
+            throw Error("position " + std::to_string(request.position) + " is outside the texts' " + std::to_string(T) +
+                        " tokens (0.." + std::to_string(T - 1) + ")");
+        check_token(config, request.answer, "answer");
+    }
+    if (request.metric == PatchMetric::logit_diff) {
+        check_token(config, request.wrong, "wrong");
+        if (request.answer == request.wrong)
+            throw Error("the answer and the wrong token are the same token: their logit difference is always 0");
+    }
+    if (request.kinds.empty()) throw Error("no component to patch was asked for");
+    std::vector<PatchKind> kinds = request.kinds;
+    std::sort(kinds.begin(), kinds.end());
+    if (std::adjacent_find(kinds.begin(), kinds.end()) != kinds.end())
+        throw Error("a component to patch is asked for twice");
+    return request;
+}
+
+PatchMetric parse_patch_metric(std::string_view word) { return parse_choice(patch_metric_choices, word); }
+
+PatchDirection parse_patch_direction(std::string_view word) { return parse_choice(patch_direction_choices, word); }
+
+std::vector<PatchKind> parse_patch_kinds(std::string_view words) {
+    std::vector<PatchKind> kinds;
+    size_t start = 0;
+    while (start <= words.size()) {
+        const size_t end = std::min(words.find(',', start), words.size());
+        kinds.push_back(parse_choice(patch_kind_choices, words.substr(start, end - start)));
+        start = end + 1;
+    }
+    std::sort(kinds.begin(), kinds.end());
+    kinds.erase(std::unique(kinds.begin(), kinds.end()), kinds.end());
+    return kinds;
+}
+
+const char* to_string(PatchMetric metric) { return word_of(patch_metric_choices, metric); }
+
+const char* to_string(PatchDirection direction) { return word_of(patch_direction_choices, direction); }
+
+const char* to_string(PatchKind kind) { return word_of(patch_kind_choices, kind); }
+
+}  // namespace headscope

@@ -1,0 +1,308 @@
+// Exact activation patching against a double-precision reference written
+// here on the families' reference forward (family_reference.h's hooks): the
+// source run's activations recorded, each patch a whole forward of the run
+// being patched with one activation replaced, the metric from the reference
+// logits. A GPT-2-layout model, a grouped-query Llama and a mixture of
+// experts; every kind, both directions, every metric. Then the requests
+// refused, cancelling, and the built-in model's induction heads.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "family_models.h"
+#include "family_reference.h"
+#include "headscope/base/error.h"
+#include "headscope/base/progress.h"
+#include "headscope/compute/backend.h"
+#include "headscope/compute/patching.h"
+
+using namespace headscope;
+using namespace headscope::test;
+
+namespace {
+
+using Rows = std::vector<std::vector<double>>;
+
+// What a reference run hands the patches: each layer's input and MLP output, each head's map and output.
+struct Activations {
+    std::vector<Rows> inputs, mlp;               // [layer]
+    std::vector<std::vector<Rows>> maps, heads;  // [layer][head]
+};
+
+Activations record(const FamilyCheckpoint& model, const std::vector<int32_t>& text) {
+    Activations kept;
+    const int L = model.spec.n_layer, NH = model.spec.n_head;
+    kept.inputs.resize(L), kept.mlp.resize(L), kept.maps.assign(L, std::vector<Rows>(NH));
+    kept.heads.assign(L, std::vector<Rows>(NH));
+    FamilyHooks hooks;
+    hooks.layer_input = [&](int l, int, Rows& x) { kept.inputs[l] = x; };
+    hooks.mlp_output = [&](int l, int, Rows& mlp) { kept.mlp[l] = mlp; };
+    hooks.pattern = [&](int l, int, int head, Rows& att) { kept.maps[l][head] = att; };
+    hooks.head_output = [&](int l, int, int head, Rows& y) { kept.heads[l][head] = y; };
+    family_reference(model, {text}, {}, hooks);
+    return kept;
+}
+
+// The hooks that copy `from`'s activation of `kind` at (layer, index) into the run.
+FamilyHooks patch_hooks(PatchKind kind, int layer, int index, const Activations& from) {
+    FamilyHooks hooks;
+    switch (kind) {
+        case PatchKind::heads:
+            hooks.head_output = [=, &from](int l, int, int head, Rows& y) {
+                if (l == layer && head == index) y = from.heads[l][head];
+            };
+            break;
+        case PatchKind::pattern:
+            hooks.pattern = [=, &from](int l, int, int head, Rows& att) {
+                if (l == layer && head == index) att = from.maps[l][head];
+            };
+            break;
+        case PatchKind::residual:
+            hooks.layer_input = [=, &from](int l, int, Rows& x) {
+                if (l == layer) x[index] = from.inputs[l][index];
+            };
+            break;
+        case PatchKind::mlp:
+            hooks.mlp_output = [=, &from](int l, int, Rows& mlp) {
+                if (l == layer) mlp[index] = from.mlp[l][index];
+            };
+            break;
+    }
+    return hooks;
+}
+
+// Every metric of one reference run of `text` with `hooks`, in PatchMetric's order.
+std::vector<double> reference_metrics(const FamilyCheckpoint& model, const std::vector<int32_t>& text,
+                                      const std::vector<int32_t>& clean, const PatchRequest& request,
+                                      const FamilyHooks& hooks = {}) {
+    const FamilySpec& s = model.spec;
+    const int T = static_cast<int>(text.size()), C = s.n_embd, V = s.vocab_size;
+    const FamilyReference ref = family_reference(model, {text}, {}, hooks);
+    const std::vector<double> last(ref.residual.end() - static_cast<size_t>(T) * C, ref.residual.end());
+    const std::vector<double> logits = family_logits(model, last);  // (T, V)
+    const auto logprob = [&](int t, int32_t id) {
+        const double* row = logits.data() + static_cast<size_t>(t) * V;
+        const double max = *std::max_element(row, row + V);
+        double sum = 0;
+        for (int v = 0; v < V; ++v) sum += std::exp(row[v] - max);
+        return row[id] - max - std::log(sum);
+    };
+    const double* at = logits.data() + static_cast<size_t>(request.position) * V;
+    double loss = 0;
+    for (int t = 0; t + 1 < T; ++t) loss -= logprob(t, clean[t + 1]) / (T - 1);
+    return {at[request.answer] - at[request.wrong], logprob(request.position, request.answer), loss};
+}
+
+struct PatchModel {
+    std::string name;
+    FamilySpec spec;
+};
+
+class Patch : public ::testing::TestWithParam<PatchModel> {
+protected:
+    Patch() { backend_->load_weights(model_); }
+    const LoadedFamily& family_ = loaded_family("patch_" + GetParam().name, GetParam().spec);
+    const FamilyCheckpoint& checkpoint_ = family_.checkpoint;
+    const Model& model_ = family_.model;
+    std::unique_ptr<Backend> backend_ = make_cpu_backend();
+    // 11 tokens, the corrupted text two of them changed.
+    std::vector<int32_t> clean_ = family_texts(GetParam().spec)[0];
+    std::vector<int32_t> corrupted_ = [&] {
+        std::vector<int32_t> ids = clean_;
+        ids[4] = 123, ids[8] = 4567;
+        return ids;
+    }();
+    Batch batch(const std::vector<int32_t>& ids) const { return Batch{{ids}, model_.config.pad_id()}; }
+};
+
+TEST_P(Patch, EveryKindMatchesTheReference) {
+    const int L = checkpoint_.spec.n_layer, NH = checkpoint_.spec.n_head, T = static_cast<int>(clean_.size());
+    PatchRequest request;
+    request.answer = 300, request.wrong = 901, request.position = 7;
+    request.kinds = {PatchKind::heads, PatchKind::residual, PatchKind::mlp, PatchKind::pattern};
+    const std::vector<double> clean = reference_metrics(checkpoint_, clean_, clean_, request);
+    const std::vector<double> corrupted = reference_metrics(checkpoint_, corrupted_, clean_, request);
+    for (PatchDirection direction : {PatchDirection::denoise, PatchDirection::noise}) {
+        const bool denoise = direction == PatchDirection::denoise;
+        const std::vector<int32_t>& target = denoise ? corrupted_ : clean_;
+        const Activations from = record(checkpoint_, denoise ? clean_ : corrupted_);
+        // [kind][cell][metric]: the reference's patched metrics.
+        std::vector<std::vector<std::vector<double>>> want(4);
+        for (PatchKind kind : request.kinds) {
+            const int cols = kind == PatchKind::heads || kind == PatchKind::pattern ? NH : T;
+            for (int cell = 0; cell < L * cols; ++cell)
+                want[static_cast<int>(kind)].push_back(reference_metrics(
+                    checkpoint_, target, clean_, request, patch_hooks(kind, cell / cols, cell % cols, from)));
+        }
+        for (PatchMetric metric : {PatchMetric::logit_diff, PatchMetric::logprob, PatchMetric::loss}) {
+            request.metric = metric, request.direction = direction;
+            const int m = static_cast<int>(metric);
+            const std::string what = std::string(to_string(metric)) + ", " + to_string(direction);
+            Patching got;
+            backend_->patch(batch(clean_), batch(corrupted_), {}, request, got);
+            EXPECT_NEAR(got.clean_metric, clean[m], 1e-4 * std::max(1.0, std::abs(clean[m]))) << what;
+            EXPECT_NEAR(got.corrupted_metric, corrupted[m], 1e-4 * std::max(1.0, std::abs(corrupted[m]))) << what;
+            ASSERT_EQ(got.grids.size(), request.kinds.size());
+            EXPECT_EQ(got.L, L);
+            EXPECT_EQ(got.NH, NH);
+            EXPECT_EQ(got.T, T);
+            double restored = 0;  // the largest cell: a patch does move the metric
+            for (const PatchGrid& grid : got.grids) {
+                const auto& cells = want[static_cast<int>(grid.kind)];
+                ASSERT_EQ(grid.rows, L) << what;
+                ASSERT_EQ(grid.cells.size(), cells.size()) << what << ", " << to_string(grid.kind);
+                for (size_t i = 0; i < cells.size(); ++i) {
+                    const double fraction = patched_fraction(direction, clean[m], corrupted[m], cells[i][m]);
+                    EXPECT_NEAR(grid.cells[i], fraction, 1e-4 * std::max(1.0, std::abs(fraction)))
+                        << what << ", " << to_string(grid.kind) << " cell " << i;
+                    restored = std::max(restored, std::abs(fraction));
+                }
+            }
+            EXPECT_GT(restored, 0.1) << what;
+        }
+    }
+}
+
+// The texts agree before position 4, and the logit difference at position 7
+// reads nothing after it (a causal model): patching the residual or an MLP
+// there leaves the run exactly as it was, a fraction of exactly 0.
+TEST_P(Patch, PositionsTheMetricDoesNotSeeRestoreNothing) {
+    PatchRequest request;
+    request.answer = 300, request.wrong = 901, request.position = 7;
+    request.kinds = {PatchKind::residual, PatchKind::mlp};
+    Patching got;
+    backend_->patch(batch(clean_), batch(corrupted_), {}, request, got);
+    ASSERT_EQ(got.grids.size(), 2u);
+    for (const PatchGrid& grid : got.grids)
+        for (int l = 0; l < got.L; ++l)
+            for (int t : {0, 1, 2, 3, 8, 9, 10}) EXPECT_EQ(grid.at(l, t), 0.0) << to_string(grid.kind) << l << t;
+}
+
+const std::vector<PatchModel> patch_models = {
+    {"gpt2", family_spec(Family::gpt2)},
+    {"llama", family_variants()[0].spec},  // family_variants' first: groups of 2
+    {"mixtral", family_spec(Family::mixtral)},
+};
+
+INSTANTIATE_TEST_SUITE_P(Families, Patch, ::testing::ValuesIn(patch_models),
+                         [](const ::testing::TestParamInfo<PatchModel>& info) { return info.param.name; });
+
+}  // namespace
+
+class PatchRefusals : public ::testing::Test {
+protected:
+    PatchRefusals() { backend_->load_weights(model_); }
+    const LoadedFamily& family_ = loaded_family("patch_gpt2", family_spec(Family::gpt2));
+    const Model& model_ = family_.model;
+    std::unique_ptr<Backend> backend_ = make_cpu_backend();
+    std::vector<int32_t> clean_ = {1, 2, 3, 4, 5}, corrupted_ = {1, 2, 9, 4, 5};
+    Batch batch(const std::vector<int32_t>& ids) const { return Batch{{ids}, model_.config.pad_id()}; }
+    PatchRequest request_ = [] {
+        PatchRequest r;
+        r.answer = 6, r.wrong = 7, r.kinds = {PatchKind::heads};
+        return r;
+    }();
+    // The error patching `clean` and `corrupted` with `request` throws; `patching` is kept as it was.
+    std::string refusal(const std::vector<int32_t>& clean, const std::vector<int32_t>& corrupted,
+                        const PatchRequest& request, const Progress& progress = {}) {
+        Patching kept;
+        kept.clean_metric = 42;
+        try {
+            backend_->patch(batch(clean), batch(corrupted), {}, request, kept, progress);
+        } catch (const Error& e) {
+            EXPECT_EQ(kept.clean_metric, 42);
+            EXPECT_TRUE(kept.grids.empty());
+            return e.what();
+        }
+        return "";
+    }
+};
+
+TEST_F(PatchRefusals, EachSaysWhyInOneLine) {
+    PatchRequest same = request_, far = request_, none = request_, loss = request_;
+    same.wrong = same.answer, far.position = 5, none.kinds = {}, loss.metric = PatchMetric::loss;
+    const std::vector<std::string> refusals = {
+        refusal(clean_, {1, 2, 3, 4}, request_), refusal(clean_, corrupted_, same), refusal(clean_, corrupted_, far),
+        refusal(clean_, corrupted_, none),       refusal(clean_, clean_, request_), refusal({1}, {2}, loss)};
+    EXPECT_EQ(refusals[0],
+              "patching copies activations position by position, so both texts need the same length: the clean text "
+              "has 5 tokens, the corrupted 4");
+    EXPECT_EQ(refusals[1], "the answer and the wrong token are the same token: their logit difference is always 0");
+    EXPECT_EQ(refusals[2], "position 5 is outside the texts' 5 tokens (0..4)");
+    EXPECT_EQ(refusals[3], "no component to patch was asked for");
+    EXPECT_EQ(refusals[4].rfind("the clean and the corrupted text give the same logit difference (", 0), 0u)
+        << refusals[4];
+    EXPECT_EQ(refusals[5], "the loss metric needs texts of at least two tokens");
+    for (const std::string& r : refusals) EXPECT_EQ(r.find('\n'), std::string::npos);
+}
+
+// Cancelled at the first cell: the error is Cancelled, the patching kept,
+// and the backend's next forward is a plain one (its state reset).
+TEST_F(PatchRefusals, CancellingKeepsThePatchingAndTheForward) {
+    const Progress cancel = [](const ProgressReport& r) {
+        if (r.what == "patching heads") throw Cancelled();
+    };
+    AttentionOptions opt;
+    opt.top_k = 1;
+    AttentionResult before, after;
+    backend_->forward(batch(clean_), opt, before);
+    EXPECT_EQ(refusal(clean_, corrupted_, request_, cancel), "cancelled");
+    backend_->forward(batch(clean_), opt, after);
+    EXPECT_EQ(before.loss(0), after.loss(0));
+    EXPECT_EQ(before.predictions_at(0, 4)[0].p, after.predictions_at(0, 4)[0].p);
+}
+
+TEST(PatchEncoders, AreRefusedInOneLine) {
+    Config encoder;
+    encoder.causal = false;
+    EXPECT_THROW(
+        {
+            try {
+                checked_patch_request(encoder, {1, 2}, {1, 3}, {});
+            } catch (const Error& e) {
+                EXPECT_STREQ(e.what(), "patching is computed for decoders; this model is an encoder");
+                throw;
+            }
+        },
+        Error);
+}
+
+// The built-in model's induction heads: a text of 12 random tokens repeated
+// against the same first copy followed by 12 other random tokens. Patching
+// each head's output from the repeated (clean) text into the other, the
+// loss over the clean text's next tokens comes back most through L1 H2 and
+// L1 H3 (docs/builtin-model.md).
+TEST(BuiltinPatching, TheInductionHeadsCarryTheRepeat) {
+    const Model model = load_model(builtin_model);
+    std::unique_ptr<Backend> backend = make_cpu_backend();
+    backend->load_weights(model);
+    std::mt19937 rng(7);
+    std::uniform_int_distribution<int32_t> id(0, model.config.vocab_size - 2);  // not <|endoftext|>
+    std::vector<int32_t> first(12), other(12);
+    for (int32_t& t : first) t = id(rng);
+    for (int32_t& t : other) t = id(rng);
+    std::vector<int32_t> clean = first, corrupted = first;
+    clean.insert(clean.end(), first.begin(), first.end());
+    corrupted.insert(corrupted.end(), other.begin(), other.end());
+    PatchRequest request;
+    request.metric = PatchMetric::loss, request.kinds = {PatchKind::heads};
+    Patching got;
+    const int32_t pad = model.config.pad_id();
+    backend->patch(Batch{{clean}, pad}, Batch{{corrupted}, pad}, {}, request, got);
+    const PatchGrid& heads = got.grids.at(0);
+    std::vector<int> order(heads.cells.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+    std::sort(order.begin(), order.end(), [&](int a, int b) { return heads.cells[a] > heads.cells[b]; });
+    std::printf("loss: clean %.3f, corrupted %.3f; heads by fraction restored:", got.clean_metric,
+                got.corrupted_metric);
+    for (int i : order) std::printf(" L%d H%d %.3f", i / heads.cols, i % heads.cols, heads.cells[i]);
+    std::printf("\n");
+    const std::vector<int> top3(order.begin(), order.begin() + 3);
+    for (int induction : {1 * heads.cols + 2, 1 * heads.cols + 3})
+        EXPECT_NE(std::find(top3.begin(), top3.end(), induction), top3.end()) << "L1 H" << induction % heads.cols;
+}

@@ -1,0 +1,288 @@
+// Two texts in the window, on the built-in model (and a BERT-layout test
+// encoder's diff and fills) under Xvfb, against core's
+// forwards and patching of the same texts (which test_patching checks
+// against the double-precision references): the diff view's cells are B - A
+// through the diverging colours on the scale of the largest |B - A|, the
+// compare text's predictions are its forward's, the patching tab's grids and
+// metric values are core's (with the defaults, and with the metric and
+// direction the settings saved), and texts of different lengths give the
+// line that says the diff and patching need equal lengths.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "encoder_models.h"
+#include "headscope/compute/backend.h"
+#include "headscope/model/model.h"
+#include "model_writer.h"
+#include "process.h"
+#include "screenshot.h"
+#include "state/settings.h"
+
+using namespace headscope;
+using nlohmann::json;
+
+namespace {
+
+// The texts: of 16 tokens each on the built-in tokenizer (" Paul" is one
+// token, as " John" is), and one of 17 (" Mary" is two).
+const std::string clean_text = "When Mary and John went to the store, John gave a drink to";
+const std::string corrupted_text = "When Mary and John went to the store, Paul gave a drink to";
+const std::string longer_text = "When Mary and John went to the store, Mary gave a drink to";
+
+// The diverging colours app/state/colormap.h documents: blue below zero, red above, dark grey at zero.
+constexpr std::array<double, 3> zero_rgb = {51, 51, 59}, negative_rgb = {64, 128, 242}, positive_rgb = {235, 77, 56};
+
+std::array<double, 3> diverging(double v) {
+    const double t = std::min(1.0, std::abs(v));
+    const std::array<double, 3>& end = v < 0 ? negative_rgb : positive_rgb;
+    std::array<double, 3> rgb{};
+    for (int c = 0; c < 3; ++c) rgb[c] = zero_rgb[c] + (end[c] - zero_rgb[c]) * t;
+    return rgb;
+}
+
+using test::centre;
+using test::entries;
+
+class WindowCompare : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        dir_ = new test::TempDir;
+        model_ = new Model(load_model(builtin_model));
+        backend_ = make_cpu_backend().release();
+        backend_->load_weights(*model_);
+    }
+    static void TearDownTestSuite() {
+        delete backend_;
+        delete model_;
+        delete dir_;
+    }
+
+    static test::WindowShot shoot(const std::string& name, const std::string& compare, std::vector<std::string> args) {
+        args.insert(args.begin(), {"--text", clean_text, "--compare", compare});
+        test::WindowShot shot = test::shoot_window(args, dir_->path, name);
+        EXPECT_EQ(shot.run.status, 0) << shot.run.err;
+        return shot;
+    }
+    static std::vector<int32_t> ids(const std::string& text) { return model_->tokenizer.encode_texts({text})[0]; }
+    static AttentionResult forward(const std::string& text) {
+        AttentionOptions options;
+        options.top_k = 10;
+        AttentionResult result;
+        backend_->forward(Batch{{ids(text)}, model_->config.pad_id()}, options, result);
+        return result;
+    }
+
+    static Model* model_;
+    static Backend* backend_;
+    static test::TempDir* dir_;
+};
+Model* WindowCompare::model_ = nullptr;
+Backend* WindowCompare::backend_ = nullptr;
+test::TempDir* WindowCompare::dir_ = nullptr;
+
+// --diff with L1 H2 large: each visible cell is the diverging colour of
+// (B - A) / scale, the scale the largest |B - A| of every map, written here
+// again; the hidden keys hatched; the legend says the scale; the compare
+// text's top 5 beside the text's are its forward's.
+TEST_F(WindowCompare, TheDiffViewDrawsBMinusAOfEveryMap) {
+    ASSERT_EQ(ids(clean_text).size(), ids(corrupted_text).size());
+    const test::WindowShot shot = shoot("diff", corrupted_text, {"--diff", "--layer", "1", "--head", "2"});
+    const AttentionResult a = forward(clean_text), b = forward(corrupted_text);
+    const int T = a.T;
+    double largest = 0;
+    for (int l = 0; l < int(a.layers.size()); ++l)
+        for (int h = 0; h < a.NH; ++h)
+            for (int i = 0; i < T; ++i)
+                for (int j = 0; j <= i; ++j)
+                    largest = std::max(largest, double(std::abs(b.row(l, 0, h, i)[j] - a.row(l, 0, h, i)[j])));
+    ASSERT_GT(largest, 0.01) << "the texts differ, and so do some maps";
+    const json cells = entries(shot.layout, "large");
+    ASSERT_EQ(cells.size(), size_t(T) * T);
+    EXPECT_NEAR(cells[0]["diff_scale"].get<double>(), largest, 1e-5);
+    int checked = 0, coloured = 0;
+    for (const json& cell : cells) {
+        const int i = cell["query"], j = cell["key"];
+        const std::array<int, 3> got = centre(shot.image, cell);
+        if (j > i) {  // hatched: grey, not a colour of the diff
+            EXPECT_LT(std::abs(got[0] - got[2]), 20) << "query " << i << " key " << j;
+            continue;
+        }
+        const double d = b.row(1, 0, 2, i)[j] - a.row(1, 0, 2, i)[j];
+        EXPECT_TRUE(test::near(got, diverging(d / largest), 2.5))
+            << "query " << i << " key " << j << " B - A " << d << " got " << got[0] << "," << got[1] << "," << got[2];
+        ++checked;
+        coloured += std::abs(d) > 0.1 * largest;
+    }
+    EXPECT_EQ(checked, T * (T + 1) / 2);
+    EXPECT_GT(coloured, 3) << "some cells far from zero";
+    const json legend = entries(shot.layout, "diff-legend");
+    ASSERT_EQ(legend.size(), 1u);
+    EXPECT_NEAR(legend[0]["scale"].get<double>(), largest, 1e-5);
+    const json predictions = entries(shot.layout, "compare-prediction");
+    ASSERT_EQ(predictions.size(), 10u);
+    for (const json& p : predictions) {
+        const AttentionResult& run = p["text"] == "A" ? a : b;
+        const Prediction& want = run.predictions_at(0, T - 1)[p["rank"].get<int>() - 1];
+        EXPECT_EQ(p["id"], want.id) << p;
+        EXPECT_NEAR(p["p"].get<double>(), want.p, 1e-5) << p;
+    }
+    EXPECT_TRUE(entries(shot.layout, "compare-lengths").empty());
+}
+
+// --compute-patching: the metric's tokens are the clean run's top token and
+// the corrupted run's (else the clean run's second); the metric values and
+// every cell of the four grids are core's patching of the two texts, each
+// cell the diverging colour of its value / the grid's largest.
+TEST_F(WindowCompare, ThePatchingGridsAreCoresPatching) {
+    const test::WindowShot shot = shoot("patching", corrupted_text, {"--view", "patching", "--compute-patching"});
+    const AttentionResult a = forward(clean_text), b = forward(corrupted_text);
+    const int T = a.T;
+    const json metric = entries(shot.layout, "patch-metric");
+    ASSERT_EQ(metric.size(), 1u);
+    const int32_t answer = a.predictions_at(0, T - 1)[0].id, corrupted_top = b.predictions_at(0, T - 1)[0].id;
+    const int32_t wrong = corrupted_top != answer ? corrupted_top : a.predictions_at(0, T - 1)[1].id;
+    EXPECT_EQ(metric[0]["answer"], answer);
+    EXPECT_EQ(metric[0]["wrong"], wrong);
+    EXPECT_EQ(metric[0]["position"], T - 1);
+    EXPECT_EQ(metric[0]["direction"], "denoise");
+    PatchRequest request;
+    request.answer = answer, request.wrong = wrong;
+    request.kinds = {PatchKind::heads, PatchKind::residual, PatchKind::mlp, PatchKind::pattern};
+    Patching want;
+    const int32_t pad = model_->config.pad_id();
+    backend_->patch(Batch{{ids(clean_text)}, pad}, Batch{{ids(corrupted_text)}, pad}, {}, request, want);
+    EXPECT_NEAR(metric[0]["clean"].get<double>(), want.clean_metric, 1e-6);
+    EXPECT_NEAR(metric[0]["corrupted"].get<double>(), want.corrupted_metric, 1e-6);
+    ASSERT_EQ(want.grids.size(), 4u);
+    for (const PatchGrid& grid : want.grids) {
+        const json cells = entries(shot.layout, std::string("patching-") + to_string(grid.kind));
+        ASSERT_EQ(cells.size(), size_t(grid.rows) * grid.cols) << to_string(grid.kind);
+        const double scale = cells[0]["scale"];
+        double largest = 0;
+        for (double v : grid.cells) largest = std::max(largest, std::abs(v));
+        EXPECT_NEAR(scale, largest, 1e-5) << to_string(grid.kind);
+        for (const json& cell : cells) {
+            const int l = cell["layer"], c = cell["column"];
+            const double v = cell["values"][l * grid.cols + c];
+            EXPECT_NEAR(v, grid.at(l, c), 1e-5) << to_string(grid.kind) << " L" << l << " column " << c;
+            EXPECT_TRUE(test::near(centre(shot.image, cell), diverging(v / scale), 2.5))
+                << to_string(grid.kind) << " L" << l << " column " << c;
+        }
+    }
+}
+
+// The patching tab's metric and direction as the settings saved them (the
+// loss, noising): the metric values and the heads grid are core's for them.
+TEST_F(WindowCompare, TheSavedMetricAndDirectionArePatched) {
+    const std::filesystem::path config = dir_->path / "config";
+    Settings saved;
+    saved.patch_metric = PatchMetric::loss;
+    saved.patch_direction = PatchDirection::noise;
+    write_settings(config / "headscope" / "settings.json", saved);
+    const test::ScopedEnv env("XDG_CONFIG_HOME", config.string());
+    const test::WindowShot shot =
+        shoot("saved", corrupted_text, {"--view", "patching", "--compute-patching", "--settings", "on"});
+    const json metric = entries(shot.layout, "patch-metric");
+    ASSERT_EQ(metric.size(), 1u);
+    EXPECT_EQ(metric[0]["metric"], "loss");
+    EXPECT_EQ(metric[0]["direction"], "noise");
+    PatchRequest request;
+    request.metric = PatchMetric::loss, request.direction = PatchDirection::noise;
+    request.kinds = {PatchKind::heads, PatchKind::residual, PatchKind::mlp, PatchKind::pattern};
+    Patching want;
+    const int32_t pad = model_->config.pad_id();
+    backend_->patch(Batch{{ids(clean_text)}, pad}, Batch{{ids(corrupted_text)}, pad}, {}, request, want);
+    EXPECT_NEAR(metric[0]["clean"].get<double>(), want.clean_metric, 1e-6);
+    EXPECT_NEAR(metric[0]["corrupted"].get<double>(), want.corrupted_metric, 1e-6);
+    const json cells = entries(shot.layout, "patching-heads");
+    ASSERT_EQ(cells.size(), size_t(want.grids[0].rows) * want.grids[0].cols);
+    for (const json& cell : cells) {
+        const int l = cell["layer"], h = cell["column"];
+        EXPECT_NEAR(cell["values"][l * want.grids[0].cols + h].get<double>(), want.grids[0].at(l, h), 1e-5)
+            << "L" << l << " H" << h;
+    }
+}
+
+// An encoder's compare text (without a pair): the bidirectional maps' diff
+// is core's B - A in every cell, and the panel's fills of both texts at the
+// mask are their forwards'.
+TEST_F(WindowCompare, AnEncodersDiffAndFillsAreCores) {
+    const std::filesystem::path bert = dir_->path / "bert";
+    test::write_encoder_checkpoint(bert, test::make_encoder_checkpoint(test::encoder_spec(test::Encoder::bert)));
+    const Model encoder = load_model(bert.string());
+    const std::string a_text = "The cat [MASK] on the mat.", b_text = "The mat [MASK] on the cat.";
+    std::unique_ptr<Backend> cpu = make_cpu_backend();
+    cpu->load_weights(encoder);
+    AttentionOptions options;
+    options.causal = false, options.top_k = 10;
+    AttentionResult a, b;
+    const std::vector<int32_t> a_ids = encoder.tokenizer.encode_texts({a_text})[0];
+    const std::vector<int32_t> b_ids = encoder.tokenizer.encode_texts({b_text})[0];
+    ASSERT_EQ(a_ids.size(), b_ids.size());
+    cpu->forward(Batch{{a_ids}, encoder.config.pad_id()}, options, a);
+    cpu->forward(Batch{{b_ids}, encoder.config.pad_id()}, options, b);
+    const test::WindowShot shot =
+        test::shoot_window({"--model", bert.string(), "--text", a_text, "--compare", b_text, "--diff", "--head", "0"},
+                           dir_->path, "encoder");
+    ASSERT_EQ(shot.run.status, 0) << shot.run.err;
+    const int T = a.T;
+    double largest = 0;
+    for (int l = 0; l < int(a.layers.size()); ++l)
+        for (int h = 0; h < a.NH; ++h)
+            for (int i = 0; i < T; ++i)
+                for (int j = 0; j < T; ++j)
+                    largest = std::max(largest, double(std::abs(b.row(l, 0, h, i)[j] - a.row(l, 0, h, i)[j])));
+    ASSERT_GT(largest, 0.01) << "the words swapped, the maps differ";
+    const json cells = entries(shot.layout, "large");
+    ASSERT_EQ(cells.size(), size_t(T) * T);
+    EXPECT_NEAR(cells[0]["diff_scale"].get<double>(), largest, 1e-5);
+    for (const json& cell : cells) {
+        const int i = cell["query"], j = cell["key"];
+        const double d = b.row(0, 0, 0, i)[j] - a.row(0, 0, 0, i)[j];
+        EXPECT_TRUE(test::near(centre(shot.image, cell), diverging(d / largest), 2.5)) << "query " << i << " key " << j;
+    }
+    const json query = entries(shot.layout, "prediction-query");
+    ASSERT_EQ(query.size(), 1u);
+    const int t = query[0]["query"];
+    ASSERT_EQ(encoder.tokenizer.token_bytes(a_ids[t]), "[MASK]");
+    const json fills = entries(shot.layout, "compare-prediction");
+    ASSERT_EQ(fills.size(), 10u);
+    for (const json& p : fills) {
+        const Prediction& want = (p["text"] == "A" ? a : b).predictions_at(0, t)[p["rank"].get<int>() - 1];
+        EXPECT_EQ(p["id"], want.id) << p;
+        EXPECT_NEAR(p["p"].get<double>(), want.p, 1e-5) << p;
+    }
+}
+
+// A compare text of another length: the predictions panel and the patching
+// tab each say why, the diff is not drawn, and no patching starts.
+TEST_F(WindowCompare, DifferentLengthsGiveTheLine) {
+    ASSERT_NE(ids(clean_text).size(), ids(longer_text).size());
+    const test::WindowShot heads = shoot("lengths", longer_text, {"--diff", "--layer", "1", "--head", "2"});
+    const json line = entries(heads.layout, "compare-lengths");
+    ASSERT_EQ(line.size(), 1u);
+    EXPECT_EQ(line[0]["text"], "B has 17 tokens, the text 16: the diff view and patching need equal lengths");
+    const json cells = entries(heads.layout, "large");
+    ASSERT_FALSE(cells.empty());
+    EXPECT_FALSE(cells[0].contains("diff_scale")) << "the maps are the text's own";
+    EXPECT_TRUE(entries(heads.layout, "diff-legend").empty());
+    EXPECT_EQ(entries(heads.layout, "compare-prediction").size(), 10u) << "side by side";
+
+    const test::WindowShot tab = shoot("lengths-patching", longer_text, {"--view", "patching", "--compute-patching"});
+    const json refusal = entries(tab.layout, "patching-lengths");
+    ASSERT_EQ(refusal.size(), 1u);
+    EXPECT_NE(refusal[0]["text"].get<std::string>().find("needs equal lengths: B has 17 tokens, the text 16"),
+              std::string::npos)
+        << refusal[0]["text"];
+    EXPECT_TRUE(entries(tab.layout, "patch-metric").empty());
+}
+
+}  // namespace
