@@ -6,7 +6,7 @@
 // MXFP4 shape: bench_moe.cpp); the largest matrix product
 // alone; and tokenization of English by GPT-2's vocab.json/merges.txt and by
 // Llama 3's, Qwen 3's, Llama 2's, Gemma 3's and gpt-oss's tokenizer.json,
-// and the loading of the largest. Prediction steps: a
+// and the loading of the largest. Exact head patching at T = 16. Prediction steps: a
 // 128-token prompt plus one token, computed in full and with the prompt
 // reused from a PrefixCache, and greedy generation, each against the floor of
 // reading every weight once at this machine's measured read bandwidth.
@@ -152,6 +152,34 @@ void BM_effects_grid(benchmark::State& state) {
     report(state, flops);
 }
 BENCHMARK(BM_effects_grid)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+
+// Exact head patching (patching.h): 144 heads of a 16-token text, the clean
+// run's head output copied into a corrupted copy (its tokens 5 and 11
+// changed), the logit difference at the last token. GFLOP/s counts each
+// patch's layers from its own on (24 C^2 a token) and its one row through
+// the output embedding (2 C V).
+void BM_patch_heads(benchmark::State& state) {
+    const Model& model = gpt2_small();
+    auto backend = make_cpu_backend();
+    backend->load_weights(model);
+    constexpr int T = 16, NH = 12;
+    std::mt19937 rng(19);
+    const std::vector<int32_t> clean = random_ids(T, model.config.vocab_size, rng);
+    std::vector<int32_t> corrupted = clean;
+    corrupted[5] = (clean[5] + 1) % model.config.vocab_size, corrupted[11] = (clean[11] + 7) % model.config.vocab_size;
+    PatchRequest request;
+    request.answer = 100, request.wrong = 200, request.kinds = {PatchKind::heads};
+    const int32_t pad = model.config.pad_id();
+    Patching patching;
+    for (auto _ : state) {
+        backend->patch(Batch{{clean}, pad}, Batch{{corrupted}, pad}, {}, request, patching);
+        benchmark::DoNotOptimize(patching.grids.data());
+    }
+    double flops = 0;
+    for (int l = 0; l < L; ++l) flops += NH * (double(L - l) * T * 24.0 * C * C + 2.0 * C * model.config.vocab_size);
+    report(state, flops);
+}
+BENCHMARK(BM_patch_heads)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 
 // Greedy generation of 64 tokens after a 64-token prompt, each step a
 // forward reusing the previous through a PrefixCache, with every layer's maps

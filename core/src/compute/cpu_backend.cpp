@@ -12,11 +12,11 @@
 #include "headscope/compute/matmul.h"
 
 namespace headscope {
-namespace {
 
 // Makes `store` hold, for B texts, `layers` layers of at least T rows of
 // `width` floats, keeping each text's first keep[b] rows of every layer.
-void reserve_kv(PrefixCache& store, int B, int layers, int T, int width, int max_rows, const std::vector<int>& keep) {
+void CpuForward::reserve_kv(PrefixCache& store, int B, int layers, int T, int width, int max_rows,
+                            const std::vector<int>& keep) {
     if (store.kv.size() < static_cast<size_t>(B)) store.kv.resize(B);
     const auto floats = [&](int capacity) { return static_cast<size_t>(layers) * capacity * width; };
     if (store.capacity < T) {  // grow by doubling, so that typing does not reallocate at every token
@@ -33,6 +33,8 @@ void reserve_kv(PrefixCache& store, int B, int layers, int T, int width, int max
     for (int b = 0; b < B; ++b)
         if (store.kv[b].size() < floats(store.capacity)) store.kv[b].resize(floats(store.capacity));
 }
+
+namespace {
 
 // kept = result, the maps' storage grown by doubling: they gain a row and a
 // column a token, and a copy that reallocated each time would map fresh
