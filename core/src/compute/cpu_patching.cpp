@@ -1,9 +1,12 @@
 // Exact activation patching on the CPU (patching.h): a forward of the run
 // that supplies the activations (the clean one when denoising) keeps what
 // the patches copy (each layer's input, heads' outputs, maps and MLP
-// outputs), and a forward of the run being patched keeps each layer's input.
-// Each patch then starts from its layer's input in that run, computes that
-// layer and the ones after it, and unembeds only the rows the metric reads.
+// outputs), and a forward of the run being patched keeps each layer's input
+// and keys and values. Each patch then starts from its layer's input in that
+// run and computes that layer and the ones after it, and of a causal model
+// only the rows from the first token where the texts differ: the rows
+// before it are the same in every run. It unembeds only the rows the metric
+// reads.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -21,6 +24,19 @@ namespace {
 // this many rows (one at least), so that a layer's weights are read once
 // for them all.
 constexpr int rows_patched_together = 1024;
+
+// The first position whose row a patch can change: where the texts first
+// differ, when every row before it is the same in both runs and in every
+// patched one (a causal mask, no mean over the text knocked in, a metric
+// read there or after); else 0.
+int first_changed_row(const std::vector<int32_t>& clean, const std::vector<int32_t>& corrupted,
+                      const AttentionOptions& options, const PatchRequest& request) {
+    const int first =
+        static_cast<int>(std::mismatch(clean.begin(), clean.end(), corrupted.begin()).first - clean.begin());
+    const bool mean_knock_out = options.ablation == Ablation::mean && !options.ablate.empty();
+    const bool read_before = request.metric != PatchMetric::loss && request.position < first;
+    return options.causal && !mean_knock_out && !read_before ? first : 0;
+}
 
 }  // namespace
 
@@ -57,15 +73,27 @@ void CpuForward::patch(const Model& model, const Batch& clean, const Batch& corr
     kept_mlp_outputs_ = from_mlp.data();
     run(model, source, grid, from, Heads::batched, nullptr, progress);
     kept_mlp_outputs_ = nullptr;
-    double source_metric = 0, target_metric = 0;
-    patch_metrics(model, request, clean_ids, 1, &source_metric);
+    double source_metric = 0, target_metric = 0, prefix_loss = 0;
+    patch_metrics(model, request, clean_ids, 1, 0, &source_metric);
     const std::vector<float> from_inputs(layer_inputs_.data(), layer_inputs_.data() + L * layer_floats);
     AttentionResult result;
     grid.capture_outputs = false, grid.layers = {L - 1};
     run(model, target, grid, result, Heads::batched, nullptr, progress);
     keep_layer_inputs_ = false;
-    patch_metrics(model, request, clean_ids, 1, &target_metric);
+    patch_metrics(model, request, clean_ids, 1, 0, &target_metric);
     const std::vector<float> inputs(layer_inputs_.data(), layer_inputs_.data() + L * layer_floats);
+    const int first = first_changed_row(clean_ids, corrupted.token_ids[0], grid, request);
+    if (request.metric == PatchMetric::loss && first > 0) {  // the loss of the rows no patch changes
+        const std::vector<int32_t> before(clean_ids.begin(), clean_ids.begin() + first + 1);
+        patch_metrics(model, request, before, 1, 0, &prefix_loss);  // the mean of their `first` positions
+        prefix_loss *= static_cast<double>(first) / (T - 1);
+    }
+    // Each patched text's keys and values of the rows before `first`, at every layer: the target's.
+    const size_t kv_row = 2 * static_cast<size_t>(split.kv_width());
+    std::vector<float> prefix_kv(L * first * kv_row);
+    for (int l = 0; l < L; ++l)
+        std::copy_n(own_cache_.kv[0].data() + l * own_cache_.capacity * kv_row, first * kv_row,
+                    prefix_kv.data() + l * first * kv_row);
     Patching made{request,
                   L,
                   NH,
@@ -90,14 +118,15 @@ void CpuForward::patch(const Model& model, const Batch& clean, const Batch& corr
                                     : kind == PatchKind::pattern  ? from.map(l, 0, 0)
                                     : kind == PatchKind::residual ? from_inputs.data() + l * layer_floats
                                                                   : from_mlp.data() + l * layer_floats;
-            for (int first = 0; first < cells.cols; first += together) {
-                report_progress(progress, what, l * cells.cols + first, count, ProgressUnit::steps);
+            for (int next = 0; next < cells.cols; next += together) {
+                report_progress(progress, what, l * cells.cols + next, count, ProgressUnit::steps);
                 std::vector<PatchAt> batch;
-                for (int i = first; i < std::min(first + together, cells.cols); ++i)
+                for (int i = next; i < std::min(next + together, cells.cols); ++i)
                     batch.push_back({kind, l, i, at_layer});
-                patch_together(model, target, grid, split, inputs.data() + l * layer_floats, batch, result);
+                patch_together(model, target, grid, split, inputs.data() + l * layer_floats, prefix_kv, first, batch,
+                               result);
                 metrics.resize(batch.size());
-                patch_metrics(model, request, clean_ids, static_cast<int>(batch.size()), metrics.data());
+                patch_metrics(model, request, clean_ids, static_cast<int>(batch.size()), prefix_loss, metrics.data());
                 for (double patched : metrics)
                     cells.cells.push_back(
                         patched_fraction(request.direction, made.clean_metric, made.corrupted_metric, patched));
@@ -110,30 +139,36 @@ void CpuForward::patch(const Model& model, const Batch& clean, const Batch& corr
 }
 
 // The run being patched once for each of `cells` (all of one layer), text b
-// of a batch with cells[b] applied: from the layer's input (`input`, (T, C)),
-// with the residual row replaced where the cell patches the residual,
-// through that layer and the ones after it, into x_.
+// of a batch with cells[b] applied: its rows from `first` on, the rows
+// before it the run's own (their keys and values `prefix_kv`, (L, first,
+// 2 KVw)); from the layer's input (`input`, (T, C)), with the residual row
+// replaced where the cell patches the residual, through that layer and the
+// ones after it, into x_.
 void CpuForward::patch_together(const Model& model, const Batch& target, const AttentionOptions& options,
-                                const HeadSplit& split, const float* input, const std::vector<PatchAt>& cells,
-                                AttentionResult& result) {
+                                const HeadSplit& split, const float* input, const std::vector<float>& prefix_kv,
+                                int first, const std::vector<PatchAt>& cells, AttentionResult& result) {
     const Config& cfg = model.config;
-    const int n = static_cast<int>(cells.size()), T = target.T(), C = cfg.n_embd;
+    const int n = static_cast<int>(cells.size()), T = target.T(), C = cfg.n_embd, R = T - first;
     const Batch batch{std::vector<std::vector<int32_t>>(n, target.token_ids[0]), target.pad_id};
-    begin_.assign(n, 0);
+    begin_.assign(n, first);
     first_row_.resize(n + 1);
-    for (int b = 0; b <= n; ++b) first_row_[b] = b * T;
-    rows_ = n * T;
+    for (int b = 0; b <= n; ++b) first_row_[b] = b * R;
+    rows_ = n * R;
     set_up_result(cfg, batch, options, result, 0);
-    reserve_kv(own_cache_, n, cfg.n_layer, T, 2 * split.kv_width(), cfg.n_positions, begin_);
+    const size_t kv_row = 2 * static_cast<size_t>(split.kv_width());
+    reserve_kv(own_cache_, n, cfg.n_layer, T, static_cast<int>(kv_row), cfg.n_positions, begin_);
     reserve_buffers(cfg, batch, options, split, cfg.n_layer, 1);
     reserve_floats(scratch_att_, static_cast<size_t>(n) * split.NH * T * T);
-    const size_t text_floats = static_cast<size_t>(T) * C;
     for (int b = 0; b < n; ++b) {
-        float* x = x_.data() + b * text_floats;
-        std::copy_n(input, text_floats, x);
+        for (int l = cells[0].layer; l < cfg.n_layer; ++l)
+            std::copy_n(prefix_kv.data() + l * first * kv_row, first * kv_row,
+                        own_cache_.kv[b].data() + l * own_cache_.capacity * kv_row);
+        float* x = x_.data() + static_cast<size_t>(b) * R * C;
+        std::copy_n(input + static_cast<size_t>(first) * C, static_cast<size_t>(R) * C, x);
         const PatchAt& cell = cells[b];
-        if (cell.kind == PatchKind::residual)
-            std::copy_n(cell.from + static_cast<size_t>(cell.index) * C, C, x + static_cast<size_t>(cell.index) * C);
+        if (cell.kind == PatchKind::residual && cell.index >= first)
+            std::copy_n(cell.from + static_cast<size_t>(cell.index) * C, C,
+                        x + static_cast<size_t>(cell.index - first) * C);
     }
     patches_ = &cells;
     for (int layer = cells[0].layer; layer < cfg.n_layer; ++layer)
@@ -144,7 +179,7 @@ void CpuForward::patch_together(const Model& model, const Batch& target, const A
 
 // Each text's head's maps (`pattern`: the source's weights over this run's
 // values) or its outputs (`heads`) replaced at every position, where its
-// patch says so. Every row of every text is computed: text b's rows start at b T.
+// patch says so. Text b's rows are its positions from begin_[b] on.
 void CpuForward::patch_attention(PatchKind kind, const HeadSplit& split, const PrefixCache& store, int layer,
                                  float* att) {
     if (!patches_) return;
@@ -152,32 +187,35 @@ void CpuForward::patch_attention(PatchKind kind, const HeadSplit& split, const P
     for (size_t b = 0; b < patches_->size(); ++b) {
         const PatchAt& cell = (*patches_)[b];
         if (cell.kind != kind || cell.layer != layer) continue;
-        const int T = first_row_[b + 1] - first_row_[b], h = cell.index;
+        const int R = first_row_[b + 1] - first_row_[b], first = begin_[b], T = first + R, h = cell.index;
         float* y = y_.data() + static_cast<size_t>(first_row_[b]) * Qw + h * hs;
         if (kind == PatchKind::heads) {
-            for (int t = 0; t < T; ++t)
-                std::copy_n(cell.from + static_cast<size_t>(t) * Qw + h * hs, hs, y + static_cast<size_t>(t) * Qw);
+            for (int r = 0; r < R; ++r)
+                std::copy_n(cell.from + static_cast<size_t>(first + r) * Qw + h * hs, hs,
+                            y + static_cast<size_t>(r) * Qw);
             continue;
         }
         float* map = att + (b * NH + h) * static_cast<size_t>(T) * T;
         std::copy_n(cell.from + static_cast<size_t>(h) * T * T, static_cast<size_t>(T) * T, map);
         const float* values =
             store.kv[b].data() + layer * static_cast<size_t>(store.capacity) * 2 * KVw + KVw + h / split.group() * hs;
-        ops::StridedMap<float>(y, T, hs, Eigen::OuterStride<>(Qw)).noalias() =
-            ops::ConstMatrixMap<float>(map, T, T) *
+        ops::StridedMap<float>(y, R, hs, Eigen::OuterStride<>(Qw)).noalias() =
+            ops::ConstMatrixMap<float>(map + static_cast<size_t>(first) * T, R, T) *
             ops::ConstStridedMap<float>(values, T, hs, Eigen::OuterStride<>(2 * KVw));
     }
 }
 
-// out_ holds layer `layer`'s MLP output: kept (the source run), or a row of each text patched where its patch says so.
+// out_ holds layer `layer`'s MLP output: kept (the source run, every row
+// computed), or a row of each text patched where its patch says so (a row
+// before begin_[b] is the run's own: its patch changes nothing).
 void CpuForward::patch_mlp(int layer, int C) {
     const size_t floats = static_cast<size_t>(rows_) * C;
     if (kept_mlp_outputs_) std::copy_n(out_.data(), floats, kept_mlp_outputs_ + layer * floats);
     for (size_t b = 0; patches_ && b < patches_->size(); ++b) {
         const PatchAt& cell = (*patches_)[b];
-        if (cell.kind == PatchKind::mlp && cell.layer == layer)
+        if (cell.kind == PatchKind::mlp && cell.layer == layer && cell.index >= begin_[b])
             std::copy_n(cell.from + static_cast<size_t>(cell.index) * C, C,
-                        out_.data() + (static_cast<size_t>(first_row_[b]) + cell.index) * C);
+                        out_.data() + (static_cast<size_t>(first_row_[b]) + cell.index - begin_[b]) * C);
     }
 }
 
@@ -189,21 +227,23 @@ void CpuForward::token_logits(const Model& model, int32_t id, int n, float* logi
 }
 
 // Each of the `texts` texts' metric of the residual after the last layer
-// (x_, text b's rows from first_row_[b]), unembedding only the rows the
-// metric reads: for a logit difference only its two tokens' rows of the
-// output embedding, where it is stored a row per token.
+// (x_: text b's rows, from first_row_[b], are its positions from begin_[b]
+// on), unembedding only the rows the metric reads: for a logit difference
+// only its two tokens' rows of the output embedding, where it is stored a
+// row per token. The loss (over positions 0..clean.size() - 2) reads the
+// positions from begin_[b] on, and adds `prefix_loss` for those before.
 void CpuForward::patch_metrics(const Model& model, const PatchRequest& request, const std::vector<int32_t>& clean,
-                               int texts, double* metrics) {
-    const int C = model.config.n_embd, V = model.config.vocab_size;
+                               int texts, double prefix_loss, double* metrics) {
+    const int C = model.config.n_embd, V = model.config.vocab_size, first = begin_[0];
     const bool loss = request.metric == PatchMetric::loss;
-    const int T = first_row_[1] - first_row_[0];
-    // The rows read: each text's T - 1 first (the loss), else each one's row at the position, gathered.
-    const int per_text = loss ? T - 1 : 1, total = texts * per_text;
+    const int positions = static_cast<int>(clean.size()) - 1;  // the loss's
+    // The rows read: each text's loss positions from `first` on, else each one's row at the position, gathered.
+    const int per_text = loss ? positions - first : 1, total = texts * per_text;
     const auto row = [&](int i) {
-        const int b = i / per_text, t = loss ? i % per_text : request.position;
-        return x_.data() + (static_cast<size_t>(first_row_[b]) + t) * C;
+        const int b = i / per_text, t = loss ? first + i % per_text : request.position;
+        return x_.data() + (static_cast<size_t>(first_row_[b]) + t - first) * C;
     };
-    std::fill_n(metrics, texts, 0.0);
+    std::fill_n(metrics, texts, loss ? prefix_loss : 0.0);
     reserve_floats(logits_, static_cast<size_t>(std::min(total, unembed_chunk)) * V);
     std::vector<float> answer(unembed_chunk), wrong(unembed_chunk);
     for (int start = 0; start < total; start += unembed_chunk) {
@@ -224,9 +264,9 @@ void CpuForward::patch_metrics(const Model& model, const PatchRequest& request, 
                 metrics[b] = static_cast<double>(logits[request.answer]) - logits[request.wrong];
                 continue;
             }
-            const int32_t token = loss ? clean[(start + i) % per_text + 1] : request.answer;
+            const int32_t token = loss ? clean[first + (start + i) % per_text + 1] : request.answer;
             const double logprob = static_cast<double>(logits[token]) - ops::log_sum_exp(logits, V);
-            metrics[b] += loss ? -logprob / per_text : logprob;
+            metrics[b] += loss ? -logprob / positions : logprob;
         }
     }
 }

@@ -156,10 +156,10 @@ private:
     void patch_attention(PatchKind kind, const HeadSplit& split, const PrefixCache& store, int layer, float* att);
     void patch_mlp(int layer, int C);
     void patch_together(const Model& model, const Batch& target, const AttentionOptions& options,
-                        const HeadSplit& split, const float* input, const std::vector<PatchAt>& cells,
-                        AttentionResult& result);
+                        const HeadSplit& split, const float* input, const std::vector<float>& prefix_kv, int first,
+                        const std::vector<PatchAt>& cells, AttentionResult& result);
     void patch_metrics(const Model& model, const PatchRequest& request, const std::vector<int32_t>& clean, int texts,
-                       double* metrics);
+                       double prefix_loss, double* metrics);
     void token_logits(const Model& model, int32_t id, int n, float* logits);
     std::vector<float> position_bias_;  // (NH, 2T - 1) T5's, of this forward's stack (forward.h's position_bias)
     float* final_states_ = nullptr;     // encode(): where the encoder's output goes
