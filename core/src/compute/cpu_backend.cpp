@@ -266,6 +266,7 @@ void CpuForward::run_layer(const Model& model, const Batch& batch, const Attenti
                         result.outputs.data() + ((at.slot * B + b) * T + begin_[b]) * Qw);
     if (options.contributions) contribute(model, batch, options, split, at, result);
     if (at.last && !cfg.is_encoder_decoder()) return;  // a decoder layer's cross-attention maps come after
+    if (patching_) keep_metric_rows(l, cfg.n_layer, Qw, C);
 
     // Pythia's parallel residual: both halves read the layer's input x.
     if (cfg.parallel_residual) normalize(cfg, x_.data(), w.ln_2_w, w.ln_2_b, ln_.data(), rows_);
@@ -279,7 +280,7 @@ void CpuForward::run_layer(const Model& model, const Batch& batch, const Attenti
     if (at.last) return;
     if (options.contributions) std::copy_n(x_.data(), rows * C, residuals_.data() + (2 * l + 1) * rows * C);
     if (cfg.post_norm || !cfg.input_norms)  // the MLP reads x itself
-        std::copy_n(x_.data(), rows * C, ln_.data());
+        std::copy_n(x_.data(), static_cast<size_t>(rows_) * C, ln_.data());
     else if (!cfg.parallel_residual)
         normalize(cfg, x_.data(), w.ln_2_w, w.ln_2_b, ln_.data(), rows_);
     if (cfg.expert_layer(l))

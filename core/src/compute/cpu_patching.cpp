@@ -123,8 +123,8 @@ void CpuForward::patch(const Model& model, const Batch& clean, const Batch& corr
                 std::vector<PatchAt> batch;
                 for (int i = next; i < std::min(next + together, cells.cols); ++i)
                     batch.push_back({kind, l, i, at_layer});
-                patch_together(model, target, grid, split, inputs.data() + l * layer_floats, prefix_kv, first, batch,
-                               result);
+                patch_together(model, target, grid, split, inputs.data() + l * layer_floats, prefix_kv, first,
+                               request.metric == PatchMetric::loss ? -1 : request.position, batch, result);
                 metrics.resize(batch.size());
                 patch_metrics(model, request, clean_ids, static_cast<int>(batch.size()), prefix_loss, metrics.data());
                 for (double patched : metrics)
@@ -143,10 +143,11 @@ void CpuForward::patch(const Model& model, const Batch& clean, const Batch& corr
 // before it the run's own (their keys and values `prefix_kv`, (L, first,
 // 2 KVw)); from the layer's input (`input`, (T, C)), with the residual row
 // replaced where the cell patches the residual, through that layer and the
-// ones after it, into x_.
+// ones after it, into x_: of the last layer only its attention, and the rest
+// at `metric_row` alone where it is not -1 (keep_metric_rows).
 void CpuForward::patch_together(const Model& model, const Batch& target, const AttentionOptions& options,
                                 const HeadSplit& split, const float* input, const std::vector<float>& prefix_kv,
-                                int first, const std::vector<PatchAt>& cells, AttentionResult& result) {
+                                int first, int metric_row, const std::vector<PatchAt>& cells, AttentionResult& result) {
     const Config& cfg = model.config;
     const int n = static_cast<int>(cells.size()), T = target.T(), C = cfg.n_embd, R = T - first;
     const Batch batch{std::vector<std::vector<int32_t>>(n, target.token_ids[0]), target.pad_id};
@@ -171,10 +172,12 @@ void CpuForward::patch_together(const Model& model, const Batch& target, const A
                         x + static_cast<size_t>(cell.index - first) * C);
     }
     patches_ = &cells;
+    metric_row_ = metric_row;
     for (int layer = cells[0].layer; layer < cfg.n_layer; ++layer)
         run_layer(model, batch, options, split, own_cache_, {layer, -1, scratch_att_.data(), false}, Heads::batched,
                   result);
     patches_ = nullptr;
+    metric_row_ = -1;
 }
 
 // Each text's head's maps (`pattern`: the source's weights over this run's
@@ -205,15 +208,33 @@ void CpuForward::patch_attention(PatchKind kind, const HeadSplit& split, const P
     }
 }
 
+// After the last layer's attention, where a patched run's metric reads one
+// position: the output projection and the MLP need only that row of each
+// text, so x_ and y_ keep those rows alone, text b's at row b.
+void CpuForward::keep_metric_rows(int layer, int layers, size_t Qw, size_t C) {
+    if (metric_row_ < 0 || layer != layers - 1) return;
+    const int texts = static_cast<int>(first_row_.size()) - 1;
+    for (int b = 0; b < texts; ++b) {
+        const size_t from = static_cast<size_t>(first_row_[b] + metric_row_ - begin_[b]), to = b;
+        if (from != to) {  // from > to: the rows move up
+            std::copy_n(x_.data() + from * C, C, x_.data() + to * C);
+            std::copy_n(y_.data() + from * Qw, Qw, y_.data() + to * Qw);
+        }
+        begin_[b] = metric_row_, first_row_[b] = b;
+    }
+    first_row_[texts] = rows_ = texts;
+}
+
 // out_ holds layer `layer`'s MLP output: kept (the source run, every row
 // computed), or a row of each text patched where its patch says so (a row
-// before begin_[b] is the run's own: its patch changes nothing).
+// the text does not compute is the run's own, or one the metric does not read).
 void CpuForward::patch_mlp(int layer, int C) {
     const size_t floats = static_cast<size_t>(rows_) * C;
     if (kept_mlp_outputs_) std::copy_n(out_.data(), floats, kept_mlp_outputs_ + layer * floats);
     for (size_t b = 0; patches_ && b < patches_->size(); ++b) {
         const PatchAt& cell = (*patches_)[b];
-        if (cell.kind == PatchKind::mlp && cell.layer == layer && cell.index >= begin_[b])
+        const bool computed = cell.index >= begin_[b] && cell.index - begin_[b] < first_row_[b + 1] - first_row_[b];
+        if (cell.kind == PatchKind::mlp && cell.layer == layer && computed)
             std::copy_n(cell.from + static_cast<size_t>(cell.index) * C, C,
                         out_.data() + (static_cast<size_t>(first_row_[b]) + cell.index - begin_[b]) * C);
     }

@@ -155,9 +155,11 @@ private:
     float* kept_mlp_outputs_ = nullptr;
     void patch_attention(PatchKind kind, const HeadSplit& split, const PrefixCache& store, int layer, float* att);
     void patch_mlp(int layer, int C);
+    int metric_row_ = -1;  // a patched run's one position the metric reads (-1: every position, the loss)
+    void keep_metric_rows(int layer, int layers, size_t Qw, size_t C);
     void patch_together(const Model& model, const Batch& target, const AttentionOptions& options,
                         const HeadSplit& split, const float* input, const std::vector<float>& prefix_kv, int first,
-                        const std::vector<PatchAt>& cells, AttentionResult& result);
+                        int metric_row, const std::vector<PatchAt>& cells, AttentionResult& result);
     void patch_metrics(const Model& model, const PatchRequest& request, const std::vector<int32_t>& clean, int texts,
                        double prefix_loss, double* metrics);
     void token_logits(const Model& model, int32_t id, int n, float* logits);
