@@ -65,6 +65,7 @@ void CpuForward::patch(const Model& model, const Batch& clean, const Batch& corr
             forward.patching_ = forward.keep_layer_inputs_ = false;
             forward.patches_ = nullptr;
             forward.kept_mlp_outputs_ = nullptr;
+            forward.metric_row_ = -1;
         }
     } reset{*this};
     patching_ = keep_layer_inputs_ = true;
