@@ -6,7 +6,7 @@
 // MXFP4 shape: bench_moe.cpp); the largest matrix product
 // alone; and tokenization of English by GPT-2's vocab.json/merges.txt and by
 // Llama 3's, Qwen 3's, Llama 2's, Gemma 3's and gpt-oss's tokenizer.json,
-// and the loading of the largest. Prediction steps: a
+// and the loading of the largest. Exact head patching at T = 16. Prediction steps: a
 // 128-token prompt plus one token, computed in full and with the prompt
 // reused from a PrefixCache, and greedy generation, each against the floor of
 // reading every weight once at this machine's measured read bandwidth.
@@ -152,6 +152,47 @@ void BM_effects_grid(benchmark::State& state) {
     report(state, flops);
 }
 BENCHMARK(BM_effects_grid)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+
+// Exact head patching (patching.h): 144 heads of a 16-token text, the clean
+// run's head output copied into a corrupted copy (its tokens 5 and 11
+// changed), the logit difference at the last token. GFLOP/s counts the
+// layers each patch computes, from its own on, for the 11 rows from the
+// first changed token (24 C^2 a row), of the last one Q, K and V for those
+// rows (6 C^2) and the rest for the last row (18 C^2); process_cpu_ms is the
+// CPU time of all the program's threads an iteration, which a loaded
+// machine does not inflate.
+void BM_patch_heads(benchmark::State& state) {
+    const Model& model = gpt2_small();
+    auto backend = make_cpu_backend();
+    backend->load_weights(model);
+    constexpr int T = 16, NH = 12, first_changed = 5;
+    std::mt19937 rng(19);
+    const std::vector<int32_t> clean = random_ids(T, model.config.vocab_size, rng);
+    std::vector<int32_t> corrupted = clean;
+    corrupted[first_changed] = (clean[first_changed] + 1) % model.config.vocab_size;
+    corrupted[11] = (clean[11] + 7) % model.config.vocab_size;
+    PatchRequest request;
+    request.answer = 100, request.wrong = 200, request.kinds = {PatchKind::heads};
+    const int32_t pad = model.config.pad_id();
+    Patching patching;
+    const auto cpu_ms = [] {
+        rusage usage{};
+        getrusage(RUSAGE_SELF, &usage);
+        const auto ms = [](const timeval& t) { return t.tv_sec * 1e3 + t.tv_usec / 1e3; };
+        return ms(usage.ru_utime) + ms(usage.ru_stime);
+    };
+    const double cpu_before = cpu_ms();
+    for (auto _ : state) {
+        backend->patch(Batch{{clean}, pad}, Batch{{corrupted}, pad}, {}, request, patching);
+        benchmark::DoNotOptimize(patching.grids.data());
+    }
+    state.counters["process_cpu_ms"] = (cpu_ms() - cpu_before) / static_cast<double>(state.iterations());
+    double flops = 0;
+    for (int l = 0; l < L; ++l)
+        flops += NH * (double(L - 1 - l) * (T - first_changed) * 24.0 + (T - first_changed) * 6.0 + 18.0) * C * C;
+    report(state, flops);
+}
+BENCHMARK(BM_patch_heads)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 
 // Greedy generation of 64 tokens after a 64-token prompt, each step a
 // forward reusing the previous through a PrefixCache, with every layer's maps

@@ -174,7 +174,8 @@ TEST_F(Installed, IconsAreDrawnAtTheirSizes) {
 // Each man page names every option its program's --help lists.
 TEST_F(Installed, ManPagesNameEveryOption) {
     const std::vector<std::pair<std::string, std::vector<std::string>>> pages = {
-        {"headscope", {""}}, {"headscope-cli", {"info", "tokenize", "attention", "generate", "heads", "dance"}}};
+        {"headscope", {""}},
+        {"headscope-cli", {"info", "tokenize", "attention", "generate", "heads", "dance", "patch"}}};
     for (const auto& [program, commands] : pages) {
         const fs::path page = prefix_ / "share" / "man" / "man1" / (program + ".1.gz");
         const test::ProcessRun text = test::run_program({"gzip", "-dc", page.string()}, dir_.path);

@@ -25,7 +25,7 @@ using namespace headscope;
 namespace {
 
 struct Commands {
-    CLI::App *info, *tokenize, *attention, *generate, *heads, *dance;
+    CLI::App *info, *tokenize, *attention, *generate, *heads, *dance, *patch;
 };
 
 void add_model(CLI::App* sub, CliOptions& opt) {
@@ -162,6 +162,34 @@ CLI::App* add_dance(CLI::App& app, CliOptions& opt) {
     return dance;
 }
 
+CLI::App* add_patch(CLI::App& app, CliOptions& opt) {
+    CLI::App* patch = app.add_subcommand(
+        "patch",
+        "activation patching: how much of the difference between a clean and a corrupted text of the same "
+        "length each head, residual stream position, MLP and attention pattern carries");
+    add_model(patch, opt);
+    add_text_option(patch, "--clean", opt.clean, "the clean UTF-8 text")->required()->expected(1);
+    add_text_option(patch, "--corrupted", opt.corrupted, "the corrupted UTF-8 text, as many tokens as --clean")
+        ->required()
+        ->expected(1);
+    add_word_option(patch, "--metric", opt.patch.metric, join_words(patch_metric_choices, "|"), parse_patch_metric,
+                    "the logit of --answer minus that of --wrong at --position (the default), the log-probability "
+                    "of --answer there, or the loss over the clean text's next tokens");
+    add_text_option(patch, "--answer", opt.answer, "the answer's text, one token (logit-diff, logprob)")->expected(1);
+    add_text_option(patch, "--wrong", opt.wrong, "the wrong token's text, one token (logit-diff)")->expected(1);
+    patch->add_option("--position", opt.patch.position, "where logit-diff and logprob read (default: the last token)");
+    patch->add_option("--what", opt.what, "the grids: heads,residual,mlp,pattern, one or more (default: heads)");
+    add_word_option(patch, "--direction", opt.patch.direction, join_words(patch_direction_choices, "|"),
+                    parse_patch_direction,
+                    "denoise (the default): the clean activation copied into the corrupted run; noise: the other way");
+    patch->add_option("--method", opt.method,
+                      "exact (the default): one forward per component; attribution: not built "
+                      "yet");
+    add_forward_options(patch, forward_targets(opt));
+    add_special(patch, opt);
+    return patch;
+}
+
 // Parses the command line into `opt` and runs the command it names.
 void run(CLI::App& app, const Commands& c, CliOptions& opt, int argc, char** argv) {
     // CLI11 would only say that a subcommand is required.
@@ -169,11 +197,12 @@ void run(CLI::App& app, const Commands& c, CliOptions& opt, int argc, char** arg
     if (argc > 1 && argv[1][0] != '-' &&
         std::none_of(commands.begin(), commands.end(), [&](CLI::App* sub) { return sub->get_name() == argv[1]; }))
         throw Error(std::string("unknown command '") + argv[1] +
-                    "' (expected info, tokenize, attention, generate, heads or dance)");
+                    "' (expected info, tokenize, attention, generate, heads, dance or patch)");
     app.parse(argc, argv);
-    opt.heads_given = c.attention->count("--heads") + c.generate->count("--heads") + c.dance->count("--heads") > 0;
-    opt.causal_given = c.attention->count("--causal") + c.generate->count("--causal") + c.dance->count("--causal") > 0;
-    opt.scale_given = c.attention->count("--scale") + c.generate->count("--scale") + c.dance->count("--scale") > 0;
+    const auto given = [&](const char* flag) {
+        return c.attention->count(flag) + c.generate->count(flag) + c.dance->count(flag) + c.patch->count(flag) > 0;
+    };
+    opt.heads_given = given("--heads"), opt.causal_given = given("--causal"), opt.scale_given = given("--scale");
     if (opt.format.empty() && (*c.attention || *c.generate)) opt.format = "json";  // whatever the output is
     if (*c.info) run_info(opt);
     if (*c.tokenize) run_tokenize(opt);
@@ -181,6 +210,7 @@ void run(CLI::App& app, const Commands& c, CliOptions& opt, int argc, char** arg
     if (*c.generate) run_generate(opt);
     if (*c.heads) run_heads(opt);
     if (*c.dance) run_dance(opt);
+    if (*c.patch) run_patch(opt);
 }
 
 }  // namespace
@@ -191,7 +221,8 @@ int main(int argc, char** argv) {
     app.set_version_flag("--version", version_line("headscope-cli"));
     CliOptions opt;
     const Commands commands{add_info(app, opt),     add_tokenize(app, opt), add_attention(app, opt),
-                            add_generate(app, opt), add_heads(app, opt),    add_dance(app, opt)};
+                            add_generate(app, opt), add_heads(app, opt),    add_dance(app, opt),
+                            add_patch(app, opt)};
     try {
         run(app, commands, opt, argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -37,18 +37,20 @@ std::vector<int> parse_layers(const std::string& word) {
     return layers;
 }
 
-// The model, opened on the backend --backend picks, its load's progress on the terminal.
+}  // namespace
+
 LoadedModel open_on_backend(const CliOptions& opt) {
     TerminalProgress bar;
     return load_with_backend(opt.model, opt.backend, bar.progress());
 }
 
-// Writes to stdout, or, given a path, to that file whole or not at all.
 void write_output(const std::string& path, const std::function<void(std::ostream&)>& write) {
     if (!path.empty()) return write_file_atomically(path, "the output", write);
     write(std::cout);
     if (!std::cout.flush()) throw Error("stdout: write failed");
 }
+
+namespace {
 
 // The heads the forward splits C into, checked against the model; its error
 // names the flag.
@@ -97,6 +99,8 @@ AttentionOptions attention_options(const CliOptions& opt) {
     return options;
 }
 
+}  // namespace
+
 AttentionOptions with_model(AttentionOptions options, const CliOptions& opt, const Model& model) {
     options.sliding_window = sliding_window(model.config, opt.sliding_window);
     if (!opt.causal_given) options.causal = model.config.causal;
@@ -114,6 +118,8 @@ AttentionOptions with_model(AttentionOptions options, const CliOptions& opt, con
     }
     return options;
 }
+
+namespace {
 
 // Token windows to score heads on: --text, else core's validation windows.
 std::vector<std::vector<int32_t>> probe_texts(const Model& model, const CliOptions& opt) {

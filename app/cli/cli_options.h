@@ -7,6 +7,7 @@
 #include "headscope/compute/attention.h"
 #include "headscope/compute/backend.h"
 #include "headscope/compute/generate.h"
+#include "headscope/compute/patching.h"
 #include "headscope/model/model.h"
 #include "state/forward_options.h"
 
@@ -35,6 +36,11 @@ struct CliOptions {
     bool special = true;         // the tokenizer's special tokens (Llama 2's <s>)
     bool sliding_window = true;  // the model's own, when it has one
     bool truncate = false;       // texts past the model's positions cut to them, not refused
+    // patch: the two texts, the answer and wrong tokens' texts, the grids'
+    // words, the method; the metric, position and direction into `patch`.
+    std::vector<std::string> clean, corrupted, answer, wrong;
+    std::string what = "heads", method = "exact";
+    PatchRequest patch;
 };
 
 }  // namespace headscope

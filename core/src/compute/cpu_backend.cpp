@@ -12,11 +12,11 @@
 #include "headscope/compute/matmul.h"
 
 namespace headscope {
-namespace {
 
 // Makes `store` hold, for B texts, `layers` layers of at least T rows of
 // `width` floats, keeping each text's first keep[b] rows of every layer.
-void reserve_kv(PrefixCache& store, int B, int layers, int T, int width, int max_rows, const std::vector<int>& keep) {
+void CpuForward::reserve_kv(PrefixCache& store, int B, int layers, int T, int width, int max_rows,
+                            const std::vector<int>& keep) {
     if (store.kv.size() < static_cast<size_t>(B)) store.kv.resize(B);
     const auto floats = [&](int capacity) { return static_cast<size_t>(layers) * capacity * width; };
     if (store.capacity < T) {  // grow by doubling, so that typing does not reallocate at every token
@@ -33,6 +33,8 @@ void reserve_kv(PrefixCache& store, int B, int layers, int T, int width, int max
     for (int b = 0; b < B; ++b)
         if (store.kv[b].size() < floats(store.capacity)) store.kv[b].resize(floats(store.capacity));
 }
+
+namespace {
 
 // kept = result, the maps' storage grown by doubling: they gain a row and a
 // column a token, and a copy that reallocated each time would map fresh
@@ -264,6 +266,7 @@ void CpuForward::run_layer(const Model& model, const Batch& batch, const Attenti
                         result.outputs.data() + ((at.slot * B + b) * T + begin_[b]) * Qw);
     if (options.contributions) contribute(model, batch, options, split, at, result);
     if (at.last && !cfg.is_encoder_decoder()) return;  // a decoder layer's cross-attention maps come after
+    if (patching_) keep_metric_rows(l, cfg.n_layer, Qw, C);
 
     // Pythia's parallel residual: both halves read the layer's input x.
     if (cfg.parallel_residual) normalize(cfg, x_.data(), w.ln_2_w, w.ln_2_b, ln_.data(), rows_);
@@ -277,7 +280,7 @@ void CpuForward::run_layer(const Model& model, const Batch& batch, const Attenti
     if (at.last) return;
     if (options.contributions) std::copy_n(x_.data(), rows * C, residuals_.data() + (2 * l + 1) * rows * C);
     if (cfg.post_norm || !cfg.input_norms)  // the MLP reads x itself
-        std::copy_n(x_.data(), rows * C, ln_.data());
+        std::copy_n(x_.data(), static_cast<size_t>(rows_) * C, ln_.data());
     else if (!cfg.parallel_residual)
         normalize(cfg, x_.data(), w.ln_2_w, w.ln_2_b, ln_.data(), rows_);
     if (cfg.expert_layer(l))

@@ -1,9 +1,12 @@
 // Exact activation patching on the CPU (patching.h): a forward of the run
 // that supplies the activations (the clean one when denoising) keeps what
 // the patches copy (each layer's input, heads' outputs, maps and MLP
-// outputs), and a forward of the run being patched keeps each layer's input.
-// Each patch then starts from its layer's input in that run, computes that
-// layer and the ones after it, and unembeds only the rows the metric reads.
+// outputs), and a forward of the run being patched keeps each layer's input
+// and keys and values. Each patch then starts from its layer's input in that
+// run and computes that layer and the ones after it, and of a causal model
+// only the rows from the first token where the texts differ: the rows
+// before it are the same in every run. It unembeds only the rows the metric
+// reads.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -14,6 +17,28 @@
 #include "headscope/compute/matmul.h"
 
 namespace headscope {
+
+namespace {
+
+// Cells patched together, as the texts of one batch: as many as make about
+// this many rows (one at least), so that a layer's weights are read once
+// for them all.
+constexpr int rows_patched_together = 1024;
+
+// The first position whose row a patch can change: where the texts first
+// differ, when every row before it is the same in both runs and in every
+// patched one (a causal mask, no mean over the text knocked in, a metric
+// read there or after); else 0.
+int first_changed_row(const std::vector<int32_t>& clean, const std::vector<int32_t>& corrupted,
+                      const AttentionOptions& options, const PatchRequest& request) {
+    const int first =
+        static_cast<int>(std::mismatch(clean.begin(), clean.end(), corrupted.begin()).first - clean.begin());
+    const bool mean_knock_out = options.ablation == Ablation::mean && !options.ablate.empty();
+    const bool read_before = request.metric != PatchMetric::loss && request.position < first;
+    return options.causal && !mean_knock_out && !read_before ? first : 0;
+}
+
+}  // namespace
 
 void CpuForward::patch(const Model& model, const Batch& clean, const Batch& corrupted, const AttentionOptions& options,
                        const PatchRequest& asked, Patching& patching, const Progress& progress) {
@@ -38,8 +63,9 @@ void CpuForward::patch(const Model& model, const Batch& clean, const Batch& corr
         CpuForward& forward;
         ~Reset() {
             forward.patching_ = forward.keep_layer_inputs_ = false;
-            forward.patch_ = nullptr;
+            forward.patches_ = nullptr;
             forward.kept_mlp_outputs_ = nullptr;
+            forward.metric_row_ = -1;
         }
     } reset{*this};
     patching_ = keep_layer_inputs_ = true;
@@ -48,12 +74,27 @@ void CpuForward::patch(const Model& model, const Batch& clean, const Batch& corr
     kept_mlp_outputs_ = from_mlp.data();
     run(model, source, grid, from, Heads::batched, nullptr, progress);
     kept_mlp_outputs_ = nullptr;
-    const double source_metric = metric(model, request, clean_ids);
+    double source_metric = 0, target_metric = 0, prefix_loss = 0;
+    patch_metrics(model, request, clean_ids, 1, 0, &source_metric);
     const std::vector<float> from_inputs(layer_inputs_.data(), layer_inputs_.data() + L * layer_floats);
     AttentionResult result;
     grid.capture_outputs = false, grid.layers = {L - 1};
     run(model, target, grid, result, Heads::batched, nullptr, progress);
-    const double target_metric = metric(model, request, clean_ids);
+    keep_layer_inputs_ = false;
+    patch_metrics(model, request, clean_ids, 1, 0, &target_metric);
+    const std::vector<float> inputs(layer_inputs_.data(), layer_inputs_.data() + L * layer_floats);
+    const int first = first_changed_row(clean_ids, corrupted.token_ids[0], grid, request);
+    if (request.metric == PatchMetric::loss && first > 0) {  // the loss of the rows no patch changes
+        const std::vector<int32_t> before(clean_ids.begin(), clean_ids.begin() + first + 1);
+        patch_metrics(model, request, before, 1, 0, &prefix_loss);  // the mean of their `first` positions
+        prefix_loss *= static_cast<double>(first) / (T - 1);
+    }
+    // Each patched text's keys and values of the rows before `first`, at every layer: the target's.
+    const size_t kv_row = 2 * static_cast<size_t>(split.kv_width());
+    std::vector<float> prefix_kv(L * first * kv_row);
+    for (int l = 0; l < L; ++l)
+        std::copy_n(own_cache_.kv[0].data() + l * own_cache_.capacity * kv_row, first * kv_row,
+                    prefix_kv.data() + l * first * kv_row);
     Patching made{request,
                   L,
                   NH,
@@ -67,23 +108,30 @@ void CpuForward::patch(const Model& model, const Batch& clean, const Batch& corr
                     patch_metric_choices.labels[static_cast<size_t>(request.metric)] + " (" +
                     std::to_string(made.clean_metric) + "): there is no difference for a patch to restore");
 
-    reserve_floats(scratch_att_, static_cast<size_t>(NH) * T * T);
+    std::vector<double> metrics;
     for (PatchKind kind : request.kinds) {
         const bool per_head = kind == PatchKind::heads || kind == PatchKind::pattern;
         PatchGrid cells{kind, L, per_head ? NH : T, {}};
-        const int count = L * cells.cols;
+        const int count = L * cells.cols, together = std::clamp(rows_patched_together / T, 1, cells.cols);
         const std::string what = std::string("patching ") + patch_kind_choices.labels[static_cast<size_t>(kind)];
-        for (int cell = 0; cell < count; ++cell) {
-            report_progress(progress, what, cell, count, ProgressUnit::steps);
-            const int l = cell / cells.cols;
+        for (int l = 0; l < L; ++l) {
             const float* at_layer = kind == PatchKind::heads      ? from.outputs.data() + l * T * split.q_width()
                                     : kind == PatchKind::pattern  ? from.map(l, 0, 0)
                                     : kind == PatchKind::residual ? from_inputs.data() + l * layer_floats
                                                                   : from_mlp.data() + l * layer_floats;
-            const double patched = patched_metric(model, target, grid, split, result, request, clean_ids,
-                                                  {kind, l, cell % cells.cols, at_layer});
-            cells.cells.push_back(
-                patched_fraction(request.direction, made.clean_metric, made.corrupted_metric, patched));
+            for (int next = 0; next < cells.cols; next += together) {
+                report_progress(progress, what, l * cells.cols + next, count, ProgressUnit::steps);
+                std::vector<PatchAt> batch;
+                for (int i = next; i < std::min(next + together, cells.cols); ++i)
+                    batch.push_back({kind, l, i, at_layer});
+                patch_together(model, target, grid, split, inputs.data() + l * layer_floats, prefix_kv, first,
+                               request.metric == PatchMetric::loss ? -1 : request.position, batch, result);
+                metrics.resize(batch.size());
+                patch_metrics(model, request, clean_ids, static_cast<int>(batch.size()), prefix_loss, metrics.data());
+                for (double patched : metrics)
+                    cells.cells.push_back(
+                        patched_fraction(request.direction, made.clean_metric, made.corrupted_metric, patched));
+            }
         }
         report_progress(progress, what, count, count, ProgressUnit::steps);
         made.grids.push_back(std::move(cells));
@@ -91,77 +139,158 @@ void CpuForward::patch(const Model& model, const Batch& clean, const Batch& corr
     patching = std::move(made);
 }
 
-// The metric of the run being patched with `at` applied: from its layer's
-// input (layer_inputs_), with the residual row replaced where `at` patches
-// the residual, through that layer and the ones after it.
-double CpuForward::patched_metric(const Model& model, const Batch& batch, const AttentionOptions& options,
-                                  const HeadSplit& split, AttentionResult& result, const PatchRequest& request,
-                                  const std::vector<int32_t>& clean, const PatchAt& at) {
-    const int C = model.config.n_embd;
-    const size_t floats = static_cast<size_t>(rows_) * C;
-    std::copy_n(layer_inputs_.data() + at.layer * floats, floats, x_.data());
-    if (at.kind == PatchKind::residual)
-        std::copy_n(at.from + static_cast<size_t>(at.index) * C, C, x_.data() + static_cast<size_t>(at.index) * C);
-    patch_ = &at;
-    for (int layer = at.layer; layer < model.config.n_layer; ++layer)
+// The run being patched once for each of `cells` (all of one layer), text b
+// of a batch with cells[b] applied: its rows from `first` on, the rows
+// before it the run's own (their keys and values `prefix_kv`, (L, first,
+// 2 KVw)); from the layer's input (`input`, (T, C)), with the residual row
+// replaced where the cell patches the residual, through that layer and the
+// ones after it, into x_: of the last layer only its attention, and the rest
+// at `metric_row` alone where it is not -1 (keep_metric_rows).
+void CpuForward::patch_together(const Model& model, const Batch& target, const AttentionOptions& options,
+                                const HeadSplit& split, const float* input, const std::vector<float>& prefix_kv,
+                                int first, int metric_row, const std::vector<PatchAt>& cells, AttentionResult& result) {
+    const Config& cfg = model.config;
+    const int n = static_cast<int>(cells.size()), T = target.T(), C = cfg.n_embd, R = T - first;
+    const Batch batch{std::vector<std::vector<int32_t>>(n, target.token_ids[0]), target.pad_id};
+    begin_.assign(n, first);
+    first_row_.resize(n + 1);
+    for (int b = 0; b <= n; ++b) first_row_[b] = b * R;
+    rows_ = n * R;
+    set_up_result(cfg, batch, options, result, 0);
+    const size_t kv_row = 2 * static_cast<size_t>(split.kv_width());
+    reserve_kv(own_cache_, n, cfg.n_layer, T, static_cast<int>(kv_row), cfg.n_positions, begin_);
+    reserve_buffers(cfg, batch, options, split, cfg.n_layer, 1);
+    reserve_floats(scratch_att_, static_cast<size_t>(n) * split.NH * T * T);
+    for (int b = 0; b < n; ++b) {
+        for (int l = cells[0].layer; l < cfg.n_layer; ++l)
+            std::copy_n(prefix_kv.data() + l * first * kv_row, first * kv_row,
+                        own_cache_.kv[b].data() + l * own_cache_.capacity * kv_row);
+        float* x = x_.data() + static_cast<size_t>(b) * R * C;
+        std::copy_n(input + static_cast<size_t>(first) * C, static_cast<size_t>(R) * C, x);
+        const PatchAt& cell = cells[b];
+        if (cell.kind == PatchKind::residual && cell.index >= first)
+            std::copy_n(cell.from + static_cast<size_t>(cell.index) * C, C,
+                        x + static_cast<size_t>(cell.index - first) * C);
+    }
+    patches_ = &cells;
+    metric_row_ = metric_row;
+    for (int layer = cells[0].layer; layer < cfg.n_layer; ++layer)
         run_layer(model, batch, options, split, own_cache_, {layer, -1, scratch_att_.data(), false}, Heads::batched,
                   result);
-    patch_ = nullptr;
-    return metric(model, request, clean);
+    patches_ = nullptr;
+    metric_row_ = -1;
 }
 
-// A head's maps (`pattern`: the source's weights over this run's values) or
-// its outputs (`heads`) replaced at every position, where patch_ says so.
-// One text, every row computed: R = T.
+// Each text's head's maps (`pattern`: the source's weights over this run's
+// values) or its outputs (`heads`) replaced at every position, where its
+// patch says so. Text b's rows are its positions from begin_[b] on.
 void CpuForward::patch_attention(PatchKind kind, const HeadSplit& split, const PrefixCache& store, int layer,
                                  float* att) {
-    if (!patch_ || patch_->kind != kind || patch_->layer != layer) return;
-    const int T = rows_, hs = split.hs, Qw = split.q_width(), KVw = split.kv_width(), h = patch_->index;
-    if (kind == PatchKind::heads) {
-        for (int t = 0; t < T; ++t)
-            std::copy_n(patch_->from + static_cast<size_t>(t) * Qw + h * hs, hs,
-                        y_.data() + static_cast<size_t>(t) * Qw + h * hs);
-        return;
+    if (!patches_) return;
+    const int hs = split.hs, Qw = split.q_width(), KVw = split.kv_width(), NH = split.NH;
+    for (size_t b = 0; b < patches_->size(); ++b) {
+        const PatchAt& cell = (*patches_)[b];
+        if (cell.kind != kind || cell.layer != layer) continue;
+        const int R = first_row_[b + 1] - first_row_[b], first = begin_[b], T = first + R, h = cell.index;
+        float* y = y_.data() + static_cast<size_t>(first_row_[b]) * Qw + h * hs;
+        if (kind == PatchKind::heads) {
+            for (int r = 0; r < R; ++r)
+                std::copy_n(cell.from + static_cast<size_t>(first + r) * Qw + h * hs, hs,
+                            y + static_cast<size_t>(r) * Qw);
+            continue;
+        }
+        float* map = att + (b * NH + h) * static_cast<size_t>(T) * T;
+        std::copy_n(cell.from + static_cast<size_t>(h) * T * T, static_cast<size_t>(T) * T, map);
+        const float* values =
+            store.kv[b].data() + layer * static_cast<size_t>(store.capacity) * 2 * KVw + KVw + h / split.group() * hs;
+        ops::StridedMap<float>(y, R, hs, Eigen::OuterStride<>(Qw)).noalias() =
+            ops::ConstMatrixMap<float>(map + static_cast<size_t>(first) * T, R, T) *
+            ops::ConstStridedMap<float>(values, T, hs, Eigen::OuterStride<>(2 * KVw));
     }
-    float* map = att + static_cast<size_t>(h) * T * T;
-    std::copy_n(patch_->from + static_cast<size_t>(h) * T * T, static_cast<size_t>(T) * T, map);
-    const float* values =
-        store.kv[0].data() + layer * static_cast<size_t>(store.capacity) * 2 * KVw + KVw + h / split.group() * hs;
-    ops::StridedMap<float>(y_.data() + h * hs, T, hs, Eigen::OuterStride<>(Qw)).noalias() =
-        ops::ConstMatrixMap<float>(map, T, T) *
-        ops::ConstStridedMap<float>(values, T, hs, Eigen::OuterStride<>(2 * KVw));
 }
 
-// out_ holds layer `layer`'s MLP output: kept (the source run), or its row patched.
+// After the last layer's attention, where a patched run's metric reads one
+// position: the output projection and the MLP need only that row of each
+// text, so x_ and y_ keep those rows alone, text b's at row b.
+void CpuForward::keep_metric_rows(int layer, int layers, size_t Qw, size_t C) {
+    if (metric_row_ < 0 || layer != layers - 1) return;
+    const int texts = static_cast<int>(first_row_.size()) - 1;
+    for (int b = 0; b < texts; ++b) {
+        const size_t from = static_cast<size_t>(first_row_[b] + metric_row_ - begin_[b]), to = b;
+        if (from != to) {  // from > to: the rows move up
+            std::copy_n(x_.data() + from * C, C, x_.data() + to * C);
+            std::copy_n(y_.data() + from * Qw, Qw, y_.data() + to * Qw);
+        }
+        begin_[b] = metric_row_, first_row_[b] = b;
+    }
+    first_row_[texts] = rows_ = texts;
+}
+
+// out_ holds layer `layer`'s MLP output: kept (the source run, every row
+// computed), or a row of each text patched where its patch says so (a row
+// the text does not compute is the run's own, or one the metric does not read).
 void CpuForward::patch_mlp(int layer, int C) {
     const size_t floats = static_cast<size_t>(rows_) * C;
     if (kept_mlp_outputs_) std::copy_n(out_.data(), floats, kept_mlp_outputs_ + layer * floats);
-    if (patch_ && patch_->kind == PatchKind::mlp && patch_->layer == layer)
-        std::copy_n(patch_->from + static_cast<size_t>(patch_->index) * C, C,
-                    out_.data() + static_cast<size_t>(patch_->index) * C);
+    for (size_t b = 0; patches_ && b < patches_->size(); ++b) {
+        const PatchAt& cell = (*patches_)[b];
+        const bool computed = cell.index >= begin_[b] && cell.index - begin_[b] < first_row_[b + 1] - first_row_[b];
+        if (cell.kind == PatchKind::mlp && cell.layer == layer && computed)
+            std::copy_n(cell.from + static_cast<size_t>(cell.index) * C, C,
+                        out_.data() + (static_cast<size_t>(first_row_[b]) + cell.index - begin_[b]) * C);
+    }
 }
 
-// The request's metric of the residual after the last layer (x_), unembedding only the rows it reads.
-double CpuForward::metric(const Model& model, const PatchRequest& request, const std::vector<int32_t>& clean) {
-    const int C = model.config.n_embd, V = model.config.vocab_size;
+// The logit of token `id` at the n rows ln_ holds, into `logits`: its row
+// of the output embedding alone, with its bias and the final soft-cap.
+void CpuForward::token_logits(const Model& model, int32_t id, int n, float* logits) {
+    linear(ln_.data(), n, model.lm_head.output_rows(id, 1), model.lm_bias ? model.lm_bias + id : nullptr, logits, 1);
+    soft_cap(model.config, logits, n);
+}
+
+// Each of the `texts` texts' metric of the residual after the last layer
+// (x_: text b's rows, from first_row_[b], are its positions from begin_[b]
+// on), unembedding only the rows the metric reads: for a logit difference
+// only its two tokens' rows of the output embedding, where it is stored a
+// row per token. The loss (over positions 0..clean.size() - 2) reads the
+// positions from begin_[b] on, and adds `prefix_loss` for those before.
+void CpuForward::patch_metrics(const Model& model, const PatchRequest& request, const std::vector<int32_t>& clean,
+                               int texts, double prefix_loss, double* metrics) {
+    const int C = model.config.n_embd, V = model.config.vocab_size, first = begin_[0];
     const bool loss = request.metric == PatchMetric::loss;
-    const int first = loss ? 0 : request.position, end = loss ? rows_ - 1 : first + 1;
-    reserve_floats(logits_, static_cast<size_t>(std::min(end - first, unembed_chunk)) * V);
-    double sum = 0;
-    for (int start = first; start < end; start += unembed_chunk) {
-        const int n = std::min(unembed_chunk, end - start);
-        unembed(model, x_.data() + static_cast<size_t>(start) * C, n);
-        for (int r = 0; r < n; ++r) {
-            const float* logits = logits_.data() + static_cast<size_t>(r) * V;
-            if (request.metric == PatchMetric::logit_diff)
-                return static_cast<double>(logits[request.answer]) - logits[request.wrong];
-            const int32_t token = loss ? clean[start + r + 1] : request.answer;
+    const int positions = static_cast<int>(clean.size()) - 1;  // the loss's
+    // The rows read: each text's loss positions from `first` on, else each one's row at the position, gathered.
+    const int per_text = loss ? positions - first : 1, total = texts * per_text;
+    const auto row = [&](int i) {
+        const int b = i / per_text, t = loss ? first + i % per_text : request.position;
+        return x_.data() + (static_cast<size_t>(first_row_[b]) + t - first) * C;
+    };
+    std::fill_n(metrics, texts, loss ? prefix_loss : 0.0);
+    reserve_floats(logits_, static_cast<size_t>(std::min(total, unembed_chunk)) * V);
+    std::vector<float> answer(unembed_chunk), wrong(unembed_chunk);
+    for (int start = 0; start < total; start += unembed_chunk) {
+        const int n = std::min(unembed_chunk, total - start);
+        for (int i = 0; i < n; ++i) std::copy_n(row(start + i), C, unembed_in_.data() + static_cast<size_t>(i) * C);
+        if (request.metric == PatchMetric::logit_diff && model.lm_head.out_by_in) {
+            read_out(model, unembed_in_.data(), n);
+            token_logits(model, request.answer, n, answer.data());
+            token_logits(model, request.wrong, n, wrong.data());
+            for (int i = 0; i < n; ++i) metrics[start + i] = static_cast<double>(answer[i]) - wrong[i];
+            continue;
+        }
+        unembed(model, unembed_in_.data(), n);
+        for (int i = 0; i < n; ++i) {
+            const float* logits = logits_.data() + static_cast<size_t>(i) * V;
+            const int b = (start + i) / per_text;
+            if (request.metric == PatchMetric::logit_diff) {
+                metrics[b] = static_cast<double>(logits[request.answer]) - logits[request.wrong];
+                continue;
+            }
+            const int32_t token = loss ? clean[first + (start + i) % per_text + 1] : request.answer;
             const double logprob = static_cast<double>(logits[token]) - ops::log_sum_exp(logits, V);
-            if (!loss) return logprob;
-            sum -= logprob;
+            metrics[b] += loss ? -logprob / positions : logprob;
         }
     }
-    return sum / (end - first);
 }
 
 }  // namespace headscope

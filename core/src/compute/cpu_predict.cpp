@@ -110,17 +110,20 @@ void CpuForward::read_out(const Model& model, const float* x, int n) {
     ops::layer_norm(ln_.data(), model.head_ln_w, model.head_ln_b, ln_.data(), n, C, cfg.layer_norm_epsilon);
 }
 
+void CpuForward::soft_cap(const Config& cfg, float* logits, size_t n) {
+    if (cfg.logit_softcap <= 0) return;
+    Eigen::Map<Eigen::ArrayXf> capped(logits, static_cast<Eigen::Index>(n));
+    capped = (capped / cfg.logit_softcap).tanh() * cfg.logit_softcap;
+}
+
 // logits_ (n, V) of n residual rows x: what the output embedding reads
-// (read_out), through it, then Gemma's final soft-cap, cap tanh(logit / cap).
+// (read_out), through it, then Gemma's final soft-cap.
 void CpuForward::unembed(const Model& model, const float* x, int n) {
     const Config& cfg = model.config;
     const int V = cfg.vocab_size;
     read_out(model, x, n);
     linear(ln_.data(), n, model.lm_head, model.lm_bias, logits_.data(), V);
-    if (cfg.logit_softcap > 0) {
-        Eigen::Map<Eigen::ArrayXf> logits(logits_.data(), static_cast<Eigen::Index>(n) * V);
-        logits = (logits / cfg.logit_softcap).tanh() * cfg.logit_softcap;
-    }
+    soft_cap(cfg, logits_.data(), static_cast<size_t>(n) * V);
     if (!ops::all_finite(logits_.data(), static_cast<size_t>(n) * V))
         throw Error("the logits are not finite (a value past float32's range, from weights too large)");
 }

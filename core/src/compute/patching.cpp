@@ -12,8 +12,8 @@
 namespace headscope {
 
 double patched_fraction(PatchDirection direction, double clean, double corrupted, double patched) {
-    const double difference = clean - corrupted;
-    return direction == PatchDirection::denoise ? (patched - corrupted) / difference : (clean - patched) / difference;
+    const double moved = direction == PatchDirection::denoise ? patched - corrupted : clean - patched;
+    return moved == 0 ? 0.0 : moved / (clean - corrupted);  // 0, not -0, where the patch changes nothing
 }
 
 namespace {

@@ -69,6 +69,8 @@ private:
     void contribute(const Model& model, const Batch& batch, const AttentionOptions& options, const HeadSplit& split,
                     const LayerAt& at, AttentionResult& result);
     void attribute_logits(const Model& model, const Batch& batch, const HeadSplit& split, AttentionResult& result);
+    static void reserve_kv(PrefixCache& store, int B, int layers, int T, int width, int max_rows,
+                           const std::vector<int>& keep);
     // Grows `buffer` to at least `n` floats; never shrinks, so steady state allocates nothing.
     static void reserve_floats(AlignedVector<float>& buffer, size_t n);
     static void normalize(const Config& config, const float* x, const float* w, const float* b, float* out, int rows);
@@ -102,6 +104,7 @@ private:
     void keep_earlier_rows(const PrefixCache& cache, const Batch& batch, AttentionResult& result) const;
     void read_out(const Model& model, const float* x, int n);  // cpu_predict.cpp
     void unembed(const Model& model, const float* x, int n);
+    static void soft_cap(const Config& config, float* logits, size_t n);  // Gemma's final cap tanh(logit / cap)
     // With `tracked` (B, T), also each row's p of the tracked id into `tracked_p` (B, T).
     void predict(const Model& model, const Batch& batch, const AttentionOptions& options, AttentionResult& result,
                  const Prediction* tracked = nullptr, float* tracked_p = nullptr);
@@ -140,22 +143,26 @@ private:
     AlignedVector<float> layer_inputs_;  // (L, R, C) ... x_ before each layer
     // Activation patching (cpu_patching.cpp): while patching_, every
     // sublayer's output is apart in out_ before it is added; the layer loop
-    // applies patch_ where set and keeps each layer's MLP output (R, C) into
-    // kept_mlp_outputs_ (L, R, C) where set.
+    // applies each text's patch (text b: patches_[b]) where set, and keeps
+    // each layer's MLP output (R, C) into kept_mlp_outputs_ (L, R, C) where set.
     struct PatchAt {
         PatchKind kind;
         int layer, index;   // index: the head or the position
         const float* from;  // the source run's activation at `layer`
     };
     bool patching_ = false;
-    const PatchAt* patch_ = nullptr;
+    const std::vector<PatchAt>* patches_ = nullptr;
     float* kept_mlp_outputs_ = nullptr;
     void patch_attention(PatchKind kind, const HeadSplit& split, const PrefixCache& store, int layer, float* att);
     void patch_mlp(int layer, int C);
-    double patched_metric(const Model& model, const Batch& batch, const AttentionOptions& options,
-                          const HeadSplit& split, AttentionResult& result, const PatchRequest& request,
-                          const std::vector<int32_t>& clean, const PatchAt& at);
-    double metric(const Model& model, const PatchRequest& request, const std::vector<int32_t>& clean);
+    int metric_row_ = -1;  // a patched run's one position the metric reads (-1: every position, the loss)
+    void keep_metric_rows(int layer, int layers, size_t Qw, size_t C);
+    void patch_together(const Model& model, const Batch& target, const AttentionOptions& options,
+                        const HeadSplit& split, const float* input, const std::vector<float>& prefix_kv, int first,
+                        int metric_row, const std::vector<PatchAt>& cells, AttentionResult& result);
+    void patch_metrics(const Model& model, const PatchRequest& request, const std::vector<int32_t>& clean, int texts,
+                       double prefix_loss, double* metrics);
+    void token_logits(const Model& model, int32_t id, int n, float* logits);
     std::vector<float> position_bias_;  // (NH, 2T - 1) T5's, of this forward's stack (forward.h's position_bias)
     float* final_states_ = nullptr;     // encode(): where the encoder's output goes
 

@@ -1,0 +1,113 @@
+// headscope-cli patch: exact activation patching of a clean and a corrupted
+// text (core's patching.h) as JSON: both metrics, both texts' tokens and one
+// grid per kind asked, each cell the fraction of the difference restored
+// (denoise) or destroyed (noise).
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli/cli_commands.h"
+#include "cli/terminal_progress.h"
+#include "headscope/base/clock.h"
+#include "headscope/base/error.h"
+#include "headscope/inspect/attention_export.h"
+
+namespace headscope {
+
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+// The flags the metric reads given, and those it does not read not given.
+void check_metric_flags(const CliOptions& opt) {
+    const PatchMetric metric = opt.patch.metric;
+    const std::string named = std::string("--metric ") + to_string(metric);
+    if (metric != PatchMetric::loss && opt.answer.empty()) throw Error(named + " needs --answer");
+    if (metric == PatchMetric::logit_diff && opt.wrong.empty()) throw Error(named + " needs --wrong");
+    if (metric == PatchMetric::loss && !opt.answer.empty()) throw Error(named + " reads no --answer");
+    if (metric != PatchMetric::logit_diff && !opt.wrong.empty()) throw Error(named + " reads no --wrong");
+    if (metric == PatchMetric::loss && opt.patch.position != -1)
+        throw Error(named + " reads every position: it takes no --position");
+}
+
+// The request as given, checked before the model loads.
+PatchRequest given_request(const CliOptions& opt) {
+    if (opt.method == "attribution")
+        throw Error("--method attribution: attribution patching is not built yet; --method exact computes the grids");
+    if (opt.method != "exact") throw Error("--method: expected exact or attribution, got '" + opt.method + "'");
+    if (opt.heads_given && opt.heads < 1) throw Error("--heads must be at least 1, got " + std::to_string(opt.heads));
+    check_metric_flags(opt);
+    PatchRequest request = opt.patch;
+    try {
+        request.kinds = parse_patch_kinds(opt.what);
+    } catch (const Error& e) {
+        throw Error(std::string("--what: ") + e.what());
+    }
+    return request;
+}
+
+// The one token `flag`'s text is.
+int32_t one_token(const Model& model, const std::string& flag, const std::string& text) {
+    const std::vector<int32_t> ids = model.tokenizer.encode(text, false);
+    if (ids.size() != 1)
+        throw Error(flag + ": '" + text + "' is " + std::to_string(ids.size()) + " tokens " +
+                    dump_json(token_texts(model.tokenizer, ids)) + ", not one");
+    return ids[0];
+}
+
+// The grid as rows of cells.
+Json grid_json(const PatchGrid& grid) {
+    Json rows = Json::array();
+    for (int r = 0; r < grid.rows; ++r)
+        rows.push_back(std::vector<double>(grid.cells.begin() + static_cast<size_t>(r) * grid.cols,
+                                           grid.cells.begin() + static_cast<size_t>(r + 1) * grid.cols));
+    return rows;
+}
+
+}  // namespace
+
+void run_patch(const CliOptions& opt) {
+    PatchRequest request = given_request(opt);
+    const LoadedModel loaded = open_on_backend(opt);
+    const Model& model = *loaded.model;
+    AttentionOptions given = opt.attention;
+    given.n_head = opt.heads;
+    const AttentionOptions options = with_model(given, opt, model);
+    const std::vector<std::vector<int32_t>> ids =
+        model.tokenizer.encode_texts({opt.clean[0], opt.corrupted[0]}, opt.special);
+    if (!opt.answer.empty()) request.answer = one_token(model, "--answer", opt.answer[0]);
+    if (!opt.wrong.empty()) request.wrong = one_token(model, "--wrong", opt.wrong[0]);
+
+    Patching patching;
+    const auto start = Clock::now();
+    {
+        TerminalProgress bar;
+        const int32_t pad = model.config.pad_id();
+        loaded.backend->patch(Batch{{ids[0]}, pad}, Batch{{ids[1]}, pad}, options, request, patching, bar.progress());
+    }
+    const double patch_ms = ms_since(start);
+    const PatchRequest& done = patching.request;
+    const ComputedOn& on = patching.computed_on;
+    Json out = {{"backend", on.device},
+                {"backend_reason", device_reason(on, loaded.backend_reason)},
+                {"path", model.path.string()},
+                {"method", opt.method},
+                {"metric", to_string(done.metric)},
+                {"direction", to_string(done.direction)}};
+    if (done.metric != PatchMetric::loss) {
+        out["position"] = done.position;
+        out["answer"] = {{"id", done.answer}, {"token", opt.answer[0]}};
+    }
+    if (done.metric == PatchMetric::logit_diff) out["wrong"] = {{"id", done.wrong}, {"token", opt.wrong[0]}};
+    out["clean_metric"] = patching.clean_metric;
+    out["corrupted_metric"] = patching.corrupted_metric;
+    out["n_layer"] = patching.L, out["n_head"] = patching.NH, out["T"] = patching.T;
+    out["token_ids"] = {{"clean", ids[0]}, {"corrupted", ids[1]}};
+    out["tokens"] = {{"clean", token_texts(model.tokenizer, ids[0])},
+                     {"corrupted", token_texts(model.tokenizer, ids[1])}};
+    for (const PatchGrid& grid : patching.grids) out[to_string(grid.kind)] = grid_json(grid);
+    out["patch_ms"] = patch_ms;
+    write_output(opt.out, [&](std::ostream& stream) { stream << dump_json(out) << '\n'; });
+}
+
+}  // namespace headscope

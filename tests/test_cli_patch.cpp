@@ -1,0 +1,152 @@
+// headscope-cli patch run as a user runs it, on the built-in model: its JSON
+// holds core's own patching of the same tokens (its metrics and every grid,
+// of the shapes patching.h gives them), and every bad request is one line
+// on stderr, nothing on stdout, exit 2.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "encoder_models.h"
+#include "headscope/compute/backend.h"
+#include "model_writer.h"
+#include "process.h"
+
+using namespace headscope;
+using nlohmann::json;
+
+namespace {
+
+const std::string clean_text = "When John and Peter went to the house, Peter gave a book to";
+const std::string corrupted_text = "When John and Peter went to the house, John gave a book to";
+
+class CliPatch : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() { dir_ = new test::TempDir; }
+    static void TearDownTestSuite() { delete dir_; }
+
+    static test::ProcessRun run(std::vector<std::string> args) {
+        args.insert(args.begin(), {test::cli_program(), "patch"});
+        return test::run_program(args, dir_->path);
+    }
+    static json patch_json(const std::vector<std::string>& args) {
+        const test::ProcessRun r = run(args);
+        EXPECT_EQ(r.status, 0) << r.err;
+        return json::parse(r.out);
+    }
+    void expect_error(const std::vector<std::string>& args, const std::string& names) {
+        test::expect_one_line_error(run(args), "headscope-cli", names);
+    }
+    // Core's patching of the two texts with `request`, on the built-in model.
+    Patching core_patching(PatchRequest request) const {
+        request.answer = model_.tokenizer.encode(" John", false).at(0);
+        request.wrong = model_.tokenizer.encode(" Peter", false).at(0);
+        std::unique_ptr<Backend> backend = make_cpu_backend();
+        backend->load_weights(model_);
+        Patching patching;
+        const int32_t pad = model_.config.pad_id();
+        backend->patch(Batch{{model_.tokenizer.encode(clean_text)}, pad},
+                       Batch{{model_.tokenizer.encode(corrupted_text)}, pad}, {}, request, patching);
+        return patching;
+    }
+
+    static test::TempDir* dir_;
+    const Model model_ = load_model(builtin_model);
+};
+test::TempDir* CliPatch::dir_ = nullptr;
+
+// Each of `got`'s grids as core's.
+void expect_grids(const json& got, const Patching& want) {
+    for (const PatchGrid& grid : want.grids) {
+        const json& rows = got.at(to_string(grid.kind));
+        ASSERT_EQ(rows.size(), static_cast<size_t>(grid.rows)) << to_string(grid.kind);
+        for (int r = 0; r < grid.rows; ++r) {
+            ASSERT_EQ(rows[r].size(), static_cast<size_t>(grid.cols)) << to_string(grid.kind);
+            for (int c = 0; c < grid.cols; ++c)
+                EXPECT_DOUBLE_EQ(rows[r][c].get<double>(), grid.at(r, c)) << to_string(grid.kind) << r << c;
+        }
+    }
+}
+
+TEST_F(CliPatch, WritesCoresGridsOfEveryKind) {
+    const json got = patch_json({"--clean", clean_text, "--corrupted", corrupted_text, "--answer", " John", "--wrong",
+                                 " Peter", "--what", "heads,residual,mlp,pattern"});
+    PatchRequest request;
+    request.kinds = {PatchKind::heads, PatchKind::residual, PatchKind::mlp, PatchKind::pattern};
+    const Patching want = core_patching(request);
+    EXPECT_EQ(got["metric"], "logit-diff");
+    EXPECT_EQ(got["direction"], "denoise");
+    EXPECT_EQ(got["method"], "exact");
+    EXPECT_EQ(got["position"], 13);
+    EXPECT_EQ(got["answer"]["token"], " John");
+    EXPECT_EQ(got["wrong"]["id"], model_.tokenizer.encode(" Peter", false).at(0));
+    EXPECT_DOUBLE_EQ(got["clean_metric"].get<double>(), want.clean_metric);
+    EXPECT_DOUBLE_EQ(got["corrupted_metric"].get<double>(), want.corrupted_metric);
+    EXPECT_EQ(got["tokens"]["clean"].size(), 14u);
+    EXPECT_EQ(got["tokens"]["clean"][9], " Peter");
+    EXPECT_EQ(got["tokens"]["corrupted"][9], " John");
+    EXPECT_EQ(got["token_ids"]["corrupted"].get<std::vector<int32_t>>(), model_.tokenizer.encode(corrupted_text));
+    // The grids' shapes: (L, NH) for heads and patterns, (L, T) for the residual and the MLPs.
+    EXPECT_EQ(want.grids[0].cols, 4);
+    EXPECT_EQ(want.grids[1].cols, 14);
+    expect_grids(got, want);
+}
+
+TEST_F(CliPatch, NoisingTheLogProbabilityAndTheLoss) {
+    PatchRequest request;
+    request.metric = PatchMetric::logprob, request.direction = PatchDirection::noise, request.position = 9;
+    request.kinds = {PatchKind::mlp};
+    const json logprob = patch_json({"--clean", clean_text, "--corrupted", corrupted_text, "--metric", "logprob",
+                                     "--answer", " John", "--position", "9", "--direction", "noise", "--what", "mlp"});
+    EXPECT_EQ(logprob.count("heads"), 0u);
+    EXPECT_EQ(logprob.count("wrong"), 0u);
+    EXPECT_EQ(logprob["direction"], "noise");
+    const Patching want_logprob = core_patching(request);
+    EXPECT_DOUBLE_EQ(logprob["clean_metric"].get<double>(), want_logprob.clean_metric);
+    expect_grids(logprob, want_logprob);
+    request.metric = PatchMetric::loss, request.direction = PatchDirection::denoise, request.position = -1;
+    request.kinds = {PatchKind::heads};
+    const json loss =
+        patch_json({"--clean", clean_text, "--corrupted", corrupted_text, "--metric", "loss", "--what", "heads"});
+    EXPECT_EQ(loss.count("answer"), 0u);
+    EXPECT_EQ(loss.count("position"), 0u);
+    const Patching want_loss = core_patching(request);
+    EXPECT_DOUBLE_EQ(loss["corrupted_metric"].get<double>(), want_loss.corrupted_metric);
+    expect_grids(loss, want_loss);
+}
+
+TEST_F(CliPatch, RefusesABadRequestInOneLine) {
+    const std::vector<std::string> texts = {"--clean", clean_text, "--corrupted", corrupted_text};
+    const auto with = [&](std::vector<std::string> more) {
+        more.insert(more.begin(), texts.begin(), texts.end());
+        return more;
+    };
+    expect_error({"--clean", "a b", "--corrupted", "a b c", "--metric", "loss"},
+                 "both texts need the same length: the clean text has 2 tokens, the corrupted 3");
+    expect_error(with({"--answer", " Mary", "--wrong", " John"}), "--answer: ' Mary' is 2 tokens");
+    expect_error(with({"--answer", " John", "--wrong", " Peter", "--method", "attribution"}),
+                 "attribution patching is not built yet");
+    expect_error(with({"--answer", " John", "--wrong", " Peter", "--method", "guess"}), "--method: expected exact");
+    expect_error(with({"--answer", " John", "--wrong", " Peter", "--what", "heads,neurons"}),
+                 "--what: component 'neurons' is not one of");
+    expect_error(with({"--metric", "accuracy"}), "metric 'accuracy' is not one of logit-diff, logprob, loss");
+    expect_error(with({"--answer", " John"}), "--metric logit-diff needs --wrong");
+    expect_error(with({"--metric", "loss", "--answer", " John"}), "--metric loss reads no --answer");
+    expect_error(with({"--answer", " John", "--wrong", " Peter", "--position", "14"}),
+                 "position 14 is outside the texts' 14 tokens");
+    expect_error(with({"--answer", " John", "--wrong", " Peter", "--direction", "sideways"}),
+                 "direction 'sideways' is not one of denoise, noise");
+    expect_error({"--clean", "same", "--corrupted", "same", "--metric", "loss"},
+                 "the clean and the corrupted text give the same loss");
+}
+
+TEST_F(CliPatch, RefusesAnEncoder) {
+    test::write_encoder_checkpoint(dir_->path / "bert",
+                                   test::make_encoder_checkpoint(test::encoder_spec(test::Encoder::bert)));
+    expect_error(
+        {"--model", (dir_->path / "bert").string(), "--clean", "a b", "--corrupted", "a c", "--metric", "loss"},
+        "patching is computed for decoders; this model is an encoder");
+}
+
+}  // namespace
