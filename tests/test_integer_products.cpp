@@ -1,4 +1,4 @@
-// The products of a few rows over Q4_K, Q6_K and Q8_0 weights, which split
+// The products of a few rows over Q4_K, Q6_K, Q8_0 and MXFP4 weights, which split
 // each activation into two 8-bit parts and sum integer products
 // (core/src/compute/integer_products.cpp): against the double-precision
 // sum of the weights' values (the tests' own block decoder) within the
@@ -85,7 +85,8 @@ Split split(const std::vector<float>& x, int64_t group) {
 float described_product(const Weight& w, int64_t o, const std::vector<float>& x) {
     const auto n = static_cast<int64_t>(ggml_type_traits(w.type).block_elements);
     const Split p = split(x, n);
-    const int64_t sum_group = w.type == GgmlType::Q4_K ? 32 : 16;  // minima's groups, or Q6_K's scales'
+    const bool summed = w.type == GgmlType::Q4_K || w.type == GgmlType::Q6_K;  // offsets to subtract
+    const int64_t sum_group = w.type == GgmlType::Q4_K ? 32 : 16;              // minima's groups, or Q6_K's scales'
     std::array<float, 8> acc{};
     for (int64_t b = 0; b < w.in / n; ++b) {
         std::array<int32_t, 8> hi{}, lo{}, offsets{};
@@ -95,9 +96,9 @@ float described_product(const Weight& w, int64_t o, const std::vector<float>& x)
             const test::IntegerFields f = fields(w, o, i);
             hi[(e % 32) / 4] += f.scale * f.code * p.hi[i];
             lo[(e % 32) / 4] += f.scale * f.code * p.lo[i];
-            if (w.type != GgmlType::Q8_0) group_sums[e / sum_group] += 254 * p.hi[i] + p.lo[i];
+            if (summed) group_sums[e / sum_group] += 254 * p.hi[i] + p.lo[i];
         }
-        for (int64_t g = 0; g < n / sum_group && w.type != GgmlType::Q8_0; ++g) {
+        for (int64_t g = 0; g < n / sum_group && summed; ++g) {
             const test::IntegerFields f = fields(w, o, b * n + g * sum_group);
             offsets[g % 8] += (w.type == GgmlType::Q4_K ? f.minimum : f.scale) * group_sums[g];
         }
@@ -122,14 +123,21 @@ float described_product(const Weight& w, int64_t o, const std::vector<float>& x)
 
 // ---- Weights and rows ----
 
+// MXFP4's scale byte kept within 2^15 of 1, so that its factors and
+// products stay within float32's normal range (a byte's whole range of
+// 2^-127 to 2^127 does not).
 std::vector<test::Block> random_blocks(GgmlType type, size_t count, std::mt19937& rng) {
     std::vector<test::Block> blocks;
-    for (size_t i = 0; i < count; ++i) blocks.push_back(test::random_block(type, rng));
+    for (size_t i = 0; i < count; ++i) {
+        blocks.push_back(test::random_block(type, rng));
+        if (type == GgmlType::MXFP4) blocks.back()[0] = static_cast<uint8_t>(112 + rng() % 31);
+    }
     return blocks;
 }
 
 // Blocks whose integer sums are the largest the type allows: every code and
-// scale at its extreme (Q6_K's codes 0 and 63, its scales -128 and 127).
+// scale at its extreme (Q6_K's codes 0 and 63, its scales -128 and 127;
+// MXFP4's codes 6 and -6, doubled 12 and -12).
 std::vector<test::Block> extreme_blocks(GgmlType type) {
     const uint16_t one = test::exact_half(1.0), half = test::exact_half(0.5);
     switch (type) {
@@ -137,6 +145,11 @@ std::vector<test::Block> extreme_blocks(GgmlType type) {
             std::array<int8_t, 32> lowest, highest;
             lowest.fill(-128), highest.fill(127);
             return {test::q8_0_block(one, lowest), test::q8_0_block(half, highest)};
+        }
+        case GgmlType::MXFP4: {
+            test::Block highest(17, 0x77), lowest(17, 0xff);
+            highest[0] = 127, lowest[0] = 130;
+            return {highest, lowest};
         }
         case GgmlType::Q4_K: {
             std::array<uint8_t, 8> sixes, zeros{};
@@ -215,7 +228,7 @@ void check_against_double(const Weight& w, const std::vector<std::vector<float>>
         }
 }
 
-const GgmlType integer_types[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0};
+const GgmlType integer_types[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::MXFP4};
 
 TEST(IntegerProducts, RandomBlocksMatchTheDoubleSum) {
     std::mt19937 rng(11);
@@ -255,6 +268,7 @@ TEST(IntegerProducts, EqualTheDescribedComputationBitForBit) {
         std::vector<test::Block> blocks = random_blocks(type, out * in / ggml_type_traits(type).block_elements, rng);
         const std::vector<test::Block> extremes = extreme_blocks(type);
         std::copy(extremes.begin(), extremes.end(), blocks.end() - static_cast<int64_t>(extremes.size()));
+        if (type == GgmlType::MXFP4) blocks[0][0] = 0, blocks[1][0] = 1;  // subnormal scales, the same bits too
         const Weight w = make_weight(type, in, blocks);
         for (int rows : {1, 2, 5, 8}) {
             std::vector<std::vector<float>> x = extreme_rows(in, rng);

@@ -1,10 +1,10 @@
 // The products of a few rows (a generated token, a keystroke) over Q4_K,
-// Q6_K and Q8_0 weights in integers, as llama.cpp computes them but with
-// activations 256 times finer than its 8-bit ones.
+// Q6_K, Q8_0 and MXFP4 weights in integers, as llama.cpp computes them but
+// with activations 256 times finer than its 8-bit ones.
 //
 // Each row x is split once a call, in groups of the weight's block (256
-// values, or 32 for Q8_0): s = max |x| / 127, hi = round(x / s) and
-// lo = round((x - s hi) 254 / s), both in [-127, 127], so that
+// values, or 32 for Q8_0 and MXFP4): s = max |x| / 127, hi = round(x / s)
+// and lo = round((x - s hi) 254 / s), both in [-127, 127], so that
 // x = s hi + (s / 254) lo within s / 508, about 1.6e-5 of the group's
 // largest value. (A group whose s is below float32's normal range counts as
 // zeros; one holding Inf or NaN gives NaN.)
@@ -16,10 +16,12 @@
 // the block's float factors (Q4_K: T = 254 H + L times d s / 254, minus
 // the minima's sums times dmin s / 254; Q6_K: H times d s, plus L times
 // d s / 254, minus 32 times its offsets' sums times d s / 254; Q8_0:
-// T times d s / 254), and the output is the 8 lanes summed from the first.
+// T times d s / 254; MXFP4, whose codes are its FP4 values doubled: T
+// times its scale halved, 2^(e - 128), times s / 254), and the output is
+// the 8 lanes summed from the first.
 // The integer sums are exact on every instruction set and the float
 // operations the same ones, so that AVX-512 (VNNI), AVX2 and plain x86-64
-// builds give the same bits. Each row's blocks eight ahead are prefetched:
+// builds give the same bits. Each row's blocks ahead are prefetched:
 // the products wait on memory less (a token over a Q4_K_M file 74 -> 65 ms). (This file is compiled without contracting
 // a product and a sum into one FMA, which plain x86-64 lacks.)
 #include "integer_products.h"
@@ -259,15 +261,38 @@ void q6_k_row(const RowParts& x, const uint8_t* b, int64_t blocks, Floats (&acc)
     }
 }
 
-// Q8_0: one block of 32 signed codes a register; lane sums at most
-// 4 * 128 * 127, T = 254 H + L.
-template <int R>
-void q8_0_row(const RowParts& x, const uint8_t* b, int64_t blocks, Floats (&acc)[R]) {
-    for (int64_t i = 0; i < blocks; ++i, b += 34) {
-        __builtin_prefetch(b + 16 * 34);
+float q8_0_codes(const uint8_t* b, SignedBytes& codes) {
+    load(codes, b + 2);
+    return ggml_lanes::half_at(b);
+}
+
+// MXFP4's 32 codes as their doubled FP4 values (-12 to 12), in value order:
+// a byte shuffle of the codebook where the build has AVX2.
+float mxfp4_codes(const uint8_t* b, SignedBytes& codes) {
+#if defined(__AVX2__)
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 1)), low = _mm_set1_epi8(15);
+    const __m256i nibbles = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(packed, 4), low), _mm_and_si128(packed, low));
+    const __m256i codebook = _mm256_broadcastsi128_si256(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(ggml_lanes::mxfp4_doubled_values)));
+    codes = reinterpret_cast<SignedBytes>(_mm256_shuffle_epi8(codebook, nibbles));
+#else
+    for (int j = 0; j < 16; ++j) {
+        codes[j] = ggml_lanes::mxfp4_doubled_values[b[1 + j] & 15];
+        codes[j + 16] = ggml_lanes::mxfp4_doubled_values[b[1 + j] >> 4];
+    }
+#endif
+    return ggml_lanes::mxfp4_halved_scale(b[0]);
+}
+
+// Blocks of 32 signed codes, one register each (Q8_0's, MXFP4's looked up):
+// lane sums at most 4 * 128 * 127, T = 254 H + L. decode(block, codes)
+// gives the block's codes and returns its factor d.
+template <int R, int64_t block_bytes, float (*decode)(const uint8_t*, SignedBytes&)>
+void signed_codes_row(const RowParts& x, const uint8_t* b, int64_t blocks, Floats (&acc)[R]) {
+    for (int64_t i = 0; i < blocks; ++i, b += block_bytes) {
+        __builtin_prefetch(b + 16 * block_bytes);
         SignedBytes codes;
-        load(codes, b + 2);
-        const float d = ggml_lanes::half_at(b);
+        const float d = decode(b, codes);
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
             Ints hi = {}, lo = {};
@@ -289,7 +314,8 @@ void rows_product(const RowParts& x, const Matrix& w, float* out, int64_t ldo, b
         switch (w.dtype) {
             case DType::Q4_K: q4_k_row(x, row, blocks, acc); break;
             case DType::Q6_K: q6_k_row(x, row, blocks, acc); break;
-            default: q8_0_row(x, row, blocks, acc); break;
+            case DType::Q8_0: signed_codes_row<R, 34, q8_0_codes>(x, row, blocks, acc); break;
+            default: signed_codes_row<R, 17, mxfp4_codes>(x, row, blocks, acc); break;
         }
         for (int r = 0; r < R; ++r) {
             float sum = 0;
@@ -302,7 +328,9 @@ void rows_product(const RowParts& x, const Matrix& w, float* out, int64_t ldo, b
 
 }  // namespace
 
-bool has_integer_products(DType dtype) { return dtype == DType::Q4_K || dtype == DType::Q6_K || dtype == DType::Q8_0; }
+bool has_integer_products(DType dtype) {
+    return dtype == DType::Q4_K || dtype == DType::Q6_K || dtype == DType::Q8_0 || dtype == DType::MXFP4;
+}
 
 void integer_rows_product(const float* x, int rows, const Matrix& w, float* out, int64_t ldo, bool accumulate,
                           int64_t first, int64_t last) {
