@@ -71,7 +71,7 @@ Lanes lanes_of(Bytes bytes) {
 // int8 (ggml's kvalues_mxfp4), and the block's scale 2^(e - 127) halved to
 // undo the doubling; e = 0 and 1 give float32 subnormals.
 inline constexpr int8_t mxfp4_doubled_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-inline float mxfp4_halved_scale(uint8_t e) {
+constexpr float mxfp4_halved_scale(uint8_t e) {
     return std::bit_cast<float>(e < 2 ? 0x00200000u << e : (static_cast<uint32_t>(e) - 1) << 23);
 }
 

@@ -18,7 +18,9 @@
 // d s / 254, minus 32 times its offsets' sums times d s / 254; Q8_0:
 // T times d s / 254; MXFP4, whose codes are its FP4 values doubled: T
 // times its scale halved, 2^(e - 128), times s / 254), and the output is
-// the 8 lanes summed from the first.
+// the 8 lanes summed from the first. (MXFP4's blocks go in pairs, 16 lanes:
+// the first block's lanes 0-7, the second's 8-15, a last odd block's 0-7;
+// the output the 16 summed from the first.)
 // The integer sums are exact on every instruction set and the float
 // operations the same ones, so that AVX-512 (VNNI), AVX2 and plain x86-64
 // builds give the same bits. Each row's blocks ahead are prefetched:
@@ -27,6 +29,7 @@
 #include "integer_products.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -48,6 +51,8 @@ using SignedBytes = int8_t __attribute__((vector_size(32)));
 using Words = int16_t __attribute__((vector_size(32)));
 using Ints = int32_t __attribute__((vector_size(32)));  // 8 lanes of a block's sums
 using Floats = float __attribute__((vector_size(32)));
+using Ints16 = int32_t __attribute__((vector_size(64)));  // a pair of MXFP4 blocks' sums, 8 lanes each
+using Floats16 = float __attribute__((vector_size(64)));
 using ScaleBytes = uint8_t __attribute__((vector_size(16)));  // a block's 16 scales (Q4_K: and minima)
 using SignedScaleBytes = int8_t __attribute__((vector_size(16)));
 
@@ -261,14 +266,28 @@ void q6_k_row(const RowParts& x, const uint8_t* b, int64_t blocks, Floats (&acc)
     }
 }
 
-float q8_0_codes(const uint8_t* b, SignedBytes& codes) {
-    load(codes, b + 2);
-    return ggml_lanes::half_at(b);
+// Q8_0: one block of 32 signed codes a register; lane sums at most
+// 4 * 128 * 127, T = 254 H + L.
+template <int R>
+void q8_0_row(const RowParts& x, const uint8_t* b, int64_t blocks, Floats (&acc)[R]) {
+    for (int64_t i = 0; i < blocks; ++i, b += 34) {
+        __builtin_prefetch(b + 16 * 34);
+        SignedBytes codes;
+        load(codes, b + 2);
+        const float d = ggml_lanes::half_at(b);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+            Ints hi = {}, lo = {};
+            signed_dot(hi, codes, x.hi_at(r, 32 * i));
+            signed_dot(lo, codes, x.lo_at(r, 32 * i));
+            add_scaled(acc[r], 254 * hi + lo, d * x.fine_of(r, i));
+        }
+    }
 }
 
 // MXFP4's 32 codes as their doubled FP4 values (-12 to 12), in value order:
 // a byte shuffle of the codebook where the build has AVX2.
-float mxfp4_codes(const uint8_t* b, SignedBytes& codes) {
+void mxfp4_codes(SignedBytes& codes, const uint8_t* b) {
 #if defined(__AVX2__)
     const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 1)), low = _mm_set1_epi8(15);
     const __m256i nibbles = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(packed, 4), low), _mm_and_si128(packed, low));
@@ -281,25 +300,95 @@ float mxfp4_codes(const uint8_t* b, SignedBytes& codes) {
         codes[j + 16] = ggml_lanes::mxfp4_doubled_values[b[1 + j] >> 4];
     }
 #endif
-    return ggml_lanes::mxfp4_halved_scale(b[0]);
 }
 
-// Blocks of 32 signed codes, one register each (Q8_0's, MXFP4's looked up):
-// lane sums at most 4 * 128 * 127, T = 254 H + L. decode(block, codes)
-// gives the block's codes and returns its factor d.
-template <int R, int64_t block_bytes, float (*decode)(const uint8_t*, SignedBytes&)>
-void signed_codes_row(const RowParts& x, const uint8_t* b, int64_t blocks, Floats (&acc)[R]) {
-    for (int64_t i = 0; i < blocks; ++i, b += block_bytes) {
-        __builtin_prefetch(b + 16 * block_bytes);
-        SignedBytes codes;
-        const float d = decode(b, codes);
+// The halved scales by E8M0 byte: one load, where the conversion takes several.
+constexpr std::array<float, 256> mxfp4_scales = [] {
+    std::array<float, 256> scales{};
+    for (int e = 0; e < 256; ++e)
+        scales[static_cast<size_t>(e)] = ggml_lanes::mxfp4_halved_scale(static_cast<uint8_t>(e));
+    return scales;
+}();
+
+// Two MXFP4 blocks' codes and the sums of their products with 64 values of
+// x (one of the rows' hi or lo parts), the first block's in lanes 0-7.
+// With AVX-512 (VNNI), both blocks a register: |code| times x with the
+// code's sign; else each block's register as signed_dot does it.
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+struct PairCodes {
+    __m512i magnitudes;
+    __mmask64 negative;
+};
+
+void pair_codes(PairCodes& c, const uint8_t* b) {
+    // Each block's 16 bytes twice, the second copy's high nibbles shifted
+    // down. (The masked forms: GCC 12 warns, wrongly, of the plain ones'
+    // undefined source.)
+    const auto bytes_at = [](const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); };
+    const __m512i twice =
+        _mm512_mask_broadcast_i32x4(_mm512_maskz_broadcast_i32x4(0x00ff, bytes_at(b + 1)), 0xff00, bytes_at(b + 18));
+    const __m512i nibbles = _mm512_and_si512(_mm512_mask_srli_epi16(twice, 0xff00ff00, twice, 4), _mm512_set1_epi8(15));
+    const __m512i codebook = _mm512_maskz_broadcast_i32x4(
+        0xffff, bytes_at(reinterpret_cast<const uint8_t*>(ggml_lanes::mxfp4_doubled_values)));
+    const __m512i codes = _mm512_shuffle_epi8(codebook, nibbles);
+    c = {_mm512_abs_epi8(codes), _mm512_movepi8_mask(codes)};
+}
+
+void pair_dot(Ints16& sums, const PairCodes& c, const int8_t* x) {
+    const __m512i v = _mm512_loadu_si512(x);
+    const __m512i signed_x = _mm512_mask_sub_epi8(v, c.negative, _mm512_setzero_si512(), v);
+    sums = reinterpret_cast<Ints16>(_mm512_dpbusd_epi32(reinterpret_cast<__m512i>(sums), c.magnitudes, signed_x));
+}
+#else
+struct PairCodes {
+    SignedBytes codes[2];
+};
+
+void pair_codes(PairCodes& c, const uint8_t* b) {
+    mxfp4_codes(c.codes[0], b);
+    mxfp4_codes(c.codes[1], b + 17);
+}
+
+void pair_dot(Ints16& sums, const PairCodes& c, const int8_t* x) {
+    Ints first = __builtin_shufflevector(sums, sums, 0, 1, 2, 3, 4, 5, 6, 7);
+    Ints second = __builtin_shufflevector(sums, sums, 8, 9, 10, 11, 12, 13, 14, 15);
+    signed_dot(first, c.codes[0], x);
+    signed_dot(second, c.codes[1], x + 32);
+    sums = __builtin_shufflevector(first, second, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+}
+#endif
+
+// MXFP4, its blocks in pairs, the first's lanes 0-7 and the second's 8-15
+// (a last odd block's 0-7): codes -12 to 12, lane sums at most
+// 4 * 12 * 127, T = 254 H + L.
+template <int R>
+void mxfp4_row(const RowParts& x, const uint8_t* b, int64_t blocks, Floats16 (&acc)[R]) {
+    int64_t i = 0;
+    for (; i + 1 < blocks; i += 2, b += 34) {
+        __builtin_prefetch(b + 16 * 34);
+        PairCodes codes;
+        pair_codes(codes, b);
+        const float first = mxfp4_scales[b[0]], second = mxfp4_scales[b[17]];
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
-            Ints hi = {}, lo = {};
-            signed_dot(hi, codes, x.hi_at(r, 32 * i));
-            signed_dot(lo, codes, x.lo_at(r, 32 * i));
-            add_scaled(acc[r], 254 * hi + lo, d * x.fine_of(r, i));
+            Ints16 hi = {}, lo = {};
+            pair_dot(hi, codes, x.hi_at(r, 32 * i));
+            pair_dot(lo, codes, x.lo_at(r, 32 * i));
+            const float f = first * x.fine_of(r, i), g = second * x.fine_of(r, i + 1);
+            const Floats16 factors = {f, f, f, f, f, f, f, f, g, g, g, g, g, g, g, g};
+            acc[r] = acc[r] + __builtin_convertvector(254 * hi + lo, Floats16) * factors;
         }
+    }
+    if (i == blocks) return;
+    SignedBytes codes;
+    mxfp4_codes(codes, b);
+    for (int r = 0; r < R; ++r) {
+        Ints hi = {}, lo = {};
+        signed_dot(hi, codes, x.hi_at(r, 32 * i));
+        signed_dot(lo, codes, x.lo_at(r, 32 * i));
+        const Ints sums = 254 * hi + lo;
+        const float f = mxfp4_scales[b[0]] * x.fine_of(r, i);
+        for (int l = 0; l < 8; ++l) acc[r][l] = acc[r][l] + static_cast<float>(sums[l]) * f;
     }
 }
 
@@ -310,19 +399,27 @@ void rows_product(const RowParts& x, const Matrix& w, float* out, int64_t ldo, b
     const size_t row_bytes = dtype_row_bytes(w.dtype, w.in);  // whole blocks
     for (int64_t o = first; o < last; ++o) {
         const auto* row = reinterpret_cast<const uint8_t*>(w.data) + o * row_bytes;
+        const auto finish = [&](const auto& acc) {  // each row's lanes summed from the first
+            for (int r = 0; r < R; ++r) {
+                float sum = 0;
+                for (size_t l = 0; l < sizeof acc[r] / sizeof(float); ++l) sum += acc[r][l];
+                float& y = out[r * ldo + o];
+                y = accumulate ? y + sum : sum;
+            }
+        };
+        if (w.dtype == DType::MXFP4) {
+            Floats16 acc[R] = {};
+            mxfp4_row(x, row, blocks, acc);
+            finish(acc);
+            continue;
+        }
         Floats acc[R] = {};
         switch (w.dtype) {
             case DType::Q4_K: q4_k_row(x, row, blocks, acc); break;
             case DType::Q6_K: q6_k_row(x, row, blocks, acc); break;
-            case DType::Q8_0: signed_codes_row<R, 34, q8_0_codes>(x, row, blocks, acc); break;
-            default: signed_codes_row<R, 17, mxfp4_codes>(x, row, blocks, acc); break;
+            default: q8_0_row(x, row, blocks, acc); break;
         }
-        for (int r = 0; r < R; ++r) {
-            float sum = 0;
-            for (int l = 0; l < 8; ++l) sum += acc[r][l];
-            float& y = out[r * ldo + o];
-            y = accumulate ? y + sum : sum;
-        }
+        finish(acc);
     }
 }
 
