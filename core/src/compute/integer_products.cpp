@@ -110,7 +110,7 @@ inline void add_scaled(Floats& acc, const Ints& sums, float factor) {
 struct SplitRows {
     AlignedVector<int8_t> hi, lo;      // rows x in
     AlignedVector<float> scale, fine;  // rows x groups: s and s / 254
-    AlignedVector<int32_t> sums;       // rows x in / sum_group: 254 hi + lo summed
+    AlignedVector<int32_t> sums;       // rows x in / sum_group: 254 hi + lo summed (MXFP4: times -12)
 };
 
 // Rows r0 on of a SplitRows, as the kernels read them, block by block.
@@ -156,8 +156,9 @@ void split_group(const float* x, size_t n, int8_t* hi, int8_t* lo, float& scale,
 }
 
 // Rows of x split by `group`, with sums of 254 hi + lo every `sum_group`
-// values (none where it is 0).
-const SplitRows& split_rows(const float* x, int rows, int64_t in, int64_t group, int64_t sum_group) {
+// values (none where it is 0), each times `sum_factor`.
+const SplitRows& split_rows(const float* x, int rows, int64_t in, int64_t group, int64_t sum_group,
+                            int32_t sum_factor) {
     thread_local SplitRows split;
     const auto values = static_cast<size_t>(rows * in), groups = static_cast<size_t>(rows * in / group);
     split.hi.resize(values), split.lo.resize(values);
@@ -172,7 +173,7 @@ const SplitRows& split_rows(const float* x, int rows, int64_t in, int64_t group,
         const auto at = static_cast<size_t>(static_cast<int64_t>(k) * sum_group);
         int32_t sum = 0;
         for (size_t j = at; j < at + static_cast<size_t>(sum_group); ++j) sum += 254 * split.hi[j] + split.lo[j];
-        split.sums[k] = sum;
+        split.sums[k] = sum_factor * sum;
     }
     return split;
 }
@@ -310,17 +311,21 @@ constexpr std::array<float, 256> mxfp4_scales = [] {
     return scales;
 }();
 
-// Two MXFP4 blocks' codes and the sums of their products with 64 values of
-// x (one of the rows' hi or lo parts), the first block's in lanes 0-7.
-// With AVX-512 (VNNI), both blocks a register: |code| times x with the
-// code's sign; else each block's register as signed_dot does it.
+// Two MXFP4 blocks' codes, and T = 254 H + L of one row against them, the
+// first block's 8 lanes then the second's. With AVX-512 (VNNI), both blocks
+// a register, each code plus 12 (0 to 24, unsigned) times x, less 12 times
+// the lane's sum of 254 hi + lo (the split's sums of 4, times -12); else
+// each block's register as signed_dot does it.
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__)
-struct PairCodes {
-    __m512i magnitudes;
-    __mmask64 negative;
-};
+using PairCodes = __m512i;
 
-void pair_codes(PairCodes& c, const uint8_t* b) {
+constexpr std::array<uint8_t, 16> offset_codebook = [] {
+    std::array<uint8_t, 16> codes{};
+    for (size_t j = 0; j < 16; ++j) codes[j] = static_cast<uint8_t>(ggml_lanes::mxfp4_doubled_values[j] + 12);
+    return codes;
+}();
+
+void pair_codes(PairCodes& codes, const uint8_t* b) {
     // Each block's 16 bytes twice, the second copy's high nibbles shifted
     // down. (The masked forms: GCC 12 warns, wrongly, of the plain ones'
     // undefined source.)
@@ -328,16 +333,17 @@ void pair_codes(PairCodes& c, const uint8_t* b) {
     const __m512i twice =
         _mm512_mask_broadcast_i32x4(_mm512_maskz_broadcast_i32x4(0x00ff, bytes_at(b + 1)), 0xff00, bytes_at(b + 18));
     const __m512i nibbles = _mm512_and_si512(_mm512_mask_srli_epi16(twice, 0xff00ff00, twice, 4), _mm512_set1_epi8(15));
-    const __m512i codebook = _mm512_maskz_broadcast_i32x4(
-        0xffff, bytes_at(reinterpret_cast<const uint8_t*>(ggml_lanes::mxfp4_doubled_values)));
-    const __m512i codes = _mm512_shuffle_epi8(codebook, nibbles);
-    c = {_mm512_abs_epi8(codes), _mm512_movepi8_mask(codes)};
+    codes = _mm512_shuffle_epi8(_mm512_maskz_broadcast_i32x4(0xffff, bytes_at(offset_codebook.data())), nibbles);
 }
 
-void pair_dot(Ints16& sums, const PairCodes& c, const int8_t* x) {
-    const __m512i v = _mm512_loadu_si512(x);
-    const __m512i signed_x = _mm512_mask_sub_epi8(v, c.negative, _mm512_setzero_si512(), v);
-    sums = reinterpret_cast<Ints16>(_mm512_dpbusd_epi32(reinterpret_cast<__m512i>(sums), c.magnitudes, signed_x));
+void pair_sums(Ints16& t, const PairCodes& codes, const RowParts& x, int r, int64_t i) {
+    Ints16 offsets;
+    load(offsets, x.block_sums_at(r, i));
+    const auto dot = [&](Ints16 sums, const int8_t* part) {
+        return reinterpret_cast<Ints16>(
+            _mm512_dpbusd_epi32(reinterpret_cast<__m512i>(sums), codes, _mm512_loadu_si512(part)));
+    };
+    t = 254 * dot(Ints16{}, x.hi_at(r, 32 * i)) + dot(offsets, x.lo_at(r, 32 * i));
 }
 #else
 struct PairCodes {
@@ -349,18 +355,21 @@ void pair_codes(PairCodes& c, const uint8_t* b) {
     mxfp4_codes(c.codes[1], b + 17);
 }
 
-void pair_dot(Ints16& sums, const PairCodes& c, const int8_t* x) {
-    Ints first = __builtin_shufflevector(sums, sums, 0, 1, 2, 3, 4, 5, 6, 7);
-    Ints second = __builtin_shufflevector(sums, sums, 8, 9, 10, 11, 12, 13, 14, 15);
-    signed_dot(first, c.codes[0], x);
-    signed_dot(second, c.codes[1], x + 32);
-    sums = __builtin_shufflevector(first, second, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+void pair_sums(Ints16& t, const PairCodes& c, const RowParts& x, int r, int64_t i) {
+    Ints block_t[2];
+    for (int k = 0; k < 2; ++k) {
+        Ints hi = {}, lo = {};
+        signed_dot(hi, c.codes[k], x.hi_at(r, 32 * (i + k)));
+        signed_dot(lo, c.codes[k], x.lo_at(r, 32 * (i + k)));
+        block_t[k] = 254 * hi + lo;
+    }
+    t = __builtin_shufflevector(block_t[0], block_t[1], 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
 }
 #endif
 
 // MXFP4, its blocks in pairs, the first's lanes 0-7 and the second's 8-15
 // (a last odd block's 0-7): codes -12 to 12, lane sums at most
-// 4 * 12 * 127, T = 254 H + L.
+// 4 * 12 * 127 (plus 12 * 4 * 127 offset), T = 254 H + L.
 template <int R>
 void mxfp4_row(const RowParts& x, const uint8_t* b, int64_t blocks, Floats16 (&acc)[R]) {
     int64_t i = 0;
@@ -371,12 +380,11 @@ void mxfp4_row(const RowParts& x, const uint8_t* b, int64_t blocks, Floats16 (&a
         const float first = mxfp4_scales[b[0]], second = mxfp4_scales[b[17]];
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
-            Ints16 hi = {}, lo = {};
-            pair_dot(hi, codes, x.hi_at(r, 32 * i));
-            pair_dot(lo, codes, x.lo_at(r, 32 * i));
+            Ints16 t;
+            pair_sums(t, codes, x, r, i);
             const float f = first * x.fine_of(r, i), g = second * x.fine_of(r, i + 1);
             const Floats16 factors = {f, f, f, f, f, f, f, f, g, g, g, g, g, g, g, g};
-            acc[r] = acc[r] + __builtin_convertvector(254 * hi + lo, Floats16) * factors;
+            acc[r] = acc[r] + __builtin_convertvector(t, Floats16) * factors;
         }
     }
     if (i == blocks) return;
@@ -386,9 +394,9 @@ void mxfp4_row(const RowParts& x, const uint8_t* b, int64_t blocks, Floats16 (&a
         Ints hi = {}, lo = {};
         signed_dot(hi, codes, x.hi_at(r, 32 * i));
         signed_dot(lo, codes, x.lo_at(r, 32 * i));
-        const Ints sums = 254 * hi + lo;
+        const Ints t = 254 * hi + lo;
         const float f = mxfp4_scales[b[0]] * x.fine_of(r, i);
-        for (int l = 0; l < 8; ++l) acc[r][l] = acc[r][l] + static_cast<float>(sums[l]) * f;
+        for (int l = 0; l < 8; ++l) acc[r][l] = acc[r][l] + static_cast<float>(t[l]) * f;
     }
 }
 
@@ -432,8 +440,11 @@ bool has_integer_products(DType dtype) {
 void integer_rows_product(const float* x, int rows, const Matrix& w, float* out, int64_t ldo, bool accumulate,
                           int64_t first, int64_t last) {
     const int64_t group = dtype_block_values(w.dtype);
-    const int64_t sum_group = w.dtype == DType::Q4_K ? 32 : w.dtype == DType::Q6_K ? 16 : 0;
-    const SplitRows& split = split_rows(x, rows, w.in, group, sum_group);
+    const int64_t sum_group = w.dtype == DType::Q4_K    ? 32
+                              : w.dtype == DType::Q6_K  ? 16
+                              : w.dtype == DType::MXFP4 ? 4
+                                                        : 0;
+    const SplitRows& split = split_rows(x, rows, w.in, group, sum_group, w.dtype == DType::MXFP4 ? -12 : 1);
     for_row_groups(rows, [&](auto shared, int r0) {
         const RowParts parts{split, r0, w.in, w.in / group, sum_group ? group / sum_group : 0};
         rows_product<shared>(parts, w, out + r0 * ldo, ldo, accumulate, first, last);
