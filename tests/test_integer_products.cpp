@@ -50,12 +50,12 @@ test::IntegerFields fields(const Weight& w, int64_t o, int64_t i) {
 // ---- The computation integer_products.cpp describes, one value at a time ----
 
 struct Split {
-    std::vector<int> hi, lo;
-    std::vector<float> scale, fine;  // by group
+    std::vector<int> hi, lo, rest;   // rest: MXFP4's third part
+    std::vector<float> scale, fine;  // by group: s and T's unit
 };
 
-Split split(const std::vector<float>& x, int64_t group) {
-    Split p{std::vector<int>(x.size()), std::vector<int>(x.size()), {}, {}};
+Split split(const std::vector<float>& x, int64_t group, bool three_parts) {
+    Split p{std::vector<int>(x.size()), std::vector<int>(x.size()), std::vector<int>(x.size()), {}, {}};
     for (size_t g = 0; g < x.size() / static_cast<size_t>(group); ++g) {
         const auto first = x.begin() + static_cast<int64_t>(g) * group;
         float largest = 0;
@@ -69,12 +69,16 @@ Split split(const std::vector<float>& x, int64_t group) {
             p.scale.push_back(finite ? 0.f : NAN), p.fine.push_back(finite ? 0.f : NAN);
             continue;
         }
-        p.scale.push_back(s), p.fine.push_back(s / 254);
+        p.scale.push_back(s), p.fine.push_back(three_parts ? s / 64516 : s / 254);
         for (int64_t j = 0; j < group; ++j) {
             const size_t at = static_cast<size_t>(g * group + j);
             const float h = std::clamp(std::nearbyint(x[at] / s), -127.f, 127.f);
-            p.hi[at] = static_cast<int>(h);
-            p.lo[at] = static_cast<int>(std::clamp(std::nearbyint((x[at] - s * h) * 254 / s), -127.f, 127.f));
+            const float l = std::clamp(std::nearbyint((x[at] - s * h) * 254 / s), -127.f, 127.f);
+            const double left =
+                static_cast<double>(x[at]) - static_cast<double>(s) * h - static_cast<double>(s) * l / 254;
+            p.hi[at] = static_cast<int>(h), p.lo[at] = static_cast<int>(l);
+            p.rest[at] =
+                static_cast<int>(std::clamp(std::nearbyint(static_cast<float>(left * 64516 / s)), -127.f, 127.f));
         }
     }
     return p;
@@ -85,19 +89,21 @@ Split split(const std::vector<float>& x, int64_t group) {
 // into 8 lanes (MXFP4: 16, its odd blocks' lanes 8-15).
 float described_product(const Weight& w, int64_t o, const std::vector<float>& x) {
     const auto n = static_cast<int64_t>(ggml_type_traits(w.type).block_elements);
-    const Split p = split(x, n);
+    const bool three_parts = w.type == GgmlType::MXFP4;
+    const Split p = split(x, n, three_parts);
     const bool summed = w.type == GgmlType::Q4_K || w.type == GgmlType::Q6_K;  // offsets to subtract
     const int64_t sum_group = w.type == GgmlType::Q4_K ? 32 : 16;              // minima's groups, or Q6_K's scales'
     std::array<float, 16> acc{};
     for (int64_t b = 0; b < w.in / n; ++b) {
         float* lanes = acc.data() + (w.type == GgmlType::MXFP4 && b % 2 ? 8 : 0);
-        std::array<int32_t, 8> hi{}, lo{}, offsets{};
+        std::array<int32_t, 8> hi{}, lo{}, rest{}, offsets{};
         std::vector<int32_t> group_sums(static_cast<size_t>(n / sum_group));
         for (int64_t e = 0; e < n; ++e) {
             const int64_t i = b * n + e;
             const test::IntegerFields f = fields(w, o, i);
             hi[(e % 32) / 4] += f.scale * f.code * p.hi[i];
             lo[(e % 32) / 4] += f.scale * f.code * p.lo[i];
+            rest[(e % 32) / 4] += f.scale * f.code * p.rest[i];
             if (summed) group_sums[e / sum_group] += 254 * p.hi[i] + p.lo[i];
         }
         for (int64_t g = 0; g < n / sum_group && summed; ++g) {
@@ -113,6 +119,8 @@ float described_product(const Weight& w, int64_t o, const std::vector<float>& x)
                 lane = lane + static_cast<float>(hi[l]) * (d * s);
                 lane = lane + static_cast<float>(lo[l]) * (d * fine);
                 lane = lane + static_cast<float>(offsets[l]) * (-32 * (d * fine));
+            } else if (three_parts) {
+                lane = lane + static_cast<float>(64516 * hi[l] + 254 * lo[l] + rest[l]) * (d * fine);
             } else {
                 lane = lane + static_cast<float>(254 * hi[l] + lo[l]) * (d * fine);
                 if (w.type == GgmlType::Q4_K) lane = lane + static_cast<float>(offsets[l]) * -(dmin * fine);
@@ -204,9 +212,11 @@ std::vector<float> products(const Weight& w, const std::vector<std::vector<float
 
 // Each output against the double sum of the blocks' values times x: x is
 // split within s / 508 of its group (s = its largest / 127; s / 500 covers
-// the rounding of x - s hi), and the float steps round each term that they
-// add (d s times a code's part, and dmin s times a minimum's, each as large
-// as the other) once for every step, at most 3 a block and 8 at the end.
+// the rounding of x - s hi; MXFP4's three parts within s / 129032, which
+// s / 254 / 500 covers), and the float steps round each term that they add
+// (d s times a code's part, and dmin s times a minimum's, each as large as
+// the other) once for every step, at most 3 a block (MXFP4: 4, its T
+// rounded to float32 too) and 8 at the end.
 void check_against_double(const Weight& w, const std::vector<std::vector<float>>& rows) {
     const std::vector<float> got = products(w, rows);
     const auto n = static_cast<int64_t>(ggml_type_traits(w.type).block_elements);
@@ -215,17 +225,19 @@ void check_against_double(const Weight& w, const std::vector<std::vector<float>>
             const std::vector<float>& x = rows[r];
             std::vector<double> largest(static_cast<size_t>(w.in / n));  // by group
             for (int64_t i = 0; i < w.in; ++i) largest[i / n] = std::max<double>(largest[i / n], std::abs(x[i]));
+            const bool three_parts = w.type == GgmlType::MXFP4;
             double sum = 0, split_bound = 0, terms = 0;
             for (int64_t i = 0; i < w.in; ++i) {
                 const test::IntegerFields f = fields(w, o, i);
                 const double value = f.d * f.scale * (f.code - f.offset) - f.dmin * f.minimum;
                 sum += value * x[i];
-                split_bound += std::abs(value) * largest[i / n] / 127 / 500;
+                split_bound += std::abs(value) * largest[i / n] / 127 / 500 / (three_parts ? 254 : 1);
                 terms += (std::abs(f.d * f.scale * f.code) + std::abs(f.d * f.scale * f.offset) +
                           std::abs(f.dmin * f.minimum)) *
                          std::abs(x[i]);
             }
-            const double tolerance = split_bound + (3 * w.in / n + 8 + 4) * std::ldexp(1.0, -24) * terms * 1.01;
+            const double steps = (three_parts ? 4 : 3) * w.in / n + 8 + 4;
+            const double tolerance = split_bound + steps * std::ldexp(1.0, -24) * terms * 1.01;
             const float y = got[r * static_cast<size_t>(w.out) + static_cast<size_t>(o)];
             ASSERT_LE(std::abs(y - sum), tolerance) << "row " << r << " output " << o << ": " << y << " vs " << sum;
         }

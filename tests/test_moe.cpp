@@ -40,23 +40,14 @@ AttentionResult run(const Model& model, const std::vector<std::vector<int32_t>>&
     return result;
 }
 
-// Every route of `result` equals the reference's: the same experts in the
-// same order, weights within `tolerance`.
-void expect_routes(const AttentionResult& result, const FamilyReference& ref, const std::string& what,
-                   double tolerance = 1e-5) {
+// Every route of `result` equals the reference's: the same experts in the same order, weights within 1e-5.
+void expect_routes(const AttentionResult& result, const FamilyReference& ref, const std::string& what) {
     ASSERT_EQ(result.router_experts.size(), ref.router_experts.size()) << what;
     for (size_t i = 0; i < ref.router_experts.size(); ++i) {
         EXPECT_EQ(result.router_experts[i], ref.router_experts[i]) << what << " at " << i;
-        EXPECT_NEAR(result.router_weights[i], ref.router_weights[i], tolerance) << what << " at " << i;
+        EXPECT_NEAR(result.router_weights[i], ref.router_weights[i], 1e-5) << what << " at " << i;
     }
 }
-
-// A family's routing weights within 1e-5 of the reference's; gpt-oss's
-// within 5e-5: the products of its MXFP4 experts split each activation into
-// two 8-bit parts (within 1.6e-5 of its group's largest value,
-// integer_products.cpp), which moves a later layer's routing weights by up
-// to 4.3e-5 here (the same bits on every instruction set).
-double route_tolerance(const std::string& family) { return family == "gpt_oss" ? 5e-5 : 1e-5; }
 
 class Experts : public ::testing::TestWithParam<std::string> {
 protected:
@@ -70,7 +61,7 @@ TEST_P(Experts, RoutesMatchTheReference) {
     opt.top_k = 1;  // every layer run
     const AttentionResult result = run(f.model, texts, opt);
     EXPECT_EQ(result.router_k, f.checkpoint.spec.experts_per_token);
-    expect_routes(result, family_reference(f.checkpoint, texts, opt), "routes", route_tolerance(GetParam()));
+    expect_routes(result, family_reference(f.checkpoint, texts, opt), "routes");
     for (int l = 0; l < result.router_layers; ++l)  // a dense layer has none; a layer of experts every one
         EXPECT_EQ(result.router_experts[result.router_at(l, 0, 0)] >= 0, f.checkpoint.spec.expert_layer(l)) << l;
 }
@@ -86,7 +77,7 @@ TEST_P(Experts, AnExpertKnockedOutIsTheReferenceWithoutIt) {
     opt.ablate_experts = {{0, chosen}};
     const AttentionResult knocked = run(f.model, texts, opt);
     const FamilyReference ref = family_reference(f.checkpoint, texts, opt);
-    expect_routes(knocked, ref, "knocked out", route_tolerance(GetParam()));
+    expect_routes(knocked, ref, "knocked out");
     EXPECT_EQ(knocked.ablated_experts, opt.ablate_experts);
     for (size_t i = 0; i < size_t(knocked.B * knocked.T * knocked.router_k); ++i)
         EXPECT_NE(knocked.router_experts[i], chosen);

@@ -7,7 +7,11 @@
 // and lo = round((x - s hi) 254 / s), both in [-127, 127], so that
 // x = s hi + (s / 254) lo within s / 508, about 1.6e-5 of the group's
 // largest value. (A group whose s is below float32's normal range counts as
-// zeros; one holding Inf or NaN gives NaN.)
+// zeros; one holding Inf or NaN gives NaN.) For MXFP4, gpt-oss's experts
+// read from files that hold them exactly, a third part too,
+// rest = round((x - s hi - (s / 254) lo) 254^2 / s) (the difference in
+// double), so that x is held within s / 129032, about 6e-8 of the group's
+// largest value: as close as float32 holds x.
 //
 // The weight's codes times hi and times lo are summed in int32, exactly, in
 // 8 lanes: lane l of a block holds the values whose place in their 32 is
@@ -16,8 +20,9 @@
 // the block's float factors (Q4_K: T = 254 H + L times d s / 254, minus
 // the minima's sums times dmin s / 254; Q6_K: H times d s, plus L times
 // d s / 254, minus 32 times its offsets' sums times d s / 254; Q8_0:
-// T times d s / 254; MXFP4, whose codes are its FP4 values doubled: T
-// times its scale halved, 2^(e - 128), times s / 254), and the output is
+// T times d s / 254; MXFP4, whose codes are its FP4 values doubled:
+// T = 254^2 H + 254 L + R, R the rest's sums, converted to float32, times
+// its scale halved, 2^(e - 128), times s / 254^2), and the output is
 // the 8 lanes summed from the first. (MXFP4's blocks go in pairs, 16 lanes:
 // the first block's lanes 0-7, the second's 8-15, a last odd block's 0-7;
 // the output the 16 summed from the first.)
@@ -108,9 +113,18 @@ inline void add_scaled(Floats& acc, const Ints& sums, float factor) {
 
 // The rows' parts, in the thread's buffers, kept between calls.
 struct SplitRows {
-    AlignedVector<int8_t> hi, lo;      // rows x in
-    AlignedVector<float> scale, fine;  // rows x groups: s and s / 254
-    AlignedVector<int32_t> sums;       // rows x in / sum_group: 254 hi + lo summed (MXFP4: times -12)
+    AlignedVector<int8_t> hi, lo, rest;  // rows x in (rest: MXFP4's third part)
+    AlignedVector<float> scale, fine;    // rows x groups: s and T's unit, s / 254 (MXFP4: s / 254^2)
+    AlignedVector<int32_t> sums;         // rows x in / sum_group: T's parts summed (MXFP4: times -12)
+};
+
+// How a type's products split x: in groups of `group`, into two parts or
+// three, with sums of T's parts every `sum_group` values (none where it is
+// 0) times `sum_factor`.
+struct SplitPlan {
+    int64_t group, sum_group;
+    int32_t sum_factor;
+    bool three_parts;
 };
 
 // Rows r0 on of a SplitRows, as the kernels read them, block by block.
@@ -120,6 +134,7 @@ struct RowParts {
     int64_t in, row_blocks, block_sums;  // blocks of a row, sums of a block
     const int8_t* hi_at(int r, int64_t at) const { return split.hi.data() + (r0 + r) * in + at; }
     const int8_t* lo_at(int r, int64_t at) const { return split.lo.data() + (r0 + r) * in + at; }
+    const int8_t* rest_at(int r, int64_t at) const { return split.rest.data() + (r0 + r) * in + at; }
     const int32_t* block_sums_at(int r, int64_t block) const {
         return split.sums.data() + ((r0 + r) * row_blocks + block) * block_sums;
     }
@@ -132,8 +147,8 @@ struct RowParts {
 // v to the nearest integer in [-127, 127].
 float rounded(float v) { return std::min(std::max(std::nearbyint(v), -127.f), 127.f); }
 
-// Group g of n values at x into hi and lo (see the top of the file).
-void split_group(const float* x, size_t n, int8_t* hi, int8_t* lo, float& scale, float& fine) {
+// n values at x into hi and lo, and rest where it is given (see the top of the file).
+void split_group(const float* x, size_t n, int8_t* hi, int8_t* lo, int8_t* rest, float& scale, float& fine) {
     // The largest |x| by its bits (a sum of integers, which the compiler
     // vectorises): ordered as the values, and Inf and NaN above the rest.
     uint32_t largest = 0;
@@ -143,37 +158,41 @@ void split_group(const float* x, size_t n, int8_t* hi, int8_t* lo, float& scale,
     if (!finite || !(s >= std::numeric_limits<float>::min())) {
         std::fill(hi, hi + n, 0);
         std::fill(lo, lo + n, 0);
+        if (rest) std::fill(rest, rest + n, 0);
         scale = fine = finite ? 0.f : std::numeric_limits<float>::quiet_NaN();
         return;
     }
     scale = s;
-    fine = s / 254;
+    fine = rest ? s / 64516 : s / 254;
     for (size_t j = 0; j < n; ++j) {
-        const float h = rounded(x[j] / s);
+        const float h = rounded(x[j] / s), l = rounded((x[j] - s * h) * 254 / s);
         hi[j] = static_cast<int8_t>(h);
-        lo[j] = static_cast<int8_t>(rounded((x[j] - s * h) * 254 / s));
+        lo[j] = static_cast<int8_t>(l);
+        if (!rest) continue;
+        const double left = double(x[j]) - double(s) * h - double(s) * l / 254;  // in double: exact enough
+        rest[j] = static_cast<int8_t>(rounded(static_cast<float>(left * 64516 / s)));
     }
 }
 
-// Rows of x split by `group`, with sums of 254 hi + lo every `sum_group`
-// values (none where it is 0), each times `sum_factor`.
-const SplitRows& split_rows(const float* x, int rows, int64_t in, int64_t group, int64_t sum_group,
-                            int32_t sum_factor) {
+// Rows of x split as `plan` says.
+const SplitRows& split_rows(const float* x, int rows, int64_t in, const SplitPlan& plan) {
     thread_local SplitRows split;
-    const auto values = static_cast<size_t>(rows * in), groups = static_cast<size_t>(rows * in / group);
-    split.hi.resize(values), split.lo.resize(values);
+    const auto values = static_cast<size_t>(rows * in), groups = static_cast<size_t>(rows * in / plan.group);
+    split.hi.resize(values), split.lo.resize(values), split.rest.resize(plan.three_parts ? values : 0);
     split.scale.resize(groups), split.fine.resize(groups);
-    split.sums.resize(sum_group ? values / static_cast<size_t>(sum_group) : 0);
+    split.sums.resize(plan.sum_group ? values / static_cast<size_t>(plan.sum_group) : 0);
     for (size_t g = 0; g < groups; ++g) {
-        const auto at = static_cast<int64_t>(g) * group;
-        split_group(x + at, static_cast<size_t>(group), split.hi.data() + at, split.lo.data() + at, split.scale[g],
-                    split.fine[g]);
+        const auto at = static_cast<int64_t>(g) * plan.group;
+        split_group(x + at, static_cast<size_t>(plan.group), split.hi.data() + at, split.lo.data() + at,
+                    plan.three_parts ? split.rest.data() + at : nullptr, split.scale[g], split.fine[g]);
     }
     for (size_t k = 0; k < split.sums.size(); ++k) {
-        const auto at = static_cast<size_t>(static_cast<int64_t>(k) * sum_group);
+        const auto at = static_cast<size_t>(static_cast<int64_t>(k) * plan.sum_group);
         int32_t sum = 0;
-        for (size_t j = at; j < at + static_cast<size_t>(sum_group); ++j) sum += 254 * split.hi[j] + split.lo[j];
-        split.sums[k] = sum_factor * sum;
+        for (size_t j = at; j < at + static_cast<size_t>(plan.sum_group); ++j)
+            sum += plan.three_parts ? 64516 * split.hi[j] + 254 * split.lo[j] + split.rest[j]
+                                    : 254 * split.hi[j] + split.lo[j];
+        split.sums[k] = plan.sum_factor * sum;
     }
     return split;
 }
@@ -303,6 +322,15 @@ void mxfp4_codes(SignedBytes& codes, const uint8_t* b) {
 #endif
 }
 
+// One MXFP4 block's T against row r's three parts.
+void mxfp4_t(Ints& t, const SignedBytes& codes, const RowParts& x, int r, int64_t block) {
+    Ints hi = {}, lo = {}, rest = {};
+    signed_dot(hi, codes, x.hi_at(r, 32 * block));
+    signed_dot(lo, codes, x.lo_at(r, 32 * block));
+    signed_dot(rest, codes, x.rest_at(r, 32 * block));
+    t = 64516 * hi + 254 * lo + rest;
+}
+
 // The halved scales by E8M0 byte: one load, where the conversion takes several.
 constexpr std::array<float, 256> mxfp4_scales = [] {
     std::array<float, 256> scales{};
@@ -311,11 +339,11 @@ constexpr std::array<float, 256> mxfp4_scales = [] {
     return scales;
 }();
 
-// Two MXFP4 blocks' codes, and T = 254 H + L of one row against them, the
-// first block's 8 lanes then the second's. With AVX-512 (VNNI), both blocks
-// a register, each code plus 12 (0 to 24, unsigned) times x, less 12 times
-// the lane's sum of 254 hi + lo (the split's sums of 4, times -12); else
-// each block's register as signed_dot does it.
+// Two MXFP4 blocks' codes, and T = 254^2 H + 254 L + R of one row against
+// them, the first block's 8 lanes then the second's. With AVX-512 (VNNI),
+// both blocks a register, each code plus 12 (0 to 24, unsigned) times x,
+// less 12 times the lane's sum of its parts (the split's sums of 4, times
+// -12); else each block's register as signed_dot does it.
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__)
 using PairCodes = __m512i;
 
@@ -343,7 +371,8 @@ void pair_sums(Ints16& t, const PairCodes& codes, const RowParts& x, int r, int6
         return reinterpret_cast<Ints16>(
             _mm512_dpbusd_epi32(reinterpret_cast<__m512i>(sums), codes, _mm512_loadu_si512(part)));
     };
-    t = 254 * dot(Ints16{}, x.hi_at(r, 32 * i)) + dot(offsets, x.lo_at(r, 32 * i));
+    t = 64516 * dot(Ints16{}, x.hi_at(r, 32 * i)) + 254 * dot(Ints16{}, x.lo_at(r, 32 * i)) +
+        dot(offsets, x.rest_at(r, 32 * i));
 }
 #else
 struct PairCodes {
@@ -357,19 +386,15 @@ void pair_codes(PairCodes& c, const uint8_t* b) {
 
 void pair_sums(Ints16& t, const PairCodes& c, const RowParts& x, int r, int64_t i) {
     Ints block_t[2];
-    for (int k = 0; k < 2; ++k) {
-        Ints hi = {}, lo = {};
-        signed_dot(hi, c.codes[k], x.hi_at(r, 32 * (i + k)));
-        signed_dot(lo, c.codes[k], x.lo_at(r, 32 * (i + k)));
-        block_t[k] = 254 * hi + lo;
-    }
+    for (int k = 0; k < 2; ++k) mxfp4_t(block_t[k], c.codes[k], x, r, i + k);
     t = __builtin_shufflevector(block_t[0], block_t[1], 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
 }
 #endif
 
 // MXFP4, its blocks in pairs, the first's lanes 0-7 and the second's 8-15
-// (a last odd block's 0-7): codes -12 to 12, lane sums at most
-// 4 * 12 * 127 (plus 12 * 4 * 127 offset), T = 254 H + L.
+// (a last odd block's 0-7): codes -12 to 12, so that T is at most
+// 4 * 12 * 127 * (254^2 + 254 + 1) = 4.0e8 (with the codes plus 12 and
+// their offset taken off, 1.2e9 on the way) and fits an int32.
 template <int R>
 void mxfp4_row(const RowParts& x, const uint8_t* b, int64_t blocks, Floats16 (&acc)[R]) {
     int64_t i = 0;
@@ -391,10 +416,8 @@ void mxfp4_row(const RowParts& x, const uint8_t* b, int64_t blocks, Floats16 (&a
     SignedBytes codes;
     mxfp4_codes(codes, b);
     for (int r = 0; r < R; ++r) {
-        Ints hi = {}, lo = {};
-        signed_dot(hi, codes, x.hi_at(r, 32 * i));
-        signed_dot(lo, codes, x.lo_at(r, 32 * i));
-        const Ints t = 254 * hi + lo;
+        Ints t;
+        mxfp4_t(t, codes, x, r, i);
         const float f = mxfp4_scales[b[0]] * x.fine_of(r, i);
         for (int l = 0; l < 8; ++l) acc[r][l] = acc[r][l] + static_cast<float>(t[l]) * f;
     }
@@ -440,13 +463,13 @@ bool has_integer_products(DType dtype) {
 void integer_rows_product(const float* x, int rows, const Matrix& w, float* out, int64_t ldo, bool accumulate,
                           int64_t first, int64_t last) {
     const int64_t group = dtype_block_values(w.dtype);
-    const int64_t sum_group = w.dtype == DType::Q4_K    ? 32
-                              : w.dtype == DType::Q6_K  ? 16
-                              : w.dtype == DType::MXFP4 ? 4
-                                                        : 0;
-    const SplitRows& split = split_rows(x, rows, w.in, group, sum_group, w.dtype == DType::MXFP4 ? -12 : 1);
+    const SplitPlan plan = w.dtype == DType::Q4_K    ? SplitPlan{group, 32, 1, false}
+                           : w.dtype == DType::Q6_K  ? SplitPlan{group, 16, 1, false}
+                           : w.dtype == DType::MXFP4 ? SplitPlan{group, 4, -12, true}
+                                                     : SplitPlan{group, 0, 1, false};
+    const SplitRows& split = split_rows(x, rows, w.in, plan);
     for_row_groups(rows, [&](auto shared, int r0) {
-        const RowParts parts{split, r0, w.in, w.in / group, sum_group ? group / sum_group : 0};
+        const RowParts parts{split, r0, w.in, w.in / group, plan.sum_group ? group / plan.sum_group : 0};
         rows_product<shared>(parts, w, out + r0 * ldo, ldo, accumulate, first, last);
     });
 }
