@@ -33,19 +33,16 @@
 // a product and a sum into one FMA, which plain x86-64 lacks.)
 #include "integer_products.h"
 
-#include <algorithm>
 #include <array>
 #include <bit>
-#include <cmath>
 #include <cstring>
-#include <limits>
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
 #include "../base/ggml_block_lanes.h"
-#include "headscope/base/aligned.h"
 #include "headscope/base/ggml_types.h"
+#include "integer_split.h"
 #include "row_groups.h"
 
 namespace headscope {
@@ -107,94 +104,6 @@ inline void signed_dot(Ints& sums, const SignedBytes& codes, const int8_t* x) {
 // acc + sums * factor, in float32.
 inline void add_scaled(Floats& acc, const Ints& sums, float factor) {
     acc = acc + __builtin_convertvector(sums, Floats) * factor;
-}
-
-// ---- The activations, split ----
-
-// The rows' parts, in the thread's buffers, kept between calls.
-struct SplitRows {
-    AlignedVector<int8_t> hi, lo, rest;  // rows x in (rest: MXFP4's third part)
-    AlignedVector<float> scale, fine;    // rows x groups: s and T's unit, s / 254 (MXFP4: s / 254^2)
-    AlignedVector<int32_t> sums;         // rows x in / sum_group: T's parts summed (MXFP4: times -12)
-};
-
-// How a type's products split x: in groups of `group`, into two parts or
-// three, with sums of T's parts every `sum_group` values (none where it is
-// 0) times `sum_factor`.
-struct SplitPlan {
-    int64_t group, sum_group;
-    int32_t sum_factor;
-    bool three_parts;
-};
-
-// Rows r0 on of a SplitRows, as the kernels read them, block by block.
-struct RowParts {
-    const SplitRows& split;
-    int r0;
-    int64_t in, row_blocks, block_sums;  // blocks of a row, sums of a block
-    const int8_t* hi_at(int r, int64_t at) const { return split.hi.data() + (r0 + r) * in + at; }
-    const int8_t* lo_at(int r, int64_t at) const { return split.lo.data() + (r0 + r) * in + at; }
-    const int8_t* rest_at(int r, int64_t at) const { return split.rest.data() + (r0 + r) * in + at; }
-    const int32_t* block_sums_at(int r, int64_t block) const {
-        return split.sums.data() + ((r0 + r) * row_blocks + block) * block_sums;
-    }
-    float scale_of(int r, int64_t block) const {
-        return split.scale[static_cast<size_t>((r0 + r) * row_blocks + block)];
-    }
-    float fine_of(int r, int64_t block) const { return split.fine[static_cast<size_t>((r0 + r) * row_blocks + block)]; }
-};
-
-// v to the nearest integer in [-127, 127].
-float rounded(float v) { return std::min(std::max(std::nearbyint(v), -127.f), 127.f); }
-
-// n values at x into hi and lo, and rest where it is given (see the top of the file).
-void split_group(const float* x, size_t n, int8_t* hi, int8_t* lo, int8_t* rest, float& scale, float& fine) {
-    // The largest |x| by its bits (a sum of integers, which the compiler
-    // vectorises): ordered as the values, and Inf and NaN above the rest.
-    uint32_t largest = 0;
-    for (size_t j = 0; j < n; ++j) largest = std::max(largest, std::bit_cast<uint32_t>(x[j]) & 0x7fffffffu);
-    const bool finite = largest < 0x7f800000u;
-    const float s = std::bit_cast<float>(largest) / 127;
-    if (!finite || !(s >= std::numeric_limits<float>::min())) {
-        std::fill(hi, hi + n, 0);
-        std::fill(lo, lo + n, 0);
-        if (rest) std::fill(rest, rest + n, 0);
-        scale = fine = finite ? 0.f : std::numeric_limits<float>::quiet_NaN();
-        return;
-    }
-    scale = s;
-    fine = rest ? s / 64516 : s / 254;
-    for (size_t j = 0; j < n; ++j) {
-        const float h = rounded(x[j] / s), l = rounded((x[j] - s * h) * 254 / s);
-        hi[j] = static_cast<int8_t>(h);
-        lo[j] = static_cast<int8_t>(l);
-        if (!rest) continue;
-        const double left = double(x[j]) - double(s) * h - double(s) * l / 254;  // in double: exact enough
-        rest[j] = static_cast<int8_t>(rounded(static_cast<float>(left * 64516 / s)));
-    }
-}
-
-// Rows of x split as `plan` says.
-const SplitRows& split_rows(const float* x, int rows, int64_t in, const SplitPlan& plan) {
-    thread_local SplitRows split;
-    const auto values = static_cast<size_t>(rows * in), groups = static_cast<size_t>(rows * in / plan.group);
-    split.hi.resize(values), split.lo.resize(values), split.rest.resize(plan.three_parts ? values : 0);
-    split.scale.resize(groups), split.fine.resize(groups);
-    split.sums.resize(plan.sum_group ? values / static_cast<size_t>(plan.sum_group) : 0);
-    for (size_t g = 0; g < groups; ++g) {
-        const auto at = static_cast<int64_t>(g) * plan.group;
-        split_group(x + at, static_cast<size_t>(plan.group), split.hi.data() + at, split.lo.data() + at,
-                    plan.three_parts ? split.rest.data() + at : nullptr, split.scale[g], split.fine[g]);
-    }
-    for (size_t k = 0; k < split.sums.size(); ++k) {
-        const auto at = static_cast<size_t>(static_cast<int64_t>(k) * plan.sum_group);
-        int32_t sum = 0;
-        for (size_t j = at; j < at + static_cast<size_t>(plan.sum_group); ++j)
-            sum += plan.three_parts ? 64516 * split.hi[j] + 254 * split.lo[j] + split.rest[j]
-                                    : 254 * split.hi[j] + split.lo[j];
-        split.sums[k] = plan.sum_factor * sum;
-    }
-    return split;
 }
 
 // ---- Each type's blocks, R rows sharing each block's codes ----
@@ -423,34 +332,48 @@ void mxfp4_row(const RowParts& x, const uint8_t* b, int64_t blocks, Floats16 (&a
     }
 }
 
-template <int R>
-void rows_product(const RowParts& x, const Matrix& w, float* out, int64_t ldo, bool accumulate, int64_t first,
-                  int64_t last) {
+// Outputs [first, last): each stored row's blocks through `row_sums` into R
+// rows of lanes (Lanes: 8 or 16 floats), each row's summed from the first.
+template <int R, typename Lanes, typename RowSums>
+void each_output(const RowParts& x, const Matrix& w, float* out, int64_t ldo, bool accumulate, int64_t first,
+                 int64_t last, RowSums row_sums) {
     const int64_t blocks = w.in / dtype_block_values(w.dtype);
     const size_t row_bytes = dtype_row_bytes(w.dtype, w.in);  // whole blocks
     for (int64_t o = first; o < last; ++o) {
-        const auto* row = reinterpret_cast<const uint8_t*>(w.data) + o * row_bytes;
-        const auto finish = [&](const auto& acc) {  // each row's lanes summed from the first
-            for (int r = 0; r < R; ++r) {
-                float sum = 0;
-                for (size_t l = 0; l < sizeof acc[r] / sizeof(float); ++l) sum += acc[r][l];
-                float& y = out[r * ldo + o];
-                y = accumulate ? y + sum : sum;
-            }
-        };
-        if (w.dtype == DType::MXFP4) {
-            Floats16 acc[R] = {};
-            mxfp4_row(x, row, blocks, acc);
-            finish(acc);
-            continue;
+        Lanes acc[R] = {};
+        row_sums(x, reinterpret_cast<const uint8_t*>(w.data) + o * row_bytes, blocks, acc);
+        for (int r = 0; r < R; ++r) {
+            float sum = 0;
+            for (size_t l = 0; l < sizeof(Lanes) / sizeof(float); ++l) sum += acc[r][l];
+            float& y = out[r * ldo + o];
+            y = accumulate ? y + sum : sum;
         }
-        Floats acc[R] = {};
-        switch (w.dtype) {
-            case DType::Q4_K: q4_k_row(x, row, blocks, acc); break;
-            case DType::Q6_K: q6_k_row(x, row, blocks, acc); break;
-            default: q8_0_row(x, row, blocks, acc); break;
-        }
-        finish(acc);
+    }
+}
+
+// Each type's kernel as a lambda (a function pointer would not be inlined).
+template <int R>
+void rows_product(const RowParts& x, const Matrix& w, float* out, int64_t ldo, bool accumulate, int64_t first,
+                  int64_t last) {
+    using Eight = Floats(&)[R];
+    using Sixteen = Floats16(&)[R];
+    switch (w.dtype) {
+        case DType::Q4_K:
+            return each_output<R, Floats>(
+                x, w, out, ldo, accumulate, first, last,
+                [](const RowParts& p, const uint8_t* b, int64_t n, Eight acc) { q4_k_row<R>(p, b, n, acc); });
+        case DType::Q6_K:
+            return each_output<R, Floats>(
+                x, w, out, ldo, accumulate, first, last,
+                [](const RowParts& p, const uint8_t* b, int64_t n, Eight acc) { q6_k_row<R>(p, b, n, acc); });
+        case DType::Q8_0:
+            return each_output<R, Floats>(
+                x, w, out, ldo, accumulate, first, last,
+                [](const RowParts& p, const uint8_t* b, int64_t n, Eight acc) { q8_0_row<R>(p, b, n, acc); });
+        default:
+            return each_output<R, Floats16>(
+                x, w, out, ldo, accumulate, first, last,
+                [](const RowParts& p, const uint8_t* b, int64_t n, Sixteen acc) { mxfp4_row<R>(p, b, n, acc); });
     }
 }
 
