@@ -136,6 +136,10 @@ IntegerFields integer_fields(GgmlType type, std::span<const uint8_t> b, size_t e
             const uint32_t high = block_bits(b, 8 * (128 + 32 * half + l) + 2 * run, 2);
             return {half_at(b, 208), 0, int8_at(b, 192 + e / 16), 0, static_cast<int>(low | high << 4), 32};
         }
+        case GgmlType::MXFP4: {  // the FP4 value doubled, an integer, and the scale halved
+            const double d = std::ldexp(1.0, static_cast<int>(block_bits(b, 0, 8)) - 128);
+            return {d, 0, 1, 0, static_cast<int>(2 * e2m1(paired_nibble(b, 1, e))), 0};
+        }
         default: throw std::invalid_argument("no integer fields for this type");
     }
 }

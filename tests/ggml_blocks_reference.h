@@ -29,8 +29,9 @@ uint16_t exact_half(double value);
 // The values of one block of `type` (one of those dequantize_row reads), in double.
 std::vector<double> reference_values(GgmlType type, std::span<const uint8_t> block);
 
-// Value e of a Q8_0, Q4_K or Q6_K block as its fields, the value being
-// d * scale * (code - offset) - dmin * minimum (dmin and minimum 0 but in Q4_K).
+// Value e of a Q8_0, Q4_K, Q6_K or MXFP4 block as its fields, the value being
+// d * scale * (code - offset) - dmin * minimum (dmin and minimum 0 but in Q4_K;
+// MXFP4's code its FP4 value doubled, d its scale halved).
 struct IntegerFields {
     double d, dmin;
     int scale, minimum, code, offset;

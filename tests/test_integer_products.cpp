@@ -1,4 +1,4 @@
-// The products of a few rows over Q4_K, Q6_K and Q8_0 weights, which split
+// The products of a few rows over Q4_K, Q6_K, Q8_0 and MXFP4 weights, which split
 // each activation into two 8-bit parts and sum integer products
 // (core/src/compute/integer_products.cpp): against the double-precision
 // sum of the weights' values (the tests' own block decoder) within the
@@ -50,12 +50,12 @@ test::IntegerFields fields(const Weight& w, int64_t o, int64_t i) {
 // ---- The computation integer_products.cpp describes, one value at a time ----
 
 struct Split {
-    std::vector<int> hi, lo;
-    std::vector<float> scale, fine;  // by group
+    std::vector<int> hi, lo, rest;   // rest: MXFP4's third part
+    std::vector<float> scale, fine;  // by group: s and T's unit
 };
 
-Split split(const std::vector<float>& x, int64_t group) {
-    Split p{std::vector<int>(x.size()), std::vector<int>(x.size()), {}, {}};
+Split split(const std::vector<float>& x, int64_t group, bool three_parts) {
+    Split p{std::vector<int>(x.size()), std::vector<int>(x.size()), std::vector<int>(x.size()), {}, {}};
     for (size_t g = 0; g < x.size() / static_cast<size_t>(group); ++g) {
         const auto first = x.begin() + static_cast<int64_t>(g) * group;
         float largest = 0;
@@ -69,35 +69,44 @@ Split split(const std::vector<float>& x, int64_t group) {
             p.scale.push_back(finite ? 0.f : NAN), p.fine.push_back(finite ? 0.f : NAN);
             continue;
         }
-        p.scale.push_back(s), p.fine.push_back(s / 254);
+        p.scale.push_back(s), p.fine.push_back(three_parts ? s / 64516 : s / 254);
         for (int64_t j = 0; j < group; ++j) {
             const size_t at = static_cast<size_t>(g * group + j);
             const float h = std::clamp(std::nearbyint(x[at] / s), -127.f, 127.f);
-            p.hi[at] = static_cast<int>(h);
-            p.lo[at] = static_cast<int>(std::clamp(std::nearbyint((x[at] - s * h) * 254 / s), -127.f, 127.f));
+            const float l = std::clamp(std::nearbyint((x[at] - s * h) * 254 / s), -127.f, 127.f);
+            const double left =
+                static_cast<double>(x[at]) - static_cast<double>(s) * h - static_cast<double>(s) * l / 254;
+            p.hi[at] = static_cast<int>(h), p.lo[at] = static_cast<int>(l);
+            p.rest[at] =
+                static_cast<int>(std::clamp(std::nearbyint(static_cast<float>(left * 64516 / s)), -127.f, 127.f));
         }
     }
     return p;
 }
 
 // Output o of row x: per block, 8 lanes of integer sums (lane l: the values
-// 4l to 4l + 3 of each 32), then the float steps in the comment's order.
+// 4l to 4l + 3 of each 32), then the float steps in the comment's order,
+// into 8 lanes (MXFP4: 16, its odd blocks' lanes 8-15).
 float described_product(const Weight& w, int64_t o, const std::vector<float>& x) {
     const auto n = static_cast<int64_t>(ggml_type_traits(w.type).block_elements);
-    const Split p = split(x, n);
-    const int64_t sum_group = w.type == GgmlType::Q4_K ? 32 : 16;  // minima's groups, or Q6_K's scales'
-    std::array<float, 8> acc{};
+    const bool three_parts = w.type == GgmlType::MXFP4;
+    const Split p = split(x, n, three_parts);
+    const bool summed = w.type == GgmlType::Q4_K || w.type == GgmlType::Q6_K;  // offsets to subtract
+    const int64_t sum_group = w.type == GgmlType::Q4_K ? 32 : 16;              // minima's groups, or Q6_K's scales'
+    std::array<float, 16> acc{};
     for (int64_t b = 0; b < w.in / n; ++b) {
-        std::array<int32_t, 8> hi{}, lo{}, offsets{};
+        float* lanes = acc.data() + (w.type == GgmlType::MXFP4 && b % 2 ? 8 : 0);
+        std::array<int32_t, 8> hi{}, lo{}, rest{}, offsets{};
         std::vector<int32_t> group_sums(static_cast<size_t>(n / sum_group));
         for (int64_t e = 0; e < n; ++e) {
             const int64_t i = b * n + e;
             const test::IntegerFields f = fields(w, o, i);
             hi[(e % 32) / 4] += f.scale * f.code * p.hi[i];
             lo[(e % 32) / 4] += f.scale * f.code * p.lo[i];
-            if (w.type != GgmlType::Q8_0) group_sums[e / sum_group] += 254 * p.hi[i] + p.lo[i];
+            rest[(e % 32) / 4] += f.scale * f.code * p.rest[i];
+            if (summed) group_sums[e / sum_group] += 254 * p.hi[i] + p.lo[i];
         }
-        for (int64_t g = 0; g < n / sum_group && w.type != GgmlType::Q8_0; ++g) {
+        for (int64_t g = 0; g < n / sum_group && summed; ++g) {
             const test::IntegerFields f = fields(w, o, b * n + g * sum_group);
             offsets[g % 8] += (w.type == GgmlType::Q4_K ? f.minimum : f.scale) * group_sums[g];
         }
@@ -105,31 +114,41 @@ float described_product(const Weight& w, int64_t o, const std::vector<float>& x)
         const auto d = static_cast<float>(f.d), dmin = static_cast<float>(f.dmin);
         const float s = p.scale[b], fine = p.fine[b];
         for (int l = 0; l < 8; ++l) {
+            float& lane = lanes[l];
             if (w.type == GgmlType::Q6_K) {
-                acc[l] = acc[l] + static_cast<float>(hi[l]) * (d * s);
-                acc[l] = acc[l] + static_cast<float>(lo[l]) * (d * fine);
-                acc[l] = acc[l] + static_cast<float>(offsets[l]) * (-32 * (d * fine));
+                lane = lane + static_cast<float>(hi[l]) * (d * s);
+                lane = lane + static_cast<float>(lo[l]) * (d * fine);
+                lane = lane + static_cast<float>(offsets[l]) * (-32 * (d * fine));
+            } else if (three_parts) {
+                lane = lane + static_cast<float>(64516 * hi[l] + 254 * lo[l] + rest[l]) * (d * fine);
             } else {
-                acc[l] = acc[l] + static_cast<float>(254 * hi[l] + lo[l]) * (d * fine);
-                if (w.type == GgmlType::Q4_K) acc[l] = acc[l] + static_cast<float>(offsets[l]) * -(dmin * fine);
+                lane = lane + static_cast<float>(254 * hi[l] + lo[l]) * (d * fine);
+                if (w.type == GgmlType::Q4_K) lane = lane + static_cast<float>(offsets[l]) * -(dmin * fine);
             }
         }
     }
     float sum = 0;
-    for (float a : acc) sum += a;
+    for (size_t l = 0; l < (w.type == GgmlType::MXFP4 ? 16u : 8u); ++l) sum += acc[l];
     return sum;
 }
 
 // ---- Weights and rows ----
 
+// MXFP4's scale byte kept within 2^15 of 1, so that its factors and
+// products stay within float32's normal range (a byte's whole range of
+// 2^-127 to 2^127 does not).
 std::vector<test::Block> random_blocks(GgmlType type, size_t count, std::mt19937& rng) {
     std::vector<test::Block> blocks;
-    for (size_t i = 0; i < count; ++i) blocks.push_back(test::random_block(type, rng));
+    for (size_t i = 0; i < count; ++i) {
+        blocks.push_back(test::random_block(type, rng));
+        if (type == GgmlType::MXFP4) blocks.back()[0] = static_cast<uint8_t>(112 + rng() % 31);
+    }
     return blocks;
 }
 
 // Blocks whose integer sums are the largest the type allows: every code and
-// scale at its extreme (Q6_K's codes 0 and 63, its scales -128 and 127).
+// scale at its extreme (Q6_K's codes 0 and 63, its scales -128 and 127;
+// MXFP4's codes 6 and -6, doubled 12 and -12).
 std::vector<test::Block> extreme_blocks(GgmlType type) {
     const uint16_t one = test::exact_half(1.0), half = test::exact_half(0.5);
     switch (type) {
@@ -137,6 +156,11 @@ std::vector<test::Block> extreme_blocks(GgmlType type) {
             std::array<int8_t, 32> lowest, highest;
             lowest.fill(-128), highest.fill(127);
             return {test::q8_0_block(one, lowest), test::q8_0_block(half, highest)};
+        }
+        case GgmlType::MXFP4: {
+            test::Block highest(17, 0x77), lowest(17, 0xff);
+            highest[0] = 127, lowest[0] = 130;
+            return {highest, lowest};
         }
         case GgmlType::Q4_K: {
             std::array<uint8_t, 8> sixes, zeros{};
@@ -188,9 +212,11 @@ std::vector<float> products(const Weight& w, const std::vector<std::vector<float
 
 // Each output against the double sum of the blocks' values times x: x is
 // split within s / 508 of its group (s = its largest / 127; s / 500 covers
-// the rounding of x - s hi), and the float steps round each term that they
-// add (d s times a code's part, and dmin s times a minimum's, each as large
-// as the other) once for every step, at most 3 a block and 8 at the end.
+// the rounding of x - s hi; MXFP4's three parts within s / 129032, which
+// s / 254 / 500 covers), and the float steps round each term that they add
+// (d s times a code's part, and dmin s times a minimum's, each as large as
+// the other) once for every step, at most 3 a block (MXFP4: 4, its T
+// rounded to float32 too) and 8 at the end.
 void check_against_double(const Weight& w, const std::vector<std::vector<float>>& rows) {
     const std::vector<float> got = products(w, rows);
     const auto n = static_cast<int64_t>(ggml_type_traits(w.type).block_elements);
@@ -199,23 +225,25 @@ void check_against_double(const Weight& w, const std::vector<std::vector<float>>
             const std::vector<float>& x = rows[r];
             std::vector<double> largest(static_cast<size_t>(w.in / n));  // by group
             for (int64_t i = 0; i < w.in; ++i) largest[i / n] = std::max<double>(largest[i / n], std::abs(x[i]));
+            const bool three_parts = w.type == GgmlType::MXFP4;
             double sum = 0, split_bound = 0, terms = 0;
             for (int64_t i = 0; i < w.in; ++i) {
                 const test::IntegerFields f = fields(w, o, i);
                 const double value = f.d * f.scale * (f.code - f.offset) - f.dmin * f.minimum;
                 sum += value * x[i];
-                split_bound += std::abs(value) * largest[i / n] / 127 / 500;
+                split_bound += std::abs(value) * largest[i / n] / 127 / 500 / (three_parts ? 254 : 1);
                 terms += (std::abs(f.d * f.scale * f.code) + std::abs(f.d * f.scale * f.offset) +
                           std::abs(f.dmin * f.minimum)) *
                          std::abs(x[i]);
             }
-            const double tolerance = split_bound + (3 * w.in / n + 8 + 4) * std::ldexp(1.0, -24) * terms * 1.01;
+            const double steps = (three_parts ? 4 : 3) * w.in / n + 8 + 4;
+            const double tolerance = split_bound + steps * std::ldexp(1.0, -24) * terms * 1.01;
             const float y = got[r * static_cast<size_t>(w.out) + static_cast<size_t>(o)];
             ASSERT_LE(std::abs(y - sum), tolerance) << "row " << r << " output " << o << ": " << y << " vs " << sum;
         }
 }
 
-const GgmlType integer_types[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0};
+const GgmlType integer_types[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::MXFP4};
 
 TEST(IntegerProducts, RandomBlocksMatchTheDoubleSum) {
     std::mt19937 rng(11);
@@ -251,10 +279,11 @@ TEST(IntegerProducts, EqualTheDescribedComputationBitForBit) {
     std::mt19937 rng(13);
     for (GgmlType type : integer_types) {
         SCOPED_TRACE(ggml_type_traits(type).name);
-        const int64_t in = 512, out = 6;
+        const int64_t in = type == GgmlType::MXFP4 ? 544 : 512, out = 6;  // MXFP4: a last block unpaired
         std::vector<test::Block> blocks = random_blocks(type, out * in / ggml_type_traits(type).block_elements, rng);
         const std::vector<test::Block> extremes = extreme_blocks(type);
         std::copy(extremes.begin(), extremes.end(), blocks.end() - static_cast<int64_t>(extremes.size()));
+        if (type == GgmlType::MXFP4) blocks[0][0] = 0, blocks[1][0] = 1;  // subnormal scales, the same bits too
         const Weight w = make_weight(type, in, blocks);
         for (int rows : {1, 2, 5, 8}) {
             std::vector<std::vector<float>> x = extreme_rows(in, rng);

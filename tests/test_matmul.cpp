@@ -147,10 +147,11 @@ void check_products(DType dtype) {
                                      << (accumulate ? " accumulate" : "") << (with_bias ? " bias" : ""));
                         const int64_t ldo = out + 5, first = 3;
                         const std::vector<float> x = random_floats(static_cast<size_t>(rows * in), rng);
-                        // Up to 8 rows over Q4_K, Q6_K and Q8_0 split x by the weight's
+                        // Up to 8 rows over Q4_K, Q6_K, Q8_0 and MXFP4 split x by the weight's
                         // blocks (integer_products.cpp): each block's largest |x|.
                         const bool split_x = rows <= 8 && out_by_in &&
-                                             (dtype == DType::Q4_K || dtype == DType::Q6_K || dtype == DType::Q8_0);
+                                             (dtype == DType::Q4_K || dtype == DType::Q6_K || dtype == DType::Q8_0 ||
+                                              dtype == DType::MXFP4);
                         const int64_t split_group =
                             split_x ? static_cast<int64_t>(ggml_type_traits(ggml_type(dtype)).block_elements) : 0;
                         std::vector<std::vector<double>> largest(static_cast<size_t>(rows));

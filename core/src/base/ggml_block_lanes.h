@@ -4,8 +4,10 @@
 // visit(at, w) with the values [at, at + lanes) of the blocks as float32.
 // dequantize_row stores them. The layouts themselves (k4_scales,
 // q4_k_pair_codes, q6_k_run_codes) are also what the integer products of a
-// few rows (compute/integer_products.cpp) read.
+// few rows (compute/integer_products.cpp) read, and so are MXFP4's codebook
+// and scale (mxfp4_doubled_values, mxfp4_halved_scale).
 #pragma once
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -62,6 +64,15 @@ Lanes lanes_of(Bytes bytes) {
 #endif
     std::memcpy(&out, &floats, sizeof out);
     return out;
+}
+
+// MXFP4 (32 values: an E8M0 scale byte, then 16 bytes of 4-bit E2M1 codes,
+// the low nibbles the first 16 values): the codes' FP4 values doubled, as
+// int8 (ggml's kvalues_mxfp4), and the block's scale 2^(e - 127) halved to
+// undo the doubling; e = 0 and 1 give float32 subnormals.
+inline constexpr int8_t mxfp4_doubled_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+constexpr float mxfp4_halved_scale(uint8_t e) {
+    return std::bit_cast<float>(e < 2 ? 0x00200000u << e : (static_cast<uint32_t>(e) - 1) << 23);
 }
 
 // The 6-bit scales and minima of the 8 groups of Q4_K and Q5_K, from their

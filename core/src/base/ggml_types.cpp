@@ -5,7 +5,6 @@
 // tensors, not blocks); the dispatch on the type is once a row.
 #include "headscope/base/ggml_types.h"
 
-#include <bit>
 #include <iterator>
 
 #include "ggml_block_lanes.h"
@@ -68,10 +67,8 @@ constexpr GgmlTypeTraits type_table[] = {
     {GgmlType::Q1_0, "Q1_0", 128, 18, false},
 };
 
-// The non-linear 4-bit codebooks: IQ4_NL's, and FP4 (E2M1) doubled, which
-// MXFP4's halved scale undoes.
+// IQ4_NL's non-linear 4-bit codebook (MXFP4's is ggml_block_lanes.h's).
 constexpr int8_t iq4_nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
-constexpr int8_t fp4_doubled_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
 uint32_t u32_at(const uint8_t* p) { return load_bits<uint32_t>(reinterpret_cast<const std::byte*>(p)); }
 
@@ -247,23 +244,21 @@ void store_scaled(__m128i values, float d, float* out) {
 }
 #endif
 
-// MXFP4: an E8M0 scale 2^(e - 127), halved for the doubled FP4 values;
-// e = 0 and 1 give float32 subnormals. Where the build has AVX2, each half
-// of a block's codes is looked up 16 at a time by a byte shuffle: the
-// products of a generated token widen every row of its experts so.
+// MXFP4 (ggml_block_lanes.h's codebook and scale). Where the build has
+// AVX2, each half of a block's codes is looked up 16 at a time by a byte
+// shuffle: the products of more than a few rows widen the experts' rows so.
 void dequantize_mxfp4(const uint8_t* b, size_t blocks, float* out) {
     for (size_t i = 0; i < blocks; ++i, b += 17, out += 32) {
-        const uint32_t e = b[0];
-        const float d = std::bit_cast<float>(e < 2 ? 0x00200000u << e : (e - 1) << 23);
+        const float d = ggml_lanes::mxfp4_halved_scale(b[0]);
 #if defined(__AVX2__)
-        const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(fp4_doubled_values));
+        const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ggml_lanes::mxfp4_doubled_values));
         const __m128i codes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 1)), low = _mm_set1_epi8(15);
         store_scaled(_mm_shuffle_epi8(table, _mm_and_si128(codes, low)), d, out);
         store_scaled(_mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(codes, 4), low)), d, out + 16);
 #else
         for (int j = 0; j < 16; ++j) {
-            out[j] = static_cast<float>(fp4_doubled_values[b[1 + j] & 15]) * d;
-            out[j + 16] = static_cast<float>(fp4_doubled_values[b[1 + j] >> 4]) * d;
+            out[j] = static_cast<float>(ggml_lanes::mxfp4_doubled_values[b[1 + j] & 15]) * d;
+            out[j + 16] = static_cast<float>(ggml_lanes::mxfp4_doubled_values[b[1 + j] >> 4]) * d;
         }
 #endif
     }

@@ -1,13 +1,17 @@
 // The products of a few rows (a generated token, a keystroke) over Q4_K,
-// Q6_K and Q8_0 weights in integers, as llama.cpp computes them but with
-// activations 256 times finer than its 8-bit ones.
+// Q6_K, Q8_0 and MXFP4 weights in integers, as llama.cpp computes them but
+// with activations 256 times finer than its 8-bit ones.
 //
 // Each row x is split once a call, in groups of the weight's block (256
-// values, or 32 for Q8_0): s = max |x| / 127, hi = round(x / s) and
-// lo = round((x - s hi) 254 / s), both in [-127, 127], so that
+// values, or 32 for Q8_0 and MXFP4): s = max |x| / 127, hi = round(x / s)
+// and lo = round((x - s hi) 254 / s), both in [-127, 127], so that
 // x = s hi + (s / 254) lo within s / 508, about 1.6e-5 of the group's
 // largest value. (A group whose s is below float32's normal range counts as
-// zeros; one holding Inf or NaN gives NaN.)
+// zeros; one holding Inf or NaN gives NaN.) For MXFP4, gpt-oss's experts
+// read from files that hold them exactly, a third part too,
+// rest = round((x - s hi - (s / 254) lo) 254^2 / s) (the difference in
+// double), so that x is held within s / 129032, about 6e-8 of the group's
+// largest value: as close as float32 holds x.
 //
 // The weight's codes times hi and times lo are summed in int32, exactly, in
 // 8 lanes: lane l of a block holds the values whose place in their 32 is
@@ -16,26 +20,29 @@
 // the block's float factors (Q4_K: T = 254 H + L times d s / 254, minus
 // the minima's sums times dmin s / 254; Q6_K: H times d s, plus L times
 // d s / 254, minus 32 times its offsets' sums times d s / 254; Q8_0:
-// T times d s / 254), and the output is the 8 lanes summed from the first.
+// T times d s / 254; MXFP4, whose codes are its FP4 values doubled:
+// T = 254^2 H + 254 L + R, R the rest's sums, converted to float32, times
+// its scale halved, 2^(e - 128), times s / 254^2), and the output is
+// the 8 lanes summed from the first. (MXFP4's blocks go in pairs, 16 lanes:
+// the first block's lanes 0-7, the second's 8-15, a last odd block's 0-7;
+// the output the 16 summed from the first.)
 // The integer sums are exact on every instruction set and the float
 // operations the same ones, so that AVX-512 (VNNI), AVX2 and plain x86-64
-// builds give the same bits. Each row's blocks eight ahead are prefetched:
+// builds give the same bits. Each row's blocks ahead are prefetched:
 // the products wait on memory less (a token over a Q4_K_M file 74 -> 65 ms). (This file is compiled without contracting
 // a product and a sum into one FMA, which plain x86-64 lacks.)
 #include "integer_products.h"
 
-#include <algorithm>
+#include <array>
 #include <bit>
-#include <cmath>
 #include <cstring>
-#include <limits>
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
 #include "../base/ggml_block_lanes.h"
-#include "headscope/base/aligned.h"
 #include "headscope/base/ggml_types.h"
+#include "integer_split.h"
 #include "row_groups.h"
 
 namespace headscope {
@@ -46,6 +53,8 @@ using SignedBytes = int8_t __attribute__((vector_size(32)));
 using Words = int16_t __attribute__((vector_size(32)));
 using Ints = int32_t __attribute__((vector_size(32)));  // 8 lanes of a block's sums
 using Floats = float __attribute__((vector_size(32)));
+using Ints16 = int32_t __attribute__((vector_size(64)));  // a pair of MXFP4 blocks' sums, 8 lanes each
+using Floats16 = float __attribute__((vector_size(64)));
 using ScaleBytes = uint8_t __attribute__((vector_size(16)));  // a block's 16 scales (Q4_K: and minima)
 using SignedScaleBytes = int8_t __attribute__((vector_size(16)));
 
@@ -95,79 +104,6 @@ inline void signed_dot(Ints& sums, const SignedBytes& codes, const int8_t* x) {
 // acc + sums * factor, in float32.
 inline void add_scaled(Floats& acc, const Ints& sums, float factor) {
     acc = acc + __builtin_convertvector(sums, Floats) * factor;
-}
-
-// ---- The activations, split ----
-
-// The rows' parts, in the thread's buffers, kept between calls.
-struct SplitRows {
-    AlignedVector<int8_t> hi, lo;      // rows x in
-    AlignedVector<float> scale, fine;  // rows x groups: s and s / 254
-    AlignedVector<int32_t> sums;       // rows x in / sum_group: 254 hi + lo summed
-};
-
-// Rows r0 on of a SplitRows, as the kernels read them, block by block.
-struct RowParts {
-    const SplitRows& split;
-    int r0;
-    int64_t in, row_blocks, block_sums;  // blocks of a row, sums of a block
-    const int8_t* hi_at(int r, int64_t at) const { return split.hi.data() + (r0 + r) * in + at; }
-    const int8_t* lo_at(int r, int64_t at) const { return split.lo.data() + (r0 + r) * in + at; }
-    const int32_t* block_sums_at(int r, int64_t block) const {
-        return split.sums.data() + ((r0 + r) * row_blocks + block) * block_sums;
-    }
-    float scale_of(int r, int64_t block) const {
-        return split.scale[static_cast<size_t>((r0 + r) * row_blocks + block)];
-    }
-    float fine_of(int r, int64_t block) const { return split.fine[static_cast<size_t>((r0 + r) * row_blocks + block)]; }
-};
-
-// v to the nearest integer in [-127, 127].
-float rounded(float v) { return std::min(std::max(std::nearbyint(v), -127.f), 127.f); }
-
-// Group g of n values at x into hi and lo (see the top of the file).
-void split_group(const float* x, size_t n, int8_t* hi, int8_t* lo, float& scale, float& fine) {
-    // The largest |x| by its bits (a sum of integers, which the compiler
-    // vectorises): ordered as the values, and Inf and NaN above the rest.
-    uint32_t largest = 0;
-    for (size_t j = 0; j < n; ++j) largest = std::max(largest, std::bit_cast<uint32_t>(x[j]) & 0x7fffffffu);
-    const bool finite = largest < 0x7f800000u;
-    const float s = std::bit_cast<float>(largest) / 127;
-    if (!finite || !(s >= std::numeric_limits<float>::min())) {
-        std::fill(hi, hi + n, 0);
-        std::fill(lo, lo + n, 0);
-        scale = fine = finite ? 0.f : std::numeric_limits<float>::quiet_NaN();
-        return;
-    }
-    scale = s;
-    fine = s / 254;
-    for (size_t j = 0; j < n; ++j) {
-        const float h = rounded(x[j] / s);
-        hi[j] = static_cast<int8_t>(h);
-        lo[j] = static_cast<int8_t>(rounded((x[j] - s * h) * 254 / s));
-    }
-}
-
-// Rows of x split by `group`, with sums of 254 hi + lo every `sum_group`
-// values (none where it is 0).
-const SplitRows& split_rows(const float* x, int rows, int64_t in, int64_t group, int64_t sum_group) {
-    thread_local SplitRows split;
-    const auto values = static_cast<size_t>(rows * in), groups = static_cast<size_t>(rows * in / group);
-    split.hi.resize(values), split.lo.resize(values);
-    split.scale.resize(groups), split.fine.resize(groups);
-    split.sums.resize(sum_group ? values / static_cast<size_t>(sum_group) : 0);
-    for (size_t g = 0; g < groups; ++g) {
-        const auto at = static_cast<int64_t>(g) * group;
-        split_group(x + at, static_cast<size_t>(group), split.hi.data() + at, split.lo.data() + at, split.scale[g],
-                    split.fine[g]);
-    }
-    for (size_t k = 0; k < split.sums.size(); ++k) {
-        const auto at = static_cast<size_t>(static_cast<int64_t>(k) * sum_group);
-        int32_t sum = 0;
-        for (size_t j = at; j < at + static_cast<size_t>(sum_group); ++j) sum += 254 * split.hi[j] + split.lo[j];
-        split.sums[k] = sum;
-    }
-    return split;
 }
 
 // ---- Each type's blocks, R rows sharing each block's codes ----
@@ -278,39 +214,185 @@ void q8_0_row(const RowParts& x, const uint8_t* b, int64_t blocks, Floats (&acc)
     }
 }
 
+// MXFP4's 32 codes as their doubled FP4 values (-12 to 12), in value order:
+// a byte shuffle of the codebook where the build has AVX2.
+void mxfp4_codes(SignedBytes& codes, const uint8_t* b) {
+#if defined(__AVX2__)
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 1)), low = _mm_set1_epi8(15);
+    const __m256i nibbles = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(packed, 4), low), _mm_and_si128(packed, low));
+    const __m256i codebook = _mm256_broadcastsi128_si256(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(ggml_lanes::mxfp4_doubled_values)));
+    codes = reinterpret_cast<SignedBytes>(_mm256_shuffle_epi8(codebook, nibbles));
+#else
+    for (int j = 0; j < 16; ++j) {
+        codes[j] = ggml_lanes::mxfp4_doubled_values[b[1 + j] & 15];
+        codes[j + 16] = ggml_lanes::mxfp4_doubled_values[b[1 + j] >> 4];
+    }
+#endif
+}
+
+// One MXFP4 block's T against row r's three parts.
+void mxfp4_t(Ints& t, const SignedBytes& codes, const RowParts& x, int r, int64_t block) {
+    Ints hi = {}, lo = {}, rest = {};
+    signed_dot(hi, codes, x.hi_at(r, 32 * block));
+    signed_dot(lo, codes, x.lo_at(r, 32 * block));
+    signed_dot(rest, codes, x.rest_at(r, 32 * block));
+    t = 64516 * hi + 254 * lo + rest;
+}
+
+// The halved scales by E8M0 byte: one load, where the conversion takes several.
+constexpr std::array<float, 256> mxfp4_scales = [] {
+    std::array<float, 256> scales{};
+    for (int e = 0; e < 256; ++e)
+        scales[static_cast<size_t>(e)] = ggml_lanes::mxfp4_halved_scale(static_cast<uint8_t>(e));
+    return scales;
+}();
+
+// Two MXFP4 blocks' codes, and T = 254^2 H + 254 L + R of one row against
+// them, the first block's 8 lanes then the second's. With AVX-512 (VNNI),
+// both blocks a register, each code plus 12 (0 to 24, unsigned) times x,
+// less 12 times the lane's sum of its parts (the split's sums of 4, times
+// -12); else each block's register as signed_dot does it.
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+using PairCodes = __m512i;
+
+constexpr std::array<uint8_t, 16> offset_codebook = [] {
+    std::array<uint8_t, 16> codes{};
+    for (size_t j = 0; j < 16; ++j) codes[j] = static_cast<uint8_t>(ggml_lanes::mxfp4_doubled_values[j] + 12);
+    return codes;
+}();
+
+void pair_codes(PairCodes& codes, const uint8_t* b) {
+    // Each block's 16 bytes twice, the second copy's high nibbles shifted
+    // down. (The masked forms: GCC 12 warns, wrongly, of the plain ones'
+    // undefined source.)
+    const auto bytes_at = [](const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); };
+    const __m512i twice =
+        _mm512_mask_broadcast_i32x4(_mm512_maskz_broadcast_i32x4(0x00ff, bytes_at(b + 1)), 0xff00, bytes_at(b + 18));
+    const __m512i nibbles = _mm512_and_si512(_mm512_mask_srli_epi16(twice, 0xff00ff00, twice, 4), _mm512_set1_epi8(15));
+    codes = _mm512_shuffle_epi8(_mm512_maskz_broadcast_i32x4(0xffff, bytes_at(offset_codebook.data())), nibbles);
+}
+
+void pair_sums(Ints16& t, const PairCodes& codes, const RowParts& x, int r, int64_t i) {
+    Ints16 offsets;
+    load(offsets, x.block_sums_at(r, i));
+    const auto dot = [&](Ints16 sums, const int8_t* part) {
+        return reinterpret_cast<Ints16>(
+            _mm512_dpbusd_epi32(reinterpret_cast<__m512i>(sums), codes, _mm512_loadu_si512(part)));
+    };
+    t = 64516 * dot(Ints16{}, x.hi_at(r, 32 * i)) + 254 * dot(Ints16{}, x.lo_at(r, 32 * i)) +
+        dot(offsets, x.rest_at(r, 32 * i));
+}
+#else
+struct PairCodes {
+    SignedBytes codes[2];
+};
+
+void pair_codes(PairCodes& c, const uint8_t* b) {
+    mxfp4_codes(c.codes[0], b);
+    mxfp4_codes(c.codes[1], b + 17);
+}
+
+void pair_sums(Ints16& t, const PairCodes& c, const RowParts& x, int r, int64_t i) {
+    Ints block_t[2];
+    for (int k = 0; k < 2; ++k) mxfp4_t(block_t[k], c.codes[k], x, r, i + k);
+    t = __builtin_shufflevector(block_t[0], block_t[1], 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+}
+#endif
+
+// MXFP4, its blocks in pairs, the first's lanes 0-7 and the second's 8-15
+// (a last odd block's 0-7): codes -12 to 12, so that T is at most
+// 4 * 12 * 127 * (254^2 + 254 + 1) = 4.0e8 (with the codes plus 12 and
+// their offset taken off, 1.2e9 on the way) and fits an int32.
 template <int R>
-void rows_product(const RowParts& x, const Matrix& w, float* out, int64_t ldo, bool accumulate, int64_t first,
-                  int64_t last) {
+void mxfp4_row(const RowParts& x, const uint8_t* b, int64_t blocks, Floats16 (&acc)[R]) {
+    int64_t i = 0;
+    for (; i + 1 < blocks; i += 2, b += 34) {
+        __builtin_prefetch(b + 16 * 34);
+        PairCodes codes;
+        pair_codes(codes, b);
+        const float first = mxfp4_scales[b[0]], second = mxfp4_scales[b[17]];
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+            Ints16 t;
+            pair_sums(t, codes, x, r, i);
+            const float f = first * x.fine_of(r, i), g = second * x.fine_of(r, i + 1);
+            const Floats16 factors = {f, f, f, f, f, f, f, f, g, g, g, g, g, g, g, g};
+            acc[r] = acc[r] + __builtin_convertvector(t, Floats16) * factors;
+        }
+    }
+    if (i == blocks) return;
+    SignedBytes codes;
+    mxfp4_codes(codes, b);
+    for (int r = 0; r < R; ++r) {
+        Ints t;
+        mxfp4_t(t, codes, x, r, i);
+        const float f = mxfp4_scales[b[0]] * x.fine_of(r, i);
+        for (int l = 0; l < 8; ++l) acc[r][l] = acc[r][l] + static_cast<float>(t[l]) * f;
+    }
+}
+
+// Outputs [first, last): each stored row's blocks through `row_sums` into R
+// rows of lanes (Lanes: 8 or 16 floats), each row's summed from the first.
+template <int R, typename Lanes, typename RowSums>
+void each_output(const RowParts& x, const Matrix& w, float* out, int64_t ldo, bool accumulate, int64_t first,
+                 int64_t last, RowSums row_sums) {
     const int64_t blocks = w.in / dtype_block_values(w.dtype);
     const size_t row_bytes = dtype_row_bytes(w.dtype, w.in);  // whole blocks
     for (int64_t o = first; o < last; ++o) {
-        const auto* row = reinterpret_cast<const uint8_t*>(w.data) + o * row_bytes;
-        Floats acc[R] = {};
-        switch (w.dtype) {
-            case DType::Q4_K: q4_k_row(x, row, blocks, acc); break;
-            case DType::Q6_K: q6_k_row(x, row, blocks, acc); break;
-            default: q8_0_row(x, row, blocks, acc); break;
-        }
+        Lanes acc[R] = {};
+        row_sums(x, reinterpret_cast<const uint8_t*>(w.data) + o * row_bytes, blocks, acc);
         for (int r = 0; r < R; ++r) {
             float sum = 0;
-            for (int l = 0; l < 8; ++l) sum += acc[r][l];
+            for (size_t l = 0; l < sizeof(Lanes) / sizeof(float); ++l) sum += acc[r][l];
             float& y = out[r * ldo + o];
             y = accumulate ? y + sum : sum;
         }
     }
 }
 
+// Each type's kernel as a lambda (a function pointer would not be inlined).
+template <int R>
+void rows_product(const RowParts& x, const Matrix& w, float* out, int64_t ldo, bool accumulate, int64_t first,
+                  int64_t last) {
+    using Eight = Floats(&)[R];
+    using Sixteen = Floats16(&)[R];
+    switch (w.dtype) {
+        case DType::Q4_K:
+            return each_output<R, Floats>(
+                x, w, out, ldo, accumulate, first, last,
+                [](const RowParts& p, const uint8_t* b, int64_t n, Eight acc) { q4_k_row<R>(p, b, n, acc); });
+        case DType::Q6_K:
+            return each_output<R, Floats>(
+                x, w, out, ldo, accumulate, first, last,
+                [](const RowParts& p, const uint8_t* b, int64_t n, Eight acc) { q6_k_row<R>(p, b, n, acc); });
+        case DType::Q8_0:
+            return each_output<R, Floats>(
+                x, w, out, ldo, accumulate, first, last,
+                [](const RowParts& p, const uint8_t* b, int64_t n, Eight acc) { q8_0_row<R>(p, b, n, acc); });
+        default:
+            return each_output<R, Floats16>(
+                x, w, out, ldo, accumulate, first, last,
+                [](const RowParts& p, const uint8_t* b, int64_t n, Sixteen acc) { mxfp4_row<R>(p, b, n, acc); });
+    }
+}
+
 }  // namespace
 
-bool has_integer_products(DType dtype) { return dtype == DType::Q4_K || dtype == DType::Q6_K || dtype == DType::Q8_0; }
+bool has_integer_products(DType dtype) {
+    return dtype == DType::Q4_K || dtype == DType::Q6_K || dtype == DType::Q8_0 || dtype == DType::MXFP4;
+}
 
 void integer_rows_product(const float* x, int rows, const Matrix& w, float* out, int64_t ldo, bool accumulate,
                           int64_t first, int64_t last) {
     const int64_t group = dtype_block_values(w.dtype);
-    const int64_t sum_group = w.dtype == DType::Q4_K ? 32 : w.dtype == DType::Q6_K ? 16 : 0;
-    const SplitRows& split = split_rows(x, rows, w.in, group, sum_group);
+    const SplitPlan plan = w.dtype == DType::Q4_K    ? SplitPlan{group, 32, 1, false}
+                           : w.dtype == DType::Q6_K  ? SplitPlan{group, 16, 1, false}
+                           : w.dtype == DType::MXFP4 ? SplitPlan{group, 4, -12, true}
+                                                     : SplitPlan{group, 0, 1, false};
+    const SplitRows& split = split_rows(x, rows, w.in, plan);
     for_row_groups(rows, [&](auto shared, int r0) {
-        const RowParts parts{split, r0, w.in, w.in / group, sum_group ? group / sum_group : 0};
+        const RowParts parts{split, r0, w.in, w.in / group, plan.sum_group ? group / plan.sum_group : 0};
         rows_product<shared>(parts, w, out + r0 * ldo, ldo, accumulate, first, last);
     });
 }

@@ -1,4 +1,4 @@
-// The products of a few rows over Q4_K, Q6_K or Q8_0 weights, as integer
+// The products of a few rows over Q4_K, Q6_K, Q8_0 or MXFP4 weights, as integer
 // dot products of the weights' codes with the activations split into two
 // signed 8-bit parts (integer_products.cpp says exactly what is computed).
 #pragma once

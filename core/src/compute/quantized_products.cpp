@@ -1,10 +1,11 @@
 // Products of a few rows over a block-quantized W (quantized_products.h).
-// Q4_K, Q6_K and Q8_0, the types of a Q4_K_M or Q8_0 file, are integer dot
-// products with the activations split into two 8-bit parts
-// (integer_products.cpp), so that a generated token's products cost a few
-// integer instructions for every 32 weights, shared by the rows. The other
-// types widen each stored row into the thread's scratch first, and each
-// output is its inputs' products summed in input order, lane by lane.
+// Q4_K, Q6_K and Q8_0, the types of a Q4_K_M or Q8_0 file, and MXFP4,
+// gpt-oss's experts', are integer dot products with the activations split
+// into two 8-bit parts (integer_products.cpp), so that a generated token's
+// products cost a few integer instructions for every 32 weights, shared by
+// the rows. The other types widen each stored row into the thread's
+// scratch first, and each output is its inputs' products summed in input
+// order, lane by lane.
 #include "quantized_products.h"
 
 #include <algorithm>
