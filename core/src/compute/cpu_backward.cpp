@@ -1,0 +1,437 @@
+// The backward pass of attribution patching (backward.h): a forward of one
+// text through a pre-norm decoder's layers, as the CPU forward computes them
+// from the model description, keeping what the backward reads; then the
+// metric's gradient back through the final norm, each MLP, each attention
+// (softmax, rotary positions, grouped heads) and each norm to layer 0's input.
+// Legend: KVw = NKV hs, W = Qw + 2 KVw (a row of [Q | K | V]), F MLP hidden size, V vocabulary.
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "headscope/base/error.h"
+#include "headscope/compute/backward.h"
+#include "headscope/compute/cpu_ops.h"
+#include "headscope/compute/forward.h"
+#include "headscope/compute/matmul.h"
+
+namespace headscope {
+
+namespace {
+
+// Each row's mean (LayerNorm's; 0 for RMSNorm) and 1 / sqrt(its variance or mean square + eps).
+struct NormStats {
+    std::vector<double> mean, inverse;
+};
+
+void norm_forward(const Config& cfg, const float* x, const float* w, const float* b, float* out, int T,
+                  NormStats& stats) {
+    const int C = cfg.n_embd;
+    const bool centred = cfg.norm == Norm::layer_norm;
+    stats.mean.assign(T, 0.0), stats.inverse.resize(T);
+    for (int t = 0; t < T; ++t) {
+        const float* row = x + static_cast<size_t>(t) * C;
+        double mean = 0, squares = 0;
+        for (int c = 0; c < C; ++c) mean += row[c];
+        mean = centred ? mean / C : 0;
+        for (int c = 0; c < C; ++c) squares += (row[c] - mean) * (row[c] - mean);
+        const double inverse = 1 / std::sqrt(squares / C + cfg.layer_norm_epsilon);
+        stats.mean[t] = mean, stats.inverse[t] = inverse;
+        for (int c = 0; c < C; ++c)
+            out[static_cast<size_t>(t) * C + c] =
+                static_cast<float>((row[c] - mean) * inverse * w[c] + (b ? b[c] : 0.f));
+    }
+}
+
+// dx += the norm's Jacobian transposed times dy.
+void norm_backward(const Config& cfg, const float* x, const float* w, const NormStats& stats, const float* dy,
+                   float* dx, int T) {
+    const int C = cfg.n_embd;
+    const bool centred = cfg.norm == Norm::layer_norm;
+    std::vector<double> xhat(C), g(C);
+    for (int t = 0; t < T; ++t) {
+        const size_t at = static_cast<size_t>(t) * C;
+        double mean_g = 0, mean_gx = 0;
+        for (int c = 0; c < C; ++c) {
+            xhat[c] = (x[at + c] - stats.mean[t]) * stats.inverse[t];
+            g[c] = static_cast<double>(dy[at + c]) * w[c];
+            mean_g += g[c], mean_gx += g[c] * xhat[c];
+        }
+        mean_g = centred ? mean_g / C : 0, mean_gx /= C;
+        for (int c = 0; c < C; ++c)
+            dx[at + c] += static_cast<float>(stats.inverse[t] * (g[c] - mean_g - xhat[c] * mean_gx));
+    }
+}
+
+// The MLP's activation of x and its derivative there, as activate() in the forward.
+double activation(Mlp mlp, double x, double& derivative) {
+    switch (mlp) {
+        case Mlp::gelu_exact:
+        case Mlp::geglu: {
+            const double cdf = 0.5 * (1 + std::erf(x / std::sqrt(2.0)));
+            derivative = cdf + x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
+            return x * cdf;
+        }
+        case Mlp::gelu_tanh:
+        case Mlp::gated_gelu: {
+            const double k = std::sqrt(2 / M_PI), inner = k * (x + 0.044715 * x * x * x), th = std::tanh(inner);
+            derivative = 0.5 * (1 + th) + 0.5 * x * (1 - th * th) * k * (1 + 3 * 0.044715 * x * x);
+            return 0.5 * x * (1 + th);
+        }
+        case Mlp::swiglu:
+        case Mlp::silu: {
+            const double s = 1 / (1 + std::exp(-x));
+            derivative = s * (1 + x * (1 - s));
+            return x * s;
+        }
+        case Mlp::relu: derivative = x > 0; return x > 0 ? x : 0;
+    }
+    return 0;
+}
+
+// What the backward reads of one layer's forward.
+struct LayerTrace {
+    std::vector<float> x, n1, q, k, v, att, y, xm, n2, pre, up, m;  // q and k rotated
+    NormStats s1, s2;
+};
+
+// One text's forward, kept.
+class Trace {
+public:
+    Trace(const Model& model, const std::vector<int32_t>& ids, const AttentionOptions& options)
+        : model_(model),
+          cfg_(model.config),
+          options_(options),
+          split_(head_split(cfg_, 0)),
+          T_(static_cast<int>(ids.size())),
+          scale_(score_scale(options.scale, cfg_, split_.hs)),
+          layers_(cfg_.n_layer) {
+        std::vector<float> x(static_cast<size_t>(T_) * cfg_.n_embd);
+        embed_text(model, Batch{{ids}, cfg_.pad_id()}, 0, 0, x.data());
+        for (int l = 0; l < cfg_.n_layer; ++l) x = run_layer(l, std::move(x));
+        final_x_ = std::move(x);
+        final_n_.resize(final_x_.size());
+        norm_forward(cfg_, final_x_.data(), model.ln_f_w, model.ln_f_b, final_n_.data(), T_, final_s_);
+    }
+    double metric(const PatchRequest& request, const std::vector<int32_t>& clean, std::vector<float>* d_final) const;
+    void backward(std::vector<float> dx, RunActivations& gradients) const;
+    void keep(RunActivations& activations) const;
+
+private:
+    std::vector<float> run_layer(int l, std::vector<float> x);
+    void attend(int l, LayerTrace& lt) const;
+    void attend_backward(int l, const LayerTrace& lt, const std::vector<float>& dy, float* d_att,
+                         std::vector<float>& dq, std::vector<float>& dk, std::vector<float>& dv) const;
+    // The first key query row i of layer l sees: 0, or its sliding window's first.
+    int first_key(int l, int i) const { return visible_begin(layer_options(cfg_, options_, l), i); }
+    void split_qkv(const float* qkv, LayerTrace& lt) const;
+    void join_qkv(const std::vector<float>& dq, const std::vector<float>& dk, const std::vector<float>& dv,
+                  float* dqkv) const;
+    void rotate(int l, float* rows, int heads, int width, bool inverse) const;
+    void mlp(const LayerWeights& w, LayerTrace& lt) const;
+    std::vector<float> mlp_backward(const LayerWeights& w, const LayerTrace& lt, const float* dm) const;
+
+    const Model& model_;
+    const Config& cfg_;
+    AttentionOptions options_;
+    HeadSplit split_;
+    int T_;
+    float scale_;
+    std::vector<LayerTrace> layers_;
+    std::vector<float> final_x_, final_n_;
+    NormStats final_s_;
+};
+
+// Each head's rows (width apart) rotated to their positions, or back (the transpose: sin negated).
+void Trace::rotate(int l, float* rows, int heads, int width, bool inverse) const {
+    if (cfg_.positions != Positions::rotary) return;
+    RopeTable table = rope_table(layer_rope(cfg_, l), split_.hs, T_);
+    if (inverse)
+        for (float& s : table.sin) s = -s;
+    for (int h = 0; h < heads; ++h) apply_rope(table, rows + h * split_.hs, 0, T_, width);
+}
+
+// Where a fused product's row keeps head h's part (0: q, 1: k, 2: v):
+// [Q | K | V], or per head [q k v] (QkvLayout::fused_per_head, whose heads are not grouped).
+size_t fused_column(const Config& cfg, const HeadSplit& split, int part, int h) {
+    if (cfg.qkv_layout == QkvLayout::fused_per_head) return static_cast<size_t>(3 * h + part) * split.hs;
+    return static_cast<size_t>(part == 0 ? 0 : split.q_width() + (part - 1) * split.kv_width()) + h * split.hs;
+}
+
+void Trace::split_qkv(const float* qkv, LayerTrace& lt) const {
+    const int hs = split_.hs, W = split_.q_width() + 2 * split_.kv_width();
+    for (int t = 0; t < T_; ++t) {
+        const float* row = qkv + static_cast<size_t>(t) * W;
+        for (int h = 0; h < split_.NH; ++h)
+            std::copy_n(row + fused_column(cfg_, split_, 0, h), hs,
+                        lt.q.data() + (static_cast<size_t>(t) * split_.NH + h) * hs);
+        for (int h = 0; h < split_.NKV; ++h)
+            for (int part = 1; part <= 2; ++part)
+                std::copy_n(row + fused_column(cfg_, split_, part, h), hs,
+                            (part == 1 ? lt.k : lt.v).data() + (static_cast<size_t>(t) * split_.NKV + h) * hs);
+    }
+}
+
+// split_qkv's transpose: the gradients of Q, K and V into a fused product's row layout.
+void Trace::join_qkv(const std::vector<float>& dq, const std::vector<float>& dk, const std::vector<float>& dv,
+                     float* dqkv) const {
+    const int hs = split_.hs, W = split_.q_width() + 2 * split_.kv_width();
+    for (int t = 0; t < T_; ++t) {
+        float* row = dqkv + static_cast<size_t>(t) * W;
+        for (int h = 0; h < split_.NH; ++h)
+            std::copy_n(dq.data() + (static_cast<size_t>(t) * split_.NH + h) * hs, hs,
+                        row + fused_column(cfg_, split_, 0, h));
+        for (int h = 0; h < split_.NKV; ++h)
+            for (int part = 1; part <= 2; ++part)
+                std::copy_n((part == 1 ? dk : dv).data() + (static_cast<size_t>(t) * split_.NKV + h) * hs, hs,
+                            row + fused_column(cfg_, split_, part, h));
+    }
+}
+
+std::vector<float> Trace::run_layer(int l, std::vector<float> x) {
+    const LayerWeights& w = model_.layers[l];
+    LayerTrace& lt = layers_[l];
+    const int C = cfg_.n_embd, Qw = split_.q_width(), KVw = split_.kv_width(), W = Qw + 2 * KVw;
+    const size_t rows = T_;
+    lt.x = std::move(x);
+    lt.n1.resize(rows * C);
+    norm_forward(cfg_, lt.x.data(), w.ln_1_w, w.ln_1_b, lt.n1.data(), T_, lt.s1);
+    lt.q.resize(rows * Qw), lt.k.resize(rows * KVw), lt.v.resize(rows * KVw);
+    if (cfg_.qkv_layout == QkvLayout::separate) {
+        linear(lt.n1.data(), T_, w.q, w.q_b, lt.q.data(), Qw);
+        linear(lt.n1.data(), T_, w.k, w.k_b, lt.k.data(), KVw);
+        linear(lt.n1.data(), T_, w.v, w.v_b, lt.v.data(), KVw);
+    } else {
+        std::vector<float> qkv(rows * W);
+        linear(lt.n1.data(), T_, w.attn, w.attn_b, qkv.data(), W);
+        split_qkv(qkv.data(), lt);
+    }
+    rotate(l, lt.q.data(), split_.NH, Qw, false);
+    rotate(l, lt.k.data(), split_.NKV, KVw, false);
+    attend(l, lt);
+    lt.xm = lt.x;
+    linear(lt.y.data(), T_, w.attn_proj, w.attn_proj_b, lt.xm.data(), C, /*accumulate=*/true);
+    lt.n2.resize(rows * C);
+    norm_forward(cfg_, lt.xm.data(), w.ln_2_w, w.ln_2_b, lt.n2.data(), T_, lt.s2);
+    mlp(w, lt);
+    std::vector<float> next = lt.xm;
+    ops::add(next.data(), lt.m.data(), next.size());
+    return next;
+}
+
+// The causal softmax of each head's scaled scores, and the heads' outputs.
+void Trace::attend(int l, LayerTrace& lt) const {
+    const int hs = split_.hs, Qw = split_.q_width(), KVw = split_.kv_width(), T = T_;
+    lt.att.assign(static_cast<size_t>(split_.NH) * T * T, 0.f);
+    lt.y.assign(static_cast<size_t>(T) * Qw, 0.f);
+#pragma omp parallel for schedule(static)
+    for (int h = 0; h < split_.NH; ++h) {
+        const int g = h / split_.group();
+        std::vector<double> scores(T);
+        for (int i = 0; i < T; ++i) {
+            const float* q = lt.q.data() + static_cast<size_t>(i) * Qw + h * hs;
+            double max = -INFINITY, sum = 0;
+            const int first = first_key(l, i);
+            for (int j = first; j <= i; ++j) {
+                const float* k = lt.k.data() + static_cast<size_t>(j) * KVw + g * hs;
+                double dot = 0;
+                for (int d = 0; d < hs; ++d) dot += static_cast<double>(q[d]) * k[d];
+                scores[j] = scale_ * dot, max = std::max(max, scores[j]);
+            }
+            for (int j = first; j <= i; ++j) sum += scores[j] = std::exp(scores[j] - max);
+            float* row = lt.att.data() + (static_cast<size_t>(h) * T + i) * T;
+            float* y = lt.y.data() + static_cast<size_t>(i) * Qw + h * hs;
+            for (int j = first; j <= i; ++j) {
+                row[j] = static_cast<float>(scores[j] / sum);
+                const float* v = lt.v.data() + static_cast<size_t>(j) * KVw + g * hs;
+                for (int d = 0; d < hs; ++d) y[d] += row[j] * v[d];
+            }
+        }
+    }
+}
+
+void Trace::mlp(const LayerWeights& w, LayerTrace& lt) const {
+    const int C = cfg_.n_embd, F = cfg_.mlp_size();
+    const size_t hidden = static_cast<size_t>(T_) * F;
+    lt.pre.resize(hidden);
+    std::vector<float> h(hidden);
+    double unused = 0;
+    if (gated(cfg_.mlp)) {
+        lt.up.resize(hidden);
+        linear(lt.n2.data(), T_, w.gate, nullptr, lt.pre.data(), F);
+        linear(lt.n2.data(), T_, w.fc, w.fc_b, lt.up.data(), F);
+        for (size_t i = 0; i < hidden; ++i)
+            h[i] = static_cast<float>(activation(cfg_.mlp, lt.pre[i], unused)) * lt.up[i];
+    } else {
+        linear(lt.n2.data(), T_, w.fc, w.fc_b, lt.pre.data(), F);
+        for (size_t i = 0; i < hidden; ++i) h[i] = static_cast<float>(activation(cfg_.mlp, lt.pre[i], unused));
+    }
+    lt.m.resize(static_cast<size_t>(T_) * C);
+    linear(h.data(), T_, w.fc_proj, w.fc_proj_b, lt.m.data(), C);
+}
+
+// The gradient with respect to the MLP's input (its norm's output) from that of its output.
+std::vector<float> Trace::mlp_backward(const LayerWeights& w, const LayerTrace& lt, const float* dm) const {
+    const int C = cfg_.n_embd, F = cfg_.mlp_size();
+    const size_t hidden = static_cast<size_t>(T_) * F;
+    std::vector<float> dh(hidden), dn(static_cast<size_t>(T_) * C);
+    linear(dm, T_, w.fc_proj.transposed(), nullptr, dh.data(), F);
+    double slope = 0;
+    if (gated(cfg_.mlp)) {
+        std::vector<float> dup(hidden);
+        for (size_t i = 0; i < hidden; ++i) {
+            const double a = activation(cfg_.mlp, lt.pre[i], slope);
+            dup[i] = static_cast<float>(dh[i] * a);
+            dh[i] = static_cast<float>(dh[i] * lt.up[i] * slope);
+        }
+        linear(dh.data(), T_, w.gate.transposed(), nullptr, dn.data(), C);
+        linear(dup.data(), T_, w.fc.transposed(), nullptr, dn.data(), C, /*accumulate=*/true);
+    } else {
+        for (size_t i = 0; i < hidden; ++i) {
+            activation(cfg_.mlp, lt.pre[i], slope);
+            dh[i] = static_cast<float>(dh[i] * slope);
+        }
+        linear(dh.data(), T_, w.fc.transposed(), nullptr, dn.data(), C);
+    }
+    return dn;
+}
+
+// From the gradient with respect to the heads' outputs (dy): those with
+// respect to the maps (into `d_att`), the rotated queries and keys, and the values.
+void Trace::attend_backward(int l, const LayerTrace& lt, const std::vector<float>& dy, float* d_att,
+                            std::vector<float>& dq, std::vector<float>& dk, std::vector<float>& dv) const {
+    const int hs = split_.hs, Qw = split_.q_width(), KVw = split_.kv_width(), T = T_, group = split_.group();
+    dq.assign(static_cast<size_t>(T) * Qw, 0.f), dk.assign(static_cast<size_t>(T) * KVw, 0.f);
+    dv.assign(static_cast<size_t>(T) * KVw, 0.f);
+#pragma omp parallel for schedule(static)
+    for (int g = 0; g < split_.NKV; ++g)  // a key/value head's query heads together: they share dk and dv
+        for (int h = g * group; h < (g + 1) * group; ++h)
+            for (int i = 0; i < T; ++i) {
+                const float* att = lt.att.data() + (static_cast<size_t>(h) * T + i) * T;
+                float* datt = d_att + (static_cast<size_t>(h) * T + i) * T;
+                const float* dyi = dy.data() + static_cast<size_t>(i) * Qw + h * hs;
+                double weighted = 0;
+                const int first = first_key(l, i);
+                for (int j = first; j <= i; ++j) {
+                    const float* v = lt.v.data() + static_cast<size_t>(j) * KVw + g * hs;
+                    float* dvj = dv.data() + static_cast<size_t>(j) * KVw + g * hs;
+                    double dot = 0;
+                    for (int d = 0; d < hs; ++d) dot += static_cast<double>(dyi[d]) * v[d], dvj[d] += att[j] * dyi[d];
+                    datt[j] = static_cast<float>(dot), weighted += att[j] * dot;
+                }
+                const float* q = lt.q.data() + static_cast<size_t>(i) * Qw + h * hs;
+                float* dqi = dq.data() + static_cast<size_t>(i) * Qw + h * hs;
+                for (int j = first; j <= i; ++j) {
+                    const float ds = static_cast<float>(scale_ * att[j] * (datt[j] - weighted));
+                    const float* k = lt.k.data() + static_cast<size_t>(j) * KVw + g * hs;
+                    float* dkj = dk.data() + static_cast<size_t>(j) * KVw + g * hs;
+                    for (int d = 0; d < hs; ++d) dqi[d] += ds * k[d], dkj[d] += ds * q[d];
+                }
+            }
+}
+
+// From the gradient with respect to the last layer's output back through
+// every layer, keeping those with respect to the activations patching copies.
+void Trace::backward(std::vector<float> dx, RunActivations& gradients) const {
+    const int L = cfg_.n_layer, C = cfg_.n_embd, Qw = split_.q_width(), KVw = split_.kv_width(), T = T_;
+    const size_t layer_rows = static_cast<size_t>(T) * C, head_rows = static_cast<size_t>(T) * Qw;
+    const size_t maps = static_cast<size_t>(split_.NH) * T * T;
+    gradients.residual.assign(L * layer_rows, 0.f), gradients.mlp.assign(L * layer_rows, 0.f);
+    gradients.heads.assign(L * head_rows, 0.f), gradients.pattern.assign(L * maps, 0.f);
+    std::vector<float> dy(head_rows), dq, dk, dv;
+    for (int l = L - 1; l >= 0; --l) {
+        const LayerWeights& w = model_.layers[l];
+        const LayerTrace& lt = layers_[l];
+        std::copy(dx.begin(), dx.end(), gradients.mlp.begin() + l * layer_rows);
+        const std::vector<float> dn2 = mlp_backward(w, lt, dx.data());
+        norm_backward(cfg_, lt.xm.data(), w.ln_2_w, lt.s2, dn2.data(), dx.data(), T);
+        linear(dx.data(), T, w.attn_proj.transposed(), nullptr, dy.data(), Qw);
+        std::copy(dy.begin(), dy.end(), gradients.heads.begin() + l * head_rows);
+        attend_backward(l, lt, dy, gradients.pattern.data() + l * maps, dq, dk, dv);
+        rotate(l, dq.data(), split_.NH, Qw, true);
+        rotate(l, dk.data(), split_.NKV, KVw, true);
+        std::vector<float> dn1(layer_rows);
+        if (cfg_.qkv_layout == QkvLayout::separate) {
+            linear(dq.data(), T, w.q.transposed(), nullptr, dn1.data(), C);
+            linear(dk.data(), T, w.k.transposed(), nullptr, dn1.data(), C, /*accumulate=*/true);
+            linear(dv.data(), T, w.v.transposed(), nullptr, dn1.data(), C, /*accumulate=*/true);
+        } else {
+            std::vector<float> dqkv(static_cast<size_t>(T) * (Qw + 2 * KVw));
+            join_qkv(dq, dk, dv, dqkv.data());
+            linear(dqkv.data(), T, w.attn.transposed(), nullptr, dn1.data(), C);
+        }
+        norm_backward(cfg_, lt.x.data(), w.ln_1_w, lt.s1, dn1.data(), dx.data(), T);
+        std::copy(dx.begin(), dx.end(), gradients.residual.begin() + l * layer_rows);
+    }
+}
+
+// The metric of the final norm's output, and where `d_final` is set the
+// gradient with respect to the last layer's output (T, C) into it.
+double Trace::metric(const PatchRequest& request, const std::vector<int32_t>& clean,
+                     std::vector<float>* d_final) const {
+    const int C = cfg_.n_embd, V = cfg_.vocab_size;
+    const bool loss = request.metric == PatchMetric::loss;
+    const int first = loss ? 0 : request.position, n = loss ? T_ - 1 : 1;
+    std::vector<float> logits(static_cast<size_t>(n) * V), d_logits(logits.size(), 0.f);
+    linear(final_n_.data() + static_cast<size_t>(first) * C, n, model_.lm_head, model_.lm_bias, logits.data(), V);
+    double metric = 0;
+    for (int i = 0; i < n; ++i) {
+        const float* row = logits.data() + static_cast<size_t>(i) * V;
+        float* d_row = d_logits.data() + static_cast<size_t>(i) * V;
+        if (request.metric == PatchMetric::logit_diff) {
+            metric = static_cast<double>(row[request.answer]) - row[request.wrong];
+            d_row[request.answer] = 1, d_row[request.wrong] = -1;
+            continue;
+        }
+        const int32_t token = loss ? clean[i + 1] : request.answer;
+        const double log_sum = ops::log_sum_exp(row, V), sign = loss ? -1.0 / n : 1.0;
+        metric += sign * (row[token] - log_sum);
+        for (int v = 0; v < V; ++v) d_row[v] = static_cast<float>(-sign * std::exp(row[v] - log_sum));
+        d_row[token] += static_cast<float>(sign);
+    }
+    if (d_final) {
+        std::vector<float> d_norm(static_cast<size_t>(T_) * C, 0.f);
+        linear(d_logits.data(), n, model_.lm_head.transposed(), nullptr, d_norm.data() + static_cast<size_t>(first) * C,
+               C);
+        d_final->assign(d_norm.size(), 0.f);
+        norm_backward(cfg_, final_x_.data(), model_.ln_f_w, final_s_, d_norm.data(), d_final->data(), T_);
+    }
+    return metric;
+}
+
+void Trace::keep(RunActivations& activations) const {
+    activations.heads.clear(), activations.residual.clear(), activations.mlp.clear(), activations.pattern.clear();
+    for (const LayerTrace& lt : layers_) {
+        activations.heads.insert(activations.heads.end(), lt.y.begin(), lt.y.end());
+        activations.residual.insert(activations.residual.end(), lt.x.begin(), lt.x.end());
+        activations.mlp.insert(activations.mlp.end(), lt.m.begin(), lt.m.end());
+        activations.pattern.insert(activations.pattern.end(), lt.att.begin(), lt.att.end());
+    }
+}
+
+bool floating_point(const Matrix& m) {
+    return !m || m.dtype == DType::F32 || m.dtype == DType::F16 || m.dtype == DType::BF16;
+}
+
+}  // namespace
+
+double metric_gradients(const Model& model, const std::vector<int32_t>& ids, const std::vector<int32_t>& clean,
+                        const AttentionOptions& options, const PatchRequest& request, RunActivations* activations,
+                        RunActivations* gradients) {
+    check_backward_supported(model.config, options);
+    for (const LayerWeights& w : model.layers)
+        for (const Matrix* m : {&w.attn, &w.q, &w.k, &w.v, &w.attn_proj, &w.fc, &w.gate, &w.fc_proj})
+            if (!floating_point(*m))
+                throw Error(std::string("attribution patching does not support quantized weights (") +
+                            to_string(m->dtype) + ") yet");
+    if (!floating_point(model.lm_head))
+        throw Error(std::string("attribution patching does not support quantized weights (") +
+                    to_string(model.lm_head.dtype) + ") yet");
+    const Trace trace(model, ids, options);
+    std::vector<float> d_final;
+    const double metric = trace.metric(request, clean, gradients ? &d_final : nullptr);
+    if (activations) trace.keep(*activations);
+    if (gradients) trace.backward(std::move(d_final), *gradients);
+    return metric;
+}
+
+}  // namespace headscope
