@@ -28,6 +28,8 @@ struct BackwardModel {
     FamilySpec spec;
 };
 
+std::ostream& operator<<(std::ostream& os, const BackwardModel& m) { return os << m.name; }
+
 FamilySpec variant(const std::string& name) {
     for (const FamilyVariant& v : family_variants())
         if (v.name == name) return v.spec;

@@ -64,8 +64,8 @@ const char* unsupported_feature(const Config& cfg, const AttentionOptions& optio
     if (cfg.attention_sinks) return "attention sinks";
     if (cfg.positions == Positions::relative) return "relative position buckets";
     if (cfg.output_scale != 1) return "a scale on the output before the output embedding";
-    if (!options.causal || options.window_both_ways || options.n_head != 0 || options.split != Split::transpose ||
-        !options.ablate.empty())
+    if (!options.causal || options.window_both_ways || (options.n_head != 0 && options.n_head != cfg.n_head) ||
+        options.split != Split::transpose || !options.ablate.empty())
         return "options other than the model's own mask, heads and split, or knocked-out heads";
     return nullptr;
 }
