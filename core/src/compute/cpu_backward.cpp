@@ -90,7 +90,8 @@ double activation(Mlp mlp, double x, double& derivative) {
 
 // What the backward reads of one layer's forward.
 struct LayerTrace {
-    std::vector<float> x, n1, q, k, v, att, y, xm, n2, pre, up, m;  // q and k rotated
+    std::vector<float> x, n1, q, k, v, att, y, xm, n2, up, m;  // q and k rotated
+    std::vector<float> act, slope;  // (T, F) the MLP's activation (of the gate, where gated) and its derivative
     NormStats s1, s2;
 };
 
@@ -117,15 +118,15 @@ public:
     void keep(RunActivations& activations) const;
 
 private:
+    double logit_difference(const PatchRequest& request, float* d_norm) const;
+    double metric_of_logits(const PatchRequest& request, const std::vector<int32_t>& clean, float* d_norm) const;
     std::vector<float> run_layer(int l, std::vector<float> x);
     void attend(int l, LayerTrace& lt) const;
     void attend_backward(int l, const LayerTrace& lt, const std::vector<float>& dy, float* d_att,
                          std::vector<float>& dq, std::vector<float>& dk, std::vector<float>& dv) const;
     // The first key query row i of layer l sees: 0, or its sliding window's first.
     int first_key(int l, int i) const { return visible_begin(layer_options(cfg_, options_, l), i); }
-    void split_qkv(const float* qkv, LayerTrace& lt) const;
-    void join_qkv(const std::vector<float>& dq, const std::vector<float>& dk, const std::vector<float>& dv,
-                  float* dqkv) const;
+    void move_qkv(float* fused, float* q, float* k, float* v, bool join) const;
     void rotate(int l, float* rows, int heads, int width, bool inverse) const;
     void mlp(const LayerWeights& w, LayerTrace& lt) const;
     std::vector<float> mlp_backward(const LayerWeights& w, const LayerTrace& lt, const float* dm) const;
@@ -157,33 +158,20 @@ size_t fused_column(const Config& cfg, const HeadSplit& split, int part, int h) 
     return static_cast<size_t>(part == 0 ? 0 : split.q_width() + (part - 1) * split.kv_width()) + h * split.hs;
 }
 
-void Trace::split_qkv(const float* qkv, LayerTrace& lt) const {
+// A fused product's rows (T, W) split into Q, K and V, or (`join`) Q, K and V put back in their layout.
+void Trace::move_qkv(float* fused, float* q, float* k, float* v, bool join) const {
     const int hs = split_.hs, W = split_.q_width() + 2 * split_.kv_width();
+    const auto move = [&](float* row, float* part, size_t at) {
+        join ? std::copy_n(part, hs, row + at) : std::copy_n(row + at, hs, part);
+    };
     for (int t = 0; t < T_; ++t) {
-        const float* row = qkv + static_cast<size_t>(t) * W;
+        float* row = fused + static_cast<size_t>(t) * W;
         for (int h = 0; h < split_.NH; ++h)
-            std::copy_n(row + fused_column(cfg_, split_, 0, h), hs,
-                        lt.q.data() + (static_cast<size_t>(t) * split_.NH + h) * hs);
-        for (int h = 0; h < split_.NKV; ++h)
-            for (int part = 1; part <= 2; ++part)
-                std::copy_n(row + fused_column(cfg_, split_, part, h), hs,
-                            (part == 1 ? lt.k : lt.v).data() + (static_cast<size_t>(t) * split_.NKV + h) * hs);
-    }
-}
-
-// split_qkv's transpose: the gradients of Q, K and V into a fused product's row layout.
-void Trace::join_qkv(const std::vector<float>& dq, const std::vector<float>& dk, const std::vector<float>& dv,
-                     float* dqkv) const {
-    const int hs = split_.hs, W = split_.q_width() + 2 * split_.kv_width();
-    for (int t = 0; t < T_; ++t) {
-        float* row = dqkv + static_cast<size_t>(t) * W;
-        for (int h = 0; h < split_.NH; ++h)
-            std::copy_n(dq.data() + (static_cast<size_t>(t) * split_.NH + h) * hs, hs,
-                        row + fused_column(cfg_, split_, 0, h));
-        for (int h = 0; h < split_.NKV; ++h)
-            for (int part = 1; part <= 2; ++part)
-                std::copy_n((part == 1 ? dk : dv).data() + (static_cast<size_t>(t) * split_.NKV + h) * hs, hs,
-                            row + fused_column(cfg_, split_, part, h));
+            move(row, q + (static_cast<size_t>(t) * split_.NH + h) * hs, fused_column(cfg_, split_, 0, h));
+        for (int h = 0; h < split_.NKV; ++h) {
+            move(row, k + (static_cast<size_t>(t) * split_.NKV + h) * hs, fused_column(cfg_, split_, 1, h));
+            move(row, v + (static_cast<size_t>(t) * split_.NKV + h) * hs, fused_column(cfg_, split_, 2, h));
+        }
     }
 }
 
@@ -203,7 +191,7 @@ std::vector<float> Trace::run_layer(int l, std::vector<float> x) {
     } else {
         std::vector<float> qkv(rows * W);
         linear(lt.n1.data(), T_, w.attn, w.attn_b, qkv.data(), W);
-        split_qkv(qkv.data(), lt);
+        move_qkv(qkv.data(), lt.q.data(), lt.k.data(), lt.v.data(), false);
     }
     rotate(l, lt.q.data(), split_.NH, Qw, false);
     rotate(l, lt.k.data(), split_.NKV, KVw, false);
@@ -252,18 +240,20 @@ void Trace::attend(int l, LayerTrace& lt) const {
 void Trace::mlp(const LayerWeights& w, LayerTrace& lt) const {
     const int C = cfg_.n_embd, F = cfg_.mlp_size();
     const size_t hidden = static_cast<size_t>(T_) * F;
-    lt.pre.resize(hidden);
-    std::vector<float> h(hidden);
-    double unused = 0;
-    if (gated(cfg_.mlp)) {
+    lt.act.resize(hidden), lt.slope.resize(hidden);
+    const bool gate = gated(cfg_.mlp);
+    if (gate) {
         lt.up.resize(hidden);
-        linear(lt.n2.data(), T_, w.gate, nullptr, lt.pre.data(), F);
         linear(lt.n2.data(), T_, w.fc, w.fc_b, lt.up.data(), F);
-        for (size_t i = 0; i < hidden; ++i)
-            h[i] = static_cast<float>(activation(cfg_.mlp, lt.pre[i], unused)) * lt.up[i];
-    } else {
-        linear(lt.n2.data(), T_, w.fc, w.fc_b, lt.pre.data(), F);
-        for (size_t i = 0; i < hidden; ++i) h[i] = static_cast<float>(activation(cfg_.mlp, lt.pre[i], unused));
+    }
+    linear(lt.n2.data(), T_, gate ? w.gate : w.fc, gate ? nullptr : w.fc_b, lt.act.data(), F);
+    std::vector<float> h(hidden);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < hidden; ++i) {
+        double slope = 0;
+        lt.act[i] = static_cast<float>(activation(cfg_.mlp, lt.act[i], slope));
+        lt.slope[i] = static_cast<float>(slope);
+        h[i] = gate ? lt.act[i] * lt.up[i] : lt.act[i];
     }
     lt.m.resize(static_cast<size_t>(T_) * C);
     linear(h.data(), T_, w.fc_proj, w.fc_proj_b, lt.m.data(), C);
@@ -275,21 +265,13 @@ std::vector<float> Trace::mlp_backward(const LayerWeights& w, const LayerTrace& 
     const size_t hidden = static_cast<size_t>(T_) * F;
     std::vector<float> dh(hidden), dn(static_cast<size_t>(T_) * C);
     linear(dm, T_, w.fc_proj.transposed(), nullptr, dh.data(), F);
-    double slope = 0;
     if (gated(cfg_.mlp)) {
         std::vector<float> dup(hidden);
-        for (size_t i = 0; i < hidden; ++i) {
-            const double a = activation(cfg_.mlp, lt.pre[i], slope);
-            dup[i] = static_cast<float>(dh[i] * a);
-            dh[i] = static_cast<float>(dh[i] * lt.up[i] * slope);
-        }
+        for (size_t i = 0; i < hidden; ++i) dup[i] = dh[i] * lt.act[i], dh[i] *= lt.up[i] * lt.slope[i];
         linear(dh.data(), T_, w.gate.transposed(), nullptr, dn.data(), C);
         linear(dup.data(), T_, w.fc.transposed(), nullptr, dn.data(), C, /*accumulate=*/true);
     } else {
-        for (size_t i = 0; i < hidden; ++i) {
-            activation(cfg_.mlp, lt.pre[i], slope);
-            dh[i] = static_cast<float>(dh[i] * slope);
-        }
+        for (size_t i = 0; i < hidden; ++i) dh[i] *= lt.slope[i];
         linear(dh.data(), T_, w.fc.transposed(), nullptr, dn.data(), C);
     }
     return dn;
@@ -356,7 +338,7 @@ void Trace::backward(std::vector<float> dx, RunActivations& gradients) const {
             linear(dv.data(), T, w.v.transposed(), nullptr, dn1.data(), C, /*accumulate=*/true);
         } else {
             std::vector<float> dqkv(static_cast<size_t>(T) * (Qw + 2 * KVw));
-            join_qkv(dq, dk, dv, dqkv.data());
+            move_qkv(dqkv.data(), dq.data(), dk.data(), dv.data(), true);
             linear(dqkv.data(), T, w.attn.transposed(), nullptr, dn1.data(), C);
         }
         norm_backward(cfg_, lt.x.data(), w.ln_1_w, lt.s1, dn1.data(), dx.data(), T);
@@ -364,10 +346,27 @@ void Trace::backward(std::vector<float> dx, RunActivations& gradients) const {
     }
 }
 
-// The metric of the final norm's output, and where `d_final` is set the
-// gradient with respect to the last layer's output (T, C) into it.
-double Trace::metric(const PatchRequest& request, const std::vector<int32_t>& clean,
-                     std::vector<float>* d_final) const {
+// A logit difference where the output embedding is stored a row per token:
+// those two rows alone (their difference is the gradient of the final
+// norm's output at the position) into `d_norm`.
+double Trace::logit_difference(const PatchRequest& request, float* d_norm) const {
+    const int C = cfg_.n_embd;
+    std::vector<float> answer(C), wrong(C);
+    stored_row(model_.lm_head, request.answer, answer.data());
+    stored_row(model_.lm_head, request.wrong, wrong.data());
+    const float* x = final_n_.data() + static_cast<size_t>(request.position) * C;
+    double metric =
+        model_.lm_bias ? static_cast<double>(model_.lm_bias[request.answer]) - model_.lm_bias[request.wrong] : 0;
+    for (int c = 0; c < C; ++c) {
+        metric += static_cast<double>(x[c]) * answer[c] - static_cast<double>(x[c]) * wrong[c];
+        d_norm[static_cast<size_t>(request.position) * C + c] = answer[c] - wrong[c];
+    }
+    return metric;
+}
+
+// Any metric through the whole output embedding: the logits of the rows it
+// reads, and the gradient of the final norm's output into `d_norm`.
+double Trace::metric_of_logits(const PatchRequest& request, const std::vector<int32_t>& clean, float* d_norm) const {
     const int C = cfg_.n_embd, V = cfg_.vocab_size;
     const bool loss = request.metric == PatchMetric::loss;
     const int first = loss ? 0 : request.position, n = loss ? T_ - 1 : 1;
@@ -388,10 +387,19 @@ double Trace::metric(const PatchRequest& request, const std::vector<int32_t>& cl
         for (int v = 0; v < V; ++v) d_row[v] = static_cast<float>(-sign * std::exp(row[v] - log_sum));
         d_row[token] += static_cast<float>(sign);
     }
+    linear(d_logits.data(), n, model_.lm_head.transposed(), nullptr, d_norm + static_cast<size_t>(first) * C, C);
+    return metric;
+}
+
+// The metric of the final norm's output, and where `d_final` is set the
+// gradient with respect to the last layer's output (T, C) into it.
+double Trace::metric(const PatchRequest& request, const std::vector<int32_t>& clean,
+                     std::vector<float>* d_final) const {
+    std::vector<float> d_norm(final_x_.size(), 0.f);
+    const bool two_rows = request.metric == PatchMetric::logit_diff && model_.lm_head.out_by_in;
+    const double metric =
+        two_rows ? logit_difference(request, d_norm.data()) : metric_of_logits(request, clean, d_norm.data());
     if (d_final) {
-        std::vector<float> d_norm(static_cast<size_t>(T_) * C, 0.f);
-        linear(d_logits.data(), n, model_.lm_head.transposed(), nullptr, d_norm.data() + static_cast<size_t>(first) * C,
-               C);
         d_final->assign(d_norm.size(), 0.f);
         norm_backward(cfg_, final_x_.data(), model_.ln_f_w, final_s_, d_norm.data(), d_final->data(), T_);
     }
