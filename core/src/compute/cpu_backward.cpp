@@ -199,7 +199,8 @@ std::vector<float> Trace::run_layer(int l, std::vector<float> x) {
     lt.xm = lt.x;
     linear(lt.y.data(), T_, w.attn_proj, w.attn_proj_b, lt.xm.data(), C, /*accumulate=*/true);
     lt.n2.resize(rows * C);
-    norm_forward(cfg_, lt.xm.data(), w.ln_2_w, w.ln_2_b, lt.n2.data(), T_, lt.s2);
+    // A parallel residual's MLP reads the layer's input, beside the attention.
+    norm_forward(cfg_, (cfg_.parallel_residual ? lt.x : lt.xm).data(), w.ln_2_w, w.ln_2_b, lt.n2.data(), T_, lt.s2);
     mlp(w, lt);
     std::vector<float> next = lt.xm;
     ops::add(next.data(), lt.m.data(), next.size());
@@ -325,7 +326,7 @@ void Trace::backward(std::vector<float> dx, RunActivations& gradients) const {
         const LayerTrace& lt = layers_[l];
         std::copy(dx.begin(), dx.end(), gradients.mlp.begin() + l * layer_rows);
         const std::vector<float> dn2 = mlp_backward(w, lt, dx.data());
-        norm_backward(cfg_, lt.xm.data(), w.ln_2_w, lt.s2, dn2.data(), dx.data(), T);
+        if (!cfg_.parallel_residual) norm_backward(cfg_, lt.xm.data(), w.ln_2_w, lt.s2, dn2.data(), dx.data(), T);
         linear(dx.data(), T, w.attn_proj.transposed(), nullptr, dy.data(), Qw);
         std::copy(dy.begin(), dy.end(), gradients.heads.begin() + l * head_rows);
         attend_backward(l, lt, dy, gradients.pattern.data() + l * maps, dq, dk, dv);
@@ -342,6 +343,7 @@ void Trace::backward(std::vector<float> dx, RunActivations& gradients) const {
             linear(dqkv.data(), T, w.attn.transposed(), nullptr, dn1.data(), C);
         }
         norm_backward(cfg_, lt.x.data(), w.ln_1_w, lt.s1, dn1.data(), dx.data(), T);
+        if (cfg_.parallel_residual) norm_backward(cfg_, lt.x.data(), w.ln_2_w, lt.s2, dn2.data(), dx.data(), T);
         std::copy(dx.begin(), dx.end(), gradients.residual.begin() + l * layer_rows);
     }
 }
