@@ -233,6 +233,7 @@ const std::vector<BackwardModel> backward_models = {
     {"gpt_neox_sequential", variant("gpt_neox_sequential")},  // Q, K and V fused per head; partial rotary
     {"phi3_longrope", variant("phi3_longrope")},
     {"gpt_neox_parallel", variant("gpt_neox_parallel")},  // Pythia's parallel residual
+    {"qwen3", variant("qwen3")},                          // each head's Q and K normed
 };
 
 INSTANTIATE_TEST_SUITE_P(Families, Backward, ::testing::ValuesIn(backward_models),
@@ -247,8 +248,7 @@ Config gpt2_config() { return loaded_family("backward_gpt2", family_spec(Family:
 // The features the backward does not follow yet, each refused in one line naming it.
 TEST(BackwardRefusals, NameTheFeature) {
     const std::vector<std::pair<std::string, std::string>> refused = {
-        {"olmo2", "norms on the queries and keys"},
-        {"qwen3", "norms on the queries and keys"},
+        {"olmo2", "norms on the sublayers' outputs"},
         {"gemma2", "norms on the sublayers' outputs"},
     };
     for (const auto& [name, feature] : refused) {

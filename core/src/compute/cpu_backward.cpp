@@ -10,6 +10,7 @@
 
 #include "headscope/base/error.h"
 #include "headscope/compute/backward.h"
+#include "headscope/compute/backward_ops.h"
 #include "headscope/compute/cpu_ops.h"
 #include "headscope/compute/forward.h"
 #include "headscope/compute/matmul.h"
@@ -18,81 +19,13 @@ namespace headscope {
 
 namespace {
 
-// Each row's mean (LayerNorm's; 0 for RMSNorm) and 1 / sqrt(its variance or mean square + eps).
-struct NormStats {
-    std::vector<double> mean, inverse;
-};
-
-void norm_forward(const Config& cfg, const float* x, const float* w, const float* b, float* out, int T,
-                  NormStats& stats) {
-    const int C = cfg.n_embd;
-    const bool centred = cfg.norm == Norm::layer_norm;
-    stats.mean.assign(T, 0.0), stats.inverse.resize(T);
-    for (int t = 0; t < T; ++t) {
-        const float* row = x + static_cast<size_t>(t) * C;
-        double mean = 0, squares = 0;
-        for (int c = 0; c < C; ++c) mean += row[c];
-        mean = centred ? mean / C : 0;
-        for (int c = 0; c < C; ++c) squares += (row[c] - mean) * (row[c] - mean);
-        const double inverse = 1 / std::sqrt(squares / C + cfg.layer_norm_epsilon);
-        stats.mean[t] = mean, stats.inverse[t] = inverse;
-        for (int c = 0; c < C; ++c)
-            out[static_cast<size_t>(t) * C + c] =
-                static_cast<float>((row[c] - mean) * inverse * w[c] + (b ? b[c] : 0.f));
-    }
-}
-
-// dx += the norm's Jacobian transposed times dy.
-void norm_backward(const Config& cfg, const float* x, const float* w, const NormStats& stats, const float* dy,
-                   float* dx, int T) {
-    const int C = cfg.n_embd;
-    const bool centred = cfg.norm == Norm::layer_norm;
-    std::vector<double> xhat(C), g(C);
-    for (int t = 0; t < T; ++t) {
-        const size_t at = static_cast<size_t>(t) * C;
-        double mean_g = 0, mean_gx = 0;
-        for (int c = 0; c < C; ++c) {
-            xhat[c] = (x[at + c] - stats.mean[t]) * stats.inverse[t];
-            g[c] = static_cast<double>(dy[at + c]) * w[c];
-            mean_g += g[c], mean_gx += g[c] * xhat[c];
-        }
-        mean_g = centred ? mean_g / C : 0, mean_gx /= C;
-        for (int c = 0; c < C; ++c)
-            dx[at + c] += static_cast<float>(stats.inverse[t] * (g[c] - mean_g - xhat[c] * mean_gx));
-    }
-}
-
-// The MLP's activation of x and its derivative there, as activate() in the forward.
-double activation(Mlp mlp, double x, double& derivative) {
-    switch (mlp) {
-        case Mlp::gelu_exact:
-        case Mlp::geglu: {
-            const double cdf = 0.5 * (1 + std::erf(x / std::sqrt(2.0)));
-            derivative = cdf + x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
-            return x * cdf;
-        }
-        case Mlp::gelu_tanh:
-        case Mlp::gated_gelu: {
-            const double k = std::sqrt(2 / M_PI), inner = k * (x + 0.044715 * x * x * x), th = std::tanh(inner);
-            derivative = 0.5 * (1 + th) + 0.5 * x * (1 - th * th) * k * (1 + 3 * 0.044715 * x * x);
-            return 0.5 * x * (1 + th);
-        }
-        case Mlp::swiglu:
-        case Mlp::silu: {
-            const double s = 1 / (1 + std::exp(-x));
-            derivative = s * (1 + x * (1 - s));
-            return x * s;
-        }
-        case Mlp::relu: derivative = x > 0; return x > 0 ? x : 0;
-    }
-    return 0;
-}
-
 // What the backward reads of one layer's forward.
 struct LayerTrace {
     std::vector<float> x, n1, q, k, v, att, y, xm, n2, up, m;  // q and k rotated
     std::vector<float> act, slope;  // (T, F) the MLP's activation (of the gate, where gated) and its derivative
     NormStats s1, s2;
+    std::vector<float> q_raw, k_raw;  // Q and K before their norms (Config::qk_norm)
+    NormStats sq, sk;
 };
 
 // One text's forward, kept.
@@ -111,7 +44,7 @@ public:
         for (int l = 0; l < cfg_.n_layer; ++l) x = run_layer(l, std::move(x));
         final_x_ = std::move(x);
         final_n_.resize(final_x_.size());
-        norm_forward(cfg_, final_x_.data(), model.ln_f_w, model.ln_f_b, final_n_.data(), T_, final_s_);
+        norm_forward(residual_norm_, final_x_.data(), model.ln_f_w, model.ln_f_b, final_n_.data(), T_, final_s_);
     }
     double metric(const PatchRequest& request, const std::vector<int32_t>& clean, std::vector<float>* d_final) const;
     void backward(std::vector<float> dx, RunActivations& gradients) const;
@@ -127,6 +60,10 @@ private:
     // The first key query row i of layer l sees: 0, or its sliding window's first.
     int first_key(int l, int i) const { return visible_begin(layer_options(cfg_, options_, l), i); }
     void move_qkv(float* fused, float* q, float* k, float* v, bool join) const;
+    // Q's or K's norm (Config::qk_norm), of all their `width` values of a row or each head's.
+    NormShape qk_norm(int width) const {
+        return {false, cfg_.qk_norm_whole ? width : split_.hs, cfg_.layer_norm_epsilon};
+    }
     void rotate(int l, float* rows, int heads, int width, bool inverse) const;
     void mlp(const LayerWeights& w, LayerTrace& lt) const;
     std::vector<float> mlp_backward(const LayerWeights& w, const LayerTrace& lt, const float* dm) const;
@@ -134,6 +71,7 @@ private:
     const Model& model_;
     const Config& cfg_;
     AttentionOptions options_;
+    NormShape residual_norm_{cfg_.norm == Norm::layer_norm, cfg_.n_embd, cfg_.layer_norm_epsilon};
     HeadSplit split_;
     int T_;
     float scale_;
@@ -182,7 +120,7 @@ std::vector<float> Trace::run_layer(int l, std::vector<float> x) {
     const size_t rows = T_;
     lt.x = std::move(x);
     lt.n1.resize(rows * C);
-    norm_forward(cfg_, lt.x.data(), w.ln_1_w, w.ln_1_b, lt.n1.data(), T_, lt.s1);
+    norm_forward(residual_norm_, lt.x.data(), w.ln_1_w, w.ln_1_b, lt.n1.data(), T_, lt.s1);
     lt.q.resize(rows * Qw), lt.k.resize(rows * KVw), lt.v.resize(rows * KVw);
     if (cfg_.qkv_layout == QkvLayout::separate) {
         linear(lt.n1.data(), T_, w.q, w.q_b, lt.q.data(), Qw);
@@ -193,6 +131,12 @@ std::vector<float> Trace::run_layer(int l, std::vector<float> x) {
         linear(lt.n1.data(), T_, w.attn, w.attn_b, qkv.data(), W);
         move_qkv(qkv.data(), lt.q.data(), lt.k.data(), lt.v.data(), false);
     }
+    if (cfg_.qk_norm) {
+        lt.q_raw = lt.q, lt.k_raw = lt.k;
+        norm_forward(qk_norm(Qw), lt.q_raw.data(), w.q_norm, nullptr, lt.q.data(), T_ * Qw / qk_norm(Qw).width, lt.sq);
+        norm_forward(qk_norm(KVw), lt.k_raw.data(), w.k_norm, nullptr, lt.k.data(), T_ * KVw / qk_norm(KVw).width,
+                     lt.sk);
+    }
     rotate(l, lt.q.data(), split_.NH, Qw, false);
     rotate(l, lt.k.data(), split_.NKV, KVw, false);
     attend(l, lt);
@@ -200,7 +144,8 @@ std::vector<float> Trace::run_layer(int l, std::vector<float> x) {
     linear(lt.y.data(), T_, w.attn_proj, w.attn_proj_b, lt.xm.data(), C, /*accumulate=*/true);
     lt.n2.resize(rows * C);
     // A parallel residual's MLP reads the layer's input, beside the attention.
-    norm_forward(cfg_, (cfg_.parallel_residual ? lt.x : lt.xm).data(), w.ln_2_w, w.ln_2_b, lt.n2.data(), T_, lt.s2);
+    norm_forward(residual_norm_, (cfg_.parallel_residual ? lt.x : lt.xm).data(), w.ln_2_w, w.ln_2_b, lt.n2.data(), T_,
+                 lt.s2);
     mlp(w, lt);
     std::vector<float> next = lt.xm;
     ops::add(next.data(), lt.m.data(), next.size());
@@ -326,12 +271,24 @@ void Trace::backward(std::vector<float> dx, RunActivations& gradients) const {
         const LayerTrace& lt = layers_[l];
         std::copy(dx.begin(), dx.end(), gradients.mlp.begin() + l * layer_rows);
         const std::vector<float> dn2 = mlp_backward(w, lt, dx.data());
-        if (!cfg_.parallel_residual) norm_backward(cfg_, lt.xm.data(), w.ln_2_w, lt.s2, dn2.data(), dx.data(), T);
+        if (!cfg_.parallel_residual)
+            norm_backward(residual_norm_, lt.xm.data(), w.ln_2_w, lt.s2, dn2.data(), dx.data(), T);
         linear(dx.data(), T, w.attn_proj.transposed(), nullptr, dy.data(), Qw);
         std::copy(dy.begin(), dy.end(), gradients.heads.begin() + l * head_rows);
         attend_backward(l, lt, dy, gradients.pattern.data() + l * maps, dq, dk, dv);
         rotate(l, dq.data(), split_.NH, Qw, true);
         rotate(l, dk.data(), split_.NKV, KVw, true);
+        if (cfg_.qk_norm) {
+            const auto before_norm = [&](const std::vector<float>& raw, const float* w_norm, const NormStats& stats,
+                                         std::vector<float>& d, int width) {
+                std::vector<float> d_raw(d.size(), 0.f);
+                norm_backward(qk_norm(width), raw.data(), w_norm, stats, d.data(), d_raw.data(),
+                              T * width / qk_norm(width).width);
+                d = std::move(d_raw);
+            };
+            before_norm(lt.q_raw, w.q_norm, lt.sq, dq, Qw);
+            before_norm(lt.k_raw, w.k_norm, lt.sk, dk, KVw);
+        }
         std::vector<float> dn1(layer_rows);
         if (cfg_.qkv_layout == QkvLayout::separate) {
             linear(dq.data(), T, w.q.transposed(), nullptr, dn1.data(), C);
@@ -342,8 +299,9 @@ void Trace::backward(std::vector<float> dx, RunActivations& gradients) const {
             move_qkv(dqkv.data(), dq.data(), dk.data(), dv.data(), true);
             linear(dqkv.data(), T, w.attn.transposed(), nullptr, dn1.data(), C);
         }
-        norm_backward(cfg_, lt.x.data(), w.ln_1_w, lt.s1, dn1.data(), dx.data(), T);
-        if (cfg_.parallel_residual) norm_backward(cfg_, lt.x.data(), w.ln_2_w, lt.s2, dn2.data(), dx.data(), T);
+        norm_backward(residual_norm_, lt.x.data(), w.ln_1_w, lt.s1, dn1.data(), dx.data(), T);
+        if (cfg_.parallel_residual)
+            norm_backward(residual_norm_, lt.x.data(), w.ln_2_w, lt.s2, dn2.data(), dx.data(), T);
         std::copy(dx.begin(), dx.end(), gradients.residual.begin() + l * layer_rows);
     }
 }
@@ -403,7 +361,7 @@ double Trace::metric(const PatchRequest& request, const std::vector<int32_t>& cl
         two_rows ? logit_difference(request, d_norm.data()) : metric_of_logits(request, clean, d_norm.data());
     if (d_final) {
         d_final->assign(d_norm.size(), 0.f);
-        norm_backward(cfg_, final_x_.data(), model_.ln_f_w, final_s_, d_norm.data(), d_final->data(), T_);
+        norm_backward(residual_norm_, final_x_.data(), model_.ln_f_w, final_s_, d_norm.data(), d_final->data(), T_);
     }
     return metric;
 }
