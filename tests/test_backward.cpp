@@ -234,6 +234,9 @@ const std::vector<BackwardModel> backward_models = {
     {"phi3_longrope", variant("phi3_longrope")},
     {"gpt_neox_parallel", variant("gpt_neox_parallel")},  // Pythia's parallel residual
     {"qwen3", variant("qwen3")},                          // each head's Q and K normed
+    {"olmo2", variant("olmo2")},                          // no norms before the sublayers, norms after them
+    {"olmo2_biased", variant("olmo2_biased")},
+    {"gemma3_text", variant("gemma3_text")},  // norms before and after, local and global layers
 };
 
 INSTANTIATE_TEST_SUITE_P(Families, Backward, ::testing::ValuesIn(backward_models),
@@ -248,8 +251,7 @@ Config gpt2_config() { return loaded_family("backward_gpt2", family_spec(Family:
 // The features the backward does not follow yet, each refused in one line naming it.
 TEST(BackwardRefusals, NameTheFeature) {
     const std::vector<std::pair<std::string, std::string>> refused = {
-        {"olmo2", "norms on the sublayers' outputs"},
-        {"gemma2", "norms on the sublayers' outputs"},
+        {"gemma2", "soft-capped scores or logits"},
     };
     for (const auto& [name, feature] : refused) {
         const LoadedFamily& family = loaded_family("backward_" + name, variant(name));
@@ -275,7 +277,7 @@ TEST(BackwardRefusals, NameTheFeature) {
         {[](Config& c) { c.attention_sinks = true; }, "attention sinks"},
         {[](Config& c) { c.post_norm = true; }, "a model that is not a decoder"},
         {[](Config& c) { c.positions = Positions::relative; }, "relative position buckets"},
-        {[](Config& c) { c.input_norms = false; }, "layers without a norm before each sublayer"},
+        {[](Config& c) { c.first_attention_norm = false; }, "a first layer without a norm before its attention"},
     };
     for (const auto& [change, feature] : features) {
         Config config = gpt2_config();

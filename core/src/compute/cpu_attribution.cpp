@@ -56,8 +56,7 @@ const char* unsupported_feature(const Config& cfg, const AttentionOptions& optio
     if (!cfg.causal || cfg.is_encoder_decoder() || cfg.post_norm || cfg.mlm_head)
         return "a model that is not a decoder";
     if (cfg.has_experts()) return "mixtures of experts";
-    if (cfg.output_norms) return "norms on the sublayers' outputs";
-    if (!cfg.input_norms || !cfg.first_attention_norm) return "layers without a norm before each sublayer";
+    if (!cfg.first_attention_norm) return "a first layer without a norm before its attention";
     if (cfg.attention_softcap != 0 || cfg.logit_softcap != 0) return "soft-capped scores or logits";
     if (cfg.attention_sinks) return "attention sinks";
     if (cfg.positions == Positions::relative) return "relative position buckets";

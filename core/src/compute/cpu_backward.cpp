@@ -25,7 +25,8 @@ struct LayerTrace {
     std::vector<float> act, slope;  // (T, F) the MLP's activation (of the gate, where gated) and its derivative
     NormStats s1, s2;
     std::vector<float> q_raw, k_raw;  // Q and K before their norms (Config::qk_norm)
-    NormStats sq, sk;
+    std::vector<float> a_raw, m_raw;  // the sublayers' outputs before their norms (Config::output_norms)
+    NormStats sq, sk, sa, sm;
 };
 
 // One text's forward, kept.
@@ -65,6 +66,13 @@ private:
         return {false, cfg_.qk_norm_whole ? width : split_.hs, cfg_.layer_norm_epsilon};
     }
     void rotate(int l, float* rows, int heads, int width, bool inverse) const;
+    void input_norm(const float* w, const float* b, const std::vector<float>& x, std::vector<float>& out,
+                    NormStats& stats) const;
+    void input_norm_backward(const float* w, const std::vector<float>& x, const NormStats& stats,
+                             const std::vector<float>& dn, std::vector<float>& dx) const;
+    void output_norm(const float* w, std::vector<float>& output, std::vector<float>& raw, NormStats& stats) const;
+    std::vector<float> output_norm_backward(const float* w, const std::vector<float>& raw, const NormStats& stats,
+                                            const std::vector<float>& d) const;
     void mlp(const LayerWeights& w, LayerTrace& lt) const;
     std::vector<float> mlp_backward(const LayerWeights& w, const LayerTrace& lt, const float* dm) const;
 
@@ -120,7 +128,7 @@ std::vector<float> Trace::run_layer(int l, std::vector<float> x) {
     const size_t rows = T_;
     lt.x = std::move(x);
     lt.n1.resize(rows * C);
-    norm_forward(residual_norm_, lt.x.data(), w.ln_1_w, w.ln_1_b, lt.n1.data(), T_, lt.s1);
+    input_norm(w.ln_1_w, w.ln_1_b, lt.x, lt.n1, lt.s1);
     lt.q.resize(rows * Qw), lt.k.resize(rows * KVw), lt.v.resize(rows * KVw);
     if (cfg_.qkv_layout == QkvLayout::separate) {
         linear(lt.n1.data(), T_, w.q, w.q_b, lt.q.data(), Qw);
@@ -140,13 +148,15 @@ std::vector<float> Trace::run_layer(int l, std::vector<float> x) {
     rotate(l, lt.q.data(), split_.NH, Qw, false);
     rotate(l, lt.k.data(), split_.NKV, KVw, false);
     attend(l, lt);
+    std::vector<float> attended(rows * C);
+    linear(lt.y.data(), T_, w.attn_proj, w.attn_proj_b, attended.data(), C);
+    output_norm(w.attn_out_norm, attended, lt.a_raw, lt.sa);
     lt.xm = lt.x;
-    linear(lt.y.data(), T_, w.attn_proj, w.attn_proj_b, lt.xm.data(), C, /*accumulate=*/true);
-    lt.n2.resize(rows * C);
+    ops::add(lt.xm.data(), attended.data(), lt.xm.size());
     // A parallel residual's MLP reads the layer's input, beside the attention.
-    norm_forward(residual_norm_, (cfg_.parallel_residual ? lt.x : lt.xm).data(), w.ln_2_w, w.ln_2_b, lt.n2.data(), T_,
-                 lt.s2);
+    input_norm(w.ln_2_w, w.ln_2_b, cfg_.parallel_residual ? lt.x : lt.xm, lt.n2, lt.s2);
     mlp(w, lt);
+    output_norm(w.mlp_out_norm, lt.m, lt.m_raw, lt.sm);
     std::vector<float> next = lt.xm;
     ops::add(next.data(), lt.m.data(), next.size());
     return next;
@@ -181,6 +191,41 @@ void Trace::attend(int l, LayerTrace& lt) const {
             }
         }
     }
+}
+
+// A sublayer's input: the norm of x, or x itself where the model has no norm there (OLMo 2).
+void Trace::input_norm(const float* w, const float* b, const std::vector<float>& x, std::vector<float>& out,
+                       NormStats& stats) const {
+    out.resize(x.size());
+    if (cfg_.input_norms)
+        norm_forward(residual_norm_, x.data(), w, b, out.data(), T_, stats);
+    else
+        out = x;
+}
+
+// dx += the gradient through input_norm from that of its output, dn.
+void Trace::input_norm_backward(const float* w, const std::vector<float>& x, const NormStats& stats,
+                                const std::vector<float>& dn, std::vector<float>& dx) const {
+    if (cfg_.input_norms)
+        norm_backward(residual_norm_, x.data(), w, stats, dn.data(), dx.data(), T_);
+    else
+        ops::add(dx.data(), dn.data(), dx.size());
+}
+
+// A sublayer's output normed in place where the model norms it (Config::output_norms), kept as it was in `raw`.
+void Trace::output_norm(const float* w, std::vector<float>& output, std::vector<float>& raw, NormStats& stats) const {
+    if (!cfg_.output_norms) return;
+    raw = output;
+    norm_forward(residual_norm_, raw.data(), w, nullptr, output.data(), T_, stats);
+}
+
+// The gradient with respect to a sublayer's output before output_norm, from that after it (d).
+std::vector<float> Trace::output_norm_backward(const float* w, const std::vector<float>& raw, const NormStats& stats,
+                                               const std::vector<float>& d) const {
+    if (!cfg_.output_norms) return d;
+    std::vector<float> d_raw(d.size(), 0.f);
+    norm_backward(residual_norm_, raw.data(), w, stats, d.data(), d_raw.data(), T_);
+    return d_raw;
 }
 
 void Trace::mlp(const LayerWeights& w, LayerTrace& lt) const {
@@ -270,10 +315,11 @@ void Trace::backward(std::vector<float> dx, RunActivations& gradients) const {
         const LayerWeights& w = model_.layers[l];
         const LayerTrace& lt = layers_[l];
         std::copy(dx.begin(), dx.end(), gradients.mlp.begin() + l * layer_rows);
-        const std::vector<float> dn2 = mlp_backward(w, lt, dx.data());
-        if (!cfg_.parallel_residual)
-            norm_backward(residual_norm_, lt.xm.data(), w.ln_2_w, lt.s2, dn2.data(), dx.data(), T);
-        linear(dx.data(), T, w.attn_proj.transposed(), nullptr, dy.data(), Qw);
+        const std::vector<float> dn2 =
+            mlp_backward(w, lt, output_norm_backward(w.mlp_out_norm, lt.m_raw, lt.sm, dx).data());
+        if (!cfg_.parallel_residual) input_norm_backward(w.ln_2_w, lt.xm, lt.s2, dn2, dx);
+        const std::vector<float> d_attended = output_norm_backward(w.attn_out_norm, lt.a_raw, lt.sa, dx);
+        linear(d_attended.data(), T, w.attn_proj.transposed(), nullptr, dy.data(), Qw);
         std::copy(dy.begin(), dy.end(), gradients.heads.begin() + l * head_rows);
         attend_backward(l, lt, dy, gradients.pattern.data() + l * maps, dq, dk, dv);
         rotate(l, dq.data(), split_.NH, Qw, true);
@@ -299,9 +345,8 @@ void Trace::backward(std::vector<float> dx, RunActivations& gradients) const {
             move_qkv(dqkv.data(), dq.data(), dk.data(), dv.data(), true);
             linear(dqkv.data(), T, w.attn.transposed(), nullptr, dn1.data(), C);
         }
-        norm_backward(residual_norm_, lt.x.data(), w.ln_1_w, lt.s1, dn1.data(), dx.data(), T);
-        if (cfg_.parallel_residual)
-            norm_backward(residual_norm_, lt.x.data(), w.ln_2_w, lt.s2, dn2.data(), dx.data(), T);
+        input_norm_backward(w.ln_1_w, lt.x, lt.s1, dn1, dx);
+        if (cfg_.parallel_residual) input_norm_backward(w.ln_2_w, lt.x, lt.s2, dn2, dx);
         std::copy(dx.begin(), dx.end(), gradients.residual.begin() + l * layer_rows);
     }
 }
