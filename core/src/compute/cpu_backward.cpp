@@ -6,11 +6,8 @@
 // Legend: KVw = NKV hs, W = Qw + 2 KVw (a row of [Q | K | V]), F MLP hidden size, V vocabulary.
 #include <algorithm>
 #include <cmath>
-#include <string>
 
-#include "headscope/base/error.h"
-#include "headscope/compute/backward.h"
-#include "headscope/compute/backward_ops.h"
+#include "backward_trace.h"
 #include "headscope/compute/cpu_ops.h"
 #include "headscope/compute/forward.h"
 #include "headscope/compute/matmul.h"
@@ -19,84 +16,6 @@ namespace headscope {
 
 namespace {
 
-// What the backward reads of one layer's forward.
-struct LayerTrace {
-    std::vector<float> x, n1, q, k, v, att, y, xm, n2, up, m;  // q and k rotated
-    std::vector<float> act, slope;  // (T, F) the MLP's activation (of the gate, where gated) and its derivative
-    NormStats s1, s2;
-    std::vector<float> q_raw, k_raw;  // Q and K before their norms (Config::qk_norm)
-    std::vector<float> a_raw, m_raw;  // the sublayers' outputs before their norms (Config::output_norms)
-    NormStats sq, sk, sa, sm;
-};
-
-// One text's forward, kept.
-class Trace {
-public:
-    Trace(const Model& model, const std::vector<int32_t>& ids, const AttentionOptions& options)
-        : model_(model),
-          cfg_(model.config),
-          options_(options),
-          split_(head_split(cfg_, 0)),
-          T_(static_cast<int>(ids.size())),
-          scale_(score_scale(options.scale, cfg_, split_.hs)),
-          layers_(cfg_.n_layer) {
-        std::vector<float> x(static_cast<size_t>(T_) * cfg_.n_embd);
-        embed_text(model, Batch{{ids}, cfg_.pad_id()}, 0, 0, x.data());
-        for (int l = 0; l < cfg_.n_layer; ++l) x = run_layer(l, std::move(x));
-        final_x_ = std::move(x);
-        final_n_.resize(final_x_.size());
-        norm_forward(residual_norm_, final_x_.data(), model.ln_f_w, model.ln_f_b, final_n_.data(), T_, final_s_);
-    }
-    double metric(const PatchRequest& request, const std::vector<int32_t>& clean, std::vector<float>* d_final) const;
-    void backward(std::vector<float> dx, RunActivations& gradients) const;
-    void keep(RunActivations& activations) const;
-
-private:
-    double logit_difference(const PatchRequest& request, float* d_norm) const;
-    double metric_of_logits(const PatchRequest& request, const std::vector<int32_t>& clean, float* d_norm) const;
-    std::vector<float> run_layer(int l, std::vector<float> x);
-    void attend(int l, LayerTrace& lt) const;
-    void attend_backward(int l, const LayerTrace& lt, const std::vector<float>& dy, float* d_att,
-                         std::vector<float>& dq, std::vector<float>& dk, std::vector<float>& dv) const;
-    // The first key query row i of layer l sees: 0, or its sliding window's first.
-    int first_key(int l, int i) const { return visible_begin(layer_options(cfg_, options_, l), i); }
-    void move_qkv(float* fused, float* q, float* k, float* v, bool join) const;
-    // Q's or K's norm (Config::qk_norm), of all their `width` values of a row or each head's.
-    NormShape qk_norm(int width) const {
-        return {false, cfg_.qk_norm_whole ? width : split_.hs, cfg_.layer_norm_epsilon};
-    }
-    void rotate(int l, float* rows, int heads, int width, bool inverse) const;
-    void input_norm(const float* w, const float* b, const std::vector<float>& x, std::vector<float>& out,
-                    NormStats& stats) const;
-    void input_norm_backward(const float* w, const std::vector<float>& x, const NormStats& stats,
-                             const std::vector<float>& dn, std::vector<float>& dx) const;
-    void output_norm(const float* w, std::vector<float>& output, std::vector<float>& raw, NormStats& stats) const;
-    std::vector<float> output_norm_backward(const float* w, const std::vector<float>& raw, const NormStats& stats,
-                                            const std::vector<float>& d) const;
-    void mlp(const LayerWeights& w, LayerTrace& lt) const;
-    std::vector<float> mlp_backward(const LayerWeights& w, const LayerTrace& lt, const float* dm) const;
-
-    const Model& model_;
-    const Config& cfg_;
-    AttentionOptions options_;
-    NormShape residual_norm_{cfg_.norm == Norm::layer_norm, cfg_.n_embd, cfg_.layer_norm_epsilon};
-    HeadSplit split_;
-    int T_;
-    float scale_;
-    std::vector<LayerTrace> layers_;
-    std::vector<float> final_x_, final_n_;
-    NormStats final_s_;
-};
-
-// Each head's rows (width apart) rotated to their positions, or back (the transpose: sin negated).
-void Trace::rotate(int l, float* rows, int heads, int width, bool inverse) const {
-    if (cfg_.positions != Positions::rotary) return;
-    RopeTable table = rope_table(layer_rope(cfg_, l), split_.hs, T_);
-    if (inverse)
-        for (float& s : table.sin) s = -s;
-    for (int h = 0; h < heads; ++h) apply_rope(table, rows + h * split_.hs, 0, T_, width);
-}
-
 // Where a fused product's row keeps head h's part (0: q, 1: k, 2: v):
 // [Q | K | V], or per head [q k v] (QkvLayout::fused_per_head, whose heads are not grouped).
 size_t fused_column(const Config& cfg, const HeadSplit& split, int part, int h) {
@@ -104,8 +23,19 @@ size_t fused_column(const Config& cfg, const HeadSplit& split, int part, int h) 
     return static_cast<size_t>(part == 0 ? 0 : split.q_width() + (part - 1) * split.kv_width()) + h * split.hs;
 }
 
+}  // namespace
+
+// Each head's rows (width apart) rotated to their positions, or back (the transpose: sin negated).
+void BackwardTrace::rotate(int l, float* rows, int heads, int width, bool inverse) const {
+    if (cfg_.positions != Positions::rotary) return;
+    RopeTable table = rope_table(layer_rope(cfg_, l), split_.hs, T_);
+    if (inverse)
+        for (float& s : table.sin) s = -s;
+    for (int h = 0; h < heads; ++h) apply_rope(table, rows + h * split_.hs, 0, T_, width);
+}
+
 // A fused product's rows (T, W) split into Q, K and V, or (`join`) Q, K and V put back in their layout.
-void Trace::move_qkv(float* fused, float* q, float* k, float* v, bool join) const {
+void BackwardTrace::move_qkv(float* fused, float* q, float* k, float* v, bool join) const {
     const int hs = split_.hs, W = split_.q_width() + 2 * split_.kv_width();
     const auto move = [&](float* row, float* part, size_t at) {
         join ? std::copy_n(part, hs, row + at) : std::copy_n(row + at, hs, part);
@@ -121,7 +51,7 @@ void Trace::move_qkv(float* fused, float* q, float* k, float* v, bool join) cons
     }
 }
 
-std::vector<float> Trace::run_layer(int l, std::vector<float> x) {
+std::vector<float> BackwardTrace::run_layer(int l, std::vector<float> x) {
     const LayerWeights& w = model_.layers[l];
     LayerTrace& lt = layers_[l];
     const int C = cfg_.n_embd, Qw = split_.q_width(), KVw = split_.kv_width(), W = Qw + 2 * KVw;
@@ -163,7 +93,7 @@ std::vector<float> Trace::run_layer(int l, std::vector<float> x) {
 }
 
 // The causal softmax of each head's scaled scores, and the heads' outputs.
-void Trace::attend(int l, LayerTrace& lt) const {
+void BackwardTrace::attend(int l, LayerTrace& lt) const {
     const int hs = split_.hs, Qw = split_.q_width(), KVw = split_.kv_width(), T = T_;
     lt.att.assign(static_cast<size_t>(split_.NH) * T * T, 0.f);
     lt.y.assign(static_cast<size_t>(T) * Qw, 0.f);
@@ -194,8 +124,8 @@ void Trace::attend(int l, LayerTrace& lt) const {
 }
 
 // A sublayer's input: the norm of x, or x itself where the model has no norm there (OLMo 2).
-void Trace::input_norm(const float* w, const float* b, const std::vector<float>& x, std::vector<float>& out,
-                       NormStats& stats) const {
+void BackwardTrace::input_norm(const float* w, const float* b, const std::vector<float>& x, std::vector<float>& out,
+                               NormStats& stats) const {
     out.resize(x.size());
     if (cfg_.input_norms)
         norm_forward(residual_norm_, x.data(), w, b, out.data(), T_, stats);
@@ -204,8 +134,8 @@ void Trace::input_norm(const float* w, const float* b, const std::vector<float>&
 }
 
 // dx += the gradient through input_norm from that of its output, dn.
-void Trace::input_norm_backward(const float* w, const std::vector<float>& x, const NormStats& stats,
-                                const std::vector<float>& dn, std::vector<float>& dx) const {
+void BackwardTrace::input_norm_backward(const float* w, const std::vector<float>& x, const NormStats& stats,
+                                        const std::vector<float>& dn, std::vector<float>& dx) const {
     if (cfg_.input_norms)
         norm_backward(residual_norm_, x.data(), w, stats, dn.data(), dx.data(), T_);
     else
@@ -213,22 +143,23 @@ void Trace::input_norm_backward(const float* w, const std::vector<float>& x, con
 }
 
 // A sublayer's output normed in place where the model norms it (Config::output_norms), kept as it was in `raw`.
-void Trace::output_norm(const float* w, std::vector<float>& output, std::vector<float>& raw, NormStats& stats) const {
+void BackwardTrace::output_norm(const float* w, std::vector<float>& output, std::vector<float>& raw,
+                                NormStats& stats) const {
     if (!cfg_.output_norms) return;
     raw = output;
     norm_forward(residual_norm_, raw.data(), w, nullptr, output.data(), T_, stats);
 }
 
 // The gradient with respect to a sublayer's output before output_norm, from that after it (d).
-std::vector<float> Trace::output_norm_backward(const float* w, const std::vector<float>& raw, const NormStats& stats,
-                                               const std::vector<float>& d) const {
+std::vector<float> BackwardTrace::output_norm_backward(const float* w, const std::vector<float>& raw,
+                                                       const NormStats& stats, const std::vector<float>& d) const {
     if (!cfg_.output_norms) return d;
     std::vector<float> d_raw(d.size(), 0.f);
     norm_backward(residual_norm_, raw.data(), w, stats, d.data(), d_raw.data(), T_);
     return d_raw;
 }
 
-void Trace::mlp(const LayerWeights& w, LayerTrace& lt) const {
+void BackwardTrace::mlp(const LayerWeights& w, LayerTrace& lt) const {
     const int C = cfg_.n_embd, F = cfg_.mlp_size();
     const size_t hidden = static_cast<size_t>(T_) * F;
     lt.act.resize(hidden), lt.slope.resize(hidden);
@@ -251,7 +182,7 @@ void Trace::mlp(const LayerWeights& w, LayerTrace& lt) const {
 }
 
 // The gradient with respect to the MLP's input (its norm's output) from that of its output.
-std::vector<float> Trace::mlp_backward(const LayerWeights& w, const LayerTrace& lt, const float* dm) const {
+std::vector<float> BackwardTrace::mlp_backward(const LayerWeights& w, const LayerTrace& lt, const float* dm) const {
     const int C = cfg_.n_embd, F = cfg_.mlp_size();
     const size_t hidden = static_cast<size_t>(T_) * F;
     std::vector<float> dh(hidden), dn(static_cast<size_t>(T_) * C);
@@ -270,8 +201,8 @@ std::vector<float> Trace::mlp_backward(const LayerWeights& w, const LayerTrace& 
 
 // From the gradient with respect to the heads' outputs (dy): those with
 // respect to the maps (into `d_att`), the rotated queries and keys, and the values.
-void Trace::attend_backward(int l, const LayerTrace& lt, const std::vector<float>& dy, float* d_att,
-                            std::vector<float>& dq, std::vector<float>& dk, std::vector<float>& dv) const {
+void BackwardTrace::attend_backward(int l, const LayerTrace& lt, const std::vector<float>& dy, float* d_att,
+                                    std::vector<float>& dq, std::vector<float>& dk, std::vector<float>& dv) const {
     const int hs = split_.hs, Qw = split_.q_width(), KVw = split_.kv_width(), T = T_, group = split_.group();
     dq.assign(static_cast<size_t>(T) * Qw, 0.f), dk.assign(static_cast<size_t>(T) * KVw, 0.f);
     dv.assign(static_cast<size_t>(T) * KVw, 0.f);
@@ -304,7 +235,7 @@ void Trace::attend_backward(int l, const LayerTrace& lt, const std::vector<float
 
 // From the gradient with respect to the last layer's output back through
 // every layer, keeping those with respect to the activations patching copies.
-void Trace::backward(std::vector<float> dx, RunActivations& gradients) const {
+void BackwardTrace::backward(std::vector<float> dx, RunActivations& gradients) const {
     const int L = cfg_.n_layer, C = cfg_.n_embd, Qw = split_.q_width(), KVw = split_.kv_width(), T = T_;
     const size_t layer_rows = static_cast<size_t>(T) * C, head_rows = static_cast<size_t>(T) * Qw;
     const size_t maps = static_cast<size_t>(split_.NH) * T * T;
@@ -349,102 +280,6 @@ void Trace::backward(std::vector<float> dx, RunActivations& gradients) const {
         if (cfg_.parallel_residual) input_norm_backward(w.ln_2_w, lt.x, lt.s2, dn2, dx);
         std::copy(dx.begin(), dx.end(), gradients.residual.begin() + l * layer_rows);
     }
-}
-
-// A logit difference where the output embedding is stored a row per token:
-// those two rows alone (their difference is the gradient of the final
-// norm's output at the position) into `d_norm`.
-double Trace::logit_difference(const PatchRequest& request, float* d_norm) const {
-    const int C = cfg_.n_embd;
-    std::vector<float> answer(C), wrong(C);
-    stored_row(model_.lm_head, request.answer, answer.data());
-    stored_row(model_.lm_head, request.wrong, wrong.data());
-    const float* x = final_n_.data() + static_cast<size_t>(request.position) * C;
-    double metric =
-        model_.lm_bias ? static_cast<double>(model_.lm_bias[request.answer]) - model_.lm_bias[request.wrong] : 0;
-    for (int c = 0; c < C; ++c) {
-        metric += static_cast<double>(x[c]) * answer[c] - static_cast<double>(x[c]) * wrong[c];
-        d_norm[static_cast<size_t>(request.position) * C + c] = answer[c] - wrong[c];
-    }
-    return metric;
-}
-
-// Any metric through the whole output embedding: the logits of the rows it
-// reads, and the gradient of the final norm's output into `d_norm`.
-double Trace::metric_of_logits(const PatchRequest& request, const std::vector<int32_t>& clean, float* d_norm) const {
-    const int C = cfg_.n_embd, V = cfg_.vocab_size;
-    const bool loss = request.metric == PatchMetric::loss;
-    const int first = loss ? 0 : request.position, n = loss ? T_ - 1 : 1;
-    std::vector<float> logits(static_cast<size_t>(n) * V), d_logits(logits.size(), 0.f);
-    linear(final_n_.data() + static_cast<size_t>(first) * C, n, model_.lm_head, model_.lm_bias, logits.data(), V);
-    double metric = 0;
-    for (int i = 0; i < n; ++i) {
-        const float* row = logits.data() + static_cast<size_t>(i) * V;
-        float* d_row = d_logits.data() + static_cast<size_t>(i) * V;
-        if (request.metric == PatchMetric::logit_diff) {
-            metric = static_cast<double>(row[request.answer]) - row[request.wrong];
-            d_row[request.answer] = 1, d_row[request.wrong] = -1;
-            continue;
-        }
-        const int32_t token = loss ? clean[i + 1] : request.answer;
-        const double log_sum = ops::log_sum_exp(row, V), sign = loss ? -1.0 / n : 1.0;
-        metric += sign * (row[token] - log_sum);
-        for (int v = 0; v < V; ++v) d_row[v] = static_cast<float>(-sign * std::exp(row[v] - log_sum));
-        d_row[token] += static_cast<float>(sign);
-    }
-    linear(d_logits.data(), n, model_.lm_head.transposed(), nullptr, d_norm + static_cast<size_t>(first) * C, C);
-    return metric;
-}
-
-// The metric of the final norm's output, and where `d_final` is set the
-// gradient with respect to the last layer's output (T, C) into it.
-double Trace::metric(const PatchRequest& request, const std::vector<int32_t>& clean,
-                     std::vector<float>* d_final) const {
-    std::vector<float> d_norm(final_x_.size(), 0.f);
-    const bool two_rows = request.metric == PatchMetric::logit_diff && model_.lm_head.out_by_in;
-    const double metric =
-        two_rows ? logit_difference(request, d_norm.data()) : metric_of_logits(request, clean, d_norm.data());
-    if (d_final) {
-        d_final->assign(d_norm.size(), 0.f);
-        norm_backward(residual_norm_, final_x_.data(), model_.ln_f_w, final_s_, d_norm.data(), d_final->data(), T_);
-    }
-    return metric;
-}
-
-void Trace::keep(RunActivations& activations) const {
-    activations.heads.clear(), activations.residual.clear(), activations.mlp.clear(), activations.pattern.clear();
-    for (const LayerTrace& lt : layers_) {
-        activations.heads.insert(activations.heads.end(), lt.y.begin(), lt.y.end());
-        activations.residual.insert(activations.residual.end(), lt.x.begin(), lt.x.end());
-        activations.mlp.insert(activations.mlp.end(), lt.m.begin(), lt.m.end());
-        activations.pattern.insert(activations.pattern.end(), lt.att.begin(), lt.att.end());
-    }
-}
-
-bool floating_point(const Matrix& m) {
-    return !m || m.dtype == DType::F32 || m.dtype == DType::F16 || m.dtype == DType::BF16;
-}
-
-}  // namespace
-
-double metric_gradients(const Model& model, const std::vector<int32_t>& ids, const std::vector<int32_t>& clean,
-                        const AttentionOptions& options, const PatchRequest& request, RunActivations* activations,
-                        RunActivations* gradients) {
-    check_backward_supported(model.config, options);
-    for (const LayerWeights& w : model.layers)
-        for (const Matrix* m : {&w.attn, &w.q, &w.k, &w.v, &w.attn_proj, &w.fc, &w.gate, &w.fc_proj})
-            if (!floating_point(*m))
-                throw Error(std::string("attribution patching does not support quantized weights (") +
-                            to_string(m->dtype) + ") yet");
-    if (!floating_point(model.lm_head))
-        throw Error(std::string("attribution patching does not support quantized weights (") +
-                    to_string(model.lm_head.dtype) + ") yet");
-    const Trace trace(model, ids, options);
-    std::vector<float> d_final;
-    const double metric = trace.metric(request, clean, gradients ? &d_final : nullptr);
-    if (activations) trace.keep(*activations);
-    if (gradients) trace.backward(std::move(d_final), *gradients);
-    return metric;
 }
 
 }  // namespace headscope
