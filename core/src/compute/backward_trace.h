@@ -1,6 +1,7 @@
 // The backward pass's record of one text's forward (cpu_backward.cpp, whose
 // legend it shares): what each layer's backward reads, and the passes over it.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -55,6 +56,11 @@ private:
     // Q's or K's norm (Config::qk_norm), of all their `width` values of a row or each head's.
     NormShape qk_norm(int width) const {
         return {false, cfg_.qk_norm_whole ? width : split_.hs, cfg_.layer_norm_epsilon};
+    }
+    // A scaled score soft-capped, cap tanh(s / cap), where the model caps them (Gemma 2).
+    double capped_score(double s) const {
+        const double cap = cfg_.attention_softcap;
+        return cap != 0 ? cap * std::tanh(s / cap) : s;
     }
     void rotate(int l, float* rows, int heads, int width, bool inverse) const;
     void input_norm(const float* w, const float* b, const std::vector<float>& x, std::vector<float>& out,

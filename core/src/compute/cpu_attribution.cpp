@@ -57,7 +57,6 @@ const char* unsupported_feature(const Config& cfg, const AttentionOptions& optio
         return "a model that is not a decoder";
     if (cfg.has_experts()) return "mixtures of experts";
     if (!cfg.first_attention_norm) return "a first layer without a norm before its attention";
-    if (cfg.attention_softcap != 0 || cfg.logit_softcap != 0) return "soft-capped scores or logits";
     if (cfg.attention_sinks) return "attention sinks";
     if (cfg.positions == Positions::relative) return "relative position buckets";
     if (cfg.output_scale != 1) return "a scale on the output before the output embedding";

@@ -109,7 +109,7 @@ void BackwardTrace::attend(int l, LayerTrace& lt) const {
                 const float* k = lt.k.data() + static_cast<size_t>(j) * KVw + g * hs;
                 double dot = 0;
                 for (int d = 0; d < hs; ++d) dot += static_cast<double>(q[d]) * k[d];
-                scores[j] = scale_ * dot, max = std::max(max, scores[j]);
+                scores[j] = capped_score(scale_ * dot), max = std::max(max, scores[j]);
             }
             for (int j = first; j <= i; ++j) sum += scores[j] = std::exp(scores[j] - max);
             float* row = lt.att.data() + (static_cast<size_t>(h) * T + i) * T;
@@ -225,8 +225,15 @@ void BackwardTrace::attend_backward(int l, const LayerTrace& lt, const std::vect
                 const float* q = lt.q.data() + static_cast<size_t>(i) * Qw + h * hs;
                 float* dqi = dq.data() + static_cast<size_t>(i) * Qw + h * hs;
                 for (int j = first; j <= i; ++j) {
-                    const float ds = static_cast<float>(scale_ * att[j] * (datt[j] - weighted));
                     const float* k = lt.k.data() + static_cast<size_t>(j) * KVw + g * hs;
+                    double slope = 1;  // of the soft-cap, where the model has one: 1 - tanh^2
+                    if (cfg_.attention_softcap != 0) {
+                        double dot = 0;
+                        for (int d = 0; d < hs; ++d) dot += static_cast<double>(q[d]) * k[d];
+                        const double t = capped_score(scale_ * dot) / cfg_.attention_softcap;
+                        slope = 1 - t * t;
+                    }
+                    const float ds = static_cast<float>(scale_ * slope * att[j] * (datt[j] - weighted));
                     float* dkj = dk.data() + static_cast<size_t>(j) * KVw + g * hs;
                     for (int d = 0; d < hs; ++d) dqi[d] += ds * k[d], dkj[d] += ds * q[d];
                 }

@@ -11,7 +11,7 @@
 
 namespace headscope {
 
-// A logit difference where the output embedding is stored a row per token:
+// A logit difference where the output embedding is stored a row per token (and the logits are not capped):
 // those two rows alone (their difference is the gradient of the final
 // norm's output at the position) into `d_norm`.
 double BackwardTrace::logit_difference(const PatchRequest& request, float* d_norm) const {
@@ -38,6 +38,9 @@ double BackwardTrace::metric_of_logits(const PatchRequest& request, const std::v
     const int first = loss ? 0 : request.position, n = loss ? T_ - 1 : 1;
     std::vector<float> logits(static_cast<size_t>(n) * V), d_logits(logits.size(), 0.f);
     linear(final_n_.data() + static_cast<size_t>(first) * C, n, model_.lm_head, model_.lm_bias, logits.data(), V);
+    const float cap = cfg_.logit_softcap;  // Gemma's final cap tanh(logit / cap), as the forward's soft_cap
+    if (cap != 0)
+        for (float& logit : logits) logit = cap * std::tanh(logit / cap);
     double metric = 0;
     for (int i = 0; i < n; ++i) {
         const float* row = logits.data() + static_cast<size_t>(i) * V;
@@ -53,6 +56,8 @@ double BackwardTrace::metric_of_logits(const PatchRequest& request, const std::v
         for (int v = 0; v < V; ++v) d_row[v] = static_cast<float>(-sign * std::exp(row[v] - log_sum));
         d_row[token] += static_cast<float>(sign);
     }
+    if (cap != 0)
+        for (size_t i = 0; i < logits.size(); ++i) d_logits[i] *= 1 - (logits[i] / cap) * (logits[i] / cap);
     linear(d_logits.data(), n, model_.lm_head.transposed(), nullptr, d_norm + static_cast<size_t>(first) * C, C);
     return metric;
 }
@@ -62,7 +67,8 @@ double BackwardTrace::metric_of_logits(const PatchRequest& request, const std::v
 double BackwardTrace::metric(const PatchRequest& request, const std::vector<int32_t>& clean,
                              std::vector<float>* d_final) const {
     std::vector<float> d_norm(final_x_.size(), 0.f);
-    const bool two_rows = request.metric == PatchMetric::logit_diff && model_.lm_head.out_by_in;
+    const bool two_rows =
+        request.metric == PatchMetric::logit_diff && model_.lm_head.out_by_in && cfg_.logit_softcap == 0;
     const double metric =
         two_rows ? logit_difference(request, d_norm.data()) : metric_of_logits(request, clean, d_norm.data());
     if (d_final) {
