@@ -24,6 +24,7 @@
 #include "fma_peak.h"
 #include "headscope/base/shape.h"
 #include "headscope/compute/backend.h"
+#include "headscope/compute/backward.h"
 #include "headscope/compute/forward.h"
 #include "headscope/compute/prefix_cache.h"
 #include "headscope/io/files.h"
@@ -193,6 +194,27 @@ void BM_patch_heads(benchmark::State& state) {
     report(state, flops);
 }
 BENCHMARK(BM_patch_heads)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+
+// Attribution patching (backward.h) of every component (heads, residual,
+// MLPs, maps) at T = state.range(0): a forward of each text and a backward
+// of the corrupted one, the logit difference at the last token.
+void BM_attribution(benchmark::State& state) {
+    const Model& model = gpt2_small();
+    const int T = static_cast<int>(state.range(0));
+    std::mt19937 rng(23);
+    const std::vector<int32_t> clean = random_ids(T, model.config.vocab_size, rng);
+    std::vector<int32_t> corrupted = clean;
+    corrupted[T / 3] = (clean[T / 3] + 1) % model.config.vocab_size;
+    PatchRequest request;
+    request.answer = 100, request.wrong = 200;
+    request.kinds = {PatchKind::heads, PatchKind::residual, PatchKind::mlp, PatchKind::pattern};
+    Patching patching;
+    for (auto _ : state) {
+        attribution_patch(model, clean, corrupted, {}, request, patching);
+        benchmark::DoNotOptimize(patching.grids.data());
+    }
+}
+BENCHMARK(BM_attribution)->Arg(16)->Arg(64)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(5);
 
 // Greedy generation of 64 tokens after a 64-token prompt, each step a
 // forward reusing the previous through a PrefixCache, with every layer's maps

@@ -10,6 +10,7 @@
 
 #include "encoder_models.h"
 #include "headscope/compute/backend.h"
+#include "headscope/compute/backward.h"
 #include "model_writer.h"
 #include "process.h"
 
@@ -116,6 +117,29 @@ TEST_F(CliPatch, NoisingTheLogProbabilityAndTheLoss) {
     expect_grids(loss, want_loss);
 }
 
+// --method attribution: core's estimates (backward.h) of the same texts, both directions.
+TEST_F(CliPatch, AttributionWritesCoresEstimates) {
+    for (const std::string direction : {"denoise", "noise"}) {
+        const json got =
+            patch_json({"--clean", clean_text, "--corrupted", corrupted_text, "--answer", " John", "--wrong", " Peter",
+                        "--what", "heads,residual,mlp,pattern", "--method", "attribution", "--direction", direction});
+        PatchRequest request;
+        request.answer = model_.tokenizer.encode(" John", false).at(0);
+        request.wrong = model_.tokenizer.encode(" Peter", false).at(0);
+        request.direction = parse_patch_direction(direction);
+        request.kinds = {PatchKind::heads, PatchKind::residual, PatchKind::mlp, PatchKind::pattern};
+        Patching want;
+        attribution_patch(model_, model_.tokenizer.encode(clean_text), model_.tokenizer.encode(corrupted_text), {},
+                          request, want);
+        EXPECT_EQ(got["method"], "attribution");
+        EXPECT_EQ(got["direction"], direction);
+        EXPECT_DOUBLE_EQ(got["clean_metric"].get<double>(), want.clean_metric);
+        EXPECT_DOUBLE_EQ(got["corrupted_metric"].get<double>(), want.corrupted_metric);
+        ASSERT_EQ(want.grids.size(), 4u);
+        expect_grids(got, want);
+    }
+}
+
 TEST_F(CliPatch, RefusesABadRequestInOneLine) {
     const std::vector<std::string> texts = {"--clean", clean_text, "--corrupted", corrupted_text};
     const auto with = [&](std::vector<std::string> more) {
@@ -125,8 +149,8 @@ TEST_F(CliPatch, RefusesABadRequestInOneLine) {
     expect_error({"--clean", "a b", "--corrupted", "a b c", "--metric", "loss"},
                  "both texts need the same length: the clean text has 2 tokens, the corrupted 3");
     expect_error(with({"--answer", " Mary", "--wrong", " John"}), "--answer: ' Mary' is 2 tokens");
-    expect_error(with({"--answer", " John", "--wrong", " Peter", "--method", "attribution"}),
-                 "attribution patching is not built yet");
+    expect_error(with({"--answer", " John", "--wrong", " Peter", "--method", "attribution", "--causal", "off"}),
+                 "attribution patching does not support options other than");
     expect_error(with({"--answer", " John", "--wrong", " Peter", "--method", "guess"}), "--method: expected exact");
     expect_error(with({"--answer", " John", "--wrong", " Peter", "--what", "heads,neurons"}),
                  "--what: component 'neurons' is not one of");

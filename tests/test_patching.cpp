@@ -1,5 +1,5 @@
 // Exact activation patching against a double-precision reference written
-// here on the families' reference forward (family_reference.h's hooks): the
+// here on the families' reference forward (patch_reference.h): the
 // source run's activations recorded, each patch a whole forward of the run
 // being patched with one activation replaced, the metric from the reference
 // logits. A GPT-2-layout model, a grouped-query Llama and a mixture of
@@ -20,33 +20,12 @@
 #include "headscope/base/progress.h"
 #include "headscope/compute/backend.h"
 #include "headscope/compute/patching.h"
+#include "patch_reference.h"
 
 using namespace headscope;
 using namespace headscope::test;
 
 namespace {
-
-using Rows = std::vector<std::vector<double>>;
-
-// What a reference run hands the patches: each layer's input and MLP output, each head's map and output.
-struct Activations {
-    std::vector<Rows> inputs, mlp;               // [layer]
-    std::vector<std::vector<Rows>> maps, heads;  // [layer][head]
-};
-
-Activations record(const FamilyCheckpoint& model, const std::vector<int32_t>& text) {
-    Activations kept;
-    const int L = model.spec.n_layer, NH = model.spec.n_head;
-    kept.inputs.resize(L), kept.mlp.resize(L), kept.maps.assign(L, std::vector<Rows>(NH));
-    kept.heads.assign(L, std::vector<Rows>(NH));
-    FamilyHooks hooks;
-    hooks.layer_input = [&](int l, int, Rows& x) { kept.inputs[l] = x; };
-    hooks.mlp_output = [&](int l, int, Rows& mlp) { kept.mlp[l] = mlp; };
-    hooks.pattern = [&](int l, int, int head, Rows& att) { kept.maps[l][head] = att; };
-    hooks.head_output = [&](int l, int, int head, Rows& y) { kept.heads[l][head] = y; };
-    family_reference(model, {text}, {}, hooks);
-    return kept;
-}
 
 // The hooks that copy `from`'s activation of `kind` at (layer, index) into the run.
 FamilyHooks patch_hooks(PatchKind kind, int layer, int index, const Activations& from) {
@@ -74,28 +53,6 @@ FamilyHooks patch_hooks(PatchKind kind, int layer, int index, const Activations&
             break;
     }
     return hooks;
-}
-
-// Every metric of one reference run of `text` with `hooks`, in PatchMetric's order.
-std::vector<double> reference_metrics(const FamilyCheckpoint& model, const std::vector<int32_t>& text,
-                                      const std::vector<int32_t>& clean, const PatchRequest& request,
-                                      const FamilyHooks& hooks = {}) {
-    const FamilySpec& s = model.spec;
-    const int T = static_cast<int>(text.size()), C = s.n_embd, V = s.vocab_size;
-    const FamilyReference ref = family_reference(model, {text}, {}, hooks);
-    const std::vector<double> last(ref.residual.end() - static_cast<size_t>(T) * C, ref.residual.end());
-    const std::vector<double> logits = family_logits(model, last);  // (T, V)
-    const auto logprob = [&](int t, int32_t id) {
-        const double* row = logits.data() + static_cast<size_t>(t) * V;
-        const double max = *std::max_element(row, row + V);
-        double sum = 0;
-        for (int v = 0; v < V; ++v) sum += std::exp(row[v] - max);
-        return row[id] - max - std::log(sum);
-    };
-    const double* at = logits.data() + static_cast<size_t>(request.position) * V;
-    double loss = 0;
-    for (int t = 0; t + 1 < T; ++t) loss -= logprob(t, clean[t + 1]) / (T - 1);
-    return {at[request.answer] - at[request.wrong], logprob(request.position, request.answer), loss};
 }
 
 struct PatchModel {

@@ -183,8 +183,8 @@ CLI::App* add_patch(CLI::App& app, CliOptions& opt) {
                     parse_patch_direction,
                     "denoise (the default): the clean activation copied into the corrupted run; noise: the other way");
     patch->add_option("--method", opt.method,
-                      "exact (the default): one forward per component; attribution: not built "
-                      "yet");
+                      "exact (the default): one forward per component; attribution: estimated from one "
+                      "forward of each text and one backward pass of the run being patched");
     add_forward_options(patch, forward_targets(opt));
     add_special(patch, opt);
     return patch;

@@ -1,5 +1,5 @@
-// headscope-cli patch: exact activation patching of a clean and a corrupted
-// text (core's patching.h) as JSON: both metrics, both texts' tokens and one
+// headscope-cli patch: activation patching of a clean and a corrupted text,
+// exact (core's patching.h) or estimated by attribution (backward.h), as JSON: both metrics, both texts' tokens and one
 // grid per kind asked, each cell the fraction of the difference restored
 // (denoise) or destroyed (noise).
 #include <nlohmann/json.hpp>
@@ -10,6 +10,7 @@
 #include "cli/terminal_progress.h"
 #include "headscope/base/clock.h"
 #include "headscope/base/error.h"
+#include "headscope/compute/backward.h"
 #include "headscope/inspect/attention_export.h"
 
 namespace headscope {
@@ -32,9 +33,8 @@ void check_metric_flags(const CliOptions& opt) {
 
 // The request as given, checked before the model loads.
 PatchRequest given_request(const CliOptions& opt) {
-    if (opt.method == "attribution")
-        throw Error("--method attribution: attribution patching is not built yet; --method exact computes the grids");
-    if (opt.method != "exact") throw Error("--method: expected exact or attribution, got '" + opt.method + "'");
+    if (opt.method != "exact" && opt.method != "attribution")
+        throw Error("--method: expected exact or attribution, got '" + opt.method + "'");
     if (opt.heads_given && opt.heads < 1) throw Error("--heads must be at least 1, got " + std::to_string(opt.heads));
     check_metric_flags(opt);
     PatchRequest request = opt.patch;
@@ -80,7 +80,9 @@ void run_patch(const CliOptions& opt) {
 
     Patching patching;
     const auto start = Clock::now();
-    {
+    if (opt.method == "attribution") {
+        attribution_patch(model, ids[0], ids[1], options, request, patching);
+    } else {
         TerminalProgress bar;
         const int32_t pad = model.config.pad_id();
         loaded.backend->patch(Batch{{ids[0]}, pad}, Batch{{ids[1]}, pad}, options, request, patching, bar.progress());

@@ -1,0 +1,44 @@
+// The gradient of a patching metric (patching.h) with respect to the
+// activations patching copies, by a backward pass through the CPU forward's
+// layers (cpu_backward.cpp), read from the model description as the forward
+// reads it; and attribution patching, which estimates every grid cell as
+// (clean - corrupted activation) . gradient (cpu_attribution.cpp).
+// Legend: L layers, NH query heads, T tokens, C channels, hs head size, Qw = NH hs.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "headscope/compute/attention.h"
+#include "headscope/compute/patching.h"
+#include "headscope/model/model.h"
+
+namespace headscope {
+
+// One run's activations, or the metric's gradients with respect to them, in float32.
+struct RunActivations {
+    std::vector<float> heads;     // (L, T, Qw) each head's output before the output projection
+    std::vector<float> residual;  // (L, T, C) the residual stream entering each layer
+    std::vector<float> mlp;       // (L, T, C) each MLP's output, its bias included
+    std::vector<float> pattern;   // (L, NH, T, T) each head's attention weights
+};
+
+// Throws Error in one line naming the first feature of `config`'s model or
+// of `options` the backward does not support yet.
+void check_backward_supported(const Config& config, const AttentionOptions& options);
+
+// The forward of `ids` (one text) and, where `gradients` is set, the
+// backward of the request's metric (the loss reads `clean`'s next tokens);
+// the activations into `activations` where set. Returns the metric.
+// Products in float32 (the engine's matmul), norm and softmax sums in double.
+double metric_gradients(const Model& model, const std::vector<int32_t>& ids, const std::vector<int32_t>& clean,
+                        const AttentionOptions& options, const PatchRequest& request, RunActivations* activations,
+                        RunActivations* gradients);
+
+// Attribution patching: the grids of exact patching (Patching's fractions)
+// estimated from a forward of each text and a backward of the run being
+// patched (the corrupted one when denoising, the clean one when noising).
+// Throws Error as checked_patch_request and check_backward_supported do.
+void attribution_patch(const Model& model, const std::vector<int32_t>& clean, const std::vector<int32_t>& corrupted,
+                       const AttentionOptions& options, const PatchRequest& request, Patching& patching);
+
+}  // namespace headscope

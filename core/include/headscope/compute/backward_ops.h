@@ -1,0 +1,33 @@
+// The backward pass's elementwise pieces (cpu_backward_ops.cpp): a norm that
+// keeps what its backward reads, that backward, and each MLP activation with
+// its derivative, as the CPU forward computes them, in double precision.
+#pragma once
+#include <vector>
+
+#include "headscope/model/model_description.h"
+
+namespace headscope {
+
+// A norm over rows of `width` values: LayerNorm (centred) or RMSNorm.
+struct NormShape {
+    bool centred;
+    int width;
+    double epsilon;
+};
+
+// Each row's mean (LayerNorm's; 0 for RMSNorm) and 1 / sqrt(its variance or mean square + eps).
+struct NormStats {
+    std::vector<double> mean, inverse;
+};
+
+// out = the norm of each of the `rows` rows of x, times w, plus b (where not null); its stats kept.
+void norm_forward(const NormShape& shape, const float* x, const float* w, const float* b, float* out, int rows,
+                  NormStats& stats);
+// dx += the norm's Jacobian transposed times dy, at x.
+void norm_backward(const NormShape& shape, const float* x, const float* w, const NormStats& stats, const float* dy,
+                   float* dx, int rows);
+
+// The MLP's activation of x (activate() in the forward) and its derivative there.
+double activation(Mlp mlp, double x, double& derivative);
+
+}  // namespace headscope

@@ -1,0 +1,88 @@
+// The backward pass's record of one text's forward (cpu_backward.cpp, whose
+// legend it shares): what each layer's backward reads, and the passes over it.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "headscope/compute/backward.h"
+#include "headscope/compute/backward_ops.h"
+#include "headscope/compute/forward.h"
+
+namespace headscope {
+
+// What the backward reads of one layer's forward.
+struct LayerTrace {
+    std::vector<float> x, n1, q, k, v, att, y, xm, n2, up, m;  // q and k rotated
+    std::vector<float> act, slope;  // (T, F) the MLP's activation (of the gate, where gated) and its derivative
+    NormStats s1, s2;
+    std::vector<float> q_raw, k_raw;  // Q and K before their norms (Config::qk_norm)
+    std::vector<float> a_raw, m_raw;  // the sublayers' outputs before their norms (Config::output_norms)
+    NormStats sq, sk, sa, sm;
+};
+
+// One text's forward, kept.
+class BackwardTrace {
+public:
+    BackwardTrace(const Model& model, const std::vector<int32_t>& ids, const AttentionOptions& options)
+        : model_(model),
+          cfg_(model.config),
+          options_(options),
+          split_(head_split(cfg_, 0)),
+          T_(static_cast<int>(ids.size())),
+          scale_(score_scale(options.scale, cfg_, split_.hs)),
+          layers_(cfg_.n_layer) {
+        std::vector<float> x(static_cast<size_t>(T_) * cfg_.n_embd);
+        embed_text(model, Batch{{ids}, cfg_.pad_id()}, 0, 0, x.data());
+        for (int l = 0; l < cfg_.n_layer; ++l) x = run_layer(l, std::move(x));
+        final_x_ = std::move(x);
+        final_n_.resize(final_x_.size());
+        norm_forward(residual_norm_, final_x_.data(), model.ln_f_w, model.ln_f_b, final_n_.data(), T_, final_s_);
+    }
+    double metric(const PatchRequest& request, const std::vector<int32_t>& clean, std::vector<float>* d_final) const;
+    void backward(std::vector<float> dx, RunActivations& gradients) const;
+    void keep(RunActivations& activations) const;
+
+private:
+    double logit_difference(const PatchRequest& request, float* d_norm) const;
+    double metric_of_logits(const PatchRequest& request, const std::vector<int32_t>& clean, float* d_norm) const;
+    std::vector<float> run_layer(int l, std::vector<float> x);
+    void attend(int l, LayerTrace& lt) const;
+    void attend_backward(int l, const LayerTrace& lt, const std::vector<float>& dy, float* d_att,
+                         std::vector<float>& dq, std::vector<float>& dk, std::vector<float>& dv) const;
+    // The first key query row i of layer l sees: 0, or its sliding window's first.
+    int first_key(int l, int i) const { return visible_begin(layer_options(cfg_, options_, l), i); }
+    void move_qkv(float* fused, float* q, float* k, float* v, bool join) const;
+    // Q's or K's norm (Config::qk_norm), of all their `width` values of a row or each head's.
+    NormShape qk_norm(int width) const {
+        return {false, cfg_.qk_norm_whole ? width : split_.hs, cfg_.layer_norm_epsilon};
+    }
+    // A scaled score soft-capped, cap tanh(s / cap), where the model caps them (Gemma 2).
+    double capped_score(double s) const {
+        const double cap = cfg_.attention_softcap;
+        return cap != 0 ? cap * std::tanh(s / cap) : s;
+    }
+    void rotate(int l, float* rows, int heads, int width, bool inverse) const;
+    void input_norm(const float* w, const float* b, const std::vector<float>& x, std::vector<float>& out,
+                    NormStats& stats) const;
+    void input_norm_backward(const float* w, const std::vector<float>& x, const NormStats& stats,
+                             const std::vector<float>& dn, std::vector<float>& dx) const;
+    void output_norm(const float* w, std::vector<float>& output, std::vector<float>& raw, NormStats& stats) const;
+    std::vector<float> output_norm_backward(const float* w, const std::vector<float>& raw, const NormStats& stats,
+                                            const std::vector<float>& d) const;
+    void mlp(const LayerWeights& w, LayerTrace& lt) const;
+    std::vector<float> mlp_backward(const LayerWeights& w, const LayerTrace& lt, const float* dm) const;
+
+    const Model& model_;
+    const Config& cfg_;
+    AttentionOptions options_;
+    NormShape residual_norm_{cfg_.norm == Norm::layer_norm, cfg_.n_embd, cfg_.layer_norm_epsilon};
+    HeadSplit split_;
+    int T_;
+    float scale_;
+    std::vector<LayerTrace> layers_;
+    std::vector<float> final_x_, final_n_;
+    NormStats final_s_;
+};
+
+}  // namespace headscope

@@ -1,0 +1,104 @@
+// Attribution patching (backward.h): each grid cell of exact patching
+// estimated to first order, (clean - corrupted activation) . the metric's
+// gradient on the run being patched, summed over the component's values,
+// and divided by the clean - corrupted difference of the metric. With the
+// gradient taken on the corrupted run (denoise) that is the estimated
+// restored fraction; on the clean run (noise), the destroyed one.
+#include <string>
+
+#include "headscope/base/error.h"
+#include "headscope/compute/backward.h"
+#include "headscope/compute/forward.h"
+
+namespace headscope {
+
+namespace {
+
+// For each of `cells` cells, the sum over its `count` values of (clean -
+// corrupted) * gradient; `index(cell, i)` is the flat index of its i-th value.
+template <typename Index>
+std::vector<double> dotted(const std::vector<float>& clean, const std::vector<float>& corrupted,
+                           const std::vector<float>& gradient, int cells, int count, Index index) {
+    std::vector<double> sums(cells, 0.0);
+    for (int cell = 0; cell < cells; ++cell)
+        for (int i = 0; i < count; ++i) {
+            const size_t at = index(cell, i);
+            sums[cell] += (static_cast<double>(clean[at]) - corrupted[at]) * gradient[at];
+        }
+    return sums;
+}
+
+// One kind's estimates of the metric's change, (L, NH) or (L, T).
+std::vector<double> estimates(PatchKind kind, const RunActivations& clean, const RunActivations& corrupted,
+                              const RunActivations& gradient, int L, int NH, int T, int C, int hs) {
+    const size_t Qw = static_cast<size_t>(NH) * hs;
+    switch (kind) {
+        case PatchKind::heads:  // cell (l, h): the head's hs values at each of the T positions
+            return dotted(clean.heads, corrupted.heads, gradient.heads, L * NH, T * hs, [&](int cell, int i) {
+                return (static_cast<size_t>(cell / NH) * T + i / hs) * Qw + static_cast<size_t>(cell % NH) * hs +
+                       i % hs;
+            });
+        case PatchKind::pattern:  // cell (l, h): the head's T x T map, contiguous
+            return dotted(clean.pattern, corrupted.pattern, gradient.pattern, L * NH, T * T,
+                          [&](int cell, int i) { return static_cast<size_t>(cell) * T * T + i; });
+        case PatchKind::residual:
+            return dotted(clean.residual, corrupted.residual, gradient.residual, L * T, C,
+                          [&](int cell, int i) { return static_cast<size_t>(cell) * C + i; });
+        case PatchKind::mlp:
+            return dotted(clean.mlp, corrupted.mlp, gradient.mlp, L * T, C,
+                          [&](int cell, int i) { return static_cast<size_t>(cell) * C + i; });
+    }
+    return {};
+}
+
+// The first feature the backward does not follow, in words; null where it follows them all.
+const char* unsupported_feature(const Config& cfg, const AttentionOptions& options) {
+    if (!cfg.causal || cfg.is_encoder_decoder() || cfg.post_norm || cfg.mlm_head)
+        return "a model that is not a decoder";
+    if (cfg.has_experts()) return "mixtures of experts";
+    if (!cfg.first_attention_norm) return "a first layer without a norm before its attention";
+    if (cfg.attention_sinks) return "attention sinks";
+    if (cfg.positions == Positions::relative) return "relative position buckets";
+    if (cfg.output_scale != 1) return "a scale on the output before the output embedding";
+    if (!options.causal || options.window_both_ways || (options.n_head != 0 && options.n_head != cfg.n_head) ||
+        options.split != Split::transpose || !options.ablate.empty())
+        return "options other than the model's own mask, heads and split, or knocked-out heads";
+    return nullptr;
+}
+
+}  // namespace
+
+void check_backward_supported(const Config& config, const AttentionOptions& options) {
+    if (const char* feature = unsupported_feature(config, options))
+        throw Error(std::string("attribution patching does not support ") + feature + " yet");
+}
+
+void attribution_patch(const Model& model, const std::vector<int32_t>& clean, const std::vector<int32_t>& corrupted,
+                       const AttentionOptions& options, const PatchRequest& asked, Patching& patching) {
+    const Config& cfg = model.config;
+    const PatchRequest request = checked_patch_request(cfg, clean, corrupted, asked);
+    check_backward_supported(cfg, options);
+    const bool denoise = request.direction == PatchDirection::denoise;
+    RunActivations clean_run, corrupted_run, gradient;
+    const double clean_metric =
+        metric_gradients(model, clean, clean, options, request, &clean_run, denoise ? nullptr : &gradient);
+    const double corrupted_metric =
+        metric_gradients(model, corrupted, clean, options, request, &corrupted_run, denoise ? &gradient : nullptr);
+    if (!(clean_metric != corrupted_metric))
+        throw Error(std::string("the clean and the corrupted text give the same ") +
+                    patch_metric_choices.labels[static_cast<size_t>(request.metric)] + " (" +
+                    std::to_string(clean_metric) + "): there is no difference for a patch to restore");
+    const HeadSplit split = head_split(cfg, 0);
+    const int L = cfg.n_layer, NH = split.NH, T = static_cast<int>(clean.size());
+    Patching made{request, L, NH, T, clean_metric, corrupted_metric, {}, {"cpu", ""}};
+    for (PatchKind kind : request.kinds) {
+        const bool per_head = kind == PatchKind::heads || kind == PatchKind::pattern;
+        PatchGrid grid{kind, L, per_head ? NH : T, {}};
+        grid.cells = estimates(kind, clean_run, corrupted_run, gradient, L, NH, T, cfg.n_embd, split.hs);
+        for (double& cell : grid.cells) cell /= clean_metric - corrupted_metric;
+        made.grids.push_back(std::move(grid));
+    }
+    patching = std::move(made);
+}
+
+}  // namespace headscope

@@ -1,0 +1,292 @@
+// The backward pass of attribution patching (backward.h): a forward of one
+// text through a pre-norm decoder's layers, as the CPU forward computes them
+// from the model description, keeping what the backward reads; then the
+// metric's gradient back through the final norm, each MLP, each attention
+// (softmax, rotary positions, grouped heads) and each norm to layer 0's input.
+// Legend: KVw = NKV hs, W = Qw + 2 KVw (a row of [Q | K | V]), F MLP hidden size, V vocabulary.
+#include <algorithm>
+#include <cmath>
+
+#include "backward_trace.h"
+#include "headscope/compute/cpu_ops.h"
+#include "headscope/compute/forward.h"
+#include "headscope/compute/matmul.h"
+
+namespace headscope {
+
+namespace {
+
+// Where a fused product's row keeps head h's part (0: q, 1: k, 2: v):
+// [Q | K | V], or per head [q k v] (QkvLayout::fused_per_head, whose heads are not grouped).
+size_t fused_column(const Config& cfg, const HeadSplit& split, int part, int h) {
+    if (cfg.qkv_layout == QkvLayout::fused_per_head) return static_cast<size_t>(3 * h + part) * split.hs;
+    return static_cast<size_t>(part == 0 ? 0 : split.q_width() + (part - 1) * split.kv_width()) + h * split.hs;
+}
+
+}  // namespace
+
+// Each head's rows (width apart) rotated to their positions, or back (the transpose: sin negated).
+void BackwardTrace::rotate(int l, float* rows, int heads, int width, bool inverse) const {
+    if (cfg_.positions != Positions::rotary) return;
+    RopeTable table = rope_table(layer_rope(cfg_, l), split_.hs, T_);
+    if (inverse)
+        for (float& s : table.sin) s = -s;
+    for (int h = 0; h < heads; ++h) apply_rope(table, rows + h * split_.hs, 0, T_, width);
+}
+
+// A fused product's rows (T, W) split into Q, K and V, or (`join`) Q, K and V put back in their layout.
+void BackwardTrace::move_qkv(float* fused, float* q, float* k, float* v, bool join) const {
+    const int hs = split_.hs, W = split_.q_width() + 2 * split_.kv_width();
+    const auto move = [&](float* row, float* part, size_t at) {
+        join ? std::copy_n(part, hs, row + at) : std::copy_n(row + at, hs, part);
+    };
+    for (int t = 0; t < T_; ++t) {
+        float* row = fused + static_cast<size_t>(t) * W;
+        for (int h = 0; h < split_.NH; ++h)
+            move(row, q + (static_cast<size_t>(t) * split_.NH + h) * hs, fused_column(cfg_, split_, 0, h));
+        for (int h = 0; h < split_.NKV; ++h) {
+            move(row, k + (static_cast<size_t>(t) * split_.NKV + h) * hs, fused_column(cfg_, split_, 1, h));
+            move(row, v + (static_cast<size_t>(t) * split_.NKV + h) * hs, fused_column(cfg_, split_, 2, h));
+        }
+    }
+}
+
+std::vector<float> BackwardTrace::run_layer(int l, std::vector<float> x) {
+    const LayerWeights& w = model_.layers[l];
+    LayerTrace& lt = layers_[l];
+    const int C = cfg_.n_embd, Qw = split_.q_width(), KVw = split_.kv_width(), W = Qw + 2 * KVw;
+    const size_t rows = T_;
+    lt.x = std::move(x);
+    lt.n1.resize(rows * C);
+    input_norm(w.ln_1_w, w.ln_1_b, lt.x, lt.n1, lt.s1);
+    lt.q.resize(rows * Qw), lt.k.resize(rows * KVw), lt.v.resize(rows * KVw);
+    if (cfg_.qkv_layout == QkvLayout::separate) {
+        linear(lt.n1.data(), T_, w.q, w.q_b, lt.q.data(), Qw);
+        linear(lt.n1.data(), T_, w.k, w.k_b, lt.k.data(), KVw);
+        linear(lt.n1.data(), T_, w.v, w.v_b, lt.v.data(), KVw);
+    } else {
+        std::vector<float> qkv(rows * W);
+        linear(lt.n1.data(), T_, w.attn, w.attn_b, qkv.data(), W);
+        move_qkv(qkv.data(), lt.q.data(), lt.k.data(), lt.v.data(), false);
+    }
+    if (cfg_.qk_norm) {
+        lt.q_raw = lt.q, lt.k_raw = lt.k;
+        norm_forward(qk_norm(Qw), lt.q_raw.data(), w.q_norm, nullptr, lt.q.data(), T_ * Qw / qk_norm(Qw).width, lt.sq);
+        norm_forward(qk_norm(KVw), lt.k_raw.data(), w.k_norm, nullptr, lt.k.data(), T_ * KVw / qk_norm(KVw).width,
+                     lt.sk);
+    }
+    rotate(l, lt.q.data(), split_.NH, Qw, false);
+    rotate(l, lt.k.data(), split_.NKV, KVw, false);
+    attend(l, lt);
+    std::vector<float> attended(rows * C);
+    linear(lt.y.data(), T_, w.attn_proj, w.attn_proj_b, attended.data(), C);
+    output_norm(w.attn_out_norm, attended, lt.a_raw, lt.sa);
+    lt.xm = lt.x;
+    ops::add(lt.xm.data(), attended.data(), lt.xm.size());
+    // A parallel residual's MLP reads the layer's input, beside the attention.
+    input_norm(w.ln_2_w, w.ln_2_b, cfg_.parallel_residual ? lt.x : lt.xm, lt.n2, lt.s2);
+    mlp(w, lt);
+    output_norm(w.mlp_out_norm, lt.m, lt.m_raw, lt.sm);
+    std::vector<float> next = lt.xm;
+    ops::add(next.data(), lt.m.data(), next.size());
+    return next;
+}
+
+// The causal softmax of each head's scaled scores, and the heads' outputs.
+void BackwardTrace::attend(int l, LayerTrace& lt) const {
+    const int hs = split_.hs, Qw = split_.q_width(), KVw = split_.kv_width(), T = T_;
+    lt.att.assign(static_cast<size_t>(split_.NH) * T * T, 0.f);
+    lt.y.assign(static_cast<size_t>(T) * Qw, 0.f);
+#pragma omp parallel for schedule(static)
+    for (int h = 0; h < split_.NH; ++h) {
+        const int g = h / split_.group();
+        std::vector<double> scores(T);
+        for (int i = 0; i < T; ++i) {
+            const float* q = lt.q.data() + static_cast<size_t>(i) * Qw + h * hs;
+            double max = -INFINITY, sum = 0;
+            const int first = first_key(l, i);
+            for (int j = first; j <= i; ++j) {
+                const float* k = lt.k.data() + static_cast<size_t>(j) * KVw + g * hs;
+                double dot = 0;
+                for (int d = 0; d < hs; ++d) dot += static_cast<double>(q[d]) * k[d];
+                scores[j] = capped_score(scale_ * dot), max = std::max(max, scores[j]);
+            }
+            for (int j = first; j <= i; ++j) sum += scores[j] = std::exp(scores[j] - max);
+            float* row = lt.att.data() + (static_cast<size_t>(h) * T + i) * T;
+            float* y = lt.y.data() + static_cast<size_t>(i) * Qw + h * hs;
+            for (int j = first; j <= i; ++j) {
+                row[j] = static_cast<float>(scores[j] / sum);
+                const float* v = lt.v.data() + static_cast<size_t>(j) * KVw + g * hs;
+                for (int d = 0; d < hs; ++d) y[d] += row[j] * v[d];
+            }
+        }
+    }
+}
+
+// A sublayer's input: the norm of x, or x itself where the model has no norm there (OLMo 2).
+void BackwardTrace::input_norm(const float* w, const float* b, const std::vector<float>& x, std::vector<float>& out,
+                               NormStats& stats) const {
+    out.resize(x.size());
+    if (cfg_.input_norms)
+        norm_forward(residual_norm_, x.data(), w, b, out.data(), T_, stats);
+    else
+        out = x;
+}
+
+// dx += the gradient through input_norm from that of its output, dn.
+void BackwardTrace::input_norm_backward(const float* w, const std::vector<float>& x, const NormStats& stats,
+                                        const std::vector<float>& dn, std::vector<float>& dx) const {
+    if (cfg_.input_norms)
+        norm_backward(residual_norm_, x.data(), w, stats, dn.data(), dx.data(), T_);
+    else
+        ops::add(dx.data(), dn.data(), dx.size());
+}
+
+// A sublayer's output normed in place where the model norms it (Config::output_norms), kept as it was in `raw`.
+void BackwardTrace::output_norm(const float* w, std::vector<float>& output, std::vector<float>& raw,
+                                NormStats& stats) const {
+    if (!cfg_.output_norms) return;
+    raw = output;
+    norm_forward(residual_norm_, raw.data(), w, nullptr, output.data(), T_, stats);
+}
+
+// The gradient with respect to a sublayer's output before output_norm, from that after it (d).
+std::vector<float> BackwardTrace::output_norm_backward(const float* w, const std::vector<float>& raw,
+                                                       const NormStats& stats, const std::vector<float>& d) const {
+    if (!cfg_.output_norms) return d;
+    std::vector<float> d_raw(d.size(), 0.f);
+    norm_backward(residual_norm_, raw.data(), w, stats, d.data(), d_raw.data(), T_);
+    return d_raw;
+}
+
+void BackwardTrace::mlp(const LayerWeights& w, LayerTrace& lt) const {
+    const int C = cfg_.n_embd, F = cfg_.mlp_size();
+    const size_t hidden = static_cast<size_t>(T_) * F;
+    lt.act.resize(hidden), lt.slope.resize(hidden);
+    const bool gate = gated(cfg_.mlp);
+    if (gate) {
+        lt.up.resize(hidden);
+        linear(lt.n2.data(), T_, w.fc, w.fc_b, lt.up.data(), F);
+    }
+    linear(lt.n2.data(), T_, gate ? w.gate : w.fc, gate ? nullptr : w.fc_b, lt.act.data(), F);
+    std::vector<float> h(hidden);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < hidden; ++i) {
+        double slope = 0;
+        lt.act[i] = static_cast<float>(activation(cfg_.mlp, lt.act[i], slope));
+        lt.slope[i] = static_cast<float>(slope);
+        h[i] = gate ? lt.act[i] * lt.up[i] : lt.act[i];
+    }
+    lt.m.resize(static_cast<size_t>(T_) * C);
+    linear(h.data(), T_, w.fc_proj, w.fc_proj_b, lt.m.data(), C);
+}
+
+// The gradient with respect to the MLP's input (its norm's output) from that of its output.
+std::vector<float> BackwardTrace::mlp_backward(const LayerWeights& w, const LayerTrace& lt, const float* dm) const {
+    const int C = cfg_.n_embd, F = cfg_.mlp_size();
+    const size_t hidden = static_cast<size_t>(T_) * F;
+    std::vector<float> dh(hidden), dn(static_cast<size_t>(T_) * C);
+    linear(dm, T_, w.fc_proj.transposed(), nullptr, dh.data(), F);
+    if (gated(cfg_.mlp)) {
+        std::vector<float> dup(hidden);
+        for (size_t i = 0; i < hidden; ++i) dup[i] = dh[i] * lt.act[i], dh[i] *= lt.up[i] * lt.slope[i];
+        linear(dh.data(), T_, w.gate.transposed(), nullptr, dn.data(), C);
+        linear(dup.data(), T_, w.fc.transposed(), nullptr, dn.data(), C, /*accumulate=*/true);
+    } else {
+        for (size_t i = 0; i < hidden; ++i) dh[i] *= lt.slope[i];
+        linear(dh.data(), T_, w.fc.transposed(), nullptr, dn.data(), C);
+    }
+    return dn;
+}
+
+// From the gradient with respect to the heads' outputs (dy): those with
+// respect to the maps (into `d_att`), the rotated queries and keys, and the values.
+void BackwardTrace::attend_backward(int l, const LayerTrace& lt, const std::vector<float>& dy, float* d_att,
+                                    std::vector<float>& dq, std::vector<float>& dk, std::vector<float>& dv) const {
+    const int hs = split_.hs, Qw = split_.q_width(), KVw = split_.kv_width(), T = T_, group = split_.group();
+    dq.assign(static_cast<size_t>(T) * Qw, 0.f), dk.assign(static_cast<size_t>(T) * KVw, 0.f);
+    dv.assign(static_cast<size_t>(T) * KVw, 0.f);
+#pragma omp parallel for schedule(static)
+    for (int g = 0; g < split_.NKV; ++g)  // a key/value head's query heads together: they share dk and dv
+        for (int h = g * group; h < (g + 1) * group; ++h)
+            for (int i = 0; i < T; ++i) {
+                const float* att = lt.att.data() + (static_cast<size_t>(h) * T + i) * T;
+                float* datt = d_att + (static_cast<size_t>(h) * T + i) * T;
+                const float* dyi = dy.data() + static_cast<size_t>(i) * Qw + h * hs;
+                double weighted = 0;
+                const int first = first_key(l, i);
+                for (int j = first; j <= i; ++j) {
+                    const float* v = lt.v.data() + static_cast<size_t>(j) * KVw + g * hs;
+                    float* dvj = dv.data() + static_cast<size_t>(j) * KVw + g * hs;
+                    double dot = 0;
+                    for (int d = 0; d < hs; ++d) dot += static_cast<double>(dyi[d]) * v[d], dvj[d] += att[j] * dyi[d];
+                    datt[j] = static_cast<float>(dot), weighted += att[j] * dot;
+                }
+                const float* q = lt.q.data() + static_cast<size_t>(i) * Qw + h * hs;
+                float* dqi = dq.data() + static_cast<size_t>(i) * Qw + h * hs;
+                for (int j = first; j <= i; ++j) {
+                    const float* k = lt.k.data() + static_cast<size_t>(j) * KVw + g * hs;
+                    double slope = 1;  // of the soft-cap, where the model has one: 1 - tanh^2
+                    if (cfg_.attention_softcap != 0) {
+                        double dot = 0;
+                        for (int d = 0; d < hs; ++d) dot += static_cast<double>(q[d]) * k[d];
+                        const double t = capped_score(scale_ * dot) / cfg_.attention_softcap;
+                        slope = 1 - t * t;
+                    }
+                    const float ds = static_cast<float>(scale_ * slope * att[j] * (datt[j] - weighted));
+                    float* dkj = dk.data() + static_cast<size_t>(j) * KVw + g * hs;
+                    for (int d = 0; d < hs; ++d) dqi[d] += ds * k[d], dkj[d] += ds * q[d];
+                }
+            }
+}
+
+// From the gradient with respect to the last layer's output back through
+// every layer, keeping those with respect to the activations patching copies.
+void BackwardTrace::backward(std::vector<float> dx, RunActivations& gradients) const {
+    const int L = cfg_.n_layer, C = cfg_.n_embd, Qw = split_.q_width(), KVw = split_.kv_width(), T = T_;
+    const size_t layer_rows = static_cast<size_t>(T) * C, head_rows = static_cast<size_t>(T) * Qw;
+    const size_t maps = static_cast<size_t>(split_.NH) * T * T;
+    gradients.residual.assign(L * layer_rows, 0.f), gradients.mlp.assign(L * layer_rows, 0.f);
+    gradients.heads.assign(L * head_rows, 0.f), gradients.pattern.assign(L * maps, 0.f);
+    std::vector<float> dy(head_rows), dq, dk, dv;
+    for (int l = L - 1; l >= 0; --l) {
+        const LayerWeights& w = model_.layers[l];
+        const LayerTrace& lt = layers_[l];
+        std::copy(dx.begin(), dx.end(), gradients.mlp.begin() + l * layer_rows);
+        const std::vector<float> dn2 =
+            mlp_backward(w, lt, output_norm_backward(w.mlp_out_norm, lt.m_raw, lt.sm, dx).data());
+        if (!cfg_.parallel_residual) input_norm_backward(w.ln_2_w, lt.xm, lt.s2, dn2, dx);
+        const std::vector<float> d_attended = output_norm_backward(w.attn_out_norm, lt.a_raw, lt.sa, dx);
+        linear(d_attended.data(), T, w.attn_proj.transposed(), nullptr, dy.data(), Qw);
+        std::copy(dy.begin(), dy.end(), gradients.heads.begin() + l * head_rows);
+        attend_backward(l, lt, dy, gradients.pattern.data() + l * maps, dq, dk, dv);
+        rotate(l, dq.data(), split_.NH, Qw, true);
+        rotate(l, dk.data(), split_.NKV, KVw, true);
+        if (cfg_.qk_norm) {
+            const auto before_norm = [&](const std::vector<float>& raw, const float* w_norm, const NormStats& stats,
+                                         std::vector<float>& d, int width) {
+                std::vector<float> d_raw(d.size(), 0.f);
+                norm_backward(qk_norm(width), raw.data(), w_norm, stats, d.data(), d_raw.data(),
+                              T * width / qk_norm(width).width);
+                d = std::move(d_raw);
+            };
+            before_norm(lt.q_raw, w.q_norm, lt.sq, dq, Qw);
+            before_norm(lt.k_raw, w.k_norm, lt.sk, dk, KVw);
+        }
+        std::vector<float> dn1(layer_rows);
+        if (cfg_.qkv_layout == QkvLayout::separate) {
+            linear(dq.data(), T, w.q.transposed(), nullptr, dn1.data(), C);
+            linear(dk.data(), T, w.k.transposed(), nullptr, dn1.data(), C, /*accumulate=*/true);
+            linear(dv.data(), T, w.v.transposed(), nullptr, dn1.data(), C, /*accumulate=*/true);
+        } else {
+            std::vector<float> dqkv(static_cast<size_t>(T) * (Qw + 2 * KVw));
+            move_qkv(dqkv.data(), dq.data(), dk.data(), dv.data(), true);
+            linear(dqkv.data(), T, w.attn.transposed(), nullptr, dn1.data(), C);
+        }
+        input_norm_backward(w.ln_1_w, lt.x, lt.s1, dn1, dx);
+        if (cfg_.parallel_residual) input_norm_backward(w.ln_2_w, lt.x, lt.s2, dn2, dx);
+        std::copy(dx.begin(), dx.end(), gradients.residual.begin() + l * layer_rows);
+    }
+}
+
+}  // namespace headscope

@@ -1,0 +1,119 @@
+// The backward pass's ends (backward.h): the metric of a kept forward and
+// its gradient with respect to the last layer's output, the activations
+// handed out, and metric_gradients, which runs them.
+#include <cmath>
+#include <string>
+
+#include "backward_trace.h"
+#include "headscope/base/error.h"
+#include "headscope/compute/cpu_ops.h"
+#include "headscope/compute/matmul.h"
+
+namespace headscope {
+
+// A logit difference where the output embedding is stored a row per token (and the logits are not capped):
+// those two rows alone (their difference is the gradient of the final
+// norm's output at the position) into `d_norm`.
+double BackwardTrace::logit_difference(const PatchRequest& request, float* d_norm) const {
+    const int C = cfg_.n_embd;
+    std::vector<float> answer(C), wrong(C);
+    stored_row(model_.lm_head, request.answer, answer.data());
+    stored_row(model_.lm_head, request.wrong, wrong.data());
+    const float* x = final_n_.data() + static_cast<size_t>(request.position) * C;
+    double metric =
+        model_.lm_bias ? static_cast<double>(model_.lm_bias[request.answer]) - model_.lm_bias[request.wrong] : 0;
+    for (int c = 0; c < C; ++c) {
+        metric += static_cast<double>(x[c]) * answer[c] - static_cast<double>(x[c]) * wrong[c];
+        d_norm[static_cast<size_t>(request.position) * C + c] = answer[c] - wrong[c];
+    }
+    return metric;
+}
+
+// Any metric through the whole output embedding: the logits of the rows it
+// reads, and the gradient of the final norm's output into `d_norm`.
+double BackwardTrace::metric_of_logits(const PatchRequest& request, const std::vector<int32_t>& clean,
+                                       float* d_norm) const {
+    const int C = cfg_.n_embd, V = cfg_.vocab_size;
+    const bool loss = request.metric == PatchMetric::loss;
+    const int first = loss ? 0 : request.position, n = loss ? T_ - 1 : 1;
+    std::vector<float> logits(static_cast<size_t>(n) * V), d_logits(logits.size(), 0.f);
+    linear(final_n_.data() + static_cast<size_t>(first) * C, n, model_.lm_head, model_.lm_bias, logits.data(), V);
+    const float cap = cfg_.logit_softcap;  // Gemma's final cap tanh(logit / cap), as the forward's soft_cap
+    if (cap != 0)
+        for (float& logit : logits) logit = cap * std::tanh(logit / cap);
+    double metric = 0;
+    for (int i = 0; i < n; ++i) {
+        const float* row = logits.data() + static_cast<size_t>(i) * V;
+        float* d_row = d_logits.data() + static_cast<size_t>(i) * V;
+        if (request.metric == PatchMetric::logit_diff) {
+            metric = static_cast<double>(row[request.answer]) - row[request.wrong];
+            d_row[request.answer] = 1, d_row[request.wrong] = -1;
+            continue;
+        }
+        const int32_t token = loss ? clean[i + 1] : request.answer;
+        const double log_sum = ops::log_sum_exp(row, V), sign = loss ? -1.0 / n : 1.0;
+        metric += sign * (row[token] - log_sum);
+        for (int v = 0; v < V; ++v) d_row[v] = static_cast<float>(-sign * std::exp(row[v] - log_sum));
+        d_row[token] += static_cast<float>(sign);
+    }
+    if (cap != 0)
+        for (size_t i = 0; i < logits.size(); ++i) d_logits[i] *= 1 - (logits[i] / cap) * (logits[i] / cap);
+    linear(d_logits.data(), n, model_.lm_head.transposed(), nullptr, d_norm + static_cast<size_t>(first) * C, C);
+    return metric;
+}
+
+// The metric of the final norm's output, and where `d_final` is set the
+// gradient with respect to the last layer's output (T, C) into it.
+double BackwardTrace::metric(const PatchRequest& request, const std::vector<int32_t>& clean,
+                             std::vector<float>* d_final) const {
+    std::vector<float> d_norm(final_x_.size(), 0.f);
+    const bool two_rows =
+        request.metric == PatchMetric::logit_diff && model_.lm_head.out_by_in && cfg_.logit_softcap == 0;
+    const double metric =
+        two_rows ? logit_difference(request, d_norm.data()) : metric_of_logits(request, clean, d_norm.data());
+    if (d_final) {
+        d_final->assign(d_norm.size(), 0.f);
+        norm_backward(residual_norm_, final_x_.data(), model_.ln_f_w, final_s_, d_norm.data(), d_final->data(), T_);
+    }
+    return metric;
+}
+
+void BackwardTrace::keep(RunActivations& activations) const {
+    activations.heads.clear(), activations.residual.clear(), activations.mlp.clear(), activations.pattern.clear();
+    for (const LayerTrace& lt : layers_) {
+        activations.heads.insert(activations.heads.end(), lt.y.begin(), lt.y.end());
+        activations.residual.insert(activations.residual.end(), lt.x.begin(), lt.x.end());
+        activations.mlp.insert(activations.mlp.end(), lt.m.begin(), lt.m.end());
+        activations.pattern.insert(activations.pattern.end(), lt.att.begin(), lt.att.end());
+    }
+}
+
+namespace {
+
+bool floating_point(const Matrix& m) {
+    return !m || m.dtype == DType::F32 || m.dtype == DType::F16 || m.dtype == DType::BF16;
+}
+
+}  // namespace
+
+double metric_gradients(const Model& model, const std::vector<int32_t>& ids, const std::vector<int32_t>& clean,
+                        const AttentionOptions& options, const PatchRequest& request, RunActivations* activations,
+                        RunActivations* gradients) {
+    check_backward_supported(model.config, options);
+    for (const LayerWeights& w : model.layers)
+        for (const Matrix* m : {&w.attn, &w.q, &w.k, &w.v, &w.attn_proj, &w.fc, &w.gate, &w.fc_proj})
+            if (!floating_point(*m))
+                throw Error(std::string("attribution patching does not support quantized weights (") +
+                            to_string(m->dtype) + ") yet");
+    if (!floating_point(model.lm_head))
+        throw Error(std::string("attribution patching does not support quantized weights (") +
+                    to_string(model.lm_head.dtype) + ") yet");
+    const BackwardTrace trace(model, ids, options);
+    std::vector<float> d_final;
+    const double metric = trace.metric(request, clean, gradients ? &d_final : nullptr);
+    if (activations) trace.keep(*activations);
+    if (gradients) trace.backward(std::move(d_final), *gradients);
+    return metric;
+}
+
+}  // namespace headscope

@@ -1,0 +1,72 @@
+// The backward pass's elementwise pieces (backward_ops.h): norms that keep
+// what their backward reads, and the MLPs' activations with their derivatives.
+#include <cmath>
+
+#include "headscope/compute/backward_ops.h"
+
+namespace headscope {
+
+void norm_forward(const NormShape& shape, const float* x, const float* w, const float* b, float* out, int T,
+                  NormStats& stats) {
+    const int C = shape.width;
+    const bool centred = shape.centred;
+    stats.mean.assign(T, 0.0), stats.inverse.resize(T);
+    for (int t = 0; t < T; ++t) {
+        const float* row = x + static_cast<size_t>(t) * C;
+        double mean = 0, squares = 0;
+        for (int c = 0; c < C; ++c) mean += row[c];
+        mean = centred ? mean / C : 0;
+        for (int c = 0; c < C; ++c) squares += (row[c] - mean) * (row[c] - mean);
+        const double inverse = 1 / std::sqrt(squares / C + shape.epsilon);
+        stats.mean[t] = mean, stats.inverse[t] = inverse;
+        for (int c = 0; c < C; ++c)
+            out[static_cast<size_t>(t) * C + c] =
+                static_cast<float>((row[c] - mean) * inverse * w[c] + (b ? b[c] : 0.f));
+    }
+}
+
+void norm_backward(const NormShape& shape, const float* x, const float* w, const NormStats& stats, const float* dy,
+                   float* dx, int T) {
+    const int C = shape.width;
+    const bool centred = shape.centred;
+    std::vector<double> xhat(C), g(C);
+    for (int t = 0; t < T; ++t) {
+        const size_t at = static_cast<size_t>(t) * C;
+        double mean_g = 0, mean_gx = 0;
+        for (int c = 0; c < C; ++c) {
+            xhat[c] = (x[at + c] - stats.mean[t]) * stats.inverse[t];
+            g[c] = static_cast<double>(dy[at + c]) * w[c];
+            mean_g += g[c], mean_gx += g[c] * xhat[c];
+        }
+        mean_g = centred ? mean_g / C : 0, mean_gx /= C;
+        for (int c = 0; c < C; ++c)
+            dx[at + c] += static_cast<float>(stats.inverse[t] * (g[c] - mean_g - xhat[c] * mean_gx));
+    }
+}
+
+double activation(Mlp mlp, double x, double& derivative) {
+    switch (mlp) {
+        case Mlp::gelu_exact:
+        case Mlp::geglu: {
+            const double cdf = 0.5 * (1 + std::erf(x / std::sqrt(2.0)));
+            derivative = cdf + x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
+            return x * cdf;
+        }
+        case Mlp::gelu_tanh:
+        case Mlp::gated_gelu: {
+            const double k = std::sqrt(2 / M_PI), inner = k * (x + 0.044715 * x * x * x), th = std::tanh(inner);
+            derivative = 0.5 * (1 + th) + 0.5 * x * (1 - th * th) * k * (1 + 3 * 0.044715 * x * x);
+            return 0.5 * x * (1 + th);
+        }
+        case Mlp::swiglu:
+        case Mlp::silu: {
+            const double s = 1 / (1 + std::exp(-x));
+            derivative = s * (1 + x * (1 - s));
+            return x * s;
+        }
+        case Mlp::relu: derivative = x > 0; return x > 0 ? x : 0;
+    }
+    return 0;
+}
+
+}  // namespace headscope

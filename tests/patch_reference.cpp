@@ -1,0 +1,45 @@
+// Test support: activation patching's double-precision reference
+// (patch_reference.h), on the families' reference forward and logits.
+#include "patch_reference.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace headscope::test {
+
+Activations record(const FamilyCheckpoint& model, const std::vector<int32_t>& text, const AttentionOptions& options) {
+    Activations kept;
+    const int L = model.spec.n_layer, NH = model.spec.n_head;
+    kept.inputs.resize(L), kept.mlp.resize(L), kept.maps.assign(L, std::vector<Rows>(NH));
+    kept.heads.assign(L, std::vector<Rows>(NH));
+    FamilyHooks hooks;
+    hooks.layer_input = [&](int l, int, Rows& x) { kept.inputs[l] = x; };
+    hooks.mlp_output = [&](int l, int, Rows& mlp) { kept.mlp[l] = mlp; };
+    hooks.pattern = [&](int l, int, int head, Rows& att) { kept.maps[l][head] = att; };
+    hooks.head_output = [&](int l, int, int head, Rows& y) { kept.heads[l][head] = y; };
+    family_reference(model, {text}, options, hooks);
+    return kept;
+}
+
+std::vector<double> reference_metrics(const FamilyCheckpoint& model, const std::vector<int32_t>& text,
+                                      const std::vector<int32_t>& clean, const PatchRequest& request,
+                                      const FamilyHooks& hooks, const AttentionOptions& options) {
+    const FamilySpec& s = model.spec;
+    const int T = static_cast<int>(text.size()), C = s.n_embd, V = s.vocab_size;
+    const FamilyReference ref = family_reference(model, {text}, options, hooks);
+    const std::vector<double> last(ref.residual.end() - static_cast<size_t>(T) * C, ref.residual.end());
+    const std::vector<double> logits = family_logits(model, last);  // (T, V)
+    const auto logprob = [&](int t, int32_t id) {
+        const double* row = logits.data() + static_cast<size_t>(t) * V;
+        const double max = *std::max_element(row, row + V);
+        double sum = 0;
+        for (int v = 0; v < V; ++v) sum += std::exp(row[v] - max);
+        return row[id] - max - std::log(sum);
+    };
+    const double* at = logits.data() + static_cast<size_t>(request.position) * V;
+    double loss = 0;
+    for (int t = 0; t + 1 < T; ++t) loss -= logprob(t, clean[t + 1]) / (T - 1);
+    return {at[request.answer] - at[request.wrong], logprob(request.position, request.answer), loss};
+}
+
+}  // namespace headscope::test

@@ -1,0 +1,30 @@
+// Test support: activation patching's double-precision reference on the
+// families' reference forward (family_reference.h's hooks): a run's
+// activations recorded, and every patching metric of a run with hooks.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "family_reference.h"
+#include "headscope/compute/patching.h"
+
+namespace headscope::test {
+
+using Rows = std::vector<std::vector<double>>;
+
+// What a reference run hands the patches: each layer's input and MLP output, each head's map and output.
+struct Activations {
+    std::vector<Rows> inputs, mlp;               // [layer]
+    std::vector<std::vector<Rows>> maps, heads;  // [layer][head]
+};
+
+Activations record(const FamilyCheckpoint& model, const std::vector<int32_t>& text,
+                   const AttentionOptions& options = {});
+
+// Every metric of one reference run of `text` with `hooks`, in PatchMetric's
+// order (the loss of `clean`'s next tokens).
+std::vector<double> reference_metrics(const FamilyCheckpoint& model, const std::vector<int32_t>& text,
+                                      const std::vector<int32_t>& clean, const PatchRequest& request,
+                                      const FamilyHooks& hooks = {}, const AttentionOptions& options = {});
+
+}  // namespace headscope::test
