@@ -147,7 +147,8 @@ void RouterView::controls(const WindowState& state, Session& s, Ui& ui) {
         for (const ExpertRef& e : out) {
             ImGui::SameLine();
             const std::string name = "bring back " + std::to_string(e.layer) + "." + std::to_string(e.expert);
-            const std::string label = "L" + std::to_string(e.layer) + " E" + std::to_string(e.expert) + " x";
+            std::string label = "L";  // (GCC 12 warns, wrongly, of "L" + std::string: its bug 105329)
+            label += std::to_string(e.layer) + " E" + std::to_string(e.expert) + " x";
             if (button(ui, (label + "##" + name).c_str(), name.c_str())) back = e;
             if (ui.tooltips && ImGui::IsItemHovered()) ImGui::SetTooltip("bring it back");
         }
