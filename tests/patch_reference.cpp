@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 
 namespace headscope::test {
 
@@ -40,6 +41,18 @@ std::vector<double> reference_metrics(const FamilyCheckpoint& model, const std::
     double loss = 0;
     for (int t = 0; t + 1 < T; ++t) loss -= logprob(t, clean[t + 1]) / (T - 1);
     return {at[request.answer] - at[request.wrong], logprob(request.position, request.answer), loss};
+}
+
+std::pair<std::vector<int32_t>, std::vector<int32_t>> induction_pair(const Model& model, unsigned seed) {
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<int32_t> id(0, model.config.vocab_size - 2);
+    std::vector<int32_t> first(12), other(12);
+    for (int32_t& t : first) t = id(rng);
+    for (int32_t& t : other) t = id(rng);
+    std::vector<int32_t> clean = first, corrupted = first;
+    clean.insert(clean.end(), first.begin(), first.end());
+    corrupted.insert(corrupted.end(), other.begin(), other.end());
+    return {clean, corrupted};
 }
 
 }  // namespace headscope::test

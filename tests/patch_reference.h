@@ -3,10 +3,12 @@
 // activations recorded, and every patching metric of a run with hooks.
 #pragma once
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "family_reference.h"
 #include "headscope/compute/patching.h"
+#include "headscope/model/model.h"
 
 namespace headscope::test {
 
@@ -26,5 +28,10 @@ Activations record(const FamilyCheckpoint& model, const std::vector<int32_t>& te
 std::vector<double> reference_metrics(const FamilyCheckpoint& model, const std::vector<int32_t>& text,
                                       const std::vector<int32_t>& clean, const PatchRequest& request,
                                       const FamilyHooks& hooks = {}, const AttentionOptions& options = {});
+
+// An induction pair for `model` drawn from `seed`: 12 random tokens (not the
+// last id, GPT-2's <|endoftext|>) repeated, against the same first copy
+// followed by 12 others. (clean, corrupted).
+std::pair<std::vector<int32_t>, std::vector<int32_t>> induction_pair(const Model& model, unsigned seed);
 
 }  // namespace headscope::test

@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -327,20 +326,6 @@ std::vector<size_t> top(const std::vector<double>& v, size_t k) {
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](size_t a, size_t b) { return v[a] > v[b]; });
     return {order.begin(), order.begin() + k};
-}
-
-// The built-in model's induction pair drawn from `seed` (tests/test_patching.cpp's
-// with seed 7): 12 random tokens repeated, against the same first copy followed by 12 others.
-std::pair<std::vector<int32_t>, std::vector<int32_t>> induction_pair(const Model& model, unsigned seed) {
-    std::mt19937 rng(seed);
-    std::uniform_int_distribution<int32_t> id(0, model.config.vocab_size - 2);  // not <|endoftext|>
-    std::vector<int32_t> first(12), other(12);
-    for (int32_t& t : first) t = id(rng);
-    for (int32_t& t : other) t = id(rng);
-    std::vector<int32_t> clean = first, corrupted = first;
-    clean.insert(clean.end(), first.begin(), first.end());
-    corrupted.insert(corrupted.end(), other.begin(), other.end());
-    return {clean, corrupted};
 }
 
 }  // namespace

@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -263,14 +262,7 @@ TEST(BuiltinPatching, TheInductionHeadsCarryTheRepeat) {
     const Model model = load_model(builtin_model);
     std::unique_ptr<Backend> backend = make_cpu_backend();
     backend->load_weights(model);
-    std::mt19937 rng(7);
-    std::uniform_int_distribution<int32_t> id(0, model.config.vocab_size - 2);  // not <|endoftext|>
-    std::vector<int32_t> first(12), other(12);
-    for (int32_t& t : first) t = id(rng);
-    for (int32_t& t : other) t = id(rng);
-    std::vector<int32_t> clean = first, corrupted = first;
-    clean.insert(clean.end(), first.begin(), first.end());
-    corrupted.insert(corrupted.end(), other.begin(), other.end());
+    const auto [clean, corrupted] = induction_pair(model, 7);
     PatchRequest request;
     request.metric = PatchMetric::loss, request.kinds = {PatchKind::heads};
     Patching got;
