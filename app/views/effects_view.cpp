@@ -76,7 +76,8 @@ void EffectsView::effects_grid(WindowState& state, Session& s, Ui& ui, float wid
     const HeadEffects* e = s.effects();
     if (!e) return;
     if (!s.effects_current())
-        ImGui::TextColored(warning_colour, "computed for another text, options, knock-outs or grid: compute again");
+        ImGui::TextColored(warning_colour,
+                           "computed for another text, options, knock-outs, grid or method: compute again");
     const bool intact = e->already_out.empty() && e->experts_already_out.empty();
     const char* ablation = e->of == EffectsOf::experts     ? ""  // an expert is taken out of the router's choice
                            : e->ablation == Ablation::mean ? ", knocked out to their mean"
