@@ -187,7 +187,7 @@ TEST_F(CliPatch, EffectsWriteCoresGridAndSayWhichCellsAreExact) {
     backend->load_weights(wide);
     const std::string text = "When John and Peter went to the house, Peter gave a book to";
     const Batch batch{{wide.tokenizer.encode(text)}, wide.config.pad_id()};
-    for (const std::optional<std::string> word :
+    for (const std::optional<std::string>& word :
          {std::optional<std::string>("exact"), {"attribution"}, {"hybrid"}, std::optional<std::string>()}) {
         const EffectsMethod method = word ? parse_effects_method(*word) : EffectsMethod::hybrid;
         for (const Ablation ablation : {Ablation::zero, Ablation::mean}) {
@@ -216,8 +216,9 @@ TEST_F(CliPatch, EffectsWriteCoresGridAndSayWhichCellsAreExact) {
                 for (int h = 0; h < 8; ++h) {
                     EXPECT_EQ(got["loss_change"][l][h].get<float>(), want.loss_change_at(l, h)) << at << l << h;
                     EXPECT_EQ(got["exact"][l][h].get<bool>(), want.exact_at(l, h)) << at << l << h;
-                    if (method != EffectsMethod::exact)
+                    if (method != EffectsMethod::exact) {
                         EXPECT_EQ(got["estimate"][l][h].get<float>(), want.estimate[l * 8 + h]) << at << l << h;
+                    }
                     exact += want.exact_at(l, h);
                 }
             }
