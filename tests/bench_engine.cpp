@@ -142,7 +142,8 @@ double process_cpu_ms() {
 // The effects grid: all 144 single-head ablations of a 64-token text
 // (GPT-2-small shape), each from its layer's kept input. GFLOP/s counts the
 // layers' products (24 C^2 a token, attention's own products left out) and
-// each ablation's read-out through the output embedding (2 C V a token).
+// each ablation's read-out through the output embedding (2 C V a token);
+// process_cpu_ms as BM_patch_heads has it.
 void BM_effects_grid(benchmark::State& state) {
     const Model& model = gpt2_small();
     auto backend = make_cpu_backend();
@@ -152,10 +153,12 @@ void BM_effects_grid(benchmark::State& state) {
     std::vector<int32_t> ids = random_ids(T, model.config.vocab_size, rng);
     const Batch batch{{ids}, model.config.pad_id()};
     HeadEffects effects;
+    const double cpu_before = process_cpu_ms();
     for (auto _ : state) {
         backend->head_effects(batch, {}, effects);
         benchmark::DoNotOptimize(effects.loss_change.data());
     }
+    state.counters["process_cpu_ms"] = (process_cpu_ms() - cpu_before) / static_cast<double>(state.iterations());
     double flops = 0;
     for (int l = 0; l < L; ++l)
         flops += NH * (double(L - l) * T * 24.0 * C * C + 2.0 * T * C * model.config.vocab_size);
@@ -166,7 +169,7 @@ BENCHMARK(BM_effects_grid)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterat
 // The hybrid effects grid of the same text (head_effects.h): the estimate of
 // all 144 heads from one forward and one backward of the loss, then the 24
 // heads it picks knocked out exactly. Five repetitions of one grid each, for
-// their median; process_cpu_ms as BM_patch_heads has it.
+// their median.
 void BM_effects_hybrid(benchmark::State& state) {
     const Model& model = gpt2_small();
     auto backend = make_cpu_backend();
