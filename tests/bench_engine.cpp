@@ -15,6 +15,7 @@
 #include <sys/resource.h>
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -130,10 +131,19 @@ void BM_contributions(benchmark::State& state) {
 }
 BENCHMARK(BM_contributions)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// The CPU time of all the program's threads so far, which a loaded machine does not inflate.
+double process_cpu_ms() {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    const auto ms = [](const timeval& t) { return t.tv_sec * 1e3 + t.tv_usec / 1e3; };
+    return ms(usage.ru_utime) + ms(usage.ru_stime);
+}
+
 // The effects grid: all 144 single-head ablations of a 64-token text
 // (GPT-2-small shape), each from its layer's kept input. GFLOP/s counts the
 // layers' products (24 C^2 a token, attention's own products left out) and
-// each ablation's read-out through the output embedding (2 C V a token).
+// each ablation's read-out through the output embedding (2 C V a token);
+// process_cpu_ms as BM_patch_heads has it.
 void BM_effects_grid(benchmark::State& state) {
     const Model& model = gpt2_small();
     auto backend = make_cpu_backend();
@@ -143,16 +153,41 @@ void BM_effects_grid(benchmark::State& state) {
     std::vector<int32_t> ids = random_ids(T, model.config.vocab_size, rng);
     const Batch batch{{ids}, model.config.pad_id()};
     HeadEffects effects;
+    const double cpu_before = process_cpu_ms();
     for (auto _ : state) {
         backend->head_effects(batch, {}, effects);
         benchmark::DoNotOptimize(effects.loss_change.data());
     }
+    state.counters["process_cpu_ms"] = (process_cpu_ms() - cpu_before) / static_cast<double>(state.iterations());
     double flops = 0;
     for (int l = 0; l < L; ++l)
         flops += NH * (double(L - l) * T * 24.0 * C * C + 2.0 * T * C * model.config.vocab_size);
     report(state, flops);
 }
 BENCHMARK(BM_effects_grid)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+
+// The hybrid effects grid of the same text (head_effects.h): the estimate of
+// all 144 heads from one forward and one backward of the loss, then the 24
+// heads it picks knocked out exactly. Five repetitions of one grid each, for
+// their median.
+void BM_effects_hybrid(benchmark::State& state) {
+    const Model& model = gpt2_small();
+    auto backend = make_cpu_backend();
+    backend->load_weights(model);
+    constexpr int T = 64;
+    std::mt19937 rng(17);
+    std::vector<int32_t> ids = random_ids(T, model.config.vocab_size, rng);
+    const Batch batch{{ids}, model.config.pad_id()};
+    HeadEffects effects;
+    const double cpu_before = process_cpu_ms();
+    for (auto _ : state) {
+        backend->head_effects(batch, {}, effects, EffectsOf::heads, {}, EffectsMethod::hybrid);
+        benchmark::DoNotOptimize(effects.loss_change.data());
+    }
+    state.counters["process_cpu_ms"] = (process_cpu_ms() - cpu_before) / static_cast<double>(state.iterations());
+    state.counters["exact_cells"] = static_cast<double>(std::count(effects.exact.begin(), effects.exact.end(), 1));
+}
+BENCHMARK(BM_effects_hybrid)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1)->Repetitions(5);
 
 // Exact head patching (patching.h): 144 heads of a 16-token text, the clean
 // run's head output copied into a corrupted copy (its tokens 5 and 11
@@ -176,18 +211,12 @@ void BM_patch_heads(benchmark::State& state) {
     request.answer = 100, request.wrong = 200, request.kinds = {PatchKind::heads};
     const int32_t pad = model.config.pad_id();
     Patching patching;
-    const auto cpu_ms = [] {
-        rusage usage{};
-        getrusage(RUSAGE_SELF, &usage);
-        const auto ms = [](const timeval& t) { return t.tv_sec * 1e3 + t.tv_usec / 1e3; };
-        return ms(usage.ru_utime) + ms(usage.ru_stime);
-    };
-    const double cpu_before = cpu_ms();
+    const double cpu_before = process_cpu_ms();
     for (auto _ : state) {
         backend->patch(Batch{{clean}, pad}, Batch{{corrupted}, pad}, {}, request, patching);
         benchmark::DoNotOptimize(patching.grids.data());
     }
-    state.counters["process_cpu_ms"] = (cpu_ms() - cpu_before) / static_cast<double>(state.iterations());
+    state.counters["process_cpu_ms"] = (process_cpu_ms() - cpu_before) / static_cast<double>(state.iterations());
     double flops = 0;
     for (int l = 0; l < L; ++l)
         flops += NH * (double(L - 1 - l) * (T - first_changed) * 24.0 + (T - first_changed) * 6.0 + 18.0) * C * C;

@@ -1,10 +1,13 @@
 // headscope-cli patch run as a user runs it, on the built-in model: its JSON
 // holds core's own patching of the same tokens (its metrics and every grid,
 // of the shapes patching.h gives them), and every bad request is one line
-// on stderr, nothing on stdout, exit 2.
+// on stderr, nothing on stdout, exit 2. Likewise attention --effects, the
+// single text's effects grid (exact, estimated or hybrid) on a GPT-2-layout
+// model of 32 heads.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -171,6 +174,78 @@ TEST_F(CliPatch, RefusesAnEncoder) {
     expect_error(
         {"--model", (dir_->path / "bert").string(), "--clean", "a b", "--corrupted", "a c", "--metric", "loss"},
         "patching is computed for decoders; this model is an encoder");
+}
+
+// attention --effects METHOD (bare: hybrid) writes core's grid of the text
+// under the options given: each cell's value, whether it is exact, the
+// estimate where one was made, and the method that ran.
+TEST_F(CliPatch, EffectsWriteCoresGridAndSayWhichCellsAreExact) {
+    const auto model_dir = dir_->path / "wide";
+    test::write_test_model(model_dir, {.n_layer = 4, .n_head = 8, .n_embd = 32, .n_positions = 32});
+    const Model wide = load_model(model_dir.string());
+    std::unique_ptr<Backend> backend = make_cpu_backend();
+    backend->load_weights(wide);
+    const std::string text = "When John and Peter went to the house, Peter gave a book to";
+    const Batch batch{{wide.tokenizer.encode(text)}, wide.config.pad_id()};
+    for (const std::optional<std::string>& word :
+         {std::optional<std::string>("exact"), {"attribution"}, {"hybrid"}, std::optional<std::string>()}) {
+        const EffectsMethod method = word ? parse_effects_method(*word) : EffectsMethod::hybrid;
+        for (const Ablation ablation : {Ablation::zero, Ablation::mean}) {
+            std::vector<std::string> args = {
+                test::cli_program(), "attention",         "--model",  model_dir.string(), "--text", text,
+                "--ablate-mode",     to_string(ablation), "--effects"};
+            if (word) args.push_back(*word);
+            const test::ProcessRun r = test::run_program(args, dir_->path);
+            ASSERT_EQ(r.status, 0) << r.err;
+            const json got = json::parse(r.out).at("effects");
+            AttentionOptions options;
+            options.ablation = ablation;
+            HeadEffects want;
+            backend->head_effects(batch, options, want, EffectsOf::heads, {}, method);
+            const std::string at = std::string(to_string(method)) + " " + to_string(ablation);
+            EXPECT_EQ(got["method"], to_string(method)) << at;
+            EXPECT_EQ(got["asked"], to_string(method)) << at;
+            EXPECT_EQ(got.count("fallback"), 0u) << at;
+            EXPECT_EQ(got["ablation"], to_string(ablation)) << at;
+            EXPECT_DOUBLE_EQ(got["loss"].get<double>(), want.loss) << at;
+            ASSERT_EQ(got["loss_change"].size(), 4u) << at;
+            ASSERT_EQ(got.count("estimate"), method == EffectsMethod::exact ? 0u : 1u) << at;
+            int exact = 0;
+            for (int l = 0; l < 4; ++l) {
+                ASSERT_EQ(got["loss_change"][l].size(), 8u) << at;
+                for (int h = 0; h < 8; ++h) {
+                    EXPECT_EQ(got["loss_change"][l][h].get<float>(), want.loss_change_at(l, h)) << at << l << h;
+                    EXPECT_EQ(got["exact"][l][h].get<bool>(), want.exact_at(l, h)) << at << l << h;
+                    if (method != EffectsMethod::exact) {
+                        EXPECT_EQ(got["estimate"][l][h].get<float>(), want.estimate[l * 8 + h]) << at << l << h;
+                    }
+                    exact += want.exact_at(l, h);
+                }
+            }
+            EXPECT_EQ(exact, method == EffectsMethod::exact         ? 32
+                             : method == EffectsMethod::attribution ? 0
+                                                                    : hybrid_largest + hybrid_others)
+                << at;
+        }
+    }
+    // Heads already out: every cell exact, and why.
+    const test::ProcessRun knocked = test::run_program({test::cli_program(), "attention", "--model", model_dir.string(),
+                                                        "--text", text, "--ablate", "1.2", "--effects", "hybrid"},
+                                                       dir_->path);
+    ASSERT_EQ(knocked.status, 0) << knocked.err;
+    const json fallback = json::parse(knocked.out).at("effects");
+    EXPECT_EQ(fallback["method"], "exact");
+    EXPECT_EQ(fallback["asked"], "hybrid");
+    EXPECT_NE(fallback["fallback"].get<std::string>().find("knocked-out heads"), std::string::npos);
+    EXPECT_TRUE(fallback["loss_change"][1][2].is_null());
+
+    const auto attention_error = [&](std::vector<std::string> args, const std::string& names) {
+        args.insert(args.begin(), {test::cli_program(), "attention", "--model", model_dir.string()});
+        test::expect_one_line_error(test::run_program(args, dir_->path), "headscope-cli", names);
+    };
+    attention_error({"--text", text, "--effects", "guess"}, "--effects: effects 'guess' is not one of exact");
+    attention_error({"--text", text, "--text", "a second text", "--effects"},
+                    "the effects grid needs one text of at least two tokens");
 }
 
 }  // namespace

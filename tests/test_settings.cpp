@@ -29,6 +29,7 @@ TEST(Settings, WhatIsWrittenReadsBack) {
     s.options.scale = Scale::none;
     s.options.split = Split::naive_view;
     s.effects_of = EffectsOf::experts;
+    s.effects_all_exact = true;
     s.export_dir = "/tmp/exports";
     s.compare_text = "The dog sat";
     s.diff = true;
@@ -56,6 +57,7 @@ TEST(Settings, WhatIsWrittenReadsBack) {
     EXPECT_EQ(back.options.scale, Scale::none);
     EXPECT_EQ(back.options.split, Split::naive_view);
     EXPECT_EQ(back.effects_of, EffectsOf::experts);
+    EXPECT_TRUE(back.effects_all_exact);
     EXPECT_EQ(back.export_dir, "/tmp/exports");
     EXPECT_EQ(back.compare_text, "The dog sat");
     EXPECT_TRUE(back.diff);
@@ -78,6 +80,7 @@ TEST(Settings, MissingFileIsTheDefaultsSilently) {
     EXPECT_TRUE(s.options.causal);
     EXPECT_EQ(s.options.n_head, 0);
     EXPECT_EQ(s.effects_of, EffectsOf::heads);
+    EXPECT_FALSE(s.effects_all_exact);  // the hybrid grid
     EXPECT_TRUE(s.compare_text.empty());
     EXPECT_FALSE(s.diff);
     EXPECT_EQ(s.window.width, 0);  // a first start: the window takes most of the screen
@@ -168,23 +171,27 @@ TEST(Settings, AFileWithoutTheSlidingWindowKeepsItOn) {
     EXPECT_EQ(back.texts, off.texts);
 }
 
-// Settings written before the grid of experts have no switch: the grid of heads.
+// Settings written before the grid of experts have no switch: the grid of
+// heads; before the estimate, no toggle: the hybrid grid.
 TEST(Settings, AFileWithoutTheEffectsSwitchIsTheGridOfHeads) {
     test::TempDir dir;
     Settings experts;
     experts.effects_of = EffectsOf::experts;
+    experts.effects_all_exact = true;
     experts.texts = {"kept"};
     const fs::path file = dir.path / "settings.json";
     write_settings(file, experts);
     std::string text = test::read_file(file);
-    const std::string key = "\"effects_of\": \"experts\",";
-    ASSERT_NE(text.find(key), std::string::npos) << text;
-    text.erase(text.find(key), key.size());
+    for (const std::string key : {"\"effects_of\": \"experts\",", "\"effects_all_exact\": true,"}) {
+        ASSERT_NE(text.find(key), std::string::npos) << text;
+        text.erase(text.find(key), key.size());
+    }
     std::ofstream(file, std::ios::binary) << text;
     testing::internal::CaptureStderr();
     const Settings back = read_settings(file);
     EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
     EXPECT_EQ(back.effects_of, EffectsOf::heads);
+    EXPECT_FALSE(back.effects_all_exact);
     EXPECT_EQ(back.texts, experts.texts);
 }
 

@@ -3,7 +3,8 @@
 // against the double-precision references): knocked-out heads crossed out,
 // the status bar's count and the intact model's predictions beside the
 // knocked-out ones; the effects grid's and the attribution grid's values and
-// colours; the tokens the selected head promotes; and the sink option.
+// colours, and the hybrid grid's estimated cells marked; the tokens the
+// selected head promotes; and the sink option.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -183,6 +184,54 @@ TEST_F(WindowHeadEffects, EffectsAndAttributionGridsFollowCore) {
     const json promoted = entries(shot.layout, "promoted");
     ASSERT_EQ(promoted.size(), writes.promoted.size());
     for (size_t r = 0; r < promoted.size(); ++r) EXPECT_EQ(promoted[r]["id"], writes.promoted[r].id);
+}
+
+// The hybrid grid (the default) on a GPT-2-layout model of 32 heads: each
+// cell's value and colour are core's hybrid grid's, and the 8 cells it left
+// estimated carry a white corner (ImGui's dark style's text colour) where
+// the exact ones show their own colour; with --effects-exact, no cell does.
+TEST_F(WindowHeadEffects, HybridGridMarksTheEstimatedCells) {
+    const auto model_dir = dir_->path / "wide";
+    test::write_test_model(model_dir, {.n_layer = 4, .n_head = 8, .n_embd = 32, .n_positions = 64});
+    const Model wide = load_model(model_dir.string());
+    std::unique_ptr<Backend> backend = make_cpu_backend();
+    backend->load_weights(wide);
+    const Batch batch{{wide.tokenizer.encode_texts({*text_})[0]}, wide.config.pad_id()};
+    for (const bool all_exact : {false, true}) {
+        std::vector<std::string> args = {"--model", model_dir.string(), "--view", "effects", "--compute-effects"};
+        if (all_exact) args.push_back("--effects-exact");
+        const test::WindowShot shot = shoot(all_exact ? "effects-exact" : "effects-hybrid", args);
+        HeadEffects want;
+        backend->head_effects(batch, {}, want, EffectsOf::heads, {},
+                              all_exact ? EffectsMethod::exact : EffectsMethod::hybrid);
+        const json grid = entries(shot.layout, "effects-grid");
+        ASSERT_EQ(grid.size(), 32u);
+        const double scale = grid[0]["scale"];
+        int estimated = 0;
+        for (const json& cell : grid) {
+            const int l = cell["layer"], h = cell["column"];
+            const std::string at = "L" + std::to_string(l) + " H" + std::to_string(h);
+            const double v = cell["values"][l * 8 + h];
+            EXPECT_NEAR(v, want.loss_change_at(l, h), 1e-5) << at;
+            EXPECT_TRUE(near(centre(shot.image, cell), diverging(v / scale))) << at;
+            // Inside the corner's triangle, a side of a third of the cell, clear of its anti-aliased edges.
+            const double side = std::floor((cell["w"].get<double>() + 1) / 3);
+            ASSERT_GE(side, 8) << at;
+            const std::array<int, 3> corner =
+                shot.image.at(int(cell["x"].get<double>() + side / 4), int(cell["y"].get<double>() + side / 4));
+            if (all_exact) {
+                EXPECT_EQ(cell.count("marked"), 0u);
+            } else {
+                EXPECT_EQ(cell["marked"][l * 8 + h].get<bool>(), !want.exact_at(l, h)) << at;
+                estimated += !want.exact_at(l, h);
+            }
+            if (all_exact || want.exact_at(l, h))
+                EXPECT_TRUE(near(corner, diverging(v / scale))) << at << ": an exact cell, unmarked";
+            else
+                EXPECT_TRUE(near(corner, {255, 255, 255})) << at << ": an estimated cell, marked";
+        }
+        EXPECT_EQ(estimated, all_exact ? 0 : 32 - hybrid_largest - hybrid_others);
+    }
 }
 
 // --hide-first-key: key 0's column is hatched and each head's title carries

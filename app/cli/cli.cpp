@@ -116,6 +116,14 @@ CLI::App* add_attention(CLI::App& app, CliOptions& opt) {
     attention->add_flag("--contributions", opt.contributions,
                         "also what each head contributes: value-weighted maps, the rollout and each head's direct "
                         "attribution to the top next token's logit (implies --top-k 1 at least)");
+    attention
+        ->add_option_function<std::string>(
+            "--effects", [&](const std::string& word) { opt.effects = word.empty() ? "hybrid" : word; },
+            "also the effects grid of the one text: each head's change in loss when knocked out, exact (every "
+            "knock-out run), attribution (estimated from one forward and one backward) or hybrid (the estimate, "
+            "then the 16 largest and 8 others exact; the default when --effects has no word)")
+        ->type_name(join_words(effects_method_choices, "|"))
+        ->expected(0, 1);
     add_ablation_options(attention, opt.ablation, opt.attention.ablation);
     add_special(attention, opt);
     return attention;

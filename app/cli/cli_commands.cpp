@@ -8,6 +8,7 @@
 #include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli/cli_inputs.h"
 #include "cli/terminal_progress.h"
@@ -23,8 +24,6 @@
 #include "headscope/io/files.h"
 
 namespace headscope {
-
-using Json = nlohmann::ordered_json;
 
 namespace {
 
@@ -273,6 +272,12 @@ void run_attention(const CliOptions& opt) {
     given.lens_k = opt.logit_lens ? 1 : 0;
     given.contributions = opt.contributions;
     if (opt.contributions) given.top_k = std::max(given.top_k, 1);  // the attribution is to the top token
+    std::optional<EffectsMethod> effects;
+    if (!opt.effects.empty()) try {
+            effects = parse_effects_method(opt.effects);
+        } catch (const Error& e) {
+            throw Error(std::string("--effects: ") + e.what());
+        }
     const LoadedModel loaded = open_on_backend(opt);
     const Model& model = *loaded.model;
     const AttentionOptions options = with_model(given, opt, model);
@@ -299,6 +304,7 @@ void run_attention(const CliOptions& opt) {
         metadata["token_type_ids"] = inputs.token_types;  // the tokenizer's, which a one-type model is not given
     }
     if (model.config.is_encoder_decoder()) add_sources(metadata, model, opt, batch);
+    if (effects) metadata["effects"] = effects_json(*loaded.backend, batch, options, *effects);
     if (opt.format == "npy") write_output(opt.out, [&](std::ostream& out) { write_attention_npy(out, result); });
     // The JSON, or with npy and none the metadata on stdout.
     write_output(opt.format == "json" ? opt.out : std::string(), [&](std::ostream& out) {

@@ -5,6 +5,7 @@
 // Bad input throws Error, which main turns into one line and exit 2.
 #pragma once
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
 
@@ -28,5 +29,10 @@ void run_generate(const CliOptions& opt);
 void run_heads(const CliOptions& opt);
 void run_dance(const CliOptions& opt);
 void run_patch(const CliOptions& opt);  // cli_patch.cpp
+
+using Json = nlohmann::ordered_json;
+// attention --effects (cli_effects.cpp): the effects grid of `batch`'s one
+// text under `options` by `method`, with its progress on the terminal.
+Json effects_json(Backend& backend, const Batch& batch, const AttentionOptions& options, EffectsMethod method);
 
 }  // namespace headscope

@@ -22,6 +22,7 @@ struct CliOptions {
     int top_k = 0;                        // attention: the predictions at every position
     bool logit_lens = false;              // attention: the top-1 after every returned layer
     bool contributions = false;           // attention: value-weighted maps, rollout, logit attribution
+    std::string effects;                  // attention: the effects grid's method as given; empty: no grid
     Sampling sampling;                    // generate
     int tokens = 0;                       // generate: how many
     AttentionOptions attention;           // the masks, scale and split; the command sets the rest

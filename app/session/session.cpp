@@ -35,6 +35,7 @@ void Session::install(LoadedModel loaded) {
     intact_backend_->load_weights(*open_->model);
     intact = {};
     effects_.reset();
+    effects_stage_.reset();
     shown = {};
     ++shown_generation;
     message.clear();
@@ -205,20 +206,30 @@ AttentionOptions effects_key(AttentionOptions options) {
 void Session::compute_effects() {
     effects_message.clear();
     effects_progress_.start();
+    effects_stage_ = std::make_shared<EffectsStage>();
     effects_worker_.submit([this, model = open_->model, text = state_.texts[state_.selected],
-                            options = effects_key(state_.options), of = effects_of()](std::stop_token stop) {
+                            options = effects_key(state_.options), of = effects_of(), method = effects_method(),
+                            stage = effects_stage_](std::stop_token stop) {
         std::unique_ptr<Backend> cpu = make_cpu_backend();  // the live forward keeps the open backend busy
         cpu->load_weights(*model);
-        EffectsShown shown{{}, model, text, options};
+        EffectsShown shown{{}, model, text, options, method};
+        const auto hand_over = [&](const HeadEffects& grid) {
+            {
+                std::lock_guard lock(stage->mutex);
+                stage->newest = EffectsShown{grid, model, text, options, method};
+            }
+            if (wake_) wake_();
+        };
         cpu->head_effects(Batch{model->tokenizer.encode_texts({text}), model->config.pad_id()}, options, shown.grid, of,
-                          effects_progress_.reporter(std::move(stop)));
+                          effects_progress_.reporter(std::move(stop)), method, hand_over);
         return shown;
     });
 }
 
 bool Session::effects_current() const {
     return effects_ && effects_->model == open_->model && effects_->text == state_.texts[state_.selected] &&
-           effects_->grid.of == effects_of() && effects_->options == effects_key(state_.options);
+           effects_->grid.of == effects_of() && effects_->options == effects_key(state_.options) &&
+           effects_->asked == effects_method();
 }
 
 int Session::predicted_query() const {
@@ -359,7 +370,14 @@ bool Session::collect() {
     }
     if (std::optional<Worker<ProbeReport>::Outcome> scored = probe_worker_.take())
         if (scored->error.empty()) probes_ = std::move(scored->result);  // else labels without scores
+    if (effects_stage_) {
+        std::lock_guard lock(effects_stage_->mutex);
+        std::optional<EffectsShown>& newest = effects_stage_->newest;
+        if (newest && newest->model == open_->model) effects_ = std::move(newest);
+        newest.reset();
+    }
     if (std::optional<Worker<EffectsShown>::Outcome> grid = effects_worker_.take()) {
+        effects_stage_.reset();  // a stage taken after the outcome would be older than it
         if (grid->error.empty()) {
             if (grid->result.model == open_->model) effects_ = std::move(grid->result);  // else another model's
         } else

@@ -7,6 +7,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -188,12 +189,18 @@ public:
 
     // The effects grid of the selected text under the options (with the heads
     // and experts already knocked out), of effects_of(), computed on a worker
-    // on a CPU backend of its own, with progress and cancel; a failure sets effects_message.
+    // on a CPU backend of its own, with progress and cancel; a failure sets
+    // effects_message. By effects_method(): hybrid's estimate is shown at
+    // once, and each exact value as it arrives.
     void compute_effects();
+    EffectsMethod effects_method() const {
+        return state_.effects_all_exact ? EffectsMethod::exact : EffectsMethod::hybrid;
+    }
     // The state's effects_of where the model has experts; else heads.
     EffectsOf effects_of() const { return model().config.has_experts() ? state_.effects_of : EffectsOf::heads; }
     const HeadEffects* effects() const { return effects_ ? &effects_->grid : nullptr; }
-    // Whether the grid shown was computed from the selected text and options as they are now, of effects_of().
+    // Whether the grid shown was computed from the selected text and options
+    // as they are now, of effects_of(), by effects_method().
     bool effects_current() const;
     bool effects_pending() const { return effects_worker_.busy(); }
     bool intact_pending() const { return intact_worker_.busy(); }
@@ -286,8 +293,15 @@ private:
         std::shared_ptr<const Model> model;
         std::string text;
         AttentionOptions options;
+        EffectsMethod asked = EffectsMethod::exact;
     };
     std::optional<EffectsShown> effects_;
+    // The running grid's newest stage (its estimate, then each exact value), handed over by its job.
+    struct EffectsStage {
+        std::mutex mutex;
+        std::optional<EffectsShown> newest;
+    };
+    std::shared_ptr<EffectsStage> effects_stage_;
     std::string loading_;
     Comparison comparison_{wake_};
     struct DiffScaleKey {

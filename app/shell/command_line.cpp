@@ -55,6 +55,9 @@ void add_window_options(CLI::App& cli, Args& args) {
         [](std::string_view word) { return parse_choice(effects_of_choices, word); },
         "what the effects grid knocks out in turn: each head or each expert of a mixture of experts (default: the "
         "saved choice, else heads)");
+    cli.add_flag("--effects-exact", args.effects_all_exact,
+                 "compute every cell of the effects grid exactly (default: the saved choice, else the estimate, "
+                 "then the 16 largest and 8 others exact)");
     cli.add_option("--compare", args.compare_text,
                    "a decoder's second text (B), compared with the text (A): predictions, diff view, patching");
     cli.add_flag("--diff", args.diff, "draw every map as B - A (the --compare text's less the text's)");
@@ -141,6 +144,7 @@ Settings start_settings(const Args& args, const CLI::App& cli, bool use_saved) {
     parse_ablation_words(args.ablation, s.options);
     if (cli.count("--colormap")) s.colormap = args.colormap;
     if (cli.count("--effects-of")) s.effects_of = args.effects_of;
+    if (cli.count("--effects-exact")) s.effects_all_exact = true;
     if (cli.count("--compare")) s.compare_text = args.compare_text;
     if (cli.count("--diff")) s.diff = args.diff;
     if (cli.count("--window-size")) {

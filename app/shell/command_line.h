@@ -43,6 +43,7 @@ struct Args {
     Sentences sentences = Sentences::all;                 // the pair filter at the start
     bool compute_effects = false;                         // compute the effects grid at the start
     EffectsOf effects_of = EffectsOf::heads;              // of each head or each expert
+    bool effects_all_exact = false;                       // every cell of the effects grid exact
     std::string compare_text;                             // a decoder's "compare with" text
     bool diff = false;                                    // the maps drawn as the compare text's less the text's
     bool compute_patching = false;                        // patch the text and the compare text at the start

@@ -44,6 +44,7 @@ MainView::MainView(const Args& args, const Settings& start, LoadedModel loaded, 
     if (!start.compare_text.empty()) session_.submit_compare();
     patch_at_start_ = args.compute_patching;
     state_.effects_of = start.effects_of;
+    state_.effects_all_exact = start.effects_all_exact;
     if (args.compute_effects) session_.compute_effects();
 }
 
@@ -206,6 +207,7 @@ Settings MainView::settings(const WindowPlacement& window) const {
     s.options = state_.options;
     s.sliding_window = state_.sliding_window_on;
     s.effects_of = state_.effects_of;
+    s.effects_all_exact = state_.effects_all_exact;
     s.export_dir = status_bar_.export_dir();
     s.compare_text = state_.compare_text;
     s.diff = state_.diff_shown;

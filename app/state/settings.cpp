@@ -64,6 +64,7 @@ Settings settings_from(const JsonFields& f, const nlohmann::json& json) {
     s.options.split = parse_split(f.string(json, "", "split"));
     // Files from before the grid of experts have no switch: the grid of heads.
     s.effects_of = parse_choice(effects_of_choices, f.string(json, "", "effects_of", "heads"));
+    s.effects_all_exact = f.boolean(json, "", "effects_all_exact", false);  // files from before the estimate: hybrid
     s.export_dir = f.string(json, "", "export_dir");
     // Files from before the compare text have none of these.
     s.compare_text = f.string(json, "", "compare_text", "");
@@ -111,6 +112,7 @@ void write_settings(const fs::path& file, const Settings& s) {
                  {"scale", to_string(s.options.scale)},
                  {"split", to_string(s.options.split)},
                  {"effects_of", word_of(effects_of_choices, s.effects_of)},
+                 {"effects_all_exact", s.effects_all_exact},
                  {"export_dir", s.export_dir},
                  {"compare_text", s.compare_text},
                  {"diff", s.diff},

@@ -33,6 +33,7 @@ struct Settings {
     AttentionOptions options;                            // masks, head count, scale and split
     bool sliding_window = true;                          // the model's own sliding window, when it has one
     EffectsOf effects_of = EffectsOf::heads;             // the effects grid's switch, on a mixture of experts
+    bool effects_all_exact = false;                      // the effects grid's toggle: every cell exact, not hybrid
     std::string export_dir = ".";                        // where Save PNG/JSON/NPY write
     std::string compare_text;                            // the "compare with" text; "": none
     bool diff = false;                                   // the maps drawn as B - A

@@ -54,6 +54,8 @@ struct WindowState {
     bool contributions_shown = false;
     // What the effects grid knocks out in turn: each head, or each expert of a mixture (Session::effects_of).
     EffectsOf effects_of = EffectsOf::heads;
+    // The effects grid's every cell exact (its knock-out run), not the estimate refined by the largest exact.
+    bool effects_all_exact = false;
     MapShading shading = {};  // how the heads and model tabs shade their maps
     // A decoder's or an encoder's "compare with" text (B) beside the selected one (A); "": none.
     std::string compare_text = {};

@@ -64,26 +64,41 @@ void EffectsView::effects_grid(WindowState& state, Session& s, Ui& ui, float wid
         if (button(ui, s.effects() ? "Compute again" : "Compute the effects grid", "compute effects"))
             s.compute_effects();
         ImGui::SameLine();
-        ImGui::TextDisabled("%d forwards from each %s's layer on", cells, heads ? "head" : "expert");
+        checkbox(ui, "every cell exact", &state.effects_all_exact, "effects all exact");
+        ImGui::SameLine();
+        if (state.effects_all_exact)
+            ImGui::TextDisabled("%d forwards from each %s's layer on", cells, heads ? "head" : "expert");
+        else
+            ImGui::TextDisabled("estimated at once, then the %d largest and %d others exact", hybrid_largest,
+                                hybrid_others);
     }
     if (!s.effects_message.empty()) ImGui::TextColored(error_colour, "%s", s.effects_message.c_str());
     const HeadEffects* e = s.effects();
     if (!e) return;
     if (!s.effects_current())
-        ImGui::TextColored(warning_colour, "computed for another text, options, knock-outs or grid: compute again");
+        ImGui::TextColored(warning_colour,
+                           "computed for another text, options, knock-outs, grid or method: compute again");
     const bool intact = e->already_out.empty() && e->experts_already_out.empty();
     const char* ablation = e->of == EffectsOf::experts     ? ""  // an expert is taken out of the router's choice
                            : e->ablation == Ablation::mean ? ", knocked out to their mean"
                                                            : ", knocked out to zero";
     ImGui::Text("loss %.3f nats (%s%s)", e->loss, intact ? "intact" : "with the heads and experts already out",
                 ablation);
+    std::vector<uint8_t> estimated;  // the cells marked
+    if (e->method != EffectsMethod::exact) {
+        for (uint8_t exact : e->exact) estimated.push_back(!exact);
+        const auto count = std::count(estimated.begin(), estimated.end(), 0);
+        ImGui::TextDisabled("%d of %d cells exact; the corner-marked ones are estimated", static_cast<int>(count),
+                            e->L * e->N);
+    }
+    if (!e->fallback.empty()) ImGui::TextDisabled("%s", e->fallback.c_str());
     const char unit = e->of == EffectsOf::heads ? 'H' : 'E';
     std::vector<std::string> labels;
     for (int i = 0; i < e->N; ++i) labels.push_back(indexed(unit, i));
     const float scale = largest_magnitude(e->loss_change);
     const float cell =
         cell_side(e->L, e->N, width, ImGui::GetContentRegionAvail().y - 4 * ImGui::GetTextLineHeight(), ui);
-    const auto [l, i] = signed_grid(ui, "effects-grid", e->loss_change, e->L, e->N, labels, cell, scale);
+    const auto [l, i] = signed_grid(ui, "effects-grid", e->loss_change, e->L, e->N, labels, cell, scale, estimated);
     ImGui::TextDisabled("blue: the loss falls without the %s; red: it rises (up to %+.3f nats)",
                         unit == 'H' ? "head" : "expert", scale);
     if (l < 0) return;
@@ -113,12 +128,18 @@ void EffectsView::effects_tooltip(const Session& s, const HeadEffects& e, int l,
                               config.experts_per_token);
         return;
     }
-    const int t = std::min(s.predicted_query(), e.T - 1);
     ImGui::BeginTooltip();
-    ImGui::Text("L%d %c%d knocked out: loss %+.4f nats", l, unit, i, e.loss_change_at(l, i));
-    const Prediction& top = e.top[t];
-    ImGui::Text("at position %d the top token %s: p %.4f -> %.4f", t,
-                shown_token(s.model().tokenizer, top.id, true).c_str(), top.p, top.p + e.top_p_change_at(l, i, t));
+    if (!e.exact_at(l, i)) {
+        ImGui::Text("L%d %c%d knocked out: loss %+.4f nats, estimated", l, unit, i, e.loss_change_at(l, i));
+        ImGui::TextDisabled("(knocked-out - actual output) . the loss's gradient; not run exactly");
+    } else {
+        ImGui::Text("L%d %c%d knocked out: loss %+.4f nats, exact", l, unit, i, e.loss_change_at(l, i));
+        if (!e.estimate.empty()) ImGui::TextDisabled("estimated %+.4f nats", e.estimate[size_t(l) * e.N + i]);
+        const int t = std::min(s.predicted_query(), e.T - 1);
+        const Prediction& top = e.top[t];
+        ImGui::Text("at position %d the top token %s: p %.4f -> %.4f", t,
+                    shown_token(s.model().tokenizer, top.id, true).c_str(), top.p, top.p + e.top_p_change_at(l, i, t));
+    }
     if (selectable) ImGui::TextDisabled(unit == 'H' ? "click: select the head" : "click: select the layer");
     ImGui::EndTooltip();
 }

@@ -1,7 +1,9 @@
 // The effects tab: what each head does to the prediction. The effects grid
 // (every single head knocked out in turn, or on a mixture of experts, as its
 // switch says, every expert of every layer of experts: the change in loss,
-// computed on request on a worker), the direct logit attribution at a position (each
+// computed on request on a worker; estimated at once, then the largest
+// exact, each estimated cell marked, unless every cell exact is ticked),
+// the direct logit attribution at a position (each
 // head's, each MLP's and the embeddings' share of the top token's logit,
 // from the live forward's contributions), and what the selected head writes
 // there (the tokens it promotes and suppresses most).

@@ -21,7 +21,8 @@ std::string indexed(char prefix, int i) {
 }
 
 std::pair<int, int> signed_grid(Ui& ui, const char* name, const std::vector<float>& values, int rows, int cols,
-                                const std::vector<std::string>& col_labels, float cell, float scale) {
+                                const std::vector<std::string>& col_labels, float cell, float scale,
+                                const std::vector<uint8_t>& marked) {
     ImDrawList* draw = ImGui::GetWindowDrawList();
     const float label_w = ImGui::CalcTextSize("L00 ").x, line = ImGui::GetTextLineHeight();
     const ImVec2 start = ImGui::GetCursorScreenPos();
@@ -51,12 +52,18 @@ std::pair<int, int> signed_grid(Ui& ui, const char* name, const std::vector<floa
             } else {
                 draw->AddRectFilled(min, max, diverging_colour(scale > 0 ? v / scale : 0));
             }
+            if (!marked.empty() && marked[static_cast<size_t>(r) * cols + c]) {
+                const float side = std::floor(cell / 3);
+                draw->AddTriangleFilled(min, ImVec2(min.x + side, min.y), ImVec2(min.x, min.y + side), text);
+            }
             if (ImGui::IsMouseHoveringRect(min, ImVec2(max.x + 1, max.y + 1))) hovered = {r, c};
         }
     }
     ImGui::Dummy(ImVec2(label_w + cols * cell, line + 2 + rows * cell));
-    ui.layout.grid({{"view", name}, {"row", "layer"}, {"col", "column"}, {"values", values}, {"scale", scale}},
-                   {origin, ImVec2(cell, cell), ImVec2(cell - 1, cell - 1), rows, cols});
+    nlohmann::ordered_json fields{
+        {"view", name}, {"row", "layer"}, {"col", "column"}, {"values", values}, {"scale", scale}};
+    if (!marked.empty()) fields["marked"] = std::vector<bool>(marked.begin(), marked.end());
+    ui.layout.grid(fields, {origin, ImVec2(cell, cell), ImVec2(cell - 1, cell - 1), rows, cols});
     return hovered;
 }
 

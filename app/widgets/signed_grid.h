@@ -4,6 +4,7 @@
 #pragma once
 #include <imgui.h>
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,9 +26,13 @@ std::string indexed(char prefix, int i);
 
 // A grid of signed values, `rows` x `cols`, `cell` pixels a side, with row
 // labels "L0".. and the column labels given, coloured by value / scale;
-// NaN cells crossed. Records itself for --layout as view `name` with its
-// values. Returns the cell under the mouse as (row, col), or (-1, -1).
+// NaN cells crossed; where `marked` is given, the cells it flags 1 carry a
+// small triangle of the text colour in their top-left corner (the effects
+// grid's estimated cells). Records itself for --layout as view `name` with
+// its values (and `marked`). Returns the cell under the mouse as (row, col),
+// or (-1, -1).
 std::pair<int, int> signed_grid(Ui& ui, const char* name, const std::vector<float>& values, int rows, int cols,
-                                const std::vector<std::string>& col_labels, float cell, float scale);
+                                const std::vector<std::string>& col_labels, float cell, float scale,
+                                const std::vector<uint8_t>& marked = {});
 
 }  // namespace headscope

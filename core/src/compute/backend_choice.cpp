@@ -10,7 +10,8 @@
 
 namespace headscope {
 
-void Backend::head_effects(const Batch&, const AttentionOptions&, HeadEffects&, EffectsOf, const Progress&) {
+void Backend::head_effects(const Batch&, const AttentionOptions&, HeadEffects&, EffectsOf, const Progress&,
+                           EffectsMethod, const EffectsUpdate&) {
     throw Error("the " + name() + " backend computes no effects grid");
 }
 

@@ -101,4 +101,30 @@ void attribution_patch(const Model& model, const std::vector<int32_t>& clean, co
     patching = std::move(made);
 }
 
+std::vector<float> estimated_loss_changes(const Model& model, const std::vector<int32_t>& ids,
+                                          const AttentionOptions& options) {
+    RunActivations actual, gradient;
+    PatchRequest loss;
+    loss.metric = PatchMetric::loss;
+    metric_gradients(model, ids, ids, options, loss, &actual, &gradient);
+    const HeadSplit split = head_split(model.config, 0);
+    const int L = model.config.n_layer, NH = split.NH, T = static_cast<int>(ids.size()), hs = split.hs;
+    const size_t Qw = static_cast<size_t>(NH) * hs;
+    // The knocked-out output: zero, or the head's mean over the text (as the forward's knock_out).
+    RunActivations knocked_out;
+    std::vector<float>& knocked = knocked_out.heads;
+    knocked.assign(actual.heads.size(), 0.f);
+    if (options.ablation == Ablation::mean)
+        for (int l = 0; l < L; ++l)
+            for (size_t c = 0; c < Qw; ++c) {
+                const float* column = actual.heads.data() + static_cast<size_t>(l) * T * Qw + c;
+                double mean = 0;
+                for (int t = 0; t < T; ++t) mean += column[t * Qw];
+                for (int t = 0; t < T; ++t)
+                    knocked[static_cast<size_t>(l) * T * Qw + t * Qw + c] = static_cast<float>(mean / T);
+            }
+    const std::vector<double> sums = estimates(PatchKind::heads, knocked_out, actual, gradient, L, NH, T, 0, hs);
+    return std::vector<float>(sums.begin(), sums.end());
+}
+
 }  // namespace headscope

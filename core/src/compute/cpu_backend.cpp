@@ -401,9 +401,9 @@ public:
     }
 
     void head_effects(const Batch& batch, const AttentionOptions& options, HeadEffects& effects, EffectsOf of,
-                      const Progress& progress) override {
+                      const Progress& progress, EffectsMethod method, const EffectsUpdate& on_update) override {
         if (!model_) throw Error("no model loaded");
-        forward_.head_effects(*model_, batch, options, effects, of, progress);
+        forward_.head_effects(*model_, batch, options, effects, of, progress, method, on_update);
     }
 
     void patch(const Batch& clean, const Batch& corrupted, const AttentionOptions& options, const PatchRequest& request,

@@ -86,9 +86,9 @@ public:
     }
 
     void head_effects(const Batch& batch, const AttentionOptions& options, HeadEffects& effects, EffectsOf of,
-                      const Progress& progress) override {
+                      const Progress& progress, EffectsMethod method, const EffectsUpdate& on_update) override {
         if (!model_) throw Error("no model loaded");
-        cpu_->head_effects(batch, options, effects, of, progress);
+        cpu_->head_effects(batch, options, effects, of, progress, method, on_update);
         effects.computed_on.fallback = "the CUDA backend computes no effects grid yet";
     }
 

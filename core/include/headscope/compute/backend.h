@@ -36,9 +36,13 @@ public:
     // heads and experts; the rest is the grid's), of each head or of each
     // expert (a model without experts throws). `progress` hears "knocking out
     // heads" ("... experts") before each cell; Cancelled thrown by it ends
-    // the work. Throws Error (as does a backend that has no grid).
+    // the work. `method` (head_effects.h) estimates the cells first where the
+    // backward follows the model and the options (else says why in
+    // effects.fallback and runs every knock-out), and hands each stage of the
+    // grid to `on_update`. Throws Error (as does a backend that has no grid).
     virtual void head_effects(const Batch& batch, const AttentionOptions& options, HeadEffects& effects,
-                              EffectsOf of = EffectsOf::heads, const Progress& progress = {});
+                              EffectsOf of = EffectsOf::heads, const Progress& progress = {},
+                              EffectsMethod method = EffectsMethod::exact, const EffectsUpdate& on_update = {});
     // Exact activation patching (patching.h) of one clean and one corrupted
     // text of the same length under `options` (its masks, scale, window and
     // knocked-out heads and experts, in every run; the view + transpose

@@ -2,7 +2,8 @@
 // activations patching copies, by a backward pass through the CPU forward's
 // layers (cpu_backward.cpp), read from the model description as the forward
 // reads it; and attribution patching, which estimates every grid cell as
-// (clean - corrupted activation) . gradient (cpu_attribution.cpp).
+// (clean - corrupted activation) . gradient, and the effects grid's estimate
+// (cpu_attribution.cpp).
 // Legend: L layers, NH query heads, T tokens, C channels, hs head size, Qw = NH hs.
 #pragma once
 #include <cstdint>
@@ -40,5 +41,12 @@ double metric_gradients(const Model& model, const std::vector<int32_t>& ids, con
 // Throws Error as checked_patch_request and check_backward_supported do.
 void attribution_patch(const Model& model, const std::vector<int32_t>& clean, const std::vector<int32_t>& corrupted,
                        const AttentionOptions& options, const PatchRequest& request, Patching& patching);
+
+// The effects grid's estimate (head_effects.h) of one text: for each head
+// (L, NH), (its output knocked out as options.ablation says - its output) .
+// the gradient of the text's loss with respect to it, summed over the
+// positions. Throws Error as check_backward_supported does.
+std::vector<float> estimated_loss_changes(const Model& model, const std::vector<int32_t>& ids,
+                                          const AttentionOptions& options);
 
 }  // namespace headscope

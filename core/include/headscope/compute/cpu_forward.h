@@ -45,7 +45,8 @@ public:
                 Heads heads, float* memory);
     // The effects grid (backend.h, head_effects.h; cpu_effects.cpp).
     void head_effects(const Model& model, const Batch& batch, const AttentionOptions& options, HeadEffects& effects,
-                      EffectsOf of, const Progress& progress);
+                      EffectsOf of, const Progress& progress, EffectsMethod method = EffectsMethod::exact,
+                      const EffectsUpdate& on_update = {});
     // Exact activation patching (backend.h, patching.h; cpu_patching.cpp).
     void patch(const Model& model, const Batch& clean, const Batch& corrupted, const AttentionOptions& options,
                const PatchRequest& request, Patching& patching, const Progress& progress);
@@ -78,6 +79,10 @@ private:
     void check_attention(int layer, const float* att, int B, int NH, int T, int hs) const;
     void check_residual(int layer, int C, const char* after) const;
     void knock_out(const AttentionOptions& options, const Batch& batch, const HeadSplit& split, int layer);
+    // The effects grid's cell (layer * N + i) knocked out on top of `grid`,
+    // from its layer's kept input: its exact changes into `effects`.
+    void knock_out_exactly(const Model& model, const Batch& batch, const AttentionOptions& grid, const HeadSplit& split,
+                           int cell, AttentionResult& result, HeadEffects& effects);
     void project_qkv(const Model& model, const LayerWeights& w);
     void attention(const Model& model, const Batch& batch, const AttentionOptions& options, const HeadSplit& split,
                    PrefixCache& store, int layer, float* att, Heads heads);
