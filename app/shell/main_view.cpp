@@ -143,6 +143,9 @@ void MainView::views() {
         shown_view_ = view;
         // What the views share: everything below the tabs, the status bar included (for --layout).
         region_left(ui_, {{"view", "below-tabs"}});
+        // Every tab says so while a patched run's maps and predictions are shown (the tabs stay where they are).
+        if (const Comparison::PatchedRun* run = s.patched_run_shown())
+            PatchingView::patched_run_line(session_, ui_, *run);
         const Placement place = placement(view);
         const float status_bar = -ImGui::GetFrameHeightWithSpacing();
         ImGui::BeginChild("view", place.view);

@@ -3,13 +3,12 @@
 #include <cmath>
 
 #include "views/controls_view.h"
-#include "views/patching_view.h"
 #include "widgets/controls.h"
 
 namespace headscope {
 
 // A second text (B), and the switch that draws every map as B - A, which
-// needs as many tokens in both; while a patched run is shown, the line that says which.
+// needs as many tokens in both.
 void compare_box(WindowState& state, Session& s, Ui& ui) {
     const float diff_w = std::floor(110 * ui.scale);
     ImGui::SetNextItemWidth(std::max(100 * ui.scale, ImGui::GetContentRegionAvail().x - diff_w));
@@ -24,7 +23,6 @@ void compare_box(WindowState& state, Session& s, Ui& ui) {
     if (ui.tooltips && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
         ImGui::SetTooltip(s.same_lengths() ? "draw every map as the compare text's less the text's"
                                            : "the diff needs a compare text of as many tokens as the text");
-    if (const Comparison::PatchedRun* run = s.patched_run_shown()) PatchingView::patched_run_line(s, ui, *run);
 }
 
 }  // namespace headscope

@@ -107,7 +107,9 @@ std::string PatchingView::patched_run_label(const Session& s, const Comparison::
 }
 
 void PatchingView::patched_run_line(Session& s, Ui& ui, const Comparison::PatchedRun& run) {
-    const std::string label = "showing " + patched_run_label(s, run);
+    const std::string label = "Showing " + patched_run_label(s, run);
+    if (button(ui, "Back to the text's own run", "patched-run-back")) s.comparison().stop_showing_patched_run();
+    ImGui::SameLine();
     text_coloured(ui,
                   {{"view", "patched-run"},
                    {"kind", to_string(run.cell.kind)},
@@ -116,8 +118,6 @@ void PatchingView::patched_run_line(Session& s, Ui& ui, const Comparison::Patche
                    {"direction", to_string(run.direction)},
                    {"text", label}},
                   warning_colour, "%s", label.c_str());
-    ImGui::SameLine();
-    if (button(ui, "Back to the text's own run", "patched-run-back")) s.comparison().stop_showing_patched_run();
 }
 
 void PatchingView::metric_controls(WindowState& state, Session& s, Ui& ui) {
