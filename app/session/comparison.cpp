@@ -71,25 +71,35 @@ bool Comparison::patching_current(const std::vector<int32_t>& clean, const Atten
            patched_->options == options;
 }
 
-void Comparison::compute_patched_run(const PatchCell& cell, const AttentionOptions& options) {
-    if (!patched_) return;
-    AttentionOptions run_options = options;
-    run_options.lens_k = 0, run_options.contributions = run_options.capture_outputs = false;
-    const PatchDirection direction = patching()->request.direction;
-    run_worker_.submit(
-        [backend = backend_, model = model_, shown = *patched_, cell, direction, run_options](std::stop_token) {
-            const bool denoise = direction == PatchDirection::denoise;
-            PatchedRun made{cell, direction, shown.clean, shown.corrupted, denoise ? shown.corrupted : shown.clean,
-                            {},   model};
-            const int32_t pad = model->config.pad_id();
-            backend->patched_run(Batch{{shown.clean}, pad}, Batch{{shown.corrupted}, pad}, run_options, direction, cell,
-                                 made.result);
-            return made;
-        });
+namespace {
+
+// What a patched run computes of the forward's options: its maps and predictions.
+AttentionOptions run_options(AttentionOptions options) {
+    options.lens_k = 0, options.contributions = options.capture_outputs = false;
+    return options;
 }
 
-const Comparison::PatchedRun* Comparison::patched_run(const std::vector<int32_t>& clean) const {
-    return run_ && run_->model == model_ && run_->clean == clean && run_->corrupted == token_ids() ? &*run_ : nullptr;
+}  // namespace
+
+void Comparison::compute_patched_run(const PatchCell& cell, const AttentionOptions& options) {
+    if (!patched_) return;
+    const PatchDirection direction = patching()->request.direction;
+    run_worker_.submit([backend = backend_, model = model_, shown = *patched_, cell, direction,
+                        options = run_options(options)](std::stop_token) {
+        PatchedRun made{cell, direction, shown.clean, shown.corrupted, {}, options, {}, model};
+        made.token_ids = direction == PatchDirection::denoise ? shown.corrupted : shown.clean;
+        const int32_t pad = model->config.pad_id();
+        backend->patched_run(Batch{{shown.clean}, pad}, Batch{{shown.corrupted}, pad}, options, direction, cell,
+                             made.result);
+        return made;
+    });
+}
+
+const Comparison::PatchedRun* Comparison::patched_run(const std::vector<int32_t>& clean,
+                                                      const AttentionOptions& options) const {
+    const bool current = run_ && run_->model == model_ && run_->clean == clean && run_->corrupted == token_ids() &&
+                         run_->options == run_options(options);
+    return current ? &*run_ : nullptr;
 }
 
 void Comparison::stop_showing_patched_run() {

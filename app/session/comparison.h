@@ -70,12 +70,13 @@ public:
         PatchDirection direction = PatchDirection::denoise;
         std::vector<int32_t> clean, corrupted;
         std::vector<int32_t> token_ids;  // the run's own: the corrupted text's when denoising, else the clean one's
+        AttentionOptions options;        // run_options' of the forward's
         AttentionResult result;
         std::shared_ptr<const Model> model;
     };
     void compute_patched_run(const PatchCell& cell, const AttentionOptions& options);
-    // The patched run shown, if it is of these texts; null: the text's own run is shown.
-    const PatchedRun* patched_run(const std::vector<int32_t>& clean) const;
+    // The patched run shown, if it is of these texts and the forward's `options`; null: the text's own run is shown.
+    const PatchedRun* patched_run(const std::vector<int32_t>& clean, const AttentionOptions& options) const;
     bool patched_run_pending() const { return run_worker_.busy(); }
     // Back to the text's own run.
     void stop_showing_patched_run();

@@ -128,7 +128,7 @@ ShownMaps Session::maps(AttentionKind kind) const {
 const Comparison::PatchedRun* Session::patched_run_shown() const {
     const int b = state_.selected;
     if (replaying() || shown.attention.encoder || b >= static_cast<int>(shown.token_ids.size())) return nullptr;
-    return comparison_.patched_run(shown.token_ids[b]);
+    return comparison_.patched_run(shown.token_ids[b], shown_options);
 }
 
 AttentionOptions Session::maps_options_at(const ShownMaps& maps, int layer) const {

@@ -217,7 +217,7 @@ public:
     }
     // The patched run the heads and model tabs and the predictions show in
     // place of the selected text's own: one was computed of the selected
-    // text and the compare text as they are, and no generation is replayed; else null.
+    // text, the compare text and the options as they are, and no generation is replayed; else null.
     const Comparison::PatchedRun* patched_run_shown() const;
     // The diff's symmetric scale: the largest |B - A| over every map of the selected text.
     float diff_scale() const;
