@@ -249,10 +249,10 @@ bool PatchingView::half_width(const std::vector<GridShown>& shown, size_t g, boo
     return both || kind == PatchKind::heads || kind == PatchKind::pattern;
 }
 
+// With both methods, an estimate goes beside its exact grid; else the patterns beside the heads.
 bool PatchingView::beside_last(const std::vector<GridShown>& shown, size_t g, bool both) {
     if (g == 0 || !half_width(shown, g, both) || !half_width(shown, g - 1, both)) return false;
-    return both ? shown[g].estimated
-                : g == 1;  // the estimate beside its exact grid; else the patterns beside the heads
+    return both ? shown[g].estimated : g == 1;
 }
 
 // One grid in `width`, its cells at most `height` in all: its title, its
