@@ -1,11 +1,13 @@
 // headscope-cli patch run as a user runs it, on the built-in model: its JSON
 // holds core's own patching of the same tokens (its metrics and every grid,
-// of the shapes patching.h gives them), and every bad request is one line
-// on stderr, nothing on stdout, exit 2. Likewise attention --effects, the
-// single text's effects grid (exact, estimated or hybrid) on a GPT-2-layout
-// model of 32 heads.
+// of the shapes patching.h gives them), its .npy files the same grids, and
+// every bad request is one line on stderr, nothing on stdout, exit 2.
+// Likewise attention --effects, the single text's effects grid (exact,
+// estimated or hybrid) on a GPT-2-layout model of 32 heads.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -97,6 +99,51 @@ TEST_F(CliPatch, WritesCoresGridsOfEveryKind) {
     expect_grids(got, want);
 }
 
+// A float32 .npy file read as NumPy's format 1.0 says: its shape from the header's tuple, then the data.
+struct NpyArray {
+    std::string shape;
+    std::vector<float> data;
+};
+NpyArray read_npy(const std::filesystem::path& path) {
+    const std::string bytes = test::read_file(path);
+    EXPECT_EQ(bytes.substr(0, 8), std::string("\x93NUMPY\x01\x00", 8)) << path;
+    const size_t header_len = uint8_t(bytes[8]) | uint8_t(bytes[9]) << 8;
+    const std::string header = bytes.substr(10, header_len);
+    EXPECT_NE(header.find("'descr': '<f4', 'fortran_order': False"), std::string::npos) << header;
+    const size_t open = header.find("'shape': (") + 10;
+    NpyArray array{header.substr(open, header.find(')', open) - open), {}};
+    array.data.resize((bytes.size() - 10 - header_len) / 4);
+    std::memcpy(array.data.data(), bytes.data() + 10 + header_len, array.data.size() * 4);
+    return array;
+}
+
+// --format npy: each grid in its own file, the JSON's cells in float32, and the rest of the JSON on stdout.
+TEST_F(CliPatch, WritesEachGridAsNpy) {
+    const std::vector<std::string> args = {
+        "--clean", clean_text, "--corrupted", corrupted_text, "--answer",
+        " John",   "--wrong",  " Peter",      "--what",       "heads,residual,mlp,pattern"};
+    const json grids = patch_json(args);
+    std::vector<std::string> as_npy = args;
+    const std::filesystem::path dir = dir_->path / "grids";
+    as_npy.insert(as_npy.end(), {"--format", "npy", "--out", dir.string()});
+    const json metadata = patch_json(as_npy);
+    EXPECT_EQ(metadata["clean_metric"], grids["clean_metric"]);
+    EXPECT_EQ(metadata["tokens"], grids["tokens"]);
+    const std::string L = std::to_string(model_.config.n_layer), NH = std::to_string(model_.config.n_head);
+    const std::pair<const char*, std::string> shapes[] = {
+        {"heads", L + ", " + NH}, {"residual", L + ", 14"}, {"mlp", L + ", 14"}, {"pattern", L + ", " + NH}};
+    for (const auto& [kind, shape] : shapes) {
+        EXPECT_EQ(metadata.count(kind), 0u) << kind;
+        const NpyArray array = read_npy(dir / (std::string(kind) + ".npy"));
+        EXPECT_EQ(array.shape, shape) << kind;
+        const json& rows = grids.at(kind);
+        ASSERT_EQ(array.data.size(), rows.size() * rows[0].size()) << kind;
+        for (size_t r = 0, n = 0; r < rows.size(); ++r)
+            for (size_t c = 0; c < rows[r].size(); ++c, ++n)
+                EXPECT_EQ(array.data[n], rows[r][c].get<float>()) << kind << r << c;
+    }
+}
+
 TEST_F(CliPatch, NoisingTheLogProbabilityAndTheLoss) {
     PatchRequest request;
     request.metric = PatchMetric::logprob, request.direction = PatchDirection::noise, request.position = 9;
@@ -155,6 +202,8 @@ TEST_F(CliPatch, RefusesABadRequestInOneLine) {
     expect_error(with({"--answer", " John", "--wrong", " Peter", "--method", "attribution", "--causal", "off"}),
                  "attribution patching does not support options other than");
     expect_error(with({"--answer", " John", "--wrong", " Peter", "--method", "guess"}), "--method: expected exact");
+    expect_error(with({"--answer", " John", "--wrong", " Peter", "--format", "npy"}), "--format npy needs --out DIR");
+    expect_error(with({"--answer", " John", "--wrong", " Peter", "--format", "csv"}), "--format: expected json or npy");
     expect_error(with({"--answer", " John", "--wrong", " Peter", "--what", "heads,neurons"}),
                  "--what: component 'neurons' is not one of");
     expect_error(with({"--metric", "accuracy"}), "metric 'accuracy' is not one of logit-diff, logprob, loss");

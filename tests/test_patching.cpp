@@ -146,6 +146,64 @@ TEST_P(Patch, TextsDifferingFromTheFirstTokenMatchTheReference) {
         }
 }
 
+// A cell's patched run, whole (backend.h's patched_run): every layer's maps
+// and the log-probability of each next token of the run being patched, as
+// the reference's forward with the same patch gives them; the run patch()
+// measures, so its metric gives the grid's cell.
+TEST_P(Patch, APatchedRunIsTheReferencesWhole) {
+    const int L = checkpoint_.spec.n_layer, NH = checkpoint_.spec.n_head, T = static_cast<int>(clean_.size());
+    const int C = checkpoint_.spec.n_embd, V = checkpoint_.spec.vocab_size;
+    PatchRequest request;
+    request.metric = PatchMetric::loss, request.direction = PatchDirection::noise;
+    request.kinds = {PatchKind::heads, PatchKind::residual, PatchKind::mlp, PatchKind::pattern};
+    Patching grids;
+    backend_->patch(batch(clean_), batch(corrupted_), {}, request, grids);
+    AttentionOptions options;
+    options.top_k = 1;
+    for (PatchDirection direction : {PatchDirection::denoise, PatchDirection::noise}) {
+        const bool denoise = direction == PatchDirection::denoise;
+        const std::vector<int32_t>& target = denoise ? corrupted_ : clean_;
+        const Activations from = record(checkpoint_, denoise ? clean_ : corrupted_);
+        for (const PatchCell cell : {PatchCell{PatchKind::heads, 1, NH - 1}, PatchCell{PatchKind::pattern, 0, 1},
+                                     PatchCell{PatchKind::residual, 1, 6}, PatchCell{PatchKind::mlp, 0, 8}}) {
+            const std::string what = std::string(to_string(direction)) + ", " + to_string(cell.kind);
+            AttentionResult got;
+            backend_->patched_run(batch(clean_), batch(corrupted_), options, direction, cell, got);
+            const FamilyReference want =
+                family_reference(checkpoint_, {target}, {}, patch_hooks(cell.kind, cell.layer, cell.index, from));
+            ASSERT_EQ(got.weights.size(), want.weights.size()) << what;
+            for (size_t i = 0; i < want.weights.size(); ++i)
+                ASSERT_NEAR(got.weights[i], want.weights[i], 1e-5) << what << ", weight " << i;
+            const std::vector<double> last(want.residual.end() - static_cast<size_t>(T) * C, want.residual.end());
+            const std::vector<double> logits = family_logits(checkpoint_, last);
+            double loss = 0;  // of the target's own next tokens
+            for (int t = 0; t + 1 < T; ++t) {
+                const double* row = logits.data() + static_cast<size_t>(t) * V;
+                const double max = *std::max_element(row, row + V);
+                double sum = 0;
+                for (int v = 0; v < V; ++v) sum += std::exp(row[v] - max);
+                const double logprob = row[target[t + 1]] - max - std::log(sum);
+                EXPECT_NEAR(got.logprob_next[t], logprob, 1e-4 * std::max(1.0, std::abs(logprob))) << what << t;
+                loss -= logprob / (T - 1);
+            }
+            EXPECT_NEAR(got.loss(0), loss, 1e-4) << what;
+            if (denoise) continue;
+            // Noising patches the clean run, whose own loss is the metric: the grid's cell.
+            const PatchGrid& grid = grids.grids[static_cast<size_t>(cell.kind)];
+            EXPECT_NEAR(patched_fraction(direction, grids.clean_metric, grids.corrupted_metric, got.loss(0)),
+                        grid.at(cell.layer, cell.index), 1e-4)
+                << what;
+        }
+    }
+    AttentionResult kept;
+    EXPECT_THROW(backend_->patched_run(batch(clean_), batch(corrupted_), options, PatchDirection::denoise,
+                                       {PatchKind::residual, L, 0}, kept),
+                 Error);
+    EXPECT_THROW(backend_->patched_run(batch(clean_), batch(corrupted_), options, PatchDirection::denoise,
+                                       {PatchKind::residual, 0, T}, kept),
+                 Error);
+}
+
 // The texts agree before position 4, and the logit difference at position 7
 // reads nothing after it (a causal model): patching the residual or an MLP
 // there leaves the run as it was, a fraction of 0 but for float32's

@@ -5,8 +5,9 @@
 // through the diverging colours on the scale of the largest |B - A|, the
 // compare text's predictions are its forward's, the patching tab's grids and
 // metric values are core's (with the defaults, and with the metric and
-// direction the settings saved), and texts of different lengths give the
-// line that says the diff and patching need equal lengths.
+// direction the settings saved), the estimate beside them is core's
+// attribution patching, and texts of different lengths give the line that
+// says the diff and patching need equal lengths.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 
 #include "encoder_models.h"
 #include "headscope/compute/backend.h"
+#include "headscope/compute/backward.h"
 #include "headscope/model/model.h"
 #include "model_writer.h"
 #include "process.h"
@@ -177,6 +179,59 @@ TEST_F(WindowCompare, ThePatchingGridsAreCoresPatching) {
                 << to_string(grid.kind) << " L" << l << " column " << c;
         }
     }
+}
+
+// --patch-method both: each kind's exact grid is core's patching and the
+// grid beside it core's attribution estimate, both drawn on one scale, the
+// largest magnitude of the two; with a head knocked out the backward
+// refuses, and the exact grids come with the one line that says why.
+TEST_F(WindowCompare, TheEstimateIsBesideTheExactValues) {
+    const test::WindowShot shot =
+        shoot("both", corrupted_text, {"--view", "patching", "--compute-patching", "--patch-method", "both"});
+    const json metric = entries(shot.layout, "patch-metric");
+    ASSERT_EQ(metric.size(), 1u);
+    PatchRequest request;
+    request.answer = metric[0]["answer"], request.wrong = metric[0]["wrong"];
+    request.kinds = {PatchKind::heads, PatchKind::residual, PatchKind::mlp, PatchKind::pattern};
+    Patching exact, estimate;
+    const int32_t pad = model_->config.pad_id();
+    backend_->patch(Batch{{ids(clean_text)}, pad}, Batch{{ids(corrupted_text)}, pad}, {}, request, exact);
+    attribution_patch(*model_, ids(clean_text), ids(corrupted_text), {}, request, estimate);
+    for (size_t k = 0; k < 4; ++k) {
+        const std::string kind = to_string(exact.grids[k].kind);
+        double largest = 0;
+        for (const Patching* grids : {&exact, &estimate})
+            for (double v : grids->grids[k].cells) largest = std::max(largest, std::abs(v));
+        for (const auto& [name, want] : {std::pair{"patching-" + kind, &exact.grids[k]},
+                                         std::pair{"patching-" + kind + "-estimate", &estimate.grids[k]}}) {
+            const json cells = entries(shot.layout, name);
+            ASSERT_EQ(cells.size(), want->cells.size()) << name;
+            for (const json& cell : cells) {
+                const int l = cell["layer"], c = cell["column"];
+                EXPECT_NEAR(cell["scale"].get<double>(), largest, 1e-5) << name;
+                const double v = cell["values"][l * want->cols + c];
+                EXPECT_NEAR(v, want->at(l, c), 1e-5) << name << " L" << l << " column " << c;
+                EXPECT_TRUE(test::near(centre(shot.image, cell), diverging(v / largest), 2.5))
+                    << name << " L" << l << " column " << c;
+            }
+        }
+        double apart = 0;  // the two grids differ, so that each check tells them apart
+        for (size_t i = 0; i < exact.grids[k].cells.size(); ++i)
+            apart = std::max(apart, std::abs(exact.grids[k].cells[i] - estimate.grids[k].cells[i]));
+        EXPECT_GT(apart, 1e-3) << kind;
+    }
+    EXPECT_TRUE(entries(shot.layout, "patch-estimate-refusal").empty());
+
+    const test::WindowShot refused =
+        shoot("both-refused", corrupted_text,
+              {"--view", "patching", "--compute-patching", "--patch-method", "both", "--ablate", "0.1"});
+    const json line = entries(refused.layout, "patch-estimate-refusal");
+    ASSERT_EQ(line.size(), 1u);
+    EXPECT_EQ(line[0]["text"],
+              "no estimate: attribution patching does not support options other than the model's own mask, heads "
+              "and split, or knocked-out heads yet");
+    EXPECT_EQ(entries(refused.layout, "patching-heads").size(), exact.grids[0].cells.size());
+    EXPECT_TRUE(entries(refused.layout, "patching-heads-estimate").empty());
 }
 
 // The patching tab's metric and direction as the settings saved them (the

@@ -193,6 +193,9 @@ CLI::App* add_patch(CLI::App& app, CliOptions& opt) {
     patch->add_option("--method", opt.method,
                       "exact (the default): one forward per component; attribution: estimated from one "
                       "forward of each text and one backward pass of the run being patched");
+    patch->add_option("--format", opt.format,
+                      "json (the default), or npy: each grid as DIR/<grid>.npy (float32; --out DIR, made if "
+                      "missing) and the rest of the JSON on stdout");
     add_forward_options(patch, forward_targets(opt));
     add_special(patch, opt);
     return patch;
@@ -211,7 +214,7 @@ void run(CLI::App& app, const Commands& c, CliOptions& opt, int argc, char** arg
         return c.attention->count(flag) + c.generate->count(flag) + c.dance->count(flag) + c.patch->count(flag) > 0;
     };
     opt.heads_given = given("--heads"), opt.causal_given = given("--causal"), opt.scale_given = given("--scale");
-    if (opt.format.empty() && (*c.attention || *c.generate)) opt.format = "json";  // whatever the output is
+    if (opt.format.empty() && (*c.attention || *c.generate || *c.patch)) opt.format = "json";  // whatever the output is
     if (*c.info) run_info(opt);
     if (*c.tokenize) run_tokenize(opt);
     if (*c.attention) run_attention(opt);

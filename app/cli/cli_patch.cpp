@@ -1,7 +1,8 @@
 // headscope-cli patch: activation patching of a clean and a corrupted text,
 // exact (core's patching.h) or estimated by attribution (backward.h), as JSON: both metrics, both texts' tokens and one
 // grid per kind asked, each cell the fraction of the difference restored
-// (denoise) or destroyed (noise).
+// (denoise) or destroyed (noise); with --format npy each grid is a .npy file of its own.
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -12,6 +13,8 @@
 #include "headscope/base/error.h"
 #include "headscope/compute/backward.h"
 #include "headscope/inspect/attention_export.h"
+#include "headscope/io/files.h"
+#include "headscope/io/npy.h"
 
 namespace headscope {
 
@@ -35,6 +38,9 @@ void check_metric_flags(const CliOptions& opt) {
 PatchRequest given_request(const CliOptions& opt) {
     if (opt.method != "exact" && opt.method != "attribution")
         throw Error("--method: expected exact or attribution, got '" + opt.method + "'");
+    if (opt.format != "json" && opt.format != "npy")
+        throw Error("--format: expected json or npy, got '" + opt.format + "'");
+    if (opt.format == "npy" && opt.out.empty()) throw Error("--format npy needs --out DIR, the grids' folder");
     if (opt.heads_given && opt.heads < 1) throw Error("--heads must be at least 1, got " + std::to_string(opt.heads));
     check_metric_flags(opt);
     PatchRequest request = opt.patch;
@@ -62,6 +68,20 @@ Json grid_json(const PatchGrid& grid) {
         rows.push_back(std::vector<double>(grid.cells.begin() + static_cast<size_t>(r) * grid.cols,
                                            grid.cells.begin() + static_cast<size_t>(r + 1) * grid.cols));
     return rows;
+}
+
+// Each grid as DIR/<kind>.npy, float32 of shape (rows, cols), DIR made where missing.
+void write_grids_npy(const std::filesystem::path& dir, const std::vector<PatchGrid>& grids) {
+    std::error_code error;
+    std::filesystem::create_directories(dir, error);
+    if (error) throw Error(dir.string() + ": cannot make the grids' folder: " + error.message());
+    for (const PatchGrid& grid : grids) {
+        const std::vector<float> cells(grid.cells.begin(), grid.cells.end());
+        write_file_atomically(dir / (std::string(to_string(grid.kind)) + ".npy"),
+                              std::string("the ") + to_string(grid.kind) + " grid", [&](std::ostream& out) {
+                                  write_npy(out, cells, {grid.rows, grid.cols});
+                              });
+    }
 }
 
 }  // namespace
@@ -107,8 +127,12 @@ void run_patch(const CliOptions& opt) {
     out["token_ids"] = {{"clean", ids[0]}, {"corrupted", ids[1]}};
     out["tokens"] = {{"clean", token_texts(model.tokenizer, ids[0])},
                      {"corrupted", token_texts(model.tokenizer, ids[1])}};
-    for (const PatchGrid& grid : patching.grids) out[to_string(grid.kind)] = grid_json(grid);
     out["patch_ms"] = patch_ms;
+    if (opt.format == "npy") {
+        write_grids_npy(opt.out, patching.grids);
+        return write_output("", [&](std::ostream& stream) { stream << dump_json(out) << '\n'; });
+    }
+    for (const PatchGrid& grid : patching.grids) out[to_string(grid.kind)] = grid_json(grid);
     write_output(opt.out, [&](std::ostream& stream) { stream << dump_json(out) << '\n'; });
 }
 

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "headscope/base/error.h"
+#include "headscope/compute/backward.h"
 
 namespace headscope {
 
@@ -16,6 +17,7 @@ void Comparison::open(std::shared_ptr<const Model> model) {
     shown_ = {};
     ++generation_;
     patched_.reset();
+    run_.reset();
     message.clear();
     patching_message.clear();
 }
@@ -40,26 +42,81 @@ void Comparison::submit(const std::string& text, const AttentionOptions& options
 }
 
 void Comparison::compute_patching(const std::vector<int32_t>& clean, const std::vector<int32_t>& corrupted,
-                                  const AttentionOptions& options, const PatchRequest& request) {
+                                  const AttentionOptions& options, const PatchRequest& request, PatchMethod method) {
     patching_message.clear();
     patching_progress_.start();
     patching_worker_.submit(
-        [this, backend = backend_, model = model_, clean, corrupted, options, request](std::stop_token stop) {
-            PatchingShown made{{}, model, clean, corrupted, options};
+        [this, backend = backend_, model = model_, clean, corrupted, options, request, method](std::stop_token stop) {
+            PatchingShown made{{}, {}, {}, model, clean, corrupted, options};
             const int32_t pad = model->config.pad_id();
-            backend->patch(Batch{{clean}, pad}, Batch{{corrupted}, pad}, options, request, made.grids,
-                           patching_progress_.reporter(std::move(stop)));
+            if (method != PatchMethod::attribution)
+                backend->patch(Batch{{clean}, pad}, Batch{{corrupted}, pad}, options, request, made.exact.emplace(),
+                               patching_progress_.reporter(std::move(stop)));
+            if (method == PatchMethod::exact) return made;
+            try {
+                attribution_patch(*model, clean, corrupted, options, request, made.estimate.emplace());
+            } catch (const Error& e) {
+                if (method == PatchMethod::attribution) throw;
+                made.estimate.reset();
+                made.estimate_refusal = std::string("no estimate: ") + e.what();
+            }
             return made;
         });
 }
+
+const Patching* Comparison::patching() const { return exact() ? exact() : estimate(); }
 
 bool Comparison::patching_current(const std::vector<int32_t>& clean, const AttentionOptions& options) const {
     return patched_ && patched_->model == model_ && patched_->clean == clean && patched_->corrupted == token_ids() &&
            patched_->options == options;
 }
 
+namespace {
+
+// What a patched run computes of the forward's options: its maps and predictions.
+AttentionOptions run_options(AttentionOptions options) {
+    options.lens_k = 0, options.contributions = options.capture_outputs = false;
+    return options;
+}
+
+}  // namespace
+
+void Comparison::compute_patched_run(const PatchCell& cell, const AttentionOptions& options) {
+    if (!patched_) return;
+    const PatchDirection direction = patching()->request.direction;
+    run_worker_.submit([backend = backend_, model = model_, shown = *patched_, cell, direction,
+                        options = run_options(options)](std::stop_token) {
+        PatchedRun made{cell, direction, shown.clean, shown.corrupted, {}, options, {}, model};
+        made.token_ids = direction == PatchDirection::denoise ? shown.corrupted : shown.clean;
+        const int32_t pad = model->config.pad_id();
+        backend->patched_run(Batch{{shown.clean}, pad}, Batch{{shown.corrupted}, pad}, options, direction, cell,
+                             made.result);
+        return made;
+    });
+}
+
+const Comparison::PatchedRun* Comparison::patched_run(const std::vector<int32_t>& clean,
+                                                      const AttentionOptions& options) const {
+    const bool current = run_ && run_->model == model_ && run_->clean == clean && run_->corrupted == token_ids() &&
+                         run_->options == run_options(options);
+    return current ? &*run_ : nullptr;
+}
+
+void Comparison::stop_showing_patched_run() {
+    run_.reset();
+    ++generation_;
+}
+
 bool Comparison::collect() {
     bool changed = false;
+    if (std::optional<Worker<PatchedRun>::Outcome> done = run_worker_.take()) {
+        if (!done->error.empty())
+            patching_message = done->error;
+        else if (done->result.model == model_)
+            run_ = std::move(done->result);
+        ++generation_;
+        changed = true;
+    }
     if (std::optional<Worker<PatchingShown>::Outcome> done = patching_worker_.take()) {
         if (!done->error.empty())
             patching_message = patching_progress_.cancelled() ? "patching was cancelled" : done->error;

@@ -1,9 +1,11 @@
 // The "compare with" text beside the selected one and what is computed of
 // the two: the compare text's forward (its maps and predictions, with the
-// live forward's options), and exact activation patching with the selected
-// text as the clean run and the compare text as the corrupted one (core's
-// patching.h). Each runs on a worker of its own, on a CPU backend of its
-// own, so that the live forward may run meanwhile.
+// live forward's options); activation patching with the selected text as
+// the clean run and the compare text as the corrupted one, exact (core's
+// patching.h), estimated by attribution (backward.h) or both; and one
+// cell's patched run, whole, for the maps and predictions to show. Each
+// runs on a worker of its own, on a CPU backend of its own, so that the
+// live forward may run meanwhile.
 #pragma once
 #include <functional>
 #include <memory>
@@ -17,6 +19,7 @@
 #include "headscope/compute/patching.h"
 #include "headscope/model/model.h"
 #include "session/job_progress.h"
+#include "state/window_state.h"
 
 namespace headscope {
 
@@ -31,7 +34,7 @@ public:
     void submit(const std::string& text, const AttentionOptions& options);
     // Takes what the workers finished: true when anything shown changed.
     bool collect();
-    bool busy() const { return forward_worker_.busy() || patching_worker_.busy(); }
+    bool busy() const { return forward_worker_.busy() || patching_worker_.busy() || run_worker_.busy(); }
 
     // The compare text's tokens (empty: no compare text computed, or a refused one) and forward.
     const std::vector<int32_t>& token_ids() const {
@@ -39,22 +42,49 @@ public:
     }
     const AttentionResult& attention() const { return shown_.attention; }
     int length() const { return static_cast<int>(token_ids().size()); }
-    uint64_t generation() const { return generation_; }  // changes whenever the shown forward does
+    uint64_t generation() const { return generation_; }  // changes whenever the shown forward or patched run does
     std::string message;                                 // why the last compare text was refused; empty when it was not
 
-    // Exact patching of the clean and corrupted tokens with `options`, as `request` asks, with progress and cancel.
+    // Patching of the clean and corrupted tokens with `options`, as `request`
+    // asks, by `method`, with progress and cancel. With both, an estimate
+    // the backward refuses leaves the exact grids, and says why.
     void compute_patching(const std::vector<int32_t>& clean, const std::vector<int32_t>& corrupted,
-                          const AttentionOptions& options, const PatchRequest& request);
-    const Patching* patching() const { return patched_ ? &patched_->grids : nullptr; }
+                          const AttentionOptions& options, const PatchRequest& request, PatchMethod method);
+    // The grids shown, of either method (the exact ones where both were computed); null: none.
+    const Patching* patching() const;
+    const Patching* exact() const { return patched_ && patched_->exact ? &*patched_->exact : nullptr; }
+    const Patching* estimate() const { return patched_ && patched_->estimate ? &*patched_->estimate : nullptr; }
+    // Why the estimate asked for beside the exact grids was not computed; empty when it was, or not asked.
+    const std::string& estimate_refusal() const { return patched_ ? patched_->estimate_refusal : no_refusal_; }
     // Whether the grids shown were computed from these texts and options as they are now.
     bool patching_current(const std::vector<int32_t>& clean, const AttentionOptions& options) const;
     bool patching_pending() const { return patching_worker_.busy(); }
     JobProgress& patching_progress() { return patching_progress_; }
     std::string patching_message;  // why the last patching failed; empty when it did not
 
+    // One cell's patched run (core's patched_run) of the shown grids' texts,
+    // direction and options, with the forward's `options` (its predictions
+    // and maps), to show in place of the text's own run.
+    struct PatchedRun {
+        PatchCell cell;
+        PatchDirection direction = PatchDirection::denoise;
+        std::vector<int32_t> clean, corrupted;
+        std::vector<int32_t> token_ids;  // the run's own: the corrupted text's when denoising, else the clean one's
+        AttentionOptions options;        // run_options' of the forward's
+        AttentionResult result;
+        std::shared_ptr<const Model> model;
+    };
+    void compute_patched_run(const PatchCell& cell, const AttentionOptions& options);
+    // The patched run shown, if it is of these texts and the forward's `options`; null: the text's own run is shown.
+    const PatchedRun* patched_run(const std::vector<int32_t>& clean, const AttentionOptions& options) const;
+    bool patched_run_pending() const { return run_worker_.busy(); }
+    // Back to the text's own run.
+    void stop_showing_patched_run();
+
 private:
     struct PatchingShown {
-        Patching grids;
+        std::optional<Patching> exact, estimate;
+        std::string estimate_refusal;
         std::shared_ptr<const Model> model;
         std::vector<int32_t> clean, corrupted;
         AttentionOptions options;
@@ -68,11 +98,14 @@ private:
     LiveResult shown_;
     uint64_t generation_ = 0;
     inline static const std::vector<int32_t> no_tokens_;
+    inline static const std::string no_refusal_;
     std::optional<PatchingShown> patched_;
+    std::optional<PatchedRun> run_;
     JobProgress forward_progress_, patching_progress_;
     // Last: their threads stop before the members their jobs' outcomes go to.
     Worker<LiveResult> forward_worker_{wake_};
     Worker<PatchingShown> patching_worker_{wake_};
+    Worker<PatchedRun> run_worker_{wake_};
 };
 
 }  // namespace headscope

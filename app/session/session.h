@@ -50,7 +50,9 @@ struct ShownMaps {
     int query_length = 0, key_length = 0;             // the selected text's
     const std::vector<int32_t>* query_ids = nullptr;  // the selected text's queries' tokens
     const std::vector<int32_t>* key_ids = nullptr;    // and its keys'
-    bool sinks = false;  // each row leaves a share to the head's learned sink (gpt-oss's self-attention)
+    bool sinks = false;    // each row leaves a share to the head's learned sink (gpt-oss's self-attention)
+    int b = 0;             // the selected text's index in `result`
+    bool patched = false;  // a patched run's (Comparison::PatchedRun): nothing more of it is computed
     int layers() const { return static_cast<int>(result->layers.size()); }
     const float* row(int slot, int b, int h, int i) const {
         return kind == AttentionKind::cross ? result->cross_row(slot, b, h, i) : result->row(slot, b, h, i);
@@ -217,7 +219,13 @@ public:
     bool same_lengths() const { return comparison_.length() > 0 && comparison_.length() == length(state_.selected); }
     // Whether the heads and model tabs draw B - A: asked, of the same lengths,
     // a decoder's or an encoder's maps (not an encoder–decoder's), and no generation replayed.
-    bool diff_shown() const { return state_.diff_shown && same_lengths() && !replaying() && !shown.attention.encoder; }
+    bool diff_shown() const {
+        return state_.diff_shown && same_lengths() && !replaying() && !shown.attention.encoder && !patched_run_shown();
+    }
+    // The patched run the heads and model tabs and the predictions show in
+    // place of the selected text's own: one was computed of the selected
+    // text, the compare text and the options as they are, and no generation is replayed; else null.
+    const Comparison::PatchedRun* patched_run_shown() const;
     // The diff's symmetric scale: the largest |B - A| over every map of the selected text.
     float diff_scale() const;
 

@@ -63,6 +63,10 @@ void add_window_options(CLI::App& cli, Args& args) {
     cli.add_flag("--diff", args.diff, "draw every map as B - A (the --compare text's less the text's)");
     cli.add_flag("--compute-patching", args.compute_patching,
                  "patch the text (clean) and the --compare text (corrupted) at the start, as the patching tab does");
+    add_word_option(
+        &cli, "--patch-method", args.patch_method, join_words(patch_method_choices, "|"),
+        [](std::string_view word) { return parse_choice(patch_method_choices, word); },
+        "the patching tab's method: exact (the default), attribution (the estimate) or both side by side");
     cli.add_option("--window-size", args.window_size,
                    "the window's size (screenshots: default 1280x800; otherwise the saved size, or most of the "
                    "screen at a first start)")

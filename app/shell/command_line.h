@@ -47,6 +47,7 @@ struct Args {
     std::string compare_text;                             // a decoder's "compare with" text
     bool diff = false;                                    // the maps drawn as the compare text's less the text's
     bool compute_patching = false;                        // patch the text and the compare text at the start
+    PatchMethod patch_method = PatchMethod::exact;        // by which method
     bool settings = true;  // read and save settings; off unless given when a test drives the window
 };
 

@@ -41,6 +41,7 @@ MainView::MainView(const Args& args, const Settings& start, LoadedModel loaded, 
     state_.diff_shown = start.diff;
     state_.patch.metric = start.patch_metric;
     state_.patch.direction = start.patch_direction;
+    state_.patch.method = args.patch_method;
     if (!start.compare_text.empty()) session_.submit_compare();
     patch_at_start_ = args.compute_patching;
     state_.effects_of = start.effects_of;
@@ -90,8 +91,10 @@ MainView::Placement MainView::placement(View view) const {
     const int intact_lines = knocks_anything_out(session_.shown_options) ? 9 : 0;
     // With a compare text: a title, a header and 5 rows, and a line on the lengths.
     const int compare_lines = session_.comparison().length() > 0 ? 8 + !session_.same_lengths() : 0;
-    const float panel_h =
-        (Session::predictions_k + 5 + intact_lines + compare_lines) * ImGui::GetTextLineHeightWithSpacing();
+    // With a patched run shown: its label (two lines where it wraps), a header and 5 rows.
+    const int patched_lines = session_.patched_run_shown() ? 9 : 0;
+    const float panel_h = (Session::predictions_k + 5 + intact_lines + compare_lines + patched_lines) *
+                          ImGui::GetTextLineHeightWithSpacing();
     const ImVec2 area(ImGui::GetContentRegionAvail().x, ImGui::GetContentRegionAvail().y + status_bar);
     const auto side = [&](ImVec2 a) {
         return view == View::heads ? heads_view_.map_side(session_, ui_, a) : ModelView::map_side(session_, ui_, a);
@@ -141,6 +144,9 @@ void MainView::views() {
         shown_view_ = view;
         // What the views share: everything below the tabs, the status bar included (for --layout).
         region_left(ui_, {{"view", "below-tabs"}});
+        // Every tab says so while a patched run's maps and predictions are shown (the tabs stay where they are).
+        if (const Comparison::PatchedRun* run = s.patched_run_shown())
+            PatchingView::patched_run_line(session_, ui_, *run);
         const Placement place = placement(view);
         const float status_bar = -ImGui::GetFrameHeightWithSpacing();
         ImGui::BeginChild("view", place.view);

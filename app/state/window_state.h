@@ -24,9 +24,16 @@ inline constexpr Choices<AttentionKind, 3> attention_kind_choices = {
 // The text a session opens with when it is given none.
 inline constexpr const char* default_text = "The cat sat on the mat because it was soft.";
 
-// What the patching tab asks of core's exact patching (patching.h), the
-// selected text the clean run and the compare text the corrupted one.
+// What the patching tab computes: core's exact patching (patching.h), the
+// attribution estimate (backward.h), or both, side by side.
+enum class PatchMethod { exact, attribution, both };
+inline constexpr Choices<PatchMethod, 3> patch_method_choices = {
+    "method", {"exact", "attribution", "both"}, {"exact", "attribution estimate", "exact and estimate"}};
+
+// What the patching tab asks of core's patching, the selected text the
+// clean run and the compare text the corrupted one.
 struct PatchChoices {
+    PatchMethod method = PatchMethod::exact;
     PatchMetric metric = PatchMetric::logit_diff;
     int32_t answer = -1, wrong = -1;  // token ids; -1: not chosen (the tab offers the two runs' top tokens)
     int position = -1;                // where logit_diff and logprob read; -1: the last token

@@ -129,10 +129,10 @@ void head_title(const WindowState& state, Session& session, Ui& ui, int layer, i
         ImGui::SetTooltip(out ? "knocked out: click to bring the head back" : "knock this head out of the forward");
     ImGui::SameLine(0, 4 * ui.scale);
     std::string label = head_label(session, layer, head);
-    if (state.shading.hide_first_key && session.maps().kind == AttentionKind::decoder) {
+    if (const ShownMaps maps = session.maps(); state.shading.hide_first_key && maps.kind == AttentionKind::decoder) {
         char sink[32];
         std::snprintf(sink, sizeof sink, session.model().config.attention_sinks ? "  key 0 %.2f" : "  sink %.2f",
-                      sink_mass(session.shown.attention, layer, state.selected, head, session.length(state.selected)));
+                      sink_mass(*maps.result, layer, maps.b, head, maps.query_length));
         label += sink;
     }
     const std::string shown = ellipsized(label, ImGui::GetFontSize(), width - ImGui::GetFrameHeight() - 4 * ui.scale);

@@ -60,7 +60,7 @@ void PatchingView::compute(WindowState& state, Session& s) {
     const PatchRequest request{state.patch.metric,    answer, wrong, patch_position(state, s),
                                state.patch.direction, kinds};
     s.comparison().compute_patching(s.shown.token_ids[state.selected], s.comparison().token_ids(),
-                                    patch_options(state.options), request);
+                                    patch_options(state.options), request, state.patch.method);
 }
 
 void PatchingView::draw(WindowState& state, Session& s, Ui& ui) {
@@ -89,11 +89,41 @@ void PatchingView::draw(WindowState& state, Session& s, Ui& ui) {
         compute(state, s);
     }
     if (!compare.patching_message.empty()) ImGui::TextColored(error_colour, "%s", compare.patching_message.c_str());
-    if (const Patching* patching = compare.patching()) grids(state, s, ui, *patching);
+    if (compare.patched_run_pending()) ImGui::TextDisabled("computing the patched run...");
+    if (compare.patching()) grids(state, s, ui);
+}
+
+std::string PatchingView::patched_run_label(const Session& s, const Comparison::PatchedRun& run) {
+    const PatchCell& c = run.cell;
+    const std::string layer = indexed('L', c.layer), position = "position " + std::to_string(c.index) + " " +
+                                                                shown_token(s, run.token_ids, c.index, true);
+    const std::string what = c.kind == PatchKind::heads     ? layer + " H" + std::to_string(c.index) + "'s output"
+                             : c.kind == PatchKind::pattern ? layer + " H" + std::to_string(c.index) + "'s pattern"
+                             : c.kind == PatchKind::mlp     ? layer + "'s MLP output at " + position
+                                                        : "the residual stream entering " + layer + " at " + position;
+    return run.direction == PatchDirection::denoise
+               ? "the patched run: the corrupted text (B) with " + what + " from the clean text (A)"
+               : "the patched run: the clean text (A) with " + what + " from the corrupted text (B)";
+}
+
+void PatchingView::patched_run_line(Session& s, Ui& ui, const Comparison::PatchedRun& run) {
+    const std::string label = "Showing " + patched_run_label(s, run);
+    if (button(ui, "Back to the text's own run", "patched-run-back")) s.comparison().stop_showing_patched_run();
+    ImGui::SameLine();
+    text_coloured(ui,
+                  {{"view", "patched-run"},
+                   {"kind", to_string(run.cell.kind)},
+                   {"layer", run.cell.layer},
+                   {"index", run.cell.index},
+                   {"direction", to_string(run.direction)},
+                   {"text", label}},
+                  warning_colour, "%s", label.c_str());
 }
 
 void PatchingView::metric_controls(WindowState& state, Session& s, Ui& ui) {
     PatchChoices& patch = state.patch;
+    enum_combo(ui, "method", patch.method, patch_method_choices.labels, std::floor(190 * ui.scale), "method");
+    ImGui::SameLine();
     enum_combo(ui, "metric", patch.metric, patch_metric_choices.labels, std::floor(170 * ui.scale), "metric");
     ImGui::SameLine();
     enum_combo(ui, "direction", patch.direction, patch_direction_choices.labels, std::floor(200 * ui.scale),
@@ -153,7 +183,9 @@ void PatchingView::token_choice(const WindowState& state, const Session& s, Ui& 
     ImGui::PopID();
 }
 
-void PatchingView::grids(const WindowState& state, Session& s, Ui& ui, const Patching& p) {
+void PatchingView::grids(const WindowState& state, Session& s, Ui& ui) {
+    Comparison& compare = s.comparison();
+    const Patching& p = *compare.patching();
     const Tokenizer& tokenizer = s.model().tokenizer;
     const PatchRequest& r = p.request;
     std::string metric = to_string(r.metric);
@@ -171,45 +203,92 @@ void PatchingView::grids(const WindowState& state, Session& s, Ui& ui, const Pat
           {"corrupted", p.corrupted_metric}},
          "%s: clean %.4f, corrupted %.4f (%s)", metric.c_str(), p.clean_metric, p.corrupted_metric,
          patch_direction_choices.labels[static_cast<int>(r.direction)]);
-    if (!s.comparison().patching_current(s.shown.token_ids[state.selected], patch_options(state.options)))
+    if (!compare.patching_current(s.shown.token_ids[state.selected], patch_options(state.options)))
         ImGui::TextColored(warning_colour, "computed for other texts or options: patch again");
-    std::vector<std::string> heads, positions;
-    for (int h = 0; h < p.NH; ++h) heads.push_back(indexed('H', h));
-    for (int t = 0; t < p.T; ++t) positions.push_back(shown_token(s, state.selected, t));
-    const float width = ImGui::GetContentRegionAvail().x, spacing = ImGui::GetStyle().ItemSpacing.x;
-    const float label_w = ImGui::CalcTextSize("L00 ").x, line = ImGui::GetTextLineHeightWithSpacing();
-    // The grids by head share the first row, half the width each; those by position take a row each.
-    std::vector<const PatchGrid*> order;
-    int rows_of_grids = 0;
+    if (!compare.estimate_refusal().empty())
+        text_coloured(ui, {{"view", "patch-estimate-refusal"}, {"text", compare.estimate_refusal()}}, warning_colour,
+                      "%s", compare.estimate_refusal().c_str());
+    // The grids by head first; with both methods each kind's exact grid and
+    // its estimate share a row, on one scale; else the grids by head share
+    // the first row, half the width each, and those by position take a row each.
+    const Patching *exact = compare.exact(), *estimate = compare.estimate();
+    std::vector<GridShown> shown;
     for (bool by_head : {true, false})
-        for (const PatchGrid& grid : p.grids)
-            if ((grid.kind == PatchKind::heads || grid.kind == PatchKind::pattern) == by_head) {
-                rows_of_grids += !by_head || order.empty();
-                order.push_back(&grid);
-            }
-    const float height = (ImGui::GetContentRegionAvail().y - 2 * line) / static_cast<float>(rows_of_grids) - line;
-    for (size_t g = 0; g < order.size(); ++g) {
-        const PatchGrid& grid = *order[g];
-        const bool by_head = grid.kind == PatchKind::heads || grid.kind == PatchKind::pattern;
-        const float room = (by_head ? width / 2 - spacing : width) - label_w;
-        const float cell = std::floor(std::clamp(std::min(room / grid.cols, height / grid.rows), 4.f, 44 * ui.scale));
-        if (grid.kind == PatchKind::pattern && g == 1) ImGui::SameLine(std::floor(width / 2 + spacing));
-        ImGui::BeginGroup();
-        const std::vector<float> values(grid.cells.begin(), grid.cells.end());
-        const float scale = largest_magnitude(values);
-        ImGui::Text("%s (up to %.3f)", patch_kind_choices.labels[static_cast<int>(grid.kind)], scale);
-        const std::string name = std::string("patching-") + to_string(grid.kind);
-        const auto [row, col] =
-            signed_grid(ui, name.c_str(), values, grid.rows, grid.cols, by_head ? heads : positions, cell, scale);
-        ImGui::EndGroup();
-        if (row < 0 || !ui.tooltips) continue;
-        const std::string what =
-            by_head ? "H" + std::to_string(col)
-                    : "position " + std::to_string(col) + " " + shown_token(s, state.selected, col, true);
-        ImGui::SetTooltip("L%d %s: %+.4f %s", row, what.c_str(), grid.at(row, col), fraction_words(r.direction));
+        for (size_t k = 0; k < p.grids.size(); ++k) {
+            const PatchKind kind = p.grids[k].kind;
+            if ((kind == PatchKind::heads || kind == PatchKind::pattern) != by_head) continue;
+            float scale = 0;
+            for (const Patching* grids : {exact, estimate})
+                if (grids) {
+                    const std::vector<double>& cells = grids->grids[k].cells;
+                    scale = std::max(scale, largest_magnitude(std::vector<float>(cells.begin(), cells.end())));
+                }
+            if (exact) shown.push_back({&exact->grids[k], estimate ? &estimate->grids[k] : nullptr, false, scale});
+            if (estimate) shown.push_back({&estimate->grids[k], exact ? &exact->grids[k] : nullptr, true, scale});
+        }
+    const bool both = exact && estimate;
+    int rows_of_grids = 0;
+    for (size_t g = 0; g < shown.size(); ++g)
+        rows_of_grids += !half_width(shown, g, both) || !beside_last(shown, g, both);
+    const float width = ImGui::GetContentRegionAvail().x, spacing = ImGui::GetStyle().ItemSpacing.x;
+    const float line = ImGui::GetTextLineHeightWithSpacing();
+    // Each row of grids: a title, the column labels and the cells; the legend's two lines after the last.
+    const float height = (ImGui::GetContentRegionAvail().y - 2 * line) / static_cast<float>(rows_of_grids) - 2 * line;
+    for (size_t g = 0; g < shown.size(); ++g) {
+        if (beside_last(shown, g, both)) ImGui::SameLine(std::floor(width / 2 + spacing));
+        grid(state, s, ui, shown[g], half_width(shown, g, both) ? width / 2 - spacing : width, height);
     }
-    ImGui::TextDisabled("red: the patch %s the difference, 1 all of it; blue: the other way",
-                        r.direction == PatchDirection::denoise ? "restores" : "destroys");
+    ImGui::TextDisabled(
+        "red: the patch %s the difference, 1 all of it; blue: the other way. Click a cell: its patched run's maps and "
+        "predictions",
+        r.direction == PatchDirection::denoise ? "restores" : "destroys");
+}
+
+bool PatchingView::half_width(const std::vector<GridShown>& shown, size_t g, bool both) {
+    const PatchKind kind = shown[g].grid->kind;
+    return both || kind == PatchKind::heads || kind == PatchKind::pattern;
+}
+
+// With both methods, an estimate goes beside its exact grid; else the patterns beside the heads.
+bool PatchingView::beside_last(const std::vector<GridShown>& shown, size_t g, bool both) {
+    if (g == 0 || !half_width(shown, g, both) || !half_width(shown, g - 1, both)) return false;
+    return both ? shown[g].estimated : g == 1;
+}
+
+// One grid in `width`, its cells at most `height` in all: its title, its
+// cells, the hover (beside the other method's value where both are shown)
+// and a click, which computes the cell's patched run.
+void PatchingView::grid(const WindowState& state, Session& s, Ui& ui, const GridShown& shown, float width,
+                        float height) {
+    const PatchGrid& g = *shown.grid;
+    const Patching& p = *s.comparison().patching();
+    const bool by_head = g.kind == PatchKind::heads || g.kind == PatchKind::pattern;
+    std::vector<std::string> labels;
+    for (int c = 0; c < g.cols; ++c) labels.push_back(by_head ? indexed('H', c) : shown_token(s, state.selected, c));
+    const float room = width - ImGui::CalcTextSize("L00 ").x;
+    const float cell = std::floor(std::clamp(std::min(room / g.cols, height / g.rows), 4.f, 44 * ui.scale));
+    ImGui::BeginGroup();
+    const std::vector<float> values(g.cells.begin(), g.cells.end());
+    ImGui::Text("%s%s (up to %.3f)", patch_kind_choices.labels[static_cast<int>(g.kind)],
+                shown.estimated ? ", estimated" : "", largest_magnitude(values));
+    const std::string name = std::string("patching-") + to_string(g.kind) + (shown.estimated ? "-estimate" : "");
+    const auto [row, col] = signed_grid(ui, name.c_str(), values, g.rows, g.cols, labels, cell, shown.scale);
+    if (row >= 0 && ImGui::IsItemClicked()) s.comparison().compute_patched_run({g.kind, row, col}, s.shown_options);
+    ImGui::EndGroup();
+    if (row < 0 || !ui.tooltips) return;
+    const std::string what = by_head
+                                 ? "H" + std::to_string(col)
+                                 : "position " + std::to_string(col) + " " + shown_token(s, state.selected, col, true);
+    const char* words = fraction_words(p.request.direction);
+    if (!shown.other) {
+        ImGui::SetTooltip("L%d %s: %+.4f %s%s\nclick: show its patched run", row, what.c_str(), g.at(row, col), words,
+                          shown.estimated ? " (estimated)" : "");
+        return;
+    }
+    const PatchGrid& exact = shown.estimated ? *shown.other : g;
+    const PatchGrid& estimate = shown.estimated ? g : *shown.other;
+    ImGui::SetTooltip("L%d %s: exact %+.4f, estimate %+.4f %s\nclick: show its patched run", row, what.c_str(),
+                      exact.at(row, col), estimate.at(row, col), words);
 }
 
 }  // namespace headscope

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "views/patching_view.h"
 #include "widgets/texts.h"
 
 namespace headscope {
@@ -78,6 +79,34 @@ void compare_predictions(const WindowState& state, const Session& s, Ui& ui, int
             ImGui::TableNextColumn();
             ImGui::Text("%.4f", p->p);
         }
+    }
+    ImGui::EndTable();
+}
+
+// A patched run shown (Comparison::PatchedRun): its top 5 at row t, beside the text's.
+void patched_predictions(const WindowState& state, const Session& s, Ui& ui, int t, const Comparison::PatchedRun& run) {
+    ImGui::Spacing();
+    const std::string label = PatchingView::patched_run_label(s, run);
+    ImGui::PushTextWrapPos(0);
+    ImGui::TextColored(warning_colour, "%s, at %d", label.c_str(), t);
+    ImGui::PopTextWrapPos();
+    if (!ImGui::BeginTable("patched", 4, ImGuiTableFlags_SizingStretchProp)) return;
+    for (const char* column : {"patched", "p", "A", "p "}) ImGui::TableSetupColumn(column);
+    ImGui::TableHeadersRow();
+    const AttentionResult& a = s.shown.attention;
+    const Prediction *top = run.result.predictions_at(0, t), *top_a = a.predictions_at(state.selected, t);
+    const Tokenizer& tokenizer = s.model().tokenizer;
+    for (int k = 0; k < std::min({5, run.result.top_k, a.top_k}); ++k) {
+        ImGui::TableNextRow();
+        ImGui::TableNextColumn();
+        text(ui, {{"view", "patched-prediction"}, {"rank", k + 1}, {"id", top[k].id}, {"p", top[k].p}}, "%s",
+             shown_token(tokenizer, top[k].id, true).c_str());
+        ImGui::TableNextColumn();
+        ImGui::Text("%.4f", top[k].p);
+        ImGui::TableNextColumn();
+        ImGui::TextUnformatted(shown_token(tokenizer, top_a[k].id, true).c_str());
+        ImGui::TableNextColumn();
+        ImGui::Text("%.4f", top_a[k].p);
     }
     ImGui::EndTable();
 }
@@ -173,6 +202,7 @@ void predictions_panel(const WindowState& state, const Session& s, Ui& ui) {
     }
     if (length > 1) ImGui::TextDisabled("loss %.3f nats per token", att.loss(b));
     if (s.intact.top_k > 0) intact_comparison(state, s, ui, t);
+    if (const Comparison::PatchedRun* run = s.patched_run_shown()) patched_predictions(state, s, ui, t, *run);
     if (compared) compare_predictions(state, s, ui, t);
 }
 

@@ -11,11 +11,11 @@
 
 namespace headscope {
 
-void TokensView::update_weights(const WindowState& state, const Session& s, Ui& ui, int layer, int head,
-                                const std::vector<int>& queries) {
+void TokensView::update_weights(const Session& s, Ui& ui, int layer, int head, const std::vector<int>& queries) {
     const ShownMaps maps = s.maps();
-    const int b = state.selected, keys = maps.cols, NH = maps.result->NH;
-    const Key key{s.shown_generation, b, layer, head, average_, queries, ui.colormap, maps.kind};
+    const int b = maps.b, keys = maps.cols, NH = maps.result->NH;
+    const Key key{s.shown_generation, s.comparison().generation(), b, layer, head, average_, queries, ui.colormap,
+                  maps.kind};
     if (key == key_) return;
     key_ = key;
     weights_.assign(keys, std::nanf(""));
@@ -107,7 +107,7 @@ void TokensView::draw(WindowState& state, const Session& s, Ui& ui, bool beside)
     ImGui::PopStyleColor();
 
     const std::vector<int> queries = query_rows(s, maps);
-    update_weights(state, s, ui, layer, head, queries);
+    update_weights(s, ui, layer, head, queries);
     ui_tooltips_ = ui.tooltips;  // as the maps: screenshots ignore where Xvfb left the pointer
     ImGui::BeginChild("tokens", ImVec2(0, 0), false);
     if (maps.kind == AttentionKind::cross) {  // the target's tokens ask; the source's are coloured

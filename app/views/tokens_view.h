@@ -48,8 +48,7 @@ public:
 private:
     std::pair<int, int> head_shown(const WindowState& state, bool beside);
     // The weights each key gets from the query rows (NaN where masked), and their colours.
-    void update_weights(const WindowState& state, const Session& session, Ui& ui, int layer, int head,
-                        const std::vector<int>& queries);
+    void update_weights(const Session& session, Ui& ui, int layer, int head, const std::vector<int>& queries);
     // Draws `ids` wrapped, each on its weight's colour where `weights` is
     // given, the queries outlined; records each as `view` for --layout.
     // Returns the hovered token, or -1.
@@ -65,7 +64,7 @@ private:
     int source_query_ = -1;        // an encoder's maps: the source token clicked; -1: its last
     bool ui_tooltips_ = true;      // the frame's Ui::tooltips, for pick_query
     struct Key {
-        uint64_t generation = 0;
+        uint64_t generation = 0, compared = 0;  // the shown forward's and the comparison's (a patched run shown)
         int b = -1, layer = -1, head = -1;
         bool average = false;
         std::vector<int> queries;

@@ -166,10 +166,15 @@ void more_about_the_cell(const WindowState& state, const Session& session, int l
     if (!att.queries.empty()) why_it_attends(state, session, layer, head, i, j);
 }
 
+// How `maps` are shaded: the shown forward's shading where they are its decoder's (a patched run has no value norms).
+MapShading shading_of(const Session& session, const ShownMaps& maps) {
+    return maps.kind == AttentionKind::decoder && !maps.patched ? session.shown_shading() : MapShading{};
+}
+
 // Whether query row i of the selected text's maps attends to nothing.
-bool row_masked(const WindowState& state, const Session& session, const ShownMaps& maps, int i) {
+bool row_masked(const Session& session, const ShownMaps& maps, int i) {
     const bool pad_query = i >= maps.query_length && session.shown_options.padding_mask;
-    return pad_query || (maps.kind == AttentionKind::decoder && maps.result->row_fully_masked(state.selected, i));
+    return pad_query || (maps.kind == AttentionKind::decoder && maps.result->row_fully_masked(maps.b, i));
 }
 
 constexpr const char* masked_row_text = "masked: this query row has nothing to attend to (all zeros, never NaN)";
@@ -178,7 +183,7 @@ constexpr const char* masked_row_text = "masked: this query row has nothing to a
 // head's probe scores; what more the shown forward knows of a decoder's cell.
 void map_tooltip(const WindowState& state, const Session& session, const ShownMaps& maps, int layer, int head, int i,
                  int j) {
-    const float* row = maps.row(layer, state.selected, head, i);
+    const float* row = maps.row(layer, maps.b, head, i);
     ImGui::BeginTooltip();
     ImGui::TextUnformatted(head_label(session, layer, head).c_str());
     if (maps.kind != AttentionKind::decoder)
@@ -193,9 +198,10 @@ void map_tooltip(const WindowState& state, const Session& session, const ShownMa
         }
         if (maps.sinks)
             ImGui::Text("the learned sink takes %.4f of this row (left of key 0): with the keys, 1",
-                        learned_sink_weight(*maps.result, layer, state.selected, head, i));
-        if (maps.kind == AttentionKind::decoder) more_about_the_cell(state, session, layer, head, i, j);
-    } else if (row_masked(state, session, maps, i))
+                        learned_sink_weight(*maps.result, layer, maps.b, head, i));
+        if (maps.kind == AttentionKind::decoder && !maps.patched)
+            more_about_the_cell(state, session, layer, head, i, j);
+    } else if (row_masked(session, maps, i))
         ImGui::TextUnformatted(masked_row_text);
     else
         ImGui::TextUnformatted("masked: this query may not see this key");
@@ -204,14 +210,14 @@ void map_tooltip(const WindowState& state, const Session& session, const ShownMa
 
 // The sink column's hover: query i's share of the softmax the head's learned
 // sink took, and the sink's logit where the heads are the model's own.
-void sink_tooltip(const WindowState& state, const Session& session, const ShownMaps& maps, int layer, int head, int i) {
+void sink_tooltip(const Session& session, const ShownMaps& maps, int layer, int head, int i) {
     ImGui::BeginTooltip();
     ImGui::TextUnformatted(head_label(session, layer, head).c_str());
     ImGui::Text("query %d %s  ->  the learned sink", i, query_token(session, maps, i, true).c_str());
-    if (row_masked(state, session, maps, i)) {
+    if (row_masked(session, maps, i)) {
         ImGui::TextUnformatted(masked_row_text);
     } else {
-        const float w = learned_sink_weight(*maps.result, layer, state.selected, head, i);
+        const float w = learned_sink_weight(*maps.result, layer, maps.b, head, i);
         ImGui::Text("the learned sink: weight %.4f (1 - the keys' %.4f)", w, 1 - w);
     }
     const float* logits = session.model().layers[maps.result->layers[layer]].sinks;
@@ -239,9 +245,8 @@ MapColumns cell_columns(const ShownMaps& maps, const Ui& ui, float cell) {
 }
 
 // The map the widget draws, pooled to `pooled_to` a side.
-HeatmapImage map_image(const WindowState& state, const Session& session, const ShownMaps& maps, int layer, int head,
-                       int pooled_to) {
-    const int b = state.selected;
+HeatmapImage map_image(const Session& session, const ShownMaps& maps, int layer, int head, int pooled_to) {
+    const int b = maps.b;
     const AttentionOptions options = session.maps_options_at(maps, layer);
     if (maps.kind == AttentionKind::cross)
         return cross_heatmap_image(*maps.result, options, layer, b, head, maps.query_length, maps.key_length,
@@ -249,8 +254,7 @@ HeatmapImage map_image(const WindowState& state, const Session& session, const S
     if (session.diff_shown())
         return difference_image(*maps.result, b, session.comparison().attention(), 0, options, layer, head,
                                 maps.key_length, pooled_to, session.diff_scale());
-    const MapShading shading = maps.kind == AttentionKind::decoder ? session.shown_shading() : MapShading{};
-    return heatmap_image(*maps.result, options, layer, b, head, maps.key_length, pooled_to, shading);
+    return heatmap_image(*maps.result, options, layer, b, head, maps.key_length, pooled_to, shading_of(session, maps));
 }
 
 ShownMaps MapWidget::maps(const Session& session) const { return kind_ ? session.maps(*kind_) : session.maps(); }
@@ -272,7 +276,7 @@ bool MapWidget::draw_cells(WindowState& state, Session& session, Ui& ui, const c
 bool MapWidget::draw_in(WindowState& state, Session& session, Ui& ui, const char* view, int layer, int head,
                         ImVec2 size, const MapColumns& columns, const MapRegion& region) {
     const ShownMaps maps = this->maps(session);
-    const int rows = maps.rows, cols = maps.cols, b = state.selected;
+    const int rows = maps.rows, cols = maps.cols, b = maps.b;
     const float framebuffer_scale = ImGui::GetIO().DisplayFramebufferScale.x;
     const int pixels = std::max(1, static_cast<int>(std::max(size.x, size.y) * framebuffer_scale));
     // A zoomed region shows a fraction of the map: pool the whole map finer.
@@ -284,7 +288,7 @@ bool MapWidget::draw_in(WindowState& state, Session& session, Ui& ui, const char
                              layer,
                              head,
                              pooled_to,
-                             session.shown_shading(),
+                             shading_of(session, maps),
                              maps.kind,
                              diff};
     const bool sink = maps.sinks && !diff;  // the diff has no sink column
@@ -293,10 +297,10 @@ bool MapWidget::draw_in(WindowState& state, Session& session, Ui& ui, const char
     ImGui::Dummy(size);
     if (ImGui::IsItemVisible()) {  // a map scrolled out of view is neither pooled nor drawn
         if (!(image_key == image_key_)) {
-            ui.renderer.upload(map_image(state, session, maps, layer, head, image_key.pooled_to), texture_);
+            ui.renderer.upload(map_image(session, maps, layer, head, image_key.pooled_to), texture_);
             if (sink)
                 ui.renderer.upload(sink_column_image(*maps.result, session.maps_options_at(maps, layer), layer, b, head,
-                                                     maps.key_length, pooled_to, session.shown_shading()),
+                                                     maps.key_length, pooled_to, shading_of(session, maps)),
                                    sink_texture_);
             image_key_ = image_key;
         }
@@ -320,7 +324,7 @@ bool MapWidget::draw_in(WindowState& state, Session& session, Ui& ui, const char
         const int i = std::clamp(static_cast<int>((mouse.y - corner.y) / cell_h), 0, rows - 1);
         const int j = std::clamp(static_cast<int>((mouse.x - corner.x) / cell_w), 0, cols - 1);
         if (mouse.x < keys_left)  // the sink's column or the gap after it
-            sink_tooltip(state, session, maps, layer, head, i);
+            sink_tooltip(session, maps, layer, head, i);
         else
             map_tooltip(state, session, maps, layer, head, i, j);
         if (maps.kind != AttentionKind::encoder) {  // the predictions follow a target's query

@@ -20,6 +20,11 @@ void Backend::patch(const Batch&, const Batch&, const AttentionOptions&, const P
     throw Error("the " + name() + " backend does no activation patching");
 }
 
+void Backend::patched_run(const Batch&, const Batch&, const AttentionOptions&, PatchDirection, const PatchCell&,
+                          AttentionResult&, const Progress&) {
+    throw Error("the " + name() + " backend does no activation patching");
+}
+
 BackendChoice parse_backend_choice(std::string_view word) { return parse_choice(backend_choices, word); }
 
 const char* to_string(BackendChoice choice) { return word_of(backend_choices, choice); }

@@ -248,6 +248,7 @@ void CpuForward::run_layer(const Model& model, const Batch& batch, const Attenti
     const LayerWeights& w = model.layers[at.layer];
     const int B = batch.B(), T = batch.T(), C = cfg.n_embd, l = at.layer;
     const size_t rows = static_cast<size_t>(rows_), Qw = split.q_width();
+    if (patching_) patch_residual(l, C);
     // The attention reads the residual itself: BERT's norm comes after; ModernBERT's layer 0 has none, nor OLMo 2's
     // layers.
     if (cfg.post_norm || !cfg.input_norms || (l == 0 && !cfg.first_attention_norm))
@@ -410,6 +411,13 @@ public:
                Patching& patching, const Progress& progress) override {
         if (!model_) throw Error("no model loaded");
         forward_.patch(*model_, clean, corrupted, options, request, patching, progress);
+    }
+
+    void patched_run(const Batch& clean, const Batch& corrupted, const AttentionOptions& options,
+                     PatchDirection direction, const PatchCell& cell, AttentionResult& result,
+                     const Progress& progress) override {
+        if (!model_) throw Error("no model loaded");
+        forward_.patched_run(*model_, clean, corrupted, options, direction, cell, result, progress);
     }
 
 private:

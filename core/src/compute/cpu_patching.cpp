@@ -40,7 +40,78 @@ int first_changed_row(const std::vector<int32_t>& clean, const std::vector<int32
     return options.causal && !mean_knock_out && !read_before ? first : 0;
 }
 
+// What the run the patches copy from computes of `options`: every layer's
+// maps and heads' outputs, and a prediction (which runs every layer).
+AttentionOptions source_options(AttentionOptions options) {
+    options.layers = {}, options.top_k = 1, options.lens_k = 0, options.contributions = false;
+    options.new_rows_only = false, options.capture_outputs = true;
+    return options;
+}
+
 }  // namespace
+
+// However a patching ends (a Cancelled from its progress included), the forward is a plain one again.
+struct CpuForward::PlainAgain {
+    CpuForward& forward;
+    ~PlainAgain() {
+        forward.patching_ = forward.keep_layer_inputs_ = false;
+        forward.patches_ = nullptr;
+        forward.kept_mlp_outputs_ = nullptr;
+        forward.metric_row_ = -1;
+    }
+};
+
+const float* CpuForward::PatchSource::at(PatchKind kind, int layer) const {
+    const size_t layer_floats = inputs.size() / run.layers.size();
+    switch (kind) {
+        case PatchKind::heads: return run.outputs.data() + layer * run.outputs.size() / run.layers.size();
+        case PatchKind::pattern: return run.map(layer, 0, 0);
+        case PatchKind::residual: return inputs.data() + layer * layer_floats;
+        case PatchKind::mlp: return mlp.data() + layer * layer_floats;
+    }
+    return nullptr;
+}
+
+// The source's forward with `options` (source_options'), keeping every
+// layer's input and MLP output; x_ holds its last layer's output after.
+void CpuForward::keep_patch_source(const Model& model, const Batch& source, const AttentionOptions& options,
+                                   PatchSource& kept, const Progress& progress) {
+    const size_t floats = static_cast<size_t>(model.config.n_layer) * source.T() * model.config.n_embd;
+    const bool keep_inputs = keep_layer_inputs_;
+    keep_layer_inputs_ = true;
+    kept.mlp.resize(floats);
+    kept_mlp_outputs_ = kept.mlp.data();
+    run(model, source, options, kept.run, Heads::batched, nullptr, progress);
+    kept_mlp_outputs_ = nullptr;
+    keep_layer_inputs_ = keep_inputs;
+    kept.inputs.assign(layer_inputs_.data(), layer_inputs_.data() + floats);
+}
+
+void CpuForward::patched_run(const Model& model, const Batch& clean, const Batch& corrupted,
+                             const AttentionOptions& options, PatchDirection direction, const PatchCell& cell,
+                             AttentionResult& result, const Progress& progress) {
+    const Config& cfg = model.config;
+    if (clean.B() != 1 || corrupted.B() != 1) throw Error("patching compares one clean text with one corrupted text");
+    check_patch_texts(cfg, clean.token_ids[0], corrupted.token_ids[0]);
+    if (options.split != Split::transpose)
+        throw Error("patching copies each head's activations in the view + transpose split, not the naive view");
+    const bool per_head = cell.kind == PatchKind::heads || cell.kind == PatchKind::pattern;
+    const int cells = per_head ? head_split(cfg, options.n_head).NH : clean.T();
+    if (cell.layer < 0 || cell.layer >= cfg.n_layer || cell.index < 0 || cell.index >= cells)
+        throw Error(std::string("there is no ") + to_string(cell.kind) + " cell (layer " + std::to_string(cell.layer) +
+                    ", " + (per_head ? "head " : "position ") + std::to_string(cell.index) + ") in " +
+                    std::to_string(cfg.n_layer) + " layers of " + std::to_string(cells));
+    const bool denoise = direction == PatchDirection::denoise;
+    const PlainAgain reset{*this};
+    patching_ = true;
+    PatchSource from;
+    keep_patch_source(model, denoise ? clean : corrupted, source_options(options), from, progress);
+    const std::vector<PatchAt> patch = {{cell.kind, cell.layer, cell.index, from.at(cell.kind, cell.layer)}};
+    patches_ = &patch;
+    AttentionOptions target = options;
+    target.new_rows_only = false;  // a patched map holds every row
+    run(model, denoise ? corrupted : clean, target, result, Heads::batched, nullptr, progress);
+}
 
 void CpuForward::patch(const Model& model, const Batch& clean, const Batch& corrupted, const AttentionOptions& options,
                        const PatchRequest& asked, Patching& patching, const Progress& progress) {
@@ -53,32 +124,17 @@ void CpuForward::patch(const Model& model, const Batch& clean, const Batch& corr
     const Batch& source = denoise ? clean : corrupted;
     const Batch& target = denoise ? corrupted : clean;
     const std::vector<int32_t>& clean_ids = clean.token_ids[0];
-    AttentionOptions grid = options;
-    grid.layers = {}, grid.top_k = 1, grid.lens_k = 0, grid.contributions = false, grid.new_rows_only = false;
-    grid.capture_outputs = true;
+    AttentionOptions grid = source_options(options);
     const HeadSplit split = head_split(cfg, grid.n_head);
     const int L = cfg.n_layer, T = clean.T(), NH = split.NH;
     const size_t layer_floats = static_cast<size_t>(T) * cfg.n_embd;
 
-    // However the work ends (a Cancelled from `progress` included), the forward is a plain one again.
-    struct Reset {
-        CpuForward& forward;
-        ~Reset() {
-            forward.patching_ = forward.keep_layer_inputs_ = false;
-            forward.patches_ = nullptr;
-            forward.kept_mlp_outputs_ = nullptr;
-            forward.metric_row_ = -1;
-        }
-    } reset{*this};
+    const PlainAgain reset{*this};
     patching_ = keep_layer_inputs_ = true;
-    AttentionResult from;  // every layer's maps and heads' outputs
-    std::vector<float> from_mlp(L * layer_floats);
-    kept_mlp_outputs_ = from_mlp.data();
-    run(model, source, grid, from, Heads::batched, nullptr, progress);
-    kept_mlp_outputs_ = nullptr;
+    PatchSource from;
+    keep_patch_source(model, source, grid, from, progress);
     double source_metric = 0, target_metric = 0, prefix_loss = 0;
     patch_metrics(model, request, clean_ids, 1, 0, &source_metric);
-    const std::vector<float> from_inputs(layer_inputs_.data(), layer_inputs_.data() + L * layer_floats);
     AttentionResult result;
     grid.capture_outputs = false, grid.layers = {L - 1};
     run(model, target, grid, result, Heads::batched, nullptr, progress);
@@ -117,10 +173,7 @@ void CpuForward::patch(const Model& model, const Batch& clean, const Batch& corr
         const int count = L * cells.cols, together = std::clamp(rows_patched_together / T, 1, cells.cols);
         const std::string what = std::string("patching ") + patch_kind_choices.labels[static_cast<size_t>(kind)];
         for (int l = 0; l < L; ++l) {
-            const float* at_layer = kind == PatchKind::heads      ? from.outputs.data() + l * T * split.q_width()
-                                    : kind == PatchKind::pattern  ? from.map(l, 0, 0)
-                                    : kind == PatchKind::residual ? from_inputs.data() + l * layer_floats
-                                                                  : from_mlp.data() + l * layer_floats;
+            const float* at_layer = from.at(kind, l);
             for (int next = 0; next < cells.cols; next += together) {
                 report_progress(progress, what, l * cells.cols + next, count, ProgressUnit::steps);
                 std::vector<PatchAt> batch;
@@ -144,8 +197,8 @@ void CpuForward::patch(const Model& model, const Batch& clean, const Batch& corr
 // The run being patched once for each of `cells` (all of one layer), text b
 // of a batch with cells[b] applied: its rows from `first` on, the rows
 // before it the run's own (their keys and values `prefix_kv`, (L, first,
-// 2 KVw)); from the layer's input (`input`, (T, C)), with the residual row
-// replaced where the cell patches the residual, through that layer and the
+// 2 KVw)); from the layer's input (`input`, (T, C)), its residual row
+// patched where the cell says so (run_layer), through that layer and the
 // ones after it, into x_: of the last layer only its attention, and the rest
 // at `metric_row` alone where it is not -1 (keep_metric_rows).
 void CpuForward::patch_together(const Model& model, const Batch& target, const AttentionOptions& options,
@@ -169,10 +222,6 @@ void CpuForward::patch_together(const Model& model, const Batch& target, const A
                         own_cache_.kv[b].data() + l * own_cache_.capacity * kv_row);
         float* x = x_.data() + static_cast<size_t>(b) * R * C;
         std::copy_n(input + static_cast<size_t>(first) * C, static_cast<size_t>(R) * C, x);
-        const PatchAt& cell = cells[b];
-        if (cell.kind == PatchKind::residual && cell.index >= first)
-            std::copy_n(cell.from + static_cast<size_t>(cell.index) * C, C,
-                        x + static_cast<size_t>(cell.index - first) * C);
     }
     patches_ = &cells;
     metric_row_ = metric_row;
@@ -181,6 +230,17 @@ void CpuForward::patch_together(const Model& model, const Batch& target, const A
                   result);
     patches_ = nullptr;
     metric_row_ = -1;
+}
+
+// x_ entering layer `layer`: each text's row patched where its patch says so (a row it computes).
+void CpuForward::patch_residual(int layer, int C) {
+    for (size_t b = 0; patches_ && b < patches_->size(); ++b) {
+        const PatchAt& cell = (*patches_)[b];
+        const bool computed = cell.index >= begin_[b] && cell.index - begin_[b] < first_row_[b + 1] - first_row_[b];
+        if (cell.kind == PatchKind::residual && cell.layer == layer && computed)
+            std::copy_n(cell.from + static_cast<size_t>(cell.index) * C, C,
+                        x_.data() + (static_cast<size_t>(first_row_[b]) + cell.index - begin_[b]) * C);
+    }
 }
 
 // Each text's head's maps (`pattern`: the source's weights over this run's

@@ -99,6 +99,14 @@ public:
         patching.computed_on.fallback = "the CUDA backend does no activation patching yet";
     }
 
+    void patched_run(const Batch& clean, const Batch& corrupted, const AttentionOptions& options,
+                     PatchDirection direction, const PatchCell& cell, AttentionResult& result,
+                     const Progress& progress) override {
+        if (!model_) throw Error("no model loaded");
+        cpu_->patched_run(clean, corrupted, options, direction, cell, result, progress);
+        result.computed_on.fallback = "the CUDA backend does no activation patching yet";
+    }
+
 private:
     // Why the device path cannot run a model of `config`, in words; "" when it can.
     static std::string layout_refusal(const Config& c) {

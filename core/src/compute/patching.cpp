@@ -26,8 +26,7 @@ void check_token(const Config& config, int32_t id, const char* what) {
 
 }  // namespace
 
-PatchRequest checked_patch_request(const Config& config, const std::vector<int32_t>& clean,
-                                   const std::vector<int32_t>& corrupted, PatchRequest request) {
+void check_patch_texts(const Config& config, const std::vector<int32_t>& clean, const std::vector<int32_t>& corrupted) {
     if (config.is_encoder_decoder() || config.is_encoder())
         throw Error(std::string("patching is computed for decoders; this model is ") +
                     (config.is_encoder() ? "an encoder" : "an encoder–decoder"));
@@ -37,6 +36,11 @@ PatchRequest checked_patch_request(const Config& config, const std::vector<int32
             "patching copies activations position by position, so both texts need the same length: the clean "
             "text has " +
             std::to_string(clean.size()) + " tokens, the corrupted " + std::to_string(corrupted.size()));
+}
+
+PatchRequest checked_patch_request(const Config& config, const std::vector<int32_t>& clean,
+                                   const std::vector<int32_t>& corrupted, PatchRequest request) {
+    check_patch_texts(config, clean, corrupted);
     const int T = static_cast<int>(clean.size());
     if (T < 1 || (request.metric == PatchMetric::loss && T < 2))
         throw Error("the " + std::string(to_string(request.metric)) + " metric needs texts of at least " +

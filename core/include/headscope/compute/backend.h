@@ -52,6 +52,16 @@ public:
     // Throws Error (checked_patch_request's, and a backend that cannot patch).
     virtual void patch(const Batch& clean, const Batch& corrupted, const AttentionOptions& options,
                        const PatchRequest& request, Patching& patching, const Progress& progress = {});
+    // One cell's patched run, whole: the run being patched (the corrupted
+    // text when denoising, the clean one when noising) with `cell`'s
+    // activation copied from the other run, as forward() gives it under
+    // `options` (its maps, those of a patched pattern the other run's, and
+    // its predictions); the same run as patch() measures. `progress` hears
+    // each run's "computing layers". Throws Error as patch() does, and for a
+    // cell outside the grids.
+    virtual void patched_run(const Batch& clean, const Batch& corrupted, const AttentionOptions& options,
+                             PatchDirection direction, const PatchCell& cell, AttentionResult& result,
+                             const Progress& progress = {});
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

@@ -50,6 +50,9 @@ public:
     // Exact activation patching (backend.h, patching.h; cpu_patching.cpp).
     void patch(const Model& model, const Batch& clean, const Batch& corrupted, const AttentionOptions& options,
                const PatchRequest& request, Patching& patching, const Progress& progress);
+    void patched_run(const Model& model, const Batch& clean, const Batch& corrupted, const AttentionOptions& options,
+                     PatchDirection direction, const PatchCell& cell, AttentionResult& result,
+                     const Progress& progress);
 
 private:
     // A layer of the loop: its index, its slot among the returned layers (-1:
@@ -158,6 +161,17 @@ private:
     bool patching_ = false;
     const std::vector<PatchAt>* patches_ = nullptr;
     float* kept_mlp_outputs_ = nullptr;
+    // The run the patches copy from: every layer's maps and heads' outputs
+    // (its forward), and each layer's input and MLP output, (L, T, C) each.
+    struct PatchSource {
+        AttentionResult run;
+        std::vector<float> inputs, mlp;
+        const float* at(PatchKind kind, int layer) const;
+    };
+    struct PlainAgain;
+    void keep_patch_source(const Model& model, const Batch& source, const AttentionOptions& options, PatchSource& kept,
+                           const Progress& progress);
+    void patch_residual(int layer, int C);
     void patch_attention(PatchKind kind, const HeadSplit& split, const PrefixCache& store, int layer, float* att);
     void patch_mlp(int layer, int C);
     int metric_row_ = -1;  // a patched run's one position the metric reads (-1: every position, the loss)

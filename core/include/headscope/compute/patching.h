@@ -67,14 +67,23 @@ struct Patching {
     ComputedOn computed_on;
 };
 
+// One cell of a grid: the component of `kind` at `layer`, `index` its head
+// (heads, pattern) or its position (residual, mlp).
+struct PatchCell {
+    PatchKind kind = PatchKind::heads;
+    int layer = 0, index = 0;
+    bool operator==(const PatchCell&) const = default;
+};
+
 // The fraction a patched run's metric restores or destroys (Patching::grids).
 double patched_fraction(PatchDirection direction, double clean, double corrupted, double patched);
 
 // Throws Error, in one line, where `config`'s model cannot be patched (an
-// encoder, an encoder–decoder, no predictions), the texts differ in length
-// or are too short for the metric, the tokens or the position are not the
-// model's, or the kinds are none or repeated. Returns the request with its
-// position resolved.
+// encoder, an encoder–decoder, no predictions) or the texts differ in length.
+void check_patch_texts(const Config& config, const std::vector<int32_t>& clean, const std::vector<int32_t>& corrupted);
+
+// Throws Error as check_patch_texts does, where the texts are too short for the metric, the tokens or the position are
+// not the model's, or the kinds are none or repeated. Returns the request with its position resolved.
 PatchRequest checked_patch_request(const Config& config, const std::vector<int32_t>& clean,
                                    const std::vector<int32_t>& corrupted, PatchRequest request);
 
