@@ -11,6 +11,10 @@
 
 namespace headscope {
 
+bool operator==(const PatchCell& a, const PatchCell& b) {
+    return a.kind == b.kind && a.layer == b.layer && a.index == b.index;
+}
+
 double patched_fraction(PatchDirection direction, double clean, double corrupted, double patched) {
     const double moved = direction == PatchDirection::denoise ? patched - corrupted : clean - patched;
     return moved == 0 ? 0.0 : moved / (clean - corrupted);  // 0, not -0, where the patch changes nothing

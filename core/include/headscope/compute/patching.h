@@ -72,8 +72,9 @@ struct Patching {
 struct PatchCell {
     PatchKind kind = PatchKind::heads;
     int layer = 0, index = 0;
-    bool operator==(const PatchCell&) const = default;
 };
+// Every field equal (not defaulted: the CUDA translation unit is C++17).
+bool operator==(const PatchCell& a, const PatchCell& b);
 
 // The fraction a patched run's metric restores or destroys (Patching::grids).
 double patched_fraction(PatchDirection direction, double clean, double corrupted, double patched);
