@@ -70,7 +70,7 @@ void CpuForward::check_attention(int layer, const float* att, int B, int NH, int
         for (int h = 0; h < NH; ++h) {
             const size_t rows = static_cast<size_t>(T - begin_[b]);
             const size_t first = (static_cast<size_t>(b) * NH + h) * (T - first_held_) + begin_[b] - first_held_;
-            bool finite = ops::all_finite(att + first * T, rows * T);
+            bool finite = !att || ops::all_finite(att + first * T, rows * T);  // null: no map held, its output tells
             for (size_t r = 0; r < rows && finite; ++r)
                 finite = ops::all_finite(y_.data() + (first_row_[b] + r) * Qw + h * hs, hs);
             if (!finite)
@@ -168,7 +168,9 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
         report_progress(progress, "computing layers", l, layers_run, ProgressUnit::steps);
         if (keep_layer_inputs_) std::copy_n(x_.data(), rows * C, layer_inputs_.data() + l * rows * C);
         const bool returned = slot < result.layers.size() && result.layers[slot] == l;
-        float* att = returned ? result.weights.data() + slot * map_floats : scratch_att_.data();
+        float* att = options.maps != Maps::full ? nullptr
+                     : returned                 ? result.weights.data() + slot * map_floats
+                                                : scratch_att_.data();
         // Everything after the last layer's attention is not needed, but a layer of experts' routes are.
         const bool last = !every_layer && !cfg.has_experts() && l == layers_run - 1;
         run_layer(model, batch, options, split, store, {l, returned ? static_cast<int>(slot) : -1, att, last}, heads,
@@ -224,7 +226,7 @@ void CpuForward::reserve_buffers(const Config& cfg, const Batch& batch, const At
         reserve_floats(expert_in_, rows * C);
         reserve_floats(experts_out_, rows * C);
     }
-    if (returned_layers < static_cast<size_t>(layers_run)) {
+    if (returned_layers < static_cast<size_t>(layers_run) && options.maps == Maps::full) {
         reserve_floats(scratch_att_, map_floats);
         if (cfg.is_encoder_decoder()) reserve_floats(scratch_cross_, map_floats / T * batch.S());
     }
@@ -255,7 +257,8 @@ void CpuForward::run_layer(const Model& model, const Batch& batch, const Attenti
     else
         normalize(cfg, x_.data(), w.ln_1_w, w.ln_1_b, ln_.data(), rows_);
     project_qkv(model, w);
-    attention(model, batch, options, split, store, l, at.att, heads);
+    attention(model, batch, options, split, store, at, heads, result);
+    if (at.slot >= 0 && options.maps == Maps::queries_and_keys) keep_queries_keys(split, at.slot, result);
     check_attention(l, at.att, B, split.NH, T, split.hs);
     if (patching_) patch_attention(PatchKind::pattern, split, store, l, at.att);
     knock_out(options, batch, split, l);

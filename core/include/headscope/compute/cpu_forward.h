@@ -52,7 +52,8 @@ public:
 
 private:
     // A layer of the loop: its index, its slot among the returned layers (-1:
-    // not returned), where its maps go, and whether it is the last one needed.
+    // not returned), where its maps go (null: none is held, AttentionOptions::maps),
+    // and whether it is the last one needed.
     struct LayerAt {
         int layer, slot;
         float* att;
@@ -80,7 +81,10 @@ private:
     void knock_out(const AttentionOptions& options, const Batch& batch, const HeadSplit& split, int layer);
     void project_qkv(const Model& model, const LayerWeights& w);
     void attention(const Model& model, const Batch& batch, const AttentionOptions& options, const HeadSplit& split,
-                   PrefixCache& store, int layer, float* att, Heads heads);
+                   PrefixCache& store, const LayerAt& at, Heads heads, AttentionResult& result);
+    // qkv_'s queries and keys (after the attention's RoPE) into the result's
+    // queries and keys at the returned layer's `slot` (every row computed).
+    void keep_queries_keys(const HeadSplit& split, size_t slot, AttentionResult& result) const;
     void mlp(const Config& config, const LayerWeights& w);
     // A layer of experts' MLP in mlp's place (cpu_experts.cpp): ln_ (R, C)
     // -> the chosen experts' weighted outputs, added into x_
