@@ -215,9 +215,11 @@ void CpuForward::reserve_buffers(const Config& cfg, const Batch& batch, const At
     if (options.split == Split::naive_view) reserve_floats(qkv_contiguous_, rows * qkv_width);
     reserve_floats(y_, rows * split.q_width());
     if (sublayers_apart(cfg)) reserve_floats(out_, rows * C);
+    // A dense MLP's chunks of rows (mlp); an expert's rows, as many as R.
     const size_t hidden = std::max(cfg.mlp_size(), cfg.expert_mlp_dim);
-    reserve_floats(hidden_, rows * hidden);
-    if (gated(cfg.mlp)) reserve_floats(up_, rows * hidden);
+    const size_t hidden_rows = cfg.has_experts() ? rows : std::min(rows, static_cast<size_t>(mlp_chunk_rows));
+    reserve_floats(hidden_, hidden_rows * hidden);
+    if (gated(cfg.mlp)) reserve_floats(up_, hidden_rows * hidden);
     if (cfg.has_experts()) {
         const size_t choices = rows * cfg.experts_per_token;
         reserve_floats(router_logits_, rows * cfg.n_experts);
@@ -373,20 +375,27 @@ void activate(Mlp mlp, float* x, size_t n) {
 
 }  // namespace
 
-// ln_ (R, C) -> the MLP's output, added into x_ (sublayer_output).
+// ln_ (R, C) -> the MLP's output, added into x_ (sublayer_output), over
+// chunks of mlp_chunk_rows rows: a long text's hidden layer then takes
+// mlp_chunk_rows x F floats, not R x F.
 void CpuForward::mlp(const Config& cfg, const LayerWeights& w) {
-    const int C = cfg.n_embd, F = cfg.mlp_size(), rows = rows_;
-    const size_t hidden = static_cast<size_t>(rows) * F;
-    if (gated(cfg.mlp)) {
-        linear(ln_.data(), rows, w.gate, nullptr, hidden_.data(), F);
-        linear(ln_.data(), rows, w.fc, w.fc_b, up_.data(), F);
-        activate(cfg.mlp, hidden_.data(), hidden);
-        ops::times(hidden_.data(), up_.data(), hidden);
-    } else {
-        linear(ln_.data(), rows, w.fc, w.fc_b, hidden_.data(), F);
-        activate(cfg.mlp, hidden_.data(), hidden);
+    const int C = cfg.n_embd, F = cfg.mlp_size();
+    for (int first = 0; first < rows_; first += mlp_chunk_rows) {
+        const int rows = std::min(mlp_chunk_rows, rows_ - first);
+        const size_t hidden = static_cast<size_t>(rows) * F;
+        const float* in = ln_.data() + static_cast<size_t>(first) * C;
+        if (gated(cfg.mlp)) {
+            linear(in, rows, w.gate, nullptr, hidden_.data(), F);
+            linear(in, rows, w.fc, w.fc_b, up_.data(), F);
+            activate(cfg.mlp, hidden_.data(), hidden);
+            ops::times(hidden_.data(), up_.data(), hidden);
+        } else {
+            linear(in, rows, w.fc, w.fc_b, hidden_.data(), F);
+            activate(cfg.mlp, hidden_.data(), hidden);
+        }
+        linear(hidden_.data(), rows, w.fc_proj, w.fc_proj_b, sublayer_output(cfg) + static_cast<size_t>(first) * C, C,
+               /*accumulate=*/!sublayers_apart(cfg));
     }
-    linear(hidden_.data(), rows, w.fc_proj, w.fc_proj_b, sublayer_output(cfg), C, /*accumulate=*/!sublayers_apart(cfg));
 }
 
 namespace {

@@ -28,7 +28,8 @@ namespace headscope {
 
 class CpuForward {
 public:
-    static constexpr int unembed_chunk = 64;  // rows read out through the output embedding at a time
+    static constexpr int unembed_chunk = 64;     // rows read out through the output embedding at a time
+    static constexpr int mlp_chunk_rows = 4096;  // rows through a dense MLP at a time
 
     enum class Heads { batched, loop };
 
@@ -126,8 +127,8 @@ private:
     AlignedVector<float> qkv_contiguous_;  // (B, T, Qw), (B, T, KVw) twice: naive-view only
     AlignedVector<float> y_;               // (R, Qw) attention output, heads merged
     AlignedVector<float> out_;             // (R, C) a sublayer's output before its output norm (OLMo 2)
-    AlignedVector<float> hidden_;          // (R, F) MLP hidden (SwiGLU: the gate)
-    AlignedVector<float> up_;              // (R, F) SwiGLU's up projection
+    AlignedVector<float> hidden_;          // (mlp_chunk_rows, F) MLP hidden (SwiGLU: the gate); experts': (R, F)
+    AlignedVector<float> up_;              // as hidden_: SwiGLU's up projection
     // A layer of experts (mix_experts): the router's logits, each row's
     // choices (choice i is row i / k's), the choices of each expert in turn,
     // an expert's input rows (then its output), and the layer's output.
