@@ -1,6 +1,7 @@
 // The CPU forward's attention (cpu_forward.h): Q, K and V split into heads,
 // rotated, stored for the prefix cache, and each head's scores, masked
-// softmax and weighted values, batched or by the tutorials' loop.
+// softmax and weighted values, batched or by the tutorials' loop, held as
+// maps or block by block (long texts), with each row's summary.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -98,9 +99,10 @@ void attend_head(const HeadInputs& in, float* att, RowSummaries* summaries, size
 
 }  // namespace
 
-// From qkv_ (the R rows): this layer's keys and values into `store`, att
-// (B, NH, T, T) weights of the computed query rows and y_ (R, Qw), heads
-// merged.
+// From qkv_ (the R rows): this layer's keys and values into `store`, at.att
+// (B, NH, T, T) weights of the computed query rows (none where it is null:
+// blocks of rows, AttentionOptions::maps), each row's summary where asked,
+// and y_ (R, Qw), heads merged.
 // transpose: head h of Q is the (rows, hs) block at column h*hs of qkv_,
 // read in place; RoPE rotates each new row of Q and K by its position; K and
 // V rows go to the store, whose T rows per text (the reused ones included)
@@ -159,7 +161,7 @@ void CpuForward::attention(const Model& model, const Batch& batch, const Attenti
         }
         const size_t layer_floats = static_cast<size_t>(store.capacity) * 2 * KVw;
         for (int b = 0; b < B; ++b) {
-            float* kv = store.kv[b].data() + layer * layer_floats;
+            float* kv = store.kv[b].data() + stored_layer(layer) * layer_floats;
             for (int t = begin_[b]; t < T; ++t)
                 std::copy_n(qkv_.data() + static_cast<size_t>(first_row_[b] + t - begin_[b]) * width + Qw, 2 * KVw,
                             kv + static_cast<size_t>(t) * 2 * KVw);
@@ -181,7 +183,8 @@ void CpuForward::attention(const Model& model, const Batch& batch, const Attenti
                 k = block(k_part, b, kv);
                 v = block(v_part, b, kv);
             } else {
-                float* stored = store.kv[b].data() + layer * static_cast<size_t>(store.capacity) * 2 * KVw;
+                float* stored =
+                    store.kv[b].data() + stored_layer(layer) * static_cast<size_t>(store.capacity) * 2 * KVw;
                 k = {stored + kv * hs, 2 * KVw};
                 v = {stored + KVw + kv * hs, 2 * KVw};
             }

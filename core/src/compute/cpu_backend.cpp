@@ -157,8 +157,9 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
     const size_t rows = static_cast<size_t>(rows_);
     const size_t lens_slots = options.lens_k ? result.layers.size() : 0;
     PrefixCache& store = cache ? *cache : own_cache_;
+    one_layer_store_ = !cache && options.maps != Maps::full;
     if (options.split == Split::transpose)
-        reserve_kv(store, B, layers_run, T, 2 * split.kv_width(), cfg.n_positions, begin_);
+        reserve_kv(store, B, one_layer_store_ ? 1 : layers_run, T, 2 * split.kv_width(), cfg.n_positions, begin_);
     reserve_buffers(cfg, batch, options, split, layers_run, result.layers.size());
 
     for (int b = 0; b < B; ++b) embed_text(model, batch, b, begin_[b], x_.data() + first_row_[b] * C);

@@ -55,6 +55,7 @@ void CpuForward::patch(const Model& model, const Batch& clean, const Batch& corr
     const std::vector<int32_t>& clean_ids = clean.token_ids[0];
     AttentionOptions grid = options;
     grid.layers = {}, grid.top_k = 1, grid.lens_k = 0, grid.contributions = false, grid.new_rows_only = false;
+    grid.maps = Maps::full, grid.summaries = false;  // the runs patched read every layer's maps and keys
     grid.capture_outputs = true;
     const HeadSplit split = head_split(cfg, grid.n_head);
     const int L = cfg.n_layer, T = clean.T(), NH = split.NH;

@@ -119,6 +119,10 @@ private:
     int rows_ = 0;                // R
     int first_held_ = 0;          // the first query row the maps hold (AttentionResult::first_row)
     PrefixCache own_cache_;       // the keys and values when the caller keeps no cache
+    // A long text's forward without maps and without a cache keeps one
+    // layer's keys and values at a time (every layer's: 2 GB at 32k tokens of a 1B model).
+    bool one_layer_store_ = false;
+    size_t stored_layer(int layer) const { return one_layer_store_ ? 0 : static_cast<size_t>(layer); }
 
     AlignedVector<float> x_;               // (R, C) residual stream
     AlignedVector<float> ln_;              // (R, C) norm output
