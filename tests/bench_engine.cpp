@@ -297,11 +297,22 @@ void BM_family_forward(benchmark::State& state) {
 }
 BENCHMARK(BM_family_forward)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 
+// The CPU time this process has used, every thread's: on a shared machine
+// its share of the cores swings, and what a computation costs is its CPU time.
+double process_cpu_seconds() {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    const auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
 // One layer's products alone, as a forward without maps computes them: the
 // seven projections over T rows (the model's own weights, converted as the
 // forward converts them) and each head's blocks of map_block_rows queries
-// times the keys they see (causal), then times the values. Seconds.
-double layer_products_seconds(const Model& model, int T) {
+// times the keys they see (causal), then times the values. Seconds, and
+// the process's CPU seconds into `cpu`.
+double layer_products_seconds(const Model& model, int T, double& cpu) {
+    const double cpu_before = process_cpu_seconds();
     const Config& c = model.config;
     const LayerWeights& w = model.layers[0];
     const HeadSplit s = head_split(c, 0);
@@ -321,6 +332,7 @@ double layer_products_seconds(const Model& model, int T) {
             y.noalias() = scores * k.topRows(keys);
         }
     }
+    cpu = process_cpu_seconds() - cpu_before;
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
@@ -329,8 +341,8 @@ double layer_products_seconds(const Model& model, int T) {
 // attention --summaries --maps none), its time against its products alone
 // (layer_products_seconds times the layers), and its peak resident memory
 // against the file and the keys and values it holds. Args: T, layers (16;
-// 2 at 32,768 tokens, whose memory is the same but for the other layers'
-// rows of keys and values, at a seventh of the time). Run one per process
+// 2 at 32,768 tokens, whose memory is the same but for the file and the
+// other layers' summaries, at a seventh of the time). Run one per process
 // (--benchmark_filter=BM_long_document/8192/), so that the peak is that run's.
 void BM_long_document(benchmark::State& state) {
     static test::TempDir dir;
@@ -350,14 +362,20 @@ void BM_long_document(benchmark::State& state) {
     options.maps = Maps::none;
     options.summaries = true;
     AttentionResult result;
+    const double cpu_before = process_cpu_seconds();
     for (auto _ : state) {
         backend->forward(batch, options, result);
         benchmark::DoNotOptimize(result.summaries.entropy.data());
     }
-    const double products = layer_products_seconds(model, T) * model.config.n_layer;
+    const double forward_cpu = process_cpu_seconds() - cpu_before;
+    double products_cpu = 0;
+    const double products = layer_products_seconds(model, T, products_cpu) * model.config.n_layer;
+    state.counters["forward_cpu_s"] = forward_cpu;
+    state.counters["products_cpu_s"] = products_cpu * model.config.n_layer;
     const HeadSplit s = head_split(model.config, 0);
     const double file = static_cast<double>(model.file_bytes) / 1048576.0;
-    const double cache = double(layers) * T * 2 * s.kv_width() * sizeof(float) / 1048576.0;  // every layer's K and V
+    // Without a cache the forward holds one layer's keys and values at a time.
+    const double cache = double(T) * 2 * s.kv_width() * sizeof(float) / 1048576.0;
     state.counters["products_s"] = products;
     state.counters["file_MiB"] = file;
     state.counters["kv_cache_MiB"] = cache;
