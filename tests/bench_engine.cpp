@@ -9,7 +9,8 @@
 // and the loading of the largest. Exact head patching at T = 16. Prediction steps: a
 // 128-token prompt plus one token, computed in full and with the prompt
 // reused from a PrefixCache, and greedy generation, each against the floor of
-// reading every weight once at this machine's measured read bandwidth.
+// reading every weight once at this machine's measured read bandwidth. A long
+// document without maps: bench_long_documents.cpp.
 // Run: build/tests/bench-engine --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
@@ -24,9 +25,12 @@
 #include "bench_support.h"
 #include "fma_peak.h"
 #include "headscope/base/shape.h"
+#include "headscope/compute/attention_maps.h"
 #include "headscope/compute/backend.h"
 #include "headscope/compute/backward.h"
+#include "headscope/compute/cpu_ops.h"
 #include "headscope/compute/forward.h"
+#include "headscope/compute/matmul.h"
 #include "headscope/compute/prefix_cache.h"
 #include "headscope/io/files.h"
 #include "model_writer.h"

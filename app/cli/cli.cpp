@@ -100,6 +100,22 @@ CLI::App* add_tokenize(CLI::App& app, CliOptions& opt) {
     return tokenize;
 }
 
+// attention's options for long texts: a text from a file, the row
+// summaries, and which maps are written (none, a region, pooled).
+void add_long_text_options(CLI::App* attention, CliOptions& opt) {
+    add_text_option(attention, "--text-file", opt.text_files,
+                    "a UTF-8 text file read whole as one text (repeat for a batch; longer than the model's positions: "
+                    "refused unless --truncate)");
+    attention->add_flag("--summaries", opt.summaries,
+                        "also each head's row summaries: entropy, first_key, previous_key, max and distance");
+    attention->add_option("--maps", opt.maps, "full|none: every map (the default), or none (no attention array)");
+    attention->add_option("--rows", opt.rows, "Q0:Q1: the maps' query rows Q0 to Q1 - 1 only (default: all)");
+    attention->add_option("--cols", opt.cols, "K0:K1: the maps' keys K0 to K1 - 1 only (default: all)");
+    attention->add_option("--pool", opt.pool, "N: every map pooled to at most N x N cells");
+    add_word_option(attention, "--pool-mode", opt.pool_mode, join_words(pooling_choices, "|"), parse_pooling,
+                    "each pooled cell's mean (the default) or max");
+}
+
 CLI::App* add_attention(CLI::App& app, CliOptions& opt) {
     CLI::App* attention = app.add_subcommand("attention", "every head's attention weights for one or more texts");
     add_model(attention, opt);
@@ -126,6 +142,7 @@ CLI::App* add_attention(CLI::App& app, CliOptions& opt) {
         ->expected(0, 1);
     add_ablation_options(attention, opt.ablation, opt.attention.ablation);
     add_special(attention, opt);
+    add_long_text_options(attention, opt);
     return attention;
 }
 
@@ -214,6 +231,7 @@ void run(CLI::App& app, const Commands& c, CliOptions& opt, int argc, char** arg
         return c.attention->count(flag) + c.generate->count(flag) + c.dance->count(flag) + c.patch->count(flag) > 0;
     };
     opt.heads_given = given("--heads"), opt.causal_given = given("--causal"), opt.scale_given = given("--scale");
+    opt.pool_given = c.attention->count("--pool") > 0, opt.pool_mode_given = c.attention->count("--pool-mode") > 0;
     if (opt.format.empty() && (*c.attention || *c.generate || *c.patch)) opt.format = "json";  // whatever the output is
     if (*c.info) run_info(opt);
     if (*c.tokenize) run_tokenize(opt);

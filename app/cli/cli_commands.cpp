@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "cli/cli_inputs.h"
+#include "cli/cli_maps.h"
 #include "cli/terminal_progress.h"
 #include "cli/terminal_table.h"
 #include "headscope/base/clock.h"
@@ -260,8 +261,26 @@ void run_tokenize(const CliOptions& opt) {
     write_output(opt.out, [&](std::ostream& out) { out << dump_json(tokens) << '\n'; });
 }
 
-void run_attention(const CliOptions& opt) {
+namespace {
+
+// --format npy: the attention array (if any) into `path`, and each summary
+// into the same path with its name before ".npy" (out.npy: out.entropy.npy, ...).
+void write_attention_npys(const std::string& path, const AttentionResult& result, const MapsOnDemand* on_demand) {
+    if (result.maps == Maps::full || on_demand)
+        write_output(path, [&](std::ostream& out) { write_attention_npy(out, result, on_demand); });
+    if (result.summaries.entropy.empty()) return;
+    const std::string stem = path.size() > 4 && path.ends_with(".npy") ? path.substr(0, path.size() - 4) : path;
+    for (const SummaryField& field : summary_fields)
+        write_output(stem + "." + field.name + ".npy",
+                     [&](std::ostream& out) { write_summary_npy(out, result, result.summaries.*field.values); });
+}
+
+}  // namespace
+
+void run_attention(const CliOptions& given_opt) {
+    const CliOptions opt = with_text_files(given_opt);
     AttentionOptions given = attention_options(opt);
+    const MapsRequest maps = maps_request(opt);
     if (opt.format != "json" && opt.format != "npy" && opt.format != "none")
         throw Error("--format: expected json, npy or none, got '" + opt.format + "'");
     if (opt.format == "npy" && opt.out.empty()) throw Error("--format npy needs --out FILE");
@@ -278,10 +297,14 @@ void run_attention(const CliOptions& opt) {
         } catch (const Error& e) {
             throw Error(std::string("--effects: ") + e.what());
         }
+    given.maps = maps.forward_maps();
+    given.summaries = opt.summaries;
     const LoadedModel loaded = open_on_backend(opt);
     const Model& model = *loaded.model;
     const AttentionOptions options = with_model(given, opt, model);
 
+    if (options.maps != Maps::full && model.config.is_encoder_decoder())
+        throw Error("--maps none, --rows, --cols and --pool: an encoder-decoder's forward keeps every map");
     if (opt.format == "npy" && model.config.is_encoder_decoder())
         throw Error("--format npy: an encoder-decoder has three attentions, and one .npy holds one array: use json");
     auto start = Clock::now();
@@ -289,6 +312,7 @@ void run_attention(const CliOptions& opt) {
     const TextBatch inputs = forward_batch(model, opt);
     const Batch& batch = inputs.batch;
     const double tokenize_ms = ms_since(start);
+    if (maps.on_demand()) region_for(maps, batch.T());  // a bad --rows or --cols fails before the forward
 
     AttentionResult result;
     start = Clock::now();
@@ -306,10 +330,13 @@ void run_attention(const CliOptions& opt) {
     if (model.config.is_encoder_decoder()) add_sources(metadata, model, opt, batch);
     if (effects) metadata["effects"] = effects_json(*loaded.backend, batch, options, *effects);
     if (opt.format == "npy") write_output(opt.out, [&](std::ostream& out) { write_attention_npy(out, result); });
+    const std::optional<MapsOnDemand> shown = maps_on_demand(maps, {model, batch, options, result}, metadata);
+    const MapsOnDemand* on_demand = shown ? &*shown : nullptr;
+    if (opt.format == "npy") write_attention_npys(opt.out, result, on_demand);
     // The JSON, or with npy and none the metadata on stdout.
     write_output(opt.format == "json" ? opt.out : std::string(), [&](std::ostream& out) {
         if (opt.format == "json")
-            write_attention_json(out, metadata, result);
+            write_attention_json(out, metadata, result, on_demand);
         else
             out << dump_json(metadata) << '\n';
     });

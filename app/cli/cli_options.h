@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "headscope/compute/attention.h"
+#include "headscope/compute/attention_maps.h"
 #include "headscope/compute/backend.h"
 #include "headscope/compute/generate.h"
 #include "headscope/compute/patching.h"
@@ -22,10 +23,19 @@ struct CliOptions {
     int top_k = 0;                        // attention: the predictions at every position
     bool logit_lens = false;              // attention: the top-1 after every returned layer
     bool contributions = false;           // attention: value-weighted maps, rollout, logit attribution
-    std::string effects;                  // attention: the effects grid's method as given; empty: no grid
-    Sampling sampling;                    // generate
-    int tokens = 0;                       // generate: how many
-    AttentionOptions attention;           // the masks, scale and split; the command sets the rest
+    // attention, long texts: each file's text as a --text; the row summaries;
+    // the maps written (full, none), a region's rows and keys ("Q0:Q1"), or
+    // every map pooled to at most pool x pool cells of pool_mode.
+    std::vector<std::string> text_files;
+    bool summaries = false;
+    std::string maps = "full", rows, cols;
+    int pool = 0;
+    Pooling pool_mode = Pooling::mean;
+    bool pool_given = false, pool_mode_given = false;
+    std::string effects;         // attention: the effects grid's method as given; empty: no grid
+    Sampling sampling;           // generate
+    int tokens = 0;              // generate: how many
+    AttentionOptions attention;  // the masks, scale and split; the command sets the rest
     BackendChoice backend = BackendChoice::automatic;
     std::string layers = "all", out;
     AblationWords ablation;  // attention: the heads and experts knocked out

@@ -52,6 +52,22 @@ bool operator==(const AttentionOptions& a, const AttentionOptions& b) {
     return fields(a) == fields(b);
 }
 
+void RowSummaries::assign(size_t rows) {
+    for (std::vector<float>* field : {&entropy, &first_key, &previous_key, &max, &distance}) field->assign(rows, 0.f);
+}
+
+void RowSummaries::put(size_t at, const RowSummary& summary) {
+    entropy[at] = summary.entropy;
+    first_key[at] = summary.first_key;
+    previous_key[at] = summary.previous_key;
+    max[at] = summary.max;
+    distance[at] = summary.distance;
+}
+
+RowSummary RowSummaries::at(size_t at) const {
+    return {entropy[at], first_key[at], previous_key[at], max[at], distance[at]};
+}
+
 double AttentionResult::loss(int b) const {
     if (logprob_next.empty()) return std::nan("");  // a forward without predictions
     double sum = 0;
@@ -113,6 +129,8 @@ bool parse_on_off(std::string_view option, std::string_view word) {
 Scale parse_scale(std::string_view word) { return parse_choice(scale_choices, word); }
 Ablation parse_ablation(std::string_view word) { return parse_choice(ablation_choices, word); }
 const char* to_string(Ablation ablation) { return word_of(ablation_choices, ablation); }
+Maps parse_maps(std::string_view word) { return parse_choice(maps_choices, word); }
+const char* to_string(Maps maps) { return word_of(maps_choices, maps); }
 
 namespace {
 

@@ -1,6 +1,7 @@
 // The CPU forward's attention (cpu_forward.h): Q, K and V split into heads,
 // rotated, stored for the prefix cache, and each head's scores, masked
-// softmax and weighted values, batched or by the tutorials' loop.
+// softmax and weighted values, batched or by the tutorials' loop, held as
+// maps or block by block (long texts), with each row's summary.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "headscope/base/error.h"
+#include "headscope/compute/attention_maps.h"
 #include "headscope/compute/cpu_forward.h"
 #include "headscope/compute/cpu_ops.h"
 #include "headscope/compute/matmul.h"
@@ -47,11 +49,60 @@ void attention_head_by_loop(const HeadBlock& q, const HeadBlock& k, const HeadBl
     }
 }
 
+// What one head's attention over a text reads: its queries and outputs from
+// row `first` on, all its keys and values, the layer's score rule.
+struct HeadInputs {
+    HeadBlock q, k, v, y;
+    int first, T, hs, length, head;
+    const ScoreRule& rule;
+    const float* bias;  // T5's, centred (ops::attention_head), or null
+    CpuForward::Heads heads;
+};
+
+// Rows [first, T) of one head: its weights into `att` (the map's rows from
+// `first`), or where null block by block into a scratch of a few rows' keys,
+// so that no T x T map is held; its output into y; with `summaries`, each
+// row's summary at summary_at + its row, while the row is in hand.
+void attend_head(const HeadInputs& in, float* att, RowSummaries* summaries, size_t summary_at) {
+    const auto rows_of = [&](float* weights, int first_query, int rows, int keys, const auto& visible) {
+        const size_t skip = static_cast<size_t>(first_query - in.first);
+        const HeadBlock q{in.q.data + skip * in.q.stride, in.q.stride}, y{in.y.data + skip * in.y.stride, in.y.stride};
+        const float sink = in.rule.sink(in.head);
+        if (in.heads == CpuForward::Heads::loop)
+            attention_head_by_loop(q, in.k, in.v, y, weights, first_query, rows, keys, in.hs, in.rule.scale, visible,
+                                   in.bias, in.rule.softcap, sink);
+        else
+            ops::attention_head(q.data, q.stride, in.k.data, in.k.stride, in.v.data, in.v.stride, y.data, y.stride,
+                                weights, first_query, rows, keys, in.hs, in.rule.scale, visible, in.bias,
+                                in.rule.softcap, sink);
+        for (int r = 0; r < rows && summaries; ++r) {
+            const int i = first_query + r;
+            const ops::KeyRange seen = visible(i);
+            summaries->put(summary_at + i,
+                           summarize_row(weights + static_cast<size_t>(r) * keys, seen.begin, seen.end, i));
+        }
+    };
+    const auto visible = [&](int i) { return in.rule.visible(i, in.length, in.T); };
+    if (att) return rows_of(att, in.first, in.T - in.first, in.T, visible);
+    AlignedVector<float> block;
+    for (int first = in.first; first < in.T; first += map_block_rows) {
+        const int rows = std::min(map_block_rows, in.T - first);
+        int keys = 0;  // the most any of the rows sees: the later keys are masked for all of them
+        for (int i = first; i < first + rows; ++i) keys = std::max(keys, visible(i).end);
+        block.resize(static_cast<size_t>(rows) * keys);
+        rows_of(block.data(), first, rows, keys, [&](int i) {
+            const ops::KeyRange seen = visible(i);
+            return ops::KeyRange{std::min(seen.begin, keys), std::min(seen.end, keys)};
+        });
+    }
+}
+
 }  // namespace
 
-// From qkv_ (the R rows): this layer's keys and values into `store`, att
-// (B, NH, T, T) weights of the computed query rows and y_ (R, Qw), heads
-// merged.
+// From qkv_ (the R rows): this layer's keys and values into `store`, at.att
+// (B, NH, T, T) weights of the computed query rows (none where it is null:
+// blocks of rows, AttentionOptions::maps), each row's summary where asked,
+// and y_ (R, Qw), heads merged.
 // transpose: head h of Q is the (rows, hs) block at column h*hs of qkv_,
 // read in place; RoPE rotates each new row of Q and K by its position; K and
 // V rows go to the store, whose T rows per text (the reused ones included)
@@ -62,14 +113,12 @@ void attention_head_by_loop(const HeadBlock& q, const HeadBlock& k, const HeadBl
 // contiguous; head h is then the flat floats [h*T*hs, (h+1)*T*hs) of a text,
 // whatever tokens they belong to, RoPE rotating its row r by position r, and
 // y (B, NH, T, hs) is read back as (B, T, Qw) unchanged.
-void CpuForward::attention(const Model& model, const Batch& batch, const AttentionOptions& model_options,
-                           const HeadSplit& split, PrefixCache& store, int layer, float* att, Heads heads) {
+void CpuForward::attention(const Model& model, const Batch& batch, const AttentionOptions& options,
+                           const HeadSplit& split, PrefixCache& store, const LayerAt& at, Heads heads,
+                           AttentionResult& result) {
     const Config& cfg = model.config;
-    const AttentionOptions options = layer_options(cfg, model_options, layer);
-    const int B = batch.B(), T = batch.T(), NH = split.NH, NKV = split.NKV, hs = split.hs;
+    const int layer = at.layer, B = batch.B(), T = batch.T(), NH = split.NH, NKV = split.NKV, hs = split.hs;
     const int Qw = split.q_width(), KVw = split.kv_width(), width = Qw + 2 * KVw;
-    const float scale = score_scale(options.scale, cfg, hs), softcap = cfg.attention_softcap;
-    const float* sinks = model.layers[layer].sinks;  // gpt-oss's logit per head, else none
     const bool naive = options.split == Split::naive_view;
     const RopeTable table =
         cfg.positions == Positions::rotary ? rope_table(layer_rope(cfg, layer), hs, T) : RopeTable{};
@@ -112,7 +161,7 @@ void CpuForward::attention(const Model& model, const Batch& batch, const Attenti
         }
         const size_t layer_floats = static_cast<size_t>(store.capacity) * 2 * KVw;
         for (int b = 0; b < B; ++b) {
-            float* kv = store.kv[b].data() + layer * layer_floats;
+            float* kv = store.kv[b].data() + stored_layer(layer) * layer_floats;
             for (int t = begin_[b]; t < T; ++t)
                 std::copy_n(qkv_.data() + static_cast<size_t>(first_row_[b] + t - begin_[b]) * width + Qw, 2 * KVw,
                             kv + static_cast<size_t>(t) * 2 * KVw);
@@ -122,36 +171,40 @@ void CpuForward::attention(const Model& model, const Batch& batch, const Attenti
         v_part = {nullptr, 2 * KVw};
     }
 
+    const ScoreRule rule = score_rule(model, options, layer, hs);
+    RowSummaries* summaries = at.slot >= 0 && options.summaries ? &result.summaries : nullptr;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; ++b) {
         for (int h = 0; h < NH; ++h) {
             const int length = static_cast<int>(batch.token_ids[b].size()), first = begin_[b];
             const int kv = h / split.group();
-            const HeadBlock q = block(q_part, b, h);
             HeadBlock k, v;
             if (naive) {
                 k = block(k_part, b, kv);
                 v = block(v_part, b, kv);
             } else {
-                float* stored = store.kv[b].data() + layer * static_cast<size_t>(store.capacity) * 2 * KVw;
+                float* stored =
+                    store.kv[b].data() + stored_layer(layer) * static_cast<size_t>(store.capacity) * 2 * KVw;
                 k = {stored + kv * hs, 2 * KVw};
                 v = {stored + KVw + kv * hs, 2 * KVw};
             }
-            const HeadBlock y = block(y_part, b, h);
-            const auto visible = [&](int i) {
-                return ops::KeyRange{visible_begin(options, i), visible_end(options, i, length, T)};
-            };
-            float* att_rows = att + ((static_cast<size_t>(b) * NH + h) * (T - first_held_) + first - first_held_) * T;
             const float* bias = position_bias_.empty() ? nullptr : position_bias_.data() + h * (2 * T - 1) + T - 1;
-            const float sink = sinks ? sinks[h] : -std::numeric_limits<float>::infinity();
-            if (heads == Heads::loop) {
-                attention_head_by_loop(q, k, v, y, att_rows, first, T - first, T, hs, scale, visible, bias, softcap,
-                                       sink);
-            } else {
-                ops::attention_head(q.data, q.stride, k.data, k.stride, v.data, v.stride, y.data, y.stride, att_rows,
-                                    first, T - first, T, hs, scale, visible, bias, softcap, sink);
-            }
+            const HeadInputs in{
+                block(q_part, b, h), k, v, block(y_part, b, h), first, T, hs, length, h, rule, bias, heads};
+            float* att_rows =
+                at.att ? at.att + ((static_cast<size_t>(b) * NH + h) * (T - first_held_) + first - first_held_) * T
+                       : nullptr;
+            attend_head(in, att_rows, summaries, ((static_cast<size_t>(at.slot) * B + b) * NH + h) * T);
         }
+    }
+}
+
+void CpuForward::keep_queries_keys(const HeadSplit& split, size_t slot, AttentionResult& result) const {
+    const size_t Qw = split.q_width(), KVw = split.kv_width(), width = Qw + 2 * KVw, R = rows_;
+    for (size_t r = 0; r < R; ++r) {
+        const float* row = qkv_.data() + r * width;
+        std::copy_n(row, Qw, result.queries.data() + (slot * R + r) * Qw);
+        std::copy_n(row + Qw, KVw, result.keys.data() + (slot * R + r) * KVw);
     }
 }
 

@@ -70,7 +70,7 @@ void CpuForward::check_attention(int layer, const float* att, int B, int NH, int
         for (int h = 0; h < NH; ++h) {
             const size_t rows = static_cast<size_t>(T - begin_[b]);
             const size_t first = (static_cast<size_t>(b) * NH + h) * (T - first_held_) + begin_[b] - first_held_;
-            bool finite = ops::all_finite(att + first * T, rows * T);
+            bool finite = !att || ops::all_finite(att + first * T, rows * T);  // null: no map held, its output tells
             for (size_t r = 0; r < rows && finite; ++r)
                 finite = ops::all_finite(y_.data() + (first_row_[b] + r) * Qw + h * hs, hs);
             if (!finite)
@@ -157,8 +157,9 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
     const size_t rows = static_cast<size_t>(rows_);
     const size_t lens_slots = options.lens_k ? result.layers.size() : 0;
     PrefixCache& store = cache ? *cache : own_cache_;
+    one_layer_store_ = !cache && options.maps != Maps::full;
     if (options.split == Split::transpose)
-        reserve_kv(store, B, layers_run, T, 2 * split.kv_width(), cfg.n_positions, begin_);
+        reserve_kv(store, B, one_layer_store_ ? 1 : layers_run, T, 2 * split.kv_width(), cfg.n_positions, begin_);
     reserve_buffers(cfg, batch, options, split, layers_run, result.layers.size());
 
     for (int b = 0; b < B; ++b) embed_text(model, batch, b, begin_[b], x_.data() + first_row_[b] * C);
@@ -168,7 +169,9 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
         report_progress(progress, "computing layers", l, layers_run, ProgressUnit::steps);
         if (keep_layer_inputs_) std::copy_n(x_.data(), rows * C, layer_inputs_.data() + l * rows * C);
         const bool returned = slot < result.layers.size() && result.layers[slot] == l;
-        float* att = returned ? result.weights.data() + slot * map_floats : scratch_att_.data();
+        float* att = options.maps != Maps::full ? nullptr
+                     : returned                 ? result.weights.data() + slot * map_floats
+                                                : scratch_att_.data();
         // Everything after the last layer's attention is not needed, but a layer of experts' routes are.
         const bool last = !every_layer && !cfg.has_experts() && l == layers_run - 1;
         run_layer(model, batch, options, split, store, {l, returned ? static_cast<int>(slot) : -1, att, last}, heads,
@@ -213,9 +216,11 @@ void CpuForward::reserve_buffers(const Config& cfg, const Batch& batch, const At
     if (options.split == Split::naive_view) reserve_floats(qkv_contiguous_, rows * qkv_width);
     reserve_floats(y_, rows * split.q_width());
     if (sublayers_apart(cfg)) reserve_floats(out_, rows * C);
+    // A dense MLP's chunks of rows (mlp); an expert's rows, as many as R.
     const size_t hidden = std::max(cfg.mlp_size(), cfg.expert_mlp_dim);
-    reserve_floats(hidden_, rows * hidden);
-    if (gated(cfg.mlp)) reserve_floats(up_, rows * hidden);
+    const size_t hidden_rows = cfg.has_experts() ? rows : std::min(rows, static_cast<size_t>(mlp_chunk_rows));
+    reserve_floats(hidden_, hidden_rows * hidden);
+    if (gated(cfg.mlp)) reserve_floats(up_, hidden_rows * hidden);
     if (cfg.has_experts()) {
         const size_t choices = rows * cfg.experts_per_token;
         reserve_floats(router_logits_, rows * cfg.n_experts);
@@ -224,7 +229,7 @@ void CpuForward::reserve_buffers(const Config& cfg, const Batch& batch, const At
         reserve_floats(expert_in_, rows * C);
         reserve_floats(experts_out_, rows * C);
     }
-    if (returned_layers < static_cast<size_t>(layers_run)) {
+    if (returned_layers < static_cast<size_t>(layers_run) && options.maps == Maps::full) {
         reserve_floats(scratch_att_, map_floats);
         if (cfg.is_encoder_decoder()) reserve_floats(scratch_cross_, map_floats / T * batch.S());
     }
@@ -256,7 +261,8 @@ void CpuForward::run_layer(const Model& model, const Batch& batch, const Attenti
     else
         normalize(cfg, x_.data(), w.ln_1_w, w.ln_1_b, ln_.data(), rows_);
     project_qkv(model, w);
-    attention(model, batch, options, split, store, l, at.att, heads);
+    attention(model, batch, options, split, store, at, heads, result);
+    if (at.slot >= 0 && options.maps == Maps::queries_and_keys) keep_queries_keys(split, at.slot, result);
     check_attention(l, at.att, B, split.NH, T, split.hs);
     if (patching_) patch_attention(PatchKind::pattern, split, store, l, at.att);
     knock_out(options, batch, split, l);
@@ -371,20 +377,27 @@ void activate(Mlp mlp, float* x, size_t n) {
 
 }  // namespace
 
-// ln_ (R, C) -> the MLP's output, added into x_ (sublayer_output).
+// ln_ (R, C) -> the MLP's output, added into x_ (sublayer_output), over
+// chunks of mlp_chunk_rows rows: a long text's hidden layer then takes
+// mlp_chunk_rows x F floats, not R x F.
 void CpuForward::mlp(const Config& cfg, const LayerWeights& w) {
-    const int C = cfg.n_embd, F = cfg.mlp_size(), rows = rows_;
-    const size_t hidden = static_cast<size_t>(rows) * F;
-    if (gated(cfg.mlp)) {
-        linear(ln_.data(), rows, w.gate, nullptr, hidden_.data(), F);
-        linear(ln_.data(), rows, w.fc, w.fc_b, up_.data(), F);
-        activate(cfg.mlp, hidden_.data(), hidden);
-        ops::times(hidden_.data(), up_.data(), hidden);
-    } else {
-        linear(ln_.data(), rows, w.fc, w.fc_b, hidden_.data(), F);
-        activate(cfg.mlp, hidden_.data(), hidden);
+    const int C = cfg.n_embd, F = cfg.mlp_size();
+    for (int first = 0; first < rows_; first += mlp_chunk_rows) {
+        const int rows = std::min(mlp_chunk_rows, rows_ - first);
+        const size_t hidden = static_cast<size_t>(rows) * F;
+        const float* in = ln_.data() + static_cast<size_t>(first) * C;
+        if (gated(cfg.mlp)) {
+            linear(in, rows, w.gate, nullptr, hidden_.data(), F);
+            linear(in, rows, w.fc, w.fc_b, up_.data(), F);
+            activate(cfg.mlp, hidden_.data(), hidden);
+            ops::times(hidden_.data(), up_.data(), hidden);
+        } else {
+            linear(in, rows, w.fc, w.fc_b, hidden_.data(), F);
+            activate(cfg.mlp, hidden_.data(), hidden);
+        }
+        linear(hidden_.data(), rows, w.fc_proj, w.fc_proj_b, sublayer_output(cfg) + static_cast<size_t>(first) * C, C,
+               /*accumulate=*/!sublayers_apart(cfg));
     }
-    linear(hidden_.data(), rows, w.fc_proj, w.fc_proj_b, sublayer_output(cfg), C, /*accumulate=*/!sublayers_apart(cfg));
 }
 
 namespace {

@@ -54,13 +54,8 @@ void CpuForward::contribute(const Model& model, const Batch& batch, const Attent
     }
     if (at.slot < 0) return;
 
-    // qkv_ holds every row's queries and keys as the scores read them.
     const size_t slot = static_cast<size_t>(at.slot);
-    for (size_t r = 0; r < R; ++r) {
-        const float* row = qkv_.data() + r * width;
-        std::copy_n(row, Qw, result.queries.data() + (slot * R + r) * Qw);
-        std::copy_n(row + Qw, KVw, result.keys.data() + (slot * R + r) * KVw);
-    }
+    keep_queries_keys(split, slot, result);
     const Matrix& w_o = model.layers[at.layer].attn_proj;
     std::vector<float> rows(static_cast<size_t>(hs) * C);  // (hs, C): W_O^h
     for (int h = 0; h < NH; ++h) {

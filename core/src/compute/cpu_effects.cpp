@@ -98,7 +98,7 @@ void CpuForward::head_effects(const Model& model, const Batch& batch, const Atte
     // others go to the scratch maps, as the reruns' do), no lens or contributions.
     AttentionOptions grid = options;
     grid.layers = {model.config.n_layer - 1}, grid.top_k = 1, grid.lens_k = 0, grid.contributions = false;
-    grid.capture_outputs = false, grid.new_rows_only = false;
+    grid.capture_outputs = false, grid.new_rows_only = false, grid.maps = Maps::full, grid.summaries = false;
     AttentionResult result;
     keep_layer_inputs_ = true;
     try {

@@ -45,6 +45,7 @@ int first_changed_row(const std::vector<int32_t>& clean, const std::vector<int32
 AttentionOptions source_options(AttentionOptions options) {
     options.layers = {}, options.top_k = 1, options.lens_k = 0, options.contributions = false;
     options.new_rows_only = false, options.capture_outputs = true;
+    options.maps = Maps::full, options.summaries = false;  // the runs patched read every layer's maps and keys
     return options;
 }
 

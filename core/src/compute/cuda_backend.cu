@@ -133,6 +133,8 @@ private:
         if (options.top_k > 0 || options.lens_k > 0)
             return "the CUDA backend computes no predictions or logit lens yet";
         if (cache) return "the CUDA backend keeps no prefix cache yet";
+        if (options.maps != Maps::full || options.summaries)
+            return "the CUDA backend keeps every map and computes no summaries yet";
         return "";
     }
 

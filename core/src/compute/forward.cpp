@@ -6,6 +6,7 @@
 #include <string>
 
 #include "headscope/base/error.h"
+#include "headscope/compute/attention_maps.h"
 #include "headscope/compute/cpu_ops.h"
 #include "headscope/compute/matmul.h"
 
@@ -272,6 +273,8 @@ void validate_forward(const Model& model, const Batch& batch, const AttentionOpt
         if (l <= previous) throw Error("layers must be ascending and unique");
         previous = l;
     }
+    check_maps_options(cfg, options);
+    if (options.maps != Maps::full) return;  // blocks of rows: no T x T map
     // Every returned map is kept: heads = C at a long T would ask for tens of GB.
     const double layers = options.layers.empty() ? cfg.n_layer : options.layers.size();
     // An encoder–decoder also keeps its encoder's maps (S x S) and its cross-attention's (T x S).
@@ -309,7 +312,9 @@ void set_up_result(const Config& config, const Batch& batch, const AttentionOpti
     if (result.layers.empty())
         for (int l = 0; l < config.n_layer; ++l) result.layers.push_back(l);
     const size_t slots = result.layers.size();
-    result.weights.resize(slots * B * result.NH * (T - first_row) * T);
+    result.maps = options.maps;
+    result.weights.resize(options.maps == Maps::full ? slots * B * result.NH * (T - first_row) * T : 0);
+    result.summaries.assign(options.summaries ? slots * B * result.NH * T : 0);
     result.outputs.resize(options.capture_outputs ? slots * B * T * split.q_width() : 0);
     result.fully_masked.resize(static_cast<size_t>(B) * T);
     result.top_k = options.top_k;
@@ -341,8 +346,9 @@ void set_up_result(const Config& config, const Batch& batch, const AttentionOpti
     result.S = batch.S();
     result.cross_weights.resize(config.is_encoder_decoder() ? slots * B * result.NH * (T - first_row) * result.S : 0);
     if (!config.is_encoder_decoder()) result.encoder.reset();
-    result.queries.resize(maps ? slots * rows * split.q_width() : 0);
-    result.keys.resize(maps ? slots * rows * split.kv_width() : 0);
+    const size_t kept = maps || options.maps == Maps::queries_and_keys ? slots * rows : 0;
+    result.queries.resize(kept * split.q_width());
+    result.keys.resize(kept * split.kv_width());
     for (int b = 0; b < B; ++b) {
         const int length = static_cast<int>(batch.token_ids[b].size());
         for (int t = 0; t < T; ++t)

@@ -112,9 +112,10 @@ Json attention_metadata(const Model& model, const std::string& backend, const st
         parts.push_back("final norm shift");
         metadata["logit_part_names"] = parts;
     }
-    // Each head's sink mass (heatmap.h): the weight its rows give key 0.
+    metadata["maps"] = to_string(result.maps);
+    // Each head's sink mass (heatmap.h): the weight its rows give key 0 (without maps: summaries' first_key).
     Json sinks = Json::array();
-    for (size_t slot = 0; slot < result.layers.size(); ++slot) {
+    for (size_t slot = 0; slot < result.layers.size() && result.maps == Maps::full; ++slot) {
         Json layer = Json::array();
         for (int b = 0; b < result.B; ++b) {
             Json heads = Json::array();
@@ -124,8 +125,10 @@ Json attention_metadata(const Model& model, const std::string& backend, const st
         }
         sinks.push_back(layer);
     }
-    metadata["sink_mass"] = sinks;
-    if (model.config.attention_sinks) metadata["sink_weight"] = learned_sink_weights(result);
+    if (result.maps == Maps::full) {
+        metadata["sink_mass"] = sinks;
+        if (model.config.attention_sinks) metadata["sink_weight"] = learned_sink_weights(result);
+    }
     if (!result.ablated.empty()) {
         Json heads = Json::array();
         for (const HeadRef& h : result.ablated) heads.push_back({h.layer, h.head});
@@ -227,7 +230,8 @@ double median(std::vector<double> values) {
 
 }  // namespace
 
-void write_attention_json(std::ostream& out, const Json& metadata, const AttentionResult& result) {
+void write_attention_json(std::ostream& out, const Json& metadata, const AttentionResult& result,
+                          const MapsOnDemand* on_demand) {
     const size_t dims[5] = {result.layers.size(), static_cast<size_t>(result.B), static_cast<size_t>(result.NH),
                             static_cast<size_t>(result.T - result.first_row), static_cast<size_t>(result.T)};
     out << open_object(metadata);  // the attention arrays go last
@@ -240,10 +244,24 @@ void write_attention_json(std::ostream& out, const Json& metadata, const Attenti
         out << ",\"cross_attention\":";
         write_nested(out, result.cross_weights.data(), cross, 5);
         out << ",\"decoder_attention\":";
-    } else {
+        write_nested(out, result.weights.data(), dims, 5);
+    } else if (on_demand) {
+        const size_t shown[5] = {dims[0], dims[1], dims[2], on_demand->rows, on_demand->cols};
         out << ",\"attention\":";
+        write_nested(out, on_demand->values.data(), shown, 5);
+    } else if (result.maps == Maps::full) {
+        out << ",\"attention\":";
+        write_nested(out, result.weights.data(), dims, 5);
     }
-    write_nested(out, result.weights.data(), dims, 5);
+    if (!result.summaries.entropy.empty()) {
+        const size_t rows[4] = {dims[0], dims[1], dims[2], static_cast<size_t>(result.T)};
+        out << ",\"summaries\":{";
+        for (const SummaryField& field : summary_fields) {
+            out << (field.values == summary_fields[0].values ? "\"" : ",\"") << field.name << "\":";
+            write_nested(out, (result.summaries.*field.values).data(), rows, 4);
+        }
+        out << '}';
+    }
     if (!result.rollout.empty()) {  // options.contributions
         const size_t B = result.B, T = result.T, NH = result.NH, L = result.L;
         out << ",\"value_weighted\":";
@@ -309,9 +327,17 @@ void write_generation_json(std::ostream& out, const Json& metadata, const Tokeni
     out << "]}\n";
 }
 
-void write_attention_npy(std::ostream& out, const AttentionResult& result) {
-    write_npy(out, result.weights,
-              {static_cast<int64_t>(result.layers.size()), result.B, result.NH, result.T - result.first_row, result.T});
+void write_attention_npy(std::ostream& out, const AttentionResult& result, const MapsOnDemand* on_demand) {
+    const auto layers = static_cast<int64_t>(result.layers.size());
+    if (on_demand)
+        return write_npy(out, on_demand->values,
+                         {layers, result.B, result.NH, static_cast<int64_t>(on_demand->rows),
+                          static_cast<int64_t>(on_demand->cols)});
+    write_npy(out, result.weights, {layers, result.B, result.NH, result.T - result.first_row, result.T});
+}
+
+void write_summary_npy(std::ostream& out, const AttentionResult& result, const std::vector<float>& values) {
+    write_npy(out, values, {static_cast<int64_t>(result.layers.size()), result.B, result.NH, result.T});
 }
 
 }  // namespace headscope

@@ -29,6 +29,15 @@ inline constexpr Choices<Split, 2> split_choices = {
 enum class Ablation { zero, mean };
 inline constexpr Choices<Ablation, 2> ablation_choices = {"ablation", {"zero", "mean"}, {"zero", "mean over the text"}};
 
+// What a forward keeps of each returned layer's attention: every head's
+// T x T map (the default); or no map but each layer's queries and keys, from
+// which attention_maps.h recomputes any map, region or pooled map on demand;
+// or nothing of it (the summaries alone, where asked). Without maps the
+// attention runs over blocks of query rows, so a long text needs no T x T memory.
+enum class Maps { full, queries_and_keys, none };
+inline constexpr Choices<Maps, 3> maps_choices = {
+    "maps", {"full", "queries-and-keys", "none"}, {"every map", "queries and keys", "none"}};
+
 // A query head of a layer, in the forward's split.
 struct HeadRef {
     int layer = 0, head = 0;
@@ -88,6 +97,13 @@ struct AttentionOptions {
     // attribution is to the top token), the view + transpose split and no
     // prefix reuse.
     bool contributions = false;
+    // Long texts: what is kept of the maps (Maps), and whether each returned
+    // layer's row summaries (AttentionResult::summaries) are computed, in the
+    // attention's pass. Anything but Maps::full needs the view + transpose
+    // split, no contributions and a decoder or an encoder (not an
+    // encoder–decoder); such a forward reuses no prefix.
+    Maps maps = Maps::full;
+    bool summaries = false;
 };
 // Every field equal (not defaulted: the CUDA translation unit is C++17).
 bool operator==(const AttentionOptions& a, const AttentionOptions& b);
@@ -129,6 +145,21 @@ struct Batch {
     int32_t token_type(int b, int t) const;  // text b's token t's type, 0 past its end
 };
 
+// Each query row's weights w over the keys k, summed up: the entropy -sum w
+// ln w (nats), the weight on key 0 (first_key) and on key q - 1
+// (previous_key, 0 for q = 0), the largest weight (max) and the mean
+// distance sum w (q - k). All 0 for a fully masked row. Each (layers.size(),
+// B, NH, T), at ((slot * B + b) * NH + h) * T + q.
+struct RowSummary {
+    float entropy = 0, first_key = 0, previous_key = 0, max = 0, distance = 0;
+};
+struct RowSummaries {
+    std::vector<float> entropy, first_key, previous_key, max, distance;
+    void assign(size_t rows);  // that many rows of zeros, or none
+    void put(size_t at, const RowSummary& summary);
+    RowSummary at(size_t at) const;
+};
+
 struct AttentionResult {
     int B = 0, T = 0, NH = 0, hs = 0;
     int NKV = 0;                        // key/value heads: NH / NKV query heads share each
@@ -137,6 +168,8 @@ struct AttentionResult {
     AlignedVector<float> weights;       // (layers.size(), B, NH, T - first_row, T); fully masked rows are 0
     std::vector<uint8_t> fully_masked;  // (B, T): 1 where a query row had no key to attend to
     AlignedVector<float> outputs;       // (layers.size(), B, T, NH * hs) attention output before c_proj, if asked
+    Maps maps = Maps::full;             // options.maps: weights is empty unless full
+    RowSummaries summaries;             // with options.summaries, else empty
 
     // With options.top_k = K > 0 (else these four are empty, whatever
     // lens_k): at each text's position t < its length, the K most likely tokens at t + 1 (an encoder's: at t itself,
@@ -203,7 +236,9 @@ struct AttentionResult {
     // (L, B, T) where each attention's output is normed (OLMo 2): that norm's rms there; else empty.
     std::vector<float> attention_output_scale;
     // Each returned layer's queries and keys as the scores read them (after
-    // qk-norm and RoPE), in the split's heads: why a head attends.
+    // qk-norm and RoPE), in the split's heads: why a head attends (with
+    // options.contributions), and what maps on demand are computed from (with
+    // Maps::queries_and_keys).
     AlignedVector<float> queries;  // (layers.size(), B, T, NH * hs)
     AlignedVector<float> keys;     // (layers.size(), B, T, NKV * hs)
     int parts() const { return 2 * L + 2; }
@@ -279,6 +314,8 @@ Scale own_scale(bool scaled_scores);
 bool parse_on_off(std::string_view option, std::string_view word);  // "on" or "off"; `option` names it in errors
 Scale parse_scale(std::string_view word);
 Ablation parse_ablation(std::string_view word);
+Maps parse_maps(std::string_view word);
+const char* to_string(Maps maps);
 // "L.H,L.H,..." as ascending unique heads (empty: none); throws Error naming the item that is not a head.
 std::vector<HeadRef> parse_heads(std::string_view words);
 std::vector<ExpertRef> parse_experts(std::string_view words);  // "L.E,L.E,...", as parse_heads

@@ -28,7 +28,8 @@ namespace headscope {
 
 class CpuForward {
 public:
-    static constexpr int unembed_chunk = 64;  // rows read out through the output embedding at a time
+    static constexpr int unembed_chunk = 64;     // rows read out through the output embedding at a time
+    static constexpr int mlp_chunk_rows = 4096;  // rows through a dense MLP at a time
 
     enum class Heads { batched, loop };
 
@@ -56,7 +57,8 @@ public:
 
 private:
     // A layer of the loop: its index, its slot among the returned layers (-1:
-    // not returned), where its maps go, and whether it is the last one needed.
+    // not returned), where its maps go (null: none is held, AttentionOptions::maps),
+    // and whether it is the last one needed.
     struct LayerAt {
         int layer, slot;
         float* att;
@@ -88,7 +90,10 @@ private:
                            int cell, AttentionResult& result, HeadEffects& effects);
     void project_qkv(const Model& model, const LayerWeights& w);
     void attention(const Model& model, const Batch& batch, const AttentionOptions& options, const HeadSplit& split,
-                   PrefixCache& store, int layer, float* att, Heads heads);
+                   PrefixCache& store, const LayerAt& at, Heads heads, AttentionResult& result);
+    // qkv_'s queries and keys (after the attention's RoPE) into the result's
+    // queries and keys at the returned layer's `slot` (every row computed).
+    void keep_queries_keys(const HeadSplit& split, size_t slot, AttentionResult& result) const;
     void mlp(const Config& config, const LayerWeights& w);
     // A layer of experts' MLP in mlp's place (cpu_experts.cpp): ln_ (R, C)
     // -> the chosen experts' weighted outputs, added into x_
@@ -122,6 +127,10 @@ private:
     int rows_ = 0;                // R
     int first_held_ = 0;          // the first query row the maps hold (AttentionResult::first_row)
     PrefixCache own_cache_;       // the keys and values when the caller keeps no cache
+    // A long text's forward without maps and without a cache keeps one
+    // layer's keys and values at a time (every layer's: 2 GB at 32k tokens of a 1B model).
+    bool one_layer_store_ = false;
+    size_t stored_layer(int layer) const { return one_layer_store_ ? 0 : static_cast<size_t>(layer); }
 
     AlignedVector<float> x_;               // (R, C) residual stream
     AlignedVector<float> ln_;              // (R, C) norm output
@@ -130,8 +139,8 @@ private:
     AlignedVector<float> qkv_contiguous_;  // (B, T, Qw), (B, T, KVw) twice: naive-view only
     AlignedVector<float> y_;               // (R, Qw) attention output, heads merged
     AlignedVector<float> out_;             // (R, C) a sublayer's output before its output norm (OLMo 2)
-    AlignedVector<float> hidden_;          // (R, F) MLP hidden (SwiGLU: the gate)
-    AlignedVector<float> up_;              // (R, F) SwiGLU's up projection
+    AlignedVector<float> hidden_;          // (mlp_chunk_rows, F) MLP hidden (SwiGLU: the gate); experts': (R, F)
+    AlignedVector<float> up_;              // as hidden_: SwiGLU's up projection
     // A layer of experts (mix_experts): the router's logits, each row's
     // choices (choice i is row i / k's), the choices of each expert in turn,
     // an expert's input rows (then its output), and the layer's output.

@@ -159,22 +159,21 @@ struct KeyRange {
     int begin, end;
 };
 
-// One head, `rows` queries (positions first_query on) over `keys` keys:
-// att (rows, keys) = softmax(scale (Q K^T + bias)) with key j visible to
-// query i for j in visible(i), a KeyRange; y (rows, hs) = att V. Q and y
-// hold the queries' rows, K and V all the keys' rows, each with its own row
-// stride, so the caller picks the split. `bias`, if not null, is T5's
-// position bias centred on distance 0: bias[j - i] on key j's score for query i.
-// `softcap` and `sink`: masked_softmax_row's.
+// One head's weights, `rows` queries (positions first_query on) over `keys`
+// keys: att (rows, keys) = softmax(scale (Q K^T + bias)) with key j visible
+// to query i for j in visible(i), a KeyRange. Q holds the queries' rows, K
+// all the keys' rows, each with its own row stride, so the caller picks the
+// split. `bias`, if not null, is T5's position bias centred on distance 0:
+// bias[j - i] on key j's score for query i. `softcap` and `sink`:
+// masked_softmax_row's. The one way a score row is built: the forward and
+// the maps recomputed on demand (attention_maps.h) both call it.
 template <typename S, typename Visible>
-void attention_head(const S* q, int q_stride, const S* k, int k_stride, const S* v, int v_stride, S* y, int y_stride,
-                    S* att, int first_query, int rows, int keys, int hs, S scale, Visible visible,
-                    const S* bias = nullptr, S softcap = 0, S sink = -std::numeric_limits<S>::infinity()) {
-    ConstStridedMap<S> Q(q, rows, hs, Eigen::OuterStride<>(q_stride));
-    ConstStridedMap<S> K(k, keys, hs, Eigen::OuterStride<>(k_stride));
-    ConstStridedMap<S> V(v, keys, hs, Eigen::OuterStride<>(v_stride));
-    MatrixMap<S> A(att, rows, keys);
-    A.noalias() = Q * K.transpose();
+void attention_weights(const S* q, int q_stride, const S* k, int k_stride, S* att, int first_query, int rows, int keys,
+                       int hs, S scale, Visible visible, const S* bias = nullptr, S softcap = 0,
+                       S sink = -std::numeric_limits<S>::infinity()) {
+    MatrixMap<S>(att, rows, keys).noalias() =
+        ConstStridedMap<S>(q, rows, hs, Eigen::OuterStride<>(q_stride)) *
+        ConstStridedMap<S>(k, keys, hs, Eigen::OuterStride<>(k_stride)).transpose();
     for (int r = 0; r < rows; ++r) {
         S* scores = att + static_cast<size_t>(r) * keys;
         const int i = first_query + r;
@@ -183,7 +182,17 @@ void attention_head(const S* q, int q_stride, const S* k, int k_stride, const S*
         const KeyRange range = visible(i);
         masked_softmax_row(scores, range.begin, range.end, keys, scale, softcap, sink);
     }
-    StridedMap<S>(y, rows, hs, Eigen::OuterStride<>(y_stride)).noalias() = A * V;
+}
+
+// One head: attention_weights into att (rows, keys), then y (rows, hs) = att V,
+// V holding all the keys' rows and y the queries', each with its row stride.
+template <typename S, typename Visible>
+void attention_head(const S* q, int q_stride, const S* k, int k_stride, const S* v, int v_stride, S* y, int y_stride,
+                    S* att, int first_query, int rows, int keys, int hs, S scale, Visible visible,
+                    const S* bias = nullptr, S softcap = 0, S sink = -std::numeric_limits<S>::infinity()) {
+    attention_weights(q, q_stride, k, k_stride, att, first_query, rows, keys, hs, scale, visible, bias, softcap, sink);
+    StridedMap<S>(y, rows, hs, Eigen::OuterStride<>(y_stride)).noalias() =
+        MatrixMap<S>(att, rows, keys) * ConstStridedMap<S>(v, keys, hs, Eigen::OuterStride<>(v_stride));
 }
 
 }  // namespace headscope::ops

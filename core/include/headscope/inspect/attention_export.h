@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "headscope/base/aligned.h"
 #include "headscope/compute/attention.h"
 #include "headscope/compute/generate.h"
 #include "headscope/model/model.h"
@@ -41,13 +42,37 @@ nlohmann::ordered_json attention_metadata(const Model& model, const std::string&
                                           const std::vector<std::vector<int32_t>>& token_ids,
                                           const AttentionResult& result, const AttentionTimings& timings);
 
+// The row summaries' fields (RowSummaries) by the names the JSON and the
+// .npy files give them, in order.
+struct SummaryField {
+    const char* name;
+    std::vector<float> RowSummaries::*values;
+};
+inline constexpr SummaryField summary_fields[] = {{"entropy", &RowSummaries::entropy},
+                                                  {"first_key", &RowSummaries::first_key},
+                                                  {"previous_key", &RowSummaries::previous_key},
+                                                  {"max", &RowSummaries::max},
+                                                  {"distance", &RowSummaries::distance}};
+
+// An "attention" array other than the forward's maps, computed on demand
+// from its queries and keys (attention_maps.h): (layers, B, NH, rows, cols),
+// a region of every map or every map pooled.
+struct MapsOnDemand {
+    AlignedVector<float> values;
+    size_t rows = 0, cols = 0;
+};
+
 // `metadata` with "attention" last: the (layers, B, NH, T, T) weights as
 // nested arrays, streamed (as json values they would take many times the
 // tensor's memory), and a newline. An encoder–decoder's, in its place:
 // "encoder_attention" (L_enc, B, NH, S, S), "cross_attention" (layers, B, NH,
-// T, S) and "decoder_attention" (layers, B, NH, T, T). The caller checks `out` for errors
-// (write_file_atomically does).
-void write_attention_json(std::ostream& out, const nlohmann::ordered_json& metadata, const AttentionResult& result);
+// T, S) and "decoder_attention" (layers, B, NH, T, T). With `on_demand`,
+// "attention" is that array instead; without it and without maps
+// (Maps::full), there is none. With the summaries, then "summaries": each
+// summary_fields name's [layer][b][head][query]. The caller checks `out`
+// for errors (write_file_atomically does).
+void write_attention_json(std::ostream& out, const nlohmann::ordered_json& metadata, const AttentionResult& result,
+                          const MapsOnDemand* on_demand = nullptr);
 
 // headscope-cli generate's JSON: `metadata` (backend, backend_reason), then
 // n_head, layers, source_ids (an encoder–decoder's), prompt_ids, token_ids,
@@ -59,7 +84,10 @@ void write_attention_json(std::ostream& out, const nlohmann::ordered_json& metad
 void write_generation_json(std::ostream& out, const nlohmann::ordered_json& metadata, const Tokenizer& tokenizer,
                            const Generation& generation);
 
-// The weights as one float32 .npy of shape (layers, B, NH, T, T).
-void write_attention_npy(std::ostream& out, const AttentionResult& result);
+// The weights as one float32 .npy of shape (layers, B, NH, T, T), or
+// `on_demand`'s (layers, B, NH, rows, cols).
+void write_attention_npy(std::ostream& out, const AttentionResult& result, const MapsOnDemand* on_demand = nullptr);
+// A summary's values (summary_fields) as one float32 .npy of shape (layers, B, NH, T).
+void write_summary_npy(std::ostream& out, const AttentionResult& result, const std::vector<float>& values);
 
 }  // namespace headscope

@@ -1,0 +1,91 @@
+// headscope-cli attention's long texts: see cli_maps.h.
+#include "cli/cli_maps.h"
+
+#include <charconv>
+#include <string>
+#include <tuple>
+
+#include "headscope/base/error.h"
+#include "headscope/io/files.h"
+
+namespace headscope {
+
+CliOptions with_text_files(const CliOptions& opt) {
+    CliOptions with = opt;
+    for (const std::string& path : opt.text_files) with.texts.push_back(read_file(path, "--text-file"));
+    return with;
+}
+
+namespace {
+
+// "A:B" (A < B, both at least 0) as the range [A, B); anything else fails naming `flag`.
+void parse_range(const std::string& flag, const std::string& word, int& first, int& end) {
+    const size_t colon = word.find(':');
+    const auto number = [&](size_t from, size_t to, int& value) {
+        const auto [ptr, ec] = std::from_chars(word.data() + from, word.data() + to, value);
+        return from < to && ec == std::errc() && ptr == word.data() + to && value >= 0;
+    };
+    if (colon == std::string::npos || !number(0, colon, first) || !number(colon + 1, word.size(), end) || first >= end)
+        throw Error(flag + ": '" + word + "' is not a range FIRST:END of positions with FIRST < END");
+}
+
+}  // namespace
+
+MapsRequest maps_request(const CliOptions& opt) {
+    MapsRequest request;
+    if (opt.maps != "full" && opt.maps != "none") throw Error("--maps: expected full or none, got '" + opt.maps + "'");
+    request.none = opt.maps == "none";
+    request.rows_given = !opt.rows.empty(), request.cols_given = !opt.cols.empty();
+    if (request.rows_given) parse_range("--rows", opt.rows, request.region.row_begin, request.region.row_end);
+    if (request.cols_given) parse_range("--cols", opt.cols, request.region.col_begin, request.region.col_end);
+    if (opt.pool < 0 || (opt.pool == 0 && opt.pool_given))
+        throw Error("--pool: a map is pooled to at least 1 x 1 cells, not " + std::to_string(opt.pool));
+    request.pool = opt.pool;
+    request.pool_mode = opt.pool_mode;
+    if (opt.pool_mode_given && !request.pool) throw Error("--pool-mode needs --pool N");
+    if (request.pool && (request.rows_given || request.cols_given))
+        throw Error("--pool pools whole maps: it does not go with --rows or --cols");
+    if (request.none && request.on_demand())
+        throw Error("--maps none writes no maps: it does not go with --rows, --cols or --pool");
+    if (opt.contributions && request.forward_maps() != Maps::full)
+        throw Error("--contributions needs every map: it does not go with --maps none, --rows, --cols or --pool");
+    return request;
+}
+
+MapRegion region_for(const MapsRequest& request, int T) {
+    MapRegion region = request.region;
+    if (!request.rows_given) region.row_begin = 0, region.row_end = T;
+    if (!request.cols_given) region.col_begin = 0, region.col_end = T;
+    for (const auto& [flag, first, end] : {std::tuple{"--rows", region.row_begin, region.row_end},
+                                           std::tuple{"--cols", region.col_begin, region.col_end}})
+        if (end > T)
+            throw Error(std::string(flag) + " " + std::to_string(first) + ":" + std::to_string(end) +
+                        " reaches past the texts' " + std::to_string(T) + " positions");
+    return region;
+}
+
+std::optional<MapsOnDemand> maps_on_demand(const MapsRequest& request, const KeptForward& kept,
+                                           nlohmann::ordered_json& metadata) {
+    if (!request.on_demand()) return std::nullopt;
+    const int T = kept.result.T;
+    MapsOnDemand shown;
+    if (request.pool) {
+        int cells = 0;
+        shown.values = every_pooled_map(kept, request.pool, request.pool_mode, cells);
+        shown.rows = shown.cols = static_cast<size_t>(cells);
+        metadata["maps"] = "pooled";
+        metadata["pool"] = {{"cells", cells},
+                            {"step", (T + request.pool - 1) / request.pool},
+                            {"mode", word_of(pooling_choices, request.pool_mode)}};
+        return shown;
+    }
+    const MapRegion region = region_for(request, T);
+    shown.values = every_region(kept, region);
+    shown.rows = static_cast<size_t>(region.rows()), shown.cols = static_cast<size_t>(region.cols());
+    metadata["maps"] = "region";
+    metadata["rows"] = {region.row_begin, region.row_end};
+    metadata["cols"] = {region.col_begin, region.col_end};
+    return shown;
+}
+
+}  // namespace headscope

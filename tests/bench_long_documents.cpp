@@ -1,0 +1,119 @@
+// bench-engine's long documents: a Llama-3.2-1B-shaped BF16 checkpoint's
+// forward without maps, with its summaries, at 2,048, 8,192 and 32,768
+// tokens, against its products alone, and its peak memory against the file
+// and the keys and values it holds (docs/benchmarks.md, "Long documents").
+#include <benchmark/benchmark.h>
+#include <sys/resource.h>
+
+#include <chrono>
+#include <random>
+
+#include "bench_checkpoints.h"
+#include "bench_support.h"
+#include "headscope/compute/attention_maps.h"
+#include "headscope/compute/backend.h"
+#include "headscope/compute/cpu_ops.h"
+#include "headscope/compute/forward.h"
+#include "headscope/compute/matmul.h"
+#include "model_writer.h"
+
+using namespace headscope;
+using namespace headscope::test;
+
+namespace {
+
+// The CPU time this process has used, every thread's: on a shared machine
+// its share of the cores swings, and what a computation costs is its CPU time.
+double process_cpu_seconds() {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    const auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+// One layer's products alone, as a forward without maps computes them: the
+// seven projections over T rows (the model's own weights, converted as the
+// forward converts them) and each head's blocks of map_block_rows queries
+// times the keys they see (causal), then times the values. Seconds, and
+// the process's CPU seconds into `cpu`.
+double layer_products_seconds(const Model& model, int T, double& cpu) {
+    const double cpu_before = process_cpu_seconds();
+    const Config& c = model.config;
+    const LayerWeights& w = model.layers[0];
+    const HeadSplit s = head_split(c, 0);
+    AlignedVector<float> x(static_cast<size_t>(T) * c.mlp_size(), 0.01f), out(x.size());
+    const auto start = std::chrono::steady_clock::now();
+    for (const Matrix* m : {&w.q, &w.k, &w.v, &w.attn_proj, &w.gate, &w.fc})
+        linear(x.data(), T, *m, nullptr, out.data(), m->out);
+    linear(x.data(), T, w.fc_proj, nullptr, out.data(), c.n_embd);
+    using RowMajor = ops::RowMatrix<float>;
+    const RowMajor q = RowMajor::Constant(T, s.hs, 0.01f), k = q;
+#pragma omp parallel for schedule(dynamic)
+    for (int h = 0; h < s.NH; ++h) {
+        RowMajor scores, y;
+        for (int first = 0; first < T; first += map_block_rows) {
+            const int rows = std::min(map_block_rows, T - first), keys = first + rows;
+            scores.noalias() = q.middleRows(first, rows) * k.topRows(keys).transpose();
+            y.noalias() = scores * k.topRows(keys);
+        }
+    }
+    cpu = process_cpu_seconds() - cpu_before;
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// A long document on a Llama-3.2-1B-shaped BF16 checkpoint (its positions
+// raised to 32,768): the forward without maps and with every summary (as
+// attention --summaries --maps none), its time against its products alone
+// (layer_products_seconds times the layers), and its peak resident memory
+// against the file and the keys and values it holds. Args: T, layers (16;
+// 2 at 32,768 tokens, whose memory is the same but for the file and the
+// other layers' summaries, at a seventh of the time). Run one per process
+// (--benchmark_filter=BM_long_document/8192/), so that the peak is that run's.
+void BM_long_document(benchmark::State& state) {
+    static test::TempDir dir;
+    const int T = static_cast<int>(state.range(0)), layers = static_cast<int>(state.range(1));
+    const std::filesystem::path path = dir.path / ("llama-1b-long-" + std::to_string(layers));
+    if (!std::filesystem::exists(path)) {
+        nlohmann::json config = llama_config(layers, 2048, 32, 8, 8192, 128256);
+        config["max_position_embeddings"] = 32768;
+        write_random_checkpoint(path, config);
+    }
+    const Model model = load_model(path.string());
+    auto backend = make_cpu_backend();
+    backend->load_weights(model);
+    std::mt19937 rng(7);
+    const Batch batch{{random_ids(T, model.config.vocab_size, rng)}, model.config.pad_id()};
+    AttentionOptions options;
+    options.maps = Maps::none;
+    options.summaries = true;
+    AttentionResult result;
+    const double cpu_before = process_cpu_seconds();
+    for (auto _ : state) {
+        backend->forward(batch, options, result);
+        benchmark::DoNotOptimize(result.summaries.entropy.data());
+    }
+    const double forward_cpu = process_cpu_seconds() - cpu_before;
+    const double peak = peak_rss_mib();  // the forward's, before the products' own buffers
+    double products_cpu = 0;
+    const double products = layer_products_seconds(model, T, products_cpu) * model.config.n_layer;
+    state.counters["forward_cpu_s"] = forward_cpu;
+    state.counters["products_cpu_s"] = products_cpu * model.config.n_layer;
+    const HeadSplit s = head_split(model.config, 0);
+    const double file = static_cast<double>(model.file_bytes) / 1048576.0;
+    // Without a cache the forward holds one layer's keys and values at a time.
+    const double cache = double(T) * 2 * s.kv_width() * sizeof(float) / 1048576.0;
+    state.counters["products_s"] = products;
+    state.counters["file_MiB"] = file;
+    state.counters["kv_cache_MiB"] = cache;
+    state.counters["peak_rss_MiB"] = peak;
+    state.counters["peak_over_file_and_cache_MiB"] = peak - file - cache;
+}
+BENCHMARK(BM_long_document)
+    ->Args({2048, 16})
+    ->Args({8192, 16})
+    ->Args({32768, 2})
+    ->Unit(benchmark::kSecond)
+    ->UseRealTime()
+    ->Iterations(1);
+
+}  // namespace
