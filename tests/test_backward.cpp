@@ -153,7 +153,9 @@ TEST_P(Backward, GradientsMatchCentralDifferences) {
 
 // Each cell of an attribution grid is the reference's derivative of the
 // metric along that patch, (source - target activation), on the run being
-// patched, as a fraction of the clean - corrupted difference.
+// patched, as a fraction of the clean - corrupted difference. The reference
+// runs give every metric at once: each cell's pair of runs checks the three
+// metrics' grids.
 TEST_P(Backward, AttributionIsTheDerivativeAlongEachPatch) {
     PatchRequest request;
     request.answer = 300, request.wrong = 901, request.position = 7;
@@ -162,60 +164,69 @@ TEST_P(Backward, AttributionIsTheDerivativeAlongEachPatch) {
     const std::vector<double> corrupted = reference_metrics(checkpoint_, corrupted_, clean_, request, {}, options_);
     const Activations clean_run = record(checkpoint_, clean_, options_),
                       corrupted_run = record(checkpoint_, corrupted_, options_);
+    const std::vector<PatchMetric> metrics = {PatchMetric::logit_diff, PatchMetric::logprob, PatchMetric::loss};
     for (PatchDirection direction : {PatchDirection::denoise, PatchDirection::noise}) {
         const bool denoise = direction == PatchDirection::denoise;
         const Activations& from = denoise ? clean_run : corrupted_run;
         const Activations& to = denoise ? corrupted_run : clean_run;
         const std::vector<int32_t>& target = denoise ? corrupted_ : clean_;
-        for (PatchMetric metric : {PatchMetric::logit_diff, PatchMetric::logprob, PatchMetric::loss}) {
+        std::vector<Patching> got(metrics.size());  // in PatchMetric's order
+        for (PatchMetric metric : metrics) {
             request.metric = metric, request.direction = direction;
             const int m = static_cast<int>(metric);
-            Patching got;
-            attribution_patch(model_, clean_, corrupted_, options_, request, got);
-            EXPECT_NEAR(got.clean_metric, clean[m], 1e-4 * std::max(1.0, std::abs(clean[m])));
-            EXPECT_NEAR(got.corrupted_metric, corrupted[m], 1e-4 * std::max(1.0, std::abs(corrupted[m])));
-            ASSERT_EQ(got.grids.size(), 4u);
-            for (const PatchGrid& grid : got.grids) {
-                double largest = 0;
-                for (double cell : grid.cells) largest = std::max(largest, std::abs(cell));
-                for (int cell = 0; cell < grid.rows * grid.cols; ++cell) {
-                    const int l = cell / grid.cols, index = cell % grid.cols;
-                    // The hooks that move the target's activation by `by` times (source - target).
-                    const auto along = [&](double by) {
-                        FamilyHooks hooks;
-                        const auto mix = [by](Rows& x, const Rows& source, const Rows& own) {
-                            for (size_t r = 0; r < x.size(); ++r)
-                                for (size_t c = 0; c < x[r].size(); ++c) x[r][c] += by * (source[r][c] - own[r][c]);
-                        };
-                        if (grid.kind == PatchKind::heads)
-                            hooks.head_output = [=](int hl, int, int h, Rows& y) {
-                                if (hl == l && h == index) mix(y, from.heads[l][h], to.heads[l][h]);
-                            };
-                        else if (grid.kind == PatchKind::pattern)
-                            hooks.pattern = [=](int hl, int, int h, Rows& att) {
-                                if (hl == l && h == index) mix(att, from.maps[l][h], to.maps[l][h]);
-                            };
-                        else {
-                            const Rows& source = (grid.kind == PatchKind::residual ? from.inputs : from.mlp)[l];
-                            const Rows& own = (grid.kind == PatchKind::residual ? to.inputs : to.mlp)[l];
-                            const auto row = [=](int hl, int, Rows& x) {
-                                if (hl == l)
-                                    for (size_t c = 0; c < x[index].size(); ++c)
-                                        x[index][c] += by * (source[index][c] - own[index][c]);
-                            };
-                            (grid.kind == PatchKind::residual ? hooks.layer_input : hooks.mlp_output) = row;
-                        }
-                        return hooks;
+            attribution_patch(model_, clean_, corrupted_, options_, request, got[m]);
+            EXPECT_NEAR(got[m].clean_metric, clean[m], 1e-4 * std::max(1.0, std::abs(clean[m])));
+            EXPECT_NEAR(got[m].corrupted_metric, corrupted[m], 1e-4 * std::max(1.0, std::abs(corrupted[m])));
+            ASSERT_EQ(got[m].grids.size(), 4u);
+        }
+        for (size_t g = 0; g < request.kinds.size(); ++g) {
+            const PatchGrid& grid = got[0].grids[g];
+            std::vector<double> largest(metrics.size(), 0);
+            for (size_t m = 0; m < metrics.size(); ++m) {
+                ASSERT_EQ(got[m].grids[g].kind, grid.kind);
+                ASSERT_EQ(got[m].grids[g].cells.size(), grid.cells.size());
+                for (double cell : got[m].grids[g].cells) largest[m] = std::max(largest[m], std::abs(cell));
+            }
+            for (int cell = 0; cell < grid.rows * grid.cols; ++cell) {
+                const int l = cell / grid.cols, index = cell % grid.cols;
+                // The hooks that move the target's activation by `by` times (source - target).
+                const auto along = [&](double by) {
+                    FamilyHooks hooks;
+                    const auto mix = [by](Rows& x, const Rows& source, const Rows& own) {
+                        for (size_t r = 0; r < x.size(); ++r)
+                            for (size_t c = 0; c < x[r].size(); ++c) x[r][c] += by * (source[r][c] - own[r][c]);
                     };
-                    const double up = reference_metrics(checkpoint_, target, clean_, request, along(step), options_)[m];
-                    const double down =
-                        reference_metrics(checkpoint_, target, clean_, request, along(-step), options_)[m];
+                    if (grid.kind == PatchKind::heads)
+                        hooks.head_output = [=](int hl, int, int h, Rows& y) {
+                            if (hl == l && h == index) mix(y, from.heads[l][h], to.heads[l][h]);
+                        };
+                    else if (grid.kind == PatchKind::pattern)
+                        hooks.pattern = [=](int hl, int, int h, Rows& att) {
+                            if (hl == l && h == index) mix(att, from.maps[l][h], to.maps[l][h]);
+                        };
+                    else {
+                        const Rows& source = (grid.kind == PatchKind::residual ? from.inputs : from.mlp)[l];
+                        const Rows& own = (grid.kind == PatchKind::residual ? to.inputs : to.mlp)[l];
+                        const auto row = [=](int hl, int, Rows& x) {
+                            if (hl == l)
+                                for (size_t c = 0; c < x[index].size(); ++c)
+                                    x[index][c] += by * (source[index][c] - own[index][c]);
+                        };
+                        (grid.kind == PatchKind::residual ? hooks.layer_input : hooks.mlp_output) = row;
+                    }
+                    return hooks;
+                };
+                const std::vector<double> up =
+                    reference_metrics(checkpoint_, target, clean_, request, along(step), options_);
+                const std::vector<double> down =
+                    reference_metrics(checkpoint_, target, clean_, request, along(-step), options_);
+                for (size_t m = 0; m < metrics.size(); ++m) {
                     const double own = denoise ? corrupted[m] : clean[m];
                     const double want =
-                        patched_fraction(direction, clean[m], corrupted[m], own + (up - down) / (2 * step));
-                    EXPECT_NEAR(grid.cells[cell], want, 1e-3 * std::max(std::abs(want), 1e-2 * largest))
-                        << to_string(metric) << ", " << to_string(direction) << ", " << to_string(grid.kind) << " cell "
-                        << cell;
+                        patched_fraction(direction, clean[m], corrupted[m], own + (up[m] - down[m]) / (2 * step));
+                    EXPECT_NEAR(got[m].grids[g].cells[cell], want, 1e-3 * std::max(std::abs(want), 1e-2 * largest[m]))
+                        << to_string(metrics[m]) << ", " << to_string(direction) << ", " << to_string(grid.kind)
+                        << " cell " << cell;
                 }
             }
         }
