@@ -17,6 +17,7 @@
 #include "views/effects_view.h"
 #include "views/heads_view.h"
 #include "views/lens_view.h"
+#include "views/long_view.h"
 #include "views/mask_view.h"
 #include "views/model_view.h"
 #include "views/patching_view.h"
@@ -71,6 +72,7 @@ private:
     ModelView model_view_;
     RouterView router_view_;
     LensView lens_view_;
+    LongView long_view_;  // in place of the tabs for a long text
     TokensView tokens_view_;
     EffectsView effects_view_;
     PatchingView patching_view_;

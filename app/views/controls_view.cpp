@@ -95,7 +95,7 @@ bool target_box(WindowState& state, Session& s, Ui& ui) {
             "last row of the cross maps");
     if (enum_combo(ui, "attention", state.attention_kind, attention_kind_choices.labels, 220 * ui.scale,
                    "attention kind") &&
-        !s.shown.attention.weights.empty())
+        s.computed())
         state.layer =
             std::min(state.layer, s.maps().layers() - 1);  // an encoder may have fewer layers than its decoder
     ImGui::EndGroup();
@@ -141,7 +141,7 @@ void ControlsView::draw(WindowState& state, Session& s, Ui& ui) {
         ImGui::SameLine();
     }
     // The layers of the maps shown: an encoder–decoder's encoder may have another count.
-    const int layers = s.shown.attention.weights.empty() ? model.config.n_layer : s.maps().layers();
+    const int layers = !s.computed() ? model.config.n_layer : s.maps().layers();
     ImGui::SetNextItemWidth(120 * ui.scale);
     slider_int(ui, "layer", &state.layer, 0, layers - 1);
     ImGui::SameLine();

@@ -117,7 +117,7 @@ void StatusBar::draw(const WindowState& state, Session& s, Ui& ui, FigureView sh
     ImGui::SameLine();
     ImGui::SetNextItemWidth(160 * ui.scale);
     ImGui::InputTextWithHint("##export dir", "folder to save in", &export_dir_);
-    const bool computed = !s.shown.attention.weights.empty();
+    const bool computed = s.computed();
     ImGui::SameLine();
     if (button(ui, "Save PNG", "Save PNG")) png_asked_ = true;
     ImGui::BeginDisabled(!computed);

@@ -256,7 +256,7 @@ HeatmapImage map_image(const WindowState& state, const Session& session, const S
 ShownMaps MapWidget::maps(const Session& session) const { return kind_ ? session.maps(*kind_) : session.maps(); }
 
 bool MapWidget::draw(WindowState& state, Session& session, Ui& ui, const char* view, int layer, int head, float size,
-                     const MapRegion& region) {
+                     const TextureRegion& region) {
     return draw_in(state, session, ui, view, layer, head, ImVec2(size, size), map_columns(maps(session), ui, size),
                    region);
 }
@@ -270,7 +270,7 @@ bool MapWidget::draw_cells(WindowState& state, Session& session, Ui& ui, const c
 }
 
 bool MapWidget::draw_in(WindowState& state, Session& session, Ui& ui, const char* view, int layer, int head,
-                        ImVec2 size, const MapColumns& columns, const MapRegion& region) {
+                        ImVec2 size, const MapColumns& columns, const TextureRegion& region) {
     const ShownMaps maps = this->maps(session);
     const int rows = maps.rows, cols = maps.cols, b = state.selected;
     const float framebuffer_scale = ImGui::GetIO().DisplayFramebufferScale.x;
@@ -346,7 +346,7 @@ bool MapWidget::draw_in(WindowState& state, Session& session, Ui& ui, const char
         draw->AddLine(ImVec2(origin.x, end.y), ImVec2(end.x, origin.y), knocked_out_colour, width);
         ui.layout.rect({{"view", "knocked-out"}, {"of", view}, {"layer", layer}, {"head", head}}, origin, size);
     }
-    if (region == MapRegion{}) {
+    if (region == TextureRegion{}) {
         nlohmann::ordered_json fields = {
             {"view", view},   {"layer", layer},
             {"head", head},   {"attention", attention_kind_choices.words[static_cast<int>(maps.kind)]},
@@ -354,7 +354,7 @@ bool MapWidget::draw_in(WindowState& state, Session& session, Ui& ui, const char
         if (diff) fields["diff_scale"] = session.diff_scale();
         ui.layout.grid(std::move(fields), {corner, ImVec2(cell_w, cell_h), ImVec2(cell_w, cell_h), rows, cols});
     }
-    if (region == MapRegion{} && sink)
+    if (region == TextureRegion{} && sink)
         ui.layout.grid(
             {{"view", "sink"}, {"of", view}, {"layer", layer}, {"head", head}, {"row", "query"}, {"col", "column"}},
             {ImVec2(origin.x, corner.y), ImVec2(columns.sink, cell_h), ImVec2(columns.sink, cell_h), rows, 1});
