@@ -106,7 +106,7 @@ MapAnswer compute_map(const KeptMaps& kept, const MapAsk& ask) {
             if (!seen)
                 cell = masked_cell;
             else if (ask.pooling == Pooling::mean)
-                cell /= static_cast<float>(row_end - row_begin) * (col_end - col_begin);  // masked weights count, as 0
+                cell /= static_cast<float>(row_end - row_begin);
         }
     }
     answer.ms = ms_since(start);

@@ -45,7 +45,10 @@ std::shared_ptr<const KeptMaps> keep_maps(std::shared_ptr<const Model> model, Li
 
 // What the long view asks for: `region` of head (layer, head)'s map of text
 // b, in at most `pixels` cells a side, each pooled from its block of
-// weights by `pooling` (a region at most `pixels` tokens a side is exact).
+// weights by `pooling` (a region at most `pixels` tokens a side is exact):
+// max, the block's largest weight; mean, the weight its rows give its keys
+// together, averaged over its rows (so that a cell, like a weight, is at
+// most 1: the mean of the block's weights would fade as T grows).
 struct MapAsk {
     int layer = 0, head = 0, b = 0;
     MapRegion region;

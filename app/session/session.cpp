@@ -8,6 +8,7 @@
 #include "headscope/base/clock.h"
 #include "headscope/base/error.h"
 #include "headscope/compute/forward.h"
+#include "headscope/io/files.h"
 
 namespace headscope {
 
@@ -301,6 +302,16 @@ void Session::take_step() {
     g.remaining = made.stop == Stop::running ? g.remaining - 1 : 0;
     shown_texts = state_.texts;
     if (g.remaining > 0) submit_step();
+}
+
+void Session::open_text_file(const std::string& path) {
+    try {
+        state_.texts.at(state_.selected) = read_file(path, "the text file");
+    } catch (const Error& e) {
+        message = e.what();
+        return;
+    }
+    submit();
 }
 
 void Session::choose_backend(BackendChoice choice) {

@@ -129,6 +129,11 @@ public:
     // Whether the maps replay a generation: it has made a step.
     bool replaying() const { return generation && !generation->steps.empty(); }
 
+    // Replaces the selected text with the text of the file at `path` (UTF-8,
+    // any length: past the model's positions it is cut), recomputing; a file
+    // that cannot be read sets `message` and changes nothing.
+    void open_text_file(const std::string& path);
+
     // Runs the open model on the backend `choice` picks, recomputing. A
     // failure (cuda without a usable device) sets `model_message` and changes nothing.
     void choose_backend(BackendChoice choice);

@@ -205,6 +205,14 @@ void MainView::views() {
     }
 }
 
+void MainView::open_dropped(const std::string& path) {
+    const std::string extension = std::filesystem::path(path).extension().string();
+    if (extension == ".txt" || extension == ".md")
+        session_.open_text_file(path);
+    else
+        session_.open_model(path);
+}
+
 Settings MainView::settings(const WindowPlacement& window) const {
     Settings s;
     s.model = session_.model_name();

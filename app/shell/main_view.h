@@ -42,6 +42,9 @@ public:
     Settings settings(const WindowPlacement& window) const;
 
     Session& session() { return session_; }
+    // A file or folder dropped on the window: a .txt or .md file's text replaces the selected text; anything
+    // else is opened as a model.
+    void open_dropped(const std::string& path);
     const LayoutRecorder& layout() const { return ui_.layout; }
     void set_scale(float scale) { ui_.scale = scale; }
     StatusBar& status_bar() { return status_bar_; }

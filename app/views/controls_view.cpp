@@ -218,8 +218,9 @@ void ControlsView::head_controls(WindowState& state, Session& s, Ui& ui, bool& c
             "only the queries of one text of the pair and the keys of one (A -> B: A's queries, B's keys)");
 }
 
-// The example texts: choosing one replaces the batch. While the texts
-// are still an example's, what to look for in it.
+// The example texts: choosing one replaces the batch; and a text file's
+// path, whose text replaces the selected text. While the texts are still
+// an example's, what to look for in it.
 void ControlsView::examples_menu(WindowState& state, Session& s, Ui& ui) {
     ImGui::SetNextItemWidth(300 * ui.scale);
     combo(ui, "##examples", "examples...", "examples", [&] {
@@ -232,6 +233,12 @@ void ControlsView::examples_menu(WindowState& state, Session& s, Ui& ui) {
             }
         if (!examples_error_.empty()) ImGui::TextDisabled("no examples: %s", examples_error_.c_str());
     });
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(220 * ui.scale);
+    const bool entered = text_input(ui, "##text file", "text file (or drop a .txt here)", &text_path_, nullptr,
+                                    ImGuiInputTextFlags_EnterReturnsTrue);
+    ImGui::SameLine();
+    if ((button(ui, "Open text") || entered) && !text_path_.empty()) s.open_text_file(text_path_);
     for (const Example& example : examples_) {
         if (example.texts != state.texts) continue;
         ImGui::SameLine();

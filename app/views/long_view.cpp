@@ -150,7 +150,8 @@ void LongView::distance_strip(const WindowState& state, Session& session, Ui& ui
         values[p] = mean_summary(session, Summary::distance, state.layer, b, state.head, 1 + p * step,
                                  std::min(length, 1 + (p + 1) * step));
     float largest = 0;
-    HeatmapImage image = scaled_image(1, static_cast<int>(values.size()), std::move(values), largest);
+    const int cols = static_cast<int>(values.size());
+    HeatmapImage image = scaled_image(1, cols, std::move(values), largest);
     const auto key = std::tuple{session.shown_generation, b, Summary::distance, state.layer, state.head};
     if (key != strip_key_) {
         ui.renderer.upload(image, strip_texture_);

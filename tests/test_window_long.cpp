@@ -1,0 +1,225 @@
+// Long texts in the window (session/long_maps.h, views/long_view.h): a text
+// of 2,048 tokens or more runs without maps, and what the long view draws is
+// checked against the full maps of core's forward of the same tokens (an
+// independent computation: every weight kept, summed up here): the overview's
+// cells each head's mean entropy, the distance strip the selected head's mean
+// distance along the text, a zoom to single cells each exact weight (or the
+// mask's hatch), and the maps the view asks for, pooled, against the full
+// maps pooled here. A short text keeps every map.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "headscope/compute/backend.h"
+#include "model_writer.h"
+#include "screenshot.h"
+#include "session/long_maps.h"
+
+using namespace headscope;
+using nlohmann::json;
+
+namespace {
+
+constexpr int layers = 2, heads = 4;
+
+class WindowLong : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        dir_ = new test::TempDir;
+        test::write_test_model(dir_->path / "model", {.n_layer = layers,
+                                                      .n_head = heads,
+                                                      .n_embd = 32,
+                                                      .n_positions = 2304,
+                                                      .transformer_prefix = false,
+                                                      .seed = 7});
+        model_ = new Model(load_model(model_dir()));
+        // Words of one token each, drawn by a fixed linear congruence: 2,100 tokens.
+        const char* words[] = {" the", " cat",   " sat", " on",  " mat", " and", " dog", " ran",
+                               " to",  " house", " a",   " big", " red", " in",  " of",  " it"};
+        uint32_t seed = 12345;
+        for (int w = 0; w < 2100; ++w) {
+            seed = seed * 1664525u + 1013904223u;
+            text_ += words[(seed >> 16) % 16];
+        }
+        std::ofstream(text_path()) << text_;
+        auto backend = make_cpu_backend();
+        backend->load_weights(*model_);
+        full_ = new AttentionResult;
+        batch_ = new Batch{model_->tokenizer.encode_texts({text_}), model_->config.pad_id()};
+        backend->forward(*batch_, AttentionOptions{}, *full_);
+    }
+    static void TearDownTestSuite() {
+        delete full_;
+        delete batch_;
+        delete model_;
+        delete dir_;
+    }
+    static std::string model_dir() { return (dir_->path / "model").string(); }
+    static std::string text_path() { return (dir_->path / "long.txt").string(); }
+    static int length() { return static_cast<int>(batch_->token_ids[0].size()); }
+    static double weight(int l, int h, int q, int k) { return full_->row(l, 0, h, q)[k]; }
+
+    static inline test::TempDir* dir_ = nullptr;
+    static inline Model* model_ = nullptr;
+    static inline std::string text_;
+    static inline Batch* batch_ = nullptr;
+    static inline AttentionResult* full_ = nullptr;  // every map
+};
+
+// The mask's hatch: two greys.
+bool hatched(const std::array<int, 3>& got) {
+    return got[0] == got[1] && got[1] == got[2] && (std::abs(got[0] - 41) <= 1 || std::abs(got[0] - 77) <= 1);
+}
+
+TEST_F(WindowLong, TheTextIsLongAndItsMapsWouldBeFull) {
+    ASSERT_GE(length(), long_text_tokens);
+    ASSERT_LE(length(), 2304);
+    EXPECT_FALSE(is_long_text(layers, heads, long_text_tokens - 1));
+    EXPECT_TRUE(is_long_text(layers, heads, long_text_tokens));
+    // A 1B Llama's 16 x 32 heads: their maps pass 2 GiB from 1,025 tokens.
+    EXPECT_FALSE(is_long_text(16, 32, 1024));
+    EXPECT_TRUE(is_long_text(16, 32, 1025));
+    const LiveRequest asked{{text_}, AttentionOptions{}};
+    EXPECT_EQ(long_text_request(*model_, asked).options.maps, Maps::queries_and_keys);
+    EXPECT_TRUE(long_text_request(*model_, asked).options.summaries);
+    const LiveRequest short_text{{"The cat sat on the mat."}, AttentionOptions{}};
+    EXPECT_EQ(long_text_request(*model_, short_text).options.maps, Maps::full);
+}
+
+TEST_F(WindowLong, TheOverviewIsEachHeadsMeanEntropyAndTheStripItsDistanceAlongTheText) {
+    const int T = length();
+    test::TempDir dir;
+    const test::WindowShot shot = test::shoot_window({"--model", model_dir(), "--text-file", text_path(),
+                                                      "--window-size", "1280x800", "--layer", "1", "--head", "2"},
+                                                     dir.path, "overview");
+    ASSERT_EQ(shot.run.status, 0) << shot.run.err;
+    EXPECT_TRUE(test::entries(shot.layout, "heads").empty());  // no map of every cell: the long view
+    ASSERT_EQ(test::entries(shot.layout, "long-text").size(), 1u);
+
+    // Each head's entropy, averaged over its rows from 1 (row 0 sees key 0 alone).
+    std::vector<double> entropy(layers * heads, 0.0);
+    for (int l = 0; l < layers; ++l)
+        for (int h = 0; h < heads; ++h) {
+            double sum = 0;
+            for (int q = 1; q < T; ++q)
+                for (int k = 0; k <= q; ++k)
+                    if (const double w = weight(l, h, q, k); w > 0) sum -= w * std::log(w);
+            entropy[l * heads + h] = sum / (T - 1);
+        }
+    const double largest = *std::max_element(entropy.begin(), entropy.end());
+    const json cells = test::entries(shot.layout, "overview");
+    ASSERT_EQ(cells.size(), static_cast<size_t>(layers * heads));
+    for (const json& cell : cells) {
+        EXPECT_EQ(cell["summary"], "entropy");
+        EXPECT_NEAR(cell["largest"].get<double>(), largest, 1e-3 * largest);
+        const int l = cell["layer"], h = cell["head"];
+        const double want = entropy[l * heads + h] / largest;
+        const std::array<int, 3> got = test::centre(shot.image, cell);
+        EXPECT_TRUE(test::near(got, test::viridis(want)))
+            << "L" << l << " H" << h << ": " << want << ", drawn " << got[0] << "," << got[1] << "," << got[2];
+    }
+
+    // The strip: head (1, 2)'s mean distance sum_k w (q - k) over each part's rows.
+    const json parts = test::entries(shot.layout, "distance-strip");
+    ASSERT_GE(parts.size(), 16u);
+    const int step = parts[0]["rows_per_cell"];
+    std::vector<double> distance;
+    for (size_t p = 0; p < parts.size(); ++p) {
+        double sum = 0;
+        const int first = 1 + static_cast<int>(p) * step, end = std::min(T, first + step);
+        for (int q = first; q < end; ++q)
+            for (int k = 0; k <= q; ++k) sum += weight(1, 2, q, k) * (q - k);
+        distance.push_back(sum / (end - first));
+    }
+    const double farthest = *std::max_element(distance.begin(), distance.end());
+    EXPECT_GT(farthest, 100);  // a head that reads far back on average: the strip is not flat
+    for (const json& part : parts) {
+        EXPECT_EQ(part["layer"], 1);
+        EXPECT_EQ(part["head"], 2);
+        const int p = part["part"];
+        const std::array<int, 3> got = test::centre(shot.image, part);
+        EXPECT_TRUE(test::near(got, test::viridis(distance[p] / farthest)))
+            << "part " << p << ": " << distance[p] / farthest << ", drawn " << got[0] << "," << got[1] << "," << got[2];
+    }
+}
+
+TEST_F(WindowLong, ZoomedToSingleCellsTheMapIsEachWeightExactly) {
+    test::TempDir dir;
+    const test::WindowShot shot =
+        test::shoot_window({"--model", model_dir(), "--text-file", text_path(), "--window-size", "1280x800", "--layer",
+                            "1", "--head", "2", "--rows", "2040:2056", "--cols", "2032:2048"},
+                           dir.path, "zoom");
+    ASSERT_EQ(shot.run.status, 0) << shot.run.err;
+    const json cells = test::entries(shot.layout, "long-map");
+    ASSERT_EQ(cells.size(), 16u * 16u);
+    int masked = 0;
+    for (const json& cell : cells) {
+        EXPECT_EQ(cell["step_rows"], 1);
+        EXPECT_EQ(cell["step_cols"], 1);
+        const int q = cell["row_begin"].get<int>() + cell["cell_row"].get<int>();
+        const int k = cell["col_begin"].get<int>() + cell["cell_col"].get<int>();
+        const std::array<int, 3> got = test::centre(shot.image, cell);
+        if (k > q) {
+            EXPECT_TRUE(hatched(got)) << q << "," << k;
+            ++masked;
+        } else
+            EXPECT_TRUE(test::near(got, test::viridis(weight(1, 2, q, k))))
+                << "query " << q << " key " << k << ": " << weight(1, 2, q, k) << ", drawn " << got[0] << "," << got[1]
+                << "," << got[2];
+    }
+    EXPECT_EQ(masked, 28);  // keys 2041..2047 past queries 2040..2046
+}
+
+TEST_F(WindowLong, AShortTextKeepsEveryMap) {
+    test::TempDir dir;
+    const test::WindowShot shot = test::shoot_window(
+        {"--model", model_dir(), "--text", "The cat sat on the mat.", "--window-size", "1280x800"}, dir.path, "short");
+    ASSERT_EQ(shot.run.status, 0) << shot.run.err;
+    EXPECT_TRUE(test::entries(shot.layout, "long-text").empty());
+    EXPECT_EQ(test::entries(shot.layout, "heads").size(), static_cast<size_t>(heads * 7 * 7));  // 7 tokens
+}
+
+// The maps the view asks for, computed from the kept queries and keys,
+// against the full maps pooled here: each cell the largest weight of its
+// block (max) or its rows' weight on its keys, averaged over its rows
+// (mean); masked where no query of the block sees a key of it.
+TEST_F(WindowLong, AskedMapsArePooledFromTheExactWeights) {
+    auto backend = make_cpu_backend();
+    backend->load_weights(*model_);
+    KeptMaps kept{
+        std::shared_ptr<const Model>(model_, [](const Model*) {}), *batch_, long_text_options(AttentionOptions{}), {}};
+    backend->forward(kept.batch, kept.options, kept.result);
+    const int T = length();
+    for (const Pooling pooling : {Pooling::max, Pooling::mean}) {
+        const MapAsk ask{1, 3, 0, {100, T, 7, 1900}, 97, pooling};
+        const MapAnswer answer = compute_map(kept, ask);
+        const int sr = answer.step_rows, sc = answer.step_cols;
+        ASSERT_EQ(sr, (T - 100 + 96) / 97);
+        ASSERT_EQ(answer.image.rows, (T - 100 + sr - 1) / sr);
+        ASSERT_EQ(answer.image.cols, (1893 + sc - 1) / sc);
+        for (int r = 0; r < answer.image.rows; ++r)
+            for (int c = 0; c < answer.image.cols; ++c) {
+                const int q0 = 100 + r * sr, q1 = std::min(T, q0 + sr), k0 = 7 + c * sc, k1 = std::min(1900, k0 + sc);
+                double largest = 0, sum = 0;
+                for (int q = q0; q < q1; ++q)
+                    for (int k = k0; k < k1; ++k)
+                        largest = std::max(largest, weight(1, 3, q, k)), sum += weight(1, 3, q, k);
+                const float got = answer.image.cells[static_cast<size_t>(r) * answer.image.cols + c];
+                if (k0 > q1 - 1)
+                    EXPECT_EQ(got, masked_cell) << r << "," << c;
+                else
+                    EXPECT_NEAR(got, pooling == Pooling::max ? largest : sum / (q1 - q0), 1e-5) << r << "," << c;
+            }
+    }
+    const std::vector<float> row = query_row(kept, 0, 1, 0, 1500);
+    ASSERT_EQ(row.size(), static_cast<size_t>(T));
+    for (int k = 0; k < T; ++k) EXPECT_NEAR(row[k], k <= 1500 ? weight(0, 1, 1500, k) : 0.0, 1e-6) << k;
+}
+
+}  // namespace
