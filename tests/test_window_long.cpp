@@ -2,10 +2,10 @@
 // of 2,048 tokens or more runs without maps, and what the long view draws is
 // checked against the full maps of core's forward of the same tokens (an
 // independent computation: every weight kept, summed up here): the overview's
-// cells each head's mean entropy, the distance strip the selected head's mean
-// distance along the text, a zoom to single cells each exact weight (or the
-// mask's hatch), and the maps the view asks for, pooled, against the full
-// maps pooled here. A short text keeps every map.
+// cells each head's mean entropy and the distance strip the selected head's
+// mean distance along the text (each from the smallest to the largest), a zoom to single cells each exact weight (or
+// the mask's hatch), and the maps the view asks for, pooled, against the full maps pooled here. A short text keeps
+// every map.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -112,14 +112,16 @@ TEST_F(WindowLong, TheOverviewIsEachHeadsMeanEntropyAndTheStripItsDistanceAlongT
                     if (const double w = weight(l, h, q, k); w > 0) sum -= w * std::log(w);
             entropy[l * heads + h] = sum / (T - 1);
         }
-    const double largest = *std::max_element(entropy.begin(), entropy.end());
+    const auto [smallest, largest] = std::minmax_element(entropy.begin(), entropy.end());
+    ASSERT_GT(*largest - *smallest, 0.01);  // heads the colours tell apart
     const json cells = test::entries(shot.layout, "overview");
     ASSERT_EQ(cells.size(), static_cast<size_t>(layers * heads));
     for (const json& cell : cells) {
         EXPECT_EQ(cell["summary"], "entropy");
-        EXPECT_NEAR(cell["largest"].get<double>(), largest, 1e-3 * largest);
+        EXPECT_NEAR(cell["smallest"].get<double>(), *smallest, 1e-4 * *largest);
+        EXPECT_NEAR(cell["largest"].get<double>(), *largest, 1e-4 * *largest);
         const int l = cell["layer"], h = cell["head"];
-        const double want = entropy[l * heads + h] / largest;
+        const double want = (entropy[l * heads + h] - *smallest) / (*largest - *smallest);
         const std::array<int, 3> got = test::centre(shot.image, cell);
         EXPECT_TRUE(test::near(got, test::viridis(want)))
             << "L" << l << " H" << h << ": " << want << ", drawn " << got[0] << "," << got[1] << "," << got[2];
@@ -137,15 +139,16 @@ TEST_F(WindowLong, TheOverviewIsEachHeadsMeanEntropyAndTheStripItsDistanceAlongT
             for (int k = 0; k <= q; ++k) sum += weight(1, 2, q, k) * (q - k);
         distance.push_back(sum / (end - first));
     }
-    const double farthest = *std::max_element(distance.begin(), distance.end());
-    EXPECT_GT(farthest, 100);  // a head that reads far back on average: the strip is not flat
+    const auto [nearest, farthest] = std::minmax_element(distance.begin(), distance.end());
+    EXPECT_GT(*farthest - *nearest, 100);  // a head that reads farther back along the text: the strip is not flat
     for (const json& part : parts) {
         EXPECT_EQ(part["layer"], 1);
         EXPECT_EQ(part["head"], 2);
         const int p = part["part"];
         const std::array<int, 3> got = test::centre(shot.image, part);
-        EXPECT_TRUE(test::near(got, test::viridis(distance[p] / farthest)))
-            << "part " << p << ": " << distance[p] / farthest << ", drawn " << got[0] << "," << got[1] << "," << got[2];
+        const double want = (distance[p] - *nearest) / (*farthest - *nearest);
+        EXPECT_TRUE(test::near(got, test::viridis(want)))
+            << "part " << p << ": " << want << ", drawn " << got[0] << "," << got[1] << "," << got[2];
     }
 }
 

@@ -35,10 +35,18 @@ float mean_summary(const Session& session, Summary summary, int slot, int b, int
     return end > first ? static_cast<float>(sum / (end - first)) : 0.f;
 }
 
-// `values` divided by the largest of them (all 0 when none is above 0): the colormap's 0..1.
-HeatmapImage scaled_image(int rows, int cols, std::vector<float> values, float& largest) {
-    largest = *std::max_element(values.begin(), values.end());
-    for (float& v : values) v = largest > 0 ? v / largest : 0.f;
+// The range of some values, which the colormap's 0..1 spans.
+struct Span {
+    float smallest = 0, largest = 0;
+    float scaled(float v) const { return largest > smallest ? (v - smallest) / (largest - smallest) : 0.f; }
+    float value(float scaled) const { return smallest + scaled * (largest - smallest); }
+};
+
+// `values` scaled from their smallest (0) to their largest (1), all 0 when they are equal.
+HeatmapImage scaled_image(int rows, int cols, std::vector<float> values, Span& span) {
+    const auto [smallest, largest] = std::minmax_element(values.begin(), values.end());
+    span = {*smallest, *largest};
+    for (float& v : values) v = span.scaled(v);
     return {rows, cols, std::move(values)};
 }
 
@@ -64,7 +72,8 @@ void LongView::draw(WindowState& state, Session& session, Ui& ui) {
         ImGui::TextDisabled("computing the map...");
     }
     const ImVec2 avail = ImGui::GetContentRegionAvail();
-    const float row_band = 3 * ImGui::GetTextLineHeightWithSpacing();
+    // Beside the map: its title above, the hovered row's title and strip below.
+    const float row_band = 3 * ImGui::GetTextLineHeightWithSpacing() + ImGui::GetFrameHeightWithSpacing();
     const float side = std::floor(std::min(avail.x * 0.6f, avail.y - row_band));
     const float left = std::floor(avail.x - side - ImGui::GetStyle().ItemSpacing.x);
     if (side < 32 || left < 64) {
@@ -88,19 +97,19 @@ void LongView::overview(WindowState& state, Session& session, Ui& ui, float widt
     const int layers = static_cast<int>(att.layers.size()), NH = att.NH, b = state.selected;
     const int length = session.length(b);
     const auto key = std::tuple{session.shown_generation, b, summary_, 0, 0};
-    float largest = 0;
+    Span span;
     std::vector<float> values(static_cast<size_t>(layers) * NH);
     for (int l = 0; l < layers; ++l)
         for (int h = 0; h < NH; ++h)
             values[static_cast<size_t>(l) * NH + h] = mean_summary(session, summary_, l, b, h, 1, length);
-    HeatmapImage image = scaled_image(layers, NH, std::move(values), largest);
+    HeatmapImage image = scaled_image(layers, NH, std::move(values), span);
     if (key != overview_key_) {
         ui.renderer.upload(image, overview_texture_);
         overview_key_ = key;
     }
     text_disabled(ui, {{"view", "overview-title"}, {"summary", summary_choices.words[static_cast<int>(summary_)]}},
-                  "%s of each head (rows: layers, columns: heads), 0 to %.3g",
-                  summary_choices.labels[static_cast<int>(summary_)], largest);
+                  "%s of each head (rows: layers, columns: heads), %.4g to %.4g",
+                  summary_choices.labels[static_cast<int>(summary_)], span.smallest, span.largest);
     const float label = ImGui::CalcTextSize("L00").x + 4 * ui.scale;
     const float height = ImGui::GetContentRegionAvail().y - 3 * ImGui::GetTextLineHeightWithSpacing();
     const float cell = std::max(1.f, std::floor(std::min((width - label) / NH, height / layers)));
@@ -117,7 +126,8 @@ void LongView::overview(WindowState& state, Session& session, Ui& ui, float widt
     ui.renderer.draw_on_screen(ui.colormap, overview_texture_, origin, end);
     ui.layout.grid({{"view", "overview"},
                     {"summary", summary_choices.words[static_cast<int>(summary_)]},
-                    {"largest", largest},
+                    {"smallest", span.smallest},
+                    {"largest", span.largest},
                     {"row", "layer"},
                     {"col", "head"}},
                    {origin, ImVec2(cell, cell), ImVec2(cell, cell), layers, NH});
@@ -130,7 +140,7 @@ void LongView::overview(WindowState& state, Session& session, Ui& ui, float widt
         const int h = std::clamp(static_cast<int>((mouse.x - origin.x) / cell), 0, NH - 1);
         if (ui.tooltips)
             ImGui::SetTooltip("%s: %.4g\nclick to open it", head_label(session, att.layers[l], h).c_str(),
-                              image.cells[static_cast<size_t>(l) * NH + h] * largest);
+                              span.value(image.cells[static_cast<size_t>(l) * NH + h]));
         if (ImGui::IsItemClicked()) {
             state.layer = l, state.head = h;
             region_ = {};  // a new head opens whole
@@ -149,17 +159,17 @@ void LongView::distance_strip(const WindowState& state, Session& session, Ui& ui
     for (int p = 0; p < shown_parts; ++p)
         values[p] = mean_summary(session, Summary::distance, state.layer, b, state.head, 1 + p * step,
                                  std::min(length, 1 + (p + 1) * step));
-    float largest = 0;
+    Span span;
     const int cols = static_cast<int>(values.size());
-    HeatmapImage image = scaled_image(1, cols, std::move(values), largest);
+    HeatmapImage image = scaled_image(1, cols, std::move(values), span);
     const auto key = std::tuple{session.shown_generation, b, Summary::distance, state.layer, state.head};
     if (key != strip_key_) {
         ui.renderer.upload(image, strip_texture_);
         strip_key_ = key;
     }
     text_disabled(ui, {{"view", "distance-title"}, {"layer", state.layer}, {"head", state.head}},
-                  "L%d H%d: mean attention distance along the text (start to end), 0 to %.4g tokens", state.layer,
-                  state.head, largest);
+                  "L%d H%d: mean attention distance along the text (start to end), %.4g to %.4g tokens", state.layer,
+                  state.head, span.smallest, span.largest);
     const ImVec2 origin = ImGui::GetCursorScreenPos();
     const float height = std::floor(1.5f * ImGui::GetFrameHeight());
     const float cell = width / static_cast<float>(image.cols);
@@ -169,7 +179,8 @@ void LongView::distance_strip(const WindowState& state, Session& session, Ui& ui
                     {"layer", state.layer},
                     {"head", state.head},
                     {"rows_per_cell", step},
-                    {"largest", largest},
+                    {"smallest", span.smallest},
+                    {"largest", span.largest},
                     {"row", "row"},
                     {"col", "part"}},
                    {origin, ImVec2(cell, height), ImVec2(cell, height), 1, image.cols});
@@ -221,6 +232,23 @@ void LongView::head_map(WindowState& state, Session& session, Ui& ui, float side
                 fy = std::clamp((io.MousePos.y - origin.y) / side, 0.f, 1.f);
     state.hovered_query = std::min(shown.row_end - 1, shown.row_begin + static_cast<int>(fy * shown.rows()));
     state.hovered_layer = state.layer, state.hovered_head = state.head;
+    const MapAnswer* answer = session.map_answer();
+    if (ui.tooltips && current && answer) {
+        const HeatmapImage& image = answer->image;
+        const int r = std::min(image.rows - 1, static_cast<int>(fy * image.rows)),
+                  c = std::min(image.cols - 1, static_cast<int>(fx * image.cols));
+        const int q = shown.row_begin + r * answer->step_rows, k = shown.col_begin + c * answer->step_cols;
+        const float value = image.cells[static_cast<size_t>(r) * image.cols + c];
+        const ShownMaps maps = session.maps();
+        if (answer->step_rows == 1 && answer->step_cols == 1)
+            ImGui::SetTooltip("query %d %s, key %d %s: %s", q, query_token(session, maps, q, true).c_str(), k,
+                              key_token(session, maps, k, true).c_str(),
+                              value == masked_cell ? "masked" : std::to_string(value).c_str());
+        else
+            ImGui::SetTooltip("queries %d-%d, keys %d-%d: %s %s", q, q + answer->step_rows - 1, k,
+                              k + answer->step_cols - 1, pooling_choices.labels[static_cast<int>(pooling_)],
+                              value == masked_cell ? "masked" : std::to_string(value).c_str());
+    }
     const int width = shown.cols();
     int zoomed = width;
     if (io.MouseWheel != 0)
