@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstdio>
 #include <ostream>
 
 #include "headscope/inspect/attention_export.h"
@@ -371,7 +372,12 @@ bool MapWidget::draw_thumbnail(WindowState& state, Session& session, Ui& ui, con
 bool progress_bar(JobProgress& job, Ui& ui, const char* name, float width) {
     const std::optional<ProgressReport> report = job.shown();
     if (!report) return false;
-    const std::string text = progress_text(*report);
+    std::string text = progress_text(*report);
+    if (const std::optional<double> left = job.seconds_left()) {
+        char note[48];
+        std::snprintf(note, sizeof note, ", about %.0f s left", std::ceil(*left));
+        text += note;
+    }
     const float fraction = report->total > 0 ? static_cast<float>(report->done) / static_cast<float>(report->total) : 0;
     ImGui::PushID(name);
     if (ImGui::SmallButton("Cancel")) job.cancel();  // first: on a crowded line it stays in view
