@@ -2,6 +2,7 @@
 #include "session/long_maps.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "headscope/base/clock.h"
 #include "headscope/base/error.h"
@@ -87,9 +88,12 @@ MapAnswer compute_map(const KeptMaps& kept, const MapAsk& ask) {
         for (int i = 0; i < rows.rows(); ++i) {
             float* cells = image.cells.data() + static_cast<size_t>(first + i / answer.step_rows) * image.cols;
             const float* row = weights.data() + static_cast<size_t>(i) * rows.cols();
-            for (int j = 0; j < rows.cols(); ++j) {
-                float& cell = cells[j / answer.step_cols];
-                cell = ask.pooling == Pooling::max ? std::max(cell, row[j]) : cell + row[j];
+            for (int c = 0; c < image.cols; ++c) {
+                const float* begin = row + static_cast<size_t>(c) * answer.step_cols;
+                const float* end =
+                    row + std::min(static_cast<size_t>(c + 1) * answer.step_cols, static_cast<size_t>(rows.cols()));
+                cells[c] = ask.pooling == Pooling::max ? std::max(cells[c], *std::max_element(begin, end))
+                                                       : std::accumulate(begin, end, cells[c]);
             }
         }
     }
