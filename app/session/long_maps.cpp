@@ -2,6 +2,7 @@
 #include "session/long_maps.h"
 
 #include <algorithm>
+#include <exception>
 #include <numeric>
 
 #include "headscope/base/clock.h"
@@ -31,11 +32,15 @@ LiveRequest long_text_request(const Model& model, LiveRequest request) {
     } catch (const Error&) {
         return request;  // an encoder-decoder, or the naive split: every map, as for a short text
     }
+    const int heads = request.options.n_head ? request.options.n_head : config.n_head;
+    // A text has at most a token a byte, and its template's few: a short text is not tokenized twice.
+    size_t bytes = 0;
+    for (const std::string& text : request.texts) bytes = std::max(bytes, text.size());
+    if (!is_long_text(config.n_layer, heads, static_cast<int>(std::min<size_t>(bytes + 8, 1 << 30)))) return request;
     int tokens = 0;
     for (const std::vector<int32_t>& ids : model.tokenizer.encode_texts(request.texts))
         tokens = std::max(tokens, static_cast<int>(ids.size()));
     if (config.n_positions > 0) tokens = std::min(tokens, config.n_positions);  // cut_long_texts
-    const int heads = request.options.n_head ? request.options.n_head : config.n_head;
     if (is_long_text(config.n_layer, heads, tokens)) request.options = long_options;
     return request;
 }
@@ -78,9 +83,10 @@ MapAnswer compute_map(const KeptMaps& kept, const MapAsk& ask) {
     image.cells.assign(static_cast<size_t>(image.rows) * image.cols, 0.f);
     const int slot = ask.layer, length = static_cast<int>(kept.batch.token_ids.at(ask.b).size());
     const AttentionOptions options = layer_options(kept.model->config, kept.options, kept.result.layers.at(slot));
-    // Whole rows of cells at a time, about map_block_rows query rows (what core computes at once).
+    // Whole rows of cells at a time, about map_block_rows query rows (what
+    // core computes at once), on every core: each group's cells are its own.
     const int cell_rows_at_once = std::max(1, map_block_rows / answer.step_rows);
-    for (int first = 0; first < image.rows; first += cell_rows_at_once) {
+    const auto pool_group = [&](int first) {
         const int row_begin = region.row_begin + first * answer.step_rows;
         const MapRegion rows{row_begin, std::min(row_begin + cell_rows_at_once * answer.step_rows, region.row_end),
                              region.col_begin, region.col_end};
@@ -96,7 +102,20 @@ MapAnswer compute_map(const KeptMaps& kept, const MapAsk& ask) {
                                                        : std::accumulate(begin, end, cells[c]);
             }
         }
+    };
+    const int groups = (image.rows + cell_rows_at_once - 1) / cell_rows_at_once;
+    std::exception_ptr failure;
+    // OpenMP, as core's every_region: within its threads core's products run on one core each.
+#pragma omp parallel for schedule(dynamic)
+    for (int g = 0; g < groups; ++g) {
+        try {
+            pool_group(g * cell_rows_at_once);
+        } catch (...) {  // bad_alloc: passed on to the caller (the worker's outcome)
+#pragma omp critical
+            failure = std::current_exception();
+        }
     }
+    if (failure) std::rethrow_exception(failure);
     for (int r = 0; r < image.rows; ++r) {
         const int row_begin = region.row_begin + r * answer.step_rows,
                   row_end = std::min(row_begin + answer.step_rows, region.row_end);
