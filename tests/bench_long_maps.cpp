@@ -1,8 +1,9 @@
 // The long-text view's maps on demand (app/session/long_maps.h): the time
 // from a head switch or a zoom to the cells the view uploads, on one layer of
 // Llama-3.2-1B's shape (C 2048, 32 query heads sharing 8 key/value heads of
-// 64, F 8192; BF16 random weights: a map's cost is the same in each of its 16
-// layers), after a forward without maps of T random tokens, which it also times.
+// 64, F 8192; BF16 random weights, the test vocabulary: a map costs the same
+// in each of its 16 layers), after a forward without maps of T random
+// tokens, which it also times.
 // Usage: bench-long-maps [--tokens T] [--pixels P] [--dir D]   (defaults 2048, 700, build/bench)
 #include <CLI/CLI.hpp>
 #include <algorithm>

@@ -139,8 +139,9 @@ void finish_args(const CLI::App& cli, Args& args) {
 Settings start_settings(const Args& args, const CLI::App& cli, bool use_saved) {
     Settings s = use_saved ? read_settings(config_dir() / "settings.json") : Settings{};
     if (cli.count("--model")) s.model = args.model;
-    if ((cli.count("--text") || cli.count("--text-file")) && cli.count("--example"))
-        throw Error("--text or --text-file and --example both give the texts: pass one");
+    for (const std::string flag : {"--text", "--text-file"})
+        if (cli.count(flag) && cli.count("--example"))
+            throw Error(flag + " and --example both give the texts: pass one");
     if (cli.count("--text") || cli.count("--text-file")) s.texts = args.texts;
     for (const std::string& path : args.text_files) s.texts.push_back(read_file(path, "--text-file"));
     if (cli.count("--example")) s.texts = find_example(read_examples(examples_file()), args.example).texts;

@@ -35,15 +35,8 @@ float mean_summary(const Session& session, Summary summary, int slot, int b, int
     return end > first ? static_cast<float>(sum / (end - first)) : 0.f;
 }
 
-// The range of some values, which the colormap's 0..1 spans.
-struct Span {
-    float smallest = 0, largest = 0;
-    float scaled(float v) const { return largest > smallest ? (v - smallest) / (largest - smallest) : 0.f; }
-    float value(float scaled) const { return smallest + scaled * (largest - smallest); }
-};
-
 // `values` scaled from their smallest (0) to their largest (1), all 0 when they are equal.
-HeatmapImage scaled_image(int rows, int cols, std::vector<float> values, Span& span) {
+HeatmapImage scaled_image(int rows, int cols, std::vector<float> values, LongView::Span& span) {
     const auto [smallest, largest] = std::minmax_element(values.begin(), values.end());
     span = {*smallest, *largest};
     for (float& v : values) v = span.scaled(v);
@@ -63,7 +56,7 @@ void LongView::draw(WindowState& state, Session& session, Ui& ui) {
     text(ui, {{"view", "long-text"}, {"tokens", length}},
          "A long text, %d tokens: every head summarised, maps computed for what is shown.", length);
     ImGui::SameLine();
-    ImGui::TextDisabled("(the other tabs are for texts under %d tokens)", long_text_tokens);
+    ImGui::TextDisabled("(the other tabs are for shorter texts)");
     enum_combo(ui, "colour by", summary_, summary_choices.labels, 160 * ui.scale, "summary");
     ImGui::SameLine();
     enum_combo(ui, "pooling", pooling_, pooling_choices.labels, 80 * ui.scale, "pooling");
@@ -97,16 +90,16 @@ void LongView::overview(WindowState& state, Session& session, Ui& ui, float widt
     const int layers = static_cast<int>(att.layers.size()), NH = att.NH, b = state.selected;
     const int length = session.length(b);
     const auto key = std::tuple{session.shown_generation, b, summary_, 0, 0};
-    Span span;
-    std::vector<float> values(static_cast<size_t>(layers) * NH);
-    for (int l = 0; l < layers; ++l)
-        for (int h = 0; h < NH; ++h)
-            values[static_cast<size_t>(l) * NH + h] = mean_summary(session, summary_, l, b, h, 1, length);
-    HeatmapImage image = scaled_image(layers, NH, std::move(values), span);
-    if (key != overview_key_) {
-        ui.renderer.upload(image, overview_texture_);
+    if (key != overview_key_) {  // summed up once for what is shown
+        std::vector<float> values(static_cast<size_t>(layers) * NH);
+        for (int l = 0; l < layers; ++l)
+            for (int h = 0; h < NH; ++h)
+                values[static_cast<size_t>(l) * NH + h] = mean_summary(session, summary_, l, b, h, 1, length);
+        overview_ = scaled_image(layers, NH, std::move(values), overview_span_);
+        ui.renderer.upload(overview_, overview_texture_);
         overview_key_ = key;
     }
+    const Span& span = overview_span_;
     text_disabled(ui, {{"view", "overview-title"}, {"summary", summary_choices.words[static_cast<int>(summary_)]}},
                   "%s of each head (rows: layers, columns: heads), %.4g to %.4g",
                   summary_choices.labels[static_cast<int>(summary_)], span.smallest, span.largest);
@@ -140,7 +133,7 @@ void LongView::overview(WindowState& state, Session& session, Ui& ui, float widt
         const int h = std::clamp(static_cast<int>((mouse.x - origin.x) / cell), 0, NH - 1);
         if (ui.tooltips)
             ImGui::SetTooltip("%s: %.4g\nclick to open it", head_label(session, att.layers[l], h).c_str(),
-                              span.value(image.cells[static_cast<size_t>(l) * NH + h]));
+                              span.value(overview_.cells[static_cast<size_t>(l) * NH + h]));
         if (ImGui::IsItemClicked()) {
             state.layer = l, state.head = h;
             region_ = {};  // a new head opens whole

@@ -22,6 +22,13 @@ inline constexpr Choices<Summary, 4> summary_choices = {
 
 class LongView {
 public:
+    // The range of some values, which the colormap's 0..1 spans.
+    struct Span {
+        float smallest = 0, largest = 0;
+        float scaled(float v) const { return largest > smallest ? (v - smallest) / (largest - smallest) : 0.f; }
+        float value(float scaled) const { return smallest + scaled * (largest - smallest); }
+    };
+
     void draw(WindowState& state, Session& session, Ui& ui);
     // Shows `region` of the selected head (--rows and --cols); empty: the whole map.
     void show_region(const MapRegion& region) { region_ = region; }
@@ -36,7 +43,9 @@ private:
 
     Summary summary_ = Summary::entropy;
     Pooling pooling_ = Pooling::mean;
-    MapRegion region_;  // in tokens; empty: the whole map
+    MapRegion region_;       // in tokens; empty: the whole map
+    HeatmapImage overview_;  // each head's summary, scaled by overview_span_
+    Span overview_span_;
     HeatmapTexture overview_texture_, strip_texture_, map_texture_, row_texture_;
     // What the overview and the strip uploaded: the shown compute, text, summary (and head).
     std::tuple<uint64_t, int, Summary, int, int> overview_key_{}, strip_key_{};
