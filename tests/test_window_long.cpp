@@ -1,11 +1,13 @@
 // Long texts in the window (session/long_maps.h, views/long_view.h): a text
 // of 2,048 tokens or more runs without maps, and what the long view draws is
 // checked against the full maps of core's forward of the same tokens (an
-// independent computation: every weight kept, summed up here): the overview's
-// cells each head's mean entropy and the distance strip the selected head's
-// mean distance along the text (each from the smallest to the largest), a zoom to single cells each exact weight (or
-// the mask's hatch), and the maps the view asks for, pooled, against the full maps pooled here. A short text keeps
-// every map.
+// independent computation: every weight kept, summed up here): the
+// overview's cells each head's mean entropy and the distance strip the
+// selected head's mean distance along the text (each from the smallest to
+// the largest), a zoom to single cells each exact weight (or the mask's
+// hatch), and the maps the view asks for, pooled, against the full maps
+// pooled here. A short text keeps every map; a text past the model's
+// positions is cut there, saying so; a missing text file is one line.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -186,6 +188,34 @@ TEST_F(WindowLong, AShortTextKeepsEveryMap) {
     ASSERT_EQ(shot.run.status, 0) << shot.run.err;
     EXPECT_TRUE(test::entries(shot.layout, "long-text").empty());
     EXPECT_EQ(test::entries(shot.layout, "heads").size(), static_cast<size_t>(heads * 7 * 7));  // 7 tokens
+}
+
+// Past the model's 2,304 positions a text is cut there, and the status bar
+// and the text box say so; the long view shows the tokens kept.
+TEST_F(WindowLong, ATextPastTheModelsPositionsIsCutThereAndSaysSo) {
+    test::TempDir dir;
+    std::ofstream(dir.path / "longer.txt") << text_ << text_;
+    const test::WindowShot shot = test::shoot_window(
+        {"--model", model_dir(), "--text-file", (dir.path / "longer.txt").string(), "--window-size", "1280x800"},
+        dir.path, "cut");
+    ASSERT_EQ(shot.run.status, 0) << shot.run.err;
+    const json long_text = test::entries(shot.layout, "long-text");
+    ASSERT_EQ(long_text.size(), 1u);
+    EXPECT_EQ(long_text[0]["tokens"], 2304);
+    int cut_notes = 0;
+    for (const json& entry : shot.layout)
+        if (entry.value("name", "") == "cut" || entry.value("name", "") == "text cut") {
+            EXPECT_NE(entry["text"].get<std::string>().find("2304"), std::string::npos) << entry.dump();
+            ++cut_notes;
+        }
+    EXPECT_EQ(cut_notes, 2);  // the status bar's and the text box's
+}
+
+TEST_F(WindowLong, AMissingTextFileIsAOneLineError) {
+    test::TempDir dir;
+    const std::string missing = (dir.path / "missing.txt").string();
+    test::expect_one_line_error(test::run_window({"--model", model_dir(), "--text-file", missing}, dir.path),
+                                "headscope", missing);
 }
 
 // The maps the view asks for, computed from the kept queries and keys,
