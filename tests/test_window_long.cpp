@@ -6,7 +6,7 @@
 // selected head's mean distance along the text (each from the smallest to
 // the largest), a zoom to single cells each exact weight (or the mask's
 // hatch), and the maps the view asks for, pooled, against the full maps
-// pooled here. A short text keeps every map; a text past the model's
+// pooled here; the wheel and a drag zoom and pan it. A short text keeps every map; a text past the model's
 // positions is cut there, saying so; a missing text file is one line.
 #include <gtest/gtest.h>
 
@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "driven_window.h"
 #include "headscope/compute/backend.h"
 #include "model_writer.h"
 #include "screenshot.h"
@@ -188,6 +189,55 @@ TEST_F(WindowLong, AShortTextKeepsEveryMap) {
     ASSERT_EQ(shot.run.status, 0) << shot.run.err;
     EXPECT_TRUE(test::entries(shot.layout, "long-text").empty());
     EXPECT_EQ(test::entries(shot.layout, "heads").size(), static_cast<size_t>(heads * 7 * 7));  // 7 tokens
+}
+
+// Driven as a person drives it: the wheel over the map zooms about the
+// mouse (the token under it stays there) down to every cell, and a drag
+// pans by as many tokens as it moved pixels' worth.
+TEST_F(WindowLong, TheWheelZoomsTheMapAboutTheMouseAndADragPansIt) {
+    test::TempDir dir;
+    const std::vector<std::string> args = {"--model", model_dir(), "--text-file", text_path()};
+    std::vector<std::string> shot_args = args;
+    shot_args.insert(shot_args.end(), {"--window-size", "1280x800"});
+    const test::WindowShot first = test::shoot_window(shot_args, dir.path, "whole");
+    ASSERT_EQ(first.run.status, 0) << first.run.err;
+    const json whole = test::entries(first.layout, "long-map");
+    ASSERT_FALSE(whole.empty());
+    const double left = whole.front()["x"], top = whole.front()["y"];
+    const double side = whole.back()["x"].get<double>() + whole.back()["w"].get<double>() - left;
+    const int x = static_cast<int>(left + side / 2), y = static_cast<int>(top + side / 2);
+
+    const test::VirtualScreen screen;
+    ASSERT_FALSE(screen.name().empty()) << "Xvfb did not start";
+    const auto layout = dir.path / "driven.json";
+    std::vector<std::string> driven_args = args;
+    driven_args.insert(driven_args.end(), {"--layout", layout.string()});
+    test::DrivenWindow window(screen.name(), driven_args, dir.path);
+    window.settled_screen();
+    EXPECT_EQ(window.xdotool({"mousemove", std::to_string(x), std::to_string(y)}).status, 0);
+    const int notches = 12;
+    for (int n = 0; n < notches; ++n)  // each notch held apart: ImGui 1.86 reads one wheel step a frame
+        EXPECT_EQ(window.xdotool({"click", "4", "sleep", "0.15"}).status, 0);
+    window.settled_screen();
+    const int drag = 100;  // pixels to the right
+    const std::string to = std::to_string(x + drag), at = std::to_string(y);
+    EXPECT_EQ(
+        window.xdotool({"mousedown", "1", "sleep", "0.3", "mousemove", to, at, "sleep", "0.5", "mouseup", "1"}).status,
+        0);
+    window.settled_screen();
+    ASSERT_EQ(window.quit(), 0);
+
+    int zoomed = length();
+    for (int n = 0; n < notches; ++n) zoomed = std::max(4, static_cast<int>(std::lround(zoomed * 0.8)));
+    const json cells = test::entries(test::read_layout(layout), "long-map");
+    ASSERT_EQ(cells.size(), static_cast<size_t>(zoomed * zoomed)) << "the wheel did not zoom to every cell";
+    EXPECT_EQ(cells[0]["step_rows"], 1);
+    // The token under the mouse stayed there (each notch rounds to a
+    // token); the mouse at the map's centre zoomed rows and keys alike, then
+    // the drag moved the keys alone.
+    const int row_begin = cells[0]["row_begin"], col_begin = cells[0]["col_begin"];
+    EXPECT_NEAR(row_begin + zoomed / 2.0, length() / 2.0, notches + 1);
+    EXPECT_NEAR(row_begin - col_begin, drag / side * zoomed, 2);
 }
 
 // Past the model's 2,304 positions a text is cut there, and the status bar

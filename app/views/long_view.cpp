@@ -197,7 +197,9 @@ void LongView::head_map(WindowState& state, Session& session, Ui& ui, float side
          shown.rows() <= ask.pixels ? " (every cell)" : ", pooled");
     const ImVec2 origin = ImGui::GetCursorScreenPos(), end(origin.x + side, origin.y + side);
     ImGui::InvisibleButton("long map", ImVec2(side, side));
-    const bool hovered = ImGui::IsItemHovered();
+    // Read before the tooltip, a window of its own, makes itself the last item.
+    const bool hovered = ImGui::IsItemHovered(), dragging = ImGui::IsItemActive();
+    if (ImGui::IsItemActivated()) drag_start_ = shown;
     const bool current = map_uploaded_ == ask;
     if (map_uploaded_) {
         ui.renderer.draw_on_screen(ui.colormap, map_texture_, origin, end);
@@ -251,9 +253,11 @@ void LongView::head_map(WindowState& state, Session& session, Ui& ui, float side
         col += static_cast<int>(fx * (width - zoomed));
         row += static_cast<int>(fy * (width - zoomed));
     }
-    if (ImGui::IsMouseDragging(ImGuiMouseButton_Left)) {
-        col -= static_cast<int>(std::lround(io.MouseDelta.x / side * zoomed));
-        row -= static_cast<int>(std::lround(io.MouseDelta.y / side * zoomed));
+    // A drag pans from where it started by all it has moved: zoomed in, a pixel is less than a token.
+    if (dragging && ImGui::IsMouseDragging(ImGuiMouseButton_Left)) {
+        const ImVec2 moved = ImGui::GetMouseDragDelta(ImGuiMouseButton_Left);
+        col = drag_start_.col_begin - static_cast<int>(std::lround(moved.x / side * zoomed));
+        row = drag_start_.row_begin - static_cast<int>(std::lround(moved.y / side * zoomed));
     }
     if (ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) row = col = 0, zoomed = T;
     row = std::clamp(row, 0, T - zoomed), col = std::clamp(col, 0, T - zoomed);
@@ -275,8 +279,7 @@ void LongView::hovered_row(WindowState& state, Session& session, Ui& ui, float w
                      std::max(1, static_cast<int>(width * ImGui::GetIO().DisplayFramebufferScale.x)),
                      pooling_};
     if (!(row_uploaded_ == ask)) {
-        row_ = compute_map(*session.kept_maps(), ask);
-        ui.renderer.upload(row_->image, row_texture_);
+        ui.renderer.upload(compute_map(*session.kept_maps(), ask).image, row_texture_);
         row_uploaded_ = ask;
     }
     const std::string token = query_token(session, session.maps(), i, true);

@@ -44,13 +44,13 @@ private:
     Summary summary_ = Summary::entropy;
     Pooling pooling_ = Pooling::mean;
     MapRegion region_;       // in tokens; empty: the whole map
+    MapRegion drag_start_;   // the region shown when the drag began
     HeatmapImage overview_;  // each head's summary, scaled by overview_span_
     Span overview_span_;
     HeatmapTexture overview_texture_, strip_texture_, map_texture_, row_texture_;
     // What the overview and the strip uploaded: the shown compute, text, summary (and head).
     std::tuple<uint64_t, int, Summary, int, int> overview_key_{}, strip_key_{};
     std::optional<MapAsk> map_uploaded_, row_uploaded_;
-    std::optional<MapAnswer> row_;  // the hovered row, computed in the frame
 };
 
 }  // namespace headscope
