@@ -6,13 +6,15 @@
 // selected head's mean distance along the text (each from the smallest to
 // the largest), a zoom to single cells each exact weight (or the mask's
 // hatch), and the maps the view asks for, pooled, against the full maps
-// pooled here; the wheel and a drag zoom and pan it. A short text keeps every map; a text past the model's
-// positions is cut there, saying so; a missing text file is one line.
+// pooled here; the wheel and a drag zoom and pan it. A short text keeps
+// every map; a text past the model's positions is cut there, saying so; a
+// missing text file and the exports (which write every map) are one line.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -266,6 +268,18 @@ TEST_F(WindowLong, AMissingTextFileIsAOneLineError) {
     const std::string missing = (dir.path / "missing.txt").string();
     test::expect_one_line_error(test::run_window({"--model", model_dir(), "--text-file", missing}, dir.path),
                                 "headscope", missing);
+}
+
+TEST_F(WindowLong, TheExportsOfALongTextAreRefusedInOneLine) {
+    test::TempDir dir;
+    for (const char* flag : {"--export-json", "--export-npy", "--export-svg"}) {
+        const test::ProcessRun run =
+            test::run_window({"--model", model_dir(), "--text-file", text_path(), "--screenshot",
+                              (dir.path / "shot.png").string(), flag, (dir.path / "export").string()},
+                             dir.path);
+        test::expect_one_line_error(run, "headscope", "a long text keeps no map");
+        EXPECT_FALSE(std::filesystem::exists(dir.path / "export")) << flag;
+    }
 }
 
 // The maps the view asks for, computed from the kept queries and keys,
