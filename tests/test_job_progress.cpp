@@ -1,5 +1,6 @@
 // The window's progress of long work (app/job_progress.h): shown only once a
-// compute has run 300 ms (a load's at once), only the newest job's, cancelled at the job's next
+// compute has run 300 ms (a load's at once), with the time it has left, only
+// the newest job's, cancelled at the job's next
 // report; and a model load cancelled in the session, which keeps the open
 // model and says so.
 #include <gtest/gtest.h>
@@ -15,6 +16,26 @@ using namespace headscope;
 using namespace std::chrono_literals;
 
 namespace {
+
+// The time left at the pace of the steps so far: a quarter done after t
+// seconds leaves 3 t; none before a step is done, none once the last is.
+TEST(JobProgress, TimeLeftAtThePaceOfTheStepsDone) {
+    JobProgress job;
+    const auto started = std::chrono::steady_clock::now();
+    job.start();
+    const Progress report = job.reporter({});
+    report({"computing layers", 0, 4, ProgressUnit::steps});
+    EXPECT_FALSE(job.seconds_left());
+    std::this_thread::sleep_for(100ms);
+    report({"computing layers", 1, 4, ProgressUnit::steps});
+    const std::optional<double> left = job.seconds_left();
+    const std::chrono::duration<double> spent = std::chrono::steady_clock::now() - started;
+    ASSERT_TRUE(left);
+    EXPECT_GE(*left, 3 * 0.1);
+    EXPECT_LE(*left, 3 * spent.count());
+    report({"computing layers", 4, 4, ProgressUnit::steps});
+    EXPECT_FALSE(job.seconds_left());
+}
 
 TEST(JobProgress, ShownAfterThreeHundredMsOrAtOnceAndOnlyTheNewestJobs) {
     JobProgress job;

@@ -1,12 +1,12 @@
 // headscope-cli attention's long texts: see cli_maps.h.
 #include "cli/cli_maps.h"
 
-#include <charconv>
 #include <string>
 #include <tuple>
 
 #include "headscope/base/error.h"
 #include "headscope/io/files.h"
+#include "state/word_option.h"
 
 namespace headscope {
 
@@ -15,21 +15,6 @@ CliOptions with_text_files(const CliOptions& opt) {
     for (const std::string& path : opt.text_files) with.texts.push_back(read_file(path, "--text-file"));
     return with;
 }
-
-namespace {
-
-// "A:B" (A < B, both at least 0) as the range [A, B); anything else fails naming `flag`.
-void parse_range(const std::string& flag, const std::string& word, int& first, int& end) {
-    const size_t colon = word.find(':');
-    const auto number = [&](size_t from, size_t to, int& value) {
-        const auto [ptr, ec] = std::from_chars(word.data() + from, word.data() + to, value);
-        return from < to && ec == std::errc() && ptr == word.data() + to && value >= 0;
-    };
-    if (colon == std::string::npos || !number(0, colon, first) || !number(colon + 1, word.size(), end) || first >= end)
-        throw Error(flag + ": '" + word + "' is not a range FIRST:END of positions with FIRST < END");
-}
-
-}  // namespace
 
 MapsRequest maps_request(const CliOptions& opt) {
     MapsRequest request;

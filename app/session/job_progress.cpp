@@ -40,4 +40,11 @@ std::optional<ProgressReport> JobProgress::shown() const {
     return last_;
 }
 
+std::optional<double> JobProgress::seconds_left() const {
+    std::lock_guard lock(mutex_);
+    if (!last_ || last_->done <= 0 || last_->done >= last_->total) return std::nullopt;
+    const std::chrono::duration<double> spent = std::chrono::steady_clock::now() - started_;
+    return spent.count() * static_cast<double>(last_->total - last_->done) / static_cast<double>(last_->done);
+}
+
 }  // namespace headscope

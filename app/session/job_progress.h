@@ -30,6 +30,9 @@ public:
     bool cancelled() const;
     // The job's newest report once it has run for shown_after; else none.
     std::optional<ProgressReport> shown() const;
+    // The seconds the job has left at the pace of its steps so far; none
+    // before its first step is done, or once its last is.
+    std::optional<double> seconds_left() const;
 
 private:
     const std::chrono::milliseconds shown_after_;

@@ -8,6 +8,7 @@
 #include "headscope/base/clock.h"
 #include "headscope/base/error.h"
 #include "headscope/compute/forward.h"
+#include "headscope/io/files.h"
 
 namespace headscope {
 
@@ -66,7 +67,7 @@ void Session::submit() {
         [this, open = open_, cache = live_cache_,
          request = LiveRequest{state_.texts, state_.options, pairs, targets_asked, true}](std::stop_token stop) {
             try {
-                return compute_live(*open->backend, *open->model, request, cache.get(),
+                return compute_live(*open->backend, *open->model, long_text_request(*open->model, request), cache.get(),
                                     live_progress_.reporter(std::move(stop)));
             } catch (const Cancelled&) {
                 cache->clear();  // half refilled
@@ -326,6 +327,16 @@ void Session::take_step() {
     if (g.remaining > 0) submit_step();
 }
 
+void Session::open_text_file(const std::string& path) {
+    try {
+        state_.texts.at(state_.selected) = read_file(path, "the text file");
+    } catch (const Error& e) {
+        message = e.what();
+        return;
+    }
+    submit();
+}
+
 void Session::choose_backend(BackendChoice choice) {
     model_message.clear();
     LoadedModel loaded;
@@ -415,6 +426,8 @@ bool Session::collect() {
         install(std::move(opened->result));
         return true;
     }
+    if (std::optional<Worker<MapAnswer>::Outcome> map = map_worker_.take())
+        if (map->error.empty() && asked_map_ == map->result.ask) map_answer_ = std::move(map->result);
     std::optional<Worker<LiveResult>::Outcome> computed = live_.take();
     if (!computed) return compared;
     if (!computed->error.empty()) {
@@ -428,12 +441,26 @@ bool Session::collect() {
     shown_texts = submitted_texts_;  // an outcome always answers the newest request
     shown_options = submitted_options_;
     ++shown_generation;
+    keep_maps();
     if (step_submitted_) take_step();
     submit_intact();
     state_.selected = std::min(state_.selected, static_cast<int>(shown.token_ids.size()) - 1);
     state_.layer = std::min(state_.layer, maps().layers() - 1);
     state_.head = std::min(state_.head, shown.attention.NH - 1);
     return true;
+}
+
+void Session::keep_maps() {
+    asked_map_.reset();
+    map_answer_.reset();
+    kept_maps_ = headscope::keep_maps(open_->model, shown, shown_options);
+    if (kept_maps_) shown_options = kept_maps_->options;
+}
+
+void Session::ask_map(const MapAsk& ask) {
+    if (!kept_maps_ || asked_map_ == ask) return;
+    asked_map_ = ask;
+    map_worker_.submit([kept = kept_maps_, ask](std::stop_token) { return compute_map(*kept, ask); });
 }
 
 }  // namespace headscope

@@ -22,6 +22,7 @@
 #include "headscope/model/model.h"
 #include "session/comparison.h"
 #include "session/job_progress.h"
+#include "session/long_maps.h"
 #include "state/window_state.h"
 
 namespace headscope {
@@ -105,6 +106,18 @@ public:
     // (shown.cuts). Also swaps in a model open_model finished loading.
     bool collect();
 
+    // A long text's forward (long_maps.h) kept no map: what maps are computed
+    // from; null when the shown forward has every map (a short text).
+    const std::shared_ptr<const KeptMaps>& kept_maps() const { return kept_maps_; }
+    bool long_text() const { return kept_maps_ != nullptr; }
+    // Whether a compute has been shown: its maps, or a long text's summaries.
+    bool computed() const { return !shown.attention.weights.empty() || long_text(); }
+    // Computes `ask` of the long text on the map worker, unless it is the
+    // one asked last; map_answer() is the newest map answered, null before one.
+    void ask_map(const MapAsk& ask);
+    const MapAnswer* map_answer() const { return map_answer_ ? &*map_answer_ : nullptr; }
+    bool map_pending() const { return map_worker_.busy(); }
+
     // Appends `tokens` tokens to the text (the batch has one), chosen as
     // `sampling` says, one worker job each: the maps show the generation as it
     // grows. Goes on from the shown generation if there is one.
@@ -118,6 +131,11 @@ public:
     AttentionOptions generation_options() const;
     // Whether the maps replay a generation: it has made a step.
     bool replaying() const { return generation && !generation->steps.empty(); }
+
+    // Replaces the selected text with the text of the file at `path` (UTF-8,
+    // any length: past the model's positions it is cut), recomputing; a file
+    // that cannot be read sets `message` and changes nothing.
+    void open_text_file(const std::string& path);
 
     // Runs the open model on the backend `choice` picks, recomputing. A
     // failure (cuda without a usable device) sets `model_message` and changes nothing.
@@ -321,12 +339,18 @@ private:
     mutable float diff_scale_ = 0;
     // Written by their jobs. A load shows its bytes read at once, the probes after JobProgress::long_work.
     JobProgress load_progress_{std::chrono::milliseconds(0)}, probe_progress_, live_progress_, effects_progress_;
+    std::shared_ptr<const KeptMaps> kept_maps_;
+    std::optional<MapAsk> asked_map_;
+    std::optional<MapAnswer> map_answer_;
+    // A long text's shown forward's queries and keys, kept for its maps (collect).
+    void keep_maps();
     // Last: their threads stop before the members their jobs' outcomes go to.
     Worker<LiveResult> live_{wake_};
     Worker<ProbeReport> probe_worker_{wake_};
     Worker<LoadedModel> load_worker_{wake_};
     Worker<EffectsShown> effects_worker_{wake_};
     Worker<IntactShown> intact_worker_{wake_};
+    Worker<MapAnswer> map_worker_{wake_};
 };
 
 }  // namespace headscope

@@ -9,6 +9,7 @@
 #include "headscope/base/error.h"
 #include "headscope/compute/forward.h"
 #include "headscope/compute/text_batch.h"
+#include "headscope/io/files.h"
 #include "state/examples.h"
 #include "state/forward_options.h"
 #include "state/text_options.h"
@@ -22,6 +23,8 @@ void add_window_options(CLI::App& cli, Args& args) {
                    "builtin (the default), a model directory, a GGUF file, a Hugging Face hub name, or an Ollama, LM "
                    "Studio or llama.cpp name (docs/cli.md)");
     add_text_option(&cli, "--text", args.texts, "the text to open with");
+    add_text_option(&cli, "--text-file", args.text_files,
+                    "a file whose text to open with (UTF-8), after any --text; repeat for more");
     add_text_option(&cli, "--text-pair", args.text_pairs, "an encoder's second text of a pair, one for each --text");
     add_text_option(&cli, "--target", args.targets,
                     "an encoder-decoder's target (the decoder's input after its start token), one for each --text");
@@ -36,6 +39,9 @@ void add_window_options(CLI::App& cli, Args& args) {
         [](std::string_view word) { return parse_choice(view_choices, word); }, "the tab to open on");
     cli.add_option("--layer", args.layer, "the layer shown");
     cli.add_option("--head", args.head, "open this head of the layer large");
+    cli.add_option("--rows", args.rows,
+                   "a long text: the selected head's map shown from query FIRST to END-1 (FIRST:END)");
+    cli.add_option("--cols", args.cols, "a long text: and from key FIRST to END-1 (FIRST:END; default: as --rows)");
     cli.add_option("--dance-step", args.dance_step, "the reshape dance's step shown (from 1)");
     cli.add_option("--query", args.query, "the query row whose predictions the panel shows (default: the last token)");
     add_forward_options(&cli, {args.options, args.sliding_window, args.options.n_head, args.backend});
@@ -126,6 +132,12 @@ void finish_args(const CLI::App& cli, Args& args) {
     if (!cli.count("--settings")) args.settings = !driven_by_test;
     args.heads_given = cli.count("--heads") > 0;
     args.causal_given = cli.count("--causal") > 0;
+    if (!args.cols.empty() && args.rows.empty()) throw Error("--cols needs --rows");
+    if (!args.rows.empty()) {
+        MapRegion& region = args.region;
+        parse_range("--rows", args.rows, region.row_begin, region.row_end);
+        parse_range("--cols", args.cols.empty() ? args.rows : args.cols, region.col_begin, region.col_end);
+    }
     // The attention shown is checked again at the export, once the model is known.
     if (const char* refusal = svg_refusal(args.view, AttentionKind::decoder); refusal && !args.export_svg.empty())
         throw Error(std::string("--export-svg: ") + refusal);
@@ -134,9 +146,11 @@ void finish_args(const CLI::App& cli, Args& args) {
 Settings start_settings(const Args& args, const CLI::App& cli, bool use_saved) {
     Settings s = use_saved ? read_settings(config_dir() / "settings.json") : Settings{};
     if (cli.count("--model")) s.model = args.model;
-    if (cli.count("--text") && cli.count("--example"))
-        throw Error("--text and --example both give the texts: pass one");
-    if (cli.count("--text")) s.texts = args.texts;
+    for (const std::string flag : {"--text", "--text-file"})
+        if (cli.count(flag) && cli.count("--example"))
+            throw Error(flag + " and --example both give the texts: pass one");
+    if (cli.count("--text") || cli.count("--text-file")) s.texts = args.texts;
+    for (const std::string& path : args.text_files) s.texts.push_back(read_file(path, "--text-file"));
     if (cli.count("--example")) s.texts = find_example(read_examples(examples_file()), args.example).texts;
     if (cli.count("--causal")) s.options.causal = args.options.causal;
     if (cli.count("--padding-mask")) s.options.padding_mask = args.options.padding_mask;

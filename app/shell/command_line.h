@@ -21,6 +21,7 @@ namespace headscope {
 struct Args {
     std::string model = builtin_model;
     std::vector<std::string> texts;
+    std::vector<std::string> text_files;                  // each file's text after the --text ones
     std::vector<std::string> text_pairs;                  // an encoder's second texts, one for each text
     std::vector<std::string> targets;                     // an encoder–decoder's targets, one for each text
     AttentionKind attention_kind = AttentionKind::cross;  // an encoder–decoder's maps shown
@@ -31,6 +32,8 @@ struct Args {
     Colormap colormap = Colormap::viridis;
     BackendChoice backend = BackendChoice::automatic;
     int layer = 0, head = -1, dance_step = 1, frames = 3;
+    std::string rows, cols;   // a long text's map region shown (--rows, --cols: FIRST:END)
+    MapRegion region;         // read from them (finish_args); empty: the whole map
     int query = -1;           // the query row the predictions panel shows; -1: the last token
     std::string window_size;  // WxH, as parse_window_size reads it
     std::string screenshot, layout, open_model, export_json, export_npy, export_svg;

@@ -30,6 +30,7 @@ MainView::MainView(const Args& args, const Settings& start, LoadedModel loaded, 
         state_.targets = args.targets;
         session_.submit();
     }
+    if (args.region.rows() > 0) long_view_.show_region(args.region);
     if (args.head >= 0) {
         state_.head = args.head;
         heads_view_.open_large();
@@ -51,8 +52,8 @@ MainView::MainView(const Args& args, const Settings& start, LoadedModel loaded, 
 
 bool MainView::computing() const {
     return !session_.loading().empty() || session_.busy() || session_.probes_pending() || session_.effects_pending() ||
-           session_.intact_pending() || session_.comparison().busy() || checks_view_.computing() ||
-           dance_view_.computing();
+           session_.intact_pending() || session_.comparison().busy() || session_.map_pending() ||
+           checks_view_.computing() || dance_view_.computing();
 }
 
 void MainView::draw() {
@@ -125,12 +126,18 @@ void MainView::tokens_child(const char* id, ImVec2 size) {
 
 void MainView::views() {
     const Session& s = session_;
-    if (s.shown.attention.weights.empty()) {
+    if (!s.computed()) {
         ImGui::TextUnformatted(s.message.empty() ? "computing..." : s.message.c_str());
         if (!s.message.empty() && state_.texts.size() > 1) mask_view_.batch_list(state_, session_, ui_);
         return;
     }
     if (!s.message.empty()) ImGui::TextColored(error_colour, "%s (showing the last good maps)", s.message.c_str());
+    if (s.long_text()) {
+        ImGui::BeginChild("view", ImVec2(0, -ImGui::GetFrameHeightWithSpacing()));
+        long_view_.draw(state_, session_, ui_);
+        ImGui::EndChild();
+        return;
+    }
     if (!ImGui::BeginTabBar("views")) return;
     bool lens_shown = false, contributions_shown = false;
     for (int v = 0; v < static_cast<int>(std::size(view_choices.labels)); ++v) {
@@ -203,6 +210,14 @@ void MainView::views() {
         state_.contributions_shown = contributions_shown;
         if (contributions_shown && session_.shown.attention.value_weighted.empty()) session_.submit();
     }
+}
+
+void MainView::open_dropped(const std::string& path) {
+    const std::string extension = std::filesystem::path(path).extension().string();
+    if (extension == ".txt" || extension == ".md")
+        session_.open_text_file(path);
+    else
+        session_.open_model(path);
 }
 
 Settings MainView::settings(const WindowPlacement& window) const {

@@ -17,6 +17,7 @@
 #include "views/effects_view.h"
 #include "views/heads_view.h"
 #include "views/lens_view.h"
+#include "views/long_view.h"
 #include "views/mask_view.h"
 #include "views/model_view.h"
 #include "views/patching_view.h"
@@ -41,6 +42,9 @@ public:
     Settings settings(const WindowPlacement& window) const;
 
     Session& session() { return session_; }
+    // A file or folder dropped on the window: a .txt or .md file's text replaces the selected text; anything
+    // else is opened as a model.
+    void open_dropped(const std::string& path);
     const LayoutRecorder& layout() const { return ui_.layout; }
     void set_scale(float scale) { ui_.scale = scale; }
     StatusBar& status_bar() { return status_bar_; }
@@ -71,6 +75,7 @@ private:
     ModelView model_view_;
     RouterView router_view_;
     LensView lens_view_;
+    LongView long_view_;  // in place of the tabs for a long text
     TokensView tokens_view_;
     EffectsView effects_view_;
     PatchingView patching_view_;

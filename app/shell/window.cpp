@@ -34,7 +34,7 @@ namespace {
 
 // What GLFW's callbacks report, for the loop to act on between frames.
 struct WindowEvents {
-    std::string dropped;                 // a folder dropped on the window
+    std::string dropped;                 // a file or folder dropped on the window
     std::optional<float> content_scale;  // the window moved to a monitor of another scale
 };
 
@@ -213,7 +213,7 @@ int run(const Args& args, Settings start, bool use_settings, bool model_given) {
         int settle = 2;
         while (!glfwWindowShouldClose(window)) {
             wait_for_frame(headless, view, settle);
-            if (!events.dropped.empty()) view.session().open_model(std::exchange(events.dropped, std::string()));
+            if (!events.dropped.empty()) view.open_dropped(std::exchange(events.dropped, std::string()));
             if (events.content_scale) {
                 load_fonts_and_style(font, *events.content_scale);
                 ImGui_ImplOpenGL3_DestroyFontsTexture();

@@ -1,8 +1,9 @@
 // Command-line options the CLI and the window share: those whose value is a
-// word core parses (on/off, the scale, the split, the backend, ...), and
-// texts, taken as written.
+// word core parses (on/off, the scale, the split, the backend, ...), texts,
+// taken as written, and ranges of positions (--rows, --cols).
 #pragma once
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,17 @@ void add_word_option(CLI::App* sub, const std::string& flag, T& value, const std
 inline CLI::Option* add_text_option(CLI::App* sub, const std::string& flag, std::vector<std::string>& texts,
                                     const std::string& help) {
     return sub->add_option(flag, texts, help)->allow_extra_args(false);
+}
+
+// "A:B" (A < B, both at least 0) as the range [A, B); anything else fails naming `flag`.
+inline void parse_range(const std::string& flag, const std::string& word, int& first, int& end) {
+    const size_t colon = word.find(':');
+    const auto number = [&](size_t from, size_t to, int& value) {
+        const auto [ptr, ec] = std::from_chars(word.data() + from, word.data() + to, value);
+        return from < to && ec == std::errc() && ptr == word.data() + to && value >= 0;
+    };
+    if (colon == std::string::npos || !number(0, colon, first) || !number(colon + 1, word.size(), end) || first >= end)
+        throw Error(flag + ": '" + word + "' is not a range FIRST:END of positions with FIRST < END");
 }
 
 }  // namespace headscope

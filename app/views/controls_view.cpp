@@ -95,7 +95,7 @@ bool target_box(WindowState& state, Session& s, Ui& ui) {
             "last row of the cross maps");
     if (enum_combo(ui, "attention", state.attention_kind, attention_kind_choices.labels, 220 * ui.scale,
                    "attention kind") &&
-        !s.shown.attention.weights.empty())
+        s.computed())
         state.layer =
             std::min(state.layer, s.maps().layers() - 1);  // an encoder may have fewer layers than its decoder
     ImGui::EndGroup();
@@ -141,7 +141,7 @@ void ControlsView::draw(WindowState& state, Session& s, Ui& ui) {
         ImGui::SameLine();
     }
     // The layers of the maps shown: an encoder–decoder's encoder may have another count.
-    const int layers = s.shown.attention.weights.empty() ? model.config.n_layer : s.maps().layers();
+    const int layers = !s.computed() ? model.config.n_layer : s.maps().layers();
     ImGui::SetNextItemWidth(120 * ui.scale);
     slider_int(ui, "layer", &state.layer, 0, layers - 1);
     ImGui::SameLine();
@@ -218,8 +218,9 @@ void ControlsView::head_controls(WindowState& state, Session& s, Ui& ui, bool& c
             "only the queries of one text of the pair and the keys of one (A -> B: A's queries, B's keys)");
 }
 
-// The example texts: choosing one replaces the batch. While the texts
-// are still an example's, what to look for in it.
+// The example texts: choosing one replaces the batch; and a text file's
+// path, whose text replaces the selected text. While the texts are still
+// an example's, what to look for in it.
 void ControlsView::examples_menu(WindowState& state, Session& s, Ui& ui) {
     ImGui::SetNextItemWidth(300 * ui.scale);
     combo(ui, "##examples", "examples...", "examples", [&] {
@@ -232,6 +233,12 @@ void ControlsView::examples_menu(WindowState& state, Session& s, Ui& ui) {
             }
         if (!examples_error_.empty()) ImGui::TextDisabled("no examples: %s", examples_error_.c_str());
     });
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(220 * ui.scale);
+    const bool entered = text_input(ui, "##text file", "text file (or drop a .txt here)", &text_path_, nullptr,
+                                    ImGuiInputTextFlags_EnterReturnsTrue);
+    ImGui::SameLine();
+    if ((button(ui, "Open text") || entered) && !text_path_.empty()) s.open_text_file(text_path_);
     for (const Example& example : examples_) {
         if (example.texts != state.texts) continue;
         ImGui::SameLine();

@@ -32,7 +32,7 @@ private:
     std::vector<GgufModel> gguf_models_;
     std::vector<Example> examples_;       // the examples menu's
     std::string examples_error_;          // why there are none
-    std::string model_path_;              // the path field
+    std::string model_path_, text_path_;  // the path fields
     bool editing_text_ = false;           // the text box is the edit box, not the wrapped text
     int text_clicked_frame_ = -10;        // when the wrapped text was clicked (the box takes the keys)
     bool cursor_to_end_pending_ = false;  // the edit box's cursor goes to the end when it takes the keys

@@ -36,7 +36,7 @@ nlohmann::ordered_json label_fields(const char* view, int layer, int head, int t
 // ellipsis, and the whole token shows on hover. A learned sink's column
 // (map_columns) is labelled "sink" where it is as wide as a label.
 bool labelled_map(WindowState& state, Session& session, Ui& ui, MapWidget& widget, const char* view, int layer,
-                  int head, float side, const MapRegion& region = {}) {
+                  int head, float side, const TextureRegion& region = {}) {
     const ShownMaps maps = session.maps();
     const int rows = maps.rows, cols = maps.cols;
     const float rows_shown = std::max((region.v1 - region.v0) * rows, (region.u1 - region.u0) * cols);

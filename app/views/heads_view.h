@@ -30,7 +30,7 @@ private:
     std::vector<MapWidget> maps_;
     MapWidget large_map_;
     bool large_ = false;
-    MapRegion region_;  // the zoomed part of the large map
+    TextureRegion region_;  // the zoomed part of the large map
     ImVec2 maps_corner_;
 };
 

@@ -50,7 +50,17 @@ std::string device_note(const Session& s) {
     return "computed on " + s.computed_on().device + " (" + s.computed_on_reason() + ")";
 }
 
+namespace {
+
+// The exports write every map, which a long text's forward does not keep.
+void check_every_map(const Session& s) {
+    if (s.long_text()) throw Error("a long text keeps no map to export: the exports are for shorter texts");
+}
+
+}  // namespace
+
 void export_json(const Session& s, const fs::path& path) {
+    check_every_map(s);
     const AttentionTimings timings{s.model_load_ms(), s.shown.tokenize_ms, s.shown.compute_ms - s.shown.tokenize_ms};
     const nlohmann::ordered_json metadata =
         attention_metadata(s.model(), s.computed_on().device, s.computed_on_reason(), s.shown_texts, s.shown.token_ids,
@@ -60,6 +70,7 @@ void export_json(const Session& s, const fs::path& path) {
 }
 
 void export_npy(const Session& session, const fs::path& path) {
+    check_every_map(session);
     write_file_atomically(path, "the attention",
                           [&](std::ostream& out) { write_attention_npy(out, session.shown.attention); });
 }
@@ -117,10 +128,11 @@ void StatusBar::draw(const WindowState& state, Session& s, Ui& ui, FigureView sh
     ImGui::SameLine();
     ImGui::SetNextItemWidth(160 * ui.scale);
     ImGui::InputTextWithHint("##export dir", "folder to save in", &export_dir_);
-    const bool computed = !s.shown.attention.weights.empty();
+    // The exports write every map: none before a compute, nor of a long text's, which keeps none.
+    const bool every_map = !s.shown.attention.weights.empty();
     ImGui::SameLine();
     if (button(ui, "Save PNG", "Save PNG")) png_asked_ = true;
-    ImGui::BeginDisabled(!computed);
+    ImGui::BeginDisabled(!every_map);
     ImGui::SameLine();
     const char* svg_refused = svg_refusal(shown.view, s.maps().kind);
     ImGui::BeginDisabled(svg_refused != nullptr);

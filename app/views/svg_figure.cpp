@@ -361,6 +361,8 @@ const char* svg_refusal(View view, AttentionKind kind) {
 void write_svg_figure(const std::filesystem::path& path, const WindowState& state, const Session& session, Ui& ui,
                       FigureView shown) {
     if (const char* refusal = svg_refusal(shown.view, session.maps().kind)) throw Error(path.string() + ": " + refusal);
+    if (session.long_text())
+        throw Error(path.string() + ": a long text keeps no map: the figures are for shorter texts");
     if (session.shown.attention.weights.empty()) throw Error(path.string() + ": no maps computed yet");
     if (shown.view == View::lens && session.shown.attention.lens_k == 0)
         throw Error(path.string() + ": the logit lens is not computed");

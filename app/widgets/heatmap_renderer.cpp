@@ -122,7 +122,8 @@ void HeatmapRenderer::upload(const HeatmapImage& image, HeatmapTexture& target) 
     glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_T, GL_CLAMP_TO_EDGE);
 }
 
-void HeatmapRenderer::draw(Colormap colormap, int width, int height, HeatmapTexture& target, const MapRegion& region) {
+void HeatmapRenderer::draw(Colormap colormap, int width, int height, HeatmapTexture& target,
+                           const TextureRegion& region) {
     const SavedTarget saved;
     if (!target.framebuffer_) {
         glGenFramebuffers(1, &target.framebuffer_);
@@ -144,7 +145,7 @@ void HeatmapRenderer::draw(Colormap colormap, int width, int height, HeatmapText
     draw_quad(colormap, target.weights_, region);
 }
 
-void HeatmapRenderer::draw_quad(Colormap colormap, GLuint weights, const MapRegion& region) {
+void HeatmapRenderer::draw_quad(Colormap colormap, GLuint weights, const TextureRegion& region) {
     glDisable(GL_BLEND);
     glUseProgram(program_);
     glActiveTexture(GL_TEXTURE0);
@@ -157,7 +158,7 @@ void HeatmapRenderer::draw_quad(Colormap colormap, GLuint weights, const MapRegi
 }
 
 void HeatmapRenderer::draw_on_screen(Colormap colormap, const HeatmapTexture& target, ImVec2 min, ImVec2 max,
-                                     const MapRegion& region) {
+                                     const TextureRegion& region) {
     if (screen_draws_frame_ != ImGui::GetFrameCount()) {  // the last frame's draws have run
         screen_draws_.clear();
         screen_draws_frame_ = ImGui::GetFrameCount();
@@ -185,7 +186,7 @@ void HeatmapRenderer::run_screen_draw(const ImDrawList*, const ImDrawCmd* comman
     glScissor(x(clip.x), y(clip.w), x(clip.z) - x(clip.x), y(clip.y) - y(clip.w));
     glViewport(x(d.min.x), y(d.max.y), x(d.max.x) - x(d.min.x), y(d.min.y) - y(d.max.y));
     // GL's rows run upwards and the map's first query is its top row: v from v1 at the bottom to v0.
-    const MapRegion flipped{d.region.u0, d.region.v1, d.region.u1, d.region.v0};
+    const TextureRegion flipped{d.region.u0, d.region.v1, d.region.u1, d.region.v0};
     d.renderer->draw_quad(d.colormap, d.weights, flipped);
 }
 

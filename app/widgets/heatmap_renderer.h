@@ -18,9 +18,9 @@ namespace headscope {
 
 // The part of a map drawn, in texture coordinates: u along keys, v along
 // queries, from the top left. The default is the whole map.
-struct MapRegion {
+struct TextureRegion {
     float u0 = 0, v0 = 0, u1 = 1, v1 = 1;
-    bool operator==(const MapRegion&) const = default;
+    bool operator==(const TextureRegion&) const = default;
 };
 
 // One map's uploaded weights and, when drawn into a texture, its colour texture.
@@ -55,10 +55,10 @@ public:
     // (min, max) of the current ImGui window, clipped as its items are: a
     // callback on its draw list, run when ImGui renders this frame.
     void draw_on_screen(Colormap colormap, const HeatmapTexture& target, ImVec2 min, ImVec2 max,
-                        const MapRegion& region = {});
+                        const TextureRegion& region = {});
     // Draws `region` of the uploaded weights into `target` at width x height
     // pixels: zooming and panning only draw again.
-    void draw(Colormap colormap, int width, int height, HeatmapTexture& target, const MapRegion& region = {});
+    void draw(Colormap colormap, int width, int height, HeatmapTexture& target, const TextureRegion& region = {});
     // The colour the shader gives each cell of `image` ((rows, cols)
     // row-major, as its cells), read back from one pixel per cell: what the
     // window shows for it. A masked cell reads as one of the hatch's greys.
@@ -72,10 +72,10 @@ private:
         Colormap colormap;
         GLuint weights;
         ImVec2 min, max;
-        MapRegion region;
+        TextureRegion region;
     };
     static void run_screen_draw(const ImDrawList* list, const ImDrawCmd* command);
-    void draw_quad(Colormap colormap, GLuint weights, const MapRegion& region);
+    void draw_quad(Colormap colormap, GLuint weights, const TextureRegion& region);
 
     std::deque<ScreenDraw> screen_draws_;  // this frame's: a deque keeps their addresses
     int screen_draws_frame_ = -1;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstdio>
 #include <ostream>
 
 #include "headscope/inspect/attention_export.h"
@@ -260,7 +261,7 @@ HeatmapImage map_image(const Session& session, const ShownMaps& maps, int layer,
 ShownMaps MapWidget::maps(const Session& session) const { return kind_ ? session.maps(*kind_) : session.maps(); }
 
 bool MapWidget::draw(WindowState& state, Session& session, Ui& ui, const char* view, int layer, int head, float size,
-                     const MapRegion& region) {
+                     const TextureRegion& region) {
     return draw_in(state, session, ui, view, layer, head, ImVec2(size, size), map_columns(maps(session), ui, size),
                    region);
 }
@@ -274,7 +275,7 @@ bool MapWidget::draw_cells(WindowState& state, Session& session, Ui& ui, const c
 }
 
 bool MapWidget::draw_in(WindowState& state, Session& session, Ui& ui, const char* view, int layer, int head,
-                        ImVec2 size, const MapColumns& columns, const MapRegion& region) {
+                        ImVec2 size, const MapColumns& columns, const TextureRegion& region) {
     const ShownMaps maps = this->maps(session);
     const int rows = maps.rows, cols = maps.cols, b = maps.b;
     const float framebuffer_scale = ImGui::GetIO().DisplayFramebufferScale.x;
@@ -350,7 +351,7 @@ bool MapWidget::draw_in(WindowState& state, Session& session, Ui& ui, const char
         draw->AddLine(ImVec2(origin.x, end.y), ImVec2(end.x, origin.y), knocked_out_colour, width);
         ui.layout.rect({{"view", "knocked-out"}, {"of", view}, {"layer", layer}, {"head", head}}, origin, size);
     }
-    if (region == MapRegion{}) {
+    if (region == TextureRegion{}) {
         nlohmann::ordered_json fields = {
             {"view", view},   {"layer", layer},
             {"head", head},   {"attention", attention_kind_choices.words[static_cast<int>(maps.kind)]},
@@ -358,7 +359,7 @@ bool MapWidget::draw_in(WindowState& state, Session& session, Ui& ui, const char
         if (diff) fields["diff_scale"] = session.diff_scale();
         ui.layout.grid(std::move(fields), {corner, ImVec2(cell_w, cell_h), ImVec2(cell_w, cell_h), rows, cols});
     }
-    if (region == MapRegion{} && sink)
+    if (region == TextureRegion{} && sink)
         ui.layout.grid(
             {{"view", "sink"}, {"of", view}, {"layer", layer}, {"head", head}, {"row", "query"}, {"col", "column"}},
             {ImVec2(origin.x, corner.y), ImVec2(columns.sink, cell_h), ImVec2(columns.sink, cell_h), rows, 1});
@@ -375,7 +376,12 @@ bool MapWidget::draw_thumbnail(WindowState& state, Session& session, Ui& ui, con
 bool progress_bar(JobProgress& job, Ui& ui, const char* name, float width) {
     const std::optional<ProgressReport> report = job.shown();
     if (!report) return false;
-    const std::string text = progress_text(*report);
+    std::string text = progress_text(*report);
+    if (const std::optional<double> left = job.seconds_left()) {
+        char note[48];
+        std::snprintf(note, sizeof note, ", about %.0f s left", std::ceil(*left));
+        text += note;
+    }
     const float fraction = report->total > 0 ? static_cast<float>(report->done) / static_cast<float>(report->total) : 0;
     ImGui::PushID(name);
     if (ImGui::SmallButton("Cancel")) job.cancel();  // first: on a crowded line it stays in view

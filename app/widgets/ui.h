@@ -112,7 +112,7 @@ public:
     // (Session::diff_shown) the map is B - A in the diverging colormap, its
     // grid recording "diff_scale", and has no sink column.
     bool draw(WindowState& state, Session& session, Ui& ui, const char* view, int layer, int head, float size,
-              const MapRegion& region = {});
+              const TextureRegion& region = {});
     // The whole map, as draw, in cells `cell` pixels a side: a learned sink's
     // column and its gap (cell_columns) make it that much wider than its keys.
     bool draw_cells(WindowState& state, Session& session, Ui& ui, const char* view, int layer, int head, float cell);
@@ -133,7 +133,7 @@ private:
     ShownMaps maps(const Session& session) const;
     // draw's and draw_cells': the map in `size` pixels, its columns as `columns` say.
     bool draw_in(WindowState& state, Session& session, Ui& ui, const char* view, int layer, int head, ImVec2 size,
-                 const MapColumns& columns, const MapRegion& region);
+                 const MapColumns& columns, const TextureRegion& region);
 
     std::optional<AttentionKind> kind_;
     ImageKey image_key_;

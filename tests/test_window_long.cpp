@@ -1,0 +1,322 @@
+// Long texts in the window (session/long_maps.h, views/long_view.h): a text
+// of 2,048 tokens or more runs without maps, and what the long view draws is
+// checked against the full maps of core's forward of the same tokens (an
+// independent computation: every weight kept, summed up here): the
+// overview's cells each head's mean entropy and the distance strip the
+// selected head's mean distance along the text (each from the smallest to
+// the largest), a zoom to single cells each exact weight (or the mask's
+// hatch), and the maps the view asks for, pooled, against the full maps
+// pooled here; the wheel and a drag zoom and pan it. A short text keeps
+// every map; a text past the model's positions is cut there, saying so; a
+// missing text file and the exports (which write every map) are one line.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "driven_window.h"
+#include "headscope/compute/backend.h"
+#include "model_writer.h"
+#include "screenshot.h"
+#include "session/long_maps.h"
+
+using namespace headscope;
+using nlohmann::json;
+
+namespace {
+
+constexpr int layers = 2, heads = 4;
+
+class WindowLong : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        dir_ = new test::TempDir;
+        test::write_test_model(dir_->path / "model", {.n_layer = layers,
+                                                      .n_head = heads,
+                                                      .n_embd = 32,
+                                                      .n_positions = 2304,
+                                                      .transformer_prefix = false,
+                                                      .seed = 7});
+        model_ = new Model(load_model(model_dir()));
+        // Words of one token each, drawn by a fixed linear congruence: 2,100 tokens.
+        const char* words[] = {" the", " cat",   " sat", " on",  " mat", " and", " dog", " ran",
+                               " to",  " house", " a",   " big", " red", " in",  " of",  " it"};
+        uint32_t seed = 12345;
+        for (int w = 0; w < 2100; ++w) {
+            seed = seed * 1664525u + 1013904223u;
+            text_ += words[(seed >> 16) % 16];
+        }
+        std::ofstream(text_path()) << text_;
+        auto backend = make_cpu_backend();
+        backend->load_weights(*model_);
+        full_ = new AttentionResult;
+        batch_ = new Batch{model_->tokenizer.encode_texts({text_}), model_->config.pad_id()};
+        backend->forward(*batch_, AttentionOptions{}, *full_);
+    }
+    static void TearDownTestSuite() {
+        delete full_;
+        delete batch_;
+        delete model_;
+        delete dir_;
+    }
+    static std::string model_dir() { return (dir_->path / "model").string(); }
+    static std::string text_path() { return (dir_->path / "long.txt").string(); }
+    static int length() { return static_cast<int>(batch_->token_ids[0].size()); }
+    static double weight(int l, int h, int q, int k) { return full_->row(l, 0, h, q)[k]; }
+
+    static inline test::TempDir* dir_ = nullptr;
+    static inline Model* model_ = nullptr;
+    static inline std::string text_;
+    static inline Batch* batch_ = nullptr;
+    static inline AttentionResult* full_ = nullptr;  // every map
+};
+
+// The mask's hatch: two greys.
+bool hatched(const std::array<int, 3>& got) {
+    return got[0] == got[1] && got[1] == got[2] && (std::abs(got[0] - 41) <= 1 || std::abs(got[0] - 77) <= 1);
+}
+
+TEST_F(WindowLong, TheTextIsLongAndItsMapsWouldBeFull) {
+    ASSERT_GE(length(), long_text_tokens);
+    ASSERT_LE(length(), 2304);
+    EXPECT_FALSE(is_long_text(layers, heads, long_text_tokens - 1));
+    EXPECT_TRUE(is_long_text(layers, heads, long_text_tokens));
+    // A 1B Llama's 16 x 32 heads: their maps pass 2 GiB from 1,025 tokens.
+    EXPECT_FALSE(is_long_text(16, 32, 1024));
+    EXPECT_TRUE(is_long_text(16, 32, 1025));
+    const LiveRequest asked{{text_}, AttentionOptions{}};
+    EXPECT_EQ(long_text_request(*model_, asked).options.maps, Maps::queries_and_keys);
+    EXPECT_TRUE(long_text_request(*model_, asked).options.summaries);
+    const LiveRequest short_text{{"The cat sat on the mat."}, AttentionOptions{}};
+    EXPECT_EQ(long_text_request(*model_, short_text).options.maps, Maps::full);
+}
+
+TEST_F(WindowLong, TheOverviewIsEachHeadsMeanEntropyAndTheStripItsDistanceAlongTheText) {
+    const int T = length();
+    test::TempDir dir;
+    const test::WindowShot shot = test::shoot_window({"--model", model_dir(), "--text-file", text_path(),
+                                                      "--window-size", "1280x800", "--layer", "1", "--head", "2"},
+                                                     dir.path, "overview");
+    ASSERT_EQ(shot.run.status, 0) << shot.run.err;
+    EXPECT_TRUE(test::entries(shot.layout, "heads").empty());  // no map of every cell: the long view
+    ASSERT_EQ(test::entries(shot.layout, "long-text").size(), 1u);
+
+    // Each head's entropy, averaged over its rows from 1 (row 0 sees key 0 alone).
+    std::vector<double> entropy(layers * heads, 0.0);
+    for (int l = 0; l < layers; ++l)
+        for (int h = 0; h < heads; ++h) {
+            double sum = 0;
+            for (int q = 1; q < T; ++q)
+                for (int k = 0; k <= q; ++k)
+                    if (const double w = weight(l, h, q, k); w > 0) sum -= w * std::log(w);
+            entropy[l * heads + h] = sum / (T - 1);
+        }
+    const auto [smallest, largest] = std::minmax_element(entropy.begin(), entropy.end());
+    ASSERT_GT(*largest - *smallest, 0.01);  // heads the colours tell apart
+    const json cells = test::entries(shot.layout, "overview");
+    ASSERT_EQ(cells.size(), static_cast<size_t>(layers * heads));
+    for (const json& cell : cells) {
+        EXPECT_EQ(cell["summary"], "entropy");
+        EXPECT_NEAR(cell["smallest"].get<double>(), *smallest, 1e-4 * *largest);
+        EXPECT_NEAR(cell["largest"].get<double>(), *largest, 1e-4 * *largest);
+        const int l = cell["layer"], h = cell["head"];
+        const double want = (entropy[l * heads + h] - *smallest) / (*largest - *smallest);
+        const std::array<int, 3> got = test::centre(shot.image, cell);
+        EXPECT_TRUE(test::near(got, test::viridis(want)))
+            << "L" << l << " H" << h << ": " << want << ", drawn " << got[0] << "," << got[1] << "," << got[2];
+    }
+
+    // The strip: head (1, 2)'s mean distance sum_k w (q - k) over each part's rows.
+    const json parts = test::entries(shot.layout, "distance-strip");
+    ASSERT_GE(parts.size(), 16u);
+    const int step = parts[0]["rows_per_cell"];
+    std::vector<double> distance;
+    for (size_t p = 0; p < parts.size(); ++p) {
+        double sum = 0;
+        const int first = 1 + static_cast<int>(p) * step, end = std::min(T, first + step);
+        for (int q = first; q < end; ++q)
+            for (int k = 0; k <= q; ++k) sum += weight(1, 2, q, k) * (q - k);
+        distance.push_back(sum / (end - first));
+    }
+    const auto [nearest, farthest] = std::minmax_element(distance.begin(), distance.end());
+    EXPECT_GT(*farthest - *nearest, 100);  // a head that reads farther back along the text: the strip is not flat
+    for (const json& part : parts) {
+        EXPECT_EQ(part["layer"], 1);
+        EXPECT_EQ(part["head"], 2);
+        const int p = part["part"];
+        const std::array<int, 3> got = test::centre(shot.image, part);
+        const double want = (distance[p] - *nearest) / (*farthest - *nearest);
+        EXPECT_TRUE(test::near(got, test::viridis(want)))
+            << "part " << p << ": " << want << ", drawn " << got[0] << "," << got[1] << "," << got[2];
+    }
+}
+
+TEST_F(WindowLong, ZoomedToSingleCellsTheMapIsEachWeightExactly) {
+    test::TempDir dir;
+    const test::WindowShot shot =
+        test::shoot_window({"--model", model_dir(), "--text-file", text_path(), "--window-size", "1280x800", "--layer",
+                            "1", "--head", "2", "--rows", "2040:2056", "--cols", "2032:2048"},
+                           dir.path, "zoom");
+    ASSERT_EQ(shot.run.status, 0) << shot.run.err;
+    const json cells = test::entries(shot.layout, "long-map");
+    ASSERT_EQ(cells.size(), 16u * 16u);
+    int masked = 0;
+    for (const json& cell : cells) {
+        EXPECT_EQ(cell["step_rows"], 1);
+        EXPECT_EQ(cell["step_cols"], 1);
+        const int q = cell["row_begin"].get<int>() + cell["cell_row"].get<int>();
+        const int k = cell["col_begin"].get<int>() + cell["cell_col"].get<int>();
+        const std::array<int, 3> got = test::centre(shot.image, cell);
+        if (k > q) {
+            EXPECT_TRUE(hatched(got)) << q << "," << k;
+            ++masked;
+        } else
+            EXPECT_TRUE(test::near(got, test::viridis(weight(1, 2, q, k))))
+                << "query " << q << " key " << k << ": " << weight(1, 2, q, k) << ", drawn " << got[0] << "," << got[1]
+                << "," << got[2];
+    }
+    EXPECT_EQ(masked, 28);  // keys 2041..2047 past queries 2040..2046
+}
+
+TEST_F(WindowLong, AShortTextKeepsEveryMap) {
+    test::TempDir dir;
+    const test::WindowShot shot = test::shoot_window(
+        {"--model", model_dir(), "--text", "The cat sat on the mat.", "--window-size", "1280x800"}, dir.path, "short");
+    ASSERT_EQ(shot.run.status, 0) << shot.run.err;
+    EXPECT_TRUE(test::entries(shot.layout, "long-text").empty());
+    EXPECT_EQ(test::entries(shot.layout, "heads").size(), static_cast<size_t>(heads * 7 * 7));  // 7 tokens
+}
+
+// Driven as a person drives it: the wheel over the map zooms about the
+// mouse (the token under it stays there) down to every cell, and a drag
+// pans by as many tokens as it moved pixels' worth.
+TEST_F(WindowLong, TheWheelZoomsTheMapAboutTheMouseAndADragPansIt) {
+    test::TempDir dir;
+    const std::vector<std::string> args = {"--model", model_dir(), "--text-file", text_path()};
+    std::vector<std::string> shot_args = args;
+    shot_args.insert(shot_args.end(), {"--window-size", "1280x800"});
+    const test::WindowShot first = test::shoot_window(shot_args, dir.path, "whole");
+    ASSERT_EQ(first.run.status, 0) << first.run.err;
+    const json whole = test::entries(first.layout, "long-map");
+    ASSERT_FALSE(whole.empty());
+    const double left = whole.front()["x"], top = whole.front()["y"];
+    const double side = whole.back()["x"].get<double>() + whole.back()["w"].get<double>() - left;
+    const int x = static_cast<int>(left + side / 2), y = static_cast<int>(top + side / 2);
+
+    const test::VirtualScreen screen;
+    ASSERT_FALSE(screen.name().empty()) << "Xvfb did not start";
+    const auto layout = dir.path / "driven.json";
+    std::vector<std::string> driven_args = args;
+    driven_args.insert(driven_args.end(), {"--layout", layout.string()});
+    test::DrivenWindow window(screen.name(), driven_args, dir.path);
+    window.settled_screen();
+    EXPECT_EQ(window.xdotool({"mousemove", std::to_string(x), std::to_string(y)}).status, 0);
+    const int notches = 12;
+    for (int n = 0; n < notches; ++n)  // each notch held apart: ImGui 1.86 reads one wheel step a frame
+        EXPECT_EQ(window.xdotool({"click", "4", "sleep", "0.15"}).status, 0);
+    window.settled_screen();
+    const int drag = 100;  // pixels to the right
+    const std::string to = std::to_string(x + drag), at = std::to_string(y);
+    EXPECT_EQ(
+        window.xdotool({"mousedown", "1", "sleep", "0.3", "mousemove", to, at, "sleep", "0.5", "mouseup", "1"}).status,
+        0);
+    window.settled_screen();
+    ASSERT_EQ(window.quit(), 0);
+
+    int zoomed = length();
+    for (int n = 0; n < notches; ++n) zoomed = std::max(4, static_cast<int>(std::lround(zoomed * 0.8)));
+    const json cells = test::entries(test::read_layout(layout), "long-map");
+    ASSERT_EQ(cells.size(), static_cast<size_t>(zoomed * zoomed)) << "the wheel did not zoom to every cell";
+    EXPECT_EQ(cells[0]["step_rows"], 1);
+    // The token under the mouse stayed there (each notch rounds to a
+    // token); the mouse at the map's centre zoomed rows and keys alike, then
+    // the drag moved the keys alone.
+    const int row_begin = cells[0]["row_begin"], col_begin = cells[0]["col_begin"];
+    EXPECT_NEAR(row_begin + zoomed / 2.0, length() / 2.0, notches + 1);
+    EXPECT_NEAR(row_begin - col_begin, drag / side * zoomed, 2);
+}
+
+// Past the model's 2,304 positions a text is cut there, and the status bar
+// and the text box say so; the long view shows the tokens kept.
+TEST_F(WindowLong, ATextPastTheModelsPositionsIsCutThereAndSaysSo) {
+    test::TempDir dir;
+    std::ofstream(dir.path / "longer.txt") << text_ << text_;
+    const test::WindowShot shot = test::shoot_window(
+        {"--model", model_dir(), "--text-file", (dir.path / "longer.txt").string(), "--window-size", "1280x800"},
+        dir.path, "cut");
+    ASSERT_EQ(shot.run.status, 0) << shot.run.err;
+    const json long_text = test::entries(shot.layout, "long-text");
+    ASSERT_EQ(long_text.size(), 1u);
+    EXPECT_EQ(long_text[0]["tokens"], 2304);
+    int cut_notes = 0;
+    for (const json& entry : shot.layout)
+        if (entry.value("name", "") == "cut" || entry.value("name", "") == "text cut") {
+            EXPECT_NE(entry["text"].get<std::string>().find("2304"), std::string::npos) << entry.dump();
+            ++cut_notes;
+        }
+    EXPECT_EQ(cut_notes, 2);  // the status bar's and the text box's
+}
+
+TEST_F(WindowLong, AMissingTextFileIsAOneLineError) {
+    test::TempDir dir;
+    const std::string missing = (dir.path / "missing.txt").string();
+    test::expect_one_line_error(test::run_window({"--model", model_dir(), "--text-file", missing}, dir.path),
+                                "headscope", missing);
+}
+
+TEST_F(WindowLong, TheExportsOfALongTextAreRefusedInOneLine) {
+    test::TempDir dir;
+    for (const char* flag : {"--export-json", "--export-npy", "--export-svg"}) {
+        const test::ProcessRun run =
+            test::run_window({"--model", model_dir(), "--text-file", text_path(), "--screenshot",
+                              (dir.path / "shot.png").string(), flag, (dir.path / "export").string()},
+                             dir.path);
+        test::expect_one_line_error(run, "headscope", "a long text keeps no map");
+        EXPECT_FALSE(std::filesystem::exists(dir.path / "export")) << flag;
+    }
+}
+
+// The maps the view asks for, computed from the kept queries and keys,
+// against the full maps pooled here: each cell the largest weight of its
+// block (max) or its rows' weight on its keys, averaged over its rows
+// (mean); masked where no query of the block sees a key of it.
+TEST_F(WindowLong, AskedMapsArePooledFromTheExactWeights) {
+    auto backend = make_cpu_backend();
+    backend->load_weights(*model_);
+    KeptMaps kept{
+        std::shared_ptr<const Model>(model_, [](const Model*) {}), *batch_, long_text_options(AttentionOptions{}), {}};
+    backend->forward(kept.batch, kept.options, kept.result);
+    const int T = length();
+    for (const Pooling pooling : {Pooling::max, Pooling::mean}) {
+        const MapAsk ask{1, 3, 0, {100, T, 7, 1900}, 97, pooling};
+        const MapAnswer answer = compute_map(kept, ask);
+        const int sr = answer.step_rows, sc = answer.step_cols;
+        ASSERT_EQ(sr, (T - 100 + 96) / 97);
+        ASSERT_EQ(answer.image.rows, (T - 100 + sr - 1) / sr);
+        ASSERT_EQ(answer.image.cols, (1893 + sc - 1) / sc);
+        for (int r = 0; r < answer.image.rows; ++r)
+            for (int c = 0; c < answer.image.cols; ++c) {
+                const int q0 = 100 + r * sr, q1 = std::min(T, q0 + sr), k0 = 7 + c * sc, k1 = std::min(1900, k0 + sc);
+                double largest = 0, sum = 0;
+                for (int q = q0; q < q1; ++q)
+                    for (int k = k0; k < k1; ++k)
+                        largest = std::max(largest, weight(1, 3, q, k)), sum += weight(1, 3, q, k);
+                const float got = answer.image.cells[static_cast<size_t>(r) * answer.image.cols + c];
+                if (k0 > q1 - 1)
+                    EXPECT_EQ(got, masked_cell) << r << "," << c;
+                else
+                    EXPECT_NEAR(got, pooling == Pooling::max ? largest : sum / (q1 - q0), 1e-5) << r << "," << c;
+            }
+    }
+    const std::vector<float> row = query_row(kept, 0, 1, 0, 1500);
+    ASSERT_EQ(row.size(), static_cast<size_t>(T));
+    for (int k = 0; k < T; ++k) EXPECT_NEAR(row[k], k <= 1500 ? weight(0, 1, 1500, k) : 0.0, 1e-6) << k;
+}
+
+}  // namespace
