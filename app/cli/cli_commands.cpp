@@ -329,7 +329,6 @@ void run_attention(const CliOptions& given_opt) {
     }
     if (model.config.is_encoder_decoder()) add_sources(metadata, model, opt, batch);
     if (effects) metadata["effects"] = effects_json(*loaded.backend, batch, options, *effects);
-    if (opt.format == "npy") write_output(opt.out, [&](std::ostream& out) { write_attention_npy(out, result); });
     const std::optional<MapsOnDemand> shown = maps_on_demand(maps, {model, batch, options, result}, metadata);
     const MapsOnDemand* on_demand = shown ? &*shown : nullptr;
     if (opt.format == "npy") write_attention_npys(opt.out, result, on_demand);
