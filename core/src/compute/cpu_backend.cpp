@@ -115,7 +115,7 @@ void CpuForward::knock_out(const AttentionOptions& options, const Batch& batch, 
 }
 
 void CpuForward::run(const Model& model, const Batch& batch, const AttentionOptions& options, AttentionResult& result,
-                     Heads heads, PrefixCache* cache, const Progress& progress) {
+                     Heads heads, PrefixCache* cache, const Progress& progress, const ForwardRequest& request) {
     validate_forward(model, batch, options);
     const Config& cfg = model.config;
     const HeadSplit split = head_split(cfg, options.n_head);
@@ -151,7 +151,7 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
         position_bias_.clear();
 
     // The encoder's output needs every layer; predictions too; the maps only up to the last returned layer.
-    const bool every_layer = predicting || final_states_;
+    const bool every_layer = predicting || request.final_states;
     const int layers_run = every_layer ? cfg.n_layer : result.layers.back() + 1;
     const size_t map_floats = static_cast<size_t>(B) * split.NH * (T - first_held_) * T;
     const size_t rows = static_cast<size_t>(rows_);
@@ -160,14 +160,14 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
     one_layer_store_ = !cache && options.maps != Maps::full;
     if (options.split == Split::transpose)
         reserve_kv(store, B, one_layer_store_ ? 1 : layers_run, T, 2 * split.kv_width(), cfg.n_positions, begin_);
-    reserve_buffers(cfg, batch, options, split, layers_run, result.layers.size());
+    reserve_buffers(cfg, batch, options, split, layers_run, result.layers.size(), sublayers_apart(cfg, request));
 
     for (int b = 0; b < B; ++b) embed_text(model, batch, b, begin_[b], x_.data() + first_row_[b] * C);
     if (options.contributions) std::copy_n(x_.data(), rows * C, residuals_.data());
     size_t slot = 0;
     for (int l = 0; l < layers_run; ++l) {
         report_progress(progress, "computing layers", l, layers_run, ProgressUnit::steps);
-        if (keep_layer_inputs_) std::copy_n(x_.data(), rows * C, layer_inputs_.data() + l * rows * C);
+        if (request.layer_inputs) std::copy_n(x_.data(), rows * C, request.layer_inputs + l * rows * C);
         const bool returned = slot < result.layers.size() && result.layers[slot] == l;
         float* att = options.maps != Maps::full ? nullptr
                      : returned                 ? result.weights.data() + slot * map_floats
@@ -175,15 +175,15 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
         // Everything after the last layer's attention is not needed, but a layer of experts' routes are.
         const bool last = !every_layer && !cfg.has_experts() && l == layers_run - 1;
         run_layer(model, batch, options, split, store, {l, returned ? static_cast<int>(slot) : -1, att, last}, heads,
-                  result);
+                  request, result);
         if (last) break;
         slot += returned;
     }
-    if (final_states_) {  // the encoder's output: after its final norm, where it has one
+    if (request.final_states) {  // the encoder's output: after its final norm, where it has one
         if (cfg.post_norm)
-            std::copy_n(x_.data(), rows * C, final_states_);
+            std::copy_n(x_.data(), rows * C, request.final_states);
         else
-            normalize(cfg, x_.data(), model.ln_f_w, model.ln_f_b, final_states_, rows_);
+            normalize(cfg, x_.data(), model.ln_f_w, model.ln_f_b, request.final_states, rows_);
     }
     if (predicting) {
         std::copy_n(x_.data(), rows * C, unembed_in_.data() + lens_slots * rows * C);
@@ -203,7 +203,7 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
 
 // The forward's buffers for this batch and these options, grown where too small (reserve_floats).
 void CpuForward::reserve_buffers(const Config& cfg, const Batch& batch, const AttentionOptions& options,
-                                 const HeadSplit& split, int layers_run, size_t returned_layers) {
+                                 const HeadSplit& split, int layers_run, size_t returned_layers, bool apart) {
     const int B = batch.B(), T = batch.T(), C = cfg.n_embd;
     const bool predicting = options.top_k > 0 || options.lens_k > 0;
     const size_t map_floats = static_cast<size_t>(B) * split.NH * (T - first_held_) * T;
@@ -215,7 +215,7 @@ void CpuForward::reserve_buffers(const Config& cfg, const Batch& batch, const At
     if (cfg.qkv_layout == QkvLayout::fused_per_head) reserve_floats(fused_, rows * qkv_width);
     if (options.split == Split::naive_view) reserve_floats(qkv_contiguous_, rows * qkv_width);
     reserve_floats(y_, rows * split.q_width());
-    if (sublayers_apart(cfg)) reserve_floats(out_, rows * C);
+    if (apart) reserve_floats(out_, rows * C);
     // A dense MLP's chunks of rows (mlp); an expert's rows, as many as R.
     const size_t hidden = std::max(cfg.mlp_size(), cfg.expert_mlp_dim);
     const size_t hidden_rows = cfg.has_experts() ? rows : std::min(rows, static_cast<size_t>(mlp_chunk_rows));
@@ -235,7 +235,6 @@ void CpuForward::reserve_buffers(const Config& cfg, const Batch& batch, const At
     }
     if (predicting) reserve_floats(unembed_in_, (lens_slots + 1) * rows * C);
 
-    if (keep_layer_inputs_) reserve_floats(layer_inputs_, cfg.n_layer * rows * C);
     if (options.contributions) {
         reserve_floats(residuals_, (2 * cfg.n_layer + 1) * rows * C);
         reserve_floats(head_outputs_, cfg.n_layer * rows * split.q_width());
@@ -248,12 +247,13 @@ void CpuForward::reserve_buffers(const Config& cfg, const Batch& batch, const At
 // encoder–decoder's last one needed computes its cross-attention's maps too).
 void CpuForward::run_layer(const Model& model, const Batch& batch, const AttentionOptions& options,
                            const HeadSplit& split, PrefixCache& store, LayerAt at, Heads heads,
-                           AttentionResult& result) {
+                           const ForwardRequest& request, AttentionResult& result) {
     const Config& cfg = model.config;
     const LayerWeights& w = model.layers[at.layer];
     const int B = batch.B(), T = batch.T(), C = cfg.n_embd, l = at.layer;
     const size_t rows = static_cast<size_t>(rows_), Qw = split.q_width();
-    if (patching_) patch_residual(l, C);
+    const bool apart = sublayers_apart(cfg, request);
+    patch_residual(request, l, C);
     // The attention reads the residual itself: BERT's norm comes after; ModernBERT's layer 0 has none, nor OLMo 2's
     // layers.
     if (cfg.post_norm || !cfg.input_norms || (l == 0 && !cfg.first_attention_norm))
@@ -264,22 +264,22 @@ void CpuForward::run_layer(const Model& model, const Batch& batch, const Attenti
     attention(model, batch, options, split, store, at, heads, result);
     if (at.slot >= 0 && options.maps == Maps::queries_and_keys) keep_queries_keys(split, at.slot, result);
     check_attention(l, at.att, B, split.NH, T, split.hs);
-    if (patching_) patch_attention(PatchKind::pattern, split, store, l, at.att);
+    patch_attention(request, PatchKind::pattern, split, store, l, at.att);
     knock_out(options, batch, split, l);
-    if (patching_) patch_attention(PatchKind::heads, split, store, l, at.att);
+    patch_attention(request, PatchKind::heads, split, store, l, at.att);
     if (at.slot >= 0 && options.capture_outputs)
         for (int b = 0; b < B; ++b)
             std::copy_n(y_.data() + first_row_[b] * Qw, (T - begin_[b]) * Qw,
                         result.outputs.data() + ((at.slot * B + b) * T + begin_[b]) * Qw);
     if (options.contributions) contribute(model, batch, options, split, at, result);
     if (at.last && !cfg.is_encoder_decoder()) return;  // a decoder layer's cross-attention maps come after
-    if (patching_) keep_metric_rows(l, cfg.n_layer, Qw, C);
+    keep_metric_rows(request, l, cfg.n_layer, Qw, C);
 
     // Pythia's parallel residual: both halves read the layer's input x.
     if (cfg.parallel_residual) normalize(cfg, x_.data(), w.ln_2_w, w.ln_2_b, ln_.data(), rows_);
-    linear(y_.data(), rows_, w.attn_proj, w.attn_proj_b, sublayer_output(cfg), C, /*accumulate=*/!sublayers_apart(cfg));
+    linear(y_.data(), rows_, w.attn_proj, w.attn_proj_b, sublayer_output(apart), C, /*accumulate=*/!apart);
     // (With contributions every row is computed: R = B T.)
-    add_sublayer_output(cfg, w.attn_out_norm,
+    add_sublayer_output(cfg, apart, w.attn_out_norm,
                         options.contributions ? result.attention_output_scale.data() + l * rows : nullptr);
     check_residual(l, C, "the attention");
     if (cfg.post_norm) normalize(cfg, x_.data(), w.ln_1_w, w.ln_1_b, x_.data(), rows_);  // BERT: x = ln_1(x + attn)
@@ -291,11 +291,11 @@ void CpuForward::run_layer(const Model& model, const Batch& batch, const Attenti
     else if (!cfg.parallel_residual)
         normalize(cfg, x_.data(), w.ln_2_w, w.ln_2_b, ln_.data(), rows_);
     if (cfg.expert_layer(l))
-        mix_experts(cfg, w, options, l, result);
+        mix_experts(cfg, w, options, l, apart, result);
     else
-        mlp(cfg, w);
-    if (patching_) patch_mlp(l, C);
-    add_sublayer_output(cfg, w.mlp_out_norm, nullptr);
+        mlp(cfg, w, apart);
+    patch_mlp(request, l, C);
+    add_sublayer_output(cfg, apart, w.mlp_out_norm, nullptr);
     if (cfg.post_norm) normalize(cfg, x_.data(), w.ln_2_w, w.ln_2_b, x_.data(), rows_);  // x = ln_2(x + mlp)
     check_residual(l, C, "the MLP");
     if (options.contributions) std::copy_n(x_.data(), rows * C, residuals_.data() + (2 * l + 2) * rows * C);
@@ -303,16 +303,18 @@ void CpuForward::run_layer(const Model& model, const Batch& batch, const Attenti
 }
 
 // Where a sublayer's output goes: added into x_ as it is written, or, where
-// the model normalizes each sublayer's output (OLMo 2) or patching reads it
-// apart, into out_ for add_sublayer_output.
-bool CpuForward::sublayers_apart(const Config& cfg) const { return cfg.output_norms || patching_; }
-float* CpuForward::sublayer_output(const Config& cfg) { return sublayers_apart(cfg) ? out_.data() : x_.data(); }
+// the model normalizes each sublayer's output (OLMo 2) or the request reads
+// it apart (patching), into out_ for add_sublayer_output.
+bool CpuForward::sublayers_apart(const Config& cfg, const ForwardRequest& request) {
+    return cfg.output_norms || request.sublayers_apart;
+}
+float* CpuForward::sublayer_output(bool apart) { return apart ? out_.data() : x_.data(); }
 
 // Where the sublayers' outputs are apart, x_ += out_, normed where the model
 // has output norms (x + norm(attn(x)), x + norm(mlp(x))), and each row's
 // rms, the scale the norm divides by, into `rms` (R) unless null.
-void CpuForward::add_sublayer_output(const Config& cfg, const float* norm_w, float* rms) {
-    if (!sublayers_apart(cfg)) return;
+void CpuForward::add_sublayer_output(const Config& cfg, bool apart, const float* norm_w, float* rms) {
+    if (!apart) return;
     if (!cfg.output_norms) return ops::add(x_.data(), out_.data(), static_cast<size_t>(rows_) * cfg.n_embd);
     const int C = cfg.n_embd;
     for (int r = 0; r < rows_ && rms; ++r) {
@@ -380,7 +382,7 @@ void activate(Mlp mlp, float* x, size_t n) {
 // ln_ (R, C) -> the MLP's output, added into x_ (sublayer_output), over
 // chunks of mlp_chunk_rows rows: a long text's hidden layer then takes
 // mlp_chunk_rows x F floats, not R x F.
-void CpuForward::mlp(const Config& cfg, const LayerWeights& w) {
+void CpuForward::mlp(const Config& cfg, const LayerWeights& w, bool apart) {
     const int C = cfg.n_embd, F = cfg.mlp_size();
     for (int first = 0; first < rows_; first += mlp_chunk_rows) {
         const int rows = std::min(mlp_chunk_rows, rows_ - first);
@@ -395,8 +397,8 @@ void CpuForward::mlp(const Config& cfg, const LayerWeights& w) {
             linear(in, rows, w.fc, w.fc_b, hidden_.data(), F);
             activate(cfg.mlp, hidden_.data(), hidden);
         }
-        linear(hidden_.data(), rows, w.fc_proj, w.fc_proj_b, sublayer_output(cfg) + static_cast<size_t>(first) * C, C,
-               /*accumulate=*/!sublayers_apart(cfg));
+        linear(hidden_.data(), rows, w.fc_proj, w.fc_proj_b, sublayer_output(apart) + static_cast<size_t>(first) * C, C,
+               /*accumulate=*/!apart);
     }
 }
 

@@ -100,14 +100,11 @@ void CpuForward::head_effects(const Model& model, const Batch& batch, const Atte
     grid.layers = {model.config.n_layer - 1}, grid.top_k = 1, grid.lens_k = 0, grid.contributions = false;
     grid.capture_outputs = false, grid.new_rows_only = false, grid.maps = Maps::full, grid.summaries = false;
     AttentionResult result;
-    keep_layer_inputs_ = true;
-    try {
-        run(model, batch, grid, result, Heads::batched, nullptr, progress);
-    } catch (...) {
-        keep_layer_inputs_ = false;
-        throw;
-    }
-    keep_layer_inputs_ = false;
+    // Every row is computed (no cache): the residual entering each layer, (L, T, C).
+    std::vector<float> inputs(static_cast<size_t>(model.config.n_layer) * batch.T() * model.config.n_embd);
+    ForwardRequest keep;
+    keep.layer_inputs = inputs.data();
+    run(model, batch, grid, result, Heads::batched, nullptr, progress, keep);
 
     const HeadSplit split = head_split(model.config, grid.n_head);
     const int L = model.config.n_layer, T = result.T;
@@ -148,14 +145,15 @@ void CpuForward::head_effects(const Model& model, const Batch& batch, const Atte
     const auto count = static_cast<int64_t>(exact_cells.size());
     for (int64_t done = 0; done < count; ++done) {
         report_progress(progress, what, done, count, ProgressUnit::steps);
-        knock_out_exactly(model, batch, grid, split, exact_cells[done], result, effects);
+        knock_out_exactly(model, batch, grid, split, inputs.data(), exact_cells[done], result, effects);
         if (ran != EffectsMethod::exact && on_update) on_update(effects);
     }
     report_progress(progress, what, count, count, ProgressUnit::steps);
 }
 
 void CpuForward::knock_out_exactly(const Model& model, const Batch& batch, const AttentionOptions& grid,
-                                   const HeadSplit& split, int cell, AttentionResult& result, HeadEffects& effects) {
+                                   const HeadSplit& split, const float* inputs, int cell, AttentionResult& result,
+                                   HeadEffects& effects) {
     const int L = effects.L, N = effects.N, T = effects.T, C = model.config.n_embd, l = cell / N;
     const size_t rows = static_cast<size_t>(rows_);
     effects.exact[cell] = 1;
@@ -164,10 +162,10 @@ void CpuForward::knock_out_exactly(const Model& model, const Batch& batch, const
         effects.loss_change[cell] = std::nanf("");
         return;
     }
-    std::copy_n(layer_inputs_.data() + l * rows * C, rows * C, x_.data());
+    std::copy_n(inputs + l * rows * C, rows * C, x_.data());
     for (int layer = l; layer < L; ++layer) {
         float* att = layer == L - 1 ? result.weights.data() : scratch_att_.data();
-        run_layer(model, batch, knocked, split, own_cache_, {layer, -1, att, false}, Heads::batched, result);
+        run_layer(model, batch, knocked, split, own_cache_, {layer, -1, att, false}, Heads::batched, {}, result);
     }
     std::copy_n(x_.data(), rows * C, unembed_in_.data());
     std::vector<float> top_p(T);

@@ -6,20 +6,9 @@
 
 namespace headscope {
 
-void CpuForward::encode(const Model& encoder, const Batch& source, const AttentionOptions& options,
-                        AttentionResult& result, Heads heads, float* memory) {
-    final_states_ = memory;
-    try {
-        run(encoder, source, options, result, heads);
-    } catch (...) {
-        final_states_ = nullptr;
-        throw;
-    }
-    final_states_ = nullptr;
-}
-
 // The encoder runs with encoder_options (forward.h), by the same heads
-// (batched, or the checks' loop) as the decoder.
+// (batched, or the checks' loop) as the decoder, every layer of it, its
+// output (its final norm's, where it has one) into sources_.memory (B, S, C).
 void CpuForward::prepare_sources(const Model& model, const Batch& batch, const AttentionOptions& options,
                                  const HeadSplit& split, Heads heads) {
     const AttentionOptions own = encoder_options(options);
@@ -35,7 +24,9 @@ void CpuForward::prepare_sources(const Model& model, const Batch& batch, const A
     reserve_floats(sources_.cross_kv, static_cast<size_t>(model.config.n_layer) * rows * 2 * KVw);
     if (!encoder_) encoder_ = std::make_unique<CpuForward>();
     auto encoded = std::make_shared<AttentionResult>();
-    encoder_->encode(encoder, source, own, *encoded, heads, sources_.memory.data());
+    ForwardRequest request;
+    request.final_states = sources_.memory.data();
+    encoder_->run(encoder, source, own, *encoded, heads, nullptr, {}, request);
     for (int l = 0; l < model.config.n_layer; ++l) {
         const LayerWeights& w = model.layers[l];
         float* kv = sources_.cross_kv.data() + l * rows * 2 * KVw;

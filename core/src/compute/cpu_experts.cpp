@@ -80,7 +80,7 @@ void clamped_swiglu(float* gate, const float* up, size_t n, float limit, float a
 }  // namespace
 
 void CpuForward::mix_experts(const Config& cfg, const LayerWeights& w, const AttentionOptions& options, int layer,
-                             AttentionResult& result) {
+                             bool apart, AttentionResult& result) {
     const int C = cfg.n_embd, E = cfg.n_experts, k = cfg.experts_per_token, R = rows_;
     linear(ln_.data(), R, w.router, w.router_b, router_logits_.data(), E);
     std::vector<bool> knocked_out(static_cast<size_t>(E));
@@ -102,8 +102,8 @@ void CpuForward::mix_experts(const Config& cfg, const LayerWeights& w, const Att
     for (int e = 0; e < E; ++e)  // an expert no row chose costs nothing
         for (int from = first[e]; from < first[e + 1]; from += matmul_detail::small_rows)
             run_expert(w.experts[e], cfg, from, std::min(first[e + 1] - from, matmul_detail::small_rows), k);
-    float* out = sublayer_output(cfg);
-    if (sublayers_apart(cfg))
+    float* out = sublayer_output(apart);
+    if (apart)
         std::copy_n(experts_out_.data(), static_cast<size_t>(R) * C, out);
     else
         ops::add(out, experts_out_.data(), static_cast<size_t>(R) * C);

@@ -49,18 +49,14 @@ AttentionOptions source_options(AttentionOptions options) {
     return options;
 }
 
-}  // namespace
+// A patching's runs: each sublayer's output apart, so that they all add alike.
+ForwardRequest patching_request() {
+    ForwardRequest request;
+    request.sublayers_apart = true;
+    return request;
+}
 
-// However a patching ends (a Cancelled from its progress included), the forward is a plain one again.
-struct CpuForward::PlainAgain {
-    CpuForward& forward;
-    ~PlainAgain() {
-        forward.patching_ = forward.keep_layer_inputs_ = false;
-        forward.patches_ = nullptr;
-        forward.kept_mlp_outputs_ = nullptr;
-        forward.metric_row_ = -1;
-    }
-};
+}  // namespace
 
 const float* CpuForward::PatchSource::at(PatchKind kind, int layer) const {
     const size_t layer_floats = inputs.size() / run.layers.size();
@@ -78,14 +74,12 @@ const float* CpuForward::PatchSource::at(PatchKind kind, int layer) const {
 void CpuForward::keep_patch_source(const Model& model, const Batch& source, const AttentionOptions& options,
                                    PatchSource& kept, const Progress& progress) {
     const size_t floats = static_cast<size_t>(model.config.n_layer) * source.T() * model.config.n_embd;
-    const bool keep_inputs = keep_layer_inputs_;
-    keep_layer_inputs_ = true;
+    kept.inputs.resize(floats);
     kept.mlp.resize(floats);
-    kept_mlp_outputs_ = kept.mlp.data();
-    run(model, source, options, kept.run, Heads::batched, nullptr, progress);
-    kept_mlp_outputs_ = nullptr;
-    keep_layer_inputs_ = keep_inputs;
-    kept.inputs.assign(layer_inputs_.data(), layer_inputs_.data() + floats);
+    ForwardRequest keep = patching_request();
+    keep.layer_inputs = kept.inputs.data();
+    keep.mlp_outputs = kept.mlp.data();
+    run(model, source, options, kept.run, Heads::batched, nullptr, progress, keep);
 }
 
 void CpuForward::patched_run(const Model& model, const Batch& clean, const Batch& corrupted,
@@ -103,15 +97,14 @@ void CpuForward::patched_run(const Model& model, const Batch& clean, const Batch
                     ", " + (per_head ? "head " : "position ") + std::to_string(cell.index) + ") in " +
                     std::to_string(cfg.n_layer) + " layers of " + std::to_string(cells));
     const bool denoise = direction == PatchDirection::denoise;
-    const PlainAgain reset{*this};
-    patching_ = true;
     PatchSource from;
     keep_patch_source(model, denoise ? clean : corrupted, source_options(options), from, progress);
     const std::vector<PatchAt> patch = {{cell.kind, cell.layer, cell.index, from.at(cell.kind, cell.layer)}};
-    patches_ = &patch;
+    ForwardRequest patched = patching_request();
+    patched.patches = &patch;
     AttentionOptions target = options;
     target.new_rows_only = false;  // a patched map holds every row
-    run(model, denoise ? corrupted : clean, target, result, Heads::batched, nullptr, progress);
+    run(model, denoise ? corrupted : clean, target, result, Heads::batched, nullptr, progress, patched);
 }
 
 void CpuForward::patch(const Model& model, const Batch& clean, const Batch& corrupted, const AttentionOptions& options,
@@ -130,18 +123,17 @@ void CpuForward::patch(const Model& model, const Batch& clean, const Batch& corr
     const int L = cfg.n_layer, T = clean.T(), NH = split.NH;
     const size_t layer_floats = static_cast<size_t>(T) * cfg.n_embd;
 
-    const PlainAgain reset{*this};
-    patching_ = keep_layer_inputs_ = true;
     PatchSource from;
     keep_patch_source(model, source, grid, from, progress);
     double source_metric = 0, target_metric = 0, prefix_loss = 0;
     patch_metrics(model, request, clean_ids, 1, 0, &source_metric);
     AttentionResult result;
     grid.capture_outputs = false, grid.layers = {L - 1};
-    run(model, target, grid, result, Heads::batched, nullptr, progress);
-    keep_layer_inputs_ = false;
+    std::vector<float> inputs(L * layer_floats);  // the target's residual entering each layer
+    ForwardRequest keep = patching_request();
+    keep.layer_inputs = inputs.data();
+    run(model, target, grid, result, Heads::batched, nullptr, progress, keep);
     patch_metrics(model, request, clean_ids, 1, 0, &target_metric);
-    const std::vector<float> inputs(layer_inputs_.data(), layer_inputs_.data() + L * layer_floats);
     const int first = first_changed_row(clean_ids, corrupted.token_ids[0], grid, request);
     if (request.metric == PatchMetric::loss && first > 0) {  // the loss of the rows no patch changes
         const std::vector<int32_t> before(clean_ids.begin(), clean_ids.begin() + first + 1);
@@ -215,7 +207,7 @@ void CpuForward::patch_together(const Model& model, const Batch& target, const A
     set_up_result(cfg, batch, options, result, 0);
     const size_t kv_row = 2 * static_cast<size_t>(split.kv_width());
     reserve_kv(own_cache_, n, cfg.n_layer, T, static_cast<int>(kv_row), cfg.n_positions, begin_);
-    reserve_buffers(cfg, batch, options, split, cfg.n_layer, 1);
+    reserve_buffers(cfg, batch, options, split, cfg.n_layer, 1, /*apart=*/true);
     reserve_floats(scratch_att_, static_cast<size_t>(n) * split.NH * T * T);
     for (int b = 0; b < n; ++b) {
         for (int l = cells[0].layer; l < cfg.n_layer; ++l)
@@ -224,19 +216,18 @@ void CpuForward::patch_together(const Model& model, const Batch& target, const A
         float* x = x_.data() + static_cast<size_t>(b) * R * C;
         std::copy_n(input + static_cast<size_t>(first) * C, static_cast<size_t>(R) * C, x);
     }
-    patches_ = &cells;
-    metric_row_ = metric_row;
+    ForwardRequest patched = patching_request();
+    patched.patches = &cells;
+    patched.metric_row = metric_row;
     for (int layer = cells[0].layer; layer < cfg.n_layer; ++layer)
         run_layer(model, batch, options, split, own_cache_, {layer, -1, scratch_att_.data(), false}, Heads::batched,
-                  result);
-    patches_ = nullptr;
-    metric_row_ = -1;
+                  patched, result);
 }
 
 // x_ entering layer `layer`: each text's row patched where its patch says so (a row it computes).
-void CpuForward::patch_residual(int layer, int C) {
-    for (size_t b = 0; patches_ && b < patches_->size(); ++b) {
-        const PatchAt& cell = (*patches_)[b];
+void CpuForward::patch_residual(const ForwardRequest& request, int layer, int C) {
+    for (size_t b = 0; request.patches && b < request.patches->size(); ++b) {
+        const PatchAt& cell = (*request.patches)[b];
         const bool computed = cell.index >= begin_[b] && cell.index - begin_[b] < first_row_[b + 1] - first_row_[b];
         if (cell.kind == PatchKind::residual && cell.layer == layer && computed)
             std::copy_n(cell.from + static_cast<size_t>(cell.index) * C, C,
@@ -247,12 +238,12 @@ void CpuForward::patch_residual(int layer, int C) {
 // Each text's head's maps (`pattern`: the source's weights over this run's
 // values) or its outputs (`heads`) replaced at every position, where its
 // patch says so. Text b's rows are its positions from begin_[b] on.
-void CpuForward::patch_attention(PatchKind kind, const HeadSplit& split, const PrefixCache& store, int layer,
-                                 float* att) {
-    if (!patches_) return;
+void CpuForward::patch_attention(const ForwardRequest& request, PatchKind kind, const HeadSplit& split,
+                                 const PrefixCache& store, int layer, float* att) {
+    if (!request.patches) return;
     const int hs = split.hs, Qw = split.q_width(), KVw = split.kv_width(), NH = split.NH;
-    for (size_t b = 0; b < patches_->size(); ++b) {
-        const PatchAt& cell = (*patches_)[b];
+    for (size_t b = 0; b < request.patches->size(); ++b) {
+        const PatchAt& cell = (*request.patches)[b];
         if (cell.kind != kind || cell.layer != layer) continue;
         const int R = first_row_[b + 1] - first_row_[b], first = begin_[b], T = first + R, h = cell.index;
         float* y = y_.data() + static_cast<size_t>(first_row_[b]) * Qw + h * hs;
@@ -275,16 +266,17 @@ void CpuForward::patch_attention(PatchKind kind, const HeadSplit& split, const P
 // After the last layer's attention, where a patched run's metric reads one
 // position: the output projection and the MLP need only that row of each
 // text, so x_ and y_ keep those rows alone, text b's at row b.
-void CpuForward::keep_metric_rows(int layer, int layers, size_t Qw, size_t C) {
-    if (metric_row_ < 0 || layer != layers - 1) return;
+void CpuForward::keep_metric_rows(const ForwardRequest& request, int layer, int layers, size_t Qw, size_t C) {
+    const int metric_row = request.metric_row;
+    if (metric_row < 0 || layer != layers - 1) return;
     const int texts = static_cast<int>(first_row_.size()) - 1;
     for (int b = 0; b < texts; ++b) {
-        const size_t from = static_cast<size_t>(first_row_[b] + metric_row_ - begin_[b]), to = b;
+        const size_t from = static_cast<size_t>(first_row_[b] + metric_row - begin_[b]), to = b;
         if (from != to) {  // from > to: the rows move up
             std::copy_n(x_.data() + from * C, C, x_.data() + to * C);
             std::copy_n(y_.data() + from * Qw, Qw, y_.data() + to * Qw);
         }
-        begin_[b] = metric_row_, first_row_[b] = b;
+        begin_[b] = metric_row, first_row_[b] = b;
     }
     first_row_[texts] = rows_ = texts;
 }
@@ -292,11 +284,11 @@ void CpuForward::keep_metric_rows(int layer, int layers, size_t Qw, size_t C) {
 // out_ holds layer `layer`'s MLP output: kept (the source run, every row
 // computed), or a row of each text patched where its patch says so (a row
 // the text does not compute is the run's own, or one the metric does not read).
-void CpuForward::patch_mlp(int layer, int C) {
+void CpuForward::patch_mlp(const ForwardRequest& request, int layer, int C) {
     const size_t floats = static_cast<size_t>(rows_) * C;
-    if (kept_mlp_outputs_) std::copy_n(out_.data(), floats, kept_mlp_outputs_ + layer * floats);
-    for (size_t b = 0; patches_ && b < patches_->size(); ++b) {
-        const PatchAt& cell = (*patches_)[b];
+    if (request.mlp_outputs) std::copy_n(out_.data(), floats, request.mlp_outputs + layer * floats);
+    for (size_t b = 0; request.patches && b < request.patches->size(); ++b) {
+        const PatchAt& cell = (*request.patches)[b];
         const bool computed = cell.index >= begin_[b] && cell.index - begin_[b] < first_row_[b + 1] - first_row_[b];
         if (cell.kind == PatchKind::mlp && cell.layer == layer && computed)
             std::copy_n(cell.from + static_cast<size_t>(cell.index) * C, C,

@@ -19,6 +19,7 @@
 #include "headscope/base/progress.h"
 #include "headscope/compute/attention.h"
 #include "headscope/compute/forward.h"
+#include "headscope/compute/forward_request.h"
 #include "headscope/compute/head_effects.h"
 #include "headscope/compute/patching.h"
 #include "headscope/compute/prefix_cache.h"
@@ -34,16 +35,13 @@ public:
     enum class Heads { batched, loop };
 
     // Validates (validate_forward, throws Error), then fills `result`,
-    // reusing and refilling `cache` when given. `progress` hears "computing
+    // reusing and refilling `cache` when given, keeping and editing what
+    // `request` asks (forward_request.h). `progress` hears "computing
     // layers" before each layer (done: the layers finished); Cancelled
     // thrown by it ends the forward.
     void run(const Model& model, const Batch& batch, const AttentionOptions& options, AttentionResult& result,
-             Heads heads, PrefixCache* cache = nullptr, const Progress& progress = {});
-    // An encoder–decoder's encoder (an encoder_config model) over `source`:
-    // run's result, every layer run, and the encoder's output (its final norm's,
-    // where it has one) into `memory` (B, S, C).
-    void encode(const Model& encoder, const Batch& source, const AttentionOptions& options, AttentionResult& result,
-                Heads heads, float* memory);
+             Heads heads, PrefixCache* cache = nullptr, const Progress& progress = {},
+             const ForwardRequest& request = {});
     // The effects grid (backend.h, head_effects.h; cpu_effects.cpp).
     void head_effects(const Model& model, const Batch& batch, const AttentionOptions& options, HeadEffects& effects,
                       EffectsOf of, const Progress& progress, EffectsMethod method = EffectsMethod::exact,
@@ -65,9 +63,9 @@ private:
         bool last;
     };
     void reserve_buffers(const Config& config, const Batch& batch, const AttentionOptions& options,
-                         const HeadSplit& split, int layers_run, size_t returned_layers);
+                         const HeadSplit& split, int layers_run, size_t returned_layers, bool apart);
     void run_layer(const Model& model, const Batch& batch, const AttentionOptions& options, const HeadSplit& split,
-                   PrefixCache& store, LayerAt at, Heads heads, AttentionResult& result);
+                   PrefixCache& store, LayerAt at, Heads heads, const ForwardRequest& request, AttentionResult& result);
     // options.contributions (cpu_contributions.cpp): a layer's value-weighted
     // maps (0 for a head options.ablate knocks out: it sends nothing from
     // any key), its step of the rollout and its heads' outputs kept; then,
@@ -85,26 +83,27 @@ private:
     void check_residual(int layer, int C, const char* after) const;
     void knock_out(const AttentionOptions& options, const Batch& batch, const HeadSplit& split, int layer);
     // The effects grid's cell (layer * N + i) knocked out on top of `grid`,
-    // from its layer's kept input: its exact changes into `effects`.
+    // from its layer's input in `inputs` (L, R, C): its exact changes into `effects`.
     void knock_out_exactly(const Model& model, const Batch& batch, const AttentionOptions& grid, const HeadSplit& split,
-                           int cell, AttentionResult& result, HeadEffects& effects);
+                           const float* inputs, int cell, AttentionResult& result, HeadEffects& effects);
     void project_qkv(const Model& model, const LayerWeights& w);
     void attention(const Model& model, const Batch& batch, const AttentionOptions& options, const HeadSplit& split,
                    PrefixCache& store, const LayerAt& at, Heads heads, AttentionResult& result);
     // qkv_'s queries and keys (after the attention's RoPE) into the result's
     // queries and keys at the returned layer's `slot` (every row computed).
     void keep_queries_keys(const HeadSplit& split, size_t slot, AttentionResult& result) const;
-    void mlp(const Config& config, const LayerWeights& w);
+    // ln_ (R, C) -> the MLP's output, added into x_, or with `apart` into out_ (sublayer_output).
+    void mlp(const Config& config, const LayerWeights& w, bool apart);
     // A layer of experts' MLP in mlp's place (cpu_experts.cpp): ln_ (R, C)
     // -> the chosen experts' weighted outputs, added into x_
     // (sublayer_output); each row's choices into the result (keep_routes).
     void mix_experts(const Config& config, const LayerWeights& w, const AttentionOptions& options, int layer,
-                     AttentionResult& result);
+                     bool apart, AttentionResult& result);
     void run_expert(const ExpertWeights& expert, const Config& config, int from, int n, int k);
     void keep_routes(int layer, AttentionResult& result) const;
-    bool sublayers_apart(const Config& config) const;
-    float* sublayer_output(const Config& config);
-    void add_sublayer_output(const Config& config, const float* norm_w, float* rms);
+    static bool sublayers_apart(const Config& config, const ForwardRequest& request);
+    float* sublayer_output(bool apart);
+    void add_sublayer_output(const Config& config, bool apart, const float* norm_w, float* rms);
     // An encoder–decoder (cpu_encoder_decoder.cpp): the encoder's forward of
     // the batch's sources and every decoder layer's cross-attention keys and
     // values, unless those of the same sources and options are held.
@@ -156,20 +155,11 @@ private:
     AlignedVector<float> head_in_;         // (unembed_chunk, C) ModernBERT's final norm output, the head's input
     AlignedVector<float> residuals_;  // (2L + 1, R, C) contributions: x_ after the embedding, each attention, each MLP
     AlignedVector<float> head_outputs_;  // (L, R, Qw) contributions: every layer's y_, knocked-out heads replaced
-    bool keep_layer_inputs_ = false;     // the effects grid's first forward keeps...
-    AlignedVector<float> layer_inputs_;  // (L, R, C) ... x_ before each layer
-    // Activation patching (cpu_patching.cpp): while patching_, every
-    // sublayer's output is apart in out_ before it is added; the layer loop
-    // applies each text's patch (text b: patches_[b]) where set, and keeps
-    // each layer's MLP output (R, C) into kept_mlp_outputs_ (L, R, C) where set.
-    struct PatchAt {
-        PatchKind kind;
-        int layer, index;   // index: the head or the position
-        const float* from;  // the source run's activation at `layer`
-    };
-    bool patching_ = false;
-    const std::vector<PatchAt>* patches_ = nullptr;
-    float* kept_mlp_outputs_ = nullptr;
+    // Activation patching (cpu_patching.cpp): its runs' requests ask for
+    // every sublayer's output apart in out_ before it is added; the layer
+    // loop applies each text's patch where the request has one, and keeps
+    // each layer's input and MLP output where it asks.
+    using PatchAt = ForwardRequest::Patch;
     // The run the patches copy from: every layer's maps and heads' outputs
     // (its forward), and each layer's input and MLP output, (L, T, C) each.
     struct PatchSource {
@@ -177,14 +167,14 @@ private:
         std::vector<float> inputs, mlp;
         const float* at(PatchKind kind, int layer) const;
     };
-    struct PlainAgain;
     void keep_patch_source(const Model& model, const Batch& source, const AttentionOptions& options, PatchSource& kept,
                            const Progress& progress);
-    void patch_residual(int layer, int C);
-    void patch_attention(PatchKind kind, const HeadSplit& split, const PrefixCache& store, int layer, float* att);
-    void patch_mlp(int layer, int C);
-    int metric_row_ = -1;  // a patched run's one position the metric reads (-1: every position, the loss)
-    void keep_metric_rows(int layer, int layers, size_t Qw, size_t C);
+    void patch_residual(const ForwardRequest& request, int layer, int C);
+    void patch_attention(const ForwardRequest& request, PatchKind kind, const HeadSplit& split,
+                         const PrefixCache& store, int layer, float* att);
+    void patch_mlp(const ForwardRequest& request, int layer, int C);
+    // request.metric_row: after the last layer's attention, that row of each text alone.
+    void keep_metric_rows(const ForwardRequest& request, int layer, int layers, size_t Qw, size_t C);
     void patch_together(const Model& model, const Batch& target, const AttentionOptions& options,
                         const HeadSplit& split, const float* input, const std::vector<float>& prefix_kv, int first,
                         int metric_row, const std::vector<PatchAt>& cells, AttentionResult& result);
@@ -192,7 +182,6 @@ private:
                        double prefix_loss, double* metrics);
     void token_logits(const Model& model, int32_t id, int n, float* logits);
     std::vector<float> position_bias_;  // (NH, 2T - 1) T5's, of this forward's stack (forward.h's position_bias)
-    float* final_states_ = nullptr;     // encode(): where the encoder's output goes
 
     // An encoder–decoder's sources, as prepare_sources left them.
     struct Sources {

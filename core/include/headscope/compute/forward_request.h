@@ -1,0 +1,39 @@
+// What a caller of the layer loop asks of one forward beyond its result: the
+// values to keep that an analysis reads afterwards, and the edits to apply
+// at named points of each layer. AttentionOptions already asks for what the
+// result holds (maps, Q and K, heads' outputs, contributions, predictions)
+// and for the heads and experts to knock out; this asks for the rest. A
+// plain value passed into the forward, so that a forward is never left in a
+// mode: the default request is a plain forward.
+// Legend: L layers, R rows computed, C channels.
+#pragma once
+#include <vector>
+
+#include "headscope/compute/patching.h"
+
+namespace headscope {
+
+struct ForwardRequest {
+    // An edit of one text's run (text b: (*patches)[b]): its `kind` of
+    // activation at `layer` and head or position `index` replaced by the
+    // source run's, `from` (patching.h's PatchSource layouts).
+    struct Patch {
+        PatchKind kind;
+        int layer, index;
+        const float* from;
+    };
+
+    float* layer_inputs = nullptr;  // (L, R, C) the residual entering each layer, kept (the effects grid, patching)
+    float* mlp_outputs = nullptr;   // (L, R, C) each layer's MLP output, kept (patching's source run)
+    float* final_states = nullptr;  // (R, C) the output after the final norm, where the model has one (an encoder's)
+    const std::vector<Patch>* patches = nullptr;  // edits at the residual, maps, heads' outputs and MLP output
+    // Every sublayer's output computed apart and then added, as a patching's
+    // runs read and replace it, so that all of them add alike (rather than
+    // accumulate it into the residual in the product).
+    bool sublayers_apart = false;
+    // After the last layer's attention, the one position each text's metric
+    // reads (-1: every position): the rest of the layer computes that row alone.
+    int metric_row = -1;
+};
+
+}  // namespace headscope
