@@ -97,68 +97,86 @@ void attend_head(const HeadInputs& in, float* att, RowSummaries* summaries, size
     }
 }
 
+// The naive view's contiguous Q (B, T, Qw), then K and V (B, T, KVw) each, in `contiguous`.
+struct NaiveParts {
+    HeadBlock q, k, v;
+};
+NaiveParts naive_parts(float* contiguous, int B, int T, const HeadSplit& split) {
+    const size_t BT = static_cast<size_t>(B) * T;
+    const int Qw = split.q_width(), KVw = split.kv_width();
+    return {{contiguous, Qw}, {contiguous + BT * Qw, KVw}, {contiguous + BT * (Qw + KVw), KVw}};
+}
+
+// Head h's rows of text b in a part: its columns h*hs from the text's first
+// computed row, or in the naive view its floats from h*T*hs on.
+HeadBlock head_block(const HeadBlock& part, int b, int h, bool naive, int T, int hs, int first_row) {
+    if (naive)
+        return HeadBlock{part.data + static_cast<size_t>(b) * T * part.stride + static_cast<size_t>(h) * T * hs, hs};
+    return HeadBlock{part.data + static_cast<size_t>(first_row) * part.stride + h * hs, part.stride};
+}
+
 }  // namespace
 
-// From qkv_ (the R rows): this layer's keys and values into `store`, at.att
-// (B, NH, T, T) weights of the computed query rows (none where it is null:
-// blocks of rows, AttentionOptions::maps), each row's summary where asked,
-// and y_ (R, Qw), heads merged.
-// transpose: head h of Q is the (rows, hs) block at column h*hs of qkv_,
-// read in place; RoPE rotates each new row of Q and K by its position; K and
-// V rows go to the store, whose T rows per text (the reused ones included)
-// the heads read, key/value head h / group at column kv*hs. y for head h
-// goes to columns h*hs of y_ (the transpose back and the contiguous copy in
-// one write).
-// naive-view (every row computed, so R = B * T): Q, K, V are copied out
-// contiguous; head h is then the flat floats [h*T*hs, (h+1)*T*hs) of a text,
-// whatever tokens they belong to, RoPE rotating its row r by position r, and
-// y (B, NH, T, hs) is read back as (B, T, Qw) unchanged.
-void CpuForward::attention(const Model& model, const Batch& batch, const AttentionOptions& options,
-                           const HeadSplit& split, PrefixCache& store, const LayerAt& at, Heads heads,
-                           AttentionResult& result) {
-    const Config& cfg = model.config;
-    const int layer = at.layer, B = batch.B(), T = batch.T(), NH = split.NH, NKV = split.NKV, hs = split.hs;
+// qkv_'s Q and K of the computed rows rotated by RoPE (rotary positions
+// only). transpose: each new row of Q and K (K at column Qw) by its
+// position, in place. naive-view: Q, K, V first copied out contiguous
+// (qkv_contiguous_, NaiveParts), head h then the flat floats
+// [h*T*hs, (h+1)*T*hs) of a text, whatever tokens they belong to, RoPE
+// rotating its row r by position r.
+void CpuForward::rotate(const Config& cfg, const Batch& batch, const AttentionOptions& options, const HeadSplit& split,
+                        int layer) {
+    const int B = batch.B(), T = batch.T(), NH = split.NH, NKV = split.NKV, hs = split.hs;
     const int Qw = split.q_width(), KVw = split.kv_width(), width = Qw + 2 * KVw;
     const bool naive = options.split == Split::naive_view;
     const RopeTable table =
         cfg.positions == Positions::rotary ? rope_table(layer_rope(cfg, layer), hs, T) : RopeTable{};
-    const size_t text_rows = static_cast<size_t>(T);
-    HeadBlock q_part{qkv_.data(), width}, k_part{nullptr, 0}, v_part{nullptr, 0}, y_part{y_.data(), Qw};
-    // Head h's rows of text b in a part: its columns h*hs, or in the naive view its floats from h*T*hs on.
-    const auto block = [&](const HeadBlock& part, int b, int h) {
-        if (naive) return HeadBlock{part.data + b * text_rows * part.stride + static_cast<size_t>(h) * T * hs, hs};
-        return HeadBlock{part.data + static_cast<size_t>(first_row_[b]) * part.stride + h * hs, part.stride};
-    };
-    if (naive) {  // (B, T, Qw), then (B, T, KVw) for K and for V
-        const size_t BT = static_cast<size_t>(B) * T;
-        q_part = {qkv_contiguous_.data(), Qw};
-        k_part = {q_part.data + BT * Qw, KVw};
-        v_part = {k_part.data + BT * KVw, KVw};
+    HeadBlock q_part{qkv_.data(), width}, k_part{qkv_.data() + Qw, width};
+    if (naive) {
+        const NaiveParts parts = naive_parts(qkv_contiguous_.data(), B, T, split);
         for (int part = 0; part < 3; ++part) {
-            const HeadBlock& to = part == 0 ? q_part : part == 1 ? k_part : v_part;
+            const HeadBlock& to = part == 0 ? parts.q : part == 1 ? parts.k : parts.v;
             ops::StridedMap<float>(to.data, B * T, to.stride, Eigen::OuterStride<>(to.stride)) =
                 ops::ConstStridedMap<float>(qkv_.data() + (part == 0 ? 0 : Qw + (part - 1) * KVw), B * T, to.stride,
                                             Eigen::OuterStride<>(width));
         }
-        if (!table.cos.empty()) {
+        q_part = parts.q, k_part = parts.k;
+    }
+    if (table.cos.empty()) return;
 #pragma omp parallel for collapse(2) schedule(static)
-            for (int b = 0; b < B; ++b)
-                for (int h = 0; h < NH + NKV; ++h) {
-                    const HeadBlock x = h < NH ? block(q_part, b, h) : block(k_part, b, h - NH);
-                    apply_rope(table, x.data, 0, T, x.stride);
-                }
+    for (int b = 0; b < B; ++b)
+        for (int h = 0; h < NH + NKV; ++h) {
+            const HeadBlock x = h < NH ? head_block(q_part, b, h, naive, T, hs, first_row_[b])
+                                       : head_block(k_part, b, h - NH, naive, T, hs, first_row_[b]);
+            apply_rope(table, x.data, naive ? 0 : begin_[b], naive ? T : T - begin_[b], x.stride);
         }
+}
+
+// From qkv_ (the R rows, rotated): this layer's keys and values into
+// `store`, at.att (B, NH, T, T) weights of the computed query rows (none
+// where it is null: blocks of rows, AttentionOptions::maps), each row's
+// summary where asked, and y_ (R, Qw), heads merged.
+// transpose: head h of Q is the (rows, hs) block at column h*hs of qkv_,
+// read in place; K and V rows go to the store, whose T rows per text (the
+// reused ones included) the heads read, key/value head h / group at column
+// kv*hs. y for head h goes to columns h*hs of y_ (the transpose back and the
+// contiguous copy in one write).
+// naive-view (every row computed, so R = B * T): head h is the flat floats
+// [h*T*hs, (h+1)*T*hs) of a text in qkv_contiguous_ (rotate), and y
+// (B, NH, T, hs) is read back as (B, T, Qw) unchanged.
+void CpuForward::attention(const Model& model, const Batch& batch, const AttentionOptions& options,
+                           const HeadSplit& split, PrefixCache& store, const LayerAt& at, Heads heads,
+                           AttentionResult& result) {
+    const int layer = at.layer, B = batch.B(), T = batch.T(), NH = split.NH, hs = split.hs;
+    const int Qw = split.q_width(), KVw = split.kv_width(), width = Qw + 2 * KVw;
+    const bool naive = options.split == Split::naive_view;
+    HeadBlock q_part{qkv_.data(), width}, k_part{nullptr, 0}, v_part{nullptr, 0}, y_part{y_.data(), Qw};
+    const auto block = [&](const HeadBlock& part, int b, int h) {
+        return head_block(part, b, h, naive, T, hs, first_row_[b]);
+    };
+    if (naive) {
+        const NaiveParts parts = naive_parts(qkv_contiguous_.data(), B, T, split);
+        q_part = parts.q, k_part = parts.k, v_part = parts.v;
     } else {
-        // RoPE on the new rows of Q and K (K at column Qw of qkv_), then K and V into the store.
-        HeadBlock k_new{qkv_.data() + Qw, width};
-        if (!table.cos.empty()) {
-#pragma omp parallel for collapse(2) schedule(static)
-            for (int b = 0; b < B; ++b)
-                for (int h = 0; h < NH + NKV; ++h) {
-                    const HeadBlock x = h < NH ? block(q_part, b, h) : block(k_new, b, h - NH);
-                    apply_rope(table, x.data, begin_[b], T - begin_[b], x.stride);
-                }
-        }
         const size_t layer_floats = static_cast<size_t>(store.capacity) * 2 * KVw;
         for (int b = 0; b < B; ++b) {
             float* kv = store.kv[b].data() + stored_layer(layer) * layer_floats;

@@ -167,7 +167,6 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
     size_t slot = 0;
     for (int l = 0; l < layers_run; ++l) {
         report_progress(progress, "computing layers", l, layers_run, ProgressUnit::steps);
-        if (request.layer_inputs) std::copy_n(x_.data(), rows * C, request.layer_inputs + l * rows * C);
         const bool returned = slot < result.layers.size() && result.layers[slot] == l;
         float* att = options.maps != Maps::full ? nullptr
                      : returned                 ? result.weights.data() + slot * map_floats
@@ -241,67 +240,6 @@ void CpuForward::reserve_buffers(const Config& cfg, const Batch& batch, const At
     }
 }
 
-// One layer over the R rows in x_: its attention (into `at.att`, and the
-// result's outputs and contributions where asked), then, unless it is the
-// last one needed, the output projection and the MLP into x_ (an
-// encoder–decoder's last one needed computes its cross-attention's maps too).
-void CpuForward::run_layer(const Model& model, const Batch& batch, const AttentionOptions& options,
-                           const HeadSplit& split, PrefixCache& store, LayerAt at, Heads heads,
-                           const ForwardRequest& request, AttentionResult& result) {
-    const Config& cfg = model.config;
-    const LayerWeights& w = model.layers[at.layer];
-    const int B = batch.B(), T = batch.T(), C = cfg.n_embd, l = at.layer;
-    const size_t rows = static_cast<size_t>(rows_), Qw = split.q_width();
-    const bool apart = sublayers_apart(cfg, request);
-    patch_residual(request, l, C);
-    // The attention reads the residual itself: BERT's norm comes after; ModernBERT's layer 0 has none, nor OLMo 2's
-    // layers.
-    if (cfg.post_norm || !cfg.input_norms || (l == 0 && !cfg.first_attention_norm))
-        std::copy_n(x_.data(), rows * C, ln_.data());
-    else
-        normalize(cfg, x_.data(), w.ln_1_w, w.ln_1_b, ln_.data(), rows_);
-    project_qkv(model, w);
-    attention(model, batch, options, split, store, at, heads, result);
-    if (at.slot >= 0 && options.maps == Maps::queries_and_keys) keep_queries_keys(split, at.slot, result);
-    check_attention(l, at.att, B, split.NH, T, split.hs);
-    patch_attention(request, PatchKind::pattern, split, store, l, at.att);
-    knock_out(options, batch, split, l);
-    patch_attention(request, PatchKind::heads, split, store, l, at.att);
-    if (at.slot >= 0 && options.capture_outputs)
-        for (int b = 0; b < B; ++b)
-            std::copy_n(y_.data() + first_row_[b] * Qw, (T - begin_[b]) * Qw,
-                        result.outputs.data() + ((at.slot * B + b) * T + begin_[b]) * Qw);
-    if (options.contributions) contribute(model, batch, options, split, at, result);
-    if (at.last && !cfg.is_encoder_decoder()) return;  // a decoder layer's cross-attention maps come after
-    keep_metric_rows(request, l, cfg.n_layer, Qw, C);
-
-    // Pythia's parallel residual: both halves read the layer's input x.
-    if (cfg.parallel_residual) normalize(cfg, x_.data(), w.ln_2_w, w.ln_2_b, ln_.data(), rows_);
-    linear(y_.data(), rows_, w.attn_proj, w.attn_proj_b, sublayer_output(apart), C, /*accumulate=*/!apart);
-    // (With contributions every row is computed: R = B T.)
-    add_sublayer_output(cfg, apart, w.attn_out_norm,
-                        options.contributions ? result.attention_output_scale.data() + l * rows : nullptr);
-    check_residual(l, C, "the attention");
-    if (cfg.post_norm) normalize(cfg, x_.data(), w.ln_1_w, w.ln_1_b, x_.data(), rows_);  // BERT: x = ln_1(x + attn)
-    if (cfg.is_encoder_decoder()) cross_attend(model, batch, options, split, at, heads, result);
-    if (at.last) return;
-    if (options.contributions) std::copy_n(x_.data(), rows * C, residuals_.data() + (2 * l + 1) * rows * C);
-    if (cfg.post_norm || !cfg.input_norms)  // the MLP reads x itself
-        std::copy_n(x_.data(), static_cast<size_t>(rows_) * C, ln_.data());
-    else if (!cfg.parallel_residual)
-        normalize(cfg, x_.data(), w.ln_2_w, w.ln_2_b, ln_.data(), rows_);
-    if (cfg.expert_layer(l))
-        mix_experts(cfg, w, options, l, apart, result);
-    else
-        mlp(cfg, w, apart);
-    patch_mlp(request, l, C);
-    add_sublayer_output(cfg, apart, w.mlp_out_norm, nullptr);
-    if (cfg.post_norm) normalize(cfg, x_.data(), w.ln_2_w, w.ln_2_b, x_.data(), rows_);  // x = ln_2(x + mlp)
-    check_residual(l, C, "the MLP");
-    if (options.contributions) std::copy_n(x_.data(), rows * C, residuals_.data() + (2 * l + 2) * rows * C);
-    if (at.slot >= 0 && options.lens_k) std::copy_n(x_.data(), rows * C, unembed_in_.data() + at.slot * rows * C);
-}
-
 // Where a sublayer's output goes: added into x_ as it is written, or, where
 // the model normalizes each sublayer's output (OLMo 2) or the request reads
 // it apart (patching), into out_ for add_sublayer_output.
@@ -313,8 +251,7 @@ float* CpuForward::sublayer_output(bool apart) { return apart ? out_.data() : x_
 // Where the sublayers' outputs are apart, x_ += out_, normed where the model
 // has output norms (x + norm(attn(x)), x + norm(mlp(x))), and each row's
 // rms, the scale the norm divides by, into `rms` (R) unless null.
-void CpuForward::add_sublayer_output(const Config& cfg, bool apart, const float* norm_w, float* rms) {
-    if (!apart) return;
+void CpuForward::add_sublayer_output(const Config& cfg, const float* norm_w, float* rms) {
     if (!cfg.output_norms) return ops::add(x_.data(), out_.data(), static_cast<size_t>(rows_) * cfg.n_embd);
     const int C = cfg.n_embd;
     for (int r = 0; r < rows_ && rms; ++r) {

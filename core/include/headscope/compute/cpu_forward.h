@@ -21,6 +21,7 @@
 #include "headscope/compute/forward.h"
 #include "headscope/compute/forward_request.h"
 #include "headscope/compute/head_effects.h"
+#include "headscope/compute/layer_ops.h"
 #include "headscope/compute/patching.h"
 #include "headscope/compute/prefix_cache.h"
 #include "headscope/model/model.h"
@@ -64,6 +65,8 @@ private:
     };
     void reserve_buffers(const Config& config, const Batch& batch, const AttentionOptions& options,
                          const HeadSplit& split, int layers_run, size_t returned_layers, bool apart);
+    // One layer: the layer loop (layer_ops.h) over the CPU's operations (LayerRun, cpu_layer_ops.cpp).
+    class LayerRun;
     void run_layer(const Model& model, const Batch& batch, const AttentionOptions& options, const HeadSplit& split,
                    PrefixCache& store, LayerAt at, Heads heads, const ForwardRequest& request, AttentionResult& result);
     // options.contributions (cpu_contributions.cpp): a layer's value-weighted
@@ -87,6 +90,8 @@ private:
     void knock_out_exactly(const Model& model, const Batch& batch, const AttentionOptions& grid, const HeadSplit& split,
                            const float* inputs, int cell, AttentionResult& result, HeadEffects& effects);
     void project_qkv(const Model& model, const LayerWeights& w);
+    void rotate(const Config& config, const Batch& batch, const AttentionOptions& options, const HeadSplit& split,
+                int layer);
     void attention(const Model& model, const Batch& batch, const AttentionOptions& options, const HeadSplit& split,
                    PrefixCache& store, const LayerAt& at, Heads heads, AttentionResult& result);
     // qkv_'s queries and keys (after the attention's RoPE) into the result's
@@ -103,7 +108,7 @@ private:
     void keep_routes(int layer, AttentionResult& result) const;
     static bool sublayers_apart(const Config& config, const ForwardRequest& request);
     float* sublayer_output(bool apart);
-    void add_sublayer_output(const Config& config, bool apart, const float* norm_w, float* rms);
+    void add_sublayer_output(const Config& config, const float* norm_w, float* rms);
     // An encoder–decoder (cpu_encoder_decoder.cpp): the encoder's forward of
     // the batch's sources and every decoder layer's cross-attention keys and
     // values, unless those of the same sources and options are held.
