@@ -2,7 +2,9 @@
 // attention and, when asked, the predictions and the logit lens: the CPU
 // backend runs it with batched per-head products, the checks with the
 // tutorials' loop of dot products (the same layer code around both, so the
-// check compares only the attention).
+// check compares only the attention). Each layer is the layer loop
+// (layer_ops.h) over this class's operations (LayerRun, cpu_layer_ops.cpp);
+// what an analysis keeps and edits comes in a ForwardRequest.
 // It computes, per text b, the rows of tokens [begin_b, T): all of them, or
 // with a PrefixCache only those after the reused prefix (prefix_cache.h);
 // the rows of all texts are stacked, R rows in all, so every product is one.
