@@ -19,6 +19,16 @@ struct LayerTrace {
     std::vector<float> q_raw, k_raw;  // Q and K before their norms (Config::qk_norm)
     std::vector<float> a_raw, m_raw;  // the sublayers' outputs before their norms (Config::output_norms)
     NormStats sq, sk, sa, sm;
+    // A layer of experts (cpu_backward_experts.cpp): each row's k choices and
+    // their weights, held as the forward chose them; the softmax the weights
+    // come from (the chosen experts', or every expert's where the weights are
+    // not renormalized; 0 elsewhere); each choice's gate and up before the
+    // activation and its expert's output.
+    std::vector<int32_t> chosen;                // (T, k)
+    std::vector<float> weights;                 // (T, k)
+    std::vector<double> routed;                 // (T, E)
+    std::vector<float> choice_gate, choice_up;  // (T k, Fe)
+    std::vector<float> choice_out;              // (T k, C)
 };
 
 // One text's forward, kept.
@@ -72,6 +82,10 @@ private:
                                             const std::vector<float>& d) const;
     void mlp(const LayerWeights& w, LayerTrace& lt) const;
     std::vector<float> mlp_backward(const LayerWeights& w, const LayerTrace& lt, const float* dm) const;
+    void experts(int l, const LayerWeights& w, LayerTrace& lt) const;
+    std::vector<float> experts_backward(const LayerWeights& w, const LayerTrace& lt, const float* dm) const;
+    // Each expert's choices (flat indices t k + i into LayerTrace::chosen), in row order.
+    std::vector<std::vector<int>> choices_by_expert(const LayerTrace& lt) const;
 
     const Model& model_;
     const Config& cfg_;

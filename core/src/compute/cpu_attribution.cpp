@@ -55,9 +55,7 @@ std::vector<double> estimates(PatchKind kind, const RunActivations& clean, const
 const char* unsupported_feature(const Config& cfg, const AttentionOptions& options) {
     if (!cfg.causal || cfg.is_encoder_decoder() || cfg.post_norm || cfg.mlm_head)
         return "a model that is not a decoder";
-    if (cfg.has_experts()) return "mixtures of experts";
     if (!cfg.first_attention_norm) return "a first layer without a norm before its attention";
-    if (cfg.attention_sinks) return "attention sinks";
     if (cfg.positions == Positions::relative) return "relative position buckets";
     if (cfg.output_scale != 1) return "a scale on the output before the output embedding";
     if (!options.causal || options.window_both_ways || (options.n_head != 0 && options.n_head != cfg.n_head) ||

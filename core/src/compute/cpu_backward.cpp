@@ -1,8 +1,10 @@
 // The backward pass of attribution patching (backward.h): a forward of one
 // text through a pre-norm decoder's layers, as the CPU forward computes them
 // from the model description, keeping what the backward reads; then the
-// metric's gradient back through the final norm, each MLP, each attention
-// (softmax, rotary positions, grouped heads) and each norm to layer 0's input.
+// metric's gradient back through the final norm, each MLP (or layer of
+// experts), each attention (softmax with any sink, rotary positions, grouped
+// heads) and each norm to layer 0's input. A sink's logit takes weight from
+// the keys but weighs no value, so the softmax's backward is the same.
 // Legend: KVw = NKV hs, W = Qw + 2 KVw (a row of [Q | K | V]), F MLP hidden size, V vocabulary.
 #include <algorithm>
 #include <cmath>
@@ -85,7 +87,7 @@ std::vector<float> BackwardTrace::run_layer(int l, std::vector<float> x) {
     ops::add(lt.xm.data(), attended.data(), lt.xm.size());
     // A parallel residual's MLP reads the layer's input, beside the attention.
     input_norm(w.ln_2_w, w.ln_2_b, cfg_.parallel_residual ? lt.x : lt.xm, lt.n2, lt.s2);
-    mlp(w, lt);
+    cfg_.expert_layer(l) ? experts(l, w, lt) : mlp(w, lt);
     output_norm(w.mlp_out_norm, lt.m, lt.m_raw, lt.sm);
     std::vector<float> next = lt.xm;
     ops::add(next.data(), lt.m.data(), next.size());
@@ -100,10 +102,12 @@ void BackwardTrace::attend(int l, LayerTrace& lt) const {
 #pragma omp parallel for schedule(static)
     for (int h = 0; h < split_.NH; ++h) {
         const int g = h / split_.group();
+        // gpt-oss's learned logit joins each row's denominator (it weighs no value).
+        const double sink = cfg_.attention_sinks ? model_.layers[l].sinks[h] : -INFINITY;
         std::vector<double> scores(T);
         for (int i = 0; i < T; ++i) {
             const float* q = lt.q.data() + static_cast<size_t>(i) * Qw + h * hs;
-            double max = -INFINITY, sum = 0;
+            double max = sink, sum = 0;
             const int first = first_key(l, i);
             for (int j = first; j <= i; ++j) {
                 const float* k = lt.k.data() + static_cast<size_t>(j) * KVw + g * hs;
@@ -112,6 +116,7 @@ void BackwardTrace::attend(int l, LayerTrace& lt) const {
                 scores[j] = capped_score(scale_ * dot), max = std::max(max, scores[j]);
             }
             for (int j = first; j <= i; ++j) sum += scores[j] = std::exp(scores[j] - max);
+            sum += std::exp(sink - max);  // 0 without a sink
             float* row = lt.att.data() + (static_cast<size_t>(h) * T + i) * T;
             float* y = lt.y.data() + static_cast<size_t>(i) * Qw + h * hs;
             for (int j = first; j <= i; ++j) {
@@ -253,8 +258,9 @@ void BackwardTrace::backward(std::vector<float> dx, RunActivations& gradients) c
         const LayerWeights& w = model_.layers[l];
         const LayerTrace& lt = layers_[l];
         std::copy(dx.begin(), dx.end(), gradients.mlp.begin() + l * layer_rows);
+        const std::vector<float> dm = output_norm_backward(w.mlp_out_norm, lt.m_raw, lt.sm, dx);
         const std::vector<float> dn2 =
-            mlp_backward(w, lt, output_norm_backward(w.mlp_out_norm, lt.m_raw, lt.sm, dx).data());
+            cfg_.expert_layer(l) ? experts_backward(w, lt, dm.data()) : mlp_backward(w, lt, dm.data());
         if (!cfg_.parallel_residual) input_norm_backward(w.ln_2_w, lt.xm, lt.s2, dn2, dx);
         const std::vector<float> d_attended = output_norm_backward(w.attn_out_norm, lt.a_raw, lt.sa, dx);
         linear(d_attended.data(), T, w.attn_proj.transposed(), nullptr, dy.data(), Qw);
