@@ -287,9 +287,9 @@ TEST(BackwardRefusals, NameTheFeature) {
     EXPECT_TRUE(patching.grids.empty());
     // Each feature alone on GPT-2's layout.
     const std::vector<std::pair<void (*)(Config&), std::string>> features = {
-        {[](Config& c) { c.post_norm = true; }, "a model that is not a decoder"},
+        {[](Config& c) { c.encoder_layers = 1; }, "encoder-decoders"},
+        {[](Config& c) { c.post_norm = true; }, "a model without an output head"},  // a bare BERT's kind
         {[](Config& c) { c.positions = Positions::relative; }, "relative position buckets"},
-        {[](Config& c) { c.first_attention_norm = false; }, "a first layer without a norm before its attention"},
     };
     for (const auto& [change, feature] : features) {
         Config config = gpt2_config();

@@ -262,6 +262,9 @@ TEST_F(CliPatch, PatchesAnEncodersPairAtTheMask) {
         "--clean-pair: sentence pairs are for encoders; this model (gpt2) is not one");
     expect_error({"--clean", "a b", "--corrupted", "a c", "--clean-pair", "b", "--metric", "loss"},
                  "--clean-pair and --corrupted-pair go together");
+    std::vector<std::string> estimated = texts;
+    estimated.insert(estimated.end(), {"--answer", " sat", "--wrong", " lay", "--method", "attribution"});
+    expect_error(estimated, "--method attribution does not read a sentence pair's token types yet");
 }
 
 // attention --effects METHOD (bare: hybrid) writes core's grid of the text

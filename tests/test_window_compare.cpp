@@ -324,17 +324,18 @@ TEST_F(WindowCompare, AnEncodersDiffAndFillsAreCores) {
     }
 }
 
-// An encoder's patching tab (BERT, no pair): the grids of the masked-LM
-// logits at the metric's position are core's patching with the encoder's own
-// options (no causal mask), every row computed.
+// An encoder's patching tab (BERT, no pair), exact and estimated: the grids
+// of the masked-LM logits at the metric's position are core's patching and
+// attribution patching with the encoder's own options (no causal mask).
 TEST_F(WindowCompare, AnEncodersPatchingGridsAreCores) {
     const std::filesystem::path bert = dir_->path / "bert_patching";
     test::write_encoder_checkpoint(bert, test::make_encoder_checkpoint(test::encoder_spec(test::Encoder::bert)));
     const Model encoder = load_model(bert.string());
     const std::string a_text = "The cat [MASK] on the mat.", b_text = "The dog [MASK] on the mat.";
-    const test::WindowShot shot = test::shoot_window(
-        {"--model", bert.string(), "--text", a_text, "--compare", b_text, "--view", "patching", "--compute-patching"},
-        dir_->path, "encoder-patching");
+    const test::WindowShot shot =
+        test::shoot_window({"--model", bert.string(), "--text", a_text, "--compare", b_text, "--view", "patching",
+                            "--compute-patching", "--patch-method", "both"},
+                           dir_->path, "encoder-patching");
     ASSERT_EQ(shot.run.status, 0) << shot.run.err;
     const json metric = entries(shot.layout, "patch-metric");
     ASSERT_EQ(metric.size(), 1u);
@@ -345,14 +346,27 @@ TEST_F(WindowCompare, AnEncodersPatchingGridsAreCores) {
     cpu->load_weights(encoder);
     AttentionOptions options;
     options.causal = false;
-    const int32_t pad = encoder.config.pad_id();
-    Patching want;
-    cpu->patch(Batch{{encoder.tokenizer.encode_texts({a_text})[0]}, pad},
-               Batch{{encoder.tokenizer.encode_texts({b_text})[0]}, pad}, options, request, want);
-    EXPECT_NEAR(metric[0]["clean"].get<double>(), want.clean_metric, 1e-6);
-    EXPECT_NEAR(metric[0]["corrupted"].get<double>(), want.corrupted_metric, 1e-6);
-    ASSERT_EQ(want.grids.size(), 4u);
-    expect_grids_drawn(shot, want);
+    const std::vector<int32_t> a = encoder.tokenizer.encode_texts({a_text})[0],
+                               b = encoder.tokenizer.encode_texts({b_text})[0];
+    Patching exact, estimate;
+    cpu->patch(Batch{{a}, encoder.config.pad_id()}, Batch{{b}, encoder.config.pad_id()}, options, request, exact);
+    attribution_patch(encoder, a, b, options, request, estimate);
+    EXPECT_NEAR(metric[0]["clean"].get<double>(), exact.clean_metric, 1e-6);
+    EXPECT_NEAR(metric[0]["corrupted"].get<double>(), exact.corrupted_metric, 1e-6);
+    EXPECT_TRUE(entries(shot.layout, "patch-estimate-refusal").empty());
+    for (size_t k = 0; k < 4; ++k) {
+        const std::string kind = to_string(exact.grids[k].kind);
+        for (const auto& [name, want] : {std::pair{"patching-" + kind, &exact.grids[k]},
+                                         std::pair{"patching-" + kind + "-estimate", &estimate.grids[k]}}) {
+            const json cells = entries(shot.layout, name);
+            ASSERT_EQ(cells.size(), want->cells.size()) << name;
+            for (const json& cell : cells) {
+                const int l = cell["layer"], c = cell["column"];
+                EXPECT_NEAR(cell["values"][l * want->cols + c].get<double>(), want->at(l, c), 1e-5)
+                    << name << " L" << l << " column " << c;
+            }
+        }
+    }
 }
 
 // A compare text of another length: the predictions panel and the patching

@@ -45,6 +45,8 @@ PatchRequest given_request(const CliOptions& opt) {
     if (opt.heads_given && opt.heads < 1) throw Error("--heads must be at least 1, got " + std::to_string(opt.heads));
     if (opt.clean_pair.empty() != opt.corrupted_pair.empty())
         throw Error("--clean-pair and --corrupted-pair go together: each text of a pair compared with the other's");
+    if (!opt.clean_pair.empty() && opt.method == "attribution")
+        throw Error("--method attribution does not read a sentence pair's token types yet: patch a pair exactly");
     check_metric_flags(opt);
     PatchRequest request = opt.patch;
     try {
