@@ -59,19 +59,21 @@ void gelu(Rows& x, bool tanh_form) {
 }
 
 // Each head's softmax(q k^T * scale) over the keys the options allow (and,
-// with `window`, only those less than `window` tokens away), then its weighted values.
+// with `window`, only those less than `window` tokens away), then its
+// weighted values; layer l's hooks on each head's map and output.
 Rows attend(const Rows& q, const Rows& k, const Rows& v, int NH, const AttentionOptions& options, double* maps,
-            int window = 0) {
+            int window, int l, const FamilyHooks& hooks) {
     const int T = static_cast<int>(q.size()), C = static_cast<int>(q.front().size()), hs = C / NH;
     const double scale = options.scale == Scale::head    ? 1 / std::sqrt(double(hs))
                          : options.scale == Scale::model ? 1 / std::sqrt(double(C))
                                                          : 1;
     Rows y(T, std::vector<double>(C, 0.0));
-    for (int h = 0; h < NH; ++h)
+    for (int h = 0; h < NH; ++h) {
+        Rows att(T, std::vector<double>(T, 0.0)), head(T, std::vector<double>(hs, 0.0));
         for (int i = 0; i < T; ++i) {
             const int end = std::min(options.causal ? i + 1 : T, window ? i + window : T);
             const int begin = window ? std::max(0, i - window + 1) : 0;
-            std::vector<double> w(T, 0.0);
+            std::vector<double>& w = att[i];
             double max = -INFINITY, sum = 0;
             for (int j = begin; j < end; ++j) {
                 for (int d = 0; d < hs; ++d) w[j] += q[i][h * hs + d] * k[j][h * hs + d];
@@ -79,12 +81,18 @@ Rows attend(const Rows& q, const Rows& k, const Rows& v, int NH, const Attention
                 max = std::max(max, w[j]);
             }
             for (int j = begin; j < end; ++j) sum += (w[j] = std::exp(w[j] - max));
-            for (int j = begin; j < end; ++j) {
-                w[j] /= sum;
-                maps[(static_cast<size_t>(h) * T + i) * T + j] = w[j];
-                for (int d = 0; d < hs; ++d) y[i][h * hs + d] += w[j] * v[j][h * hs + d];
-            }
+            for (int j = begin; j < end; ++j) w[j] /= sum;
         }
+        if (hooks.pattern) hooks.pattern(l, 0, h, att);
+        for (int i = 0; i < T; ++i)
+            for (int j = 0; j < T; ++j) {
+                maps[(static_cast<size_t>(h) * T + i) * T + j] = att[i][j];
+                for (int d = 0; d < hs; ++d) head[i][d] += att[i][j] * v[j][h * hs + d];
+            }
+        if (hooks.head_output) hooks.head_output(l, 0, h, head);
+        for (int i = 0; i < T; ++i)
+            for (int d = 0; d < hs; ++d) y[i][h * hs + d] = head[i][d];
+    }
     return y;
 }
 
@@ -131,7 +139,7 @@ std::vector<double> logits_of(const Rows& h, const std::vector<float>& wte, cons
 // which see only keys within local_attention / 2 (when options.sliding_window
 // is on), GeGLU, the final norm, then the head. No norm has a bias.
 EncoderReference modernbert_reference(const EncoderCheckpoint& m, const std::vector<int32_t>& ids,
-                                      const AttentionOptions& options) {
+                                      const AttentionOptions& options, const FamilyHooks& hooks) {
     const EncoderSpec& s = m.spec;
     const int T = static_cast<int>(ids.size()), C = s.n_embd, F = s.mlp_dim;
     const int NH = options.n_head ? options.n_head : s.n_head, hs = C / NH;
@@ -147,6 +155,7 @@ EncoderReference modernbert_reference(const EncoderCheckpoint& m, const std::vec
     for (int l = 0; l < s.n_layer; ++l) {
         const std::string p = "model.layers." + std::to_string(l) + ".";
         const bool global = l % s.global_every == 0;
+        if (hooks.layer_input) hooks.layer_input(l, 0, x);
         const Rows in = l == 0 ? x : norm(x, p + "attn_norm.weight");
         const Rows qkv = linear(in, m[p + "attn.Wqkv.weight"], std::vector<float>(3 * C, 0.f));
         Rows q = columns(qkv, 0, C), k = columns(qkv, C, C);
@@ -154,7 +163,7 @@ EncoderReference modernbert_reference(const EncoderCheckpoint& m, const std::vec
         rotate(k, hs, global ? s.global_rope_theta : s.local_rope_theta);
         const int window = !global && options.sliding_window ? s.local_attention / 2 + 1 : 0;
         const Rows y = attend(q, k, columns(qkv, 2 * C, C), NH, options,
-                              out.weights.data() + static_cast<size_t>(l) * NH * T * T, window);
+                              out.weights.data() + static_cast<size_t>(l) * NH * T * T, window, l, hooks);
         add(x, linear(y, m[p + "attn.Wo.weight"], zeros_C));
         const Rows wi = linear(norm(x, p + "mlp_norm.weight"), m[p + "mlp.Wi.weight"], std::vector<float>(2 * F, 0.f));
         Rows gate = columns(wi, 0, F);
@@ -162,7 +171,9 @@ EncoderReference modernbert_reference(const EncoderCheckpoint& m, const std::vec
         gelu(gate, false);
         for (int t = 0; t < T; ++t)
             for (int f = 0; f < F; ++f) gate[t][f] *= up[t][f];
-        add(x, linear(gate, m[p + "mlp.Wo.weight"], zeros_C));
+        Rows mlp = linear(gate, m[p + "mlp.Wo.weight"], zeros_C);
+        if (hooks.mlp_output) hooks.mlp_output(l, 0, mlp);
+        add(x, mlp);
     }
     Rows h = linear(norm(x, "model.final_norm.weight"), m["head.dense.weight"], zeros_C);
     gelu(h, false);
@@ -173,8 +184,9 @@ EncoderReference modernbert_reference(const EncoderCheckpoint& m, const std::vec
 }  // namespace
 
 EncoderReference encoder_reference(const EncoderCheckpoint& m, const std::vector<int32_t>& ids,
-                                   const std::vector<int32_t>& types, const AttentionOptions& options) {
-    if (m.spec.family == Encoder::modernbert) return modernbert_reference(m, ids, options);
+                                   const std::vector<int32_t>& types, const AttentionOptions& options,
+                                   const FamilyHooks& hooks) {
+    if (m.spec.family == Encoder::modernbert) return modernbert_reference(m, ids, options, hooks);
     const EncoderSpec& s = m.spec;
     const Names n = names_of(s.family);
     const int T = static_cast<int>(ids.size()), C = s.n_embd;
@@ -199,13 +211,16 @@ EncoderReference encoder_reference(const EncoderCheckpoint& m, const std::vector
         const auto lin = [&](const Rows& in, const std::string& name) {
             return linear(in, m[p + name + ".weight"], m[p + name + ".bias"]);
         };
+        if (hooks.layer_input) hooks.layer_input(l, 0, x);
         const Rows y = attend(lin(x, n.query), lin(x, n.key), lin(x, n.value), NH, options,
-                              out.weights.data() + static_cast<size_t>(l) * NH * T * T);
+                              out.weights.data() + static_cast<size_t>(l) * NH * T * T, 0, l, hooks);
         add(x, lin(y, n.out));
         x = layer_norm(x, m[p + n.attention_norm + ".weight"], m[p + n.attention_norm + ".bias"], s.norm_eps);
         Rows hidden = lin(x, n.up);
         gelu(hidden, tanh_gelu);
-        add(x, lin(hidden, n.down));
+        Rows mlp = lin(hidden, n.down);
+        if (hooks.mlp_output) hooks.mlp_output(l, 0, mlp);
+        add(x, mlp);
         x = layer_norm(x, m[p + n.output_norm + ".weight"], m[p + n.output_norm + ".bias"], s.norm_eps);
     }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "encoder_models.h"
+#include "family_reference.h"
 #include "headscope/compute/attention.h"
 
 namespace headscope::test {
@@ -25,8 +26,11 @@ struct EncoderReference {
 
 // One text (no padding), its token types (empty: all 0), with options.causal,
 // options.scale, a re-split into options.n_head heads (0: the model's) and,
-// for ModernBERT, its window on its local layers when options.sliding_window is not 0.
+// for ModernBERT, its window on its local layers when options.sliding_window is not 0;
+// `hooks` (family_reference.h's, text 0) on each layer's input, each head's
+// map and output, and each MLP's output (before its residual add and norm).
 EncoderReference encoder_reference(const EncoderCheckpoint& model, const std::vector<int32_t>& ids,
-                                   const std::vector<int32_t>& types, const AttentionOptions& options);
+                                   const std::vector<int32_t>& types, const AttentionOptions& options,
+                                   const FamilyHooks& hooks = {});
 
 }  // namespace headscope::test

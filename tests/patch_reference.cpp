@@ -22,6 +22,33 @@ Activations record(const FamilyCheckpoint& model, const std::vector<int32_t>& te
     return kept;
 }
 
+FamilyHooks patch_hooks(PatchKind kind, int layer, int index, const Activations& from) {
+    FamilyHooks hooks;
+    switch (kind) {
+        case PatchKind::heads:
+            hooks.head_output = [=, &from](int l, int, int head, Rows& y) {
+                if (l == layer && head == index) y = from.heads[l][head];
+            };
+            break;
+        case PatchKind::pattern:
+            hooks.pattern = [=, &from](int l, int, int head, Rows& att) {
+                if (l == layer && head == index) att = from.maps[l][head];
+            };
+            break;
+        case PatchKind::residual:
+            hooks.layer_input = [=, &from](int l, int, Rows& x) {
+                if (l == layer) x[index] = from.inputs[l][index];
+            };
+            break;
+        case PatchKind::mlp:
+            hooks.mlp_output = [=, &from](int l, int, Rows& mlp) {
+                if (l == layer) mlp[index] = from.mlp[l][index];
+            };
+            break;
+    }
+    return hooks;
+}
+
 std::vector<double> reference_metrics(const FamilyCheckpoint& model, const std::vector<int32_t>& text,
                                       const std::vector<int32_t>& clean, const PatchRequest& request,
                                       const FamilyHooks& hooks, const AttentionOptions& options) {

@@ -23,6 +23,10 @@ struct Activations {
 Activations record(const FamilyCheckpoint& model, const std::vector<int32_t>& text,
                    const AttentionOptions& options = {});
 
+// The hooks that copy `from`'s activation of `kind` at (layer, index) into
+// a run (a residual or MLP cell's row, a head's whole map or output).
+FamilyHooks patch_hooks(PatchKind kind, int layer, int index, const Activations& from);
+
 // Every metric of one reference run of `text` with `hooks`, in PatchMetric's
 // order (the loss of `clean`'s next tokens).
 std::vector<double> reference_metrics(const FamilyCheckpoint& model, const std::vector<int32_t>& text,

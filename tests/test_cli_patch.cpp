@@ -16,6 +16,7 @@
 #include "encoder_models.h"
 #include "headscope/compute/backend.h"
 #include "headscope/compute/backward.h"
+#include "headscope/compute/text_batch.h"
 #include "model_writer.h"
 #include "process.h"
 
@@ -217,12 +218,53 @@ TEST_F(CliPatch, RefusesABadRequestInOneLine) {
                  "the clean and the corrupted text give the same loss");
 }
 
-TEST_F(CliPatch, RefusesAnEncoder) {
-    test::write_encoder_checkpoint(dir_->path / "bert",
-                                   test::make_encoder_checkpoint(test::encoder_spec(test::Encoder::bert)));
+// An encoder (BERT, a pair's two texts): core's grids of the masked-LM
+// logits at the mask, each text read with its pair's second text and token
+// types; its loss, pairs on a decoder and half a pair, each one line.
+TEST_F(CliPatch, PatchesAnEncodersPairAtTheMask) {
+    const auto bert_dir = dir_->path / "bert";
+    test::write_encoder_checkpoint(bert_dir, test::make_encoder_checkpoint(test::encoder_spec(test::Encoder::bert)));
+    const std::vector<std::string> texts = {"--model",          bert_dir.string(),
+                                            "--clean",          "The cat [MASK] on the mat.",
+                                            "--corrupted",      "The dog [MASK] on the mat.",
+                                            "--clean-pair",     "It was happy.",
+                                            "--corrupted-pair", "It was sad."};
+    std::vector<std::string> args = texts;
+    args.insert(args.end(), {"--answer", " sat", "--wrong", " lay", "--position", "3", "--what", "heads,residual"});
+    const json got = patch_json(args);
+    const Model bert = load_model(bert_dir.string());
+    BatchTexts both{{"The cat [MASK] on the mat.", "The dog [MASK] on the mat."}, {"It was happy.", "It was sad."}};
+    const Batch batch = text_batch(bert, both).batch;
+    ASSERT_EQ(batch.token_types.size(), 2u);
+    std::vector<Batch> each;
+    for (int b = 0; b < 2; ++b) each.push_back(Batch{{batch.token_ids[b]}, batch.pad_id, {batch.token_types[b]}});
+    EXPECT_EQ(got["token_ids"]["clean"].get<std::vector<int32_t>>(), batch.token_ids[0]);
+    EXPECT_EQ(got["tokens"]["clean"][3], "[MASK]");
+    PatchRequest request;
+    request.answer = bert.tokenizer.encode(" sat", false).at(0),
+    request.wrong = bert.tokenizer.encode(" lay", false).at(0);
+    request.position = 3, request.kinds = {PatchKind::heads, PatchKind::residual};
+    std::unique_ptr<Backend> backend = make_cpu_backend();
+    backend->load_weights(bert);
+    AttentionOptions options;  // the encoder's own: no causal mask
+    options.causal = false;
+    Patching want;
+    backend->patch(each[0], each[1], options, request, want);
+    EXPECT_DOUBLE_EQ(got["clean_metric"].get<double>(), want.clean_metric);
+    EXPECT_DOUBLE_EQ(got["corrupted_metric"].get<double>(), want.corrupted_metric);
+    expect_grids(got, want);
+
+    std::vector<std::string> loss = texts;
+    loss.insert(loss.end(), {"--metric", "loss"});
+    expect_error(loss, "the loss reads each next token, which an encoder does not predict");
     expect_error(
-        {"--model", (dir_->path / "bert").string(), "--clean", "a b", "--corrupted", "a c", "--metric", "loss"},
-        "patching is computed for decoders; this model is an encoder");
+        {"--clean", "a b", "--corrupted", "a c", "--clean-pair", "b", "--corrupted-pair", "c", "--metric", "loss"},
+        "--clean-pair: sentence pairs are for encoders; this model (gpt2) is not one");
+    expect_error({"--clean", "a b", "--corrupted", "a c", "--clean-pair", "b", "--metric", "loss"},
+                 "--clean-pair and --corrupted-pair go together");
+    std::vector<std::string> estimated = texts;
+    estimated.insert(estimated.end(), {"--answer", " sat", "--wrong", " lay", "--method", "attribution"});
+    expect_error(estimated, "--method attribution does not read a sentence pair's token types yet");
 }
 
 // attention --effects METHOD (bare: hybrid) writes core's grid of the text

@@ -2,8 +2,8 @@
 // estimated change in loss against the double-precision reference's
 // derivative along its knock-out (central differences, zero and mean); the
 // hybrid's exact cells against the exact grid's, the cells it chose against
-// the largest estimates, and the families and grids it computes exactly
-// instead, each saying why in one line.
+// the largest estimates (dense, experts, gpt-oss's sinks), and the options
+// and grids it computes exactly instead, each saying why in one line.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -173,30 +173,28 @@ TEST_P(EffectsEstimate, KnockedOutHeadsFallBackToTheExactGrid) {
 
 INSTANTIATE_TEST_SUITE_P(Families, EffectsEstimate,
                          ::testing::Values(EstimateModel{"gpt2", wide(Family::gpt2)},
-                                           EstimateModel{"llama", wide(Family::llama)}),  // groups of 2
+                                           EstimateModel{"llama", wide(Family::llama)},  // groups of 2
+                                           // layers of experts, their routes held; gpt-oss's sinks
+                                           EstimateModel{"mixtral", wide(Family::mixtral)},
+                                           EstimateModel{"gpt_oss", wide(Family::gpt_oss)}),
                          [](const ::testing::TestParamInfo<EstimateModel>& info) { return info.param.name; });
 
-// A mixture of experts (the backward refuses it) and the grid of experts: exact, saying why.
-TEST(EffectsEstimateRefusals, ExpertsFallBackToTheExactGrid) {
-    const LoadedFamily& family = loaded_family("effects_mixtral", family_spec(Family::mixtral));
+// The grid of experts (the estimate is of heads): exact, saying why.
+TEST(EffectsEstimateRefusals, TheGridOfExpertsFallsBackToTheExactGrid) {
+    const LoadedFamily& family = loaded_family("effects_grid_of_experts", family_spec(Family::mixtral));
     std::unique_ptr<Backend> backend = make_cpu_backend();
     backend->load_weights(family.model);
     const Batch batch{{family_texts(family.checkpoint.spec)[0]}, family.model.config.pad_id()};
-    for (EffectsOf of : {EffectsOf::heads, EffectsOf::experts}) {
-        HeadEffects exact, hybrid;
-        backend->head_effects(batch, {}, exact, of);
-        backend->head_effects(batch, {}, hybrid, of, {}, EffectsMethod::hybrid);
-        EXPECT_EQ(hybrid.method, EffectsMethod::exact);
-        EXPECT_EQ(hybrid.fallback, of == EffectsOf::heads
-                                       ? "attribution patching does not support mixtures of experts yet: every cell "
-                                         "computed exactly"
-                                       : "the estimate is of heads, not experts: every cell computed exactly");
-        ASSERT_EQ(hybrid.loss_change.size(), exact.loss_change.size());
-        for (size_t c = 0; c < exact.loss_change.size(); ++c)
-            EXPECT_TRUE(hybrid.loss_change[c] == exact.loss_change[c] ||
-                        (std::isnan(hybrid.loss_change[c]) && std::isnan(exact.loss_change[c])))
-                << to_string(of) << " cell " << c;
-    }
+    HeadEffects exact, hybrid;
+    backend->head_effects(batch, {}, exact, EffectsOf::experts);
+    backend->head_effects(batch, {}, hybrid, EffectsOf::experts, {}, EffectsMethod::hybrid);
+    EXPECT_EQ(hybrid.method, EffectsMethod::exact);
+    EXPECT_EQ(hybrid.fallback, "the estimate is of heads, not experts: every cell computed exactly");
+    ASSERT_EQ(hybrid.loss_change.size(), exact.loss_change.size());
+    for (size_t c = 0; c < exact.loss_change.size(); ++c)
+        EXPECT_TRUE(hybrid.loss_change[c] == exact.loss_change[c] ||
+                    (std::isnan(hybrid.loss_change[c]) && std::isnan(exact.loss_change[c])))
+            << "cell " << c;
 }
 
 // hybrid_cells on estimates whose order is known: cell c's magnitude is

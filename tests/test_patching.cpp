@@ -26,34 +26,6 @@ using namespace headscope::test;
 
 namespace {
 
-// The hooks that copy `from`'s activation of `kind` at (layer, index) into the run.
-FamilyHooks patch_hooks(PatchKind kind, int layer, int index, const Activations& from) {
-    FamilyHooks hooks;
-    switch (kind) {
-        case PatchKind::heads:
-            hooks.head_output = [=, &from](int l, int, int head, Rows& y) {
-                if (l == layer && head == index) y = from.heads[l][head];
-            };
-            break;
-        case PatchKind::pattern:
-            hooks.pattern = [=, &from](int l, int, int head, Rows& att) {
-                if (l == layer && head == index) att = from.maps[l][head];
-            };
-            break;
-        case PatchKind::residual:
-            hooks.layer_input = [=, &from](int l, int, Rows& x) {
-                if (l == layer) x[index] = from.inputs[l][index];
-            };
-            break;
-        case PatchKind::mlp:
-            hooks.mlp_output = [=, &from](int l, int, Rows& mlp) {
-                if (l == layer) mlp[index] = from.mlp[l][index];
-            };
-            break;
-    }
-    return hooks;
-}
-
 struct PatchModel {
     std::string name;
     FamilySpec spec;
@@ -294,21 +266,6 @@ TEST_F(PatchRefusals, CancellingKeepsThePatchingAndTheForward) {
     backend_->forward(batch(clean_), opt, after);
     EXPECT_EQ(before.loss(0), after.loss(0));
     EXPECT_EQ(before.predictions_at(0, 4)[0].p, after.predictions_at(0, 4)[0].p);
-}
-
-TEST(PatchEncoders, AreRefusedInOneLine) {
-    Config encoder;
-    encoder.causal = false;
-    EXPECT_THROW(
-        {
-            try {
-                checked_patch_request(encoder, {1, 2}, {1, 3}, {});
-            } catch (const Error& e) {
-                EXPECT_STREQ(e.what(), "patching is computed for decoders; this model is an encoder");
-                throw;
-            }
-        },
-        Error);
 }
 
 // The built-in model's induction heads: a text of 12 random tokens repeated

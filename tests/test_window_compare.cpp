@@ -6,8 +6,9 @@
 // compare text's predictions are its forward's, the patching tab's grids and
 // metric values are core's (with the defaults, and with the metric and
 // direction the settings saved), the estimate beside them is core's
-// attribution patching, and texts of different lengths give the line that
-// says the diff and patching need equal lengths.
+// attribution patching, an encoder's grids are core's patching of it, and
+// texts of different lengths give the line that says the diff and patching
+// need equal lengths.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -52,6 +53,26 @@ std::array<double, 3> diverging(double v) {
 
 using test::centre;
 using test::entries;
+
+// Every cell of `want`'s grids in the shot: its value, the scale the grid's
+// largest |value|, its colour the diverging colour of value / scale.
+void expect_grids_drawn(const test::WindowShot& shot, const Patching& want) {
+    for (const PatchGrid& grid : want.grids) {
+        const json cells = entries(shot.layout, std::string("patching-") + to_string(grid.kind));
+        ASSERT_EQ(cells.size(), size_t(grid.rows) * grid.cols) << to_string(grid.kind);
+        const double scale = cells[0]["scale"];
+        double largest = 0;
+        for (double v : grid.cells) largest = std::max(largest, std::abs(v));
+        EXPECT_NEAR(scale, largest, 1e-5) << to_string(grid.kind);
+        for (const json& cell : cells) {
+            const int l = cell["layer"], c = cell["column"];
+            const double v = cell["values"][l * grid.cols + c];
+            EXPECT_NEAR(v, grid.at(l, c), 1e-5) << to_string(grid.kind) << " L" << l << " column " << c;
+            EXPECT_TRUE(test::near(centre(shot.image, cell), diverging(v / scale), 2.5))
+                << to_string(grid.kind) << " L" << l << " column " << c;
+        }
+    }
+}
 
 class WindowCompare : public ::testing::Test {
 protected:
@@ -164,21 +185,7 @@ TEST_F(WindowCompare, ThePatchingGridsAreCoresPatching) {
     EXPECT_NEAR(metric[0]["clean"].get<double>(), want.clean_metric, 1e-6);
     EXPECT_NEAR(metric[0]["corrupted"].get<double>(), want.corrupted_metric, 1e-6);
     ASSERT_EQ(want.grids.size(), 4u);
-    for (const PatchGrid& grid : want.grids) {
-        const json cells = entries(shot.layout, std::string("patching-") + to_string(grid.kind));
-        ASSERT_EQ(cells.size(), size_t(grid.rows) * grid.cols) << to_string(grid.kind);
-        const double scale = cells[0]["scale"];
-        double largest = 0;
-        for (double v : grid.cells) largest = std::max(largest, std::abs(v));
-        EXPECT_NEAR(scale, largest, 1e-5) << to_string(grid.kind);
-        for (const json& cell : cells) {
-            const int l = cell["layer"], c = cell["column"];
-            const double v = cell["values"][l * grid.cols + c];
-            EXPECT_NEAR(v, grid.at(l, c), 1e-5) << to_string(grid.kind) << " L" << l << " column " << c;
-            EXPECT_TRUE(test::near(centre(shot.image, cell), diverging(v / scale), 2.5))
-                << to_string(grid.kind) << " L" << l << " column " << c;
-        }
-    }
+    expect_grids_drawn(shot, want);
 }
 
 // --patch-method both: each kind's exact grid is core's patching and the
@@ -314,6 +321,51 @@ TEST_F(WindowCompare, AnEncodersDiffAndFillsAreCores) {
         const Prediction& want = (p["text"] == "A" ? a : b).predictions_at(0, t)[p["rank"].get<int>() - 1];
         EXPECT_EQ(p["id"], want.id) << p;
         EXPECT_NEAR(p["p"].get<double>(), want.p, 1e-5) << p;
+    }
+}
+
+// An encoder's patching tab (BERT, no pair), exact and estimated: the grids
+// of the masked-LM logits at the metric's position are core's patching and
+// attribution patching with the encoder's own options (no causal mask).
+TEST_F(WindowCompare, AnEncodersPatchingGridsAreCores) {
+    const std::filesystem::path bert = dir_->path / "bert_patching";
+    test::write_encoder_checkpoint(bert, test::make_encoder_checkpoint(test::encoder_spec(test::Encoder::bert)));
+    const Model encoder = load_model(bert.string());
+    const std::string a_text = "The cat [MASK] on the mat.", b_text = "The dog [MASK] on the mat.";
+    const test::WindowShot shot =
+        test::shoot_window({"--model", bert.string(), "--text", a_text, "--compare", b_text, "--view", "patching",
+                            "--compute-patching", "--patch-method", "both"},
+                           dir_->path, "encoder-patching");
+    ASSERT_EQ(shot.run.status, 0) << shot.run.err;
+    const json metric = entries(shot.layout, "patch-metric");
+    ASSERT_EQ(metric.size(), 1u);
+    PatchRequest request;
+    request.answer = metric[0]["answer"], request.wrong = metric[0]["wrong"], request.position = metric[0]["position"];
+    request.kinds = {PatchKind::heads, PatchKind::residual, PatchKind::mlp, PatchKind::pattern};
+    std::unique_ptr<Backend> cpu = make_cpu_backend();
+    cpu->load_weights(encoder);
+    AttentionOptions options;
+    options.causal = false;
+    const std::vector<int32_t> a = encoder.tokenizer.encode_texts({a_text})[0],
+                               b = encoder.tokenizer.encode_texts({b_text})[0];
+    Patching exact, estimate;
+    cpu->patch(Batch{{a}, encoder.config.pad_id()}, Batch{{b}, encoder.config.pad_id()}, options, request, exact);
+    attribution_patch(encoder, a, b, options, request, estimate);
+    EXPECT_NEAR(metric[0]["clean"].get<double>(), exact.clean_metric, 1e-6);
+    EXPECT_NEAR(metric[0]["corrupted"].get<double>(), exact.corrupted_metric, 1e-6);
+    EXPECT_TRUE(entries(shot.layout, "patch-estimate-refusal").empty());
+    for (size_t k = 0; k < 4; ++k) {
+        const std::string kind = to_string(exact.grids[k].kind);
+        for (const auto& [name, want] : {std::pair{"patching-" + kind, &exact.grids[k]},
+                                         std::pair{"patching-" + kind + "-estimate", &estimate.grids[k]}}) {
+            const json cells = entries(shot.layout, name);
+            ASSERT_EQ(cells.size(), want->cells.size()) << name;
+            for (const json& cell : cells) {
+                const int l = cell["layer"], c = cell["column"];
+                EXPECT_NEAR(cell["values"][l * want->cols + c].get<double>(), want->at(l, c), 1e-5)
+                    << name << " L" << l << " column " << c;
+            }
+        }
     }
 }
 

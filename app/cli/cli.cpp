@@ -197,6 +197,11 @@ CLI::App* add_patch(CLI::App& app, CliOptions& opt) {
     add_text_option(patch, "--corrupted", opt.corrupted, "the corrupted UTF-8 text, as many tokens as --clean")
         ->required()
         ->expected(1);
+    add_text_option(patch, "--clean-pair", opt.clean_pair, "an encoder's second text of the clean text's pair")
+        ->expected(1);
+    add_text_option(patch, "--corrupted-pair", opt.corrupted_pair,
+                    "an encoder's second text of the corrupted text's pair (with --clean-pair)")
+        ->expected(1);
     add_word_option(patch, "--metric", opt.patch.metric, join_words(patch_metric_choices, "|"), parse_patch_metric,
                     "the logit of --answer minus that of --wrong at --position (the default), the log-probability "
                     "of --answer there, or the loss over the clean text's next tokens");

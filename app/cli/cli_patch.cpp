@@ -12,6 +12,7 @@
 #include "headscope/base/clock.h"
 #include "headscope/base/error.h"
 #include "headscope/compute/backward.h"
+#include "headscope/compute/text_batch.h"
 #include "headscope/inspect/attention_export.h"
 #include "headscope/io/files.h"
 #include "headscope/io/npy.h"
@@ -42,6 +43,10 @@ PatchRequest given_request(const CliOptions& opt) {
         throw Error("--format: expected json or npy, got '" + opt.format + "'");
     if (opt.format == "npy" && opt.out.empty()) throw Error("--format npy needs --out DIR, the grids' folder");
     if (opt.heads_given && opt.heads < 1) throw Error("--heads must be at least 1, got " + std::to_string(opt.heads));
+    if (opt.clean_pair.empty() != opt.corrupted_pair.empty())
+        throw Error("--clean-pair and --corrupted-pair go together: each text of a pair compared with the other's");
+    if (!opt.clean_pair.empty() && opt.method == "attribution")
+        throw Error("--method attribution does not read a sentence pair's token types yet: patch a pair exactly");
     check_metric_flags(opt);
     PatchRequest request = opt.patch;
     try {
@@ -59,6 +64,26 @@ int32_t one_token(const Model& model, const std::string& flag, const std::string
         throw Error(flag + ": '" + text + "' is " + std::to_string(ids.size()) + " tokens " +
                     dump_json(token_texts(model.tokenizer, ids)) + ", not one");
     return ids[0];
+}
+
+// The clean and the corrupted text as the forward reads them: an encoder's
+// pairs with their token types where given.
+std::vector<Batch> patch_texts(const Model& model, const CliOptions& opt) {
+    BatchTexts texts{{opt.clean[0], opt.corrupted[0]}};
+    texts.special = opt.special;
+    if (!opt.clean_pair.empty()) {
+        if (!model.config.is_encoder())
+            throw Error("--clean-pair: sentence pairs are for encoders; this model (" + model.config.architecture +
+                        ") is not one");
+        texts.text_pairs = {opt.clean_pair[0], opt.corrupted_pair[0]};
+    }
+    const Batch both = text_batch(model, texts).batch;
+    std::vector<Batch> each;
+    for (int b = 0; b < 2; ++b) {
+        each.push_back(Batch{{both.token_ids[b]}, both.pad_id});
+        if (!both.token_types.empty()) each.back().token_types = {both.token_types[b]};
+    }
+    return each;
 }
 
 // The grid as rows of cells.
@@ -93,8 +118,8 @@ void run_patch(const CliOptions& opt) {
     AttentionOptions given = opt.attention;
     given.n_head = opt.heads;
     const AttentionOptions options = with_model(given, opt, model);
-    const std::vector<std::vector<int32_t>> ids =
-        model.tokenizer.encode_texts({opt.clean[0], opt.corrupted[0]}, opt.special);
+    const std::vector<Batch> texts = patch_texts(model, opt);
+    const std::vector<std::vector<int32_t>> ids = {texts[0].token_ids[0], texts[1].token_ids[0]};
     if (!opt.answer.empty()) request.answer = one_token(model, "--answer", opt.answer[0]);
     if (!opt.wrong.empty()) request.wrong = one_token(model, "--wrong", opt.wrong[0]);
 
@@ -104,8 +129,7 @@ void run_patch(const CliOptions& opt) {
         attribution_patch(model, ids[0], ids[1], options, request, patching);
     } else {
         TerminalProgress bar;
-        const int32_t pad = model.config.pad_id();
-        loaded.backend->patch(Batch{{ids[0]}, pad}, Batch{{ids[1]}, pad}, options, request, patching, bar.progress());
+        loaded.backend->patch(texts[0], texts[1], options, request, patching, bar.progress());
     }
     const double patch_ms = ms_since(start);
     const PatchRequest& done = patching.request;

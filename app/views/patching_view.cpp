@@ -65,8 +65,15 @@ void PatchingView::compute(WindowState& state, Session& s) {
 
 void PatchingView::draw(WindowState& state, Session& s, Ui& ui) {
     const Config& config = s.model().config;
-    if (config.is_encoder() || config.is_encoder_decoder() || !config.predicts()) {
-        ImGui::TextDisabled("patching measures a decoder's predictions: this model is not one");
+    if (config.is_encoder_decoder() || !config.predicts()) {
+        ImGui::TextDisabled(config.is_encoder_decoder()
+                                ? "patching is not computed for encoder-decoders yet"
+                                : "patching measures the predictions, and this checkpoint has no output head");
+        return;
+    }
+    const size_t b = static_cast<size_t>(state.selected);
+    if (b < state.text_pairs.size() && !state.text_pairs[b].empty()) {  // the compare text has no second text
+        ImGui::TextDisabled("patching a sentence pair is the command line's for now (patch --clean-pair): clear B");
         return;
     }
     Comparison& compare = s.comparison();

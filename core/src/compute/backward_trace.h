@@ -14,11 +14,22 @@ namespace headscope {
 // What the backward reads of one layer's forward.
 struct LayerTrace {
     std::vector<float> x, n1, q, k, v, att, y, xm, n2, up, m;  // q and k rotated
-    std::vector<float> act, slope;  // (T, F) the MLP's activation (of the gate, where gated) and its derivative
-    NormStats s1, s2;
+    std::vector<float> act, slope;    // (T, F) the MLP's activation (of the gate, where gated) and its derivative
+    NormStats s1, s2;                 // the norms before the sublayers, or after them (post-norm: BERT's)
+    std::vector<float> sum1, sum2;    // post-norm: x + attention and x + MLP before their norms
     std::vector<float> q_raw, k_raw;  // Q and K before their norms (Config::qk_norm)
     std::vector<float> a_raw, m_raw;  // the sublayers' outputs before their norms (Config::output_norms)
     NormStats sq, sk, sa, sm;
+    // A layer of experts (cpu_backward_experts.cpp): each row's k choices and
+    // their weights, held as the forward chose them; the softmax the weights
+    // come from (the chosen experts', or every expert's where the weights are
+    // not renormalized; 0 elsewhere); each choice's gate and up before the
+    // activation and its expert's output.
+    std::vector<int32_t> chosen;                // (T, k)
+    std::vector<float> weights;                 // (T, k)
+    std::vector<double> routed;                 // (T, E)
+    std::vector<float> choice_gate, choice_up;  // (T k, Fe)
+    std::vector<float> choice_out;              // (T k, C)
 };
 
 // One text's forward, kept.
@@ -36,8 +47,10 @@ public:
         embed_text(model, Batch{{ids}, cfg_.pad_id()}, 0, 0, x.data());
         for (int l = 0; l < cfg_.n_layer; ++l) x = run_layer(l, std::move(x));
         final_x_ = std::move(x);
-        final_n_.resize(final_x_.size());
-        norm_forward(residual_norm_, final_x_.data(), model.ln_f_w, model.ln_f_b, final_n_.data(), T_, final_s_);
+        final_n_ = final_x_;  // a post-norm model's last layer's norm was the final one
+        if (!cfg_.post_norm)
+            norm_forward(residual_norm_, final_x_.data(), model.ln_f_w, model.ln_f_b, final_n_.data(), T_, final_s_);
+        read_head();
     }
     double metric(const PatchRequest& request, const std::vector<int32_t>& clean, std::vector<float>* d_final) const;
     void backward(std::vector<float> dx, RunActivations& gradients) const;
@@ -62,16 +75,36 @@ private:
         const double cap = cfg_.attention_softcap;
         return cap != 0 ? cap * std::tanh(s / cap) : s;
     }
+    // The keys query row i of layer l sees end before this one: i + 1, or an encoder's text's end or window's.
+    int key_end(int l, int i) const { return visible_end(layer_options(cfg_, options_, l), i, T_, T_); }
     void rotate(int l, float* rows, int heads, int width, bool inverse) const;
-    void input_norm(const float* w, const float* b, const std::vector<float>& x, std::vector<float>& out,
+    // Whether layer l's attention (or MLP) reads its input normed: not after a post-norm, nor where the model has no
+    // norm there (OLMo 2's layers, ModernBERT's first attention).
+    bool normed_input(int l, bool attention) const {
+        return !cfg_.post_norm && cfg_.input_norms && !(attention && l == 0 && !cfg_.first_attention_norm);
+    }
+    void input_norm(bool normed, const float* w, const float* b, const std::vector<float>& x, std::vector<float>& out,
                     NormStats& stats) const;
-    void input_norm_backward(const float* w, const std::vector<float>& x, const NormStats& stats,
+    void input_norm_backward(bool normed, const float* w, const std::vector<float>& x, const NormStats& stats,
                              const std::vector<float>& dn, std::vector<float>& dx) const;
+    void post_norm(const float* w, const float* b, std::vector<float>& x, std::vector<float>& sum,
+                   NormStats& stats) const;
+    void post_norm_backward(const float* w, const std::vector<float>& sum, const NormStats& stats,
+                            std::vector<float>& d) const;
+    // The masked-LM head's transform (cpu_backward_metric.cpp): read_ from final_n_, and back.
+    void read_head();
+    // The head's GELU, the forward's read_out's: tanh's where the model's MLP has it, else erf's.
+    Mlp head_gelu() const { return cfg_.mlp == Mlp::gelu_tanh ? Mlp::gelu_tanh : Mlp::gelu_exact; }
+    std::vector<float> read_head_backward(const std::vector<float>& d_read) const;
     void output_norm(const float* w, std::vector<float>& output, std::vector<float>& raw, NormStats& stats) const;
     std::vector<float> output_norm_backward(const float* w, const std::vector<float>& raw, const NormStats& stats,
                                             const std::vector<float>& d) const;
     void mlp(const LayerWeights& w, LayerTrace& lt) const;
     std::vector<float> mlp_backward(const LayerWeights& w, const LayerTrace& lt, const float* dm) const;
+    void experts(int l, const LayerWeights& w, LayerTrace& lt) const;
+    std::vector<float> experts_backward(const LayerWeights& w, const LayerTrace& lt, const float* dm) const;
+    // Each expert's choices (flat indices t k + i into LayerTrace::chosen), in row order.
+    std::vector<std::vector<int>> choices_by_expert(const LayerTrace& lt) const;
 
     const Model& model_;
     const Config& cfg_;
@@ -83,6 +116,10 @@ private:
     std::vector<LayerTrace> layers_;
     std::vector<float> final_x_, final_n_;
     NormStats final_s_;
+    // What the output embedding reads (T, C): final_n_, or the masked-LM head's
+    // transform of it (dense, GELU, LayerNorm; the dense output and the norm's stats kept).
+    std::vector<float> read_, head_dense_;
+    NormStats head_s_;
 };
 
 }  // namespace headscope

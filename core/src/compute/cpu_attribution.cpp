@@ -53,15 +53,13 @@ std::vector<double> estimates(PatchKind kind, const RunActivations& clean, const
 
 // The first feature the backward does not follow, in words; null where it follows them all.
 const char* unsupported_feature(const Config& cfg, const AttentionOptions& options) {
-    if (!cfg.causal || cfg.is_encoder_decoder() || cfg.post_norm || cfg.mlm_head)
-        return "a model that is not a decoder";
-    if (cfg.has_experts()) return "mixtures of experts";
-    if (!cfg.first_attention_norm) return "a first layer without a norm before its attention";
-    if (cfg.attention_sinks) return "attention sinks";
+    if (cfg.is_encoder_decoder()) return "encoder-decoders";
+    if (!cfg.predicts()) return "a model without an output head";
     if (cfg.positions == Positions::relative) return "relative position buckets";
     if (cfg.output_scale != 1) return "a scale on the output before the output embedding";
-    if (!options.causal || options.window_both_ways || (options.n_head != 0 && options.n_head != cfg.n_head) ||
-        options.split != Split::transpose || !options.ablate.empty())
+    if (options.causal != cfg.causal || options.window_both_ways ||
+        (options.n_head != 0 && options.n_head != cfg.n_head) || options.split != Split::transpose ||
+        !options.ablate.empty())
         return "options other than the model's own mask, heads and split, or knocked-out heads";
     return nullptr;
 }
@@ -103,6 +101,8 @@ void attribution_patch(const Model& model, const std::vector<int32_t>& clean, co
 
 std::vector<float> estimated_loss_changes(const Model& model, const std::vector<int32_t>& ids,
                                           const AttentionOptions& options) {
+    if (model.config.is_encoder())
+        throw Error("the estimate is of the loss over next tokens, which an encoder does not predict");
     RunActivations actual, gradient;
     PatchRequest loss;
     loss.metric = PatchMetric::loss;

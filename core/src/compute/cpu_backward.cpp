@@ -1,8 +1,12 @@
 // The backward pass of attribution patching (backward.h): a forward of one
-// text through a pre-norm decoder's layers, as the CPU forward computes them
-// from the model description, keeping what the backward reads; then the
-// metric's gradient back through the final norm, each MLP, each attention
-// (softmax, rotary positions, grouped heads) and each norm to layer 0's input.
+// text through a decoder's or an encoder's layers (norms before the
+// sublayers, after them or both, or BERT's after the residual sums), as the
+// CPU forward computes them from the model description, keeping what the
+// backward reads; then the metric's gradient back through the final norm,
+// each MLP (or layer of experts), each attention (softmax over the keys each
+// row sees, with any sink, rotary positions, grouped heads) and each norm to
+// layer 0's input. A sink's logit takes weight from
+// the keys but weighs no value, so the softmax's backward is the same.
 // Legend: KVw = NKV hs, W = Qw + 2 KVw (a row of [Q | K | V]), F MLP hidden size, V vocabulary.
 #include <algorithm>
 #include <cmath>
@@ -58,7 +62,7 @@ std::vector<float> BackwardTrace::run_layer(int l, std::vector<float> x) {
     const size_t rows = T_;
     lt.x = std::move(x);
     lt.n1.resize(rows * C);
-    input_norm(w.ln_1_w, w.ln_1_b, lt.x, lt.n1, lt.s1);
+    input_norm(normed_input(l, true), w.ln_1_w, w.ln_1_b, lt.x, lt.n1, lt.s1);
     lt.q.resize(rows * Qw), lt.k.resize(rows * KVw), lt.v.resize(rows * KVw);
     if (cfg_.qkv_layout == QkvLayout::separate) {
         linear(lt.n1.data(), T_, w.q, w.q_b, lt.q.data(), Qw);
@@ -83,16 +87,18 @@ std::vector<float> BackwardTrace::run_layer(int l, std::vector<float> x) {
     output_norm(w.attn_out_norm, attended, lt.a_raw, lt.sa);
     lt.xm = lt.x;
     ops::add(lt.xm.data(), attended.data(), lt.xm.size());
+    if (cfg_.post_norm) post_norm(w.ln_1_w, w.ln_1_b, lt.xm, lt.sum1, lt.s1);
     // A parallel residual's MLP reads the layer's input, beside the attention.
-    input_norm(w.ln_2_w, w.ln_2_b, cfg_.parallel_residual ? lt.x : lt.xm, lt.n2, lt.s2);
-    mlp(w, lt);
+    input_norm(normed_input(l, false), w.ln_2_w, w.ln_2_b, cfg_.parallel_residual ? lt.x : lt.xm, lt.n2, lt.s2);
+    cfg_.expert_layer(l) ? experts(l, w, lt) : mlp(w, lt);
     output_norm(w.mlp_out_norm, lt.m, lt.m_raw, lt.sm);
     std::vector<float> next = lt.xm;
     ops::add(next.data(), lt.m.data(), next.size());
+    if (cfg_.post_norm) post_norm(w.ln_2_w, w.ln_2_b, next, lt.sum2, lt.s2);
     return next;
 }
 
-// The causal softmax of each head's scaled scores, and the heads' outputs.
+// The softmax of each head's scaled scores over the keys each row sees, and the heads' outputs.
 void BackwardTrace::attend(int l, LayerTrace& lt) const {
     const int hs = split_.hs, Qw = split_.q_width(), KVw = split_.kv_width(), T = T_;
     lt.att.assign(static_cast<size_t>(split_.NH) * T * T, 0.f);
@@ -100,21 +106,24 @@ void BackwardTrace::attend(int l, LayerTrace& lt) const {
 #pragma omp parallel for schedule(static)
     for (int h = 0; h < split_.NH; ++h) {
         const int g = h / split_.group();
+        // gpt-oss's learned logit joins each row's denominator (it weighs no value).
+        const double sink = cfg_.attention_sinks ? model_.layers[l].sinks[h] : -INFINITY;
         std::vector<double> scores(T);
         for (int i = 0; i < T; ++i) {
             const float* q = lt.q.data() + static_cast<size_t>(i) * Qw + h * hs;
-            double max = -INFINITY, sum = 0;
-            const int first = first_key(l, i);
-            for (int j = first; j <= i; ++j) {
+            double max = sink, sum = 0;
+            const int first = first_key(l, i), end = key_end(l, i);
+            for (int j = first; j < end; ++j) {
                 const float* k = lt.k.data() + static_cast<size_t>(j) * KVw + g * hs;
                 double dot = 0;
                 for (int d = 0; d < hs; ++d) dot += static_cast<double>(q[d]) * k[d];
                 scores[j] = capped_score(scale_ * dot), max = std::max(max, scores[j]);
             }
-            for (int j = first; j <= i; ++j) sum += scores[j] = std::exp(scores[j] - max);
+            for (int j = first; j < end; ++j) sum += scores[j] = std::exp(scores[j] - max);
+            sum += std::exp(sink - max);  // 0 without a sink
             float* row = lt.att.data() + (static_cast<size_t>(h) * T + i) * T;
             float* y = lt.y.data() + static_cast<size_t>(i) * Qw + h * hs;
-            for (int j = first; j <= i; ++j) {
+            for (int j = first; j < end; ++j) {
                 row[j] = static_cast<float>(scores[j] / sum);
                 const float* v = lt.v.data() + static_cast<size_t>(j) * KVw + g * hs;
                 for (int d = 0; d < hs; ++d) y[d] += row[j] * v[d];
@@ -123,23 +132,39 @@ void BackwardTrace::attend(int l, LayerTrace& lt) const {
     }
 }
 
-// A sublayer's input: the norm of x, or x itself where the model has no norm there (OLMo 2).
-void BackwardTrace::input_norm(const float* w, const float* b, const std::vector<float>& x, std::vector<float>& out,
-                               NormStats& stats) const {
+// A sublayer's input: the norm of x, or x itself where it is not `normed` (normed_input).
+void BackwardTrace::input_norm(bool normed, const float* w, const float* b, const std::vector<float>& x,
+                               std::vector<float>& out, NormStats& stats) const {
     out.resize(x.size());
-    if (cfg_.input_norms)
+    if (normed)
         norm_forward(residual_norm_, x.data(), w, b, out.data(), T_, stats);
     else
         out = x;
 }
 
 // dx += the gradient through input_norm from that of its output, dn.
-void BackwardTrace::input_norm_backward(const float* w, const std::vector<float>& x, const NormStats& stats,
-                                        const std::vector<float>& dn, std::vector<float>& dx) const {
-    if (cfg_.input_norms)
+void BackwardTrace::input_norm_backward(bool normed, const float* w, const std::vector<float>& x,
+                                        const NormStats& stats, const std::vector<float>& dn,
+                                        std::vector<float>& dx) const {
+    if (normed)
         norm_backward(residual_norm_, x.data(), w, stats, dn.data(), dx.data(), T_);
     else
         ops::add(dx.data(), dn.data(), dx.size());
+}
+
+// x (the residual plus a sublayer's output) normed in place after the sublayer (BERT's post-norm), the sum kept.
+void BackwardTrace::post_norm(const float* w, const float* b, std::vector<float>& x, std::vector<float>& sum,
+                              NormStats& stats) const {
+    sum = x;
+    norm_forward(residual_norm_, sum.data(), w, b, x.data(), T_, stats);
+}
+
+// d, the gradient with respect to post_norm's output, into that with respect to the sum it normed.
+void BackwardTrace::post_norm_backward(const float* w, const std::vector<float>& sum, const NormStats& stats,
+                                       std::vector<float>& d) const {
+    std::vector<float> d_sum(d.size(), 0.f);
+    norm_backward(residual_norm_, sum.data(), w, stats, d.data(), d_sum.data(), T_);
+    d = std::move(d_sum);
 }
 
 // A sublayer's output normed in place where the model norms it (Config::output_norms), kept as it was in `raw`.
@@ -214,8 +239,8 @@ void BackwardTrace::attend_backward(int l, const LayerTrace& lt, const std::vect
                 float* datt = d_att + (static_cast<size_t>(h) * T + i) * T;
                 const float* dyi = dy.data() + static_cast<size_t>(i) * Qw + h * hs;
                 double weighted = 0;
-                const int first = first_key(l, i);
-                for (int j = first; j <= i; ++j) {
+                const int first = first_key(l, i), end = key_end(l, i);
+                for (int j = first; j < end; ++j) {
                     const float* v = lt.v.data() + static_cast<size_t>(j) * KVw + g * hs;
                     float* dvj = dv.data() + static_cast<size_t>(j) * KVw + g * hs;
                     double dot = 0;
@@ -224,7 +249,7 @@ void BackwardTrace::attend_backward(int l, const LayerTrace& lt, const std::vect
                 }
                 const float* q = lt.q.data() + static_cast<size_t>(i) * Qw + h * hs;
                 float* dqi = dq.data() + static_cast<size_t>(i) * Qw + h * hs;
-                for (int j = first; j <= i; ++j) {
+                for (int j = first; j < end; ++j) {
                     const float* k = lt.k.data() + static_cast<size_t>(j) * KVw + g * hs;
                     double slope = 1;  // of the soft-cap, where the model has one: 1 - tanh^2
                     if (cfg_.attention_softcap != 0) {
@@ -252,10 +277,13 @@ void BackwardTrace::backward(std::vector<float> dx, RunActivations& gradients) c
     for (int l = L - 1; l >= 0; --l) {
         const LayerWeights& w = model_.layers[l];
         const LayerTrace& lt = layers_[l];
+        if (cfg_.post_norm) post_norm_backward(w.ln_2_w, lt.sum2, lt.s2, dx);
         std::copy(dx.begin(), dx.end(), gradients.mlp.begin() + l * layer_rows);
+        const std::vector<float> dm = output_norm_backward(w.mlp_out_norm, lt.m_raw, lt.sm, dx);
         const std::vector<float> dn2 =
-            mlp_backward(w, lt, output_norm_backward(w.mlp_out_norm, lt.m_raw, lt.sm, dx).data());
-        if (!cfg_.parallel_residual) input_norm_backward(w.ln_2_w, lt.xm, lt.s2, dn2, dx);
+            cfg_.expert_layer(l) ? experts_backward(w, lt, dm.data()) : mlp_backward(w, lt, dm.data());
+        if (!cfg_.parallel_residual) input_norm_backward(normed_input(l, false), w.ln_2_w, lt.xm, lt.s2, dn2, dx);
+        if (cfg_.post_norm) post_norm_backward(w.ln_1_w, lt.sum1, lt.s1, dx);
         const std::vector<float> d_attended = output_norm_backward(w.attn_out_norm, lt.a_raw, lt.sa, dx);
         linear(d_attended.data(), T, w.attn_proj.transposed(), nullptr, dy.data(), Qw);
         std::copy(dy.begin(), dy.end(), gradients.heads.begin() + l * head_rows);
@@ -283,8 +311,8 @@ void BackwardTrace::backward(std::vector<float> dx, RunActivations& gradients) c
             move_qkv(dqkv.data(), dq.data(), dk.data(), dv.data(), true);
             linear(dqkv.data(), T, w.attn.transposed(), nullptr, dn1.data(), C);
         }
-        input_norm_backward(w.ln_1_w, lt.x, lt.s1, dn1, dx);
-        if (cfg_.parallel_residual) input_norm_backward(w.ln_2_w, lt.x, lt.s2, dn2, dx);
+        input_norm_backward(normed_input(l, true), w.ln_1_w, lt.x, lt.s1, dn1, dx);
+        if (cfg_.parallel_residual) input_norm_backward(normed_input(l, false), w.ln_2_w, lt.x, lt.s2, dn2, dx);
         std::copy(dx.begin(), dx.end(), gradients.residual.begin() + l * layer_rows);
     }
 }

@@ -19,7 +19,7 @@ double BackwardTrace::logit_difference(const PatchRequest& request, float* d_nor
     std::vector<float> answer(C), wrong(C);
     stored_row(model_.lm_head, request.answer, answer.data());
     stored_row(model_.lm_head, request.wrong, wrong.data());
-    const float* x = final_n_.data() + static_cast<size_t>(request.position) * C;
+    const float* x = read_.data() + static_cast<size_t>(request.position) * C;
     double metric =
         model_.lm_bias ? static_cast<double>(model_.lm_bias[request.answer]) - model_.lm_bias[request.wrong] : 0;
     for (int c = 0; c < C; ++c) {
@@ -37,7 +37,7 @@ double BackwardTrace::metric_of_logits(const PatchRequest& request, const std::v
     const bool loss = request.metric == PatchMetric::loss;
     const int first = loss ? 0 : request.position, n = loss ? T_ - 1 : 1;
     std::vector<float> logits(static_cast<size_t>(n) * V), d_logits(logits.size(), 0.f);
-    linear(final_n_.data() + static_cast<size_t>(first) * C, n, model_.lm_head, model_.lm_bias, logits.data(), V);
+    linear(read_.data() + static_cast<size_t>(first) * C, n, model_.lm_head, model_.lm_bias, logits.data(), V);
     const float cap = cfg_.logit_softcap;  // Gemma's final cap tanh(logit / cap), as the forward's soft_cap
     if (cap != 0)
         for (float& logit : logits) logit = cap * std::tanh(logit / cap);
@@ -62,8 +62,43 @@ double BackwardTrace::metric_of_logits(const PatchRequest& request, const std::v
     return metric;
 }
 
-// The metric of the final norm's output, and where `d_final` is set the
-// gradient with respect to the last layer's output (T, C) into it.
+// read_ = final_n_, or the masked-LM head's dense, GELU and LayerNorm of it (as the forward's read_out).
+void BackwardTrace::read_head() {
+    if (!cfg_.mlm_head) {
+        read_ = final_n_;
+        return;
+    }
+    const int C = cfg_.n_embd;
+    head_dense_.resize(final_n_.size());
+    linear(final_n_.data(), T_, model_.head_dense, model_.head_dense_b, head_dense_.data(), C);
+    std::vector<float> active(head_dense_.size());
+    for (size_t i = 0; i < active.size(); ++i) {
+        double slope = 0;
+        active[i] = static_cast<float>(activation(head_gelu(), head_dense_[i], slope));
+    }
+    read_.resize(active.size());
+    norm_forward({true, C, cfg_.layer_norm_epsilon}, active.data(), model_.head_ln_w, model_.head_ln_b, read_.data(),
+                 T_, head_s_);
+}
+
+// The gradient with respect to final_n_ from that with respect to read_.
+std::vector<float> BackwardTrace::read_head_backward(const std::vector<float>& d_read) const {
+    if (!cfg_.mlm_head) return d_read;
+    const int C = cfg_.n_embd;
+    std::vector<float> active(head_dense_.size()), d_active(head_dense_.size(), 0.f);
+    std::vector<double> slopes(head_dense_.size());
+    for (size_t i = 0; i < active.size(); ++i)
+        active[i] = static_cast<float>(activation(head_gelu(), head_dense_[i], slopes[i]));
+    norm_backward({true, C, cfg_.layer_norm_epsilon}, active.data(), model_.head_ln_w, head_s_, d_read.data(),
+                  d_active.data(), T_);
+    for (size_t i = 0; i < d_active.size(); ++i) d_active[i] = static_cast<float>(d_active[i] * slopes[i]);
+    std::vector<float> d_final(d_read.size());
+    linear(d_active.data(), T_, model_.head_dense.transposed(), nullptr, d_final.data(), C);
+    return d_final;
+}
+
+// The metric of what the output embedding reads, and where `d_final` is set
+// the gradient with respect to the last layer's output (T, C) into it.
 double BackwardTrace::metric(const PatchRequest& request, const std::vector<int32_t>& clean,
                              std::vector<float>* d_final) const {
     std::vector<float> d_norm(final_x_.size(), 0.f);
@@ -72,8 +107,14 @@ double BackwardTrace::metric(const PatchRequest& request, const std::vector<int3
     const double metric =
         two_rows ? logit_difference(request, d_norm.data()) : metric_of_logits(request, clean, d_norm.data());
     if (d_final) {
-        d_final->assign(d_norm.size(), 0.f);
-        norm_backward(residual_norm_, final_x_.data(), model_.ln_f_w, final_s_, d_norm.data(), d_final->data(), T_);
+        const std::vector<float> d_final_n = read_head_backward(d_norm);
+        if (cfg_.post_norm) {
+            *d_final = d_final_n;
+        } else {
+            d_final->assign(d_norm.size(), 0.f);
+            norm_backward(residual_norm_, final_x_.data(), model_.ln_f_w, final_s_, d_final_n.data(), d_final->data(),
+                          T_);
+        }
     }
     return metric;
 }

@@ -1,5 +1,6 @@
 // The backward pass's elementwise pieces (backward_ops.h): norms that keep
 // what their backward reads, and the MLPs' activations with their derivatives.
+#include <algorithm>
 #include <cmath>
 
 #include "headscope/compute/backward_ops.h"
@@ -67,6 +68,22 @@ double activation(Mlp mlp, double x, double& derivative) {
         case Mlp::relu: derivative = x > 0; return x > 0 ? x : 0;
     }
     return 0;
+}
+
+double expert_swiglu(const Config& config, double gate, double up, double& d_gate, double& d_up) {
+    const double limit = config.swiglu_limit;
+    if (limit <= 0) {
+        double slope = 0;
+        const double silu = activation(Mlp::silu, gate, slope);
+        d_gate = slope * up, d_up = silu;
+        return silu * up;
+    }
+    // (up + 1) (g sigmoid(alpha g)) with g = min(gate, limit), up clamped to [-limit, limit].
+    const double g = std::min(gate, limit), u = std::clamp(up, -limit, limit), alpha = config.swiglu_alpha;
+    const double s = 1 / (1 + std::exp(-alpha * g)), glu = g * s;
+    d_gate = gate < limit ? (u + 1) * (s + alpha * g * s * (1 - s)) : 0;
+    d_up = std::abs(up) < limit ? glu : 0;
+    return (u + 1) * glu;
 }
 
 }  // namespace headscope

@@ -10,6 +10,7 @@
 #include <limits>
 #include <numeric>
 
+#include "expert_routing.h"
 #include "headscope/compute/cpu_forward.h"
 #include "headscope/compute/cpu_ops.h"
 #include "headscope/compute/matmul.h"
@@ -39,8 +40,17 @@ void softmax_of(const float* logits, const int* experts, int n, float* probabili
     for (int i = 0; i < n; ++i) probability[i] = static_cast<float>(std::exp(logits[experts[i]] - max_logit) / sum);
 }
 
-// One row's router logits (E) -> its k experts by falling weight and their
-// weights (Routing), a knocked-out expert's logit counting as -infinity.
+// gpt-oss's clamped SwiGLU (Config::swiglu_limit) of n gate and up values
+// into gate, in transformers' order: (up + 1) * (gate * sigmoid(alpha gate)).
+void clamped_swiglu(float* gate, const float* up, size_t n, float limit, float alpha) {
+    for (size_t i = 0; i < n; ++i) {
+        const float g = std::min(gate[i], limit), u = std::clamp(up[i], -limit, limit);
+        gate[i] = (u + 1) * (g * (1 / (1 + std::exp(-alpha * g))));
+    }
+}
+
+}  // namespace
+
 // softmax_then_top_k: the softmax over every expert, its k largest kept,
 // divided by their sum when normalize_top_k; top_k_then_softmax: the k
 // largest logits, the softmax over them.
@@ -67,17 +77,6 @@ void route_row(const float* logits, const Config& cfg, const std::vector<bool>& 
         weights[i] = cfg.normalize_top_k ? probability[order[i]] / chosen : probability[order[i]];
     }
 }
-
-// gpt-oss's clamped SwiGLU (Config::swiglu_limit) of n gate and up values
-// into gate, in transformers' order: (up + 1) * (gate * sigmoid(alpha gate)).
-void clamped_swiglu(float* gate, const float* up, size_t n, float limit, float alpha) {
-    for (size_t i = 0; i < n; ++i) {
-        const float g = std::min(gate[i], limit), u = std::clamp(up[i], -limit, limit);
-        gate[i] = (u + 1) * (g * (1 / (1 + std::exp(-alpha * g))));
-    }
-}
-
-}  // namespace
 
 void CpuForward::mix_experts(const Config& cfg, const LayerWeights& w, const AttentionOptions& options, int layer,
                              bool apart, AttentionResult& result) {

@@ -31,9 +31,8 @@ void check_token(const Config& config, int32_t id, const char* what) {
 }  // namespace
 
 void check_patch_texts(const Config& config, const std::vector<int32_t>& clean, const std::vector<int32_t>& corrupted) {
-    if (config.is_encoder_decoder() || config.is_encoder())
-        throw Error(std::string("patching is computed for decoders; this model is ") +
-                    (config.is_encoder() ? "an encoder" : "an encoder–decoder"));
+    if (config.is_encoder_decoder())
+        throw Error("patching is computed for decoders and encoders; this model is an encoder–decoder");
     if (!config.predicts()) throw Error("patching measures the predictions, and this checkpoint has no output head");
     if (clean.size() != corrupted.size())
         throw Error(
@@ -46,6 +45,10 @@ PatchRequest checked_patch_request(const Config& config, const std::vector<int32
                                    const std::vector<int32_t>& corrupted, PatchRequest request) {
     check_patch_texts(config, clean, corrupted);
     const int T = static_cast<int>(clean.size());
+    if (request.metric == PatchMetric::loss && config.is_encoder())
+        throw Error(
+            "the loss reads each next token, which an encoder does not predict: its masked-language-model "
+            "logits are measured at a position (a logit difference or a log-probability)");
     if (T < 1 || (request.metric == PatchMetric::loss && T < 2))
         throw Error("the " + std::string(to_string(request.metric)) + " metric needs texts of at least " +
                     (request.metric == PatchMetric::loss ? "two tokens" : "one token"));

@@ -45,7 +45,8 @@ void attribution_patch(const Model& model, const std::vector<int32_t>& clean, co
 // The effects grid's estimate (head_effects.h) of one text: for each head
 // (L, NH), (its output knocked out as options.ablation says - its output) .
 // the gradient of the text's loss with respect to it, summed over the
-// positions. Throws Error as check_backward_supported does.
+// positions. Throws Error as check_backward_supported does, and for an
+// encoder (whose loss over next tokens does not exist).
 std::vector<float> estimated_loss_changes(const Model& model, const std::vector<int32_t>& ids,
                                           const AttentionOptions& options);
 

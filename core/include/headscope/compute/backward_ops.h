@@ -30,4 +30,9 @@ void norm_backward(const NormShape& shape, const float* x, const float* w, const
 // The MLP's activation of x (activate() in the forward) and its derivative there.
 double activation(Mlp mlp, double x, double& derivative);
 
+// An expert's SwiGLU of one gate and up value, SiLU(gate) up, or gpt-oss's
+// clamped one where config.swiglu_limit is set (the forward's
+// clamped_swiglu); its derivatives with respect to each (0 where clamped).
+double expert_swiglu(const Config& config, double gate, double up, double& d_gate, double& d_up);
+
 }  // namespace headscope

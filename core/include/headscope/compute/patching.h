@@ -80,11 +80,12 @@ bool operator==(const PatchCell& a, const PatchCell& b);
 double patched_fraction(PatchDirection direction, double clean, double corrupted, double patched);
 
 // Throws Error, in one line, where `config`'s model cannot be patched (an
-// encoder, an encoder–decoder, no predictions) or the texts differ in length.
+// encoder–decoder, no predictions) or the texts differ in length.
 void check_patch_texts(const Config& config, const std::vector<int32_t>& clean, const std::vector<int32_t>& corrupted);
 
 // Throws Error as check_patch_texts does, where the texts are too short for the metric, the tokens or the position are
-// not the model's, or the kinds are none or repeated. Returns the request with its position resolved.
+// not the model's, the kinds are none or repeated, or an encoder is asked for the loss (its metric is read at a
+// position: the masked-language-model logits there). Returns the request with its position resolved.
 PatchRequest checked_patch_request(const Config& config, const std::vector<int32_t>& clean,
                                    const std::vector<int32_t>& corrupted, PatchRequest request);
 
