@@ -92,7 +92,7 @@ private:
     void attention(const Model& model, const Batch& batch, const AttentionOptions& options, const HeadSplit& split,
                    PrefixCache& store, const LayerAt& at, Heads heads, AttentionResult& result);
     // qkv_'s queries and keys (after the attention's RoPE) into the result's
-    // queries and keys at the returned layer's `slot` (every row computed).
+    // queries and keys at the returned layer's `slot`, each text's rows from begin_.
     void keep_queries_keys(const HeadSplit& split, size_t slot, AttentionResult& result) const;
     void mlp(const Config& config, const LayerWeights& w);
     // A layer of experts' MLP in mlp's place (cpu_experts.cpp): ln_ (R, C)
