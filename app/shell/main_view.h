@@ -61,6 +61,7 @@ private:
     Placement placement(View view) const;
     float panel_width() const { return std::floor(300 * ui_.scale); }  // the predictions panel's
     void views();
+    void long_views();
     void tokens_beside(ImVec2 maps_corner);
     void tokens_child(const char* id, ImVec2 size);
     FigureView figure_view() const { return {shown_view_, heads_view_.large(), &tokens_view_}; }

@@ -20,20 +20,20 @@ void TokensView::update_weights(const Session& s, Ui& ui, int layer, int head, c
     key_ = key;
     weights_.assign(keys, std::nanf(""));
     const AttentionOptions options = s.maps_options_at(maps, layer);
-    for (int j = 0; j < maps.key_length; ++j) {
-        double sum = 0;
-        bool seen = false;
-        for (int q : queries) {
-            if (!maps.visible(options, q, j)) continue;
-            seen = true;
-            if (!average_) {
-                sum += maps.row(layer, b, head, q)[j];
-                continue;
+    std::vector<double> sums(keys, 0.0);
+    std::vector<float> computed;  // a long text's row: no map kept, computed from its queries and keys
+    for (int q : queries)
+        for (int h = average_ ? 0 : head; h < (average_ ? NH : head + 1); ++h) {
+            if (s.long_text()) computed = query_row(*s.kept_maps(), layer, h, b, q);
+            const float* row = s.long_text() ? computed.data() : maps.row(layer, b, h, q);
+            for (int j = 0; j < maps.key_length; ++j) {
+                if (!maps.visible(options, q, j)) continue;
+                if (std::isnan(weights_[j])) weights_[j] = 0;  // seen by a query
+                sums[j] += average_ ? row[j] / NH : row[j];
             }
-            for (int h = 0; h < NH; ++h) sum += maps.row(layer, b, h, q)[j] / NH;
         }
-        if (seen) weights_[j] = static_cast<float>(sum);
-    }
+    for (int j = 0; j < maps.key_length; ++j)
+        if (!std::isnan(weights_[j])) weights_[j] = static_cast<float>(sums[j]);
     // One row of cells through the window's own colormap (the shader's colours, read back).
     HeatmapImage row{1, keys, std::vector<float>(keys)};
     for (int j = 0; j < keys; ++j) row.cells[j] = std::isnan(weights_[j]) ? masked_cell : std::min(1.f, weights_[j]);
