@@ -76,7 +76,7 @@ private:
     ModelView model_view_;
     RouterView router_view_;
     LensView lens_view_;
-    LongView long_view_;  // in place of the tabs for a long text
+    LongView long_view_;  // a long text's heads tab
     TokensView tokens_view_;
     EffectsView effects_view_;
     PatchingView patching_view_;

@@ -3,10 +3,10 @@
 // its heads) gives it from the selected query rows: the row under the
 // mouse, else the row clicked (--query), else the last token, plus the rows
 // shift-clicked, summed. Readable at any length: the tokens wrap and the
-// view scrolls. For --layout each drawn token is {"view": "token", "token",
-// "text", "weight" (null where the masks hide it)} with its rectangle.
-// An encoder–decoder's follow the attention selector: the cross-attention's
-// target tokens (the queries: hover or click one) above the source's tokens
+// view scrolls; a long text's rows (no map kept) are computed exactly from
+// its kept queries and keys (long_maps.h's query_row) when asked. For --layout each drawn token is {"view": "token",
+// "token", "text", "weight" (null where the masks hide it)} with its rectangle. An encoder–decoder's follow the
+// attention selector: the cross-attention's target tokens (the queries: hover or click one) above the source's tokens
 // coloured by the weight each gets; the encoder's, the source's tokens alone.
 #pragma once
 #include <functional>
