@@ -24,9 +24,9 @@ using test::WindowLong;
 
 namespace {
 
-// The query row clicked (--query) over every key of the document: each
-// token's weight (null past the query, masked), and the drawn tokens'
-// background, the colormap of the weight.
+// The query row clicked (--query) over every key of the document, the view
+// scrolled to it: each token's weight (null past the query, masked), and
+// the drawn tokens' background, the colormap of the weight.
 TEST_F(WindowLong, TheTokensTabShowsAQueryRowOverTheWholeText) {
     const int T = length(), query = 1500;
     test::TempDir dir;
@@ -37,6 +37,14 @@ TEST_F(WindowLong, TheTokensTabShowsAQueryRowOverTheWholeText) {
     ASSERT_EQ(shot.run.status, 0) << shot.run.err;
     const json tokens = test::entries(shot.layout, "token");
     ASSERT_EQ(tokens.size(), static_cast<size_t>(T));
+    // Scrolled to the query: its token within what the view shows.
+    ASSERT_EQ(test::entries(shot.layout, "tokens-scrolled").size(), 1u);
+    const json shown = test::entries(shot.layout, "tokens-scrolled")[0];
+    const double top = shown["y"], bottom = top + shown["h"].get<double>();
+    const auto on_screen = [&](const json& token) {
+        return token["y"].get<double>() >= top && token["y"].get<double>() + token["h"].get<double>() <= bottom;
+    };
+    EXPECT_TRUE(on_screen(tokens[query])) << tokens[query].dump() << " not within " << shown.dump();
     int drawn = 0;
     for (const json& token : tokens) {
         const int k = token["token"];
@@ -46,10 +54,10 @@ TEST_F(WindowLong, TheTokensTabShowsAQueryRowOverTheWholeText) {
         }
         ASSERT_FALSE(token["weight"].is_null()) << k;
         EXPECT_NEAR(token["weight"].get<double>(), weight(1, 2, query, k), 1e-6) << k;
-        // The background at the token's top-left padding, where the view shows it (it scrolls: the first lines).
+        // The background at the token's top-left padding, where the view shows it (the query's is outlined).
+        if (!on_screen(token) || k == query) continue;
         const int x = static_cast<int>(token["x"].get<double>()) + 1,
                   y = static_cast<int>(token["y"].get<double>()) + 1;
-        if (y + 20 >= shot.image.height - 60) continue;
         EXPECT_TRUE(test::near(shot.image.at(x, y), test::viridis(std::min(1.0, weight(1, 2, query, k)))))
             << "token " << k;
         ++drawn;
