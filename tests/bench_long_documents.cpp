@@ -1,12 +1,15 @@
 // bench-engine's long documents: a Llama-3.2-1B-shaped BF16 checkpoint's
 // forward without maps, with its summaries, at 2,048, 8,192 and 32,768
 // tokens, against its products alone, and its peak memory against the file
-// and the keys and values it holds (docs/benchmarks.md, "Long documents").
+// and the keys and values it holds; a keystroke at the end of 2,048 and
+// 8,192 tokens through the prefix cache, against reading the weights and the
+// cache once (docs/benchmarks.md, "Long documents").
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 
 #include <chrono>
 #include <random>
+#include <vector>
 
 #include "bench_checkpoints.h"
 #include "bench_support.h"
@@ -15,6 +18,7 @@
 #include "headscope/compute/cpu_ops.h"
 #include "headscope/compute/forward.h"
 #include "headscope/compute/matmul.h"
+#include "headscope/compute/prefix_cache.h"
 #include "model_writer.h"
 
 using namespace headscope;
@@ -108,6 +112,73 @@ void BM_long_document(benchmark::State& state) {
     state.counters["peak_rss_MiB"] = peak;
     state.counters["peak_over_file_and_cache_MiB"] = peak - file - cache;
 }
+// Seconds to read `bytes` once (a sum over 64-bit words of a buffer that
+// size, written first): what reading the weights and the cache costs here;
+// the process's CPU seconds into `cpu`.
+double read_once_seconds(size_t bytes, double& cpu) {
+    std::vector<uint64_t> words(bytes / sizeof(uint64_t), 1);
+    const double cpu_before = process_cpu_seconds();
+    const auto start = std::chrono::steady_clock::now();
+    uint64_t sum = 0;
+#pragma omp parallel for reduction(+ : sum) schedule(static)
+    for (size_t n = 0; n < words.size(); ++n) sum += words[n];
+    benchmark::DoNotOptimize(sum);
+    cpu = process_cpu_seconds() - cpu_before;
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// A keystroke at the end of a T-token document on the 1B shape, as the
+// window's long mode runs it (session/long_maps.h: the queries and keys
+// kept, every summary, the top 10 next tokens): the first forward fills a
+// prefix cache, then each iteration is the forward of T + 1 tokens through
+// it into a result of its own, which computes one row (the last, whose
+// token a keystroke may change) and copies the rest of the kept queries,
+// keys and summaries. Against the
+// time to read the weights and the cache (keys and values, queries and keys
+// kept) once (read_once_seconds). Arg: T.
+void BM_long_keystroke(benchmark::State& state) {
+    static test::TempDir dir;
+    const int T = static_cast<int>(state.range(0));
+    const std::filesystem::path path = dir.path / "llama-1b-keystroke";
+    if (!std::filesystem::exists(path)) {
+        nlohmann::json config = llama_config(16, 2048, 32, 8, 8192, 128256);
+        config["max_position_embeddings"] = 8193;  // a keystroke past 8,192 tokens
+        write_random_checkpoint(path, config);
+    }
+    const Model model = load_model(path.string());
+    auto backend = make_cpu_backend();
+    backend->load_weights(model);
+    std::mt19937 rng(7);
+    const Batch document{{random_ids(T, model.config.vocab_size, rng)}, model.config.pad_id()};
+    Batch typed = document;
+    typed.token_ids[0].push_back(17);
+    AttentionOptions options;
+    options.maps = Maps::queries_and_keys;
+    options.summaries = true;
+    options.top_k = 10;
+    PrefixCache cache;
+    AttentionResult result;
+    backend->forward(document, options, result, &cache);
+    const double cpu_before = process_cpu_seconds();
+    for (auto _ : state) {  // a result of its own, as the window's each keystroke (compute_live)
+        AttentionResult typed_result;
+        backend->forward(typed, options, typed_result, &cache);
+        benchmark::DoNotOptimize(typed_result.summaries.entropy.data());
+        result.reused = typed_result.reused;
+    }
+    state.counters["keystroke_cpu_s"] = (process_cpu_seconds() - cpu_before) / static_cast<double>(state.iterations());
+    state.counters["rows_computed"] = T + 1 - result.reused[0];
+    state.counters["peak_rss_MiB"] = peak_rss_mib();  // before the read's own buffer
+    const HeadSplit s = head_split(model.config, 0);
+    const size_t cache_bytes =
+        (2 * s.kv_width() + s.q_width() + s.kv_width()) * sizeof(float) * size_t(T) * model.config.n_layer;
+    double read_cpu = 0;
+    state.counters["read_once_s"] = read_once_seconds(model.file_bytes + cache_bytes, read_cpu);
+    state.counters["read_once_cpu_s"] = read_cpu;
+    state.counters["file_and_cache_MiB"] = double(model.file_bytes + cache_bytes) / 1048576.0;
+}
+BENCHMARK(BM_long_keystroke)->Arg(2048)->Arg(8192)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(5);
+
 BENCHMARK(BM_long_document)
     ->Args({2048, 16})
     ->Args({8192, 16})

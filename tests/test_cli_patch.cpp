@@ -6,7 +6,6 @@
 // estimated or hybrid) on a GPT-2-layout model of 32 heads.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -18,10 +17,12 @@
 #include "headscope/compute/backward.h"
 #include "headscope/compute/text_batch.h"
 #include "model_writer.h"
+#include "npy_file.h"
 #include "process.h"
 
 using namespace headscope;
 using nlohmann::json;
+using test::read_npy;
 
 namespace {
 
@@ -100,24 +101,6 @@ TEST_F(CliPatch, WritesCoresGridsOfEveryKind) {
     expect_grids(got, want);
 }
 
-// A float32 .npy file read as NumPy's format 1.0 says: its shape from the header's tuple, then the data.
-struct NpyArray {
-    std::string shape;
-    std::vector<float> data;
-};
-NpyArray read_npy(const std::filesystem::path& path) {
-    const std::string bytes = test::read_file(path);
-    EXPECT_EQ(bytes.substr(0, 8), std::string("\x93NUMPY\x01\x00", 8)) << path;
-    const size_t header_len = uint8_t(bytes[8]) | uint8_t(bytes[9]) << 8;
-    const std::string header = bytes.substr(10, header_len);
-    EXPECT_NE(header.find("'descr': '<f4', 'fortran_order': False"), std::string::npos) << header;
-    const size_t open = header.find("'shape': (") + 10;
-    NpyArray array{header.substr(open, header.find(')', open) - open), {}};
-    array.data.resize((bytes.size() - 10 - header_len) / 4);
-    std::memcpy(array.data.data(), bytes.data() + 10 + header_len, array.data.size() * 4);
-    return array;
-}
-
 // --format npy: each grid in its own file, the JSON's cells in float32, and the rest of the JSON on stdout.
 TEST_F(CliPatch, WritesEachGridAsNpy) {
     const std::vector<std::string> args = {
@@ -135,7 +118,7 @@ TEST_F(CliPatch, WritesEachGridAsNpy) {
         {"heads", L + ", " + NH}, {"residual", L + ", 14"}, {"mlp", L + ", 14"}, {"pattern", L + ", " + NH}};
     for (const auto& [kind, shape] : shapes) {
         EXPECT_EQ(metadata.count(kind), 0u) << kind;
-        const NpyArray array = read_npy(dir / (std::string(kind) + ".npy"));
+        const test::NpyArray array = read_npy(dir / (std::string(kind) + ".npy"));
         EXPECT_EQ(array.shape, shape) << kind;
         const json& rows = grids.at(kind);
         ASSERT_EQ(array.data.size(), rows.size() * rows[0].size()) << kind;

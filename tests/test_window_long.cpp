@@ -8,7 +8,8 @@
 // hatch), and the maps the view asks for, pooled, against the full maps
 // pooled here; the wheel and a drag zoom and pan it. A short text keeps
 // every map; a text past the model's positions is cut there, saying so; a
-// missing text file and the exports (which write every map) are one line.
+// missing text file is one line. Typing at the end computes the new rows
+// only (test_window_long_exports.cpp: the exports and the token view).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,57 +26,15 @@
 #include "model_writer.h"
 #include "screenshot.h"
 #include "session/long_maps.h"
+#include "window_long_fixture.h"
 
 using namespace headscope;
 using nlohmann::json;
+using test::heads;
+using test::layers;
+using test::WindowLong;
 
 namespace {
-
-constexpr int layers = 2, heads = 4;
-
-class WindowLong : public ::testing::Test {
-protected:
-    static void SetUpTestSuite() {
-        dir_ = new test::TempDir;
-        test::write_test_model(dir_->path / "model", {.n_layer = layers,
-                                                      .n_head = heads,
-                                                      .n_embd = 32,
-                                                      .n_positions = 2304,
-                                                      .transformer_prefix = false,
-                                                      .seed = 7});
-        model_ = new Model(load_model(model_dir()));
-        // Words of one token each, drawn by a fixed linear congruence: 2,100 tokens.
-        const char* words[] = {" the", " cat",   " sat", " on",  " mat", " and", " dog", " ran",
-                               " to",  " house", " a",   " big", " red", " in",  " of",  " it"};
-        uint32_t seed = 12345;
-        for (int w = 0; w < 2100; ++w) {
-            seed = seed * 1664525u + 1013904223u;
-            text_ += words[(seed >> 16) % 16];
-        }
-        std::ofstream(text_path()) << text_;
-        auto backend = make_cpu_backend();
-        backend->load_weights(*model_);
-        full_ = new AttentionResult;
-        batch_ = new Batch{model_->tokenizer.encode_texts({text_}), model_->config.pad_id()};
-        backend->forward(*batch_, AttentionOptions{}, *full_);
-    }
-    static void TearDownTestSuite() {
-        delete full_;
-        delete batch_;
-        delete model_;
-        delete dir_;
-    }
-    static std::string model_dir() { return (dir_->path / "model").string(); }
-    static std::string text_path() { return (dir_->path / "long.txt").string(); }
-    static int length() { return static_cast<int>(batch_->token_ids[0].size()); }
-    static double weight(int l, int h, int q, int k) { return full_->row(l, 0, h, q)[k]; }
-
-    static inline test::TempDir* dir_ = nullptr;
-    static inline Model* model_ = nullptr;
-    static inline std::string text_;
-    static inline Batch* batch_ = nullptr;
-    static inline AttentionResult* full_ = nullptr;  // every map
-};
 
 // The mask's hatch: two greys.
 bool hatched(const std::array<int, 3>& got) {
@@ -242,6 +201,74 @@ TEST_F(WindowLong, TheWheelZoomsTheMapAboutTheMouseAndADragPansIt) {
     EXPECT_NEAR(row_begin - col_begin, drag / side * zoomed, 2);
 }
 
+// Typing at the end of the long text, driven by xdotool: each keystroke's
+// forward reuses the text before it (the status bar says how many rows it
+// computed), and what the window shows afterwards is a fresh forward's of
+// the whole typed text: its length, and the overview's entropies (each
+// head's mean over its rows from 1, core's summaries of that forward).
+TEST_F(WindowLong, TypingAtTheEndComputesTheNewRowsOnly) {
+    test::TempDir dir;
+    const std::vector<std::string> args = {"--model", model_dir(), "--text-file", text_path()};
+    std::vector<std::string> shot_args = args;
+    shot_args.insert(shot_args.end(), {"--window-size", "1280x800"});
+    const test::WindowShot first = test::shoot_window(shot_args, dir.path, "before");
+    ASSERT_EQ(first.run.status, 0) << first.run.err;
+    const test::Centres controls = test::control_centres(first.layout);
+    ASSERT_TRUE(controls.contains("text"));
+
+    const test::VirtualScreen screen;
+    ASSERT_FALSE(screen.name().empty()) << "Xvfb did not start";
+    const auto layout = dir.path / "typed.json";
+    std::vector<std::string> driven_args = args;
+    driven_args.insert(driven_args.end(), {"--layout", layout.string()});
+    test::DrivenWindow window(screen.name(), driven_args, dir.path);
+    window.settled_screen();
+    window.click(controls.at("text"));
+    const std::string typed = " cat sat";
+    EXPECT_EQ(window.xdotool({"type", "--delay", "80", typed}).status, 0);
+    const test::Image shot = window.settled_screen();
+    ASSERT_EQ(window.quit(), 0);
+
+    auto backend = make_cpu_backend();
+    backend->load_weights(*model_);
+    const Batch batch{model_->tokenizer.encode_texts({text_ + typed}), model_->config.pad_id()};
+    const int T = batch.T();
+    ASSERT_EQ(T, length() + 2);
+    AttentionResult fresh;
+    backend->forward(batch, long_text_options(AttentionOptions{}), fresh);
+    const json entries = test::read_layout(layout);
+    ASSERT_EQ(test::entries(entries, "long-text").size(), 1u);
+    EXPECT_EQ(test::entries(entries, "long-text")[0]["tokens"], T);
+    std::string status;
+    for (const json& entry : entries)
+        if (entry.value("view", "") == "status" && entry.value("name", "") == "tokens") status = entry["text"];
+    // The last keystroke computed its token's row, or with the one before it where BPE joined them.
+    const bool one_row =
+        status == "reused " + std::to_string(T - 1) + " of " + std::to_string(T) + " tokens, computed 1";
+    const bool two_rows =
+        status == "reused " + std::to_string(T - 2) + " of " + std::to_string(T) + " tokens, computed 2";
+    EXPECT_TRUE(one_row || two_rows) << status;
+
+    std::vector<double> entropy(layers * heads, 0.0);
+    for (int l = 0; l < layers; ++l)
+        for (int h = 0; h < heads; ++h) {
+            for (int q = 1; q < T; ++q)
+                entropy[l * heads + h] += fresh.summaries.entropy[(size_t(l) * heads + h) * T + q];
+            entropy[l * heads + h] /= T - 1;
+        }
+    const auto [smallest, largest] = std::minmax_element(entropy.begin(), entropy.end());
+    const json cells = test::entries(entries, "overview");
+    ASSERT_EQ(cells.size(), static_cast<size_t>(layers * heads));
+    for (const json& cell : cells) {
+        EXPECT_NEAR(cell["smallest"].get<double>(), *smallest, 1e-5 * *largest);
+        EXPECT_NEAR(cell["largest"].get<double>(), *largest, 1e-5 * *largest);
+        const int l = cell["layer"], h = cell["head"];
+        const double want = (entropy[l * heads + h] - *smallest) / (*largest - *smallest);
+        const std::array<int, 3> got = test::centre(shot, cell);
+        EXPECT_TRUE(test::near(got, test::viridis(want))) << "L" << l << " H" << h << ": " << want;
+    }
+}
+
 // Past the model's 2,304 positions a text is cut there, and the status bar
 // and the text box say so; the long view shows the tokens kept.
 TEST_F(WindowLong, ATextPastTheModelsPositionsIsCutThereAndSaysSo) {
@@ -268,18 +295,6 @@ TEST_F(WindowLong, AMissingTextFileIsAOneLineError) {
     const std::string missing = (dir.path / "missing.txt").string();
     test::expect_one_line_error(test::run_window({"--model", model_dir(), "--text-file", missing}, dir.path),
                                 "headscope", missing);
-}
-
-TEST_F(WindowLong, TheExportsOfALongTextAreRefusedInOneLine) {
-    test::TempDir dir;
-    for (const char* flag : {"--export-json", "--export-npy", "--export-svg"}) {
-        const test::ProcessRun run =
-            test::run_window({"--model", model_dir(), "--text-file", text_path(), "--screenshot",
-                              (dir.path / "shot.png").string(), flag, (dir.path / "export").string()},
-                             dir.path);
-        test::expect_one_line_error(run, "headscope", "a long text keeps no map");
-        EXPECT_FALSE(std::filesystem::exists(dir.path / "export")) << flag;
-    }
 }
 
 // The maps the view asks for, computed from the kept queries and keys,

@@ -52,25 +52,8 @@ MapRegion region_for(const MapsRequest& request, int T) {
 std::optional<MapsOnDemand> maps_on_demand(const MapsRequest& request, const KeptForward& kept,
                                            nlohmann::ordered_json& metadata) {
     if (!request.on_demand()) return std::nullopt;
-    const int T = kept.result.T;
-    MapsOnDemand shown;
-    if (request.pool) {
-        int cells = 0;
-        shown.values = every_pooled_map(kept, request.pool, request.pool_mode, cells);
-        shown.rows = shown.cols = static_cast<size_t>(cells);
-        metadata["maps"] = "pooled";
-        metadata["pool"] = {{"cells", cells},
-                            {"step", (T + request.pool - 1) / request.pool},
-                            {"mode", word_of(pooling_choices, request.pool_mode)}};
-        return shown;
-    }
-    const MapRegion region = region_for(request, T);
-    shown.values = every_region(kept, region);
-    shown.rows = static_cast<size_t>(region.rows()), shown.cols = static_cast<size_t>(region.cols());
-    metadata["maps"] = "region";
-    metadata["rows"] = {region.row_begin, region.row_end};
-    metadata["cols"] = {region.col_begin, region.col_end};
-    return shown;
+    if (request.pool) return pooled_on_demand(kept, request.pool, request.pool_mode, metadata);
+    return region_on_demand(kept, region_for(request, kept.result.T), metadata);
 }
 
 }  // namespace headscope

@@ -116,6 +116,7 @@ public:
     // one asked last; map_answer() is the newest map answered, null before one.
     void ask_map(const MapAsk& ask);
     const MapAnswer* map_answer() const { return map_answer_ ? &*map_answer_ : nullptr; }
+    const std::optional<MapAsk>& asked_map() const { return asked_map_; }  // the last asked, for the exports
     bool map_pending() const { return map_worker_.busy(); }
 
     // Appends `tokens` tokens to the text (the batch has one), chosen as

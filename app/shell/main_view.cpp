@@ -132,12 +132,7 @@ void MainView::views() {
         return;
     }
     if (!s.message.empty()) ImGui::TextColored(error_colour, "%s (showing the last good maps)", s.message.c_str());
-    if (s.long_text()) {
-        ImGui::BeginChild("view", ImVec2(0, -ImGui::GetFrameHeightWithSpacing()));
-        long_view_.draw(state_, session_, ui_);
-        ImGui::EndChild();
-        return;
-    }
+    if (s.long_text()) return long_views();
     if (!ImGui::BeginTabBar("views")) return;
     bool lens_shown = false, contributions_shown = false;
     for (int v = 0; v < static_cast<int>(std::size(view_choices.labels)); ++v) {
@@ -210,6 +205,29 @@ void MainView::views() {
         state_.contributions_shown = contributions_shown;
         if (contributions_shown && session_.shown.attention.value_weighted.empty()) session_.submit();
     }
+}
+
+// A long text's tabs: its heads in the long view, and its tokens (each row
+// computed from the kept queries and keys); the other tabs need every map.
+void MainView::long_views() {
+    if (!ImGui::BeginTabBar("views")) return;
+    for (const View view : {View::heads, View::tokens}) {
+        const int v = static_cast<int>(view);
+        const ImGuiTabItemFlags flags = tab_to_select_ == view ? ImGuiTabItemFlags_SetSelected : 0;
+        const bool open = ImGui::BeginTabItem(view_choices.labels[v], nullptr, flags);
+        ui_.layout.item({{"view", "tab"}, {"name", view_choices.words[v]}});
+        if (!open) continue;
+        if (tab_to_select_ == view) tab_to_select_.reset();
+        shown_view_ = view;
+        ImGui::BeginChild("view", ImVec2(0, -ImGui::GetFrameHeightWithSpacing()));
+        if (view == View::heads)
+            long_view_.draw(state_, session_, ui_);
+        else
+            tokens_view_.draw(state_, session_, ui_);
+        ImGui::EndChild();
+        ImGui::EndTabItem();
+    }
+    ImGui::EndTabBar();
 }
 
 void MainView::open_dropped(const std::string& path) {

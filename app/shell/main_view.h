@@ -61,6 +61,7 @@ private:
     Placement placement(View view) const;
     float panel_width() const { return std::floor(300 * ui_.scale); }  // the predictions panel's
     void views();
+    void long_views();
     void tokens_beside(ImVec2 maps_corner);
     void tokens_child(const char* id, ImVec2 size);
     FigureView figure_view() const { return {shown_view_, heads_view_.large(), &tokens_view_}; }
@@ -75,7 +76,7 @@ private:
     ModelView model_view_;
     RouterView router_view_;
     LensView lens_view_;
-    LongView long_view_;  // in place of the tabs for a long text
+    LongView long_view_;  // a long text's heads tab
     TokensView tokens_view_;
     EffectsView effects_view_;
     PatchingView patching_view_;

@@ -56,7 +56,7 @@ void LongView::draw(WindowState& state, Session& session, Ui& ui) {
     text(ui, {{"view", "long-text"}, {"tokens", length}},
          "A long text, %d tokens: every head summarised, maps computed for what is shown.", length);
     ImGui::SameLine();
-    ImGui::TextDisabled("(the other tabs are for shorter texts)");
+    ImGui::TextDisabled("(the tokens tab shows a row; the others are for shorter texts)");
     enum_combo(ui, "colour by", summary_, summary_choices.labels, 160 * ui.scale, "summary");
     ImGui::SameLine();
     enum_combo(ui, "pooling", pooling_, pooling_choices.labels, 80 * ui.scale, "pooling");
@@ -250,8 +250,8 @@ void LongView::head_map(WindowState& state, Session& session, Ui& ui, float side
         zoomed = std::clamp(static_cast<int>(std::lround(width * std::pow(0.8f, io.MouseWheel))), std::min(4, T), T);
     int row = shown.row_begin, col = shown.col_begin;
     if (zoomed != width) {
-        col += static_cast<int>(fx * (width - zoomed));
-        row += static_cast<int>(fy * (width - zoomed));
+        col += static_cast<int>(std::lround(fx * (width - zoomed)));  // rounded: the token under the mouse stays
+        row += static_cast<int>(std::lround(fy * (width - zoomed)));
     }
     // A drag pans from where it started by all it has moved: zoomed in, a pixel is less than a token.
     if (dragging && ImGui::IsMouseDragging(ImGuiMouseButton_Left)) {

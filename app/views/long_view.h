@@ -1,5 +1,5 @@
-// The long-text view, shown in place of the tabs when the shown forward kept
-// no map (a long text, session/long_maps.h): an overview of every head (a
+// The long-text view, the heads tab (beside the tokens tab, the only others)
+// when the shown forward kept no map (a long text, session/long_maps.h): an overview of every head (a
 // layers x heads grid coloured by a summary of its rows, and the selected
 // head's mean attention distance along the document), the selected head's
 // map computed on demand for the pixels shown (pooled, or exact once zoomed

@@ -5,6 +5,7 @@
 #include <stb/stb_image_write.h>
 
 #include <ctime>
+#include <optional>
 #include <ostream>
 #include <vector>
 
@@ -52,27 +53,47 @@ std::string device_note(const Session& s) {
 
 namespace {
 
-// The exports write every map, which a long text's forward does not keep.
-void check_every_map(const Session& s) {
-    if (s.long_text()) throw Error("a long text keeps no map to export: the exports are for shorter texts");
+// A long text's export (its forward kept no map): what the long view shows
+// of the selected head (Session::asked_map), for every head, as
+// headscope-cli attention writes maps on demand (attention_export.h): the
+// region in view exactly where it is shown cell for cell, or is any part of
+// the map small enough; the whole map pooled to the pixels it is drawn in.
+std::optional<MapsOnDemand> long_text_maps(const Session& s, nlohmann::ordered_json& metadata) {
+    if (!s.long_text()) return std::nullopt;
+    const std::optional<MapAsk>& ask = s.asked_map();
+    if (!ask) throw Error("a long text's map is not shown yet: nothing to export");
+    const KeptForward kept = s.kept_maps()->kept();
+    const MapRegion& region = ask->region;
+    const AttentionResult& r = kept.result;
+    const bool whole = region.rows() == r.T && region.cols() == r.T;
+    if (whole && (region.rows() > ask->pixels || region.cols() > ask->pixels))
+        return pooled_on_demand(kept, ask->pixels, ask->pooling, metadata);
+    const double bytes = 4.0 * region.rows() * region.cols() * r.layers.size() * r.B * r.NH;
+    if (bytes > full_maps_budget)
+        throw Error("the region in view, " + std::to_string(region.rows()) + " x " + std::to_string(region.cols()) +
+                    " tokens of every head, would take " + std::to_string(static_cast<int>(bytes / 1e9 + 0.5)) +
+                    " GB: zoom in further, or out to the whole map (pooled)");
+    return region_on_demand(kept, region, metadata);
 }
 
 }  // namespace
 
 void export_json(const Session& s, const fs::path& path) {
-    check_every_map(s);
     const AttentionTimings timings{s.model_load_ms(), s.shown.tokenize_ms, s.shown.compute_ms - s.shown.tokenize_ms};
-    const nlohmann::ordered_json metadata =
-        attention_metadata(s.model(), s.computed_on().device, s.computed_on_reason(), s.shown_texts, s.shown.token_ids,
-                           s.shown.attention, timings);
-    write_file_atomically(path, "the attention",
-                          [&](std::ostream& out) { write_attention_json(out, metadata, s.shown.attention); });
+    nlohmann::ordered_json metadata = attention_metadata(s.model(), s.computed_on().device, s.computed_on_reason(),
+                                                         s.shown_texts, s.shown.token_ids, s.shown.attention, timings);
+    const std::optional<MapsOnDemand> on_demand = long_text_maps(s, metadata);
+    write_file_atomically(path, "the attention", [&](std::ostream& out) {
+        write_attention_json(out, metadata, s.shown.attention, on_demand ? &*on_demand : nullptr);
+    });
 }
 
 void export_npy(const Session& session, const fs::path& path) {
-    check_every_map(session);
-    write_file_atomically(path, "the attention",
-                          [&](std::ostream& out) { write_attention_npy(out, session.shown.attention); });
+    nlohmann::ordered_json metadata;
+    const std::optional<MapsOnDemand> on_demand = long_text_maps(session, metadata);
+    write_file_atomically(path, "the attention", [&](std::ostream& out) {
+        write_attention_npy(out, session.shown.attention, on_demand ? &*on_demand : nullptr);
+    });
 }
 
 void write_screenshot(const fs::path& path, int width, int height) {

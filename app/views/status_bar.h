@@ -13,7 +13,11 @@
 namespace headscope {
 
 // The shown attention as the CLI's JSON or .npy for the same model, texts
-// and options (one writer: core's attention_export.h). Each file is written
+// and options (one writer: core's attention_export.h). A long text's (no map
+// kept) holds, for every head, what the long view shows: the region in view
+// exactly ("maps": "region", as --rows/--cols), or with the whole map in view
+// each map pooled to the pixels shown ("maps": "pooled", as --pool; the NPY
+// its array alone); a region over 2 GiB is refused. Each file is written
 // whole or not at all (write_file_atomically); these throw Error naming it.
 void export_json(const Session& session, const std::filesystem::path& path);
 void export_npy(const Session& session, const std::filesystem::path& path);

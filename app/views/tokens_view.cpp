@@ -20,20 +20,20 @@ void TokensView::update_weights(const Session& s, Ui& ui, int layer, int head, c
     key_ = key;
     weights_.assign(keys, std::nanf(""));
     const AttentionOptions options = s.maps_options_at(maps, layer);
-    for (int j = 0; j < maps.key_length; ++j) {
-        double sum = 0;
-        bool seen = false;
-        for (int q : queries) {
-            if (!maps.visible(options, q, j)) continue;
-            seen = true;
-            if (!average_) {
-                sum += maps.row(layer, b, head, q)[j];
-                continue;
+    std::vector<double> sums(keys, 0.0);
+    std::vector<float> computed;  // a long text's row: no map kept, computed from its queries and keys
+    for (int q : queries)
+        for (int h = average_ ? 0 : head; h < (average_ ? NH : head + 1); ++h) {
+            if (s.long_text()) computed = query_row(*s.kept_maps(), layer, h, b, q);
+            const float* row = s.long_text() ? computed.data() : maps.row(layer, b, h, q);
+            for (int j = 0; j < maps.key_length; ++j) {
+                if (!maps.visible(options, q, j)) continue;
+                if (std::isnan(weights_[j])) weights_[j] = 0;  // seen by a query
+                sums[j] += average_ ? row[j] / NH : row[j];
             }
-            for (int h = 0; h < NH; ++h) sum += maps.row(layer, b, h, q)[j] / NH;
         }
-        if (seen) weights_[j] = static_cast<float>(sum);
-    }
+    for (int j = 0; j < maps.key_length; ++j)
+        if (!std::isnan(weights_[j])) weights_[j] = static_cast<float>(sums[j]);
     // One row of cells through the window's own colormap (the shader's colours, read back).
     HeatmapImage row{1, keys, std::vector<float>(keys)};
     for (int j = 0; j < keys; ++j) row.cells[j] = std::isnan(weights_[j]) ? masked_cell : std::min(1.f, weights_[j]);
@@ -110,13 +110,17 @@ void TokensView::draw(WindowState& state, const Session& s, Ui& ui, bool beside)
     update_weights(s, ui, layer, head, queries);
     ui_tooltips_ = ui.tooltips;  // as the maps: screenshots ignore where Xvfb left the pointer
     ImGui::BeginChild("tokens", ImVec2(0, 0), false);
+    ui.layout.rect({{"view", "tokens-scrolled"}}, ImGui::GetWindowPos(), ImGui::GetWindowSize());  // what shows
     if (maps.kind == AttentionKind::cross) {  // the target's tokens ask; the source's are coloured
         ImGui::TextDisabled("target (the queries):");
         pick_query(state, maps, draw_tokens(s, ui, *maps.query_ids, nullptr, queries, "query-token"));
         ImGui::TextDisabled("source (the keys), by the weight each gets:");
     }
     const std::vector<int> outlined = maps.kind == AttentionKind::cross ? std::vector<int>{} : queries;
-    const int hovered = draw_tokens(s, ui, *maps.key_ids, &weights_, outlined, "token");
+    // A query chosen off screen (--query, or a text that grew) is scrolled to, once.
+    const int scroll_to = maps.kind == AttentionKind::decoder && state.query != scrolled_query_ ? state.query : -1;
+    scrolled_query_ = state.query;
+    const int hovered = draw_tokens(s, ui, *maps.key_ids, &weights_, outlined, "token", scroll_to);
     // The keys are an encoder–decoder's source but in its decoder's self-attention.
     const bool source_keys = s.model().config.is_encoder_decoder() && maps.kind != AttentionKind::decoder;
     if (const TextCut* cut = s.cut_shown(source_keys)) {
@@ -133,7 +137,8 @@ void TokensView::draw(WindowState& state, const Session& s, Ui& ui, bool beside)
 }
 
 int TokensView::draw_tokens(const Session& s, Ui& ui, const std::vector<int32_t>& ids,
-                            const std::vector<float>* weights, const std::vector<int>& queries, const char* view) {
+                            const std::vector<float>* weights, const std::vector<int>& queries, const char* view,
+                            int scroll_to) {
     ImDrawList* draw = ImGui::GetWindowDrawList();
     const float pad = std::floor(2 * ui.scale), gap = std::floor(3 * ui.scale);
     const float line = ImGui::GetTextLineHeight() + 2 * pad + gap, width = ImGui::GetContentRegionAvail().x;
@@ -148,7 +153,9 @@ int TokensView::draw_tokens(const Session& s, Ui& ui, const std::vector<int32_t>
         const ImVec2 min(origin.x + token.x, origin.y + token.line * line),
             max(min.x + token.width, min.y + line - gap);
         const bool coloured = weights && !std::isnan((*weights)[t]);
-        if (max.y >= clip_top && min.y <= clip_bottom) {  // only what the scroll shows is drawn
+        if (t == scroll_to && (min.y < clip_top || max.y > clip_bottom))
+            ImGui::SetScrollFromPosY(min.y - ImGui::GetWindowPos().y, 0.5f);  // drawn from the next frame
+        if (max.y >= clip_top && min.y <= clip_bottom) {                      // only what the scroll shows is drawn
             ImU32 text_colour = ImGui::GetColorU32(ImGuiCol_Text);
             if (coloured) {
                 const Rgb& c = colours_[t];

@@ -3,10 +3,10 @@
 // its heads) gives it from the selected query rows: the row under the
 // mouse, else the row clicked (--query), else the last token, plus the rows
 // shift-clicked, summed. Readable at any length: the tokens wrap and the
-// view scrolls. For --layout each drawn token is {"view": "token", "token",
-// "text", "weight" (null where the masks hide it)} with its rectangle.
-// An encoder–decoder's follow the attention selector: the cross-attention's
-// target tokens (the queries: hover or click one) above the source's tokens
+// view scrolls; a long text's rows (no map kept) are computed exactly from
+// its kept queries and keys (long_maps.h's query_row) when asked. For --layout each drawn token is {"view": "token",
+// "token", "text", "weight" (null where the masks hide it)} with its rectangle. An encoder–decoder's follow the
+// attention selector: the cross-attention's target tokens (the queries: hover or click one) above the source's tokens
 // coloured by the weight each gets; the encoder's, the source's tokens alone.
 #pragma once
 #include <functional>
@@ -51,9 +51,10 @@ private:
     void update_weights(const Session& session, Ui& ui, int layer, int head, const std::vector<int>& queries);
     // Draws `ids` wrapped, each on its weight's colour where `weights` is
     // given, the queries outlined; records each as `view` for --layout.
+    // Scrolls to token `scroll_to` where the view does not show it (-1: none).
     // Returns the hovered token, or -1.
     int draw_tokens(const Session& session, Ui& ui, const std::vector<int32_t>& ids, const std::vector<float>* weights,
-                    const std::vector<int>& queries, const char* view);
+                    const std::vector<int>& queries, const char* view, int scroll_to = -1);
     // The query rows: the selected one (the source's for an encoder's maps), then those shift-clicked.
     std::vector<int> query_rows(const Session& session, const ShownMaps& maps) const;
     // A hovered query token: shown in the maps' panels, kept on click, added on shift-click.
@@ -62,6 +63,7 @@ private:
     bool average_ = false;         // the layer's average over its heads, not state.head
     std::set<int> added_queries_;  // shift-clicked rows, summed with the selected one
     int source_query_ = -1;        // an encoder's maps: the source token clicked; -1: its last
+    int scrolled_query_ = -1;      // the query row (clicked, --query) last scrolled to, once
     bool ui_tooltips_ = true;      // the frame's Ui::tooltips, for pick_query
     struct Key {
         uint64_t generation = 0, compared = 0;  // the shown forward's and the comparison's (a patched run shown)

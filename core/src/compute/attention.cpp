@@ -68,6 +68,13 @@ RowSummary RowSummaries::at(size_t at) const {
     return {entropy[at], first_key[at], previous_key[at], max[at], distance[at]};
 }
 
+void RowSummaries::copy_rows(const RowSummaries& from, size_t from_at, size_t to_at, size_t n) {
+    const std::vector<float>* sources[] = {&from.entropy, &from.first_key, &from.previous_key, &from.max,
+                                           &from.distance};
+    std::vector<float>* targets[] = {&entropy, &first_key, &previous_key, &max, &distance};
+    for (int f = 0; f < 5; ++f) std::copy_n(sources[f]->data() + from_at, n, targets[f]->data() + to_at);
+}
+
 double AttentionResult::loss(int b) const {
     if (logprob_next.empty()) return std::nan("");  // a forward without predictions
     double sum = 0;

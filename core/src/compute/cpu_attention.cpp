@@ -218,12 +218,14 @@ void CpuForward::attention(const Model& model, const Batch& batch, const Attenti
 }
 
 void CpuForward::keep_queries_keys(const HeadSplit& split, size_t slot, AttentionResult& result) const {
-    const size_t Qw = split.q_width(), KVw = split.kv_width(), width = Qw + 2 * KVw, R = rows_;
-    for (size_t r = 0; r < R; ++r) {
-        const float* row = qkv_.data() + r * width;
-        std::copy_n(row, Qw, result.queries.data() + (slot * R + r) * Qw);
-        std::copy_n(row + Qw, KVw, result.keys.data() + (slot * R + r) * KVw);
-    }
+    const size_t Qw = split.q_width(), KVw = split.kv_width(), width = Qw + 2 * KVw;
+    for (int b = 0; b < result.B; ++b)
+        for (int r = first_row_[b]; r < first_row_[b + 1]; ++r) {  // text b's rows from begin_[b]
+            const float* row = qkv_.data() + r * width;
+            const size_t at = (slot * result.B + b) * result.T + begin_[b] + (r - first_row_[b]);
+            std::copy_n(row, Qw, result.queries.data() + at * Qw);
+            std::copy_n(row + Qw, KVw, result.keys.data() + at * KVw);
+        }
 }
 
 // Queries from ln_x(x) (pre-norm) or x (post-norm) into the first Qw

@@ -39,11 +39,12 @@ namespace {
 // kept = result, the maps' storage grown by doubling: they gain a row and a
 // column a token, and a copy that reallocated each time would map fresh
 // memory for all of them at every generated token (a third of a 1B model's
-// token with every map kept).
+// token with every map kept); a long text's kept queries and keys likewise.
 void keep_result(AttentionResult& kept, const AttentionResult& result) {
     for (auto [to, from] :
          {std::pair{&kept.weights, &result.weights}, std::pair{&kept.cross_weights, &result.cross_weights},
-          std::pair{&kept.outputs, &result.outputs}})
+          std::pair{&kept.outputs, &result.outputs}, std::pair{&kept.queries, &result.queries},
+          std::pair{&kept.keys, &result.keys}})
         if (to->capacity() < from->size()) to->reserve(2 * from->size());
     kept = result;
 }

@@ -10,8 +10,6 @@ std::string prefix_reuse_refusal(const AttentionOptions& options) {
     if (options.split == Split::naive_view)
         return "the naive-view split mixes tokens into every head: nothing can be reused";
     if (options.contributions) return "the contributions are computed over every row of the text: nothing is reused";
-    if (options.maps != Maps::full || options.summaries)
-        return "a long text's forward (without maps, or with summaries) computes every row: nothing is reused";
     if (!options.ablate.empty() && options.ablation == Ablation::mean)
         return "a head knocked out to its mean takes the mean over the whole text, which every token changes: "
                "nothing can be reused";

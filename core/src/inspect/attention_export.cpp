@@ -340,4 +340,24 @@ void write_summary_npy(std::ostream& out, const AttentionResult& result, const s
     write_npy(out, values, {static_cast<int64_t>(result.layers.size()), result.B, result.NH, result.T});
 }
 
+MapsOnDemand region_on_demand(const KeptForward& kept, const MapRegion& region, nlohmann::ordered_json& metadata) {
+    MapsOnDemand shown{every_region(kept, region), static_cast<size_t>(region.rows()),
+                       static_cast<size_t>(region.cols())};
+    metadata["maps"] = "region";
+    metadata["rows"] = {region.row_begin, region.row_end};
+    metadata["cols"] = {region.col_begin, region.col_end};
+    return shown;
+}
+
+MapsOnDemand pooled_on_demand(const KeptForward& kept, int n, Pooling pooling, nlohmann::ordered_json& metadata) {
+    int cells = 0;
+    MapsOnDemand shown;
+    shown.values = every_pooled_map(kept, n, pooling, cells);
+    shown.rows = shown.cols = static_cast<size_t>(cells);
+    metadata["maps"] = "pooled";
+    metadata["pool"] = {
+        {"cells", cells}, {"step", (kept.result.T + n - 1) / n}, {"mode", word_of(pooling_choices, pooling)}};
+    return shown;
+}
+
 }  // namespace headscope

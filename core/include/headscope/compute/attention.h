@@ -101,7 +101,8 @@ struct AttentionOptions {
     // layer's row summaries (AttentionResult::summaries) are computed, in the
     // attention's pass. Anything but Maps::full needs the view + transpose
     // split, no contributions and a decoder or an encoder (not an
-    // encoder–decoder); such a forward reuses no prefix.
+    // encoder–decoder). A prefix cache serves it as any other forward: the
+    // cached rows' summaries, queries and keys are copied, only the new rows computed.
     Maps maps = Maps::full;
     bool summaries = false;
 };
@@ -158,6 +159,8 @@ struct RowSummaries {
     void assign(size_t rows);  // that many rows of zeros, or none
     void put(size_t at, const RowSummary& summary);
     RowSummary at(size_t at) const;
+    // n rows of `from` from its row from_at into rows [to_at, to_at + n).
+    void copy_rows(const RowSummaries& from, size_t from_at, size_t to_at, size_t n);
 };
 
 struct AttentionResult {

@@ -97,7 +97,7 @@ private:
     void attention(const Model& model, const Batch& batch, const AttentionOptions& options, const HeadSplit& split,
                    PrefixCache& store, const LayerAt& at, Heads heads, AttentionResult& result);
     // qkv_'s queries and keys (after the attention's RoPE) into the result's
-    // queries and keys at the returned layer's `slot` (every row computed).
+    // queries and keys at the returned layer's `slot`, each text's rows from begin_.
     void keep_queries_keys(const HeadSplit& split, size_t slot, AttentionResult& result) const;
     // ln_ (R, C) -> the MLP's output, added into x_, or with `apart` into out_ (sublayer_output).
     void mlp(const Config& config, const LayerWeights& w, bool apart);

@@ -4,7 +4,8 @@
 // the token prefix the new ids share with the cached ones (reusable_rows: all
 // of them where the text only grew, else all but the last): it computes only
 // the rows after them, copies the earlier rows of the maps, outputs and
-// predictions, then leaves its own state in the cache. Reuse needs the same
+// predictions (a long text's: summaries, queries and keys), then leaves its
+// own state in the cache. Reuse needs the same
 // model and options, the causal mask on and the view + transpose split
 // (prefix_reuse_refusal), and LongRoPE's factors on the same side of their
 // switch length (long_rope: the cached keys were rotated with the other

@@ -9,6 +9,7 @@
 
 #include "headscope/base/aligned.h"
 #include "headscope/compute/attention.h"
+#include "headscope/compute/attention_maps.h"
 #include "headscope/compute/generate.h"
 #include "headscope/model/model.h"
 
@@ -61,6 +62,12 @@ struct MapsOnDemand {
     AlignedVector<float> values;
     size_t rows = 0, cols = 0;
 };
+// From a forward that kept its queries and keys: `region` of every map
+// (every_region), with "maps": "region" and its "rows" and "cols" [first,
+// end) added to `metadata`; or every map pooled to at most n x n cells
+// (every_pooled_map), with "maps": "pooled" and "pool" {cells, step, mode}.
+MapsOnDemand region_on_demand(const KeptForward& kept, const MapRegion& region, nlohmann::ordered_json& metadata);
+MapsOnDemand pooled_on_demand(const KeptForward& kept, int n, Pooling pooling, nlohmann::ordered_json& metadata);
 
 // `metadata` with "attention" last: the (layers, B, NH, T, T) weights as
 // nested arrays, streamed (as json values they would take many times the
