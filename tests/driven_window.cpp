@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -110,13 +111,31 @@ void DrivenWindow::click(const std::vector<std::string>& at) const {
     pause_ms(300);
 }
 
+// The CPU clock ticks a process has used (its threads' user and system
+// time, /proc/PID/stat's 14th and 15th fields); -1 when it cannot be read.
+static long cpu_ticks(int pid) {
+    std::string stat;
+    std::getline(std::ifstream("/proc/" + std::to_string(pid) + "/stat"), stat);
+    const size_t name_end = stat.rfind(')');  // the command's name may hold spaces
+    if (name_end == std::string::npos) return -1;
+    std::istringstream fields(stat.substr(name_end + 2));
+    std::string field;
+    for (int i = 3; i < 14; ++i) fields >> field;  // state (3) to cmajflt (13)
+    long user = 0, system = 0;
+    return fields >> user >> system ? user + system : -1;
+}
+
 Image DrivenWindow::settled_screen() const {
     Image shot = grab_screen(display_);
+    long ticks = cpu_ticks(window_->pid());
     for (int tries = 0, unchanged = 0; tries < 40 && unchanged < 2; ++tries) {
         pause_ms(500);
         Image next = grab_screen(display_);
-        unchanged = next.rgba == shot.rgba ? unchanged + 1 : 0;
+        const long now = cpu_ticks(window_->pid());
+        const bool idle = now - ticks <= 2;  // a frame's swap or a cursor blink, not a forward
+        unchanged = next.rgba == shot.rgba && idle ? unchanged + 1 : 0;
         shot = std::move(next);
+        ticks = now;
     }
     return shot;
 }

@@ -52,9 +52,10 @@ public:
     std::array<int, 4> geometry() const;
     void click(const std::vector<std::string>& at) const;
     // The compute and the head scores run in the background: the screen once
-    // it has not changed for a second, two grabs in a row (at most 20 s). One
-    // unchanged half second is not enough on a loaded machine, where a frame
-    // can take longer.
+    // it has not changed for a second, two grabs in a row, while the window
+    // used no CPU (at most 20 s). An unchanged screen alone is not enough on
+    // a loaded machine, where the worker can still be computing a map that
+    // the window has not drawn yet; an idle window sleeps.
     Image settled_screen() const;
     // Ctrl+Q, which writes the layout of the last frame; the exit status, or
     // -1 when the window is still open 20 s later (it is then killed).
