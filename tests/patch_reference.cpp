@@ -8,17 +8,20 @@
 
 namespace headscope::test {
 
-Activations record(const FamilyCheckpoint& model, const std::vector<int32_t>& text, const AttentionOptions& options) {
-    Activations kept;
-    const int L = model.spec.n_layer, NH = model.spec.n_head;
+FamilyHooks recording_hooks(Activations& kept, int L, int NH) {
     kept.inputs.resize(L), kept.mlp.resize(L), kept.maps.assign(L, std::vector<Rows>(NH));
     kept.heads.assign(L, std::vector<Rows>(NH));
     FamilyHooks hooks;
-    hooks.layer_input = [&](int l, int, Rows& x) { kept.inputs[l] = x; };
-    hooks.mlp_output = [&](int l, int, Rows& mlp) { kept.mlp[l] = mlp; };
-    hooks.pattern = [&](int l, int, int head, Rows& att) { kept.maps[l][head] = att; };
-    hooks.head_output = [&](int l, int, int head, Rows& y) { kept.heads[l][head] = y; };
-    family_reference(model, {text}, options, hooks);
+    hooks.layer_input = [&kept](int l, int, Rows& x) { kept.inputs[l] = x; };
+    hooks.mlp_output = [&kept](int l, int, Rows& mlp) { kept.mlp[l] = mlp; };
+    hooks.pattern = [&kept](int l, int, int head, Rows& att) { kept.maps[l][head] = att; };
+    hooks.head_output = [&kept](int l, int, int head, Rows& y) { kept.heads[l][head] = y; };
+    return hooks;
+}
+
+Activations record(const FamilyCheckpoint& model, const std::vector<int32_t>& text, const AttentionOptions& options) {
+    Activations kept;
+    family_reference(model, {text}, options, recording_hooks(kept, model.spec.n_layer, model.spec.n_head));
     return kept;
 }
 
@@ -49,6 +52,18 @@ FamilyHooks patch_hooks(PatchKind kind, int layer, int index, const Activations&
     return hooks;
 }
 
+namespace {
+
+// log softmax(row)[id] over a row of V logits.
+double log_probability(const double* row, int V, int32_t id) {
+    const double max = *std::max_element(row, row + V);
+    double sum = 0;
+    for (int v = 0; v < V; ++v) sum += std::exp(row[v] - max);
+    return row[id] - max - std::log(sum);
+}
+
+}  // namespace
+
 std::vector<double> reference_metrics(const FamilyCheckpoint& model, const std::vector<int32_t>& text,
                                       const std::vector<int32_t>& clean, const PatchRequest& request,
                                       const FamilyHooks& hooks, const AttentionOptions& options) {
@@ -57,17 +72,20 @@ std::vector<double> reference_metrics(const FamilyCheckpoint& model, const std::
     const FamilyReference ref = family_reference(model, {text}, options, hooks);
     const std::vector<double> last(ref.residual.end() - static_cast<size_t>(T) * C, ref.residual.end());
     const std::vector<double> logits = family_logits(model, last);  // (T, V)
-    const auto logprob = [&](int t, int32_t id) {
-        const double* row = logits.data() + static_cast<size_t>(t) * V;
-        const double max = *std::max_element(row, row + V);
-        double sum = 0;
-        for (int v = 0; v < V; ++v) sum += std::exp(row[v] - max);
-        return row[id] - max - std::log(sum);
-    };
+    const auto logprob = [&](int t, int32_t id) { return log_probability(logits.data() + size_t(t) * V, V, id); };
     const double* at = logits.data() + static_cast<size_t>(request.position) * V;
     double loss = 0;
     for (int t = 0; t + 1 < T; ++t) loss -= logprob(t, clean[t + 1]) / (T - 1);
     return {at[request.answer] - at[request.wrong], logprob(request.position, request.answer), loss};
+}
+
+std::vector<double> encoder_metrics(const EncoderCheckpoint& model, const std::vector<int32_t>& ids,
+                                    const std::vector<int32_t>& types, const AttentionOptions& options,
+                                    const PatchRequest& request, const FamilyHooks& hooks) {
+    const int V = model.spec.vocab_size;
+    const EncoderReference ref = encoder_reference(model, ids, types, options, hooks);
+    const double* row = ref.logits.data() + static_cast<size_t>(request.position) * V;
+    return {row[request.answer] - row[request.wrong], log_probability(row, V, request.answer)};
 }
 
 std::pair<std::vector<int32_t>, std::vector<int32_t>> induction_pair(const Model& model, unsigned seed) {

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "encoder_reference.h"
 #include "family_reference.h"
 #include "headscope/compute/patching.h"
 #include "headscope/model/model.h"
@@ -20,6 +21,9 @@ struct Activations {
     std::vector<std::vector<Rows>> maps, heads;  // [layer][head]
 };
 
+// The hooks that keep a run's activations in `kept`, sized for L layers of NH heads.
+FamilyHooks recording_hooks(Activations& kept, int L, int NH);
+
 Activations record(const FamilyCheckpoint& model, const std::vector<int32_t>& text,
                    const AttentionOptions& options = {});
 
@@ -32,6 +36,12 @@ FamilyHooks patch_hooks(PatchKind kind, int layer, int index, const Activations&
 std::vector<double> reference_metrics(const FamilyCheckpoint& model, const std::vector<int32_t>& text,
                                       const std::vector<int32_t>& clean, const PatchRequest& request,
                                       const FamilyHooks& hooks = {}, const AttentionOptions& options = {});
+
+// An encoder's metrics at request.position of its masked-LM logits, with
+// `hooks`: the logit difference and the answer's log-probability.
+std::vector<double> encoder_metrics(const EncoderCheckpoint& model, const std::vector<int32_t>& ids,
+                                    const std::vector<int32_t>& types, const AttentionOptions& options,
+                                    const PatchRequest& request, const FamilyHooks& hooks = {});
 
 // An induction pair for `model` drawn from `seed`: 12 random tokens (not the
 // last id, GPT-2's <|endoftext|>) repeated, against the same first copy

@@ -59,24 +59,12 @@ protected:
     // The reference's logit difference and log-probability at the request's position, with `hooks`.
     std::vector<double> metrics(const std::vector<int32_t>& ids, const PatchRequest& request,
                                 const FamilyHooks& hooks = {}) const {
-        const EncoderReference ref = encoder_reference(checkpoint_, ids, types_, options_, hooks);
-        const double* row = ref.logits.data() + static_cast<size_t>(request.position) * V;
-        const double max = *std::max_element(row, row + V);
-        double sum = 0;
-        for (int v = 0; v < V; ++v) sum += std::exp(row[v] - max);
-        return {row[request.answer] - row[request.wrong], row[request.answer] - max - std::log(sum)};
+        return encoder_metrics(checkpoint_, ids, types_, options_, request, hooks);
     }
     Activations record(const std::vector<int32_t>& ids) const {
-        const int L = GetParam().spec.n_layer, NH = GetParam().spec.n_head;
         Activations kept;
-        kept.inputs.resize(L), kept.mlp.resize(L), kept.maps.assign(L, std::vector<Rows>(NH));
-        kept.heads.assign(L, std::vector<Rows>(NH));
-        FamilyHooks hooks;
-        hooks.layer_input = [&](int l, int, Rows& x) { kept.inputs[l] = x; };
-        hooks.mlp_output = [&](int l, int, Rows& mlp) { kept.mlp[l] = mlp; };
-        hooks.pattern = [&](int l, int, int head, Rows& att) { kept.maps[l][head] = att; };
-        hooks.head_output = [&](int l, int, int head, Rows& y) { kept.heads[l][head] = y; };
-        encoder_reference(checkpoint_, ids, types_, options_, hooks);
+        encoder_reference(checkpoint_, ids, types_, options_,
+                          recording_hooks(kept, GetParam().spec.n_layer, GetParam().spec.n_head));
         return kept;
     }
 };
