@@ -13,8 +13,9 @@ void write_family_model(const fs::path& dir, const FamilySpec& spec) {
     write_family_checkpoint(dir, make_family_checkpoint(spec));
 }
 
-FamilySpec family_variant(const std::string& name) {
-    for (const FamilyVariant& variant : family_variants(Vocabulary::whole))
+FamilySpec family_variant(const std::string& name, Vocabulary vocabulary) {
+    if (name == "gpt2") return family_spec(Family::gpt2, vocabulary);
+    for (const FamilyVariant& variant : family_variants(vocabulary))
         if (variant.name == name) return variant.spec;
     throw std::invalid_argument("no family variant " + name);
 }

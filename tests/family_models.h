@@ -12,9 +12,10 @@ namespace headscope::test {
 // `spec` (family_spec or a family_variants entry), written into `dir` by write_family_checkpoint.
 void write_family_model(const std::filesystem::path& dir, const FamilySpec& spec);
 
-// A family_variants entry by its name ("llama", "qwen3", "mistral", ...),
-// with its whole tokenizer: as a user's checkpoint, for programs given text.
-FamilySpec family_variant(const std::string& name);
+// A family_variants entry by its name ("llama", "qwen3", "mistral", ...,
+// or "gpt2"), by default with its whole tokenizer: as a user's checkpoint,
+// for programs given text.
+FamilySpec family_variant(const std::string& name, Vocabulary vocabulary = Vocabulary::whole);
 
 // `spec`'s checkpoint as written and loaded, made once per program for each
 // `key` (a test parameter's name): a parameterized suite's tests of one

@@ -25,13 +25,6 @@ using namespace headscope::test;
 
 namespace {
 
-FamilySpec spec_named(const std::string& name) {
-    if (name == "gpt2") return family_spec(Family::gpt2);
-    for (const FamilyVariant& v : family_variants())
-        if (v.name == name) return v.spec;
-    throw std::out_of_range("no variant " + name);
-}
-
 // Two texts of random ids, 1,024 and 777 tokens (the second padded).
 std::vector<std::vector<int32_t>> long_texts(const FamilySpec& spec) {
     std::mt19937 rng(11);
@@ -97,7 +90,7 @@ protected:
             EXPECT_LT(worst[f], tolerance * (f == 4 ? T : 1)) << what << ": " << names[f] << " " << GetParam();
     }
 
-    const LoadedFamily& family_ = loaded_family("long_" + GetParam(), spec_named(GetParam()));
+    const LoadedFamily& family_ = loaded_family("long_" + GetParam(), family_variant(GetParam(), Vocabulary::test_cut));
     const Model& model_ = family_.model;
     std::unique_ptr<Backend> backend_ = make_cpu_backend();
     std::vector<std::vector<int32_t>> texts_ = long_texts(family_.checkpoint.spec);
@@ -200,7 +193,7 @@ INSTANTIATE_TEST_SUITE_P(Families, LongTexts, ::testing::Values("gpt2", "llama",
 
 // What a forward without maps refuses, and maps asked of a forward that kept nothing.
 TEST(LongTextRefusals, EachSaysWhy) {
-    const LoadedFamily& family = loaded_family("long_llama", spec_named("llama"));
+    const LoadedFamily& family = loaded_family("long_llama", family_variant("llama", Vocabulary::test_cut));
     auto backend = make_cpu_backend();
     backend->load_weights(family.model);
     const Batch batch{{{1, 2, 3, 4, 5}}, family.model.config.pad_id()};

@@ -25,13 +25,6 @@ using namespace headscope::test;
 
 namespace {
 
-FamilySpec spec_named(const std::string& name) {
-    if (name == "gpt2") return family_spec(Family::gpt2);
-    for (const FamilyVariant& v : family_variants())
-        if (v.name == name) return v.spec;
-    throw std::out_of_range("no variant " + name);
-}
-
 struct Typing {
     std::string family;
     Maps maps;
@@ -96,7 +89,8 @@ protected:
                         << "layer " << slot << " head " << h << " rows from " << region.row_begin;
     }
 
-    const LoadedFamily& family_ = loaded_family("typing_" + GetParam().family, spec_named(GetParam().family));
+    const LoadedFamily& family_ =
+        loaded_family("typing_" + GetParam().family, family_variant(GetParam().family, Vocabulary::test_cut));
     const Model& model_ = family_.model;
     std::unique_ptr<Backend> backend_ = make_cpu_backend();
     std::vector<int32_t> text_ = std::vector<int32_t>(300);
