@@ -123,7 +123,10 @@ void StatusBar::draw(const WindowState& state, Session& s, Ui& ui, FigureView sh
     if (!s.shown.cuts.empty()) {  // the selected text's cut, else the batch's first
         const TextCut* cut = s.cut_shown(s.model().config.is_encoder_decoder());
         const std::string note = (cut ? *cut : s.shown.cuts.front()).message();
-        text_coloured(ui, {{"view", "status"}, {"name", "cut"}, {"text", note}}, warning_colour, "  %s", note.c_str());
+        // Ellipsized as the tokens' note, so that the export buttons stay in a narrow window.
+        text_coloured(ui, {{"view", "status"}, {"name", "cut"}, {"text", note}}, warning_colour, "  %s",
+                      ellipsized(note, ImGui::GetFontSize(), 0.15f * ImGui::GetContentRegionAvail().x).c_str());
+        if (ui.tooltips && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", note.c_str());
         ImGui::SameLine();
     }
     if (!s.shown_options.ablate.empty()) {
