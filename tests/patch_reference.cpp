@@ -88,6 +88,16 @@ std::vector<double> encoder_metrics(const EncoderCheckpoint& model, const std::v
     return {row[request.answer] - row[request.wrong], log_probability(row, V, request.answer)};
 }
 
+const std::vector<float>& of_kind(const RunActivations& run, PatchKind kind) {
+    switch (kind) {
+        case PatchKind::heads: return run.heads;
+        case PatchKind::residual: return run.residual;
+        case PatchKind::mlp: return run.mlp;
+        case PatchKind::pattern: return run.pattern;
+    }
+    return run.heads;
+}
+
 std::pair<std::vector<int32_t>, std::vector<int32_t>> induction_pair(const Model& model, unsigned seed) {
     std::mt19937 rng(seed);
     std::uniform_int_distribution<int32_t> id(0, model.config.vocab_size - 2);

@@ -8,6 +8,7 @@
 
 #include "encoder_reference.h"
 #include "family_reference.h"
+#include "headscope/compute/backward.h"
 #include "headscope/compute/patching.h"
 #include "headscope/model/model.h"
 
@@ -42,6 +43,9 @@ std::vector<double> reference_metrics(const FamilyCheckpoint& model, const std::
 std::vector<double> encoder_metrics(const EncoderCheckpoint& model, const std::vector<int32_t>& ids,
                                     const std::vector<int32_t>& types, const AttentionOptions& options,
                                     const PatchRequest& request, const FamilyHooks& hooks = {});
+
+// The engine's activations (or gradients) of one kind, from a backward's RunActivations.
+const std::vector<float>& of_kind(const RunActivations& run, PatchKind kind);
 
 // An induction pair for `model` drawn from `seed`: 12 random tokens (not the
 // last id, GPT-2's <|endoftext|>) repeated, against the same first copy

@@ -111,16 +111,6 @@ protected:
     }
 };
 
-const std::vector<float>& of_kind(const RunActivations& run, PatchKind kind) {
-    switch (kind) {
-        case PatchKind::heads: return run.heads;
-        case PatchKind::residual: return run.residual;
-        case PatchKind::mlp: return run.mlp;
-        case PatchKind::pattern: return run.pattern;
-    }
-    return run.heads;
-}
-
 TEST_P(Backward, GradientsMatchCentralDifferences) {
     PatchRequest request;
     request.answer = 300, request.wrong = 901, request.position = 7;

@@ -86,16 +86,6 @@ FamilyHooks moved(PatchKind kind, size_t at, double by, int T, int NH, int hs, i
     return hooks;
 }
 
-const std::vector<float>& of_kind(const RunActivations& run, PatchKind kind) {
-    switch (kind) {
-        case PatchKind::heads: return run.heads;
-        case PatchKind::residual: return run.residual;
-        case PatchKind::mlp: return run.mlp;
-        case PatchKind::pattern: return run.pattern;
-    }
-    return run.heads;
-}
-
 TEST_P(EncoderBackward, GradientsMatchCentralDifferences) {
     std::vector<RunActivations> gradients(2);  // logit difference, log-probability
     for (int m = 0; m < 2; ++m) {
