@@ -12,28 +12,9 @@
 
 #include "process.h"
 #include "screenshot.h"
+#include "virtual_screen.h"
 
 namespace headscope::test {
-
-void pause_ms(int ms);
-
-// An Xvfb server of its own on the first free display from :90 (as xvfb-run
-// -a picks one): a display whose lock file exists, or whose server exits at
-// once, is skipped. The lock file must name this server's process: a test
-// running alongside may have taken the display a moment before, and its
-// server would answer, then vanish when that test ends.
-class VirtualScreen {
-public:
-    VirtualScreen();
-    const std::string& name() const { return name_; }  // empty if no Xvfb started
-
-private:
-    std::unique_ptr<Child> server_;  // ends with this
-    std::string name_;
-};
-
-// The screen's pixels, read through Xlib.
-Image grab_screen(const std::string& display_name);
 
 // The centre of each control a layout names, as xdotool's x and y.
 using Centres = std::map<std::string, std::vector<std::string>>;

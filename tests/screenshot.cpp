@@ -1,7 +1,5 @@
 #include "screenshot.h"
 
-#include <unistd.h>
-
 #include <stb/stb_image.h>
 
 #include <algorithm>
@@ -10,6 +8,7 @@
 #include <iostream>
 
 #include "headscope/inspect/strided.h"
+#include "virtual_screen.h"
 
 namespace headscope::test {
 
@@ -58,22 +57,14 @@ std::array<double, 3> expert_rgb(int expert, double weight) {
     return hsv_to_rgb(std::fmod(expert * 0.618034, 1.0), 0.65, 0.3 + 0.7 * weight);
 }
 
-std::vector<std::string> window_command(const std::vector<std::string>& args, const std::vector<std::string>& under,
-                                        const std::filesystem::path& window) {
-    // xvfb-run -a takes the first free display from its start number, and two
-    // runs starting together can both take it: each test process starts its
-    // search at its own number instead of 99.
-    const std::string first_display = std::to_string(100 + getpid() % 5000 * 4);
-    std::vector<std::string> command = {"xvfb-run", "-a", "-n", first_display, "-s", "-screen 0 1920x1080x24"};
-    command.insert(command.end(), under.begin(), under.end());
-    command.push_back(window.string());
-    command.insert(command.end(), args.begin(), args.end());
-    return command;
-}
-
 ProcessRun run_window(const std::vector<std::string>& args, const std::filesystem::path& scratch,
                       const std::vector<std::string>& under, const std::filesystem::path& window) {
-    return run_program(window_command(args, under, window), scratch);
+    const VirtualScreen screen("1920x1080");
+    const ScopedEnv display("DISPLAY", screen.name());
+    std::vector<std::string> command = under;
+    command.push_back(window.string());
+    command.insert(command.end(), args.begin(), args.end());
+    return run_program(command, scratch);
 }
 
 namespace {

@@ -30,12 +30,7 @@ std::array<double, 3> hsv_to_rgb(double h, double s, double v);
 std::array<double, 3> expert_rgb(int expert, double weight);
 inline constexpr std::array<double, 3> dense_layer_rgb = {62, 62, 68};
 
-// The command line of headscope with `args` under xvfb-run on a 1920x1080 screen.
-std::vector<std::string> window_command(const std::vector<std::string>& args,
-                                        const std::vector<std::string>& under = {},
-                                        const std::filesystem::path& window = HEADSCOPE_WINDOW);
-
-// Runs headscope under xvfb-run on a 1920x1080 screen with these arguments
+// Runs headscope on an Xvfb screen of its own, 1920x1080, with these arguments
 // (which should include --screenshot), capturing its output as run_program does.
 // `under`: a command that runs the window (and not the X server), e.g. prlimit.
 // `window`: the program, the build's unless an installed one is tested.

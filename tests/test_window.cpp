@@ -17,6 +17,7 @@
 #include "model_writer.h"
 #include "process.h"
 #include "screenshot.h"
+#include "virtual_screen.h"
 
 using namespace headscope;
 using nlohmann::json;
@@ -224,7 +225,13 @@ TEST_F(WindowTest, BadOptionsAreOneLineErrorsNamingTheFlag) {
 TEST_F(WindowTest, TheStartModelsLoadShowsItsBarOnATerminal) {
     const std::vector<std::string> args = {"--model", (dir_->path / "model").string(), "--screenshot",
                                            (dir_->path / "terminal.png").string()};
-    const test::ProcessRun shown = test::run_on_terminal(test::window_command(args), dir_->path, test::Stream::err);
+    std::vector<std::string> command = {HEADSCOPE_WINDOW};
+    command.insert(command.end(), args.begin(), args.end());
+    const test::ProcessRun shown = [&] {
+        const test::VirtualScreen screen("1920x1080");
+        const test::ScopedEnv display("DISPLAY", screen.name());
+        return test::run_on_terminal(command, dir_->path, test::Stream::err);
+    }();
     ASSERT_EQ(shown.status, 0) << shown.err;
     EXPECT_NE(shown.err.find("] reading the weights: 0.0 of "), std::string::npos) << shown.err;
     EXPECT_NE(shown.err.find("\r\033[K"), std::string::npos) << shown.err;
