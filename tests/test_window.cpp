@@ -150,10 +150,13 @@ INSTANTIATE_TEST_SUITE_P(Sizes, WindowTest, ::testing::Values("1280x800", "1920x
 // A text longer than the model's 32 positions: the window shows its first 32
 // tokens, each map 32 rows and columns, every cell the weight headscope-cli
 // --truncate gives; the status bar says so, the text box says how far the
-// model reads, and the token view marks the cut.
+// model reads, and the token view marks the cut. The text is one line of
+// 32,003 characters, 24,003 of them letters: ImGui's own wrapped text drew
+// them all, four vertices each, past a window's 65,536 (an assertion ended
+// the window); the text box draws only the lines in view.
 TEST_F(WindowTest, ALongTextIsCutToTheModelsPositionsAndSaysSo) {
     std::string text = "The";
-    for (int n = 0; n < 39; ++n) text += " cat";  // 40 tokens
+    for (int n = 0; n < 8000; ++n) text += " cat";  // 8,001 tokens
     const std::string model = (dir_->path / "model").string();
     const test::WindowShot shot =
         test::shoot_window({"--model", model, "--text", text, "--window-size", "1920x1080"}, dir_->path, "cut-text");
@@ -166,9 +169,9 @@ TEST_F(WindowTest, ALongTextIsCutToTheModelsPositionsAndSaysSo) {
             if (e["view"] == view && (name.empty() || e["name"] == name)) return e["text"].get<std::string>();
         return std::string("(none)");
     };
-    EXPECT_EQ(text_of("status", "cut"), "text 1 has 40 tokens; cut to the first 32, the model's limit");
-    EXPECT_EQ(text_of("control", "text cut"), "the model reads the first 32 of its 40 tokens, up to ' cat'");
-    EXPECT_EQ(text_of("token-cut", ""), "cut here: 8 more tokens past the model's limit of 32");
+    EXPECT_EQ(text_of("status", "cut"), "text 1 has 8001 tokens; cut to the first 32, the model's limit");
+    EXPECT_EQ(text_of("control", "text cut"), "the model reads the first 32 of its 8001 tokens, up to ' cat'");
+    EXPECT_EQ(text_of("token-cut", ""), "cut here: 7969 more tokens past the model's limit of 32");
     const json cells = test::entries(shot.layout, "heads");
     int rows = 0, cols = 0;
     for (const json& cell : cells) {

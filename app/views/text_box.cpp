@@ -3,8 +3,11 @@
 #include <imgui_stdlib.h>
 
 #include <algorithm>
+#include <cstring>
 #include <string>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include "views/controls_view.h"
 #include "widgets/controls.h"
@@ -35,6 +38,43 @@ bool take_typed_characters(std::string& text) {
     return any;
 }
 
+// The text's lines wrapped at `wrap`, as ImGui wraps a text (the blanks
+// that start a wrapped line left out).
+std::vector<std::string_view> wrapped_lines(const std::string& text, float wrap) {
+    const ImFont* font = ImGui::GetFont();
+    const float scale = ImGui::GetFontSize() / font->FontSize;
+    std::vector<std::string_view> lines;
+    const char* const end = text.data() + text.size();
+    for (const char* s = text.data();;) {
+        const char* line_end = static_cast<const char*>(std::memchr(s, '\n', static_cast<size_t>(end - s)));
+        if (!line_end) line_end = end;
+        const char* at = s;
+        do {
+            const char* cut =
+                std::max(font->CalcWordWrapPositionA(scale, at, line_end, wrap), std::min(at + 1, line_end));
+            lines.emplace_back(at, static_cast<size_t>(cut - at));
+            for (at = cut; at < line_end && (*at == ' ' || *at == '\t');) ++at;
+        } while (at < line_end);
+        if (line_end == end) return lines;
+        s = line_end + 1;
+    }
+}
+
+// Only the lines in view are drawn: ImGui 1.86 draws a wrapped text's
+// every glyph, and past about 16,000 characters a window's 65,536 vertices
+// overflow (an assertion ends the program).
+void draw_lines(const std::vector<std::string_view>& lines) {
+    ImGui::PushStyleVar(ImGuiStyleVar_ItemSpacing, ImVec2(ImGui::GetStyle().ItemSpacing.x, 0));
+    ImGuiListClipper clipper;
+    clipper.Begin(static_cast<int>(lines.size()), ImGui::GetTextLineHeight());
+    while (clipper.Step())
+        for (int i = clipper.DisplayStart; i < clipper.DisplayEnd; ++i) {
+            const std::string_view line = lines[static_cast<size_t>(i)];
+            ImGui::TextUnformatted(line.data(), line.data() + line.size());
+        }
+    ImGui::PopStyleVar();
+}
+
 }  // namespace
 
 // The text, as tall as its wrapped lines (three to six, then it scrolls).
@@ -48,8 +88,9 @@ bool ControlsView::text_box(WindowState& state, const Session& s, Ui& ui, float 
     const float line = ImGui::GetTextLineHeight();
     const float wrap = width - 2 * style.FramePadding.x - style.ScrollbarSize;
     const TextCut* cut = s.cut_shown(s.model().config.is_encoder_decoder());
-    const float lines = ImGui::CalcTextSize(text.c_str(), nullptr, false, wrap).y + (cut ? line : 0);
-    const ImVec2 size(width, std::clamp(lines, 3 * line, 6 * line) + 2 * style.FramePadding.y);
+    const std::vector<std::string_view> lines = wrapped_lines(text, wrap);
+    const float height = static_cast<float>(lines.size() + (cut ? 1 : 0)) * line;
+    const ImVec2 size(width, std::clamp(height, 3 * line, 6 * line) + 2 * style.FramePadding.y);
     bool changed = false;
     if (editing_text_) {
         const int since_click = ImGui::GetFrameCount() - text_clicked_frame_;
@@ -78,8 +119,8 @@ bool ControlsView::text_box(WindowState& state, const Session& s, Ui& ui, float 
         text_coloured(ui, {{"view", "control"}, {"name", "text cut"}, {"text", note}}, warning_colour, "%s",
                       note.c_str());
     }
-    ImGui::TextUnformatted(text.c_str(), text.c_str() + text.size());
     ImGui::PopTextWrapPos();
+    draw_lines(lines);
     const bool clicked = ImGui::IsWindowHovered() && ImGui::IsMouseClicked(ImGuiMouseButton_Left);
     if (ImGui::IsWindowHovered()) ImGui::SetMouseCursor(ImGuiMouseCursor_TextInput);
     end_child(ui, "text");
