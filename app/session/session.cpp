@@ -34,6 +34,7 @@ void Session::install(LoadedModel loaded) {
     intact_cache_ = std::make_shared<PrefixCache>();
     intact_backend_ = std::shared_ptr<Backend>(make_cpu_backend());
     intact_backend_->load_weights(*open_->model);
+    long_lens_.open(open_->model);
     intact = {};
     effects_.reset();
     effects_stage_.reset();
@@ -383,7 +384,8 @@ void Session::submit_intact() {
 }
 
 bool Session::collect() {
-    const bool compared = comparison_.collect();
+    bool compared = comparison_.collect();
+    compared = long_lens_.collect() || compared;
     if (std::optional<Worker<IntactShown>::Outcome> done = intact_worker_.take()) {
         // Only for what is shown now (a later keystroke's maps may have come first).
         const IntactShown& got = done->result;
