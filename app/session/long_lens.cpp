@@ -36,7 +36,8 @@ LensAnswer compute_lens(Backend& backend, PrefixCache& cache, const KeptMaps& ke
         // (a text shorter than the cache's computes its last row again), and
         // the rows asked are the only ones the last forward computes.
         const std::vector<int32_t>& ids = kept.batch.token_ids[ask.b];
-        const std::vector<int32_t> cached = cache.token_ids.empty() ? std::vector<int32_t>{} : cache.token_ids[0];
+        const std::vector<int32_t> none;
+        const std::vector<int32_t>& cached = cache.token_ids.empty() ? none : cache.token_ids[0];
         int done = static_cast<int>(std::mismatch(cached.begin(), cached.end(), ids.begin(), ids.end()).first -
                                     cached.begin());
         if (cache.model != kept.model.get() || !(cache.options == options)) done = 0;
@@ -66,6 +67,12 @@ void LongLens::open(std::shared_ptr<const Model> model) {
     backend_ = std::shared_ptr<Backend>(make_cpu_backend());
     backend_->load_weights(*model);
     cache_ = std::make_shared<PrefixCache>();
+    asked_of_.reset(), asked_.reset(), answer_.reset(), message_.clear();
+}
+
+void LongLens::forget() {
+    if (!asked_) return;
+    cache_ = std::make_shared<PrefixCache>();  // a running job keeps the one it has
     asked_of_.reset(), asked_.reset(), answer_.reset(), message_.clear();
 }
 

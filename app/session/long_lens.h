@@ -54,6 +54,8 @@ public:
     explicit LongLens(std::function<void()> wake) : worker_(std::move(wake)) {}
     // Another model: a backend and cache for it, nothing asked.
     void open(std::shared_ptr<const Model> model);
+    // Frees the cache and the answer (the text shown is not long).
+    void forget();
     // Computes `ask` of `kept`, unless it is the one asked last of the same forward.
     void ask(std::shared_ptr<const KeptMaps> kept, const LensAsk& ask);
     // Takes the worker's answer: true when answer() changed.

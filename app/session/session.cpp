@@ -456,7 +456,10 @@ void Session::keep_maps() {
     asked_map_.reset();
     map_answer_.reset();
     kept_maps_ = headscope::keep_maps(open_->model, shown, shown_options);
-    if (kept_maps_) shown_options = kept_maps_->options;
+    if (kept_maps_)
+        shown_options = kept_maps_->options;
+    else
+        long_lens_.forget();  // its cache holds a long text's keys and values
 }
 
 void Session::ask_map(const MapAsk& ask) {
