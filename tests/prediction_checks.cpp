@@ -10,6 +10,13 @@ namespace {
 
 std::string where(int b, int t) { return "text " + std::to_string(b) + " position " + std::to_string(t); }
 
+void expect_none(const Prediction* got, int K, const std::string& what, Mismatches& m) {
+    for (int r = 0; r < K; ++r)
+        if (got[r].id != -1) m.add(what + ": a padded position holds id " + std::to_string(got[r].id));
+}
+
+}  // namespace
+
 // The engine's K predictions at one position against the reference's: each p
 // within 1e-5 of the reference's K largest in turn, each id's own reference
 // p the p reported, ids distinct and by p descending, and the reference's id
@@ -35,13 +42,6 @@ void compare_top(const Prediction* got, int K, int V, const ReferenceRow& want, 
         if (apart_above && apart_below && got[r].id != want.order[r]) m.add(s.str() + " (id)");
     }
 }
-
-void expect_none(const Prediction* got, int K, const std::string& what, Mismatches& m) {
-    for (int r = 0; r < K; ++r)
-        if (got[r].id != -1) m.add(what + ": a padded position holds id " + std::to_string(got[r].id));
-}
-
-}  // namespace
 
 ReferenceRow reference_row(const double* logits, int V, int count) {
     const double max = *std::max_element(logits, logits + V);

@@ -54,6 +54,11 @@ struct ReferenceRow {
 };
 ReferenceRow reference_row(const double* logits, int V, int count);
 
+// The engine's K predictions at one position (`got`) against the reference's
+// row: each p within 1e-5 of the reference's, ids by p descending, and the
+// reference's id wherever its p stands apart from its neighbours' by more than a tie.
+void compare_top(const Prediction* got, int K, int V, const ReferenceRow& want, const std::string& what, Mismatches& m);
+
 // A text's mean loss over its next tokens and the p of ids[t].id at each
 // position t, from the reference's logits of its rows (T, V): what the
 // effects grid tracks.

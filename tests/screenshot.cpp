@@ -75,7 +75,8 @@ using nlohmann::json;
 void expand_cell(const json& entry, int64_t r, int64_t c, json& out) {
     const json& g = entry["grid"];
     json cell = entry;
-    for (const char* key : {"grid", "row", "col", "first_row", "floats_per_row", "floats_per_cell", "storage"})
+    for (const char* key :
+         {"grid", "row", "col", "first_row", "first_col", "floats_per_row", "floats_per_cell", "storage"})
         cell.erase(key);
     cell["x"] = g["x"].get<double>() + c * g["step_x"].get<double>();
     cell["y"] = g["y"].get<double>() + r * g["step_y"].get<double>();
@@ -84,7 +85,7 @@ void expand_cell(const json& entry, int64_t r, int64_t c, json& out) {
     const int64_t row = entry.value("first_row", int64_t{0}) + r;
     if (!entry.contains("floats_per_cell")) {  // a map or mask: rows and columns name queries and keys
         cell[entry["row"].get<std::string>()] = row;
-        cell[entry["col"].get<std::string>()] = c;
+        cell[entry["col"].get<std::string>()] = entry.value("first_col", int64_t{0}) + c;
         out.push_back(std::move(cell));
         return;
     }

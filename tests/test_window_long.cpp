@@ -335,3 +335,38 @@ TEST_F(WindowLong, AskedMapsArePooledFromTheExactWeights) {
 }
 
 }  // namespace
+
+// The lens tab on a long text: the query row (--query) and the positions
+// before it that fit the width, each cell coloured by the top-1 p of core's
+// lens of one forward of the whole text there (sampled in its lower right
+// corner, clear of the token drawn at its left).
+TEST_F(WindowLong, TheLensTabShowsTheLensOfTheQueryRowAndThoseBeforeIt) {
+    const int q = 1500;
+    test::TempDir dir;
+    const test::WindowShot shot =
+        test::shoot_window({"--model", model_dir(), "--text-file", text_path(), "--window-size", "1280x800", "--view",
+                            "lens", "--query", std::to_string(q)},
+                           dir.path, "lens");
+    ASSERT_EQ(shot.run.status, 0) << shot.run.err;
+    AttentionOptions options;
+    options.maps = Maps::none, options.lens_k = 5;
+    AttentionResult lens;
+    auto backend = make_cpu_backend();
+    backend->load_weights(*model_);
+    backend->forward(*batch_, options, lens);
+    const json cells = test::entries(shot.layout, "lens");
+    int first = length(), last = -1;
+    for (const json& cell : cells) {
+        const int t = cell["position"], l = cell["layer"];
+        first = std::min(first, t), last = std::max(last, t);
+        const int x = static_cast<int>(cell["x"].get<double>() + cell["w"].get<double>()) - 3;
+        const int y = static_cast<int>(cell["y"].get<double>() + cell["h"].get<double>()) - 3;
+        const std::array<int, 3> got = shot.image.at(x, y);
+        const float p = lens.lens_at(l, 0, t)[0].p;
+        EXPECT_TRUE(test::near(got, test::viridis(p))) << "layer " << l << " position " << t << ": " << p << ", drawn "
+                                                       << got[0] << "," << got[1] << "," << got[2];
+    }
+    EXPECT_EQ(last, q);
+    EXPECT_GE(last - first + 1, 16) << "as many positions as fit 1280 pixels";
+    EXPECT_EQ(cells.size(), static_cast<size_t>(layers * (last - first + 1)));
+}

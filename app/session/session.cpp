@@ -34,6 +34,7 @@ void Session::install(LoadedModel loaded) {
     intact_cache_ = std::make_shared<PrefixCache>();
     intact_backend_ = std::shared_ptr<Backend>(make_cpu_backend());
     intact_backend_->load_weights(*open_->model);
+    long_lens_.open(open_->model);
     intact = {};
     effects_.reset();
     effects_stage_.reset();
@@ -383,7 +384,8 @@ void Session::submit_intact() {
 }
 
 bool Session::collect() {
-    const bool compared = comparison_.collect();
+    bool compared = comparison_.collect();
+    compared = long_lens_.collect() || compared;
     if (std::optional<Worker<IntactShown>::Outcome> done = intact_worker_.take()) {
         // Only for what is shown now (a later keystroke's maps may have come first).
         const IntactShown& got = done->result;
@@ -454,7 +456,10 @@ void Session::keep_maps() {
     asked_map_.reset();
     map_answer_.reset();
     kept_maps_ = headscope::keep_maps(open_->model, shown, shown_options);
-    if (kept_maps_) shown_options = kept_maps_->options;
+    if (kept_maps_)
+        shown_options = kept_maps_->options;
+    else
+        long_lens_.forget();  // its cache holds a long text's keys and values
 }
 
 void Session::ask_map(const MapAsk& ask) {

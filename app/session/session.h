@@ -22,6 +22,7 @@
 #include "headscope/model/model.h"
 #include "session/comparison.h"
 #include "session/job_progress.h"
+#include "session/long_lens.h"
 #include "session/long_maps.h"
 #include "state/window_state.h"
 
@@ -118,6 +119,9 @@ public:
     const MapAnswer* map_answer() const { return map_answer_ ? &*map_answer_ : nullptr; }
     const std::optional<MapAsk>& asked_map() const { return asked_map_; }  // the last asked, for the exports
     bool map_pending() const { return map_worker_.busy(); }
+    // A long text's logit lens of the selected text's positions [first, end), asked of its worker (long_lens.h).
+    void ask_lens(int first, int end) { long_lens_.ask(kept_maps_, {state_.selected, first, end, lens_k}); }
+    const LongLens& long_lens() const { return long_lens_; }
 
     // Appends `tokens` tokens to the text (the batch has one), chosen as
     // `sampling` says, one worker job each: the maps show the generation as it
@@ -352,6 +356,7 @@ private:
     Worker<EffectsShown> effects_worker_{wake_};
     Worker<IntactShown> intact_worker_{wake_};
     Worker<MapAnswer> map_worker_{wake_};
+    LongLens long_lens_{wake_};
 };
 
 }  // namespace headscope

@@ -53,7 +53,7 @@ MainView::MainView(const Args& args, const Settings& start, LoadedModel loaded, 
 bool MainView::computing() const {
     return !session_.loading().empty() || session_.busy() || session_.probes_pending() || session_.effects_pending() ||
            session_.intact_pending() || session_.comparison().busy() || session_.map_pending() ||
-           checks_view_.computing() || dance_view_.computing();
+           session_.long_lens().pending() || checks_view_.computing() || dance_view_.computing();
 }
 
 void MainView::draw() {
@@ -199,7 +199,8 @@ void MainView::views() {
     // The lens and the contributions are computed only while their tab is shown.
     if (lens_shown != state_.lens_shown) {
         state_.lens_shown = lens_shown;
-        if (lens_shown && session_.shown.attention.lens_k == 0) session_.submit();
+        // A long text's lens is asked for the positions in view, not of the forward (lens_view.h).
+        if (lens_shown && session_.shown.attention.lens_k == 0 && !session_.long_text()) session_.submit();
     }
     if (contributions_shown != state_.contributions_shown) {
         state_.contributions_shown = contributions_shown;
@@ -207,11 +208,12 @@ void MainView::views() {
     }
 }
 
-// A long text's tabs: its heads in the long view, and its tokens (each row
-// computed from the kept queries and keys); the other tabs need every map.
+// A long text's tabs: its heads in the long view, its tokens (each row
+// computed from the kept queries and keys) and the lens of the positions in
+// view (asked of its worker); the other tabs need every map.
 void MainView::long_views() {
     if (!ImGui::BeginTabBar("views")) return;
-    for (const View view : {View::heads, View::tokens}) {
+    for (const View view : {View::heads, View::tokens, View::lens}) {
         const int v = static_cast<int>(view);
         const ImGuiTabItemFlags flags = tab_to_select_ == view ? ImGuiTabItemFlags_SetSelected : 0;
         const bool open = ImGui::BeginTabItem(view_choices.labels[v], nullptr, flags);
@@ -222,8 +224,10 @@ void MainView::long_views() {
         ImGui::BeginChild("view", ImVec2(0, -ImGui::GetFrameHeightWithSpacing()));
         if (view == View::heads)
             long_view_.draw(state_, session_, ui_);
-        else
+        else if (view == View::tokens)
             tokens_view_.draw(state_, session_, ui_);
+        else
+            lens_view_.draw(state_, session_, ui_);
         ImGui::EndChild();
         ImGui::EndTabItem();
     }

@@ -14,32 +14,75 @@ namespace {
 // Up to 200-pixel cells.
 float max_zoom(float fit_w) { return std::max(1.f, 200 / fit_w); }
 
-// The top lens_k tokens of layer slot `slot` at position t.
-void lens_tooltip(const WindowState& state, const Session& s, int slot, int t) {
-    const AttentionResult& att = s.shown.attention;
-    const Prediction* top = att.lens_at(slot, state.selected, t);
+// The top tokens of layer slot `slot` at position t.
+void lens_tooltip(const WindowState& state, const Session& s, const LensRows& rows, int slot, int t) {
+    const Prediction* top = rows.at(slot, t);
     ImGui::BeginTooltip();
-    ImGui::Text("after layer %d, at %s (token %d)", att.layers[slot], shown_token(s, state.selected, t, true).c_str(),
-                t);
-    for (int k = 0; k < att.lens_k && top[k].id >= 0; ++k)
+    ImGui::Text("after layer %d, at %s (token %d)", (*rows.layers)[slot],
+                shown_token(s, state.selected, t, true).c_str(), t);
+    for (int k = 0; k < rows.k && top[k].id >= 0; ++k)
         ImGui::Text("%d. %s  %.4f", k + 1, shown_token(s.model().tokenizer, top[k].id, true).c_str(), top[k].p);
     ImGui::EndTooltip();
 }
 
+// A long text's lens cells are at least this wide (points), its positions as many as fit.
+constexpr float long_lens_cell_w = 56;
+
 }  // namespace
 
-HeatmapImage lens_probabilities(const WindowState& state, const Session& s) {
+LensRows lens_rows(const WindowState& state, const Session& s) {
+    if (s.long_text()) {
+        const LensAnswer* answer = s.long_lens().answer();
+        if (!answer || answer->ask.b != state.selected) return {};
+        const LensAsk& ask = answer->ask;
+        return {&answer->layers,         ask.first,
+                ask.end - ask.first,     ask.k,
+                answer->tops.data(),     static_cast<size_t>(ask.end - ask.first),
+                s.long_lens().answered()};
+    }
     const AttentionResult& att = s.shown.attention;
-    const int L = static_cast<int>(att.layers.size()), b = state.selected, length = s.length(b);
-    HeatmapImage probabilities{.rows = L, .cols = length, .cells = {}};
+    if (att.lens_k == 0) return {};
+    return {&att.layers,
+            0,
+            s.length(state.selected),
+            att.lens_k,
+            att.lens.data() + static_cast<size_t>(state.selected) * att.T * att.lens_k,
+            static_cast<size_t>(att.B) * att.T,
+            0};
+}
+
+HeatmapImage lens_probabilities(const WindowState& state, const Session& s) {
+    const LensRows rows = lens_rows(state, s);
+    const int L = rows.count ? rows.layer_count() : 0;
+    HeatmapImage probabilities{.rows = L, .cols = rows.count, .cells = {}};
     for (int slot = 0; slot < L; ++slot)
-        for (int t = 0; t < length; ++t) probabilities.cells.push_back(att.lens_at(slot, b, t)[0].p);
+        for (int t = rows.first; t < rows.first + rows.count; ++t) probabilities.cells.push_back(rows.at(slot, t)[0].p);
     return probabilities;
 }
 
-void LensView::draw(WindowState& state, const Session& s, Ui& ui) {
-    const AttentionResult& att = s.shown.attention;
-    if (att.lens_k == 0) {
+bool LensView::ask_long_lens(const WindowState& state, Session& s, Ui& ui, float width) {
+    const int length = s.length(state.selected);
+    const int end = (state.query >= 0 && state.query < length ? state.query : length - 1) + 1;
+    const int fit = std::clamp(static_cast<int>(width / (long_lens_cell_w * ui.scale)), 1, 256);
+    const int first = std::max(0, end - fit);
+    s.ask_lens(first, end);
+    const LongLens& lens = s.long_lens();
+    const LensAnswer* answer = lens.answer();
+    const bool shown = answer && answer->ask.b == state.selected;
+    if (!lens.message().empty() && !lens.pending())
+        ImGui::TextUnformatted(("The logit lens: " + lens.message()).c_str());
+    else if (!shown || lens.pending())
+        ImGui::Text("computing the logit lens of positions %d to %d (the forward up to them, on a worker)...", first,
+                    end - 1);
+    return shown;
+}
+
+void LensView::draw(WindowState& state, Session& s, Ui& ui) {
+    if (s.long_text() && s.model().config.predicts() &&
+        !ask_long_lens(state, s, ui, ImGui::GetContentRegionAvail().x - ImGui::CalcTextSize("L00").x))
+        return;
+    const LensRows rows = lens_rows(state, s);
+    if (rows.count == 0) {
         if (!s.model().config.predicts())
             ImGui::TextUnformatted(no_head_message);
         else if (s.generation)
@@ -53,8 +96,13 @@ void LensView::draw(WindowState& state, const Session& s, Ui& ui) {
     ImGui::TextWrapped(
         "The next token each layer's residual stream already predicts, read through the final norm and the output "
         "embedding; colour: its probability. Wheel: zoom, drag: pan, double-click: every position.");
+    if (s.long_text())
+        ImGui::TextWrapped(
+            "A long text: positions %d to %d, the query row and those before it (click a token to "
+            "choose the row).",
+            rows.first, rows.first + rows.count - 1);
     ImGui::PopStyleColor();
-    const int L = static_cast<int>(att.layers.size()), length = s.length(state.selected);
+    const int L = rows.layer_count(), length = rows.count;
     const float line = ImGui::GetTextLineHeight(), scrollbar = ImGui::GetStyle().ScrollbarSize;
     const float label_w = ImGui::CalcTextSize("L00").x + 8 * ui.scale, header = 2 * line + 4 * ui.scale;
     const ImVec2 avail = ImGui::GetContentRegionAvail();
@@ -70,7 +118,7 @@ void LensView::draw(WindowState& state, const Session& s, Ui& ui) {
     const ImVec2 start = ImGui::GetCursorScreenPos();
     for (int slot = 0; slot < L; ++slot) {
         char label[16];
-        std::snprintf(label, sizeof label, "L%d", att.layers[slot]);
+        std::snprintf(label, sizeof label, "L%d", (*rows.layers)[slot]);
         ImGui::GetWindowDrawList()->AddText(ImVec2(start.x, start.y + header + slot * cell_h + (cell_h - line) / 2),
                                             ImGui::GetColorU32(ImGuiCol_Text), label);
     }
@@ -79,15 +127,16 @@ void LensView::draw(WindowState& state, const Session& s, Ui& ui) {
     ImGui::SetNextWindowContentSize(ImVec2(cell_w * length, 0));
     ImGui::BeginChild("lens grid", ImVec2(0, header + L * cell_h + scrollbar), false,
                       ImGuiWindowFlags_HorizontalScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
-    grid(state, s, ui, {cell_w, cell_h}, header, fit_w);
+    grid(state, s, rows, ui, {cell_w, cell_h}, header, fit_w);
     ImGui::EndChild();
 }
 
 // Inside the scrolling child: the cells in view, their tokens, the labels
 // above the columns, hover, and zoom and pan.
-void LensView::grid(WindowState& state, const Session& s, Ui& ui, ImVec2 cell, float header, float fit_w) {
-    const AttentionResult& att = s.shown.attention;
-    const int L = static_cast<int>(att.layers.size()), b = state.selected, length = s.length(b);
+void LensView::grid(WindowState& state, const Session& s, const LensRows& rows, Ui& ui, ImVec2 cell, float header,
+                    float fit_w) {
+    // Columns c of the grid are positions rows.first + c.
+    const int L = rows.layer_count(), b = state.selected, length = rows.count, at = rows.first;
     const float line = ImGui::GetTextLineHeight(), scroll = ImGui::GetScrollX(), view_w = ImGui::GetWindowWidth();
     const ImVec2 top = ImGui::GetCursorScreenPos();
     const ImVec2 origin(top.x, std::floor(top.y + header));  // column 0's corner, maybe scrolled off
@@ -101,9 +150,9 @@ void LensView::grid(WindowState& state, const Session& s, Ui& ui, ImVec2 cell, f
         io.MouseDragMaxDistanceSqr[ImGuiMouseButton_Left] < io.MouseDragThreshold * io.MouseDragThreshold;
     const int first = std::clamp(static_cast<int>(scroll / cell.x), 0, length - 1);
     const int end = std::clamp(static_cast<int>(std::ceil((scroll + view_w) / cell.x)), first + 1, length);
-    if (generation_ != s.shown_generation || b_ != b) {
+    if (generation_ != s.shown_generation || b_ != b || answered_ != rows.answered) {
         ui.renderer.upload(lens_probabilities(state, s), texture_);
-        generation_ = s.shown_generation, b_ = b;
+        generation_ = s.shown_generation, b_ = b, answered_ = rows.answered;
     }
     ui.renderer.draw_on_screen(ui.colormap, texture_, ImVec2(origin.x + first * cell.x, origin.y),
                                ImVec2(origin.x + end * cell.x, origin.y + L * cell.y),
@@ -113,7 +162,7 @@ void LensView::grid(WindowState& state, const Session& s, Ui& ui, ImVec2 cell, f
     if (cell.y >= line && cell.x >= 3 * ImGui::CalcTextSize("M").x + pad)
         for (int slot = 0; slot < L; ++slot)
             for (int t = first; t < end; ++t) {
-                const Prediction& best = att.lens_at(slot, b, t)[0];
+                const Prediction& best = rows.at(slot, at + t)[0];
                 const ImU32 ink = best.p > lens_dark_text_above ? IM_COL32(0, 0, 0, 255) : IM_COL32(255, 255, 255, 255);
                 const std::string shown = ellipsized(shown_token(s.model().tokenizer, best.id), line, cell.x - pad - 1);
                 draw->AddText(ImVec2(origin.x + t * cell.x + pad, origin.y + slot * cell.y + (cell.y - line) / 2), ink,
@@ -124,19 +173,20 @@ void LensView::grid(WindowState& state, const Session& s, Ui& ui, ImVec2 cell, f
     const int every = std::max(1, static_cast<int>(std::ceil(ImGui::CalcTextSize("MMM").x / (2 * cell.x))));
     for (int t = first / every * every; t < end; t += every) {
         const float x = origin.x + t * cell.x, y = top.y + (t / every % 2 ? line : 0);
-        const std::string shown = ellipsized(shown_token(s, b, t), line, 2 * every * cell.x - pad);
-        drawn_text(ui, {{"view", "lens-label"}, {"position", t}, {"text", shown}}, draw, ImGui::GetFontSize(),
+        const std::string shown = ellipsized(shown_token(s, b, at + t), line, 2 * every * cell.x - pad);
+        drawn_text(ui, {{"view", "lens-label"}, {"position", at + t}, {"text", shown}}, draw, ImGui::GetFontSize(),
                    ImVec2(x, y), ImGui::GetColorU32(ImGuiCol_Text), shown, ImVec2(x, y),
                    ImGui::CalcTextSize(shown.c_str()));
     }
-    ui.layout.grid({{"view", "lens"}, {"row", "layer"}, {"col", "position"}}, {origin, cell, cell, L, length});
+    ui.layout.grid({{"view", "lens"}, {"row", "layer"}, {"col", "position"}, {"first_col", at}},
+                   {origin, cell, cell, L, length});
     if (!hovered) return;
     const ImVec2 mouse = ImGui::GetIO().MousePos;
     const int t = std::clamp(static_cast<int>((mouse.x - origin.x) / cell.x), 0, length - 1);
     if (ui.tooltips) {
-        lens_tooltip(state, s, std::clamp(static_cast<int>((mouse.y - origin.y) / cell.y), 0, L - 1), t);
-        state.hovered_query = t;
-        if (clicked) state.query = t;
+        lens_tooltip(state, s, rows, std::clamp(static_cast<int>((mouse.y - origin.y) / cell.y), 0, L - 1), at + t);
+        state.hovered_query = at + t;
+        if (clicked) state.query = at + t;
     }
     zoom_and_pan(fit_w, mouse.x - ImGui::GetWindowPos().x);
 }

@@ -56,7 +56,9 @@ void LongView::draw(WindowState& state, Session& session, Ui& ui) {
     text(ui, {{"view", "long-text"}, {"tokens", length}},
          "A long text, %d tokens: every head summarised, maps computed for what is shown.", length);
     ImGui::SameLine();
-    ImGui::TextDisabled("(the tokens tab shows a row; the others are for shorter texts)");
+    ImGui::TextDisabled(
+        "(the tokens tab shows a row, the logit lens the positions in view; the others are for "
+        "shorter texts)");
     enum_combo(ui, "colour by", summary_, summary_choices.labels, 160 * ui.scale, "summary");
     ImGui::SameLine();
     enum_combo(ui, "pooling", pooling_, pooling_choices.labels, 80 * ui.scale, "pooling");

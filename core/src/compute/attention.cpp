@@ -43,6 +43,7 @@ bool operator<(const ExpertRef& a, const ExpertRef& b) {
     return std::tie(a.layer, a.expert) < std::tie(b.layer, b.expert);
 }
 
+// lens_from is left out: it changes no key or value a prefix cache keeps.
 bool operator==(const AttentionOptions& a, const AttentionOptions& b) {
     const auto fields = [](const AttentionOptions& o) {
         return std::tie(o.causal, o.padding_mask, o.n_head, o.scale, o.split, o.layers, o.capture_outputs,

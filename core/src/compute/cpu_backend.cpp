@@ -134,6 +134,7 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
     for (int b = 0; b < B; ++b) first_row_[b + 1] = first_row_[b] + T - begin_[b];
     rows_ = first_row_[B];
 
+    lens_ = options.lens_k > 0 && options.lens_from < T;  // the rows computed end at T - 1
     first_held_ = options.new_rows_only ? begin_[0] : 0;  // validate_forward: one text
     set_up_result(cfg, batch, options, result, first_held_);
     if (cache) {
@@ -156,7 +157,7 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
     const int layers_run = every_layer ? cfg.n_layer : result.layers.back() + 1;
     const size_t map_floats = static_cast<size_t>(B) * split.NH * (T - first_held_) * T;
     const size_t rows = static_cast<size_t>(rows_);
-    const size_t lens_slots = options.lens_k ? result.layers.size() : 0;
+    const size_t lens_slots = lens_ ? result.layers.size() : 0;
     PrefixCache& store = cache ? *cache : own_cache_;
     one_layer_store_ = !cache && options.maps != Maps::full;
     if (options.split == Split::transpose)
@@ -208,7 +209,7 @@ void CpuForward::reserve_buffers(const Config& cfg, const Batch& batch, const At
     const bool predicting = options.top_k > 0 || options.lens_k > 0;
     const size_t map_floats = static_cast<size_t>(B) * split.NH * (T - first_held_) * T;
     const size_t rows = static_cast<size_t>(rows_), qkv_width = split.q_width() + 2 * split.kv_width();
-    const size_t lens_slots = options.lens_k ? returned_layers : 0;
+    const size_t lens_slots = lens_ ? returned_layers : 0;
     reserve_floats(x_, rows * C);
     reserve_floats(ln_, std::max(rows, size_t(unembed_chunk)) * C);
     reserve_floats(qkv_, rows * qkv_width);

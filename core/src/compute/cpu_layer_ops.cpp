@@ -111,7 +111,7 @@ void CpuForward::LayerRun::at(LayerPoint point, int l) {
         case LayerPoint::output:
             if (options_.contributions)
                 std::copy_n(f_.x_.data(), rows * C, f_.residuals_.data() + (2 * l + 2) * rows * C);
-            if (at_.slot >= 0 && options_.lens_k)
+            if (at_.slot >= 0 && f_.lens_)
                 std::copy_n(f_.x_.data(), rows * C, f_.unembed_in_.data() + at_.slot * rows * C);
             return;
     }

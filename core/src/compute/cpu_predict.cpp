@@ -150,7 +150,7 @@ void CpuForward::predict(const Model& model, const Batch& batch, const Attention
                          AttentionResult& result, const Prediction* tracked, float* tracked_p) {
     const Config& cfg = model.config;
     const int C = cfg.n_embd, V = cfg.vocab_size, T = result.T, R = rows_;
-    const int lens_slots = options.lens_k ? static_cast<int>(result.layers.size()) : 0;
+    const int lens_slots = lens_ ? static_cast<int>(result.layers.size()) : 0;
     const int total = (lens_slots + (options.top_k ? 1 : 0)) * R;
     reserve_floats(logits_, static_cast<size_t>(std::min(total, unembed_chunk)) * V);
     if (cfg.mlm_head && !cfg.post_norm) reserve_floats(head_in_, static_cast<size_t>(unembed_chunk) * C);
@@ -172,7 +172,7 @@ void CpuForward::predict(const Model& model, const Batch& batch, const Attention
             const int k = lens ? result.lens_k : result.top_k;
             Prediction* top = lens ? result.lens.data() + (static_cast<size_t>(slot) * result.B * T + at) * k
                                    : result.predictions.data() + at * k;
-            if (t >= length) {  // a padded position
+            if (t >= length || (lens && t < options.lens_from)) {  // a padded position, or a row before the lens's
                 std::fill_n(top, k, Prediction{});
                 if (!lens) result.logprob_next[at] = std::nanf("");
                 continue;

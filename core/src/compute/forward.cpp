@@ -253,6 +253,7 @@ void validate_forward(const Model& model, const Batch& batch, const AttentionOpt
         if (k < 0 || k > cfg.vocab_size)
             throw Error(std::string("the ") + what + " asks for " + std::to_string(k) +
                         " tokens; it can give 0 to the vocabulary's " + std::to_string(cfg.vocab_size));
+    if (options.lens_from < 0) throw Error("the logit lens cannot start before the first token");
     check_ablation(cfg, options);
     check_expert_ablation(cfg, options);
     if ((options.top_k || options.lens_k || options.contributions) && !cfg.predicts())

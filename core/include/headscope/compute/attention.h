@@ -75,6 +75,12 @@ struct AttentionOptions {
     // residual stream after each returned layer, read through the final norm
     // and the output embedding. Runs every layer, like top_k.
     int lens_k = 0;
+    // The lens of the rows from lens_from only (a long text's positions in
+    // view): earlier rows hold id -1, and a forward that computes no row
+    // from it reads no lens out at all (filling a prefix cache up to the rows
+    // asked costs no output embedding). Not part of a prefix cache's key:
+    // rows a cache supplies keep its forward's lens, read out or not.
+    int lens_from = 0;
     // The maps hold only the query rows this forward computes, not those a
     // prefix cache supplies (AttentionResult::first_row): a generation's step
     // then costs its new row, not the whole map again. One text only.

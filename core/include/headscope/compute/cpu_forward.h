@@ -132,6 +132,7 @@ private:
     std::vector<int> first_row_;  // (B + 1) where each text's rows start among the R
     int rows_ = 0;                // R
     int first_held_ = 0;          // the first query row the maps hold (AttentionResult::first_row)
+    bool lens_ = false;           // the lens is read out: lens_k, and a row from lens_from computed
     PrefixCache own_cache_;       // the keys and values when the caller keeps no cache
     // A long text's forward without maps and without a cache keeps one
     // layer's keys and values at a time (every layer's: 2 GB at 32k tokens of a 1B model).
