@@ -86,7 +86,8 @@ Split split(const std::vector<float>& x, int64_t group, bool three_parts) {
 
 // Output o of row x: per block, 8 lanes of integer sums (lane l: the values
 // 4l to 4l + 3 of each 32), then the float steps in the comment's order,
-// into 8 lanes (MXFP4: 16, its odd blocks' lanes 8-15).
+// into 8 lanes (MXFP4: 16, its odd blocks' lanes 8-15; Q8_0: 16 lanes of
+// T = 254 H + L itself, lane l the values 2l and 2l + 1 of each block).
 float described_product(const Weight& w, int64_t o, const std::vector<float>& x) {
     const auto n = static_cast<int64_t>(ggml_type_traits(w.type).block_elements);
     const bool three_parts = w.type == GgmlType::MXFP4;
@@ -96,6 +97,15 @@ float described_product(const Weight& w, int64_t o, const std::vector<float>& x)
     std::array<float, 16> acc{};
     for (int64_t b = 0; b < w.in / n; ++b) {
         float* lanes = acc.data() + (w.type == GgmlType::MXFP4 && b % 2 ? 8 : 0);
+        if (w.type == GgmlType::Q8_0) {
+            std::array<int32_t, 16> t{};
+            for (int64_t e = 0; e < n; ++e)
+                t[static_cast<size_t>(e / 2)] +=
+                    fields(w, o, b * n + e).code * (254 * p.hi[b * n + e] + p.lo[b * n + e]);
+            const float factor = static_cast<float>(fields(w, o, b * n).d) * p.fine[b];
+            for (size_t l = 0; l < 16; ++l) acc[l] += static_cast<float>(t[l]) * factor;
+            continue;
+        }
         std::array<int32_t, 8> hi{}, lo{}, rest{}, offsets{};
         std::vector<int32_t> group_sums(static_cast<size_t>(n / sum_group));
         for (int64_t e = 0; e < n; ++e) {
@@ -128,7 +138,7 @@ float described_product(const Weight& w, int64_t o, const std::vector<float>& x)
         }
     }
     float sum = 0;
-    for (size_t l = 0; l < (w.type == GgmlType::MXFP4 ? 16u : 8u); ++l) sum += acc[l];
+    for (size_t l = 0; l < (w.type == GgmlType::Q8_0 || w.type == GgmlType::MXFP4 ? 16u : 8u); ++l) sum += acc[l];
     return sum;
 }
 

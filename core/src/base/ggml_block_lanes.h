@@ -104,19 +104,36 @@ void q4_k_pair_codes(const uint8_t* block, int pair, int c, Bytes (&codes)[2]) {
     codes[1] = bytes >> 4;
 }
 
+// Bytes shifted up s bits in place as 16-bit words, each byte's top bits
+// into the next byte's bottom (for the caller to mask off): x86 shifts no
+// bytes, and GCC adds a byte vector to itself s times instead. (In place: a
+// vector returned by value has an ABI of its build's extensions.)
+template <int s, typename Bytes>
+void shift_words_up(Bytes& bytes) {
+    typedef uint16_t Words __attribute__((vector_size(sizeof(Bytes))));  // (a using ignores a dependent size)
+    Words words;
+    std::memcpy(&words, &bytes, sizeof words);
+    words <<= s;
+    std::memcpy(&bytes, &words, sizeof bytes);
+}
+
 // Q6_K's codes (0 to 63) of one half of a block, 4 runs of 32 values, from
 // offset c in each run: run r's low bits from ql's first or second 32 bytes
-// (r % 2), low or high nibbles (r / 2), its high bits qh's bits 2r and 2r + 1.
+// (r % 2), low or high nibbles (r / 2), its high bits qh's bits 2r and 2r + 1
+// (moved to bits 4 and 5 of the code).
 template <typename Bytes>
 void q6_k_run_codes(const uint8_t* block, int half, int c, Bytes (&codes)[4]) {
     Bytes first, second, h;  // (as in q4_k_pair_codes)
     std::memcpy(&first, block + 64 * half + c, sizeof first);
     std::memcpy(&second, block + 64 * half + 32 + c, sizeof second);
     std::memcpy(&h, block + 128 + 32 * half + c, sizeof h);
-    codes[0] = (first & 15) | (h & 3) << 4;
-    codes[1] = (second & 15) | ((h >> 2) & 3) << 4;
-    codes[2] = (first >> 4) | ((h >> 4) & 3) << 4;
-    codes[3] = (second >> 4) | (h >> 6) << 4;
+    Bytes up4 = h, up2 = h;
+    shift_words_up<4>(up4);
+    shift_words_up<2>(up2);
+    codes[0] = (first & 15) | (up4 & 0x30);
+    codes[1] = (second & 15) | (up2 & 0x30);
+    codes[2] = (first >> 4) | (h & 0x30);
+    codes[3] = (second >> 4) | ((h >> 2) & 0x30);
 }
 
 // Q8_0: d, then 32 signed 8-bit codes.

@@ -50,6 +50,7 @@ const SplitRows& split_rows(const float* x, int rows, int64_t in, const SplitPla
     thread_local SplitRows split;
     const auto values = static_cast<size_t>(rows * in), groups = static_cast<size_t>(rows * in / plan.group);
     split.hi.resize(values), split.lo.resize(values), split.rest.resize(plan.three_parts ? values : 0);
+    split.joined.resize(plan.joined ? values : 0);
     split.scale.resize(groups), split.fine.resize(groups);
     split.sums.resize(plan.sum_group ? values / static_cast<size_t>(plan.sum_group) : 0);
     for (size_t g = 0; g < groups; ++g) {
@@ -57,6 +58,8 @@ const SplitRows& split_rows(const float* x, int rows, int64_t in, const SplitPla
         split_group(x + at, static_cast<size_t>(plan.group), split.hi.data() + at, split.lo.data() + at,
                     plan.three_parts ? split.rest.data() + at : nullptr, split.scale[g], split.fine[g]);
     }
+    for (size_t j = 0; j < split.joined.size(); ++j)  // at most 254 * 127 + 127 = 32385
+        split.joined[j] = static_cast<int16_t>(254 * split.hi[j] + split.lo[j]);
     for (size_t k = 0; k < split.sums.size(); ++k) {
         const auto at = static_cast<size_t>(static_cast<int64_t>(k) * plan.sum_group);
         int32_t sum = 0;

@@ -12,17 +12,19 @@ namespace headscope {
 // The rows' parts, in the thread's buffers, kept between calls.
 struct SplitRows {
     AlignedVector<int8_t> hi, lo, rest;  // rows x in (rest: MXFP4's third part)
+    AlignedVector<int16_t> joined;       // rows x in: 254 hi + lo, where the plan joins them
     AlignedVector<float> scale, fine;    // rows x groups: s and T's unit, s / 254 (MXFP4: s / 254^2)
     AlignedVector<int32_t> sums;         // rows x in / sum_group: T's parts summed (MXFP4: times -12)
 };
 
 // How a type's products split x: in groups of `group`, into two parts or
-// three, with sums of T's parts every `sum_group` values (none where it is
-// 0) times `sum_factor`.
+// three (and the two joined into one 16-bit part too, where `joined`), with
+// sums of T's parts every `sum_group` values (none where it is 0) times
+// `sum_factor`.
 struct SplitPlan {
     int64_t group, sum_group;
     int32_t sum_factor;
-    bool three_parts;
+    bool three_parts, joined;
 };
 
 // Rows r0 on of a SplitRows, as the kernels read them, block by block.
@@ -33,6 +35,7 @@ struct RowParts {
     const int8_t* hi_at(int r, int64_t at) const { return split.hi.data() + (r0 + r) * in + at; }
     const int8_t* lo_at(int r, int64_t at) const { return split.lo.data() + (r0 + r) * in + at; }
     const int8_t* rest_at(int r, int64_t at) const { return split.rest.data() + (r0 + r) * in + at; }
+    const int16_t* joined_at(int r, int64_t at) const { return split.joined.data() + (r0 + r) * in + at; }
     const int32_t* block_sums_at(int r, int64_t block) const {
         return split.sums.data() + ((r0 + r) * row_blocks + block) * block_sums;
     }
