@@ -101,7 +101,7 @@ TEST_P(LongTexts, SummariesMatchTheFullMapsAndTheReference) {
     const AttentionResult full = run(options(Maps::full, true));
     const AttentionResult none = run(options(Maps::none, true));
     EXPECT_TRUE(none.weights.empty());
-    EXPECT_TRUE(none.queries.empty());
+    EXPECT_FALSE(none.keeps_queries());
     // The same attention, held or not: the outputs agree, and the summaries
     // of both against the full maps'.
     ASSERT_EQ(none.outputs.size(), full.outputs.size());
@@ -111,10 +111,10 @@ TEST_P(LongTexts, SummariesMatchTheFullMapsAndTheReference) {
         largest = std::max(largest, double(std::abs(full.outputs[n])));
     }
     EXPECT_LT(outputs, 1e-5 * largest);
-    expect_summaries(full.summaries, full.weights, full.NH, 2e-5, "with the maps");
-    expect_summaries(none.summaries, full.weights, full.NH, 2e-5, "without the maps");
+    expect_summaries(full.row_summaries(), full.weights, full.NH, 2e-5, "with the maps");
+    expect_summaries(none.row_summaries(), full.weights, full.NH, 2e-5, "without the maps");
     const FamilyReference reference = family_reference(family_.checkpoint, texts_, options(Maps::full, false));
-    expect_summaries(none.summaries, reference.weights, reference.NH, 2e-4, "against the reference");
+    expect_summaries(none.row_summaries(), reference.weights, reference.NH, 2e-4, "against the reference");
 }
 
 TEST_P(LongTexts, RegionsAndPooledMapsMatchTheFullMaps) {
@@ -124,7 +124,9 @@ TEST_P(LongTexts, RegionsAndPooledMapsMatchTheFullMaps) {
     const FamilyReference reference = family_reference(family_.checkpoint, texts_, kept_options);
     const KeptForward forward{model_, batch_, kept_options, kept};
     const int T = batch_.T(), NH = kept.NH;
-    ASSERT_EQ(kept.queries.size(), static_cast<size_t>(model_.config.n_layer) * 2 * T * NH * kept.hs);
+    ASSERT_TRUE(kept.keeps_queries());  // every layer's, of both texts, T rows each: no cache, no room to grow
+    ASSERT_EQ(kept.kept->shape.slots, model_.config.n_layer);
+    ASSERT_EQ(kept.kept->capacity, T);
     // The whole map, a corner, rows past the second text's end (padding), one
     // cell, a band along the diagonal, the last rows over the first keys.
     const std::vector<MapRegion> regions = {{0, T, 0, T},         {0, 70, 0, 130},      {760, 800, 700, 790},
@@ -184,9 +186,9 @@ TEST_P(LongTexts, SummariesOfALayerSubsetAreThoseLayersOnes) {
     one.layers = {1};
     const AttentionResult subset = run(one);
     const size_t per_layer = static_cast<size_t>(2) * all.NH * all.T;
-    ASSERT_EQ(subset.summaries.entropy.size(), per_layer);
-    for (size_t n = 0; n < per_layer; ++n)
-        ASSERT_EQ(summary_of(subset.summaries, n), summary_of(all.summaries, per_layer + n)) << n;
+    const RowSummaries got = subset.row_summaries(), want = all.row_summaries();
+    ASSERT_EQ(got.entropy.size(), per_layer);
+    for (size_t n = 0; n < per_layer; ++n) ASSERT_EQ(summary_of(got, n), summary_of(want, per_layer + n)) << n;
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, LongTexts, ::testing::Values("gpt2", "llama", "mistral", "gemma2", "gpt_oss"));

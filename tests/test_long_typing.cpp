@@ -4,7 +4,8 @@
 // queries and keys, and the maps recomputed from them (attention_maps.h)
 // equal a fresh forward's of the whole text, on GPT-2's layout, grouped-query
 // Llama (RoPE) and Mistral (a sliding window), with two texts of which only
-// the first grows.
+// the first grows; the rows are written in place, and never under a result
+// still held.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <ostream>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "family_models.h"
@@ -24,6 +26,18 @@ using namespace headscope;
 using namespace headscope::test;
 
 namespace {
+
+// Text b's rows [0, T) of every layer slot of r's kept queries (else keys), in (slots, T, width) order.
+std::vector<float> kept_rows(const AttentionResult& r, int b, bool queries) {
+    std::vector<float> rows;
+    const size_t width = queries ? r.kept->shape.Qw : r.kept->shape.KVw;
+    for (size_t slot = 0; slot < r.layers.size(); ++slot)
+        for (int t = 0; t < r.T; ++t) {
+            const float* row = queries ? r.query(slot, b, t) : r.key(slot, b, t);
+            rows.insert(rows.end(), row, row + width);
+        }
+    return rows;
+}
 
 struct Typing {
     std::string family;
@@ -66,18 +80,24 @@ protected:
             for (size_t n = 0; n < y.size(); ++n) w = std::max(w, double(std::abs(x[n] - y[n])));
             return w;
         };
-        ASSERT_EQ(got.summaries.entropy.size(), want.summaries.entropy.size());
-        EXPECT_LT(worst(got.summaries.entropy, want.summaries.entropy), tolerance);
-        EXPECT_LT(worst(got.summaries.first_key, want.summaries.first_key), tolerance);
-        EXPECT_LT(worst(got.summaries.previous_key, want.summaries.previous_key), tolerance);
-        EXPECT_LT(worst(got.summaries.max, want.summaries.max), tolerance);
-        EXPECT_LT(worst(got.summaries.distance, want.summaries.distance), tolerance * b.T());
-        ASSERT_EQ(got.queries.size(), want.queries.size());
-        ASSERT_EQ(got.keys.size(), want.keys.size());
+        ASSERT_EQ(got.T, want.T);
+        const RowSummaries g = got.row_summaries(), w = want.row_summaries();
+        ASSERT_EQ(g.entropy.size(), w.entropy.size());
+        ASSERT_FALSE(w.entropy.empty());
+        EXPECT_LT(worst(g.entropy, w.entropy), tolerance);
+        EXPECT_LT(worst(g.first_key, w.first_key), tolerance);
+        EXPECT_LT(worst(g.previous_key, w.previous_key), tolerance);
+        EXPECT_LT(worst(g.max, w.max), tolerance);
+        EXPECT_LT(worst(g.distance, w.distance), tolerance * b.T());
+        ASSERT_EQ(got.keeps_queries(), want.keeps_queries());
         if (options_.maps != Maps::queries_and_keys) return;
-        const std::vector<float> zeros(want.queries.size(), 0.f);
-        EXPECT_LT(worst(got.queries, want.queries), tolerance * worst(want.queries, zeros));
-        EXPECT_LT(worst(got.keys, want.keys), tolerance * worst(want.keys, zeros));
+        for (int text : {0, 1})
+            for (bool queries : {true, false}) {
+                const std::vector<float> have = kept_rows(got, text, queries), fresh = kept_rows(want, text, queries);
+                ASSERT_EQ(have.size(), fresh.size());
+                EXPECT_LT(worst(have, fresh), tolerance * worst(fresh, std::vector<float>(fresh.size(), 0.f)))
+                    << "text " << text << (queries ? " queries" : " keys");
+            }
         const KeptForward kept_got{model_, b, options_, got}, kept_want{model_, b, options_, want};
         const int T = b.T(), length = static_cast<int>(b.token_ids[0].size());
         for (const MapRegion& region : {MapRegion{length - 4, length, 0, T}, MapRegion{10, 40, 0, 50}})
@@ -121,33 +141,65 @@ TEST_P(LongTyping, AppendedRowsEqualAFreshForward) {
 
 // The rows computed are observable: every cached summary and kept query of
 // the text is overwritten with a mark before the keystroke; after it, the
-// mark is in the result's rows of the earlier tokens (copied, not computed)
-// and nowhere else, and the new rows are the fresh forward's.
+// mark is in the result's rows of the earlier tokens (kept where they were:
+// the same rows, no copy) and nowhere else, and the new rows are the fresh forward's.
 TEST_P(LongTyping, OnlyTheNewRowsAreComputed) {
     PrefixCache cache;
     run(batch(290), &cache);
     const float mark = -1234.5f;
-    for (float& e : cache.result.summaries.entropy) e = mark;
-    for (float& q : cache.result.queries) q = mark;
+    for (float& e : cache.kept->summaries.entropy) e = mark;
+    for (float& q : cache.kept->queries) q = mark;
     const AttentionResult typed = run(batch(292), &cache), fresh = run(batch(292), nullptr);
+    EXPECT_EQ(typed.kept, cache.kept);  // no result held them: written in place
+    const RowSummaries got = typed.row_summaries(), want = fresh.row_summaries();
     const int T = typed.T, NH = typed.NH, L = model_.config.n_layer;
     int marked = 0, new_rows_wrong = 0;
     for (int l = 0; l < L; ++l)
         for (int h = 0; h < NH; ++h)
             for (int q = 0; q < T; ++q) {
                 const size_t at = ((static_cast<size_t>(l) * 2 + 0) * NH + h) * T + q;
-                marked += typed.summaries.entropy[at] == mark;
-                if (q >= 290)
-                    new_rows_wrong += std::abs(typed.summaries.entropy[at] - fresh.summaries.entropy[at]) > 1e-5;
+                marked += got.entropy[at] == mark;
+                if (q >= 290) new_rows_wrong += std::abs(got.entropy[at] - want.entropy[at]) > 1e-5;
             }
-    EXPECT_EQ(marked, L * NH * 290);  // text 0's 290 cached rows of every head, copied
+    EXPECT_EQ(marked, L * NH * 290);  // text 0's 290 cached rows of every head, kept
     EXPECT_EQ(new_rows_wrong, 0);
     if (options_.maps != Maps::queries_and_keys) return;
-    const size_t Qw = static_cast<size_t>(NH) * typed.hs;
     int marked_rows = 0;
-    for (int l = 0; l < L; ++l)
-        for (int t = 0; t < T; ++t) marked_rows += typed.queries[((l * 2 + 0) * size_t(T) + t) * Qw] == mark;
+    for (size_t l = 0; l < static_cast<size_t>(L); ++l)
+        for (int t = 0; t < T; ++t) marked_rows += typed.query(l, 0, t)[0] == mark;
     EXPECT_EQ(marked_rows, L * 290);
+}
+
+// Typing on while earlier results are held (the window draws the last one
+// while its worker computes the next): the text grown past the rows kept,
+// typed on into the spare rows once a result lets go of them (bringing in
+// the rows they lack), its last token changed and text deleted (rows the
+// held results read: written elsewhere), then grown past every capacity.
+// After all of it each held result equals a fresh forward of its text.
+TEST_P(LongTyping, HeldResultsKeepTheirRowsAsTypingGoesOn) {
+    PrefixCache cache;
+    AttentionResult first = run(batch(250), &cache);  // rows for 250 tokens and room for 25 more
+    const KeptRows* first_rows = first.kept.get();
+    const AttentionResult grown = run(batch(260), &cache);  // text 1's last row, which `first` reads: new rows
+    EXPECT_NE(grown.kept.get(), first_rows);
+    first = AttentionResult{};  // let go of: its rows are the cache's spare
+    const AttentionResult typed = run(batch(270), &cache);
+    EXPECT_EQ(typed.kept.get(), first_rows);  // the spare, rows 250 to 259 brought in from grown's
+    Batch changed = batch(270);
+    changed.token_ids[0].back() = (changed.token_ids[0].back() + 1) % family_.checkpoint.spec.vocab_size;
+    const AttentionResult edited = run(changed, &cache), deleted = run(batch(240), &cache),
+                          past = run(batch(300), &cache);
+    EXPECT_EQ(grown.reused, (std::vector<int>{250, 149}));
+    EXPECT_EQ(typed.reused, (std::vector<int>{260, 149}));
+    EXPECT_EQ(edited.reused, (std::vector<int>{268, 149}));
+    EXPECT_EQ(deleted.reused, (std::vector<int>{239, 149}));
+    EXPECT_EQ(past.reused, (std::vector<int>{240, 149}));
+    const std::vector<std::pair<const AttentionResult*, Batch>> held = {
+        {&grown, batch(260)}, {&typed, batch(270)}, {&edited, changed}, {&deleted, batch(240)}, {&past, batch(300)}};
+    for (const auto& [result, text] : held) {
+        SCOPED_TRACE(text.token_ids[0].size());
+        expect_same(*result, run(text, nullptr), text);
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, LongTyping,

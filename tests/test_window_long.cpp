@@ -252,8 +252,7 @@ TEST_F(WindowLong, TypingAtTheEndComputesTheNewRowsOnly) {
     std::vector<double> entropy(layers * heads, 0.0);
     for (int l = 0; l < layers; ++l)
         for (int h = 0; h < heads; ++h) {
-            for (int q = 1; q < T; ++q)
-                entropy[l * heads + h] += fresh.summaries.entropy[(size_t(l) * heads + h) * T + q];
+            for (int q = 1; q < T; ++q) entropy[l * heads + h] += fresh.summary(&RowSummaries::entropy, l, 0, h)[q];
             entropy[l * heads + h] /= T - 1;
         }
     const auto [smallest, largest] = std::minmax_element(entropy.begin(), entropy.end());

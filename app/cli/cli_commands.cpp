@@ -268,11 +268,12 @@ namespace {
 void write_attention_npys(const std::string& path, const AttentionResult& result, const MapsOnDemand* on_demand) {
     if (result.maps == Maps::full || on_demand)
         write_output(path, [&](std::ostream& out) { write_attention_npy(out, result, on_demand); });
-    if (result.summaries.entropy.empty()) return;
+    if (!result.has_summaries()) return;
     const std::string stem = path.size() > 4 && path.ends_with(".npy") ? path.substr(0, path.size() - 4) : path;
+    const RowSummaries summaries = result.row_summaries();
     for (const SummaryField& field : summary_fields)
         write_output(stem + "." + field.name + ".npy",
-                     [&](std::ostream& out) { write_summary_npy(out, result, result.summaries.*field.values); });
+                     [&](std::ostream& out) { write_summary_npy(out, result, summaries.*field.values); });
 }
 
 }  // namespace

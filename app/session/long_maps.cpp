@@ -45,9 +45,9 @@ LiveRequest long_text_request(const Model& model, LiveRequest request) {
     return request;
 }
 
-std::shared_ptr<const KeptMaps> keep_maps(std::shared_ptr<const Model> model, LiveResult& shown,
+std::shared_ptr<const KeptMaps> keep_maps(std::shared_ptr<const Model> model, const LiveResult& shown,
                                           const AttentionOptions& options) {
-    AttentionResult& att = shown.attention;
+    const AttentionResult& att = shown.attention;
     if (att.maps != Maps::queries_and_keys) return nullptr;
     auto kept = std::make_shared<KeptMaps>();
     kept->batch = Batch{shown.token_ids, model->config.pad_id()};
@@ -57,8 +57,7 @@ std::shared_ptr<const KeptMaps> keep_maps(std::shared_ptr<const Model> model, Li
     r.B = att.B, r.T = att.T, r.NH = att.NH, r.hs = att.hs, r.NKV = att.NKV;
     r.layers = att.layers;
     r.maps = att.maps;
-    r.queries = std::move(att.queries);
-    r.keys = std::move(att.keys);
+    r.kept = att.kept;  // shared, not copied: no later keystroke writes the rows it reads (take_kept_rows)
     return kept;
 }
 

@@ -33,14 +33,14 @@ struct KeptMaps {
     std::shared_ptr<const Model> model;
     Batch batch;
     AttentionOptions options;  // the forward's (long_text_options)
-    AttentionResult result;    // its sizes, queries and keys: no summaries, no predictions
+    AttentionResult result;    // its sizes and kept rows (shared with the shown result): no predictions
     KeptForward kept() const { return {*model, batch, options, result}; }
 };
 
-// A long text's forward's queries and keys, moved out of `shown` into what
-// its maps are computed from, computed with `options` (as asked: long_text_options
-// says how they ran); null (`shown` as it was) for a forward with its maps.
-std::shared_ptr<const KeptMaps> keep_maps(std::shared_ptr<const Model> model, LiveResult& shown,
+// A long text's forward's queries and keys, shared by `shown` and what its
+// maps are computed from, computed with `options` (as asked: long_text_options
+// says how they ran); null for a forward with its maps.
+std::shared_ptr<const KeptMaps> keep_maps(std::shared_ptr<const Model> model, const LiveResult& shown,
                                           const AttentionOptions& options);
 
 // What the long view asks for: `region` of head (layer, head)'s map of text

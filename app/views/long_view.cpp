@@ -14,24 +14,23 @@ namespace headscope {
 
 namespace {
 
-const std::vector<float>& summary_of(const RowSummaries& summaries, Summary summary) {
+std::vector<float> RowSummaries::*summary_of(Summary summary) {
     switch (summary) {
-        case Summary::entropy: return summaries.entropy;
-        case Summary::sink: return summaries.first_key;
-        case Summary::distance: return summaries.distance;
-        case Summary::previous: return summaries.previous_key;
+        case Summary::entropy: return &RowSummaries::entropy;
+        case Summary::sink: return &RowSummaries::first_key;
+        case Summary::distance: return &RowSummaries::distance;
+        case Summary::previous: return &RowSummaries::previous_key;
     }
-    return summaries.entropy;
+    return &RowSummaries::entropy;
 }
 
 // Head h's mean of `summary` over query rows [first, end) of text b in layer
 // slot `slot` (rows from 1: row 0 sees key 0 alone under the causal mask, as sink_mass leaves it out).
 float mean_summary(const Session& session, Summary summary, int slot, int b, int h, int first, int end) {
     const AttentionResult& att = session.shown.attention;
-    const std::vector<float>& values = summary_of(att.summaries, summary);
-    const size_t at = ((static_cast<size_t>(slot) * att.B + b) * att.NH + h) * att.T;
+    const float* values = att.summary(summary_of(summary), static_cast<size_t>(slot), b, h);
     double sum = 0;
-    for (int q = first; q < end; ++q) sum += values[at + q];
+    for (int q = first; q < end; ++q) sum += values[q];
     return end > first ? static_cast<float>(sum / (end - first)) : 0.f;
 }
 

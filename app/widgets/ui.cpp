@@ -164,7 +164,7 @@ void more_about_the_cell(const WindowState& state, const Session& session, int l
         ImGui::Text(
             learned ? "the head's key-0 mass %.3f (its rows' mean weight on key 0)" : "the head's sink mass %.3f",
             sink_mass(att, layer, state.selected, head, session.length(state.selected)));
-    if (!att.queries.empty()) why_it_attends(state, session, layer, head, i, j);
+    if (att.keeps_queries()) why_it_attends(state, session, layer, head, i, j);
 }
 
 // How `maps` are shaded: the shown forward's shading where they are its decoder's (a patched run has no value norms).

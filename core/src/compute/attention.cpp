@@ -76,6 +76,39 @@ void RowSummaries::copy_rows(const RowSummaries& from, size_t from_at, size_t to
     for (int f = 0; f < 5; ++f) std::copy_n(sources[f]->data() + from_at, n, targets[f]->data() + to_at);
 }
 
+KeptRows::KeptRows(const Shape& kept_shape, int rows) : shape(kept_shape), capacity(rows) {
+    const size_t per_slot_text = static_cast<size_t>(shape.slots) * shape.B * capacity;
+    queries.resize(per_slot_text * shape.Qw);
+    keys.resize(per_slot_text * shape.KVw);
+    summaries.assign(shape.summaries ? per_slot_text * shape.NH : 0);
+    token_ids.resize(shape.B);
+}
+
+void KeptRows::copy_rows(const KeptRows& from, int b, int first, int end) {
+    if (end <= first) return;
+    const size_t n = static_cast<size_t>(end - first);
+    for (size_t slot = 0; slot < static_cast<size_t>(shape.slots); ++slot) {
+        std::copy_n(from.queries.data() + from.row(slot, b, first) * shape.Qw, n * shape.Qw,
+                    queries.data() + row(slot, b, first) * shape.Qw);
+        std::copy_n(from.keys.data() + from.row(slot, b, first) * shape.KVw, n * shape.KVw,
+                    keys.data() + row(slot, b, first) * shape.KVw);
+        for (int h = 0; h < shape.NH && shape.summaries; ++h)
+            summaries.copy_rows(from.summaries, from.summary_row(slot, b, h, first), summary_row(slot, b, h, first), n);
+    }
+}
+
+RowSummaries AttentionResult::row_summaries() const {
+    RowSummaries dense;
+    if (!has_summaries()) return dense;
+    dense.assign(layers.size() * B * NH * T);
+    for (size_t slot = 0; slot < layers.size(); ++slot)
+        for (int b = 0; b < B; ++b)
+            for (int h = 0; h < NH; ++h)
+                dense.copy_rows(kept->summaries, kept->summary_row(slot, b, h, 0), ((slot * B + b) * NH + h) * T,
+                                static_cast<size_t>(T));
+    return dense;
+}
+
 double AttentionResult::loss(int b) const {
     if (logprob_next.empty()) return std::nan("");  // a forward without predictions
     double sum = 0;

@@ -71,13 +71,12 @@ class MapRows {
 public:
     MapRows(const KeptForward& kept, int slot, int b, int h) : kept_(kept), h_(h) {
         const AttentionResult& r = kept.result;
-        if (r.maps != Maps::queries_and_keys || r.queries.empty())
+        if (r.maps != Maps::queries_and_keys || !r.keeps_queries())
             throw Error("the maps are recomputed from a forward that kept its queries and keys");
         rule_ = score_rule(kept.model, kept.options, r.layers.at(slot), r.hs);
         length_ = static_cast<int>(kept.batch.token_ids.at(b).size());
-        const size_t first_row = (static_cast<size_t>(slot) * r.B + b) * r.T;
-        q_ = r.queries.data() + first_row * r.NH * r.hs + static_cast<size_t>(h) * r.hs;
-        k_ = r.keys.data() + first_row * r.NKV * r.hs + static_cast<size_t>(h / (r.NH / r.NKV)) * r.hs;
+        q_ = r.query(static_cast<size_t>(slot), b, 0) + static_cast<size_t>(h) * r.hs;
+        k_ = r.key(static_cast<size_t>(slot), b, 0) + static_cast<size_t>(h / (r.NH / r.NKV)) * r.hs;
     }
     // The keys rows [first, first + rows) see, at most: the row width to compute.
     int keys(int first, int rows) const {

@@ -154,7 +154,7 @@ void CpuForward::rotate(const Config& cfg, const Batch& batch, const AttentionOp
 // From qkv_ (the R rows, rotated): this layer's keys and values into
 // `store`, at.att (B, NH, T, T) weights of the computed query rows (none
 // where it is null: blocks of rows, AttentionOptions::maps), each row's
-// summary where asked, and y_ (R, Qw), heads merged.
+// summary where asked (into kept_rows_), and y_ (R, Qw), heads merged.
 // transpose: head h of Q is the (rows, hs) block at column h*hs of qkv_,
 // read in place; K and V rows go to the store, whose T rows per text (the
 // reused ones included) the heads read, key/value head h / group at column
@@ -164,8 +164,7 @@ void CpuForward::rotate(const Config& cfg, const Batch& batch, const AttentionOp
 // [h*T*hs, (h+1)*T*hs) of a text in qkv_contiguous_ (rotate), and y
 // (B, NH, T, hs) is read back as (B, T, Qw) unchanged.
 void CpuForward::attention(const Model& model, const Batch& batch, const AttentionOptions& options,
-                           const HeadSplit& split, PrefixCache& store, const LayerAt& at, Heads heads,
-                           AttentionResult& result) {
+                           const HeadSplit& split, PrefixCache& store, const LayerAt& at, Heads heads) {
     const int layer = at.layer, B = batch.B(), T = batch.T(), NH = split.NH, hs = split.hs;
     const int Qw = split.q_width(), KVw = split.kv_width(), width = Qw + 2 * KVw;
     const bool naive = options.split == Split::naive_view;
@@ -190,7 +189,7 @@ void CpuForward::attention(const Model& model, const Batch& batch, const Attenti
     }
 
     const ScoreRule rule = score_rule(model, options, layer, hs);
-    RowSummaries* summaries = at.slot >= 0 && options.summaries ? &result.summaries : nullptr;
+    RowSummaries* summaries = at.slot >= 0 && options.summaries ? &kept_rows_->summaries : nullptr;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; ++b) {
         for (int h = 0; h < NH; ++h) {
@@ -212,7 +211,7 @@ void CpuForward::attention(const Model& model, const Batch& batch, const Attenti
             float* att_rows =
                 at.att ? at.att + ((static_cast<size_t>(b) * NH + h) * (T - first_held_) + first - first_held_) * T
                        : nullptr;
-            attend_head(in, att_rows, summaries, ((static_cast<size_t>(at.slot) * B + b) * NH + h) * T);
+            attend_head(in, att_rows, summaries, summaries ? kept_rows_->summary_row(at.slot, b, h, 0) : 0);
         }
     }
 }
@@ -222,9 +221,9 @@ void CpuForward::keep_queries_keys(const HeadSplit& split, size_t slot, Attentio
     for (int b = 0; b < result.B; ++b)
         for (int r = first_row_[b]; r < first_row_[b + 1]; ++r) {  // text b's rows from begin_[b]
             const float* row = qkv_.data() + r * width;
-            const size_t at = (slot * result.B + b) * result.T + begin_[b] + (r - first_row_[b]);
-            std::copy_n(row, Qw, result.queries.data() + at * Qw);
-            std::copy_n(row + Qw, KVw, result.keys.data() + at * KVw);
+            const size_t at = kept_rows_->row(slot, b, begin_[b] + (r - first_row_[b]));
+            std::copy_n(row, Qw, kept_rows_->queries.data() + at * Qw);
+            std::copy_n(row + Qw, KVw, kept_rows_->keys.data() + at * KVw);
         }
 }
 

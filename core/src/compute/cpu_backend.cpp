@@ -39,12 +39,11 @@ namespace {
 // kept = result, the maps' storage grown by doubling: they gain a row and a
 // column a token, and a copy that reallocated each time would map fresh
 // memory for all of them at every generated token (a third of a 1B model's
-// token with every map kept); a long text's kept queries and keys likewise.
+// token with every map kept).
 void keep_result(AttentionResult& kept, const AttentionResult& result) {
     for (auto [to, from] :
          {std::pair{&kept.weights, &result.weights}, std::pair{&kept.cross_weights, &result.cross_weights},
-          std::pair{&kept.outputs, &result.outputs}, std::pair{&kept.queries, &result.queries},
-          std::pair{&kept.keys, &result.keys}})
+          std::pair{&kept.outputs, &result.outputs}})
         if (to->capacity() < from->size()) to->reserve(2 * from->size());
     kept = result;
 }
@@ -137,6 +136,10 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
     lens_ = options.lens_k > 0 && options.lens_from < T;  // the rows computed end at T - 1
     first_held_ = options.new_rows_only ? begin_[0] : 0;  // validate_forward: one text
     set_up_result(cfg, batch, options, result, first_held_);
+    const std::shared_ptr<KeptRows> kept = take_kept_rows(reuse_allowed ? cache : nullptr, kept_shape(options, result),
+                                                          batch.token_ids, begin_, T, cfg.n_positions);
+    result.kept = kept;
+    kept_rows_ = kept.get();
     if (cache) {
         keep_earlier_rows(*cache, batch, result);
         cache->model = nullptr;  // invalid until this forward completes
@@ -197,6 +200,8 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
         cache->token_ids = batch.token_ids;
         cache->source_ids = batch.source_ids;
         keep_result(cache->result, result);
+        cache->result.kept.reset();  // cache->kept holds them: the cache counts once (take_kept_rows)
+        if (kept) kept->token_ids = batch.token_ids, kept->covered = T;
     } else if (cache) {
         cache->clear();
     }

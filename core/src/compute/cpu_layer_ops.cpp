@@ -39,7 +39,7 @@ public:
     void project_qkv(const LayerWeights& w) override { f_.project_qkv(model_, w); }
     void rotary(int layer) override { f_.rotate(cfg_, batch_, options_, split_, layer); }
     void attention(int) override {
-        f_.attention(model_, batch_, options_, split_, store_, at_, heads_, result_);
+        f_.attention(model_, batch_, options_, split_, store_, at_, heads_);
         f_.check_attention(at_.layer, at_.att, batch_.B(), split_.NH, batch_.T(), split_.hs);
     }
     void cross_attention(int) override { f_.cross_attend(model_, batch_, options_, split_, at_, heads_, result_); }

@@ -32,8 +32,8 @@ void top_tokens(const float* logits, int V, float lse, int k, Prediction* out) {
 // Copies into `result` the rows [0, begin_b) of each text that the cached
 // forward's result already holds: the maps' query rows (their keys
 // past the row are masked, so the shorter of the two widths holds them all),
-// outputs, a long text's summaries, queries and keys, predictions, lens and
-// router choices. Where a text appends to the cached one, the cached last
+// outputs, predictions, lens and router choices (a long text's queries, keys
+// and summaries are where they were: take_kept_rows). Where a text appends to the cached one, the cached last
 // row's logprob_next is then the first new token's, from the
 // cached last logits.
 void CpuForward::keep_earlier_rows(const PrefixCache& cache, const Batch& batch, AttentionResult& result) const {
@@ -56,17 +56,6 @@ void CpuForward::keep_earlier_rows(const PrefixCache& cache, const Batch& batch,
             if (!result.outputs.empty())
                 std::copy_n(cached.outputs.data() + (slot * cached.B + b) * cached_T * Qw, kept * Qw,
                             result.outputs.data() + (slot * result.B + b) * T * Qw);
-            // A long text's (attention.h's maps and summaries): each head's rows' summaries, the queries and keys.
-            for (int h = 0; h < result.NH && !result.summaries.entropy.empty(); ++h)
-                result.summaries.copy_rows(cached.summaries, ((slot * cached.B + b) * result.NH + h) * cached_T,
-                                           ((slot * result.B + b) * result.NH + h) * T, kept);
-            if (!result.queries.empty()) {
-                const size_t KVw = static_cast<size_t>(result.NKV) * result.hs;
-                std::copy_n(cached.queries.data() + (slot * cached.B + b) * cached_T * Qw, kept * Qw,
-                            result.queries.data() + (slot * result.B + b) * T * Qw);
-                std::copy_n(cached.keys.data() + (slot * cached.B + b) * cached_T * KVw, kept * KVw,
-                            result.keys.data() + (slot * result.B + b) * T * KVw);
-            }
             for (int t = 0; t < kept && result.lens_k; ++t)
                 std::copy_n(cached.lens_at(static_cast<int>(slot), b, t), result.lens_k,
                             result.lens.data() + ((slot * result.B + b) * T + t) * result.lens_k);

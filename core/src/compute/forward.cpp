@@ -315,7 +315,6 @@ void set_up_result(const Config& config, const Batch& batch, const AttentionOpti
     const size_t slots = result.layers.size();
     result.maps = options.maps;
     result.weights.resize(options.maps == Maps::full ? slots * B * result.NH * (T - first_row) * T : 0);
-    result.summaries.assign(options.summaries ? slots * B * result.NH * T : 0);
     result.outputs.resize(options.capture_outputs ? slots * B * T * split.q_width() : 0);
     result.fully_masked.resize(static_cast<size_t>(B) * T);
     result.top_k = options.top_k;
@@ -347,15 +346,25 @@ void set_up_result(const Config& config, const Batch& batch, const AttentionOpti
     result.S = batch.S();
     result.cross_weights.resize(config.is_encoder_decoder() ? slots * B * result.NH * (T - first_row) * result.S : 0);
     if (!config.is_encoder_decoder()) result.encoder.reset();
-    const size_t kept = maps || options.maps == Maps::queries_and_keys ? slots * rows : 0;
-    result.queries.resize(kept * split.q_width());
-    result.keys.resize(kept * split.kv_width());
+    result.kept.reset();  // the forward takes its rows (kept_shape, prefix_cache.h's take_kept_rows)
     for (int b = 0; b < B; ++b) {
         const int length = static_cast<int>(batch.token_ids[b].size());
         for (int t = 0; t < T; ++t)
             result.fully_masked[static_cast<size_t>(b) * T + t] =
                 visible_begin(options, t) >= visible_end(options, t, length, T);
     }
+}
+
+KeptRows::Shape kept_shape(const AttentionOptions& options, const AttentionResult& result) {
+    KeptRows::Shape shape;
+    shape.slots = static_cast<int>(result.layers.size());
+    shape.B = result.B;
+    shape.NH = result.NH;
+    const bool queries_and_keys = options.contributions || options.maps == Maps::queries_and_keys;
+    shape.Qw = queries_and_keys ? static_cast<size_t>(result.NH) * result.hs : 0;
+    shape.KVw = queries_and_keys ? static_cast<size_t>(result.NKV) * result.hs : 0;
+    shape.summaries = options.summaries;
+    return shape;
 }
 
 namespace {

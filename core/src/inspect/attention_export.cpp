@@ -253,12 +253,13 @@ void write_attention_json(std::ostream& out, const Json& metadata, const Attenti
         out << ",\"attention\":";
         write_nested(out, result.weights.data(), dims, 5);
     }
-    if (!result.summaries.entropy.empty()) {
+    if (result.has_summaries()) {
         const size_t rows[4] = {dims[0], dims[1], dims[2], static_cast<size_t>(result.T)};
+        const RowSummaries summaries = result.row_summaries();
         out << ",\"summaries\":{";
         for (const SummaryField& field : summary_fields) {
             out << (field.values == summary_fields[0].values ? "\"" : ",\"") << field.name << "\":";
-            write_nested(out, (result.summaries.*field.values).data(), rows, 4);
+            write_nested(out, (summaries.*field.values).data(), rows, 4);
         }
         out << '}';
     }

@@ -63,16 +63,15 @@ void check_position(const AttentionResult& result, int slot, int b, int position
 
 ScoreTerms explain_score(const Model& model, const AttentionResult& result, const AttentionOptions& options, int slot,
                          int b, int head, int query, int key) {
-    if (result.queries.empty()) throw Error("the forward kept no queries and keys (its contributions are off)");
+    if (!result.keeps_queries()) throw Error("the forward kept no queries and keys (its contributions are off)");
     check_head(result, head);
     check_position(result, slot, b, query);
     check_position(result, slot, b, key);
     const Config& cfg = model.config;
-    const int hs = result.hs, Qw = result.NH * hs, KVw = result.NKV * hs, kv = head / (result.NH / result.NKV);
-    const size_t rows = static_cast<size_t>(result.B) * result.T;
+    const int hs = result.hs, kv = head / (result.NH / result.NKV);
     ScoreTerms s;
-    const float* q = result.queries.data() + (slot * rows + static_cast<size_t>(b) * result.T + query) * Qw + head * hs;
-    const float* k = result.keys.data() + (slot * rows + static_cast<size_t>(b) * result.T + key) * KVw + kv * hs;
+    const float* q = result.query(slot, b, query) + head * hs;
+    const float* k = result.key(slot, b, key) + kv * hs;
     s.q.assign(q, q + hs);
     s.k.assign(k, k + hs);
     for (int i = 0; i < hs; ++i) s.terms.push_back(q[i] * k[i]);

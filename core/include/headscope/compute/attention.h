@@ -104,11 +104,12 @@ struct AttentionOptions {
     // prefix reuse.
     bool contributions = false;
     // Long texts: what is kept of the maps (Maps), and whether each returned
-    // layer's row summaries (AttentionResult::summaries) are computed, in the
+    // layer's row summaries (AttentionResult::kept) are computed, in the
     // attention's pass. Anything but Maps::full needs the view + transpose
     // split, no contributions and a decoder or an encoder (not an
     // encoder–decoder). A prefix cache serves it as any other forward: the
-    // cached rows' summaries, queries and keys are copied, only the new rows computed.
+    // cached rows' summaries, queries and keys are kept where they are
+    // (KeptRows), only the new rows computed.
     Maps maps = Maps::full;
     bool summaries = false;
 };
@@ -156,7 +157,8 @@ struct Batch {
 // ln w (nats), the weight on key 0 (first_key) and on key q - 1
 // (previous_key, 0 for q = 0), the largest weight (max) and the mean
 // distance sum w (q - k). All 0 for a fully masked row. Each (layers.size(),
-// B, NH, T), at ((slot * B + b) * NH + h) * T + q.
+// B, NH, rows), at ((slot * B + b) * NH + h) * rows + q: rows is KeptRows'
+// capacity, or T (AttentionResult::row_summaries).
 struct RowSummary {
     float entropy = 0, first_key = 0, previous_key = 0, max = 0, distance = 0;
 };
@@ -169,6 +171,43 @@ struct RowSummaries {
     void copy_rows(const RowSummaries& from, size_t from_at, size_t to_at, size_t n);
 };
 
+// What a forward keeps row by row of each returned layer: a long text's
+// queries and keys (Maps::queries_and_keys, what its maps are recomputed
+// from) and row summaries, and the contributions' queries and keys. Per layer
+// slot and text, `capacity` rows, of which a result reads its first T: a
+// prefix cache writes a keystroke's new rows straight into them
+// (prefix_cache.h's take_kept_rows), so that typing copies no earlier row, and the results
+// share them with the cache rather than copy them.
+struct KeptRows {
+    struct Shape {
+        int slots = 0, B = 0, NH = 0;
+        size_t Qw = 0, KVw = 0;  // 0: no queries and keys kept
+        bool summaries = false;
+        bool any() const { return Qw > 0 || summaries; }
+        bool operator==(const Shape& o) const {
+            return slots == o.slots && B == o.B && NH == o.NH && Qw == o.Qw && KVw == o.KVw && summaries == o.summaries;
+        }
+    };
+    KeptRows(const Shape& shape, int capacity);
+    Shape shape;
+    int capacity = 0;
+    AlignedVector<float> queries;  // (slots, B, capacity, Qw)
+    AlignedVector<float> keys;     // (slots, B, capacity, KVw): each key/value head's once
+    RowSummaries summaries;        // each (slots, B, NH, capacity); empty without summaries
+    // Rows [0, covered) of every text are what the last result handed out
+    // reads, made of text b's token_ids (prefix_cache.h: a shared set is
+    // written only past them).
+    int covered = 0;
+    std::vector<std::vector<int32_t>> token_ids;  // (B, length_b)
+
+    size_t row(size_t slot, int b, int t) const { return (slot * shape.B + b) * capacity + t; }
+    size_t summary_row(size_t slot, int b, int h, int q) const {
+        return ((slot * shape.B + b) * shape.NH + h) * capacity + q;
+    }
+    // Text b's rows [first, end) of every slot and head from `from` (the same shape but maybe B).
+    void copy_rows(const KeptRows& from, int b, int first, int end);
+};
+
 struct AttentionResult {
     int B = 0, T = 0, NH = 0, hs = 0;
     int NKV = 0;                        // key/value heads: NH / NKV query heads share each
@@ -178,7 +217,26 @@ struct AttentionResult {
     std::vector<uint8_t> fully_masked;  // (B, T): 1 where a query row had no key to attend to
     AlignedVector<float> outputs;       // (layers.size(), B, T, NH * hs) attention output before c_proj, if asked
     Maps maps = Maps::full;             // options.maps: weights is empty unless full
-    RowSummaries summaries;             // with options.summaries, else empty
+    // The queries, keys and summaries kept (KeptRows; rows [0, T) of each are
+    // this result's), shared with the prefix cache that wrote them and other
+    // results; null where the forward keeps none. Read them through the accessors below.
+    std::shared_ptr<const KeptRows> kept;
+    bool keeps_queries() const { return kept && kept->shape.Qw > 0; }
+    bool has_summaries() const { return kept && kept->shape.summaries; }
+    // Text b's query row t (NH * hs floats), key row t (NKV * hs) in layer slot `slot`.
+    const float* query(size_t slot, int b, int t) const {
+        return kept->queries.data() + kept->row(slot, b, t) * kept->shape.Qw;
+    }
+    const float* key(size_t slot, int b, int t) const {
+        return kept->keys.data() + kept->row(slot, b, t) * kept->shape.KVw;
+    }
+    // Head h's summary `values` (a RowSummaries member) of text b in layer slot `slot`: T floats, one a query row.
+    const float* summary(const std::vector<float> RowSummaries::*values, size_t slot, int b, int h) const {
+        return ((kept->summaries).*values).data() + kept->summary_row(slot, b, h, 0);
+    }
+    // Every summary as the exports write them: each (layers.size(), B, NH, T),
+    // at ((slot * B + b) * NH + h) * T + q (RowSummaries); empty without summaries.
+    RowSummaries row_summaries() const;
 
     // With options.top_k = K > 0 (else these four are empty, whatever
     // lens_k): at each text's position t < its length, the K most likely tokens at t + 1 (an encoder's: at t itself,
@@ -245,11 +303,9 @@ struct AttentionResult {
     // (L, B, T) where each attention's output is normed (OLMo 2): that norm's rms there; else empty.
     std::vector<float> attention_output_scale;
     // Each returned layer's queries and keys as the scores read them (after
-    // qk-norm and RoPE), in the split's heads: why a head attends (with
-    // options.contributions), and what maps on demand are computed from (with
-    // Maps::queries_and_keys).
-    AlignedVector<float> queries;  // (layers.size(), B, T, NH * hs)
-    AlignedVector<float> keys;     // (layers.size(), B, T, NKV * hs)
+    // qk-norm and RoPE), in the split's heads, are in `kept`: why a head
+    // attends (with options.contributions), and what maps on demand are
+    // computed from (with Maps::queries_and_keys).
     int parts() const { return 2 * L + 2; }
 
     // An encoder–decoder's (else S is 0 and these are empty): the encoder's

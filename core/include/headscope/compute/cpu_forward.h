@@ -95,9 +95,9 @@ private:
     void rotate(const Config& config, const Batch& batch, const AttentionOptions& options, const HeadSplit& split,
                 int layer);
     void attention(const Model& model, const Batch& batch, const AttentionOptions& options, const HeadSplit& split,
-                   PrefixCache& store, const LayerAt& at, Heads heads, AttentionResult& result);
-    // qkv_'s queries and keys (after the attention's RoPE) into the result's
-    // queries and keys at the returned layer's `slot`, each text's rows from begin_.
+                   PrefixCache& store, const LayerAt& at, Heads heads);
+    // qkv_'s queries and keys (after the attention's RoPE) into the kept
+    // rows' (kept_rows_) at the returned layer's `slot`, each text's rows from begin_.
     void keep_queries_keys(const HeadSplit& split, size_t slot, AttentionResult& result) const;
     // ln_ (R, C) -> the MLP's output, added into x_, or with `apart` into out_ (sublayer_output).
     void mlp(const Config& config, const LayerWeights& w, bool apart);
@@ -134,6 +134,9 @@ private:
     int first_held_ = 0;          // the first query row the maps hold (AttentionResult::first_row)
     bool lens_ = false;           // the lens is read out: lens_k, and a row from lens_from computed
     PrefixCache own_cache_;       // the keys and values when the caller keeps no cache
+    // The rows this forward writes its kept queries, keys and summaries into
+    // (the result holds them: a pointer, so that the forward counts as no holder of them).
+    KeptRows* kept_rows_ = nullptr;
     // A long text's forward without maps and without a cache keeps one
     // layer's keys and values at a time (every layer's: 2 GB at 32k tokens of a 1B model).
     bool one_layer_store_ = false;

@@ -110,10 +110,13 @@ std::string contributions_refusal(const Config& config);
 // T) and outputs (layers, B, T, NH * hs) when options.capture_outputs, else
 // none, the predictions, logprob_next, last_logits and lens sized for
 // options.top_k and lens_k, all left for the forward to write; reused zeros;
-// and fully_masked (B, T) where visible_begin..visible_end is empty.
+// and fully_masked (B, T) where visible_begin..visible_end is empty; no kept
+// rows yet (the forward takes them: kept_shape).
 // With options.new_rows_only, the maps hold rows [first_row, T) (B is 1).
 void set_up_result(const Config& config, const Batch& batch, const AttentionOptions& options, AttentionResult& result,
                    int first_row = 0);
+// What a forward of `options` keeps row by row (KeptRows) into a result set up for it.
+KeptRows::Shape kept_shape(const AttentionOptions& options, const AttentionResult& result);
 
 // x (T - first, C) = wte[id] (+ wpe[t] with learned positions) for text b's
 // tokens t in [first, T), padded to T = batch.T() with the pad id.

@@ -4,8 +4,9 @@
 // the token prefix the new ids share with the cached ones (reusable_rows: all
 // of them where the text only grew, else all but the last): it computes only
 // the rows after them, copies the earlier rows of the maps, outputs and
-// predictions (a long text's: summaries, queries and keys), then leaves its
-// own state in the cache. Reuse needs the same
+// predictions, writes a long text's new rows of queries, keys and summaries
+// in place among the kept ones (take_kept_rows), then leaves its own state in
+// the cache. Reuse needs the same
 // model and options, the causal mask on and the view + transpose split
 // (prefix_reuse_refusal), and LongRoPE's factors on the same side of their
 // switch length (long_rope: the cached keys were rotated with the other
@@ -14,6 +15,7 @@
 // one, then costs one token's work. Legend: L layers run, KVw = NKV * hs, T padded length.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,7 +35,12 @@ struct PrefixCache {
     // (keys after RoPE and qk-norm), for at least its length.
     std::vector<AlignedVector<float>> kv;
     int capacity = 0;        // rows per layer in kv
-    AttentionResult result;  // the cached forward's
+    AttentionResult result;  // the cached forward's, less its kept rows (those are `kept`)
+    // The latest forward's kept rows (attention.h's KeptRows), shared with the
+    // results it gave, and a spare set: a keystroke that rewrites a row a
+    // result still shown reads (BPE changed the last token, a deletion) writes
+    // into the spare, bringing in only the rows it lacks (take_kept_rows).
+    std::shared_ptr<KeptRows> kept, spare;
 
     // Forgets everything and frees the memory (the texts or the model changed for good).
     void clear() { *this = PrefixCache{}; }
@@ -50,5 +57,19 @@ std::string prefix_reuse_refusal(const AttentionOptions& options);
 // is computed again so that its prediction scores the new next token (BPE may
 // change a text's last token as a character is typed).
 int reusable_rows(const std::vector<int32_t>& cached, const std::vector<int32_t>& ids);
+
+// The kept rows of `shape` a forward of the texts `ids` (padded to T) writes
+// into, text b's rows from begin[b] on, the rows before them already there;
+// null where the shape keeps nothing. Without a cache, new rows of T. With
+// one, where no result reads the rows to be written: the cache's own (every
+// earlier row in place; only the cache holds them, or every text appends past
+// what the results read), else its spare with the rows it lacks copied in,
+// else a new set of rows with room to type into (a tenth more, at most
+// max_rows; 0: no limit), the reused rows copied once. Shared rows are never
+// written where a result reads them: the window's worker types on while its
+// view draws the last result.
+std::shared_ptr<KeptRows> take_kept_rows(PrefixCache* cache, const KeptRows::Shape& shape,
+                                         const std::vector<std::vector<int32_t>>& ids, const std::vector<int>& begin,
+                                         int T, int max_rows);
 
 }  // namespace headscope

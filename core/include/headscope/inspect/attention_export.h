@@ -94,7 +94,8 @@ void write_generation_json(std::ostream& out, const nlohmann::ordered_json& meta
 // The weights as one float32 .npy of shape (layers, B, NH, T, T), or
 // `on_demand`'s (layers, B, NH, rows, cols).
 void write_attention_npy(std::ostream& out, const AttentionResult& result, const MapsOnDemand* on_demand = nullptr);
-// A summary's values (summary_fields) as one float32 .npy of shape (layers, B, NH, T).
+// A summary's values (summary_fields of AttentionResult::row_summaries) as one float32 .npy of shape (layers, B, NH,
+// T).
 void write_summary_npy(std::ostream& out, const AttentionResult& result, const std::vector<float>& values);
 
 }  // namespace headscope
