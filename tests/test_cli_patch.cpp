@@ -273,6 +273,8 @@ TEST_F(CliPatch, PatchesAnEncoderDecodersSourcesAndTargets) {
         each.back().source_ids = {batch.source_ids[b]};
     }
     EXPECT_EQ(got["source_token_ids"]["corrupted"].get<std::vector<int32_t>>(), batch.source_ids[1]);
+    EXPECT_EQ(got["source_tokens"]["clean"].size(), batch.source_ids[0].size());
+    EXPECT_EQ(got["S"], batch.S());
     EXPECT_EQ(got["token_ids"]["clean"].get<std::vector<int32_t>>(), batch.token_ids[0]);
     PatchRequest request;
     request.metric = PatchMetric::loss, request.direction = PatchDirection::noise;

@@ -5,8 +5,6 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <tuple>
-#include <utility>
 #include <vector>
 
 #include "cli/cli_commands.h"
@@ -161,16 +159,17 @@ void run_patch(const CliOptions& opt) {
     out["clean_metric"] = patching.clean_metric;
     out["corrupted_metric"] = patching.corrupted_metric;
     out["n_layer"] = patching.L, out["n_head"] = patching.NH, out["T"] = patching.T;
-    const auto texts_json = [&](const std::vector<int32_t>& clean, const std::vector<int32_t>& corrupted) {
-        return std::pair<Json, Json>{
-            {{"clean", clean}, {"corrupted", corrupted}},
-            {{"clean", token_texts(model.tokenizer, clean)}, {"corrupted", token_texts(model.tokenizer, corrupted)}}};
+    // "token_ids" and "tokens" (an encoder–decoder's: its targets'), or with `prefix` the sources'.
+    const auto add_texts = [&](const std::string& prefix, const std::vector<int32_t>& clean,
+                               const std::vector<int32_t>& corrupted) {
+        out[prefix + "token_ids"] = {{"clean", clean}, {"corrupted", corrupted}};
+        out[prefix + "tokens"] = {{"clean", token_texts(model.tokenizer, clean)},
+                                  {"corrupted", token_texts(model.tokenizer, corrupted)}};
     };
-    std::tie(out["token_ids"], out["tokens"]) = texts_json(ids[0], ids[1]);  // an encoder–decoder's: its targets'
+    add_texts("", ids[0], ids[1]);
     if (model.config.is_encoder_decoder()) {  // the texts are its sources, as attention names them
         out["encoder_layers"] = model.encoder->config.n_layer, out["S"] = texts[0].S();
-        std::tie(out["source_token_ids"], out["source_tokens"]) =
-            texts_json(texts[0].source_ids[0], texts[1].source_ids[0]);
+        add_texts("source_", texts[0].source_ids[0], texts[1].source_ids[0]);
     }
     out["patch_ms"] = patch_ms;
     if (opt.format == "npy") {

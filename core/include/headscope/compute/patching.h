@@ -2,7 +2,8 @@
 // corrupted one; one component's activation is copied from one run into the
 // other, and a metric says how much of the difference between the runs that
 // component carries. Exact patching runs one forward per component, from the
-// patched layer's input on (cpu_patching.cpp).
+// patched layer's input on (cpu_patching.cpp); an encoder–decoder's, a whole
+// forward with the encoder's output reused (cpu_patching_seq2seq.cpp).
 // Legend: L layers, NH query heads (of the options' split), T tokens.
 #pragma once
 #include <cmath>
