@@ -62,6 +62,16 @@ double log_probability(const double* row, int V, int32_t id) {
     return row[id] - max - std::log(sum);
 }
 
+// Every metric of a run's next-token logits (T, V), in PatchMetric's order.
+std::vector<double> next_token_metrics(const std::vector<double>& logits, int T, int V,
+                                       const std::vector<int32_t>& clean, const PatchRequest& request) {
+    const auto logprob = [&](int t, int32_t id) { return log_probability(logits.data() + size_t(t) * V, V, id); };
+    const double* at = logits.data() + static_cast<size_t>(request.position) * V;
+    double loss = 0;
+    for (int t = 0; t + 1 < T; ++t) loss -= logprob(t, clean[t + 1]) / (T - 1);
+    return {at[request.answer] - at[request.wrong], logprob(request.position, request.answer), loss};
+}
+
 }  // namespace
 
 std::vector<double> reference_metrics(const FamilyCheckpoint& model, const std::vector<int32_t>& text,
@@ -71,12 +81,36 @@ std::vector<double> reference_metrics(const FamilyCheckpoint& model, const std::
     const int T = static_cast<int>(text.size()), C = s.n_embd, V = s.vocab_size;
     const FamilyReference ref = family_reference(model, {text}, options, hooks);
     const std::vector<double> last(ref.residual.end() - static_cast<size_t>(T) * C, ref.residual.end());
-    const std::vector<double> logits = family_logits(model, last);  // (T, V)
-    const auto logprob = [&](int t, int32_t id) { return log_probability(logits.data() + size_t(t) * V, V, id); };
-    const double* at = logits.data() + static_cast<size_t>(request.position) * V;
-    double loss = 0;
-    for (int t = 0; t + 1 < T; ++t) loss -= logprob(t, clean[t + 1]) / (T - 1);
-    return {at[request.answer] - at[request.wrong], logprob(request.position, request.answer), loss};
+    return next_token_metrics(family_logits(model, last), T, V, clean, request);
+}
+
+Seq2SeqActivations record(const Seq2SeqCheckpoint& model, const std::vector<int32_t>& source,
+                          const std::vector<int32_t>& target, const AttentionOptions& options) {
+    const Seq2SeqSpec& s = model.spec;
+    Seq2SeqActivations kept;
+    const Seq2SeqHooks hooks{recording_hooks(kept.encoder, s.encoder_layers, s.n_head),
+                             recording_hooks(kept.decoder, s.decoder_layers, s.n_head),
+                             recording_hooks(kept.cross, s.decoder_layers, s.n_head)};
+    seq2seq_reference(model, source, target, options, hooks);
+    return kept;
+}
+
+Seq2SeqHooks patch_hooks(PatchKind kind, PatchStack stack, int layer, int index, const Seq2SeqActivations& from) {
+    Seq2SeqHooks hooks;
+    switch (stack) {
+        case PatchStack::encoder: hooks.encoder = patch_hooks(kind, layer, index, from.encoder); break;
+        case PatchStack::cross: hooks.cross = patch_hooks(kind, layer, index, from.cross); break;
+        default: hooks.decoder = patch_hooks(kind, layer, index, from.decoder); break;
+    }
+    return hooks;
+}
+
+std::vector<double> seq2seq_metrics(const Seq2SeqCheckpoint& model, const std::vector<int32_t>& source,
+                                    const std::vector<int32_t>& target, const std::vector<int32_t>& clean,
+                                    const AttentionOptions& options, const PatchRequest& request,
+                                    const Seq2SeqHooks& hooks) {
+    const Seq2SeqReference ref = seq2seq_reference(model, source, target, options, hooks);
+    return next_token_metrics(ref.logits, ref.T, ref.V, clean, request);
 }
 
 std::vector<double> encoder_metrics(const EncoderCheckpoint& model, const std::vector<int32_t>& ids,

@@ -11,6 +11,7 @@
 #include "headscope/compute/backward.h"
 #include "headscope/compute/patching.h"
 #include "headscope/model/model.h"
+#include "seq2seq_reference.h"
 
 namespace headscope::test {
 
@@ -43,6 +44,23 @@ std::vector<double> reference_metrics(const FamilyCheckpoint& model, const std::
 std::vector<double> encoder_metrics(const EncoderCheckpoint& model, const std::vector<int32_t>& ids,
                                     const std::vector<int32_t>& types, const AttentionOptions& options,
                                     const PatchRequest& request, const FamilyHooks& hooks = {});
+
+// An encoder–decoder's activations: its encoder's, its decoder's and its
+// cross-attention's (maps and heads alone).
+struct Seq2SeqActivations {
+    Activations encoder, decoder, cross;
+};
+Seq2SeqActivations record(const Seq2SeqCheckpoint& model, const std::vector<int32_t>& source,
+                          const std::vector<int32_t>& target, const AttentionOptions& options);
+// The hooks that copy `from`'s activation of `kind` in `stack` at (layer, index) into a run.
+Seq2SeqHooks patch_hooks(PatchKind kind, PatchStack stack, int layer, int index, const Seq2SeqActivations& from);
+// Every metric of one encoder–decoder run with `hooks`, read from the
+// decoder's logits as reference_metrics reads a decoder's (the loss of
+// `clean`'s next target tokens).
+std::vector<double> seq2seq_metrics(const Seq2SeqCheckpoint& model, const std::vector<int32_t>& source,
+                                    const std::vector<int32_t>& target, const std::vector<int32_t>& clean,
+                                    const AttentionOptions& options, const PatchRequest& request,
+                                    const Seq2SeqHooks& hooks = {});
 
 // The engine's activations (or gradients) of one kind, from a backward's RunActivations.
 const std::vector<float>& of_kind(const RunActivations& run, PatchKind kind);

@@ -5,8 +5,6 @@
 #include <cmath>
 #include <string>
 
-#include "family_reference.h"
-
 namespace headscope::test {
 
 namespace {
@@ -67,11 +65,13 @@ int bucket(int relative, bool bidirectional, int buckets, int max_distance) {
     return out + std::min(large, buckets - 1);
 }
 
-// One attention: queries from x, keys and values from kv (x itself for a
-// self-attention), maps (NH, Tq, Tk) appended to `maps`; returns the output
-// projection's rows. `rel` T5's position bias table (buckets, NH), if any.
-Rows attend(const Seq2SeqCheckpoint& m, const std::string& at, const Rows& x, const Rows& kv, bool causal, double scale,
-            const std::vector<float>* rel, bool bidirectional, std::vector<double>& maps) {
+// One attention of layer l: queries from x, keys and values from kv (x
+// itself for a self-attention), each head's map (Tq, Tk) and output (Tq, hs)
+// through `hooks`, the maps appended to `maps` (NH, Tq, Tk); returns the
+// output projection's rows. `rel` T5's position bias table (buckets, NH), if any.
+Rows attend(const Seq2SeqCheckpoint& m, const std::string& at, int l, const Rows& x, const Rows& kv, bool causal,
+            double scale, const std::vector<float>* rel, bool bidirectional, const FamilyHooks& hooks,
+            std::vector<double>& maps) {
     const Seq2SeqSpec& s = m.spec;
     const bool t5 = s.family == Seq2Seq::t5;
     const int NH = s.n_head, hs = t5 ? s.head_dim : s.n_embd / s.n_head, inner = NH * hs;
@@ -83,9 +83,10 @@ Rows attend(const Seq2SeqCheckpoint& m, const std::string& at, const Rows& x, co
                v = proj(kv, ".v", ".v_proj", inner);
     const int Tq = static_cast<int>(x.size()), Tk = static_cast<int>(kv.size());
     Rows y(Tq, std::vector<double>(inner, 0.0));
-    for (int h = 0; h < NH; ++h)
+    for (int h = 0; h < NH; ++h) {
+        Rows att(Tq, std::vector<double>(Tk, 0.0)), out(Tq, std::vector<double>(hs, 0.0));
         for (int i = 0; i < Tq; ++i) {
-            std::vector<double> p(Tk, 0.0);
+            std::vector<double>& p = att[i];
             double max = -1e300, sum = 0;
             const int end = causal ? i + 1 : Tk;
             for (int j = 0; j < end; ++j) {
@@ -96,12 +97,18 @@ Rows attend(const Seq2SeqCheckpoint& m, const std::string& at, const Rows& x, co
                 max = std::max(max, p[j]);
             }
             for (int j = 0; j < end; ++j) sum += (p[j] = std::exp(p[j] - max));
-            for (int j = 0; j < Tk; ++j) {
-                p[j] = j < end ? p[j] / sum : 0.0;
-                maps.push_back(p[j]);
-                for (int d = 0; d < hs; ++d) y[i][h * hs + d] += p[j] * v[j][h * hs + d];
-            }
+            for (int j = 0; j < Tk; ++j) p[j] = j < end ? p[j] / sum : 0.0;
         }
+        if (hooks.pattern) hooks.pattern(l, 0, h, att);
+        for (int i = 0; i < Tq; ++i)
+            for (int j = 0; j < Tk; ++j) {
+                maps.push_back(att[i][j]);
+                for (int d = 0; d < hs; ++d) out[i][d] += att[i][j] * v[j][h * hs + d];
+            }
+        if (hooks.head_output) hooks.head_output(l, 0, h, out);
+        for (int i = 0; i < Tq; ++i)
+            for (int d = 0; d < hs; ++d) y[i][h * hs + d] = out[i][d];
+    }
     return t5 ? linear(y, m[at + ".o.weight"], nullptr, s.n_embd)
               : linear(y, m[at + ".out_proj.weight"], &m[at + ".out_proj.bias"], s.n_embd);
 }
@@ -149,9 +156,11 @@ Rows embed(const Seq2SeqCheckpoint& m, const std::string& stack, const std::vect
     return x;
 }
 
-// A whole stack: the encoder's output (memory empty) or the decoder's.
+// A whole stack: the encoder's output (memory empty) or the decoder's; `own`
+// its hooks, `cross` the decoder's cross-attention's.
 Rows run_stack(const Seq2SeqCheckpoint& m, const std::vector<int32_t>& ids, const Rows* memory,
-               const AttentionOptions& options, std::vector<double>& self_maps, std::vector<double>* cross_maps) {
+               const AttentionOptions& options, const FamilyHooks& own, const FamilyHooks& cross,
+               std::vector<double>& self_maps, std::vector<double>* cross_maps) {
     const Seq2SeqSpec& s = m.spec;
     const bool t5 = s.family == Seq2Seq::t5, decoder = memory != nullptr;
     const std::string stack = decoder ? "decoder" : "encoder";
@@ -167,27 +176,34 @@ Rows run_stack(const Seq2SeqCheckpoint& m, const std::vector<int32_t>& ids, cons
     const auto ln = [&](const Rows& in, const std::string& name) {
         return norm(in, m[name + ".weight"], t5 ? nullptr : &m[name + ".bias"], t5, eps);
     };
+    const auto mlp_out = [&](int l, const std::string& at, const Rows& in) {
+        Rows out = mlp(m, at, in);
+        if (own.mlp_output) own.mlp_output(l, 0, out);
+        return out;
+    };
     for (int l = 0; l < (decoder ? s.decoder_layers : s.encoder_layers); ++l) {
+        if (own.layer_input) own.layer_input(l, 0, x);
         if (t5) {
             const std::string at = stack + ".block." + std::to_string(l) + ".layer.";
-            add(x, attend(m, at + "0.SelfAttention", ln(x, at + "0.layer_norm"), ln(x, at + "0.layer_norm"), causal,
-                          scale, rel, !decoder, self_maps));
+            add(x, attend(m, at + "0.SelfAttention", l, ln(x, at + "0.layer_norm"), ln(x, at + "0.layer_norm"), causal,
+                          scale, rel, !decoder, own, self_maps));
             if (decoder) {
                 const Rows n = ln(x, at + "1.layer_norm");
-                add(x, attend(m, at + "1.EncDecAttention", n, *memory, false, scale, nullptr, false, *cross_maps));
+                add(x, attend(m, at + "1.EncDecAttention", l, n, *memory, false, scale, nullptr, false, cross,
+                              *cross_maps));
             }
             const std::string ff = at + (decoder ? "2." : "1.");
-            add(x, mlp(m, ff, ln(x, ff + "layer_norm")));
+            add(x, mlp_out(l, ff, ln(x, ff + "layer_norm")));
             continue;
         }
         const std::string at = stack + ".layers." + std::to_string(l) + ".";
-        add(x, attend(m, at + "self_attn", x, x, causal, scale, nullptr, false, self_maps));
+        add(x, attend(m, at + "self_attn", l, x, x, causal, scale, nullptr, false, own, self_maps));
         x = ln(x, at + "self_attn_layer_norm");
         if (decoder) {
-            add(x, attend(m, at + "encoder_attn", x, *memory, false, scale, nullptr, false, *cross_maps));
+            add(x, attend(m, at + "encoder_attn", l, x, *memory, false, scale, nullptr, false, cross, *cross_maps));
             x = ln(x, at + "encoder_attn_layer_norm");
         }
-        add(x, mlp(m, at, x));
+        add(x, mlp_out(l, at, x));
         x = ln(x, at + "final_layer_norm");
     }
     return t5 ? ln(x, stack + ".final_layer_norm") : x;
@@ -196,13 +212,14 @@ Rows run_stack(const Seq2SeqCheckpoint& m, const std::vector<int32_t>& ids, cons
 }  // namespace
 
 Seq2SeqReference seq2seq_reference(const Seq2SeqCheckpoint& m, const std::vector<int32_t>& source,
-                                   const std::vector<int32_t>& target, const AttentionOptions& options) {
+                                   const std::vector<int32_t>& target, const AttentionOptions& options,
+                                   const Seq2SeqHooks& hooks) {
     const Seq2SeqSpec& s = m.spec;
     Seq2SeqReference out;
     out.S = static_cast<int>(source.size()), out.T = static_cast<int>(target.size());
     out.NH = s.n_head, out.V = s.vocab_size;
-    const Rows memory = run_stack(m, source, nullptr, options, out.encoder, nullptr);
-    Rows y = run_stack(m, target, &memory, options, out.decoder, &out.cross);
+    const Rows memory = run_stack(m, source, nullptr, options, hooks.encoder, {}, out.encoder, nullptr);
+    Rows y = run_stack(m, target, &memory, options, hooks.decoder, hooks.cross, out.decoder, &out.cross);
     const bool t5 = s.family == Seq2Seq::t5;
     const double output_scale = t5 && s.tied ? 1 / std::sqrt(double(s.n_embd)) : 1.0;
     for (auto& row : y)

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "family_reference.h"
 #include "headscope/compute/attention.h"
 #include "seq2seq_models.h"
 
@@ -26,10 +27,19 @@ struct Seq2SeqReference {
     std::vector<double> logits;   // (T, V): the next token's at every target position
 };
 
+// What a run's hooks see and edit (family_reference.h's, text 0): the
+// encoder's and the decoder's layer inputs, self-attention maps and heads'
+// outputs and MLP outputs, and the decoder's cross-attention maps (T, S) and
+// heads' outputs (T, hs) (`cross`: its pattern and head_output alone).
+struct Seq2SeqHooks {
+    FamilyHooks encoder, decoder, cross;
+};
+
 // One source and one target (the decoder's input, its start token first), no
 // padding; the decoder's self-attention causal as options.causal says, the
 // scores scaled by options.scale (the encoder is always bidirectional).
 Seq2SeqReference seq2seq_reference(const Seq2SeqCheckpoint& model, const std::vector<int32_t>& source,
-                                   const std::vector<int32_t>& target, const AttentionOptions& options);
+                                   const std::vector<int32_t>& target, const AttentionOptions& options,
+                                   const Seq2SeqHooks& hooks = {});
 
 }  // namespace headscope::test

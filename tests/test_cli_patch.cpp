@@ -19,6 +19,7 @@
 #include "model_writer.h"
 #include "npy_file.h"
 #include "process.h"
+#include "seq2seq_models.h"
 
 using namespace headscope;
 using nlohmann::json;
@@ -64,15 +65,16 @@ protected:
 };
 test::TempDir* CliPatch::dir_ = nullptr;
 
-// Each of `got`'s grids as core's.
+// Each of `got`'s grids as core's, by its name (an encoder–decoder's "encoder_heads", ...).
 void expect_grids(const json& got, const Patching& want) {
     for (const PatchGrid& grid : want.grids) {
-        const json& rows = got.at(to_string(grid.kind));
-        ASSERT_EQ(rows.size(), static_cast<size_t>(grid.rows)) << to_string(grid.kind);
+        const std::string name = patch_grid_name(grid.kind, grid.stack);
+        const json& rows = got.at(name);
+        ASSERT_EQ(rows.size(), static_cast<size_t>(grid.rows)) << name;
         for (int r = 0; r < grid.rows; ++r) {
-            ASSERT_EQ(rows[r].size(), static_cast<size_t>(grid.cols)) << to_string(grid.kind);
+            ASSERT_EQ(rows[r].size(), static_cast<size_t>(grid.cols)) << name;
             for (int c = 0; c < grid.cols; ++c)
-                EXPECT_DOUBLE_EQ(rows[r][c].get<double>(), grid.at(r, c)) << to_string(grid.kind) << r << c;
+                EXPECT_DOUBLE_EQ(rows[r][c].get<double>(), grid.at(r, c)) << name << r << c;
         }
     }
 }
@@ -248,6 +250,53 @@ TEST_F(CliPatch, PatchesAnEncodersPairAtTheMask) {
     std::vector<std::string> estimated = texts;
     estimated.insert(estimated.end(), {"--answer", " sat", "--wrong", " lay", "--method", "attribution"});
     expect_error(estimated, "--method attribution does not read a sentence pair's token types yet");
+}
+
+// An encoder–decoder (T5's layout): the texts its sources, each with its
+// target; core's ten grids of every kind in every stack, under their names,
+// of the loss of the clean target's next tokens, noising; the targets on a
+// decoder, half the targets and the attribution estimate, each one line.
+TEST_F(CliPatch, PatchesAnEncoderDecodersSourcesAndTargets) {
+    const auto t5_dir = dir_->path / "t5";
+    test::write_seq2seq_checkpoint(t5_dir, test::make_seq2seq_checkpoint(test::seq2seq_variant("t5")));
+    const std::vector<std::string> texts = {
+        "--model",   t5_dir.string(),      "--clean",  "The cat sat.", "--corrupted", "The dog sat.", "--clean-target",
+        "Die Katze", "--corrupted-target", "Der Hund", "--metric",     "loss"};
+    std::vector<std::string> args = texts;
+    args.insert(args.end(), {"--what", "heads,residual,mlp,pattern", "--direction", "noise"});
+    const json got = patch_json(args);
+    const Model t5 = load_model(t5_dir.string());
+    const Batch batch = text_batch(t5, {{"The cat sat.", "The dog sat."}, {}, {"Die Katze", "Der Hund"}}).batch;
+    std::vector<Batch> each;
+    for (int b = 0; b < 2; ++b) {
+        each.push_back(Batch{{batch.token_ids[b]}, batch.pad_id});
+        each.back().source_ids = {batch.source_ids[b]};
+    }
+    EXPECT_EQ(got["source_token_ids"]["corrupted"].get<std::vector<int32_t>>(), batch.source_ids[1]);
+    EXPECT_EQ(got["source_tokens"]["clean"].size(), batch.source_ids[0].size());
+    EXPECT_EQ(got["S"], batch.S());
+    EXPECT_EQ(got["token_ids"]["clean"].get<std::vector<int32_t>>(), batch.token_ids[0]);
+    PatchRequest request;
+    request.metric = PatchMetric::loss, request.direction = PatchDirection::noise;
+    request.kinds = {PatchKind::heads, PatchKind::residual, PatchKind::mlp, PatchKind::pattern};
+    std::unique_ptr<Backend> backend = make_cpu_backend();
+    backend->load_weights(t5);
+    AttentionOptions options;  // T5's own: no 1/sqrt(hs)
+    options.scale = own_scale(t5.config.scaled_scores);
+    Patching want;
+    backend->patch(each[0], each[1], options, request, want);
+    EXPECT_DOUBLE_EQ(got["clean_metric"].get<double>(), want.clean_metric);
+    EXPECT_DOUBLE_EQ(got["corrupted_metric"].get<double>(), want.corrupted_metric);
+    EXPECT_EQ(want.grids.size(), 10u);
+    expect_grids(got, want);
+
+    expect_error({"--clean", "a b", "--corrupted", "a c", "--clean-target", "b", "--metric", "loss"},
+                 "--clean-target: targets are for encoder-decoders; this model (gpt2) is not one");
+    expect_error({"--clean", "a b", "--corrupted", "a c", "--corrupted-target", "b", "--metric", "loss"},
+                 "--corrupted-target needs --clean-target");
+    std::vector<std::string> estimated = texts;
+    estimated.insert(estimated.end(), {"--method", "attribution"});
+    expect_error(estimated, "attribution patching does not support encoder-decoders yet");
 }
 
 // attention --effects METHOD (bare: hybrid) writes core's grid of the text

@@ -202,6 +202,14 @@ CLI::App* add_patch(CLI::App& app, CliOptions& opt) {
     add_text_option(patch, "--corrupted-pair", opt.corrupted_pair,
                     "an encoder's second text of the corrupted text's pair (with --clean-pair)")
         ->expected(1);
+    add_text_option(patch, "--clean-target", opt.clean_target,
+                    "an encoder-decoder's target of the clean text (its source): the decoder's input after its start "
+                    "token (default: the start token alone)")
+        ->expected(1);
+    add_text_option(patch, "--corrupted-target", opt.corrupted_target,
+                    "an encoder-decoder's target of the corrupted text, as many tokens as --clean-target's (default: "
+                    "--clean-target's)")
+        ->expected(1);
     add_word_option(patch, "--metric", opt.patch.metric, join_words(patch_metric_choices, "|"), parse_patch_metric,
                     "the logit of --answer minus that of --wrong at --position (the default), the log-probability "
                     "of --answer there, or the loss over the clean text's next tokens");

@@ -47,10 +47,12 @@ struct CliOptions {
     bool special = true;         // the tokenizer's special tokens (Llama 2's <s>)
     bool sliding_window = true;  // the model's own, when it has one
     bool truncate = false;       // texts past the model's positions cut to them, not refused
-    // patch: the two texts (an encoder's with their pairs' second texts),
-    // the answer and wrong tokens' texts, the grids' words, the method; the
-    // metric, position and direction into `patch`.
-    std::vector<std::string> clean, corrupted, clean_pair, corrupted_pair, answer, wrong;
+    // patch: the two texts (an encoder's with their pairs' second texts, an
+    // encoder–decoder's sources with their targets), the answer and wrong
+    // tokens' texts, the grids' words, the method; the metric, position and
+    // direction into `patch`.
+    std::vector<std::string> clean, corrupted, clean_pair, corrupted_pair, clean_target, corrupted_target, answer,
+        wrong;
     std::string what = "heads", method = "exact";
     PatchRequest patch;
 };

@@ -1,7 +1,7 @@
 // headscope-cli patch: activation patching of a clean and a corrupted text,
 // exact (core's patching.h) or estimated by attribution (backward.h), as JSON: both metrics, both texts' tokens and one
-// grid per kind asked, each cell the fraction of the difference restored
-// (denoise) or destroyed (noise); with --format npy each grid is a .npy file of its own.
+// grid per kind asked (an encoder–decoder's: per kind and stack, patch_grid_name), each cell the fraction of the
+// difference restored (denoise) or destroyed (noise); with --format npy each grid is a .npy file of its own.
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -45,6 +45,8 @@ PatchRequest given_request(const CliOptions& opt) {
     if (opt.heads_given && opt.heads < 1) throw Error("--heads must be at least 1, got " + std::to_string(opt.heads));
     if (opt.clean_pair.empty() != opt.corrupted_pair.empty())
         throw Error("--clean-pair and --corrupted-pair go together: each text of a pair compared with the other's");
+    if (!opt.corrupted_target.empty() && opt.clean_target.empty())
+        throw Error("--corrupted-target needs --clean-target: each text's target compared with the other's");
     if (!opt.clean_pair.empty() && opt.method == "attribution")
         throw Error("--method attribution does not read a sentence pair's token types yet: patch a pair exactly");
     check_metric_flags(opt);
@@ -67,7 +69,8 @@ int32_t one_token(const Model& model, const std::string& flag, const std::string
 }
 
 // The clean and the corrupted text as the forward reads them: an encoder's
-// pairs with their token types where given.
+// pairs with their token types where given; an encoder–decoder's sources
+// with their targets (the corrupted text's that of the clean one where not given).
 std::vector<Batch> patch_texts(const Model& model, const CliOptions& opt) {
     BatchTexts texts{{opt.clean[0], opt.corrupted[0]}};
     texts.special = opt.special;
@@ -77,11 +80,19 @@ std::vector<Batch> patch_texts(const Model& model, const CliOptions& opt) {
                         ") is not one");
         texts.text_pairs = {opt.clean_pair[0], opt.corrupted_pair[0]};
     }
+    if (!opt.clean_target.empty()) {
+        if (!model.config.is_encoder_decoder())
+            throw Error("--clean-target: targets are for encoder-decoders; this model (" + model.config.architecture +
+                        ") is not one");
+        texts.targets = {opt.clean_target[0],
+                         opt.corrupted_target.empty() ? opt.clean_target[0] : opt.corrupted_target[0]};
+    }
     const Batch both = text_batch(model, texts).batch;
     std::vector<Batch> each;
     for (int b = 0; b < 2; ++b) {
         each.push_back(Batch{{both.token_ids[b]}, both.pad_id});
         if (!both.token_types.empty()) each.back().token_types = {both.token_types[b]};
+        if (!both.source_ids.empty()) each.back().source_ids = {both.source_ids[b]};
     }
     return each;
 }
@@ -95,17 +106,17 @@ Json grid_json(const PatchGrid& grid) {
     return rows;
 }
 
-// Each grid as DIR/<kind>.npy, float32 of shape (rows, cols), DIR made where missing.
+// Each grid as DIR/<grid>.npy (patch_grid_name), float32 of shape (rows, cols), DIR made where missing.
 void write_grids_npy(const std::filesystem::path& dir, const std::vector<PatchGrid>& grids) {
     std::error_code error;
     std::filesystem::create_directories(dir, error);
     if (error) throw Error(dir.string() + ": cannot make the grids' folder: " + error.message());
     for (const PatchGrid& grid : grids) {
         const std::vector<float> cells(grid.cells.begin(), grid.cells.end());
-        write_file_atomically(dir / (std::string(to_string(grid.kind)) + ".npy"),
-                              std::string("the ") + to_string(grid.kind) + " grid", [&](std::ostream& out) {
-                                  write_npy(out, cells, {grid.rows, grid.cols});
-                              });
+        const std::string name = patch_grid_name(grid.kind, grid.stack);
+        write_file_atomically(dir / (name + ".npy"), "the " + name + " grid", [&](std::ostream& out) {
+            write_npy(out, cells, {grid.rows, grid.cols});
+        });
     }
 }
 
@@ -148,15 +159,24 @@ void run_patch(const CliOptions& opt) {
     out["clean_metric"] = patching.clean_metric;
     out["corrupted_metric"] = patching.corrupted_metric;
     out["n_layer"] = patching.L, out["n_head"] = patching.NH, out["T"] = patching.T;
-    out["token_ids"] = {{"clean", ids[0]}, {"corrupted", ids[1]}};
-    out["tokens"] = {{"clean", token_texts(model.tokenizer, ids[0])},
-                     {"corrupted", token_texts(model.tokenizer, ids[1])}};
+    // "token_ids" and "tokens" (an encoder–decoder's: its targets'), or with `prefix` the sources'.
+    const auto add_texts = [&](const std::string& prefix, const std::vector<int32_t>& clean,
+                               const std::vector<int32_t>& corrupted) {
+        out[prefix + "token_ids"] = {{"clean", clean}, {"corrupted", corrupted}};
+        out[prefix + "tokens"] = {{"clean", token_texts(model.tokenizer, clean)},
+                                  {"corrupted", token_texts(model.tokenizer, corrupted)}};
+    };
+    add_texts("", ids[0], ids[1]);
+    if (model.config.is_encoder_decoder()) {  // the texts are its sources, as attention names them
+        out["encoder_layers"] = model.encoder->config.n_layer, out["S"] = texts[0].S();
+        add_texts("source_", texts[0].source_ids[0], texts[1].source_ids[0]);
+    }
     out["patch_ms"] = patch_ms;
     if (opt.format == "npy") {
         write_grids_npy(opt.out, patching.grids);
         return write_output("", [&](std::ostream& stream) { stream << dump_json(out) << '\n'; });
     }
-    for (const PatchGrid& grid : patching.grids) out[to_string(grid.kind)] = grid_json(grid);
+    for (const PatchGrid& grid : patching.grids) out[patch_grid_name(grid.kind, grid.stack)] = grid_json(grid);
     write_output(opt.out, [&](std::ostream& stream) { stream << dump_json(out) << '\n'; });
 }
 

@@ -67,7 +67,8 @@ void PatchingView::draw(WindowState& state, Session& s, Ui& ui) {
     const Config& config = s.model().config;
     if (config.is_encoder_decoder() || !config.predicts()) {
         ImGui::TextDisabled(config.is_encoder_decoder()
-                                ? "patching is not computed for encoder-decoders yet"
+                                ? "patching an encoder-decoder is the command line's for now (patch "
+                                  "--clean-target): the window has no compare text with a target yet"
                                 : "patching measures the predictions, and this checkpoint has no output head");
         return;
     }

@@ -231,9 +231,11 @@ void CpuForward::keep_queries_keys(const HeadSplit& split, size_t slot, Attentio
 // columns of qkv_; keys and values from sources_.cross_kv, text b's S rows
 // at (l, b); key/value head h / group at column kv * hs. Every query row of
 // text b sees the source's own tokens (cross_visible_end); the maps go to
-// the result's cross_weights where the layer is returned.
+// the result's cross_weights where the layer is returned. The request's
+// cross-attention patches apply, and its heads' outputs are kept where it asks.
 void CpuForward::cross_attend(const Model& model, const Batch& batch, const AttentionOptions& options,
-                              const HeadSplit& split, const LayerAt& at, Heads heads, AttentionResult& result) {
+                              const HeadSplit& split, const LayerAt& at, Heads heads, const ForwardRequest& request,
+                              AttentionResult& result) {
     const Config& cfg = model.config;
     const LayerWeights& w = model.layers[at.layer];
     const int B = batch.B(), T = batch.T(), S = batch.S(), C = cfg.n_embd, NH = split.NH, hs = split.hs;
@@ -269,6 +271,10 @@ void CpuForward::cross_attend(const Model& model, const Batch& batch, const Atte
                                     first, T - first, S, hs, scale, visible);
         }
     }
+    patch_cross(request, split, at.layer, B, S, maps);
+    if (request.cross_outputs)
+        std::copy_n(y_.data(), static_cast<size_t>(rows_) * Qw,
+                    request.cross_outputs + static_cast<size_t>(at.layer) * rows_ * Qw);
     if (!ops::all_finite(y_.data(), static_cast<size_t>(rows_) * Qw))
         throw Error("layer " + std::to_string(at.layer) +
                     ": the cross-attention is not finite (a value past float32's range, from weights too large)");

@@ -82,10 +82,7 @@ void attribution_patch(const Model& model, const std::vector<int32_t>& clean, co
         metric_gradients(model, clean, clean, options, request, &clean_run, denoise ? nullptr : &gradient);
     const double corrupted_metric =
         metric_gradients(model, corrupted, clean, options, request, &corrupted_run, denoise ? &gradient : nullptr);
-    if (!(clean_metric != corrupted_metric))
-        throw Error(std::string("the clean and the corrupted text give the same ") +
-                    patch_metric_choices.labels[static_cast<size_t>(request.metric)] + " (" +
-                    std::to_string(clean_metric) + "): there is no difference for a patch to restore");
+    check_patched_difference(request.metric, clean_metric, corrupted_metric);
     const HeadSplit split = head_split(cfg, 0);
     const int L = cfg.n_layer, NH = split.NH, T = static_cast<int>(clean.size());
     Patching made{request, L, NH, T, clean_metric, corrupted_metric, {}, {"cpu", ""}};

@@ -147,7 +147,7 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
     result.reused = begin_;
     result.computed_on = {"cpu", ""};
     if (cfg.is_encoder_decoder()) {
-        prepare_sources(model, batch, options, split, heads);
+        prepare_sources(model, batch, options, split, heads, request);
         result.encoder = sources_.encoded;
     }
     if (cfg.positions == Positions::relative)

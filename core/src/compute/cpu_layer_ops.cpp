@@ -42,7 +42,9 @@ public:
         f_.attention(model_, batch_, options_, split_, store_, at_, heads_);
         f_.check_attention(at_.layer, at_.att, batch_.B(), split_.NH, batch_.T(), split_.hs);
     }
-    void cross_attention(int) override { f_.cross_attend(model_, batch_, options_, split_, at_, heads_, result_); }
+    void cross_attention(int) override {
+        f_.cross_attend(model_, batch_, options_, split_, at_, heads_, request_, result_);
+    }
     void mlp(const LayerWeights& w, Tensor out) override { f_.mlp(cfg_, w, /*apart=*/out == Tensor::out); }
     void experts(const LayerWeights& w, int layer, Tensor out) override {
         f_.mix_experts(cfg_, w, options_, layer, /*apart=*/out == Tensor::out, result_);

@@ -40,9 +40,11 @@ int first_changed_row(const std::vector<int32_t>& clean, const std::vector<int32
     return options.causal && !mean_knock_out && !read_before ? first : 0;
 }
 
+}  // namespace
+
 // What the run the patches copy from computes of `options`: every layer's
 // maps and heads' outputs, and a prediction (which runs every layer).
-AttentionOptions source_options(AttentionOptions options) {
+AttentionOptions CpuForward::source_options(AttentionOptions options) {
     options.layers = {}, options.top_k = 1, options.lens_k = 0, options.contributions = false;
     options.new_rows_only = false, options.capture_outputs = true;
     options.maps = Maps::full, options.summaries = false;  // the runs patched read every layer's maps and keys
@@ -50,19 +52,21 @@ AttentionOptions source_options(AttentionOptions options) {
 }
 
 // A patching's runs: each sublayer's output apart, so that they all add alike.
-ForwardRequest patching_request() {
+ForwardRequest CpuForward::patching_request() {
     ForwardRequest request;
     request.sublayers_apart = true;
     return request;
 }
 
-}  // namespace
-
-const float* CpuForward::PatchSource::at(PatchKind kind, int layer) const {
+const float* CpuForward::PatchSource::at(PatchKind kind, int layer, bool cross_attention) const {
     const size_t layer_floats = inputs.size() / run.layers.size();
     switch (kind) {
-        case PatchKind::heads: return run.outputs.data() + layer * run.outputs.size() / run.layers.size();
-        case PatchKind::pattern: return run.map(layer, 0, 0);
+        case PatchKind::heads:
+            return cross_attention ? cross.data() + layer * cross.size() / run.layers.size()
+                                   : run.outputs.data() + layer * run.outputs.size() / run.layers.size();
+        case PatchKind::pattern:
+            return cross_attention ? run.cross_weights.data() + layer * run.cross_weights.size() / run.layers.size()
+                                   : run.map(layer, 0, 0);
         case PatchKind::residual: return inputs.data() + layer * layer_floats;
         case PatchKind::mlp: return mlp.data() + layer * layer_floats;
     }
@@ -73,13 +77,40 @@ const float* CpuForward::PatchSource::at(PatchKind kind, int layer) const {
 // layer's input and MLP output; x_ holds its last layer's output after.
 void CpuForward::keep_patch_source(const Model& model, const Batch& source, const AttentionOptions& options,
                                    PatchSource& kept, const Progress& progress) {
-    const size_t floats = static_cast<size_t>(model.config.n_layer) * source.T() * model.config.n_embd;
+    const Config& cfg = model.config;
+    const size_t floats = static_cast<size_t>(cfg.n_layer) * source.T() * cfg.n_embd;
     kept.inputs.resize(floats);
     kept.mlp.resize(floats);
     ForwardRequest keep = patching_request();
     keep.layer_inputs = kept.inputs.data();
     keep.mlp_outputs = kept.mlp.data();
+    if (cfg.is_encoder_decoder()) {
+        kept.cross.resize(static_cast<size_t>(cfg.n_layer) * source.T() * head_split(cfg, options.n_head).q_width());
+        keep.cross_outputs = kept.cross.data();
+    }
+    if (options.top_k == 0) {  // an encoder–decoder's encoder
+        kept.output.resize(static_cast<size_t>(source.T()) * cfg.n_embd);
+        keep.final_states = kept.output.data();
+    }
     run(model, source, options, kept.run, Heads::batched, nullptr, progress, keep);
+}
+
+void CpuForward::check_patch_cell(const Model& model, const AttentionOptions& options, const Batch& clean,
+                                  const PatchCell& cell) {
+    const std::vector<PatchStack> stacks = patch_stacks(model.config, cell.kind);
+    if (std::find(stacks.begin(), stacks.end(), cell.stack) == stacks.end())
+        throw Error(std::string("this model has no ") + to_string(cell.kind) + " to patch in the " +
+                    (cell.stack == PatchStack::own ? "stack of a decoder or an encoder"
+                                                   : patch_stack_choices.labels[static_cast<size_t>(cell.stack)]));
+    const bool encoder = cell.stack == PatchStack::encoder;
+    const Config& cfg = encoder ? model.encoder->config : model.config;
+    const bool per_head = cell.kind == PatchKind::heads || cell.kind == PatchKind::pattern;
+    const AttentionOptions own = encoder ? encoder_options(options) : options;
+    const int cells = per_head ? head_split(cfg, own.n_head).NH : encoder ? clean.S() : clean.T();
+    if (cell.layer < 0 || cell.layer >= cfg.n_layer || cell.index < 0 || cell.index >= cells)
+        throw Error(std::string("there is no ") + to_string(cell.kind) + " cell (layer " + std::to_string(cell.layer) +
+                    ", " + (per_head ? "head " : "position ") + std::to_string(cell.index) + ") in " +
+                    std::to_string(cfg.n_layer) + " layers of " + std::to_string(cells));
 }
 
 void CpuForward::patched_run(const Model& model, const Batch& clean, const Batch& corrupted,
@@ -90,12 +121,9 @@ void CpuForward::patched_run(const Model& model, const Batch& clean, const Batch
     check_patch_texts(cfg, clean.token_ids[0], corrupted.token_ids[0]);
     if (options.split != Split::transpose)
         throw Error("patching copies each head's activations in the view + transpose split, not the naive view");
-    const bool per_head = cell.kind == PatchKind::heads || cell.kind == PatchKind::pattern;
-    const int cells = per_head ? head_split(cfg, options.n_head).NH : clean.T();
-    if (cell.layer < 0 || cell.layer >= cfg.n_layer || cell.index < 0 || cell.index >= cells)
-        throw Error(std::string("there is no ") + to_string(cell.kind) + " cell (layer " + std::to_string(cell.layer) +
-                    ", " + (per_head ? "head " : "position ") + std::to_string(cell.index) + ") in " +
-                    std::to_string(cfg.n_layer) + " layers of " + std::to_string(cells));
+    check_patch_cell(model, options, clean, cell);
+    if (cfg.is_encoder_decoder())
+        return patched_seq2seq_run(model, clean, corrupted, options, direction, cell, result, progress);
     const bool denoise = direction == PatchDirection::denoise;
     PatchSource from;
     keep_patch_source(model, denoise ? clean : corrupted, source_options(options), from, progress);
@@ -114,6 +142,7 @@ void CpuForward::patch(const Model& model, const Batch& clean, const Batch& corr
     const PatchRequest request = checked_patch_request(cfg, clean.token_ids[0], corrupted.token_ids[0], asked);
     if (options.split != Split::transpose)
         throw Error("patching copies each head's activations in the view + transpose split, not the naive view");
+    if (cfg.is_encoder_decoder()) return patch_seq2seq(model, clean, corrupted, options, request, patching, progress);
     const bool denoise = request.direction == PatchDirection::denoise;
     const Batch& source = denoise ? clean : corrupted;
     const Batch& target = denoise ? corrupted : clean;
@@ -154,10 +183,7 @@ void CpuForward::patch(const Model& model, const Batch& clean, const Batch& corr
                   denoise ? target_metric : source_metric,
                   {},
                   result.computed_on};
-    if (!(made.clean_metric != made.corrupted_metric))
-        throw Error(std::string("the clean and the corrupted text give the same ") +
-                    patch_metric_choices.labels[static_cast<size_t>(request.metric)] + " (" +
-                    std::to_string(made.clean_metric) + "): there is no difference for a patch to restore");
+    check_patched_difference(request.metric, made.clean_metric, made.corrupted_metric);
 
     std::vector<double> metrics;
     for (PatchKind kind : request.kinds) {
@@ -244,7 +270,7 @@ void CpuForward::patch_attention(const ForwardRequest& request, PatchKind kind, 
     const int hs = split.hs, Qw = split.q_width(), KVw = split.kv_width(), NH = split.NH;
     for (size_t b = 0; b < request.patches->size(); ++b) {
         const PatchAt& cell = (*request.patches)[b];
-        if (cell.kind != kind || cell.layer != layer) continue;
+        if (cell.kind != kind || cell.layer != layer || cell.cross) continue;
         const int R = first_row_[b + 1] - first_row_[b], first = begin_[b], T = first + R, h = cell.index;
         float* y = y_.data() + static_cast<size_t>(first_row_[b]) * Qw + h * hs;
         if (kind == PatchKind::heads) {

@@ -12,7 +12,7 @@
 namespace headscope {
 
 bool operator==(const PatchCell& a, const PatchCell& b) {
-    return a.kind == b.kind && a.layer == b.layer && a.index == b.index;
+    return a.kind == b.kind && a.layer == b.layer && a.index == b.index && a.stack == b.stack;
 }
 
 double patched_fraction(PatchDirection direction, double clean, double corrupted, double patched) {
@@ -31,14 +31,39 @@ void check_token(const Config& config, int32_t id, const char* what) {
 }  // namespace
 
 void check_patch_texts(const Config& config, const std::vector<int32_t>& clean, const std::vector<int32_t>& corrupted) {
-    if (config.is_encoder_decoder())
-        throw Error("patching is computed for decoders and encoders; this model is an encoder–decoder");
     if (!config.predicts()) throw Error("patching measures the predictions, and this checkpoint has no output head");
     if (clean.size() != corrupted.size())
         throw Error(
             "patching copies activations position by position, so both texts need the same length: the clean "
             "text has " +
             std::to_string(clean.size()) + " tokens, the corrupted " + std::to_string(corrupted.size()));
+}
+
+void check_patch_sources(const std::vector<int32_t>& clean, const std::vector<int32_t>& corrupted) {
+    if (clean.size() != corrupted.size())
+        throw Error(
+            "patching copies the encoder's activations position by position, so both sources need the same length: "
+            "the clean source has " +
+            std::to_string(clean.size()) + " tokens, the corrupted " + std::to_string(corrupted.size()));
+}
+
+void check_patched_difference(PatchMetric metric, double clean, double corrupted) {
+    if (!(clean != corrupted))
+        throw Error(std::string("the clean and the corrupted text give the same ") +
+                    patch_metric_choices.labels[static_cast<size_t>(metric)] + " (" + std::to_string(clean) +
+                    "): there is no difference for a patch to restore");
+}
+
+std::vector<PatchStack> patch_stacks(const Config& config, PatchKind kind) {
+    if (!config.is_encoder_decoder()) return {PatchStack::own};
+    if (kind == PatchKind::heads || kind == PatchKind::pattern)
+        return {PatchStack::encoder, PatchStack::decoder, PatchStack::cross};
+    return {PatchStack::encoder, PatchStack::decoder};
+}
+
+std::string patch_grid_name(PatchKind kind, PatchStack stack) {
+    const std::string word = to_string(kind);
+    return stack == PatchStack::own ? word : std::string(word_of(patch_stack_choices, stack)) + "_" + word;
 }
 
 PatchRequest checked_patch_request(const Config& config, const std::vector<int32_t>& clean,

@@ -44,10 +44,12 @@ public:
                               EffectsOf of = EffectsOf::heads, const Progress& progress = {},
                               EffectsMethod method = EffectsMethod::exact, const EffectsUpdate& on_update = {});
     // Exact activation patching (patching.h) of one clean and one corrupted
-    // text of the same length under `options` (its masks, scale, window and
+    // text of the same length (an encoder–decoder's: its sources of the same
+    // length, and its targets) under `options` (its masks, scale, window and
     // knocked-out heads and experts, in every run; the view + transpose
     // split). `progress` hears each run's "computing layers", then
-    // "patching heads" ("... residual stream", ...) before each cell;
+    // "patching heads" ("... residual stream", ...; an encoder–decoder's
+    // "patching the encoder's heads", ...) before each cell;
     // Cancelled thrown by it ends the work and leaves `patching` as it was.
     // Throws Error (checked_patch_request's, and a backend that cannot patch).
     virtual void patch(const Batch& clean, const Batch& corrupted, const AttentionOptions& options,

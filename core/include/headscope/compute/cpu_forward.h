@@ -113,13 +113,14 @@ private:
     void add_sublayer_output(const Config& config, const float* norm_w, float* rms);
     // An encoder–decoder (cpu_encoder_decoder.cpp): the encoder's forward of
     // the batch's sources and every decoder layer's cross-attention keys and
-    // values, unless those of the same sources and options are held.
+    // values, unless those of the same sources and options are held (the
+    // request's encoder patches and sublayers_apart, forward_request.h).
     void prepare_sources(const Model& model, const Batch& batch, const AttentionOptions& options,
-                         const HeadSplit& split, Heads heads);
+                         const HeadSplit& split, Heads heads, const ForwardRequest& request);
     // A decoder layer's cross-attention over the R rows: x_ += its output
     // (then its norm, post-LN), its maps into the result's cross_weights.
     void cross_attend(const Model& model, const Batch& batch, const AttentionOptions& options, const HeadSplit& split,
-                      const LayerAt& at, Heads heads, AttentionResult& result);
+                      const LayerAt& at, Heads heads, const ForwardRequest& request, AttentionResult& result);
     void keep_earlier_rows(const PrefixCache& cache, const Batch& batch, AttentionResult& result) const;
     void read_out(const Model& model, const float* x, int n);  // cpu_predict.cpp
     void unembed(const Model& model, const float* x, int n);
@@ -173,13 +174,35 @@ private:
     using PatchAt = ForwardRequest::Patch;
     // The run the patches copy from: every layer's maps and heads' outputs
     // (its forward), and each layer's input and MLP output, (L, T, C) each.
+    // An encoder–decoder's decoder also keeps its cross-attention heads'
+    // outputs (L, T, Qw) (its maps are the run's), and its encoder, run
+    // without predictions, its output (T, C), which runs every layer.
     struct PatchSource {
         AttentionResult run;
-        std::vector<float> inputs, mlp;
-        const float* at(PatchKind kind, int layer) const;
+        std::vector<float> inputs, mlp, cross, output;
+        const float* at(PatchKind kind, int layer, bool cross_attention = false) const;
     };
+    // A patching's runs: every layer computed and kept (source_options),
+    // each sublayer's output apart (patching_request).
+    static AttentionOptions source_options(AttentionOptions options);
+    static ForwardRequest patching_request();
     void keep_patch_source(const Model& model, const Batch& source, const AttentionOptions& options, PatchSource& kept,
                            const Progress& progress);
+    // Throws Error where `cell` is not one of the grids' (patch_stacks).
+    static void check_patch_cell(const Model& model, const AttentionOptions& options, const Batch& clean,
+                                 const PatchCell& cell);
+    // An encoder–decoder's patching (cpu_patching_seq2seq.cpp): the source
+    // run's decoder and encoder activations; each cell a whole forward of
+    // the run being patched, its encoding reused unless the cell is the encoder's.
+    void keep_seq2seq_source(const Model& model, const Batch& source, const AttentionOptions& options,
+                             PatchSource& decoder, PatchSource& encoder, const Progress& progress);
+    void patch_seq2seq(const Model& model, const Batch& clean, const Batch& corrupted, const AttentionOptions& options,
+                       const PatchRequest& request, Patching& patching, const Progress& progress);
+    void patched_seq2seq_run(const Model& model, const Batch& clean, const Batch& corrupted,
+                             const AttentionOptions& options, PatchDirection direction, const PatchCell& cell,
+                             AttentionResult& result, const Progress& progress);
+    // A decoder layer's cross-attention heads' maps (`maps`, (B, NH, T, S)) or outputs patched.
+    void patch_cross(const ForwardRequest& request, const HeadSplit& split, int layer, int B, int S, float* maps);
     void patch_residual(const ForwardRequest& request, int layer, int C);
     void patch_attention(const ForwardRequest& request, PatchKind kind, const HeadSplit& split,
                          const PrefixCache& store, int layer, float* att);
@@ -199,6 +222,7 @@ private:
         const Model* model = nullptr;
         AttentionOptions options;
         Heads heads = Heads::batched;
+        bool apart = false;  // each sublayer's output added apart (ForwardRequest::sublayers_apart)
         std::vector<std::vector<int32_t>> ids;
         std::shared_ptr<const AttentionResult> encoded;  // the encoder's result
         AlignedVector<float> memory;                     // (B, S, C) the encoder's output

@@ -16,17 +16,23 @@ namespace headscope {
 struct ForwardRequest {
     // An edit of one text's run (text b: (*patches)[b]): its `kind` of
     // activation at `layer` and head or position `index` replaced by the
-    // source run's, `from` (patching.h's PatchSource layouts).
+    // source run's, `from` (patching.h's PatchSource layouts); `cross`: a
+    // decoder's cross-attention head (heads, pattern), not its self-attention's.
     struct Patch {
         PatchKind kind;
         int layer, index;
         const float* from;
+        bool cross = false;
     };
 
     float* layer_inputs = nullptr;  // (L, R, C) the residual entering each layer, kept (the effects grid, patching)
     float* mlp_outputs = nullptr;   // (L, R, C) each layer's MLP output, kept (patching's source run)
     float* final_states = nullptr;  // (R, C) the output after the final norm, where the model has one (an encoder's)
     const std::vector<Patch>* patches = nullptr;  // edits at the residual, maps, heads' outputs and MLP output
+    // An encoder–decoder's edits of its encoder's run (its sources then
+    // encoded afresh, and not kept for the next forward).
+    const std::vector<Patch>* encoder_patches = nullptr;
+    float* cross_outputs = nullptr;  // (L, R, Qw) each decoder layer's cross-attention heads' outputs, kept
     // Every sublayer's output computed apart and then added, as a patching's
     // runs read and replace it, so that all of them add alike (rather than
     // accumulate it into the residual in the product).

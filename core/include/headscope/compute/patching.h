@@ -2,11 +2,13 @@
 // corrupted one; one component's activation is copied from one run into the
 // other, and a metric says how much of the difference between the runs that
 // component carries. Exact patching runs one forward per component, from the
-// patched layer's input on (cpu_patching.cpp).
+// patched layer's input on (cpu_patching.cpp); an encoder–decoder's, a whole
+// forward with the encoder's output reused (cpu_patching_seq2seq.cpp).
 // Legend: L layers, NH query heads (of the options' split), T tokens.
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -38,6 +40,13 @@ enum class PatchKind { heads, residual, mlp, pattern };
 inline constexpr Choices<PatchKind, 4> patch_kind_choices = {
     "component", {"heads", "residual", "mlp", "pattern"}, {"heads", "residual stream", "MLPs", "attention patterns"}};
 
+// Where a component sits: a decoder's or an encoder's one stack (`own`), or
+// in an encoder–decoder its encoder, its decoder (the self-attention, the
+// residual, the MLPs) or its decoder's cross-attention (heads, patterns).
+enum class PatchStack { own, encoder, decoder, cross };
+inline constexpr Choices<PatchStack, 4> patch_stack_choices = {
+    "stack", {"own", "encoder", "decoder", "cross"}, {"", "encoder", "decoder", "cross-attention"}};
+
 struct PatchRequest {
     PatchMetric metric = PatchMetric::logit_diff;
     int32_t answer = -1, wrong = -1;  // token ids: logit_diff reads both, logprob the answer
@@ -46,19 +55,24 @@ struct PatchRequest {
     std::vector<PatchKind> kinds;  // ascending, unique
 };
 
-// One kind's grid: (rows, cols) fractions, row-major.
+// One kind's grid of one stack: (rows, cols) fractions, row-major; an
+// encoder–decoder's positions are the encoder's source tokens or the
+// decoder's target tokens.
 struct PatchGrid {
     PatchKind kind = PatchKind::heads;
     int rows = 0, cols = 0;
     std::vector<double> cells;
+    PatchStack stack = PatchStack::own;
     double at(int row, int col) const { return cells[static_cast<size_t>(row) * cols + col]; }
 };
 
 struct Patching {
-    PatchRequest request;  // its position resolved (never -1)
-    int L = 0, NH = 0, T = 0;
+    PatchRequest request;      // its position resolved (never -1)
+    int L = 0, NH = 0, T = 0;  // an encoder–decoder's decoder's, T its target's tokens
     double clean_metric = std::nan(""), corrupted_metric = std::nan("");
-    // One per requested kind, in the request's order. Each cell is the
+    // One per requested kind, in the request's order (an encoder–decoder's:
+    // per kind the encoder's, the decoder's, then the cross-attention's where
+    // the kind has one, patch_stacks). Each cell is the
     // fraction of the clean - corrupted difference the patch restores
     // (denoise: (patched - corrupted) / (clean - corrupted)) or destroys
     // (noise: (clean - patched) / (clean - corrupted)): 1 where the
@@ -72,6 +86,7 @@ struct Patching {
 struct PatchCell {
     PatchKind kind = PatchKind::heads;
     int layer = 0, index = 0;
+    PatchStack stack = PatchStack::own;
 };
 // Every field equal (not defaulted: the CUDA translation unit is C++17).
 bool operator==(const PatchCell& a, const PatchCell& b);
@@ -79,9 +94,23 @@ bool operator==(const PatchCell& a, const PatchCell& b);
 // The fraction a patched run's metric restores or destroys (Patching::grids).
 double patched_fraction(PatchDirection direction, double clean, double corrupted, double patched);
 
-// Throws Error, in one line, where `config`'s model cannot be patched (an
-// encoder–decoder, no predictions) or the texts differ in length.
+// Throws Error, in one line, where `config`'s model cannot be patched (no
+// predictions) or the texts differ in length (an encoder–decoder's targets;
+// check_patch_sources its sources).
 void check_patch_texts(const Config& config, const std::vector<int32_t>& clean, const std::vector<int32_t>& corrupted);
+void check_patch_sources(const std::vector<int32_t>& clean, const std::vector<int32_t>& corrupted);
+
+// Throws Error, in one line, where the clean and the corrupted runs' metrics
+// are equal (or not numbers): no difference for a patch to restore.
+void check_patched_difference(PatchMetric metric, double clean, double corrupted);
+
+// The stacks a kind's grids cover, in the grids' order: `own` of a decoder
+// or an encoder; an encoder–decoder's encoder and decoder, and its
+// cross-attention for heads and patterns.
+std::vector<PatchStack> patch_stacks(const Config& config, PatchKind kind);
+// A grid's name, as the command line's JSON keys and files name it: the
+// kind's word ("heads"), an encoder–decoder's prefixed by its stack ("encoder_heads", "cross_pattern").
+std::string patch_grid_name(PatchKind kind, PatchStack stack);
 
 // Throws Error as check_patch_texts does, where the texts are too short for the metric, the tokens or the position are
 // not the model's, the kinds are none or repeated, or an encoder is asked for the loss (its metric is read at a
