@@ -189,4 +189,21 @@ int check_heatmap_cells(const Image& image, const json& cells, const json& cli, 
     return masked;
 }
 
+void check_overview_cells(const Image& image, const json& layout, const std::vector<double>& entropy, int heads) {
+    const auto [smallest, largest] = std::minmax_element(entropy.begin(), entropy.end());
+    EXPECT_GT(*largest - *smallest, 0.01);  // heads the colours tell apart
+    const json cells = entries(layout, "overview");
+    EXPECT_EQ(cells.size(), entropy.size());
+    for (const json& cell : cells) {
+        EXPECT_EQ(cell["summary"], "entropy");
+        EXPECT_NEAR(cell["smallest"].get<double>(), *smallest, 1e-4 * *largest);
+        EXPECT_NEAR(cell["largest"].get<double>(), *largest, 1e-4 * *largest);
+        const int l = cell["layer"], h = cell["head"];
+        const double want = (entropy[static_cast<size_t>(l * heads + h)] - *smallest) / (*largest - *smallest);
+        const std::array<int, 3> got = centre(image, cell);
+        EXPECT_TRUE(near(got, viridis(want)))
+            << "L" << l << " H" << h << ": " << want << ", drawn " << got[0] << "," << got[1] << "," << got[2];
+    }
+}
+
 }  // namespace headscope::test

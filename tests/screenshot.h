@@ -72,4 +72,11 @@ WindowShot shoot_window(std::vector<std::string> args, const std::filesystem::pa
 int check_heatmap_cells(const Image& image, const nlohmann::json& cells, const nlohmann::json& cli, bool causal,
                         const std::string& key = "attention");
 
+// The long view's overview (`layout`'s "overview" entries, one cell a head):
+// each cell's centre the colour of its head's mean entropy, `entropy`
+// (layers x heads), between the smallest and the largest, which the cells
+// carry too.
+void check_overview_cells(const Image& image, const nlohmann::json& layout, const std::vector<double>& entropy,
+                          int heads);
+
 }  // namespace headscope::test

@@ -76,20 +76,7 @@ TEST_F(WindowLong, TheOverviewIsEachHeadsMeanEntropyAndTheStripItsDistanceAlongT
                     if (const double w = weight(l, h, q, k); w > 0) sum -= w * std::log(w);
             entropy[l * heads + h] = sum / (T - 1);
         }
-    const auto [smallest, largest] = std::minmax_element(entropy.begin(), entropy.end());
-    ASSERT_GT(*largest - *smallest, 0.01);  // heads the colours tell apart
-    const json cells = test::entries(shot.layout, "overview");
-    ASSERT_EQ(cells.size(), static_cast<size_t>(layers * heads));
-    for (const json& cell : cells) {
-        EXPECT_EQ(cell["summary"], "entropy");
-        EXPECT_NEAR(cell["smallest"].get<double>(), *smallest, 1e-4 * *largest);
-        EXPECT_NEAR(cell["largest"].get<double>(), *largest, 1e-4 * *largest);
-        const int l = cell["layer"], h = cell["head"];
-        const double want = (entropy[l * heads + h] - *smallest) / (*largest - *smallest);
-        const std::array<int, 3> got = test::centre(shot.image, cell);
-        EXPECT_TRUE(test::near(got, test::viridis(want)))
-            << "L" << l << " H" << h << ": " << want << ", drawn " << got[0] << "," << got[1] << "," << got[2];
-    }
+    test::check_overview_cells(shot.image, shot.layout, entropy, heads);
 
     // The strip: head (1, 2)'s mean distance sum_k w (q - k) over each part's rows.
     const json parts = test::entries(shot.layout, "distance-strip");
@@ -255,17 +242,7 @@ TEST_F(WindowLong, TypingAtTheEndComputesTheNewRowsOnly) {
             for (int q = 1; q < T; ++q) entropy[l * heads + h] += fresh.summary(&RowSummaries::entropy, l, 0, h)[q];
             entropy[l * heads + h] /= T - 1;
         }
-    const auto [smallest, largest] = std::minmax_element(entropy.begin(), entropy.end());
-    const json cells = test::entries(entries, "overview");
-    ASSERT_EQ(cells.size(), static_cast<size_t>(layers * heads));
-    for (const json& cell : cells) {
-        EXPECT_NEAR(cell["smallest"].get<double>(), *smallest, 1e-5 * *largest);
-        EXPECT_NEAR(cell["largest"].get<double>(), *largest, 1e-5 * *largest);
-        const int l = cell["layer"], h = cell["head"];
-        const double want = (entropy[l * heads + h] - *smallest) / (*largest - *smallest);
-        const std::array<int, 3> got = test::centre(shot, cell);
-        EXPECT_TRUE(test::near(got, test::viridis(want))) << "L" << l << " H" << h << ": " << want;
-    }
+    test::check_overview_cells(shot, entries, entropy, heads);
 }
 
 // Past the model's 2,304 positions a text is cut there, and the status bar

@@ -95,20 +95,7 @@ TEST(WindowLong8k, TheOverviewIsCoresSummariesAndTheZoomEachExactWeight) {
             for (int q = 1; q < T; ++q) entropy[l * heads + h] += rows[q];
             entropy[l * heads + h] /= T - 1;
         }
-    const auto [smallest, largest] = std::minmax_element(entropy.begin(), entropy.end());
-    ASSERT_GT(*largest - *smallest, 0.01);  // heads the colours tell apart
-    const json cells = test::entries(shot.layout, "overview");
-    ASSERT_EQ(cells.size(), static_cast<size_t>(layers * heads));
-    for (const json& cell : cells) {
-        EXPECT_EQ(cell["summary"], "entropy");
-        EXPECT_NEAR(cell["smallest"].get<double>(), *smallest, 1e-4 * *largest);
-        EXPECT_NEAR(cell["largest"].get<double>(), *largest, 1e-4 * *largest);
-        const int l = cell["layer"], h = cell["head"];
-        const double want = (entropy[l * heads + h] - *smallest) / (*largest - *smallest);
-        const std::array<int, 3> got = test::centre(shot.image, cell);
-        EXPECT_TRUE(test::near(got, test::viridis(want)))
-            << "L" << l << " H" << h << ": " << want << ", drawn " << got[0] << "," << got[1] << "," << got[2];
-    }
+    test::check_overview_cells(shot.image, shot.layout, entropy, heads);
 
     const json map = test::entries(shot.layout, "long-map");
     ASSERT_EQ(map.size(), 16u * 16u);
