@@ -112,6 +112,7 @@ TEST_F(LongTextLens, ThePositionsAskedAreTheReferencesLens) {
     const LensAnswer answer = compute_lens(*backend_, cache, *kept_, {0, 600, 606, K});
     ASSERT_EQ(answer.tops.size(), 2u * 6 * K);
     ASSERT_EQ(cache.token_ids.at(0).size(), 606u);  // kept for the next ask
+    EXPECT_EQ(cache.capacity, 606);                 // the rows planned taken at once, not grown chunk by chunk
     const Model& model = *kept_->model;
     const Texts text{slice(ids(), 0, 606)};
     const Reference ref = reference_attention(model, text, AttentionOptions{});

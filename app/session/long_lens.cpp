@@ -41,6 +41,7 @@ LensAnswer compute_lens(Backend& backend, PrefixCache& cache, const KeptMaps& ke
         int done = static_cast<int>(std::mismatch(cached.begin(), cached.end(), ids.begin(), ids.end()).first -
                                     cached.begin());
         if (cache.model != kept.model.get() || !(cache.options == options)) done = 0;
+        cache.rows_planned = ask.end;
         for (int to = std::min(done, ask.first); to < ask.first;) {
             to = std::min(to + lens_fill_chunk, ask.first);
             report_progress(progress, "the rows before the lens", to, ask.first, ProgressUnit::steps);

@@ -19,8 +19,11 @@ void CpuForward::reserve_kv(PrefixCache& store, int B, int layers, int T, int wi
                             const std::vector<int>& keep) {
     if (store.kv.size() < static_cast<size_t>(B)) store.kv.resize(B);
     const auto floats = [&](int capacity) { return static_cast<size_t>(layers) * capacity * width; };
-    if (store.capacity < T) {  // grow by doubling, so that typing does not reallocate at every token
-        const int capacity = std::min(std::max(T, 2 * store.capacity), max_rows);
+    if (store.capacity < T) {
+        // A tenth more (16 rows at least), as the kept rows have: typing and
+        // generating do not reallocate at every token, and an 8k text's first
+        // keystroke past it does not double its cache (half a GB on a 1B model).
+        const int capacity = std::min(std::max(T + std::max(T / 10, 16), store.rows_planned), max_rows);
         for (int b = 0; b < B; ++b) {
             AlignedVector<float> grown(floats(capacity));
             for (int l = 0; l < layers && keep[b] > 0; ++l)

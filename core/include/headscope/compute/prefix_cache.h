@@ -34,7 +34,10 @@ struct PrefixCache {
     // Per text: (L, capacity, 2 KVw), each layer's rows [K | V] of its tokens
     // (keys after RoPE and qk-norm), for at least its length.
     std::vector<AlignedVector<float>> kv;
-    int capacity = 0;        // rows per layer in kv
+    int capacity = 0;  // rows per layer in kv: a text's length and a tenth more, or rows_planned
+    // Rows a caller will fill in several forwards (a long text's lens, in
+    // chunks): kv takes them at once rather than growing chunk by chunk.
+    int rows_planned = 0;
     AttentionResult result;  // the cached forward's, less its kept rows (those are `kept`)
     // The latest forward's kept rows (attention.h's KeptRows), shared with the
     // results it gave, and a spare set: a keystroke that rewrites a row a
@@ -42,8 +45,12 @@ struct PrefixCache {
     // into the spare, bringing in only the rows it lacks (take_kept_rows).
     std::shared_ptr<KeptRows> kept, spare;
 
-    // Forgets everything and frees the memory (the texts or the model changed for good).
-    void clear() { *this = PrefixCache{}; }
+    // Forgets everything but the rows planned, and frees the memory (the texts or the model changed for good).
+    void clear() {
+        const int planned = rows_planned;
+        *this = PrefixCache{};
+        rows_planned = planned;
+    }
 };
 
 // Why a forward with `options` can reuse no prefix ("" when it can): with the
