@@ -203,7 +203,7 @@ TEST_F(WindowCompare, TheEstimateIsBesideTheExactValues) {
     Patching exact, estimate;
     const int32_t pad = model_->config.pad_id();
     backend_->patch(Batch{{ids(clean_text)}, pad}, Batch{{ids(corrupted_text)}, pad}, {}, request, exact);
-    attribution_patch(*model_, ids(clean_text), ids(corrupted_text), {}, request, estimate);
+    attribution_patch(*model_, Batch{{ids(clean_text)}}, Batch{{ids(corrupted_text)}}, {}, request, estimate);
     for (size_t k = 0; k < 4; ++k) {
         const std::string kind = to_string(exact.grids[k].kind);
         double largest = 0;
@@ -350,7 +350,7 @@ TEST_F(WindowCompare, AnEncodersPatchingGridsAreCores) {
                                b = encoder.tokenizer.encode_texts({b_text})[0];
     Patching exact, estimate;
     cpu->patch(Batch{{a}, encoder.config.pad_id()}, Batch{{b}, encoder.config.pad_id()}, options, request, exact);
-    attribution_patch(encoder, a, b, options, request, estimate);
+    attribution_patch(encoder, Batch{{a}}, Batch{{b}}, options, request, estimate);
     EXPECT_NEAR(metric[0]["clean"].get<double>(), exact.clean_metric, 1e-6);
     EXPECT_NEAR(metric[0]["corrupted"].get<double>(), exact.corrupted_metric, 1e-6);
     EXPECT_TRUE(entries(shot.layout, "patch-estimate-refusal").empty());

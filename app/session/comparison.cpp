@@ -54,7 +54,8 @@ void Comparison::compute_patching(const std::vector<int32_t>& clean, const std::
                                patching_progress_.reporter(std::move(stop)));
             if (method == PatchMethod::exact) return made;
             try {
-                attribution_patch(*model, clean, corrupted, options, request, made.estimate.emplace());
+                attribution_patch(*model, Batch{{clean}, pad}, Batch{{corrupted}, pad}, options, request,
+                                  made.estimate.emplace());
             } catch (const Error& e) {
                 if (method == PatchMethod::attribution) throw;
                 made.estimate.reset();
