@@ -263,6 +263,11 @@ public:
     // The options the shown compute used in layer `layer` (the window is off in ModernBERT's global layers).
     AttentionOptions shown_options_at(int layer) const { return layer_options(model().config, shown_options, layer); }
     int length(int b) const { return static_cast<int>(shown.token_ids[b].size()); }
+    // Text b's ids as shown, with its source (an encoder–decoder's).
+    TextIds shown_ids(int b) const {
+        return {shown.token_ids[b],
+                static_cast<size_t>(b) < shown.source_ids.size() ? shown.source_ids[b] : std::vector<int32_t>{}};
+    }
     // The cut of the selected text's tokens (its source's when `source`) to the model's positions; null: none.
     const TextCut* cut_shown(bool source) const {
         for (const TextCut& cut : shown.cuts)
