@@ -8,9 +8,10 @@
 
 namespace headscope {
 
-Batch TextIds::batch(int32_t pad_id) const {
-    Batch one{{tokens}, pad_id};
+Batch TextIds::batch(const Model& model) const {
+    Batch one{{tokens}, model.config.pad_id()};
     if (!source.empty()) one.source_ids = {source};
+    if (!types.empty() && model.config.type_vocab_size > 0) one.token_types = {types};
     return one;
 }
 
@@ -28,7 +29,8 @@ void Comparison::open(std::shared_ptr<const Model> model) {
     patching_message.clear();
 }
 
-void Comparison::submit(const std::string& text, const std::string& target, const AttentionOptions& options) {
+void Comparison::submit(const std::string& text, const std::string& pair, const std::string& target,
+                        const AttentionOptions& options) {
     if (text.empty()) {
         forward_worker_.submit([](std::stop_token) { return LiveResult{}; });  // ends any job running
         return;
@@ -37,7 +39,7 @@ void Comparison::submit(const std::string& text, const std::string& target, cons
     compared.lens_k = 0, compared.contributions = compared.capture_outputs = false;
     forward_progress_.start();
     forward_worker_.submit([this, backend = backend_, model = model_, cache = cache_,
-                            request = LiveRequest{{text}, compared, {}, {target}}](std::stop_token stop) {
+                            request = LiveRequest{{text}, compared, {pair}, {target}}](std::stop_token stop) {
         try {
             return compute_live(*backend, *model, request, cache.get(), forward_progress_.reporter(std::move(stop)));
         } catch (const Cancelled&) {
@@ -54,13 +56,12 @@ void Comparison::compute_patching(const TextIds& clean, const TextIds& corrupted
     patching_worker_.submit(
         [this, backend = backend_, model = model_, clean, corrupted, options, request, method](std::stop_token stop) {
             PatchingShown made{{}, {}, {}, model, clean, corrupted, options};
-            const int32_t pad = model->config.pad_id();
             if (method != PatchMethod::attribution)
-                backend->patch(clean.batch(pad), corrupted.batch(pad), options, request, made.exact.emplace(),
+                backend->patch(clean.batch(*model), corrupted.batch(*model), options, request, made.exact.emplace(),
                                patching_progress_.reporter(std::move(stop)));
             if (method == PatchMethod::exact) return made;
             try {
-                attribution_patch(*model, clean.batch(pad), corrupted.batch(pad), options, request,
+                attribution_patch(*model, clean.batch(*model), corrupted.batch(*model), options, request,
                                   made.estimate.emplace());
             } catch (const Error& e) {
                 if (method == PatchMethod::attribution) throw;
@@ -95,8 +96,8 @@ void Comparison::compute_patched_run(const PatchCell& cell, const AttentionOptio
                         options = run_options(options)](std::stop_token) {
         PatchedRun made{cell, direction, shown.clean.tokens, shown.corrupted.tokens, {}, options, {}, model};
         made.token_ids = direction == PatchDirection::denoise ? shown.corrupted.tokens : shown.clean.tokens;
-        const int32_t pad = model->config.pad_id();
-        backend->patched_run(shown.clean.batch(pad), shown.corrupted.batch(pad), options, direction, cell, made.result);
+        backend->patched_run(shown.clean.batch(*model), shown.corrupted.batch(*model), options, direction, cell,
+                             made.result);
         return made;
     });
 }

@@ -23,11 +23,13 @@
 namespace headscope {
 
 // One text's ids as the forward reads them: its tokens (an encoder–decoder's
-// target, its decoder's input) and an encoder–decoder's source (else empty).
+// target, its decoder's input), an encoder–decoder's source and a pair's
+// token types (each empty where the text has none).
 struct TextIds {
-    std::vector<int32_t> tokens, source;
+    std::vector<int32_t> tokens, source, types;
     bool operator==(const TextIds&) const = default;
-    Batch batch(int32_t pad_id) const;  // a batch of this one text
+    // A batch of this one text, with its types where `model` reads them (text_batch.h).
+    Batch batch(const Model& model) const;
 };
 
 class Comparison {
@@ -37,9 +39,11 @@ public:
 
     // Another model is open: nothing of the last one's is shown.
     void open(std::shared_ptr<const Model> model);
-    // Computes `text` (an encoder–decoder's source, with `target`) with
-    // `options` (the live forward's); an empty text shows none.
-    void submit(const std::string& text, const std::string& target, const AttentionOptions& options);
+    // Computes `text` (an encoder's with its pair's second text `pair`, an
+    // encoder–decoder's source with `target`; "": none) with `options` (the
+    // live forward's); an empty text shows none.
+    void submit(const std::string& text, const std::string& pair, const std::string& target,
+                const AttentionOptions& options);
     // Takes what the workers finished: true when anything shown changed.
     bool collect();
     bool busy() const { return forward_worker_.busy() || patching_worker_.busy() || run_worker_.busy(); }
@@ -49,7 +53,10 @@ public:
         return shown_.token_ids.empty() ? no_tokens_ : shown_.token_ids[0];
     }
     // Its tokens with its source (an encoder–decoder's).
-    TextIds ids() const { return {token_ids(), shown_.source_ids.empty() ? no_tokens_ : shown_.source_ids[0]}; }
+    TextIds ids() const {
+        return {token_ids(), shown_.source_ids.empty() ? no_tokens_ : shown_.source_ids[0],
+                shown_.token_types.empty() ? no_tokens_ : shown_.token_types[0]};
+    }
     const AttentionResult& attention() const { return shown_.attention; }
     int length() const { return static_cast<int>(token_ids().size()); }
     uint64_t generation() const { return generation_; }  // changes whenever the shown forward or patched run does

@@ -66,9 +66,11 @@ struct WindowState {
     bool effects_all_exact = false;
     MapShading shading = {};  // how the heads and model tabs shade their maps
     // The "compare with" text (B) beside the selected one (A), an
-    // encoder–decoder's source with its target compare_target; "": none.
+    // encoder–decoder's source with its target compare_target, an encoder's
+    // with its pair's second text compare_pair ("": none); "": none.
     std::string compare_text = {};
     std::string compare_target = {};
+    std::string compare_pair = {};
     // The heads and model tabs draw B - A of every map (when both have the same token count).
     bool diff_shown = false;
     PatchChoices patch = {};

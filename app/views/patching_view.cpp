@@ -85,11 +85,6 @@ void PatchingView::draw(WindowState& state, Session& s, Ui& ui) {
         ImGui::TextDisabled("patching measures the predictions, and this checkpoint has no output head");
         return;
     }
-    const size_t b = static_cast<size_t>(state.selected);
-    if (b < state.text_pairs.size() && !state.text_pairs[b].empty()) {  // the compare text has no second text
-        ImGui::TextDisabled("patching a sentence pair is the command line's for now (patch --clean-pair): clear B");
-        return;
-    }
     Comparison& compare = s.comparison();
     const bool seq2seq = config.is_encoder_decoder();
     if (!s.same_lengths() || compare.attention().top_k == 0 || !sources_refusal(state, s).empty()) {
