@@ -243,7 +243,7 @@ void BM_attribution(benchmark::State& state) {
     request.kinds = {PatchKind::heads, PatchKind::residual, PatchKind::mlp, PatchKind::pattern};
     Patching patching;
     for (auto _ : state) {
-        attribution_patch(model, clean, corrupted, {}, request, patching);
+        attribution_patch(model, Batch{{clean}}, Batch{{corrupted}}, {}, request, patching);
         benchmark::DoNotOptimize(patching.grids.data());
     }
 }

@@ -3,7 +3,7 @@
 // (encoder_reference.h, its hooks moving one activation): the gradient of
 // the logit difference and the log-probability at the mask with respect to
 // every kind of activation patching copies, on BERT (post-norm, a pair's
-// token types; erf's and tanh's GELU) and ModernBERT (pre-norm, no norm
+// token types: its second text's 1; erf's and tanh's GELU) and ModernBERT (pre-norm, no norm
 // before its first attention, a window both ways on its local layers,
 // GeGLU, the final norm), through the masked-LM head; attribution patching's
 // cells against the reference's derivative along each patch; the effects
@@ -46,6 +46,10 @@ protected:
     const std::vector<int32_t> clean_ = {2, 9, 1000, 2024, V / 2, 4, 300, 3, V - 1, 42, 3};
     const std::vector<int32_t> corrupted_ = {2, 9, V / 3, 2024, V / 2, 4, 300, 3, V - 5, 42, 3};
     const int T = static_cast<int>(clean_.size());
+    // A pair's token types where the model has two (BERT's: the second text after the first [SEP]); else none.
+    const std::vector<int32_t> types_ = GetParam().spec.type_vocab_size > 1
+                                            ? std::vector<int32_t>{0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1}
+                                            : std::vector<int32_t>{};
     TempDir dir_;
     Model model_;
     AttentionOptions options_;
@@ -53,11 +57,17 @@ protected:
 
     // The reference's logit difference and log-probability at the request's position, with `hooks`.
     std::vector<double> metrics(const std::vector<int32_t>& ids, const FamilyHooks& hooks = {}) const {
-        return encoder_metrics(checkpoint_, ids, {}, options_, request_, hooks);
+        return encoder_metrics(checkpoint_, ids, types_, options_, request_, hooks);
+    }
+    // One text as the engine reads it, with the pair's token types.
+    Batch text(const std::vector<int32_t>& ids) const {
+        Batch batch{{ids}, 0};
+        if (!types_.empty()) batch.token_types = {types_};
+        return batch;
     }
     Activations record(const std::vector<int32_t>& ids) const {
         Activations kept;
-        encoder_reference(checkpoint_, ids, {}, options_, recording_hooks(kept, L, NH));
+        encoder_reference(checkpoint_, ids, types_, options_, recording_hooks(kept, L, NH));
         return kept;
     }
 };
@@ -91,7 +101,7 @@ TEST_P(EncoderBackward, GradientsMatchCentralDifferences) {
     for (int m = 0; m < 2; ++m) {
         PatchRequest request = request_;
         request.metric = static_cast<PatchMetric>(m);
-        metric_gradients(model_, corrupted_, clean_, options_, request, nullptr, &gradients[m]);
+        metric_gradients(model_, text(corrupted_), clean_, options_, request, nullptr, &gradients[m]);
     }
     const Activations own = record(corrupted_);
     for (PatchKind kind : {PatchKind::heads, PatchKind::residual, PatchKind::mlp, PatchKind::pattern}) {
@@ -133,7 +143,7 @@ TEST_P(EncoderBackward, AttributionIsTheDerivativeAlongEachPatch) {
         const Activations& to = denoise ? corrupted_run : clean_run;
         request.direction = direction, request.metric = PatchMetric::logit_diff;
         Patching got;
-        attribution_patch(model_, clean_, corrupted_, options_, request, got);
+        attribution_patch(model_, text(clean_), text(corrupted_), options_, request, got);
         EXPECT_NEAR(got.clean_metric, clean[0], 1e-4 * std::max(1.0, std::abs(clean[0])));
         EXPECT_NEAR(got.corrupted_metric, corrupted[0], 1e-4 * std::max(1.0, std::abs(corrupted[0])));
         for (const PatchGrid& grid : got.grids) {

@@ -165,8 +165,8 @@ TEST_F(CliPatch, AttributionWritesCoresEstimates) {
         request.direction = parse_patch_direction(direction);
         request.kinds = {PatchKind::heads, PatchKind::residual, PatchKind::mlp, PatchKind::pattern};
         Patching want;
-        attribution_patch(model_, model_.tokenizer.encode(clean_text), model_.tokenizer.encode(corrupted_text), {},
-                          request, want);
+        attribution_patch(model_, Batch{{model_.tokenizer.encode(clean_text)}},
+                          Batch{{model_.tokenizer.encode(corrupted_text)}}, {}, request, want);
         EXPECT_EQ(got["method"], "attribution");
         EXPECT_EQ(got["direction"], direction);
         EXPECT_DOUBLE_EQ(got["clean_metric"].get<double>(), want.clean_metric);
@@ -205,7 +205,8 @@ TEST_F(CliPatch, RefusesABadRequestInOneLine) {
 
 // An encoder (BERT, a pair's two texts): core's grids of the masked-LM
 // logits at the mask, each text read with its pair's second text and token
-// types; its loss, pairs on a decoder and half a pair, each one line.
+// types, exact and by attribution; its loss, pairs on a decoder and half a
+// pair, each one line.
 TEST_F(CliPatch, PatchesAnEncodersPairAtTheMask) {
     const auto bert_dir = dir_->path / "bert";
     test::write_encoder_checkpoint(bert_dir, test::make_encoder_checkpoint(test::encoder_spec(test::Encoder::bert)));
@@ -247,15 +248,19 @@ TEST_F(CliPatch, PatchesAnEncodersPairAtTheMask) {
         "--clean-pair: sentence pairs are for encoders; this model (gpt2) is not one");
     expect_error({"--clean", "a b", "--corrupted", "a c", "--clean-pair", "b", "--metric", "loss"},
                  "--clean-pair and --corrupted-pair go together");
-    std::vector<std::string> estimated = texts;
-    estimated.insert(estimated.end(), {"--answer", " sat", "--wrong", " lay", "--method", "attribution"});
-    expect_error(estimated, "--method attribution does not read a sentence pair's token types yet");
+    std::vector<std::string> estimated = args;
+    estimated.insert(estimated.end(), {"--method", "attribution"});
+    const json by_attribution = patch_json(estimated);
+    Patching estimate;
+    attribution_patch(bert, each[0], each[1], options, request, estimate);
+    EXPECT_DOUBLE_EQ(by_attribution["clean_metric"].get<double>(), estimate.clean_metric);
+    expect_grids(by_attribution, estimate);
 }
 
 // An encoder–decoder (T5's layout): the texts its sources, each with its
 // target; core's ten grids of every kind in every stack, under their names,
-// of the loss of the clean target's next tokens, noising; the targets on a
-// decoder, half the targets and the attribution estimate, each one line.
+// of the loss of the clean target's next tokens, noising, exact and by
+// attribution; the targets on a decoder and half the targets, each one line.
 TEST_F(CliPatch, PatchesAnEncoderDecodersSourcesAndTargets) {
     const auto t5_dir = dir_->path / "t5";
     test::write_seq2seq_checkpoint(t5_dir, test::make_seq2seq_checkpoint(test::seq2seq_variant("t5")));
@@ -294,9 +299,15 @@ TEST_F(CliPatch, PatchesAnEncoderDecodersSourcesAndTargets) {
                  "--clean-target: targets are for encoder-decoders; this model (gpt2) is not one");
     expect_error({"--clean", "a b", "--corrupted", "a c", "--corrupted-target", "b", "--metric", "loss"},
                  "--corrupted-target needs --clean-target");
-    std::vector<std::string> estimated = texts;
+    std::vector<std::string> estimated = args;
     estimated.insert(estimated.end(), {"--method", "attribution"});
-    expect_error(estimated, "attribution patching does not support encoder-decoders yet");
+    const json by_attribution = patch_json(estimated);
+    Patching estimate;
+    attribution_patch(t5, each[0], each[1], options, request, estimate);
+    EXPECT_EQ(by_attribution["method"], "attribution");
+    EXPECT_DOUBLE_EQ(by_attribution["clean_metric"].get<double>(), estimate.clean_metric);
+    EXPECT_EQ(estimate.grids.size(), 10u);
+    expect_grids(by_attribution, estimate);
 }
 
 // attention --effects METHOD (bare: hybrid) writes core's grid of the text

@@ -154,7 +154,7 @@ TEST_P(PatchSeq2Seq, APatchedRunIsTheReferencesWhole) {
 }
 
 // What patching refuses of an encoder–decoder, each in one line: sources of
-// other lengths, a cell of no grid, and the attribution estimate (no backward yet).
+// other lengths (exactly and by attribution), a cell of no grid.
 TEST_P(PatchSeq2Seq, RefusesInOneLine) {
     const auto refusal = [](const auto& call) {
         try {
@@ -185,9 +185,9 @@ TEST_P(PatchSeq2Seq, RefusesInOneLine) {
                                         {PatchKind::mlp, 0, 6, PatchStack::encoder}, result);
               }),
               "there is no mlp cell (layer 0, position 6) in 2 layers of 6");
-    EXPECT_EQ(
-        refusal([&] { attribution_patch(model_, clean_target_, corrupted_target_, options_, request, patching); }),
-        "attribution patching does not support encoder-decoders yet");
+    EXPECT_EQ(refusal([&] { attribution_patch(model_, batch(true), shorter, options_, request, patching); }),
+              "patching copies the encoder's activations position by position, so both sources need the same "
+              "length: the clean source has 6 tokens, the corrupted 5");
 }
 
 INSTANTIATE_TEST_SUITE_P(EncoderDecoders, PatchSeq2Seq,

@@ -32,6 +32,8 @@ TEST(Settings, WhatIsWrittenReadsBack) {
     s.effects_all_exact = true;
     s.export_dir = "/tmp/exports";
     s.compare_text = "The dog sat";
+    s.compare_target = "Der Hund";
+    s.compare_pair = "It was sad.";
     s.diff = true;
     s.patch_metric = PatchMetric::loss;
     s.patch_direction = PatchDirection::noise;
@@ -60,6 +62,8 @@ TEST(Settings, WhatIsWrittenReadsBack) {
     EXPECT_TRUE(back.effects_all_exact);
     EXPECT_EQ(back.export_dir, "/tmp/exports");
     EXPECT_EQ(back.compare_text, "The dog sat");
+    EXPECT_EQ(back.compare_target, "Der Hund");
+    EXPECT_EQ(back.compare_pair, "It was sad.");
     EXPECT_TRUE(back.diff);
     EXPECT_EQ(back.patch_metric, PatchMetric::loss);
     EXPECT_EQ(back.patch_direction, PatchDirection::noise);
@@ -82,6 +86,8 @@ TEST(Settings, MissingFileIsTheDefaultsSilently) {
     EXPECT_EQ(s.effects_of, EffectsOf::heads);
     EXPECT_FALSE(s.effects_all_exact);  // the hybrid grid
     EXPECT_TRUE(s.compare_text.empty());
+    EXPECT_TRUE(s.compare_target.empty());
+    EXPECT_TRUE(s.compare_pair.empty());
     EXPECT_FALSE(s.diff);
     EXPECT_EQ(s.window.width, 0);  // a first start: the window takes most of the screen
     EXPECT_FALSE(s.window.position);

@@ -6,7 +6,8 @@
 // compare text's predictions are its forward's, the patching tab's grids and
 // metric values are core's (with the defaults, and with the metric and
 // direction the settings saved), the estimate beside them is core's
-// attribution patching, an encoder's grids are core's patching of it, and
+// attribution patching, an encoder's grids and an encoder–decoder's (a
+// compare source with its target) are core's patching of them, and
 // texts of different lengths give the line that says the diff and patching
 // need equal lengths.
 #include <gtest/gtest.h>
@@ -23,10 +24,12 @@
 #include "encoder_models.h"
 #include "headscope/compute/backend.h"
 #include "headscope/compute/backward.h"
+#include "headscope/compute/text_batch.h"
 #include "headscope/model/model.h"
 #include "model_writer.h"
 #include "process.h"
 #include "screenshot.h"
+#include "seq2seq_models.h"
 #include "state/settings.h"
 
 using namespace headscope;
@@ -54,15 +57,22 @@ std::array<double, 3> diverging(double v) {
 using test::centre;
 using test::entries;
 
-// Every cell of `want`'s grids in the shot: its value, the scale the grid's
-// largest |value|, its colour the diverging colour of value / scale.
-void expect_grids_drawn(const test::WindowShot& shot, const Patching& want) {
-    for (const PatchGrid& grid : want.grids) {
-        const json cells = entries(shot.layout, std::string("patching-") + to_string(grid.kind));
+// Every cell of `want`'s grids of `stack` (a decoder's own, an
+// encoder–decoder's shown) in the shot: its value, the scale the largest
+// |value| of the grid and of `beside`'s (the estimate drawn beside it, on one
+// scale), its colour the diverging colour of value / scale.
+void expect_grids_drawn(const test::WindowShot& shot, const Patching& want, PatchStack stack = PatchStack::own,
+                        const Patching* beside = nullptr) {
+    for (size_t g = 0; g < want.grids.size(); ++g) {
+        const PatchGrid& grid = want.grids[g];
+        if (grid.stack != stack) continue;
+        const json cells = entries(shot.layout, "patching-" + patch_grid_name(grid.kind, grid.stack));
         ASSERT_EQ(cells.size(), size_t(grid.rows) * grid.cols) << to_string(grid.kind);
         const double scale = cells[0]["scale"];
         double largest = 0;
         for (double v : grid.cells) largest = std::max(largest, std::abs(v));
+        for (double v : beside ? beside->grids[g].cells : std::vector<double>{})
+            largest = std::max(largest, std::abs(v));
         EXPECT_NEAR(scale, largest, 1e-5) << to_string(grid.kind);
         for (const json& cell : cells) {
             const int l = cell["layer"], c = cell["column"];
@@ -203,7 +213,7 @@ TEST_F(WindowCompare, TheEstimateIsBesideTheExactValues) {
     Patching exact, estimate;
     const int32_t pad = model_->config.pad_id();
     backend_->patch(Batch{{ids(clean_text)}, pad}, Batch{{ids(corrupted_text)}, pad}, {}, request, exact);
-    attribution_patch(*model_, ids(clean_text), ids(corrupted_text), {}, request, estimate);
+    attribution_patch(*model_, Batch{{ids(clean_text)}}, Batch{{ids(corrupted_text)}}, {}, request, estimate);
     for (size_t k = 0; k < 4; ++k) {
         const std::string kind = to_string(exact.grids[k].kind);
         double largest = 0;
@@ -350,7 +360,7 @@ TEST_F(WindowCompare, AnEncodersPatchingGridsAreCores) {
                                b = encoder.tokenizer.encode_texts({b_text})[0];
     Patching exact, estimate;
     cpu->patch(Batch{{a}, encoder.config.pad_id()}, Batch{{b}, encoder.config.pad_id()}, options, request, exact);
-    attribution_patch(encoder, a, b, options, request, estimate);
+    attribution_patch(encoder, Batch{{a}}, Batch{{b}}, options, request, estimate);
     EXPECT_NEAR(metric[0]["clean"].get<double>(), exact.clean_metric, 1e-6);
     EXPECT_NEAR(metric[0]["corrupted"].get<double>(), exact.corrupted_metric, 1e-6);
     EXPECT_TRUE(entries(shot.layout, "patch-estimate-refusal").empty());
@@ -365,6 +375,49 @@ TEST_F(WindowCompare, AnEncodersPatchingGridsAreCores) {
                 EXPECT_NEAR(cell["values"][l * want->cols + c].get<double>(), want->at(l, c), 1e-5)
                     << name << " L" << l << " column " << c;
             }
+        }
+    }
+}
+
+// An encoder–decoder's patching tab (BART's layout: a compare source with
+// its target), exact and estimated: the decoder's grids drawn (the stack
+// shown first) are core's patching of the sources and targets, pixel for
+// pixel, the estimates core's attribution patching; the other stacks' grids are not drawn.
+TEST_F(WindowCompare, AnEncoderDecodersPatchingGridsAreCores) {
+    const std::filesystem::path bart = dir_->path / "bart_patching";
+    test::write_seq2seq_checkpoint(bart, test::make_seq2seq_checkpoint(test::seq2seq_variant("bart")));
+    const Model seq2seq = load_model(bart.string());
+    const std::vector<std::string> sources = {"The cat sat on the mat.", "The dog sat on the mat."},
+                                   targets = {"Die Katze", "Der Hund"};
+    const test::WindowShot shot = test::shoot_window(
+        {"--model", bart.string(), "--text", sources[0], "--target", targets[0], "--compare", sources[1],
+         "--compare-target", targets[1], "--view", "patching", "--compute-patching", "--patch-method", "both"},
+        dir_->path, "seq2seq-patching");
+    ASSERT_EQ(shot.run.status, 0) << shot.run.err;
+    const json metric = entries(shot.layout, "patch-metric");
+    ASSERT_EQ(metric.size(), 1u);
+    PatchRequest request;
+    request.answer = metric[0]["answer"], request.wrong = metric[0]["wrong"], request.position = metric[0]["position"];
+    request.kinds = {PatchKind::heads, PatchKind::residual, PatchKind::mlp, PatchKind::pattern};
+    const Batch both = text_batch(seq2seq, {sources, {}, targets}).batch;
+    std::vector<Batch> each;
+    for (int b = 0; b < 2; ++b) each.push_back(Batch{{both.token_ids[b]}, both.pad_id, {}, {both.source_ids[b]}});
+    std::unique_ptr<Backend> cpu = make_cpu_backend();
+    cpu->load_weights(seq2seq);
+    Patching exact, estimate;
+    cpu->patch(each[0], each[1], {}, request, exact);
+    attribution_patch(seq2seq, each[0], each[1], {}, request, estimate);
+    EXPECT_NEAR(metric[0]["clean"].get<double>(), exact.clean_metric, 1e-6);
+    EXPECT_NEAR(metric[0]["corrupted"].get<double>(), exact.corrupted_metric, 1e-6);
+    ASSERT_EQ(exact.grids.size(), 10u);
+    expect_grids_drawn(shot, exact, PatchStack::decoder, &estimate);
+    for (const PatchGrid& grid : estimate.grids) {
+        const std::string name = "patching-" + patch_grid_name(grid.kind, grid.stack) + "-estimate";
+        const json cells = entries(shot.layout, name);
+        ASSERT_EQ(cells.size(), grid.stack == PatchStack::decoder ? grid.cells.size() : 0u) << name;
+        for (const json& cell : cells) {
+            const int l = cell["layer"], c = cell["column"];
+            EXPECT_NEAR(cell["values"][l * grid.cols + c].get<double>(), grid.at(l, c), 1e-5) << name << l << c;
         }
     }
 }

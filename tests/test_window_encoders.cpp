@@ -3,7 +3,9 @@
 // a sentence pair's maps are the CLI's pixel for pixel (the keys after each
 // query drawn, not hatched), the pair box stands where a decoder's
 // generation controls are, and the predictions panel fills the [MASK] with
-// the CLI's top token; forcing the causal mask on hatches the upper triangle.
+// the CLI's top token; forcing the causal mask on hatches the upper triangle;
+// the patching tab of a pair against a compare text with a pair of its own
+// is core's exact and attribution patching of both, token types and all.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +15,10 @@
 #include <string>
 
 #include "encoder_models.h"
+#include "headscope/compute/backend.h"
+#include "headscope/compute/backward.h"
+#include "headscope/compute/text_batch.h"
+#include "headscope/model/model.h"
 #include "model_writer.h"
 #include "process.h"
 #include "screenshot.h"
@@ -69,6 +75,44 @@ TEST_F(WindowEncoders, APairsMapsAreTheClisBidirectionalOnes) {
     }
     EXPECT_TRUE(pair_box);
     EXPECT_FALSE(next_token) << "an encoder does not generate";
+}
+
+// The compare line's pair field (--compare-pair): each text read with its
+// pair's second text and token types, the grids of both methods core's.
+TEST_F(WindowEncoders, APairsPatchingGridsAreCores) {
+    const std::string b_text = "The dog [MASK] on the mat.", b_pair = "It was hard.";
+    const test::WindowShot shot =
+        shoot("bert-pair-patching", {"--compare", b_text, "--compare-pair", b_pair, "--view", "patching",
+                                     "--compute-patching", "--patch-method", "both"});
+    const json metric = test::entries(shot.layout, "patch-metric");
+    ASSERT_EQ(metric.size(), 1u);
+    const Model bert = load_model(model());
+    PatchRequest request;
+    request.answer = metric[0]["answer"], request.wrong = metric[0]["wrong"], request.position = metric[0]["position"];
+    request.kinds = {PatchKind::heads, PatchKind::residual, PatchKind::mlp, PatchKind::pattern};
+    const Batch both = text_batch(bert, {{text_, b_text}, {pair_, b_pair}}).batch;
+    ASSERT_EQ(both.token_types.size(), 2u);
+    const Batch a{{both.token_ids[0]}, both.pad_id, {both.token_types[0]}},
+        b{{both.token_ids[1]}, both.pad_id, {both.token_types[1]}};
+    std::unique_ptr<Backend> cpu = make_cpu_backend();
+    cpu->load_weights(bert);
+    AttentionOptions options;  // the encoder's own: no causal mask
+    options.causal = false;
+    Patching exact, estimate;
+    cpu->patch(a, b, options, request, exact);
+    attribution_patch(bert, a, b, options, request, estimate);
+    EXPECT_NEAR(metric[0]["clean"].get<double>(), exact.clean_metric, 1e-6);
+    for (const Patching* want : {&exact, &estimate})
+        for (const PatchGrid& grid : want->grids) {
+            const std::string name =
+                std::string("patching-") + to_string(grid.kind) + (want == &estimate ? "-estimate" : "");
+            const json cells = test::entries(shot.layout, name);
+            ASSERT_EQ(cells.size(), grid.cells.size()) << name;
+            for (const json& cell : cells) {
+                const int l = cell["layer"], c = cell["column"];
+                EXPECT_NEAR(cell["values"][l * grid.cols + c].get<double>(), grid.at(l, c), 1e-5) << name << l << c;
+            }
+        }
 }
 
 TEST_F(WindowEncoders, ThePredictionsFillTheMask) {

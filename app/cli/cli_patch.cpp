@@ -47,8 +47,6 @@ PatchRequest given_request(const CliOptions& opt) {
         throw Error("--clean-pair and --corrupted-pair go together: each text of a pair compared with the other's");
     if (!opt.corrupted_target.empty() && opt.clean_target.empty())
         throw Error("--corrupted-target needs --clean-target: each text's target compared with the other's");
-    if (!opt.clean_pair.empty() && opt.method == "attribution")
-        throw Error("--method attribution does not read a sentence pair's token types yet: patch a pair exactly");
     check_metric_flags(opt);
     PatchRequest request = opt.patch;
     try {
@@ -137,7 +135,7 @@ void run_patch(const CliOptions& opt) {
     Patching patching;
     const auto start = Clock::now();
     if (opt.method == "attribution") {
-        attribution_patch(model, ids[0], ids[1], options, request, patching);
+        attribution_patch(model, texts[0], texts[1], options, request, patching);
     } else {
         TerminalProgress bar;
         loaded.backend->patch(texts[0], texts[1], options, request, patching, bar.progress());

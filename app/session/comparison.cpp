@@ -8,6 +8,13 @@
 
 namespace headscope {
 
+Batch TextIds::batch(const Model& model) const {
+    Batch one{{tokens}, model.config.pad_id()};
+    if (!source.empty()) one.source_ids = {source};
+    if (!types.empty() && model.config.type_vocab_size > 0) one.token_types = {types};
+    return one;
+}
+
 void Comparison::open(std::shared_ptr<const Model> model) {
     model_ = std::move(model);
     // The workers' jobs hold the old backend until they end.
@@ -22,7 +29,8 @@ void Comparison::open(std::shared_ptr<const Model> model) {
     patching_message.clear();
 }
 
-void Comparison::submit(const std::string& text, const AttentionOptions& options) {
+void Comparison::submit(const std::string& text, const std::string& pair, const std::string& target,
+                        const AttentionOptions& options) {
     if (text.empty()) {
         forward_worker_.submit([](std::stop_token) { return LiveResult{}; });  // ends any job running
         return;
@@ -31,7 +39,7 @@ void Comparison::submit(const std::string& text, const AttentionOptions& options
     compared.lens_k = 0, compared.contributions = compared.capture_outputs = false;
     forward_progress_.start();
     forward_worker_.submit([this, backend = backend_, model = model_, cache = cache_,
-                            request = LiveRequest{{text}, compared}](std::stop_token stop) {
+                            request = LiveRequest{{text}, compared, {pair}, {target}}](std::stop_token stop) {
         try {
             return compute_live(*backend, *model, request, cache.get(), forward_progress_.reporter(std::move(stop)));
         } catch (const Cancelled&) {
@@ -41,20 +49,20 @@ void Comparison::submit(const std::string& text, const AttentionOptions& options
     });
 }
 
-void Comparison::compute_patching(const std::vector<int32_t>& clean, const std::vector<int32_t>& corrupted,
-                                  const AttentionOptions& options, const PatchRequest& request, PatchMethod method) {
+void Comparison::compute_patching(const TextIds& clean, const TextIds& corrupted, const AttentionOptions& options,
+                                  const PatchRequest& request, PatchMethod method) {
     patching_message.clear();
     patching_progress_.start();
     patching_worker_.submit(
         [this, backend = backend_, model = model_, clean, corrupted, options, request, method](std::stop_token stop) {
             PatchingShown made{{}, {}, {}, model, clean, corrupted, options};
-            const int32_t pad = model->config.pad_id();
             if (method != PatchMethod::attribution)
-                backend->patch(Batch{{clean}, pad}, Batch{{corrupted}, pad}, options, request, made.exact.emplace(),
+                backend->patch(clean.batch(*model), corrupted.batch(*model), options, request, made.exact.emplace(),
                                patching_progress_.reporter(std::move(stop)));
             if (method == PatchMethod::exact) return made;
             try {
-                attribution_patch(*model, clean, corrupted, options, request, made.estimate.emplace());
+                attribution_patch(*model, clean.batch(*model), corrupted.batch(*model), options, request,
+                                  made.estimate.emplace());
             } catch (const Error& e) {
                 if (method == PatchMethod::attribution) throw;
                 made.estimate.reset();
@@ -66,8 +74,8 @@ void Comparison::compute_patching(const std::vector<int32_t>& clean, const std::
 
 const Patching* Comparison::patching() const { return exact() ? exact() : estimate(); }
 
-bool Comparison::patching_current(const std::vector<int32_t>& clean, const AttentionOptions& options) const {
-    return patched_ && patched_->model == model_ && patched_->clean == clean && patched_->corrupted == token_ids() &&
+bool Comparison::patching_current(const TextIds& clean, const AttentionOptions& options) const {
+    return patched_ && patched_->model == model_ && patched_->clean == clean && patched_->corrupted == ids() &&
            patched_->options == options;
 }
 
@@ -86,10 +94,9 @@ void Comparison::compute_patched_run(const PatchCell& cell, const AttentionOptio
     const PatchDirection direction = patching()->request.direction;
     run_worker_.submit([backend = backend_, model = model_, shown = *patched_, cell, direction,
                         options = run_options(options)](std::stop_token) {
-        PatchedRun made{cell, direction, shown.clean, shown.corrupted, {}, options, {}, model};
-        made.token_ids = direction == PatchDirection::denoise ? shown.corrupted : shown.clean;
-        const int32_t pad = model->config.pad_id();
-        backend->patched_run(Batch{{shown.clean}, pad}, Batch{{shown.corrupted}, pad}, options, direction, cell,
+        PatchedRun made{cell, direction, shown.clean.tokens, shown.corrupted.tokens, {}, options, {}, model};
+        made.token_ids = direction == PatchDirection::denoise ? shown.corrupted.tokens : shown.clean.tokens;
+        backend->patched_run(shown.clean.batch(*model), shown.corrupted.batch(*model), options, direction, cell,
                              made.result);
         return made;
     });

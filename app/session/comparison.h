@@ -1,8 +1,7 @@
-// The "compare with" text beside the selected one and what is computed of
-// the two: the compare text's forward (its maps and predictions, with the
-// live forward's options); activation patching with the selected text as
-// the clean run and the compare text as the corrupted one, exact (core's
-// patching.h), estimated by attribution (backward.h) or both; and one
+// The "compare with" text beside the selected one (an encoder–decoder's
+// compare source with its target) and what is computed of the two: the compare text's forward (its maps and
+// predictions, with the live forward's options); activation patching with the selected text as the clean run and the
+// compare text as the corrupted one, exact (core's patching.h), estimated by attribution (backward.h) or both; and one
 // cell's patched run, whole, for the maps and predictions to show. Each
 // runs on a worker of its own, on a CPU backend of its own, so that the
 // live forward may run meanwhile.
@@ -23,6 +22,16 @@
 
 namespace headscope {
 
+// One text's ids as the forward reads them: its tokens (an encoder–decoder's
+// target, its decoder's input), an encoder–decoder's source and a pair's
+// token types (each empty where the text has none).
+struct TextIds {
+    std::vector<int32_t> tokens, source, types;
+    bool operator==(const TextIds&) const = default;
+    // A batch of this one text, with its types where `model` reads them (text_batch.h).
+    Batch batch(const Model& model) const;
+};
+
 class Comparison {
 public:
     // `wake` runs on a worker whenever one has something new for the frame.
@@ -30,8 +39,11 @@ public:
 
     // Another model is open: nothing of the last one's is shown.
     void open(std::shared_ptr<const Model> model);
-    // Computes `text` with `options` (the live forward's); an empty text shows none.
-    void submit(const std::string& text, const AttentionOptions& options);
+    // Computes `text` (an encoder's with its pair's second text `pair`, an
+    // encoder–decoder's source with `target`; "": none) with `options` (the
+    // live forward's); an empty text shows none.
+    void submit(const std::string& text, const std::string& pair, const std::string& target,
+                const AttentionOptions& options);
     // Takes what the workers finished: true when anything shown changed.
     bool collect();
     bool busy() const { return forward_worker_.busy() || patching_worker_.busy() || run_worker_.busy(); }
@@ -39,6 +51,11 @@ public:
     // The compare text's tokens (empty: no compare text computed, or a refused one) and forward.
     const std::vector<int32_t>& token_ids() const {
         return shown_.token_ids.empty() ? no_tokens_ : shown_.token_ids[0];
+    }
+    // Its tokens with its source (an encoder–decoder's).
+    TextIds ids() const {
+        return {token_ids(), shown_.source_ids.empty() ? no_tokens_ : shown_.source_ids[0],
+                shown_.token_types.empty() ? no_tokens_ : shown_.token_types[0]};
     }
     const AttentionResult& attention() const { return shown_.attention; }
     int length() const { return static_cast<int>(token_ids().size()); }
@@ -48,8 +65,8 @@ public:
     // Patching of the clean and corrupted tokens with `options`, as `request`
     // asks, by `method`, with progress and cancel. With both, an estimate
     // the backward refuses leaves the exact grids, and says why.
-    void compute_patching(const std::vector<int32_t>& clean, const std::vector<int32_t>& corrupted,
-                          const AttentionOptions& options, const PatchRequest& request, PatchMethod method);
+    void compute_patching(const TextIds& clean, const TextIds& corrupted, const AttentionOptions& options,
+                          const PatchRequest& request, PatchMethod method);
     // The grids shown, of either method (the exact ones where both were computed); null: none.
     const Patching* patching() const;
     const Patching* exact() const { return patched_ && patched_->exact ? &*patched_->exact : nullptr; }
@@ -57,7 +74,7 @@ public:
     // Why the estimate asked for beside the exact grids was not computed; empty when it was, or not asked.
     const std::string& estimate_refusal() const { return patched_ ? patched_->estimate_refusal : no_refusal_; }
     // Whether the grids shown were computed from these texts and options as they are now.
-    bool patching_current(const std::vector<int32_t>& clean, const AttentionOptions& options) const;
+    bool patching_current(const TextIds& clean, const AttentionOptions& options) const;
     bool patching_pending() const { return patching_worker_.busy(); }
     JobProgress& patching_progress() { return patching_progress_; }
     std::string patching_message;  // why the last patching failed; empty when it did not
@@ -86,7 +103,7 @@ private:
         std::optional<Patching> exact, estimate;
         std::string estimate_refusal;
         std::shared_ptr<const Model> model;
-        std::vector<int32_t> clean, corrupted;
+        TextIds clean, corrupted;
         AttentionOptions options;
     };
     std::function<void()> wake_;

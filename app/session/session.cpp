@@ -82,7 +82,8 @@ void Session::submit() {
 
 void Session::submit_compare() {
     const Config& config = model().config;
-    comparison_.submit(config.is_encoder_decoder() ? "" : state_.compare_text, state_.options);
+    comparison_.submit(state_.compare_text, config.is_encoder() ? state_.compare_pair : "",
+                       config.is_encoder_decoder() ? state_.compare_target : "", state_.options);
 }
 
 float Session::diff_scale() const {

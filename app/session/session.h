@@ -263,6 +263,13 @@ public:
     // The options the shown compute used in layer `layer` (the window is off in ModernBERT's global layers).
     AttentionOptions shown_options_at(int layer) const { return layer_options(model().config, shown_options, layer); }
     int length(int b) const { return static_cast<int>(shown.token_ids[b].size()); }
+    // Text b's ids as shown, with its source (an encoder–decoder's) or its token types (a pair's).
+    TextIds shown_ids(int b) const {
+        const auto of = [b](const std::vector<std::vector<int32_t>>& rows) {
+            return static_cast<size_t>(b) < rows.size() ? rows[b] : std::vector<int32_t>{};
+        };
+        return {shown.token_ids[b], of(shown.source_ids), of(shown.token_types)};
+    }
     // The cut of the selected text's tokens (its source's when `source`) to the model's positions; null: none.
     const TextCut* cut_shown(bool source) const {
         for (const TextCut& cut : shown.cuts)

@@ -65,7 +65,12 @@ void add_window_options(CLI::App& cli, Args& args) {
                  "compute every cell of the effects grid exactly (default: the saved choice, else the estimate, "
                  "then the 16 largest and 8 others exact)");
     cli.add_option("--compare", args.compare_text,
-                   "a decoder's second text (B), compared with the text (A): predictions, diff view, patching");
+                   "a second text (B), compared with the text (A): predictions, diff view, patching (an "
+                   "encoder-decoder's second source)");
+    cli.add_option("--compare-target", args.compare_target,
+                   "an encoder-decoder's target of the --compare text, compared with the text's --target");
+    cli.add_option("--compare-pair", args.compare_pair,
+                   "an encoder's second text of a pair for the --compare text, compared with the text's --text-pair");
     cli.add_flag("--diff", args.diff, "draw every map as B - A (the --compare text's less the text's)");
     cli.add_flag("--compute-patching", args.compute_patching,
                  "patch the text (clean) and the --compare text (corrupted) at the start, as the patching tab does");
@@ -164,6 +169,8 @@ Settings start_settings(const Args& args, const CLI::App& cli, bool use_saved) {
     if (cli.count("--effects-of")) s.effects_of = args.effects_of;
     if (cli.count("--effects-exact")) s.effects_all_exact = true;
     if (cli.count("--compare")) s.compare_text = args.compare_text;
+    if (cli.count("--compare-target")) s.compare_target = args.compare_target;
+    if (cli.count("--compare-pair")) s.compare_pair = args.compare_pair;
     if (cli.count("--diff")) s.diff = args.diff;
     if (cli.count("--window-size")) {
         const std::array<int, 2> size = parse_window_size(args.window_size);

@@ -47,7 +47,9 @@ struct Args {
     bool compute_effects = false;                         // compute the effects grid at the start
     EffectsOf effects_of = EffectsOf::heads;              // of each head or each expert
     bool effects_all_exact = false;                       // every cell of the effects grid exact
-    std::string compare_text;                             // a decoder's "compare with" text
+    std::string compare_text;                             // the "compare with" text
+    std::string compare_target;                           // an encoder-decoder's compare text's target
+    std::string compare_pair;                             // an encoder's compare text's pair's second text
     bool diff = false;                                    // the maps drawn as the compare text's less the text's
     bool compute_patching = false;                        // patch the text and the compare text at the start
     PatchMethod patch_method = PatchMethod::exact;        // by which method

@@ -39,6 +39,8 @@ MainView::MainView(const Args& args, const Settings& start, LoadedModel loaded, 
     state_.shading = {args.value_weighted, args.hide_first_key, args.sentences, 0};
     if (args.value_weighted) session_.submit();  // with the norms
     state_.compare_text = start.compare_text;
+    state_.compare_target = start.compare_target;
+    state_.compare_pair = start.compare_pair;
     state_.diff_shown = start.diff;
     state_.patch.metric = start.patch_metric;
     state_.patch.direction = start.patch_direction;
@@ -253,6 +255,8 @@ Settings MainView::settings(const WindowPlacement& window) const {
     s.effects_all_exact = state_.effects_all_exact;
     s.export_dir = status_bar_.export_dir();
     s.compare_text = state_.compare_text;
+    s.compare_target = state_.compare_target;
+    s.compare_pair = state_.compare_pair;
     s.diff = state_.diff_shown;
     s.patch_metric = state_.patch.metric;
     s.patch_direction = state_.patch.direction;

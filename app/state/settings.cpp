@@ -68,6 +68,8 @@ Settings settings_from(const JsonFields& f, const nlohmann::json& json) {
     s.export_dir = f.string(json, "", "export_dir");
     // Files from before the compare text have none of these.
     s.compare_text = f.string(json, "", "compare_text", "");
+    s.compare_target = f.string(json, "", "compare_target", "");
+    s.compare_pair = f.string(json, "", "compare_pair", "");
     s.diff = f.boolean(json, "", "diff", false);
     s.patch_metric = parse_patch_metric(f.string(json, "", "patch_metric", "logit-diff"));
     s.patch_direction = parse_patch_direction(f.string(json, "", "patch_direction", "denoise"));
@@ -115,6 +117,8 @@ void write_settings(const fs::path& file, const Settings& s) {
                  {"effects_all_exact", s.effects_all_exact},
                  {"export_dir", s.export_dir},
                  {"compare_text", s.compare_text},
+                 {"compare_target", s.compare_target},
+                 {"compare_pair", s.compare_pair},
                  {"diff", s.diff},
                  {"patch_metric", to_string(s.patch_metric)},
                  {"patch_direction", to_string(s.patch_direction)},

@@ -36,6 +36,8 @@ struct Settings {
     bool effects_all_exact = false;                      // the effects grid's toggle: every cell exact, not hybrid
     std::string export_dir = ".";                        // where Save PNG/JSON/NPY write
     std::string compare_text;                            // the "compare with" text; "": none
+    std::string compare_target;                          // an encoder–decoder's compare text's target
+    std::string compare_pair;                            // an encoder's compare text's pair's second text
     bool diff = false;                                   // the maps drawn as B - A
     PatchMetric patch_metric = PatchMetric::logit_diff;  // the patching tab's
     PatchDirection patch_direction = PatchDirection::denoise;

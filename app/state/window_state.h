@@ -39,6 +39,7 @@ struct PatchChoices {
     int position = -1;                // where logit_diff and logprob read; -1: the last token
     PatchDirection direction = PatchDirection::denoise;
     bool kinds[4] = {true, true, true, true};  // patch_kind_choices' order: heads, residual, MLPs, patterns
+    PatchStack stack = PatchStack::decoder;    // an encoder–decoder's grids shown: encoder, decoder or cross
 };
 
 struct WindowState {
@@ -64,8 +65,12 @@ struct WindowState {
     // The effects grid's every cell exact (its knock-out run), not the estimate refined by the largest exact.
     bool effects_all_exact = false;
     MapShading shading = {};  // how the heads and model tabs shade their maps
-    // A decoder's or an encoder's "compare with" text (B) beside the selected one (A); "": none.
+    // The "compare with" text (B) beside the selected one (A), an
+    // encoder–decoder's source with its target compare_target, an encoder's
+    // with its pair's second text compare_pair ("": none); "": none.
     std::string compare_text = {};
+    std::string compare_target = {};
+    std::string compare_pair = {};
     // The heads and model tabs draw B - A of every map (when both have the same token count).
     bool diff_shown = false;
     PatchChoices patch = {};

@@ -98,6 +98,7 @@ bool target_box(WindowState& state, Session& s, Ui& ui) {
         s.computed())
         state.layer =
             std::min(state.layer, s.maps().layers() - 1);  // an encoder may have fewer layers than its decoder
+    compare_box(state, s, ui);
     ImGui::EndGroup();
     return changed;
 }

@@ -43,7 +43,8 @@ private:
 };
 
 // The "compare with" line (compare_box.cpp): a decoder's under its generation
-// controls, an encoder's under its pair.
+// controls, an encoder's under its pair, an encoder–decoder's (a source and
+// its target) under its target.
 void compare_box(WindowState& state, Session& session, Ui& ui);
 
 }  // namespace headscope

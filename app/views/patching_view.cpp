@@ -44,6 +44,22 @@ std::pair<int32_t, int32_t> resolved_tokens(const WindowState& state, const Sess
     return {answer, wrong};
 }
 
+// The ids a grid's positions are: an encoder–decoder's encoder's are its source's, else the text's (its target's).
+const std::vector<int32_t>& grid_ids(const WindowState& state, const Session& s, const PatchGrid& grid) {
+    const size_t b = static_cast<size_t>(state.selected);
+    return grid.stack == PatchStack::encoder ? s.shown.source_ids.at(b) : s.shown.token_ids.at(b);
+}
+
+// Why an encoder–decoder's texts cannot be patched: sources of other lengths (core's check_patch_sources); "" else.
+std::string sources_refusal(const WindowState& state, const Session& s) {
+    if (!s.model().config.is_encoder_decoder()) return "";
+    const size_t a = s.shown_ids(state.selected).source.size(), b = s.comparison().ids().source.size();
+    if (a == b) return "";
+    return "patching copies the encoder's activations position by position, so it needs sources of equal length: "
+           "B's has " +
+           std::to_string(b) + " tokens, the text's " + std::to_string(a);
+}
+
 // The value a grid's cell shows in the tooltip, in words.
 const char* fraction_words(PatchDirection direction) {
     return direction == PatchDirection::denoise ? "of the clean - corrupted difference restored"
@@ -59,36 +75,39 @@ void PatchingView::compute(WindowState& state, Session& s) {
         if (state.patch.kinds[k]) kinds.push_back(static_cast<PatchKind>(k));
     const PatchRequest request{state.patch.metric,    answer, wrong, patch_position(state, s),
                                state.patch.direction, kinds};
-    s.comparison().compute_patching(s.shown.token_ids[state.selected], s.comparison().token_ids(),
-                                    patch_options(state.options), request, state.patch.method);
+    s.comparison().compute_patching(s.shown_ids(state.selected), s.comparison().ids(), patch_options(state.options),
+                                    request, state.patch.method);
 }
 
 void PatchingView::draw(WindowState& state, Session& s, Ui& ui) {
     const Config& config = s.model().config;
-    if (config.is_encoder_decoder() || !config.predicts()) {
-        ImGui::TextDisabled(config.is_encoder_decoder()
-                                ? "patching an encoder-decoder is the command line's for now (patch "
-                                  "--clean-target): the window has no compare text with a target yet"
-                                : "patching measures the predictions, and this checkpoint has no output head");
-        return;
-    }
-    const size_t b = static_cast<size_t>(state.selected);
-    if (b < state.text_pairs.size() && !state.text_pairs[b].empty()) {  // the compare text has no second text
-        ImGui::TextDisabled("patching a sentence pair is the command line's for now (patch --clean-pair): clear B");
+    if (!config.predicts()) {
+        ImGui::TextDisabled("patching measures the predictions, and this checkpoint has no output head");
         return;
     }
     Comparison& compare = s.comparison();
-    if (!s.same_lengths() || compare.attention().top_k == 0) {
+    const bool seq2seq = config.is_encoder_decoder();
+    if (!s.same_lengths() || compare.attention().top_k == 0 || !sources_refusal(state, s).empty()) {
         const std::string line =
             compare.length() == 0
                 ? std::string("type a compare text (B) beside the text: patching copies activations between the two")
-                : "patching copies activations position by position, so it needs equal lengths: B has " +
-                      std::to_string(compare.length()) + " tokens, the text " +
-                      std::to_string(s.length(state.selected));
+            : !s.same_lengths()
+                ? "patching copies activations position by position, so it needs equal lengths: B" +
+                      std::string(seq2seq ? "'s target" : "") + " has " + std::to_string(compare.length()) +
+                      " tokens, the text" + (seq2seq ? "'s target " : " ") + std::to_string(s.length(state.selected))
+                : sources_refusal(state, s);
         text_wrapped(ui, {{"view", "patching-lengths"}, {"text", line}}, "%s", line.c_str());
         return;
     }
-    ImGui::TextDisabled("clean: the text (A); corrupted: the compare text (B)");
+    ImGui::TextDisabled(seq2seq ? "clean: the text (A) and its target; corrupted: the compare source (B) and its target"
+                                : "clean: the text (A); corrupted: the compare text (B)");
+    if (seq2seq) {  // which stack's grids are shown (all are computed)
+        static constexpr const char* stacks[] = {"encoder", "decoder", "cross-attention"};
+        int stack = static_cast<int>(state.patch.stack) - 1;
+        ImGui::SameLine();
+        if (enum_combo(ui, "grids shown", stack, stacks, std::floor(170 * ui.scale), "patch stack"))
+            state.patch.stack = static_cast<PatchStack>(stack + 1);
+    }
     metric_controls(state, s, ui);
     if (compare.patching_pending()) {
         if (!progress_bar(compare.patching_progress(), ui, "patching", std::floor(400 * ui.scale)))
@@ -211,7 +230,7 @@ void PatchingView::grids(const WindowState& state, Session& s, Ui& ui) {
           {"corrupted", p.corrupted_metric}},
          "%s: clean %.4f, corrupted %.4f (%s)", metric.c_str(), p.clean_metric, p.corrupted_metric,
          patch_direction_choices.labels[static_cast<int>(r.direction)]);
-    if (!compare.patching_current(s.shown.token_ids[state.selected], patch_options(state.options)))
+    if (!compare.patching_current(s.shown_ids(state.selected), patch_options(state.options)))
         ImGui::TextColored(warning_colour, "computed for other texts or options: patch again");
     if (!compare.estimate_refusal().empty())
         text_coloured(ui, {{"view", "patch-estimate-refusal"}, {"text", compare.estimate_refusal()}}, warning_colour,
@@ -225,6 +244,7 @@ void PatchingView::grids(const WindowState& state, Session& s, Ui& ui) {
         for (size_t k = 0; k < p.grids.size(); ++k) {
             const PatchKind kind = p.grids[k].kind;
             if ((kind == PatchKind::heads || kind == PatchKind::pattern) != by_head) continue;
+            if (p.grids[k].stack != PatchStack::own && p.grids[k].stack != state.patch.stack) continue;
             float scale = 0;
             for (const Patching* grids : {exact, estimate})
                 if (grids) {
@@ -246,10 +266,12 @@ void PatchingView::grids(const WindowState& state, Session& s, Ui& ui) {
         if (beside_last(shown, g, both)) ImGui::SameLine(std::floor(width / 2 + spacing));
         grid(state, s, ui, shown[g], half_width(shown, g, both) ? width / 2 - spacing : width, height);
     }
+    if (shown.empty())
+        ImGui::TextDisabled("no grid of these kinds in this stack (the cross-attention's: heads and patterns)");
     ImGui::TextDisabled(
-        "red: the patch %s the difference, 1 all of it; blue: the other way. Click a cell: its patched run's maps and "
-        "predictions",
-        r.direction == PatchDirection::denoise ? "restores" : "destroys");
+        "red: the patch %s the difference, 1 all of it; blue: the other way.%s",
+        r.direction == PatchDirection::denoise ? "restores" : "destroys",
+        s.model().config.is_encoder_decoder() ? "" : " Click a cell: its patched run's maps and predictions");
 }
 
 bool PatchingView::half_width(const std::vector<GridShown>& shown, size_t g, bool both) {
@@ -271,32 +293,39 @@ void PatchingView::grid(const WindowState& state, Session& s, Ui& ui, const Grid
     const PatchGrid& g = *shown.grid;
     const Patching& p = *s.comparison().patching();
     const bool by_head = g.kind == PatchKind::heads || g.kind == PatchKind::pattern;
+    const std::vector<int32_t>& ids = grid_ids(state, s, g);
     std::vector<std::string> labels;
-    for (int c = 0; c < g.cols; ++c) labels.push_back(by_head ? indexed('H', c) : shown_token(s, state.selected, c));
+    for (int c = 0; c < g.cols; ++c) labels.push_back(by_head ? indexed('H', c) : shown_token(s, ids, c));
     const float room = width - ImGui::CalcTextSize("L00 ").x;
     const float cell = std::floor(std::clamp(std::min(room / g.cols, height / g.rows), 4.f, 44 * ui.scale));
     ImGui::BeginGroup();
     const std::vector<float> values(g.cells.begin(), g.cells.end());
-    ImGui::Text("%s%s (up to %.3f)", patch_kind_choices.labels[static_cast<int>(g.kind)],
-                shown.estimated ? ", estimated" : "", largest_magnitude(values));
-    const std::string name = std::string("patching-") + to_string(g.kind) + (shown.estimated ? "-estimate" : "");
+    const char* stack = g.stack == PatchStack::own ? "" : patch_stack_choices.labels[static_cast<int>(g.stack)];
+    ImGui::Text("%s%s%s%s (up to %.3f)", stack, *stack ? "'s " : "",
+                patch_kind_choices.labels[static_cast<int>(g.kind)], shown.estimated ? ", estimated" : "",
+                largest_magnitude(values));
+    const std::string name = "patching-" + patch_grid_name(g.kind, g.stack) + (shown.estimated ? "-estimate" : "");
     const auto [row, col] = signed_grid(ui, name.c_str(), values, g.rows, g.cols, labels, cell, shown.scale);
-    if (row >= 0 && ImGui::IsItemClicked()) s.comparison().compute_patched_run({g.kind, row, col}, s.shown_options);
+    // An encoder–decoder's patched run is not drawn in place of the text's (Session::patched_run_shown).
+    const bool runs = g.stack == PatchStack::own;
+    if (row >= 0 && runs && ImGui::IsItemClicked())
+        s.comparison().compute_patched_run({g.kind, row, col}, s.shown_options);
     ImGui::EndGroup();
     if (row < 0 || !ui.tooltips) return;
-    const std::string what = by_head
-                                 ? "H" + std::to_string(col)
-                                 : "position " + std::to_string(col) + " " + shown_token(s, state.selected, col, true);
+    const std::string what = std::string(stack) + (*stack ? " " : "") +
+                             (by_head ? "H" + std::to_string(col)
+                                      : "position " + std::to_string(col) + " " + shown_token(s, ids, col, true));
     const char* words = fraction_words(p.request.direction);
+    const char* click = runs ? "\nclick: show its patched run" : "";
     if (!shown.other) {
-        ImGui::SetTooltip("L%d %s: %+.4f %s%s\nclick: show its patched run", row, what.c_str(), g.at(row, col), words,
-                          shown.estimated ? " (estimated)" : "");
+        ImGui::SetTooltip("L%d %s: %+.4f %s%s%s", row, what.c_str(), g.at(row, col), words,
+                          shown.estimated ? " (estimated)" : "", click);
         return;
     }
     const PatchGrid& exact = shown.estimated ? *shown.other : g;
     const PatchGrid& estimate = shown.estimated ? g : *shown.other;
-    ImGui::SetTooltip("L%d %s: exact %+.4f, estimate %+.4f %s\nclick: show its patched run", row, what.c_str(),
-                      exact.at(row, col), estimate.at(row, col), words);
+    ImGui::SetTooltip("L%d %s: exact %+.4f, estimate %+.4f %s%s", row, what.c_str(), exact.at(row, col),
+                      estimate.at(row, col), words, click);
 }
 
 }  // namespace headscope

@@ -3,6 +3,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "headscope/compute/backward.h"
@@ -13,11 +14,16 @@ namespace headscope {
 
 // What the backward reads of one layer's forward.
 struct LayerTrace {
-    std::vector<float> x, n1, q, k, v, att, y, xm, n2, up, m;  // q and k rotated
+    std::vector<float> x, n1, q, k, v, att, y, xm, n2, up, m;  // q and k rotated; xm the MLP's residual
     std::vector<float> act, slope;    // (T, F) the MLP's activation (of the gate, where gated) and its derivative
     NormStats s1, s2;                 // the norms before the sublayers, or after them (post-norm: BERT's)
     std::vector<float> sum1, sum2;    // post-norm: x + attention and x + MLP before their norms
     std::vector<float> q_raw, k_raw;  // Q and K before their norms (Config::qk_norm)
+    // An encoder–decoder's decoder layer's cross-attention (cpu_backward_cross.cpp): its residual before it (T, C),
+    // its input (its norm's output, pre-norm), queries (T, Qw), keys and values of the encoder's output (S, KVw),
+    // weights (NH, T, S) and heads' outputs (T, Qw); post-norm, the sum it norms.
+    std::vector<float> xc, nc, cq, ck, cv, catt, cy, sumc;
+    NormStats sc;
     std::vector<float> a_raw, m_raw;  // the sublayers' outputs before their norms (Config::output_norms)
     NormStats sq, sk, sa, sm;
     // A layer of experts (cpu_backward_experts.cpp): each row's k choices and
@@ -32,19 +38,33 @@ struct LayerTrace {
     std::vector<float> choice_out;              // (T k, C)
 };
 
-// One text's forward, kept.
+// One attention of a layer: its self-attention over the text's own keys
+// (as its mask, window, position bias, sink and cap say), or an
+// encoder–decoder's cross-attention over every token of the encoder's output.
+struct Attending {
+    const float *q, *k, *v;  // (T, Qw), (keys, KVw), (keys, KVw)
+    int keys;                // T, or the source's S
+    bool cross;
+};
+
+// One text's forward, kept: `text` one text (with its token types where it
+// has them); an encoder–decoder's decoder reads `memory`, the encoder's output (S, C).
 class BackwardTrace {
 public:
-    BackwardTrace(const Model& model, const std::vector<int32_t>& ids, const AttentionOptions& options)
+    BackwardTrace(const Model& model, const Batch& text, const AttentionOptions& options,
+                  const std::vector<float>* memory = nullptr)
         : model_(model),
           cfg_(model.config),
           options_(options),
           split_(head_split(cfg_, 0)),
-          T_(static_cast<int>(ids.size())),
+          T_(static_cast<int>(text.token_ids.at(0).size())),
+          S_(memory ? static_cast<int>(memory->size() / cfg_.n_embd) : 0),
           scale_(score_scale(options.scale, cfg_, split_.hs)),
+          memory_(memory),
           layers_(cfg_.n_layer) {
+        if (cfg_.positions == Positions::relative) position_bias(model, T_, bias_);
         std::vector<float> x(static_cast<size_t>(T_) * cfg_.n_embd);
-        embed_text(model, Batch{{ids}, cfg_.pad_id()}, 0, 0, x.data());
+        embed_text(model, text, 0, 0, x.data());
         for (int l = 0; l < cfg_.n_layer; ++l) x = run_layer(l, std::move(x));
         final_x_ = std::move(x);
         final_n_ = final_x_;  // a post-norm model's last layer's norm was the final one
@@ -53,16 +73,32 @@ public:
         read_head();
     }
     double metric(const PatchRequest& request, const std::vector<int32_t>& clean, std::vector<float>* d_final) const;
-    void backward(std::vector<float> dx, RunActivations& gradients) const;
+    // The stack's output (T, C): its final norm's (an encoder–decoder's encoder's output, what its decoder reads).
+    const std::vector<float>& output() const { return final_n_; }
+    // The gradient with respect to the last layer's output from that with respect to output().
+    std::vector<float> output_backward(const std::vector<float>& d_output) const;
+    // An encoder–decoder's decoder adds the gradient with respect to its memory into `d_memory` (S, C).
+    void backward(std::vector<float> dx, RunActivations& gradients, std::vector<float>* d_memory = nullptr) const;
     void keep(RunActivations& activations) const;
 
 private:
     double logit_difference(const PatchRequest& request, float* d_norm) const;
     double metric_of_logits(const PatchRequest& request, const std::vector<int32_t>& clean, float* d_norm) const;
     std::vector<float> run_layer(int l, std::vector<float> x);
-    void attend(int l, LayerTrace& lt) const;
-    void attend_backward(int l, const LayerTrace& lt, const std::vector<float>& dy, float* d_att,
-                         std::vector<float>& dq, std::vector<float>& dk, std::vector<float>& dv) const;
+    void attend(int l, const Attending& a, std::vector<float>& att, std::vector<float>& y) const;
+    void attend_backward(int l, const Attending& a, const std::vector<float>& att, const std::vector<float>& dy,
+                         float* d_att, std::vector<float>& dq, std::vector<float>& dk, std::vector<float>& dv) const;
+    // The keys [begin, end) query row i of layer l's attention `a` sees.
+    std::pair<int, int> key_range(int l, const Attending& a, int i) const {
+        if (a.cross) return {0, a.keys};
+        return {first_key(l, i), key_end(l, i)};
+    }
+    // The cross-attention of an encoder–decoder's decoder layer (cpu_backward_cross.cpp): lt.xc in, lt.xm out.
+    void cross_attend(int l, LayerTrace& lt) const;
+    // dx, the gradient with respect to lt.xm, into that with respect to lt.xc; the cross-attention's heads' and
+    // maps' gradients into `gradients`, the memory's added into `d_memory`.
+    void cross_backward(int l, const LayerTrace& lt, std::vector<float>& dx, RunActivations& gradients,
+                        std::vector<float>& d_memory) const;
     // The first key query row i of layer l sees: 0, or its sliding window's first.
     int first_key(int l, int i) const { return visible_begin(layer_options(cfg_, options_, l), i); }
     void move_qkv(float* fused, float* q, float* k, float* v, bool join) const;
@@ -70,9 +106,9 @@ private:
     NormShape qk_norm(int width) const {
         return {false, cfg_.qk_norm_whole ? width : split_.hs, cfg_.layer_norm_epsilon};
     }
-    // A scaled score soft-capped, cap tanh(s / cap), where the model caps them (Gemma 2).
-    double capped_score(double s) const {
-        const double cap = cfg_.attention_softcap;
+    // A scaled score soft-capped, cap tanh(s / cap), where the model caps them (Gemma 2; not a cross-attention's).
+    double capped_score(double s, bool cross) const {
+        const double cap = cross ? 0 : cfg_.attention_softcap;
         return cap != 0 ? cap * std::tanh(s / cap) : s;
     }
     // The keys query row i of layer l sees end before this one: i + 1, or an encoder's text's end or window's.
@@ -111,8 +147,10 @@ private:
     AttentionOptions options_;
     NormShape residual_norm_{cfg_.norm == Norm::layer_norm, cfg_.n_embd, cfg_.layer_norm_epsilon};
     HeadSplit split_;
-    int T_;
+    int T_, S_;
     float scale_;
+    const std::vector<float>* memory_;  // (S, C) an encoder–decoder's encoder's output; null elsewhere
+    std::vector<float> bias_;           // (NH, 2T - 1) T5's position bias (forward.h's position_bias); else empty
     std::vector<LayerTrace> layers_;
     std::vector<float> final_x_, final_n_;
     NormStats final_s_;

@@ -28,35 +28,50 @@ std::vector<double> dotted(const std::vector<float>& clean, const std::vector<fl
     return sums;
 }
 
-// One kind's estimates of the metric's change, (L, NH) or (L, T).
-std::vector<double> estimates(PatchKind kind, const RunActivations& clean, const RunActivations& corrupted,
-                              const RunActivations& gradient, int L, int NH, int T, int C, int hs) {
-    const size_t Qw = static_cast<size_t>(NH) * hs;
+// One stack's shape: L layers of NH heads over T tokens (an encoder's S), a
+// head's map over `keys` keys (T, or the cross-attention's S), C channels, heads of hs.
+struct StackShape {
+    int L, NH, T, keys, C, hs;
+};
+
+// One kind's estimates of the metric's change, (L, NH) or (L, T), from the activations' and the gradients' vectors of
+// that kind (RunActivations' layouts).
+std::vector<double> estimates(PatchKind kind, const std::vector<float>& clean, const std::vector<float>& corrupted,
+                              const std::vector<float>& gradient, const StackShape& s) {
+    const size_t Qw = static_cast<size_t>(s.NH) * s.hs;
     switch (kind) {
         case PatchKind::heads:  // cell (l, h): the head's hs values at each of the T positions
-            return dotted(clean.heads, corrupted.heads, gradient.heads, L * NH, T * hs, [&](int cell, int i) {
-                return (static_cast<size_t>(cell / NH) * T + i / hs) * Qw + static_cast<size_t>(cell % NH) * hs +
-                       i % hs;
+            return dotted(clean, corrupted, gradient, s.L * s.NH, s.T * s.hs, [&](int cell, int i) {
+                return (static_cast<size_t>(cell / s.NH) * s.T + i / s.hs) * Qw +
+                       static_cast<size_t>(cell % s.NH) * s.hs + i % s.hs;
             });
-        case PatchKind::pattern:  // cell (l, h): the head's T x T map, contiguous
-            return dotted(clean.pattern, corrupted.pattern, gradient.pattern, L * NH, T * T,
-                          [&](int cell, int i) { return static_cast<size_t>(cell) * T * T + i; });
+        case PatchKind::pattern:  // cell (l, h): the head's T x keys map, contiguous
+            return dotted(clean, corrupted, gradient, s.L * s.NH, s.T * s.keys,
+                          [&](int cell, int i) { return static_cast<size_t>(cell) * s.T * s.keys + i; });
         case PatchKind::residual:
-            return dotted(clean.residual, corrupted.residual, gradient.residual, L * T, C,
-                          [&](int cell, int i) { return static_cast<size_t>(cell) * C + i; });
         case PatchKind::mlp:
-            return dotted(clean.mlp, corrupted.mlp, gradient.mlp, L * T, C,
-                          [&](int cell, int i) { return static_cast<size_t>(cell) * C + i; });
+            return dotted(clean, corrupted, gradient, s.L * s.T, s.C,
+                          [&](int cell, int i) { return static_cast<size_t>(cell) * s.C + i; });
     }
     return {};
 }
 
+// A run's vector of `kind` in `stack` (an encoder–decoder's encoder's, its cross-attention's, or its own).
+const std::vector<float>& of(const RunActivations& run, PatchKind kind, PatchStack stack) {
+    const RunActivations& own = stack == PatchStack::encoder ? run.encoder.at(0) : run;
+    const bool cross = stack == PatchStack::cross;
+    switch (kind) {
+        case PatchKind::heads: return cross ? own.cross_heads : own.heads;
+        case PatchKind::pattern: return cross ? own.cross_pattern : own.pattern;
+        case PatchKind::residual: return own.residual;
+        case PatchKind::mlp: return own.mlp;
+    }
+    return own.heads;
+}
+
 // The first feature the backward does not follow, in words; null where it follows them all.
 const char* unsupported_feature(const Config& cfg, const AttentionOptions& options) {
-    if (cfg.is_encoder_decoder()) return "encoder-decoders";
     if (!cfg.predicts()) return "a model without an output head";
-    if (cfg.positions == Positions::relative) return "relative position buckets";
-    if (cfg.output_scale != 1) return "a scale on the output before the output embedding";
     if (options.causal != cfg.causal || options.window_both_ways ||
         (options.n_head != 0 && options.n_head != cfg.n_head) || options.split != Split::transpose ||
         !options.ablate.empty())
@@ -71,28 +86,36 @@ void check_backward_supported(const Config& config, const AttentionOptions& opti
         throw Error(std::string("attribution patching does not support ") + feature + " yet");
 }
 
-void attribution_patch(const Model& model, const std::vector<int32_t>& clean, const std::vector<int32_t>& corrupted,
-                       const AttentionOptions& options, const PatchRequest& asked, Patching& patching) {
+void attribution_patch(const Model& model, const Batch& clean, const Batch& corrupted, const AttentionOptions& options,
+                       const PatchRequest& asked, Patching& patching) {
     const Config& cfg = model.config;
-    const PatchRequest request = checked_patch_request(cfg, clean, corrupted, asked);
+    const std::vector<int32_t>& clean_ids = clean.token_ids.at(0);
+    const PatchRequest request = checked_patch_request(cfg, clean_ids, corrupted.token_ids.at(0), asked);
+    if (cfg.is_encoder_decoder()) check_patch_sources(clean.source_ids.at(0), corrupted.source_ids.at(0));
     check_backward_supported(cfg, options);
     const bool denoise = request.direction == PatchDirection::denoise;
     RunActivations clean_run, corrupted_run, gradient;
     const double clean_metric =
-        metric_gradients(model, clean, clean, options, request, &clean_run, denoise ? nullptr : &gradient);
+        metric_gradients(model, clean, clean_ids, options, request, &clean_run, denoise ? nullptr : &gradient);
     const double corrupted_metric =
-        metric_gradients(model, corrupted, clean, options, request, &corrupted_run, denoise ? &gradient : nullptr);
+        metric_gradients(model, corrupted, clean_ids, options, request, &corrupted_run, denoise ? &gradient : nullptr);
     check_patched_difference(request.metric, clean_metric, corrupted_metric);
     const HeadSplit split = head_split(cfg, 0);
-    const int L = cfg.n_layer, NH = split.NH, T = static_cast<int>(clean.size());
+    const int L = cfg.n_layer, NH = split.NH, T = clean.T(), S = clean.S();
     Patching made{request, L, NH, T, clean_metric, corrupted_metric, {}, {"cpu", ""}};
-    for (PatchKind kind : request.kinds) {
-        const bool per_head = kind == PatchKind::heads || kind == PatchKind::pattern;
-        PatchGrid grid{kind, L, per_head ? NH : T, {}};
-        grid.cells = estimates(kind, clean_run, corrupted_run, gradient, L, NH, T, cfg.n_embd, split.hs);
-        for (double& cell : grid.cells) cell /= clean_metric - corrupted_metric;
-        made.grids.push_back(std::move(grid));
-    }
+    for (PatchKind kind : request.kinds)
+        for (PatchStack stack : patch_stacks(cfg, kind)) {
+            const bool encoder = stack == PatchStack::encoder,
+                       per_head = kind == PatchKind::heads || kind == PatchKind::pattern;
+            const StackShape shape =
+                encoder ? StackShape{model.encoder->config.n_layer, NH, S, S, cfg.n_embd, split.hs}
+                        : StackShape{L, NH, T, stack == PatchStack::cross ? S : T, cfg.n_embd, split.hs};
+            PatchGrid grid{kind, shape.L, per_head ? NH : shape.T, {}, stack};
+            grid.cells = estimates(kind, of(clean_run, kind, stack), of(corrupted_run, kind, stack),
+                                   of(gradient, kind, stack), shape);
+            for (double& cell : grid.cells) cell /= clean_metric - corrupted_metric;
+            made.grids.push_back(std::move(grid));
+        }
     patching = std::move(made);
 }
 
@@ -100,17 +123,17 @@ std::vector<float> estimated_loss_changes(const Model& model, const std::vector<
                                           const AttentionOptions& options) {
     if (model.config.is_encoder())
         throw Error("the estimate is of the loss over next tokens, which an encoder does not predict");
+    if (model.config.is_encoder_decoder())
+        throw Error("the effects grid is computed for decoders and encoders, not encoder–decoders");
     RunActivations actual, gradient;
     PatchRequest loss;
     loss.metric = PatchMetric::loss;
-    metric_gradients(model, ids, ids, options, loss, &actual, &gradient);
+    metric_gradients(model, Batch{{ids}, model.config.pad_id()}, ids, options, loss, &actual, &gradient);
     const HeadSplit split = head_split(model.config, 0);
     const int L = model.config.n_layer, NH = split.NH, T = static_cast<int>(ids.size()), hs = split.hs;
     const size_t Qw = static_cast<size_t>(NH) * hs;
     // The knocked-out output: zero, or the head's mean over the text (as the forward's knock_out).
-    RunActivations knocked_out;
-    std::vector<float>& knocked = knocked_out.heads;
-    knocked.assign(actual.heads.size(), 0.f);
+    std::vector<float> knocked(actual.heads.size(), 0.f);
     if (options.ablation == Ablation::mean)
         for (int l = 0; l < L; ++l)
             for (size_t c = 0; c < Qw; ++c) {
@@ -120,7 +143,8 @@ std::vector<float> estimated_loss_changes(const Model& model, const std::vector<
                 for (int t = 0; t < T; ++t)
                     knocked[static_cast<size_t>(l) * T * Qw + t * Qw + c] = static_cast<float>(mean / T);
             }
-    const std::vector<double> sums = estimates(PatchKind::heads, knocked_out, actual, gradient, L, NH, T, 0, hs);
+    const std::vector<double> sums =
+        estimates(PatchKind::heads, knocked, actual.heads, gradient.heads, StackShape{L, NH, T, T, 0, hs});
     return std::vector<float>(sums.begin(), sums.end());
 }
 

@@ -81,13 +81,14 @@ std::vector<float> BackwardTrace::run_layer(int l, std::vector<float> x) {
     }
     rotate(l, lt.q.data(), split_.NH, Qw, false);
     rotate(l, lt.k.data(), split_.NKV, KVw, false);
-    attend(l, lt);
+    attend(l, {lt.q.data(), lt.k.data(), lt.v.data(), T_, false}, lt.att, lt.y);
     std::vector<float> attended(rows * C);
     linear(lt.y.data(), T_, w.attn_proj, w.attn_proj_b, attended.data(), C);
     output_norm(w.attn_out_norm, attended, lt.a_raw, lt.sa);
     lt.xm = lt.x;
     ops::add(lt.xm.data(), attended.data(), lt.xm.size());
     if (cfg_.post_norm) post_norm(w.ln_1_w, w.ln_1_b, lt.xm, lt.sum1, lt.s1);
+    if (memory_) cross_attend(l, lt);
     // A parallel residual's MLP reads the layer's input, beside the attention.
     input_norm(normed_input(l, false), w.ln_2_w, w.ln_2_b, cfg_.parallel_residual ? lt.x : lt.xm, lt.n2, lt.s2);
     cfg_.expert_layer(l) ? experts(l, w, lt) : mlp(w, lt);
@@ -98,35 +99,37 @@ std::vector<float> BackwardTrace::run_layer(int l, std::vector<float> x) {
     return next;
 }
 
-// The softmax of each head's scaled scores over the keys each row sees, and the heads' outputs.
-void BackwardTrace::attend(int l, LayerTrace& lt) const {
-    const int hs = split_.hs, Qw = split_.q_width(), KVw = split_.kv_width(), T = T_;
-    lt.att.assign(static_cast<size_t>(split_.NH) * T * T, 0.f);
-    lt.y.assign(static_cast<size_t>(T) * Qw, 0.f);
+// The softmax of each head's scaled scores over the keys each row sees (plus
+// T5's position bias, as ops::attention_weights adds it before the scale), and the heads' outputs.
+void BackwardTrace::attend(int l, const Attending& a, std::vector<float>& att, std::vector<float>& y) const {
+    const int hs = split_.hs, Qw = split_.q_width(), KVw = split_.kv_width(), T = T_, keys = a.keys;
+    att.assign(static_cast<size_t>(split_.NH) * T * keys, 0.f);
+    y.assign(static_cast<size_t>(T) * Qw, 0.f);
 #pragma omp parallel for schedule(static)
     for (int h = 0; h < split_.NH; ++h) {
         const int g = h / split_.group();
         // gpt-oss's learned logit joins each row's denominator (it weighs no value).
-        const double sink = cfg_.attention_sinks ? model_.layers[l].sinks[h] : -INFINITY;
-        std::vector<double> scores(T);
+        const double sink = cfg_.attention_sinks && !a.cross ? model_.layers[l].sinks[h] : -INFINITY;
+        const float* bias = bias_.empty() || a.cross ? nullptr : bias_.data() + h * (2 * T - 1) + T - 1;
+        std::vector<double> scores(keys);
         for (int i = 0; i < T; ++i) {
-            const float* q = lt.q.data() + static_cast<size_t>(i) * Qw + h * hs;
+            const float* q = a.q + static_cast<size_t>(i) * Qw + h * hs;
             double max = sink, sum = 0;
-            const int first = first_key(l, i), end = key_end(l, i);
+            const auto [first, end] = key_range(l, a, i);
             for (int j = first; j < end; ++j) {
-                const float* k = lt.k.data() + static_cast<size_t>(j) * KVw + g * hs;
-                double dot = 0;
+                const float* k = a.k + static_cast<size_t>(j) * KVw + g * hs;
+                double dot = bias ? bias[j - i] : 0;
                 for (int d = 0; d < hs; ++d) dot += static_cast<double>(q[d]) * k[d];
-                scores[j] = capped_score(scale_ * dot), max = std::max(max, scores[j]);
+                scores[j] = capped_score(scale_ * dot, a.cross), max = std::max(max, scores[j]);
             }
             for (int j = first; j < end; ++j) sum += scores[j] = std::exp(scores[j] - max);
             sum += std::exp(sink - max);  // 0 without a sink
-            float* row = lt.att.data() + (static_cast<size_t>(h) * T + i) * T;
-            float* y = lt.y.data() + static_cast<size_t>(i) * Qw + h * hs;
+            float* row = att.data() + (static_cast<size_t>(h) * T + i) * keys;
+            float* yi = y.data() + static_cast<size_t>(i) * Qw + h * hs;
             for (int j = first; j < end; ++j) {
                 row[j] = static_cast<float>(scores[j] / sum);
-                const float* v = lt.v.data() + static_cast<size_t>(j) * KVw + g * hs;
-                for (int d = 0; d < hs; ++d) y[d] += row[j] * v[d];
+                const float* v = a.v + static_cast<size_t>(j) * KVw + g * hs;
+                for (int d = 0; d < hs; ++d) yi[d] += row[j] * v[d];
             }
         }
     }
@@ -226,39 +229,43 @@ std::vector<float> BackwardTrace::mlp_backward(const LayerWeights& w, const Laye
 
 // From the gradient with respect to the heads' outputs (dy): those with
 // respect to the maps (into `d_att`), the rotated queries and keys, and the values.
-void BackwardTrace::attend_backward(int l, const LayerTrace& lt, const std::vector<float>& dy, float* d_att,
-                                    std::vector<float>& dq, std::vector<float>& dk, std::vector<float>& dv) const {
-    const int hs = split_.hs, Qw = split_.q_width(), KVw = split_.kv_width(), T = T_, group = split_.group();
-    dq.assign(static_cast<size_t>(T) * Qw, 0.f), dk.assign(static_cast<size_t>(T) * KVw, 0.f);
-    dv.assign(static_cast<size_t>(T) * KVw, 0.f);
+void BackwardTrace::attend_backward(int l, const Attending& a, const std::vector<float>& att,
+                                    const std::vector<float>& dy, float* d_att, std::vector<float>& dq,
+                                    std::vector<float>& dk, std::vector<float>& dv) const {
+    const int hs = split_.hs, Qw = split_.q_width(), KVw = split_.kv_width(), T = T_, keys = a.keys;
+    const int group = split_.group();
+    const double cap = a.cross ? 0 : cfg_.attention_softcap;
+    const bool biased = !bias_.empty() && !a.cross;
+    dq.assign(static_cast<size_t>(T) * Qw, 0.f), dk.assign(static_cast<size_t>(keys) * KVw, 0.f);
+    dv.assign(static_cast<size_t>(keys) * KVw, 0.f);
 #pragma omp parallel for schedule(static)
     for (int g = 0; g < split_.NKV; ++g)  // a key/value head's query heads together: they share dk and dv
         for (int h = g * group; h < (g + 1) * group; ++h)
             for (int i = 0; i < T; ++i) {
-                const float* att = lt.att.data() + (static_cast<size_t>(h) * T + i) * T;
-                float* datt = d_att + (static_cast<size_t>(h) * T + i) * T;
+                const float* w = att.data() + (static_cast<size_t>(h) * T + i) * keys;
+                float* datt = d_att + (static_cast<size_t>(h) * T + i) * keys;
                 const float* dyi = dy.data() + static_cast<size_t>(i) * Qw + h * hs;
                 double weighted = 0;
-                const int first = first_key(l, i), end = key_end(l, i);
+                const auto [first, end] = key_range(l, a, i);
                 for (int j = first; j < end; ++j) {
-                    const float* v = lt.v.data() + static_cast<size_t>(j) * KVw + g * hs;
+                    const float* v = a.v + static_cast<size_t>(j) * KVw + g * hs;
                     float* dvj = dv.data() + static_cast<size_t>(j) * KVw + g * hs;
                     double dot = 0;
-                    for (int d = 0; d < hs; ++d) dot += static_cast<double>(dyi[d]) * v[d], dvj[d] += att[j] * dyi[d];
-                    datt[j] = static_cast<float>(dot), weighted += att[j] * dot;
+                    for (int d = 0; d < hs; ++d) dot += static_cast<double>(dyi[d]) * v[d], dvj[d] += w[j] * dyi[d];
+                    datt[j] = static_cast<float>(dot), weighted += w[j] * dot;
                 }
-                const float* q = lt.q.data() + static_cast<size_t>(i) * Qw + h * hs;
+                const float* q = a.q + static_cast<size_t>(i) * Qw + h * hs;
                 float* dqi = dq.data() + static_cast<size_t>(i) * Qw + h * hs;
                 for (int j = first; j < end; ++j) {
-                    const float* k = lt.k.data() + static_cast<size_t>(j) * KVw + g * hs;
+                    const float* k = a.k + static_cast<size_t>(j) * KVw + g * hs;
                     double slope = 1;  // of the soft-cap, where the model has one: 1 - tanh^2
-                    if (cfg_.attention_softcap != 0) {
-                        double dot = 0;
+                    if (cap != 0) {
+                        double dot = biased ? bias_[h * (2 * T - 1) + T - 1 + j - i] : 0;
                         for (int d = 0; d < hs; ++d) dot += static_cast<double>(q[d]) * k[d];
-                        const double t = capped_score(scale_ * dot) / cfg_.attention_softcap;
+                        const double t = capped_score(scale_ * dot, false) / cap;
                         slope = 1 - t * t;
                     }
-                    const float ds = static_cast<float>(scale_ * slope * att[j] * (datt[j] - weighted));
+                    const float ds = static_cast<float>(scale_ * slope * w[j] * (datt[j] - weighted));
                     float* dkj = dk.data() + static_cast<size_t>(j) * KVw + g * hs;
                     for (int d = 0; d < hs; ++d) dqi[d] += ds * k[d], dkj[d] += ds * q[d];
                 }
@@ -267,12 +274,18 @@ void BackwardTrace::attend_backward(int l, const LayerTrace& lt, const std::vect
 
 // From the gradient with respect to the last layer's output back through
 // every layer, keeping those with respect to the activations patching copies.
-void BackwardTrace::backward(std::vector<float> dx, RunActivations& gradients) const {
+void BackwardTrace::backward(std::vector<float> dx, RunActivations& gradients, std::vector<float>* d_memory) const {
     const int L = cfg_.n_layer, C = cfg_.n_embd, Qw = split_.q_width(), KVw = split_.kv_width(), T = T_;
     const size_t layer_rows = static_cast<size_t>(T) * C, head_rows = static_cast<size_t>(T) * Qw;
     const size_t maps = static_cast<size_t>(split_.NH) * T * T;
     gradients.residual.assign(L * layer_rows, 0.f), gradients.mlp.assign(L * layer_rows, 0.f);
     gradients.heads.assign(L * head_rows, 0.f), gradients.pattern.assign(L * maps, 0.f);
+    gradients.cross_heads.clear(), gradients.cross_pattern.clear();
+    if (memory_) {
+        gradients.cross_heads.assign(L * head_rows, 0.f);
+        gradients.cross_pattern.assign(L * static_cast<size_t>(split_.NH) * T * S_, 0.f);
+        d_memory->assign(memory_->size(), 0.f);
+    }
     std::vector<float> dy(head_rows), dq, dk, dv;
     for (int l = L - 1; l >= 0; --l) {
         const LayerWeights& w = model_.layers[l];
@@ -283,11 +296,13 @@ void BackwardTrace::backward(std::vector<float> dx, RunActivations& gradients) c
         const std::vector<float> dn2 =
             cfg_.expert_layer(l) ? experts_backward(w, lt, dm.data()) : mlp_backward(w, lt, dm.data());
         if (!cfg_.parallel_residual) input_norm_backward(normed_input(l, false), w.ln_2_w, lt.xm, lt.s2, dn2, dx);
+        if (memory_) cross_backward(l, lt, dx, gradients, *d_memory);
         if (cfg_.post_norm) post_norm_backward(w.ln_1_w, lt.sum1, lt.s1, dx);
         const std::vector<float> d_attended = output_norm_backward(w.attn_out_norm, lt.a_raw, lt.sa, dx);
         linear(d_attended.data(), T, w.attn_proj.transposed(), nullptr, dy.data(), Qw);
         std::copy(dy.begin(), dy.end(), gradients.heads.begin() + l * head_rows);
-        attend_backward(l, lt, dy, gradients.pattern.data() + l * maps, dq, dk, dv);
+        attend_backward(l, {lt.q.data(), lt.k.data(), lt.v.data(), T, false}, lt.att, dy,
+                        gradients.pattern.data() + l * maps, dq, dk, dv);
         rotate(l, dq.data(), split_.NH, Qw, true);
         rotate(l, dk.data(), split_.NKV, KVw, true);
         if (cfg_.qk_norm) {

@@ -2,6 +2,7 @@
 // its gradient with respect to the last layer's output, the activations
 // handed out, and metric_gradients, which runs them.
 #include <cmath>
+#include <memory>
 #include <string>
 
 #include "backward_trace.h"
@@ -62,10 +63,12 @@ double BackwardTrace::metric_of_logits(const PatchRequest& request, const std::v
     return metric;
 }
 
-// read_ = final_n_, or the masked-LM head's dense, GELU and LayerNorm of it (as the forward's read_out).
+// read_ = final_n_ (T5's times its output scale), or the masked-LM head's dense, GELU and LayerNorm of it (as
+// the forward's read_out).
 void BackwardTrace::read_head() {
     if (!cfg_.mlm_head) {
         read_ = final_n_;
+        for (float& value : read_) value *= cfg_.output_scale;
         return;
     }
     const int C = cfg_.n_embd;
@@ -83,7 +86,11 @@ void BackwardTrace::read_head() {
 
 // The gradient with respect to final_n_ from that with respect to read_.
 std::vector<float> BackwardTrace::read_head_backward(const std::vector<float>& d_read) const {
-    if (!cfg_.mlm_head) return d_read;
+    if (!cfg_.mlm_head) {
+        std::vector<float> d_final = d_read;
+        for (float& value : d_final) value *= cfg_.output_scale;
+        return d_final;
+    }
     const int C = cfg_.n_embd;
     std::vector<float> active(head_dense_.size()), d_active(head_dense_.size(), 0.f);
     std::vector<double> slopes(head_dense_.size());
@@ -106,26 +113,26 @@ double BackwardTrace::metric(const PatchRequest& request, const std::vector<int3
         request.metric == PatchMetric::logit_diff && model_.lm_head.out_by_in && cfg_.logit_softcap == 0;
     const double metric =
         two_rows ? logit_difference(request, d_norm.data()) : metric_of_logits(request, clean, d_norm.data());
-    if (d_final) {
-        const std::vector<float> d_final_n = read_head_backward(d_norm);
-        if (cfg_.post_norm) {
-            *d_final = d_final_n;
-        } else {
-            d_final->assign(d_norm.size(), 0.f);
-            norm_backward(residual_norm_, final_x_.data(), model_.ln_f_w, final_s_, d_final_n.data(), d_final->data(),
-                          T_);
-        }
-    }
+    if (d_final) *d_final = output_backward(read_head_backward(d_norm));
     return metric;
 }
 
+std::vector<float> BackwardTrace::output_backward(const std::vector<float>& d_output) const {
+    if (cfg_.post_norm) return d_output;
+    std::vector<float> d_final(d_output.size(), 0.f);
+    norm_backward(residual_norm_, final_x_.data(), model_.ln_f_w, final_s_, d_output.data(), d_final.data(), T_);
+    return d_final;
+}
+
 void BackwardTrace::keep(RunActivations& activations) const {
-    activations.heads.clear(), activations.residual.clear(), activations.mlp.clear(), activations.pattern.clear();
+    activations = {};
+    const auto append = [](std::vector<float>& to, const std::vector<float>& from) {
+        to.insert(to.end(), from.begin(), from.end());
+    };
     for (const LayerTrace& lt : layers_) {
-        activations.heads.insert(activations.heads.end(), lt.y.begin(), lt.y.end());
-        activations.residual.insert(activations.residual.end(), lt.x.begin(), lt.x.end());
-        activations.mlp.insert(activations.mlp.end(), lt.m.begin(), lt.m.end());
-        activations.pattern.insert(activations.pattern.end(), lt.att.begin(), lt.att.end());
+        append(activations.heads, lt.y), append(activations.residual, lt.x);
+        append(activations.mlp, lt.m), append(activations.pattern, lt.att);
+        append(activations.cross_heads, lt.cy), append(activations.cross_pattern, lt.catt);
     }
 }
 
@@ -135,25 +142,46 @@ bool floating_point(const Matrix& m) {
     return !m || m.dtype == DType::F32 || m.dtype == DType::F16 || m.dtype == DType::BF16;
 }
 
+// Throws Error naming the first quantized matrix of `model`'s layers (an encoder–decoder's encoder's too) or head.
+void check_floating_point(const Model& model) {
+    std::vector<const Matrix*> matrices = {&model.lm_head};
+    for (const Model* stack : {&model, static_cast<const Model*>(model.encoder.get())})
+        for (size_t l = 0; stack && l < stack->layers.size(); ++l)
+            for (const Matrix LayerWeights::*m :
+                 {&LayerWeights::attn, &LayerWeights::q, &LayerWeights::k, &LayerWeights::v, &LayerWeights::attn_proj,
+                  &LayerWeights::fc, &LayerWeights::gate, &LayerWeights::fc_proj, &LayerWeights::cross_q,
+                  &LayerWeights::cross_k, &LayerWeights::cross_v, &LayerWeights::cross_proj})
+                matrices.push_back(&(stack->layers[l].*m));
+    for (const Matrix* m : matrices)
+        if (!floating_point(*m))
+            throw Error(std::string("attribution patching does not support quantized weights (") + to_string(m->dtype) +
+                        ") yet");
+}
+
 }  // namespace
 
-double metric_gradients(const Model& model, const std::vector<int32_t>& ids, const std::vector<int32_t>& clean,
+double metric_gradients(const Model& model, const Batch& text, const std::vector<int32_t>& clean,
                         const AttentionOptions& options, const PatchRequest& request, RunActivations* activations,
                         RunActivations* gradients) {
     check_backward_supported(model.config, options);
-    for (const LayerWeights& w : model.layers)
-        for (const Matrix* m : {&w.attn, &w.q, &w.k, &w.v, &w.attn_proj, &w.fc, &w.gate, &w.fc_proj})
-            if (!floating_point(*m))
-                throw Error(std::string("attribution patching does not support quantized weights (") +
-                            to_string(m->dtype) + ") yet");
-    if (!floating_point(model.lm_head))
-        throw Error(std::string("attribution patching does not support quantized weights (") +
-                    to_string(model.lm_head.dtype) + ") yet");
-    const BackwardTrace trace(model, ids, options);
-    std::vector<float> d_final;
+    check_floating_point(model);
+    // An encoder–decoder's encoder first: its output is the decoder's memory.
+    std::unique_ptr<BackwardTrace> encoder;
+    if (model.config.is_encoder_decoder())
+        encoder = std::make_unique<BackwardTrace>(*model.encoder, Batch{text.source_ids, text.pad_id},
+                                                  encoder_options(options));
+    const BackwardTrace trace(model, text, options, encoder ? &encoder->output() : nullptr);
+    std::vector<float> d_final, d_memory;
     const double metric = trace.metric(request, clean, gradients ? &d_final : nullptr);
-    if (activations) trace.keep(*activations);
-    if (gradients) trace.backward(std::move(d_final), *gradients);
+    if (activations) {
+        trace.keep(*activations);
+        if (encoder) encoder->keep(activations->encoder.emplace_back());
+    }
+    if (gradients) {
+        gradients->encoder.clear();
+        trace.backward(std::move(d_final), *gradients, &d_memory);
+        if (encoder) encoder->backward(encoder->output_backward(d_memory), gradients->encoder.emplace_back());
+    }
     return metric;
 }
 

@@ -4,7 +4,11 @@
 // reads it; and attribution patching, which estimates every grid cell as
 // (clean - corrupted activation) . gradient, and the effects grid's estimate
 // (cpu_attribution.cpp).
-// Legend: L layers, NH query heads, T tokens, C channels, hs head size, Qw = NH hs.
+// An encoder–decoder's backward goes from its decoder's metric through each
+// decoder layer's cross-attention into the encoder's output, and through the
+// encoder (cpu_backward_cross.cpp).
+// Legend: L layers, NH query heads, T tokens, C channels, hs head size, Qw = NH hs, S an encoder–decoder's source
+// tokens.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -21,26 +25,35 @@ struct RunActivations {
     std::vector<float> residual;  // (L, T, C) the residual stream entering each layer
     std::vector<float> mlp;       // (L, T, C) each MLP's output, its bias included
     std::vector<float> pattern;   // (L, NH, T, T) each head's attention weights
+    // An encoder–decoder's decoder's cross-attention: its heads' outputs (L, T, Qw) and weights (L, NH, T, S);
+    // empty elsewhere.
+    std::vector<float> cross_heads, cross_pattern;
+    // An encoder–decoder's encoder's activations (its layers, its S tokens for T): one; none elsewhere.
+    std::vector<RunActivations> encoder;
 };
 
 // Throws Error in one line naming the first feature of `config`'s model or
 // of `options` the backward does not support yet.
 void check_backward_supported(const Config& config, const AttentionOptions& options);
 
-// The forward of `ids` (one text) and, where `gradients` is set, the
-// backward of the request's metric (the loss reads `clean`'s next tokens);
-// the activations into `activations` where set. Returns the metric.
-// Products in float32 (the engine's matmul), norm and softmax sums in double.
-double metric_gradients(const Model& model, const std::vector<int32_t>& ids, const std::vector<int32_t>& clean,
+// The forward of `text` (one text: its token types where it has them, an
+// encoder–decoder's source and target) and, where `gradients` is set, the
+// backward of the request's metric (the loss reads `clean`'s next tokens, an
+// encoder–decoder's next target tokens); the activations into `activations`
+// where set. Returns the metric. Products in float32 (the engine's matmul),
+// norm and softmax sums in double.
+double metric_gradients(const Model& model, const Batch& text, const std::vector<int32_t>& clean,
                         const AttentionOptions& options, const PatchRequest& request, RunActivations* activations,
                         RunActivations* gradients);
 
 // Attribution patching: the grids of exact patching (Patching's fractions)
 // estimated from a forward of each text and a backward of the run being
-// patched (the corrupted one when denoising, the clean one when noising).
-// Throws Error as checked_patch_request and check_backward_supported do.
-void attribution_patch(const Model& model, const std::vector<int32_t>& clean, const std::vector<int32_t>& corrupted,
-                       const AttentionOptions& options, const PatchRequest& request, Patching& patching);
+// patched (the corrupted one when denoising, the clean one when noising):
+// an encoder–decoder's ten grids as exact patching's, in its order. Each
+// text is one (Batch, as metric_gradients reads it). Throws Error as
+// checked_patch_request, check_patch_sources and check_backward_supported do.
+void attribution_patch(const Model& model, const Batch& clean, const Batch& corrupted, const AttentionOptions& options,
+                       const PatchRequest& request, Patching& patching);
 
 // The effects grid's estimate (head_effects.h) of one text: for each head
 // (L, NH), (its output knocked out as options.ablation says - its output) .
