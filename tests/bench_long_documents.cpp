@@ -133,12 +133,11 @@ double read_once_seconds(size_t bytes, double& cpu) {
 // prefix cache, then each iteration is the forward of T + 1 tokens through
 // it into a result of its own while the last one is still shown, as the
 // window's worker types on while its view draws; it computes one row (the
-// last, whose token a keystroke may change) into the kept rows
-// (prefix_cache.h's take_kept_rows: the spare set, as the shown result reads
-// that row). Two keystrokes before the timing, as typing has begun: the first rewrite of a
-// shown row copies the kept rows once, into what becomes the spare. Against the
-// time to read the weights and the cache (keys and values, queries and keys
-// kept) once (read_once_seconds). Arg: T.
+// last, whose token a keystroke may change) into the kept rows in place
+// (prefix_cache.h's take_kept_rows: the shown result reads that row from its
+// own copy of its last rows, held_rows). Two keystrokes before the timing, as
+// typing has begun. Against the time to read the weights and the cache (keys
+// and values, queries and keys kept) once (read_once_seconds). Arg: T.
 void BM_long_keystroke(benchmark::State& state) {
     static test::TempDir dir;
     const int T = static_cast<int>(state.range(0));

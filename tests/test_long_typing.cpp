@@ -5,7 +5,7 @@
 // equal a fresh forward's of the whole text, on GPT-2's layout, grouped-query
 // Llama (RoPE) and Mistral (a sliding window), with two texts of which only
 // the first grows; the rows are written in place, and never under a result
-// still held.
+// still held, which keeps its own copy of its last rows instead.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -171,35 +171,57 @@ TEST_P(LongTyping, OnlyTheNewRowsAreComputed) {
 }
 
 // Typing on while earlier results are held (the window draws the last one
-// while its worker computes the next): the text grown past the rows kept,
-// typed on into the spare rows once a result lets go of them (bringing in
-// the rows they lack), its last token changed and text deleted (rows the
-// held results read: written elsewhere), then grown past every capacity.
-// After all of it each held result equals a fresh forward of its text.
+// while its worker computes the next): appended tokens, the last token
+// changed and a token deleted are written in place, among the rows the held
+// results share, each of which reads its own copy of its last rows
+// (held_rows) where the keystroke wrote; a deletion deeper than those, and
+// growing past the room kept, take new rows. After all of it each held
+// result equals a fresh forward of its text (a rewrite of a row a held result
+// reads from the shared rows fails it).
 TEST_P(LongTyping, HeldResultsKeepTheirRowsAsTypingGoesOn) {
     PrefixCache cache;
-    AttentionResult first = run(batch(250), &cache);  // rows for 250 tokens and room for 25 more
-    const KeptRows* first_rows = first.kept.get();
-    const AttentionResult grown = run(batch(260), &cache);  // text 1's last row, which `first` reads: new rows
-    EXPECT_NE(grown.kept.get(), first_rows);
-    first = AttentionResult{};  // let go of: its rows are the cache's spare
-    const AttentionResult typed = run(batch(270), &cache);
-    EXPECT_EQ(typed.kept.get(), first_rows);  // the spare, rows 250 to 259 brought in from grown's
+    const AttentionResult first = run(batch(250), &cache);  // rows for 250 tokens and room for 25 more
+    const AttentionResult grown = run(batch(260), &cache), typed = run(batch(270), &cache);
     Batch changed = batch(270);
     changed.token_ids[0].back() = (changed.token_ids[0].back() + 1) % family_.checkpoint.spec.vocab_size;
-    const AttentionResult edited = run(changed, &cache), deleted = run(batch(240), &cache),
-                          past = run(batch(300), &cache);
+    const AttentionResult edited = run(changed, &cache);        // rows 268 and 269 again: `typed` reads them
+    const AttentionResult shortened = run(batch(267), &cache);  // row 266 again: `edited` and `typed` read it
+    for (const AttentionResult* held : {&grown, &typed, &edited, &shortened}) EXPECT_EQ(held->kept, first.kept);
+    const AttentionResult deleted = run(batch(240), &cache);  // row 239 again: under what they share
+    EXPECT_NE(deleted.kept, first.kept);
+    const AttentionResult past = run(batch(300), &cache);  // past the 264 rows `deleted` made
+    EXPECT_NE(past.kept, deleted.kept);
     EXPECT_EQ(grown.reused, (std::vector<int>{250, 149}));
     EXPECT_EQ(typed.reused, (std::vector<int>{260, 149}));
     EXPECT_EQ(edited.reused, (std::vector<int>{268, 149}));
+    EXPECT_EQ(shortened.reused, (std::vector<int>{266, 149}));
     EXPECT_EQ(deleted.reused, (std::vector<int>{239, 149}));
     EXPECT_EQ(past.reused, (std::vector<int>{240, 149}));
     const std::vector<std::pair<const AttentionResult*, Batch>> held = {
-        {&grown, batch(260)}, {&typed, batch(270)}, {&edited, changed}, {&deleted, batch(240)}, {&past, batch(300)}};
+        {&first, batch(250)},     {&grown, batch(260)},   {&typed, batch(270)}, {&edited, changed},
+        {&shortened, batch(267)}, {&deleted, batch(240)}, {&past, batch(300)}};
     for (const auto& [result, text] : held) {
         SCOPED_TRACE(text.token_ids[0].size());
         expect_same(*result, run(text, nullptr), text);
     }
+}
+
+// A result's own copy is of its last rows only (held_rows of the growing
+// text; the unchanged shorter one's from its last rows to the padded end),
+// and once no result holds the rows, a deletion under what they read writes
+// in place.
+TEST_P(LongTyping, ResultsCopyOnlyTheirLastRows) {
+    PrefixCache cache;
+    AttentionResult typed = run(batch(270), &cache);
+    ASSERT_TRUE(typed.tail);
+    EXPECT_EQ(typed.tail_from, (std::vector<int>{270 - held_rows, 150 - held_rows}));
+    EXPECT_EQ(typed.tail->capacity, 270 - (150 - held_rows));
+    const KeptRows* rows = typed.kept.get();
+    typed = AttentionResult{};
+    const AttentionResult deleted = run(batch(240), &cache);
+    EXPECT_EQ(deleted.kept.get(), rows);
+    expect_same(deleted, run(batch(240), nullptr), batch(240));
+    EXPECT_FALSE(run(batch(240), nullptr).tail);  // without a cache nothing rewrites its rows
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, LongTyping,

@@ -91,7 +91,7 @@ TEST(WindowLong8k, TheOverviewIsCoresSummariesAndTheZoomEachExactWeight) {
     std::vector<double> entropy(layers * heads, 0.0);
     for (int l = 0; l < layers; ++l)
         for (int h = 0; h < heads; ++h) {
-            const float* rows = result.summary(&RowSummaries::entropy, static_cast<size_t>(l), 0, h);
+            const SummaryRows rows = result.summary(&RowSummaries::entropy, static_cast<size_t>(l), 0, h);
             for (int q = 1; q < T; ++q) entropy[l * heads + h] += rows[q];
             entropy[l * heads + h] /= T - 1;
         }

@@ -57,7 +57,8 @@ std::shared_ptr<const KeptMaps> keep_maps(std::shared_ptr<const Model> model, co
     r.B = att.B, r.T = att.T, r.NH = att.NH, r.hs = att.hs, r.NKV = att.NKV;
     r.layers = att.layers;
     r.maps = att.maps;
-    r.kept = att.kept;  // shared, not copied: no later keystroke writes the rows it reads (take_kept_rows)
+    // Shared, not copied: no later keystroke writes the rows it reads (take_kept_rows), its last ones its own.
+    r.kept = att.kept, r.tail = att.tail, r.tail_from = att.tail_from;
     return kept;
 }
 

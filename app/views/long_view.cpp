@@ -28,7 +28,7 @@ std::vector<float> RowSummaries::*summary_of(Summary summary) {
 // slot `slot` (rows from 1: row 0 sees key 0 alone under the causal mask, as sink_mass leaves it out).
 float mean_summary(const Session& session, Summary summary, int slot, int b, int h, int first, int end) {
     const AttentionResult& att = session.shown.attention;
-    const float* values = att.summary(summary_of(summary), static_cast<size_t>(slot), b, h);
+    const SummaryRows values = att.summary(summary_of(summary), static_cast<size_t>(slot), b, h);
     double sum = 0;
     for (int q = first; q < end; ++q) sum += values[q];
     return end > first ? static_cast<float>(sum / (end - first)) : 0.f;

@@ -81,19 +81,19 @@ KeptRows::KeptRows(const Shape& kept_shape, int rows) : shape(kept_shape), capac
     queries.resize(per_slot_text * shape.Qw);
     keys.resize(per_slot_text * shape.KVw);
     summaries.assign(shape.summaries ? per_slot_text * shape.NH : 0);
-    token_ids.resize(shape.B);
+    covered.assign(shape.B, 0);
 }
 
-void KeptRows::copy_rows(const KeptRows& from, int b, int first, int end) {
-    if (end <= first) return;
-    const size_t n = static_cast<size_t>(end - first);
+void KeptRows::copy_rows(const KeptRows& from, int b, int first, int to, int n) {
+    if (n <= 0) return;
+    const size_t rows = static_cast<size_t>(n);
     for (size_t slot = 0; slot < static_cast<size_t>(shape.slots); ++slot) {
-        std::copy_n(from.queries.data() + from.row(slot, b, first) * shape.Qw, n * shape.Qw,
-                    queries.data() + row(slot, b, first) * shape.Qw);
-        std::copy_n(from.keys.data() + from.row(slot, b, first) * shape.KVw, n * shape.KVw,
-                    keys.data() + row(slot, b, first) * shape.KVw);
+        std::copy_n(from.queries.data() + from.row(slot, b, first) * shape.Qw, rows * shape.Qw,
+                    queries.data() + row(slot, b, to) * shape.Qw);
+        std::copy_n(from.keys.data() + from.row(slot, b, first) * shape.KVw, rows * shape.KVw,
+                    keys.data() + row(slot, b, to) * shape.KVw);
         for (int h = 0; h < shape.NH && shape.summaries; ++h)
-            summaries.copy_rows(from.summaries, from.summary_row(slot, b, h, first), summary_row(slot, b, h, first), n);
+            summaries.copy_rows(from.summaries, from.summary_row(slot, b, h, first), summary_row(slot, b, h, to), rows);
     }
 }
 
@@ -102,10 +102,16 @@ RowSummaries AttentionResult::row_summaries() const {
     if (!has_summaries()) return dense;
     dense.assign(layers.size() * B * NH * T);
     for (size_t slot = 0; slot < layers.size(); ++slot)
-        for (int b = 0; b < B; ++b)
-            for (int h = 0; h < NH; ++h)
-                dense.copy_rows(kept->summaries, kept->summary_row(slot, b, h, 0), ((slot * B + b) * NH + h) * T,
-                                static_cast<size_t>(T));
+        for (int b = 0; b < B; ++b) {
+            const int own_from = tail ? tail_from[b] : T;
+            for (int h = 0; h < NH; ++h) {
+                const size_t at = ((slot * B + b) * NH + h) * T;
+                dense.copy_rows(kept->summaries, kept->summary_row(slot, b, h, 0), at, static_cast<size_t>(own_from));
+                if (tail)
+                    dense.copy_rows(tail->summaries, tail->summary_row(slot, b, h, 0), at + own_from,
+                                    static_cast<size_t>(T - own_from));
+            }
+        }
     return dense;
 }
 

@@ -69,14 +69,18 @@ namespace {
 // as the forward built them.
 class MapRows {
 public:
-    MapRows(const KeptForward& kept, int slot, int b, int h) : kept_(kept), h_(h) {
+    MapRows(const KeptForward& kept, int slot, int b, int h) : kept_(kept), slot_(slot), b_(b), h_(h) {
         const AttentionResult& r = kept.result;
         if (r.maps != Maps::queries_and_keys || !r.keeps_queries())
             throw Error("the maps are recomputed from a forward that kept its queries and keys");
         rule_ = score_rule(kept.model, kept.options, r.layers.at(slot), r.hs);
         length_ = static_cast<int>(kept.batch.token_ids.at(b).size());
-        q_ = r.query(static_cast<size_t>(slot), b, 0) + static_cast<size_t>(h) * r.hs;
-        k_ = r.key(static_cast<size_t>(slot), b, 0) + static_cast<size_t>(h / (r.NH / r.NKV)) * r.hs;
+        own_from_ = r.tail ? r.tail_from.at(static_cast<size_t>(b)) : r.T;
+        const KeptRows& shared = *r.kept;
+        q_ = shared.queries.data() + shared.row(static_cast<size_t>(slot), b, 0) * shared.shape.Qw +
+             static_cast<size_t>(h) * r.hs;
+        k_ = shared.keys.data() + shared.row(static_cast<size_t>(slot), b, 0) * shared.shape.KVw +
+             static_cast<size_t>(h / (r.NH / r.NKV)) * r.hs;
     }
     // The keys rows [first, first + rows) see, at most: the row width to compute.
     int keys(int first, int rows) const {
@@ -90,17 +94,35 @@ public:
             const ops::KeyRange seen = rule_.visible(i, length_, T());
             return ops::KeyRange{std::min(seen.begin, keys), std::min(seen.end, keys)};
         };
-        ops::attention_weights(q_ + static_cast<size_t>(first) * r.NH * r.hs, r.NH * r.hs, k_, r.NKV * r.hs, att, first,
-                               rows, keys, r.hs, rule_.scale, visible, static_cast<const float*>(nullptr),
-                               rule_.softcap, rule_.sink(h_));
+        const float *q = q_ + static_cast<size_t>(first) * r.NH * r.hs, *k = k_;
+        int q_stride = r.NH * r.hs, k_stride = r.NKV * r.hs;
+        AlignedVector<float> own_q, own_k;
+        if (std::max(first + rows, keys) > own_from_) {  // rows of the result's own last ones: gathered
+            own_q = gather(first, rows, true), own_k = gather(0, keys, false);
+            q = own_q.data(), k = own_k.data(), q_stride = k_stride = r.hs;
+        }
+        ops::attention_weights(q, q_stride, k, k_stride, att, first, rows, keys, r.hs, rule_.scale, visible,
+                               static_cast<const float*>(nullptr), rule_.softcap, rule_.sink(h_));
     }
     int T() const { return kept_.result.T; }
 
 private:
+    // This head's query (else key) rows [first, first + n), hs floats each, wherever each is kept.
+    AlignedVector<float> gather(int first, int n, bool queries) const {
+        const AttentionResult& r = kept_.result;
+        const size_t slot = static_cast<size_t>(slot_), hs = static_cast<size_t>(r.hs);
+        const size_t column = (queries ? static_cast<size_t>(h_) : static_cast<size_t>(h_ / (r.NH / r.NKV))) * hs;
+        AlignedVector<float> rows(static_cast<size_t>(n) * hs);
+        for (int i = 0; i < n; ++i)
+            std::copy_n((queries ? r.query(slot, b_, first + i) : r.key(slot, b_, first + i)) + column, hs,
+                        rows.data() + static_cast<size_t>(i) * hs);
+        return rows;
+    }
+
     const KeptForward& kept_;
-    int h_;
+    int slot_, b_, h_;
     ScoreRule rule_;
-    int length_ = 0;
+    int length_ = 0, own_from_ = 0;
     const float *q_ = nullptr, *k_ = nullptr;
 };
 

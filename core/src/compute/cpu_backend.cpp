@@ -139,8 +139,8 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
     lens_ = options.lens_k > 0 && options.lens_from < T;  // the rows computed end at T - 1
     first_held_ = options.new_rows_only ? begin_[0] : 0;  // validate_forward: one text
     set_up_result(cfg, batch, options, result, first_held_);
-    const std::shared_ptr<KeptRows> kept = take_kept_rows(reuse_allowed ? cache : nullptr, kept_shape(options, result),
-                                                          batch.token_ids, begin_, T, cfg.n_positions);
+    const std::shared_ptr<KeptRows> kept =
+        take_kept_rows(reuse_allowed ? cache : nullptr, kept_shape(options, result), begin_, T, cfg.n_positions);
     result.kept = kept;
     kept_rows_ = kept.get();
     if (cache) {
@@ -204,7 +204,7 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
         cache->source_ids = batch.source_ids;
         keep_result(cache->result, result);
         cache->result.kept.reset();  // cache->kept holds them: the cache counts once (take_kept_rows)
-        if (kept) kept->token_ids = batch.token_ids, kept->covered = T;
+        if (kept) hand_out_kept_rows(*kept, batch.token_ids, result);
     } else if (cache) {
         cache->clear();
     }

@@ -347,6 +347,7 @@ void set_up_result(const Config& config, const Batch& batch, const AttentionOpti
     result.cross_weights.resize(config.is_encoder_decoder() ? slots * B * result.NH * (T - first_row) * result.S : 0);
     if (!config.is_encoder_decoder()) result.encoder.reset();
     result.kept.reset();  // the forward takes its rows (kept_shape, prefix_cache.h's take_kept_rows)
+    result.tail.reset(), result.tail_from.clear();
     for (int b = 0; b < B; ++b) {
         const int length = static_cast<int>(batch.token_ids[b].size());
         for (int t = 0; t < T; ++t)

@@ -37,46 +37,48 @@ bool held_by_the_cache_alone(const std::shared_ptr<KeptRows>& rows) {
 }  // namespace
 
 std::shared_ptr<KeptRows> take_kept_rows(PrefixCache* cache, const KeptRows::Shape& shape,
-                                         const std::vector<std::vector<int32_t>>& ids, const std::vector<int>& begin,
-                                         int T, int max_rows) {
+                                         const std::vector<int>& begin, int T, int max_rows) {
     if (!cache) return shape.any() ? std::make_shared<KeptRows>(shape, T) : nullptr;
+    std::shared_ptr<KeptRows>& current = cache->kept;
     if (!shape.any()) {  // a text that keeps no rows: nothing to hold on to
-        cache->kept.reset(), cache->spare.reset();
+        current.reset();
         return nullptr;
     }
-    const int B = shape.B;
-    const bool reuses = std::any_of(begin.begin(), begin.end(), [](int rows) { return rows > 0; });
-    if (!reuses) cache->spare.reset();  // its rows may be another model's or options'
-    std::shared_ptr<KeptRows>&current = cache->kept, &spare = cache->spare;
-    const auto fits = [&](const std::shared_ptr<KeptRows>& rows) {
-        return rows && rows->shape == shape && rows->capacity >= T;
-    };
-    const bool past_what_results_read =
-        current && std::all_of(begin.begin(), begin.end(), [&](int rows) { return rows >= current->covered; });
-    std::shared_ptr<KeptRows> taken;
-    if (fits(current) && (held_by_the_cache_alone(current) || past_what_results_read)) {
-        taken = current;
-    } else if (fits(spare) && held_by_the_cache_alone(spare)) {
-        for (int b = 0; b < B; ++b) {  // the spare's rows of a shared prefix of tokens are this text's too
-            const std::vector<int32_t>& had = spare->token_ids[b];
-            const int same = static_cast<int>(
-                std::mismatch(had.begin(), had.end(), ids[b].begin(), ids[b].end()).first - had.begin());
-            spare->copy_rows(*current, b, std::min(same, begin[b]), begin[b]);
-        }
-        std::swap(current, spare);
-        taken = current;
-    } else {
-        const int room = T + T / 10;
-        taken = std::make_shared<KeptRows>(shape, max_rows > 0 ? std::max(T, std::min(room, max_rows)) : room);
-        for (int b = 0; b < B && reuses; ++b) taken->copy_rows(*current, b, 0, begin[b]);
-        // A result reads the last rows: the next rewrite's spare, where they are of these options.
-        spare = reuses && fits(current) ? std::move(current) : nullptr;
-        current = taken;
+    const bool fits = current && current->shape == shape && current->capacity >= T;
+    if (fits && held_by_the_cache_alone(current)) {
+        std::fill(current->covered.begin(), current->covered.end(), 0);  // no result reads them
+        return current;
     }
-    // Rows from begin[b] are about to change: the tokens they were made of no longer say so.
-    for (int b = 0; b < B; ++b)
-        if (static_cast<int>(taken->token_ids[b].size()) > begin[b]) taken->token_ids[b].resize(begin[b]);
+    const auto past_what_results_read = [&] {
+        for (int b = 0; b < shape.B; ++b)
+            if (begin[b] < current->covered[b]) return false;
+        return true;
+    };
+    if (fits && past_what_results_read()) return current;
+    // Rows a result reads would be written (a deletion past held_rows), or
+    // there is no room: new rows, the reused ones copied once; the last set
+    // stays with the results that read it, and goes as they let go of it.
+    const int room = T + T / 10;
+    auto taken = std::make_shared<KeptRows>(shape, max_rows > 0 ? std::max(T, std::min(room, max_rows)) : room);
+    for (int b = 0; b < shape.B; ++b)
+        if (begin[b] > 0) taken->copy_rows(*current, b, 0, 0, begin[b]);
+    current = taken;
     return taken;
+}
+
+void hand_out_kept_rows(KeptRows& kept, const std::vector<std::vector<int32_t>>& ids, AttentionResult& result) {
+    const int B = result.B, T = result.T;
+    result.tail_from.assign(B, 0);
+    int most = 0;
+    for (int b = 0; b < B; ++b) {
+        const int length = std::min(static_cast<int>(ids[b].size()), T);
+        result.tail_from[b] = std::max(0, length - held_rows);
+        most = std::max(most, T - result.tail_from[b]);
+        kept.covered[b] = std::max(kept.covered[b], result.tail_from[b]);
+    }
+    auto tail = std::make_shared<KeptRows>(kept.shape, most);
+    for (int b = 0; b < B; ++b) tail->copy_rows(kept, b, result.tail_from[b], 0, T - result.tail_from[b]);
+    result.tail = std::move(tail);
 }
 
 }  // namespace headscope

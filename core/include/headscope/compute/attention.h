@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "headscope/base/aligned.h"
@@ -194,18 +195,35 @@ struct KeptRows {
     AlignedVector<float> queries;  // (slots, B, capacity, Qw)
     AlignedVector<float> keys;     // (slots, B, capacity, KVw): each key/value head's once
     RowSummaries summaries;        // each (slots, B, NH, capacity); empty without summaries
-    // Rows [0, covered) of every text are what the last result handed out
-    // reads, made of text b's token_ids (prefix_cache.h: a shared set is
-    // written only past them).
-    int covered = 0;
-    std::vector<std::vector<int32_t>> token_ids;  // (B, length_b)
+    // Per text, the rows [0, covered[b]) that the results handed out read
+    // here (each reads its last rows from its own copy, AttentionResult::
+    // tail): a forward writes only past them while a result holds these rows.
+    std::vector<int> covered;  // (B)
 
     size_t row(size_t slot, int b, int t) const { return (slot * shape.B + b) * capacity + t; }
     size_t summary_row(size_t slot, int b, int h, int q) const {
         return ((slot * shape.B + b) * shape.NH + h) * capacity + q;
     }
-    // Text b's rows [first, end) of every slot and head from `from` (the same shape but maybe B).
-    void copy_rows(const KeptRows& from, int b, int first, int end);
+    // Text b's n rows from row `first` of every slot and head of `from` (the
+    // same shape but maybe B and capacity), into its rows from `to`.
+    void copy_rows(const KeptRows& from, int b, int first, int to, int n);
+};
+
+// The rows at the end of each text that a result handed out by a prefix
+// cache keeps its own copy of (AttentionResult::tail): a keystroke that
+// changes the last token recomputes the last two rows, a deletion the rows
+// from the new last one; within these the next keystroke writes in place
+// while the window still shows the result, where a whole second set of kept
+// rows would be needed otherwise (a GB at 8,192 tokens on a 1B model).
+inline constexpr int held_rows = 8;
+
+// One head's summary over a text's query rows [0, T): the kept rows' below
+// own_from, the result's own copy from there (AttentionResult::tail).
+struct SummaryRows {
+    const float* shared = nullptr;
+    const float* own = nullptr;
+    int own_from = 0;
+    float operator[](int q) const { return q < own_from ? shared[q] : own[q - own_from]; }
 };
 
 struct AttentionResult {
@@ -221,18 +239,33 @@ struct AttentionResult {
     // this result's), shared with the prefix cache that wrote them and other
     // results; null where the forward keeps none. Read them through the accessors below.
     std::shared_ptr<const KeptRows> kept;
+    // Where a prefix cache wrote them, this result's own copy of text b's
+    // last rows [tail_from[b], T) (at rows from 0 of `tail`), which a later
+    // keystroke may write anew among the shared ones (held_rows); else null.
+    std::shared_ptr<const KeptRows> tail;
+    std::vector<int> tail_from;  // (B) with a tail
     bool keeps_queries() const { return kept && kept->shape.Qw > 0; }
     bool has_summaries() const { return kept && kept->shape.summaries; }
+    // Where text b's row t is: in the tail, or the shared rows.
+    std::pair<const KeptRows*, int> kept_row(int b, int t) const {
+        if (tail && t >= tail_from[b]) return {tail.get(), t - tail_from[b]};
+        return {kept.get(), t};
+    }
     // Text b's query row t (NH * hs floats), key row t (NKV * hs) in layer slot `slot`.
     const float* query(size_t slot, int b, int t) const {
-        return kept->queries.data() + kept->row(slot, b, t) * kept->shape.Qw;
+        const auto [rows, at] = kept_row(b, t);
+        return rows->queries.data() + rows->row(slot, b, at) * rows->shape.Qw;
     }
     const float* key(size_t slot, int b, int t) const {
-        return kept->keys.data() + kept->row(slot, b, t) * kept->shape.KVw;
+        const auto [rows, at] = kept_row(b, t);
+        return rows->keys.data() + rows->row(slot, b, at) * rows->shape.KVw;
     }
-    // Head h's summary `values` (a RowSummaries member) of text b in layer slot `slot`: T floats, one a query row.
-    const float* summary(const std::vector<float> RowSummaries::*values, size_t slot, int b, int h) const {
-        return ((kept->summaries).*values).data() + kept->summary_row(slot, b, h, 0);
+    // Head h's summary `values` (a RowSummaries member) of text b in layer slot `slot`, one a query row.
+    SummaryRows summary(const std::vector<float> RowSummaries::*values, size_t slot, int b, int h) const {
+        SummaryRows s{((kept->summaries).*values).data() + kept->summary_row(slot, b, h, 0), nullptr, T};
+        if (tail)
+            s.own = ((tail->summaries).*values).data() + tail->summary_row(slot, b, h, 0), s.own_from = tail_from[b];
+        return s;
     }
     // Every summary as the exports write them: each (layers.size(), B, NH, T),
     // at ((slot * B + b) * NH + h) * T + q (RowSummaries); empty without summaries.

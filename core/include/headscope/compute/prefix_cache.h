@@ -40,10 +40,10 @@ struct PrefixCache {
     int rows_planned = 0;
     AttentionResult result;  // the cached forward's, less its kept rows (those are `kept`)
     // The latest forward's kept rows (attention.h's KeptRows), shared with the
-    // results it gave, and a spare set: a keystroke that rewrites a row a
-    // result still shown reads (BPE changed the last token, a deletion) writes
-    // into the spare, bringing in only the rows it lacks (take_kept_rows).
-    std::shared_ptr<KeptRows> kept, spare;
+    // results it gave; each result keeps its own copy of its last rows
+    // (held_rows), which a keystroke rewrites in place (BPE changed the last
+    // token, a deletion) while the window still shows it (take_kept_rows).
+    std::shared_ptr<KeptRows> kept;
 
     // Forgets everything but the rows planned, and frees the memory (the texts or the model changed for good).
     void clear() {
@@ -65,18 +65,23 @@ std::string prefix_reuse_refusal(const AttentionOptions& options);
 // change a text's last token as a character is typed).
 int reusable_rows(const std::vector<int32_t>& cached, const std::vector<int32_t>& ids);
 
-// The kept rows of `shape` a forward of the texts `ids` (padded to T) writes
-// into, text b's rows from begin[b] on, the rows before them already there;
-// null where the shape keeps nothing. Without a cache, new rows of T. With
-// one, where no result reads the rows to be written: the cache's own (every
-// earlier row in place; only the cache holds them, or every text appends past
-// what the results read), else its spare with the rows it lacks copied in,
-// else a new set of rows with room to type into (a tenth more, at most
-// max_rows; 0: no limit), the reused rows copied once. Shared rows are never
-// written where a result reads them: the window's worker types on while its
-// view draws the last result.
+// The kept rows of `shape` a forward of texts padded to T writes into,
+// text b's rows from begin[b] on, the rows before them already there; null
+// where the shape keeps nothing. Without a cache, new rows of T. With one,
+// the cache's own where no result reads the rows to be written (only the
+// cache holds them, or every text's rows from begin[b] are past what the
+// results handed out read: KeptRows::covered), else a new set of rows with
+// room to type into (a tenth more, at most max_rows; 0: no limit), the reused
+// rows copied once. Shared rows are never written where a result reads them:
+// the window's worker types on while its view draws the last result.
 std::shared_ptr<KeptRows> take_kept_rows(PrefixCache* cache, const KeptRows::Shape& shape,
-                                         const std::vector<std::vector<int32_t>>& ids, const std::vector<int>& begin,
-                                         int T, int max_rows);
+                                         const std::vector<int>& begin, int T, int max_rows);
+
+// Hands `kept`, as a forward of the texts `ids` left them, to `result`
+// (through a prefix cache): the result's own copy of each text's rows from
+// held_rows before its end (AttentionResult::tail), and the rows before that
+// counted as read (KeptRows::covered), so that the next keystroke may write
+// from there in place.
+void hand_out_kept_rows(KeptRows& kept, const std::vector<std::vector<int32_t>>& ids, AttentionResult& result);
 
 }  // namespace headscope
