@@ -148,7 +148,7 @@ TEST(SessionProgress, ACancelledComputeKeepsTheLastMapsAndSaysSo) {
         settle();
         if (session.message.empty()) continue;  // computed before the cancel
         cancelled = true;
-        EXPECT_EQ(session.message, "computing cancelled: any change computes again");
+        EXPECT_EQ(session.message, "computing cancelled");
         EXPECT_EQ(session.shown_generation, shown);
         EXPECT_EQ(session.shown_texts, shown_texts);
     }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "headscope/base/progress.h"
 #include "headscope/compute/prefix_cache.h"
 #include "prediction_checks.h"
 
@@ -357,6 +358,31 @@ TEST_F(Gpt2, PrefixCacheOfOtherOptionsOrModelReusesNothing) {
     backend_->forward(batch, other_k, got, &cache);
     EXPECT_EQ(got.reused, none) << "a cleared cache";
     expect_same_result(got, run(texts_, other_k), "a cleared cache");
+}
+
+// A forward cancelled part way (the next keystroke) leaves the cache the rows
+// it reused, whatever it had rewritten after them: the next forward reuses
+// them and equals a full recompute, the row before its first new token
+// computed again (the cached last logits are those of the text before).
+TEST_F(Gpt2, ACancelledForwardLeavesTheRowsItReused) {
+    AttentionOptions opt;
+    opt.top_k = 3, opt.lens_k = 2, opt.capture_outputs = true;
+    const std::vector<int32_t>& a = texts_[0];
+    const int32_t pad = model_->config.pad_id();
+    PrefixCache cache;
+    AttentionResult got;
+    backend_->forward(Batch{{slice(a, 0, 7)}, pad}, opt, got, &cache);
+    int reports = 0;
+    const Progress cancel_second_layer = [&](const ProgressReport&) {
+        if (++reports == 2) throw Cancelled();
+    };
+    // Its last token edited: 5 rows reused, the first layer's rows after them rewritten, then cancelled.
+    EXPECT_THROW(backend_->forward(Batch{{cat(slice(a, 0, 6), {1234})}, pad}, opt, got, &cache, cancel_second_layer),
+                 Cancelled);
+    EXPECT_EQ(cache.token_ids, Texts{slice(a, 0, 5)});
+    backend_->forward(Batch{{slice(a, 0, 8)}, pad}, opt, got, &cache);
+    EXPECT_EQ(got.reused, std::vector<int>{4});
+    expect_same_result(got, run({slice(a, 0, 8)}, opt), "after a cancelled forward");
 }
 
 class FamilyPrefixCache : public FamilyPredictions {

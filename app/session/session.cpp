@@ -70,9 +70,8 @@ void Session::submit() {
             try {
                 return compute_live(*open->backend, *open->model, long_text_request(*open->model, request), cache.get(),
                                     live_progress_.reporter(std::move(stop)));
-            } catch (const Cancelled&) {
-                cache->clear();  // half refilled
-                throw Error("computing cancelled: any change computes again");
+            } catch (const Cancelled&) {  // the cache keeps the rows the forward reused (prefix_cache.h)
+                throw Error("computing cancelled");
             }
         });
     submitted_texts_ = state_.texts;

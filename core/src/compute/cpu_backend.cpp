@@ -131,7 +131,7 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
     if (cache && reuse_allowed && cache->model == &model && cache->options == options &&
         cache->source_ids == batch.source_ids && long_rope(cfg.rope, cache->result.T) == long_rope(cfg.rope, T))
         for (int b = 0; b < B && b < static_cast<int>(cache->token_ids.size()); ++b)
-            begin_[b] = reusable_rows(cache->token_ids[b], batch.token_ids[b]);
+            begin_[b] = reusable_rows(cache->token_ids[b], batch.token_ids[b], cache->whole);
     first_row_.assign(B + 1, 0);
     for (int b = 0; b < B; ++b) first_row_[b + 1] = first_row_[b] + T - begin_[b];
     rows_ = first_row_[B];
@@ -145,7 +145,12 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
     kept_rows_ = kept.get();
     if (cache) {
         keep_earlier_rows(*cache, batch, result);
-        cache->model = nullptr;  // invalid until this forward completes
+        // Until this forward completes the cache holds the rows it reuses
+        // alone: a forward cancelled part way leaves them to the next.
+        if (std::any_of(begin_.begin(), begin_.end(), [](int rows) { return rows > 0; }))
+            cache->keep_rows(begin_);
+        else
+            cache->model = nullptr;
     }
     result.reused = begin_;
     result.computed_on = {"cpu", ""};
@@ -203,6 +208,7 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
         cache->token_ids = batch.token_ids;
         cache->source_ids = batch.source_ids;
         keep_result(cache->result, result);
+        cache->whole = true;
         cache->result.kept.reset();  // cache->kept holds them: the cache counts once (take_kept_rows)
         if (kept) hand_out_kept_rows(*kept, batch.token_ids, result);
     } else if (cache) {

@@ -17,11 +17,18 @@ std::string prefix_reuse_refusal(const AttentionOptions& options) {
     return "";
 }
 
-int reusable_rows(const std::vector<int32_t>& cached, const std::vector<int32_t>& ids) {
+int reusable_rows(const std::vector<int32_t>& cached, const std::vector<int32_t>& ids, bool whole) {
     const auto shared =
         static_cast<int>(std::mismatch(cached.begin(), cached.end(), ids.begin(), ids.end()).first - cached.begin());
-    const bool appends = shared == static_cast<int>(cached.size()) && shared < static_cast<int>(ids.size());
+    const bool appends = whole && shared == static_cast<int>(cached.size()) && shared < static_cast<int>(ids.size());
     return appends ? shared : std::max(0, shared - 1);
+}
+
+void PrefixCache::keep_rows(const std::vector<int>& rows) {
+    token_ids.resize(rows.size());
+    for (size_t b = 0; b < rows.size(); ++b)
+        token_ids[b].resize(std::min(token_ids[b].size(), static_cast<size_t>(rows[b])));
+    whole = false;
 }
 
 namespace {

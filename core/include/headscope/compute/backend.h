@@ -27,8 +27,8 @@ public:
     // forward's state in it; a backend that cannot reuse computes everything
     // and empties it. result.computed_on says which device computed it and,
     // where that is not this backend's, why (every backend sets it). `progress` hears "computing layers" before each
-    // layer the CPU computes; Cancelled thrown by it ends the forward, and `result` and `cache` are then to be
-    // discarded.
+    // layer the CPU computes; Cancelled thrown by it ends the forward: `result` is then to be discarded,
+    // and `cache` keeps the rows the forward reused (PrefixCache::keep_rows).
     virtual void forward(const Batch& batch, const AttentionOptions& options, AttentionResult& result,
                          PrefixCache* cache = nullptr, const Progress& progress = {}) = 0;
     // The effects grid of one text of at least two tokens (head_effects.h)

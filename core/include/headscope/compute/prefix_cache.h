@@ -39,11 +39,19 @@ struct PrefixCache {
     // chunks): kv takes them at once rather than growing chunk by chunk.
     int rows_planned = 0;
     AttentionResult result;  // the cached forward's, less its kept rows (those are `kept`)
+    // Whether `result` ends where token_ids do (its last logits are theirs);
+    // false once a forward stopped part way (keep_rows).
+    bool whole = true;
     // The latest forward's kept rows (attention.h's KeptRows), shared with the
     // results it gave; each result keeps its own copy of its last rows
     // (held_rows), which a keystroke rewrites in place (BPE changed the last
     // token, a deletion) while the window still shows it (take_kept_rows).
     std::shared_ptr<KeptRows> kept;
+
+    // Forgets each text's tokens from rows[b] on, those a forward is about to
+    // rewrite: the rest stays valid whether or not that forward completes, so
+    // a keystroke cancelled by the next one leaves its prefix to the next.
+    void keep_rows(const std::vector<int>& rows);
 
     // Forgets everything but the rows planned, and frees the memory (the texts or the model changed for good).
     void clear() {
@@ -59,11 +67,11 @@ struct PrefixCache {
 std::string prefix_reuse_refusal(const AttentionOptions& options);
 
 // The rows of `ids` that a cache of the text `cached` supplies. Where `ids`
-// only appends to `cached`, all of it: the cached forward's last logits score
-// the first new token. Otherwise the tokens they share but the last, whose row
+// only appends to `cached` and the cache is `whole`, all of it: the cached
+// forward's last logits score the first new token. Otherwise the tokens they share but the last, whose row
 // is computed again so that its prediction scores the new next token (BPE may
 // change a text's last token as a character is typed).
-int reusable_rows(const std::vector<int32_t>& cached, const std::vector<int32_t>& ids);
+int reusable_rows(const std::vector<int32_t>& cached, const std::vector<int32_t>& ids, bool whole);
 
 // The kept rows of `shape` a forward of texts padded to T writes into,
 // text b's rows from begin[b] on, the rows before them already there; null
