@@ -20,11 +20,13 @@ struct SplitRows {
 // How a type's products split x: in groups of `group`, into two parts or
 // three (and the two joined into one 16-bit part too, where `joined`), with
 // sums of T's parts every `sum_group` values (none where it is 0) times
-// `sum_factor`.
+// `sum_factor`. With `nibble_order`, the joined part of each 128 values is
+// in the order of Q4_K's codes read as words (integer_k_quants.cpp): 4 runs
+// of 32, run v's value k the value 64 (k / 16) + 32 (v / 2) + 2 (k % 16) + v % 2.
 struct SplitPlan {
     int64_t group, sum_group;
     int32_t sum_factor;
-    bool three_parts, joined;
+    bool three_parts, joined, nibble_order;
 };
 
 // Rows r0 on of a SplitRows, as the kernels read them, block by block.
