@@ -12,7 +12,7 @@ namespace headscope {
 // The rows' parts, in the thread's buffers, kept between calls.
 struct SplitRows {
     AlignedVector<int8_t> hi, lo, rest;  // rows x in (rest: MXFP4's third part)
-    AlignedVector<int16_t> joined;       // rows x in: 254 hi + lo, where the plan joins them
+    AlignedVector<int16_t> joined;       // rows x in: 254 hi + lo, where the plan joins them (its order)
     AlignedVector<float> scale, fine;    // rows x groups: s and T's unit, s / 254 (MXFP4: s / 254^2)
     AlignedVector<int32_t> sums;         // rows x in / sum_group: T's parts summed (MXFP4: times -12)
 };
