@@ -84,62 +84,49 @@ Split split(const std::vector<float>& x, int64_t group, bool three_parts) {
     return p;
 }
 
-// Output o of row x: per block, 8 lanes of integer sums (lane l: the values
-// 4l to 4l + 3 of each 32), then the float steps in the comment's order,
-// into 8 lanes (MXFP4: 16, its odd blocks' lanes 8-15; Q8_0: 16 lanes of
-// T = 254 H + L itself, lane l the values 2l and 2l + 1 of each block).
+// Output o of row x: per block, the lanes of integer sums, then the float
+// steps in the comment's order, into 16 lanes. Q4_K, Q6_K and Q8_0: 16 lanes
+// of T, each code times its scale (Q6_K: code - 32) times J = 254 hi + lo,
+// lane l the values 2l and 2l + 1 of each 32 (Q4_K: as below), and Q4_K's
+// minima times their groups' sums of J in lanes 0-7. MXFP4: 8 lanes (lane l the values 4l to
+// 4l + 3 of each 32) of T = 254^2 H + 254 L + R, its odd blocks' in lanes 8-15.
 float described_product(const Weight& w, int64_t o, const std::vector<float>& x) {
     const auto n = static_cast<int64_t>(ggml_type_traits(w.type).block_elements);
     const bool three_parts = w.type == GgmlType::MXFP4;
     const Split p = split(x, n, three_parts);
-    const bool summed = w.type == GgmlType::Q4_K || w.type == GgmlType::Q6_K;  // offsets to subtract
-    const int64_t sum_group = w.type == GgmlType::Q4_K ? 32 : 16;              // minima's groups, or Q6_K's scales'
     std::array<float, 16> acc{};
     for (int64_t b = 0; b < w.in / n; ++b) {
-        float* lanes = acc.data() + (w.type == GgmlType::MXFP4 && b % 2 ? 8 : 0);
-        if (w.type == GgmlType::Q8_0) {
-            std::array<int32_t, 16> t{};
-            for (int64_t e = 0; e < n; ++e)
-                t[static_cast<size_t>(e / 2)] +=
-                    fields(w, o, b * n + e).code * (254 * p.hi[b * n + e] + p.lo[b * n + e]);
-            const float factor = static_cast<float>(fields(w, o, b * n).d) * p.fine[b];
-            for (size_t l = 0; l < 16; ++l) acc[l] += static_cast<float>(t[l]) * factor;
+        const test::IntegerFields first = fields(w, o, b * n);
+        const auto d = static_cast<float>(first.d), dmin = static_cast<float>(first.dmin);
+        if (three_parts) {
+            float* lanes = acc.data() + (b % 2 ? 8 : 0);
+            std::array<int32_t, 8> t{};
+            for (int64_t e = 0; e < n; ++e) {
+                const int64_t i = b * n + e;
+                const test::IntegerFields f = fields(w, o, i);
+                t[static_cast<size_t>(e / 4)] += f.scale * f.code * (64516 * p.hi[i] + 254 * p.lo[i] + p.rest[i]);
+            }
+            for (size_t l = 0; l < 8; ++l) lanes[l] = lanes[l] + static_cast<float>(t[l]) * (d * p.fine[b]);
             continue;
         }
-        std::array<int32_t, 8> hi{}, lo{}, rest{}, offsets{};
-        std::vector<int32_t> group_sums(static_cast<size_t>(n / sum_group));
+        std::array<int32_t, 16> t{}, minima{};
         for (int64_t e = 0; e < n; ++e) {
             const int64_t i = b * n + e;
             const test::IntegerFields f = fields(w, o, i);
-            hi[(e % 32) / 4] += f.scale * f.code * p.hi[i];
-            lo[(e % 32) / 4] += f.scale * f.code * p.lo[i];
-            rest[(e % 32) / 4] += f.scale * f.code * p.rest[i];
-            if (summed) group_sums[e / sum_group] += 254 * p.hi[i] + p.lo[i];
+            const int joined = 254 * p.hi[i] + p.lo[i];
+            // Q4_K: values 4l to 4l + 3 of groups 0, 1, 4, 5 in lane l, of groups 2, 3, 6, 7 in lane l + 8.
+            const int64_t lane = w.type == GgmlType::Q4_K ? e % 32 / 4 + 8 * (e / 64 % 2) : e % 32 / 2;
+            t[static_cast<size_t>(lane)] += f.scale * (f.code - f.offset) * joined;
+            minima[static_cast<size_t>(e / 32)] += f.minimum * joined;
         }
-        for (int64_t g = 0; g < n / sum_group && summed; ++g) {
-            const test::IntegerFields f = fields(w, o, b * n + g * sum_group);
-            offsets[g % 8] += (w.type == GgmlType::Q4_K ? f.minimum : f.scale) * group_sums[g];
-        }
-        const test::IntegerFields f = fields(w, o, b * n);
-        const auto d = static_cast<float>(f.d), dmin = static_cast<float>(f.dmin);
-        const float s = p.scale[b], fine = p.fine[b];
-        for (int l = 0; l < 8; ++l) {
-            float& lane = lanes[l];
-            if (w.type == GgmlType::Q6_K) {
-                lane = lane + static_cast<float>(hi[l]) * (d * s);
-                lane = lane + static_cast<float>(lo[l]) * (d * fine);
-                lane = lane + static_cast<float>(offsets[l]) * (-32 * (d * fine));
-            } else if (three_parts) {
-                lane = lane + static_cast<float>(64516 * hi[l] + 254 * lo[l] + rest[l]) * (d * fine);
-            } else {
-                lane = lane + static_cast<float>(254 * hi[l] + lo[l]) * (d * fine);
-                if (w.type == GgmlType::Q4_K) lane = lane + static_cast<float>(offsets[l]) * -(dmin * fine);
-            }
+        for (size_t l = 0; l < 16; ++l) {
+            acc[l] = acc[l] + static_cast<float>(t[l]) * (d * p.fine[b]);
+            if (w.type == GgmlType::Q4_K) acc[l] = acc[l] + static_cast<float>(minima[l]) * -(dmin * p.fine[b]);
         }
     }
-    float sum = 0;
-    for (size_t l = 0; l < (w.type == GgmlType::Q8_0 || w.type == GgmlType::MXFP4 ? 16u : 8u); ++l) sum += acc[l];
-    return sum;
+    for (size_t half = 8; half > 0; half /= 2)  // the lanes summed in halves
+        for (size_t l = 0; l < half; ++l) acc[l] = acc[l] + acc[l + half];
+    return acc[0];
 }
 
 // ---- Weights and rows ----

@@ -81,14 +81,22 @@ constexpr float mxfp4_halved_scale(uint8_t e) {
 // (scales low, minima high), their high 2 bits in the top bits of bytes 0-7.
 // As 16 bytes, the 8 scales and then the 8 minima, in a vector of 4 words
 // (kept in registers: read back through memory, each word's store would
-// stall the load).
+// stall the load), formed by byte shuffles of the 16 bytes from `packed`
+// (the block's 4 after them too, unused): a few vector instructions where
+// the words' shifts and masks one by one took some 25.
 using K4Scales = uint32_t __attribute__((vector_size(16)));
 inline K4Scales k4_scales(const uint8_t* packed) {
-    uint32_t word[3];  // four groups a word, byte j of a word group j's
-    std::memcpy(word, packed, sizeof word);
-    const uint32_t six = 0x3f3f3f3f, four = 0x0f0f0f0f, two = 0x03030303;
-    return K4Scales{word[0] & six, (word[2] & four) | ((word[0] >> 6) & two) << 4, word[1] & six,
-                    ((word[2] >> 4) & four) | ((word[1] >> 6) & two) << 4};
+    using Bytes16 = uint8_t __attribute__((vector_size(16)));
+    Bytes16 bytes;
+    std::memcpy(&bytes, packed, sizeof bytes);
+    // Words 0-3 of the result: bytes 0-3, 8-11, 4-7, 8-11; their high bits
+    // (words 1 and 3) from bytes 0-3 and 4-7; 16 and up are zeros.
+    const auto low = std::bit_cast<K4Scales>(
+        __builtin_shufflevector(bytes, Bytes16{}, 0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+    const auto high = std::bit_cast<K4Scales>(
+        __builtin_shufflevector(bytes, Bytes16{}, 16, 16, 16, 16, 0, 1, 2, 3, 16, 16, 16, 16, 4, 5, 6, 7));
+    const uint32_t six = 0x3f3f3f3f, four = 0x0f0f0f0f;
+    return ((low >> K4Scales{0, 0, 0, 4}) & K4Scales{six, four, six, four}) | ((high >> 2) & 0x30303030);
 }
 // Byte j of the 16 (scale g: j = g; minimum g: j = 8 + g).
 inline float k4_field(const K4Scales& k, int j) { return static_cast<float>((k[j / 4] >> (8 * (j % 4))) & 255); }

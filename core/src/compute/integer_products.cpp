@@ -13,82 +13,44 @@
 // double), so that x is held within s / 129032, about 6e-8 of the group's
 // largest value: as close as float32 holds x.
 //
-// The weight's codes times hi and times lo are summed in int32, exactly, in
-// 8 lanes: lane l of a block holds the values whose place in their 32 is
-// 4l to 4l + 3, each times its group's integer scale. Each block then adds
-// to each lane, in float32 and in this order, the lane's integer sums times
-// the block's float factors (Q4_K: T = 254 H + L times d s / 254, minus
-// the minima's sums times dmin s / 254; Q6_K: H times d s, plus L times
-// d s / 254, minus 32 times its offsets' sums times d s / 254; MXFP4,
-// whose codes are its FP4 values doubled:
+// Q4_K, Q6_K and Q8_0 join the two parts into one 16-bit part, J = 254 hi + lo
+// (at most 32385), and sum each code times its group's integer scale times
+// J in int32, exactly, in 16 lanes: lane l of a block holds the values whose
+// place in their 32 is 2l and 2l + 1 (one 16-bit multiply-add for 32 values
+// and a row, where the two 8-bit parts took two and their 16-bit pairs two
+// more; Q4_K: lane l < 8 the values 4l to 4l + 3 of groups 0, 1, 4 and 5,
+// lane l + 8 those of groups 2, 3, 6 and 7, as its code bytes read as words
+// hold them, and J ordered to match by the split). Q4_K's code times scale
+// and Q6_K's (code - 32) times scale are formed in 16 bits first (Q8_0's
+// scale is 1; integer_k_quants.cpp). Each block then adds to each lane, in
+// float32 and in this order, its sum T times d s / 254, and, for Q4_K, the
+// minima's sums M times -(dmin s / 254): M's lane l (of the first 8) group
+// l's minimum times the group's J summed, the others 0. MXFP4 keeps the
+// three 8-bit parts and sums in 8 lanes, lane l of a block holding the
+// values 4l to 4l + 3, its codes their FP4 values doubled:
 // T = 254^2 H + 254 L + R, R the rest's sums, converted to float32, times
-// its scale halved, 2^(e - 128), times s / 254^2), and the output is
-// the 8 lanes summed from the first. (MXFP4's blocks go in pairs, 16 lanes:
-// the first block's lanes 0-7, the second's 8-15, a last odd block's 0-7;
-// the output the 16 summed from the first.) Q8_0 joins the two parts into
-// one 16-bit part, 254 hi + lo (at most 32385), and sums its codes times
-// that, T itself, in 16 lanes, lane l holding the values 2l and 2l + 1
-// (one 16-bit multiply-add a block and row, where the two 8-bit parts took
-// two and their signs three more, and no 254 H + L to form), each block
-// adding T times d s / 254, and the output is the 16 summed from the first.
+// its scale halved, 2^(e - 128), times s / 254^2. (Its blocks go in pairs,
+// 16 lanes: the first block's lanes 0-7, the second's 8-15, a last odd
+// block's 0-7.) The output is the 16 lanes summed in halves: lane l plus
+// l + 8, then of those l plus l + 4, l + 2, and lane 0 plus lane 1.
 // The integer sums are exact on every instruction set and the float
 // operations the same ones, so that AVX-512 (VNNI), AVX2 and plain x86-64
 // builds give the same bits. Each row's blocks ahead are prefetched:
-// the products wait on memory less (a token over a Q4_K_M file 74 -> 65 ms). (This file is compiled without contracting
-// a product and a sum into one FMA, which plain x86-64 lacks.)
+// the products wait on memory less. (This file is compiled without
+// contracting a product and a sum into one FMA, which plain x86-64 lacks.)
 #include "integer_products.h"
 
 #include <array>
-#include <bit>
-#include <cstring>
-#if defined(__AVX2__)
-#include <immintrin.h>
-#endif
 
 #include "../base/ggml_block_lanes.h"
 #include "headscope/base/ggml_types.h"
-#include "integer_split.h"
+#include "integer_lanes.h"
 #include "row_groups.h"
 
 namespace headscope {
 namespace {
 
-using Bytes = uint8_t __attribute__((vector_size(32)));
-using SignedBytes = int8_t __attribute__((vector_size(32)));
-using Words = int16_t __attribute__((vector_size(32)));
-using Ints = int32_t __attribute__((vector_size(32)));  // 8 lanes of a block's sums
-using Floats = float __attribute__((vector_size(32)));
-using Ints16 = int32_t __attribute__((vector_size(64)));  // a pair of MXFP4 blocks' sums, 8 lanes each
-using Floats16 = float __attribute__((vector_size(64)));
-using Words32 = int16_t __attribute__((vector_size(64)));     // Q8_0's 32 codes, 16-bit
-using ScaleBytes = uint8_t __attribute__((vector_size(16)));  // a block's 16 scales (Q4_K: and minima)
-using SignedScaleBytes = int8_t __attribute__((vector_size(16)));
-
-// (Vectors go by reference: by value, GCC warns that their ABI depends on
-// the vector extensions the build may use.)
-template <typename Vector>
-void load(Vector& v, const void* p) {
-    std::memcpy(&v, p, sizeof v);
-}
-
-// ---- 32 codes times 32 parts of x: lane l gets the products of 4l to 4l + 3 ----
-
-// Each product times scales[k / 2] (k its place): codes below 64, so that
-// two products fit in an int16 where the CPU pairs them.
-inline void scaled_dot(Ints& sums, const Bytes& codes, const int8_t* x, const Words& scales) {
-#if defined(__AVX2__)
-    const __m256i pairs =
-        _mm256_maddubs_epi16(reinterpret_cast<__m256i>(codes), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-    sums = reinterpret_cast<Ints>(
-        _mm256_dpwssd_epi32(reinterpret_cast<__m256i>(sums), pairs, reinterpret_cast<__m256i>(scales)));
-#else
-    sums += reinterpret_cast<Ints>(_mm256_madd_epi16(pairs, reinterpret_cast<__m256i>(scales)));
-#endif
-#else
-    for (int k = 0; k < 32; ++k) sums[k / 4] += codes[k] * x[k] * scales[k / 2];
-#endif
-}
+using namespace integer_lanes;
 
 // Signed codes (x never -128): |code| times x with the code's sign.
 inline void signed_dot(Ints& sums, const SignedBytes& codes, const int8_t* x) {
@@ -105,137 +67,6 @@ inline void signed_dot(Ints& sums, const SignedBytes& codes, const int8_t* x) {
 #else
     for (int k = 0; k < 32; ++k) sums[k / 4] += codes[k] * x[k];
 #endif
-}
-
-// 32 signed codes widened to 16 bits: one register, where GCC's
-// conversion makes two halves and then joins them.
-inline void widen(Words32& words, const SignedBytes& codes) {
-#if defined(__AVX512BW__)
-    words = reinterpret_cast<Words32>(_mm512_cvtepi8_epi16(reinterpret_cast<__m256i>(codes)));
-#else
-    words = __builtin_convertvector(codes, Words32);
-#endif
-}
-
-// 32 16-bit codes times 32 joined parts of x (254 hi + lo): lane l of the
-// 16 gets the products of 2l and 2l + 1, one instruction a row.
-inline void joined_dot(Ints16& sums, const Words32& codes, const int16_t* x) {
-#if defined(__AVX512BW__)
-    const __m512i c = reinterpret_cast<__m512i>(codes), v = _mm512_loadu_si512(x);
-#if defined(__AVX512VNNI__)
-    sums = reinterpret_cast<Ints16>(_mm512_dpwssd_epi32(reinterpret_cast<__m512i>(sums), c, v));
-#else
-    sums += reinterpret_cast<Ints16>(_mm512_madd_epi16(c, v));
-#endif
-#elif defined(__AVX2__)
-    __m256i c[2];
-    std::memcpy(c, &codes, sizeof c);
-    Ints halves[2];
-    for (int k = 0; k < 2; ++k)
-        halves[k] = reinterpret_cast<Ints>(
-            _mm256_madd_epi16(c[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16 * k))));
-    sums += __builtin_shufflevector(halves[0], halves[1], 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-#else
-    for (int k = 0; k < 32; ++k) sums[k / 2] += codes[k] * x[k];
-#endif
-}
-
-// acc + sums * factor, in float32.
-inline void add_scaled(Floats& acc, const Ints& sums, float factor) {
-    acc = acc + __builtin_convertvector(sums, Floats) * factor;
-}
-
-inline void add_scaled(Floats16& acc, const Ints16& sums, float factor) {
-    acc = acc + __builtin_convertvector(sums, Floats16) * factor;
-}
-
-// ---- Each type's blocks, R rows sharing each block's codes ----
-
-// Q4_K: lane sums at most 8 groups * 63 * 4 * 15 * 127 = 3.8e6, so that
-// T = 254 H + L fits an int32; the minima's 8 lanes are its 8 groups.
-template <int R>
-void q4_k_row(const RowParts& x, const uint8_t* b, int64_t blocks, Floats (&acc)[R]) {
-    for (int64_t i = 0; i < blocks; ++i, b += 144) {
-        __builtin_prefetch(b + 8 * 144);
-        __builtin_prefetch(b + 8 * 144 + 64);
-        __builtin_prefetch(b + 8 * 144 + 128);
-        const ggml_lanes::K4Scales k = ggml_lanes::k4_scales(b + 4);
-        const Words scales = __builtin_convertvector(std::bit_cast<ScaleBytes>(k), Words);  // and the minima
-        // By side: two chains of sums, each waiting on the one before it half as often.
-        Ints hi[2][R] = {}, lo[2][R] = {};
-        for (int pair = 0; pair < 4; ++pair) {
-            Bytes codes[2];
-            ggml_lanes::q4_k_pair_codes(b, pair, 0, codes);
-            for (int side = 0; side < 2; ++side) {
-                const int g = 2 * pair + side;
-                const Words scale = Words{} + scales[g];  // (no __builtin_shuffle: clang builds the fuzzers)
-#pragma GCC unroll 8
-                for (int r = 0; r < R; ++r) {
-                    scaled_dot(hi[side][r], codes[side], x.hi_at(r, 256 * i + 32 * g), scale);
-                    scaled_dot(lo[side][r], codes[side], x.lo_at(r, 256 * i + 32 * g), scale);
-                }
-            }
-        }
-        const Ints minima =
-            __builtin_convertvector(__builtin_shufflevector(scales, scales, 8, 9, 10, 11, 12, 13, 14, 15), Ints);
-        const float d = ggml_lanes::half_at(b), dmin = ggml_lanes::half_at(b + 2);
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) {
-            const float fine = x.fine_of(r, i);
-            Ints sums;
-            load(sums, x.block_sums_at(r, i));
-            add_scaled(acc[r], 254 * (hi[0][r] + hi[1][r]) + lo[0][r] + lo[1][r], d * fine);
-            add_scaled(acc[r], minima * sums, -(dmin * fine));
-        }
-    }
-}
-
-// Q6_K: codes 0 to 63 for (code - 32) times signed scales; lane sums at most
-// 8 * 4 * 63 * 128 * 127 = 3.3e7, H and L each converted; the -32's lane
-// l is its groups l and l + 8.
-template <int R>
-void q6_k_row(const RowParts& x, const uint8_t* b, int64_t blocks, Floats (&acc)[R]) {
-    for (int64_t i = 0; i < blocks; ++i, b += 210) {
-        __builtin_prefetch(b + 8 * 210);
-        __builtin_prefetch(b + 8 * 210 + 64);
-        __builtin_prefetch(b + 8 * 210 + 128);
-        __builtin_prefetch(b + 8 * 210 + 192);
-        SignedScaleBytes scale_bytes;
-        std::memcpy(&scale_bytes, b + 192, sizeof scale_bytes);
-        const Words scales = __builtin_convertvector(scale_bytes, Words);
-        const Ints first_scales =
-            __builtin_convertvector(__builtin_shufflevector(scales, scales, 0, 1, 2, 3, 4, 5, 6, 7), Ints);
-        const Ints second_scales =
-            __builtin_convertvector(__builtin_shufflevector(scales, scales, 8, 9, 10, 11, 12, 13, 14, 15), Ints);
-        Ints hi[R] = {}, lo[R] = {};
-        for (int half = 0; half < 2; ++half) {
-            Bytes codes[4];
-            ggml_lanes::q6_k_run_codes(b, half, 0, codes);
-            for (int run = 0; run < 4; ++run) {
-                const int16_t g = static_cast<int16_t>(8 * half + 2 * run);  // the run's two groups of 16
-                const int16_t first = scales[g], second = scales[g + 1];
-                const Words scale = {first,  first,  first,  first,  first,  first,  first,  first,
-                                     second, second, second, second, second, second, second, second};
-#pragma GCC unroll 8
-                for (int r = 0; r < R; ++r) {
-                    scaled_dot(hi[r], codes[run], x.hi_at(r, 256 * i + 16 * g), scale);
-                    scaled_dot(lo[r], codes[run], x.lo_at(r, 256 * i + 16 * g), scale);
-                }
-            }
-        }
-        const float d = ggml_lanes::half_at(b + 208);
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) {
-            const int32_t* sums = x.block_sums_at(r, i);
-            Ints first_sums, second_sums;
-            load(first_sums, sums);
-            load(second_sums, sums + 8);
-            const float fine = x.fine_of(r, i);
-            add_scaled(acc[r], hi[r], d * x.scale_of(r, i));
-            add_scaled(acc[r], lo[r], d * fine);
-            add_scaled(acc[r], first_scales * first_sums + second_scales * second_sums, -32 * (d * fine));
-        }
-    }
 }
 
 // Q8_0: one block of 32 codes a register, its lane sums at most
@@ -378,46 +209,20 @@ void mxfp4_row(const RowParts& x, const uint8_t* b, int64_t blocks, Floats16 (&a
     }
 }
 
-// Outputs [first, last): each stored row's blocks through `row_sums` into R
-// rows of lanes (Lanes: 8 or 16 floats), each row's summed from the first.
-template <int R, typename Lanes, typename RowSums>
-void each_output(const RowParts& x, const Matrix& w, float* out, int64_t ldo, bool accumulate, int64_t first,
-                 int64_t last, RowSums row_sums) {
-    const int64_t blocks = w.in / dtype_block_values(w.dtype);
-    const size_t row_bytes = dtype_row_bytes(w.dtype, w.in);  // whole blocks
-    for (int64_t o = first; o < last; ++o) {
-        Lanes acc[R] = {};
-        row_sums(x, reinterpret_cast<const uint8_t*>(w.data) + o * row_bytes, blocks, acc);
-        for (int r = 0; r < R; ++r) {
-            float sum = 0;
-            for (size_t l = 0; l < sizeof(Lanes) / sizeof(float); ++l) sum += acc[r][l];
-            float& y = out[r * ldo + o];
-            y = accumulate ? y + sum : sum;
-        }
-    }
-}
-
 // Each type's kernel as a lambda (a function pointer would not be inlined).
 template <int R>
 void rows_product(const RowParts& x, const Matrix& w, float* out, int64_t ldo, bool accumulate, int64_t first,
                   int64_t last) {
-    using Eight = Floats(&)[R];
     using Sixteen = Floats16(&)[R];
     switch (w.dtype) {
-        case DType::Q4_K:
-            return each_output<R, Floats>(
-                x, w, out, ldo, accumulate, first, last,
-                [](const RowParts& p, const uint8_t* b, int64_t n, Eight acc) { q4_k_row<R>(p, b, n, acc); });
-        case DType::Q6_K:
-            return each_output<R, Floats>(
-                x, w, out, ldo, accumulate, first, last,
-                [](const RowParts& p, const uint8_t* b, int64_t n, Eight acc) { q6_k_row<R>(p, b, n, acc); });
+        case DType::Q4_K: return q4_k_outputs<R>(x, w, out, ldo, accumulate, first, last);
+        case DType::Q6_K: return q6_k_outputs<R>(x, w, out, ldo, accumulate, first, last);
         case DType::Q8_0:
-            return each_output<R, Floats16>(
+            return each_output<R>(
                 x, w, out, ldo, accumulate, first, last,
                 [](const RowParts& p, const uint8_t* b, int64_t n, Sixteen acc) { q8_0_row<R>(p, b, n, acc); });
         default:
-            return each_output<R, Floats16>(
+            return each_output<R>(
                 x, w, out, ldo, accumulate, first, last,
                 [](const RowParts& p, const uint8_t* b, int64_t n, Sixteen acc) { mxfp4_row<R>(p, b, n, acc); });
     }
@@ -432,10 +237,9 @@ bool has_integer_products(DType dtype) {
 void integer_rows_product(const float* x, int rows, const Matrix& w, float* out, int64_t ldo, bool accumulate,
                           int64_t first, int64_t last) {
     const int64_t group = dtype_block_values(w.dtype);
-    const SplitPlan plan = w.dtype == DType::Q4_K    ? SplitPlan{group, 32, 1, false, false}
-                           : w.dtype == DType::Q6_K  ? SplitPlan{group, 16, 1, false, false}
-                           : w.dtype == DType::MXFP4 ? SplitPlan{group, 4, -12, true, false}
-                                                     : SplitPlan{group, 0, 1, false, true};
+    const SplitPlan plan = w.dtype == DType::Q4_K    ? SplitPlan{group, 32, 1, false, true, true}
+                           : w.dtype == DType::MXFP4 ? SplitPlan{group, 4, -12, true, false, false}
+                                                     : SplitPlan{group, 0, 1, false, true, false};
     const SplitRows& split = split_rows(x, rows, w.in, plan);
     for_row_groups(rows, [&](auto shared, int r0) {
         const RowParts parts{split, r0, w.in, w.in / group, plan.sum_group ? group / plan.sum_group : 0};

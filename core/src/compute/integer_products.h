@@ -1,6 +1,7 @@
 // The products of a few rows over Q4_K, Q6_K, Q8_0 or MXFP4 weights, as integer
 // dot products of the weights' codes with the activations split into two
-// signed 8-bit parts (integer_products.cpp says exactly what is computed).
+// signed 8-bit parts, joined into one 16-bit part for all but MXFP4
+// (integer_products.cpp says exactly what is computed).
 #pragma once
 #include <cstdint>
 

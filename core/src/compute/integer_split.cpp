@@ -4,6 +4,7 @@
 #include "integer_split.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -60,6 +61,13 @@ const SplitRows& split_rows(const float* x, int rows, int64_t in, const SplitPla
     }
     for (size_t j = 0; j < split.joined.size(); ++j)  // at most 254 * 127 + 127 = 32385
         split.joined[j] = static_cast<int16_t>(254 * split.hi[j] + split.lo[j]);
+    for (size_t c = 0; plan.nibble_order && c < split.joined.size(); c += 128) {
+        std::array<int16_t, 128> natural;
+        std::copy_n(split.joined.begin() + static_cast<int64_t>(c), 128, natural.begin());
+        for (size_t v = 0; v < 4; ++v)
+            for (size_t k = 0; k < 32; ++k)
+                split.joined[c + 32 * v + k] = natural[64 * (k / 16) + 32 * (v / 2) + 2 * (k % 16) + v % 2];
+    }
     for (size_t k = 0; k < split.sums.size(); ++k) {
         const auto at = static_cast<size_t>(static_cast<int64_t>(k) * plan.sum_group);
         int32_t sum = 0;

@@ -12,7 +12,7 @@ namespace headscope {
 // The rows' parts, in the thread's buffers, kept between calls.
 struct SplitRows {
     AlignedVector<int8_t> hi, lo, rest;  // rows x in (rest: MXFP4's third part)
-    AlignedVector<int16_t> joined;       // rows x in: 254 hi + lo, where the plan joins them
+    AlignedVector<int16_t> joined;       // rows x in: 254 hi + lo, where the plan joins them (its order)
     AlignedVector<float> scale, fine;    // rows x groups: s and T's unit, s / 254 (MXFP4: s / 254^2)
     AlignedVector<int32_t> sums;         // rows x in / sum_group: T's parts summed (MXFP4: times -12)
 };
@@ -20,11 +20,13 @@ struct SplitRows {
 // How a type's products split x: in groups of `group`, into two parts or
 // three (and the two joined into one 16-bit part too, where `joined`), with
 // sums of T's parts every `sum_group` values (none where it is 0) times
-// `sum_factor`.
+// `sum_factor`. With `nibble_order`, the joined part of each 128 values is
+// in the order of Q4_K's codes read as words (integer_k_quants.cpp): 4 runs
+// of 32, run v's value k the value 64 (k / 16) + 32 (v / 2) + 2 (k % 16) + v % 2.
 struct SplitPlan {
     int64_t group, sum_group;
     int32_t sum_factor;
-    bool three_parts, joined;
+    bool three_parts, joined, nibble_order;
 };
 
 // Rows r0 on of a SplitRows, as the kernels read them, block by block.
