@@ -97,7 +97,7 @@ Rows attend(const Rows& q, const Rows& k, const Rows& v, int NH, const Attention
 }
 
 // modeling_modernbert.py's rotate-half RoPE on each head of hs dims at position t, base theta.
-void rotate(Rows& x, int hs, double theta) {
+void rotate_heads(Rows& x, int hs, double theta) {
     for (size_t t = 0; t < x.size(); ++t)
         for (size_t h = 0; h < x[t].size() / hs; ++h) {
             double* head = x[t].data() + h * hs;
@@ -159,8 +159,8 @@ EncoderReference modernbert_reference(const EncoderCheckpoint& m, const std::vec
         const Rows in = l == 0 ? x : norm(x, p + "attn_norm.weight");
         const Rows qkv = linear(in, m[p + "attn.Wqkv.weight"], std::vector<float>(3 * C, 0.f));
         Rows q = columns(qkv, 0, C), k = columns(qkv, C, C);
-        rotate(q, hs, global ? s.global_rope_theta : s.local_rope_theta);
-        rotate(k, hs, global ? s.global_rope_theta : s.local_rope_theta);
+        rotate_heads(q, hs, global ? s.global_rope_theta : s.local_rope_theta);
+        rotate_heads(k, hs, global ? s.global_rope_theta : s.local_rope_theta);
         const int window = !global && options.sliding_window ? s.local_attention / 2 + 1 : 0;
         const Rows y = attend(q, k, columns(qkv, 2 * C, C), NH, options,
                               out.weights.data() + static_cast<size_t>(l) * NH * T * T, window, l, hooks);

@@ -15,7 +15,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path source_dir = fs::path(HEADSCOPE_TESTS_DIR).parent_path();
+const fs::path repository = fs::path(HEADSCOPE_TESTS_DIR).parent_path();
 
 std::string read_text(const fs::path& file) {
     std::ifstream in(file);
@@ -26,8 +26,8 @@ std::string read_text(const fs::path& file) {
 
 // README.md and every docs/*.md.
 std::vector<fs::path> markdown_files() {
-    std::vector<fs::path> files = {source_dir / "README.md"};
-    for (const auto& entry : fs::directory_iterator(source_dir / "docs"))
+    std::vector<fs::path> files = {repository / "README.md"};
+    for (const auto& entry : fs::directory_iterator(repository / "docs"))
         if (entry.is_regular_file() && entry.path().extension() == ".md") files.push_back(entry.path());
     return files;
 }
@@ -53,7 +53,7 @@ TEST(DocsLinks, EveryRelativeLinkNamesAFileThatExists) {
         for (const std::string& target : relative_targets(read_text(file))) {
             ++links;
             EXPECT_TRUE(fs::exists(file.parent_path() / target))
-                << fs::relative(file, source_dir) << " links to " << target << ", which does not exist";
+                << fs::relative(file, repository) << " links to " << target << ", which does not exist";
         }
     EXPECT_GE(links, 20) << "too few links found: is the parse broken?";
 }
@@ -66,7 +66,7 @@ TEST(DocsLinks, TheParseKeepsFilesAndSkipsAddressesAndAnchors) {
 }
 
 TEST(DocsLinks, TheReadmeIsAtMost300Lines) {
-    const std::string readme = read_text(source_dir / "README.md");
+    const std::string readme = read_text(repository / "README.md");
     ASSERT_FALSE(readme.empty());
     EXPECT_LE(std::count(readme.begin(), readme.end(), '\n'), 300);
 }

@@ -28,12 +28,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Param {
+struct ExpertParam {
     Family family;
     DType dtype;
 };
 
-class GgufExperts : public ::testing::TestWithParam<Param> {};
+class GgufExperts : public ::testing::TestWithParam<ExpertParam> {};
 
 // At every real position of each text, the engine's 5 most likely next
 // tokens against the reference's logits (N, V) of those positions: each
@@ -119,15 +119,15 @@ TEST_P(GgufExperts, RoutesAndPredictionsMatchTheReference) {
                  spec.vocab_size, tolerance);
 }
 
-std::vector<Param> params() {
-    std::vector<Param> all;
+std::vector<ExpertParam> expert_params() {
+    std::vector<ExpertParam> all;
     for (Family family : {Family::qwen3_moe, Family::olmoe, Family::mixtral})
         for (DType dtype : {DType::F32, DType::Q8_0, DType::Q4_K}) all.push_back({family, dtype});
     for (DType dtype : {DType::F32, DType::Q8_0, DType::Q4_K}) all.push_back({Family::gpt_oss, dtype});
     return all;
 }
 
-INSTANTIATE_TEST_SUITE_P(Gguf, GgufExperts, ::testing::ValuesIn(params()), [](const auto& info) {
+INSTANTIATE_TEST_SUITE_P(Gguf, GgufExperts, ::testing::ValuesIn(expert_params()), [](const auto& info) {
     return model_type(info.param.family) + std::string("_") + to_string(info.param.dtype);
 });
 

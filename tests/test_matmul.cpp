@@ -117,6 +117,28 @@ std::vector<float> random_floats(size_t n, std::mt19937& rng) {
 
 constexpr float sentinel = -12345.f;
 
+// One row of x times the weight in double: for each output its sum over in
+// (added in the order of i), the sum of its terms' magnitudes and, where x is
+// split by the weight's blocks of split_group, of each weight's magnitude
+// times its block's largest |x|. The weight is walked along its rows.
+struct RowSums {
+    std::vector<double> sum, magnitude, split;  // (out)
+};
+RowSums row_sums(const float* x, const std::vector<double>& math, int64_t in, int64_t out, int64_t split_group,
+                 const std::vector<double>& largest) {
+    RowSums s{std::vector<double>(out), std::vector<double>(out), std::vector<double>(out)};
+    for (int64_t i = 0; i < in; ++i) {
+        const double* row = &math[i * out];
+        for (int64_t o = 0; o < out; ++o) {
+            const double term = static_cast<double>(x[i]) * row[o];
+            s.sum[o] += term;
+            s.magnitude[o] += std::abs(term);
+            if (split_group) s.split[o] += std::abs(row[o]) * largest[i / split_group];
+        }
+    }
+    return s;
+}
+
 // Every combination for one dtype: out is columns [3, 3 + out) of rows of
 // width out + 5, filled with a sentinel (or earlier values when
 // accumulating); each value within float32 round-off of the double sum, the
@@ -170,6 +192,9 @@ void check_products(DType dtype) {
                         const float* bias = with_bias ? bias_values.data() : nullptr;
                         linear(x.data(), rows, w.matrix, bias, buffer.data() + first, ldo, accumulate);
 
+                        std::vector<RowSums> sums;
+                        for (int r = 0; r < rows; ++r)
+                            sums.push_back(row_sums(&x[r * in], w.math, in, out, split_group, largest[r]));
                         int wrong = 0;
                         testing::Message first_wrong;
                         for (int r = 0; r < rows; ++r)
@@ -181,14 +206,7 @@ void check_products(DType dtype) {
                                     continue;
                                 }
                                 const int64_t o = c - first;
-                                double sum = 0, magnitude = 0, split = 0;
-                                for (int64_t i = 0; i < in; ++i) {
-                                    const double term = static_cast<double>(x[r * in + i]) * w.math[i * out + o];
-                                    sum += term;
-                                    magnitude += std::abs(term);
-                                    if (split_group)
-                                        split += std::abs(w.math[i * out + o]) * largest[r][i / split_group];
-                                }
+                                double sum = sums[r].sum[o], magnitude = sums[r].magnitude[o], split = sums[r].split[o];
                                 for (double extra :
                                      {with_bias ? bias[o] : 0.0, accumulate ? before[r * ldo + c] : 0.0}) {
                                     sum += extra;

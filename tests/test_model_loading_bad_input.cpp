@@ -25,7 +25,7 @@ using test::read_raw_tensors;
 
 namespace {
 
-constexpr int64_t V = 50257;  // GPT-2's vocabulary, as write_test_model writes it
+constexpr int64_t gpt2_vocab = 50257;  // GPT-2's vocabulary, as write_test_model writes it
 
 void write_bytes(const fs::path& path, const std::vector<uint8_t>& bytes) {
     std::ofstream(path, std::ios::binary)
@@ -249,14 +249,14 @@ TEST_F(BadInput, TiedLmHeadAndMaskBuffersAreSkipped) {
     });
     const Model m = load_model(copy.string());
     const int64_t C = 8;
-    EXPECT_EQ(m.params, V * C + 8 * C + 2 * (12 * C * C + 13 * C) + 2 * C);
+    EXPECT_EQ(m.params, gpt2_vocab * C + 8 * C + 2 * (12 * C * C + 13 * C) + 2 * C);
     EXPECT_EQ(m.tensors.size(), 4u + 2 * 12);
     for (const TensorInfo& t : m.tensors)
         for (const char* skipped : {"lm_head.weight", "h.0.attn.bias", "h.0.attn.masked_bias"})
             EXPECT_NE(t.name, skipped);
 
     const fs::path wrong = with_tensors([](std::vector<test::RawTensor>& t) {
-        t.push_back({"lm_head.weight", "F32", {V, 4}, std::vector<uint8_t>(V * 4 * 4)});
+        t.push_back({"lm_head.weight", "F32", {gpt2_vocab, 4}, std::vector<uint8_t>(gpt2_vocab * 4 * 4)});
     });
     EXPECT_TRUE(loading_throws(wrong, {"tensor 'lm_head.weight'", "shape [50257, 4]", "expected [50257, 8]"}));
 }

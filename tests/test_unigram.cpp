@@ -33,7 +33,7 @@ const std::string meta = "\xE2\x96\x81";  // ▁
 
 // Hand-written cases (NFKC's compatibility forms, the spaces and controls
 // nmt_nfkc changes, unknown runs, <mask>) and generated sentences.
-std::vector<std::string> texts() {
+std::vector<std::string> unigram_texts() {
     std::vector<std::string> out = {
         "The cat <mask> on the mat.",
         "Hello, WORLD! Isn't it (really) $5?",
@@ -73,7 +73,7 @@ TEST(Unigram, XlmrLikeTokenizerMatchesTheReference) {
     const fs::path file = scratch.path / "tokenizer.json";
     std::ofstream(file) << unigram_tokenizer_json(headscope::test::UnigramLayout::xlm_r).dump();
     const Tokenizer tokenizer = Tokenizer::load_json(file);
-    const std::vector<std::string> strings = texts();
+    const std::vector<std::string> strings = unigram_texts();
     for (const bool add_special : {true, false}) {
         const json reference = headscope::test::reference_encoding(scratch.path, file, "XLMRobertaTokenizer",
                                                                    {{"texts", strings}}, add_special);
