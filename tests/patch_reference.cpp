@@ -25,6 +25,29 @@ Activations record(const FamilyCheckpoint& model, const std::vector<int32_t>& te
     return kept;
 }
 
+FamilyHooks moved_hooks(PatchKind kind, size_t at, double by, int rows, int keys, int NH, int hs, int C) {
+    FamilyHooks hooks;
+    const size_t Qw = static_cast<size_t>(NH) * hs;
+    if (kind == PatchKind::heads) {
+        const int l = at / (rows * Qw), t = at / Qw % rows, h = at % Qw / hs, d = at % hs;
+        hooks.head_output = [=](int hl, int, int head, Rows& y) {
+            if (hl == l && head == h) y[t][d] += by;
+        };
+    } else if (kind == PatchKind::pattern) {
+        const int l = at / (NH * rows * keys), h = at / (rows * keys) % NH, i = at / keys % rows, j = at % keys;
+        hooks.pattern = [=](int hl, int, int head, Rows& att) {
+            if (hl == l && head == h) att[i][j] += by;
+        };
+    } else {
+        const int l = at / (rows * C), t = at / C % rows, c = at % C;
+        const auto move = [=](int hl, int, Rows& x) {
+            if (hl == l) x[t][c] += by;
+        };
+        (kind == PatchKind::residual ? hooks.layer_input : hooks.mlp_output) = move;
+    }
+    return hooks;
+}
+
 FamilyHooks patch_hooks(PatchKind kind, int layer, int index, const Activations& from) {
     FamilyHooks hooks;
     switch (kind) {

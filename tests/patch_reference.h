@@ -33,6 +33,12 @@ Activations record(const FamilyCheckpoint& model, const std::vector<int32_t>& te
 // a run (a residual or MLP cell's row, a head's whole map or output).
 FamilyHooks patch_hooks(PatchKind kind, int layer, int index, const Activations& from);
 
+// The hooks that move by `by` the value at flat index `at` of
+// RunActivations' vector of `kind` (backward.h), of a stack of layers of NH
+// heads of hs over `rows` queries and `keys` keys (rows but for
+// cross-attention), C channels: a central difference's step.
+FamilyHooks moved_hooks(PatchKind kind, size_t at, double by, int rows, int keys, int NH, int hs, int C);
+
 // Every metric of one reference run of `text` with `hooks`, in PatchMetric's
 // order (the loss of `clean`'s next tokens).
 std::vector<double> reference_metrics(const FamilyCheckpoint& model, const std::vector<int32_t>& text,

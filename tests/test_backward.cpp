@@ -74,38 +74,11 @@ protected:
                                                          : static_cast<size_t>(L) * T * C;
         for (size_t k = 0; picked.size() < static_cast<size_t>(count) && k < 50 * size_t(count); ++k) {
             const size_t at = (k * 7919 + 13) % size;
-            if (kind == PatchKind::heads) {
-                const int l = at / (T * Qw), t = at / Qw % T, h = at % Qw / hs, d = at % hs;
-                picked.push_back({at, [=](double by) {
-                                      FamilyHooks hooks;
-                                      hooks.head_output = [=](int hl, int, int head, Rows& y) {
-                                          if (hl == l && head == h) y[t][d] += by;
-                                      };
-                                      return hooks;
-                                  }});
-            } else if (kind == PatchKind::pattern) {
-                const int l = at / (NH * T * T), h = at / (T * T) % NH, i = at / T % T, j = at % T;
-                const int window = model_.config.sliding_window;
+            if (kind == PatchKind::pattern) {
+                const int i = at / T % T, j = at % T, window = model_.config.sliding_window;
                 if (j > i || (window > 0 && j <= i - window)) continue;  // a masked weight: no value to move
-                picked.push_back({at, [=](double by) {
-                                      FamilyHooks hooks;
-                                      hooks.pattern = [=](int hl, int, int head, Rows& att) {
-                                          if (hl == l && head == h) att[i][j] += by;
-                                      };
-                                      return hooks;
-                                  }});
-            } else {
-                const int l = at / (T * C), t = at / C % T, c = at % C;
-                const bool residual = kind == PatchKind::residual;
-                picked.push_back({at, [=](double by) {
-                                      FamilyHooks hooks;
-                                      const auto move = [=](int hl, int, Rows& x) {
-                                          if (hl == l) x[t][c] += by;
-                                      };
-                                      (residual ? hooks.layer_input : hooks.mlp_output) = move;
-                                      return hooks;
-                                  }});
             }
+            picked.push_back({at, [=, this](double by) { return moved_hooks(kind, at, by, T, T, NH, hs, C); }});
         }
         return picked;
     }

@@ -72,30 +72,6 @@ protected:
     }
 };
 
-// The value at flat index `at` of RunActivations' vector of `kind`, moved by `by`.
-FamilyHooks moved(PatchKind kind, size_t at, double by, int T, int NH, int hs, int C) {
-    FamilyHooks hooks;
-    const size_t Qw = static_cast<size_t>(NH) * hs;
-    if (kind == PatchKind::heads) {
-        const int l = at / (T * Qw), t = at / Qw % T, h = at % Qw / hs, d = at % hs;
-        hooks.head_output = [=](int hl, int, int head, Rows& y) {
-            if (hl == l && head == h) y[t][d] += by;
-        };
-    } else if (kind == PatchKind::pattern) {
-        const int l = at / (NH * T * T), h = at / (T * T) % NH, i = at / T % T, j = at % T;
-        hooks.pattern = [=](int hl, int, int head, Rows& att) {
-            if (hl == l && head == h) att[i][j] += by;
-        };
-    } else {
-        const int l = at / (T * C), t = at / C % T, c = at % C;
-        const auto move = [=](int hl, int, Rows& x) {
-            if (hl == l) x[t][c] += by;
-        };
-        (kind == PatchKind::residual ? hooks.layer_input : hooks.mlp_output) = move;
-    }
-    return hooks;
-}
-
 TEST_P(EncoderBackward, GradientsMatchCentralDifferences) {
     std::vector<RunActivations> gradients(2);  // logit difference, log-probability
     for (int m = 0; m < 2; ++m) {
@@ -112,8 +88,8 @@ TEST_P(EncoderBackward, GradientsMatchCentralDifferences) {
             // A weight ModernBERT's window masks (exactly 0 in the reference's map) has no value to move.
             if (kind == PatchKind::pattern && own.maps[at / (NH * T * T)][at / (T * T) % NH][at / T % T][at % T] == 0)
                 continue;
-            const std::vector<double> up = metrics(corrupted_, moved(kind, at, step, T, NH, hs, C));
-            const std::vector<double> down = metrics(corrupted_, moved(kind, at, -step, T, NH, hs, C));
+            const std::vector<double> up = metrics(corrupted_, moved_hooks(kind, at, step, T, T, NH, hs, C));
+            const std::vector<double> down = metrics(corrupted_, moved_hooks(kind, at, -step, T, T, NH, hs, C));
             for (int m = 0; m < 2; ++m) {
                 const std::vector<float>& got = of_kind(gradients[m], kind);
                 ASSERT_EQ(got.size(), size);

@@ -79,25 +79,7 @@ protected:
                           : stack == PatchStack::cross ? hooks.cross
                                                        : hooks.decoder;
         const Sizes sized = sizes(stack);
-        const int rows = sized.T, keys = sized.keys;
-        const size_t Qw = static_cast<size_t>(NH) * hs;
-        if (kind == PatchKind::heads) {
-            const int l = at / (rows * Qw), t = at / Qw % rows, h = at % Qw / hs, d = at % hs;
-            of.head_output = [=](int hl, int, int head, Rows& y) {
-                if (hl == l && head == h) y[t][d] += by;
-            };
-        } else if (kind == PatchKind::pattern) {
-            const int l = at / (NH * rows * keys), h = at / (rows * keys) % NH, i = at / keys % rows, j = at % keys;
-            of.pattern = [=](int hl, int, int head, Rows& att) {
-                if (hl == l && head == h) att[i][j] += by;
-            };
-        } else {
-            const int l = at / (rows * C), t = at / C % rows, c = at % C;
-            const auto move = [=](int hl, int, Rows& x) {
-                if (hl == l) x[t][c] += by;
-            };
-            (kind == PatchKind::residual ? of.layer_input : of.mlp_output) = move;
-        }
+        of = moved_hooks(kind, at, by, sized.T, sized.keys, NH, hs, C);
         return hooks;
     }
 };
