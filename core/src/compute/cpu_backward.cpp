@@ -14,7 +14,6 @@
 #include "backward_trace.h"
 #include "headscope/compute/cpu_ops.h"
 #include "headscope/compute/forward.h"
-#include "headscope/compute/matmul.h"
 
 namespace headscope {
 
@@ -65,12 +64,12 @@ std::vector<float> BackwardTrace::run_layer(int l, std::vector<float> x) {
     input_norm(normed_input(l, true), w.ln_1_w, w.ln_1_b, lt.x, lt.n1, lt.s1);
     lt.q.resize(rows * Qw), lt.k.resize(rows * KVw), lt.v.resize(rows * KVw);
     if (cfg_.qkv_layout == QkvLayout::separate) {
-        linear(lt.n1.data(), T_, w.q, w.q_b, lt.q.data(), Qw);
-        linear(lt.n1.data(), T_, w.k, w.k_b, lt.k.data(), KVw);
-        linear(lt.n1.data(), T_, w.v, w.v_b, lt.v.data(), KVw);
+        backward_linear(lt.n1.data(), T_, w.q, w.q_b, lt.q.data(), Qw);
+        backward_linear(lt.n1.data(), T_, w.k, w.k_b, lt.k.data(), KVw);
+        backward_linear(lt.n1.data(), T_, w.v, w.v_b, lt.v.data(), KVw);
     } else {
         std::vector<float> qkv(rows * W);
-        linear(lt.n1.data(), T_, w.attn, w.attn_b, qkv.data(), W);
+        backward_linear(lt.n1.data(), T_, w.attn, w.attn_b, qkv.data(), W);
         move_qkv(qkv.data(), lt.q.data(), lt.k.data(), lt.v.data(), false);
     }
     if (cfg_.qk_norm) {
@@ -83,7 +82,7 @@ std::vector<float> BackwardTrace::run_layer(int l, std::vector<float> x) {
     rotate(l, lt.k.data(), split_.NKV, KVw, false);
     attend(l, {lt.q.data(), lt.k.data(), lt.v.data(), T_, false}, lt.att, lt.y);
     std::vector<float> attended(rows * C);
-    linear(lt.y.data(), T_, w.attn_proj, w.attn_proj_b, attended.data(), C);
+    backward_linear(lt.y.data(), T_, w.attn_proj, w.attn_proj_b, attended.data(), C);
     output_norm(w.attn_out_norm, attended, lt.a_raw, lt.sa);
     lt.xm = lt.x;
     ops::add(lt.xm.data(), attended.data(), lt.xm.size());
@@ -194,9 +193,9 @@ void BackwardTrace::mlp(const LayerWeights& w, LayerTrace& lt) const {
     const bool gate = gated(cfg_.mlp);
     if (gate) {
         lt.up.resize(hidden);
-        linear(lt.n2.data(), T_, w.fc, w.fc_b, lt.up.data(), F);
+        backward_linear(lt.n2.data(), T_, w.fc, w.fc_b, lt.up.data(), F);
     }
-    linear(lt.n2.data(), T_, gate ? w.gate : w.fc, gate ? nullptr : w.fc_b, lt.act.data(), F);
+    backward_linear(lt.n2.data(), T_, gate ? w.gate : w.fc, gate ? nullptr : w.fc_b, lt.act.data(), F);
     std::vector<float> h(hidden);
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < hidden; ++i) {
@@ -206,7 +205,7 @@ void BackwardTrace::mlp(const LayerWeights& w, LayerTrace& lt) const {
         h[i] = gate ? lt.act[i] * lt.up[i] : lt.act[i];
     }
     lt.m.resize(static_cast<size_t>(T_) * C);
-    linear(h.data(), T_, w.fc_proj, w.fc_proj_b, lt.m.data(), C);
+    backward_linear(h.data(), T_, w.fc_proj, w.fc_proj_b, lt.m.data(), C);
 }
 
 // The gradient with respect to the MLP's input (its norm's output) from that of its output.
@@ -214,15 +213,15 @@ std::vector<float> BackwardTrace::mlp_backward(const LayerWeights& w, const Laye
     const int C = cfg_.n_embd, F = cfg_.mlp_size();
     const size_t hidden = static_cast<size_t>(T_) * F;
     std::vector<float> dh(hidden), dn(static_cast<size_t>(T_) * C);
-    linear(dm, T_, w.fc_proj.transposed(), nullptr, dh.data(), F);
+    backward_linear(dm, T_, w.fc_proj.transposed(), nullptr, dh.data(), F);
     if (gated(cfg_.mlp)) {
         std::vector<float> dup(hidden);
         for (size_t i = 0; i < hidden; ++i) dup[i] = dh[i] * lt.act[i], dh[i] *= lt.up[i] * lt.slope[i];
-        linear(dh.data(), T_, w.gate.transposed(), nullptr, dn.data(), C);
-        linear(dup.data(), T_, w.fc.transposed(), nullptr, dn.data(), C, /*accumulate=*/true);
+        backward_linear(dh.data(), T_, w.gate.transposed(), nullptr, dn.data(), C);
+        backward_linear(dup.data(), T_, w.fc.transposed(), nullptr, dn.data(), C, /*accumulate=*/true);
     } else {
         for (size_t i = 0; i < hidden; ++i) dh[i] *= lt.slope[i];
-        linear(dh.data(), T_, w.fc.transposed(), nullptr, dn.data(), C);
+        backward_linear(dh.data(), T_, w.fc.transposed(), nullptr, dn.data(), C);
     }
     return dn;
 }
@@ -299,7 +298,7 @@ void BackwardTrace::backward(std::vector<float> dx, RunActivations& gradients, s
         if (memory_) cross_backward(l, lt, dx, gradients, *d_memory);
         if (cfg_.post_norm) post_norm_backward(w.ln_1_w, lt.sum1, lt.s1, dx);
         const std::vector<float> d_attended = output_norm_backward(w.attn_out_norm, lt.a_raw, lt.sa, dx);
-        linear(d_attended.data(), T, w.attn_proj.transposed(), nullptr, dy.data(), Qw);
+        backward_linear(d_attended.data(), T, w.attn_proj.transposed(), nullptr, dy.data(), Qw);
         std::copy(dy.begin(), dy.end(), gradients.heads.begin() + l * head_rows);
         attend_backward(l, {lt.q.data(), lt.k.data(), lt.v.data(), T, false}, lt.att, dy,
                         gradients.pattern.data() + l * maps, dq, dk, dv);
@@ -318,13 +317,13 @@ void BackwardTrace::backward(std::vector<float> dx, RunActivations& gradients, s
         }
         std::vector<float> dn1(layer_rows);
         if (cfg_.qkv_layout == QkvLayout::separate) {
-            linear(dq.data(), T, w.q.transposed(), nullptr, dn1.data(), C);
-            linear(dk.data(), T, w.k.transposed(), nullptr, dn1.data(), C, /*accumulate=*/true);
-            linear(dv.data(), T, w.v.transposed(), nullptr, dn1.data(), C, /*accumulate=*/true);
+            backward_linear(dq.data(), T, w.q.transposed(), nullptr, dn1.data(), C);
+            backward_linear(dk.data(), T, w.k.transposed(), nullptr, dn1.data(), C, /*accumulate=*/true);
+            backward_linear(dv.data(), T, w.v.transposed(), nullptr, dn1.data(), C, /*accumulate=*/true);
         } else {
             std::vector<float> dqkv(static_cast<size_t>(T) * (Qw + 2 * KVw));
             move_qkv(dqkv.data(), dq.data(), dk.data(), dv.data(), true);
-            linear(dqkv.data(), T, w.attn.transposed(), nullptr, dn1.data(), C);
+            backward_linear(dqkv.data(), T, w.attn.transposed(), nullptr, dn1.data(), C);
         }
         input_norm_backward(normed_input(l, true), w.ln_1_w, lt.x, lt.s1, dn1, dx);
         if (cfg_.parallel_residual) input_norm_backward(normed_input(l, false), w.ln_2_w, lt.x, lt.s2, dn2, dx);

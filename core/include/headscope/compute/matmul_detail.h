@@ -1,6 +1,7 @@
 // linear() with its float32 product made a parameter, so that bench-matmul
 // runs the very same blocking, widening and threading on each library it
-// compares. The engine calls linear() (matmul.h), never this.
+// compares. The engine calls linear() (matmul.h), and the backward (backward_trace.h) this with a higher
+// small_rows_max.
 #pragma once
 #include <cstdint>
 
