@@ -20,7 +20,7 @@ VirtualScreen::VirtualScreen(const std::string& size) {
         if (std::filesystem::exists(lock)) continue;
         const std::string display = std::string(":").append(std::to_string(n));
         server_ = std::make_unique<Child>(
-            std::vector<std::string>{"Xvfb", display, "-screen", "0", size + "x24", "-nolisten", "tcp"});
+            std::vector<std::string>{"Xvfb", display, "-screen", "0", size + "x24", "-nolisten", "tcp", "-noreset"});
         for (int tries = 0; tries < 100 && name_.empty() && !server_->ended(); ++tries) {
             pause_ms(50);
             if (Display* open = XOpenDisplay(display.c_str())) {

@@ -16,6 +16,9 @@ void pause_ms(int ms);
 // have taken the display a moment before, and its server would answer, then
 // vanish when that test ends. (xvfb-run is not used: its clean-up, racing
 // the server's "ready" signal after the window's exit, has failed a run.)
+// -noreset: an X server resets when its last client leaves, and a window
+// connecting during that reset (just after this class's own check) failed
+// a run with "could not initialise".
 class VirtualScreen {
 public:
     explicit VirtualScreen(const std::string& size = "1280x800");

@@ -84,11 +84,18 @@ bool on_a_monitor(std::array<int, 2> position) {
     return false;
 }
 
+// GLFW's own words for its last error, or `otherwise`.
+std::string glfw_error(const char* otherwise) {
+    const char* description = nullptr;
+    glfwGetError(&description);
+    return description ? description : otherwise;
+}
+
 // The window where it was (or as --window-size says). Screenshots are
 // 1280 x 800 unless sized, the same on every machine; a first start takes
 // most of the primary monitor's work area, centred.
 GLFWwindow* create_window(const Settings& start, bool headless, WindowEvents& events) {
-    if (!glfwInit()) throw Error("cannot open a window: GLFW could not initialise (no display?)");
+    if (!glfwInit()) throw Error("cannot open a window: " + glfw_error("GLFW could not initialise (no display?)"));
     glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
     glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
     glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
@@ -106,8 +113,9 @@ GLFWwindow* create_window(const Settings& start, bool headless, WindowEvents& ev
     }
     GLFWwindow* window = glfwCreateWindow(place.width, place.height, "Headscope", nullptr, nullptr);
     if (!window) {
+        const std::string why = glfw_error("no reason given");  // before glfwTerminate clears it
         glfwTerminate();
-        throw Error("cannot open an OpenGL 3.3 window");
+        throw Error("cannot open an OpenGL 3.3 window: " + why);
     }
     if (place.position && on_a_monitor(*place.position))
         glfwSetWindowPos(window, (*place.position)[0], (*place.position)[1]);
