@@ -197,7 +197,7 @@ void BackwardTrace::mlp(const LayerWeights& w, LayerTrace& lt) const {
     }
     backward_linear(lt.n2.data(), T_, gate ? w.gate : w.fc, gate ? nullptr : w.fc_b, lt.act.data(), F);
     activate_with_slopes(cfg_.mlp, lt.act.data(), lt.slope.data(), hidden);
-    std::vector<float> h = lt.act;
+    std::vector<float> h(lt.act.begin(), lt.act.end());
     if (gate) ops::times(h.data(), lt.up.data(), hidden);
     lt.m.resize(static_cast<size_t>(T_) * C);
     backward_linear(h.data(), T_, w.fc_proj, w.fc_proj_b, lt.m.data(), C);
