@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "headscope/base/aligned.h"
 #include "headscope/compute/backward.h"
 #include "headscope/compute/backward_ops.h"
 #include "headscope/compute/forward.h"
@@ -26,7 +27,9 @@ inline void backward_linear(const float* x, int rows, const Matrix& w, const flo
 // What the backward reads of one layer's forward.
 struct LayerTrace {
     std::vector<float> x, n1, q, k, v, att, y, xm, n2, up, m;  // q and k rotated; xm the MLP's residual
-    std::vector<float> act, slope;    // (T, F) the MLP's activation (of the gate, where gated) and its derivative
+    // (T, F) the MLP's activation (of the gate, where gated) and its derivative; aligned, so that Eigen's
+    // vectorised functions (activate_with_slopes) take the same path at each value on every run (aligned.h).
+    AlignedVector<float> act, slope;
     NormStats s1, s2;                 // the norms before the sublayers, or after them (post-norm: BERT's)
     std::vector<float> sum1, sum2;    // post-norm: x + attention and x + MLP before their norms
     std::vector<float> q_raw, k_raw;  // Q and K before their norms (Config::qk_norm)

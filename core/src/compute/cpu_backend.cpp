@@ -315,9 +315,6 @@ void CpuForward::project_qkv(const Model& model, const LayerWeights& w) {
     }
 }
 
-namespace {
-
-// The MLP's activation of n values in place: of a gated MLP's gate, else of its hidden layer.
 void activate(Mlp mlp, float* x, size_t n) {
     switch (mlp) {
         case Mlp::gelu_exact:
@@ -329,8 +326,6 @@ void activate(Mlp mlp, float* x, size_t n) {
         case Mlp::relu: ops::relu(x, x, n); break;
     }
 }
-
-}  // namespace
 
 // ln_ (R, C) -> the MLP's output, added into x_ (sublayer_output), over
 // chunks of mlp_chunk_rows rows: a long text's hidden layer then takes

@@ -196,14 +196,9 @@ void BackwardTrace::mlp(const LayerWeights& w, LayerTrace& lt) const {
         backward_linear(lt.n2.data(), T_, w.fc, w.fc_b, lt.up.data(), F);
     }
     backward_linear(lt.n2.data(), T_, gate ? w.gate : w.fc, gate ? nullptr : w.fc_b, lt.act.data(), F);
-    std::vector<float> h(hidden);
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < hidden; ++i) {
-        double slope = 0;
-        lt.act[i] = static_cast<float>(activation(cfg_.mlp, lt.act[i], slope));
-        lt.slope[i] = static_cast<float>(slope);
-        h[i] = gate ? lt.act[i] * lt.up[i] : lt.act[i];
-    }
+    activate_with_slopes(cfg_.mlp, lt.act.data(), lt.slope.data(), hidden);
+    std::vector<float> h(lt.act.begin(), lt.act.end());
+    if (gate) ops::times(h.data(), lt.up.data(), hidden);
     lt.m.resize(static_cast<size_t>(T_) * C);
     backward_linear(h.data(), T_, w.fc_proj, w.fc_proj_b, lt.m.data(), C);
 }

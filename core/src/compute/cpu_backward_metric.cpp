@@ -75,11 +75,8 @@ void BackwardTrace::read_head() {
     const int C = cfg_.n_embd;
     head_dense_.resize(final_n_.size());
     backward_linear(final_n_.data(), T_, model_.head_dense, model_.head_dense_b, head_dense_.data(), C);
-    std::vector<float> active(head_dense_.size());
-    for (size_t i = 0; i < active.size(); ++i) {
-        double slope = 0;
-        active[i] = static_cast<float>(activation(head_gelu(), head_dense_[i], slope));
-    }
+    AlignedVector<float> active(head_dense_.begin(), head_dense_.end());  // aligned: see LayerTrace::act
+    activate(head_gelu(), active.data(), active.size());
     read_.resize(active.size());
     norm_forward({true, C, cfg_.layer_norm_epsilon}, active.data(), model_.head_ln_w, model_.head_ln_b, read_.data(),
                  T_, head_s_);
@@ -93,13 +90,12 @@ std::vector<float> BackwardTrace::read_head_backward(const std::vector<float>& d
         return d_final;
     }
     const int C = cfg_.n_embd;
-    std::vector<float> active(head_dense_.size()), d_active(head_dense_.size(), 0.f);
-    std::vector<double> slopes(head_dense_.size());
-    for (size_t i = 0; i < active.size(); ++i)
-        active[i] = static_cast<float>(activation(head_gelu(), head_dense_[i], slopes[i]));
+    AlignedVector<float> active(head_dense_.begin(), head_dense_.end()), slopes(active.size());
+    std::vector<float> d_active(head_dense_.size(), 0.f);
+    activate_with_slopes(head_gelu(), active.data(), slopes.data(), active.size());
     norm_backward({true, C, cfg_.layer_norm_epsilon}, active.data(), model_.head_ln_w, head_s_, d_read.data(),
                   d_active.data(), T_);
-    for (size_t i = 0; i < d_active.size(); ++i) d_active[i] = static_cast<float>(d_active[i] * slopes[i]);
+    for (size_t i = 0; i < d_active.size(); ++i) d_active[i] *= slopes[i];
     std::vector<float> d_final(d_read.size());
     backward_linear(d_active.data(), T_, model_.head_dense.transposed(), nullptr, d_final.data(), C);
     return d_final;

@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "headscope/compute/backward_ops.h"
+#include "headscope/compute/cpu_ops.h"
+#include "headscope/compute/forward.h"
 
 namespace headscope {
 
@@ -45,37 +47,24 @@ void norm_backward(const NormShape& shape, const float* x, const float* w, const
     }
 }
 
-double activation(Mlp mlp, double x, double& derivative) {
+void activate_with_slopes(Mlp mlp, float* x, float* slope, size_t n) {
     switch (mlp) {
         case Mlp::gelu_exact:
-        case Mlp::geglu: {
-            const double cdf = 0.5 * (1 + std::erf(x / std::sqrt(2.0)));
-            derivative = cdf + x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
-            return x * cdf;
-        }
+        case Mlp::geglu: ops::gelu_exact_slope(x, slope, n); break;
         case Mlp::gelu_tanh:
-        case Mlp::gated_gelu: {
-            const double k = std::sqrt(2 / M_PI), inner = k * (x + 0.044715 * x * x * x), th = std::tanh(inner);
-            derivative = 0.5 * (1 + th) + 0.5 * x * (1 - th * th) * k * (1 + 3 * 0.044715 * x * x);
-            return 0.5 * x * (1 + th);
-        }
+        case Mlp::gated_gelu: ops::gelu_slope(x, slope, n); break;
         case Mlp::swiglu:
-        case Mlp::silu: {
-            const double s = 1 / (1 + std::exp(-x));
-            derivative = s * (1 + x * (1 - s));
-            return x * s;
-        }
-        case Mlp::relu: derivative = x > 0; return x > 0 ? x : 0;
+        case Mlp::silu: ops::silu_slope(x, slope, n); break;
+        case Mlp::relu: ops::relu_slope(x, slope, n); break;
     }
-    return 0;
+    activate(mlp, x, n);
 }
 
 double expert_swiglu(const Config& config, double gate, double up, double& d_gate, double& d_up) {
     const double limit = config.swiglu_limit;
     if (limit <= 0) {
-        double slope = 0;
-        const double silu = activation(Mlp::silu, gate, slope);
-        d_gate = slope * up, d_up = silu;
+        const double s = 1 / (1 + std::exp(-gate)), silu = gate * s;
+        d_gate = s * (1 + gate * (1 - s)) * up, d_up = silu;
         return silu * up;
     }
     // (up + 1) (g sigmoid(alpha g)) with g = min(gate, limit), up clamped to [-limit, limit].

@@ -1,6 +1,6 @@
 // The backward pass's elementwise pieces (cpu_backward_ops.cpp): a norm that
 // keeps what its backward reads, that backward, and each MLP activation with
-// its derivative, as the CPU forward computes them, in double precision.
+// its derivative, as the CPU forward computes them (norms in double precision).
 #pragma once
 #include <vector>
 
@@ -27,8 +27,9 @@ void norm_forward(const NormShape& shape, const float* x, const float* w, const 
 void norm_backward(const NormShape& shape, const float* x, const float* w, const NormStats& stats, const float* dy,
                    float* dx, int rows);
 
-// The MLP's activation of x (activate() in the forward) and its derivative there.
-double activation(Mlp mlp, double x, double& derivative);
+// The MLP's activation of n values x in place, activate()'s (the forward's own), with its derivative at each
+// into `slope`, in float32 like the forward.
+void activate_with_slopes(Mlp mlp, float* x, float* slope, size_t n);
 
 // An expert's SwiGLU of one gate and up value, SiLU(gate) up, or gpt-oss's
 // clamped one where config.swiglu_limit is set (the forward's

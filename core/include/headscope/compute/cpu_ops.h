@@ -124,12 +124,47 @@ void add(S* x, const S* y, size_t n) {
         Eigen::Map<const Eigen::Array<S, Eigen::Dynamic, 1>>(y, size);
 }
 
+// GELU's tanh approximation's tanh, tanh(sqrt(2 / pi) (v + 0.044715 v^3)), of an array v: gelu() and
+// gelu_slope() both read it.
+template <typename S, typename Array>
+auto gelu_tanh(const Array& v) {
+    const S k = std::sqrt(S(2) / S(M_PI));
+    return (k * (v + S(0.044715) * v * v * v)).tanh();
+}
+
 // GELU, tanh approximation: out[i] = gelu(x[i]); out may be x.
 template <typename S>
 void gelu(const S* x, S* out, size_t n) {
+    elementwise(x, out, n, [](const auto& v) { return S(0.5) * v * (1 + gelu_tanh<S>(v)); });
+}
+
+// The derivatives of the MLPs' activations (the backward's): slope[i] = f'(x[i]); slope may not be x. (An
+// array a lambda names is evaluated before it returns: its expression would refer to the lambda's local.)
+template <typename S>
+void gelu_slope(const S* x, S* slope, size_t n) {  // of gelu()
     const S k = std::sqrt(S(2) / S(M_PI));
-    elementwise(x, out, n,
-                [k](const auto& v) { return S(0.5) * v * (1 + (k * (v + S(0.044715) * v * v * v)).tanh()); });
+    elementwise(x, slope, n, [k](const auto& v) {
+        const auto th = gelu_tanh<S>(v).eval();
+        return (S(0.5) * (1 + th) + S(0.5) * k * v * (1 - th * th) * (1 + S(3 * 0.044715) * v * v)).eval();
+    });
+}
+template <typename S>
+void gelu_exact_slope(const S* x, S* slope, size_t n) {  // of gelu_exact(): Phi(v) + v phi(v)
+    const S density = S(1) / std::sqrt(S(2 * M_PI));
+    elementwise(x, slope, n, [density](const auto& v) {
+        return S(0.5) * (1 + (v * S(M_SQRT1_2)).erf()) + density * v * (S(-0.5) * v * v).exp();
+    });
+}
+template <typename S>
+void silu_slope(const S* x, S* slope, size_t n) {  // of silu(): s (1 + v (1 - s)), s the sigmoid
+    elementwise(x, slope, n, [](const auto& v) {
+        const auto s = (1 / (1 + (-v).exp())).eval();
+        return (s * (1 + v * (1 - s))).eval();
+    });
+}
+template <typename S>
+void relu_slope(const S* x, S* slope, size_t n) {  // of relu(): 1 above 0, else 0
+    elementwise(x, slope, n, [](const auto& v) { return (v > S(0)).template cast<S>(); });
 }
 
 // Scales a score row, soft-caps it where `softcap` is set (cap tanh(s /

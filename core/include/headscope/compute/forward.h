@@ -118,6 +118,10 @@ void set_up_result(const Config& config, const Batch& batch, const AttentionOpti
 // What a forward of `options` keeps row by row (KeptRows) into a result set up for it.
 KeptRows::Shape kept_shape(const AttentionOptions& options, const AttentionResult& result);
 
+// The MLP's activation of n values in place: of a gated MLP's gate, else of its hidden layer (the CPU
+// forward's, cpu_backend.cpp; the backward's forward calls it too).
+void activate(Mlp mlp, float* x, size_t n);
+
 // x (T - first, C) = wte[id] (+ wpe[t] with learned positions) for text b's
 // tokens t in [first, T), padded to T = batch.T() with the pad id.
 void embed_text(const Model& model, const Batch& batch, int b, int first, float* x);
