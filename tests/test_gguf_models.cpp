@@ -26,7 +26,6 @@
 #include "gguf_writer.h"
 #include "headscope/base/error.h"
 #include "headscope/compute/backend.h"
-#include "headscope/compute/matmul.h"
 #include "headscope/model/model.h"
 #include "llama_cpp.h"
 #include "prediction_checks.h"
@@ -37,15 +36,6 @@ using namespace headscope::test;
 namespace fs = std::filesystem;
 
 namespace {
-
-// Where this machine computes a prompt's products over `dtype` on AMX-BF16
-// tiles (matmul.h), x enters them as two BF16 parts, within 2^-16 of each
-// value, where the float32 products hold it to 2^-24: the maps of these
-// models then move by up to 7e-5 (a T5's cross-attention; Llamas' 1.3e-5),
-// and the tolerances below, set for float32, are widened 5 times. The
-// batches of the maps' tests are of more than a few rows (two texts of 11
-// positions: 22), so that their products over those types run on the tiles.
-double tiles_widen(DType dtype) { return tile_products(dtype) ? 5 : 1; }
 
 // Two texts of the small vocabulary, 11 and 7 tokens (the second padded), from bos.
 const std::vector<std::vector<int32_t>> texts = {{257, 9, 100, 200, 129, 17, 30, 258, 42, 5, 77},
