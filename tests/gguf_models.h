@@ -24,6 +24,7 @@
 #include "ggml_blocks_reference.h"
 #include "gguf_writer.h"
 #include "headscope/base/dtype.h"
+#include "headscope/compute/matmul.h"
 #include "seq2seq_models.h"
 
 namespace headscope::test {
@@ -120,5 +121,15 @@ void write_expert_tensors(GgufSpec& gguf, FamilyCheckpoint& checkpoint, DType ma
 // The byte-level tokenizer (a "gpt2" model, pre-tokenizer `pre`): 259 ids,
 // the 256 bytes, one merge, then `bos` and `eos` at 257 and 258.
 void write_byte_tokenizer(GgufSpec& gguf, const std::string& pre, int bos, int eos);
+
+// How much wider than float32's the tolerance of a GGUF model's maps is when
+// this machine computes a prompt's products over `dtype` on AMX-BF16 tiles
+// (matmul.h's tile_products): x enters them as two BF16 parts, within 2^-16
+// of each value, where the float32 products hold it to 2^-24, and the maps
+// of the tests' models then move by up to 7e-5 (a T5's cross-attention;
+// Llamas' 1.3e-5, BERT's 2.7e-5): 5, else 1. Those tests' forwards are of
+// more than a few rows (test_gguf_models: two texts of 11 positions, 22), so
+// that their products over those types run on the tiles.
+inline double tiles_widen(DType dtype) { return tile_products(dtype) ? 5 : 1; }
 
 }  // namespace headscope::test

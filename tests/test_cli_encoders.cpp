@@ -190,7 +190,8 @@ TEST(CliEncoders, AGgufBertFileTokenizesAsLlamaCppAndGivesTheReferenceMaps) {
     options.causal = false;
     const EncoderReference want = encoder_reference(checkpoint, ids, {}, options);
     ASSERT_EQ(got["attention"].size(), static_cast<size_t>(checkpoint.spec.n_layer));
-    EXPECT_LT(worst_map(got["attention"], want), 2e-5);
+    EXPECT_LT(worst_map(got["attention"], want),
+              2e-5 * tiles_widen(DType::Q4_K));  // 9 rows: the tiles', where they run
     EXPECT_FALSE(got.contains("predictions"));
     expect_one_line_error(run({"attention", "--text", texts[0], "--top-k", "5"}), "headscope-cli", "no masked-LM head");
     const auto expected = llama_cpp_token_ids(file, texts);

@@ -18,6 +18,7 @@
 #include "headscope/base/error.h"
 #include "headscope/base/shape.h"
 #include "headscope/compute/forward.h"
+#include "headscope/compute/matmul.h"
 #include "headscope/inspect/attention_export.h"
 #include "headscope/inspect/checks.h"
 #include "headscope/inspect/dance.h"
@@ -230,6 +231,7 @@ void run_info(const CliOptions& opt) {
     info["tensor_dtypes"] = dtypes;
     info["bits_per_weight"] = storage.bits_per_weight;
     if (!model.file_type.empty()) info["file_type"] = model.file_type;
+    if (loaded.backend->name() == "cpu") info["prompt_products"] = prompt_products_status();
     info["tensors"] = tensors;
     if (!c.training.is_null()) info["training"] = c.training;
     if (!table) return write_output(opt.out, [&](std::ostream& out) { out << dump_json(info) << '\n'; });

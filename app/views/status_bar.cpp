@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "headscope/base/error.h"
+#include "headscope/compute/matmul.h"
 #include "headscope/compute/prefix_cache.h"
 #include "headscope/inspect/attention_export.h"
 #include "headscope/io/files.h"
@@ -147,6 +148,8 @@ void StatusBar::draw(const WindowState& state, Session& s, Ui& ui, FigureView sh
     const std::string device = device_note(s);
     text(ui, {{"view", "status"}, {"name", "device"}, {"text", device}}, "  %.2f ms   %s   %s", s.shown.compute_ms,
          device.c_str(), s.busy() && !s.live_progress().shown() ? "computing..." : "");
+    if (ui.tooltips && ImGui::IsItemHovered() && s.computed_on().device == "cpu")  // how its prompt products ran
+        ImGui::SetTooltip("%s", prompt_products_status().c_str());
     ImGui::SameLine();
     ImGui::TextUnformatted("save in");
     ImGui::SameLine();

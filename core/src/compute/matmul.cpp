@@ -22,6 +22,7 @@
 #include "headscope/base/aligned.h"
 #include "headscope/compute/matmul_detail.h"
 #include "quantized_products.h"
+#include "tile_products.h"
 
 namespace headscope {
 namespace {
@@ -273,6 +274,8 @@ void product_columns(Gemm gemm, int small_rows_max, const Product& p, const floa
             for (int r = 0; r < p.rows; ++r) std::fill(p.out + r * p.ldo + first, p.out + r * p.ldo + last, 0.f);
     } else if (quantized(p.w.dtype) && !p.w.out_by_in) {
         quantized_columns_product(p.x, p.rows, p.w, p.out, p.ldo, p.accumulate, first, last);
+    } else if (p.rows > small_rows_max && tile_products(p.w.dtype)) {
+        tile_rows_product(p.x, p.rows, p.w, p.out, p.ldo, p.accumulate, first, last);
     } else if (p.rows > small_rows_max) {
         gemm_product(gemm, p, first, last);
     } else {

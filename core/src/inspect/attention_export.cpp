@@ -5,6 +5,7 @@
 #include <charconv>
 #include <ostream>
 
+#include "headscope/compute/matmul.h"
 #include "headscope/inspect/heatmap.h"
 #include "headscope/io/npy.h"
 
@@ -113,6 +114,7 @@ Json attention_metadata(const Model& model, const std::string& backend, const st
         metadata["logit_part_names"] = parts;
     }
     metadata["maps"] = to_string(result.maps);
+    if (backend == "cpu") metadata["prompt_products"] = prompt_products_status();  // the tiles' or float32 (matmul.h)
     // Each head's sink mass (heatmap.h): the weight its rows give key 0 (without maps: summaries' first_key).
     Json sinks = Json::array();
     for (size_t slot = 0; slot < result.layers.size() && result.maps == Maps::full; ++slot) {

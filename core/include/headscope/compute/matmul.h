@@ -6,6 +6,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "headscope/base/matrix.h"
@@ -16,6 +17,14 @@ namespace headscope {
 // when accumulate. x is row-major with row stride w.in; bias may be null.
 void linear(const float* x, int rows, const Matrix& w, const float* bias, float* out, int64_t ldo,
             bool accumulate = false);
+
+// Whether linear() computes products of more than a few rows (a prompt)
+// over `dtype` on AMX-BF16 tiles here: Q8_0, Q4_K and Q6_K weights, on a CPU
+// that has the tiles and a Linux that grants them (core/src/compute/
+// tile_products.cpp; elsewhere float32 products). In words, for the reports:
+// "Q8_0, Q4_K and Q6_K prompts on AMX-BF16 tiles", or why not.
+bool tile_products(DType dtype);
+const std::string& prompt_products_status();
 
 // The stored row `row` of `m` (out values, or in when out_by_in) as float32.
 void stored_row(const Matrix& m, int64_t row, float* out);
