@@ -76,6 +76,20 @@ static long cpu_ticks(int pid) {
     return fields >> user >> system ? user + system : -1;
 }
 
+// Whether any thread of the process is running or waiting for a core
+// (state R in /proc/PID/task/TID/stat): a window that has input to handle
+// but no core yet uses no CPU time either, on a loaded machine.
+static bool has_runnable_thread(int pid) {
+    std::error_code error;
+    for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", error)) {
+        std::string stat;
+        std::getline(std::ifstream(task.path() / "stat"), stat);
+        const size_t name_end = stat.rfind(')');
+        if (name_end != std::string::npos && name_end + 2 < stat.size() && stat[name_end + 2] == 'R') return true;
+    }
+    return false;
+}
+
 Image DrivenWindow::settled_screen() const {
     Image shot = grab_screen(display_);
     long ticks = cpu_ticks(window_->pid());
@@ -83,7 +97,8 @@ Image DrivenWindow::settled_screen() const {
         pause_ms(500);
         Image next = grab_screen(display_);
         const long now = cpu_ticks(window_->pid());
-        const bool idle = now - ticks <= 2;  // a frame's swap or a cursor blink, not a forward
+        // A frame's swap or a cursor blink, not a forward; and nothing waiting for a core.
+        const bool idle = now - ticks <= 2 && !has_runnable_thread(window_->pid());
         unchanged = next.rgba == shot.rgba && idle ? unchanged + 1 : 0;
         shot = std::move(next);
         ticks = now;

@@ -34,9 +34,11 @@ public:
     void click(const std::vector<std::string>& at) const;
     // The compute and the head scores run in the background: the screen once
     // it has not changed for a second, two grabs in a row, while the window
-    // used no CPU (at most 20 s). An unchanged screen alone is not enough on
-    // a loaded machine, where the worker can still be computing a map that
-    // the window has not drawn yet; an idle window sleeps.
+    // used no CPU and none of its threads was runnable (at most 20 s). An
+    // unchanged screen alone is not enough on a loaded machine, where the
+    // worker can still be computing a map that the window has not drawn yet,
+    // nor is CPU time, which a window waiting for a core does not use; an
+    // idle window sleeps.
     Image settled_screen() const;
     // Ctrl+Q, which writes the layout of the last frame; the exit status, or
     // -1 when the window is still open 20 s later (it is then killed).

@@ -24,10 +24,18 @@ VirtualScreen::VirtualScreen(const std::string& size) {
         for (int tries = 0; tries < 100 && name_.empty() && !server_->ended(); ++tries) {
             pause_ms(50);
             if (Display* open = XOpenDisplay(display.c_str())) {
-                XCloseDisplay(open);
                 int owner = 0;
                 std::istringstream(read_file(lock)) >> owner;
-                if (owner == server_->pid()) name_ = display;
+                if (owner == server_->pid()) {
+                    name_ = display;
+                    // No key repeats: on a loaded machine xdotool's release of a typed
+                    // key can come after the repeat delay, and the window got that
+                    // character twice or more (a key held 0.8 s gave 4 more tokens).
+                    XKeyboardControl control;
+                    control.auto_repeat_mode = AutoRepeatModeOff;
+                    XChangeKeyboardControl(open, KBAutoRepeatMode, &control);
+                }
+                XCloseDisplay(open);
             }
         }
     }
