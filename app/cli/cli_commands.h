@@ -21,12 +21,15 @@ namespace headscope {
 LoadedModel open_on_backend(const CliOptions& opt);
 void write_output(const std::string& path, const std::function<void(std::ostream&)>& write);
 AttentionOptions with_model(AttentionOptions options, const CliOptions& opt, const Model& model);
+// info and heads: --format table or json; by default a table when the
+// output is a terminal (stdout, no --out), else JSON.
+bool as_table(const CliOptions& opt);
 
 void run_info(const CliOptions& opt);
 void run_tokenize(const CliOptions& opt);
 void run_attention(const CliOptions& opt);
 void run_generate(const CliOptions& opt);
-void run_heads(const CliOptions& opt);
+void run_heads(const CliOptions& opt);  // cli_heads.cpp
 void run_dance(const CliOptions& opt);
 void run_patch(const CliOptions& opt);  // cli_patch.cpp
 
