@@ -216,19 +216,20 @@ void BM_long_lens(benchmark::State& state) {
     PrefixCache live;
     AttentionResult shown;
     backend->forward(kept.batch, live_options, shown, &live);
-    auto lens_backend = make_cpu_backend();  // the lens's own (LongLens::open)
-    lens_backend->load_weights(*model);
-    PrefixCache lens_cache;
+    CpuForward lens_forward;  // the lens's own (LongLens::open)
+    PrefixCache own;
     const LensAsk ask{0, T - shown_positions, T, 5};
     const double resident_before = resident_mib(), cpu_before = process_cpu_seconds();
-    for (auto _ : state) benchmark::DoNotOptimize(compute_lens(*lens_backend, lens_cache, kept, ask).tops.data());
+    LensAnswer answer;
+    for (auto _ : state) answer = compute_lens(lens_forward, &live, own, kept, ask);
+    state.counters["rows_read"] = answer.read;  // from the live cache, not computed
     state.counters["lens_cpu_s"] = (process_cpu_seconds() - cpu_before) / static_cast<double>(state.iterations());
     state.counters["lens_held_MiB"] = resident_mib() - resident_before;
     const double peak = peak_rss_mib();
     const HeadSplit s = head_split(model->config, 0);
     const double file = static_cast<double>(model->file_bytes) / 1048576.0;
-    const double cache = (2 * s.kv_width() + s.q_width() + s.kv_width()) * sizeof(float) * double(T) *
-                         model->config.n_layer / 1048576.0;
+    const double cache =
+        (2 * s.kv_width() + s.q_width() + s.kv_width()) * sizeof(float) * double(T) * model->config.n_layer / 1048576.0;
     state.counters["peak_rss_MiB"] = peak;
     state.counters["file_and_cache_MiB"] = file + cache;
     state.counters["peak_over_file_and_cache_MiB"] = peak - file - cache;
