@@ -3,7 +3,8 @@
 // tokens, against its products alone, and its peak memory against the file
 // and the keys and values it holds; a keystroke at the end of 2,048 and
 // 8,192 tokens through the prefix cache, against reading the weights and the
-// cache once (docs/benchmarks.md, "Long documents").
+// cache once; the logit lens of the last positions of 8,192 tokens, its
+// memory against the file and the live cache (docs/benchmarks.md, "Long documents").
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 
@@ -20,6 +21,7 @@
 #include "headscope/compute/matmul.h"
 #include "headscope/compute/prefix_cache.h"
 #include "model_writer.h"
+#include "session/long_lens.h"
 
 using namespace headscope;
 using namespace headscope::test;
@@ -182,6 +184,57 @@ void BM_long_keystroke(benchmark::State& state) {
     state.counters["file_and_cache_MiB"] = double(model.file_bytes + cache_bytes) / 1048576.0;
 }
 BENCHMARK(BM_long_keystroke)->Arg(2048)->Arg(8192)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(5);
+
+// The logit lens of a long document's positions in view, as the window's
+// lens tab asks it (app/session/long_lens.h): the live forward of T tokens
+// as BM_long_keystroke's (its prefix cache and its result held, as the
+// window holds them), then the lens of the last 20 positions (as many as a
+// 1280-pixel window's lens tab fits), from the lens's empty state. Its
+// process CPU seconds, the resident memory it leaves held (what the lens
+// keeps for the next ask) and the peak against the file and the live cache.
+// Arg: T. One run per process (--benchmark_filter=BM_long_lens/8192), so
+// that the peak is that run's.
+void BM_long_lens(benchmark::State& state) {
+    static test::TempDir dir;
+    const int T = static_cast<int>(state.range(0)), shown_positions = 20;
+    const std::filesystem::path path = dir.path / "llama-1b-lens";
+    if (!std::filesystem::exists(path)) {
+        nlohmann::json config = llama_config(16, 2048, 32, 8, 8192, 128256);
+        config["max_position_embeddings"] = T;
+        write_random_checkpoint(path, config);
+    }
+    auto model = std::make_shared<const Model>(load_model(path.string()));
+    auto backend = make_cpu_backend();
+    backend->load_weights(*model);
+    std::mt19937 rng(7);
+    const KeptMaps kept{model,
+                        Batch{{random_ids(T, model->config.vocab_size, rng)}, model->config.pad_id()},
+                        long_text_options(AttentionOptions{}),
+                        {}};
+    AttentionOptions live_options = kept.options;
+    live_options.top_k = 10;
+    PrefixCache live;
+    AttentionResult shown;
+    backend->forward(kept.batch, live_options, shown, &live);
+    CpuForward lens_forward;  // the lens's own (LongLens::open)
+    PrefixCache own;
+    const LensAsk ask{0, T - shown_positions, T, 5};
+    const double resident_before = resident_mib(), cpu_before = process_cpu_seconds();
+    LensAnswer answer;
+    for (auto _ : state) answer = compute_lens(lens_forward, &live, own, kept, ask);
+    state.counters["rows_read"] = answer.read;  // from the live cache, not computed
+    state.counters["lens_cpu_s"] = (process_cpu_seconds() - cpu_before) / static_cast<double>(state.iterations());
+    state.counters["lens_held_MiB"] = resident_mib() - resident_before;
+    const double peak = peak_rss_mib();
+    const HeadSplit s = head_split(model->config, 0);
+    const double file = static_cast<double>(model->file_bytes) / 1048576.0;
+    const double cache =
+        (2 * s.kv_width() + s.q_width() + s.kv_width()) * sizeof(float) * double(T) * model->config.n_layer / 1048576.0;
+    state.counters["peak_rss_MiB"] = peak;
+    state.counters["file_and_cache_MiB"] = file + cache;
+    state.counters["peak_over_file_and_cache_MiB"] = peak - file - cache;
+}
+BENCHMARK(BM_long_lens)->Arg(8192)->Unit(benchmark::kSecond)->UseRealTime()->Iterations(1);
 
 BENCHMARK(BM_long_document)
     ->Args({2048, 16})

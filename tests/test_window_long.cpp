@@ -9,7 +9,9 @@
 // pooled here; the wheel and a drag zoom and pan it. A short text keeps
 // every map; a text past the model's positions is cut there, saying so; a
 // missing text file is one line. Typing at the end computes the new rows
-// only (test_window_long_exports.cpp: the exports and the token view).
+// only. The lens tab shows core's lens of the query row and those before
+// it, or of the rows last on screen: the zoomed map's, the tokens tab's
+// (test_window_long_exports.cpp: the exports and the token view).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,6 +21,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "driven_window.h"
@@ -312,26 +315,21 @@ TEST_F(WindowLong, AskedMapsArePooledFromTheExactWeights) {
 
 }  // namespace
 
-// The lens tab on a long text: the query row (--query) and the positions
-// before it that fit the width, each cell coloured by the top-1 p of core's
-// lens of one forward of the whole text there (sampled in its lower right
-// corner, clear of the token drawn at its left).
-TEST_F(WindowLong, TheLensTabShowsTheLensOfTheQueryRowAndThoseBeforeIt) {
-    const int q = 1500;
-    test::TempDir dir;
-    const test::WindowShot shot =
-        test::shoot_window({"--model", model_dir(), "--text-file", text_path(), "--window-size", "1280x800", "--view",
-                            "lens", "--query", std::to_string(q)},
-                           dir.path, "lens");
-    ASSERT_EQ(shot.run.status, 0) << shot.run.err;
+namespace {
+
+// The lens cells of `shot` (view "lens"), each coloured by the top-1 p of
+// core's lens of one forward of the whole text there (sampled in its lower
+// right corner, clear of the token drawn at its left), every layer's; the
+// first and last positions drawn.
+std::pair<int, int> expect_lens_cells(const test::WindowShot& shot, const Model& model, const Batch& batch) {
     AttentionOptions options;
     options.maps = Maps::none, options.lens_k = 5;
     AttentionResult lens;
     auto backend = make_cpu_backend();
-    backend->load_weights(*model_);
-    backend->forward(*batch_, options, lens);
+    backend->load_weights(model);
+    backend->forward(batch, options, lens);
     const json cells = test::entries(shot.layout, "lens");
-    int first = length(), last = -1;
+    int first = static_cast<int>(batch.token_ids[0].size()), last = -1;
     for (const json& cell : cells) {
         const int t = cell["position"], l = cell["layer"];
         first = std::min(first, t), last = std::max(last, t);
@@ -342,7 +340,67 @@ TEST_F(WindowLong, TheLensTabShowsTheLensOfTheQueryRowAndThoseBeforeIt) {
         EXPECT_TRUE(test::near(got, test::viridis(p))) << "layer " << l << " position " << t << ": " << p << ", drawn "
                                                        << got[0] << "," << got[1] << "," << got[2];
     }
+    EXPECT_EQ(cells.size(), static_cast<size_t>(layers * (last - first + 1)));
+    return {first, last};
+}
+
+}  // namespace
+
+// The lens tab on a long text: the query row (--query) and the positions
+// before it that fit the width.
+TEST_F(WindowLong, TheLensTabShowsTheLensOfTheQueryRowAndThoseBeforeIt) {
+    const int q = 1500;
+    test::TempDir dir;
+    const test::WindowShot shot =
+        test::shoot_window({"--model", model_dir(), "--text-file", text_path(), "--window-size", "1280x800", "--view",
+                            "lens", "--query", std::to_string(q)},
+                           dir.path, "lens");
+    ASSERT_EQ(shot.run.status, 0) << shot.run.err;
+    const auto [first, last] = expect_lens_cells(shot, *model_, *batch_);
     EXPECT_EQ(last, q);
     EXPECT_GE(last - first + 1, 16) << "as many positions as fit 1280 pixels";
-    EXPECT_EQ(cells.size(), static_cast<size_t>(layers * (last - first + 1)));
+}
+
+// The lens follows the rows on screen: the map zoomed to queries 1000-1099
+// (--rows) gives the lens from position 1000 on; the tokens tab scrolled
+// down by 3 notches of the wheel, then the lens tab clicked, the lens from
+// the first row the tokens tab had on screen: past the text's start, before its last rows
+// (the lens of the last token and those before it, where nothing is on screen).
+TEST_F(WindowLong, TheLensFollowsTheRowsOnScreen) {
+    test::TempDir dir;
+    const test::WindowShot zoomed =
+        test::shoot_window({"--model", model_dir(), "--text-file", text_path(), "--window-size", "1280x800", "--view",
+                            "lens", "--rows", "1000:1100"},
+                           dir.path, "zoomed");
+    ASSERT_EQ(zoomed.run.status, 0) << zoomed.run.err;
+    const auto [zoomed_first, zoomed_last] = expect_lens_cells(zoomed, *model_, *batch_);
+    EXPECT_EQ(zoomed_first, 1000);
+    const int fit = zoomed_last - zoomed_first + 1;
+    json lens_tab;
+    for (const json& tab : test::entries(zoomed.layout, "tab"))
+        if (tab["name"] == "lens") lens_tab = tab;
+    ASSERT_FALSE(lens_tab.is_null());
+
+    const test::VirtualScreen screen;
+    ASSERT_FALSE(screen.name().empty()) << "Xvfb did not start";
+    const auto layout = dir.path / "scrolled.json";
+    test::DrivenWindow window(
+        screen.name(), {"--model", model_dir(), "--text-file", text_path(), "--view", "tokens", "--layout", layout},
+        dir.path);
+    window.settled_screen();
+    EXPECT_EQ(window.xdotool({"mousemove", "640", "500"}).status, 0);
+    for (int n = 0; n < 3; ++n) EXPECT_EQ(window.xdotool({"click", "5", "sleep", "0.15"}).status, 0);  // of ~90 lines
+    window.settled_screen();
+    window.click({std::to_string(static_cast<int>(lens_tab["x"].get<double>() + lens_tab["w"].get<double>() / 2)),
+                  std::to_string(static_cast<int>(lens_tab["y"].get<double>() + lens_tab["h"].get<double>() / 2))});
+    window.settled_screen();
+    ASSERT_EQ(window.quit(), 0);
+    const json cells = test::entries(test::read_layout(layout), "lens");
+    ASSERT_FALSE(cells.empty()) << "the lens tab was not shown";
+    int first = length(), last = -1;
+    for (const json& cell : cells)
+        first = std::min<int>(first, cell["position"]), last = std::max<int>(last, cell["position"]);
+    EXPECT_GT(first, 0) << "positions " << first << " to " << last;
+    EXPECT_LT(last, length() - 1) << "positions " << first << " to " << last;
+    EXPECT_EQ(last - first + 1, fit);
 }

@@ -17,10 +17,51 @@ Batch first_tokens(const KeptMaps& kept, int b, int n) {
     return Batch{{std::vector<int32_t>(ids.begin(), ids.begin() + n)}, kept.batch.pad_id};
 }
 
+// The forward of the positions asked, the keys and values before them read
+// from `live`: false (the result to be discarded) where `live` no longer holds them.
+bool read_live_rows(CpuForward& forward, const PrefixCache& live, const KeptMaps& kept, const LensAsk& ask,
+                    const AttentionOptions& options, AttentionResult& result, const Progress& progress) {
+    ForwardRequest request;
+    request.cached_rows = {&live, ask.first};
+    try {
+        forward.run(*kept.model, first_tokens(kept, ask.b, ask.end), options, result, CpuForward::Heads::batched,
+                    nullptr, progress, request);
+        return true;
+    } catch (const RowsGone&) {
+        return false;
+    }
+}
+
+// The rows before the first asked, from where `own`'s tokens part from the
+// text's, without the lens: then `own` holds them exactly (a text shorter
+// than its tokens computes its last row again), and the rows asked are the
+// only ones the last forward computes.
+void compute_over_own_cache(CpuForward& forward, PrefixCache& own, const KeptMaps& kept, const LensAsk& ask,
+                            const AttentionOptions& options, AttentionResult& result, const Progress& progress) {
+    const Model& model = *kept.model;
+    const std::vector<int32_t>& ids = kept.batch.token_ids[ask.b];
+    const std::vector<int32_t> none;
+    const std::vector<int32_t>& cached = own.token_ids.empty() ? none : own.token_ids[0];
+    int done =
+        static_cast<int>(std::mismatch(cached.begin(), cached.end(), ids.begin(), ids.end()).first - cached.begin());
+    if (own.model != &model || !(own.options == options)) done = 0;
+    own.rows_planned = ask.end;
+    const auto run = [&](int n, PrefixCache* cache) {
+        forward.run(model, first_tokens(kept, ask.b, n), options, result, CpuForward::Heads::batched, cache);
+    };
+    for (int to = std::min(done, ask.first); to < ask.first;) {
+        to = std::min(to + lens_fill_chunk, ask.first);
+        report_progress(progress, "the rows before the lens", to, ask.first, ProgressUnit::steps);
+        run(to, &own);
+    }
+    if (ask.first > 0 && done > ask.first) run(ask.first, &own);
+    run(ask.end, ask.first > 0 ? &own : nullptr);
+}
+
 }  // namespace
 
-LensAnswer compute_lens(Backend& backend, PrefixCache& cache, const KeptMaps& kept, const LensAsk& ask,
-                        const Progress& progress) {
+LensAnswer compute_lens(CpuForward& forward, const PrefixCache* live, PrefixCache& own, const KeptMaps& kept,
+                        const LensAsk& ask, const Progress& progress) {
     const auto start = Clock::now();
     const int length = static_cast<int>(kept.batch.token_ids.at(ask.b).size());
     if (ask.first < 0 || ask.first >= ask.end || ask.end > length || ask.k < 1)
@@ -30,28 +71,15 @@ LensAnswer compute_lens(Backend& backend, PrefixCache& cache, const KeptMaps& ke
     options.maps = Maps::none, options.summaries = false, options.new_rows_only = false;
     options.top_k = 0, options.lens_k = ask.k, options.lens_from = ask.first;
     AttentionResult result;
-    if (prefix_reuse_refusal(options).empty()) {
-        // The rows before the first asked, from where the cache's tokens part
-        // from the text's, without the lens: then the cache holds them exactly
-        // (a text shorter than the cache's computes its last row again), and
-        // the rows asked are the only ones the last forward computes.
-        const std::vector<int32_t>& ids = kept.batch.token_ids[ask.b];
-        const std::vector<int32_t> none;
-        const std::vector<int32_t>& cached = cache.token_ids.empty() ? none : cache.token_ids[0];
-        int done = static_cast<int>(std::mismatch(cached.begin(), cached.end(), ids.begin(), ids.end()).first -
-                                    cached.begin());
-        if (cache.model != kept.model.get() || !(cache.options == options)) done = 0;
-        cache.rows_planned = ask.end;
-        for (int to = std::min(done, ask.first); to < ask.first;) {
-            to = std::min(to + lens_fill_chunk, ask.first);
-            report_progress(progress, "the rows before the lens", to, ask.first, ProgressUnit::steps);
-            backend.forward(first_tokens(kept, ask.b, to), options, result, &cache);
-        }
-        if (ask.first > 0 && done > ask.first)
-            backend.forward(first_tokens(kept, ask.b, ask.first), options, result, &cache);
-        backend.forward(first_tokens(kept, ask.b, ask.end), options, result, ask.first > 0 ? &cache : nullptr);
-    } else {  // every row sees the whole text (an encoder's): the whole text, read out from the first asked
-        backend.forward(first_tokens(kept, ask.b, length), options, result, nullptr, progress);
+    int read = 0;
+    if (!prefix_reuse_refusal(options).empty()) {  // every row sees the whole text (an encoder's): all of it
+        forward.run(*kept.model, first_tokens(kept, ask.b, length), options, result, CpuForward::Heads::batched,
+                    nullptr, progress);
+    } else if (live && ask.first > 0 && read_live_rows(forward, *live, kept, ask, options, result, progress)) {
+        read = ask.first;
+        own.clear();  // the live cache serves: the lens's own rows go
+    } else {
+        compute_over_own_cache(forward, own, kept, ask, options, result, progress);
     }
     LensAnswer answer{ask, result.layers, {}};
     const int n = ask.end - ask.first;
@@ -60,31 +88,33 @@ LensAnswer compute_lens(Backend& backend, PrefixCache& cache, const KeptMaps& ke
         for (int t = ask.first; t < ask.end; ++t)
             std::copy_n(result.lens_at(static_cast<int>(slot), 0, t), ask.k,
                         answer.tops.data() + (slot * n + t - ask.first) * ask.k);
+    answer.read = read;
     answer.ms = ms_since(start);
     return answer;
 }
 
-void LongLens::open(std::shared_ptr<const Model> model) {
-    backend_ = std::shared_ptr<Backend>(make_cpu_backend());
-    backend_->load_weights(*model);
-    cache_ = std::make_shared<PrefixCache>();
+void LongLens::open(std::shared_ptr<const PrefixCache> live) {
+    live_ = std::move(live);
+    forward_ = std::make_shared<CpuForward>();
+    own_ = std::make_shared<PrefixCache>();
     asked_of_.reset(), asked_.reset(), answer_.reset(), message_.clear();
 }
 
 void LongLens::forget() {
     if (!asked_) return;
-    cache_ = std::make_shared<PrefixCache>();  // a running job keeps the one it has
+    forward_ = std::make_shared<CpuForward>();  // a running job keeps the ones it has
+    own_ = std::make_shared<PrefixCache>();
     asked_of_.reset(), asked_.reset(), answer_.reset(), message_.clear();
 }
 
 void LongLens::ask(std::shared_ptr<const KeptMaps> kept, const LensAsk& ask) {
     if (!kept || (asked_of_ == kept && asked_ == ask)) return;
     asked_of_ = kept, asked_ = ask;
-    worker_.submit([backend = backend_, cache = cache_, kept = std::move(kept), ask](std::stop_token stop) {
+    worker_.submit([forward = forward_, live = live_, own = own_, kept = std::move(kept), ask](std::stop_token stop) {
         const Progress progress = [stop](const ProgressReport&) {
             if (stop.stop_requested()) throw Cancelled();
         };
-        return compute_lens(*backend, *cache, *kept, ask, progress);
+        return compute_lens(*forward, live.get(), *own, *kept, ask, progress);
     });
 }
 

@@ -2,12 +2,16 @@
 // view, asked of a worker as the maps are. The long forward keeps no
 // residual (every layer's rows would be T x C floats a layer: 1 GB for a 1B
 // model at 8,192 tokens), so the lens runs the forward again up to the last
-// position asked, on a CPU backend and prefix cache of its own: the rows
-// before the first asked without the output embedding (AttentionOptions::
-// lens_from), in chunks, so that its buffers stay a chunk's; the cache then
-// holds the text up to there, and a later ask reuses it: moving along the
-// text computes only the rows between. Its memory is the cache's keys and
-// values (L x T x 2 KV width floats: 512 MB for Llama-3.2-1B at 8,192 tokens).
+// position asked, computing only the positions asked: the keys and values
+// of the rows before them are read from the live forward's prefix cache, a
+// layer at a time, into a store of one layer (ForwardRequest::cached_rows:
+// 32 MB for Llama-3.2-1B at 8,192 tokens, where a cache of every layer's
+// would be 512 MB). Where the live cache no longer holds them (the text was
+// edited before the positions asked, a keystroke's forward cut them, the
+// cache is another model's or options'), the lens computes them as the
+// forward before the first asked without the output embedding
+// (AttentionOptions::lens_from), in chunks, over a prefix cache of its own,
+// which a later ask reuses and which is freed once the live cache serves again.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -18,7 +22,7 @@
 
 #include "headscope/base/progress.h"
 #include "headscope/base/worker.h"
-#include "headscope/compute/backend.h"
+#include "headscope/compute/cpu_forward.h"
 #include "session/long_maps.h"
 
 namespace headscope {
@@ -36,25 +40,28 @@ struct LensAnswer {
     const Prediction* at(int slot, int t) const {
         return tops.data() + (static_cast<size_t>(slot) * (ask.end - ask.first) + t - ask.first) * ask.k;
     }
+    int read = 0;   // the rows before the first asked read from the live cache (0: none, or computed)
     double ms = 0;  // the compute's time
 };
 
 // How many positions the forward before the first asked computes at once.
 inline constexpr int lens_fill_chunk = 512;
 
-// The lens `ask` asks of `kept`'s text, by `backend` (`kept`'s model's
-// weights loaded) over `cache` (kept for the next ask). Throws Cancelled
-// when `progress` does, between the chunks (the cache stays whole).
-LensAnswer compute_lens(Backend& backend, PrefixCache& cache, const KeptMaps& kept, const LensAsk& ask,
-                        const Progress& progress = {});
+// The lens `ask` asks of `kept`'s text, by `forward` on `kept`'s model: the
+// rows before the first asked read from `live` (the live forward's cache;
+// null: none) where it holds them, else computed over `own` (kept for the
+// next ask; cleared when `live` serves). Throws Cancelled when `progress`
+// does, between the layers or the chunks (`own` stays whole).
+LensAnswer compute_lens(CpuForward& forward, const PrefixCache* live, PrefixCache& own, const KeptMaps& kept,
+                        const LensAsk& ask, const Progress& progress = {});
 
 // The window's: the newest lens asked, computed on a worker of its own.
 class LongLens {
 public:
     explicit LongLens(std::function<void()> wake) : worker_(std::move(wake)) {}
-    // Another model: a backend and cache for it, nothing asked.
-    void open(std::shared_ptr<const Model> model);
-    // Frees the cache and the answer (the text shown is not long).
+    // Another model: the live forward's cache on it, which the lens reads; nothing asked.
+    void open(std::shared_ptr<const PrefixCache> live);
+    // Frees the lens's stores and the answer (the text shown is not long).
     void forget();
     // Computes `ask` of `kept`, unless it is the one asked last of the same forward.
     void ask(std::shared_ptr<const KeptMaps> kept, const LensAsk& ask);
@@ -67,8 +74,9 @@ public:
     const std::string& message() const { return message_; }  // why the last ask failed; "" when it did not
 
 private:
-    std::shared_ptr<Backend> backend_;
-    std::shared_ptr<PrefixCache> cache_;
+    std::shared_ptr<CpuForward> forward_;
+    std::shared_ptr<const PrefixCache> live_;
+    std::shared_ptr<PrefixCache> own_;
     std::shared_ptr<const KeptMaps> asked_of_;
     std::optional<LensAsk> asked_;
     std::optional<LensAnswer> answer_;

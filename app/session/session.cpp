@@ -34,7 +34,7 @@ void Session::install(LoadedModel loaded) {
     intact_cache_ = std::make_shared<PrefixCache>();
     intact_backend_ = std::shared_ptr<Backend>(make_cpu_backend());
     intact_backend_->load_weights(*open_->model);
-    long_lens_.open(open_->model);
+    long_lens_.open(live_cache_);
     intact = {};
     effects_.reset();
     effects_stage_.reset();

@@ -297,7 +297,8 @@ private:
     std::function<void()> wake_;
     std::shared_ptr<LoadedModel> open_;  // shared with the live job that runs on it
     // The live forward's token prefixes, for the next keystroke to reuse;
-    // touched only by the live jobs, one at a time; a new model starts another.
+    // written only by the live jobs, one at a time, and read by the long
+    // lens's (under its lock: long_lens.h); a new model starts another.
     std::shared_ptr<PrefixCache> live_cache_;
     // The intact comparison's: a CPU backend of its own (the live forward may run at the same time) and its cache.
     std::shared_ptr<Backend> intact_backend_;

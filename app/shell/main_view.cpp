@@ -30,7 +30,10 @@ MainView::MainView(const Args& args, const Settings& start, LoadedModel loaded, 
         state_.targets = args.targets;
         session_.submit();
     }
-    if (args.region.rows() > 0) long_view_.show_region(args.region);
+    if (args.region.rows() > 0) {
+        long_view_.show_region(args.region);
+        state_.rows_shown_begin = args.region.row_begin, state_.rows_shown_end = args.region.row_end;
+    }
     if (args.head >= 0) {
         state_.head = args.head;
         heads_view_.open_large();

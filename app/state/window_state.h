@@ -57,7 +57,11 @@ struct WindowState {
     int query = -1;                             // the query row clicked (or --query); -1: the text's last token
     int hovered_query = -1;                     // the query row under the mouse this frame; -1: none
     int hovered_layer = -1, hovered_head = -1;  // the map under the mouse this frame; -1: none
-    bool lens_shown = false;                    // the logit-lens tab is open: options.lens_k
+    // A long text's query rows last on screen, [begin, end): the tokens
+    // tab's lines in view, or the heads tab's zoomed map's rows (--rows);
+    // the lens shows positions there. Empty: none yet, or the whole map.
+    int rows_shown_begin = 0, rows_shown_end = 0;
+    bool lens_shown = false;  // the logit-lens tab is open: options.lens_k
     // The contributions are computed while the effects tab is shown or the maps are shaded by value.
     bool contributions_shown = false;
     // What the effects grid knocks out in turn: each head, or each expert of a mixture (Session::effects_of).

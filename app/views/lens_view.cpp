@@ -28,6 +28,17 @@ void lens_tooltip(const WindowState& state, const Session& s, const LensRows& ro
 // A long text's lens cells are at least this wide (points), its positions as many as fit.
 constexpr float long_lens_cell_w = 56;
 
+// A long text's lens positions [first, end) that fit `fit` cells: those
+// from the first of the rows last on screen (the tokens tab's, the zoomed
+// map's), unless the query row is among them; else the query row and those
+// before it.
+std::pair<int, int> long_lens_positions(const WindowState& state, int length, int fit) {
+    const int query = state.query >= 0 && state.query < length ? state.query : length - 1;
+    const int begin = std::clamp(state.rows_shown_begin, 0, length), end = std::min(state.rows_shown_end, length);
+    const int last = begin < end && (query < begin || query >= end) ? std::min(begin + fit, length) - 1 : query;
+    return {std::max(0, last + 1 - fit), last + 1};
+}
+
 }  // namespace
 
 LensRows lens_rows(const WindowState& state, const Session& s) {
@@ -61,10 +72,8 @@ HeatmapImage lens_probabilities(const WindowState& state, const Session& s) {
 }
 
 bool LensView::ask_long_lens(const WindowState& state, Session& s, Ui& ui, float width) {
-    const int length = s.length(state.selected);
-    const int end = (state.query >= 0 && state.query < length ? state.query : length - 1) + 1;
     const int fit = std::clamp(static_cast<int>(width / (long_lens_cell_w * ui.scale)), 1, 256);
-    const int first = std::max(0, end - fit);
+    const auto [first, end] = long_lens_positions(state, s.length(state.selected), fit);
     s.ask_lens(first, end);
     const LongLens& lens = s.long_lens();
     const LensAnswer* answer = lens.answer();
@@ -98,8 +107,8 @@ void LensView::draw(WindowState& state, Session& s, Ui& ui) {
         "embedding; colour: its probability. Wheel: zoom, drag: pan, double-click: every position.");
     if (s.long_text())
         ImGui::TextWrapped(
-            "A long text: positions %d to %d, the query row and those before it (click a token to "
-            "choose the row).",
+            "A long text: positions %d to %d, from the first of the rows last on screen (the tokens tab's, the "
+            "zoomed map's), or the query row and those before it (click a token to choose the row).",
             rows.first, rows.first + rows.count - 1);
     ImGui::PopStyleColor();
     const int L = rows.layer_count(), length = rows.count;

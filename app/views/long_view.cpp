@@ -185,6 +185,8 @@ void LongView::distance_strip(const WindowState& state, Session& session, Ui& ui
 void LongView::head_map(WindowState& state, Session& session, Ui& ui, float side) {
     const int T = session.shown.attention.T, b = state.selected;
     MapRegion shown = region(session);
+    const bool zoomed_in = shown.rows() < T;  // the lens follows the rows on screen (WindowState::rows_shown_begin)
+    state.rows_shown_begin = zoomed_in ? shown.row_begin : 0, state.rows_shown_end = zoomed_in ? shown.row_end : 0;
     const float pixel_scale = ImGui::GetIO().DisplayFramebufferScale.x;
     const MapAsk ask{state.layer, state.head, b, shown, std::max(1, static_cast<int>(side * pixel_scale)), pooling_};
     session.ask_map(ask);

@@ -121,6 +121,7 @@ void TokensView::draw(WindowState& state, const Session& s, Ui& ui, bool beside)
     const int scroll_to = maps.kind == AttentionKind::decoder && state.query != scrolled_query_ ? state.query : -1;
     scrolled_query_ = state.query;
     const int hovered = draw_tokens(s, ui, *maps.key_ids, &weights_, outlined, "token", scroll_to);
+    if (s.long_text() && !beside) state.rows_shown_begin = drawn_.first, state.rows_shown_end = drawn_.second;
     // The keys are an encoder–decoder's source but in its decoder's self-attention.
     const bool source_keys = s.model().config.is_encoder_decoder() && maps.kind != AttentionKind::decoder;
     if (const TextCut* cut = s.cut_shown(source_keys)) {
@@ -148,6 +149,7 @@ int TokensView::draw_tokens(const Session& s, Ui& ui, const std::vector<int32_t>
         s.model().tokenizer, ids,
         [&](const std::string& text) { return ImGui::CalcTextSize(text.c_str()).x + 2 * pad; }, width, pad);
     int hovered = -1;
+    drawn_ = {0, 0};
     for (int t = 0; t < static_cast<int>(wrapped.size()); ++t) {
         const WrappedToken& token = wrapped[t];
         const ImVec2 min(origin.x + token.x, origin.y + token.line * line),
@@ -156,6 +158,7 @@ int TokensView::draw_tokens(const Session& s, Ui& ui, const std::vector<int32_t>
         if (t == scroll_to && (min.y < clip_top || max.y > clip_bottom))
             ImGui::SetScrollFromPosY(min.y - ImGui::GetWindowPos().y, 0.5f);  // drawn from the next frame
         if (max.y >= clip_top && min.y <= clip_bottom) {                      // only what the scroll shows is drawn
+            drawn_ = {drawn_.second > 0 ? drawn_.first : t, t + 1};
             ImU32 text_colour = ImGui::GetColorU32(ImGuiCol_Text);
             if (coloured) {
                 const Rgb& c = colours_[t];

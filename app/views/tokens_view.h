@@ -52,7 +52,7 @@ private:
     // Draws `ids` wrapped, each on its weight's colour where `weights` is
     // given, the queries outlined; records each as `view` for --layout.
     // Scrolls to token `scroll_to` where the view does not show it (-1: none).
-    // Returns the hovered token, or -1.
+    // Returns the hovered token, or -1; the tokens on screen into drawn_.
     int draw_tokens(const Session& session, Ui& ui, const std::vector<int32_t>& ids, const std::vector<float>* weights,
                     const std::vector<int>& queries, const char* view, int scroll_to = -1);
     // The query rows: the selected one (the source's for an encoder's maps), then those shift-clicked.
@@ -64,6 +64,7 @@ private:
     std::set<int> added_queries_;  // shift-clicked rows, summed with the selected one
     int source_query_ = -1;        // an encoder's maps: the source token clicked; -1: its last
     int scrolled_query_ = -1;      // the query row (clicked, --query) last scrolled to, once
+    std::pair<int, int> drawn_;    // [first, end): the tokens draw_tokens drew on screen
     bool ui_tooltips_ = true;      // the frame's Ui::tooltips, for pick_query
     struct Key {
         uint64_t generation = 0, compared = 0;  // the shown forward's and the comparison's (a patched run shown)

@@ -53,6 +53,14 @@ bool operator==(const AttentionOptions& a, const AttentionOptions& b) {
     return fields(a) == fields(b);
 }
 
+bool same_keys_and_values(const AttentionOptions& a, const AttentionOptions& b) {
+    const auto fields = [](const AttentionOptions& o) {
+        return std::tie(o.causal, o.padding_mask, o.n_head, o.scale, o.split, o.sliding_window, o.window_both_ways,
+                        o.ablate, o.ablation, o.ablate_experts);
+    };
+    return fields(a) == fields(b);
+}
+
 void RowSummaries::assign(size_t rows) {
     for (std::vector<float>* field : {&entropy, &first_key, &previous_key, &max, &distance}) field->assign(rows, 0.f);
 }

@@ -216,6 +216,15 @@ void CpuForward::attention(const Model& model, const Batch& batch, const Attenti
     }
 }
 
+void CpuForward::read_cached_rows(const Model& model, const Batch& batch, const AttentionOptions& options,
+                                  const HeadSplit& split, const ForwardRequest::CachedRows& cached, PrefixCache& store,
+                                  int layer) const {
+    const int width = 2 * split.kv_width();
+    float* kv = store.kv[0].data() + stored_layer(layer) * static_cast<size_t>(store.capacity) * width;
+    if (!copy_cached_rows(*cached.from, model, options, batch.token_ids[0], begin_[0], batch.T(), layer, width, kv))
+        throw RowsGone();
+}
+
 void CpuForward::keep_queries_keys(const HeadSplit& split, size_t slot, AttentionResult& result) const {
     const size_t Qw = split.q_width(), KVw = split.kv_width(), width = Qw + 2 * KVw;
     for (int b = 0; b < result.B; ++b)

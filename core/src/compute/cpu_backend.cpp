@@ -1,6 +1,8 @@
 // The CPU forward (cpu_forward.h) and the CPU backend that runs it.
 #include <algorithm>
 #include <cmath>
+#include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +19,7 @@ namespace headscope {
 // `width` floats, keeping each text's first keep[b] rows of every layer.
 void CpuForward::reserve_kv(PrefixCache& store, int B, int layers, int T, int width, int max_rows,
                             const std::vector<int>& keep) {
+    std::unique_lock hold(store.lock.mutex);  // kv may move
     if (store.kv.size() < static_cast<size_t>(B)) store.kv.resize(B);
     const auto floats = [&](int capacity) { return static_cast<size_t>(layers) * capacity * width; };
     if (store.capacity < T) {
@@ -126,12 +129,13 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
     const bool predicting = options.top_k > 0 || options.lens_k > 0;
     const bool reuse_allowed = prefix_reuse_refusal(options).empty();
 
-    // The rows to compute: those after the rows each text can reuse from the cache.
+    // The rows to compute: those after the rows each text can reuse from the cache, or reads from another's.
     begin_.assign(B, 0);
     if (cache && reuse_allowed && cache->model == &model && cache->options == options &&
         cache->source_ids == batch.source_ids && long_rope(cfg.rope, cache->result.T) == long_rope(cfg.rope, T))
         for (int b = 0; b < B && b < static_cast<int>(cache->token_ids.size()); ++b)
             begin_[b] = reusable_rows(cache->token_ids[b], batch.token_ids[b], cache->whole);
+    if (request.cached_rows.from) begin_[0] = checked_cached_rows(batch, options, request.cached_rows, cache);
     first_row_.assign(B + 1, 0);
     for (int b = 0; b < B; ++b) first_row_[b + 1] = first_row_[b] + T - begin_[b];
     rows_ = first_row_[B];
@@ -147,10 +151,12 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
         keep_earlier_rows(*cache, batch, result);
         // Until this forward completes the cache holds the rows it reuses
         // alone: a forward cancelled part way leaves them to the next.
-        if (std::any_of(begin_.begin(), begin_.end(), [](int rows) { return rows > 0; }))
+        if (std::any_of(begin_.begin(), begin_.end(), [](int rows) { return rows > 0; })) {
             cache->keep_rows(begin_);
-        else
+        } else {
+            std::unique_lock hold(cache->lock.mutex);
             cache->model = nullptr;
+        }
     }
     result.reused = begin_;
     result.computed_on = {"cpu", ""};
@@ -172,7 +178,8 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
     PrefixCache& store = cache ? *cache : own_cache_;
     one_layer_store_ = !cache && options.maps != Maps::full;
     if (options.split == Split::transpose)
-        reserve_kv(store, B, one_layer_store_ ? 1 : layers_run, T, 2 * split.kv_width(), cfg.n_positions, begin_);
+        reserve_kv(store, B, one_layer_store_ ? 1 : layers_run, T, 2 * split.kv_width(), cfg.n_positions,
+                   request.cached_rows.from ? std::vector<int>(B, 0) : begin_);  // the rows the store holds
     reserve_buffers(cfg, batch, options, split, layers_run, result.layers.size(), sublayers_apart(cfg, request));
 
     for (int b = 0; b < B; ++b) embed_text(model, batch, b, begin_[b], x_.data() + first_row_[b] * C);
@@ -202,18 +209,42 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
         predict(model, batch, options, result);
         if (options.contributions) attribute_logits(model, batch, split, result);
     }
-    if (cache && reuse_allowed) {
-        cache->model = &model;
-        cache->options = options;
-        cache->token_ids = batch.token_ids;
-        cache->source_ids = batch.source_ids;
-        keep_result(cache->result, result);
-        cache->whole = true;
-        cache->result.kept.reset();  // cache->kept holds them: the cache counts once (take_kept_rows)
-        if (kept) hand_out_kept_rows(*kept, batch.token_ids, result);
-    } else if (cache) {
+    if (cache && reuse_allowed)
+        keep_in_cache(model, batch, options, layers_run, result, *cache);
+    else if (cache)
         cache->clear();
+}
+
+// The forward's state handed into `cache` for the next to reuse, and the kept rows out to `result`.
+void CpuForward::keep_in_cache(const Model& model, const Batch& batch, const AttentionOptions& options, int layers_run,
+                               AttentionResult& result, PrefixCache& cache) {
+    {
+        std::unique_lock hold(cache.lock.mutex);
+        cache.model = &model;
+        cache.options = options;
+        cache.token_ids = batch.token_ids;
+        cache.source_ids = batch.source_ids;
+        cache.layers = layers_run;
+        keep_result(cache.result, result);
+        cache.whole = true;
+        cache.result.kept.reset();  // cache.kept holds them: the cache counts once (take_kept_rows)
     }
+    if (kept_rows_) hand_out_kept_rows(*kept_rows_, batch.token_ids, result);
+}
+
+// The rows `cached` asks to read rather than compute: one text's, before
+// its last token, with no cache of this forward's own and prefix reuse allowed.
+int CpuForward::checked_cached_rows(const Batch& batch, const AttentionOptions& options,
+                                    const ForwardRequest::CachedRows& cached, const PrefixCache* cache) {
+    if (cache || batch.B() != 1 || !prefix_reuse_refusal(options).empty())
+        throw Error(
+            "rows read from another forward's cache are for one text, without a cache of its own, where "
+            "rows can be reused");
+    if (cached.rows < 0 || cached.rows >= static_cast<int>(batch.token_ids[0].size()))
+        throw Error("the rows read from another forward's cache (" + std::to_string(cached.rows) +
+                    ") must leave at least one of the text's " + std::to_string(batch.token_ids[0].size()) +
+                    " tokens to compute");
+    return cached.rows;
 }
 
 // The forward's buffers for this batch and these options, grown where too small (reserve_floats).

@@ -38,7 +38,9 @@ public:
     }
     void project_qkv(const LayerWeights& w) override { f_.project_qkv(model_, w); }
     void rotary(int layer) override { f_.rotate(cfg_, batch_, options_, split_, layer); }
-    void attention(int) override {
+    void attention(int layer) override {
+        if (request_.cached_rows.from)
+            f_.read_cached_rows(model_, batch_, options_, split_, request_.cached_rows, store_, layer);
         f_.attention(model_, batch_, options_, split_, store_, at_, heads_);
         f_.check_attention(at_.layer, at_.att, batch_.B(), split_.NH, batch_.T(), split_.hs);
     }

@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <atomic>
 
+#include "headscope/compute/forward.h"
+#include "headscope/model/model.h"
+
 namespace headscope {
 
 std::string prefix_reuse_refusal(const AttentionOptions& options) {
@@ -25,10 +28,29 @@ int reusable_rows(const std::vector<int32_t>& cached, const std::vector<int32_t>
 }
 
 void PrefixCache::keep_rows(const std::vector<int>& rows) {
+    std::unique_lock hold(lock.mutex);
     token_ids.resize(rows.size());
     for (size_t b = 0; b < rows.size(); ++b)
         token_ids[b].resize(std::min(token_ids[b].size(), static_cast<size_t>(rows[b])));
     whole = false;
+}
+
+bool copy_cached_rows(const PrefixCache& cache, const Model& model, const AttentionOptions& options,
+                      const std::vector<int32_t>& ids, int rows, int T, int layer, int width, float* to) {
+    std::shared_lock hold(cache.lock.mutex);
+    if (cache.model != &model || !same_keys_and_values(cache.options, options) || layer >= cache.layers ||
+        !cache.source_ids.empty() || long_rope(model.config.rope, cache.result.T) != long_rope(model.config.rope, T))
+        return false;
+    for (size_t b = 0; b < cache.token_ids.size(); ++b) {
+        const std::vector<int32_t>& cached = cache.token_ids[b];
+        if (static_cast<int>(cached.size()) < rows || static_cast<int>(ids.size()) < rows ||
+            !std::equal(ids.begin(), ids.begin() + rows, cached.begin()))
+            continue;
+        const size_t layer_floats = static_cast<size_t>(cache.capacity) * width;
+        std::copy_n(cache.kv[b].data() + layer * layer_floats, static_cast<size_t>(rows) * width, to);
+        return true;
+    }
+    return false;
 }
 
 namespace {

@@ -116,6 +116,11 @@ struct AttentionOptions {
 };
 // Every field equal (not defaulted: the CUDA translation unit is C++17).
 bool operator==(const AttentionOptions& a, const AttentionOptions& b);
+// Whether forwards with `a` and with `b` of the same tokens compute the same
+// keys and values: every field that changes a layer's input equal; what they
+// read out or keep aside (maps, summaries, predictions, lens, the layers
+// returned, outputs) may differ.
+bool same_keys_and_values(const AttentionOptions& a, const AttentionOptions& b);
 
 // A token and its probability.
 struct Prediction {

@@ -80,6 +80,15 @@ private:
     void attribute_logits(const Model& model, const Batch& batch, const HeadSplit& split, AttentionResult& result);
     static void reserve_kv(PrefixCache& store, int B, int layers, int T, int width, int max_rows,
                            const std::vector<int>& keep);
+    void keep_in_cache(const Model& model, const Batch& batch, const AttentionOptions& options, int layers_run,
+                       AttentionResult& result, PrefixCache& cache);
+    static int checked_cached_rows(const Batch& batch, const AttentionOptions& options,
+                                   const ForwardRequest::CachedRows& cached, const PrefixCache* cache);
+    // Layer `layer`'s keys and values of the rows `cached` reads into the
+    // store's rows [0, begin_[0]) (ForwardRequest::cached_rows); throws RowsGone where they are gone.
+    void read_cached_rows(const Model& model, const Batch& batch, const AttentionOptions& options,
+                          const HeadSplit& split, const ForwardRequest::CachedRows& cached, PrefixCache& store,
+                          int layer) const;
     // Grows `buffer` to at least `n` floats; never shrinks, so steady state allocates nothing.
     static void reserve_floats(AlignedVector<float>& buffer, size_t n);
     static void normalize(const Config& config, const float* x, const float* w, const float* b, float* out, int rows);

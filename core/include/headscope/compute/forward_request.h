@@ -13,6 +13,8 @@
 
 namespace headscope {
 
+struct PrefixCache;
+
 struct ForwardRequest {
     // An edit of one text's run (text b: (*patches)[b]): its `kind` of
     // activation at `layer` and head or position `index` replaced by the
@@ -40,6 +42,19 @@ struct ForwardRequest {
     // After the last layer's attention, the one position each text's metric
     // reads (-1: every position): the rest of the layer computes that row alone.
     int metric_row = -1;
+    // Rows read from another forward's cache rather than computed (a long
+    // text's lens reads the live forward's, which a keystroke may change
+    // meanwhile): the keys and values of the one text's first `rows` tokens,
+    // copied from `from` a layer at a time, before the layer's attention,
+    // into this forward's own store (copy_cached_rows); the forward computes
+    // the rows after them, and its result holds nothing for those before
+    // (no maps, predictions or lens). It throws RowsGone where `from` no
+    // longer holds them.
+    struct CachedRows {
+        const PrefixCache* from = nullptr;
+        int rows = 0;
+    };
+    CachedRows cached_rows;
 };
 
 }  // namespace headscope

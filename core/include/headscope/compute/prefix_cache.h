@@ -16,15 +16,26 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
 #include "headscope/base/aligned.h"
+#include "headscope/base/error.h"
 #include "headscope/compute/attention.h"
 
 namespace headscope {
 
 struct Model;
+
+// A cache's lock, which a copy of the cache does not share (PrefixCache stays a value).
+struct RowsLock {
+    mutable std::shared_mutex mutex;
+    RowsLock() = default;
+    RowsLock(const RowsLock&) {}
+    RowsLock& operator=(const RowsLock&) { return *this; }
+};
 
 struct PrefixCache {
     const Model* model = nullptr;  // what the cached forward ran on; null: empty
@@ -35,6 +46,7 @@ struct PrefixCache {
     // (keys after RoPE and qk-norm), for at least its length.
     std::vector<AlignedVector<float>> kv;
     int capacity = 0;  // rows per layer in kv: a text's length and a tenth more, or rows_planned
+    int layers = 0;    // the layers of kv that hold the cached texts' rows: those the cached forward ran
     // Rows a caller will fill in several forwards (a long text's lens, in
     // chunks): kv takes them at once rather than growing chunk by chunk.
     int rows_planned = 0;
@@ -47,6 +59,12 @@ struct PrefixCache {
     // (held_rows), which a keystroke rewrites in place (BPE changed the last
     // token, a deletion) while the window still shows it (take_kept_rows).
     std::shared_ptr<KeptRows> kept;
+    // Another thread may read the cached rows (copy_cached_rows: the window's
+    // lens reads the live forward's): the forward that fills the cache holds
+    // the lock while it cuts its tokens (keep_rows, clear), moves kv (grows
+    // it) or hands its new state in, and writes its new rows unheld, past
+    // the rows it kept, which no reader reads.
+    RowsLock lock;
 
     // Forgets each text's tokens from rows[b] on, those a forward is about to
     // rewrite: the rest stays valid whether or not that forward completes, so
@@ -55,11 +73,28 @@ struct PrefixCache {
 
     // Forgets everything but the rows planned, and frees the memory (the texts or the model changed for good).
     void clear() {
+        std::unique_lock hold(lock.mutex);
         const int planned = rows_planned;
         *this = PrefixCache{};
         rows_planned = planned;
     }
 };
+
+// Thrown by a forward that reads another's cache (ForwardRequest::cached_rows)
+// once that cache no longer holds the rows it reads (a keystroke changed them).
+struct RowsGone : Error {
+    RowsGone() : Error("the cached rows read changed") {}
+};
+
+// Copies the keys and values of the first `rows` tokens of `ids` at `layer`
+// from `cache` into `to` (rows x width floats, each [K | V]), under the
+// cache's lock, where the cache holds them as a forward of `ids` padded to
+// T with `options` on `model` computes them: the same model and keys and
+// values (same_keys_and_values), the layer run, a text that starts with
+// those tokens, and LongRoPE's factors on the same side of their switch.
+// False where it does not (nothing copied).
+bool copy_cached_rows(const PrefixCache& cache, const Model& model, const AttentionOptions& options,
+                      const std::vector<int32_t>& ids, int rows, int T, int layer, int width, float* to);
 
 // Why a forward with `options` can reuse no prefix ("" when it can): with the
 // causal mask off every row sees every later token, and with the naive-view
