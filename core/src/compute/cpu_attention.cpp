@@ -128,8 +128,9 @@ void CpuForward::rotate(const Config& cfg, const Batch& batch, const AttentionOp
     const int B = batch.B(), T = batch.T(), NH = split.NH, NKV = split.NKV, hs = split.hs;
     const int Qw = split.q_width(), KVw = split.kv_width(), width = Qw + 2 * KVw;
     const bool naive = options.split == Split::naive_view;
+    const int first = naive ? 0 : *std::min_element(begin_.begin(), begin_.end());  // the first row computed
     const RopeTable table =
-        cfg.positions == Positions::rotary ? rope_table(layer_rope(cfg, layer), hs, T) : RopeTable{};
+        cfg.positions == Positions::rotary ? rope_table(layer_rope(cfg, layer), hs, T, first) : RopeTable{};
     HeadBlock q_part{qkv_.data(), width}, k_part{qkv_.data() + Qw, width};
     if (naive) {
         const NaiveParts parts = naive_parts(qkv_contiguous_.data(), B, T, split);

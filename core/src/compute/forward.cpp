@@ -84,9 +84,10 @@ bool long_rope(const Rope& rope, int T) { return !rope.long_divisors.empty() && 
 
 int rope_dims(const Rope& rope, int hs) { return static_cast<int>(hs * rope.fraction) / 2 * 2; }
 
-RopeTable rope_table(const Rope& rope, int hs, int T) {
+RopeTable rope_table(const Rope& rope, int hs, int T, int first) {
     RopeTable table;
     table.dims = rope_dims(rope, hs);
+    table.first = first;
     table.adjacent_pairs = rope.adjacent_pairs;
     const int half = table.dims / 2;
     // inv_freq as Hugging Face's default rope: 1 / theta^(2d / dims), in float32.
@@ -111,13 +112,13 @@ RopeTable rope_table(const Rope& rope, int hs, int T) {
             }
         }
     }
-    table.cos.resize(static_cast<size_t>(T) * half);
+    table.cos.resize(static_cast<size_t>(T - first) * half);
     table.sin.resize(table.cos.size());
-    for (int t = 0; t < T; ++t)
+    for (int t = first; t < T; ++t)
         for (int d = 0; d < half; ++d) {
             const float angle = static_cast<float>(t) * inv_freq[d];  // float32, as HF's matmul of the two
-            table.cos[static_cast<size_t>(t) * half + d] = std::cos(angle) * rope.cos_sin_scale;
-            table.sin[static_cast<size_t>(t) * half + d] = std::sin(angle) * rope.cos_sin_scale;
+            table.cos[static_cast<size_t>(t - first) * half + d] = std::cos(angle) * rope.cos_sin_scale;
+            table.sin[static_cast<size_t>(t - first) * half + d] = std::sin(angle) * rope.cos_sin_scale;
         }
     return table;
 }
@@ -127,8 +128,8 @@ void apply_rope(const RopeTable& table, float* x, int first_position, int rows, 
     for (int r = 0; r < rows; ++r) {
         const int t = first_position + r;
         float* row = x + static_cast<size_t>(r) * stride;
-        const float* cos = table.cos.data() + static_cast<size_t>(t) * half;
-        const float* sin = table.sin.data() + static_cast<size_t>(t) * half;
+        const float* cos = table.cos.data() + static_cast<size_t>(t - table.first) * half;
+        const float* sin = table.sin.data() + static_cast<size_t>(t - table.first) * half;
         const int step = table.adjacent_pairs ? 2 : 1, partner = table.adjacent_pairs ? 1 : half;
         for (int d = 0; d < half; ++d) {  // rotate-half: dims d and d + half are a pair; else 2d and 2d + 1
             float* a = row + d * step;
