@@ -35,8 +35,8 @@
 // l + 8, then of those l plus l + 4, l + 2, and lane 0 plus lane 1.
 // The integer sums are exact on every instruction set and the float
 // operations the same ones, so that AVX-512 (VNNI), AVX2 and plain x86-64
-// builds give the same bits. Each row's blocks ahead are prefetched:
-// the products wait on memory less. (This file is compiled without
+// builds give the same bits. Each row's blocks ahead are prefetched
+// (prefetch_ahead): the products wait on memory less. (This file is compiled without
 // contracting a product and a sum into one FMA, which plain x86-64 lacks.)
 #include "integer_products.h"
 
@@ -70,13 +70,11 @@ inline void signed_dot(Ints& sums, const SignedBytes& codes, const int8_t* x) {
 }
 
 // Q8_0: one block of 32 codes a register, its lane sums at most
-// 2 * 128 * 32385 = 8.3e6. Blocks about 4 KB ahead prefetched: its blocks go
-// faster than Q4_K's, and 16 blocks ahead (544 bytes) left a token over a
-// Q8_0 file 1.35 times the CPU time, waiting on memory.
+// 2 * 128 * 32385 = 8.3e6; a prefetch every other block (68 bytes).
 template <int R>
 void q8_0_row(const RowParts& x, const uint8_t* b, int64_t blocks, Floats16 (&acc)[R]) {
     for (int64_t i = 0; i < blocks; ++i, b += 34) {
-        __builtin_prefetch(b + 128 * 34);
+        if (i % 2 == 0) prefetch_ahead(b);
         SignedBytes bytes;
         load(bytes, b + 2);
         Words32 codes;
@@ -185,7 +183,7 @@ template <int R>
 void mxfp4_row(const RowParts& x, const uint8_t* b, int64_t blocks, Floats16 (&acc)[R]) {
     int64_t i = 0;
     for (; i + 1 < blocks; i += 2, b += 34) {
-        __builtin_prefetch(b + 16 * 34);
+        if (i % 4 == 0) prefetch_ahead(b);  // every other pair (68 bytes)
         PairCodes codes;
         pair_codes(codes, b);
         const float first = mxfp4_scales[b[0]], second = mxfp4_scales[b[17]];
