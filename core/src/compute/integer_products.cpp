@@ -137,7 +137,9 @@ constexpr std::array<uint8_t, 16> offset_codebook = [] {
     return codes;
 }();
 
-void pair_codes(PairCodes& codes, const uint8_t* b) {
+// (Both always inlined: called, GCC passed the codes and T through memory,
+// and a core summed 5.4 GB/s of MXFP4 blocks against 8.9 inlined.)
+[[gnu::always_inline]] inline void pair_codes(PairCodes& codes, const uint8_t* b) {
     // Each block's 16 bytes twice, the second copy's high nibbles shifted
     // down. (The masked forms: GCC 12 warns, wrongly, of the plain ones'
     // undefined source.)
@@ -148,15 +150,16 @@ void pair_codes(PairCodes& codes, const uint8_t* b) {
     codes = _mm512_shuffle_epi8(_mm512_maskz_broadcast_i32x4(0xffff, bytes_at(offset_codebook.data())), nibbles);
 }
 
-void pair_sums(Ints16& t, const PairCodes& codes, const RowParts& x, int r, int64_t i) {
+[[gnu::always_inline]] inline void pair_sums(Ints16& t, const PairCodes& codes, const RowParts& x, int r, int64_t i) {
     Ints16 offsets;
     load(offsets, x.block_sums_at(r, i));
     const auto dot = [&](Ints16 sums, const int8_t* part) {
         return reinterpret_cast<Ints16>(
             _mm512_dpbusd_epi32(reinterpret_cast<__m512i>(sums), codes, _mm512_loadu_si512(part)));
     };
-    t = 64516 * dot(Ints16{}, x.hi_at(r, 32 * i)) + 254 * dot(Ints16{}, x.lo_at(r, 32 * i)) +
-        dot(offsets, x.rest_at(r, 32 * i));
+    // T = 254 (254 H + L) + R, each dot adding into the one before (fewer shifts than 64516 H + 254 L + R).
+    const Ints16 high = dot(Ints16{}, x.hi_at(r, 32 * i)), joined = dot(254 * high, x.lo_at(r, 32 * i));
+    t = dot(254 * joined + offsets, x.rest_at(r, 32 * i));
 }
 #else
 struct PairCodes {
