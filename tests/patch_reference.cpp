@@ -2,6 +2,8 @@
 // (patch_reference.h), on the families' reference forward and logits.
 #include "patch_reference.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -165,6 +167,89 @@ std::pair<std::vector<int32_t>, std::vector<int32_t>> induction_pair(const Model
     clean.insert(clean.end(), first.begin(), first.end());
     corrupted.insert(corrupted.end(), other.begin(), other.end());
     return {clean, corrupted};
+}
+
+namespace {
+
+// The hooks that move the target's activation of `grid`'s cell by `by` times (source - target).
+FamilyHooks along(const PatchGrid& grid, int cell, double by, const Activations& from, const Activations& to) {
+    const int l = cell / grid.cols, index = cell % grid.cols;
+    FamilyHooks hooks;
+    const auto mix = [by](Rows& x, const Rows& source, const Rows& own) {
+        for (size_t r = 0; r < x.size(); ++r)
+            for (size_t c = 0; c < x[r].size(); ++c) x[r][c] += by * (source[r][c] - own[r][c]);
+    };
+    if (grid.kind == PatchKind::heads) {
+        hooks.head_output = [=](int hl, int, int h, Rows& y) {
+            if (hl == l && h == index) mix(y, from.heads[l][h], to.heads[l][h]);
+        };
+    } else if (grid.kind == PatchKind::pattern) {
+        hooks.pattern = [=](int hl, int, int h, Rows& att) {
+            if (hl == l && h == index) mix(att, from.maps[l][h], to.maps[l][h]);
+        };
+    } else {
+        const Rows& source = (grid.kind == PatchKind::residual ? from.inputs : from.mlp)[l];
+        const Rows& own = (grid.kind == PatchKind::residual ? to.inputs : to.mlp)[l];
+        const auto row = [=](int hl, int, Rows& x) {
+            if (hl == l)
+                for (size_t c = 0; c < x[index].size(); ++c) x[index][c] += by * (source[index][c] - own[index][c]);
+        };
+        (grid.kind == PatchKind::residual ? hooks.layer_input : hooks.mlp_output) = row;
+    }
+    return hooks;
+}
+
+}  // namespace
+
+void expect_attribution_is_the_derivative(const FamilyCheckpoint& checkpoint, const Model& model,
+                                          const std::vector<int32_t>& clean, const std::vector<int32_t>& corrupted,
+                                          const AttentionOptions& options, PatchRequest request,
+                                          const std::vector<PatchMetric>& metrics) {
+    constexpr double step = 1e-4;  // of the central differences
+    const std::vector<double> clean_metrics = reference_metrics(checkpoint, clean, clean, request, {}, options);
+    const std::vector<double> corrupted_metrics = reference_metrics(checkpoint, corrupted, clean, request, {}, options);
+    const Activations clean_run = record(checkpoint, clean, options),
+                      corrupted_run = record(checkpoint, corrupted, options);
+    for (PatchDirection direction : {PatchDirection::denoise, PatchDirection::noise}) {
+        const bool denoise = direction == PatchDirection::denoise;
+        const Activations& from = denoise ? clean_run : corrupted_run;
+        const Activations& to = denoise ? corrupted_run : clean_run;
+        const std::vector<int32_t>& target = denoise ? corrupted : clean;
+        std::vector<Patching> got(metrics.size());  // in `metrics`' order
+        for (size_t m = 0; m < metrics.size(); ++m) {
+            request.metric = metrics[m], request.direction = direction;
+            attribution_patch(model, Batch{{clean}}, Batch{{corrupted}}, options, request, got[m]);
+            const double want_clean = clean_metrics[static_cast<int>(metrics[m])],
+                         want_corrupted = corrupted_metrics[static_cast<int>(metrics[m])];
+            EXPECT_NEAR(got[m].clean_metric, want_clean, 1e-4 * std::max(1.0, std::abs(want_clean)));
+            EXPECT_NEAR(got[m].corrupted_metric, want_corrupted, 1e-4 * std::max(1.0, std::abs(want_corrupted)));
+            ASSERT_EQ(got[m].grids.size(), request.kinds.size());
+        }
+        for (size_t g = 0; g < request.kinds.size(); ++g) {
+            const PatchGrid& grid = got[0].grids[g];
+            std::vector<double> largest(metrics.size(), 0);  // of the grid's cells
+            for (size_t m = 0; m < metrics.size(); ++m) {
+                ASSERT_EQ(got[m].grids[g].kind, grid.kind);
+                ASSERT_EQ(got[m].grids[g].cells.size(), grid.cells.size());
+                for (double cell : got[m].grids[g].cells) largest[m] = std::max(largest[m], std::abs(cell));
+            }
+            for (int cell = 0; cell < grid.rows * grid.cols; ++cell) {
+                const std::vector<double> up =
+                    reference_metrics(checkpoint, target, clean, request, along(grid, cell, step, from, to), options);
+                const std::vector<double> down =
+                    reference_metrics(checkpoint, target, clean, request, along(grid, cell, -step, from, to), options);
+                for (size_t m = 0; m < metrics.size(); ++m) {
+                    const int k = static_cast<int>(metrics[m]);
+                    const double own = denoise ? corrupted_metrics[k] : clean_metrics[k];
+                    const double want = patched_fraction(direction, clean_metrics[k], corrupted_metrics[k],
+                                                         own + (up[k] - down[k]) / (2 * step));
+                    EXPECT_NEAR(got[m].grids[g].cells[cell], want, 1e-3 * std::max(std::abs(want), 1e-2 * largest[m]))
+                        << to_string(metrics[m]) << ", " << to_string(direction) << ", " << to_string(grid.kind)
+                        << " cell " << cell;
+                }
+            }
+        }
+    }
 }
 
 }  // namespace headscope::test

@@ -68,6 +68,17 @@ std::vector<double> seq2seq_metrics(const Seq2SeqCheckpoint& model, const std::v
                                     const AttentionOptions& options, const PatchRequest& request,
                                     const Seq2SeqHooks& hooks = {});
 
+// Attribution patching's grids of `clean` and `corrupted` (the request's
+// kinds and position, each of `metrics`, both directions) against the
+// reference's derivative of the metric along each cell's patch, (source -
+// target activation), on the run being patched, as a fraction of the clean -
+// corrupted difference; relative error 1e-3, or 1e-5 of the grid's largest
+// cell where the value is tiny. The metrics against the reference's too.
+void expect_attribution_is_the_derivative(const FamilyCheckpoint& checkpoint, const Model& model,
+                                          const std::vector<int32_t>& clean, const std::vector<int32_t>& corrupted,
+                                          const AttentionOptions& options, PatchRequest request,
+                                          const std::vector<PatchMetric>& metrics);
+
 // The engine's activations (or gradients) of one kind, from a backward's RunActivations.
 const std::vector<float>& of_kind(const RunActivations& run, PatchKind kind);
 

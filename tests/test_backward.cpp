@@ -116,84 +116,15 @@ TEST_P(Backward, GradientsMatchCentralDifferences) {
 
 // Each cell of an attribution grid is the reference's derivative of the
 // metric along that patch, (source - target activation), on the run being
-// patched, as a fraction of the clean - corrupted difference. The reference
-// runs give every metric at once: each cell's pair of runs checks the three
-// metrics' grids.
+// patched, as a fraction of the clean - corrupted difference
+// (expect_attribution_is_the_derivative). The texts differ first at token 4:
+// of a causal model the run being patched is computed from there on.
 TEST_P(Backward, AttributionIsTheDerivativeAlongEachPatch) {
     PatchRequest request;
     request.answer = 300, request.wrong = 901, request.position = 7;
     request.kinds = {PatchKind::heads, PatchKind::residual, PatchKind::mlp, PatchKind::pattern};
-    const std::vector<double> clean = reference_metrics(checkpoint_, clean_, clean_, request, {}, options_);
-    const std::vector<double> corrupted = reference_metrics(checkpoint_, corrupted_, clean_, request, {}, options_);
-    const Activations clean_run = record(checkpoint_, clean_, options_),
-                      corrupted_run = record(checkpoint_, corrupted_, options_);
-    const std::vector<PatchMetric> metrics = {PatchMetric::logit_diff, PatchMetric::logprob, PatchMetric::loss};
-    for (PatchDirection direction : {PatchDirection::denoise, PatchDirection::noise}) {
-        const bool denoise = direction == PatchDirection::denoise;
-        const Activations& from = denoise ? clean_run : corrupted_run;
-        const Activations& to = denoise ? corrupted_run : clean_run;
-        const std::vector<int32_t>& target = denoise ? corrupted_ : clean_;
-        std::vector<Patching> got(metrics.size());  // in PatchMetric's order
-        for (PatchMetric metric : metrics) {
-            request.metric = metric, request.direction = direction;
-            const int m = static_cast<int>(metric);
-            attribution_patch(model_, Batch{{clean_}}, Batch{{corrupted_}}, options_, request, got[m]);
-            EXPECT_NEAR(got[m].clean_metric, clean[m], 1e-4 * std::max(1.0, std::abs(clean[m])));
-            EXPECT_NEAR(got[m].corrupted_metric, corrupted[m], 1e-4 * std::max(1.0, std::abs(corrupted[m])));
-            ASSERT_EQ(got[m].grids.size(), 4u);
-        }
-        for (size_t g = 0; g < request.kinds.size(); ++g) {
-            const PatchGrid& grid = got[0].grids[g];
-            std::vector<double> largest(metrics.size(), 0);
-            for (size_t m = 0; m < metrics.size(); ++m) {
-                ASSERT_EQ(got[m].grids[g].kind, grid.kind);
-                ASSERT_EQ(got[m].grids[g].cells.size(), grid.cells.size());
-                for (double cell : got[m].grids[g].cells) largest[m] = std::max(largest[m], std::abs(cell));
-            }
-            for (int cell = 0; cell < grid.rows * grid.cols; ++cell) {
-                const int l = cell / grid.cols, index = cell % grid.cols;
-                // The hooks that move the target's activation by `by` times (source - target).
-                const auto along = [&](double by) {
-                    FamilyHooks hooks;
-                    const auto mix = [by](Rows& x, const Rows& source, const Rows& own) {
-                        for (size_t r = 0; r < x.size(); ++r)
-                            for (size_t c = 0; c < x[r].size(); ++c) x[r][c] += by * (source[r][c] - own[r][c]);
-                    };
-                    if (grid.kind == PatchKind::heads)
-                        hooks.head_output = [=](int hl, int, int h, Rows& y) {
-                            if (hl == l && h == index) mix(y, from.heads[l][h], to.heads[l][h]);
-                        };
-                    else if (grid.kind == PatchKind::pattern)
-                        hooks.pattern = [=](int hl, int, int h, Rows& att) {
-                            if (hl == l && h == index) mix(att, from.maps[l][h], to.maps[l][h]);
-                        };
-                    else {
-                        const Rows& source = (grid.kind == PatchKind::residual ? from.inputs : from.mlp)[l];
-                        const Rows& own = (grid.kind == PatchKind::residual ? to.inputs : to.mlp)[l];
-                        const auto row = [=](int hl, int, Rows& x) {
-                            if (hl == l)
-                                for (size_t c = 0; c < x[index].size(); ++c)
-                                    x[index][c] += by * (source[index][c] - own[index][c]);
-                        };
-                        (grid.kind == PatchKind::residual ? hooks.layer_input : hooks.mlp_output) = row;
-                    }
-                    return hooks;
-                };
-                const std::vector<double> up =
-                    reference_metrics(checkpoint_, target, clean_, request, along(step), options_);
-                const std::vector<double> down =
-                    reference_metrics(checkpoint_, target, clean_, request, along(-step), options_);
-                for (size_t m = 0; m < metrics.size(); ++m) {
-                    const double own = denoise ? corrupted[m] : clean[m];
-                    const double want =
-                        patched_fraction(direction, clean[m], corrupted[m], own + (up[m] - down[m]) / (2 * step));
-                    EXPECT_NEAR(got[m].grids[g].cells[cell], want, 1e-3 * std::max(std::abs(want), 1e-2 * largest[m]))
-                        << to_string(metrics[m]) << ", " << to_string(direction) << ", " << to_string(grid.kind)
-                        << " cell " << cell;
-                }
-            }
-        }
-    }
+    expect_attribution_is_the_derivative(checkpoint_, model_, clean_, corrupted_, options_, request,
+                                         {PatchMetric::logit_diff, PatchMetric::logprob, PatchMetric::loss});
 }
 
 const std::vector<BackwardModel> backward_models = {
@@ -218,7 +149,59 @@ const std::vector<BackwardModel> backward_models = {
     {"gpt_oss", variant("gpt_oss")},      // sinks, YaRN, a window, the router's bias, clamped SwiGLU, MXFP4 experts
 };
 
+// Those of `names`, in their order.
+std::vector<BackwardModel> backward_models_named(const std::vector<std::string>& names) {
+    std::vector<BackwardModel> named;
+    for (const std::string& name : names)
+        named.push_back(*std::find_if(backward_models.begin(), backward_models.end(),
+                                      [&](const BackwardModel& m) { return m.name == name; }));
+    return named;
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, Backward, ::testing::ValuesIn(backward_models),
+                         [](const ::testing::TestParamInfo<BackwardModel>& info) { return info.param.name; });
+
+// Texts that differ at their first token (every row computed), or only at
+// their last (of a causal model the run being patched is then that row alone,
+// its keys and values before it the other run's).
+class BackwardRows : public Backward {
+protected:
+    std::vector<int32_t> changed(int at) const {
+        std::vector<int32_t> ids = clean_;
+        ids[at] = (ids[at] + 7) % model_.config.vocab_size;
+        return ids;
+    }
+};
+
+// The grids are still the reference's derivative along each patch.
+TEST_P(BackwardRows, AttributionWhereTheFirstOrOnlyTheLastTokenDiffers) {
+    PatchRequest request;
+    request.answer = 300, request.wrong = 901, request.position = T - 1;
+    request.kinds = {PatchKind::heads, PatchKind::residual, PatchKind::mlp, PatchKind::pattern};
+    expect_attribution_is_the_derivative(checkpoint_, model_, clean_, changed(0), options_, request,
+                                         {PatchMetric::logit_diff, PatchMetric::logprob, PatchMetric::loss});
+    const std::vector<int32_t> last = changed(T - 1);
+    expect_attribution_is_the_derivative(checkpoint_, model_, clean_, last, options_, request,
+                                         {PatchMetric::logit_diff, PatchMetric::logprob});
+    // The residual's and the MLPs' cells before the last token: exactly 0 (the runs' rows there are one run's).
+    Patching got;
+    attribution_patch(model_, Batch{{clean_}}, Batch{{last}}, options_, request, got);
+    for (const PatchGrid& grid : got.grids) {
+        if (grid.kind != PatchKind::residual && grid.kind != PatchKind::mlp) continue;
+        for (int l = 0; l < L; ++l)
+            for (int t = 0; t < T - 1; ++t) EXPECT_EQ(grid.at(l, t), 0.0) << to_string(grid.kind) << " L" << l;
+    }
+    // No position's loss reads the last token: the loss is refused, no difference to restore.
+    request.metric = PatchMetric::loss;
+    try {
+        attribution_patch(model_, Batch{{clean_}}, Batch{{last}}, options_, request, got);
+        ADD_FAILURE() << "the same loss was not refused";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("give the same loss"), std::string::npos) << e.what();
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, BackwardRows, ::testing::ValuesIn(backward_models_named({"gpt2", "llama", "qwen3"})),
                          [](const ::testing::TestParamInfo<BackwardModel>& info) { return info.param.name; });
 
 }  // namespace

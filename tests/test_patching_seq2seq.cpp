@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -114,8 +115,10 @@ TEST_P(PatchSeq2Seq, EveryKindInEveryStackMatchesTheReference) {
     }
 }
 
-// A cell's patched run (the maps the window shows on a click): every map of
-// the encoder, the decoder and the cross-attention that of the reference patched the same way.
+// A cell's patched run (the maps and predictions the window shows on a
+// click on any stack's grid): every map of the encoder, the decoder and the
+// cross-attention that of the reference patched the same way, and the top 5
+// at the last target token the reference's logits' most likely tokens, with their probabilities.
 TEST_P(PatchSeq2Seq, APatchedRunIsTheReferencesWhole) {
     const int NH = spec().n_head, S = static_cast<int>(clean_source_.size()),
               T = static_cast<int>(clean_target_.size());
@@ -124,7 +127,9 @@ TEST_P(PatchSeq2Seq, APatchedRunIsTheReferencesWhole) {
                                   PatchCell{PatchKind::pattern, 0, 1, PatchStack::cross},
                                   PatchCell{PatchKind::heads, 1, 3, PatchStack::decoder}}) {
         AttentionResult got;
-        backend_->patched_run(batch(true), batch(false), options_, PatchDirection::denoise, cell, got);
+        AttentionOptions predicted = options_;
+        predicted.top_k = 5;
+        backend_->patched_run(batch(true), batch(false), predicted, PatchDirection::denoise, cell, got);
         const Seq2SeqReference want =
             seq2seq_reference(checkpoint_, corrupted_source_, corrupted_target_, options_,
                               patch_hooks(cell.kind, cell.stack, cell.layer, cell.index, from));
@@ -150,6 +155,19 @@ TEST_P(PatchSeq2Seq, APatchedRunIsTheReferencesWhole) {
                         compare(got.encoder->row(l, 0, h, i)[j],
                                 want.encoder[((static_cast<size_t>(l) * NH + h) * S + i) * S + j]);
         EXPECT_LT(worst, 2e-5) << patch_grid_name(cell.kind, cell.stack);
+        const double* logits = want.logits.data() + static_cast<size_t>(T - 1) * want.V;
+        double log_sum = -INFINITY;  // of exp(logits)
+        for (int v = 0; v < want.V; ++v)
+            log_sum = std::max(log_sum, logits[v]) + std::log1p(std::exp(-std::abs(log_sum - logits[v])));
+        std::vector<int> order(want.V);
+        std::iota(order.begin(), order.end(), 0);
+        std::partial_sort(order.begin(), order.begin() + 5, order.end(),
+                          [&](int a, int b) { return logits[a] > logits[b]; });
+        for (int k = 0; k < 5; ++k) {
+            const Prediction& p = got.predictions_at(0, T - 1)[k];
+            EXPECT_EQ(p.id, order[k]) << patch_grid_name(cell.kind, cell.stack) << " rank " << k + 1;
+            EXPECT_NEAR(p.p, std::exp(logits[order[k]] - log_sum), 1e-5) << patch_grid_name(cell.kind, cell.stack);
+        }
     }
 }
 

@@ -37,6 +37,7 @@ TEST(Settings, WhatIsWrittenReadsBack) {
     s.diff = true;
     s.patch_metric = PatchMetric::loss;
     s.patch_direction = PatchDirection::noise;
+    s.patch_stack = PatchStack::cross;
     s.window = {1600, 900, std::array{-20, 40}, true};
     const fs::path file = dir.path / "headscope" / "settings.json";  // the folder is made
     write_settings(file, s);
@@ -45,6 +46,7 @@ TEST(Settings, WhatIsWrittenReadsBack) {
     EXPECT_NE(text.find("\"scale\": \"none\""), std::string::npos) << text;
     EXPECT_NE(text.find("\"split\": \"naive-view\""), std::string::npos) << text;
     EXPECT_NE(text.find("\"effects_of\": \"experts\""), std::string::npos) << text;
+    EXPECT_NE(text.find("\"patch_stack\": \"cross\""), std::string::npos) << text;
 
     testing::internal::CaptureStderr();
     const Settings back = read_settings(file);
@@ -67,6 +69,7 @@ TEST(Settings, WhatIsWrittenReadsBack) {
     EXPECT_TRUE(back.diff);
     EXPECT_EQ(back.patch_metric, PatchMetric::loss);
     EXPECT_EQ(back.patch_direction, PatchDirection::noise);
+    EXPECT_EQ(back.patch_stack, PatchStack::cross);
     EXPECT_EQ(back.window.width, 1600);
     EXPECT_EQ(back.window.height, 900);
     EXPECT_EQ(back.window.position, (std::array{-20, 40}));
@@ -89,6 +92,7 @@ TEST(Settings, MissingFileIsTheDefaultsSilently) {
     EXPECT_TRUE(s.compare_target.empty());
     EXPECT_TRUE(s.compare_pair.empty());
     EXPECT_FALSE(s.diff);
+    EXPECT_EQ(s.patch_stack, PatchStack::decoder);
     EXPECT_EQ(s.window.width, 0);  // a first start: the window takes most of the screen
     EXPECT_FALSE(s.window.position);
 }
@@ -113,6 +117,7 @@ TEST(Settings, CorruptFilesAreIgnoredWithOneWarningLine) {
           with("\"heads\": 0", "\"heads\": \"four\""), with("\"texts\"", "\"textz\""), with("1280", "0"),
           with("\"effects_of\": \"heads\"", "\"effects_of\": \"neurons\""),
           with("\"effects_of\": \"heads\"", "\"effects_of\": true"),
+          with("\"patch_stack\": \"decoder\"", "\"patch_stack\": \"own\""),
           with("\"window_maximized\": false", "\"window_maximized\": 3"),
           with("\"window_maximized\": false", "\"window_position\": [5]")}) {
         std::ofstream(file, std::ios::binary) << bad;

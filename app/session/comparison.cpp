@@ -94,17 +94,16 @@ void Comparison::compute_patched_run(const PatchCell& cell, const AttentionOptio
     const PatchDirection direction = patching()->request.direction;
     run_worker_.submit([backend = backend_, model = model_, shown = *patched_, cell, direction,
                         options = run_options(options)](std::stop_token) {
-        PatchedRun made{cell, direction, shown.clean.tokens, shown.corrupted.tokens, {}, options, {}, model};
-        made.token_ids = direction == PatchDirection::denoise ? shown.corrupted.tokens : shown.clean.tokens;
+        PatchedRun made{cell, direction, shown.clean, shown.corrupted, {}, options, {}, model};
+        made.own = direction == PatchDirection::denoise ? shown.corrupted : shown.clean;
         backend->patched_run(shown.clean.batch(*model), shown.corrupted.batch(*model), options, direction, cell,
                              made.result);
         return made;
     });
 }
 
-const Comparison::PatchedRun* Comparison::patched_run(const std::vector<int32_t>& clean,
-                                                      const AttentionOptions& options) const {
-    const bool current = run_ && run_->model == model_ && run_->clean == clean && run_->corrupted == token_ids() &&
+const Comparison::PatchedRun* Comparison::patched_run(const TextIds& clean, const AttentionOptions& options) const {
+    const bool current = run_ && run_->model == model_ && run_->clean == clean && run_->corrupted == ids() &&
                          run_->options == run_options(options);
     return current ? &*run_ : nullptr;
 }

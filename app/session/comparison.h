@@ -81,19 +81,20 @@ public:
 
     // One cell's patched run (core's patched_run) of the shown grids' texts,
     // direction and options, with the forward's `options` (its predictions
-    // and maps), to show in place of the text's own run.
+    // and maps), to show in place of the text's own run. The cell may be of
+    // any stack: an encoder–decoder's encoder, decoder or cross-attention.
     struct PatchedRun {
         PatchCell cell;
         PatchDirection direction = PatchDirection::denoise;
-        std::vector<int32_t> clean, corrupted;
-        std::vector<int32_t> token_ids;  // the run's own: the corrupted text's when denoising, else the clean one's
-        AttentionOptions options;        // run_options' of the forward's
-        AttentionResult result;
+        TextIds clean, corrupted;
+        TextIds own;               // the run's: the corrupted text's when denoising, else the clean one's
+        AttentionOptions options;  // run_options' of the forward's
+        AttentionResult result;    // an encoder–decoder's with its encoder's maps and its cross-attention's
         std::shared_ptr<const Model> model;
     };
     void compute_patched_run(const PatchCell& cell, const AttentionOptions& options);
     // The patched run shown, if it is of these texts and the forward's `options`; null: the text's own run is shown.
-    const PatchedRun* patched_run(const std::vector<int32_t>& clean, const AttentionOptions& options) const;
+    const PatchedRun* patched_run(const TextIds& clean, const AttentionOptions& options) const;
     bool patched_run_pending() const { return run_worker_.busy(); }
     // Back to the text's own run.
     void stop_showing_patched_run();

@@ -99,30 +99,30 @@ float Session::diff_scale() const {
 }
 
 ShownMaps Session::maps(AttentionKind kind) const {
-    const AttentionResult& att = shown.attention;
-    const int b = state_.selected;
+    // The selected text's run, or the patched run shown in its place (its one text, of its own length).
+    const Comparison::PatchedRun* run = patched_run_shown();
+    const AttentionResult& att = run ? run->result : shown.attention;
+    const int b = run ? 0 : state_.selected, texts = static_cast<int>(shown.token_ids.size());
     static const std::vector<int32_t> none;  // before the first compute, or a refused one
-    const std::vector<int32_t>& target = b < static_cast<int>(shown.token_ids.size()) ? shown.token_ids[b] : none;
+    const std::vector<int32_t>& target = run ? run->own.tokens : state_.selected < texts ? shown.token_ids[b] : none;
     const int T = att.T, length = static_cast<int>(target.size());
-    const bool sinks = model().config.attention_sinks;
-    if (const Comparison::PatchedRun* run = patched_run_shown()) {  // one text, of its own length
-        const int P = run->result.T;
-        return {&run->result, AttentionKind::decoder, P, P, P, P, &run->token_ids, &run->token_ids, sinks, 0, true};
+    const bool sinks = model().config.attention_sinks, patched = run != nullptr;
+    const bool sourced = run ? !run->own.source.empty() : b < static_cast<int>(shown.source_ids.size());
+    if (!att.encoder || !sourced || kind == AttentionKind::decoder)
+        return {&att, AttentionKind::decoder, T, T, length, length, &target, &target, sinks, b, patched};
+    const std::vector<int32_t>& source = run ? run->own.source : shown.source_ids[b];
+    const int S = att.S, sources = static_cast<int>(source.size());
+    if (kind == AttentionKind::encoder) {
+        const AttentionResult* encoder = att.encoder.get();
+        return {encoder, AttentionKind::encoder, S, S, sources, sources, &source, &source, false, b, patched};
     }
-    if (!att.encoder || b >= static_cast<int>(shown.source_ids.size()) || kind == AttentionKind::decoder)
-        return {&att, AttentionKind::decoder, T, T, length, length, &target, &target, sinks, b};
-    const std::vector<int32_t>& source = shown.source_ids[b];
-    const int S = att.S, source_length = static_cast<int>(source.size());
-    if (kind == AttentionKind::encoder)
-        return {
-            att.encoder.get(), AttentionKind::encoder, S, S, source_length, source_length, &source, &source, false, b};
-    return {&att, AttentionKind::cross, T, S, length, source_length, &target, &source, false, b};
+    return {&att, AttentionKind::cross, T, S, length, sources, &target, &source, false, b, patched};
 }
 
 const Comparison::PatchedRun* Session::patched_run_shown() const {
     const int b = state_.selected;
-    if (replaying() || shown.attention.encoder || b >= static_cast<int>(shown.token_ids.size())) return nullptr;
-    return comparison_.patched_run(shown.token_ids[b], shown_options);
+    if (replaying() || b >= static_cast<int>(shown.token_ids.size())) return nullptr;
+    return comparison_.patched_run(shown_ids(b), shown_options);
 }
 
 AttentionOptions Session::maps_options_at(const ShownMaps& maps, int layer) const {

@@ -78,6 +78,10 @@ void add_window_options(CLI::App& cli, Args& args) {
         &cli, "--patch-method", args.patch_method, join_words(patch_method_choices, "|"),
         [](std::string_view word) { return parse_choice(patch_method_choices, word); },
         "the patching tab's method: exact (the default), attribution (the estimate) or both side by side");
+    add_word_option(
+        &cli, "--patch-stack", args.patch_stack, "encoder|decoder|cross", parse_shown_patch_stack,
+        "an encoder-decoder's patching grids shown: its encoder's, its decoder's or its cross-attention's (default: "
+        "the saved choice, else the decoder's)");
     cli.add_option("--window-size", args.window_size,
                    "the window's size (screenshots: default 1280x800; otherwise the saved size, or most of the "
                    "screen at a first start)")
@@ -137,6 +141,7 @@ void finish_args(const CLI::App& cli, Args& args) {
     if (!cli.count("--settings")) args.settings = !driven_by_test;
     args.heads_given = cli.count("--heads") > 0;
     args.causal_given = cli.count("--causal") > 0;
+    args.patch_stack_given = cli.count("--patch-stack") > 0;
     if (!args.cols.empty() && args.rows.empty()) throw Error("--cols needs --rows");
     if (!args.rows.empty()) {
         MapRegion& region = args.region;
@@ -172,6 +177,7 @@ Settings start_settings(const Args& args, const CLI::App& cli, bool use_saved) {
     if (cli.count("--compare-target")) s.compare_target = args.compare_target;
     if (cli.count("--compare-pair")) s.compare_pair = args.compare_pair;
     if (cli.count("--diff")) s.diff = args.diff;
+    if (cli.count("--patch-stack")) s.patch_stack = args.patch_stack;
     if (cli.count("--window-size")) {
         const std::array<int, 2> size = parse_window_size(args.window_size);
         s.window.width = size[0];
@@ -218,6 +224,8 @@ void check_start_choices(const Args& args, Settings& start, const Model& model) 
         throw Error("--view router: the model has no experts (its MLPs are dense)");
     if (args.effects_of == EffectsOf::experts && !config.has_experts())
         throw Error("--effects-of experts: the model has no experts (its MLPs are dense)");
+    if (args.patch_stack_given && !config.is_encoder_decoder())
+        throw Error("--patch-stack: the model is not an encoder-decoder (its patching grids are of its one stack)");
     if (args.query < -1) throw Error("--query " + std::to_string(args.query) + " is not a token's position");
     if (args.query >= 0) {
         // The tokens of the text the window shows: the first, with its pair or

@@ -53,6 +53,8 @@ struct Args {
     bool diff = false;                                    // the maps drawn as the compare text's less the text's
     bool compute_patching = false;                        // patch the text and the compare text at the start
     PatchMethod patch_method = PatchMethod::exact;        // by which method
+    PatchStack patch_stack = PatchStack::decoder;         // an encoder-decoder's grids shown
+    bool patch_stack_given = false;                       // --patch-stack was given (else the saved one)
     bool settings = true;  // read and save settings; off unless given when a test drives the window
 };
 

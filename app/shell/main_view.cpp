@@ -47,6 +47,7 @@ MainView::MainView(const Args& args, const Settings& start, LoadedModel loaded, 
     state_.diff_shown = start.diff;
     state_.patch.metric = start.patch_metric;
     state_.patch.direction = start.patch_direction;
+    state_.patch.stack = start.patch_stack;
     state_.patch.method = args.patch_method;
     if (!start.compare_text.empty()) session_.submit_compare();
     patch_at_start_ = args.compute_patching;
@@ -263,6 +264,7 @@ Settings MainView::settings(const WindowPlacement& window) const {
     s.diff = state_.diff_shown;
     s.patch_metric = state_.patch.metric;
     s.patch_direction = state_.patch.direction;
+    s.patch_stack = state_.patch.stack;
     s.window = window;
     return s;
 }

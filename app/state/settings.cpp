@@ -11,6 +11,7 @@
 #include "headscope/io/files.h"
 #include "headscope/io/json_fields.h"
 #include "headscope/io/json_input.h"
+#include "state/window_state.h"
 
 namespace headscope {
 
@@ -73,6 +74,7 @@ Settings settings_from(const JsonFields& f, const nlohmann::json& json) {
     s.diff = f.boolean(json, "", "diff", false);
     s.patch_metric = parse_patch_metric(f.string(json, "", "patch_metric", "logit-diff"));
     s.patch_direction = parse_patch_direction(f.string(json, "", "patch_direction", "denoise"));
+    s.patch_stack = parse_shown_patch_stack(f.string(json, "", "patch_stack", "decoder"));  // none before the flag
     if (f.optional(json, "", "window")) {  // no size: no window has been placed yet
         const std::vector<int> size = integers(f, json, "window", 2);
         if (size[0] < 1 || size[1] < 1) f.fail("window", "the size is not positive");
@@ -122,6 +124,7 @@ void write_settings(const fs::path& file, const Settings& s) {
                  {"diff", s.diff},
                  {"patch_metric", to_string(s.patch_metric)},
                  {"patch_direction", to_string(s.patch_direction)},
+                 {"patch_stack", word_of(patch_stack_choices, s.patch_stack)},
                  {"window_maximized", s.window.maximized}};
     if (s.window.width > 0) json["window"] = {s.window.width, s.window.height};
     if (s.window.position) json["window_position"] = *s.window.position;

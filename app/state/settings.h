@@ -41,6 +41,7 @@ struct Settings {
     bool diff = false;                                   // the maps drawn as B - A
     PatchMetric patch_metric = PatchMetric::logit_diff;  // the patching tab's
     PatchDirection patch_direction = PatchDirection::denoise;
+    PatchStack patch_stack = PatchStack::decoder;  // an encoder–decoder's patching grids shown
     WindowPlacement window;
 };
 

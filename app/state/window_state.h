@@ -4,6 +4,7 @@
 // from it (session/session.h); the views draw from both.
 #pragma once
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "headscope/base/choices.h"
@@ -41,6 +42,16 @@ struct PatchChoices {
     bool kinds[4] = {true, true, true, true};  // patch_kind_choices' order: heads, residual, MLPs, patterns
     PatchStack stack = PatchStack::decoder;    // an encoder–decoder's grids shown: encoder, decoder or cross
 };
+
+// The stacks an encoder–decoder's patching tab shows the grids of (PatchChoices::stack): core's PatchStack less `own`,
+// their words and labels patch_stack_choices' from the second on.
+inline constexpr const char* shown_patch_stack_labels[] = {patch_stack_choices.labels[1], patch_stack_choices.labels[2],
+                                                           patch_stack_choices.labels[3]};
+// A stack shown by its word (encoder, decoder or cross: --patch-stack, the settings file); throws Error naming the
+// word.
+inline PatchStack parse_shown_patch_stack(std::string_view word) {
+    return static_cast<PatchStack>(1 + word_index("stack shown", patch_stack_choices.words + 1, 3, word));
+}
 
 struct WindowState {
     std::vector<std::string> texts = {};  // the batch, padded to the longest; never empty once a session has opened

@@ -102,10 +102,9 @@ void PatchingView::draw(WindowState& state, Session& s, Ui& ui) {
     ImGui::TextDisabled(seq2seq ? "clean: the text (A) and its target; corrupted: the compare source (B) and its target"
                                 : "clean: the text (A); corrupted: the compare text (B)");
     if (seq2seq) {  // which stack's grids are shown (all are computed)
-        static constexpr const char* stacks[] = {"encoder", "decoder", "cross-attention"};
         int stack = static_cast<int>(state.patch.stack) - 1;
         ImGui::SameLine();
-        if (enum_combo(ui, "grids shown", stack, stacks, std::floor(170 * ui.scale), "patch stack"))
+        if (enum_combo(ui, "grids shown", stack, shown_patch_stack_labels, std::floor(170 * ui.scale), "patch stack"))
             state.patch.stack = static_cast<PatchStack>(stack + 1);
     }
     metric_controls(state, s, ui);
@@ -122,8 +121,13 @@ void PatchingView::draw(WindowState& state, Session& s, Ui& ui) {
 
 std::string PatchingView::patched_run_label(const Session& s, const Comparison::PatchedRun& run) {
     const PatchCell& c = run.cell;
-    const std::string layer = indexed('L', c.layer), position = "position " + std::to_string(c.index) + " " +
-                                                                shown_token(s, run.token_ids, c.index, true);
+    // An encoder–decoder's cell names its stack; an encoder's positions are the source's tokens.
+    const std::string stack = c.stack == PatchStack::own
+                                  ? ""
+                                  : std::string("the ") + patch_stack_choices.labels[static_cast<int>(c.stack)] + "'s ";
+    const std::vector<int32_t>& ids = c.stack == PatchStack::encoder ? run.own.source : run.own.tokens;
+    const std::string layer = stack + indexed('L', c.layer),
+                      position = "position " + std::to_string(c.index) + " " + shown_token(s, ids, c.index, true);
     const std::string what = c.kind == PatchKind::heads     ? layer + " H" + std::to_string(c.index) + "'s output"
                              : c.kind == PatchKind::pattern ? layer + " H" + std::to_string(c.index) + "'s pattern"
                              : c.kind == PatchKind::mlp     ? layer + "'s MLP output at " + position
@@ -140,6 +144,7 @@ void PatchingView::patched_run_line(Session& s, Ui& ui, const Comparison::Patche
     text_coloured(ui,
                   {{"view", "patched-run"},
                    {"kind", to_string(run.cell.kind)},
+                   {"component", patch_grid_name(run.cell.kind, run.cell.stack)},
                    {"layer", run.cell.layer},
                    {"index", run.cell.index},
                    {"direction", to_string(run.direction)},
@@ -306,17 +311,15 @@ void PatchingView::grid(const WindowState& state, Session& s, Ui& ui, const Grid
                 largest_magnitude(values));
     const std::string name = "patching-" + patch_grid_name(g.kind, g.stack) + (shown.estimated ? "-estimate" : "");
     const auto [row, col] = signed_grid(ui, name.c_str(), values, g.rows, g.cols, labels, cell, shown.scale);
-    // An encoder–decoder's patched run is not drawn in place of the text's (Session::patched_run_shown).
-    const bool runs = g.stack == PatchStack::own;
-    if (row >= 0 && runs && ImGui::IsItemClicked())
-        s.comparison().compute_patched_run({g.kind, row, col}, s.shown_options);
+    if (row >= 0 && ImGui::IsItemClicked())
+        s.comparison().compute_patched_run({g.kind, row, col, g.stack}, s.shown_options);
     ImGui::EndGroup();
     if (row < 0 || !ui.tooltips) return;
     const std::string what = std::string(stack) + (*stack ? " " : "") +
                              (by_head ? "H" + std::to_string(col)
                                       : "position " + std::to_string(col) + " " + shown_token(s, ids, col, true));
     const char* words = fraction_words(p.request.direction);
-    const char* click = runs ? "\nclick: show its patched run" : "";
+    const char* click = "\nclick: show its patched run";
     if (!shown.other) {
         ImGui::SetTooltip("L%d %s: %+.4f %s%s%s", row, what.c_str(), g.at(row, col), words,
                           shown.estimated ? " (estimated)" : "", click);

@@ -57,7 +57,7 @@ struct LayerTrace {
 // encoder–decoder's cross-attention over every token of the encoder's output.
 struct Attending {
     const float *q, *k, *v;  // (T, Qw), (keys, KVw), (keys, KVw)
-    int keys;                // T, or the source's S
+    int keys;                // the text's positions, or the source's S
     bool cross;
 };
 
@@ -65,28 +65,14 @@ struct Attending {
 // has them); an encoder–decoder's decoder reads `memory`, the encoder's output (S, C).
 class BackwardTrace {
 public:
+    // Where `prefix` is set, a trace of a text the same as this one before position `first` (a causal decoder's,
+    // first_changed_row's), this trace computes only the positions from `first` on: their rows are the same in both
+    // runs before it. Its attention reads the prefix's keys and values there, keep() hands out the prefix's
+    // activations there and backward() zero gradients (the prefix is kept, and its metric() taken, first).
     BackwardTrace(const Model& model, const Batch& text, const AttentionOptions& options,
-                  const std::vector<float>* memory = nullptr)
-        : model_(model),
-          cfg_(model.config),
-          options_(options),
-          split_(head_split(cfg_, 0)),
-          T_(static_cast<int>(text.token_ids.at(0).size())),
-          S_(memory ? static_cast<int>(memory->size() / cfg_.n_embd) : 0),
-          scale_(score_scale(options.scale, cfg_, split_.hs)),
-          memory_(memory),
-          layers_(cfg_.n_layer) {
-        if (cfg_.positions == Positions::relative) position_bias(model, T_, bias_);
-        std::vector<float> x(static_cast<size_t>(T_) * cfg_.n_embd);
-        embed_text(model, text, 0, 0, x.data());
-        for (int l = 0; l < cfg_.n_layer; ++l) x = run_layer(l, std::move(x));
-        final_x_ = std::move(x);
-        final_n_ = final_x_;  // a post-norm model's last layer's norm was the final one
-        if (!cfg_.post_norm)
-            norm_forward(residual_norm_, final_x_.data(), model.ln_f_w, model.ln_f_b, final_n_.data(), T_, final_s_);
-        read_head();
-    }
-    double metric(const PatchRequest& request, const std::vector<int32_t>& clean, std::vector<float>* d_final) const;
+                  const std::vector<float>* memory = nullptr, const BackwardTrace* prefix = nullptr, int first = 0);
+    // The loss's terms of this trace's rows are kept, for a trace that reads this one as its prefix.
+    double metric(const PatchRequest& request, const std::vector<int32_t>& clean, std::vector<float>* d_final);
     // The stack's output (T, C): its final norm's (an encoder–decoder's encoder's output, what its decoder reads).
     const std::vector<float>& output() const { return final_n_; }
     // The gradient with respect to the last layer's output from that with respect to output().
@@ -97,12 +83,12 @@ public:
 
 private:
     double logit_difference(const PatchRequest& request, float* d_norm) const;
-    double metric_of_logits(const PatchRequest& request, const std::vector<int32_t>& clean, float* d_norm) const;
+    double metric_of_logits(const PatchRequest& request, const std::vector<int32_t>& clean, float* d_norm);
     std::vector<float> run_layer(int l, std::vector<float> x);
     void attend(int l, const Attending& a, std::vector<float>& att, std::vector<float>& y) const;
     void attend_backward(int l, const Attending& a, const std::vector<float>& att, const std::vector<float>& dy,
                          float* d_att, std::vector<float>& dq, std::vector<float>& dk, std::vector<float>& dv) const;
-    // The keys [begin, end) query row i of layer l's attention `a` sees.
+    // The keys [begin, end) the query at position i of layer l's attention `a` sees.
     std::pair<int, int> key_range(int l, const Attending& a, int i) const {
         if (a.cross) return {0, a.keys};
         return {first_key(l, i), key_end(l, i)};
@@ -113,7 +99,7 @@ private:
     // maps' gradients into `gradients`, the memory's added into `d_memory`.
     void cross_backward(int l, const LayerTrace& lt, std::vector<float>& dx, RunActivations& gradients,
                         std::vector<float>& d_memory) const;
-    // The first key query row i of layer l sees: 0, or its sliding window's first.
+    // The first key position i of layer l sees: 0, or its sliding window's first.
     int first_key(int l, int i) const { return visible_begin(layer_options(cfg_, options_, l), i); }
     void move_qkv(float* fused, float* q, float* k, float* v, bool join) const;
     // Q's or K's norm (Config::qk_norm), of all their `width` values of a row or each head's.
@@ -125,8 +111,8 @@ private:
         const double cap = cross ? 0 : cfg_.attention_softcap;
         return cap != 0 ? cap * std::tanh(s / cap) : s;
     }
-    // The keys query row i of layer l sees end before this one: i + 1, or an encoder's text's end or window's.
-    int key_end(int l, int i) const { return visible_end(layer_options(cfg_, options_, l), i, T_, T_); }
+    // The keys position i of layer l sees end before this one: i + 1, or an encoder's text's end or window's.
+    int key_end(int l, int i) const { return visible_end(layer_options(cfg_, options_, l), i, positions_, positions_); }
     void rotate(int l, float* rows, int heads, int width, bool inverse) const;
     // Whether layer l's attention (or MLP) reads its input normed: not after a post-norm, nor where the model has no
     // norm there (OLMo 2's layers, ModernBERT's first attention).
@@ -161,10 +147,14 @@ private:
     AttentionOptions options_;
     NormShape residual_norm_{cfg_.norm == Norm::layer_norm, cfg_.n_embd, cfg_.layer_norm_epsilon};
     HeadSplit split_;
-    int T_, S_;
+    // The text's positions, the first this trace computes (0 without a prefix), and T_ = positions_ - first_, the rows
+    // it computes (the legend's T); an encoder–decoder's source's S.
+    int positions_, first_, T_, S_;
     float scale_;
     const std::vector<float>* memory_;  // (S, C) an encoder–decoder's encoder's output; null elsewhere
-    std::vector<float> bias_;           // (NH, 2T - 1) T5's position bias (forward.h's position_bias); else empty
+    const BackwardTrace* prefix_;       // the trace of positions [0, first_); null where first_ is 0
+    std::vector<double> losses_;        // the loss's term of each row metric() read, its sign and 1 / (T - 1) in
+    std::vector<float> bias_;  // (NH, 2 positions_ - 1) T5's position bias (forward.h's position_bias); else empty
     std::vector<LayerTrace> layers_;
     std::vector<float> final_x_, final_n_;
     NormStats final_s_;

@@ -4,6 +4,10 @@
 // and divided by the clean - corrupted difference of the metric. With the
 // gradient taken on the corrupted run (denoise) that is the estimated
 // restored fraction; on the clean run (noise), the destroyed one.
+// Of a causal decoder the run being patched is computed from the first token
+// where the texts differ (patching_gradients), its rows before it the other
+// run's: the residual's and the MLPs' cells at the positions before it are
+// exactly 0, and no head's or map's cell has a term there.
 #include <string>
 
 #include "headscope/base/error.h"
@@ -93,12 +97,9 @@ void attribution_patch(const Model& model, const Batch& clean, const Batch& corr
     const PatchRequest request = checked_patch_request(cfg, clean_ids, corrupted.token_ids.at(0), asked);
     if (cfg.is_encoder_decoder()) check_patch_sources(clean.source_ids.at(0), corrupted.source_ids.at(0));
     check_backward_supported(cfg, options);
-    const bool denoise = request.direction == PatchDirection::denoise;
     RunActivations clean_run, corrupted_run, gradient;
-    const double clean_metric =
-        metric_gradients(model, clean, clean_ids, options, request, &clean_run, denoise ? nullptr : &gradient);
-    const double corrupted_metric =
-        metric_gradients(model, corrupted, clean_ids, options, request, &corrupted_run, denoise ? &gradient : nullptr);
+    const auto [clean_metric, corrupted_metric] =
+        patching_gradients(model, clean, corrupted, options, request, clean_run, corrupted_run, gradient);
     check_patched_difference(request.metric, clean_metric, corrupted_metric);
     const HeadSplit split = head_split(cfg, 0);
     const int L = cfg.n_layer, NH = split.NH, T = clean.T(), S = clean.S();

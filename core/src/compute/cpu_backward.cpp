@@ -28,13 +28,39 @@ size_t fused_column(const Config& cfg, const HeadSplit& split, int part, int h) 
 
 }  // namespace
 
-// Each head's rows (width apart) rotated to their positions, or back (the transpose: sin negated).
+BackwardTrace::BackwardTrace(const Model& model, const Batch& text, const AttentionOptions& options,
+                             const std::vector<float>* memory, const BackwardTrace* prefix, int first)
+    : model_(model),
+      cfg_(model.config),
+      options_(options),
+      split_(head_split(cfg_, 0)),
+      positions_(static_cast<int>(text.token_ids.at(0).size())),
+      first_(prefix ? first : 0),
+      T_(positions_ - first_),
+      S_(memory ? static_cast<int>(memory->size() / cfg_.n_embd) : 0),
+      scale_(score_scale(options.scale, cfg_, split_.hs)),
+      memory_(memory),
+      prefix_(first_ > 0 ? prefix : nullptr),
+      layers_(cfg_.n_layer) {
+    if (cfg_.positions == Positions::relative) position_bias(model, positions_, bias_);
+    std::vector<float> x(static_cast<size_t>(T_) * cfg_.n_embd);
+    embed_text(model, text, 0, first_, x.data());
+    for (int l = 0; l < cfg_.n_layer; ++l) x = run_layer(l, std::move(x));
+    final_x_ = std::move(x);
+    final_n_ = final_x_;  // a post-norm model's last layer's norm was the final one
+    if (!cfg_.post_norm)
+        norm_forward(residual_norm_, final_x_.data(), model.ln_f_w, model.ln_f_b, final_n_.data(), T_, final_s_);
+    read_head();
+}
+
+// Each head's rows (width apart, the positions from first_ on) rotated to their positions, or back (the transpose: sin
+// negated).
 void BackwardTrace::rotate(int l, float* rows, int heads, int width, bool inverse) const {
     if (cfg_.positions != Positions::rotary) return;
-    RopeTable table = rope_table(layer_rope(cfg_, l), split_.hs, T_);
+    RopeTable table = rope_table(layer_rope(cfg_, l), split_.hs, positions_, first_);
     if (inverse)
         for (float& s : table.sin) s = -s;
-    for (int h = 0; h < heads; ++h) apply_rope(table, rows + h * split_.hs, 0, T_, width);
+    for (int h = 0; h < heads; ++h) apply_rope(table, rows + h * split_.hs, first_, T_, width);
 }
 
 // A fused product's rows (T, W) split into Q, K and V, or (`join`) Q, K and V put back in their layout.
@@ -62,25 +88,31 @@ std::vector<float> BackwardTrace::run_layer(int l, std::vector<float> x) {
     lt.x = std::move(x);
     lt.n1.resize(rows * C);
     input_norm(normed_input(l, true), w.ln_1_w, w.ln_1_b, lt.x, lt.n1, lt.s1);
-    lt.q.resize(rows * Qw), lt.k.resize(rows * KVw), lt.v.resize(rows * KVw);
+    // K and V of every position: the prefix's before first_ (its rotated keys), this trace's rows after.
+    lt.q.resize(rows * Qw), lt.k.resize(static_cast<size_t>(positions_) * KVw), lt.v.resize(lt.k.size());
+    if (prefix_) {
+        const LayerTrace& before = prefix_->layers_[l];
+        std::copy_n(before.k.begin(), static_cast<size_t>(first_) * KVw, lt.k.begin());
+        std::copy_n(before.v.begin(), static_cast<size_t>(first_) * KVw, lt.v.begin());
+    }
+    float *k = lt.k.data() + static_cast<size_t>(first_) * KVw, *v = lt.v.data() + static_cast<size_t>(first_) * KVw;
     if (cfg_.qkv_layout == QkvLayout::separate) {
         backward_linear(lt.n1.data(), T_, w.q, w.q_b, lt.q.data(), Qw);
-        backward_linear(lt.n1.data(), T_, w.k, w.k_b, lt.k.data(), KVw);
-        backward_linear(lt.n1.data(), T_, w.v, w.v_b, lt.v.data(), KVw);
+        backward_linear(lt.n1.data(), T_, w.k, w.k_b, k, KVw);
+        backward_linear(lt.n1.data(), T_, w.v, w.v_b, v, KVw);
     } else {
         std::vector<float> qkv(rows * W);
         backward_linear(lt.n1.data(), T_, w.attn, w.attn_b, qkv.data(), W);
-        move_qkv(qkv.data(), lt.q.data(), lt.k.data(), lt.v.data(), false);
+        move_qkv(qkv.data(), lt.q.data(), k, v, false);
     }
     if (cfg_.qk_norm) {
-        lt.q_raw = lt.q, lt.k_raw = lt.k;
+        lt.q_raw = lt.q, lt.k_raw.assign(k, k + rows * KVw);
         norm_forward(qk_norm(Qw), lt.q_raw.data(), w.q_norm, nullptr, lt.q.data(), T_ * Qw / qk_norm(Qw).width, lt.sq);
-        norm_forward(qk_norm(KVw), lt.k_raw.data(), w.k_norm, nullptr, lt.k.data(), T_ * KVw / qk_norm(KVw).width,
-                     lt.sk);
+        norm_forward(qk_norm(KVw), lt.k_raw.data(), w.k_norm, nullptr, k, T_ * KVw / qk_norm(KVw).width, lt.sk);
     }
     rotate(l, lt.q.data(), split_.NH, Qw, false);
-    rotate(l, lt.k.data(), split_.NKV, KVw, false);
-    attend(l, {lt.q.data(), lt.k.data(), lt.v.data(), T_, false}, lt.att, lt.y);
+    rotate(l, k, split_.NKV, KVw, false);
+    attend(l, {lt.q.data(), lt.k.data(), lt.v.data(), positions_, false}, lt.att, lt.y);
     std::vector<float> attended(rows * C);
     backward_linear(lt.y.data(), T_, w.attn_proj, w.attn_proj_b, attended.data(), C);
     output_norm(w.attn_out_norm, attended, lt.a_raw, lt.sa);
@@ -101,7 +133,7 @@ std::vector<float> BackwardTrace::run_layer(int l, std::vector<float> x) {
 // The softmax of each head's scaled scores over the keys each row sees (plus
 // T5's position bias, as ops::attention_weights adds it before the scale), and the heads' outputs.
 void BackwardTrace::attend(int l, const Attending& a, std::vector<float>& att, std::vector<float>& y) const {
-    const int hs = split_.hs, Qw = split_.q_width(), KVw = split_.kv_width(), T = T_, keys = a.keys;
+    const int hs = split_.hs, Qw = split_.q_width(), KVw = split_.kv_width(), T = T_, keys = a.keys, P = positions_;
     att.assign(static_cast<size_t>(split_.NH) * T * keys, 0.f);
     y.assign(static_cast<size_t>(T) * Qw, 0.f);
 #pragma omp parallel for schedule(static)
@@ -109,15 +141,15 @@ void BackwardTrace::attend(int l, const Attending& a, std::vector<float>& att, s
         const int g = h / split_.group();
         // gpt-oss's learned logit joins each row's denominator (it weighs no value).
         const double sink = cfg_.attention_sinks && !a.cross ? model_.layers[l].sinks[h] : -INFINITY;
-        const float* bias = bias_.empty() || a.cross ? nullptr : bias_.data() + h * (2 * T - 1) + T - 1;
+        const float* bias = bias_.empty() || a.cross ? nullptr : bias_.data() + h * (2 * P - 1) + P - 1;
         std::vector<double> scores(keys);
         for (int i = 0; i < T; ++i) {
             const float* q = a.q + static_cast<size_t>(i) * Qw + h * hs;
             double max = sink, sum = 0;
-            const auto [first, end] = key_range(l, a, i);
+            const auto [first, end] = key_range(l, a, first_ + i);
             for (int j = first; j < end; ++j) {
                 const float* k = a.k + static_cast<size_t>(j) * KVw + g * hs;
-                double dot = bias ? bias[j - i] : 0;
+                double dot = bias ? bias[j - first_ - i] : 0;
                 for (int d = 0; d < hs; ++d) dot += static_cast<double>(q[d]) * k[d];
                 scores[j] = capped_score(scale_ * dot, a.cross), max = std::max(max, scores[j]);
             }
@@ -226,7 +258,7 @@ std::vector<float> BackwardTrace::mlp_backward(const LayerWeights& w, const Laye
 void BackwardTrace::attend_backward(int l, const Attending& a, const std::vector<float>& att,
                                     const std::vector<float>& dy, float* d_att, std::vector<float>& dq,
                                     std::vector<float>& dk, std::vector<float>& dv) const {
-    const int hs = split_.hs, Qw = split_.q_width(), KVw = split_.kv_width(), T = T_, keys = a.keys;
+    const int hs = split_.hs, Qw = split_.q_width(), KVw = split_.kv_width(), T = T_, keys = a.keys, P = positions_;
     const int group = split_.group();
     const double cap = a.cross ? 0 : cfg_.attention_softcap;
     const bool biased = !bias_.empty() && !a.cross;
@@ -240,7 +272,7 @@ void BackwardTrace::attend_backward(int l, const Attending& a, const std::vector
                 float* datt = d_att + (static_cast<size_t>(h) * T + i) * keys;
                 const float* dyi = dy.data() + static_cast<size_t>(i) * Qw + h * hs;
                 double weighted = 0;
-                const auto [first, end] = key_range(l, a, i);
+                const auto [first, end] = key_range(l, a, first_ + i);
                 for (int j = first; j < end; ++j) {
                     const float* v = a.v + static_cast<size_t>(j) * KVw + g * hs;
                     float* dvj = dv.data() + static_cast<size_t>(j) * KVw + g * hs;
@@ -254,7 +286,7 @@ void BackwardTrace::attend_backward(int l, const Attending& a, const std::vector
                     const float* k = a.k + static_cast<size_t>(j) * KVw + g * hs;
                     double slope = 1;  // of the soft-cap, where the model has one: 1 - tanh^2
                     if (cap != 0) {
-                        double dot = biased ? bias_[h * (2 * T - 1) + T - 1 + j - i] : 0;
+                        double dot = biased ? bias_[h * (2 * P - 1) + P - 1 + j - first_ - i] : 0;
                         for (int d = 0; d < hs; ++d) dot += static_cast<double>(q[d]) * k[d];
                         const double t = capped_score(scale_ * dot, false) / cap;
                         slope = 1 - t * t;
@@ -267,25 +299,26 @@ void BackwardTrace::attend_backward(int l, const Attending& a, const std::vector
 }
 
 // From the gradient with respect to the last layer's output back through
-// every layer, keeping those with respect to the activations patching copies.
+// every layer, keeping those with respect to the activations patching copies
+// at every position (0 before first_: a prefix's rows, which no patch of this run changes).
 void BackwardTrace::backward(std::vector<float> dx, RunActivations& gradients, std::vector<float>* d_memory) const {
     const int L = cfg_.n_layer, C = cfg_.n_embd, Qw = split_.q_width(), KVw = split_.kv_width(), T = T_;
-    const size_t layer_rows = static_cast<size_t>(T) * C, head_rows = static_cast<size_t>(T) * Qw;
-    const size_t maps = static_cast<size_t>(split_.NH) * T * T;
-    gradients.residual.assign(L * layer_rows, 0.f), gradients.mlp.assign(L * layer_rows, 0.f);
-    gradients.heads.assign(L * head_rows, 0.f), gradients.pattern.assign(L * maps, 0.f);
+    const size_t P = positions_, first = first_, layer_rows = static_cast<size_t>(T) * C;
+    const size_t head_rows = static_cast<size_t>(T) * Qw, maps = static_cast<size_t>(split_.NH) * T * P;
+    gradients.residual.assign(L * P * C, 0.f), gradients.mlp.assign(L * P * C, 0.f);
+    gradients.heads.assign(L * P * Qw, 0.f), gradients.pattern.assign(L * split_.NH * P * P, 0.f);
     gradients.cross_heads.clear(), gradients.cross_pattern.clear();
     if (memory_) {
         gradients.cross_heads.assign(L * head_rows, 0.f);
         gradients.cross_pattern.assign(L * static_cast<size_t>(split_.NH) * T * S_, 0.f);
         d_memory->assign(memory_->size(), 0.f);
     }
-    std::vector<float> dy(head_rows), dq, dk, dv;
+    std::vector<float> dy(head_rows), d_att, dq, dk, dv;
     for (int l = L - 1; l >= 0; --l) {
         const LayerWeights& w = model_.layers[l];
         const LayerTrace& lt = layers_[l];
         if (cfg_.post_norm) post_norm_backward(w.ln_2_w, lt.sum2, lt.s2, dx);
-        std::copy(dx.begin(), dx.end(), gradients.mlp.begin() + l * layer_rows);
+        std::copy(dx.begin(), dx.end(), gradients.mlp.begin() + (l * P + first) * C);
         const std::vector<float> dm = output_norm_backward(w.mlp_out_norm, lt.m_raw, lt.sm, dx);
         const std::vector<float> dn2 =
             cfg_.expert_layer(l) ? experts_backward(w, lt, dm.data()) : mlp_backward(w, lt, dm.data());
@@ -294,9 +327,15 @@ void BackwardTrace::backward(std::vector<float> dx, RunActivations& gradients, s
         if (cfg_.post_norm) post_norm_backward(w.ln_1_w, lt.sum1, lt.s1, dx);
         const std::vector<float> d_attended = output_norm_backward(w.attn_out_norm, lt.a_raw, lt.sa, dx);
         backward_linear(d_attended.data(), T, w.attn_proj.transposed(), nullptr, dy.data(), Qw);
-        std::copy(dy.begin(), dy.end(), gradients.heads.begin() + l * head_rows);
-        attend_backward(l, {lt.q.data(), lt.k.data(), lt.v.data(), T, false}, lt.att, dy,
-                        gradients.pattern.data() + l * maps, dq, dk, dv);
+        std::copy(dy.begin(), dy.end(), gradients.heads.begin() + (l * P + first) * Qw);
+        d_att.assign(maps, 0.f);  // the masked weights' stay 0
+        attend_backward(l, {lt.q.data(), lt.k.data(), lt.v.data(), positions_, false}, lt.att, dy, d_att.data(), dq, dk,
+                        dv);
+        for (int h = 0; h < split_.NH; ++h)  // head h's rows (T, P) among its (P, P)
+            std::copy_n(d_att.begin() + h * T * P, T * P,
+                        gradients.pattern.begin() + ((static_cast<size_t>(l) * split_.NH + h) * P + first) * P);
+        // The keys and values before first_ are the prefix's: their gradients are not followed.
+        dk.erase(dk.begin(), dk.begin() + first * KVw), dv.erase(dv.begin(), dv.begin() + first * KVw);
         rotate(l, dq.data(), split_.NH, Qw, true);
         rotate(l, dk.data(), split_.NKV, KVw, true);
         if (cfg_.qk_norm) {
@@ -322,7 +361,7 @@ void BackwardTrace::backward(std::vector<float> dx, RunActivations& gradients, s
         }
         input_norm_backward(normed_input(l, true), w.ln_1_w, lt.x, lt.s1, dn1, dx);
         if (cfg_.parallel_residual) input_norm_backward(normed_input(l, false), w.ln_2_w, lt.x, lt.s2, dn2, dx);
-        std::copy(dx.begin(), dx.end(), gradients.residual.begin() + l * layer_rows);
+        std::copy(dx.begin(), dx.end(), gradients.residual.begin() + (l * P + first) * C);
     }
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "backward_trace.h"
 #include "headscope/base/error.h"
@@ -20,29 +21,32 @@ double BackwardTrace::logit_difference(const PatchRequest& request, float* d_nor
     std::vector<float> answer(C), wrong(C);
     stored_row(model_.lm_head, request.answer, answer.data());
     stored_row(model_.lm_head, request.wrong, wrong.data());
-    const float* x = read_.data() + static_cast<size_t>(request.position) * C;
+    const size_t row = request.position - first_;
+    const float* x = read_.data() + row * C;
     double metric =
         model_.lm_bias ? static_cast<double>(model_.lm_bias[request.answer]) - model_.lm_bias[request.wrong] : 0;
     for (int c = 0; c < C; ++c) {
         metric += static_cast<double>(x[c]) * answer[c] - static_cast<double>(x[c]) * wrong[c];
-        d_norm[static_cast<size_t>(request.position) * C + c] = answer[c] - wrong[c];
+        d_norm[row * C + c] = answer[c] - wrong[c];
     }
     return metric;
 }
 
 // Any metric through the whole output embedding: the logits of the rows it
-// reads, and the gradient of the final norm's output into `d_norm`.
-double BackwardTrace::metric_of_logits(const PatchRequest& request, const std::vector<int32_t>& clean,
-                                       float* d_norm) const {
+// reads, and the gradient of the final norm's output into `d_norm`. The
+// loss's rows before first_ are the prefix's: their terms are its.
+double BackwardTrace::metric_of_logits(const PatchRequest& request, const std::vector<int32_t>& clean, float* d_norm) {
     const int C = cfg_.n_embd, V = cfg_.vocab_size;
     const bool loss = request.metric == PatchMetric::loss;
-    const int first = loss ? 0 : request.position, n = loss ? T_ - 1 : 1;
+    const int first = loss ? 0 : request.position - first_, n = loss ? T_ - 1 : 1;
     std::vector<float> logits(static_cast<size_t>(n) * V), d_logits(logits.size(), 0.f);
     backward_linear(read_.data() + static_cast<size_t>(first) * C, n, model_.lm_head, model_.lm_bias, logits.data(), V);
     const float cap = cfg_.logit_softcap;  // Gemma's final cap tanh(logit / cap), as the forward's soft_cap
     if (cap != 0)
         for (float& logit : logits) logit = cap * std::tanh(logit / cap);
     double metric = 0;
+    losses_.clear();
+    for (int i = 0; loss && i < first_; ++i) metric += prefix_->losses_.at(i);
     for (int i = 0; i < n; ++i) {
         const float* row = logits.data() + static_cast<size_t>(i) * V;
         float* d_row = d_logits.data() + static_cast<size_t>(i) * V;
@@ -51,9 +55,11 @@ double BackwardTrace::metric_of_logits(const PatchRequest& request, const std::v
             d_row[request.answer] = 1, d_row[request.wrong] = -1;
             continue;
         }
-        const int32_t token = loss ? clean[i + 1] : request.answer;
-        const double log_sum = ops::log_sum_exp(row, V), sign = loss ? -1.0 / n : 1.0;
-        metric += sign * (row[token] - log_sum);
+        const int32_t token = loss ? clean[first_ + i + 1] : request.answer;
+        const double log_sum = ops::log_sum_exp(row, V), sign = loss ? -1.0 / (positions_ - 1) : 1.0;
+        const double term = sign * (row[token] - log_sum);
+        metric += term;
+        if (loss) losses_.push_back(term);
         for (int v = 0; v < V; ++v) d_row[v] = static_cast<float>(-sign * std::exp(row[v] - log_sum));
         d_row[token] += static_cast<float>(sign);
     }
@@ -104,7 +110,7 @@ std::vector<float> BackwardTrace::read_head_backward(const std::vector<float>& d
 // The metric of what the output embedding reads, and where `d_final` is set
 // the gradient with respect to the last layer's output (T, C) into it.
 double BackwardTrace::metric(const PatchRequest& request, const std::vector<int32_t>& clean,
-                             std::vector<float>* d_final) const {
+                             std::vector<float>* d_final) {
     std::vector<float> d_norm(final_x_.size(), 0.f);
     const bool two_rows =
         request.metric == PatchMetric::logit_diff && model_.lm_head.out_by_in && cfg_.logit_softcap == 0;
@@ -123,13 +129,24 @@ std::vector<float> BackwardTrace::output_backward(const std::vector<float>& d_ou
 
 void BackwardTrace::keep(RunActivations& activations) const {
     activations = {};
-    const auto append = [](std::vector<float>& to, const std::vector<float>& from) {
-        to.insert(to.end(), from.begin(), from.end());
+    const size_t P = positions_, first = first_;
+    // Of a kept vector, block `block`'s rows of `width` values: the prefix's rows before first_ (`before` holds P rows
+    // a block), then this trace's T_.
+    const auto append = [&](std::vector<float>& to, const std::vector<float>& before, const std::vector<float>& own,
+                            size_t width, size_t block = 0) {
+        if (first > 0)
+            to.insert(to.end(), before.begin() + block * P * width, before.begin() + (block * P + first) * width);
+        to.insert(to.end(), own.begin() + block * T_ * width, own.begin() + (block + 1) * T_ * width);
     };
-    for (const LayerTrace& lt : layers_) {
-        append(activations.heads, lt.y), append(activations.residual, lt.x);
-        append(activations.mlp, lt.m), append(activations.pattern, lt.att);
-        append(activations.cross_heads, lt.cy), append(activations.cross_pattern, lt.catt);
+    const size_t C = cfg_.n_embd, Qw = split_.q_width();
+    for (int l = 0; l < cfg_.n_layer; ++l) {
+        const LayerTrace &lt = layers_[l], &before = prefix_ ? prefix_->layers_[l] : lt;
+        append(activations.heads, before.y, lt.y, Qw), append(activations.residual, before.x, lt.x, C);
+        append(activations.mlp, before.m, lt.m, C);
+        for (int h = 0; h < split_.NH; ++h) append(activations.pattern, before.att, lt.att, P, h);
+        // An encoder–decoder's decoder: every row its own (no prefix).
+        activations.cross_heads.insert(activations.cross_heads.end(), lt.cy.begin(), lt.cy.end());
+        activations.cross_pattern.insert(activations.cross_pattern.end(), lt.catt.begin(), lt.catt.end());
     }
 }
 
@@ -167,7 +184,7 @@ double metric_gradients(const Model& model, const Batch& text, const std::vector
     if (model.config.is_encoder_decoder())
         encoder = std::make_unique<BackwardTrace>(*model.encoder, Batch{text.source_ids, text.pad_id},
                                                   encoder_options(options));
-    const BackwardTrace trace(model, text, options, encoder ? &encoder->output() : nullptr);
+    BackwardTrace trace(model, text, options, encoder ? &encoder->output() : nullptr);
     std::vector<float> d_final, d_memory;
     const double metric = trace.metric(request, clean, gradients ? &d_final : nullptr);
     if (activations) {
@@ -180,6 +197,33 @@ double metric_gradients(const Model& model, const Batch& text, const std::vector
         if (encoder) encoder->backward(encoder->output_backward(d_memory), gradients->encoder.emplace_back());
     }
     return metric;
+}
+
+std::pair<double, double> patching_gradients(const Model& model, const Batch& clean, const Batch& corrupted,
+                                             const AttentionOptions& options, const PatchRequest& request,
+                                             RunActivations& clean_run, RunActivations& corrupted_run,
+                                             RunActivations& gradients) {
+    const bool denoise = request.direction == PatchDirection::denoise;
+    const std::vector<int32_t>& clean_ids = clean.token_ids.at(0);
+    if (model.config.is_encoder_decoder()) {  // each target row reads its own run's encoding: every row is computed
+        const double clean_metric =
+            metric_gradients(model, clean, clean_ids, options, request, &clean_run, denoise ? nullptr : &gradients);
+        const double corrupted_metric = metric_gradients(model, corrupted, clean_ids, options, request, &corrupted_run,
+                                                         denoise ? &gradients : nullptr);
+        return {clean_metric, corrupted_metric};
+    }
+    check_backward_supported(model.config, options);
+    check_floating_point(model);
+    BackwardTrace from(model, denoise ? clean : corrupted, options);
+    const double source_metric = from.metric(request, clean_ids, nullptr);
+    const int first = first_changed_row(clean_ids, corrupted.token_ids.at(0), options, request);
+    BackwardTrace to(model, denoise ? corrupted : clean, options, nullptr, &from, first);
+    std::vector<float> d_final;
+    const double target_metric = to.metric(request, clean_ids, &d_final);
+    from.keep(denoise ? clean_run : corrupted_run);
+    to.keep(denoise ? corrupted_run : clean_run);
+    to.backward(std::move(d_final), gradients);
+    return denoise ? std::pair{source_metric, target_metric} : std::pair{target_metric, source_metric};
 }
 
 }  // namespace headscope

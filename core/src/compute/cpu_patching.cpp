@@ -25,21 +25,6 @@ namespace {
 // for them all.
 constexpr int rows_patched_together = 1024;
 
-// The first position whose row a patch can change: where the texts first
-// differ, when every row before it is the same in both runs and in every
-// patched one (a causal mask, no mean over the text knocked in, a metric
-// read there or after); else 0. Texts the same throughout give the last
-// row (their metrics are equal, which patch refuses once it has them).
-int first_changed_row(const std::vector<int32_t>& clean, const std::vector<int32_t>& corrupted,
-                      const AttentionOptions& options, const PatchRequest& request) {
-    const int first =
-        std::min(static_cast<int>(std::mismatch(clean.begin(), clean.end(), corrupted.begin()).first - clean.begin()),
-                 static_cast<int>(clean.size()) - 1);
-    const bool mean_knock_out = options.ablation == Ablation::mean && !options.ablate.empty();
-    const bool read_before = request.metric != PatchMetric::loss && request.position < first;
-    return options.causal && !mean_knock_out && !read_before ? first : 0;
-}
-
 }  // namespace
 
 // What the run the patches copy from computes of `options`: every layer's

@@ -20,6 +20,16 @@ double patched_fraction(PatchDirection direction, double clean, double corrupted
     return moved == 0 ? 0.0 : moved / (clean - corrupted);  // 0, not -0, where the patch changes nothing
 }
 
+int first_changed_row(const std::vector<int32_t>& clean, const std::vector<int32_t>& corrupted,
+                      const AttentionOptions& options, const PatchRequest& request) {
+    const int first =
+        std::min(static_cast<int>(std::mismatch(clean.begin(), clean.end(), corrupted.begin()).first - clean.begin()),
+                 static_cast<int>(clean.size()) - 1);
+    const bool mean_knock_out = options.ablation == Ablation::mean && !options.ablate.empty();
+    const bool read_before = request.metric != PatchMetric::loss && request.position < first;
+    return options.causal && !mean_knock_out && !read_before ? first : 0;
+}
+
 namespace {
 
 void check_token(const Config& config, int32_t id, const char* what) {

@@ -11,6 +11,7 @@
 // tokens.
 #pragma once
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "headscope/compute/attention.h"
@@ -45,6 +46,19 @@ void check_backward_supported(const Config& config, const AttentionOptions& opti
 double metric_gradients(const Model& model, const Batch& text, const std::vector<int32_t>& clean,
                         const AttentionOptions& options, const PatchRequest& request, RunActivations* activations,
                         RunActivations* gradients);
+
+// Both texts' forwards, their activations into `clean_run` and `corrupted_run`,
+// and the backward of the run being patched (the corrupted one when
+// denoising, the clean one when noising) into `gradients`, as
+// metric_gradients gives them; but of a causal decoder the run being patched
+// only from the first row a patch can change (first_changed_row): its rows
+// before it are the other run's, whose keys and values it reads, and its
+// gradients there are not computed (0). Returns the clean and the corrupted
+// metrics. Throws Error as metric_gradients does.
+std::pair<double, double> patching_gradients(const Model& model, const Batch& clean, const Batch& corrupted,
+                                             const AttentionOptions& options, const PatchRequest& request,
+                                             RunActivations& clean_run, RunActivations& corrupted_run,
+                                             RunActivations& gradients);
 
 // Attribution patching: the grids of exact patching (Patching's fractions)
 // estimated from a forward of each text and a backward of the run being

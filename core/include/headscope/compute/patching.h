@@ -94,6 +94,15 @@ bool operator==(const PatchCell& a, const PatchCell& b);
 // The fraction a patched run's metric restores or destroys (Patching::grids).
 double patched_fraction(PatchDirection direction, double clean, double corrupted, double patched);
 
+// The first position whose row a patch can change: where the texts first
+// differ, when every row before it is the same in both runs and in every
+// patched one (a causal mask, no mean over the text knocked in, a metric
+// read there or after: `request`'s position resolved); else 0. Texts the
+// same throughout give the last row (their metrics are equal, which patching
+// refuses once it has them).
+int first_changed_row(const std::vector<int32_t>& clean, const std::vector<int32_t>& corrupted,
+                      const AttentionOptions& options, const PatchRequest& request);
+
 // Throws Error, in one line, where `config`'s model cannot be patched (no
 // predictions) or the texts differ in length (an encoder–decoder's targets;
 // check_patch_sources its sources).
