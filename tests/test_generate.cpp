@@ -1,7 +1,7 @@
 // Generation: the sampling function against the exact distribution it should
 // draw from (chi-square), determinism per seed, greedy generation against a
-// full recompute at every step (GPT-2 and a family checkpoint), and the three
-// stop reasons.
+// full recompute at every step (GPT-2 and a family checkpoint; a long text's,
+// keeping no map, through a cache given), and the three stop reasons.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -127,12 +127,16 @@ TEST(Sampling, RefusesBadValuesAndTheNonCausalModel) {
 
 // Greedy generation on `model` against a fresh forward over the whole
 // sequence at every step: the same tokens (each the argmax of the recompute's
-// last logits), probabilities, top predictions and attention rows.
+// last logits), probabilities, top predictions and attention rows (those of
+// a recompute keeping every map, where `options` keep none). The generator's
+// forwards through `cache` where given.
 void expect_greedy_matches_recompute(const Model& model, const std::vector<int32_t>& prompt, int tokens,
-                                     const AttentionOptions& options) {
-    const std::unique_ptr<Backend> backend = make_cpu_backend();
-    backend->load_weights(model);
-    Generator generator(*backend, model, prompt, options, Sampling{}, tokens);
+                                     const AttentionOptions& options, PrefixCache* cache = nullptr,
+                                     Backend* given = nullptr) {
+    std::unique_ptr<Backend> own = given ? nullptr : make_cpu_backend();
+    Backend* backend = given ? given : own.get();
+    if (!given) backend->load_weights(model);
+    Generator generator(*backend, model, prompt, options, Sampling{}, tokens, {}, cache);
     while (generator.generation().stop == Stop::running) generator.step();
     const Generation& g = generator.generation();
     ASSERT_EQ(g.stop, Stop::tokens);
@@ -145,6 +149,7 @@ void expect_greedy_matches_recompute(const Model& model, const std::vector<int32
     fresh->load_weights(model);
     AttentionOptions full = options;
     full.top_k = generation_top;
+    full.maps = Maps::full, full.summaries = false;
     AttentionResult before, after;  // the recomputes without and with the step's token
     for (int s = 0; s < tokens; ++s) {
         const GenerationStep& step = g.steps[s];
@@ -212,6 +217,27 @@ TEST_F(Gpt2Generation, GreedyEqualsTheArgmaxOfAFullRecompute) {
     resplit.scale = Scale::model;
     resplit.layers = {1};
     expect_greedy_matches_recompute(*model_, model_->tokenizer.encode("Hello"), 4, resplit);
+}
+
+// A long text's generation in the window: its options keep no map (the
+// queries and keys, the summaries), and its forwards go through the live
+// forward's cache, which already holds the prompt: the same tokens and rows
+// as a recompute keeping every map, and the cache left holding the whole
+// generated text, the queries and keys kept there.
+TEST_F(Gpt2Generation, ALongTextsGenerationKeepsNoMapAndGoesThroughTheCacheGiven) {
+    const std::unique_ptr<Backend> backend = make_cpu_backend();
+    backend->load_weights(*model_);
+    AttentionOptions options;
+    options.maps = Maps::queries_and_keys, options.summaries = true, options.top_k = generation_top;
+    const std::vector<int32_t> prompt = model_->tokenizer.encode("The cat sat on the mat and the dog");
+    PrefixCache live;
+    AttentionResult shown;
+    backend->forward(Batch{{prompt}, model_->config.pad_id()}, options, shown, &live);
+    expect_greedy_matches_recompute(*model_, prompt, 5, options, &live, backend.get());
+    ASSERT_EQ(live.token_ids.size(), 1u);
+    EXPECT_EQ(live.token_ids[0].size(), prompt.size() + 5);
+    EXPECT_TRUE(std::equal(prompt.begin(), prompt.end(), live.token_ids[0].begin()));
+    EXPECT_TRUE(live.kept && live.kept->shape.any());
 }
 
 TEST_F(Gpt2Generation, SamplingIsDeterministicPerSeed) {

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "driven_window.h"
+#include "headscope/base/error.h"
 #include "headscope/compute/backend.h"
 #include "model_writer.h"
 #include "screenshot.h"
@@ -57,6 +58,31 @@ TEST_F(WindowLong, TheTextIsLongAndItsMapsWouldBeFull) {
     EXPECT_TRUE(long_text_request(*model_, asked).options.summaries);
     const LiveRequest short_text{{"The cat sat on the mat."}, AttentionOptions{}};
     EXPECT_EQ(long_text_request(*model_, short_text).options.maps, Maps::full);
+}
+
+// A long text whose forward must keep every map (the naive-view split, which
+// keeps no queries and keys by head): computed as a short text's where its
+// maps fit the window's 2 GiB (this model's 2 x 4 heads), refused in a line
+// naming the split and the size where they do not (4 layers of 32 heads:
+// 2.3 GB), rather than run to the forward's own 8 GB limit.
+TEST_F(WindowLong, TheNaiveSplitOfALongTextKeepsItsMapsOnlyWhereTheyFit) {
+    LiveRequest naive{{text_}, AttentionOptions{}};
+    naive.options.split = Split::naive_view;
+    EXPECT_EQ(long_text_request(*model_, naive).options.maps, Maps::full);
+    test::TempDir dir;
+    test::write_test_model(dir.path, {.n_layer = 4, .n_head = 32, .n_embd = 64, .n_positions = 2304, .seed = 3});
+    const Model wide = load_model(dir.path.string());
+    ASSERT_GE(static_cast<int>(wide.tokenizer.encode_texts({text_})[0].size()), long_text_tokens);
+    try {
+        long_text_request(wide, naive);
+        ADD_FAILURE() << "the naive split's 2.3 GB of maps were not refused";
+    } catch (const Error& e) {
+        const std::string message = e.what();
+        EXPECT_NE(message.find("view + transpose"), std::string::npos) << message;
+        EXPECT_NE(message.find("2 GB: not computed"), std::string::npos) << message;
+        EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+    }
+    EXPECT_EQ(long_text_request(wide, LiveRequest{{text_}, AttentionOptions{}}).options.maps, Maps::queries_and_keys);
 }
 
 TEST_F(WindowLong, TheOverviewIsEachHeadsMeanEntropyAndTheStripItsDistanceAlongTheText) {
@@ -194,8 +220,9 @@ TEST_F(WindowLong, TheWheelZoomsTheMapAboutTheMouseAndADragPansIt) {
 // Typing at the end of the long text, driven by xdotool: each keystroke's
 // forward reuses the text before it (the status bar says how many rows it
 // computed), and what the window shows afterwards is a fresh forward's of
-// the whole typed text: its length, and the overview's entropies (each
-// head's mean over its rows from 1, core's summaries of that forward).
+// the whole typed text: its length, the whole map of it (the mouse was over
+// the map before), and the overview's entropies (each head's mean over its
+// rows from 1, core's summaries of that forward).
 TEST_F(WindowLong, TypingAtTheEndComputesTheNewRowsOnly) {
     test::TempDir dir;
     const std::vector<std::string> args = {"--model", model_dir(), "--text-file", text_path()};
@@ -213,6 +240,15 @@ TEST_F(WindowLong, TypingAtTheEndComputesTheNewRowsOnly) {
     driven_args.insert(driven_args.end(), {"--layout", layout.string()});
     test::DrivenWindow window(screen.name(), driven_args, dir.path);
     window.settled_screen();
+    // The mouse over the whole map first: the map then grows with the text.
+    const json map = test::entries(first.layout, "long-map");
+    ASSERT_FALSE(map.empty());
+    EXPECT_EQ(window
+                  .xdotool({"mousemove", std::to_string(map[0]["x"].get<int>() + 20),
+                            std::to_string(map[0]["y"].get<int>() + 20)})
+                  .status,
+              0);
+    window.settled_screen();
     window.click(controls.at("text"));
     const std::string typed = " cat sat";
     EXPECT_EQ(window.xdotool({"type", "--delay", "80", typed}).status, 0);
@@ -229,6 +265,10 @@ TEST_F(WindowLong, TypingAtTheEndComputesTheNewRowsOnly) {
     const json entries = test::read_layout(layout);
     ASSERT_EQ(test::entries(entries, "long-text").size(), 1u);
     EXPECT_EQ(test::entries(entries, "long-text")[0]["tokens"], T);
+    const json typed_map = test::entries(entries, "long-map");
+    ASSERT_FALSE(typed_map.empty());
+    EXPECT_EQ(typed_map[0]["row_end"], T);  // not the length the mouse found it at
+    EXPECT_EQ(typed_map[0]["col_end"], T);
     std::string status;
     for (const json& entry : entries)
         if (entry.value("view", "") == "status" && entry.value("name", "") == "tokens") status = entry["text"];

@@ -3,11 +3,14 @@
 // the whole document, each token's weight and background colour; the JSON
 // and NPY exports of the region in view (exact) and of the whole map in
 // view (every map pooled to the pixels shown), saying in the file which;
-// the SVG figure, which draws every map, refused in one line.
+// the SVG figure, which draws every map, refused in one line; the tabs that
+// need every map saying so in a line.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -154,6 +157,36 @@ TEST_F(WindowLong, TheFigureOfALongTextIsRefusedInOneLine) {
                          dir.path);
     test::expect_one_line_error(run, "headscope", "a long text keeps no map");
     EXPECT_FALSE(std::filesystem::exists(dir.path / "figure.svg"));
+}
+
+// Every tab of the window is there for a long text (the router's only for a
+// mixture of experts); those that need every map say why in one line, and
+// draw nothing else below it (no map, no grid: the view's background to the
+// status bar); the mask tab keeps its list of the batch's texts above it.
+TEST_F(WindowLong, EveryTabIsThereAndThoseNeedingEveryMapSayWhyInALine) {
+    std::map<std::string, int> line_y;
+    // Each tab's line names what it would need (patching and checks say so as the dance does).
+    const std::map<std::string, std::string> reason = {
+        {"model", "overview"}, {"effects", "contributions"}, {"mask", "hatched"}, {"dance", "every map"}};
+    for (const auto& [view, word] : reason) {
+        test::TempDir dir;
+        const test::WindowShot shot = test::shoot_window(
+            {"--model", model_dir(), "--text-file", text_path(), "--window-size", "1280x800", "--view", view}, dir.path,
+            view);
+        ASSERT_EQ(shot.run.status, 0) << shot.run.err;
+        EXPECT_EQ(test::entries(shot.layout, "tab").size(), 9u) << view;
+        const json lines = test::entries(shot.layout, "long-text-line");
+        ASSERT_EQ(lines.size(), 1u) << view;
+        EXPECT_NE(lines[0]["text"].get<std::string>().find(word), std::string::npos) << view;
+        line_y[view] = lines[0]["y"].get<int>();
+        const int below = lines[0]["y"].get<int>() + lines[0]["h"].get<int>() + 4;
+        const std::array<int, 3> background = shot.image.at(20, below);
+        int drawn = 0;
+        for (int y = below; y < shot.image.height - 60; y += 3)
+            for (int x = 4; x < shot.image.width - 4; x += 3) drawn += shot.image.at(x, y) != background;
+        EXPECT_EQ(drawn, 0) << view << ": something drawn below the line";
+    }
+    EXPECT_GT(line_y["mask"], line_y["model"] + 40);  // below the batch's list
 }
 
 }  // namespace

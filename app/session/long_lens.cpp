@@ -108,7 +108,8 @@ void LongLens::forget() {
 }
 
 void LongLens::ask(std::shared_ptr<const KeptMaps> kept, const LensAsk& ask) {
-    if (!kept || (asked_of_ == kept && asked_ == ask)) return;
+    const bool same_kept = !asked_of_.owner_before(kept) && !kept.owner_before(asked_of_) && !asked_of_.expired();
+    if (!kept || (same_kept && asked_ == ask)) return;
     asked_of_ = kept, asked_ = ask;
     worker_.submit([forward = forward_, live = live_, own = own_, kept = std::move(kept), ask](std::stop_token stop) {
         const Progress progress = [stop](const ProgressReport&) {

@@ -26,12 +26,6 @@ AttentionOptions long_text_options(AttentionOptions options) {
 
 LiveRequest long_text_request(const Model& model, LiveRequest request) {
     const Config& config = model.config;
-    const AttentionOptions long_options = long_text_options(request.options);
-    try {
-        check_maps_options(config, long_options);
-    } catch (const Error&) {
-        return request;  // an encoder-decoder, or the naive split: every map, as for a short text
-    }
     const int heads = request.options.n_head ? request.options.n_head : config.n_head;
     // A text has at most a token a byte, and its template's few: a short text is not tokenized twice.
     size_t bytes = 0;
@@ -41,7 +35,18 @@ LiveRequest long_text_request(const Model& model, LiveRequest request) {
     for (const std::vector<int32_t>& ids : model.tokenizer.encode_texts(request.texts))
         tokens = std::max(tokens, static_cast<int>(ids.size()));
     if (config.n_positions > 0) tokens = std::min(tokens, config.n_positions);  // cut_long_texts
-    if (is_long_text(config.n_layer, heads, tokens)) request.options = long_options;
+    if (!is_long_text(config.n_layer, heads, tokens)) return request;
+    const AttentionOptions long_options = long_text_options(request.options);
+    try {
+        check_maps_options(config, long_options);
+    } catch (const Error& e) {
+        // An encoder-decoder, or the naive split: every map, as for a short text, where they fit.
+        const double maps_bytes = 4.0 * config.n_layer * heads * tokens * static_cast<double>(tokens);
+        if (maps_bytes <= full_maps_budget) return request;
+        throw Error(std::string(e.what()) + "; this text's " + std::to_string(tokens) + " tokens' maps would take " +
+                    std::to_string(static_cast<int>(maps_bytes / 1e9 + 0.5)) + " GB: not computed");
+    }
+    request.options = long_options;
     return request;
 }
 

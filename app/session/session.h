@@ -132,7 +132,8 @@ public:
         if (generation) generation->remaining = 0;
     }
     bool generating() const { return generation && generation->remaining > 0; }
-    // The options a generation's steps run with: the controls', without the lens and the contributions.
+    // The options a generation's steps run with: the controls', without the lens and the contributions; a long
+    // text's as its live forward runs (long_text_options: no map kept).
     AttentionOptions generation_options() const;
     // Whether the maps replay a generation: it has made a step.
     bool replaying() const { return generation && !generation->steps.empty(); }
@@ -316,7 +317,10 @@ private:
         std::string text;
         AttentionOptions options;
         Sampling sampling;
-        std::optional<Generator> generator;
+        // The live forward's cache, which the generator's forwards go through: its prompt reuses the rows
+        // the live forward left, and a long text's lens reads the generated ones there.
+        std::shared_ptr<PrefixCache> cache;
+        std::optional<Generator> generator;  // last: it writes into `cache`
     };
     std::shared_ptr<GenerationRun> generation_run_;
     bool step_submitted_ = false;  // the live worker's newest job is a generation step

@@ -14,7 +14,7 @@ AttentionOptions Session::generation_options() const {
     o.top_k = predictions_k;
     o.lens_k = 0;
     o.contributions = o.capture_outputs = false;  // a step's maps, not what heads do: each step reuses the last
-    return o;
+    return long_text() ? long_text_options(o) : o;
 }
 
 void Session::generate(const Sampling& sampling, int tokens) {
@@ -28,6 +28,7 @@ void Session::generate(const Sampling& sampling, int tokens) {
         auto run = std::make_shared<GenerationRun>();
         run->sampling = sampling;
         run->options = generation_options();
+        run->cache = live_cache_;
         if (generation)
             run->prompt = shown.token_ids[0];
         else
@@ -47,7 +48,8 @@ void Session::submit_step() {
         if (!run->generator)
             run->generator.emplace(
                 *open->backend, model, run->prompt.empty() ? model.tokenizer.encode_texts({run->text})[0] : run->prompt,
-                run->options, run->sampling, std::min(model.config.n_positions, max_generated_tokens));
+                run->options, run->sampling, std::min(model.config.n_positions, max_generated_tokens),
+                std::vector<int32_t>{}, run->cache.get());
         Generator& generator = *run->generator;
         if (generator.generation().stop == Stop::running) generator.step();
         LiveResult result;

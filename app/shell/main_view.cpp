@@ -215,12 +215,15 @@ void MainView::views() {
 }
 
 // A long text's tabs: its heads in the long view, its tokens (each row
-// computed from the kept queries and keys) and the lens of the positions in
-// view (asked of its worker); the other tabs need every map.
+// computed from the kept queries and keys), the lens of the positions in
+// view (asked of its worker), the router (each token's experts, kept as for
+// a short text) and the mask tab's batch; the others read every head's map
+// or run the model again with them, and say so in a line.
 void MainView::long_views() {
     if (!ImGui::BeginTabBar("views")) return;
-    for (const View view : {View::heads, View::tokens, View::lens}) {
-        const int v = static_cast<int>(view);
+    for (int v = 0; v < static_cast<int>(std::size(view_choices.labels)); ++v) {
+        const View view = static_cast<View>(v);
+        if (view == View::router && !session_.model().config.has_experts()) continue;
         const ImGuiTabItemFlags flags = tab_to_select_ == view ? ImGuiTabItemFlags_SetSelected : 0;
         const bool open = ImGui::BeginTabItem(view_choices.labels[v], nullptr, flags);
         ui_.layout.item({{"view", "tab"}, {"name", view_choices.words[v]}});
@@ -232,12 +235,43 @@ void MainView::long_views() {
             long_view_.draw(state_, session_, ui_);
         else if (view == View::tokens)
             tokens_view_.draw(state_, session_, ui_);
-        else
+        else if (view == View::lens)
             lens_view_.draw(state_, session_, ui_);
+        else if (view == View::router)
+            router_view_.draw(state_, session_, ui_);
+        else if (view == View::mask)
+            mask_view_.batch_list(state_, session_, ui_);
+        if (const char* line = long_text_line(view))
+            text_wrapped(ui_, {{"view", "long-text-line"}, {"text", line}}, "%s", line);
         ImGui::EndChild();
         ImGui::EndTabItem();
     }
     ImGui::EndTabBar();
+}
+
+// Why a tab shows a long text only in part, or not at all (null: it shows it whole).
+const char* MainView::long_text_line(View view) {
+    switch (view) {
+        case View::model:
+            return "A long text keeps no map: every head of the model is in the heads tab's overview, coloured by "
+                   "its summaries, and a click there opens its map.";
+        case View::effects:
+            return "What heads do reads what every head writes at every token (the contributions, each layer's T x T "
+                   "weights times the values): for a text short enough to keep every map.";
+        case View::patching:
+            return "Patching runs the text and the compare text once for every head with every map: for a text short "
+                   "enough to keep every map.";
+        case View::mask:
+            return "The masks' grids draw every query and key, a cell each: on a long text the heads tab's map shows "
+                   "the masked cells (hatched) at any zoom.";
+        case View::dance:
+            return "The reshape dance draws the batch's buffers a float a cell and checks the naive split with two "
+                   "forwards that keep every map: for a text short enough to keep them.";
+        case View::checks:
+            return "The checks run the model again with every head's map (the causality check, each head alone): "
+                   "for a text short enough to keep every map.";
+        default: return nullptr;
+    }
 }
 
 void MainView::open_dropped(const std::string& path) {

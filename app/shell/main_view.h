@@ -62,6 +62,7 @@ private:
     float panel_width() const { return std::floor(300 * ui_.scale); }  // the predictions panel's
     void views();
     void long_views();
+    static const char* long_text_line(View view);
     void tokens_beside(ImVec2 maps_corner);
     void tokens_child(const char* id, ImVec2 size);
     FigureView figure_view() const { return {shown_view_, heads_view_.large(), &tokens_view_}; }

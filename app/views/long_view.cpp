@@ -56,8 +56,8 @@ void LongView::draw(WindowState& state, Session& session, Ui& ui) {
          "A long text, %d tokens: every head summarised, maps computed for what is shown.", length);
     ImGui::SameLine();
     ImGui::TextDisabled(
-        "(the tokens tab shows a row, the logit lens the positions in view; the others are for "
-        "shorter texts)");
+        "(the tokens tab shows a row, the logit lens the positions in view; the other tabs say what "
+        "they show of it)");
     enum_combo(ui, "colour by", summary_, summary_choices.labels, 160 * ui.scale, "summary");
     ImGui::SameLine();
     enum_combo(ui, "pooling", pooling_, pooling_choices.labels, 80 * ui.scale, "pooling");
@@ -214,7 +214,9 @@ void LongView::head_map(WindowState& state, Session& session, Ui& ui, float side
                             {"layer", state.layer},
                             {"head", state.head},
                             {"row_begin", shown.row_begin},
+                            {"row_end", shown.row_end},
                             {"col_begin", shown.col_begin},
+                            {"col_end", shown.col_end},
                             {"step_rows", answer->step_rows},
                             {"step_cols", answer->step_cols},
                             {"pooling", pooling_choices.words[static_cast<int>(pooling_)]},
@@ -264,7 +266,8 @@ void LongView::head_map(WindowState& state, Session& session, Ui& ui, float side
     }
     if (ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) row = col = 0, zoomed = T;
     row = std::clamp(row, 0, T - zoomed), col = std::clamp(col, 0, T - zoomed);
-    region_ = {row, row + zoomed, col, col + zoomed};
+    // The whole map stays whole as the text grows (typing, generating at its end).
+    region_ = zoomed == T ? MapRegion{} : MapRegion{row, row + zoomed, col, col + zoomed};
 }
 
 // The hovered query's row over the keys shown, exactly (one row is cheap: computed in the frame).

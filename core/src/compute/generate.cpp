@@ -9,6 +9,7 @@
 
 #include "headscope/base/clock.h"
 #include "headscope/base/error.h"
+#include "headscope/compute/attention_maps.h"
 
 namespace headscope {
 
@@ -95,13 +96,15 @@ int32_t forced_token(const Config& config, size_t input_length) {
 }
 
 Generator::Generator(Backend& backend, const Model& model, std::vector<int32_t> prompt, const AttentionOptions& options,
-                     const Sampling& sampling, int max_tokens, std::vector<int32_t> source)
+                     const Sampling& sampling, int max_tokens, std::vector<int32_t> source, PrefixCache* cache)
     : backend_(backend),
       model_(model),
       options_(options),
       sampling_(sampling),
       max_tokens_(max_tokens),
-      rng_(sampling.seed) {
+      rng_(sampling.seed),
+      own_cache_(cache ? nullptr : std::make_unique<PrefixCache>()),
+      cache_(cache ? cache : own_cache_.get()) {
     if (model.config.is_encoder())
         throw Error("this model (" + model.config.architecture +
                     ") is an encoder: it fills masked tokens and does not generate; generation needs a decoder");
@@ -122,7 +125,7 @@ Generator::Generator(Backend& backend, const Model& model, std::vector<int32_t> 
 void Generator::forward() {
     Batch batch{{generation_.token_ids}, model_.config.pad_id()};
     if (!generation_.source_ids.empty()) batch.source_ids = {generation_.source_ids};
-    backend_.forward(batch, options_, result_, &cache_);
+    backend_.forward(batch, options_, result_, cache_);
     generation_.computed_on = together(generation_.computed_on, result_.computed_on);
 }
 
@@ -145,8 +148,15 @@ const GenerationStep& Generator::step() {
     step.keys = t + 1;
     step.attention.resize(result_.layers.size() * result_.NH * step.keys);
     float* out = step.attention.data();
+    const Batch batch{{generation_.token_ids}, model_.config.pad_id()};
     for (size_t slot = 0; slot < result_.layers.size(); ++slot)
         for (int h = 0; h < result_.NH; ++h, out += step.keys) {
+            if (result_.maps != Maps::full) {  // no map kept: the row from the kept queries and keys
+                const std::vector<float> row = map_region({model_, batch, options_, result_}, static_cast<int>(slot), 0,
+                                                          h, {t, t + 1, 0, step.keys});
+                std::copy(row.begin(), row.end(), out);
+                continue;
+            }
             const float* row = result_.row(static_cast<int>(slot), 0, h, t);
             std::copy(row, row + step.keys, out);
         }

@@ -5,6 +5,7 @@
 // Legend: V vocabulary, L returned layers, NH heads, keys the tokens so far.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -90,9 +91,14 @@ public:
     // `backend` has `model`'s weights loaded; both outlive the generator.
     // An encoder–decoder's decoder continues `prompt` (its start token first)
     // reading `source`, which the encoder runs once. Throws Error where
-    // validate_generation does, or for a prompt the forward refuses.
+    // validate_generation does, or for a prompt the forward refuses. With
+    // `cache` (outliving the generator) its forwards go through that one, the
+    // prompt's reusing what an earlier forward of it left there (the window's
+    // live cache, which its long text's lens reads); else through its own.
+    // With options.maps not full (a long text's), each step's rows are
+    // computed from the kept queries and keys (attention_maps.h).
     Generator(Backend& backend, const Model& model, std::vector<int32_t> prompt, const AttentionOptions& options,
-              const Sampling& sampling, int max_tokens, std::vector<int32_t> source = {});
+              const Sampling& sampling, int max_tokens, std::vector<int32_t> source = {}, PrefixCache* cache = nullptr);
 
     // Generates one token; generation().stop says whether to go on. Only while it is Stop::running.
     const GenerationStep& step();
@@ -108,7 +114,8 @@ private:
     Sampling sampling_;
     int max_tokens_;
     std::mt19937_64 rng_;
-    PrefixCache cache_;
+    std::unique_ptr<PrefixCache> own_cache_;  // without a cache given (a pointer: the generator may move)
+    PrefixCache* cache_;
     AttentionResult result_;
     Generation generation_;
 
