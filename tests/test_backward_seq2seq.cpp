@@ -27,7 +27,7 @@ using namespace headscope::test;
 
 namespace {
 
-constexpr double step = 1e-4;  // of the central differences
+constexpr double central_step = 1e-4;  // of the central differences
 
 // One stack's sizes: L layers over T rows whose maps have `keys` columns.
 struct Sizes {
@@ -116,14 +116,14 @@ TEST_P(Seq2SeqBackward, GradientsMatchCentralDifferences) {
                 const size_t at = (k * size_t(7919) + 13) % size;
                 // A weight the causal mask sets to 0 has no value to move.
                 if (kind == PatchKind::pattern && weight(own, stack, at, NH, sizes(stack)) == 0) continue;
-                const std::vector<double> up = metrics(false, moved(kind, stack, at, step));
-                const std::vector<double> down = metrics(false, moved(kind, stack, at, -step));
+                const std::vector<double> up = metrics(false, moved(kind, stack, at, central_step));
+                const std::vector<double> down = metrics(false, moved(kind, stack, at, -central_step));
                 for (int m = 0; m < 3; ++m) {
                     const std::vector<float>& got = of_stack(gradients[m], kind, stack);
                     ASSERT_EQ(got.size(), size) << name;
                     double largest = 0;
                     for (float g : got) largest = std::max(largest, std::abs(static_cast<double>(g)));
-                    const double want = (up[m] - down[m]) / (2 * step);
+                    const double want = (up[m] - down[m]) / (2 * central_step);
                     const bool tiny = std::abs(want) < 1e-2 * largest;
                     checked += !tiny;
                     EXPECT_NEAR(got[at], want, 1e-3 * (tiny ? 1e-2 * largest : std::abs(want)))
@@ -181,8 +181,9 @@ TEST_P(Seq2SeqBackward, AttributionIsTheDerivativeAlongEachPatch) {
                     return metrics(!denoise, patch_hooks(grid.kind, grid.stack, l, index, mixed))[0];
                 };
                 const double own = denoise ? corrupted[0] : clean[0];
-                const double want = patched_fraction(direction, clean[0], corrupted[0],
-                                                     own + (along(step) - along(-step)) / (2 * step));
+                const double want =
+                    patched_fraction(direction, clean[0], corrupted[0],
+                                     own + (along(central_step) - along(-central_step)) / (2 * central_step));
                 EXPECT_NEAR(grid.cells[cell], want, 1e-3 * std::max(std::abs(want), 1e-2 * largest))
                     << name << " cell " << cell;
             }

@@ -47,7 +47,8 @@ const Loaded& loaded() {
     return model;
 }
 
-AttentionResult run(const Model& model, const std::vector<std::vector<int32_t>>& texts, const AttentionOptions& opt) {
+AttentionResult forward_of(const Model& model, const std::vector<std::vector<int32_t>>& texts,
+                           const AttentionOptions& opt) {
     auto backend = make_cpu_backend();
     backend->load_weights(model);
     AttentionResult result;
@@ -123,7 +124,7 @@ TEST(GptOss, ForwardMatchesTheReference) {
     const FamilySpec& spec = f.checkpoint.spec;
     const auto texts = family_texts(spec);
     const AttentionOptions opt = model_options(spec);
-    const AttentionResult result = run(f.model, texts, opt);
+    const AttentionResult result = forward_of(f.model, texts, opt);
     const FamilyReference ref = family_reference(f.checkpoint, texts, opt);
     ASSERT_EQ(result.weights.size(), ref.weights.size());
     const int T = result.T;
@@ -161,10 +162,10 @@ TEST(GptOss, AnExpertKnockedOutIsTheReferenceWithoutIt) {
     const Loaded& f = loaded();
     const auto texts = family_texts(f.checkpoint.spec);
     AttentionOptions opt = model_options(f.checkpoint.spec);
-    const AttentionResult full = run(f.model, texts, opt);
+    const AttentionResult full = forward_of(f.model, texts, opt);
     const int chosen = full.router_experts.at(full.router_at(1, 0, 0));  // layer 1's first choice at the first token
     opt.ablate_experts = {{1, chosen}};
-    const AttentionResult knocked = run(f.model, texts, opt);
+    const AttentionResult knocked = forward_of(f.model, texts, opt);
     const FamilyReference ref = family_reference(f.checkpoint, texts, opt);
     ASSERT_EQ(knocked.router_experts.size(), ref.router_experts.size());
     for (size_t i = 0; i < ref.router_experts.size(); ++i) {
@@ -188,7 +189,7 @@ TEST(GptOss, EqualLogitsGoToTheLowerExpert) {
     const Model model = load_model(dir.path.string());
     const auto texts = family_texts(checkpoint.spec);
     const AttentionOptions opt = model_options(checkpoint.spec);
-    const AttentionResult result = run(model, texts, opt);
+    const AttentionResult result = forward_of(model, texts, opt);
     for (int b = 0; b < result.B; ++b)
         for (int t = 0; t < result.T; ++t) {
             const size_t at = result.router_at(0, b, t);

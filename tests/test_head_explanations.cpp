@@ -227,6 +227,6 @@ TEST_P(FamilyPredictions, ScoresGiveTheMapsAndWritesMatchTheAttribution) {
     EXPECT_NEAR(same.bias_bias, bq_bk, 1e-4 * (1 + std::abs(bq_bk)));
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, FamilyPredictions, ::testing::ValuesIn(family_params()), family_param_name);
+// FamilyPredictions' families are instantiated once for the program, in test_head_effects.cpp.
 
 }  // namespace
