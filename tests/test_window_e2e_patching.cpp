@@ -31,6 +31,33 @@ std::vector<std::string> centre_of(const json& entry) {
             std::to_string(static_cast<int>(entry["y"].get<double>() + entry["h"].get<double>() / 2))};
 }
 
+// A driven window of `args`: a click on `cell` (its patched run computed),
+// then on the model tab; the settled screen, the layout drawn and the
+// window's exit status.
+struct Clicked {
+    test::Image shot;
+    json drawn;
+    int status = -1;
+};
+Clicked click_then_model_tab(std::vector<std::string> args, const std::filesystem::path& dir,
+                             const std::string& layout_name, const json& cell, const json& model_tab) {
+    const test::VirtualScreen screen;
+    if (screen.name().empty()) return {};  // Xvfb did not start
+    const auto layout = dir / layout_name;
+    args.insert(args.end(), {"--layout", layout.string()});
+    test::DrivenWindow window(screen.name(), args, dir);
+    window.settled_screen();  // the grids drawn before the click
+    window.click(centre_of(cell));
+    window.settled_screen();  // the patched run computed
+    window.click(centre_of(model_tab));
+    EXPECT_EQ(window.xdotool({"mousemove", "1", "1"}).status, 0);  // no tooltip over a map
+    Clicked clicked;
+    clicked.shot = window.settled_screen();
+    clicked.status = window.quit();
+    clicked.drawn = test::read_layout(layout);
+    return clicked;
+}
+
 // Every map of `run` (an encoder–decoder's: its encoder's) as headscope-cli attention's JSON holds them:
 // [layer][text][head][query][key].
 json maps_json(const AttentionResult& run) {
@@ -96,20 +123,10 @@ TEST(WindowEndToEnd, ClickingAPatchingCellShowsItsPatchedRun) {
         moved = std::max(moved, std::abs(patched.weights[i] - own.weights[i]));
     ASSERT_GT(moved, 0.01);
 
-    const test::VirtualScreen screen;
-    ASSERT_FALSE(screen.name().empty()) << "Xvfb did not start";
-    const auto layout = dir.path / "layout.json";
-    std::vector<std::string> driven = args;
-    driven.insert(driven.end(), {"--layout", layout.string()});
-    test::DrivenWindow window(screen.name(), driven, dir.path);
-    window.settled_screen();  // the grids drawn before the click
-    window.click(centre_of(cell));
-    window.settled_screen();  // the patched run computed
-    window.click(centre_of(model_tab));
-    EXPECT_EQ(window.xdotool({"mousemove", "1", "1"}).status, 0);  // no tooltip over a map
-    const test::Image shot = window.settled_screen();
-    ASSERT_EQ(window.quit(), 0);
-    const json drawn = test::read_layout(layout);
+    const Clicked clicked = click_then_model_tab(args, dir.path, "layout.json", cell, model_tab);
+    ASSERT_EQ(clicked.status, 0) << "the window's exit status (-1: Xvfb did not start)";
+    const test::Image& shot = clicked.shot;
+    const json& drawn = clicked.drawn;
 
     const json line = test::entries(drawn, "patched-run");
     ASSERT_EQ(line.size(), 1u);
@@ -172,20 +189,10 @@ TEST(WindowEndToEnd, ClickingAnEncoderDecodersEncoderCellShowsItsPatchedRun) {
     for (size_t i = mine.size() / 2; i < mine.size(); ++i) moved = std::max(moved, std::abs(mine[i] - theirs[i]));
     ASSERT_GT(moved, 1e-3);
 
-    const test::VirtualScreen screen;
-    ASSERT_FALSE(screen.name().empty()) << "Xvfb did not start";
-    const auto layout = dir.path / "seq2seq-layout.json";
-    std::vector<std::string> driven = args;
-    driven.insert(driven.end(), {"--layout", layout.string()});
-    test::DrivenWindow window(screen.name(), driven, dir.path);
-    window.settled_screen();  // the grids drawn before the click
-    window.click(centre_of(cell));
-    window.settled_screen();  // the patched run computed
-    window.click(centre_of(model_tab));
-    EXPECT_EQ(window.xdotool({"mousemove", "1", "1"}).status, 0);  // no tooltip over a map
-    const test::Image shot = window.settled_screen();
-    ASSERT_EQ(window.quit(), 0);
-    const json drawn = test::read_layout(layout);
+    const Clicked clicked = click_then_model_tab(args, dir.path, "seq2seq-layout.json", cell, model_tab);
+    ASSERT_EQ(clicked.status, 0) << "the window's exit status (-1: Xvfb did not start)";
+    const test::Image& shot = clicked.shot;
+    const json& drawn = clicked.drawn;
 
     const json line = test::entries(drawn, "patched-run");
     ASSERT_EQ(line.size(), 1u);
