@@ -58,6 +58,17 @@ Clicked click_then_model_tab(std::vector<std::string> args, const std::filesyste
     return clicked;
 }
 
+// The predictions panel's 5 patched tokens: `patched`'s top 5 at its last position.
+void expect_patched_predictions(const json& drawn, const AttentionResult& patched) {
+    const json predictions = test::entries(drawn, "patched-prediction");
+    ASSERT_EQ(predictions.size(), 5u);
+    for (const json& p : predictions) {
+        const Prediction& want = patched.predictions_at(0, patched.T - 1)[p["rank"].get<int>() - 1];
+        EXPECT_EQ(p["id"], want.id) << p;
+        EXPECT_NEAR(p["p"].get<double>(), want.p, 1e-5) << p;
+    }
+}
+
 // Every map of `run` (an encoder–decoder's: its encoder's) as headscope-cli attention's JSON holds them:
 // [layer][text][head][query][key].
 json maps_json(const AttentionResult& run) {
@@ -139,13 +150,7 @@ TEST(WindowEndToEnd, ClickingAPatchingCellShowsItsPatchedRun) {
     const json maps = test::entries(drawn, "model");
     ASSERT_EQ(maps.size(), static_cast<size_t>(2 * patched.NH * patched.T * patched.T));
     test::check_heatmap_cells(shot, maps, maps_json(patched), true);
-    const json predictions = test::entries(drawn, "patched-prediction");
-    ASSERT_EQ(predictions.size(), 5u);
-    for (const json& p : predictions) {
-        const Prediction& want = patched.predictions_at(0, patched.T - 1)[p["rank"].get<int>() - 1];
-        EXPECT_EQ(p["id"], want.id) << p;
-        EXPECT_NEAR(p["p"].get<double>(), want.p, 1e-5) << p;
-    }
+    expect_patched_predictions(drawn, patched);
 }
 
 // An encoder–decoder (BART's layout) with --patch-stack encoder: the
@@ -204,13 +209,7 @@ TEST(WindowEndToEnd, ClickingAnEncoderDecodersEncoderCellShowsItsPatchedRun) {
     const AttentionResult& encoder = *patched.encoder;
     ASSERT_EQ(maps.size(), static_cast<size_t>(encoder.layers.size() * encoder.NH * encoder.T * encoder.T));
     test::check_heatmap_cells(shot, maps, maps_json(encoder), false);
-    const json predictions = test::entries(drawn, "patched-prediction");
-    ASSERT_EQ(predictions.size(), 5u);
-    for (const json& p : predictions) {
-        const Prediction& want = patched.predictions_at(0, patched.T - 1)[p["rank"].get<int>() - 1];
-        EXPECT_EQ(p["id"], want.id) << p;
-        EXPECT_NEAR(p["p"].get<double>(), want.p, 1e-5) << p;
-    }
+    expect_patched_predictions(drawn, patched);
 }
 
 // --patch-stack picks the grids drawn and is saved: a run given cross draws
