@@ -187,19 +187,19 @@ TEST_P(LongTyping, HeldResultsKeepTheirRowsAsTypingGoesOn) {
     const AttentionResult edited = run(changed, &cache);        // rows 268 and 269 again: `typed` reads them
     const AttentionResult shortened = run(batch(267), &cache);  // row 266 again: `edited` and `typed` read it
     for (const AttentionResult* held : {&grown, &typed, &edited, &shortened}) EXPECT_EQ(held->kept, first.kept);
-    const AttentionResult deleted = run(batch(240), &cache);  // row 239 again: under what they share
+    const AttentionResult deleted = run(batch(230), &cache);  // row 229 again: under what they share
     EXPECT_NE(deleted.kept, first.kept);
-    const AttentionResult past = run(batch(300), &cache);  // past the 264 rows `deleted` made
+    const AttentionResult past = run(batch(300), &cache);  // past the 253 rows `deleted` made
     EXPECT_NE(past.kept, deleted.kept);
     EXPECT_EQ(grown.reused, (std::vector<int>{250, 149}));
     EXPECT_EQ(typed.reused, (std::vector<int>{260, 149}));
     EXPECT_EQ(edited.reused, (std::vector<int>{268, 149}));
     EXPECT_EQ(shortened.reused, (std::vector<int>{266, 149}));
-    EXPECT_EQ(deleted.reused, (std::vector<int>{239, 149}));
-    EXPECT_EQ(past.reused, (std::vector<int>{240, 149}));
+    EXPECT_EQ(deleted.reused, (std::vector<int>{229, 149}));
+    EXPECT_EQ(past.reused, (std::vector<int>{230, 149}));
     const std::vector<std::pair<const AttentionResult*, Batch>> held = {
         {&first, batch(250)},     {&grown, batch(260)},   {&typed, batch(270)}, {&edited, changed},
-        {&shortened, batch(267)}, {&deleted, batch(240)}, {&past, batch(300)}};
+        {&shortened, batch(267)}, {&deleted, batch(230)}, {&past, batch(300)}};
     for (const auto& [result, text] : held) {
         SCOPED_TRACE(text.token_ids[0].size());
         expect_same(*result, run(text, nullptr), text);
