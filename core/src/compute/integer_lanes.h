@@ -34,7 +34,7 @@ void load(Vector& v, const void* p) {
 // line: one prefetcht0 a block, 4 KB ahead, filled L1's few fill buffers and
 // a Q8_0 token's products waited on them (74.5 -> 66-68 ms idle, a
 // gpt-oss 4-layer token 73.6 -> 70.7). Q4_K's and Q6_K's kernels, bound by
-// their instructions, were 1-4% slower so and keep their own prefetcht0.
+// their instructions, ran 1-4% slower with it and keep their prefetcht0.
 inline void prefetch_ahead(const uint8_t* at) { __builtin_prefetch(at + 256 * 34, 0, 1); }
 
 // 32 signed or unsigned byte codes widened to 16 bits: one register, where

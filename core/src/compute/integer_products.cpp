@@ -36,8 +36,9 @@
 // The integer sums are exact on every instruction set and the float
 // operations the same ones, so that AVX-512 (VNNI), AVX2 and plain x86-64
 // builds give the same bits. Each row's blocks ahead are prefetched
-// (prefetch_ahead): the products wait on memory less. (This file is compiled without
-// contracting a product and a sum into one FMA, which plain x86-64 lacks.)
+// (prefetch_ahead): the products wait on memory less. (This file is
+// compiled without contracting a product and a sum into one FMA, which
+// plain x86-64 lacks.)
 #include "integer_products.h"
 
 #include <array>
