@@ -3,15 +3,18 @@
 // through the prefix cache against whole forwards, the direct logit
 // attribution against the engine's own logits, the logit lens's last layer
 // against the predictions, a re-split with a head knocked out, and the dance
-// naming the weights' blocks; info on a Qwen 3 MoE file naming its experts.
+// naming the weights' blocks, info's tensor types and bits per weight, a bad
+// file's one line; info on a Qwen 3 MoE file naming its experts.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "gguf_models.h"
+#include "gguf_writer.h"
 #include "headscope/compute/backend.h"
 #include "headscope/model/model.h"
 #include "process.h"
@@ -134,6 +137,45 @@ TEST_F(CliGguf, DanceNamesTheQuantizedWeights) {
         << q;
     const std::string o = steps.back()["weights"][0];
     EXPECT_EQ(o.rfind("o_proj's weight, 256 outputs by 256 inputs, stored as Q4_K", 0), 0u) << o;
+}
+
+// info on the Q4_K file: its tensors counted by dtype and its bits per
+// weight, against the tensor list's shapes and each type's block size
+// (Q4_K: 144 bytes for 256 weights; F32: 4 bytes a weight).
+TEST_F(CliGguf, InfoCountsTheTensorTypesAndTheirBitsPerWeight) {
+    const json info = run({"info", "--format", "json"});
+    std::map<std::string, int> counted;
+    double bytes = 0, weights = 0;
+    for (const json& t : info["tensors"]) {
+        double n = 1;
+        for (const json& d : t["shape"]) n *= d.get<double>();
+        const std::string dtype = t["dtype"];
+        ++counted[dtype];
+        ASSERT_TRUE(dtype == "Q4_K" || dtype == "F32") << t.dump();
+        EXPECT_EQ(t["bytes"].get<double>(), dtype == "Q4_K" ? n / 256 * 144 : 4 * n) << t.dump();
+        bytes += t["bytes"].get<double>(), weights += n;
+    }
+    std::map<std::string, int> listed;
+    for (const json& d : info["tensor_dtypes"]) listed[d["dtype"]] = d["tensors"];
+    EXPECT_EQ(listed, counted);
+    EXPECT_GT(counted["Q4_K"], 0);
+    EXPECT_NEAR(info["bits_per_weight"].get<double>(), 8 * bytes / weights, 1e-9);
+}
+
+// A GGUF file cut short, and one that is not GGUF: one line naming the file
+// and what is wrong, exit 2 (core's every cut and hostile header: test_gguf).
+TEST_F(CliGguf, ABadFileIsOneLineAndExitTwo) {
+    const std::string whole = read_file(file());
+    const auto cut = dir_->path / "cut.gguf", other = dir_->path / "other.gguf";
+    test::write_bytes(cut, whole.substr(0, 100));
+    test::write_bytes(other, "GGUX" + whole.substr(4));
+    for (const auto& [path, names] : {std::pair{cut, std::string("more than the rest of the file holds")},
+                                      std::pair{other, std::string("not a GGUF file")}}) {
+        const test::ProcessRun r = test::run_program(
+            {test::cli_program(), "attention", "--model", path.string(), "--text", "The cat"}, dir_->path);
+        test::expect_one_line_error(r, "headscope-cli", names);
+        EXPECT_NE(r.err.find(path.string() + ": "), std::string::npos) << r.err;
+    }
 }
 
 }  // namespace
