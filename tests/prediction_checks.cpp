@@ -220,4 +220,21 @@ std::string family_param_name(const ::testing::TestParamInfo<FamilyParam>& info)
     return std::get<0>(info.param).name + "_" + dtype_name(std::get<1>(info.param));
 }
 
+void expect_top_5(const AttentionResult& got, const std::vector<std::vector<int32_t>>& texts,
+                  const std::vector<double>& logits, int V, double tolerance) {
+    size_t row = 0;
+    for (size_t b = 0; b < texts.size(); ++b)
+        for (size_t t = 0; t < texts[b].size(); ++t, ++row) {
+            const ReferenceRow want = reference_row(&logits[row * V], V, 6);
+            const Prediction* ranked = got.predictions_at(int(b), int(t));
+            for (int k = 0; k < 5; ++k) {
+                const double p = std::exp(want.logp[want.order[k]]), next = std::exp(want.logp[want.order[k + 1]]);
+                EXPECT_NEAR(ranked[k].p, p, tolerance) << "text " << b << " position " << t << " rank " << k;
+                if (p - next > tolerance) {
+                    EXPECT_EQ(ranked[k].id, want.order[k]) << "text " << b << " position " << t;
+                }
+            }
+        }
+}
+
 }  // namespace headscope::test

@@ -65,6 +65,13 @@ void compare_top(const Prediction* got, int K, int V, const ReferenceRow& want, 
 std::pair<double, std::vector<double>> loss_and_p(const std::vector<double>& logits, int V,
                                                   const std::vector<int32_t>& text, const std::vector<Prediction>& ids);
 
+// At every real position of each text, the engine's 5 most likely next
+// tokens against the reference's logits (N, V) of those positions: each
+// probability within `tolerance`, the same id wherever the reference's p
+// leads the next rank's by more than that.
+void expect_top_5(const AttentionResult& got, const std::vector<std::vector<int32_t>>& texts,
+                  const std::vector<double>& logits, int V, double tolerance);
+
 // The reference's residual rows of `layer` at each text's real positions, (N, C).
 std::vector<double> real_rows(const std::vector<double>& residual, int layer, const Texts& texts, int T, int C);
 

@@ -35,27 +35,6 @@ struct ExpertParam {
 
 class GgufExperts : public ::testing::TestWithParam<ExpertParam> {};
 
-// At every real position of each text, the engine's 5 most likely next
-// tokens against the reference's logits (N, V) of those positions: each
-// probability within `tolerance`, the same id wherever the reference's p
-// leads the next rank's by more than that.
-void expect_top_5(const AttentionResult& got, const std::vector<std::vector<int32_t>>& texts,
-                  const std::vector<double>& logits, int V, double tolerance) {
-    size_t row = 0;
-    for (size_t b = 0; b < texts.size(); ++b)
-        for (size_t t = 0; t < texts[b].size(); ++t, ++row) {
-            const ReferenceRow want = reference_row(&logits[row * V], V, 6);
-            const Prediction* ranked = got.predictions_at(int(b), int(t));
-            for (int k = 0; k < 5; ++k) {
-                const double p = std::exp(want.logp[want.order[k]]), next = std::exp(want.logp[want.order[k + 1]]);
-                EXPECT_NEAR(ranked[k].p, p, tolerance) << "text " << b << " position " << t << " rank " << k;
-                if (p - next > tolerance) {
-                    EXPECT_EQ(ranked[k].id, want.order[k]) << "text " << b << " position " << t;
-                }
-            }
-        }
-}
-
 TEST_P(GgufExperts, RoutesAndPredictionsMatchTheReference) {
     const auto [family, dtype] = GetParam();
     TempDir dir;

@@ -84,7 +84,7 @@ void expect_gemma_config(const FamilySpec& spec, const Config& c) {
 
 class GgufModel : public ::testing::TestWithParam<Param> {};
 
-TEST_P(GgufModel, MapsAndHeadOutputsMatchTheReference) {
+TEST_P(GgufModel, MapsHeadOutputsAndNextTokensMatchTheReference) {
     const auto [family, dtype, variant] = GetParam();
     TempDir dir;
     const fs::path file = dir.path / "model.gguf";
@@ -144,11 +144,17 @@ TEST_P(GgufModel, MapsAndHeadOutputsMatchTheReference) {
             opt.padding_mask = padding_mask;
             opt.capture_outputs = true;
             opt.sliding_window = spec.sliding_window;
+            opt.top_k = 5;
             AttentionResult got;
             backend->forward(Batch{texts, model.config.pad_id()}, opt, got);
             const FamilyReference want = family_reference(checkpoint, texts, opt);
             expect_maps_and_outputs_match(got, want, "", tolerance, 2 * tolerance);
             EXPECT_EQ(got.fully_masked, want.fully_masked);
+            if (causal && padding_mask)  // the model's own options: its next tokens, the final norm and head too
+                expect_top_5(
+                    got, texts,
+                    family_logits(checkpoint, real_rows(want.residual, spec.n_layer - 1, texts, got.T, spec.n_embd)),
+                    spec.vocab_size, tolerance);
         }
 }
 
