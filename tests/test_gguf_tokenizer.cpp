@@ -132,6 +132,12 @@ TEST_F(GgufTokenizer, OtherPreTokenizersMatchLlamaCpp) {
                                         {{"tokenizer.ggml.bos_token_id", t::gguf_uint32(128000)}}));
 }
 
+// gpt-oss's files name o200k's split "gpt-4o" (no bos token added).
+TEST_F(GgufTokenizer, GptOssMatchesLlamaCpp) {
+    const Vocab o200k = t::byte_level_gguf_vocab(read_json(lenml_tokenizer("gptoss")));
+    expect_llama_cpp_ids("gpt-oss", t::gguf_vocab_metadata(o200k, "gpt2", "gpt-4o"));
+}
+
 TEST_F(GgufTokenizer, Llama2MatchesLlamaCpp) {
     const Vocab v = t::sentencepiece_gguf_vocab(read_json(lenml_tokenizer("llama2")));
     expect_llama_cpp_ids("llama2", with(t::gguf_vocab_metadata(v, "llama", ""),
@@ -361,7 +367,7 @@ TEST_F(GgufTokenizer, BadMetadataIsOneLineNamingTheKey) {
                     {"tokenizer.ggml.model", "\"rwkv\"", "gpt2, llama"});
     expect_contains(
         error_of(replaced(tiny(), "tokenizer.ggml.pre", t::gguf_string("deepseek-llm"))),
-        {"tokenizer.ggml.pre", "\"deepseek-llm\"", "default, llama-bpe, qwen2, gpt-2, olmo, smollm, tekken"});
+        {"tokenizer.ggml.pre", "\"deepseek-llm\"", "default, llama-bpe, qwen2, gpt-2, olmo, smollm, tekken, gpt-4o"});
     expect_contains(error_of(with(tiny(), {{"tokenizer.ggml.bos_token_id", t::gguf_uint32(3)}})),
                     {"tokenizer.ggml.bos_token_id", "3", "3 tokens"});
     expect_contains(error_of(with(tiny(), {{"tokenizer.ggml.add_bos_token", t::gguf_bool(true)}})),
