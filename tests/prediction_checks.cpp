@@ -237,4 +237,33 @@ void expect_top_5(const AttentionResult& got, const std::vector<std::vector<int3
         }
 }
 
+void expect_llama_cpps_next_tokens(Backend& backend, const Config& config, const Texts& texts,
+                                   const nlohmann::json& theirs, double tolerance, bool every_rank) {
+    ASSERT_EQ(theirs.size(), texts.size());
+    for (size_t t = 0; t < texts.size(); ++t) {
+        AttentionOptions opt;
+        opt.top_k = 5;
+        opt.sliding_window = config.sliding_window;
+        AttentionResult ours;
+        backend.forward(Batch{{texts[t]}, config.pad_id()}, opt, ours);
+        std::vector<double> p(ours.last_logits.begin(), ours.last_logits.begin() + ours.V);
+        const double top = *std::max_element(p.begin(), p.end());
+        double sum = 0;
+        for (double& x : p) sum += x = std::exp(x - top);
+        for (double& x : p) x /= sum;
+        const nlohmann::json& five = theirs[t];
+        ASSERT_EQ(five.size(), 5u);
+        const Prediction* ranked = ours.predictions_at(0, static_cast<int>(texts[t].size()) - 1);
+        for (int k = 0; k < 5; ++k) {
+            const int id = five[k][0].get<int>();
+            EXPECT_NEAR(p.at(static_cast<size_t>(id)), five[k][1].get<double>(), tolerance)
+                << "text " << t << " rank " << k << ": " << five.dump();
+            const bool leads = five[k][1].get<double>() - (k < 4 ? five[k + 1][1].get<double>() : 0) > tolerance;
+            if (every_rank || (k == 0 && leads)) {
+                EXPECT_EQ(ranked[k].id, id) << "text " << t << " rank " << k << ": " << five.dump();
+            }
+        }
+    }
+}
+
 }  // namespace headscope::test

@@ -5,6 +5,8 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -71,6 +73,15 @@ std::pair<double, std::vector<double>> loss_and_p(const std::vector<double>& log
 // leads the next rank's by more than that.
 void expect_top_5(const AttentionResult& got, const std::vector<std::vector<int32_t>>& texts,
                   const std::vector<double>& logits, int V, double tolerance);
+
+// llama.cpp's 5 most likely next tokens after each of `texts` (`theirs`,
+// [[id, p], ...] a text, as tests/reference/llama_cpp.js answers) against
+// the engine's forward of each text alone (its window on, as llama.cpp's
+// always is): our probability of each of their ids within `tolerance`, and
+// our ranks theirs: every rank where `every_rank`, else the first wherever
+// it leads their next by more than the tolerance.
+void expect_llama_cpps_next_tokens(Backend& backend, const Config& config, const Texts& texts,
+                                   const nlohmann::json& theirs, double tolerance, bool every_rank);
 
 // The reference's residual rows of `layer` at each text's real positions, (N, C).
 std::vector<double> real_rows(const std::vector<double>& residual, int layer, const Texts& texts, int T, int C);

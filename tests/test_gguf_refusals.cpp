@@ -3,6 +3,7 @@
 // misshapen tensors (part of test_gguf_models, whose files these are).
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -128,19 +129,12 @@ TEST(GgufModelFiles, EachArchitecturesMissingKeysAndMisshapenTensorsAreOneLineNa
                 if (key == "gptneox.rope.dimension_count") value = gguf_uint32(7);
         },
         family_file(Family::gpt_neox));
-    // Phi-3's: whole pairs, and no LongRoPE factors (llama.cpp chooses them by its context, not the text).
+    // Phi-3's: whole pairs.
     expect_refused(
         "RoPE turns 9 of each head's 32 dims, which is not read yet",
         [](GgufSpec& s) {
             for (auto& [key, value] : s.metadata)
                 if (key == "phi3.rope.dimension_count") value = gguf_uint32(9);
-        },
-        family_file(Family::phi3));
-    expect_refused(
-        "LongRoPE's factors (rope_factors_long, rope_factors_short) are not read yet",
-        [](GgufSpec& s) {
-            s.tensors.push_back(tensor(s, "output_norm.weight"));
-            s.tensors.back().name = "rope_factors_long.weight";
         },
         family_file(Family::phi3));
     // OLMo 2's K norm spans its NKV key/value heads' 64 values.
@@ -313,6 +307,69 @@ TEST(GgufModelFiles, GemmasKeysLlamaCppCannotUseAreOneLineNamingThem) {
                    with_key("gemma3.attention.value_length", gguf_uint32(16)), gemma3);
     expect_refused("RoPE turns 16 of each head's 32 dims, which is not read yet",
                    with_key("gemma2.rope.dimension_count", gguf_uint32(16)), gemma2);
+}
+
+// `edit` after giving the file tensors `factors` of `count` F32 ones each
+// (rope_freqs, or LongRoPE's short and long).
+Edit with_factors(const std::vector<std::string>& factors, uint64_t count, const Edit& edit) {
+    return [=](GgufSpec& s) {
+        for (const std::string& name : factors) {
+            const float one = 1;
+            s.tensors.push_back({name, {count}, 0, ""});
+            for (uint64_t i = 0; i < count; ++i) s.tensors.back().data.append(reinterpret_cast<const char*>(&one), 4);
+        }
+        edit(s);
+    };
+}
+
+// RoPE's factors out of bounds (a length other than the pairs of rotary
+// dims, another type, a factor not positive), each one line naming the
+// tensor; LongRoPE's keys alike, and its factors only where llama.cpp reads them.
+TEST(GgufModelFiles, RopeFactorsOutOfBoundsAreOneLineNamingThem) {
+    const Writer phi3 = family_file(Family::phi3), llama = family_file(Family::llama);
+    const std::vector<std::string> longrope = {"rope_factors_short.weight", "rope_factors_long.weight"};
+    const auto phi3_longrope = [&](const std::string& want, const Edit& edit) {
+        expect_refused(want, with_factors(longrope, 16, edit), phi3);  // heads of 32: 16 pairs
+    };
+    phi3_longrope("tensor 'rope_factors_long.weight' has 15 entries for heads of 16 pairs of rotary dims",
+                  [](GgufSpec& s) {
+                      GgufTensorSpec& t = tensor(s, "rope_factors_long.weight");
+                      t.ne = {15}, t.data.resize(15 * 4);
+                  });
+    phi3_longrope("tensor 'rope_factors_short.weight' must be one row of F32", [](GgufSpec& s) {
+        GgufTensorSpec& t = tensor(s, "rope_factors_short.weight");
+        t.type = 1, t.data.resize(16 * 2);  // F16
+    });
+    phi3_longrope("tensor 'rope_factors_short.weight' must be one row of F32", [](GgufSpec& s) {
+        tensor(s, "rope_factors_short.weight").ne = {8, 2};
+    });
+    for (const auto& [bits, shown] : {std::pair{0x00000000u, "0.000000"}, std::pair{0xbf800000u, "-1.000000"},
+                                      std::pair{0x7fc00000u, "nan"}, std::pair{0x7f800000u, "inf"}})
+        phi3_longrope(
+            std::string("tensor 'rope_factors_long.weight' holds ") + shown + ", not a positive divisor",
+            [bits](GgufSpec& s) { std::memcpy(tensor(s, "rope_factors_long.weight").data.data() + 20, &bits, 4); });
+    phi3_longrope("tensor 'rope_factors_short.weight' missing", [](GgufSpec& s) {
+        std::erase_if(s.tensors, [](const auto& t) { return t.name == "rope_factors_short.weight"; });
+    });
+    phi3_longrope("key 'phi3.rope.scaling.attn_factor' is 0.000000, not a positive factor",
+                  with_key("phi3.rope.scaling.attn_factor", gguf_float32(0)));
+    phi3_longrope("key 'phi3.rope.scaling.original_context_length' is 0",
+                  with_key("phi3.rope.scaling.original_context_length", gguf_uint32(0)));
+    // llama.cpp's phi3 reads no rope_freqs, its llama no LongRoPE factors.
+    expect_refused("tensor 'rope_freqs.weight' beside LongRoPE's factors",
+                   with_factors({longrope[0], longrope[1], "rope_freqs.weight"}, 16, [](GgufSpec&) {}), phi3);
+    expect_refused("tensor 'rope_factors_long.weight' is not one of architecture llama's",
+                   with_factors(longrope, 16, [](GgufSpec&) {}), llama);
+    // Llama 3.1's rope_freqs: the same bounds.
+    expect_refused("tensor 'rope_freqs.weight' has 32 entries for heads of 16 pairs of rotary dims",
+                   with_factors({"rope_freqs.weight"}, 32, [](GgufSpec&) {}), llama);
+    expect_refused("tensor 'rope_freqs.weight' holds -1.000000, not a positive divisor",
+                   with_factors({"rope_freqs.weight"}, 16,
+                                [](GgufSpec& s) {
+                                    const float minus_one = -1;
+                                    std::memcpy(tensor(s, "rope_freqs.weight").data.data(), &minus_one, 4);
+                                }),
+                   llama);
 }
 
 }  // namespace

@@ -213,13 +213,9 @@ const std::vector<GgufKey> phi3_keys = [] {
 }();
 
 // Tied where the file has no output.weight; partial_rotary_factor from the
-// dims RoPE turns (Phi-4-mini's 96 of 128). LongRoPE's factors, which
-// llama.cpp stores as rope_factors_long and rope_factors_short and chooses by
-// the context it is given rather than the text's length, are not read yet.
+// dims RoPE turns (Phi-4-mini's 96 of 128); LongRoPE where the file has its factors.
 void phi3_more_keys(const GgufSource& s, json& c) {
     c["tie_word_embeddings"] = !s.tensor("output.weight");
-    if (s.tensor("rope_factors_long.weight") || s.tensor("rope_factors_short.weight"))
-        s.refuse("LongRoPE's factors (rope_factors_long, rope_factors_short) are not read yet");
     refuse_rope_scaling(s);
     const uint64_t heads = c["num_attention_heads"], width = c["hidden_size"];
     const uint64_t head_dim = heads ? width / heads : 0;
@@ -228,6 +224,7 @@ void phi3_more_keys(const GgufSource& s, json& c) {
     if (rotated % 2 || rotated == 0 || rotated > head_dim ||
         static_cast<uint64_t>(double(head_dim) * double(fraction)) != rotated)
         refuse_rotated_dims(s, rotated, head_dim);
+    longrope_keys(s, c, rotated / 2);
     c["partial_rotary_factor"] = fraction;
 }
 

@@ -71,6 +71,16 @@ struct GgufArchitecture {
 void llama_more_keys(const GgufSource& source, nlohmann::json& config);
 void llama_attention_keys(const GgufSource& source, nlohmann::json& config);
 
+// RoPE's factors (gguf_rope.cpp). Tensor `name`, one positive divisor per
+// pair of rotary dims in F32: Llama 3.1's rope_freqs, LongRoPE's short and long.
+std::vector<float> gguf_rope_factors(const GgufSource& source, const std::string& name, uint64_t pairs);
+// Whether `name` is one of LongRoPE's two tensors, which longrope_keys reads.
+bool longrope_tensor(std::string_view name);
+// Phi-3's LongRoPE where the file has its factors (for heads of `pairs`
+// pairs of rotary dims), as config.json's rope_scaling and
+// original_max_position_embeddings.
+void longrope_keys(const GgufSource& source, nlohmann::json& config, uint64_t pairs);
+
 // The mixtures of experts' helpers (gguf_experts.cpp).
 void qwen3moe_more_keys(const GgufSource& source, nlohmann::json& config);
 void olmoe_more_keys(const GgufSource& source, nlohmann::json& config);

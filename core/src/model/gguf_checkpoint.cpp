@@ -5,7 +5,6 @@
 #include "gguf_checkpoint.h"
 
 #include <charconv>
-#include <cmath>
 #include <optional>
 
 #include "gguf_architectures.h"
@@ -42,24 +41,6 @@ json config_json(const GgufSource& source, const GgufArchitecture& arch) {
             c[std::string(id) == "padding_token_id" ? "pad_token_id" : id] = *value;
     if (arch.more_keys) arch.more_keys(source, c);
     return c;
-}
-
-// rope_freqs as float32: one positive divisor per pair of the dims RoPE turns.
-std::vector<float> rope_divisors(const GgufSource& source, const Config& config, const GgufTensor& tensor) {
-    const GgmlTypeTraits* traits = ggml_type_traits(tensor.type);
-    if (tensor.n_dims != 1 || !traits || traits->type != GgmlType::F32)
-        source.refuse(std::string("tensor '") + rope_frequencies_name + "' must be one row of F32");
-    const auto pairs = static_cast<uint64_t>(config.head_size() * config.rope.fraction) / 2;
-    if (tensor.ne[0] != pairs)
-        source.refuse(std::string("tensor '") + rope_frequencies_name + "' has " + std::to_string(tensor.ne[0]) +
-                      " entries for heads of " + std::to_string(pairs) + " pairs of dims");
-    std::vector<float> divisors(static_cast<size_t>(tensor.ne[0]));
-    widen_to_f32(DType::F32, tensor.bytes.data(), divisors.size(), divisors.data());
-    for (float d : divisors)
-        if (!(d > 0) || !std::isfinite(d))
-            source.refuse(std::string("tensor '") + rope_frequencies_name + "' holds " + std::to_string(d) +
-                          ", not a positive divisor");
-    return divisors;
 }
 
 // Where a tensor of the file goes: the weight it is, of which layer (-1:
@@ -155,9 +136,11 @@ GgufCheckpoint gguf_checkpoint(const GgufModelFiles& files) {
     check_expert_tensors(source, *arch, config);
     for (const auto& [name, tensor] : files.tensors) {
         if (name == rope_frequencies_name && config.positions == Positions::rotary) {
-            config.rope.frequency_divisors = rope_divisors(source, config, *tensor);
+            const auto pairs = static_cast<uint64_t>(config.head_size() * config.rope.fraction) / 2;
+            config.rope.frequency_divisors = gguf_rope_factors(source, rope_frequencies_name, pairs);
             continue;
         }
+        if (longrope_tensor(name) && !config.rope.long_divisors.empty()) continue;  // read with the keys
         const std::vector<TensorSpec> specs = described(source, *arch, config, encoder, name, *tensor);
         const GgmlTypeTraits* traits = ggml_type_traits(tensor->type);
         const std::optional<DType> dtype = traits ? dtype_of(traits->type) : std::nullopt;
