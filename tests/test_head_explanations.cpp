@@ -3,17 +3,26 @@
 // through the softmax, for every family (RoPE, qk-norm, grouped-query heads,
 // biases); the bias terms against the model's biases; and the tokens a head
 // promotes and suppresses against GPT-2's double-precision reference and, for
-// every family, against the engine's logit attribution.
+// every family, against the engine's logit attribution; the pairs of dims
+// RoPE turns, as the neuron view and the dance name them, against a GGUF
+// file's reordered rows and the Hugging Face folder of the same weights.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <memory>
 #include <numeric>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
+#include "gguf_models.h"
 #include "headscope/base/error.h"
+#include "headscope/compute/backend.h"
 #include "headscope/compute/matmul.h"
+#include "headscope/inspect/dance.h"
 #include "headscope/inspect/explanations.h"
 #include "prediction_checks.h"
 #include "reference_forward.h"
@@ -225,6 +234,62 @@ TEST_P(FamilyPredictions, ScoresGiveTheMapsAndWritesMatchTheAttribution) {
     for (int d = 0; d < hs; ++d) bq_bk += double(bq[hs + d]) * bk[kv * hs + d];
     bq_bk *= double(cfg.rope.cos_sin_scale) * cfg.rope.cos_sin_scale;  // YaRN's factor on q's and k's rotations
     EXPECT_NEAR(same.bias_bias, bq_bk, 1e-4 * (1 + std::abs(bq_bk)));
+}
+
+// A llama GGUF file, whose converter reordered each head's rows of Q and K
+// so that RoPE turns adjacent dims (2d, 2d + 1), and the Hugging Face folder
+// of the same weights, where it turns (d, d + hs / 2): the pairs each names
+// hold the same q and k values, pair by pair (the converter's permutation),
+// and the dance's RoPE step says the same pairs in the same words.
+TEST(RopePairs, TheNeuronViewAndTheDanceNameThePairsRopeTurns) {
+    TempDir dir;
+    const FamilySpec spec = gguf_family_spec(Family::llama);
+    const FamilyCheckpoint checkpoint = write_gguf_family(dir.path / "llama.gguf", spec, DType::F32);
+    write_family_checkpoint(dir.path / "hf", checkpoint);
+    // The GGUF file's byte-level vocabulary (the family's tokenizer.json has more ids than its 259).
+    std::filesystem::remove(dir.path / "hf" / "tokenizer.json");
+    nlohmann::json vocab;
+    for (int b = 0; b < 256; ++b) vocab[byte_token(b)] = b;
+    vocab[byte_token(' ') + "t"] = 256, vocab["<|begin_of_text|>"] = 257, vocab["<|end_of_text|>"] = 258;
+    std::ofstream(dir.path / "hf" / "vocab.json") << vocab.dump();
+    std::ofstream(dir.path / "hf" / "merges.txt") << "#version: 0.2\n" << byte_token(' ') << " t\n";
+    const Model gguf = load_model((dir.path / "llama.gguf").string()), hf = load_model((dir.path / "hf").string());
+    ASSERT_TRUE(gguf.config.rope.adjacent_pairs);
+    ASSERT_FALSE(hf.config.rope.adjacent_pairs);
+    const Batch text{{{257, 9, 100, 200, 129, 17, 30}}, gguf.config.pad_id()};
+    const AttentionOptions opt = explaining();
+    AttentionResult from_gguf, from_hf;
+    for (const auto& [model, result] : {std::pair{&gguf, &from_gguf}, std::pair{&hf, &from_hf}}) {
+        std::unique_ptr<Backend> backend = make_cpu_backend();
+        backend->load_weights(*model);
+        backend->forward(text, opt, *result);
+    }
+    const int hs = spec.head_dim;
+    for (const auto& [slot, head, i, j] : {std::tuple{0, 0, 5, 2}, {1, 3, 6, 6}, {1, spec.n_head - 1, 4, 0}}) {
+        const ScoreTerms g = explain_score(gguf, from_gguf, opt, slot, 0, head, i, j);
+        const ScoreTerms h = explain_score(hf, from_hf, opt, slot, 0, head, i, j);
+        ASSERT_EQ(g.rope_pairs.size(), size_t(hs / 2));
+        ASSERT_EQ(h.rope_pairs.size(), size_t(hs / 2));
+        for (int p = 0; p < hs / 2; ++p) {
+            EXPECT_EQ(g.rope_pairs[p], std::pair(2 * p, 2 * p + 1));
+            EXPECT_EQ(h.rope_pairs[p], std::pair(p, p + hs / 2));
+            for (const auto& [ours, theirs] : {std::pair{g.rope_pairs[p].first, h.rope_pairs[p].first},
+                                               std::pair{g.rope_pairs[p].second, h.rope_pairs[p].second}}) {
+                EXPECT_NEAR(g.q[ours], h.q[theirs], 1e-4 * (1 + std::abs(h.q[theirs]))) << "pair " << p;
+                EXPECT_NEAR(g.k[ours], h.k[theirs], 1e-4 * (1 + std::abs(h.k[theirs]))) << "pair " << p;
+            }
+        }
+    }
+    const std::string adjacent = rope_pairs_in_words(gguf.config, hs), half = rope_pairs_in_words(hf.config, hs);
+    EXPECT_EQ(adjacent.rfind("adjacent pairs (2d, 2d + 1)", 0), 0u) << adjacent;
+    EXPECT_EQ(half, "rotate-half pairs (d, d + " + std::to_string(hs / 2) + ")");
+    for (const auto& [model, words] : {std::pair{&gguf, adjacent}, std::pair{&hf, half}}) {
+        const Dance dance = reshape_dance(1, 7, model->config, 0, Split::transpose);
+        const bool named = std::any_of(dance.steps.begin(), dance.steps.end(), [&](const DanceStep& step) {
+            return step.title.find("RoPE") != std::string::npos && step.title.find(words) != std::string::npos;
+        });
+        EXPECT_TRUE(named) << words;
+    }
 }
 
 // FamilyPredictions' families are instantiated once for the program, in test_head_effects.cpp.

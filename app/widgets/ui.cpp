@@ -124,6 +124,13 @@ void why_it_attends(const WindowState& state, const Session& session, int layer,
                                        state.selected, head, i, j);
     ImGui::Separator();
     ImGui::Text("why: q . k = %.3f, times %.3f: score %.3f", s.score, s.scale, s.score * s.scale);
+    if (!s.rope_pairs.empty()) {
+        const int turned = 2 * static_cast<int>(s.rope_pairs.size());
+        ImGui::TextWrapped(
+            "RoPE turned q and k's first %d dims in %s; each pair's two terms together see only the "
+            "distance %d - %d",
+            turned, rope_pairs_in_words(session.model().config, turned).c_str(), i, j);
+    }
     if (const float cap = session.model().config.attention_softcap; cap > 0)  // Gemma 2's
         ImGui::Text("soft-capped, %g tanh(score / %g): %.3f, what the softmax reads", cap, cap, s.softmax_input);
     const ImVec2 bars(std::floor(ImGui::GetFontSize() * 18), std::floor(ImGui::GetFontSize() * 2.5f));

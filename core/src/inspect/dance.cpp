@@ -9,6 +9,7 @@
 #include "headscope/base/error.h"
 #include "headscope/base/ggml_types.h"
 #include "headscope/compute/forward.h"
+#include "headscope/inspect/explanations.h"
 #include "headscope/model/model.h"
 
 namespace headscope {
@@ -188,13 +189,9 @@ StridedLayout rotate(Dance& d, Walk& walk, const Config& config, bool keys, cons
     const std::string x = keys ? "k" : "q", H = keys ? "NKV" : "NH";
     const bool cat = config.rope.joined_by_cat;
     const std::string D = std::to_string(d.rope_dims), half = std::to_string(d.rope_dims / 2);
-    const std::string pairs =
-        config.rope.adjacent_pairs
-            ? "adjacent pairs (2d, 2d + 1), as the GGUF file's reordered rows of Q and K put them,"
-            : "rotate-half pairs (d, d + " + half + ")";
     std::string title = "RoPE, on Q and K before the scores: position t turns the first " + D + " of each head's " +
-                        std::to_string(hs) + " dims in " + pairs + " by the angle t * " + number(config.rope.theta) +
-                        "^(-2d/" + D + ")";
+                        std::to_string(hs) + " dims in " + rope_pairs_in_words(config, d.rope_dims) +
+                        ", by the angle t * " + number(config.rope.theta) + "^(-2d/" + D + ")";
     if (config.rope.factor > 0) title += " (Llama 3's scaling slows the long wavelengths)";
     if (!config.rope.long_divisors.empty())
         title += " (LongRoPE: each frequency divided by its " +

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -84,6 +85,9 @@ ScoreTerms explain_score(const Model& model, const AttentionResult& result, cons
     std::sort(order.begin(), order.end(), [&](int a, int c) { return s.terms[a] > s.terms[c]; });
     s.largest.assign(order.begin(), order.begin() + std::min(5, hs));
     s.smallest.assign(order.rbegin(), order.rbegin() + std::min(5, hs));
+    const int turned = cfg.positions == Positions::rotary ? rope_dims(cfg.rope, hs) : 0;
+    for (int d = 0; d < turned / 2; ++d)
+        s.rope_pairs.push_back(cfg.rope.adjacent_pairs ? std::pair{2 * d, 2 * d + 1} : std::pair{d, d + turned / 2});
 
     const auto [bq, bk] = qk_biases(cfg, model.layers[result.layers[slot]]);
     if (bq.empty() || cfg.qk_norm) return s;
@@ -97,6 +101,12 @@ ScoreTerms explain_score(const Model& model, const AttentionResult& result, cons
     s.bias_weights = dot(rq.data(), k_weights.data(), hs);
     s.bias_bias = dot(rq.data(), rk.data(), hs);
     return s;
+}
+
+std::string rope_pairs_in_words(const Config& config, int turned_dims) {
+    return config.rope.adjacent_pairs
+               ? "adjacent pairs (2d, 2d + 1), as the GGUF file's reordered rows of Q and K put them"
+               : "rotate-half pairs (d, d + " + std::to_string(turned_dims / 2) + ")";
 }
 
 HeadWrites head_writes(const Model& model, const AttentionResult& result, int slot, int b, int head, int position,

@@ -5,6 +5,8 @@
 // Legend: hs head size, C channels, V vocabulary.
 #pragma once
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "headscope/compute/attention.h"
@@ -26,11 +28,22 @@ struct ScoreTerms {
     bool biases_apart = false;
     double weights_weights = 0, weights_bias = 0, bias_weights = 0, bias_bias = 0;
     std::vector<int> largest, smallest;  // the dims of the 5 largest and 5 most negative terms
+    // The dims RoPE turned together, each pair by one angle of its
+    // position: a pair's two terms together see only the distance between
+    // query and key. Empty without rotary positions.
+    std::vector<std::pair<int, int>> rope_pairs;
 };
 // Throws Error where the result holds no queries (no contributions) or a
 // position is out of range.
 ScoreTerms explain_score(const Model& model, const AttentionResult& result, const AttentionOptions& options, int slot,
                          int b, int head, int query, int key);
+
+// Which dims of a head RoPE turns together, in words, of a model whose
+// heads rotate their first `turned_dims` dims: "adjacent pairs (2d, 2d + 1)
+// ..." where the file's rows of Q and K were reordered for them (GGUF's
+// llama), else "rotate-half pairs (d, d + turned_dims / 2)". The dance and
+// the neuron view both say it so.
+std::string rope_pairs_in_words(const Config& config, int turned_dims);
 
 // A token and how much a head's output adds to its logit.
 struct TokenPush {
