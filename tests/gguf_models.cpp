@@ -421,6 +421,12 @@ FamilyCheckpoint write_gguf_family(const fs::path& file, const FamilySpec& spec,
                              : spec.family == Family::mixtral     ? "llama"
                              : spec.family == Family::gpt_oss     ? "gpt-oss"
                                                                   : model_type(spec.family);
+    // A tied table drawn as an embedding (std 1) makes logits of std sqrt(C),
+    // 16: one token would take all the probability, and no comparison of
+    // probabilities could fail. A quarter of it leaves the likeliest about 0.1.
+    for (NamedTensor& t : checkpoint.tensors)
+        if (spec.tied_embeddings && name_table(spec.family).gguf_name(t.name) == "token_embd.weight")
+            for (float& v : t.values) v /= 4;
     GgufSpec gguf;
     write_gguf_header(gguf, arch, matrices);
     write_family_keys(gguf, spec, arch);

@@ -98,7 +98,9 @@ MatrixTypes llama_cpp_mix(uint32_t ftype, const FamilySpec& spec);
 std::string tensor_types_unlike(const Model& model, const MatrixTypes& matrices);
 
 // Writes `spec` into `file` with its matrices of `matrices`, changed by
-// `edit` first if given (a hostile file); returns the checkpoint the file holds.
+// `edit` first if given (a hostile file); returns the checkpoint the file
+// holds. A tied embedding table is written at a quarter of its drawn scale
+// (std 1), whose logits of std sqrt(C) would give one token all the probability.
 FamilyCheckpoint write_gguf_family(const std::filesystem::path& file, const FamilySpec& spec,
                                    const MatrixTypes& matrices, const std::function<void(GgufSpec&)>& edit = {});
 

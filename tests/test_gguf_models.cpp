@@ -19,6 +19,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -92,20 +93,36 @@ std::string file_type_name(uint32_t id) {
     return names.at(id);
 }
 
-// How close llama.cpp's probabilities come to exact arithmetic on a file of
-// these matrices' types (`gelu`: a GELU model's, whose F32 probabilities
-// move further; TokenIdsAndNextTokensAreLlamaCpps): 1e-2 where one is
-// quantized, 1e-3 where one is a half, else 1e-5 (5e-5 with GELU). The
-// issue's 5e-2 for quantized files is above every probability of most of
-// these small models (their most likely token's 0.01 to 0.1), where no
-// check could fail; llama.cpp's moved by up to 4.4e-3 here (Gemma 3 with
-// every type), 1.9e-4 on BF16.
-double llama_cpp_tolerance(const MatrixTypes& matrices, bool gelu) {
-    double tolerance = gelu ? 5e-5 : 1e-5;
-    for (DType type : matrices.types())
-        tolerance = std::max(tolerance, type == DType::F16 || type == DType::BF16 ? 1e-3
-                                        : type == DType::F32                      ? 0
-                                                                                  : 1e-2);
+// How far llama.cpp's probabilities may lie from exact arithmetic: the
+// larger of `absolute` and `relative` times the probability, at most `most`.
+// llama.cpp moves the logits a little (rounding activations), which moves
+// each probability in proportion to itself: the bounds (5e-2 on
+// quantized files, 1e-3 on F16 and BF16, 1e-5 on F32) are the caps, but a
+// bound fit for a likely token is above every probability of a flat
+// distribution, where no check could fail.
+struct Tolerance {
+    double absolute, relative, most;
+    double at(double p) const { return std::min(most, std::max(absolute, relative * p)); }
+};
+
+// The tolerance on a file of these matrices' types
+// (TokenIdsAndNextTokensAreLlamaCpps), from the largest moves seen here (7
+// December): with a quantized matrix, where llama.cpp rounds the
+// activations to 8 bits, 20% of a probability (12.5% seen: 0.0296 against
+// 0.0263 on Qwen 3's Q2_K mix; 3.9% on the flatter ones), at least 2e-3
+// and at most 5e-2; with a half one, where it rounds them to the half
+// type, 1e-3 (1.9e-4 seen); else 1e-5, but for a GELU model's (`gelu`),
+// whose GELU llama.cpp's CPU code reads from a table of halves: 0.5%, at
+// least 5e-5 and at most 1e-3 (0.15% seen: GPT-2's 0.07459 against 0.07470).
+Tolerance llama_cpp_tolerance(const MatrixTypes& matrices, bool gelu) {
+    Tolerance tolerance = gelu ? Tolerance{5e-5, 5e-3, 1e-3} : Tolerance{1e-5, 0, 1e-5};
+    for (DType type : matrices.types()) {
+        if (type == DType::F32) continue;
+        const bool half = type == DType::F16 || type == DType::BF16;
+        const Tolerance of_type = half ? Tolerance{1e-3, 0, 1e-3} : Tolerance{2e-3, 0.2, 5e-2};
+        tolerance = {std::max(tolerance.absolute, of_type.absolute), std::max(tolerance.relative, of_type.relative),
+                     std::max(tolerance.most, of_type.most)};
+    }
     return tolerance;
 }
 
@@ -135,25 +152,27 @@ void expect_gemma_config(const FamilySpec& spec, const Config& c) {
 // Our next-token probabilities `p` (V) and top 5 `ranked` against
 // llama.cpp's five [[id, p], ...], whose probabilities lie within
 // `tolerance` of exact arithmetic: each of its tokens with our probability
-// within `tolerance` of its own; the same five tokens, but for one within
-// `tolerance` of the border between 5th and 6th (a token of ours it leaves
-// out at most `tolerance` above its 5th's probability); and the same order
-// wherever its consecutive probabilities differ by more than `tolerance`.
+// within the tolerance of its own; the same five tokens, but for one within
+// the tolerance of the border between 5th and 6th (a token of ours it leaves
+// out at most the tolerance above its 5th's probability); and the same
+// order wherever its consecutive probabilities differ by more than the tolerance.
 void expect_llama_cpps_top_5(const std::vector<double>& p, const Prediction* ranked, const nlohmann::json& theirs,
-                             double tolerance, const std::string& what) {
+                             const Tolerance& tolerance, const std::string& what) {
     ASSERT_EQ(theirs.size(), 5u) << what;
     std::vector<int> ids;
     std::vector<double> q;
     for (const nlohmann::json& token : theirs) ids.push_back(token[0].get<int>()), q.push_back(token[1].get<double>());
     const std::string all = what + ", llama.cpp's " + theirs.dump();
     for (size_t k = 0; k < 5; ++k) {
-        EXPECT_NEAR(p.at(size_t(ids[k])), q[k], tolerance) << all << ": its rank " << k;
+        const double mine = p.at(size_t(ids[k]));
+        EXPECT_NEAR(mine, q[k], tolerance.at(std::max(mine, q[k]))) << all << ": its rank " << k;
         const int ours = ranked[k].id;
         if (std::find(ids.begin(), ids.end(), ours) == ids.end()) {
-            EXPECT_LE(p.at(size_t(ours)), q[4] + tolerance) << all << ": our rank " << k << " (" << ours << ") not its";
+            const double border = q[4] + tolerance.at(p.at(size_t(ours)));
+            EXPECT_LE(p.at(size_t(ours)), border) << all << ": our rank " << k << " (" << ours << ") not its";
         }
-        if (k < 4 && q[k] - q[k + 1] > tolerance) {
-            EXPECT_GT(p.at(size_t(ids[k])), p.at(size_t(ids[k + 1]))) << all << ": its ranks " << k << " and " << k + 1;
+        if (k < 4 && q[k] - q[k + 1] > tolerance.at(q[k])) {
+            EXPECT_GT(mine, p.at(size_t(ids[k + 1]))) << all << ": its ranks " << k << " and " << k + 1;
         }
     }
 }
@@ -211,8 +230,11 @@ TEST_P(GgufModel, MapsHeadOutputsAndNextTokensMatchTheReference) {
     const double tolerance = quantized_experts ? 2e-3 : 1e-5 * tiles_widen(matrices);
     std::unique_ptr<Backend> backend = make_cpu_backend();
     backend->load_weights(model);
+    // The masks' grid on F32 files (the masks are the same whatever the types); the model's own options else.
+    const bool grid = matrices.types() == std::set<DType>{DType::F32};
     for (bool causal : {true, false})
         for (bool padding_mask : {true, false}) {
+            if (!grid && !(causal && padding_mask)) continue;
             SCOPED_TRACE(testing::Message() << "causal " << causal << " padding " << padding_mask);
             AttentionOptions opt;
             opt.causal = causal;
@@ -235,14 +257,13 @@ TEST_P(GgufModel, MapsHeadOutputsAndNextTokensMatchTheReference) {
 
 // llama.cpp itself (llama_cpp.h) on the same file, after each text: its 5
 // most likely next tokens (expect_llama_cpps_top_5), its probabilities
-// within 1e-5 of ours in F32; within 5e-5 for GPT-2, GPT-NeoX and Gemma,
-// whose GELU llama.cpp's CPU code reads from a table of halves at its input
-// rounded to a half (ggml-cpu's GGML_GELU_FP16), in the tanh form where
-// GPT-NeoX's is erf's (Headscope computes Hugging Face's): that moves its
-// probabilities here by up to 1.5e-5 (3.1e-5 for Gemma 3). With a
-// quantized matrix llama.cpp rounds its activations to 8 bits before the
-// products, which moves its probabilities (within 1e-2 here); with a half
-// one, to the half type: 1e-3. A mixed file's token ids are llama.cpp's too.
+// within llama_cpp_tolerance of ours: 1e-5 in F32; more for GPT-2, GPT-NeoX
+// and Gemma, whose GELU llama.cpp's CPU code reads from a table of halves
+// at its input rounded to a half (ggml-cpu's GGML_GELU_FP16), in the tanh
+// form where GPT-NeoX's is erf's (Headscope computes Hugging Face's); more
+// with a half or a quantized matrix, where llama.cpp rounds its activations
+// to the half type or to 8 bits before the products. A mixed file's token
+// ids are llama.cpp's too.
 TEST_P(GgufModel, TokenIdsAndNextTokensAreLlamaCpps) {
     const Param& param = GetParam();
     TempDir dir;
@@ -254,7 +275,7 @@ TEST_P(GgufModel, TokenIdsAndNextTokensAreLlamaCpps) {
     std::unique_ptr<Backend> backend = make_cpu_backend();
     backend->load_weights(model);
     const Family family = param.family;
-    const double tolerance =
+    const Tolerance tolerance =
         llama_cpp_tolerance(matrices, family == Family::gpt2 || family == Family::gpt_neox || gemma(family));
     const std::optional<nlohmann::json> all_theirs = ask_llama_cpp({{"next_tokens", file.string()}, {"texts", texts}});
     if (!all_theirs) GTEST_SKIP() << "node cannot be run: run tools/setup";
