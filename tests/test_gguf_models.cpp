@@ -58,7 +58,7 @@ struct Param {
 };
 
 // llama.cpp's file types (llama_ftype) the rows write, by name.
-const std::map<std::string, uint32_t> mixes = {{"every_type", 7}, {"Q2_K", 10}, {"Q3_K_L", 13}, {"Q4_K_M", 15}};
+const std::map<std::string, uint32_t> mixes = {{"Q2_K", 10}, {"Q3_K_L", 13}, {"Q4_K_M", 15}};
 
 FamilySpec spec_of(const Param& param) {
     FamilySpec spec = gguf_family_spec(param.family);
@@ -333,6 +333,40 @@ std::vector<Param> params() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Gguf, GgufModel, ::testing::ValuesIn(params()), param_name);
+
+// The mixes the rows above write, as llama-quant.cpp chooses them: Llama's
+// Q4_K_M (2 layers, untied) with Q6_K on attn_v and ffn_down of layer 1
+// (its use_more_bits) and on the output, and its fallbacks on ffn_down's
+// rows of 288, Q4_K to Q5_0 and Q6_K to Q8_0; Qwen 3's Q2_K (tied, 4 query
+// heads a key head) and its Q3_K to Q4_0; Phi-3's Q3_K_L, attn_qkv as attn_v.
+TEST(GgufMixes, TheTypesAreLlamaQuantizesChoices) {
+    const FamilySpec llama = gguf_family_spec(Family::llama);
+    const MatrixTypes q4_k_m = llama_cpp_mix(15, llama);
+    EXPECT_EQ(q4_k_m.file_type(), 15u);
+    for (const auto& [name, want] : {std::pair{"token_embd.weight", DType::Q4_K},
+                                     {"output.weight", DType::Q6_K},
+                                     {"blk.0.attn_v.weight", DType::Q4_K},
+                                     {"blk.1.attn_v.weight", DType::Q6_K},
+                                     {"blk.0.ffn_down.weight", DType::Q4_K},
+                                     {"blk.1.ffn_down.weight", DType::Q6_K},
+                                     {"blk.1.attn_q.weight", DType::Q4_K},
+                                     {"blk.1.attn_output.weight", DType::Q4_K}})
+        EXPECT_EQ(q4_k_m(name, 256), want) << name;
+    const MatrixTypes narrow = llama_cpp_mix(15, llama);
+    EXPECT_EQ(narrow("blk.0.ffn_down.weight", 288), DType::Q5_0);
+    EXPECT_EQ(narrow("blk.1.ffn_down.weight", 288), DType::Q8_0);
+    EXPECT_EQ(narrow("blk.1.ffn_up.weight", 256), DType::Q4_K);
+    const MatrixTypes q2_k = llama_cpp_mix(10, gguf_family_spec(Family::qwen3));
+    EXPECT_EQ(q2_k("token_embd.weight", 256), DType::Q6_K) << "tied: the output's type";
+    EXPECT_EQ(q2_k("blk.0.attn_v.weight", 256), DType::Q4_K) << "4 query heads a key head";
+    EXPECT_EQ(q2_k("blk.0.attn_output.weight", 256), DType::Q3_K);
+    EXPECT_EQ(q2_k("blk.0.ffn_down.weight", 288), DType::Q4_0);
+    EXPECT_EQ(q2_k("blk.0.ffn_gate.weight", 256), DType::Q2_K);
+    const MatrixTypes q3_k_l = llama_cpp_mix(13, gguf_family_spec(Family::phi3));
+    for (const char* name : {"blk.0.attn_qkv.weight", "blk.0.attn_output.weight", "blk.1.ffn_down.weight"})
+        EXPECT_EQ(q3_k_l(name, 256), DType::Q5_K) << name;
+    EXPECT_EQ(q3_k_l("blk.0.ffn_up.weight", 256), DType::Q3_K);
+}
 
 // The Config of a small Gemma file of `spec` changed by `edit`.
 Config gemma_config(FamilySpec spec, const std::function<void(GgufSpec&)>& edit = {}) {
