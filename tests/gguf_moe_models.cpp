@@ -2,12 +2,13 @@
 // writes them to GGUF (gguf_models.h): each layer's router as
 // blk.N.ffn_gate_inp in F32 (llama.cpp's quantizer leaves it so), and its
 // experts' gate, up and down each one 3-D tensor blk.N.ffn_{gate,up,down}_exps
-// of ne [in, out, E], expert e's matrix its e-th slice, in the file's type.
-// gpt-oss's as its converter splits them: gate_up_proj's even rows the
-// gate, its odd ones up, each expert's in MXFP4 as the converter leaves them
-// whatever the file's other matrices (F32 in an F32 file, which llama.cpp
-// reads as well), each with its bias ffn_{gate,up,down}_exps.bias (ne
-// [out, E]), and the router's bias ffn_gate_inp.bias, in F32.
+// of ne [in, out, E], expert e's matrix its e-th slice, each tensor in the
+// type its MatrixTypes gives. gpt-oss's as its converter splits them:
+// gate_up_proj's even rows the gate, its odd ones up, each expert's in
+// MXFP4 as the converter leaves them whatever the file's other matrices
+// (F32 in a file of general.file_type F32, which llama.cpp reads as
+// well), each with its bias ffn_{gate,up,down}_exps.bias (ne [out, E]), and
+// the router's bias ffn_gate_inp.bias, in F32.
 #include <algorithm>
 #include <stdexcept>
 #include <string>
