@@ -116,7 +116,7 @@ EncoderSpec gguf_bert_spec() {
     return s;
 }
 
-EncoderCheckpoint write_gguf_bert(const fs::path& file, const EncoderSpec& spec, DType matrices,
+EncoderCheckpoint write_gguf_bert(const fs::path& file, const EncoderSpec& spec, const MatrixTypes& matrices,
                                   const std::function<void(GgufSpec&)>& edit) {
     if (spec.family != Encoder::bert || spec.vocab_size != gguf_bert_spec().vocab_size || spec.pad_id != 0)
         throw std::invalid_argument("write_gguf_bert: not a spec of BERT's GGUF vocabulary ([PAD] 0)");
@@ -134,6 +134,8 @@ EncoderCheckpoint write_gguf_bert(const fs::path& file, const EncoderSpec& spec,
             return stored_as(hf.starts_with("bert.") ? bert_names.gguf_name(hf.substr(5)) : "");
         },
         matrices, spec.seed);
+    for (const NamedTensor& t : checkpoint.tensors)  // the loader's names are without "bert."
+        if (t.name.starts_with("bert.")) matrices.fix(t.name.substr(5), matrices.written(t.name));
     if (edit) edit(gguf);
     write_gguf(file, gguf);
     return checkpoint;
@@ -152,7 +154,7 @@ Seq2SeqSpec gguf_t5_spec(const std::string& variant, int head_dim) {
     return s;
 }
 
-Seq2SeqCheckpoint write_gguf_t5(const fs::path& file, const Seq2SeqSpec& spec, DType matrices,
+Seq2SeqCheckpoint write_gguf_t5(const fs::path& file, const Seq2SeqSpec& spec, const MatrixTypes& matrices,
                                 const std::function<void(GgufSpec&)>& edit) {
     if (spec.vocab_size != int(t5_vocab().vocab.tokens.size()) || spec.eos_id != token_id(t5_vocab().vocab, "</s>"))
         throw std::invalid_argument("write_gguf_t5: not a spec of T5's GGUF vocabulary");

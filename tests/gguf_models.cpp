@@ -236,7 +236,7 @@ std::string NameTable::gguf_name(const std::string& hf) const {
     return gguf_layer_prefix + n + "." + layer.at(hf.substr(layer_end + 1));
 }
 
-Written tensor_as_stored(const NamedTensor& t, const StoredAs& as, DType matrices, std::mt19937& rng) {
+Written tensor_as_stored(const NamedTensor& t, const StoredAs& as, const MatrixTypes& matrices, std::mt19937& rng) {
     const bool matrix = t.shape.size() == 2;
     const int64_t rows = matrix ? t.shape[as.transposed ? 1 : 0] : 1;
     const int64_t cols = matrix ? t.shape[as.transposed ? 0 : 1] : t.shape[0];
@@ -245,7 +245,8 @@ Written tensor_as_stored(const NamedTensor& t, const StoredAs& as, DType matrice
         const int64_t row = as.row ? as.row(r) : r;
         return static_cast<size_t>(as.transposed ? c * rows + row : row * cols + c);
     };
-    const DType type = matrix && as.quantized ? matrices : DType::F32;
+    const DType type = matrix && as.quantized ? matrices(as.name, cols) : DType::F32;
+    if (!t.name.empty() && type != DType::F32) matrices.fix(t.name, type);  // the name the loader gives it
     const GgmlType ggml = ggml_type(type);
     Written w{{as.name, {}, static_cast<uint32_t>(ggml), ""}, t.values};
     w.spec.ne = matrix ? std::vector<uint64_t>{uint64_t(cols), uint64_t(rows)} : std::vector<uint64_t>{uint64_t(cols)};
@@ -349,7 +350,8 @@ void write_family_keys(GgufSpec& gguf, const FamilySpec& spec, const std::string
 }  // namespace
 
 void write_tensors(GgufSpec& gguf, std::vector<NamedTensor>& tensors,
-                   const std::function<StoredAs(const std::string&)>& stored_as, DType matrices, uint64_t seed) {
+                   const std::function<StoredAs(const std::string&)>& stored_as, const MatrixTypes& matrices,
+                   uint64_t seed) {
     std::mt19937 rng(static_cast<unsigned>(seed));
     for (NamedTensor& t : tensors) {
         const StoredAs as = stored_as(t.name);
@@ -381,15 +383,9 @@ FamilySpec gguf_family_spec(Family family) {
     return s;
 }
 
-void write_gguf_header(GgufSpec& gguf, const std::string& arch, DType matrices) {
+void write_gguf_header(GgufSpec& gguf, const std::string& arch, const MatrixTypes& matrices) {
     gguf.metadata.emplace_back("general.architecture", gguf_string(arch));
-    // llama.cpp's file type of a file of these matrices (its llama_ftype; a K type's _S or _M).
-    static const std::map<DType, uint32_t> file_types = {
-        {DType::F32, 0},   {DType::F16, 1},     {DType::BF16, 32},   {DType::Q4_0, 2},
-        {DType::Q4_1, 3},  {DType::Q8_0, 7},    {DType::Q5_0, 8},    {DType::Q5_1, 9},
-        {DType::Q2_K, 10}, {DType::Q3_K, 12},   {DType::Q4_K, 14},   {DType::Q5_K, 16},
-        {DType::Q6_K, 18}, {DType::IQ4_NL, 25}, {DType::IQ4_XS, 30}, {DType::MXFP4, 38}};
-    gguf.metadata.emplace_back("general.file_type", gguf_uint32(file_types.at(matrices)));
+    gguf.metadata.emplace_back("general.file_type", gguf_uint32(matrices.file_type()));
 }
 
 void write_byte_tokenizer(GgufSpec& gguf, const std::string& pre, int bos, int eos) {
@@ -411,7 +407,7 @@ void write_byte_tokenizer(GgufSpec& gguf, const std::string& pre, int bos, int e
     key("eos_token_id", gguf_uint32(uint32_t(eos)));
 }
 
-FamilyCheckpoint write_gguf_family(const fs::path& file, const FamilySpec& spec, DType matrices,
+FamilyCheckpoint write_gguf_family(const fs::path& file, const FamilySpec& spec, const MatrixTypes& matrices,
                                    const std::function<void(GgufSpec&)>& edit) {
     FamilyCheckpoint checkpoint = make_family_checkpoint(spec);
     if (gemma(spec.family) && !spec.tied_embeddings) {  // Hugging Face's Gemma is tied: an untied one's own head
@@ -425,6 +421,12 @@ FamilyCheckpoint write_gguf_family(const fs::path& file, const FamilySpec& spec,
                              : spec.family == Family::mixtral     ? "llama"
                              : spec.family == Family::gpt_oss     ? "gpt-oss"
                                                                   : model_type(spec.family);
+    // A tied table drawn as an embedding (std 1) makes logits of std sqrt(C),
+    // 16: one token would take all the probability, and no comparison of
+    // probabilities could fail. A quarter of it leaves the likeliest about 0.1.
+    for (NamedTensor& t : checkpoint.tensors)
+        if (spec.tied_embeddings && name_table(spec.family).gguf_name(t.name) == "token_embd.weight")
+            for (float& v : t.values) v /= 4;
     GgufSpec gguf;
     write_gguf_header(gguf, arch, matrices);
     write_family_keys(gguf, spec, arch);

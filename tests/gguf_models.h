@@ -4,19 +4,24 @@
 // 1 + w) written as llama.cpp's converter writes them to
 // GGUF: its key and tensor names, each head's rows of Q and K reordered for
 // llama (its LlamaModel.permute), GPT-NeoX's query_key_value rows gathered
-// into [Q | K | V], GPT-2's Conv1D weights transposed to (out, in), matrices
-// in one ggml type (random valid blocks of the fan-in's spread, or the drawn
-// floats for F32), norms, biases, learned positions and T5's position bias
-// in F32; the decoders with a small byte-level tokenizer, BERT and T5 with
+// into [Q | K | V], GPT-2's Conv1D weights transposed to (out, in), each
+// matrix in the ggml type its MatrixTypes gives it (random valid blocks of
+// the fan-in's spread, or the drawn floats for F32): one type for all, every
+// type in turn, or llama.cpp's quantizer's mix of a preset (Q4_K_M...) with
+// its fallbacks for rows not a multiple of 256; norms, biases, learned
+// positions and T5's position bias in F32; the decoders with a small byte-level tokenizer, BERT and T5 with
 // their own tokenizer models (gguf_vocabs.h). The checkpoint returned holds
 // what the file holds, in Hugging Face's names and layout, as the tests' own
 // block formulas (ggml_blocks_reference.h) read it: the double references
 // (family_reference.h, encoder_reference.h, seq2seq_reference.h) run on it.
 #pragma once
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <random>
+#include <set>
 #include <string>
 
 #include "encoder_models.h"
@@ -25,6 +30,7 @@
 #include "gguf_writer.h"
 #include "headscope/base/dtype.h"
 #include "headscope/compute/matmul.h"
+#include "headscope/model/model.h"
 #include "seq2seq_models.h"
 
 namespace headscope::test {
@@ -47,19 +53,64 @@ Block block_of_spread(GgmlType type, double spread, std::mt19937& rng);
 // linear factor 8; the others at 10000).
 FamilySpec gguf_family_spec(Family family);
 
-// Writes `spec` into `file` with its matrices of `matrices` (F32 or a
-// quantized type), changed by `edit` first if given (a hostile file);
-// returns the checkpoint the file holds.
-FamilyCheckpoint write_gguf_family(const std::filesystem::path& file, const FamilySpec& spec, DType matrices,
-                                   const std::function<void(GgufSpec&)>& edit = {});
+// The ggml type of each matrix a file stores, chosen once for its llama.cpp
+// name ("blk.1.ffn_down.weight") and row length (ne[0]), so that an expert
+// tensor's slices share it; and the file's general.file_type (llama.cpp's
+// llama_ftype). Copies share what was chosen.
+class MatrixTypes {
+public:
+    using Choice = std::function<DType(const std::string& name, int64_t row)>;
+    // Every matrix in `all`, the file type llama.cpp's for a file of them (a K type's _S or _M).
+    MatrixTypes(DType all);  // NOLINT(google-explicit-constructor): a type converts, as the writers took one
+    MatrixTypes(uint32_t file_type, Choice choose);
+    DType operator()(const std::string& name, int64_t row) const;
+    // Matrix `name` in `type`: where the converter fixes it (gpt-oss's experts), and by the name the loader gives it.
+    DType fix(const std::string& name, DType type) const;
+    uint32_t file_type() const { return file_type_; }
+    // The type tensor `name` (llama.cpp's name) was written in: F32 where it was no matrix.
+    DType written(const std::string& name) const;
+    // The types of the matrices written so far.
+    std::set<DType> types() const;
+
+private:
+    uint32_t file_type_;
+    Choice choose_;
+    std::shared_ptr<std::map<std::string, DType>> chosen_ = std::make_shared<std::map<std::string, DType>>();
+};
+
+// Every type Headscope reads (DType's 16, F32 to MXFP4) in turn, one matrix
+// after another as written, from the `offset`-th; general.file_type Q8_0's,
+// as llama-quantize writes a Q8_0 file whose every matrix it was given a type
+// for (--tensor-type).
+MatrixTypes rotated_types(int offset);
+
+// llama.cpp's quantizer's mix for its K-quant file type `ftype` (Q2_K 10,
+// Q3_K_S, _M, _L 11 to 13, Q4_K_S, _M 14, 15, Q5_K_S, _M 16, 17, Q6_K 18) of
+// a decoder of `spec` (gguf_mixes.cpp, after llama-quant.cpp's
+// llama_tensor_get_type): more bits for attn_v (or attn_qkv), ffn_down,
+// attn_output and the output (or the tied token_embd) where it gives them,
+// then its fallback for a row not a multiple of 256 (Q2_K and Q3_K to Q4_0,
+// Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0; the output to Q8_0).
+MatrixTypes llama_cpp_mix(uint32_t ftype, const FamilySpec& spec);
+
+// The first of `model`'s tensors not in the type `matrices` wrote it in
+// (F32 where it wrote no matrix), with both types; "" where none is.
+std::string tensor_types_unlike(const Model& model, const MatrixTypes& matrices);
+
+// Writes `spec` into `file` with its matrices of `matrices`, changed by
+// `edit` first if given (a hostile file); returns the checkpoint the file
+// holds. A tied embedding table is written at a quarter of its drawn scale
+// (std 1), whose logits of std sqrt(C) would give one token all the probability.
+FamilyCheckpoint write_gguf_family(const std::filesystem::path& file, const FamilySpec& spec,
+                                   const MatrixTypes& matrices, const std::function<void(GgufSpec&)>& edit = {});
 
 // BERT (an EncoderSpec of C = 256, 8 heads of 32, F = 512, and the ids of
 // bert_gguf_vocab) as the converter writes it: without its masked-LM head,
 // positions and token types in F32, its WordPiece vocabulary as a `bert`
 // tokenizer (bert_gguf_tokenizer).
 EncoderSpec gguf_bert_spec();
-EncoderCheckpoint write_gguf_bert(const std::filesystem::path& file, const EncoderSpec& spec, DType matrices,
-                                  const std::function<void(GgufSpec&)>& edit = {});
+EncoderCheckpoint write_gguf_bert(const std::filesystem::path& file, const EncoderSpec& spec,
+                                  const MatrixTypes& matrices, const std::function<void(GgufSpec&)>& edit = {});
 
 // T5 or Flan-T5 (seq2seq_variant `variant`, with C = 256, 8 heads of
 // `head_dim`, F = 512, the ids of the nmt_nfkc Unigram model of
@@ -67,7 +118,7 @@ EncoderCheckpoint write_gguf_bert(const std::filesystem::path& file, const Encod
 // fixed 128) as the converter writes it: the position bias in F32, that
 // model as a `t5` tokenizer (t5_gguf_tokenizer).
 Seq2SeqSpec gguf_t5_spec(const std::string& variant, int head_dim);
-Seq2SeqCheckpoint write_gguf_t5(const std::filesystem::path& file, const Seq2SeqSpec& spec, DType matrices,
+Seq2SeqCheckpoint write_gguf_t5(const std::filesystem::path& file, const Seq2SeqSpec& spec, const MatrixTypes& matrices,
                                 const std::function<void(GgufSpec&)>& edit = {});
 
 // The parts each architecture's writer shares.
@@ -87,7 +138,7 @@ struct StoredAs {
     std::function<int64_t(int64_t)>
         row;                  // the Hugging Face row of each stored row (a vector's entries alike); null: its own
     bool transposed = false;  // stored (out, in) from Hugging Face's (in, out) (GPT-2's Conv1D)
-    // A matrix in the file's type; else F32, as llama.cpp's quantizer leaves
+    // A matrix in the type its MatrixTypes gives; else F32, as llama.cpp's quantizer leaves
     // learned positions, token types and T5's position bias.
     bool quantized = true;
     float added = 0;  // added to each of a vector's values (Gemma's norms: the converter stores 1 + w)
@@ -98,25 +149,26 @@ struct Written {
     std::vector<float> values;  // as the file holds them, in Hugging Face's layout
 };
 
-// Tensor `t` as the file stores it, a matrix in type `matrices` (its blocks
-// drawn by `rng`), and its values as read back.
-Written tensor_as_stored(const NamedTensor& t, const StoredAs& as, DType matrices, std::mt19937& rng);
+// Tensor `t` as the file stores it, a matrix in the type `matrices` gives it
+// (its blocks drawn by `rng`), and its values as read back.
+Written tensor_as_stored(const NamedTensor& t, const StoredAs& as, const MatrixTypes& matrices, std::mt19937& rng);
 
 // Each of `tensors` as `stored_as` says (none whose name there is ""), its
 // values replaced by those the file holds; the blocks drawn from `seed`.
 void write_tensors(GgufSpec& gguf, std::vector<NamedTensor>& tensors,
-                   const std::function<StoredAs(const std::string&)>& stored_as, DType matrices, uint64_t seed);
+                   const std::function<StoredAs(const std::string&)>& stored_as, const MatrixTypes& matrices,
+                   uint64_t seed);
 
-// general.architecture and general.file_type, llama.cpp's for files of `matrices`.
-void write_gguf_header(GgufSpec& gguf, const std::string& arch, DType matrices);
+// general.architecture and general.file_type, `matrices`'.
+void write_gguf_header(GgufSpec& gguf, const std::string& arch, const MatrixTypes& matrices);
 
 // Whether `hf` is a tensor of `spec`'s layers of experts (a router's or an
 // expert's), which write_expert_tensors writes (gguf_moe_models.cpp).
 bool written_with_experts(const FamilySpec& spec, const std::string& hf);
-// Each layer of experts' router (F32) and experts (three 3-D tensors in type
-// `matrices`) into `gguf`, the checkpoint's values replaced by those the file
+// Each layer of experts' router (F32) and experts (three 3-D tensors in the
+// types `matrices` gives) into `gguf`, the checkpoint's values replaced by those the file
 // holds; the blocks drawn from `seed`.
-void write_expert_tensors(GgufSpec& gguf, FamilyCheckpoint& checkpoint, DType matrices, uint64_t seed);
+void write_expert_tensors(GgufSpec& gguf, FamilyCheckpoint& checkpoint, const MatrixTypes& matrices, uint64_t seed);
 
 // The byte-level tokenizer (a "gpt2" model, pre-tokenizer `pre`): 259 ids,
 // the 256 bytes, one merge, then `bos` and `eos` at 257 and 258.
@@ -131,5 +183,11 @@ void write_byte_tokenizer(GgufSpec& gguf, const std::string& pre, int bos, int e
 // more than a few rows (test_gguf_models: two texts of 11 positions, 22), so
 // that their products over those types run on the tiles.
 inline double tiles_widen(DType dtype) { return tile_products(dtype) ? 5 : 1; }
+// The widest of a file's matrices' types'.
+inline double tiles_widen(const MatrixTypes& matrices) {
+    double widest = 1;
+    for (DType type : matrices.types()) widest = std::max(widest, tiles_widen(type));
+    return widest;
+}
 
 }  // namespace headscope::test

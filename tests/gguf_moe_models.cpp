@@ -2,12 +2,13 @@
 // writes them to GGUF (gguf_models.h): each layer's router as
 // blk.N.ffn_gate_inp in F32 (llama.cpp's quantizer leaves it so), and its
 // experts' gate, up and down each one 3-D tensor blk.N.ffn_{gate,up,down}_exps
-// of ne [in, out, E], expert e's matrix its e-th slice, in the file's type.
-// gpt-oss's as its converter splits them: gate_up_proj's even rows the
-// gate, its odd ones up, each expert's in MXFP4 as the converter leaves them
-// whatever the file's other matrices (F32 in an F32 file, which llama.cpp
-// reads as well), each with its bias ffn_{gate,up,down}_exps.bias (ne
-// [out, E]), and the router's bias ffn_gate_inp.bias, in F32.
+// of ne [in, out, E], expert e's matrix its e-th slice, each tensor in the
+// type its MatrixTypes gives. gpt-oss's as its converter splits them:
+// gate_up_proj's even rows the gate, its odd ones up, each expert's in
+// MXFP4 as the converter leaves them whatever the file's other matrices
+// (F32 in a file of general.file_type F32, which llama.cpp reads as
+// well), each with its bias ffn_{gate,up,down}_exps.bias (ne [out, E]), and
+// the router's bias ffn_gate_inp.bias, in F32.
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -41,8 +42,13 @@ GgufTensorSpec f32_tensor(const std::string& name, const std::vector<float>& val
 
 // gpt-oss's layer `l`: its router and bias, each expert's gate (gate_up_proj's
 // even rows), up (its odd rows) and down in MXFP4 (F32 in an F32 file), their biases in F32.
-void write_gpt_oss_layer(GgufSpec& gguf, FamilyCheckpoint& checkpoint, int l, DType matrices, std::mt19937& rng) {
-    const DType experts = matrices == DType::F32 ? DType::F32 : DType::MXFP4;
+void write_gpt_oss_layer(GgufSpec& gguf, FamilyCheckpoint& checkpoint, int l, const MatrixTypes& matrices,
+                         std::mt19937& rng) {
+    const DType experts = matrices.file_type() == 0 ? DType::F32 : DType::MXFP4;  // an F32 file's: F32
+    const auto expert_as_stored = [&](const NamedTensor& rows, const StoredAs& as) {
+        matrices.fix(as.name, experts), matrices.fix(rows.name, experts);
+        return tensor_as_stored(rows, as, experts, rng);
+    };
     const FamilySpec& spec = checkpoint.spec;
     const int64_t C = spec.n_embd, E = spec.n_experts, Fe = spec.expert_mlp_dim;
     const std::string p = "model.layers." + std::to_string(l) + ".mlp.", layer = "blk." + std::to_string(l) + ".";
@@ -60,13 +66,15 @@ void write_gpt_oss_layer(GgufSpec& gguf, FamilyCheckpoint& checkpoint, int l, DT
         GgufTensorSpec stacked{layer + (parity ? "ffn_up_exps.weight" : "ffn_gate_exps.weight"), {}, 0, ""};
         std::vector<float> bias;
         for (int64_t e = 0; e < E; ++e) {
-            NamedTensor rows{"", {Fe, C}, {}};
+            NamedTensor rows{p + "experts." + std::to_string(e) + (parity ? ".up_proj.weight" : ".gate_proj.weight"),
+                             {Fe, C},
+                             {}};  // the loader's name
             const auto at = [&](int64_t f, int64_t c) { return size_t(((e * 2 * Fe) + 2 * f + parity) * C + c); };
             for (int64_t f = 0; f < Fe; ++f)
                 for (int64_t c = 0; c < C; ++c) rows.values.push_back(gate_up.values[at(f, c)]);
             StoredAs as;
             as.name = stacked.name;
-            const Written w = tensor_as_stored(rows, as, experts, rng);
+            const Written w = expert_as_stored(rows, as);
             stacked.ne = {uint64_t(C), uint64_t(Fe), uint64_t(E)}, stacked.type = w.spec.type;
             stacked.data += w.spec.data;
             for (int64_t f = 0; f < Fe; ++f) {
@@ -80,10 +88,12 @@ void write_gpt_oss_layer(GgufSpec& gguf, FamilyCheckpoint& checkpoint, int l, DT
     }
     GgufTensorSpec stacked{layer + "ffn_down_exps.weight", {}, 0, ""};
     for (int64_t e = 0; e < E; ++e) {
-        NamedTensor rows{"", {C, Fe}, {down.values.begin() + e * C * Fe, down.values.begin() + (e + 1) * C * Fe}};
+        NamedTensor rows{p + "experts." + std::to_string(e) + ".down_proj.weight",
+                         {C, Fe},
+                         {down.values.begin() + e * C * Fe, down.values.begin() + (e + 1) * C * Fe}};
         StoredAs as;
         as.name = stacked.name;
-        const Written w = tensor_as_stored(rows, as, experts, rng);
+        const Written w = expert_as_stored(rows, as);
         stacked.ne = {uint64_t(Fe), uint64_t(C), uint64_t(E)}, stacked.type = w.spec.type;
         stacked.data += w.spec.data;
         std::copy(w.values.begin(), w.values.end(), down.values.begin() + e * C * Fe);
@@ -109,7 +119,7 @@ bool written_with_experts(const FamilySpec& spec, const std::string& hf) {
     return false;
 }
 
-void write_expert_tensors(GgufSpec& gguf, FamilyCheckpoint& checkpoint, DType matrices, uint64_t seed) {
+void write_expert_tensors(GgufSpec& gguf, FamilyCheckpoint& checkpoint, const MatrixTypes& matrices, uint64_t seed) {
     const FamilySpec& spec = checkpoint.spec;
     std::mt19937 rng(static_cast<unsigned>(seed + 1000));
     for (int l = 0; l < spec.n_layer; ++l) {
