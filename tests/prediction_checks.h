@@ -74,14 +74,26 @@ std::pair<double, std::vector<double>> loss_and_p(const std::vector<double>& log
 void expect_top_5(const AttentionResult& got, const std::vector<std::vector<int32_t>>& texts,
                   const std::vector<double>& logits, int V, double tolerance);
 
+// How far llama.cpp's probabilities may lie from exact arithmetic: the
+// larger of `absolute` and `relative` times the probability, at most `most`.
+// llama.cpp moves the logits a little (rounding activations), which moves
+// each probability in proportion to itself: a bound fit for a likely token
+// is above every probability of a flat distribution, where no check could fail.
+struct ProbabilityTolerance {
+    double absolute, relative, most;
+    double at(double p) const { return std::min(most, std::max(absolute, relative * p)); }
+};
+
 // llama.cpp's 5 most likely next tokens after each of `texts` (`theirs`,
 // [[id, p], ...] a text, as tests/reference/llama_cpp.js answers) against
 // the engine's forward of each text alone (its window on, as llama.cpp's
-// always is): our probability of each of their ids within `tolerance`, and
-// our ranks theirs: every rank where `every_rank`, else the first wherever
-// it leads their next by more than the tolerance.
+// always is): each of its tokens with our probability within the tolerance
+// of its own; the same five tokens, but for one within the tolerance of the
+// border between 5th and 6th (a token of ours it leaves out at most the
+// tolerance above its 5th's probability); and the same order wherever its
+// consecutive probabilities differ by more than the tolerance.
 void expect_llama_cpps_next_tokens(Backend& backend, const Config& config, const Texts& texts,
-                                   const nlohmann::json& theirs, double tolerance, bool every_rank);
+                                   const nlohmann::json& theirs, const ProbabilityTolerance& tolerance);
 
 // The reference's residual rows of `layer` at each text's real positions, (N, C).
 std::vector<double> real_rows(const std::vector<double>& residual, int layer, const Texts& texts, int T, int C);

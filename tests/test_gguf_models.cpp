@@ -93,18 +93,6 @@ std::string file_type_name(uint32_t id) {
     return names.at(id);
 }
 
-// How far llama.cpp's probabilities may lie from exact arithmetic: the
-// larger of `absolute` and `relative` times the probability, at most `most`.
-// llama.cpp moves the logits a little (rounding activations), which moves
-// each probability in proportion to itself: the bounds (5e-2 on
-// quantized files, 1e-3 on F16 and BF16, 1e-5 on F32) are the caps, but a
-// bound fit for a likely token is above every probability of a flat
-// distribution, where no check could fail.
-struct Tolerance {
-    double absolute, relative, most;
-    double at(double p) const { return std::min(most, std::max(absolute, relative * p)); }
-};
-
 // The tolerance on a file of these matrices' types
 // (TokenIdsAndNextTokensAreLlamaCpps), from the largest moves seen here (7
 // December): with a quantized matrix, where llama.cpp rounds the
@@ -114,12 +102,14 @@ struct Tolerance {
 // type, 1e-3 (1.9e-4 seen); else 1e-5, but for a GELU model's (`gelu`),
 // whose GELU llama.cpp's CPU code reads from a table of halves: 0.5%, at
 // least 5e-5 and at most 1e-3 (0.15% seen: GPT-2's 0.07459 against 0.07470).
-Tolerance llama_cpp_tolerance(const MatrixTypes& matrices, bool gelu) {
-    Tolerance tolerance = gelu ? Tolerance{5e-5, 5e-3, 1e-3} : Tolerance{1e-5, 0, 1e-5};
+ProbabilityTolerance llama_cpp_tolerance(const MatrixTypes& matrices, bool gelu) {
+    ProbabilityTolerance tolerance =
+        gelu ? ProbabilityTolerance{5e-5, 5e-3, 1e-3} : ProbabilityTolerance{1e-5, 0, 1e-5};
     for (DType type : matrices.types()) {
         if (type == DType::F32) continue;
         const bool half = type == DType::F16 || type == DType::BF16;
-        const Tolerance of_type = half ? Tolerance{1e-3, 0, 1e-3} : Tolerance{2e-3, 0.2, 5e-2};
+        const ProbabilityTolerance of_type =
+            half ? ProbabilityTolerance{1e-3, 0, 1e-3} : ProbabilityTolerance{2e-3, 0.2, 5e-2};
         tolerance = {std::max(tolerance.absolute, of_type.absolute), std::max(tolerance.relative, of_type.relative),
                      std::max(tolerance.most, of_type.most)};
     }
@@ -146,34 +136,6 @@ void expect_gemma_config(const FamilySpec& spec, const Config& c) {
     if (spec.family == Family::gemma3_text) {
         EXPECT_EQ(c.local_rope_theta, 10000.f);
         EXPECT_EQ(c.rope.linear_factor, float(spec.rope_linear_factor));
-    }
-}
-
-// Our next-token probabilities `p` (V) and top 5 `ranked` against
-// llama.cpp's five [[id, p], ...], whose probabilities lie within
-// `tolerance` of exact arithmetic: each of its tokens with our probability
-// within the tolerance of its own; the same five tokens, but for one within
-// the tolerance of the border between 5th and 6th (a token of ours it leaves
-// out at most the tolerance above its 5th's probability); and the same
-// order wherever its consecutive probabilities differ by more than the tolerance.
-void expect_llama_cpps_top_5(const std::vector<double>& p, const Prediction* ranked, const nlohmann::json& theirs,
-                             const Tolerance& tolerance, const std::string& what) {
-    ASSERT_EQ(theirs.size(), 5u) << what;
-    std::vector<int> ids;
-    std::vector<double> q;
-    for (const nlohmann::json& token : theirs) ids.push_back(token[0].get<int>()), q.push_back(token[1].get<double>());
-    const std::string all = what + ", llama.cpp's " + theirs.dump();
-    for (size_t k = 0; k < 5; ++k) {
-        const double mine = p.at(size_t(ids[k]));
-        EXPECT_NEAR(mine, q[k], tolerance.at(std::max(mine, q[k]))) << all << ": its rank " << k;
-        const int ours = ranked[k].id;
-        if (std::find(ids.begin(), ids.end(), ours) == ids.end()) {
-            const double border = q[4] + tolerance.at(p.at(size_t(ours)));
-            EXPECT_LE(p.at(size_t(ours)), border) << all << ": our rank " << k << " (" << ours << ") not its";
-        }
-        if (k < 4 && q[k] - q[k + 1] > tolerance.at(q[k])) {
-            EXPECT_GT(mine, p.at(size_t(ids[k + 1]))) << all << ": its ranks " << k << " and " << k + 1;
-        }
     }
 }
 
@@ -256,7 +218,7 @@ TEST_P(GgufModel, MapsHeadOutputsAndNextTokensMatchTheReference) {
 }
 
 // llama.cpp itself (llama_cpp.h) on the same file, after each text: its 5
-// most likely next tokens (expect_llama_cpps_top_5), its probabilities
+// most likely next tokens (expect_llama_cpps_next_tokens), its probabilities
 // within llama_cpp_tolerance of ours: 1e-5 in F32; more for GPT-2, GPT-NeoX
 // and Gemma, whose GELU llama.cpp's CPU code reads from a table of halves
 // at its input rounded to a half (ggml-cpu's GGML_GELU_FP16), in the tanh
@@ -275,26 +237,11 @@ TEST_P(GgufModel, TokenIdsAndNextTokensAreLlamaCpps) {
     std::unique_ptr<Backend> backend = make_cpu_backend();
     backend->load_weights(model);
     const Family family = param.family;
-    const Tolerance tolerance =
+    const ProbabilityTolerance tolerance =
         llama_cpp_tolerance(matrices, family == Family::gpt2 || family == Family::gpt_neox || gemma(family));
     const std::optional<nlohmann::json> all_theirs = ask_llama_cpp({{"next_tokens", file.string()}, {"texts", texts}});
     if (!all_theirs) GTEST_SKIP() << "node cannot be run: run tools/setup";
-    ASSERT_EQ(all_theirs->size(), texts.size());
-    for (size_t t = 0; t < texts.size(); ++t) {
-        const std::vector<int32_t>& text = texts[t];
-        AttentionOptions opt;
-        opt.top_k = 5;
-        opt.sliding_window = model.config.sliding_window;  // llama.cpp's windows are always on
-        AttentionResult ours;
-        backend->forward(Batch{{text}, model.config.pad_id()}, opt, ours);
-        std::vector<double> p(ours.last_logits.begin(), ours.last_logits.begin() + ours.V);
-        const double top = *std::max_element(p.begin(), p.end());
-        double sum = 0;
-        for (double& x : p) sum += x = std::exp(x - top);
-        for (double& x : p) x /= sum;
-        expect_llama_cpps_top_5(p, ours.predictions_at(0, static_cast<int>(text.size()) - 1), (*all_theirs)[t],
-                                tolerance, "text " + std::to_string(t));
-    }
+    expect_llama_cpps_next_tokens(*backend, model.config, texts, *all_theirs, tolerance);
     if (param.mix.empty()) return;
     const std::vector<std::string> words = {"The cat sat on the mat.", " two  spaces\tand a tab"};
     const auto ids = llama_cpp_token_ids(file, words);
