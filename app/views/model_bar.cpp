@@ -45,7 +45,8 @@ void ControlsView::model_bar(Session& s, Ui& ui) {
     char params[32];
     std::snprintf(params, sizeof params, ", %.3g M parameters", static_cast<double>(s.model().params) / 1e6);
     sizes += params;
-    ImGui::TextDisabled("%s", ellipsized(sizes, font, 0.24f * row).c_str());
+    const std::string shown = ellipsized(sizes, font, 0.24f * row);
+    text_disabled(ui, {{"view", "control"}, {"name", "model sizes"}, {"text", shown}}, "%s", shown.c_str());
     if (ui.tooltips && ImGui::IsItemHovered())
         ImGui::SetTooltip("%s\na re-split into other heads changes none of them", sizes.c_str());
     ImGui::SameLine();
