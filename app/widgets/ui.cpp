@@ -11,6 +11,7 @@
 #include "headscope/inspect/heatmap.h"
 #include "headscope/inspect/probes.h"
 #include "headscope/io/files.h"
+#include "widgets/texts.h"
 
 namespace headscope {
 
@@ -119,13 +120,19 @@ namespace {
 // score q . k as its head dimensions' terms (before and after a soft cap), q,
 // k and the terms as bars, the largest terms, and the biases' part where the
 // model has them.
-void why_it_attends(const WindowState& state, const Session& session, int layer, int head, int i, int j) {
+void why_it_attends(Ui& ui, const WindowState& state, const Session& session, int layer, int head, int i, int j) {
     const ScoreTerms s = explain_score(session.model(), session.shown.attention, session.shown_options, layer,
                                        state.selected, head, i, j);
     ImGui::Separator();
     ImGui::Text("why: q . k = %.3f, times %.3f: score %.3f", s.score, s.scale, s.score * s.scale);
     if (const float cap = session.model().config.attention_softcap; cap > 0)  // Gemma 2's
-        ImGui::Text("soft-capped, %g tanh(score / %g): %.3f, what the softmax reads", cap, cap, s.softmax_input);
+        text(ui,
+             {{"view", "tooltip"},
+              {"name", "soft cap"},
+              {"cap", cap},
+              {"score", s.score * s.scale},
+              {"capped", s.softmax_input}},
+             "soft-capped, %g tanh(score / %g): %.3f, what the softmax reads", cap, cap, s.softmax_input);
     const ImVec2 bars(std::floor(ImGui::GetFontSize() * 18), std::floor(ImGui::GetFontSize() * 2.5f));
     const int hs = static_cast<int>(s.terms.size());
     ImGui::PlotHistogram("q", s.q.data(), hs, 0, nullptr, FLT_MAX, FLT_MAX, bars);
@@ -148,7 +155,7 @@ void why_it_attends(const WindowState& state, const Session& session, int layer,
 }
 
 // What the shading and the contributions add about a visible cell.
-void more_about_the_cell(const WindowState& state, const Session& session, int layer, int head, int i, int j) {
+void more_about_the_cell(Ui& ui, const WindowState& state, const Session& session, int layer, int head, int i, int j) {
     const AttentionResult& att = session.shown.attention;
     const size_t map = (static_cast<size_t>(layer) * att.B + state.selected) * att.NH + head;
     if (!att.value_weighted.empty())
@@ -164,7 +171,7 @@ void more_about_the_cell(const WindowState& state, const Session& session, int l
         ImGui::Text(
             learned ? "the head's key-0 mass %.3f (its rows' mean weight on key 0)" : "the head's sink mass %.3f",
             sink_mass(att, layer, state.selected, head, session.length(state.selected)));
-    if (att.keeps_queries()) why_it_attends(state, session, layer, head, i, j);
+    if (att.keeps_queries()) why_it_attends(ui, state, session, layer, head, i, j);
 }
 
 // How `maps` are shaded: the shown forward's shading where they are its decoder's (a patched run has no value norms).
@@ -182,8 +189,8 @@ constexpr const char* masked_row_text = "masked: this query row has nothing to a
 
 // The query and key under the mouse, the weight, the row's entropy and the
 // head's probe scores; what more the shown forward knows of a decoder's cell.
-void map_tooltip(const WindowState& state, const Session& session, const ShownMaps& maps, int layer, int head, int i,
-                 int j) {
+void map_tooltip(Ui& ui, const WindowState& state, const Session& session, const ShownMaps& maps, int layer, int head,
+                 int i, int j) {
     const float* row = maps.row(layer, maps.b, head, i);
     ImGui::BeginTooltip();
     ImGui::TextUnformatted(head_label(session, layer, head).c_str());
@@ -192,7 +199,15 @@ void map_tooltip(const WindowState& state, const Session& session, const ShownMa
     ImGui::Text("query %d %s  ->  key %d %s", i, query_token(session, maps, i, true).c_str(), j,
                 key_token(session, maps, j, true).c_str());
     if (maps.visible(session.maps_options_at(maps, layer), i, j)) {
-        ImGui::Text("weight %.4f   row entropy %.3f nats", row[j], row_entropy(row, maps.cols));
+        text(ui,
+             {{"view", "tooltip"},
+              {"name", "weight"},
+              {"layer", layer},
+              {"head", head},
+              {"query", i},
+              {"key", j},
+              {"weight", row[j]}},
+             "weight %.4f   row entropy %.3f nats", row[j], row_entropy(row, maps.cols));
         if (session.diff_shown()) {
             const float compared = session.comparison().attention().row(layer, 0, head, i)[j];
             ImGui::Text("the compare text's (B) %.4f: B - A %+.4f", compared, compared - row[j]);
@@ -201,7 +216,7 @@ void map_tooltip(const WindowState& state, const Session& session, const ShownMa
             ImGui::Text("the learned sink takes %.4f of this row (left of key 0): with the keys, 1",
                         learned_sink_weight(*maps.result, layer, maps.b, head, i));
         if (maps.kind == AttentionKind::decoder && !maps.patched)
-            more_about_the_cell(state, session, layer, head, i, j);
+            more_about_the_cell(ui, state, session, layer, head, i, j);
     } else if (row_masked(session, maps, i))
         ImGui::TextUnformatted(masked_row_text);
     else
@@ -211,7 +226,7 @@ void map_tooltip(const WindowState& state, const Session& session, const ShownMa
 
 // The sink column's hover: query i's share of the softmax the head's learned
 // sink took, and the sink's logit where the heads are the model's own.
-void sink_tooltip(const Session& session, const ShownMaps& maps, int layer, int head, int i) {
+void sink_tooltip(Ui& ui, const Session& session, const ShownMaps& maps, int layer, int head, int i) {
     ImGui::BeginTooltip();
     ImGui::TextUnformatted(head_label(session, layer, head).c_str());
     ImGui::Text("query %d %s  ->  the learned sink", i, query_token(session, maps, i, true).c_str());
@@ -219,7 +234,8 @@ void sink_tooltip(const Session& session, const ShownMaps& maps, int layer, int 
         ImGui::TextUnformatted(masked_row_text);
     } else {
         const float w = learned_sink_weight(*maps.result, layer, maps.b, head, i);
-        ImGui::Text("the learned sink: weight %.4f (1 - the keys' %.4f)", w, 1 - w);
+        text(ui, {{"view", "tooltip"}, {"name", "sink"}, {"layer", layer}, {"head", head}, {"query", i}, {"weight", w}},
+             "the learned sink: weight %.4f (1 - the keys' %.4f)", w, 1 - w);
     }
     const float* logits = session.model().layers[maps.result->layers[layer]].sinks;
     if (logits && session.heads_shown() == session.model().config.n_head)
@@ -325,9 +341,9 @@ bool MapWidget::draw_in(WindowState& state, Session& session, Ui& ui, const char
         const int i = std::clamp(static_cast<int>((mouse.y - corner.y) / cell_h), 0, rows - 1);
         const int j = std::clamp(static_cast<int>((mouse.x - corner.x) / cell_w), 0, cols - 1);
         if (mouse.x < keys_left)  // the sink's column or the gap after it
-            sink_tooltip(session, maps, layer, head, i);
+            sink_tooltip(ui, session, maps, layer, head, i);
         else
-            map_tooltip(state, session, maps, layer, head, i, j);
+            map_tooltip(ui, state, session, maps, layer, head, i, j);
         if (maps.kind != AttentionKind::encoder) {  // the predictions follow a target's query
             state.hovered_query = i;
             if (clicked) state.query = i;
