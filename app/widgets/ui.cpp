@@ -86,9 +86,45 @@ std::string ellipsized(const std::string& text, float size, float width, bool ke
     return std::string(text.c_str(), fits) + ellipsis;
 }
 
+namespace {
+
+// The length of the UTF-8 character at bytes[at], or 0 where none starts
+// whole there (a byte-level token's piece of a character).
+size_t utf8_character(std::string_view bytes, size_t at) {
+    const auto byte = [&](size_t i) { return static_cast<unsigned char>(bytes[i]); };
+    const size_t length = byte(at) < 0x80       ? 1
+                          : byte(at) >> 5 == 6  ? 2
+                          : byte(at) >> 4 == 14 ? 3
+                          : byte(at) >> 3 == 30 ? 4
+                                                : 0;
+    if (length == 0 || at + length > bytes.size()) return 0;
+    for (size_t i = at + 1; i < at + length; ++i)
+        if (byte(i) >> 6 != 2) return 0;
+    return length;
+}
+
+}  // namespace
+
 std::string visible_text(std::string_view bytes) {
     std::string text;
-    for (char c : bytes) text += c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t" : std::string(1, c);
+    for (size_t at = 0; at < bytes.size();) {
+        const size_t length = utf8_character(bytes, at);
+        const char c = bytes[at];
+        if (length > 1) {
+            text.append(bytes.substr(at, length));
+        } else if (c == '\n' || c == '\r' || c == '\t') {
+            text += c == '\n' ? "\\n" : c == '\r' ? "\\r" : "\\t";
+        } else if (length == 0 || static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+            // No glyph: a control character, or a byte ImGui would draw as one
+            // U+FFFD taking the bytes after it (a closing quote) as its own.
+            char escaped[8];
+            std::snprintf(escaped, sizeof escaped, "\\x%02X", static_cast<unsigned char>(c));
+            text += escaped;
+        } else {
+            text += c;
+        }
+        at += std::max<size_t>(length, 1);
+    }
     return text;
 }
 
