@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -132,7 +133,7 @@ namespace cli_architectures {
 // head): each buffer's shape from the spec, NH * hs = 64 columns, not C; K
 // normed and rotated at its NKV heads, expanded to the query heads with
 // stride 0 and copied by reshape; the projections' weights named by their
-// outputs and inputs.
+// outputs and inputs; the scores' line at the model's own scale.
 TEST(CliArchitectures, Gemma3DanceNamesItsShapes) {
     TempDir dir;
     const FamilySpec spec = family_variant("gemma3_text", Vocabulary::test_cut);
@@ -163,6 +164,13 @@ TEST(CliArchitectures, Gemma3DanceNamesItsShapes) {
     const std::string q = steps.front()["weights"][0], o = steps.back()["weights"][0];
     EXPECT_EQ(q.rfind("q_proj's weight, 64 outputs by 32 inputs, stored as F32", 0), 0u) << q;
     EXPECT_EQ(o.rfind("o_proj's weight, 32 outputs by 64 inputs, stored as F32", 0), 0u) << o;
+    // The scores at Gemma's own scale, query_pre_attn_scalar^-1/2 (6: 0.408248), not 1/sqrt(hs).
+    char scores[96];
+    std::snprintf(scores, sizeof scores, "att = softmax(q @ k.transpose(-2, -1) * %.6g)",
+                  1 / std::sqrt(float(spec.query_pre_attn_scalar)));
+    int scored = 0;
+    for (const json& step : steps) scored += step["buffer"] == "att" && step["code"] == scores;
+    EXPECT_EQ(scored, 1) << "no step computes " << scores;
 }
 
 }  // namespace cli_architectures
