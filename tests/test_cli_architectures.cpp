@@ -8,7 +8,8 @@
 // (family_reference.h), the top 5 next tokens and their probabilities at
 // every position against the reference's logits, and a GGUF file's token
 // ids against llama.cpp's own tokenizer on the same file. Gemma 3's dance
-// names its buffers' shapes from the spec.
+// names its buffers' shapes from the spec, and Gemma 3's and Gemma 2's
+// their scores' own scale and cap.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -170,6 +171,21 @@ TEST(CliArchitectures, Gemma3DanceNamesItsShapes) {
                   1 / std::sqrt(float(spec.query_pre_attn_scalar)));
     int scored = 0;
     for (const json& step : steps) scored += step["buffer"] == "att" && step["code"] == scores;
+    EXPECT_EQ(scored, 1) << "no step computes " << scores;
+}
+
+// Gemma 2's dance: its scores at query_pre_attn_scalar 12's scale, soft-capped at 1.5.
+TEST(CliArchitectures, Gemma2DanceCapsItsScores) {
+    TempDir dir;
+    const FamilySpec spec = family_variant("gemma2", Vocabulary::test_cut);
+    write_family_model(dir.path / "gemma2", spec);
+    const json j = attention({"dance", "--model", (dir.path / "gemma2").string(), "--text", "It was soft."}, dir.path);
+    ASSERT_FALSE(j.is_null());
+    char scores[128];
+    std::snprintf(scores, sizeof scores, "att = softmax(%g * tanh(q @ k.transpose(-2, -1) * %.6g / %g))",
+                  spec.attn_softcap, 1 / std::sqrt(float(spec.query_pre_attn_scalar)), spec.attn_softcap);
+    int scored = 0;
+    for (const json& step : j["steps"]) scored += step["buffer"] == "att" && step["code"] == scores;
     EXPECT_EQ(scored, 1) << "no step computes " << scores;
 }
 
