@@ -3,11 +3,10 @@
 // local layer, its window of 4 keys hatched), Phi-3 (fused projections, a
 // window of 5) and OLMoE (a mixture of experts) are the double-precision
 // reference's maps (family_reference.h) through the colormap; the layer
-// slider and the model tab mark Gemma 3's local and global layers; the
-// dance names Gemma 3's shapes (heads of 16 from C = 32, groups of 2); the
-// model bar says "Q4_K_M, N bits per weight" from the file's own tensors,
-// and its effects grid is the reference's loss change of each head knocked
-// out.
+// slider, the model tab and the mask tab mark Gemma 3's local and global
+// layers (the mask tab drawing a local layer's window); the model bar says
+// "Q4_K_M, N bits per weight" from the file's own tensors, and its effects
+// grid is the reference's loss change of each head knocked out.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -128,6 +127,35 @@ TEST_F(WindowRoundTwo, Gemma3ModelTabMarksLocalAndGlobalLayers) {
     for (const json& row : rows) {
         const int l = row["layer"];
         EXPECT_EQ(row["text"], "L" + std::to_string(l) + (l == 5 ? " global" : " local"));
+    }
+}
+
+// Gemma 3's mask tab draws the window as the third mask on a local layer
+// (4: key j > i - 4) and none on the global one (5): each window and
+// combined cell in the mask view's colours (mask_view.h) by those rules.
+TEST_F(WindowRoundTwo, Gemma3MaskTabDrawsTheWindowOfLocalLayersOnly) {
+    constexpr std::array<double, 3> allowed_rgb = {236, 190, 72}, blocked_rgb = {52, 58, 70};
+    for (const int layer : {4, 5}) {
+        SCOPED_TRACE("layer " + std::to_string(layer));
+        const WindowShot shot = shoot("gemma3-mask-" + std::to_string(layer), "gemma3_text",
+                                      {"--text", "It was soft.", "--view", "mask", "--layer", std::to_string(layer)});
+        const bool local = checkpoints_.at("gemma3_text").spec.windowed(layer);
+        EXPECT_EQ(local, layer == 4);
+        int window_cells = 0, blocked = 0;
+        for (const json& cell : entries(shot.layout, "mask")) {
+            const std::string mask = cell["mask"];
+            if (mask != "window" && mask != "combined") continue;
+            const int i = cell["query"], j = cell["key"];
+            const bool in_window = !local || j > i - 4;
+            const bool allowed = mask == "window" ? in_window : j <= i && in_window;
+            const std::array<int, 3> got = centre(shot.image, cell);
+            EXPECT_TRUE(test::near(got, allowed ? allowed_rgb : blocked_rgb, 2))
+                << mask << " " << i << "," << j << " is " << got[0] << "," << got[1] << "," << got[2];
+            window_cells += mask == "window";
+            blocked += mask == "window" && !allowed;
+        }
+        EXPECT_GT(window_cells, 16);  // the text's tokens are more than the window's 4
+        EXPECT_EQ(blocked > 0, local);
     }
 }
 
