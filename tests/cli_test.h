@@ -4,10 +4,13 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "headscope/compute/attention.h"
 #include "model_writer.h"
 #include "process.h"
 
@@ -18,6 +21,25 @@ inline ProcessRun run_cli(const std::vector<std::string>& args, const std::files
     std::vector<std::string> command = {cli_program()};
     command.insert(command.end(), args.begin(), args.end());
     return run_program(command, scratch);
+}
+
+// The predictions of the CLI's attention JSON (`predictions` [b][t][k] of
+// {id, p}) as an AttentionResult holds them, for prediction_checks.h's
+// comparisons: T the longest text, K the first position's count.
+inline AttentionResult cli_predictions(const nlohmann::json& cli) {
+    AttentionResult got;
+    const nlohmann::json& texts = cli.at("predictions");
+    got.B = static_cast<int>(texts.size());
+    for (const nlohmann::json& text : texts) got.T = std::max(got.T, static_cast<int>(text.size()));
+    got.top_k = static_cast<int>(texts.at(0).at(0).size());
+    got.predictions.resize(static_cast<size_t>(got.B) * got.T * got.top_k);
+    for (int b = 0; b < got.B; ++b)
+        for (size_t t = 0; t < texts[b].size(); ++t)
+            for (int k = 0; k < got.top_k; ++k) {
+                const nlohmann::json& p = texts[b][t][k];
+                got.predictions[(b * size_t(got.T) + t) * got.top_k + k] = {p.at("id").get<int32_t>(), p.at("p")};
+            }
+    return got;
 }
 
 class CliTest : public ::testing::Test {

@@ -61,9 +61,13 @@ std::unique_ptr<Element> parse_xml(const std::string& xml, std::string& error);
 // What a reader of the XML gets for valid UTF-8 `text`: characters XML
 // cannot hold (C0 controls, U+FFFE, U+FFFF) as U+FFFD.
 std::string xml_readable(const std::string& text);
-// A token as the window draws it (line feeds, carriage returns and tabs as
-// \n, \r, \t), as an XML reader gets it.
-std::string visible_label(const std::string& token);
+// Text as the window draws it (line feeds, carriage returns and tabs as
+// \n, \r, \t; other control characters and each byte that starts no whole
+// UTF-8 character as \xNN), as an XML reader gets it.
+std::string visible_label(const std::string& bytes);
+// The built-in model's token `id` so: its bytes (the CLI's JSON holds a
+// piece of a character as U+FFFD), from the built-in tokenizer.
+std::string token_label(int32_t id);
 
 // The built-in model on a text with markup characters, quotes, a tab, a line
 // feed, a control character and UTF-8 of 2, 3 and 4 bytes.

@@ -2,7 +2,8 @@
 // an XML parser of its own: on the built-in model under Xvfb, every cell's
 // fill against headscope-cli's weight through the tests' own viridis and
 // against the window's own pixel for that cell, masked cells filled with
-// the hatch, every token label against the CLI's tokens.
+// the hatch, every token label against the CLI's token ids' bytes as the
+// window writes them (a piece of a character as \\xNN).
 // And the writer's escaping of arbitrary bytes against nlohmann's dump (the
 // CLI's JSON), which replaces invalid UTF-8 the same way. The reading of the
 // SVG (svg_export_test.h) is here; test_svg_export_maps.cpp has more figures.
@@ -11,6 +12,7 @@
 
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include "headscope/io/svg.h"
+#include "headscope/model/model.h"
 #include "svg_export_test.h"
 
 using namespace headscope;
@@ -77,10 +80,31 @@ std::string xml_readable(const std::string& text) {
     return out;
 }
 
-std::string visible_label(const std::string& token) {
+std::string visible_label(const std::string& bytes) {
     std::string out;
-    for (char c : token) out += c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t" : std::string(1, c);
+    for (size_t i = 0; i < bytes.size(); ++i) {
+        const auto c = static_cast<unsigned char>(bytes[i]);
+        // A whole character: a lead byte and as many continuation bytes as it says.
+        const size_t length = c < 0x80 ? 1 : c >> 5 == 6 ? 2 : c >> 4 == 14 ? 3 : c >> 3 == 30 ? 4 : 0;
+        bool whole = length > 0 && i + length <= bytes.size();
+        for (size_t k = 1; whole && k < length; ++k) whole = (static_cast<unsigned char>(bytes[i + k]) >> 6) == 2;
+        if (c == '\n' || c == '\r' || c == '\t') {
+            out += c == '\n' ? "\\n" : c == '\r' ? "\\r" : "\\t";
+        } else if (!whole || c < 0x20 || c == 0x7f) {
+            char escaped[8];
+            std::snprintf(escaped, sizeof escaped, "\\x%02X", c);
+            out += escaped;
+        } else {
+            out += bytes.substr(i, length);
+            i += length - 1;
+        }
+    }
     return xml_readable(out);
+}
+
+std::string token_label(int32_t id) {
+    static const Tokenizer tokenizer = load_model(builtin_model).tokenizer;
+    return visible_label(token_text(tokenizer, id));
 }
 std::array<int, 3> fill_rgb(const std::string& fill) {
     EXPECT_EQ(fill.size(), 7u) << fill;
@@ -168,13 +192,13 @@ void check_hatch(const Element& svg) {
 }
 
 void check_labels(const Element& svg, const json& cli) {
-    const json& tokens = cli["tokens"][0];
+    const json& tokens = cli["token_ids"][0];
     for (const Element* map : svg.all("g", "map"))
         for (const char* axis : {"queries", "keys"}) {
             const Element& labels = map->group(axis);
             ASSERT_EQ(labels.children.size(), tokens.size()) << axis;
             for (size_t t = 0; t < tokens.size(); ++t)
-                EXPECT_EQ(labels.children[t]->text, visible_label(tokens[t].get<std::string>())) << axis << " " << t;
+                EXPECT_EQ(labels.children[t]->text, token_label(tokens[t])) << axis << " " << t;
         }
 }
 
@@ -303,13 +327,12 @@ TEST_F(SvgExport, LensTabHasEveryLayersTopToken) {
             const size_t n = l * length + t;
             EXPECT_TRUE(near(fill_rgb(cells.children[n]->get("fill")), test::viridis(p)))
                 << "layer " << l << " position " << t << ": " << cells.children[n]->get("fill") << " for p " << p;
-            EXPECT_EQ(predictions.children[n]->text, visible_label(top["token"].get<std::string>()));
+            EXPECT_EQ(predictions.children[n]->text, token_label(top["id"]));
             EXPECT_EQ(predictions.children[n]->get("fill"), p > 0.6 ? "" : "#ffffff") << p;
         }
     const Element& positions = e.svg->group("positions");
     ASSERT_EQ(positions.children.size(), length);
-    for (size_t t = 0; t < length; ++t)
-        EXPECT_EQ(positions.children[t]->text, visible_label(e.cli["tokens"][0][t].get<std::string>()));
+    for (size_t t = 0; t < length; ++t) EXPECT_EQ(positions.children[t]->text, token_label(e.cli["token_ids"][0][t]));
     EXPECT_EQ(e.svg->group("layers").children.size(), L);
     check_legend(*e.svg);
 }

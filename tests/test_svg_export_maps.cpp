@@ -190,7 +190,7 @@ TEST_F(SvgExport, ManyCellsArePooledAsTheWindowPoolsThem) {
 TEST_F(SvgExport, TokensTabColoursEachTokenByItsWeightFromTheQuery) {
     const Export e = export_svg("tokens", {"--view", "tokens", "--head", "1", "--query", "4"}, {});
     ASSERT_TRUE(e.svg);
-    const json& tokens = e.cli["tokens"][0];
+    const json& tokens = e.cli["token_ids"][0];
     const json& row = e.cli["attention"][0][0][1][4];
     std::vector<const Element*> fills, texts;
     bool outlined = false;
@@ -208,7 +208,7 @@ TEST_F(SvgExport, TokensTabColoursEachTokenByItsWeightFromTheQuery) {
     ASSERT_EQ(fills.size(), tokens.size());
     ASSERT_EQ(texts.size(), tokens.size());
     for (size_t t = 0; t < tokens.size(); ++t) {
-        EXPECT_EQ(texts[t]->text, visible_label(tokens[t].get<std::string>()));
+        EXPECT_EQ(texts[t]->text, token_label(tokens[t]));
         if (t > 4) {
             EXPECT_EQ(fills[t]->get("fill"), "#ffffff") << "token " << t;
             continue;

@@ -159,7 +159,13 @@ void ControlsView::draw(WindowState& state, Session& s, Ui& ui) {
         ImGui::EndCombo();
     }
     ImGui::SameLine();
-    changed |= enum_combo(ui, "scale", state.options.scale, scale_choices.labels, 130 * ui.scale);
+    // "head" is the model's own scale: a Gemma's (query_pre_attn_scalar^-1/2) by its number.
+    char model_scale[32] = "";
+    if (const float a = model.config.attention_scale; a > 0)
+        std::snprintf(model_scale, sizeof model_scale, "1/sqrt(%.4g)", 1 / (a * a));
+    const char* const scale_labels[] = {model_scale[0] ? model_scale : scale_choices.labels[0], scale_choices.labels[1],
+                                        scale_choices.labels[2]};
+    changed |= enum_combo(ui, "scale", state.options.scale, scale_labels, 130 * ui.scale);
     ImGui::SameLine();
     changed |= enum_combo(ui, "split", state.options.split, split_choices.labels, 150 * ui.scale);
     ImGui::SameLine();

@@ -45,14 +45,15 @@ void ControlsView::model_bar(Session& s, Ui& ui) {
     char params[32];
     std::snprintf(params, sizeof params, ", %.3g M parameters", static_cast<double>(s.model().params) / 1e6);
     sizes += params;
-    ImGui::TextDisabled("%s", ellipsized(sizes, font, 0.24f * row).c_str());
+    const std::string shown = ellipsized(sizes, font, 0.24f * row);
+    text_disabled(ui, {{"view", "control"}, {"name", "model sizes"}, {"text", shown}}, "%s", shown.c_str());
     if (ui.tooltips && ImGui::IsItemHovered())
         ImGui::SetTooltip("%s\na re-split into other heads changes none of them", sizes.c_str());
     ImGui::SameLine();
     const bool loading = !s.loading().empty();
     ImGui::BeginDisabled(loading);
     ImGui::SetNextItemWidth(200 * ui.scale);
-    if (ImGui::BeginCombo("##cached", "open...")) {
+    combo(ui, "##cached", "open...", "open model", [&] {
         // The stores are read when the list opens: models downloaded meanwhile show up.
         if (ImGui::IsWindowAppearing()) {
             cached_models_ = list_cached_models();
@@ -60,24 +61,25 @@ void ControlsView::model_bar(Session& s, Ui& ui) {
         }
         if (ImGui::Selectable(builtin_model)) s.open_model(builtin_model);
         for (const CachedModel& m : cached_models_)
-            if (ImGui::Selectable(m.name.c_str())) s.open_model(m.name);
+            if (selectable(ui, m.name.c_str(), {{"view", "picker"}, {"name", m.name}})) s.open_model(m.name);
         // The GGUF models' quantizations and sizes in one column after their names.
         float details_x = 0;
         for (const GgufModel& m : gguf_models_) details_x = std::max(details_x, ImGui::CalcTextSize(m.name.c_str()).x);
         details_x += ImGui::GetCursorPosX() + 2 * ImGui::GetStyle().ItemSpacing.x;
         if (!gguf_models_.empty()) ImGui::Separator();
         for (const GgufModel& m : gguf_models_) {
-            if (ImGui::Selectable(m.name.c_str())) s.open_model(m.name);
+            const std::string details = gguf_details(m);
+            if (selectable(ui, m.name.c_str(), {{"view", "picker"}, {"name", m.name}, {"details", details}}))
+                s.open_model(m.name);
             if (ui.tooltips && ImGui::IsItemHovered())
                 ImGui::SetTooltip("%s%s%s\n%s", m.title.c_str(), m.title.empty() || m.architecture.empty() ? "" : ", ",
                                   m.architecture.c_str(), m.path.string().c_str());
             ImGui::SameLine(details_x);
-            ImGui::TextDisabled("%s", gguf_details(m).c_str());
+            ImGui::TextDisabled("%s", details.c_str());
         }
         if (cached_models_.empty() && gguf_models_.empty())
             ImGui::TextDisabled("no models this build opens in the Hugging Face cache or the stores of GGUF models");
-        ImGui::EndCombo();
-    }
+    });
     ImGui::SameLine();
     ImGui::SetNextItemWidth(260 * ui.scale);
     const bool entered = text_input(ui, "##model path", "model folder, file or name", &model_path_, nullptr,

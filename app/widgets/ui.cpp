@@ -11,6 +11,7 @@
 #include "headscope/inspect/heatmap.h"
 #include "headscope/inspect/probes.h"
 #include "headscope/io/files.h"
+#include "widgets/texts.h"
 
 namespace headscope {
 
@@ -85,9 +86,45 @@ std::string ellipsized(const std::string& text, float size, float width, bool ke
     return std::string(text.c_str(), fits) + ellipsis;
 }
 
+namespace {
+
+// The length of the UTF-8 character at bytes[at], or 0 where none starts
+// whole there (a byte-level token's piece of a character).
+size_t utf8_character(std::string_view bytes, size_t at) {
+    const auto byte = [&](size_t i) { return static_cast<unsigned char>(bytes[i]); };
+    const size_t length = byte(at) < 0x80       ? 1
+                          : byte(at) >> 5 == 6  ? 2
+                          : byte(at) >> 4 == 14 ? 3
+                          : byte(at) >> 3 == 30 ? 4
+                                                : 0;
+    if (length == 0 || at + length > bytes.size()) return 0;
+    for (size_t i = at + 1; i < at + length; ++i)
+        if (byte(i) >> 6 != 2) return 0;
+    return length;
+}
+
+}  // namespace
+
 std::string visible_text(std::string_view bytes) {
     std::string text;
-    for (char c : bytes) text += c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t" : std::string(1, c);
+    for (size_t at = 0; at < bytes.size();) {
+        const size_t length = utf8_character(bytes, at);
+        const char c = bytes[at];
+        if (length > 1) {
+            text.append(bytes.substr(at, length));
+        } else if (c == '\n' || c == '\r' || c == '\t') {
+            text += c == '\n' ? "\\n" : c == '\r' ? "\\r" : "\\t";
+        } else if (length == 0 || static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+            // No glyph: a control character, or a byte ImGui would draw as one
+            // U+FFFD taking the bytes after it (a closing quote) as its own.
+            char escaped[8];
+            std::snprintf(escaped, sizeof escaped, "\\x%02X", static_cast<unsigned char>(c));
+            text += escaped;
+        } else {
+            text += c;
+        }
+        at += std::max<size_t>(length, 1);
+    }
     return text;
 }
 
@@ -119,7 +156,7 @@ namespace {
 // score q . k as its head dimensions' terms (before and after a soft cap), q,
 // k and the terms as bars, the largest terms, and the biases' part where the
 // model has them.
-void why_it_attends(const WindowState& state, const Session& session, int layer, int head, int i, int j) {
+void why_it_attends(Ui& ui, const WindowState& state, const Session& session, int layer, int head, int i, int j) {
     const ScoreTerms s = explain_score(session.model(), session.shown.attention, session.shown_options, layer,
                                        state.selected, head, i, j);
     ImGui::Separator();
@@ -132,7 +169,13 @@ void why_it_attends(const WindowState& state, const Session& session, int layer,
             turned, rope_pairs_in_words(session.model().config, turned).c_str(), i, j);
     }
     if (const float cap = session.model().config.attention_softcap; cap > 0)  // Gemma 2's
-        ImGui::Text("soft-capped, %g tanh(score / %g): %.3f, what the softmax reads", cap, cap, s.softmax_input);
+        text(ui,
+             {{"view", "tooltip"},
+              {"name", "soft cap"},
+              {"cap", cap},
+              {"score", s.score * s.scale},
+              {"capped", s.softmax_input}},
+             "soft-capped, %g tanh(score / %g): %.3f, what the softmax reads", cap, cap, s.softmax_input);
     const ImVec2 bars(std::floor(ImGui::GetFontSize() * 18), std::floor(ImGui::GetFontSize() * 2.5f));
     const int hs = static_cast<int>(s.terms.size());
     ImGui::PlotHistogram("q", s.q.data(), hs, 0, nullptr, FLT_MAX, FLT_MAX, bars);
@@ -155,7 +198,7 @@ void why_it_attends(const WindowState& state, const Session& session, int layer,
 }
 
 // What the shading and the contributions add about a visible cell.
-void more_about_the_cell(const WindowState& state, const Session& session, int layer, int head, int i, int j) {
+void more_about_the_cell(Ui& ui, const WindowState& state, const Session& session, int layer, int head, int i, int j) {
     const AttentionResult& att = session.shown.attention;
     const size_t map = (static_cast<size_t>(layer) * att.B + state.selected) * att.NH + head;
     if (!att.value_weighted.empty())
@@ -171,7 +214,7 @@ void more_about_the_cell(const WindowState& state, const Session& session, int l
         ImGui::Text(
             learned ? "the head's key-0 mass %.3f (its rows' mean weight on key 0)" : "the head's sink mass %.3f",
             sink_mass(att, layer, state.selected, head, session.length(state.selected)));
-    if (att.keeps_queries()) why_it_attends(state, session, layer, head, i, j);
+    if (att.keeps_queries()) why_it_attends(ui, state, session, layer, head, i, j);
 }
 
 // How `maps` are shaded: the shown forward's shading where they are its decoder's (a patched run has no value norms).
@@ -189,8 +232,8 @@ constexpr const char* masked_row_text = "masked: this query row has nothing to a
 
 // The query and key under the mouse, the weight, the row's entropy and the
 // head's probe scores; what more the shown forward knows of a decoder's cell.
-void map_tooltip(const WindowState& state, const Session& session, const ShownMaps& maps, int layer, int head, int i,
-                 int j) {
+void map_tooltip(Ui& ui, const WindowState& state, const Session& session, const ShownMaps& maps, int layer, int head,
+                 int i, int j) {
     const float* row = maps.row(layer, maps.b, head, i);
     ImGui::BeginTooltip();
     ImGui::TextUnformatted(head_label(session, layer, head).c_str());
@@ -199,7 +242,15 @@ void map_tooltip(const WindowState& state, const Session& session, const ShownMa
     ImGui::Text("query %d %s  ->  key %d %s", i, query_token(session, maps, i, true).c_str(), j,
                 key_token(session, maps, j, true).c_str());
     if (maps.visible(session.maps_options_at(maps, layer), i, j)) {
-        ImGui::Text("weight %.4f   row entropy %.3f nats", row[j], row_entropy(row, maps.cols));
+        text(ui,
+             {{"view", "tooltip"},
+              {"name", "weight"},
+              {"layer", layer},
+              {"head", head},
+              {"query", i},
+              {"key", j},
+              {"weight", row[j]}},
+             "weight %.4f   row entropy %.3f nats", row[j], row_entropy(row, maps.cols));
         if (session.diff_shown()) {
             const float compared = session.comparison().attention().row(layer, 0, head, i)[j];
             ImGui::Text("the compare text's (B) %.4f: B - A %+.4f", compared, compared - row[j]);
@@ -208,7 +259,7 @@ void map_tooltip(const WindowState& state, const Session& session, const ShownMa
             ImGui::Text("the learned sink takes %.4f of this row (left of key 0): with the keys, 1",
                         learned_sink_weight(*maps.result, layer, maps.b, head, i));
         if (maps.kind == AttentionKind::decoder && !maps.patched)
-            more_about_the_cell(state, session, layer, head, i, j);
+            more_about_the_cell(ui, state, session, layer, head, i, j);
     } else if (row_masked(session, maps, i))
         ImGui::TextUnformatted(masked_row_text);
     else
@@ -218,7 +269,7 @@ void map_tooltip(const WindowState& state, const Session& session, const ShownMa
 
 // The sink column's hover: query i's share of the softmax the head's learned
 // sink took, and the sink's logit where the heads are the model's own.
-void sink_tooltip(const Session& session, const ShownMaps& maps, int layer, int head, int i) {
+void sink_tooltip(Ui& ui, const Session& session, const ShownMaps& maps, int layer, int head, int i) {
     ImGui::BeginTooltip();
     ImGui::TextUnformatted(head_label(session, layer, head).c_str());
     ImGui::Text("query %d %s  ->  the learned sink", i, query_token(session, maps, i, true).c_str());
@@ -226,7 +277,8 @@ void sink_tooltip(const Session& session, const ShownMaps& maps, int layer, int 
         ImGui::TextUnformatted(masked_row_text);
     } else {
         const float w = learned_sink_weight(*maps.result, layer, maps.b, head, i);
-        ImGui::Text("the learned sink: weight %.4f (1 - the keys' %.4f)", w, 1 - w);
+        text(ui, {{"view", "tooltip"}, {"name", "sink"}, {"layer", layer}, {"head", head}, {"query", i}, {"weight", w}},
+             "the learned sink: weight %.4f (1 - the keys' %.4f)", w, 1 - w);
     }
     const float* logits = session.model().layers[maps.result->layers[layer]].sinks;
     if (logits && session.heads_shown() == session.model().config.n_head)
@@ -332,9 +384,9 @@ bool MapWidget::draw_in(WindowState& state, Session& session, Ui& ui, const char
         const int i = std::clamp(static_cast<int>((mouse.y - corner.y) / cell_h), 0, rows - 1);
         const int j = std::clamp(static_cast<int>((mouse.x - corner.x) / cell_w), 0, cols - 1);
         if (mouse.x < keys_left)  // the sink's column or the gap after it
-            sink_tooltip(session, maps, layer, head, i);
+            sink_tooltip(ui, session, maps, layer, head, i);
         else
-            map_tooltip(state, session, maps, layer, head, i, j);
+            map_tooltip(ui, state, session, maps, layer, head, i, j);
         if (maps.kind != AttentionKind::encoder) {  // the predictions follow a target's query
             state.hovered_query = i;
             if (clicked) state.query = i;

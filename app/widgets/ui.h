@@ -145,7 +145,9 @@ inline void image(const HeatmapTexture& texture, ImVec2 size) {
     ImGui::Image(reinterpret_cast<ImTextureID>(static_cast<intptr_t>(texture.color())), size);
 }
 
-// Text as drawn: line feeds, carriage returns and tabs made visible.
+// Text as drawn: line feeds, carriage returns and tabs made visible, and
+// the other control characters and each byte that starts no whole UTF-8
+// character (a byte-level token's piece of one) written \xNN.
 std::string visible_text(std::string_view bytes);
 // The one way the window writes a token: its bytes as drawn (visible_text),
 // between single quotes when `quoted` (in a sentence; axis labels go without).

@@ -48,6 +48,22 @@ std::string q_code(const Config& config, const std::string& width) {
     return "";
 }
 
+// The scores and weights as the model computes them, for the steps' title
+// ("softmax(...)") and code: 1/sqrt(hs); Gemma's own scale
+// (query_pre_attn_scalar^-1/2) and Gemma 2's soft cap; T5's none.
+std::string scores(const Config& config, bool code) {
+    std::string s = code ? "q @ k.transpose(-2, -1)" : "q k^T";
+    char scale[64];
+    std::snprintf(scale, sizeof scale, " * %.6g", config.attention_scale);
+    if (config.scaled_scores) s += config.attention_scale > 0 ? scale : " / sqrt(hs)";
+    if (const float cap = config.attention_softcap; cap > 0) {
+        char capped[32];
+        std::snprintf(capped, sizeof capped, "%g", cap);
+        s = std::string(capped) + " * tanh(" + s + " / " + capped + ")";
+    }
+    return code ? "att = softmax(" + s + ")" : "softmax(" + s + ")";
+}
+
 // Q's or K's channels of a fused [Q | K | V] projection, (B, T, heads * hs):
 // a view of its (B, T, NH*hs + 2 NKV*hs) buffer, which Q's step writes and
 // K's views again, as the projection's split gives them.
@@ -108,8 +124,8 @@ void plain_walk(Dance& d, Walk& walk, const Config& config) {
                        {"B", "T", "NH", "hs"}, q_flat.view({B, T, NH, hs}));
         walk.again("transpose(1, 2): heads before tokens, only the strides swap; no longer contiguous",
                    "q = q.transpose(1, 2)", {"B", "NH", "T", "hs"}, split_heads.transpose(1, 2));
-        walk.write("scores and weights per head: softmax(q k^T / sqrt(hs)), a new buffer",
-                   "att = softmax(q @ k.transpose(-2, -1) / sqrt(hs))", "att", {"B", "NH", "T", "T_k"}, {B, NH, T, T});
+        walk.write("scores and weights per head: " + scores(config, false) + ", a new buffer", scores(config, true),
+                   "att", {"B", "NH", "T", "T_k"}, {B, NH, T, T});
         const StridedLayout y = walk.write("weights times V, per head: a new buffer", "y = att @ v", "y",
                                            {"B", "NH", "T", "hs"}, {B, NH, T, hs});
         walk.again("transpose back: tokens before heads, only the strides swap", "y = y.transpose(1, 2)",
@@ -122,8 +138,8 @@ void plain_walk(Dance& d, Walk& walk, const Config& config) {
         walk.weigh_output();
     } else {
         naive_split(d, walk, q_flat, "q", "NH", NH, false);
-        walk.write("scores and weights per \"head\": mixed tokens attend to mixed tokens",
-                   "att = softmax(q @ k.transpose(-2, -1) / sqrt(hs))", "att", {"B", "NH", "T", "T_k"}, {B, NH, T, T});
+        walk.write("scores and weights per \"head\": mixed tokens attend to mixed tokens", scores(config, true), "att",
+                   {"B", "NH", "T", "T_k"}, {B, NH, T, T});
         const StridedLayout y =
             walk.write("weights times V, per \"head\"", "y = att @ v", "y", {"B", "NH", "T", "hs"}, {B, NH, T, hs});
         walk.again("view back to (B, T, C): succeeds silently, rows are not tokens' outputs",
@@ -248,9 +264,9 @@ void grouped_walk(Dance& d, Walk& walk, const Config& config) {
     const bool naive = d.split == Split::naive_view;
     const std::string out_proj = module_name(config, Weight::attn_proj_w);
     walk.write(naive ? "scores and weights per \"head\": mixed tokens attend to mixed tokens"
-                     : "scores and weights per query head, against its key/value head's keys: softmax(q k^T / "
-                       "sqrt(hs)), a new buffer",
-               "att = softmax(q @ k.transpose(-2, -1) / sqrt(hs))", "att", {"B", "NH", "T", "T_k"}, {B, NH, T, T});
+                     : "scores and weights per query head, against its key/value head's keys: " +
+                           scores(config, false) + ", a new buffer",
+               scores(config, true), "att", {"B", "NH", "T", "T_k"}, {B, NH, T, T});
     const StridedLayout y =
         walk.write(naive ? "weights times V, per \"head\"" : "weights times V, per head: a new buffer", "y = att @ v",
                    "y", {"B", "NH", "T", "hs"}, {B, NH, T, hs});

@@ -1,0 +1,192 @@
+// headscope-cli attention --top-k 5 on every decoder architecture Headscope
+// reads, as a user runs it: a GGUF file of each of llama.cpp's (gguf_models.h;
+// BERT's and T5's: test_cli_encoders, test_cli_encoder_decoders), each in
+// another quantized type, and the Hugging Face folders of the round-two
+// families (Gemma 2 and 3, Phi-3 and its LongRoPE, OLMo 2, Mixtral, OLMoE;
+// family_models.h). One process a model: every map against the
+// double-precision reference on the values the file holds
+// (family_reference.h), the top 5 next tokens and their probabilities at
+// every position against the reference's logits, and a GGUF file's token
+// ids against llama.cpp's own tokenizer on the same file. Gemma 3's dance
+// names its buffers' shapes from the spec, and Gemma 3's and Gemma 2's
+// their scores' own scale and cap.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli_test.h"
+#include "family_models.h"
+#include "family_reference.h"
+#include "gguf_models.h"
+#include "gguf_vocabs.h"
+#include "prediction_checks.h"
+
+using namespace headscope;
+using namespace headscope::test;
+using nlohmann::json;
+
+namespace cli_architectures {
+
+// The largest difference between the CLI's maps (layers, 1, NH, T, T) and the reference's.
+double worst_difference(const json& attention, const FamilyReference& want, int T) {
+    double worst = 0;
+    for (size_t l = 0; l < attention.size(); ++l)
+        for (int h = 0; h < want.NH; ++h)
+            for (int i = 0; i < T; ++i)
+                for (int j = 0; j < T; ++j) {
+                    const double w = want.weights[((l * want.NH + h) * T + i) * T + j];
+                    worst = std::max(worst, std::abs(attention[l][0][h][i][j].get<double>() - w));
+                }
+    return worst;
+}
+
+// The CLI's JSON of `attention --top-k 5` on one text against the reference
+// on the checkpoint `checkpoint` (the values the model's files hold): as
+// many maps as layers and heads, each within `tolerance`, and the top 5 at
+// every position within it of the reference's softmax (expect_top_5).
+void expect_the_references(const json& got, const FamilyCheckpoint& checkpoint, double tolerance) {
+    const FamilySpec& spec = checkpoint.spec;
+    const std::vector<int32_t> ids = got["token_ids"][0];
+    const int T = static_cast<int>(ids.size());
+    AttentionOptions options;
+    options.sliding_window = spec.sliding_window;  // the CLI's default: the model's window
+    const FamilyReference want = family_reference(checkpoint, {ids}, options);
+    ASSERT_EQ(got["attention"].size(), static_cast<size_t>(spec.n_layer));
+    ASSERT_EQ(got["attention"][0][0].size(), static_cast<size_t>(want.NH));
+    EXPECT_LT(worst_difference(got["attention"], want, T), tolerance);
+    const std::vector<double> logits =
+        family_logits(checkpoint, real_rows(want.residual, spec.n_layer - 1, {ids}, T, spec.n_embd));
+    expect_top_5(cli_predictions(got), {ids}, logits, spec.vocab_size, tolerance);
+}
+
+json attention(const std::vector<std::string>& args, const std::filesystem::path& scratch) {
+    const ProcessRun r = run_cli(args, scratch);
+    EXPECT_EQ(r.status, 0) << r.err;
+    return r.status == 0 ? json::parse(r.out) : json();
+}
+
+struct GgufCase {
+    Family family;
+    DType dtype;
+};
+
+// Each architecture in a type of its own, but Gemma 3's Q8_0 (there are
+// more architectures than types); every matrix in it (gpt-oss's experts
+// always MXFP4), the norms F32.
+const std::vector<GgufCase> gguf_cases = {
+    {Family::llama, DType::Q2_K},     {Family::qwen2, DType::Q3_K},   {Family::qwen3, DType::Q5_K},
+    {Family::olmo2, DType::Q6_K},     {Family::phi3, DType::Q4_0},    {Family::gpt2, DType::Q4_1},
+    {Family::gpt_neox, DType::Q5_0},  {Family::gemma2, DType::Q5_1},  {Family::gemma3_text, DType::Q8_0},
+    {Family::qwen3_moe, DType::Q4_K}, {Family::olmoe, DType::IQ4_NL}, {Family::mixtral, DType::IQ4_XS},
+    {Family::gpt_oss, DType::MXFP4}};
+
+// Every GGUF architecture: `attention --model FILE.gguf --text ... --top-k 5`,
+// the file's token ids llama.cpp's. The tolerance of test_gguf_models: a
+// mixture of experts' quantized products split the activations into two
+// 8-bit parts (2e-3); a dense model's are float32's, wider where they run on
+// AMX-BF16 tiles.
+TEST(CliArchitectures, EveryGgufArchitectureGivesTheReferencesMapsAndTopFive) {
+    TempDir dir;
+    const std::string text = "The cat sat on it.";
+    for (const auto& [family, dtype] : gguf_cases) {
+        const std::string name = std::string(model_type(family)) + "-" + to_string(dtype) + ".gguf";
+        SCOPED_TRACE(name);
+        const std::filesystem::path file = dir.path / name;
+        const FamilySpec spec = gguf_family_spec(family);
+        const FamilyCheckpoint checkpoint = write_gguf_family(file, spec, dtype);
+        const json got = attention({"attention", "--model", file.string(), "--text", text, "--top-k", "5"}, dir.path);
+        if (got.is_null()) continue;
+        expect_the_references(got, checkpoint, spec.n_experts ? 2e-3 : 1e-5 * tiles_widen(dtype));
+        const auto theirs = llama_cpp_token_ids(file, {text});
+        if (theirs) {
+            EXPECT_EQ(got["token_ids"][0], json((*theirs)[0]));
+        }
+    }
+}
+
+// The round-two families as Hugging Face saves them (their config.json
+// keys, tensor names and fused layouts, a tokenizer cut to its first 8000
+// ids, which still spells any text): float32 throughout, 1e-5.
+TEST(CliArchitectures, RoundTwoFamilyFoldersGiveTheReferencesMapsAndTopFive) {
+    TempDir dir;
+    for (const char* name : {"gemma2", "gemma3", "phi3", "phi3_longrope", "olmo2", "mixtral", "olmoe"}) {
+        SCOPED_TRACE(name);
+        const FamilyCheckpoint checkpoint = make_family_checkpoint(family_variant(name, Vocabulary::test_cut));
+        write_family_checkpoint(dir.path / name, checkpoint);
+        const json got = attention({"attention", "--model", (dir.path / name).string(), "--text",
+                                    "The cat sat on the mat because it was soft.", "--top-k", "5"},
+                                   dir.path);
+        if (!got.is_null()) expect_the_references(got, checkpoint, 1e-5);
+    }
+}
+
+}  // namespace cli_architectures
+
+namespace cli_architectures {
+
+// Gemma 3's dance (heads of 16 from C = 32, groups of 2, Q and K normed per
+// head): each buffer's shape from the spec, NH * hs = 64 columns, not C; K
+// normed and rotated at its NKV heads, expanded to the query heads with
+// stride 0 and copied by reshape; the projections' weights named by their
+// outputs and inputs; the scores' line at the model's own scale.
+TEST(CliArchitectures, Gemma3DanceNamesItsShapes) {
+    TempDir dir;
+    const FamilySpec spec = family_variant("gemma3_text", Vocabulary::test_cut);
+    write_family_model(dir.path / "gemma3", spec);
+    const json j = attention({"dance", "--model", (dir.path / "gemma3").string(), "--text", "It was soft."}, dir.path);
+    ASSERT_FALSE(j.is_null());
+    const int B = 1, T = j["T"], NH = spec.n_head, NKV = spec.n_kv_head, hs = spec.head_dim, g = NH / NKV;
+    EXPECT_EQ(j["d_head"], hs);
+    EXPECT_EQ(j["rotary_dims"], hs);
+    std::map<std::string, json> shapes;
+    for (const json& buffer : j["buffers"]) shapes[buffer["name"]] = buffer["shape"];
+    EXPECT_EQ(shapes["q"], json({B, T, NH * hs}));
+    EXPECT_EQ(shapes["q_normed"], json({B, T, NH, hs}));
+    EXPECT_EQ(shapes["k"], json({B, T, NKV * hs}));
+    EXPECT_EQ(shapes["k_normed"], json({B, T, NKV, hs}));
+    EXPECT_EQ(shapes["k_rotated"], json({B, T, NKV, hs}));
+    EXPECT_EQ(shapes["k_repeated"], json({B, NH, T, hs}));
+    EXPECT_EQ(shapes["att"], json({B, NH, T, T}));
+    const json& steps = j["steps"];
+    bool expanded = false;
+    for (const json& step : steps)
+        if (step["code"].get<std::string>().find("expand") != std::string::npos) {
+            expanded = true;
+            EXPECT_EQ(step["shape"], json({B, NKV, g, T, hs}));
+            EXPECT_EQ(step["strides"], json({T * NKV * hs, hs, 0, NKV * hs, 1}));
+        }
+    EXPECT_TRUE(expanded);
+    const std::string q = steps.front()["weights"][0], o = steps.back()["weights"][0];
+    EXPECT_EQ(q.rfind("q_proj's weight, 64 outputs by 32 inputs, stored as F32", 0), 0u) << q;
+    EXPECT_EQ(o.rfind("o_proj's weight, 32 outputs by 64 inputs, stored as F32", 0), 0u) << o;
+    // The scores at Gemma's own scale, query_pre_attn_scalar^-1/2 (6: 0.408248), not 1/sqrt(hs).
+    char scores[96];
+    std::snprintf(scores, sizeof scores, "att = softmax(q @ k.transpose(-2, -1) * %.6g)",
+                  1 / std::sqrt(float(spec.query_pre_attn_scalar)));
+    int scored = 0;
+    for (const json& step : steps) scored += step["buffer"] == "att" && step["code"] == scores;
+    EXPECT_EQ(scored, 1) << "no step computes " << scores;
+}
+
+// Gemma 2's dance: its scores at query_pre_attn_scalar 12's scale, soft-capped at 1.5.
+TEST(CliArchitectures, Gemma2DanceCapsItsScores) {
+    TempDir dir;
+    const FamilySpec spec = family_variant("gemma2", Vocabulary::test_cut);
+    write_family_model(dir.path / "gemma2", spec);
+    const json j = attention({"dance", "--model", (dir.path / "gemma2").string(), "--text", "It was soft."}, dir.path);
+    ASSERT_FALSE(j.is_null());
+    char scores[128];
+    std::snprintf(scores, sizeof scores, "att = softmax(%g * tanh(q @ k.transpose(-2, -1) * %.6g / %g))",
+                  spec.attn_softcap, 1 / std::sqrt(float(spec.query_pre_attn_scalar)), spec.attn_softcap);
+    int scored = 0;
+    for (const json& step : j["steps"]) scored += step["buffer"] == "att" && step["code"] == scores;
+    EXPECT_EQ(scored, 1) << "no step computes " << scores;
+}
+
+}  // namespace cli_architectures

@@ -1,0 +1,253 @@
+// The window on the round-two families and on a GGUF file of llama.cpp's
+// Q4_K_M mix, as a user sees it under Xvfb: the heads grids of Gemma 3 (a
+// local layer, its window of 4 keys hatched), Phi-3 (fused projections, a
+// window of 5) and OLMoE (a mixture of experts) are the double-precision
+// reference's maps (family_reference.h) through the colormap; the layer
+// slider, the model tab and the mask tab mark Gemma 3's local and global
+// layers (the mask tab drawing a local layer's window); the model bar says
+// "Q4_K_M, N bits per weight" from the file's own tensors, and its effects
+// grid is the reference's loss change of each head knocked out.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+
+#include "family_models.h"
+#include "family_reference.h"
+#include "gguf_models.h"
+#include "headscope/io/files.h"
+#include "prediction_checks.h"
+#include "screenshot.h"
+
+using namespace headscope;
+using namespace headscope::test;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace round_two {
+
+// The masked cells' hatch (test_window_families.cpp's): two greys.
+bool hatched(const std::array<int, 3>& got) {
+    return got[0] == got[1] && got[1] == got[2] && (std::abs(got[0] - 41) <= 1 || std::abs(got[0] - 77) <= 1);
+}
+
+class WindowRoundTwo : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        dir_ = new TempDir;
+        for (const char* name : {"gemma3_text", "phi3", "olmoe"}) {
+            checkpoints_[name] = make_family_checkpoint(family_variant(name, Vocabulary::test_cut));
+            write_family_checkpoint(dir_->path / name, checkpoints_[name]);
+        }
+    }
+    static void TearDownTestSuite() {
+        checkpoints_.clear();
+        delete dir_;
+    }
+
+    // The window on `model` with `args`; its JSON export (the token ids) in `exported` when asked.
+    static WindowShot shoot(const std::string& name, const std::string& model, std::vector<std::string> args,
+                            json* exported = nullptr) {
+        args.insert(args.begin(), {"--model", (dir_->path / model).string()});
+        const fs::path json_file = dir_->path / (name + "-export.json");
+        if (exported) args.insert(args.end(), {"--export-json", json_file.string()});
+        WindowShot shot = shoot_window(args, dir_->path, name);
+        EXPECT_EQ(shot.run.status, 0) << shot.run.err;
+        if (exported && shot.run.status == 0) *exported = json::parse(read_file(json_file.string()));
+        return shot;
+    }
+
+    static TempDir* dir_;
+    static std::map<std::string, FamilyCheckpoint> checkpoints_;
+    const std::string text_ = "The cat sat on the mat because it was soft.";
+};
+TempDir* WindowRoundTwo::dir_ = nullptr;
+std::map<std::string, FamilyCheckpoint> WindowRoundTwo::checkpoints_;
+
+// Each heads grid cell of layer `layer`: hatched where the causal mask or
+// the layer's window hides the key, else the reference's weight through viridis.
+void expect_reference_cells(const WindowShot& shot, const FamilyCheckpoint& checkpoint, const std::vector<int32_t>& ids,
+                            int layer) {
+    const FamilySpec& spec = checkpoint.spec;
+    AttentionOptions options;
+    options.sliding_window = spec.sliding_window;
+    const FamilyReference want = family_reference(checkpoint, {ids}, options);
+    const int T = static_cast<int>(ids.size()), NH = want.NH;
+    const json cells = entries(shot.layout, "heads");
+    ASSERT_EQ(cells.size(), static_cast<size_t>(NH * T * T));
+    int hidden_by_window = 0;
+    for (const json& cell : cells) {
+        const int h = cell["head"], i = cell["query"], j = cell["key"];
+        const bool outside = spec.windowed(layer) && j <= i - spec.sliding_window;
+        const std::array<int, 3> got = centre(shot.image, cell);
+        const std::string where = "head " + std::to_string(h) + " cell " + std::to_string(i) + "," + std::to_string(j) +
+                                  " is " + std::to_string(got[0]) + "," + std::to_string(got[1]) + "," +
+                                  std::to_string(got[2]);
+        if (j > i || outside) {
+            EXPECT_TRUE(hatched(got)) << where;
+            hidden_by_window += j <= i;
+        } else {
+            EXPECT_TRUE(test::near(got, test::viridis(want.weights[((size_t(layer) * NH + h) * T + i) * T + j])))
+                << where;
+        }
+    }
+    if (spec.windowed(layer)) {
+        EXPECT_EQ(hidden_by_window, NH * (T - spec.sliding_window) * (T - spec.sliding_window + 1) / 2);
+    }
+    // Beside the layer slider: the shown layer's kind, where the model's layers differ.
+    const json kind = entries(shot.layout, "layer-kind");
+    EXPECT_EQ(kind.size(), gemma(spec.family) ? 1u : 0u);
+    if (!kind.empty()) {
+        EXPECT_EQ(kind[0]["local"], spec.windowed(layer));
+    }
+}
+
+TEST_F(WindowRoundTwo, HeadsGridsAreTheReferencesMaps) {
+    for (const auto& [name, layer] : {std::pair{"gemma3_text", 4}, {"phi3", 1}, {"olmoe", 2}}) {
+        SCOPED_TRACE(name);
+        json exported;
+        const WindowShot shot =
+            shoot(std::string(name) + "-heads", name, {"--text", text_, "--layer", std::to_string(layer)}, &exported);
+        if (exported.is_null()) continue;
+        expect_reference_cells(shot, checkpoints_.at(name), exported["token_ids"][0], layer);
+    }
+}
+
+// Gemma 3's model tab names every row's kind: layer 5 global (each sixth), the others local.
+TEST_F(WindowRoundTwo, Gemma3ModelTabMarksLocalAndGlobalLayers) {
+    const WindowShot shot = shoot("gemma3-model", "gemma3_text", {"--text", text_, "--view", "model"});
+    const json rows = entries(shot.layout, "model-layer");
+    ASSERT_EQ(rows.size(), 6u);
+    for (const json& row : rows) {
+        const int l = row["layer"];
+        EXPECT_EQ(row["text"], "L" + std::to_string(l) + (l == 5 ? " global" : " local"));
+    }
+}
+
+// Gemma 3's mask tab draws the window as the third mask on a local layer
+// (4: key j > i - 4) and none on the global one (5): each window and
+// combined cell in the mask view's colours (mask_view.h) by those rules.
+TEST_F(WindowRoundTwo, Gemma3MaskTabDrawsTheWindowOfLocalLayersOnly) {
+    constexpr std::array<double, 3> allowed_rgb = {236, 190, 72}, blocked_rgb = {52, 58, 70};
+    for (const int layer : {4, 5}) {
+        SCOPED_TRACE("layer " + std::to_string(layer));
+        const WindowShot shot = shoot("gemma3-mask-" + std::to_string(layer), "gemma3_text",
+                                      {"--text", "It was soft.", "--view", "mask", "--layer", std::to_string(layer)});
+        const bool local = checkpoints_.at("gemma3_text").spec.windowed(layer);
+        EXPECT_EQ(local, layer == 4);
+        int window_cells = 0, blocked = 0;
+        for (const json& cell : entries(shot.layout, "mask")) {
+            const std::string mask = cell["mask"];
+            if (mask != "window" && mask != "combined") continue;
+            const int i = cell["query"], j = cell["key"];
+            const bool in_window = !local || j > i - 4;
+            const bool allowed = mask == "window" ? in_window : j <= i && in_window;
+            const std::array<int, 3> got = centre(shot.image, cell);
+            EXPECT_TRUE(test::near(got, allowed ? allowed_rgb : blocked_rgb, 2))
+                << mask << " " << i << "," << j << " is " << got[0] << "," << got[1] << "," << got[2];
+            window_cells += mask == "window";
+            blocked += mask == "window" && !allowed;
+        }
+        EXPECT_GT(window_cells, 16);  // the text's tokens are more than the window's 4
+        EXPECT_EQ(blocked > 0, local);
+    }
+}
+
+}  // namespace round_two
+
+namespace round_two {
+
+// A llama GGUF file of llama.cpp's Q4_K_M mix (general.file_type 15): its
+// matrices Q4_K but the output's, every attn_v's and layer 0's ffn_down,
+// Q6_K as llama.cpp's quantizer gives them more bits; the checkpoint of the
+// values it holds (the Q6_K ones read by the tests' own block formulas) and
+// its bits per weight from its tensors' bytes and shapes.
+struct Q4KM {
+    FamilyCheckpoint checkpoint;
+    double bits_per_weight = 0;
+};
+Q4KM write_q4_k_m(const fs::path& file) {
+    const FamilySpec spec = gguf_family_spec(Family::llama);
+    Q4KM mix{write_gguf_family(file, spec, DType::Q4_K), 0};  // the values of its other tensors
+    const std::map<std::string, std::string> more_bits = {
+        {"output.weight", "lm_head.weight"},
+        {"blk.0.attn_v.weight", "model.layers.0.self_attn.v_proj.weight"},
+        {"blk.1.attn_v.weight", "model.layers.1.self_attn.v_proj.weight"},
+        {"blk.0.ffn_down.weight", "model.layers.0.mlp.down_proj.weight"}};
+    std::map<std::string, std::vector<float>> written;
+    write_gguf_family(file, spec, DType::Q4_K, [&](GgufSpec& gguf) {
+        std::mt19937 rng(7);
+        for (auto& [key, value] : gguf.metadata)
+            if (key == "general.file_type") value = gguf_uint32(15);  // llama.cpp's LLAMA_FTYPE_MOSTLY_Q4_K_M
+        double bits = 0, weights = 0;
+        for (GgufTensorSpec& t : gguf.tensors) {
+            if (const auto hf = more_bits.find(t.name); hf != more_bits.end()) {
+                const NamedTensor& before = *std::find_if(mix.checkpoint.tensors.begin(), mix.checkpoint.tensors.end(),
+                                                          [&](const NamedTensor& n) { return n.name == hf->second; });
+                StoredAs as;
+                as.name = t.name;
+                Written w = tensor_as_stored(before, as, DType::Q6_K, rng);
+                t = w.spec;
+                written[hf->second] = std::move(w.values);
+            }
+            double n = 1;
+            for (uint64_t d : t.ne) n *= double(d);
+            bits += 8.0 * double(t.data.size()), weights += n;
+        }
+        mix.bits_per_weight = bits / weights;
+    });
+    EXPECT_EQ(written.size(), more_bits.size());
+    for (NamedTensor& t : mix.checkpoint.tensors)
+        if (const auto w = written.find(t.name); w != written.end()) t.values = w->second;
+    return mix;
+}
+
+// The Q4_K_M file opened in the effects tab with the grid computed: the
+// model bar begins with its file type and its bits per weight, and each
+// head's cell is the reference's change in the text's loss when that head's
+// output is zeroed (every cell exact: the backward does not follow quantized
+// weights).
+TEST_F(WindowRoundTwo, Q4KMixSaysItsBitsAndItsEffectsGridIsTheReferences) {
+    const Q4KM mix = write_q4_k_m(dir_->path / "llama-Q4_K_M.gguf");
+    json exported;
+    const WindowShot shot = shoot("gguf-q4km-effects", "llama-Q4_K_M.gguf",
+                                  {"--text", "It was soft.", "--view", "effects", "--compute-effects"}, &exported);
+    char bits[64];
+    std::snprintf(bits, sizeof bits, "Q4_K_M, %.1f bits per weight", mix.bits_per_weight);
+    EXPECT_GT(mix.bits_per_weight, 4.6);  // more than Q4_K's 4.5: a mix
+    std::string sizes;
+    for (const json& control : entries(shot.layout, "control"))
+        if (control["name"] == "model sizes") sizes = control["text"];
+    EXPECT_EQ(sizes.rfind(bits, 0), 0u) << sizes;
+    if (exported.is_null()) return;
+
+    const std::vector<int32_t> ids = exported["token_ids"][0];
+    const FamilySpec& spec = mix.checkpoint.spec;
+    const int T = static_cast<int>(ids.size()), V = spec.vocab_size, L = spec.n_layer, NH = spec.n_head;
+    const auto loss = [&](int layer, int head) {
+        FamilyHooks hooks;
+        hooks.head_output = [&](int l, int, int h, std::vector<std::vector<double>>& y) {
+            if (l == layer && h == head)
+                for (auto& row : y) std::fill(row.begin(), row.end(), 0.0);
+        };
+        const FamilyReference r = family_reference(mix.checkpoint, {ids}, AttentionOptions{}, hooks);
+        const std::vector<double> logits =
+            family_logits(mix.checkpoint, real_rows(r.residual, L - 1, {ids}, T, spec.n_embd));
+        return loss_and_p(logits, V, ids, std::vector<Prediction>(size_t(T), Prediction{0, 0})).first;
+    };
+    const double intact = loss(-1, -1);
+    const json grid = entries(shot.layout, "effects-grid");
+    ASSERT_EQ(grid.size(), static_cast<size_t>(L * NH));
+    for (const json& cell : grid) {
+        const int l = cell["layer"], h = cell["column"];
+        EXPECT_NEAR(cell["values"][l * NH + h].get<double>(), loss(l, h) - intact, 1e-5) << "head " << l << "." << h;
+    }
+}
+
+}  // namespace round_two
