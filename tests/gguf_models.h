@@ -31,6 +31,7 @@
 #include "headscope/base/dtype.h"
 #include "headscope/compute/matmul.h"
 #include "headscope/model/model.h"
+#include "prediction_checks.h"
 #include "seq2seq_models.h"
 
 namespace headscope::test {
@@ -92,6 +93,11 @@ MatrixTypes rotated_types(int offset);
 // then its fallback for a row not a multiple of 256 (Q2_K and Q3_K to Q4_0,
 // Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0; the output to Q8_0).
 MatrixTypes llama_cpp_mix(uint32_t ftype, const FamilySpec& spec);
+
+// How far llama.cpp's next-token probabilities may lie from exact
+// arithmetic on a file of these matrices' types, for a model whose GELU
+// (`gelu`) llama.cpp reads from a table of halves (gguf_mixes.cpp).
+ProbabilityTolerance llama_cpp_tolerance(const MatrixTypes& matrices, bool gelu);
 
 // The first of `model`'s tensors not in the type `matrices` wrote it in
 // (F32 where it wrote no matrix), with both types; "" where none is.

@@ -237,9 +237,6 @@ void expect_top_5(const AttentionResult& got, const std::vector<std::vector<int3
         }
 }
 
-namespace {
-
-// Our next-token probabilities `p` (V) and top 5 `ranked` against llama.cpp's `theirs`.
 void expect_llama_cpps_top_5(const std::vector<double>& p, const Prediction* ranked, const nlohmann::json& theirs,
                              const ProbabilityTolerance& tolerance, const std::string& what) {
     ASSERT_EQ(theirs.size(), 5u) << what;
@@ -260,8 +257,6 @@ void expect_llama_cpps_top_5(const std::vector<double>& p, const Prediction* ran
         }
     }
 }
-
-}  // namespace
 
 void expect_llama_cpps_next_tokens(Backend& backend, const Config& config, const Texts& texts,
                                    const nlohmann::json& theirs, const ProbabilityTolerance& tolerance) {

@@ -94,6 +94,10 @@ struct ProbabilityTolerance {
 // consecutive probabilities differ by more than the tolerance.
 void expect_llama_cpps_next_tokens(Backend& backend, const Config& config, const Texts& texts,
                                    const nlohmann::json& theirs, const ProbabilityTolerance& tolerance);
+// The same check of one text's: our probabilities `p` (V) and our top 5
+// `ranked` against llama.cpp's five [[id, p], ...] `theirs`.
+void expect_llama_cpps_top_5(const std::vector<double>& p, const Prediction* ranked, const nlohmann::json& theirs,
+                             const ProbabilityTolerance& tolerance, const std::string& what);
 
 // The reference's residual rows of `layer` at each text's real positions, (N, C).
 std::vector<double> real_rows(const std::vector<double>& residual, int layer, const Texts& texts, int T, int C);
