@@ -237,9 +237,11 @@ void expect_top_5(const AttentionResult& got, const std::vector<std::vector<int3
         }
 }
 
-void expect_llama_cpps_top_5(const std::vector<double>& p, const Prediction* ranked, const nlohmann::json& theirs,
+void expect_llama_cpps_top_5(const double* logits, int V, const Prediction* ranked, const nlohmann::json& theirs,
                              const ProbabilityTolerance& tolerance, const std::string& what) {
     ASSERT_EQ(theirs.size(), 5u) << what;
+    std::vector<double> p = reference_row(logits, V, 0).logp;
+    for (double& x : p) x = std::exp(x);
     std::vector<int> ids;
     std::vector<double> q;
     for (const nlohmann::json& token : theirs) ids.push_back(token[0].get<int>()), q.push_back(token[1].get<double>());
@@ -267,13 +269,9 @@ void expect_llama_cpps_next_tokens(Backend& backend, const Config& config, const
         opt.sliding_window = config.sliding_window;  // llama.cpp's windows are always on
         AttentionResult ours;
         backend.forward(Batch{{texts[t]}, config.pad_id()}, opt, ours);
-        std::vector<double> p(ours.last_logits.begin(), ours.last_logits.begin() + ours.V);
-        const double top = *std::max_element(p.begin(), p.end());
-        double sum = 0;
-        for (double& x : p) sum += x = std::exp(x - top);
-        for (double& x : p) x /= sum;
-        expect_llama_cpps_top_5(p, ours.predictions_at(0, static_cast<int>(texts[t].size()) - 1), theirs[t], tolerance,
-                                "text " + std::to_string(t));
+        const std::vector<double> logits(ours.last_logits.begin(), ours.last_logits.begin() + ours.V);
+        expect_llama_cpps_top_5(logits.data(), ours.V, ours.predictions_at(0, static_cast<int>(texts[t].size()) - 1),
+                                theirs[t], tolerance, "text " + std::to_string(t));
     }
 }
 

@@ -94,9 +94,9 @@ struct ProbabilityTolerance {
 // consecutive probabilities differ by more than the tolerance.
 void expect_llama_cpps_next_tokens(Backend& backend, const Config& config, const Texts& texts,
                                    const nlohmann::json& theirs, const ProbabilityTolerance& tolerance);
-// The same check of one text's: our probabilities `p` (V) and our top 5
+// The same check of one text's: our next-token logits (V) and our top 5
 // `ranked` against llama.cpp's five [[id, p], ...] `theirs`.
-void expect_llama_cpps_top_5(const std::vector<double>& p, const Prediction* ranked, const nlohmann::json& theirs,
+void expect_llama_cpps_top_5(const double* logits, int V, const Prediction* ranked, const nlohmann::json& theirs,
                              const ProbabilityTolerance& tolerance, const std::string& what);
 
 // The reference's residual rows of `layer` at each text's real positions, (N, C).

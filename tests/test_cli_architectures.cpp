@@ -51,7 +51,7 @@ double worst_difference(const json& attention, const FamilyReference& want, int 
 // on the checkpoint `checkpoint` (the values the model's files hold): as
 // many maps as layers and heads, each within `tolerance`, and the top 5 at
 // every position within it of the reference's softmax (expect_top_5).
-// Returns the reference's next-token probabilities after the text (V).
+// Returns the reference's next-token logits after the text (V).
 std::vector<double> expect_the_references(const json& got, const FamilyCheckpoint& checkpoint, double tolerance) {
     const FamilySpec& spec = checkpoint.spec;
     const std::vector<int32_t> ids = got["token_ids"][0];
@@ -67,13 +67,7 @@ std::vector<double> expect_the_references(const json& got, const FamilyCheckpoin
     const std::vector<double> logits =
         family_logits(checkpoint, real_rows(want.residual, spec.n_layer - 1, {ids}, T, spec.n_embd));
     expect_top_5(cli_predictions(got), {ids}, logits, spec.vocab_size, tolerance);
-    const int V = spec.vocab_size;
-    std::vector<double> p(logits.end() - V, logits.end());
-    const double top = *std::max_element(p.begin(), p.end());
-    double sum = 0;
-    for (double& x : p) sum += x = std::exp(x - top);
-    for (double& x : p) x /= sum;
-    return p;
+    return {logits.end() - spec.vocab_size, logits.end()};
 }
 
 json attention(const std::vector<std::string>& args, const std::filesystem::path& scratch) {
@@ -102,7 +96,7 @@ const std::vector<GgufCase> gguf_cases = {
 // Every GGUF architecture: `attention --model FILE.gguf --text ... --top-k 5`,
 // the file's token ids llama.cpp's, and llama.cpp's top 5 after the text
 // the CLI's (expect_llama_cpps_top_5, against the reference's
-// probabilities, which the CLI's top 5 matched, within llama_cpp_tolerance). The tolerance of test_gguf_models: a
+// logits, which the CLI's top 5 matched, within llama_cpp_tolerance). The tolerance of test_gguf_models: a
 // mixture of experts' quantized products split the activations into two
 // 8-bit parts (2e-3); a dense model's are float32's, wider where they run on
 // AMX-BF16 tiles.
@@ -118,7 +112,7 @@ TEST(CliArchitectures, EveryGgufArchitectureGivesTheReferencesMapsAndTopFive) {
         const FamilyCheckpoint checkpoint = write_gguf_family(file, spec, matrices);
         const json got = attention({"attention", "--model", file.string(), "--text", text, "--top-k", "5"}, dir.path);
         if (got.is_null()) continue;
-        const std::vector<double> p =
+        const std::vector<double> logits =
             expect_the_references(got, checkpoint, spec.n_experts ? 2e-3 : 1e-5 * tiles_widen(dtype));
         const auto theirs = llama_cpp_token_ids(file, {text});
         if (!theirs) continue;  // node cannot be run: test_gguf_models says so
@@ -128,7 +122,8 @@ TEST(CliArchitectures, EveryGgufArchitectureGivesTheReferencesMapsAndTopFive) {
         ASSERT_TRUE(next);
         const bool gelu = family == Family::gpt2 || family == Family::gpt_neox || gemma(family);
         const AttentionResult ours = cli_predictions(got);
-        expect_llama_cpps_top_5(p, ours.predictions_at(0, static_cast<int>(ids.size()) - 1), (*next)[0],
+        expect_llama_cpps_top_5(logits.data(), spec.vocab_size,
+                                ours.predictions_at(0, static_cast<int>(ids.size()) - 1), (*next)[0],
                                 llama_cpp_tolerance(matrices, gelu), "after the text");
     }
 }
