@@ -23,6 +23,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "encoder_models.h"
 #include "family_writer.h"
@@ -92,6 +93,17 @@ MatrixTypes rotated_types(int offset);
 // then its fallback for a row not a multiple of 256 (Q2_K and Q3_K to Q4_0,
 // Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0; the output to Q8_0).
 MatrixTypes llama_cpp_mix(uint32_t ftype, const FamilySpec& spec);
+
+// One GGUF file of each decoder architecture Headscope reads (BERT's and
+// T5's aside), each in a quantized type of its own but Gemma 3's Q8_0 (there
+// are more architectures than types): every matrix in it (gpt-oss's experts
+// always MXFP4), the norms F32 (gguf_mixes.cpp).
+struct GgufCase {
+    Family family;
+    DType dtype;
+    std::string file_name() const;  // "llama-Q2_K.gguf"
+};
+const std::vector<GgufCase>& gguf_architecture_cases();
 
 // The first of `model`'s tensors not in the type `matrices` wrote it in
 // (F32 where it wrote no matrix), with both types; "" where none is.

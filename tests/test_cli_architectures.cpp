@@ -71,33 +71,18 @@ json attention(const std::vector<std::string>& args, const std::filesystem::path
     return r.status == 0 ? json::parse(r.out) : json();
 }
 
-struct GgufCase {
-    Family family;
-    DType dtype;
-};
-
-// Each architecture in a type of its own, but Gemma 3's Q8_0 (there are
-// more architectures than types); every matrix in it (gpt-oss's experts
-// always MXFP4), the norms F32.
-const std::vector<GgufCase> gguf_cases = {
-    {Family::llama, DType::Q2_K},     {Family::qwen2, DType::Q3_K},   {Family::qwen3, DType::Q5_K},
-    {Family::olmo2, DType::Q6_K},     {Family::phi3, DType::Q4_0},    {Family::gpt2, DType::Q4_1},
-    {Family::gpt_neox, DType::Q5_0},  {Family::gemma2, DType::Q5_1},  {Family::gemma3_text, DType::Q8_0},
-    {Family::qwen3_moe, DType::Q4_K}, {Family::olmoe, DType::IQ4_NL}, {Family::mixtral, DType::IQ4_XS},
-    {Family::gpt_oss, DType::MXFP4}};
-
-// Every GGUF architecture: `attention --model FILE.gguf --text ... --top-k 5`,
-// the file's token ids llama.cpp's. The tolerance of test_gguf_models: a
+// Every GGUF architecture (gguf_architecture_cases): `attention --model
+// FILE.gguf --text ... --top-k 5`, the file's token ids llama.cpp's. The tolerance of test_gguf_models: a
 // mixture of experts' quantized products split the activations into two
 // 8-bit parts (2e-3); a dense model's are float32's, wider where they run on
 // AMX-BF16 tiles.
 TEST(CliArchitectures, EveryGgufArchitectureGivesTheReferencesMapsAndTopFive) {
     TempDir dir;
     const std::string text = "The cat sat on it.";
-    for (const auto& [family, dtype] : gguf_cases) {
-        const std::string name = std::string(model_type(family)) + "-" + to_string(dtype) + ".gguf";
-        SCOPED_TRACE(name);
-        const std::filesystem::path file = dir.path / name;
+    for (const GgufCase& c : gguf_architecture_cases()) {
+        const auto [family, dtype] = c;
+        SCOPED_TRACE(c.file_name());
+        const std::filesystem::path file = dir.path / c.file_name();
         const FamilySpec spec = gguf_family_spec(family);
         const FamilyCheckpoint checkpoint = write_gguf_family(file, spec, dtype);
         const json got = attention({"attention", "--model", file.string(), "--text", text, "--top-k", "5"}, dir.path);
