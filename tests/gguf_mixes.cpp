@@ -2,10 +2,12 @@
 // MatrixTypes): one for all, every type in turn, or llama.cpp's quantizer's
 // mix of a K-quant preset as its src/llama-quant.cpp chooses it
 // (llama_tensor_get_type_impl, then tensor_type_fallback), for the
-// decoders the tests write: no Falcon, no 70B, no imatrix.
+// decoders the tests write: no Falcon, no 70B, no imatrix; and the
+// architectures' files in a type each.
 #include <cstdio>
 #include <map>
 #include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "gguf_models.h"
@@ -47,6 +49,19 @@ std::set<DType> MatrixTypes::types() const {
     std::set<DType> types;
     for (const auto& [name, type] : *chosen_) types.insert(type);
     return types;
+}
+
+std::string GgufCase::file_name() const { return std::string(model_type(family)) + "-" + to_string(dtype) + ".gguf"; }
+
+const std::vector<GgufCase>& gguf_architecture_cases() {
+    static const std::vector<GgufCase> cases = {
+        {Family::llama, DType::F32},      {Family::qwen3, DType::F16},    {Family::gpt2, DType::BF16},
+        {Family::llama, DType::Q2_K},     {Family::qwen2, DType::Q3_K},   {Family::qwen3, DType::Q5_K},
+        {Family::olmo2, DType::Q6_K},     {Family::phi3, DType::Q4_0},    {Family::gpt2, DType::Q4_1},
+        {Family::gpt_neox, DType::Q5_0},  {Family::gemma2, DType::Q5_1},  {Family::gemma3_text, DType::Q8_0},
+        {Family::qwen3_moe, DType::Q4_K}, {Family::olmoe, DType::IQ4_NL}, {Family::mixtral, DType::IQ4_XS},
+        {Family::gpt_oss, DType::MXFP4}};
+    return cases;
 }
 
 std::string tensor_types_unlike(const Model& model, const MatrixTypes& matrices) {

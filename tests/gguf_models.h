@@ -23,6 +23,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "encoder_models.h"
 #include "family_writer.h"
@@ -98,6 +99,18 @@ MatrixTypes llama_cpp_mix(uint32_t ftype, const FamilySpec& spec);
 // arithmetic on a file of these matrices' types, for a model whose GELU
 // (`gelu`) llama.cpp reads from a table of halves (gguf_mixes.cpp).
 ProbabilityTolerance llama_cpp_tolerance(const MatrixTypes& matrices, bool gelu);
+
+// One GGUF file of each decoder architecture Headscope reads (BERT's and
+// T5's aside), each in a quantized type of its own but Gemma 3's Q8_0 (there
+// are more architectures than types), and three more in the unquantized
+// types: every matrix in it (gpt-oss's experts always MXFP4), the norms F32
+// (gguf_mixes.cpp). Every type in every architecture's file: test_gguf_models.
+struct GgufCase {
+    Family family;
+    DType dtype;
+    std::string file_name() const;  // "llama-Q2_K.gguf"
+};
+const std::vector<GgufCase>& gguf_architecture_cases();
 
 // The first of `model`'s tensors not in the type `matrices` wrote it in
 // (F32 where it wrote no matrix), with both types; "" where none is.

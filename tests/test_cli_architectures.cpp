@@ -76,37 +76,21 @@ json attention(const std::vector<std::string>& args, const std::filesystem::path
     return r.status == 0 ? json::parse(r.out) : json();
 }
 
-struct GgufCase {
-    Family family;
-    DType dtype;
-};
-
-// Each architecture in a quantized type of its own, but Gemma 3's Q8_0
-// (there are more architectures than types), and three in the unquantized
-// ones; every matrix in it (gpt-oss's experts always MXFP4), the norms F32.
-// (Every type in every architecture's file: test_gguf_models.)
-const std::vector<GgufCase> gguf_cases = {
-    {Family::llama, DType::F32},      {Family::qwen3, DType::F16},    {Family::gpt2, DType::BF16},
-    {Family::llama, DType::Q2_K},     {Family::qwen2, DType::Q3_K},   {Family::qwen3, DType::Q5_K},
-    {Family::olmo2, DType::Q6_K},     {Family::phi3, DType::Q4_0},    {Family::gpt2, DType::Q4_1},
-    {Family::gpt_neox, DType::Q5_0},  {Family::gemma2, DType::Q5_1},  {Family::gemma3_text, DType::Q8_0},
-    {Family::qwen3_moe, DType::Q4_K}, {Family::olmoe, DType::IQ4_NL}, {Family::mixtral, DType::IQ4_XS},
-    {Family::gpt_oss, DType::MXFP4}};
-
-// Every GGUF architecture: `attention --model FILE.gguf --text ... --top-k 5`,
-// the file's token ids llama.cpp's, and llama.cpp's top 5 after the text
-// the CLI's (expect_llama_cpps_top_5, against the reference's
-// logits, which the CLI's top 5 matched, within llama_cpp_tolerance). The tolerance of test_gguf_models: a
+// Every GGUF architecture (gguf_architecture_cases): `attention --model
+// FILE.gguf --text ... --top-k 5`, the file's token ids llama.cpp's, and
+// llama.cpp's top 5 after the text the CLI's (expect_llama_cpps_top_5,
+// against the reference's logits, which the CLI's top 5 matched, within
+// llama_cpp_tolerance). The tolerance of test_gguf_models: a
 // mixture of experts' quantized products split the activations into two
 // 8-bit parts (2e-3); a dense model's are float32's, wider where they run on
 // AMX-BF16 tiles.
 TEST(CliArchitectures, EveryGgufArchitectureGivesTheReferencesMapsAndTopFive) {
     TempDir dir;
     const std::string text = "The cat sat on it.";
-    for (const auto& [family, dtype] : gguf_cases) {
-        const std::string name = std::string(model_type(family)) + "-" + to_string(dtype) + ".gguf";
-        SCOPED_TRACE(name);
-        const std::filesystem::path file = dir.path / name;
+    for (const GgufCase& c : gguf_architecture_cases()) {
+        const auto [family, dtype] = c;
+        SCOPED_TRACE(c.file_name());
+        const std::filesystem::path file = dir.path / c.file_name();
         const FamilySpec spec = gguf_family_spec(family);
         const MatrixTypes matrices(dtype);
         const FamilyCheckpoint checkpoint = write_gguf_family(file, spec, matrices);

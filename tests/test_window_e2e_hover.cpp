@@ -13,6 +13,9 @@
 #include "driven_window.h"
 #include "family_models.h"
 #include "family_reference.h"
+#include "gguf_models.h"
+#include "headscope/compute/forward.h"
+#include "headscope/inspect/explanations.h"
 #include "headscope/io/files.h"
 #include "screenshot.h"
 
@@ -30,12 +33,12 @@ struct Hovered {
     json layout;               // the last frame's, the mouse on the cell
 };
 
-// The window on `model` at layer 1 with `more` arguments, the mouse on its
+// The window on `model` (a folder or a file) at layer 1 with `more` arguments, the mouse on its
 // first `view` cell (of the heads grid: "heads" or "sink") that `pick` accepts.
-Hovered hover(const LoadedFamily& model, const std::vector<std::string>& more, const std::string& view,
+Hovered hover(const fs::path& model, const std::vector<std::string>& more, const std::string& view,
               const std::function<bool(const json&)>& pick) {
     TempDir dir;
-    std::vector<std::string> args = {"--model", model.dir.path.string(), "--text", text, "--layer", "1"};
+    std::vector<std::string> args = {"--model", model.string(), "--text", text, "--layer", "1"};
     args.insert(args.end(), more.begin(), more.end());
     std::vector<std::string> first = args;
     first.insert(first.end(), {"--export-json", (dir.path / "shown.json").string()});
@@ -80,7 +83,7 @@ json tooltip_line(const json& layout, const std::string& name) {
 // softmax reads.
 TEST(WindowEndToEnd, GemmaTwosHoverSaysTheScoreBeforeAndAfterItsCap) {
     const LoadedFamily& gemma2 = loaded_family("gemma2_window", family_variant("gemma2", Vocabulary::test_cut));
-    const Hovered h = hover(gemma2, {"--value-weighted"}, "heads",
+    const Hovered h = hover(gemma2.dir.path, {"--value-weighted"}, "heads",
                             [](const json& c) { return c["head"] == 2 && c["key"] == 1 && c["query"] == 10; });
     ASSERT_FALSE(h.layout.is_null());
     const json weight = tooltip_line(h.layout, "weight"), cap = tooltip_line(h.layout, "soft cap");
@@ -106,7 +109,7 @@ TEST(WindowEndToEnd, GemmaTwosHoverSaysTheScoreBeforeAndAfterItsCap) {
 // row's softmax the learned sink takes: what the reference's keys leave of 1.
 TEST(WindowEndToEnd, GptOssSinkHoverSaysTheShareTheSinkTakes) {
     const LoadedFamily& oss = loaded_family("gpt_oss", family_variant("gpt_oss"));
-    const Hovered h = hover(oss, {}, "sink", [](const json& c) { return c["head"] == 1 && c["query"] == 10; });
+    const Hovered h = hover(oss.dir.path, {}, "sink", [](const json& c) { return c["head"] == 1 && c["query"] == 10; });
     ASSERT_FALSE(h.layout.is_null());
     const json sink = tooltip_line(h.layout, "sink");
     ASSERT_FALSE(sink.is_null()) << "no sink line in the hover";
@@ -122,6 +125,29 @@ TEST(WindowEndToEnd, GptOssSinkHoverSaysTheShareTheSinkTakes) {
     for (int j = 0; j < T; ++j) keys += want.weights[((size_t(want.NH) + 1) * T + 10) * T + j];
     EXPECT_NEAR(sink["weight"].get<double>(), 1 - keys, 1e-5);
     EXPECT_GT(1 - keys, 0.01);  // a share the hover can tell from none
+}
+
+// A llama GGUF file, whose converter reordered each head's rows of Q and K
+// for llama.cpp's RoPE: the neuron view's RoPE line of head 0's cell of
+// query 10 and key 1 names the dims the loaded model's config turns and its
+// pairs as core says them (adjacent pairs, not Hugging Face's rotate-half).
+TEST(WindowEndToEnd, LlamaGgufHoverSaysRopeTurnsAdjacentPairs) {
+    TempDir dir;
+    const fs::path file = dir.path / "llama.gguf";
+    write_gguf_family(file, gguf_family_spec(Family::llama), DType::F32);
+    const Config config = load_model(file.string()).config;
+    const Hovered h = hover(file, {"--value-weighted"}, "heads",
+                            [](const json& c) { return c["head"] == 0 && c["key"] == 1 && c["query"] == 10; });
+    ASSERT_FALSE(h.layout.is_null());
+    const json rope = tooltip_line(h.layout, "rope");
+    ASSERT_FALSE(rope.is_null()) << "no RoPE line in the hover";
+    EXPECT_EQ(rope["query"], 10);
+    EXPECT_EQ(rope["key"], 1);
+    const int dims = rope_dims(config.rope, config.head_size());
+    EXPECT_EQ(dims, config.head_size());  // llama turns every dim of its heads of 32
+    EXPECT_EQ(rope["dims"], dims);
+    EXPECT_EQ(rope["pairs"], rope_pairs_in_words(config, dims));
+    EXPECT_EQ(rope["pairs"].get<std::string>().rfind("adjacent pairs", 0), 0u) << rope["pairs"];
 }
 
 }  // namespace hover

@@ -15,7 +15,6 @@
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <string>
 
 #include "family_models.h"
@@ -24,6 +23,7 @@
 #include "headscope/io/files.h"
 #include "prediction_checks.h"
 #include "screenshot.h"
+#include "window_reference_cells.h"
 
 using namespace headscope;
 using namespace headscope::test;
@@ -31,11 +31,6 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace round_two {
-
-// The masked cells' hatch (test_window_families.cpp's): two greys.
-bool hatched(const std::array<int, 3>& got) {
-    return got[0] == got[1] && got[1] == got[2] && (std::abs(got[0] - 41) <= 1 || std::abs(got[0] - 77) <= 1);
-}
 
 class WindowRoundTwo : public ::testing::Test {
 protected:
@@ -69,44 +64,6 @@ protected:
 };
 TempDir* WindowRoundTwo::dir_ = nullptr;
 std::map<std::string, FamilyCheckpoint> WindowRoundTwo::checkpoints_;
-
-// Each heads grid cell of layer `layer`: hatched where the causal mask or
-// the layer's window hides the key, else the reference's weight through viridis.
-void expect_reference_cells(const WindowShot& shot, const FamilyCheckpoint& checkpoint, const std::vector<int32_t>& ids,
-                            int layer) {
-    const FamilySpec& spec = checkpoint.spec;
-    AttentionOptions options;
-    options.sliding_window = spec.sliding_window;
-    const FamilyReference want = family_reference(checkpoint, {ids}, options);
-    const int T = static_cast<int>(ids.size()), NH = want.NH;
-    const json cells = entries(shot.layout, "heads");
-    ASSERT_EQ(cells.size(), static_cast<size_t>(NH * T * T));
-    int hidden_by_window = 0;
-    for (const json& cell : cells) {
-        const int h = cell["head"], i = cell["query"], j = cell["key"];
-        const bool outside = spec.windowed(layer) && j <= i - spec.sliding_window;
-        const std::array<int, 3> got = centre(shot.image, cell);
-        const std::string where = "head " + std::to_string(h) + " cell " + std::to_string(i) + "," + std::to_string(j) +
-                                  " is " + std::to_string(got[0]) + "," + std::to_string(got[1]) + "," +
-                                  std::to_string(got[2]);
-        if (j > i || outside) {
-            EXPECT_TRUE(hatched(got)) << where;
-            hidden_by_window += j <= i;
-        } else {
-            EXPECT_TRUE(test::near(got, test::viridis(want.weights[((size_t(layer) * NH + h) * T + i) * T + j])))
-                << where;
-        }
-    }
-    if (spec.windowed(layer)) {
-        EXPECT_EQ(hidden_by_window, NH * (T - spec.sliding_window) * (T - spec.sliding_window + 1) / 2);
-    }
-    // Beside the layer slider: the shown layer's kind, where the model's layers differ.
-    const json kind = entries(shot.layout, "layer-kind");
-    EXPECT_EQ(kind.size(), gemma(spec.family) ? 1u : 0u);
-    if (!kind.empty()) {
-        EXPECT_EQ(kind[0]["local"], spec.windowed(layer));
-    }
-}
 
 TEST_F(WindowRoundTwo, HeadsGridsAreTheReferencesMaps) {
     for (const auto& [name, layer] : {std::pair{"gemma3_text", 4}, {"phi3", 1}, {"olmoe", 2}}) {
@@ -163,49 +120,26 @@ TEST_F(WindowRoundTwo, Gemma3MaskTabDrawsTheWindowOfLocalLayersOnly) {
 
 namespace round_two {
 
-// A llama GGUF file of llama.cpp's Q4_K_M mix (general.file_type 15): its
-// matrices Q4_K but the output's, every attn_v's and layer 0's ffn_down,
-// Q6_K as llama.cpp's quantizer gives them more bits; the checkpoint of the
-// values it holds (the Q6_K ones read by the tests' own block formulas) and
-// its bits per weight from its tensors' bytes and shapes.
+// A llama GGUF file of llama.cpp's Q4_K_M mix (general.file_type 15), its
+// matrices in the types llama.cpp's quantizer gives them (llama_cpp_mix:
+// Q4_K, but Q6_K for the output and layer 1's attn_v and ffn_down); the
+// checkpoint of the values it holds and its bits per weight from its
+// tensors' bytes and shapes.
 struct Q4KM {
     FamilyCheckpoint checkpoint;
     double bits_per_weight = 0;
 };
 Q4KM write_q4_k_m(const fs::path& file) {
     const FamilySpec spec = gguf_family_spec(Family::llama);
-    Q4KM mix{write_gguf_family(file, spec, DType::Q4_K), 0};  // the values of its other tensors
-    const std::map<std::string, std::string> more_bits = {
-        {"output.weight", "lm_head.weight"},
-        {"blk.0.attn_v.weight", "model.layers.0.self_attn.v_proj.weight"},
-        {"blk.1.attn_v.weight", "model.layers.1.self_attn.v_proj.weight"},
-        {"blk.0.ffn_down.weight", "model.layers.0.mlp.down_proj.weight"}};
-    std::map<std::string, std::vector<float>> written;
-    write_gguf_family(file, spec, DType::Q4_K, [&](GgufSpec& gguf) {
-        std::mt19937 rng(7);
-        for (auto& [key, value] : gguf.metadata)
-            if (key == "general.file_type") value = gguf_uint32(15);  // llama.cpp's LLAMA_FTYPE_MOSTLY_Q4_K_M
-        double bits = 0, weights = 0;
-        for (GgufTensorSpec& t : gguf.tensors) {
-            if (const auto hf = more_bits.find(t.name); hf != more_bits.end()) {
-                const NamedTensor& before = *std::find_if(mix.checkpoint.tensors.begin(), mix.checkpoint.tensors.end(),
-                                                          [&](const NamedTensor& n) { return n.name == hf->second; });
-                StoredAs as;
-                as.name = t.name;
-                Written w = tensor_as_stored(before, as, DType::Q6_K, rng);
-                t = w.spec;
-                written[hf->second] = std::move(w.values);
-            }
+    double bits = 0, weights = 0;
+    FamilyCheckpoint checkpoint = write_gguf_family(file, spec, llama_cpp_mix(15, spec), [&](GgufSpec& gguf) {
+        for (const GgufTensorSpec& t : gguf.tensors) {
             double n = 1;
             for (uint64_t d : t.ne) n *= double(d);
             bits += 8.0 * double(t.data.size()), weights += n;
         }
-        mix.bits_per_weight = bits / weights;
     });
-    EXPECT_EQ(written.size(), more_bits.size());
-    for (NamedTensor& t : mix.checkpoint.tensors)
-        if (const auto w = written.find(t.name); w != written.end()) t.values = w->second;
-    return mix;
+    return {std::move(checkpoint), bits / weights};
 }
 
 // The Q4_K_M file opened in the effects tab with the grid computed: the

@@ -3,6 +3,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
+#include <string>
 
 #include "headscope/inspect/attention_export.h"
 #include "headscope/inspect/explanations.h"
@@ -24,10 +25,12 @@ void why_it_attends(Ui& ui, const WindowState& state, const Session& session, in
     ImGui::Text("why: q . k = %.3f, times %.3f: score %.3f", s.score, s.scale, s.score * s.scale);
     if (!s.rope_pairs.empty()) {
         const int turned = 2 * static_cast<int>(s.rope_pairs.size());
-        ImGui::TextWrapped(
+        const std::string pairs = rope_pairs_in_words(session.model().config, turned);
+        text_wrapped(
+            ui, {{"view", "tooltip"}, {"name", "rope"}, {"dims", turned}, {"pairs", pairs}, {"query", i}, {"key", j}},
             "RoPE turned q and k's first %d dims in %s; each pair's two terms together see only the "
             "distance %d - %d",
-            turned, rope_pairs_in_words(session.model().config, turned).c_str(), i, j);
+            turned, pairs.c_str(), i, j);
     }
     if (const float cap = session.model().config.attention_softcap; cap > 0)  // Gemma 2's
         text(ui,
