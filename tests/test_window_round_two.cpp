@@ -24,6 +24,7 @@
 #include "headscope/io/files.h"
 #include "prediction_checks.h"
 #include "screenshot.h"
+#include "window_reference_cells.h"
 
 using namespace headscope;
 using namespace headscope::test;
@@ -31,11 +32,6 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace round_two {
-
-// The masked cells' hatch (test_window_families.cpp's): two greys.
-bool hatched(const std::array<int, 3>& got) {
-    return got[0] == got[1] && got[1] == got[2] && (std::abs(got[0] - 41) <= 1 || std::abs(got[0] - 77) <= 1);
-}
 
 class WindowRoundTwo : public ::testing::Test {
 protected:
@@ -69,44 +65,6 @@ protected:
 };
 TempDir* WindowRoundTwo::dir_ = nullptr;
 std::map<std::string, FamilyCheckpoint> WindowRoundTwo::checkpoints_;
-
-// Each heads grid cell of layer `layer`: hatched where the causal mask or
-// the layer's window hides the key, else the reference's weight through viridis.
-void expect_reference_cells(const WindowShot& shot, const FamilyCheckpoint& checkpoint, const std::vector<int32_t>& ids,
-                            int layer) {
-    const FamilySpec& spec = checkpoint.spec;
-    AttentionOptions options;
-    options.sliding_window = spec.sliding_window;
-    const FamilyReference want = family_reference(checkpoint, {ids}, options);
-    const int T = static_cast<int>(ids.size()), NH = want.NH;
-    const json cells = entries(shot.layout, "heads");
-    ASSERT_EQ(cells.size(), static_cast<size_t>(NH * T * T));
-    int hidden_by_window = 0;
-    for (const json& cell : cells) {
-        const int h = cell["head"], i = cell["query"], j = cell["key"];
-        const bool outside = spec.windowed(layer) && j <= i - spec.sliding_window;
-        const std::array<int, 3> got = centre(shot.image, cell);
-        const std::string where = "head " + std::to_string(h) + " cell " + std::to_string(i) + "," + std::to_string(j) +
-                                  " is " + std::to_string(got[0]) + "," + std::to_string(got[1]) + "," +
-                                  std::to_string(got[2]);
-        if (j > i || outside) {
-            EXPECT_TRUE(hatched(got)) << where;
-            hidden_by_window += j <= i;
-        } else {
-            EXPECT_TRUE(test::near(got, test::viridis(want.weights[((size_t(layer) * NH + h) * T + i) * T + j])))
-                << where;
-        }
-    }
-    if (spec.windowed(layer)) {
-        EXPECT_EQ(hidden_by_window, NH * (T - spec.sliding_window) * (T - spec.sliding_window + 1) / 2);
-    }
-    // Beside the layer slider: the shown layer's kind, where the model's layers differ.
-    const json kind = entries(shot.layout, "layer-kind");
-    EXPECT_EQ(kind.size(), gemma(spec.family) ? 1u : 0u);
-    if (!kind.empty()) {
-        EXPECT_EQ(kind[0]["local"], spec.windowed(layer));
-    }
-}
 
 TEST_F(WindowRoundTwo, HeadsGridsAreTheReferencesMaps) {
     for (const auto& [name, layer] : {std::pair{"gemma3_text", 4}, {"phi3", 1}, {"olmoe", 2}}) {
