@@ -1,4 +1,4 @@
-// Every tab of the window on each round-two family (Gemma 2 and 3, Phi-3,
+// The window's tabs on each round-two family (Gemma 2 and 3, Phi-3,
 // OLMo 2, and the mixtures of experts Mixtral, OLMoE, Qwen 3 MoE and
 // gpt-oss), their Hugging Face folders as family_writer.h writes them, as a
 // user opens them under Xvfb: the heads grids of OLMo 2 (norms after the
