@@ -9,7 +9,9 @@
 // every position against the reference's logits, and a GGUF file's token
 // ids against llama.cpp's own tokenizer on the same file. Gemma 3's dance
 // names its buffers' shapes from the spec, and Gemma 3's and Gemma 2's
-// their scores' own scale and cap.
+// their scores' own scale and cap; Phi-3's splits its fused projection by
+// strides and turns part of each head, OLMo 2's norms the whole projection
+// before the heads, Mixtral's groups its heads as its config says.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cli_test.h"
@@ -189,6 +192,115 @@ TEST(CliArchitectures, Gemma2DanceCapsItsScores) {
     int scored = 0;
     for (const json& step : j["steps"]) scored += step["buffer"] == "att" && step["code"] == scores;
     EXPECT_EQ(scored, 1) << "no step computes " << scores;
+}
+
+}  // namespace cli_architectures
+
+namespace cli_architectures {
+
+// The dance of `spec`'s Hugging Face folder on a short text.
+json dance_of(const FamilySpec& spec) {
+    TempDir dir;
+    write_family_model(dir.path / "model", spec);
+    return attention({"dance", "--model", (dir.path / "model").string(), "--text", "It was soft."}, dir.path);
+}
+
+// The step of `j`'s dance writing buffer `buffer` in `shape` (the first if several); null if none.
+json step_of(const json& j, const std::string& buffer, const json& shape) {
+    for (const json& step : j["steps"])
+        if (step["buffer"] == buffer && step["shape"] == shape) return step;
+    ADD_FAILURE() << "no step of " << buffer << " in " << shape;
+    return json();
+}
+
+// Phi-3's dance, half of each head rotating (partial_rotary_factor 0.5):
+// the fused qkv_proj's rows (NH + 2 NKV) * hs wide, Q its first NH*hs
+// columns and K a view of the same buffer from column NH*hs, each split into
+// heads by strides alone; RoPE turning the first hs/2 dims and passing the
+// rest through.
+TEST(CliArchitectures, Phi3DanceSplitsTheFusedProjectionAndTurnsPartOfEachHead) {
+    FamilySpec spec = family_variant("phi3", Vocabulary::test_cut);
+    spec.rotary_pct = 0.5;
+    const json j = dance_of(spec);
+    ASSERT_FALSE(j.is_null());
+    const int B = 1, T = j["T"], NH = spec.n_head, NKV = spec.n_kv_head, hs = spec.head_dim, W = (NH + 2 * NKV) * hs;
+    EXPECT_EQ(W, 64);  // 4 query heads and 2 key/value heads of 8
+    EXPECT_EQ(j["n_kv_head"], NKV);
+    EXPECT_EQ(j["rotary_dims"], hs / 2);
+    std::map<std::string, json> shapes;
+    for (const json& buffer : j["buffers"]) shapes[buffer["name"]] = buffer["shape"];
+    EXPECT_EQ(shapes["qkv"], json({B, T, W}));
+    EXPECT_EQ(shapes.count("q") + shapes.count("k"), 0u);  // no projection of their own
+    const json q = step_of(j, "qkv", {B, T, NH * hs}), k = step_of(j, "qkv", {B, T, NKV * hs});
+    EXPECT_EQ(q["strides"], json({T * W, W, 1}));
+    EXPECT_EQ(q["offset"], 0);
+    EXPECT_EQ(q["code"], "q, k, v = qkv_proj(x).split([NH*hs, NKV*hs, NKV*hs], dim=2)");
+    EXPECT_EQ(q["weights"][0].get<std::string>().rfind("qkv_proj's weight, 64 outputs by 32 inputs", 0), 0u)
+        << q["weights"][0];
+    EXPECT_EQ(k["strides"], json({T * W, W, 1}));
+    EXPECT_EQ(k["offset"], NH * hs);
+    EXPECT_EQ(k["code"], "k  # the split's second piece; v, its third, alike");
+    // Into heads, still views of the fused buffer: a head hs columns on, a token a whole row.
+    EXPECT_EQ(step_of(j, "qkv", {B, NH, T, hs})["strides"], json({T * W, hs, W, 1}));
+    const json k_heads = step_of(j, "qkv", {B, NKV, T, hs});
+    EXPECT_EQ(k_heads["strides"], json({T * W, hs, W, 1}));
+    EXPECT_EQ(k_heads["offset"], NH * hs);
+    // RoPE on the first 4 of 8 dims, in rotate-half pairs (d, d + 2); dims 4-7 joined back unturned.
+    const json rotated = step_of(j, "q_rotated", {B, NH, T, hs});
+    EXPECT_NE(rotated["title"].get<std::string>().find("turns the first 4 of each head's 8 dims"), std::string::npos)
+        << rotated["title"];
+    EXPECT_EQ(rotated["code"],
+              "q = cat(q[..., :4] * cos + rotate_half(q[..., :4]) * sin, q[..., 4:])  # rotate_half(r) = cat(-r[..., "
+              "2:], r[..., :2])");
+}
+
+// OLMo 2's dance: Q and K each RMS-normed over the whole projection, a
+// (B, T, NH*hs) or (B, T, NKV*hs) buffer of its own, before the split into
+// heads and before RoPE (Gemma 3 and Qwen 3 norm each head's hs values).
+TEST(CliArchitectures, Olmo2DanceNormsTheWholeProjectionBeforeTheHeads) {
+    const FamilySpec spec = family_variant("olmo2", Vocabulary::test_cut);
+    const json j = dance_of(spec);
+    ASSERT_FALSE(j.is_null());
+    const int B = 1, T = j["T"], NH = spec.n_head, NKV = spec.n_kv_head, hs = spec.head_dim;
+    std::map<std::string, json> shapes;
+    for (const json& buffer : j["buffers"]) shapes[buffer["name"]] = buffer["shape"];
+    for (const auto& [x, H, heads] : {std::tuple{"q", "NH", NH}, {"k", "NKV", NKV}}) {
+        SCOPED_TRACE(x);
+        const std::string normed = std::string(x) + "_normed";
+        EXPECT_EQ(shapes[normed], json({B, T, heads * hs}));
+        const json norm = step_of(j, normed, {B, T, heads * hs});
+        EXPECT_EQ(norm["title"], "RMSNorm over each token's " + std::string(H) + "*hs values at once (OLMo 2's " + x +
+                                     "_norm), before the heads: a new buffer, the same layout");
+        EXPECT_EQ(norm["strides"], json({T * heads * hs, heads * hs, 1}));
+        // The first steps in order: projected, normed, viewed as heads, transposed, rotated.
+        std::vector<std::string> walk;
+        for (const json& step : j["steps"])
+            if (step["code"].get<std::string>().rfind(std::string(x) + " = ", 0) == 0 && walk.size() < 5)
+                walk.push_back(step["buffer"]);
+        EXPECT_EQ(walk, (std::vector<std::string>{x, normed, normed, normed, std::string(x) + "_rotated"}));
+    }
+}
+
+// Mixtral's dance (4 experts, 2 a token, in the MLP, which the dance does
+// not walk): its attention's key/value heads as the config groups them, K
+// expanded to NH/NKV = 2 query heads each with stride 0 and copied by
+// reshape; no step names an expert.
+TEST(CliArchitectures, MixtralDanceGroupsItsHeads) {
+    const FamilySpec spec = family_variant("mixtral", Vocabulary::test_cut);
+    const json j = dance_of(spec);
+    ASSERT_FALSE(j.is_null());
+    const int B = 1, T = j["T"], NH = spec.n_head, NKV = spec.n_kv_head, hs = spec.head_dim, g = NH / NKV;
+    EXPECT_EQ(g, 2);
+    EXPECT_EQ(j["n_kv_head"], NKV);
+    EXPECT_EQ(step_of(j, "k", {B, T, NKV * hs})["code"], "k = k_proj(x)  # NKV * hs = 16 columns; v = v_proj(x) alike");
+    // K rotated in its split's memory order (B, T, NKV, hs), then a stride-0 axis of g copies.
+    EXPECT_EQ(step_of(j, "k_rotated", {B, NKV, g, T, hs})["strides"], json({T * NKV * hs, hs, 0, NKV * hs, 1}));
+    EXPECT_EQ(step_of(j, "k_repeated", {B, NH, T, hs})["strides"], json({NH * T * hs, T * hs, hs, 1}));
+    EXPECT_EQ(step_of(j, "att", {B, NH, T, T})["code"], "att = softmax(q @ k.transpose(-2, -1) / sqrt(hs))");
+    for (const json& step : j["steps"]) {
+        const std::string text = step["title"].get<std::string>() + step["code"].get<std::string>();
+        EXPECT_EQ(text.find("expert"), std::string::npos) << text;
+    }
 }
 
 }  // namespace cli_architectures

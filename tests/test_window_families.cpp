@@ -24,6 +24,7 @@
 #include "model_writer.h"
 #include "process.h"
 #include "screenshot.h"
+#include "window_reference_cells.h"
 
 using namespace headscope;
 using nlohmann::json;
@@ -39,16 +40,8 @@ bool near(const std::array<int, 3>& got, const std::array<int, 3>& want, int tol
     return true;
 }
 
-bool near(const std::array<int, 3>& got, const std::array<double, 3>& want) {
-    for (int c = 0; c < 3; ++c)
-        if (std::abs(got[c] - want[c]) > 2.0) return false;
-    return true;
-}
-
-// The masked cells' hatch: two greys.
-bool hatched(const std::array<int, 3>& got) {
-    return got[0] == got[1] && got[1] == got[2] && (std::abs(got[0] - 41) <= 1 || std::abs(got[0] - 77) <= 1);
-}
+using test::hatched;  // window_reference_cells.h
+using test::near;     // screenshot.h's, of a colour's doubles
 
 bool inside(const json& cell, const json& rect) {
     const double x = cell["x"], y = cell["y"], w = cell["w"], h = cell["h"];

@@ -1,3 +1,4 @@
+// The heads grid's cells against the reference's maps (window_reference_cells.h).
 #include "window_reference_cells.h"
 
 #include <gtest/gtest.h>

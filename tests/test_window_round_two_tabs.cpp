@@ -1,0 +1,115 @@
+// The window's tabs on each round-two family (Gemma 2 and 3, Phi-3,
+// OLMo 2, and the mixtures of experts Mixtral, OLMoE, Qwen 3 MoE and
+// gpt-oss), their Hugging Face folders as family_writer.h writes them, as a
+// user opens them under Xvfb: the heads grids of OLMo 2 (norms after the
+// sublayers, Q and K normed over the whole projection) and Mixtral (4
+// experts, 2 a token) are the double-precision reference's maps
+// (window_reference_cells.h; test_window_round_two checks Gemma 3's, Phi-3's
+// and OLMoE's); the tab bar holds the router's tab exactly where the spec has
+// experts; and each tab whose drawing or computation differs by family opens
+// with no message.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "family_models.h"
+#include "screenshot.h"
+#include "window_reference_cells.h"
+
+using namespace headscope;
+using namespace headscope::test;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace round_two_tabs {
+
+const std::vector<std::string> families = {"gemma2",  "gemma3_text", "phi3",      "olmo2",
+                                           "mixtral", "olmoe",       "qwen3_moe", "gpt_oss"};
+
+class WindowRoundTwoTabs : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        dir_ = new TempDir;
+        for (const std::string& name : families) {
+            checkpoints_[name] = make_family_checkpoint(family_variant(name, Vocabulary::test_cut));
+            write_family_checkpoint(dir_->path / name, checkpoints_[name]);
+        }
+    }
+    static void TearDownTestSuite() {
+        checkpoints_.clear();
+        delete dir_;
+    }
+
+    // The window on `model` with `args`, its JSON export (the token ids) in `exported` when asked.
+    static WindowShot shoot(const std::string& name, const std::string& model, std::vector<std::string> args,
+                            json* exported = nullptr) {
+        args.insert(args.begin(), {"--model", (dir_->path / model).string()});
+        const fs::path json_file = dir_->path / (name + "-export.json");
+        if (exported) args.insert(args.end(), {"--export-json", json_file.string()});
+        WindowShot shot = shoot_window(args, dir_->path, name);
+        EXPECT_EQ(shot.run.status, 0) << shot.run.err;
+        if (exported && shot.run.status == 0) *exported = json::parse(read_file(json_file.string()));
+        return shot;
+    }
+
+    // The model bar's message, "" when it has none.
+    static std::string message(const WindowShot& shot) {
+        for (const json& control : entries(shot.layout, "control"))
+            if (control["name"] == "model message") return control["text"];
+        return "";
+    }
+
+    static TempDir* dir_;
+    static std::map<std::string, FamilyCheckpoint> checkpoints_;
+    const std::string text_ = "The cat sat on the mat because it was soft.";
+};
+TempDir* WindowRoundTwoTabs::dir_ = nullptr;
+std::map<std::string, FamilyCheckpoint> WindowRoundTwoTabs::checkpoints_;
+
+TEST_F(WindowRoundTwoTabs, Olmo2AndMixtralHeadsGridsAreTheReferencesMaps) {
+    for (const char* name : {"olmo2", "mixtral"}) {
+        SCOPED_TRACE(name);
+        json exported;
+        const WindowShot shot = shoot(std::string(name) + "-heads", name, {"--text", text_, "--layer", "1"}, &exported);
+        EXPECT_EQ(message(shot), "");
+        if (!exported.is_null()) expect_reference_cells(shot, checkpoints_.at(name), exported["token_ids"][0], 1);
+    }
+}
+
+// The tabs whose drawing or whose computation differs by family, each
+// opened by --view with no message in the model bar or on stderr (every tab of every family, 73 windows,
+// would cost some 34 s of CPU): the dance's steps (soft-capped scores, fused
+// projections and partial rotary, the whole-projection QK-norm, the sinks),
+// the checks' re-split of each layout, the logit lens through each final
+// norm and cap, the mask tab's windowed layers, the router and the effects
+// grid's experts mode of the mixtures, the model tab's dense layer among
+// Qwen 3 MoE's. Each window's tab bar is the ten views less the router's
+// where the spec has no experts, and the tab draws its own cells.
+TEST_F(WindowRoundTwoTabs, TheTabsThatDifferByFamilyOpen) {
+    const std::map<std::string, std::vector<std::string>> tabs = {
+        {"gemma2", {"dance", "lens", "mask"}},      {"gemma3_text", {"dance", "checks"}},
+        {"phi3", {"dance", "checks", "mask"}},      {"olmo2", {"dance", "checks", "lens"}},
+        {"mixtral", {"router", "effects", "lens"}}, {"olmoe", {"router", "effects"}},
+        {"qwen3_moe", {"router", "model"}},         {"gpt_oss", {"router", "dance", "mask", "checks"}}};
+    for (const auto& [name, views] : tabs) {
+        SCOPED_TRACE(name);
+        std::vector<std::string> want = {"heads",    "tokens", "model", "lens",  "effects",
+                                         "patching", "mask",   "dance", "checks"};
+        if (checkpoints_.at(name).spec.n_experts > 0) want.insert(want.begin() + 3, "router");
+        for (const std::string& view : views) {
+            const WindowShot tab = shoot(name + "-" + view, name, {"--text", text_, "--view", view});
+            std::vector<std::string> bar;
+            for (const json& entry : entries(tab.layout, "tab")) bar.push_back(entry["name"]);
+            EXPECT_EQ(bar, want) << view;
+            EXPECT_EQ(message(tab), "") << view;
+            EXPECT_EQ(tab.run.err, "") << view;  // not a line on stderr either
+            // What the tab itself draws (the effects tab, not asked to compute its grid: the attribution grid).
+            EXPECT_FALSE(entries(tab.layout, view == "effects" ? "attribution-grid" : view).empty()) << view;
+        }
+    }
+}
+
+}  // namespace round_two_tabs
