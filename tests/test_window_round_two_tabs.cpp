@@ -86,28 +86,40 @@ TEST_F(WindowRoundTwoTabs, Olmo2AndMixtralHeadsGridsAreTheReferencesMaps) {
 // the checks' re-split of each layout, the logit lens through each final
 // norm and cap, the mask tab's windowed layers, the router and the effects
 // grid's experts mode of the mixtures, the model tab's dense layer among
-// Qwen 3 MoE's. Each window's tab bar is the ten views less the router's
-// where the spec has no experts, and the tab draws its own cells.
+// Qwen 3 MoE's; and on every family the tokens tab and the patching tab
+// (given a second text of as many tokens), whose code is the same but whose
+// forwards are each family's. Each window's tab bar is the ten views less
+// the router's where the spec has no experts, and the tab draws its own cells.
 TEST_F(WindowRoundTwoTabs, TheTabsThatDifferByFamilyOpen) {
     const std::map<std::string, std::vector<std::string>> tabs = {
         {"gemma2", {"dance", "lens", "mask"}},      {"gemma3_text", {"dance", "checks"}},
         {"phi3", {"dance", "checks", "mask"}},      {"olmo2", {"dance", "checks", "lens"}},
         {"mixtral", {"router", "effects", "lens"}}, {"olmoe", {"router", "effects"}},
         {"qwen3_moe", {"router", "model"}},         {"gpt_oss", {"router", "dance", "mask", "checks"}}};
+    // What each tab records of its own drawing, where that is not its name:
+    // the effects tab, not asked to compute its grid, the attribution grid;
+    // the patching tab, given a second text of as many tokens, the tokens its
+    // metric compares.
+    const std::map<std::string, std::string> drawn = {
+        {"effects", "attribution-grid"}, {"tokens", "tokens-scrolled"}, {"patching", "patch-token"}};
     for (const auto& [name, views] : tabs) {
         SCOPED_TRACE(name);
         std::vector<std::string> want = {"heads",    "tokens", "model", "lens",  "effects",
                                          "patching", "mask",   "dance", "checks"};
         if (checkpoints_.at(name).spec.n_experts > 0) want.insert(want.begin() + 3, "router");
-        for (const std::string& view : views) {
-            const WindowShot tab = shoot(name + "-" + view, name, {"--text", text_, "--view", view});
+        std::vector<std::string> opened = views;
+        opened.insert(opened.end(), {"tokens", "patching"});  // the same code on every family, but its forwards
+        for (const std::string& view : opened) {
+            std::vector<std::string> args = {"--text", text_, "--view", view};
+            if (view == "patching")
+                args.insert(args.end(), {"--compare", "The cat sat on the mat because it was soft!"});
+            const WindowShot tab = shoot(name + "-" + view, name, args);
             std::vector<std::string> bar;
             for (const json& entry : entries(tab.layout, "tab")) bar.push_back(entry["name"]);
             EXPECT_EQ(bar, want) << view;
             EXPECT_EQ(message(tab), "") << view;
             EXPECT_EQ(tab.run.err, "") << view;  // not a line on stderr either
-            // What the tab itself draws (the effects tab, not asked to compute its grid: the attribution grid).
-            EXPECT_FALSE(entries(tab.layout, view == "effects" ? "attribution-grid" : view).empty()) << view;
+            EXPECT_FALSE(entries(tab.layout, drawn.count(view) ? drawn.at(view) : view).empty()) << view;
         }
     }
 }
