@@ -32,38 +32,7 @@ namespace fs = std::filesystem;
 
 namespace round_two {
 
-class WindowRoundTwo : public ::testing::Test {
-protected:
-    static void SetUpTestSuite() {
-        dir_ = new TempDir;
-        for (const char* name : {"gemma3_text", "phi3", "olmoe"}) {
-            checkpoints_[name] = make_family_checkpoint(family_variant(name, Vocabulary::test_cut));
-            write_family_checkpoint(dir_->path / name, checkpoints_[name]);
-        }
-    }
-    static void TearDownTestSuite() {
-        checkpoints_.clear();
-        delete dir_;
-    }
-
-    // The window on `model` with `args`; its JSON export (the token ids) in `exported` when asked.
-    static WindowShot shoot(const std::string& name, const std::string& model, std::vector<std::string> args,
-                            json* exported = nullptr) {
-        args.insert(args.begin(), {"--model", (dir_->path / model).string()});
-        const fs::path json_file = dir_->path / (name + "-export.json");
-        if (exported) args.insert(args.end(), {"--export-json", json_file.string()});
-        WindowShot shot = shoot_window(args, dir_->path, name);
-        EXPECT_EQ(shot.run.status, 0) << shot.run.err;
-        if (exported && shot.run.status == 0) *exported = json::parse(read_file(json_file.string()));
-        return shot;
-    }
-
-    static TempDir* dir_;
-    static std::map<std::string, FamilyCheckpoint> checkpoints_;
-    const std::string text_ = "The cat sat on the mat because it was soft.";
-};
-TempDir* WindowRoundTwo::dir_ = nullptr;
-std::map<std::string, FamilyCheckpoint> WindowRoundTwo::checkpoints_;
+class WindowRoundTwo : public RoundTwoWindows {};
 
 TEST_F(WindowRoundTwo, HeadsGridsAreTheReferencesMaps) {
     for (const auto& [name, layer] : {std::pair{"gemma3_text", 4}, {"phi3", 1}, {"olmoe", 2}}) {

@@ -26,48 +26,15 @@ namespace fs = std::filesystem;
 
 namespace round_two_tabs {
 
-const std::vector<std::string> families = {"gemma2",  "gemma3_text", "phi3",      "olmo2",
-                                           "mixtral", "olmoe",       "qwen3_moe", "gpt_oss"};
-
-class WindowRoundTwoTabs : public ::testing::Test {
+class WindowRoundTwoTabs : public RoundTwoWindows {
 protected:
-    static void SetUpTestSuite() {
-        dir_ = new TempDir;
-        for (const std::string& name : families) {
-            checkpoints_[name] = make_family_checkpoint(family_variant(name, Vocabulary::test_cut));
-            write_family_checkpoint(dir_->path / name, checkpoints_[name]);
-        }
-    }
-    static void TearDownTestSuite() {
-        checkpoints_.clear();
-        delete dir_;
-    }
-
-    // The window on `model` with `args`, its JSON export (the token ids) in `exported` when asked.
-    static WindowShot shoot(const std::string& name, const std::string& model, std::vector<std::string> args,
-                            json* exported = nullptr) {
-        args.insert(args.begin(), {"--model", (dir_->path / model).string()});
-        const fs::path json_file = dir_->path / (name + "-export.json");
-        if (exported) args.insert(args.end(), {"--export-json", json_file.string()});
-        WindowShot shot = shoot_window(args, dir_->path, name);
-        EXPECT_EQ(shot.run.status, 0) << shot.run.err;
-        if (exported && shot.run.status == 0) *exported = json::parse(read_file(json_file.string()));
-        return shot;
-    }
-
     // The model bar's message, "" when it has none.
     static std::string message(const WindowShot& shot) {
         for (const json& control : entries(shot.layout, "control"))
             if (control["name"] == "model message") return control["text"];
         return "";
     }
-
-    static TempDir* dir_;
-    static std::map<std::string, FamilyCheckpoint> checkpoints_;
-    const std::string text_ = "The cat sat on the mat because it was soft.";
 };
-TempDir* WindowRoundTwoTabs::dir_ = nullptr;
-std::map<std::string, FamilyCheckpoint> WindowRoundTwoTabs::checkpoints_;
 
 TEST_F(WindowRoundTwoTabs, Olmo2AndMixtralHeadsGridsAreTheReferencesMaps) {
     for (const char* name : {"olmo2", "mixtral"}) {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "family_models.h"
 #include "family_reference.h"
 
 namespace headscope::test {
@@ -52,6 +53,33 @@ void expect_reference_cells(const WindowShot& shot, const FamilyCheckpoint& chec
     if (!kind.empty()) {
         EXPECT_EQ(kind[0]["local"], spec.windowed(layer));
     }
+}
+
+TempDir* RoundTwoWindows::dir_ = nullptr;
+std::map<std::string, FamilyCheckpoint> RoundTwoWindows::checkpoints_;
+
+void RoundTwoWindows::SetUpTestSuite() {
+    dir_ = new TempDir;
+    for (const char* name : {"gemma2", "gemma3_text", "phi3", "olmo2", "mixtral", "olmoe", "qwen3_moe", "gpt_oss"}) {
+        checkpoints_[name] = make_family_checkpoint(family_variant(name, Vocabulary::test_cut));
+        write_family_checkpoint(dir_->path / name, checkpoints_[name]);
+    }
+}
+
+void RoundTwoWindows::TearDownTestSuite() {
+    checkpoints_.clear();
+    delete dir_;
+}
+
+WindowShot RoundTwoWindows::shoot(const std::string& name, const std::string& model, std::vector<std::string> args,
+                                  nlohmann::json* exported) {
+    args.insert(args.begin(), {"--model", (dir_->path / model).string()});
+    const std::filesystem::path json_file = dir_->path / (name + "-export.json");
+    if (exported) args.insert(args.end(), {"--export-json", json_file.string()});
+    WindowShot shot = shoot_window(args, dir_->path, name);
+    EXPECT_EQ(shot.run.status, 0) << shot.run.err;
+    if (exported && shot.run.status == 0) *exported = nlohmann::json::parse(read_file(json_file.string()));
+    return shot;
 }
 
 }  // namespace headscope::test

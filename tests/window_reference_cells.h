@@ -1,9 +1,15 @@
 // Test support for the window's heads grid against the double-precision
 // reference (family_reference.h): each cell of a screenshot's grid through
-// viridis, or the mask's hatch where the key is hidden.
+// viridis, or the mask's hatch where the key is hidden; and the fixture of
+// the window tests on the round-two families' folders.
 #pragma once
+#include <gtest/gtest.h>
+
 #include <array>
 #include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "family_writer.h"
@@ -21,5 +27,21 @@ bool hatched(const std::array<int, 3>& got);
 // or global) where the model's layers differ.
 void expect_reference_cells(const WindowShot& shot, const FamilyCheckpoint& checkpoint, const std::vector<int32_t>& ids,
                             int layer);
+
+// The window on the round-two families' Hugging Face folders (Gemma 2 and
+// 3, Phi-3, OLMo 2, and the mixtures Mixtral, OLMoE, Qwen 3 MoE, gpt-oss),
+// written for each suite (test_window_round_two, test_window_round_two_tabs).
+class RoundTwoWindows : public ::testing::Test {
+protected:
+    static void SetUpTestSuite();
+    static void TearDownTestSuite();
+    // The window on `model` with `args`; its JSON export (the token ids) in `exported` when asked.
+    static WindowShot shoot(const std::string& name, const std::string& model, std::vector<std::string> args,
+                            nlohmann::json* exported = nullptr);
+
+    static TempDir* dir_;
+    static std::map<std::string, FamilyCheckpoint> checkpoints_;
+    const std::string text_ = "The cat sat on the mat because it was soft.";
+};
 
 }  // namespace headscope::test
