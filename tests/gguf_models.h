@@ -37,6 +37,11 @@
 
 namespace headscope::test {
 
+// The GGUF tests' two texts of the byte-level vocabulary, 11 and 7 tokens
+// (the second padded in a batch), from bos (257).
+inline const std::vector<std::vector<int32_t>> gguf_texts = {{257, 9, 100, 200, 129, 17, 30, 258, 42, 5, 77},
+                                                             {257, 64, 256, 12, 90, 33, 2}};
+
 // GPT-2's printable stand-in for each byte (its bytes_to_unicode), as UTF-8:
 // the byte-level vocabularies' tokens.
 std::string byte_token(int byte);

@@ -24,10 +24,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Two texts of the small vocabulary, 11 and 7 tokens (the second padded).
-const std::vector<std::vector<int32_t>> encoder_texts = {{257, 9, 100, 200, 129, 17, 30, 258, 42, 5, 77},
-                                                         {257, 64, 256, 12, 90, 33, 2}};
-
 // A row's matrices: all in `dtype`, or every type in turn (rotated_types(0)) where it is none.
 struct Types {
     std::optional<DType> dtype;
@@ -86,9 +82,9 @@ TEST_P(GgufBert, MapsMatchTheReference) {
     AttentionOptions options;
     options.causal = false;
     AttentionResult got;
-    backend->forward(Batch{encoder_texts, model.config.pad_id(), types}, options, got);
+    backend->forward(Batch{gguf_texts, model.config.pad_id(), types}, options, got);
     for (int b = 0; b < got.B; ++b) {
-        const EncoderReference want = encoder_reference(checkpoint, encoder_texts[b], types[b], options);
+        const EncoderReference want = encoder_reference(checkpoint, gguf_texts[b], types[b], options);
         const auto row = [&](int l, int h, int i) { return got.row(l, b, h, i); };
         EXPECT_LT(worst_map(row, spec.n_layer, want.NH, got.T, want.weights, want.T, want.T),
                   2e-5 * tiles_widen(matrices))

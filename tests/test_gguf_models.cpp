@@ -40,9 +40,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Two texts of the small vocabulary, 11 and 7 tokens (the second padded), from bos.
-const std::vector<std::vector<int32_t>> texts = {{257, 9, 100, 200, 129, 17, 30, 258, 42, 5, 77},
-                                                 {257, 64, 256, 12, 90, 33, 2}};
+const std::vector<std::vector<int32_t>>& texts = gguf_texts;
 
 struct Param {
     Family family;

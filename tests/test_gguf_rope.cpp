@@ -30,7 +30,6 @@ namespace fs = std::filesystem;
 namespace {
 
 // Two texts of the small vocabulary, 11 and 7 tokens (the second padded), from bos.
-const Texts rope_texts = {{257, 9, 100, 200, 129, 17, 30, 258, 42, 5, 77}, {257, 64, 256, 12, 90, 33, 2}};
 
 // A 1-D F32 tensor of `values`.
 template <typename T>
@@ -117,8 +116,8 @@ TEST(GgufRope, Llama31sRopeFreqsMatchTheReferenceAndLlamaCpp) {
     EXPECT_EQ(model.config.rope.frequency_divisors, divisors);
     EXPECT_EQ(model.config.rope.factor, 0.f) << "the file's divisors are its whole scaling";
     EXPECT_TRUE(model.config.rope.adjacent_pairs);
-    expect_rope_reference(model, checkpoint, rope_texts);
-    if (!expect_rope_llama_cpps(file, model, rope_texts)) GTEST_SKIP() << "node cannot be run: run tools/setup";
+    expect_rope_reference(model, checkpoint, gguf_texts);
+    if (!expect_rope_llama_cpps(file, model, gguf_texts)) GTEST_SKIP() << "node cannot be run: run tools/setup";
 }
 
 // Phi-4-mini's rotary dims (3/4 of each head's 32: 12 pairs) with LongRoPE
@@ -145,7 +144,7 @@ void write_longrope(GgufSpec& gguf, const FamilySpec& s) {
 }
 
 // Phi-3.5-mini's switch: 4096 of 131072 positions (attention factor
-// 1.190). Both rope_texts lie within it, where Hugging Face (by the text's
+// 1.190). Both gguf_texts lie within it, where Hugging Face (by the text's
 // length) and llama.cpp (by its context, 256 here) both take the short factors.
 TEST(GgufRope, PhiLongRopeWithinTheOriginalContextMatchesTheReferenceAndLlamaCpp) {
     const FamilySpec spec = longrope_spec(4096, 131072);
@@ -160,8 +159,8 @@ TEST(GgufRope, PhiLongRopeWithinTheOriginalContextMatchesTheReferenceAndLlamaCpp
     EXPECT_EQ(rope.long_after, 4096);
     EXPECT_NEAR(rope.cos_sin_scale, std::sqrt(1 + std::log(32.0) / std::log(4096.0)), 1e-7);
     EXPECT_FLOAT_EQ(rope.fraction, 0.75f);
-    expect_rope_reference(model, checkpoint, rope_texts);
-    if (!expect_rope_llama_cpps(file, model, rope_texts)) GTEST_SKIP() << "node cannot be run: run tools/setup";
+    expect_rope_reference(model, checkpoint, gguf_texts);
+    if (!expect_rope_llama_cpps(file, model, gguf_texts)) GTEST_SKIP() << "node cannot be run: run tools/setup";
 }
 
 // A switch at 8 of 512 positions (attention factor sqrt(3)): the batch
@@ -178,9 +177,9 @@ TEST(GgufRope, PhiLongRopePastTheOriginalContextTakesTheLongFactors) {
     const Model model = load_model(file.string());
     EXPECT_EQ(model.config.rope.long_after, 8);
     EXPECT_NEAR(model.config.rope.cos_sin_scale, std::sqrt(3.0), 1e-6);
-    expect_rope_reference(model, checkpoint, rope_texts);
-    expect_rope_reference(model, checkpoint, {rope_texts[1]});
-    if (!expect_rope_llama_cpps(file, model, {rope_texts[0]})) GTEST_SKIP() << "node cannot be run: run tools/setup";
+    expect_rope_reference(model, checkpoint, gguf_texts);
+    expect_rope_reference(model, checkpoint, {gguf_texts[1]});
+    if (!expect_rope_llama_cpps(file, model, {gguf_texts[0]})) GTEST_SKIP() << "node cannot be run: run tools/setup";
 }
 
 }  // namespace
