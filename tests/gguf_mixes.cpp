@@ -185,8 +185,9 @@ MatrixTypes llama_cpp_mix(uint32_t ftype, const FamilySpec& spec) {
 // December): with a quantized matrix, where llama.cpp rounds the
 // activations to 8 bits, 20% of a probability (12.5% seen: 0.0296 against
 // 0.0263 on Qwen 3's Q2_K mix; 3.9% on the flatter ones), at least 2e-3
-// and at most 5e-2; with a half one, where it rounds them to the half
-// type, 1e-3 (1.9e-4 seen); else 1e-5, but for a GELU model's (`gelu`),
+// and at most 5e-2; with an F16 one, where it rounds them to F16, 1e-3
+// (1.9e-4 seen); with a BF16 one, to BF16's 8 bits, 1% of a probability, at
+// least 1e-3 (0.22% seen: GPT-2's 0.8348 against 0.8330); else 1e-5, but for a GELU model's (`gelu`),
 // whose GELU llama.cpp's CPU code reads from a table of halves: 0.5%, at
 // least 5e-5 and at most 1e-3 (0.15% seen: GPT-2's 0.07459 against 0.07470).
 ProbabilityTolerance llama_cpp_tolerance(const MatrixTypes& matrices, bool gelu) {
@@ -194,9 +195,9 @@ ProbabilityTolerance llama_cpp_tolerance(const MatrixTypes& matrices, bool gelu)
         gelu ? ProbabilityTolerance{5e-5, 5e-3, 1e-3} : ProbabilityTolerance{1e-5, 0, 1e-5};
     for (DType type : matrices.types()) {
         if (type == DType::F32) continue;
-        const bool half = type == DType::F16 || type == DType::BF16;
-        const ProbabilityTolerance of_type =
-            half ? ProbabilityTolerance{1e-3, 0, 1e-3} : ProbabilityTolerance{2e-3, 0.2, 5e-2};
+        const ProbabilityTolerance of_type = type == DType::F16    ? ProbabilityTolerance{1e-3, 0, 1e-3}
+                                             : type == DType::BF16 ? ProbabilityTolerance{1e-3, 1e-2, 1e-2}
+                                                                   : ProbabilityTolerance{2e-3, 0.2, 5e-2};
         tolerance = {std::max(tolerance.absolute, of_type.absolute), std::max(tolerance.relative, of_type.relative),
                      std::max(tolerance.most, of_type.most)};
     }

@@ -6,10 +6,12 @@
 // double-precision reference's map (family_reference.h, on the values the
 // file holds) through viridis, hatched where the mask or the window hides
 // the key, and the predictions panel's 5 most likely next tokens after the
-// last token are the reference's, with its probabilities.
+// last token are the reference's, with its probabilities, and llama.cpp's
+// on the same file and text (expect_llama_cpps_top_5).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,7 @@
 #include "gguf_models.h"
 #include "gguf_vocabs.h"
 #include "headscope/io/files.h"
+#include "llama_cpp.h"
 #include "prediction_checks.h"
 #include "screenshot.h"
 #include "window_reference_cells.h"
@@ -32,9 +35,12 @@ namespace gguf_architectures {
 // after the last token, which it shows before a row is hovered or clicked):
 // the first 5 against the reference's softmax of that position's logits,
 // each probability within `tolerance` and the reference's token wherever
-// its probability leads the next rank's by more (expect_top_5).
+// its probability leads the next rank's by more (expect_top_5); then
+// llama.cpp's 5 (`theirs`, when node can run) against the reference's logits
+// and the bars, within `llama_cpps` (expect_llama_cpps_top_5).
 void expect_reference_top_5(const json& layout, const FamilyCheckpoint& checkpoint, const std::vector<int32_t>& ids,
-                            double tolerance) {
+                            double tolerance, const std::optional<json>& theirs,
+                            const ProbabilityTolerance& llama_cpps) {
     const FamilySpec& spec = checkpoint.spec;
     const int T = static_cast<int>(ids.size()), C = spec.n_embd;
     const json query = entries(layout, "prediction-query");
@@ -54,6 +60,10 @@ void expect_reference_top_5(const json& layout, const FamilyCheckpoint& checkpoi
     const std::vector<double> rows = real_rows(want.residual, spec.n_layer - 1, {ids}, T, C);  // (T, C)
     const std::vector<double> logits = family_logits(checkpoint, std::vector<double>(rows.end() - C, rows.end()));
     expect_top_5(shown, {{ids.back()}}, logits, spec.vocab_size, tolerance);
+    if (theirs) {
+        expect_llama_cpps_top_5(logits.data(), spec.vocab_size, shown.predictions.data(), (*theirs)[0], llama_cpps,
+                                "the window's bars");
+    }
 }
 
 // Each file in the window at its first windowed layer (Gemma's, gpt-oss's,
@@ -67,7 +77,8 @@ TEST(WindowGgufArchitectures, EveryArchitectureShowsLlamaCppsIdsAndTheReferences
         SCOPED_TRACE(c.file_name());
         const fs::path file = dir.path / c.file_name(), exported = dir.path / "shown.json";
         const FamilySpec spec = gguf_family_spec(c.family);
-        const FamilyCheckpoint checkpoint = write_gguf_family(file, spec, c.dtype);
+        const MatrixTypes matrices(c.dtype);
+        const FamilyCheckpoint checkpoint = write_gguf_family(file, spec, matrices);
         const int layer = spec.windowed(0) ? 0 : spec.n_layer - 1;
         const WindowShot shot = shoot_window({"--model", file.string(), "--text", text, "--layer",
                                               std::to_string(layer), "--export-json", exported.string()},
@@ -79,7 +90,10 @@ TEST(WindowGgufArchitectures, EveryArchitectureShowsLlamaCppsIdsAndTheReferences
             EXPECT_EQ(ids, (*theirs)[0]);
         }
         expect_reference_cells(shot, checkpoint, ids, layer);
-        expect_reference_top_5(shot.layout, checkpoint, ids, spec.n_experts ? 2e-3 : 1e-5 * tiles_widen(c.dtype));
+        const bool gelu = c.family == Family::gpt2 || c.family == Family::gpt_neox || gemma(c.family);
+        expect_reference_top_5(shot.layout, checkpoint, ids, spec.n_experts ? 2e-3 : 1e-5 * tiles_widen(c.dtype),
+                               ask_llama_cpp({{"next_tokens", file.string()}, {"texts", {ids}}}),
+                               llama_cpp_tolerance(matrices, gelu));
     }
 }
 
