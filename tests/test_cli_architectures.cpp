@@ -135,16 +135,21 @@ TEST(CliArchitectures, RoundTwoFamilyFoldersGiveTheReferencesMapsAndTopFive) {
 
 namespace cli_architectures {
 
+// The dance of `spec`'s Hugging Face folder on a short text.
+json dance_of(const FamilySpec& spec) {
+    TempDir dir;
+    write_family_model(dir.path / "model", spec);
+    return attention({"dance", "--model", (dir.path / "model").string(), "--text", "It was soft."}, dir.path);
+}
+
 // Gemma 3's dance (heads of 16 from C = 32, groups of 2, Q and K normed per
 // head): each buffer's shape from the spec, NH * hs = 64 columns, not C; K
 // normed and rotated at its NKV heads, expanded to the query heads with
 // stride 0 and copied by reshape; the projections' weights named by their
 // outputs and inputs; the scores' line at the model's own scale.
 TEST(CliArchitectures, Gemma3DanceNamesItsShapes) {
-    TempDir dir;
     const FamilySpec spec = family_variant("gemma3_text", Vocabulary::test_cut);
-    write_family_model(dir.path / "gemma3", spec);
-    const json j = attention({"dance", "--model", (dir.path / "gemma3").string(), "--text", "It was soft."}, dir.path);
+    const json j = dance_of(spec);
     ASSERT_FALSE(j.is_null());
     const int B = 1, T = j["T"], NH = spec.n_head, NKV = spec.n_kv_head, hs = spec.head_dim, g = NH / NKV;
     EXPECT_EQ(j["d_head"], hs);
@@ -181,10 +186,8 @@ TEST(CliArchitectures, Gemma3DanceNamesItsShapes) {
 
 // Gemma 2's dance: its scores at query_pre_attn_scalar 12's scale, soft-capped at 1.5.
 TEST(CliArchitectures, Gemma2DanceCapsItsScores) {
-    TempDir dir;
     const FamilySpec spec = family_variant("gemma2", Vocabulary::test_cut);
-    write_family_model(dir.path / "gemma2", spec);
-    const json j = attention({"dance", "--model", (dir.path / "gemma2").string(), "--text", "It was soft."}, dir.path);
+    const json j = dance_of(spec);
     ASSERT_FALSE(j.is_null());
     char scores[128];
     std::snprintf(scores, sizeof scores, "att = softmax(%g * tanh(q @ k.transpose(-2, -1) * %.6g / %g))",
@@ -197,13 +200,6 @@ TEST(CliArchitectures, Gemma2DanceCapsItsScores) {
 }  // namespace cli_architectures
 
 namespace cli_architectures {
-
-// The dance of `spec`'s Hugging Face folder on a short text.
-json dance_of(const FamilySpec& spec) {
-    TempDir dir;
-    write_family_model(dir.path / "model", spec);
-    return attention({"dance", "--model", (dir.path / "model").string(), "--text", "It was soft."}, dir.path);
-}
 
 // The step of `j`'s dance writing buffer `buffer` in `shape` (the first if several); null if none.
 json step_of(const json& j, const std::string& buffer, const json& shape) {
