@@ -1,7 +1,9 @@
 // The fixture of test_hostile_inputs (test_hostile_inputs.cpp, round two;
 // hostile_inputs_encoders.cpp, round three): headscope-cli run on hostile
 // files and options in a scratch folder holding a small GPT-2 model, each
-// answer checked to come within 20 s and 1 GB.
+// answer checked to come within 20 s of CPU time and 1 GB (its wall time
+// depends on what else the machine runs: the sanitized tests run beside the
+// plain ones), and a program still running after a minute killed as hung.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -50,16 +52,16 @@ protected:
         return nlohmann::json::parse(read_file(model / "config.json"));
     }
 
-    // headscope-cli with `args`, killed if it runs past twice the limit.
+    // headscope-cli with `args`, killed if it runs past three times the limit.
     static ProcessRun cli(std::vector<std::string> args) {
         args.insert(args.begin(), cli_program());
-        return run_program(args, dir_->path, {}, 2 * max_seconds);
+        return run_program(args, dir_->path, {}, 3 * max_seconds);
     }
     // Answered with one line naming `names`, exit 2, in time and memory.
     static void expect_refused(const ProcessRun& r, const std::string& names) {
         EXPECT_FALSE(r.timed_out) << "still running after " << r.seconds << " s";
         expect_one_line_error(r, "headscope-cli", names);
-        EXPECT_LT(r.seconds, max_seconds) << names;
+        EXPECT_LT(r.cpu_seconds, max_seconds) << names;
         EXPECT_LT(r.max_rss_kb, max_rss_kb) << names;
     }
 

@@ -58,7 +58,7 @@ protected:
         EXPECT_FALSE(r.timed_out) << "still running after " << r.seconds << " s";
         EXPECT_EQ(r.status, 0) << r.err;
         EXPECT_EQ(r.err, "");
-        EXPECT_LT(r.seconds, max_seconds);
+        EXPECT_LT(r.cpu_seconds, max_seconds);
         EXPECT_LT(r.max_rss_kb, max_rss_kb);
         return r.status == 0 ? json::parse(r.out) : json::object();
     }

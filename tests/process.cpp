@@ -82,7 +82,15 @@ ProcessRun run_program(const std::vector<std::string>& args, const std::filesyst
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    return {exit_status(status), read_file(out_path), read_file(err_path), elapsed(), usage.ru_maxrss, timed_out};
+    const double cpu_seconds =
+        usage.ru_utime.tv_sec + usage.ru_stime.tv_sec + (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-6;
+    return {exit_status(status),
+            read_file(out_path),
+            read_file(err_path),
+            elapsed(),
+            cpu_seconds,
+            usage.ru_maxrss,
+            timed_out};
 }
 
 ProcessRun run_on_terminal(const std::vector<std::string>& args, const std::filesystem::path& scratch,

@@ -24,6 +24,7 @@ struct ProcessRun {
     int status;  // exit status; -1 if it did not exit normally
     std::string out, err;
     double seconds = 0;      // wall time (run_program only)
+    double cpu_seconds = 0;  // its user and system time (run_program only)
     long max_rss_kb = 0;     // its largest resident memory (run_program only)
     bool timed_out = false;  // killed at run_program's limit
 };
