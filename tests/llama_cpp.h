@@ -1,7 +1,10 @@
 // llama.cpp itself, the GGUF tests' reference (tests/reference/llama_cpp.js,
 // node-llama-cpp's prebuilt build): one node process per test program,
 // started at the first question and asked each in turn, since starting node
-// and loading llama.cpp's library takes about a second.
+// and loading llama.cpp's library takes about a second. Its answers are kept
+// in the build tree by what they answer (the file's bytes, the rest of the
+// request, the script), so that a sanitized twin, or another program asking
+// of the same file, reads them rather than asking llama.cpp again.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <optional>
