@@ -2,8 +2,9 @@
 // MatrixTypes): one for all, every type in turn, or llama.cpp's quantizer's
 // mix of a K-quant preset as its src/llama-quant.cpp chooses it
 // (llama_tensor_get_type_impl, then tensor_type_fallback), for the
-// decoders the tests write: no Falcon, no 70B, no imatrix; and the
-// architectures' files in a type each.
+// decoders the tests write: no Falcon, no 70B, no imatrix; the layers a
+// spec needs for every type among its matrices; and the architectures' files.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <stdexcept>
@@ -51,16 +52,39 @@ std::set<DType> MatrixTypes::types() const {
     return types;
 }
 
-std::string GgufCase::file_name() const { return std::string(model_type(family)) + "-" + to_string(dtype) + ".gguf"; }
+FamilySpec every_type_spec(FamilySpec spec) {
+    // The matrices each layer adds to the rotation: gpt-oss's experts are MXFP4 whatever the rest.
+    const Family f = spec.family;
+    const bool fused = f == Family::gpt2 || f == Family::gpt_neox || f == Family::phi3;
+    const int per_layer = fused || f == Family::gpt_oss ? 4 : 7;
+    const int outside = spec.tied_embeddings ? 1 : 2;
+    spec.n_layer = std::max(spec.n_layer, (16 - outside + per_layer - 1) / per_layer);
+    return spec;
+}
+
+EncoderSpec every_type_spec(EncoderSpec spec) {
+    spec.n_layer = std::max(spec.n_layer, (16 - 1 + 6 - 1) / 6);
+    return spec;
+}
+
+FamilySpec GgufCase::spec() const {
+    return dtype ? gguf_family_spec(family) : every_type_spec(gguf_family_spec(family));
+}
+
+MatrixTypes GgufCase::matrices() const { return dtype ? MatrixTypes(*dtype) : rotated_types(0); }
+
+std::string GgufCase::file_name() const {
+    return std::string(model_type(family)) + "-" + (dtype ? to_string(*dtype) : "every_type") + ".gguf";
+}
 
 const std::vector<GgufCase>& gguf_architecture_cases() {
     static const std::vector<GgufCase> cases = {
-        {Family::llama, DType::F32},      {Family::qwen3, DType::F16},    {Family::gpt2, DType::BF16},
-        {Family::llama, DType::Q2_K},     {Family::qwen2, DType::Q3_K},   {Family::qwen3, DType::Q5_K},
-        {Family::olmo2, DType::Q6_K},     {Family::phi3, DType::Q4_0},    {Family::gpt2, DType::Q4_1},
-        {Family::gpt_neox, DType::Q5_0},  {Family::gemma2, DType::Q5_1},  {Family::gemma3_text, DType::Q8_0},
-        {Family::qwen3_moe, DType::Q4_K}, {Family::olmoe, DType::IQ4_NL}, {Family::mixtral, DType::IQ4_XS},
-        {Family::gpt_oss, DType::MXFP4}};
+        {Family::llama, DType::F32},       {Family::qwen3, DType::F16},    {Family::gpt2, DType::BF16},
+        {Family::llama, std::nullopt},     {Family::qwen2, std::nullopt},  {Family::qwen3, std::nullopt},
+        {Family::olmo2, std::nullopt},     {Family::phi3, std::nullopt},   {Family::gpt2, std::nullopt},
+        {Family::gpt_neox, std::nullopt},  {Family::gemma2, std::nullopt}, {Family::gemma3_text, std::nullopt},
+        {Family::qwen3_moe, std::nullopt}, {Family::olmoe, std::nullopt},  {Family::mixtral, std::nullopt},
+        {Family::gpt_oss, std::nullopt}};
     return cases;
 }
 

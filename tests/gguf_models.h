@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -105,15 +106,23 @@ MatrixTypes llama_cpp_mix(uint32_t ftype, const FamilySpec& spec);
 // (`gelu`) llama.cpp reads from a table of halves (gguf_mixes.cpp).
 ProbabilityTolerance llama_cpp_tolerance(const MatrixTypes& matrices, bool gelu);
 
-// One GGUF file of each decoder architecture Headscope reads (BERT's and
-// T5's aside), each in a quantized type of its own but Gemma 3's Q8_0 (there
-// are more architectures than types), and three more in the unquantized
-// types: every matrix in it (gpt-oss's experts always MXFP4), the norms F32
-// (gguf_mixes.cpp). Every type in every architecture's file: test_gguf_models.
+// The spec of a file whose matrices rotated_types(0) gives every one of the
+// 16 types: `spec` with layers enough for 16 matrices (gguf_mixes.cpp).
+FamilySpec every_type_spec(FamilySpec spec);
+EncoderSpec every_type_spec(EncoderSpec spec);  // BERT's 6 a layer and the token table: 3 layers
+
+// One GGUF file of each decoder architecture Headscope reads, every type
+// Headscope reads among its matrices in turn (rotated_types(0), with
+// every_type_spec's layers), and three more of one unquantized type for all
+// (Llama F32, Qwen 3 F16, GPT-2 BF16), whose llama.cpp tolerances are
+// tighter; the norms F32, gpt-oss's experts always MXFP4 (gguf_mixes.cpp).
+// BERT's and T5's files of every type: gguf_bert_spec, gguf_t5_spec.
 struct GgufCase {
     Family family;
-    DType dtype;
-    std::string file_name() const;  // "llama-Q2_K.gguf"
+    std::optional<DType> dtype;  // every matrix's; none: every type in turn
+    FamilySpec spec() const;
+    MatrixTypes matrices() const;   // a new one, which records what the writer gives each matrix
+    std::string file_name() const;  // "llama-F32.gguf", "llama-every_type.gguf"
 };
 const std::vector<GgufCase>& gguf_architecture_cases();
 

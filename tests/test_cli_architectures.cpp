@@ -1,17 +1,19 @@
 // headscope-cli attention --top-k 5 on every decoder architecture Headscope
-// reads, as a user runs it: a GGUF file of each of llama.cpp's (gguf_models.h;
-// BERT's and T5's: test_cli_encoders, test_cli_encoder_decoders), each in
-// another quantized type, and the Hugging Face folders of the round-two
-// families (Gemma 2 and 3, Phi-3 and its LongRoPE, OLMo 2, Mixtral, OLMoE;
-// family_models.h). One process a model: every map against the
-// double-precision reference on the values the file holds
-// (family_reference.h), the top 5 next tokens and their probabilities at
-// every position against the reference's logits, and a GGUF file's token
-// ids against llama.cpp's own tokenizer on the same file. Gemma 3's dance
-// names its buffers' shapes from the spec, and Gemma 3's and Gemma 2's
-// their scores' own scale and cap; Phi-3's splits its fused projection by
-// strides and turns part of each head, OLMo 2's norms the whole projection
-// before the heads, Mixtral's groups its heads as its config says.
+// reads, as a user runs it: a GGUF file of each of llama.cpp's with every
+// type Headscope reads among its matrices, and Llama's, Qwen 3's and GPT-2's
+// in F32, F16 and BF16 alone (gguf_architecture_cases; BERT's and T5's of
+// every type: test_cli_encoders, test_cli_encoder_decoders), and the Hugging
+// Face folders of the round-two families (Gemma 2 and 3, Phi-3 and its
+// LongRoPE, OLMo 2, Mixtral, OLMoE; family_models.h). One process a model:
+// every map against the double-precision reference on the values the file
+// holds (family_reference.h), the top 5 next tokens and their probabilities
+// at every position against the reference's logits, and a GGUF file's token
+// ids and top 5 after the text against llama.cpp's on the same file. Gemma
+// 3's dance names its buffers' shapes from the spec, and Gemma 3's and
+// Gemma 2's their scores' own scale and cap; Phi-3's splits its fused
+// projection by strides and turns part of each head, OLMo 2's norms the
+// whole projection before the heads, Mixtral's groups its heads as its
+// config says.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -80,27 +82,31 @@ json attention(const std::vector<std::string>& args, const std::filesystem::path
 }
 
 // Every GGUF architecture (gguf_architecture_cases): `attention --model
-// FILE.gguf --text ... --top-k 5`, the file's token ids llama.cpp's, and
+// FILE.gguf --text ... --top-k 5`, a file of rotated types holding all 16
+// (the writer's record of them), the file's token ids llama.cpp's, and
 // llama.cpp's top 5 after the text the CLI's (expect_llama_cpps_top_5,
 // against the reference's logits, which the CLI's top 5 matched, within
-// llama_cpp_tolerance). The tolerance of test_gguf_models: a
-// mixture of experts' quantized products split the activations into two
-// 8-bit parts (2e-3); a dense model's are float32's, wider where they run on
-// AMX-BF16 tiles.
+// llama_cpp_tolerance: a file of mixed types by its quantized types' rule).
+// The tolerance of test_gguf_models: a mixture of experts' quantized
+// products split the activations into two 8-bit parts (2e-3); a dense
+// model's are float32's, wider where they run on AMX-BF16 tiles.
 TEST(CliArchitectures, EveryGgufArchitectureGivesTheReferencesMapsAndTopFive) {
     TempDir dir;
     const std::string text = "The cat sat on it.";
     for (const GgufCase& c : gguf_architecture_cases()) {
-        const auto [family, dtype] = c;
+        const Family family = c.family;
         SCOPED_TRACE(c.file_name());
         const std::filesystem::path file = dir.path / c.file_name();
-        const FamilySpec spec = gguf_family_spec(family);
-        const MatrixTypes matrices(dtype);
+        const FamilySpec spec = c.spec();
+        const MatrixTypes matrices = c.matrices();
         const FamilyCheckpoint checkpoint = write_gguf_family(file, spec, matrices);
+        if (!c.dtype) {
+            EXPECT_EQ(matrices.types().size(), std::size(dtype_names)) << "every type among its matrices";
+        }
         const json got = attention({"attention", "--model", file.string(), "--text", text, "--top-k", "5"}, dir.path);
         if (got.is_null()) continue;
         const std::vector<double> logits =
-            expect_the_references(got, checkpoint, spec.n_experts ? 2e-3 : 1e-5 * tiles_widen(dtype));
+            expect_the_references(got, checkpoint, spec.n_experts ? 2e-3 : 1e-5 * tiles_widen(matrices));
         const auto theirs = llama_cpp_token_ids(file, {text});
         if (!theirs) continue;  // node cannot be run: test_gguf_models says so
         EXPECT_EQ(got["token_ids"][0], json((*theirs)[0]));

@@ -4,7 +4,7 @@
 // the token types, equals the double-precision reference; attention is
 // bidirectional unless --causal on; --top-k fills a [MASK] as the reference's
 // masked-LM head does; and what an encoder cannot do is one line, exit 2.
-// A BERT GGUF file (gguf_models.h) tokenizes as llama.cpp does and gives the
+// A BERT GGUF file of every type (gguf_models.h) tokenizes as llama.cpp does and gives the
 // reference's maps, without predictions.
 #include <gtest/gtest.h>
 
@@ -163,7 +163,8 @@ TEST_F(CliEncoderTest, WhatAnEncoderCannotDoIsOneLine) {
                           "not expected: b --text-pair");
 }
 
-// A BERT GGUF file as llama.cpp's converter writes it, in Q4_K: its texts
+// A BERT GGUF file as llama.cpp's converter writes it, every type Headscope
+// reads among its matrices (rotated_types, over every_type_spec's 3 layers): its texts
 // tokenize as llama.cpp's own tokenizer on the same file does ([CLS] and
 // [SEP] around), its maps equal the reference's on the values the file
 // holds, and asked for predictions it says in one line that it has none:
@@ -171,7 +172,9 @@ TEST_F(CliEncoderTest, WhatAnEncoderCannotDoIsOneLine) {
 TEST(CliEncoders, AGgufBertFileTokenizesAsLlamaCppAndGivesTheReferenceMaps) {
     TempDir dir;
     const fs::path file = dir.path / "bert.gguf";
-    const EncoderCheckpoint checkpoint = write_gguf_bert(file, gguf_bert_spec(), DType::Q4_K);
+    const MatrixTypes matrices = rotated_types(0);
+    const EncoderCheckpoint checkpoint = write_gguf_bert(file, every_type_spec(gguf_bert_spec()), matrices);
+    EXPECT_EQ(matrices.types().size(), std::size(dtype_names)) << "every type among its matrices";
     const auto run = [&](std::vector<std::string> args) {
         args.insert(args.begin(), test::cli_program());
         args.insert(args.end(), {"--model", file.string()});
@@ -191,7 +194,7 @@ TEST(CliEncoders, AGgufBertFileTokenizesAsLlamaCppAndGivesTheReferenceMaps) {
     const EncoderReference want = encoder_reference(checkpoint, ids, {}, options);
     ASSERT_EQ(got["attention"].size(), static_cast<size_t>(checkpoint.spec.n_layer));
     EXPECT_LT(worst_map(got["attention"], want),
-              2e-5 * tiles_widen(DType::Q4_K));  // 9 rows: the tiles', where they run
+              2e-5 * tiles_widen(matrices));  // 9 rows: the tiles', where they run
     EXPECT_FALSE(got.contains("predictions"));
     expect_one_line_error(run({"attention", "--text", texts[0], "--top-k", "5"}), "headscope-cli", "no masked-LM head");
     const auto expected = llama_cpp_token_ids(file, texts);

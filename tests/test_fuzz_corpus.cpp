@@ -18,6 +18,7 @@
 extern "C" {
 int fuzz_safetensors(const uint8_t* data, size_t size);
 int fuzz_gguf(const uint8_t* data, size_t size);
+int fuzz_gguf_model(const uint8_t* data, size_t size);
 int fuzz_config(const uint8_t* data, size_t size);
 int fuzz_vocab_merges(const uint8_t* data, size_t size);
 int fuzz_tokenizer(const uint8_t* data, size_t size);
@@ -53,6 +54,7 @@ void replay(const std::string& name, int (*harness)(const uint8_t*, size_t)) {
 
 TEST(FuzzCorpus, Safetensors) { replay("safetensors", fuzz_safetensors); }
 TEST(FuzzCorpus, Gguf) { replay("gguf", fuzz_gguf); }
+TEST(FuzzCorpus, GgufModel) { replay("gguf_model", fuzz_gguf_model); }
 TEST(FuzzCorpus, Config) { replay("config", fuzz_config); }
 TEST(FuzzCorpus, VocabMerges) { replay("vocab_merges", fuzz_vocab_merges); }
 TEST(FuzzCorpus, Tokenizer) { replay("tokenizer", fuzz_tokenizer); }

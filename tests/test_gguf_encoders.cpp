@@ -64,8 +64,7 @@ class GgufBert : public ::testing::TestWithParam<Types> {};
 TEST_P(GgufBert, MapsMatchTheReference) {
     TempDir dir;
     const fs::path file = dir.path / "bert.gguf";
-    EncoderSpec spec = gguf_bert_spec();
-    if (!GetParam().dtype) spec.n_layer = 3;
+    const EncoderSpec spec = GetParam().dtype ? gguf_bert_spec() : every_type_spec(gguf_bert_spec());
     const MatrixTypes matrices = GetParam().matrices();
     const EncoderCheckpoint checkpoint = write_gguf_bert(file, spec, matrices);
     const Model model = load_model(file.string());

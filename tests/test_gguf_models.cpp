@@ -64,15 +64,8 @@ FamilySpec spec_of(const Param& param) {
     if (param.variant == "untied") spec.tied_embeddings = false;
     if (param.variant == "partial") spec.rotary_pct = 0.75;  // Phi-4-mini's: 24 of each head's 32 dims
     if (param.variant == "capped") spec.final_softcap = 3;
-    if (param.variant == "narrow") spec.mlp_dim = 288;  // ffn_down's rows of 9 blocks of 32
-    if (param.mix == "every_type") {
-        // The matrices each layer adds to the type rotation: gpt-oss's experts are MXFP4 whatever the rest.
-        const bool fused =
-            param.family == Family::gpt2 || param.family == Family::gpt_neox || param.family == Family::phi3;
-        const int per_layer = fused || param.family == Family::gpt_oss ? 4 : 7;
-        const int outside = spec.tied_embeddings ? 1 : 2;
-        spec.n_layer = std::max(spec.n_layer, (16 - outside + per_layer - 1) / per_layer);
-    }
+    if (param.variant == "narrow") spec.mlp_dim = 288;            // ffn_down's rows of 9 blocks of 32
+    if (param.mix == "every_type") spec = every_type_spec(spec);  // layers enough for 16 matrices
     return spec;
 }
 

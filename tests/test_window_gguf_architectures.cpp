@@ -1,27 +1,35 @@
-// The window on a GGUF file of each decoder architecture Headscope reads
-// (gguf_architecture_cases: the files test_cli_architectures runs the CLI
-// on, each in a quantized type of its own), one screenshot a file of a text
-// longer than Gemma's window of 4 keys: the shown token ids are llama.cpp's
-// own tokenizer's on the file, each cell of the heads grid is the
+// The window on a GGUF file of each architecture Headscope reads: each
+// decoder's (gguf_architecture_cases: the files test_cli_architectures runs
+// the CLI on, every type Headscope reads among their matrices, and three of
+// F32, F16 and BF16 alone), one screenshot a file of a text longer than
+// Gemma's window of 4 keys: the shown token ids are llama.cpp's own
+// tokenizer's on the file, each cell of the heads grid is the
 // double-precision reference's map (family_reference.h, on the values the
 // file holds) through viridis, hatched where the mask or the window hides
 // the key, and the predictions panel's 5 most likely next tokens after the
 // last token are the reference's, with its probabilities, and llama.cpp's
-// on the same file and text (expect_llama_cpps_top_5).
+// on the same file and text (expect_llama_cpps_top_5). BERT's and T5's
+// files of every type too: their ids llama.cpp's, each cell of BERT's
+// bidirectional maps and of T5's cross-attention the reference's
+// (encoder_reference.h, seq2seq_reference.h).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "encoder_reference.h"
 #include "family_reference.h"
 #include "gguf_models.h"
 #include "gguf_vocabs.h"
+#include "headscope/compute/text_batch.h"
 #include "headscope/io/files.h"
 #include "llama_cpp.h"
 #include "prediction_checks.h"
 #include "screenshot.h"
+#include "seq2seq_reference.h"
 #include "window_reference_cells.h"
 
 using namespace headscope;
@@ -66,6 +74,18 @@ void expect_reference_top_5(const json& layout, const FamilyCheckpoint& checkpoi
     }
 }
 
+// The window on `file` with `args`; its JSON export's token ids.
+std::vector<int32_t> shown_ids(const fs::path& file, std::vector<std::string> args, const fs::path& dir,
+                               const std::string& name, WindowShot& shot) {
+    const fs::path exported = dir / (name + "-export.json");
+    args.insert(args.begin(), {"--model", file.string()});
+    args.insert(args.end(), {"--export-json", exported.string()});
+    shot = shoot_window(args, dir, name);
+    EXPECT_EQ(shot.run.status, 0) << shot.run.err;
+    if (shot.run.status != 0) return {};
+    return json::parse(read_file(exported.string()))["token_ids"][0];
+}
+
 // Each file in the window at its first windowed layer (Gemma's, gpt-oss's,
 // Mixtral's: the window's hatch), else its last; the tolerance of
 // test_cli_architectures' (a mixture of experts' quantized products 2e-3,
@@ -75,26 +95,102 @@ TEST(WindowGgufArchitectures, EveryArchitectureShowsLlamaCppsIdsAndTheReferences
     const std::string text = "It was soft.";
     for (const GgufCase& c : gguf_architecture_cases()) {
         SCOPED_TRACE(c.file_name());
-        const fs::path file = dir.path / c.file_name(), exported = dir.path / "shown.json";
-        const FamilySpec spec = gguf_family_spec(c.family);
-        const MatrixTypes matrices(c.dtype);
+        const fs::path file = dir.path / c.file_name();
+        const FamilySpec spec = c.spec();
+        const MatrixTypes matrices = c.matrices();
         const FamilyCheckpoint checkpoint = write_gguf_family(file, spec, matrices);
+        if (!c.dtype) {
+            EXPECT_EQ(matrices.types().size(), std::size(dtype_names)) << "every type among its matrices";
+        }
         const int layer = spec.windowed(0) ? 0 : spec.n_layer - 1;
-        const WindowShot shot = shoot_window({"--model", file.string(), "--text", text, "--layer",
-                                              std::to_string(layer), "--export-json", exported.string()},
-                                             dir.path, model_type(c.family));
-        EXPECT_EQ(shot.run.status, 0) << shot.run.err;
-        if (shot.run.status != 0) continue;
-        const std::vector<int32_t> ids = json::parse(read_file(exported.string()))["token_ids"][0];
+        WindowShot shot;
+        const std::vector<int32_t> ids =
+            shown_ids(file, {"--text", text, "--layer", std::to_string(layer)}, dir.path, file.stem().string(), shot);
+        if (ids.empty()) continue;
         if (const auto theirs = llama_cpp_token_ids(file, {text})) {
             EXPECT_EQ(ids, (*theirs)[0]);
         }
         expect_reference_cells(shot, checkpoint, ids, layer);
         const bool gelu = c.family == Family::gpt2 || c.family == Family::gpt_neox || gemma(c.family);
-        expect_reference_top_5(shot.layout, checkpoint, ids, spec.n_experts ? 2e-3 : 1e-5 * tiles_widen(c.dtype),
+        expect_reference_top_5(shot.layout, checkpoint, ids, spec.n_experts ? 2e-3 : 1e-5 * tiles_widen(matrices),
                                ask_llama_cpp({{"next_tokens", file.string()}, {"texts", {ids}}}),
                                llama_cpp_tolerance(matrices, gelu));
     }
+}
+
+// Every cell of the heads grid in `shot` the reference's weight through
+// viridis, none hatched: `maps` (layers, NH, n, m) at layer `layer`.
+void expect_every_cell(const WindowShot& shot, const std::vector<double>& maps, int layer, int NH, int n, int m) {
+    const json cells = entries(shot.layout, "heads");
+    ASSERT_EQ(cells.size(), static_cast<size_t>(NH * n * m));
+    for (const json& cell : cells) {
+        const int h = cell["head"], i = cell["query"], j = cell["key"];
+        const std::array<int, 3> got = centre(shot.image, cell);
+        EXPECT_TRUE(near(got, viridis(maps[((size_t(layer) * NH + h) * n + i) * m + j])))
+            << "head " << h << " cell " << i << "," << j << " is " << got[0] << "," << got[1] << "," << got[2];
+    }
+}
+
+// BERT as the converter writes it (no masked-LM head), every type among its
+// matrices: [CLS] and [SEP] around the text as llama.cpp puts them, and its
+// last layer's bidirectional maps the reference's (within the pixels' 2 of
+// 255: the maps' own 2e-5 is far below a colour step).
+TEST(WindowGgufArchitectures, BertShowsLlamaCppsIdsAndTheReferencesMaps) {
+    TempDir dir;
+    const std::string text = "The cat sat on the mat.";
+    const fs::path file = dir.path / "bert-every_type.gguf";
+    const EncoderSpec spec = every_type_spec(gguf_bert_spec());
+    const MatrixTypes matrices = rotated_types(0);
+    const EncoderCheckpoint checkpoint = write_gguf_bert(file, spec, matrices);
+    EXPECT_EQ(matrices.types().size(), std::size(dtype_names)) << "every type among its matrices";
+    const int layer = spec.n_layer - 1;
+    WindowShot shot;
+    const std::vector<int32_t> ids =
+        shown_ids(file, {"--text", text, "--layer", std::to_string(layer)}, dir.path, "bert", shot);
+    if (ids.empty()) return;
+    if (const auto theirs = llama_cpp_token_ids(file, {text})) {
+        EXPECT_EQ(ids, (*theirs)[0]);
+    }
+    AttentionOptions options;
+    options.causal = false;
+    const EncoderReference want = encoder_reference(checkpoint, ids, {}, options);
+    expect_every_cell(shot, want.weights, layer, want.NH, want.T, want.T);
+}
+
+// T5 as the converter writes it, every type among its matrices: the source
+// with </s> after it as llama.cpp tokenizes it, the target after the start
+// token without its </s>, the window's ids those of text_batch (the one path
+// from texts to a forward, the CLI's too), and its last decoder layer's
+// cross-attention (the target's tokens down, the source's across) the
+// reference's. llama.cpp's next tokens are not compared: node-llama-cpp
+// 3.21.1 never runs T5's encoder (llama_encode), so it has none.
+TEST(WindowGgufArchitectures, T5ShowsLlamaCppsIdsAndTheReferencesCrossAttention) {
+    TempDir dir;
+    const std::string source = "The cat sat on the mat.", target = "Die Katze";
+    const fs::path file = dir.path / "t5-every_type.gguf";
+    const Seq2SeqSpec spec = gguf_t5_spec("t5", 16);
+    const MatrixTypes matrices = rotated_types(0);
+    const Seq2SeqCheckpoint checkpoint = write_gguf_t5(file, spec, matrices);
+    EXPECT_EQ(matrices.types().size(), std::size(dtype_names)) << "every type among its matrices";
+    const int layer = spec.decoder_layers - 1;
+    WindowShot shot;
+    const std::vector<int32_t> ids = shown_ids(
+        file, {"--text", source, "--target", target, "--attention", "cross", "--layer", std::to_string(layer)},
+        dir.path, "t5", shot);
+    if (ids.empty()) return;
+    const Batch batch = text_batch(load_model(file.string()), {{source}, {}, {target}}).batch;
+    EXPECT_EQ(ids, batch.token_ids.at(0));
+    const std::vector<int32_t>& src = batch.source_ids.at(0);
+    if (const auto theirs = llama_cpp_token_ids(file, {source, target})) {
+        EXPECT_EQ(src, (*theirs)[0]);
+        std::vector<int32_t> decoder = {spec.start_id};
+        decoder.insert(decoder.end(), (*theirs)[1].begin(), (*theirs)[1].end() - 1);
+        EXPECT_EQ(ids, decoder);
+    }
+    AttentionOptions options;
+    options.scale = Scale::none;
+    const Seq2SeqReference want = seq2seq_reference(checkpoint, src, ids, options);
+    expect_every_cell(shot, want.cross, layer, want.NH, want.T, want.S);
 }
 
 }  // namespace gguf_architectures

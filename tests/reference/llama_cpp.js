@@ -40,9 +40,13 @@ async function nextTokens(llama, request) {
   const model = await llama.loadModel({ modelPath: request.next_tokens, gpuLayers: 0 });
   // Its cache in float32 (by default float16, which rounds every key and
   // value), and no flash attention (whose CPU kernel rounds to float16 too).
+  // One thread: ggml's second spins while it waits, which cost the tests
+  // 5.6 CPU-s where one took 1.0 on 16 small files (7 December, a loaded
+  // machine); each output row is one thread's work either way, and the
+  // answers were the same to the bit.
   const context = await model.createContext({
     contextSize: 256,
-    threads: 2,
+    threads: 1,
     flashAttention: false,
     experimentalKvCacheKeyType: 'F32',
     experimentalKvCacheValueType: 'F32',
