@@ -213,6 +213,10 @@ void expect_checks_tab(const WindowShot& shot, const TabReference& want) {
     for (const auto* list : {&want.checkpoint.tensors, &want.checkpoint.unpacked})
         for (const NamedTensor& t : *list) parameters += double(t.values.size());
     EXPECT_EQ(figures.at("parameters"), parameters);
+    // The model's table ends within the window, its long rows (a mixture's MLP) wrapped, not cut at its edge.
+    for (const json& row : entries(shot.layout, "checks-config"))
+        EXPECT_LE(row["x"].get<double>() + row["w"].get<double>(), shot.image.width)
+            << row["name"] << ": " << row["text"];
 }
 
 }  // namespace headscope::test

@@ -52,7 +52,7 @@ void expect_mask_tab(const WindowShot& shot, const TabReference& want);
 void expect_dance_tab(const WindowShot& shot, const TabReference& want);
 // Checks: the batched heads and the per-head loop agree up to float
 // round-off, the causality check's earlier rows exactly, the parameters the
-// checkpoint's values.
+// checkpoint's values; the model's table within the window.
 void expect_checks_tab(const WindowShot& shot, const TabReference& want);
 
 }  // namespace headscope::test
