@@ -206,4 +206,26 @@ void check_overview_cells(const Image& image, const json& layout, const std::vec
     }
 }
 
+std::map<std::string, WindowShot> shoot_views(std::vector<std::string> args, const std::string& asked,
+                                              const std::vector<std::string>& shown, const std::filesystem::path& dir,
+                                              const std::string& name, size_t* written) {
+    const std::filesystem::path png = dir / (name + ".png"), layout = dir / (name + ".json");
+    args.insert(args.end(), {"--screenshot-views", asked, "--screenshot", png.string(), "--layout", layout.string()});
+    const ProcessRun run = run_window(args, dir);
+    if (run.status != 0) std::cerr << name << ": the window exited with " << run.status << ":\n" << run.err;
+    std::map<std::string, WindowShot> shots;
+    for (const std::string& view : shown) {
+        const std::string file = name + "-" + view;
+        shots[view] = {run, load_png(dir / (file + ".png")), read_layout(dir / (file + ".json"))};
+    }
+    if (written) {
+        *written = 0;
+        for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+            const std::string file = entry.path().filename().string();
+            *written += file.rfind(name + "-", 0) == 0 && entry.path().extension() == ".png";
+        }
+    }
+    return shots;
+}
+
 }  // namespace headscope::test

@@ -4,6 +4,7 @@
 #pragma once
 #include <array>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -63,6 +64,12 @@ struct WindowShot {
 };
 WindowShot shoot_window(std::vector<std::string> args, const std::filesystem::path& dir, const std::string& name,
                         const std::filesystem::path& window = HEADSCOPE_WINDOW);
+// One run shooting several tabs: `args` plus --screenshot-views `asked` (V,V,... or all) and the PNG and
+// layout as shoot_window names them. Each tab's shot by its word, among `shown` (a tab the run wrote no PNG of
+// has an empty image); every shot has the one run. `written`: how many PNGs the run wrote in all.
+std::map<std::string, WindowShot> shoot_views(std::vector<std::string> args, const std::string& asked,
+                                              const std::vector<std::string>& shown, const std::filesystem::path& dir,
+                                              const std::string& name, size_t* written = nullptr);
 
 // Every heatmap cell of `cells` (read_layout's entries of one view) checked
 // at its centre in `image`: the colormap (viridis) of the weight in `cli`

@@ -88,13 +88,16 @@ test::TempDir* WindowFamilies::dir_ = nullptr;
 // tab computes a grid of every (layer, head) of the model's split (the head
 // already out left empty, null in the layout) and the attribution grid of
 // every head, MLP and bias; the heads tab shaded by value with the first key
-// hidden draws every map, the knocked-out one crossed.
+// hidden draws every map, the knocked-out one crossed (both tabs in one run).
 TEST_F(WindowFamilies, WhatHeadsDoWorksOnEveryFamily) {
     for (const char* name : {"llama", "qwen3", "mistral", "gpt2"}) {
         SCOPED_TRACE(name);
-        const test::WindowShot effects =
-            shoot(std::string(name) + "-effects", name,
-                  {"--text", long_, "--view", "effects", "--compute-effects", "--ablate", "0.1"});
+        const std::map<std::string, test::WindowShot> shots =
+            test::shoot_views({"--model", model(name), "--text", long_, "--compute-effects", "--ablate", "0.1",
+                               "--value-weighted", "--hide-first-key"},
+                              "effects,heads", {"effects", "heads"}, dir_->path, name);
+        const test::WindowShot &effects = shots.at("effects"), &heads = shots.at("heads");
+        ASSERT_EQ(heads.run.status, 0) << heads.run.err;
         const json grid = entries(effects.layout, "effects-grid");
         const json attribution = entries(effects.layout, "attribution-grid");
         const size_t layers = grid.size() / 4;  // 4 heads a layer
@@ -111,9 +114,6 @@ TEST_F(WindowFamilies, WhatHeadsDoWorksOnEveryFamily) {
             }
         }
         EXPECT_EQ(empty, 1);
-        const test::WindowShot heads =
-            shoot(std::string(name) + "-shaded", name,
-                  {"--text", long_, "--value-weighted", "--hide-first-key", "--ablate", "0.1"});
         EXPECT_EQ(entries(heads.layout, "knocked-out").size(), 1u);
         EXPECT_EQ(entries(heads.layout, "map").size(), 4u);
         // Dense models: every tab but the router's (a mixture of experts' only).
@@ -382,7 +382,15 @@ TEST_F(WindowFamilies, QuantizedGgufFileShowsTheReferencesMaps) {
         test::write_gguf_family(dir_->path / name, test::gguf_family_spec(test::Family::llama), DType::Q4_K);
     const std::vector<int32_t> ids = cli({"tokenize", "--model", model(name), "--text", short_})["token_ids"];
     const test::FamilyReference want = test::family_reference(checkpoint, {ids}, AttentionOptions{});
-    const test::WindowShot shot = shoot("gguf-heads", name, {"--text", short_, "--layer", "1"});
+    // Every tab in one run (--screenshot-views), at layer 1.
+    const std::vector<std::string> views = {"heads",    "tokens", "model", "lens",  "effects",
+                                            "patching", "mask",   "dance", "checks"};
+    size_t written = 0;
+    const std::map<std::string, test::WindowShot> tabs = test::shoot_views(
+        {"--model", model(name), "--text", short_, "--layer", "1"}, "all", views, dir_->path, "gguf", &written);
+    ASSERT_EQ(tabs.at("heads").run.status, 0) << tabs.at("heads").run.err;
+    EXPECT_EQ(written, views.size());
+    const test::WindowShot& shot = tabs.at("heads");
     const json cells = entries(shot.layout, "heads");
     const int T = static_cast<int>(ids.size()), NH = want.NH;
     ASSERT_EQ(cells.size(), static_cast<size_t>(NH * T * T));
@@ -395,8 +403,7 @@ TEST_F(WindowFamilies, QuantizedGgufFileShowsTheReferencesMaps) {
             EXPECT_TRUE(near(got, test::viridis(want.weights[((size_t(NH) + h) * T + i) * T + j])))  // layer 1
                 << "head " << h << " cell " << i << "," << j << " is " << got[0] << "," << got[1] << "," << got[2];
     }
-    for (const std::string view : {"tokens", "model", "lens", "effects", "patching", "mask", "dance", "checks"}) {
-        const test::WindowShot tab = shoot("gguf-" + view, name, {"--text", short_, "--view", view});
+    for (const auto& [view, tab] : tabs) {
         EXPECT_FALSE(tab.layout.empty()) << view;
         for (const json& control : entries(tab.layout, "control"))
             EXPECT_TRUE(control["name"] != "model message" || control["text"] == "") << view << ": " << control;

@@ -18,41 +18,59 @@ bool hatched(const std::array<int, 3>& got) {
     return got[0] == got[1] && got[1] == got[2] && (std::abs(got[0] - 41) <= 1 || std::abs(got[0] - 77) <= 1);
 }
 
-void expect_reference_cells(const WindowShot& shot, const FamilyCheckpoint& checkpoint, const std::vector<int32_t>& ids,
-                            int layer) {
-    const FamilySpec& spec = checkpoint.spec;
-    AttentionOptions options;
-    options.sliding_window = spec.sliding_window;
-    const FamilyReference want = family_reference(checkpoint, {ids}, options);
-    const int T = static_cast<int>(ids.size()), NH = want.NH;
-    const json cells = entries(shot.layout, "heads");
-    ASSERT_EQ(cells.size(), static_cast<size_t>(NH * T * T));
+int expect_map_cells(const Image& image, const json& cells, const FamilySpec& spec, const FamilyReference& want,
+                     int T) {
+    const int NH = want.NH;
     int hidden_by_window = 0;
     for (const json& cell : cells) {
-        const int h = cell["head"], i = cell["query"], j = cell["key"];
-        const bool outside = spec.windowed(layer) && j <= i - spec.sliding_window;
-        const std::array<int, 3> got = centre(shot.image, cell);
-        const std::string where = "head " + std::to_string(h) + " cell " + std::to_string(i) + "," + std::to_string(j) +
-                                  " is " + std::to_string(got[0]) + "," + std::to_string(got[1]) + "," +
-                                  std::to_string(got[2]);
+        const int l = cell["layer"], h = cell["head"], i = cell["query"], j = cell["key"];
+        const bool outside = spec.windowed(l) && j <= i - spec.sliding_window;
+        const std::array<int, 3> got = centre(image, cell);
+        const auto where = [&] {  // written only for a failure: a few thousand cells pass
+            return "layer " + std::to_string(l) + " head " + std::to_string(h) + " cell " + std::to_string(i) + "," +
+                   std::to_string(j) + " is " + std::to_string(got[0]) + "," + std::to_string(got[1]) + "," +
+                   std::to_string(got[2]);
+        };
         if (j > i || outside) {
-            EXPECT_TRUE(hatched(got)) << where;
+            EXPECT_TRUE(hatched(got)) << where();
             hidden_by_window += j <= i;
         } else {
-            EXPECT_TRUE(near(got, viridis(want.weights[((size_t(layer) * NH + h) * T + i) * T + j]))) << where;
+            EXPECT_TRUE(near(got, viridis(want.weights[((size_t(l) * NH + h) * T + i) * T + j]))) << where();
         }
     }
+    return hidden_by_window;
+}
+
+void expect_reference_cells(const WindowShot& shot, const FamilyCheckpoint& checkpoint, const std::vector<int32_t>& ids,
+                            int layer) {
+    AttentionOptions options;
+    options.sliding_window = checkpoint.spec.sliding_window;
+    expect_reference_cells(shot, checkpoint.spec, family_reference(checkpoint, {ids}, options),
+                           static_cast<int>(ids.size()), layer);
+}
+
+void expect_reference_cells(const WindowShot& shot, const FamilySpec& spec, const FamilyReference& want, int T,
+                            int layer) {
+    const int NH = want.NH;
+    const json cells = entries(shot.layout, "heads");
+    ASSERT_EQ(cells.size(), static_cast<size_t>(NH * T * T));
+    for (const json& cell : cells) ASSERT_EQ(cell["layer"], layer);
+    const int hidden_by_window = expect_map_cells(shot.image, cells, spec, want, T);
     if (spec.windowed(layer)) {
         EXPECT_EQ(hidden_by_window, NH * (T - spec.sliding_window) * (T - spec.sliding_window + 1) / 2);
     }
     // Beside the layer slider: the shown layer's kind, where the model's layers differ.
-    bool layers_differ = false;
-    for (int l = 1; l < spec.n_layer; ++l) layers_differ |= spec.windowed(l) != spec.windowed(0);
     const json kind = entries(shot.layout, "layer-kind");
-    EXPECT_EQ(kind.size(), layers_differ ? 1u : 0u);
+    EXPECT_EQ(kind.size(), layers_differ(spec) ? 1u : 0u);
     if (!kind.empty()) {
         EXPECT_EQ(kind[0]["local"], spec.windowed(layer));
     }
+}
+
+bool layers_differ(const FamilySpec& spec) {
+    for (int l = 1; l < spec.n_layer; ++l)
+        if (spec.windowed(l) != spec.windowed(0)) return true;
+    return false;
 }
 
 TempDir* RoundTwoWindows::dir_ = nullptr;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "family_reference.h"
 #include "family_writer.h"
 #include "screenshot.h"
 
@@ -27,6 +28,20 @@ bool hatched(const std::array<int, 3>& got);
 // or global) where the model's layers differ.
 void expect_reference_cells(const WindowShot& shot, const FamilyCheckpoint& checkpoint, const std::vector<int32_t>& ids,
                             int layer);
+// The same against the reference `want` of a text of T tokens, already computed.
+void expect_reference_cells(const WindowShot& shot, const FamilySpec& spec, const FamilyReference& want, int T,
+                            int layer);
+
+// Each attention map cell of `cells` (read_layout's entries of the heads,
+// model or mask tab, each naming its layer and head) at its centre in
+// `image`: hatched where the causal mask or its layer's window hides the
+// key, else the weight of `want` (of one text of T tokens) through viridis.
+// Returns how many cells the window alone hid.
+int expect_map_cells(const Image& image, const nlohmann::json& cells, const FamilySpec& spec,
+                     const FamilyReference& want, int T);
+
+// Whether some of the model's layers are windowed and others not (Gemma's local and global layers).
+bool layers_differ(const FamilySpec& spec);
 
 // The window on the round-two families' Hugging Face folders (Gemma 2 and
 // 3, Phi-3, OLMo 2, and the mixtures Mixtral, OLMoE, Qwen 3 MoE, gpt-oss),
@@ -41,7 +56,7 @@ protected:
 
     static TempDir* dir_;
     static std::map<std::string, FamilyCheckpoint> checkpoints_;
-    const std::string text_ = "The cat sat on the mat because it was soft.";
+    const std::string text_ = "It was soft.";  // 20 tokens of the cut vocabularies, 5 of OLMo 2's
 };
 
 }  // namespace headscope::test

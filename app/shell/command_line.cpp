@@ -2,6 +2,7 @@
 #include "shell/command_line.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 
@@ -99,6 +100,10 @@ void add_window_options(CLI::App& cli, Args& args) {
     cli.add_option("--screenshot", args.screenshot, "render --frames frames, write this PNG and exit");
     cli.add_option("--layout", args.layout, "on exit, write the last frame's drawn cells' rectangles as JSON");
     cli.add_option("--frames", args.frames, "frames to render before the screenshot");
+    cli.add_option("--screenshot-views", args.screenshot_views_words,
+                   "screenshot mode: shoot these tabs in turn, --frames frames each, each into the screenshot's name "
+                   "with -VIEW (shot-lens.png) and the --layout file's likewise (all: every tab the model has)")
+        ->type_name("V,V,...|all");
     cli.add_option("--count-idle-frames", args.idle_seconds,
                    "once every worker has settled, count the frames drawn without input over this many seconds, "
                    "print them and the CPU time, and exit (the idle test)");
@@ -136,6 +141,36 @@ std::array<int, 2> parse_window_size(std::string_view text) {
     return size;
 }
 
+namespace {
+
+// --screenshot-views' words as the tabs to shoot, the first of them opened on.
+void read_screenshot_views(const CLI::App& cli, Args& args) {
+    const std::string& words = args.screenshot_views_words;
+    if (args.screenshot.empty()) throw Error("--screenshot-views needs --screenshot");
+    if (cli.count("--view")) throw Error("--view and --screenshot-views both give the tab: pass one");
+    if (!args.export_svg.empty())
+        throw Error("--export-svg saves the figure of one tab: give it --view, not --screenshot-views");
+    args.every_view = words == "all";
+    for (size_t at = 0; !args.every_view && at <= words.size();) {
+        const size_t end = std::min(words.find(',', at), words.size());
+        View view{};
+        try {
+            view = parse_choice(view_choices, std::string_view(words).substr(at, end - at));
+        } catch (const Error& e) {
+            throw Error(std::string("--screenshot-views: ") + e.what());
+        }
+        if (std::find(args.screenshot_views.begin(), args.screenshot_views.end(), view) != args.screenshot_views.end())
+            throw Error(std::string("--screenshot-views: ") + word_of(view_choices, view) + " twice");
+        args.screenshot_views.push_back(view);
+        at = end + 1;
+    }
+    for (size_t v = 0; args.every_view && v < std::size(view_choices.words); ++v)
+        args.screenshot_views.push_back(static_cast<View>(v));
+    args.view = args.screenshot_views.front();
+}
+
+}  // namespace
+
 void finish_args(const CLI::App& cli, Args& args) {
     const bool driven_by_test = !args.screenshot.empty() || !args.layout.empty() || args.idle_seconds > 0;
     if (!cli.count("--settings")) args.settings = !driven_by_test;
@@ -148,6 +183,7 @@ void finish_args(const CLI::App& cli, Args& args) {
         parse_range("--rows", args.rows, region.row_begin, region.row_end);
         parse_range("--cols", args.cols.empty() ? args.rows : args.cols, region.col_begin, region.col_end);
     }
+    if (!args.screenshot_views_words.empty()) read_screenshot_views(cli, args);
     // The attention shown is checked again at the export, once the model is known.
     if (const char* refusal = svg_refusal(args.view, AttentionKind::decoder); refusal && !args.export_svg.empty())
         throw Error(std::string("--export-svg: ") + refusal);
@@ -220,8 +256,12 @@ void check_start_choices(const Args& args, Settings& start, const Model& model) 
     } catch (const Error& e) {
         throw Error(std::string("--ablate-expert: ") + e.what());
     }
-    if (args.view == View::router && !config.has_experts())
-        throw Error("--view router: the model has no experts (its MLPs are dense)");
+    const std::vector<View>& shot = args.screenshot_views;
+    if (!config.has_experts() &&
+        (args.view == View::router ||
+         (!args.every_view && std::find(shot.begin(), shot.end(), View::router) != shot.end())))
+        throw Error(std::string(shot.empty() ? "--view" : "--screenshot-views") +
+                    " router: the model has no experts (its MLPs are dense)");
     if (args.effects_of == EffectsOf::experts && !config.has_experts())
         throw Error("--effects-of experts: the model has no experts (its MLPs are dense)");
     if (args.patch_stack_given && !config.is_encoder_decoder())

@@ -37,6 +37,9 @@ struct Args {
     int query = -1;           // the query row the predictions panel shows; -1: the last token
     std::string window_size;  // WxH, as parse_window_size reads it
     std::string screenshot, layout, open_model, export_json, export_npy, export_svg;
+    std::string screenshot_views_words;  // --screenshot-views as given: V,V,... or all
+    std::vector<View> screenshot_views;  // read from it (finish_args): the tabs shot in turn; empty: the one shown
+    bool every_view = false;             // all: every tab the model has (a dense model's skips the router)
     bool frame_times = false;
     double idle_seconds = 0;    // --count-idle-frames
     bool heads_given = false;   // --heads was given (else the head count is the saved one, or the model's)

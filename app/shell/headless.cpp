@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <thread>
 
 #include "headscope/base/clock.h"
@@ -88,16 +89,43 @@ bool Headless::frame_rendered(MainView& view, int width, int height) {
         frames_drawn_ = 0;
         return false;
     }
-    write_screenshot(args_.screenshot, width, height);
+    if (args_.screenshot_views.empty())
+        write_screenshot(args_.screenshot, width, height);
+    else if (!shoot_view(view, width, height))
+        return false;
     if (!args_.export_json.empty()) export_json(view.session(), args_.export_json);
     if (!args_.export_npy.empty()) export_npy(view.session(), args_.export_npy);
     if (!args_.export_svg.empty()) view.export_svg(args_.export_svg);
     return true;
 }
 
+namespace {
+
+// shot.png as shot-lens.png for the lens tab.
+std::filesystem::path with_view(const std::filesystem::path& path, View view) {
+    return path.parent_path() / (path.stem().string() + "-" + word_of(view_choices, view) + path.extension().string());
+}
+
+}  // namespace
+
+bool Headless::shoot_view(MainView& view, int width, int height) {
+    const View shot = args_.screenshot_views[views_shot_];
+    write_screenshot(with_view(args_.screenshot, shot), width, height);
+    if (!args_.layout.empty()) view.layout().write(with_view(args_.layout, shot));
+    const bool experts = view.session().model().config.has_experts();
+    while (++views_shot_ < args_.screenshot_views.size()) {
+        const View next = args_.screenshot_views[views_shot_];
+        if (next == View::router && !experts) continue;  // a dense model has no such tab
+        view.show(next);
+        frames_drawn_ = 0;
+        return false;
+    }
+    return true;
+}
+
 void Headless::finish(const MainView& view) const {
-    // The last frame's layout (a test driving the window reads it after Ctrl+Q).
-    if (!args_.layout.empty()) view.layout().write(args_.layout);
+    // The last frame's layout (a test driving the window reads it after Ctrl+Q); each tab's was written already.
+    if (!args_.layout.empty() && args_.screenshot_views.empty()) view.layout().write(args_.layout);
     if (args_.frame_times) frame_times_.print();
 }
 

@@ -2,7 +2,8 @@
 // with --screenshot, every worker settled before each frame, --frames
 // frames, then (after --open-model's model has opened and as many frames
 // again) the PNG, --export-json, --export-npy and --export-svg, and the
-// window closes;
+// window closes; with --screenshot-views, each tab's PNG and layout after
+// its --frames frames, named for it, the exports after the last;
 // with --frame-times, every 10th frame recomputes the texts as a keystroke
 // would and each frame is timed; with --count-idle-frames S, once every
 // worker has settled, the frames drawn without input over S seconds and the
@@ -52,7 +53,12 @@ private:
         void print() const;
     };
 
+    // --screenshot-views: the shown tab's PNG and layout, each named for it;
+    // false while another tab the model has is left, which it opens.
+    bool shoot_view(MainView& view, int width, int height);
+
     const Args& args_;
+    size_t views_shot_ = 0;      // of --screenshot-views
     std::string model_to_open_;  // opened after the first frames, as the picker does
     int frames_drawn_ = 0;       // since the last model was asked for
     Clock::time_point frame_start_;

@@ -42,6 +42,8 @@ public:
     Settings settings(const WindowPlacement& window) const;
 
     Session& session() { return session_; }
+    // Opens this tab in the next frame, as a click on it would.
+    void show(View view) { tab_to_select_ = view; }
     // A file or folder dropped on the window: a .txt or .md file's text replaces the selected text; anything
     // else is opened as a model.
     void open_dropped(const std::string& path);

@@ -171,13 +171,17 @@ void ChecksView::shapes_section(const Session& session, Ui& ui) {
 void ChecksView::parameters_section(const Session& session, Ui& ui) {
     const Model& model = session.model();
     heading("The model");
-    if (ImGui::BeginTable("config", 2, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit)) {
+    // The values wrap within the window: a mixture of experts' MLP row is a sentence.
+    if (ImGui::BeginTable("config", 2, ImGuiTableFlags_RowBg)) {
+        ImGui::TableSetupColumn("name", ImGuiTableColumnFlags_WidthFixed);
+        ImGui::TableSetupColumn("value", ImGuiTableColumnFlags_WidthStretch);
         for (const ConfigRow& row : config_table(model)) {
             ImGui::TableNextRow();
             ImGui::TableNextColumn();
             ImGui::TextDisabled("%s", row.name.c_str());
             ImGui::TableNextColumn();
-            text(ui, {{"view", "checks-config"}, {"name", row.name}, {"text", row.value}}, "%s", row.value.c_str());
+            text_wrapped(ui, {{"view", "checks-config"}, {"name", row.name}, {"text", row.value}}, "%s",
+                         row.value.c_str());
         }
         ImGui::EndTable();
     }

@@ -174,8 +174,16 @@ void LensView::grid(WindowState& state, const Session& s, const LensRows& rows, 
                 const Prediction& best = rows.at(slot, at + t)[0];
                 const ImU32 ink = best.p > lens_dark_text_above ? IM_COL32(0, 0, 0, 255) : IM_COL32(255, 255, 255, 255);
                 const std::string shown = ellipsized(shown_token(s.model().tokenizer, best.id), line, cell.x - pad - 1);
-                draw->AddText(ImVec2(origin.x + t * cell.x + pad, origin.y + slot * cell.y + (cell.y - line) / 2), ink,
-                              shown.c_str());
+                const ImVec2 place(origin.x + t * cell.x, origin.y + slot * cell.y);
+                drawn_text(ui,
+                           {{"view", "lens-top"},
+                            {"layer", (*rows.layers)[slot]},
+                            {"position", at + t},
+                            {"id", best.id},
+                            {"p", best.p},
+                            {"text", shown}},
+                           draw, ImGui::GetFontSize(), ImVec2(place.x + pad, place.y + (cell.y - line) / 2), ink, shown,
+                           place, cell);
             }
     // The tokens above their columns in two staggered rows; where cells are
     // narrower than a short word, every k-th (zoom in or hover for the rest).

@@ -36,7 +36,9 @@ inline constexpr float lens_dark_text_above = 0.6f;
 class LensView {
 public:
     // Records the grid for --layout as {"view": "lens", "row": "layer",
-    // "col": "position"}, cell (slot, t) showing top-1 probability p.
+    // "col": "position"}, cell (slot, t) showing top-1 probability p, and
+    // each cell's token where it is written as {"view": "lens-top", "layer",
+    // "position", "id", "p", "text"}.
     // A long text's lens is asked of the session for the positions in view:
     // the query row (clicked, --query, else the last) and those before it that fit the width.
     void draw(WindowState& state, Session& session, Ui& ui);
