@@ -5,14 +5,18 @@
 // equal a fresh forward's of the whole text, on GPT-2's layout, grouped-query
 // Llama (RoPE) and Mistral (a sliding window), with two texts of which only
 // the first grows; the rows are written in place, and never under a result
-// still held, which keeps its own copy of its last rows instead.
+// still held, which keeps its own copy of its last rows instead, or lets go
+// of them when the cache asks (a deeper edit in the window).
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <memory>
 #include <ostream>
 #include <random>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -222,6 +226,36 @@ TEST_P(LongTyping, ResultsCopyOnlyTheirLastRows) {
     EXPECT_EQ(deleted.kept.get(), rows);
     expect_same(deleted, run(batch(240), nullptr), batch(240));
     EXPECT_FALSE(run(batch(240), nullptr).tail);  // without a cache nothing rewrites its rows
+}
+
+// A deeper edit (a deleted paragraph) on a cache whose results' holder lets
+// go of them when asked, on another thread (the window's view, in its frame:
+// PrefixCache::ask_for_rows): typing at the end does not ask; the deletion
+// asks once, waits until the shown result is gone, and writes in place, so
+// one set of kept rows is held rather than two, and equals a fresh forward.
+TEST_P(LongTyping, ADeepEditHasTheShownResultLetGoOfItsRows) {
+    PrefixCache cache;
+    int asked = 0;
+    std::shared_ptr<AttentionResult> shown;
+    std::thread view;
+    cache.ask_for_rows = [&] {
+        ++asked;
+        view = std::thread([&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the forward waits for it
+            shown.reset();
+        });
+    };
+    shown = std::make_shared<AttentionResult>(run(batch(270), &cache));
+    shown = std::make_shared<AttentionResult>(run(batch(272), &cache));  // written past what it reads
+    EXPECT_EQ(asked, 0);
+    const KeptRows* rows = shown->kept.get();
+    const AttentionResult deleted = run(batch(200), &cache);  // from row 199: under what `shown` reads
+    if (view.joinable()) view.join();
+    EXPECT_EQ(asked, 1);
+    EXPECT_FALSE(shown);
+    EXPECT_EQ(deleted.kept.get(), rows);  // the same set, written in place
+    EXPECT_EQ(deleted.reused, (std::vector<int>{199, 149}));
+    expect_same(deleted, run(batch(200), nullptr), batch(200));
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, LongTyping,

@@ -31,6 +31,10 @@ void Session::install(LoadedModel loaded) {
     open_ = std::make_shared<LoadedModel>(std::move(loaded));
     comparison_.open(open_->model);
     live_cache_ = std::make_shared<PrefixCache>();
+    live_cache_->ask_for_rows = [asked = rows_asked_, wake = wake_] {
+        asked->store(true);
+        if (wake) wake();
+    };
     intact_cache_ = std::make_shared<PrefixCache>();
     intact_backend_ = std::shared_ptr<Backend>(make_cpu_backend());
     intact_backend_->load_weights(*open_->model);
@@ -312,6 +316,7 @@ void Session::submit_intact() {
 }
 
 bool Session::collect() {
+    if (rows_asked_->exchange(false)) lend_rows();
     bool compared = comparison_.collect();
     compared = long_lens_.collect() || compared;
     if (std::optional<Worker<IntactShown>::Outcome> done = intact_worker_.take()) {
@@ -380,7 +385,18 @@ bool Session::collect() {
     return true;
 }
 
+// The view's hold on the long text's kept rows goes (Session::rows_lent);
+// the map and the lens asked last may finish first: the forward waits.
+void Session::lend_rows() {
+    if (!kept_maps_) return;
+    rows_lent_ = true;
+    kept_maps_.reset();
+    shown.attention.kept.reset(), shown.attention.tail.reset();
+    asked_map_.reset();  // the last map drawn stays drawn
+}
+
 void Session::keep_maps() {
+    rows_lent_ = false;
     asked_map_.reset();
     map_answer_.reset();
     kept_maps_ = headscope::keep_maps(open_->model, shown, shown_options);

@@ -5,6 +5,7 @@
 // (core's worker.h); another model replaces the open one when it is ready,
 // while work still reading the old one keeps it alive through its shared_ptr.
 #pragma once
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -109,8 +110,14 @@ public:
 
     // A long text's forward (long_maps.h) kept no map: what maps are computed
     // from; null when the shown forward has every map (a short text).
+    // Null also while the rows are lent (rows_lent).
     const std::shared_ptr<const KeptMaps>& kept_maps() const { return kept_maps_; }
-    bool long_text() const { return kept_maps_ != nullptr; }
+    bool long_text() const { return kept_maps_ != nullptr || rows_lent_; }
+    // Whether the shown long text's kept rows are lent to the running forward
+    // (an edit deeper than core's held_rows rewrites rows they read, and one
+    // set is kept rather than two: PrefixCache::ask_for_rows): the views keep
+    // what they last drew, and what needs the rows says it waits.
+    bool rows_lent() const { return rows_lent_; }
     // Whether a compute has been shown: its maps, or a long text's summaries.
     bool computed() const { return !shown.attention.weights.empty() || long_text(); }
     // Computes `ask` of the long text on the map worker, unless it is the
@@ -357,6 +364,10 @@ private:
     // Written by their jobs. A load shows its bytes read at once, the probes after JobProgress::long_work.
     JobProgress load_progress_{std::chrono::milliseconds(0)}, probe_progress_, live_progress_, effects_progress_;
     std::shared_ptr<const KeptMaps> kept_maps_;
+    // Set by the live forward (live_cache_'s ask_for_rows), taken by collect(): the view lets go of the rows.
+    std::shared_ptr<std::atomic<bool>> rows_asked_ = std::make_shared<std::atomic<bool>>(false);
+    bool rows_lent_ = false;
+    void lend_rows();
     std::optional<MapAsk> asked_map_;
     std::optional<MapAnswer> map_answer_;
     // A long text's shown forward's queries and keys, kept for its maps (collect).

@@ -61,7 +61,11 @@ void LongView::draw(WindowState& state, Session& session, Ui& ui) {
     enum_combo(ui, "colour by", summary_, summary_choices.labels, 160 * ui.scale, "summary");
     ImGui::SameLine();
     enum_combo(ui, "pooling", pooling_, pooling_choices.labels, 80 * ui.scale, "pooling");
-    if (session.map_pending()) {
+    if (session.rows_lent()) {  // an edit deeper than a few tokens: one set of kept rows, the forward's
+        ImGui::SameLine();
+        text_disabled(ui, {{"view", "rows-lent"}}, "%s: what is drawn is the last text's",
+                      session.busy() ? "the edited text's forward is running" : "the edited text is not computed");
+    } else if (session.map_pending()) {
         ImGui::SameLine();
         ImGui::TextDisabled("computing the map...");
     }
@@ -91,7 +95,7 @@ void LongView::overview(WindowState& state, Session& session, Ui& ui, float widt
     const int layers = static_cast<int>(att.layers.size()), NH = att.NH, b = state.selected;
     const int length = session.length(b);
     const auto key = std::tuple{session.shown_generation, b, summary_, 0, 0};
-    if (key != overview_key_) {  // summed up once for what is shown
+    if (key != overview_key_ && !session.rows_lent()) {  // summed up once for what is shown
         std::vector<float> values(static_cast<size_t>(layers) * NH);
         for (int l = 0; l < layers; ++l)
             for (int h = 0; h < NH; ++h)
@@ -149,24 +153,23 @@ void LongView::distance_strip(const WindowState& state, Session& session, Ui& ui
     const int parts = std::clamp(static_cast<int>(width / (4 * ui.scale)), 1, std::max(1, length - 1));
     const int step = (length - 1 + parts - 1) / parts;
     const int shown_parts = (length - 1 + step - 1) / step;
-    std::vector<float> values(static_cast<size_t>(std::max(shown_parts, 1)), 0.f);
-    for (int p = 0; p < shown_parts; ++p)
-        values[p] = mean_summary(session, Summary::distance, state.layer, b, state.head, 1 + p * step,
-                                 std::min(length, 1 + (p + 1) * step));
-    Span span;
-    const int cols = static_cast<int>(values.size());
-    HeatmapImage image = scaled_image(1, cols, std::move(values), span);
-    const auto key = std::tuple{session.shown_generation, b, Summary::distance, state.layer, state.head};
-    if (key != strip_key_) {
-        ui.renderer.upload(image, strip_texture_);
+    const auto key = std::tuple{session.shown_generation, b, Summary::distance, state.layer, state.head, parts};
+    if (key != strip_key_ && !session.rows_lent()) {  // the summaries' means once for what is shown
+        std::vector<float> values(static_cast<size_t>(std::max(shown_parts, 1)), 0.f);
+        for (int p = 0; p < shown_parts; ++p)
+            values[p] = mean_summary(session, Summary::distance, state.layer, b, state.head, 1 + p * step,
+                                     std::min(length, 1 + (p + 1) * step));
+        strip_cols_ = static_cast<int>(values.size());
+        ui.renderer.upload(scaled_image(1, strip_cols_, std::move(values), strip_span_), strip_texture_);
         strip_key_ = key;
     }
+    const Span& span = strip_span_;
     text_disabled(ui, {{"view", "distance-title"}, {"layer", state.layer}, {"head", state.head}},
                   "L%d H%d: mean attention distance along the text (start to end), %.4g to %.4g tokens", state.layer,
                   state.head, span.smallest, span.largest);
     const ImVec2 origin = ImGui::GetCursorScreenPos();
     const float height = std::floor(1.5f * ImGui::GetFrameHeight());
-    const float cell = width / static_cast<float>(image.cols);
+    const float cell = width / static_cast<float>(std::max(strip_cols_, 1));
     ImGui::Dummy(ImVec2(width, height));
     ui.renderer.draw_on_screen(ui.colormap, strip_texture_, origin, ImVec2(origin.x + width, origin.y + height));
     ui.layout.grid({{"view", "distance-strip"},
@@ -177,7 +180,7 @@ void LongView::distance_strip(const WindowState& state, Session& session, Ui& ui
                     {"largest", span.largest},
                     {"row", "row"},
                     {"col", "part"}},
-                   {origin, ImVec2(cell, height), ImVec2(cell, height), 1, image.cols});
+                   {origin, ImVec2(cell, height), ImVec2(cell, height), 1, strip_cols_});
 }
 
 // Zoom (wheel) about the mouse and pan (drag) in whole tokens, down to 4 x 4;
@@ -275,6 +278,10 @@ void LongView::hovered_row(WindowState& state, Session& session, Ui& ui, float w
     const int i = state.hovered_query;
     if (i < 0) {
         ImGui::TextDisabled("wheel: zoom, drag: pan, double-click: whole map; the row under the mouse shows here");
+        return;
+    }
+    if (session.rows_lent()) {
+        ImGui::TextDisabled("query %d: its row waits for the edited text's forward", i);
         return;
     }
     const MapRegion shown = region(session);

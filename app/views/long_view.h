@@ -49,7 +49,10 @@ private:
     Span overview_span_;
     HeatmapTexture overview_texture_, strip_texture_, map_texture_, row_texture_;
     // What the overview and the strip uploaded: the shown compute, text, summary (and head).
-    std::tuple<uint64_t, int, Summary, int, int> overview_key_{}, strip_key_{};
+    std::tuple<uint64_t, int, Summary, int, int> overview_key_{};
+    std::tuple<uint64_t, int, Summary, int, int, int> strip_key_{};  // and its parts
+    Span strip_span_;
+    int strip_cols_ = 0;
     std::optional<MapAsk> map_uploaded_, row_uploaded_;
 };
 

@@ -143,8 +143,8 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
     lens_ = options.lens_k > 0 && options.lens_from < T;  // the rows computed end at T - 1
     first_held_ = options.new_rows_only ? begin_[0] : 0;  // validate_forward: one text
     set_up_result(cfg, batch, options, result, first_held_);
-    const std::shared_ptr<KeptRows> kept =
-        take_kept_rows(reuse_allowed ? cache : nullptr, kept_shape(options, result), begin_, T, cfg.n_positions);
+    const std::shared_ptr<KeptRows> kept = take_kept_rows(reuse_allowed ? cache : nullptr, kept_shape(options, result),
+                                                          begin_, T, cfg.n_positions, progress);
     result.kept = kept;
     kept_rows_ = kept.get();
     if (cache) {

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <thread>
 
 #include "headscope/compute/forward.h"
 #include "headscope/model/model.h"
@@ -63,10 +65,27 @@ bool held_by_the_cache_alone(const std::shared_ptr<KeptRows>& rows) {
     return true;
 }
 
+// Where the cache may (ask_for_rows), asks the results that read `rows` to
+// let go of them and waits until they have; false where it may not, or they
+// hold on past a few seconds (a holder that was not asked: a second set
+// rather than a hang). The waiting reports to `progress`, which ends it by
+// throwing Cancelled (the cache as it was; the next forward finds the rows free).
+bool results_let_go(PrefixCache& cache, const std::shared_ptr<KeptRows>& rows, const Progress& progress) {
+    if (!cache.ask_for_rows) return false;
+    cache.ask_for_rows();
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!held_by_the_cache_alone(rows)) {
+        if (std::chrono::steady_clock::now() > until) return false;
+        report_progress(progress, "waiting for the view to let go of the last text's rows", 0, 1, ProgressUnit::steps);
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return true;
+}
+
 }  // namespace
 
 std::shared_ptr<KeptRows> take_kept_rows(PrefixCache* cache, const KeptRows::Shape& shape,
-                                         const std::vector<int>& begin, int T, int max_rows) {
+                                         const std::vector<int>& begin, int T, int max_rows, const Progress& progress) {
     if (!cache) return shape.any() ? std::make_shared<KeptRows>(shape, T) : nullptr;
     std::shared_ptr<KeptRows>& current = cache->kept;
     if (!shape.any()) {  // a text that keeps no rows: nothing to hold on to
@@ -84,9 +103,15 @@ std::shared_ptr<KeptRows> take_kept_rows(PrefixCache* cache, const KeptRows::Sha
         return true;
     };
     if (fits && past_what_results_read()) return current;
-    // Rows a result reads would be written (a deletion past held_rows), or
-    // there is no room: new rows, the reused ones copied once; the last set
-    // stays with the results that read it, and goes as they let go of it.
+    // Rows a result reads would be written (an edit deeper than held_rows),
+    // or there is no room. Where the results let go of the rows, written in
+    // place (or, without room, copied from once and freed); else new rows,
+    // the reused ones copied once, and the last set stays with the results
+    // that read it, and goes as they let go of it.
+    if (current && current->shape == shape && results_let_go(*cache, current, progress) && fits) {
+        std::fill(current->covered.begin(), current->covered.end(), 0);
+        return current;
+    }
     const int room = T + T / 10;
     auto taken = std::make_shared<KeptRows>(shape, max_rows > 0 ? std::max(T, std::min(room, max_rows)) : room);
     for (int b = 0; b < shape.B; ++b)

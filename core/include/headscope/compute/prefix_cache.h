@@ -15,6 +15,7 @@
 // one, then costs one token's work. Legend: L layers run, KVw = NKV * hs, T padded length.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -23,6 +24,7 @@
 
 #include "headscope/base/aligned.h"
 #include "headscope/base/error.h"
+#include "headscope/base/progress.h"
 #include "headscope/compute/attention.h"
 
 namespace headscope {
@@ -65,18 +67,26 @@ struct PrefixCache {
     // it) or hands its new state in, and writes its new rows unheld, past
     // the rows it kept, which no reader reads.
     RowsLock lock;
+    // Where set (the window's live cache), a forward that would write rows a
+    // result handed out still reads (an edit deeper than held_rows: a paste, a
+    // deleted paragraph) calls it to ask the results' holders to let go of
+    // them, and waits until they have, rather than taking a second set of kept
+    // rows beside the one shown (take_kept_rows). Unset, it takes a second set.
+    std::function<void()> ask_for_rows;
 
     // Forgets each text's tokens from rows[b] on, those a forward is about to
     // rewrite: the rest stays valid whether or not that forward completes, so
     // a keystroke cancelled by the next one leaves its prefix to the next.
     void keep_rows(const std::vector<int>& rows);
 
-    // Forgets everything but the rows planned, and frees the memory (the texts or the model changed for good).
+    // Forgets everything but the rows planned and ask_for_rows, and frees the
+    // memory (the texts or the model changed for good).
     void clear() {
         std::unique_lock hold(lock.mutex);
         const int planned = rows_planned;
+        std::function<void()> ask = std::move(ask_for_rows);
         *this = PrefixCache{};
-        rows_planned = planned;
+        rows_planned = planned, ask_for_rows = std::move(ask);
     }
 };
 
@@ -113,12 +123,15 @@ int reusable_rows(const std::vector<int32_t>& cached, const std::vector<int32_t>
 // where the shape keeps nothing. Without a cache, new rows of T. With one,
 // the cache's own where no result reads the rows to be written (only the
 // cache holds them, or every text's rows from begin[b] are past what the
-// results handed out read: KeptRows::covered), else a new set of rows with
-// room to type into (a tenth more, at most max_rows; 0: no limit), the reused
-// rows copied once. Shared rows are never written where a result reads them:
-// the window's worker types on while its view draws the last result.
+// results handed out read: KeptRows::covered; or the cache's ask_for_rows
+// had the results let go of them, waiting while `progress` lets it), else a
+// new set of rows with room to type into (a tenth more, at most max_rows; 0:
+// no limit), the reused rows copied once. Shared rows are never written where
+// a result reads them: the window's worker types on while its view draws the
+// last result.
 std::shared_ptr<KeptRows> take_kept_rows(PrefixCache* cache, const KeptRows::Shape& shape,
-                                         const std::vector<int>& begin, int T, int max_rows);
+                                         const std::vector<int>& begin, int T, int max_rows,
+                                         const Progress& progress = {});
 
 // Hands `kept`, as a forward of the texts `ids` left them, to `result`
 // (through a prefix cache): the result's own copy of each text's rows from
