@@ -305,4 +305,23 @@ TEST(CliArchitectures, MixtralDanceGroupsItsHeads) {
     }
 }
 
+// gpt-oss's dance: each head's learned sink logit joins its softmax as a
+// column of its own, dropped after it (modeling_gpt_oss.py's cat, softmax,
+// [..., :-1]), and the title says the rows sum to 1 less the sink's weight;
+// Mixtral's line, without a sink, is the plain softmax above.
+TEST(CliArchitectures, GptOssDanceJoinsEachHeadsSinkToItsSoftmax) {
+    const FamilySpec spec = family_variant("gpt_oss", Vocabulary::test_cut);
+    const json j = dance_of(spec);
+    ASSERT_FALSE(j.is_null());
+    const json att = step_of(j, "att", {1, spec.n_head, j["T"], j["T"]});
+    EXPECT_EQ(att["code"],
+              "att = softmax(cat([q @ k.transpose(-2, -1) / sqrt(hs), sinks], dim=-1))[..., :-1]  # "
+              "sinks: the head's logit, NH");
+    const std::string title = att["title"];
+    EXPECT_NE(title.find("softmax(q k^T / sqrt(hs)) with the head's learned sink logit in each row's denominator"),
+              std::string::npos)
+        << title;
+    EXPECT_NE(title.find("sum to 1 less their sink weight"), std::string::npos) << title;
+}
+
 }  // namespace cli_architectures

@@ -3,13 +3,11 @@
 // layers, YaRN) against the double-precision reference written from
 // modeling_gpt_oss.py: the maps, the sinks' weight, the routes, the
 // residual after every layer and the last logits; its config read as
-// configuration_gpt_oss.py reads it; hostile configs and bad expert tensors
-// refused in one line.
+// configuration_gpt_oss.py reads it (its refusals: test_expert_refusals.cpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -200,59 +198,6 @@ TEST(GptOss, EqualLogitsGoToTheLowerExpert) {
         }
     const FamilyReference ref = family_reference(checkpoint, texts, opt);
     EXPECT_EQ(result.router_experts, ref.router_experts);
-}
-
-TEST(GptOss, HostileConfigsAreRefusedInOneLine) {
-    const json base = loaded().checkpoint.config;
-    const std::pair<json, const char*> cases[] = {
-        {{{"rope_scaling", {{"rope_type", "linear"}, {"factor", 2}}}}, "rope_scaling"},
-        {{{"num_experts_per_tok", 5}}, "num_experts_per_tok"},
-        {{{"num_local_experts", 0}}, "num_local_experts"},
-        {{{"swiglu_limit", -1}}, "swiglu_limit"},
-        {{{"layer_types", {"sliding_attention"}}}, "layer_types"},
-        {{{"rope_scaling", {{"rope_type", "yarn"}, {"beta_fast", 1}, {"beta_slow", 32}}}}, "beta_fast"}};
-    for (const auto& [change, names] : cases) {
-        json config = base;
-        config.update(change);
-        EXPECT_TRUE(throws_naming([&] { config_from_json(config, "config.json"); }, {names}));
-    }
-}
-
-// The packed experts' tensors missing, misshapen, unpacked (a BF16
-// conversion's gate_up_proj) or holding a NaN scale: each one line naming it.
-TEST(GptOss, BadExpertTensorsAreRefusedInOneLine) {
-    const std::string p = "model.layers.1.mlp.experts.";
-    const auto refused = [&](const std::function<void(FamilyCheckpoint&)>& change, const std::string& names) {
-        FamilyCheckpoint checkpoint = loaded().checkpoint;
-        change(checkpoint);
-        TempDir dir;
-        write_family_checkpoint(dir.path, checkpoint);
-        EXPECT_TRUE(throws_naming([&] { load_model(dir.path.string()); }, {names}));
-    };
-    const auto packed = [&](FamilyCheckpoint& c, const std::string& name) -> RawTensor& {
-        return *std::find_if(c.packed.begin(), c.packed.end(), [&](const RawTensor& t) { return t.name == p + name; });
-    };
-    const auto remove = [&](FamilyCheckpoint& c, const std::string& name) {
-        std::erase_if(c.packed, [&](const RawTensor& t) { return t.name == p + name; });
-    };
-    refused([&](FamilyCheckpoint& c) { remove(c, "down_proj_blocks"); }, "tensor '" + p + "down_proj_blocks' missing");
-    refused(
-        [&](FamilyCheckpoint& c) {
-            packed(c, "gate_up_proj_scales").shape = {4, 128, 1};
-        },  // the same bytes
-        "tensor '" + p + "gate_up_proj_scales' has shape [4, 128, 1]");
-    refused([&](FamilyCheckpoint& c) { packed(c, "down_proj_scales").dtype = "I8"; }, "expected U8");
-    refused([&](FamilyCheckpoint& c) { packed(c, "gate_up_proj_scales").bytes[5] = 255; }, "NaN");
-    refused(  // a BF16 conversion's experts, (E, C, 2Fe), in place of the blocks
-        [&](FamilyCheckpoint& c) {
-            remove(c, "gate_up_proj_blocks");
-            remove(c, "gate_up_proj_scales");
-            c.packed.push_back({p + "gate_up_proj",
-                                "BF16",
-                                {4, 64, 64},
-                                encode(std::vector<float>(4 * 64 * 64, 0.f), FileDType::BF16)});
-        },
-        "only gpt-oss's MXFP4 files");
 }
 
 }  // namespace

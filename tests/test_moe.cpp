@@ -3,8 +3,8 @@
 // SparseMoeBlock (family_reference.h's expert_mlp), equal weights to the
 // lower expert, an expert knocked out against the reference without it, the
 // effects grid of experts against the reference without each expert, the
-// prefix cache's routes against a full forward, and the configs and
-// checkpoints refused in one line.
+// prefix cache's routes against a full forward (their refusals:
+// test_expert_refusals.cpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -211,63 +211,6 @@ TEST(ExpertConfigs, ReadAsTransformersDoes) {
     EXPECT_TRUE(o.normalize_top_k);
     EXPECT_EQ(o.head_size(), 8);  // C / NH whatever head_dim says
     EXPECT_TRUE(o.qk_norm_whole);
-}
-
-TEST(ExpertConfigs, HostileKeysAreRefusedInOneLine) {
-    const json base = {
-        {"model_type", "qwen3_moe"}, {"num_hidden_layers", 2},  {"num_attention_heads", 4},      {"hidden_size", 32},
-        {"vocab_size", 100},         {"intermediate_size", 48}, {"max_position_embeddings", 64}, {"num_experts", 4},
-        {"num_experts_per_tok", 2}};
-    const std::pair<json, const char*> cases[] = {
-        {{{"num_experts_per_tok", 5}}, "num_experts_per_tok"},
-        {{{"num_experts", 0}}, "num_experts"},
-        {{{"num_experts", -2}}, "num_experts"},
-        {{{"moe_intermediate_size", 0}}, "moe_intermediate_size"},
-        {{{"decoder_sparse_step", 0}}, "decoder_sparse_step"},
-        {{{"mlp_only_layers", {2}}}, "mlp_only_layers"},
-        {{{"mlp_only_layers", "0"}}, "mlp_only_layers"},
-        {{{"model_type", "olmoe"}, {"clip_qkv", 8}}, "clip_qkv"},
-        {{{"model_type", "mixtral"}, {"num_local_experts", 1}}, "num_experts_per_tok"}};
-    for (const auto& [change, names] : cases) {
-        json config = base;
-        config.update(change);
-        EXPECT_TRUE(throws_naming([&] { config_from_json(config, "config.json"); }, {names}));
-    }
-}
-
-// A checkpoint without an expert's tensor, or with one of the wrong shape.
-TEST(ExpertCheckpoints, MissingOrMisshapenExpertsAreRefused) {
-    const FamilySpec spec = family_variant("olmoe");
-    const std::string name = spec.expert_name(1, 2, "up");
-    for (bool missing : {true, false}) {
-        FamilyCheckpoint checkpoint = make_family_checkpoint(spec);
-        for (auto t = checkpoint.tensors.begin(); t != checkpoint.tensors.end(); ++t)
-            if (t->name == name) {
-                if (missing)
-                    checkpoint.tensors.erase(t);
-                else
-                    t->shape = {t->shape[0] / 2, t->shape[1] * 2};  // the same values, another shape
-                break;
-            }
-        TempDir dir;
-        write_family_checkpoint(dir.path, checkpoint);
-        EXPECT_TRUE(throws_naming([&] { load_model(dir.path.string()); }, {name}));
-    }
-}
-
-// Experts to knock out: out of range, of a dense layer, too many of a layer, on a model without experts.
-TEST(ExpertKnockOut, BadExpertsAreRefusedInOneLine) {
-    const Config& c = loaded_family("qwen3_moe", family_variant("qwen3_moe")).model.config;
-    const std::vector<std::vector<ExpertRef>> cases = {
-        {{0, 8}}, {{3, 0}}, {{-1, 0}}, {{1, 0}}, {{0, 0}, {0, 1}, {0, 2}, {0, 3}, {0, 4}, {0, 5}}, {{0, 2}, {0, 1}}};
-    for (const auto& experts : cases) {
-        AttentionOptions opt;
-        opt.ablate_experts = experts;
-        EXPECT_TRUE(throws_naming([&] { check_expert_ablation(c, opt); }, {"expert"}));
-    }
-    AttentionOptions opt;
-    opt.ablate_experts = {{0, 0}};
-    EXPECT_TRUE(throws_naming([&] { check_expert_ablation(Config{}, opt); }, {"no experts"}));
 }
 
 // The effects grid of experts: a layer left with only the experts each token

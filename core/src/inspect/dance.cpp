@@ -50,7 +50,10 @@ std::string q_code(const Config& config, const std::string& width) {
 
 // The scores and weights as the model computes them, for the steps' title
 // ("softmax(...)") and code: 1/sqrt(hs); Gemma's own scale
-// (query_pre_attn_scalar^-1/2) and Gemma 2's soft cap; T5's none.
+// (query_pre_attn_scalar^-1/2) and Gemma 2's soft cap; T5's none; gpt-oss's
+// learned sink logit per head, a column joined to each row's scores for the
+// softmax and dropped after it, so the row's weights sum to 1 less its sink
+// weight (as modeling_gpt_oss.py computes them).
 std::string scores(const Config& config, bool code) {
     std::string s = code ? "q @ k.transpose(-2, -1)" : "q k^T";
     char scale[64];
@@ -61,6 +64,11 @@ std::string scores(const Config& config, bool code) {
         std::snprintf(capped, sizeof capped, "%g", cap);
         s = std::string(capped) + " * tanh(" + s + " / " + capped + ")";
     }
+    if (config.attention_sinks)
+        return code ? "att = softmax(cat([" + s + ", sinks], dim=-1))[..., :-1]  # sinks: the head's logit, NH"
+                    : "softmax(" + s +
+                          ") with the head's learned sink logit in each row's denominator (its rows sum to 1 less "
+                          "their sink weight)";
     return code ? "att = softmax(" + s + ")" : "softmax(" + s + ")";
 }
 
