@@ -40,7 +40,7 @@ double BackwardTrace::metric_of_logits(const PatchRequest& request, const std::v
     const bool loss = request.metric == PatchMetric::loss;
     const int first = loss ? 0 : request.position - first_, n = loss ? T_ - 1 : 1;
     std::vector<float> logits(static_cast<size_t>(n) * V), d_logits(logits.size(), 0.f);
-    backward_linear(read_.data() + static_cast<size_t>(first) * C, n, model_.lm_head, model_.lm_bias, logits.data(), V);
+    linear(read_.data() + static_cast<size_t>(first) * C, n, model_.lm_head, model_.lm_bias, logits.data(), V);
     const float cap = cfg_.logit_softcap;  // Gemma's final cap tanh(logit / cap), as the forward's soft_cap
     if (cap != 0)
         for (float& logit : logits) logit = cap * std::tanh(logit / cap);
@@ -65,8 +65,7 @@ double BackwardTrace::metric_of_logits(const PatchRequest& request, const std::v
     }
     if (cap != 0)
         for (size_t i = 0; i < logits.size(); ++i) d_logits[i] *= 1 - (logits[i] / cap) * (logits[i] / cap);
-    backward_linear(d_logits.data(), n, model_.lm_head.transposed(), nullptr, d_norm + static_cast<size_t>(first) * C,
-                    C);
+    linear(d_logits.data(), n, model_.lm_head.transposed(), nullptr, d_norm + static_cast<size_t>(first) * C, C);
     return metric;
 }
 
@@ -80,7 +79,7 @@ void BackwardTrace::read_head() {
     }
     const int C = cfg_.n_embd;
     head_dense_.resize(final_n_.size());
-    backward_linear(final_n_.data(), T_, model_.head_dense, model_.head_dense_b, head_dense_.data(), C);
+    linear(final_n_.data(), T_, model_.head_dense, model_.head_dense_b, head_dense_.data(), C);
     AlignedVector<float> active(head_dense_.begin(), head_dense_.end());  // aligned: see LayerTrace::act
     activate(head_gelu(), active.data(), active.size());
     read_.resize(active.size());
@@ -103,7 +102,7 @@ std::vector<float> BackwardTrace::read_head_backward(const std::vector<float>& d
                   d_active.data(), T_);
     for (size_t i = 0; i < d_active.size(); ++i) d_active[i] *= slopes[i];
     std::vector<float> d_final(d_read.size());
-    backward_linear(d_active.data(), T_, model_.head_dense.transposed(), nullptr, d_final.data(), C);
+    linear(d_active.data(), T_, model_.head_dense.transposed(), nullptr, d_final.data(), C);
     return d_final;
 }
 
@@ -184,7 +183,9 @@ double metric_gradients(const Model& model, const Batch& text, const std::vector
     if (model.config.is_encoder_decoder())
         encoder = std::make_unique<BackwardTrace>(*model.encoder, Batch{text.source_ids, text.pad_id},
                                                   encoder_options(options));
+    if (encoder) BackwardTrace::forward({encoder.get()});
     BackwardTrace trace(model, text, options, encoder ? &encoder->output() : nullptr);
+    BackwardTrace::forward({&trace});
     std::vector<float> d_final, d_memory;
     const double metric = trace.metric(request, clean, gradients ? &d_final : nullptr);
     if (activations) {
@@ -214,10 +215,11 @@ std::pair<double, double> patching_gradients(const Model& model, const Batch& cl
     }
     check_backward_supported(model.config, options);
     check_floating_point(model);
-    BackwardTrace from(model, denoise ? clean : corrupted, options);
-    const double source_metric = from.metric(request, clean_ids, nullptr);
     const int first = first_changed_row(clean_ids, corrupted.token_ids.at(0), options, request);
+    BackwardTrace from(model, denoise ? clean : corrupted, options);
     BackwardTrace to(model, denoise ? corrupted : clean, options, nullptr, &from, first);
+    BackwardTrace::forward({&from, &to});  // both texts' rows in each product
+    const double source_metric = from.metric(request, clean_ids, nullptr);
     std::vector<float> d_final;
     const double target_metric = to.metric(request, clean_ids, &d_final);
     from.keep(denoise ? clean_run : corrupted_run);
