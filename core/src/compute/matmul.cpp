@@ -214,10 +214,10 @@ void chunk_dots(const Product& p, const float* x, float* out, int64_t first, int
 }
 
 // Rows in groups of up to 8 (all of them, for linear()). More than one
-// group (the backward's products) reads W once for them all: stored (in,
-// out), panel_rows_product; stored (out, in), each chunk of stored_chunk
-// stored rows (in L2) for every group in turn. Each output's sum is the
-// same whatever the rows.
+// group (a short text's products) reads W once for them all: stored (in,
+// out), panel_rows_product; stored (out, in), up to 16 rows, each chunk of
+// stored_chunk stored rows (in L2) for every 6 rows in turn, and more,
+// turned_rows_product. Each output's sum is the same whatever the rows.
 template <DType D>
 void small_product(const Product& p, int64_t first, int64_t last) {
     constexpr int group = 8;
@@ -225,6 +225,8 @@ void small_product(const Product& p, int64_t first, int64_t last) {
     constexpr int chunk_rows = lanes == 16 ? 6 : 4, chunk_sums = lanes == 16 ? 4 : 2;
     if (p.rows > group && !p.w.out_by_in)
         return panel_rows_product(p.x, p.rows, p.w, p.out, p.ldo, p.accumulate, first, last);
+    if (p.rows > 2 * group && p.rows <= turned_rows_max())
+        return turned_rows_product(p.x, p.rows, p.w, p.out, p.ldo, p.accumulate, first, last);
     if (p.rows > group) {
         for (int64_t o = first; o < last; o += stored_chunk)
             for (int r0 = 0; r0 < p.rows; r0 += chunk_rows) {
@@ -357,7 +359,7 @@ void linear_with(Gemm gemm, int small_rows_max, const float* x, int rows, const 
 
 int matmul_detail::own_kernel_rows(const Matrix& w) {
     if (quantized(w.dtype)) return small_rows;
-    return w.out_by_in ? 32 : 256;
+    return w.out_by_in ? std::max(2 * small_rows, turned_rows_max()) : 256;
 }
 
 void linear(const float* x, int rows, const Matrix& w, const float* bias, float* out, int64_t ldo, bool accumulate) {

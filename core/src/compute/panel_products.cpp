@@ -63,7 +63,59 @@ void widen_panel(const Matrix& w, int64_t k0, int64_t kc, int64_t c, int64_t n, 
     }
 }
 
+// W's stored rows a turned panel takes at once: turned_stored x panel_vectors sums in registers.
+constexpr int turned_stored = lanes == 16 ? 6 : 3;
+
+// sums (turned_stored, panel_width) = the turned_stored stored rows (in apart, widened) times the panel's NV vectors.
+template <int NV>
+void turned_sums(const float* stored, int64_t in, const float* panel, float* sums) {
+    Lanes acc[turned_stored][NV] = {};
+    for (int64_t i = 0; i < in; ++i) {
+        Lanes p[NV];
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) std::memcpy(&p[v], panel + i * panel_width + v * lanes, sizeof(Lanes));
+#pragma GCC unroll 6
+        for (int j = 0; j < turned_stored; ++j) {
+            const float s = stored[j * in + i];
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; ++v) acc[j][v] += s * p[v];
+        }
+    }
+    for (int j = 0; j < turned_stored; ++j)
+        for (int v = 0; v < NV; ++v) std::memcpy(sums + j * panel_width + v * lanes, &acc[j][v], sizeof(Lanes));
+}
+
 }  // namespace
+
+int turned_rows_max() { return panel_width; }
+
+void turned_rows_product(const float* x, int rows, const Matrix& w, float* out, int64_t ldo, bool accumulate,
+                         int64_t first, int64_t last) {
+    const int64_t in = w.in;
+    thread_local AlignedVector<float> panel, stored;
+    panel.assign(static_cast<size_t>(in) * panel_width, 0.f);  // (in, panel_width): x's rows as its columns
+    for (int r = 0; r < rows; ++r)
+        for (int64_t i = 0; i < in; ++i) panel[i * panel_width + r] = x[r * in + i];
+    stored.assign(static_cast<size_t>(turned_stored) * in, 0.f);
+    alignas(64) float sums[turned_stored * panel_width];
+    const size_t value = w.dtype == DType::F32 ? 4 : 2;
+    for (int64_t o = first; o < last; o += turned_stored) {
+        const int n = static_cast<int>(std::min<int64_t>(turned_stored, last - o));
+        for (int j = 0; j < n; ++j)
+            widen_to_f32(w.dtype, w.data + (o + j) * in * value, static_cast<size_t>(in), stored.data() + j * in);
+        switch ((rows + lanes - 1) / lanes) {
+            case 1: turned_sums<1>(stored.data(), in, panel.data(), sums); break;
+            case 2: turned_sums<2>(stored.data(), in, panel.data(), sums); break;
+            case 3: turned_sums<3>(stored.data(), in, panel.data(), sums); break;
+            default: turned_sums<panel_vectors>(stored.data(), in, panel.data(), sums); break;
+        }
+        for (int j = 0; j < n; ++j)
+            for (int r = 0; r < rows; ++r) {
+                float& y = out[r * ldo + o + j];
+                y = accumulate ? y + sums[j * panel_width + r] : sums[j * panel_width + r];
+            }
+    }
+}
 
 void panel_rows_product(const float* x, int rows, const Matrix& w, float* out, int64_t ldo, bool accumulate,
                         int64_t first, int64_t last) {

@@ -16,4 +16,13 @@ namespace headscope {
 void panel_rows_product(const float* x, int rows, const Matrix& w, float* out, int64_t ldo, bool accumulate,
                         int64_t first, int64_t last);
 
+// The same for W stored (out, in) and at most turned_rows_max() rows (64
+// with AVX-512, 16 with AVX): x's rows turned into a panel (in, rows) once,
+// W's stored rows broadcast against it a few at a time, so that W is read
+// once and the panel stays in L2. Each output is its inputs' products
+// added in order to 0.
+int turned_rows_max();
+void turned_rows_product(const float* x, int rows, const Matrix& w, float* out, int64_t ldo, bool accumulate,
+                         int64_t first, int64_t last);
+
 }  // namespace headscope

@@ -26,9 +26,9 @@ inline constexpr int small_rows = 8;
 // The most rows whose product with `w` takes linear()'s own kernels
 // instead of a Gemm: small_rows for a block-quantized weight; for float32
 // and 16-bit weights, which those kernels read once for all the rows
-// (small_product, matmul.cpp), 256 stored (in, out) and 32 stored (out,
-// in), where they stop being faster than OpenBLAS's sgemm, which packs the
-// weight for each product (docs/benchmarks.md).
+// (small_product, matmul.cpp), 256 stored (in, out) and 64 stored (out,
+// in) (16 without AVX-512), where they stop being faster than OpenBLAS's
+// sgemm, which packs the weight for each product (docs/benchmarks.md).
 int own_kernel_rows(const Matrix& w);
 
 // linear() with `gemm` for products of more than `small_rows_max` rows;
