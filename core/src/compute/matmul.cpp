@@ -213,54 +213,52 @@ void chunk_dots(const Product& p, const float* x, float* out, int64_t first, int
     dot_rows<D, R, 1>(p, x, out, whole, last);
 }
 
-// Rows in groups of up to 8 (all of them, for linear()). More than one
-// group (a short text's products) reads W once for them all: stored (in,
-// out), panel_rows_product; stored (out, in), up to 16 rows, each chunk of
-// stored_chunk stored rows (in L2) for every 6 rows in turn, and more,
-// turned_rows_product. Each output's sum is the same whatever the rows.
+// W stored (out, in): each chunk of stored_chunk stored rows (in L2 after
+// the first rows read it) for every `rows_at_once` rows in turn, so that W
+// is read from memory once.
+template <DType D>
+void chunked_dots(const Product& p, int64_t first, int64_t last) {
+    constexpr int64_t stored_chunk = 16;
+    constexpr int rows_at_once = lanes == 16 ? 6 : 4, sums = lanes == 16 ? 4 : 2;
+    for (int64_t o = first; o < last; o += stored_chunk)
+        for (int r0 = 0; r0 < p.rows; r0 += rows_at_once) {
+            const float* x = p.x + static_cast<int64_t>(r0) * p.w.in;
+            float* out = p.out + r0 * p.ldo;
+            const int64_t end = std::min(last, o + stored_chunk), whole = end - (end - o) % sums;
+            switch (std::min(rows_at_once, p.rows - r0)) {
+                case 1: chunk_dots<D, 1, sums>(p, x, out, o, whole, end); break;
+                case 2: chunk_dots<D, 2, sums>(p, x, out, o, whole, end); break;
+                case 3: chunk_dots<D, 3, sums>(p, x, out, o, whole, end); break;
+                case 4: chunk_dots<D, 4, sums>(p, x, out, o, whole, end); break;
+                case 5: chunk_dots<D, 5, sums>(p, x, out, o, whole, end); break;
+                default: chunk_dots<D, rows_at_once, sums>(p, x, out, o, whole, end); break;
+            }
+        }
+}
+
+// Up to 8 rows (a keystroke, a generated token): one group, reading the
+// thread's part of W once. More (a short text's products) read W once for
+// them all: stored (in, out), panel_rows_product; stored (out, in), up to
+// 16 rows chunked_dots, and up to turned_rows_max() turned_rows_product.
+// Each output's sum is the same whatever the rows.
 template <DType D>
 void small_product(const Product& p, int64_t first, int64_t last) {
     constexpr int group = 8;
-    constexpr int64_t stored_chunk = 16;
-    constexpr int chunk_rows = lanes == 16 ? 6 : 4, chunk_sums = lanes == 16 ? 4 : 2;
     if (p.rows > group && !p.w.out_by_in)
         return panel_rows_product(p.x, p.rows, p.w, p.out, p.ldo, p.accumulate, first, last);
     if (p.rows > 2 * group && p.rows <= turned_rows_max())
         return turned_rows_product(p.x, p.rows, p.w, p.out, p.ldo, p.accumulate, first, last);
-    if (p.rows > group) {
-        for (int64_t o = first; o < last; o += stored_chunk)
-            for (int r0 = 0; r0 < p.rows; r0 += chunk_rows) {
-                const float* x = p.x + static_cast<int64_t>(r0) * p.w.in;
-                float* out = p.out + r0 * p.ldo;
-                const int64_t end = std::min(last, o + stored_chunk), whole = end - (end - o) % chunk_sums;
-                switch (std::min(chunk_rows, p.rows - r0)) {
-                    case 1: chunk_dots<D, 1, chunk_sums>(p, x, out, o, whole, end); break;
-                    case 2: chunk_dots<D, 2, chunk_sums>(p, x, out, o, whole, end); break;
-                    case 3: chunk_dots<D, 3, chunk_sums>(p, x, out, o, whole, end); break;
-                    case 4: chunk_dots<D, 4, chunk_sums>(p, x, out, o, whole, end); break;
-                    case 5: chunk_dots<D, 5, chunk_sums>(p, x, out, o, whole, end); break;
-                    default: chunk_dots<D, chunk_rows, chunk_sums>(p, x, out, o, whole, end); break;
-                }
-            }
-        return;
+    if (p.rows > group) return chunked_dots<D>(p, first, last);
+    switch (p.rows) {
+        case 1: product_rows<D, 1>(p, p.x, p.out, first, last); break;
+        case 2: product_rows<D, 2>(p, p.x, p.out, first, last); break;
+        case 3: product_rows<D, 3>(p, p.x, p.out, first, last); break;
+        case 4: product_rows<D, 4>(p, p.x, p.out, first, last); break;
+        case 5: product_rows<D, 5>(p, p.x, p.out, first, last); break;
+        case 6: product_rows<D, 6>(p, p.x, p.out, first, last); break;
+        case 7: product_rows<D, 7>(p, p.x, p.out, first, last); break;
+        default: product_rows<D, 8>(p, p.x, p.out, first, last); break;
     }
-    const int64_t chunk = last - first;
-    for (int64_t o = first; o < last; o += chunk)
-        for (int r0 = 0; r0 < p.rows; r0 += group) {
-            const float* x = p.x + static_cast<int64_t>(r0) * p.w.in;
-            float* out = p.out + r0 * p.ldo;
-            const int64_t end = std::min(last, o + chunk);
-            switch (std::min(group, p.rows - r0)) {
-                case 1: product_rows<D, 1>(p, x, out, o, end); break;
-                case 2: product_rows<D, 2>(p, x, out, o, end); break;
-                case 3: product_rows<D, 3>(p, x, out, o, end); break;
-                case 4: product_rows<D, 4>(p, x, out, o, end); break;
-                case 5: product_rows<D, 5>(p, x, out, o, end); break;
-                case 6: product_rows<D, 6>(p, x, out, o, end); break;
-                case 7: product_rows<D, 7>(p, x, out, o, end); break;
-                default: product_rows<D, 8>(p, x, out, o, end); break;
-            }
-        }
 }
 
 // ---- More rows: a Gemm ----
