@@ -1,6 +1,7 @@
 // The backward pass's record of one text's forward (cpu_backward.cpp, whose
 // legend it shares): what each layer's backward reads, and the passes over it.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <utility>
@@ -10,9 +11,21 @@
 #include "headscope/compute/backward.h"
 #include "headscope/compute/backward_ops.h"
 #include "headscope/compute/forward.h"
-#include "headscope/compute/matmul.h"
+#include "headscope/compute/matmul_detail.h"
+#include "panel_products.h"
 
 namespace headscope {
+
+// The backward's products: linear()'s, but of a weight stored (out, in) (every product of W transposed in GPT-2's
+// layout) our kernels up to turned_rows_max() rows as well, where linear() takes OpenBLAS above 8 rows: in the
+// forward a text's rows then come out the same alone and in a batch of patched runs, both OpenBLAS's
+// (own_kernel_rows, matmul_detail.h).
+inline void backward_linear(const float* x, int rows, const Matrix& w, const float* bias, float* out, int64_t ldo,
+                            bool accumulate = false) {
+    const int own_rows = w.out_by_in && !quantized(w.dtype) ? std::max(2 * matmul_detail::small_rows, turned_rows_max())
+                                                            : matmul_detail::own_kernel_rows(w);
+    matmul_detail::linear_with(matmul_detail::openblas_gemm, own_rows, x, rows, w, bias, out, ldo, accumulate);
+}
 
 // What the backward reads of one layer's forward.
 struct LayerTrace {

@@ -146,15 +146,15 @@ std::vector<float> BackwardTrace::mlp_backward(const LayerWeights& w, const Laye
     const int C = cfg_.n_embd, F = cfg_.mlp_size();
     const size_t hidden = static_cast<size_t>(T_) * F;
     std::vector<float> dh(hidden), dn(static_cast<size_t>(T_) * C);
-    linear(dm, T_, w.fc_proj.transposed(), nullptr, dh.data(), F);
+    backward_linear(dm, T_, w.fc_proj.transposed(), nullptr, dh.data(), F);
     if (gated(cfg_.mlp)) {
         std::vector<float> dup(hidden);
         for (size_t i = 0; i < hidden; ++i) dup[i] = dh[i] * lt.act[i], dh[i] *= lt.up[i] * lt.slope[i];
-        linear(dh.data(), T_, w.gate.transposed(), nullptr, dn.data(), C);
-        linear(dup.data(), T_, w.fc.transposed(), nullptr, dn.data(), C, /*accumulate=*/true);
+        backward_linear(dh.data(), T_, w.gate.transposed(), nullptr, dn.data(), C);
+        backward_linear(dup.data(), T_, w.fc.transposed(), nullptr, dn.data(), C, /*accumulate=*/true);
     } else {
         for (size_t i = 0; i < hidden; ++i) dh[i] *= lt.slope[i];
-        linear(dh.data(), T_, w.fc.transposed(), nullptr, dn.data(), C);
+        backward_linear(dh.data(), T_, w.fc.transposed(), nullptr, dn.data(), C);
     }
     return dn;
 }
@@ -232,7 +232,7 @@ void BackwardTrace::backward(std::vector<float> dx, RunActivations& gradients, s
         if (memory_) cross_backward(l, lt, dx, gradients, *d_memory);
         if (cfg_.post_norm) post_norm_backward(w.ln_1_w, lt.sum1, lt.s1, dx);
         const std::vector<float> d_attended = output_norm_backward(w.attn_out_norm, lt.a_raw, lt.sa, dx);
-        linear(d_attended.data(), T, w.attn_proj.transposed(), nullptr, dy.data(), Qw);
+        backward_linear(d_attended.data(), T, w.attn_proj.transposed(), nullptr, dy.data(), Qw);
         std::copy(dy.begin(), dy.end(), gradients.heads.begin() + (l * P + first) * Qw);
         d_att.assign(maps, 0.f);  // the masked weights' stay 0
         attend_backward(l, {lt.q.data(), lt.k.data(), lt.v.data(), positions_, false}, lt.att, dy, d_att.data(), dq, dk,
@@ -257,13 +257,13 @@ void BackwardTrace::backward(std::vector<float> dx, RunActivations& gradients, s
         }
         std::vector<float> dn1(layer_rows);
         if (cfg_.qkv_layout == QkvLayout::separate) {
-            linear(dq.data(), T, w.q.transposed(), nullptr, dn1.data(), C);
-            linear(dk.data(), T, w.k.transposed(), nullptr, dn1.data(), C, /*accumulate=*/true);
-            linear(dv.data(), T, w.v.transposed(), nullptr, dn1.data(), C, /*accumulate=*/true);
+            backward_linear(dq.data(), T, w.q.transposed(), nullptr, dn1.data(), C);
+            backward_linear(dk.data(), T, w.k.transposed(), nullptr, dn1.data(), C, /*accumulate=*/true);
+            backward_linear(dv.data(), T, w.v.transposed(), nullptr, dn1.data(), C, /*accumulate=*/true);
         } else {
             std::vector<float> dqkv(static_cast<size_t>(T) * (Qw + 2 * KVw));
             move_qkv(dqkv.data(), dq.data(), dk.data(), dv.data(), true);
-            linear(dqkv.data(), T, w.attn.transposed(), nullptr, dn1.data(), C);
+            backward_linear(dqkv.data(), T, w.attn.transposed(), nullptr, dn1.data(), C);
         }
         input_norm_backward(normed_input(l, true), w.ln_1_w, lt.x, lt.s1, dn1, dx);
         if (cfg_.parallel_residual) input_norm_backward(normed_input(l, false), w.ln_2_w, lt.x, lt.s2, dn2, dx);

@@ -55,7 +55,7 @@ std::vector<float> gathered(const std::vector<float>& x, const std::vector<int>&
 void BackwardTrace::experts(int l, const LayerWeights& w, LayerTrace& lt) const {
     const int C = cfg_.n_embd, E = cfg_.n_experts, k = cfg_.experts_per_token, Fe = cfg_.expert_mlp_dim;
     std::vector<float> logits(static_cast<size_t>(T_) * E);  // (T, E)
-    linear(lt.n2.data(), T_, w.router, w.router_b, logits.data(), E);
+    backward_linear(lt.n2.data(), T_, w.router, w.router_b, logits.data(), E);
     std::vector<bool> knocked_out(static_cast<size_t>(E));
     for (int e = 0; e < E; ++e) knocked_out[e] = options_.knocks_out_expert({l, e});
     lt.chosen.resize(static_cast<size_t>(T_) * k), lt.weights.resize(lt.chosen.size());
@@ -76,14 +76,14 @@ void BackwardTrace::experts(int l, const LayerWeights& w, LayerTrace& lt) const 
         const ExpertWeights& x = w.experts[e];
         const std::vector<float> in = gathered(lt.n2, choices, k, C);
         std::vector<float> gate(static_cast<size_t>(n) * Fe), up(gate.size()), out(static_cast<size_t>(n) * C);
-        linear(in.data(), n, x.gate, x.gate_b, gate.data(), Fe);
-        linear(in.data(), n, x.up, x.up_b, up.data(), Fe);
+        backward_linear(in.data(), n, x.gate, x.gate_b, gate.data(), Fe);
+        backward_linear(in.data(), n, x.up, x.up_b, up.data(), Fe);
         std::vector<float> hidden(gate.size());
         for (size_t i = 0; i < hidden.size(); ++i) {
             double d_gate = 0, d_up = 0;
             hidden[i] = static_cast<float>(expert_swiglu(cfg_, gate[i], up[i], d_gate, d_up));
         }
-        linear(hidden.data(), n, x.down, x.down_b, out.data(), C);
+        backward_linear(hidden.data(), n, x.down, x.down_b, out.data(), C);
         for (int i = 0; i < n; ++i) {
             const size_t choice = choices[i];
             std::copy_n(gate.data() + static_cast<size_t>(i) * Fe, Fe, lt.choice_gate.data() + choice * Fe);
@@ -116,7 +116,7 @@ std::vector<float> BackwardTrace::experts_backward(const LayerWeights& w, const 
         for (int e = 0; e < E; ++e)
             d_logits[static_cast<size_t>(t) * E + e] = static_cast<float>(routed[e] * (d_routed[e] - weighted));
     }
-    linear(d_logits.data(), T_, w.router.transposed(), nullptr, dn.data(), C);
+    backward_linear(d_logits.data(), T_, w.router.transposed(), nullptr, dn.data(), C);
     const std::vector<std::vector<int>> by_expert = choices_by_expert(lt);
     for (int e = 0; e < E; ++e) {
         const std::vector<int>& choices = by_expert[e];
@@ -127,7 +127,7 @@ std::vector<float> BackwardTrace::experts_backward(const LayerWeights& w, const 
         for (int i = 0; i < n; ++i)
             for (int c = 0; c < C; ++c)
                 d_out[static_cast<size_t>(i) * C + c] = lt.weights[choices[i]] * dm[choices[i] / k * C + c];
-        linear(d_out.data(), n, x.down.transposed(), nullptr, d_hidden.data(), Fe);
+        backward_linear(d_out.data(), n, x.down.transposed(), nullptr, d_hidden.data(), Fe);
         std::vector<float> d_gate(d_hidden.size()), d_up(d_hidden.size());
         for (int i = 0; i < n; ++i)
             for (int f = 0; f < Fe; ++f) {
@@ -138,8 +138,8 @@ std::vector<float> BackwardTrace::experts_backward(const LayerWeights& w, const 
                 d_up[at] = static_cast<float>(d_hidden[at] * slope_up);
             }
         std::vector<float> d_in(static_cast<size_t>(n) * C);
-        linear(d_gate.data(), n, x.gate.transposed(), nullptr, d_in.data(), C);
-        linear(d_up.data(), n, x.up.transposed(), nullptr, d_in.data(), C, /*accumulate=*/true);
+        backward_linear(d_gate.data(), n, x.gate.transposed(), nullptr, d_in.data(), C);
+        backward_linear(d_up.data(), n, x.up.transposed(), nullptr, d_in.data(), C, /*accumulate=*/true);
         for (int i = 0; i < n; ++i)
             ops::add(dn.data() + static_cast<size_t>(choices[i] / k) * C, d_in.data() + static_cast<size_t>(i) * C, C);
     }

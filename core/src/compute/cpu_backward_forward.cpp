@@ -49,7 +49,7 @@ void BackwardTrace::forward(const std::vector<BackwardTrace*>& traces) {
 template <typename In, typename Out>
 void BackwardTrace::together(const std::vector<BackwardTrace*>& traces, const Matrix& w, const float* bias, In in,
                              Out out, int64_t ldo) {
-    if (traces.size() == 1) return linear(in(*traces[0]), traces[0]->T_, w, bias, out(*traces[0]), ldo);
+    if (traces.size() == 1) return backward_linear(in(*traces[0]), traces[0]->T_, w, bias, out(*traces[0]), ldo);
     thread_local std::vector<float> rows_in, rows_out;
     int rows = 0;
     for (const BackwardTrace* trace : traces) rows += trace->T_;
@@ -59,7 +59,7 @@ void BackwardTrace::together(const std::vector<BackwardTrace*>& traces, const Ma
         std::copy_n(in(*trace), static_cast<size_t>(trace->T_) * w.in, rows_in.data() + row * w.in);
         row += trace->T_;
     }
-    linear(rows_in.data(), rows, w, bias, rows_out.data(), w.out);
+    backward_linear(rows_in.data(), rows, w, bias, rows_out.data(), w.out);
     row = 0;
     for (BackwardTrace* trace : traces)
         for (int t = 0; t < trace->T_; ++t, ++row)

@@ -40,7 +40,7 @@ double BackwardTrace::metric_of_logits(const PatchRequest& request, const std::v
     const bool loss = request.metric == PatchMetric::loss;
     const int first = loss ? 0 : request.position - first_, n = loss ? T_ - 1 : 1;
     std::vector<float> logits(static_cast<size_t>(n) * V), d_logits(logits.size(), 0.f);
-    linear(read_.data() + static_cast<size_t>(first) * C, n, model_.lm_head, model_.lm_bias, logits.data(), V);
+    backward_linear(read_.data() + static_cast<size_t>(first) * C, n, model_.lm_head, model_.lm_bias, logits.data(), V);
     const float cap = cfg_.logit_softcap;  // Gemma's final cap tanh(logit / cap), as the forward's soft_cap
     if (cap != 0)
         for (float& logit : logits) logit = cap * std::tanh(logit / cap);
@@ -65,7 +65,8 @@ double BackwardTrace::metric_of_logits(const PatchRequest& request, const std::v
     }
     if (cap != 0)
         for (size_t i = 0; i < logits.size(); ++i) d_logits[i] *= 1 - (logits[i] / cap) * (logits[i] / cap);
-    linear(d_logits.data(), n, model_.lm_head.transposed(), nullptr, d_norm + static_cast<size_t>(first) * C, C);
+    backward_linear(d_logits.data(), n, model_.lm_head.transposed(), nullptr, d_norm + static_cast<size_t>(first) * C,
+                    C);
     return metric;
 }
 
@@ -79,7 +80,7 @@ void BackwardTrace::read_head() {
     }
     const int C = cfg_.n_embd;
     head_dense_.resize(final_n_.size());
-    linear(final_n_.data(), T_, model_.head_dense, model_.head_dense_b, head_dense_.data(), C);
+    backward_linear(final_n_.data(), T_, model_.head_dense, model_.head_dense_b, head_dense_.data(), C);
     AlignedVector<float> active(head_dense_.begin(), head_dense_.end());  // aligned: see LayerTrace::act
     activate(head_gelu(), active.data(), active.size());
     read_.resize(active.size());
@@ -102,7 +103,7 @@ std::vector<float> BackwardTrace::read_head_backward(const std::vector<float>& d
                   d_active.data(), T_);
     for (size_t i = 0; i < d_active.size(); ++i) d_active[i] *= slopes[i];
     std::vector<float> d_final(d_read.size());
-    linear(d_active.data(), T_, model_.head_dense.transposed(), nullptr, d_final.data(), C);
+    backward_linear(d_active.data(), T_, model_.head_dense.transposed(), nullptr, d_final.data(), C);
     return d_final;
 }
 

@@ -355,10 +355,7 @@ void linear_with(Gemm gemm, int small_rows_max, const float* x, int rows, const 
 
 }  // namespace matmul_detail
 
-int matmul_detail::own_kernel_rows(const Matrix& w) {
-    if (quantized(w.dtype)) return small_rows;
-    return w.out_by_in ? std::max(2 * small_rows, turned_rows_max()) : 256;
-}
+int matmul_detail::own_kernel_rows(const Matrix& w) { return quantized(w.dtype) || w.out_by_in ? small_rows : 256; }
 
 void linear(const float* x, int rows, const Matrix& w, const float* bias, float* out, int64_t ldo, bool accumulate) {
     matmul_detail::linear_with(matmul_detail::openblas_gemm, matmul_detail::own_kernel_rows(w), x, rows, w, bias, out,

@@ -24,11 +24,14 @@ void openblas_gemm(bool b_transposed, int rows, int cols, int in, const float* x
 inline constexpr int small_rows = 8;
 
 // The most rows whose product with `w` takes linear()'s own kernels
-// instead of a Gemm: small_rows for a block-quantized weight; for float32
-// and 16-bit weights, which those kernels read once for all the rows
-// (small_product, matmul.cpp), 256 stored (in, out) and 64 stored (out,
-// in) (16 without AVX-512), where they stop being faster than OpenBLAS's
-// sgemm, which packs the weight for each product (docs/benchmarks.md).
+// instead of a Gemm: small_rows for a block-quantized weight and for one
+// stored (out, in); for a float32 or 16-bit weight stored (in, out), which
+// those kernels read once for all the rows (small_product, matmul.cpp),
+// 256, where they stop being faster than OpenBLAS's sgemm, which packs the
+// weight for each product (docs/benchmarks.md). Of a weight stored (out,
+// in) their sums are in another order than OpenBLAS's, which a text's rows
+// alone and in a batch of patched runs would then not share; the
+// backward's products take them there (backward_trace.h).
 int own_kernel_rows(const Matrix& w);
 
 // linear() with `gemm` for products of more than `small_rows_max` rows;
