@@ -1,6 +1,7 @@
 // The backward pass's record of one text's forward (cpu_backward.cpp, whose
 // legend it shares): what each layer's backward reads, and the passes over it.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <utility>
@@ -11,17 +12,19 @@
 #include "headscope/compute/backward_ops.h"
 #include "headscope/compute/forward.h"
 #include "headscope/compute/matmul_detail.h"
+#include "panel_products.h"
 
 namespace headscope {
 
-// The backward's products: linear()'s, with its own kernel up to 16 rows (linear()'s stops at 8). The attribution's
-// three passes read every weight at a short text's T rows, and at T = 16 (GPT-2-small shape) OpenBLAS's packing of
-// each weight took longer than its product; the kernel, reading W once for each 8 rows, took 24% less in all
-// (BM_attribution/16). linear()'s own threshold serves a keystroke's and generation's rows, and the quantized kernels.
+// The backward's products: linear()'s, but of a weight stored (out, in) (every product of W transposed in GPT-2's
+// layout) our kernels up to turned_rows_max() rows as well, where linear() takes OpenBLAS above 8 rows: in the
+// forward a text's rows then come out the same alone and in a batch of patched runs, both OpenBLAS's
+// (own_kernel_rows, matmul_detail.h).
 inline void backward_linear(const float* x, int rows, const Matrix& w, const float* bias, float* out, int64_t ldo,
                             bool accumulate = false) {
-    constexpr int small_rows = 16;
-    matmul_detail::linear_with(matmul_detail::openblas_gemm, small_rows, x, rows, w, bias, out, ldo, accumulate);
+    const int own_rows = w.out_by_in && !quantized(w.dtype) ? std::max(2 * matmul_detail::small_rows, turned_rows_max())
+                                                            : matmul_detail::own_kernel_rows(w);
+    matmul_detail::linear_with(matmul_detail::openblas_gemm, own_rows, x, rows, w, bias, out, ldo, accumulate);
 }
 
 // What the backward reads of one layer's forward.
@@ -69,8 +72,13 @@ public:
     // first_changed_row's), this trace computes only the positions from `first` on: their rows are the same in both
     // runs before it. Its attention reads the prefix's keys and values there, keep() hands out the prefix's
     // activations there and backward() zero gradients (the prefix is kept, and its metric() taken, first).
+    // The trace is computed by forward().
     BackwardTrace(const Model& model, const Batch& text, const AttentionOptions& options,
                   const std::vector<float>* memory = nullptr, const BackwardTrace* prefix = nullptr, int first = 0);
+    // The forwards of `traces` (of one model), layer by layer, each weight's product over all their rows at once, so
+    // that it is read once for them all (a short text's products are the weights' reads); a trace with a prefix
+    // after that prefix.
+    static void forward(const std::vector<BackwardTrace*>& traces);
     // The loss's terms of this trace's rows are kept, for a trace that reads this one as its prefix.
     double metric(const PatchRequest& request, const std::vector<int32_t>& clean, std::vector<float>* d_final);
     // The stack's output (T, C): its final norm's (an encoder–decoder's encoder's output, what its decoder reads).
@@ -84,7 +92,14 @@ public:
 private:
     double logit_difference(const PatchRequest& request, float* d_norm) const;
     double metric_of_logits(const PatchRequest& request, const std::vector<int32_t>& clean, float* d_norm);
-    std::vector<float> run_layer(int l, std::vector<float> x);
+    static void run_layer(int l, const std::vector<BackwardTrace*>& traces);
+    template <typename In, typename Out>
+    static void together(const std::vector<BackwardTrace*>& traces, const Matrix& w, const float* bias, In in, Out out,
+                         int64_t ldo);
+    void begin_layer(int l);
+    void attend_layer(int l);
+    void before_mlp(int l);
+    void end_layer(int l);
     void attend(int l, const Attending& a, std::vector<float>& att, std::vector<float>& y) const;
     void attend_backward(int l, const Attending& a, const std::vector<float>& att, const std::vector<float>& dy,
                          float* d_att, std::vector<float>& dq, std::vector<float>& dk, std::vector<float>& dv) const;
@@ -135,7 +150,7 @@ private:
     void output_norm(const float* w, std::vector<float>& output, std::vector<float>& raw, NormStats& stats) const;
     std::vector<float> output_norm_backward(const float* w, const std::vector<float>& raw, const NormStats& stats,
                                             const std::vector<float>& d) const;
-    void mlp(const LayerWeights& w, LayerTrace& lt) const;
+    static void mlp(int l, const std::vector<BackwardTrace*>& traces);
     std::vector<float> mlp_backward(const LayerWeights& w, const LayerTrace& lt, const float* dm) const;
     void experts(int l, const LayerWeights& w, LayerTrace& lt) const;
     std::vector<float> experts_backward(const LayerWeights& w, const LayerTrace& lt, const float* dm) const;
@@ -156,7 +171,9 @@ private:
     std::vector<double> losses_;        // the loss's term of each row metric() read, its sign and 1 / (T - 1) in
     std::vector<float> bias_;  // (NH, 2 positions_ - 1) T5's position bias (forward.h's position_bias); else empty
     std::vector<LayerTrace> layers_;
+    // final_x_: each layer's input while forward() runs, then the last layer's output.
     std::vector<float> final_x_, final_n_;
+    std::vector<float> scratch_;  // a layer's (T, W) fused product, its attention's projected output, MLP hidden
     NormStats final_s_;
     // What the output embedding reads (T, C): final_n_, or the masked-LM head's
     // transform of it (dense, GELU, LayerNorm; the dense output and the norm's stats kept).

@@ -2,12 +2,11 @@
 // text through a decoder's or an encoder's layers (norms before the
 // sublayers, after them or both, or BERT's after the residual sums), as the
 // CPU forward computes them from the model description, keeping what the
-// backward reads; then the metric's gradient back through the final norm,
-// each MLP (or layer of experts), each attention (softmax over the keys each
-// row sees, with any sink, rotary positions, grouped heads) and each norm to
-// layer 0's input. A sink's logit takes weight from
-// the keys but weighs no value, so the softmax's backward is the same.
-// Legend: KVw = NKV hs, W = Qw + 2 KVw (a row of [Q | K | V]), F MLP hidden size, V vocabulary.
+// backward reads (cpu_backward_forward.cpp; the attention here); then the metric's gradient back through the final
+// norm, each MLP (or layer of experts), each attention (softmax over the keys each row sees, with any sink, rotary
+// positions, grouped heads) and each norm to layer 0's input. A sink's logit takes weight from the keys but weighs no
+// value, so the softmax's backward is the same. Legend: KVw = NKV hs, W = Qw + 2 KVw (a row of [Q | K | V]), F MLP
+// hidden size, V vocabulary.
 #include <algorithm>
 #include <cmath>
 
@@ -27,31 +26,6 @@ size_t fused_column(const Config& cfg, const HeadSplit& split, int part, int h) 
 }
 
 }  // namespace
-
-BackwardTrace::BackwardTrace(const Model& model, const Batch& text, const AttentionOptions& options,
-                             const std::vector<float>* memory, const BackwardTrace* prefix, int first)
-    : model_(model),
-      cfg_(model.config),
-      options_(options),
-      split_(head_split(cfg_, 0)),
-      positions_(static_cast<int>(text.token_ids.at(0).size())),
-      first_(prefix ? first : 0),
-      T_(positions_ - first_),
-      S_(memory ? static_cast<int>(memory->size() / cfg_.n_embd) : 0),
-      scale_(score_scale(options.scale, cfg_, split_.hs)),
-      memory_(memory),
-      prefix_(first_ > 0 ? prefix : nullptr),
-      layers_(cfg_.n_layer) {
-    if (cfg_.positions == Positions::relative) position_bias(model, positions_, bias_);
-    std::vector<float> x(static_cast<size_t>(T_) * cfg_.n_embd);
-    embed_text(model, text, 0, first_, x.data());
-    for (int l = 0; l < cfg_.n_layer; ++l) x = run_layer(l, std::move(x));
-    final_x_ = std::move(x);
-    final_n_ = final_x_;  // a post-norm model's last layer's norm was the final one
-    if (!cfg_.post_norm)
-        norm_forward(residual_norm_, final_x_.data(), model.ln_f_w, model.ln_f_b, final_n_.data(), T_, final_s_);
-    read_head();
-}
 
 // Each head's rows (width apart, the positions from first_ on) rotated to their positions, or back (the transpose: sin
 // negated).
@@ -80,56 +54,6 @@ void BackwardTrace::move_qkv(float* fused, float* q, float* k, float* v, bool jo
     }
 }
 
-std::vector<float> BackwardTrace::run_layer(int l, std::vector<float> x) {
-    const LayerWeights& w = model_.layers[l];
-    LayerTrace& lt = layers_[l];
-    const int C = cfg_.n_embd, Qw = split_.q_width(), KVw = split_.kv_width(), W = Qw + 2 * KVw;
-    const size_t rows = T_;
-    lt.x = std::move(x);
-    lt.n1.resize(rows * C);
-    input_norm(normed_input(l, true), w.ln_1_w, w.ln_1_b, lt.x, lt.n1, lt.s1);
-    // K and V of every position: the prefix's before first_ (its rotated keys), this trace's rows after.
-    lt.q.resize(rows * Qw), lt.k.resize(static_cast<size_t>(positions_) * KVw), lt.v.resize(lt.k.size());
-    if (prefix_) {
-        const LayerTrace& before = prefix_->layers_[l];
-        std::copy_n(before.k.begin(), static_cast<size_t>(first_) * KVw, lt.k.begin());
-        std::copy_n(before.v.begin(), static_cast<size_t>(first_) * KVw, lt.v.begin());
-    }
-    float *k = lt.k.data() + static_cast<size_t>(first_) * KVw, *v = lt.v.data() + static_cast<size_t>(first_) * KVw;
-    if (cfg_.qkv_layout == QkvLayout::separate) {
-        backward_linear(lt.n1.data(), T_, w.q, w.q_b, lt.q.data(), Qw);
-        backward_linear(lt.n1.data(), T_, w.k, w.k_b, k, KVw);
-        backward_linear(lt.n1.data(), T_, w.v, w.v_b, v, KVw);
-    } else {
-        std::vector<float> qkv(rows * W);
-        backward_linear(lt.n1.data(), T_, w.attn, w.attn_b, qkv.data(), W);
-        move_qkv(qkv.data(), lt.q.data(), k, v, false);
-    }
-    if (cfg_.qk_norm) {
-        lt.q_raw = lt.q, lt.k_raw.assign(k, k + rows * KVw);
-        norm_forward(qk_norm(Qw), lt.q_raw.data(), w.q_norm, nullptr, lt.q.data(), T_ * Qw / qk_norm(Qw).width, lt.sq);
-        norm_forward(qk_norm(KVw), lt.k_raw.data(), w.k_norm, nullptr, k, T_ * KVw / qk_norm(KVw).width, lt.sk);
-    }
-    rotate(l, lt.q.data(), split_.NH, Qw, false);
-    rotate(l, k, split_.NKV, KVw, false);
-    attend(l, {lt.q.data(), lt.k.data(), lt.v.data(), positions_, false}, lt.att, lt.y);
-    std::vector<float> attended(rows * C);
-    backward_linear(lt.y.data(), T_, w.attn_proj, w.attn_proj_b, attended.data(), C);
-    output_norm(w.attn_out_norm, attended, lt.a_raw, lt.sa);
-    lt.xm = lt.x;
-    ops::add(lt.xm.data(), attended.data(), lt.xm.size());
-    if (cfg_.post_norm) post_norm(w.ln_1_w, w.ln_1_b, lt.xm, lt.sum1, lt.s1);
-    if (memory_) cross_attend(l, lt);
-    // A parallel residual's MLP reads the layer's input, beside the attention.
-    input_norm(normed_input(l, false), w.ln_2_w, w.ln_2_b, cfg_.parallel_residual ? lt.x : lt.xm, lt.n2, lt.s2);
-    cfg_.expert_layer(l) ? experts(l, w, lt) : mlp(w, lt);
-    output_norm(w.mlp_out_norm, lt.m, lt.m_raw, lt.sm);
-    std::vector<float> next = lt.xm;
-    ops::add(next.data(), lt.m.data(), next.size());
-    if (cfg_.post_norm) post_norm(w.ln_2_w, w.ln_2_b, next, lt.sum2, lt.s2);
-    return next;
-}
-
 // The softmax of each head's scaled scores over the keys each row sees (plus
 // T5's position bias, as ops::attention_weights adds it before the scale), and the heads' outputs.
 void BackwardTrace::attend(int l, const Attending& a, std::vector<float>& att, std::vector<float>& y) const {
@@ -149,8 +73,7 @@ void BackwardTrace::attend(int l, const Attending& a, std::vector<float>& att, s
             const auto [first, end] = key_range(l, a, first_ + i);
             for (int j = first; j < end; ++j) {
                 const float* k = a.k + static_cast<size_t>(j) * KVw + g * hs;
-                double dot = bias ? bias[j - first_ - i] : 0;
-                for (int d = 0; d < hs; ++d) dot += static_cast<double>(q[d]) * k[d];
+                const double dot = (bias ? bias[j - first_ - i] : 0) + ops::dot_in_double(q, k, hs);
                 scores[j] = capped_score(scale_ * dot, a.cross), max = std::max(max, scores[j]);
             }
             for (int j = first; j < end; ++j) sum += scores[j] = std::exp(scores[j] - max);
@@ -218,23 +141,6 @@ std::vector<float> BackwardTrace::output_norm_backward(const float* w, const std
     return d_raw;
 }
 
-void BackwardTrace::mlp(const LayerWeights& w, LayerTrace& lt) const {
-    const int C = cfg_.n_embd, F = cfg_.mlp_size();
-    const size_t hidden = static_cast<size_t>(T_) * F;
-    lt.act.resize(hidden), lt.slope.resize(hidden);
-    const bool gate = gated(cfg_.mlp);
-    if (gate) {
-        lt.up.resize(hidden);
-        backward_linear(lt.n2.data(), T_, w.fc, w.fc_b, lt.up.data(), F);
-    }
-    backward_linear(lt.n2.data(), T_, gate ? w.gate : w.fc, gate ? nullptr : w.fc_b, lt.act.data(), F);
-    activate_with_slopes(cfg_.mlp, lt.act.data(), lt.slope.data(), hidden);
-    std::vector<float> h(lt.act.begin(), lt.act.end());
-    if (gate) ops::times(h.data(), lt.up.data(), hidden);
-    lt.m.resize(static_cast<size_t>(T_) * C);
-    backward_linear(h.data(), T_, w.fc_proj, w.fc_proj_b, lt.m.data(), C);
-}
-
 // The gradient with respect to the MLP's input (its norm's output) from that of its output.
 std::vector<float> BackwardTrace::mlp_backward(const LayerWeights& w, const LayerTrace& lt, const float* dm) const {
     const int C = cfg_.n_embd, F = cfg_.mlp_size();
@@ -276,8 +182,8 @@ void BackwardTrace::attend_backward(int l, const Attending& a, const std::vector
                 for (int j = first; j < end; ++j) {
                     const float* v = a.v + static_cast<size_t>(j) * KVw + g * hs;
                     float* dvj = dv.data() + static_cast<size_t>(j) * KVw + g * hs;
-                    double dot = 0;
-                    for (int d = 0; d < hs; ++d) dot += static_cast<double>(dyi[d]) * v[d], dvj[d] += w[j] * dyi[d];
+                    const double dot = ops::dot_in_double(dyi, v, hs);
+                    for (int d = 0; d < hs; ++d) dvj[d] += w[j] * dyi[d];
                     datt[j] = static_cast<float>(dot), weighted += w[j] * dot;
                 }
                 const float* q = a.q + static_cast<size_t>(i) * Qw + h * hs;
@@ -286,8 +192,8 @@ void BackwardTrace::attend_backward(int l, const Attending& a, const std::vector
                     const float* k = a.k + static_cast<size_t>(j) * KVw + g * hs;
                     double slope = 1;  // of the soft-cap, where the model has one: 1 - tanh^2
                     if (cap != 0) {
-                        double dot = biased ? bias_[h * (2 * P - 1) + P - 1 + j - first_ - i] : 0;
-                        for (int d = 0; d < hs; ++d) dot += static_cast<double>(q[d]) * k[d];
+                        const double dot = (biased ? bias_[h * (2 * P - 1) + P - 1 + j - first_ - i] : 0) +
+                                           ops::dot_in_double(q, k, hs);
                         const double t = capped_score(scale_ * dot, false) / cap;
                         slope = 1 - t * t;
                     }

@@ -184,7 +184,9 @@ double metric_gradients(const Model& model, const Batch& text, const std::vector
     if (model.config.is_encoder_decoder())
         encoder = std::make_unique<BackwardTrace>(*model.encoder, Batch{text.source_ids, text.pad_id},
                                                   encoder_options(options));
+    if (encoder) BackwardTrace::forward({encoder.get()});
     BackwardTrace trace(model, text, options, encoder ? &encoder->output() : nullptr);
+    BackwardTrace::forward({&trace});
     std::vector<float> d_final, d_memory;
     const double metric = trace.metric(request, clean, gradients ? &d_final : nullptr);
     if (activations) {
@@ -214,10 +216,11 @@ std::pair<double, double> patching_gradients(const Model& model, const Batch& cl
     }
     check_backward_supported(model.config, options);
     check_floating_point(model);
-    BackwardTrace from(model, denoise ? clean : corrupted, options);
-    const double source_metric = from.metric(request, clean_ids, nullptr);
     const int first = first_changed_row(clean_ids, corrupted.token_ids.at(0), options, request);
+    BackwardTrace from(model, denoise ? clean : corrupted, options);
     BackwardTrace to(model, denoise ? corrupted : clean, options, nullptr, &from, first);
+    BackwardTrace::forward({&from, &to});  // both texts' rows in each product
+    const double source_metric = from.metric(request, clean_ids, nullptr);
     std::vector<float> d_final;
     const double target_metric = to.metric(request, clean_ids, &d_final);
     from.keep(denoise ? clean_run : corrupted_run);

@@ -1,11 +1,13 @@
 // The forward's products (see matmul.h). Each OpenMP thread takes an even
 // share of the output columns, so no sum is ever split between threads and
 // the same inputs give the same bits on every run.
-// Above small_rows rows, OpenBLAS's sgemm on each thread's columns (16-bit
-// weights widened block by block into the thread's scratch first); at most
-// small_rows rows (a keystroke, a generated token), our kernel, which widens
-// each stored value in registers as it uses it: there the bytes read decide
-// (a block-quantized weight's own kernels are in quantized_products.cpp).
+// Above own_kernel_rows rows, OpenBLAS's sgemm on each thread's columns
+// (16-bit weights widened block by block into the thread's scratch first);
+// at most small_rows rows (a keystroke, a generated token), our kernel,
+// which widens each stored value in registers as it uses it: there the
+// bytes read decide; between them (a short text), our kernels reading W
+// once for all the rows, where OpenBLAS packs W for every product (a
+// block-quantized weight's own kernels are in quantized_products.cpp).
 // docs/benchmarks.md has the figures that chose these.
 #include "headscope/compute/matmul.h"
 
@@ -21,6 +23,7 @@
 #include "../base/vector_lanes.h"
 #include "headscope/base/aligned.h"
 #include "headscope/compute/matmul_detail.h"
+#include "panel_products.h"
 #include "quantized_products.h"
 #include "tile_products.h"
 
@@ -203,24 +206,58 @@ void product_rows(const Product& p, const float* x, float* out, int64_t first, i
     }
 }
 
-// Rows in groups of up to 8 (all of them, for linear()), each group reading
-// the thread's part of W once.
+// dot_rows on stored rows [first, whole) G at a time, [whole, last) one at a time.
+template <DType D, int R, int G>
+void chunk_dots(const Product& p, const float* x, float* out, int64_t first, int64_t whole, int64_t last) {
+    dot_rows<D, R, G>(p, x, out, first, whole);
+    dot_rows<D, R, 1>(p, x, out, whole, last);
+}
+
+// W stored (out, in): each chunk of stored_chunk stored rows (in L2 after
+// the first rows read it) for every `rows_at_once` rows in turn, so that W
+// is read from memory once.
+template <DType D>
+void chunked_dots(const Product& p, int64_t first, int64_t last) {
+    constexpr int64_t stored_chunk = 16;
+    constexpr int rows_at_once = lanes == 16 ? 6 : 4, sums = lanes == 16 ? 4 : 2;
+    for (int64_t o = first; o < last; o += stored_chunk)
+        for (int r0 = 0; r0 < p.rows; r0 += rows_at_once) {
+            const float* x = p.x + static_cast<int64_t>(r0) * p.w.in;
+            float* out = p.out + r0 * p.ldo;
+            const int64_t end = std::min(last, o + stored_chunk), whole = end - (end - o) % sums;
+            switch (std::min(rows_at_once, p.rows - r0)) {
+                case 1: chunk_dots<D, 1, sums>(p, x, out, o, whole, end); break;
+                case 2: chunk_dots<D, 2, sums>(p, x, out, o, whole, end); break;
+                case 3: chunk_dots<D, 3, sums>(p, x, out, o, whole, end); break;
+                case 4: chunk_dots<D, 4, sums>(p, x, out, o, whole, end); break;
+                case 5: chunk_dots<D, 5, sums>(p, x, out, o, whole, end); break;
+                default: chunk_dots<D, rows_at_once, sums>(p, x, out, o, whole, end); break;
+            }
+        }
+}
+
+// Up to 8 rows (a keystroke, a generated token): one group, reading the
+// thread's part of W once. More (a short text's products) read W once for
+// them all: stored (in, out), panel_rows_product; stored (out, in), up to
+// 16 rows chunked_dots, and up to turned_rows_max() turned_rows_product.
+// Each output's sum is the same whatever the rows.
 template <DType D>
 void small_product(const Product& p, int64_t first, int64_t last) {
     constexpr int group = 8;
-    for (int r0 = 0; r0 < p.rows; r0 += group) {
-        const float* x = p.x + static_cast<int64_t>(r0) * p.w.in;
-        float* out = p.out + r0 * p.ldo;
-        switch (std::min(group, p.rows - r0)) {
-            case 1: product_rows<D, 1>(p, x, out, first, last); break;
-            case 2: product_rows<D, 2>(p, x, out, first, last); break;
-            case 3: product_rows<D, 3>(p, x, out, first, last); break;
-            case 4: product_rows<D, 4>(p, x, out, first, last); break;
-            case 5: product_rows<D, 5>(p, x, out, first, last); break;
-            case 6: product_rows<D, 6>(p, x, out, first, last); break;
-            case 7: product_rows<D, 7>(p, x, out, first, last); break;
-            default: product_rows<D, 8>(p, x, out, first, last); break;
-        }
+    if (p.rows > group && !p.w.out_by_in)
+        return panel_rows_product(p.x, p.rows, p.w, p.out, p.ldo, p.accumulate, first, last);
+    if (p.rows > 2 * group && p.rows <= turned_rows_max())
+        return turned_rows_product(p.x, p.rows, p.w, p.out, p.ldo, p.accumulate, first, last);
+    if (p.rows > group) return chunked_dots<D>(p, first, last);
+    switch (p.rows) {
+        case 1: product_rows<D, 1>(p, p.x, p.out, first, last); break;
+        case 2: product_rows<D, 2>(p, p.x, p.out, first, last); break;
+        case 3: product_rows<D, 3>(p, p.x, p.out, first, last); break;
+        case 4: product_rows<D, 4>(p, p.x, p.out, first, last); break;
+        case 5: product_rows<D, 5>(p, p.x, p.out, first, last); break;
+        case 6: product_rows<D, 6>(p, p.x, p.out, first, last); break;
+        case 7: product_rows<D, 7>(p, p.x, p.out, first, last); break;
+        default: product_rows<D, 8>(p, p.x, p.out, first, last); break;
     }
 }
 
@@ -318,9 +355,11 @@ void linear_with(Gemm gemm, int small_rows_max, const float* x, int rows, const 
 
 }  // namespace matmul_detail
 
+int matmul_detail::own_kernel_rows(const Matrix& w) { return quantized(w.dtype) || w.out_by_in ? small_rows : 256; }
+
 void linear(const float* x, int rows, const Matrix& w, const float* bias, float* out, int64_t ldo, bool accumulate) {
-    matmul_detail::linear_with(matmul_detail::openblas_gemm, matmul_detail::small_rows, x, rows, w, bias, out, ldo,
-                               accumulate);
+    matmul_detail::linear_with(matmul_detail::openblas_gemm, matmul_detail::own_kernel_rows(w), x, rows, w, bias, out,
+                               ldo, accumulate);
 }
 
 void stored_row(const Matrix& m, int64_t row, float* out) {

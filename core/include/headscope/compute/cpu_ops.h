@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 #include <limits>
 #include <unsupported/Eigen/SpecialFunctions>  // erf, vectorised
 
@@ -13,6 +14,24 @@ namespace headscope::ops {
 
 // Whether every one of n floats is finite (no NaN, no Inf).
 inline bool all_finite(const float* data, size_t n) { return Eigen::Map<const Eigen::ArrayXf>(data, n).allFinite(); }
+
+// The dot product of n pairs of floats in double (each product exact): 8 lanes of sums over
+// the pairs, added in order at the end, where a scalar sum would wait on each addition (the backward's attention).
+inline double dot_in_double(const float* a, const float* b, int n) {
+    using Doubles = double __attribute__((vector_size(64)));
+    using Floats = float __attribute__((vector_size(32)));
+    Doubles sums{};
+    int d = 0;
+    for (; d + 8 <= n; d += 8) {
+        Floats x, y;
+        std::memcpy(&x, a + d, sizeof x), std::memcpy(&y, b + d, sizeof y);
+        sums += __builtin_convertvector(x, Doubles) * __builtin_convertvector(y, Doubles);
+    }
+    double dot = 0;
+    for (int lane = 0; lane < 8; ++lane) dot += sums[lane];
+    for (; d < n; ++d) dot += static_cast<double>(a[d]) * b[d];
+    return dot;
+}
 
 // log(sum(exp(logits))) over V, the max subtracted first.
 inline float log_sum_exp(const float* logits, int V) {

@@ -1,7 +1,6 @@
 // linear() with its float32 product made a parameter, so that bench-matmul
 // runs the very same blocking, widening and threading on each library it
-// compares. The engine calls linear() (matmul.h), and the backward (backward_trace.h) this with a higher
-// small_rows_max.
+// compares. The engine calls linear() (matmul.h).
 #pragma once
 #include <cstdint>
 
@@ -19,12 +18,24 @@ using Gemm = void (*)(bool b_transposed, int rows, int cols, int in, const float
 void openblas_gemm(bool b_transposed, int rows, int cols, int in, const float* x, int ldx, const float* b, int ldb,
                    float beta, float* out, int ldo);
 
-// Products of at most this many rows take linear()'s own kernel instead of
-// a Gemm: it reads the weight once, widening each value as it uses it.
+// linear()'s own kernel takes rows in groups of up to this many, reading
+// the weight once for each, widening each value as it uses it; a quantized
+// weight's products of at most this many rows take its own kernels.
 inline constexpr int small_rows = 8;
 
+// The most rows whose product with `w` takes linear()'s own kernels
+// instead of a Gemm: small_rows for a block-quantized weight and for one
+// stored (out, in); for a float32 or 16-bit weight stored (in, out), which
+// those kernels read once for all the rows (small_product, matmul.cpp),
+// 256, where they stop being faster than OpenBLAS's sgemm, which packs the
+// weight for each product (docs/benchmarks.md). Of a weight stored (out,
+// in) their sums are in another order than OpenBLAS's, which a text's rows
+// alone and in a batch of patched runs would then not share; the
+// backward's products take them there (backward_trace.h).
+int own_kernel_rows(const Matrix& w);
+
 // linear() with `gemm` for products of more than `small_rows_max` rows;
-// linear() is linear_with(openblas_gemm, small_rows, ...).
+// linear() is linear_with(openblas_gemm, own_kernel_rows(w), ...).
 void linear_with(Gemm gemm, int small_rows_max, const float* x, int rows, const Matrix& w, const float* bias,
                  float* out, int64_t ldo, bool accumulate);
 
