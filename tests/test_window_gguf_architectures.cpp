@@ -10,14 +10,17 @@
 // last token are the reference's, with its probabilities, and llama.cpp's
 // on the same file and text (expect_llama_cpps_top_5). BERT's and T5's
 // files of every type too: their ids llama.cpp's, each cell of BERT's
-// bidirectional maps and of T5's cross-attention the reference's
-// (encoder_reference.h, seq2seq_reference.h).
+// bidirectional maps the reference's (encoder_reference.h); T5's three
+// attentions (its last decoder layer's cross-attention, its first encoder
+// and decoder layers' self-attention, one window each) and its predictions
+// panel's top 5 the reference's (seq2seq_reference.h).
 #include <gtest/gtest.h>
 
 #include <array>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "encoder_reference.h"
@@ -39,29 +42,38 @@ namespace fs = std::filesystem;
 
 namespace gguf_architectures {
 
-// The predictions panel's bars (the window's 10 most likely next tokens
-// after the last token, which it shows before a row is hovered or clicked):
-// the first 5 against the reference's softmax of that position's logits,
-// each probability within `tolerance` and the reference's token wherever
-// its probability leads the next rank's by more (expect_top_5); then
-// llama.cpp's 5 (`theirs`, when node can run) against the reference's logits
-// and the bars, within `llama_cpps` (expect_llama_cpps_top_5).
+// The predictions panel's first 5 bars (of the window's 10 most likely next
+// tokens after the last of T tokens, which it shows before a row is hovered
+// or clicked) as one position's predictions.
+AttentionResult shown_top_5(const json& layout, int T) {
+    AttentionResult shown;
+    shown.B = 1, shown.T = 1, shown.top_k = 5;
+    const json query = entries(layout, "prediction-query");
+    EXPECT_EQ(query.size(), 1u);
+    if (query.size() == 1) {
+        EXPECT_EQ(query[0]["query"], T - 1);
+    }
+    const json bars = entries(layout, "prediction");
+    EXPECT_GE(bars.size(), 5u);
+    for (int k = 0; k < 5 && k < static_cast<int>(bars.size()); ++k) {
+        EXPECT_EQ(bars[k]["rank"], k + 1);
+        shown.predictions.push_back({bars[k]["id"].get<int32_t>(), bars[k]["p"].get<float>()});
+    }
+    return shown;
+}
+
+// The bars against the reference's softmax of the last position's logits,
+// each probability within `tolerance` and the reference's token wherever its
+// probability leads the next rank's by more (expect_top_5); then llama.cpp's
+// 5 (`theirs`, when node can run) against the reference's logits and the
+// bars, within `llama_cpps` (expect_llama_cpps_top_5).
 void expect_reference_top_5(const json& layout, const FamilyCheckpoint& checkpoint, const std::vector<int32_t>& ids,
                             double tolerance, const std::optional<json>& theirs,
                             const ProbabilityTolerance& llama_cpps) {
     const FamilySpec& spec = checkpoint.spec;
     const int T = static_cast<int>(ids.size()), C = spec.n_embd;
-    const json query = entries(layout, "prediction-query");
-    ASSERT_EQ(query.size(), 1u);
-    EXPECT_EQ(query[0]["query"], T - 1);
-    const json bars = entries(layout, "prediction");
-    ASSERT_GE(bars.size(), 5u);
-    AttentionResult shown;  // the bars as one position's predictions
-    shown.B = 1, shown.T = 1, shown.top_k = 5;
-    for (int k = 0; k < 5; ++k) {
-        EXPECT_EQ(bars[k]["rank"], k + 1);
-        shown.predictions.push_back({bars[k]["id"].get<int32_t>(), bars[k]["p"].get<float>()});
-    }
+    const AttentionResult shown = shown_top_5(layout, T);
+    if (shown.predictions.size() != 5) return;
     AttentionOptions options;
     options.sliding_window = spec.sliding_window;
     const FamilyReference want = family_reference(checkpoint, {ids}, options);
@@ -119,14 +131,17 @@ TEST(WindowGgufArchitectures, EveryArchitectureShowsLlamaCppsIdsAndTheReferences
 }
 
 // Every cell of the heads grid in `shot` the reference's weight through
-// viridis, none hatched: `maps` (layers, NH, n, m) at layer `layer`.
-void expect_every_cell(const WindowShot& shot, const std::vector<double>& maps, int layer, int NH, int n, int m) {
+// viridis: `maps` (layers, NH, n, m) at layer `layer`; hatched where the key
+// follows the query when `causal`, else none.
+void expect_every_cell(const WindowShot& shot, const std::vector<double>& maps, int layer, int NH, int n, int m,
+                       bool causal = false) {
     const json cells = entries(shot.layout, "heads");
     ASSERT_EQ(cells.size(), static_cast<size_t>(NH * n * m));
     for (const json& cell : cells) {
         const int h = cell["head"], i = cell["query"], j = cell["key"];
         const std::array<int, 3> got = centre(shot.image, cell);
-        EXPECT_TRUE(near(got, viridis(maps[((size_t(layer) * NH + h) * n + i) * m + j])))
+        const bool hidden = causal && j > i;
+        EXPECT_TRUE(hidden ? hatched(got) : near(got, viridis(maps[((size_t(layer) * NH + h) * n + i) * m + j])))
             << "head " << h << " cell " << i << "," << j << " is " << got[0] << "," << got[1] << "," << got[2];
     }
 }
@@ -160,11 +175,14 @@ TEST(WindowGgufArchitectures, BertShowsLlamaCppsIdsAndTheReferencesMaps) {
 // T5 as the converter writes it, every type among its matrices: the source
 // with </s> after it as llama.cpp tokenizes it, the target after the start
 // token without its </s>, the window's ids those of text_batch (the one path
-// from texts to a forward, the CLI's too), and its last decoder layer's
-// cross-attention (the target's tokens down, the source's across) the
-// reference's. llama.cpp's next tokens are not compared: node-llama-cpp
+// from texts to a forward, the CLI's too); its last decoder layer's
+// cross-attention (the target's tokens down, the source's across), its
+// predictions panel's top 5 after the last target token (within the CLI
+// test's 5e-5), and in one more window each its first encoder layer's
+// self-attention and its first decoder layer's, hatched above the diagonal,
+// the reference's. llama.cpp's next tokens are not compared: node-llama-cpp
 // 3.21.1 never runs T5's encoder (llama_encode), so it has none.
-TEST(WindowGgufArchitectures, T5ShowsLlamaCppsIdsAndTheReferencesCrossAttention) {
+TEST(WindowGgufArchitectures, T5ShowsLlamaCppsIdsAndTheReferencesAttentionsAndTopFive) {
     TempDir dir;
     const std::string source = "The cat sat on the mat.", target = "Die Katze";
     const fs::path file = dir.path / "t5-every_type.gguf";
@@ -173,10 +191,14 @@ TEST(WindowGgufArchitectures, T5ShowsLlamaCppsIdsAndTheReferencesCrossAttention)
     const Seq2SeqCheckpoint checkpoint = write_gguf_t5(file, spec, matrices);
     EXPECT_EQ(matrices.types().size(), std::size(dtype_names)) << "every type among its matrices";
     const int layer = spec.decoder_layers - 1;
+    const std::vector<std::string> texts = {"--text", source, "--target", target};
+    auto args = [&](const std::string& kind, int at) {
+        std::vector<std::string> all = texts;
+        all.insert(all.end(), {"--attention", kind, "--layer", std::to_string(at)});
+        return all;
+    };
     WindowShot shot;
-    const std::vector<int32_t> ids = shown_ids(
-        file, {"--text", source, "--target", target, "--attention", "cross", "--layer", std::to_string(layer)},
-        dir.path, "t5", shot);
+    const std::vector<int32_t> ids = shown_ids(file, args("cross", layer), dir.path, "t5", shot);
     if (ids.empty()) return;
     const Batch batch = text_batch(load_model(file.string()), {{source}, {}, {target}}).batch;
     EXPECT_EQ(ids, batch.token_ids.at(0));
@@ -191,6 +213,15 @@ TEST(WindowGgufArchitectures, T5ShowsLlamaCppsIdsAndTheReferencesCrossAttention)
     options.scale = Scale::none;
     const Seq2SeqReference want = seq2seq_reference(checkpoint, src, ids, options);
     expect_every_cell(shot, want.cross, layer, want.NH, want.T, want.S);
+    const std::vector<double> last(want.logits.end() - want.V, want.logits.end());  // (V): after the last token
+    expect_top_5(shown_top_5(shot.layout, want.T), {{ids.back()}}, last, want.V, 5e-5 * tiles_widen(matrices));
+    for (const auto& [kind, maps, n, causal] :
+         {std::tuple{"encoder", &want.encoder, want.S, false}, std::tuple{"decoder", &want.decoder, want.T, true}}) {
+        SCOPED_TRACE(kind);
+        const std::vector<int32_t> again = shown_ids(file, args(kind, 0), dir.path, std::string("t5-") + kind, shot);
+        EXPECT_EQ(again, ids);
+        expect_every_cell(shot, *maps, 0, want.NH, n, n, causal);
+    }
 }
 
 }  // namespace gguf_architectures
