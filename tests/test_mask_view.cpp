@@ -121,7 +121,8 @@ protected:
 
     // Along the causal mask: left of each row its query token, then "<pad>";
     // above each column its key token, and one "<pad> x N" over the pad keys;
-    // each label in its row's or column's band and drawn in the text colour.
+    // each label in its row's or column's band and drawn in the text colour,
+    // and each key's place ending before the next label of its line begins.
     void check_token_labels(const Shot& shot) {
         std::map<int, json> rows, columns;  // causal cells of key 0, of query 0
         for (const json& cell : shot.cells) {
@@ -131,6 +132,18 @@ protected:
         }
         const int L = shot.lengths[0];
         int queries = 0, keys = 0;
+        std::map<int, json> key_labels;  // by index; the pad keys' label at L
+        for (const json& label : shot.cells)
+            if (label["view"] == "mask label" && label["axis"] == "key") key_labels[label["index"]] = label;
+        for (const auto& [t, label] : key_labels) {
+            // The next label of its line: the key two on, or the pad keys' (on the even keys' line).
+            auto next = key_labels.find(t + 2);
+            if (next == key_labels.end() && t + 1 == L && t % 2 == 0) next = key_labels.find(L);
+            if (t < L && next != key_labels.end()) {
+                EXPECT_LT(label["x"].get<double>() + label["w"].get<double>(), next->second["x"].get<double>())
+                    << "key " << t << "'s label runs into the next of its line";
+            }
+        }
         for (const json& label : shot.cells) {
             if (label["view"] != "mask label") continue;
             const int t = label["index"];

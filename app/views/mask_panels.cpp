@@ -28,8 +28,10 @@ void cell_tooltip(const WindowState& state, const Session& session, const DrawnG
 // The selected text's tokens along a square at `origin`, at the font size a
 // row of `cell` pixels holds: the queries (then "<pad>") down its left,
 // right-aligned in a column of `width`; the keys above it, each on one of two
-// staggered lines so that neighbours do not collide, and the pad keys as one
-// label over their run. A label longer than its place ends in an ellipsis.
+// staggered lines so that neighbours do not collide, a gap before the next
+// label of its line (byte pieces such as "\x96" would read as one), and the
+// pad keys as one label over their run. A label longer than its place ends
+// in an ellipsis.
 // Each label's place is recorded for --layout, with what is shown in it.
 void draw_token_labels(const WindowState& state, const Session& session, Ui& ui, ImVec2 origin, float cell,
                        float width) {
@@ -51,7 +53,7 @@ void draw_token_labels(const WindowState& state, const Session& session, Ui& ui,
               ImVec4(right - width, row_top, right, row_top + cell));
         if (t >= length) continue;
         const float column_left = origin.x + t * cell, line_top = bottom - (t % 2 ? 1 : 2) * size;
-        const float clip_right = std::min(column_left + 2 * cell, origin.x + length * cell);
+        const float clip_right = std::min(column_left + 2 * cell, origin.x + length * cell) - 3 * ui.scale;
         label("key", t, text, ImVec2(column_left, line_top),
               ImVec4(column_left, line_top, clip_right, line_top + size));
     }
