@@ -24,29 +24,37 @@ constexpr int panel_vectors = lanes == 16 ? 4 : 2, panel_width = panel_vectors *
 // Inputs in a panel: 128 x 64 float32 is 32 KiB, in L1 for every group of rows.
 constexpr int64_t panel_inputs = 128;
 
-// sums rows [0, R) (width apart) (+)= x rows [0, R) (in apart) times the panel's kc rows, from 0 where `start`.
-template <int R>
-void panel_sums(const float* x, int64_t in, const float* panel, int64_t kc, float* sums, int64_t width, bool start) {
-    Lanes acc[R][panel_vectors];
+// sums rows [0, R) (width apart) (+)= rows [0, R) of a (stride apart) times the panel's k rows, its first NV
+// vectors, from 0 where `start`: x's rows against a panel of W, or W's stored rows against a turned panel of x.
+template <int R, int NV>
+void broadcast_sums(const float* a, int64_t stride, const float* panel, int64_t k, float* sums, int64_t width,
+                    bool start) {
+    Lanes acc[R][NV];
     for (int r = 0; r < R; ++r)
-        for (int v = 0; v < panel_vectors; ++v)
+        for (int v = 0; v < NV; ++v)
             if (start)
                 acc[r][v] = Lanes{};
             else
                 std::memcpy(&acc[r][v], sums + r * width + v * lanes, sizeof(Lanes));
-    for (int64_t i = 0; i < kc; ++i) {
-        Lanes w[panel_vectors];
+    for (int64_t i = 0; i < k; ++i) {
+        Lanes p[NV];
 #pragma GCC unroll 4
-        for (int v = 0; v < panel_vectors; ++v) std::memcpy(&w[v], panel + i * panel_width + v * lanes, sizeof(Lanes));
+        for (int v = 0; v < NV; ++v) std::memcpy(&p[v], panel + i * panel_width + v * lanes, sizeof(Lanes));
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
-            const float xr = x[r * in + i];
+            const float ar = a[r * stride + i];
 #pragma GCC unroll 4
-            for (int v = 0; v < panel_vectors; ++v) acc[r][v] += xr * w[v];
+            for (int v = 0; v < NV; ++v) acc[r][v] += ar * p[v];
         }
     }
     for (int r = 0; r < R; ++r)
-        for (int v = 0; v < panel_vectors; ++v) std::memcpy(sums + r * width + v * lanes, &acc[r][v], sizeof(Lanes));
+        for (int v = 0; v < NV; ++v) std::memcpy(sums + r * width + v * lanes, &acc[r][v], sizeof(Lanes));
+}
+
+// x's R rows against a panel of W.
+template <int R>
+void panel_sums(const float* x, int64_t in, const float* panel, int64_t kc, float* sums, int64_t width, bool start) {
+    broadcast_sums<R, panel_vectors>(x, in, panel, kc, sums, width, start);
 }
 
 // Stored rows [k0, k0 + kc) of W at columns [c, c + n) widened into `panel` (zeros past n), the next panel's
@@ -69,20 +77,7 @@ constexpr int turned_stored = lanes == 16 ? 6 : 3;
 // sums (turned_stored, panel_width) = the turned_stored stored rows (in apart, widened) times the panel's NV vectors.
 template <int NV>
 void turned_sums(const float* stored, int64_t in, const float* panel, float* sums) {
-    Lanes acc[turned_stored][NV] = {};
-    for (int64_t i = 0; i < in; ++i) {
-        Lanes p[NV];
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; ++v) std::memcpy(&p[v], panel + i * panel_width + v * lanes, sizeof(Lanes));
-#pragma GCC unroll 6
-        for (int j = 0; j < turned_stored; ++j) {
-            const float s = stored[j * in + i];
-#pragma GCC unroll 4
-            for (int v = 0; v < NV; ++v) acc[j][v] += s * p[v];
-        }
-    }
-    for (int j = 0; j < turned_stored; ++j)
-        for (int v = 0; v < NV; ++v) std::memcpy(sums + j * panel_width + v * lanes, &acc[j][v], sizeof(Lanes));
+    broadcast_sums<turned_stored, NV>(stored, in, panel, in, sums, panel_width, true);
 }
 
 }  // namespace
