@@ -11,7 +11,8 @@
 // less (exactly so with OMP_NUM_THREADS=1; with more threads, set
 // OMP_WAIT_POLICY=passive so that a waiting thread does not count).
 //   headscope  what linear() runs (the choices in core/src/compute/matmul.cpp)
-//   openblas   OpenBLAS's sgemm for every row count
+//   openblas   OpenBLAS's sgemm for every row count (the kernels it chose for this CPU:
+//              OPENBLAS_VERBOSE=2 names them; linear() takes Eigen's where they use no FMA)
 //   blis       BLIS's sgemm (dlopen'ed libblis.so.4, when installed)
 //   eigen      Eigen's GEMM, single-threaded in each thread's columns
 //   eigen-omp  F32 only: Eigen's product on the whole matrix, its own OpenMP threads
@@ -72,17 +73,6 @@ namespace {
 using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using ConstMap = Eigen::Map<const RowMatrix, Eigen::Unaligned, Eigen::OuterStride<>>;
 using OutMap = Eigen::Map<RowMatrix, Eigen::Unaligned, Eigen::OuterStride<>>;
-
-void eigen_gemm(bool b_transposed, int rows, int cols, int in, const float* x, int ldx, const float* b, int ldb,
-                float beta, float* out, int ldo) {
-    OutMap y(out, rows, cols, Eigen::OuterStride<>(ldo));
-    const ConstMap X(x, rows, in, Eigen::OuterStride<>(ldx));
-    if (beta == 0) y.setZero();
-    if (b_transposed)
-        y.noalias() += X * ConstMap(b, cols, in, Eigen::OuterStride<>(ldb)).transpose();
-    else
-        y.noalias() += X * ConstMap(b, in, cols, Eigen::OuterStride<>(ldb));
-}
 
 // BLIS's cblas_sgemm, bound within libblis alone (RTLD_DEEPBIND) so that
 // neither library's symbols stand in for the other's.
@@ -197,7 +187,7 @@ int main(int argc, char** argv) {
             };
             through("openblas", matmul_detail::openblas_gemm);
             if (blis) through("blis", blis_gemm);
-            through("eigen", eigen_gemm);
+            through("eigen", matmul_detail::eigen_gemm);
             if (dtype == DType::F32)
                 candidates.push_back(
                     {"eigen-omp", [&] {

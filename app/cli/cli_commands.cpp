@@ -176,7 +176,10 @@ void run_info(const CliOptions& opt) {
     info["tensor_dtypes"] = dtypes;
     info["bits_per_weight"] = storage.bits_per_weight;
     if (!model.file_type.empty()) info["file_type"] = model.file_type;
-    if (loaded.backend->name() == "cpu") info["prompt_products"] = prompt_products_status();
+    if (loaded.backend->name() == "cpu") {
+        info["prompt_products"] = prompt_products_status();
+        info["float_products"] = float_products_status();
+    }
     info["tensors"] = tensors;
     if (!c.training.is_null()) info["training"] = c.training;
     if (!table) return write_output(opt.out, [&](std::ostream& out) { out << dump_json(info) << '\n'; });

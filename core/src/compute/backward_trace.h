@@ -24,7 +24,7 @@ inline void backward_linear(const float* x, int rows, const Matrix& w, const flo
                             bool accumulate = false) {
     const int own_rows = w.out_by_in && !quantized(w.dtype) ? std::max(2 * matmul_detail::small_rows, turned_rows_max())
                                                             : matmul_detail::own_kernel_rows(w);
-    matmul_detail::linear_with(matmul_detail::openblas_gemm, own_rows, x, rows, w, bias, out, ldo, accumulate);
+    matmul_detail::linear_with(matmul_detail::float_gemm, own_rows, x, rows, w, bias, out, ldo, accumulate);
 }
 
 // What the backward reads of one layer's forward.

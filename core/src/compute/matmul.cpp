@@ -2,7 +2,8 @@
 // share of the output columns, so no sum is ever split between threads and
 // the same inputs give the same bits on every run.
 // Above own_kernel_rows rows, OpenBLAS's sgemm on each thread's columns
-// (16-bit weights widened block by block into the thread's scratch first);
+// (16-bit weights widened block by block into the thread's scratch first),
+// or Eigen's where OpenBLAS runs kernels older than the CPU (float_gemm);
 // at most small_rows rows (a keystroke, a generated token), our kernel,
 // which widens each stored value in registers as it uses it: there the
 // bytes read decide; between them (a short text), our kernels reading W
@@ -14,8 +15,10 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include <Eigen/Core>
 #include <algorithm>
 #include <cstring>
+#include <string>
 #if defined(__AVX2__) || defined(__F16C__)
 #include <immintrin.h>
 #endif
@@ -328,6 +331,35 @@ void product_columns(Gemm gemm, int small_rows_max, const Product& p, const floa
             for (int64_t c = first; c < last; ++c) p.out[r * p.ldo + c] += bias[c];
 }
 
+// OpenBLAS picks its kernels by the CPU's model number, and on a model it
+// does not know falls back to old ones: 0.3.21 (Debian 12's) runs its
+// Prescott kernels (SSE3, no FMA) on Intel's family 6 model 207 (Emerald
+// Rapids). There Eigen's products, compiled for the CPU, take their place
+// (docs/benchmarks.md has the figures).
+struct FloatProducts {
+    bool eigen = false;
+    std::string status;  // float_products_status()
+};
+const FloatProducts& float_products() {
+    static const FloatProducts products = [] {
+        const std::string core = openblas_get_corename();
+        bool old_core = false;  // kernels without FMA
+        for (const char* name : {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom", "Sandybridge",
+                                 "Katmai", "Coppermine", "Northwood", "Banias", "Opteron", "Barcelona"})
+            old_core = old_core || core == name;
+#if defined(__x86_64__)
+        const bool fma_cpu = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+        const bool fma_cpu = false;
+#endif
+        if (old_core && fma_cpu)
+            return FloatProducts{true, "Eigen's: OpenBLAS chose its " + core +
+                                           " kernels, without FMA, for this CPU, which has AVX2 and FMA"};
+        return FloatProducts{false, "OpenBLAS's " + core + " kernels"};
+    }();
+    return products;
+}
+
 }  // namespace
 
 namespace matmul_detail {
@@ -338,6 +370,25 @@ void openblas_gemm(bool b_transposed, int rows, int cols, int in, const float* x
     [[maybe_unused]] static const bool single_threaded = (openblas_set_num_threads(1), true);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, b_transposed ? CblasTrans : CblasNoTrans, rows, cols, in, 1.f, x, ldx, b,
                 ldb, beta, out, ldo);
+}
+
+void eigen_gemm(bool b_transposed, int rows, int cols, int in, const float* x, int ldx, const float* b, int ldb,
+                float beta, float* out, int ldo) {
+    using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    using ConstMap = Eigen::Map<const RowMatrix, Eigen::Unaligned, Eigen::OuterStride<>>;
+    Eigen::Map<RowMatrix, Eigen::Unaligned, Eigen::OuterStride<>> y(out, rows, cols, Eigen::OuterStride<>(ldo));
+    const ConstMap X(x, rows, in, Eigen::OuterStride<>(ldx));
+    if (beta == 0) y.setZero();
+    if (b_transposed)
+        y.noalias() += X * ConstMap(b, cols, in, Eigen::OuterStride<>(ldb)).transpose();
+    else
+        y.noalias() += X * ConstMap(b, in, cols, Eigen::OuterStride<>(ldb));
+}
+
+void float_gemm(bool b_transposed, int rows, int cols, int in, const float* x, int ldx, const float* b, int ldb,
+                float beta, float* out, int ldo) {
+    static const bool eigen = float_products().eigen;
+    (eigen ? eigen_gemm : openblas_gemm)(b_transposed, rows, cols, in, x, ldx, b, ldb, beta, out, ldo);
 }
 
 void linear_with(Gemm gemm, int small_rows_max, const float* x, int rows, const Matrix& w, const float* bias,
@@ -355,11 +406,13 @@ void linear_with(Gemm gemm, int small_rows_max, const float* x, int rows, const 
 
 }  // namespace matmul_detail
 
+const std::string& float_products_status() { return float_products().status; }
+
 int matmul_detail::own_kernel_rows(const Matrix& w) { return quantized(w.dtype) || w.out_by_in ? small_rows : 256; }
 
 void linear(const float* x, int rows, const Matrix& w, const float* bias, float* out, int64_t ldo, bool accumulate) {
-    matmul_detail::linear_with(matmul_detail::openblas_gemm, matmul_detail::own_kernel_rows(w), x, rows, w, bias, out,
-                               ldo, accumulate);
+    matmul_detail::linear_with(matmul_detail::float_gemm, matmul_detail::own_kernel_rows(w), x, rows, w, bias, out, ldo,
+                               accumulate);
 }
 
 void stored_row(const Matrix& m, int64_t row, float* out) {

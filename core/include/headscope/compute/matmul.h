@@ -25,6 +25,10 @@ void linear(const float* x, int rows, const Matrix& w, const float* bias, float*
 // "Q8_0, Q4_K and Q6_K prompts on AMX-BF16 tiles", or why not.
 bool tile_products(DType dtype);
 const std::string& prompt_products_status();
+// Whose float32 products of many rows linear() runs, in words for the
+// reports: "OpenBLAS's Haswell kernels", or Eigen's and why (OpenBLAS chose
+// kernels without FMA for a CPU that has it: matmul.cpp).
+const std::string& float_products_status();
 
 // The stored row `row` of `m` (out values, or in when out_by_in) as float32.
 void stored_row(const Matrix& m, int64_t row, float* out);

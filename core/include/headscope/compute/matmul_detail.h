@@ -14,9 +14,16 @@ namespace headscope::matmul_detail {
 using Gemm = void (*)(bool b_transposed, int rows, int cols, int in, const float* x, int ldx, const float* b, int ldb,
                       float beta, float* out, int ldo);
 
-// What linear() uses: OpenBLAS's cblas_sgemm.
+// OpenBLAS's cblas_sgemm.
 void openblas_gemm(bool b_transposed, int rows, int cols, int in, const float* x, int ldx, const float* b, int ldb,
                    float beta, float* out, int ldo);
+// Eigen's GEMM, compiled for this CPU.
+void eigen_gemm(bool b_transposed, int rows, int cols, int in, const float* x, int ldx, const float* b, int ldb,
+                float beta, float* out, int ldo);
+// What linear() uses: openblas_gemm, or eigen_gemm where the kernels
+// OpenBLAS chose for this CPU use no FMA and the CPU has it (float_products_status, matmul.h).
+void float_gemm(bool b_transposed, int rows, int cols, int in, const float* x, int ldx, const float* b, int ldb,
+                float beta, float* out, int ldo);
 
 // linear()'s own kernel takes rows in groups of up to this many, reading
 // the weight once for each, widening each value as it uses it; a quantized
@@ -35,7 +42,7 @@ inline constexpr int small_rows = 8;
 int own_kernel_rows(const Matrix& w);
 
 // linear() with `gemm` for products of more than `small_rows_max` rows;
-// linear() is linear_with(openblas_gemm, own_kernel_rows(w), ...).
+// linear() is linear_with(float_gemm, own_kernel_rows(w), ...).
 void linear_with(Gemm gemm, int small_rows_max, const float* x, int rows, const Matrix& w, const float* bias,
                  float* out, int64_t ldo, bool accumulate);
 
