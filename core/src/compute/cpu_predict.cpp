@@ -29,6 +29,31 @@ void top_tokens(const float* logits, int V, float lse, int k, Prediction* out) {
 
 }  // namespace
 
+void read_logits_row(const Config& cfg, const Batch& batch, const AttentionOptions& options, AttentionResult& result,
+                     int lens_slot, int b, int t, const float* logits, const Prediction* tracked, float* tracked_p) {
+    const int T = result.T, V = cfg.vocab_size;
+    const std::vector<int32_t>& ids = batch.token_ids[b];
+    const int length = static_cast<int>(ids.size());
+    const size_t at = static_cast<size_t>(b) * T + t;
+    const bool lens = lens_slot >= 0;
+    const int k = lens ? result.lens_k : result.top_k;
+    Prediction* top = lens ? result.lens.data() + (static_cast<size_t>(lens_slot) * result.B * T + at) * k
+                           : result.predictions.data() + at * k;
+    if (t >= length || (lens && t < options.lens_from)) {  // a padded position, or a row before the lens's
+        std::fill_n(top, k, Prediction{});
+        if (!lens) result.logprob_next[at] = std::nanf("");
+        return;
+    }
+    const float lse = ops::log_sum_exp(logits, V);
+    top_tokens(logits, V, lse, k, top);
+    if (lens) return;
+    if (tracked) tracked_p[at] = std::exp(logits[tracked[at].id] - lse);
+    // An encoder's predictions are for the position itself: it has no next token's log p.
+    const bool next = !cfg.is_encoder() && t + 1 < length;
+    result.logprob_next[at] = next ? logits[ids[t + 1]] - lse : std::nanf("");
+    if (t == length - 1) std::copy_n(logits, V, result.last_logits.data() + static_cast<size_t>(b) * V);
+}
+
 // Copies into `result` the rows [0, begin_b) of each text that the cached
 // forward's result already holds: the maps' query rows (their keys
 // past the row are masked, so the shorter of the two widths holds them all),
@@ -138,7 +163,7 @@ void CpuForward::unembed(const Model& model, const float* x, int n) {
 void CpuForward::predict(const Model& model, const Batch& batch, const AttentionOptions& options,
                          AttentionResult& result, const Prediction* tracked, float* tracked_p) {
     const Config& cfg = model.config;
-    const int C = cfg.n_embd, V = cfg.vocab_size, T = result.T, R = rows_;
+    const int C = cfg.n_embd, V = cfg.vocab_size, R = rows_;
     const int lens_slots = lens_ ? static_cast<int>(result.layers.size()) : 0;
     const int total = (lens_slots + (options.top_k ? 1 : 0)) * R;
     reserve_floats(logits_, static_cast<size_t>(std::min(total, unembed_chunk)) * V);
@@ -152,28 +177,9 @@ void CpuForward::predict(const Model& model, const Batch& batch, const Attention
             const int b = static_cast<int>(std::upper_bound(first_row_.begin(), first_row_.end(), text_row) -
                                            first_row_.begin()) -
                           1;
-            const int t = begin_[b] + text_row - first_row_[b];
-            const std::vector<int32_t>& ids = batch.token_ids[b];
-            const int length = static_cast<int>(ids.size());
-            const float* logits = logits_.data() + static_cast<size_t>(r) * V;
-            const size_t at = static_cast<size_t>(b) * T + t;
-            const bool lens = slot < lens_slots;
-            const int k = lens ? result.lens_k : result.top_k;
-            Prediction* top = lens ? result.lens.data() + (static_cast<size_t>(slot) * result.B * T + at) * k
-                                   : result.predictions.data() + at * k;
-            if (t >= length || (lens && t < options.lens_from)) {  // a padded position, or a row before the lens's
-                std::fill_n(top, k, Prediction{});
-                if (!lens) result.logprob_next[at] = std::nanf("");
-                continue;
-            }
-            const float lse = ops::log_sum_exp(logits, V);
-            top_tokens(logits, V, lse, k, top);
-            if (lens) continue;
-            if (tracked) tracked_p[at] = std::exp(logits[tracked[at].id] - lse);
-            // An encoder's predictions are for the position itself: it has no next token's log p.
-            const bool next = !cfg.is_encoder() && t + 1 < length;
-            result.logprob_next[at] = next ? logits[ids[t + 1]] - lse : std::nanf("");
-            if (t == length - 1) std::copy_n(logits, V, result.last_logits.data() + static_cast<size_t>(b) * V);
+            read_logits_row(cfg, batch, options, result, slot < lens_slots ? slot : -1, b,
+                            begin_[b] + text_row - first_row_[b], logits_.data() + static_cast<size_t>(r) * V, tracked,
+                            tracked_p);
         }
     }
 }

@@ -1,7 +1,7 @@
 // The CUDA backend's device side (cuda_backend.cu includes it, once): the one
 // check every CUDA and cuBLAS call goes through, DeviceBuffer (the one owner
-// of device memory), and the kernels of the forward: embedding, bias, GELU,
-// LayerNorm and the fused scale + mask + softmax.
+// of device memory), and the reductions the kernels share
+// (cuda_layer_kernels.cuh has the kernels).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -62,30 +62,6 @@ unsigned blocks_for(size_t n) { return static_cast<unsigned>((n + threads - 1) /
 
 __device__ size_t global_index() { return static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
 
-// x (B*T, C) = wte[ids] + wpe[t]; ids are already padded.
-__global__ void embed_kernel(const int32_t* ids, const float* wte, const float* wpe, float* x, int T, int C, size_t n) {
-    const size_t i = global_index();
-    if (i >= n) return;
-    const size_t row = i / C;
-    const int c = static_cast<int>(i % C), t = static_cast<int>(row % T);
-    x[i] = wte[static_cast<size_t>(ids[row]) * C + c] + wpe[static_cast<size_t>(t) * C + c];
-}
-
-// out (n / N, N) += bias (N) on every row.
-__global__ void add_bias_kernel(float* out, const float* bias, int N, size_t n) {
-    const size_t i = global_index();
-    if (i < n) out[i] += bias[i % N];
-}
-
-// GELU, tanh approximation, in place (as ops::gelu).
-__global__ void gelu_kernel(float* x, size_t n) {
-    const size_t i = global_index();
-    if (i >= n) return;
-    const float k = 0.7978845608028654f;  // sqrt(2 / pi)
-    const float v = x[i];
-    x[i] = 0.5f * v * (1.f + tanhf(k * (v + 0.044715f * v * v * v)));
-}
-
 __device__ float warp_sum(float v) {
     for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
     return v;
@@ -104,41 +80,6 @@ __device__ float block_sum(float v, float* partial) {
     if (lane == 0) partial[warp] = v;
     __syncthreads();
     return warp_sum(lane < warps ? partial[lane] : 0.f);
-}
-
-// One block per row of C: out = LayerNorm(x), GPT-2's biased variance, two passes as ops::layer_norm.
-__global__ void layer_norm_kernel(const float* x, const float* w, const float* b, float* out, int C, float eps) {
-    __shared__ float partial[32];
-    const float* xr = x + static_cast<size_t>(blockIdx.x) * C;
-    float* yr = out + static_cast<size_t>(blockIdx.x) * C;
-    float sum = 0;
-    for (int c = threadIdx.x; c < C; c += blockDim.x) sum += xr[c];
-    const float mean = block_sum(sum, partial) / C;
-    float squares = 0;
-    for (int c = threadIdx.x; c < C; c += blockDim.x) squares += (xr[c] - mean) * (xr[c] - mean);
-    const float inv_std = 1.f / sqrtf(block_sum(squares, partial) / C + eps);
-    for (int c = threadIdx.x; c < C; c += blockDim.x) yr[c] = (xr[c] - mean) * inv_std * w[c] + b[c];
-}
-
-// One warp per score row (b, h, i) of att (B, NH, T, T), in place: the first
-// ends[b, i] entries become softmax(scale * row), the rest 0. A row with
-// end 0 (fully masked) becomes all zeros, never NaN.
-__global__ void masked_softmax_kernel(float* att, const int* ends, int T, int NH, float scale, size_t rows) {
-    const size_t row = global_index() / 32;
-    const int lane = threadIdx.x % 32;
-    if (row >= rows) return;  // the whole warp: blockDim is a multiple of 32
-    const int i = static_cast<int>(row % T);
-    const size_t b = row / T / NH;
-    const int end = ends[b * T + i];
-    float* r = att + row * T;
-
-    float largest = -INFINITY;
-    for (int j = lane; j < end; j += 32) largest = fmaxf(largest, r[j] * scale);
-    largest = warp_max(largest);
-    float sum = 0;
-    for (int j = lane; j < end; j += 32) sum += expf(r[j] * scale - largest);
-    sum = warp_sum(sum);
-    for (int j = lane; j < T; j += 32) r[j] = j < end ? expf(r[j] * scale - largest) / sum : 0.f;
 }
 
 }  // namespace

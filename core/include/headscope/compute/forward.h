@@ -125,6 +125,16 @@ KeptRows::Shape kept_shape(const AttentionOptions& options, const AttentionResul
 // forward's, cpu_backend.cpp; the backward's forward calls it too).
 void activate(Mlp mlp, float* x, size_t n);
 
+// One row's logits (V), of text b's position t, into `result`: the lens's
+// top tokens of returned layer `lens_slot` (-1: the predictions' top
+// tokens, logprob_next, and at a text's last token its logits); zeros (and
+// NaN) at a padded position or one before options.lens_from. With `tracked`
+// (B, T), also the p of that row's tracked id into `tracked_p` (B, T).
+// Every device's forward reads its logits out through this.
+void read_logits_row(const Config& cfg, const Batch& batch, const AttentionOptions& options, AttentionResult& result,
+                     int lens_slot, int b, int t, const float* logits, const Prediction* tracked = nullptr,
+                     float* tracked_p = nullptr);
+
 // x (T - first, C) = wte[id] (+ wpe[t] with learned positions) for text b's
 // tokens t in [first, T), padded to T = batch.T() with the pad id.
 void embed_text(const Model& model, const Batch& batch, int b, int first, float* x);
