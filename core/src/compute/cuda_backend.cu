@@ -38,6 +38,7 @@ public:
     void load_weights(const Model& model) override {
         model_ = &model;
         cpu_->load_weights(model);
+        load_refusal_.clear();
         try {
             load_refusal_ = device_->load(model);  // forward says so and runs on the CPU
         } catch (const CudaError& e) {
@@ -61,7 +62,7 @@ public:
         }
         if (!on_cpu_) {
             try {
-                device_->run(batch, options, result);
+                device_->run(batch, options, result, progress);
                 if (cache) cache->clear();
                 result.computed_on = {"cuda", ""};
                 return;

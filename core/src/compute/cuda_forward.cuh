@@ -18,6 +18,7 @@
 
 #include "cuda_forward_plan.h"
 #include "cuda_layer_kernels.cuh"
+#include "headscope/base/progress.h"
 #include "headscope/compute/layer_ops.h"
 
 namespace headscope {
@@ -53,7 +54,9 @@ public:
         return "";
     }
 
-    void run(const Batch& batch, const AttentionOptions& options, AttentionResult& result);
+    // As CpuForward::run without a cache: `progress` hears "computing layers" before each layer; Cancelled
+    // thrown by it ends the forward.
+    void run(const Batch& batch, const AttentionOptions& options, AttentionResult& result, const Progress& progress);
 
 private:
     class LayerRun;

@@ -13,9 +13,9 @@ namespace {
 
 class DeviceForward::LayerRun final : public LayerOps {
 public:
-    LayerRun(DeviceForward& f, const DeviceForwardPlan& plan, const AttentionOptions& options, int slot,
+    LayerRun(DeviceForward& f, const DeviceForwardPlan& plan, const AttentionOptions& options, int slot, bool lens,
              AttentionResult& result)
-        : f_(f), cfg_(f.model_->config), plan_(plan), options_(options), slot_(slot), result_(result) {}
+        : f_(f), cfg_(f.model_->config), plan_(plan), options_(options), slot_(slot), lens_(lens), result_(result) {}
 
     void copy(Tensor from, Tensor to) override {
         HEADSCOPE_CUDA_CHECK(
@@ -68,7 +68,8 @@ private:
     const Config& cfg_;
     const DeviceForwardPlan& plan_;
     const AttentionOptions& options_;
-    int slot_;  // the returned layer's slot, -1: not returned
+    int slot_;   // the returned layer's slot, -1: not returned
+    bool lens_;  // the lens is read out: each returned layer's residual kept
     AttentionResult& result_;
 };
 
@@ -180,21 +181,24 @@ void DeviceForward::LayerRun::at(LayerPoint point, int layer) {
         if (slot_ >= 0 && options_.capture_outputs)
             HEADSCOPE_CUDA_CHECK(cudaMemcpy(result_.outputs.data() + slot_ * rows() * Qw, f_.y_.data(),
                                             rows() * Qw * sizeof(float), cudaMemcpyDeviceToHost));
-    } else if (point == LayerPoint::output && slot_ >= 0 && options_.lens_k > 0) {
+    } else if (point == LayerPoint::output && slot_ >= 0 && lens_) {
         const size_t n = rows() * cfg_.n_embd;
         HEADSCOPE_CUDA_CHECK(
             cudaMemcpy(f_.unembed_in_.data() + slot_ * n, f_.x_.data(), n * sizeof(float), cudaMemcpyDeviceToDevice));
     }
 }
 
-void DeviceForward::run(const Batch& batch, const AttentionOptions& options, AttentionResult& result) {
+void DeviceForward::run(const Batch& batch, const AttentionOptions& options, AttentionResult& result,
+                        const Progress& progress) {
     const Config& cfg = model_->config;
     set_up_result(cfg, batch, options, result);
     result.kept.reset();
     const DeviceForwardPlan plan = plan_device_forward(*model_, batch, options, result);
     const HeadSplit& s = plan.split;
     const size_t R = static_cast<size_t>(plan.B) * plan.T, C = cfg.n_embd;
-    const int lens_slots = options.lens_k > 0 ? static_cast<int>(result.layers.size()) : 0;
+    // The lens is read out where a row from lens_from is computed (the rows end at T - 1), as on the CPU.
+    const bool lens = options.lens_k > 0 && options.lens_from < plan.T;
+    const int lens_slots = lens ? static_cast<int>(result.layers.size()) : 0;
     x_.upload(plan.x.data(), plan.x.size());
     positions_.upload(plan.positions.data(), plan.positions.size());
     lengths_.upload(plan.lengths.data(), plan.lengths.size());
@@ -215,7 +219,8 @@ void DeviceForward::run(const Batch& batch, const AttentionOptions& options, Att
     for (int l = 0; l < plan.layers_run; ++l) {
         const bool returned = slot < result.layers.size() && result.layers[slot] == l;
         const bool last = !plan.every_layer && l == plan.layers_run - 1;
-        LayerRun ops{*this, plan, options, returned ? static_cast<int>(slot) : -1, result};
+        report_progress(progress, "computing layers", l, plan.layers_run, ProgressUnit::steps);
+        LayerRun ops{*this, plan, options, returned ? static_cast<int>(slot) : -1, lens, result};
         forward_layer(ops, cfg, model_->layers[l], {l, last, cfg.output_norms});
         if (last) break;
         slot += returned;
