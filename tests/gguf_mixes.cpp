@@ -207,9 +207,11 @@ MatrixTypes llama_cpp_mix(uint32_t ftype, const FamilySpec& spec) {
 // How far llama.cpp's next-token probabilities may lie from ours on a file
 // of these matrices' types (prediction_checks' expect_llama_cpps_next_tokens), from the largest moves seen here (7
 // December): with a quantized matrix, where llama.cpp rounds the
-// activations to 8 bits, 20% of a probability (12.5% seen: 0.0296 against
-// 0.0263 on Qwen 3's Q2_K mix; 3.9% on the flatter ones), at least 2e-3
-// and at most 5e-2; with an F16 one, where it rounds them to F16, 1e-3
+// activations to 8 bits, 30% of a probability (12.5% seen: 0.0296 against
+// 0.0263 on Qwen 3's Q2_K mix; 3.9% on the flatter ones; on an Intel
+// family 6 model 207 without AMX tiles, 8 December, 22%: 0.0546 against
+// 0.0426 on Qwen 3's file of every type after "It was soft."), at least
+// 2e-3 and at most 5e-2; with an F16 one, where it rounds them to F16, 1e-3
 // (1.9e-4 seen); with a BF16 one, to BF16's 8 bits, 1% of a probability, at
 // least 1e-3 (0.22% seen: GPT-2's 0.8348 against 0.8330); else 1e-5, but for a GELU model's (`gelu`),
 // whose GELU llama.cpp's CPU code reads from a table of halves: 0.5%, at
@@ -221,7 +223,7 @@ ProbabilityTolerance llama_cpp_tolerance(const MatrixTypes& matrices, bool gelu)
         if (type == DType::F32) continue;
         const ProbabilityTolerance of_type = type == DType::F16    ? ProbabilityTolerance{1e-3, 0, 1e-3}
                                              : type == DType::BF16 ? ProbabilityTolerance{1e-3, 1e-2, 1e-2}
-                                                                   : ProbabilityTolerance{2e-3, 0.2, 5e-2};
+                                                                   : ProbabilityTolerance{2e-3, 0.3, 5e-2};
         tolerance = {std::max(tolerance.absolute, of_type.absolute), std::max(tolerance.relative, of_type.relative),
                      std::max(tolerance.most, of_type.most)};
     }
