@@ -9,11 +9,13 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "ggml_blocks_reference.h"
 #include "headscope/base/ggml_types.h"
 #include "headscope/compute/matmul.h"
+#include "headscope/compute/matmul_detail.h"
 
 using namespace headscope;
 
@@ -142,8 +144,9 @@ RowSums row_sums(const float* x, const std::vector<double>& math, int64_t in, in
 // Every combination for one dtype: out is columns [3, 3 + out) of rows of
 // width out + 5, filled with a sentinel (or earlier values when
 // accumulating); each value within float32 round-off of the double sum, the
-// sentinel columns untouched.
-void check_products(DType dtype) {
+// sentinel columns untouched. The products of many rows through `gemm`:
+// linear()'s (float_gemm), or one library's.
+void check_products(DType dtype, matmul_detail::Gemm gemm = matmul_detail::float_gemm) {
     std::mt19937 rng(static_cast<unsigned>(dtype) + 1);
     // The last: more than one 512-column tile of a thread's share (in, out).
     // A quantized weight: whole blocks of 256 (every type's multiple) along
@@ -190,7 +193,8 @@ void check_products(DType dtype) {
                                     buffer[r * ldo + first + o] = std::uniform_real_distribution<float>(-1, 1)(rng);
                         const std::vector<float> before = buffer;
                         const float* bias = with_bias ? bias_values.data() : nullptr;
-                        linear(x.data(), rows, w.matrix, bias, buffer.data() + first, ldo, accumulate);
+                        matmul_detail::linear_with(gemm, matmul_detail::own_kernel_rows(w.matrix), x.data(), rows,
+                                                   w.matrix, bias, buffer.data() + first, ldo, accumulate);
 
                         std::vector<RowSums> sums;
                         for (int r = 0; r < rows; ++r)
@@ -230,6 +234,16 @@ void check_products(DType dtype) {
 TEST(Matmul, LinearF32MatchesDoubleProduct) { check_products(DType::F32); }
 TEST(Matmul, LinearF16MatchesDoubleProduct) { check_products(DType::F16); }
 TEST(Matmul, LinearBF16MatchesDoubleProduct) { check_products(DType::BF16); }
+// Both libraries linear() may take for the products of many rows (float_gemm,
+// float_products_status), whichever this machine's OpenBLAS leads it to.
+TEST(Matmul, OpenBlasAndEigenProductsMatchDoubleProduct) {
+    for (DType dtype : {DType::F32, DType::BF16}) {
+        check_products(dtype, matmul_detail::openblas_gemm);
+        check_products(dtype, matmul_detail::eigen_gemm);
+    }
+    const std::string& status = float_products_status();
+    EXPECT_TRUE(status.starts_with("OpenBLAS's ") || status.starts_with("Eigen's: OpenBLAS chose its ")) << status;
+}
 // Every block-quantized type, whose rows widen whole inside the products.
 TEST(Matmul, LinearOfQuantizedWeightsMatchesDoubleProduct) {
     for (int d = static_cast<int>(DType::BF16) + 1; d < static_cast<int>(std::size(dtype_names)); ++d)
