@@ -62,7 +62,8 @@ void write_tensor_bytes(std::ofstream& out, const WrittenTensor& t, uint32_t& st
     }
 }
 
-// The tokenizer is not benchmarked here: 256 byte tokens and one merge, so the directory loads.
+// The tokenizer is not benchmarked here: 256 byte tokens and one merge
+// (" t", token 256), so that the directory loads and reads any text.
 void write_byte_tokenizer(const std::filesystem::path& dir) {
     nlohmann::ordered_json vocab = nlohmann::ordered_json::object();
     std::string utf8;
@@ -75,6 +76,7 @@ void write_byte_tokenizer(const std::filesystem::path& dir) {
             utf8 += {static_cast<char>(0xc0 | (c >> 6)), static_cast<char>(0x80 | (c & 0x3f))};
         vocab[utf8] = b;
     }
+    vocab["\xc4\xa0t"] = 256;  // what the merge makes
     std::ofstream(dir / "vocab.json") << vocab.dump();
     std::ofstream(dir / "merges.txt") << "#version: 0.2\n\xc4\xa0 t\n";
 }
