@@ -28,11 +28,13 @@ class DeviceForward {
 public:
     explicit DeviceForward(cublasHandle_t cublas) : cublas_(cublas) {}
 
-    // Uploads every vector and matrix of `model`; "" or why the device cannot hold them.
+    // Uploads every vector of `model` and the matrices the layers and the read-out multiply by; "" or why the
+    // device cannot hold them.
     std::string load(const Model& model) {
         model_ = &model;
         matrix_at_.clear();
-        std::vector<const Matrix*> matrices = {&model.wte, &model.wpe, &model.lm_head, &model.head_dense};
+        // The embeddings are read on the host (the plan embeds the rows): the output embedding and head only.
+        std::vector<const Matrix*> matrices = {&model.lm_head, &model.head_dense};
         for (const LayerWeights& w : model.layers)
             for (const Matrix* m : {&w.attn, &w.q, &w.k, &w.v, &w.attn_proj, &w.fc, &w.gate, &w.fc_proj})
                 matrices.push_back(m);
