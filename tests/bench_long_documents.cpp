@@ -192,14 +192,11 @@ BENCHMARK(BM_long_keystroke)->Arg(2048)->Arg(8192)->Unit(benchmark::kMillisecond
 // 1280-pixel window's lens tab fits), from the lens's empty state. Its
 // process CPU seconds, the resident memory it leaves held (what the lens
 // keeps for the next ask) and the peak against the file and the live cache.
-// Args: T, and 1 where the live cache cannot serve (the lens's fallback: the
-// rows before the positions computed over a prefix cache of its own). One
-// run per process (--benchmark_filter=BM_long_lens/8192/0), so that the
+// One run per process (--benchmark_filter=BM_long_lens/8192), so that the
 // peak is that run's.
 void BM_long_lens(benchmark::State& state) {
     static test::TempDir dir;
     const int T = static_cast<int>(state.range(0)), shown_positions = 20;
-    const bool fallback = state.range(1) != 0;
     const std::filesystem::path path = dir.path / "llama-1b-lens";
     if (!std::filesystem::exists(path)) {
         nlohmann::json config = llama_config(16, 2048, 32, 8, 8192, 128256);
@@ -220,11 +217,10 @@ void BM_long_lens(benchmark::State& state) {
     AttentionResult shown;
     backend->forward(kept.batch, live_options, shown, &live);
     CpuForward lens_forward;  // the lens's own (LongLens::open)
-    PrefixCache own;
     const LensAsk ask{0, T - shown_positions, T, 5};
     const double resident_before = resident_mib(), cpu_before = process_cpu_seconds();
     LensAnswer answer;
-    for (auto _ : state) answer = compute_lens(lens_forward, fallback ? nullptr : &live, own, kept, ask);
+    for (auto _ : state) answer = compute_lens(lens_forward, &live, kept, ask);
     state.counters["rows_read"] = answer.read;  // from the live cache, not computed
     state.counters["lens_cpu_s"] = (process_cpu_seconds() - cpu_before) / static_cast<double>(state.iterations());
     state.counters["lens_held_MiB"] = resident_mib() - resident_before;
@@ -237,7 +233,7 @@ void BM_long_lens(benchmark::State& state) {
     state.counters["file_and_cache_MiB"] = file + cache;
     state.counters["peak_over_file_and_cache_MiB"] = peak - file - cache;
 }
-BENCHMARK(BM_long_lens)->Args({8192, 0})->Args({8192, 1})->Unit(benchmark::kSecond)->UseRealTime()->Iterations(1);
+BENCHMARK(BM_long_lens)->Arg(8192)->Unit(benchmark::kSecond)->UseRealTime()->Iterations(1);
 
 BENCHMARK(BM_long_document)
     ->Args({2048, 16})

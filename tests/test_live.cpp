@@ -198,21 +198,26 @@ TEST(WorkerStop, ANewerJobStopsTheRunningOneAndErrorsAreMessages) {
 
 // An outcome not taken before a newer request is dropped: take() never hands
 // back an answer to anything but the newest request (after a model swap,
-// the old model's maps).
+// the old model's maps). A request stays unanswered while it waits, runs
+// or its outcome is not taken (the long lens waits for the live forward so).
 TEST(WorkerStop, AnUntakenOutcomeGoesWithANewerRequest) {
     Worker<int> worker;
+    EXPECT_FALSE(worker.unanswered());
     worker.submit([](std::stop_token) { return 1; });
     for (int i = 0; i < 2000 && worker.busy(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_TRUE(worker.unanswered());  // done, not taken
     std::atomic<bool> release = false;
     const uint64_t second = worker.submit([&](std::stop_token) {
         while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
         return 2;
     });
     EXPECT_FALSE(worker.take().has_value());  // not 1: that answered an older request
+    EXPECT_TRUE(worker.unanswered());         // the second runs
     release = true;
     for (int i = 0; i < 2000 && worker.busy(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     const std::optional<Worker<int>::Outcome> got = worker.take();
     ASSERT_TRUE(got.has_value());
     EXPECT_EQ(got->generation, second);
     EXPECT_EQ(got->result, 2);
+    EXPECT_FALSE(worker.unanswered());
 }

@@ -11,57 +11,36 @@ namespace headscope {
 
 namespace {
 
-// Text b's first n tokens, a batch of their own.
-Batch first_tokens(const KeptMaps& kept, int b, int n) {
-    const std::vector<int32_t>& ids = kept.batch.token_ids.at(b);
-    return Batch{{std::vector<int32_t>(ids.begin(), ids.begin() + n)}, kept.batch.pad_id};
+// The forward of text b's first `tokens` tokens, rotated as the whole
+// batch's (ForwardRequest::text_length), the keys and values of the rows
+// before the first asked read from `live` where set (ForwardRequest::cached_rows).
+void run_lens_forward(CpuForward& forward, const KeptMaps& kept, const LensAsk& ask, int tokens,
+                      const AttentionOptions& options, const PrefixCache* live, AttentionResult& result,
+                      const Progress& progress) {
+    const std::vector<int32_t>& ids = kept.batch.token_ids.at(ask.b);
+    ForwardRequest request;
+    request.text_length = kept.batch.T();
+    if (live) request.cached_rows = {live, ask.first};
+    forward.run(*kept.model, Batch{{std::vector<int32_t>(ids.begin(), ids.begin() + tokens)}, kept.batch.pad_id},
+                options, result, CpuForward::Heads::batched, nullptr, progress, request);
 }
 
-// The forward of the positions asked, the keys and values before them read
-// from `live`: false (the result to be discarded) where `live` no longer holds them.
-bool read_live_rows(CpuForward& forward, const PrefixCache& live, const KeptMaps& kept, const LensAsk& ask,
-                    const AttentionOptions& options, AttentionResult& result, const Progress& progress) {
-    ForwardRequest request;
-    request.cached_rows = {&live, ask.first};
+// run_lens_forward with the rows before the first asked read from `live`:
+// false (the result to be discarded) where it does not hold them.
+bool read_live_rows(CpuForward& forward, const KeptMaps& kept, const LensAsk& ask, const AttentionOptions& options,
+                    const PrefixCache& live, AttentionResult& result, const Progress& progress) {
     try {
-        forward.run(*kept.model, first_tokens(kept, ask.b, ask.end), options, result, CpuForward::Heads::batched,
-                    nullptr, progress, request);
+        run_lens_forward(forward, kept, ask, ask.end, options, &live, result, progress);
         return true;
     } catch (const RowsGone&) {
         return false;
     }
 }
 
-// The rows before the first asked, from where `own`'s tokens part from the
-// text's, without the lens: then `own` holds them exactly (a text shorter
-// than its tokens computes its last row again), and the rows asked are the
-// only ones the last forward computes.
-void compute_over_own_cache(CpuForward& forward, PrefixCache& own, const KeptMaps& kept, const LensAsk& ask,
-                            const AttentionOptions& options, AttentionResult& result, const Progress& progress) {
-    const Model& model = *kept.model;
-    const std::vector<int32_t>& ids = kept.batch.token_ids[ask.b];
-    const std::vector<int32_t> none;
-    const std::vector<int32_t>& cached = own.token_ids.empty() ? none : own.token_ids[0];
-    int done =
-        static_cast<int>(std::mismatch(cached.begin(), cached.end(), ids.begin(), ids.end()).first - cached.begin());
-    if (own.model != &model || !(own.options == options)) done = 0;
-    own.rows_planned = ask.end;
-    const auto run = [&](int n, PrefixCache* cache) {
-        forward.run(model, first_tokens(kept, ask.b, n), options, result, CpuForward::Heads::batched, cache);
-    };
-    for (int to = std::min(done, ask.first); to < ask.first;) {
-        to = std::min(to + lens_fill_chunk, ask.first);
-        report_progress(progress, "the rows before the lens", to, ask.first, ProgressUnit::steps);
-        run(to, &own);
-    }
-    if (ask.first > 0 && done > ask.first) run(ask.first, &own);
-    run(ask.end, ask.first > 0 ? &own : nullptr);
-}
-
 }  // namespace
 
-LensAnswer compute_lens(CpuForward& forward, const PrefixCache* live, PrefixCache& own, const KeptMaps& kept,
-                        const LensAsk& ask, const Progress& progress) {
+LensAnswer compute_lens(CpuForward& forward, const PrefixCache* live, const KeptMaps& kept, const LensAsk& ask,
+                        const std::function<bool()>& live_computing, const Progress& progress) {
     const auto start = Clock::now();
     const int length = static_cast<int>(kept.batch.token_ids.at(ask.b).size());
     if (ask.first < 0 || ask.first >= ask.end || ask.end > length || ask.k < 1)
@@ -70,52 +49,59 @@ LensAnswer compute_lens(CpuForward& forward, const PrefixCache* live, PrefixCach
     AttentionOptions options = kept.options;
     options.maps = Maps::none, options.summaries = false, options.new_rows_only = false;
     options.top_k = 0, options.lens_k = ask.k, options.lens_from = ask.first;
+    LensAnswer answer{ask, {}, {}};
     AttentionResult result;
-    int read = 0;
     if (!prefix_reuse_refusal(options).empty()) {  // every row sees the whole text (an encoder's): all of it
-        forward.run(*kept.model, first_tokens(kept, ask.b, length), options, result, CpuForward::Heads::batched,
-                    nullptr, progress);
-    } else if (live && ask.first > 0 && read_live_rows(forward, *live, kept, ask, options, result, progress)) {
-        read = ask.first;
-        own.clear();  // the live cache serves: the lens's own rows go
+        run_lens_forward(forward, kept, ask, length, options, nullptr, result, progress);
+    } else if (ask.first == 0) {
+        run_lens_forward(forward, kept, ask, ask.end, options, nullptr, result, progress);
+    } else if (live && read_live_rows(forward, kept, ask, options, *live, result, progress)) {
+        answer.read = ask.first;
+    } else if (live_computing && live_computing()) {
+        answer.waits = true;
+        answer.ms = ms_since(start);
+        return answer;
     } else {
-        compute_over_own_cache(forward, own, kept, ask, options, result, progress);
+        throw Error("the keys and values of the " + std::to_string(ask.first) +
+                    " positions before are not in the live forward's cache (its last forward did not complete): "
+                    "the text's next forward computes them");
     }
-    LensAnswer answer{ask, result.layers, {}};
+    answer.layers = result.layers;
     const int n = ask.end - ask.first;
     answer.tops.resize(result.layers.size() * n * ask.k);
     for (size_t slot = 0; slot < result.layers.size(); ++slot)
         for (int t = ask.first; t < ask.end; ++t)
             std::copy_n(result.lens_at(static_cast<int>(slot), 0, t), ask.k,
                         answer.tops.data() + (slot * n + t - ask.first) * ask.k);
-    answer.read = read;
     answer.ms = ms_since(start);
     return answer;
 }
 
-void LongLens::open(std::shared_ptr<const PrefixCache> live) {
-    live_ = std::move(live);
+void LongLens::open(std::shared_ptr<const PrefixCache> live, std::function<bool()> live_computing) {
+    live_ = std::move(live), live_computing_ = std::move(live_computing);
     forward_ = std::make_shared<CpuForward>();
-    own_ = std::make_shared<PrefixCache>();
     asked_of_.reset(), asked_.reset(), answer_.reset(), message_.clear();
+    waiting_ = false;
 }
 
 void LongLens::forget() {
     if (!asked_) return;
-    forward_ = std::make_shared<CpuForward>();  // a running job keeps the ones it has
-    own_ = std::make_shared<PrefixCache>();
+    forward_ = std::make_shared<CpuForward>();  // a running job keeps the one it has
     asked_of_.reset(), asked_.reset(), answer_.reset(), message_.clear();
+    waiting_ = false;
 }
 
 void LongLens::ask(std::shared_ptr<const KeptMaps> kept, const LensAsk& ask) {
     const bool same_kept = !asked_of_.owner_before(kept) && !kept.owner_before(asked_of_) && !asked_of_.expired();
-    if (!kept || (same_kept && asked_ == ask)) return;
-    asked_of_ = kept, asked_ = ask;
-    worker_.submit([forward = forward_, live = live_, own = own_, kept = std::move(kept), ask](std::stop_token stop) {
+    const bool waited_for = waiting_ && !live_computing_();  // the forward it waited for is done
+    if (!kept || (same_kept && asked_ == ask && !waited_for)) return;
+    asked_of_ = kept, asked_ = ask, waiting_ = false;
+    worker_.submit([forward = forward_, live = live_, live_computing = live_computing_, kept = std::move(kept),
+                    ask](std::stop_token stop) {
         const Progress progress = [stop](const ProgressReport&) {
             if (stop.stop_requested()) throw Cancelled();
         };
-        return compute_lens(*forward, live.get(), *own, *kept, ask, progress);
+        return compute_lens(*forward, live.get(), *kept, ask, live_computing, progress);
     });
 }
 
@@ -124,6 +110,10 @@ bool LongLens::collect() {
     if (!done) return false;
     message_ = done->error;
     if (!done->error.empty() || asked_ != done->result.ask) return false;
+    if (done->result.waits) {  // the answer shown stays until the live forward's text is asked
+        waiting_ = true;
+        return false;
+    }
     answer_ = std::move(done->result);
     ++answered_;
     return true;

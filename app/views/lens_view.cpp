@@ -78,7 +78,12 @@ bool LensView::ask_long_lens(const WindowState& state, Session& s, Ui& ui, float
     const LongLens& lens = s.long_lens();
     const LensAnswer* answer = lens.answer();
     const bool shown = answer && answer->ask.b == state.selected;
-    if (!lens.message().empty() && !lens.pending())
+    if (lens.waiting())
+        ImGui::Text(
+            "the logit lens of positions %d to %d waits for the text's forward, whose keys and values it "
+            "reads...",
+            first, end - 1);
+    else if (!lens.message().empty() && !lens.pending())
         ImGui::TextUnformatted(("The logit lens: " + lens.message()).c_str());
     else if (!shown || lens.pending())
         ImGui::Text("computing the logit lens of positions %d to %d (the forward up to them, on a worker)...", first,

@@ -129,8 +129,9 @@ void CpuForward::rotate(const Config& cfg, const Batch& batch, const AttentionOp
     const int Qw = split.q_width(), KVw = split.kv_width(), width = Qw + 2 * KVw;
     const bool naive = options.split == Split::naive_view;
     const int first = naive ? 0 : *std::min_element(begin_.begin(), begin_.end());  // the first row computed
-    const RopeTable table =
-        cfg.positions == Positions::rotary ? rope_table(layer_rope(cfg, layer), hs, T, first) : RopeTable{};
+    const RopeTable table = cfg.positions == Positions::rotary
+                                ? rope_table(layer_rope(cfg, layer), hs, T, first, text_length_)
+                                : RopeTable{};
     HeadBlock q_part{qkv_.data(), width}, k_part{qkv_.data() + Qw, width};
     if (naive) {
         const NaiveParts parts = naive_parts(qkv_contiguous_.data(), B, T, split);
@@ -222,7 +223,7 @@ void CpuForward::read_cached_rows(const Model& model, const Batch& batch, const 
                                   int layer) const {
     const int width = 2 * split.kv_width();
     float* kv = store.kv[0].data() + stored_layer(layer) * static_cast<size_t>(store.capacity) * width;
-    if (!copy_cached_rows(*cached.from, model, options, batch.token_ids[0], begin_[0], batch.T(), layer, width, kv))
+    if (!copy_cached_rows(*cached.from, model, options, batch.token_ids[0], begin_[0], text_length_, layer, width, kv))
         throw RowsGone();
 }
 

@@ -26,7 +26,7 @@ void CpuForward::reserve_kv(PrefixCache& store, int B, int layers, int T, int wi
         // A tenth more (16 rows at least), as the kept rows have: typing and
         // generating do not reallocate at every token, and an 8k text's first
         // keystroke past it does not double its cache (half a GB on a 1B model).
-        const int capacity = std::min(std::max(T + std::max(T / 10, 16), store.rows_planned), max_rows);
+        const int capacity = std::min(T + std::max(T / 10, 16), max_rows);
         for (int b = 0; b < B; ++b) {
             AlignedVector<float> grown(floats(capacity));
             for (int l = 0; l < layers && keep[b] > 0; ++l)
@@ -128,6 +128,10 @@ void CpuForward::run(const Model& model, const Batch& batch, const AttentionOpti
     const int B = batch.B(), T = batch.T(), C = cfg.n_embd;
     const bool predicting = options.top_k > 0 || options.lens_k > 0;
     const bool reuse_allowed = prefix_reuse_refusal(options).empty();
+    if (request.text_length != 0 && (request.text_length < T || cache))
+        throw Error("a forward of a text's first " + std::to_string(T) + " tokens names a text of " +
+                    std::to_string(request.text_length) + (cache ? " and keeps a cache" : ""));
+    text_length_ = std::max(request.text_length, T);
 
     // The rows to compute: those after the rows each text can reuse from the cache, or reads from another's.
     begin_.assign(B, 0);

@@ -84,7 +84,7 @@ bool long_rope(const Rope& rope, int T) { return !rope.long_divisors.empty() && 
 
 int rope_dims(const Rope& rope, int hs) { return static_cast<int>(hs * rope.fraction) / 2 * 2; }
 
-RopeTable rope_table(const Rope& rope, int hs, int T, int first) {
+RopeTable rope_table(const Rope& rope, int hs, int T, int first, int text_length) {
     RopeTable table;
     table.dims = rope_dims(rope, hs);
     table.first = first;
@@ -94,7 +94,8 @@ RopeTable rope_table(const Rope& rope, int hs, int T, int first) {
     std::vector<float> inv_freq(half);
     for (int d = 0; d < half; ++d)
         inv_freq[d] = 1.f / std::pow(rope.theta, static_cast<float>(2 * d) / static_cast<float>(table.dims));
-    const std::vector<float>& divisors = long_rope(rope, T) ? rope.long_divisors : rope.frequency_divisors;
+    const bool long_factors = long_rope(rope, text_length > 0 ? text_length : T);
+    const std::vector<float>& divisors = long_factors ? rope.long_divisors : rope.frequency_divisors;
     for (size_t d = 0; d < divisors.size() && d < inv_freq.size(); ++d) inv_freq[d] /= divisors[d];
     if (rope.linear_factor != 1)
         for (float& f : inv_freq) f /= rope.linear_factor;

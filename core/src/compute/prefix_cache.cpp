@@ -38,10 +38,11 @@ void PrefixCache::keep_rows(const std::vector<int>& rows) {
 }
 
 bool copy_cached_rows(const PrefixCache& cache, const Model& model, const AttentionOptions& options,
-                      const std::vector<int32_t>& ids, int rows, int T, int layer, int width, float* to) {
+                      const std::vector<int32_t>& ids, int rows, int text_length, int layer, int width, float* to) {
     std::shared_lock hold(cache.lock.mutex);
     if (cache.model != &model || !same_keys_and_values(cache.options, options) || layer >= cache.layers ||
-        !cache.source_ids.empty() || long_rope(model.config.rope, cache.result.T) != long_rope(model.config.rope, T))
+        !cache.source_ids.empty() ||
+        long_rope(model.config.rope, cache.result.T) != long_rope(model.config.rope, text_length))
         return false;
     for (size_t b = 0; b < cache.token_ids.size(); ++b) {
         const std::vector<int32_t>& cached = cache.token_ids[b];

@@ -71,6 +71,11 @@ public:
         std::lock_guard lock(mutex_);
         return pending_ != nullptr || running_;
     }
+    // Whether a job waits or runs, or its outcome waits to be taken.
+    bool unanswered() const {
+        std::lock_guard lock(mutex_);
+        return pending_ != nullptr || running_ || finished_.has_value();
+    }
 
 private:
     void run() {

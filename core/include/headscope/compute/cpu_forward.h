@@ -143,6 +143,7 @@ private:
     int rows_ = 0;                // R
     int first_held_ = 0;          // the first query row the maps hold (AttentionResult::first_row)
     bool lens_ = false;           // the lens is read out: lens_k, and a row from lens_from computed
+    int text_length_ = 0;         // the text whose first T tokens run, for LongRoPE (ForwardRequest::text_length)
     PrefixCache own_cache_;       // the keys and values when the caller keeps no cache
     // The rows this forward writes its kept queries, keys and summaries into
     // (the result holds them: a pointer, so that the forward counts as no holder of them).

@@ -61,7 +61,9 @@ struct RopeTable {
 bool long_rope(const Rope& rope, int T);
 // Positions [first, T) of a forward of T: a keystroke's forward rotates
 // only its new rows (per layer, 8,192 positions' sines took 29 ms of it).
-RopeTable rope_table(const Rope& rope, int hs, int T, int first = 0);
+// LongRoPE's factors are those of a text of `text_length` tokens (0: T): a
+// forward of a longer text's first T tokens (its lens) rotates as that text.
+RopeTable rope_table(const Rope& rope, int hs, int T, int first = 0, int text_length = 0);
 int rope_dims(const Rope& rope, int hs);  // rope_table's dims
 // Rotates row r of x (`rows` rows of hs, row stride `stride`) by position
 // first_position + r, in place; the table must cover those positions.

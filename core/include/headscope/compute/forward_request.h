@@ -55,6 +55,11 @@ struct ForwardRequest {
         int rows = 0;
     };
     CachedRows cached_rows;
+    // The text whose first tokens this forward computes, where it is longer
+    // (0: the batch is the whole text): LongRoPE's factors are chosen by its
+    // length, as its own forward and cache chose them (the lens of a long
+    // text's earlier positions).
+    int text_length = 0;
 };
 
 }  // namespace headscope

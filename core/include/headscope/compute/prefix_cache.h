@@ -47,11 +47,8 @@ struct PrefixCache {
     // Per text: (L, capacity, 2 KVw), each layer's rows [K | V] of its tokens
     // (keys after RoPE and qk-norm), for at least its length.
     std::vector<AlignedVector<float>> kv;
-    int capacity = 0;  // rows per layer in kv: a text's length and a tenth more, or rows_planned
-    int layers = 0;    // the layers of kv that hold the cached texts' rows: those the cached forward ran
-    // Rows a caller will fill in several forwards (a long text's lens, in
-    // chunks): kv takes them at once rather than growing chunk by chunk.
-    int rows_planned = 0;
+    int capacity = 0;        // rows per layer in kv: a text's length and a tenth more
+    int layers = 0;          // the layers of kv that hold the cached texts' rows: those the cached forward ran
     AttentionResult result;  // the cached forward's, less its kept rows (those are `kept`)
     // Whether `result` ends where token_ids do (its last logits are theirs);
     // false once a forward stopped part way (keep_rows).
@@ -79,14 +76,13 @@ struct PrefixCache {
     // a keystroke cancelled by the next one leaves its prefix to the next.
     void keep_rows(const std::vector<int>& rows);
 
-    // Forgets everything but the rows planned and ask_for_rows, and frees the
-    // memory (the texts or the model changed for good).
+    // Forgets everything but ask_for_rows, and frees the memory (the texts
+    // or the model changed for good).
     void clear() {
         std::unique_lock hold(lock.mutex);
-        const int planned = rows_planned;
         std::function<void()> ask = std::move(ask_for_rows);
         *this = PrefixCache{};
-        rows_planned = planned, ask_for_rows = std::move(ask);
+        ask_for_rows = std::move(ask);
     }
 };
 
@@ -98,13 +94,13 @@ struct RowsGone : Error {
 
 // Copies the keys and values of the first `rows` tokens of `ids` at `layer`
 // from `cache` into `to` (rows x width floats, each [K | V]), under the
-// cache's lock, where the cache holds them as a forward of `ids` padded to
-// T with `options` on `model` computes them: the same model and keys and
-// values (same_keys_and_values), the layer run, a text that starts with
-// those tokens, and LongRoPE's factors on the same side of their switch.
-// False where it does not (nothing copied).
+// cache's lock, where the cache holds them as a forward of `ids` (the first
+// tokens of a text of `text_length`) with `options` on `model` computes
+// them: the same model and keys and values (same_keys_and_values), the layer
+// run, a text that starts with those tokens, and LongRoPE's factors on the
+// same side of their switch. False where it does not (nothing copied).
 bool copy_cached_rows(const PrefixCache& cache, const Model& model, const AttentionOptions& options,
-                      const std::vector<int32_t>& ids, int rows, int T, int layer, int width, float* to);
+                      const std::vector<int32_t>& ids, int rows, int text_length, int layer, int width, float* to);
 
 // Why a forward with `options` can reuse no prefix ("" when it can): with the
 // causal mask off every row sees every later token, and with the naive-view
