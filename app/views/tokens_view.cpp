@@ -16,7 +16,11 @@ void TokensView::update_weights(const Session& s, Ui& ui, int layer, int head, c
     const int b = maps.b, keys = maps.cols, NH = maps.result->NH;
     const Key key{s.shown_generation, s.comparison().generation(), b, layer, head, average_, queries, ui.colormap,
                   maps.kind};
-    if (key == key_ || s.rows_lent()) return;  // lent: the last row's colours until the forward is done
+    if (key == key_) return;
+    if (s.rows_lent()) {  // lent: the last row's colours until the forward is done; none where none were drawn
+        if (weights_.size() != static_cast<size_t>(keys)) weights_.assign(keys, std::nanf(""));
+        return;
+    }
     key_ = key;
     weights_.assign(keys, std::nanf(""));
     const AttentionOptions options = s.maps_options_at(maps, layer);
