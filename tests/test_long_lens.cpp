@@ -313,7 +313,9 @@ TEST_F(LongTextLens, TheLensIsRightWhileAnotherThreadTypes) {
 // The window's LongLens: an ask the live cache cannot serve while the live
 // forward computes waits (the answer shown stays), is not computed again
 // while it still computes, and is once it is done (the rows read); one
-// that finds no forward computing says why, the answer shown kept.
+// that finds no forward computing says why, the answer shown kept, and is
+// not asked again. A wait whose forward ends with no text to ask of (it
+// failed with the rows lent) says so; forget() ends a wait.
 TEST_F(LongTextLens, TheWindowsLensAsksAgainOnceTheLiveForwardIsDone) {
     auto live = std::make_shared<PrefixCache>();
     std::vector<int32_t> edited = ids();
@@ -334,8 +336,10 @@ TEST_F(LongTextLens, TheWindowsLensAsksAgainOnceTheLiveForwardIsDone) {
     EXPECT_TRUE(lens.waiting());
     EXPECT_EQ(lens.answer()->ask, (LensAsk{0, 90, 95, K}));  // the older answer stays
     lens.ask(kept, {0, 400, 405, K});
-    EXPECT_FALSE(lens.pending());  // still computing: not asked again
-    type(ids(), *live);            // the forward done
+    lens.ask(nullptr, {0, 400, 405, K});  // the rows lent meanwhile
+    EXPECT_FALSE(lens.pending());         // still computing: not asked again
+    EXPECT_TRUE(lens.waiting());
+    type(ids(), *live);  // the forward done
     live_computes = false;
     EXPECT_TRUE(answer_of({0, 400, 405, K}));
     EXPECT_FALSE(lens.waiting());
@@ -343,9 +347,24 @@ TEST_F(LongTextLens, TheWindowsLensAsksAgainOnceTheLiveForwardIsDone) {
     expect_whole_texts(*lens.answer());
     type(edited, *live);  // a forward that left the cache cut, none computing
     EXPECT_FALSE(answer_of({0, 410, 415, K}));
-    EXPECT_NE(lens.message().find("not in the live forward's cache"), std::string::npos) << lens.message();
+    EXPECT_NE(lens.message().find("cache does not hold"), std::string::npos) << lens.message();
     EXPECT_EQ(lens.answer()->ask, (LensAsk{0, 400, 405, K}));
+    lens.ask(kept, {0, 410, 415, K});
+    EXPECT_FALSE(lens.pending());
     EXPECT_EQ(lens.answered(), 2u);
+    live_computes = true;
+    EXPECT_FALSE(answer_of({0, 420, 425, K}));
+    EXPECT_TRUE(lens.waiting());
+    live_computes = false;
+    lens.ask(nullptr, {0, 420, 425, K});  // done, and failed: no kept rows
+    EXPECT_FALSE(lens.waiting());
+    EXPECT_NE(lens.message().find("did not complete"), std::string::npos) << lens.message();
+    live_computes = true;
+    EXPECT_FALSE(answer_of({0, 430, 435, K}));
+    EXPECT_TRUE(lens.waiting());
+    lens.forget();
+    EXPECT_FALSE(lens.waiting());
+    EXPECT_EQ(lens.answer(), nullptr);
 }
 
 // LongRoPE: a text past the switch length (8 here) rotates every position
@@ -381,6 +400,18 @@ TEST(LongRopeLens, ThePositionsBeforeTheSwitchRotateAsTheWholeText) {
             }
         EXPECT_GT(apart_from_prefix, 1e-4) << "the short factors give the same lens: the test shows nothing";
     }
+    ForwardRequest shorter;  // a text shorter than the forward's, or a forward that keeps a cache: refused
+    shorter.text_length = 5;
+    AttentionResult refused;
+    EXPECT_THROW(forward.run(*model, Batch{{slice(text, 0, 6)}, pad}, lens, refused, CpuForward::Heads::batched,
+                             nullptr, {}, shorter),
+                 Error);
+    ForwardRequest cached;
+    cached.text_length = 11;
+    PrefixCache cache;
+    EXPECT_THROW(forward.run(*model, Batch{{slice(text, 0, 6)}, pad}, lens, refused, CpuForward::Heads::batched, &cache,
+                             {}, cached),
+                 Error);
 }
 
 }  // namespace

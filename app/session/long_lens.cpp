@@ -51,7 +51,10 @@ LensAnswer compute_lens(CpuForward& forward, const PrefixCache* live, const Kept
     options.top_k = 0, options.lens_k = ask.k, options.lens_from = ask.first;
     LensAnswer answer{ask, {}, {}};
     AttentionResult result;
-    if (!prefix_reuse_refusal(options).empty()) {  // every row sees the whole text (an encoder's): all of it
+    // Where no prefix can be reused (an encoder's text, the causal mask off,
+    // the naive-view split, mean knock-outs) every row sees the whole text:
+    // all of it, a second whole forward beside the live one's buffers.
+    if (!prefix_reuse_refusal(options).empty()) {
         run_lens_forward(forward, kept, ask, length, options, nullptr, result, progress);
     } else if (ask.first == 0) {
         run_lens_forward(forward, kept, ask, ask.end, options, nullptr, result, progress);
@@ -62,9 +65,8 @@ LensAnswer compute_lens(CpuForward& forward, const PrefixCache* live, const Kept
         answer.ms = ms_since(start);
         return answer;
     } else {
-        throw Error("the keys and values of the " + std::to_string(ask.first) +
-                    " positions before are not in the live forward's cache (its last forward did not complete): "
-                    "the text's next forward computes them");
+        throw Error("the live forward's cache does not hold the keys and values of the " + std::to_string(ask.first) +
+                    " positions before: the text's next forward computes them");
     }
     answer.layers = result.layers;
     const int n = ask.end - ask.first;
@@ -79,22 +81,27 @@ LensAnswer compute_lens(CpuForward& forward, const PrefixCache* live, const Kept
 
 void LongLens::open(std::shared_ptr<const PrefixCache> live, std::function<bool()> live_computing) {
     live_ = std::move(live), live_computing_ = std::move(live_computing);
-    forward_ = std::make_shared<CpuForward>();
-    asked_of_.reset(), asked_.reset(), answer_.reset(), message_.clear();
-    waiting_ = false;
+    forget_asks();
 }
 
 void LongLens::forget() {
-    if (!asked_) return;
+    if (asked_) forget_asks();
+}
+
+void LongLens::forget_asks() {
     forward_ = std::make_shared<CpuForward>();  // a running job keeps the one it has
     asked_of_.reset(), asked_.reset(), answer_.reset(), message_.clear();
     waiting_ = false;
 }
 
 void LongLens::ask(std::shared_ptr<const KeptMaps> kept, const LensAsk& ask) {
-    const bool same_kept = !asked_of_.owner_before(kept) && !kept.owner_before(asked_of_) && !asked_of_.expired();
     const bool waited_for = waiting_ && !live_computing_();  // the forward it waited for is done
-    if (!kept || (same_kept && asked_ == ask && !waited_for)) return;
+    if (!kept) {  // the forward that had the rows lent failed: no text of its own to ask of
+        if (waited_for) waiting_ = false, message_ = "the text's forward, which the lens waited for, did not complete";
+        return;
+    }
+    const bool same_kept = !asked_of_.owner_before(kept) && !kept.owner_before(asked_of_) && !asked_of_.expired();
+    if (same_kept && asked_ == ask && !waited_for) return;
     asked_of_ = kept, asked_ = ask, waiting_ = false;
     worker_.submit([forward = forward_, live = live_, live_computing = live_computing_, kept = std::move(kept),
                     ask](std::stop_token stop) {

@@ -65,7 +65,7 @@ public:
     explicit LongLens(std::function<void()> wake) : worker_(std::move(wake)) {}
     // Another model: the live forward's cache on it, which the lens reads,
     // and whether that forward computes (compute_lens); nothing asked.
-    // `live_computing` is called on the lens's worker.
+    // `live_computing` is called on the window's thread and the lens's worker.
     void open(std::shared_ptr<const PrefixCache> live, std::function<bool()> live_computing);
     // Frees the lens's forward's buffers and the answer (the text shown is not long).
     void forget();
@@ -94,6 +94,7 @@ private:
     std::optional<LensAnswer> answer_;
     std::string message_;
     uint64_t answered_ = 0;
+    void forget_asks();          // a new CpuForward, nothing asked or answered
     Worker<LensAnswer> worker_;  // last: its thread stops before the members its jobs read
 };
 

@@ -38,7 +38,7 @@ void Session::install(LoadedModel loaded) {
     intact_cache_ = std::make_shared<PrefixCache>();
     intact_backend_ = std::shared_ptr<Backend>(make_cpu_backend());
     intact_backend_->load_weights(*open_->model);
-    // Called on the lens's worker, which stops before live_ goes (the members' order).
+    // Called on this thread and the lens's worker, which stops before live_ goes (the members' order).
     long_lens_.open(live_cache_, [this] { return live_.unanswered(); });
     intact = {};
     effects_.reset();
