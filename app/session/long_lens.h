@@ -11,7 +11,7 @@
 // text edited before the positions asked, another option, a generation),
 // the lens waits for that forward, whose text needs a lens of its own
 // anyway. The lens never computes those rows itself: a forward of them all
-// at once would hold a second set of the live forward's buffers (2.5 GB
+// at once would hold a second set of the live forward's buffers (2.4 GB
 // over the file and the cache at 8,192 tokens of the 1B shape), and in
 // chunks a cache of every layer's. Where no forward computes and the cache
 // still does not hold them (a forward that failed part way) it says so.
