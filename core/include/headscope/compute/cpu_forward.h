@@ -33,7 +33,7 @@ namespace headscope {
 class CpuForward {
 public:
     static constexpr int unembed_chunk = 64;     // rows read out through the output embedding at a time
-    static constexpr int mlp_chunk_rows = 4096;  // rows through a dense MLP at a time
+    static constexpr int mlp_chunk_rows = 1024;  // rows through a dense MLP at a time
 
     enum class Heads { batched, loop };
 
