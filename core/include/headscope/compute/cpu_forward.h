@@ -32,8 +32,10 @@ namespace headscope {
 
 class CpuForward {
 public:
-    static constexpr int unembed_chunk = 64;     // rows read out through the output embedding at a time
-    static constexpr int mlp_chunk_rows = 1024;  // rows through a dense MLP at a time
+    static constexpr int unembed_chunk = 64;  // rows read out through the output embedding at a time
+    // Rows through a dense MLP at a time: its gate and up rows stay allocated after a long text's forward
+    // (64 MiB at F = 8192; 4,096 rows put the window past its memory at 8k tokens, docs/benchmarks.md).
+    static constexpr int mlp_chunk_rows = 1024;
 
     enum class Heads { batched, loop };
 
